@@ -1,0 +1,114 @@
+"""Known allocator libraries: names users write in `preload`, where the .so lives, which
+Debian package ships it, and how to tell from /proc/PID/maps that it is really in use.
+
+Example: resolve("jemalloc") -> Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Allocator:
+    name: str
+    sonames: tuple[str, ...]  # first found wins
+    package: str  # Debian package that ships it
+
+
+KNOWN: dict[str, Allocator] = {
+    a.name: a
+    for a in (
+        Allocator("jemalloc", ("libjemalloc.so.2",), "libjemalloc2"),
+        Allocator("tcmalloc", ("libtcmalloc_minimal.so.4", "libtcmalloc.so.4"), "libtcmalloc-minimal4"),
+        Allocator("mimalloc", ("libmimalloc.so.2", "libmimalloc.so.2.0"), "libmimalloc2.0"),
+    )
+}
+GLIBC = "glibc"
+NAMES = (GLIBC, *KNOWN)
+
+_LIB_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+)
+
+
+def resolve(preload: str) -> Path | None:
+    """The library file for a `preload` value (a known name or an absolute path).
+
+    Returns None for "glibc" (nothing to preload). Raises LookupError with a hint when a
+    known allocator is not installed, FileNotFoundError when a path does not exist.
+    """
+    if preload == GLIBC:
+        return None
+    if preload.startswith("/"):
+        path = Path(preload)
+        if not path.is_file():
+            raise FileNotFoundError(preload)
+        return path
+    allocator = KNOWN[preload]
+    for soname in allocator.sonames:
+        for directory in _LIB_DIRS:
+            candidate = Path(directory) / soname
+            if candidate.is_file():
+                return candidate
+    raise LookupError(f"apt-get install {allocator.package}")
+
+
+def mapped_libraries(pid: int) -> set[str]:
+    """Real paths of every file mapped into process `pid`."""
+    paths = set()
+    with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+        for line in maps:
+            parts = line.split(maxsplit=5)
+            if len(parts) == 6 and parts[5].startswith("/"):
+                paths.add(parts[5].strip().removesuffix(" (deleted)"))
+    return paths
+
+
+def is_mapped(library: Path, mapped: set[str]) -> bool:
+    real = os.path.realpath(library)
+    return any(os.path.realpath(p) == real for p in mapped)
+
+
+def foreign_allocators(mapped: set[str]) -> list[str]:
+    """Known allocator libraries found in a mapping set (for checking the glibc variant)."""
+    found = []
+    for allocator in KNOWN.values():
+        stems = tuple(s.split(".so")[0] + ".so" for s in allocator.sonames)
+        if any(os.path.basename(p).startswith(stems) for p in mapped):
+            found.append(allocator.name)
+    return found
+
+
+def glibc_library(mapped: set[str]) -> str | None:
+    for path in sorted(mapped):
+        if os.path.basename(path).startswith("libc.so"):
+            return path
+    return None
+
+
+def package_version(path: str | Path) -> str | None:
+    """'package version' of the Debian package owning `path`, or None if no package does."""
+    real = os.path.realpath(path)
+    for candidate in dict.fromkeys((str(path), real)):
+        owner = subprocess.run(
+            ["dpkg-query", "-S", candidate], capture_output=True, text=True, check=False
+        )
+        if owner.returncode == 0 and ":" in owner.stdout:
+            package = owner.stdout.split(":")[0].strip()
+            version = subprocess.run(
+                ["dpkg-query", "-W", "-f", "${Version}", package],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            return f"{package} {version.stdout.strip()}".strip()
+    return None

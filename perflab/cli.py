@@ -1,0 +1,171 @@
+"""perflab command line: run, report, export, doctor.
+
+    spec.load -> preflight.check -> Scheduler(results).run -> report.text / report.export
+PerflabError is caught here only and mapped to its exit code; anything else is a bug.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from perflab import __version__, hostinfo, preflight, spec
+from perflab.errors import EXIT_INTERRUPTED, PerflabError, UsageError
+from perflab.store.results import Results
+from perflab.units import format_duration
+
+# Wide tables when piped (CI logs, files); the terminal's own width otherwise.
+out = Console(width=None if sys.stdout.isatty() else 150)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
+
+
+def _fail(exc: PerflabError) -> NoReturn:
+    err.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True, soft_wrap=True)
+    if exc.hint:
+        err.print(f"[cyan]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+    sys.exit(exc.exit_code)
+
+
+def _terminate_as_interrupt(signum: int, frame: Any) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+        signal.signal(signal.SIGHUP, _terminate_as_interrupt)
+        try:
+            return super().invoke(ctx)
+        except PerflabError as exc:
+            _fail(exc)
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted:[/] every server and client perflab started has been stopped")
+            sys.exit(EXIT_INTERRUPTED)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="perflab")
+def main() -> None:
+    """Run database benchmark experiments and explain the results."""
+
+
+@main.command()
+@click.argument("experiment", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="results directory "
+              "(default results/<name>-<timestamp>)")  # fmt: skip
+@click.option("--check", is_flag=True, help="validate the experiment file and exit")
+def run(experiment: Path, output: Path | None, check: bool) -> None:
+    """Run every cell of EXPERIMENT and store the results."""
+    exp = spec.load(experiment)
+    preflight.check(exp)
+    from perflab.run.scheduler import Scheduler, estimate_seconds  # noqa: PLC0415 - keeps `report` light
+
+    cells = exp.cells()
+    file = exp.file
+    axes = " x ".join(f"{len(v)} {a}" for a, v in file.variants.items()) or "1 variant"
+    out.print(
+        f"[bold]{exp.name}[/]: {axes} x {len(file.workload.threads)} thread counts x {file.experiment.repeats} "
+        f"repeats = [bold]{len(cells)} cells[/], estimated {format_duration(estimate_seconds(exp))}"
+    )
+    if check:
+        return
+    if output is None:
+        output = Path("results") / f"{exp.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    if (output / "results.db").exists():
+        raise UsageError(f"{output} already holds results", "choose another -o; perflab never overwrites results")
+    with Results(output, create=True) as results:
+        results.set_meta(
+            experiment={**file.model_dump(mode="json")["experiment"], "workload": file.workload.model_dump(mode="json"),
+                        "dataset": file.dataset.model_dump(mode="json"), "axes": {a: list(v) for a, v in file.variants.items()}},
+            spec_text=Path(experiment).read_text(encoding="utf-8"), host=hostinfo.collect(),
+            started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            perflab_version=__version__, cell_count=len(cells), status="running",
+        )  # fmt: skip
+        out.print(f"results: {output}")
+        status = "interrupted"
+        try:
+            with _progress() as progress:
+                Scheduler(exp, results, progress).run()
+            status = "complete"
+        finally:
+            results.set_meta(status=status, ended_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+        from perflab.report import text  # noqa: PLC0415
+
+        text.render(out, results.meta(), results.cells())
+        failed = sum(1 for c in results.cells() if c["status"] != "ok")
+    out.print(f"\nresults: {output}   (perflab report {output} | perflab export {output} --format json)")
+    if failed:
+        err.print(f"[red]{failed} of {len(cells)} cells failed[/]; see the table above and {output}/logs/")
+        sys.exit(1)
+
+
+class _progress:
+    """Progress bar listener: current cell, done/total, elapsed, remaining. Refreshes once a
+    second so the harness takes almost no CPU from the measurement."""
+
+    def __init__(self) -> None:
+        self.bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("left"), TimeRemainingColumn(), console=err, refresh_per_second=1, transient=False,
+        )  # fmt: skip
+        self.task = self.bar.add_task("preparing dataset", total=None)
+
+    def __enter__(self) -> _progress:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def __call__(self, event: str, data: dict[str, Any]) -> None:
+        if event == "prepare_end":
+            snap = data["snapshot"]
+            self.bar.console.print(f"dataset prepared in {snap.prepare_s:.1f}s ({snap.data_bytes / 2**20:.0f} MiB)")
+        elif event == "cell_start":
+            self.bar.update(self.task, total=data["total"], description=f"cell {data['cell'].order + 1}: {data['cell'].key}")
+        elif event == "cell_end":
+            row = data["row"]
+            if row["status"] != "ok":
+                self.bar.console.print(f"[red]cell {row['id']} failed:[/] {(row['error'] or '').splitlines()[0]}")
+            self.bar.advance(self.task)
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def report(directory: Path) -> None:
+    """Print the table of a results DIRECTORY: variants x threads, QPS, ratio, p95, RSS."""
+    from perflab.report import text  # noqa: PLC0415
+
+    with Results(directory) as results:
+        text.render(out, results.meta(), results.cells())
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
+def export(directory: Path, fmt: str) -> None:
+    """Print the results of DIRECTORY in the documented interchange format."""
+    from perflab.report import export as exporter  # noqa: PLC0415
+
+    with Results(directory) as results:
+        click.echo(exporter.to_json(results) if fmt == "json" else exporter.to_csv(results), nl=fmt == "json")
+
+
+@main.command()
+def doctor() -> None:
+    """Which tools and allocators are present, which are missing and how to get them."""
+    from perflab import doctor as doc  # noqa: PLC0415
+
+    if not doc.render(out):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Errors perflab reports to users, with a hint, and the exit codes they map to.
+
+Every error a user can cause or fix is a PerflabError subclass carrying a message (what
+and where) and a hint (how to fix). They are caught only in cli.py; anything else is a bug
+and shows a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1  # the run happened but something in it failed
+EXIT_USAGE = 2  # bad input: nothing was started
+EXIT_INTERRUPTED = 130
+
+
+class PerflabError(Exception):
+    exit_code = EXIT_RUN_FAILED
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found in an experiment file: where, what was expected, what was found."""
+
+    path: str  # dotted key path, e.g. "variants.allocator.jemalloc.preload"
+    expected: str
+    found: str
+    hint: str | None = None
+
+    def render(self) -> str:
+        text = f"{self.path}: expected {self.expected}, found {self.found}"
+        return text + (f"\n    hint: {self.hint}" if self.hint else "")
+
+
+class SpecError(PerflabError):
+    """The experiment file is invalid; carries every problem found, not just the first."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, source: str, problems: list[Problem]) -> None:
+        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+        body = "\n".join("  " + p.render().replace("\n", "\n  ") for p in problems)
+        super().__init__(f"{source}: {count}\n{body}", None)
+        self.problems = problems
+
+
+class UsageError(PerflabError):
+    exit_code = EXIT_USAGE
+
+
+class ToolMissingError(PerflabError):
+    exit_code = EXIT_USAGE
+
+
+class ServerStartError(PerflabError):
+    """The server did not become ready: its own error lines are in the message."""
+
+
+class WorkloadError(PerflabError):
+    """The benchmark client failed."""
+
+
+class AllocatorNotMappedError(PerflabError):
+    """The requested allocator library is not mapped into the server process."""
+
+
+class ResultsFormatError(PerflabError):
+    exit_code = EXIT_USAGE

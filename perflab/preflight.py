@@ -1,0 +1,106 @@
+"""Checks of an experiment against this machine, before anything starts.
+
+The spec parser checks the file on its own; this adds what needs the machine: tools,
+installed allocator libraries, the sysbench test and its option names, CPUs for pinning.
+All problems come back together so `perflab run` reports them at once (exit 2).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from perflab import allocators
+from perflab.errors import Problem, SpecError
+from perflab.spec import Experiment
+
+TMPFS = "/dev/shm"
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    package: str
+    purpose: str
+    required: bool = True
+    version_flag: str | None = "--version"  # None: never run it just to ask (mariadb-install-db would act)
+
+
+TOOLS = (
+    Tool("mariadbd", "mariadb-server", "the server under test"),
+    Tool("mariadb-install-db", "mariadb-server", "creates each datadir", version_flag=None),
+    Tool("mariadb", "mariadb-client", "runs setup SQL"),
+    Tool("sysbench", "sysbench", "the workload"),
+    Tool("setpriv", "util-linux", "kills children if perflab dies", version_flag=None),
+    Tool("taskset", "util-linux", "CPU pinning (pin = true)", version_flag=None),
+    Tool("dpkg-query", "dpkg", "allocator package versions", version_flag=None),
+    Tool("perf", "linux-perf", "on-CPU profiles (later)", required=False),
+    Tool("eu-stack", "elfutils", "wall-clock stacks (later)", required=False),
+)
+
+
+def which(name: str) -> str | None:
+    return shutil.which(name) or next(
+        (p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.access(p, os.X_OK)), None
+    )
+
+
+def check(exp: Experiment) -> None:
+    """Raise SpecError with every problem this machine has with `exp`."""
+    problems = _tools() + _allocators(exp)
+    if not problems:
+        problems += _sysbench(exp)
+    if exp.file.experiment.pin and len(os.sched_getaffinity(0)) < 2:
+        problems.append(Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}",
+                                "set pin = false"))  # fmt: skip
+    if not os.path.isdir(TMPFS):
+        problems.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
+    if problems:
+        raise SpecError(exp.source, problems)
+
+
+def _tools() -> list[Problem]:
+    return [
+        Problem(f"(tool) {t.name}", "installed", "missing", f"apt-get install {t.package} (or `make setup`)")
+        for t in TOOLS
+        if t.required and which(t.name) is None
+    ]
+
+
+def _allocators(exp: Experiment) -> list[Problem]:
+    problems = []
+    for axis, entries in exp.file.variants.items():
+        for label, variant in entries.items():
+            if variant.preload is None:
+                continue
+            try:
+                allocators.resolve(variant.preload)
+            except LookupError as exc:
+                problems.append(Problem(f"variants.{axis}.{label}.preload", f"{variant.preload} installed",
+                                        "no library", str(exc)))  # fmt: skip
+            except FileNotFoundError:
+                problems.append(Problem(f"variants.{axis}.{label}.preload", "an existing file", variant.preload))
+    return problems
+
+
+def _sysbench(exp: Experiment) -> list[Problem]:
+    from perflab.run.workloads import sysbench  # noqa: PLC0415 - only when sysbench exists
+
+    test = exp.file.workload.test
+    done = subprocess.run(["sysbench", test, "help"], capture_output=True, text=True, check=False, timeout=60)
+    if done.returncode != 0 or "options:" not in done.stdout:
+        known = sorted(p.removesuffix(".lua") for p in os.listdir("/usr/share/sysbench") if p.endswith(".lua")) \
+            if os.path.isdir("/usr/share/sysbench") else []  # fmt: skip
+        return [Problem("workload.test", "a sysbench test", repr(test), f"known: {', '.join(known)}")]
+    known_opts = sysbench.known_options(test)
+    problems = []
+    for key in exp.file.workload.options:
+        name = key.replace("-", "_")
+        if name not in known_opts:
+            close = difflib.get_close_matches(name, list(known_opts), n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else f"see `sysbench {test} help`"
+            problems.append(Problem(f"workload.options.{key}", f"an option of sysbench {test}", "unknown option", hint))
+    return problems

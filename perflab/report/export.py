@@ -1,0 +1,106 @@
+"""The interchange formats: JSON ("perflab-results/1") and CSV (one row per cell).
+
+JSON format history:
+  perflab-results/1  first version; documented in README "Results format".
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from perflab.store.results import Results
+
+FORMAT = "perflab-results/1"
+
+CSV_COLUMNS = [
+    "id", "order", "variant", "threads", "repeat", "status", "error", "allocator_library",
+    "allocator_version", "warmup_s", "tps", "qps", "latency_avg_ms", "latency_p50_ms",
+    "latency_p95_ms", "latency_p99_ms", "latency_max_ms", "errors_per_s", "rss_end_bytes",
+    "rss_peak_bytes", "server_cpu_s", "server_user_s", "server_sys_s", "client_cpu_s",
+    "minor_faults_per_txn", "major_faults_per_txn", "ctx_switches_per_txn", "server_cpu_us_per_txn",
+]  # fmt: skip
+
+
+def document(results: Results) -> dict[str, Any]:
+    meta = results.meta()
+    cells = []
+    for cell in results.cells():
+        cells.append(_cell(cell, results.intervals(cell["id"]), results.rss_samples(cell["id"])))
+    return {
+        "format": FORMAT,
+        "experiment": meta.get("experiment", {}),
+        "spec": meta.get("spec_text"),
+        "host": meta.get("host", {}),
+        "dataset": meta.get("dataset"),
+        "run": {k: meta.get(k) for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count")},
+        "cells": cells,
+    }
+
+
+def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple[float, int]]) -> dict[str, Any]:
+    summary = cell.get("summary")
+    return {
+        "id": cell["id"],
+        "key": cell["key"],
+        "variant": cell["variant"],
+        "threads": cell["threads"],
+        "repeat": cell["repeat"],
+        "order": cell["id"],
+        "status": cell["status"],
+        "error": cell["error"],
+        "log_tail": cell["log_tail"],
+        "started_at": cell["started_at"],
+        "ended_at": cell["ended_at"],
+        "preload": cell["preload"],
+        "allocator_library": cell["allocator_library"],
+        "allocator_version": cell["allocator_version"],
+        "env": cell["env"],
+        "server_options": cell["server_options"],
+        "pinning": cell["pinning"],
+        "warmup_s": cell["warmup_s"],
+        "summary": None if summary is None else {
+            "tps": summary["tps"], "qps": summary["qps"], "transactions": summary["transactions"],
+            "queries": summary["queries"], "latency_ms": summary["latency_ms"],
+            "errors_per_s": summary["errors_per_s"], "reconnects": summary["reconnects"],
+            "total_time_s": summary["total_time_s"],
+        },  # fmt: skip
+        "intervals": [
+            {"t": iv["t"], "warmup": bool(iv["warmup"]), "tps": iv["tps"], "qps": iv["qps"],
+             "reads": iv["reads"], "writes": iv["writes"], "other": iv["other"], "p95_ms": iv["p95_ms"],
+             "errors_per_s": iv["errors_per_s"], "reconnects_per_s": iv["reconnects_per_s"]}
+            for iv in intervals
+        ],  # fmt: skip
+        "rss_samples": [{"t": t, "rss_bytes": v} for t, v in rss],
+        "resources": cell["resources"],
+        "sysbench_options": cell["sysbench_options"],
+    }
+
+
+def to_json(results: Results) -> str:
+    return json.dumps(document(results), indent=2)
+
+
+def to_csv(results: Results) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for cell in results.cells():
+        summary = cell.get("summary") or {}
+        lat = summary.get("latency_ms") or {}
+        res = cell.get("resources") or {}
+        writer.writerow({
+            "id": cell["id"], "order": cell["id"],
+            "variant": ",".join(f"{a}={lbl}" for a, lbl in cell["variant"].items()),
+            "threads": cell["threads"], "repeat": cell["repeat"], "status": cell["status"],
+            "error": (cell["error"] or "").splitlines()[0] if cell["error"] else "",
+            "allocator_library": cell["allocator_library"], "allocator_version": cell["allocator_version"],
+            "warmup_s": cell["warmup_s"], "tps": summary.get("tps"), "qps": summary.get("qps"),
+            "latency_avg_ms": lat.get("avg"), "latency_p50_ms": lat.get("p50"),
+            "latency_p95_ms": lat.get("p95"), "latency_p99_ms": lat.get("p99"),
+            "latency_max_ms": lat.get("max"), "errors_per_s": summary.get("errors_per_s"),
+            **{k: res.get(k) for k in CSV_COLUMNS[18:]},
+        })  # fmt: skip
+    return buf.getvalue()

@@ -1,0 +1,85 @@
+"""The dataset: prepared once per experiment, snapshotted, restored into every cell.
+
+`prepare()` creates a datadir on tmpfs, starts a server on it, runs `sysbench <test>
+prepare`, shuts the server down cleanly and keeps the stopped datadir as the snapshot.
+`restore()` copies the snapshot for one cell (seconds faster than preparing again; see
+bench/restore.py). The buffer pool is sized from the prepared data so every cell is in memory.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perflab.run.proc import call, clean_env
+from perflab.run.servers.mariadb import MariaDB, install_datadir
+from perflab.run.workloads import sysbench
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    datadir: Path
+    data_bytes: int  # size of the sbtest schema on disk
+    prepare_s: float  # wall time of init + prepare + shutdown
+
+    @property
+    def buffer_pool(self) -> str:
+        """A buffer pool that holds the whole dataset with room to spare (>= 256M)."""
+        need = max(256 * MiB, self.data_bytes * 1.5)
+        return f"{math.ceil(need / (128 * MiB)) * 128}M"
+
+
+def tree_bytes(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
+def prepare(
+    workdir: Path,
+    *,
+    test: str,
+    tables: int,
+    table_size: int,
+    options: dict[str, Any],
+    server_options: dict[str, Any],
+    log: Path,
+) -> Snapshot:
+    """Build the snapshot datadir under `workdir`; sysbench output goes to `log`."""
+    start = time.monotonic()
+    rundir = workdir / "prepare"
+    datadir = workdir / "snapshot"
+    install_datadir(datadir)
+    rundir.mkdir(parents=True, exist_ok=True)
+    server = MariaDB(rundir, datadir, server_options)
+    with server:
+        server.sql("CREATE DATABASE IF NOT EXISTS sbtest")
+        argv = sysbench.argv(
+            test, "prepare", socket=server.socket, tables=tables, table_size=table_size,
+            threads=min(tables, os.cpu_count() or 1), options=options,
+        )  # fmt: skip
+        output = call(argv, what="sysbench prepare", env=clean_env(), timeout=3600)
+        log.write_text(output, encoding="utf-8")
+        server.stop(clean=True)  # a clean shutdown: the snapshot must need no recovery
+    shutil.copy2(server.error_log, log.with_name("prepare-error.log"))
+    shutil.rmtree(rundir, ignore_errors=True)
+    return Snapshot(datadir, tree_bytes(datadir / "sbtest"), time.monotonic() - start)
+
+
+def restore(snapshot: Snapshot, dest: Path) -> float:
+    """Copy the snapshot to `dest` (which must not exist); returns seconds taken."""
+    start = time.monotonic()
+    shutil.copytree(snapshot.datadir, dest, symlinks=True)
+    return time.monotonic() - start

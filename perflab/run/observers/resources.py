@@ -1,0 +1,114 @@
+"""Resource use of the server over the measured window, read from /proc.
+
+`ProcCounters.read(pid)` takes CPU ticks, page faults and context switches (summed over
+the process's threads); the difference of two reads is the window's use. `RssSampler`
+samples resident memory once per interval in a thread that sleeps in between, so its own
+cost is one small file read per second.
+
+    with RssSampler(pid) as rss: run_workload()
+    rss.samples -> [(0.0, 123456789), (1.0, ...)]
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class ProcCounters:
+    user_s: float
+    sys_s: float
+    minor_faults: int
+    major_faults: int
+    voluntary_ctx: int
+    involuntary_ctx: int
+
+    @classmethod
+    def read(cls, pid: int) -> ProcCounters:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            # the command name may contain spaces: fields start after the last ')'
+            fields = f.read().rsplit(")", 1)[1].split()
+        vol = invol = 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/status", encoding="ascii") as status:
+                    for line in status:
+                        if line.startswith("voluntary_ctxt_switches:"):
+                            vol += int(line.split()[1])
+                        elif line.startswith("nonvoluntary_ctxt_switches:"):
+                            invol += int(line.split()[1])
+            except FileNotFoundError:  # the thread ended while we looked
+                continue
+        # /proc/PID/stat fields (man 5 proc), counted from field 3 (state) at index 0
+        return cls(
+            user_s=int(fields[11]) / CLOCK_TICKS,
+            sys_s=int(fields[12]) / CLOCK_TICKS,
+            minor_faults=int(fields[7]),
+            major_faults=int(fields[9]),
+            voluntary_ctx=vol,
+            involuntary_ctx=invol,
+        )
+
+    def minus(self, before: ProcCounters) -> ProcCounters:
+        return ProcCounters(
+            user_s=self.user_s - before.user_s,
+            sys_s=self.sys_s - before.sys_s,
+            minor_faults=self.minor_faults - before.minor_faults,
+            major_faults=self.major_faults - before.major_faults,
+            voluntary_ctx=self.voluntary_ctx - before.voluntary_ctx,
+            involuntary_ctx=self.involuntary_ctx - before.involuntary_ctx,
+        )
+
+
+def rss_bytes(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * PAGE_SIZE
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+
+
+class RssSampler:
+    """Samples the resident set size of `pid` every `interval` seconds in a thread."""
+
+    def __init__(self, pid: int, interval: float = 1.0) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
+        self._start = 0.0
+
+    def _loop(self) -> None:
+        while True:
+            value = rss_bytes(self.pid)
+            if value is not None:
+                self.samples.append((round(time.monotonic() - self._start, 3), value))
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self) -> RssSampler:
+        self._start = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        value = rss_bytes(self.pid)  # the end of the window, exactly
+        if value is not None:
+            self.samples.append((round(time.monotonic() - self._start, 3), value))
+
+    @property
+    def end(self) -> int | None:
+        return self.samples[-1][1] if self.samples else None
+
+    @property
+    def peak(self) -> int | None:
+        return max((v for _, v in self.samples), default=None)

@@ -1,0 +1,148 @@
+"""Child processes that cannot outlive perflab.
+
+Every process perflab starts runs in its own session (so a terminal's Ctrl-C reaches
+perflab only, which then stops it in order) under `setpriv --pdeathsig KILL` (so the kernel
+kills it even if perflab itself is killed with SIGKILL). `Child` is a context manager that
+kills the whole process group in `finally`; `os.wait4` reaps it and returns its rusage.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+from perflab.errors import PerflabError, ToolMissingError
+
+_SETPRIV = shutil.which("setpriv")
+
+
+def guarded(argv: Sequence[str], cpus: Sequence[int] | None = None) -> list[str]:
+    """argv prefixed so the process dies with perflab and, optionally, runs on `cpus`."""
+    prefix: list[str] = []
+    if _SETPRIV:
+        prefix += [_SETPRIV, "--pdeathsig", "KILL"]
+    if cpus:
+        prefix += ["taskset", "-c", ",".join(map(str, cpus))]
+    return prefix + list(argv)
+
+
+class Child:
+    """A started process in its own process group, killed with its group on exit."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        stdout: IO | int | None = subprocess.DEVNULL,
+        stderr: IO | int | None = subprocess.STDOUT,
+        cpus: Sequence[int] | None = None,
+        cwd: str | Path | None = None,
+    ) -> None:
+        self.argv = guarded(argv, cpus)
+        try:
+            self.popen = subprocess.Popen(
+                self.argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,
+                cwd=cwd,
+            )
+        except FileNotFoundError as exc:
+            raise ToolMissingError(f"cannot run {argv[0]}: {exc.strerror}", "run `perflab doctor`") from None
+        self.pid = self.popen.pid
+        self.rusage: resource.struct_rusage | None = None
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+    def poll(self) -> int | None:
+        """Exit code if the process has ended (and reap it), else None."""
+        if self.popen.returncode is not None:
+            return self.popen.returncode
+        pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+        if pid == 0:
+            return None
+        self._reaped(status, usage)
+        return self.popen.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for exit, reaping the process and keeping its rusage; TimeoutError on deadline."""
+        if self.popen.returncode is not None:
+            return self.popen.returncode
+        if timeout is None:
+            _, status, usage = os.wait4(self.pid, 0)
+            self._reaped(status, usage)
+            return self.popen.returncode  # type: ignore[return-value]
+        deadline = time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{self.argv[-1]} still running after {timeout:.0f}s")
+            time.sleep(0.05)
+        return code
+
+    def _reaped(self, status: int, usage: resource.struct_rusage) -> None:
+        self.rusage = usage
+        self.popen.returncode = os.waitstatus_to_exitcode(status)
+
+    def signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def terminate(self, grace: float = 30.0) -> int:
+        """SIGTERM the group, wait up to `grace` seconds, then SIGKILL; returns the exit code."""
+        if self.popen.returncode is None:
+            self.signal_group(signal.SIGTERM)
+            try:
+                return self.wait(grace)
+            except TimeoutError:
+                pass
+        self.kill()
+        return self.popen.returncode  # type: ignore[return-value]
+
+    def kill(self) -> None:
+        """SIGKILL the whole group (helpers it started included) and reap the leader."""
+        self.signal_group(signal.SIGKILL)
+        if self.popen.returncode is None:
+            try:
+                self.wait(10)
+            except (TimeoutError, ChildProcessError):
+                pass
+
+
+def call(argv: Sequence[str], *, what: str, env: dict[str, str] | None = None, timeout: float = 600) -> str:
+    """Run a short command to completion; raise PerflabError with its output tail on failure."""
+    try:
+        done = subprocess.run(
+            guarded(argv), env=env, capture_output=True, text=True, timeout=timeout,
+            start_new_session=True, check=False,
+        )  # fmt: skip
+    except FileNotFoundError:
+        raise ToolMissingError(f"{what}: {argv[0]} not found", "run `make setup` or `perflab doctor`") from None
+    except subprocess.TimeoutExpired:
+        raise PerflabError(f"{what}: no result after {timeout:.0f}s", f"command: {' '.join(argv)}") from None
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        raise PerflabError(f"{what} failed (exit {done.returncode}):\n{tail}", f"command: {' '.join(argv)}")
+    return done.stdout
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """perflab's environment without variables that would change what is measured."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LD_", "MALLOC_", "GLIBC_TUNABLES"))}
+    env.update(extra or {})
+    return env

@@ -1,0 +1,198 @@
+"""A MariaDB server that perflab owns: its own datadir on tmpfs, option file, socket and port.
+
+Isolation: mariadbd is started with `--defaults-file=<run dir>/my.cnf` only, so it never
+reads /etc/mysql and never meets the system's own service. Readiness is the server's
+handshake on our socket, within a deadline; if mariadbd exits first, its own [ERROR] lines
+become the message.
+
+    with MariaDB(rundir, options) as server:   # start, wait ready, kill on exit
+        server.sql("SELECT 1")
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import ServerStartError, ToolMissingError
+from perflab.run.proc import Child, call, clean_env
+
+READY_DEADLINE_S = 90.0
+
+# Benchmarking defaults; every one is documented in the README and overridable.
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "skip-log-bin": True,  # no binary log: it is not what a read benchmark measures
+    "performance_schema": "OFF",
+    "innodb_buffer_pool_size": "256M",  # raised to fit the dataset by the dataset stage
+    "innodb_log_file_size": "256M",
+    "max_connections": 2000,
+    "max_prepared_stmt_count": 1048576,
+    "skip-name-resolve": True,
+}
+
+
+def binary(name: str) -> str:
+    for candidate in (name, f"/usr/sbin/{name}", f"/usr/bin/{name}"):
+        found = shutil.which(candidate)
+        if found:
+            return found
+    raise ToolMissingError(f"{name} not found", "apt-get install mariadb-server (or `make setup`)")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def install_datadir(datadir: Path) -> None:
+    """Create an empty MariaDB datadir (system tables only) with mariadb-install-db."""
+    datadir.parent.mkdir(parents=True, exist_ok=True)
+    argv = [
+        binary("mariadb-install-db"), "--no-defaults", f"--datadir={datadir}",
+        "--auth-root-authentication-method=normal", "--skip-test-db",
+    ]  # fmt: skip
+    if os.geteuid() == 0:
+        argv.append("--user=root")
+    call(argv, what="mariadb-install-db", env=clean_env())
+
+
+def option_line(name: str, value: Any) -> str:
+    if value is True:
+        return name
+    if value is False:
+        return f"{name}=0"
+    text = str(value)
+    if text != text.strip() or "#" in text or '"' in text or not text:
+        text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"{name}={text}"
+
+
+class MariaDB:
+    """One mariadbd process on a datadir perflab created; a context manager."""
+
+    def __init__(
+        self,
+        rundir: Path,
+        datadir: Path,
+        options: dict[str, Any],
+        *,
+        env: dict[str, str] | None = None,
+        preload: Path | None = None,
+        cpus: Sequence[int] | None = None,
+    ) -> None:
+        self.rundir = rundir
+        self.datadir = datadir
+        self.socket = rundir / "mysqld.sock"
+        self.port = free_port()
+        self.error_log = rundir / "error.log"
+        self.option_file = rundir / "my.cnf"
+        self.tmpdir = rundir / "tmp"
+        self.options = {**DEFAULT_OPTIONS, **options}
+        self.env = clean_env(env)
+        if preload is not None:
+            self.env["LD_PRELOAD"] = str(preload)
+        self.cpus = cpus
+        self.child: Child | None = None
+
+    def write_option_file(self) -> None:
+        self.tmpdir.mkdir(parents=True, exist_ok=True)
+        fixed = {
+            "datadir": self.datadir, "socket": self.socket, "port": self.port,
+            "bind-address": "127.0.0.1", "pid-file": self.rundir / "mysqld.pid",
+            "log-error": self.error_log, "tmpdir": self.tmpdir,
+        }  # fmt: skip
+        if os.geteuid() == 0:
+            fixed["user"] = "root"
+        lines = ["# written by perflab; the server reads no other option file", "[mariadbd]"]
+        lines += [option_line(k, v) for k, v in {**fixed, **self.options}.items()]
+        self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
+        self.write_option_file()
+        argv = [binary("mariadbd"), f"--defaults-file={self.option_file}"]
+        self.child = Child(argv, env=self.env, cpus=self.cpus, cwd=self.rundir)
+        self._wait_ready(deadline_s)
+
+    @property
+    def pid(self) -> int:
+        assert self.child is not None
+        return self.child.pid
+
+    def _wait_ready(self, deadline_s: float) -> None:
+        assert self.child is not None
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            code = self.child.poll()
+            if code is not None:
+                raise ServerStartError(
+                    f"mariadbd exited with code {code} during start-up:\n{self.error_lines()}",
+                    f"full log: {self.error_log}; check the variant's server_options",
+                )
+            if self._handshake():
+                return
+            time.sleep(0.05)
+        self.child.kill()
+        raise ServerStartError(
+            f"mariadbd not ready after {deadline_s:.0f}s:\n{self.error_lines()}",
+            f"full log: {self.error_log}",
+        )
+
+    def _handshake(self) -> bool:
+        """True once the server accepts a connection and sends its greeting packet."""
+        if not self.socket.exists():
+            return False
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(2.0)
+            try:
+                sock.connect(str(self.socket))
+                return len(sock.recv(5)) > 0
+            except OSError:
+                return False
+
+    def error_lines(self, limit: int = 12) -> str:
+        """The server's own [ERROR] lines (or the log tail if there are none)."""
+        try:
+            lines = self.error_log.read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
+            return "(no error log written)"
+        errors = [ln for ln in lines if "[ERROR]" in ln]
+        return "\n".join((errors or lines)[-limit:])
+
+    def sql(self, statement: str) -> str:
+        argv = [binary("mariadb"), "--no-defaults", f"--socket={self.socket}", "--user=root",
+                "--batch", "--skip-column-names", "-e", statement]  # fmt: skip
+        return call(argv, what="mariadb client", env=clean_env(), timeout=120)
+
+    def alive(self) -> bool:
+        return self.child is not None and self.child.poll() is None
+
+    def stop(self, clean: bool = False) -> None:
+        """Stop the server: SIGTERM and wait for a clean shutdown, or SIGKILL when the
+        datadir is thrown away anyway (a cell's copy)."""
+        if self.child is None:
+            return
+        if clean:
+            self.child.terminate(grace=120)
+        else:
+            self.child.kill()
+
+    def __enter__(self) -> MariaDB:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def version() -> str:
+    return call([binary("mariadbd"), "--version"], what="mariadbd --version").strip()

@@ -1,0 +1,210 @@
+"""sysbench: argv, and parsers for its per-second lines, final summary and histogram.
+
+Input (sysbench 1.0.20 `run --report-interval=1 --histogram=on --percentile=95`):
+    [ 1s ] thds: 2 tps: 6180.24 qps: 98910.71 (r/w/o: 86548.24/0.00/12362.47) lat (ms,95%): 0.37 err/s: 0.00 reconn/s: 0.00
+followed by a latency histogram ("value |*** count") and the "SQL statistics" summary.
+Output: Interval and Summary dataclasses; p50/p99 come from the histogram.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import ToolMissingError
+
+PERCENTILE = 95
+
+_INTERVAL = re.compile(
+    r"^\[\s*(?P<t>\d+)s\s*\]\s+thds:\s*(?P<thds>\d+)\s+tps:\s*(?P<tps>[\d.]+)\s+qps:\s*(?P<qps>[\d.]+)\s+"
+    r"\(r/w/o:\s*(?P<r>[\d.]+)/(?P<w>[\d.]+)/(?P<o>[\d.]+)\)\s+"
+    r"lat\s+\(ms,(?P<pct>[\d.]+)%\):\s*(?P<lat>[\d.]+)\s+err/s:\s*(?P<err>[\d.]+)\s+reconn/s:\s*(?P<reconn>[\d.]+)"
+)
+_HIST_ROW = re.compile(r"^\s*(?P<value>[\d.]+)\s+\|\**\s+(?P<count>\d+)\s*$")
+_OPTION = re.compile(r"^\s+--(?P<name>[\w-]+)(?:\[?=(?P<kind>[^\]\s]+)\]?)?\s+.*?(?:\[(?P<default>[^\]]*)\])?\s*$")
+
+
+@dataclass(frozen=True)
+class Interval:
+    t: int  # seconds since the start of this sysbench run
+    threads: int
+    tps: float
+    qps: float
+    reads: float
+    writes: float
+    other: float
+    p95_ms: float
+    errors_per_s: float
+    reconnects_per_s: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    transactions: int
+    queries: int
+    tps: float
+    qps: float
+    errors: int
+    errors_per_s: float
+    reconnects: int
+    total_time_s: float
+    latency_ms: dict[str, float | None]  # min avg max p50 p95 p99
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def sysbench_binary() -> str:
+    found = shutil.which("sysbench")
+    if not found:
+        raise ToolMissingError("sysbench not found", "apt-get install sysbench (or `make setup`)")
+    return found
+
+
+def argv(
+    test: str,
+    command: str,
+    *,
+    socket: Path,
+    tables: int,
+    table_size: int,
+    threads: int,
+    seconds: int | None = None,
+    options: dict[str, Any] | None = None,
+) -> list[str]:
+    """The sysbench command line; workload options become --key-with-dashes=value."""
+    args = [
+        sysbench_binary(), test, "--db-driver=mysql", f"--mysql-socket={socket}", "--mysql-user=root",
+        "--mysql-db=sbtest", f"--tables={tables}", f"--table-size={table_size}", f"--threads={threads}",
+    ]  # fmt: skip
+    if command == "run":
+        args += [f"--time={seconds}", "--events=0", "--report-interval=1", "--histogram=on",
+                 f"--percentile={PERCENTILE}"]  # fmt: skip
+    for key, value in (options or {}).items():
+        args.append(f"--{key.replace('_', '-')}={format_value(value)}")
+    return args + [command]
+
+
+def format_value(value: Any) -> str:
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    return str(value)
+
+
+def parse_intervals(text: str) -> list[Interval]:
+    out = []
+    for line in text.splitlines():
+        m = _INTERVAL.match(line)
+        if m:
+            out.append(
+                Interval(
+                    t=int(m["t"]), threads=int(m["thds"]), tps=float(m["tps"]), qps=float(m["qps"]),
+                    reads=float(m["r"]), writes=float(m["w"]), other=float(m["o"]), p95_ms=float(m["lat"]),
+                    errors_per_s=float(m["err"]), reconnects_per_s=float(m["reconn"]),
+                )  # fmt: skip
+            )
+    return out
+
+
+def parse_histogram(text: str) -> list[tuple[float, int]]:
+    """(latency_ms, count) rows of the `--histogram=on` block."""
+    rows: list[tuple[float, int]] = []
+    inside = False
+    for line in text.splitlines():
+        if line.startswith("Latency histogram"):
+            inside = True
+            continue
+        if inside:
+            m = _HIST_ROW.match(line)
+            if m:
+                rows.append((float(m["value"]), int(m["count"])))
+            elif rows:
+                break
+    return rows
+
+
+def histogram_percentile(rows: list[tuple[float, int]], pct: float) -> float | None:
+    """The smallest bucket value at or above `pct` percent of events, as sysbench computes it."""
+    total = sum(c for _, c in rows)
+    if not total:
+        return None
+    need = total * pct / 100.0
+    seen = 0
+    for value, count in rows:
+        seen += count
+        if seen >= need:
+            return value
+    return rows[-1][0]
+
+
+def _number(pattern: str, text: str, cast: type = float) -> Any:
+    m = re.search(pattern, text, re.MULTILINE)
+    return cast(m.group(1)) if m else None
+
+
+def parse_summary(text: str) -> Summary | None:
+    """The final statistics block; None if sysbench did not get that far."""
+    if "SQL statistics:" not in text:
+        return None
+    hist = parse_histogram(text)
+    total_time = _number(r"^\s+total time:\s+([\d.]+)s", text) or 0.0
+    errors = _number(r"^\s+ignored errors:\s+(\d+)", text, int) or 0
+    return Summary(
+        transactions=_number(r"^\s+transactions:\s+(\d+)", text, int) or 0,
+        queries=_number(r"^\s+queries:\s+(\d+)", text, int) or 0,
+        tps=_number(r"^\s+transactions:\s+\d+\s+\(([\d.]+) per sec", text) or 0.0,
+        qps=_number(r"^\s+queries:\s+\d+\s+\(([\d.]+) per sec", text) or 0.0,
+        errors=errors,
+        errors_per_s=errors / total_time if total_time else 0.0,
+        reconnects=_number(r"^\s+reconnects:\s+(\d+)", text, int) or 0,
+        total_time_s=total_time,
+        latency_ms={
+            "min": _number(r"^\s+min:\s+([\d.]+)", text),
+            "avg": _number(r"^\s+avg:\s+([\d.]+)", text),
+            "max": _number(r"^\s+max:\s+([\d.]+)", text),
+            "p50": histogram_percentile(hist, 50),
+            "p95": _number(r"^\s+95th percentile:\s+([\d.]+)", text),
+            "p99": histogram_percentile(hist, 99),
+        },
+    )
+
+
+def parse_options_help(text: str) -> dict[str, str]:
+    """Option name -> default value from `sysbench [test] help` output ('' when none)."""
+    options = {}
+    for line in text.splitlines():
+        m = _OPTION.match(line)
+        if m:
+            options[m["name"].replace("-", "_")] = (m["default"] or "").strip()
+    return options
+
+
+def known_options(test: str) -> dict[str, str]:
+    """Every option sysbench accepts for `test`, with its default: general, mysql driver, test."""
+    binary = sysbench_binary()
+    out: dict[str, str] = {}
+    for args in ([binary, "--help"], [binary, test, "help"]):
+        done = subprocess.run(args, capture_output=True, text=True, check=False, timeout=60)
+        out.update(parse_options_help(done.stdout))
+    return out
+
+
+def effective_options(defaults: dict[str, str], argv_used: list[str]) -> dict[str, str]:
+    """Defaults overlaid with what perflab passed: what sysbench actually ran with."""
+    effective = dict(defaults)
+    for arg in argv_used:
+        if arg.startswith("--") and "=" in arg:
+            key, value = arg[2:].split("=", 1)
+            effective[key.replace("-", "_")] = value
+    return effective
+
+
+def version() -> str:
+    done = subprocess.run([sysbench_binary(), "--version"], capture_output=True, text=True, check=False)
+    return done.stdout.strip()

@@ -1,0 +1,358 @@
+"""Experiment file (TOML) -> validated Experiment -> list of Cells (the matrix).
+
+Input: a TOML file as documented in the README ("Experiment file"). Every problem in it is
+collected and raised at once as a SpecError (key path, expected, found, hint); nothing is
+started before the whole file is valid.
+
+    exp = load("examples/quick.toml"); cells = exp.cells()   # interleaved run order
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from perflab import allocators
+from perflab.errors import Problem, SpecError
+from perflab.units import parse_duration
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+OPTION_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+# sysbench options perflab sets itself; a user value would silently break the measurement
+RESERVED_SYSBENCH = {
+    "threads", "time", "events", "tables", "table_size", "report_interval", "histogram",
+    "percentile", "db_driver", "mysql_socket", "mysql_host", "mysql_port", "mysql_user",
+    "mysql_password", "mysql_db", "warmup_time",
+}  # fmt: skip
+# environment perflab controls; a variant setting it would bypass the allocator check
+RESERVED_ENV = {"LD_PRELOAD", "LD_LIBRARY_PATH"}
+
+
+def _fail(expected: str, hint: str | None = None) -> PydanticCustomError:
+    return PydanticCustomError("perflab", "{expected}", {"expected": expected, "hint": hint or ""})
+
+
+def _duration(value: Any) -> float:
+    try:
+        return parse_duration(value)
+    except (ValueError, TypeError, AttributeError):
+        raise _fail("a duration", 'write it like "20s", "1m30s" or "500ms"') from None
+
+
+Duration = Annotated[float, BeforeValidator(_duration)]
+OptionValue = str | StrictInt | float | StrictBool
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ExperimentSection(_Strict):
+    name: str
+    server: Literal["mariadb"] = "mariadb"
+    duration: Duration = 20.0
+    warmup: Duration = 5.0
+    repeats: StrictInt = Field(default=3, ge=1)
+    pin: StrictBool = False
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME_RE.match(value):
+            raise _fail("a name of letters, digits, '.', '_' or '-'", "it names the results directory")
+        return value
+
+    @field_validator("duration")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if value < 1:
+            raise _fail("at least 1s", "sysbench reports once per second")
+        return value
+
+
+class DatasetSection(_Strict):
+    tables: StrictInt = Field(default=4, ge=1)
+    table_size: StrictInt = Field(default=10000, ge=1)
+
+
+class WorkloadSection(_Strict):
+    tool: Literal["sysbench"] = "sysbench"
+    test: str = "oltp_read_only"
+    threads: list[StrictInt] = [1]
+    options: dict[str, OptionValue] = {}
+
+    @field_validator("threads", mode="before")
+    @classmethod
+    def _threads(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = [value]
+        if isinstance(value, list):
+            if not value:
+                raise _fail("a non-empty list of thread counts", "threads = [1, 2, 4]")
+            bad = [t for t in value if isinstance(t, int) and not isinstance(t, bool) and t <= 0]
+            if bad:
+                raise _fail("thread counts >= 1", f"remove {bad}")
+        return value
+
+    @field_validator("test")
+    @classmethod
+    def _test(cls, value: str) -> str:
+        if not re.match(r"^[A-Za-z0-9_]+$", value) and not value.endswith(".lua"):
+            raise _fail("a sysbench test name such as oltp_read_only, or a path to a .lua script")
+        return value
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            normal = key.replace("-", "_")
+            if normal in RESERVED_SYSBENCH:
+                raise _fail(
+                    f"no '{key}' (perflab sets it)",
+                    "use workload.threads, dataset.tables/table_size, experiment.duration",
+                )
+            if not OPTION_NAME_RE.match(key):
+                raise _fail(f"option names of letters, digits and '_' (got {key!r})")
+        return value
+
+
+class Variant(_Strict):
+    preload: str | None = None
+    env: dict[str, str | StrictInt | float] = {}
+    server_options: dict[str, OptionValue] = {}
+
+    @field_validator("preload")
+    @classmethod
+    def _preload(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if value.startswith("/"):
+            if not Path(value).is_file():
+                raise _fail("an existing .so file", "check the path, or use a known allocator name")
+            return value
+        if value not in allocators.NAMES:
+            raise _fail(
+                f"one of {', '.join(allocators.NAMES)} or an absolute path to a .so",
+                f"known allocators: {', '.join(allocators.NAMES)}",
+            )
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, Any]) -> dict[str, str]:
+        for name, val in value.items():
+            if not ENV_NAME_RE.match(name):
+                raise _fail(f"environment variable names like MALLOC_ARENA_MAX (got {name!r})")
+            if name in RESERVED_ENV:
+                raise _fail(f"no {name} in env", "use preload = \"jemalloc\" or a path instead")
+            if "\0" in str(val):
+                raise _fail(f"a value without NUL bytes for {name}")
+        return {k: str(v) for k, v in value.items()}
+
+    @field_validator("server_options")
+    @classmethod
+    def _server_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_server_options(value)
+
+
+def check_server_options(value: dict[str, Any]) -> dict[str, Any]:
+    for name, val in value.items():
+        if not OPTION_NAME_RE.match(name):
+            raise _fail(f"server option names like sort_buffer_size (got {name!r})")
+        if isinstance(val, str) and ("\n" in val or "\r" in val):
+            raise _fail(f"a one-line value for {name}", "option files hold one option per line")
+    return value
+
+
+class ObserveSection(_Strict):
+    rss: StrictBool = True
+
+
+class ExperimentFile(_Strict):
+    experiment: ExperimentSection
+    dataset: DatasetSection = DatasetSection()
+    workload: WorkloadSection = WorkloadSection()
+    server_options: dict[str, OptionValue] = {}
+    variants: dict[str, dict[str, Variant]] = {}
+    observe: ObserveSection = ObserveSection()
+
+    @field_validator("server_options")
+    @classmethod
+    def _server_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_server_options(value)
+
+    @field_validator("variants", mode="before")
+    @classmethod
+    def _axes(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for axis, entries in value.items():
+                if not NAME_RE.match(axis):
+                    raise _fail(f"axis names of letters, digits, '.', '_' or '-' (got {axis!r})")
+                if isinstance(entries, dict) and not entries:
+                    raise _fail(
+                        f"at least one variant in axis {axis!r}",
+                        f'add e.g. [variants.{axis}] baseline = {{}}, or remove the axis',
+                    )
+        return value
+
+    @model_validator(mode="after")
+    def _conflicts(self) -> ExperimentFile:
+        for combo in itertools.product(*(d.items() for d in self.variants.values())):
+            _merge([v for _, v in combo], [label for label, _ in combo])
+        return self
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the matrix: a combination of variant labels, a thread count, a repeat."""
+
+    order: int  # position in the interleaved run order, from 0
+    variant: dict[str, str]  # axis -> label
+    threads: int
+    repeat: int  # from 1
+    preload: str | None
+    env: dict[str, str]
+    server_options: dict[str, Any]
+
+    @property
+    def variant_key(self) -> str:
+        return ",".join(f"{a}={lbl}" for a, lbl in self.variant.items()) or "default"
+
+    @property
+    def key(self) -> str:
+        return f"{self.variant_key}/t{self.threads}/r{self.repeat}"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    source: str
+    raw: dict[str, Any]
+    file: ExperimentFile
+    variant_combos: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.file.experiment.name
+
+    def cells(self) -> list[Cell]:
+        """All cells in run order: repeats outermost, so variants interleave (A B C A B C)."""
+        spec = self.file
+        combos = list(itertools.product(*(d.items() for d in spec.variants.values()))) or [()]
+        axes = list(spec.variants)
+        cells = []
+        for repeat in range(1, spec.experiment.repeats + 1):
+            for threads in spec.workload.threads:
+                for combo in combos:
+                    preload, env, options = _merge([v for _, v in combo], [lbl for lbl, _ in combo])
+                    cells.append(
+                        Cell(
+                            order=len(cells),
+                            variant=dict(zip(axes, (lbl for lbl, _ in combo))),
+                            threads=threads,
+                            repeat=repeat,
+                            preload=preload,
+                            env=env,
+                            server_options={**spec.server_options, **options},
+                        )
+                    )
+        return cells
+
+
+def _merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict, dict]:
+    """Combine one variant per axis; two axes setting the same thing differently is an error."""
+    preload: str | None = None
+    env: dict[str, str] = {}
+    options: dict[str, Any] = {}
+    for variant, label in zip(variants, labels):
+        if variant.preload is not None:
+            if preload is not None and preload != variant.preload:
+                raise ValueError(f"variants {labels} set preload twice ({preload}, {variant.preload})")
+            preload = variant.preload
+        for target, source, what in ((env, variant.env, "env"), (options, variant.server_options, "server_options")):
+            for key, val in source.items():
+                if key in target and target[key] != val:
+                    raise ValueError(f"variants {labels} set {what}.{key} to both {target[key]!r} and {val!r}")
+                target[key] = val
+    return preload, env, options
+
+
+def load(path: str | Path) -> Experiment:
+    """Read and validate an experiment file; raise SpecError listing every problem."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(source, [Problem("(file)", "an experiment file", "no such file")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(source, [Problem("(file)", "a readable UTF-8 TOML file", str(exc))]) from None
+    return parse(text, source)
+
+
+def parse(text: str, source: str = "<string>") -> Experiment:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(
+            source,
+            [Problem("(file)", "valid TOML", f"a syntax error: {exc}", "see https://toml.io")],
+        ) from None
+    try:
+        spec = ExperimentFile.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(source, [_problem(err) for err in exc.errors()]) from None
+    return Experiment(source=source, raw=raw, file=spec)
+
+
+_TYPE_NAMES = {
+    "int_type": "an integer", "string_type": "a string", "bool_type": "true or false",
+    "list_type": "a list", "dict_type": "a table", "model_type": "a table",
+    "float_type": "a number", "int_parsing": "an integer", "float_parsing": "a number",
+}  # fmt: skip
+
+
+def _problem(err: dict[str, Any]) -> Problem:
+    loc = [str(p) for p in err["loc"] if not str(p).startswith(("function-", "str", "int", "float", "bool"))]
+    # pydantic adds the union member tried ("str", "int", ...) to loc; keep the user's key path
+    path = ".".join(loc) or "(top level)"
+    kind = err["type"]
+    found = _show(err.get("input"))
+    ctx = err.get("ctx") or {}
+    if kind == "perflab":
+        return Problem(path, ctx["expected"], found, ctx.get("hint") or None)
+    if kind == "extra_forbidden":
+        return Problem(path, "no such key", f"unknown key {loc[-1]!r}", "check the spelling; see README 'Experiment file'")
+    if kind == "missing":
+        return Problem(path, "a value", "nothing", f"add {loc[-1]} = ...")
+    if kind == "literal_error":
+        return Problem(path, f"one of {ctx.get('expected')}", found)
+    if kind in ("greater_than_equal", "greater_than"):
+        return Problem(path, f"a number >= {ctx.get('ge', ctx.get('gt'))}", found)
+    if kind == "value_error":
+        return Problem(path, "a consistent combination", str(ctx.get("error", err["msg"])), "each setting may come from one axis only")
+    return Problem(path, _TYPE_NAMES.get(kind, err["msg"]), found)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return f"a list {value!r}"[:80]
+    return f"{type(value).__name__} {value!r}"[:80]

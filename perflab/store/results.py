@@ -1,0 +1,150 @@
+"""The results directory: results.db (SQLite, WAL) plus logs/, read and written only here.
+
+Schema version history (`meta.schema_version`):
+  1  first version: meta, cells, intervals, rss_samples.
+
+A cell is written in one transaction when it ends, so a killed run loses at most the cell in
+flight. Readers get plain dicts; the JSON export (report/export.py) is built from them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import ResultsFormatError
+
+SCHEMA_VERSION = 1
+DB_NAME = "results.db"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cells (
+    id INTEGER PRIMARY KEY,            -- the cell's position in the run order, from 0
+    key TEXT NOT NULL UNIQUE,          -- axis=label,.../tN/rN
+    variant TEXT NOT NULL,             -- JSON axis -> label
+    threads INTEGER NOT NULL,
+    repeat INTEGER NOT NULL,
+    status TEXT NOT NULL,              -- ok | failed
+    error TEXT,
+    log_tail TEXT,
+    started_at TEXT, ended_at TEXT,
+    preload TEXT, allocator_library TEXT, allocator_version TEXT,
+    env TEXT NOT NULL, server_options TEXT NOT NULL, pinning TEXT,
+    warmup_s REAL NOT NULL,
+    summary TEXT,                      -- JSON, sysbench summary of the measured window
+    resources TEXT,                    -- JSON, see README
+    sysbench_options TEXT              -- JSON, every effective option, defaults included
+);
+CREATE TABLE IF NOT EXISTS intervals (
+    cell_id INTEGER NOT NULL REFERENCES cells(id),
+    t REAL NOT NULL,                   -- seconds since the cell's workload started
+    warmup INTEGER NOT NULL,
+    tps REAL, qps REAL, reads REAL, writes REAL, other REAL,
+    p95_ms REAL, errors_per_s REAL, reconnects_per_s REAL,
+    PRIMARY KEY (cell_id, t)
+);
+CREATE TABLE IF NOT EXISTS rss_samples (
+    cell_id INTEGER NOT NULL REFERENCES cells(id),
+    t REAL NOT NULL,                   -- seconds since the measured window started
+    rss_bytes INTEGER NOT NULL
+);
+"""
+
+_JSON_COLUMNS = ("variant", "env", "server_options", "pinning", "summary", "resources", "sysbench_options")
+
+
+class Results:
+    """A results directory opened for reading or writing."""
+
+    def __init__(self, directory: Path, *, create: bool = False) -> None:
+        self.dir = Path(directory)
+        path = self.dir / DB_NAME
+        if not create and not path.is_file():
+            raise ResultsFormatError(f"{self.dir}: no {DB_NAME} here", "pass the directory `perflab run -o` wrote")
+        if create:
+            (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(path, isolation_level=None)  # explicit transactions only
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        if create:
+            self.db.executescript(_SCHEMA)
+            self.set_meta(schema_version=SCHEMA_VERSION)
+        else:
+            version = self.meta().get("schema_version")
+            if version != SCHEMA_VERSION:
+                raise ResultsFormatError(
+                    f"{path}: results schema version {version!r}, this perflab reads {SCHEMA_VERSION}",
+                    "use the perflab version that wrote it",
+                )
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Results:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def log_dir(self, cell_id: int) -> Path:
+        path = self.dir / "logs" / f"cell-{cell_id:04d}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def set_meta(self, **values: Any) -> None:
+        with self.db:
+            self.db.execute("BEGIN")
+            for key, value in values.items():
+                self.db.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value))
+                )
+
+    def meta(self) -> dict[str, Any]:
+        return {row["key"]: json.loads(row["value"]) for row in self.db.execute("SELECT key, value FROM meta")}
+
+    def commit_cell(
+        self,
+        cell: dict[str, Any],
+        intervals: list[dict[str, Any]],
+        rss_samples: list[tuple[float, int]],
+    ) -> None:
+        """Store one finished cell (ok or failed) with its series, atomically."""
+        row = {k: (json.dumps(v) if k in _JSON_COLUMNS and v is not None else v) for k, v in cell.items()}
+        columns = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute("DELETE FROM intervals WHERE cell_id = ?", (cell["id"],))
+            self.db.execute("DELETE FROM rss_samples WHERE cell_id = ?", (cell["id"],))
+            self.db.execute(f"INSERT OR REPLACE INTO cells ({columns}) VALUES ({marks})", list(row.values()))
+            self.db.executemany(
+                "INSERT INTO intervals (cell_id, t, warmup, tps, qps, reads, writes, other, p95_ms,"
+                " errors_per_s, reconnects_per_s) VALUES (:cell_id, :t, :warmup, :tps, :qps, :reads,"
+                " :writes, :other, :p95_ms, :errors_per_s, :reconnects_per_s)",
+                [{"cell_id": cell["id"], **iv} for iv in intervals],
+            )
+            self.db.executemany(
+                "INSERT INTO rss_samples (cell_id, t, rss_bytes) VALUES (?, ?, ?)",
+                [(cell["id"], t, v) for t, v in rss_samples],
+            )
+
+    def cells(self) -> list[dict[str, Any]]:
+        out = []
+        for row in self.db.execute("SELECT * FROM cells ORDER BY id"):
+            cell = dict(row)
+            for key in _JSON_COLUMNS:
+                if cell.get(key) is not None:
+                    cell[key] = json.loads(cell[key])
+            out.append(cell)
+        return out
+
+    def intervals(self, cell_id: int) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT * FROM intervals WHERE cell_id = ? ORDER BY t", (cell_id,))
+        return [{k: row[k] for k in row.keys() if k != "cell_id"} for row in rows]
+
+    def rss_samples(self, cell_id: int) -> list[tuple[float, int]]:
+        rows = self.db.execute("SELECT t, rss_bytes FROM rss_samples WHERE cell_id = ? ORDER BY t", (cell_id,))
+        return [(row[0], row[1]) for row in rows]
