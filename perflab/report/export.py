@@ -35,7 +35,7 @@ def document(results: Results) -> dict[str, Any]:
         "spec": meta.get("spec_text"),
         "host": meta.get("host", {}),
         "dataset": meta.get("dataset"),
-        "run": {k: meta.get(k) for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count")},
+        "run": {k: meta.get(k) for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir")},
         "cells": cells,
     }
 

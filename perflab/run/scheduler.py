@@ -55,6 +55,26 @@ def cpu_plan(pin: bool) -> tuple[list[int] | None, list[int] | None]:
     return allowed[:1], allowed[1:]
 
 
+def remove_stale_workdirs(base: Path) -> None:
+    """Delete work directories left by a perflab that was killed with SIGKILL (its children
+    died with it through pdeathsig, but nothing could remove its files)."""
+    for path in base.glob("perflab-*"):
+        try:
+            owner = int((path / "owner.pid").read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            continue
+        if not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def cpus_allowed(pid: int) -> str | None:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("Cpus_allowed_list:"):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
 class Scheduler:
     def __init__(self, exp: Experiment, results: Results, listener: Listener | None = None) -> None:
         self.exp = exp
@@ -65,7 +85,11 @@ class Scheduler:
 
     def run(self) -> list[dict[str, Any]]:
         cells = self.exp.cells()
-        workdir = Path(tempfile.mkdtemp(prefix="perflab-", dir=TMPFS if TMPFS.is_dir() else None))
+        base = TMPFS if TMPFS.is_dir() else Path(tempfile.gettempdir())
+        remove_stale_workdirs(base)
+        workdir = Path(tempfile.mkdtemp(prefix="perflab-", dir=base))
+        (workdir / "owner.pid").write_text(str(os.getpid()), encoding="ascii")
+        self.results.set_meta(workdir=str(workdir))
         done = []
         try:
             snapshot = self._prepare(workdir)
@@ -116,6 +140,7 @@ class Scheduler:
             restore_s = dataset.restore(snapshot, rundir / "data")
             with server:
                 row.update(self._check_allocator(server.pid, cell.preload, preload))
+                row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
                 intervals, rss, measured = self._workload(cell, server, logs)
                 if not server.alive():
                     raise ServerStartError(f"mariadbd died during the run:\n{server.error_lines()}")
@@ -149,53 +174,44 @@ class Scheduler:
         if foreign:
             raise AllocatorNotMappedError(f"glibc malloc requested but {', '.join(foreign)} is mapped")
         libc = allocators.glibc_library(mapped)
-        return {"allocator_library": libc, "allocator_version": f"glibc {os.confstr('CS_GNU_LIBC_VERSION')}"}
+        package = allocators.package_version(libc) if libc else None
+        version = os.confstr("CS_GNU_LIBC_VERSION") or "glibc"  # "glibc 2.36"
+        return {"allocator_library": libc, "allocator_version": f"{version} ({package})" if package else version}
 
-    def _sysbench(self, cell: Cell, server: MariaDB, seconds: int, out: Path) -> tuple[Child, list[str]]:
+    def _sysbench(self, cell: Cell, server: MariaDB, warmup: int, seconds: int, out: Path) -> tuple[Child, list[str]]:
         spec = self.exp.file
         argv = sysbench.argv(
             spec.workload.test, "run", socket=server.socket, tables=spec.dataset.tables,
-            table_size=spec.dataset.table_size, threads=cell.threads, seconds=seconds,
-            options=spec.workload.options,
+            table_size=spec.dataset.table_size, threads=cell.threads, seconds=warmup + seconds,
+            checkpoint=warmup or None, options=spec.workload.options,
         )  # fmt: skip
         with out.open("w", encoding="utf-8") as sink:
             child = Child(argv, env=clean_env(), stdout=sink, cpus=self.client_cpus)
         return child, argv
 
-    def _finish(self, child: Child, seconds: int, out: Path) -> str:
-        try:
-            code = child.wait(timeout=seconds + 120)
-        finally:
-            child.kill()
+    def _workload(self, cell: Cell, server: MariaDB, logs: Path):
+        """One sysbench run: `warmup` seconds, a checkpoint that resets its statistics, then
+        the measured window, which the observers and the /proc counters cover."""
+        spec = self.exp.file.experiment
+        warmup, seconds = int(round(spec.warmup)), int(round(spec.duration))
+        out = logs / "sysbench.txt"
+        started = time.monotonic()
+        child, argv = self._sysbench(cell, server, warmup, seconds, out)
+        with child:
+            if warmup:
+                _sleep_until(started + warmup, child)
+            before = ProcCounters.read(server.pid)
+            self_before = resource.getrusage(resource.RUSAGE_SELF)
+            with RssSampler(server.pid) as rss:
+                code = _wait(child, warmup + seconds)
+            self_after = resource.getrusage(resource.RUSAGE_SELF)
+            used = ProcCounters.read(server.pid).minus(before)
         text = out.read_text(encoding="utf-8", errors="replace")
-        if code != 0:
+        summary = sysbench.parse_summary(text)
+        if code != 0 or summary is None:
             tail = "\n".join(text.strip().splitlines()[-10:])
             raise WorkloadError(f"sysbench exited with code {code}:\n{tail}", f"full output: {out}")
-        return text
-
-    def _workload(self, cell: Cell, server: MariaDB, logs: Path):
-        spec = self.exp.file.experiment
-        warmup = int(round(spec.warmup))
-        intervals: list[dict[str, Any]] = []
-        if warmup > 0:
-            child, _ = self._sysbench(cell, server, warmup, logs / "warmup.txt")
-            with child:
-                text = self._finish(child, warmup, logs / "warmup.txt")
-            intervals += [_interval(iv, 0, True) for iv in sysbench.parse_intervals(text)]
-        seconds = int(round(spec.duration))
-        out = logs / "sysbench.txt"
-        before = ProcCounters.read(server.pid)
-        self_before = resource.getrusage(resource.RUSAGE_SELF)
-        with RssSampler(server.pid) as rss:
-            child, argv = self._sysbench(cell, server, seconds, out)
-            with child:
-                text = self._finish(child, seconds, out)
-        self_after = resource.getrusage(resource.RUSAGE_SELF)
-        used = ProcCounters.read(server.pid).minus(before)
-        summary = sysbench.parse_summary(text)
-        if summary is None:
-            raise WorkloadError("sysbench printed no summary", f"full output: {out}")
-        intervals += [_interval(iv, warmup, False) for iv in sysbench.parse_intervals(text)]
+        intervals = [_interval(iv, warmup) for iv in sysbench.parse_intervals(text)]
         usage = child.rusage
         resources = _resources(used, summary.transactions, rss)
         resources["client_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3) if usage else None
@@ -212,11 +228,23 @@ class Scheduler:
         return intervals, rss.samples, measured
 
 
-def _interval(iv: sysbench.Interval, offset: int, warmup: bool) -> dict[str, Any]:
+def _sleep_until(deadline: float, child: Child) -> None:
+    while (left := deadline - time.monotonic()) > 0 and child.poll() is None:
+        time.sleep(min(left, 0.5))
+
+
+def _wait(child: Child, seconds: int) -> int:
+    try:
+        return child.wait(timeout=seconds + 120)
+    except TimeoutError:
+        child.kill()
+        raise WorkloadError(f"sysbench did not finish {seconds}s of work in {seconds + 120}s") from None
+
+
+def _interval(iv: sysbench.Interval, warmup: int) -> dict[str, Any]:
     data = asdict(iv)
     data.pop("threads")
-    data["t"] = iv.t + offset
-    data["warmup"] = int(warmup)
+    data["warmup"] = int(iv.t <= warmup)
     return data
 
 

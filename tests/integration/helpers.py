@@ -1,0 +1,39 @@
+"""Shared pieces of the integration tests: tiny experiments and process checks."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+
+def write_experiment(path: Path, body: str) -> Path:
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+    return path
+
+
+def processes(name: str) -> list[tuple[int, str]]:
+    """(pid, cmdline) of live processes whose executable name is `name` (zombies excluded)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        state = stat[stat.rindex(")") + 2]
+        if comm == name and state != "Z":
+            found.append((int(entry), cmdline))
+    return found
+
+
+def perflab_children() -> list[tuple[int, str]]:
+    """mariadbd and sysbench processes started by any perflab (their paths are perflab's)."""
+    servers = [p for p in processes("mariadbd") if "perflab-" in p[1]]
+    clients = [p for p in processes("sysbench") if "perflab-" in p[1]]
+    return servers + clients
