@@ -32,8 +32,9 @@ def processes(name: str) -> list[tuple[int, str]]:
     return found
 
 
-def perflab_children() -> list[tuple[int, str]]:
-    """mariadbd and sysbench processes started by any perflab (their paths are perflab's)."""
-    servers = [p for p in processes("mariadbd") if "perflab-" in p[1]]
-    clients = [p for p in processes("sysbench") if "perflab-" in p[1]]
+def perflab_children(workdir: str | Path = "/dev/shm/perflab-") -> list[tuple[int, str]]:
+    """mariadbd and sysbench processes whose command line names `workdir` (by default: any
+    perflab's; pass a run's own work directory when other perflab runs may be going on)."""
+    servers = [p for p in processes("mariadbd") if str(workdir) in p[1]]
+    clients = [p for p in processes("sysbench") if str(workdir) in p[1]]
     return servers + clients

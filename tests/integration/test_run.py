@@ -156,6 +156,6 @@ def test_logs_are_kept(matrix_run):
 
 def test_no_process_or_workdir_left(matrix_run):
     out, doc, _ = matrix_run
-    assert perflab_children() == []
+    assert perflab_children(doc["run"]["workdir"]) == []
     workdir = Path(doc["run"]["workdir"])
     assert workdir.parent == Path("/dev/shm") and not workdir.exists()

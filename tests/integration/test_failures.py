@@ -1,0 +1,150 @@
+"""Failures a real server produces: rejected options, an allocator that did not load,
+pinning, and perflab itself being killed mid-run (no orphan may survive)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from perflab.run.scheduler import remove_stale_workdirs
+from tests.conftest import ROOT, perflab
+from tests.integration.helpers import perflab_children, write_experiment
+
+TINY = """
+[experiment]
+name = "{name}"
+duration = "{duration}"
+warmup = "1s"
+repeats = {repeats}
+pin = {pin}
+
+[dataset]
+tables = 1
+table_size = 1000
+
+[workload]
+threads = [2]
+options = {{ rand_type = "uniform" }}
+"""
+
+
+def tiny(tmp: Path, name: str, variants: str = "", duration: str = "2s", repeats: int = 1, pin: str = "false") -> Path:
+    body = TINY.format(name=name, duration=duration, repeats=repeats, pin=pin) + variants
+    return write_experiment(tmp / f"{name}.toml", body)
+
+
+def export(out: Path) -> dict:
+    done = perflab("export", str(out))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_rejected_server_option_fails_that_cell_only(tmp_path: Path):
+    spec = tiny(tmp_path, "badopt", """
+[variants.config]
+good = {}
+bad  = { server_options = { no_such_server_option = "1" } }
+""")
+    started = time.monotonic()
+    done = perflab("run", str(spec), "-o", str(tmp_path / "out"))
+    assert time.monotonic() - started < 120  # a rejected option is not a hang
+    assert done.returncode == 1, done.stdout + done.stderr
+    cells = {c["variant"]["config"]: c for c in export(tmp_path / "out")["cells"]}
+    assert cells["good"]["status"] == "ok"
+    bad = cells["bad"]
+    assert bad["status"] == "failed"
+    # the server's own error line, not a generic message
+    assert "unknown variable 'no_such_server_option=1'" in bad["error"]
+    assert "[ERROR]" in bad["log_tail"]
+    assert "failed" in done.stdout + done.stderr
+    assert perflab_children(export(tmp_path / "out")["run"]["workdir"]) == []
+
+
+def test_allocator_that_did_not_load_fails_the_cell(tmp_path: Path):
+    # exists, but is no ELF: ld.so prints a warning, ignores it, and the server starts with glibc
+    fake = tmp_path / "libfake-malloc.so"
+    fake.write_text("not a shared object\n")
+    spec = tiny(tmp_path, "fakealloc", f"""
+[variants.allocator]
+fake = {{ preload = "{fake}" }}
+""")
+    done = perflab("run", str(spec), "-o", str(tmp_path / "out"))
+    assert done.returncode == 1
+    (cell,) = export(tmp_path / "out")["cells"]
+    assert cell["status"] == "failed"
+    assert "is not mapped into mariadbd" in cell["error"] and "libfake-malloc.so" in cell["error"]
+
+
+def test_pinning_is_applied_and_recorded(tmp_path: Path):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("pinning needs 2 CPUs; this machine has 1")  # the spec check refuses it too
+    spec = tiny(tmp_path, "pinned", pin="true")
+    done = perflab("run", str(spec), "-o", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    (cell,) = export(tmp_path / "out")["cells"]
+    cpus = sorted(os.sched_getaffinity(0))
+    assert cell["pinning"]["server_cpus"] == cpus[:1]
+    assert cell["pinning"]["client_cpus"] == cpus[1:]
+    assert cell["pinning"]["server_cpus_allowed"] == str(cpus[0])  # read back from /proc
+
+
+def _workdir(out: Path) -> str | None:
+    if not (out / "results.db").exists():
+        return None
+    done = perflab("export", str(out))
+    return json.loads(done.stdout)["run"]["workdir"] if done.returncode == 0 else None
+
+
+def _start_and_wait_for_workload(tmp_path: Path, name: str) -> tuple[subprocess.Popen, Path, str]:
+    spec = tiny(tmp_path, name, duration="60s", repeats=3)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        workdir = _workdir(out)
+        if workdir and any(" run" in cmd and "sysbench" in cmd for _, cmd in perflab_children(workdir)):
+            return proc, out, workdir
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail("perflab never started sysbench")
+
+
+def _assert_no_children_within(workdir: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while perflab_children(workdir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert perflab_children(workdir) == []
+
+
+def test_ctrl_c_stops_everything_and_keeps_results(tmp_path: Path):
+    proc, out, workdir = _start_and_wait_for_workload(tmp_path, "interrupted")
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    _assert_no_children_within(workdir, 5)
+    assert not Path(workdir).exists()
+    assert export(out)["run"]["status"] == "interrupted"
+
+
+def test_sigkill_of_perflab_leaves_no_orphans(tmp_path: Path):
+    proc, out, workdir = _start_and_wait_for_workload(tmp_path, "killed")
+    assert len(perflab_children(workdir)) == 2  # the server and the client
+    proc.kill()  # SIGKILL: no finally runs; the kernel's pdeathsig must take the children down
+    proc.communicate(timeout=30)
+    _assert_no_children_within(workdir, 10)
+    # its files outlive it; the next run removes work directories whose owner is dead
+    assert Path(workdir).exists()
+    remove_stale_workdirs(Path(workdir).parent)
+    assert not Path(workdir).exists()
