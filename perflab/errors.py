@@ -62,6 +62,10 @@ class ServerStartError(PerflabError):
     """The server did not become ready: its own error lines are in the message."""
 
 
+class ServerCrashedError(PerflabError):
+    """The server exited while the workload ran."""
+
+
 class WorkloadError(PerflabError):
     """The benchmark client failed."""
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab import allocators
-from perflab.errors import AllocatorNotMappedError, PerflabError, ServerStartError, WorkloadError
+from perflab.errors import AllocatorNotMappedError, PerflabError, ServerCrashedError, WorkloadError
 from perflab.run import dataset
 from perflab.run.observers.resources import ProcCounters, RssSampler
 from perflab.run.proc import Child, clean_env
@@ -143,7 +143,7 @@ class Scheduler:
                 row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
                 intervals, rss, measured = self._workload(cell, server, logs)
                 if not server.alive():
-                    raise ServerStartError(f"mariadbd died during the run:\n{server.error_lines()}")
+                    raise ServerCrashedError(f"mariadbd died during the run:\n{server.error_lines()}")
             row.update(measured, status="ok")
             row["resources"]["restore_s"] = round(restore_s, 3)
         except PerflabError as exc:
@@ -153,7 +153,8 @@ class Scheduler:
             server.stop()
             if server.error_log.exists():
                 shutil.copy2(server.error_log, logs / "error.log")
-            shutil.copy2(server.option_file, logs / "my.cnf") if server.option_file.exists() else None
+            if server.option_file.exists():
+                shutil.copy2(server.option_file, logs / "my.cnf")
             shutil.rmtree(rundir, ignore_errors=True)
         row["ended_at"] = now()
         self.results.commit_cell(row, intervals, rss)
