@@ -102,8 +102,10 @@ def _workdir(out: Path) -> str | None:
     return json.loads(done.stdout)["run"]["workdir"] if done.returncode == 0 else None
 
 
-def _start_and_wait_for_workload(tmp_path: Path, name: str) -> tuple[subprocess.Popen, Path, str]:
-    spec = tiny(tmp_path, name, duration="60s", repeats=3)
+def _start_and_wait_for_workload(
+    tmp_path: Path, name: str, duration: str = "60s", repeats: int = 3
+) -> tuple[subprocess.Popen, Path, str]:
+    spec = tiny(tmp_path, name, duration=duration, repeats=repeats)
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)],
@@ -148,3 +150,15 @@ def test_sigkill_of_perflab_leaves_no_orphans(tmp_path: Path):
     assert Path(workdir).exists()
     remove_stale_workdirs(Path(workdir).parent)
     assert not Path(workdir).exists()
+
+
+def test_server_crash_fails_the_cell_and_the_matrix_goes_on(tmp_path: Path):
+    proc, out, workdir = _start_and_wait_for_workload(tmp_path, "crash", duration="6s", repeats=2)
+    (server,) = [pid for pid, cmd in perflab_children(workdir) if "mariadbd" in cmd.split()[0]]
+    os.kill(server, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stdout + stderr
+    first, second = export(out)["cells"]
+    assert first["status"] == "failed" and first["error"]
+    assert "sysbench" in first["error"] or "mariadbd" in first["error"]
+    assert second["status"] == "ok" and second["summary"]["qps"] > 0
