@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -25,7 +26,6 @@ from pydantic import (
     StrictInt,
     ValidationError,
     field_validator,
-    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -59,6 +59,71 @@ def _duration(value: Any) -> float:
 
 Duration = Annotated[float, BeforeValidator(_duration)]
 OptionValue = str | StrictInt | float | StrictBool
+
+
+# Keys and values are checked one by one (not the whole table at once) so that every bad
+# entry is reported at its own key path, even when another entry of the table is also bad.
+def _server_option_name(name: str) -> str:
+    if not OPTION_NAME_RE.match(name):
+        raise _fail("a server option name like sort_buffer_size", "letters, digits, '_' and '-'")
+    return name
+
+
+def _one_line(value: Any) -> Any:
+    if isinstance(value, str) and ("\n" in value or "\r" in value):
+        raise _fail("a one-line value", "option files hold one option per line")
+    return value
+
+
+def _workload_option_name(key: str) -> str:
+    if key.replace("-", "_") in RESERVED_SYSBENCH:
+        raise _fail(
+            f"no '{key}' (perflab sets it)",
+            "use workload.threads, dataset.tables/table_size, experiment.duration",
+        )
+    if not OPTION_NAME_RE.match(key):
+        raise _fail("an option name of letters, digits and '_'", "see `sysbench <test> help` for the names")
+    return key
+
+
+def _env_name(name: str) -> str:
+    if not ENV_NAME_RE.match(name):
+        raise _fail(
+            "an environment variable name like MALLOC_ARENA_MAX", "letters, digits and '_', not starting with a digit"
+        )
+    if name in RESERVED_ENV:
+        raise _fail(f"no {name} in env", "use preload = \"jemalloc\" or a path instead")
+    return name
+
+
+def _env_value(value: Any) -> Any:
+    if "\0" in str(value):
+        raise _fail("a value without NUL bytes", "remove the \\u0000")
+    return value
+
+
+def _axis_name(name: str) -> str:
+    if not NAME_RE.match(name):
+        raise _fail("an axis name of letters, digits, '.', '_' or '-'", "it names a column of the report")
+    return name
+
+
+def _non_empty_axis(entries: dict[str, Any]) -> dict[str, Any]:
+    if not entries:
+        raise _fail("at least one variant", "add e.g. baseline = {} under the axis, or remove the axis")
+    return entries
+
+
+ServerOptions = dict[
+    Annotated[str, AfterValidator(_server_option_name)], Annotated[OptionValue, AfterValidator(_one_line)]
+]
+EnvVars = dict[
+    Annotated[str, AfterValidator(_env_name)], Annotated[str | StrictInt | float, AfterValidator(_env_value)]
+]
+WorkloadOptions = dict[Annotated[str, AfterValidator(_workload_option_name)], OptionValue]
+Axes = dict[
+    Annotated[str, AfterValidator(_axis_name)], Annotated[dict[str, "Variant"], AfterValidator(_non_empty_axis)]
+]
 
 
 class _Strict(BaseModel):
@@ -97,7 +162,7 @@ class WorkloadSection(_Strict):
     tool: Literal["sysbench"] = "sysbench"
     test: str = "oltp_read_only"
     threads: list[StrictInt] = [1]
-    options: dict[str, OptionValue] = {}
+    options: WorkloadOptions = {}
 
     @field_validator("threads", mode="before")
     @classmethod
@@ -107,37 +172,30 @@ class WorkloadSection(_Strict):
         if isinstance(value, list):
             if not value:
                 raise _fail("a non-empty list of thread counts", "threads = [1, 2, 4]")
-            bad = [t for t in value if isinstance(t, int) and not isinstance(t, bool) and t <= 0]
+            ints = [t for t in value if isinstance(t, int) and not isinstance(t, bool)]
+            bad = [t for t in ints if t <= 0]
             if bad:
                 raise _fail("thread counts >= 1", f"remove {bad}")
+            repeated = sorted({t for t in ints if ints.count(t) > 1})
+            if repeated:  # each thread count names its cells; a repeat would run (and store) them twice
+                raise _fail("distinct thread counts", f"remove the repeated {repeated}; use experiment.repeats")
         return value
 
     @field_validator("test")
     @classmethod
     def _test(cls, value: str) -> str:
         if not re.match(r"^[A-Za-z0-9_]+$", value) and not value.endswith(".lua"):
-            raise _fail("a sysbench test name such as oltp_read_only, or a path to a .lua script")
-        return value
-
-    @field_validator("options")
-    @classmethod
-    def _options(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for key in value:
-            normal = key.replace("-", "_")
-            if normal in RESERVED_SYSBENCH:
-                raise _fail(
-                    f"no '{key}' (perflab sets it)",
-                    "use workload.threads, dataset.tables/table_size, experiment.duration",
-                )
-            if not OPTION_NAME_RE.match(key):
-                raise _fail(f"option names of letters, digits and '_' (got {key!r})")
+            raise _fail(
+                "a sysbench test name such as oltp_read_only, or a path to a .lua script",
+                "the tests are the .lua files in /usr/share/sysbench",
+            )
         return value
 
 
 class Variant(_Strict):
     preload: str | None = None
-    env: dict[str, str | StrictInt | float] = {}
-    server_options: dict[str, OptionValue] = {}
+    env: EnvVars = {}
+    server_options: ServerOptions = {}
 
     @field_validator("preload")
     @classmethod
@@ -158,28 +216,7 @@ class Variant(_Strict):
     @field_validator("env")
     @classmethod
     def _env(cls, value: dict[str, Any]) -> dict[str, str]:
-        for name, val in value.items():
-            if not ENV_NAME_RE.match(name):
-                raise _fail(f"environment variable names like MALLOC_ARENA_MAX (got {name!r})")
-            if name in RESERVED_ENV:
-                raise _fail(f"no {name} in env", "use preload = \"jemalloc\" or a path instead")
-            if "\0" in str(val):
-                raise _fail(f"a value without NUL bytes for {name}")
         return {k: str(v) for k, v in value.items()}
-
-    @field_validator("server_options")
-    @classmethod
-    def _server_options(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return check_server_options(value)
-
-
-def check_server_options(value: dict[str, Any]) -> dict[str, Any]:
-    for name, val in value.items():
-        if not OPTION_NAME_RE.match(name):
-            raise _fail(f"server option names like sort_buffer_size (got {name!r})")
-        if isinstance(val, str) and ("\n" in val or "\r" in val):
-            raise _fail(f"a one-line value for {name}", "option files hold one option per line")
-    return value
 
 
 class ObserveSection(_Strict):
@@ -190,34 +227,16 @@ class ExperimentFile(_Strict):
     experiment: ExperimentSection
     dataset: DatasetSection = DatasetSection()
     workload: WorkloadSection = WorkloadSection()
-    server_options: dict[str, OptionValue] = {}
-    variants: dict[str, dict[str, Variant]] = {}
+    server_options: ServerOptions = {}
+    variants: Axes = {}
     observe: ObserveSection = ObserveSection()
 
-    @field_validator("server_options")
+    @field_validator("variants")
     @classmethod
-    def _server_options(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return check_server_options(value)
-
-    @field_validator("variants", mode="before")
-    @classmethod
-    def _axes(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            for axis, entries in value.items():
-                if not NAME_RE.match(axis):
-                    raise _fail(f"axis names of letters, digits, '.', '_' or '-' (got {axis!r})")
-                if isinstance(entries, dict) and not entries:
-                    raise _fail(
-                        f"at least one variant in axis {axis!r}",
-                        f'add e.g. [variants.{axis}] baseline = {{}}, or remove the axis',
-                    )
-        return value
-
-    @model_validator(mode="after")
-    def _conflicts(self) -> ExperimentFile:
-        for combo in itertools.product(*(d.items() for d in self.variants.values())):
+    def _conflicts(cls, value: dict[str, dict[str, Variant]]) -> dict[str, dict[str, Variant]]:
+        for combo in itertools.product(*(d.items() for d in value.values())):
             _merge([v for _, v in combo], [label for label, _ in combo])
-        return self
+        return value
 
 
 @dataclass(frozen=True)
@@ -300,9 +319,11 @@ def load(path: str | Path) -> Experiment:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SpecError(source, [Problem("(file)", "an experiment file", "no such file")]) from None
+        raise SpecError(source, [Problem("(file)", "an experiment file", "no such file", "check the path")]) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(source, [Problem("(file)", "a readable UTF-8 TOML file", str(exc))]) from None
+        raise SpecError(
+            source, [Problem("(file)", "a readable UTF-8 TOML file", str(exc), "save it as UTF-8 text")]
+        ) from None
     return parse(text, source)
 
 
@@ -317,7 +338,7 @@ def parse(text: str, source: str = "<string>") -> Experiment:
     try:
         spec = ExperimentFile.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(source, [_problem(err) for err in exc.errors()]) from None
+        raise SpecError(source, _collapse([_problem(err, raw) for err in exc.errors()])) from None
     return Experiment(source=source, raw=raw, file=spec)
 
 
@@ -326,11 +347,59 @@ _TYPE_NAMES = {
     "list_type": "a list", "dict_type": "a table", "model_type": "a table",
     "float_type": "a number", "int_parsing": "an integer", "float_parsing": "a number",
 }  # fmt: skip
+# how to write a value of that type, for the hint "write it like ..."
+_TYPE_EXAMPLES = {
+    "int_type": "3", "string_type": '"text"', "bool_type": "true", "list_type": "[1, 2]",
+    "dict_type": "{ key = value }", "model_type": "a [section] or { key = value }",
+    "float_type": "2.5", "int_parsing": "3", "float_parsing": "2.5",
+}  # fmt: skip
+_WRITE_LIKE = "write it like "
 
 
-def _problem(err: dict[str, Any]) -> Problem:
-    loc = [str(p) for p in err["loc"] if not str(p).startswith(("function-", "str", "int", "float", "bool"))]
-    # pydantic adds the union member tried ("str", "int", ...) to loc; keep the user's key path
+# What pydantic adds to an error's loc besides the user's keys: the union member it tried
+# ("str", "int", "function-after[...]", ...) and "[key]" for an error in a table's key.
+_LOC_TAG = re.compile(r"^(?:str|int|float|bool|none|[\w-]+\[.*\])$")
+
+
+def _user_loc(loc: tuple[Any, ...], raw: Any) -> list[str]:
+    """The key path the user wrote: loc without pydantic's tags. A part that is a key of the
+    file at that point is always kept, so a key named like a tag (or `strict_mode`) survives."""
+    path: list[str] = []
+    node = raw
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        elif part == "[key]" or (isinstance(part, str) and _LOC_TAG.match(part)):
+            continue
+        else:
+            node = None  # a key the file lacks (e.g. a missing one)
+        path.append(str(part))
+    return path
+
+
+def _collapse(problems: list[Problem]) -> list[Problem]:
+    """One problem per (path, found): the union members pydantic tried become one expectation."""
+    groups: dict[tuple[str, str], list[Problem]] = {}
+    for problem in problems:
+        groups.setdefault((problem.path, problem.found), []).append(problem)
+    out = []
+    for (path, found), group in groups.items():
+        expected = list(dict.fromkeys(p.expected for p in group))
+        hints = list(dict.fromkeys(p.hint for p in group if p.hint))
+        if len(hints) > 1 and all(h.startswith(_WRITE_LIKE) for h in hints):
+            hints = [_WRITE_LIKE + _either([h.removeprefix(_WRITE_LIKE) for h in hints])]
+        out.append(Problem(path, _either(expected), found, "; ".join(hints) or None))
+    return out
+
+
+def _either(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _problem(err: dict[str, Any], raw: Any = None) -> Problem:
+    loc = _user_loc(err["loc"], raw)
     path = ".".join(loc) or "(top level)"
     kind = err["type"]
     found = _show(err.get("input"))
@@ -342,17 +411,20 @@ def _problem(err: dict[str, Any]) -> Problem:
     if kind == "missing":
         return Problem(path, "a value", "nothing", f"add {loc[-1]} = ...")
     if kind == "literal_error":
-        return Problem(path, f"one of {ctx.get('expected')}", found)
+        return Problem(path, f"one of {ctx.get('expected')}", found, "or leave the key out for the default")
     if kind in ("greater_than_equal", "greater_than"):
-        return Problem(path, f"a number >= {ctx.get('ge', ctx.get('gt'))}", found)
+        bound = ctx.get("ge", ctx.get("gt"))
+        return Problem(path, f"a number >= {bound}", found, f"use {bound} or more")
     if kind == "value_error":
         return Problem(path, "a consistent combination", str(ctx.get("error", err["msg"])), "each setting may come from one axis only")
-    return Problem(path, _TYPE_NAMES.get(kind, err["msg"]), found)
+    if kind in _TYPE_NAMES:
+        return Problem(path, _TYPE_NAMES[kind], found, _WRITE_LIKE + _TYPE_EXAMPLES[kind])
+    return Problem(path, err["msg"], found, "see README 'Experiment file'")
 
 
 def _show(value: Any) -> str:
     if isinstance(value, dict):
-        return "a table"
+        return "a table" if value else "an empty table"
     if isinstance(value, list):
         return f"a list {value!r}"[:80]
     return f"{type(value).__name__} {value!r}"[:80]

@@ -6,6 +6,7 @@ Sizes: "32K", "2M", "1G" (powers of 1024, as MariaDB reads them) or a bare numbe
 
 from __future__ import annotations
 
+import math
 import re
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -19,6 +20,8 @@ def parse_duration(value: str | int | float) -> float:
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a duration")
     if isinstance(value, (int, float)):
+        if not math.isfinite(value):  # TOML has inf and nan
+            raise ValueError(f"{value!r} is not a duration")
         if value < 0:
             raise ValueError(f"{value!r} is negative")
         return float(value)
@@ -41,6 +44,8 @@ def parse_size(value: str | int) -> int:
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a size")
     if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{value!r} is negative")
         return value
     match = _SIZE.match(value.strip())
     if not match:

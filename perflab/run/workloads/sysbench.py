@@ -8,6 +8,7 @@ Output: Interval and Summary dataclasses; p50/p99 come from the histogram.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -74,9 +75,13 @@ def argv(
     table_size: int,
     threads: int,
     seconds: int | None = None,
+    checkpoint: int | None = None,
     options: dict[str, Any] | None = None,
 ) -> list[str]:
-    """The sysbench command line; workload options become --key-with-dashes=value."""
+    """The sysbench command line; workload options become --key-with-dashes=value.
+
+    `checkpoint` (seconds) makes sysbench print a full report and reset its counters and
+    histogram then: the final summary covers only the time after it (the warm-up's end)."""
     args = [
         sysbench_binary(), test, "--db-driver=mysql", f"--mysql-socket={socket}", "--mysql-user=root",
         "--mysql-db=sbtest", f"--tables={tables}", f"--table-size={table_size}", f"--threads={threads}",
@@ -84,6 +89,8 @@ def argv(
     if command == "run":
         args += [f"--time={seconds}", "--events=0", "--report-interval=1", "--histogram=on",
                  f"--percentile={PERCENTILE}"]  # fmt: skip
+        if checkpoint:
+            args.append(f"--report-checkpoints={checkpoint}")
     for key, value in (options or {}).items():
         args.append(f"--{key.replace('_', '-')}={format_value(value)}")
     return args + [command]
@@ -130,11 +137,12 @@ def parse_histogram(text: str) -> list[tuple[float, int]]:
 
 
 def histogram_percentile(rows: list[tuple[float, int]], pct: float) -> float | None:
-    """The smallest bucket value at or above `pct` percent of events, as sysbench computes it."""
+    """The smallest bucket value at or above `pct` percent of events, as sysbench computes it
+    (sb_histogram.c: the first bucket where the running count reaches floor(n * pct / 100 + 0.5))."""
     total = sum(c for _, c in rows)
     if not total:
         return None
-    need = total * pct / 100.0
+    need = math.floor(total * pct / 100.0 + 0.5)
     seen = 0
     for value, count in rows:
         seen += count
@@ -149,11 +157,20 @@ def _number(pattern: str, text: str, cast: type = float) -> Any:
 
 
 def parse_summary(text: str) -> Summary | None:
-    """The final statistics block; None if sysbench did not get that far."""
+    """The final statistics block; None if sysbench did not get that far.
+
+    With --report-checkpoints, earlier "Checkpoint report" blocks come first; the last block
+    covers only the time since the last checkpoint, but its "total time" counts from the
+    start, so the window's length is derived from its own events and rate."""
     if "SQL statistics:" not in text:
         return None
     hist = parse_histogram(text)
+    text = text[text.rindex("SQL statistics:") :]
     total_time = _number(r"^\s+total time:\s+([\d.]+)s", text) or 0.0
+    window_tps = _number(r"^\s+transactions:\s+\d+\s+\(([\d.]+) per sec", text)
+    window_txn = _number(r"^\s+transactions:\s+(\d+)", text, int)
+    if window_tps and window_txn:
+        total_time = round(window_txn / window_tps, 4)
     errors = _number(r"^\s+ignored errors:\s+(\d+)", text, int) or 0
     return Summary(
         transactions=_number(r"^\s+transactions:\s+(\d+)", text, int) or 0,
