@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from perflab import __version__, hostinfo, preflight, spec
@@ -27,9 +28,10 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 
 def _fail(exc: PerflabError) -> NoReturn:
-    err.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True, soft_wrap=True)
+    # messages quote user input (names, values, server log lines): never read them as markup
+    err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, soft_wrap=True)
     if exc.hint:
-        err.print(f"[cyan]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+        err.print(f"[cyan]hint:[/] {escape(exc.hint)}", highlight=False, soft_wrap=True)
     sys.exit(exc.exit_code)
 
 
@@ -129,11 +131,13 @@ class _progress:
             snap = data["snapshot"]
             self.bar.console.print(f"dataset prepared in {snap.prepare_s:.1f}s ({snap.data_bytes / 2**20:.0f} MiB)")
         elif event == "cell_start":
-            self.bar.update(self.task, total=data["total"], description=f"cell {data['cell'].order + 1}: {data['cell'].key}")
+            cell = data["cell"]
+            self.bar.update(self.task, total=data["total"], description=escape(f"cell {cell.order + 1}: {cell.key}"))
         elif event == "cell_end":
             row = data["row"]
             if row["status"] != "ok":
-                self.bar.console.print(f"[red]cell {row['id']} failed:[/] {(row['error'] or '').splitlines()[0]}")
+                first = (row["error"] or "?").splitlines()[0]
+                self.bar.console.print(f"[red]cell {row['id']} failed:[/] {escape(first)}", highlight=False)
             self.bar.advance(self.task)
 
 

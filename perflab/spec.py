@@ -108,6 +108,16 @@ def _axis_name(name: str) -> str:
     return name
 
 
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+def _label(name: str) -> str:
+    if not LABEL_RE.match(name):
+        raise _fail("a variant label of letters, digits, '.', '_', '+' or '-'",
+                    "labels name cells (axis=label/tN/rN): no spaces, '/', ',' or '='")  # fmt: skip
+    return name
+
+
 def _non_empty_axis(entries: dict[str, Any]) -> dict[str, Any]:
     if not entries:
         raise _fail("at least one variant", "add e.g. baseline = {} under the axis, or remove the axis")
@@ -122,7 +132,7 @@ EnvVars = dict[
 ]
 WorkloadOptions = dict[Annotated[str, AfterValidator(_workload_option_name)], OptionValue]
 Axes = dict[
-    Annotated[str, AfterValidator(_axis_name)], Annotated[dict[str, "Variant"], AfterValidator(_non_empty_axis)]
+    Annotated[str, AfterValidator(_axis_name)], Annotated[dict[Annotated[str, AfterValidator(_label)], "Variant"], AfterValidator(_non_empty_axis)]
 ]
 
 
@@ -150,6 +160,13 @@ class ExperimentSection(_Strict):
     def _positive(cls, value: float) -> float:
         if value < 1:
             raise _fail("at least 1s", "sysbench reports once per second")
+        return value
+
+    @field_validator("duration", "warmup")
+    @classmethod
+    def _whole_seconds(cls, value: float) -> float:
+        if value != int(value):
+            raise _fail("whole seconds", f"sysbench runs and reports in whole seconds: use {int(value) or 1}s")
         return value
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from perflab.analyze.summary import Group, groups, mean
@@ -62,10 +63,10 @@ def _warnings(console: Console, all_groups: list[Group], cells: list[dict[str, A
     for g in all_groups:
         if g.qps_cv is not None and g.qps_cv > NOISY_CV:
             console.print(
-                f"[yellow]warning:[/] {g.label} at {g.threads} threads varies {g.qps_cv:.1%} across repeats; "
+                f"[yellow]warning:[/] {escape(g.label)} at {g.threads} threads varies {g.qps_cv:.1%} across repeats; "
                 "differences smaller than that are noise (remedy: longer duration, more repeats)"
             )
     for cell in cells:
         if cell["status"] != "ok":
             first = (cell["error"] or "").strip().splitlines()
-            console.print(f"[red]failed:[/] cell {cell['id']} {cell['key']}: {first[0] if first else '?'}")
+            console.print(escape(f"failed: cell {cell['id']} {cell['key']}: {first[0] if first else '?'}"), style="red")
