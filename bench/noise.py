@@ -174,6 +174,8 @@ def report(cfg: dict[str, Any], docs: dict[str, Any], foreign: dict[str, list[fl
         quiet = [q for q, other in zip(f["qps"], f["foreign_cpu_cores"]) if (other or 0) <= C.BUSY_CORES]
         f["quiet_n"], f["cv_quiet"] = len(quiet), C.rnd(C.cv(quiet), 5)
         if len(quiet) < f["n"]:
+            C.say(f"WARNING: {f['n'] - len(quiet)} of {f['n']} {mode} cells ran while other processes used more "
+                  f"than {C.BUSY_CORES} cores; the CV includes other people's load")  # fmt: skip
             C.say(f"context: {mode} over the {len(quiet)} cells during which other processes used <= "
                   f"{C.BUSY_CORES} cores: CV {C.pct(f['cv_quiet'])} (the goal is judged on all cells)")  # fmt: skip
     better = min(MODES, key=lambda m: figs[m]["cv"])

@@ -281,6 +281,8 @@ def report(cfg: dict[str, Any], pairs: dict[str, Any], cli: list[dict[str, float
              if max(h["foreign_cores"] or 0, p["foreign_cores"] or 0) <= C.BUSY_CORES]  # fmt: skip
     quiet_ci = C.ci95(quiet)
     if len(quiet) < len(ratios):
+        C.say(f"WARNING: {len(ratios) - len(quiet)} of {len(ratios)} pairs ran while other processes used more than "
+              f"{C.BUSY_CORES} cores; the ratio includes other people's load")  # fmt: skip
         C.say(f"context: over the {len(quiet)} pairs during which other processes used <= {C.BUSY_CORES} cores, "
               f"the mean ratio is {C.mean(quiet):.4f}" if quiet else "context: no pair ran on an idle machine")
         if quiet_ci:
