@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -282,7 +282,6 @@ class Experiment:
     source: str
     raw: dict[str, Any]
     file: ExperimentFile
-    variant_combos: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def name(self) -> str:

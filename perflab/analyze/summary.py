@@ -42,10 +42,6 @@ class Group:
         return statistics.stdev(self.qps) / statistics.fmean(self.qps)
 
 
-def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
 def groups(cells: list[dict[str, Any]]) -> list[Group]:
     """Group cells by (variant, threads); baseline = first variant in run order, per thread count."""
     by_key: dict[tuple, Group] = {}
@@ -77,4 +73,4 @@ def groups(cells: list[dict[str, Any]]) -> list[Group]:
 
 
 def mean(values: list[float]) -> float | None:
-    return _mean(values)
+    return statistics.fmean(values) if values else None
