@@ -1,4 +1,4 @@
-"""perflab command line: run, report, export, doctor.
+"""perflab command line: run, report, compare, export, doctor.
 
     spec.load -> preflight.check -> Scheduler(results).run -> report.text / report.export
 PerflabError is caught here only and mapped to its exit code; anything else is a bug.
@@ -7,6 +7,7 @@ PerflabError is caught here only and mapped to its exit code; anything else is a
 from __future__ import annotations
 
 import datetime as dt
+import json
 import signal
 import sys
 from pathlib import Path
@@ -100,7 +101,9 @@ def run(experiment: Path, output: Path | None, check: bool) -> None:
             results.set_meta(status=status, ended_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
         from perflab.report import text  # noqa: PLC0415
 
-        text.render(out, results.meta(), results.cells())
+        from perflab.analyze import summary  # noqa: PLC0415
+
+        text.render(out, *summary.load(results))
         failed = sum(1 for c in results.cells() if c["status"] != "ok")
     out.print(f"\nresults: {output}   (perflab report {output} | perflab export {output} --format json)")
     if failed:
@@ -141,14 +144,71 @@ class _progress:
             self.bar.advance(self.task)
 
 
+BASELINE = click.option(
+    "--baseline", "baselines", multiple=True, metavar="AXIS=LABEL",
+    help="baseline label of an axis (repeatable; default: each axis's first label)",
+)  # fmt: skip
+
+
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-def report(directory: Path) -> None:
-    """Print the table of a results DIRECTORY: variants x threads, QPS, ratio, p95, RSS."""
+@BASELINE
+def report(directory: Path, baselines: tuple[str, ...]) -> None:
+    """Print the tables of a results DIRECTORY: per thread count, each variant's steady-state
+    QPS with its 95% CI, the ratio to the baseline with a verdict, p95, RSS; then warnings."""
+    from perflab.analyze import summary  # noqa: PLC0415
     from perflab.report import text  # noqa: PLC0415
 
     with Results(directory) as results:
-        text.render(out, results.meta(), results.cells())
+        meta, cells = summary.load(results)
+        text.render(out, meta, cells, list(baselines))
+
+
+@main.command(name="compare")
+@click.argument("directories", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
+@BASELINE
+@click.option("--metric", type=click.Choice(["qps", "p95"]), default="qps", show_default=True)
+@click.option("--confidence", type=click.FloatRange(50, 99.99), default=95.0, show_default=True,
+              help="confidence level of the intervals, in percent")  # fmt: skip
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def compare_cmd(directories: tuple[Path, ...], baselines: tuple[str, ...], metric: str, confidence: float, fmt: str) -> None:
+    """Verdicts: with one DIR, each variant against the baseline per thread count (ratio, its
+    CI, faster / slower / no significant difference), plus each axis's own effect; with
+    DIR_A DIR_B, the cells of B against the same cells of A (before/after)."""
+    from perflab.analyze import compare, summary  # noqa: PLC0415
+    from perflab.report import text  # noqa: PLC0415
+
+    level = confidence / 100
+    if len(directories) > 2:
+        raise UsageError("compare takes one results directory, or two (A B)", "perflab compare DIR | DIR_A DIR_B")
+    loaded = []
+    for directory in directories:
+        with Results(directory) as results:
+            loaded.append(summary.load(results))
+    if len(loaded) == 1:
+        meta, cells = loaded[0]
+        axes = (meta.get("experiment") or {}).get("axes") or {}
+        base = compare.baseline_variant(axes, list(baselines))
+        rows = compare.within(summary.groups(cells, base), axes, base, metric, level)
+        notes: list[str] = []
+    else:
+        if baselines:
+            raise UsageError("--baseline applies to one directory", "with two, A is the baseline of B")
+        (meta_a, cells_a), (meta_b, cells_b) = loaded
+        rows, notes = compare.across(summary.groups(cells_a), summary.groups(cells_b), metric, level)
+        differences = compare.metadata_differences(meta_a, meta_b)
+        if differences:
+            err.print(f"[bold red]WARNING: the two runs differ in host or settings; their comparison may "
+                      f"measure that, not your change:[/]\n  " + escape("\n  ".join(differences)))  # fmt: skip
+    if fmt == "json":
+        click.echo(json.dumps([row.to_dict() for row in rows], indent=2))
+    else:
+        title = f"{metric} ({confidence:g}% intervals)" + ("" if len(loaded) == 1 else f": B = {directories[1]} vs A = {directories[0]}")
+        out.print(text.comparison_table(escape(title), rows, runs=len(loaded) == 2))
+    for note in notes:
+        err.print(f"[yellow]note:[/] {escape(note)}")
+    if not rows:
+        raise UsageError("nothing to compare", "the results need two variants, or two directories with the same cells")
 
 
 @main.command()

@@ -25,6 +25,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -140,13 +141,72 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _fraction(value: Any) -> float:
+    """ "1%" or 0.01 -> 0.01."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            value = float(value.strip()[:-1]) / 100
+        except ValueError:
+            raise _fail("a percentage", 'write it like "1%" or 0.01') from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail("a percentage", 'write it like "1%" or 0.01')
+    if not 0 < value < 1:
+        raise _fail("a percentage between 0% and 100%", 'write it like "1%" or 0.01')
+    return float(value)
+
+
+Fraction = Annotated[float, BeforeValidator(_fraction)]
+AUTO_FIELDS = ("target_ci", "min_repeats", "max_repeats", "time_budget")
+
+
 class ExperimentSection(_Strict):
     name: str
     server: Literal["mariadb"] = "mariadb"
     duration: Duration = 20.0
-    warmup: Duration = 5.0
-    repeats: StrictInt = Field(default=3, ge=1)
+    # "auto": the window starts after max_warmup, and the per-cell detection (MSER) checks
+    # that the warm-up really ended by then; a duration: the window starts after it.
+    warmup: Literal["auto"] | Duration = "auto"
+    max_warmup: Duration = 10.0
+    repeats: Literal["auto"] | Annotated[StrictInt, Field(ge=1)] = 3
+    target_ci: Fraction = 0.01  # repeats = "auto": stop when the 95% CI half-width is within this
+    min_repeats: Annotated[StrictInt, Field(ge=3)] = 3
+    max_repeats: Annotated[StrictInt, Field(ge=3)] = 10
+    time_budget: Duration | None = None
     pin: StrictBool = False
+    stall_threshold: Fraction = 0.5  # a second below this fraction of the steady median is a stall
+    cv_warning: Fraction = 0.03  # warn when QPS varies more than this across repeats
+
+    @property
+    def window_start(self) -> float:
+        """Seconds of warm-up before the measured window."""
+        return self.max_warmup if self.warmup == "auto" else float(self.warmup)
+
+    @property
+    def adaptive(self) -> bool:
+        return self.repeats == "auto"
+
+    @property
+    def planned_repeats(self) -> int:
+        """Repeats known in advance: all of them, or the minimum of an adaptive run."""
+        return self.min_repeats if self.repeats == "auto" else int(self.repeats)
+
+    # Validators run in field order and only on keys the file sets, so `repeats` and
+    # `warmup` are known here and a default never triggers them.
+    @field_validator(*AUTO_FIELDS)
+    @classmethod
+    def _auto_only(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.data.get("repeats", "auto") != "auto":
+            raise _fail('repeats = "auto" beside it', f'{info.field_name} applies only to adaptive repeats: set repeats = "auto" or remove it')
+        if info.field_name == "max_repeats" and value < info.data.get("min_repeats", 3):
+            raise _fail(f"at least min_repeats ({info.data.get('min_repeats')})", "raise max_repeats or lower min_repeats")
+        return value
+
+    @field_validator("max_warmup")
+    @classmethod
+    def _auto_warmup_only(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.data.get("warmup", "auto") != "auto":
+            raise _fail('warmup = "auto" beside it', 'max_warmup applies only to warmup = "auto"; remove it or set warmup = "auto"')
+        return value
 
     @field_validator("name")
     @classmethod
@@ -162,10 +222,10 @@ class ExperimentSection(_Strict):
             raise _fail("at least 1s", "sysbench reports once per second")
         return value
 
-    @field_validator("duration", "warmup")
+    @field_validator("duration", "warmup", "max_warmup")
     @classmethod
-    def _whole_seconds(cls, value: float) -> float:
-        if value != int(value):
+    def _whole_seconds(cls, value: float | str) -> float | str:
+        if isinstance(value, float) and value != int(value):
             raise _fail("whole seconds", f"sysbench runs and reports in whole seconds: use {int(value) or 1}s")
         return value
 
@@ -288,26 +348,34 @@ class Experiment:
         return self.file.experiment.name
 
     def cells(self) -> list[Cell]:
-        """All cells in run order: repeats outermost, so variants interleave (A B C A B C)."""
+        """All cells known in advance, in run order: repeats outermost, so variants
+        interleave (A B C A B C). With repeats = "auto", the first min_repeats rounds."""
+        cells: list[Cell] = []
+        for repeat in range(1, self.file.experiment.planned_repeats + 1):
+            cells += self.round(repeat, start=len(cells))
+        return cells
+
+    def round(self, repeat: int, start: int = 0, only: set[tuple[str, int]] | None = None) -> list[Cell]:
+        """One repeat of every (variant, threads), or of those in `only` ((variant_key,
+        threads) pairs), numbered from `start`."""
         spec = self.file
         combos = list(itertools.product(*(d.items() for d in spec.variants.values()))) or [()]
         axes = list(spec.variants)
-        cells = []
-        for repeat in range(1, spec.experiment.repeats + 1):
-            for threads in spec.workload.threads:
-                for combo in combos:
-                    preload, env, options = _merge([v for _, v in combo], [lbl for lbl, _ in combo])
-                    cells.append(
-                        Cell(
-                            order=len(cells),
-                            variant=dict(zip(axes, (lbl for lbl, _ in combo))),
-                            threads=threads,
-                            repeat=repeat,
-                            preload=preload,
-                            env=env,
-                            server_options={**spec.server_options, **options},
-                        )
-                    )
+        cells: list[Cell] = []
+        for threads in spec.workload.threads:
+            for combo in combos:
+                preload, env, options = _merge([v for _, v in combo], [lbl for lbl, _ in combo])
+                cell = Cell(
+                    order=start + len(cells),
+                    variant=dict(zip(axes, (lbl for lbl, _ in combo))),
+                    threads=threads,
+                    repeat=repeat,
+                    preload=preload,
+                    env=env,
+                    server_options={**spec.server_options, **options},
+                )
+                if only is None or (cell.variant_key, threads) in only:
+                    cells.append(cell)
         return cells
 
 
@@ -374,7 +442,7 @@ _WRITE_LIKE = "write it like "
 
 # What pydantic adds to an error's loc besides the user's keys: the union member it tried
 # ("str", "int", "function-after[...]", ...) and "[key]" for an error in a table's key.
-_LOC_TAG = re.compile(r"^(?:str|int|float|bool|none|[\w-]+\[.*\])$")
+_LOC_TAG = re.compile(r"^(?:str|int|float|bool|none|constrained-\w+|[\w-]+\[.*\])$")
 
 
 def _user_loc(loc: tuple[Any, ...], raw: Any) -> list[str]:

@@ -1,8 +1,9 @@
-"""Per variant x threads: steady-state figures over repeats, and the ratio to the baseline.
+"""Per variant x threads: steady-state figures over repeats, with 95% confidence intervals.
 
-Input: cells as read from the store (dicts). The steady-state figure of a cell is its
-measured window (warm-up excluded, it ran as a separate sysbench invocation). Output: one
-Group per (variant, threads), in the variant order of the experiment file.
+Input: cells as read from the store (dicts; the scheduler's rows have the same keys). The
+sample of a group is one value per successful, settled repeat: that repeat's QPS (or p95)
+over its measured window. Cells that did not settle are counted and named, never averaged
+in. Output: one Group per (variant, threads), in the order the cells ran.
 """
 
 from __future__ import annotations
@@ -11,24 +12,46 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from perflab.analyze import stats
+
+
+def variant_key(variant: dict[str, str]) -> str:
+    return ",".join(f"{a}={lbl}" for a, lbl in variant.items()) or "default"
+
 
 @dataclass
 class Group:
     variant: dict[str, str]
     threads: int
-    qps: list[float] = field(default_factory=list)
+    qps: list[float] = field(default_factory=list)  # settled repeats only
     tps: list[float] = field(default_factory=list)
     p95_ms: list[float] = field(default_factory=list)
     rss_end: list[int] = field(default_factory=list)
+    rss_peak: list[int] = field(default_factory=list)
     faults_per_txn: list[float] = field(default_factory=list)
     cpu_us_per_txn: list[float] = field(default_factory=list)
+    cell_ids: list[int] = field(default_factory=list)
     failed: int = 0
+    unsettled: list[int] = field(default_factory=list)  # ids of ok cells that did not settle
+    stalls: int = 0  # stall windows in this group's measured windows
     ratio: float | None = None  # qps mean / baseline qps mean
     baseline: bool = False
 
     @property
+    def key(self) -> str:
+        return variant_key(self.variant)
+
+    @property
     def label(self) -> str:
         return ", ".join(f"{a}={lbl}" for a, lbl in self.variant.items()) or "default"
+
+    @property
+    def qps_ci(self) -> stats.Interval:
+        return stats.ci(self.qps)
+
+    @property
+    def p95_ci(self) -> stats.Interval:
+        return stats.ci(self.p95_ms)
 
     @property
     def qps_mean(self) -> float | None:
@@ -37,13 +60,23 @@ class Group:
     @property
     def qps_cv(self) -> float | None:
         """Coefficient of variation of QPS over repeats (stdev / mean)."""
-        if len(self.qps) < 2:
-            return None
-        return statistics.stdev(self.qps) / statistics.fmean(self.qps)
+        return stats.cv(self.qps)
+
+    def to_dict(self) -> dict[str, Any]:
+        qps, p95 = self.qps_ci, self.p95_ci
+        return {
+            "variant": self.variant, "threads": self.threads, "repeats": len(self.qps),
+            "failed": self.failed, "unsettled": len(self.unsettled), "stalls": self.stalls,
+            "qps_mean": qps.mean, "qps_ci_low": qps.low, "qps_ci_high": qps.high, "qps_cv": self.qps_cv,
+            "p95_ms_mean": p95.mean, "p95_ms_ci_low": p95.low, "p95_ms_ci_high": p95.high,
+            "rss_end_bytes_mean": mean(self.rss_end), "rss_peak_bytes_mean": mean(self.rss_peak),
+            "ratio": self.ratio, "baseline": self.baseline, "cells": self.cell_ids,
+        }  # fmt: skip
 
 
-def groups(cells: list[dict[str, Any]]) -> list[Group]:
-    """Group cells by (variant, threads); baseline = first variant in run order, per thread count."""
+def groups(cells: list[dict[str, Any]], baseline: dict[str, str] | None = None) -> list[Group]:
+    """Group cells by (variant, threads). The baseline per thread count is `baseline` (a
+    full variant), or the first variant that ran."""
     by_key: dict[tuple, Group] = {}
     for cell in cells:
         key = (tuple(cell["variant"].items()), cell["threads"])
@@ -51,26 +84,62 @@ def groups(cells: list[dict[str, Any]]) -> list[Group]:
         if cell["status"] != "ok":
             group.failed += 1
             continue
-        summary, res = cell["summary"], cell["resources"] or {}
-        group.qps.append(summary["qps"])
-        group.tps.append(summary["tps"])
-        if summary["latency_ms"].get("p95") is not None:
-            group.p95_ms.append(summary["latency_ms"]["p95"])
-        if res.get("rss_end_bytes") is not None:
-            group.rss_end.append(res["rss_end_bytes"])
-        if res.get("minor_faults_per_txn") is not None:
-            group.faults_per_txn.append(res["minor_faults_per_txn"])
-        if res.get("server_cpu_us_per_txn") is not None:
-            group.cpu_us_per_txn.append(res["server_cpu_us_per_txn"])
+        window_start = cell.get("window_start_s") or 0
+        group.stalls += sum(1 for s in cell.get("stalls") or [] if s["end_s"] > window_start)
+        if cell.get("settled") is False or cell.get("settled") == 0:
+            group.unsettled.append(cell["id"])
+            continue
+        _add(group, cell)
     out = list(by_key.values())
     baselines: dict[int, Group] = {}
     for group in out:
-        base = baselines.setdefault(group.threads, group)
+        if baseline is None or group.variant == baseline:
+            baselines.setdefault(group.threads, group)
+    for group in out:
+        base = baselines.get(group.threads)
         group.baseline = base is group
-        if base.qps_mean and group.qps_mean is not None:
+        if base is not None and base.qps_mean and group.qps_mean is not None:
             group.ratio = group.qps_mean / base.qps_mean
+    return out
+
+
+def _add(group: Group, cell: dict[str, Any]) -> None:
+    summary, res = cell["summary"], cell.get("resources") or {}
+    group.cell_ids.append(cell["id"])
+    group.qps.append(summary["qps"])
+    group.tps.append(summary["tps"])
+    if summary["latency_ms"].get("p95") is not None:
+        group.p95_ms.append(summary["latency_ms"]["p95"])
+    for values, key in ((group.rss_end, "rss_end_bytes"), (group.rss_peak, "rss_peak_bytes"),
+                        (group.faults_per_txn, "minor_faults_per_txn"), (group.cpu_us_per_txn, "server_cpu_us_per_txn")):  # fmt: skip
+        if res.get(key) is not None:
+            values.append(res[key])
+
+
+def adaptive_targets(cells: list[dict[str, Any]], target: float) -> dict[tuple[str, int], dict[str, Any]]:
+    """Per (variant key, threads): repeats so far, the CI's relative half-width, met or not."""
+    out = {}
+    for group in groups(cells):
+        half = group.qps_ci.half_width
+        out[(group.key, group.threads)] = {
+            "repeats": len(group.qps), "half_width": half, "met": half is not None and half <= target,
+        }
     return out
 
 
 def mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
+
+
+def load(results: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(meta, cells) of a results directory, every ok cell with its steady-state fields
+    (detected now from its intervals where an older perflab did not store them)."""
+    from perflab.analyze import steady  # noqa: PLC0415
+
+    meta = results.meta()
+    threshold = (meta.get("experiment") or {}).get("stall_threshold", steady.STALL_THRESHOLD)
+    cells = results.cells()
+    for cell in cells:
+        if cell["status"] == "ok" and cell.get("warmup_method") is None:
+            steady.complete(cell, results.intervals(cell["id"]), threshold)
+    return meta, cells

@@ -2,6 +2,11 @@
 
 JSON format history:
   perflab-results/1  first version; documented in README "Results format".
+  perflab-results/2  steady state and verdicts: per cell `warmup_s` (now the detected end of
+                     the warm-up), `warmup_method`, `window_start_s`, `settled`,
+                     `unsettled_reason`, `stalls`, `steady`; top level `groups` (per variant
+                     x threads, CIs over repeats), `comparisons` (ratios, CIs, verdicts) and
+                     `adaptive` (repeats = "auto": targets met, stop reason).
 """
 
 from __future__ import annotations
@@ -11,13 +16,14 @@ import io
 import json
 from typing import Any
 
+from perflab.analyze import compare, summary
 from perflab.store.results import Results
 
-FORMAT = "perflab-results/1"
+FORMAT = "perflab-results/2"
 
 CSV_COLUMNS = [
     "id", "order", "variant", "threads", "repeat", "status", "error", "allocator_library",
-    "allocator_version", "warmup_s", "tps", "qps", "latency_avg_ms", "latency_p50_ms",
+    "allocator_version", "warmup_s", "warmup_method", "window_start_s", "settled", "stalls", "tps", "qps", "latency_avg_ms", "latency_p50_ms",
     "latency_p95_ms", "latency_p99_ms", "latency_max_ms", "errors_per_s", "rss_end_bytes",
     "rss_peak_bytes", "server_cpu_s", "server_user_s", "server_sys_s", "client_cpu_s",
     "minor_faults_per_txn", "major_faults_per_txn", "ctx_switches_per_txn", "server_cpu_us_per_txn",
@@ -25,10 +31,12 @@ CSV_COLUMNS = [
 
 
 def document(results: Results) -> dict[str, Any]:
-    meta = results.meta()
-    cells = []
-    for cell in results.cells():
-        cells.append(_cell(cell, results.intervals(cell["id"]), results.rss_samples(cell["id"])))
+    meta, stored = summary.load(results)
+    cells = [_cell(cell, results.intervals(cell["id"]), results.rss_samples(cell["id"])) for cell in stored]
+    groups = summary.groups(stored)
+    axes = (meta.get("experiment") or {}).get("axes") or {}
+    base = compare.baseline_variant(axes, [])
+    comparisons = [c.to_dict() for metric in compare.METRICS for c in compare.within(groups, axes, base, metric)]
     return {
         "format": FORMAT,
         "experiment": meta.get("experiment", {}),
@@ -36,12 +44,15 @@ def document(results: Results) -> dict[str, Any]:
         "host": meta.get("host", {}),
         "dataset": meta.get("dataset"),
         "run": {k: meta.get(k) for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir")},
+        "groups": [g.to_dict() for g in groups],
+        "comparisons": comparisons,
+        "adaptive": meta.get("adaptive"),
         "cells": cells,
     }
 
 
 def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple[float, int]]) -> dict[str, Any]:
-    summary = cell.get("summary")
+    figures = cell.get("summary")
     return {
         "id": cell["id"],
         "key": cell["key"],
@@ -60,12 +71,18 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
         "env": cell["env"],
         "server_options": cell["server_options"],
         "pinning": cell["pinning"],
-        "warmup_s": cell["warmup_s"],
-        "summary": None if summary is None else {
-            "tps": summary["tps"], "qps": summary["qps"], "transactions": summary["transactions"],
-            "queries": summary["queries"], "latency_ms": summary["latency_ms"],
-            "errors_per_s": summary["errors_per_s"], "reconnects": summary["reconnects"],
-            "total_time_s": summary["total_time_s"],
+        "warmup_s": cell.get("warmup_s"),
+        "warmup_method": cell.get("warmup_method"),
+        "window_start_s": cell.get("window_start_s"),
+        "settled": None if cell.get("settled") is None else bool(cell["settled"]),
+        "unsettled_reason": cell.get("unsettled_reason"),
+        "stalls": cell.get("stalls") or [],
+        "steady": cell.get("steady"),
+        "summary": None if figures is None else {
+            "tps": figures["tps"], "qps": figures["qps"], "transactions": figures["transactions"],
+            "queries": figures["queries"], "latency_ms": figures["latency_ms"],
+            "errors_per_s": figures["errors_per_s"], "reconnects": figures["reconnects"],
+            "total_time_s": figures["total_time_s"],
         },  # fmt: skip
         "intervals": [
             {"t": iv["t"], "warmup": bool(iv["warmup"]), "tps": iv["tps"], "qps": iv["qps"],
@@ -87,9 +104,9 @@ def to_csv(results: Results) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
-    for cell in results.cells():
-        summary = cell.get("summary") or {}
-        lat = summary.get("latency_ms") or {}
+    for cell in summary.load(results)[1]:
+        figures = cell.get("summary") or {}
+        lat = figures.get("latency_ms") or {}
         res = cell.get("resources") or {}
         writer.writerow({
             "id": cell["id"], "order": cell["id"],
@@ -97,10 +114,13 @@ def to_csv(results: Results) -> str:
             "threads": cell["threads"], "repeat": cell["repeat"], "status": cell["status"],
             "error": (cell["error"] or "").splitlines()[0] if cell["error"] else "",
             "allocator_library": cell["allocator_library"], "allocator_version": cell["allocator_version"],
-            "warmup_s": cell["warmup_s"], "tps": summary.get("tps"), "qps": summary.get("qps"),
+            "warmup_s": cell.get("warmup_s"), "warmup_method": cell.get("warmup_method"),
+            "window_start_s": cell.get("window_start_s"),
+            "settled": "" if cell.get("settled") is None else int(bool(cell["settled"])),
+            "stalls": len(cell.get("stalls") or []), "tps": figures.get("tps"), "qps": figures.get("qps"),
             "latency_avg_ms": lat.get("avg"), "latency_p50_ms": lat.get("p50"),
             "latency_p95_ms": lat.get("p95"), "latency_p99_ms": lat.get("p99"),
-            "latency_max_ms": lat.get("max"), "errors_per_s": summary.get("errors_per_s"),
-            **{k: res.get(k) for k in CSV_COLUMNS[18:]},
+            "latency_max_ms": lat.get("max"), "errors_per_s": figures.get("errors_per_s"),
+            **{k: res.get(k) for k in CSV_COLUMNS[CSV_COLUMNS.index("rss_end_bytes"):]},
         })  # fmt: skip
     return buf.getvalue()

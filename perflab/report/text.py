@@ -1,8 +1,11 @@
-"""Terminal report: one table per thread count, variants as rows.
+"""Terminal report: one table per thread count, variants as rows, then what to distrust.
 
-Columns: steady-state QPS mean, min-max over repeats, CV, ratio to the baseline (the first
-variant), p95 latency, RSS at the end of the window, minor faults and server CPU per
-transaction (the usual explanation of an allocator difference).
+Columns: steady-state QPS mean with its 95% CI over repeats, CV across repeats, ratio to
+the baseline with its CI and the verdict, p95 latency, RSS at the end of the window, minor
+faults and server CPU per transaction (the usual explanation of an allocator difference),
+stalls. Below: the marginal effect of each axis (matrices of two or more axes), then
+warnings, each with a remedy: noisy groups, unsettled cells, stalls, missing intervals,
+adaptive targets not met, failed cells.
 """
 
 from __future__ import annotations
@@ -13,59 +16,135 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from perflab.analyze import compare, stats
+from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group, groups, mean
 from perflab.units import format_bytes, format_duration
 
-NOISY_CV = 0.03
+VERDICT_STYLE = {stats.FASTER: "green", stats.SLOWER: "red", stats.SAME: "dim"}
 
 
 def _num(value: float | None, fmt: str = "{:,.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def render(console: Console, meta: dict[str, Any], cells: list[dict[str, Any]]) -> None:
+def _pm(interval: stats.Interval) -> str:
+    """± half-width of a CI, relative to the mean."""
+    half = interval.half_width
+    return "n<3" if half is None else f"±{half:.1%}"
+
+
+def verdict_text(c: Comparison) -> str:
+    if c.verdict is None:
+        return "[dim]no interval[/]"
+    return f"[{VERDICT_STYLE[c.verdict]}]{c.verdict}[/]"
+
+
+def ratio_text(c: Comparison) -> str:
+    if c.ratio is None:
+        return "-"
+    if c.ci_low is None or c.ci_high is None:
+        return f"{c.ratio:.3f}"
+    return f"{c.ratio:.3f} [{c.ci_low:.3f}-{c.ci_high:.3f}]"
+
+
+def render(console: Console, meta: dict[str, Any], cells: list[dict[str, Any]], baseline: list[str] | None = None) -> None:
     exp = meta.get("experiment", {})
     host = meta.get("host", {})
+    warmup = exp.get("warmup", 0)
+    warm = (f"auto warm-up (window after {format_duration(exp.get('max_warmup', 10))})" if warmup == "auto"
+            else f"{format_duration(warmup)} warm-up")  # fmt: skip
     console.print(
-        f"[bold]{exp.get('name', '?')}[/]  {exp.get('workload', {}).get('test', '')}  "
-        f"{len(cells)} cells  measured {format_duration(exp.get('duration', 0))} "
-        f"after {format_duration(exp.get('warmup', 0))} warm-up  pin={exp.get('pin')}"
+        f"[bold]{escape(str(exp.get('name', '?')))}[/]  {exp.get('workload', {}).get('test', '')}  "
+        f"{len(cells)} cells  measured {format_duration(exp.get('duration', 0))} after {warm}  pin={exp.get('pin')}"
     )
     console.print(f"[dim]{host.get('mariadbd')} | {host.get('sysbench')} | {host.get('cpu_model')} x{host.get('cores')}[/]")
-    all_groups = groups(cells)
+    axes = exp.get("axes") or {}
+    base = compare.baseline_variant(axes, baseline or [])
+    all_groups = groups(cells, base if axes else None)
+    comparisons = compare.within(all_groups, axes, base, "qps")
     for threads in sorted({g.threads for g in all_groups}):
-        console.print(_table(threads, [g for g in all_groups if g.threads == threads]))
-    _warnings(console, all_groups, cells)
+        rows = [g for g in all_groups if g.threads == threads]
+        console.print(_table(threads, rows, [c for c in comparisons if c.threads == threads and c.kind == "variant"]))
+    effects = [c for c in comparisons if c.kind == "axis"]
+    if effects:
+        console.print(comparison_table("Effect of each axis (the other axes held fixed)", effects))
+    _warnings(console, all_groups, cells, meta)
 
 
-def _table(threads: int, rows: list[Group]) -> Table:
+def _table(threads: int, rows: list[Group], comparisons: list[Comparison]) -> Table:
     table = Table(title=f"threads = {threads}", title_justify="left", header_style="bold")
     axes = " × ".join(rows[0].variant) if rows and rows[0].variant else "variant"
     for name, justify in (
-        (axes, "left"), ("n", "right"), ("QPS mean", "right"), ("min-max", "right"), ("CV", "right"),
-        ("ratio", "right"), ("p95 ms", "right"), ("RSS end", "right"), ("minflt/txn", "right"),
-        ("CPU µs/txn", "right"),
+        (axes, "left"), ("n", "right"), ("QPS mean", "right"), ("95% CI", "right"), ("CV", "right"),
+        ("ratio [95% CI]", "right"), ("verdict", "left"), ("p95 ms", "right"), ("RSS end", "right"),
+        ("minflt/txn", "right"), ("CPU µs/txn", "right"), ("stalls", "right"),
     ):  # fmt: skip
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, no_wrap=name == "verdict")  # type: ignore[arg-type]
+    by_variant = {compare.variant_key(c.variant): c for c in comparisons}
     for g in rows:
-        spread = f"{min(g.qps):,.0f}-{max(g.qps):,.0f}" if g.qps else "-"
-        ratio = "baseline" if g.baseline else _num(g.ratio, "{:.3f}")
-        n = f"{len(g.qps)}" + (f" [red]+{g.failed} failed[/]" if g.failed else "")
+        c = by_variant.get(g.key)
+        n = f"{len(g.qps)}" + (f" [yellow]+{len(g.unsettled)} unsettled[/]" if g.unsettled else "")
+        n += f" [red]+{g.failed} failed[/]" if g.failed else ""
         table.add_row(
-            ", ".join(g.variant.values()) or "default", n, _num(g.qps_mean), spread, _num(g.qps_cv and g.qps_cv * 100, "{:.1f}%"), ratio,
+            escape(", ".join(g.variant.values()) or "default"), n, _num(g.qps_mean), _pm(g.qps_ci),
+            _num(g.qps_cv and g.qps_cv * 100, "{:.1f}%"),
+            "baseline" if g.baseline else (ratio_text(c) if c else "-"),
+            "" if g.baseline or c is None else verdict_text(c),
             _num(mean(g.p95_ms), "{:.2f}"), format_bytes(mean(g.rss_end)) if g.rss_end else "-",
             _num(mean(g.faults_per_txn), "{:.2f}"), _num(mean(g.cpu_us_per_txn), "{:.0f}"),
+            str(g.stalls) if g.stalls else "",
         )  # fmt: skip
     return table
 
 
-def _warnings(console: Console, all_groups: list[Group], cells: list[dict[str, Any]]) -> None:
+def comparison_table(title: str, comparisons: list[Comparison], runs: bool = False) -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for name in ("threads", "axis" if not runs else "variant", "baseline", "variant" if not runs else "metric",
+                 "n", "ratio", "95% CI", "verdict"):  # fmt: skip
+        table.add_column(name, justify="right" if name in ("threads", "n", "ratio", "95% CI") else "left")
+    for c in comparisons:
+        label = (lambda v: escape(", ".join(f"{a}={lbl}" for a, lbl in v.items()) or "default"))
+        ci = "-" if c.ci_low is None or c.ci_high is None else f"{c.ci_low:.3f}-{c.ci_high:.3f}"
+        first = c.axis or "all" if not runs else label(c.variant)
+        base = label(c.baseline) if not runs else "A"
+        other = label(c.variant) if not runs else c.metric
+        table.add_row(str(c.threads), first, base, other, f"{c.n_baseline}/{c.n_variant}",
+                      _num(c.ratio, "{:.3f}"), ci, verdict_text(c))  # fmt: skip
+    return table
+
+
+def _warnings(console: Console, all_groups: list[Group], cells: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+    exp = meta.get("experiment", {})
+    noisy = exp.get("cv_warning", 0.03)
+    warn = lambda text: console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)  # noqa: E731
     for g in all_groups:
-        if g.qps_cv is not None and g.qps_cv > NOISY_CV:
-            console.print(
-                f"[yellow]warning:[/] {escape(g.label)} at {g.threads} threads varies {g.qps_cv:.1%} across repeats; "
-                "differences smaller than that are noise (remedy: longer duration, more repeats)"
-            )
+        if g.qps_cv is not None and g.qps_cv > noisy:
+            warn(f"{g.label} at {g.threads} threads varies {g.qps_cv:.1%} across repeats (above {noisy:.0%}); differences "
+                 "smaller than that are noise. Remedy: a longer duration, pin = true (measure it first with "
+                 "bench/noise.py), more repeats or repeats = \"auto\", and an idle machine")  # fmt: skip
+        if len(g.qps) < stats.MIN_REPEATS and not g.failed:
+            warn(f"{g.label} at {g.threads} threads has {len(g.qps)} settled repeat(s): no confidence interval can be "
+                 f"given below {stats.MIN_REPEATS}. Remedy: repeats = 3 or more")  # fmt: skip
+    for cell in cells:
+        if cell["status"] == "ok" and cell.get("settled") in (False, 0):
+            warn(f"cell {cell['id']} {cell['key']} did not settle: {cell.get('unsettled_reason')}; it is left out of "
+                 "the intervals. Remedy: a longer warmup (or max_warmup with warmup = \"auto\"), a longer duration")  # fmt: skip
+        for stall in cell.get("stalls") or []:
+            where = "in the warm-up" if stall["end_s"] <= (cell.get("window_start_s") or 0) else "in the measured window"
+            depth = "no report from sysbench" if stall["kind"] == "no-report" else f"min {stall['min_qps']:,.0f} QPS"
+            console.print(escape(f"stall: cell {cell['id']} {cell['key']} {stall['start_s']:.0f}-{stall['end_s']:.0f} s "
+                                 f"{where} ({depth}); sample stacks in it with [observe] pmp to see why"), style="magenta")  # fmt: skip
+    adaptive = meta.get("adaptive")
+    if adaptive:
+        missed = [g for g in adaptive.get("groups", []) if not g["met"]]
+        console.print(f"adaptive repeats: {adaptive.get('rounds')} rounds, target ±{adaptive['target_ci']:.1%}: "
+                      f"{len(adaptive.get('groups', [])) - len(missed)} of {len(adaptive.get('groups', []))} groups met it"
+                      f" ({escape(str(adaptive.get('stop_reason') or 'running'))})")  # fmt: skip
+        for g in missed:
+            half = "no interval" if g["half_width"] is None else f"±{g['half_width']:.1%}"
+            warn(f"{g['variant']} at {g['threads']} threads: target not met ({half} after {g['repeats']} repeats). "
+                 "Remedy: raise max_repeats or time_budget, or a longer duration")  # fmt: skip
     for cell in cells:
         if cell["status"] != "ok":
             first = (cell["error"] or "").strip().splitlines()

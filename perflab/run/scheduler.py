@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from perflab import allocators
+from perflab.analyze import steady
+from perflab.analyze.summary import adaptive_targets
 from perflab.errors import AllocatorNotMappedError, PerflabError, ServerCrashedError, WorkloadError
 from perflab.run import dataset
 from perflab.run.observers.resources import ProcCounters, RssSampler
@@ -39,12 +41,17 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def estimate_seconds(exp: Experiment) -> float:
+def cell_seconds(exp: Experiment) -> float:
+    spec = exp.file.experiment
+    return spec.window_start + spec.duration + CELL_OVERHEAD_S
+
+
+def estimate_seconds(exp: Experiment, cells: int | None = None) -> float:
+    """Wall time for `cells` cells (default: all cells known in advance), dataset included."""
     spec = exp.file
     rows = spec.dataset.tables * spec.dataset.table_size
     prepare = 5 + rows / 100_000 * 1.5
-    per_cell = spec.experiment.warmup + spec.experiment.duration + CELL_OVERHEAD_S
-    return prepare + per_cell * len(exp.cells())
+    return prepare + cell_seconds(exp) * (len(exp.cells()) if cells is None else cells)
 
 
 def cpu_plan(pin: bool) -> tuple[list[int] | None, list[int] | None]:
@@ -84,7 +91,6 @@ class Scheduler:
         self.sysbench_defaults: dict[str, str] = {}
 
     def run(self) -> list[dict[str, Any]]:
-        cells = self.exp.cells()
         base = TMPFS if TMPFS.is_dir() else Path(tempfile.gettempdir())
         remove_stale_workdirs(base)
         workdir = Path(tempfile.mkdtemp(prefix="perflab-", dir=base))
@@ -96,14 +102,50 @@ class Scheduler:
             self.results.set_meta(dataset={"data_bytes": snapshot.data_bytes, "prepare_s": snapshot.prepare_s,
                                            "buffer_pool": snapshot.buffer_pool})  # fmt: skip
             self.sysbench_defaults = sysbench.known_options(self.exp.file.workload.test)
-            for cell in cells:
-                self.listen("cell_start", {"cell": cell, "total": len(cells)})
-                row = self._run_cell(cell, snapshot, workdir)
-                done.append(row)
-                self.listen("cell_end", {"cell": cell, "row": row})
+            if self.exp.file.experiment.adaptive:
+                self._run_adaptive(snapshot, workdir, done)
+            else:
+                cells = self.exp.cells()
+                for cell in cells:
+                    done.append(self._run_one(cell, snapshot, workdir, len(cells)))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         return done
+
+    def _run_one(self, cell: Cell, snapshot: dataset.Snapshot, workdir: Path, total: int) -> dict[str, Any]:
+        self.listen("cell_start", {"cell": cell, "total": total})
+        row = self._run_cell(cell, snapshot, workdir)
+        self.listen("cell_end", {"cell": cell, "row": row})
+        return row
+
+    def _run_adaptive(self, snapshot: dataset.Snapshot, workdir: Path, done: list[dict[str, Any]]) -> None:
+        """repeats = "auto": interleaved rounds; after min_repeats rounds, a round repeats
+        only the (variant, threads) groups whose 95% CI is still wider than target_ci, until
+        all are tight, max_repeats is reached or the next round would overrun time_budget."""
+        spec = self.exp.file.experiment
+        started = time.monotonic()
+        pending: set[tuple[str, int]] | None = None  # None: every group
+        stop = "all targets met"
+        repeat = 0
+        while pending is None or pending:
+            if repeat == spec.max_repeats:
+                stop = f"max_repeats ({spec.max_repeats}) reached"
+                break
+            cells = self.exp.round(repeat + 1, start=len(done), only=pending)
+            spent = time.monotonic() - started
+            per_cell = spent / len(done) if done else cell_seconds(self.exp)
+            if spec.time_budget and repeat >= spec.min_repeats and spent + per_cell * len(cells) > spec.time_budget:
+                stop = f"time_budget ({spec.time_budget:.0f} s) would be exceeded by the next round"
+                break
+            repeat += 1
+            planned = len(done) + len(cells)
+            for cell in cells:
+                done.append(self._run_one(cell, snapshot, workdir, planned))
+            if repeat >= spec.min_repeats:
+                targets = adaptive_targets(done, spec.target_ci)
+                pending = {key for key, target in targets.items() if not target["met"]}
+                self.results.set_meta(adaptive=_adaptive_meta(spec, repeat, None, targets))
+        self.results.set_meta(adaptive=_adaptive_meta(spec, repeat, stop, adaptive_targets(done, spec.target_ci)))
 
     def _prepare(self, workdir: Path) -> dataset.Snapshot:
         spec = self.exp.file
@@ -128,7 +170,7 @@ class Scheduler:
             "id": cell.order, "key": cell.key, "variant": cell.variant, "threads": cell.threads,
             "repeat": cell.repeat, "status": "failed", "error": None, "log_tail": None,
             "started_at": now(), "ended_at": None, "preload": cell.preload, "env": cell.env,
-            "server_options": cell.server_options, "warmup_s": self.exp.file.experiment.warmup,
+            "server_options": cell.server_options, "window_start_s": self.exp.file.experiment.window_start,
             "pinning": {"server_cpus": self.server_cpus, "client_cpus": self.client_cpus},
         }  # fmt: skip
         intervals: list[dict[str, Any]] = []
@@ -145,6 +187,7 @@ class Scheduler:
                 if not server.alive():
                     raise ServerCrashedError(f"mariadbd died during the run:\n{server.error_lines()}")
             row.update(measured, status="ok")
+            row.update(self._steady(intervals, measured["summary"]["qps"]))
             row["resources"]["restore_s"] = round(restore_s, 3)
         except PerflabError as exc:
             row["error"] = exc.message
@@ -159,6 +202,15 @@ class Scheduler:
         row["ended_at"] = now()
         self.results.commit_cell(row, intervals, rss)
         return row
+
+    def _steady(self, intervals: list[dict[str, Any]], qps: float) -> dict[str, Any]:
+        spec = self.exp.file.experiment
+        state = steady.detect(intervals, spec.window_start, spec.stall_threshold)
+        return {
+            "warmup_s": state.warmup_s, "warmup_method": state.method, "settled": state.settled,
+            "unsettled_reason": state.reason, "stalls": [stall.to_dict() for stall in state.stalls],
+            "steady": steady.window_figures(intervals, spec.window_start, qps),
+        }  # fmt: skip
 
     def _check_allocator(self, pid: int, name: str | None, library: Path | None) -> dict[str, Any]:
         """Prove from /proc/PID/maps that the server runs the allocator the cell asked for."""
@@ -194,7 +246,7 @@ class Scheduler:
         """One sysbench run: `warmup` seconds, a checkpoint that resets its statistics, then
         the measured window, which the observers and the /proc counters cover."""
         spec = self.exp.file.experiment
-        warmup, seconds = int(round(spec.warmup)), int(round(spec.duration))
+        warmup, seconds = int(round(spec.window_start)), int(round(spec.duration))
         out = logs / "sysbench.txt"
         started = time.monotonic()
         child, argv = self._sysbench(cell, server, warmup, seconds, out)
@@ -266,3 +318,11 @@ def _resources(used: ProcCounters, transactions: int, rss: RssSampler) -> dict[s
         "ctx_switches_per_txn": per(used.voluntary_ctx + used.involuntary_ctx),
         "server_cpu_us_per_txn": per((used.user_s + used.sys_s) * 1e6),
     }
+
+
+def _adaptive_meta(spec: Any, rounds: int, stop: str | None, targets: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "target_ci": spec.target_ci, "min_repeats": spec.min_repeats, "max_repeats": spec.max_repeats,
+        "time_budget_s": spec.time_budget, "rounds": rounds, "stop_reason": stop,
+        "groups": [{"variant": key, "threads": threads, **target} for (key, threads), target in targets.items()],
+    }  # fmt: skip

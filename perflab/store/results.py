@@ -2,6 +2,11 @@
 
 Schema version history (`meta.schema_version`):
   1  first version: meta, cells, intervals, rss_samples.
+  2  steady state per cell: cells.warmup_s is now the *detected* end of the warm-up, with
+     warmup_method, window_start_s (where the measured window began), settled,
+     unsettled_reason, stalls (JSON) and steady (JSON). A version 1 directory is upgraded
+     in place when opened (columns added; its cells keep NULL there, and readers detect
+     their steady state from the stored intervals).
 
 A cell is written in one transaction when it ends, so a killed run loses at most the cell in
 flight. Readers get plain dicts; the JSON export (report/export.py) is built from them.
@@ -16,7 +21,7 @@ from typing import Any
 
 from perflab.errors import ResultsFormatError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_NAME = "results.db"
 
 _SCHEMA = """
@@ -33,7 +38,13 @@ CREATE TABLE IF NOT EXISTS cells (
     started_at TEXT, ended_at TEXT,
     preload TEXT, allocator_library TEXT, allocator_version TEXT,
     env TEXT NOT NULL, server_options TEXT NOT NULL, pinning TEXT,
-    warmup_s REAL NOT NULL,
+    warmup_s REAL,                     -- detected end of the warm-up, s since the workload started
+    warmup_method TEXT,                -- mser-5 | mser-1 | none
+    window_start_s REAL,               -- where the measured window began (configured)
+    settled INTEGER,                   -- 1: the warm-up ended before the window, no drift in it
+    unsettled_reason TEXT,
+    stalls TEXT,                       -- JSON [{start_s, end_s, min_qps, kind}]
+    steady TEXT,                       -- JSON {qps_mean, qps_ci_low, qps_ci_high, cv, batch_s, seconds}
     summary TEXT,                      -- JSON, sysbench summary of the measured window
     resources TEXT,                    -- JSON, see README
     sysbench_options TEXT              -- JSON, every effective option, defaults included
@@ -53,7 +64,12 @@ CREATE TABLE IF NOT EXISTS rss_samples (
 );
 """
 
-_JSON_COLUMNS = ("variant", "env", "server_options", "pinning", "summary", "resources", "sysbench_options")
+_JSON_COLUMNS = (
+    "variant", "env", "server_options", "pinning", "summary", "resources", "sysbench_options", "stalls", "steady",
+)
+_V2_COLUMNS = (
+    "warmup_method TEXT", "window_start_s REAL", "settled INTEGER", "unsettled_reason TEXT", "stalls TEXT", "steady TEXT",
+)
 
 
 class Results:
@@ -74,11 +90,23 @@ class Results:
             self.set_meta(schema_version=SCHEMA_VERSION)
         else:
             version = self.meta().get("schema_version")
+            if version == 1:
+                self._upgrade_from_1()
+                version = SCHEMA_VERSION
             if version != SCHEMA_VERSION:
                 raise ResultsFormatError(
                     f"{path}: results schema version {version!r}, this perflab reads {SCHEMA_VERSION}",
                     "use the perflab version that wrote it",
                 )
+
+    def _upgrade_from_1(self) -> None:
+        """Version 1 stored the configured warm-up in warmup_s: it becomes window_start_s."""
+        with self.db:
+            self.db.execute("BEGIN")
+            for column in _V2_COLUMNS:
+                self.db.execute(f"ALTER TABLE cells ADD COLUMN {column}")
+            self.db.execute("UPDATE cells SET window_start_s = warmup_s")
+            self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (json.dumps(SCHEMA_VERSION),))
 
     def close(self) -> None:
         self.db.close()

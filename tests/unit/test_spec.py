@@ -132,7 +132,7 @@ def test_single_problem(text: str, path: str, expected: str, found: str, hint: s
 def test_bad_duration(key: str, value: str) -> None:
     problem = only_problem(HEAD + f"{key} = {value}\n")
     assert problem.path == f"experiment.{key}"
-    assert problem.expected == "a duration"
+    assert problem.expected == {"duration": "a duration", "warmup": "one of 'auto' or a duration"}[key]
     assert problem.hint and '"1m30s"' in problem.hint
 
 
@@ -374,7 +374,8 @@ def test_load_example() -> None:
 def test_defaults() -> None:
     exp = spec.parse(HEAD)
     file = exp.file
-    assert (file.experiment.duration, file.experiment.warmup, file.experiment.repeats) == (20.0, 5.0, 3)
+    assert (file.experiment.duration, file.experiment.warmup, file.experiment.repeats) == (20.0, "auto", 3)
+    assert file.experiment.window_start == 10.0 and file.experiment.stall_threshold == 0.5
     assert (file.dataset.tables, file.dataset.table_size) == (4, 10000)
     assert file.workload.test == "oltp_read_only" and file.workload.threads == [1]
     assert file.experiment.pin is False and file.observe.rss is True
@@ -476,7 +477,8 @@ def fake_tools(tmp_path: Path) -> tuple[dict[str, str], Path]:
         tool = bin_dir / name
         tool.write_text(f'#!/bin/sh\necho "{name} $*" >> "{started}"\nexit 1\n', encoding="utf-8")
         tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # this checkout's perflab, whatever is installed (the subprocess runs in tmp_path)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT)}
     return env, started
 
 

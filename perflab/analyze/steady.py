@@ -1,0 +1,225 @@
+"""Steady state of one cell's per-second series: where the warm-up ends, and stalls.
+
+Input: the cell's per-second intervals (`t` = seconds since sysbench started, `qps`), the
+whole run including the warm-up. Output: a `SteadyState` with the detected end of the
+warm-up, whether the measured window lies after it, and the stall windows.
+
+Warm-up detection uses MSER (the Marginal Standard Error Rule, White 1997; MSER-5 as in
+Franklin & White 2008, "Stationarity tests and MSER-5"): choose the truncation point d
+that minimises the standard error of the mean of what is left,
+
+    MSER(d) = sum_{i>d} (x_i - mean_{>d})^2 / (n - d)^2,
+
+over d in the first half of the series; batch means of m = 5 seconds damp the noise of
+single seconds. Why MSER and not a change-point test: a warm-up is a transient, not a step
+between two steady levels, and MSER needs no model of its shape and no tuning threshold;
+it is the method the simulation-output literature recommends for automatic truncation.
+When the minimum falls at the end of the admissible half, the series never settled (the
+rule's own failure criterion). Series shorter than 10 batches of 5 use m = 1 (MSER),
+because a handful of batch means carries no information; the method string says which.
+
+Stalls: seconds whose QPS is below `threshold` x the median of the measured window
+(default 50%), merged into windows; a gap in sysbench's once-a-second reports (its
+reporter thread could not run, as in the 13 s warm-up stall of the reference report 001)
+is a stall too, of unknown depth (`min_qps` = 0, `kind` = "no-report").
+
+    >>> detect([{"t": 1, "qps": 10.0}] + [{"t": t, "qps": 100.0} for t in range(2, 40)], window_start=5)
+    SteadyState(warmup_s=1.0, method='mser-1', settled=True, ...)
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+STALL_THRESHOLD = 0.5
+BATCH = 5
+MIN_BATCHES = 10
+TREND = 0.01  # a 1% difference between the halves of the steady part is a drift
+
+
+@dataclass
+class Stall:
+    start_s: float  # first second of the stall (sysbench's t of the first low interval, minus 1)
+    end_s: float  # last second of the stall
+    min_qps: float
+    kind: str = "low"  # low | no-report
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SteadyState:
+    warmup_s: float | None  # detected end of the warm-up, seconds since the workload started
+    method: str  # mser-5 | mser-1 | none (too short)
+    settled: bool  # the measured window starts at or after the detected end of the warm-up
+    window_start_s: float
+    reason: str | None = None  # why not settled
+    stalls: list[Stall] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return f"SteadyState(warmup_s={self.warmup_s}, method={self.method!r}, settled={self.settled}, ...)"
+
+
+def mser_truncation(values: list[float], batch: int = BATCH) -> tuple[int, bool]:
+    """MSER on batch means: (d in seconds, True if the minimum is inside the first half).
+
+    Trailing values that do not fill a batch are dropped (they are the end of the run,
+    which says nothing about the warm-up)."""
+    means = [statistics.fmean(values[i : i + batch]) for i in range(0, len(values) - batch + 1, batch)]
+    n = len(means)
+    if n < 2:
+        return 0, False
+    best_k, best = -1, 0.0
+    # suffix sums give every MSER(d) in O(n)
+    total = sum(means)
+    total_sq = sum(x * x for x in means)
+    for k in range(0, n // 2 + 1):
+        left = n - k
+        mean = total / left
+        sse = max(total_sq - left * mean * mean, 0.0)
+        stat = sse / (left * left)
+        if best_k < 0 or stat < best * (1 - 1e-9):  # ties keep the earlier (smaller) truncation
+            best_k, best = k, stat
+        total -= means[k]
+        total_sq -= means[k] * means[k]
+    # The rule's own failure criterion is a minimum at the edge of the admissible half; on
+    # short stationary series that happens by chance (8% of 11-point series), so the edge
+    # counts only if what is left still drifts: its halves differ, significantly and by
+    # more than TREND.
+    rest = values[best_k * batch :]
+    settled = best_k < n // 2 or not _drifts(rest)
+    return best_k * batch, settled
+
+
+def _drifts(values: list[float]) -> bool:
+    """The two halves differ by more than TREND and by more than 3 standard errors."""
+    half = len(values) // 2
+    first, second = values[:half], values[half:]
+    if len(first) < 2 or len(second) < 2:
+        return False
+    a, b = statistics.fmean(first), statistics.fmean(second)
+    se = math.sqrt(statistics.variance(first) / len(first) + statistics.variance(second) / len(second))
+    return abs(b - a) > TREND * abs(a) and abs(b - a) > 3 * se
+
+
+def _differs(head: list[float], tail: list[float]) -> bool:
+    """A few seconds differ from the steady rest: by more than TREND and by more than 3
+    standard errors of the difference, the noise taken from the steady part."""
+    if len(tail) < 3:
+        return False
+    a, b = statistics.fmean(head), statistics.fmean(tail)
+    noise = statistics.variance(tail)
+    se = math.sqrt(noise / len(head) + noise / len(tail))
+    return abs(a - b) > TREND * abs(b) and abs(a - b) > 3 * se
+
+
+def detect(
+    intervals: list[dict[str, Any]], window_start: float, threshold: float = STALL_THRESHOLD
+) -> SteadyState:
+    """Warm-up end and stalls of one cell; `window_start` is where its measured window began."""
+    series = sorted((iv["t"], iv["qps"]) for iv in intervals if iv.get("qps") is not None)
+    if len(series) < 4:
+        return SteadyState(None, "none", False, window_start, "fewer than 4 per-second reports")
+    values = [q for _, q in series]
+    batch = BATCH if len(values) // BATCH >= MIN_BATCHES else 1
+    d, ok = mser_truncation(values, batch)
+    # d counts reports; the warm-up ends at the t of the last report it removes
+    warmup_s = float(series[d - 1][0]) if d > 0 else 0.0
+    # MSER always trims something from a noisy series; what makes a cell unsettled is a
+    # measured window that still moves: seconds at its start that MSER would cut and that
+    # differ from the rest beyond noise, or a drift between its halves (which also covers
+    # a series MSER finds never settles).
+    window = [q for t, q in series if t > window_start]
+    head = [q for t, q in series if window_start < t <= warmup_s]
+    tail = [q for t, q in series if t > max(window_start, warmup_s)]
+    reason = None
+    if head and _differs(head, tail):
+        reason = (f"the warm-up lasted until {warmup_s:.0f} s, past the window start at {window_start:.0f} s "
+                  f"(those seconds differ by {statistics.fmean(head) / statistics.fmean(tail) - 1:+.1%})")  # fmt: skip
+    elif _drifts(window):
+        half = len(window) // 2
+        change = statistics.fmean(window[half:]) / statistics.fmean(window[:half]) - 1
+        reason = f"QPS drifts by {change:+.1%} from the first to the second half of the measured window"
+    elif not ok and len(window) < 4:
+        reason = f"the series did not settle and the window is too short to tell ({len(window)} s)"
+    steady = [q for t, q in series if t > max(window_start, warmup_s)] or values
+    stalls = find_stalls(series, threshold * statistics.median(steady))
+    return SteadyState(warmup_s, f"mser-{batch}", reason is None, window_start, reason, stalls)
+
+
+def find_stalls(series: list[tuple[float, float]], floor: float) -> list[Stall]:
+    """Runs of seconds below `floor`, and gaps in the reports, as stall windows."""
+    stalls: list[Stall] = []
+    current: Stall | None = None
+    previous_t: float | None = None
+    for t, qps in series:
+        if previous_t is not None and t - previous_t > 1.5:  # seconds without a report
+            if current is not None:
+                stalls.append(current)
+                current = None
+            stalls.append(Stall(previous_t, t - 1, 0.0, "no-report"))
+        if qps < floor:
+            if current is None:
+                current = Stall(t - 1, t, qps)
+            else:
+                current.end_s, current.min_qps = t, min(current.min_qps, qps)
+        elif current is not None:
+            stalls.append(current)
+            current = None
+        previous_t = t
+    if current is not None:
+        stalls.append(current)
+    return _merge(stalls)
+
+
+def _merge(stalls: list[Stall]) -> list[Stall]:
+    """One window for touching stalls (a gap in the reports followed by low seconds)."""
+    out: list[Stall] = []
+    for stall in stalls:
+        if out and stall.start_s <= out[-1].end_s:
+            last = out[-1]
+            last.end_s = max(last.end_s, stall.end_s)
+            last.min_qps = min(last.min_qps, stall.min_qps)
+            last.kind = "no-report" if "no-report" in (last.kind, stall.kind) else "low"
+        else:
+            out.append(stall)
+    return out
+
+
+def window_figures(intervals: list[dict[str, Any]], window_start: float, qps_mean: float | None) -> dict[str, Any]:
+    """One cell's steady QPS: the window's mean (sysbench's own count over the window), a
+    95% CI from batch means of its per-second QPS (about 10 batches: seconds next to each
+    other are correlated, batches of several seconds much less), and the CV of the
+    per-second QPS (the cell's own second-to-second noise)."""
+    from perflab.analyze.stats import ci, cv  # noqa: PLC0415 - stats pulls in scipy
+
+    values = [iv["qps"] for iv in sorted(intervals, key=lambda iv: iv["t"]) if iv["t"] > window_start and iv.get("qps") is not None]
+    size = max(1, len(values) // 10)
+    batches = [statistics.fmean(values[i : i + size]) for i in range(0, len(values) - size + 1, size)]
+    interval = ci(batches)
+    mean = qps_mean if qps_mean is not None else interval.mean
+    half = None if interval.low is None or interval.mean is None else interval.mean - interval.low
+    return {
+        "qps_mean": mean,
+        "qps_ci_low": None if half is None or mean is None else mean - half,
+        "qps_ci_high": None if half is None or mean is None else mean + half,
+        "cv": cv(values),
+        "batch_s": size,
+        "seconds": len(values),
+    }
+
+
+def complete(cell: dict[str, Any], intervals: list[dict[str, Any]], threshold: float = STALL_THRESHOLD) -> None:
+    """Fill a cell stored without steady-state fields (results schema 1) from its intervals."""
+    window_start = cell.get("window_start_s") or 0.0
+    state = detect(intervals, window_start, threshold)
+    qps = (cell.get("summary") or {}).get("qps")
+    cell.update(
+        warmup_s=state.warmup_s, warmup_method=state.method, window_start_s=window_start, settled=state.settled,
+        unsettled_reason=state.reason, stalls=[s.to_dict() for s in state.stalls],
+        steady=window_figures(intervals, window_start, qps),
+    )  # fmt: skip
