@@ -34,9 +34,12 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from scipy import stats as sps
+
 STALL_THRESHOLD = 0.5
 BATCH = 5
 MIN_BATCHES = 10
+ALPHA = 0.001  # significance of a drift or a late warm-up
 TREND = 0.01  # a 1% difference between the halves of the steady part is a drift
 
 
@@ -95,26 +98,47 @@ def mser_truncation(values: list[float], batch: int = BATCH) -> tuple[int, bool]
     return best_k * batch, settled
 
 
+def _trim_back(values: list[float], d: int) -> int:
+    """MSER over-truncates a stationary stretch (by 5 s or more in one series of ten, in
+    simulation); give back the seconds before d that lie within 3 standard deviations of
+    the steady part, so the warm-up ends at the last second that really differs."""
+    tail = values[d:]
+    if d == 0 or len(tail) < 3:
+        return d
+    mean, sd = statistics.fmean(tail), statistics.stdev(tail)
+    while d > 0 and abs(values[d - 1] - mean) <= 3 * sd:
+        d -= 1
+    return d
+
+
 def _drifts(values: list[float]) -> bool:
-    """The two halves differ by more than TREND and by more than 3 standard errors."""
+    """The two halves differ by more than TREND, and Welch's t-test says it is no chance
+    (p < ALPHA: this flag drops a cell, so false alarms must be rare)."""
     half = len(values) // 2
     first, second = values[:half], values[half:]
     if len(first) < 2 or len(second) < 2:
         return False
     a, b = statistics.fmean(first), statistics.fmean(second)
-    se = math.sqrt(statistics.variance(first) / len(first) + statistics.variance(second) / len(second))
-    return abs(b - a) > TREND * abs(a) and abs(b - a) > 3 * se
+    if abs(b - a) <= TREND * abs(a):
+        return False
+    if statistics.variance(first) + statistics.variance(second) == 0:
+        return True
+    return float(sps.ttest_ind(first, second, equal_var=False).pvalue) < ALPHA
 
 
 def _differs(head: list[float], tail: list[float]) -> bool:
-    """A few seconds differ from the steady rest: by more than TREND and by more than 3
-    standard errors of the difference, the noise taken from the steady part."""
+    """A few seconds differ from the steady rest by more than TREND, beyond noise (a t-test
+    with the noise taken from the steady part, p < ALPHA)."""
     if len(tail) < 3:
         return False
     a, b = statistics.fmean(head), statistics.fmean(tail)
+    if abs(a - b) <= TREND * abs(b):
+        return False
     noise = statistics.variance(tail)
-    se = math.sqrt(noise / len(head) + noise / len(tail))
-    return abs(a - b) > TREND * abs(b) and abs(a - b) > 3 * se
+    if noise == 0:
+        return True
+    t = abs(a - b) / math.sqrt(noise / len(head) + noise / len(tail))
+    return float(2 * sps.t.sf(t, len(tail) - 1)) < ALPHA
 
 
 def detect(
@@ -127,6 +151,7 @@ def detect(
     values = [q for _, q in series]
     batch = BATCH if len(values) // BATCH >= MIN_BATCHES else 1
     d, ok = mser_truncation(values, batch)
+    d = _trim_back(values, d)
     # d counts reports; the warm-up ends at the t of the last report it removes
     warmup_s = float(series[d - 1][0]) if d > 0 else 0.0
     # MSER always trims something from a noisy series; what makes a cell unsettled is a

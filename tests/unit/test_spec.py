@@ -549,3 +549,46 @@ def test_cli_value_that_looks_like_markup(tmp_path: Path, fake_tools: tuple[dict
     assert "Traceback" not in done.stderr
     assert done.returncode == 2
     assert "[/x]" in done.stderr
+
+
+# --- steady state and adaptive repeats -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "expected", "hint"),
+    [
+        ('target_ci = "2%"\n', "experiment.target_ci", 'repeats = "auto"', "applies only to adaptive repeats"),
+        ("max_repeats = 5\n", "experiment.max_repeats", 'repeats = "auto"', "set repeats"),
+        ('time_budget = "10m"\n', "experiment.time_budget", 'repeats = "auto"', "remove it"),
+        ('repeats = "auto"\nmin_repeats = 5\nmax_repeats = 4\n', "experiment.max_repeats", "at least min_repeats (5)", "raise"),
+        ('repeats = "auto"\nmin_repeats = 2\n', "experiment.min_repeats", ">= 3", "use 3"),
+        ('warmup = "3s"\nmax_warmup = "5s"\n', "experiment.max_warmup", 'warmup = "auto"', "remove it"),
+        ('repeats = "many"\n', "experiment.repeats", "one of 'auto' or an integer", "write it like 3"),
+        ('warmup = "soon"\n', "experiment.warmup", "one of 'auto' or a duration", '"1m30s"'),
+        ('repeats = "auto"\ntarget_ci = "150%"\n', "experiment.target_ci", "between 0% and 100%", '"1%"'),
+        ('stall_threshold = "half"\n', "experiment.stall_threshold", "a percentage", '"1%"'),
+        ("cv_warning = true\n", "experiment.cv_warning", "a percentage", "0.01"),
+    ],
+)  # fmt: skip
+def test_steady_and_adaptive_settings_errors(text: str, path: str, expected: str, hint: str) -> None:
+    problem = only_problem(HEAD + text)
+    assert problem.path == path
+    assert expected in problem.expected
+    assert problem.hint and hint in problem.hint
+
+
+def test_adaptive_settings() -> None:
+    exp = spec.parse(HEAD + 'repeats = "auto"\ntarget_ci = "0.5%"\nmax_repeats = 6\ntime_budget = "30m"\n'
+                     'stall_threshold = "30%"\n[variants.a]\nx = {}\ny = {}\n[workload]\nthreads = [1, 2]\n')  # fmt: skip
+    e = exp.file.experiment
+    assert (e.adaptive, e.target_ci, e.min_repeats, e.max_repeats, e.time_budget) == (True, 0.005, 3, 6, 1800.0)
+    assert e.stall_threshold == 0.3 and e.planned_repeats == 3
+    assert len(exp.cells()) == 3 * 2 * 2  # the min_repeats rounds are planned
+    fourth = exp.round(4, start=12, only={("a=y", 2)})
+    assert [(c.order, c.key) for c in fourth] == [(12, "a=y/t2/r4")]
+    assert [c.key for c in exp.round(1)] == ["a=x/t1/r1", "a=y/t1/r1", "a=x/t2/r1", "a=y/t2/r1"]
+
+
+def test_window_start() -> None:
+    assert spec.parse(HEAD + 'warmup = "7s"\n').file.experiment.window_start == 7.0
+    assert spec.parse(HEAD + 'max_warmup = "15s"\n').file.experiment.window_start == 15.0
