@@ -21,6 +21,7 @@ from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group, groups, mean
 from perflab.units import format_bytes, format_duration
 
+BUSY_CORES = 0.2  # CPU used by other processes during a window, above which a cell is suspect
 VERDICT_STYLE = {stats.FASTER: "green", stats.SLOWER: "red", stats.SAME: "dim"}
 
 
@@ -135,6 +136,12 @@ def _warnings(console: Console, all_groups: list[Group], cells: list[dict[str, A
             depth = "no report from sysbench" if stall["kind"] == "no-report" else f"min {stall['min_qps']:,.0f} QPS"
             console.print(escape(f"stall: cell {cell['id']} {cell['key']} {stall['start_s']:.0f}-{stall['end_s']:.0f} s "
                                  f"{where} ({depth}); sample stacks in it with [observe] pmp to see why"), style="magenta")  # fmt: skip
+    busy = [(c["resources"]["other_cpu_cores"], c) for c in cells
+            if c["status"] == "ok" and (c.get("resources") or {}).get("other_cpu_cores", 0) > BUSY_CORES]  # fmt: skip
+    if busy:
+        worst = ", ".join(f"cell {c['id']} {cores:.2f}" for cores, c in sorted(busy, key=lambda x: -x[0])[:5])
+        warn(f"{len(busy)} of {len(cells)} cells ran while other processes used more than {BUSY_CORES} cores "
+             f"(worst: {worst}); their figures include that interference. Remedy: an idle machine")  # fmt: skip
     adaptive = meta.get("adaptive")
     if adaptive:
         missed = [g for g in adaptive.get("groups", []) if not g["met"]]

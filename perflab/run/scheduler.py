@@ -25,7 +25,7 @@ from perflab.analyze import steady
 from perflab.analyze.summary import adaptive_targets
 from perflab.errors import AllocatorNotMappedError, PerflabError, ServerCrashedError, WorkloadError
 from perflab.run import dataset
-from perflab.run.observers.resources import ProcCounters, RssSampler
+from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
 from perflab.run.proc import Child, clean_env
 from perflab.run.servers.mariadb import MariaDB
 from perflab.run.workloads import sysbench
@@ -255,10 +255,12 @@ class Scheduler:
                 _sleep_until(started + warmup, child)
             before = ProcCounters.read(server.pid)
             self_before = resource.getrusage(resource.RUSAGE_SELF)
+            busy_before, client_before, window_started = machine_busy_s(), process_cpu_s(child.pid), time.monotonic()
             with RssSampler(server.pid) as rss:
                 code = _wait(child, warmup + seconds)
             self_after = resource.getrusage(resource.RUSAGE_SELF)
             used = ProcCounters.read(server.pid).minus(before)
+            busy, window = machine_busy_s() - busy_before, time.monotonic() - window_started
         text = out.read_text(encoding="utf-8", errors="replace")
         summary = sysbench.parse_summary(text)
         if code != 0 or summary is None:
@@ -273,6 +275,12 @@ class Scheduler:
         resources["harness_cpu_s"] = round(
             (self_after.ru_utime - self_before.ru_utime) + (self_after.ru_stime - self_before.ru_stime), 4
         )
+        # Everything else the machine ran during the window, in cores: a benchmark on a busy
+        # machine measures the neighbours too. The client's window CPU is its total less what
+        # it had used at the window start (it has exited, so its rusage is final).
+        client_window = (usage.ru_utime + usage.ru_stime - client_before) if usage else 0.0
+        ours = used.user_s + used.sys_s + client_window + resources["harness_cpu_s"]
+        resources["other_cpu_cores"] = round(max(0.0, busy - ours) / window, 3) if window > 0 else None
         measured = {
             "summary": summary.to_dict(),
             "resources": resources,

@@ -55,7 +55,7 @@ def matrix_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, st
 
 def test_export_has_every_cell_in_interleaved_order(matrix_run):
     _, doc, _ = matrix_run
-    assert doc["format"] == "perflab-results/1"
+    assert doc["format"] == "perflab-results/2"
     cells = doc["cells"]
     assert len(cells) == 3 * 2 * 2  # allocators x threads x repeats
     assert all(c["status"] == "ok" for c in cells), [c["error"] for c in cells]
@@ -81,6 +81,10 @@ def test_allocator_is_really_mapped_and_versioned(matrix_run):
     assert all(c["server_options"]["sort_buffer_size"] == "2M" for c in doc["cells"])
 
 
+def summary_qps(cell: dict) -> float:
+    return cell["summary"]["qps"]
+
+
 def test_intervals_summary_and_warmup_agree(matrix_run):
     _, doc, _ = matrix_run
     for cell in doc["cells"]:
@@ -90,7 +94,11 @@ def test_intervals_summary_and_warmup_agree(matrix_run):
         assert len(warm) == WARMUP
         # sysbench may end a run just before printing its last per-second line
         assert DURATION - 1 <= len(steady) <= DURATION
-        assert cell["warmup_s"] == WARMUP
+        assert cell["window_start_s"] == WARMUP
+        # the detected warm-up: MSER on the whole series, in whole reported seconds
+        assert cell["warmup_method"] == "mser-1" and cell["warmup_s"] in {iv["t"] for iv in intervals} | {0.0}
+        assert isinstance(cell["settled"], bool) and isinstance(cell["stalls"], list)
+        assert cell["steady"]["qps_mean"] == summary_qps(cell)
         assert all(iv["t"] <= WARMUP for iv in warm) and all(iv["t"] > WARMUP for iv in steady)
         summary = cell["summary"]
         # the checkpoint reset sysbench's counters: the summary covers the window, not the warm-up

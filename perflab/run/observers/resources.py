@@ -112,3 +112,20 @@ class RssSampler:
     @property
     def peak(self) -> int | None:
         return max((v for _, v in self.samples), default=None)
+
+
+def machine_busy_s() -> float:
+    """CPU time all CPUs spent busy since boot (user, nice, system, irq, softirq), /proc/stat."""
+    with open("/proc/stat", encoding="ascii") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6]) / CLOCK_TICKS
+
+
+def process_cpu_s(pid: int) -> float:
+    """user + system CPU of a live process (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return 0.0

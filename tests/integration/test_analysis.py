@@ -1,0 +1,164 @@
+"""Verdicts on a real mariadbd: a variant made 3-4x slower on purpose must be called
+`slower`; a variant identical to the baseline must not be called different. Plus the
+steady-state fields of the export, two-directory comparisons and adaptive repeats."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import perflab
+from tests.integration.helpers import write_experiment
+
+# DISTINCT range queries need an internal temporary table; with at most 1 KiB of it in
+# memory, every query writes an on-disk (Aria) temporary table: 3-4x fewer QPS, measured.
+VERDICT = """
+[experiment]
+name = "it-verdict"
+duration = "4s"
+max_warmup = "3s"
+repeats = 4
+
+[dataset]
+tables = 1
+table_size = 2000
+
+[workload]
+test = "oltp_read_only"
+threads = [2]
+options = { point_selects = 0, simple_ranges = 0, sum_ranges = 0, order_ranges = 0, distinct_ranges = 2, range_size = 50 }
+
+[variants.server]
+base = {}
+same = {}
+tmpdisk = { server_options = { tmp_memory_table_size = 1024, max_heap_table_size = 16384 } }
+"""
+
+
+@pytest.fixture(scope="module")
+def verdict_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]:
+    tmp = tmp_path_factory.mktemp("verdict")
+    out = tmp / "results"
+    done = perflab("run", str(write_experiment(tmp / "verdict.toml", VERDICT)), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = perflab("export", str(out))
+    assert exported.returncode == 0, exported.stderr
+    return out, json.loads(exported.stdout), done.stdout
+
+
+def by_variant(rows: list[dict], label: str) -> dict:
+    (row,) = [r for r in rows if r["variant"] == {"server": label}]
+    return row
+
+
+def test_deliberately_slower_variant_is_slower(verdict_run):
+    out, _, _ = verdict_run
+    done = perflab("compare", str(out), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    slow = by_variant(rows, "tmpdisk")
+    assert slow["verdict"] == "slower", slow
+    assert slow["ci_high"] < 0.7 and slow["ci_low"] <= slow["ratio"] <= slow["ci_high"]
+    assert slow["baseline"] == {"server": "base"} and slow["metric"] == "qps" and slow["threads"] == 2
+    # latency: the slower variant's p95 is higher, which for latency is also "slower"
+    p95 = json.loads(perflab("compare", str(out), "--metric", "p95", "--format", "json").stdout)
+    assert by_variant(p95, "tmpdisk")["verdict"] == "slower"
+
+
+def test_identical_variant_is_not_called_different(verdict_run):
+    out, _, _ = verdict_run
+    # at 99.9% confidence: a false alarm at the default 95% happens by design one time in 20
+    done = perflab("compare", str(out), "--confidence", "99.9", "--format", "json")
+    same = by_variant(json.loads(done.stdout), "same")
+    assert same["verdict"] == "no significant difference", same
+    assert same["ci_low"] < 1 < same["ci_high"]
+
+
+def test_report_shows_verdicts_and_intervals(verdict_run):
+    out, _, run_output = verdict_run
+    for text in (run_output, perflab("report", str(out)).stdout):
+        assert "slower" in text and "95% CI" in text and "ratio [95% CI]" in text
+    text = perflab("compare", str(out)).stdout
+    assert "tmpdisk" in text and "slower" in text
+
+
+def test_baseline_option(verdict_run):
+    out, _, _ = verdict_run
+    rows = json.loads(perflab("compare", str(out), "--baseline", "server=tmpdisk", "--format", "json").stdout)
+    assert by_variant(rows, "base")["verdict"] == "faster"
+    bad = perflab("compare", str(out), "--baseline", "server=nope")
+    assert bad.returncode == 2 and "has no label 'nope'" in bad.stderr and "base, same, tmpdisk" in bad.stderr
+
+
+def test_export_carries_steady_state_groups_and_comparisons(verdict_run):
+    _, doc, _ = verdict_run
+    assert doc["format"] == "perflab-results/2"
+    for cell in doc["cells"]:
+        assert cell["window_start_s"] == 3.0
+        assert cell["warmup_method"] == "mser-1" and 0 <= cell["warmup_s"] <= 6
+        steady = cell["steady"]
+        assert set(steady) >= {"qps_mean", "qps_ci_low", "qps_ci_high", "cv"}
+        assert steady["qps_ci_low"] <= steady["qps_mean"] <= steady["qps_ci_high"]
+        for stall in cell["stalls"]:
+            assert set(stall) >= {"start_s", "end_s", "min_qps"}
+    groups = {g["variant"]["server"]: g for g in doc["groups"]}
+    settled = sum(1 for c in doc["cells"] if c["settled"] and c["variant"]["server"] == "base")
+    assert groups["base"]["repeats"] == settled and groups["base"]["baseline"]
+    if settled >= 3:
+        assert groups["base"]["qps_ci_low"] < groups["base"]["qps_mean"] < groups["base"]["qps_ci_high"]
+    metrics = {(c["metric"], c["variant"]["server"]) for c in doc["comparisons"]}
+    assert metrics == {("qps", "same"), ("qps", "tmpdisk"), ("p95", "same"), ("p95", "tmpdisk")}
+
+
+def test_two_directories(verdict_run, tmp_path):
+    out, _, _ = verdict_run
+    rows = json.loads(perflab("compare", str(out), str(out), "--format", "json").stdout)
+    assert len(rows) == 3 and all(r["kind"] == "runs" and r["ratio"] == pytest.approx(1.0) for r in rows)
+    # a copy whose host differs: the comparison still runs, with a loud warning
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    db = sqlite3.connect(other / "results.db")
+    host = json.loads(db.execute("SELECT value FROM meta WHERE key = 'host'").fetchone()[0])
+    db.execute("UPDATE meta SET value = ? WHERE key = 'host'", (json.dumps({**host, "kernel": "9.9.9-other"}),))
+    db.commit()
+    db.close()
+    done = perflab("compare", str(out), str(other))
+    assert done.returncode == 0
+    assert "WARNING" in done.stderr and "host.kernel" in done.stderr and "9.9.9-other" in done.stderr
+    assert "WARNING" not in perflab("compare", str(out), str(out)).stderr
+
+
+ADAPTIVE = """
+[experiment]
+name = "it-adaptive"
+duration = "2s"
+warmup = "1s"
+repeats = "auto"
+target_ci = "0.01%"
+max_repeats = 4
+
+[dataset]
+tables = 1
+table_size = 1000
+
+[workload]
+test = "oltp_point_select"
+threads = [1]
+"""
+
+
+def test_adaptive_repeats_stop_at_max_repeats_and_say_so(tmp_path):
+    out = tmp_path / "results"
+    done = perflab("run", str(write_experiment(tmp_path / "a.toml", ADAPTIVE)), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 of 1 groups met it" in done.stdout and "max_repeats (4) reached" in done.stdout
+    doc = json.loads(perflab("export", str(out)).stdout)
+    assert [c["repeat"] for c in doc["cells"]] == [1, 2, 3, 4]
+    adaptive = doc["adaptive"]
+    assert adaptive["rounds"] == 4 and adaptive["target_ci"] == 0.0001
+    (group,) = adaptive["groups"]
+    assert group["met"] is False and group["half_width"] > 0.0001
