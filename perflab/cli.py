@@ -73,9 +73,18 @@ def run(experiment: Path, output: Path | None, check: bool) -> None:
     cells = exp.cells()
     file = exp.file
     axes = " x ".join(f"{len(v)} {a}" for a, v in file.variants.items()) or "1 variant"
+    e = file.experiment
+    if e.adaptive:
+        per_round = len(cells) // e.min_repeats
+        most = f", up to {per_round * e.max_repeats} cells ({format_duration(estimate_seconds(exp, per_round * e.max_repeats))})"
+        if e.time_budget:
+            most += f" within a time budget of {format_duration(e.time_budget)}"
+        repeats = f"{e.min_repeats}+ repeats (auto, target ±{e.target_ci:.1%})"
+    else:
+        most, repeats = "", f"{e.repeats} repeats"
     out.print(
-        f"[bold]{exp.name}[/]: {axes} x {len(file.workload.threads)} thread counts x {file.experiment.repeats} "
-        f"repeats = [bold]{len(cells)} cells[/], estimated {format_duration(estimate_seconds(exp))}"
+        f"[bold]{exp.name}[/]: {axes} x {len(file.workload.threads)} thread counts x {repeats} "
+        f"= [bold]{len(cells)} cells[/], estimated {format_duration(estimate_seconds(exp))}{most}"
     )
     if check:
         return

@@ -147,7 +147,8 @@ def detect(
     """Warm-up end and stalls of one cell; `window_start` is where its measured window began."""
     series = sorted((iv["t"], iv["qps"]) for iv in intervals if iv.get("qps") is not None)
     if len(series) < 4:
-        return SteadyState(None, "none", False, window_start, "fewer than 4 per-second reports")
+        # too short to judge: not flagged (that would drop the cell), method "none" says so
+        return SteadyState(None, "none", True, window_start, None)
     values = [q for _, q in series]
     batch = BATCH if len(values) // BATCH >= MIN_BATCHES else 1
     d, ok = mser_truncation(values, batch)

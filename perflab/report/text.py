@@ -136,6 +136,11 @@ def _warnings(console: Console, all_groups: list[Group], cells: list[dict[str, A
             depth = "no report from sysbench" if stall["kind"] == "no-report" else f"min {stall['min_qps']:,.0f} QPS"
             console.print(escape(f"stall: cell {cell['id']} {cell['key']} {stall['start_s']:.0f}-{stall['end_s']:.0f} s "
                                  f"{where} ({depth}); sample stacks in it with [observe] pmp to see why"), style="magenta")  # fmt: skip
+    short = [c["id"] for c in cells if c["status"] == "ok" and c.get("warmup_method") == "none"]
+    if short:
+        warn(f"{len(short)} cell(s) have fewer than 4 per-second reports, too few to check that they were in steady "
+             "state (cells " + ", ".join(map(str, short[:10])) + ("..." if len(short) > 10 else "") +
+             "). Remedy: warm-up + duration of 10 s or more")  # fmt: skip
     busy = [(c["resources"]["other_cpu_cores"], c) for c in cells
             if c["status"] == "ok" and (c.get("resources") or {}).get("other_cpu_cores", 0) > BUSY_CORES]  # fmt: skip
     if busy:

@@ -96,7 +96,10 @@ def test_intervals_summary_and_warmup_agree(matrix_run):
         assert DURATION - 1 <= len(steady) <= DURATION
         assert cell["window_start_s"] == WARMUP
         # the detected warm-up: MSER on the whole series, in whole reported seconds
-        assert cell["warmup_method"] == "mser-1" and cell["warmup_s"] in {iv["t"] for iv in intervals} | {0.0}
+        if len(intervals) >= 4:
+            assert cell["warmup_method"] == "mser-1" and cell["warmup_s"] in {iv["t"] for iv in intervals} | {0.0}
+        else:  # too short to judge: said, not flagged
+            assert cell["warmup_method"] == "none" and cell["warmup_s"] is None and cell["settled"]
         assert isinstance(cell["settled"], bool) and isinstance(cell["stalls"], list)
         assert cell["steady"]["qps_mean"] == summary_qps(cell)
         assert all(iv["t"] <= WARMUP for iv in warm) and all(iv["t"] > WARMUP for iv in steady)

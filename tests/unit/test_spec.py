@@ -366,7 +366,7 @@ def test_load_reports_problems_with_the_file_name(tmp_path: Path) -> None:
 def test_load_example() -> None:
     exp = spec.load(ROOT / "examples" / "quick.toml")
     assert exp.name == "quick"
-    assert exp.file.experiment.duration == 8.0 and exp.file.experiment.warmup == 3.0
+    assert exp.file.experiment.duration == 8.0 and exp.file.experiment.window_start == 3.0
     assert exp.file.workload.options["order_ranges"] == 1
     assert [c.variant_key for c in exp.cells()] == ["allocator=glibc", "allocator=jemalloc"] * 3
 
