@@ -60,7 +60,7 @@ def ci(values: list[float], level: float = LEVEL) -> Interval:
     mean = statistics.fmean(values)
     if n < MIN_REPEATS:
         return Interval(mean, None, None, n)
-    half = sps.t.ppf((1 + level) / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
+    half = float(sps.t.ppf((1 + level) / 2, n - 1)) * statistics.stdev(values) / math.sqrt(n)
     return Interval(mean, mean - half, mean + half, n)
 
 
@@ -85,7 +85,7 @@ def ratio_ci(base: list[float], other: list[float], level: float = LEVEL) -> tup
     if se == 0:
         return ratio, ratio, ratio
     df = (va + vb) ** 2 / (va * va / (len(base) - 1) + vb * vb / (len(other) - 1))
-    half = sps.t.ppf((1 + level) / 2, df) * se
+    half = float(sps.t.ppf((1 + level) / 2, df)) * se
     return ratio, ratio * math.exp(-half), ratio * math.exp(half)
 
 
