@@ -9,7 +9,9 @@ started before the whole file is valid.
 
 from __future__ import annotations
 
+import codecs
 import itertools
+import math
 import re
 import tomllib
 from dataclasses import dataclass
@@ -30,13 +32,14 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from perflab import allocators
+from perflab import allocators, elf
 from perflab.errors import Problem, SpecError
 from perflab.units import parse_duration
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-OPTION_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+# \Z, not $: `$` also matches before a final newline, which let "name\n" through
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+OPTION_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*\Z")
 # sysbench options perflab sets itself; a user value would silently break the measurement
 RESERVED_SYSBENCH = {
     "threads", "time", "events", "tables", "table_size", "report_interval", "histogram",
@@ -45,17 +48,34 @@ RESERVED_SYSBENCH = {
 }  # fmt: skip
 # environment perflab controls; a variant setting it would bypass the allocator check
 RESERVED_ENV = {"LD_PRELOAD", "LD_LIBRARY_PATH"}
+# server options perflab writes itself (its own files on tmpfs, its port); compared with '-' as '_'
+RESERVED_SERVER = {"datadir", "socket", "port", "bind_address", "pid_file", "log_error", "tmpdir", "user"}
+
+# Limits on hostile or mistaken input: each is far beyond a real experiment, and keeps
+# validation, the matrix and the option file bounded (a huge number is an error, not a hang).
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 12  # tables and arrays inside each other; variants.axis.label.env.NAME is 5
+MAX_DURATION_S = 7 * 24 * 3600
+MAX_THREADS = 10_000  # one server connection each
+MAX_TABLES = 10_000
+MAX_TABLE_SIZE = 2**31 - 1  # sysbench's id column is a signed INT
+MAX_REPEATS = 1000
+MAX_CELLS = 20_000
+INT64 = 2**63
 
 
-def _fail(expected: str, hint: str | None = None) -> PydanticCustomError:
-    return PydanticCustomError("perflab", "{expected}", {"expected": expected, "hint": hint or ""})
+def _fail(expected: str, hint: str | None = None, found: str | None = None) -> PydanticCustomError:
+    return PydanticCustomError("perflab", "{expected}", {"expected": expected, "hint": hint or "", "found": found or ""})
 
 
 def _duration(value: Any) -> float:
     try:
-        return parse_duration(value)
-    except (ValueError, TypeError, AttributeError):
+        seconds = parse_duration(value)
+    except (ValueError, TypeError, AttributeError, OverflowError):
         raise _fail("a duration", 'write it like "20s", "1m30s" or "500ms"') from None
+    if seconds > MAX_DURATION_S:
+        raise _fail("a duration of at most 7 days", 'write it like "20s", "1m30s" or "500ms"')
+    return seconds
 
 
 Duration = Annotated[float, BeforeValidator(_duration)]
@@ -67,12 +87,28 @@ OptionValue = str | StrictInt | float | StrictBool
 def _server_option_name(name: str) -> str:
     if not OPTION_NAME_RE.match(name):
         raise _fail("a server option name like sort_buffer_size", "letters, digits, '_' and '-'")
+    if name.lower().replace("-", "_") in RESERVED_SERVER:
+        raise _fail(f"no {name} (perflab sets it)", "each server gets its own datadir, socket, port and logs on tmpfs")
     return name
 
 
-def _one_line(value: Any) -> Any:
+def _server_option_value(value: Any) -> Any:
     if isinstance(value, str) and ("\n" in value or "\r" in value):
         raise _fail("a one-line value", "option files hold one option per line")
+    if isinstance(value, str) and _control(value):
+        raise _fail("a value without control characters", f"remove the {_control(value)}")
+    return value
+
+
+def _control(text: str) -> str:
+    """The first control character in `text` (a tab is text), spelled as an escape; or ''."""
+    bad = next((c for c in text if (ord(c) < 0x20 and c != "\t") or 0x7F <= ord(c) < 0xA0), "")
+    return f"\\u{ord(bad):04x}" if bad else ""
+
+
+def _argv_value(value: Any) -> Any:
+    if isinstance(value, str) and "\0" in value:
+        raise _fail("a value without NUL bytes", "remove the \\u0000: a command-line argument cannot hold one")
     return value
 
 
@@ -109,7 +145,7 @@ def _axis_name(name: str) -> str:
     return name
 
 
-LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\Z")
 
 
 def _label(name: str) -> str:
@@ -126,12 +162,14 @@ def _non_empty_axis(entries: dict[str, Any]) -> dict[str, Any]:
 
 
 ServerOptions = dict[
-    Annotated[str, AfterValidator(_server_option_name)], Annotated[OptionValue, AfterValidator(_one_line)]
+    Annotated[str, AfterValidator(_server_option_name)], Annotated[OptionValue, AfterValidator(_server_option_value)]
 ]
 EnvVars = dict[
     Annotated[str, AfterValidator(_env_name)], Annotated[str | StrictInt | float, AfterValidator(_env_value)]
 ]
-WorkloadOptions = dict[Annotated[str, AfterValidator(_workload_option_name)], OptionValue]
+WorkloadOptions = dict[
+    Annotated[str, AfterValidator(_workload_option_name)], Annotated[OptionValue, AfterValidator(_argv_value)]
+]
 Axes = dict[
     Annotated[str, AfterValidator(_axis_name)], Annotated[dict[Annotated[str, AfterValidator(_label)], "Variant"], AfterValidator(_non_empty_axis)]
 ]
@@ -231,8 +269,8 @@ class ExperimentSection(_Strict):
 
 
 class DatasetSection(_Strict):
-    tables: StrictInt = Field(default=4, ge=1)
-    table_size: StrictInt = Field(default=10000, ge=1)
+    tables: StrictInt = Field(default=4, ge=1, le=MAX_TABLES)
+    table_size: StrictInt = Field(default=10000, ge=1, le=MAX_TABLE_SIZE)
 
 
 class WorkloadSection(_Strict):
@@ -253,6 +291,9 @@ class WorkloadSection(_Strict):
             bad = [t for t in ints if t <= 0]
             if bad:
                 raise _fail("thread counts >= 1", f"remove {bad}")
+            huge = [t for t in ints if t > MAX_THREADS]
+            if huge:
+                raise _fail(f"thread counts <= {MAX_THREADS}", f"remove {huge}: each thread is a server connection")
             repeated = sorted({t for t in ints if ints.count(t) > 1})
             if repeated:  # each thread count names its cells; a repeat would run (and store) them twice
                 raise _fail("distinct thread counts", f"remove the repeated {repeated}; use experiment.repeats")
@@ -261,7 +302,7 @@ class WorkloadSection(_Strict):
     @field_validator("test")
     @classmethod
     def _test(cls, value: str) -> str:
-        if not re.match(r"^[A-Za-z0-9_]+$", value) and not value.endswith(".lua"):
+        if not re.match(r"^[A-Za-z0-9_]+\Z", value) and not (value.endswith(".lua") and value.isprintable()):
             raise _fail(
                 "a sysbench test name such as oltp_read_only, or a path to a .lua script",
                 "the tests are the .lua files in /usr/share/sysbench",
@@ -280,8 +321,17 @@ class Variant(_Strict):
         if value is None:
             return None
         if value.startswith("/"):
-            if not Path(value).is_file():
+            if not value.isprintable():
+                raise _fail("a path without control characters", "check the path")
+            try:
+                what = elf.not_preloadable(Path(value)) if Path(value).exists() else "no such file"
+            except OSError as exc:
+                what = exc.strerror or str(exc)
+            if what == "no such file":
                 raise _fail("an existing .so file", "check the path, or use a known allocator name")
+            if what:
+                raise _fail("a shared library (.so) to preload", "check the path, or use a known allocator name",
+                            f"{_short(value)!r}: {what}")  # fmt: skip
             return value
         if value not in allocators.NAMES:
             raise _fail(
@@ -311,8 +361,10 @@ class ExperimentFile(_Strict):
     @field_validator("variants")
     @classmethod
     def _conflicts(cls, value: dict[str, dict[str, Variant]]) -> dict[str, dict[str, Variant]]:
-        for combo in itertools.product(*(d.items() for d in value.values())):
-            _merge([v for _, v in combo], [label for label, _ in combo])
+        # a conflict is always between two axes: check pairs, not the (exponential) product
+        for one, other in itertools.combinations(value.values(), 2):
+            for combo in itertools.product(one.items(), other.items()):
+                _merge([v for _, v in combo], [label for label, _ in combo])
         return value
 
 
@@ -401,14 +453,41 @@ def load(path: str | Path) -> Experiment:
     """Read and validate an experiment file; raise SpecError listing every problem."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)  # bounded: /dev/zero is a file too
     except FileNotFoundError:
         raise SpecError(source, [Problem("(file)", "an experiment file", "no such file", "check the path")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(
-            source, [Problem("(file)", "a readable UTF-8 TOML file", str(exc), "save it as UTF-8 text")]
-        ) from None
-    return parse(text, source)
+    except IsADirectoryError:
+        raise SpecError(source, [Problem("(file)", "an experiment file", "a directory", "give the .toml file in it")]) from None
+    except OSError as exc:
+        raise SpecError(source, [Problem("(file)", "a readable file", exc.strerror or str(exc),
+                                         "check the file's permissions")]) from None  # fmt: skip
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecError(source, [Problem("(file)", "an experiment file of at most 1 MiB", "a larger file",
+                                         "an experiment file is a few dozen lines: is this the right file?")])  # fmt: skip
+    return parse(_decode(data, source), source)
+
+
+def _decode(data: bytes, source: str) -> str:
+    """UTF-8 text (a leading byte-order mark is dropped); where it is not, say where."""
+    try:
+        text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        utf16 = data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+        hint = "save the file as UTF-8 text" + (" (it is UTF-16)" if utf16 else "")
+        line, column = _position(data, exc.start + (len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0))
+        raise SpecError(source, [Problem("(file)", "UTF-8 text", f"byte 0x{exc.object[exc.start]:02x} at line {line}, "
+                                         f"column {column}, which is not UTF-8", hint)]) from None  # fmt: skip
+    if "\0" in text:
+        line, column = _position(text, text.index("\0"))
+        raise SpecError(source, [Problem("(file)", "a text file", f"a NUL byte at line {line}, column {column}",
+                                         "is this a binary file? an experiment file is TOML text")])  # fmt: skip
+    return text
+
+
+def _position(data: bytes | str, offset: int) -> tuple[int, int]:
+    newline = b"\n" if isinstance(data, bytes) else "\n"
+    return data.count(newline, 0, offset) + 1, offset - (data.rfind(newline, 0, offset) + 1) + 1
 
 
 def parse(text: str, source: str = "<string>") -> Experiment:
@@ -419,11 +498,80 @@ def parse(text: str, source: str = "<string>") -> Experiment:
             source,
             [Problem("(file)", "valid TOML", f"a syntax error: {exc}", "see https://toml.io")],
         ) from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise SpecError(source, [_too_deep("(file)")]) from None
+    except ValueError:  # an integer of more than 4300 digits (sys.get_int_max_str_digits)
+        raise SpecError(source, [Problem("(file)", "valid TOML", "an integer with thousands of digits",
+                                         "TOML integers are 64-bit: -2^63 to 2^63-1")]) from None  # fmt: skip
+    problems = _raw_problems(raw)
+    if problems:  # pydantic would recurse into them, and error messages would print them
+        raise SpecError(source, problems)
     try:
         spec = ExperimentFile.model_validate(raw)
     except ValidationError as exc:
         raise SpecError(source, _collapse([_problem(err, raw) for err in exc.errors()])) from None
+    problems = _limits(spec)
+    if problems:
+        raise SpecError(source, problems)
     return Experiment(source=source, raw=raw, file=spec)
+
+
+def _too_deep(path: str) -> Problem:
+    return Problem(path, f"tables and arrays nested at most {MAX_DEPTH} deep", "deeper nesting",
+                   "an experiment file needs 5 levels (variants.axis.label.env.NAME)")  # fmt: skip
+
+
+def _raw_problems(raw: dict[str, Any]) -> list[Problem]:
+    """Values no experiment holds and the validation should not meet: nesting beyond
+    MAX_DEPTH, integers outside TOML's 64-bit range. Walked without recursion."""
+    problems: list[Problem] = []
+    stack: list[tuple[Any, list[str]]] = [(raw, [])]
+    while stack:
+        node, path = stack.pop()
+        where = ".".join(_printable(str(p)) for p in path) or "(top level)"
+        if isinstance(node, dict | list) and len(path) >= MAX_DEPTH:
+            problems.append(_too_deep(where))
+        elif isinstance(node, dict):
+            stack += [(v, [*path, k]) for k, v in reversed(node.items())]
+        elif isinstance(node, list):
+            stack += [(v, [*path, str(i)]) for i, v in reversed(list(enumerate(node)))]
+        elif isinstance(node, int) and not -INT64 <= node < INT64:
+            problems.append(Problem(where, "an integer between -2^63 and 2^63-1", f"an integer of {node.bit_length()} bits",
+                                    "TOML integers are 64-bit; no setting needs more"))  # fmt: skip
+    return problems
+
+
+def _limits(spec: ExperimentFile) -> list[Problem]:
+    """Bounds on the size of the matrix, checked by arithmetic before any cell is built."""
+    e = spec.experiment
+    problems = []
+    for key in ("repeats", "min_repeats", "max_repeats"):
+        value = getattr(e, key)
+        if isinstance(value, int) and value > MAX_REPEATS and key in e.model_fields_set:
+            problems.append(Problem(f"experiment.{key}", f"at most {MAX_REPEATS}", f"int {value}",
+                                    'use repeats = "auto" with a target_ci: it stops once the figures are tight'))  # fmt: skip
+    combos = math.prod(len(labels) for labels in spec.variants.values())
+    rounds = max(e.planned_repeats, e.max_repeats if e.adaptive else 0)
+    cells = combos * len(spec.workload.threads) * rounds
+    if not problems and cells > MAX_CELLS:
+        problems.append(Problem("(matrix)", f"at most {MAX_CELLS} cells", f"{cells} cells "
+                                f"({combos} variants x {len(spec.workload.threads)} thread counts x {rounds} repeats)",
+                                "split the experiment, or use fewer axes, labels, thread counts or repeats"))  # fmt: skip
+    return problems
+
+
+def _printable(key: str) -> str:
+    """A key as printed in a key path: shortened if long; quoted and escaped if it is blank,
+    starts or ends with a space, or holds control or unassigned characters (a report line
+    stays one line, and never reaches the terminal as an escape sequence)."""
+    key = _short(key)
+    if key and key.isprintable() and key.strip() == key:
+        return key
+    return '"' + key.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 20] + "..." + text[-17:]
 
 
 _TYPE_NAMES = {
@@ -484,14 +632,14 @@ def _either(items: list[str]) -> str:
 
 def _problem(err: dict[str, Any], raw: Any = None) -> Problem:
     loc = _user_loc(err["loc"], raw)
-    path = ".".join(loc) or "(top level)"
+    path = ".".join(_printable(part) for part in loc) or "(top level)"
     kind = err["type"]
     found = _show(err.get("input"))
     ctx = err.get("ctx") or {}
     if kind == "perflab":
-        return Problem(path, ctx["expected"], found, ctx.get("hint") or None)
+        return Problem(path, ctx["expected"], ctx.get("found") or found, ctx.get("hint") or None)
     if kind == "extra_forbidden":
-        return Problem(path, "no such key", f"unknown key {loc[-1]!r}", "check the spelling; see README 'Experiment file'")
+        return Problem(path, "no such key", f"unknown key {_short(loc[-1])!r}", "check the spelling; see README 'Experiment file'")
     if kind == "missing":
         return Problem(path, "a value", "nothing", f"add {loc[-1]} = ...")
     if kind == "literal_error":
@@ -499,6 +647,9 @@ def _problem(err: dict[str, Any], raw: Any = None) -> Problem:
     if kind in ("greater_than_equal", "greater_than"):
         bound = ctx.get("ge", ctx.get("gt"))
         return Problem(path, f"a number >= {bound}", found, f"use {bound} or more")
+    if kind in ("less_than_equal", "less_than"):
+        bound = ctx.get("le", ctx.get("lt"))
+        return Problem(path, f"a number <= {bound}", found, f"use {bound} or less; no experiment needs more")
     if kind == "value_error":
         return Problem(path, "a consistent combination", str(ctx.get("error", err["msg"])), "each setting may come from one axis only")
     if kind in _TYPE_NAMES:
@@ -510,5 +661,7 @@ def _show(value: Any) -> str:
     if isinstance(value, dict):
         return "a table" if value else "an empty table"
     if isinstance(value, list):
-        return f"a list {value!r}"[:80]
+        return f"a list {value[:20]!r}"[:80]  # (nesting is bounded by _raw_problems)
+    if isinstance(value, str):
+        value = value[:100]
     return f"{type(value).__name__} {value!r}"[:80]

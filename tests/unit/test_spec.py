@@ -4,6 +4,7 @@ hint (Python API and `perflab run` as a user runs it), and the matrix of cells i
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -164,7 +165,7 @@ def test_unknown_allocator_lists_every_known_name() -> None:
 
 def test_existing_preload_path_is_accepted(tmp_path: Path) -> None:
     lib = tmp_path / "libfake.so"
-    lib.write_bytes(b"")
+    shutil.copyfile("/usr/lib/x86_64-linux-gnu/libc.so.6", lib)  # a real shared object (see test_fuzz_spec)
     exp = spec.parse(HEAD + f'[variants.allocator]\nfake = {{ preload = "{lib}" }}\n')
     assert [c.preload for c in exp.cells()] == [str(lib)] * 3
 
