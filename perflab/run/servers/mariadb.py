@@ -12,6 +12,7 @@ become the message.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import time
@@ -62,14 +63,30 @@ def install_datadir(datadir: Path) -> None:
     call(argv, what="mariadb-install-db", env=clean_env())
 
 
+_OPTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.,:/+@%*=-]+")  # written as is; anything else is quoted
+
+
 def option_line(name: str, value: Any) -> str:
+    r"""One `name=value` line of the option file, read back by the server as exactly `value`.
+
+    MariaDB's reader (mysys/my_default.c) ends a line at a newline, strips a `#` comment and
+    surrounding spaces, drops one pair of quotes, and turns backslash escapes (\n, \t, \s,
+    \\ ...) into characters in every value, quoted or not. So anything but plain characters
+    is double-quoted with `\` and `"` escaped; a line break or control character cannot be
+    written at all (the spec refuses them first, with the key path).
+    """
+    if not _OPTION_NAME.fullmatch(name):
+        raise ValueError(f"not a server option name: {name!r}")
     if value is True:
         return name
     if value is False:
         return f"{name}=0"
     text = str(value)
-    if text != text.strip() or "#" in text or '"' in text or not text:
-        text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if any(ord(c) < 0x20 and c != "\t" or ord(c) == 0x7F for c in text):
+        raise ValueError(f"server option {name}: control character in {text!r}")
+    if not _PLAIN_VALUE.fullmatch(text):
+        text = '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\t", "\\t") + '"'
     return f"{name}={text}"
 
 
@@ -95,8 +112,7 @@ class MariaDB:
         self.tmpdir = rundir / "tmp"
         self.options = {**DEFAULT_OPTIONS, **options}
         self.env = clean_env(env)
-        if preload is not None:
-            self.env["LD_PRELOAD"] = str(preload)
+        self.preload = preload
         self.cpus = cpus
         self.child: Child | None = None
 
@@ -110,11 +126,26 @@ class MariaDB:
         if os.geteuid() == 0:
             fixed["user"] = "root"
         lines = ["# written by perflab; the server reads no other option file", "[mariadbd]"]
-        lines += [option_line(k, v) for k, v in {**fixed, **self.options}.items()]
+        # the fixed options come last: the last occurrence of an option wins
+        lines += [option_line(k, v) for k, v in {**self.options, **fixed}.items()]
         self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def ld_preload(self) -> str:
+        """LD_PRELOAD for self.preload. ld.so splits it at spaces and colons, so a library whose
+        path holds one is preloaded through a symlink in the run directory (/proc/PID/maps
+        shows the library's real path all the same)."""
+        path = str(self.preload)
+        if not any(c in path for c in " :\t"):
+            return path
+        link = self.rundir / "preload.so"
+        link.unlink(missing_ok=True)
+        link.symlink_to(path)
+        return str(link)
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.write_option_file()
+        if self.preload is not None:
+            self.env["LD_PRELOAD"] = self.ld_preload()
         argv = [binary("mariadbd"), f"--defaults-file={self.option_file}"]
         self.child = Child(argv, env=self.env, cpus=self.cpus, cwd=self.rundir)
         self._wait_ready(deadline_s)
