@@ -20,7 +20,7 @@ apt:
 
 # Reinstall unless the installed perflab is this checkout's (a second clone must not test the first).
 python:
-	@here=$$(pwd); cd / && $(PYTHON) -c 'import sys, os, perflab, click, pydantic, rich, scipy, pytest; \
+	@here=$$(pwd); cd / && $(PYTHON) -c 'import sys, os, perflab, click, pydantic, rich, scipy, pytest, hypothesis; \
 		sys.exit(os.path.dirname(perflab.__file__) != os.path.join(sys.argv[1], "perflab"))' "$$here" 2>/dev/null \
 		&& echo "python package: installed from this checkout" \
 		|| (cd "$$here" && $(PYTHON) -m pip install -q --root-user-action=ignore -e '.[test]')
