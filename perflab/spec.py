@@ -55,6 +55,7 @@ RESERVED_SERVER = {"datadir", "socket", "port", "bind_address", "pid_file", "log
 # validation, the matrix and the option file bounded (a huge number is an error, not a hang).
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 12  # tables and arrays inside each other; variants.axis.label.env.NAME is 5
+MAX_LINE_DOTS = 32  # tomllib takes quadratic time in a dotted key's parts: 10,000 take seconds
 MAX_DURATION_S = 7 * 24 * 3600
 MAX_THREADS = 10_000  # one server connection each
 MAX_TABLES = 10_000
@@ -331,7 +332,7 @@ class Variant(_Strict):
                 raise _fail("an existing .so file", "check the path, or use a known allocator name")
             if what:
                 raise _fail("a shared library (.so) to preload", "check the path, or use a known allocator name",
-                            f"{_short(value)!r}: {what}")  # fmt: skip
+                            f"{_short(value, 200)!r}: {what}")  # fmt: skip
             return value
         if value not in allocators.NAMES:
             raise _fail(
@@ -490,7 +491,24 @@ def _position(data: bytes | str, offset: int) -> tuple[int, int]:
     return data.count(newline, 0, offset) + 1, offset - (data.rfind(newline, 0, offset) + 1) + 1
 
 
+_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'|#.*')
+
+
+def _dotted_line(text: str) -> Problem | None:
+    """A line whose keys have more parts than any experiment could use (checked before tomllib)."""
+    for number, line in enumerate(text.split("\n"), 1):
+        if line.count(".") > MAX_LINE_DOTS:
+            dots = _STRING_OR_COMMENT.sub("", line).count(".")
+            if dots > MAX_LINE_DOTS:
+                return Problem("(file)", f"at most {MAX_LINE_DOTS} dots on a line outside strings and comments",
+                               f"{dots} on line {number}", "no experiment needs a key of that many parts")  # fmt: skip
+    return None
+
+
 def parse(text: str, source: str = "<string>") -> Experiment:
+    dotted = _dotted_line(text)
+    if dotted:
+        raise SpecError(source, [dotted])
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -526,7 +544,7 @@ def _raw_problems(raw: dict[str, Any]) -> list[Problem]:
     MAX_DEPTH, integers outside TOML's 64-bit range. Walked without recursion."""
     problems: list[Problem] = []
     stack: list[tuple[Any, list[str]]] = [(raw, [])]
-    while stack:
+    while stack and len(problems) < 20:  # the first 20 say enough
         node, path = stack.pop()
         where = ".".join(_printable(str(p)) for p in path) or "(top level)"
         if isinstance(node, dict | list) and len(path) >= MAX_DEPTH:
