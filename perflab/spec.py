@@ -93,7 +93,7 @@ def _server_option_name(name: str) -> str:
     return name
 
 
-def _server_option_value(value: Any) -> Any:
+def _one_line(value: Any) -> Any:
     if isinstance(value, str) and ("\n" in value or "\r" in value):
         raise _fail("a one-line value", "option files hold one option per line")
     if isinstance(value, str) and _control(value):
@@ -163,7 +163,7 @@ def _non_empty_axis(entries: dict[str, Any]) -> dict[str, Any]:
 
 
 ServerOptions = dict[
-    Annotated[str, AfterValidator(_server_option_name)], Annotated[OptionValue, AfterValidator(_server_option_value)]
+    Annotated[str, AfterValidator(_server_option_name)], Annotated[OptionValue, AfterValidator(_one_line)]
 ]
 EnvVars = dict[
     Annotated[str, AfterValidator(_env_name)], Annotated[str | StrictInt | float, AfterValidator(_env_value)]
@@ -303,7 +303,9 @@ class WorkloadSection(_Strict):
     @field_validator("test")
     @classmethod
     def _test(cls, value: str) -> str:
-        if not re.match(r"^[A-Za-z0-9_]+\Z", value) and not (value.endswith(".lua") and value.isprintable()):
+        # a script path is an argument of sysbench: one starting with "-" would be read as an option
+        lua = value.endswith(".lua") and value.isprintable() and not value.startswith("-")
+        if not re.match(r"^[A-Za-z0-9_]+\Z", value) and not lua:
             raise _fail(
                 "a sysbench test name such as oltp_read_only, or a path to a .lua script",
                 "the tests are the .lua files in /usr/share/sysbench",
@@ -546,15 +548,14 @@ def _raw_problems(raw: dict[str, Any]) -> list[Problem]:
     stack: list[tuple[Any, list[str]]] = [(raw, [])]
     while stack and len(problems) < 20:  # the first 20 say enough
         node, path = stack.pop()
-        where = ".".join(_printable(str(p)) for p in path) or "(top level)"
         if isinstance(node, dict | list) and len(path) >= MAX_DEPTH:
-            problems.append(_too_deep(where))
+            problems.append(_too_deep(_key_path(path)))
         elif isinstance(node, dict):
             stack += [(v, [*path, k]) for k, v in reversed(node.items())]
         elif isinstance(node, list):
             stack += [(v, [*path, str(i)]) for i, v in reversed(list(enumerate(node)))]
         elif isinstance(node, int) and not -INT64 <= node < INT64:
-            problems.append(Problem(where, "an integer between -2^63 and 2^63-1", f"an integer of {node.bit_length()} bits",
+            problems.append(Problem(_key_path(path), "an integer between -2^63 and 2^63-1", f"an integer of {node.bit_length()} bits",
                                     "TOML integers are 64-bit; no setting needs more"))  # fmt: skip
     return problems
 
@@ -566,8 +567,9 @@ def _limits(spec: ExperimentFile) -> list[Problem]:
     for key in ("repeats", "min_repeats", "max_repeats"):
         value = getattr(e, key)
         if isinstance(value, int) and value > MAX_REPEATS and key in e.model_fields_set:
-            problems.append(Problem(f"experiment.{key}", f"at most {MAX_REPEATS}", f"int {value}",
-                                    'use repeats = "auto" with a target_ci: it stops once the figures are tight'))  # fmt: skip
+            hint = 'repeats = "auto" stops once the figures are tight' if key == "repeats" else \
+                "target_ci and time_budget end an adaptive run earlier"  # fmt: skip
+            problems.append(Problem(f"experiment.{key}", f"at most {MAX_REPEATS}", f"int {value}", hint))
     combos = math.prod(len(labels) for labels in spec.variants.values())
     rounds = max(e.planned_repeats, e.max_repeats if e.adaptive else 0)
     cells = combos * len(spec.workload.threads) * rounds
@@ -576,6 +578,10 @@ def _limits(spec: ExperimentFile) -> list[Problem]:
                                 f"({combos} variants x {len(spec.workload.threads)} thread counts x {rounds} repeats)",
                                 "split the experiment, or use fewer axes, labels, thread counts or repeats"))  # fmt: skip
     return problems
+
+
+def _key_path(keys: list[str]) -> str:
+    return ".".join(_printable(k) for k in keys) or "(top level)"
 
 
 def _printable(key: str) -> str:
@@ -650,7 +656,7 @@ def _either(items: list[str]) -> str:
 
 def _problem(err: dict[str, Any], raw: Any = None) -> Problem:
     loc = _user_loc(err["loc"], raw)
-    path = ".".join(_printable(part) for part in loc) or "(top level)"
+    path = _key_path(loc)
     kind = err["type"]
     found = _show(err.get("input"))
     ctx = err.get("ctx") or {}

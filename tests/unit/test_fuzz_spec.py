@@ -194,7 +194,7 @@ TRICKY_STRINGS = [
 SCALARS = st.one_of(
     st.sampled_from(TRICKY_STRINGS),
     st.text(max_size=20),
-    st.integers(),
+    st.integers(-(2**63), 2**63 - 1),
     st.sampled_from([0, 1, -1, 2**63, 10**30, 10**300, 99999999999]),
     st.floats(),
     st.booleans(),
@@ -219,7 +219,8 @@ VALUES = st.recursive(
 NAMES = st.one_of(st.sampled_from(["t", "quick", "a.b-c_d"]), st.text(max_size=10), VALUES)
 DURATIONS = st.one_of(st.sampled_from(["auto", "1s", "20s", "1m30s", "500ms", "2h", "48h"]), st.integers(-2, 10**6),
                       st.floats(), VALUES)  # fmt: skip
-COUNTS = st.one_of(st.integers(-2, 12), st.integers(), st.sampled_from([2**31, 10**9, 10**30]), VALUES)
+COUNTS = st.one_of(st.integers(-2, 12), st.integers(-(2**63), 2**63 - 1), st.sampled_from([2**31, 10**9, 10**30]),
+                   VALUES)  # fmt: skip
 OPTION_VALUES = st.one_of(st.sampled_from(TRICKY_STRINGS), st.text(), st.integers(), st.floats(), st.booleans(), VALUES)
 OPTION_NAMES = st.one_of(
     st.sampled_from(["sort_buffer_size", "innodb-buffer-pool-size", "datadir", "log_error", "x", "a=b", "a\n", "[x]"]),

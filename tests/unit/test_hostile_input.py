@@ -310,6 +310,13 @@ def test_option_perflab_sets_itself(name: str) -> None:
     assert "perflab sets it" in problem.expected
 
 
+@pytest.mark.parametrize("test", ["--mysql-host=evil.lua", "-h.lua", "a\nb.lua", "a\u0000.lua"])
+def test_workload_script_cannot_become_a_sysbench_option(test: str) -> None:
+    problem = only_problem(HEAD + f"[workload]\ntest = {toml_str(test)}\n")
+    assert problem.path == "workload.test"
+    assert "a path to a .lua script" in problem.expected
+
+
 # --- environment -----------------------------------------------------------------------------------
 
 
