@@ -2,9 +2,10 @@
 Experiment or raises SpecError (exit code 2) whose every problem names a key path, an
 expectation and a finding. Never another exception, never a hang.
 
-Three generators feed the property: arbitrary bytes; TOML documents built from random nested
-values at the known keys (and at random keys), so that validation is exercised deep in the
-file, not only the TOML parser; and mutations of the files in examples/. Every input that
+The generators: arbitrary bytes and text; TOML documents built from random nested values at
+the known keys (and at random keys), so that validation is exercised deep in the file, not only
+the TOML parser; the files in examples/ with values replaced anywhere in their structure; and
+byte-level mutations of those files. Every input that
 once broke the loader is kept in tests/data/fuzz_corpus/ and replayed on every run.
 
 `make test` runs a fixed, derandomized set of examples (a few seconds). A long session:
@@ -24,6 +25,7 @@ import string
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -287,6 +289,25 @@ def documents(draw: st.DrawFn) -> bytes:
     return toml_document(doc).encode("utf-8")
 
 
+@st.composite
+def near_valid(draw: st.DrawFn) -> bytes:
+    """An example file with one to three values replaced (or keys added) anywhere in it: each
+    validator meets hostile values while the rest of the file is valid."""
+    doc = tomllib.loads(draw(st.sampled_from(EXAMPLES)).read_text(encoding="utf-8"))
+    for _ in range(draw(st.integers(1, 3))):
+        node = doc
+        while isinstance(node, dict) and node and draw(st.integers(0, 4)):
+            key = draw(st.sampled_from(sorted(node)))
+            if not isinstance(node[key], dict):
+                break
+            node = node[key]
+        if isinstance(node, dict):
+            existing = st.sampled_from(sorted(node) or ["x"])
+            key = draw(st.one_of(existing, existing, existing, KEYS))  # mostly a value, sometimes a new key
+            node[key] = draw(st.one_of(VALUES, OPTION_VALUES, SERVER_OPTIONS, VARIANT))
+    return toml_document(doc).encode("utf-8")
+
+
 TOKENS = [
     b"[", b"]", b"{", b"}", b"=", b'"', b"'", b"\n", b"#", b"\\", b"\x00", b"\xff", b"\xef\xbb\xbf", b".", b",",
     b"99999999999999999999999999", b"1" * 5000, b"1e308", b"nan", b"-inf", b"true", b"[[", b"]]", b'"""', b"'''",
@@ -335,6 +356,12 @@ def test_fuzz_arbitrary_text(text: str) -> None:
 @FUZZ
 @given(documents())
 def test_fuzz_documents(data: bytes) -> None:
+    check_load(data)
+
+
+@FUZZ
+@given(near_valid())
+def test_fuzz_near_valid_examples(data: bytes) -> None:
     check_load(data)
 
 
