@@ -175,6 +175,7 @@ class ExperimentSection(_Strict):
     pin: StrictBool = False
     stall_threshold: Fraction = 0.5  # a second below this fraction of the steady median is a stall
     cv_warning: Fraction = 0.03  # warn when QPS varies more than this across repeats
+    timeout_margin: Duration = 60.0  # a cell's workload is killed after warm-up + duration + this
 
     @property
     def window_start(self) -> float:

@@ -13,6 +13,7 @@ import datetime as dt
 import os
 import resource
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable
@@ -185,13 +186,17 @@ class Scheduler:
                 row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
                 intervals, rss, measured = self._workload(cell, server, logs)
                 if not server.alive():
-                    raise ServerCrashedError(f"mariadbd died during the run:\n{server.error_lines()}")
+                    raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
             row.update(measured, status="ok")
             row.update(self._steady(intervals, measured["summary"]["qps"]))
             row["resources"]["restore_s"] = round(restore_s, 3)
         except PerflabError as exc:
             row["error"] = exc.message
+            if (server.crashed or (server.crashed is None and server.child is not None and not server.alive())) \
+                    and not exc.message.startswith("server"):  # fmt: skip
+                row["error"] = f"{server.death()}; {exc.message}"  # the server's death explains the rest
             row["log_tail"] = server.error_lines(30)
+            row["backtrace"] = server.backtrace()
         finally:
             server.stop()
             if server.error_log.exists():
@@ -257,7 +262,7 @@ class Scheduler:
             self_before = resource.getrusage(resource.RUSAGE_SELF)
             busy_before, client_before, window_started = machine_busy_s(), process_cpu_s(child.pid), time.monotonic()
             with RssSampler(server.pid) as rss:
-                code = _wait(child, warmup + seconds)
+                code = _wait(child, warmup + seconds, spec.timeout_margin)
             self_after = resource.getrusage(resource.RUSAGE_SELF)
             used = ProcCounters.read(server.pid).minus(before)
             busy, window = machine_busy_s() - busy_before, time.monotonic() - window_started
@@ -265,7 +270,8 @@ class Scheduler:
         summary = sysbench.parse_summary(text)
         if code != 0 or summary is None:
             tail = "\n".join(text.strip().splitlines()[-10:])
-            raise WorkloadError(f"sysbench exited with code {code}:\n{tail}", f"full output: {out}")
+            how = f"died: signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exited with code {code}"
+            raise WorkloadError(f"sysbench {how}:\n{tail}", f"full output: {out}")
         intervals = [_interval(iv, warmup) for iv in sysbench.parse_intervals(text)]
         usage = child.rusage
         resources = _resources(used, summary.transactions, rss)
@@ -294,12 +300,16 @@ def _sleep_until(deadline: float, child: Child) -> None:
         time.sleep(min(left, 0.5))
 
 
-def _wait(child: Child, seconds: int) -> int:
+def _wait(child: Child, seconds: int, margin: float) -> int:
+    """The cell's deadline: a stuck client (or a server that stopped answering) is killed."""
     try:
-        return child.wait(timeout=seconds + 120)
+        return child.wait(timeout=seconds + margin)
     except TimeoutError:
         child.kill()
-        raise WorkloadError(f"sysbench did not finish {seconds}s of work in {seconds + 120}s") from None
+        raise WorkloadError(
+            f"timed out: sysbench did not finish {seconds} s of work in {seconds + margin:.0f} s; killed",
+            "a hung server or client; raise experiment.timeout_margin if the machine is just slow",
+        ) from None
 
 
 def _interval(iv: sysbench.Interval, warmup: int) -> dict[str, Any]:
