@@ -6,6 +6,7 @@ PerflabError is caught here only and mapped to its exit code; anything else is a
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import signal
@@ -64,7 +65,9 @@ def main() -> None:
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="results directory "
               "(default results/<name>-<timestamp>)")  # fmt: skip
 @click.option("--check", is_flag=True, help="validate the experiment file and exit")
-def run(experiment: Path, output: Path | None, check: bool) -> None:
+@click.option("--allow-concurrent", is_flag=True, envvar="PERFLAB_ALLOW_CONCURRENT",
+              help="run even while another perflab run uses this machine (both will be disturbed)")  # fmt: skip
+def run(experiment: Path, output: Path | None, check: bool, allow_concurrent: bool) -> None:
     """Run every cell of EXPERIMENT and store the results."""
     exp = spec.load(experiment)
     preflight.check(exp)
@@ -92,31 +95,41 @@ def run(experiment: Path, output: Path | None, check: bool) -> None:
         output = Path("results") / f"{exp.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     if (output / "results.db").exists():
         raise UsageError(f"{output} already holds results", "choose another -o; perflab never overwrites results")
+    from perflab.run.lock import MachineLock  # noqa: PLC0415
+
+    with contextlib.ExitStack() as stack:
+        if not allow_concurrent:
+            stack.enter_context(MachineLock(output))
+        _run(exp, experiment, output, cells, Scheduler, allow_concurrent)
+
+
+def _run(exp: spec.Experiment, experiment: Path, output: Path, cells: list, scheduler: Any, concurrent: bool) -> None:
+    file = exp.file
     with Results(output, create=True) as results:
         results.set_meta(
             experiment={**file.model_dump(mode="json")["experiment"], "workload": file.workload.model_dump(mode="json"),
                         "dataset": file.dataset.model_dump(mode="json"), "axes": {a: list(v) for a, v in file.variants.items()}},
             spec_text=Path(experiment).read_text(encoding="utf-8"), host=hostinfo.collect(),
             started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            perflab_version=__version__, cell_count=len(cells), status="running",
+            perflab_version=__version__, cell_count=len(cells), status="running", concurrent_allowed=concurrent,
         )  # fmt: skip
         out.print(f"results: {output}")
         status = "interrupted"
         try:
             with _progress() as progress:
-                Scheduler(exp, results, progress).run()
+                scheduler(exp, results, progress).run()
             status = "complete"
         finally:
             results.set_meta(status=status, ended_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+        from perflab.analyze import summary  # noqa: PLC0415
         from perflab.report import text  # noqa: PLC0415
 
-        from perflab.analyze import summary  # noqa: PLC0415
-
         text.render(out, *summary.load(results))
-        failed = sum(1 for c in results.cells() if c["status"] != "ok")
+        stored = results.cells()
+        failed = sum(1 for c in stored if c["status"] != "ok")
     out.print(f"\nresults: {output}   (perflab report {output} | perflab export {output} --format json)")
     if failed:
-        err.print(f"[red]{failed} of {len(cells)} cells failed[/]; see the table above and {output}/logs/")
+        err.print(f"[red]{failed} of {len(stored)} cells failed[/]; see the table above and {output}/logs/")
         sys.exit(1)
 
 

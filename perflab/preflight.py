@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 
 from perflab import allocators
-from perflab.errors import Problem, SpecError
+from perflab.errors import EnvironmentProblem, Problem, SpecError
 from perflab.spec import Experiment
 
 TMPFS = "/dev/shm"
@@ -50,14 +50,15 @@ def which(name: str) -> str | None:
 
 def check(exp: Experiment) -> None:
     """Raise SpecError with every problem this machine has with `exp`."""
-    problems = _tools() + _allocators(exp)
-    if not problems:
-        problems += _sysbench(exp)
+    machine = _tools() + _allocators(exp)
     if exp.file.experiment.pin and len(os.sched_getaffinity(0)) < 2:
-        problems.append(Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}",
-                                "set pin = false"))  # fmt: skip
+        machine.append(Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}",
+                               "set pin = false"))  # fmt: skip
     if not os.path.isdir(TMPFS):
-        problems.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
+        machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
+    if machine:  # exit code 3: the file may be fine, the machine is not
+        raise EnvironmentProblem(exp.source, machine)
+    problems = _sysbench(exp)
     if problems:
         raise SpecError(exp.source, problems)
 
