@@ -343,6 +343,7 @@ class Experiment:
     source: str
     raw: dict[str, Any]
     file: ExperimentFile
+    text: str = ""  # the file as written, stored with the results
 
     @property
     def name(self) -> str:
@@ -424,7 +425,7 @@ def parse(text: str, source: str = "<string>") -> Experiment:
         spec = ExperimentFile.model_validate(raw)
     except ValidationError as exc:
         raise SpecError(source, _collapse([_problem(err, raw) for err in exc.errors()])) from None
-    return Experiment(source=source, raw=raw, file=spec)
+    return Experiment(source=source, raw=raw, file=spec, text=text)
 
 
 _TYPE_NAMES = {

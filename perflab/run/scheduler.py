@@ -9,6 +9,7 @@ at the end whatever happens.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import resource
@@ -34,6 +35,7 @@ from perflab.spec import Cell, Experiment
 from perflab.store.results import Results
 
 TMPFS = Path("/dev/shm")
+SNAPSHOT_DIR = "dataset"  # in the results directory, kept until the run completes
 CELL_OVERHEAD_S = 3.0  # restore + start + stop, measured here at about 1-2 s
 Listener = Callable[[str, dict[str, Any]], None]
 
@@ -91,27 +93,48 @@ class Scheduler:
         self.server_cpus, self.client_cpus = cpu_plan(exp.file.experiment.pin)
         self.sysbench_defaults: dict[str, str] = {}
 
-    def run(self) -> list[dict[str, Any]]:
+    def run(self, resume: bool = False) -> list[dict[str, Any]]:
+        """Run the cells not yet in the results (all of them in a new run), in run order.
+
+        The dataset snapshot is kept in the results directory (`dataset/`) until the run
+        completes, so `perflab run --resume` continues on the same data without preparing."""
         base = TMPFS if TMPFS.is_dir() else Path(tempfile.gettempdir())
         remove_stale_workdirs(base)
         workdir = Path(tempfile.mkdtemp(prefix="perflab-", dir=base))
         (workdir / "owner.pid").write_text(str(os.getpid()), encoding="ascii")
         self.results.set_meta(workdir=str(workdir))
-        done = []
+        done = self.results.cells() if resume else []
         try:
-            snapshot = self._prepare(workdir)
-            self.results.set_meta(dataset={"data_bytes": snapshot.data_bytes, "prepare_s": snapshot.prepare_s,
-                                           "buffer_pool": snapshot.buffer_pool})  # fmt: skip
+            snapshot = self._snapshot(workdir, resume)
             self.sysbench_defaults = sysbench.known_options(self.exp.file.workload.test)
             if self.exp.file.experiment.adaptive:
                 self._run_adaptive(snapshot, workdir, done)
             else:
-                cells = self.exp.cells()
+                have = {row["key"] for row in done}
+                cells = [cell for cell in self.exp.cells() if cell.key not in have]
                 for cell in cells:
                     done.append(self._run_one(cell, snapshot, workdir, len(cells)))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(self.results.dir / SNAPSHOT_DIR, ignore_errors=True)  # complete: not needed any more
         return done
+
+    def _snapshot(self, workdir: Path, resume: bool) -> dataset.Snapshot:
+        kept = self.results.dir / SNAPSHOT_DIR
+        known = self.results.meta().get("dataset") or {}
+        if resume and kept.is_dir() and known.get("data_bytes"):
+            started = time.monotonic()
+            shutil.copytree(kept, workdir / "snapshot", symlinks=True)
+            self.listen("snapshot_reused", {"path": kept, "seconds": time.monotonic() - started})
+            return dataset.Snapshot(workdir / "snapshot", known["data_bytes"], known.get("prepare_s") or 0.0)
+        if resume:
+            self.results.set_meta(dataset_reprepared=True)  # different random rows than the first cells had
+        snapshot = self._prepare(workdir)
+        self.results.set_meta(dataset={"data_bytes": snapshot.data_bytes, "prepare_s": snapshot.prepare_s,
+                                       "buffer_pool": snapshot.buffer_pool})  # fmt: skip
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(snapshot.datadir, kept, symlinks=True)
+        return snapshot
 
     def _run_one(self, cell: Cell, snapshot: dataset.Snapshot, workdir: Path, total: int) -> dict[str, Any]:
         self.listen("cell_start", {"cell": cell, "total": total})
@@ -122,9 +145,12 @@ class Scheduler:
     def _run_adaptive(self, snapshot: dataset.Snapshot, workdir: Path, done: list[dict[str, Any]]) -> None:
         """repeats = "auto": interleaved rounds; after min_repeats rounds, a round repeats
         only the (variant, threads) groups whose 95% CI is still wider than target_ci, until
-        all are tight, max_repeats is reached or the next round would overrun time_budget."""
+        all are tight, max_repeats is reached or the next round would overrun time_budget
+        (counted from this invocation's start). Cells already in `done` (a resumed run) are
+        not run again; the rounds they belong to are replayed from the stored results."""
         spec = self.exp.file.experiment
-        started = time.monotonic()
+        started, ran = time.monotonic(), 0
+        have = {row["key"] for row in done}
         pending: set[tuple[str, int]] | None = None  # None: every group
         stop = "all targets met"
         repeat = 0
@@ -132,9 +158,11 @@ class Scheduler:
             if repeat == spec.max_repeats:
                 stop = f"max_repeats ({spec.max_repeats}) reached"
                 break
-            cells = self.exp.round(repeat + 1, start=len(done), only=pending)
+            start = max((row["id"] for row in done), default=-1) + 1
+            cells = [c for c in self.exp.round(repeat + 1, only=pending) if c.key not in have]
+            cells = [dataclasses.replace(c, order=start + i) for i, c in enumerate(cells)]
             spent = time.monotonic() - started
-            per_cell = spent / len(done) if done else cell_seconds(self.exp)
+            per_cell = spent / ran if ran else cell_seconds(self.exp)
             if spec.time_budget and repeat >= spec.min_repeats and spent + per_cell * len(cells) > spec.time_budget:
                 stop = f"time_budget ({spec.time_budget:.0f} s) would be exceeded by the next round"
                 break
@@ -142,6 +170,7 @@ class Scheduler:
             planned = len(done) + len(cells)
             for cell in cells:
                 done.append(self._run_one(cell, snapshot, workdir, planned))
+                ran += 1
             if repeat >= spec.min_repeats:
                 targets = adaptive_targets(done, spec.target_ci)
                 pending = {key for key, target in targets.items() if not target["met"]}
