@@ -10,6 +10,7 @@ import contextlib
 import datetime as dt
 import json
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -164,7 +165,10 @@ def _run(exp: spec.Experiment, spec_text: str, output: Path, cells: list, schedu
                 scheduler(exp, results, progress).run(resume=resume)
             status = "complete"
         finally:
-            results.set_meta(status=status, ended_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+            try:
+                results.set_meta(status=status, ended_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+            except sqlite3.OperationalError:  # a full disk: the error being raised says so already
+                pass
         from perflab.analyze import summary  # noqa: PLC0415
         from perflab.report import text  # noqa: PLC0415
 

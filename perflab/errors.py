@@ -66,6 +66,12 @@ class EnvironmentProblem(SpecError):
     exit_code = EXIT_ENVIRONMENT
 
 
+class ResourceError(PerflabError):
+    """The tmpfs or the results disk is full (or would be): the run stops, stored cells stay."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
 class ConcurrentRunError(PerflabError):
     """Another perflab run holds the machine."""
 

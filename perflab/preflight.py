@@ -17,7 +17,7 @@ from perflab import allocators
 from perflab.errors import EnvironmentProblem, Problem, SpecError
 from perflab.spec import Experiment
 
-TMPFS = "/dev/shm"
+TMPFS = os.environ.get("PERFLAB_TMPFS", "/dev/shm")  # where servers and datadirs live (RAM)
 
 
 @dataclass(frozen=True)
@@ -56,11 +56,24 @@ def check(exp: Experiment) -> None:
                                "set pin = false"))  # fmt: skip
     if not os.path.isdir(TMPFS):
         machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
+    else:
+        need, free = 2 * dataset_estimate(exp), shutil.disk_usage(TMPFS).free
+        if free < need:
+            machine.append(Problem(f"(machine) {TMPFS}", f"about {need >> 20} MiB free (the dataset and one cell's "
+                                   "copy of it)", f"{free >> 20} MiB free",
+                                   "free memory on the tmpfs, or use fewer tables / a smaller table_size"))  # fmt: skip
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
     problems = _sysbench(exp)
     if problems:
         raise SpecError(exp.source, problems)
+
+
+def dataset_estimate(exp: Experiment) -> int:
+    """Bytes of a prepared datadir, roughly and on the high side: ~400 B per sysbench row
+    (row, primary and secondary index), the redo log, and the system tablespaces."""
+    rows = exp.file.dataset.tables * exp.file.dataset.table_size
+    return rows * 400 + (256 << 20) + (64 << 20)
 
 
 def _tools() -> list[Problem]:

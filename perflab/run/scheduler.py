@@ -10,11 +10,13 @@ at the end whatever happens.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import datetime as dt
 import os
 import resource
 import shutil
 import signal
+import sqlite3
 import tempfile
 import time
 from collections.abc import Callable
@@ -22,10 +24,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from perflab import allocators
+from perflab import allocators, preflight
 from perflab.analyze import steady
 from perflab.analyze.summary import adaptive_targets
-from perflab.errors import AllocatorNotMappedError, PerflabError, ServerCrashedError, WorkloadError
+from perflab.errors import AllocatorNotMappedError, PerflabError, ResourceError, ServerCrashedError, WorkloadError
 from perflab.run import dataset
 from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
 from perflab.run.proc import Child, clean_env
@@ -34,7 +36,8 @@ from perflab.run.workloads import sysbench
 from perflab.spec import Cell, Experiment
 from perflab.store.results import Results
 
-TMPFS = Path("/dev/shm")
+TMPFS = Path(preflight.TMPFS)
+SPACE_MARGIN = 64 << 20  # tmp tables, logs, the server's own files beside a cell's datadir
 SNAPSHOT_DIR = "dataset"  # in the results directory, kept until the run completes
 CELL_OVERHEAD_S = 3.0  # restore + start + stop, measured here at about 1-2 s
 Listener = Callable[[str, dict[str, Any]], None]
@@ -92,6 +95,7 @@ class Scheduler:
         self.listen = listener or (lambda event, data: None)
         self.server_cpus, self.client_cpus = cpu_plan(exp.file.experiment.pin)
         self.sysbench_defaults: dict[str, str] = {}
+        self._snapshot_bytes: dict[Path, int] = {}
 
     def run(self, resume: bool = False) -> list[dict[str, Any]]:
         """Run the cells not yet in the results (all of them in a new run), in run order.
@@ -114,6 +118,12 @@ class Scheduler:
                 cells = [cell for cell in self.exp.cells() if cell.key not in have]
                 for cell in cells:
                     done.append(self._run_one(cell, snapshot, workdir, len(cells)))
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise ResourceError(f"no space left: {exc}", self._space_hint()) from None
+        except sqlite3.OperationalError as exc:  # "database or disk is full"
+            raise ResourceError(f"the results database could not be written: {exc}", self._space_hint()) from None
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(self.results.dir / SNAPSHOT_DIR, ignore_errors=True)  # complete: not needed any more
@@ -124,7 +134,7 @@ class Scheduler:
         known = self.results.meta().get("dataset") or {}
         if resume and kept.is_dir() and known.get("data_bytes"):
             started = time.monotonic()
-            shutil.copytree(kept, workdir / "snapshot", symlinks=True)
+            dataset.copy_tree(kept, workdir / "snapshot")
             self.listen("snapshot_reused", {"path": kept, "seconds": time.monotonic() - started})
             return dataset.Snapshot(workdir / "snapshot", known["data_bytes"], known.get("prepare_s") or 0.0)
         if resume:
@@ -133,8 +143,29 @@ class Scheduler:
         self.results.set_meta(dataset={"data_bytes": snapshot.data_bytes, "prepare_s": snapshot.prepare_s,
                                        "buffer_pool": snapshot.buffer_pool})  # fmt: skip
         shutil.rmtree(kept, ignore_errors=True)
-        shutil.copytree(snapshot.datadir, kept, symlinks=True)
+        try:
+            dataset.copy_tree(snapshot.datadir, kept)
+        except OSError:
+            shutil.rmtree(kept, ignore_errors=True)  # a partial snapshot must never be resumed from
+            raise
         return snapshot
+
+    def _space_hint(self) -> str:
+        return (f"free space on {TMPFS} (datadirs) or {self.results.dir} (results), or use a smaller dataset; "
+                f"the stored cells are intact: `perflab run --resume {self.results.dir}` continues")
+
+    def _check_space(self, snapshot: dataset.Snapshot, workdir: Path) -> None:
+        """Before a cell: room on the tmpfs for one more copy of the dataset, and on the
+        results disk for its logs; else stop now, with the stored cells intact."""
+        if snapshot.datadir not in self._snapshot_bytes:
+            self._snapshot_bytes[snapshot.datadir] = dataset.tree_bytes(snapshot.datadir)
+        need = self._snapshot_bytes[snapshot.datadir] + SPACE_MARGIN
+        free = shutil.disk_usage(workdir).free
+        if free < need:
+            raise ResourceError(f"{TMPFS} has {free >> 20} MiB free; a cell needs {need >> 20} MiB (a copy of the "
+                                "dataset and room beside it)", self._space_hint())  # fmt: skip
+        if shutil.disk_usage(self.results.dir).free < 16 << 20:
+            raise ResourceError(f"{self.results.dir} has less than 16 MiB free", self._space_hint())
 
     def _run_one(self, cell: Cell, snapshot: dataset.Snapshot, workdir: Path, total: int) -> dict[str, Any]:
         self.listen("cell_start", {"cell": cell, "total": total})
@@ -193,6 +224,7 @@ class Scheduler:
         return snapshot
 
     def _run_cell(self, cell: Cell, snapshot: dataset.Snapshot, workdir: Path) -> dict[str, Any]:
+        self._check_space(snapshot, workdir)
         logs = self.results.log_dir(cell.order)
         rundir = workdir / f"cell-{cell.order:04d}"
         rundir.mkdir()
