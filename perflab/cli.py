@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from perflab import __version__, hostinfo, preflight, spec
-from perflab.errors import EXIT_INTERRUPTED, PerflabError, UsageError
+from perflab.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, PerflabError, UsageError
 from perflab.store.results import Results
 from perflab.units import format_duration
 
@@ -293,12 +293,17 @@ def export(directory: Path, fmt: str) -> None:
 
 
 @main.command()
-def doctor() -> None:
-    """Which tools and allocators are present, which are missing and how to get them."""
+@click.option("--clean", is_flag=True, help="stop and remove what killed perflab runs left behind")
+def doctor(clean: bool) -> None:
+    """Which tools and allocators are present, which are missing and how to get them; what
+    killed runs left behind (--clean removes it)."""
     from perflab import doctor as doc  # noqa: PLC0415
 
+    if clean:
+        doc.clean(out)
+        return
     if not doc.render(out):
-        sys.exit(1)
+        sys.exit(EXIT_ENVIRONMENT)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from perflab.analyze.summary import adaptive_targets
 from perflab.errors import AllocatorNotMappedError, PerflabError, ResourceError, ServerCrashedError, WorkloadError
 from perflab.run import dataset
 from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
-from perflab.run.proc import Child, clean_env
+from perflab.run.proc import Child, clean_env, recording_pids
 from perflab.run.servers.mariadb import MariaDB
 from perflab.run.workloads import sysbench
 from perflab.spec import Cell, Experiment
@@ -68,16 +68,47 @@ def cpu_plan(pin: bool) -> tuple[list[int] | None, list[int] | None]:
     return allowed[:1], allowed[1:]
 
 
-def remove_stale_workdirs(base: Path) -> None:
-    """Delete work directories left by a perflab that was killed with SIGKILL (its children
-    died with it through pdeathsig, but nothing could remove its files)."""
+def remove_stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
+    """Delete work directories left by a perflab that died without cleaning up (SIGKILL):
+    first stop any process it started that still runs (pdeathsig makes that rare), then
+    remove its files. A pid from the run's `pids` file is killed only if its command line
+    still names that work directory: a recycled pid belongs to someone else and is never
+    touched. Returns what was removed: (work directory, pids killed)."""
+    removed = []
     for path in base.glob("perflab-*"):
         try:
             owner = int((path / "owner.pid").read_text(encoding="ascii"))
         except (OSError, ValueError):
             continue
-        if not Path(f"/proc/{owner}").exists():
-            shutil.rmtree(path, ignore_errors=True)
+        if Path(f"/proc/{owner}").exists():
+            continue
+        killed = [pid for pid in _logged_pids(path) if _started_in(pid, path) and _kill(pid)]
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append((path, killed))
+    return removed
+
+
+def _logged_pids(workdir: Path) -> list[int]:
+    try:
+        return [int(x) for x in (workdir / "pids").read_text(encoding="ascii").split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _started_in(pid: int, workdir: Path) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return str(workdir).encode() in f.read()
+    except OSError:
+        return False
+
+
+def _kill(pid: int) -> bool:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 def cpus_allowed(pid: int) -> str | None:
@@ -109,15 +140,8 @@ class Scheduler:
         self.results.set_meta(workdir=str(workdir))
         done = self.results.cells() if resume else []
         try:
-            snapshot = self._snapshot(workdir, resume)
-            self.sysbench_defaults = sysbench.known_options(self.exp.file.workload.test)
-            if self.exp.file.experiment.adaptive:
-                self._run_adaptive(snapshot, workdir, done)
-            else:
-                have = {row["key"] for row in done}
-                cells = [cell for cell in self.exp.cells() if cell.key not in have]
-                for cell in cells:
-                    done.append(self._run_one(cell, snapshot, workdir, len(cells)))
+            with recording_pids(workdir / "pids"):
+                self._run_cells(workdir, resume, done)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -128,6 +152,17 @@ class Scheduler:
             shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(self.results.dir / SNAPSHOT_DIR, ignore_errors=True)  # complete: not needed any more
         return done
+
+    def _run_cells(self, workdir: Path, resume: bool, done: list[dict[str, Any]]) -> None:
+        snapshot = self._snapshot(workdir, resume)
+        self.sysbench_defaults = sysbench.known_options(self.exp.file.workload.test)
+        if self.exp.file.experiment.adaptive:
+            self._run_adaptive(snapshot, workdir, done)
+            return
+        have = {row["key"] for row in done}
+        cells = [cell for cell in self.exp.cells() if cell.key not in have]
+        for cell in cells:
+            done.append(self._run_one(cell, snapshot, workdir, len(cells)))
 
     def _snapshot(self, workdir: Path, resume: bool) -> dataset.Snapshot:
         kept = self.results.dir / SNAPSHOT_DIR

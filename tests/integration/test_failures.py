@@ -142,7 +142,10 @@ def test_ctrl_c_stops_everything_and_keeps_results(tmp_path: Path):
 
 def test_sigkill_of_perflab_leaves_no_orphans(tmp_path: Path):
     proc, out, workdir = _start_and_wait_for_workload(tmp_path, "killed")
-    assert len(perflab_children(workdir)) == 2  # the server and the client
+    children = perflab_children(workdir)
+    assert len(children) == 2  # the server and the client
+    logged = set((Path(workdir) / "pids").read_text().split())
+    assert {str(pid) for pid, _ in children} <= logged  # recorded for a later perflab to find
     proc.kill()  # SIGKILL: no finally runs; the kernel's pdeathsig must take the children down
     proc.communicate(timeout=30)
     _assert_no_children_within(workdir, 10)
