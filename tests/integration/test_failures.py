@@ -195,3 +195,16 @@ def test_stopped_client_times_out_and_the_matrix_goes_on(tmp_path: Path):
     assert second["status"] == "ok"
     assert time.monotonic() - started < 60  # warm-up + duration + 5 s margin, then the next cell
     _assert_no_children_within(workdir, 5)
+
+
+def test_client_crash_fails_the_cell_with_its_signal(tmp_path: Path):
+    proc, out, workdir = _start_and_wait_for_workload(tmp_path, "client-crash", duration="6s", repeats=2)
+    (client,) = [pid for pid, cmd in perflab_children(workdir) if " run" in cmd and "sysbench" in cmd]
+    os.kill(client, signal.SIGSEGV)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stdout + stderr
+    first, second = export(out)["cells"]
+    assert first["status"] == "failed"
+    assert first["error"].startswith("sysbench died: signal 11 (SIGSEGV)"), first["error"]
+    assert second["status"] == "ok"
+    _assert_no_children_within(workdir, 5)
