@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perflab.run.observers.resources import machine_busy_s, process_cpu_s  # noqa: E402
+
 TMPFS = Path("/dev/shm")
 PREFIX = "plbench-"
 
@@ -126,9 +128,6 @@ def _processes(name: str) -> list[tuple[int, str]]:
     return found
 
 
-_HZ = os.sysconf("SC_CLK_TCK")
-
-
 @dataclass(frozen=True)
 class CpuMark:
     """A point in time with the machine's busy CPU and our own CPU (this process, its reaped
@@ -139,28 +138,13 @@ class CpuMark:
     ours_s: float
 
 
-def _machine_busy_s() -> float:
-    with open("/proc/stat", encoding="ascii") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6]) / _HZ
-
-
-def _proc_cpu_s(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _HZ
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return 0.0
-
-
 def cpu_mark(live_pids: Sequence[int] = ()) -> CpuMark:
     ours = 0.0
     for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
         usage = resource.getrusage(who)
         ours += usage.ru_utime + usage.ru_stime
-    ours += sum(_proc_cpu_s(pid) for pid in live_pids)
-    return CpuMark(time.monotonic(), _machine_busy_s(), ours)
+    ours += sum(process_cpu_s(pid) for pid in live_pids)
+    return CpuMark(time.monotonic(), machine_busy_s(), ours)
 
 
 def foreign_cores(a: CpuMark, b: CpuMark) -> float | None:

@@ -6,9 +6,11 @@ PerflabError is caught here only and mapped to its exit code; anything else is a
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -19,7 +21,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from perflab import __version__, hostinfo, preflight, spec
-from perflab.errors import EXIT_INTERRUPTED, PerflabError, UsageError
+from perflab.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, PerflabError, UsageError
 from perflab.store.results import Results
 from perflab.units import format_duration
 
@@ -60,17 +62,51 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("experiment", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("experiment", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="results directory "
               "(default results/<name>-<timestamp>)")  # fmt: skip
+@click.option("--resume", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="continue the interrupted run in DIR: only the cells it has not stored, on the same dataset")  # fmt: skip
 @click.option("--check", is_flag=True, help="validate the experiment file and exit")
-def run(experiment: Path, output: Path | None, check: bool) -> None:
-    """Run every cell of EXPERIMENT and store the results."""
-    exp = spec.load(experiment)
+@click.option("--allow-concurrent", is_flag=True, envvar="PERFLAB_ALLOW_CONCURRENT",
+              help="run even while another perflab run uses this machine (both will be disturbed)")  # fmt: skip
+def run(experiment: Path | None, output: Path | None, resume: Path | None, check: bool, allow_concurrent: bool) -> None:
+    """Run every cell of EXPERIMENT and store the results (or finish an interrupted run)."""
+    if resume is not None:
+        if experiment is not None or output is not None:
+            raise UsageError("--resume DIR takes neither an EXPERIMENT file nor -o", "perflab run --resume DIR")
+        exp, done = _resumable(resume)
+        output = resume
+    elif experiment is None:
+        raise UsageError("no EXPERIMENT file given", "perflab run FILE.toml, or perflab run --resume DIR")
+    else:
+        exp, done = spec.load(experiment), 0
     preflight.check(exp)
     from perflab.run.scheduler import Scheduler, estimate_seconds  # noqa: PLC0415 - keeps `report` light
 
     cells = exp.cells()
+    _announce(exp, cells, estimate_seconds)
+    if check:
+        return
+    if resume is not None:
+        if done >= len(cells) and not exp.file.experiment.adaptive:
+            out.print(f"{resume}: every cell is already stored; nothing to resume")
+            return
+        out.print(f"resuming {resume}: {done} cells stored, running the rest in their original order")
+    else:
+        if output is None:
+            output = Path("results") / f"{exp.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        if (output / "results.db").exists():
+            raise UsageError(f"{output} already holds results", "choose another -o, or --resume it if it was interrupted")
+    from perflab.run.lock import MachineLock  # noqa: PLC0415
+
+    with contextlib.ExitStack() as stack:
+        if not allow_concurrent:
+            stack.enter_context(MachineLock(output))
+        _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None)
+
+
+def _announce(exp: spec.Experiment, cells: list, estimate_seconds: Any) -> None:
     file = exp.file
     axes = " x ".join(f"{len(v)} {a}" for a, v in file.variants.items()) or "1 variant"
     e = file.experiment
@@ -86,37 +122,62 @@ def run(experiment: Path, output: Path | None, check: bool) -> None:
         f"[bold]{exp.name}[/]: {axes} x {len(file.workload.threads)} thread counts x {repeats} "
         f"= [bold]{len(cells)} cells[/], estimated {format_duration(estimate_seconds(exp))}{most}"
     )
-    if check:
-        return
-    if output is None:
-        output = Path("results") / f"{exp.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    if (output / "results.db").exists():
-        raise UsageError(f"{output} already holds results", "choose another -o; perflab never overwrites results")
-    with Results(output, create=True) as results:
-        results.set_meta(
-            experiment={**file.model_dump(mode="json")["experiment"], "workload": file.workload.model_dump(mode="json"),
-                        "dataset": file.dataset.model_dump(mode="json"), "axes": {a: list(v) for a, v in file.variants.items()}},
-            spec_text=Path(experiment).read_text(encoding="utf-8"), host=hostinfo.collect(),
-            started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            perflab_version=__version__, cell_count=len(cells), status="running",
-        )  # fmt: skip
+
+
+def _resumable(directory: Path) -> tuple[spec.Experiment, int]:
+    """The experiment of an interrupted results directory (from its stored file) and how
+    many cells it has stored."""
+    with Results(directory) as results:
+        meta = results.meta()
+        stored = len(results.cells())
+    owner = Path(str(meta.get("workdir") or "/nonexistent")) / "owner.pid"
+    if meta.get("status") == "running" and owner.is_file():
+        pid = owner.read_text(encoding="ascii").strip()
+        if pid.isdigit() and Path(f"/proc/{pid}").exists():
+            raise UsageError(f"{directory} is being written by a running perflab (pid {pid})", "wait for it, or stop it first")
+    text = meta.get("spec_text")
+    if not text:
+        raise UsageError(f"{directory}: the results hold no experiment file to resume", "run the experiment anew")
+    if meta.get("perflab_version") != __version__:
+        err.print(f"[yellow]warning:[/] {directory} was written by perflab {meta.get('perflab_version')}, this is {__version__}")
+    exp = spec.parse(text, f"{directory}/results.db (its stored experiment file)")
+    return exp, stored
+
+
+def _run(exp: spec.Experiment, spec_text: str, output: Path, cells: list, scheduler: Any, concurrent: bool,
+         resume: bool) -> None:  # fmt: skip
+    file = exp.file
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    with Results(output, create=not resume) as results:
+        if resume:
+            results.set_meta(status="running", resumed_at=[*results.meta().get("resumed_at", []), now])
+        else:
+            results.set_meta(
+                experiment={**file.model_dump(mode="json")["experiment"], "workload": file.workload.model_dump(mode="json"),
+                            "dataset": file.dataset.model_dump(mode="json"), "axes": {a: list(v) for a, v in file.variants.items()}},
+                spec_text=spec_text, host=hostinfo.collect(), started_at=now, perflab_version=__version__,
+                cell_count=len(cells), status="running", concurrent_allowed=concurrent,
+            )  # fmt: skip
         out.print(f"results: {output}")
         status = "interrupted"
         try:
             with _progress() as progress:
-                Scheduler(exp, results, progress).run()
+                scheduler(exp, results, progress).run(resume=resume)
             status = "complete"
         finally:
-            results.set_meta(status=status, ended_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+            try:
+                results.set_meta(status=status, ended_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+            except sqlite3.OperationalError:  # a full disk: the error being raised says so already
+                pass
+        from perflab.analyze import summary  # noqa: PLC0415
         from perflab.report import text  # noqa: PLC0415
 
-        from perflab.analyze import summary  # noqa: PLC0415
-
         text.render(out, *summary.load(results))
-        failed = sum(1 for c in results.cells() if c["status"] != "ok")
+        stored = results.cells()
+        failed = sum(1 for c in stored if c["status"] != "ok")
     out.print(f"\nresults: {output}   (perflab report {output} | perflab export {output} --format json)")
     if failed:
-        err.print(f"[red]{failed} of {len(cells)} cells failed[/]; see the table above and {output}/logs/")
+        err.print(f"[red]{failed} of {len(stored)} cells failed[/]; see the table above and {output}/logs/")
         sys.exit(1)
 
 
@@ -232,12 +293,17 @@ def export(directory: Path, fmt: str) -> None:
 
 
 @main.command()
-def doctor() -> None:
-    """Which tools and allocators are present, which are missing and how to get them."""
+@click.option("--clean", is_flag=True, help="stop and remove what killed perflab runs left behind")
+def doctor(clean: bool) -> None:
+    """Which tools and allocators are present, which are missing and how to get them; what
+    killed runs left behind (--clean removes it)."""
     from perflab import doctor as doc  # noqa: PLC0415
 
+    if clean:
+        doc.clean(out)
+        return
     if not doc.render(out):
-        sys.exit(1)
+        sys.exit(EXIT_ENVIRONMENT)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -20,6 +21,32 @@ def _version(path: str, flag: str) -> str:
         return path
     text = (done.stdout or done.stderr).strip()
     return text.splitlines()[0][:70] if done.returncode == 0 and text else path
+
+
+def stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
+    """Work directories whose perflab is gone, with the live processes it started there."""
+    from perflab.run.scheduler import _logged_pids, _started_in  # noqa: PLC0415
+
+    out = []
+    for path in sorted(base.glob("perflab-*")):
+        try:
+            owner = int((path / "owner.pid").read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            continue
+        if not Path(f"/proc/{owner}").exists():
+            out.append((path, [pid for pid in _logged_pids(path) if _started_in(pid, path)]))
+    return out
+
+
+def clean(console: Console) -> None:
+    """Stop what killed perflab runs left behind (only processes they started) and remove it."""
+    from perflab.run.scheduler import remove_stale_workdirs  # noqa: PLC0415
+
+    removed = remove_stale_workdirs(Path(TMPFS))
+    for path, killed in removed:
+        console.print(f"removed {path}" + (f"; stopped {', '.join(map(str, killed))}" if killed else ""))
+    if not removed:
+        console.print("nothing left behind by earlier runs")
 
 
 def render(console: Console) -> bool:
@@ -62,6 +89,10 @@ def render(console: Console) -> bool:
     except OSError:
         machine.add_row("perf_event_paranoid", "unknown")
     machine.add_row("running as", "root" if os.geteuid() == 0 else f"uid {os.geteuid()}")
+    stale = stale_workdirs(Path(TMPFS))
+    machine.add_row("leftovers of killed runs", "none" if not stale else
+                    f"[yellow]{len(stale)} work dir(s), {sum(len(p) for _, p in stale)} live process(es)[/]: "
+                    "perflab doctor --clean removes them")  # fmt: skip
     console.print(machine)
     if not ok:
         console.print("[red]missing required tools[/]: run `make setup` (as root) to install them")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1  # the run happened but something in it failed
 EXIT_USAGE = 2  # bad input: nothing was started
+EXIT_ENVIRONMENT = 3  # this machine lacks something (a tool, a library, a permission, exclusivity)
 EXIT_INTERRUPTED = 130
 
 
@@ -55,7 +56,26 @@ class UsageError(PerflabError):
 
 
 class ToolMissingError(PerflabError):
-    exit_code = EXIT_USAGE
+    exit_code = EXIT_ENVIRONMENT
+
+
+class EnvironmentProblem(SpecError):
+    """The experiment file is fine, but this machine cannot run it (missing tools or
+    libraries, no tmpfs, too few CPUs); carries every problem found."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+class ResourceError(PerflabError):
+    """The tmpfs or the results disk is full (or would be): the run stops, stored cells stay."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+class ConcurrentRunError(PerflabError):
+    """Another perflab run holds the machine."""
+
+    exit_code = EXIT_ENVIRONMENT
 
 
 class ServerStartError(PerflabError):

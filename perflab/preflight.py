@@ -14,10 +14,10 @@ import subprocess
 from dataclasses import dataclass
 
 from perflab import allocators
-from perflab.errors import Problem, SpecError
+from perflab.errors import EnvironmentProblem, Problem, SpecError
 from perflab.spec import Experiment
 
-TMPFS = "/dev/shm"
+TMPFS = os.environ.get("PERFLAB_TMPFS", "/dev/shm")  # where servers and datadirs live (RAM)
 
 
 @dataclass(frozen=True)
@@ -50,16 +50,30 @@ def which(name: str) -> str | None:
 
 def check(exp: Experiment) -> None:
     """Raise SpecError with every problem this machine has with `exp`."""
-    problems = _tools() + _allocators(exp)
-    if not problems:
-        problems += _sysbench(exp)
+    machine = _tools() + _allocators(exp)
     if exp.file.experiment.pin and len(os.sched_getaffinity(0)) < 2:
-        problems.append(Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}",
-                                "set pin = false"))  # fmt: skip
+        machine.append(Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}",
+                               "set pin = false"))  # fmt: skip
     if not os.path.isdir(TMPFS):
-        problems.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
+        machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
+    else:
+        need, free = 2 * dataset_estimate(exp), shutil.disk_usage(TMPFS).free
+        if free < need:
+            machine.append(Problem(f"(machine) {TMPFS}", f"about {need >> 20} MiB free (the dataset and one cell's "
+                                   "copy of it)", f"{free >> 20} MiB free",
+                                   "free memory on the tmpfs, or use fewer tables / a smaller table_size"))  # fmt: skip
+    if machine:  # exit code 3: the file may be fine, the machine is not
+        raise EnvironmentProblem(exp.source, machine)
+    problems = _sysbench(exp)
     if problems:
         raise SpecError(exp.source, problems)
+
+
+def dataset_estimate(exp: Experiment) -> int:
+    """Bytes of a prepared datadir, roughly and on the high side: ~400 B per sysbench row
+    (row, primary and secondary index), the redo log, and the system tablespaces."""
+    rows = exp.file.dataset.tables * exp.file.dataset.table_size
+    return rows * 400 + (256 << 20) + (64 << 20)
 
 
 def _tools() -> list[Problem]:

@@ -214,6 +214,7 @@ class ExperimentSection(_Strict):
     pin: StrictBool = False
     stall_threshold: Fraction = 0.5  # a second below this fraction of the steady median is a stall
     cv_warning: Fraction = 0.03  # warn when QPS varies more than this across repeats
+    timeout_margin: Duration = 60.0  # a cell's workload is killed after warm-up + duration + this
 
     @property
     def window_start(self) -> float:
@@ -397,6 +398,7 @@ class Experiment:
     source: str
     raw: dict[str, Any]
     file: ExperimentFile
+    text: str = ""  # the file as written, stored with the results
 
     @property
     def name(self) -> str:
@@ -533,7 +535,7 @@ def parse(text: str, source: str = "<string>") -> Experiment:
     problems = _limits(spec)
     if problems:
         raise SpecError(source, problems)
-    return Experiment(source=source, raw=raw, file=spec)
+    return Experiment(source=source, raw=raw, file=spec, text=text)
 
 
 def _too_deep(path: str) -> Problem:

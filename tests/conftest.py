@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Other perflab runs on a developer's machine (a benchmark, another checkout's tests) must not
+# make these tests refuse to run; tests/integration/test_lock.py clears it to test the refusal.
+os.environ["PERFLAB_ALLOW_CONCURRENT"] = "1"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

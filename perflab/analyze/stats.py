@@ -20,7 +20,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from scipy import stats as sps
+from scipy import special
 
 LEVEL = 0.95
 MIN_REPEATS = 3  # fewer: no interval is given (two points say nothing about their spread)
@@ -52,6 +52,26 @@ class RatioInterval:
     reason: str | None = None
 
 
+def t_quantile(p: float, df: float) -> float:
+    """Student t quantile (scipy.special, not scipy.stats: a tenth of the import time)."""
+    return float(special.stdtrit(df, p))
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """Two-sided p-value of a t statistic."""
+    return float(2 * special.stdtr(df, -abs(t)))
+
+
+def welch_p(a: list[float], b: list[float]) -> float:
+    """Two-sided p-value of Welch's t-test (unequal variances)."""
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return 0.0 if statistics.fmean(a) != statistics.fmean(b) else 1.0
+    t = (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va * va / (len(a) - 1) + vb * vb / (len(b) - 1))
+    return t_two_sided_p(t, df)
+
+
 def ci(values: list[float], level: float = LEVEL) -> Interval:
     """Mean and its t interval; no interval below MIN_REPEATS values."""
     n = len(values)
@@ -60,7 +80,7 @@ def ci(values: list[float], level: float = LEVEL) -> Interval:
     mean = statistics.fmean(values)
     if n < MIN_REPEATS:
         return Interval(mean, None, None, n)
-    half = float(sps.t.ppf((1 + level) / 2, n - 1)) * statistics.stdev(values) / math.sqrt(n)
+    half = t_quantile((1 + level) / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
     return Interval(mean, mean - half, mean + half, n)
 
 
@@ -85,7 +105,7 @@ def ratio_ci(base: list[float], other: list[float], level: float = LEVEL) -> tup
     if se == 0:
         return ratio, ratio, ratio
     df = (va + vb) ** 2 / (va * va / (len(base) - 1) + vb * vb / (len(other) - 1))
-    half = float(sps.t.ppf((1 + level) / 2, df)) * se
+    half = t_quantile((1 + level) / 2, df) * se
     return ratio, ratio * math.exp(-half), ratio * math.exp(half)
 
 

@@ -34,7 +34,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from scipy import stats as sps
+from perflab.analyze.stats import ci, cv, t_two_sided_p, welch_p
 
 STALL_THRESHOLD = 0.5
 BATCH = 5
@@ -123,7 +123,7 @@ def _drifts(values: list[float]) -> bool:
         return False
     if statistics.variance(first) + statistics.variance(second) == 0:
         return True
-    return float(sps.ttest_ind(first, second, equal_var=False).pvalue) < ALPHA
+    return welch_p(first, second) < ALPHA
 
 
 def _differs(head: list[float], tail: list[float]) -> bool:
@@ -138,7 +138,7 @@ def _differs(head: list[float], tail: list[float]) -> bool:
     if noise == 0:
         return True
     t = abs(a - b) / math.sqrt(noise / len(head) + noise / len(tail))
-    return float(2 * sps.t.sf(t, len(tail) - 1)) < ALPHA
+    return t_two_sided_p(t, len(tail) - 1) < ALPHA
 
 
 def detect(
@@ -221,8 +221,6 @@ def window_figures(intervals: list[dict[str, Any]], window_start: float, qps_mea
     95% CI from batch means of its per-second QPS (about 10 batches: seconds next to each
     other are correlated, batches of several seconds much less), and the CV of the
     per-second QPS (the cell's own second-to-second noise)."""
-    from perflab.analyze.stats import ci, cv  # noqa: PLC0415 - stats pulls in scipy
-
     values = [iv["qps"] for iv in sorted(intervals, key=lambda iv: iv["t"]) if iv["t"] > window_start and iv.get("qps") is not None]
     size = max(1, len(values) // 10)
     batches = [statistics.fmean(values[i : i + size]) for i in range(0, len(values) - size + 1, size)]

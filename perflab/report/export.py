@@ -63,6 +63,7 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
         "status": cell["status"],
         "error": cell["error"],
         "log_tail": cell["log_tail"],
+        "backtrace": cell.get("backtrace"),
         "started_at": cell["started_at"],
         "ended_at": cell["ended_at"],
         "preload": cell["preload"],

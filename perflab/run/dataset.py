@@ -8,6 +8,7 @@ bench/restore.py). The buffer pool is sized from the prepared data so every cell
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import shutil
@@ -81,5 +82,16 @@ def prepare(
 def restore(snapshot: Snapshot, dest: Path) -> float:
     """Copy the snapshot to `dest` (which must not exist); returns seconds taken."""
     start = time.monotonic()
-    shutil.copytree(snapshot.datadir, dest, symlinks=True)
+    copy_tree(snapshot.datadir, dest)
     return time.monotonic() - start
+
+
+def copy_tree(source: Path, dest: Path) -> None:
+    """copytree, with a full disk reported as one OSError(ENOSPC) instead of shutil.Error's
+    list of every file that failed."""
+    try:
+        shutil.copytree(source, dest, symlinks=True)
+    except shutil.Error as exc:
+        if any(f"[Errno {errno.ENOSPC}]" in str(why) for _, _, why in exc.args[0]):
+            raise OSError(errno.ENOSPC, f"no space left on device while copying the dataset to {dest}") from None
+        raise

@@ -8,13 +8,14 @@ kills the whole process group in `finally`; `os.wait4` reaps it and returns its 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -31,6 +32,20 @@ def guarded(argv: Sequence[str], cpus: Sequence[int] | None = None) -> list[str]
     if cpus:
         prefix += ["taskset", "-c", ",".join(map(str, cpus))]
     return prefix + list(argv)
+
+
+PID_LOG: Path | None = None  # the run's pid file, set by `recording_pids`
+
+
+@contextlib.contextmanager
+def recording_pids(path: Path) -> Iterator[None]:
+    """Append the pid of every Child started inside to `path` (one per line)."""
+    global PID_LOG
+    previous, PID_LOG = PID_LOG, path
+    try:
+        yield
+    finally:
+        PID_LOG = previous
 
 
 class Child:
@@ -61,6 +76,9 @@ class Child:
             raise ToolMissingError(f"cannot run {argv[0]}: {exc.strerror}", "run `perflab doctor`") from None
         self.pid = self.popen.pid
         self.rusage: resource.struct_rusage | None = None
+        if PID_LOG is not None:  # so a later perflab can find it if it ever outlived us
+            with open(PID_LOG, "a", encoding="ascii") as log:
+                log.write(f"{self.pid}\n")
 
     def __enter__(self) -> Child:
         return self

@@ -9,10 +9,14 @@ at the end whatever happens.
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import datetime as dt
 import os
 import resource
 import shutil
+import signal
+import sqlite3
 import tempfile
 import time
 from collections.abc import Callable
@@ -20,19 +24,21 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from perflab import allocators
+from perflab import allocators, preflight
 from perflab.analyze import steady
 from perflab.analyze.summary import adaptive_targets
-from perflab.errors import AllocatorNotMappedError, PerflabError, ServerCrashedError, WorkloadError
+from perflab.errors import AllocatorNotMappedError, PerflabError, ResourceError, ServerCrashedError, WorkloadError
 from perflab.run import dataset
 from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
-from perflab.run.proc import Child, clean_env
+from perflab.run.proc import Child, clean_env, recording_pids
 from perflab.run.servers.mariadb import MariaDB
 from perflab.run.workloads import sysbench
 from perflab.spec import Cell, Experiment
 from perflab.store.results import Results
 
-TMPFS = Path("/dev/shm")
+TMPFS = Path(preflight.TMPFS)
+SPACE_MARGIN = 64 << 20  # tmp tables, logs, the server's own files beside a cell's datadir
+SNAPSHOT_DIR = "dataset"  # in the results directory, kept until the run completes
 CELL_OVERHEAD_S = 3.0  # restore + start + stop, measured here at about 1-2 s
 Listener = Callable[[str, dict[str, Any]], None]
 
@@ -62,16 +68,47 @@ def cpu_plan(pin: bool) -> tuple[list[int] | None, list[int] | None]:
     return allowed[:1], allowed[1:]
 
 
-def remove_stale_workdirs(base: Path) -> None:
-    """Delete work directories left by a perflab that was killed with SIGKILL (its children
-    died with it through pdeathsig, but nothing could remove its files)."""
+def remove_stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
+    """Delete work directories left by a perflab that died without cleaning up (SIGKILL):
+    first stop any process it started that still runs (pdeathsig makes that rare), then
+    remove its files. A pid from the run's `pids` file is killed only if its command line
+    still names that work directory: a recycled pid belongs to someone else and is never
+    touched. Returns what was removed: (work directory, pids killed)."""
+    removed = []
     for path in base.glob("perflab-*"):
         try:
             owner = int((path / "owner.pid").read_text(encoding="ascii"))
         except (OSError, ValueError):
             continue
-        if not Path(f"/proc/{owner}").exists():
-            shutil.rmtree(path, ignore_errors=True)
+        if Path(f"/proc/{owner}").exists():
+            continue
+        killed = [pid for pid in _logged_pids(path) if _started_in(pid, path) and _kill(pid)]
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append((path, killed))
+    return removed
+
+
+def _logged_pids(workdir: Path) -> list[int]:
+    try:
+        return [int(x) for x in (workdir / "pids").read_text(encoding="ascii").split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _started_in(pid: int, workdir: Path) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return str(workdir).encode() in f.read()
+    except OSError:
+        return False
+
+
+def _kill(pid: int) -> bool:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 def cpus_allowed(pid: int) -> str | None:
@@ -89,28 +126,81 @@ class Scheduler:
         self.listen = listener or (lambda event, data: None)
         self.server_cpus, self.client_cpus = cpu_plan(exp.file.experiment.pin)
         self.sysbench_defaults: dict[str, str] = {}
+        self._snapshot_bytes: dict[Path, int] = {}
 
-    def run(self) -> list[dict[str, Any]]:
+    def run(self, resume: bool = False) -> list[dict[str, Any]]:
+        """Run the cells not yet in the results (all of them in a new run), in run order.
+
+        The dataset snapshot is kept in the results directory (`dataset/`) until the run
+        completes, so `perflab run --resume` continues on the same data without preparing."""
         base = TMPFS if TMPFS.is_dir() else Path(tempfile.gettempdir())
         remove_stale_workdirs(base)
         workdir = Path(tempfile.mkdtemp(prefix="perflab-", dir=base))
         (workdir / "owner.pid").write_text(str(os.getpid()), encoding="ascii")
         self.results.set_meta(workdir=str(workdir))
-        done = []
+        done = self.results.cells() if resume else []
         try:
-            snapshot = self._prepare(workdir)
-            self.results.set_meta(dataset={"data_bytes": snapshot.data_bytes, "prepare_s": snapshot.prepare_s,
-                                           "buffer_pool": snapshot.buffer_pool})  # fmt: skip
-            self.sysbench_defaults = sysbench.known_options(self.exp.file.workload.test)
-            if self.exp.file.experiment.adaptive:
-                self._run_adaptive(snapshot, workdir, done)
-            else:
-                cells = self.exp.cells()
-                for cell in cells:
-                    done.append(self._run_one(cell, snapshot, workdir, len(cells)))
+            with recording_pids(workdir / "pids"):
+                self._run_cells(workdir, resume, done)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise ResourceError(f"no space left: {exc}", self._space_hint()) from None
+        except sqlite3.OperationalError as exc:  # "database or disk is full"
+            raise ResourceError(f"the results database could not be written: {exc}", self._space_hint()) from None
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(self.results.dir / SNAPSHOT_DIR, ignore_errors=True)  # complete: not needed any more
         return done
+
+    def _run_cells(self, workdir: Path, resume: bool, done: list[dict[str, Any]]) -> None:
+        snapshot = self._snapshot(workdir, resume)
+        self.sysbench_defaults = sysbench.known_options(self.exp.file.workload.test)
+        if self.exp.file.experiment.adaptive:
+            self._run_adaptive(snapshot, workdir, done)
+            return
+        have = {row["key"] for row in done}
+        cells = [cell for cell in self.exp.cells() if cell.key not in have]
+        for cell in cells:
+            done.append(self._run_one(cell, snapshot, workdir, len(cells)))
+
+    def _snapshot(self, workdir: Path, resume: bool) -> dataset.Snapshot:
+        kept = self.results.dir / SNAPSHOT_DIR
+        known = self.results.meta().get("dataset") or {}
+        if resume and kept.is_dir() and known.get("data_bytes"):
+            started = time.monotonic()
+            dataset.copy_tree(kept, workdir / "snapshot")
+            self.listen("snapshot_reused", {"path": kept, "seconds": time.monotonic() - started})
+            return dataset.Snapshot(workdir / "snapshot", known["data_bytes"], known.get("prepare_s") or 0.0)
+        if resume:
+            self.results.set_meta(dataset_reprepared=True)  # different random rows than the first cells had
+        snapshot = self._prepare(workdir)
+        self.results.set_meta(dataset={"data_bytes": snapshot.data_bytes, "prepare_s": snapshot.prepare_s,
+                                       "buffer_pool": snapshot.buffer_pool})  # fmt: skip
+        shutil.rmtree(kept, ignore_errors=True)
+        try:
+            dataset.copy_tree(snapshot.datadir, kept)
+        except OSError:
+            shutil.rmtree(kept, ignore_errors=True)  # a partial snapshot must never be resumed from
+            raise
+        return snapshot
+
+    def _space_hint(self) -> str:
+        return (f"free space on {TMPFS} (datadirs) or {self.results.dir} (results), or use a smaller dataset; "
+                f"the stored cells are intact: `perflab run --resume {self.results.dir}` continues")
+
+    def _check_space(self, snapshot: dataset.Snapshot, workdir: Path) -> None:
+        """Before a cell: room on the tmpfs for one more copy of the dataset, and on the
+        results disk for its logs; else stop now, with the stored cells intact."""
+        if snapshot.datadir not in self._snapshot_bytes:
+            self._snapshot_bytes[snapshot.datadir] = dataset.tree_bytes(snapshot.datadir)
+        need = self._snapshot_bytes[snapshot.datadir] + SPACE_MARGIN
+        free = shutil.disk_usage(workdir).free
+        if free < need:
+            raise ResourceError(f"{TMPFS} has {free >> 20} MiB free; a cell needs {need >> 20} MiB (a copy of the "
+                                "dataset and room beside it)", self._space_hint())  # fmt: skip
+        if shutil.disk_usage(self.results.dir).free < 16 << 20:
+            raise ResourceError(f"{self.results.dir} has less than 16 MiB free", self._space_hint())
 
     def _run_one(self, cell: Cell, snapshot: dataset.Snapshot, workdir: Path, total: int) -> dict[str, Any]:
         self.listen("cell_start", {"cell": cell, "total": total})
@@ -121,9 +211,12 @@ class Scheduler:
     def _run_adaptive(self, snapshot: dataset.Snapshot, workdir: Path, done: list[dict[str, Any]]) -> None:
         """repeats = "auto": interleaved rounds; after min_repeats rounds, a round repeats
         only the (variant, threads) groups whose 95% CI is still wider than target_ci, until
-        all are tight, max_repeats is reached or the next round would overrun time_budget."""
+        all are tight, max_repeats is reached or the next round would overrun time_budget
+        (counted from this invocation's start). Cells already in `done` (a resumed run) are
+        not run again; the rounds they belong to are replayed from the stored results."""
         spec = self.exp.file.experiment
-        started = time.monotonic()
+        started, ran = time.monotonic(), 0
+        have = {row["key"] for row in done}
         pending: set[tuple[str, int]] | None = None  # None: every group
         stop = "all targets met"
         repeat = 0
@@ -131,9 +224,11 @@ class Scheduler:
             if repeat == spec.max_repeats:
                 stop = f"max_repeats ({spec.max_repeats}) reached"
                 break
-            cells = self.exp.round(repeat + 1, start=len(done), only=pending)
+            start = max((row["id"] for row in done), default=-1) + 1
+            cells = [c for c in self.exp.round(repeat + 1, only=pending) if c.key not in have]
+            cells = [dataclasses.replace(c, order=start + i) for i, c in enumerate(cells)]
             spent = time.monotonic() - started
-            per_cell = spent / len(done) if done else cell_seconds(self.exp)
+            per_cell = spent / ran if ran else cell_seconds(self.exp)
             if spec.time_budget and repeat >= spec.min_repeats and spent + per_cell * len(cells) > spec.time_budget:
                 stop = f"time_budget ({spec.time_budget:.0f} s) would be exceeded by the next round"
                 break
@@ -141,6 +236,7 @@ class Scheduler:
             planned = len(done) + len(cells)
             for cell in cells:
                 done.append(self._run_one(cell, snapshot, workdir, planned))
+                ran += 1
             if repeat >= spec.min_repeats:
                 targets = adaptive_targets(done, spec.target_ci)
                 pending = {key for key, target in targets.items() if not target["met"]}
@@ -163,6 +259,7 @@ class Scheduler:
         return snapshot
 
     def _run_cell(self, cell: Cell, snapshot: dataset.Snapshot, workdir: Path) -> dict[str, Any]:
+        self._check_space(snapshot, workdir)
         logs = self.results.log_dir(cell.order)
         rundir = workdir / f"cell-{cell.order:04d}"
         rundir.mkdir()
@@ -185,13 +282,17 @@ class Scheduler:
                 row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
                 intervals, rss, measured = self._workload(cell, server, logs)
                 if not server.alive():
-                    raise ServerCrashedError(f"mariadbd died during the run:\n{server.error_lines()}")
+                    raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
             row.update(measured, status="ok")
             row.update(self._steady(intervals, measured["summary"]["qps"]))
             row["resources"]["restore_s"] = round(restore_s, 3)
         except PerflabError as exc:
             row["error"] = exc.message
+            if (server.crashed or (server.crashed is None and server.child is not None and not server.alive())) \
+                    and not exc.message.startswith("server"):  # fmt: skip
+                row["error"] = f"{server.death()}; {exc.message}"  # the server's death explains the rest
             row["log_tail"] = server.error_lines(30)
+            row["backtrace"] = server.backtrace()
         finally:
             server.stop()
             if server.error_log.exists():
@@ -257,7 +358,7 @@ class Scheduler:
             self_before = resource.getrusage(resource.RUSAGE_SELF)
             busy_before, client_before, window_started = machine_busy_s(), process_cpu_s(child.pid), time.monotonic()
             with RssSampler(server.pid) as rss:
-                code = _wait(child, warmup + seconds)
+                code = _wait(child, warmup + seconds, spec.timeout_margin)
             self_after = resource.getrusage(resource.RUSAGE_SELF)
             used = ProcCounters.read(server.pid).minus(before)
             busy, window = machine_busy_s() - busy_before, time.monotonic() - window_started
@@ -265,7 +366,8 @@ class Scheduler:
         summary = sysbench.parse_summary(text)
         if code != 0 or summary is None:
             tail = "\n".join(text.strip().splitlines()[-10:])
-            raise WorkloadError(f"sysbench exited with code {code}:\n{tail}", f"full output: {out}")
+            how = f"died: signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exited with code {code}"
+            raise WorkloadError(f"sysbench {how}:\n{tail}", f"full output: {out}")
         intervals = [_interval(iv, warmup) for iv in sysbench.parse_intervals(text)]
         usage = child.rusage
         resources = _resources(used, summary.transactions, rss)
@@ -294,12 +396,16 @@ def _sleep_until(deadline: float, child: Child) -> None:
         time.sleep(min(left, 0.5))
 
 
-def _wait(child: Child, seconds: int) -> int:
+def _wait(child: Child, seconds: int, margin: float) -> int:
+    """The cell's deadline: a stuck client (or a server that stopped answering) is killed."""
     try:
-        return child.wait(timeout=seconds + 120)
+        return child.wait(timeout=seconds + margin)
     except TimeoutError:
         child.kill()
-        raise WorkloadError(f"sysbench did not finish {seconds}s of work in {seconds + 120}s") from None
+        raise WorkloadError(
+            f"timed out: sysbench did not finish {seconds} s of work in {seconds + margin:.0f} s; killed",
+            "a hung server or client; raise experiment.timeout_margin if the machine is just slow",
+        ) from None
 
 
 def _interval(iv: sysbench.Interval, warmup: int) -> dict[str, Any]:

@@ -4,7 +4,7 @@ Schema version history (`meta.schema_version`):
   1  first version: meta, cells, intervals, rss_samples.
   2  steady state per cell: cells.warmup_s is now the *detected* end of the warm-up, with
      warmup_method, window_start_s (where the measured window began), settled,
-     unsettled_reason, stalls (JSON) and steady (JSON). A version 1 directory is upgraded
+     unsettled_reason, stalls (JSON) and steady (JSON); backtrace of a crashed server. A version 1 directory is upgraded
      in place when opened (columns added; its cells keep NULL there, and readers detect
      their steady state from the stored intervals).
 
@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS cells (
     status TEXT NOT NULL,              -- ok | failed
     error TEXT,
     log_tail TEXT,
+    backtrace TEXT,                    -- the server's own stack trace from its error log, if it crashed
     started_at TEXT, ended_at TEXT,
     preload TEXT, allocator_library TEXT, allocator_version TEXT,
     env TEXT NOT NULL, server_options TEXT NOT NULL, pinning TEXT,
@@ -68,7 +69,7 @@ _JSON_COLUMNS = (
     "variant", "env", "server_options", "pinning", "summary", "resources", "sysbench_options", "stalls", "steady",
 )
 _V2_COLUMNS = (
-    "warmup_method TEXT", "window_start_s REAL", "settled INTEGER", "unsettled_reason TEXT", "stalls TEXT", "steady TEXT",
+    "backtrace TEXT", "warmup_method TEXT", "window_start_s REAL", "settled INTEGER", "unsettled_reason TEXT", "stalls TEXT", "steady TEXT",
 )
 
 

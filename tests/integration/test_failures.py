@@ -142,7 +142,10 @@ def test_ctrl_c_stops_everything_and_keeps_results(tmp_path: Path):
 
 def test_sigkill_of_perflab_leaves_no_orphans(tmp_path: Path):
     proc, out, workdir = _start_and_wait_for_workload(tmp_path, "killed")
-    assert len(perflab_children(workdir)) == 2  # the server and the client
+    children = perflab_children(workdir)
+    assert len(children) == 2  # the server and the client
+    logged = set((Path(workdir) / "pids").read_text().split())
+    assert {str(pid) for pid, _ in children} <= logged  # recorded for a later perflab to find
     proc.kill()  # SIGKILL: no finally runs; the kernel's pdeathsig must take the children down
     proc.communicate(timeout=30)
     _assert_no_children_within(workdir, 10)
@@ -152,13 +155,56 @@ def test_sigkill_of_perflab_leaves_no_orphans(tmp_path: Path):
     assert not Path(workdir).exists()
 
 
-def test_server_crash_fails_the_cell_and_the_matrix_goes_on(tmp_path: Path):
+@pytest.mark.parametrize(("sig", "name"), [(signal.SIGKILL, "SIGKILL"), (signal.SIGSEGV, "SIGSEGV")])
+def test_server_crash_fails_the_cell_and_the_matrix_goes_on(tmp_path: Path, sig: int, name: str):
     proc, out, workdir = _start_and_wait_for_workload(tmp_path, "crash", duration="6s", repeats=2)
     (server,) = [pid for pid, cmd in perflab_children(workdir) if "mariadbd" in cmd.split()[0]]
-    os.kill(server, signal.SIGKILL)
+    os.kill(server, sig)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 1, stdout + stderr
     first, second = export(out)["cells"]
-    assert first["status"] == "failed" and first["error"]
-    assert "sysbench" in first["error"] or "mariadbd" in first["error"]
+    assert first["status"] == "failed"
+    assert first["error"].startswith(f"server died: signal {int(sig)} ({name})"), first["error"]
+    if sig == signal.SIGSEGV:  # mariadbd's own crash report, from its error log
+        assert first["backtrace"] and "got signal 11" in first["backtrace"]
+    # the next cell starts on a fresh copy of the dataset and succeeds
     assert second["status"] == "ok" and second["summary"]["qps"] > 0
+    _assert_no_children_within(workdir, 5)
+
+
+def test_stopped_client_times_out_and_the_matrix_goes_on(tmp_path: Path):
+    spec = tiny(tmp_path, "hang", duration="3s", repeats=2)
+    spec.write_text(spec.read_text().replace('[dataset]', 'timeout_margin = "5s"\n\n[dataset]'))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    client = None
+    while client is None and time.monotonic() < deadline:
+        workdir = _workdir(out)
+        found = [pid for pid, cmd in perflab_children(workdir) if " run" in cmd] if workdir else []
+        client = found[0] if found else None
+        time.sleep(0.1)
+    assert client, "sysbench never started"
+    os.kill(client, signal.SIGSTOP)  # a hang: the process exists but makes no progress
+    started = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 1, stdout + stderr
+    first, second = export(out)["cells"]
+    assert first["status"] == "failed" and first["error"].startswith("timed out"), first["error"]
+    assert second["status"] == "ok"
+    assert time.monotonic() - started < 60  # warm-up + duration + 5 s margin, then the next cell
+    _assert_no_children_within(workdir, 5)
+
+
+def test_client_crash_fails_the_cell_with_its_signal(tmp_path: Path):
+    proc, out, workdir = _start_and_wait_for_workload(tmp_path, "client-crash", duration="6s", repeats=2)
+    (client,) = [pid for pid, cmd in perflab_children(workdir) if " run" in cmd and "sysbench" in cmd]
+    os.kill(client, signal.SIGSEGV)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stdout + stderr
+    first, second = export(out)["cells"]
+    assert first["status"] == "failed"
+    assert first["error"].startswith("sysbench died: signal 11 (SIGSEGV)"), first["error"]
+    assert second["status"] == "ok"
+    _assert_no_children_within(workdir, 5)

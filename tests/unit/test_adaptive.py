@@ -90,3 +90,14 @@ def test_time_budget_stops_before_a_round_that_would_overrun(tmp_path, monkeypat
     assert adaptive["stop_reason"].startswith("time_budget (65 s)")
     done, adaptive = run(tmp_path / "b", monkeypatch, max_repeats=10, budget='time_budget = "75s"', cell_seconds=10.0)
     assert len(done) == 7 and adaptive["rounds"] == 4
+
+
+def test_resumed_adaptive_run_replays_stored_rounds(tmp_path, monkeypatch):
+    full, _ = run(tmp_path, monkeypatch)
+    exp = spec.parse(SPEC.format(max_repeats=6, budget=""))
+    with Results(tmp_path / "resumed", create=True) as results:
+        sched = DrawingScheduler(exp, results)
+        done = [dict(row) for row in full[:5]]  # killed in the middle of round 3
+        sched._run_adaptive(None, tmp_path, done)  # type: ignore[arg-type]
+    assert [c["key"] for c in done] == [c["key"] for c in full]
+    assert [c["id"] for c in done] == list(range(9))

@@ -593,3 +593,17 @@ def test_adaptive_settings() -> None:
 def test_window_start() -> None:
     assert spec.parse(HEAD + 'warmup = "7s"\n').file.experiment.window_start == 7.0
     assert spec.parse(HEAD + 'max_warmup = "15s"\n').file.experiment.window_start == 15.0
+
+
+def test_cli_missing_tool_is_an_environment_problem(tmp_path: Path, fake_tools: tuple[dict[str, str], Path]) -> None:
+    """Exit code 3 (the machine lacks something), not 2 (bad input), with the package to install."""
+    env, started = fake_tools
+    (tmp_path / "bin" / "sysbench").unlink()
+    env = {**env, "PATH": str(tmp_path / "bin")}  # nothing else: sysbench is nowhere
+    good = tmp_path / "good.toml"
+    good.write_text(HEAD, encoding="utf-8")
+    done = run_cli(["run", str(good), "-o", str(tmp_path / "out")], env, tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert "(tool) sysbench: expected installed, found missing" in done.stderr
+    assert "apt-get install sysbench" in done.stderr
+    assert not (tmp_path / "out").exists() and not started.exists()

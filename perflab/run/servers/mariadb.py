@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import time
 from collections.abc import Sequence
@@ -115,6 +116,7 @@ class MariaDB:
         self.preload = preload
         self.cpus = cpus
         self.child: Child | None = None
+        self.crashed: bool | None = None  # known once stopped: did it end on its own first?
 
     def write_option_file(self) -> None:
         self.tmpdir.mkdir(parents=True, exist_ok=True)
@@ -200,6 +202,26 @@ class MariaDB:
                 "--batch", "--skip-column-names", "-e", statement]  # fmt: skip
         return call(argv, what="mariadb client", env=clean_env(), timeout=120)
 
+    def death(self) -> str:
+        """How the server ended, for a failed cell: "server died: signal 11 (SIGSEGV)"."""
+        code = None if self.child is None else self.child.poll()
+        if code is None:
+            return "server still running"
+        if code < 0:
+            return f"server died: signal {-code} ({signal.Signals(-code).name})"
+        return f"server exited with code {code}"
+
+    def backtrace(self, limit: int = 80) -> str | None:
+        """The stack trace mariadbd writes into its error log when it crashes, if any."""
+        try:
+            lines = self.error_log.read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
+            return None
+        for i, line in enumerate(lines):
+            if "Attempting backtrace" in line or "got signal" in line:
+                return "\n".join(lines[i : i + limit])
+        return None
+
     def alive(self) -> bool:
         return self.child is not None and self.child.poll() is None
 
@@ -208,6 +230,8 @@ class MariaDB:
         datadir is thrown away anyway (a cell's copy)."""
         if self.child is None:
             return
+        if self.crashed is None:
+            self.crashed = self.child.poll() is not None  # it ended before we stopped it
         if clean:
             self.child.terminate(grace=120)
         else:
