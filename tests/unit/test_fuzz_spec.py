@@ -418,3 +418,14 @@ def test_cli_check_hostile_file(name: str, tmp_path: Path, fake_path: tuple[dict
     assert "Traceback" not in done.stdout + done.stderr
     assert not started.exists(), f"a process was started: {started.read_text()}"
     assert set(tmp_path.iterdir()) == {tmp_path / "bin"}  # no results directory
+
+
+def test_cli_directory_as_experiment_file(tmp_path: Path, fake_path: tuple[dict[str, str], Path]) -> None:
+    env, started = fake_path
+    (folder := tmp_path / "my experiments").mkdir()
+    done = subprocess.run([sys.executable, "-m", "perflab", "run", str(folder), "--check"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)  # fmt: skip
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert "is a directory" in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not started.exists()
