@@ -66,7 +66,8 @@ INT64 = 2**63
 
 
 def _fail(expected: str, hint: str | None = None, found: str | None = None) -> PydanticCustomError:
-    return PydanticCustomError("perflab", "{expected}", {"expected": expected, "hint": hint or "", "found": found or ""})
+    context = {"expected": expected, "hint": hint or "", "found": found or ""}  # found: "" -> the input, shown
+    return PydanticCustomError("perflab", "{expected}", context)
 
 
 def _duration(value: Any) -> float:
@@ -463,13 +464,14 @@ def load(path: str | Path) -> Experiment:
     except FileNotFoundError:
         raise SpecError(source, [Problem("(file)", "an experiment file", "no such file", "check the path")]) from None
     except IsADirectoryError:
-        raise SpecError(source, [Problem("(file)", "an experiment file", "a directory", "give the .toml file in it")]) from None
+        raise SpecError(source, [Problem("(file)", "an experiment file", "a directory",
+                                         "give the .toml file in it")]) from None  # fmt: skip
     except OSError as exc:
         raise SpecError(source, [Problem("(file)", "a readable file", exc.strerror or str(exc),
                                          "check the file's permissions")]) from None  # fmt: skip
     if len(data) > MAX_FILE_BYTES:
         raise SpecError(source, [Problem("(file)", "an experiment file of at most 1 MiB", "a larger file",
-                                         "an experiment file is a few dozen lines: is this the right file?")])  # fmt: skip
+                                         "an experiment is a few dozen lines: is this the right file?")])  # fmt: skip
     return parse(_decode(data, source), source)
 
 
@@ -557,7 +559,8 @@ def _raw_problems(raw: dict[str, Any]) -> list[Problem]:
         elif isinstance(node, list):
             stack += [(v, [*path, str(i)]) for i, v in reversed(list(enumerate(node)))]
         elif isinstance(node, int) and not -INT64 <= node < INT64:
-            problems.append(Problem(_key_path(path), "an integer between -2^63 and 2^63-1", f"an integer of {node.bit_length()} bits",
+            problems.append(Problem(_key_path(path), "an integer between -2^63 and 2^63-1",
+                                    f"an integer of {node.bit_length()} bits",
                                     "TOML integers are 64-bit; no setting needs more"))  # fmt: skip
     return problems
 
@@ -578,7 +581,7 @@ def _limits(spec: ExperimentFile) -> list[Problem]:
     if not problems and cells > MAX_CELLS:
         problems.append(Problem("(matrix)", f"at most {MAX_CELLS} cells", f"{cells} cells "
                                 f"({combos} variants x {len(spec.workload.threads)} thread counts x {rounds} repeats)",
-                                "split the experiment, or use fewer axes, labels, thread counts or repeats"))  # fmt: skip
+                                "split it, or use fewer axes, labels, thread counts or repeats"))  # fmt: skip
     return problems
 
 
@@ -665,7 +668,8 @@ def _problem(err: dict[str, Any], raw: Any = None) -> Problem:
     if kind == "perflab":
         return Problem(path, ctx["expected"], ctx.get("found") or found, ctx.get("hint") or None)
     if kind == "extra_forbidden":
-        return Problem(path, "no such key", f"unknown key {_short(loc[-1])!r}", "check the spelling; see README 'Experiment file'")
+        found = f"unknown key {_short(loc[-1])!r}"
+        return Problem(path, "no such key", found, "check the spelling; see README 'Experiment file'")
     if kind == "missing":
         return Problem(path, "a value", "nothing", f"add {loc[-1]} = ...")
     if kind == "literal_error":

@@ -18,7 +18,8 @@ from perflab.errors import EXIT_USAGE, Problem, SpecError
 from perflab.run.servers import mariadb
 
 HEAD = '[experiment]\nname = "t"\n'
-LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
+LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
+            "/usr/lib")  # fmt: skip
 
 
 def toml_str(text: str) -> str:
@@ -328,7 +329,8 @@ def test_env_name_is_validated(name: str) -> None:
 
 
 def test_env_values_pass_through_exactly() -> None:
-    values = {"A": "a=b", "B": "line1\nline2", "C": " spaced ", "D": "é#[x]", "GLIBC_TUNABLES": "glibc.malloc.arena_max=1"}
+    values = {"A": "a=b", "B": "line1\nline2", "C": " spaced ", "D": "é#[x]",
+              "GLIBC_TUNABLES": "glibc.malloc.arena_max=1"}  # fmt: skip
     table = ", ".join(f"{k} = {toml_str(v)}" for k, v in values.items())
     (cell, *_) = spec.parse(HEAD + f"[variants.v]\nx = {{ env = {{ {table} }} }}\n").cells()
     assert cell.env == values
