@@ -9,6 +9,7 @@ import os
 import shutil
 import struct
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -120,11 +121,26 @@ def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert "permissions" in (problem.hint or "")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 file (see test_unreadable_file)")
-def test_unreadable_file_chmod(tmp_path: Path) -> None:
-    (path := tmp_path / "secret.toml").write_text(HEAD, encoding="utf-8")
-    path.chmod(0)
-    assert load_problem(path).found == "Permission denied"
+def test_unreadable_file_chmod() -> None:
+    """A real permission check: as root, the file is read with the effective uid of `nobody`."""
+    folder = Path(tempfile.mkdtemp(prefix="perflab-perm-"))
+    try:
+        folder.chmod(0o755)  # nobody may enter, not read the file
+        (path := folder / "secret.toml").write_text(HEAD, encoding="utf-8")
+        path.chmod(0)
+        root = os.geteuid() == 0
+        if root:
+            os.setegid(65534)
+            os.seteuid(65534)
+        try:
+            problem = load_problem(path)
+        finally:
+            if root:
+                os.seteuid(0)
+                os.setegid(0)
+        assert problem.found == "Permission denied"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_huge_file_is_not_read_whole(tmp_path: Path) -> None:
