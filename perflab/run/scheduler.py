@@ -27,7 +27,14 @@ from typing import Any
 from perflab import allocators, preflight
 from perflab.analyze import steady
 from perflab.analyze.summary import adaptive_targets
-from perflab.errors import AllocatorNotMappedError, PerflabError, ResourceError, ServerCrashedError, WorkloadError
+from perflab.errors import (
+    AllocatorNotMappedError,
+    PerflabError,
+    ResourceError,
+    ServerCrashedError,
+    ServerStartError,
+    WorkloadError,
+)
 from perflab.run import dataset
 from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
 from perflab.run.proc import Child, clean_env, recording_pids
@@ -289,7 +296,7 @@ class Scheduler:
         except PerflabError as exc:
             row["error"] = exc.message
             if (server.crashed or (server.crashed is None and server.child is not None and not server.alive())) \
-                    and not exc.message.startswith("server"):  # fmt: skip
+                    and not isinstance(exc, ServerStartError) and not exc.message.startswith("server"):  # fmt: skip
                 row["error"] = f"{server.death()}; {exc.message}"  # the server's death explains the rest
             row["log_tail"] = server.error_lines(30)
             row["backtrace"] = server.backtrace()
@@ -299,6 +306,9 @@ class Scheduler:
                 shutil.copy2(server.error_log, logs / "error.log")
             if server.option_file.exists():
                 shutil.copy2(server.option_file, logs / "my.cnf")
+            console = rundir / "stdout.log"
+            if console.exists() and console.stat().st_size:
+                shutil.copy2(console, logs / "stdout.log")
             shutil.rmtree(rundir, ignore_errors=True)
         row["ended_at"] = now()
         self.results.commit_cell(row, intervals, rss)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -68,9 +69,12 @@ bad  = { server_options = { no_such_server_option = "1" } }
 
 
 def test_allocator_that_did_not_load_fails_the_cell(tmp_path: Path):
-    # exists, but is no ELF: ld.so prints a warning, ignores it, and the server starts with glibc
+    # passes perflab's ELF check (a shared object of this machine), but has no program
+    # headers: ld.so prints "cannot be preloaded ... ignored" and starts the server with glibc
+    data = bytearray(Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2").read_bytes())
+    struct.pack_into("<H", data, 0x38, 0)  # e_phnum = 0
     fake = tmp_path / "libfake-malloc.so"
-    fake.write_text("not a shared object\n")
+    fake.write_bytes(bytes(data))
     spec = tiny(tmp_path, "fakealloc", f"""
 [variants.allocator]
 fake = {{ preload = "{fake}" }}
@@ -208,3 +212,22 @@ def test_client_crash_fails_the_cell_with_its_signal(tmp_path: Path):
     assert first["error"].startswith("sysbench died: signal 11 (SIGSEGV)"), first["error"]
     assert second["status"] == "ok"
     _assert_no_children_within(workdir, 5)
+
+
+def test_preload_that_stops_the_server_at_start_says_why(tmp_path: Path):
+    # a real shared object whose dependency is gone: ld.so refuses to start the server at all
+    (tmp_path / "gone.c").write_text("int gone(void) { return 1; }\n")
+    (tmp_path / "fake.c").write_text("int gone(void);\nint fake(void) { return gone(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libgone.so"), str(tmp_path / "gone.c")], check=True)
+    lib = tmp_path / "libneedsgone.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "fake.c"), f"-L{tmp_path}", "-lgone"],
+                   check=True)  # fmt: skip
+    (tmp_path / "libgone.so").unlink()
+    spec = tiny(tmp_path, "needsgone", f'[variants.allocator]\nx = {{ preload = "{lib}" }}\n')
+    done = perflab("run", str(spec), "-o", str(tmp_path / "out"))
+    assert done.returncode == 1
+    (cell,) = export(tmp_path / "out")["cells"]
+    # ld.so's own words, from the server's console, not "(no error log written)"
+    assert cell["error"].startswith("mariadbd exited with code 127 during start-up")
+    assert "libgone.so: cannot open shared object file" in cell["error"]
+    assert (tmp_path / "out" / "logs" / "cell-0000" / "stdout.log").exists()

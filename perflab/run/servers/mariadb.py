@@ -149,7 +149,9 @@ class MariaDB:
         if self.preload is not None:
             self.env["LD_PRELOAD"] = self.ld_preload()
         argv = [binary("mariadbd"), f"--defaults-file={self.option_file}"]
-        self.child = Child(argv, env=self.env, cpus=self.cpus, cwd=self.rundir)
+        # what the server (or ld.so, before it) prints outside its error log
+        with open(self.rundir / "stdout.log", "w", encoding="utf-8") as console:
+            self.child = Child(argv, env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=console)
         self._wait_ready(deadline_s)
 
     @property
@@ -193,9 +195,14 @@ class MariaDB:
         try:
             lines = self.error_log.read_text(encoding="utf-8", errors="replace").splitlines()
         except FileNotFoundError:
-            return "(no error log written)"
+            lines = []
         errors = [ln for ln in lines if "[ERROR]" in ln]
-        return "\n".join((errors or lines)[-limit:])
+        try:  # ld.so and early start-up failures go to the console, not the error log
+            console = (self.rundir / "stdout.log").read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
+            console = []
+        chosen = errors or [ln for ln in console if ln.strip()] or lines
+        return "\n".join(chosen[-limit:]) if chosen else "(no error log written)"
 
     def sql(self, statement: str) -> str:
         argv = [binary("mariadb"), "--no-defaults", f"--socket={self.socket}", "--user=root",
