@@ -42,16 +42,18 @@ def slug(text: str) -> str:
 
 def build(model: ReportModel) -> list[Figure]:
     figs = [qps_vs_threads(model)]
-    for t in model.threads:
-        rows = [g for g in model.groups if g.threads == t]
-        if len(rows) > 1:
-            figs.append(ratio_chart(model, t, rows))
-        figs.append(latency_chart(model, t, rows))
-        if any(g.rss_end for g in rows):
-            figs.append(rss_chart(model, t, rows))
+    per_threads = {t: [g for g in model.groups if g.threads == t] for t in model.threads}
+    # one kind after the other, so the same chart at two thread counts sits side by side
+    figs += [ratio_chart(model, t, rows) for t, rows in per_threads.items() if len(rows) > 1]
+    figs += [latency_chart(model, t, rows) for t, rows in per_threads.items()]
+    figs += [rss_chart(model, t, rows) for t, rows in per_threads.items() if any(g.rss_end for g in rows)]
     for g in model.groups:
         figs += series_charts(model, g)
     return figs
+
+
+def _threads(n: int) -> str:
+    return f"{n} thread" + ("" if n == 1 else "s")
 
 
 def _label(model: ReportModel, g: Group) -> str:
@@ -95,12 +97,12 @@ def ratio_chart(model: ReportModel, threads: int, groups: list[Group]) -> Figure
             marks = [Mark(c.ratio, "dot", c.ci_low, c.ci_high, text)]
         rows.append(Row(_label(model, g) + (" (baseline)" if g.baseline else ""), model.colors[g.key], marks))
     svg = charts.row_chart(
-        f"QPS relative to the baseline, {threads} threads", "QPS ratio (variant / baseline)", rows,
+        f"QPS relative to the baseline, {_threads(threads)}", "QPS ratio (variant / baseline)", rows,
         [(charts.dot_swatch("dot"), "mean ratio"), (charts.dot_swatch("whisker"), "95% CI"),
          ('<line x1="0" x2="18" y1="0" y2="0" stroke="#555" stroke-dasharray="4 3"/>', "no difference (1.0)")],
         reference=1.0, x_from_zero=False, kind="ratio", fmt=lambda v: f"{v:.2f}",
     )  # fmt: skip
-    return Figure(f"ratio-t{threads}", f"QPS ratio, {threads} threads", svg, "summary", threads)
+    return Figure(f"ratio-t{threads}", f"QPS ratio, {_threads(threads)}", svg, "summary", threads)
 
 
 def _percentile(model: ReportModel, g: Group, key: str) -> float | None:
@@ -125,9 +127,9 @@ def latency_chart(model: ReportModel, threads: int, groups: list[Group]) -> Figu
         rows.append(Row(_label(model, g), model.colors[g.key], marks))
     legend = [(charts.dot_swatch("dot"), "p50"), (charts.dot_swatch("diamond"), "p95"),
               (charts.dot_swatch("whisker"), "p95 95% CI"), (charts.dot_swatch("square"), "p99")]  # fmt: skip
-    svg = charts.row_chart(f"Latency percentiles, {threads} threads (mean of repeats)", "latency (ms)", rows, legend,
+    svg = charts.row_chart(f"Latency percentiles, {_threads(threads)} (mean of repeats)", "latency (ms)", rows, legend,
                            kind="latency", fmt=lambda v: f"{v:g}")  # fmt: skip
-    return Figure(f"latency-t{threads}", f"Latency percentiles, {threads} threads", svg, "summary", threads)
+    return Figure(f"latency-t{threads}", f"Latency percentiles, {_threads(threads)}", svg, "summary", threads)
 
 
 def rss_chart(model: ReportModel, threads: int, groups: list[Group]) -> Figure:
@@ -143,9 +145,9 @@ def rss_chart(model: ReportModel, threads: int, groups: list[Group]) -> Figure:
         rows.append(Row(_label(model, g), model.colors[g.key], marks))
     legend = [(charts.box_swatch("#777"), "RSS at the end of the window"),
               (charts.box_swatch("#777", 0.15, "#777"), "peak RSS in the window")]  # fmt: skip
-    svg = charts.row_chart(f"mariadbd resident memory, {threads} threads (mean of repeats)", "RSS (MiB)", rows, legend,
+    svg = charts.row_chart(f"mariadbd resident memory, {_threads(threads)} (mean of repeats)", "RSS (MiB)", rows, legend,
                            kind="rss")  # fmt: skip
-    return Figure(f"rss-t{threads}", f"RSS, {threads} threads", svg, "summary", threads)
+    return Figure(f"rss-t{threads}", f"RSS, {_threads(threads)}", svg, "summary", threads)
 
 
 def series_charts(model: ReportModel, g: Group) -> list[Figure]:
@@ -173,7 +175,7 @@ def series_charts(model: ReportModel, g: Group) -> list[Figure]:
             note = "" if c.get("settled") not in (False, 0) else " (unsettled)"
             series.append(Series(f"repeat {c['repeat']} (cell {c['id']}){note}", color,
                                  charts.downsample(points, MAX_POINTS), dash=charts.DASHES[i % len(charts.DASHES)]))  # fmt: skip
-        svg = charts.line_chart(f"{label}, {g.threads} threads: {name} per second", "seconds since the workload started",
+        svg = charts.line_chart(f"{label}, {_threads(g.threads)}: {name} per second", "seconds since the workload started",
                                 axis, series, bands=bands, extra_legend=extra, width=460, height=210,
                                 kind=f"series-{metric}")  # fmt: skip
         out.append(Figure(f"series-{slug(g.key)}-t{g.threads}-{name.lower()}", f"{label}, {g.threads} threads, {name}",
