@@ -255,9 +255,11 @@ def _series(fr: _Frame, s: Series) -> str:
         err = s.errors[i] if i < len(s.errors) else None
         tip = f"{s.tooltip or s.label}: {fmt_num(y)}" + (f" [{fmt_num(err[0])}-{fmt_num(err[1])}]" if err else "")
         if err:
-            cx, lo, hi = fr.x(x), fr.y(err[0]), fr.y(err[1])
-            out.append(f'<path d="M{_f(cx)},{_f(lo)} V{_f(hi)} M{_f(cx - 4)},{_f(lo)} h8 M{_f(cx - 4)},{_f(hi)} h8" '
-                       f'stroke="{s.color}" stroke-width="1.4" fill="none"/>')  # fmt: skip
+            # an interval reaching past the axis (a negative QPS bound of a noisy group) is cut
+            # at the frame, without its cap, so the reader sees it continues
+            cx, lo, hi = fr.x(x), fr.y(max(err[0], fr.ys[0])), fr.y(min(err[1], fr.ys[1]))
+            caps = (f" M{_f(cx - 4)},{_f(lo)} h8" if err[0] >= fr.ys[0] else "") + (f" M{_f(cx - 4)},{_f(hi)} h8" if err[1] <= fr.ys[1] else "")
+            out.append(f'<path d="M{_f(cx)},{_f(lo)} V{_f(hi)}{caps}" stroke="{s.color}" stroke-width="1.4" fill="none"/>')
         if s.markers or len(s.points) == 1:
             out.append(f'<circle cx="{_f(fr.x(x))}" cy="{_f(fr.y(y))}" r="3.5" fill="{s.color}"><title>{escape(tip)}</title></circle>')
     out.append("</g>")
@@ -311,9 +313,9 @@ def _mark(fr: _Frame, m: Mark, color: str, cy: float, from_zero: bool) -> str:
         return f'<rect x="{_f(x0)}" y="{_f(cy - h / 2)}" width="{_f(max(x - x0, 1))}" height="{h}" {style}>{tip}</rect>'
     out = ""
     if m.low is not None and m.high is not None:
-        lo, hi = fr.x(m.low), fr.x(m.high)
-        out += (f'<path d="M{_f(lo)},{_f(cy)} H{_f(hi)} M{_f(lo)},{_f(cy - 4)} v8 M{_f(hi)},{_f(cy - 4)} v8" '
-                f'stroke="{color}" stroke-width="1.4" fill="none"/>')  # fmt: skip
+        lo, hi = fr.x(max(m.low, fr.xs[0])), fr.x(min(m.high, fr.xs[1]))
+        caps = (f" M{_f(lo)},{_f(cy - 4)} v8" if m.low >= fr.xs[0] else "") + (f" M{_f(hi)},{_f(cy - 4)} v8" if m.high <= fr.xs[1] else "")
+        out += f'<path d="M{_f(lo)},{_f(cy)} H{_f(hi)}{caps}" stroke="{color}" stroke-width="1.4" fill="none"/>'
     shape = {"dot": f'<circle cx="{_f(x)}" cy="{_f(cy)}" r="4" fill="{color}">{tip}</circle>',
              "diamond": f'<path d="M{_f(x)},{_f(cy - 5)} l5,5 l-5,5 l-5,-5 z" fill="{color}">{tip}</path>',
              "square": f'<rect x="{_f(x - 3.5)}" y="{_f(cy - 3.5)}" width="7" height="7" fill="#fff" stroke="{color}" '

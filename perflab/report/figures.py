@@ -67,13 +67,16 @@ def _variant_title(model: ReportModel) -> str:
 def qps_vs_threads(model: ReportModel) -> Figure:
     threads = model.threads
     series = []
-    for v in model.variants:
+    n = len(model.variants)
+    dodge = min(0.08, 0.6 / max(n, 1))  # variants side by side at each thread count, so error bars do not overlap
+    for k, v in enumerate(model.variants):
+        shift = (k - (n - 1) / 2) * dodge
         key = ",".join(f"{a}={lbl}" for a, lbl in v.items()) or "default"
         gs = [g for g in model.groups if g.key == key and g.qps_mean is not None]
         ci = [g.qps_ci for g in gs]
         series.append(Series(
             ", ".join(v.values()) or "default", model.colors[key],
-            [(threads.index(g.threads), g.qps_mean) for g in gs],  # type: ignore[misc]
+            [(threads.index(g.threads) + shift, g.qps_mean) for g in gs],  # type: ignore[misc]
             [(c.low, c.high) if c.low is not None else None for c in ci], markers=True,
             tooltip=f"{', '.join(v.values()) or 'default'} QPS",
         ))  # fmt: skip
