@@ -86,6 +86,7 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
         out += ["## Failed cells", ""]
         out += table(["cell", "key", "error"], [[c["id"], c["key"], (c["error"] or "?").strip().splitlines()[0]] for c in failed])
         out.append("")
+    out += _profiles(model, charts_dir, link_base)
     out += _charts(model, charts_dir, link_base)
     out.append(f"<sub>perflab report of `{cell(model.directory.name)}`; the raw numbers: `perflab export "
                f"{cell(model.directory.name)} --format json`</sub>")  # fmt: skip
@@ -120,6 +121,32 @@ def _verdicts(model: ReportModel) -> list[str]:
                      [[c.threads, c.metric, c.axis, label(c.baseline), label(c.variant), f"{c.n_baseline}/{c.n_variant}",
                        _ratio(c), _verdict(c)] for c in effects], {0, 5, 6})  # fmt: skip
         out.append("")
+    return out
+
+
+def _profiles(model: ReportModel, charts_dir: Path | None, link_base: str) -> list[str]:
+    """EXTENSION POINT: shown only when report/profiles.py's load() found profiles."""
+    prof = model.profiles
+    if prof is None:
+        return []
+    out = ["## Profiles", ""]
+    for key, rows in prof.top.items():
+        out += [f"### Top functions: {cell(key)}", ""]
+        out += table(["function", "self %", "total %", "samples/txn"],
+                     [[r.function, f"{r.self_pct:.1f}", f"{r.total_pct:.1f}", _num(r.per_txn, "{:.3f}")] for r in rows],
+                     {1, 2, 3}) + [""]  # fmt: skip
+    if prof.pair:
+        out += [f"### Differential: {cell(prof.pair[1])} vs {cell(prof.pair[0])}", ""]
+        out += table(["function", f"{prof.pair[0]} /txn", f"{prof.pair[1]} /txn", "delta /txn"],
+                     [[r.function, f"{r.base_per_txn:.3f}", f"{r.other_per_txn:.3f}", f"{r.delta:+.3f}"] for r in prof.diff],
+                     {1, 2, 3}) + [""]  # fmt: skip
+    if charts_dir is not None:
+        charts_dir.mkdir(parents=True, exist_ok=True)
+        for i, fg in enumerate(prof.flames):
+            name = f"flame-{i}-{figures.slug(fg.title)}.svg"
+            (charts_dir / name).write_text(fg.svg, encoding="utf-8")
+            kind = "Differential flame graph" if fg.differential else "Flame graph"
+            out += [f"[{kind}: {cell(fg.title)}]({link_base + '/' if link_base else ''}{name}) (open it: it is interactive)", ""]
     return out
 
 

@@ -136,5 +136,38 @@ def test_profiles_section_only_with_profiles(page):
     pg, _, _ = page
     # This run has no profiles, so there is no Profiles section.
     # TODO(lead, after the profiles branch merges): run this experiment with [observe] perf, assert
-    # the section is present and that a click on a flame graph frame zooms it (inside its iframe).
+    # the section is present and that a click on a real (inferno) flame graph frame zooms it;
+    # test_embedded_flame_graph_answers_a_click below checks the embedding with a stand-in SVG.
     assert pg.locator("#profiles").count() == 0
+
+
+FLAME = """<svg xmlns="http://www.w3.org/2000/svg" width="300" height="40"><script><![CDATA[
+function zoom(e) { e.target.setAttribute("data-zoomed", "yes"); e.target.setAttribute("fill", "red"); }
+]]></script><rect id="frame" width="300" height="40" fill="orange" onclick="zoom(evt)"/></svg>"""
+
+
+def test_embedded_flame_graph_answers_a_click(browser, rendered, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The profiles extension point embeds a flame graph SVG with its own script (as inferno
+    writes them) in a sandboxed iframe: its script runs and answers a click, offline."""
+    from perflab.report import html, model, profiles
+    from perflab.store.results import Results
+
+    report, _ = rendered
+    monkeypatch.setattr(profiles, "load", lambda directory, cells: profiles.Profiles(
+        flames=[profiles.FlameGraph("stand-in", FLAME)]))  # fmt: skip
+    with Results(report.parent / "results") as results:
+        page_html = html.render(model.build(results))
+    path = tmp_path / "with-profiles.html"
+    path.write_text(page_html, encoding="utf-8")
+    context = browser.new_context()
+    requests: list[str] = []
+    errors: list[str] = []
+    context.on("request", lambda r: requests.append(r.url))
+    pg = context.new_page()
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(path.as_uri())
+    frame = pg.frame_locator("#profiles iframe.flame").locator("#frame")
+    frame.click()
+    assert frame.get_attribute("data-zoomed") == "yes"
+    assert errors == [] and requests == [path.as_uri()]
+    context.close()
