@@ -69,6 +69,7 @@ def _environment() -> jinja2.Environment:
     env.filters.update(
         num=_num, ci=_ci, rci=_rci, verdict=_verdict, bytes=_bytes,
         pct=lambda v: "-" if v is None else f"{v:.1%}",
+        pm=lambda i: "n<3" if i.half_width is None else f"±{i.half_width:.1%}",
         vlabel=lambda v: ", ".join(f"{a}={lbl}" for a, lbl in v.items()) or "default",
         vkey=lambda v: ",".join(f"{a}={lbl}" for a, lbl in v.items()) or "default",
     )  # fmt: skip
@@ -95,7 +96,7 @@ def render(model: ReportModel) -> str:
         baseline_label=", ".join(f"{a}={lbl}" for a, lbl in model.baseline.items()) or "the first variant",
         failed=model.failed(), effects=effects, effects_told=_told(effects),
         cv_warning=f"{exp.get('cv_warning', 0.03):.0%}", summary_figs=[f for f in figs if f.section == "summary"],
-        series_by_threads=series, findings_by_kind=_by_kind(model.findings), kind_titles=KIND_TITLES, downsampled=longest > figures.MAX_POINTS, max_points=figures.MAX_POINTS,
+        caution=_caution(model.findings), series_by_threads=series, findings_by_kind=_by_kind(model.findings), kind_titles=KIND_TITLES, downsampled=longest > figures.MAX_POINTS, max_points=figures.MAX_POINTS,
     )  # fmt: skip
 
 
@@ -110,6 +111,12 @@ KIND_TITLES = {
     "stall": "stalls", "short": "series too short to check", "busy": "busy machine", "adaptive": "adaptive repeats",
     "adaptive-missed": "adaptive targets not met", "failed": "failed cells",
 }  # fmt: skip
+
+
+def _caution(found: list[Any]) -> str:
+    """What undermines the verdicts, in a few words ('' when nothing does)."""
+    kinds = _by_kind([f for f in found if f.kind in ("noise", "repeats", "unsettled", "busy", "failed", "adaptive-missed")])
+    return "; ".join(f"{KIND_TITLES[k]} ({len(v)})" for k, v in kinds)
 
 
 def _by_kind(found: list[Any]) -> list[tuple[str, list[Any]]]:

@@ -56,7 +56,8 @@ def _verdict(c: Comparison | None) -> str:
 
 
 def _ci(interval: stats.Interval, fmt: str) -> str:
-    return "n<3" if interval.low is None or interval.high is None else f"{fmt.format(interval.low)}–{fmt.format(interval.high)}"
+    """The interval as ±relative half-width, like the terminal report (a range reads badly with a negative bound)."""
+    return "n<3" if interval.half_width is None else f"±{interval.half_width:.1%}"
 
 
 def _fence(text: str) -> str:
