@@ -96,7 +96,7 @@ def render(model: ReportModel) -> str:
         baseline_label=", ".join(f"{a}={lbl}" for a, lbl in model.baseline.items()) or "the first variant",
         failed=model.failed(), effects=effects, effects_told=_told(effects),
         cv_warning=f"{exp.get('cv_warning', 0.03):.0%}", summary_figs=[f for f in figs if f.section == "summary"],
-        caution=_caution(model.findings), series_by_threads=series, findings_by_kind=_by_kind(model.findings), kind_titles=KIND_TITLES, downsampled=longest > figures.MAX_POINTS, max_points=figures.MAX_POINTS,
+        caution=caution(model.findings), series_by_threads=series, findings_by_kind=_by_kind(model.findings), kind_titles=KIND_TITLES, downsampled=longest > figures.MAX_POINTS, max_points=figures.MAX_POINTS,
     )  # fmt: skip
 
 
@@ -113,7 +113,7 @@ KIND_TITLES = {
 }  # fmt: skip
 
 
-def _caution(found: list[Any]) -> str:
+def caution(found: list[Any]) -> str:
     """What undermines the verdicts, in a few words ('' when nothing does)."""
     kinds = _by_kind([f for f in found if f.kind in ("noise", "repeats", "unsettled", "busy", "failed", "adaptive-missed")])
     return "; ".join(f"{KIND_TITLES[k]} ({len(v)})" for k, v in kinds)

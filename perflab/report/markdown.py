@@ -16,6 +16,7 @@ from pathlib import Path
 from perflab.analyze import stats
 from perflab.analyze.compare import Comparison
 from perflab.report import figures
+from perflab.report import html
 from perflab.report.html import subtitle
 from perflab.report.model import ReportModel
 from perflab.units import format_bytes
@@ -98,6 +99,9 @@ def _verdicts(model: ReportModel) -> list[str]:
     base = ", ".join(f"{a}={lbl}" for a, lbl in model.baseline.items()) or "the first variant"
     out = ["## Verdicts", "", f"Each variant against the baseline ({cell(base)}): steady-state mean over settled repeats, "
            "95% intervals (Student t); ratio interval by the delta method. For p95, a ratio below 1 is faster.", ""]  # fmt: skip
+    caution = html.caution(model.findings)
+    if caution:
+        out += [f"> **Read the findings before trusting these verdicts:** {cell(caution)}.", ""]
     header = [" × ".join(model.axes) or "variant", "n", "QPS mean", "QPS 95% CI", "CV", "QPS ratio [95% CI]", "verdict",
               "p95 ms", "p95 95% CI", "p95 ratio [95% CI]", "p95 verdict", "RSS end", "stalls"]  # fmt: skip
     for t in model.threads:
