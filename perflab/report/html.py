@@ -22,7 +22,7 @@ from markupsafe import Markup, escape
 
 from perflab import __version__
 from perflab.analyze import stats
-from perflab.report import figures
+from perflab.report import figures, findings
 from perflab.report.model import ReportModel, plural
 from perflab.units import format_bytes
 
@@ -96,7 +96,7 @@ def render(model: ReportModel) -> str:
         baseline_label=", ".join(f"{a}={lbl}" for a, lbl in model.baseline.items()) or "the first variant",
         failed=model.failed(), effects=effects, effects_told=_told(effects),
         cv_warning=f"{exp.get('cv_warning', 0.03):.0%}", summary_figs=[f for f in figs if f.section == "summary"],
-        caution=caution(model.findings), series_by_threads=series, findings_by_kind=_by_kind(model.findings), kind_titles=KIND_TITLES, downsampled=longest > figures.MAX_POINTS, max_points=figures.MAX_POINTS,
+        caution=caution(model.findings), busy_cores=findings.BUSY_CORES, series_by_threads=series, findings_by_kind=_by_kind(model.findings), kind_titles=KIND_TITLES, downsampled=longest > figures.MAX_POINTS, max_points=figures.MAX_POINTS,
     )  # fmt: skip
 
 

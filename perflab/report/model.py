@@ -65,7 +65,7 @@ class ReportModel:
         """The header: what ran, where, when, how long."""
         exp, meta = self.experiment, self.meta
         wl = exp.get("workload") or {}
-        axes = " × ".join(f"{len(v)} {a}" for a, v in self.axes.items()) or "1 variant"
+        axes = " × ".join(f"{a} ({len(v)})" for a, v in self.axes.items()) or "1 variant"
         repeats = exp.get("repeats")
         warm = exp.get("warmup", 0)
         window = (f"{format_duration(exp.get('duration', 0))} after "
@@ -74,7 +74,7 @@ class ReportModel:
         ok = sum(1 for c in self.cells if c["status"] == "ok")
         ds = exp.get("dataset") or {}
         return [
-            ("matrix", f"{axes} × {plural(len(wl.get('threads') or self.threads), 'thread count')} × {repeats} repeats = "
+            ("matrix", f"{axes} × threads ({len(wl.get('threads') or self.threads)}) × {repeats} repeats = "
                        f"{meta.get('cell_count') or len(self.cells)} cells; stored {len(self.cells)}: {ok} ok, "
                        f"{len(self.cells) - ok} failed"),
             ("workload", f"sysbench {wl.get('test', '?')}, threads {', '.join(map(str, wl.get('threads', [])))}"),
