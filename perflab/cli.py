@@ -235,6 +235,8 @@ def report(directory: Path, baselines: tuple[str, ...], fmt: str, html_flag: boo
     from perflab.analyze import summary  # noqa: PLC0415
     from perflab.report import text  # noqa: PLC0415
 
+    if html_flag and fmt not in ("text", "html"):
+        raise UsageError(f"--html and --format {fmt} contradict each other", "pass one of them")
     fmt = "html" if html_flag else fmt
     if fmt == "text" and output is not None:
         raise UsageError("-o applies to --html and --format markdown", "perflab report DIR --html -o report.html")

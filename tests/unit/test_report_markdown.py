@@ -55,3 +55,14 @@ def test_markdown_table_cells_are_escaped():
     from perflab.report.markdown import cell
 
     assert cell("a|b\nc <b>") == "a\\|b c &lt;b&gt;"
+
+
+def test_report_options(tiny: Path):
+    done = perflab("report", str(tiny), "-o", str(tiny / "x.txt"))
+    assert done.returncode == 2 and "-o applies to --html" in done.stderr
+    done = perflab("report", str(tiny), "--html", "--format", "markdown")
+    assert done.returncode == 2 and "contradict" in done.stderr
+    done = perflab("report", str(tiny), "--html")
+    assert done.returncode == 0 and (tiny / "report.html").is_file() and f"report: {tiny / 'report.html'}" in done.stdout
+    done = perflab("report", str(tiny), "--format", "html", "-o", str(tiny / "missing" / "r.html"))
+    assert done.returncode == 2 and "does not exist" in done.stderr
