@@ -212,7 +212,7 @@ def legend_height(items: list[tuple[str, str]], width: float) -> float:
 
 def line_chart(title: str, x_label: str, y_label: str, series: list[Series], *, x_ticks: list[tuple[float, str]] | None = None,
                bands: list[Band] | None = None, extra_legend: list[tuple[str, str]] | None = None, width: int = 560,
-               height: int = 260, y_from_zero: bool = True, kind: str = "line") -> str:  # fmt: skip
+               height: int = 260, y_from_zero: bool = True, y_max: float | None = None, kind: str = "line") -> str:  # fmt: skip
     """Series as polylines (with markers and CI error bars where given) over shaded x bands."""
     bands = bands or []
     xs = [p[0] for s in series for p in s.points] + [b.x0 for b in bands] + [b.x1 for b in bands]
@@ -222,11 +222,9 @@ def line_chart(title: str, x_label: str, y_label: str, series: list[Series], *, 
     legend = list(dict.fromkeys(legend))
     lh = legend_height(legend, width - 70)
     lo_x, hi_x = (min(xs), max(xs)) if xs else (0.0, 1.0)
-    if x_ticks:
-        lo_x, hi_x = min(lo_x, x_ticks[0][0]), max(hi_x, x_ticks[-1][0])
-        pad = (hi_x - lo_x) * 0.06 or 0.5
-        lo_x, hi_x = lo_x - pad, hi_x + pad
-    yt = nice_ticks(0 if y_from_zero else min(ys, default=0), max(ys, default=1))
+    if x_ticks:  # categories at 0, 1, ...: half a category of room on each side
+        lo_x, hi_x = x_ticks[0][0] - 0.5, x_ticks[-1][0] + 0.5
+    yt = nice_ticks(0 if y_from_zero else min(ys, default=0), max([*ys, y_max or 0], default=1))
     fr = _Frame(width, int(height + lh), 62, 14, 26, int(44 + lh), (lo_x, hi_x), (yt[0], yt[-1]))
     out = _open(width, fr.h, title, kind)
     out.append(f'<g class="bands">{"".join(_band(fr, b) for b in bands)}</g>')

@@ -47,8 +47,12 @@ def build(model: ReportModel) -> list[Figure]:
     figs += [ratio_chart(model, t, rows) for t, rows in per_threads.items() if len(rows) > 1]
     figs += [latency_chart(model, t, rows) for t, rows in per_threads.items()]
     figs += [rss_chart(model, t, rows) for t, rows in per_threads.items() if any(g.rss_end for g in rows)]
-    for g in model.groups:
-        figs += series_charts(model, g)
+    for t, rows in per_threads.items():
+        # one y scale per thread count and metric, so that variants compare at a glance
+        top = {m: max((iv[m] or 0 for g in rows for c in g.cell_ids + g.unsettled for iv in model.intervals.get(c, [])),
+                      default=0) for m in ("qps", "p95_ms")}  # fmt: skip
+        for g in rows:
+            figs += series_charts(model, g, top)
     return figs
 
 
@@ -153,7 +157,7 @@ def rss_chart(model: ReportModel, threads: int, groups: list[Group]) -> Figure:
     return Figure(f"rss-t{threads}", f"RSS, {_threads(threads)}", svg, "summary", threads)
 
 
-def series_charts(model: ReportModel, g: Group) -> list[Figure]:
+def series_charts(model: ReportModel, g: Group, y_max: dict[str, float] | None = None) -> list[Figure]:
     cells = [c for c in model.cells if c["status"] == "ok" and c["threads"] == g.threads and c["variant"] == g.variant]
     if not cells:
         return []
@@ -180,6 +184,7 @@ def series_charts(model: ReportModel, g: Group) -> list[Figure]:
                                  charts.downsample(points, MAX_POINTS), dash=charts.DASHES[i % len(charts.DASHES)]))  # fmt: skip
         svg = charts.line_chart(f"{label}, {_threads(g.threads)}: {name} per second", "seconds since the workload started",
                                 axis, series, bands=bands, extra_legend=extra, width=460, height=210,
+                                y_max=(y_max or {}).get(metric),
                                 kind=f"series-{metric}")  # fmt: skip
         out.append(Figure(f"series-{slug(g.key)}-t{g.threads}-{name.lower()}", f"{label}, {g.threads} threads, {name}",
                           svg, "series", g.threads, g.key))  # fmt: skip
