@@ -94,13 +94,13 @@ def render(model: ReportModel) -> str:
         generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         subtitle=subtitle(model), axes_title=" × ".join(model.axes) or "variant",
         baseline_label=", ".join(f"{a}={lbl}" for a, lbl in model.baseline.items()) or "the first variant",
-        failed=model.failed(), effects=effects, effects_told=_told(effects),
+        failed=model.failed(), effects=effects, effects_told=told(effects),
         cv_warning=f"{exp.get('cv_warning', 0.03):.0%}", summary_figs=[f for f in figs if f.section == "summary"],
         caution=caution(model.findings), busy_cores=findings.BUSY_CORES, series_by_threads=series, findings_by_kind=_by_kind(model.findings), kind_titles=KIND_TITLES, downsampled=longest > figures.MAX_POINTS, max_points=figures.MAX_POINTS,
     )  # fmt: skip
 
 
-def _told(comparisons: list[Any]) -> str:
+def told(comparisons: list[Any]) -> str:
     counts = {v: sum(1 for c in comparisons if c.verdict == v) for v in (stats.FASTER, stats.SLOWER)}
     told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     return f"; {told}" if told else "; none faster or slower"

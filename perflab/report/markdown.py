@@ -121,11 +121,14 @@ def _verdicts(model: ReportModel) -> list[str]:
     effects = [c for c in model.comparisons if c.kind == "axis"]
     if effects:
         out += ["### Effect of each axis (the other axes held fixed)", ""]
+        folded = len(effects) > 12  # long tables fold, as in the HTML
+        if folded:
+            out += [f"<details><summary>{len(effects)} comparisons{cell(html.told(effects))}</summary>", ""]
         label = lambda v: ", ".join(f"{a}={lbl}" for a, lbl in v.items())  # noqa: E731
         out += table(["threads", "metric", "axis", "reference", "variant", "n", "ratio [95% CI]", "verdict"],
                      [[c.threads, c.metric, c.axis, label(c.baseline), label(c.variant), f"{c.n_baseline}/{c.n_variant}",
                        _ratio(c), _verdict(c)] for c in effects], {0, 5, 6})  # fmt: skip
-        out.append("")
+        out += ["", "</details>", ""] if folded else [""]
     return out
 
 
