@@ -187,7 +187,7 @@ def _legend(items: list[tuple[str, str]], x: float, y: float, width: float) -> t
     """Legend entries (swatch svg, text) flowed left to right; returns the elements and the height used."""
     out, cx, cy = [], x, y
     for swatch, text in items:
-        w = 26 + 6.2 * len(text)
+        w = 30 + 6.6 * len(text)
         if cx + w > x + width and cx > x:
             cx, cy = x, cy + 15
         out.append(f'<g class="legend-item" transform="translate({_f(cx)},{_f(cy)})">{swatch}'

@@ -169,7 +169,13 @@ def series_charts(model: ReportModel, g: Group, y_max: dict[str, float] | None =
             what = "no report" if s["kind"] == "no-report" else f"min {s['min_qps']:,.0f} QPS"
             bands.append(Band(s["start_s"] - 0.5, s["end_s"] + 0.5, charts.STALL_FILL,
                               f"stall, cell {c['id']} repeat {c['repeat']}: {s['start_s']:g}-{s['end_s']:g} s ({what})", 0.3))  # fmt: skip
+    detected = [c for c in cells if c.get("warmup_s")]
+    for c in detected:  # where MSER saw the warm-up end: left of the grey band's edge is what settling looks like
+        bands.append(Band(c["warmup_s"], c["warmup_s"], "#555", f"warm-up end detected (MSER), cell {c['id']} repeat "
+                          f"{c['repeat']}: {c['warmup_s']:g} s", 0.7))  # fmt: skip
     extra = [(charts.box_swatch(charts.WARMUP_FILL, 0.6), "warm-up (not measured)")] if window else []
+    if detected:
+        extra.append(('<rect x="8" y="-6" width="2" height="12" fill="#555"/>', "detected warm-up end"))
     if any(c.get("stalls") for c in cells):
         extra.append((charts.box_swatch(charts.STALL_FILL, 0.3), "stall"))
     out = []
