@@ -79,7 +79,8 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
     out += _verdicts(model)
     out += ["## Findings", ""]
     if model.findings:
-        out += [f"- **{f.level}:** {cell(f.text)}" if f.level != "info" else f"- {cell(f.text)}" for f in model.findings]
+        # the text of stalls and failures starts with its kind already ("stall: ...", "failed: ...")
+        out += [f"- **warning:** {cell(f.text)}" if f.level == "warning" else f"- {cell(f.text)}" for f in model.findings]
     else:
         out.append("Nothing to distrust: every group has an interval, every cell settled, no stalls, no failed cells.")
     out.append("")
