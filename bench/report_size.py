@@ -22,7 +22,6 @@ import argparse
 import random
 import re
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -33,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perflab.analyze import steady  # noqa: E402
-from perflab.store.results import Results  # noqa: E402
+from perflab.analyze import steady
+from perflab.store.results import Results
 
 ALLOCATORS = {"glibc": 1.0, "jemalloc": 1.04, "tcmalloc": 0.93, "mimalloc": 1.02, "glibc-nommap": 1.01}
 SORT_BUFFERS = {"32K": 1.0, "2M": 0.97}
@@ -61,7 +60,7 @@ def build(directory: Path, seconds: int) -> int:
                 for a, fa in ALLOCATORS.items():
                     for s, fs in SORT_BUFFERS.items():
                         cell = _cell(cell0, cid, {"allocator": a, "sort_buffer": s}, t, r)
-                        level = 9000 * t ** 0.8 * fa * fs * rng.gauss(1, 0.01)
+                        level = 9000 * t**0.8 * fa * fs * rng.gauss(1, 0.01)
                         intervals = _series(rng, level, warm, seconds, stall=(cid % 17 == 3))
                         if cid == 42:
                             cell.update(status="failed", error="server died: signal 11 (SIGSEGV)", summary=None)
@@ -114,7 +113,11 @@ def _finish(cell: dict, intervals: list[dict], warm: int, seconds: int, level: f
     cell["summary"] = {**cell["summary"], "qps": qps, "tps": qps / 3, "transactions": int(qps / 3 * seconds),
                        "queries": int(qps * seconds), "total_time_s": float(seconds),
                        "latency_ms": {"min": 0.1, "avg": p95 / 2, "max": p95 * 4, "p50": p95 / 2, "p95": p95, "p99": p95 * 1.6}}  # fmt: skip
-    cell["resources"] = {**cell["resources"], "rss_end_bytes": int(9e7 + 1e6 * rng.random()), "rss_peak_bytes": int(9.5e7)}
+    cell["resources"] = {
+        **cell["resources"],
+        "rss_end_bytes": int(9e7 + 1e6 * rng.random()),
+        "rss_peak_bytes": int(9.5e7),
+    }
     cell["window_start_s"], cell["warmup_method"] = float(warm), None
     steady.complete(cell, intervals)
 
@@ -135,9 +138,13 @@ def main() -> int:
         cells = build(directory, args.seconds)
         html, md = Path(tmp) / "report.html", Path(tmp) / "report.md"
         html_s = statistics.median(timed(["report", str(directory), "--html", "-o", str(html)]) for _ in range(3))
-        md_s = statistics.median(timed(["report", str(directory), "--format", "markdown", "-o", str(md)]) for _ in range(3))
+        md_s = statistics.median(
+            timed(["report", str(directory), "--format", "markdown", "-o", str(md)]) for _ in range(3)
+        )
         text = html.read_text(encoding="utf-8")
-        points = max(len(re.findall(r"[ML]?[-\d.]+,[-\d.]+", d)) for d in re.findall(r'<path d="(M[^"]*)" fill="none"', text))
+        points = max(
+            len(re.findall(r"[ML]?[-\d.]+,[-\d.]+", d)) for d in re.findall(r'<path d="(M[^"]*)" fill="none"', text)
+        )
         charts = text.count('class="chart"')
         size = html.stat().st_size
         print(f"{cells} cells x {args.seconds} s windows: HTML {size / 2**20:.2f} MiB ({charts} charts, at most {points} "

@@ -58,7 +58,7 @@ def _color(i: int) -> str:
 
 def _shade(color: str, i: int, n: int) -> str:
     r, g, b = (int(color[k : k + 2], 16) / 255 for k in (1, 3, 5))
-    h, l, s = colorsys.rgb_to_hls(r, g, b)
+    h, _, s = colorsys.rgb_to_hls(r, g, b)
     light = 0.30 + 0.42 * (i / max(n - 1, 1))
     r, g, b = colorsys.hls_to_rgb(h, light, s)
     return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
@@ -153,8 +153,10 @@ class _Frame:
 
 def _open(width: int, height: int, title: str, kind: str) -> list[str]:
     return [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-        f'class="chart" data-chart="{escape(kind)}" role="img" aria-label="{escape(title)}" {FONT} font-size="11">',
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+            f'class="chart" data-chart="{escape(kind)}" role="img" aria-label="{escape(title)}" {FONT} font-size="11">'
+        ),
         f"<title>{escape(title)}</title>",
         f'<rect width="{width}" height="{height}" fill="#fff"/>',
         f'<text x="{width / 2:.0f}" y="15" text-anchor="middle" font-size="13" font-weight="600">{escape(title)}</text>',
@@ -168,7 +170,9 @@ def _y_axis(fr: _Frame, ticks: list[float], label: str, fmt=fmt_num) -> list[str
         out.append(f'<line x1="{fr.x0}" x2="{fr.x1}" y1="{_f(y)}" y2="{_f(y)}" stroke="#e6e6e6"/>')
         out.append(f'<text x="{fr.x0 - 4}" y="{_f(y + 3.5)}" text-anchor="end" fill="#444">{escape(fmt(t))}</text>')
     cy = (fr.y0 + fr.y1) / 2
-    out.append(f'<text transform="translate(12,{_f(cy)}) rotate(-90)" text-anchor="middle" fill="#222">{escape(label)}</text>')
+    out.append(
+        f'<text transform="translate(12,{_f(cy)}) rotate(-90)" text-anchor="middle" fill="#222">{escape(label)}</text>'
+    )
     out.append(f'<line x1="{fr.x0}" x2="{fr.x0}" y1="{fr.y1}" y2="{fr.y0}" stroke="#888"/>')
     return out
 
@@ -179,7 +183,9 @@ def _x_axis(fr: _Frame, ticks: list[tuple[float, str]], label: str) -> list[str]
         x = fr.x(v)
         out.append(f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{fr.y0}" y2="{fr.y0 + 4}" stroke="#888"/>')
         out.append(f'<text x="{_f(x)}" y="{fr.y0 + 15}" text-anchor="middle" fill="#444">{escape(text)}</text>')
-    out.append(f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{fr.y0 + 30}" text-anchor="middle" fill="#222">{escape(label)}</text>')
+    out.append(
+        f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{fr.y0 + 30}" text-anchor="middle" fill="#222">{escape(label)}</text>'
+    )
     return out
 
 
@@ -256,10 +262,16 @@ def _series(fr: _Frame, s: Series) -> str:
             # an interval reaching past the axis (a negative QPS bound of a noisy group) is cut
             # at the frame, without its cap, so the reader sees it continues
             cx, lo, hi = fr.x(x), fr.y(max(err[0], fr.ys[0])), fr.y(min(err[1], fr.ys[1]))
-            caps = (f" M{_f(cx - 4)},{_f(lo)} h8" if err[0] >= fr.ys[0] else "") + (f" M{_f(cx - 4)},{_f(hi)} h8" if err[1] <= fr.ys[1] else "")
-            out.append(f'<path d="M{_f(cx)},{_f(lo)} V{_f(hi)}{caps}" stroke="{s.color}" stroke-width="1.4" fill="none"/>')
+            caps = (f" M{_f(cx - 4)},{_f(lo)} h8" if err[0] >= fr.ys[0] else "") + (
+                f" M{_f(cx - 4)},{_f(hi)} h8" if err[1] <= fr.ys[1] else ""
+            )
+            out.append(
+                f'<path d="M{_f(cx)},{_f(lo)} V{_f(hi)}{caps}" stroke="{s.color}" stroke-width="1.4" fill="none"/>'
+            )
         if s.markers or len(s.points) == 1:
-            out.append(f'<circle cx="{_f(fr.x(x))}" cy="{_f(fr.y(y))}" r="3.5" fill="{s.color}"><title>{escape(tip)}</title></circle>')
+            out.append(
+                f'<circle cx="{_f(fr.x(x))}" cy="{_f(fr.y(y))}" r="3.5" fill="{s.color}"><title>{escape(tip)}</title></circle>'
+            )
     out.append("</g>")
     return "".join(out)
 
@@ -289,7 +301,9 @@ def row_chart(title: str, x_label: str, rows: list[Row], legend: list[tuple[str,
         x = fr.x(reference)
         out.append(f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{fr.y1}" y2="{fr.y0}" stroke="#555" stroke-dasharray="4 3"/>')
     out += _x_axis(fr, [(t, fmt(t)) for t in xt], x_label)[:-1]
-    out.append(f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{fr.y0 + 30}" text-anchor="middle" fill="#222">{escape(x_label)}</text>')
+    out.append(
+        f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{fr.y0 + 30}" text-anchor="middle" fill="#222">{escape(x_label)}</text>'
+    )
     for i, r in enumerate(rows):
         cy = fr.y1 + row_h * i + row_h / 2
         out.append(f'<g class="row" data-label="{escape(r.label)}">'
@@ -307,12 +321,18 @@ def _mark(fr: _Frame, m: Mark, color: str, cy: float, from_zero: bool) -> str:
     if m.kind in ("bar", "outline"):
         x0 = fr.x(0 if from_zero else fr.xs[0])
         h = 12 if m.kind == "bar" else 16
-        style = f'fill="{color}"' if m.kind == "bar" else f'fill="{color}" fill-opacity="0.15" stroke="{color}" stroke-width="1.2"'
+        style = (
+            f'fill="{color}"'
+            if m.kind == "bar"
+            else f'fill="{color}" fill-opacity="0.15" stroke="{color}" stroke-width="1.2"'
+        )
         return f'<rect x="{_f(x0)}" y="{_f(cy - h / 2)}" width="{_f(max(x - x0, 1))}" height="{h}" {style}>{tip}</rect>'
     out = ""
     if m.low is not None and m.high is not None:
         lo, hi = fr.x(max(m.low, fr.xs[0])), fr.x(min(m.high, fr.xs[1]))
-        caps = (f" M{_f(lo)},{_f(cy - 4)} v8" if m.low >= fr.xs[0] else "") + (f" M{_f(hi)},{_f(cy - 4)} v8" if m.high <= fr.xs[1] else "")
+        caps = (f" M{_f(lo)},{_f(cy - 4)} v8" if m.low >= fr.xs[0] else "") + (
+            f" M{_f(hi)},{_f(cy - 4)} v8" if m.high <= fr.xs[1] else ""
+        )
         out += f'<path d="M{_f(lo)},{_f(cy)} H{_f(hi)}{caps}" stroke="{color}" stroke-width="1.4" fill="none"/>'
     shape = {"dot": f'<circle cx="{_f(x)}" cy="{_f(cy)}" r="4" fill="{color}">{tip}</circle>',
              "diamond": f'<path d="M{_f(x)},{_f(cy - 5)} l5,5 l-5,5 l-5,-5 z" fill="{color}">{tip}</path>',

@@ -47,7 +47,7 @@ def build(model: ReportModel) -> list[Figure]:
     figs += [ratio_chart(model, t, rows) for t, rows in per_threads.items() if len(rows) > 1]
     figs += [latency_chart(model, t, rows) for t, rows in per_threads.items()]
     figs += [rss_chart(model, t, rows) for t, rows in per_threads.items() if any(g.rss_end for g in rows)]
-    for t, rows in per_threads.items():
+    for rows in per_threads.values():
         # one y scale per thread count and metric, so that variants compare at a glance
         top = {m: max((iv[m] or 0 for g in rows for c in g.cell_ids + g.unsettled for iv in model.intervals.get(c, [])),
                       default=0) for m in ("qps", "p95_ms")}  # fmt: skip
@@ -100,7 +100,9 @@ def ratio_chart(model: ReportModel, threads: int, groups: list[Group]) -> Figure
         if g.baseline:
             marks = [Mark(1.0, "dot", text="baseline")]
         elif c is not None and c.ratio is not None:
-            text = f"ratio {c.ratio:.3f}" + (f" [{c.ci_low:.3f}-{c.ci_high:.3f}] {c.verdict}" if c.ci_low is not None else " (no interval)")
+            text = f"ratio {c.ratio:.3f}" + (
+                f" [{c.ci_low:.3f}-{c.ci_high:.3f}] {c.verdict}" if c.ci_low is not None else " (no interval)"
+            )
             marks = [Mark(c.ratio, "dot", c.ci_low, c.ci_high, text)]
         rows.append(Row(_label(model, g) + (" (baseline)" if g.baseline else ""), model.colors[g.key], marks))
     svg = charts.row_chart(
@@ -168,7 +170,8 @@ def series_charts(model: ReportModel, g: Group, y_max: dict[str, float] | None =
         for s in c.get("stalls") or []:
             what = "no report" if s["kind"] == "no-report" else f"min {s['min_qps']:,.0f} QPS"
             bands.append(Band(s["start_s"] - 0.5, s["end_s"] + 0.5, charts.STALL_FILL,
-                              f"stall, cell {c['id']} repeat {c['repeat']}: {s['start_s']:g}-{s['end_s']:g} s ({what})", 0.3))  # fmt: skip
+                              f"stall, cell {c['id']} repeat {c['repeat']}: {s['start_s']:g}-{s['end_s']:g} s ({what})",
+                              0.3))  # fmt: skip
     detected = [c for c in cells if c.get("warmup_s")]
     for c in detected:  # where MSER saw the warm-up end: left of the grey band's edge is what settling looks like
         bands.append(Band(c["warmup_s"], c["warmup_s"], "#555", f"warm-up end detected (MSER), cell {c['id']} repeat "
@@ -183,8 +186,11 @@ def series_charts(model: ReportModel, g: Group, y_max: dict[str, float] | None =
         series = []
         for i, c in enumerate(cells):
             # sysbench reports p95 0 for the second of its checkpoint (the histogram was just reset): a gap, not a value
-            points = [(iv["t"], iv[metric]) for iv in model.intervals.get(c["id"], [])
-                      if iv.get(metric) is not None and not (metric == "p95_ms" and iv[metric] == 0)]
+            points = [
+                (iv["t"], iv[metric])
+                for iv in model.intervals.get(c["id"], [])
+                if iv.get(metric) is not None and not (metric == "p95_ms" and iv[metric] == 0)
+            ]
             note = "" if c.get("settled") not in (False, 0) else " (unsettled)"
             series.append(Series(f"repeat {c['repeat']} (cell {c['id']}){note}", color,
                                  charts.downsample(points, MAX_POINTS), dash=charts.DASHES[i % len(charts.DASHES)]))  # fmt: skip

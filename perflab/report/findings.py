@@ -64,7 +64,9 @@ def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
                 "the intervals. Remedy: a longer warmup (or max_warmup with warmup = \"auto\"), a longer duration",
                 (cell["id"],)))  # fmt: skip
         for stall in cell.get("stalls") or []:
-            where = "in the warm-up" if stall["end_s"] <= (cell.get("window_start_s") or 0) else "in the measured window"
+            where = (
+                "in the warm-up" if stall["end_s"] <= (cell.get("window_start_s") or 0) else "in the measured window"
+            )
             depth = "no report from sysbench" if stall["kind"] == "no-report" else f"min {stall['min_qps']:,.0f} QPS"
             out.append(Finding("stall", "stall",
                 f"stall: cell {cell['id']} {cell['key']} {stall['start_s']:.0f}-{stall['end_s']:.0f} s {where} ({depth}); "

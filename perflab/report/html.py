@@ -91,12 +91,14 @@ def render(model: ReportModel) -> str:
     template = _environment().from_string(_asset("report.html.j2"))
     return template.render(
         m=model, css=_asset("report.css"), version=__version__,
-        generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        generated=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         subtitle=subtitle(model), axes_title=" × ".join(model.axes) or "variant",
         baseline_label=", ".join(f"{a}={lbl}" for a, lbl in model.baseline.items()) or "the first variant",
         failed=model.failed(), effects=effects, effects_told=told(effects),
         cv_warning=f"{exp.get('cv_warning', 0.03):.0%}", summary_figs=[f for f in figs if f.section == "summary"],
-        caution=caution(model.findings), busy_cores=findings.BUSY_CORES, series_by_threads=series, findings_by_kind=_by_kind(model.findings), kind_titles=KIND_TITLES, downsampled=longest > figures.MAX_POINTS, max_points=figures.MAX_POINTS,
+        caution=caution(model.findings), busy_cores=findings.BUSY_CORES, series_by_threads=series,
+        findings_by_kind=_by_kind(model.findings), kind_titles=KIND_TITLES,
+        downsampled=longest > figures.MAX_POINTS, max_points=figures.MAX_POINTS,
     )  # fmt: skip
 
 
@@ -115,7 +117,9 @@ KIND_TITLES = {
 
 def caution(found: list[Any]) -> str:
     """What undermines the verdicts, in a few words ('' when nothing does)."""
-    kinds = _by_kind([f for f in found if f.kind in ("noise", "repeats", "unsettled", "busy", "failed", "adaptive-missed")])
+    kinds = _by_kind(
+        [f for f in found if f.kind in ("noise", "repeats", "unsettled", "busy", "failed", "adaptive-missed")]
+    )
     return "; ".join(f"{KIND_TITLES[k]} ({len(v)})" for k, v in kinds)
 
 

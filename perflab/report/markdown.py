@@ -15,8 +15,7 @@ from pathlib import Path
 
 from perflab.analyze import stats
 from perflab.analyze.compare import Comparison
-from perflab.report import figures
-from perflab.report import html
+from perflab.report import figures, html
 from perflab.report.html import subtitle
 from perflab.report.model import ReportModel
 from perflab.units import format_bytes
@@ -80,14 +79,18 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
     out += ["## Findings", ""]
     if model.findings:
         # the text of stalls and failures starts with its kind already ("stall: ...", "failed: ...")
-        out += [f"- **warning:** {cell(f.text)}" if f.level == "warning" else f"- {cell(f.text)}" for f in model.findings]
+        out += [
+            f"- **warning:** {cell(f.text)}" if f.level == "warning" else f"- {cell(f.text)}" for f in model.findings
+        ]
     else:
         out.append("Nothing to distrust: every group has an interval, every cell settled, no stalls, no failed cells.")
     out.append("")
     failed = model.failed()
     if failed:
         out += ["## Failed cells", ""]
-        out += table(["cell", "key", "error"], [[c["id"], c["key"], (c["error"] or "?").strip().splitlines()[0]] for c in failed])
+        out += table(
+            ["cell", "key", "error"], [[c["id"], c["key"], (c["error"] or "?").strip().splitlines()[0]] for c in failed]
+        )
         out.append("")
     out += _profiles(model, charts_dir, link_base)
     out += _charts(model, charts_dir, link_base)
@@ -98,8 +101,8 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
 
 def _verdicts(model: ReportModel) -> list[str]:
     base = ", ".join(f"{a}={lbl}" for a, lbl in model.baseline.items()) or "the first variant"
-    out = ["## Verdicts", "", f"Each variant against the baseline ({cell(base)}): steady-state mean over settled repeats, "
-           "95% intervals (Student t); ratio interval by the delta method. For p95, a ratio below 1 is faster.", ""]  # fmt: skip
+    out = ["## Verdicts", "", (f"Each variant against the baseline ({cell(base)}): steady-state mean over settled repeats, "
+           "95% intervals (Student t); ratio interval by the delta method. For p95, a ratio below 1 is faster."), ""]  # fmt: skip
     caution = html.caution(model.findings)
     if caution:
         out += [f"> **Read the findings before trusting these verdicts:** {cell(caution)}.", ""]
@@ -109,7 +112,11 @@ def _verdicts(model: ReportModel) -> list[str]:
         rows = []
         for g in (g for g in model.groups if g.threads == t):
             q, p = model.comparison(g, "qps"), model.comparison(g, "p95")
-            n = f"{len(g.qps)}" + (f" +{len(g.unsettled)} unsettled" if g.unsettled else "") + (f" +{g.failed} failed" if g.failed else "")
+            n = (
+                f"{len(g.qps)}"
+                + (f" +{len(g.unsettled)} unsettled" if g.unsettled else "")
+                + (f" +{g.failed} failed" if g.failed else "")
+            )
             label = (", ".join(g.variant.values()) or "default") + (" (baseline)" if g.baseline else "")
             rss = sum(g.rss_end) / len(g.rss_end) if g.rss_end else None
             rows.append([
@@ -125,7 +132,7 @@ def _verdicts(model: ReportModel) -> list[str]:
         folded = len(effects) > 12  # long tables fold, as in the HTML
         if folded:
             out += [f"<details><summary>{len(effects)} comparisons{cell(html.told(effects))}</summary>", ""]
-        label = lambda v: ", ".join(f"{a}={lbl}" for a, lbl in v.items())  # noqa: E731
+        label = lambda v: ", ".join(f"{a}={lbl}" for a, lbl in v.items())
         out += table(["threads", "metric", "axis", "reference", "variant", "n", "ratio [95% CI]", "verdict"],
                      [[c.threads, c.metric, c.axis, label(c.baseline), label(c.variant), f"{c.n_baseline}/{c.n_variant}",
                        _ratio(c), _verdict(c)] for c in effects], {0, 5, 6})  # fmt: skip
@@ -155,22 +162,30 @@ def _profiles(model: ReportModel, charts_dir: Path | None, link_base: str) -> li
             name = f"flame-{i}-{figures.slug(fg.title)}.svg"
             (charts_dir / name).write_text(fg.svg, encoding="utf-8")
             kind = "Differential flame graph" if fg.differential else "Flame graph"
-            out += [f"[{kind}: {cell(fg.title)}]({link_base + '/' if link_base else ''}{name}) (open it: it is interactive)", ""]
+            out += [
+                f"[{kind}: {cell(fg.title)}]({link_base + '/' if link_base else ''}{name}) (open it: it is interactive)",
+                "",
+            ]
     return out
 
 
 def _charts(model: ReportModel, charts_dir: Path | None, link_base: str) -> list[str]:
     if charts_dir is None:
-        return ["_Charts: write the report to a file (`perflab report DIR --format markdown -o report.md`) to get them "
-                "as SVG files beside it._", ""]  # fmt: skip
+        return [("_Charts: write the report to a file (`perflab report DIR --format markdown -o report.md`) to get them "
+                 "as SVG files beside it._"), ""]  # fmt: skip
     charts_dir.mkdir(parents=True, exist_ok=True)
     figs = figures.build(model)
     for f in figs:
         (charts_dir / f"{f.id}.svg").write_text(f.svg + "\n", encoding="utf-8")
-    link = lambda f: f"![{cell(f.title)}]({link_base + '/' if link_base else ''}{f.id}.svg)"  # noqa: E731
+    link = lambda f: f"![{cell(f.title)}]({link_base + '/' if link_base else ''}{f.id}.svg)"
     out = ["## Charts", "", "One colour per variant in every chart; error bars are 95% CIs over repeats.", ""]
     out += [link(f) for f in figs if f.section == "summary"] + [""]
-    out += ["## Per-second series", "", "Repeats overlaid (solid, dashed, dotted); grey: warm-up (not measured); red: stalls.", ""]
+    out += [
+        "## Per-second series",
+        "",
+        "Repeats overlaid (solid, dashed, dotted); grey: warm-up (not measured); red: stalls.",
+        "",
+    ]
     for t in model.threads:
         out += [f"<details><summary>threads = {t}</summary>", ""]
         out += [link(f) for f in figs if f.section == "series" and f.threads == t]

@@ -74,9 +74,9 @@ class ReportModel:
         ok = sum(1 for c in self.cells if c["status"] == "ok")
         ds = exp.get("dataset") or {}
         return [
-            ("matrix", f"{axes} × threads ({len(wl.get('threads') or self.threads)}) × {repeats} repeats = "
-                       f"{meta.get('cell_count') or len(self.cells)} cells; stored {len(self.cells)}: {ok} ok, "
-                       f"{len(self.cells) - ok} failed"),
+            ("matrix", (f"{axes} × threads ({len(wl.get('threads') or self.threads)}) × {repeats} repeats = "
+                        f"{meta.get('cell_count') or len(self.cells)} cells; stored {len(self.cells)}: {ok} ok, "
+                        f"{len(self.cells) - ok} failed")),
             ("workload", f"sysbench {wl.get('test', '?')}, threads {', '.join(map(str, wl.get('threads', [])))}"),
             ("dataset", f"{plural(ds.get('tables', 0), 'table')} × {ds.get('table_size', '?')} rows"
                         + (f" ({format_bytes((meta.get('dataset') or {}).get('data_bytes'))})" if meta.get("dataset") else "")),

@@ -60,7 +60,9 @@ def page(browser, rendered, tmp_path: Path):
     context.on("request", lambda r: requests.append(r.url))
     context.route("**/*", lambda route: route.continue_() if route.request.url == report.as_uri() else route.abort())
     pg = context.new_page()
-    pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    pg.on(
+        "console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None
+    )
     pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
     pg.goto(report.as_uri())
     pg.wait_for_load_state("networkidle")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 import shutil
-from markupsafe import escape
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from perflab.report import html, model, profiles
 from perflab.store.results import Results
@@ -33,10 +33,14 @@ def render(directory: Path) -> tuple[model.ReportModel, str]:
 
 
 def test_self_contained(tiny: Path):
-    m, page = render(tiny)
+    _, page = render(tiny)
     assert "<script" not in page and "<link" not in page and "<img" not in page
-    assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg"}  # a namespace, never fetched
-    assert page.count('class="chart"') == 1 + 1 + 1 + 1 + 2 * 2  # qps-threads, ratio, latency, rss, 2 variants x 2 series
+    assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {
+        "http://www.w3.org/2000/svg"
+    }  # a namespace, never fetched
+    assert (
+        page.count('class="chart"') == 1 + 1 + 1 + 1 + 2 * 2
+    )  # qps-threads, ratio, latency, rss, 2 variants x 2 series
     assert 'id="profiles"' not in page
 
 
@@ -73,7 +77,9 @@ def test_profiles_load_is_none_without_profiles(tiny: Path):
     assert profiles.load(tiny, []) is None
 
 
-def test_markdown_profiles_section_through_the_extension_point(tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_markdown_profiles_section_through_the_extension_point(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     from perflab.report import markdown
 
     fake = profiles.Profiles(top={"allocator=glibc": [profiles.FunctionRow("alloc_root", 5.0, 9.0)]},

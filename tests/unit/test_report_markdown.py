@@ -63,6 +63,8 @@ def test_report_options(tiny: Path):
     done = perflab("report", str(tiny), "--html", "--format", "markdown")
     assert done.returncode == 2 and "contradict" in done.stderr
     done = perflab("report", str(tiny), "--html")
-    assert done.returncode == 0 and (tiny / "report.html").is_file() and f"report: {tiny / 'report.html'}" in done.stdout
+    assert (
+        done.returncode == 0 and (tiny / "report.html").is_file() and f"report: {tiny / 'report.html'}" in done.stdout
+    )
     done = perflab("report", str(tiny), "--format", "html", "-o", str(tiny / "missing" / "r.html"))
     assert done.returncode == 2 and "does not exist" in done.stderr
