@@ -223,15 +223,33 @@ BASELINE = click.option(
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @BASELINE
-def report(directory: Path, baselines: tuple[str, ...]) -> None:
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html"]), default="text", show_default=True,
+              help="markdown: GitHub tables, charts as SVG files beside -o; html: one self-contained file")  # fmt: skip
+@click.option("--html", "html_flag", is_flag=True, help="same as --format html")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="write the report to this file (html: default DIR/report.html; markdown: stdout, without charts)")  # fmt: skip
+def report(directory: Path, baselines: tuple[str, ...], fmt: str, html_flag: bool, output: Path | None) -> None:
     """Print the tables of a results DIRECTORY: per thread count, each variant's steady-state
-    QPS with its 95% CI, the ratio to the baseline with a verdict, p95, RSS; then warnings."""
+    QPS with its 95% CI, the ratio to the baseline with a verdict, p95, RSS; then warnings.
+    With --html or --format markdown, the same findings as a report to publish, with charts."""
     from perflab.analyze import summary  # noqa: PLC0415
     from perflab.report import text  # noqa: PLC0415
 
+    if html_flag and fmt not in ("text", "html"):
+        raise UsageError(f"--html and --format {fmt} contradict each other", "pass one of them")
+    fmt = "html" if html_flag else fmt
+    if fmt == "text" and output is not None:
+        raise UsageError("-o applies to --html and --format markdown", "perflab report DIR --html -o report.html")
     with Results(directory) as results:
-        meta, cells = summary.load(results)
-        text.render(out, meta, cells, list(baselines))
+        if fmt == "text":
+            meta, cells = summary.load(results)
+            text.render(out, meta, cells, list(baselines))
+            return
+        from perflab.report import publish  # noqa: PLC0415
+
+        written = publish.write(results, fmt, output, list(baselines))
+    if written is not None:
+        out.print(f"report: {written}", highlight=False, soft_wrap=True)
 
 
 @main.command(name="compare")

@@ -19,9 +19,10 @@ from rich.table import Table
 from perflab.analyze import compare, stats
 from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group, groups, mean
+from perflab.report import findings
 from perflab.units import format_bytes, format_duration
 
-BUSY_CORES = 0.2  # CPU used by other processes during a window, above which a cell is suspect
+FINDING_STYLE = {"stall": "magenta", "failed": "red"}
 VERDICT_STYLE = {stats.FASTER: "green", stats.SLOWER: "red", stats.SAME: "dim"}
 
 
@@ -116,48 +117,8 @@ def comparison_table(title: str, comparisons: list[Comparison], runs: bool = Fal
 
 
 def _warnings(console: Console, all_groups: list[Group], cells: list[dict[str, Any]], meta: dict[str, Any]) -> None:
-    exp = meta.get("experiment", {})
-    noisy = exp.get("cv_warning", 0.03)
-    warn = lambda text: console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)  # noqa: E731
-    for g in all_groups:
-        if g.qps_cv is not None and g.qps_cv > noisy:
-            warn(f"{g.label} at {g.threads} threads varies {g.qps_cv:.1%} across repeats (above {noisy:.0%}); differences "
-                 "smaller than that are noise. Remedy: a longer duration, pin = true (measure it first with "
-                 "bench/noise.py), more repeats or repeats = \"auto\", and an idle machine")  # fmt: skip
-        if len(g.qps) < stats.MIN_REPEATS and not g.failed:
-            warn(f"{g.label} at {g.threads} threads has {len(g.qps)} settled repeat(s): no confidence interval can be "
-                 f"given below {stats.MIN_REPEATS}. Remedy: repeats = 3 or more")  # fmt: skip
-    for cell in cells:
-        if cell["status"] == "ok" and cell.get("settled") in (False, 0):
-            warn(f"cell {cell['id']} {cell['key']} did not settle: {cell.get('unsettled_reason')}; it is left out of "
-                 "the intervals. Remedy: a longer warmup (or max_warmup with warmup = \"auto\"), a longer duration")  # fmt: skip
-        for stall in cell.get("stalls") or []:
-            where = "in the warm-up" if stall["end_s"] <= (cell.get("window_start_s") or 0) else "in the measured window"
-            depth = "no report from sysbench" if stall["kind"] == "no-report" else f"min {stall['min_qps']:,.0f} QPS"
-            console.print(escape(f"stall: cell {cell['id']} {cell['key']} {stall['start_s']:.0f}-{stall['end_s']:.0f} s "
-                                 f"{where} ({depth}); sample stacks in it with [observe] pmp to see why"), style="magenta")  # fmt: skip
-    short = [c["id"] for c in cells if c["status"] == "ok" and c.get("warmup_method") == "none"]
-    if short:
-        warn(f"{len(short)} cell(s) have fewer than 4 per-second reports, too few to check that they were in steady "
-             "state (cells " + ", ".join(map(str, short[:10])) + ("..." if len(short) > 10 else "") +
-             "). Remedy: warm-up + duration of 10 s or more")  # fmt: skip
-    busy = [(c["resources"]["other_cpu_cores"], c) for c in cells
-            if c["status"] == "ok" and (c.get("resources") or {}).get("other_cpu_cores", 0) > BUSY_CORES]  # fmt: skip
-    if busy:
-        worst = ", ".join(f"cell {c['id']} {cores:.2f}" for cores, c in sorted(busy, key=lambda x: -x[0])[:5])
-        warn(f"{len(busy)} of {len(cells)} cells ran while other processes used more than {BUSY_CORES} cores "
-             f"(worst: {worst}); their figures include that interference. Remedy: an idle machine")  # fmt: skip
-    adaptive = meta.get("adaptive")
-    if adaptive:
-        missed = [g for g in adaptive.get("groups", []) if not g["met"]]
-        console.print(f"adaptive repeats: {adaptive.get('rounds')} rounds, target ±{adaptive['target_ci']:.1%}: "
-                      f"{len(adaptive.get('groups', [])) - len(missed)} of {len(adaptive.get('groups', []))} groups met it"
-                      f" ({escape(str(adaptive.get('stop_reason') or 'running'))})")  # fmt: skip
-        for g in missed:
-            half = "no interval" if g["half_width"] is None else f"±{g['half_width']:.1%}"
-            warn(f"{g['variant']} at {g['threads']} threads: target not met ({half} after {g['repeats']} repeats). "
-                 "Remedy: raise max_repeats or time_budget, or a longer duration")  # fmt: skip
-    for cell in cells:
-        if cell["status"] != "ok":
-            first = (cell["error"] or "").strip().splitlines()
-            console.print(escape(f"failed: cell {cell['id']} {cell['key']}: {first[0] if first else '?'}"), style="red")
+    for f in findings.collect(all_groups, cells, meta):
+        if f.level == "warning":
+            console.print(f"[yellow]warning:[/] {escape(f.text)}", highlight=False)
+        else:
+            console.print(escape(f.text), style=FINDING_STYLE.get(f.level))

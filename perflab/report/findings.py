@@ -1,0 +1,105 @@
+"""What to distrust in a results directory: one list of findings for every report format.
+
+Input: the Groups of analyze/summary.py, the cells as loaded by `summary.load`, the run's
+meta. Output: Finding rows in a fixed order (noisy groups and missing intervals, unsettled
+cells, stalls, too-short series, busy machine, adaptive targets, failed cells); the terminal,
+HTML and Markdown reports print the same list, so they never disagree.
+
+    Finding("warning", "noise", "allocator=glibc at 2 threads varies 4.1% across repeats ...")
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from perflab.analyze import stats
+from perflab.analyze.summary import Group
+
+BUSY_CORES = 0.2  # CPU used by other processes during a window, above which a cell is suspect
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str  # warning | stall | info | failed
+    kind: str  # noise | repeats | unsettled | stall | short | busy | adaptive | adaptive-missed | failed
+    text: str
+    cells: tuple[int, ...] = field(default=())
+
+
+def collect(all_groups: list[Group], cells: list[dict[str, Any]], meta: dict[str, Any]) -> list[Finding]:
+    out = _group_findings(all_groups, meta)
+    out += _cell_findings(cells)
+    out += _adaptive_findings(meta)
+    for cell in cells:
+        if cell["status"] != "ok":
+            first = (cell["error"] or "").strip().splitlines()
+            out.append(Finding("failed", "failed", f"failed: cell {cell['id']} {cell['key']}: {first[0] if first else '?'}",
+                               (cell["id"],)))  # fmt: skip
+    return out
+
+
+def _group_findings(all_groups: list[Group], meta: dict[str, Any]) -> list[Finding]:
+    noisy = (meta.get("experiment") or {}).get("cv_warning", 0.03)
+    out = []
+    for g in all_groups:
+        if g.qps_cv is not None and g.qps_cv > noisy:
+            out.append(Finding("warning", "noise",
+                f"{g.label} at {g.threads} threads varies {g.qps_cv:.1%} across repeats (above {noisy:.0%}); differences "
+                "smaller than that are noise. Remedy: a longer duration, pin = true (measure it first with "
+                "bench/noise.py), more repeats or repeats = \"auto\", and an idle machine", tuple(g.cell_ids)))  # fmt: skip
+        if len(g.qps) < stats.MIN_REPEATS and not g.failed:
+            out.append(Finding("warning", "repeats",
+                f"{g.label} at {g.threads} threads has {len(g.qps)} settled repeat(s): no confidence interval can be "
+                f"given below {stats.MIN_REPEATS}. Remedy: repeats = 3 or more", tuple(g.cell_ids)))  # fmt: skip
+    return out
+
+
+def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
+    out = []
+    for cell in cells:
+        if cell["status"] == "ok" and cell.get("settled") in (False, 0):
+            out.append(Finding("warning", "unsettled",
+                f"cell {cell['id']} {cell['key']} did not settle: {cell.get('unsettled_reason')}; it is left out of "
+                "the intervals. Remedy: a longer warmup (or max_warmup with warmup = \"auto\"), a longer duration",
+                (cell["id"],)))  # fmt: skip
+        for stall in cell.get("stalls") or []:
+            where = (
+                "in the warm-up" if stall["end_s"] <= (cell.get("window_start_s") or 0) else "in the measured window"
+            )
+            depth = "no report from sysbench" if stall["kind"] == "no-report" else f"min {stall['min_qps']:,.0f} QPS"
+            out.append(Finding("stall", "stall",
+                f"stall: cell {cell['id']} {cell['key']} {stall['start_s']:.0f}-{stall['end_s']:.0f} s {where} ({depth}); "
+                "sample stacks in it with [observe] pmp to see why", (cell["id"],)))  # fmt: skip
+    short = [c["id"] for c in cells if c["status"] == "ok" and c.get("warmup_method") == "none"]
+    if short:
+        out.append(Finding("warning", "short",
+            f"{len(short)} cell(s) have fewer than 4 per-second reports, too few to check that they were in steady "
+            "state (cells " + ", ".join(map(str, short[:10])) + ("..." if len(short) > 10 else "") +
+            "). Remedy: warm-up + duration of 10 s or more", tuple(short)))  # fmt: skip
+    busy = [(c["resources"]["other_cpu_cores"], c) for c in cells
+            if c["status"] == "ok" and (c.get("resources") or {}).get("other_cpu_cores", 0) > BUSY_CORES]  # fmt: skip
+    if busy:
+        worst = ", ".join(f"cell {c['id']} {cores:.2f}" for cores, c in sorted(busy, key=lambda x: -x[0])[:5])
+        out.append(Finding("warning", "busy",
+            f"{len(busy)} of {len(cells)} cells ran while other processes used more than {BUSY_CORES} cores "
+            f"(worst: {worst}); their figures include that interference. Remedy: an idle machine",
+            tuple(c["id"] for _, c in busy)))  # fmt: skip
+    return out
+
+
+def _adaptive_findings(meta: dict[str, Any]) -> list[Finding]:
+    adaptive = meta.get("adaptive")
+    if not adaptive:
+        return []
+    groups = adaptive.get("groups", [])
+    missed = [g for g in groups if not g["met"]]
+    out = [Finding("info", "adaptive",
+        f"adaptive repeats: {adaptive.get('rounds')} rounds, target ±{adaptive['target_ci']:.1%}: "
+        f"{len(groups) - len(missed)} of {len(groups)} groups met it ({adaptive.get('stop_reason') or 'running'})")]  # fmt: skip
+    for g in missed:
+        half = "no interval" if g["half_width"] is None else f"±{g['half_width']:.1%}"
+        out.append(Finding("warning", "adaptive-missed",
+            f"{g['variant']} at {g['threads']} threads: target not met ({half} after {g['repeats']} repeats). "
+            "Remedy: raise max_repeats or time_budget, or a longer duration"))  # fmt: skip
+    return out

@@ -1,0 +1,149 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no script, no request of any
+kind), readable offline and on a laptop screen.
+
+Input: a ReportModel (report/model.py). Output: the HTML text, from the Jinja2 template
+`assets/report.html.j2` with autoescaping (variant labels, errors and the spec are user
+text). Sections: header (experiment, host, matrix, when, how long, failed cells), verdicts
+per thread count, findings, charts, per-second series, profiles (only when the results have
+them: see report/profiles.py), all cells.
+
+    perflab report results/alloc --html -o report.html
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from importlib import resources
+from typing import Any
+
+import jinja2
+from markupsafe import Markup, escape
+
+from perflab import __version__
+from perflab.analyze import stats
+from perflab.report import figures, findings
+from perflab.report.model import ReportModel, plural
+from perflab.units import format_bytes
+
+VERDICT_CLASS = {stats.FASTER: "verdict-faster", stats.SLOWER: "verdict-slower", stats.SAME: "verdict-same"}
+
+
+def _asset(name: str) -> str:
+    return resources.files("perflab.report").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def _num(value: float | None, fmt: str = "{:,.0f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def _ci(interval: stats.Interval, fmt: str) -> str:
+    if interval.low is None or interval.high is None:
+        return "n<3"
+    return f"{fmt.format(interval.low)}–{fmt.format(interval.high)}"
+
+
+def _rci(c: Any) -> str:
+    if c is None or c.ci_low is None or c.ci_high is None:
+        return ""
+    return f"[{c.ci_low:.3f}–{c.ci_high:.3f}]"
+
+
+def _verdict(c: Any) -> Markup:
+    if c is None:
+        return Markup("-")
+    if c.verdict is None:
+        reason = escape(c.reason or "fewer than 3 repeats")
+        return Markup(f'<span class="muted" title="{reason}">no interval</span>')
+    return Markup(f'<span class="{VERDICT_CLASS[c.verdict]}">{c.verdict}</span>')
+
+
+def _bytes(value: Any) -> str:
+    if isinstance(value, list):
+        value = statistics.fmean(value) if value else None
+    return "-" if value is None else format_bytes(value)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(
+        num=_num, ci=_ci, rci=_rci, verdict=_verdict, bytes=_bytes,
+        pct=lambda v: "-" if v is None else f"{v:.1%}",
+        pm=lambda i: "n<3" if i.half_width is None else f"±{i.half_width:.1%}",
+        vlabel=lambda v: ", ".join(f"{a}={lbl}" for a, lbl in v.items()) or "default",
+        vkey=lambda v: ",".join(f"{a}={lbl}" for a, lbl in v.items()) or "default",
+    )  # fmt: skip
+    return env
+
+
+def render(model: ReportModel) -> str:
+    figs = figures.build(model)
+    series: dict[int, list[tuple[str, list[figures.Figure]]]] = {t: [] for t in model.threads}
+    for f in figs:
+        if f.section == "series" and f.threads is not None:
+            pairs = series[f.threads]
+            if not pairs or pairs[-1][0] != f.variant:
+                pairs.append((str(f.variant), []))
+            pairs[-1][1].append(f)
+    exp = model.experiment
+    effects = [c for c in model.comparisons if c.kind == "axis"]
+    longest = max((len(v) for v in model.intervals.values()), default=0)
+    template = _environment().from_string(_asset("report.html.j2"))
+    return template.render(
+        m=model, css=_asset("report.css"), version=__version__,
+        generated=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        subtitle=subtitle(model), axes_title=" × ".join(model.axes) or "variant",
+        baseline_label=", ".join(f"{a}={lbl}" for a, lbl in model.baseline.items()) or "the first variant",
+        failed=model.failed(), effects=effects, effects_told=told(effects),
+        cv_warning=f"{exp.get('cv_warning', 0.03):.0%}", summary_figs=[f for f in figs if f.section == "summary"],
+        caution=caution(model.findings), busy_cores=findings.BUSY_CORES, series_by_threads=series,
+        findings_by_kind=_by_kind(model.findings), kind_titles=KIND_TITLES,
+        downsampled=longest > figures.MAX_POINTS, max_points=figures.MAX_POINTS,
+    )  # fmt: skip
+
+
+def told(comparisons: list[Any]) -> str:
+    counts = {v: sum(1 for c in comparisons if c.verdict == v) for v in (stats.FASTER, stats.SLOWER)}
+    told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    return f"; {told}" if told else "; none faster or slower"
+
+
+KIND_TITLES = {
+    "noise": "noisy groups", "repeats": "too few repeats for an interval", "unsettled": "unsettled cells (left out)",
+    "stall": "stalls", "short": "series too short to check", "busy": "busy machine", "adaptive": "adaptive repeats",
+    "adaptive-missed": "adaptive targets not met", "failed": "failed cells",
+}  # fmt: skip
+
+
+def caution(found: list[Any]) -> str:
+    """What undermines the verdicts, in a few words ('' when nothing does)."""
+    kinds = _by_kind(
+        [f for f in found if f.kind in ("noise", "repeats", "unsettled", "busy", "failed", "adaptive-missed")]
+    )
+    return "; ".join(f"{KIND_TITLES[k]} ({len(v)})" for k, v in kinds)
+
+
+def _by_kind(found: list[Any]) -> list[tuple[str, list[Any]]]:
+    """Findings grouped by kind, failures first, each kind in the terminal report's order."""
+    kinds: dict[str, list[Any]] = {}
+    for f in found:
+        kinds.setdefault(f.kind, []).append(f)
+    return sorted(kinds.items(), key=lambda kv: kv[0] != "failed")
+
+
+def short_server(host: dict[str, Any]) -> str:
+    """'/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for ...' -> 'mariadbd 10.11.19-MariaDB-0+deb12u1'."""
+    text = str(host.get("mariadbd") or "mariadbd")
+    words = text.split()
+    return f"mariadbd {words[words.index('Ver') + 1]}" if "Ver" in words[:-1] else text
+
+
+def subtitle(model: ReportModel) -> str:
+    """One line: what was measured and the headline verdicts."""
+    wl = model.experiment.get("workload") or {}
+    verdicts = [c for c in model.comparisons if c.kind == "variant" and c.metric == "qps" and c.verdict]
+    counts = {v: sum(1 for c in verdicts if c.verdict == v) for v in (stats.FASTER, stats.SLOWER, stats.SAME)}
+    told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    return (f"sysbench {wl.get('test', '?')} on {short_server(model.meta.get('host') or {})}: "
+            f"{plural(len(model.variants), 'variant')} × {plural(len(model.threads), 'thread count')}"
+            + (f"; QPS verdicts against the baseline: {told}" if told else ""))  # fmt: skip

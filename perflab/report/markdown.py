@@ -1,0 +1,193 @@
+"""The Markdown report: GitHub-flavoured, to paste into a bug report or a pull request.
+
+Input: a ReportModel. Output: Markdown text with the same findings as the HTML and terminal
+reports (header, verdict tables per thread count, axis effects, findings, failed cells) and,
+when `charts_dir` is given, the charts written there as SVG files and linked as images
+(relative to `link_base`). Deterministic for the same results (no clock, no absolute path),
+so tests compare it with a golden file.
+
+    | jemalloc | 3 | 1,021 | 1,003–1,039 | 0.7% | 1.043 [1.021–1.066] | **faster** | ...
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perflab.analyze import stats
+from perflab.analyze.compare import Comparison
+from perflab.report import figures, html
+from perflab.report.html import subtitle
+from perflab.report.model import ReportModel
+from perflab.units import format_bytes
+
+VERDICT_MD = {stats.FASTER: "**faster**", stats.SLOWER: "**slower**", stats.SAME: "no significant difference"}
+
+
+def cell(text: object) -> str:
+    """A table cell: no line breaks, pipes escaped, no HTML."""
+    s = str(text).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+    return s.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def table(header: list[str], rows: list[list[object]], right: set[int] | None = None) -> list[str]:
+    right = right or set()
+    out = ["| " + " | ".join(cell(h) for h in header) + " |",
+           "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]  # fmt: skip
+    out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return out
+
+
+def _num(v: float | None, fmt: str) -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def _ratio(c: Comparison | None) -> str:
+    if c is None or c.ratio is None:
+        return "-"
+    if c.ci_low is None or c.ci_high is None:
+        return f"{c.ratio:.3f}"
+    return f"{c.ratio:.3f} [{c.ci_low:.3f}–{c.ci_high:.3f}]"
+
+
+def _verdict(c: Comparison | None) -> str:
+    if c is None:
+        return "-"
+    return VERDICT_MD[c.verdict] if c.verdict else "no interval"
+
+
+def _ci(interval: stats.Interval, fmt: str) -> str:
+    """The interval as ±relative half-width, like the terminal report (a range reads badly with a negative bound)."""
+    return "n<3" if interval.half_width is None else f"±{interval.half_width:.1%}"
+
+
+def _fence(text: str) -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return ticks
+
+
+def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> str:
+    out = [f"# {cell(model.name)}: perflab report", "", cell(subtitle(model)), ""]
+    facts = [(k, model.directory.name if k == "results" else v) for k, v in model.facts()]
+    out += table(["run", ""], [list(f) for f in facts]) + [""]
+    out += ["<details><summary>Host</summary>", ""] + table(["host", ""], [list(f) for f in model.host_facts()])
+    spec = str(model.meta.get("spec_text") or "(not stored)")
+    out += ["", "</details>", "", "<details><summary>Experiment file</summary>", "", _fence(spec) + "toml", spec.rstrip(),
+            _fence(spec), "", "</details>", ""]  # fmt: skip
+    out += _verdicts(model)
+    out += ["## Findings", ""]
+    if model.findings:
+        # the text of stalls and failures starts with its kind already ("stall: ...", "failed: ...")
+        out += [
+            f"- **warning:** {cell(f.text)}" if f.level == "warning" else f"- {cell(f.text)}" for f in model.findings
+        ]
+    else:
+        out.append("Nothing to distrust: every group has an interval, every cell settled, no stalls, no failed cells.")
+    out.append("")
+    failed = model.failed()
+    if failed:
+        out += ["## Failed cells", ""]
+        out += table(
+            ["cell", "key", "error"], [[c["id"], c["key"], (c["error"] or "?").strip().splitlines()[0]] for c in failed]
+        )
+        out.append("")
+    out += _profiles(model, charts_dir, link_base)
+    out += _charts(model, charts_dir, link_base)
+    out.append(f"<sub>perflab report of `{cell(model.directory.name)}`; the raw numbers: `perflab export "
+               f"{cell(model.directory.name)} --format json`</sub>")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def _verdicts(model: ReportModel) -> list[str]:
+    base = ", ".join(f"{a}={lbl}" for a, lbl in model.baseline.items()) or "the first variant"
+    out = ["## Verdicts", "", (f"Each variant against the baseline ({cell(base)}): steady-state mean over settled repeats, "
+           "95% intervals (Student t); ratio interval by the delta method. For p95, a ratio below 1 is faster."), ""]  # fmt: skip
+    caution = html.caution(model.findings)
+    if caution:
+        out += [f"> **Read the findings before trusting these verdicts:** {cell(caution)}.", ""]
+    header = [" × ".join(model.axes) or "variant", "n", "QPS mean", "QPS 95% CI", "CV", "QPS ratio [95% CI]", "verdict",
+              "p95 ms", "p95 95% CI", "p95 ratio [95% CI]", "p95 verdict", "RSS end", "stalls"]  # fmt: skip
+    for t in model.threads:
+        rows = []
+        for g in (g for g in model.groups if g.threads == t):
+            q, p = model.comparison(g, "qps"), model.comparison(g, "p95")
+            n = (
+                f"{len(g.qps)}"
+                + (f" +{len(g.unsettled)} unsettled" if g.unsettled else "")
+                + (f" +{g.failed} failed" if g.failed else "")
+            )
+            label = (", ".join(g.variant.values()) or "default") + (" (baseline)" if g.baseline else "")
+            rss = sum(g.rss_end) / len(g.rss_end) if g.rss_end else None
+            rows.append([
+                label, n, _num(g.qps_mean, "{:,.0f}"), _ci(g.qps_ci, "{:,.0f}"), _num(g.qps_cv and g.qps_cv * 100, "{:.1f}%"),
+                "baseline" if g.baseline else _ratio(q), "" if g.baseline else _verdict(q),
+                _num(g.p95_ci.mean, "{:.2f}"), _ci(g.p95_ci, "{:.2f}"), "baseline" if g.baseline else _ratio(p),
+                "" if g.baseline else _verdict(p), format_bytes(rss) if rss is not None else "-", g.stalls or "",
+            ])  # fmt: skip
+        out += [f"### threads = {t}", ""] + table(header, rows, {1, 2, 3, 4, 5, 7, 8, 9, 11, 12}) + [""]
+    effects = [c for c in model.comparisons if c.kind == "axis"]
+    if effects:
+        out += ["### Effect of each axis (the other axes held fixed)", ""]
+        folded = len(effects) > 12  # long tables fold, as in the HTML
+        if folded:
+            out += [f"<details><summary>{len(effects)} comparisons{cell(html.told(effects))}</summary>", ""]
+        label = lambda v: ", ".join(f"{a}={lbl}" for a, lbl in v.items())
+        out += table(["threads", "metric", "axis", "reference", "variant", "n", "ratio [95% CI]", "verdict"],
+                     [[c.threads, c.metric, c.axis, label(c.baseline), label(c.variant), f"{c.n_baseline}/{c.n_variant}",
+                       _ratio(c), _verdict(c)] for c in effects], {0, 5, 6})  # fmt: skip
+        out += ["", "</details>", ""] if folded else [""]
+    return out
+
+
+def _profiles(model: ReportModel, charts_dir: Path | None, link_base: str) -> list[str]:
+    """EXTENSION POINT: shown only when report/profiles.py's load() found profiles."""
+    prof = model.profiles
+    if prof is None:
+        return []
+    out = ["## Profiles", ""]
+    for key, rows in prof.top.items():
+        out += [f"### Top functions: {cell(key)}", ""]
+        out += table(["function", "self %", "total %", "samples/txn"],
+                     [[r.function, f"{r.self_pct:.1f}", f"{r.total_pct:.1f}", _num(r.per_txn, "{:.3f}")] for r in rows],
+                     {1, 2, 3}) + [""]  # fmt: skip
+    if prof.pair:
+        out += [f"### Differential: {cell(prof.pair[1])} vs {cell(prof.pair[0])}", ""]
+        out += table(["function", f"{prof.pair[0]} /txn", f"{prof.pair[1]} /txn", "delta /txn"],
+                     [[r.function, f"{r.base_per_txn:.3f}", f"{r.other_per_txn:.3f}", f"{r.delta:+.3f}"] for r in prof.diff],
+                     {1, 2, 3}) + [""]  # fmt: skip
+    if charts_dir is not None:
+        charts_dir.mkdir(parents=True, exist_ok=True)
+        for i, fg in enumerate(prof.flames):
+            name = f"flame-{i}-{figures.slug(fg.title)}.svg"
+            (charts_dir / name).write_text(fg.svg, encoding="utf-8")
+            kind = "Differential flame graph" if fg.differential else "Flame graph"
+            out += [
+                f"[{kind}: {cell(fg.title)}]({link_base + '/' if link_base else ''}{name}) (open it: it is interactive)",
+                "",
+            ]
+    return out
+
+
+def _charts(model: ReportModel, charts_dir: Path | None, link_base: str) -> list[str]:
+    if charts_dir is None:
+        return [("_Charts: write the report to a file (`perflab report DIR --format markdown -o report.md`) to get them "
+                 "as SVG files beside it._"), ""]  # fmt: skip
+    charts_dir.mkdir(parents=True, exist_ok=True)
+    figs = figures.build(model)
+    for f in figs:
+        (charts_dir / f"{f.id}.svg").write_text(f.svg + "\n", encoding="utf-8")
+    link = lambda f: f"![{cell(f.title)}]({link_base + '/' if link_base else ''}{f.id}.svg)"
+    out = ["## Charts", "", "One colour per variant in every chart; error bars are 95% CIs over repeats.", ""]
+    out += [link(f) for f in figs if f.section == "summary"] + [""]
+    out += [
+        "## Per-second series",
+        "",
+        "Repeats overlaid (solid, dashed, dotted); grey: warm-up (not measured); red: stalls.",
+        "",
+    ]
+    for t in model.threads:
+        out += [f"<details><summary>threads = {t}</summary>", ""]
+        out += [link(f) for f in figs if f.section == "series" and f.threads == t]
+        out += ["", "</details>", ""]
+    return out

@@ -1,0 +1,128 @@
+"""What the HTML and Markdown reports show, computed once from a results directory.
+
+Input: an open Results. Output: a ReportModel holding the analysis as `perflab compare` and
+`perflab export` compute it (groups, comparisons for qps and p95, findings), the header facts,
+one colour per variant, and per-cell series for the charts. The renderers only format it.
+
+    model = build(results)        # model.comparisons[0].ratio == export's comparisons[0]["ratio"]
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perflab.analyze import compare, summary
+from perflab.analyze.compare import Comparison
+from perflab.analyze.summary import Group
+from perflab.report import charts, findings, profiles
+from perflab.units import format_bytes, format_duration
+
+
+@dataclass
+class ReportModel:
+    directory: Path
+    meta: dict[str, Any]
+    cells: list[dict[str, Any]]
+    groups: list[Group]
+    comparisons: list[Comparison]  # metric qps then p95, as the export's `comparisons`
+    axes: dict[str, list[str]]
+    baseline: dict[str, str]
+    colors: dict[str, str]  # variant key -> colour, the same in every chart and table
+    findings: list[findings.Finding]
+    intervals: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # cell id -> per-second rows
+    rss: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
+    profiles: profiles.Profiles | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.experiment.get("name", self.directory.name))
+
+    @property
+    def experiment(self) -> dict[str, Any]:
+        return self.meta.get("experiment") or {}
+
+    @property
+    def threads(self) -> list[int]:
+        return sorted({g.threads for g in self.groups})
+
+    @property
+    def variants(self) -> list[dict[str, str]]:
+        return list({g.key: g.variant for g in self.groups}.values())
+
+    def comparison(self, group: Group, metric: str) -> Comparison | None:
+        for c in self.comparisons:
+            if c.kind == "variant" and c.metric == metric and c.threads == group.threads and c.variant == group.variant:
+                return c
+        return None
+
+    def failed(self) -> list[dict[str, Any]]:
+        return [c for c in self.cells if c["status"] != "ok"]
+
+    def facts(self) -> list[tuple[str, str]]:
+        """The header: what ran, where, when, how long."""
+        exp, meta = self.experiment, self.meta
+        wl = exp.get("workload") or {}
+        axes = " × ".join(f"{a} ({len(v)})" for a, v in self.axes.items()) or "1 variant"
+        repeats = exp.get("repeats")
+        warm = exp.get("warmup", 0)
+        window = (f"{format_duration(exp.get('duration', 0))} after "
+                  + (f"auto warm-up (window from {format_duration(exp.get('max_warmup', 10))})" if warm == "auto"
+                     else f"{format_duration(warm)} warm-up"))  # fmt: skip
+        ok = sum(1 for c in self.cells if c["status"] == "ok")
+        ds = exp.get("dataset") or {}
+        return [
+            ("matrix", (f"{axes} × threads ({len(wl.get('threads') or self.threads)}) × {repeats} repeats = "
+                        f"{meta.get('cell_count') or len(self.cells)} cells; stored {len(self.cells)}: {ok} ok, "
+                        f"{len(self.cells) - ok} failed")),
+            ("workload", f"sysbench {wl.get('test', '?')}, threads {', '.join(map(str, wl.get('threads', [])))}"),
+            ("dataset", f"{plural(ds.get('tables', 0), 'table')} × {ds.get('table_size', '?')} rows"
+                        + (f" ({format_bytes((meta.get('dataset') or {}).get('data_bytes'))})" if meta.get("dataset") else "")),
+            ("window", window + f", pin={exp.get('pin')}"),
+            ("started", str(meta.get("started_at") or "?")),
+            ("took", _took(meta.get("started_at"), meta.get("ended_at"))),
+            ("status", str(meta.get("status") or "?")),
+            ("results", str(self.directory)),
+        ]  # fmt: skip
+
+    def host_facts(self) -> list[tuple[str, str]]:
+        host = self.meta.get("host") or {}
+        mem = host.get("memory_bytes")
+        return [(k, str(host.get(k))) for k in ("hostname", "kernel", "cpu_model", "cores", "glibc", "mariadbd",
+                                                   "sysbench", "python", "perflab") if host.get(k) is not None] + (
+            [("memory", format_bytes(mem))] if mem else [])  # fmt: skip
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _took(start: str | None, end: str | None) -> str:
+    if end is None:
+        return "(still running, or killed)"
+    try:
+        seconds = (dt.datetime.fromisoformat(str(end)) - dt.datetime.fromisoformat(str(start))).total_seconds()
+    except ValueError:
+        return "?"
+    return format_duration(seconds)
+
+
+def build(results: Any, baselines: list[str] | None = None, series: bool = True) -> ReportModel:
+    meta, cells = summary.load(results)
+    axes = (meta.get("experiment") or {}).get("axes") or {}
+    base = compare.baseline_variant(axes, baselines or [])
+    groups = summary.groups(cells, base if axes else None)
+    comparisons = [c for metric in compare.METRICS for c in compare.within(groups, axes, base, metric)]
+    variants = list({summary.variant_key(c["variant"]): c["variant"] for c in cells}.values())
+    model = ReportModel(
+        Path(results.dir), meta, cells, groups, comparisons, axes, base, charts.variant_colors(variants),
+        findings.collect(groups, cells, meta), profiles=profiles.load(Path(results.dir), cells),
+    )  # fmt: skip
+    if series:
+        for cell in cells:
+            if cell["status"] == "ok":
+                model.intervals[cell["id"]] = results.intervals(cell["id"])
+                model.rss[cell["id"]] = results.rss_samples(cell["id"])
+    return model
