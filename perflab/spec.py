@@ -236,8 +236,38 @@ class Variant(_Strict):
         return {k: str(v) for k, v in value.items()}
 
 
+class PerfObserve(_Strict):
+    """`perf = { frequency = 99, call_graph = "fp" }`: on-CPU call graphs (README "Profiles")."""
+
+    frequency: StrictInt = Field(default=99, ge=1, le=5000)
+    call_graph: Literal["fp", "dwarf"] = "fp"
+
+
+class PmpObserve(_Strict):
+    """`pmp = { interval = "1s" }`: wall-clock stacks of every server thread (README "Profiles")."""
+
+    interval: Duration = 1.0
+    tool: Literal["libdw", "eu-stack"] = "libdw"
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, value: float) -> float:
+        if not 0.05 <= value <= 60:
+            raise _fail("an interval between 50ms and 60s", 'e.g. interval = "1s" or "200ms"')
+        return value
+
+
+def _observer_flag(value: Any) -> Any:
+    """`perf = true` means the defaults, `perf = false` none."""
+    if value is True:
+        return {}
+    return None if value is False else value
+
+
 class ObserveSection(_Strict):
     rss: StrictBool = True
+    perf: Annotated[PerfObserve | None, BeforeValidator(_observer_flag)] = None
+    pmp: Annotated[PmpObserve | None, BeforeValidator(_observer_flag)] = None
 
 
 class ExperimentFile(_Strict):

@@ -23,6 +23,7 @@ from typing import Any
 from perflab import allocators
 from perflab.errors import AllocatorNotMappedError, PerflabError, ServerCrashedError, WorkloadError
 from perflab.run import dataset
+from perflab.run.observers.profilers import Profilers
 from perflab.run.observers.resources import ProcCounters, RssSampler
 from perflab.run.proc import Child, clean_env
 from perflab.run.servers.mariadb import MariaDB
@@ -203,7 +204,7 @@ class Scheduler:
                 _sleep_until(started + warmup, child)
             before = ProcCounters.read(server.pid)
             self_before = resource.getrusage(resource.RUSAGE_SELF)
-            with RssSampler(server.pid) as rss:
+            with RssSampler(server.pid) as rss, Profilers(self.exp.file.observe, server.pid, server.rundir) as profilers:
                 code = _wait(child, warmup + seconds)
             self_after = resource.getrusage(resource.RUSAGE_SELF)
             used = ProcCounters.read(server.pid).minus(before)
@@ -226,6 +227,7 @@ class Scheduler:
             "resources": resources,
             "sysbench_options": sysbench.effective_options(self.sysbench_defaults, argv),
         }
+        profilers.store(self.results, cell.order, summary.transactions, seconds)  # profiles/ + profiles table
         return intervals, rss.samples, measured
 
 
