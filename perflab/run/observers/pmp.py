@@ -77,8 +77,9 @@ class ModuleMap:
         return FunctionStarts.load(path).name(addr - base) if base is not None else "[unknown]"
 
 
-def parse_eu_stack(text: str, modules: ModuleMap) -> list[tuple[int, list[str]]]:
-    """(tid, frames root first) per thread of one `eu-stack -m -p PID` output."""
+def parse_eu_stack(text: str, modules: ModuleMap, dsos: dict[str, str] | None = None) -> list[tuple[int, list[str]]]:
+    """(tid, frames root first) per thread of one `eu-stack -m -p PID` output; fills `dsos`
+    (frame name -> binary file name) when given."""
     threads: list[tuple[int, list[str]]] = []
     frames: list[str] = []
     for line in text.splitlines():
@@ -86,14 +87,20 @@ def parse_eu_stack(text: str, modules: ModuleMap) -> list[tuple[int, list[str]]]
             frames = []
             threads.append((int(line[4:].rstrip(":")), frames))
         elif line.startswith("#") and threads:
-            _, addr, rest = (line.split(None, 2) + [""])[:3]
-            sym, _, module = rest.rpartition(" - ") if " - " in rest or rest.startswith("- ") else (rest, "", "")
-            if rest.startswith("- "):
-                sym, module = "", rest[2:]
-            sym = strip_params(sym.strip()).partition("@")[0]
+            parts = line.split(None, 2)
+            if len(parts) < 2:
+                continue
+            rest = " " + (parts[2] if len(parts) > 2 else "")
+            sym, sep, module = rest.rpartition(" - ")
+            if not sep:
+                sym, module = rest, ""
+            sym, module = strip_params(sym.strip()).partition("@")[0], module.strip()
             if not sym:
-                sym = modules.name(int(addr, 16), module.strip()) if module.strip() else "[unknown]"
-            frames.append(sym.replace(";", ":"))
+                sym = modules.name(int(parts[1], 16), module) if module.startswith("/") else "[unknown]"
+            sym = sym.replace(";", ":")
+            frames.append(sym)
+            if dsos is not None and module:
+                dsos.setdefault(sym, os.path.basename(module))
     for _, fr in threads:
         fr.reverse()
     return threads
@@ -113,6 +120,7 @@ class StackSampler:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._rows: list[tuple[float, int, list[str]]] = []
+        self.dsos: dict[str, str] = {}
         self._started = 0.0
 
     def __enter__(self) -> StackSampler:
@@ -135,7 +143,7 @@ class StackSampler:
             t = time.monotonic() - self._started
             done = subprocess.run(guarded(["eu-stack", "-m", "-p", str(self.pid)]), capture_output=True, text=True,
                                   check=False, timeout=60, start_new_session=True)  # fmt: skip
-            for tid, frames in parse_eu_stack(done.stdout, self._modules):
+            for tid, frames in parse_eu_stack(done.stdout, self._modules, self.dsos):
                 self._rows.append((t, tid, frames))
             due = max(due + self.interval, time.monotonic())
             self._stop.wait(max(0.0, due - time.monotonic()))
@@ -160,6 +168,9 @@ class StackSampler:
         rows = []
         with self.out.open(encoding="utf-8") as f:
             for line in f:
+                if line.startswith("#dso "):
+                    _, name, dso = line.split()
+                    self.dsos[name] = dso
                 if line.startswith("#"):
                     continue
                 t, tid, stack = line.rstrip("\n").split(" ", 2)
@@ -167,15 +178,19 @@ class StackSampler:
         return rows
 
     def fold(self) -> tuple[Counter, list[tuple[float, str, int]], FoldStats]:
-        return fold_rows(self.rows())
+        return fold_rows(self.rows(), self.dsos)
 
 
-def fold_rows(rows: list[tuple[float, int, list[str]]]) -> tuple[Counter, list[tuple[float, str, int]], FoldStats]:
-    """Folded stacks, the timed rows and statistics from per-thread samples (frames root first)."""
+def fold_rows(rows: list[tuple[float, int, list[str]]], dsos: dict[str, str] | None = None,
+              ) -> tuple[Counter, list[tuple[float, str, int]], FoldStats]:  # fmt: skip
+    """Folded stacks, the timed rows and statistics from per-thread samples (frames root first);
+    `dsos` maps raw frame names to their binary."""
     names = demangle(f for _, _, frames in rows for f in frames)
     stacks: Counter = Counter()
     timed = []
     stats = FoldStats()
+    for raw, dso in (dsos or {}).items():
+        stats.dsos[strip_params(names.get(raw, raw))] = dso
     for t, _tid, frames in rows:
         named = [strip_params(names.get(f, f)) for f in frames]
         stack = ";".join(named)

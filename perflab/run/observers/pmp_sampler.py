@@ -14,11 +14,14 @@ Symbols are cached by address.
 Output, one line per thread per sample (frames root first, names as the symbol table has
 them, i.e. C++ mangled; `binary+0xSTART` when the binary has no symbol for the address):
     <seconds since start> <tid> <frame;frame;frame>
+and at the end, for every frame name, the binary it is in:
+    #dso <frame> <binary file name>
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import sys
 import time
@@ -73,6 +76,7 @@ class Sampler:
         if lib.dwfl_linux_proc_attach(self.dwfl, pid, False) != 0:
             raise OSError(f"libdw cannot attach to pid {pid}: {self.error()}")
         self.names: dict[int, str] = {}
+        self.dsos: dict[str, str] = {}  # frame name -> binary it is in
         self._pc = ctypes.c_uint64()
         self._activation = ctypes.c_bool()
         self._frames: list[int] = []
@@ -112,19 +116,32 @@ class Sampler:
         module = lib.dwfl_addrmodule(self.dwfl, pc)
         if not module:
             return "[unknown]"
+        path = (lib.dwfl_module_info(module, None, None, None, None, None, None, None) or b"").decode(errors="replace")
         sym = lib.dwfl_module_addrname(module, pc)
         if sym:
-            return sym.decode(errors="replace").partition("@")[0]  # pthread_cond_wait@@GLIBC_2.3.2
-        bias = ctypes.c_uint64()
-        path = lib.dwfl_module_info(module, None, None, None, None, None, None, None)
-        if not path or not lib.dwfl_module_getelf(module, ctypes.byref(bias)):
-            return "[unknown]"
-        return FunctionStarts.load(path.decode(errors="replace")).name(pc - bias.value)
+            name = sym.decode(errors="replace").partition("@")[0]  # pthread_cond_wait@@GLIBC_2.3.2
+        else:
+            bias = ctypes.c_uint64()
+            if not path.startswith("/") or not lib.dwfl_module_getelf(module, ctypes.byref(bias)):
+                return "[unknown]"
+            name = FunctionStarts.load(path).name(pc - bias.value)
+        self.dsos[name] = os.path.basename(path) or "[unknown]"
+        return name
 
     def close(self) -> None:
         if self.dwfl:
             self.lib.dwfl_end(self.dwfl)  # detaches from every thread
             self.dwfl = None
+
+
+def kernel_wait(pid: int, tid: int) -> str:
+    """`<wchan>_[k]` (where the kernel has the thread wait) for a thread without a user stack."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/wchan", encoding="ascii") as f:
+            wchan = f.read().strip()
+    except OSError:
+        wchan = ""
+    return f"{wchan}_[k]" if wchan and wchan != "0" else "[no user stack]"
 
 
 def main(argv: list[str]) -> int:
@@ -142,8 +159,10 @@ def main(argv: list[str]) -> int:
             while not stop:
                 t = time.monotonic() - start
                 for tid, frames in sampler.sample():
-                    if frames:
+                    if frames and frames[0] != 0:
                         out.write(f"{t:.3f} {tid} {';'.join(sampler.name(pc) for pc in reversed(frames))}\n")
+                    else:  # no user stack: an io_uring worker (iou-wrk-N) or a thread being created
+                        out.write(f"{t:.3f} {tid} {kernel_wait(pid, tid)}\n")
                 out.flush()
                 due += interval
                 now = time.monotonic()
@@ -151,6 +170,8 @@ def main(argv: list[str]) -> int:
                     due = now + interval
                 while not stop and (left := due - time.monotonic()) > 0:
                     time.sleep(min(left, 0.05))
+            for name, dso in sampler.dsos.items():
+                out.write(f"#dso {name} {dso}\n")
     finally:
         sampler.close()
     return 0
