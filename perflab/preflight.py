@@ -98,12 +98,17 @@ def _sysbench(exp: Experiment) -> list[Problem]:
         return [Problem("workload.test", "a sysbench test", repr(test), f"known: {', '.join(known)}")]
     known_opts = sysbench.known_options(test)
     problems = []
-    for key in exp.file.workload.options:
-        name = key.replace("-", "_")
-        if name not in known_opts:
-            close = difflib.get_close_matches(name, list(known_opts), n=3)
-            hint = f"did you mean {', '.join(close)}?" if close else f"see `sysbench {test} help`"
-            problems.append(Problem(f"workload.options.{key}", f"an option of sysbench {test}", "unknown option", hint))
+    places = [("workload.options", exp.file.workload.options)] + [
+        (f"variants.{axis}.{label}.workload_options", v.workload_options)
+        for axis, entries in exp.file.variants.items() for label, v in entries.items()
+    ]  # fmt: skip
+    for where, options in places:
+        for key in options:
+            name = key.replace("-", "_")
+            if name not in known_opts:
+                close = difflib.get_close_matches(name, list(known_opts), n=3)
+                hint = f"did you mean {', '.join(close)}?" if close else f"see `sysbench {test} help`"
+                problems.append(Problem(f"{where}.{key}", f"an option of sysbench {test}", "unknown option", hint))
     return problems
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -213,6 +213,7 @@ class Variant(_Strict):
     preload: str | None = None
     env: EnvVars = {}
     server_options: ServerOptions = {}
+    workload_options: WorkloadOptions = {}  # sysbench options of this variant, over workload.options
 
     @field_validator("preload")
     @classmethod
@@ -297,6 +298,7 @@ class Cell:
     preload: str | None
     env: dict[str, str]
     server_options: dict[str, Any]
+    workload_options: dict[str, Any] = field(default_factory=dict)  # the variants' own, over workload.options
 
     @property
     def variant_key(self) -> str:
@@ -326,7 +328,7 @@ class Experiment:
         for repeat in range(1, spec.experiment.repeats + 1):
             for threads in spec.workload.threads:
                 for combo in combos:
-                    preload, env, options = _merge([v for _, v in combo], [lbl for lbl, _ in combo])
+                    preload, env, options, wopts = _merge([v for _, v in combo], [lbl for lbl, _ in combo])
                     cells.append(
                         Cell(
                             order=len(cells),
@@ -336,27 +338,30 @@ class Experiment:
                             preload=preload,
                             env=env,
                             server_options={**spec.server_options, **options},
+                            workload_options=wopts,
                         )
                     )
         return cells
 
 
-def _merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict, dict]:
+def _merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict, dict, dict]:
     """Combine one variant per axis; two axes setting the same thing differently is an error."""
     preload: str | None = None
     env: dict[str, str] = {}
     options: dict[str, Any] = {}
+    wopts: dict[str, Any] = {}
     for variant, label in zip(variants, labels):
         if variant.preload is not None:
             if preload is not None and preload != variant.preload:
                 raise ValueError(f"variants {labels} set preload twice ({preload}, {variant.preload})")
             preload = variant.preload
-        for target, source, what in ((env, variant.env, "env"), (options, variant.server_options, "server_options")):
+        for target, source, what in ((env, variant.env, "env"), (options, variant.server_options, "server_options"),
+                                     (wopts, variant.workload_options, "workload_options")):
             for key, val in source.items():
                 if key in target and target[key] != val:
                     raise ValueError(f"variants {labels} set {what}.{key} to both {target[key]!r} and {val!r}")
                 target[key] = val
-    return preload, env, options
+    return preload, env, options, wopts
 
 
 def load(path: str | Path) -> Experiment:

@@ -185,7 +185,7 @@ class Scheduler:
         argv = sysbench.argv(
             spec.workload.test, "run", socket=server.socket, tables=spec.dataset.tables,
             table_size=spec.dataset.table_size, threads=cell.threads, seconds=warmup + seconds,
-            checkpoint=warmup or None, options=spec.workload.options,
+            checkpoint=warmup or None, options={**spec.workload.options, **cell.workload_options},
         )  # fmt: skip
         with out.open("w", encoding="utf-8") as sink:
             child = Child(argv, env=clean_env(), stdout=sink, cpus=self.client_cpus)
