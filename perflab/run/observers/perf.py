@@ -27,7 +27,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,10 +54,15 @@ class FoldStats:
     dsos: dict[str, str] = field(default_factory=dict)
 
 
-class FrameNamer:
-    """Turns one `perf script` frame line into a frame name, caching by line text."""
+StartsLoader = Callable[[str], FunctionStarts]
 
-    def __init__(self) -> None:
+
+class FrameNamer:
+    """Turns one `perf script` frame line into a frame name, caching by line text. `starts`
+    gives a binary's function starts (tests pass recorded ones)."""
+
+    def __init__(self, starts: StartsLoader = FunctionStarts.load) -> None:
+        self.starts = starts
         self.cache: dict[str, tuple[str, str, int]] = {}  # line -> (frame, dso, kind 0 named/1 unnamed/2 unknown)
 
     def __call__(self, line: str) -> tuple[str, str, int]:
@@ -66,8 +71,7 @@ class FrameNamer:
             hit = self.cache[line] = self._name(line)
         return hit
 
-    @staticmethod
-    def _name(line: str) -> tuple[str, str, int]:
+    def _name(self, line: str) -> tuple[str, str, int]:
         addr, _, rest = line.strip().partition(" ")
         sym, _, dso = rest.rpartition(" (")
         dso = dso[:-1] if dso.endswith(")") else dso
@@ -80,17 +84,17 @@ class FrameNamer:
             return sym, os.path.basename(dso), 0
         if dso.startswith("/"):
             try:
-                return FunctionStarts.load(dso).name(int(addr, 16)), os.path.basename(dso), 1
+                return self.starts(dso).name(int(addr, 16)), os.path.basename(dso), 1
             except ValueError:
                 pass
         return "[unknown]", dso, 2
 
 
-def fold_perf_script(lines: Iterable[str]) -> tuple[Counter, FoldStats]:
+def fold_perf_script(lines: Iterable[str], starts: StartsLoader = FunctionStarts.load) -> tuple[Counter, FoldStats]:
     """Folded stacks (root first) and statistics from `perf script -F tid,ip,sym,dso` text."""
     stacks: Counter = Counter()
     stats = FoldStats()
-    namer = FrameNamer()
+    namer = FrameNamer(starts)
     frames: list[str] = []
     kinds = [0, 0, 0]
     dsos = stats.dsos

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from perflab.errors import PerflabError
@@ -64,7 +64,8 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
 class ModuleMap:
     """Absolute address -> (binary path, address relative to its load base), from /proc/PID/maps."""
 
-    def __init__(self, maps_text: str) -> None:
+    def __init__(self, maps_text: str, starts: Callable[[str], FunctionStarts] = FunctionStarts.load) -> None:
+        self.starts = starts
         self.bases: dict[str, int] = {}
         for line in maps_text.splitlines():
             parts = line.split(None, 5)
@@ -74,7 +75,7 @@ class ModuleMap:
 
     def name(self, addr: int, path: str) -> str:
         base = self.bases.get(path)
-        return FunctionStarts.load(path).name(addr - base) if base is not None else "[unknown]"
+        return self.starts(path).name(addr - base) if base is not None else "[unknown]"
 
 
 def parse_eu_stack(text: str, modules: ModuleMap, dsos: dict[str, str] | None = None) -> list[tuple[int, list[str]]]:
