@@ -3,7 +3,7 @@
 Input: two `Merged` profiles (analyze/profile.py), each the repeats of one variant. For
 every function: A's and B's mean self and total samples per transaction, their difference,
 and a noise floor: the half-width of a 95% interval of the difference, from the spread of
-the repeats (Welch) and never below what sampling alone explains (Poisson counts). A change
+the repeats (Student t, pooled degrees of freedom) and never below what sampling alone explains (Poisson counts). A change
 smaller than its noise floor is marked not significant. The callers that carry a function's
 change are its parent frames, with the change of the function's total samples through each.
 
@@ -37,10 +37,11 @@ def noise(a: Merged, b: Merged, function: str, kind: str) -> float:
     sampling = a.poisson_var(function, kind) + b.poisson_var(function, kind)
     na, nb = len(va), len(vb)
     if na >= 2 and nb >= 2:
-        sa, sb = statistics.variance(va) / na, statistics.variance(vb) / nb
-        spread = sa + sb
-        df = spread**2 / ((sa**2 / (na - 1)) + (sb**2 / (nb - 1))) if spread > 0 else na + nb - 2
-        return t95(df) * math.sqrt(max(spread, sampling))
+        # unequal-variance standard error with the pooled degrees of freedom: Welch's df falls
+        # to 1 whenever one side does not vary (a function absent from A), which would hide
+        # every change behind t = 12.7 at 2-3 repeats
+        spread = statistics.variance(va) / na + statistics.variance(vb) / nb
+        return t95(na + nb - 2) * math.sqrt(max(spread, sampling))
     return 1.96 * math.sqrt(sampling)  # one repeat: sampling noise is all we can know
 
 

@@ -196,11 +196,15 @@ class PerfRecorder:
                     os.close(fd)
             self._log.close()
 
+    def script_argv(self) -> list[str]:
+        """`perf script` of the server's samples, only the fields folding needs (less text to parse)."""
+        return ["perf", "script", "-i", str(self.data), "--pid", str(self.pid), "-F", "tid,ip,sym,dso"]
+
     def fold(self) -> tuple[Counter, FoldStats]:
         """Fold the server's samples; perf script streams into the parser (no temporary text file)."""
         if not self.data.is_file():
             raise PerflabError(f"perf record wrote no {self.data.name}", f"see {self._log.name}")
-        argv = guarded(["perf", "script", "-i", str(self.data), "--pid", str(self.pid), "-F", "tid,ip,sym,dso"])
+        argv = guarded(self.script_argv())
         with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                               bufsize=1 << 20, start_new_session=True) as proc:  # fmt: skip
             try:
