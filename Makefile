@@ -3,12 +3,16 @@
 
 PYTHON ?= python3
 APT_PACKAGES = mariadb-server mariadb-client sysbench libjemalloc2 libtcmalloc-minimal4 \
-	libmimalloc2.0 linux-perf elfutils sysstat util-linux procps
+	libmimalloc2.0 linux-perf elfutils libdw1 binutils sysstat util-linux procps
+# flame graph SVGs (perflab flame): inferno, the Rust port of FlameGraph, built by cargo
+# (about 70 s on 2 vCPUs, once); pinned so every machine draws the same graphs
+INFERNO_VERSION = 0.12.8
+CARGO ?= $(shell command -v cargo || echo $$HOME/.cargo/bin/cargo)
 DEMO_DIR ?= results/quick-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: setup apt python demo test unit integration bench
+.PHONY: setup apt python inferno demo test unit integration bench
 
-setup: apt python
+setup: apt python inferno
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do \
@@ -24,6 +28,14 @@ python:
 		sys.exit(os.path.dirname(perflab.__file__) != os.path.join(sys.argv[1], "perflab"))' "$$here" 2>/dev/null \
 		&& echo "python package: installed from this checkout" \
 		|| (cd "$$here" && $(PYTHON) -m pip install -q --root-user-action=ignore -e '.[test]')
+
+inferno:
+	@if command -v inferno-flamegraph >/dev/null || [ -x $$HOME/.cargo/bin/inferno-flamegraph ]; then \
+		echo "inferno: present"; \
+	elif [ -x "$(CARGO)" ]; then \
+		echo "installing inferno $(INFERNO_VERSION) with cargo"; \
+		"$(CARGO)" install --locked --quiet inferno --version $(INFERNO_VERSION); \
+	else echo "inferno: cargo not found; install Rust (https://rustup.rs) for flame graph SVGs"; exit 1; fi
 
 demo: setup
 	$(PYTHON) -m perflab run examples/quick.toml -o $(DEMO_DIR)
