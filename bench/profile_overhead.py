@@ -1,0 +1,183 @@
+"""What profiling costs the measurement: steady-state QPS with each observer vs none.
+
+What: QPS of a measured window with an observer divided by the QPS of the windows without
+any observer in the same round (oltp_read_only, 2 threads, 2 tables x 20k rows, 3 s
+warm-up + 10 s window, --report-checkpoints as a cell runs it). Configurations, in a
+rotating order each round so drift and neighbours cancel:
+  none            no observer
+  perf@99         perflab's PerfRecorder: perf record -a (per-CPU events), -F 99, fp
+  perf@999        the same at 999 Hz
+  pmp@1s, pmp@0.2s   perflab's resident libdw stack sampler
+  naive-perf-p@99 `perf record -F 99 -g -p PID` (the issue's hand measurement), for reference
+  eu-stack@0.2s   `eu-stack -p PID` every 0.2 s (tool = "eu-stack"), for reference
+Per window also: the server's CPU (user/sys, /proc), the observer's own CPU (its processes'
+rusage), the CPU other processes used (the machine is shared: see the warning), and
+CPU per transaction = (server + observer CPU) / transactions as a ratio to none: on a
+shared machine QPS moves with other people's load, CPU per transaction much less, so this
+second figure resolves an observer's cost when the QPS ratio's interval cannot.
+
+How: one dataset, ONE mariadbd for every window (restarts would add variance that is not
+observer cost); the perflab configurations enter exactly what a cell enters,
+`Profilers(observe, pid, workdir)` around the wait for sysbench, and fold afterwards (the
+fold is after the window, so not in the QPS).
+
+Goals (issue 4): perf@99 < 3% QPS cost, pmp@1s < 2%, pmp@0.2s < 5%.
+
+Run: python3 bench/profile_overhead.py            # 5 rounds, ~12 minutes
+     python3 bench/profile_overhead.py --rounds 2 --duration 5   # quicker, noisier
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import resource
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import _common as C
+
+from perflab.run import dataset
+from perflab.run.observers.profilers import Profilers
+from perflab.run.observers.resources import ProcCounters
+from perflab.run.proc import Child, clean_env
+from perflab.run.servers.mariadb import MariaDB
+from perflab.run.workloads import sysbench
+from perflab.spec import ObserveSection, PerfObserve, PmpObserve
+
+GOALS = {"perf@99": 0.03, "pmp@1s": 0.02, "pmp@0.2s": 0.05}
+TABLES, TABLE_SIZE, THREADS = 2, 20000, 2
+OPTIONS = {"rand_type": "uniform"}
+
+
+def perflab_observer(observe: ObserveSection) -> Callable[[int, Path], Any]:
+    return lambda pid, work: Profilers(observe, pid, work)
+
+
+@contextlib.contextmanager
+def naive_perf(pid: int, work: Path) -> Iterator[None]:
+    child = Child(["perf", "record", "-q", "-F", "99", "-g", "-p", str(pid), "-o", str(work / "naive.data")])
+    try:
+        yield
+    finally:
+        child.signal_group(signal.SIGINT)
+        with contextlib.suppress(TimeoutError):
+            child.wait(60)
+        child.kill()
+
+
+CONFIGS: dict[str, Callable[[int, Path], Any] | None] = {
+    "none": None,
+    "perf@99": perflab_observer(ObserveSection(perf=PerfObserve(frequency=99))),
+    "perf@999": perflab_observer(ObserveSection(perf=PerfObserve(frequency=999))),
+    "pmp@1s": perflab_observer(ObserveSection(pmp=PmpObserve(interval=1.0))),
+    "pmp@0.2s": perflab_observer(ObserveSection(pmp=PmpObserve(interval=0.2))),
+    "naive-perf-p@99": naive_perf,
+    "eu-stack@0.2s": perflab_observer(ObserveSection(pmp=PmpObserve(interval=0.2, tool="eu-stack"))),
+}
+
+
+def window(server: MariaDB, name: str, cfg: dict[str, Any], work: Path) -> dict[str, float]:
+    argv = sysbench.argv("oltp_read_only", "run", socket=server.socket, tables=TABLES, table_size=TABLE_SIZE,
+                         threads=THREADS, seconds=cfg["warmup"] + cfg["duration"], checkpoint=cfg["warmup"],
+                         options=OPTIONS)  # fmt: skip
+    out = work / f"{name}.txt"
+    factory = CONFIGS[name]
+    with out.open("w", encoding="utf-8") as sink:
+        child = Child(argv, env=clean_env(), stdout=sink)
+    with child:
+        time.sleep(cfg["warmup"])
+        kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        proc0, mark0 = ProcCounters.read(server.pid), C.cpu_mark([server.pid, child.pid])
+        observer = factory(server.pid, work / name) if factory else contextlib.nullcontext()
+        with observer:
+            child.wait(cfg["duration"] + cfg["warmup"] + 120)
+        proc1, mark1 = ProcCounters.read(server.pid), C.cpu_mark([server.pid])
+        kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    summary = sysbench.parse_summary(out.read_text(encoding="utf-8"))
+    if summary is None:
+        raise C.BenchError(f"{name}: no sysbench summary in {out}")
+    sb = child.rusage
+    observer_cpu = (kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime) - (sb.ru_utime + sb.ru_stime)
+    fold_s = 0.0
+    if isinstance(observer, Profilers):
+        t0 = time.monotonic()
+        observer.perf and observer.perf.fold()
+        observer.pmp and observer.pmp.fold()
+        fold_s = time.monotonic() - t0
+    cpu_s = (proc1.user_s - proc0.user_s) + (proc1.sys_s - proc0.sys_s) + max(0.0, observer_cpu)
+    return {"qps": summary.qps, "cpu_us_per_txn": cpu_s * 1e6 / summary.transactions, "server_user_s": proc1.user_s - proc0.user_s, "server_sys_s": proc1.sys_s - proc0.sys_s,
+            "observer_cpu_s": max(0.0, observer_cpu), "foreign_cores": C.foreign_cores(mark0, mark1) or 0.0,
+            "fold_s": fold_s}  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> None:
+    cfg = {"warmup": args.warmup, "duration": args.duration}
+    machine = C.Machine()
+    names = list(CONFIGS)
+    results: dict[str, list[dict[str, float]]] = {n: [] for n in names}
+    ratios: dict[str, list[float]] = {n: [] for n in names}
+    cpu_ratios: dict[str, list[float]] = {n: [] for n in names}
+    with C.workdir(machine) as work:
+        snap = dataset.prepare(work, test="oltp_read_only", tables=TABLES, table_size=TABLE_SIZE, options=OPTIONS,
+                               server_options={}, log=work / "prepare.txt")  # fmt: skip
+        dataset.restore(snap, work / "srv" / "data")
+        with MariaDB(work / "srv", work / "srv" / "data", {"innodb_buffer_pool_size": snap.buffer_pool}) as server:
+            subprocess.run(sysbench.argv("oltp_read_only", "run", socket=server.socket, tables=TABLES,
+                                         table_size=TABLE_SIZE, threads=THREADS, seconds=10, options=OPTIONS),
+                           capture_output=True, check=True, timeout=120)  # fmt: skip  (server warm-up, not counted)
+            for rnd in range(args.rounds):
+                order = names[rnd % len(names):] + names[: rnd % len(names)]
+                got = {n: window(server, n, cfg, work) for n in order}
+                for n in names:
+                    results[n].append(got[n])
+                    ratios[n].append(got[n]["qps"] / got["none"]["qps"])
+                    cpu_ratios[n].append(got[n]["cpu_us_per_txn"] / got["none"]["cpu_us_per_txn"])
+                C.say(f"round {rnd + 1}/{args.rounds}: " + ", ".join(f"{n} {got[n]['qps']:,.0f}" for n in order))
+    info = machine.finish()
+    report(cfg, args, results, ratios, cpu_ratios, info)
+
+
+def report(cfg, args, results, ratios, cpu_ratios, info) -> None:
+    rows, summary = [], {}
+    for n in CONFIGS:
+        r = ratios[n]
+        ci = C.ci95(r)
+        cost = 1 - C.mean(r)
+        res = results[n]
+        avg = lambda k: C.mean([x[k] for x in res])  # noqa: E731
+        goal = GOALS.get(n)
+        verdict = "-" if goal is None else ("MET" if cost < goal else "MISSED")
+        rows.append([n, f"{C.mean([x['qps'] for x in res]):,.0f}", f"{C.mean(r):.3f}",
+                     "-" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}", f"{min(r):.3f}-{max(r):.3f}",
+                     C.pct(cost, 1), f"{C.mean(cpu_ratios[n]):.3f} ({min(cpu_ratios[n]):.3f}-{max(cpu_ratios[n]):.3f})",
+                     f"{avg('server_sys_s'):.2f}", f"{avg('observer_cpu_s'):.2f}",
+                     f"{avg('foreign_cores'):.2f}", f"{avg('fold_s'):.2f}", f"{goal:.0%}" if goal else "-", verdict])  # fmt: skip
+        summary[n] = {"ratio_mean": C.rnd(C.mean(r)), "cpu_per_txn_ratio_mean": C.rnd(C.mean(cpu_ratios[n])),
+                      "cpu_per_txn_ratio_min": C.rnd(min(cpu_ratios[n])), "cpu_per_txn_ratio_max": C.rnd(max(cpu_ratios[n])), "ratio_ci95": ci and [C.rnd(ci[0]), C.rnd(ci[1])],
+                      "ratio_min": C.rnd(min(r)), "ratio_max": C.rnd(max(r)), "server_sys_s": C.rnd(avg("server_sys_s")),
+                      "observer_cpu_s": C.rnd(avg("observer_cpu_s")), "foreign_cores": C.rnd(avg("foreign_cores")),
+                      "goal": goal, "verdict": verdict}  # fmt: skip
+    C.say(f"\n{args.rounds} rounds of {cfg['warmup']} s warm-up + {cfg['duration']} s window per configuration, "
+          f"oltp_read_only, {THREADS} threads; ratio = QPS / QPS without observer in the same round")
+    C.say(C.table(["config", "QPS", "ratio", "95% CI", "min-max", "QPS cost", "CPU/txn ratio (min-max)", "server sys s", "observer cpu s",
+                   "others' cores", "fold s", "goal", "verdict"], rows))  # fmt: skip
+    C.say(C.Machine.describe(info))
+    C.final_json({"bench": "profile_overhead", "rounds": args.rounds, **cfg, "configs": summary, "machine": info})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    args = ap.parse_args()
+    C.main_guard(lambda: run(args))
+
+
+if __name__ == "__main__":
+    main()
