@@ -181,6 +181,8 @@ if __name__ == "__main__":
 _SOURCE = click.option("--source", type=click.Choice(["perf", "pmp"]), default=None,
                        help="which profiler's stacks (default: perf if stored)")  # fmt: skip
 _THREADS = click.option("--threads", type=int, default=None, help="thread count, when the run has several")
+_START = click.option("--start", type=float, default=None, help="pmp: only samples from this second of the window")
+_END = click.option("--end", type=float, default=None, help="pmp: only samples before this second of the window")
 
 
 def _profile_unit(source: str) -> str:
@@ -193,11 +195,13 @@ def _profile_unit(source: str) -> str:
 @click.option("--variant", "selector", default=None, help="axis=label[,axis=label][/tN]; repeats are merged")
 @_THREADS
 @_SOURCE
+@_START
+@_END
 @click.option("--by", type=click.Choice(["self", "total"]), default="self", show_default=True)
 @click.option("--top", "limit", type=int, default=25, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def profile(directory: Path, cell_id: int | None, selector: str | None, threads: int | None, source: str | None,
-            by: str, limit: int, fmt: str) -> None:  # fmt: skip
+            start: float | None, end: float | None, by: str, limit: int, fmt: str) -> None:  # fmt: skip
     """Top functions of a variant's profile, self and total, per transaction, merged over repeats."""
     import json as _json  # noqa: PLC0415
 
@@ -207,7 +211,7 @@ def profile(directory: Path, cell_id: int | None, selector: str | None, threads:
 
     with Results(directory) as results:
         sel = profile_select.select(results, selector=selector, cell_id=cell_id, threads=threads, source=source)
-        merged, _, txn = profile_select.load(results, sel)
+        merged, _, txn = profile_select.load(results, sel, start, end)
     rows = merged.rows(limit=limit, by=by)
     if fmt == "json":
         click.echo(_json.dumps([round_row(r) for r in rows], indent=1))
@@ -262,20 +266,22 @@ def diff(directory: Path, a: str, b: str, threads: int | None, source: str | Non
 @click.option("--diff", "other", default=None, help="differential graph: SELECTOR is B, OTHER is A (the baseline)")
 @_THREADS
 @_SOURCE
+@_START
+@_END
 @click.option("--format", "fmt", type=click.Choice(["svg", "speedscope", "folded"]), default="svg", show_default=True)
 def flame(directory: Path, selector: str, output: Path, other: str | None, threads: int | None, source: str | None,
-          fmt: str) -> None:  # fmt: skip
+          start: float | None, end: float | None, fmt: str) -> None:  # fmt: skip
     """Flame graph of a variant per transaction (SVG via inferno, speedscope JSON or folded)."""
     from perflab.analyze import profile_select  # noqa: PLC0415
     from perflab.report import flame as fl  # noqa: PLC0415
 
     with Results(directory) as results:
         sel = profile_select.select(results, selector=selector, threads=threads, source=source)
-        _, stacks, txn = profile_select.load(results, sel)
+        _, stacks, txn = profile_select.load(results, sel, start, end)
         scaled = fl.per_million_txn(stacks, txn)
         if other is not None:
             base_sel = profile_select.select(results, selector=other, threads=threads, source=sel.source)
-            _, base_stacks, base_txn = profile_select.load(results, base_sel)
+            _, base_stacks, base_txn = profile_select.load(results, base_sel, start, end)
             base_scaled = fl.per_million_txn(base_stacks, base_txn)
     if other is None:
         if fmt == "svg":

@@ -99,15 +99,27 @@ def select(results: Results, *, selector: str | None = None, cell_id: int | None
     return Selection(label, picked, [by_cell[c["id"]] for c in picked], source)
 
 
-def load(results: Results, sel: Selection) -> tuple[Merged, Counter, float]:
-    """The merged per-function profile, the summed stacks and the summed transactions."""
+def load(results: Results, sel: Selection, start: float | None = None,
+         end: float | None = None) -> tuple[Merged, Counter, float]:  # fmt: skip
+    """The merged per-function profile, the summed stacks and the summed transactions.
+    `start`/`end` (seconds since the profiler started) cut pmp profiles by time; the
+    transactions are then the profile's scaled by the share of its span kept."""
     profiles = []
     summed: Counter = Counter()
     txn = 0.0
+    if (start is not None or end is not None) and sel.source != "pmp":
+        raise UsageError("only pmp profiles keep each sample's time", "use --source pmp with --start/--end")
     for row in sel.profiles:
         path = results.dir / row["path"]
-        stacks = folded.read(path)
         meta = folded.read_meta(path)
+        if start is None and end is None:
+            stacks = folded.read(path)
+        else:
+            stacks = folded.read_timed(path, start, end)
+            lo, hi = max(0.0, start or 0.0), min(row["seconds"], end if end is not None else row["seconds"])
+            if hi <= lo:
+                raise UsageError(f"--start/--end keep nothing of a {row['seconds']:.1f} s profile", "see its seconds")
+            row = {**row, "transactions": (row["transactions"] or 0) * (hi - lo) / row["seconds"]}
         sample_us = 1e6 / row["frequency_hz"] if row.get("frequency_hz") else (
             1e6 * row["interval_s"] if row.get("interval_s") else None)  # fmt: skip
         profiles.append(Profile.from_stacks(stacks, transactions=row["transactions"] or 0, sample_us=sample_us,
