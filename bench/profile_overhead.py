@@ -7,6 +7,7 @@ rotating order each round so drift and neighbours cancel:
   none            no observer
   perf@99         perflab's PerfRecorder: perf record -a (per-CPU events), -F 99, fp
   perf@999        the same at 999 Hz
+  perf@99-dwarf   the same at 99 Hz with call_graph = "dwarf" (16 KiB of stack per sample)
   pmp@1s, pmp@0.2s   perflab's resident libdw stack sampler
   naive-perf-p@99 `perf record -F 99 -g -p PID` (the issue's hand measurement), for reference
   eu-stack@0.2s   `eu-stack -p PID` every 0.2 s (tool = "eu-stack"), for reference
@@ -74,6 +75,7 @@ CONFIGS: dict[str, Callable[[int, Path], Any] | None] = {
     "none": None,
     "perf@99": perflab_observer(ObserveSection(perf=PerfObserve(frequency=99))),
     "perf@999": perflab_observer(ObserveSection(perf=PerfObserve(frequency=999))),
+    "perf@99-dwarf": perflab_observer(ObserveSection(perf=PerfObserve(frequency=99, call_graph="dwarf"))),
     "pmp@1s": perflab_observer(ObserveSection(pmp=PmpObserve(interval=1.0))),
     "pmp@0.2s": perflab_observer(ObserveSection(pmp=PmpObserve(interval=0.2))),
     "naive-perf-p@99": naive_perf,
