@@ -91,42 +91,49 @@ class FrameNamer:
 
 
 def fold_perf_script(lines: Iterable[str], starts: StartsLoader = FunctionStarts.load) -> tuple[Counter, FoldStats]:
-    """Folded stacks (root first) and statistics from `perf script -F tid,ip,sym,dso` text."""
+    """Folded stacks (root first) and statistics from `perf script -F tid,ip,sym,dso` text.
+
+    The hot loop does one dict lookup per frame line: a line's text maps to a frame number
+    (perf prints the same line for the same address), a sample is a tuple of numbers, and
+    names, binaries and statistics are worked out once per unique stack at the end.
+    """
+    namer = FrameNamer(starts)
+    index: dict[str, int] = {}
+    table: list[tuple[str, str, int]] = []
+    counts: dict[tuple[int, ...], int] = {}
+    frames: list[int] = []
+    get = index.get
+    for line in lines:
+        if line[:1] == "\t":
+            i = get(line)
+            if i is None:
+                i = index[line] = len(table)
+                table.append(namer(line))
+            frames.append(i)
+        elif frames:  # a blank line or the next header ends the sample
+            key = tuple(reversed(frames))
+            counts[key] = counts.get(key, 0) + 1
+            frames.clear()
+    if frames:
+        key = tuple(reversed(frames))
+        counts[key] = counts.get(key, 0) + 1
+    return _summarise(counts, table)
+
+
+def _summarise(counts: dict[tuple[int, ...], int], table: list[tuple[str, str, int]]) -> tuple[Counter, FoldStats]:
     stacks: Counter = Counter()
     stats = FoldStats()
-    namer = FrameNamer(starts)
-    frames: list[str] = []
     kinds = [0, 0, 0]
-    dsos = stats.dsos
-    in_sample = False
-    for line in lines:
-        if line.startswith("\t"):
-            frame, dso, kind = namer(line)
-            frames.append(frame)
-            kinds[kind] += 1
-            if frame not in dsos:
-                dsos[frame] = dso
-        elif line.strip():
-            if in_sample:
-                _close(frames, stacks, stats)
-            in_sample = True
-        else:
-            if in_sample:
-                _close(frames, stacks, stats)
-            in_sample = False
-    if in_sample:
-        _close(frames, stacks, stats)
+    for key, n in counts.items():
+        stacks[";".join(table[i][0] for i in key)] += n
+        stats.samples += n
+        stats.complete += n if table[key[0]][0] in ROOTS else 0
+        for i in key:
+            kinds[table[i][2]] += n
+    for frame, dso, _kind in table:
+        stats.dsos.setdefault(frame, dso)
     stats.frames, stats.unnamed_frames, stats.unknown_frames = sum(kinds), kinds[1], kinds[2]
     return stacks, stats
-
-
-def _close(frames: list[str], stacks: Counter, stats: FoldStats) -> None:
-    if frames:
-        frames.reverse()
-        stacks[";".join(frames)] += 1
-        stats.samples += 1
-        stats.complete += frames[0] in ROOTS
-        frames.clear()
 
 
 class PerfRecorder:

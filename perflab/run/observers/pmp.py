@@ -122,6 +122,7 @@ class StackSampler:
         self._stop = threading.Event()
         self._rows: list[tuple[float, int, list[str]]] = []
         self.dsos: dict[str, str] = {}
+        self.exit_code: int | None = None
         self._started = 0.0
 
     def __enter__(self) -> StackSampler:
@@ -153,7 +154,7 @@ class StackSampler:
         self.seconds = time.monotonic() - self._started
         if self.child is not None:
             try:
-                self.child.terminate(grace=10)  # SIGTERM: the sampler finishes its sample and detaches
+                self.exit_code = self.child.terminate(grace=10)  # SIGTERM: it finishes its sample, detaches
             finally:
                 self.child.kill()
                 self._log.close()
@@ -164,8 +165,11 @@ class StackSampler:
     def rows(self) -> list[tuple[float, int, list[str]]]:
         if self.tool != "libdw":
             return self._rows
-        if not self.out.is_file():
-            raise PerflabError("the stack sampler wrote nothing", f"see {self.workdir / f'pmp-{self.pid}.log'}")
+        log = self.workdir / f"pmp-{self.pid}.log"
+        if not self.out.is_file() or self.exit_code not in (0, None):
+            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:] if log.exists() else []
+            raise PerflabError(f"the stack sampler failed (exit {self.exit_code}): {' '.join(tail)[:400]}",
+                               "check ptrace permissions (kernel.yama.ptrace_scope) and `perflab doctor`")  # fmt: skip
         rows = []
         with self.out.open(encoding="utf-8") as f:
             for line in f:
