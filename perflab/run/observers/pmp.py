@@ -132,12 +132,27 @@ class StackSampler:
             argv = [sys.executable, "-m", "perflab.run.observers.pmp_sampler", str(self.pid), str(self.interval), str(self.out)]
             self._log = (self.workdir / f"pmp-{self.pid}.log").open("w", encoding="utf-8")
             self.child = Child(argv, stdout=self._log, env={**os.environ, "PYTHONPATH": _package_root()})
+            self._wait_ready()
+            self._started = time.monotonic()  # the span covered starts with the first sample
         else:
             with open(f"/proc/{self.pid}/maps", encoding="utf-8") as f:
                 self._modules = ModuleMap(f.read())
             self._thread = threading.Thread(target=self._eu_stack_loop, name="eu-stack", daemon=True)
             self._thread.start()
         return self
+
+    def _wait_ready(self) -> None:
+        """Until the sampler has opened the process (it then writes its header line)."""
+        assert self.child is not None
+        deadline = time.monotonic() + 30
+        while not (self.out.is_file() and self.out.stat().st_size > 0):
+            if self.child.poll() is not None or time.monotonic() > deadline:
+                self.child.kill()
+                self._log.close()
+                tail = (self.workdir / f"pmp-{self.pid}.log").read_text(errors="replace").strip()[-400:]
+                raise PerflabError(f"the stack sampler did not start: {tail}",
+                                   "check ptrace permissions (kernel.yama.ptrace_scope) and `perflab doctor`")  # fmt: skip
+            time.sleep(0.01)
 
     def _eu_stack_loop(self) -> None:
         due = time.monotonic()
