@@ -86,8 +86,8 @@ def select(results: Results, *, selector: str | None = None, cell_id: int | None
                              f"add --threads N or /tN to the selector, e.g. {selector or ''}/t{counts[-1]}")  # fmt: skip
         keys = {c["key"].rsplit("/", 2)[0] for c in chosen}
         if len(keys) > 1:
-            raise UsageError(f"{selector!r} matches several variants: {', '.join(sorted(keys))}",
-                             "name a label for every axis that varies")  # fmt: skip
+            raise UsageError(f"{repr(selector) if selector else 'no selector'} matches several variants: "
+                             f"{', '.join(sorted(keys))}", "name a label for every axis that varies, or use --cell")  # fmt: skip
         label = (keys.pop() if keys else selector or "") + (f"/t{counts[0]}" if counts else "")
         if not chosen:
             raise UsageError(f"no successful cell matches {selector!r}" + (f" at {threads} threads" if threads else ""),

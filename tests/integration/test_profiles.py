@@ -148,8 +148,17 @@ def test_profile_text_states_stack_quality(run):
     quality = doc["cells"][0]["profiles"][0]["quality"]
     assert quality["binary"]["path"].endswith("mariadbd") and quality["notes"]
     assert 0 < quality["stacks_complete_pct"] <= 100
-    pmp = perflab("profile", str(out), "--variant", "distinct", "--source", "pmp", "--format", "json")
+    pmp = perflab("profile", str(out), "--variant", "distinct", "--source", "pmp", "--format", "json", "--top", "0")
     assert pmp.returncode == 0 and any(r["function"] == "__futex_abstimed_wait_common" for r in json.loads(pmp.stdout))
+    # cut by time: the first second only, with the transactions of that second
+    first = perflab("profile", str(out), "--variant", "distinct", "--source", "pmp", "--format", "json", "--top", "0",
+                    "--start", "0", "--end", "1")  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    whole, part = json.loads(pmp.stdout), json.loads(first.stdout)
+    assert 0 < sum(r["self_samples"] for r in part) < 0.6 * sum(r["self_samples"] for r in whole)
+    # per transaction, a steady second looks like the whole window (same threads, same waits)
+    futex = lambda rows: next(r["self_per_txn"] for r in rows if r["function"] == "__futex_abstimed_wait_common")  # noqa: E731
+    assert futex(part) == pytest.approx(futex(whole), rel=0.6)
 
 
 def test_flame_graphs(run, tmp_path):
