@@ -1,10 +1,10 @@
 """What profiling costs the measurement: steady-state QPS with each observer vs none.
 
-What: QPS of a measured window with an observer divided by the QPS of the windows without
-any observer in the same round (oltp_read_only, 2 threads, 2 tables x 20k rows, 3 s
-warm-up + 10 s window, --report-checkpoints as a cell runs it). Configurations, in a
-rotating order each round so drift and neighbours cancel:
-  none            no observer
+What: QPS of a measured window with an observer divided by the mean QPS of the two windows
+without observer just before and after it (oltp_read_only, 2 threads, 2 tables x 20k rows, 3 s
+warm-up + 5 s window, --report-checkpoints as a cell runs it). Configurations, in a
+rotating order each round, each between two windows without observer:
+  none            no observer (its row: each window vs the previous one, the noise floor)
   perf@99         perflab's PerfRecorder: perf record -a (per-CPU events), -F 99, fp
   perf@999        the same at 999 Hz
   perf@99-dwarf   the same at 99 Hz with call_graph = "dwarf" (16 KiB of stack per sample)
@@ -24,7 +24,7 @@ fold is after the window, so not in the QPS).
 
 Goals (issue 4): perf@99 < 3% QPS cost, pmp@1s < 2%, pmp@0.2s < 5%.
 
-Run: python3 bench/profile_overhead.py            # 5 rounds, ~12 minutes
+Run: python3 bench/profile_overhead.py            # 5 rounds of 5 s windows, ~12 minutes
      python3 bench/profile_overhead.py --rounds 2 --duration 5   # quicker, noisier
 """
 
@@ -118,12 +118,15 @@ def window(server: MariaDB, name: str, cfg: dict[str, Any], work: Path) -> dict[
 
 
 def run(args: argparse.Namespace) -> None:
+    """Each observer window is flanked by windows without observer (N X1 N X2 N ... N) and
+    compared with the mean of its two neighbours, seconds apart: on a shared machine the
+    load of others drifts over minutes, so only close neighbours make a fair baseline."""
     cfg = {"warmup": args.warmup, "duration": args.duration}
     machine = C.Machine()
-    names = list(CONFIGS)
-    results: dict[str, list[dict[str, float]]] = {n: [] for n in names}
-    ratios: dict[str, list[float]] = {n: [] for n in names}
-    cpu_ratios: dict[str, list[float]] = {n: [] for n in names}
+    observed = [n for n in CONFIGS if n != "none"]
+    results: dict[str, list[dict[str, float]]] = {n: [] for n in CONFIGS}
+    ratios: dict[str, list[float]] = {n: [] for n in CONFIGS}
+    cpu_ratios: dict[str, list[float]] = {n: [] for n in CONFIGS}
     with C.workdir(machine) as work:
         snap = dataset.prepare(work, test="oltp_read_only", tables=TABLES, table_size=TABLE_SIZE, options=OPTIONS,
                                server_options={}, log=work / "prepare.txt")  # fmt: skip
@@ -133,13 +136,24 @@ def run(args: argparse.Namespace) -> None:
                                          table_size=TABLE_SIZE, threads=THREADS, seconds=10, options=OPTIONS),
                            capture_output=True, check=True, timeout=120)  # fmt: skip  (server warm-up, not counted)
             for rnd in range(args.rounds):
-                order = names[rnd % len(names):] + names[: rnd % len(names)]
-                got = {n: window(server, n, cfg, work) for n in order}
-                for n in names:
-                    results[n].append(got[n])
-                    ratios[n].append(got[n]["qps"] / got["none"]["qps"])
-                    cpu_ratios[n].append(got[n]["cpu_us_per_txn"] / got["none"]["cpu_us_per_txn"])
-                C.say(f"round {rnd + 1}/{args.rounds}: " + ", ".join(f"{n} {got[n]['qps']:,.0f}" for n in order))
+                order = observed[rnd % len(observed):] + observed[: rnd % len(observed)]
+                before = window(server, "none", cfg, work)
+                line = []
+                for n in order:
+                    got = window(server, n, cfg, work)
+                    after = window(server, "none", cfg, work)
+                    base_qps = (before["qps"] + after["qps"]) / 2
+                    base_cpu = (before["cpu_us_per_txn"] + after["cpu_us_per_txn"]) / 2
+                    results[n].append(got)
+                    ratios[n].append(got["qps"] / base_qps)
+                    cpu_ratios[n].append(got["cpu_us_per_txn"] / base_cpu)
+                    # the baseline's own noise: one window without observer against the next
+                    results["none"].append(after)
+                    ratios["none"].append(after["qps"] / before["qps"])
+                    cpu_ratios["none"].append(after["cpu_us_per_txn"] / before["cpu_us_per_txn"])
+                    line.append(f"{n} {got['qps'] / base_qps:.3f}")
+                    before = after
+                C.say(f"round {rnd + 1}/{args.rounds} (QPS ratio to neighbours): " + ", ".join(line))
     info = machine.finish()
     report(cfg, args, results, ratios, cpu_ratios, info)
 
@@ -165,7 +179,8 @@ def report(cfg, args, results, ratios, cpu_ratios, info) -> None:
                       "observer_cpu_s": C.rnd(avg("observer_cpu_s")), "foreign_cores": C.rnd(avg("foreign_cores")),
                       "goal": goal, "verdict": verdict}  # fmt: skip
     C.say(f"\n{args.rounds} rounds of {cfg['warmup']} s warm-up + {cfg['duration']} s window per configuration, "
-          f"oltp_read_only, {THREADS} threads; ratio = QPS / QPS without observer in the same round")
+          f"oltp_read_only, {THREADS} threads; ratio = QPS / mean QPS of the windows without observer just "
+          "before and after (row none: a window without observer / the previous one)")
     C.say(C.table(["config", "QPS", "ratio", "95% CI", "min-max", "QPS cost", "CPU/txn ratio (min-max)", "server sys s", "observer cpu s",
                    "others' cores", "fold s", "goal", "verdict"], rows))  # fmt: skip
     C.say(C.Machine.describe(info))
@@ -175,8 +190,8 @@ def report(cfg, args, results, ratios, cpu_ratios, info) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--duration", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
     args = ap.parse_args()
     C.main_guard(lambda: run(args))
 

@@ -127,8 +127,10 @@ def stack_quality(binary: str | None, source: str, mode: str | None, stats: Fold
                        f"functions have names; the other {max(0, info.eh_frame_functions - info.dynsym_functions)} "
                        f"(static functions) appear as {name}+0xSTART (the function's start address, from "
                        f".eh_frame_hdr), {unnamed or 0:.0f}% of the frames here",
-            "remedy": f"install {name}'s debug symbols (Debian: the -dbgsym package from the debian-debug archive, "
-                      "e.g. mariadb-server-core-dbgsym) or use a build with -g; perflab then shows their names",
+            "remedy": f"install {name}'s debug symbols under /usr/lib/debug/.build-id (Debian: the -dbgsym package "
+                      "of the debian-debug archive, e.g. mariadb-server-core-dbgsym; or DEBUGINFOD_URLS="
+                      "https://debuginfod.debian.net, which perf and libdw query) or use a build with -g; "
+                      "perflab then shows their names",
         })  # fmt: skip
     if source == "perf" and mode == "fp" and info is not None and (info.fp_fraction or 0) < 0.9:
         notes.append({
