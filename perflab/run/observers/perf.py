@@ -173,6 +173,13 @@ class PerfRecorder:
         self._started = time.monotonic()
         return self
 
+    def pause(self) -> None:
+        """Stop sampling until resume() (bench/profile_overhead.py toggles it second by second)."""
+        self._command("disable")
+
+    def resume(self) -> None:
+        self._command("enable")
+
     def _command(self, word: str) -> None:
         os.write(self._ctl, f"{word}\n".encode())
         deadline = time.monotonic() + 30

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -120,6 +121,7 @@ class StackSampler:
         self.child: Child | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._paused = threading.Event()
         self._rows: list[tuple[float, int, list[str]]] = []
         self.dsos: dict[str, str] = {}
         self.exit_code: int | None = None
@@ -154,9 +156,24 @@ class StackSampler:
                                    "check ptrace permissions (kernel.yama.ptrace_scope) and `perflab doctor`")  # fmt: skip
             time.sleep(0.01)
 
+    def pause(self) -> None:
+        """Stop sampling until resume() (bench/profile_overhead.py toggles it second by second)."""
+        if self.child is not None:
+            self.child.signal_group(signal.SIGUSR1)
+        self._paused.set()
+
+    def resume(self) -> None:
+        if self.child is not None:
+            self.child.signal_group(signal.SIGUSR2)
+        self._paused.clear()
+
     def _eu_stack_loop(self) -> None:
         due = time.monotonic()
         while not self._stop.is_set():
+            if self._paused.is_set():
+                self._stop.wait(0.005)
+                due = time.monotonic()
+                continue
             t = time.monotonic() - self._started
             done = subprocess.run(guarded(["eu-stack", "-m", "-p", str(self.pid)]), capture_output=True, text=True,
                                   check=False, timeout=60, start_new_session=True)  # fmt: skip

@@ -147,8 +147,15 @@ def kernel_wait(pid: int, tid: int) -> str:
 def main(argv: list[str]) -> int:
     pid, interval, out_path = int(argv[0]), float(argv[1]), argv[2]
     stop = []
+    paused = [False]  # SIGUSR1 pauses sampling, SIGUSR2 resumes it (bench/profile_overhead.py)
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    signal.signal(signal.SIGUSR1, lambda *_: paused.__setitem__(0, True))
+    signal.signal(signal.SIGUSR2, lambda *_: paused.__setitem__(0, False))
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+        # SA_RESTART: a signal must not interrupt libdw's waitpid() after PTRACE_ATTACH, or a
+        # thread could be detached with its SIGSTOP still pending and stop the whole server
+        signal.siginterrupt(sig, False)
     sampler = Sampler(pid)
     start = time.monotonic()
     due = start
@@ -157,6 +164,10 @@ def main(argv: list[str]) -> int:
             out.write(f"# pmp_sampler pid={pid} interval={interval}\n")
             out.flush()
             while not stop:
+                if paused[0]:
+                    time.sleep(0.005)
+                    due = time.monotonic()
+                    continue
                 t = time.monotonic() - start
                 for tid, frames in sampler.sample():
                     if frames and frames[0] != 0:
