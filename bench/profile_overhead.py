@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import resource
 import signal
+import statistics
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -43,6 +44,7 @@ from typing import Any
 import _common as C
 
 from perflab.run import dataset
+from perflab.run.observers.perf import PerfRecorder
 from perflab.run.observers.profilers import Profilers
 from perflab.run.observers.resources import ProcCounters
 from perflab.run.proc import Child, clean_env
@@ -158,6 +160,104 @@ def run(args: argparse.Namespace) -> None:
     report(cfg, args, results, ratios, cpu_ratios, info)
 
 
+class NaivePerfP(PerfRecorder):
+    """`perf record -p PID -g` (per-thread events), with the control FIFO so it can be toggled."""
+
+    def argv(self, ctl: Path, ack: Path) -> list[str]:
+        return ["perf", "record", "-p", str(self.pid), "-e", "cpu-clock", "-F", str(self.frequency), "-g",
+                "-o", str(self.data), "-B", "-N", "-q", "-D", "-1", "--control", f"fifo:{ctl},{ack}"]  # fmt: skip
+
+
+TOGGLED: dict[str, Callable[[int, Path], Any]] = {
+    **{n: f for n, f in CONFIGS.items() if f is not None and n != "naive-perf-p@99"},
+    "naive-perf-p@99": lambda pid, work: NaivePerfP(pid, work, frequency=99),
+}
+BLOCK_S = 3  # observer on for 3 s, off for 3 s, ...; the 2 whole sysbench seconds inside a block count
+
+
+def _pausers(observer: Any) -> list[Any]:
+    if isinstance(observer, Profilers):
+        return [o for o in (observer.perf, observer.pmp) if o is not None]
+    return [observer]
+
+
+def toggled(server: MariaDB, name: str, seconds: int, work: Path) -> dict[str, Any]:
+    """One sysbench run of `seconds` with the observer switched on and off every BLOCK_S
+    seconds; per block the mean of its whole per-second QPS figures."""
+    argv = sysbench.argv("oltp_read_only", "run", socket=server.socket, tables=TABLES, table_size=TABLE_SIZE,
+                         threads=THREADS, seconds=seconds, options=OPTIONS)  # fmt: skip
+    out = work / f"toggle-{name}.txt"
+    kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with out.open("w", encoding="utf-8") as sink:
+        child = Child(argv, env=clean_env(), stdout=sink)
+    t0 = time.monotonic()
+    with child:
+        observer = TOGGLED[name](server.pid, work / f"toggle-{name}")
+        with observer:
+            on = True
+            k = 1
+            while child.poll() is None:
+                boundary = t0 + 0.5 + k * BLOCK_S  # half-second boundaries: sysbench's seconds fall inside
+                while (left := boundary - time.monotonic()) > 0 and child.poll() is None:
+                    time.sleep(min(left, 0.1))
+                for p in _pausers(observer):
+                    p.pause() if on else p.resume()
+                on, k = not on, k + 1
+            child.wait(120)
+    kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    blocks: dict[int, list[float]] = {}
+    for iv in sysbench.parse_intervals(out.read_text(encoding="utf-8")):
+        block = int((iv.t - 0.5) // BLOCK_S)  # (t-1, t] lies in [0.5 + b*3, 3.5 + b*3] for t = 3b+2, 3b+3
+        if iv.t >= BLOCK_S + 2 and (iv.t - 2) % BLOCK_S in (0, 1):
+            blocks.setdefault(block, []).append(iv.qps)
+    means = {b: statistics.fmean(v) for b, v in sorted(blocks.items()) if len(v) == BLOCK_S - 1}
+    ratios = [means[b] / ((means[b - 1] + means[b + 1]) / 2) for b in means
+              if b % 2 == 0 and b - 1 in means and b + 1 in means]  # block 0, 2, 4...: observer on
+    sb = child.rusage
+    observer_cpu = (kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime) - (sb.ru_utime + sb.ru_stime)
+    return {"ratios": ratios, "observer_cpu_s": max(0.0, observer_cpu), "seconds": seconds}
+
+
+def run_toggled(args: argparse.Namespace) -> None:
+    machine = C.Machine()
+    got: dict[str, dict[str, Any]] = {}
+    with C.workdir(machine) as work:
+        snap = dataset.prepare(work, test="oltp_read_only", tables=TABLES, table_size=TABLE_SIZE, options=OPTIONS,
+                               server_options={}, log=work / "prepare.txt")  # fmt: skip
+        dataset.restore(snap, work / "srv" / "data")
+        with MariaDB(work / "srv", work / "srv" / "data", {"innodb_buffer_pool_size": snap.buffer_pool}) as server:
+            subprocess.run(sysbench.argv("oltp_read_only", "run", socket=server.socket, tables=TABLES,
+                                         table_size=TABLE_SIZE, threads=THREADS, seconds=10, options=OPTIONS),
+                           capture_output=True, check=True, timeout=120)  # fmt: skip
+            for name in TOGGLED:
+                got[name] = toggled(server, name, args.toggle_seconds, work)
+                r = got[name]["ratios"]
+                C.say(f"{name}: {len(r)} on-blocks, QPS ratio to neighbouring off-blocks {C.mean(r):.3f}")
+    info = machine.finish()
+    rows, summary = [], {}
+    for name, g in got.items():
+        r = g["ratios"]
+        ci = C.ci95(r)
+        cost = 1 - C.mean(r)
+        goal = GOALS.get(name)
+        resolved = ci is not None and (ci[0] > 1 - goal if goal else False)
+        verdict = "-" if goal is None else ("MET" if ci and ci[0] >= 1 - goal else ("MISSED" if ci and ci[1] < 1 - goal else "UNRESOLVED"))
+        cpu_pct = 100 * g["observer_cpu_s"] / (g["seconds"] / 2)  # active about half the time
+        rows.append([name, len(r), f"{C.mean(r):.3f}", "-" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}",
+                     f"{min(r):.3f}-{max(r):.3f}", C.pct(cost, 1), f"{cpu_pct:.1f}%", f"{goal:.0%}" if goal else "-",
+                     verdict])  # fmt: skip
+        summary[name] = {"blocks": len(r), "ratio_mean": C.rnd(C.mean(r)), "ratio_ci95": ci and [C.rnd(ci[0]), C.rnd(ci[1])],
+                         "ratio_min": C.rnd(min(r)), "ratio_max": C.rnd(max(r)), "observer_cpu_pct_of_core": round(cpu_pct, 2),
+                         "goal": goal, "verdict": verdict, "resolved": resolved}  # fmt: skip
+    C.say(f"\ntoggled: each observer on/off every {BLOCK_S} s within one {args.toggle_seconds} s sysbench run "
+          f"(oltp_read_only, {THREADS} threads); ratio = QPS of an on-block / mean of the two neighbouring off-blocks; "
+          "verdict MET when the 95% CI's lower end is within the goal, MISSED when its upper end is beyond it")
+    C.say(C.table(["config", "on-blocks", "ratio", "95% CI", "min-max", "QPS cost", "observer CPU (of a core, when on)",
+                   "goal", "verdict"], rows))  # fmt: skip
+    C.say(C.Machine.describe(info))
+    C.final_json({"bench": "profile_overhead", "mode": "toggle", "block_s": BLOCK_S, "configs": summary, "machine": info})
+
+
 def report(cfg, args, results, ratios, cpu_ratios, info) -> None:
     rows, summary = [], {}
     for n in CONFIGS:
@@ -192,8 +292,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--mode", choices=["toggle", "windows"], default="toggle",
+                    help="toggle: observer on/off every 3 s in one long run (default); windows: whole cell windows")
+    ap.add_argument("--toggle-seconds", type=int, default=90, help="toggle mode: sysbench seconds per observer")
     args = ap.parse_args()
-    C.main_guard(lambda: run(args))
+    C.main_guard(lambda: run_toggled(args) if args.mode == "toggle" else run(args))
 
 
 if __name__ == "__main__":

@@ -316,3 +316,16 @@ def test_function_starts_of_the_installed_server() -> None:
     assert starts.starts == sorted(starts.starts)
     first = starts.starts[100]
     assert starts.name(first + 3) == f"mariadbd+{hex(first)}"
+
+
+def test_sampler_output_with_odd_binary_names(tmp_path: Path) -> None:
+    from perflab.run.observers.pmp import StackSampler
+
+    out = tmp_path / "pmp.txt"
+    out.write_text("# pmp_sampler pid=1 interval=0.2\n0.000 7 start_thread;x+0x10\n0.000 8 [no user stack]\n"
+                   "#dso x+0x10 x (deleted)\n#dso start_thread libc.so.6\n")  # fmt: skip
+    sampler = StackSampler(1, tmp_path)
+    sampler.out = out
+    stacks, _, stats = sampler.fold()
+    assert stacks == Counter({"start_thread;x+0x10": 1, "[no user stack]": 1})
+    assert stats.dsos == {"x+0x10": "x (deleted)", "start_thread": "libc.so.6"}

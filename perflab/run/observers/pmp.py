@@ -171,7 +171,7 @@ class StackSampler:
         due = time.monotonic()
         while not self._stop.is_set():
             if self._paused.is_set():
-                self._stop.wait(0.005)
+                self._stop.wait(0.02)
                 due = time.monotonic()
                 continue
             t = time.monotonic() - self._started
@@ -205,8 +205,8 @@ class StackSampler:
         rows = []
         with self.out.open(encoding="utf-8") as f:
             for line in f:
-                if line.startswith("#dso "):
-                    _, name, dso = line.split()
+                if line.startswith("#dso "):  # the binary's name may hold spaces: "x (deleted)"
+                    _, name, dso = line.rstrip("\n").split(" ", 2)
                     self.dsos[name] = dso
                 if line.startswith("#"):
                     continue

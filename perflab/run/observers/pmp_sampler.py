@@ -165,7 +165,7 @@ def main(argv: list[str]) -> int:
             out.flush()
             while not stop:
                 if paused[0]:
-                    time.sleep(0.005)
+                    time.sleep(0.02)
                     due = time.monotonic()
                     continue
                 t = time.monotonic() - start
