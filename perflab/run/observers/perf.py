@@ -219,13 +219,20 @@ class PerfRecorder:
         if not self.data.is_file():
             raise PerflabError(f"perf record wrote no {self.data.name}", f"see {self._log.name}")
         argv = guarded(self.script_argv())
-        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                              bufsize=1 << 20, start_new_session=True) as proc:  # fmt: skip
+        errors = self.workdir / f"perf-{self.pid}.script.log"
+        with errors.open("w", encoding="utf-8") as err, subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=err, encoding="utf-8", errors="replace", bufsize=1 << 20,
+            start_new_session=True,
+        ) as proc:  # fmt: skip
             try:
                 assert proc.stdout is not None
                 stacks, stats = fold_perf_script(proc.stdout)
+                code = proc.wait(STOP_DEADLINE_S)
             finally:
                 proc.kill()
+        if code != 0 and not stats.samples:
+            tail = errors.read_text(encoding="utf-8", errors="replace").strip()[-400:]
+            raise PerflabError(f"perf script failed (exit {code}): {tail}", f"perf.data: {self.data}")
         return stacks, stats
 
 
