@@ -125,6 +125,7 @@ class StackSampler:
         self._rows: list[tuple[float, int, list[str]]] = []
         self.dsos: dict[str, str] = {}
         self.exit_code: int | None = None
+        self.sample_stats: list[tuple[int, float, float]] = []  # (threads, held ms, sample ms) per sample
         self._started = 0.0
 
     def __enter__(self) -> StackSampler:
@@ -208,6 +209,9 @@ class StackSampler:
                 if line.startswith("#dso "):  # the binary's name may hold spaces: "x (deleted)"
                     _, name, dso = line.rstrip("\n").split(" ", 2)
                     self.dsos[name] = dso
+                elif line.startswith("#stat "):
+                    _, _t, threads, held_ms, sample_ms = line.split()
+                    self.sample_stats.append((int(threads), float(held_ms), float(sample_ms)))
                 if line.startswith("#"):
                     continue
                 t, tid, stack = line.rstrip("\n").split(" ", 2)
@@ -216,6 +220,17 @@ class StackSampler:
 
     def fold(self) -> tuple[Counter, list[tuple[float, str, int]], FoldStats]:
         return fold_rows(self.rows(), self.dsos)
+
+    def cost(self) -> dict[str, float] | None:
+        """What sampling took from the server (libdw sampler only): thread time held stopped
+        per second of window (an upper bound: a thread waiting anyway loses nothing), and per
+        sample; read after fold()."""
+        if not self.sample_stats or not self.seconds:
+            return None
+        held = sum(h for _, h, _ in self.sample_stats)
+        return {"samples": len(self.sample_stats), "held_ms_per_s": round(held / self.seconds, 3),
+                "held_ms_per_sample": round(held / len(self.sample_stats), 3),
+                "sample_ms_mean": round(sum(s for _, _, s in self.sample_stats) / len(self.sample_stats), 3)}  # fmt: skip
 
 
 def fold_rows(rows: list[tuple[float, int, list[str]]], dsos: dict[str, str] | None = None,

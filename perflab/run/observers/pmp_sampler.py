@@ -14,6 +14,9 @@ Symbols are cached by address.
 Output, one line per thread per sample (frames root first, names as the symbol table has
 them, i.e. C++ mangled; `binary+0xSTART` when the binary has no symbol for the address):
     <seconds since start> <tid> <frame;frame;frame>
+before each sample's lines, the threads sampled, the sum of the times each thread was held
+stopped (attach, unwind, detach) and the sample's wall time, in milliseconds:
+    #stat <seconds since start> <threads> <held ms> <sample ms>
 and at the end, for every frame name, the binary it is in:
     #dso <frame> <binary file name>
 """
@@ -81,6 +84,7 @@ class Sampler:
         self._activation = ctypes.c_bool()
         self._frames: list[int] = []
         self._threads: list[tuple[int, list[int]]] = []
+        self.stopped_s = 0.0  # of the last sample: the threads' total time held under ptrace
         self._frame_cb = FRAME_CB(self._on_frame)  # kept referenced: libdw calls them
         self._thread_cb = THREAD_CB(self._on_thread)
 
@@ -96,12 +100,16 @@ class Sampler:
 
     def _on_thread(self, thread: int, _arg: int) -> int:
         self._frames = []
+        started = time.perf_counter()
+        # attach (the thread stops), unwind, detach: the time the thread is held
         self.lib.dwfl_thread_getframes(thread, self._frame_cb, None)  # errors: keep the frames unwound so far
+        self.stopped_s += time.perf_counter() - started
         self._threads.append((self.lib.dwfl_thread_tid(thread), self._frames))
         return 0
 
     def sample(self) -> list[tuple[int, list[int]]]:
         self._threads = []
+        self.stopped_s = 0.0
         self.lib.dwfl_getthreads(self.dwfl, self._thread_cb, None)
         return self._threads
 
@@ -169,7 +177,11 @@ def main(argv: list[str]) -> int:
                     due = time.monotonic()
                     continue
                 t = time.monotonic() - start
-                for tid, frames in sampler.sample():
+                begun = time.perf_counter()
+                threads = sampler.sample()
+                took = time.perf_counter() - begun
+                out.write(f"#stat {t:.3f} {len(threads)} {1000 * sampler.stopped_s:.3f} {1000 * took:.3f}\n")
+                for tid, frames in threads:
                     if frames and frames[0] != 0:
                         out.write(f"{t:.3f} {tid} {';'.join(sampler.name(pc) for pc in reversed(frames))}\n")
                     else:  # no user stack: an io_uring worker (iou-wrk-N) or a thread being created

@@ -75,12 +75,13 @@ class Profilers:
         if self.pmp is not None:
             stacks, timed, stats = self.pmp.fold()
             rows.append(self._save(results, cell_id, "pmp", stacks, stats, transactions, window_s, self.pmp.seconds,
-                                   interval_s=self.pmp.interval, call_graph=self.pmp.tool, timed=timed))  # fmt: skip
+                                   interval_s=self.pmp.interval, call_graph=self.pmp.tool, timed=timed,
+                                   sampler_cost=self.pmp.cost()))  # fmt: skip
         return rows
 
     def _save(self, results: Results, cell_id: int, source: str, stacks: Counter, stats: FoldStats,
               transactions: int, window_s: float, seconds: float, *, timed: list | None = None,
-              fold_s: float | None = None, **settings: Any) -> dict[str, Any]:  # fmt: skip
+              fold_s: float | None = None, sampler_cost: dict | None = None, **settings: Any) -> dict[str, Any]:  # fmt: skip
         share = min(1.0, seconds / window_s) if window_s else 1.0
         txn = round(transactions * share, 1)
         quality = stack_quality(self.binary, source, settings.get("call_graph"), stats)
@@ -96,6 +97,7 @@ class Profilers:
         meta = {"source": source, "window": "measured", "seconds": round(seconds, 3), "transactions": txn,
                 "window_transactions": transactions, "pid": self.pid, "binary": self.binary,
                 "dsos": stats.dsos, "quality": quality, "fold_s": None if fold_s is None else round(fold_s, 3),
+                "sampler_cost": sampler_cost,
                 **settings}  # fmt: skip
         path = folded.write(base, stacks, meta, timed or ())
         row = {"cell_id": cell_id, "source": source, "phase": "measured", "path": str(path.relative_to(results.dir)),
