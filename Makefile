@@ -3,14 +3,18 @@
 
 PYTHON ?= python3
 APT_PACKAGES = mariadb-server mariadb-client sysbench libjemalloc2 libtcmalloc-minimal4 \
-	libmimalloc2.0 linux-perf elfutils sysstat util-linux procps \
+	libmimalloc2.0 linux-perf elfutils libdw1 binutils sysstat util-linux procps \
 	chromium
+# flame graph SVGs (perflab flame): inferno, the Rust port of FlameGraph, built by cargo
+# (about 70 s on 2 vCPUs, once); pinned so every machine draws the same graphs
+INFERNO_VERSION = 0.12.8
+CARGO ?= $(shell command -v cargo || echo $$HOME/.cargo/bin/cargo)
 DEMO_STAMP := $(shell date +%Y%m%d-%H%M%S)
 DEMO_DIR ?= results/quick-$(DEMO_STAMP)
 
-.PHONY: setup apt python demo test unit integration bench
+.PHONY: setup apt python inferno demo test unit integration bench
 
-setup: apt python
+setup: apt python inferno
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do \
@@ -26,6 +30,14 @@ python:
 		sys.exit(os.path.dirname(perflab.__file__) != os.path.join(sys.argv[1], "perflab"))' "$$here" 2>/dev/null \
 		&& echo "python package: installed from this checkout" \
 		|| (cd "$$here" && $(PYTHON) -m pip install -q --root-user-action=ignore -e '.[test]')
+
+inferno:
+	@if command -v inferno-flamegraph >/dev/null || [ -x $$HOME/.cargo/bin/inferno-flamegraph ]; then \
+		echo "inferno: present"; \
+	elif [ -x "$(CARGO)" ]; then \
+		echo "installing inferno $(INFERNO_VERSION) with cargo"; \
+		"$(CARGO)" install --locked --quiet inferno --version $(INFERNO_VERSION); \
+	else echo "inferno: cargo not found; install Rust (https://rustup.rs) for flame graph SVGs"; exit 1; fi
 
 demo: setup
 	@# exit 1 (some cells failed) still has a report worth reading; 2, 3 and 130 do not

@@ -37,8 +37,9 @@ TOOLS = (
     Tool("setpriv", "util-linux", "kills children if perflab dies", version_flag=None),
     Tool("taskset", "util-linux", "CPU pinning (pin = true)", version_flag=None),
     Tool("dpkg-query", "dpkg", "allocator package versions", version_flag=None),
-    Tool("perf", "linux-perf", "on-CPU profiles (later)", required=False),
-    Tool("eu-stack", "elfutils", "wall-clock stacks (later)", required=False),
+    Tool("perf", "linux-perf", "on-CPU profiles (observe.perf)", required=False),
+    Tool("eu-stack", "elfutils", "wall-clock stacks (observe.pmp, tool eu-stack)", required=False),
+    Tool("c++filt", "binutils", "C++ names in pmp stacks", required=False),
 )
 
 
@@ -50,7 +51,7 @@ def which(name: str) -> str | None:
 
 def check(exp: Experiment) -> None:
     """Raise SpecError with every problem this machine has with `exp`."""
-    machine = _tools() + _allocators(exp)
+    machine = _tools() + _allocators(exp) + _profilers(exp)
     if exp.file.experiment.pin and len(os.sched_getaffinity(0)) < 2:
         machine.append(Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}",
                                "set pin = false"))  # fmt: skip
@@ -111,10 +112,72 @@ def _sysbench(exp: Experiment) -> list[Problem]:
         return [Problem("workload.test", "a sysbench test", repr(test), f"known: {', '.join(known)}")]
     known_opts = sysbench.known_options(test)
     problems = []
-    for key in exp.file.workload.options:
-        name = key.replace("-", "_")
-        if name not in known_opts:
-            close = difflib.get_close_matches(name, list(known_opts), n=3)
-            hint = f"did you mean {', '.join(close)}?" if close else f"see `sysbench {test} help`"
-            problems.append(Problem(f"workload.options.{key}", f"an option of sysbench {test}", "unknown option", hint))
+    places = [("workload.options", exp.file.workload.options)] + [
+        (f"variants.{axis}.{label}.workload_options", v.workload_options)
+        for axis, entries in exp.file.variants.items() for label, v in entries.items()
+    ]  # fmt: skip
+    for where, options in places:
+        for key in options:
+            name = key.replace("-", "_")
+            if name not in known_opts:
+                close = difflib.get_close_matches(name, list(known_opts), n=3)
+                hint = f"did you mean {', '.join(close)}?" if close else f"see `sysbench {test} help`"
+                problems.append(Problem(f"{where}.{key}", f"an option of sysbench {test}", "unknown option", hint))
     return problems
+
+
+# ---------------------------------------------------------------------------- profilers (issue 4)
+
+
+def _profilers(exp: Experiment) -> list[Problem]:
+    """perf and the stack sampler must work here, with this user's permissions, before any cell runs."""
+    observe = exp.file.observe
+    problems = []
+    if observe.perf is not None:
+        problems += _perf_works()
+    if observe.pmp is not None:
+        problems += _ptrace_allowed()
+        if observe.pmp.tool == "eu-stack" and which("eu-stack") is None:
+            problems.append(Problem("observe.pmp.tool", "eu-stack installed", "missing", "apt-get install elfutils"))
+        if observe.pmp.tool == "libdw":
+            import ctypes  # noqa: PLC0415
+
+            try:
+                ctypes.CDLL("libdw.so.1")
+            except OSError:
+                problems.append(Problem("observe.pmp", "libdw.so.1 (elfutils' library)", "missing",
+                                        "apt-get install libdw1 (or elfutils)"))  # fmt: skip
+        if which("c++filt") is None:
+            problems.append(Problem("observe.pmp", "c++filt (C++ names)", "missing", "apt-get install binutils"))
+    return problems
+
+
+def _perf_works() -> list[Problem]:
+    if which("perf") is None:
+        return [Problem("observe.perf", "perf installed", "missing", "apt-get install linux-perf (or `make setup`)")]
+    import tempfile  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory(prefix="perflab-check-") as tmp:
+        argv = ["perf", "record", "-q", "-a", "-e", "cpu-clock", "-F", "99", "-g", "-o", f"{tmp}/check.data", "--", "true"]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+        except subprocess.TimeoutExpired:
+            return [Problem("observe.perf", "perf record to work", "no result in 60s", "try `perf record -a -- true`")]
+    if done.returncode == 0:
+        return []
+    tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])[:300]
+    hint = ("system-wide cpu-clock sampling needs root or kernel.perf_event_paranoid <= 0: "
+            "`sysctl kernel.perf_event_paranoid=0`; Debian's perf must match the running kernel (linux-perf)")
+    return [Problem("observe.perf", "perf record -a -e cpu-clock to work", f"exit {done.returncode}: {tail}", hint)]
+
+
+def _ptrace_allowed() -> list[Problem]:
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope", encoding="ascii") as f:
+            scope = int(f.read().strip())
+    except (OSError, ValueError):
+        return []  # no Yama: classic ptrace rules, same user or root
+    if scope >= 3 or (scope >= 2 and os.geteuid() != 0):
+        return [Problem("observe.pmp", "ptrace allowed (kernel.yama.ptrace_scope)", f"ptrace_scope = {scope}",
+                        "run as root, or `sysctl kernel.yama.ptrace_scope=1` (3 cannot be lowered until reboot)")]  # fmt: skip
+    return []

@@ -14,7 +14,7 @@ import itertools
 import math
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -319,6 +319,7 @@ class Variant(_Strict):
     preload: str | None = None
     env: EnvVars = {}
     server_options: ServerOptions = {}
+    workload_options: WorkloadOptions = {}  # sysbench options of this variant, over workload.options
 
     @field_validator("preload")
     @classmethod
@@ -351,8 +352,38 @@ class Variant(_Strict):
         return {k: str(v) for k, v in value.items()}
 
 
+class PerfObserve(_Strict):
+    """`perf = { frequency = 99, call_graph = "fp" }`: on-CPU call graphs (README "Profiles")."""
+
+    frequency: StrictInt = Field(default=99, ge=1, le=5000)
+    call_graph: Literal["fp", "dwarf"] = "fp"
+
+
+class PmpObserve(_Strict):
+    """`pmp = { interval = "1s" }`: wall-clock stacks of every server thread (README "Profiles")."""
+
+    interval: Duration = 1.0
+    tool: Literal["libdw", "eu-stack"] = "libdw"
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, value: float) -> float:
+        if not 0.05 <= value <= 60:
+            raise _fail("an interval between 50ms and 60s", 'e.g. interval = "1s" or "200ms"')
+        return value
+
+
+def _observer_flag(value: Any) -> Any:
+    """`perf = true` means the defaults, `perf = false` none."""
+    if value is True:
+        return {}
+    return None if value is False else value
+
+
 class ObserveSection(_Strict):
     rss: StrictBool = True
+    perf: Annotated[PerfObserve | None, BeforeValidator(_observer_flag)] = None
+    pmp: Annotated[PmpObserve | None, BeforeValidator(_observer_flag)] = None
 
 
 class ExperimentFile(_Strict):
@@ -384,6 +415,7 @@ class Cell:
     preload: str | None
     env: dict[str, str]
     server_options: dict[str, Any]
+    workload_options: dict[str, Any] = field(default_factory=dict)  # the variants' own, over workload.options
 
     @property
     def variant_key(self) -> str:
@@ -422,7 +454,7 @@ class Experiment:
         cells: list[Cell] = []
         for threads in spec.workload.threads:
             for combo in combos:
-                preload, env, options = _merge([v for _, v in combo], [lbl for lbl, _ in combo])
+                preload, env, options, wopts = _merge([v for _, v in combo], [lbl for lbl, _ in combo])
                 cell = Cell(
                     order=start + len(cells),
                     variant=dict(zip(axes, (lbl for lbl, _ in combo))),
@@ -431,28 +463,31 @@ class Experiment:
                     preload=preload,
                     env=env,
                     server_options={**spec.server_options, **options},
+                    workload_options=wopts,
                 )
                 if only is None or (cell.variant_key, threads) in only:
                     cells.append(cell)
         return cells
 
 
-def _merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict, dict]:
+def _merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict, dict, dict]:
     """Combine one variant per axis; two axes setting the same thing differently is an error."""
     preload: str | None = None
     env: dict[str, str] = {}
     options: dict[str, Any] = {}
+    wopts: dict[str, Any] = {}
     for variant, label in zip(variants, labels):
         if variant.preload is not None:
             if preload is not None and preload != variant.preload:
                 raise ValueError(f"variants {labels} set preload twice ({preload}, {variant.preload})")
             preload = variant.preload
-        for target, source, what in ((env, variant.env, "env"), (options, variant.server_options, "server_options")):
+        for target, source, what in ((env, variant.env, "env"), (options, variant.server_options, "server_options"),
+                                     (wopts, variant.workload_options, "workload_options")):
             for key, val in source.items():
                 if key in target and target[key] != val:
                     raise ValueError(f"variants {labels} set {what}.{key} to both {target[key]!r} and {val!r}")
                 target[key] = val
-    return preload, env, options
+    return preload, env, options, wopts
 
 
 def load(path: str | Path) -> Experiment:

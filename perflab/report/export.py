@@ -32,7 +32,10 @@ CSV_COLUMNS = [
 
 def document(results: Results) -> dict[str, Any]:
     meta, stored = summary.load(results)
-    cells = [_cell(cell, results.intervals(cell["id"]), results.rss_samples(cell["id"])) for cell in stored]
+    cells = []
+    for cell in stored:
+        cells.append(_cell(cell, results.intervals(cell["id"]), results.rss_samples(cell["id"])))
+        cells[-1]["profiles"] = profile_refs(results, cell["id"])
     groups = summary.groups(stored)
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, [])
@@ -95,6 +98,14 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
         "resources": cell["resources"],
         "sysbench_options": cell["sysbench_options"],
     }
+
+
+def profile_refs(results: Results, cell_id: int, top: int = 10) -> list[dict[str, Any]]:
+    """The cell's profiles: where the folded stacks are (relative to the results directory),
+    what they cover, their stack quality, and the top functions by self samples per transaction."""
+    keep = ("source", "phase", "path", "samples", "seconds", "transactions", "window_transactions",
+            "frequency_hz", "interval_s", "call_graph", "quality")  # fmt: skip
+    return [{**{k: p[k] for k in keep}, "top": (p["top"] or [])[:top]} for p in results.profiles(cell_id)]
 
 
 def to_json(results: Results) -> str:

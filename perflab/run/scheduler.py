@@ -36,6 +36,7 @@ from perflab.errors import (
     WorkloadError,
 )
 from perflab.run import dataset
+from perflab.run.observers.profilers import Profilers
 from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
 from perflab.run.proc import Child, clean_env, recording_pids
 from perflab.run.servers.mariadb import MariaDB
@@ -347,7 +348,7 @@ class Scheduler:
         argv = sysbench.argv(
             spec.workload.test, "run", socket=server.socket, tables=spec.dataset.tables,
             table_size=spec.dataset.table_size, threads=cell.threads, seconds=warmup + seconds,
-            checkpoint=warmup or None, options=spec.workload.options,
+            checkpoint=warmup or None, options={**spec.workload.options, **cell.workload_options},
         )  # fmt: skip
         with out.open("w", encoding="utf-8") as sink:
             child = Child(argv, env=clean_env(), stdout=sink, cpus=self.client_cpus)
@@ -366,10 +367,12 @@ class Scheduler:
                 _sleep_until(started + warmup, child)
             before = ProcCounters.read(server.pid)
             self_before = resource.getrusage(resource.RUSAGE_SELF)
+            children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             busy_before, client_before, window_started = machine_busy_s(), process_cpu_s(child.pid), time.monotonic()
-            with RssSampler(server.pid) as rss:
+            with RssSampler(server.pid) as rss, Profilers(self.exp.file.observe, server.pid, server.rundir) as profilers:
                 code = _wait(child, warmup + seconds, spec.timeout_margin)
             self_after = resource.getrusage(resource.RUSAGE_SELF)
+            children_after = resource.getrusage(resource.RUSAGE_CHILDREN)  # sysbench and the profilers, reaped
             used = ProcCounters.read(server.pid).minus(before)
             busy, window = machine_busy_s() - busy_before, time.monotonic() - window_started
         text = out.read_text(encoding="utf-8", errors="replace")
@@ -391,13 +394,16 @@ class Scheduler:
         # machine measures the neighbours too. The client's window CPU is its total less what
         # it had used at the window start (it has exited, so its rusage is final).
         client_window = (usage.ru_utime + usage.ru_stime - client_before) if usage else 0.0
-        ours = used.user_s + used.sys_s + client_window + resources["harness_cpu_s"]
+        reaped = (children_after.ru_utime - children_before.ru_utime) + (children_after.ru_stime - children_before.ru_stime)
+        resources["profiler_cpu_s"] = round(max(0.0, reaped - (resources["client_cpu_s"] or 0.0)), 3)
+        ours = used.user_s + used.sys_s + client_window + resources["harness_cpu_s"] + resources["profiler_cpu_s"]
         resources["other_cpu_cores"] = round(max(0.0, busy - ours) / window, 3) if window > 0 else None
         measured = {
             "summary": summary.to_dict(),
             "resources": resources,
             "sysbench_options": sysbench.effective_options(self.sysbench_defaults, argv),
         }
+        profilers.store(self.results, cell.order, summary.transactions, seconds)  # profiles/ + profiles table
         return intervals, rss.samples, measured
 
 

@@ -177,3 +177,52 @@ class Results:
     def rss_samples(self, cell_id: int) -> list[tuple[float, int]]:
         rows = self.db.execute("SELECT t, rss_bytes FROM rss_samples WHERE cell_id = ? ORDER BY t", (cell_id,))
         return [(row[0], row[1]) for row in rows]
+
+    # ------------------------------------------------------------------ profiles (issue 4)
+    # Rows reference folded-stack files under DIR/profiles/ (format: store/folded.py). The
+    # table is created with the first profile, so results without profiles read as before.
+
+    def commit_profile(self, row: dict[str, Any]) -> None:
+        """Store (or replace) the reference to one cell's profile: keys of _PROFILE_COLUMNS."""
+        values = {k: (json.dumps(row.get(k)) if k in ("quality", "top") else row.get(k)) for k in _PROFILE_COLUMNS}
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute(_PROFILES_SCHEMA)
+            self.db.execute(
+                f"INSERT OR REPLACE INTO profiles ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
+                list(values.values()),
+            )
+
+    def profiles(self, cell_id: int | None = None) -> list[dict[str, Any]]:
+        """Profile references, by cell then source; [] for results without profiles."""
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'profiles'").fetchone():
+            return []
+        where, args = ("WHERE cell_id = ?", (cell_id,)) if cell_id is not None else ("", ())
+        out = []
+        for row in self.db.execute(f"SELECT * FROM profiles {where} ORDER BY cell_id, source, phase", args):
+            item = dict(row)
+            for key in ("quality", "top"):
+                item[key] = json.loads(item[key]) if item[key] else None
+            out.append(item)
+        return out
+
+
+_PROFILES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS profiles (
+    cell_id INTEGER NOT NULL,          -- cells.id
+    source TEXT NOT NULL,              -- perf | pmp
+    phase TEXT NOT NULL,               -- measured (the window the cell's figures cover)
+    path TEXT NOT NULL,                -- folded stacks, relative to the results directory
+    samples INTEGER NOT NULL,          -- stacks sampled (pmp: thread stacks)
+    seconds REAL NOT NULL,             -- how long the profiler ran
+    transactions REAL,                 -- the cell's transactions over the profiler's span
+    window_transactions INTEGER,       -- sysbench's count over the whole measured window
+    frequency_hz REAL,                 -- perf: samples per second per CPU
+    interval_s REAL,                   -- pmp: seconds between samples
+    call_graph TEXT,                   -- perf: fp | dwarf; pmp: libdw | eu-stack
+    quality TEXT,                      -- JSON: stack quality and what to do about it
+    top TEXT,                          -- JSON: top functions by self samples per transaction
+    PRIMARY KEY (cell_id, source, phase)
+)"""
+_PROFILE_COLUMNS = ("cell_id", "source", "phase", "path", "samples", "seconds", "transactions",
+                    "window_transactions", "frequency_hz", "interval_s", "call_graph", "quality", "top")  # fmt: skip

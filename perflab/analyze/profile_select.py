@@ -1,0 +1,129 @@
+"""Which cells' profiles a command means, and loading them as one merged profile.
+
+A selector names a variant and optionally a thread count, as cell keys do:
+    allocator=jemalloc            every axis listed must match (other axes: any label)
+    jemalloc                      a bare label, if exactly one axis has it
+    allocator=jemalloc,sort_buffer=2M/t4
+`--cell ID` picks one cell. The repeats of the selection are merged (analyze/profile.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from perflab.analyze.profile import Merged, Profile
+from perflab.errors import UsageError
+from perflab.store import folded
+from perflab.store.results import Results
+
+
+@dataclass
+class Selection:
+    label: str
+    cells: list[dict[str, Any]]
+    profiles: list[dict[str, Any]]  # rows of the profiles table, one per cell
+    source: str
+
+    @property
+    def threads(self) -> set[int]:
+        return {c["threads"] for c in self.cells}
+
+
+def parse_selector(text: str, axes: dict[str, list[str]]) -> tuple[dict[str, str], int | None]:
+    body, _, tpart = text.partition("/t")
+    threads = None
+    if tpart:
+        if not tpart.isdigit():
+            raise UsageError(f"selector {text!r}: '/t' must be followed by a thread count", "e.g. allocator=glibc/t4")
+        threads = int(tpart)
+    wanted: dict[str, str] = {}
+    for part in filter(None, body.split(",")):
+        if "=" in part:
+            axis, _, label = part.partition("=")
+            if axis not in axes:
+                raise UsageError(f"selector {text!r}: no axis {axis!r}", f"axes: {', '.join(axes) or '(none)'}")
+            if label not in axes[axis]:
+                raise UsageError(f"selector {text!r}: axis {axis} has no label {label!r}",
+                                 f"labels: {', '.join(axes[axis])}")  # fmt: skip
+            wanted[axis] = label
+        else:
+            owners = [a for a, labels in axes.items() if part in labels]
+            if len(owners) != 1:
+                known = "; ".join(f"{a}: {', '.join(v)}" for a, v in axes.items()) or "(no axes: use --cell)"
+                raise UsageError(f"selector {text!r}: label {part!r} is on {len(owners)} axes", f"variants: {known}")
+            wanted[owners[0]] = part
+    return wanted, threads
+
+
+def select(results: Results, *, selector: str | None = None, cell_id: int | None = None,
+           threads: int | None = None, source: str | None = None) -> Selection:  # fmt: skip
+    cells = [c for c in results.cells() if c["status"] == "ok"]
+    profiles = results.profiles()
+    if not profiles:
+        raise UsageError(f"{results.dir}: no profiles stored",
+                         "add perf = { frequency = 99 } or pmp = { interval = \"1s\" } under [observe] and run again")  # fmt: skip
+    sources = sorted({p["source"] for p in profiles})
+    source = source or ("perf" if "perf" in sources else sources[0])
+    if source not in sources:
+        raise UsageError(f"no {source} profiles in {results.dir}", f"available: {', '.join(sources)}")
+    if cell_id is not None:
+        chosen = [c for c in cells if c["id"] == cell_id]
+        label = f"cell {cell_id}"
+        if not chosen:
+            raise UsageError(f"no successful cell {cell_id}", "see `perflab report` or `perflab export` for cell ids")
+    else:
+        axes = results.meta().get("experiment", {}).get("axes", {})
+        wanted, sel_threads = parse_selector(selector or "", axes)
+        threads = threads if threads is not None else sel_threads
+        chosen = [c for c in cells if all(c["variant"].get(a) == lbl for a, lbl in wanted.items())]
+        if threads is not None:
+            chosen = [c for c in chosen if c["threads"] == threads]
+        counts = sorted({c["threads"] for c in chosen})
+        if len(counts) > 1:
+            raise UsageError(f"{selector or 'the selection'} matches cells at {counts} threads",
+                             f"add --threads N or /tN to the selector, e.g. {selector or ''}/t{counts[-1]}")  # fmt: skip
+        keys = {c["key"].rsplit("/", 2)[0] for c in chosen}
+        if len(keys) > 1:
+            raise UsageError(f"{repr(selector) if selector else 'no selector'} matches several variants: "
+                             f"{', '.join(sorted(keys))}", "name a label for every axis that varies, or use --cell")  # fmt: skip
+        label = (keys.pop() if keys else selector or "") + (f"/t{counts[0]}" if counts else "")
+        if not chosen:
+            raise UsageError(f"no successful cell matches {selector!r}" + (f" at {threads} threads" if threads else ""),
+                             "see `perflab report` for the variants and thread counts")  # fmt: skip
+    by_cell = {p["cell_id"]: p for p in profiles if p["source"] == source and p["phase"] == "measured"}
+    picked = [c for c in chosen if c["id"] in by_cell]
+    if not picked:
+        raise UsageError(f"{label}: no {source} profile stored for its cells", "was [observe] set for this run?")
+    return Selection(label, picked, [by_cell[c["id"]] for c in picked], source)
+
+
+def load(results: Results, sel: Selection, start: float | None = None,
+         end: float | None = None) -> tuple[Merged, Counter, float]:  # fmt: skip
+    """The merged per-function profile, the summed stacks and the summed transactions.
+    `start`/`end` (seconds since the profiler started) cut pmp profiles by time; the
+    transactions are then the profile's scaled by the share of its span kept."""
+    profiles = []
+    summed: Counter = Counter()
+    txn = 0.0
+    if (start is not None or end is not None) and sel.source != "pmp":
+        raise UsageError("only pmp profiles keep each sample's time", "use --source pmp with --start/--end")
+    for row in sel.profiles:
+        path = results.dir / row["path"]
+        meta = folded.read_meta(path)
+        if start is None and end is None:
+            stacks = folded.read(path)
+        else:
+            stacks = folded.read_timed(path, start, end)
+            lo, hi = max(0.0, start or 0.0), min(row["seconds"], end if end is not None else row["seconds"])
+            if hi <= lo:
+                raise UsageError(f"--start/--end keep nothing of a {row['seconds']:.1f} s profile", "see its seconds")
+            row = {**row, "transactions": (row["transactions"] or 0) * (hi - lo) / row["seconds"]}
+        sample_us = 1e6 / row["frequency_hz"] if row.get("frequency_hz") else (
+            1e6 * row["interval_s"] if row.get("interval_s") else None)  # fmt: skip
+        profiles.append(Profile.from_stacks(stacks, transactions=row["transactions"] or 0, sample_us=sample_us,
+                                            dsos=meta.get("dsos") or {}, cell_id=row["cell_id"]))  # fmt: skip
+        summed.update(stacks)
+        txn += row["transactions"] or 0
+    return Merged(profiles), summed, txn

@@ -1,0 +1,252 @@
+"""On-CPU call graphs of the server over the measured window: `perf record`, then folded stacks.
+
+Why system-wide: `perf record -p PID` opens one event and one ring buffer per server thread
+and CPU; every context switch of a server thread then switches perf events in and out,
+which an OLTP server does tens of thousands of times a second (the issue measured 13% QPS
+lost at 99 Hz, perf itself 5.2 s of system CPU in 8.6 s). `-a` opens one event per CPU, so
+context switches cost nothing extra; samples of other processes are dropped when folding
+(`perf script --pid`). perf starts with its events disabled (`-D -1`) and is enabled and
+disabled through its control FIFO, so the profile covers exactly the window and perf's
+start-up (reading every process's memory maps) happens before it.
+
+    with PerfRecorder(pid, workdir, frequency=99, call_graph="fp") as rec:
+        run_window()
+    stacks, dsos, stats = rec.fold()
+
+`perf script -F tid,ip,sym,dso` prints, per sample, a header line then one line per frame,
+leaf first (user addresses are relative to their binary), and a blank line:
+    mariadbd 30391
+    \t          8a78c9 [unknown] (/usr/sbin/mariadbd)
+    \tffffffff82265df3 schedule ([kernel.kallsyms])
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perflab.errors import PerflabError
+from perflab.run.observers.elf import FunctionStarts
+from perflab.run.proc import Child, guarded
+from perflab.store.folded import KERNEL_MARK
+
+# Frames a complete stack starts from; a stack whose root is anything else was cut short.
+ROOTS = frozenset({"start_thread", "__clone3", "__clone", "clone", "clone3", "_start", "__libc_start_main",
+                   "__libc_start_call_main", "ret_from_fork_k", "ret_from_fork" + KERNEL_MARK})  # fmt: skip
+KERNEL_DSOS = ("[kernel.kallsyms]", "[guest.kernel.kallsyms]")
+DWARF_STACK_BYTES = 16384
+STOP_DEADLINE_S = 60.0
+
+
+@dataclass
+class FoldStats:
+    samples: int = 0
+    complete: int = 0  # stacks that reach a thread's entry point
+    unnamed_frames: int = 0  # frames named binary+0xSTART (no symbol)
+    frames: int = 0
+    unknown_frames: int = 0  # no binary either
+    dsos: dict[str, str] = field(default_factory=dict)
+
+
+StartsLoader = Callable[[str], FunctionStarts]
+
+
+class FrameNamer:
+    """Turns one `perf script` frame line into a frame name, caching by line text. `starts`
+    gives a binary's function starts (tests pass recorded ones)."""
+
+    def __init__(self, starts: StartsLoader = FunctionStarts.load) -> None:
+        self.starts = starts
+        self.cache: dict[str, tuple[str, str, int]] = {}  # line -> (frame, dso, kind 0 named/1 unnamed/2 unknown)
+
+    def __call__(self, line: str) -> tuple[str, str, int]:
+        hit = self.cache.get(line)
+        if hit is None:
+            hit = self.cache[line] = self._name(line)
+        return hit
+
+    def _name(self, line: str) -> tuple[str, str, int]:
+        addr, _, rest = line.strip().partition(" ")
+        sym, _, dso = rest.rpartition(" (")
+        dso = dso[:-1] if dso.endswith(")") else dso
+        if not sym:  # no "(dso)" part
+            sym, dso = rest, "[unknown]"
+        sym = sym.replace(";", ":")
+        if dso in KERNEL_DSOS:
+            return sym + KERNEL_MARK, "[kernel]", 0
+        if sym != "[unknown]":
+            return sym, os.path.basename(dso), 0
+        if dso.startswith("/"):
+            try:
+                return self.starts(dso).name(int(addr, 16)), os.path.basename(dso), 1
+            except ValueError:
+                pass
+        return "[unknown]", dso, 2
+
+
+def fold_perf_script(lines: Iterable[str], starts: StartsLoader = FunctionStarts.load) -> tuple[Counter, FoldStats]:
+    """Folded stacks (root first) and statistics from `perf script -F tid,ip,sym,dso` text.
+
+    The hot loop does one dict lookup per frame line: a line's text maps to a frame number
+    (perf prints the same line for the same address), a sample is a tuple of numbers, and
+    names, binaries and statistics are worked out once per unique stack at the end.
+    """
+    namer = FrameNamer(starts)
+    index: dict[str, int] = {}
+    table: list[tuple[str, str, int]] = []
+    counts: dict[tuple[int, ...], int] = {}
+    frames: list[int] = []
+    get = index.get
+    for line in lines:
+        if line[:1] == "\t":
+            i = get(line)
+            if i is None:
+                i = index[line] = len(table)
+                table.append(namer(line))
+            frames.append(i)
+        elif frames:  # a blank line or the next header ends the sample
+            key = tuple(reversed(frames))
+            counts[key] = counts.get(key, 0) + 1
+            frames.clear()
+    if frames:
+        key = tuple(reversed(frames))
+        counts[key] = counts.get(key, 0) + 1
+    return _summarise(counts, table)
+
+
+def _summarise(counts: dict[tuple[int, ...], int], table: list[tuple[str, str, int]]) -> tuple[Counter, FoldStats]:
+    stacks: Counter = Counter()
+    stats = FoldStats()
+    kinds = [0, 0, 0]
+    for key, n in counts.items():
+        stacks[";".join(table[i][0] for i in key)] += n
+        stats.samples += n
+        stats.complete += n if table[key[0]][0] in ROOTS else 0
+        for i in key:
+            kinds[table[i][2]] += n
+    for frame, dso, _kind in table:
+        stats.dsos.setdefault(frame, dso)
+    stats.frames, stats.unnamed_frames, stats.unknown_frames = sum(kinds), kinds[1], kinds[2]
+    return stacks, stats
+
+
+class PerfRecorder:
+    """`perf record` system-wide at `frequency` Hz, enabled for the window only."""
+
+    def __init__(self, pid: int, workdir: Path, *, frequency: int = 99, call_graph: str = "fp") -> None:
+        self.pid = pid
+        self.workdir = Path(workdir)
+        self.frequency = frequency
+        self.call_graph = call_graph
+        self.data = self.workdir / f"perf-{pid}.data"
+        self.child: Child | None = None
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def argv(self, ctl: Path, ack: Path) -> list[str]:
+        graph = ["-g"] if self.call_graph == "fp" else ["--call-graph", f"dwarf,{DWARF_STACK_BYTES}", "-m", "16M"]
+        # -B -N: no build-id work at the end (perflab folds right away, on this machine);
+        # --no-bpf-event: no side-band thread, whose 1 s poll timeout made every stop take ~0.9 s
+        return ["perf", "record", "-a", "-e", "cpu-clock", "-F", str(self.frequency), *graph,
+                "-o", str(self.data), "-B", "-N", "--no-bpf-event", "-q", "-D", "-1",
+                "--control", f"fifo:{ctl},{ack}"]  # fmt: skip
+
+    def __enter__(self) -> PerfRecorder:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        ctl, ack = self.workdir / f"perf-{self.pid}.ctl", self.workdir / f"perf-{self.pid}.ack"
+        for fifo in (ctl, ack):
+            fifo.unlink(missing_ok=True)
+            os.mkfifo(fifo)
+        self._log = (self.workdir / f"perf-{self.pid}.log").open("w", encoding="utf-8")
+        self.child = Child(self.argv(ctl, ack), stdout=self._log, stderr=subprocess.STDOUT)
+        try:
+            # opening blocks until perf opens its end: a perf that dies first would hang us
+            self._ctl = _open_fifo(ctl, os.O_WRONLY, self.child)
+            self._ack = _open_fifo(ack, os.O_RDONLY, self.child)
+            self._command("enable")
+        except BaseException:
+            self.child.kill()
+            raise
+        self._started = time.monotonic()
+        return self
+
+    def pause(self) -> None:
+        """Stop sampling until resume() (bench/profile_overhead.py toggles it second by second)."""
+        self._command("disable")
+
+    def resume(self) -> None:
+        self._command("enable")
+
+    def _command(self, word: str) -> None:
+        os.write(self._ctl, f"{word}\n".encode())
+        deadline = time.monotonic() + 30
+        reply = b""
+        while b"ack" not in reply:
+            if time.monotonic() > deadline or self.child is None or self.child.poll() is not None:
+                raise PerflabError(f"perf record did not acknowledge '{word}'", f"see {self._log.name}")
+            try:
+                chunk = os.read(self._ack, 64)
+            except BlockingIOError:
+                chunk = b""
+            if not chunk:  # nothing yet (or perf has not opened its end)
+                time.sleep(0.005)
+            reply += chunk
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.child is not None
+        try:
+            self.seconds = time.monotonic() - self._started
+            if self.child.poll() is None:
+                self._command("disable")
+                self.child.signal_group(signal.SIGINT)  # perf writes its header and exits
+                self.child.wait(STOP_DEADLINE_S)
+        finally:
+            self.child.kill()
+            for fd in (getattr(self, "_ctl", None), getattr(self, "_ack", None)):
+                if fd is not None:
+                    os.close(fd)
+            self._log.close()
+
+    def script_argv(self) -> list[str]:
+        """`perf script` of the server's samples, only the fields folding needs (less text to parse)."""
+        return ["perf", "script", "-i", str(self.data), "--pid", str(self.pid), "-F", "tid,ip,sym,dso"]
+
+    def fold(self) -> tuple[Counter, FoldStats]:
+        """Fold the server's samples; perf script streams into the parser (no temporary text file)."""
+        if not self.data.is_file():
+            raise PerflabError(f"perf record wrote no {self.data.name}", f"see {self._log.name}")
+        argv = guarded(self.script_argv())
+        errors = self.workdir / f"perf-{self.pid}.script.log"
+        with errors.open("w", encoding="utf-8") as err, subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=err, encoding="utf-8", errors="replace", bufsize=1 << 20,
+            start_new_session=True,
+        ) as proc:  # fmt: skip
+            try:
+                assert proc.stdout is not None
+                stacks, stats = fold_perf_script(proc.stdout)
+                code = proc.wait(STOP_DEADLINE_S)
+            finally:
+                proc.kill()
+        if code != 0 and not stats.samples:
+            tail = errors.read_text(encoding="utf-8", errors="replace").strip()[-400:]
+            raise PerflabError(f"perf script failed (exit {code}): {tail}", f"perf.data: {self.data}")
+        return stacks, stats
+
+
+def _open_fifo(path: Path, flags: int, child: Child) -> int:
+    """Open a FIFO whose other end `child` opens, without hanging if the child dies first."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return os.open(path, flags | os.O_NONBLOCK)
+        except OSError:  # ENXIO: perf has not opened its end yet
+            if child.poll() is not None or time.monotonic() > deadline:
+                raise PerflabError("perf record exited before it opened its control FIFO",
+                                   "run `perflab doctor`; perf_event_paranoid or a missing linux-perf") from None  # fmt: skip
+            time.sleep(0.02)

@@ -1,0 +1,263 @@
+"""Wall-clock stacks of every server thread, every interval (poor man's profiler, pt-pmp style).
+
+Waits show up here (locks, condition variables, I/O, mprotect), unlike in perf's on-CPU
+samples. Two tools: the resident libdw sampler (`pmp_sampler.py`, the default: symbols and
+unwind tables loaded once) and `eu-stack -p PID` run every interval (loads them on every
+call; kept to compare). Both unwind from the binaries' CFI (.eh_frame), so their stacks are
+complete even where frame pointers are missing.
+
+    with StackSampler(pid, workdir, interval=1.0) as pmp:
+        run_window()
+    stacks, timed, stats = pmp.fold()      # Counter, [(t, stack, 1)], FoldStats
+
+eu-stack text (`eu-stack -m -p PID`), the input of `parse_eu_stack`:
+    TID 30366:
+    #0  0x00007f15ab0a3f16 __futex_abstimed_wait_common - /usr/lib/x86_64-linux-gnu/libc.so.6
+    #2  0x000055e6d3c73f8d - /usr/sbin/mariadbd
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from perflab.errors import PerflabError
+from perflab.run.observers.elf import FunctionStarts
+from perflab.run.observers.perf import ROOTS, FoldStats
+from perflab.run.proc import Child, guarded
+
+TOOLS = ("libdw", "eu-stack")
+
+
+def strip_params(name: str) -> str:
+    """`mysqld_main(int, char**)` -> `mysqld_main`, as perf names functions; `operator()` stays."""
+    if not name.endswith(")") or name.endswith("operator()"):
+        return name
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[i], 0)
+        if depth == 0:
+            return name[:i] if i > 0 else name
+    return name
+
+
+def demangle(names: Iterable[str]) -> dict[str, str]:
+    """Mangled C++ names -> demangled without parameters (`c++filt -p`); identity without c++filt."""
+    mangled = sorted({n for n in names if n.startswith("_Z")})
+    if not mangled or shutil.which("c++filt") is None:
+        return {}
+    done = subprocess.run(guarded(["c++filt", "-p"]), input="\n".join(mangled) + "\n", capture_output=True,
+                          text=True, check=False, timeout=120)  # fmt: skip
+    out = done.stdout.splitlines()
+    if done.returncode != 0 or len(out) != len(mangled):
+        return {}
+    return {m: d.replace(";", ":") for m, d in zip(mangled, out)}
+
+
+class ModuleMap:
+    """Absolute address -> (binary path, address relative to its load base), from /proc/PID/maps."""
+
+    def __init__(self, maps_text: str, starts: Callable[[str], FunctionStarts] = FunctionStarts.load) -> None:
+        self.starts = starts
+        self.bases: dict[str, int] = {}
+        for line in maps_text.splitlines():
+            parts = line.split(None, 5)
+            if len(parts) == 6 and parts[5].startswith("/") and int(parts[2], 16) == 0:
+                start = int(parts[0].split("-")[0], 16)
+                self.bases[parts[5]] = min(start, self.bases.get(parts[5], start))
+
+    def name(self, addr: int, path: str) -> str:
+        base = self.bases.get(path)
+        return self.starts(path).name(addr - base) if base is not None else "[unknown]"
+
+
+def parse_eu_stack(text: str, modules: ModuleMap, dsos: dict[str, str] | None = None) -> list[tuple[int, list[str]]]:
+    """(tid, frames root first) per thread of one `eu-stack -m -p PID` output; fills `dsos`
+    (frame name -> binary file name) when given."""
+    threads: list[tuple[int, list[str]]] = []
+    frames: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("TID "):
+            frames = []
+            threads.append((int(line[4:].rstrip(":")), frames))
+        elif line.startswith("#") and threads:
+            parts = line.split(None, 2)
+            if len(parts) < 2:
+                continue
+            rest = " " + (parts[2] if len(parts) > 2 else "")
+            sym, sep, module = rest.rpartition(" - ")
+            if not sep:
+                sym, module = rest, ""
+            sym, module = strip_params(sym.strip()).partition("@")[0], module.strip()
+            if not sym:
+                sym = modules.name(int(parts[1], 16), module) if module.startswith("/") else "[unknown]"
+            sym = sym.replace(";", ":")
+            frames.append(sym)
+            if dsos is not None and module:
+                dsos.setdefault(sym, os.path.basename(module))
+    for _, fr in threads:
+        fr.reverse()
+    return threads
+
+
+class StackSampler:
+    """Samples the server's thread stacks every `interval` seconds for the window."""
+
+    def __init__(self, pid: int, workdir: Path, *, interval: float = 1.0, tool: str = "libdw") -> None:
+        self.pid = pid
+        self.workdir = Path(workdir)
+        self.interval = interval
+        self.tool = tool
+        self.out = self.workdir / f"pmp-{pid}.txt"
+        self.seconds = 0.0
+        self.child: Child | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._paused = threading.Event()
+        self._rows: list[tuple[float, int, list[str]]] = []
+        self.dsos: dict[str, str] = {}
+        self.exit_code: int | None = None
+        self.sample_stats: list[tuple[int, float, float]] = []  # (threads, held ms, sample ms) per sample
+        self._started = 0.0
+
+    def __enter__(self) -> StackSampler:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._started = time.monotonic()
+        if self.tool == "libdw":
+            argv = [sys.executable, "-m", "perflab.run.observers.pmp_sampler", str(self.pid), str(self.interval), str(self.out)]
+            self._log = (self.workdir / f"pmp-{self.pid}.log").open("w", encoding="utf-8")
+            self.child = Child(argv, stdout=self._log, env={**os.environ, "PYTHONPATH": _package_root()})
+            self._wait_ready()
+            self._started = time.monotonic()  # the span covered starts with the first sample
+        else:
+            with open(f"/proc/{self.pid}/maps", encoding="utf-8") as f:
+                self._modules = ModuleMap(f.read())
+            self._thread = threading.Thread(target=self._eu_stack_loop, name="eu-stack", daemon=True)
+            self._thread.start()
+        return self
+
+    def _wait_ready(self) -> None:
+        """Until the sampler has opened the process (it then writes its header line)."""
+        assert self.child is not None
+        deadline = time.monotonic() + 30
+        while not (self.out.is_file() and self.out.stat().st_size > 0):
+            if self.child.poll() is not None or time.monotonic() > deadline:
+                self.child.kill()
+                self._log.close()
+                tail = (self.workdir / f"pmp-{self.pid}.log").read_text(errors="replace").strip()[-400:]
+                raise PerflabError(f"the stack sampler did not start: {tail}",
+                                   "check ptrace permissions (kernel.yama.ptrace_scope) and `perflab doctor`")  # fmt: skip
+            time.sleep(0.01)
+
+    def pause(self) -> None:
+        """Stop sampling until resume() (bench/profile_overhead.py toggles it second by second)."""
+        if self.child is not None:
+            self.child.signal_group(signal.SIGUSR1)
+        self._paused.set()
+
+    def resume(self) -> None:
+        if self.child is not None:
+            self.child.signal_group(signal.SIGUSR2)
+        self._paused.clear()
+
+    def _eu_stack_loop(self) -> None:
+        due = time.monotonic()
+        while not self._stop.is_set():
+            if self._paused.is_set():
+                self._stop.wait(0.02)
+                due = time.monotonic()
+                continue
+            t = time.monotonic() - self._started
+            done = subprocess.run(guarded(["eu-stack", "-m", "-p", str(self.pid)]), capture_output=True, text=True,
+                                  check=False, timeout=60, start_new_session=True)  # fmt: skip
+            for tid, frames in parse_eu_stack(done.stdout, self._modules, self.dsos):
+                self._rows.append((t, tid, frames))
+            due = max(due + self.interval, time.monotonic())
+            self._stop.wait(max(0.0, due - time.monotonic()))
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.monotonic() - self._started
+        if self.child is not None:
+            try:
+                self.exit_code = self.child.terminate(grace=10)  # SIGTERM: it finishes its sample, detaches
+            finally:
+                self.child.kill()
+                self._log.close()
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=70)
+
+    def rows(self) -> list[tuple[float, int, list[str]]]:
+        if self.tool != "libdw":
+            return self._rows
+        log = self.workdir / f"pmp-{self.pid}.log"
+        if not self.out.is_file() or self.exit_code not in (0, None):
+            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:] if log.exists() else []
+            raise PerflabError(f"the stack sampler failed (exit {self.exit_code}): {' '.join(tail)[:400]}",
+                               "check ptrace permissions (kernel.yama.ptrace_scope) and `perflab doctor`")  # fmt: skip
+        rows = []
+        with self.out.open(encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("#dso "):  # the binary's name may hold spaces: "x (deleted)"
+                    _, name, dso = line.rstrip("\n").split(" ", 2)
+                    self.dsos[name] = dso
+                elif line.startswith("#stat "):
+                    _, _t, threads, held_ms, sample_ms = line.split()
+                    self.sample_stats.append((int(threads), float(held_ms), float(sample_ms)))
+                if line.startswith("#"):
+                    continue
+                t, tid, stack = line.rstrip("\n").split(" ", 2)
+                rows.append((float(t), int(tid), stack.split(";")))
+        return rows
+
+    def fold(self) -> tuple[Counter, list[tuple[float, str, int]], FoldStats]:
+        return fold_rows(self.rows(), self.dsos)
+
+    def cost(self) -> dict[str, float] | None:
+        """What sampling took from the server (libdw sampler only): thread time held stopped
+        per second of window (an upper bound: a thread waiting anyway loses nothing), and per
+        sample; read after fold()."""
+        if not self.sample_stats or not self.seconds:
+            return None
+        held = sum(h for _, h, _ in self.sample_stats)
+        return {"samples": len(self.sample_stats), "held_ms_per_s": round(held / self.seconds, 3),
+                "held_ms_per_sample": round(held / len(self.sample_stats), 3),
+                "sample_ms_mean": round(sum(s for _, _, s in self.sample_stats) / len(self.sample_stats), 3)}  # fmt: skip
+
+
+def fold_rows(rows: list[tuple[float, int, list[str]]], dsos: dict[str, str] | None = None,
+              ) -> tuple[Counter, list[tuple[float, str, int]], FoldStats]:  # fmt: skip
+    """Folded stacks, the timed rows and statistics from per-thread samples (frames root first);
+    `dsos` maps raw frame names to their binary."""
+    names = demangle(f for _, _, frames in rows for f in frames)
+    stacks: Counter = Counter()
+    timed = []
+    stats = FoldStats()
+    for raw, dso in (dsos or {}).items():
+        stats.dsos[strip_params(names.get(raw, raw))] = dso
+    for t, _tid, frames in rows:
+        named = [strip_params(names.get(f, f)) for f in frames]
+        stack = ";".join(named)
+        stacks[stack] += 1
+        timed.append((t, stack, 1))
+        stats.samples += 1
+        stats.complete += bool(named) and named[0] in ROOTS
+        stats.frames += len(named)
+        for frame in named:
+            if "+0x" in frame:
+                stats.unnamed_frames += 1
+            elif frame == "[unknown]":
+                stats.unknown_frames += 1
+    return stacks, timed, stats
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[3])
