@@ -56,13 +56,67 @@ class Profiles:
     flames: list[FlameGraph] = field(default_factory=list)
 
 
-def load(directory: Path, cells: list[dict[str, Any]]) -> Profiles | None:
-    """The profiles of a results directory, or None when it has none.
+TOP = 10
+DIFF_ROWS = 15
 
-    TODO(profiles branch): read DIR/profiles/ (folded stacks per cell), aggregate per
-    variant, pick the pair (baseline vs the variant with the largest verdict), and render the
-    flame graphs (one per variant plus the differential one) with inferno.
-    """
-    if not (Path(directory) / "profiles").is_dir():
+
+def load(directory: Path, cells: list[dict[str, Any]]) -> Profiles | None:
+    """The profiles of a results directory, or None when it has none: per (variant, threads)
+    the top functions by self samples per transaction (merged over repeats), the
+    differential table of the baseline against the variant that differs most, and flame
+    graphs (one per variant, and the differential one) when inferno is installed."""
+    from perflab.analyze import profile_diff, profile_select  # noqa: PLC0415
+    from perflab.errors import PerflabError  # noqa: PLC0415
+    from perflab.report import flame  # noqa: PLC0415
+    from perflab.store.results import Results  # noqa: PLC0415
+
+    with Results(Path(directory)) as results:
+        if not results.profiles():
+            return None
+        out = Profiles()
+        merged: dict[str, Any] = {}
+        for key in _groups(cells):
+            try:
+                sel = profile_select.select(results, selector=key)
+                one, stacks, txn = profile_select.load(results, sel)
+            except PerflabError:  # this group has no profile (a failed cell, another source)
+                continue
+            merged[key] = (one, stacks, txn)
+            out.top[key] = [FunctionRow(r["function"], r["self_pct"], 100.0 * r["total_samples"] / (one.samples or 1),
+                                        r["self_per_txn"]) for r in one.rows(limit=TOP)]  # fmt: skip
+    if not merged:
         return None
-    return None
+    keys = list(merged)
+    base = keys[0]
+    if len(keys) > 1:
+        other = max(keys[1:], key=lambda k: _distance(merged[base][0], merged[k][0]))
+        out.pair = (base, other)
+        rows = profile_diff.diff(merged[base][0], merged[other][0]).rows(limit=DIFF_ROWS)
+        out.diff = [DiffRow(r["function"], r["a_self_per_txn"], r["b_self_per_txn"]) for r in rows]
+    try:
+        for key, (_, stacks, txn) in merged.items():
+            text = flame.folded_text(flame.per_million_txn(stacks, txn))
+            out.flames.append(FlameGraph(key, flame.svg(text, key, "samples per million transactions")))
+        if out.pair:
+            a, b = (merged[k] for k in out.pair)
+            text = flame.diff_text(flame.per_million_txn(a[1], a[2]), flame.per_million_txn(b[1], b[2]))
+            title = f"{out.pair[1]} vs {out.pair[0]}"
+            out.flames.append(FlameGraph(title, flame.svg(text, title, "red grew, blue shrank", differential=True), True))
+    except PerflabError:  # inferno missing: the tables still stand
+        out.flames = []
+    return out
+
+
+def _groups(cells: list[dict[str, Any]]) -> list[str]:
+    """Selector per (variant, threads) with a successful cell, in run order."""
+    keys: dict[str, None] = {}
+    for cell in cells:
+        if cell["status"] == "ok":
+            variant = ",".join(f"{axis}={label}" for axis, label in cell["variant"].items())
+            keys[f"{variant}/t{cell['threads']}"] = None
+    return list(keys)
+
+
+def _distance(a: Any, b: Any) -> float:
+    """Sum of absolute self-per-transaction differences: how far apart two profiles are."""
+    return sum(abs(a.mean(f, "self") - b.mean(f, "self")) for f in a.functions() | b.functions())

@@ -185,3 +185,37 @@ def test_no_profiler_left_running(run):
     workdir = doc["run"]["workdir"]
     left = [p for name in ("perf", "python3", "python", "eu-stack") for p in processes(name) if workdir in p[1]]
     assert left == []
+
+
+def test_html_report_shows_profiles_and_a_real_flame_graph_zooms(run, tmp_path):
+    """The report's profiles section on real profiles: top functions per variant, the
+    differential table, and inferno flame graphs whose own script zooms on a click, offline."""
+    from playwright.sync_api import sync_playwright
+
+    out, _ = run
+    report = tmp_path / "report.html"
+    done = perflab("report", str(out), "--html", "-o", str(report))
+    assert done.returncode == 0, done.stderr
+    text = report.read_text(encoding="utf-8")
+    assert 'id="profiles"' in text and "my_hash_sort_simple" in text
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox",
+                                     "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                                     "--disable-component-update", "--disable-sync"])  # fmt: skip
+        context = browser.new_context()
+        requests: list[str] = []
+        context.on("request", lambda r: requests.append(r.url))
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(report.as_uri())
+        flames = page.locator("#profiles iframe.flame")
+        assert flames.count() >= 3  # one per variant and the differential one
+        frame = page.frame_locator("#profiles iframe.flame").first
+        unzoom = frame.locator("#unzoom")
+        assert "hide" in (unzoom.get_attribute("class") or "")
+        frame.locator("#frames g").nth(5).locator("rect").dispatch_event("click")  # a frame above the root
+        assert "hide" not in (unzoom.get_attribute("class") or "")  # zoomed: "Reset Zoom" shows
+        page.screenshot(path=str(tmp_path / "profiles.png"), full_page=True)
+        assert errors == [] and requests == [report.as_uri()]
+        browser.close()

@@ -136,10 +136,8 @@ def test_header_and_findings(page, rendered):
 
 def test_profiles_section_only_with_profiles(page):
     pg, _, _ = page
-    # This run has no profiles, so there is no Profiles section.
-    # TODO(lead, after the profiles branch merges): run this experiment with [observe] perf, assert
-    # the section is present and that a click on a real (inferno) flame graph frame zooms it;
-    # test_embedded_flame_graph_answers_a_click below checks the embedding with a stand-in SVG.
+    # This run has no profiles, so there is no Profiles section; with real profiles the section
+    # and a real inferno flame graph's zoom are tested in test_profiling.py.
     assert pg.locator("#profiles").count() == 0
 
 
