@@ -229,7 +229,7 @@ def run_toggled(args: argparse.Namespace) -> None:
             subprocess.run(sysbench.argv("oltp_read_only", "run", socket=server.socket, tables=TABLES,
                                          table_size=TABLE_SIZE, threads=THREADS, seconds=10, options=OPTIONS),
                            capture_output=True, check=True, timeout=120)  # fmt: skip
-            for name in TOGGLED:
+            for name in args.only or TOGGLED:
                 got[name] = toggled(server, name, args.toggle_seconds, work)
                 r = got[name]["ratios"]
                 C.say(f"{name}: {len(r)} on-blocks, QPS ratio to neighbouring off-blocks {C.mean(r):.3f}")
@@ -295,6 +295,7 @@ def main() -> None:
     ap.add_argument("--mode", choices=["toggle", "windows"], default="toggle",
                     help="toggle: observer on/off every 3 s in one long run (default); windows: whole cell windows")
     ap.add_argument("--toggle-seconds", type=int, default=90, help="toggle mode: sysbench seconds per observer")
+    ap.add_argument("--only", nargs="+", choices=list(TOGGLED), help="toggle mode: these observers only")
     args = ap.parse_args()
     C.main_guard(lambda: run_toggled(args) if args.mode == "toggle" else run(args))
 

@@ -76,6 +76,8 @@ def test_every_cell_has_both_profiles(run):
             assert sum(stacks.values()) == ref["samples"]
             meta = json.loads((out / ref["path"].replace(".folded", ".json")).read_text())
             assert meta["format"] == "perflab-folded/1" and meta["samples"] == ref["samples"]
+        cost = json.loads((out / pmp["path"].replace(".folded", ".json")).read_text())["sampler_cost"]
+        assert cost["samples"] >= 8 and 0 < cost["held_ms_per_sample"] <= cost["sample_ms_mean"] * 1.01
         timed = (out / pmp["path"].replace(".folded", ".timed")).read_text().splitlines()
         times = [float(line.split(" ", 1)[0]) for line in timed]
         assert len(timed) == pmp["samples"] and 0 <= min(times) and max(times) <= DURATION + 0.5

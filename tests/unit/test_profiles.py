@@ -329,3 +329,15 @@ def test_sampler_output_with_odd_binary_names(tmp_path: Path) -> None:
     stacks, _, stats = sampler.fold()
     assert stacks == Counter({"start_thread;x+0x10": 1, "[no user stack]": 1})
     assert stats.dsos == {"x+0x10": "x (deleted)", "start_thread": "libc.so.6"}
+
+
+def test_sampler_hold_time_is_reported(tmp_path: Path) -> None:
+    from perflab.run.observers.pmp import StackSampler
+
+    out = tmp_path / "pmp.txt"
+    out.write_text("# pmp_sampler pid=1 interval=1.0\n#stat 0.000 13 3.000 3.500\n0.000 7 start_thread;f\n"
+                   "#stat 1.000 13 5.000 5.500\n1.000 7 start_thread;f\n")  # fmt: skip
+    sampler = StackSampler(1, tmp_path, interval=1.0)
+    sampler.out, sampler.seconds = out, 2.0
+    sampler.fold()
+    assert sampler.cost() == {"samples": 2, "held_ms_per_s": 4.0, "held_ms_per_sample": 4.0, "sample_ms_mean": 4.5}
