@@ -22,7 +22,7 @@ BUSY_CORES = 0.2  # CPU used by other processes during a window, above which a c
 @dataclass(frozen=True)
 class Finding:
     level: str  # warning | stall | info | failed
-    kind: str  # noise | repeats | unsettled | stall | short | busy | adaptive | adaptive-missed | failed
+    kind: str  # noise | repeats | unsettled | stall | drift | short | busy | adaptive | adaptive-missed | failed
     text: str
     cells: tuple[int, ...] = field(default=())
 
@@ -71,6 +71,14 @@ def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
             out.append(Finding("stall", "stall",
                 f"stall: cell {cell['id']} {cell['key']} {stall['start_s']:.0f}-{stall['end_s']:.0f} s {where} ({depth}); "
                 "sample stacks in it with [observe] pmp to see why", (cell["id"],)))  # fmt: skip
+    drifting = [(c["steady"]["drift"], c) for c in cells
+                if c["status"] == "ok" and (c.get("steady") or {}).get("drift") is not None]  # fmt: skip
+    if drifting:
+        worst = ", ".join(f"cell {c['id']} {d:+.1%}" for d, c in sorted(drifting, key=lambda x: -abs(x[0]))[:5])
+        out.append(Finding("warning", "drift",
+            f"{len(drifting)} cell(s) drift by more than 3% within their window (worst: {worst}); the spread between "
+            "repeats carries it into the intervals. Remedy: longer windows and more repeats, or a quieter machine",
+            tuple(c["id"] for _, c in drifting)))  # fmt: skip
     short = [c["id"] for c in cells if c["status"] == "ok" and c.get("warmup_method") == "none"]
     if short:
         out.append(Finding("warning", "short",

@@ -321,7 +321,7 @@ class Scheduler:
         return {
             "warmup_s": state.warmup_s, "warmup_method": state.method, "settled": state.settled,
             "unsettled_reason": state.reason, "stalls": [stall.to_dict() for stall in state.stalls],
-            "steady": steady.window_figures(intervals, spec.window_start, qps),
+            "steady": {**steady.window_figures(intervals, spec.window_start, qps), "drift": state.drift},
         }  # fmt: skip
 
     def _check_allocator(self, pid: int, name: str | None, library: Path | None) -> dict[str, Any]:

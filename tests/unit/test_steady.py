@@ -65,15 +65,25 @@ def test_stationary_series_are_settled() -> None:
     assert flagged / 900 < 0.02
 
 
-def test_drift_in_the_window_is_unsettled() -> None:
-    values = [100_000 * (1 - 0.004 * i) for i in range(40)]  # -0.4% a second, 16% over the run
-    state = steady.detect(series(values), window_start=5)
-    assert not state.settled
-    assert "past the window start" in state.reason or "drifts" in state.reason
-    # a drift confined to the measured window, after a steady start
+def test_drift_in_the_window_is_reported_not_dropped() -> None:
+    # a drift confined to the measured window, after a steady start: reported, the cell kept
     values = noisy(20) + [100_000 * (1 - 0.003 * i) for i in range(20)]
     state = steady.detect(series(values), window_start=15)
-    assert not state.settled and "drifts by -" in state.reason
+    assert state.settled and state.drift is not None and state.drift < -0.03
+    assert steady.detect(series(noisy(40)), window_start=10).drift is None
+
+
+def test_wander_is_not_a_warmup() -> None:
+    """QPS on a VM wanders several percent over a minute (a random walk): rarely flagged."""
+    flagged = 0
+    for seed in range(200):
+        rng = random.Random(seed)
+        level, values = 100_000.0, []
+        for _ in range(65):
+            level += rng.gauss(0, 800)
+            values.append(rng.gauss(level, 1000))
+        flagged += not steady.detect(series(values), window_start=5).settled
+    assert flagged / 200 < 0.02
 
 
 def test_step_up_in_the_window_is_unsettled() -> None:
