@@ -23,21 +23,6 @@ def _version(path: str, flag: str) -> str:
     return text.splitlines()[0][:70] if done.returncode == 0 and text else path
 
 
-def stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
-    """Work directories whose perflab is gone, with the live processes it started there."""
-    from perflab.run.scheduler import _logged_pids, _started_in  # noqa: PLC0415
-
-    out = []
-    for path in sorted(base.glob("perflab-*")):
-        try:
-            owner = int((path / "owner.pid").read_text(encoding="ascii"))
-        except (OSError, ValueError):
-            continue
-        if not Path(f"/proc/{owner}").exists():
-            out.append((path, [pid for pid in _logged_pids(path) if _started_in(pid, path)]))
-    return out
-
-
 def clean(console: Console) -> None:
     """Stop what killed perflab runs left behind (only processes they started) and remove it."""
     from perflab.run.scheduler import remove_stale_workdirs  # noqa: PLC0415
@@ -89,6 +74,8 @@ def render(console: Console) -> bool:
     except OSError:
         machine.add_row("perf_event_paranoid", "unknown")
     machine.add_row("running as", "root" if os.geteuid() == 0 else f"uid {os.geteuid()}")
+    from perflab.run.scheduler import stale_workdirs  # noqa: PLC0415
+
     stale = stale_workdirs(Path(TMPFS))
     machine.add_row("leftovers of killed runs", "none" if not stale else
                     f"[yellow]{len(stale)} work dir(s), {sum(len(p) for _, p in stale)} live process(es)[/]: "

@@ -249,13 +249,19 @@ def window_figures(intervals: list[dict[str, Any]], window_start: float, qps_mea
     }
 
 
+def cell_fields(intervals: list[dict[str, Any]], window_start: float, qps: float | None,
+                threshold: float = STALL_THRESHOLD) -> dict[str, Any]:  # fmt: skip
+    """A cell's stored steady-state fields, from its whole per-second series."""
+    state = detect(intervals, window_start, threshold)
+    return {
+        "warmup_s": state.warmup_s, "warmup_method": state.method, "settled": state.settled,
+        "unsettled_reason": state.reason, "stalls": [stall.to_dict() for stall in state.stalls],
+        "steady": {**window_figures(intervals, window_start, qps), "drift": state.drift},
+    }  # fmt: skip
+
+
 def complete(cell: dict[str, Any], intervals: list[dict[str, Any]], threshold: float = STALL_THRESHOLD) -> None:
     """Fill a cell stored without steady-state fields (results schema 1) from its intervals."""
     window_start = cell.get("window_start_s") or 0.0
-    state = detect(intervals, window_start, threshold)
     qps = (cell.get("summary") or {}).get("qps")
-    cell.update(
-        warmup_s=state.warmup_s, warmup_method=state.method, window_start_s=window_start, settled=state.settled,
-        unsettled_reason=state.reason, stalls=[s.to_dict() for s in state.stalls],
-        steady={**window_figures(intervals, window_start, qps), "drift": state.drift},
-    )  # fmt: skip
+    cell.update(window_start_s=window_start, **cell_fields(intervals, window_start, qps, threshold))

@@ -76,21 +76,28 @@ def cpu_plan(pin: bool) -> tuple[list[int] | None, list[int] | None]:
     return allowed[:1], allowed[1:]
 
 
-def remove_stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
-    """Delete work directories left by a perflab that died without cleaning up (SIGKILL):
-    first stop any process it started that still runs (pdeathsig makes that rare), then
-    remove its files. A pid from the run's `pids` file is killed only if its command line
-    still names that work directory: a recycled pid belongs to someone else and is never
-    touched. Returns what was removed: (work directory, pids killed)."""
-    removed = []
-    for path in base.glob("perflab-*"):
+def stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
+    """Work directories whose perflab is gone, with the live processes it started there: a
+    pid from the run's `pids` file counts only if its command line still names that work
+    directory (a recycled pid belongs to someone else and is never touched)."""
+    out = []
+    for path in sorted(base.glob("perflab-*")):
         try:
             owner = int((path / "owner.pid").read_text(encoding="ascii"))
         except (OSError, ValueError):
             continue
-        if Path(f"/proc/{owner}").exists():
-            continue
-        killed = [pid for pid in _logged_pids(path) if _started_in(pid, path) and _kill(pid)]
+        if not Path(f"/proc/{owner}").exists():
+            out.append((path, [pid for pid in _logged_pids(path) if _started_in(pid, path)]))
+    return out
+
+
+def remove_stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
+    """Delete work directories left by a perflab that died without cleaning up (SIGKILL):
+    first stop any process it started that still runs (pdeathsig makes that rare), then
+    remove its files. Returns what was removed: (work directory, pids killed)."""
+    removed = []
+    for path, pids in stale_workdirs(base):
+        killed = [pid for pid in pids if _kill(pid)]
         shutil.rmtree(path, ignore_errors=True)
         removed.append((path, killed))
     return removed
@@ -317,12 +324,7 @@ class Scheduler:
 
     def _steady(self, intervals: list[dict[str, Any]], qps: float) -> dict[str, Any]:
         spec = self.exp.file.experiment
-        state = steady.detect(intervals, spec.window_start, spec.stall_threshold)
-        return {
-            "warmup_s": state.warmup_s, "warmup_method": state.method, "settled": state.settled,
-            "unsettled_reason": state.reason, "stalls": [stall.to_dict() for stall in state.stalls],
-            "steady": {**steady.window_figures(intervals, spec.window_start, qps), "drift": state.drift},
-        }  # fmt: skip
+        return steady.cell_fields(intervals, spec.window_start, qps, spec.stall_threshold)
 
     def _check_allocator(self, pid: int, name: str | None, library: Path | None) -> dict[str, Any]:
         """Prove from /proc/PID/maps that the server runs the allocator the cell asked for."""
