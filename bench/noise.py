@@ -9,9 +9,9 @@ and pin=true (server on the first CPU, sysbench on the others). Also reported: t
 of each mode, the lower-noise ("better") mode and the faster one.
 
 How: through perflab's own per-cell code path, in this process. One dataset is prepared
-(Scheduler._prepare, i.e. dataset.prepare) and shared, as in a real `perflab run`; two
-Schedulers (one per mode, each with its own Results store) run their cells with
-Scheduler._run_cell: restore the snapshot, start mariadbd, warm up, measure, stop. The modes
+(CellRunner.prepare, i.e. dataset.prepare) and shared, as in a real `perflab run`; two
+CellRunners (one per mode, each with its own Results store) run their cells with
+CellRunner.run: restore the snapshot, start mariadbd, warm up, measure, stop. The modes
 are interleaved in ABBA order (U P P U U P P U ...) so a slow drift of the machine affects
 both alike. The figures are computed from perflab's JSON export document
 (perflab.report.export.document), the same data `perflab export --format json` prints.
@@ -37,8 +37,7 @@ import _common as C
 
 from perflab import preflight, spec
 from perflab.report import export
-from perflab.run import scheduler as sched_mod
-from perflab.run.workloads import sysbench
+from perflab.run.cell import CellRunner
 from perflab.store.results import Results
 
 GOAL_CV = 0.01
@@ -91,7 +90,7 @@ def run(args: argparse.Namespace) -> None:
         for mode in MODES:
             if (results_root / mode / "results.db").exists():
                 raise C.BenchError(f"{results_root / mode} already holds results; choose another --results")
-        scheds: dict[str, sched_mod.Scheduler] = {}
+        runners: dict[str, CellRunner] = {}
         stores: dict[str, Results] = {}
         try:
             for mode in MODES:
@@ -106,21 +105,19 @@ def run(args: argparse.Namespace) -> None:
                     spec_text=text, status="running",
                 )  # fmt: skip
                 stores[mode] = store
-                scheds[mode] = sched_mod.Scheduler(exp, store)
+                runners[mode] = CellRunner(exp, store)
             t0 = time.monotonic()
-            snapshot = scheds[MODES[0]]._prepare(work)
+            snapshot = runners[MODES[0]].prepare(work)
             C.say(f"dataset prepared in {time.monotonic() - t0:.1f} s ({snapshot.data_bytes / 2**20:.0f} MiB), "
                   f"buffer pool {snapshot.buffer_pool}")  # fmt: skip
-            defaults = sysbench.known_options("oltp_read_only")
             for mode in MODES:
                 stores[mode].set_meta(dataset={"data_bytes": snapshot.data_bytes, "prepare_s": snapshot.prepare_s,
                                                "buffer_pool": snapshot.buffer_pool})  # fmt: skip
-                scheds[mode].sysbench_defaults = defaults
                 (work / mode).mkdir()
-            cells = {mode: scheds[mode].exp.cells() for mode in MODES}
+            cells = {mode: runners[mode].exp.cells() for mode in MODES}
             for mode, i in abba(cfg["repeats"]):
                 before = C.cpu_mark()
-                row = scheds[mode]._run_cell(cells[mode][i], snapshot, work / mode)
+                row = runners[mode].run(cells[mode][i], snapshot, work / mode)
                 other = C.foreign_cores(before, C.cpu_mark())
                 if row["status"] != "ok":
                     raise C.BenchError(f"{mode} repeat {i + 1} failed: {row['error']}\n{row['log_tail'] or ''}")

@@ -17,21 +17,21 @@ serves every window, so server restarts, buffer-pool state and dataset differenc
 out of the comparison and only the harness differs. A hand window warms the server up
 first (not counted). Then pairs, interleaved and counterbalanced (hand perflab, perflab
 hand, hand perflab, ...) so drift cancels:
-  - by hand: the very command a cell runs (built as Scheduler._sysbench builds it: one
+  - by hand: the very command a cell runs (built as run/client.py's argv builds it: one
     sysbench of warm-up + window seconds with --report-checkpoints=<warm-up>, so its last
     report covers the window only), run with subprocess.run, output to a file; QPS read
     from sysbench's last "queries: N (X per sec.)" line with a regex of this script (not
     perflab's parser). The script checks that perflab's effective sysbench options equal
     this command's, so a change in perflab's command line cannot go unnoticed;
-  - through perflab: Scheduler._workload(cell, server, logs), i.e. exactly the code of a
+  - through perflab: CellRunner.measure(cell, server, logs), i.e. exactly the code of a
     `perflab run` cell between server start and stop: sysbench under `setpriv --pdeathsig`
     in its own session (proc.Child), the sleep through the warm-up, the wait loop, the
     RSS sampler thread, the /proc counters of the server, parsing, effective options.
-Calling _workload rather than `perflab run` is the honest choice for the QPS ratio: a full
+Calling measure rather than `perflab run` is the honest choice for the QPS ratio: a full
 run restarts the server per cell, which adds restart-to-restart variance that is not
 harness cost and would hide a 1% effect.
 How (2): harness CPU is taken from two sources and the goal is judged on the worse mean:
-the in-process _workload windows of (1), and a real `perflab run` subprocess (the CLI,
+the in-process measure windows of (1), and a real `perflab run` subprocess (the CLI,
 with its progress-bar thread), read back with `perflab export --format json`.
 
 Goals: QPS ratio perflab/hand >= 0.99 (mean of the pairwise ratios; the CI says whether
@@ -58,7 +58,7 @@ import _common as C
 
 from perflab import preflight, spec
 from perflab.run import dataset
-from perflab.run import scheduler as sched_mod
+from perflab.run.cell import CellRunner
 from perflab.run.servers.mariadb import MariaDB
 from perflab.run.workloads import sysbench
 from perflab.store.results import Results
@@ -110,11 +110,11 @@ def by_hand(argv: list[str], out: Path, seconds: int) -> dict[str, float]:
     return {"qps": float(qps[-1])}
 
 
-def through_perflab(sched: sched_mod.Scheduler, cell: Any, server: MariaDB, logs: Path,
+def through_perflab(runner: CellRunner, cell: Any, server: MariaDB, logs: Path,
                     hand_argv: list[str]) -> dict[str, float]:  # fmt: skip
-    _, _, measured = sched._workload(cell, server, logs)
+    _, _, measured = runner.measure(cell, server, logs)
     summary, res = measured["summary"], measured["resources"]
-    expected = sysbench.effective_options(sched.sysbench_defaults, hand_argv)
+    expected = sysbench.effective_options(runner.sysbench_defaults, hand_argv)
     if measured["sysbench_options"] != expected:
         diff = {k: (expected.get(k), v) for k, v in measured["sysbench_options"].items() if expected.get(k) != v}
         raise C.BenchError(f"perflab ran another sysbench command than the hand side (hand, perflab): {diff}; "
@@ -123,7 +123,7 @@ def through_perflab(sched: sched_mod.Scheduler, cell: Any, server: MariaDB, logs
 
 
 def hand_argv(cfg: dict[str, Any], socket: Path) -> list[str]:
-    """The command of a cell, as Scheduler._sysbench builds it (warm-up + window, checkpoint)."""
+    """The command of a cell, as run/client.py builds it (warm-up + window, checkpoint)."""
     return sysbench.argv("oltp_read_only", "run", socket=socket, tables=cfg["tables"], table_size=cfg["table_size"],
                          threads=cfg["threads"], seconds=cfg["warmup"] + cfg["duration"],
                          checkpoint=cfg["warmup"] or None)  # fmt: skip
@@ -135,16 +135,15 @@ def same_server_pairs(cfg: dict[str, Any], work: Path) -> dict[str, Any]:
     preflight.check(exp)
     store = Results(work / "results", create=True)
     try:
-        sched = sched_mod.Scheduler(exp, store)
+        runner = CellRunner(exp, store)
         t0 = time.monotonic()
-        snapshot = sched._prepare(work)
+        snapshot = runner.prepare(work)
         C.say(f"dataset prepared in {time.monotonic() - t0:.1f} s ({snapshot.data_bytes / 2**20:.0f} MiB)")
-        sched.sysbench_defaults = sysbench.known_options("oltp_read_only")
         cell = exp.cells()[0]
         rundir = work / "server"
         dataset.restore(snapshot, rundir / "data")
         server = MariaDB(rundir, rundir / "data", {"innodb_buffer_pool_size": snapshot.buffer_pool},
-                         cpus=sched.server_cpus)  # fmt: skip
+                         cpus=runner.server_cpus)  # fmt: skip
         argv = hand_argv(cfg, server.socket)
         hand: list[dict[str, float]] = []
         perf: list[dict[str, float]] = []
@@ -162,7 +161,7 @@ def same_server_pairs(cfg: dict[str, Any], work: Path) -> dict[str, Any]:
                     if side == "hand":
                         got[side] = by_hand(argv, work / f"hand-{i}.txt", cfg["warmup"] + cfg["duration"])
                     else:
-                        got[side] = through_perflab(sched, cell, server, store.log_dir(i), argv)
+                        got[side] = through_perflab(runner, cell, server, store.log_dir(i), argv)
                     got[side]["foreign_cores"] = C.rnd(C.foreign_cores(before, C.cpu_mark([server.pid])), 3)
                     order.append(side)
                     if not server.alive():
@@ -259,7 +258,7 @@ def report(cfg: dict[str, Any], pairs: dict[str, Any], cli: list[dict[str, float
     rows = [
         ["hand (subprocess.run)", len(hand), f"{C.mean(hand):,.0f}", f"{min(hand):,.0f}-{max(hand):,.0f}",
          C.pct(C.cv(hand)), "-"],
-        ["perflab (_workload)", len(perf), f"{C.mean(perf):,.0f}", f"{min(perf):,.0f}-{max(perf):,.0f}",
+        ["perflab (measure)", len(perf), f"{C.mean(perf):,.0f}", f"{min(perf):,.0f}-{max(perf):,.0f}",
          C.pct(C.cv(perf)), f"{C.mean(h_inproc):.3f}% (max {max(h_inproc):.3f}%)"],
         ["perflab run (CLI)", len(cli), f"{C.mean([r['qps'] for r in cli]):,.0f}", "-", "-",
          f"{C.mean(h_cli):.3f}% (max {max(h_cli):.3f}%)"],

@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from perflab import __version__, hostinfo, preflight, spec
 from perflab.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, PerflabError, UsageError
+from perflab.run import workdir
 from perflab.store.results import Results
 from perflab.units import format_duration
 
@@ -130,11 +131,9 @@ def _resumable(directory: Path) -> tuple[spec.Experiment, int]:
     with Results(directory) as results:
         meta = results.meta()
         stored = len(results.cells())
-    owner = Path(str(meta.get("workdir") or "/nonexistent")) / "owner.pid"
-    if meta.get("status") == "running" and owner.is_file():
-        pid = owner.read_text(encoding="ascii").strip()
-        if pid.isdigit() and Path(f"/proc/{pid}").exists():
-            raise UsageError(f"{directory} is being written by a running perflab (pid {pid})", "wait for it, or stop it first")
+    pid = workdir.live_owner(Path(str(meta.get("workdir") or "/nonexistent")))
+    if meta.get("status") == "running" and pid is not None:
+        raise UsageError(f"{directory} is being written by a running perflab (pid {pid})", "wait for it, or stop it first")
     text = meta.get("spec_text")
     if not text:
         raise UsageError(f"{directory}: the results hold no experiment file to resume", "run the experiment anew")

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 from perflab import allocators
 from perflab.errors import EnvironmentProblem, Problem, SpecError
+from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
-
-TMPFS = os.environ.get("PERFLAB_TMPFS", "/dev/shm")  # where servers and datadirs live (RAM)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.run.scheduler import remove_stale_workdirs
+from perflab.run.workdir import remove_stale_workdirs
 from tests.conftest import ROOT, perflab
 from tests.integration.helpers import perflab_children, write_experiment
 
