@@ -115,7 +115,7 @@ def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     def refuse(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(spec, "open", refuse, raising=False)
+    monkeypatch.setattr(spec.loading, "open", refuse, raising=False)
     problem = load_problem(tmp_path / "x.toml")
     assert (problem.path, problem.expected, problem.found) == ("(file)", "a readable file", "Permission denied")
     assert "permissions" in (problem.hint or "")

@@ -251,7 +251,7 @@ def test_newline_check_and_type_check_in_one_table() -> None:
 )  # fmt: skip
 def test_problem_path_from_pydantic_loc(loc: tuple, raw: object, path: str) -> None:
     err = {"loc": loc, "type": "string_type", "input": [1], "msg": "Input should be a valid string"}
-    assert spec._problem(err, raw).path == path
+    assert spec.problem(err, raw).path == path
 
 
 # --- every problem at once -----------------------------------------------------------------
