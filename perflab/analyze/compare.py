@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from perflab.analyze import stats
-from perflab.analyze.summary import Group, variant_key
+from perflab.analyze.summary import Group
 from perflab.errors import UsageError
 
 METRICS = {"qps": True, "p95": False}  # metric -> higher is better

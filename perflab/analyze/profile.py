@@ -18,13 +18,13 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-KERNEL_MARK = "_[k]"
+from perflab.store.folded import is_kernel
 
 
 def dso_of(function: str, dsos: dict[str, str]) -> str | None:
     if function in dsos:
         return dsos[function]
-    if function.endswith(KERNEL_MARK):
+    if is_kernel(function):
         return "[kernel]"
     if "+0x" in function:
         return function.split("+0x", 1)[0]
@@ -119,7 +119,7 @@ class Merged:
             s, t = statistics.fmean(self_v), statistics.fmean(total_v)
             self_n = sum(p.self_samples[function] for p in self.profiles)
             row = {
-                "function": function, "dso": dso_of(function, dsos), "kernel": function.endswith(KERNEL_MARK),
+                "function": function, "dso": dso_of(function, dsos), "kernel": is_kernel(function),
                 "self_per_txn": s, "total_per_txn": t,
                 "self_us_per_txn": s * us if us else None, "total_us_per_txn": t * us if us else None,
                 "self_samples": self_n, "total_samples": sum(p.total_samples[function] for p in self.profiles),

@@ -19,7 +19,8 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
-from perflab.analyze.profile import KERNEL_MARK, Merged, dso_of
+from perflab.analyze.profile import Merged, dso_of
+from perflab.store.folded import is_kernel
 
 # two-sided 95% Student t critical values, df = 1..10 (beyond: 2.0, then normal)
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
@@ -64,7 +65,7 @@ class Diff:
         dsos = {**self.a.dsos, **self.b.dsos}
         rows = []
         for function in self.a.functions() | self.b.functions():
-            row: dict = {"function": function, "dso": dso_of(function, dsos), "kernel": function.endswith(KERNEL_MARK)}
+            row: dict = {"function": function, "dso": dso_of(function, dsos), "kernel": is_kernel(function)}
             for kind in ("self", "total"):
                 av, bv = self.a.mean(function, kind), self.b.mean(function, kind)
                 row[f"a_{kind}_per_txn"], row[f"b_{kind}_per_txn"] = av, bv

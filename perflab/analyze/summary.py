@@ -13,10 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perflab.analyze import stats
-
-
-def variant_key(variant: dict[str, str]) -> str:
-    return ",".join(f"{a}={lbl}" for a, lbl in variant.items()) or "default"
+from perflab.variants import variant_key, variant_label
 
 
 @dataclass
@@ -43,7 +40,7 @@ class Group:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{a}={lbl}" for a, lbl in self.variant.items()) or "default"
+        return variant_label(self.variant)
 
     @property
     def qps_ci(self) -> stats.Interval:

@@ -23,6 +23,8 @@ import math
 from dataclasses import dataclass, field
 from html import escape
 
+from perflab.variants import variant_key
+
 # Tableau 10: distinguishable, colour-blind-aware; beyond ten variants hues are shaded per axis.
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"]
 DASHES = ["", "6 3", "2 2", "8 3 2 3", "1 3"]  # repeats of one variant: solid, dashed, dotted, ...
@@ -35,7 +37,7 @@ def variant_colors(variants: list[dict[str, str]]) -> dict[str, str]:
     """One colour per variant (key "axis=label,..."), the same in every chart. Up to ten
     variants: the palette in run order. More, with two or more axes: the first axis picks the
     hue, the other axes a shade of it, so a reader can still tell allocators apart."""
-    keys = [",".join(f"{a}={lbl}" for a, lbl in v.items()) or "default" for v in variants]
+    keys = [variant_key(v) for v in variants]
     if len(keys) <= len(PALETTE) or not variants or len(variants[0]) < 2:
         return {k: _color(i) for i, k in enumerate(keys)}
     first = list(dict.fromkeys(next(iter(v.values())) for v in variants))

@@ -21,6 +21,7 @@ from perflab.analyze.summary import Group
 from perflab.report import charts
 from perflab.report.charts import Band, Mark, Row, Series
 from perflab.report.model import ReportModel
+from perflab.variants import short_label, variant_key
 
 MAX_POINTS = 240  # per series: enough for a smooth 20-minute window, small for a 100-cell matrix
 MIB = 2**20
@@ -61,7 +62,7 @@ def _threads(n: int) -> str:
 
 
 def _label(model: ReportModel, g: Group) -> str:
-    return ", ".join(g.variant.values()) or "default"
+    return short_label(g.variant)
 
 
 def _variant_title(model: ReportModel) -> str:
@@ -75,14 +76,14 @@ def qps_vs_threads(model: ReportModel) -> Figure:
     dodge = min(0.08, 0.6 / max(n, 1))  # variants side by side at each thread count, so error bars do not overlap
     for k, v in enumerate(model.variants):
         shift = (k - (n - 1) / 2) * dodge
-        key = ",".join(f"{a}={lbl}" for a, lbl in v.items()) or "default"
+        key = variant_key(v)
         gs = [g for g in model.groups if g.key == key and g.qps_mean is not None]
         ci = [g.qps_ci for g in gs]
         series.append(Series(
-            ", ".join(v.values()) or "default", model.colors[key],
+            short_label(v), model.colors[key],
             [(threads.index(g.threads) + shift, g.qps_mean) for g in gs],  # type: ignore[misc]
             [(c.low, c.high) if c.low is not None else None for c in ci], markers=True,
-            tooltip=f"{', '.join(v.values()) or 'default'} QPS",
+            tooltip=f"{short_label(v)} QPS",
         ))  # fmt: skip
     svg = charts.line_chart(
         "Steady-state QPS vs threads (mean of repeats, 95% CI)", "client threads", "QPS", series,

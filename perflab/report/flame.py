@@ -21,7 +21,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from perflab.errors import ToolMissingError, PerflabError
+from perflab.errors import PerflabError, ToolMissingError
 
 SCALE = 1_000_000  # folded counts written for inferno: samples per million transactions
 SHOWN = 1000  # shown per 1000 transactions

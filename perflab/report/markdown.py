@@ -15,10 +15,11 @@ from pathlib import Path
 
 from perflab.analyze import stats
 from perflab.analyze.compare import Comparison
-from perflab.report import figures, html
-from perflab.report.html import subtitle
+from perflab.report import figures
 from perflab.report.model import ReportModel
+from perflab.report.phrases import caution, subtitle, told
 from perflab.units import format_bytes
+from perflab.variants import short_label, variant_label
 
 VERDICT_MD = {stats.FASTER: "**faster**", stats.SLOWER: "**slower**", stats.SAME: "no significant difference"}
 
@@ -100,12 +101,12 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
 
 
 def _verdicts(model: ReportModel) -> list[str]:
-    base = ", ".join(f"{a}={lbl}" for a, lbl in model.baseline.items()) or "the first variant"
+    base = variant_label(model.baseline, empty="the first variant")
     out = ["## Verdicts", "", (f"Each variant against the baseline ({cell(base)}): steady-state mean over settled repeats, "
            "95% intervals (Student t); ratio interval by the delta method. For p95, a ratio below 1 is faster."), ""]  # fmt: skip
-    caution = html.caution(model.findings)
-    if caution:
-        out += [f"> **Read the findings before trusting these verdicts:** {cell(caution)}.", ""]
+    warning = caution(model.findings)
+    if warning:
+        out += [f"> **Read the findings before trusting these verdicts:** {cell(warning)}.", ""]
     header = [" × ".join(model.axes) or "variant", "n", "QPS mean", "QPS 95% CI", "CV", "QPS ratio [95% CI]", "verdict",
               "p95 ms", "p95 95% CI", "p95 ratio [95% CI]", "p95 verdict", "RSS end", "stalls"]  # fmt: skip
     for t in model.threads:
@@ -117,7 +118,7 @@ def _verdicts(model: ReportModel) -> list[str]:
                 + (f" +{len(g.unsettled)} unsettled" if g.unsettled else "")
                 + (f" +{g.failed} failed" if g.failed else "")
             )
-            label = (", ".join(g.variant.values()) or "default") + (" (baseline)" if g.baseline else "")
+            label = short_label(g.variant) + (" (baseline)" if g.baseline else "")
             rss = sum(g.rss_end) / len(g.rss_end) if g.rss_end else None
             rows.append([
                 label, n, _num(g.qps_mean, "{:,.0f}"), _ci(g.qps_ci, "{:,.0f}"), _num(g.qps_cv and g.qps_cv * 100, "{:.1f}%"),
@@ -131,10 +132,9 @@ def _verdicts(model: ReportModel) -> list[str]:
         out += ["### Effect of each axis (the other axes held fixed)", ""]
         folded = len(effects) > 12  # long tables fold, as in the HTML
         if folded:
-            out += [f"<details><summary>{len(effects)} comparisons{cell(html.told(effects))}</summary>", ""]
-        label = lambda v: ", ".join(f"{a}={lbl}" for a, lbl in v.items())
+            out += [f"<details><summary>{len(effects)} comparisons{cell(told(effects))}</summary>", ""]
         out += table(["threads", "metric", "axis", "reference", "variant", "n", "ratio [95% CI]", "verdict"],
-                     [[c.threads, c.metric, c.axis, label(c.baseline), label(c.variant), f"{c.n_baseline}/{c.n_variant}",
+                     [[c.threads, c.metric, c.axis, variant_label(c.baseline), variant_label(c.variant), f"{c.n_baseline}/{c.n_variant}",
                        _ratio(c), _verdict(c)] for c in effects], {0, 5, 6})  # fmt: skip
         out += ["", "</details>", ""] if folded else [""]
     return out

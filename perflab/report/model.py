@@ -19,6 +19,7 @@ from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group
 from perflab.report import charts, findings, profiles
 from perflab.units import format_bytes, format_duration
+from perflab.variants import variant_key
 
 
 @dataclass
@@ -115,7 +116,7 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
     base = compare.baseline_variant(axes, baselines or [])
     groups = summary.groups(cells, base if axes else None)
     comparisons = [c for metric in compare.METRICS for c in compare.within(groups, axes, base, metric)]
-    variants = list({summary.variant_key(c["variant"]): c["variant"] for c in cells}.values())
+    variants = list({variant_key(c["variant"]): c["variant"] for c in cells}.values())
     model = ReportModel(
         Path(results.dir), meta, cells, groups, comparisons, axes, base, charts.variant_colors(variants),
         findings.collect(groups, cells, meta), profiles=profiles.load(Path(results.dir), cells),

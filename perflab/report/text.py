@@ -21,6 +21,7 @@ from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group, groups, mean
 from perflab.report import findings
 from perflab.units import format_bytes, format_duration
+from perflab.variants import short_label, variant_key, variant_label
 
 FINDING_STYLE = {"stall": "magenta", "failed": "red"}
 VERDICT_STYLE = {stats.FASTER: "green", stats.SLOWER: "red", stats.SAME: "dim"}
@@ -83,13 +84,13 @@ def _table(threads: int, rows: list[Group], comparisons: list[Comparison]) -> Ta
         ("minflt/txn", "right"), ("CPU µs/txn", "right"), ("stalls", "right"),
     ):  # fmt: skip
         table.add_column(name, justify=justify, no_wrap=name == "verdict")  # type: ignore[arg-type]
-    by_variant = {compare.variant_key(c.variant): c for c in comparisons}
+    by_variant = {variant_key(c.variant): c for c in comparisons}
     for g in rows:
         c = by_variant.get(g.key)
         n = f"{len(g.qps)}" + (f" [yellow]+{len(g.unsettled)} unsettled[/]" if g.unsettled else "")
         n += f" [red]+{g.failed} failed[/]" if g.failed else ""
         table.add_row(
-            escape(", ".join(g.variant.values()) or "default"), n, _num(g.qps_mean), _pm(g.qps_ci),
+            escape(short_label(g.variant)), n, _num(g.qps_mean), _pm(g.qps_ci),
             _num(g.qps_cv and g.qps_cv * 100, "{:.1f}%"),
             "baseline" if g.baseline else (ratio_text(c) if c else "-"),
             "" if g.baseline or c is None else verdict_text(c),
@@ -106,7 +107,7 @@ def comparison_table(title: str, comparisons: list[Comparison], runs: bool = Fal
                  "n", "ratio", "95% CI", "verdict"):  # fmt: skip
         table.add_column(name, justify="right" if name in ("threads", "n", "ratio", "95% CI") else "left")
     for c in comparisons:
-        label = (lambda v: escape(", ".join(f"{a}={lbl}" for a, lbl in v.items()) or "default"))
+        label = lambda v: escape(variant_label(v))  # noqa: E731
         ci = "-" if c.ci_low is None or c.ci_high is None else f"{c.ci_low:.3f}-{c.ci_high:.3f}"
         first = c.axis or "all" if not runs else label(c.variant)
         base = label(c.baseline) if not runs else "A"

@@ -10,13 +10,13 @@ SIGKILL, so a stale file never blocks anyone.
 
 from __future__ import annotations
 
-import datetime as dt
 import fcntl
 import json
 import os
 from pathlib import Path
 
 from perflab.errors import ConcurrentRunError
+from perflab.units import utc_now
 
 LOCK_PATH = Path("/dev/shm/perflab.lock")
 
@@ -42,7 +42,7 @@ class MachineLock:
             ) from None
         os.ftruncate(fd, 0)
         holder = {"pid": os.getpid(), "results": str(self.results_dir),
-                  "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}  # fmt: skip
+                  "started_at": utc_now()}  # fmt: skip
         os.write(fd, json.dumps(holder).encode())
         self.fd = fd
         return self

@@ -13,6 +13,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from perflab.variants import variant_key
+
 if TYPE_CHECKING:
     from perflab.spec.schema import ExperimentFile, Variant
 
@@ -32,7 +34,7 @@ class Cell:
 
     @property
     def variant_key(self) -> str:
-        return ",".join(f"{a}={lbl}" for a, lbl in self.variant.items()) or "default"
+        return variant_key(self.variant)
 
     @property
     def key(self) -> str:

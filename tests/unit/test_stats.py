@@ -8,6 +8,7 @@ import pytest
 
 from perflab.analyze import compare, stats, summary
 from perflab.errors import UsageError
+from perflab.variants import variant_key
 
 
 def draw(rng: random.Random, n: int, mean: float, cv: float) -> list[float]:
@@ -83,7 +84,7 @@ def test_cv_and_half_width() -> None:
 
 def cell(i: int, variant: dict, threads: int, qps: float, *, status: str = "ok", settled: bool = True, p95: float = 1.0) -> dict:
     return {
-        "id": i, "key": f"{summary.variant_key(variant)}/t{threads}/r{i}", "variant": variant, "threads": threads,
+        "id": i, "key": f"{variant_key(variant)}/t{threads}/r{i}", "variant": variant, "threads": threads,
         "status": status, "settled": settled, "window_start_s": 5.0, "stalls": [],
         "summary": None if status != "ok" else {"qps": qps, "tps": qps / 20, "latency_ms": {"p95": p95}},
         "resources": {"rss_end_bytes": 100, "rss_peak_bytes": 120},
@@ -117,7 +118,7 @@ def test_within_finds_the_axis_effects() -> None:
     cells = matrix({("alloc", "jemalloc"): 1.05, ("buf", "2M"): 1.0})
     base = compare.baseline_variant(AXES, [])
     rows = compare.within(summary.groups(cells, base), AXES, base)
-    variant_rows = {summary.variant_key(r.variant): r for r in rows if r.kind == "variant"}
+    variant_rows = {variant_key(r.variant): r for r in rows if r.kind == "variant"}
     assert set(variant_rows) == {"alloc=glibc,buf=2M", "alloc=jemalloc,buf=32K", "alloc=jemalloc,buf=2M"}
     assert variant_rows["alloc=glibc,buf=2M"].verdict == stats.SAME
     assert variant_rows["alloc=jemalloc,buf=32K"].verdict == stats.FASTER
@@ -156,7 +157,7 @@ def test_across_runs_matches_cells_and_reports_the_rest() -> None:
     before = matrix({})
     after = matrix({("buf", "2M"): 0.95}, seed=1)[:-4] + [cell(99, {"alloc": "tcmalloc", "buf": "2M"}, 2, 1000.0)]
     rows, unmatched = compare.across(summary.groups(before), summary.groups(after))
-    verdicts = {summary.variant_key(r.variant): r.verdict for r in rows}
+    verdicts = {variant_key(r.variant): r.verdict for r in rows}
     assert verdicts["alloc=glibc,buf=2M"] == stats.SLOWER and verdicts["alloc=glibc,buf=32K"] == stats.SAME
     assert all(r.kind == "runs" for r in rows)
     assert unmatched == ["only in B: alloc=tcmalloc, buf=2M at 2 threads"]

@@ -30,6 +30,7 @@ import sys
 import time
 
 from perflab.run.observers.elf import FunctionStarts
+from perflab.store.folded import KERNEL_MARK
 
 V = ctypes.c_void_p
 THREAD_CB = ctypes.CFUNCTYPE(ctypes.c_int, V, V)
@@ -149,7 +150,7 @@ def kernel_wait(pid: int, tid: int) -> str:
             wchan = f.read().strip()
     except OSError:
         wchan = ""
-    return f"{wchan}_[k]" if wchan and wchan != "0" else "[no user stack]"
+    return wchan + KERNEL_MARK if wchan and wchan != "0" else "[no user stack]"
 
 
 def main(argv: list[str]) -> int:
