@@ -74,9 +74,13 @@ def render(console: Console) -> bool:
         machine.add_row("perf_event_paranoid", "unknown")
     machine.add_row("running as", "root" if os.geteuid() == 0 else f"uid {os.geteuid()}")
     stale = stale_workdirs(Path(TMPFS))
-    machine.add_row("leftovers of killed runs", "none" if not stale else
-                    f"[yellow]{len(stale)} work dir(s), {sum(len(p) for _, p in stale)} live process(es)[/]: "
-                    "perflab doctor --clean removes them")  # fmt: skip
+    machine.add_row(
+        "leftovers of killed runs",
+        "none"
+        if not stale
+        else f"[yellow]{len(stale)} work dir(s), {sum(len(p) for _, p in stale)} live process(es)[/]: "
+        "perflab doctor --clean removes them",
+    )
     console.print(machine)
     if not ok:
         console.print("[red]missing required tools[/]: run `make setup` (as root) to install them")

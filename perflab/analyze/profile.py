@@ -45,8 +45,15 @@ class Profile:
     cell_id: int | None = None
 
     @classmethod
-    def from_stacks(cls, stacks: Counter, *, transactions: float, sample_us: float | None = None,
-                    dsos: dict[str, str] | None = None, cell_id: int | None = None) -> Profile:  # fmt: skip
+    def from_stacks(
+        cls,
+        stacks: Counter,
+        *,
+        transactions: float,
+        sample_us: float | None = None,
+        dsos: dict[str, str] | None = None,
+        cell_id: int | None = None,
+    ) -> Profile:
         self_s: Counter = Counter()
         total: Counter = Counter()
         callers: dict[str, Counter] = {}
@@ -119,13 +126,20 @@ class Merged:
             s, t = statistics.fmean(self_v), statistics.fmean(total_v)
             self_n = sum(p.self_samples[function] for p in self.profiles)
             row = {
-                "function": function, "dso": dso_of(function, dsos), "kernel": is_kernel(function),
-                "self_per_txn": s, "total_per_txn": t,
-                "self_us_per_txn": s * us if us else None, "total_us_per_txn": t * us if us else None,
-                "self_samples": self_n, "total_samples": sum(p.total_samples[function] for p in self.profiles),
+                "function": function,
+                "dso": dso_of(function, dsos),
+                "kernel": is_kernel(function),
+                "self_per_txn": s,
+                "total_per_txn": t,
+                "self_us_per_txn": s * us if us else None,
+                "total_us_per_txn": t * us if us else None,
+                "self_samples": self_n,
+                "total_samples": sum(p.total_samples[function] for p in self.profiles),
                 "self_pct": 100.0 * self_n / total_samples,
-                "self_per_txn_min": min(self_v), "self_per_txn_max": max(self_v), "repeats": len(self.profiles),
-            }  # fmt: skip
+                "self_per_txn_min": min(self_v),
+                "self_per_txn_max": max(self_v),
+                "repeats": len(self.profiles),
+            }
             rows.append(row)
         rows.sort(key=lambda r: (-r[f"{by}_per_txn"], r["function"]))
         return rows[:limit] if limit else rows

@@ -1,6 +1,6 @@
 """`perflab doctor`: what this machine has for perflab; `--clean` removes what killed runs left.
 
-    perflab doctor [--clean]
+perflab doctor [--clean]
 """
 
 from __future__ import annotations

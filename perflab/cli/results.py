@@ -1,8 +1,8 @@
 """`perflab report`, `compare` and `export`: read a results directory, print what it found.
 
-    perflab report DIR [--html | --format markdown] [-o FILE]
-    perflab compare DIR | DIR_A DIR_B [--metric qps|p95] [--format json]
-    perflab export DIR [--format json|csv]
+perflab report DIR [--html | --format markdown] [-o FILE]
+perflab compare DIR | DIR_A DIR_B [--metric qps|p95] [--format json]
+perflab export DIR [--format json|csv]
 """
 
 from __future__ import annotations
@@ -18,19 +18,32 @@ from perflab.errors import UsageError
 from perflab.store.results import Results
 
 BASELINE = click.option(
-    "--baseline", "baselines", multiple=True, metavar="AXIS=LABEL",
+    "--baseline",
+    "baselines",
+    multiple=True,
+    metavar="AXIS=LABEL",
     help="baseline label of an axis (repeatable; default: each axis's first label)",
-)  # fmt: skip
+)
 
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @BASELINE
-@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html"]), default="text", show_default=True,
-              help="markdown: GitHub tables, charts as SVG files beside -o; html: one self-contained file")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "markdown", "html"]),
+    default="text",
+    show_default=True,
+    help="markdown: GitHub tables, charts as SVG files beside -o; html: one self-contained file",
+)
 @click.option("--html", "html_flag", is_flag=True, help="same as --format html")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="write the report to this file (html: default DIR/report.html; markdown: stdout, without charts)")  # fmt: skip
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="write the report to this file (html: default DIR/report.html; markdown: stdout, without charts)",
+)
 def report(directory: Path, baselines: tuple[str, ...], fmt: str, html_flag: bool, output: Path | None) -> None:
     """Print the tables of a results DIRECTORY: per thread count, each variant's steady-state
     QPS with its 95% CI, the ratio to the baseline with a verdict, p95, RSS; then warnings.
@@ -59,10 +72,17 @@ def report(directory: Path, baselines: tuple[str, ...], fmt: str, html_flag: boo
 @click.argument("directories", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
 @BASELINE
 @click.option("--metric", type=click.Choice(["qps", "p95"]), default="qps", show_default=True)
-@click.option("--confidence", type=click.FloatRange(50, 99.99), default=95.0, show_default=True,
-              help="confidence level of the intervals, in percent")  # fmt: skip
+@click.option(
+    "--confidence",
+    type=click.FloatRange(50, 99.99),
+    default=95.0,
+    show_default=True,
+    help="confidence level of the intervals, in percent",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def compare_cmd(directories: tuple[Path, ...], baselines: tuple[str, ...], metric: str, confidence: float, fmt: str) -> None:
+def compare_cmd(
+    directories: tuple[Path, ...], baselines: tuple[str, ...], metric: str, confidence: float, fmt: str
+) -> None:
     """Verdicts: with one DIR, each variant against the baseline per thread count (ratio, its
     CI, faster / slower / no significant difference), plus each axis's own effect; with
     DIR_A DIR_B, the cells of B against the same cells of A (before/after)."""
@@ -89,12 +109,16 @@ def compare_cmd(directories: tuple[Path, ...], baselines: tuple[str, ...], metri
         rows, notes = compare.across(summary.groups(cells_a), summary.groups(cells_b), metric, level)
         differences = compare.metadata_differences(meta_a, meta_b)
         if differences:
-            err.print("[bold red]WARNING: the two runs differ in host or settings; their comparison may "
-                      "measure that, not your change:[/]\n  " + escape("\n  ".join(differences)))  # fmt: skip
+            err.print(
+                "[bold red]WARNING: the two runs differ in host or settings; their comparison may "
+                "measure that, not your change:[/]\n  " + escape("\n  ".join(differences))
+            )
     if fmt == "json":
         click.echo(json.dumps([row.to_dict() for row in rows], indent=2))
     else:
-        title = f"{metric} ({confidence:g}% intervals)" + ("" if len(loaded) == 1 else f": B = {directories[1]} vs A = {directories[0]}")
+        title = f"{metric} ({confidence:g}% intervals)" + (
+            "" if len(loaded) == 1 else f": B = {directories[1]} vs A = {directories[0]}"
+        )
         out.print(text.comparison_table(escape(title), rows, runs=len(loaded) == 2))
     for note in notes:
         err.print(f"[yellow]note:[/] {escape(note)}")

@@ -1,7 +1,7 @@
 """`perflab run`: an experiment file -> checked -> cells -> Scheduler -> results directory.
 
-    perflab run examples/quick.toml [-o DIR] [--check] [--allow-concurrent]
-    perflab run --resume DIR          # an interrupted run: only the cells it has not stored
+perflab run examples/quick.toml [-o DIR] [--check] [--allow-concurrent]
+perflab run --resume DIR          # an interrupted run: only the cells it has not stored
 """
 
 from __future__ import annotations
@@ -27,13 +27,25 @@ from perflab.units import format_duration, utc_now
 
 @click.command()
 @click.argument("experiment", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="results directory "
-              "(default results/<name>-<timestamp>)")  # fmt: skip
-@click.option("--resume", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
-              help="continue the interrupted run in DIR: only the cells it has not stored, on the same dataset")  # fmt: skip
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="results directory (default results/<name>-<timestamp>)",
+)
+@click.option(
+    "--resume",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="continue the interrupted run in DIR: only the cells it has not stored, on the same dataset",
+)
 @click.option("--check", is_flag=True, help="validate the experiment file and exit")
-@click.option("--allow-concurrent", is_flag=True, envvar="PERFLAB_ALLOW_CONCURRENT",
-              help="run even while another perflab run uses this machine (both will be disturbed)")  # fmt: skip
+@click.option(
+    "--allow-concurrent",
+    is_flag=True,
+    envvar="PERFLAB_ALLOW_CONCURRENT",
+    help="run even while another perflab run uses this machine (both will be disturbed)",
+)
 def run(experiment: Path | None, output: Path | None, resume: Path | None, check: bool, allow_concurrent: bool) -> None:
     """Run every cell of EXPERIMENT and store the results (or finish an interrupted run)."""
     if resume is not None:
@@ -61,7 +73,9 @@ def run(experiment: Path | None, output: Path | None, resume: Path | None, check
         if output is None:
             output = Path("results") / f"{exp.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
         if (output / "results.db").exists():
-            raise UsageError(f"{output} already holds results", "choose another -o, or --resume it if it was interrupted")
+            raise UsageError(
+                f"{output} already holds results", "choose another -o, or --resume it if it was interrupted"
+            )
     from perflab.run.lock import MachineLock  # noqa: PLC0415
 
     with contextlib.ExitStack() as stack:
@@ -96,18 +110,23 @@ def _resumable(directory: Path) -> tuple[spec.Experiment, int]:
         stored = len(results.cells())
     pid = workdir.live_owner(Path(str(meta.get("workdir") or "/nonexistent")))
     if meta.get("status") == "running" and pid is not None:
-        raise UsageError(f"{directory} is being written by a running perflab (pid {pid})", "wait for it, or stop it first")
+        raise UsageError(
+            f"{directory} is being written by a running perflab (pid {pid})", "wait for it, or stop it first"
+        )
     text = meta.get("spec_text")
     if not text:
         raise UsageError(f"{directory}: the results hold no experiment file to resume", "run the experiment anew")
     if meta.get("perflab_version") != __version__:
-        err.print(f"[yellow]warning:[/] {directory} was written by perflab {meta.get('perflab_version')}, this is {__version__}")
+        err.print(
+            f"[yellow]warning:[/] {directory} was written by perflab {meta.get('perflab_version')}, this is {__version__}"
+        )
     exp = spec.parse(text, f"{directory}/results.db (its stored experiment file)")
     return exp, stored
 
 
-def _run(exp: spec.Experiment, spec_text: str, output: Path, cells: list, scheduler: Any, concurrent: bool,
-         resume: bool) -> None:  # fmt: skip
+def _run(
+    exp: spec.Experiment, spec_text: str, output: Path, cells: list, scheduler: Any, concurrent: bool, resume: bool
+) -> None:
     file = exp.file
     now = utc_now()
     with Results(output, create=not resume) as results:
@@ -115,11 +134,20 @@ def _run(exp: spec.Experiment, spec_text: str, output: Path, cells: list, schedu
             results.set_meta(status="running", resumed_at=[*results.meta().get("resumed_at", []), now])
         else:
             results.set_meta(
-                experiment={**file.model_dump(mode="json")["experiment"], "workload": file.workload.model_dump(mode="json"),
-                            "dataset": file.dataset.model_dump(mode="json"), "axes": {a: list(v) for a, v in file.variants.items()}},
-                spec_text=spec_text, host=hostinfo.collect(), started_at=now, perflab_version=__version__,
-                cell_count=len(cells), status="running", concurrent_allowed=concurrent,
-            )  # fmt: skip
+                experiment={
+                    **file.model_dump(mode="json")["experiment"],
+                    "workload": file.workload.model_dump(mode="json"),
+                    "dataset": file.dataset.model_dump(mode="json"),
+                    "axes": {a: list(v) for a, v in file.variants.items()},
+                },
+                spec_text=spec_text,
+                host=hostinfo.collect(),
+                started_at=now,
+                perflab_version=__version__,
+                cell_count=len(cells),
+                status="running",
+                concurrent_allowed=concurrent,
+            )
         out.print(f"results: {output}")
         status = "interrupted"
         try:
@@ -149,9 +177,16 @@ class ProgressBar:
 
     def __init__(self) -> None:
         self.bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("left"), TimeRemainingColumn(), console=err, refresh_per_second=1, transient=False,
-        )  # fmt: skip
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("left"),
+            TimeRemainingColumn(),
+            console=err,
+            refresh_per_second=1,
+            transient=False,
+        )
         self.task = self.bar.add_task("preparing dataset", total=None)
 
     def __enter__(self) -> ProgressBar:

@@ -138,8 +138,17 @@ def _f(v: float) -> str:
 class _Frame:
     """Plot area inside the margins, with linear scales."""
 
-    def __init__(self, width: int, height: int, left: int, right: int, top: int, bottom: int,
-                 xs: tuple[float, float], ys: tuple[float, float]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        width: int,
+        height: int,
+        left: int,
+        right: int,
+        top: int,
+        bottom: int,
+        xs: tuple[float, float],
+        ys: tuple[float, float],
+    ) -> None:
         self.w, self.h = width, height
         self.x0, self.x1, self.y0, self.y1 = left, width - right, height - bottom, top
         self.xs, self.ys = xs, ys
@@ -198,8 +207,10 @@ def _legend(items: list[tuple[str, str]], x: float, y: float, width: float) -> t
         w = 30 + 6.6 * len(text)
         if cx + w > x + width and cx > x:
             cx, cy = x, cy + 15
-        out.append(f'<g class="legend-item" transform="translate({_f(cx)},{_f(cy)})">{swatch}'
-                   f'<text x="22" y="4">{escape(text)}</text></g>')  # fmt: skip
+        out.append(
+            f'<g class="legend-item" transform="translate({_f(cx)},{_f(cy)})">{swatch}'
+            f'<text x="22" y="4">{escape(text)}</text></g>'
+        )
         cx += w
     return out, cy - y + 15
 
@@ -218,9 +229,21 @@ def legend_height(items: list[tuple[str, str]], width: float) -> float:
     return _legend(items, 0, 0, width)[1]
 
 
-def line_chart(title: str, x_label: str, y_label: str, series: list[Series], *, x_ticks: list[tuple[float, str]] | None = None,
-               bands: list[Band] | None = None, extra_legend: list[tuple[str, str]] | None = None, width: int = 560,
-               height: int = 260, y_from_zero: bool = True, y_max: float | None = None, kind: str = "line") -> str:  # fmt: skip
+def line_chart(
+    title: str,
+    x_label: str,
+    y_label: str,
+    series: list[Series],
+    *,
+    x_ticks: list[tuple[float, str]] | None = None,
+    bands: list[Band] | None = None,
+    extra_legend: list[tuple[str, str]] | None = None,
+    width: int = 560,
+    height: int = 260,
+    y_from_zero: bool = True,
+    y_max: float | None = None,
+    kind: str = "line",
+) -> str:
     """Series as polylines (with markers and CI error bars where given) over shaded x bands."""
     bands = bands or []
     xs = [p[0] for s in series for p in s.points] + [b.x0 for b in bands] + [b.x1 for b in bands]
@@ -247,8 +270,10 @@ def line_chart(title: str, x_label: str, y_label: str, series: list[Series], *, 
 
 def _band(fr: _Frame, b: Band) -> str:
     x0, x1 = fr.x(b.x0), fr.x(b.x1)
-    return (f'<rect x="{_f(x0)}" y="{fr.y1}" width="{_f(max(x1 - x0, 1.5))}" height="{fr.y0 - fr.y1}" fill="{b.fill}" '
-            f'fill-opacity="{b.opacity}"><title>{escape(b.label)}</title></rect>')  # fmt: skip
+    return (
+        f'<rect x="{_f(x0)}" y="{fr.y1}" width="{_f(max(x1 - x0, 1.5))}" height="{fr.y0 - fr.y1}" fill="{b.fill}" '
+        f'fill-opacity="{b.opacity}"><title>{escape(b.label)}</title></rect>'
+    )
 
 
 def _series(fr: _Frame, s: Series) -> str:
@@ -278,8 +303,18 @@ def _series(fr: _Frame, s: Series) -> str:
     return "".join(out)
 
 
-def row_chart(title: str, x_label: str, rows: list[Row], legend: list[tuple[str, str]], *, width: int = 560,
-              reference: float | None = None, x_from_zero: bool = True, kind: str = "rows", fmt=fmt_num) -> str:  # fmt: skip
+def row_chart(
+    title: str,
+    x_label: str,
+    rows: list[Row],
+    legend: list[tuple[str, str]],
+    *,
+    width: int = 560,
+    reference: float | None = None,
+    x_from_zero: bool = True,
+    kind: str = "rows",
+    fmt=fmt_num,
+) -> str:
     """One row per variant: bars (solid or outline) and points with CI whiskers on a shared x axis."""
     values = [v for r in rows for m in r.marks for v in (m.value, m.low, m.high) if v is not None]
     if reference is not None:
@@ -308,8 +343,10 @@ def row_chart(title: str, x_label: str, rows: list[Row], legend: list[tuple[str,
     )
     for i, r in enumerate(rows):
         cy = fr.y1 + row_h * i + row_h / 2
-        out.append(f'<g class="row" data-label="{escape(r.label)}">'
-                   f'<text x="{fr.x0 - 6}" y="{_f(cy + 4)}" text-anchor="end" fill="#222">{escape(r.label)}</text>')  # fmt: skip
+        out.append(
+            f'<g class="row" data-label="{escape(r.label)}">'
+            f'<text x="{fr.x0 - 6}" y="{_f(cy + 4)}" text-anchor="end" fill="#222">{escape(r.label)}</text>'
+        )
         out += [_mark(fr, m, r.color, cy, x_from_zero) for m in r.marks]
         out.append("</g>")
     items, _ = _legend(legend, label_w, height - lh + 2, width - label_w)
@@ -336,18 +373,22 @@ def _mark(fr: _Frame, m: Mark, color: str, cy: float, from_zero: bool) -> str:
             f" M{_f(hi)},{_f(cy - 4)} v8" if m.high <= fr.xs[1] else ""
         )
         out += f'<path d="M{_f(lo)},{_f(cy)} H{_f(hi)}{caps}" stroke="{color}" stroke-width="1.4" fill="none"/>'
-    shape = {"dot": f'<circle cx="{_f(x)}" cy="{_f(cy)}" r="4" fill="{color}">{tip}</circle>',
-             "diamond": f'<path d="M{_f(x)},{_f(cy - 5)} l5,5 l-5,5 l-5,-5 z" fill="{color}">{tip}</path>',
-             "square": f'<rect x="{_f(x - 3.5)}" y="{_f(cy - 3.5)}" width="7" height="7" fill="#fff" stroke="{color}" '
-                       f'stroke-width="1.6">{tip}</rect>'}  # fmt: skip
+    shape = {
+        "dot": f'<circle cx="{_f(x)}" cy="{_f(cy)}" r="4" fill="{color}">{tip}</circle>',
+        "diamond": f'<path d="M{_f(x)},{_f(cy - 5)} l5,5 l-5,5 l-5,-5 z" fill="{color}">{tip}</path>',
+        "square": f'<rect x="{_f(x - 3.5)}" y="{_f(cy - 3.5)}" width="7" height="7" fill="#fff" stroke="{color}" '
+        f'stroke-width="1.6">{tip}</rect>',
+    }
     return out + shape[m.kind]
 
 
 def dot_swatch(kind: str, color: str = "#555") -> str:
-    return {"dot": f'<circle cx="9" cy="0" r="4" fill="{color}"/>',
-            "diamond": f'<path d="M9,-5 l5,5 l-5,5 l-5,-5 z" fill="{color}"/>',
-            "square": f'<rect x="5.5" y="-3.5" width="7" height="7" fill="#fff" stroke="{color}" stroke-width="1.6"/>',
-            "whisker": f'<path d="M2,0 H16 M2,-4 v8 M16,-4 v8" stroke="{color}" stroke-width="1.4" fill="none"/>'}[kind]  # fmt: skip
+    return {
+        "dot": f'<circle cx="9" cy="0" r="4" fill="{color}"/>',
+        "diamond": f'<path d="M9,-5 l5,5 l-5,5 l-5,-5 z" fill="{color}"/>',
+        "square": f'<rect x="5.5" y="-3.5" width="7" height="7" fill="#fff" stroke="{color}" stroke-width="1.6"/>',
+        "whisker": f'<path d="M2,0 H16 M2,-4 v8 M16,-4 v8" stroke="{color}" stroke-width="1.4" fill="none"/>',
+    }[kind]
 
 
 def downsample(points: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:

@@ -68,11 +68,17 @@ def _bytes(value: Any) -> str:
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(
-        num=_num, ci=_ci, rci=_rci, verdict=_verdict, bytes=_bytes,
+        num=_num,
+        ci=_ci,
+        rci=_rci,
+        verdict=_verdict,
+        bytes=_bytes,
         pct=lambda v: "-" if v is None else f"{v:.1%}",
         pm=lambda i: "n<3" if i.half_width is None else f"±{i.half_width:.1%}",
-        vlabel=variant_label, vkey=variant_key, vshort=short_label,
-    )  # fmt: skip
+        vlabel=variant_label,
+        vkey=variant_key,
+        vshort=short_label,
+    )
     return env
 
 
@@ -90,13 +96,23 @@ def render(model: ReportModel) -> str:
     longest = max((len(v) for v in model.intervals.values()), default=0)
     template = _environment().from_string(_asset("report.html.j2"))
     return template.render(
-        m=model, css=_asset("report.css"), version=__version__,
+        m=model,
+        css=_asset("report.css"),
+        version=__version__,
         generated=utc_now(),
-        subtitle=subtitle(model), axes_title=" × ".join(model.axes) or "variant",
+        subtitle=subtitle(model),
+        axes_title=" × ".join(model.axes) or "variant",
         baseline_label=variant_label(model.baseline, empty="the first variant"),
-        failed=model.failed(), effects=effects, effects_told=told(effects),
-        cv_warning=f"{exp.get('cv_warning', 0.03):.0%}", summary_figs=[f for f in figs if f.section == "summary"],
-        caution=caution(model.findings), busy_cores=findings.BUSY_CORES, series_by_threads=series,
-        findings_by_kind=by_kind(model.findings), kind_titles=KIND_TITLES,
-        downsampled=longest > figures.MAX_POINTS, max_points=figures.MAX_POINTS,
-    )  # fmt: skip
+        failed=model.failed(),
+        effects=effects,
+        effects_told=told(effects),
+        cv_warning=f"{exp.get('cv_warning', 0.03):.0%}",
+        summary_figs=[f for f in figs if f.section == "summary"],
+        caution=caution(model.findings),
+        busy_cores=findings.BUSY_CORES,
+        series_by_threads=series,
+        findings_by_kind=by_kind(model.findings),
+        kind_titles=KIND_TITLES,
+        downsampled=longest > figures.MAX_POINTS,
+        max_points=figures.MAX_POINTS,
+    )

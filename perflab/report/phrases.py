@@ -20,10 +20,16 @@ def told(comparisons: list[Any]) -> str:
 
 
 KIND_TITLES = {
-    "noise": "noisy groups", "repeats": "too few repeats for an interval", "unsettled": "unsettled cells (left out)",
-    "stall": "stalls", "short": "series too short to check", "busy": "busy machine", "adaptive": "adaptive repeats",
-    "adaptive-missed": "adaptive targets not met", "failed": "failed cells",
-}  # fmt: skip
+    "noise": "noisy groups",
+    "repeats": "too few repeats for an interval",
+    "unsettled": "unsettled cells (left out)",
+    "stall": "stalls",
+    "short": "series too short to check",
+    "busy": "busy machine",
+    "adaptive": "adaptive repeats",
+    "adaptive-missed": "adaptive targets not met",
+    "failed": "failed cells",
+}
 
 
 def caution(found: list[Any]) -> str:
@@ -55,6 +61,8 @@ def subtitle(model: ReportModel) -> str:
     verdicts = [c for c in model.comparisons if c.kind == "variant" and c.metric == "qps" and c.verdict]
     counts = {v: sum(1 for c in verdicts if c.verdict == v) for v in (stats.FASTER, stats.SLOWER, stats.SAME)}
     told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    return (f"sysbench {wl.get('test', '?')} on {short_server(model.meta.get('host') or {})}: "
-            f"{plural(len(model.variants), 'variant')} × {plural(len(model.threads), 'thread count')}"
-            + (f"; QPS verdicts against the baseline: {told}" if told else ""))  # fmt: skip
+    return (
+        f"sysbench {wl.get('test', '?')} on {short_server(model.meta.get('host') or {})}: "
+        f"{plural(len(model.variants), 'variant')} × {plural(len(model.threads), 'thread count')}"
+        + (f"; QPS verdicts against the baseline: {told}" if told else "")
+    )

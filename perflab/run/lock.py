@@ -41,8 +41,7 @@ class MachineLock:
                 "or pass --allow-concurrent if you accept that",
             ) from None
         os.ftruncate(fd, 0)
-        holder = {"pid": os.getpid(), "results": str(self.results_dir),
-                  "started_at": utc_now()}  # fmt: skip
+        holder = {"pid": os.getpid(), "results": str(self.results_dir), "started_at": utc_now()}
         os.write(fd, json.dumps(holder).encode())
         self.fd = fd
         return self

@@ -23,10 +23,23 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 OPTION_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*\Z")
 # sysbench options perflab sets itself; a user value would silently break the measurement
 RESERVED_SYSBENCH = {
-    "threads", "time", "events", "tables", "table_size", "report_interval", "histogram",
-    "percentile", "db_driver", "mysql_socket", "mysql_host", "mysql_port", "mysql_user",
-    "mysql_password", "mysql_db", "warmup_time",
-}  # fmt: skip
+    "threads",
+    "time",
+    "events",
+    "tables",
+    "table_size",
+    "report_interval",
+    "histogram",
+    "percentile",
+    "db_driver",
+    "mysql_socket",
+    "mysql_host",
+    "mysql_port",
+    "mysql_user",
+    "mysql_password",
+    "mysql_db",
+    "warmup_time",
+}
 # environment perflab controls; a variant setting it would bypass the allocator check
 RESERVED_ENV = {"LD_PRELOAD", "LD_LIBRARY_PATH"}
 # server options perflab writes itself (its own files on tmpfs, its port); compared with '-' as '_'
@@ -112,7 +125,7 @@ def _env_name(name: str) -> str:
             "an environment variable name like MALLOC_ARENA_MAX", "letters, digits and '_', not starting with a digit"
         )
     if name in RESERVED_ENV:
-        raise fail(f"no {name} in env", "use preload = \"jemalloc\" or a path instead")
+        raise fail(f"no {name} in env", 'use preload = "jemalloc" or a path instead')
     return name
 
 
@@ -133,8 +146,10 @@ LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\Z")
 
 def check_label(name: str) -> str:
     if not LABEL_RE.match(name):
-        raise fail("a variant label of letters, digits, '.', '_', '+' or '-'",
-                    "labels name cells (axis=label/tN/rN): no spaces, '/', ',' or '='")  # fmt: skip
+        raise fail(
+            "a variant label of letters, digits, '.', '_', '+' or '-'",
+            "labels name cells (axis=label/tN/rN): no spaces, '/', ',' or '='",
+        )
     return name
 
 
@@ -153,6 +168,8 @@ EnvVars = dict[
 WorkloadOptions = dict[
     Annotated[str, AfterValidator(_workload_option_name)], Annotated[OptionValue, AfterValidator(_argv_value)]
 ]
+
+
 def _fraction(value: Any) -> float:
     """ "1%" or 0.01 -> 0.01."""
     if isinstance(value, str) and value.strip().endswith("%"):

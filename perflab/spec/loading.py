@@ -34,14 +34,25 @@ def load(path: str | Path) -> Experiment:
     except FileNotFoundError:
         raise SpecError(source, [Problem("(file)", "an experiment file", "no such file", "check the path")]) from None
     except IsADirectoryError:
-        raise SpecError(source, [Problem("(file)", "an experiment file", "a directory",
-                                         "give the .toml file in it")]) from None  # fmt: skip
+        raise SpecError(
+            source, [Problem("(file)", "an experiment file", "a directory", "give the .toml file in it")]
+        ) from None
     except OSError as exc:
-        raise SpecError(source, [Problem("(file)", "a readable file", exc.strerror or str(exc),
-                                         "check the file's permissions")]) from None  # fmt: skip
+        raise SpecError(
+            source, [Problem("(file)", "a readable file", exc.strerror or str(exc), "check the file's permissions")]
+        ) from None
     if len(data) > MAX_FILE_BYTES:
-        raise SpecError(source, [Problem("(file)", "an experiment file of at most 1 MiB", "a larger file",
-                                         "an experiment is a few dozen lines: is this the right file?")])  # fmt: skip
+        raise SpecError(
+            source,
+            [
+                Problem(
+                    "(file)",
+                    "an experiment file of at most 1 MiB",
+                    "a larger file",
+                    "an experiment is a few dozen lines: is this the right file?",
+                )
+            ],
+        )
     return parse(_decode(data, source), source)
 
 
@@ -53,12 +64,30 @@ def _decode(data: bytes, source: str) -> str:
         utf16 = data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
         hint = "save the file as UTF-8 text" + (" (it is UTF-16)" if utf16 else "")
         line, column = _position(data, exc.start + (len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0))
-        raise SpecError(source, [Problem("(file)", "UTF-8 text", f"byte 0x{exc.object[exc.start]:02x} at line {line}, "
-                                         f"column {column}, which is not UTF-8", hint)]) from None  # fmt: skip
+        raise SpecError(
+            source,
+            [
+                Problem(
+                    "(file)",
+                    "UTF-8 text",
+                    f"byte 0x{exc.object[exc.start]:02x} at line {line}, column {column}, which is not UTF-8",
+                    hint,
+                )
+            ],
+        ) from None
     if "\0" in text:
         line, column = _position(text, text.index("\0"))
-        raise SpecError(source, [Problem("(file)", "a text file", f"a NUL byte at line {line}, column {column}",
-                                         "is this a binary file? an experiment file is TOML text")])  # fmt: skip
+        raise SpecError(
+            source,
+            [
+                Problem(
+                    "(file)",
+                    "a text file",
+                    f"a NUL byte at line {line}, column {column}",
+                    "is this a binary file? an experiment file is TOML text",
+                )
+            ],
+        )
     return text
 
 
@@ -76,8 +105,12 @@ def _dotted_line(text: str) -> Problem | None:
         if line.count(".") > MAX_LINE_DOTS:
             dots = _STRING_OR_COMMENT.sub("", line).count(".")
             if dots > MAX_LINE_DOTS:
-                return Problem("(file)", f"at most {MAX_LINE_DOTS} dots on a line outside strings and comments",
-                               f"{dots} on line {number}", "no experiment needs a key of that many parts")  # fmt: skip
+                return Problem(
+                    "(file)",
+                    f"at most {MAX_LINE_DOTS} dots on a line outside strings and comments",
+                    f"{dots} on line {number}",
+                    "no experiment needs a key of that many parts",
+                )
     return None
 
 
@@ -95,8 +128,17 @@ def parse(text: str, source: str = "<string>") -> Experiment:
     except RecursionError:  # tomllib recurses once per nested array or inline table
         raise SpecError(source, [_too_deep("(file)")]) from None
     except ValueError:  # an integer of more than 4300 digits (sys.get_int_max_str_digits)
-        raise SpecError(source, [Problem("(file)", "valid TOML", "an integer with thousands of digits",
-                                         "TOML integers are 64-bit: -2^63 to 2^63-1")]) from None  # fmt: skip
+        raise SpecError(
+            source,
+            [
+                Problem(
+                    "(file)",
+                    "valid TOML",
+                    "an integer with thousands of digits",
+                    "TOML integers are 64-bit: -2^63 to 2^63-1",
+                )
+            ],
+        ) from None
     problems = _raw_problems(raw)
     if problems:  # pydantic would recurse into them, and error messages would print them
         raise SpecError(source, problems)
@@ -111,8 +153,12 @@ def parse(text: str, source: str = "<string>") -> Experiment:
 
 
 def _too_deep(path: str) -> Problem:
-    return Problem(path, f"tables and arrays nested at most {MAX_DEPTH} deep", "deeper nesting",
-                   "an experiment file needs 5 levels (variants.axis.label.env.NAME)")  # fmt: skip
+    return Problem(
+        path,
+        f"tables and arrays nested at most {MAX_DEPTH} deep",
+        "deeper nesting",
+        "an experiment file needs 5 levels (variants.axis.label.env.NAME)",
+    )
 
 
 def _raw_problems(raw: dict[str, Any]) -> list[Problem]:
@@ -129,9 +175,14 @@ def _raw_problems(raw: dict[str, Any]) -> list[Problem]:
         elif isinstance(node, list):
             stack += [(v, [*path, str(i)]) for i, v in reversed(list(enumerate(node)))]
         elif isinstance(node, int) and not -INT64 <= node < INT64:
-            problems.append(Problem(key_path(path), "an integer between -2^63 and 2^63-1",
-                                    f"an integer of {node.bit_length()} bits",
-                                    "TOML integers are 64-bit; no setting needs more"))  # fmt: skip
+            problems.append(
+                Problem(
+                    key_path(path),
+                    "an integer between -2^63 and 2^63-1",
+                    f"an integer of {node.bit_length()} bits",
+                    "TOML integers are 64-bit; no setting needs more",
+                )
+            )
     return problems
 
 
@@ -142,14 +193,22 @@ def _limits(spec: ExperimentFile) -> list[Problem]:
     for key in ("repeats", "min_repeats", "max_repeats"):
         value = getattr(e, key)
         if isinstance(value, int) and value > MAX_REPEATS and key in e.model_fields_set:
-            hint = 'repeats = "auto" stops once the figures are tight' if key == "repeats" else \
-                "target_ci and time_budget end an adaptive run earlier"  # fmt: skip
+            hint = (
+                'repeats = "auto" stops once the figures are tight'
+                if key == "repeats"
+                else "target_ci and time_budget end an adaptive run earlier"
+            )
             problems.append(Problem(f"experiment.{key}", f"at most {MAX_REPEATS}", f"int {value}", hint))
     combos = math.prod(len(labels) for labels in spec.variants.values())
     rounds = max(e.planned_repeats, e.max_repeats if e.adaptive else 0)
     cells = combos * len(spec.workload.threads) * rounds
     if not problems and cells > MAX_CELLS:
-        problems.append(Problem("(matrix)", f"at most {MAX_CELLS} cells", f"{cells} cells "
-                                f"({combos} variants x {len(spec.workload.threads)} thread counts x {rounds} repeats)",
-                                "split it, or use fewer axes, labels, thread counts or repeats"))  # fmt: skip
+        problems.append(
+            Problem(
+                "(matrix)",
+                f"at most {MAX_CELLS} cells",
+                f"{cells} cells ({combos} variants x {len(spec.workload.threads)} thread counts x {rounds} repeats)",
+                "split it, or use fewer axes, labels, thread counts or repeats",
+            )
+        )
     return problems

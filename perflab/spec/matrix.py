@@ -96,8 +96,11 @@ def merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict,
             if preload is not None and preload != variant.preload:
                 raise ValueError(f"variants {labels} set preload twice ({preload}, {variant.preload})")
             preload = variant.preload
-        for target, source, what in ((env, variant.env, "env"), (options, variant.server_options, "server_options"),
-                                     (wopts, variant.workload_options, "workload_options")):
+        for target, source, what in (
+            (env, variant.env, "env"),
+            (options, variant.server_options, "server_options"),
+            (wopts, variant.workload_options, "workload_options"),
+        ):
             for key, val in source.items():
                 if key in target and target[key] != val:
                     raise ValueError(f"variants {labels} set {what}.{key} to both {target[key]!r} and {val!r}")

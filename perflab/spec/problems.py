@@ -33,16 +33,28 @@ def short(text: str, limit: int = 60) -> str:
 
 
 _TYPE_NAMES = {
-    "int_type": "an integer", "string_type": "a string", "bool_type": "true or false",
-    "list_type": "a list", "dict_type": "a table", "model_type": "a table",
-    "float_type": "a number", "int_parsing": "an integer", "float_parsing": "a number",
-}  # fmt: skip
+    "int_type": "an integer",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "list_type": "a list",
+    "dict_type": "a table",
+    "model_type": "a table",
+    "float_type": "a number",
+    "int_parsing": "an integer",
+    "float_parsing": "a number",
+}
 # how to write a value of that type, for the hint "write it like ..."
 _TYPE_EXAMPLES = {
-    "int_type": "3", "string_type": '"text"', "bool_type": "true", "list_type": "[1, 2]",
-    "dict_type": "{ key = value }", "model_type": "a [section] or { key = value }",
-    "float_type": "2.5", "int_parsing": "3", "float_parsing": "2.5",
-}  # fmt: skip
+    "int_type": "3",
+    "string_type": '"text"',
+    "bool_type": "true",
+    "list_type": "[1, 2]",
+    "dict_type": "{ key = value }",
+    "model_type": "a [section] or { key = value }",
+    "float_type": "2.5",
+    "int_parsing": "3",
+    "float_parsing": "2.5",
+}
 _WRITE_LIKE = "write it like "
 
 
@@ -110,7 +122,12 @@ def problem(err: dict[str, Any], raw: Any = None) -> Problem:
         bound = ctx.get("le", ctx.get("lt"))
         return Problem(path, f"a number <= {bound}", found, f"use {bound} or less; no experiment needs more")
     if kind == "value_error":
-        return Problem(path, "a consistent combination", str(ctx.get("error", err["msg"])), "each setting may come from one axis only")
+        return Problem(
+            path,
+            "a consistent combination",
+            str(ctx.get("error", err["msg"])),
+            "each setting may come from one axis only",
+        )
     if kind in _TYPE_NAMES:
         return Problem(path, _TYPE_NAMES[kind], found, _WRITE_LIKE + _TYPE_EXAMPLES[kind])
     return Problem(path, err["msg"], found, "see README 'Experiment file'")

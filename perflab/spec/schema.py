@@ -50,7 +50,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-
 class ExperimentSection(_Strict):
     name: str
     server: Literal["mariadb"] = "mariadb"
@@ -89,16 +88,24 @@ class ExperimentSection(_Strict):
     @classmethod
     def _auto_only(cls, value: Any, info: ValidationInfo) -> Any:
         if info.data.get("repeats", "auto") != "auto":
-            raise fail('repeats = "auto" beside it', f'{info.field_name} applies only to adaptive repeats: set repeats = "auto" or remove it')
+            raise fail(
+                'repeats = "auto" beside it',
+                f'{info.field_name} applies only to adaptive repeats: set repeats = "auto" or remove it',
+            )
         if info.field_name == "max_repeats" and value < info.data.get("min_repeats", 3):
-            raise fail(f"at least min_repeats ({info.data.get('min_repeats')})", "raise max_repeats or lower min_repeats")
+            raise fail(
+                f"at least min_repeats ({info.data.get('min_repeats')})", "raise max_repeats or lower min_repeats"
+            )
         return value
 
     @field_validator("max_warmup")
     @classmethod
     def _auto_warmup_only(cls, value: Any, info: ValidationInfo) -> Any:
         if info.data.get("warmup", "auto") != "auto":
-            raise fail('warmup = "auto" beside it', 'max_warmup applies only to warmup = "auto"; remove it or set warmup = "auto"')
+            raise fail(
+                'warmup = "auto" beside it',
+                'max_warmup applies only to warmup = "auto"; remove it or set warmup = "auto"',
+            )
         return value
 
     @field_validator("name")
@@ -188,8 +195,11 @@ class Variant(_Strict):
             if what == "no such file":
                 raise fail("an existing .so file", "check the path, or use a known allocator name")
             if what:
-                raise fail("a shared library (.so) to preload", "check the path, or use a known allocator name",
-                            f"{short(value, 200)!r}: {what}")  # fmt: skip
+                raise fail(
+                    "a shared library (.so) to preload",
+                    "check the path, or use a known allocator name",
+                    f"{short(value, 200)!r}: {what}",
+                )
             return value
         if value not in allocators.NAMES:
             raise fail(
@@ -205,7 +215,8 @@ class Variant(_Strict):
 
 
 Axes = dict[
-    Annotated[str, AfterValidator(check_axis_name)], Annotated[dict[Annotated[str, AfterValidator(check_label)], "Variant"], AfterValidator(check_non_empty_axis)]
+    Annotated[str, AfterValidator(check_axis_name)],
+    Annotated[dict[Annotated[str, AfterValidator(check_label)], "Variant"], AfterValidator(check_non_empty_axis)],
 ]
 
 

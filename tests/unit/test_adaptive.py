@@ -43,13 +43,23 @@ class DrawingRunner(CellRunner):
         self.clock += self.cell_seconds
         cv = 0.001 if cell.variant["v"] == "tight" else 0.10
         qps = self.rng.gauss(1000.0, 1000.0 * cv)
-        return {"id": cell.order, "key": cell.key, "variant": cell.variant, "threads": cell.threads,
-                "repeat": cell.repeat, "status": "ok", "settled": True, "stalls": [],
-                "summary": {"qps": qps, "tps": qps / 10, "latency_ms": {"p95": 1.0}}, "resources": {}}  # fmt: skip
+        return {
+            "id": cell.order,
+            "key": cell.key,
+            "variant": cell.variant,
+            "threads": cell.threads,
+            "repeat": cell.repeat,
+            "status": "ok",
+            "settled": True,
+            "stalls": [],
+            "summary": {"qps": qps, "tps": qps / 10, "latency_ms": {"p95": 1.0}},
+            "resources": {},
+        }
 
 
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_repeats: int = 6, budget: str = "",
-        cell_seconds: float = 0.0) -> tuple[list[dict], dict]:  # fmt: skip
+def run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_repeats: int = 6, budget: str = "", cell_seconds: float = 0.0
+) -> tuple[list[dict], dict]:
     exp = spec.parse(SPEC.format(max_repeats=max_repeats, budget=budget))
     with Results(tmp_path / "r", create=True) as results:
         runner = DrawingRunner(exp, results, cell_seconds)
@@ -62,8 +72,14 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_repeats: int = 6, b
 def test_only_groups_above_target_get_more_rounds(tmp_path, monkeypatch):
     done, adaptive = run(tmp_path, monkeypatch)
     keys = [c["key"] for c in done]
-    assert keys[:6] == ["v=tight/t1/r1", "v=noisy/t1/r1", "v=tight/t1/r2", "v=noisy/t1/r2",
-                        "v=tight/t1/r3", "v=noisy/t1/r3"]  # fmt: skip
+    assert keys[:6] == [
+        "v=tight/t1/r1",
+        "v=noisy/t1/r1",
+        "v=tight/t1/r2",
+        "v=noisy/t1/r2",
+        "v=tight/t1/r3",
+        "v=noisy/t1/r3",
+    ]
     assert keys[6:] == [f"v=noisy/t1/r{r}" for r in range(4, 7)]  # the tight group met ±1% after 3
     assert [c["id"] for c in done] == list(range(9))  # run order stays dense
     assert adaptive["rounds"] == 6 and adaptive["stop_reason"] == "max_repeats (6) reached"
@@ -79,8 +95,10 @@ def test_stops_when_all_targets_are_met(tmp_path, monkeypatch):
 
 def _tight_only(original):
     def run_cell(self, cell, snapshot, workdir):
-        return original(self, Cell(cell.order, {"v": "tight"}, cell.threads, cell.repeat, None, {}, {}), snapshot, workdir) | {
-            "variant": cell.variant, "key": cell.key}  # fmt: skip
+        return original(
+            self, Cell(cell.order, {"v": "tight"}, cell.threads, cell.repeat, None, {}, {}), snapshot, workdir
+        ) | {"variant": cell.variant, "key": cell.key}
+
     return run_cell
 
 

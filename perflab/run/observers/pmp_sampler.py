@@ -70,9 +70,11 @@ class Sampler:
     def __init__(self, pid: int) -> None:
         self.lib = lib = load_libdw()
         self.callbacks = _Callbacks(
-            ctypes.cast(lib.dwfl_linux_proc_find_elf, V).value, ctypes.cast(lib.dwfl_standard_find_debuginfo, V).value,
-            None, None,
-        )  # fmt: skip
+            ctypes.cast(lib.dwfl_linux_proc_find_elf, V).value,
+            ctypes.cast(lib.dwfl_standard_find_debuginfo, V).value,
+            None,
+            None,
+        )
         self.dwfl = lib.dwfl_begin(ctypes.byref(self.callbacks))
         if not self.dwfl or lib.dwfl_linux_proc_report(self.dwfl, pid) != 0:
             raise OSError(f"libdw cannot read the modules of pid {pid}: {self.error()}")
