@@ -298,7 +298,8 @@ def run(args: argparse.Namespace) -> None:
     started = time.monotonic()
     C.say(
         f"bench/overhead.py ({'quick' if args.quick else 'full'}): oltp_read_only, {cfg['threads']} threads, "
-        f"{cfg['tables']} x {cfg['table_size']:,} rows, {cfg['pairs']} pairs of {cfg['warmup']} s + {cfg['duration']} s runs "
+        f"{cfg['tables']} x {cfg['table_size']:,} rows, {cfg['pairs']} pairs of "
+        f"{cfg['warmup']} s + {cfg['duration']} s runs "
         "on one server, counterbalanced; then a real `perflab run` for harness CPU"
     )
     with C.workdir(machine) as work:

@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> None:
                     assert snap is not None
                     restores.append(do_restore(cfg, snap, work / f"restore-{i}"))
             C.say(
-                f"  rep {i + 1} ({order[0]} first): prepare {prepares[-1]:6.2f} s, restore {restores[-1]['restore_s']:5.2f} s "
+                f"  rep {i + 1} ({order[0]} first): prepare {prepares[-1]:6.2f} s, "
+                f"restore {restores[-1]['restore_s']:5.2f} s "
                 f"(copy {restores[-1]['copy_s']:.2f} + start {restores[-1]['start_s']:.2f}), "
                 f"ratio {prepares[-1] / restores[-1]['restore_s']:.1f}"
             )

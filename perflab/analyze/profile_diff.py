@@ -3,9 +3,10 @@
 Input: two `Merged` profiles (analyze/profile.py), each the repeats of one variant. For
 every function: A's and B's mean self and total samples per transaction, their difference,
 and a noise floor: the half-width of a 95% interval of the difference, from the spread of
-the repeats (Student t, pooled degrees of freedom) and never below what sampling alone explains (Poisson counts). A change
-smaller than its noise floor is marked not significant. The callers that carry a function's
-change are its parent frames, with the change of the function's total samples through each.
+the repeats (Student t, pooled degrees of freedom) and never below what sampling alone
+explains (Poisson counts). A change smaller than its noise floor is marked not significant.
+The callers that carry a function's change are its parent frames, with the change of the
+function's total samples through each.
 
     rows = diff(merged_a, merged_b).rows(limit=30, by="self")
     rows[0] -> {"function": "my_hash_sort_simple", "a_self_per_txn": 0.01, "b_self_per_txn": 0.9,

@@ -90,7 +90,8 @@ def _announce(exp: spec.Experiment, cells: list, estimate_seconds: Any) -> None:
     e = file.experiment
     if e.adaptive:
         per_round = len(cells) // e.min_repeats
-        most = f", up to {per_round * e.max_repeats} cells ({format_duration(estimate_seconds(exp, per_round * e.max_repeats))})"
+        at_most = per_round * e.max_repeats
+        most = f", up to {at_most} cells ({format_duration(estimate_seconds(exp, at_most))})"
         if e.time_budget:
             most += f" within a time budget of {format_duration(e.time_budget)}"
         repeats = f"{e.min_repeats}+ repeats (auto, target ±{e.target_ci:.1%})"
@@ -118,7 +119,8 @@ def _resumable(directory: Path) -> tuple[spec.Experiment, int]:
         raise UsageError(f"{directory}: the results hold no experiment file to resume", "run the experiment anew")
     if meta.get("perflab_version") != __version__:
         err.print(
-            f"[yellow]warning:[/] {directory} was written by perflab {meta.get('perflab_version')}, this is {__version__}"
+            f"[yellow]warning:[/] {directory} was written by perflab {meta.get('perflab_version')}, "
+            f"this is {__version__}"
         )
     exp = spec.parse(text, f"{directory}/results.db (its stored experiment file)")
     return exp, stored

@@ -170,7 +170,10 @@ def _open(width: int, height: int, title: str, kind: str) -> list[str]:
         ),
         f"<title>{escape(title)}</title>",
         f'<rect width="{width}" height="{height}" fill="#fff"/>',
-        f'<text x="{width / 2:.0f}" y="15" text-anchor="middle" font-size="13" font-weight="600">{escape(title)}</text>',
+        (
+            f'<text x="{width / 2:.0f}" y="15" text-anchor="middle" font-size="13" font-weight="600">'
+            f"{escape(title)}</text>"
+        ),
     ]
 
 
@@ -297,7 +300,8 @@ def _series(fr: _Frame, s: Series) -> str:
             )
         if s.markers or len(s.points) == 1:
             out.append(
-                f'<circle cx="{_f(fr.x(x))}" cy="{_f(fr.y(y))}" r="3.5" fill="{s.color}"><title>{escape(tip)}</title></circle>'
+                f'<circle cx="{_f(fr.x(x))}" cy="{_f(fr.y(y))}" r="3.5" fill="{s.color}">'
+                f"<title>{escape(tip)}</title></circle>"
             )
     out.append("</g>")
     return "".join(out)
@@ -339,7 +343,8 @@ def row_chart(
         out.append(f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{fr.y1}" y2="{fr.y0}" stroke="#555" stroke-dasharray="4 3"/>')
     out += _x_axis(fr, [(t, fmt(t)) for t in xt], x_label)[:-1]
     out.append(
-        f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{fr.y0 + 30}" text-anchor="middle" fill="#222">{escape(x_label)}</text>'
+        f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{fr.y0 + 30}" text-anchor="middle" fill="#222">'
+        f"{escape(x_label)}</text>"
     )
     for i, r in enumerate(rows):
         cy = fr.y1 + row_h * i + row_h / 2

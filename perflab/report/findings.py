@@ -54,8 +54,9 @@ def _group_findings(all_groups: list[Group], meta: dict[str, Any]) -> list[Findi
                 Finding(
                     "warning",
                     "noise",
-                    f"{g.label} at {g.threads} threads varies {g.qps_cv:.1%} across repeats (above {noisy:.0%}); differences "
-                    "smaller than that are noise. Remedy: a longer duration, pin = true (measure it first with "
+                    f"{g.label} at {g.threads} threads varies {g.qps_cv:.1%} across repeats (above {noisy:.0%}); "
+                    "differences smaller than that are noise. Remedy: a longer duration, pin = true "
+                    "(measure it first with "
                     'bench/noise.py), more repeats or repeats = "auto", and an idle machine',
                     tuple(g.cell_ids),
                 )
@@ -65,8 +66,8 @@ def _group_findings(all_groups: list[Group], meta: dict[str, Any]) -> list[Findi
                 Finding(
                     "warning",
                     "repeats",
-                    f"{g.label} at {g.threads} threads has {len(g.qps)} settled repeat(s): no confidence interval can be "
-                    f"given below {stats.MIN_REPEATS}. Remedy: repeats = 3 or more",
+                    f"{g.label} at {g.threads} threads has {len(g.qps)} settled repeat(s): "
+                    f"no confidence interval can be given below {stats.MIN_REPEATS}. Remedy: repeats = 3 or more",
                     tuple(g.cell_ids),
                 )
             )
@@ -81,8 +82,9 @@ def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
                 Finding(
                     "warning",
                     "unsettled",
-                    f"cell {cell['id']} {cell['key']} did not settle: {cell.get('unsettled_reason')}; it is left out of "
-                    'the intervals. Remedy: a longer warmup (or max_warmup with warmup = "auto"), a longer duration',
+                    f"cell {cell['id']} {cell['key']} did not settle: {cell.get('unsettled_reason')}; "
+                    "it is left out of the intervals. Remedy: a longer warmup "
+                    '(or max_warmup with warmup = "auto"), a longer duration',
                     (cell["id"],),
                 )
             )
@@ -95,7 +97,8 @@ def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
                 Finding(
                     "stall",
                     "stall",
-                    f"stall: cell {cell['id']} {cell['key']} {stall['start_s']:.0f}-{stall['end_s']:.0f} s {where} ({depth}); "
+                    f"stall: cell {cell['id']} {cell['key']} {stall['start_s']:.0f}-{stall['end_s']:.0f} s "
+                    f"{where} ({depth}); "
                     "sample stacks in it with [observe] pmp to see why",
                     (cell["id"],),
                 )
@@ -111,8 +114,9 @@ def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
             Finding(
                 "warning",
                 "drift",
-                f"{len(drifting)} cell(s) drift by more than 3% within their window (worst: {worst}); the spread between "
-                "repeats carries it into the intervals. Remedy: longer windows and more repeats, or a quieter machine",
+                f"{len(drifting)} cell(s) drift by more than 3% within their window (worst: {worst}); "
+                "the spread between repeats carries it into the intervals. "
+                "Remedy: longer windows and more repeats, or a quieter machine",
                 tuple(c["id"] for _, c in drifting),
             )
         )

@@ -227,7 +227,8 @@ def _profiles(model: ReportModel, charts_dir: Path | None, link_base: str) -> li
             (charts_dir / name).write_text(fg.svg, encoding="utf-8")
             kind = "Differential flame graph" if fg.differential else "Flame graph"
             out += [
-                f"[{kind}: {cell(fg.title)}]({link_base + '/' if link_base else ''}{name}) (open it: it is interactive)",
+                f"[{kind}: {cell(fg.title)}]({link_base + '/' if link_base else ''}{name}) "
+                "(open it: it is interactive)",
                 "",
             ]
     return out

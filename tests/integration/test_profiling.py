@@ -29,7 +29,15 @@ table_size = 5000
 [workload]
 test = "oltp_read_only"
 threads = [2]
-options = {{ range_size = 1000, point_selects = 0, simple_ranges = 0, sum_ranges = 0, distinct_ranges = 0, order_ranges = 0, rand_type = "uniform" }}
+
+[workload.options]
+range_size = 1000
+point_selects = 0
+simple_ranges = 0
+sum_ranges = 0
+distinct_ranges = 0
+order_ranges = 0
+rand_type = "uniform"
 
 [variants.query]
 order    = {{ workload_options = {{ order_ranges = 1 }} }}

@@ -550,9 +550,9 @@ def test_conflict_reported_with_other_problems() -> None:
 
 
 def test_same_setting_on_two_axes_is_no_conflict() -> None:
-    text = (
-        HEAD
-        + '[variants.a]\nx = { preload = "jemalloc", env = { A = "1" } }\n[variants.b]\ny = { preload = "jemalloc", env = { A = 1 } }\n'
+    text = HEAD + (
+        '[variants.a]\nx = { preload = "jemalloc", env = { A = "1" } }\n'
+        '[variants.b]\ny = { preload = "jemalloc", env = { A = 1 } }\n'
     )
     (cell, *_) = spec.parse(text).cells()
     assert cell.preload == "jemalloc"

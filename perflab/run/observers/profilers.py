@@ -189,8 +189,9 @@ def stack_quality(binary: str | None, source: str, mode: str | None, stats: Fold
     if info is not None and not info.symtab and not info.debug_info:
         notes.append(
             {
-                "problem": f"{name} is stripped and no debug symbols were found: only its {info.dynsym_functions} exported "
-                f"functions have names; the other {max(0, info.eh_frame_functions - info.dynsym_functions)} "
+                "problem": f"{name} is stripped and no debug symbols were found: "
+                f"only its {info.dynsym_functions} exported functions have names; "
+                f"the other {max(0, info.eh_frame_functions - info.dynsym_functions)} "
                 f"(static functions) appear as {name}+0xSTART (the function's start address, from "
                 f".eh_frame_hdr), {unnamed or 0:.0f}% of the frames here",
                 "remedy": f"install {name}'s debug symbols under /usr/lib/debug/.build-id (Debian: the -dbgsym package "
@@ -202,11 +203,13 @@ def stack_quality(binary: str | None, source: str, mode: str | None, stats: Fold
     if source == "perf" and mode == "fp" and info is not None and (info.fp_fraction or 0) < 0.9:
         notes.append(
             {
-                "problem": f"frame-pointer call graphs: only {100 * (info.fp_fraction or 0):.0f}% of {name}'s functions "
-                f"set up a frame pointer (and glibc's do not), so callers are skipped or stacks cut short: "
+                "problem": f"frame-pointer call graphs: only {100 * (info.fp_fraction or 0):.0f}% of "
+                f"{name}'s functions set up a frame pointer (and glibc's do not), "
+                "so callers are skipped or stacks cut short: "
                 f"{complete or 0:.0f}% of the samples reach a thread's entry point",
-                "remedy": f'call_graph = "dwarf" (unwinds from copied stacks; {DWARF_COST_NOTE}), or a server built with '
-                "-fno-omit-frame-pointer (about 1% slower, see reference report 004), or pmp stacks, "
+                "remedy": f'call_graph = "dwarf" (unwinds from copied stacks; {DWARF_COST_NOTE}), '
+                "or a server built with -fno-omit-frame-pointer (about 1% slower, see reference report 004), "
+                "or pmp stacks, "
                 "which unwind from .eh_frame",
             }
         )

@@ -1,7 +1,7 @@
 """sysbench: argv, and parsers for its per-second lines, final summary and histogram.
 
 Input (sysbench 1.0.20 `run --report-interval=1 --histogram=on --percentile=95`):
-    [ 1s ] thds: 2 tps: 6180.24 qps: 98910.71 (r/w/o: 86548.24/0.00/12362.47) lat (ms,95%): 0.37 err/s: 0.00 reconn/s: 0.00
+    [ 1s ] thds: 2 tps: 6180.24 qps: 98910.71 (r/w/o: 86548.24/0.00/12362.47) lat (ms,95%): 0.37 err/s: 0.00 ...
 followed by a latency histogram ("value |*** count") and the "SQL statistics" summary.
 Output: Interval and Summary dataclasses; p50/p99 come from the histogram.
 """
