@@ -22,7 +22,7 @@ observer cost); the perflab configurations enter exactly what a cell enters,
 `Profilers(observe, pid, workdir)` around the wait for sysbench, and fold afterwards (the
 fold is after the window, so not in the QPS).
 
-Goals (issue 4): perf@99 < 3% QPS cost, pmp@1s < 2%, pmp@0.2s < 5%.
+Goals: perf@99 < 3% QPS cost, pmp@1s < 2%, pmp@0.2s < 5%.
 
 Run: python3 bench/profile_overhead.py            # 5 rounds of 5 s windows, ~12 minutes
      python3 bench/profile_overhead.py --rounds 2 --duration 5   # quicker, noisier

@@ -9,7 +9,7 @@ computed by perflab's own analysis, as a run stores them.
 Measured: wall time of `perflab report DIR --html -o` and `--format markdown -o` as a user
 runs them (a subprocess: Python start-up and imports included), median of 3; the HTML's size;
 the largest number of points any chart draws (series are downsampled, table figures are not).
-Goal (issue 5): renders in seconds, HTML under a few MB.
+Goal: renders in seconds, HTML under a few MB.
 
 Run: python3 bench/report_size.py                # 100 cells x 300 s windows
      python3 bench/report_size.py --seconds 1200 # 20-minute windows

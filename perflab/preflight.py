@@ -136,7 +136,7 @@ def _sysbench(exp: Experiment) -> list[Problem]:
     return problems
 
 
-# ---------------------------------------------------------------------------- profilers (issue 4)
+# ---------------------------------------------------------------------------- profilers
 
 
 def _profilers(exp: Experiment) -> list[Problem]:

@@ -110,7 +110,7 @@ def problem(err: dict[str, Any], raw: Any = None) -> Problem:
         return Problem(path, ctx["expected"], ctx.get("found") or found, ctx.get("hint") or None)
     if kind == "extra_forbidden":
         found = f"unknown key {short(loc[-1])!r}"
-        return Problem(path, "no such key", found, "check the spelling; see README 'Experiment file'")
+        return Problem(path, "no such key", found, "check the spelling; see docs/experiment.md")
     if kind == "missing":
         return Problem(path, "a value", "nothing", f"add {loc[-1]} = ...")
     if kind == "literal_error":
@@ -130,7 +130,7 @@ def problem(err: dict[str, Any], raw: Any = None) -> Problem:
         )
     if kind in _TYPE_NAMES:
         return Problem(path, _TYPE_NAMES[kind], found, _WRITE_LIKE + _TYPE_EXAMPLES[kind])
-    return Problem(path, err["msg"], found, "see README 'Experiment file'")
+    return Problem(path, err["msg"], found, "see docs/experiment.md")
 
 
 def _show(value: Any) -> str:

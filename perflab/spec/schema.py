@@ -221,14 +221,14 @@ Axes = dict[
 
 
 class PerfObserve(_Strict):
-    """`perf = { frequency = 99, call_graph = "fp" }`: on-CPU call graphs (README "Profiles")."""
+    """`perf = { frequency = 99, call_graph = "fp" }`: on-CPU call graphs (docs/profiles.md)."""
 
     frequency: StrictInt = Field(default=99, ge=1, le=5000)
     call_graph: Literal["fp", "dwarf"] = "fp"
 
 
 class PmpObserve(_Strict):
-    """`pmp = { interval = "1s" }`: wall-clock stacks of every server thread (README "Profiles")."""
+    """`pmp = { interval = "1s" }`: wall-clock stacks of every server thread (docs/profiles.md)."""
 
     interval: Duration = 1.0
     tool: Literal["libdw", "eu-stack"] = "libdw"

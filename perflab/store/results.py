@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS cells (
     stalls TEXT,                       -- JSON [{start_s, end_s, min_qps, kind}]
     steady TEXT,                       -- JSON {qps_mean, qps_ci_low, qps_ci_high, cv, batch_s, seconds}
     summary TEXT,                      -- JSON, sysbench summary of the measured window
-    resources TEXT,                    -- JSON, see README
+    resources TEXT,                    -- JSON, see docs/results-format.md
     sysbench_options TEXT              -- JSON, every effective option, defaults included
 );
 CREATE TABLE IF NOT EXISTS intervals (
@@ -192,7 +192,7 @@ class Results:
         rows = self.db.execute("SELECT t, rss_bytes FROM rss_samples WHERE cell_id = ? ORDER BY t", (cell_id,))
         return [(row[0], row[1]) for row in rows]
 
-    # ------------------------------------------------------------------ profiles (issue 4)
+    # ------------------------------------------------------------------ profiles
     # Rows reference folded-stack files under DIR/profiles/ (format: store/folded.py). The
     # table is created with the first profile, so results without profiles read as before.
 

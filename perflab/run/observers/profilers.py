@@ -28,8 +28,8 @@ from perflab.store import folded
 from perflab.store.results import Results
 
 TOP_N = 20
-# measured on this project's 2-vCPU VM (README "Benchmarks"); quoted in the remedy
-DWARF_COST_NOTE = "costs far more than fp (each sample copies 16 KiB of stack; see README 'Benchmarks')"
+# measured on this project's 2-vCPU VM (docs/benchmarks.md); quoted in the remedy
+DWARF_COST_NOTE = "costs far more than fp (each sample copies 16 KiB of stack; see docs/benchmarks.md)"
 
 
 class Profilers:

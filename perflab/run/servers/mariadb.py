@@ -26,7 +26,7 @@ from perflab.run.proc import Child, call, clean_env
 
 READY_DEADLINE_S = 90.0
 
-# Benchmarking defaults; every one is documented in the README and overridable.
+# Benchmarking defaults; every one is documented in docs/experiment.md and overridable.
 DEFAULT_OPTIONS: dict[str, Any] = {
     "skip-log-bin": True,  # no binary log: it is not what a read benchmark measures
     "performance_schema": "OFF",
