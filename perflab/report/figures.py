@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass
 
 from perflab.analyze.summary import Group
-from perflab.report import charts
+from perflab.report import charts, colors
 from perflab.report.charts import Band, Mark, Row, Series
 from perflab.report.model import ReportModel
 from perflab.variants import short_label, variant_key
@@ -252,7 +252,7 @@ def series_charts(model: ReportModel, g: Group, y_max: dict[str, float] | None =
                     f"repeat {c['repeat']} (cell {c['id']}){note}",
                     color,
                     charts.downsample(points, MAX_POINTS),
-                    dash=charts.DASHES[i % len(charts.DASHES)],
+                    dash=colors.DASHES[i % len(colors.DASHES)],
                 )
             )
         svg = charts.line_chart(

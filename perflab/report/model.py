@@ -17,7 +17,7 @@ from typing import Any
 from perflab.analyze import compare, summary
 from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group
-from perflab.report import charts, findings, profiles
+from perflab.report import colors, findings, profiles
 from perflab.units import format_bytes, format_duration
 from perflab.variants import variant_key
 
@@ -137,7 +137,7 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
         comparisons,
         axes,
         base,
-        charts.variant_colors(variants),
+        colors.variant_colors(variants),
         findings.collect(groups, cells, meta),
         profiles=profiles.load(Path(results.dir), cells),
     )

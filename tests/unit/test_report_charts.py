@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from perflab.report import charts
+from perflab.report import charts, colors
 from perflab.report.charts import Band, Mark, Row, Series
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -63,11 +63,11 @@ def test_colours_one_per_variant_and_stable():
         for a in ("glibc", "jemalloc", "tcmalloc", "mimalloc", "nommap")
         for s in ("32K", "2M", "32M")
     ]
-    colors = charts.variant_colors(variants)
-    assert len(set(colors.values())) == 15
-    assert colors == charts.variant_colors(variants)
-    few = charts.variant_colors([{"allocator": "glibc"}, {"allocator": "jemalloc"}])
-    assert list(few.values()) == charts.PALETTE[:2]
+    assigned = colors.variant_colors(variants)
+    assert len(set(assigned.values())) == 15
+    assert assigned == colors.variant_colors(variants)
+    few = colors.variant_colors([{"allocator": "glibc"}, {"allocator": "jemalloc"}])
+    assert list(few.values()) == colors.PALETTE[:2]
 
 
 def test_nice_ticks_cover_the_range():
