@@ -50,7 +50,7 @@ def which(name: str) -> str | None:
 
 def check(exp: Experiment) -> None:
     """Raise SpecError with every problem this machine has with `exp`."""
-    machine = _tools() + _allocators(exp) + _profilers(exp)
+    machine = _tools() + _allocators(exp) + profiler_problems(exp)
     if exp.file.experiment.pin and len(os.sched_getaffinity(0)) < 2:
         machine.append(
             Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}", "set pin = false")
@@ -139,12 +139,12 @@ def _sysbench(exp: Experiment) -> list[Problem]:
 # ---------------------------------------------------------------------------- profilers
 
 
-def _profilers(exp: Experiment) -> list[Problem]:
+def profiler_problems(exp: Experiment) -> list[Problem]:
     """perf and the stack sampler must work here, with this user's permissions, before any cell runs."""
     observe = exp.file.observe
     problems = []
     if observe.perf is not None:
-        problems += _perf_works()
+        problems += perf_problems()
     if observe.pmp is not None:
         problems += _ptrace_allowed()
         if observe.pmp.tool == "eu-stack" and which("eu-stack") is None:
@@ -168,7 +168,7 @@ def _profilers(exp: Experiment) -> list[Problem]:
     return problems
 
 
-def _perf_works() -> list[Problem]:
+def perf_problems() -> list[Problem]:
     if which("perf") is None:
         return [Problem("observe.perf", "perf installed", "missing", "apt-get install linux-perf (or `make setup`)")]
     import tempfile  # noqa: PLC0415

@@ -312,7 +312,7 @@ def test_variant_workload_options() -> None:
 def test_missing_profilers_are_validation_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     exp = spec.parse(HEAD + '[observe]\nperf = {}\npmp = { tool = "eu-stack" }\n')
     monkeypatch.setattr(preflight, "which", lambda name: None)
-    problems = preflight._profilers(exp)
+    problems = preflight.profiler_problems(exp)
     by_path = {p.path: p for p in problems}
     assert "linux-perf" in by_path["observe.perf"].hint
     assert "elfutils" in by_path["observe.pmp.tool"].hint
@@ -320,7 +320,7 @@ def test_missing_profilers_are_validation_errors(monkeypatch: pytest.MonkeyPatch
 
 
 def test_perf_permission_check_runs_perf_here() -> None:
-    assert preflight._perf_works() == []  # root on this machine: system-wide cpu-clock works
+    assert preflight.perf_problems() == []  # root on this machine: system-wide cpu-clock works
 
 
 def test_stack_quality_states_stripped_binary_and_fp() -> None:
