@@ -129,27 +129,8 @@ def _resumable(directory: Path) -> tuple[spec.Experiment, int]:
 def _run(
     exp: spec.Experiment, spec_text: str, output: Path, cells: list, scheduler: Any, concurrent: bool, resume: bool
 ) -> None:
-    file = exp.file
-    now = utc_now()
     with Results(output, create=not resume) as results:
-        if resume:
-            results.set_meta(status="running", resumed_at=[*results.meta().get("resumed_at", []), now])
-        else:
-            results.set_meta(
-                experiment={
-                    **file.model_dump(mode="json")["experiment"],
-                    "workload": file.workload.model_dump(mode="json"),
-                    "dataset": file.dataset.model_dump(mode="json"),
-                    "axes": {a: list(v) for a, v in file.variants.items()},
-                },
-                spec_text=spec_text,
-                host=hostinfo.collect(),
-                started_at=now,
-                perflab_version=__version__,
-                cell_count=len(cells),
-                status="running",
-                concurrent_allowed=concurrent,
-            )
+        _record_start(results, exp, spec_text, len(cells), concurrent, resume)
         out.print(f"results: {output}")
         status = "interrupted"
         try:
@@ -171,6 +152,31 @@ def _run(
     if failed:
         err.print(f"[red]{failed} of {len(stored)} cells failed[/]; see the table above and {output}/logs/")
         sys.exit(1)
+
+
+def _record_start(
+    results: Results, exp: spec.Experiment, spec_text: str, cells: int, concurrent: bool, resume: bool
+) -> None:
+    """The run's metadata: what is run, on which host, by which perflab (a resume: when)."""
+    now, file = utc_now(), exp.file
+    if resume:
+        results.set_meta(status="running", resumed_at=[*results.meta().get("resumed_at", []), now])
+        return
+    results.set_meta(
+        experiment={
+            **file.model_dump(mode="json")["experiment"],
+            "workload": file.workload.model_dump(mode="json"),
+            "dataset": file.dataset.model_dump(mode="json"),
+            "axes": {a: list(v) for a, v in file.variants.items()},
+        },
+        spec_text=spec_text,
+        host=hostinfo.collect(),
+        started_at=now,
+        perflab_version=__version__,
+        cell_count=cells,
+        status="running",
+        concurrent_allowed=concurrent,
+    )
 
 
 class ProgressBar:
