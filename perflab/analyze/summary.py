@@ -1,6 +1,6 @@
 """Per variant x threads: steady-state figures over repeats, with 95% confidence intervals.
 
-Input: cells as read from the store (dicts; the scheduler's rows have the same keys). The
+Input: cells as read from the store (dicts; the cell runner's rows have the same keys). The
 sample of a group is one value per successful, settled repeat: that repeat's QPS (or p95)
 over its measured window. Cells that did not settle are counted and named, never averaged
 in. Output: one Group per (variant, threads), in the order the cells ran.
