@@ -28,6 +28,12 @@ _START = click.option("--start", type=float, default=None, help="pmp: only sampl
 _END = click.option("--end", type=float, default=None, help="pmp: only samples before this second of the window")
 
 
+def _echo_json(rows: list[dict]) -> None:
+    from perflab.analyze.profile import round_row  # noqa: PLC0415
+
+    click.echo(json.dumps([round_row(r) for r in rows], indent=1))
+
+
 def _profile_unit(source: str) -> str:
     return "cpu-us" if source == "perf" else "wall-us"
 
@@ -57,7 +63,6 @@ def profile(
 ) -> None:
     """Top functions of a variant's profile, self and total, per transaction, merged over repeats."""
     from perflab.analyze import profile_select  # noqa: PLC0415
-    from perflab.analyze.profile import round_row  # noqa: PLC0415
     from perflab.report import profile_text  # noqa: PLC0415
 
     with Results(directory) as results:
@@ -65,8 +70,7 @@ def profile(
         merged, _, txn = profile_select.load(results, sel, start, end)
     rows = merged.rows(limit=limit, by=by)
     if fmt == "json":
-        click.echo(json.dumps([round_row(r) for r in rows], indent=1))
-        return
+        return _echo_json(rows)
     title = (
         f"{sel.label} ({sel.source}): {len(sel.profiles)} repeat(s), {merged.samples:,} samples, "
         f"{txn:,.0f} transactions; per transaction, by {by}"
@@ -95,7 +99,6 @@ def diff(
 ) -> None:
     """Function by function, the change per transaction from variant A to variant B."""
     from perflab.analyze import profile_diff, profile_select  # noqa: PLC0415
-    from perflab.analyze.profile import round_row  # noqa: PLC0415
     from perflab.report import profile_text  # noqa: PLC0415
 
     with Results(directory) as results:
@@ -110,8 +113,7 @@ def diff(
         merged_b, _, _ = profile_select.load(results, sel_b)
     rows = profile_diff.diff(merged_a, merged_b).rows(limit=limit, by=by)
     if fmt == "json":
-        click.echo(json.dumps([round_row(r) for r in rows], indent=1))
-        return
+        return _echo_json(rows)
     title = (
         f"A = {sel_a.label} ({len(sel_a.profiles)} repeats), B = {sel_b.label} ({len(sel_b.profiles)} repeats), "
         f"{sel_a.source}: change in {by} samples per transaction, largest first (~ = within the noise floor)"

@@ -101,15 +101,12 @@ class _Frame:
 
     def __init__(
         self,
-        width: int,
-        height: int,
-        left: int,
-        right: int,
-        top: int,
-        bottom: int,
+        size: tuple[int, int],
+        margins: tuple[int, int, int, int],
         xs: tuple[float, float],
         ys: tuple[float, float],
     ) -> None:
+        (width, height), (left, right, top, bottom) = size, margins
         self.w, self.h = width, height
         self.x0, self.x1, self.y0, self.y1 = left, width - right, height - bottom, top
         self.xs, self.ys = xs, ys
@@ -220,7 +217,7 @@ def line_chart(
     if x_ticks:  # categories at 0, 1, ...: half a category of room on each side
         lo_x, hi_x = x_ticks[0][0] - 0.5, x_ticks[-1][0] + 0.5
     yt = nice_ticks(0 if y_from_zero else min(ys, default=0), max([*ys, y_max or 0], default=1))
-    fr = _Frame(width, int(height + lh), 62, 14, 26, int(44 + lh), (lo_x, hi_x), (yt[0], yt[-1]))
+    fr = _Frame((width, int(height + lh)), (62, 14, 26, int(44 + lh)), (lo_x, hi_x), (yt[0], yt[-1]))
     out = _open(width, fr.h, title, kind)
     out.append(f'<g class="bands">{"".join(_band(fr, b) for b in bands)}</g>')
     out += _y_axis(fr, yt, y_label)
@@ -294,7 +291,7 @@ def row_chart(
     row_h = 22
     lh = legend_height(legend, width - label_w)
     height = int(30 + row_h * len(rows) + 36 + lh)
-    fr = _Frame(width, height, int(label_w), 16, 26, int(36 + lh), (xt[0], xt[-1]), (0, len(rows)))
+    fr = _Frame((width, height), (int(label_w), 16, 26, int(36 + lh)), (xt[0], xt[-1]), (0, len(rows)))
     out = _open(width, height, title, kind)
     for t in xt:
         x = fr.x(t)

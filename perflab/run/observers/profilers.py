@@ -13,6 +13,7 @@ reach a thread's entry point, frames without a name) and what to do about it.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections import Counter
@@ -66,53 +67,27 @@ class Profilers:
     def store(self, results: Results, cell_id: int, transactions: int, window_s: float) -> list[dict[str, Any]]:
         """Fold every profile, write it under profiles/, reference it in results.db."""
         rows = []
+        save = functools.partial(self._save, results, cell_id, transactions, window_s)
         if self.perf is not None:
             started = time.monotonic()
             stacks, stats = self.perf.fold()
-            rows.append(
-                self._save(
-                    results,
-                    cell_id,
-                    "perf",
-                    stacks,
-                    stats,
-                    transactions,
-                    window_s,
-                    self.perf.seconds,
-                    frequency_hz=self.perf.frequency,
-                    call_graph=self.perf.call_graph,
-                    fold_s=time.monotonic() - started,
-                )
-            )
+            perf = {"frequency_hz": self.perf.frequency, "call_graph": self.perf.call_graph}
+            rows.append(save("perf", stacks, stats, self.perf.seconds, **perf, fold_s=time.monotonic() - started))
         if self.pmp is not None:
             stacks, timed, stats = self.pmp.fold()
-            rows.append(
-                self._save(
-                    results,
-                    cell_id,
-                    "pmp",
-                    stacks,
-                    stats,
-                    transactions,
-                    window_s,
-                    self.pmp.seconds,
-                    interval_s=self.pmp.interval,
-                    call_graph=self.pmp.tool,
-                    timed=timed,
-                    sampler_cost=self.pmp.cost(),
-                )
-            )
+            pmp = {"interval_s": self.pmp.interval, "call_graph": self.pmp.tool, "sampler_cost": self.pmp.cost()}
+            rows.append(save("pmp", stacks, stats, self.pmp.seconds, **pmp, timed=timed))
         return rows
 
     def _save(
         self,
         results: Results,
         cell_id: int,
+        transactions: int,
+        window_s: float,
         source: str,
         stacks: Counter,
         stats: FoldStats,
-        transactions: int,
-        window_s: float,
         seconds: float,
         *,
         timed: list | None = None,
@@ -124,19 +99,7 @@ class Profilers:
         txn = round(transactions * share, 1)
         quality = stack_quality(self.binary, source, settings.get("call_graph"), stats)
         sample_us = 1e6 / settings["frequency_hz"] if "frequency_hz" in settings else 1e6 * settings["interval_s"]
-        leaves: Counter = Counter()
-        for stack, count in stacks.items():
-            leaves[stack.rsplit(";", 1)[-1]] += count
-        top = [
-            {
-                "function": f,
-                "dso": stats.dsos.get(f),
-                "self_samples": n,
-                "self_per_txn": round(n / txn, 6) if txn else None,
-                "self_us_per_txn": round(n * sample_us / txn, 3) if txn else None,
-            }
-            for f, n in leaves.most_common(TOP_N)
-        ]
+        top = _top_functions(stacks, stats, txn, sample_us)
         base = folded.base(results.dir, cell_id, source)
         meta = {
             "source": source,
@@ -170,6 +133,23 @@ class Profilers:
         }
         results.commit_profile(row)
         return row
+
+
+def _top_functions(stacks: Counter, stats: FoldStats, txn: float, sample_us: float) -> list[dict[str, Any]]:
+    """The TOP_N functions by self samples (leaf frames), per transaction."""
+    leaves: Counter = Counter()
+    for stack, count in stacks.items():
+        leaves[stack.rsplit(";", 1)[-1]] += count
+    return [
+        {
+            "function": f,
+            "dso": stats.dsos.get(f),
+            "self_samples": n,
+            "self_per_txn": round(n / txn, 6) if txn else None,
+            "self_us_per_txn": round(n * sample_us / txn, 3) if txn else None,
+        }
+        for f, n in leaves.most_common(TOP_N)
+    ]
 
 
 def _exe(pid: int) -> str | None:
