@@ -201,7 +201,7 @@ def _verdicts(model: ReportModel) -> list[str]:
 
 
 def _profiles(model: ReportModel, charts_dir: Path | None, link_base: str) -> list[str]:
-    """EXTENSION POINT: shown only when report/profiles.py's load() found profiles."""
+    """Shown only when report/profiles.py's load() found profiles."""
     prof = model.profiles
     if prof is None:
         return []

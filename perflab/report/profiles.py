@@ -1,9 +1,8 @@
-"""EXTENSION POINT for the profiles branch: what the HTML and Markdown reports show of profiles.
+"""What the HTML and Markdown reports show of profiles: top functions, a differential table, flame graphs.
 
 The reports call `load(directory, cells)` once per results directory and show a "Profiles"
-section only when it returns a Profiles (never when it returns None, as it does today). The
-profiles work (`perflab profile/diff/flame`, folded stacks under DIR/profiles/, inferno SVGs)
-fills this one function in; nothing else in report/ needs to change:
+section only when it returns a Profiles (None: the run recorded no profiles). It reads the
+folded stacks under DIR/profiles/ through analyze/, as `perflab profile/diff/flame` do:
 
     Profiles(top={"allocator=glibc": [FunctionRow("my_hash_sort_simple", 10.2, 14.0, 3.1)]},
              pair=("allocator=glibc", "allocator=jemalloc"),
