@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from perflab import allocators
-from perflab.preflight import TMPFS, TOOLS, which
+from perflab.preflight import TOOLS, which
+from perflab.run.workdir import TMPFS, remove_stale_workdirs, stale_workdirs
 
 
 def _version(path: str, flag: str) -> str:
@@ -25,8 +26,6 @@ def _version(path: str, flag: str) -> str:
 
 def clean(console: Console) -> None:
     """Stop what killed perflab runs left behind (only processes they started) and remove it."""
-    from perflab.run.scheduler import remove_stale_workdirs  # noqa: PLC0415
-
     removed = remove_stale_workdirs(Path(TMPFS))
     for path, killed in removed:
         console.print(f"removed {path}" + (f"; stopped {', '.join(map(str, killed))}" if killed else ""))
@@ -74,12 +73,14 @@ def render(console: Console) -> bool:
     except OSError:
         machine.add_row("perf_event_paranoid", "unknown")
     machine.add_row("running as", "root" if os.geteuid() == 0 else f"uid {os.geteuid()}")
-    from perflab.run.scheduler import stale_workdirs  # noqa: PLC0415
-
     stale = stale_workdirs(Path(TMPFS))
-    machine.add_row("leftovers of killed runs", "none" if not stale else
-                    f"[yellow]{len(stale)} work dir(s), {sum(len(p) for _, p in stale)} live process(es)[/]: "
-                    "perflab doctor --clean removes them")  # fmt: skip
+    machine.add_row(
+        "leftovers of killed runs",
+        "none"
+        if not stale
+        else f"[yellow]{len(stale)} work dir(s), {sum(len(p) for _, p in stale)} live process(es)[/]: "
+        "perflab doctor --clean removes them",
+    )
     console.print(machine)
     if not ok:
         console.print("[red]missing required tools[/]: run `make setup` (as root) to install them")

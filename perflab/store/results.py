@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS cells (
     stalls TEXT,                       -- JSON [{start_s, end_s, min_qps, kind}]
     steady TEXT,                       -- JSON {qps_mean, qps_ci_low, qps_ci_high, cv, batch_s, seconds}
     summary TEXT,                      -- JSON, sysbench summary of the measured window
-    resources TEXT,                    -- JSON, see README
+    resources TEXT,                    -- JSON, see docs/results-format.md
     sysbench_options TEXT              -- JSON, every effective option, defaults included
 );
 CREATE TABLE IF NOT EXISTS intervals (
@@ -66,10 +66,24 @@ CREATE TABLE IF NOT EXISTS rss_samples (
 """
 
 _JSON_COLUMNS = (
-    "variant", "env", "server_options", "pinning", "summary", "resources", "sysbench_options", "stalls", "steady",
+    "variant",
+    "env",
+    "server_options",
+    "pinning",
+    "summary",
+    "resources",
+    "sysbench_options",
+    "stalls",
+    "steady",
 )
 _V2_COLUMNS = (
-    "backtrace TEXT", "warmup_method TEXT", "window_start_s REAL", "settled INTEGER", "unsettled_reason TEXT", "stalls TEXT", "steady TEXT",
+    "backtrace TEXT",
+    "warmup_method TEXT",
+    "window_start_s REAL",
+    "settled INTEGER",
+    "unsettled_reason TEXT",
+    "stalls TEXT",
+    "steady TEXT",
 )
 
 
@@ -107,7 +121,9 @@ class Results:
             for column in _V2_COLUMNS:
                 self.db.execute(f"ALTER TABLE cells ADD COLUMN {column}")
             self.db.execute("UPDATE cells SET window_start_s = warmup_s")
-            self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (json.dumps(SCHEMA_VERSION),))
+            self.db.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (json.dumps(SCHEMA_VERSION),)
+            )
 
     def close(self) -> None:
         self.db.close()
@@ -127,9 +143,7 @@ class Results:
         with self.db:
             self.db.execute("BEGIN")
             for key, value in values.items():
-                self.db.execute(
-                    "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value))
-                )
+                self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
 
     def meta(self) -> dict[str, Any]:
         return {row["key"]: json.loads(row["value"]) for row in self.db.execute("SELECT key, value FROM meta")}
@@ -178,7 +192,7 @@ class Results:
         rows = self.db.execute("SELECT t, rss_bytes FROM rss_samples WHERE cell_id = ? ORDER BY t", (cell_id,))
         return [(row[0], row[1]) for row in rows]
 
-    # ------------------------------------------------------------------ profiles (issue 4)
+    # ------------------------------------------------------------------ profiles
     # Rows reference folded-stack files under DIR/profiles/ (format: store/folded.py). The
     # table is created with the first profile, so results without profiles read as before.
 
@@ -224,5 +238,18 @@ CREATE TABLE IF NOT EXISTS profiles (
     top TEXT,                          -- JSON: top functions by self samples per transaction
     PRIMARY KEY (cell_id, source, phase)
 )"""
-_PROFILE_COLUMNS = ("cell_id", "source", "phase", "path", "samples", "seconds", "transactions",
-                    "window_transactions", "frequency_hz", "interval_s", "call_graph", "quality", "top")  # fmt: skip
+_PROFILE_COLUMNS = (
+    "cell_id",
+    "source",
+    "phase",
+    "path",
+    "samples",
+    "seconds",
+    "transactions",
+    "window_transactions",
+    "frequency_hz",
+    "interval_s",
+    "call_graph",
+    "quality",
+    "top",
+)

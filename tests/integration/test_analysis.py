@@ -30,7 +30,14 @@ table_size = 2000
 [workload]
 test = "oltp_read_only"
 threads = [2]
-options = { point_selects = 0, simple_ranges = 0, sum_ranges = 0, order_ranges = 0, distinct_ranges = 2, range_size = 50 }
+
+[workload.options]
+point_selects = 0
+simple_ranges = 0
+sum_ranges = 0
+order_ranges = 0
+distinct_ranges = 2
+range_size = 50
 
 [variants.server]
 base = {}

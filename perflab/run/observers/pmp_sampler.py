@@ -30,6 +30,7 @@ import sys
 import time
 
 from perflab.run.observers.elf import FunctionStarts
+from perflab.store.folded import KERNEL_MARK
 
 V = ctypes.c_void_p
 THREAD_CB = ctypes.CFUNCTYPE(ctypes.c_int, V, V)
@@ -69,9 +70,11 @@ class Sampler:
     def __init__(self, pid: int) -> None:
         self.lib = lib = load_libdw()
         self.callbacks = _Callbacks(
-            ctypes.cast(lib.dwfl_linux_proc_find_elf, V).value, ctypes.cast(lib.dwfl_standard_find_debuginfo, V).value,
-            None, None,
-        )  # fmt: skip
+            ctypes.cast(lib.dwfl_linux_proc_find_elf, V).value,
+            ctypes.cast(lib.dwfl_standard_find_debuginfo, V).value,
+            None,
+            None,
+        )
         self.dwfl = lib.dwfl_begin(ctypes.byref(self.callbacks))
         if not self.dwfl or lib.dwfl_linux_proc_report(self.dwfl, pid) != 0:
             raise OSError(f"libdw cannot read the modules of pid {pid}: {self.error()}")
@@ -149,7 +152,7 @@ def kernel_wait(pid: int, tid: int) -> str:
             wchan = f.read().strip()
     except OSError:
         wchan = ""
-    return f"{wchan}_[k]" if wchan and wchan != "0" else "[no user stack]"
+    return wchan + KERNEL_MARK if wchan and wchan != "0" else "[no user stack]"
 
 
 def main(argv: list[str]) -> int:

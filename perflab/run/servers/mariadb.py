@@ -26,7 +26,7 @@ from perflab.run.proc import Child, call, clean_env
 
 READY_DEADLINE_S = 90.0
 
-# Benchmarking defaults; every one is documented in the README and overridable.
+# Benchmarking defaults; every one is documented in docs/experiment.md and overridable.
 DEFAULT_OPTIONS: dict[str, Any] = {
     "skip-log-bin": True,  # no binary log: it is not what a read benchmark measures
     "performance_schema": "OFF",
@@ -56,9 +56,12 @@ def install_datadir(datadir: Path) -> None:
     """Create an empty MariaDB datadir (system tables only) with mariadb-install-db."""
     datadir.parent.mkdir(parents=True, exist_ok=True)
     argv = [
-        binary("mariadb-install-db"), "--no-defaults", f"--datadir={datadir}",
-        "--auth-root-authentication-method=normal", "--skip-test-db",
-    ]  # fmt: skip
+        binary("mariadb-install-db"),
+        "--no-defaults",
+        f"--datadir={datadir}",
+        "--auth-root-authentication-method=normal",
+        "--skip-test-db",
+    ]
     if os.geteuid() == 0:
         argv.append("--user=root")
     call(argv, what="mariadb-install-db", env=clean_env())
@@ -121,10 +124,14 @@ class MariaDB:
     def write_option_file(self) -> None:
         self.tmpdir.mkdir(parents=True, exist_ok=True)
         fixed = {
-            "datadir": self.datadir, "socket": self.socket, "port": self.port,
-            "bind-address": "127.0.0.1", "pid-file": self.rundir / "mysqld.pid",
-            "log-error": self.error_log, "tmpdir": self.tmpdir,
-        }  # fmt: skip
+            "datadir": self.datadir,
+            "socket": self.socket,
+            "port": self.port,
+            "bind-address": "127.0.0.1",
+            "pid-file": self.rundir / "mysqld.pid",
+            "log-error": self.error_log,
+            "tmpdir": self.tmpdir,
+        }
         if os.geteuid() == 0:
             fixed["user"] = "root"
         lines = ["# written by perflab; the server reads no other option file", "[mariadbd]"]
@@ -205,8 +212,16 @@ class MariaDB:
         return "\n".join(chosen[-limit:]) if chosen else "(no error log written)"
 
     def sql(self, statement: str) -> str:
-        argv = [binary("mariadb"), "--no-defaults", f"--socket={self.socket}", "--user=root",
-                "--batch", "--skip-column-names", "-e", statement]  # fmt: skip
+        argv = [
+            binary("mariadb"),
+            "--no-defaults",
+            f"--socket={self.socket}",
+            "--user=root",
+            "--batch",
+            "--skip-column-names",
+            "-e",
+            statement,
+        ]
         return call(argv, what="mariadb client", env=clean_env(), timeout=120)
 
     def death(self) -> str:
