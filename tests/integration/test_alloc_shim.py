@@ -70,3 +70,29 @@ def test_without_a_counter_file_the_program_just_runs(built) -> None:
 def test_the_build_is_cached(built, tmp_path: Path) -> None:
     _, shim = built
     assert alloc.build(shim.parent) == shim
+
+
+def test_sampled_stacks_estimate_the_bytes_and_name_the_caller(tmp_path: Path) -> None:
+    exe = tmp_path / "allocs-nopie"  # absolute addresses, so addr2line can name them afterwards
+    subprocess.run(["g++", "-O0", "-g", "-no-pie", "-pthread", "-o", str(exe), str(PROGRAM)], check=True)
+    shim = alloc.build(tmp_path / "cache")
+    counters = tmp_path / "counters"
+    alloc.create(counters, slots=8, sample_capacity=4096)
+    period = 1 << 20
+    alloc.sample(counters, period)
+    env = dict(os.environ, PERFLAB_ALLOC_FILE=str(counters), LD_PRELOAD=str(shim))
+    subprocess.run([str(exe)], env=env, check=True, timeout=60)
+    records, dropped = alloc.samples(counters, period)
+    assert dropped == 0
+    big = [r for r in records if r.op == "malloc" and r.size == 600000]
+    estimate = sum(r.weight * r.size for r in big)
+    assert 0.5 < estimate / (2 * 37 * 600000) < 1.5, (len(big), estimate)
+    # every record of the 40 MB reallocs (always sampled at 1 MiB) is there
+    assert sum(1 for r in records if r.op == "realloc" and r.size >= 40000000) == 2 * 5
+    names = subprocess.run(
+        ["addr2line", "-f", "-C", "-e", str(exe), *(hex(pc - 1) for pc in big[0].pcs)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "work()" in names

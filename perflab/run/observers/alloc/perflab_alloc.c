@@ -15,10 +15,19 @@
  * perflab-alloc/1, read by alloc.py). Threads beyond the last slot share the overflow slot
  * (slot 0) with atomic adds, and the header counts them.
  *
- * Layout (little-endian, 8-byte words):
- *   header (64 bytes): magic "PLALLOC1", version 1, slots, ops, classes, slots_used,
- *                      overflow_threads, pid
+ * Sampled stacks: one allocation in every `period` bytes on average (a Poisson process over
+ * the bytes each thread allocates: exponential gaps, as tcmalloc's heap profiler), unwound with
+ * glibc's backtrace() only when sampled, into a ring of records perflab symbolizes at the
+ * window's end. A record holds the op, the size and the return addresses; perflab weighs it by
+ * 1 / P(sampled) = 1 / (1 - exp(-size/period)).
+ *
+ * Layout (little-endian, 8-byte words), written by perflab (create() in __init__.py); the shim
+ * checks magic, version, ops and classes and fills in pid:
+ *   header (128 bytes): magic "PLALLOC1", version 1, slots, ops, classes, slots_used,
+ *                       overflow_threads, pid, sample_capacity, samples_used, samples_dropped,
+ *                       period, max_depth, 3 spare words
  *   slot i (i = 0..slots-1): calls[ops][classes] then bytes[ops][classes], uint64
+ *   sample j (j = 0..sample_capacity-1): op, size, depth, pcs[max_depth]
  * ops: 0 malloc, 1 calloc, 2 realloc, 3 free, 4 memalign (posix_memalign, aligned_alloc,
  * valloc, pvalloc too), 5 new (every operator new), 6 delete (every operator delete).
  * class c holds sizes in [2^(c-1), 2^c) (class 0: size 0); free and delete count size 0
@@ -29,7 +38,9 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -45,10 +56,19 @@
 
 enum { OP_MALLOC, OP_CALLOC, OP_REALLOC, OP_FREE, OP_MEMALIGN, OP_NEW, OP_DELETE };
 
+#define MAX_DEPTH 48
+
 struct header {
     uint64_t magic, version, slots, ops, classes;
     _Atomic uint64_t slots_used, overflow_threads;
-    uint64_t pid;
+    uint64_t pid, sample_capacity;
+    _Atomic uint64_t samples_used, samples_dropped;
+    uint64_t period, max_depth, spare[3];
+};
+
+struct sample {
+    uint64_t op, size, depth;
+    uint64_t pcs[MAX_DEPTH];
 };
 
 struct slot {
@@ -58,11 +78,15 @@ struct slot {
 
 static struct header *region;
 static struct slot *slots;
+static struct sample *samples;
 static _Atomic int region_state; /* 0 not tried, 1 mapping, 2 mapped, 3 none */
 
 /* initial-exec: a dynamic TLS block would be allocated by malloc, inside malloc */
 static __thread struct slot *my_slot __attribute__((tls_model("initial-exec")));
-static __thread int in_new __attribute__((tls_model("initial-exec"))); /* inside our operator new: its malloc is not counted again */
+static __thread int in_new __attribute__((tls_model("initial-exec")));
+static __thread int in_sample __attribute__((tls_model("initial-exec")));
+static __thread int64_t until_sample __attribute__((tls_model("initial-exec"))); /* bytes */
+static __thread uint64_t rng __attribute__((tls_model("initial-exec"))); /* inside our operator new: its malloc is not counted again */
 
 static void *(*real_malloc)(size_t);
 static void *(*real_calloc)(size_t, size_t);
@@ -112,24 +136,22 @@ static void map_region(void) {
     int fd = path ? open(path, O_RDWR | O_CLOEXEC) : -1;
     struct stat st;
     void *map = MAP_FAILED;
-    if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct header) + sizeof(struct slot))
+    if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct header))
         map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (fd >= 0) close(fd);
-    if (map == MAP_FAILED) {
-        atomic_store(&region_state, 3);
+    struct header *h = map;
+    if (map == MAP_FAILED || h->magic != MAGIC || h->version != 1 || h->ops != OPS || h->classes != CLASSES ||
+        h->max_depth != MAX_DEPTH || h->slots < 1 ||
+        sizeof(struct header) + h->slots * sizeof(struct slot) + h->sample_capacity * sizeof(struct sample) >
+            (uint64_t)st.st_size) {
+        if (map != MAP_FAILED) munmap(map, (size_t)st.st_size);
+        atomic_store(&region_state, 3); /* not ours to write: count nothing, change nothing */
         return;
     }
-    struct header *h = map;
-    uint64_t fit = ((uint64_t)st.st_size - sizeof(struct header)) / sizeof(struct slot);
-    h->slots = fit;
-    h->ops = OPS;
-    h->classes = CLASSES;
-    h->version = 1;
     h->pid = (uint64_t)getpid();
-    h->magic = MAGIC;
     slots = (struct slot *)((char *)map + sizeof(struct header));
+    samples = (struct sample *)((char *)slots + h->slots * sizeof(struct slot));
     region = h;
-    if (atomic_load(&h->slots_used) == 0) atomic_store(&h->slots_used, 1); /* slot 0: overflow */
     atomic_store(&region_state, 2);
 }
 
@@ -137,7 +159,7 @@ static struct slot *slot(void) {
     if (my_slot) return my_slot;
     if (atomic_load(&region_state) == 0) map_region();
     if (atomic_load(&region_state) != 2) return NULL;
-    uint64_t i = atomic_fetch_add(&region->slots_used, 1);
+    uint64_t i = atomic_fetch_add(&region->slots_used, 1); /* perflab starts it at 1: slot 0 is shared */
     if (i >= region->slots) {
         atomic_fetch_add(&region->overflow_threads, 1);
         i = 0;
@@ -151,9 +173,49 @@ static inline int size_class(size_t size) {
     return c < CLASSES ? c : CLASSES - 1;
 }
 
+static uint64_t next_random(void) { /* xorshift64*, seeded per thread */
+    if (!rng) rng = (uint64_t)(uintptr_t)&rng ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ULL;
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 0x2545f4914f6cdd1dULL;
+}
+
+static int64_t next_gap(uint64_t period) { /* exponential with mean `period` */
+    double u = ((double)(next_random() >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
+    return (int64_t)(-log(u) * (double)period) + 1;
+}
+
+static void take_sample(int op, size_t size) {
+    uint64_t j = atomic_fetch_add(&region->samples_used, 1);
+    if (j >= region->sample_capacity) {
+        atomic_fetch_add(&region->samples_dropped, 1);
+        return;
+    }
+    struct sample *rec = &samples[j];
+    in_sample = 1; /* backtrace may allocate (the first time, it loads libgcc_s) */
+    int depth = backtrace((void **)rec->pcs, MAX_DEPTH);
+    in_sample = 0;
+    rec->op = (uint64_t)op;
+    rec->size = size;
+    atomic_thread_fence(memory_order_release);
+    rec->depth = depth > 0 ? (uint64_t)depth : 0;
+}
+
+static inline void maybe_sample(int op, size_t size) {
+    uint64_t period = region->period;
+    if (!period || in_sample || op == OP_FREE || op == OP_DELETE) return;
+    if (until_sample == 0) until_sample = next_gap(period); /* this thread's first allocation */
+    until_sample -= (int64_t)size;
+    if (until_sample > 0) return;
+    until_sample = next_gap(period);
+    take_sample(op, size);
+}
+
 static inline void count(int op, size_t size) {
     struct slot *s = slot();
     if (!s) return;
+    maybe_sample(op, size);
     int c = size_class(size);
     if (s == &slots[0]) {
         atomic_fetch_add_explicit(&s->calls[op][c], 1, memory_order_relaxed);
@@ -164,6 +226,14 @@ static inline void count(int op, size_t size) {
         atomic_store_explicit(&s->bytes[op][c], atomic_load_explicit(&s->bytes[op][c], memory_order_relaxed) + size,
                               memory_order_relaxed);
     }
+}
+
+/* backtrace() loads libgcc_s on its first call: do that now, not inside someone's malloc */
+__attribute__((constructor)) static void load_unwinder(void) {
+    void *pcs[2];
+    in_sample = 1;
+    backtrace(pcs, 2);
+    in_sample = 0;
 }
 
 /* ------------------------------------------------------------------ C allocator */
