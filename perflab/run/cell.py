@@ -15,6 +15,7 @@ through `prepare`, `run` and `measure` (the window alone, on a server it started
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -26,7 +27,8 @@ from perflab import allocators
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ResourceError, ServerCrashedError, ServerStartError
 from perflab.run import accounting, allocator_proof, client, dataset
-from perflab.run.observers.profilers import Profilers
+from perflab.run.observers.alloc.tracer import AllocTracer
+from perflab.run.observers.profilers import Profilers, store_alloc
 from perflab.run.observers.resources import RssSampler
 from perflab.run.servers.mariadb import MariaDB
 from perflab.run.workdir import TMPFS, space_hint
@@ -101,13 +103,23 @@ class CellRunner:
         rss: list[tuple[float, int]] = []
         options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **cell.server_options}
         preload = allocators.resolve(cell.preload) if cell.preload else None
-        server = MariaDB(rundir, rundir / "data", options, env=cell.env, preload=preload, cpus=self.server_cpus)
+        tracer = self._tracer(rundir, workdir)
+        env = {**cell.env, **tracer.env()} if tracer else cell.env
+        server = MariaDB(
+            rundir,
+            rundir / "data",
+            options,
+            env=env,
+            preload=preload,
+            tracer=tracer.shim if tracer else None,
+            cpus=self.server_cpus,
+        )
         try:
             restore_s = dataset.restore(snapshot, rundir / "data")
             with server:
                 row.update(allocator_proof.prove(server.pid, cell.preload, preload))
                 row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
-                intervals, rss, measured = self.measure(cell, server, logs)
+                intervals, rss, measured = self.measure(cell, server, logs, tracer)
                 if not server.alive():
                     raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
             row.update(measured, status="ok")
@@ -142,11 +154,16 @@ class CellRunner:
             "pinning": {"server_cpus": self.server_cpus, "client_cpus": self.client_cpus},
         }
 
+    def _tracer(self, rundir: Path, workdir: Path) -> AllocTracer | None:
+        """[observe] alloc: the counter, built once per run into the work directory."""
+        spec = self.exp.file.observe.alloc
+        return AllocTracer(spec, rundir, workdir / "alloc-build") if spec is not None else None
+
     def _steady(self, intervals: list[dict[str, Any]], qps: float) -> dict[str, Any]:
         spec = self.exp.file.experiment
         return steady.cell_fields(intervals, spec.window_start, qps, spec.stall_threshold)
 
-    def measure(self, cell: Cell, server: MariaDB, logs: Path) -> Measured:
+    def measure(self, cell: Cell, server: MariaDB, logs: Path, tracer: AllocTracer | None = None) -> Measured:
         """One sysbench run against a started `server`: warm-up seconds, a checkpoint that
         resets its statistics, then the measured window, which the observers and the /proc
         counters cover. Returns (intervals, RSS samples, the row's measured fields)."""
@@ -159,7 +176,8 @@ class CellRunner:
             if warmup:
                 client.sleep_until(started + warmup, child)
             start = accounting.WindowStart.take(server.pid, child.pid)
-            with RssSampler(server.pid) as rss, Profilers(spec.observe, server.pid, server.rundir) as profilers:
+            traced = tracer.window(server.pid, server.rundir) if tracer else contextlib.nullcontext()
+            with RssSampler(server.pid) as rss, Profilers(spec.observe, server.pid, server.rundir) as profilers, traced:
                 code = client.wait(child, warmup + seconds, spec.experiment.timeout_margin)
             end = accounting.WindowEnd.take(start, server.pid)
         summary, intervals = client.read_output(logs / "sysbench.txt", code, warmup)
@@ -169,6 +187,10 @@ class CellRunner:
             "sysbench_options": sysbench.effective_options(self.sysbench_defaults, command),
         }
         profilers.store(self.results, cell.order, summary.transactions, seconds)  # profiles/ + profiles table
+        if tracer is not None:
+            measured["alloc"] = tracer.fields(summary.transactions)
+            if tracer.spec.stacks:
+                store_alloc(self.results, cell.order, summary.transactions, tracer, server.pid)
         return intervals, rss.samples, measured
 
 

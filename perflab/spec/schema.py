@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
+    StrictStr,
     ValidationInfo,
     field_validator,
 )
@@ -44,6 +45,7 @@ from perflab.spec.fields import (
 )
 from perflab.spec.matrix import merge
 from perflab.spec.problems import short
+from perflab.units import parse_size
 
 
 class _Strict(BaseModel):
@@ -241,6 +243,26 @@ class PmpObserve(_Strict):
         return value
 
 
+class AllocObserve(_Strict):
+    """`alloc = { period = "512K", stacks = true }`: what the server asks of its allocator
+    (calls and bytes by size class, and its mmap/munmap/... syscalls) per transaction, and one
+    allocation stack per `period` bytes on average (docs/profiles.md)."""
+
+    period: StrictInt | StrictStr = 512 * 1024
+    stacks: StrictBool = True
+
+    @field_validator("period")
+    @classmethod
+    def _period(cls, value: int | str) -> int:
+        try:
+            size = parse_size(value)
+        except ValueError:
+            raise fail("a size such as 512K or 1M", "the mean bytes between two sampled allocations") from None
+        if not 4096 <= size <= 1 << 34:
+            raise fail("a period between 4K and 16G", 'e.g. period = "512K"')
+        return size
+
+
 def _observer_flag(value: Any) -> Any:
     """`perf = true` means the defaults, `perf = false` none."""
     if value is True:
@@ -252,6 +274,7 @@ class ObserveSection(_Strict):
     rss: StrictBool = True
     perf: Annotated[PerfObserve | None, BeforeValidator(_observer_flag)] = None
     pmp: Annotated[PmpObserve | None, BeforeValidator(_observer_flag)] = None
+    alloc: Annotated[AllocObserve | None, BeforeValidator(_observer_flag)] = None
 
 
 class ExperimentFile(_Strict):

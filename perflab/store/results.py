@@ -7,6 +7,9 @@ Schema version history (`meta.schema_version`):
      unsettled_reason, stalls (JSON) and steady (JSON); backtrace of a crashed server. A version 1 directory is upgraded
      in place when opened (columns added; its cells keep NULL there, and readers detect
      their steady state from the stored intervals).
+  3  cells.alloc (JSON): what the server asked of its allocator per transaction, with
+     [observe] alloc (run/observers/alloc/tracer.py). Older directories are upgraded in place
+     (the column added, NULL).
 
 A cell is written in one transaction when it ends, so a killed run loses at most the cell in
 flight. Readers get plain dicts; the JSON export (report/export.py) is built from them.
@@ -21,7 +24,7 @@ from typing import Any
 
 from perflab.errors import ResultsFormatError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DB_NAME = "results.db"
 
 _SCHEMA = """
@@ -48,7 +51,8 @@ CREATE TABLE IF NOT EXISTS cells (
     steady TEXT,                       -- JSON {qps_mean, qps_ci_low, qps_ci_high, cv, batch_s, seconds}
     summary TEXT,                      -- JSON, sysbench summary of the measured window
     resources TEXT,                    -- JSON, see docs/results-format.md
-    sysbench_options TEXT              -- JSON, every effective option, defaults included
+    sysbench_options TEXT,             -- JSON, every effective option, defaults included
+    alloc TEXT                         -- JSON, [observe] alloc: calls, bytes, syscalls per transaction
 );
 CREATE TABLE IF NOT EXISTS intervals (
     cell_id INTEGER NOT NULL REFERENCES cells(id),
@@ -75,7 +79,9 @@ _JSON_COLUMNS = (
     "sysbench_options",
     "stalls",
     "steady",
+    "alloc",
 )
+_V3_COLUMNS = ("alloc TEXT",)
 _V2_COLUMNS = (
     "backtrace TEXT",
     "warmup_method TEXT",
@@ -107,6 +113,9 @@ class Results:
             version = self.meta().get("schema_version")
             if version == 1:
                 self._upgrade_from_1()
+                version = 2
+            if version == 2:
+                self._add_columns(_V3_COLUMNS)
                 version = SCHEMA_VERSION
             if version != SCHEMA_VERSION:
                 raise ResultsFormatError(
@@ -116,13 +125,18 @@ class Results:
 
     def _upgrade_from_1(self) -> None:
         """Version 1 stored the configured warm-up in warmup_s: it becomes window_start_s."""
+        self._add_columns(_V2_COLUMNS, 2, "UPDATE cells SET window_start_s = warmup_s")
+
+    def _add_columns(self, columns: tuple[str, ...], version: int = SCHEMA_VERSION, *statements: str) -> None:
+        """One upgrade step, in one transaction: the columns, then `statements`, then the version."""
         with self.db:
             self.db.execute("BEGIN")
-            for column in _V2_COLUMNS:
+            for column in columns:
                 self.db.execute(f"ALTER TABLE cells ADD COLUMN {column}")
-            self.db.execute("UPDATE cells SET window_start_s = warmup_s")
+            for statement in statements:
+                self.db.execute(statement)
             self.db.execute(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (json.dumps(SCHEMA_VERSION),)
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (json.dumps(version),)
             )
 
     def close(self) -> None:

@@ -21,9 +21,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.elf import inspect
 from perflab.run.observers.perf import FoldStats, PerfRecorder
 from perflab.run.observers.pmp import StackSampler
+from perflab.run.observers.pmp_sampler import Symbolizer
 from perflab.spec import ObserveSection
 from perflab.store import folded
 from perflab.store.results import Results
@@ -133,6 +135,64 @@ class Profilers:
         }
         results.commit_profile(row)
         return row
+
+
+def store_alloc(results: Results, cell_id: int, transactions: int, tracer: AllocTracer, pid: int) -> dict[str, Any]:
+    """The sampled allocation stacks as a profile of source "alloc": folded, weighted in bytes
+    requested, the leaf frame being the call and its size class (`malloc:32M-64M`)."""
+    names = Symbolizer(pid)
+    try:
+        stacks = tracer.stacks(lambda pcs: _own_frames_dropped(names, pcs))
+        dsos = dict(names.dsos)
+    finally:
+        names.close()
+    callers: Counter = Counter()
+    for stack, size in stacks.items():
+        frames = stack.split(";")
+        callers[frames[-2] if len(frames) > 1 else frames[-1]] += size
+    top = [
+        {
+            "function": f,
+            "dso": dsos.get(f),
+            "bytes": n,
+            "bytes_per_txn": round(n / transactions, 1) if transactions else None,
+        }
+        for f, n in callers.most_common(TOP_N)
+    ]
+    meta = {
+        "source": "alloc",
+        "window": "measured",
+        "unit": "bytes",
+        "period": tracer.spec.period,
+        "seconds": round(tracer.seconds, 3),
+        "transactions": transactions,
+        "window_transactions": transactions,
+        "pid": pid,
+        "binary": _exe(pid),
+        "dsos": dsos,
+    }
+    path = folded.write(folded.base(results.dir, cell_id, "alloc"), stacks, meta)
+    row = {
+        "cell_id": cell_id,
+        "source": "alloc",
+        "phase": "measured",
+        "path": str(path.relative_to(results.dir)),
+        "samples": len(tracer.records()[0]),
+        "seconds": round(tracer.seconds, 3),
+        "transactions": transactions,
+        "window_transactions": transactions,
+        "call_graph": "backtrace",
+        "quality": None,
+        "top": top,
+    }
+    results.commit_profile(row)
+    return row
+
+
+def _own_frames_dropped(names: Symbolizer, pcs: list[int]) -> list[str]:
+    """Frame names root first (return addresses: the call is the byte before), the counter's own left out."""
+    frames = [names.name(pc - 1) for pc in reversed(pcs)]
+    return [f for f in frames if not names.dsos.get(f, "").startswith("perflab_alloc")]
 
 
 def _top_functions(stacks: Counter, stats: FoldStats, txn: float, sample_us: float) -> list[dict[str, Any]]:

@@ -105,6 +105,7 @@ class MariaDB:
         *,
         env: dict[str, str] | None = None,
         preload: Path | None = None,
+        tracer: Path | None = None,
         cpus: Sequence[int] | None = None,
     ) -> None:
         self.rundir = rundir
@@ -117,6 +118,7 @@ class MariaDB:
         self.options = {**DEFAULT_OPTIONS, **options}
         self.env = clean_env(env)
         self.preload = preload
+        self.tracer = tracer  # preloaded before the allocator, which it forwards to ([observe] alloc)
         self.cpus = cpus
         self.child: Child | None = None
         self.crashed: bool | None = None  # known once stopped: did it end on its own first?
@@ -153,8 +155,10 @@ class MariaDB:
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.write_option_file()
-        if self.preload is not None:
-            self.env["LD_PRELOAD"] = self.ld_preload()
+        libraries = [str(self.tracer)] if self.tracer is not None else []
+        libraries += [self.ld_preload()] if self.preload is not None else []
+        if libraries:
+            self.env["LD_PRELOAD"] = " ".join(libraries)
         argv = [binary("mariadbd"), f"--defaults-file={self.option_file}"]
         # what the server (or ld.so, before it) prints outside its error log
         with open(self.rundir / "stdout.log", "w", encoding="utf-8") as console:
