@@ -10,7 +10,7 @@ from perflab.analyze import evidence
 
 def cell(faults: float, munmap: float, big: float, cpu: float, seed: int) -> dict:
     rng = random.Random(seed)
-    jitter = lambda v: v * (1 + rng.gauss(0, 0.01))  # noqa: E731
+    jitter = lambda v: v * (1 + rng.gauss(0, 0.01))
     by_class = [{"class": 13, "low": 4096, "high": 8192, "calls_per_txn": {"malloc": jitter(7.0)}, "bytes_per_txn": 1}]
     if big:
         by_class.append(
