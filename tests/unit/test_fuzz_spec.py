@@ -452,7 +452,7 @@ def fake_path(tmp_path: Path) -> tuple[dict[str, str], Path]:
 def test_cli_check_hostile_file(name: str, tmp_path: Path, fake_path: tuple[dict[str, str], Path]) -> None:
     env, started = fake_path
     done = subprocess.run([sys.executable, "-m", "perflab", "run", str(CORPUS / name), "--check"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)  # fmt: skip
+                          check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)  # fmt: skip
     assert done.returncode == EXIT_USAGE, done.stderr
     assert done.stderr.startswith("error: "), done.stderr
     assert "Traceback" not in done.stdout + done.stderr
@@ -464,7 +464,7 @@ def test_cli_directory_as_experiment_file(tmp_path: Path, fake_path: tuple[dict[
     env, started = fake_path
     (folder := tmp_path / "my experiments").mkdir()
     done = subprocess.run([sys.executable, "-m", "perflab", "run", str(folder), "--check"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)  # fmt: skip
+                          check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)  # fmt: skip
     assert done.returncode == EXIT_USAGE, done.stderr
     assert "is a directory" in done.stderr
     assert "Traceback" not in done.stdout + done.stderr
