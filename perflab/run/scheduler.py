@@ -161,8 +161,11 @@ class Scheduler:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             raise ResourceError(f"no space left: {exc}", self._space_hint()) from None
-        except sqlite3.OperationalError as exc:  # "database or disk is full"
-            raise ResourceError(f"the results database could not be written: {exc}", self._space_hint()) from None
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_FULL:  # locked, I/O error...: not a matter of space
+                raise
+            raise ResourceError(f"no space left: the results database could not be written: {exc}",
+                                self._space_hint()) from None  # fmt: skip
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(self.results.dir / SNAPSHOT_DIR, ignore_errors=True)  # complete: not needed any more
