@@ -68,7 +68,7 @@ def figures(cell: dict[str, Any]) -> dict[str, tuple[float, str]]:
 
 def compare(base_cells: list[dict[str, Any]], cells: list[dict[str, Any]], level: float = 0.95) -> list[Evidence]:
     """Figures that differ beyond noise between two groups' repeats, most different first."""
-    a, b = _samples(base_cells), _samples(cells)
+    a, b = samples(base_cells), samples(cells)
     out = []
     for metric in sorted(set(a) | set(b)):
         if metric not in a or metric not in b:
@@ -94,7 +94,7 @@ def explain(evidence: list[Evidence], limit: int = 4) -> str:
     return ", ".join(parts)
 
 
-def _samples(cells: list[dict[str, Any]]) -> dict[str, tuple[list[float], str]]:
+def samples(cells: list[dict[str, Any]]) -> dict[str, tuple[list[float], str]]:
     """metric -> (one value per settled, successful repeat, unit). A size class that a traced
     repeat never used is zero calls in it, not a missing value."""
     usable = [c for c in cells if c.get("status") == "ok" and c.get("settled") not in (False, 0)]
