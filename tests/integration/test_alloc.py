@@ -10,6 +10,7 @@ show."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,31 @@ def test_allocation_stacks_name_the_sort_buffer(run) -> None:
     counted = next(r for r in cells["glibc"]["alloc"]["by_size_class"] if r["low"] == 1 << 20)["bytes_per_txn"]
     estimated = sum(sort) / meta["transactions"]
     assert 0.7 < estimated / counted < 1.3
+
+
+def test_alloc_verb_names_the_sort_buffer(run) -> None:
+    out, _ = run
+    done = perflab("alloc", str(out), "allocator=glibc", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["functions"][0]["function"] == "Filesort_buffer::alloc_sort_buffer", doc["functions"][:3]
+    figures = {row["metric"]: row["per_txn"] for row in doc["figures"]}
+    assert 0.95 <= figures["malloc_calls[1M-2M)"] <= 1.1
+    text = perflab("alloc", str(out), "allocator=glibc")
+    assert text.returncode == 0 and "Filesort_buffer::alloc_sort_buffer" in text.stdout
+
+
+def test_diff_alloc_shows_the_syscalls(run) -> None:
+    out, _ = run
+    done = perflab("diff", "--alloc", str(out), "allocator=glibc", "allocator=glibc-mmap", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    rows = {row["metric"]: row for row in json.loads(done.stdout)["figures"]}
+    assert rows["munmap_calls"]["a"] < 0.05 <= 0.95 <= rows["munmap_calls"]["b"]
+    assert rows["munmap_calls"]["noise"] is None  # one repeat a side: no noise floor, never "beyond" it
+
+
+def test_alloc_without_the_observer_says_how(tmp_path: Path) -> None:
+    shutil.copytree(Path(__file__).resolve().parent.parent / "data" / "schema1", tmp_path / "old")
+    done = perflab("alloc", str(tmp_path / "old"), "glibc")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no allocation figures stored" in done.stderr and "alloc = true" in done.stderr
