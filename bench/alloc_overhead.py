@@ -25,7 +25,6 @@ import math
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
 
 import _common as C
 
