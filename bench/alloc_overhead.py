@@ -46,7 +46,14 @@ table_size = {table_size}
 [workload]
 test = "oltp_read_only"
 threads = [2]
-options = {{ range_size = 1000, point_selects = 0, simple_ranges = 0, sum_ranges = 0, distinct_ranges = 0, order_ranges = 1 }}
+
+[workload.options]
+range_size = 1000
+point_selects = 0
+simple_ranges = 0
+sum_ranges = 0
+distinct_ranges = 0
+order_ranges = 1
 
 [server_options]
 sort_buffer_size = "2M"
