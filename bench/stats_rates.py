@@ -83,7 +83,8 @@ def ratio_rates(rng: np.random.Generator, family: str, cv: float, design: tuple,
     for name, truth in (("coverage", 1.04), ("fp", 1.0), ("power", 0.97)):
         a, b = draw(rng, family, 100.0, cv * ka, (trials, na)), draw(rng, family, 100.0 * truth, cv * kb, (trials, nb))
         moments = (a.mean(1), a.var(1, ddof=1), na, b.mean(1), b.var(1, ddof=1), nb)
-        log_ratio, half = stats.log_ratio_interval(*moments)
+        with np.errstate(invalid="ignore"):  # t3 at 20% CV: a mean below 0 now and then (not covered)
+            log_ratio, half = stats.log_ratio_interval(*moments)
         if name == "coverage":
             out[name] = float(np.mean(np.abs(log_ratio - np.log(truth)) <= half))
         elif name == "power":
