@@ -9,7 +9,8 @@ interval over the m functions of the diff; a change larger than its floor is sig
 Why simultaneous: a diff has hundreds of functions, and a 95% interval per function let
 identical profiles show a "significant" function in most diffs at 3 repeats (measured by
 bench/stats_rates.py). The 5% is spent on the whole diff instead: each function at 0.05 / m
-(Bonferroni; z = 3.8 at m = 300).
+(Bonferroni; z = 3.8 at m = 300), where m counts only the functions with enough samples to
+show a change at all (Tarone): one with 3 samples cannot, whatever the other side has.
 Why pooled: each function's own spread comes from 2-3 repeats a side, and Student t at
 0.05 / m with 2-4 degrees of freedom is 13-90, which would hide every change. The variance
 of a function's per-transaction mean is modelled for all functions together, as limma and
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import optimize, special
@@ -52,6 +54,7 @@ class Floor:
     d0: float  # prior degrees of freedom of the pooled model (inf: it alone; 0: each function alone)
     df: int  # degrees of freedom of the repeats' spread (na + nb - 2; 0: a side has one repeat)
     quantile: float  # the critical value the standard errors are multiplied by
+    tested: int  # m: the functions that could show a change
 
     @property
     def delta(self) -> np.ndarray:
@@ -76,7 +79,7 @@ def _side(counts: np.ndarray, txn: np.ndarray) -> _Side:
     return _Side(values.mean(0), sampling, spread, n)
 
 
-def pearson_phi(spread: np.ndarray, sampling: np.ndarray, scale: np.ndarray) -> float:
+def shared_phi(spread: np.ndarray, sampling: np.ndarray, scale: np.ndarray) -> float:
     """phi such that spread / (sampling + phi * scale) averages to 1 (0 if sampling suffices)."""
 
     def excess(phi: float) -> float:
@@ -105,27 +108,45 @@ def floor(counts_a: np.ndarray, txn_a: np.ndarray, counts_b: np.ndarray, txn_b: 
           alpha: float = ALPHA) -> Floor:  # fmt: skip
     """Per function: A's and B's mean per-transaction values and the noise floor of the change."""
     a, b = _side(counts_a, txn_a), _side(counts_b, txn_b)
-    m = max(1, counts_a.shape[1])
     sampling = a.sampling + b.sampling
-    p = 1 - alpha / (2 * m)
     df = a.n + b.n - 2 if a.n > 1 and b.n > 1 else 0
-    if df == 0:
-        z = float(special.ndtri(p))
-        return Floor(a.mean, b.mean, z * np.sqrt(sampling), 0.0, math.inf, 0, z)
-    spread = a.spread + b.spread
-    scale = a.mean**2 / a.n + b.mean**2 / b.n
-    informs = (counts_a.sum(0) + counts_b.sum(0) >= MIN_COUNT * (a.n + b.n)) & (scale > 0)
-    phi, d0 = 0.0, 0.0
-    if informs.sum() >= MIN_FUNCTIONS:
-        phi = pearson_phi(spread[informs], sampling[informs], scale[informs])
-        model = sampling + phi * scale
-        run_to_run = informs & (phi * scale > sampling)
-        pick = run_to_run if run_to_run.sum() >= MIN_FUNCTIONS else informs
-        d0 = prior_df(spread[pick] / model[pick], df)
+    spread, scale = a.spread + b.spread, a.mean**2 / a.n + b.mean**2 / b.n
+    phi, d0 = 0.0, math.inf
+    if df:
+        informs = counts_a.sum(0) + counts_b.sum(0) >= MIN_COUNT * (a.n + b.n)
+        phi, d0 = _pooled(spread, sampling, scale, informs, df)
     model = sampling + phi * scale
-    if math.isinf(d0):
-        variance, quantile = model, float(special.ndtri(p))
-    else:
-        variance, quantile = (d0 * model + df * spread) / (d0 + df), float(special.stdtrit(d0 + df, p))
+    variance = model if math.isinf(d0) else (d0 * model + df * spread) / (d0 + df)
+    # the floor is never below quantile * sqrt(sampling): a function whose mean A + mean B is
+    # under that cannot show a change, so it does not count in the m of 0.05 / m (Tarone)
+    reach = (a.mean + b.mean) / np.sqrt(sampling)
+    tested = _tested(reach, lambda k: _quantile(d0 + df, 1 - alpha / (2 * k)))
+    quantile = float(_quantile(d0 + df, 1 - alpha / (2 * tested)))
     noise = quantile * np.sqrt(np.maximum(variance, sampling))
-    return Floor(a.mean, b.mean, noise, phi, d0, df, quantile)
+    return Floor(a.mean, b.mean, noise, phi, d0, df, quantile, tested)
+
+
+def _quantile(df: float, p: Any) -> Any:
+    return special.ndtri(p) if math.isinf(df) else special.stdtrit(df, p)
+
+
+def _tested(reach: np.ndarray, quantile: Any) -> int:
+    """The smallest k such that at most k functions could pass the critical value of 0.05 / k."""
+    ks = np.arange(1, len(reach) + 1)
+    if len(ks) == 0:
+        return 1
+    able = len(reach) - np.searchsorted(np.sort(reach), quantile(ks), side="right")
+    return int(ks[np.argmax(able <= ks)])
+
+
+def _pooled(spread: np.ndarray, sampling: np.ndarray, scale: np.ndarray, informs: np.ndarray, df: int
+            ) -> tuple[float, float]:  # fmt: skip
+    """(phi, d0) from the functions with enough samples to inform them; (0, 0) if too few do."""
+    informs = informs & (scale > 0)
+    if informs.sum() < MIN_FUNCTIONS:
+        return 0.0, 0.0
+    phi = shared_phi(spread[informs], sampling[informs], scale[informs])
+    model = sampling + phi * scale
+    run_to_run = informs & (phi * scale > sampling)
+    pick = run_to_run if run_to_run.sum() >= MIN_FUNCTIONS else informs
+    return phi, prior_df(spread[pick] / model[pick], df)

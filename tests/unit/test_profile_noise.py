@@ -13,6 +13,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from scipy import special
 
 from perflab.analyze import profile_diff, profile_noise
 from perflab.analyze.profile import Merged, Profile
@@ -75,11 +76,18 @@ def test_a_real_change_still_shows() -> None:
 
 
 def test_one_repeat_knows_sampling_noise_only() -> None:
-    # one repeat a side: no spread between repeats, the floor is Poisson noise (z at 0.05 / m)
+    # one repeat a side: no spread between repeats, the floor is Poisson noise, z at 0.05 / m
     rng = np.random.default_rng(3)
     fl = profile_noise.floor(*side(rng, SHARE, 4_000, 1, 0.0), *side(rng, SHARE, 4_000, 1, 0.0))
     assert fl.df == 0 and fl.phi == 0.0
-    assert fl.quantile == pytest.approx(3.7648, abs=1e-4)  # normal, two-sided 0.05 / 300
+    assert fl.quantile == pytest.approx(float(special.ndtri(1 - 0.025 / fl.tested)))
+    # m counts the functions that could show a change: not the ~200 with a handful of samples
+    assert 50 < fl.tested < 150
+    # beside 50 functions of 1000 samples (z = 3.29 at 0.05 / 50), 0 samples in A and 9 in B
+    # cannot show a change (9 / sqrt(9 + 1) = 2.8 standard errors at most): m is 50, not 51
+    a, b = np.array([[0.0] + [1000.0] * 50]), np.array([[9.0] + [1000.0] * 50])
+    few = profile_noise.floor(a, np.array([1e4]), b, np.array([1e4]))
+    assert few.tested == 50 and few.noise[0] > few.delta[0]
 
 
 def test_pooled_model_finds_the_shared_run_to_run_noise() -> None:
