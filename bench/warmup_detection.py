@@ -46,6 +46,13 @@ def ramp(n: int, length: int, depth: float, cv: float, rng: random.Random) -> li
     return [rng.gauss(level * (depth + (1 - depth) * min((t + 1) / length, 1.0)), level * cv) for t in range(n)]
 
 
+def steep_end(n: int, length: int, depth: float, cv: float, rng: random.Random) -> list[float]:
+    """The shape of tests/data/workloads/ramp.lua: a pause of (1 - t/length) x each transaction,
+    so throughput 1 / (2 - t/length): from half the steady level, steepest at the end."""
+    level = 100_000.0
+    return [rng.gauss(level / (2 - min((t + 1) / length, 1.0)), level * cv) for t in range(n)]
+
+
 def walk(n: int, rng: random.Random, step: float = 0.008, noise: float = 0.01) -> list[float]:
     level, out = 100_000.0, []
     for _ in range(n):
@@ -57,6 +64,10 @@ def walk(n: int, rng: random.Random, step: float = 0.008, noise: float = 0.01) -
 def window_bias(n: int, length: int, depth: float, start: int) -> float:
     """How far below the steady level the ramp pulls the window's mean."""
     return 1 - statistics.fmean(depth + (1 - depth) * min(t / length, 1.0) for t in range(start + 1, n + 1))
+
+
+def steep_bias(n: int, length: int, start: int) -> float:
+    return 1 - statistics.fmean(1 / (2 - min(t / length, 1.0)) for t in range(start + 1, n + 1))
 
 
 def upper(k: int, n: int) -> float:
@@ -107,15 +118,16 @@ def detection(new: Detect, old: Detect, sims: int) -> None:
     for n, start in ((22, 2), (70, 10)):
         lengths = sorted({max(1, round(n * f)) for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)})
         print(f"{n} s series (MSER-{'5' if n >= 50 else '1'}), window from {start} s; ramp length:")
-        print(f"  {'depth':<6}" + "".join(f"{length:>14}" for length in lengths))
-        for depth in (0.55, 0.8, 0.9, 0.97):
+        print(f"  {'depth':<8}" + "".join(f"{length:>14}" for length in lengths))
+        for depth in (0.55, 0.8, 0.9, 0.97, "ramp.lua"):
             cells = []
             for length in lengths:
-                make = lambda r, n=n, length=length, depth=depth: ramp(n, length, depth, 0.01, r)
+                shape = steep_end if depth == "ramp.lua" else ramp
+                make = lambda r, n=n, length=length, depth=depth, shape=shape: shape(n, length, depth, 0.01, r)
                 k_new, k_old = flagged(new, make, start, sims), flagged(old, make, start, sims)
-                bias = window_bias(n, length, depth, start)
+                bias = window_bias(n, length, depth, start) if depth != "ramp.lua" else steep_bias(n, length, start)
                 cells.append(f"{k_new / sims:>4.0%}/{k_old / sims:<4.0%}b{bias:>3.0%}")
-            print(f"  {depth:<6}" + "".join(f"{c:>14}" for c in cells))
+            print(f"  {depth!s:<8}" + "".join(f"{c:>14}" for c in cells))
 
 
 def main() -> int:

@@ -27,7 +27,10 @@ runs into the measured window, in one of two ways:
   the warm-up lasted at least half the series, so MSER cannot see its end), and the window
   still climbs or falls: its part before that edge differs from the rest by more than 5% and
   its batch means move in one direction beyond what a random walk does (a t-test on their
-  successive differences, p < 0.01).
+  successive differences, p < 0.01);
+- climbing: the window's second half differs from its first by more than 15% (Welch on batch
+  means, p < 0.01) and its thirds move one way: a warm-up whose steepest part comes last leaves
+  MSER too short a steady end to truncate to (seen on real runs of tests/data/workloads/ramp.lua).
 Both are calibrated on a random walk, because QPS on a VM wanders by several percent over a
 minute and a per-second test would call that wander a warm-up. The false-alarm and detection
 rates by ramp length are measured by `bench/warmup_detection.py` and quoted in
@@ -61,6 +64,7 @@ TREND = 0.01  # a late warm-up differs from the rest of the window by more than 
 RAMP = 0.05  # a warm-up longer than half the series must move the window by more than this
 RAMP_ALPHA = 0.01  # significance of a one-directional trend in a long warm-up
 TEST_BATCHES = 6  # batches of the rest that a late warm-up is judged against, where it is long enough
+CLIMB = 0.15  # a drift between the window's halves beyond this is a warm-up, not wander
 MIN_REST = 3  # seconds of window left after a late warm-up below which it cannot be judged
 
 
@@ -133,9 +137,9 @@ def _trim_back(values: list[float], d: int) -> int:
     return d
 
 
-def _drifts(values: list[float]) -> bool:
-    """The two halves differ by more than DRIFT, and Welch's t-test on their batch means
-    (about 5 a half) says it is no chance (p < ALPHA)."""
+def _drifts(values: list[float], threshold: float = DRIFT, alpha: float = ALPHA) -> bool:
+    """The two halves differ by more than `threshold`, and Welch's t-test on their batch means
+    (about 5 a half) says it is no chance (p < `alpha`)."""
     size = max(1, len(values) // 10)
     values = [statistics.fmean(values[i : i + size]) for i in range(0, len(values) - size + 1, size)]
     half = len(values) // 2
@@ -143,11 +147,11 @@ def _drifts(values: list[float]) -> bool:
     if len(first) < 2 or len(second) < 2:
         return False
     a, b = statistics.fmean(first), statistics.fmean(second)
-    if abs(b - a) <= DRIFT * abs(a):
+    if abs(b - a) <= threshold * abs(a):
         return False
     if statistics.variance(first) + statistics.variance(second) == 0:
         return True
-    return welch_p(first, second) < ALPHA
+    return welch_p(first, second) < alpha
 
 
 def _differs(head: list[float], tail: list[float]) -> bool:
@@ -186,6 +190,14 @@ def _ramps(head: list[float], tail: list[float], window: list[float]) -> bool:
         return True
     t = abs(statistics.fmean(steps)) / (spread / math.sqrt(len(steps)))
     return t_two_sided_p(t, len(steps) - 1) < RAMP_ALPHA
+
+
+def _one_way(values: list[float], drift: float) -> bool:
+    """The window's thirds move in the drift's direction: a warm-up climbs (or falls) all the
+    way; a wander that happens to end far from where it began seldom does."""
+    third = len(values) // 3
+    means = [statistics.fmean(values[i * third : (i + 1) * third]) for i in range(3)] if third else []
+    return len(means) == 3 and (means[0] < means[1] < means[2] if drift > 0 else means[0] > means[1] > means[2])
 
 
 def _batch_means(values: list[float], size: int) -> list[float]:
@@ -239,11 +251,19 @@ def detect(intervals: list[dict[str, Any]], window_start: float, threshold: floa
     if reason is None and not ok and len(window) < 4:
         reason = f"the series did not settle and the window is too short to tell ({len(window)} s)"
     # A drift inside the window is reported, not excluded: on a VM QPS wanders several percent
-    # over a minute, and the spread between repeats (the interval) already carries it.
-    drift = None
-    if _drifts(window):
-        half = len(window) // 2
-        drift = statistics.fmean(window[half:]) / statistics.fmean(window[:half]) - 1
+    # over a minute, and the spread between repeats (the interval) already carries it. A drift
+    # beyond what wander does (CLIMB) is a warm-up MSER could not place: one whose steepest part
+    # comes last leaves too short a steady end for MSER to truncate to.
+    half = len(window) // 2
+    change = statistics.fmean(window[half:]) / statistics.fmean(window[:half]) - 1 if half else 0.0
+    climbs = _drifts(window, CLIMB, RAMP_ALPHA) and _one_way(window, change)
+    drift = change if climbs or _drifts(window) else None
+    if reason is None and climbs:
+        remedy = f"set warmup (or max_warmup) to at least {math.ceil(max(window_start * 2, window_start + 10))} s"
+        reason = (
+            f"the window {'climbs' if change > 0 else 'falls'} by {change:+.0%} from its first half to its "
+            f"second: the warm-up has not ended; {remedy}"
+        )
     steady = [q for t, q in series if t > max(window_start, warmup_s)] or values
     stalls = find_stalls(series, threshold * statistics.median(steady))
     return SteadyState(warmup_s, f"mser-{batch}", reason is None, window_start, reason, stalls, drift)

@@ -150,6 +150,57 @@ def test_a_ramp_as_long_as_the_series_is_unsettled() -> None:
         assert not state.settled and "half the series" in state.reason, state.reason
 
 
+# Recorded on this VM (tests/integration/test_warmup.py's run, idle machine): ramp.lua with a
+# 15 s ramp, steepest at its end, so only the last 3 s are steady and MSER truncates nothing;
+# and the same script without a ramp, whose server still warmed up by 25% over 18 s.
+REAL_LONG_RAMP = [
+    21926,
+    19799,
+    21820,
+    23153,
+    25702,
+    26299,
+    28291,
+    29329,
+    31441,
+    30218,
+    30248,
+    37864,
+    40367,
+    43960,
+    42093,
+    76416,
+    69889,
+    73011,
+]
+REAL_SLOW_SERVER = [
+    67875,
+    69470,
+    76154,
+    74217,
+    73983,
+    76960,
+    76526,
+    82818,
+    77474,
+    82812,
+    84653,
+    88059,
+    93072,
+    90601,
+    91340,
+    89480,
+    94548,
+    87542,
+]
+
+
+@pytest.mark.parametrize("values", [REAL_LONG_RAMP, REAL_SLOW_SERVER])
+def test_recorded_climbs_are_unsettled(values: list[int]) -> None:
+    state = steady.detect(series([float(v) for v in values]), window_start=2)
+    assert not state.settled and "climbs" in state.reason and state.drift > 0.15, state.reason
+
+
 def test_too_little_window_left_after_a_late_warmup() -> None:
     values = [20_000.0 + 4_000 * t for t in range(20)] + [100_000.0, 100_500.0]
     state = steady.detect(series(values), window_start=2)

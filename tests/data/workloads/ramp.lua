@@ -1,7 +1,7 @@
 #!/usr/bin/sysbench
 -- oltp_read_only with a synthetic warm-up: for its first --ramp-seconds, every transaction
--- is followed by a pause of (1 - elapsed/ramp) x its own duration, so throughput starts at
--- about half the steady rate and climbs linearly to it. Used by the integration test of
+-- is followed by a pause of 3 x (1 - elapsed/ramp) x its own duration, so throughput starts at
+-- about a quarter of the steady rate and climbs to it, steepest at the end. Used by the integration test of
 -- warm-up detection (a warm-up that runs into the measured window must be caught).
 
 dofile("/usr/share/sysbench/oltp_read_only.lua")
@@ -35,6 +35,6 @@ function event()
    local ramp = sysbench.opt.ramp_seconds
    local elapsed = begin - started
    if ramp > 0 and elapsed < ramp then
-      ffi.C.usleep(math.floor((now() - begin) * (1 - elapsed / ramp) * 1e6))
+      ffi.C.usleep(math.floor((now() - begin) * 3 * (1 - elapsed / ramp) * 1e6))
    end
 end
