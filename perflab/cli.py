@@ -301,13 +301,16 @@ def compare_cmd(directories: tuple[Path, ...], baselines: tuple[str, ...], metri
 
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "csv", "seconds-csv", "comparisons-csv"]), default="json",
+              show_default=True, help="csv: one row per cell; seconds-csv: per second; comparisons-csv: verdicts")  # fmt: skip
 def export(directory: Path, fmt: str) -> None:
-    """Print the results of DIRECTORY in the documented interchange format."""
+    """Print the results of DIRECTORY in a documented interchange format (docs/results-format.md):
+    JSON, or CSV with one column per axis."""
+    from perflab.report import csv_export  # noqa: PLC0415
     from perflab.report import export as exporter  # noqa: PLC0415
 
     with Results(directory) as results:
-        click.echo(exporter.to_json(results) if fmt == "json" else exporter.to_csv(results), nl=fmt == "json")
+        click.echo(exporter.to_json(results) if fmt == "json" else csv_export.FORMATS[fmt](results), nl=fmt == "json")
 
 
 @main.command()
