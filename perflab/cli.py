@@ -23,7 +23,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from perflab import __version__, hostinfo, preflight, spec
 from perflab.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, PerflabError, UsageError
 from perflab.store.results import Results
-from perflab.units import format_duration
 
 # Wide tables when piped (CI logs, files); the terminal's own width otherwise.
 out = Console(width=None if sys.stdout.isatty() else 150)
@@ -68,10 +67,15 @@ def main() -> None:
 @click.option("--resume", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
               help="continue the interrupted run in DIR: only the cells it has not stored, on the same dataset")  # fmt: skip
 @click.option("--check", is_flag=True, help="validate the experiment file and exit")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="with --check: the matrix and estimate as JSON")  # fmt: skip
 @click.option("--allow-concurrent", is_flag=True, envvar="PERFLAB_ALLOW_CONCURRENT",
               help="run even while another perflab run uses this machine (both will be disturbed)")  # fmt: skip
-def run(experiment: Path | None, output: Path | None, resume: Path | None, check: bool, allow_concurrent: bool) -> None:
+def run(experiment: Path | None, output: Path | None, resume: Path | None, check: bool, fmt: str,
+        allow_concurrent: bool) -> None:  # fmt: skip
     """Run every cell of EXPERIMENT and store the results (or finish an interrupted run)."""
+    if fmt == "json" and not check:
+        raise UsageError("--format json describes a --check only", "perflab run FILE.toml --check --format json")
     if resume is not None:
         if experiment is not None or output is not None:
             raise UsageError("--resume DIR takes neither an EXPERIMENT file nor -o", "perflab run --resume DIR")
@@ -85,7 +89,13 @@ def run(experiment: Path | None, output: Path | None, resume: Path | None, check
     from perflab.run.scheduler import Scheduler, estimate_seconds  # noqa: PLC0415 - keeps `report` light
 
     cells = exp.cells()
-    _announce(exp, cells, estimate_seconds)
+    from perflab.report import plan  # noqa: PLC0415
+
+    matrix = plan.plan(exp, len(cells), estimate_seconds)
+    if check and fmt == "json":
+        click.echo(json.dumps(matrix, indent=2))
+        return
+    out.print(plan.line(matrix))
     if check:
         return
     if resume is not None:
@@ -104,24 +114,6 @@ def run(experiment: Path | None, output: Path | None, resume: Path | None, check
         if not allow_concurrent:
             stack.enter_context(MachineLock(output))
         _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None)
-
-
-def _announce(exp: spec.Experiment, cells: list, estimate_seconds: Any) -> None:
-    file = exp.file
-    axes = " x ".join(f"{len(v)} {a}" for a, v in file.variants.items()) or "1 variant"
-    e = file.experiment
-    if e.adaptive:
-        per_round = len(cells) // e.min_repeats
-        most = f", up to {per_round * e.max_repeats} cells ({format_duration(estimate_seconds(exp, per_round * e.max_repeats))})"
-        if e.time_budget:
-            most += f" within a time budget of {format_duration(e.time_budget)}"
-        repeats = f"{e.min_repeats}+ repeats (auto, target ±{e.target_ci:.1%})"
-    else:
-        most, repeats = "", f"{e.repeats} repeats"
-    out.print(
-        f"[bold]{exp.name}[/]: {axes} x {len(file.workload.threads)} thread counts x {repeats} "
-        f"= [bold]{len(cells)} cells[/], estimated {format_duration(estimate_seconds(exp))}{most}"
-    )
 
 
 def _resumable(directory: Path) -> tuple[spec.Experiment, int]:
@@ -223,8 +215,9 @@ BASELINE = click.option(
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @BASELINE
-@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html"]), default="text", show_default=True,
-              help="markdown: GitHub tables, charts as SVG files beside -o; html: one self-contained file")  # fmt: skip
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html", "json"]), default="text",
+              show_default=True, help="markdown: GitHub tables, charts as SVG files beside -o; html: one "
+              "self-contained file; json: the tables and warnings as data")  # fmt: skip
 @click.option("--html", "html_flag", is_flag=True, help="same as --format html")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="write the report to this file (html: default DIR/report.html; markdown: stdout, without charts)")  # fmt: skip
@@ -238,9 +231,14 @@ def report(directory: Path, baselines: tuple[str, ...], fmt: str, html_flag: boo
     if html_flag and fmt not in ("text", "html"):
         raise UsageError(f"--html and --format {fmt} contradict each other", "pass one of them")
     fmt = "html" if html_flag else fmt
-    if fmt == "text" and output is not None:
+    if fmt in ("text", "json") and output is not None:
         raise UsageError("-o applies to --html and --format markdown", "perflab report DIR --html -o report.html")
     with Results(directory) as results:
+        if fmt == "json":
+            from perflab.report import export  # noqa: PLC0415
+
+            click.echo(json.dumps(export.report_document(*summary.load(results), list(baselines)), indent=2))
+            return
         if fmt == "text":
             meta, cells = summary.load(results)
             text.render(out, meta, cells, list(baselines))
@@ -259,13 +257,17 @@ def report(directory: Path, baselines: tuple[str, ...], fmt: str, html_flag: boo
 @click.option("--confidence", type=click.FloatRange(50, 99.99), default=95.0, show_default=True,
               help="confidence level of the intervals, in percent")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def compare_cmd(directories: tuple[Path, ...], baselines: tuple[str, ...], metric: str, confidence: float, fmt: str) -> None:
+@click.option("--fail-on", "fail_on", metavar="slower[:THRESHOLD]",
+              help="exit 4 when a comparison is `slower` by more than THRESHOLD (e.g. slower:5%), for CI")  # fmt: skip
+def compare_cmd(directories: tuple[Path, ...], baselines: tuple[str, ...], metric: str, confidence: float, fmt: str,
+                fail_on: str | None) -> None:  # fmt: skip
     """Verdicts: with one DIR, each variant against the baseline per thread count (ratio, its
     CI, faster / slower / no significant difference), plus each axis's own effect; with
     DIR_A DIR_B, the cells of B against the same cells of A (before/after)."""
-    from perflab.analyze import compare, summary  # noqa: PLC0415
+    from perflab.analyze import compare, gate, summary  # noqa: PLC0415
     from perflab.report import text  # noqa: PLC0415
 
+    threshold = gate.parse(fail_on) if fail_on is not None else None
     level = confidence / 100
     if len(directories) > 2:
         raise UsageError("compare takes one results directory, or two (A B)", "perflab compare DIR | DIR_A DIR_B")
@@ -297,6 +299,21 @@ def compare_cmd(directories: tuple[Path, ...], baselines: tuple[str, ...], metri
         err.print(f"[yellow]note:[/] {escape(note)}")
     if not rows:
         raise UsageError("nothing to compare", "the results need two variants, or two directories with the same cells")
+    if threshold is not None:
+        _gate(threshold, rows)
+
+
+def _gate(threshold: Any, rows: list) -> None:
+    """`--fail-on`: RegressionError (exit 4) naming every comparison slower beyond the threshold."""
+    from perflab.analyze import gate  # noqa: PLC0415
+    from perflab.errors import RegressionError  # noqa: PLC0415
+
+    unjudged = gate.unjudged(rows)
+    if unjudged:
+        err.print(f"[yellow]note:[/] --fail-on cannot judge {unjudged} comparison(s) without a verdict (too few repeats)")
+    failed = threshold.failures(rows)
+    if failed:
+        raise RegressionError(gate.message(threshold, failed), "exit code 4; see docs/methodology.md (verdicts)")
 
 
 @main.command()
@@ -315,7 +332,8 @@ def export(directory: Path, fmt: str) -> None:
 
 @main.command()
 @click.option("--clean", is_flag=True, help="stop and remove what killed perflab runs left behind")
-def doctor(clean: bool) -> None:
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def doctor(clean: bool, fmt: str) -> None:
     """Which tools and allocators are present, which are missing and how to get them; what
     killed runs left behind (--clean removes it)."""
     from perflab import doctor as doc  # noqa: PLC0415
@@ -323,7 +341,12 @@ def doctor(clean: bool) -> None:
     if clean:
         doc.clean(out)
         return
-    if not doc.render(out):
+    facts = doc.collect()
+    if fmt == "json":
+        click.echo(json.dumps(facts, indent=2))
+    else:
+        doc.render(out, facts)
+    if not facts["ok"]:
         sys.exit(EXIT_ENVIRONMENT)
 
 
