@@ -59,8 +59,17 @@ def _clone(template: dict, cid: int, variant: dict, repeat: int, factor: float) 
     key = ",".join(f"{a}={lbl}" for a, lbl in variant.items()) + f"/t2/r{repeat}"
     stalls = [{"start_s": 1, "end_s": 2, "min_qps": 10.0, "kind": "low"}] if cid == 5 else []
     resources = {**template["resources"], "minor_faults_per_txn": 64.0 if "32M" in variant.values() else 0.0}
-    return {**template, "id": cid, "key": key, "variant": variant, "repeat": repeat, "summary": figures,
-            "stalls": stalls, "resources": resources, "error": None}  # fmt: skip
+    return {
+        **template,
+        "id": cid,
+        "key": key,
+        "variant": variant,
+        "repeat": repeat,
+        "summary": figures,
+        "stalls": stalls,
+        "resources": resources,
+        "error": None,
+    }
 
 
 @pytest.fixture()
@@ -138,13 +147,13 @@ def test_views_equal_the_csv_and_the_json_export(matrix: Path):
     flat = query(matrix, "SELECT * FROM cells_flat ORDER BY id")
     assert [list(r.keys()) for r in flat[:1]] == [list(rows(cells_csv)[0])]
     for row, line in zip(flat, rows(cells_csv), strict=True):
-        assert {k: as_csv(row[k]) for k in row.keys()} == line
+        assert {k: as_csv(v) for k, v in dict(row).items()} == line
     for row, cell in zip(flat, doc["cells"], strict=True):
         assert row["allocator"] == cell["variant"]["allocator"] and row["qps"] == cell["summary"]["qps"]
         assert row["latency_p95_ms"] == cell["summary"]["latency_ms"]["p95"]
         assert row["minor_faults_per_txn"] == cell["resources"]["minor_faults_per_txn"]
     seconds = query(matrix, "SELECT * FROM seconds_flat ORDER BY cell_id, t")
-    assert [{k: as_csv(r[k]) for k in r.keys()} for r in seconds] == rows(seconds_csv)
+    assert [{k: as_csv(v) for k, v in dict(r).items()} for r in seconds] == rows(seconds_csv)
     (stall,) = query(matrix, "SELECT * FROM stalls_flat")
     assert (stall["cell_id"], stall["start_s"], stall["kind"]) == (5, 1, "low") and stall["sort_buffer"] == "32M"
     assert len(query(matrix, "SELECT * FROM rss_flat")) == sum(len(c["rss_samples"]) for c in doc["cells"])
@@ -172,7 +181,10 @@ def test_views_of_an_existing_directory_without_them(tmp_path: Path):
     assert query(copy, "SELECT name FROM sqlite_master WHERE type = 'view'") == []  # recorded before views
     with Results(copy):
         pass
-    assert [r["allocator"] for r in query(copy, "SELECT allocator FROM cells_flat ORDER BY id")][:2] == ["glibc", "jemalloc"]
+    assert [r["allocator"] for r in query(copy, "SELECT allocator FROM cells_flat ORDER BY id")][:2] == [
+        "glibc",
+        "jemalloc",
+    ]
 
 
 def test_axis_columns_never_collide():
@@ -206,8 +218,11 @@ def test_report_json_holds_the_tables_and_findings(matrix: Path):
 
 
 def test_cli_export_formats(matrix: Path):
-    for fmt, first in (("csv", "id,order,variant,allocator,sort_buffer"), ("seconds-csv", "cell_id,variant,allocator"),
-                       ("comparisons-csv", "kind,metric,threads,axis,variant,allocator")):  # fmt: skip
+    for fmt, first in (
+        ("csv", "id,order,variant,allocator,sort_buffer"),
+        ("seconds-csv", "cell_id,variant,allocator"),
+        ("comparisons-csv", "kind,metric,threads,axis,variant,allocator"),
+    ):
         done = perflab("export", str(matrix), "--format", fmt)
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith(first) and done.stdout.endswith("\n") and not done.stdout.endswith("\n\n")

@@ -21,7 +21,9 @@ from tests.unit.test_exports import build_matrix
 
 STACKS = {
     "2M": Counter({"start_thread;do_command;filesort;my_malloc": 40, "start_thread;do_command;sort_buffer": 60}),
-    "32M": Counter({"start_thread;do_command;filesort;my_malloc;mmap_[k]": 90, "start_thread;do_command;sort_buffer": 60}),
+    "32M": Counter(
+        {"start_thread;do_command;filesort;my_malloc;mmap_[k]": 90, "start_thread;do_command;sort_buffer": 60}
+    ),
 }
 
 
@@ -34,11 +36,22 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
             stacks = STACKS[cell["variant"]["sort_buffer"]]
             txn = cell["summary"]["transactions"]
             path = folded.write(folded.base(directory, cell["id"], "perf"), stacks, {"transactions": txn})
-            results.commit_profile({
-                "cell_id": cell["id"], "source": "perf", "phase": "measured", "path": str(path.relative_to(directory)),
-                "samples": sum(stacks.values()), "seconds": 2.0, "transactions": txn, "window_transactions": txn,
-                "frequency_hz": 99.0, "call_graph": "fp", "quality": {"notes": []}, "top": [],
-            })  # fmt: skip
+            results.commit_profile(
+                {
+                    "cell_id": cell["id"],
+                    "source": "perf",
+                    "phase": "measured",
+                    "path": str(path.relative_to(directory)),
+                    "samples": sum(stacks.values()),
+                    "seconds": 2.0,
+                    "transactions": txn,
+                    "window_transactions": txn,
+                    "frequency_hz": 99.0,
+                    "call_graph": "fp",
+                    "quality": {"notes": []},
+                    "top": [],
+                }
+            )
     return directory
 
 

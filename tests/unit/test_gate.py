@@ -101,7 +101,9 @@ def test_plan_line_and_data(tmp_path: Path):
     p = plan.plan(exp, len(exp.cells()), lambda e, n=None: 100.0 if n is None else 10.0 * n)
     assert p["cells"] == 12 and p["axes"] == {"allocator": ["glibc", "jemalloc"]} and p["threads"] == [1, 2]
     assert p["estimated_s"] == 100.0 and p["adaptive"] is None
-    assert plan.line(p) == "[bold]plan[/]: 2 allocator x 2 thread counts x 3 repeats = [bold]12 cells[/], estimated 1m40s"
+    assert (
+        plan.line(p) == "[bold]plan[/]: 2 allocator x 2 thread counts x 3 repeats = [bold]12 cells[/], estimated 1m40s"
+    )
     auto = spec.parse(EXPERIMENT.replace("repeats = 3", 'repeats = "auto"\nmax_repeats = 5'), "auto.toml")
     a = plan.plan(auto, len(auto.cells()), lambda e, n=None: 100.0 if n is None else 10.0 * n)
     assert a["adaptive"]["max_cells"] == 20 and a["adaptive"]["max_estimated_s"] == 200.0
