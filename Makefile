@@ -41,20 +41,26 @@ python:
 
 # Without a Rust newer than INFERNO_RUSTC, Debian's own cargo (the ordinary apt way) builds the
 # older inferno; when that cannot be had either, one line says so and setup goes on.
-INFERNO_LOG = /tmp/perflab-inferno-build.log
+# A failed attempt is remembered in INFERNO_SKIPPED (delete it to try again), so that setup, run
+# before every `make test`, does not retry a build that cannot succeed.
+INFERNO_LOG = build/inferno-build.log
+INFERNO_SKIPPED = build/inferno-skipped
 inferno:
 	@if command -v inferno-flamegraph >/dev/null || [ -x $$HOME/.cargo/bin/inferno-flamegraph ]; then \
 		echo "inferno: present"; \
+	elif [ -f $(INFERNO_SKIPPED) ] && ! [ -x "$(CARGO)" -a "$(CARGO)" != /usr/bin/cargo ]; then \
+		echo "inferno: $$(cat $(INFERNO_SKIPPED))"; \
 	elif [ -x "$(CARGO)" ] && printf '%s\n' $(INFERNO_RUSTC) "$$("$$(dirname "$(CARGO)")/rustc" --version | cut -d' ' -f2)" \
 			| sort -C -V; then \
 		echo "installing inferno $(INFERNO_VERSION) with cargo"; \
 		"$(CARGO)" install --locked --quiet inferno --version $(INFERNO_VERSION); \
-	elif { [ -x /usr/bin/cargo ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	elif mkdir -p build && { [ -x /usr/bin/cargo ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			cargo >$(INFERNO_LOG) 2>&1; } && echo "installing inferno $(INFERNO_DEBIAN_VERSION) with Debian's cargo" \
 			&& /usr/bin/cargo install --locked --quiet inferno --version $(INFERNO_DEBIAN_VERSION) --root /usr/local \
 			>>$(INFERNO_LOG) 2>&1; then \
 		echo "inferno: installed $(INFERNO_DEBIAN_VERSION) in /usr/local/bin"; \
-	else echo "inferno: not installed (no Rust >= $(INFERNO_RUSTC), and Debian's cargo failed: $(INFERNO_LOG)); $(NO_FLAMES)"; fi
+	else echo "not installed (no Rust >= $(INFERNO_RUSTC), and Debian's cargo failed: $(INFERNO_LOG)); $(NO_FLAMES)" \
+			>$(INFERNO_SKIPPED); echo "inferno: $$(cat $(INFERNO_SKIPPED))"; fi
 
 demo: setup
 	@# exit 1 (some cells failed) still has a report worth reading; 2, 3 and 130 do not
