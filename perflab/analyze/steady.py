@@ -14,9 +14,24 @@ over d in the first half of the series; batch means of m = 5 seconds damp the no
 single seconds. Why MSER and not a change-point test: a warm-up is a transient, not a step
 between two steady levels, and MSER needs no model of its shape and no tuning threshold;
 it is the method the simulation-output literature recommends for automatic truncation.
-When the minimum falls at the end of the admissible half, the series never settled (the
-rule's own failure criterion). Series shorter than 10 batches of 5 use m = 1 (MSER),
-because a handful of batch means carries no information; the method string says which.
+Series shorter than 10 batches of 5 use m = 1 (MSER), because a handful of batch means
+carries no information; the method string says which.
+
+A cell is unsettled (left out of intervals and verdicts, never averaged in) when its warm-up
+runs into the measured window, in one of two ways:
+- late: MSER cuts seconds after the window start, and those seconds (the head) lie outside
+  what the rest of the window does over stretches of up to the head's length (a prediction
+  test on the rest's batch means, at least 6 of them where the rest is long enough, p < 0.001,
+  and more than 1% apart);
+- long: the minimum falls at the end of the admissible half (the rule's own failure criterion:
+  the warm-up lasted at least half the series, so MSER cannot see its end), and the window
+  still climbs or falls: its part before that edge differs from the rest by more than 5% and
+  its batch means move in one direction beyond what a random walk does (a t-test on their
+  successive differences, p < 0.01).
+Both are calibrated on a random walk, because QPS on a VM wanders by several percent over a
+minute and a per-second test would call that wander a warm-up. The false-alarm and detection
+rates by ramp length are measured by `bench/warmup_detection.py` and quoted in
+docs/methodology.md.
 
 Stalls: seconds whose QPS is below `threshold` x the median of the measured window
 (default 50%), merged into windows; a gap in sysbench's once-a-second reports (its
@@ -29,6 +44,7 @@ is a stall too, of unknown depth (`min_qps` = 0, `kind` = "no-report").
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -41,7 +57,11 @@ BATCH = 5
 MIN_BATCHES = 10
 ALPHA = 0.001  # significance of a drift or a late warm-up
 DRIFT = 0.03  # a window whose halves differ by more than this is reported as drifting
-TREND = 0.01  # a 1% difference between the halves of the steady part is a drift
+TREND = 0.01  # a late warm-up differs from the rest of the window by more than this
+RAMP = 0.05  # a warm-up longer than half the series must move the window by more than this
+RAMP_ALPHA = 0.01  # significance of a one-directional trend in a long warm-up
+TEST_BATCHES = 6  # batches of the rest that a late warm-up is judged against, where it is long enough
+MIN_REST = 3  # seconds of window left after a late warm-up below which it cannot be judged
 
 
 @dataclass
@@ -82,7 +102,7 @@ def mser_truncation(values: list[float], batch: int = BATCH) -> tuple[int, bool]
     # suffix sums give every MSER(d) in O(n)
     total = sum(means)
     total_sq = sum(x * x for x in means)
-    for k in range(0, n // 2 + 1):
+    for k in range(n // 2 + 1):
         left = n - k
         mean = total / left
         sse = max(total_sq - left * mean * mean, 0.0)
@@ -133,27 +153,68 @@ def _drifts(values: list[float]) -> bool:
 def _differs(head: list[float], tail: list[float]) -> bool:
     """The head (the seconds after the window start that MSER cuts) is no sample of the
     steady rest: it differs by more than TREND from the rest's mean, and lies outside what
-    the rest does over stretches of the same length (a prediction test on the rest's batch
-    means, p < ALPHA). Batch means, not seconds: QPS on a VM wanders by several percent
-    over tens of seconds, and seconds next to each other are correlated, so a per-second
-    t-test would call that wander a warm-up."""
-    size = len(head)
-    batches = [statistics.fmean(tail[i : i + size]) for i in range(0, len(tail) - size + 1, size)]
-    if len(batches) < 3:
-        return False
-    a, b = statistics.fmean(head), statistics.fmean(batches)
+    the rest does over stretches of up to the head's length (a prediction test on the rest's
+    batch means, p < ALPHA). Batch means, not seconds: seconds next to each other are
+    correlated. Batches shorter than the head where the rest holds fewer than TEST_BATCHES of
+    the head's length: a mean over a shorter stretch varies at least as much (conservative),
+    and three batches (2 degrees of freedom) would let a 25% ramp through."""
+    a, b = statistics.fmean(head), statistics.fmean(tail)
     if abs(a - b) <= TREND * abs(b):
         return False
+    size = max(1, min(len(head), len(tail) // TEST_BATCHES))
+    batches = _batch_means(tail, size)
     spread = statistics.stdev(batches)
     if spread == 0:
         return True
-    t = abs(a - b) / (spread * math.sqrt(1 + 1 / len(batches)))
+    t = abs(a - statistics.fmean(batches)) / (spread * math.sqrt(1 + 1 / len(batches)))
     return t_two_sided_p(t, len(batches) - 1) < ALPHA
 
 
-def detect(
-    intervals: list[dict[str, Any]], window_start: float, threshold: float = STALL_THRESHOLD
-) -> SteadyState:
+def _ramps(head: list[float], tail: list[float], window: list[float]) -> bool:
+    """A warm-up longer than half the series: the window before MSER's edge (head) differs
+    from the rest by more than RAMP, and the window's batch means keep moving one way: the
+    mean of their successive differences is non-zero (t-test, p < RAMP_ALPHA). A random walk's
+    differences have mean zero, so wander rarely passes; a ramp's are all of one sign."""
+    if abs(statistics.fmean(head) / statistics.fmean(tail) - 1) <= RAMP:
+        return False
+    means = _batch_means(window, max(1, len(window) // 10))
+    steps = [b - a for a, b in itertools.pairwise(means)]
+    if len(steps) < 2:
+        return False
+    spread = statistics.stdev(steps)
+    if spread == 0:
+        return True
+    t = abs(statistics.fmean(steps)) / (spread / math.sqrt(len(steps)))
+    return t_two_sided_p(t, len(steps) - 1) < RAMP_ALPHA
+
+
+def _batch_means(values: list[float], size: int) -> list[float]:
+    return [statistics.fmean(values[i : i + size]) for i in range(0, len(values) - size + 1, size)]
+
+
+def _unsettled(
+    head: list[float], tail: list[float], window: list[float], edge: bool, warmup_s: float, window_start: float
+) -> str | None:
+    """Why the warm-up runs into the window, or None."""
+    if not head:
+        return None
+    where = f"the warm-up lasted until {warmup_s:.0f} s, past the window start at {window_start:.0f} s"
+    # MSER ends a ramp where it meets the noise, a little before it flattens: leave room
+    remedy = f"; set warmup (or max_warmup) to at least {math.ceil(max(warmup_s + 2, 1.5 * warmup_s))} s"
+    if len(tail) < MIN_REST:
+        return f"{where}, leaving {len(tail)} s of the window{remedy}"
+    change = f"{statistics.fmean(head) / statistics.fmean(tail) - 1:+.1%}"
+    if _differs(head, tail):
+        return f"{where} (those seconds differ by {change}){remedy}"
+    if edge and _ramps(head, tail, window):
+        return (
+            f"the warm-up lasted at least until {warmup_s:.0f} s, half the series, and the window still "
+            f"ramps ({change} before that point){remedy}"
+        )
+    return None
+
+
+def detect(intervals: list[dict[str, Any]], window_start: float, threshold: float = STALL_THRESHOLD) -> SteadyState:
     """Warm-up end and stalls of one cell; `window_start` is where its measured window began."""
     series = sorted((iv["t"], iv["qps"]) for iv in intervals if iv.get("qps") is not None)
     if len(series) < 4:
@@ -162,21 +223,20 @@ def detect(
     values = [q for _, q in series]
     batch = BATCH if len(values) // BATCH >= MIN_BATCHES else 1
     d, ok = mser_truncation(values, batch)
-    d = _trim_back(values, d)
+    # At the edge the rest is no steady part to measure the trim-back against.
+    edge = d >= (len(values) // batch // 2) * batch
+    if not edge:
+        d = _trim_back(values, d)
     # d counts reports; the warm-up ends at the t of the last report it removes
     warmup_s = float(series[d - 1][0]) if d > 0 else 0.0
     # MSER always trims something from a noisy series; what makes a cell unsettled is a
-    # measured window that still moves: seconds at its start that MSER would cut and that
-    # differ from the rest beyond noise, or a drift between its halves (which also covers
-    # a series MSER finds never settles).
+    # measured window that still moves: seconds at its start that MSER cuts and that differ
+    # from the rest beyond noise, or a warm-up too long for MSER that still ramps.
     window = [q for t, q in series if t > window_start]
     head = [q for t, q in series if window_start < t <= warmup_s]
     tail = [q for t, q in series if t > max(window_start, warmup_s)]
-    reason = None
-    if head and _differs(head, tail):
-        reason = (f"the warm-up lasted until {warmup_s:.0f} s, past the window start at {window_start:.0f} s "
-                  f"(those seconds differ by {statistics.fmean(head) / statistics.fmean(tail) - 1:+.1%})")  # fmt: skip
-    elif not ok and len(window) < 4:
+    reason = _unsettled(head, tail, window, edge, warmup_s, window_start)
+    if reason is None and not ok and len(window) < 4:
         reason = f"the series did not settle and the window is too short to tell ({len(window)} s)"
     # A drift inside the window is reported, not excluded: on a VM QPS wanders several percent
     # over a minute, and the spread between repeats (the interval) already carries it.
@@ -233,7 +293,11 @@ def window_figures(intervals: list[dict[str, Any]], window_start: float, qps_mea
     95% CI from batch means of its per-second QPS (about 10 batches: seconds next to each
     other are correlated, batches of several seconds much less), and the CV of the
     per-second QPS (the cell's own second-to-second noise)."""
-    values = [iv["qps"] for iv in sorted(intervals, key=lambda iv: iv["t"]) if iv["t"] > window_start and iv.get("qps") is not None]
+    values = [
+        iv["qps"]
+        for iv in sorted(intervals, key=lambda iv: iv["t"])
+        if iv["t"] > window_start and iv.get("qps") is not None
+    ]
     size = max(1, len(values) // 10)
     batches = [statistics.fmean(values[i : i + size]) for i in range(0, len(values) - size + 1, size)]
     interval = ci(batches)
@@ -249,15 +313,19 @@ def window_figures(intervals: list[dict[str, Any]], window_start: float, qps_mea
     }
 
 
-def cell_fields(intervals: list[dict[str, Any]], window_start: float, qps: float | None,
-                threshold: float = STALL_THRESHOLD) -> dict[str, Any]:  # fmt: skip
+def cell_fields(
+    intervals: list[dict[str, Any]], window_start: float, qps: float | None, threshold: float = STALL_THRESHOLD
+) -> dict[str, Any]:
     """A cell's stored steady-state fields, from its whole per-second series."""
     state = detect(intervals, window_start, threshold)
     return {
-        "warmup_s": state.warmup_s, "warmup_method": state.method, "settled": state.settled,
-        "unsettled_reason": state.reason, "stalls": [stall.to_dict() for stall in state.stalls],
+        "warmup_s": state.warmup_s,
+        "warmup_method": state.method,
+        "settled": state.settled,
+        "unsettled_reason": state.reason,
+        "stalls": [stall.to_dict() for stall in state.stalls],
         "steady": {**window_figures(intervals, window_start, qps), "drift": state.drift},
-    }  # fmt: skip
+    }
 
 
 def complete(cell: dict[str, Any], intervals: list[dict[str, Any]], threshold: float = STALL_THRESHOLD) -> None:
