@@ -43,6 +43,10 @@ python:
 # older inferno; when that cannot be had either, one line says so and setup goes on.
 # A failed attempt is remembered in INFERNO_SKIPPED (delete it to try again), so that setup, run
 # before every `make test`, does not retry a build that cannot succeed.
+# Debian's cargo 0.66 reads the crates.io index from its git repository on github.com; where only
+# crates.io itself is reachable, the same build is retried on the sparse index (stable from cargo
+# 1.68 on; in 0.66 an unstable flag, hence RUSTC_BOOTSTRAP=1 for that one command).
+DEBIAN_CARGO_INSTALL = /usr/bin/cargo install --locked --quiet inferno --version $(INFERNO_DEBIAN_VERSION) --root /usr/local
 INFERNO_LOG = build/inferno-build.log
 INFERNO_SKIPPED = build/inferno-skipped
 inferno:
@@ -56,8 +60,8 @@ inferno:
 		"$(CARGO)" install --locked --quiet inferno --version $(INFERNO_VERSION); \
 	elif mkdir -p build && { [ -x /usr/bin/cargo ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			cargo >$(INFERNO_LOG) 2>&1; } && echo "installing inferno $(INFERNO_DEBIAN_VERSION) with Debian's cargo" \
-			&& /usr/bin/cargo install --locked --quiet inferno --version $(INFERNO_DEBIAN_VERSION) --root /usr/local \
-			>>$(INFERNO_LOG) 2>&1; then \
+			&& { $(DEBIAN_CARGO_INSTALL) >>$(INFERNO_LOG) 2>&1 \
+			|| RUSTC_BOOTSTRAP=1 CARGO_UNSTABLE_SPARSE_REGISTRY=true $(DEBIAN_CARGO_INSTALL) >>$(INFERNO_LOG) 2>&1; }; then \
 		echo "inferno: installed $(INFERNO_DEBIAN_VERSION) in /usr/local/bin"; \
 	else echo "not installed (no Rust >= $(INFERNO_RUSTC), and Debian's cargo failed: $(INFERNO_LOG)); $(NO_FLAMES)" \
 			>$(INFERNO_SKIPPED); echo "inferno: $$(cat $(INFERNO_SKIPPED))"; fi

@@ -42,7 +42,7 @@ TOOLS = (
     Tool("eu-stack", "elfutils", "wall-clock stacks (observe.pmp, tool eu-stack)", required=False),
     Tool("c++filt", "binutils", "C++ names in pmp stacks", required=False),
     Tool("inferno-flamegraph", "inferno", "flame graph SVGs (perflab flame, reports)", required=False,
-         version_flag=None, get="make setup (cargo install inferno; needs Rust, https://rustup.rs)"),
+         version_flag=None, get="make setup (builds it with cargo; see docs/profiles.md)"),
 )
 
 
