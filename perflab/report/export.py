@@ -1,7 +1,7 @@
 """The interchange formats: JSON ("perflab-results/2") and CSVs (report/csv_export.py).
 
 JSON format history:
-  perflab-results/1  first version; documented in README "Results format".
+  perflab-results/1  first version; documented in docs/results-format.md.
   perflab-results/2  steady state and verdicts: per cell `warmup_s` (now the detected end of
                      the warm-up), `warmup_method`, `window_start_s`, `settled`,
                      `unsettled_reason`, `stalls`, `steady`; top level `groups` (per variant
