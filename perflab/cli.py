@@ -310,10 +310,12 @@ def _gate(threshold: Any, rows: list) -> None:
 
     unjudged = gate.unjudged(rows)
     if unjudged:
-        err.print(f"[yellow]note:[/] --fail-on cannot judge {unjudged} comparison(s) without a verdict (too few repeats, or unsettled cells)")
+        err.print(f"[yellow]note:[/] --fail-on cannot judge {unjudged} comparison(s) without a verdict "
+                  "(too few repeats, or unsettled cells)")
     failed = threshold.failures(rows)
     if failed:
-        raise RegressionError(gate.message(threshold, failed), "exit code 4; see docs/methodology.md#failing-a-ci-job-on-a-regression")
+        hint = "exit code 4; see docs/methodology.md#failing-a-ci-job-on-a-regression"
+        raise RegressionError(gate.message(threshold, failed), hint)
 
 
 @main.command()
