@@ -321,7 +321,7 @@ def _gate(threshold: Any, rows: list) -> None:
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["json", "csv", "seconds-csv", "comparisons-csv"]), default="json",
-              show_default=True, help="csv: a row per cell; seconds-csv: per second; comparisons-csv: verdicts")  # fmt: skip
+              show_default=True, help="csv: a row per cell; seconds-csv: per second; comparisons-csv: verdicts")
 def export(directory: Path, fmt: str) -> None:
     """Print the results of DIRECTORY in a documented interchange format (docs/results-format.md):
     JSON, or CSV with one column per axis."""
