@@ -32,8 +32,8 @@ def inferno(tool: str = "inferno-flamegraph") -> str:
         (p for p in (os.path.expanduser(f"~/.cargo/bin/{tool}"), f"/usr/local/bin/{tool}") if os.access(p, os.X_OK)), None
     )
     if found is None:
-        raise ToolMissingError(f"{tool} not found", "run `make setup` (it runs `cargo install inferno`), or "
-                                                    "use --format speedscope / folded")  # fmt: skip
+        hint = "run `make setup` (it builds inferno with cargo: docs/profiles.md), or use --format speedscope / folded"
+        raise ToolMissingError(f"{tool} not found", hint)
     return found
 
 

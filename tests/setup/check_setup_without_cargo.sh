@@ -96,7 +96,7 @@ if in_chroot 'command -v inferno-flamegraph >/dev/null'; then
 else
     step "inferno is absent: the tests that need it assert the clear error instead"
 fi
-in_chroot 'PERFLAB_ALLOW_CONCURRENT=1 python3 -m pytest -q -p no:cacheprovider tests/unit/test_profiles.py -k "inferno or flame" tests/unit/test_gate.py -k "inferno or flame or doctor"' \
+in_chroot 'python3 -m pytest -v -p no:cacheprovider tests/unit/test_flame_cli.py tests/unit/test_profiles.py tests/unit/test_gate.py -k "inferno or flame or doctor"' \
     || { echo "FAIL: inferno tests"; exit 1; }
 in_chroot 'python3 - <<EOF
 import subprocess, sys
