@@ -28,9 +28,10 @@ AXES = {"allocator": ["glibc", "jemalloc"], "sort_buffer": ["2M", "32M"]}
 SPEED = {("glibc", "2M"): 1.0, ("jemalloc", "2M"): 1.01, ("glibc", "32M"): 0.69, ("jemalloc", "32M"): 0.75}
 
 
-def build_matrix(directory: Path, axes: dict[str, list[str]] = AXES) -> Path:
-    """A complete 2 x 2 x 3-repeat results directory cloned from the recorded tiny cells."""
-    copy = directory.parent / "tiny-template"
+def build_matrix(directory: Path, axes: dict[str, list[str]] = AXES, scale: float = 1.0) -> Path:
+    """A complete 2 x 2 x 3-repeat results directory cloned from the recorded tiny cells, every
+    variant's QPS times `scale` (a second run, slower or faster)."""
+    copy = directory.parent / f"{directory.name}-template"
     shutil.copytree(DATA / "tiny", copy)
     with Results(copy) as tiny:
         meta, template = tiny.meta(), tiny.cells()[0]
@@ -43,7 +44,7 @@ def build_matrix(directory: Path, axes: dict[str, list[str]] = AXES) -> Path:
         for repeat in (1, 2, 3):
             for first in axes[names[0]]:
                 for second in axes[names[1]]:
-                    factor = SPEED[(first, second)] * (1 + 0.01 * repeat)
+                    factor = SPEED[(first, second)] * (1 + 0.01 * repeat) * scale
                     variant = {names[0]: first, names[1]: second}
                     cell = _clone(template, cid, variant, repeat, factor)
                     scaled = [{**iv, "qps": iv["qps"] * factor, "tps": iv["tps"] * factor} for iv in intervals]

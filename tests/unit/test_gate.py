@@ -76,6 +76,16 @@ def test_compare_fail_on_exit_codes(tmp_path: Path):
     assert bad.returncode == 2 and "slower:5%" in bad.stderr
 
 
+def test_compare_two_runs_fail_on(tmp_path: Path):
+    """Before/after, as a CI job runs it: B is 0.8x A in every cell."""
+    before, after = build_matrix(tmp_path / "a"), build_matrix(tmp_path / "b", scale=0.8)
+    done = perflab("compare", str(before), str(after), "--fail-on", "slower:5%")
+    assert done.returncode == 4, done.stderr
+    assert "4 comparison(s) slower by more than 5%" in done.stderr and "(qps, runs)" in done.stderr
+    assert perflab("compare", str(before), str(after), "--fail-on", "slower:25%").returncode == 0
+    assert perflab("compare", str(after), str(before), "--fail-on", "slower").returncode == 0  # faster is no failure
+
+
 def test_report_format_json(tmp_path: Path):
     matrix = build_matrix(tmp_path / "m")
     done = perflab("report", str(matrix), "--format", "json")
