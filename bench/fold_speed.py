@@ -43,8 +43,16 @@ OPTIONS = {"rand_type": "uniform"}
 
 def record(server: MariaDB, work: Path, samples: int, frequency: int) -> PerfRecorder:
     seconds = max(3, round(samples / (frequency * 1.0)))  # the server keeps about one CPU busy
-    argv = sysbench.argv("oltp_read_only", "run", socket=server.socket, tables=TABLES, table_size=TABLE_SIZE,
-                         threads=THREADS, seconds=seconds + 2, options=OPTIONS)  # fmt: skip
+    argv = sysbench.argv(
+        "oltp_read_only",
+        "run",
+        socket=server.socket,
+        tables=TABLES,
+        table_size=TABLE_SIZE,
+        threads=THREADS,
+        seconds=seconds + 2,
+        options=OPTIONS,
+    )
     rec = PerfRecorder(server.pid, work / f"rec-{samples}", frequency=frequency)
     with Child(argv, env=clean_env()) as child:
         time.sleep(1)
@@ -72,8 +80,13 @@ def perf_script_only(rec: PerfRecorder) -> float:
 
 def perf_report(rec: PerfRecorder) -> float:
     t0 = time.monotonic()
-    subprocess.run(["perf", "report", "--stdio", "-i", str(rec.data), "--pid", str(rec.pid)],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=3600)  # fmt: skip
+    subprocess.run(
+        ["perf", "report", "--stdio", "-i", str(rec.data), "--pid", str(rec.pid)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=True,
+        timeout=3600,
+    )
     return time.monotonic() - t0
 
 
@@ -90,11 +103,18 @@ def measure(rec: PerfRecorder, work: Path, repeats: int) -> dict[str, Any]:
                 theirs.append(perf_report(rec))
         script.append(perf_script_only(rec))
     med = statistics.median
-    return {"samples": info["samples"], "perf_data_mb": rec.data.stat().st_size / 2**20,
-            "perflab_s": med(ours), "perflab_min_max": [min(ours), max(ours)], "perf_report_s": med(theirs),
-            "perf_report_min_max": [min(theirs), max(theirs)], "perf_script_s": med(script),
-            "ratio": med(ours) / med(theirs), "perflab_s_per_m_samples": med(ours) / info["samples"] * 1e6,
-            "perf_report_s_per_m_samples": med(theirs) / info["samples"] * 1e6}  # fmt: skip
+    return {
+        "samples": info["samples"],
+        "perf_data_mb": rec.data.stat().st_size / 2**20,
+        "perflab_s": med(ours),
+        "perflab_min_max": [min(ours), max(ours)],
+        "perf_report_s": med(theirs),
+        "perf_report_min_max": [min(theirs), max(theirs)],
+        "perf_script_s": med(script),
+        "ratio": med(ours) / med(theirs),
+        "perflab_s_per_m_samples": med(ours) / info["samples"] * 1e6,
+        "perf_report_s_per_m_samples": med(theirs) / info["samples"] * 1e6,
+    }
 
 
 RATE = Path("/proc/sys/kernel/perf_event_max_sample_rate")
@@ -117,8 +137,15 @@ def measure_all(args: argparse.Namespace) -> None:
     sizes = [args.samples, 4 * args.samples]
     got = []
     with C.workdir(machine) as work:
-        snap = dataset.prepare(work, test="oltp_read_only", tables=TABLES, table_size=TABLE_SIZE, options=OPTIONS,
-                               server_options={}, log=work / "prepare.txt")  # fmt: skip
+        snap = dataset.prepare(
+            work,
+            test="oltp_read_only",
+            tables=TABLES,
+            table_size=TABLE_SIZE,
+            options=OPTIONS,
+            server_options={},
+            log=work / "prepare.txt",
+        )
         dataset.restore(snap, work / "srv" / "data")
         with MariaDB(work / "srv", work / "srv" / "data", {"innodb_buffer_pool_size": snap.buffer_pool}) as server:
             for size in sizes:
@@ -126,14 +153,39 @@ def measure_all(args: argparse.Namespace) -> None:
                 got.append(measure(rec, work, args.repeats))
                 C.say(f"size {size}: {got[-1]}")
     info = machine.finish()
-    rows = [[f"{g['samples']:,}", f"{g['perf_data_mb']:.0f}", f"{g['perflab_s']:.1f}",
-             f"{g['perflab_min_max'][0]:.1f}-{g['perflab_min_max'][1]:.1f}", f"{g['perf_script_s']:.1f}",
-             f"{g['perf_report_s']:.1f}", f"{g['perf_report_min_max'][0]:.1f}-{g['perf_report_min_max'][1]:.1f}",
-             f"{g['ratio']:.2f}", f"{g['perflab_s_per_m_samples']:.1f}", f"{g['perf_report_s_per_m_samples']:.1f}"]
-            for g in got]  # fmt: skip
+    rows = [
+        [
+            f"{g['samples']:,}",
+            f"{g['perf_data_mb']:.0f}",
+            f"{g['perflab_s']:.1f}",
+            f"{g['perflab_min_max'][0]:.1f}-{g['perflab_min_max'][1]:.1f}",
+            f"{g['perf_script_s']:.1f}",
+            f"{g['perf_report_s']:.1f}",
+            f"{g['perf_report_min_max'][0]:.1f}-{g['perf_report_min_max'][1]:.1f}",
+            f"{g['ratio']:.2f}",
+            f"{g['perflab_s_per_m_samples']:.1f}",
+            f"{g['perf_report_s_per_m_samples']:.1f}",
+        ]
+        for g in got
+    ]
     C.say(f"\nmedians of {args.repeats} runs, alternating; perflab = fold (perf script + parse) + store + table")
-    C.say(C.table(["samples", "perf.data MB", "perflab s", "min-max", "of which perf script s", "perf report s",
-                   "min-max", "ratio", "perflab s/M samples", "perf report s/M samples"], rows))  # fmt: skip
+    C.say(
+        C.table(
+            [
+                "samples",
+                "perf.data MB",
+                "perflab s",
+                "min-max",
+                "of which perf script s",
+                "perf report s",
+                "min-max",
+                "ratio",
+                "perflab s/M samples",
+                "perf report s/M samples",
+            ],
+            rows,
+        )
+    )
     growth = got[1]["perflab_s_per_m_samples"] / got[0]["perflab_s_per_m_samples"]
     C.say(f"growth: per-sample time at 4x the samples is {growth:.2f}x the small size's (1.0 = linear)")
     C.say(C.Machine.describe(info))

@@ -9,9 +9,9 @@ and pin=true (server on the first CPU, sysbench on the others). Also reported: t
 of each mode, the lower-noise ("better") mode and the faster one.
 
 How: through perflab's own per-cell code path, in this process. One dataset is prepared
-(Scheduler._prepare, i.e. dataset.prepare) and shared, as in a real `perflab run`; two
-Schedulers (one per mode, each with its own Results store) run their cells with
-Scheduler._run_cell: restore the snapshot, start mariadbd, warm up, measure, stop. The modes
+(CellRunner.prepare, i.e. dataset.prepare) and shared, as in a real `perflab run`; two
+CellRunners (one per mode, each with its own Results store) run their cells with
+CellRunner.run: restore the snapshot, start mariadbd, warm up, measure, stop. The modes
 are interleaved in ABBA order (U P P U U P P U ...) so a slow drift of the machine affects
 both alike. The figures are computed from perflab's JSON export document
 (perflab.report.export.document), the same data `perflab export --format json` prints.
@@ -37,8 +37,7 @@ import _common as C
 
 from perflab import preflight, spec
 from perflab.report import export
-from perflab.run import scheduler as sched_mod
-from perflab.run.workloads import sysbench
+from perflab.run.cell import CellRunner
 from perflab.store.results import Results
 
 GOAL_CV = 0.01
@@ -80,9 +79,11 @@ def abba(repeats: int) -> list[tuple[str, int]]:
 def run(args: argparse.Namespace) -> None:
     cfg = settings(args.quick)
     machine = C.Machine()
-    C.say(f"bench/noise.py ({'quick' if args.quick else 'full'}): oltp_read_only, {cfg['threads']} threads, "
-          f"{cfg['tables']} x {cfg['table_size']:,} rows, warm-up {cfg['warmup']} s, window {cfg['duration']} s, "
-          f"{cfg['repeats']} repeats per mode, modes interleaved ABBA")  # fmt: skip
+    C.say(
+        f"bench/noise.py ({'quick' if args.quick else 'full'}): oltp_read_only, {cfg['threads']} threads, "
+        f"{cfg['tables']} x {cfg['table_size']:,} rows, warm-up {cfg['warmup']} s, window {cfg['duration']} s, "
+        f"{cfg['repeats']} repeats per mode, modes interleaved ABBA"
+    )
     docs: dict[str, dict[str, Any]] = {}
     foreign: dict[str, list[float | None]] = {mode: [] for mode in MODES}
     started = time.monotonic()
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> None:
         for mode in MODES:
             if (results_root / mode / "results.db").exists():
                 raise C.BenchError(f"{results_root / mode} already holds results; choose another --results")
-        scheds: dict[str, sched_mod.Scheduler] = {}
+        runners: dict[str, CellRunner] = {}
         stores: dict[str, Results] = {}
         try:
             for mode in MODES:
@@ -100,34 +101,45 @@ def run(args: argparse.Namespace) -> None:
                 preflight.check(exp)
                 store = Results(results_root / mode, create=True)
                 store.set_meta(
-                    experiment={**exp.file.model_dump(mode="json")["experiment"],
-                                "workload": exp.file.workload.model_dump(mode="json"),
-                                "dataset": exp.file.dataset.model_dump(mode="json"), "axes": {}},
-                    spec_text=text, status="running",
-                )  # fmt: skip
+                    experiment={
+                        **exp.file.model_dump(mode="json")["experiment"],
+                        "workload": exp.file.workload.model_dump(mode="json"),
+                        "dataset": exp.file.dataset.model_dump(mode="json"),
+                        "axes": {},
+                    },
+                    spec_text=text,
+                    status="running",
+                )
                 stores[mode] = store
-                scheds[mode] = sched_mod.Scheduler(exp, store)
+                runners[mode] = CellRunner(exp, store)
             t0 = time.monotonic()
-            snapshot = scheds[MODES[0]]._prepare(work)
-            C.say(f"dataset prepared in {time.monotonic() - t0:.1f} s ({snapshot.data_bytes / 2**20:.0f} MiB), "
-                  f"buffer pool {snapshot.buffer_pool}")  # fmt: skip
-            defaults = sysbench.known_options("oltp_read_only")
+            snapshot = runners[MODES[0]].prepare(work)
+            C.say(
+                f"dataset prepared in {time.monotonic() - t0:.1f} s ({snapshot.data_bytes / 2**20:.0f} MiB), "
+                f"buffer pool {snapshot.buffer_pool}"
+            )
             for mode in MODES:
-                stores[mode].set_meta(dataset={"data_bytes": snapshot.data_bytes, "prepare_s": snapshot.prepare_s,
-                                               "buffer_pool": snapshot.buffer_pool})  # fmt: skip
-                scheds[mode].sysbench_defaults = defaults
+                stores[mode].set_meta(
+                    dataset={
+                        "data_bytes": snapshot.data_bytes,
+                        "prepare_s": snapshot.prepare_s,
+                        "buffer_pool": snapshot.buffer_pool,
+                    }
+                )
                 (work / mode).mkdir()
-            cells = {mode: scheds[mode].exp.cells() for mode in MODES}
+            cells = {mode: runners[mode].exp.cells() for mode in MODES}
             for mode, i in abba(cfg["repeats"]):
                 before = C.cpu_mark()
-                row = scheds[mode]._run_cell(cells[mode][i], snapshot, work / mode)
+                row = runners[mode].run(cells[mode][i], snapshot, work / mode)
                 other = C.foreign_cores(before, C.cpu_mark())
                 if row["status"] != "ok":
                     raise C.BenchError(f"{mode} repeat {i + 1} failed: {row['error']}\n{row['log_tail'] or ''}")
                 foreign[mode].append(C.rnd(other, 3))
-                C.say(f"  {mode:8} repeat {i + 1}: {row['summary']['qps']:>10,.0f} QPS  "
-                      f"(pinning {row['pinning']['server_cpus']}/{row['pinning']['client_cpus']}; "
-                      f"other processes {other:.2f} cores)")  # fmt: skip
+                C.say(
+                    f"  {mode:8} repeat {i + 1}: {row['summary']['qps']:>10,.0f} QPS  "
+                    f"(pinning {row['pinning']['server_cpus']}/{row['pinning']['client_cpus']}; "
+                    f"other processes {other:.2f} cores)"
+                )
             for mode in MODES:
                 stores[mode].set_meta(status="complete")
                 docs[mode] = export.document(stores[mode])
@@ -156,52 +168,102 @@ def figures(doc: dict[str, Any], foreign: list[float | None]) -> dict[str, Any]:
     }
 
 
-def report(cfg: dict[str, Any], docs: dict[str, Any], foreign: dict[str, list[float | None]], info: dict[str, Any],
-           quick: bool, wall: float) -> None:  # fmt: skip
+def report(
+    cfg: dict[str, Any],
+    docs: dict[str, Any],
+    foreign: dict[str, list[float | None]],
+    info: dict[str, Any],
+    quick: bool,
+    wall: float,
+) -> None:
     figs = {mode: figures(docs[mode], foreign[mode]) for mode in MODES}
     base = figs["unpinned"]["qps_mean"]
     C.say()
     rows = []
     for mode in MODES:
         f = figs[mode]
-        rows.append([f"{mode} (pin={'true' if mode == 'pinned' else 'false'})", f["n"], f"{f['qps_mean']:,.0f}",
-                     f"{f['qps_min']:,.0f}-{f['qps_max']:,.0f}", C.pct(f["cv"]), f"{f['qps_mean'] / base:.3f}",
-                     C.pct(f["per_second_cv_mean"]), f"{max(x or 0 for x in f['foreign_cpu_cores']):.2f}"])  # fmt: skip
-    C.say(C.table(["mode", "n", "QPS mean", "min-max", "CV", "QPS vs unpinned", "per-s CV in window",
-                   "others' CPU (max, cores)"], rows))  # fmt: skip
+        rows.append(
+            [
+                f"{mode} (pin={'true' if mode == 'pinned' else 'false'})",
+                f["n"],
+                f"{f['qps_mean']:,.0f}",
+                f"{f['qps_min']:,.0f}-{f['qps_max']:,.0f}",
+                C.pct(f["cv"]),
+                f"{f['qps_mean'] / base:.3f}",
+                C.pct(f["per_second_cv_mean"]),
+                f"{max(x or 0 for x in f['foreign_cpu_cores']):.2f}",
+            ]
+        )
+    C.say(
+        C.table(
+            [
+                "mode",
+                "n",
+                "QPS mean",
+                "min-max",
+                "CV",
+                "QPS vs unpinned",
+                "per-s CV in window",
+                "others' CPU (max, cores)",
+            ],
+            rows,
+        )
+    )
     for mode in MODES:
         f = figs[mode]
         quiet = [q for q, other in zip(f["qps"], f["foreign_cpu_cores"]) if (other or 0) <= C.BUSY_CORES]
         f["quiet_n"], f["cv_quiet"] = len(quiet), C.rnd(C.cv(quiet), 5)
         if len(quiet) < f["n"]:
-            C.say(f"WARNING: {f['n'] - len(quiet)} of {f['n']} {mode} cells ran while other processes used more "
-                  f"than {C.BUSY_CORES} cores; the CV includes other people's load")  # fmt: skip
-            C.say(f"context: {mode} over the {len(quiet)} cells during which other processes used <= "
-                  f"{C.BUSY_CORES} cores: CV {C.pct(f['cv_quiet'])} (the goal is judged on all cells)")  # fmt: skip
+            C.say(
+                f"WARNING: {f['n'] - len(quiet)} of {f['n']} {mode} cells ran while other processes used more "
+                f"than {C.BUSY_CORES} cores; the CV includes other people's load"
+            )
+            C.say(
+                f"context: {mode} over the {len(quiet)} cells during which other processes used <= "
+                f"{C.BUSY_CORES} cores: CV {C.pct(f['cv_quiet'])} (the goal is judged on all cells)"
+            )
     better = min(MODES, key=lambda m: figs[m]["cv"])
     faster = max(MODES, key=lambda m: figs[m]["qps_mean"])
     best_cv = figs[better]["cv"]
     met = best_cv <= GOAL_CV
     C.say()
-    C.say(f"better (lower-noise) mode: {better}, CV {C.pct(best_cv)}; faster mode: {faster} "
-          f"({figs['pinned']['qps_mean'] / base:.3f}x pinned/unpinned QPS)")  # fmt: skip
+    C.say(
+        f"better (lower-noise) mode: {better}, CV {C.pct(best_cv)}; faster mode: {faster} "
+        f"({figs['pinned']['qps_mean'] / base:.3f}x pinned/unpinned QPS)"
+    )
     C.say(C.Machine.describe(info))
     if quick:
         C.say("(quick mode: short windows and 3 repeats; a smoke test, not the figure to quote)")
-    C.say(f"{'GOAL MET' if met else 'GOAL MISSED'}: CV {C.pct(best_cv)} in the better mode, goal <= {C.pct(GOAL_CV, 0)}")
-    C.final_json({
-        "bench": "noise", "quick": quick, "settings": cfg, "order": "ABBA", "modes": figs,
-        "pinned_over_unpinned_qps": round(figs["pinned"]["qps_mean"] / base, 4),
-        "better_mode": better, "faster_mode": faster, "better_cv": best_cv, "goal_cv": GOAL_CV,
-        "goal_met": met, "machine": info, "wall_s": round(wall, 1),
-    })  # fmt: skip
+    C.say(
+        f"{'GOAL MET' if met else 'GOAL MISSED'}: CV {C.pct(best_cv)} in the better mode, goal <= {C.pct(GOAL_CV, 0)}"
+    )
+    C.final_json(
+        {
+            "bench": "noise",
+            "quick": quick,
+            "settings": cfg,
+            "order": "ABBA",
+            "modes": figs,
+            "pinned_over_unpinned_qps": round(figs["pinned"]["qps_mean"] / base, 4),
+            "better_mode": better,
+            "faster_mode": faster,
+            "better_cv": best_cv,
+            "goal_cv": GOAL_CV,
+            "goal_met": met,
+            "machine": info,
+            "wall_s": round(wall, 1),
+        }
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke test: short windows, 3 repeats")
-    parser.add_argument("--results", metavar="DIR", help="keep the two perflab result stores here "
-                        "(DIR/unpinned, DIR/pinned; read them with `perflab report`)")  # fmt: skip
+    parser.add_argument(
+        "--results",
+        metavar="DIR",
+        help="keep the two perflab result stores here (DIR/unpinned, DIR/pinned; read them with `perflab report`)",
+    )
     args = parser.parse_args()
     C.main_guard(lambda: run(args))
 

@@ -17,21 +17,21 @@ serves every window, so server restarts, buffer-pool state and dataset differenc
 out of the comparison and only the harness differs. A hand window warms the server up
 first (not counted). Then pairs, interleaved and counterbalanced (hand perflab, perflab
 hand, hand perflab, ...) so drift cancels:
-  - by hand: the very command a cell runs (built as Scheduler._sysbench builds it: one
+  - by hand: the very command a cell runs (built as run/client.py's argv builds it: one
     sysbench of warm-up + window seconds with --report-checkpoints=<warm-up>, so its last
     report covers the window only), run with subprocess.run, output to a file; QPS read
     from sysbench's last "queries: N (X per sec.)" line with a regex of this script (not
     perflab's parser). The script checks that perflab's effective sysbench options equal
     this command's, so a change in perflab's command line cannot go unnoticed;
-  - through perflab: Scheduler._workload(cell, server, logs), i.e. exactly the code of a
+  - through perflab: CellRunner.measure(cell, server, logs), i.e. exactly the code of a
     `perflab run` cell between server start and stop: sysbench under `setpriv --pdeathsig`
     in its own session (proc.Child), the sleep through the warm-up, the wait loop, the
     RSS sampler thread, the /proc counters of the server, parsing, effective options.
-Calling _workload rather than `perflab run` is the honest choice for the QPS ratio: a full
+Calling measure rather than `perflab run` is the honest choice for the QPS ratio: a full
 run restarts the server per cell, which adds restart-to-restart variance that is not
 harness cost and would hide a 1% effect.
 How (2): harness CPU is taken from two sources and the goal is judged on the worse mean:
-the in-process _workload windows of (1), and a real `perflab run` subprocess (the CLI,
+the in-process measure windows of (1), and a real `perflab run` subprocess (the CLI,
 with its progress-bar thread), read back with `perflab export --format json`.
 
 Goals: QPS ratio perflab/hand >= 0.99 (mean of the pairwise ratios; the CI says whether
@@ -58,7 +58,7 @@ import _common as C
 
 from perflab import preflight, spec
 from perflab.run import dataset
-from perflab.run import scheduler as sched_mod
+from perflab.run.cell import CellRunner
 from perflab.run.servers.mariadb import MariaDB
 from perflab.run.workloads import sysbench
 from perflab.store.results import Results
@@ -87,10 +87,26 @@ _QPS = re.compile(r"^\s+queries:\s+\d+\s+\(([\d.]+) per sec\.\)", re.MULTILINE)
 
 def settings(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"pairs": 3, "duration": 5, "warmup": 2, "server_warmup": 3, "cli_repeats": 2,
-                "tables": 4, "table_size": 100_000, "threads": 2}  # fmt: skip
-    return {"pairs": 10, "duration": 20, "warmup": 5, "server_warmup": 10, "cli_repeats": 3,
-            "tables": 4, "table_size": 100_000, "threads": 2}  # fmt: skip
+        return {
+            "pairs": 3,
+            "duration": 5,
+            "warmup": 2,
+            "server_warmup": 3,
+            "cli_repeats": 2,
+            "tables": 4,
+            "table_size": 100_000,
+            "threads": 2,
+        }
+    return {
+        "pairs": 10,
+        "duration": 20,
+        "warmup": 5,
+        "server_warmup": 10,
+        "cli_repeats": 3,
+        "tables": 4,
+        "table_size": 100_000,
+        "threads": 2,
+    }
 
 
 def hand_env() -> dict[str, str]:
@@ -100,8 +116,15 @@ def hand_env() -> dict[str, str]:
 
 def by_hand(argv: list[str], out: Path, seconds: int) -> dict[str, float]:
     with out.open("w", encoding="utf-8") as sink:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
-                              env=hand_env(), timeout=seconds + 120, check=False)  # fmt: skip
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=hand_env(),
+            timeout=seconds + 120,
+            check=False,
+        )
     text = out.read_text(encoding="utf-8", errors="replace")
     qps = _QPS.findall(text)  # with a checkpoint: [warm-up, window]; the last is the window
     if done.returncode != 0 or not qps:
@@ -110,23 +133,33 @@ def by_hand(argv: list[str], out: Path, seconds: int) -> dict[str, float]:
     return {"qps": float(qps[-1])}
 
 
-def through_perflab(sched: sched_mod.Scheduler, cell: Any, server: MariaDB, logs: Path,
-                    hand_argv: list[str]) -> dict[str, float]:  # fmt: skip
-    _, _, measured = sched._workload(cell, server, logs)
+def through_perflab(
+    runner: CellRunner, cell: Any, server: MariaDB, logs: Path, hand_argv: list[str]
+) -> dict[str, float]:
+    _, _, measured = runner.measure(cell, server, logs)
     summary, res = measured["summary"], measured["resources"]
-    expected = sysbench.effective_options(sched.sysbench_defaults, hand_argv)
+    expected = sysbench.effective_options(runner.sysbench_defaults, hand_argv)
     if measured["sysbench_options"] != expected:
         diff = {k: (expected.get(k), v) for k, v in measured["sysbench_options"].items() if expected.get(k) != v}
-        raise C.BenchError(f"perflab ran another sysbench command than the hand side (hand, perflab): {diff}; "
-                           "update hand_argv() in bench/overhead.py")  # fmt: skip
+        raise C.BenchError(
+            f"perflab ran another sysbench command than the hand side (hand, perflab): {diff}; "
+            "update hand_argv() in bench/overhead.py"
+        )
     return {"qps": summary["qps"], "window_s": summary["total_time_s"], "harness_cpu_s": res["harness_cpu_s"]}
 
 
 def hand_argv(cfg: dict[str, Any], socket: Path) -> list[str]:
-    """The command of a cell, as Scheduler._sysbench builds it (warm-up + window, checkpoint)."""
-    return sysbench.argv("oltp_read_only", "run", socket=socket, tables=cfg["tables"], table_size=cfg["table_size"],
-                         threads=cfg["threads"], seconds=cfg["warmup"] + cfg["duration"],
-                         checkpoint=cfg["warmup"] or None)  # fmt: skip
+    """The command of a cell, as run/client.py builds it (warm-up + window, checkpoint)."""
+    return sysbench.argv(
+        "oltp_read_only",
+        "run",
+        socket=socket,
+        tables=cfg["tables"],
+        table_size=cfg["table_size"],
+        threads=cfg["threads"],
+        seconds=cfg["warmup"] + cfg["duration"],
+        checkpoint=cfg["warmup"] or None,
+    )
 
 
 def same_server_pairs(cfg: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -135,23 +168,30 @@ def same_server_pairs(cfg: dict[str, Any], work: Path) -> dict[str, Any]:
     preflight.check(exp)
     store = Results(work / "results", create=True)
     try:
-        sched = sched_mod.Scheduler(exp, store)
+        runner = CellRunner(exp, store)
         t0 = time.monotonic()
-        snapshot = sched._prepare(work)
+        snapshot = runner.prepare(work)
         C.say(f"dataset prepared in {time.monotonic() - t0:.1f} s ({snapshot.data_bytes / 2**20:.0f} MiB)")
-        sched.sysbench_defaults = sysbench.known_options("oltp_read_only")
         cell = exp.cells()[0]
         rundir = work / "server"
         dataset.restore(snapshot, rundir / "data")
-        server = MariaDB(rundir, rundir / "data", {"innodb_buffer_pool_size": snapshot.buffer_pool},
-                         cpus=sched.server_cpus)  # fmt: skip
+        server = MariaDB(
+            rundir, rundir / "data", {"innodb_buffer_pool_size": snapshot.buffer_pool}, cpus=runner.server_cpus
+        )
         argv = hand_argv(cfg, server.socket)
         hand: list[dict[str, float]] = []
         perf: list[dict[str, float]] = []
         order: list[str] = []
         with server:
-            warm = sysbench.argv("oltp_read_only", "run", socket=server.socket, tables=cfg["tables"],
-                                 table_size=cfg["table_size"], threads=cfg["threads"], seconds=cfg["server_warmup"])  # fmt: skip
+            warm = sysbench.argv(
+                "oltp_read_only",
+                "run",
+                socket=server.socket,
+                tables=cfg["tables"],
+                table_size=cfg["table_size"],
+                threads=cfg["threads"],
+                seconds=cfg["server_warmup"],
+            )
             by_hand(warm, work / "warmup.txt", cfg["server_warmup"])
             C.say(f"server warmed up ({cfg['server_warmup']} s by hand, not counted); hand argv:\n  {' '.join(argv)}")
             for i in range(cfg["pairs"]):
@@ -162,17 +202,19 @@ def same_server_pairs(cfg: dict[str, Any], work: Path) -> dict[str, Any]:
                     if side == "hand":
                         got[side] = by_hand(argv, work / f"hand-{i}.txt", cfg["warmup"] + cfg["duration"])
                     else:
-                        got[side] = through_perflab(sched, cell, server, store.log_dir(i), argv)
+                        got[side] = through_perflab(runner, cell, server, store.log_dir(i), argv)
                     got[side]["foreign_cores"] = C.rnd(C.foreign_cores(before, C.cpu_mark([server.pid])), 3)
                     order.append(side)
                     if not server.alive():
                         raise C.BenchError(f"mariadbd died during pair {i + 1}:\n{server.error_lines()}")
                 hand.append(got["hand"])
                 perf.append(got["perflab"])
-                C.say(f"  pair {i + 1} ({sides[0]} first): hand {got['hand']['qps']:>10,.0f} QPS, perflab "
-                      f"{got['perflab']['qps']:>10,.0f} QPS, ratio {got['perflab']['qps'] / got['hand']['qps']:.4f}, "
-                      f"harness CPU {got['perflab']['harness_cpu_s'] * 1000:.0f} ms; other processes "
-                      f"{got['hand']['foreign_cores']:.2f}/{got['perflab']['foreign_cores']:.2f} cores")  # fmt: skip
+                C.say(
+                    f"  pair {i + 1} ({sides[0]} first): hand {got['hand']['qps']:>10,.0f} QPS, perflab "
+                    f"{got['perflab']['qps']:>10,.0f} QPS, ratio {got['perflab']['qps'] / got['hand']['qps']:.4f}, "
+                    f"harness CPU {got['perflab']['harness_cpu_s'] * 1000:.0f} ms; other processes "
+                    f"{got['hand']['foreign_cores']:.2f}/{got['perflab']['foreign_cores']:.2f} cores"
+                )
     finally:
         store.close()
     return {"hand": hand, "perflab": perf, "order": order}
@@ -185,8 +227,13 @@ def _data(cfg: dict[str, Any]) -> dict[str, Any]:
 def perflab_cli(args: list[str], timeout: float) -> tuple[int, str]:
     """Run the perflab CLI; on timeout or interruption stop it with SIGTERM (which perflab
     turns into an orderly stop that removes its /dev/shm directory), SIGKILL as a last resort."""
-    proc = subprocess.Popen([sys.executable, "-m", "perflab", *args], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perflab", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         output, _ = proc.communicate(timeout=timeout)
     except BaseException:
@@ -203,8 +250,10 @@ def perflab_cli(args: list[str], timeout: float) -> tuple[int, str]:
 def cli_run(cfg: dict[str, Any], work: Path) -> list[dict[str, float]]:
     """A real `perflab run` (subprocess), read back through `perflab export --format json`."""
     toml = work / "cli.toml"
-    toml.write_text(EXPERIMENT.format(duration=cfg["duration"], warmup=cfg["warmup"],
-                                      repeats=cfg["cli_repeats"], **_data(cfg)), encoding="utf-8")  # fmt: skip
+    toml.write_text(
+        EXPERIMENT.format(duration=cfg["duration"], warmup=cfg["warmup"], repeats=cfg["cli_repeats"], **_data(cfg)),
+        encoding="utf-8",
+    )
     out = work / "cli-results"
     timeout = 600 + cfg["cli_repeats"] * (cfg["duration"] + cfg["warmup"] + 60)
     C.say(f"perflab run {toml.name}: {cfg['cli_repeats']} cells of {cfg['warmup']} s + {cfg['duration']} s ...")
@@ -214,14 +263,25 @@ def cli_run(cfg: dict[str, Any], work: Path) -> list[dict[str, float]]:
     if code != 0:
         tail = "\n".join(output.strip().splitlines()[-20:])
         raise C.BenchError(f"perflab run exited {code}:\n{tail}")
-    exported = subprocess.run([sys.executable, "-m", "perflab", "export", str(out), "--format", "json"],
-                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    exported = subprocess.run(
+        [sys.executable, "-m", "perflab", "export", str(out), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     if exported.returncode != 0:
         raise C.BenchError(f"perflab export exited {exported.returncode}: {exported.stderr.strip()}")
     cells = json.loads(exported.stdout)["cells"]
-    return [{"qps": c["summary"]["qps"], "window_s": c["summary"]["total_time_s"],
-             "harness_cpu_s": c["resources"]["harness_cpu_s"], "foreign_cores": C.rnd(foreign, 3)}
-            for c in cells]  # fmt: skip
+    return [
+        {
+            "qps": c["summary"]["qps"],
+            "window_s": c["summary"]["total_time_s"],
+            "harness_cpu_s": c["resources"]["harness_cpu_s"],
+            "foreign_cores": C.rnd(foreign, 3),
+        }
+        for c in cells
+    ]
 
 
 def harness_pct(rows: list[dict[str, float]]) -> list[float]:
@@ -236,9 +296,12 @@ def run(args: argparse.Namespace) -> None:
         cfg["pairs"] = args.pairs
     machine = C.Machine()
     started = time.monotonic()
-    C.say(f"bench/overhead.py ({'quick' if args.quick else 'full'}): oltp_read_only, {cfg['threads']} threads, "
-          f"{cfg['tables']} x {cfg['table_size']:,} rows, {cfg['pairs']} pairs of {cfg['warmup']} s + {cfg['duration']} s runs "
-          "on one server, counterbalanced; then a real `perflab run` for harness CPU")  # fmt: skip
+    C.say(
+        f"bench/overhead.py ({'quick' if args.quick else 'full'}): oltp_read_only, {cfg['threads']} threads, "
+        f"{cfg['tables']} x {cfg['table_size']:,} rows, {cfg['pairs']} pairs of "
+        f"{cfg['warmup']} s + {cfg['duration']} s runs "
+        "on one server, counterbalanced; then a real `perflab run` for harness CPU"
+    )
     with C.workdir(machine) as work:
         pairs = same_server_pairs(cfg, work)
         cli = cli_run(cfg, work)
@@ -246,8 +309,14 @@ def run(args: argparse.Namespace) -> None:
     report(cfg, pairs, cli, info, args.quick, time.monotonic() - started)
 
 
-def report(cfg: dict[str, Any], pairs: dict[str, Any], cli: list[dict[str, float]], info: dict[str, Any],
-           quick: bool, wall: float) -> None:  # fmt: skip
+def report(
+    cfg: dict[str, Any],
+    pairs: dict[str, Any],
+    cli: list[dict[str, float]],
+    info: dict[str, Any],
+    quick: bool,
+    wall: float,
+) -> None:
     hand = [r["qps"] for r in pairs["hand"]]
     perf = [r["qps"] for r in pairs["perflab"]]
     ratios = [p / h for p, h in zip(perf, hand)]
@@ -257,34 +326,69 @@ def report(cfg: dict[str, Any], pairs: dict[str, Any], cli: list[dict[str, float
     h_cli = harness_pct(cli)
     C.say()
     rows = [
-        ["hand (subprocess.run)", len(hand), f"{C.mean(hand):,.0f}", f"{min(hand):,.0f}-{max(hand):,.0f}",
-         C.pct(C.cv(hand)), "-"],
-        ["perflab (_workload)", len(perf), f"{C.mean(perf):,.0f}", f"{min(perf):,.0f}-{max(perf):,.0f}",
-         C.pct(C.cv(perf)), f"{C.mean(h_inproc):.3f}% (max {max(h_inproc):.3f}%)"],
-        ["perflab run (CLI)", len(cli), f"{C.mean([r['qps'] for r in cli]):,.0f}", "-", "-",
-         f"{C.mean(h_cli):.3f}% (max {max(h_cli):.3f}%)"],
-    ]  # fmt: skip
+        [
+            "hand (subprocess.run)",
+            len(hand),
+            f"{C.mean(hand):,.0f}",
+            f"{min(hand):,.0f}-{max(hand):,.0f}",
+            C.pct(C.cv(hand)),
+            "-",
+        ],
+        [
+            "perflab (measure)",
+            len(perf),
+            f"{C.mean(perf):,.0f}",
+            f"{min(perf):,.0f}-{max(perf):,.0f}",
+            C.pct(C.cv(perf)),
+            f"{C.mean(h_inproc):.3f}% (max {max(h_inproc):.3f}%)",
+        ],
+        [
+            "perflab run (CLI)",
+            len(cli),
+            f"{C.mean([r['qps'] for r in cli]):,.0f}",
+            "-",
+            "-",
+            f"{C.mean(h_cli):.3f}% (max {max(h_cli):.3f}%)",
+        ],
+    ]
     for r, side in zip(rows, (pairs["hand"], pairs["perflab"], cli)):
         r.append(f"{max(x['foreign_cores'] or 0 for x in side):.2f}")
-    C.say(C.table(["side", "n", "QPS mean", "min-max", "CV", "harness CPU / window (1 core)",
-                   "others' CPU (max, cores)"], rows))  # fmt: skip
+    C.say(
+        C.table(
+            ["side", "n", "QPS mean", "min-max", "CV", "harness CPU / window (1 core)", "others' CPU (max, cores)"],
+            rows,
+        )
+    )
     C.say("(the CLI run's QPS is on other server instances, after a warm-up: context only, not in the ratio)")
     C.say()
     ci_text = f"95% CI {ci[0]:.4f}-{ci[1]:.4f} (+/-{(ci[1] - ci[0]) / 2 * 100:.2f}%)" if ci else "no CI (1 pair)"
-    C.say(f"perflab/hand QPS ratio: mean of {len(ratios)} pairwise ratios {ratio:.4f}, {ci_text}, "
-          f"min-max {min(ratios):.4f}-{max(ratios):.4f}")  # fmt: skip
+    C.say(
+        f"perflab/hand QPS ratio: mean of {len(ratios)} pairwise ratios {ratio:.4f}, {ci_text}, "
+        f"min-max {min(ratios):.4f}-{max(ratios):.4f}"
+    )
     resolved = ci is not None and (ci[1] - ci[0]) / 2 <= 1 - GOAL_RATIO
     if not resolved:
-        C.say(f"note: the CI is wider than the {C.pct(1 - GOAL_RATIO, 0)} the goal asks about; this run cannot "
-              "resolve a 1% harness effect (noise, load, or too few pairs)")  # fmt: skip
-    quiet = [r for r, h, p in zip(ratios, pairs["hand"], pairs["perflab"])
-             if max(h["foreign_cores"] or 0, p["foreign_cores"] or 0) <= C.BUSY_CORES]  # fmt: skip
+        C.say(
+            f"note: the CI is wider than the {C.pct(1 - GOAL_RATIO, 0)} the goal asks about; this run cannot "
+            "resolve a 1% harness effect (noise, load, or too few pairs)"
+        )
+    quiet = [
+        r
+        for r, h, p in zip(ratios, pairs["hand"], pairs["perflab"])
+        if max(h["foreign_cores"] or 0, p["foreign_cores"] or 0) <= C.BUSY_CORES
+    ]
     quiet_ci = C.ci95(quiet)
     if len(quiet) < len(ratios):
-        C.say(f"WARNING: {len(ratios) - len(quiet)} of {len(ratios)} pairs ran while other processes used more than "
-              f"{C.BUSY_CORES} cores; the ratio includes other people's load")  # fmt: skip
-        C.say(f"context: over the {len(quiet)} pairs during which other processes used <= {C.BUSY_CORES} cores, "
-              f"the mean ratio is {C.mean(quiet):.4f}" if quiet else "context: no pair ran on an idle machine")
+        C.say(
+            f"WARNING: {len(ratios) - len(quiet)} of {len(ratios)} pairs ran while other processes used more than "
+            f"{C.BUSY_CORES} cores; the ratio includes other people's load"
+        )
+        C.say(
+            f"context: over the {len(quiet)} pairs during which other processes used <= {C.BUSY_CORES} cores, "
+            f"the mean ratio is {C.mean(quiet):.4f}"
+            if quiet
+            else "context: no pair ran on an idle machine"
+        )
         if quiet_ci:
             C.say(f"  (95% CI {quiet_ci[0]:.4f}-{quiet_ci[1]:.4f}); the goal is judged on all pairs")
     worst_harness = max(C.mean(h_inproc), C.mean(h_cli))
@@ -295,25 +399,41 @@ def report(cfg: dict[str, Any], pairs: dict[str, Any], cli: list[dict[str, float
     ratio_met = ratio >= GOAL_RATIO
     cpu_met = worst_harness < GOAL_HARNESS_PCT
     C.say(f"{'GOAL MET' if ratio_met else 'GOAL MISSED'}: QPS ratio perflab/hand {ratio:.4f}, goal >= {GOAL_RATIO}")
-    C.say(f"{'GOAL MET' if cpu_met else 'GOAL MISSED'}: harness CPU {worst_harness:.3f}% of one core (worse of the "
-          f"two), goal < {GOAL_HARNESS_PCT:g}%")  # fmt: skip
-    C.final_json({
-        "bench": "overhead", "quick": quick, "settings": cfg, "order": pairs["order"],
-        "hand_qps": [round(x, 1) for x in hand], "perflab_qps": [round(x, 1) for x in perf],
-        "ratios": [round(x, 5) for x in ratios], "ratio_mean": round(ratio, 5),
-        "ratio_ci95": [round(ci[0], 5), round(ci[1], 5)] if ci else None,
-        "ratio_min": round(min(ratios), 5), "ratio_max": round(max(ratios), 5), "ratio_resolved_1pct": resolved,
-        "quiet_pairs": len(quiet), "ratio_mean_quiet_pairs": C.rnd(C.mean(quiet), 5) if quiet else None,
-        "harness_cpu_pct_inprocess": [round(x, 4) for x in h_inproc],
-        "harness_cpu_pct_cli": [round(x, 4) for x in h_cli],
-        "foreign_cores_hand": [x["foreign_cores"] for x in pairs["hand"]],
-        "foreign_cores_perflab": [x["foreign_cores"] for x in pairs["perflab"]],
-        "foreign_cores_cli_run": cli[0]["foreign_cores"] if cli else None,
-        "harness_cpu_pct_worst_mean": round(worst_harness, 4),
-        "goal_ratio": GOAL_RATIO, "goal_harness_pct": GOAL_HARNESS_PCT,
-        "goal_ratio_met": ratio_met, "goal_harness_met": cpu_met, "goal_met": ratio_met and cpu_met,
-        "machine": info, "wall_s": round(wall, 1),
-    })  # fmt: skip
+    C.say(
+        f"{'GOAL MET' if cpu_met else 'GOAL MISSED'}: harness CPU {worst_harness:.3f}% of one core (worse of the "
+        f"two), goal < {GOAL_HARNESS_PCT:g}%"
+    )
+    C.final_json(
+        {
+            "bench": "overhead",
+            "quick": quick,
+            "settings": cfg,
+            "order": pairs["order"],
+            "hand_qps": [round(x, 1) for x in hand],
+            "perflab_qps": [round(x, 1) for x in perf],
+            "ratios": [round(x, 5) for x in ratios],
+            "ratio_mean": round(ratio, 5),
+            "ratio_ci95": [round(ci[0], 5), round(ci[1], 5)] if ci else None,
+            "ratio_min": round(min(ratios), 5),
+            "ratio_max": round(max(ratios), 5),
+            "ratio_resolved_1pct": resolved,
+            "quiet_pairs": len(quiet),
+            "ratio_mean_quiet_pairs": C.rnd(C.mean(quiet), 5) if quiet else None,
+            "harness_cpu_pct_inprocess": [round(x, 4) for x in h_inproc],
+            "harness_cpu_pct_cli": [round(x, 4) for x in h_cli],
+            "foreign_cores_hand": [x["foreign_cores"] for x in pairs["hand"]],
+            "foreign_cores_perflab": [x["foreign_cores"] for x in pairs["perflab"]],
+            "foreign_cores_cli_run": cli[0]["foreign_cores"] if cli else None,
+            "harness_cpu_pct_worst_mean": round(worst_harness, 4),
+            "goal_ratio": GOAL_RATIO,
+            "goal_harness_pct": GOAL_HARNESS_PCT,
+            "goal_ratio_met": ratio_met,
+            "goal_harness_met": cpu_met,
+            "goal_met": ratio_met and cpu_met,
+            "machine": info,
+            "wall_s": round(wall, 1),
+        }
+    )
 
 
 def main() -> None:

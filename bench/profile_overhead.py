@@ -22,7 +22,7 @@ observer cost); the perflab configurations enter exactly what a cell enters,
 `Profilers(observe, pid, workdir)` around the wait for sysbench, and fold afterwards (the
 fold is after the window, so not in the QPS).
 
-Goals (issue 4): perf@99 < 3% QPS cost, pmp@1s < 2%, pmp@0.2s < 5%.
+Goals: perf@99 < 3% QPS cost, pmp@1s < 2%, pmp@0.2s < 5%.
 
 Run: python3 bench/profile_overhead.py            # 5 rounds of 5 s windows, ~12 minutes
      python3 bench/profile_overhead.py --rounds 2 --duration 5   # quicker, noisier
@@ -86,9 +86,17 @@ CONFIGS: dict[str, Callable[[int, Path], Any] | None] = {
 
 
 def window(server: MariaDB, name: str, cfg: dict[str, Any], work: Path) -> dict[str, float]:
-    argv = sysbench.argv("oltp_read_only", "run", socket=server.socket, tables=TABLES, table_size=TABLE_SIZE,
-                         threads=THREADS, seconds=cfg["warmup"] + cfg["duration"], checkpoint=cfg["warmup"],
-                         options=OPTIONS)  # fmt: skip
+    argv = sysbench.argv(
+        "oltp_read_only",
+        "run",
+        socket=server.socket,
+        tables=TABLES,
+        table_size=TABLE_SIZE,
+        threads=THREADS,
+        seconds=cfg["warmup"] + cfg["duration"],
+        checkpoint=cfg["warmup"],
+        options=OPTIONS,
+    )
     out = work / f"{name}.txt"
     factory = CONFIGS[name]
     with out.open("w", encoding="utf-8") as sink:
@@ -114,9 +122,15 @@ def window(server: MariaDB, name: str, cfg: dict[str, Any], work: Path) -> dict[
         observer.pmp and observer.pmp.fold()
         fold_s = time.monotonic() - t0
     cpu_s = (proc1.user_s - proc0.user_s) + (proc1.sys_s - proc0.sys_s) + max(0.0, observer_cpu)
-    return {"qps": summary.qps, "cpu_us_per_txn": cpu_s * 1e6 / summary.transactions, "server_user_s": proc1.user_s - proc0.user_s, "server_sys_s": proc1.sys_s - proc0.sys_s,
-            "observer_cpu_s": max(0.0, observer_cpu), "foreign_cores": C.foreign_cores(mark0, mark1) or 0.0,
-            "fold_s": fold_s}  # fmt: skip
+    return {
+        "qps": summary.qps,
+        "cpu_us_per_txn": cpu_s * 1e6 / summary.transactions,
+        "server_user_s": proc1.user_s - proc0.user_s,
+        "server_sys_s": proc1.sys_s - proc0.sys_s,
+        "observer_cpu_s": max(0.0, observer_cpu),
+        "foreign_cores": C.foreign_cores(mark0, mark1) or 0.0,
+        "fold_s": fold_s,
+    }
 
 
 def run(args: argparse.Namespace) -> None:
@@ -130,15 +144,34 @@ def run(args: argparse.Namespace) -> None:
     ratios: dict[str, list[float]] = {n: [] for n in CONFIGS}
     cpu_ratios: dict[str, list[float]] = {n: [] for n in CONFIGS}
     with C.workdir(machine) as work:
-        snap = dataset.prepare(work, test="oltp_read_only", tables=TABLES, table_size=TABLE_SIZE, options=OPTIONS,
-                               server_options={}, log=work / "prepare.txt")  # fmt: skip
+        snap = dataset.prepare(
+            work,
+            test="oltp_read_only",
+            tables=TABLES,
+            table_size=TABLE_SIZE,
+            options=OPTIONS,
+            server_options={},
+            log=work / "prepare.txt",
+        )
         dataset.restore(snap, work / "srv" / "data")
         with MariaDB(work / "srv", work / "srv" / "data", {"innodb_buffer_pool_size": snap.buffer_pool}) as server:
-            subprocess.run(sysbench.argv("oltp_read_only", "run", socket=server.socket, tables=TABLES,
-                                         table_size=TABLE_SIZE, threads=THREADS, seconds=10, options=OPTIONS),
-                           capture_output=True, check=True, timeout=120)  # fmt: skip  (server warm-up, not counted)
+            subprocess.run(
+                sysbench.argv(
+                    "oltp_read_only",
+                    "run",
+                    socket=server.socket,
+                    tables=TABLES,
+                    table_size=TABLE_SIZE,
+                    threads=THREADS,
+                    seconds=10,
+                    options=OPTIONS,
+                ),
+                capture_output=True,
+                check=True,
+                timeout=120,
+            )  # server warm-up, not counted
             for rnd in range(args.rounds):
-                order = observed[rnd % len(observed):] + observed[: rnd % len(observed)]
+                order = observed[rnd % len(observed) :] + observed[: rnd % len(observed)]
                 before = window(server, "none", cfg, work)
                 line = []
                 for n in order:
@@ -164,8 +197,26 @@ class NaivePerfP(PerfRecorder):
     """`perf record -p PID -g` (per-thread events), with the control FIFO so it can be toggled."""
 
     def argv(self, ctl: Path, ack: Path) -> list[str]:
-        return ["perf", "record", "-p", str(self.pid), "-e", "cpu-clock", "-F", str(self.frequency), "-g",
-                "-o", str(self.data), "-B", "-N", "-q", "-D", "-1", "--control", f"fifo:{ctl},{ack}"]  # fmt: skip
+        return [
+            "perf",
+            "record",
+            "-p",
+            str(self.pid),
+            "-e",
+            "cpu-clock",
+            "-F",
+            str(self.frequency),
+            "-g",
+            "-o",
+            str(self.data),
+            "-B",
+            "-N",
+            "-q",
+            "-D",
+            "-1",
+            "--control",
+            f"fifo:{ctl},{ack}",
+        ]
 
 
 TOGGLED: dict[str, Callable[[int, Path], Any]] = {
@@ -184,8 +235,16 @@ def _pausers(observer: Any) -> list[Any]:
 def toggled(server: MariaDB, name: str, seconds: int, work: Path) -> dict[str, Any]:
     """One sysbench run of `seconds` with the observer switched on and off every BLOCK_S
     seconds; per block the mean of its whole per-second QPS figures."""
-    argv = sysbench.argv("oltp_read_only", "run", socket=server.socket, tables=TABLES, table_size=TABLE_SIZE,
-                         threads=THREADS, seconds=seconds, options=OPTIONS)  # fmt: skip
+    argv = sysbench.argv(
+        "oltp_read_only",
+        "run",
+        socket=server.socket,
+        tables=TABLES,
+        table_size=TABLE_SIZE,
+        threads=THREADS,
+        seconds=seconds,
+        options=OPTIONS,
+    )
     out = work / f"toggle-{name}.txt"
     kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with out.open("w", encoding="utf-8") as sink:
@@ -211,8 +270,11 @@ def toggled(server: MariaDB, name: str, seconds: int, work: Path) -> dict[str, A
         if iv.t >= BLOCK_S + 2 and (iv.t - 2) % BLOCK_S in (0, 1):
             blocks.setdefault(block, []).append(iv.qps)
     means = {b: statistics.fmean(v) for b, v in sorted(blocks.items()) if len(v) == BLOCK_S - 1}
-    ratios = [means[b] / ((means[b - 1] + means[b + 1]) / 2) for b in means
-              if b % 2 == 0 and b - 1 in means and b + 1 in means]  # block 0, 2, 4...: observer on
+    ratios = [
+        means[b] / ((means[b - 1] + means[b + 1]) / 2)
+        for b in means
+        if b % 2 == 0 and b - 1 in means and b + 1 in means
+    ]  # block 0, 2, 4...: observer on
     sb = child.rusage
     observer_cpu = (kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime) - (sb.ru_utime + sb.ru_stime)
     return {"ratios": ratios, "observer_cpu_s": max(0.0, observer_cpu), "seconds": seconds}
@@ -222,13 +284,32 @@ def run_toggled(args: argparse.Namespace) -> None:
     machine = C.Machine()
     got: dict[str, dict[str, Any]] = {}
     with C.workdir(machine) as work:
-        snap = dataset.prepare(work, test="oltp_read_only", tables=TABLES, table_size=TABLE_SIZE, options=OPTIONS,
-                               server_options={}, log=work / "prepare.txt")  # fmt: skip
+        snap = dataset.prepare(
+            work,
+            test="oltp_read_only",
+            tables=TABLES,
+            table_size=TABLE_SIZE,
+            options=OPTIONS,
+            server_options={},
+            log=work / "prepare.txt",
+        )
         dataset.restore(snap, work / "srv" / "data")
         with MariaDB(work / "srv", work / "srv" / "data", {"innodb_buffer_pool_size": snap.buffer_pool}) as server:
-            subprocess.run(sysbench.argv("oltp_read_only", "run", socket=server.socket, tables=TABLES,
-                                         table_size=TABLE_SIZE, threads=THREADS, seconds=10, options=OPTIONS),
-                           capture_output=True, check=True, timeout=120)  # fmt: skip
+            subprocess.run(
+                sysbench.argv(
+                    "oltp_read_only",
+                    "run",
+                    socket=server.socket,
+                    tables=TABLES,
+                    table_size=TABLE_SIZE,
+                    threads=THREADS,
+                    seconds=10,
+                    options=OPTIONS,
+                ),
+                capture_output=True,
+                check=True,
+                timeout=120,
+            )
             for name in args.only or TOGGLED:
                 got[name] = toggled(server, name, args.toggle_seconds, work)
                 r = got[name]["ratios"]
@@ -241,21 +322,61 @@ def run_toggled(args: argparse.Namespace) -> None:
         cost = 1 - C.mean(r)
         goal = GOALS.get(name)
         resolved = ci is not None and (ci[0] > 1 - goal if goal else False)
-        verdict = "-" if goal is None else ("MET" if ci and ci[0] >= 1 - goal else ("MISSED" if ci and ci[1] < 1 - goal else "UNRESOLVED"))
+        verdict = (
+            "-"
+            if goal is None
+            else ("MET" if ci and ci[0] >= 1 - goal else ("MISSED" if ci and ci[1] < 1 - goal else "UNRESOLVED"))
+        )
         cpu_pct = 100 * g["observer_cpu_s"] / (g["seconds"] / 2)  # active about half the time
-        rows.append([name, len(r), f"{C.mean(r):.3f}", "-" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}",
-                     f"{min(r):.3f}-{max(r):.3f}", C.pct(cost, 1), f"{cpu_pct:.1f}%", f"{goal:.0%}" if goal else "-",
-                     verdict])  # fmt: skip
-        summary[name] = {"blocks": len(r), "ratio_mean": C.rnd(C.mean(r)), "ratio_ci95": ci and [C.rnd(ci[0]), C.rnd(ci[1])],
-                         "ratio_min": C.rnd(min(r)), "ratio_max": C.rnd(max(r)), "observer_cpu_pct_of_core": round(cpu_pct, 2),
-                         "goal": goal, "verdict": verdict, "resolved": resolved}  # fmt: skip
-    C.say(f"\ntoggled: each observer on/off every {BLOCK_S} s within one {args.toggle_seconds} s sysbench run "
-          f"(oltp_read_only, {THREADS} threads); ratio = QPS of an on-block / mean of the two neighbouring off-blocks; "
-          "verdict MET when the 95% CI's lower end is within the goal, MISSED when its upper end is beyond it")
-    C.say(C.table(["config", "on-blocks", "ratio", "95% CI", "min-max", "QPS cost", "observer CPU (of a core, when on)",
-                   "goal", "verdict"], rows))  # fmt: skip
+        rows.append(
+            [
+                name,
+                len(r),
+                f"{C.mean(r):.3f}",
+                "-" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}",
+                f"{min(r):.3f}-{max(r):.3f}",
+                C.pct(cost, 1),
+                f"{cpu_pct:.1f}%",
+                f"{goal:.0%}" if goal else "-",
+                verdict,
+            ]
+        )
+        summary[name] = {
+            "blocks": len(r),
+            "ratio_mean": C.rnd(C.mean(r)),
+            "ratio_ci95": ci and [C.rnd(ci[0]), C.rnd(ci[1])],
+            "ratio_min": C.rnd(min(r)),
+            "ratio_max": C.rnd(max(r)),
+            "observer_cpu_pct_of_core": round(cpu_pct, 2),
+            "goal": goal,
+            "verdict": verdict,
+            "resolved": resolved,
+        }
+    C.say(
+        f"\ntoggled: each observer on/off every {BLOCK_S} s within one {args.toggle_seconds} s sysbench run "
+        f"(oltp_read_only, {THREADS} threads); ratio = QPS of an on-block / mean of the two neighbouring off-blocks; "
+        "verdict MET when the 95% CI's lower end is within the goal, MISSED when its upper end is beyond it"
+    )
+    C.say(
+        C.table(
+            [
+                "config",
+                "on-blocks",
+                "ratio",
+                "95% CI",
+                "min-max",
+                "QPS cost",
+                "observer CPU (of a core, when on)",
+                "goal",
+                "verdict",
+            ],
+            rows,
+        )
+    )
     C.say(C.Machine.describe(info))
-    C.final_json({"bench": "profile_overhead", "mode": "toggle", "block_s": BLOCK_S, "configs": summary, "machine": info})
+    C.final_json(
+        {"bench": "profile_overhead", "mode": "toggle", "block_s": BLOCK_S, "configs": summary, "machine": info}
+    )
 
 
 def report(cfg, args, results, ratios, cpu_ratios, info) -> None:
@@ -268,21 +389,62 @@ def report(cfg, args, results, ratios, cpu_ratios, info) -> None:
         avg = lambda k: C.mean([x[k] for x in res])  # noqa: E731
         goal = GOALS.get(n)
         verdict = "-" if goal is None else ("MET" if cost < goal else "MISSED")
-        rows.append([n, f"{C.mean([x['qps'] for x in res]):,.0f}", f"{C.mean(r):.3f}",
-                     "-" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}", f"{min(r):.3f}-{max(r):.3f}",
-                     C.pct(cost, 1), f"{C.mean(cpu_ratios[n]):.3f} ({min(cpu_ratios[n]):.3f}-{max(cpu_ratios[n]):.3f})",
-                     f"{avg('server_sys_s'):.2f}", f"{avg('observer_cpu_s'):.2f}",
-                     f"{avg('foreign_cores'):.2f}", f"{avg('fold_s'):.2f}", f"{goal:.0%}" if goal else "-", verdict])  # fmt: skip
-        summary[n] = {"ratio_mean": C.rnd(C.mean(r)), "cpu_per_txn_ratio_mean": C.rnd(C.mean(cpu_ratios[n])),
-                      "cpu_per_txn_ratio_min": C.rnd(min(cpu_ratios[n])), "cpu_per_txn_ratio_max": C.rnd(max(cpu_ratios[n])), "ratio_ci95": ci and [C.rnd(ci[0]), C.rnd(ci[1])],
-                      "ratio_min": C.rnd(min(r)), "ratio_max": C.rnd(max(r)), "server_sys_s": C.rnd(avg("server_sys_s")),
-                      "observer_cpu_s": C.rnd(avg("observer_cpu_s")), "foreign_cores": C.rnd(avg("foreign_cores")),
-                      "goal": goal, "verdict": verdict}  # fmt: skip
-    C.say(f"\n{args.rounds} rounds of {cfg['warmup']} s warm-up + {cfg['duration']} s window per configuration, "
-          f"oltp_read_only, {THREADS} threads; ratio = QPS / mean QPS of the windows without observer just "
-          "before and after (row none: a window without observer / the previous one)")
-    C.say(C.table(["config", "QPS", "ratio", "95% CI", "min-max", "QPS cost", "CPU/txn ratio (min-max)", "server sys s", "observer cpu s",
-                   "others' cores", "fold s", "goal", "verdict"], rows))  # fmt: skip
+        rows.append(
+            [
+                n,
+                f"{C.mean([x['qps'] for x in res]):,.0f}",
+                f"{C.mean(r):.3f}",
+                "-" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}",
+                f"{min(r):.3f}-{max(r):.3f}",
+                C.pct(cost, 1),
+                f"{C.mean(cpu_ratios[n]):.3f} ({min(cpu_ratios[n]):.3f}-{max(cpu_ratios[n]):.3f})",
+                f"{avg('server_sys_s'):.2f}",
+                f"{avg('observer_cpu_s'):.2f}",
+                f"{avg('foreign_cores'):.2f}",
+                f"{avg('fold_s'):.2f}",
+                f"{goal:.0%}" if goal else "-",
+                verdict,
+            ]
+        )
+        summary[n] = {
+            "ratio_mean": C.rnd(C.mean(r)),
+            "cpu_per_txn_ratio_mean": C.rnd(C.mean(cpu_ratios[n])),
+            "cpu_per_txn_ratio_min": C.rnd(min(cpu_ratios[n])),
+            "cpu_per_txn_ratio_max": C.rnd(max(cpu_ratios[n])),
+            "ratio_ci95": ci and [C.rnd(ci[0]), C.rnd(ci[1])],
+            "ratio_min": C.rnd(min(r)),
+            "ratio_max": C.rnd(max(r)),
+            "server_sys_s": C.rnd(avg("server_sys_s")),
+            "observer_cpu_s": C.rnd(avg("observer_cpu_s")),
+            "foreign_cores": C.rnd(avg("foreign_cores")),
+            "goal": goal,
+            "verdict": verdict,
+        }
+    C.say(
+        f"\n{args.rounds} rounds of {cfg['warmup']} s warm-up + {cfg['duration']} s window per configuration, "
+        f"oltp_read_only, {THREADS} threads; ratio = QPS / mean QPS of the windows without observer just "
+        "before and after (row none: a window without observer / the previous one)"
+    )
+    C.say(
+        C.table(
+            [
+                "config",
+                "QPS",
+                "ratio",
+                "95% CI",
+                "min-max",
+                "QPS cost",
+                "CPU/txn ratio (min-max)",
+                "server sys s",
+                "observer cpu s",
+                "others' cores",
+                "fold s",
+                "goal",
+                "verdict",
+            ],
+            rows,
+        )
+    )
     C.say(C.Machine.describe(info))
     C.final_json({"bench": "profile_overhead", "rounds": args.rounds, **cfg, "configs": summary, "machine": info})
 
@@ -292,8 +454,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--mode", choices=["toggle", "windows"], default="toggle",
-                    help="toggle: observer on/off every 3 s in one long run (default); windows: whole cell windows")
+    ap.add_argument(
+        "--mode",
+        choices=["toggle", "windows"],
+        default="toggle",
+        help="toggle: observer on/off every 3 s in one long run (default); windows: whole cell windows",
+    )
     ap.add_argument("--toggle-seconds", type=int, default=90, help="toggle mode: sysbench seconds per observer")
     ap.add_argument("--only", nargs="+", choices=list(TOGGLED), help="toggle mode: these observers only")
     args = ap.parse_args()

@@ -9,7 +9,7 @@ computed by perflab's own analysis, as a run stores them.
 Measured: wall time of `perflab report DIR --html -o` and `--format markdown -o` as a user
 runs them (a subprocess: Python start-up and imports included), median of 3; the HTML's size;
 the largest number of points any chart draws (series are downsampled, table figures are not).
-Goal (issue 5): renders in seconds, HTML under a few MB.
+Goal: renders in seconds, HTML under a few MB.
 
 Run: python3 bench/report_size.py                # 100 cells x 300 s windows
      python3 bench/report_size.py --seconds 1200 # 20-minute windows
@@ -50,8 +50,15 @@ def build(directory: Path, seconds: int) -> int:
     warm = 10
     with Results(directory, create=True) as results:
         axes = {"allocator": list(ALLOCATORS), "sort_buffer": list(SORT_BUFFERS)}
-        exp = {**meta["experiment"], "name": "report-size", "duration": float(seconds), "warmup": float(warm),
-               "repeats": REPEATS, "axes": axes, "workload": {**meta["experiment"]["workload"], "threads": THREADS}}  # fmt: skip
+        exp = {
+            **meta["experiment"],
+            "name": "report-size",
+            "duration": float(seconds),
+            "warmup": float(warm),
+            "repeats": REPEATS,
+            "axes": axes,
+            "workload": {**meta["experiment"]["workload"], "threads": THREADS},
+        }
         spec = f'[experiment]\nname = "report-size"\nduration = "{seconds}s"\nwarmup = "{warm}s"\nrepeats = {REPEATS}\n'
         results.set_meta(**{**meta, "experiment": exp, "spec_text": spec, "cell_count": 100, "status": "complete"})
         cid = 0
@@ -100,9 +107,20 @@ def _series(rng: random.Random, level: float, warm: int, seconds: int, stall: bo
         qps = level * (0.6 + 0.4 * t / warm if t <= warm else 1) * rng.gauss(1, 0.02)
         if stall and warm + 50 <= t < warm + 53:
             qps *= 0.2
-        out.append({"t": float(t), "warmup": int(t <= warm), "tps": qps / 3, "qps": qps, "reads": qps / 3, "writes": 0.0,
-                    "other": qps * 2 / 3, "p95_ms": 2000 / qps * 10 * rng.gauss(1, 0.05), "errors_per_s": 0.0,
-                    "reconnects_per_s": 0.0})  # fmt: skip
+        out.append(
+            {
+                "t": float(t),
+                "warmup": int(t <= warm),
+                "tps": qps / 3,
+                "qps": qps,
+                "reads": qps / 3,
+                "writes": 0.0,
+                "other": qps * 2 / 3,
+                "p95_ms": 2000 / qps * 10 * rng.gauss(1, 0.05),
+                "errors_per_s": 0.0,
+                "reconnects_per_s": 0.0,
+            }
+        )
     return out
 
 
@@ -110,9 +128,15 @@ def _finish(cell: dict, intervals: list[dict], warm: int, seconds: int, level: f
     window = [iv["qps"] for iv in intervals if not iv["warmup"]]
     qps = statistics.fmean(window)
     p95 = statistics.fmean(iv["p95_ms"] for iv in intervals if not iv["warmup"])
-    cell["summary"] = {**cell["summary"], "qps": qps, "tps": qps / 3, "transactions": int(qps / 3 * seconds),
-                       "queries": int(qps * seconds), "total_time_s": float(seconds),
-                       "latency_ms": {"min": 0.1, "avg": p95 / 2, "max": p95 * 4, "p50": p95 / 2, "p95": p95, "p99": p95 * 1.6}}  # fmt: skip
+    cell["summary"] = {
+        **cell["summary"],
+        "qps": qps,
+        "tps": qps / 3,
+        "transactions": int(qps / 3 * seconds),
+        "queries": int(qps * seconds),
+        "total_time_s": float(seconds),
+        "latency_ms": {"min": 0.1, "avg": p95 / 2, "max": p95 * 4, "p50": p95 / 2, "p95": p95, "p99": p95 * 1.6},
+    }
     cell["resources"] = {
         **cell["resources"],
         "rss_end_bytes": int(9e7 + 1e6 * rng.random()),
@@ -147,9 +171,11 @@ def main() -> int:
         )
         charts = text.count('class="chart"')
         size = html.stat().st_size
-        print(f"{cells} cells x {args.seconds} s windows: HTML {size / 2**20:.2f} MiB ({charts} charts, at most {points} "
-              f"points per line) in {html_s:.2f} s; Markdown + {len(list((Path(tmp) / 'report_files').iterdir()))} SVG "
-              f"files in {md_s:.2f} s (median of 3, python start-up included)")  # fmt: skip
+        print(
+            f"{cells} cells x {args.seconds} s windows: HTML {size / 2**20:.2f} MiB ({charts} charts, at most {points} "
+            f"points per line) in {html_s:.2f} s; Markdown + {len(list((Path(tmp) / 'report_files').iterdir()))} SVG "
+            f"files in {md_s:.2f} s (median of 3, python start-up included)"
+        )
         ok = html_s < GOAL_SECONDS and size < GOAL_BYTES
         if args.keep:
             shutil.copytree(tmp, args.keep)

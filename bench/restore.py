@@ -49,8 +49,15 @@ def settings(quick: bool) -> dict[str, Any]:
 def do_prepare(cfg: dict[str, Any], where: Path) -> tuple[dataset.Snapshot, float]:
     (where / "logs").mkdir(parents=True)
     t0 = time.monotonic()
-    snap = dataset.prepare(where, test=TEST, tables=cfg["tables"], table_size=cfg["table_size"], options={},
-                           server_options={}, log=where / "logs" / "prepare.txt")  # fmt: skip
+    snap = dataset.prepare(
+        where,
+        test=TEST,
+        tables=cfg["tables"],
+        table_size=cfg["table_size"],
+        options={},
+        server_options={},
+        log=where / "logs" / "prepare.txt",
+    )
     return snap, time.monotonic() - t0
 
 
@@ -75,8 +82,10 @@ def run(args: argparse.Namespace) -> None:
     cfg = settings(args.quick)
     machine = C.Machine()
     started = time.monotonic()
-    C.say(f"bench/restore.py ({'quick' if args.quick else 'full'}): {TEST}, {cfg['tables']} x "
-          f"{cfg['table_size']:,} rows, {cfg['reps']} repetitions, interleaved ABBA")  # fmt: skip
+    C.say(
+        f"bench/restore.py ({'quick' if args.quick else 'full'}): {TEST}, {cfg['tables']} x "
+        f"{cfg['table_size']:,} rows, {cfg['reps']} repetitions, interleaved ABBA"
+    )
     prepares: list[float] = []
     restores: list[dict[str, float]] = []
     sizes: dict[str, int] = {}
@@ -91,14 +100,20 @@ def run(args: argparse.Namespace) -> None:
                     prepares.append(seconds)
                     if old is not None:
                         shutil.rmtree(old.datadir.parent, ignore_errors=True)
-                    sizes = {"snapshot_bytes": dataset.tree_bytes(snap.datadir), "sbtest_bytes": snap.data_bytes,
-                             "redo_log_bytes": _size(snap.datadir / "ib_logfile0")}  # fmt: skip
+                    sizes = {
+                        "snapshot_bytes": dataset.tree_bytes(snap.datadir),
+                        "sbtest_bytes": snap.data_bytes,
+                        "redo_log_bytes": _size(snap.datadir / "ib_logfile0"),
+                    }
                 else:
                     assert snap is not None
                     restores.append(do_restore(cfg, snap, work / f"restore-{i}"))
-            C.say(f"  rep {i + 1} ({order[0]} first): prepare {prepares[-1]:6.2f} s, restore {restores[-1]['restore_s']:5.2f} s "
-                  f"(copy {restores[-1]['copy_s']:.2f} + start {restores[-1]['start_s']:.2f}), "
-                  f"ratio {prepares[-1] / restores[-1]['restore_s']:.1f}")  # fmt: skip
+            C.say(
+                f"  rep {i + 1} ({order[0]} first): prepare {prepares[-1]:6.2f} s, "
+                f"restore {restores[-1]['restore_s']:5.2f} s "
+                f"(copy {restores[-1]['copy_s']:.2f} + start {restores[-1]['start_s']:.2f}), "
+                f"ratio {prepares[-1] / restores[-1]['restore_s']:.1f}"
+            )
     info = machine.finish()
     report(cfg, prepares, restores, sizes, info, args.quick, time.monotonic() - started)
 
@@ -110,8 +125,15 @@ def _size(path: Path) -> int:
         return 0
 
 
-def report(cfg: dict[str, Any], prepares: list[float], restores: list[dict[str, float]], sizes: dict[str, int],
-           info: dict[str, Any], quick: bool, wall: float) -> None:  # fmt: skip
+def report(
+    cfg: dict[str, Any],
+    prepares: list[float],
+    restores: list[dict[str, float]],
+    sizes: dict[str, int],
+    info: dict[str, Any],
+    quick: bool,
+    wall: float,
+) -> None:
     rest = [r["restore_s"] for r in restores]
     copy = [r["copy_s"] for r in restores]
     start = [r["start_s"] for r in restores]
@@ -121,34 +143,63 @@ def report(cfg: dict[str, Any], prepares: list[float], restores: list[dict[str, 
 
     def row(name: str, xs: list[float]) -> list[Any]:
         ci = C.ci95(xs)
-        return [name, len(xs), f"{C.mean(xs):.3f}", f"{min(xs):.3f}-{max(xs):.3f}", C.pct(C.cv(xs), 1),
-                f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "-"]  # fmt: skip
+        return [
+            name,
+            len(xs),
+            f"{C.mean(xs):.3f}",
+            f"{min(xs):.3f}-{max(xs):.3f}",
+            C.pct(C.cv(xs), 1),
+            f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "-",
+        ]
 
-    C.say(C.table(["step (seconds)", "n", "mean", "min-max", "CV", "95% CI"], [
-        row("prepare (install+start+sysbench prepare+clean stop)", prepares),
-        row("restore (copy + start to ready)", rest),
-        row("  of which copy", copy),
-        row("  of which start to ready", start),
-    ]))  # fmt: skip
+    C.say(
+        C.table(
+            ["step (seconds)", "n", "mean", "min-max", "CV", "95% CI"],
+            [
+                row("prepare (install+start+sysbench prepare+clean stop)", prepares),
+                row("restore (copy + start to ready)", rest),
+                row("  of which copy", copy),
+                row("  of which start to ready", start),
+            ],
+        )
+    )
     mib = 2**20
-    C.say(f"snapshot: {sizes['snapshot_bytes'] / mib:.0f} MiB copied per restore, of which sbtest "
-          f"{sizes['sbtest_bytes'] / mib:.0f} MiB and redo log ib_logfile0 {sizes['redo_log_bytes'] / mib:.0f} MiB")  # fmt: skip
+    C.say(
+        f"snapshot: {sizes['snapshot_bytes'] / mib:.0f} MiB copied per restore, of which sbtest "
+        f"{sizes['sbtest_bytes'] / mib:.0f} MiB and redo log ib_logfile0 {sizes['redo_log_bytes'] / mib:.0f} MiB"
+    )
     C.say()
-    C.say(f"prepare / restore: {ratio:.2f}x (mean / mean); per repetition {min(pair_ratios):.2f}-{max(pair_ratios):.2f}x")
+    C.say(
+        f"prepare / restore: {ratio:.2f}x (mean / mean); per repetition {min(pair_ratios):.2f}-{max(pair_ratios):.2f}x"
+    )
     C.say(C.Machine.describe(info))
     if quick:
         C.say("(quick mode: 2 repetitions; a smoke test, not the figure to quote)")
     met = ratio >= GOAL_RATIO
     C.say(f"{'GOAL MET' if met else 'GOAL MISSED'}: restore {ratio:.2f}x faster than prepare, goal >= {GOAL_RATIO:g}x")
-    C.final_json({
-        "bench": "restore", "quick": quick, "settings": cfg, "order": "ABBA",
-        "prepare_s": [round(x, 3) for x in prepares], "restore_s": [round(x, 3) for x in rest],
-        "copy_s": [round(x, 3) for x in copy], "start_s": [round(x, 3) for x in start],
-        "prepare_mean_s": round(C.mean(prepares), 3), "restore_mean_s": round(C.mean(rest), 3),
-        "copy_mean_s": round(C.mean(copy), 3), "start_mean_s": round(C.mean(start), 3),
-        "ratio": round(ratio, 3), "ratio_per_rep": [round(x, 3) for x in pair_ratios], **sizes,
-        "goal_ratio": GOAL_RATIO, "goal_met": met, "machine": info, "wall_s": round(wall, 1),
-    })  # fmt: skip
+    C.final_json(
+        {
+            "bench": "restore",
+            "quick": quick,
+            "settings": cfg,
+            "order": "ABBA",
+            "prepare_s": [round(x, 3) for x in prepares],
+            "restore_s": [round(x, 3) for x in rest],
+            "copy_s": [round(x, 3) for x in copy],
+            "start_s": [round(x, 3) for x in start],
+            "prepare_mean_s": round(C.mean(prepares), 3),
+            "restore_mean_s": round(C.mean(rest), 3),
+            "copy_mean_s": round(C.mean(copy), 3),
+            "start_mean_s": round(C.mean(start), 3),
+            "ratio": round(ratio, 3),
+            "ratio_per_rep": [round(x, 3) for x in pair_ratios],
+            **sizes,
+            "goal_ratio": GOAL_RATIO,
+            "goal_met": met,
+            "machine": info,
+            "wall_s": round(wall, 1),
+        }
+    )
 
 
 def main() -> None:

@@ -55,8 +55,13 @@ b = {{}}
 
 def launch(args: list[str]) -> subprocess.Popen:
     env = {**os.environ, "PERFLAB_ALLOW_CONCURRENT": "1"}
-    return subprocess.Popen([sys.executable, "-m", "perflab", "run", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "perflab", "run", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 300) -> float:
@@ -85,12 +90,22 @@ def fill(out: Path, count: int) -> None:
         keys = [f"v={v}/t1/r{r}" for r in range(1, 61) for v in ("a", "b")]
         with db:
             for i in range(1, count):
-                copy = {**row, "id": i, "key": keys[i], "repeat": i // 2 + 1,
-                        "variant": '{"v": "%s"}' % ("a", "b")[i % 2]}  # fmt: skip
-                db.execute(f"INSERT INTO cells ({', '.join(copy)}) VALUES ({', '.join('?' for _ in copy)})",
-                           list(copy.values()))  # fmt: skip
-                db.execute("INSERT INTO intervals SELECT ?, t, warmup, tps, qps, reads, writes, other, p95_ms, "
-                           "errors_per_s, reconnects_per_s FROM intervals WHERE cell_id = 0", (i,))  # fmt: skip
+                copy = {
+                    **row,
+                    "id": i,
+                    "key": keys[i],
+                    "repeat": i // 2 + 1,
+                    "variant": '{"v": "%s"}' % ("a", "b")[i % 2],
+                }
+                db.execute(
+                    f"INSERT INTO cells ({', '.join(copy)}) VALUES ({', '.join('?' for _ in copy)})",
+                    list(copy.values()),
+                )
+                db.execute(
+                    "INSERT INTO intervals SELECT ?, t, warmup, tps, qps, reads, writes, other, p95_ms, "
+                    "errors_per_s, reconnects_per_s FROM intervals WHERE cell_id = 0",
+                    (i,),
+                )
     finally:
         db.close()
 
@@ -135,21 +150,38 @@ def main() -> None:
                 stop(proc)
             if (out / "logs" / "prepare.txt").stat().st_mtime_ns != prepared:
                 raise C.BenchError("--resume prepared the dataset again")
-            touched = sorted(p.name for p in (out / "logs").iterdir()
-                             if p.name.startswith("cell-") and int(p.name[5:]) < STORED
-                             and logs_before.get(p.name) != p.stat().st_mtime_ns)  # fmt: skip
+            touched = sorted(
+                p.name
+                for p in (out / "logs").iterdir()
+                if p.name.startswith("cell-")
+                and int(p.name[5:]) < STORED
+                and logs_before.get(p.name) != p.stat().st_mtime_ns
+            )
             if touched or stored_ids(out)[:STORED] != list(range(STORED)):
                 raise C.BenchError(f"--resume re-ran or lost a stored cell: {touched}")
-            C.say(f"round {r + 1}: fresh run to cell 0 {fresh_s[-1]:.2f} s, resume to cell {STORED} {resume_s[-1]:.2f} s")
+            C.say(
+                f"round {r + 1}: fresh run to cell 0 {fresh_s[-1]:.2f} s, resume to cell {STORED} {resume_s[-1]:.2f} s"
+            )
     info = machine.finish()
     fresh, resume = statistics.median(fresh_s), statistics.median(resume_s)
     C.say(C.Machine.describe(info))
-    C.say(f"median: resume to first new cell {resume:.2f} s vs fresh run to first cell {fresh:.2f} s "
-          f"(ratio {resume / fresh:.3f}); dataset not prepared again, {STORED} stored cells untouched")  # fmt: skip
-    C.final_json({"bench": "resume", "quick": args.quick, "stored_cells": STORED, "resume_to_first_cell_s": round(resume, 3),
-                  "fresh_to_first_cell_s": round(fresh, 3), "ratio": round(resume / fresh, 3),
-                  "resume_runs_s": [round(x, 3) for x in resume_s], "fresh_runs_s": [round(x, 3) for x in fresh_s],
-                  "machine": info})  # fmt: skip
+    C.say(
+        f"median: resume to first new cell {resume:.2f} s vs fresh run to first cell {fresh:.2f} s "
+        f"(ratio {resume / fresh:.3f}); dataset not prepared again, {STORED} stored cells untouched"
+    )
+    C.final_json(
+        {
+            "bench": "resume",
+            "quick": args.quick,
+            "stored_cells": STORED,
+            "resume_to_first_cell_s": round(resume, 3),
+            "fresh_to_first_cell_s": round(fresh, 3),
+            "ratio": round(resume / fresh, 3),
+            "resume_runs_s": [round(x, 3) for x in resume_s],
+            "fresh_runs_s": [round(x, 3) for x in fresh_s],
+            "machine": info,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -70,27 +70,45 @@ def toml_option(option: str) -> str:
 def run_protocol(tmp: Path, name: str, repeats: str, duration: int, option: str, other: str) -> dict[str, Any]:
     """One `perflab run` + `perflab compare`: wall time, verdict, ratio, repeats used."""
     spec = tmp / f"{name}.toml"
-    spec.write_text(EXPERIMENT.format(name=name, duration=duration, repeats=repeats, option=toml_option(option),
-                                      other=other), encoding="utf-8")  # fmt: skip
+    spec.write_text(
+        EXPERIMENT.format(name=name, duration=duration, repeats=repeats, option=toml_option(option), other=other),
+        encoding="utf-8",
+    )
     out = tmp / name
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)],
-                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], capture_output=True, text=True, cwd=ROOT
+    )
     wall = time.monotonic() - started
     if done.returncode != 0:
-        raise C.BenchError(f"perflab run {name} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    compared = subprocess.run([sys.executable, "-m", "perflab", "compare", str(out), "--format", "json"],
-                              capture_output=True, text=True, cwd=ROOT, check=True)  # fmt: skip
+        raise C.BenchError(
+            f"perflab run {name} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        )
+    compared = subprocess.run(
+        [sys.executable, "-m", "perflab", "compare", str(out), "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     (row,) = [r for r in json.loads(compared.stdout) if r["kind"] == "variant"]
-    doc = json.loads(subprocess.run([sys.executable, "-m", "perflab", "export", str(out)], capture_output=True,
-                                    text=True, cwd=ROOT, check=True).stdout)  # fmt: skip
+    doc = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "perflab", "export", str(out)], capture_output=True, text=True, cwd=ROOT, check=True
+        ).stdout
+    )
     busy = max((c["resources"] or {}).get("other_cpu_cores") or 0 for c in doc["cells"] if c["status"] == "ok")
     return {
-        "name": name, "wall_s": round(wall, 1), "verdict": row["verdict"], "ratio": C.rnd(row["ratio"]),
-        "ci": [C.rnd(row["ci_low"]), C.rnd(row["ci_high"])], "repeats": [row["n_baseline"], row["n_variant"]],
-        "cells": len(doc["cells"]), "stop": (doc.get("adaptive") or {}).get("stop_reason"),
+        "name": name,
+        "wall_s": round(wall, 1),
+        "verdict": row["verdict"],
+        "ratio": C.rnd(row["ratio"]),
+        "ci": [C.rnd(row["ci_low"]), C.rnd(row["ci_high"])],
+        "repeats": [row["n_baseline"], row["n_variant"]],
+        "cells": len(doc["cells"]),
+        "stop": (doc.get("adaptive") or {}).get("stop_reason"),
         "max_other_cpu_cores": busy,
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -123,21 +141,51 @@ def main() -> None:
     correct = auto_row["verdict"] == truth if known else None
     false_pos = sum(1 for r in fp_rows if r["verdict"] != "no significant difference")
     C.say()
-    C.say(C.table(["run", "wall s", "cells", "verdict", "ratio", "95% CI", "repeats", "stop", "other cores"],
-                  [[r["name"], r["wall_s"], r["cells"], r["verdict"], r["ratio"], f"{r['ci'][0]}-{r['ci'][1]}",
-                    "/".join(map(str, r["repeats"])), r["stop"] or "-", r["max_other_cpu_cores"]] for r in rows]))  # fmt: skip
+    C.say(
+        C.table(
+            ["run", "wall s", "cells", "verdict", "ratio", "95% CI", "repeats", "stop", "other cores"],
+            [
+                [
+                    r["name"],
+                    r["wall_s"],
+                    r["cells"],
+                    r["verdict"],
+                    r["ratio"],
+                    f"{r['ci'][0]}-{r['ci'][1]}",
+                    "/".join(map(str, r["repeats"])),
+                    r["stop"] or "-",
+                    r["max_other_cpu_cores"],
+                ]
+                for r in rows
+            ],
+        )
+    )
     C.say()
     C.say(C.Machine.describe(info))
     speed = auto_row["wall_s"] / fixed_row["wall_s"]
     if not known:
-        C.say(f"the fixed protocol found no significant difference for {args.option}: the truth is unknown; "
-              "choose an option with a larger cost (--option)")  # fmt: skip
-    C.say(f"adaptive / fixed wall time: {speed:.3f} ({auto_row['wall_s']:.0f} s vs {fixed_row['wall_s']:.0f} s); "
-          f"adaptive verdict {'correct' if correct else 'WRONG' if correct is False else 'unverifiable'}; "
-          f"false positives {false_pos} of {len(fp_rows)} identical-variant runs")  # fmt: skip
-    C.final_json({"bench": "time_to_verdict", "option": args.option, "quick": args.quick,
-                  "time_ratio": round(speed, 3), "adaptive_correct": correct, "false_positives": false_pos,
-                  "identical_runs": len(fp_rows), "runs": rows, "machine": info})  # fmt: skip
+        C.say(
+            f"the fixed protocol found no significant difference for {args.option}: the truth is unknown; "
+            "choose an option with a larger cost (--option)"
+        )
+    C.say(
+        f"adaptive / fixed wall time: {speed:.3f} ({auto_row['wall_s']:.0f} s vs {fixed_row['wall_s']:.0f} s); "
+        f"adaptive verdict {'correct' if correct else 'WRONG' if correct is False else 'unverifiable'}; "
+        f"false positives {false_pos} of {len(fp_rows)} identical-variant runs"
+    )
+    C.final_json(
+        {
+            "bench": "time_to_verdict",
+            "option": args.option,
+            "quick": args.quick,
+            "time_ratio": round(speed, 3),
+            "adaptive_correct": correct,
+            "false_positives": false_pos,
+            "identical_runs": len(fp_rows),
+            "runs": rows,
+            "machine": info,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -99,9 +99,7 @@ def package_version(path: str | Path) -> str | None:
     """'package version' of the Debian package owning `path`, or None if no package does."""
     real = os.path.realpath(path)
     for candidate in dict.fromkeys((str(path), real)):
-        owner = subprocess.run(
-            ["dpkg-query", "-S", candidate], capture_output=True, text=True, check=False
-        )
+        owner = subprocess.run(["dpkg-query", "-S", candidate], capture_output=True, text=True, check=False)
         if owner.returncode == 0 and ":" in owner.stdout:
             package = owner.stdout.split(":")[0].strip()
             version = subprocess.run(

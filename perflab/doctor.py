@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from perflab import allocators
-from perflab.preflight import TMPFS, TOOLS, Tool, which
+from perflab.preflight import TOOLS, Tool, which
+from perflab.run.workdir import TMPFS, remove_stale_workdirs, stale_workdirs
 
 
 def _version(path: str, flag: str) -> str:
@@ -26,8 +27,6 @@ def _version(path: str, flag: str) -> str:
 
 def clean(console: Console) -> None:
     """Stop what killed perflab runs left behind (only processes they started) and remove it."""
-    from perflab.run.scheduler import remove_stale_workdirs  # noqa: PLC0415
-
     removed = remove_stale_workdirs(Path(TMPFS))
     for path, killed in removed:
         console.print(f"removed {path}" + (f"; stopped {', '.join(map(str, killed))}" if killed else ""))
@@ -76,8 +75,6 @@ def _allocator(name: str, package: str) -> dict[str, Any]:
 
 
 def _machine() -> dict[str, Any]:
-    from perflab.run.scheduler import stale_workdirs  # noqa: PLC0415
-
     shm = shutil.disk_usage(TMPFS) if os.path.isdir(TMPFS) else None
     try:
         with open("/proc/sys/kernel/perf_event_paranoid", encoding="ascii") as f:

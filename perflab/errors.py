@@ -1,7 +1,7 @@
 """Errors perflab reports to users, with a hint, and the exit codes they map to.
 
 Every error a user can cause or fix is a PerflabError subclass carrying a message (what
-and where) and a hint (how to fix). They are caught only in cli.py; anything else is a bug
+and where) and a hint (how to fix). They are caught only in cli/__init__.py; anything else is a bug
 and shows a traceback.
 """
 

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 from perflab import allocators
 from perflab.errors import EnvironmentProblem, Problem, SpecError
+from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
-
-TMPFS = os.environ.get("PERFLAB_TMPFS", "/dev/shm")  # where servers and datadirs live (RAM)
 
 
 @dataclass(frozen=True)
@@ -55,18 +54,24 @@ def which(name: str) -> str | None:
 
 def check(exp: Experiment) -> None:
     """Raise SpecError with every problem this machine has with `exp`."""
-    machine = _tools() + _allocators(exp) + _profilers(exp)
+    machine = _tools() + _allocators(exp) + profiler_problems(exp)
     if exp.file.experiment.pin and len(os.sched_getaffinity(0)) < 2:
-        machine.append(Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}",
-                               "set pin = false"))  # fmt: skip
+        machine.append(
+            Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}", "set pin = false")
+        )
     if not os.path.isdir(TMPFS):
         machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
     else:
         need, free = 2 * dataset_estimate(exp), shutil.disk_usage(TMPFS).free
         if free < need:
-            machine.append(Problem(f"(machine) {TMPFS}", f"about {need >> 20} MiB free (the dataset and one cell's "
-                                   "copy of it)", f"{free >> 20} MiB free",
-                                   "free memory on the tmpfs, or use fewer tables / a smaller table_size"))  # fmt: skip
+            machine.append(
+                Problem(
+                    f"(machine) {TMPFS}",
+                    f"about {need >> 20} MiB free (the dataset and one cell's copy of it)",
+                    f"{free >> 20} MiB free",
+                    "free memory on the tmpfs, or use fewer tables / a smaller table_size",
+                )
+            )
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
     problems = _sysbench(exp)
@@ -98,8 +103,9 @@ def _allocators(exp: Experiment) -> list[Problem]:
             try:
                 allocators.resolve(variant.preload)
             except LookupError as exc:
-                problems.append(Problem(f"variants.{axis}.{label}.preload", f"{variant.preload} installed",
-                                        "no library", str(exc)))  # fmt: skip
+                problems.append(
+                    Problem(f"variants.{axis}.{label}.preload", f"{variant.preload} installed", "no library", str(exc))
+                )
             except FileNotFoundError:
                 problems.append(Problem(f"variants.{axis}.{label}.preload", "an existing file", variant.preload))
     return problems
@@ -111,15 +117,19 @@ def _sysbench(exp: Experiment) -> list[Problem]:
     test = exp.file.workload.test
     done = subprocess.run(["sysbench", test, "help"], capture_output=True, text=True, check=False, timeout=60)
     if done.returncode != 0 or "options:" not in done.stdout:
-        known = sorted(p.removesuffix(".lua") for p in os.listdir("/usr/share/sysbench") if p.endswith(".lua")) \
-            if os.path.isdir("/usr/share/sysbench") else []  # fmt: skip
+        known = (
+            sorted(p.removesuffix(".lua") for p in os.listdir("/usr/share/sysbench") if p.endswith(".lua"))
+            if os.path.isdir("/usr/share/sysbench")
+            else []
+        )
         return [Problem("workload.test", "a sysbench test", repr(test), f"known: {', '.join(known)}")]
     known_opts = sysbench.known_options(test)
     problems = []
     places = [("workload.options", exp.file.workload.options)] + [
         (f"variants.{axis}.{label}.workload_options", v.workload_options)
-        for axis, entries in exp.file.variants.items() for label, v in entries.items()
-    ]  # fmt: skip
+        for axis, entries in exp.file.variants.items()
+        for label, v in entries.items()
+    ]
     for where, options in places:
         for key in options:
             name = key.replace("-", "_")
@@ -130,15 +140,15 @@ def _sysbench(exp: Experiment) -> list[Problem]:
     return problems
 
 
-# ---------------------------------------------------------------------------- profilers (issue 4)
+# ---------------------------------------------------------------------------- profilers
 
 
-def _profilers(exp: Experiment) -> list[Problem]:
+def profiler_problems(exp: Experiment) -> list[Problem]:
     """perf and the stack sampler must work here, with this user's permissions, before any cell runs."""
     observe = exp.file.observe
     problems = []
     if observe.perf is not None:
-        problems += _perf_works()
+        problems += perf_problems()
     if observe.pmp is not None:
         problems += _ptrace_allowed()
         if observe.pmp.tool == "eu-stack" and which("eu-stack") is None:
@@ -149,20 +159,40 @@ def _profilers(exp: Experiment) -> list[Problem]:
             try:
                 ctypes.CDLL("libdw.so.1")
             except OSError:
-                problems.append(Problem("observe.pmp", "libdw.so.1 (elfutils' library)", "missing",
-                                        "apt-get install libdw1 (or elfutils)"))  # fmt: skip
+                problems.append(
+                    Problem(
+                        "observe.pmp",
+                        "libdw.so.1 (elfutils' library)",
+                        "missing",
+                        "apt-get install libdw1 (or elfutils)",
+                    )
+                )
         if which("c++filt") is None:
             problems.append(Problem("observe.pmp", "c++filt (C++ names)", "missing", "apt-get install binutils"))
     return problems
 
 
-def _perf_works() -> list[Problem]:
+def perf_problems() -> list[Problem]:
     if which("perf") is None:
         return [Problem("observe.perf", "perf installed", "missing", "apt-get install linux-perf (or `make setup`)")]
     import tempfile  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="perflab-check-") as tmp:
-        argv = ["perf", "record", "-q", "-a", "-e", "cpu-clock", "-F", "99", "-g", "-o", f"{tmp}/check.data", "--", "true"]
+        argv = [
+            "perf",
+            "record",
+            "-q",
+            "-a",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "99",
+            "-g",
+            "-o",
+            f"{tmp}/check.data",
+            "--",
+            "true",
+        ]
         try:
             done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
         except subprocess.TimeoutExpired:
@@ -170,8 +200,10 @@ def _perf_works() -> list[Problem]:
     if done.returncode == 0:
         return []
     tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])[:300]
-    hint = ("system-wide cpu-clock sampling needs root or kernel.perf_event_paranoid <= 0: "
-            "`sysctl kernel.perf_event_paranoid=0`; Debian's perf must match the running kernel (linux-perf)")
+    hint = (
+        "system-wide cpu-clock sampling needs root or kernel.perf_event_paranoid <= 0: "
+        "`sysctl kernel.perf_event_paranoid=0`; Debian's perf must match the running kernel (linux-perf)"
+    )
     return [Problem("observe.perf", "perf record -a -e cpu-clock to work", f"exit {done.returncode}: {tail}", hint)]
 
 
@@ -182,6 +214,12 @@ def _ptrace_allowed() -> list[Problem]:
     except (OSError, ValueError):
         return []  # no Yama: classic ptrace rules, same user or root
     if scope >= 3 or (scope >= 2 and os.geteuid() != 0):
-        return [Problem("observe.pmp", "ptrace allowed (kernel.yama.ptrace_scope)", f"ptrace_scope = {scope}",
-                        "run as root, or `sysctl kernel.yama.ptrace_scope=1` (3 cannot be lowered until reboot)")]  # fmt: skip
+        return [
+            Problem(
+                "observe.pmp",
+                "ptrace allowed (kernel.yama.ptrace_scope)",
+                f"ptrace_scope = {scope}",
+                "run as root, or `sysctl kernel.yama.ptrace_scope=1` (3 cannot be lowered until reboot)",
+            )
+        ]
     return []

@@ -2,10 +2,12 @@
 
 Durations: "20s", "1m", "1m30s", "500ms", "2h" or a bare number of seconds.
 Sizes: "32K", "2M", "1G" (powers of 1024, as MariaDB reads them) or a bare number of bytes.
+Timestamps: ISO 8601 in UTC to the second, "2026-11-22T14:03:07+00:00", as results store them.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 
@@ -72,3 +74,8 @@ def format_bytes(value: float | None) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"
+
+
+def utc_now() -> str:
+    """Now, as results store a moment: "2026-11-22T14:03:07+00:00"."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

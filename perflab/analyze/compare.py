@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from perflab.analyze import stats
-from perflab.analyze.summary import Group, variant_key
+from perflab.analyze.summary import Group
 from perflab.analyze.summary import groups as group_cells
 from perflab.errors import UsageError
 
@@ -58,9 +58,20 @@ def compare_groups(
     if reason is None and (base.unsettled or other.unsettled):
         reason = f"{len(base.unsettled) + len(other.unsettled)} unsettled cell(s) left out"
     return Comparison(
-        other.threads, base.variant, other.variant, metric, result.ratio, result.low, result.high,
-        result.verdict, kind, axis, len(_values(base, metric)), len(_values(other, metric)), reason,
-    )  # fmt: skip
+        other.threads,
+        base.variant,
+        other.variant,
+        metric,
+        result.ratio,
+        result.low,
+        result.high,
+        result.verdict,
+        kind,
+        axis,
+        len(_values(base, metric)),
+        len(_values(other, metric)),
+        reason,
+    )
 
 
 def baseline_variant(axes: dict[str, list[str]], choices: list[str]) -> dict[str, str]:
@@ -72,13 +83,19 @@ def baseline_variant(axes: dict[str, list[str]], choices: list[str]) -> dict[str
             known = ", ".join(f"{a}=<{'|'.join(v)}>" for a, v in axes.items()) or "none (one variant)"
             raise UsageError(f"--baseline {choice!r}: no axis {axis!r} in these results", f"axes: {known}")
         if label not in axes[axis]:
-            raise UsageError(f"--baseline {choice!r}: axis {axis} has no label {label!r}", f"labels: {', '.join(axes[axis])}")
+            raise UsageError(
+                f"--baseline {choice!r}: axis {axis} has no label {label!r}", f"labels: {', '.join(axes[axis])}"
+            )
         chosen[axis] = label
     return chosen
 
 
 def within(
-    groups: list[Group], axes: dict[str, list[str]], baseline: dict[str, str], metric: str = "qps", level: float = stats.LEVEL
+    groups: list[Group],
+    axes: dict[str, list[str]],
+    baseline: dict[str, str],
+    metric: str = "qps",
+    level: float = stats.LEVEL,
 ) -> list[Comparison]:
     """Every variant against `baseline`, per thread count; plus, with two or more axes, the
     marginal effect of each axis within each combination of the others."""

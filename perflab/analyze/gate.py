@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from perflab.analyze import stats
 from perflab.analyze.compare import METRICS, Comparison
 from perflab.errors import UsageError
+from perflab.variants import variant_label
 
 _HINT = "write --fail-on slower, or slower:5% (or slower:0.05) to tolerate up to a 5% regression"
 
@@ -67,7 +68,7 @@ def message(gate: Gate, failed: list[Comparison]) -> str:
     lines = [f"{len(failed)} comparison(s) {gate.describe()}:"]
     for c in failed:
         where = f"{c.kind}{'/' + c.axis if c.axis else ''}"
-        label = ", ".join(f"{a}={lbl}" for a, lbl in c.variant.items()) or "default"
+        label = variant_label(c.variant)
         ci = f"[{c.ci_low:.3f}-{c.ci_high:.3f}]"
         lines.append(f"  {label} at {c.threads} threads ({c.metric}, {where}): ratio {c.ratio:.3f} {ci}")
     return "\n".join(lines)

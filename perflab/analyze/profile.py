@@ -18,13 +18,13 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-KERNEL_MARK = "_[k]"
+from perflab.store.folded import is_kernel
 
 
 def dso_of(function: str, dsos: dict[str, str]) -> str | None:
     if function in dsos:
         return dsos[function]
-    if function.endswith(KERNEL_MARK):
+    if is_kernel(function):
         return "[kernel]"
     if "+0x" in function:
         return function.split("+0x", 1)[0]
@@ -45,8 +45,15 @@ class Profile:
     cell_id: int | None = None
 
     @classmethod
-    def from_stacks(cls, stacks: Counter, *, transactions: float, sample_us: float | None = None,
-                    dsos: dict[str, str] | None = None, cell_id: int | None = None) -> Profile:  # fmt: skip
+    def from_stacks(
+        cls,
+        stacks: Counter,
+        *,
+        transactions: float,
+        sample_us: float | None = None,
+        dsos: dict[str, str] | None = None,
+        cell_id: int | None = None,
+    ) -> Profile:
         self_s: Counter = Counter()
         total: Counter = Counter()
         callers: dict[str, Counter] = {}
@@ -119,13 +126,20 @@ class Merged:
             s, t = statistics.fmean(self_v), statistics.fmean(total_v)
             self_n = sum(p.self_samples[function] for p in self.profiles)
             row = {
-                "function": function, "dso": dso_of(function, dsos), "kernel": function.endswith(KERNEL_MARK),
-                "self_per_txn": s, "total_per_txn": t,
-                "self_us_per_txn": s * us if us else None, "total_us_per_txn": t * us if us else None,
-                "self_samples": self_n, "total_samples": sum(p.total_samples[function] for p in self.profiles),
+                "function": function,
+                "dso": dso_of(function, dsos),
+                "kernel": is_kernel(function),
+                "self_per_txn": s,
+                "total_per_txn": t,
+                "self_us_per_txn": s * us if us else None,
+                "total_us_per_txn": t * us if us else None,
+                "self_samples": self_n,
+                "total_samples": sum(p.total_samples[function] for p in self.profiles),
                 "self_pct": 100.0 * self_n / total_samples,
-                "self_per_txn_min": min(self_v), "self_per_txn_max": max(self_v), "repeats": len(self.profiles),
-            }  # fmt: skip
+                "self_per_txn_min": min(self_v),
+                "self_per_txn_max": max(self_v),
+                "repeats": len(self.profiles),
+            }
             rows.append(row)
         rows.sort(key=lambda r: (-r[f"{by}_per_txn"], r["function"]))
         return rows[:limit] if limit else rows

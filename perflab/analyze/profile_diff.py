@@ -3,9 +3,10 @@
 Input: two `Merged` profiles (analyze/profile.py), each the repeats of one variant. For
 every function: A's and B's mean self and total samples per transaction, their difference,
 and a noise floor: the half-width of a 95% interval of the difference, from the spread of
-the repeats (Student t, pooled degrees of freedom) and never below what sampling alone explains (Poisson counts). A change
-smaller than its noise floor is marked not significant. The callers that carry a function's
-change are its parent frames, with the change of the function's total samples through each.
+the repeats (Student t, pooled degrees of freedom) and never below what sampling alone
+explains (Poisson counts). A change smaller than its noise floor is marked not significant.
+The callers that carry a function's change are its parent frames, with the change of the
+function's total samples through each.
 
     rows = diff(merged_a, merged_b).rows(limit=30, by="self")
     rows[0] -> {"function": "my_hash_sort_simple", "a_self_per_txn": 0.01, "b_self_per_txn": 0.9,
@@ -19,7 +20,8 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
-from perflab.analyze.profile import KERNEL_MARK, Merged, dso_of
+from perflab.analyze.profile import Merged, dso_of
+from perflab.store.folded import is_kernel
 
 # two-sided 95% Student t critical values, df = 1..10 (beyond: 2.0, then normal)
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
@@ -64,7 +66,7 @@ class Diff:
         dsos = {**self.a.dsos, **self.b.dsos}
         rows = []
         for function in self.a.functions() | self.b.functions():
-            row: dict = {"function": function, "dso": dso_of(function, dsos), "kernel": function.endswith(KERNEL_MARK)}
+            row: dict = {"function": function, "dso": dso_of(function, dsos), "kernel": is_kernel(function)}
             for kind in ("self", "total"):
                 av, bv = self.a.mean(function, kind), self.b.mean(function, kind)
                 row[f"a_{kind}_per_txn"], row[f"b_{kind}_per_txn"] = av, bv

@@ -45,8 +45,9 @@ def parse_selector(text: str, axes: dict[str, list[str]]) -> tuple[dict[str, str
             if axis not in axes:
                 raise UsageError(f"selector {text!r}: no axis {axis!r}", f"axes: {', '.join(axes) or '(none)'}")
             if label not in axes[axis]:
-                raise UsageError(f"selector {text!r}: axis {axis} has no label {label!r}",
-                                 f"labels: {', '.join(axes[axis])}")  # fmt: skip
+                raise UsageError(
+                    f"selector {text!r}: axis {axis} has no label {label!r}", f"labels: {', '.join(axes[axis])}"
+                )
             wanted[axis] = label
         else:
             owners = [a for a, labels in axes.items() if part in labels]
@@ -57,13 +58,21 @@ def parse_selector(text: str, axes: dict[str, list[str]]) -> tuple[dict[str, str
     return wanted, threads
 
 
-def select(results: Results, *, selector: str | None = None, cell_id: int | None = None,
-           threads: int | None = None, source: str | None = None) -> Selection:  # fmt: skip
+def select(
+    results: Results,
+    *,
+    selector: str | None = None,
+    cell_id: int | None = None,
+    threads: int | None = None,
+    source: str | None = None,
+) -> Selection:
     cells = [c for c in results.cells() if c["status"] == "ok"]
     profiles = results.profiles()
     if not profiles:
-        raise UsageError(f"{results.dir}: no profiles stored",
-                         "add perf = { frequency = 99 } or pmp = { interval = \"1s\" } under [observe] and run again")  # fmt: skip
+        raise UsageError(
+            f"{results.dir}: no profiles stored",
+            'add perf = { frequency = 99 } or pmp = { interval = "1s" } under [observe] and run again',
+        )
     sources = sorted({p["source"] for p in profiles})
     source = source or ("perf" if "perf" in sources else sources[0])
     if source not in sources:
@@ -82,16 +91,22 @@ def select(results: Results, *, selector: str | None = None, cell_id: int | None
             chosen = [c for c in chosen if c["threads"] == threads]
         counts = sorted({c["threads"] for c in chosen})
         if len(counts) > 1:
-            raise UsageError(f"{selector or 'the selection'} matches cells at {counts} threads",
-                             f"add --threads N or /tN to the selector, e.g. {selector or ''}/t{counts[-1]}")  # fmt: skip
+            raise UsageError(
+                f"{selector or 'the selection'} matches cells at {counts} threads",
+                f"add --threads N or /tN to the selector, e.g. {selector or ''}/t{counts[-1]}",
+            )
         keys = {c["key"].rsplit("/", 2)[0] for c in chosen}
         if len(keys) > 1:
-            raise UsageError(f"{repr(selector) if selector else 'no selector'} matches several variants: "
-                             f"{', '.join(sorted(keys))}", "name a label for every axis that varies, or use --cell")  # fmt: skip
+            raise UsageError(
+                f"{repr(selector) if selector else 'no selector'} matches several variants: {', '.join(sorted(keys))}",
+                "name a label for every axis that varies, or use --cell",
+            )
         label = (keys.pop() if keys else selector or "") + (f"/t{counts[0]}" if counts else "")
         if not chosen:
-            raise UsageError(f"no successful cell matches {selector!r}" + (f" at {threads} threads" if threads else ""),
-                             "see `perflab report` for the variants and thread counts")  # fmt: skip
+            raise UsageError(
+                f"no successful cell matches {selector!r}" + (f" at {threads} threads" if threads else ""),
+                "see `perflab report` for the variants and thread counts",
+            )
     by_cell = {p["cell_id"]: p for p in profiles if p["source"] == source and p["phase"] == "measured"}
     picked = [c for c in chosen if c["id"] in by_cell]
     if not picked:
@@ -99,8 +114,9 @@ def select(results: Results, *, selector: str | None = None, cell_id: int | None
     return Selection(label, picked, [by_cell[c["id"]] for c in picked], source)
 
 
-def load(results: Results, sel: Selection, start: float | None = None,
-         end: float | None = None) -> tuple[Merged, Counter, float]:  # fmt: skip
+def load(
+    results: Results, sel: Selection, start: float | None = None, end: float | None = None
+) -> tuple[Merged, Counter, float]:
     """The merged per-function profile, the summed stacks and the summed transactions.
     `start`/`end` (seconds since the profiler started) cut pmp profiles by time; the
     transactions are then the profile's scaled by the share of its span kept."""
@@ -120,10 +136,20 @@ def load(results: Results, sel: Selection, start: float | None = None,
             if hi <= lo:
                 raise UsageError(f"--start/--end keep nothing of a {row['seconds']:.1f} s profile", "see its seconds")
             row = {**row, "transactions": (row["transactions"] or 0) * (hi - lo) / row["seconds"]}
-        sample_us = 1e6 / row["frequency_hz"] if row.get("frequency_hz") else (
-            1e6 * row["interval_s"] if row.get("interval_s") else None)  # fmt: skip
-        profiles.append(Profile.from_stacks(stacks, transactions=row["transactions"] or 0, sample_us=sample_us,
-                                            dsos=meta.get("dsos") or {}, cell_id=row["cell_id"]))  # fmt: skip
+        sample_us = (
+            1e6 / row["frequency_hz"]
+            if row.get("frequency_hz")
+            else (1e6 * row["interval_s"] if row.get("interval_s") else None)
+        )
+        profiles.append(
+            Profile.from_stacks(
+                stacks,
+                transactions=row["transactions"] or 0,
+                sample_us=sample_us,
+                dsos=meta.get("dsos") or {},
+                cell_id=row["cell_id"],
+            )
+        )
         summed.update(stacks)
         txn += row["transactions"] or 0
     return Merged(profiles), summed, txn

@@ -91,7 +91,9 @@ def cv(values: list[float]) -> float | None:
     return statistics.stdev(values) / abs(statistics.fmean(values))
 
 
-def ratio_ci(base: list[float], other: list[float], level: float = LEVEL) -> tuple[float | None, float | None, float | None]:
+def ratio_ci(
+    base: list[float], other: list[float], level: float = LEVEL
+) -> tuple[float | None, float | None, float | None]:
     """other/base means and the CI of that ratio: delta method on log(mean), Welch df."""
     if not base or not other or statistics.fmean(base) <= 0 or statistics.fmean(other) <= 0:
         return None, None, None
@@ -109,7 +111,9 @@ def ratio_ci(base: list[float], other: list[float], level: float = LEVEL) -> tup
     return ratio, ratio * math.exp(-half), ratio * math.exp(half)
 
 
-def compare(base: list[float], other: list[float], higher_is_better: bool = True, level: float = LEVEL) -> RatioInterval:
+def compare(
+    base: list[float], other: list[float], higher_is_better: bool = True, level: float = LEVEL
+) -> RatioInterval:
     """Ratio other/base with its CI and a verdict: `faster` when the whole interval says
     better (above 1 for QPS, below 1 for latency), `slower` when it says worse."""
     ratio, low, high = ratio_ci(base, other, level)
@@ -117,7 +121,9 @@ def compare(base: list[float], other: list[float], higher_is_better: bool = True
         return RatioInterval(None, None, None, None, "no successful repeats on one side")
     if low is None or high is None:
         n = min(len(base), len(other))
-        return RatioInterval(ratio, None, None, None, f"{n} repeat(s): at least {MIN_REPEATS} are needed for an interval")
+        return RatioInterval(
+            ratio, None, None, None, f"{n} repeat(s): at least {MIN_REPEATS} are needed for an interval"
+        )
     if low > 1:
         verdict = FASTER if higher_is_better else SLOWER
     elif high < 1:

@@ -1,6 +1,6 @@
 """Per variant x threads: steady-state figures over repeats, with 95% confidence intervals.
 
-Input: cells as read from the store (dicts; the scheduler's rows have the same keys). The
+Input: cells as read from the store (dicts; the cell runner's rows have the same keys). The
 sample of a group is one value per successful, settled repeat: that repeat's QPS (or p95)
 over its measured window. Cells that did not settle are counted and named, never averaged
 in. Output: one Group per (variant, threads), in the order the cells ran.
@@ -13,10 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perflab.analyze import stats
-
-
-def variant_key(variant: dict[str, str]) -> str:
-    return ",".join(f"{a}={lbl}" for a, lbl in variant.items()) or "default"
+from perflab.variants import variant_key, variant_label
 
 
 @dataclass
@@ -43,7 +40,7 @@ class Group:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{a}={lbl}" for a, lbl in self.variant.items()) or "default"
+        return variant_label(self.variant)
 
     @property
     def qps_ci(self) -> stats.Interval:
@@ -65,13 +62,25 @@ class Group:
     def to_dict(self) -> dict[str, Any]:
         qps, p95 = self.qps_ci, self.p95_ci
         return {
-            "variant": self.variant, "threads": self.threads, "repeats": len(self.qps),
-            "failed": self.failed, "unsettled": len(self.unsettled), "stalls": self.stalls,
-            "qps_mean": qps.mean, "qps_ci_low": qps.low, "qps_ci_high": qps.high, "qps_cv": self.qps_cv,
-            "p95_ms_mean": p95.mean, "p95_ms_ci_low": p95.low, "p95_ms_ci_high": p95.high,
-            "rss_end_bytes_mean": mean(self.rss_end), "rss_peak_bytes_mean": mean(self.rss_peak),
-            "ratio": self.ratio, "baseline": self.baseline, "cells": self.cell_ids,
-        }  # fmt: skip
+            "variant": self.variant,
+            "threads": self.threads,
+            "repeats": len(self.qps),
+            "failed": self.failed,
+            "unsettled": len(self.unsettled),
+            "stalls": self.stalls,
+            "qps_mean": qps.mean,
+            "qps_ci_low": qps.low,
+            "qps_ci_high": qps.high,
+            "qps_cv": self.qps_cv,
+            "p95_ms_mean": p95.mean,
+            "p95_ms_ci_low": p95.low,
+            "p95_ms_ci_high": p95.high,
+            "rss_end_bytes_mean": mean(self.rss_end),
+            "rss_peak_bytes_mean": mean(self.rss_peak),
+            "ratio": self.ratio,
+            "baseline": self.baseline,
+            "cells": self.cell_ids,
+        }
 
 
 def groups(cells: list[dict[str, Any]], baseline: dict[str, str] | None = None) -> list[Group]:
@@ -110,8 +119,12 @@ def _add(group: Group, cell: dict[str, Any]) -> None:
     group.tps.append(summary["tps"])
     if summary["latency_ms"].get("p95") is not None:
         group.p95_ms.append(summary["latency_ms"]["p95"])
-    for values, key in ((group.rss_end, "rss_end_bytes"), (group.rss_peak, "rss_peak_bytes"),
-                        (group.faults_per_txn, "minor_faults_per_txn"), (group.cpu_us_per_txn, "server_cpu_us_per_txn")):  # fmt: skip
+    for values, key in (
+        (group.rss_end, "rss_end_bytes"),
+        (group.rss_peak, "rss_peak_bytes"),
+        (group.faults_per_txn, "minor_faults_per_txn"),
+        (group.cpu_us_per_txn, "server_cpu_us_per_txn"),
+    ):
         if res.get(key) is not None:
             values.append(res[key])
 
@@ -122,7 +135,9 @@ def adaptive_targets(cells: list[dict[str, Any]], target: float) -> dict[tuple[s
     for group in groups(cells):
         half = group.qps_ci.half_width
         out[(group.key, group.threads)] = {
-            "repeats": len(group.qps), "half_width": half, "met": half is not None and half <= target,
+            "repeats": len(group.qps),
+            "half_width": half,
+            "met": half is not None and half <= target,
         }
     return out
 

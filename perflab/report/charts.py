@@ -11,57 +11,20 @@ Markdown golden file depends on it), e.g.:
 
     line_chart("QPS vs threads", "threads", "QPS", [Series("glibc", "#4e79a7", [(1, 950.0)])])
 
-Why our own ~300 lines rather than a library: pygal's SVGs load their tooltip script from a
+Why our own ~350 lines rather than a library: pygal's SVGs load their tooltip script from a
 CDN by default, matplotlib is a 40 MB dependency with a one-second import and large SVGs,
 and JavaScript chart libraries (bundled) render nothing in a Markdown file on GitHub.
 """
 
 from __future__ import annotations
 
-import colorsys
 import math
 from dataclasses import dataclass, field
 from html import escape
 
-# Tableau 10: distinguishable, colour-blind-aware; beyond ten variants hues are shaded per axis.
-PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"]
-DASHES = ["", "6 3", "2 2", "8 3 2 3", "1 3"]  # repeats of one variant: solid, dashed, dotted, ...
 FONT = 'font-family="system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif"'
 WARMUP_FILL = "#d9d9d9"
 STALL_FILL = "#e15759"
-
-
-def variant_colors(variants: list[dict[str, str]]) -> dict[str, str]:
-    """One colour per variant (key "axis=label,..."), the same in every chart. Up to ten
-    variants: the palette in run order. More, with two or more axes: the first axis picks the
-    hue, the other axes a shade of it, so a reader can still tell allocators apart."""
-    keys = [",".join(f"{a}={lbl}" for a, lbl in v.items()) or "default" for v in variants]
-    if len(keys) <= len(PALETTE) or not variants or len(variants[0]) < 2:
-        return {k: _color(i) for i, k in enumerate(keys)}
-    first = list(dict.fromkeys(next(iter(v.values())) for v in variants))
-    rest = [list(dict.fromkeys(tuple(v.values())[1:] for v in variants if next(iter(v.values())) == f)) for f in first]
-    out = {}
-    for key, v in zip(keys, variants):
-        labels = tuple(v.values())
-        h = first.index(labels[0])
-        shades = rest[h]
-        out[key] = _shade(_color(h), shades.index(labels[1:]), len(shades))
-    return out
-
-
-def _color(i: int) -> str:
-    if i < len(PALETTE):
-        return PALETTE[i]
-    r, g, b = colorsys.hls_to_rgb((i * 0.618034) % 1, 0.45, 0.6)
-    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
-
-
-def _shade(color: str, i: int, n: int) -> str:
-    r, g, b = (int(color[k : k + 2], 16) / 255 for k in (1, 3, 5))
-    h, _, s = colorsys.rgb_to_hls(r, g, b)
-    light = 0.30 + 0.42 * (i / max(n - 1, 1))
-    r, g, b = colorsys.hls_to_rgb(h, light, s)
-    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
 
 @dataclass
@@ -136,8 +99,14 @@ def _f(v: float) -> str:
 class _Frame:
     """Plot area inside the margins, with linear scales."""
 
-    def __init__(self, width: int, height: int, left: int, right: int, top: int, bottom: int,
-                 xs: tuple[float, float], ys: tuple[float, float]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        size: tuple[int, int],
+        margins: tuple[int, int, int, int],
+        xs: tuple[float, float],
+        ys: tuple[float, float],
+    ) -> None:
+        (width, height), (left, right, top, bottom) = size, margins
         self.w, self.h = width, height
         self.x0, self.x1, self.y0, self.y1 = left, width - right, height - bottom, top
         self.xs, self.ys = xs, ys
@@ -159,7 +128,10 @@ def _open(width: int, height: int, title: str, kind: str) -> list[str]:
         ),
         f"<title>{escape(title)}</title>",
         f'<rect width="{width}" height="{height}" fill="#fff"/>',
-        f'<text x="{width / 2:.0f}" y="15" text-anchor="middle" font-size="13" font-weight="600">{escape(title)}</text>',
+        (
+            f'<text x="{width / 2:.0f}" y="15" text-anchor="middle" font-size="13" font-weight="600">'
+            f"{escape(title)}</text>"
+        ),
     ]
 
 
@@ -196,8 +168,10 @@ def _legend(items: list[tuple[str, str]], x: float, y: float, width: float) -> t
         w = 30 + 6.6 * len(text)
         if cx + w > x + width and cx > x:
             cx, cy = x, cy + 15
-        out.append(f'<g class="legend-item" transform="translate({_f(cx)},{_f(cy)})">{swatch}'
-                   f'<text x="22" y="4">{escape(text)}</text></g>')  # fmt: skip
+        out.append(
+            f'<g class="legend-item" transform="translate({_f(cx)},{_f(cy)})">{swatch}'
+            f'<text x="22" y="4">{escape(text)}</text></g>'
+        )
         cx += w
     return out, cy - y + 15
 
@@ -216,9 +190,21 @@ def legend_height(items: list[tuple[str, str]], width: float) -> float:
     return _legend(items, 0, 0, width)[1]
 
 
-def line_chart(title: str, x_label: str, y_label: str, series: list[Series], *, x_ticks: list[tuple[float, str]] | None = None,
-               bands: list[Band] | None = None, extra_legend: list[tuple[str, str]] | None = None, width: int = 560,
-               height: int = 260, y_from_zero: bool = True, y_max: float | None = None, kind: str = "line") -> str:  # fmt: skip
+def line_chart(
+    title: str,
+    x_label: str,
+    y_label: str,
+    series: list[Series],
+    *,
+    x_ticks: list[tuple[float, str]] | None = None,
+    bands: list[Band] | None = None,
+    extra_legend: list[tuple[str, str]] | None = None,
+    width: int = 560,
+    height: int = 260,
+    y_from_zero: bool = True,
+    y_max: float | None = None,
+    kind: str = "line",
+) -> str:
     """Series as polylines (with markers and CI error bars where given) over shaded x bands."""
     bands = bands or []
     xs = [p[0] for s in series for p in s.points] + [b.x0 for b in bands] + [b.x1 for b in bands]
@@ -231,7 +217,7 @@ def line_chart(title: str, x_label: str, y_label: str, series: list[Series], *, 
     if x_ticks:  # categories at 0, 1, ...: half a category of room on each side
         lo_x, hi_x = x_ticks[0][0] - 0.5, x_ticks[-1][0] + 0.5
     yt = nice_ticks(0 if y_from_zero else min(ys, default=0), max([*ys, y_max or 0], default=1))
-    fr = _Frame(width, int(height + lh), 62, 14, 26, int(44 + lh), (lo_x, hi_x), (yt[0], yt[-1]))
+    fr = _Frame((width, int(height + lh)), (62, 14, 26, int(44 + lh)), (lo_x, hi_x), (yt[0], yt[-1]))
     out = _open(width, fr.h, title, kind)
     out.append(f'<g class="bands">{"".join(_band(fr, b) for b in bands)}</g>')
     out += _y_axis(fr, yt, y_label)
@@ -245,8 +231,10 @@ def line_chart(title: str, x_label: str, y_label: str, series: list[Series], *, 
 
 def _band(fr: _Frame, b: Band) -> str:
     x0, x1 = fr.x(b.x0), fr.x(b.x1)
-    return (f'<rect x="{_f(x0)}" y="{fr.y1}" width="{_f(max(x1 - x0, 1.5))}" height="{fr.y0 - fr.y1}" fill="{b.fill}" '
-            f'fill-opacity="{b.opacity}"><title>{escape(b.label)}</title></rect>')  # fmt: skip
+    return (
+        f'<rect x="{_f(x0)}" y="{fr.y1}" width="{_f(max(x1 - x0, 1.5))}" height="{fr.y0 - fr.y1}" fill="{b.fill}" '
+        f'fill-opacity="{b.opacity}"><title>{escape(b.label)}</title></rect>'
+    )
 
 
 def _series(fr: _Frame, s: Series) -> str:
@@ -270,14 +258,25 @@ def _series(fr: _Frame, s: Series) -> str:
             )
         if s.markers or len(s.points) == 1:
             out.append(
-                f'<circle cx="{_f(fr.x(x))}" cy="{_f(fr.y(y))}" r="3.5" fill="{s.color}"><title>{escape(tip)}</title></circle>'
+                f'<circle cx="{_f(fr.x(x))}" cy="{_f(fr.y(y))}" r="3.5" fill="{s.color}">'
+                f"<title>{escape(tip)}</title></circle>"
             )
     out.append("</g>")
     return "".join(out)
 
 
-def row_chart(title: str, x_label: str, rows: list[Row], legend: list[tuple[str, str]], *, width: int = 560,
-              reference: float | None = None, x_from_zero: bool = True, kind: str = "rows", fmt=fmt_num) -> str:  # fmt: skip
+def row_chart(
+    title: str,
+    x_label: str,
+    rows: list[Row],
+    legend: list[tuple[str, str]],
+    *,
+    width: int = 560,
+    reference: float | None = None,
+    x_from_zero: bool = True,
+    kind: str = "rows",
+    fmt=fmt_num,
+) -> str:
     """One row per variant: bars (solid or outline) and points with CI whiskers on a shared x axis."""
     values = [v for r in rows for m in r.marks for v in (m.value, m.low, m.high) if v is not None]
     if reference is not None:
@@ -292,7 +291,7 @@ def row_chart(title: str, x_label: str, rows: list[Row], legend: list[tuple[str,
     row_h = 22
     lh = legend_height(legend, width - label_w)
     height = int(30 + row_h * len(rows) + 36 + lh)
-    fr = _Frame(width, height, int(label_w), 16, 26, int(36 + lh), (xt[0], xt[-1]), (0, len(rows)))
+    fr = _Frame((width, height), (int(label_w), 16, 26, int(36 + lh)), (xt[0], xt[-1]), (0, len(rows)))
     out = _open(width, height, title, kind)
     for t in xt:
         x = fr.x(t)
@@ -302,12 +301,15 @@ def row_chart(title: str, x_label: str, rows: list[Row], legend: list[tuple[str,
         out.append(f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{fr.y1}" y2="{fr.y0}" stroke="#555" stroke-dasharray="4 3"/>')
     out += _x_axis(fr, [(t, fmt(t)) for t in xt], x_label)[:-1]
     out.append(
-        f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{fr.y0 + 30}" text-anchor="middle" fill="#222">{escape(x_label)}</text>'
+        f'<text x="{_f((fr.x0 + fr.x1) / 2)}" y="{fr.y0 + 30}" text-anchor="middle" fill="#222">'
+        f"{escape(x_label)}</text>"
     )
     for i, r in enumerate(rows):
         cy = fr.y1 + row_h * i + row_h / 2
-        out.append(f'<g class="row" data-label="{escape(r.label)}">'
-                   f'<text x="{fr.x0 - 6}" y="{_f(cy + 4)}" text-anchor="end" fill="#222">{escape(r.label)}</text>')  # fmt: skip
+        out.append(
+            f'<g class="row" data-label="{escape(r.label)}">'
+            f'<text x="{fr.x0 - 6}" y="{_f(cy + 4)}" text-anchor="end" fill="#222">{escape(r.label)}</text>'
+        )
         out += [_mark(fr, m, r.color, cy, x_from_zero) for m in r.marks]
         out.append("</g>")
     items, _ = _legend(legend, label_w, height - lh + 2, width - label_w)
@@ -334,18 +336,22 @@ def _mark(fr: _Frame, m: Mark, color: str, cy: float, from_zero: bool) -> str:
             f" M{_f(hi)},{_f(cy - 4)} v8" if m.high <= fr.xs[1] else ""
         )
         out += f'<path d="M{_f(lo)},{_f(cy)} H{_f(hi)}{caps}" stroke="{color}" stroke-width="1.4" fill="none"/>'
-    shape = {"dot": f'<circle cx="{_f(x)}" cy="{_f(cy)}" r="4" fill="{color}">{tip}</circle>',
-             "diamond": f'<path d="M{_f(x)},{_f(cy - 5)} l5,5 l-5,5 l-5,-5 z" fill="{color}">{tip}</path>',
-             "square": f'<rect x="{_f(x - 3.5)}" y="{_f(cy - 3.5)}" width="7" height="7" fill="#fff" stroke="{color}" '
-                       f'stroke-width="1.6">{tip}</rect>'}  # fmt: skip
+    shape = {
+        "dot": f'<circle cx="{_f(x)}" cy="{_f(cy)}" r="4" fill="{color}">{tip}</circle>',
+        "diamond": f'<path d="M{_f(x)},{_f(cy - 5)} l5,5 l-5,5 l-5,-5 z" fill="{color}">{tip}</path>',
+        "square": f'<rect x="{_f(x - 3.5)}" y="{_f(cy - 3.5)}" width="7" height="7" fill="#fff" stroke="{color}" '
+        f'stroke-width="1.6">{tip}</rect>',
+    }
     return out + shape[m.kind]
 
 
 def dot_swatch(kind: str, color: str = "#555") -> str:
-    return {"dot": f'<circle cx="9" cy="0" r="4" fill="{color}"/>',
-            "diamond": f'<path d="M9,-5 l5,5 l-5,5 l-5,-5 z" fill="{color}"/>',
-            "square": f'<rect x="5.5" y="-3.5" width="7" height="7" fill="#fff" stroke="{color}" stroke-width="1.6"/>',
-            "whisker": f'<path d="M2,0 H16 M2,-4 v8 M16,-4 v8" stroke="{color}" stroke-width="1.4" fill="none"/>'}[kind]  # fmt: skip
+    return {
+        "dot": f'<circle cx="9" cy="0" r="4" fill="{color}"/>',
+        "diamond": f'<path d="M9,-5 l5,5 l-5,5 l-5,-5 z" fill="{color}"/>',
+        "square": f'<rect x="5.5" y="-3.5" width="7" height="7" fill="#fff" stroke="{color}" stroke-width="1.6"/>',
+        "whisker": f'<path d="M2,0 H16 M2,-4 v8 M16,-4 v8" stroke="{color}" stroke-width="1.4" fill="none"/>',
+    }[kind]
 
 
 def downsample(points: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:

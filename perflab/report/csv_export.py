@@ -24,6 +24,7 @@ from typing import Any
 from perflab.analyze import compare, summary
 from perflab.store import views
 from perflab.store.results import Results
+from perflab.variants import variant_key
 
 COMPARISON_COLUMNS = (
     "kind",
@@ -66,7 +67,7 @@ def _write(columns: list[str], rows: Iterable[dict[str, Any]]) -> str:
 
 
 def _variant(variant: dict[str, str], axis_cols: dict[str, str]) -> dict[str, Any]:
-    return {"variant": summary.variant_key(variant), **{col: variant.get(a) for a, col in axis_cols.items()}}
+    return {"variant": variant_key(variant), **{col: variant.get(a) for a, col in axis_cols.items()}}
 
 
 def _bit(value: Any) -> Any:
@@ -104,7 +105,19 @@ def _cell_row(cell: dict[str, Any], axis_cols: dict[str, str]) -> dict[str, Any]
         **{f"steady_{k}": steady.get(k) for k in ("qps_mean", "qps_ci_low", "qps_ci_high")},
         "steady_cv": steady.get("cv"),
         **{k: res.get(k) for k in views.RESOURCE_COLUMNS},
+        **_alloc(cell.get("alloc")),
     }
+
+
+def _alloc(alloc: dict[str, Any] | None) -> dict[str, Any]:
+    """The flat alloc_*_per_txn columns of a cell's `alloc` ([observe] alloc), empty without it."""
+    out = {}
+    for name, path in views.ALLOC_PATHS.items():
+        value: Any = alloc
+        for key in path.split(".")[1:]:
+            value = value.get(key) if isinstance(value, dict) else None
+        out[name] = value
+    return out
 
 
 def seconds_csv(results: Results) -> str:
@@ -127,7 +140,7 @@ def comparisons_csv(results: Results) -> str:
     meta, cells = summary.load(results)
     axis_cols = views.axis_columns(_axes(meta, cells))
     rows = [
-        {**c.to_dict(), **_variant(c.variant, axis_cols), "baseline": summary.variant_key(c.baseline)}
+        {**c.to_dict(), **_variant(c.variant, axis_cols), "baseline": variant_key(c.baseline)}
         for c in compare.verdicts(meta, cells).comparisons
     ]
     return _write(_with_axes(COMPARISON_COLUMNS, axis_cols), rows)

@@ -1,4 +1,4 @@
-"""The interchange formats: JSON ("perflab-results/2") and CSVs (report/csv_export.py).
+"""The interchange formats: JSON ("perflab-results/3") and CSVs (report/csv_export.py).
 
 JSON format history:
   perflab-results/1  first version; documented in docs/results-format.md.
@@ -7,6 +7,9 @@ JSON format history:
                      `unsettled_reason`, `stalls`, `steady`; top level `groups` (per variant
                      x threads, CIs over repeats), `comparisons` (ratios, CIs, verdicts) and
                      `adaptive` (repeats = "auto": targets met, stop reason).
+  perflab-results/3  per cell `alloc` (null without [observe] alloc): calls, bytes and the
+                     allocator's syscalls per transaction, by size class
+                     (run/observers/alloc/tracer.py).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from perflab.analyze import compare, summary
 from perflab.report import findings
 from perflab.store.results import Results
 
-FORMAT = "perflab-results/2"
+FORMAT = "perflab-results/3"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
 def document(results: Results) -> dict[str, Any]:
@@ -89,6 +92,7 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
         "rss_samples": [{"t": t, "rss_bytes": v} for t, v in rss],
         "resources": cell["resources"],
         "sysbench_options": cell["sysbench_options"],
+        "alloc": cell.get("alloc"),
     }
 
 

@@ -18,9 +18,10 @@ import statistics
 from dataclasses import dataclass
 
 from perflab.analyze.summary import Group
-from perflab.report import charts
+from perflab.report import charts, colors
 from perflab.report.charts import Band, Mark, Row, Series
 from perflab.report.model import ReportModel
+from perflab.variants import short_label, variant_key
 
 MAX_POINTS = 240  # per series: enough for a smooth 20-minute window, small for a 100-cell matrix
 MIB = 2**20
@@ -49,8 +50,13 @@ def build(model: ReportModel) -> list[Figure]:
     figs += [rss_chart(model, t, rows) for t, rows in per_threads.items() if any(g.rss_end for g in rows)]
     for rows in per_threads.values():
         # one y scale per thread count and metric, so that variants compare at a glance
-        top = {m: max((iv[m] or 0 for g in rows for c in g.cell_ids + g.unsettled for iv in model.intervals.get(c, [])),
-                      default=0) for m in ("qps", "p95_ms")}  # fmt: skip
+        top = {
+            m: max(
+                (iv[m] or 0 for g in rows for c in g.cell_ids + g.unsettled for iv in model.intervals.get(c, [])),
+                default=0,
+            )
+            for m in ("qps", "p95_ms")
+        }
         for g in rows:
             figs += series_charts(model, g, top)
     return figs
@@ -61,7 +67,7 @@ def _threads(n: int) -> str:
 
 
 def _label(model: ReportModel, g: Group) -> str:
-    return ", ".join(g.variant.values()) or "default"
+    return short_label(g.variant)
 
 
 def _variant_title(model: ReportModel) -> str:
@@ -75,20 +81,28 @@ def qps_vs_threads(model: ReportModel) -> Figure:
     dodge = min(0.08, 0.6 / max(n, 1))  # variants side by side at each thread count, so error bars do not overlap
     for k, v in enumerate(model.variants):
         shift = (k - (n - 1) / 2) * dodge
-        key = ",".join(f"{a}={lbl}" for a, lbl in v.items()) or "default"
+        key = variant_key(v)
         gs = [g for g in model.groups if g.key == key and g.qps_mean is not None]
         ci = [g.qps_ci for g in gs]
-        series.append(Series(
-            ", ".join(v.values()) or "default", model.colors[key],
-            [(threads.index(g.threads) + shift, g.qps_mean) for g in gs],  # type: ignore[misc]
-            [(c.low, c.high) if c.low is not None else None for c in ci], markers=True,
-            tooltip=f"{', '.join(v.values()) or 'default'} QPS",
-        ))  # fmt: skip
+        series.append(
+            Series(
+                short_label(v),
+                model.colors[key],
+                [(threads.index(g.threads) + shift, g.qps_mean) for g in gs],  # type: ignore[misc]
+                [(c.low, c.high) if c.low is not None else None for c in ci],
+                markers=True,
+                tooltip=f"{short_label(v)} QPS",
+            )
+        )
     svg = charts.line_chart(
-        "Steady-state QPS vs threads (mean of repeats, 95% CI)", "client threads", "QPS", series,
-        x_ticks=[(i, str(t)) for i, t in enumerate(threads)], kind="qps-threads",
+        "Steady-state QPS vs threads (mean of repeats, 95% CI)",
+        "client threads",
+        "QPS",
+        series,
+        x_ticks=[(i, str(t)) for i, t in enumerate(threads)],
+        kind="qps-threads",
         extra_legend=[(charts.dot_swatch("whisker"), "95% CI over repeats")],
-    )  # fmt: skip
+    )
     return Figure("qps-threads", "QPS vs threads", svg, "summary")
 
 
@@ -106,11 +120,19 @@ def ratio_chart(model: ReportModel, threads: int, groups: list[Group]) -> Figure
             marks = [Mark(c.ratio, "dot", c.ci_low, c.ci_high, text)]
         rows.append(Row(_label(model, g) + (" (baseline)" if g.baseline else ""), model.colors[g.key], marks))
     svg = charts.row_chart(
-        f"QPS relative to the baseline, {_threads(threads)}", "QPS ratio (variant / baseline)", rows,
-        [(charts.dot_swatch("dot"), "mean ratio"), (charts.dot_swatch("whisker"), "95% CI"),
-         ('<line x1="0" x2="18" y1="0" y2="0" stroke="#555" stroke-dasharray="4 3"/>', "no difference (1.0)")],
-        reference=1.0, x_from_zero=False, kind="ratio", fmt=lambda v: f"{v:.2f}",
-    )  # fmt: skip
+        f"QPS relative to the baseline, {_threads(threads)}",
+        "QPS ratio (variant / baseline)",
+        rows,
+        [
+            (charts.dot_swatch("dot"), "mean ratio"),
+            (charts.dot_swatch("whisker"), "95% CI"),
+            ('<line x1="0" x2="18" y1="0" y2="0" stroke="#555" stroke-dasharray="4 3"/>', "no difference (1.0)"),
+        ],
+        reference=1.0,
+        x_from_zero=False,
+        kind="ratio",
+        fmt=lambda v: f"{v:.2f}",
+    )
     return Figure(f"ratio-t{threads}", f"QPS ratio, {_threads(threads)}", svg, "summary", threads)
 
 
@@ -129,15 +151,32 @@ def latency_chart(model: ReportModel, threads: int, groups: list[Group]) -> Figu
         if p50 is not None:
             marks.append(Mark(p50, "dot", text=f"p50 {p50:.2f} ms"))
         if ci.mean is not None:
-            marks.append(Mark(ci.mean, "diamond", ci.low, ci.high, f"p95 {ci.mean:.2f} ms" +
-                              (f" [{ci.low:.2f}-{ci.high:.2f}]" if ci.low is not None else "")))  # fmt: skip
+            marks.append(
+                Mark(
+                    ci.mean,
+                    "diamond",
+                    ci.low,
+                    ci.high,
+                    f"p95 {ci.mean:.2f} ms" + (f" [{ci.low:.2f}-{ci.high:.2f}]" if ci.low is not None else ""),
+                )
+            )
         if p99 is not None:
             marks.append(Mark(p99, "square", text=f"p99 {p99:.2f} ms"))
         rows.append(Row(_label(model, g), model.colors[g.key], marks))
-    legend = [(charts.dot_swatch("dot"), "p50"), (charts.dot_swatch("diamond"), "p95"),
-              (charts.dot_swatch("whisker"), "p95 95% CI"), (charts.dot_swatch("square"), "p99")]  # fmt: skip
-    svg = charts.row_chart(f"Latency percentiles, {_threads(threads)} (mean of repeats)", "latency (ms)", rows, legend,
-                           kind="latency", fmt=lambda v: f"{v:g}")  # fmt: skip
+    legend = [
+        (charts.dot_swatch("dot"), "p50"),
+        (charts.dot_swatch("diamond"), "p95"),
+        (charts.dot_swatch("whisker"), "p95 95% CI"),
+        (charts.dot_swatch("square"), "p99"),
+    ]
+    svg = charts.row_chart(
+        f"Latency percentiles, {_threads(threads)} (mean of repeats)",
+        "latency (ms)",
+        rows,
+        legend,
+        kind="latency",
+        fmt=lambda v: f"{v:g}",
+    )
     return Figure(f"latency-t{threads}", f"Latency percentiles, {_threads(threads)}", svg, "summary", threads)
 
 
@@ -152,10 +191,13 @@ def rss_chart(model: ReportModel, threads: int, groups: list[Group]) -> Figure:
             end = statistics.fmean(g.rss_end) / MIB
             marks.append(Mark(end, "bar", text=f"end of window {end:,.1f} MiB"))
         rows.append(Row(_label(model, g), model.colors[g.key], marks))
-    legend = [(charts.box_swatch("#777"), "RSS at the end of the window"),
-              (charts.box_swatch("#777", 0.15, "#777"), "peak RSS in the window")]  # fmt: skip
-    svg = charts.row_chart(f"mariadbd resident memory, {_threads(threads)} (mean of repeats)", "RSS (MiB)", rows, legend,
-                           kind="rss")  # fmt: skip
+    legend = [
+        (charts.box_swatch("#777"), "RSS at the end of the window"),
+        (charts.box_swatch("#777", 0.15, "#777"), "peak RSS in the window"),
+    ]
+    svg = charts.row_chart(
+        f"mariadbd resident memory, {_threads(threads)} (mean of repeats)", "RSS (MiB)", rows, legend, kind="rss"
+    )
     return Figure(f"rss-t{threads}", f"RSS, {_threads(threads)}", svg, "summary", threads)
 
 
@@ -169,13 +211,26 @@ def series_charts(model: ReportModel, g: Group, y_max: dict[str, float] | None =
     for c in cells:
         for s in c.get("stalls") or []:
             what = "no report" if s["kind"] == "no-report" else f"min {s['min_qps']:,.0f} QPS"
-            bands.append(Band(s["start_s"] - 0.5, s["end_s"] + 0.5, charts.STALL_FILL,
-                              f"stall, cell {c['id']} repeat {c['repeat']}: {s['start_s']:g}-{s['end_s']:g} s ({what})",
-                              0.3))  # fmt: skip
+            bands.append(
+                Band(
+                    s["start_s"] - 0.5,
+                    s["end_s"] + 0.5,
+                    charts.STALL_FILL,
+                    f"stall, cell {c['id']} repeat {c['repeat']}: {s['start_s']:g}-{s['end_s']:g} s ({what})",
+                    0.3,
+                )
+            )
     detected = [c for c in cells if c.get("warmup_s")]
     for c in detected:  # where MSER saw the warm-up end: left of the grey band's edge is what settling looks like
-        bands.append(Band(c["warmup_s"], c["warmup_s"], "#555", f"warm-up end detected (MSER), cell {c['id']} repeat "
-                          f"{c['repeat']}: {c['warmup_s']:g} s", 0.7))  # fmt: skip
+        bands.append(
+            Band(
+                c["warmup_s"],
+                c["warmup_s"],
+                "#555",
+                f"warm-up end detected (MSER), cell {c['id']} repeat {c['repeat']}: {c['warmup_s']:g} s",
+                0.7,
+            )
+        )
     extra = [(charts.box_swatch(charts.WARMUP_FILL, 0.6), "warm-up (not measured)")] if window else []
     if detected:
         extra.append(('<rect x="8" y="-6" width="2" height="12" fill="#555"/>', "detected warm-up end"))
@@ -192,12 +247,34 @@ def series_charts(model: ReportModel, g: Group, y_max: dict[str, float] | None =
                 if iv.get(metric) is not None and not (metric == "p95_ms" and iv[metric] == 0)
             ]
             note = "" if c.get("settled") not in (False, 0) else " (unsettled)"
-            series.append(Series(f"repeat {c['repeat']} (cell {c['id']}){note}", color,
-                                 charts.downsample(points, MAX_POINTS), dash=charts.DASHES[i % len(charts.DASHES)]))  # fmt: skip
-        svg = charts.line_chart(f"{label}, {_threads(g.threads)}: {name} per second", "seconds since the workload started",
-                                axis, series, bands=bands, extra_legend=extra, width=460, height=210,
-                                y_max=(y_max or {}).get(metric),
-                                kind=f"series-{metric}")  # fmt: skip
-        out.append(Figure(f"series-{slug(g.key)}-t{g.threads}-{name.lower()}", f"{label}, {g.threads} threads, {name}",
-                          svg, "series", g.threads, g.key))  # fmt: skip
+            series.append(
+                Series(
+                    f"repeat {c['repeat']} (cell {c['id']}){note}",
+                    color,
+                    charts.downsample(points, MAX_POINTS),
+                    dash=colors.DASHES[i % len(colors.DASHES)],
+                )
+            )
+        svg = charts.line_chart(
+            f"{label}, {_threads(g.threads)}: {name} per second",
+            "seconds since the workload started",
+            axis,
+            series,
+            bands=bands,
+            extra_legend=extra,
+            width=460,
+            height=210,
+            y_max=(y_max or {}).get(metric),
+            kind=f"series-{metric}",
+        )
+        out.append(
+            Figure(
+                f"series-{slug(g.key)}-t{g.threads}-{name.lower()}",
+                f"{label}, {g.threads} threads, {name}",
+                svg,
+                "series",
+                g.threads,
+                g.key,
+            )
+        )
     return out

@@ -34,8 +34,14 @@ def collect(all_groups: list[Group], cells: list[dict[str, Any]], meta: dict[str
     for cell in cells:
         if cell["status"] != "ok":
             first = (cell["error"] or "").strip().splitlines()
-            out.append(Finding("failed", "failed", f"failed: cell {cell['id']} {cell['key']}: {first[0] if first else '?'}",
-                               (cell["id"],)))  # fmt: skip
+            out.append(
+                Finding(
+                    "failed",
+                    "failed",
+                    f"failed: cell {cell['id']} {cell['key']}: {first[0] if first else '?'}",
+                    (cell["id"],),
+                )
+            )
     return out
 
 
@@ -44,14 +50,27 @@ def _group_findings(all_groups: list[Group], meta: dict[str, Any]) -> list[Findi
     out = []
     for g in all_groups:
         if g.qps_cv is not None and g.qps_cv > noisy:
-            out.append(Finding("warning", "noise",
-                f"{g.label} at {g.threads} threads varies {g.qps_cv:.1%} across repeats (above {noisy:.0%}); differences "
-                "smaller than that are noise. Remedy: a longer duration, pin = true (measure it first with "
-                "bench/noise.py), more repeats or repeats = \"auto\", and an idle machine", tuple(g.cell_ids)))  # fmt: skip
+            out.append(
+                Finding(
+                    "warning",
+                    "noise",
+                    f"{g.label} at {g.threads} threads varies {g.qps_cv:.1%} across repeats (above {noisy:.0%}); "
+                    "differences smaller than that are noise. Remedy: a longer duration, pin = true "
+                    "(measure it first with "
+                    'bench/noise.py), more repeats or repeats = "auto", and an idle machine',
+                    tuple(g.cell_ids),
+                )
+            )
         if len(g.qps) < stats.MIN_REPEATS and not g.failed:
-            out.append(Finding("warning", "repeats",
-                f"{g.label} at {g.threads} threads has {len(g.qps)} settled repeat(s): no confidence interval can be "
-                f"given below {stats.MIN_REPEATS}. Remedy: repeats = 3 or more", tuple(g.cell_ids)))  # fmt: skip
+            out.append(
+                Finding(
+                    "warning",
+                    "repeats",
+                    f"{g.label} at {g.threads} threads has {len(g.qps)} settled repeat(s): "
+                    f"no confidence interval can be given below {stats.MIN_REPEATS}. Remedy: repeats = 3 or more",
+                    tuple(g.cell_ids),
+                )
+            )
     return out
 
 
@@ -59,40 +78,78 @@ def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
     out = []
     for cell in cells:
         if cell["status"] == "ok" and cell.get("settled") in (False, 0):
-            out.append(Finding("warning", "unsettled",
-                f"cell {cell['id']} {cell['key']} did not settle: {cell.get('unsettled_reason')}; it is left out of "
-                "the intervals. Remedy: a longer warmup (or max_warmup with warmup = \"auto\"), a longer duration",
-                (cell["id"],)))  # fmt: skip
+            out.append(
+                Finding(
+                    "warning",
+                    "unsettled",
+                    f"cell {cell['id']} {cell['key']} did not settle: {cell.get('unsettled_reason')}; "
+                    "it is left out of the intervals. Remedy: a longer warmup "
+                    '(or max_warmup with warmup = "auto"), a longer duration',
+                    (cell["id"],),
+                )
+            )
         for stall in cell.get("stalls") or []:
             where = (
                 "in the warm-up" if stall["end_s"] <= (cell.get("window_start_s") or 0) else "in the measured window"
             )
             depth = "no report from sysbench" if stall["kind"] == "no-report" else f"min {stall['min_qps']:,.0f} QPS"
-            out.append(Finding("stall", "stall",
-                f"stall: cell {cell['id']} {cell['key']} {stall['start_s']:.0f}-{stall['end_s']:.0f} s {where} ({depth}); "
-                "sample stacks in it with [observe] pmp to see why", (cell["id"],)))  # fmt: skip
-    drifting = [(c["steady"]["drift"], c) for c in cells
-                if c["status"] == "ok" and (c.get("steady") or {}).get("drift") is not None]  # fmt: skip
+            out.append(
+                Finding(
+                    "stall",
+                    "stall",
+                    f"stall: cell {cell['id']} {cell['key']} {stall['start_s']:.0f}-{stall['end_s']:.0f} s "
+                    f"{where} ({depth}); "
+                    "sample stacks in it with [observe] pmp to see why",
+                    (cell["id"],),
+                )
+            )
+    drifting = [
+        (c["steady"]["drift"], c)
+        for c in cells
+        if c["status"] == "ok" and (c.get("steady") or {}).get("drift") is not None
+    ]
     if drifting:
         worst = ", ".join(f"cell {c['id']} {d:+.1%}" for d, c in sorted(drifting, key=lambda x: -abs(x[0]))[:5])
-        out.append(Finding("warning", "drift",
-            f"{len(drifting)} cell(s) drift by more than 3% within their window (worst: {worst}); the spread between "
-            "repeats carries it into the intervals. Remedy: longer windows and more repeats, or a quieter machine",
-            tuple(c["id"] for _, c in drifting)))  # fmt: skip
+        out.append(
+            Finding(
+                "warning",
+                "drift",
+                f"{len(drifting)} cell(s) drift by more than 3% within their window (worst: {worst}); "
+                "the spread between repeats carries it into the intervals. "
+                "Remedy: longer windows and more repeats, or a quieter machine",
+                tuple(c["id"] for _, c in drifting),
+            )
+        )
     short = [c["id"] for c in cells if c["status"] == "ok" and c.get("warmup_method") == "none"]
     if short:
-        out.append(Finding("warning", "short",
-            f"{len(short)} cell(s) have fewer than 4 per-second reports, too few to check that they were in steady "
-            "state (cells " + ", ".join(map(str, short[:10])) + ("..." if len(short) > 10 else "") +
-            "). Remedy: warm-up + duration of 10 s or more", tuple(short)))  # fmt: skip
-    busy = [(c["resources"]["other_cpu_cores"], c) for c in cells
-            if c["status"] == "ok" and (c.get("resources") or {}).get("other_cpu_cores", 0) > BUSY_CORES]  # fmt: skip
+        out.append(
+            Finding(
+                "warning",
+                "short",
+                f"{len(short)} cell(s) have fewer than 4 per-second reports, too few to check that they were in steady "
+                "state (cells "
+                + ", ".join(map(str, short[:10]))
+                + ("..." if len(short) > 10 else "")
+                + "). Remedy: warm-up + duration of 10 s or more",
+                tuple(short),
+            )
+        )
+    busy = [
+        (c["resources"]["other_cpu_cores"], c)
+        for c in cells
+        if c["status"] == "ok" and (c.get("resources") or {}).get("other_cpu_cores", 0) > BUSY_CORES
+    ]
     if busy:
         worst = ", ".join(f"cell {c['id']} {cores:.2f}" for cores, c in sorted(busy, key=lambda x: -x[0])[:5])
-        out.append(Finding("warning", "busy",
-            f"{len(busy)} of {len(cells)} cells ran while other processes used more than {BUSY_CORES} cores "
-            f"(worst: {worst}); their figures include that interference. Remedy: an idle machine",
-            tuple(c["id"] for _, c in busy)))  # fmt: skip
+        out.append(
+            Finding(
+                "warning",
+                "busy",
+                f"{len(busy)} of {len(cells)} cells ran while other processes used more than {BUSY_CORES} cores "
+                f"(worst: {worst}); their figures include that interference. Remedy: an idle machine",
+                tuple(c["id"] for _, c in busy),
+            )
+        )
     return out
 
 
@@ -102,12 +159,22 @@ def _adaptive_findings(meta: dict[str, Any]) -> list[Finding]:
         return []
     groups = adaptive.get("groups", [])
     missed = [g for g in groups if not g["met"]]
-    out = [Finding("info", "adaptive",
-        f"adaptive repeats: {adaptive.get('rounds')} rounds, target ±{adaptive['target_ci']:.1%}: "
-        f"{len(groups) - len(missed)} of {len(groups)} groups met it ({adaptive.get('stop_reason') or 'running'})")]  # fmt: skip
+    out = [
+        Finding(
+            "info",
+            "adaptive",
+            f"adaptive repeats: {adaptive.get('rounds')} rounds, target ±{adaptive['target_ci']:.1%}: "
+            f"{len(groups) - len(missed)} of {len(groups)} groups met it ({adaptive.get('stop_reason') or 'running'})",
+        )
+    ]
     for g in missed:
         half = "no interval" if g["half_width"] is None else f"±{g['half_width']:.1%}"
-        out.append(Finding("warning", "adaptive-missed",
-            f"{g['variant']} at {g['threads']} threads: target not met ({half} after {g['repeats']} repeats). "
-            "Remedy: raise max_repeats or time_budget, or a longer duration"))  # fmt: skip
+        out.append(
+            Finding(
+                "warning",
+                "adaptive-missed",
+                f"{g['variant']} at {g['threads']} threads: target not met ({half} after {g['repeats']} repeats). "
+                "Remedy: raise max_repeats or time_budget, or a longer duration",
+            )
+        )
     return out

@@ -21,7 +21,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from perflab.errors import ToolMissingError, PerflabError
+from perflab.errors import PerflabError, ToolMissingError
 
 SCALE = 1_000_000  # folded counts written for inferno: samples per million transactions
 SHOWN = 1000  # shown per 1000 transactions
@@ -29,7 +29,8 @@ SHOWN = 1000  # shown per 1000 transactions
 
 def inferno(tool: str = "inferno-flamegraph") -> str:
     found = shutil.which(tool) or next(
-        (p for p in (os.path.expanduser(f"~/.cargo/bin/{tool}"), f"/usr/local/bin/{tool}") if os.access(p, os.X_OK)), None
+        (p for p in (os.path.expanduser(f"~/.cargo/bin/{tool}"), f"/usr/local/bin/{tool}") if os.access(p, os.X_OK)),
+        None,
     )
     if found is None:
         hint = "run `make setup` (it builds inferno with cargo: docs/profiles.md), or use --format speedscope / folded"
@@ -53,8 +54,21 @@ def diff_text(a: Counter, b: Counter) -> str:
 
 
 def svg(text: str, title: str, subtitle: str, differential: bool = False) -> str:
-    argv = [inferno(), "--title", title, "--subtitle", subtitle, "--countname", f"samples per {SHOWN} transactions",
-            "--factor", str(SHOWN / SCALE), "--minwidth", "0.05", "--colors", "java"]  # fmt: skip
+    argv = [
+        inferno(),
+        "--title",
+        title,
+        "--subtitle",
+        subtitle,
+        "--countname",
+        f"samples per {SHOWN} transactions",
+        "--factor",
+        str(SHOWN / SCALE),
+        "--minwidth",
+        "0.05",
+        "--colors",
+        "java",
+    ]
     if differential:
         argv.remove("java")
         argv.remove("--colors")
@@ -76,9 +90,18 @@ def speedscope(stacks: Counter, name: str) -> str:
         "name": name,
         "activeProfileIndex": 0,
         "shared": {"frames": [{"name": f} for f in frames]},
-        "profiles": [{"type": "sampled", "name": name, "unit": "none", "startValue": 0,
-                      "endValue": sum(weights), "samples": samples, "weights": weights}],
-    }  # fmt: skip
+        "profiles": [
+            {
+                "type": "sampled",
+                "name": name,
+                "unit": "none",
+                "startValue": 0,
+                "endValue": sum(weights),
+                "samples": samples,
+                "weights": weights,
+            }
+        ],
+    }
     return json.dumps(doc)
 
 

@@ -12,7 +12,6 @@ them: see report/profiles.py), all cells.
 
 from __future__ import annotations
 
-import datetime as dt
 import statistics
 from importlib import resources
 from typing import Any
@@ -23,8 +22,10 @@ from markupsafe import Markup, escape
 from perflab import __version__
 from perflab.analyze import stats
 from perflab.report import figures, findings
-from perflab.report.model import ReportModel, plural
-from perflab.units import format_bytes
+from perflab.report.model import ReportModel
+from perflab.report.phrases import KIND_TITLES, by_kind, caution, subtitle, told
+from perflab.units import format_bytes, utc_now
+from perflab.variants import short_label, variant_key, variant_label
 
 VERDICT_CLASS = {stats.FASTER: "verdict-faster", stats.SLOWER: "verdict-slower", stats.SAME: "verdict-same"}
 
@@ -67,12 +68,17 @@ def _bytes(value: Any) -> str:
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(
-        num=_num, ci=_ci, rci=_rci, verdict=_verdict, bytes=_bytes,
+        num=_num,
+        ci=_ci,
+        rci=_rci,
+        verdict=_verdict,
+        bytes=_bytes,
         pct=lambda v: "-" if v is None else f"{v:.1%}",
         pm=lambda i: "n<3" if i.half_width is None else f"±{i.half_width:.1%}",
-        vlabel=lambda v: ", ".join(f"{a}={lbl}" for a, lbl in v.items()) or "default",
-        vkey=lambda v: ",".join(f"{a}={lbl}" for a, lbl in v.items()) or "default",
-    )  # fmt: skip
+        vlabel=variant_label,
+        vkey=variant_key,
+        vshort=short_label,
+    )
     return env
 
 
@@ -90,60 +96,23 @@ def render(model: ReportModel) -> str:
     longest = max((len(v) for v in model.intervals.values()), default=0)
     template = _environment().from_string(_asset("report.html.j2"))
     return template.render(
-        m=model, css=_asset("report.css"), version=__version__,
-        generated=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        subtitle=subtitle(model), axes_title=" × ".join(model.axes) or "variant",
-        baseline_label=", ".join(f"{a}={lbl}" for a, lbl in model.baseline.items()) or "the first variant",
-        failed=model.failed(), effects=effects, effects_told=told(effects),
-        cv_warning=f"{exp.get('cv_warning', 0.03):.0%}", summary_figs=[f for f in figs if f.section == "summary"],
-        caution=caution(model.findings), busy_cores=findings.BUSY_CORES, series_by_threads=series,
-        findings_by_kind=_by_kind(model.findings), kind_titles=KIND_TITLES,
-        downsampled=longest > figures.MAX_POINTS, max_points=figures.MAX_POINTS,
-    )  # fmt: skip
-
-
-def told(comparisons: list[Any]) -> str:
-    counts = {v: sum(1 for c in comparisons if c.verdict == v) for v in (stats.FASTER, stats.SLOWER)}
-    told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    return f"; {told}" if told else "; none faster or slower"
-
-
-KIND_TITLES = {
-    "noise": "noisy groups", "repeats": "too few repeats for an interval", "unsettled": "unsettled cells (left out)",
-    "stall": "stalls", "short": "series too short to check", "busy": "busy machine", "adaptive": "adaptive repeats",
-    "adaptive-missed": "adaptive targets not met", "failed": "failed cells",
-}  # fmt: skip
-
-
-def caution(found: list[Any]) -> str:
-    """What undermines the verdicts, in a few words ('' when nothing does)."""
-    kinds = _by_kind(
-        [f for f in found if f.kind in ("noise", "repeats", "unsettled", "busy", "failed", "adaptive-missed")]
+        m=model,
+        css=_asset("report.css"),
+        version=__version__,
+        generated=utc_now(),
+        subtitle=subtitle(model),
+        axes_title=" × ".join(model.axes) or "variant",
+        baseline_label=variant_label(model.baseline, empty="the first variant"),
+        failed=model.failed(),
+        effects=effects,
+        effects_told=told(effects),
+        cv_warning=f"{exp.get('cv_warning', 0.03):.0%}",
+        summary_figs=[f for f in figs if f.section == "summary"],
+        caution=caution(model.findings),
+        busy_cores=findings.BUSY_CORES,
+        series_by_threads=series,
+        findings_by_kind=by_kind(model.findings),
+        kind_titles=KIND_TITLES,
+        downsampled=longest > figures.MAX_POINTS,
+        max_points=figures.MAX_POINTS,
     )
-    return "; ".join(f"{KIND_TITLES[k]} ({len(v)})" for k, v in kinds)
-
-
-def _by_kind(found: list[Any]) -> list[tuple[str, list[Any]]]:
-    """Findings grouped by kind, failures first, each kind in the terminal report's order."""
-    kinds: dict[str, list[Any]] = {}
-    for f in found:
-        kinds.setdefault(f.kind, []).append(f)
-    return sorted(kinds.items(), key=lambda kv: kv[0] != "failed")
-
-
-def short_server(host: dict[str, Any]) -> str:
-    """'/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for ...' -> 'mariadbd 10.11.19-MariaDB-0+deb12u1'."""
-    text = str(host.get("mariadbd") or "mariadbd")
-    words = text.split()
-    return f"mariadbd {words[words.index('Ver') + 1]}" if "Ver" in words[:-1] else text
-
-
-def subtitle(model: ReportModel) -> str:
-    """One line: what was measured and the headline verdicts."""
-    wl = model.experiment.get("workload") or {}
-    verdicts = [c for c in model.comparisons if c.kind == "variant" and c.metric == "qps" and c.verdict]
-    counts = {v: sum(1 for c in verdicts if c.verdict == v) for v in (stats.FASTER, stats.SLOWER, stats.SAME)}
-    told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    return (f"sysbench {wl.get('test', '?')} on {short_server(model.meta.get('host') or {})}: "
-            f"{plural(len(model.variants), 'variant')} × {plural(len(model.threads), 'thread count')}"
-            + (f"; QPS verdicts against the baseline: {told}" if told else ""))  # fmt: skip

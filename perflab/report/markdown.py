@@ -15,10 +15,11 @@ from pathlib import Path
 
 from perflab.analyze import stats
 from perflab.analyze.compare import Comparison
-from perflab.report import figures, html
-from perflab.report.html import subtitle
+from perflab.report import figures
 from perflab.report.model import ReportModel
+from perflab.report.phrases import caution, subtitle, told
 from perflab.units import format_bytes
+from perflab.variants import short_label, variant_label
 
 VERDICT_MD = {stats.FASTER: "**faster**", stats.SLOWER: "**slower**", stats.SAME: "no significant difference"}
 
@@ -31,8 +32,10 @@ def cell(text: object) -> str:
 
 def table(header: list[str], rows: list[list[object]], right: set[int] | None = None) -> list[str]:
     right = right or set()
-    out = ["| " + " | ".join(cell(h) for h in header) + " |",
-           "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]  # fmt: skip
+    out = [
+        "| " + " | ".join(cell(h) for h in header) + " |",
+        "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|",
+    ]
     out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return out
 
@@ -73,8 +76,19 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
     out += table(["run", ""], [list(f) for f in facts]) + [""]
     out += ["<details><summary>Host</summary>", ""] + table(["host", ""], [list(f) for f in model.host_facts()])
     spec = str(model.meta.get("spec_text") or "(not stored)")
-    out += ["", "</details>", "", "<details><summary>Experiment file</summary>", "", _fence(spec) + "toml", spec.rstrip(),
-            _fence(spec), "", "</details>", ""]  # fmt: skip
+    out += [
+        "",
+        "</details>",
+        "",
+        "<details><summary>Experiment file</summary>",
+        "",
+        _fence(spec) + "toml",
+        spec.rstrip(),
+        _fence(spec),
+        "",
+        "</details>",
+        "",
+    ]
     out += _verdicts(model)
     out += ["## Findings", ""]
     if model.findings:
@@ -94,20 +108,42 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
         out.append("")
     out += _profiles(model, charts_dir, link_base)
     out += _charts(model, charts_dir, link_base)
-    out.append(f"<sub>perflab report of `{cell(model.directory.name)}`; the raw numbers: `perflab export "
-               f"{cell(model.directory.name)} --format json`</sub>")  # fmt: skip
+    out.append(
+        f"<sub>perflab report of `{cell(model.directory.name)}`; the raw numbers: `perflab export "
+        f"{cell(model.directory.name)} --format json`</sub>"
+    )
     return "\n".join(out) + "\n"
 
 
 def _verdicts(model: ReportModel) -> list[str]:
-    base = ", ".join(f"{a}={lbl}" for a, lbl in model.baseline.items()) or "the first variant"
-    out = ["## Verdicts", "", (f"Each variant against the baseline ({cell(base)}): steady-state mean over settled repeats, "
-           "95% intervals (Student t); ratio interval by the delta method. For p95, a ratio below 1 is faster."), ""]  # fmt: skip
-    caution = html.caution(model.findings)
-    if caution:
-        out += [f"> **Read the findings before trusting these verdicts:** {cell(caution)}.", ""]
-    header = [" × ".join(model.axes) or "variant", "n", "QPS mean", "QPS 95% CI", "CV", "QPS ratio [95% CI]", "verdict",
-              "p95 ms", "p95 95% CI", "p95 ratio [95% CI]", "p95 verdict", "RSS end", "stalls"]  # fmt: skip
+    base = variant_label(model.baseline, empty="the first variant")
+    out = [
+        "## Verdicts",
+        "",
+        (
+            f"Each variant against the baseline ({cell(base)}): steady-state mean over settled repeats, "
+            "95% intervals (Student t); ratio interval by the delta method. For p95, a ratio below 1 is faster."
+        ),
+        "",
+    ]
+    warning = caution(model.findings)
+    if warning:
+        out += [f"> **Read the findings before trusting these verdicts:** {cell(warning)}.", ""]
+    header = [
+        " × ".join(model.axes) or "variant",
+        "n",
+        "QPS mean",
+        "QPS 95% CI",
+        "CV",
+        "QPS ratio [95% CI]",
+        "verdict",
+        "p95 ms",
+        "p95 95% CI",
+        "p95 ratio [95% CI]",
+        "p95 verdict",
+        "RSS end",
+        "stalls",
+    ]
     for t in model.threads:
         rows = []
         for g in (g for g in model.groups if g.threads == t):
@@ -117,45 +153,73 @@ def _verdicts(model: ReportModel) -> list[str]:
                 + (f" +{len(g.unsettled)} unsettled" if g.unsettled else "")
                 + (f" +{g.failed} failed" if g.failed else "")
             )
-            label = (", ".join(g.variant.values()) or "default") + (" (baseline)" if g.baseline else "")
+            label = short_label(g.variant) + (" (baseline)" if g.baseline else "")
             rss = sum(g.rss_end) / len(g.rss_end) if g.rss_end else None
-            rows.append([
-                label, n, _num(g.qps_mean, "{:,.0f}"), _ci(g.qps_ci, "{:,.0f}"), _num(g.qps_cv and g.qps_cv * 100, "{:.1f}%"),
-                "baseline" if g.baseline else _ratio(q), "" if g.baseline else _verdict(q),
-                _num(g.p95_ci.mean, "{:.2f}"), _ci(g.p95_ci, "{:.2f}"), "baseline" if g.baseline else _ratio(p),
-                "" if g.baseline else _verdict(p), format_bytes(rss) if rss is not None else "-", g.stalls or "",
-            ])  # fmt: skip
+            rows.append(
+                [
+                    label,
+                    n,
+                    _num(g.qps_mean, "{:,.0f}"),
+                    _ci(g.qps_ci, "{:,.0f}"),
+                    _num(g.qps_cv and g.qps_cv * 100, "{:.1f}%"),
+                    "baseline" if g.baseline else _ratio(q),
+                    "" if g.baseline else _verdict(q),
+                    _num(g.p95_ci.mean, "{:.2f}"),
+                    _ci(g.p95_ci, "{:.2f}"),
+                    "baseline" if g.baseline else _ratio(p),
+                    "" if g.baseline else _verdict(p),
+                    format_bytes(rss) if rss is not None else "-",
+                    g.stalls or "",
+                ]
+            )
         out += [f"### threads = {t}", ""] + table(header, rows, {1, 2, 3, 4, 5, 7, 8, 9, 11, 12}) + [""]
     effects = [c for c in model.comparisons if c.kind == "axis"]
     if effects:
         out += ["### Effect of each axis (the other axes held fixed)", ""]
         folded = len(effects) > 12  # long tables fold, as in the HTML
         if folded:
-            out += [f"<details><summary>{len(effects)} comparisons{cell(html.told(effects))}</summary>", ""]
-        label = lambda v: ", ".join(f"{a}={lbl}" for a, lbl in v.items())
-        out += table(["threads", "metric", "axis", "reference", "variant", "n", "ratio [95% CI]", "verdict"],
-                     [[c.threads, c.metric, c.axis, label(c.baseline), label(c.variant), f"{c.n_baseline}/{c.n_variant}",
-                       _ratio(c), _verdict(c)] for c in effects], {0, 5, 6})  # fmt: skip
+            out += [f"<details><summary>{len(effects)} comparisons{cell(told(effects))}</summary>", ""]
+        out += table(
+            ["threads", "metric", "axis", "reference", "variant", "n", "ratio [95% CI]", "verdict"],
+            [
+                [
+                    c.threads,
+                    c.metric,
+                    c.axis,
+                    variant_label(c.baseline),
+                    variant_label(c.variant),
+                    f"{c.n_baseline}/{c.n_variant}",
+                    _ratio(c),
+                    _verdict(c),
+                ]
+                for c in effects
+            ],
+            {0, 5, 6},
+        )
         out += ["", "</details>", ""] if folded else [""]
     return out
 
 
 def _profiles(model: ReportModel, charts_dir: Path | None, link_base: str) -> list[str]:
-    """EXTENSION POINT: shown only when report/profiles.py's load() found profiles."""
+    """Shown only when report/profiles.py's load() found profiles."""
     prof = model.profiles
     if prof is None:
         return []
     out = ["## Profiles", ""]
     for key, rows in prof.top.items():
         out += [f"### Top functions: {cell(key)}", ""]
-        out += table(["function", "self %", "total %", "samples/txn"],
-                     [[r.function, f"{r.self_pct:.1f}", f"{r.total_pct:.1f}", _num(r.per_txn, "{:.3f}")] for r in rows],
-                     {1, 2, 3}) + [""]  # fmt: skip
+        out += table(
+            ["function", "self %", "total %", "samples/txn"],
+            [[r.function, f"{r.self_pct:.1f}", f"{r.total_pct:.1f}", _num(r.per_txn, "{:.3f}")] for r in rows],
+            {1, 2, 3},
+        ) + [""]
     if prof.pair:
         out += [f"### Differential: {cell(prof.pair[1])} vs {cell(prof.pair[0])}", ""]
-        out += table(["function", f"{prof.pair[0]} /txn", f"{prof.pair[1]} /txn", "delta /txn"],
-                     [[r.function, f"{r.base_per_txn:.3f}", f"{r.other_per_txn:.3f}", f"{r.delta:+.3f}"] for r in prof.diff],
-                     {1, 2, 3}) + [""]  # fmt: skip
+        out += table(
+            ["function", f"{prof.pair[0]} /txn", f"{prof.pair[1]} /txn", "delta /txn"],
+            [[r.function, f"{r.base_per_txn:.3f}", f"{r.other_per_txn:.3f}", f"{r.delta:+.3f}"] for r in prof.diff],
+            {1, 2, 3},
+        ) + [""]
     if charts_dir is not None:
         charts_dir.mkdir(parents=True, exist_ok=True)
         for i, fg in enumerate(prof.flames):
@@ -163,7 +227,8 @@ def _profiles(model: ReportModel, charts_dir: Path | None, link_base: str) -> li
             (charts_dir / name).write_text(fg.svg, encoding="utf-8")
             kind = "Differential flame graph" if fg.differential else "Flame graph"
             out += [
-                f"[{kind}: {cell(fg.title)}]({link_base + '/' if link_base else ''}{name}) (open it: it is interactive)",
+                f"[{kind}: {cell(fg.title)}]({link_base + '/' if link_base else ''}{name}) "
+                "(open it: it is interactive)",
                 "",
             ]
     return out
@@ -171,8 +236,13 @@ def _profiles(model: ReportModel, charts_dir: Path | None, link_base: str) -> li
 
 def _charts(model: ReportModel, charts_dir: Path | None, link_base: str) -> list[str]:
     if charts_dir is None:
-        return [("_Charts: write the report to a file (`perflab report DIR --format markdown -o report.md`) to get them "
-                 "as SVG files beside it._"), ""]  # fmt: skip
+        return [
+            (
+                "_Charts: write the report to a file (`perflab report DIR --format markdown -o report.md`) to get them "
+                "as SVG files beside it._"
+            ),
+            "",
+        ]
     charts_dir.mkdir(parents=True, exist_ok=True)
     figs = figures.build(model)
     for f in figs:

@@ -17,8 +17,9 @@ from typing import Any
 from perflab.analyze import compare, summary
 from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group
-from perflab.report import charts, findings, profiles
+from perflab.report import colors, findings, profiles
 from perflab.units import format_bytes, format_duration
+from perflab.variants import variant_key
 
 
 @dataclass
@@ -68,31 +69,43 @@ class ReportModel:
         axes = " × ".join(f"{a} ({len(v)})" for a, v in self.axes.items()) or "1 variant"
         repeats = exp.get("repeats")
         warm = exp.get("warmup", 0)
-        window = (f"{format_duration(exp.get('duration', 0))} after "
-                  + (f"auto warm-up (window from {format_duration(exp.get('max_warmup', 10))})" if warm == "auto"
-                     else f"{format_duration(warm)} warm-up"))  # fmt: skip
+        window = f"{format_duration(exp.get('duration', 0))} after " + (
+            f"auto warm-up (window from {format_duration(exp.get('max_warmup', 10))})"
+            if warm == "auto"
+            else f"{format_duration(warm)} warm-up"
+        )
         ok = sum(1 for c in self.cells if c["status"] == "ok")
         ds = exp.get("dataset") or {}
         return [
-            ("matrix", (f"{axes} × threads ({len(wl.get('threads') or self.threads)}) × {repeats} repeats = "
-                        f"{meta.get('cell_count') or len(self.cells)} cells; stored {len(self.cells)}: {ok} ok, "
-                        f"{len(self.cells) - ok} failed")),
+            (
+                "matrix",
+                (
+                    f"{axes} × threads ({len(wl.get('threads') or self.threads)}) × {repeats} repeats = "
+                    f"{meta.get('cell_count') or len(self.cells)} cells; stored {len(self.cells)}: {ok} ok, "
+                    f"{len(self.cells) - ok} failed"
+                ),
+            ),
             ("workload", f"sysbench {wl.get('test', '?')}, threads {', '.join(map(str, wl.get('threads', [])))}"),
-            ("dataset", f"{plural(ds.get('tables', 0), 'table')} × {ds.get('table_size', '?')} rows"
-                        + (f" ({format_bytes((meta.get('dataset') or {}).get('data_bytes'))})" if meta.get("dataset") else "")),
+            (
+                "dataset",
+                f"{plural(ds.get('tables', 0), 'table')} × {ds.get('table_size', '?')} rows"
+                + (f" ({format_bytes((meta.get('dataset') or {}).get('data_bytes'))})" if meta.get("dataset") else ""),
+            ),
             ("window", window + f", pin={exp.get('pin')}"),
             ("started", str(meta.get("started_at") or "?")),
             ("took", _took(meta.get("started_at"), meta.get("ended_at"))),
             ("status", str(meta.get("status") or "?")),
             ("results", str(self.directory)),
-        ]  # fmt: skip
+        ]
 
     def host_facts(self) -> list[tuple[str, str]]:
         host = self.meta.get("host") or {}
         mem = host.get("memory_bytes")
-        return [(k, str(host.get(k))) for k in ("hostname", "kernel", "cpu_model", "cores", "glibc", "mariadbd",
-                                                   "sysbench", "python", "perflab") if host.get(k) is not None] + (
-            [("memory", format_bytes(mem))] if mem else [])  # fmt: skip
+        return [
+            (k, str(host.get(k)))
+            for k in ("hostname", "kernel", "cpu_model", "cores", "glibc", "mariadbd", "sysbench", "python", "perflab")
+            if host.get(k) is not None
+        ] + ([("memory", format_bytes(mem))] if mem else [])
 
 
 def plural(n: int, word: str) -> str:
@@ -115,11 +128,19 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
     base = compare.baseline_variant(axes, baselines or [])
     groups = summary.groups(cells, base if axes else None)
     comparisons = [c for metric in compare.METRICS for c in compare.within(groups, axes, base, metric)]
-    variants = list({summary.variant_key(c["variant"]): c["variant"] for c in cells}.values())
+    variants = list({variant_key(c["variant"]): c["variant"] for c in cells}.values())
     model = ReportModel(
-        Path(results.dir), meta, cells, groups, comparisons, axes, base, charts.variant_colors(variants),
-        findings.collect(groups, cells, meta), profiles=profiles.load(Path(results.dir), cells),
-    )  # fmt: skip
+        Path(results.dir),
+        meta,
+        cells,
+        groups,
+        comparisons,
+        axes,
+        base,
+        colors.variant_colors(variants),
+        findings.collect(groups, cells, meta),
+        profiles=profiles.load(Path(results.dir), cells),
+    )
     if series:
         for cell in cells:
             if cell["status"] == "ok":

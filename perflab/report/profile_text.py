@@ -41,21 +41,47 @@ def quality_notes(console: Console, qualities: list[dict[str, Any] | None]) -> N
 
 def profile_table(console: Console, title: str, rows: list[dict[str, Any]], unit: str) -> None:
     table = Table(title=title, title_justify="left", show_edge=False)
-    for name in ("function", "dso", "self/txn", f"self {unit}/txn", "total/txn", f"total {unit}/txn", "self %",
-                 "self/txn min-max"):  # fmt: skip
+    for name in (
+        "function",
+        "dso",
+        "self/txn",
+        f"self {unit}/txn",
+        "total/txn",
+        f"total {unit}/txn",
+        "self %",
+        "self/txn min-max",
+    ):
         table.add_column(name, justify="left" if name in ("function", "dso") else "right")
     for r in rows:
-        table.add_row(escape(r["function"]), escape(r["dso"] or "?"), _num(r["self_per_txn"]), _us(r["self_us_per_txn"]),
-                      _num(r["total_per_txn"]), _us(r["total_us_per_txn"]), f"{r['self_pct']:.1f}",
-                      f"{_num(r['self_per_txn_min'])}-{_num(r['self_per_txn_max'])}")  # fmt: skip
+        table.add_row(
+            escape(r["function"]),
+            escape(r["dso"] or "?"),
+            _num(r["self_per_txn"]),
+            _us(r["self_us_per_txn"]),
+            _num(r["total_per_txn"]),
+            _us(r["total_us_per_txn"]),
+            f"{r['self_pct']:.1f}",
+            f"{_num(r['self_per_txn_min'])}-{_num(r['self_per_txn_max'])}",
+        )
     console.print(table)
 
 
 def diff_table(console: Console, title: str, rows: list[dict[str, Any]], by: str, unit: str) -> None:
     table = Table(title=title, title_justify="left", show_edge=False)
-    for name in ("function", "dso", f"A {by}/txn", f"B {by}/txn", "change", "noise ±", f"change {unit}/txn",
-                 "B/A self", "callers carrying the change"):  # fmt: skip
-        table.add_column(name, justify="left" if name in ("function", "dso", "callers carrying the change") else "right")
+    for name in (
+        "function",
+        "dso",
+        f"A {by}/txn",
+        f"B {by}/txn",
+        "change",
+        "noise ±",
+        f"change {unit}/txn",
+        "B/A self",
+        "callers carrying the change",
+    ):
+        table.add_column(
+            name, justify="left" if name in ("function", "dso", "callers carrying the change") else "right"
+        )
     for r in rows:
         delta = r[f"delta_{by}_per_txn"]
         mark = "" if r["significant"] else "~"
@@ -63,8 +89,15 @@ def diff_table(console: Console, title: str, rows: list[dict[str, Any]], by: str
         callers = ", ".join(f"{c['caller']} {c['delta_total_per_txn']:+.4f}" for c in r["callers"])
         ratio = r.get("ratio_self")
         table.add_row(
-            escape(r["function"]), escape(r["dso"] or "?"), _num(r[f"a_{by}_per_txn"]), _num(r[f"b_{by}_per_txn"]),
-            f"{mark}{delta:+.4f}", _num(r[f"noise_{by}_per_txn"]), _us(r[f"delta_{by}_us_per_txn"]),
-            "-" if ratio is None else f"{ratio:.2f}x", escape(callers), style=style,
-        )  # fmt: skip
+            escape(r["function"]),
+            escape(r["dso"] or "?"),
+            _num(r[f"a_{by}_per_txn"]),
+            _num(r[f"b_{by}_per_txn"]),
+            f"{mark}{delta:+.4f}",
+            _num(r[f"noise_{by}_per_txn"]),
+            _us(r[f"delta_{by}_us_per_txn"]),
+            "-" if ratio is None else f"{ratio:.2f}x",
+            escape(callers),
+            style=style,
+        )
     console.print(table)

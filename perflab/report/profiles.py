@@ -1,9 +1,8 @@
-"""EXTENSION POINT for the profiles branch: what the HTML and Markdown reports show of profiles.
+"""What the HTML and Markdown reports show of profiles: top functions, a differential table, flame graphs.
 
 The reports call `load(directory, cells)` once per results directory and show a "Profiles"
-section only when it returns a Profiles (never when it returns None, as it does today). The
-profiles work (`perflab profile/diff/flame`, folded stacks under DIR/profiles/, inferno SVGs)
-fills this one function in; nothing else in report/ needs to change:
+section only when it returns a Profiles (None: the run recorded no profiles). It reads the
+folded stacks under DIR/profiles/ through analyze/, as `perflab profile/diff/flame` do:
 
     Profiles(top={"allocator=glibc": [FunctionRow("my_hash_sort_simple", 10.2, 14.0, 3.1)]},
              pair=("allocator=glibc", "allocator=jemalloc"),
@@ -82,8 +81,12 @@ def load(directory: Path, cells: list[dict[str, Any]]) -> Profiles | None:
             except PerflabError:  # this group has no profile (a failed cell, another source)
                 continue
             merged[key] = (one, stacks, txn)
-            out.top[key] = [FunctionRow(r["function"], r["self_pct"], 100.0 * r["total_samples"] / (one.samples or 1),
-                                        r["self_per_txn"]) for r in one.rows(limit=TOP)]  # fmt: skip
+            out.top[key] = [
+                FunctionRow(
+                    r["function"], r["self_pct"], 100.0 * r["total_samples"] / (one.samples or 1), r["self_per_txn"]
+                )
+                for r in one.rows(limit=TOP)
+            ]
     if not merged:
         return None
     keys = list(merged)
@@ -101,7 +104,9 @@ def load(directory: Path, cells: list[dict[str, Any]]) -> Profiles | None:
             a, b = (merged[k] for k in out.pair)
             text = flame.diff_text(flame.per_million_txn(a[1], a[2]), flame.per_million_txn(b[1], b[2]))
             title = f"{out.pair[1]} vs {out.pair[0]}"
-            out.flames.append(FlameGraph(title, flame.svg(text, title, "red grew, blue shrank", differential=True), True))
+            out.flames.append(
+                FlameGraph(title, flame.svg(text, title, "red grew, blue shrank", differential=True), True)
+            )
     except PerflabError:  # inferno missing: the tables still stand
         out.flames = []
     return out

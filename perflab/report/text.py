@@ -21,6 +21,7 @@ from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group, groups, mean
 from perflab.report import findings
 from perflab.units import format_bytes, format_duration
+from perflab.variants import short_label, variant_key, variant_label
 
 FINDING_STYLE = {"stall": "magenta", "failed": "red"}
 VERDICT_STYLE = {stats.FASTER: "green", stats.SLOWER: "red", stats.SAME: "dim"}
@@ -50,17 +51,24 @@ def ratio_text(c: Comparison) -> str:
     return f"{c.ratio:.3f} [{c.ci_low:.3f}-{c.ci_high:.3f}]"
 
 
-def render(console: Console, meta: dict[str, Any], cells: list[dict[str, Any]], baseline: list[str] | None = None) -> None:
+def render(
+    console: Console, meta: dict[str, Any], cells: list[dict[str, Any]], baseline: list[str] | None = None
+) -> None:
     exp = meta.get("experiment", {})
     host = meta.get("host", {})
     warmup = exp.get("warmup", 0)
-    warm = (f"auto warm-up (window after {format_duration(exp.get('max_warmup', 10))})" if warmup == "auto"
-            else f"{format_duration(warmup)} warm-up")  # fmt: skip
+    warm = (
+        f"auto warm-up (window after {format_duration(exp.get('max_warmup', 10))})"
+        if warmup == "auto"
+        else f"{format_duration(warmup)} warm-up"
+    )
     console.print(
         f"[bold]{escape(str(exp.get('name', '?')))}[/]  {exp.get('workload', {}).get('test', '')}  "
         f"{len(cells)} cells  measured {format_duration(exp.get('duration', 0))} after {warm}  pin={exp.get('pin')}"
     )
-    console.print(f"[dim]{host.get('mariadbd')} | {host.get('sysbench')} | {host.get('cpu_model')} x{host.get('cores')}[/]")
+    console.print(
+        f"[dim]{host.get('mariadbd')} | {host.get('sysbench')} | {host.get('cpu_model')} x{host.get('cores')}[/]"
+    )
     axes = exp.get("axes") or {}
     base = compare.baseline_variant(axes, baseline or [])
     all_groups = groups(cells, base if axes else None)
@@ -78,41 +86,71 @@ def _table(threads: int, rows: list[Group], comparisons: list[Comparison]) -> Ta
     table = Table(title=f"threads = {threads}", title_justify="left", header_style="bold")
     axes = " × ".join(rows[0].variant) if rows and rows[0].variant else "variant"
     for name, justify in (
-        (axes, "left"), ("n", "right"), ("QPS mean", "right"), ("95% CI", "right"), ("CV", "right"),
-        ("ratio [95% CI]", "right"), ("verdict", "left"), ("p95 ms", "right"), ("RSS end", "right"),
-        ("minflt/txn", "right"), ("CPU µs/txn", "right"), ("stalls", "right"),
-    ):  # fmt: skip
+        (axes, "left"),
+        ("n", "right"),
+        ("QPS mean", "right"),
+        ("95% CI", "right"),
+        ("CV", "right"),
+        ("ratio [95% CI]", "right"),
+        ("verdict", "left"),
+        ("p95 ms", "right"),
+        ("RSS end", "right"),
+        ("minflt/txn", "right"),
+        ("CPU µs/txn", "right"),
+        ("stalls", "right"),
+    ):
         table.add_column(name, justify=justify, no_wrap=name == "verdict")  # type: ignore[arg-type]
-    by_variant = {compare.variant_key(c.variant): c for c in comparisons}
+    by_variant = {variant_key(c.variant): c for c in comparisons}
     for g in rows:
         c = by_variant.get(g.key)
         n = f"{len(g.qps)}" + (f" [yellow]+{len(g.unsettled)} unsettled[/]" if g.unsettled else "")
         n += f" [red]+{g.failed} failed[/]" if g.failed else ""
         table.add_row(
-            escape(", ".join(g.variant.values()) or "default"), n, _num(g.qps_mean), _pm(g.qps_ci),
+            escape(short_label(g.variant)),
+            n,
+            _num(g.qps_mean),
+            _pm(g.qps_ci),
             _num(g.qps_cv and g.qps_cv * 100, "{:.1f}%"),
             "baseline" if g.baseline else (ratio_text(c) if c else "-"),
             "" if g.baseline or c is None else verdict_text(c),
-            _num(mean(g.p95_ms), "{:.2f}"), format_bytes(mean(g.rss_end)) if g.rss_end else "-",
-            _num(mean(g.faults_per_txn), "{:.2f}"), _num(mean(g.cpu_us_per_txn), "{:.0f}"),
+            _num(mean(g.p95_ms), "{:.2f}"),
+            format_bytes(mean(g.rss_end)) if g.rss_end else "-",
+            _num(mean(g.faults_per_txn), "{:.2f}"),
+            _num(mean(g.cpu_us_per_txn), "{:.0f}"),
             str(g.stalls) if g.stalls else "",
-        )  # fmt: skip
+        )
     return table
 
 
 def comparison_table(title: str, comparisons: list[Comparison], runs: bool = False) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
-    for name in ("threads", "axis" if not runs else "variant", "baseline", "variant" if not runs else "metric",
-                 "n", "ratio", "95% CI", "verdict"):  # fmt: skip
+    for name in (
+        "threads",
+        "axis" if not runs else "variant",
+        "baseline",
+        "variant" if not runs else "metric",
+        "n",
+        "ratio",
+        "95% CI",
+        "verdict",
+    ):
         table.add_column(name, justify="right" if name in ("threads", "n", "ratio", "95% CI") else "left")
     for c in comparisons:
-        label = (lambda v: escape(", ".join(f"{a}={lbl}" for a, lbl in v.items()) or "default"))
+        label = lambda v: escape(variant_label(v))  # noqa: E731
         ci = "-" if c.ci_low is None or c.ci_high is None else f"{c.ci_low:.3f}-{c.ci_high:.3f}"
         first = c.axis or "all" if not runs else label(c.variant)
         base = label(c.baseline) if not runs else "A"
         other = label(c.variant) if not runs else c.metric
-        table.add_row(str(c.threads), first, base, other, f"{c.n_baseline}/{c.n_variant}",
-                      _num(c.ratio, "{:.3f}"), ci, verdict_text(c))  # fmt: skip
+        table.add_row(
+            str(c.threads),
+            first,
+            base,
+            other,
+            f"{c.n_baseline}/{c.n_variant}",
+            _num(c.ratio, "{:.3f}"),
+            ci,
+            verdict_text(c),
+        )
     return table
 
 

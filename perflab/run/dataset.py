@@ -68,9 +68,14 @@ def prepare(
     with server:
         server.sql("CREATE DATABASE IF NOT EXISTS sbtest")
         argv = sysbench.argv(
-            test, "prepare", socket=server.socket, tables=tables, table_size=table_size,
-            threads=min(tables, os.cpu_count() or 1), options=options,
-        )  # fmt: skip
+            test,
+            "prepare",
+            socket=server.socket,
+            tables=tables,
+            table_size=table_size,
+            threads=min(tables, os.cpu_count() or 1),
+            options=options,
+        )
         output = call(argv, what="sysbench prepare", env=clean_env(), timeout=3600)
         log.write_text(output, encoding="utf-8")
         server.stop(clean=True)  # a clean shutdown: the snapshot must need no recovery

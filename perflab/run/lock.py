@@ -10,13 +10,13 @@ SIGKILL, so a stale file never blocks anyone.
 
 from __future__ import annotations
 
-import datetime as dt
 import fcntl
 import json
 import os
 from pathlib import Path
 
 from perflab.errors import ConcurrentRunError
+from perflab.units import utc_now
 
 LOCK_PATH = Path("/dev/shm/perflab.lock")
 
@@ -41,8 +41,7 @@ class MachineLock:
                 "or pass --allow-concurrent if you accept that",
             ) from None
         os.ftruncate(fd, 0)
-        holder = {"pid": os.getpid(), "results": str(self.results_dir),
-                  "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}  # fmt: skip
+        holder = {"pid": os.getpid(), "results": str(self.results_dir), "started_at": utc_now()}
         os.write(fd, json.dumps(holder).encode())
         self.fd = fd
         return self

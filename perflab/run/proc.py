@@ -146,9 +146,14 @@ def call(argv: Sequence[str], *, what: str, env: dict[str, str] | None = None, t
     """Run a short command to completion; raise PerflabError with its output tail on failure."""
     try:
         done = subprocess.run(
-            guarded(argv), env=env, capture_output=True, text=True, timeout=timeout,
-            start_new_session=True, check=False,
-        )  # fmt: skip
+            guarded(argv),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=True,
+            check=False,
+        )
     except FileNotFoundError:
         raise ToolMissingError(f"{what}: {argv[0]} not found", "run `make setup` or `perflab doctor`") from None
     except subprocess.TimeoutExpired:

@@ -55,7 +55,9 @@ def write(path_base: Path, stacks: Stacks, meta: dict[str, Any], timed: Iterable
             for t, stack, count in rows:
                 out.write(f"{t:.3f} {stack} {count}\n")
     meta = {"format": FORMAT, **meta, "samples": sum(stacks.values())}
-    path_base.with_name(path_base.name + ".json").write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")
+    path_base.with_name(path_base.name + ".json").write_text(
+        json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8"
+    )
     return folded
 
 

@@ -7,6 +7,9 @@ Schema version history (`meta.schema_version`):
      unsettled_reason, stalls (JSON) and steady (JSON); backtrace of a crashed server. A version 1 directory is upgraded
      in place when opened (columns added; its cells keep NULL there, and readers detect
      their steady state from the stored intervals).
+  3  cells.alloc (JSON): what the server asked of its allocator per transaction, with
+     [observe] alloc (run/observers/alloc/tracer.py). Older directories are upgraded in place
+     (the column added, NULL).
 
 A cell is written in one transaction when it ends, so a killed run loses at most the cell in
 flight. Readers get plain dicts; the JSON export (report/export.py) is built from them.
@@ -24,7 +27,7 @@ from typing import Any
 from perflab.errors import ResultsFormatError
 from perflab.store import views
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DB_NAME = "results.db"
 
 _SCHEMA = """
@@ -50,8 +53,9 @@ CREATE TABLE IF NOT EXISTS cells (
     stalls TEXT,                       -- JSON [{start_s, end_s, min_qps, kind}]
     steady TEXT,                       -- JSON {qps_mean, qps_ci_low, qps_ci_high, cv, batch_s, seconds}
     summary TEXT,                      -- JSON, sysbench summary of the measured window
-    resources TEXT,                    -- JSON, see README
-    sysbench_options TEXT              -- JSON, every effective option, defaults included
+    resources TEXT,                    -- JSON, see docs/results-format.md
+    sysbench_options TEXT,             -- JSON, every effective option, defaults included
+    alloc TEXT                         -- JSON, [observe] alloc: calls, bytes, syscalls per transaction
 );
 CREATE TABLE IF NOT EXISTS intervals (
     cell_id INTEGER NOT NULL REFERENCES cells(id),
@@ -69,10 +73,26 @@ CREATE TABLE IF NOT EXISTS rss_samples (
 """
 
 _JSON_COLUMNS = (
-    "variant", "env", "server_options", "pinning", "summary", "resources", "sysbench_options", "stalls", "steady",
+    "variant",
+    "env",
+    "server_options",
+    "pinning",
+    "summary",
+    "resources",
+    "sysbench_options",
+    "stalls",
+    "steady",
+    "alloc",
 )
+_V3_COLUMNS = ("alloc TEXT",)
 _V2_COLUMNS = (
-    "backtrace TEXT", "warmup_method TEXT", "window_start_s REAL", "settled INTEGER", "unsettled_reason TEXT", "stalls TEXT", "steady TEXT",
+    "backtrace TEXT",
+    "warmup_method TEXT",
+    "window_start_s REAL",
+    "settled INTEGER",
+    "unsettled_reason TEXT",
+    "stalls TEXT",
+    "steady TEXT",
 )
 
 
@@ -96,6 +116,9 @@ class Results:
             version = self.meta().get("schema_version")
             if version == 1:
                 self._upgrade_from_1()
+                version = 2
+            if version == 2:
+                self._add_columns(_V3_COLUMNS)
                 version = SCHEMA_VERSION
             if version != SCHEMA_VERSION:
                 raise ResultsFormatError(
@@ -106,12 +129,19 @@ class Results:
 
     def _upgrade_from_1(self) -> None:
         """Version 1 stored the configured warm-up in warmup_s: it becomes window_start_s."""
+        self._add_columns(_V2_COLUMNS, 2, "UPDATE cells SET window_start_s = warmup_s")
+
+    def _add_columns(self, columns: tuple[str, ...], version: int = SCHEMA_VERSION, *statements: str) -> None:
+        """One upgrade step, in one transaction: the columns, then `statements`, then the version."""
         with self.db:
             self.db.execute("BEGIN")
-            for column in _V2_COLUMNS:
+            for column in columns:
                 self.db.execute(f"ALTER TABLE cells ADD COLUMN {column}")
-            self.db.execute("UPDATE cells SET window_start_s = warmup_s")
-            self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (json.dumps(SCHEMA_VERSION),))
+            for statement in statements:
+                self.db.execute(statement)
+            self.db.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (json.dumps(version),)
+            )
 
     def close(self) -> None:
         self.db.close()
@@ -131,9 +161,7 @@ class Results:
         with self.db:
             self.db.execute("BEGIN")
             for key, value in values.items():
-                self.db.execute(
-                    "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value))
-                )
+                self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
         if "experiment" in values:
             self.refresh_views()
 
@@ -189,7 +217,7 @@ class Results:
         rows = self.db.execute("SELECT t, rss_bytes FROM rss_samples WHERE cell_id = ? ORDER BY t", (cell_id,))
         return [(row[0], row[1]) for row in rows]
 
-    # ------------------------------------------------------------------ profiles (issue 4)
+    # ------------------------------------------------------------------ profiles
     # Rows reference folded-stack files under DIR/profiles/ (format: store/folded.py). The
     # table is created with the first profile, so results without profiles read as before.
 
@@ -236,5 +264,18 @@ CREATE TABLE IF NOT EXISTS profiles (
     top TEXT,                          -- JSON: top functions by self samples per transaction
     PRIMARY KEY (cell_id, source, phase)
 )"""
-_PROFILE_COLUMNS = ("cell_id", "source", "phase", "path", "samples", "seconds", "transactions",
-                    "window_transactions", "frequency_hz", "interval_s", "call_graph", "quality", "top")  # fmt: skip
+_PROFILE_COLUMNS = (
+    "cell_id",
+    "source",
+    "phase",
+    "path",
+    "samples",
+    "seconds",
+    "transactions",
+    "window_transactions",
+    "frequency_hz",
+    "interval_s",
+    "call_graph",
+    "quality",
+    "top",
+)

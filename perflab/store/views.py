@@ -17,7 +17,7 @@ the matrix, named after the axis, so a user can `GROUP BY allocator, sort_buffer
 The views are derived, not stored data: the schema version does not change with them. They
 are (re)created whenever a results directory is opened or its experiment is stored, and only
 when their definition differs from the one in the file, so opening twice writes nothing.
-Column names are shared with the CSV export (report/export.py) through `axis_columns`.
+Column names are shared with the CSV exports (report/csv_export.py) through `axis_columns`.
 """
 
 from __future__ import annotations
@@ -25,12 +25,22 @@ from __future__ import annotations
 import re
 import sqlite3
 
+# [observe] alloc, per transaction (run/observers/alloc: OPS; run/observers/syscalls: SYSCALLS;
+# named here because the store does not import the run stage)
+_ALLOC_OPS = ("malloc", "calloc", "realloc", "free", "memalign", "new", "delete")
+_ALLOC_SYSCALLS = ("mmap", "munmap", "mprotect", "madvise", "brk")
+ALLOC_PATHS = {
+    **{f"alloc_{op}_per_txn": f"$.calls_per_txn.{op}" for op in _ALLOC_OPS},
+    "alloc_bytes_per_txn": "$.bytes_per_txn",
+    **{f"alloc_{name}_per_txn": f"$.syscalls_per_txn.{name}" for name in _ALLOC_SYSCALLS},
+}
 
-# The fixed columns of the per-cell view and CSV, in order; axis columns follow `variant`.
+
 def _words(text: str) -> tuple[str, ...]:
     return tuple(text.split())
 
 
+# The fixed columns of the per-cell view and CSV, in order; axis columns follow `variant`.
 CELL_COLUMNS = _words(
     """id order variant threads repeat status error allocator_library allocator_version warmup_s warmup_method
     window_start_s settled stalls tps qps transactions latency_min_ms latency_avg_ms latency_p50_ms latency_p95_ms
@@ -38,11 +48,11 @@ CELL_COLUMNS = _words(
     rss_end_bytes rss_peak_bytes server_cpu_s server_user_s server_sys_s client_cpu_s minor_faults major_faults
     minor_faults_per_txn major_faults_per_txn ctx_switches_per_txn server_cpu_us_per_txn harness_cpu_s
     other_cpu_cores"""
-)
+) + tuple(ALLOC_PATHS)
 SECOND_COLUMNS = _words(
     "cell_id variant threads repeat t warmup tps qps reads writes other p95_ms errors_per_s reconnects_per_s"
 )
-RESOURCE_COLUMNS = CELL_COLUMNS[CELL_COLUMNS.index("rss_end_bytes") :]
+RESOURCE_COLUMNS = CELL_COLUMNS[CELL_COLUMNS.index("rss_end_bytes") : CELL_COLUMNS.index("other_cpu_cores") + 1]
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # the experiment file's axis names
 _OTHER_COLUMNS = """start_s end_s min_qps kind rss_bytes source phase rank function dso self_samples self_per_txn
     self_us_per_txn metric axis baseline ratio ci_low ci_high verdict n_baseline n_variant reason"""
@@ -81,6 +91,7 @@ def _cell_exprs(axes: list[str]) -> list[str]:
     figures += [f"json_extract(c.steady, '$.{k}') AS steady_{k}" for k in ("qps_mean", "qps_ci_low", "qps_ci_high")]
     figures.append("json_extract(c.steady, '$.cv') AS steady_cv")
     figures += [f"json_extract({r}, '$.{k}') AS {k}" for k in RESOURCE_COLUMNS]
+    figures += [f"json_extract(c.alloc, '{path}') AS {name}" for name, path in ALLOC_PATHS.items()]
     return [
         "c.id AS id",
         'c.id AS "order"',

@@ -46,15 +46,30 @@ from perflab.run.servers.mariadb import MariaDB, install_datadir  # noqa: E402
 from perflab.run.workloads import sysbench  # noqa: E402
 
 TABLES, TABLE_SIZE, SECONDS, THREADS = 2, 5000, 3, 2
-BASE = {"range_size": 1000, "point_selects": 0, "simple_ranges": 0, "sum_ranges": 0, "distinct_ranges": 0,
-        "order_ranges": 0, "rand_type": "uniform"}  # fmt: skip
+BASE = {
+    "range_size": 1000,
+    "point_selects": 0,
+    "simple_ranges": 0,
+    "sum_ranges": 0,
+    "distinct_ranges": 0,
+    "order_ranges": 0,
+    "rand_type": "uniform",
+}
 VARIANTS = {"order": {"order_ranges": 1}, "distinct": {"distinct_ranges": 1}}
 REPEATS = 2
 
 
 def sysbench_run(server: MariaDB, options: dict[str, Any], seconds: int, out: Path) -> Child:
-    argv = sysbench.argv("oltp_read_only", "run", socket=server.socket, tables=TABLES, table_size=TABLE_SIZE,
-                         threads=THREADS, seconds=seconds, options=options)  # fmt: skip
+    argv = sysbench.argv(
+        "oltp_read_only",
+        "run",
+        socket=server.socket,
+        tables=TABLES,
+        table_size=TABLE_SIZE,
+        threads=THREADS,
+        seconds=seconds,
+        options=options,
+    )
     with out.open("w", encoding="utf-8") as sink:
         return Child(argv, env=clean_env(), stdout=sink)
 
@@ -65,9 +80,17 @@ def record(workdir: Path) -> dict[str, Any]:
     install_datadir(datadir)
     with MariaDB(workdir / "run", datadir, {"innodb_buffer_pool_size": "256M"}) as server:
         server.sql("CREATE DATABASE IF NOT EXISTS sbtest")
-        subprocess.run(guarded(sysbench.argv("oltp_read_only", "prepare", socket=server.socket, tables=TABLES,
-                                             table_size=TABLE_SIZE, threads=1)),
-                       env=clean_env(), check=True, capture_output=True, timeout=300)  # fmt: skip
+        subprocess.run(
+            guarded(
+                sysbench.argv(
+                    "oltp_read_only", "prepare", socket=server.socket, tables=TABLES, table_size=TABLE_SIZE, threads=1
+                )
+            ),
+            env=clean_env(),
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         for repeat in range(1, REPEATS + 1):
             for name, options in VARIANTS.items():
                 log = workdir / "sysbench.txt"
@@ -75,23 +98,37 @@ def record(workdir: Path) -> dict[str, Any]:
                     time.sleep(0.5)  # connections made, as in a cell's window after warm-up
                     with PerfRecorder(server.pid, workdir, frequency=99) as rec:
                         child.wait(SECONDS + 60)
-                text = subprocess.run(guarded(rec.script_argv()), capture_output=True, text=True, check=True,
-                                      timeout=300).stdout  # fmt: skip
+                text = subprocess.run(
+                    guarded(rec.script_argv()), capture_output=True, text=True, check=True, timeout=300
+                ).stdout
                 key = f"perf_{name}_r{repeat}"
                 with gzip.open(OUT / f"{key}.txt.gz", "wt", encoding="utf-8") as f:
                     f.write(text)
                 summary = sysbench.parse_summary(log.read_text(encoding="utf-8"))
                 assert summary is not None, log.read_text()
-                meta["perf"][key] = {"variant": name, "repeat": repeat, "frequency_hz": 99, "seconds": rec.seconds,
-                                     "window_s": SECONDS, "transactions": summary.transactions}  # fmt: skip
+                meta["perf"][key] = {
+                    "variant": name,
+                    "repeat": repeat,
+                    "frequency_hz": 99,
+                    "seconds": rec.seconds,
+                    "window_s": SECONDS,
+                    "transactions": summary.transactions,
+                }
         with sysbench_run(server, {**BASE, "distinct_ranges": 1}, 4, workdir / "sb2.txt") as child:
             time.sleep(1)
             maps = Path(f"/proc/{server.pid}/maps").read_text(encoding="utf-8")
-            eu = subprocess.run(guarded(["eu-stack", "-m", "-p", str(server.pid)]), capture_output=True, text=True,
-                                check=False, timeout=60)  # fmt: skip
+            eu = subprocess.run(
+                guarded(["eu-stack", "-m", "-p", str(server.pid)]),
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=60,
+            )
             sampler = OUT / "pmp_sampler.txt"
-            proc = Child([sys.executable, "-m", "perflab.run.observers.pmp_sampler", str(server.pid), "0.2",
-                          str(sampler)], cwd=HERE.parent.parent)  # fmt: skip
+            proc = Child(
+                [sys.executable, "-m", "perflab.run.observers.pmp_sampler", str(server.pid), "0.2", str(sampler)],
+                cwd=HERE.parent.parent,
+            )
             with proc:
                 time.sleep(1.0)
                 proc.terminate(grace=10)

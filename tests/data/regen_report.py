@@ -47,8 +47,11 @@ def render() -> None:
         copy = Path(tmp) / "tiny"
         shutil.copytree(DATA / "tiny", copy)
         report = Path(tmp) / "tiny.md"
-        subprocess.run([sys.executable, "-m", "perflab", "report", str(copy), "--format", "markdown", "-o", str(report)],
-                       cwd=ROOT, check=True)  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-m", "perflab", "report", str(copy), "--format", "markdown", "-o", str(report)],
+            cwd=ROOT,
+            check=True,
+        )
         shutil.copy(report, DATA / "tiny.md")
         listing = sorted(p.name for p in (Path(tmp) / "tiny_files").iterdir())
         (DATA / "tiny_files.txt").write_text("\n".join(listing) + "\n", encoding="utf-8")

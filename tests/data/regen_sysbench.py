@@ -38,9 +38,13 @@ from perflab.run.workloads import sysbench  # noqa: E402
 
 TABLES, TABLE_SIZE = 1, 1000
 ORDER_BY_ONLY = {
-    "range_size": 100, "point_selects": 0, "simple_ranges": 0, "sum_ranges": 0,
-    "distinct_ranges": 0, "order_ranges": 1,
-}  # fmt: skip
+    "range_size": 100,
+    "point_selects": 0,
+    "simple_ranges": 0,
+    "sum_ranges": 0,
+    "distinct_ranges": 0,
+    "order_ranges": 1,
+}
 
 # name -> (sysbench test, threads, seconds, checkpoint, workload options); every one is a `run`.
 # The checkpoint run is what the scheduler does: warm-up, --report-checkpoints, measured window.
@@ -57,9 +61,16 @@ HELP = {"help_general": ["--help"], "help_oltp_read_only": ["oltp_read_only", "h
 def run_sysbench(argv: list[str]) -> tuple[int, str]:
     """Run like the scheduler does: stdout and stderr interleaved in one stream."""
     done = subprocess.run(
-        guarded(argv), env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, timeout=120, check=False, start_new_session=True,
-    )  # fmt: skip
+        guarded(argv),
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+        check=False,
+        start_new_session=True,
+    )
     return done.returncode, done.stdout
 
 
@@ -71,35 +82,65 @@ def record(workdir: Path) -> dict[str, dict[str, Any]]:
     with MariaDB(workdir / "run", datadir, {}) as server:
         server.sql("CREATE DATABASE IF NOT EXISTS sbtest")
         code, text = run_sysbench(
-            sysbench.argv("oltp_read_only", "prepare", socket=server.socket, tables=TABLES,
-                          table_size=TABLE_SIZE, threads=1)  # fmt: skip
+            sysbench.argv(
+                "oltp_read_only", "prepare", socket=server.socket, tables=TABLES, table_size=TABLE_SIZE, threads=1
+            )
         )
         if code != 0:
             raise SystemExit(f"sysbench prepare failed ({code}):\n{text}")
         for name, (test, threads, seconds, checkpoint, options) in RUNS.items():
-            argv = sysbench.argv(test, "run", socket=server.socket, tables=TABLES, table_size=TABLE_SIZE,
-                                 threads=threads, seconds=seconds, checkpoint=checkpoint, options=options)  # fmt: skip
+            argv = sysbench.argv(
+                test,
+                "run",
+                socket=server.socket,
+                tables=TABLES,
+                table_size=TABLE_SIZE,
+                threads=threads,
+                seconds=seconds,
+                checkpoint=checkpoint,
+                options=options,
+            )
             code, text = run_sysbench(argv)
             if code != 0:
                 raise SystemExit(f"{name}: sysbench exited {code}:\n{text}")
             (OUT / f"{name}.txt").write_text(text, encoding="utf-8")
-            meta[name] = {"test": test, "threads": threads, "time": seconds, "checkpoint": checkpoint,
-                          "options": options, "exit_code": code}  # fmt: skip
+            meta[name] = {
+                "test": test,
+                "threads": threads,
+                "time": seconds,
+                "checkpoint": checkpoint,
+                "options": options,
+                "exit_code": code,
+            }
         server.stop(clean=True)
     # the server is gone: its socket path now refuses connections
-    argv = sysbench.argv("oltp_read_only", "run", socket=workdir / "no-such.sock", tables=TABLES,
-                         table_size=TABLE_SIZE, threads=2, seconds=2)  # fmt: skip
+    argv = sysbench.argv(
+        "oltp_read_only",
+        "run",
+        socket=workdir / "no-such.sock",
+        tables=TABLES,
+        table_size=TABLE_SIZE,
+        threads=2,
+        seconds=2,
+    )
     code, text = run_sysbench(argv)
     if code == 0:
         raise SystemExit(f"{FAILED_RUN}: sysbench unexpectedly succeeded:\n{text}")
     # the socket path is a random temp dir: keep the recording stable across regenerations
     text = text.replace(str(workdir), "/dev/shm/perflab-regen")
     (OUT / f"{FAILED_RUN}.txt").write_text(text, encoding="utf-8")
-    meta[FAILED_RUN] = {"test": "oltp_read_only", "threads": 2, "time": 2, "checkpoint": None, "options": {},
-                        "exit_code": code}  # fmt: skip
+    meta[FAILED_RUN] = {
+        "test": "oltp_read_only",
+        "threads": 2,
+        "time": 2,
+        "checkpoint": None,
+        "options": {},
+        "exit_code": code,
+    }
     for name, args in HELP.items():
-        done = subprocess.run([sysbench.sysbench_binary(), *args], capture_output=True, text=True,
-                              check=False, timeout=60)  # fmt: skip
+        done = subprocess.run(
+            [sysbench.sysbench_binary(), *args], capture_output=True, text=True, check=False, timeout=60
+        )
         if done.returncode != 0:
             raise SystemExit(f"sysbench {' '.join(args)} exited {done.returncode}")
         (OUT / f"{name}.txt").write_text(done.stdout, encoding="utf-8")  # as known_options() reads it

@@ -30,7 +30,14 @@ table_size = 2000
 [workload]
 test = "oltp_read_only"
 threads = [2]
-options = { point_selects = 0, simple_ranges = 0, sum_ranges = 0, order_ranges = 0, distinct_ranges = 2, range_size = 50 }
+
+[workload.options]
+point_selects = 0
+simple_ranges = 0
+sum_ranges = 0
+order_ranges = 0
+distinct_ranges = 2
+range_size = 50
 
 [variants.server]
 base = {}
@@ -96,7 +103,7 @@ def test_baseline_option(verdict_run):
 
 def test_export_carries_steady_state_groups_and_comparisons(verdict_run):
     _, doc, _ = verdict_run
-    assert doc["format"] == "perflab-results/2"
+    assert doc["format"] == "perflab-results/3"
     for cell in doc["cells"]:
         assert cell["window_start_s"] == 3.0
         assert cell["warmup_method"] == "mser-1" and 0 <= cell["warmup_s"] <= 6

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.run.scheduler import remove_stale_workdirs
+from perflab.run.workdir import remove_stale_workdirs
 from tests.conftest import ROOT, perflab
 from tests.integration.helpers import perflab_children, write_experiment
 
@@ -48,11 +48,15 @@ def export(out: Path) -> dict:
 
 
 def test_rejected_server_option_fails_that_cell_only(tmp_path: Path):
-    spec = tiny(tmp_path, "badopt", """
+    spec = tiny(
+        tmp_path,
+        "badopt",
+        """
 [variants.config]
 good = {}
 bad  = { server_options = { no_such_server_option = "1" } }
-""")
+""",
+    )
     started = time.monotonic()
     done = perflab("run", str(spec), "-o", str(tmp_path / "out"))
     assert time.monotonic() - started < 120  # a rejected option is not a hang
@@ -75,10 +79,14 @@ def test_allocator_that_did_not_load_fails_the_cell(tmp_path: Path):
     struct.pack_into("<H", data, 0x38, 0)  # e_phnum = 0
     fake = tmp_path / "libfake-malloc.so"
     fake.write_bytes(bytes(data))
-    spec = tiny(tmp_path, "fakealloc", f"""
+    spec = tiny(
+        tmp_path,
+        "fakealloc",
+        f"""
 [variants.allocator]
 fake = {{ preload = "{fake}" }}
-""")
+""",
+    )
     done = perflab("run", str(spec), "-o", str(tmp_path / "out"))
     assert done.returncode == 1
     (cell,) = export(tmp_path / "out")["cells"]
@@ -113,8 +121,12 @@ def _start_and_wait_for_workload(
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         workdir = _workdir(out)
@@ -178,10 +190,15 @@ def test_server_crash_fails_the_cell_and_the_matrix_goes_on(tmp_path: Path, sig:
 
 def test_stopped_client_times_out_and_the_matrix_goes_on(tmp_path: Path):
     spec = tiny(tmp_path, "hang", duration="3s", repeats=2)
-    spec.write_text(spec.read_text().replace('[dataset]', 'timeout_margin = "5s"\n\n[dataset]'))
+    spec.write_text(spec.read_text().replace("[dataset]", 'timeout_margin = "5s"\n\n[dataset]'))
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     client = None
     while client is None and time.monotonic() < deadline:
@@ -218,10 +235,13 @@ def test_preload_that_stops_the_server_at_start_says_why(tmp_path: Path):
     # a real shared object whose dependency is gone: ld.so refuses to start the server at all
     (tmp_path / "gone.c").write_text("int gone(void) { return 1; }\n")
     (tmp_path / "fake.c").write_text("int gone(void);\nint fake(void) { return gone(); }\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libgone.so"), str(tmp_path / "gone.c")], check=True)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libgone.so"), str(tmp_path / "gone.c")], check=True
+    )
     lib = tmp_path / "libneedsgone.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "fake.c"), f"-L{tmp_path}", "-lgone"],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "fake.c"), f"-L{tmp_path}", "-lgone"], check=True
+    )
     (tmp_path / "libgone.so").unlink()
     spec = tiny(tmp_path, "needsgone", f'[variants.allocator]\nx = {{ preload = "{lib}" }}\n')
     done = perflab("run", str(spec), "-o", str(tmp_path / "out"))

@@ -31,19 +31,22 @@ def test_doctor_clean_stops_only_what_the_dead_run_started(tmp_path: Path):
     (alive / "owner.pid").write_text(str(os.getpid()), encoding="ascii")  # a live run: not touched
     env = {**os.environ, "PERFLAB_TMPFS": str(base)}
     try:
-        report = subprocess.run([sys.executable, "-m", "perflab", "doctor"], env=env, cwd=ROOT,
-                                capture_output=True, text=True)  # fmt: skip
+        report = subprocess.run(
+            [sys.executable, "-m", "perflab", "doctor"], env=env, cwd=ROOT, capture_output=True, text=True
+        )
         assert "1 work dir(s), 1 live process(es)" in report.stdout
-        done = subprocess.run([sys.executable, "-m", "perflab", "doctor", "--clean"], env=env, cwd=ROOT,
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "perflab", "doctor", "--clean"], env=env, cwd=ROOT, capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr
         assert f"removed {workdir}; stopped {ours.pid}" in done.stdout
         assert ours.wait(timeout=10) == -9
         time.sleep(0.2)
         assert other.poll() is None  # not ours: alive
         assert not workdir.exists() and alive.exists()
-        again = subprocess.run([sys.executable, "-m", "perflab", "doctor", "--clean"], env=env, cwd=ROOT,
-                               capture_output=True, text=True)  # fmt: skip
+        again = subprocess.run(
+            [sys.executable, "-m", "perflab", "doctor", "--clean"], env=env, cwd=ROOT, capture_output=True, text=True
+        )
         assert "nothing left behind" in again.stdout
     finally:
         for proc in (ours, other):

@@ -29,7 +29,15 @@ table_size = 5000
 [workload]
 test = "oltp_read_only"
 threads = [2]
-options = {{ range_size = 1000, point_selects = 0, simple_ranges = 0, sum_ranges = 0, distinct_ranges = 0, order_ranges = 0, rand_type = "uniform" }}
+
+[workload.options]
+range_size = 1000
+point_selects = 0
+simple_ranges = 0
+sum_ranges = 0
+distinct_ranges = 0
+order_ranges = 0
+rand_type = "uniform"
 
 [variants.query]
 order    = {{ workload_options = {{ order_ranges = 1 }} }}
@@ -128,8 +136,16 @@ def test_distinct_vs_order_diff_finds_the_hash(run):
     done = perflab("diff", str(out), "query=order", "query=distinct", "--format", "json", "--top", "10")
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
-    for name in ("a_self_per_txn", "b_self_per_txn", "delta_self_per_txn", "a_total_per_txn",
-                 "b_total_per_txn", "delta_total_per_txn", "delta_self_us_per_txn", "callers"):  # fmt: skip
+    for name in (
+        "a_self_per_txn",
+        "b_self_per_txn",
+        "delta_self_per_txn",
+        "a_total_per_txn",
+        "b_total_per_txn",
+        "delta_total_per_txn",
+        "delta_self_us_per_txn",
+        "callers",
+    ):
         assert name in rows[0]
     hashes = [r for r in rows[:3] if r["function"].startswith("my_hash_sort_simple")]
     assert hashes, [r["function"] for r in rows[:3]]
@@ -153,8 +169,22 @@ def test_profile_text_states_stack_quality(run):
     pmp = perflab("profile", str(out), "--variant", "distinct", "--source", "pmp", "--format", "json", "--top", "0")
     assert pmp.returncode == 0 and any(r["function"] == "__futex_abstimed_wait_common" for r in json.loads(pmp.stdout))
     # cut by time: the first second only, with the transactions of that second
-    first = perflab("profile", str(out), "--variant", "distinct", "--source", "pmp", "--format", "json", "--top", "0",
-                    "--start", "0", "--end", "1")  # fmt: skip
+    first = perflab(
+        "profile",
+        str(out),
+        "--variant",
+        "distinct",
+        "--source",
+        "pmp",
+        "--format",
+        "json",
+        "--top",
+        "0",
+        "--start",
+        "0",
+        "--end",
+        "1",
+    )
     assert first.returncode == 0, first.stderr
     whole, part = json.loads(pmp.stdout), json.loads(first.stdout)
     assert 0 < sum(r["self_samples"] for r in part) < 0.6 * sum(r["self_samples"] for r in whole)
@@ -166,8 +196,11 @@ def test_profile_text_states_stack_quality(run):
 def test_flame_graphs(run, tmp_path):
     out, _ = run
     svg, delta, scope = tmp_path / "d.svg", tmp_path / "diff.svg", tmp_path / "d.json"
-    for args in (["query=distinct", "-o", str(svg)], ["distinct", "--diff", "order", "-o", str(delta)],
-                 ["distinct", "-o", str(scope), "--format", "speedscope"]):  # fmt: skip
+    for args in (
+        ["query=distinct", "-o", str(svg)],
+        ["distinct", "--diff", "order", "-o", str(delta)],
+        ["distinct", "-o", str(scope), "--format", "speedscope"],
+    ):
         done = perflab("flame", str(out), *args)
         if inferno_path() is None and "speedscope" not in args:  # make setup skipped inferno (no Rust)
             assert done.returncode == 3 and "inferno-flamegraph not found" in done.stderr, done.stderr
@@ -205,9 +238,18 @@ def test_html_report_shows_profiles_and_a_real_flame_graph_zooms(run, tmp_path):
     text = report.read_text(encoding="utf-8")
     assert 'id="profiles"' in text and "my_hash_sort_simple" in text
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox",
-                                     "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                                     "--disable-component-update", "--disable-sync"])  # fmt: skip
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         context = browser.new_context()
         requests: list[str] = []
         context.on("request", lambda r: requests.append(r.url))

@@ -19,8 +19,15 @@ import pytest
 from tests.conftest import perflab
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]  # fmt: skip
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SPEC = Path(__file__).resolve().parent.parent / "data" / "report" / "tiny.toml"
 REQUIRED_CHARTS = {"qps-threads", "ratio", "latency", "rss", "series-qps", "series-p95_ms"}
 
@@ -153,8 +160,9 @@ def test_embedded_flame_graph_answers_a_click(browser, rendered, tmp_path: Path,
     from perflab.store.results import Results
 
     report, _ = rendered
-    monkeypatch.setattr(profiles, "load", lambda directory, cells: profiles.Profiles(
-        flames=[profiles.FlameGraph("stand-in", FLAME)]))  # fmt: skip
+    monkeypatch.setattr(
+        profiles, "load", lambda directory, cells: profiles.Profiles(flames=[profiles.FlameGraph("stand-in", FLAME)])
+    )
     with Results(report.parent / "results") as results:
         page_html = html.render(model.build(results))
     path = tmp_path / "with-profiles.html"

@@ -67,8 +67,14 @@ def integrity(out: Path) -> str:
 def test_preflight_refuses_a_tmpfs_too_small_for_the_dataset(tmp_path: Path, small_tmpfs):
     tiny = small_tmpfs("tiny", "100M")
     spec = write_experiment(tmp_path / "s.toml", SPEC)
-    done = subprocess.run(cli(["run", str(spec), "-o", str(tmp_path / "out")]), env=env_with(tiny), cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        cli(["run", str(spec), "-o", str(tmp_path / "out")]),
+        env=env_with(tiny),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 3, done.stderr
     assert f"(machine) {tiny}" in done.stderr and "MiB free" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
@@ -78,8 +84,14 @@ def test_tmpfs_filling_up_mid_run_stops_cleanly(tmp_path: Path, small_tmpfs):
     shm = small_tmpfs("shm", "1G")
     spec = write_experiment(tmp_path / "s.toml", SPEC)
     out = tmp_path / "out"
-    proc = subprocess.Popen(cli(["run", str(spec), "-o", str(out)]), env=env_with(shm), cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        cli(["run", str(spec), "-o", str(out)]),
+        env=env_with(shm),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not (out / "results.db").exists() or not _stored(out):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -110,8 +122,9 @@ def test_full_results_disk_is_a_clear_error(tmp_path: Path, small_tmpfs):
     disk = small_tmpfs("disk", "2M")
     spec = write_experiment(tmp_path / "s.toml", SPEC)
     out = disk / "out"
-    done = subprocess.run(cli(["run", str(spec), "-o", str(out)]), cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    done = subprocess.run(
+        cli(["run", str(spec), "-o", str(out)]), cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 3, done.stdout + done.stderr
     assert "no space left" in done.stderr.lower() and "Traceback" not in done.stderr
     assert integrity(out) == "ok"
@@ -134,8 +147,14 @@ def test_json_of_stored_cells_still_reads(tmp_path: Path, small_tmpfs):
     shm = small_tmpfs("shm2", "1G")
     spec = write_experiment(tmp_path / "s.toml", SPEC.replace("repeats = 3", "repeats = 1"))
     out = tmp_path / "out"
-    done = subprocess.run(cli(["run", str(spec), "-o", str(out)]), env=env_with(shm), cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        cli(["run", str(spec), "-o", str(out)]),
+        env=env_with(shm),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     exported = subprocess.run(cli(["export", str(out)]), cwd=ROOT, capture_output=True, text=True)
     assert json.loads(exported.stdout)["cells"][0]["status"] == "ok"

@@ -45,8 +45,13 @@ def stored_keys(out: Path) -> list[str]:
 def test_sigkill_then_resume_completes_exactly_the_missing_cells(tmp_path: Path):
     spec = write_experiment(tmp_path / "resume.toml", SPEC)
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and (not (out / "results.db").exists() or len(stored_keys(out)) < 3):
         assert proc.poll() is None, proc.communicate()

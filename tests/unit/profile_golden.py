@@ -53,8 +53,9 @@ def perf_profiles(variant: str) -> Merged:
         if rec["variant"] == variant:
             stacks, stats = fold_perf(key)
             txn = rec["transactions"] * min(1.0, rec["seconds"] / rec["window_s"])
-            profiles.append(Profile.from_stacks(stacks, transactions=txn, sample_us=1e6 / rec["frequency_hz"],
-                                                dsos=stats.dsos))  # fmt: skip
+            profiles.append(
+                Profile.from_stacks(stacks, transactions=txn, sample_us=1e6 / rec["frequency_hz"], dsos=stats.dsos)
+            )
     return Merged(profiles)
 
 
@@ -74,14 +75,21 @@ def expected() -> dict[str, Any]:
     for key in sorted(recordings()["perf"]):
         stacks, stats = fold_perf(key)
         summary = {k: v for k, v in dataclasses.asdict(stats).items() if k != "dsos"}
-        perf[key] = {"stats": summary, "unique_stacks": len(stacks), "digest": folded_digest(stacks),
-                     "top": [[s, c] for s, c in sorted(stacks.items(), key=lambda kv: (-kv[1], kv[0]))[:5]]}  # fmt: skip
+        perf[key] = {
+            "stats": summary,
+            "unique_stacks": len(stacks),
+            "digest": folded_digest(stacks),
+            "top": [[s, c] for s, c in sorted(stacks.items(), key=lambda kv: (-kv[1], kv[0]))[:5]],
+        }
     pmp_stacks, timed, pmp_stats = sampler_fold()
     rows = diff(perf_profiles("order"), perf_profiles("distinct")).rows(limit=15, by="self")
     return {
         "perf": perf,
         "eu_stack": [[tid, frames] for tid, frames in eu_stack_threads()],
-        "pmp_sampler": {"stacks": dict(sorted(pmp_stacks.items())), "samples": pmp_stats.samples,
-                        "timed_rows": len(timed)},  # fmt: skip
+        "pmp_sampler": {
+            "stacks": dict(sorted(pmp_stacks.items())),
+            "samples": pmp_stats.samples,
+            "timed_rows": len(timed),
+        },
         "diff_order_to_distinct": [round_row({k: v for k, v in r.items() if k != "callers"}) for r in rows],
     }

@@ -1,5 +1,5 @@
-"""The adaptive-repeats loop of the scheduler, with cells whose QPS is drawn, not measured:
-which groups get more rounds, and when the loop stops."""
+"""The adaptive-repeats loop of the scheduler, driving a CellRunner whose cells return a
+drawn QPS instead of a measured one: which groups get more rounds, and when the loop stops."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from perflab import spec
 from perflab.run import scheduler
+from perflab.run.cell import CellRunner
 from perflab.spec import Cell
 from perflab.store.results import Results
 
@@ -29,7 +30,7 @@ noisy = {{}}
 """
 
 
-class DrawingScheduler(scheduler.Scheduler):
+class DrawingRunner(CellRunner):
     """Cells that return a drawn QPS at once: `tight` varies 0.1%, `noisy` 10%."""
 
     def __init__(self, exp: spec.Experiment, results: Results, cell_seconds: float = 0.0) -> None:
@@ -38,31 +39,47 @@ class DrawingScheduler(scheduler.Scheduler):
         self.cell_seconds = cell_seconds
         self.clock = 0.0
 
-    def _run_cell(self, cell: Cell, snapshot: Any, workdir: Path) -> dict[str, Any]:
+    def run(self, cell: Cell, snapshot: Any, workdir: Path) -> dict[str, Any]:
         self.clock += self.cell_seconds
         cv = 0.001 if cell.variant["v"] == "tight" else 0.10
         qps = self.rng.gauss(1000.0, 1000.0 * cv)
-        return {"id": cell.order, "key": cell.key, "variant": cell.variant, "threads": cell.threads,
-                "repeat": cell.repeat, "status": "ok", "settled": True, "stalls": [],
-                "summary": {"qps": qps, "tps": qps / 10, "latency_ms": {"p95": 1.0}}, "resources": {}}  # fmt: skip
+        return {
+            "id": cell.order,
+            "key": cell.key,
+            "variant": cell.variant,
+            "threads": cell.threads,
+            "repeat": cell.repeat,
+            "status": "ok",
+            "settled": True,
+            "stalls": [],
+            "summary": {"qps": qps, "tps": qps / 10, "latency_ms": {"p95": 1.0}},
+            "resources": {},
+        }
 
 
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_repeats: int = 6, budget: str = "",
-        cell_seconds: float = 0.0) -> tuple[list[dict], dict]:  # fmt: skip
+def run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_repeats: int = 6, budget: str = "", cell_seconds: float = 0.0
+) -> tuple[list[dict], dict]:
     exp = spec.parse(SPEC.format(max_repeats=max_repeats, budget=budget))
     with Results(tmp_path / "r", create=True) as results:
-        sched = DrawingScheduler(exp, results, cell_seconds)
-        monkeypatch.setattr(scheduler.time, "monotonic", lambda: sched.clock)
+        runner = DrawingRunner(exp, results, cell_seconds)
+        monkeypatch.setattr(scheduler.time, "monotonic", lambda: runner.clock)
         done: list[dict] = []
-        sched._run_adaptive(None, tmp_path, done)  # type: ignore[arg-type]
+        scheduler.Scheduler(exp, results, runner=runner).run_adaptive(None, tmp_path, done)  # type: ignore[arg-type]
         return done, results.meta()["adaptive"]
 
 
 def test_only_groups_above_target_get_more_rounds(tmp_path, monkeypatch):
     done, adaptive = run(tmp_path, monkeypatch)
     keys = [c["key"] for c in done]
-    assert keys[:6] == ["v=tight/t1/r1", "v=noisy/t1/r1", "v=tight/t1/r2", "v=noisy/t1/r2",
-                        "v=tight/t1/r3", "v=noisy/t1/r3"]  # fmt: skip
+    assert keys[:6] == [
+        "v=tight/t1/r1",
+        "v=noisy/t1/r1",
+        "v=tight/t1/r2",
+        "v=noisy/t1/r2",
+        "v=tight/t1/r3",
+        "v=noisy/t1/r3",
+    ]
     assert keys[6:] == [f"v=noisy/t1/r{r}" for r in range(4, 7)]  # the tight group met ±1% after 3
     assert [c["id"] for c in done] == list(range(9))  # run order stays dense
     assert adaptive["rounds"] == 6 and adaptive["stop_reason"] == "max_repeats (6) reached"
@@ -71,15 +88,17 @@ def test_only_groups_above_target_get_more_rounds(tmp_path, monkeypatch):
 
 
 def test_stops_when_all_targets_are_met(tmp_path, monkeypatch):
-    monkeypatch.setattr(DrawingScheduler, "_run_cell", _tight_only(DrawingScheduler._run_cell))
+    monkeypatch.setattr(DrawingRunner, "run", _tight_only(DrawingRunner.run))
     done, adaptive = run(tmp_path, monkeypatch)
     assert len(done) == 6 and adaptive["stop_reason"] == "all targets met" and adaptive["rounds"] == 3
 
 
 def _tight_only(original):
     def run_cell(self, cell, snapshot, workdir):
-        return original(self, Cell(cell.order, {"v": "tight"}, cell.threads, cell.repeat, None, {}, {}), snapshot, workdir) | {
-            "variant": cell.variant, "key": cell.key}  # fmt: skip
+        return original(
+            self, Cell(cell.order, {"v": "tight"}, cell.threads, cell.repeat, None, {}, {}), snapshot, workdir
+        ) | {"variant": cell.variant, "key": cell.key}
+
     return run_cell
 
 
@@ -96,8 +115,8 @@ def test_resumed_adaptive_run_replays_stored_rounds(tmp_path, monkeypatch):
     full, _ = run(tmp_path, monkeypatch)
     exp = spec.parse(SPEC.format(max_repeats=6, budget=""))
     with Results(tmp_path / "resumed", create=True) as results:
-        sched = DrawingScheduler(exp, results)
+        sched = scheduler.Scheduler(exp, results, runner=DrawingRunner(exp, results))
         done = [dict(row) for row in full[:5]]  # killed in the middle of round 3
-        sched._run_adaptive(None, tmp_path, done)  # type: ignore[arg-type]
+        sched.run_adaptive(None, tmp_path, done)  # type: ignore[arg-type]
     assert [c["key"] for c in done] == [c["key"] for c in full]
     assert [c["id"] for c in done] == list(range(9))

@@ -20,7 +20,8 @@ import pytest
 from perflab.analyze import compare, summary
 from perflab.report import csv_export, export
 from perflab.store import views
-from perflab.store.results import Results
+from perflab.store.results import SCHEMA_VERSION, Results
+from perflab.variants import variant_key
 from tests.conftest import perflab
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "report"
@@ -59,7 +60,16 @@ def _clone(template: dict, cid: int, variant: dict, repeat: int, factor: float) 
     figures["latency_ms"] = {k: v / factor for k, v in figures["latency_ms"].items()}
     key = ",".join(f"{a}={lbl}" for a, lbl in variant.items()) + f"/t2/r{repeat}"
     stalls = [{"start_s": 1, "end_s": 2, "min_qps": 10.0, "kind": "low"}] if cid == 5 else []
-    resources = {**template["resources"], "minor_faults_per_txn": 64.0 if "32M" in variant.values() else 0.0}
+    big = "32M" in variant.values()
+    resources = {**template["resources"], "minor_faults_per_txn": 64.0 if big else 0.0}
+    alloc = {  # as [observe] alloc stores it: the 32M sort buffers come from mmap, per query
+        "calls_per_txn": {"malloc": 12.0, "calloc": 0.0, "realloc": 1.0, "free": 13.0, "memalign": 0.0, "new": 4.0,
+                          "delete": 4.0},
+        "bytes_per_txn": 33554432.0 if big else 2097152.0,
+        "syscalls_per_txn": {"mmap": 1.0 if big else 0.0, "munmap": 1.0 if big else 0.0, "mprotect": 0.0,
+                             "madvise": 0.0, "brk": 0.0},
+        "by_size_class": [],
+    }  # fmt: skip
     return {
         **template,
         "id": cid,
@@ -70,6 +80,7 @@ def _clone(template: dict, cid: int, variant: dict, repeat: int, factor: float) 
         "stalls": stalls,
         "resources": resources,
         "error": None,
+        "alloc": alloc,
     }
 
 
@@ -125,7 +136,7 @@ def test_comparisons_csv_equals_the_json_comparisons(matrix: Path):
     for row, c in zip(table, doc["comparisons"], strict=True):
         assert (row["kind"], row["metric"], int(row["threads"])) == (c["kind"], c["metric"], c["threads"])
         assert (row["allocator"], row["sort_buffer"]) == (c["variant"]["allocator"], c["variant"]["sort_buffer"])
-        assert row["baseline"] == summary.variant_key(c["baseline"])
+        assert row["baseline"] == variant_key(c["baseline"])
         assert float(row["ratio"]) == pytest.approx(c["ratio"]) and row["verdict"] == (c["verdict"] or "")
     slow = [r for r in table if r["metric"] == "qps" and r["kind"] == "variant" and r["sort_buffer"] == "32M"]
     assert slow and all(r["verdict"] == "slower" for r in slow)
@@ -163,6 +174,9 @@ def test_views_equal_the_csv_and_the_json_export(matrix: Path):
 def test_views_group_by_axis_in_sql(matrix: Path):
     got = query(matrix, "SELECT sort_buffer, avg(minor_faults_per_txn) AS f FROM cells_flat GROUP BY 1 ORDER BY 1")
     assert [(r["sort_buffer"], r["f"]) for r in got] == [("2M", 0.0), ("32M", 64.0)]
+    mmap = query(matrix, "SELECT sort_buffer, avg(alloc_mmap_per_txn) AS m, max(alloc_bytes_per_txn) AS b"
+                         " FROM cells_flat GROUP BY 1 ORDER BY 1")  # fmt: skip
+    assert [(r["sort_buffer"], r["m"], r["b"]) for r in mmap] == [("2M", 0.0, 2097152.0), ("32M", 1.0, 33554432.0)]
 
 
 def test_views_are_created_once_and_kept_out_of_the_schema_version(matrix: Path):
@@ -170,7 +184,7 @@ def test_views_are_created_once_and_kept_out_of_the_schema_version(matrix: Path)
     assert names == {"cells_flat", "seconds_flat", "stalls_flat", "rss_flat"}
     with Results(matrix) as results:
         assert views.refresh(results.db, list(AXES)) is False  # same definition: nothing written
-        assert results.meta()["schema_version"] == 2
+        assert results.meta()["schema_version"] == SCHEMA_VERSION
         results.db.execute("DROP VIEW cells_flat")
     with Results(matrix) as results:  # opening restores what is missing
         assert results.db.execute("SELECT count(*) FROM cells_flat").fetchone()[0] == 12

@@ -187,12 +187,60 @@ def toml_document(doc: dict[str, Any]) -> str:
 
 # values a user might plausibly (or maliciously) write somewhere in the file
 TRICKY_STRINGS = [
-    "", " ", "auto", "20s", "1m30s", "500ms", "99999999999999999999h", "1%", "150%", "nan%", "glibc", "jemalloc",
-    "tcmalloc", "mimalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/bin/ls", "/tmp", "/etc/passwd",
-    "/nonexistent.so", "/" + "a" * 300, "/dev/null", "oltp_read_only", "x.lua", "a\nb", "a\rb", "a\0b", "x=y", "#",
-    "a # b", "[mariadbd]", "\n[client]\nx=1", '"', "'q'", '"q"', "\\", "a\\nb", "C:\\temp", " lead", "trail ",
-    "\t", "\x1b[31m", "\u2028", "\ufeff", "é", "💥", "2M", "OFF", "ON", "-1", "1e308", "LD_PRELOAD", "1BAD", "A-B",
-]  # fmt: skip
+    "",
+    " ",
+    "auto",
+    "20s",
+    "1m30s",
+    "500ms",
+    "99999999999999999999h",
+    "1%",
+    "150%",
+    "nan%",
+    "glibc",
+    "jemalloc",
+    "tcmalloc",
+    "mimalloc",
+    "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+    "/bin/ls",
+    "/tmp",
+    "/etc/passwd",
+    "/nonexistent.so",
+    "/" + "a" * 300,
+    "/dev/null",
+    "oltp_read_only",
+    "x.lua",
+    "a\nb",
+    "a\rb",
+    "a\0b",
+    "x=y",
+    "#",
+    "a # b",
+    "[mariadbd]",
+    "\n[client]\nx=1",
+    '"',
+    "'q'",
+    '"q"',
+    "\\",
+    "a\\nb",
+    "C:\\temp",
+    " lead",
+    "trail ",
+    "\t",
+    "\x1b[31m",
+    "\u2028",
+    "\ufeff",
+    "é",
+    "💥",
+    "2M",
+    "OFF",
+    "ON",
+    "-1",
+    "1e308",
+    "LD_PRELOAD",
+    "1BAD",
+    "A-B",
+]
 SCALARS = st.one_of(
     st.sampled_from(TRICKY_STRINGS),
     st.text(max_size=20),
@@ -205,12 +253,50 @@ SCALARS = st.one_of(
     st.times(),
 )
 KEY_NAMES = [
-    "experiment", "dataset", "workload", "server_options", "variants", "observe", "name", "server", "duration",
-    "warmup", "max_warmup", "repeats", "target_ci", "min_repeats", "max_repeats", "time_budget", "pin",
-    "stall_threshold", "cv_warning", "tables", "table_size", "tool", "test", "threads", "options", "preload", "env",
-    "rss", "sort_buffer_size", "datadir", "socket", "MALLOC_ARENA_MAX", "range_size", "strict_mode", "int", "str",
-    "[key]", "a.b", "a=b", "", " ", "a\nb", "\x1b[2J",
-]  # fmt: skip
+    "experiment",
+    "dataset",
+    "workload",
+    "server_options",
+    "variants",
+    "observe",
+    "name",
+    "server",
+    "duration",
+    "warmup",
+    "max_warmup",
+    "repeats",
+    "target_ci",
+    "min_repeats",
+    "max_repeats",
+    "time_budget",
+    "pin",
+    "stall_threshold",
+    "cv_warning",
+    "tables",
+    "table_size",
+    "tool",
+    "test",
+    "threads",
+    "options",
+    "preload",
+    "env",
+    "rss",
+    "sort_buffer_size",
+    "datadir",
+    "socket",
+    "MALLOC_ARENA_MAX",
+    "range_size",
+    "strict_mode",
+    "int",
+    "str",
+    "[key]",
+    "a.b",
+    "a=b",
+    "",
+    " ",
+    "a\nb",
+    "\x1b[2J",
+]
 KEYS = st.one_of(st.sampled_from(KEY_NAMES), st.text(max_size=12))
 VALUES = st.recursive(
     SCALARS,
@@ -219,10 +305,12 @@ VALUES = st.recursive(
 )
 
 NAMES = st.one_of(st.sampled_from(["t", "quick", "a.b-c_d"]), st.text(max_size=10), VALUES)
-DURATIONS = st.one_of(st.sampled_from(["auto", "1s", "20s", "1m30s", "500ms", "2h", "48h"]), st.integers(-2, 10**6),
-                      st.floats(), VALUES)  # fmt: skip
-COUNTS = st.one_of(st.integers(-2, 12), st.integers(-(2**63), 2**63 - 1), st.sampled_from([2**31, 10**9, 10**30]),
-                   VALUES)  # fmt: skip
+DURATIONS = st.one_of(
+    st.sampled_from(["auto", "1s", "20s", "1m30s", "500ms", "2h", "48h"]), st.integers(-2, 10**6), st.floats(), VALUES
+)
+COUNTS = st.one_of(
+    st.integers(-2, 12), st.integers(-(2**63), 2**63 - 1), st.sampled_from([2**31, 10**9, 10**30]), VALUES
+)
 OPTION_VALUES = st.one_of(st.sampled_from(TRICKY_STRINGS), st.text(), st.integers(), st.floats(), st.booleans(), VALUES)
 OPTION_NAMES = st.one_of(
     st.sampled_from(["sort_buffer_size", "innodb-buffer-pool-size", "datadir", "log_error", "x", "a=b", "a\n", "[x]"]),
@@ -230,10 +318,12 @@ OPTION_NAMES = st.one_of(
 )
 SERVER_OPTIONS = st.dictionaries(OPTION_NAMES, OPTION_VALUES, max_size=4)
 ENV = st.dictionaries(
-    st.one_of(st.sampled_from(["MALLOC_ARENA_MAX", "GLIBC_TUNABLES", "LD_PRELOAD", "A=B", "A\n", "1BAD"]),
-              st.text(max_size=8)),
-    OPTION_VALUES, max_size=3,
-)  # fmt: skip
+    st.one_of(
+        st.sampled_from(["MALLOC_ARENA_MAX", "GLIBC_TUNABLES", "LD_PRELOAD", "A=B", "A\n", "1BAD"]), st.text(max_size=8)
+    ),
+    OPTION_VALUES,
+    max_size=3,
+)
 
 
 def _section(fields: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
@@ -244,36 +334,53 @@ def _section(fields: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any
     return st.one_of(table, table, table, VALUES)
 
 
-VARIANT = _section({"preload": st.one_of(st.sampled_from(TRICKY_STRINGS), VALUES), "env": ENV,
-                    "server_options": SERVER_OPTIONS})  # fmt: skip
+VARIANT = _section(
+    {"preload": st.one_of(st.sampled_from(TRICKY_STRINGS), VALUES), "env": ENV, "server_options": SERVER_OPTIONS}
+)
 AXES = st.dictionaries(
     st.one_of(st.sampled_from(["allocator", "sort_buffer", "bad axis"]), st.text(max_size=6)),
-    st.one_of(st.dictionaries(st.one_of(st.sampled_from(["glibc", "jemalloc", "32K", "a/b"]), st.text(max_size=6)),
-                              VARIANT, max_size=3), VALUES),
+    st.one_of(
+        st.dictionaries(
+            st.one_of(st.sampled_from(["glibc", "jemalloc", "32K", "a/b"]), st.text(max_size=6)), VARIANT, max_size=3
+        ),
+        VALUES,
+    ),
     max_size=3,
-)  # fmt: skip
+)
 DOCUMENTS = st.fixed_dictionaries(
     {},
     optional={
-        "experiment": _section({
-            "name": NAMES, "server": st.one_of(st.just("mariadb"), VALUES), "duration": DURATIONS,
-            "warmup": DURATIONS, "max_warmup": DURATIONS, "repeats": st.one_of(st.just("auto"), COUNTS),
-            "target_ci": st.one_of(st.sampled_from(["1%", "0.5%", 0.01]), VALUES), "min_repeats": COUNTS,
-            "max_repeats": COUNTS, "time_budget": DURATIONS, "pin": st.one_of(st.booleans(), VALUES),
-            "stall_threshold": VALUES, "cv_warning": VALUES,
-        }),
+        "experiment": _section(
+            {
+                "name": NAMES,
+                "server": st.one_of(st.just("mariadb"), VALUES),
+                "duration": DURATIONS,
+                "warmup": DURATIONS,
+                "max_warmup": DURATIONS,
+                "repeats": st.one_of(st.just("auto"), COUNTS),
+                "target_ci": st.one_of(st.sampled_from(["1%", "0.5%", 0.01]), VALUES),
+                "min_repeats": COUNTS,
+                "max_repeats": COUNTS,
+                "time_budget": DURATIONS,
+                "pin": st.one_of(st.booleans(), VALUES),
+                "stall_threshold": VALUES,
+                "cv_warning": VALUES,
+            }
+        ),
         "dataset": _section({"tables": COUNTS, "table_size": COUNTS}),
-        "workload": _section({
-            "tool": st.one_of(st.just("sysbench"), VALUES),
-            "test": st.one_of(st.sampled_from(TRICKY_STRINGS), VALUES),
-            "threads": st.one_of(st.lists(COUNTS, max_size=5), COUNTS),
-            "options": st.dictionaries(OPTION_NAMES, OPTION_VALUES, max_size=3),
-        }),
+        "workload": _section(
+            {
+                "tool": st.one_of(st.just("sysbench"), VALUES),
+                "test": st.one_of(st.sampled_from(TRICKY_STRINGS), VALUES),
+                "threads": st.one_of(st.lists(COUNTS, max_size=5), COUNTS),
+                "options": st.dictionaries(OPTION_NAMES, OPTION_VALUES, max_size=3),
+            }
+        ),
         "server_options": SERVER_OPTIONS,
         "variants": AXES,
         "observe": _section({"rss": st.one_of(st.booleans(), VALUES)}),
     },
-)  # fmt: skip
+)
 # Most generated documents get a valid experiment name, so validation goes past `experiment`.
 VALID_HEAD = {"experiment": {"name": "t"}}
 
@@ -282,8 +389,11 @@ VALID_HEAD = {"experiment": {"name": "t"}}
 def documents(draw: st.DrawFn) -> bytes:
     doc = draw(DOCUMENTS)
     if draw(st.integers(0, 3)):
-        doc = {**doc, "experiment": {**VALID_HEAD["experiment"], **(doc.get("experiment") or {})}} \
-            if isinstance(doc.get("experiment", {}), dict) else doc  # fmt: skip
+        doc = (
+            {**doc, "experiment": {**VALID_HEAD["experiment"], **(doc.get("experiment") or {})}}
+            if isinstance(doc.get("experiment", {}), dict)
+            else doc
+        )
     if draw(st.integers(0, 9)) == 0:
         doc = {**doc, **draw(st.dictionaries(KEYS, VALUES, max_size=2))}
     return toml_document(doc).encode("utf-8")
@@ -309,11 +419,43 @@ def near_valid(draw: st.DrawFn) -> bytes:
 
 
 TOKENS = [
-    b"[", b"]", b"{", b"}", b"=", b'"', b"'", b"\n", b"#", b"\\", b"\x00", b"\xff", b"\xef\xbb\xbf", b".", b",",
-    b"99999999999999999999999999", b"1" * 5000, b"1e308", b"nan", b"-inf", b"true", b"[[", b"]]", b'"""', b"'''",
-    b"[" * 3000, b"{a=" * 2000, b"1979-05-27T07:32:00Z", b"\r\n", b"\t", b" ", b"\\u0000",
-    b"[variants.x]\n", b"[server_options]\n", b"preload = \"/bin/ls\"\n", b"threads = [0, 99999999999]\n",
-]  # fmt: skip
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b"=",
+    b'"',
+    b"'",
+    b"\n",
+    b"#",
+    b"\\",
+    b"\x00",
+    b"\xff",
+    b"\xef\xbb\xbf",
+    b".",
+    b",",
+    b"99999999999999999999999999",
+    b"1" * 5000,
+    b"1e308",
+    b"nan",
+    b"-inf",
+    b"true",
+    b"[[",
+    b"]]",
+    b'"""',
+    b"'''",
+    b"[" * 3000,
+    b"{a=" * 2000,
+    b"1979-05-27T07:32:00Z",
+    b"\r\n",
+    b"\t",
+    b" ",
+    b"\\u0000",
+    b"[variants.x]\n",
+    b"[server_options]\n",
+    b'preload = "/bin/ls"\n',
+    b"threads = [0, 99999999999]\n",
+]
 
 
 @st.composite
@@ -371,7 +513,7 @@ def test_fuzz_mutated_examples(data: bytes) -> None:
     check_load(data)
 
 
-OPTION_TEXT = st.text(st.characters(blacklist_categories=["Cs", "Cc"]) | st.sampled_from('\t=#[]"\'\\ '), max_size=30)
+OPTION_TEXT = st.text(st.characters(blacklist_categories=["Cs", "Cc"]) | st.sampled_from("\t=#[]\"'\\ "), max_size=30)
 
 
 @FUZZ
@@ -391,8 +533,16 @@ def test_corpus(path: Path) -> None:
 
 # --- the CLI, as a user runs it, on a handful of corpus files ------------------------------------
 
-CLI_CASES = ["binary-junk.bin", "not-utf8-latin1.toml", "nul-bytes.toml", "deep-arrays-10000.toml",
-             "int-5000-digits.toml", "repeats-1e18.toml", "axes-2pow30.toml", "preload-executable.toml"]  # fmt: skip
+CLI_CASES = [
+    "binary-junk.bin",
+    "not-utf8-latin1.toml",
+    "nul-bytes.toml",
+    "deep-arrays-10000.toml",
+    "int-5000-digits.toml",
+    "repeats-1e18.toml",
+    "axes-2pow30.toml",
+    "preload-executable.toml",
+]
 
 
 @pytest.fixture
@@ -411,8 +561,14 @@ def fake_path(tmp_path: Path) -> tuple[dict[str, str], Path]:
 @pytest.mark.parametrize("name", CLI_CASES)
 def test_cli_check_hostile_file(name: str, tmp_path: Path, fake_path: tuple[dict[str, str], Path]) -> None:
     env, started = fake_path
-    done = subprocess.run([sys.executable, "-m", "perflab", "run", str(CORPUS / name), "--check"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "perflab", "run", str(CORPUS / name), "--check"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert done.returncode == EXIT_USAGE, done.stderr
     assert done.stderr.startswith("error: "), done.stderr
     assert "Traceback" not in done.stdout + done.stderr
@@ -423,8 +579,14 @@ def test_cli_check_hostile_file(name: str, tmp_path: Path, fake_path: tuple[dict
 def test_cli_directory_as_experiment_file(tmp_path: Path, fake_path: tuple[dict[str, str], Path]) -> None:
     env, started = fake_path
     (folder := tmp_path / "my experiments").mkdir()
-    done = subprocess.run([sys.executable, "-m", "perflab", "run", str(folder), "--check"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "perflab", "run", str(folder), "--check"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert done.returncode == EXIT_USAGE, done.stderr
     assert "is a directory" in done.stderr
     assert "Traceback" not in done.stdout + done.stderr

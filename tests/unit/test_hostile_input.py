@@ -19,14 +19,20 @@ from perflab.errors import EXIT_USAGE, Problem, SpecError
 from perflab.run.servers import mariadb
 
 HEAD = '[experiment]\nname = "t"\n'
-LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
-            "/usr/lib")  # fmt: skip
+LIB_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+)
 
 
 def toml_str(text: str) -> str:
     """`text` as a TOML basic string."""
-    escaped = "".join(f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else "\\" + c if c in '"\\' else c
-                      for c in text)  # fmt: skip
+    escaped = "".join(
+        f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else "\\" + c if c in '"\\' else c for c in text
+    )
     return f'"{escaped}"'
 
 
@@ -115,7 +121,7 @@ def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     def refuse(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(spec, "open", refuse, raising=False)
+    monkeypatch.setattr(spec.loading, "open", refuse, raising=False)
     problem = load_problem(tmp_path / "x.toml")
     assert (problem.path, problem.expected, problem.found) == ("(file)", "a readable file", "Permission denied")
     assert "permissions" in (problem.hint or "")
@@ -174,7 +180,7 @@ BOUNDS = [
     ("[workload]\nthreads = [1, 99999999999]", "workload.threads", "<= 10000", "99999999999"),
     ("[workload]\nthreads = [99999999999999999999]", "workload.threads.0", "2^63", "67 bits"),
     ("repeats = " + "9" * 5000, "(file)", "valid TOML", "thousands of digits"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("text", "path", "expected", "found"), BOUNDS, ids=[b[1] + ":" + b[0][-12:] for b in BOUNDS])
@@ -196,8 +202,11 @@ def test_matrix_too_large_is_refused_without_building_it() -> None:
 
 
 def test_largest_matrix_is_accepted() -> None:
-    exp = spec.parse(HEAD + "repeats = 10\n[workload]\nthreads = [1, 2, 4, 8]\n[variants.a]\n"
-                     + "".join(f"l{i} = {{}}\n" for i in range(500)))  # fmt: skip
+    exp = spec.parse(
+        HEAD
+        + "repeats = 10\n[workload]\nthreads = [1, 2, 4, 8]\n[variants.a]\n"
+        + "".join(f"l{i} = {{}}\n" for i in range(500))
+    )
     assert len(exp.cells()) == spec.MAX_CELLS
 
 
@@ -246,11 +255,25 @@ def test_keys_print_on_one_line_and_without_escapes(key: str) -> None:
 
 # Each of these is a valid value: it must reach the server exactly, as one option.
 SAFE_VALUES = {
-    "equals": "a=b=c", "hash": "#x", "comment": "x # y", "section": "[client]", "include": "!include /etc/passwd",
-    "double_quotes": '"q"', "single_quotes": "'q'", "backslash_n": "a\\nb", "windows_path": "C:\\temp\\new",
-    "trailing_backslash": "x\\", "lead_space": " lead", "trail_space": "trail ", "empty": "", "tab": "a\tb",
-    "semicolon": ";x", "unicode": "é💥", "quote_then_hash": "'a#b", "mixed": "\"a\\\" # b' ; [x]",
-}  # fmt: skip
+    "equals": "a=b=c",
+    "hash": "#x",
+    "comment": "x # y",
+    "section": "[client]",
+    "include": "!include /etc/passwd",
+    "double_quotes": '"q"',
+    "single_quotes": "'q'",
+    "backslash_n": "a\\nb",
+    "windows_path": "C:\\temp\\new",
+    "trailing_backslash": "x\\",
+    "lead_space": " lead",
+    "trail_space": "trail ",
+    "empty": "",
+    "tab": "a\tb",
+    "semicolon": ";x",
+    "unicode": "é💥",
+    "quote_then_hash": "'a#b",
+    "mixed": '"a\\" # b\' ; [x]',
+}
 
 
 def test_option_values_are_accepted_by_the_spec() -> None:
@@ -271,8 +294,9 @@ def server_reads(option_file: Path) -> list[tuple[str, str | None]]:
     tool = shutil.which("my_print_defaults") or shutil.which("mariadb-print-defaults")
     if tool is None:
         pytest.skip("my_print_defaults (mariadb-client) is not installed")
-    out = subprocess.run([tool, f"--defaults-file={option_file}", "mariadbd"], capture_output=True, text=True,
-                         check=True, timeout=30).stdout  # fmt: skip
+    out = subprocess.run(
+        [tool, f"--defaults-file={option_file}", "mariadbd"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
     options = []
     for line in out.splitlines():
         assert line.startswith("--"), f"an option value spilled onto its own line: {line!r}"
@@ -319,8 +343,10 @@ def test_option_name_is_an_option_name(name: str) -> None:
         mariadb.option_line(name, 1)
 
 
-@pytest.mark.parametrize("name", ["datadir", "socket", "port", "bind-address", "pid_file", "log-error", "tmpdir",
-                                  "user", "DATADIR", "Log_Error"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name",
+    ["datadir", "socket", "port", "bind-address", "pid_file", "log-error", "tmpdir", "user", "DATADIR", "Log_Error"],
+)
 def test_option_perflab_sets_itself(name: str) -> None:
     problem = only_problem(HEAD + f'[variants.v]\nx = {{ server_options = {{ {name} = "/x" }} }}\n')
     assert problem.path == f"variants.v.x.server_options.{name}"
@@ -345,8 +371,13 @@ def test_env_name_is_validated(name: str) -> None:
 
 
 def test_env_values_pass_through_exactly() -> None:
-    values = {"A": "a=b", "B": "line1\nline2", "C": " spaced ", "D": "é#[x]",
-              "GLIBC_TUNABLES": "glibc.malloc.arena_max=1"}  # fmt: skip
+    values = {
+        "A": "a=b",
+        "B": "line1\nline2",
+        "C": " spaced ",
+        "D": "é#[x]",
+        "GLIBC_TUNABLES": "glibc.malloc.arena_max=1",
+    }
     table = ", ".join(f"{k} = {toml_str(v)}" for k, v in values.items())
     (cell, *_) = spec.parse(HEAD + f"[variants.v]\nx = {{ env = {{ {table} }} }}\n").cells()
     assert cell.env == values
@@ -375,8 +406,9 @@ def test_preload_path_with_spaces_works(tmp_path: Path, shared_object: Path, fol
     server = mariadb.MariaDB(rundir, rundir / "data", {}, preload=lib)
     ld_preload = server.ld_preload()
     assert not any(c in ld_preload for c in " :")
-    maps = subprocess.run(["cat", "/proc/self/maps"], env={"LD_PRELOAD": ld_preload}, capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
+    maps = subprocess.run(
+        ["cat", "/proc/self/maps"], env={"LD_PRELOAD": ld_preload}, capture_output=True, text=True, check=True
+    ).stdout
     assert str(lib) in maps
     # without the symlink, ld.so would split the path and preload nothing
     raw = subprocess.run(["cat", "/proc/self/maps"], env={"LD_PRELOAD": str(lib)}, capture_output=True, text=True)
@@ -418,8 +450,21 @@ def not_libraries(tmp_path: Path, shared_object: Path) -> dict[str, tuple[Path, 
     }
 
 
-@pytest.mark.parametrize("kind", ["text", "empty", "linker-script", "truncated", "directory", "device", "executable",
-                                  "object-file", "other-machine", "pie-executable"])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "text",
+        "empty",
+        "linker-script",
+        "truncated",
+        "directory",
+        "device",
+        "executable",
+        "object-file",
+        "other-machine",
+        "pie-executable",
+    ],
+)
 def test_preload_must_be_a_shared_library(not_libraries: dict[str, tuple[Path, str]], kind: str) -> None:
     path, what = not_libraries[kind]
     problem = only_problem(HEAD + f'[variants.allocator]\nx = {{ preload = "{path}" }}\n')
@@ -436,9 +481,13 @@ def test_preload_real_library_is_accepted(shared_object: Path) -> None:
 
 @pytest.mark.parametrize(
     ("preload", "expected"),
-    [("/nonexistent/lib.so", "an existing .so file"), ("/" + "a" * 5000, "a shared library (.so) to preload"),
-     ("/lib\\n.so", "a path without control characters"), ("libjemalloc.so.2", "one of glibc, jemalloc")],
-)  # fmt: skip
+    [
+        ("/nonexistent/lib.so", "an existing .so file"),
+        ("/" + "a" * 5000, "a shared library (.so) to preload"),
+        ("/lib\\n.so", "a path without control characters"),
+        ("libjemalloc.so.2", "one of glibc, jemalloc"),
+    ],
+)
 def test_preload_other_bad_paths(preload: str, expected: str) -> None:
     problem = only_problem(HEAD + f'[variants.allocator]\nx = {{ preload = "{preload}" }}\n')
     assert expected in problem.expected

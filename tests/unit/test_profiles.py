@@ -84,7 +84,9 @@ def test_diff_of_recorded_profiles_matches_golden_and_finds_the_hash() -> None:
     rows = diff(golden.perf_profiles("order"), golden.perf_profiles("distinct")).rows(limit=15, by="self")
     from perflab.analyze.profile import round_row
 
-    assert [round_row({k: v for k, v in r.items() if k != "callers"}) for r in rows] == EXPECTED["diff_order_to_distinct"]
+    assert [round_row({k: v for k, v in r.items() if k != "callers"}) for r in rows] == EXPECTED[
+        "diff_order_to_distinct"
+    ]
     top = rows[0]
     assert top["function"].startswith("my_hash_sort_simple")
     assert top["a_self_per_txn"] == 0 and top["delta_self_per_txn"] > 0 and top["significant"]
@@ -120,9 +122,11 @@ def test_strip_params() -> None:
 
 
 def test_module_map_names_by_function_start() -> None:
-    maps = ("5600-5700 r--p 00000000 fe:00 1 /usr/sbin/mariadbd\n"
-            "5700-5800 r-xp 00001000 fe:00 1 /usr/sbin/mariadbd\n"
-            "7f00-7f10 r-xp 00000000 00:00 0 [vdso]\n")  # fmt: skip
+    maps = (
+        "5600-5700 r--p 00000000 fe:00 1 /usr/sbin/mariadbd\n"
+        "5700-5800 r-xp 00001000 fe:00 1 /usr/sbin/mariadbd\n"
+        "7f00-7f10 r-xp 00000000 00:00 0 [vdso]\n"
+    )
     mm = ModuleMap(maps, lambda p: FunctionStarts("mariadbd", [0x100, 0x180]))
     assert mm.name(0x5600 + 0x190, "/usr/sbin/mariadbd") == "mariadbd+0x180"
     assert mm.name(0x10, "/nowhere.so") == "[unknown]"
@@ -130,16 +134,20 @@ def test_module_map_names_by_function_start() -> None:
 
 def test_eu_stack_frames_without_symbol_or_module() -> None:
     text = "PID 1 - process\nTID 7:\n#0  0x0000000000005790 - /usr/sbin/mariadbd\n#1  0x0000000000000010\n"
-    mm = ModuleMap("5600-5800 r-xp 00000000 fe:00 1 /usr/sbin/mariadbd\n",
-                   lambda p: FunctionStarts("mariadbd", [0x100, 0x180]))  # fmt: skip
+    mm = ModuleMap(
+        "5600-5800 r-xp 00000000 fe:00 1 /usr/sbin/mariadbd\n", lambda p: FunctionStarts("mariadbd", [0x100, 0x180])
+    )
     dsos: dict[str, str] = {}
     assert parse_eu_stack(text, mm, dsos) == [(7, ["[unknown]", "mariadbd+0x180"])]
     assert dsos == {"mariadbd+0x180": "mariadbd"}
 
 
 def test_fold_rows_counts_and_marks() -> None:
-    rows = [(0.0, 1, ["start_thread", "_Z10do_commandP3THDb", "__poll"]), (0.2, 1, ["io_wq_worker_[k]"]),
-            (0.2, 2, ["start_thread", "mariadbd+0x10"])]  # fmt: skip
+    rows = [
+        (0.0, 1, ["start_thread", "_Z10do_commandP3THDb", "__poll"]),
+        (0.2, 1, ["io_wq_worker_[k]"]),
+        (0.2, 2, ["start_thread", "mariadbd+0x10"]),
+    ]
     stacks, timed, stats = fold_rows(rows)
     assert stacks["start_thread;do_command;__poll"] == 1
     assert [t for t, _, _ in timed] == [0.0, 0.2, 0.2]
@@ -190,8 +198,12 @@ def test_merge_weighs_repeats_equally_per_transaction() -> None:
 
 def test_diff_normalises_and_ranks() -> None:
     a = Merged([_profile({"q;sort": 100, "q;send": 100}, 1000), _profile({"q;sort": 110, "q;send": 95}, 1000)])
-    b = Merged([_profile({"q;sort": 50, "q;send": 50, "q;tmp;hash": 200}, 500),
-                _profile({"q;sort": 56, "q;send": 52, "q;tmp;hash": 190}, 500)])  # fmt: skip
+    b = Merged(
+        [
+            _profile({"q;sort": 50, "q;send": 50, "q;tmp;hash": 200}, 500),
+            _profile({"q;sort": 56, "q;send": 52, "q;tmp;hash": 190}, 500),
+        ]
+    )
     rows = {r["function"]: r for r in diff(a, b).rows(limit=None)}
     hash_row = rows["hash"]
     assert hash_row["a_self_per_txn"] == 0 and hash_row["b_self_per_txn"] == pytest.approx(0.39)
@@ -221,8 +233,18 @@ def test_noise_floor_grows_with_spread_between_repeats() -> None:
 
 def test_diff_json_field_names() -> None:
     row = diff(Merged([_profile({"a": 1}, 10)]), Merged([_profile({"a": 2}, 10)])).rows()[0]
-    for name in ("function", "dso", "a_self_per_txn", "b_self_per_txn", "delta_self_per_txn", "a_total_per_txn",
-                 "b_total_per_txn", "delta_total_per_txn", "a_self_us_per_txn", "delta_total_us_per_txn"):  # fmt: skip
+    for name in (
+        "function",
+        "dso",
+        "a_self_per_txn",
+        "b_self_per_txn",
+        "delta_self_per_txn",
+        "a_total_per_txn",
+        "b_total_per_txn",
+        "delta_total_per_txn",
+        "a_self_us_per_txn",
+        "delta_total_us_per_txn",
+    ):
         assert name in row
 
 
@@ -260,7 +282,9 @@ def test_inferno_renders_plain_and_differential_svg() -> None:
     plain = flame.svg("a;b 3000\na;c_[k] 1000\n", "t", "s")
     assert plain.lstrip().startswith("<?xml") and ">c</text>" in plain
     assert 'fill="rgb(250,150,0)" fg:x="3000" fg:w="1000"' in plain  # the kernel frame, orange (java palette)
-    delta = flame.svg(flame.diff_text(Counter({"a;b": 10}), Counter({"a;b": 30, "a;c": 5})), "t", "s", differential=True)
+    delta = flame.svg(
+        flame.diff_text(Counter({"a;b": 10}), Counter({"a;b": 30, "a;c": 5})), "t", "s", differential=True
+    )
     assert "<svg" in delta and "rgb(" in delta
 
 
@@ -268,7 +292,9 @@ HEAD = '[experiment]\nname = "x"\n'
 
 
 def test_observe_spec() -> None:
-    obs = spec.parse(HEAD + '[observe]\nperf = { frequency = 199, call_graph = "dwarf" }\npmp = { interval = "200ms" }\n').file.observe
+    obs = spec.parse(
+        HEAD + '[observe]\nperf = { frequency = 199, call_graph = "dwarf" }\npmp = { interval = "200ms" }\n'
+    ).file.observe
     assert obs.perf.frequency == 199 and obs.perf.call_graph == "dwarf" and obs.pmp.interval == 0.2
     assert spec.parse(HEAD + "[observe]\nperf = true\n").file.observe.perf.frequency == 99
     assert spec.parse(HEAD).file.observe.perf is None
@@ -279,8 +305,10 @@ def test_observe_spec() -> None:
 
 
 def test_variant_workload_options() -> None:
-    exp = spec.parse(HEAD + "[workload]\noptions = { order_ranges = 0 }\n[variants.q]\n"
-                     "o = { workload_options = { order_ranges = 1 } }\nd = { workload_options = { distinct_ranges = 1 } }\n")  # fmt: skip
+    exp = spec.parse(
+        HEAD + "[workload]\noptions = { order_ranges = 0 }\n[variants.q]\n"
+        "o = { workload_options = { order_ranges = 1 } }\nd = { workload_options = { distinct_ranges = 1 } }\n"
+    )
     cells = exp.cells()
     assert [c.workload_options for c in cells[:2]] == [{"order_ranges": 1}, {"distinct_ranges": 1}]
     with pytest.raises(SpecError, match="variants.q.o.workload_options.threads"):
@@ -290,7 +318,7 @@ def test_variant_workload_options() -> None:
 def test_missing_profilers_are_validation_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     exp = spec.parse(HEAD + '[observe]\nperf = {}\npmp = { tool = "eu-stack" }\n')
     monkeypatch.setattr(preflight, "which", lambda name: None)
-    problems = preflight._profilers(exp)
+    problems = preflight.profiler_problems(exp)
     by_path = {p.path: p for p in problems}
     assert "linux-perf" in by_path["observe.perf"].hint
     assert "elfutils" in by_path["observe.pmp.tool"].hint
@@ -298,7 +326,7 @@ def test_missing_profilers_are_validation_errors(monkeypatch: pytest.MonkeyPatch
 
 
 def test_perf_permission_check_runs_perf_here() -> None:
-    assert preflight._perf_works() == []  # root on this machine: system-wide cpu-clock works
+    assert preflight.perf_problems() == []  # root on this machine: system-wide cpu-clock works
 
 
 def test_stack_quality_states_stripped_binary_and_fp() -> None:
@@ -311,7 +339,9 @@ def test_stack_quality_states_stripped_binary_and_fp() -> None:
     if not info.symtab and not info.debug_info:
         assert "stripped" in problems and "dbgsym" in remedies
     if (info.fp_fraction or 0) < 0.9:
-        assert "frame pointer" in problems and 'call_graph = "dwarf"' in remedies and "-fno-omit-frame-pointer" in remedies
+        assert (
+            "frame pointer" in problems and 'call_graph = "dwarf"' in remedies and "-fno-omit-frame-pointer" in remedies
+        )
     assert q["notes"], "Debian's mariadbd is stripped and built without frame pointers"
 
 
@@ -328,8 +358,10 @@ def test_sampler_output_with_odd_binary_names(tmp_path: Path) -> None:
     from perflab.run.observers.pmp import StackSampler
 
     out = tmp_path / "pmp.txt"
-    out.write_text("# pmp_sampler pid=1 interval=0.2\n0.000 7 start_thread;x+0x10\n0.000 8 [no user stack]\n"
-                   "#dso x+0x10 x (deleted)\n#dso start_thread libc.so.6\n")  # fmt: skip
+    out.write_text(
+        "# pmp_sampler pid=1 interval=0.2\n0.000 7 start_thread;x+0x10\n0.000 8 [no user stack]\n"
+        "#dso x+0x10 x (deleted)\n#dso start_thread libc.so.6\n"
+    )
     sampler = StackSampler(1, tmp_path)
     sampler.out = out
     stacks, _, stats = sampler.fold()
@@ -341,8 +373,10 @@ def test_sampler_hold_time_is_reported(tmp_path: Path) -> None:
     from perflab.run.observers.pmp import StackSampler
 
     out = tmp_path / "pmp.txt"
-    out.write_text("# pmp_sampler pid=1 interval=1.0\n#stat 0.000 13 3.000 3.500\n0.000 7 start_thread;f\n"
-                   "#stat 1.000 13 5.000 5.500\n1.000 7 start_thread;f\n")  # fmt: skip
+    out.write_text(
+        "# pmp_sampler pid=1 interval=1.0\n#stat 0.000 13 3.000 3.500\n0.000 7 start_thread;f\n"
+        "#stat 1.000 13 5.000 5.500\n1.000 7 start_thread;f\n"
+    )
     sampler = StackSampler(1, tmp_path, interval=1.0)
     sampler.out, sampler.seconds = out, 2.0
     sampler.fold()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from perflab.report import charts
+from perflab.report import charts, colors
 from perflab.report.charts import Band, Mark, Row, Series
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -19,9 +19,13 @@ def texts(root: ET.Element) -> list[str]:
 
 
 def test_line_chart_has_title_axis_labels_legend_and_error_bars():
-    svg = charts.line_chart("QPS vs threads", "client threads", "QPS",
-                            [Series("glibc", "#4e79a7", [(0, 100.0), (1, 180.0)], [(90, 110), (170, 190)], markers=True)],
-                            x_ticks=[(0, "1"), (1, "2")])  # fmt: skip
+    svg = charts.line_chart(
+        "QPS vs threads",
+        "client threads",
+        "QPS",
+        [Series("glibc", "#4e79a7", [(0, 100.0), (1, 180.0)], [(90, 110), (170, 190)], markers=True)],
+        x_ticks=[(0, "1"), (1, "2")],
+    )
     root = parse(svg)
     labels = texts(root)
     assert {"QPS vs threads", "client threads", "QPS", "glibc", "1", "2"} <= set(labels)
@@ -54,13 +58,16 @@ def test_downsample_keeps_minimum_and_bounds_size():
 
 
 def test_colours_one_per_variant_and_stable():
-    variants = [{"allocator": a, "sort_buffer": s} for a in ("glibc", "jemalloc", "tcmalloc", "mimalloc", "nommap")
-                for s in ("32K", "2M", "32M")]  # fmt: skip
-    colors = charts.variant_colors(variants)
-    assert len(set(colors.values())) == 15
-    assert colors == charts.variant_colors(variants)
-    few = charts.variant_colors([{"allocator": "glibc"}, {"allocator": "jemalloc"}])
-    assert list(few.values()) == charts.PALETTE[:2]
+    variants = [
+        {"allocator": a, "sort_buffer": s}
+        for a in ("glibc", "jemalloc", "tcmalloc", "mimalloc", "nommap")
+        for s in ("32K", "2M", "32M")
+    ]
+    assigned = colors.variant_colors(variants)
+    assert len(set(assigned.values())) == 15
+    assert assigned == colors.variant_colors(variants)
+    few = colors.variant_colors([{"allocator": "glibc"}, {"allocator": "jemalloc"}])
+    assert list(few.values()) == colors.PALETTE[:2]
 
 
 def test_nice_ticks_cover_the_range():

@@ -62,9 +62,10 @@ def test_user_text_is_escaped(tiny: Path):
 def test_profiles_section_through_the_extension_point(tiny: Path, monkeypatch: pytest.MonkeyPatch):
     fake = profiles.Profiles(
         top={"allocator=glibc": [profiles.FunctionRow("my_hash_sort_simple", 10.2, 14.0, 3.1)]},
-        pair=("allocator=glibc", "allocator=jemalloc"), diff=[profiles.DiffRow("mprotect", 0.4, 2.9)],
+        pair=("allocator=glibc", "allocator=jemalloc"),
+        diff=[profiles.DiffRow("mprotect", 0.4, 2.9)],
         flames=[profiles.FlameGraph("allocator=glibc, 2 threads", FLAME)],
-    )  # fmt: skip
+    )
     monkeypatch.setattr(profiles, "load", lambda directory, cells: fake)
     _, page = render(tiny)
     assert 'id="profiles"' in page and "my_hash_sort_simple" in page and "+2.500" in page
@@ -82,8 +83,10 @@ def test_markdown_profiles_section_through_the_extension_point(
 ):
     from perflab.report import markdown
 
-    fake = profiles.Profiles(top={"allocator=glibc": [profiles.FunctionRow("alloc_root", 5.0, 9.0)]},
-                             flames=[profiles.FlameGraph("glibc", FLAME, differential=True)])  # fmt: skip
+    fake = profiles.Profiles(
+        top={"allocator=glibc": [profiles.FunctionRow("alloc_root", 5.0, 9.0)]},
+        flames=[profiles.FlameGraph("glibc", FLAME, differential=True)],
+    )
     monkeypatch.setattr(profiles, "load", lambda directory, cells: fake)
     with Results(tiny) as results:
         m = model.build(results)

@@ -30,7 +30,8 @@ def test_markdown_matches_golden_file(tiny: Path, tmp_path: Path):
     done = perflab("report", str(tiny), "--format", "markdown", "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert out.read_text(encoding="utf-8") == (DATA / "tiny.md").read_text(encoding="utf-8"), (
-        "the Markdown report changed; if on purpose: python3 tests/data/regen_report.py --golden-only, and read the diff"
+        "the Markdown report changed; if on purpose: python3 tests/data/regen_report.py --golden-only, "
+        "and read the diff"
     )
     charts = sorted(p.name for p in (tmp_path / "tiny_files").iterdir())
     assert charts == (DATA / "tiny_files.txt").read_text(encoding="utf-8").split()

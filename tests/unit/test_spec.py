@@ -44,79 +44,269 @@ def by_path(problems: list[Problem]) -> dict[str, Problem]:
 CASES = [
     # (id, file text, key path, in `expected`, in `found`, in `hint`): every problem has a hint
     ("unknown-top-level-key", 'colour = "red"\n' + HEAD, "colour", "no such key", "'colour'", "spelling"),
-    ("unknown-key-in-section", HEAD + 'durration = "5s"\n', "experiment.durration", "no such key", "'durration'",
-     "spelling"),
-    ("unknown-key-in-workload", HEAD + "[workload]\nthread = [1]\n", "workload.thread", "no such key", "'thread'",
-     "spelling"),
-    ("unknown-key-in-variant", HEAD + '[variants.alloc]\na = { prelaod = "jemalloc" }\n', "variants.alloc.a.prelaod",
-     "no such key", "'prelaod'", "spelling"),
+    (
+        "unknown-key-in-section",
+        HEAD + 'durration = "5s"\n',
+        "experiment.durration",
+        "no such key",
+        "'durration'",
+        "spelling",
+    ),
+    (
+        "unknown-key-in-workload",
+        HEAD + "[workload]\nthread = [1]\n",
+        "workload.thread",
+        "no such key",
+        "'thread'",
+        "spelling",
+    ),
+    (
+        "unknown-key-in-variant",
+        HEAD + '[variants.alloc]\na = { prelaod = "jemalloc" }\n',
+        "variants.alloc.a.prelaod",
+        "no such key",
+        "'prelaod'",
+        "spelling",
+    ),
     ("missing-experiment", "", "experiment", "a value", "nothing", "add experiment"),
     ("missing-name", '[experiment]\nduration = "5s"\n', "experiment.name", "a value", "nothing", "add name"),
     ("experiment-not-a-table", 'experiment = "x"\n', "experiment", "a table", "str 'x'", "write it like a [section]"),
     ("repeats-string", HEAD + 'repeats = "3"\n', "experiment.repeats", "an integer", "str '3'", "write it like 3"),
     ("repeats-zero", HEAD + "repeats = 0\n", "experiment.repeats", ">= 1", "int 0", "use 1 or more"),
     ("pin-string", HEAD + 'pin = "yes"\n', "experiment.pin", "true or false", "str 'yes'", "write it like true"),
-    ("server-literal", HEAD + 'server = "mysql"\n', "experiment.server", "'mariadb'", "str 'mysql'", "leave the key out"),
-    ("bad-name", HEAD.replace('"t"', '"my exp"'), "experiment.name", "letters, digits", "str 'my exp'",
-     "results directory"),
-    ("tables-float", HEAD + "[dataset]\ntables = 1.5\n", "dataset.tables", "an integer", "float 1.5", "write it like 3"),
+    (
+        "server-literal",
+        HEAD + 'server = "mysql"\n',
+        "experiment.server",
+        "'mariadb'",
+        "str 'mysql'",
+        "leave the key out",
+    ),
+    (
+        "bad-name",
+        HEAD.replace('"t"', '"my exp"'),
+        "experiment.name",
+        "letters, digits",
+        "str 'my exp'",
+        "results directory",
+    ),
+    (
+        "tables-float",
+        HEAD + "[dataset]\ntables = 1.5\n",
+        "dataset.tables",
+        "an integer",
+        "float 1.5",
+        "write it like 3",
+    ),
     ("table-size-zero", HEAD + "[dataset]\ntable_size = 0\n", "dataset.table_size", ">= 1", "int 0", "use 1 or more"),
-    ("threads-string", HEAD + '[workload]\nthreads = "many"\n', "workload.threads", "a list", "str 'many'", "write it like [1, 2]"),
-    ("threads-item-string", HEAD + '[workload]\nthreads = [1, "two"]\n', "workload.threads.1", "an integer",
-     "str 'two'", "write it like 3"),
-    ("threads-item-bool", HEAD + "[workload]\nthreads = [true]\n", "workload.threads.0", "an integer", "bool True",
-     "write it like 3"),
+    (
+        "threads-string",
+        HEAD + '[workload]\nthreads = "many"\n',
+        "workload.threads",
+        "a list",
+        "str 'many'",
+        "write it like [1, 2]",
+    ),
+    (
+        "threads-item-string",
+        HEAD + '[workload]\nthreads = [1, "two"]\n',
+        "workload.threads.1",
+        "an integer",
+        "str 'two'",
+        "write it like 3",
+    ),
+    (
+        "threads-item-bool",
+        HEAD + "[workload]\nthreads = [true]\n",
+        "workload.threads.0",
+        "an integer",
+        "bool True",
+        "write it like 3",
+    ),
     ("threads-empty", HEAD + "[workload]\nthreads = []\n", "workload.threads", "non-empty", "a list []", "threads ="),
-    ("threads-repeated", HEAD + "[workload]\nthreads = [1, 2, 2]\n", "workload.threads", "distinct", "[1, 2, 2]",
-     "remove the repeated [2]"),
-    ("bad-test-name", HEAD + '[workload]\ntest = "oltp read"\n', "workload.test", "sysbench test name",
-     "str 'oltp read'", "/usr/share/sysbench"),
-    ("reserved-workload-option", HEAD + "[workload]\noptions = { threads = 4 }\n", "workload.options.threads",
-     "perflab sets it", "'threads'", "workload.threads"),
-    ("reserved-workload-option-dashes", HEAD + '[workload]\noptions = { "report-interval" = 5 }\n',
-     "workload.options.report-interval", "perflab sets it", "'report-interval'", "workload.threads"),
-    ("bad-workload-option-name", HEAD + '[workload]\noptions = { "range size" = 5 }\n', "workload.options.range size",
-     "option name", "'range size'", "sysbench <test> help"),
-    ("fractional-duration", HEAD.replace('name = "t"', 'name = "t"\nduration = "2500ms"'), "experiment.duration",
-     "whole seconds", "2500ms", "use 2s"),
-    ("bad-variant-label", HEAD + '[variants.allocator]\n"a/b" = {}\n', "variants.allocator.a/b", "variant label",
-     "'a/b'", "no spaces"),
+    (
+        "threads-repeated",
+        HEAD + "[workload]\nthreads = [1, 2, 2]\n",
+        "workload.threads",
+        "distinct",
+        "[1, 2, 2]",
+        "remove the repeated [2]",
+    ),
+    (
+        "bad-test-name",
+        HEAD + '[workload]\ntest = "oltp read"\n',
+        "workload.test",
+        "sysbench test name",
+        "str 'oltp read'",
+        "/usr/share/sysbench",
+    ),
+    (
+        "reserved-workload-option",
+        HEAD + "[workload]\noptions = { threads = 4 }\n",
+        "workload.options.threads",
+        "perflab sets it",
+        "'threads'",
+        "workload.threads",
+    ),
+    (
+        "reserved-workload-option-dashes",
+        HEAD + '[workload]\noptions = { "report-interval" = 5 }\n',
+        "workload.options.report-interval",
+        "perflab sets it",
+        "'report-interval'",
+        "workload.threads",
+    ),
+    (
+        "bad-workload-option-name",
+        HEAD + '[workload]\noptions = { "range size" = 5 }\n',
+        "workload.options.range size",
+        "option name",
+        "'range size'",
+        "sysbench <test> help",
+    ),
+    (
+        "fractional-duration",
+        HEAD.replace('name = "t"', 'name = "t"\nduration = "2500ms"'),
+        "experiment.duration",
+        "whole seconds",
+        "2500ms",
+        "use 2s",
+    ),
+    (
+        "bad-variant-label",
+        HEAD + '[variants.allocator]\n"a/b" = {}\n',
+        "variants.allocator.a/b",
+        "variant label",
+        "'a/b'",
+        "no spaces",
+    ),
     ("rss-int", HEAD + "[observe]\nrss = 1\n", "observe.rss", "true or false", "int 1", "write it like true"),
-    ("unknown-allocator", HEAD + '[variants.allocator]\nfoo = { preload = "foomalloc" }\n',
-     "variants.allocator.foo.preload", "absolute path", "str 'foomalloc'",
-     "known allocators: glibc, jemalloc, tcmalloc, mimalloc"),
-    ("preload-missing-file", HEAD + '[variants.allocator]\nfoo = { preload = "/nonexistent/libnothing.so" }\n',
-     "variants.allocator.foo.preload", "an existing .so file", "'/nonexistent/libnothing.so'", "check the path"),
-    ("preload-not-a-string", HEAD + "[variants.allocator]\nfoo = { preload = 5 }\n", "variants.allocator.foo.preload",
-     "a string", "int 5", "write it like \"text\""),
-    ("env-name-digit", HEAD + '[variants.v]\nx = { env = { 1BAD = "1" } }\n', "variants.v.x.env.1BAD",
-     "environment variable name", "'1BAD'", "not starting with a digit"),
-    ("env-name-dash", HEAD + '[variants.v]\nx = { env = { MALLOC-ARENA = "1" } }\n', "variants.v.x.env.MALLOC-ARENA",
-     "environment variable name", "'MALLOC-ARENA'", "letters, digits and '_'"),
-    ("env-name-space", HEAD + '[variants.v]\nx = { env = { "A B" = "1" } }\n', "variants.v.x.env.A B",
-     "environment variable name", "'A B'", "letters"),
-    ("env-ld-preload", HEAD + '[variants.v]\nx = { env = { LD_PRELOAD = "/x.so" } }\n', "variants.v.x.env.LD_PRELOAD",
-     "no LD_PRELOAD", "'LD_PRELOAD'", "preload ="),
-    ("env-value-list", HEAD + "[variants.v]\nx = { env = { A = [1] } }\n", "variants.v.x.env.A", "a string",
-     "a list [1]", "write it like \"text\", 3 or 2.5"),
-    ("server-option-newline", 'server_options = { init_connect = "SET @a=1\\nSET @b=2" }\n' + HEAD,
-     "server_options.init_connect", "one-line", "SET @a=1\\nSET @b=2", "one option per line"),
-    ("server-option-carriage-return", 'server_options = { init_connect = "x\\ry" }\n' + HEAD,
-     "server_options.init_connect", "one-line", "x\\ry", "one option per line"),
-    ("variant-server-option-newline", HEAD + '[variants.v]\nx = { server_options = { init_connect = "a\\nb" } }\n',
-     "variants.v.x.server_options.init_connect", "one-line", "a\\nb", "one option per line"),
-    ("server-option-bad-name", 'server_options = { "sort buffer" = 1 }\n' + HEAD, "server_options.sort buffer",
-     "server option name", "'sort buffer'", "letters, digits"),
-    ("empty-axis", HEAD + "[variants.empty]\n", "variants.empty", "at least one variant", "an empty table",
-     "baseline = {}"),
-    ("axis-not-a-table", HEAD + '[variants]\nalloc = "jemalloc"\n', "variants.alloc", "a table", "str 'jemalloc'",
-     "write it like { key = value }"),
-    ("bad-axis-name", HEAD + '[variants."bad axis"]\na = {}\n', "variants.bad axis", "axis name", "'bad axis'", "column of the report"),
-]  # fmt: skip
+    (
+        "unknown-allocator",
+        HEAD + '[variants.allocator]\nfoo = { preload = "foomalloc" }\n',
+        "variants.allocator.foo.preload",
+        "absolute path",
+        "str 'foomalloc'",
+        "known allocators: glibc, jemalloc, tcmalloc, mimalloc",
+    ),
+    (
+        "preload-missing-file",
+        HEAD + '[variants.allocator]\nfoo = { preload = "/nonexistent/libnothing.so" }\n',
+        "variants.allocator.foo.preload",
+        "an existing .so file",
+        "'/nonexistent/libnothing.so'",
+        "check the path",
+    ),
+    (
+        "preload-not-a-string",
+        HEAD + "[variants.allocator]\nfoo = { preload = 5 }\n",
+        "variants.allocator.foo.preload",
+        "a string",
+        "int 5",
+        'write it like "text"',
+    ),
+    (
+        "env-name-digit",
+        HEAD + '[variants.v]\nx = { env = { 1BAD = "1" } }\n',
+        "variants.v.x.env.1BAD",
+        "environment variable name",
+        "'1BAD'",
+        "not starting with a digit",
+    ),
+    (
+        "env-name-dash",
+        HEAD + '[variants.v]\nx = { env = { MALLOC-ARENA = "1" } }\n',
+        "variants.v.x.env.MALLOC-ARENA",
+        "environment variable name",
+        "'MALLOC-ARENA'",
+        "letters, digits and '_'",
+    ),
+    (
+        "env-name-space",
+        HEAD + '[variants.v]\nx = { env = { "A B" = "1" } }\n',
+        "variants.v.x.env.A B",
+        "environment variable name",
+        "'A B'",
+        "letters",
+    ),
+    (
+        "env-ld-preload",
+        HEAD + '[variants.v]\nx = { env = { LD_PRELOAD = "/x.so" } }\n',
+        "variants.v.x.env.LD_PRELOAD",
+        "no LD_PRELOAD",
+        "'LD_PRELOAD'",
+        "preload =",
+    ),
+    (
+        "env-value-list",
+        HEAD + "[variants.v]\nx = { env = { A = [1] } }\n",
+        "variants.v.x.env.A",
+        "a string",
+        "a list [1]",
+        'write it like "text", 3 or 2.5',
+    ),
+    (
+        "server-option-newline",
+        'server_options = { init_connect = "SET @a=1\\nSET @b=2" }\n' + HEAD,
+        "server_options.init_connect",
+        "one-line",
+        "SET @a=1\\nSET @b=2",
+        "one option per line",
+    ),
+    (
+        "server-option-carriage-return",
+        'server_options = { init_connect = "x\\ry" }\n' + HEAD,
+        "server_options.init_connect",
+        "one-line",
+        "x\\ry",
+        "one option per line",
+    ),
+    (
+        "variant-server-option-newline",
+        HEAD + '[variants.v]\nx = { server_options = { init_connect = "a\\nb" } }\n',
+        "variants.v.x.server_options.init_connect",
+        "one-line",
+        "a\\nb",
+        "one option per line",
+    ),
+    (
+        "server-option-bad-name",
+        'server_options = { "sort buffer" = 1 }\n' + HEAD,
+        "server_options.sort buffer",
+        "server option name",
+        "'sort buffer'",
+        "letters, digits",
+    ),
+    (
+        "empty-axis",
+        HEAD + "[variants.empty]\n",
+        "variants.empty",
+        "at least one variant",
+        "an empty table",
+        "baseline = {}",
+    ),
+    (
+        "axis-not-a-table",
+        HEAD + '[variants]\nalloc = "jemalloc"\n',
+        "variants.alloc",
+        "a table",
+        "str 'jemalloc'",
+        "write it like { key = value }",
+    ),
+    (
+        "bad-axis-name",
+        HEAD + '[variants."bad axis"]\na = {}\n',
+        "variants.bad axis",
+        "axis name",
+        "'bad axis'",
+        "column of the report",
+    ),
+]
 
 
-@pytest.mark.parametrize(("text", "path", "expected", "found", "hint"), [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "path", "expected", "found", "hint"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_single_problem(text: str, path: str, expected: str, found: str, hint: str) -> None:
     problem = only_problem(text)
     assert problem.path == path
@@ -145,9 +335,14 @@ def test_duration_below_one_second() -> None:
 
 @pytest.mark.parametrize(
     ("threads", "hint"),
-    [("[0]", "remove [0]"), ("[-1, 2]", "remove [-1]"), ("0", "remove [0]"), ("-4", "remove [-4]"),
-     ("[1, 0, 4, -3]", "remove [0, -3]")],
-)  # fmt: skip
+    [
+        ("[0]", "remove [0]"),
+        ("[-1, 2]", "remove [-1]"),
+        ("0", "remove [0]"),
+        ("-4", "remove [-4]"),
+        ("[1, 0, 4, -3]", "remove [0, -3]"),
+    ],
+)
 def test_threads_not_positive(threads: str, hint: str) -> None:
     """The hint names exactly the bad thread counts."""
     problem = only_problem(HEAD + f"[workload]\nthreads = {threads}\n")
@@ -236,22 +431,32 @@ def test_newline_check_and_type_check_in_one_table() -> None:
 @pytest.mark.parametrize(
     ("loc", "raw", "path"),
     [
-        (("server_options", "strict_mode", "str"), {"server_options": {"strict_mode": [1]}}, "server_options.strict_mode"),
+        (
+            ("server_options", "strict_mode", "str"),
+            {"server_options": {"strict_mode": [1]}},
+            "server_options.strict_mode",
+        ),
         (("server_options", "integer_x", "int"), {"server_options": {"integer_x": [1]}}, "server_options.integer_x"),
-        (("workload", "options", "x", "function-after[_one_line(), union[str,int,float,bool]]"),
-         {"workload": {"options": {"x": [1]}}}, "workload.options.x"),
+        (
+            ("workload", "options", "x", "function-after[_one_line(), union[str,int,float,bool]]"),
+            {"workload": {"options": {"x": [1]}}},
+            "workload.options.x",
+        ),
         (("server_options", "str", "str"), {"server_options": {"str": [1]}}, "server_options.str"),
-        (("variants", "v", "x", "env", "1BAD", "[key]"), {"variants": {"v": {"x": {"env": {"1BAD": "1"}}}}},
-         "variants.v.x.env.1BAD"),
+        (
+            ("variants", "v", "x", "env", "1BAD", "[key]"),
+            {"variants": {"v": {"x": {"env": {"1BAD": "1"}}}}},
+            "variants.v.x.env.1BAD",
+        ),
         (("experiment", "name"), {"experiment": {}}, "experiment.name"),  # missing: not in the file, kept
         (("workload", "threads", 1), {"workload": {"threads": [1, "two"]}}, "workload.threads.1"),
         (("server_options", "strict_mode", "float"), None, "server_options.strict_mode"),  # without the file
         ((), {}, "(top level)"),
     ],
-)  # fmt: skip
+)
 def test_problem_path_from_pydantic_loc(loc: tuple, raw: object, path: str) -> None:
     err = {"loc": loc, "type": "string_type", "input": [1], "msg": "Input should be a valid string"}
-    assert spec._problem(err, raw).path == path
+    assert spec.problem(err, raw).path == path
 
 
 # --- every problem at once -----------------------------------------------------------------
@@ -281,12 +486,23 @@ baz = { server_options = { sort_buffer_size = "1M\\n" } }
 [variants.empty]
 """
 MANY_PATHS = {
-    "colour", "server_options.init_connect", "server_options.strict_mode", "experiment.name",
-    "experiment.duration", "experiment.warmup", "experiment.repeats", "dataset.tables", "workload.threads",
-    "workload.options.time", "variants.allocator.foo.preload", "variants.allocator.bar.preload",
-    "variants.allocator.bar.env.1BAD", "variants.allocator.bar.env.LD_PRELOAD",
-    "variants.allocator.baz.server_options.sort_buffer_size", "variants.empty",
-}  # fmt: skip
+    "colour",
+    "server_options.init_connect",
+    "server_options.strict_mode",
+    "experiment.name",
+    "experiment.duration",
+    "experiment.warmup",
+    "experiment.repeats",
+    "dataset.tables",
+    "workload.threads",
+    "workload.options.time",
+    "variants.allocator.foo.preload",
+    "variants.allocator.bar.preload",
+    "variants.allocator.bar.env.1BAD",
+    "variants.allocator.bar.env.LD_PRELOAD",
+    "variants.allocator.baz.server_options.sort_buffer_size",
+    "variants.empty",
+}
 
 
 def test_every_problem_reported_at_once() -> None:
@@ -313,10 +529,13 @@ def test_conflicting_preload_across_axes() -> None:
     ("a", "b", "what"),
     [
         ('env = { A = "1" }', 'env = { A = "2" }', "env.A"),
-        ("server_options = { sort_buffer_size = 1 }", "server_options = { sort_buffer_size = 2 }",
-         "server_options.sort_buffer_size"),
+        (
+            "server_options = { sort_buffer_size = 1 }",
+            "server_options = { sort_buffer_size = 2 }",
+            "server_options.sort_buffer_size",
+        ),
     ],
-)  # fmt: skip
+)
 def test_conflicting_setting_across_axes(a: str, b: str, what: str) -> None:
     problem = only_problem(HEAD + f"[variants.a]\nx = {{ {a} }}\n[variants.b]\ny = {{ {b} }}\n")
     assert problem.path == "variants"
@@ -324,12 +543,17 @@ def test_conflicting_setting_across_axes(a: str, b: str, what: str) -> None:
 
 
 def test_conflict_reported_with_other_problems() -> None:
-    text = HEAD + 'repeats = 0\n[variants.a]\nx = { preload = "jemalloc" }\n[variants.b]\ny = { preload = "tcmalloc" }\n'
+    text = (
+        HEAD + 'repeats = 0\n[variants.a]\nx = { preload = "jemalloc" }\n[variants.b]\ny = { preload = "tcmalloc" }\n'
+    )
     assert set(by_path(problems_of(text))) == {"experiment.repeats", "variants"}
 
 
 def test_same_setting_on_two_axes_is_no_conflict() -> None:
-    text = HEAD + '[variants.a]\nx = { preload = "jemalloc", env = { A = "1" } }\n[variants.b]\ny = { preload = "jemalloc", env = { A = 1 } }\n'
+    text = HEAD + (
+        '[variants.a]\nx = { preload = "jemalloc", env = { A = "1" } }\n'
+        '[variants.b]\ny = { preload = "jemalloc", env = { A = 1 } }\n'
+    )
     (cell, *_) = spec.parse(text).cells()
     assert cell.preload == "jemalloc"
     assert cell.env == {"A": "1"}
@@ -412,7 +636,11 @@ def test_cells_are_the_product_of_axes_threads_and_repeats() -> None:
     assert len({c.key for c in cells}) == len(cells)
     combos = {(c.variant["allocator"], c.variant["arena"], c.threads, c.repeat) for c in cells}
     assert combos == {
-        (a, b, t, r) for a in ("glibc", "jemalloc") for b in ("default", "one", "small") for t in (1, 4) for r in (1, 2, 3)
+        (a, b, t, r)
+        for a in ("glibc", "jemalloc")
+        for b in ("default", "one", "small")
+        for t in (1, 4)
+        for r in (1, 2, 3)
     }
 
 
@@ -427,7 +655,7 @@ def test_cells_interleave_repeat_outermost() -> None:
 
 def test_two_variants_alternate() -> None:
     """A B A B ..., never A A B B: slow drift of the machine hits every variant alike."""
-    text = HEAD + "repeats = 4\n[variants.allocator]\nA = {}\nB = { preload = \"jemalloc\" }\n"
+    text = HEAD + 'repeats = 4\n[variants.allocator]\nA = {}\nB = { preload = "jemalloc" }\n'
     labels = [c.variant["allocator"] for c in spec.parse(text).cells()]
     assert labels == ["A", "B", "A", "B", "A", "B", "A", "B"]
     assert all(x != y for x, y in zip(labels, labels[1:]))
@@ -440,8 +668,10 @@ def test_cells_merge_env_and_server_options_across_axes() -> None:
     assert cell.env == {"MALLOC_CONF": "background_thread:true", "MALLOC_ARENA_MAX": "2"}
     # a variant's server option overrides the file's; the others are kept
     assert cell.server_options == {
-        "innodb_buffer_pool_size": "512M", "sort_buffer_size": "256K", "max_heap_table_size": "32M",
-    }  # fmt: skip
+        "innodb_buffer_pool_size": "512M",
+        "sort_buffer_size": "256K",
+        "max_heap_table_size": "32M",
+    }
     plain = cells["glibc", "default"]
     assert plain.preload is None and plain.env == {}
     assert plain.server_options == {"innodb_buffer_pool_size": "512M", "sort_buffer_size": "2M"}
@@ -458,8 +688,11 @@ def test_cell_keys() -> None:
 def test_no_variants_is_one_default_variant() -> None:
     cells = spec.parse(HEAD + "repeats = 2\n[workload]\nthreads = [1, 2]\n").cells()
     assert [(c.variant_key, c.threads, c.repeat) for c in cells] == [
-        ("default", 1, 1), ("default", 2, 1), ("default", 1, 2), ("default", 2, 2),
-    ]  # fmt: skip
+        ("default", 1, 1),
+        ("default", 2, 1),
+        ("default", 1, 2),
+        ("default", 2, 2),
+    ]
     assert all(c.preload is None and c.env == {} for c in cells)
 
 
@@ -490,20 +723,27 @@ def run_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Compl
 
 
 CLI_CASES = [
-    ("unknown-allocator", HEAD + '[variants.allocator]\nfoo = { preload = "foomalloc" }\n',
-     ["variants.allocator.foo.preload", "known allocators: glibc, jemalloc"]),
-    ("not-toml", 'this is not toml\n', ["(file)", "line 1"]),
+    (
+        "unknown-allocator",
+        HEAD + '[variants.allocator]\nfoo = { preload = "foomalloc" }\n',
+        ["variants.allocator.foo.preload", "known allocators: glibc, jemalloc"],
+    ),
+    ("not-toml", "this is not toml\n", ["(file)", "line 1"]),
     ("threads", HEAD + "[workload]\nthreads = [0]\n", ["workload.threads", ">= 1"]),
     ("empty-axis", HEAD + "[variants.empty]\n", ["variants.empty", "at least one variant"]),
-    ("newline", HEAD + '[variants.v]\nx = { server_options = { init_connect = "a\\nb" } }\n',
-     ["variants.v.x.server_options.init_connect", "one-line"]),
+    (
+        "newline",
+        HEAD + '[variants.v]\nx = { server_options = { init_connect = "a\\nb" } }\n',
+        ["variants.v.x.server_options.init_connect", "one-line"],
+    ),
     ("many", MANY, [f"{len(MANY_PATHS)} problems", *MANY_PATHS]),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("text", "needles"), [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES])
-def test_cli_run_bad_file(tmp_path: Path, fake_tools: tuple[dict[str, str], Path], text: str,
-                          needles: list[str]) -> None:  # fmt: skip
+def test_cli_run_bad_file(
+    tmp_path: Path, fake_tools: tuple[dict[str, str], Path], text: str, needles: list[str]
+) -> None:
     env, started = fake_tools
     bad = tmp_path / "bad.toml"
     bad.write_text(text, encoding="utf-8")
@@ -561,7 +801,12 @@ def test_cli_value_that_looks_like_markup(tmp_path: Path, fake_tools: tuple[dict
         ('target_ci = "2%"\n', "experiment.target_ci", 'repeats = "auto"', "applies only to adaptive repeats"),
         ("max_repeats = 5\n", "experiment.max_repeats", 'repeats = "auto"', "set repeats"),
         ('time_budget = "10m"\n', "experiment.time_budget", 'repeats = "auto"', "remove it"),
-        ('repeats = "auto"\nmin_repeats = 5\nmax_repeats = 4\n', "experiment.max_repeats", "at least min_repeats (5)", "raise"),
+        (
+            'repeats = "auto"\nmin_repeats = 5\nmax_repeats = 4\n',
+            "experiment.max_repeats",
+            "at least min_repeats (5)",
+            "raise",
+        ),
         ('repeats = "auto"\nmin_repeats = 2\n', "experiment.min_repeats", ">= 3", "use 3"),
         ('warmup = "3s"\nmax_warmup = "5s"\n', "experiment.max_warmup", 'warmup = "auto"', "remove it"),
         ('repeats = "many"\n', "experiment.repeats", "one of 'auto' or an integer", "write it like 3"),
@@ -570,7 +815,7 @@ def test_cli_value_that_looks_like_markup(tmp_path: Path, fake_tools: tuple[dict
         ('stall_threshold = "half"\n', "experiment.stall_threshold", "a percentage", '"1%"'),
         ("cv_warning = true\n", "experiment.cv_warning", "a percentage", "0.01"),
     ],
-)  # fmt: skip
+)
 def test_steady_and_adaptive_settings_errors(text: str, path: str, expected: str, hint: str) -> None:
     problem = only_problem(HEAD + text)
     assert problem.path == path
@@ -579,8 +824,10 @@ def test_steady_and_adaptive_settings_errors(text: str, path: str, expected: str
 
 
 def test_adaptive_settings() -> None:
-    exp = spec.parse(HEAD + 'repeats = "auto"\ntarget_ci = "0.5%"\nmax_repeats = 6\ntime_budget = "30m"\n'
-                     'stall_threshold = "30%"\n[variants.a]\nx = {}\ny = {}\n[workload]\nthreads = [1, 2]\n')  # fmt: skip
+    exp = spec.parse(
+        HEAD + 'repeats = "auto"\ntarget_ci = "0.5%"\nmax_repeats = 6\ntime_budget = "30m"\n'
+        'stall_threshold = "30%"\n[variants.a]\nx = {}\ny = {}\n[workload]\nthreads = [1, 2]\n'
+    )
     e = exp.file.experiment
     assert (e.adaptive, e.target_ci, e.min_repeats, e.max_repeats, e.time_budget) == (True, 0.005, 3, 6, 1800.0)
     assert e.stall_threshold == 0.3 and e.planned_repeats == 3

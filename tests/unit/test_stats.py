@@ -8,6 +8,7 @@ import pytest
 
 from perflab.analyze import compare, stats, summary
 from perflab.errors import UsageError
+from perflab.variants import variant_key
 
 
 def draw(rng: random.Random, n: int, mean: float, cv: float) -> list[float]:
@@ -57,18 +58,24 @@ def test_verdicts_with_known_differences() -> None:
 def test_false_positive_rate_of_identical_variants() -> None:
     rng = random.Random(2)
     trials = 3000
-    wrong = sum(stats.compare(draw(rng, 3, 1000.0, 0.01), draw(rng, 3, 1000.0, 0.01)).verdict != stats.SAME
-                for _ in range(trials))  # fmt: skip
+    wrong = sum(
+        stats.compare(draw(rng, 3, 1000.0, 0.01), draw(rng, 3, 1000.0, 0.01)).verdict != stats.SAME
+        for _ in range(trials)
+    )
     assert wrong / trials <= 0.06
-    strict = sum(stats.compare(draw(rng, 3, 1000.0, 0.01), draw(rng, 3, 1000.0, 0.01), level=0.999).verdict != stats.SAME
-                 for _ in range(trials))  # fmt: skip
+    strict = sum(
+        stats.compare(draw(rng, 3, 1000.0, 0.01), draw(rng, 3, 1000.0, 0.01), level=0.999).verdict != stats.SAME
+        for _ in range(trials)
+    )
     assert strict / trials <= 0.005
 
 
 def test_power_for_a_three_percent_difference() -> None:
     rng = random.Random(3)
-    hits = sum(stats.compare(draw(rng, 5, 1000.0, 0.01), draw(rng, 5, 970.0, 0.01)).verdict == stats.SLOWER
-               for _ in range(1000))  # fmt: skip
+    hits = sum(
+        stats.compare(draw(rng, 5, 1000.0, 0.01), draw(rng, 5, 970.0, 0.01)).verdict == stats.SLOWER
+        for _ in range(1000)
+    )
     assert hits / 1000 > 0.9
 
 
@@ -81,13 +88,21 @@ def test_cv_and_half_width() -> None:
 # --- groups and comparisons over stored cells ---------------------------------------------
 
 
-def cell(i: int, variant: dict, threads: int, qps: float, *, status: str = "ok", settled: bool = True, p95: float = 1.0) -> dict:
+def cell(
+    i: int, variant: dict, threads: int, qps: float, *, status: str = "ok", settled: bool = True, p95: float = 1.0
+) -> dict:
     return {
-        "id": i, "key": f"{summary.variant_key(variant)}/t{threads}/r{i}", "variant": variant, "threads": threads,
-        "status": status, "settled": settled, "window_start_s": 5.0, "stalls": [],
+        "id": i,
+        "key": f"{variant_key(variant)}/t{threads}/r{i}",
+        "variant": variant,
+        "threads": threads,
+        "status": status,
+        "settled": settled,
+        "window_start_s": 5.0,
+        "stalls": [],
         "summary": None if status != "ok" else {"qps": qps, "tps": qps / 20, "latency_ms": {"p95": p95}},
         "resources": {"rss_end_bytes": 100, "rss_peak_bytes": 120},
-    }  # fmt: skip
+    }
 
 
 def matrix(effect: dict[tuple[str, str], float], repeats: int = 4, seed: int = 0) -> list[dict]:
@@ -106,8 +121,12 @@ AXES = {"alloc": ["glibc", "jemalloc"], "buf": ["32K", "2M"]}
 
 
 def test_groups_leave_out_unsettled_and_failed_cells() -> None:
-    cells = [cell(0, {"a": "x"}, 1, 100.0), cell(1, {"a": "x"}, 1, 50.0, settled=False),
-             cell(2, {"a": "x"}, 1, 0, status="failed"), cell(3, {"a": "x"}, 1, 102.0)]  # fmt: skip
+    cells = [
+        cell(0, {"a": "x"}, 1, 100.0),
+        cell(1, {"a": "x"}, 1, 50.0, settled=False),
+        cell(2, {"a": "x"}, 1, 0, status="failed"),
+        cell(3, {"a": "x"}, 1, 102.0),
+    ]
     (group,) = summary.groups(cells)
     assert group.qps == [100.0, 102.0] and group.unsettled == [1] and group.failed == 1
     assert group.to_dict()["unsettled"] == 1 and group.to_dict()["cells"] == [0, 3]
@@ -117,13 +136,15 @@ def test_within_finds_the_axis_effects() -> None:
     cells = matrix({("alloc", "jemalloc"): 1.05, ("buf", "2M"): 1.0})
     base = compare.baseline_variant(AXES, [])
     rows = compare.within(summary.groups(cells, base), AXES, base)
-    variant_rows = {summary.variant_key(r.variant): r for r in rows if r.kind == "variant"}
+    variant_rows = {variant_key(r.variant): r for r in rows if r.kind == "variant"}
     assert set(variant_rows) == {"alloc=glibc,buf=2M", "alloc=jemalloc,buf=32K", "alloc=jemalloc,buf=2M"}
     assert variant_rows["alloc=glibc,buf=2M"].verdict == stats.SAME
     assert variant_rows["alloc=jemalloc,buf=32K"].verdict == stats.FASTER
     effects = [r for r in rows if r.kind == "axis"]
     alloc = [r for r in effects if r.axis == "alloc"]
-    assert len(alloc) == 2 and all(r.verdict == stats.FASTER and r.ratio == pytest.approx(1.05, abs=0.01) for r in alloc)
+    assert len(alloc) == 2 and all(
+        r.verdict == stats.FASTER and r.ratio == pytest.approx(1.05, abs=0.01) for r in alloc
+    )
     # the jemalloc effect within buf=2M is measured against glibc with buf=2M
     assert {r.baseline["buf"] for r in alloc} == {"32K", "2M"}
     assert all(r.baseline["buf"] == r.variant["buf"] for r in alloc)
@@ -145,8 +166,10 @@ def test_baseline_choice() -> None:
 
 
 def test_p95_metric_lower_is_better() -> None:
-    cells = [cell(i, {"a": v}, 1, 100.0, p95=p) for i, (v, p) in enumerate(
-        [("x", 1.00), ("y", 0.80), ("x", 1.01), ("y", 0.81), ("x", 0.99), ("y", 0.79)])]  # fmt: skip
+    cells = [
+        cell(i, {"a": v}, 1, 100.0, p95=p)
+        for i, (v, p) in enumerate([("x", 1.00), ("y", 0.80), ("x", 1.01), ("y", 0.81), ("x", 0.99), ("y", 0.79)])
+    ]
     (row,) = compare.within(summary.groups(cells), {"a": ["x", "y"]}, {"a": "x"}, "p95")
     assert row.metric == "p95" and row.verdict == stats.FASTER and row.ratio == pytest.approx(0.8, abs=0.01)
     assert set(row.to_dict()) >= {"threads", "baseline", "variant", "metric", "ratio", "ci_low", "ci_high", "verdict"}
@@ -156,7 +179,7 @@ def test_across_runs_matches_cells_and_reports_the_rest() -> None:
     before = matrix({})
     after = matrix({("buf", "2M"): 0.95}, seed=1)[:-4] + [cell(99, {"alloc": "tcmalloc", "buf": "2M"}, 2, 1000.0)]
     rows, unmatched = compare.across(summary.groups(before), summary.groups(after))
-    verdicts = {summary.variant_key(r.variant): r.verdict for r in rows}
+    verdicts = {variant_key(r.variant): r.verdict for r in rows}
     assert verdicts["alloc=glibc,buf=2M"] == stats.SLOWER and verdicts["alloc=glibc,buf=32K"] == stats.SAME
     assert all(r.kind == "runs" for r in rows)
     assert unmatched == ["only in B: alloc=tcmalloc, buf=2M at 2 threads"]

@@ -241,23 +241,50 @@ def binary(monkeypatch: pytest.MonkeyPatch) -> str:
     return "/usr/bin/sysbench"
 
 
-OPTIONS = {"range_size": 100, "skip_trx": True, "secondary": False, "rand_type": "uniform", "point-selects": 0,
-           "mysql_ignore_errors": "all"}  # fmt: skip
+OPTIONS = {
+    "range_size": 100,
+    "skip_trx": True,
+    "secondary": False,
+    "rand_type": "uniform",
+    "point-selects": 0,
+    "mysql_ignore_errors": "all",
+}
 
 
 def test_argv_run(binary: str) -> None:
-    args = sysbench.argv("oltp_read_only", "run", socket=Path("/tmp/x/mysqld.sock"), tables=2, table_size=500,
-                         threads=4, seconds=10, options=OPTIONS)  # fmt: skip
+    args = sysbench.argv(
+        "oltp_read_only",
+        "run",
+        socket=Path("/tmp/x/mysqld.sock"),
+        tables=2,
+        table_size=500,
+        threads=4,
+        seconds=10,
+        options=OPTIONS,
+    )
     assert args[:2] == [binary, "oltp_read_only"]
     assert args[-1] == "run"
     for expected in (
-        "--db-driver=mysql", "--mysql-socket=/tmp/x/mysqld.sock", "--mysql-user=root", "--mysql-db=sbtest",
-        "--tables=2", "--table-size=500", "--threads=4", "--time=10", "--events=0", "--report-interval=1",
-        "--histogram=on", f"--percentile={sysbench.PERCENTILE}",
+        "--db-driver=mysql",
+        "--mysql-socket=/tmp/x/mysqld.sock",
+        "--mysql-user=root",
+        "--mysql-db=sbtest",
+        "--tables=2",
+        "--table-size=500",
+        "--threads=4",
+        "--time=10",
+        "--events=0",
+        "--report-interval=1",
+        "--histogram=on",
+        f"--percentile={sysbench.PERCENTILE}",
         # workload options: `_` becomes `-`, True -> on, False -> off
-        "--range-size=100", "--skip-trx=on", "--secondary=off", "--rand-type=uniform", "--point-selects=0",
+        "--range-size=100",
+        "--skip-trx=on",
+        "--secondary=off",
+        "--rand-type=uniform",
+        "--point-selects=0",
         "--mysql-ignore-errors=all",
-    ):  # fmt: skip
+    ):
         assert expected in args
     flags = args[2:-1]
     assert all(re.fullmatch(r"--[a-z0-9]+(-[a-z0-9]+)*=\S+", a) for a in flags), flags
@@ -266,25 +293,47 @@ def test_argv_run(binary: str) -> None:
 
 
 def test_argv_prepare(binary: str) -> None:
-    args = sysbench.argv("oltp_read_only", "prepare", socket=Path("/s.sock"), tables=3, table_size=10,
-                         threads=2, options={"mysql_storage_engine": "innodb"})  # fmt: skip
+    args = sysbench.argv(
+        "oltp_read_only",
+        "prepare",
+        socket=Path("/s.sock"),
+        tables=3,
+        table_size=10,
+        threads=2,
+        options={"mysql_storage_engine": "innodb"},
+    )
     assert args[-1] == "prepare"
     assert "--tables=3" in args and "--table-size=10" in args and "--threads=2" in args
     assert "--mysql-storage-engine=innodb" in args
     assert not any(a.startswith(("--time", "--report-interval", "--histogram", "--percentile")) for a in args)
 
 
-@pytest.mark.parametrize(("value", "text"), [(True, "on"), (False, "off"), (1, "1"), (0, "0"), (2.5, "2.5"),
-                                             ("uniform", "uniform")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "text"), [(True, "on"), (False, "off"), (1, "1"), (0, "0"), (2.5, "2.5"), ("uniform", "uniform")]
+)
 def test_format_value(value: object, text: str) -> None:
     assert sysbench.format_value(value) == text
 
 
 def test_effective_options(binary: str) -> None:
-    defaults = {"threads": "1", "time": "10", "range_size": "100", "rand_type": "special", "skip_trx": "off",
-                "db_ps_mode": "auto"}  # fmt: skip
-    args = sysbench.argv("oltp_read_only", "run", socket=Path("/s.sock"), tables=1, table_size=10, threads=8,
-                         seconds=30, options={"range_size": 5, "skip_trx": True})  # fmt: skip
+    defaults = {
+        "threads": "1",
+        "time": "10",
+        "range_size": "100",
+        "rand_type": "special",
+        "skip_trx": "off",
+        "db_ps_mode": "auto",
+    }
+    args = sysbench.argv(
+        "oltp_read_only",
+        "run",
+        socket=Path("/s.sock"),
+        tables=1,
+        table_size=10,
+        threads=8,
+        seconds=30,
+        options={"range_size": 5, "skip_trx": True},
+    )
     effective = sysbench.effective_options(defaults, args)
     assert effective["threads"] == "8" and effective["time"] == "30"
     assert effective["range_size"] == "5" and effective["skip_trx"] == "on"
@@ -327,15 +376,27 @@ def test_histogram_percentile_is_monotonic(name: str) -> None:
 
 # --- synthetic edge cases of the line formats ---------------------------------------------------
 
-LINE = ("[ {t}s ] thds: 64 tps: 6180.24 qps: 98910.71 (r/w/o: 86548.24/0.00/12362.47) lat (ms,95%): 0.37 "
-        "err/s: 1.50 reconn/s: 0.25")  # fmt: skip
+LINE = (
+    "[ {t}s ] thds: 64 tps: 6180.24 qps: 98910.71 (r/w/o: 86548.24/0.00/12362.47) lat (ms,95%): 0.37 "
+    "err/s: 1.50 reconn/s: 0.25"
+)
 
 
 @pytest.mark.parametrize("t", [1, 10, 100, 3600])
 def test_interval_line(t: int) -> None:
     (iv,) = sysbench.parse_intervals("noise\n" + LINE.format(t=t) + "\n[ 2s ] Checkpoint report:\n")
-    assert iv == sysbench.Interval(t=t, threads=64, tps=6180.24, qps=98910.71, reads=86548.24, writes=0.0,
-                                   other=12362.47, p95_ms=0.37, errors_per_s=1.5, reconnects_per_s=0.25)  # fmt: skip
+    assert iv == sysbench.Interval(
+        t=t,
+        threads=64,
+        tps=6180.24,
+        qps=98910.71,
+        reads=86548.24,
+        writes=0.0,
+        other=12362.47,
+        p95_ms=0.37,
+        errors_per_s=1.5,
+        reconnects_per_s=0.25,
+    )
 
 
 def test_histogram_block_ends_at_first_other_line() -> None:

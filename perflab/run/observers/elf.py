@@ -46,7 +46,7 @@ class Elf:
             self.data = f.read()
         if self.data[:4] != b"\x7fELF" or self.data[4] != 2 or self.data[5] != 1:
             raise ValueError(f"{path}: not a 64-bit little-endian ELF file")
-        shoff, = struct.unpack_from("<Q", self.data, 0x28)
+        (shoff,) = struct.unpack_from("<Q", self.data, 0x28)
         shentsize, shnum, shstrndx = struct.unpack_from("<HHH", self.data, 0x3A)
         raw = [struct.unpack_from("<IIQQQQIIQQ", self.data, shoff + i * shentsize) for i in range(shnum)]
         names = raw[shstrndx][4] if raw else 0
@@ -54,7 +54,7 @@ class Elf:
         for name, kind, _flags, addr, offset, size, link, _info, _align, entsize in raw:
             label = self._cstr(names + name)
             self.sections[label] = Section(label, kind, addr, offset, size, link, entsize)
-        phoff, = struct.unpack_from("<Q", self.data, 0x20)
+        (phoff,) = struct.unpack_from("<Q", self.data, 0x20)
         phentsize, phnum = struct.unpack_from("<HH", self.data, 0x36)
         self.loads = []
         for i in range(phnum):
@@ -141,12 +141,16 @@ def inspect(path: str) -> BinaryInfo:
     build_id = elf.build_id()
     separate = debug_file(build_id)
     return BinaryInfo(
-        path=path, build_id=build_id, symtab=".symtab" in elf.sections,
+        path=path,
+        build_id=build_id,
+        symtab=".symtab" in elf.sections,
         dynsym_functions=len(elf.function_symbols(".dynsym")),
-        debug_info=".debug_info" in elf.sections or separate is not None, debug_file=separate,
+        debug_info=".debug_info" in elf.sections or separate is not None,
+        debug_file=separate,
         eh_frame_functions=len(FunctionStarts.load(path).starts),
-        fp_functions_sampled=len(sample), fp_functions_with_prologue=with_fp,
-    )  # fmt: skip
+        fp_functions_sampled=len(sample),
+        fp_functions_with_prologue=with_fp,
+    )
 
 
 # DWARF pointer encodings used in .eh_frame_hdr
@@ -176,7 +180,7 @@ class FunctionStarts:
         if version != 1 or table_enc != 0x3B or count_enc & 0x0F not in _PE_FORMAT or ptr_enc & 0x0F not in _PE_FORMAT:
             return cls(label, [])  # only the encoding every x86-64 toolchain writes: datarel sdata4
         pos = hdr.offset + 4 + struct.calcsize(_PE_FORMAT[ptr_enc & 0x0F])
-        count, = struct.unpack_from(_PE_FORMAT[count_enc & 0x0F], data, pos)
+        (count,) = struct.unpack_from(_PE_FORMAT[count_enc & 0x0F], data, pos)
         pos += struct.calcsize(_PE_FORMAT[count_enc & 0x0F])
         pairs = struct.unpack_from(f"<{2 * count}i", data, pos)
         starts = sorted({hdr.addr + rel for rel in pairs[0::2]})

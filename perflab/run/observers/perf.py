@@ -37,8 +37,20 @@ from perflab.run.proc import Child, guarded
 from perflab.store.folded import KERNEL_MARK
 
 # Frames a complete stack starts from; a stack whose root is anything else was cut short.
-ROOTS = frozenset({"start_thread", "__clone3", "__clone", "clone", "clone3", "_start", "__libc_start_main",
-                   "__libc_start_call_main", "ret_from_fork_k", "ret_from_fork" + KERNEL_MARK})  # fmt: skip
+ROOTS = frozenset(
+    {
+        "start_thread",
+        "__clone3",
+        "__clone",
+        "clone",
+        "clone3",
+        "_start",
+        "__libc_start_main",
+        "__libc_start_call_main",
+        "ret_from_fork_k",
+        "ret_from_fork" + KERNEL_MARK,
+    }
+)
 KERNEL_DSOS = ("[kernel.kallsyms]", "[guest.kernel.kallsyms]")
 DWARF_STACK_BYTES = 16384
 STOP_DEADLINE_S = 60.0
@@ -153,9 +165,26 @@ class PerfRecorder:
         graph = ["-g"] if self.call_graph == "fp" else ["--call-graph", f"dwarf,{DWARF_STACK_BYTES}", "-m", "16M"]
         # -B -N: no build-id work at the end (perflab folds right away, on this machine);
         # --no-bpf-event: no side-band thread, whose 1 s poll timeout made every stop take ~0.9 s
-        return ["perf", "record", "-a", "-e", "cpu-clock", "-F", str(self.frequency), *graph,
-                "-o", str(self.data), "-B", "-N", "--no-bpf-event", "-q", "-D", "-1",
-                "--control", f"fifo:{ctl},{ack}"]  # fmt: skip
+        return [
+            "perf",
+            "record",
+            "-a",
+            "-e",
+            "cpu-clock",
+            "-F",
+            str(self.frequency),
+            *graph,
+            "-o",
+            str(self.data),
+            "-B",
+            "-N",
+            "--no-bpf-event",
+            "-q",
+            "-D",
+            "-1",
+            "--control",
+            f"fifo:{ctl},{ack}",
+        ]
 
     def __enter__(self) -> PerfRecorder:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -223,10 +252,18 @@ class PerfRecorder:
             raise PerflabError(f"perf record wrote no {self.data.name}", f"see {self._log.name}")
         argv = guarded(self.script_argv())
         errors = self.workdir / f"perf-{self.pid}.script.log"
-        with errors.open("w", encoding="utf-8") as err, subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=err, encoding="utf-8", errors="replace", bufsize=1 << 20,
-            start_new_session=True,
-        ) as proc:  # fmt: skip
+        with (
+            errors.open("w", encoding="utf-8") as err,
+            subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                encoding="utf-8",
+                errors="replace",
+                bufsize=1 << 20,
+                start_new_session=True,
+            ) as proc,
+        ):
             try:
                 assert proc.stdout is not None
                 stacks, stats = fold_perf_script(proc.stdout)
@@ -247,6 +284,8 @@ def _open_fifo(path: Path, flags: int, child: Child) -> int:
             return os.open(path, flags | os.O_NONBLOCK)
         except OSError:  # ENXIO: perf has not opened its end yet
             if child.poll() is not None or time.monotonic() > deadline:
-                raise PerflabError("perf record exited before it opened its control FIFO",
-                                   "run `perflab doctor`; perf_event_paranoid or a missing linux-perf") from None  # fmt: skip
+                raise PerflabError(
+                    "perf record exited before it opened its control FIFO",
+                    "run `perflab doctor`; perf_event_paranoid or a missing linux-perf",
+                ) from None
             time.sleep(0.02)

@@ -54,8 +54,14 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
     mangled = sorted({n for n in names if n.startswith("_Z")})
     if not mangled or shutil.which("c++filt") is None:
         return {}
-    done = subprocess.run(guarded(["c++filt", "-p"]), input="\n".join(mangled) + "\n", capture_output=True,
-                          text=True, check=False, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        guarded(["c++filt", "-p"]),
+        input="\n".join(mangled) + "\n",
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     out = done.stdout.splitlines()
     if done.returncode != 0 or len(out) != len(mangled):
         return {}
@@ -132,7 +138,14 @@ class StackSampler:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._started = time.monotonic()
         if self.tool == "libdw":
-            argv = [sys.executable, "-m", "perflab.run.observers.pmp_sampler", str(self.pid), str(self.interval), str(self.out)]
+            argv = [
+                sys.executable,
+                "-m",
+                "perflab.run.observers.pmp_sampler",
+                str(self.pid),
+                str(self.interval),
+                str(self.out),
+            ]
             self._log = (self.workdir / f"pmp-{self.pid}.log").open("w", encoding="utf-8")
             self.child = Child(argv, stdout=self._log, env={**os.environ, "PYTHONPATH": _package_root()})
             self._wait_ready()
@@ -153,8 +166,10 @@ class StackSampler:
                 self.child.kill()
                 self._log.close()
                 tail = (self.workdir / f"pmp-{self.pid}.log").read_text(errors="replace").strip()[-400:]
-                raise PerflabError(f"the stack sampler did not start: {tail}",
-                                   "check ptrace permissions (kernel.yama.ptrace_scope) and `perflab doctor`")  # fmt: skip
+                raise PerflabError(
+                    f"the stack sampler did not start: {tail}",
+                    "check ptrace permissions (kernel.yama.ptrace_scope) and `perflab doctor`",
+                )
             time.sleep(0.01)
 
     def pause(self) -> None:
@@ -176,8 +191,14 @@ class StackSampler:
                 due = time.monotonic()
                 continue
             t = time.monotonic() - self._started
-            done = subprocess.run(guarded(["eu-stack", "-m", "-p", str(self.pid)]), capture_output=True, text=True,
-                                  check=False, timeout=60, start_new_session=True)  # fmt: skip
+            done = subprocess.run(
+                guarded(["eu-stack", "-m", "-p", str(self.pid)]),
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=60,
+                start_new_session=True,
+            )
             for tid, frames in parse_eu_stack(done.stdout, self._modules, self.dsos):
                 self._rows.append((t, tid, frames))
             due = max(due + self.interval, time.monotonic())
@@ -201,8 +222,10 @@ class StackSampler:
         log = self.workdir / f"pmp-{self.pid}.log"
         if not self.out.is_file() or self.exit_code not in (0, None):
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:] if log.exists() else []
-            raise PerflabError(f"the stack sampler failed (exit {self.exit_code}): {' '.join(tail)[:400]}",
-                               "check ptrace permissions (kernel.yama.ptrace_scope) and `perflab doctor`")  # fmt: skip
+            raise PerflabError(
+                f"the stack sampler failed (exit {self.exit_code}): {' '.join(tail)[:400]}",
+                "check ptrace permissions (kernel.yama.ptrace_scope) and `perflab doctor`",
+            )
         rows = []
         with self.out.open(encoding="utf-8") as f:
             for line in f:
@@ -228,13 +251,18 @@ class StackSampler:
         if not self.sample_stats or not self.seconds:
             return None
         held = sum(h for _, h, _ in self.sample_stats)
-        return {"samples": len(self.sample_stats), "held_ms_per_s": round(held / self.seconds, 3),
-                "held_ms_per_sample": round(held / len(self.sample_stats), 3),
-                "sample_ms_mean": round(sum(s for _, _, s in self.sample_stats) / len(self.sample_stats), 3)}  # fmt: skip
+        return {
+            "samples": len(self.sample_stats),
+            "held_ms_per_s": round(held / self.seconds, 3),
+            "held_ms_per_sample": round(held / len(self.sample_stats), 3),
+            "sample_ms_mean": round(sum(s for _, _, s in self.sample_stats) / len(self.sample_stats), 3),
+        }
 
 
-def fold_rows(rows: list[tuple[float, int, list[str]]], dsos: dict[str, str] | None = None,
-              ) -> tuple[Counter, list[tuple[float, str, int]], FoldStats]:  # fmt: skip
+def fold_rows(
+    rows: list[tuple[float, int, list[str]]],
+    dsos: dict[str, str] | None = None,
+) -> tuple[Counter, list[tuple[float, str, int]], FoldStats]:
     """Folded stacks, the timed rows and statistics from per-thread samples (frames root first);
     `dsos` maps raw frame names to their binary."""
     names = demangle(f for _, _, frames in rows for f in frames)

@@ -30,6 +30,7 @@ import sys
 import time
 
 from perflab.run.observers.elf import FunctionStarts
+from perflab.store.folded import KERNEL_MARK
 
 V = ctypes.c_void_p
 THREAD_CB = ctypes.CFUNCTYPE(ctypes.c_int, V, V)
@@ -65,53 +66,26 @@ def load_libdw() -> ctypes.CDLL:
     return lib
 
 
-class Sampler:
+class Symbolizer:
+    """Names the addresses of a live process from its modules' symbol tables (no ptrace)."""
+
     def __init__(self, pid: int) -> None:
         self.lib = lib = load_libdw()
         self.callbacks = _Callbacks(
-            ctypes.cast(lib.dwfl_linux_proc_find_elf, V).value, ctypes.cast(lib.dwfl_standard_find_debuginfo, V).value,
-            None, None,
-        )  # fmt: skip
+            ctypes.cast(lib.dwfl_linux_proc_find_elf, V).value,
+            ctypes.cast(lib.dwfl_standard_find_debuginfo, V).value,
+            None,
+            None,
+        )
         self.dwfl = lib.dwfl_begin(ctypes.byref(self.callbacks))
         if not self.dwfl or lib.dwfl_linux_proc_report(self.dwfl, pid) != 0:
             raise OSError(f"libdw cannot read the modules of pid {pid}: {self.error()}")
         lib.dwfl_report_end(self.dwfl, None, None)
-        if lib.dwfl_linux_proc_attach(self.dwfl, pid, False) != 0:
-            raise OSError(f"libdw cannot attach to pid {pid}: {self.error()}")
         self.names: dict[int, str] = {}
         self.dsos: dict[str, str] = {}  # frame name -> binary it is in
-        self._pc = ctypes.c_uint64()
-        self._activation = ctypes.c_bool()
-        self._frames: list[int] = []
-        self._threads: list[tuple[int, list[int]]] = []
-        self.stopped_s = 0.0  # of the last sample: the threads' total time held under ptrace
-        self._frame_cb = FRAME_CB(self._on_frame)  # kept referenced: libdw calls them
-        self._thread_cb = THREAD_CB(self._on_thread)
 
     def error(self) -> str:
         return (self.lib.dwfl_errmsg(-1) or b"?").decode(errors="replace")
-
-    def _on_frame(self, frame: int, _arg: int) -> int:
-        if not self.lib.dwfl_frame_pc(frame, ctypes.byref(self._pc), ctypes.byref(self._activation)):
-            return 1  # DWARF_CB_ABORT: end of what can be unwound
-        pc = self._pc.value
-        self._frames.append(pc if self._activation.value else pc - 1)  # a return address is after the call
-        return 0
-
-    def _on_thread(self, thread: int, _arg: int) -> int:
-        self._frames = []
-        started = time.perf_counter()
-        # attach (the thread stops), unwind, detach: the time the thread is held
-        self.lib.dwfl_thread_getframes(thread, self._frame_cb, None)  # errors: keep the frames unwound so far
-        self.stopped_s += time.perf_counter() - started
-        self._threads.append((self.lib.dwfl_thread_tid(thread), self._frames))
-        return 0
-
-    def sample(self) -> list[tuple[int, list[int]]]:
-        self._threads = []
-        self.stopped_s = 0.0
-        self.lib.dwfl_getthreads(self.dwfl, self._thread_cb, None)
-        return self._threads
 
     def name(self, pc: int) -> str:
         found = self.names.get(pc)
@@ -142,6 +116,44 @@ class Sampler:
             self.dwfl = None
 
 
+class Sampler(Symbolizer):
+    """Unwinds every thread of a live process (ptrace attach, CFI unwind, detach) per sample."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(pid)
+        if self.lib.dwfl_linux_proc_attach(self.dwfl, pid, False) != 0:
+            raise OSError(f"libdw cannot attach to pid {pid}: {self.error()}")
+        self._pc = ctypes.c_uint64()
+        self._activation = ctypes.c_bool()
+        self._frames: list[int] = []
+        self._threads: list[tuple[int, list[int]]] = []
+        self.stopped_s = 0.0  # of the last sample: the threads' total time held under ptrace
+        self._frame_cb = FRAME_CB(self._on_frame)  # kept referenced: libdw calls them
+        self._thread_cb = THREAD_CB(self._on_thread)
+
+    def _on_frame(self, frame: int, _arg: int) -> int:
+        if not self.lib.dwfl_frame_pc(frame, ctypes.byref(self._pc), ctypes.byref(self._activation)):
+            return 1  # DWARF_CB_ABORT: end of what can be unwound
+        pc = self._pc.value
+        self._frames.append(pc if self._activation.value else pc - 1)  # a return address is after the call
+        return 0
+
+    def _on_thread(self, thread: int, _arg: int) -> int:
+        self._frames = []
+        started = time.perf_counter()
+        # attach (the thread stops), unwind, detach: the time the thread is held
+        self.lib.dwfl_thread_getframes(thread, self._frame_cb, None)  # errors: keep the frames unwound so far
+        self.stopped_s += time.perf_counter() - started
+        self._threads.append((self.lib.dwfl_thread_tid(thread), self._frames))
+        return 0
+
+    def sample(self) -> list[tuple[int, list[int]]]:
+        self._threads = []
+        self.stopped_s = 0.0
+        self.lib.dwfl_getthreads(self.dwfl, self._thread_cb, None)
+        return self._threads
+
+
 def kernel_wait(pid: int, tid: int) -> str:
     """`<wchan>_[k]` (where the kernel has the thread wait) for a thread without a user stack."""
     try:
@@ -149,7 +161,7 @@ def kernel_wait(pid: int, tid: int) -> str:
             wchan = f.read().strip()
     except OSError:
         wchan = ""
-    return f"{wchan}_[k]" if wchan and wchan != "0" else "[no user stack]"
+    return wchan + KERNEL_MARK if wchan and wchan != "0" else "[no user stack]"
 
 
 def main(argv: list[str]) -> int:

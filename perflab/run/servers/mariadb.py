@@ -26,7 +26,7 @@ from perflab.run.proc import Child, call, clean_env
 
 READY_DEADLINE_S = 90.0
 
-# Benchmarking defaults; every one is documented in the README and overridable.
+# Benchmarking defaults; every one is documented in docs/experiment.md and overridable.
 DEFAULT_OPTIONS: dict[str, Any] = {
     "skip-log-bin": True,  # no binary log: it is not what a read benchmark measures
     "performance_schema": "OFF",
@@ -60,9 +60,13 @@ def install_datadir(datadir: Path) -> None:
     a chroot without /etc/hosts)."""
     datadir.parent.mkdir(parents=True, exist_ok=True)
     argv = [
-        binary("mariadb-install-db"), "--no-defaults", f"--datadir={datadir}",
-        "--auth-root-authentication-method=normal", "--skip-test-db", "--force",
-    ]  # fmt: skip
+        binary("mariadb-install-db"),
+        "--no-defaults",
+        f"--datadir={datadir}",
+        "--auth-root-authentication-method=normal",
+        "--skip-test-db",
+        "--force",
+    ]
     if os.geteuid() == 0:
         argv.append("--user=root")
     call(argv, what="mariadb-install-db", env=clean_env())
@@ -106,6 +110,7 @@ class MariaDB:
         *,
         env: dict[str, str] | None = None,
         preload: Path | None = None,
+        tracer: Path | None = None,
         cpus: Sequence[int] | None = None,
     ) -> None:
         self.rundir = rundir
@@ -118,6 +123,7 @@ class MariaDB:
         self.options = {**DEFAULT_OPTIONS, **options}
         self.env = clean_env(env)
         self.preload = preload
+        self.tracer = tracer  # preloaded before the allocator, which it forwards to ([observe] alloc)
         self.cpus = cpus
         self.child: Child | None = None
         self.crashed: bool | None = None  # known once stopped: did it end on its own first?
@@ -125,10 +131,14 @@ class MariaDB:
     def write_option_file(self) -> None:
         self.tmpdir.mkdir(parents=True, exist_ok=True)
         fixed = {
-            "datadir": self.datadir, "socket": self.socket, "port": self.port,
-            "bind-address": "127.0.0.1", "pid-file": self.rundir / "mysqld.pid",
-            "log-error": self.error_log, "tmpdir": self.tmpdir,
-        }  # fmt: skip
+            "datadir": self.datadir,
+            "socket": self.socket,
+            "port": self.port,
+            "bind-address": "127.0.0.1",
+            "pid-file": self.rundir / "mysqld.pid",
+            "log-error": self.error_log,
+            "tmpdir": self.tmpdir,
+        }
         if os.geteuid() == 0:
             fixed["user"] = "root"
         lines = ["# written by perflab; the server reads no other option file", "[mariadbd]"]
@@ -150,8 +160,10 @@ class MariaDB:
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.write_option_file()
-        if self.preload is not None:
-            self.env["LD_PRELOAD"] = self.ld_preload()
+        libraries = [str(self.tracer)] if self.tracer is not None else []
+        libraries += [self.ld_preload()] if self.preload is not None else []
+        if libraries:
+            self.env["LD_PRELOAD"] = " ".join(libraries)
         argv = [binary("mariadbd"), f"--defaults-file={self.option_file}"]
         # what the server (or ld.so, before it) prints outside its error log
         with open(self.rundir / "stdout.log", "w", encoding="utf-8") as console:
@@ -209,8 +221,16 @@ class MariaDB:
         return "\n".join(chosen[-limit:]) if chosen else "(no error log written)"
 
     def sql(self, statement: str) -> str:
-        argv = [binary("mariadb"), "--no-defaults", f"--socket={self.socket}", "--user=root",
-                "--batch", "--skip-column-names", "-e", statement]  # fmt: skip
+        argv = [
+            binary("mariadb"),
+            "--no-defaults",
+            f"--socket={self.socket}",
+            "--user=root",
+            "--batch",
+            "--skip-column-names",
+            "-e",
+            statement,
+        ]
         return call(argv, what="mariadb client", env=clean_env(), timeout=120)
 
     def death(self) -> str:

@@ -1,7 +1,7 @@
 """sysbench: argv, and parsers for its per-second lines, final summary and histogram.
 
 Input (sysbench 1.0.20 `run --report-interval=1 --histogram=on --percentile=95`):
-    [ 1s ] thds: 2 tps: 6180.24 qps: 98910.71 (r/w/o: 86548.24/0.00/12362.47) lat (ms,95%): 0.37 err/s: 0.00 reconn/s: 0.00
+    [ 1s ] thds: 2 tps: 6180.24 qps: 98910.71 (r/w/o: 86548.24/0.00/12362.47) lat (ms,95%): 0.37 err/s: 0.00 ...
 followed by a latency histogram ("value |*** count") and the "SQL statistics" summary.
 Output: Interval and Summary dataclasses; p50/p99 come from the histogram.
 """
@@ -83,12 +83,24 @@ def argv(
     `checkpoint` (seconds) makes sysbench print a full report and reset its counters and
     histogram then: the final summary covers only the time after it (the warm-up's end)."""
     args = [
-        sysbench_binary(), test, "--db-driver=mysql", f"--mysql-socket={socket}", "--mysql-user=root",
-        "--mysql-db=sbtest", f"--tables={tables}", f"--table-size={table_size}", f"--threads={threads}",
-    ]  # fmt: skip
+        sysbench_binary(),
+        test,
+        "--db-driver=mysql",
+        f"--mysql-socket={socket}",
+        "--mysql-user=root",
+        "--mysql-db=sbtest",
+        f"--tables={tables}",
+        f"--table-size={table_size}",
+        f"--threads={threads}",
+    ]
     if command == "run":
-        args += [f"--time={seconds}", "--events=0", "--report-interval=1", "--histogram=on",
-                 f"--percentile={PERCENTILE}"]  # fmt: skip
+        args += [
+            f"--time={seconds}",
+            "--events=0",
+            "--report-interval=1",
+            "--histogram=on",
+            f"--percentile={PERCENTILE}",
+        ]
         if checkpoint:
             args.append(f"--report-checkpoints={checkpoint}")
     for key, value in (options or {}).items():
@@ -111,10 +123,17 @@ def parse_intervals(text: str) -> list[Interval]:
         if m:
             out.append(
                 Interval(
-                    t=int(m["t"]), threads=int(m["thds"]), tps=float(m["tps"]), qps=float(m["qps"]),
-                    reads=float(m["r"]), writes=float(m["w"]), other=float(m["o"]), p95_ms=float(m["lat"]),
-                    errors_per_s=float(m["err"]), reconnects_per_s=float(m["reconn"]),
-                )  # fmt: skip
+                    t=int(m["t"]),
+                    threads=int(m["thds"]),
+                    tps=float(m["tps"]),
+                    qps=float(m["qps"]),
+                    reads=float(m["r"]),
+                    writes=float(m["w"]),
+                    other=float(m["o"]),
+                    p95_ms=float(m["lat"]),
+                    errors_per_s=float(m["err"]),
+                    reconnects_per_s=float(m["reconn"]),
+                )
             )
     return out
 

@@ -1,0 +1,179 @@
+"""`perflab profile`, `diff` and `flame`: the stored profiles of a results directory, per transaction.
+
+perflab profile DIR --variant alloc=jemalloc [--by total] [--top 25]
+perflab diff DIR alloc=glibc alloc=jemalloc
+perflab flame DIR alloc=jemalloc -o flame.svg [--diff alloc=glibc]
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from perflab.cli.console import err, out
+from perflab.errors import UsageError
+from perflab.store.results import Results
+
+_SOURCE = click.option(
+    "--source",
+    type=click.Choice(["perf", "pmp"]),
+    default=None,
+    help="which profiler's stacks (default: perf if stored)",
+)
+_THREADS = click.option("--threads", type=int, default=None, help="thread count, when the run has several")
+_START = click.option("--start", type=float, default=None, help="pmp: only samples from this second of the window")
+_END = click.option("--end", type=float, default=None, help="pmp: only samples before this second of the window")
+
+
+def _echo_json(rows: list[dict]) -> None:
+    from perflab.analyze.profile import round_row  # noqa: PLC0415
+
+    click.echo(json.dumps([round_row(r) for r in rows], indent=1))
+
+
+def _profile_unit(source: str) -> str:
+    return "cpu-us" if source == "perf" else "wall-us"
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--cell", "cell_id", type=int, default=None, help="one cell by id")
+@click.option("--variant", "selector", default=None, help="axis=label[,axis=label][/tN]; repeats are merged")
+@_THREADS
+@_SOURCE
+@_START
+@_END
+@click.option("--by", type=click.Choice(["self", "total"]), default="self", show_default=True)
+@click.option("--top", "limit", type=int, default=25, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def profile(
+    directory: Path,
+    cell_id: int | None,
+    selector: str | None,
+    threads: int | None,
+    source: str | None,
+    start: float | None,
+    end: float | None,
+    by: str,
+    limit: int,
+    fmt: str,
+) -> None:
+    """Top functions of a variant's profile, self and total, per transaction, merged over repeats."""
+    from perflab.analyze import profile_select  # noqa: PLC0415
+    from perflab.report import profile_text  # noqa: PLC0415
+
+    with Results(directory) as results:
+        sel = profile_select.select(results, selector=selector, cell_id=cell_id, threads=threads, source=source)
+        merged, _, txn = profile_select.load(results, sel, start, end)
+    rows = merged.rows(limit=limit, by=by)
+    if fmt == "json":
+        return _echo_json(rows)
+    title = (
+        f"{sel.label} ({sel.source}): {len(sel.profiles)} repeat(s), {merged.samples:,} samples, "
+        f"{txn:,.0f} transactions; per transaction, by {by}"
+    )
+    profile_text.profile_table(out, escape(title), rows, _profile_unit(sel.source))
+    profile_text.quality_notes(err, [p["quality"] for p in sel.profiles])
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("a")
+@click.argument("b")
+@_THREADS
+@_SOURCE
+@click.option(
+    "--by",
+    type=click.Choice(["self", "total"]),
+    default="self",
+    show_default=True,
+    help="rank by the change in self or in total (inclusive) samples per transaction",
+)
+@click.option("--top", "limit", type=int, default=25, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def diff(
+    directory: Path, a: str, b: str, threads: int | None, source: str | None, by: str, limit: int, fmt: str
+) -> None:
+    """Function by function, the change per transaction from variant A to variant B."""
+    from perflab.analyze import profile_diff, profile_select  # noqa: PLC0415
+    from perflab.report import profile_text  # noqa: PLC0415
+
+    with Results(directory) as results:
+        sel_a = profile_select.select(results, selector=a, threads=threads, source=source)
+        sel_b = profile_select.select(results, selector=b, threads=threads, source=sel_a.source)
+        if sel_a.threads != sel_b.threads:
+            raise UsageError(
+                f"{a} runs {sorted(sel_a.threads)} threads, {b} {sorted(sel_b.threads)}",
+                "compare at one thread count: --threads N",
+            )
+        merged_a, _, _ = profile_select.load(results, sel_a)
+        merged_b, _, _ = profile_select.load(results, sel_b)
+    rows = profile_diff.diff(merged_a, merged_b).rows(limit=limit, by=by)
+    if fmt == "json":
+        return _echo_json(rows)
+    title = (
+        f"A = {sel_a.label} ({len(sel_a.profiles)} repeats), B = {sel_b.label} ({len(sel_b.profiles)} repeats), "
+        f"{sel_a.source}: change in {by} samples per transaction, largest first (~ = within the noise floor)"
+    )
+    profile_text.diff_table(out, escape(title), rows, by, _profile_unit(sel_a.source))
+    profile_text.quality_notes(err, [p["quality"] for p in sel_a.profiles + sel_b.profiles])
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("selector")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--diff", "other", default=None, help="differential graph: SELECTOR is B, OTHER is A (the baseline)")
+@_THREADS
+@_SOURCE
+@_START
+@_END
+@click.option("--format", "fmt", type=click.Choice(["svg", "speedscope", "folded"]), default="svg", show_default=True)
+def flame(
+    directory: Path,
+    selector: str,
+    output: Path,
+    other: str | None,
+    threads: int | None,
+    source: str | None,
+    start: float | None,
+    end: float | None,
+    fmt: str,
+) -> None:
+    """Flame graph of a variant per transaction (SVG via inferno, speedscope JSON or folded)."""
+    from perflab.analyze import profile_select  # noqa: PLC0415
+    from perflab.report import flame as fl  # noqa: PLC0415
+
+    with Results(directory) as results:
+        sel = profile_select.select(results, selector=selector, threads=threads, source=source)
+        _, stacks, txn = profile_select.load(results, sel, start, end)
+        scaled = fl.per_million_txn(stacks, txn)
+        if other is not None:
+            base_sel = profile_select.select(results, selector=other, threads=threads, source=sel.source)
+            _, base_stacks, base_txn = profile_select.load(results, base_sel, start, end)
+            base_scaled = fl.per_million_txn(base_stacks, base_txn)
+    if other is None:
+        if fmt == "svg":
+            text = fl.svg(
+                fl.folded_text(scaled),
+                f"{sel.label} ({sel.source})",
+                f"{len(sel.profiles)} repeat(s), {txn:,.0f} transactions; widths per transaction",
+            )
+        else:
+            text = fl.speedscope(scaled, sel.label) if fmt == "speedscope" else fl.folded_text(scaled)
+    else:
+        if fmt != "svg" and fmt != "folded":
+            raise UsageError("--diff draws an SVG (or --format folded: `stack a b` lines)", "drop --format speedscope")
+        text = fl.diff_text(base_scaled, scaled)
+        if fmt == "svg":
+            text = fl.svg(
+                text,
+                f"{base_sel.label} -> {sel.label} ({sel.source})",
+                "red: more per transaction in B, blue: less; shape of B",
+                differential=True,
+            )
+    fl.write(output, text)
+    out.print(f"wrote {output}")

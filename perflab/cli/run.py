@@ -1,0 +1,219 @@
+"""`perflab run`: an experiment file -> checked -> cells -> Scheduler -> results directory.
+
+perflab run examples/quick.toml [-o DIR] [--check [--format json]] [--allow-concurrent]
+perflab run --resume DIR          # an interrupted run: only the cells it has not stored
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from perflab import __version__, hostinfo, preflight, spec
+from perflab.cli.console import err, out
+from perflab.errors import UsageError
+from perflab.run import workdir
+from perflab.store.results import Results
+from perflab.units import utc_now
+
+
+@click.command()
+@click.argument("experiment", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="results directory (default results/<name>-<timestamp>)",
+)
+@click.option(
+    "--resume",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="continue the interrupted run in DIR: only the cells it has not stored, on the same dataset",
+)
+@click.option("--check", is_flag=True, help="validate the experiment file and exit")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="with --check: the matrix and estimate as JSON",
+)
+@click.option(
+    "--allow-concurrent",
+    is_flag=True,
+    envvar="PERFLAB_ALLOW_CONCURRENT",
+    help="run even while another perflab run uses this machine (both will be disturbed)",
+)
+def run(
+    experiment: Path | None, output: Path | None, resume: Path | None, check: bool, fmt: str, allow_concurrent: bool
+) -> None:
+    """Run every cell of EXPERIMENT and store the results (or finish an interrupted run)."""
+    if fmt == "json" and not check:
+        raise UsageError("--format json describes a --check only", "perflab run FILE.toml --check --format json")
+    if resume is not None:
+        if experiment is not None or output is not None:
+            raise UsageError("--resume DIR takes neither an EXPERIMENT file nor -o", "perflab run --resume DIR")
+        exp, done = _resumable(resume)
+        output = resume
+    elif experiment is None:
+        raise UsageError("no EXPERIMENT file given", "perflab run FILE.toml, or perflab run --resume DIR")
+    else:
+        exp, done = spec.load(experiment), 0
+    preflight.check(exp)
+    from perflab.run.scheduler import Scheduler, estimate_seconds  # noqa: PLC0415 - keeps `report` light
+
+    cells = exp.cells()
+    from perflab.report import plan  # noqa: PLC0415
+
+    matrix = plan.plan(exp, len(cells), estimate_seconds)
+    if check and fmt == "json":
+        click.echo(json.dumps(matrix, indent=2))
+        return
+    out.print(plan.line(matrix))
+    if check:
+        return
+    if resume is not None:
+        if done >= len(cells) and not exp.file.experiment.adaptive:
+            out.print(f"{resume}: every cell is already stored; nothing to resume")
+            return
+        out.print(f"resuming {resume}: {done} cells stored, running the rest in their original order")
+    else:
+        if output is None:
+            output = Path("results") / f"{exp.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        if (output / "results.db").exists():
+            raise UsageError(
+                f"{output} already holds results", "choose another -o, or --resume it if it was interrupted"
+            )
+    from perflab.run.lock import MachineLock  # noqa: PLC0415
+
+    with contextlib.ExitStack() as stack:
+        if not allow_concurrent:
+            stack.enter_context(MachineLock(output))
+        _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None)
+
+
+def _resumable(directory: Path) -> tuple[spec.Experiment, int]:
+    """The experiment of an interrupted results directory (from its stored file) and how
+    many cells it has stored."""
+    with Results(directory) as results:
+        meta = results.meta()
+        stored = len(results.cells())
+    pid = workdir.live_owner(Path(str(meta.get("workdir") or "/nonexistent")))
+    if meta.get("status") == "running" and pid is not None:
+        raise UsageError(
+            f"{directory} is being written by a running perflab (pid {pid})", "wait for it, or stop it first"
+        )
+    text = meta.get("spec_text")
+    if not text:
+        raise UsageError(f"{directory}: the results hold no experiment file to resume", "run the experiment anew")
+    if meta.get("perflab_version") != __version__:
+        err.print(
+            f"[yellow]warning:[/] {directory} was written by perflab {meta.get('perflab_version')}, "
+            f"this is {__version__}"
+        )
+    exp = spec.parse(text, f"{directory}/results.db (its stored experiment file)")
+    return exp, stored
+
+
+def _run(
+    exp: spec.Experiment, spec_text: str, output: Path, cells: list, scheduler: Any, concurrent: bool, resume: bool
+) -> None:
+    with Results(output, create=not resume) as results:
+        _record_start(results, exp, spec_text, len(cells), concurrent, resume)
+        out.print(f"results: {output}")
+        status = "interrupted"
+        try:
+            with ProgressBar() as progress:
+                scheduler(exp, results, progress).run(resume=resume)
+            status = "complete"
+        finally:
+            try:
+                results.set_meta(status=status, ended_at=utc_now())
+            except sqlite3.OperationalError:  # a full disk: the error being raised says so already
+                pass
+        from perflab.analyze import summary  # noqa: PLC0415
+        from perflab.report import text  # noqa: PLC0415
+
+        text.render(out, *summary.load(results))
+        stored = results.cells()
+        failed = sum(1 for c in stored if c["status"] != "ok")
+    out.print(f"\nresults: {output}   (perflab report {output} | perflab export {output} --format json)")
+    if failed:
+        err.print(f"[red]{failed} of {len(stored)} cells failed[/]; see the table above and {output}/logs/")
+        sys.exit(1)
+
+
+def _record_start(
+    results: Results, exp: spec.Experiment, spec_text: str, cells: int, concurrent: bool, resume: bool
+) -> None:
+    """The run's metadata: what is run, on which host, by which perflab (a resume: when)."""
+    now, file = utc_now(), exp.file
+    if resume:
+        results.set_meta(status="running", resumed_at=[*results.meta().get("resumed_at", []), now])
+        return
+    results.set_meta(
+        experiment={
+            **file.model_dump(mode="json")["experiment"],
+            "workload": file.workload.model_dump(mode="json"),
+            "dataset": file.dataset.model_dump(mode="json"),
+            "axes": {a: list(v) for a, v in file.variants.items()},
+        },
+        spec_text=spec_text,
+        host=hostinfo.collect(),
+        started_at=now,
+        perflab_version=__version__,
+        cell_count=cells,
+        status="running",
+        concurrent_allowed=concurrent,
+    )
+
+
+class ProgressBar:
+    """Progress bar listener: current cell, done/total, elapsed, remaining. Refreshes once a
+    second so the harness takes almost no CPU from the measurement."""
+
+    def __init__(self) -> None:
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("left"),
+            TimeRemainingColumn(),
+            console=err,
+            refresh_per_second=1,
+            transient=False,
+        )
+        self.task = self.bar.add_task("preparing dataset", total=None)
+
+    def __enter__(self) -> ProgressBar:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def __call__(self, event: str, data: dict[str, Any]) -> None:
+        if event == "prepare_end":
+            snap = data["snapshot"]
+            self.bar.console.print(f"dataset prepared in {snap.prepare_s:.1f}s ({snap.data_bytes / 2**20:.0f} MiB)")
+        elif event == "cell_start":
+            cell = data["cell"]
+            self.bar.update(self.task, total=data["total"], description=escape(f"cell {cell.order + 1}: {cell.key}"))
+        elif event == "cell_end":
+            row = data["row"]
+            if row["status"] != "ok":
+                first = (row["error"] or "?").splitlines()[0]
+                self.bar.console.print(f"[red]cell {row['id']} failed:[/] {escape(first)}", highlight=False)
+            self.bar.advance(self.task)

@@ -1,0 +1,68 @@
+"""Phrases the HTML and Markdown reports share, so both say the same thing the same way:
+the subtitle, the caution line over the verdicts, the titles of the finding kinds, the count
+of verdicts.
+
+    subtitle(model) -> "sysbench oltp_read_only on mariadbd 10.11.6: 3 variants × 2 thread counts; ..."
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perflab.analyze import stats
+from perflab.report.model import ReportModel, plural
+
+
+def told(comparisons: list[Any]) -> str:
+    counts = {v: sum(1 for c in comparisons if c.verdict == v) for v in (stats.FASTER, stats.SLOWER)}
+    told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    return f"; {told}" if told else "; none faster or slower"
+
+
+KIND_TITLES = {
+    "noise": "noisy groups",
+    "repeats": "too few repeats for an interval",
+    "unsettled": "unsettled cells (left out)",
+    "stall": "stalls",
+    "short": "series too short to check",
+    "busy": "busy machine",
+    "adaptive": "adaptive repeats",
+    "adaptive-missed": "adaptive targets not met",
+    "failed": "failed cells",
+}
+
+
+def caution(found: list[Any]) -> str:
+    """What undermines the verdicts, in a few words ('' when nothing does)."""
+    kinds = by_kind(
+        [f for f in found if f.kind in ("noise", "repeats", "unsettled", "busy", "failed", "adaptive-missed")]
+    )
+    return "; ".join(f"{KIND_TITLES[k]} ({len(v)})" for k, v in kinds)
+
+
+def by_kind(found: list[Any]) -> list[tuple[str, list[Any]]]:
+    """Findings grouped by kind, failures first, each kind in the terminal report's order."""
+    kinds: dict[str, list[Any]] = {}
+    for f in found:
+        kinds.setdefault(f.kind, []).append(f)
+    return sorted(kinds.items(), key=lambda kv: kv[0] != "failed")
+
+
+def short_server(host: dict[str, Any]) -> str:
+    """'/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for ...' -> 'mariadbd 10.11.19-MariaDB-0+deb12u1'."""
+    text = str(host.get("mariadbd") or "mariadbd")
+    words = text.split()
+    return f"mariadbd {words[words.index('Ver') + 1]}" if "Ver" in words[:-1] else text
+
+
+def subtitle(model: ReportModel) -> str:
+    """One line: what was measured and the headline verdicts."""
+    wl = model.experiment.get("workload") or {}
+    verdicts = [c for c in model.comparisons if c.kind == "variant" and c.metric == "qps" and c.verdict]
+    counts = {v: sum(1 for c in verdicts if c.verdict == v) for v in (stats.FASTER, stats.SLOWER, stats.SAME)}
+    told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    return (
+        f"sysbench {wl.get('test', '?')} on {short_server(model.meta.get('host') or {})}: "
+        f"{plural(len(model.variants), 'variant')} × {plural(len(model.threads), 'thread count')}"
+        + (f"; QPS verdicts against the baseline: {told}" if told else "")
+    )

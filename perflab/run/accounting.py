@@ -1,0 +1,95 @@
+"""CPU accounting of a cell's measured window: what the server, the client, perflab itself
+and its profilers used, and what everything else on the machine ran meanwhile.
+
+Input: two marks, at the window's start and end, and the client's final rusage. Output:
+the `resources` fields of a cell row, e.g. {"server_cpu_s": 19.8, "client_cpu_s": 6.1,
+"harness_cpu_s": 0.021, "profiler_cpu_s": 0.0, "other_cpu_cores": 0.04, ...}.
+
+    start = WindowStart.take(server_pid, client_pid); ...; end = WindowEnd.take(start, server_pid)
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
+
+
+@dataclass(frozen=True)
+class WindowStart:
+    server: ProcCounters
+    own: resource.struct_rusage  # perflab's process, all its threads
+    children: resource.struct_rusage  # perflab's reaped children
+    busy_s: float  # the machine's busy CPU seconds
+    client_s: float  # CPU the client had used before the window (its warm-up)
+    at: float
+
+    @classmethod
+    def take(cls, server_pid: int, client_pid: int) -> WindowStart:
+        server = ProcCounters.read(server_pid)
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return cls(server, own, children, machine_busy_s(), process_cpu_s(client_pid), time.monotonic())
+
+
+@dataclass(frozen=True)
+class WindowEnd:
+    server: ProcCounters  # the server's use over the window
+    own_s: float
+    children_s: float  # sysbench and the profilers, reaped during the window
+    busy_s: float
+    window_s: float
+
+    @classmethod
+    def take(cls, start: WindowStart, server_pid: int) -> WindowEnd:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        server = ProcCounters.read(server_pid).minus(start.server)
+        busy, window = machine_busy_s() - start.busy_s, time.monotonic() - start.at
+        return cls(server, _cpu_s(own) - _cpu_s(start.own), _cpu_s(children) - _cpu_s(start.children), busy, window)
+
+
+def _cpu_s(usage: resource.struct_rusage) -> float:
+    return usage.ru_utime + usage.ru_stime
+
+
+def resources(
+    start: WindowStart, end: WindowEnd, client: resource.struct_rusage | None, transactions: int, rss: RssSampler
+) -> dict[str, Any]:
+    """The `resources` fields of a cell row."""
+    out = server_resources(end.server, transactions, rss)
+    out["client_cpu_s"] = round(_cpu_s(client), 3) if client else None
+    out["client_user_s"] = round(client.ru_utime, 3) if client else None
+    out["client_sys_s"] = round(client.ru_stime, 3) if client else None
+    out["harness_cpu_s"] = round(end.own_s, 4)
+    # Everything else the machine ran during the window, in cores: a benchmark on a busy
+    # machine measures the neighbours too. The client's window CPU is its total less what
+    # it had used at the window start (it has exited, so its rusage is final).
+    client_window = (_cpu_s(client) - start.client_s) if client else 0.0
+    out["profiler_cpu_s"] = round(max(0.0, end.children_s - (out["client_cpu_s"] or 0.0)), 3)
+    used = end.server
+    ours = used.user_s + used.sys_s + client_window + out["harness_cpu_s"] + out["profiler_cpu_s"]
+    out["other_cpu_cores"] = round(max(0.0, end.busy_s - ours) / end.window_s, 3) if end.window_s > 0 else None
+    return out
+
+
+def server_resources(used: ProcCounters, transactions: int, rss: RssSampler) -> dict[str, Any]:
+    per = (lambda n: round(n / transactions, 4)) if transactions else (lambda n: None)
+    return {
+        "rss_end_bytes": rss.end,
+        "rss_peak_bytes": rss.peak,
+        "server_cpu_s": round(used.user_s + used.sys_s, 3),
+        "server_user_s": round(used.user_s, 3),
+        "server_sys_s": round(used.sys_s, 3),
+        "minor_faults": used.minor_faults,
+        "major_faults": used.major_faults,
+        "voluntary_ctx_switches": used.voluntary_ctx,
+        "involuntary_ctx_switches": used.involuntary_ctx,
+        "minor_faults_per_txn": per(used.minor_faults),
+        "major_faults_per_txn": per(used.major_faults),
+        "ctx_switches_per_txn": per(used.voluntary_ctx + used.involuntary_ctx),
+        "server_cpu_us_per_txn": per((used.user_s + used.sys_s) * 1e6),
+    }

@@ -1,0 +1,236 @@
+"""One cell of the matrix, from a dataset snapshot to a committed row.
+
+Per cell: restore the snapshot, start mariadbd with the variant's options, env and preload,
+prove the allocator is really mapped, run the warm-up, then the measured window with the
+observers, stop the server, copy its logs, commit the row. A failed cell is stored with its
+error and log tail (as asv stores a failed benchmark) and the caller goes on.
+
+    runner = CellRunner(exp, results)
+    snapshot = runner.prepare(workdir)                 # once per experiment
+    row = runner.run(exp.cells()[0], snapshot, workdir)  # {"id": 0, "status": "ok", "summary": ...}
+
+The `Scheduler` decides which cells run and in what order; `bench/` drives the same code
+through `prepare`, `run` and `measure` (the window alone, on a server it started itself).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from perflab import allocators
+from perflab.analyze import steady
+from perflab.errors import PerflabError, ResourceError, ServerCrashedError, ServerStartError
+from perflab.run import accounting, allocator_proof, client, dataset
+from perflab.run.observers.alloc.tracer import AllocTracer
+from perflab.run.observers.profilers import Profilers, store_alloc
+from perflab.run.observers.resources import RssSampler
+from perflab.run.servers.mariadb import MariaDB
+from perflab.run.workdir import TMPFS, space_hint
+from perflab.run.workloads import sysbench
+from perflab.spec import Cell, Experiment
+from perflab.store.results import Results
+from perflab.units import utc_now
+
+SPACE_MARGIN = 64 << 20  # tmp tables, logs, the server's own files beside a cell's datadir
+Listener = Callable[[str, dict[str, Any]], None]
+Measured = tuple[list[dict[str, Any]], list[tuple[float, int]], dict[str, Any]]  # intervals, rss, fields
+
+
+def cpu_plan(pin: bool) -> tuple[list[int] | None, list[int] | None]:
+    """(server CPUs, client CPUs): the first allowed CPU for the server, the rest for sysbench."""
+    if not pin:
+        return None, None
+    allowed = sorted(os.sched_getaffinity(0))
+    return allowed[:1], allowed[1:]
+
+
+def cpus_allowed(pid: int) -> str | None:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("Cpus_allowed_list:"):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
+class CellRunner:
+    """Runs cells of `exp` and commits each to `results`; `listener` hears prepare_start/end."""
+
+    def __init__(self, exp: Experiment, results: Results, listener: Listener | None = None) -> None:
+        self.exp = exp
+        self.results = results
+        self.listen = listener or (lambda event, data: None)
+        self.server_cpus, self.client_cpus = cpu_plan(exp.file.experiment.pin)
+        self._defaults: dict[str, str] | None = None
+        self._check_space = SpaceCheck(results.dir)
+
+    @property
+    def sysbench_defaults(self) -> dict[str, str]:
+        """The test's option defaults, asked of sysbench once (the effective options are stored per cell)."""
+        if self._defaults is None:
+            self._defaults = sysbench.known_options(self.exp.file.workload.test)
+        return self._defaults
+
+    def prepare(self, workdir: Path) -> dataset.Snapshot:
+        """The experiment's dataset, prepared once in `workdir`, to restore into every cell."""
+        spec = self.exp.file
+        self.listen("prepare_start", {})
+        snapshot = dataset.prepare(
+            workdir,
+            test=spec.workload.test,
+            tables=spec.dataset.tables,
+            table_size=spec.dataset.table_size,
+            options=spec.workload.options,
+            server_options=spec.server_options,
+            log=self.results.dir / "logs" / "prepare.txt",
+        )
+        self.listen("prepare_end", {"snapshot": snapshot})
+        return snapshot
+
+    def run(self, cell: Cell, snapshot: dataset.Snapshot, workdir: Path) -> dict[str, Any]:
+        """Run `cell` on a copy of `snapshot` in `workdir`, commit its row (ok or failed), return it."""
+        self._check_space(snapshot, workdir)
+        logs = self.results.log_dir(cell.order)
+        rundir = workdir / f"cell-{cell.order:04d}"
+        rundir.mkdir()
+        row = self._new_row(cell)
+        intervals: list[dict[str, Any]] = []
+        rss: list[tuple[float, int]] = []
+        options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **cell.server_options}
+        preload = allocators.resolve(cell.preload) if cell.preload else None
+        tracer = self._tracer(rundir, workdir)
+        env = {**cell.env, **tracer.env()} if tracer else cell.env
+        server = MariaDB(
+            rundir,
+            rundir / "data",
+            options,
+            env=env,
+            preload=preload,
+            tracer=tracer.shim if tracer else None,
+            cpus=self.server_cpus,
+        )
+        try:
+            restore_s = dataset.restore(snapshot, rundir / "data")
+            with server:
+                row.update(allocator_proof.prove(server.pid, cell.preload, preload))
+                row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
+                intervals, rss, measured = self.measure(cell, server, logs, tracer)
+                if not server.alive():
+                    raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
+            row.update(measured, status="ok")
+            row.update(self._steady(intervals, measured["summary"]["qps"]))
+            row["resources"]["restore_s"] = round(restore_s, 3)
+        except PerflabError as exc:
+            row.update(_failure(exc, server))
+        finally:
+            server.stop()
+            _keep_logs(server, rundir, logs)
+            shutil.rmtree(rundir, ignore_errors=True)
+        row["ended_at"] = utc_now()
+        self.results.commit_cell(row, intervals, rss)
+        return row
+
+    def _new_row(self, cell: Cell) -> dict[str, Any]:
+        return {
+            "id": cell.order,
+            "key": cell.key,
+            "variant": cell.variant,
+            "threads": cell.threads,
+            "repeat": cell.repeat,
+            "status": "failed",
+            "error": None,
+            "log_tail": None,
+            "started_at": utc_now(),
+            "ended_at": None,
+            "preload": cell.preload,
+            "env": cell.env,
+            "server_options": cell.server_options,
+            "window_start_s": self.exp.file.experiment.window_start,
+            "pinning": {"server_cpus": self.server_cpus, "client_cpus": self.client_cpus},
+        }
+
+    def _tracer(self, rundir: Path, workdir: Path) -> AllocTracer | None:
+        """[observe] alloc: the counter, built once per run into the work directory."""
+        spec = self.exp.file.observe.alloc
+        return AllocTracer(spec, rundir, workdir / "alloc-build") if spec is not None else None
+
+    def _steady(self, intervals: list[dict[str, Any]], qps: float) -> dict[str, Any]:
+        spec = self.exp.file.experiment
+        return steady.cell_fields(intervals, spec.window_start, qps, spec.stall_threshold)
+
+    def measure(self, cell: Cell, server: MariaDB, logs: Path, tracer: AllocTracer | None = None) -> Measured:
+        """One sysbench run against a started `server`: warm-up seconds, a checkpoint that
+        resets its statistics, then the measured window, which the observers and the /proc
+        counters cover. Returns (intervals, RSS samples, the row's measured fields)."""
+        spec = self.exp.file
+        warmup, seconds = client.window_seconds(spec)
+        command = client.argv(spec, cell, server.socket)
+        started = time.monotonic()
+        child = client.start(command, logs / "sysbench.txt", self.client_cpus)
+        with child:
+            if warmup:
+                client.sleep_until(started + warmup, child)
+            start = accounting.WindowStart.take(server.pid, child.pid)
+            traced = tracer.window(server.pid, server.rundir) if tracer else contextlib.nullcontext()
+            with RssSampler(server.pid) as rss, Profilers(spec.observe, server.pid, server.rundir) as profilers, traced:
+                code = client.wait(child, warmup + seconds, spec.experiment.timeout_margin)
+            end = accounting.WindowEnd.take(start, server.pid)
+        summary, intervals = client.read_output(logs / "sysbench.txt", code, warmup)
+        measured = {
+            "summary": summary.to_dict(),
+            "resources": accounting.resources(start, end, child.rusage, summary.transactions, rss),
+            "sysbench_options": sysbench.effective_options(self.sysbench_defaults, command),
+        }
+        profilers.store(self.results, cell.order, summary.transactions, seconds)  # profiles/ + profiles table
+        if tracer is not None:
+            measured["alloc"] = tracer.fields(summary.transactions)
+            if tracer.spec.stacks:
+                store_alloc(self.results, cell.order, summary.transactions, tracer, server.pid)
+        return intervals, rss.samples, measured
+
+
+def _failure(exc: PerflabError, server: MariaDB) -> dict[str, Any]:
+    error = exc.message
+    died = server.crashed or (server.crashed is None and server.child is not None and not server.alive())
+    if died and not isinstance(exc, ServerStartError) and not exc.message.startswith("server"):
+        error = f"{server.death()}; {exc.message}"  # the server's death explains the rest
+    return {"error": error, "log_tail": server.error_lines(30), "backtrace": server.backtrace()}
+
+
+def _keep_logs(server: MariaDB, rundir: Path, logs: Path) -> None:
+    """The server's error log, option file and console output, kept with the results."""
+    if server.error_log.exists():
+        shutil.copy2(server.error_log, logs / "error.log")
+    if server.option_file.exists():
+        shutil.copy2(server.option_file, logs / "my.cnf")
+    console = rundir / "stdout.log"
+    if console.exists() and console.stat().st_size:
+        shutil.copy2(console, logs / "stdout.log")
+
+
+class SpaceCheck:
+    """Before a cell: room on the tmpfs for one more copy of the dataset, and on the results
+    disk for its logs; else stop now, with the stored cells intact."""
+
+    def __init__(self, results_dir: Path) -> None:
+        self.results_dir = results_dir
+        self._snapshot_bytes: dict[Path, int] = {}
+
+    def __call__(self, snapshot: dataset.Snapshot, workdir: Path) -> None:
+        if snapshot.datadir not in self._snapshot_bytes:
+            self._snapshot_bytes[snapshot.datadir] = dataset.tree_bytes(snapshot.datadir)
+        need = self._snapshot_bytes[snapshot.datadir] + SPACE_MARGIN
+        free = shutil.disk_usage(workdir).free
+        if free < need:
+            raise ResourceError(
+                f"{TMPFS} has {free >> 20} MiB free; a cell needs {need >> 20} MiB (a copy of the "
+                "dataset and room beside it)",
+                space_hint(self.results_dir),
+            )
+        if shutil.disk_usage(self.results_dir).free < 16 << 20:
+            raise ResourceError(f"{self.results_dir} has less than 16 MiB free", space_hint(self.results_dir))

@@ -1,0 +1,84 @@
+"""The workload client of one cell: sysbench's command line, its start, the warm-up, the
+deadline and its output.
+
+One sysbench process runs warm-up + window seconds with `--report-checkpoints=<warm-up>`,
+so its statistics restart when the measured window starts and its summary covers the
+window only. Output: the summary and the per-second intervals, each marked warm-up or not:
+{"t": 12.0, "qps": 10342.5, ..., "warmup": 0}.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import WorkloadError
+from perflab.run.proc import Child, clean_env
+from perflab.run.workloads import sysbench
+from perflab.spec import Cell, ExperimentFile
+
+
+def window_seconds(spec: ExperimentFile) -> tuple[int, int]:
+    """(warm-up, measured window) in whole seconds, as sysbench runs them."""
+    e = spec.experiment
+    return round(e.window_start), round(e.duration)
+
+
+def argv(spec: ExperimentFile, cell: Cell, socket: Path) -> list[str]:
+    """The command line of a cell's client: the experiment's workload with the variant's options over it."""
+    warmup, seconds = window_seconds(spec)
+    return sysbench.argv(
+        spec.workload.test,
+        "run",
+        socket=socket,
+        tables=spec.dataset.tables,
+        table_size=spec.dataset.table_size,
+        threads=cell.threads,
+        seconds=warmup + seconds,
+        checkpoint=warmup or None,
+        options={**spec.workload.options, **cell.workload_options},
+    )
+
+
+def start(command: list[str], out: Path, cpus: list[int] | None) -> Child:
+    """sysbench started with its output in `out` (stdout and stderr interleaved), on `cpus`."""
+    with out.open("w", encoding="utf-8") as sink:
+        return Child(command, env=clean_env(), stdout=sink, cpus=cpus)
+
+
+def sleep_until(deadline: float, child: Child) -> None:
+    while (left := deadline - time.monotonic()) > 0 and child.poll() is None:
+        time.sleep(min(left, 0.5))
+
+
+def wait(child: Child, seconds: int, margin: float) -> int:
+    """The cell's deadline: a stuck client (or a server that stopped answering) is killed."""
+    try:
+        return child.wait(timeout=seconds + margin)
+    except TimeoutError:
+        child.kill()
+        raise WorkloadError(
+            f"timed out: sysbench did not finish {seconds} s of work in {seconds + margin:.0f} s; killed",
+            "a hung server or client; raise experiment.timeout_margin if the machine is just slow",
+        ) from None
+
+
+def read_output(out: Path, code: int, warmup: int) -> tuple[sysbench.Summary, list[dict[str, Any]]]:
+    """The window's summary and the per-second intervals; WorkloadError if sysbench failed."""
+    text = out.read_text(encoding="utf-8", errors="replace")
+    summary = sysbench.parse_summary(text)
+    if code != 0 or summary is None:
+        tail = "\n".join(text.strip().splitlines()[-10:])
+        how = f"died: signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exited with code {code}"
+        raise WorkloadError(f"sysbench {how}:\n{tail}", f"full output: {out}")
+    return summary, [_interval(iv, warmup) for iv in sysbench.parse_intervals(text)]
+
+
+def _interval(iv: sysbench.Interval, warmup: int) -> dict[str, Any]:
+    data = asdict(iv)
+    data.pop("threads")
+    data["warmup"] = int(iv.t <= warmup)
+    return data

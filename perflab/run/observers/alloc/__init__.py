@@ -1,0 +1,186 @@
+"""Allocation counting: the perflab_alloc.so preload, its build, and its counters.
+
+perflab_alloc.c (beside this file) is an LD_PRELOAD library that counts malloc, calloc,
+realloc, free, the memalign family and C++ operator new/delete by log2 size class, per thread,
+into a file on tmpfs that perflab creates (`create`) and reads (`read`) at the window's start
+and end; the window's counts are the difference (`Counts.minus`). It forwards every call to
+the next library, so the variant's allocator still does all the work.
+
+It also samples allocations with their stacks: one in every `period` bytes on average, only
+while `sample(path, period)` has switched it on (the window), into a ring of records.
+
+Counter file format `perflab-alloc/1` (little-endian uint64 words): a 128-byte header (magic
+"PLALLOC1", version, slots, ops, classes, slots_used, overflow_threads, pid, sample_capacity,
+samples_used, samples_dropped, period, max_depth, 3 spare), then per slot calls[ops][classes]
+and bytes[ops][classes], then per sample op, size, depth, pcs[max_depth]. Size class c holds
+sizes in [2^(c-1), 2^c).
+
+    >>> create(path); sample(path, 512 * 1024)      # before the server starts; window start
+    >>> counts = read(path)                          # at the window's end
+    >>> counts.calls["malloc"][12]                   # malloc calls of 2048..4095 bytes
+    >>> sample(path, 0); records = samples(path)     # (op, size, weight, return addresses)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from perflab.errors import PerflabError
+
+SOURCE = Path(__file__).with_name("perflab_alloc.c")
+OPS = ("malloc", "calloc", "realloc", "free", "memalign", "new", "delete")
+CLASSES = 48
+MAGIC = int.from_bytes(b"PLALLOC1", "little")
+HEADER_BYTES = 128
+HEADER_WORDS = HEADER_BYTES // 8
+SLOT_WORDS = 2 * len(OPS) * CLASSES
+MAX_DEPTH = 48
+SAMPLE_WORDS = 3 + MAX_DEPTH
+DEFAULT_SLOTS = 2048  # threads with a slot of their own; more share slot 0 (atomic adds)
+DEFAULT_SAMPLES = 65536  # records in the ring (27 MiB); more are counted as dropped
+DEFAULT_PERIOD = 512 * 1024
+_SLOTS_USED, _OVERFLOW, _CAPACITY, _SAMPLES_USED, _DROPPED, _PERIOD = 5, 6, 8, 9, 10, 11
+
+
+class AllocTracerError(PerflabError):
+    """The allocation counter could not be built or read."""
+
+
+def build(cache: Path) -> Path:
+    """The shim compiled for this machine, cached by the hash of its source and compiler."""
+    cc = os.environ.get("CC", "cc")
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise AllocTracerError(
+            f"no C compiler to build the allocation counter ({cc}: {exc})",
+            "install gcc (apt-get install gcc) or set CC",
+        ) from exc
+    digest = hashlib.sha256(SOURCE.read_bytes() + version.encode()).hexdigest()[:16]
+    out = cache / f"perflab_alloc-{digest}.so"
+    if out.exists():
+        return out
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = out.with_suffix(f".{os.getpid()}.tmp")
+    argv = [
+        cc,
+        "-O2",
+        "-g",
+        "-fPIC",
+        "-shared",
+        "-fexceptions",
+        "-Wall",
+        "-o",
+        str(partial),
+        str(SOURCE),
+        "-ldl",
+        "-lm",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise AllocTracerError(
+            f"building the allocation counter failed: {done.stderr.strip()[-2000:]}",
+            f"the command was: {' '.join(argv)}",
+        )
+    partial.rename(out)
+    return out
+
+
+def create(path: Path, slots: int = DEFAULT_SLOTS, sample_capacity: int = DEFAULT_SAMPLES) -> None:
+    """A counter file for `slots` threads and `sample_capacity` sampled stacks, sampling off."""
+    header = np.zeros(HEADER_WORDS, dtype="<u8")
+    header[:5] = (MAGIC, 1, slots, len(OPS), CLASSES)
+    header[_SLOTS_USED] = 1  # slot 0 is the one threads beyond the last share
+    header[_CAPACITY] = sample_capacity
+    header[12] = MAX_DEPTH
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.truncate(HEADER_BYTES + (slots * SLOT_WORDS + sample_capacity * SAMPLE_WORDS) * 8)
+
+
+def sample(path: Path, period: int) -> None:
+    """Switch stack sampling on (one allocation per `period` bytes on average) or off (0)."""
+    with open(path, "r+b") as f:
+        f.seek(_PERIOD * 8)
+        f.write(int(period).to_bytes(8, "little"))
+
+
+@dataclass
+class Counts:
+    """Calls and bytes per op and size class; `threads` that had a slot, `overflow` that shared one."""
+
+    calls: dict[str, list[int]] = field(default_factory=dict)
+    bytes: dict[str, list[int]] = field(default_factory=dict)
+    threads: int = 0
+    overflow: int = 0
+
+    def minus(self, before: Counts) -> Counts:
+        return Counts(
+            {op: [a - b for a, b in zip(self.calls[op], before.calls[op], strict=True)] for op in OPS},
+            {op: [a - b for a, b in zip(self.bytes[op], before.bytes[op], strict=True)] for op in OPS},
+            self.threads,
+            self.overflow,
+        )
+
+    def total_calls(self, op: str) -> int:
+        return sum(self.calls[op])
+
+    def total_bytes(self, op: str) -> int:
+        return sum(self.bytes[op])
+
+
+def _words(path: Path) -> np.ndarray:
+    words = np.fromfile(path, dtype="<u8")
+    if len(words) < HEADER_WORDS or words[0] != MAGIC or words[1] != 1 or words[3] != len(OPS) or words[4] != CLASSES:
+        raise AllocTracerError(f"{path} is not a perflab-alloc/1 counter file", "was it written by another perflab?")
+    return words
+
+
+def read(path: Path) -> Counts:
+    """Sum of every thread's slot."""
+    words = _words(path)
+    slots = int(words[2])
+    used = min(int(words[_SLOTS_USED]), slots)
+    body = words[HEADER_WORDS : HEADER_WORDS + slots * SLOT_WORDS].reshape(slots, 2, len(OPS), CLASSES)
+    total = body[:used].sum(axis=0, dtype=np.uint64)
+    return Counts(
+        {op: [int(x) for x in total[0, i]] for i, op in enumerate(OPS)},
+        {op: [int(x) for x in total[1, i]] for i, op in enumerate(OPS)},
+        threads=used - 1,
+        overflow=int(words[_OVERFLOW]),
+    )
+
+
+@dataclass
+class Sample:
+    op: str
+    size: int
+    weight: float  # allocations this one stands for: 1 / P(sampled)
+    pcs: list[int]  # return addresses, leaf first (the shim's own frames included)
+
+
+def samples(path: Path, period: int) -> tuple[list[Sample], int]:
+    """The sampled allocations (taken at `period`) and how many were dropped (ring full)."""
+    words = _words(path)
+    slots, capacity = int(words[2]), int(words[_CAPACITY])
+    start = HEADER_WORDS + slots * SLOT_WORDS
+    ring = words[start : start + capacity * SAMPLE_WORDS].reshape(capacity, SAMPLE_WORDS)
+    out = []
+    for op, size, depth, *pcs in ring[: min(int(words[_SAMPLES_USED]), capacity)].tolist():
+        if depth == 0:  # taken while being read: not finished
+            continue
+        weight = 1 / -math.expm1(-max(size, 1) / period)
+        out.append(Sample(OPS[op], size, weight, pcs[:depth]))
+    return out, int(words[_DROPPED])
+
+
+def size_class_bounds(c: int) -> tuple[int, int]:
+    """[low, high) bytes of size class c."""
+    return (0, 1) if c == 0 else (1 << (c - 1), 1 << c)

@@ -1,0 +1,131 @@
+"""`[observe] alloc`: what the server asks of its allocator over the measured window.
+
+Set up before the server starts (the counter must be first in LD_PRELOAD), read around the
+window:
+
+    tracer = AllocTracer(spec.observe.alloc, rundir, cache)
+    server = MariaDB(..., env={**cell.env, **tracer.env()}, tracer=tracer.shim)
+    with tracer.window(server.pid, rundir):
+        run_window()
+    row["alloc"] = tracer.fields(transactions)      # per-transaction figures (the cell's `alloc`)
+    stacks = tracer.stacks(symbolize)              # folded allocation stacks, weighted in bytes
+
+The cell's `alloc` (export format perflab-results, docs/results-format.md):
+    {"calls_per_txn": {"malloc": .., "calloc": .., "realloc": .., "free": .., "memalign": ..,
+                       "new": .., "delete": ..},
+     "bytes_per_txn": ..,                       # requested by malloc, calloc, realloc, memalign, new
+     "syscalls_per_txn": {"mmap": .., "munmap": .., "mprotect": .., "madvise": .., "brk": ..},
+     "syscall_bytes_per_txn": {"mmap": .., ...},
+     "by_size_class": [{"class": c, "low": bytes, "high": bytes, "calls_per_txn": {op: ..},
+                        "bytes_per_txn": ..}, ...],              # classes with any call only
+     "transactions": .., "threads": .., "shared_slot_threads": .., "samples": .., "dropped_samples": ..,
+     "period": ..}
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from perflab.run.observers import alloc
+from perflab.run.observers.syscalls import SYSCALLS, SyscallCounts, SyscallRecorder
+from perflab.spec import AllocObserve
+
+ALLOCATING = ("malloc", "calloc", "realloc", "memalign", "new")
+# return addresses, leaf first -> frame names, root first, without the counter's own frames
+Symbolize = Callable[[list[int]], list[str]]
+
+
+class AllocTracer:
+    def __init__(self, spec: AllocObserve, rundir: Path, cache: Path) -> None:
+        self.spec = spec
+        self.shim = alloc.build(cache)
+        self.file = Path(rundir) / "alloc-counters.bin"
+        alloc.create(self.file)
+        self.counts: alloc.Counts | None = None
+        self.syscalls: SyscallCounts | None = None
+        self.seconds = 0.0
+        self._records: tuple[list[alloc.Sample], int] | None = None
+
+    def env(self) -> dict[str, str]:
+        return {"PERFLAB_ALLOC_FILE": str(self.file)}
+
+    @contextlib.contextmanager
+    def window(self, pid: int, workdir: Path) -> Iterator[AllocTracer]:
+        before = alloc.read(self.file)
+        with SyscallRecorder(pid, workdir) as recorder:
+            if self.spec.stacks:
+                alloc.sample(self.file, self.spec.period)
+            try:
+                yield self
+            finally:
+                alloc.sample(self.file, 0)
+        self.counts = alloc.read(self.file).minus(before)
+        self.syscalls = recorder.counts()
+        self.seconds = recorder.seconds
+
+    def records(self) -> tuple[list[alloc.Sample], int]:
+        """The window's sampled allocations and how many the full ring dropped (read once)."""
+        if self._records is None:
+            self._records = alloc.samples(self.file, self.spec.period) if self.spec.stacks else ([], 0)
+        return self._records
+
+    def fields(self, transactions: int) -> dict[str, Any]:
+        assert self.counts is not None and self.syscalls is not None
+        counts, calls = self.counts, self.syscalls
+        per = 1 / transactions if transactions else 0.0
+        records, dropped = self.records()
+        return {
+            "calls_per_txn": {op: counts.total_calls(op) * per for op in alloc.OPS},
+            "bytes_per_txn": sum(counts.total_bytes(op) for op in ALLOCATING) * per,
+            "syscalls_per_txn": {name: calls.calls[name] * per for name in SYSCALLS},
+            "syscall_bytes_per_txn": {name: calls.bytes[name] * per for name in SYSCALLS},
+            "by_size_class": _by_class(counts, per),
+            "transactions": transactions,
+            "threads": counts.threads,
+            "shared_slot_threads": counts.overflow,
+            "samples": len(records),
+            "dropped_samples": dropped,
+            "period": self.spec.period if self.spec.stacks else None,
+        }
+
+    def stacks(self, symbolize: Symbolize) -> Counter:
+        """Folded allocation stacks (`frame;frame;op:class count`), weighted in bytes requested:
+        the leaf frame is the op and its size class, so one flame graph shows who asks for what."""
+        out: Counter = Counter()
+        records, _ = self.records()
+        for record in records:
+            frames = symbolize(record.pcs)
+            low, high = alloc.size_class_bounds(min(record.size.bit_length(), alloc.CLASSES - 1))
+            leaf = f"{record.op}:{_size(low)}-{_size(high)}"
+            out[";".join([*frames, leaf])] += round(record.weight * record.size)
+        return out
+
+
+def _by_class(counts: alloc.Counts, per: float) -> list[dict[str, Any]]:
+    rows = []
+    for c in range(alloc.CLASSES):
+        calls = {op: counts.calls[op][c] * per for op in alloc.OPS if counts.calls[op][c]}
+        if not calls:
+            continue
+        low, high = alloc.size_class_bounds(c)
+        rows.append(
+            {
+                "class": c,
+                "low": low,
+                "high": high,
+                "calls_per_txn": calls,
+                "bytes_per_txn": sum(counts.bytes[op][c] for op in ALLOCATING) * per,
+            }
+        )
+    return rows
+
+
+def _size(value: int) -> str:
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if value >= 1 << shift and value % (1 << shift) == 0:
+            return f"{value >> shift}{unit}"
+    return str(value)

@@ -1,0 +1,143 @@
+"""pydantic's validation errors -> Problems a user can act on.
+
+Each error becomes Problem(key path as written in the file, expected, found, hint); the
+union members pydantic tried for one value collapse into one expectation:
+
+    experiment.duration: expected a duration, found str 'soon'; write it like "20s", "1m30s" or "500ms"
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from perflab.errors import Problem
+
+
+def key_path(keys: list[str]) -> str:
+    return ".".join(_printable(k) for k in keys) or "(top level)"
+
+
+def _printable(key: str) -> str:
+    """A key as printed in a key path: shortened if long; quoted and escaped if it is blank,
+    starts or ends with a space, or holds control or unassigned characters (a report line
+    stays one line, and never reaches the terminal as an escape sequence)."""
+    key = short(key)
+    if key and key.isprintable() and key.strip() == key:
+        return key
+    return '"' + key.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
+
+
+def short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 20] + "..." + text[-17:]
+
+
+_TYPE_NAMES = {
+    "int_type": "an integer",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "list_type": "a list",
+    "dict_type": "a table",
+    "model_type": "a table",
+    "float_type": "a number",
+    "int_parsing": "an integer",
+    "float_parsing": "a number",
+}
+# how to write a value of that type, for the hint "write it like ..."
+_TYPE_EXAMPLES = {
+    "int_type": "3",
+    "string_type": '"text"',
+    "bool_type": "true",
+    "list_type": "[1, 2]",
+    "dict_type": "{ key = value }",
+    "model_type": "a [section] or { key = value }",
+    "float_type": "2.5",
+    "int_parsing": "3",
+    "float_parsing": "2.5",
+}
+_WRITE_LIKE = "write it like "
+
+
+# What pydantic adds to an error's loc besides the user's keys: the union member it tried
+# ("str", "int", "function-after[...]", ...) and "[key]" for an error in a table's key.
+_LOC_TAG = re.compile(r"^(?:str|int|float|bool|none|constrained-\w+|[\w-]+\[.*\])$")
+
+
+def _user_loc(loc: tuple[Any, ...], raw: Any) -> list[str]:
+    """The key path the user wrote: loc without pydantic's tags. A part that is a key of the
+    file at that point is always kept, so a key named like a tag (or `strict_mode`) survives."""
+    path: list[str] = []
+    node = raw
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        elif part == "[key]" or (isinstance(part, str) and _LOC_TAG.match(part)):
+            continue
+        else:
+            node = None  # a key the file lacks (e.g. a missing one)
+        path.append(str(part))
+    return path
+
+
+def collapse(problems: list[Problem]) -> list[Problem]:
+    """One problem per (path, found): the union members pydantic tried become one expectation."""
+    groups: dict[tuple[str, str], list[Problem]] = {}
+    for problem in problems:
+        groups.setdefault((problem.path, problem.found), []).append(problem)
+    out = []
+    for (path, found), group in groups.items():
+        expected = list(dict.fromkeys(p.expected for p in group))
+        hints = list(dict.fromkeys(p.hint for p in group if p.hint))
+        if len(hints) > 1 and all(h.startswith(_WRITE_LIKE) for h in hints):
+            hints = [_WRITE_LIKE + _either([h.removeprefix(_WRITE_LIKE) for h in hints])]
+        out.append(Problem(path, _either(expected), found, "; ".join(hints) or None))
+    return out
+
+
+def _either(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def problem(err: dict[str, Any], raw: Any = None) -> Problem:
+    loc = _user_loc(err["loc"], raw)
+    path = key_path(loc)
+    kind = err["type"]
+    found = _show(err.get("input"))
+    ctx = err.get("ctx") or {}
+    if kind == "perflab":
+        return Problem(path, ctx["expected"], ctx.get("found") or found, ctx.get("hint") or None)
+    if kind == "extra_forbidden":
+        found = f"unknown key {short(loc[-1])!r}"
+        return Problem(path, "no such key", found, "check the spelling; see docs/experiment.md")
+    if kind == "missing":
+        return Problem(path, "a value", "nothing", f"add {loc[-1]} = ...")
+    if kind == "literal_error":
+        return Problem(path, f"one of {ctx.get('expected')}", found, "or leave the key out for the default")
+    if kind in ("greater_than_equal", "greater_than"):
+        bound = ctx.get("ge", ctx.get("gt"))
+        return Problem(path, f"a number >= {bound}", found, f"use {bound} or more")
+    if kind in ("less_than_equal", "less_than"):
+        bound = ctx.get("le", ctx.get("lt"))
+        return Problem(path, f"a number <= {bound}", found, f"use {bound} or less; no experiment needs more")
+    if kind == "value_error":
+        return Problem(
+            path,
+            "a consistent combination",
+            str(ctx.get("error", err["msg"])),
+            "each setting may come from one axis only",
+        )
+    if kind in _TYPE_NAMES:
+        return Problem(path, _TYPE_NAMES[kind], found, _WRITE_LIKE + _TYPE_EXAMPLES[kind])
+    return Problem(path, err["msg"], found, "see docs/experiment.md")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a table" if value else "an empty table"
+    if isinstance(value, list):
+        return f"a list {value[:20]!r}"[:80]  # (nesting is bounded by _raw_problems)
+    if isinstance(value, str):
+        value = value[:100]
+    return f"{type(value).__name__} {value!r}"[:80]

@@ -1,0 +1,295 @@
+"""The experiment file's schema: sections, variants and observers, as pydantic models.
+
+Unknown keys are errors (extra = "forbid"), models are frozen. Defaults are the documented
+ones (docs/experiment.md).
+
+    ExperimentFile.model_validate(tomllib.loads(text)).experiment.duration  -> 20.0
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+)
+
+from perflab import allocators, elf
+from perflab.spec.fields import (
+    AUTO_FIELDS,
+    MAX_TABLE_SIZE,
+    MAX_TABLES,
+    MAX_THREADS,
+    NAME_RE,
+    Duration,
+    EnvVars,
+    Fraction,
+    ServerOptions,
+    WorkloadOptions,
+    check_axis_name,
+    check_label,
+    check_non_empty_axis,
+    fail,
+)
+from perflab.spec.matrix import merge
+from perflab.spec.problems import short
+from perflab.units import parse_size
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ExperimentSection(_Strict):
+    name: str
+    server: Literal["mariadb"] = "mariadb"
+    duration: Duration = 20.0
+    # "auto": the window starts after max_warmup, and the per-cell detection (MSER) checks
+    # that the warm-up really ended by then; a duration: the window starts after it.
+    warmup: Literal["auto"] | Duration = "auto"
+    max_warmup: Duration = 10.0
+    repeats: Literal["auto"] | Annotated[StrictInt, Field(ge=1)] = 3
+    target_ci: Fraction = 0.01  # repeats = "auto": stop when the 95% CI half-width is within this
+    min_repeats: Annotated[StrictInt, Field(ge=3)] = 3
+    max_repeats: Annotated[StrictInt, Field(ge=3)] = 10
+    time_budget: Duration | None = None
+    pin: StrictBool = False
+    stall_threshold: Fraction = 0.5  # a second below this fraction of the steady median is a stall
+    cv_warning: Fraction = 0.03  # warn when QPS varies more than this across repeats
+    timeout_margin: Duration = 60.0  # a cell's workload is killed after warm-up + duration + this
+
+    @property
+    def window_start(self) -> float:
+        """Seconds of warm-up before the measured window."""
+        return self.max_warmup if self.warmup == "auto" else float(self.warmup)
+
+    @property
+    def adaptive(self) -> bool:
+        return self.repeats == "auto"
+
+    @property
+    def planned_repeats(self) -> int:
+        """Repeats known in advance: all of them, or the minimum of an adaptive run."""
+        return self.min_repeats if self.repeats == "auto" else int(self.repeats)
+
+    # Validators run in field order and only on keys the file sets, so `repeats` and
+    # `warmup` are known here and a default never triggers them.
+    @field_validator(*AUTO_FIELDS)
+    @classmethod
+    def _auto_only(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.data.get("repeats", "auto") != "auto":
+            raise fail(
+                'repeats = "auto" beside it',
+                f'{info.field_name} applies only to adaptive repeats: set repeats = "auto" or remove it',
+            )
+        if info.field_name == "max_repeats" and value < info.data.get("min_repeats", 3):
+            raise fail(
+                f"at least min_repeats ({info.data.get('min_repeats')})", "raise max_repeats or lower min_repeats"
+            )
+        return value
+
+    @field_validator("max_warmup")
+    @classmethod
+    def _auto_warmup_only(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.data.get("warmup", "auto") != "auto":
+            raise fail(
+                'warmup = "auto" beside it',
+                'max_warmup applies only to warmup = "auto"; remove it or set warmup = "auto"',
+            )
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME_RE.match(value):
+            raise fail("a name of letters, digits, '.', '_' or '-'", "it names the results directory")
+        return value
+
+    @field_validator("duration")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if value < 1:
+            raise fail("at least 1s", "sysbench reports once per second")
+        return value
+
+    @field_validator("duration", "warmup", "max_warmup")
+    @classmethod
+    def _whole_seconds(cls, value: float | str) -> float | str:
+        if isinstance(value, float) and value != int(value):
+            raise fail("whole seconds", f"sysbench runs and reports in whole seconds: use {int(value) or 1}s")
+        return value
+
+
+class DatasetSection(_Strict):
+    tables: StrictInt = Field(default=4, ge=1, le=MAX_TABLES)
+    table_size: StrictInt = Field(default=10000, ge=1, le=MAX_TABLE_SIZE)
+
+
+class WorkloadSection(_Strict):
+    tool: Literal["sysbench"] = "sysbench"
+    test: str = "oltp_read_only"
+    threads: list[StrictInt] = [1]
+    options: WorkloadOptions = {}
+
+    @field_validator("threads", mode="before")
+    @classmethod
+    def _threads(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = [value]
+        if isinstance(value, list):
+            if not value:
+                raise fail("a non-empty list of thread counts", "threads = [1, 2, 4]")
+            ints = [t for t in value if isinstance(t, int) and not isinstance(t, bool)]
+            bad = [t for t in ints if t <= 0]
+            if bad:
+                raise fail("thread counts >= 1", f"remove {bad}")
+            huge = [t for t in ints if t > MAX_THREADS]
+            if huge:
+                raise fail(f"thread counts <= {MAX_THREADS}", f"remove {huge}: each thread is a server connection")
+            repeated = sorted({t for t in ints if ints.count(t) > 1})
+            if repeated:  # each thread count names its cells; a repeat would run (and store) them twice
+                raise fail("distinct thread counts", f"remove the repeated {repeated}; use experiment.repeats")
+        return value
+
+    @field_validator("test")
+    @classmethod
+    def _test(cls, value: str) -> str:
+        # a script path is an argument of sysbench: one starting with "-" would be read as an option
+        lua = value.endswith(".lua") and value.isprintable() and not value.startswith("-")
+        if not re.match(r"^[A-Za-z0-9_]+\Z", value) and not lua:
+            raise fail(
+                "a sysbench test name such as oltp_read_only, or a path to a .lua script",
+                "the tests are the .lua files in /usr/share/sysbench",
+            )
+        return value
+
+
+class Variant(_Strict):
+    preload: str | None = None
+    env: EnvVars = {}
+    server_options: ServerOptions = {}
+    workload_options: WorkloadOptions = {}  # sysbench options of this variant, over workload.options
+
+    @field_validator("preload")
+    @classmethod
+    def _preload(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if value.startswith("/"):
+            if not value.isprintable():
+                raise fail("a path without control characters", "check the path")
+            try:
+                what = elf.not_preloadable(Path(value)) if Path(value).exists() else "no such file"
+            except OSError as exc:
+                what = exc.strerror or str(exc)
+            if what == "no such file":
+                raise fail("an existing .so file", "check the path, or use a known allocator name")
+            if what:
+                raise fail(
+                    "a shared library (.so) to preload",
+                    "check the path, or use a known allocator name",
+                    f"{short(value, 200)!r}: {what}",
+                )
+            return value
+        if value not in allocators.NAMES:
+            raise fail(
+                f"one of {', '.join(allocators.NAMES)} or an absolute path to a .so",
+                f"known allocators: {', '.join(allocators.NAMES)}",
+            )
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, Any]) -> dict[str, str]:
+        return {k: str(v) for k, v in value.items()}
+
+
+Axes = dict[
+    Annotated[str, AfterValidator(check_axis_name)],
+    Annotated[dict[Annotated[str, AfterValidator(check_label)], "Variant"], AfterValidator(check_non_empty_axis)],
+]
+
+
+class PerfObserve(_Strict):
+    """`perf = { frequency = 99, call_graph = "fp" }`: on-CPU call graphs (docs/profiles.md)."""
+
+    frequency: StrictInt = Field(default=99, ge=1, le=5000)
+    call_graph: Literal["fp", "dwarf"] = "fp"
+
+
+class PmpObserve(_Strict):
+    """`pmp = { interval = "1s" }`: wall-clock stacks of every server thread (docs/profiles.md)."""
+
+    interval: Duration = 1.0
+    tool: Literal["libdw", "eu-stack"] = "libdw"
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, value: float) -> float:
+        if not 0.05 <= value <= 60:
+            raise fail("an interval between 50ms and 60s", 'e.g. interval = "1s" or "200ms"')
+        return value
+
+
+class AllocObserve(_Strict):
+    """`alloc = { period = "512K", stacks = true }`: what the server asks of its allocator
+    (calls and bytes by size class, and its mmap/munmap/... syscalls) per transaction, and one
+    allocation stack per `period` bytes on average (docs/profiles.md)."""
+
+    period: StrictInt | StrictStr = 512 * 1024
+    stacks: StrictBool = True
+
+    @field_validator("period")
+    @classmethod
+    def _period(cls, value: int | str) -> int:
+        try:
+            size = parse_size(value)
+        except ValueError:
+            raise fail("a size such as 512K or 1M", "the mean bytes between two sampled allocations") from None
+        if not 4096 <= size <= 1 << 34:
+            raise fail("a period between 4K and 16G", 'e.g. period = "512K"')
+        return size
+
+
+def _observer_flag(value: Any) -> Any:
+    """`perf = true` means the defaults, `perf = false` none."""
+    if value is True:
+        return {}
+    return None if value is False else value
+
+
+class ObserveSection(_Strict):
+    rss: StrictBool = True
+    perf: Annotated[PerfObserve | None, BeforeValidator(_observer_flag)] = None
+    pmp: Annotated[PmpObserve | None, BeforeValidator(_observer_flag)] = None
+    alloc: Annotated[AllocObserve | None, BeforeValidator(_observer_flag)] = None
+
+
+class ExperimentFile(_Strict):
+    experiment: ExperimentSection
+    dataset: DatasetSection = DatasetSection()
+    workload: WorkloadSection = WorkloadSection()
+    server_options: ServerOptions = {}
+    variants: Axes = {}
+    observe: ObserveSection = ObserveSection()
+
+    @field_validator("variants")
+    @classmethod
+    def _conflicts(cls, value: dict[str, dict[str, Variant]]) -> dict[str, dict[str, Variant]]:
+        # a conflict is always between two axes: check pairs, not the (exponential) product
+        for one, other in itertools.combinations(value.values(), 2):
+            for combo in itertools.product(one.items(), other.items()):
+                merge([v for _, v in combo], [label for label, _ in combo])
+        return value
