@@ -85,4 +85,7 @@ def test_html_report_profiles_with_or_without_flame_graphs(profiled: Path, tmp_p
     html = report.read_text(encoding="utf-8")
     assert 'id="profiles"' in html and "my_malloc" in html  # the tables need no inferno
     flames = html.count('class="flame"')
-    assert flames >= 3 if inferno_path() is not None else flames == 0
+    if inferno_path() is not None:
+        assert flames >= 3 and "no flame graphs" not in html
+    else:
+        assert flames == 0 and "inferno-flamegraph not found: no flame graphs; run `make setup`" in html
