@@ -95,10 +95,21 @@ def glibc_library(mapped: set[str]) -> str | None:
     return None
 
 
+def _usrmerge_aliases(path: str) -> list[str]:
+    """The other name of a path under merged /usr: /lib -> usr/lib, so mariadbd's maps show
+    /usr/lib/x86_64-linux-gnu/libc.so.6 where dpkg recorded /lib/x86_64-linux-gnu/libc.so.6."""
+    for short in ("/lib", "/lib64", "/bin", "/sbin"):
+        if path.startswith(f"/usr{short}/"):
+            return [path.removeprefix("/usr")]
+        if path.startswith(f"{short}/"):
+            return [f"/usr{path}"]
+    return []
+
+
 def package_version(path: str | Path) -> str | None:
     """'package version' of the Debian package owning `path`, or None if no package does."""
     real = os.path.realpath(path)
-    for candidate in dict.fromkeys((str(path), real)):
+    for candidate in dict.fromkeys((str(path), real, *_usrmerge_aliases(str(path)), *_usrmerge_aliases(real))):
         owner = subprocess.run(["dpkg-query", "-S", candidate], capture_output=True, text=True, check=False)
         if owner.returncode == 0 and ":" in owner.stdout:
             package = owner.stdout.split(":")[0].strip()

@@ -2,11 +2,11 @@
 
 Input: two `Merged` profiles (analyze/profile.py), each the repeats of one variant. For
 every function: A's and B's mean self and total samples per transaction, their difference,
-and a noise floor: the half-width of a 95% interval of the difference, from the spread of
-the repeats (Student t, pooled degrees of freedom) and never below what sampling alone
-explains (Poisson counts). A change smaller than its noise floor is marked not significant.
-The callers that carry a function's change are its parent frames, with the change of the
-function's total samples through each.
+and a noise floor: the half-width of a 95% interval of the difference that holds for all
+the functions of the diff at once, never below what sampling alone explains (Poisson
+counts); see analyze/profile_noise.py. A change smaller than its noise floor is marked not
+significant. The callers that carry a function's change are its parent frames, with the
+change of the function's total samples through each.
 
     rows = diff(merged_a, merged_b).rows(limit=30, by="self")
     rows[0] -> {"function": "my_hash_sort_simple", "a_self_per_txn": 0.01, "b_self_per_txn": 0.9,
@@ -15,36 +15,27 @@ function's total samples through each.
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
+from perflab.analyze import profile_noise
 from perflab.analyze.profile import Merged, dso_of
 from perflab.store.folded import is_kernel
 
-# two-sided 95% Student t critical values, df = 1..10 (beyond: 2.0, then normal)
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+
+def counts(m: Merged, functions: list[str], kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Sample counts (a row per repeat, a column per function) and each repeat's transactions."""
+    table = [(p.self_samples if kind == "self" else p.total_samples) for p in m.profiles]
+    txn = np.array([p.transactions for p in m.profiles], float)
+    return np.array([[c[f] for f in functions] for c in table], float), txn
 
 
-def t95(df: float) -> float:
-    if df < 1:
-        return _T95[0]
-    return _T95[int(df) - 1] if df <= len(_T95) else (2.0 if df < 30 else 1.96)
-
-
-def noise(a: Merged, b: Merged, function: str, kind: str) -> float:
-    """95% half-width of mean(B) - mean(A) for one function's per-txn value."""
-    va, vb = a.values(function, kind), b.values(function, kind)
-    sampling = a.poisson_var(function, kind) + b.poisson_var(function, kind)
-    na, nb = len(va), len(vb)
-    if na >= 2 and nb >= 2:
-        # unequal-variance standard error with the pooled degrees of freedom: Welch's df falls
-        # to 1 whenever one side does not vary (a function absent from A), which would hide
-        # every change behind t = 12.7 at 2-3 repeats
-        spread = statistics.variance(va) / na + statistics.variance(vb) / nb
-        return t95(na + nb - 2) * math.sqrt(max(spread, sampling))
-    return 1.96 * math.sqrt(sampling)  # one repeat: sampling noise is all we can know
+def floors(a: Merged, b: Merged, functions: list[str]) -> dict[str, profile_noise.Floor]:
+    """The noise floors of self and of total samples per transaction, over `functions`."""
+    kinds = ("self", "total")
+    return {kind: profile_noise.floor(*counts(a, functions, kind), *counts(b, functions, kind)) for kind in kinds}
 
 
 def _callers(m: Merged, function: str) -> Counter:
@@ -64,14 +55,16 @@ class Diff:
     def rows(self, limit: int | None = 30, by: str = "self", callers: int = 3) -> list[dict]:
         us = self.a.sample_us if self.a.sample_us == self.b.sample_us else None
         dsos = {**self.a.dsos, **self.b.dsos}
+        functions = sorted(self.a.functions() | self.b.functions())
+        noise = floors(self.a, self.b, functions)
         rows = []
-        for function in self.a.functions() | self.b.functions():
+        for i, function in enumerate(functions):
             row: dict = {"function": function, "dso": dso_of(function, dsos), "kernel": is_kernel(function)}
-            for kind in ("self", "total"):
-                av, bv = self.a.mean(function, kind), self.b.mean(function, kind)
+            for kind, fl in noise.items():
+                av, bv = float(fl.a_mean[i]), float(fl.b_mean[i])
                 row[f"a_{kind}_per_txn"], row[f"b_{kind}_per_txn"] = av, bv
                 row[f"delta_{kind}_per_txn"] = bv - av
-                row[f"noise_{kind}_per_txn"] = noise(self.a, self.b, function, kind)
+                row[f"noise_{kind}_per_txn"] = float(fl.noise[i])
                 for side, v in (("a", av), ("b", bv), ("delta", bv - av)):
                     row[f"{side}_{kind}_us_per_txn"] = v * us if us else None
             row["ratio_self"] = row["b_self_per_txn"] / row["a_self_per_txn"] if row["a_self_per_txn"] else None

@@ -66,7 +66,6 @@ def select(
     threads: int | None = None,
     source: str | None = None,
 ) -> Selection:
-    cells = [c for c in results.cells() if c["status"] == "ok"]
     profiles = results.profiles()
     if not profiles:
         raise UsageError(
@@ -77,41 +76,49 @@ def select(
     source = source or ("perf" if "perf" in sources else sources[0])
     if source not in sources:
         raise UsageError(f"no {source} profiles in {results.dir}", f"available: {', '.join(sources)}")
-    if cell_id is not None:
-        chosen = [c for c in cells if c["id"] == cell_id]
-        label = f"cell {cell_id}"
-        if not chosen:
-            raise UsageError(f"no successful cell {cell_id}", "see `perflab report` or `perflab export` for cell ids")
-    else:
-        axes = results.meta().get("experiment", {}).get("axes", {})
-        wanted, sel_threads = parse_selector(selector or "", axes)
-        threads = threads if threads is not None else sel_threads
-        chosen = [c for c in cells if all(c["variant"].get(a) == lbl for a, lbl in wanted.items())]
-        if threads is not None:
-            chosen = [c for c in chosen if c["threads"] == threads]
-        counts = sorted({c["threads"] for c in chosen})
-        if len(counts) > 1:
-            raise UsageError(
-                f"{selector or 'the selection'} matches cells at {counts} threads",
-                f"add --threads N or /tN to the selector, e.g. {selector or ''}/t{counts[-1]}",
-            )
-        keys = {c["key"].rsplit("/", 2)[0] for c in chosen}
-        if len(keys) > 1:
-            raise UsageError(
-                f"{repr(selector) if selector else 'no selector'} matches several variants: {', '.join(sorted(keys))}",
-                "name a label for every axis that varies, or use --cell",
-            )
-        label = (keys.pop() if keys else selector or "") + (f"/t{counts[0]}" if counts else "")
-        if not chosen:
-            raise UsageError(
-                f"no successful cell matches {selector!r}" + (f" at {threads} threads" if threads else ""),
-                "see `perflab report` for the variants and thread counts",
-            )
+    label, chosen = select_cells(results, selector=selector, cell_id=cell_id, threads=threads)
     by_cell = {p["cell_id"]: p for p in profiles if p["source"] == source and p["phase"] == "measured"}
     picked = [c for c in chosen if c["id"] in by_cell]
     if not picked:
         raise UsageError(f"{label}: no {source} profile stored for its cells", "was [observe] set for this run?")
     return Selection(label, picked, [by_cell[c["id"]] for c in picked], source)
+
+
+def select_cells(
+    results: Results, *, selector: str | None = None, cell_id: int | None = None, threads: int | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """(label, the successful cells of one variant at one thread count) for a selector or a cell id."""
+    cells = [c for c in results.cells() if c["status"] == "ok"]
+    if cell_id is not None:
+        chosen = [c for c in cells if c["id"] == cell_id]
+        if not chosen:
+            raise UsageError(f"no successful cell {cell_id}", "see `perflab report` or `perflab export` for cell ids")
+        return f"cell {cell_id}", chosen
+    axes = results.meta().get("experiment", {}).get("axes", {})
+    wanted, sel_threads = parse_selector(selector or "", axes)
+    threads = threads if threads is not None else sel_threads
+    chosen = [c for c in cells if all(c["variant"].get(a) == lbl for a, lbl in wanted.items())]
+    if threads is not None:
+        chosen = [c for c in chosen if c["threads"] == threads]
+    counts = sorted({c["threads"] for c in chosen})
+    if len(counts) > 1:
+        raise UsageError(
+            f"{selector or 'the selection'} matches cells at {counts} threads",
+            f"add --threads N or /tN to the selector, e.g. {selector or ''}/t{counts[-1]}",
+        )
+    keys = {c["key"].rsplit("/", 2)[0] for c in chosen}
+    if len(keys) > 1:
+        raise UsageError(
+            f"{repr(selector) if selector else 'no selector'} matches several variants: {', '.join(sorted(keys))}",
+            "name a label for every axis that varies, or use --cell",
+        )
+    label = (keys.pop() if keys else selector or "") + (f"/t{counts[0]}" if counts else "")
+    if not chosen:
+        raise UsageError(
+            f"no successful cell matches {selector!r}" + (f" at {threads} threads" if threads else ""),
+            "see `perflab report` for the variants and thread counts",
+        )
+    return label, chosen
 
 
 def load(

@@ -155,6 +155,10 @@ def load(results: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     threshold = (meta.get("experiment") or {}).get("stall_threshold", steady.STALL_THRESHOLD)
     cells = results.cells()
     for cell in cells:
-        if cell["status"] == "ok" and cell.get("warmup_method") is None:
+        if cell.get("warmup_method") is not None:
+            continue
+        if cell["status"] == "ok":
             steady.complete(cell, results.intervals(cell["id"]), threshold)
+        else:  # schema 1 kept the configured warm-up here (now window_start_s); nothing was detected
+            cell["warmup_s"] = None
     return meta, cells

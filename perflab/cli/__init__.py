@@ -5,7 +5,8 @@
     perflab compare DIR | DIR_A DIR_B        cli/results.py   verdicts: variant vs baseline, or B vs A (--fail-on)
     perflab export DIR [--format csv]        cli/results.py   the documented interchange formats (JSON, CSVs)
     perflab profile DIR --variant SEL        cli/profiles.py  top functions per transaction
-    perflab diff DIR A B                     cli/profiles.py  function by function, A -> B
+    perflab diff DIR A B [--alloc]           cli/profiles.py  function by function, A -> B (or allocations)
+    perflab alloc DIR SEL                    cli/profiles.py  allocator calls, bytes, syscalls per transaction
     perflab flame DIR SEL -o FILE            cli/profiles.py  flame graph (SVG, speedscope, folded)
     perflab doctor [--clean] [--format json] cli/doctor.py    tools, allocators, leftovers of killed runs
 
@@ -24,12 +25,12 @@ from rich.markup import escape
 from perflab import __version__
 from perflab.cli.console import err
 from perflab.cli.doctor import doctor
-from perflab.cli.profiles import diff, flame, profile
+from perflab.cli.profiles import alloc, diff, flame, profile
 from perflab.cli.results import compare_cmd, export, report
 from perflab.cli.run import run
 from perflab.errors import EXIT_INTERRUPTED, PerflabError
 
-VERBS = (run, report, compare_cmd, export, profile, diff, flame, doctor)
+VERBS = (run, report, compare_cmd, export, profile, diff, flame, alloc, doctor)
 
 
 def _fail(exc: PerflabError) -> NoReturn:

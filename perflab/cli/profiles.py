@@ -3,6 +3,8 @@
 perflab profile DIR --variant alloc=jemalloc [--by total] [--top 25]
 perflab diff DIR alloc=glibc alloc=jemalloc
 perflab flame DIR alloc=jemalloc -o flame.svg [--diff alloc=glibc]
+perflab alloc DIR alloc=glibc                   (with [observe] alloc)
+perflab diff --alloc DIR alloc=glibc alloc=jemalloc
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from perflab.store.results import Results
 
 _SOURCE = click.option(
     "--source",
-    type=click.Choice(["perf", "pmp"]),
+    type=click.Choice(["perf", "pmp", "alloc"]),
     default=None,
-    help="which profiler's stacks (default: perf if stored)",
+    help="which profiler's stacks (default: perf if stored); alloc: allocation stacks, in bytes",
 )
 _THREADS = click.option("--threads", type=int, default=None, help="thread count, when the run has several")
 _START = click.option("--start", type=float, default=None, help="pmp: only samples from this second of the window")
@@ -93,14 +95,25 @@ def profile(
     help="rank by the change in self or in total (inclusive) samples per transaction",
 )
 @click.option("--top", "limit", type=int, default=25, show_default=True)
+@click.option("--alloc", "allocations", is_flag=True, help="allocator calls, bytes and syscalls per transaction")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def diff(
-    directory: Path, a: str, b: str, threads: int | None, source: str | None, by: str, limit: int, fmt: str
+    directory: Path,
+    a: str,
+    b: str,
+    threads: int | None,
+    source: str | None,
+    by: str,
+    limit: int,
+    allocations: bool,
+    fmt: str,
 ) -> None:
     """Function by function, the change per transaction from variant A to variant B."""
     from perflab.analyze import profile_diff, profile_select  # noqa: PLC0415
     from perflab.report import profile_text  # noqa: PLC0415
 
+    if allocations:
+        return _alloc_diff(directory, a, b, threads, limit, fmt)
     with Results(directory) as results:
         sel_a = profile_select.select(results, selector=a, threads=threads, source=source)
         sel_b = profile_select.select(results, selector=b, threads=threads, source=sel_a.source)
@@ -177,3 +190,69 @@ def flame(
             )
     fl.write(output, text)
     out.print(f"wrote {output}")
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("selector", required=False)
+@click.option("--cell", "cell_id", type=int, default=None, help="one cell by id")
+@_THREADS
+@click.option("--top", "limit", type=int, default=15, show_default=True, help="allocating functions shown")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def alloc(
+    directory: Path, selector: str | None, cell_id: int | None, threads: int | None, limit: int, fmt: str
+) -> None:
+    """What a variant asks of its allocator per transaction: calls and bytes by size class, the
+    allocator's own syscalls, and the functions that allocate most (needs [observe] alloc)."""
+    from perflab.analyze import alloc as allocs  # noqa: PLC0415
+    from perflab.report import profile_text  # noqa: PLC0415
+
+    with Results(directory) as results:
+        sel = _alloc_selection(results, selector, cell_id, threads)
+        rows = allocs.figures(sel.cells)
+        functions = allocs.top_functions(results, sel, limit) if sel.profiles else []
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                {"selection": sel.label, "repeats": len(sel.cells), "figures": rows, "functions": functions}, indent=1
+            )
+        )
+        return None
+    title = f"{sel.label}: {len(sel.cells)} repeat(s); per transaction, mean over repeats"
+    profile_text.alloc_table(out, escape(title), rows, functions)
+    return None
+
+
+def _alloc_diff(directory: Path, a: str, b: str, threads: int | None, limit: int, fmt: str) -> None:
+    from perflab.analyze import alloc as allocs  # noqa: PLC0415
+    from perflab.report import profile_text  # noqa: PLC0415
+
+    with Results(directory) as results:
+        sel_a = _alloc_selection(results, a, None, threads)
+        sel_b = _alloc_selection(results, b, None, threads)
+        rows = allocs.diff_figures(sel_a.cells, sel_b.cells)
+        functions = allocs.diff_functions(results, sel_a, sel_b, limit) if sel_a.profiles and sel_b.profiles else []
+    if fmt == "json":
+        click.echo(json.dumps({"a": sel_a.label, "b": sel_b.label, "figures": rows, "functions": functions}, indent=1))
+        return
+    title = (
+        f"A = {sel_a.label} ({len(sel_a.cells)} repeats), B = {sel_b.label} ({len(sel_b.cells)} repeats): "
+        "per transaction, differences beyond the noise floor first (~ = within it)"
+    )
+    profile_text.alloc_diff_table(out, escape(title), rows, functions)
+
+
+def _alloc_selection(results: Results, selector: str | None, cell_id: int | None, threads: int | None):
+    """The selected cells with `alloc` figures, and their allocation profiles if stacks were taken."""
+    from perflab.analyze import profile_select  # noqa: PLC0415
+
+    traced = [c for c in results.cells() if c["status"] == "ok" and c.get("alloc")]
+    if not traced:
+        raise UsageError(
+            f"{results.dir}: no allocation figures stored", "add alloc = true under [observe] and run again"
+        )
+    has_stacks = any(p["source"] == "alloc" for p in results.profiles())
+    if has_stacks:
+        return profile_select.select(results, selector=selector, cell_id=cell_id, threads=threads, source="alloc")
+    label, cells = profile_select.select_cells(results, selector=selector, cell_id=cell_id, threads=threads)
+    return profile_select.Selection(label, cells, [], "alloc")

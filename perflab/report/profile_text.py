@@ -101,3 +101,54 @@ def diff_table(console: Console, title: str, rows: list[dict[str, Any]], by: str
             style=style,
         )
     console.print(table)
+
+
+def _amount(value: float, unit: str) -> str:
+    if unit == "bytes/txn":
+        for suffix, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+            if abs(value) >= 1 << shift:
+                return f"{value / (1 << shift):,.3g} {suffix}"
+        return f"{value:,.4g} B"
+    return f"{value:,.4g}"
+
+
+def alloc_table(console: Console, title: str, rows: list[dict[str, Any]], functions: list[dict[str, Any]]) -> None:
+    """`perflab alloc`: every per-transaction figure, then the allocating functions by bytes."""
+    table = Table(title=title, title_justify="left", show_edge=False)
+    table.add_column("figure")
+    table.add_column("per transaction", justify="right")
+    table.add_column("unit")
+    for row in rows:
+        table.add_row(escape(row["metric"]), _amount(row["per_txn"], row["unit"]), row["unit"].removesuffix("/txn"))
+    console.print(table)
+    if functions:
+        top = Table(
+            title="allocating functions (sampled stacks), bytes requested", title_justify="left", show_edge=False
+        )
+        top.add_column("per transaction", justify="right")
+        top.add_column("function")
+        for row in functions:
+            top.add_row(_amount(row["bytes_per_txn"], "bytes/txn"), escape(row["function"]))
+        console.print(top)
+
+
+def alloc_diff_table(console: Console, title: str, rows: list[dict[str, Any]], functions: list[dict[str, Any]]) -> None:
+    """`perflab diff --alloc`: A, B, the change and its noise floor, per figure and per function."""
+    for caption, items in ((title, rows), ("allocating functions (sampled stacks), bytes requested", functions)):
+        if not items:
+            continue
+        table = Table(title=caption, title_justify="left", show_edge=False)
+        for name in ("A", "B", "B - A", "noise floor"):
+            table.add_column(name, justify="right")
+        table.add_column("figure")
+        for row in items:
+            noise = "n/a" if row["noise"] is None else _amount(row["noise"], row["unit"])
+            mark = "" if row["beyond_noise"] else "~ "
+            table.add_row(
+                _amount(row["a"], row["unit"]),
+                _amount(row["b"], row["unit"]),
+                mark + _amount(row["delta"], row["unit"]),
+                noise,
+                escape(row["metric"]),
+            )
+        console.print(table)

@@ -70,9 +70,11 @@ class Scheduler:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             raise ResourceError(f"no space left: {exc}", space_hint(self.results.dir)) from None
-        except sqlite3.OperationalError as exc:  # "database or disk is full"
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_FULL:  # locked, I/O error...: not a matter of space
+                raise
             raise ResourceError(
-                f"the results database could not be written: {exc}", space_hint(self.results.dir)
+                f"no space left: the results database could not be written: {exc}", space_hint(self.results.dir)
             ) from None
         shutil.rmtree(self.results.dir / SNAPSHOT_DIR, ignore_errors=True)  # complete: not needed any more
         return done

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import subprocess
+import tempfile
 import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -38,3 +43,28 @@ def perflab_children(workdir: str | Path = "/dev/shm/perflab-") -> list[tuple[in
     servers = [p for p in processes("mariadbd") if str(workdir) in p[1]]
     clients = [p for p in processes("sysbench") if str(workdir) in p[1]]
     return servers + clients
+
+
+@contextlib.contextmanager
+def tmpfs_mounts() -> Iterator[Callable[..., Path]]:
+    """mount(name, size, *options) -> a fresh tmpfs of `size` ("300M", "1G"), unmounted at
+    exit. Under a short /tmp directory: a server's socket path must stay under 108 bytes, and
+    pytest's tmp_path is long. A test's own tmpfs as PERFLAB_TMPFS also keeps other perflab
+    runs on this machine (which clean up /dev/shm/perflab-* of dead runs) away from it."""
+    base = Path(tempfile.mkdtemp(prefix="plit-", dir="/tmp"))
+    mounted: list[Path] = []
+
+    def mount(name: str, size: str, *options: str) -> Path:
+        path = base / name
+        path.mkdir()
+        opts = ",".join([f"size={size}", *options])
+        subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)], check=True)
+        mounted.append(path)
+        return path
+
+    try:
+        yield mount
+    finally:
+        for path in mounted:
+            subprocess.run(["umount", "-l", str(path)], check=False)
+        shutil.rmtree(base, ignore_errors=True)

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from perflab.run.workdir import remove_stale_workdirs
 from tests.conftest import ROOT, perflab
 from tests.integration.helpers import perflab_children, write_experiment
 
@@ -115,12 +114,13 @@ def _workdir(out: Path) -> str | None:
 
 
 def _start_and_wait_for_workload(
-    tmp_path: Path, name: str, duration: str = "60s", repeats: int = 3
+    tmp_path: Path, name: str, duration: str = "60s", repeats: int = 3, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen, Path, str]:
     spec = tiny(tmp_path, name, duration=duration, repeats=repeats)
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)],
+        env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -145,19 +145,30 @@ def _assert_no_children_within(workdir: str, seconds: float) -> None:
     assert perflab_children(workdir) == []
 
 
-def test_ctrl_c_stops_everything_and_keeps_results(tmp_path: Path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_interrupt_stops_everything_and_keeps_results(tmp_path: Path, sig: signal.Signals):
+    """Ctrl-C, `kill` and a closed terminal: exit 130, every process stopped, the work
+    directory removed, the run marked interrupted."""
     proc, out, workdir = _start_and_wait_for_workload(tmp_path, "interrupted")
-    proc.send_signal(signal.SIGINT)
+    children = perflab_children(workdir)
+    assert len(children) == 2  # the server and the client, running
+    proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stdout + stderr
     assert "Traceback" not in stderr and "interrupted" in stderr
     _assert_no_children_within(workdir, 5)
+    for pid, _ in children:
+        assert not Path(f"/proc/{pid}").exists() or processes_state(pid) == "Z"
     assert not Path(workdir).exists()
     assert export(out)["run"]["status"] == "interrupted"
 
 
-def test_sigkill_of_perflab_leaves_no_orphans(tmp_path: Path):
-    proc, out, workdir = _start_and_wait_for_workload(tmp_path, "killed")
+def test_sigkill_of_perflab_leaves_no_orphans_and_the_next_run_cleans_up(tmp_path: Path, tmpfs):
+    # a tmpfs of its own: no other perflab run on this machine removes the dead run's directory first
+    shm = tmpfs("shm", "1500M")
+    env = {**os.environ, "PERFLAB_TMPFS": str(shm)}
+    proc, _, workdir = _start_and_wait_for_workload(tmp_path, "killed", env=env)
+    assert Path(workdir).parent == shm
     children = perflab_children(workdir)
     assert len(children) == 2  # the server and the client
     logged = set((Path(workdir) / "pids").read_text().split())
@@ -165,10 +176,26 @@ def test_sigkill_of_perflab_leaves_no_orphans(tmp_path: Path):
     proc.kill()  # SIGKILL: no finally runs; the kernel's pdeathsig must take the children down
     proc.communicate(timeout=30)
     _assert_no_children_within(workdir, 10)
-    # its files outlive it; the next run removes work directories whose owner is dead
-    assert Path(workdir).exists()
-    remove_stale_workdirs(Path(workdir).parent)
+    assert Path(workdir).exists()  # its files outlive it...
+    # ...until the next run, which removes work directories whose owner is dead
+    second = tiny(tmp_path, "next", duration="1s")
+    done = subprocess.run(
+        [sys.executable, "-m", "perflab", "run", str(second), "-o", str(tmp_path / "next")],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
     assert not Path(workdir).exists()
+    assert [p for p in shm.iterdir() if p.name.startswith("perflab-")] == []  # its own removed too
+
+
+def processes_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 @pytest.mark.parametrize(("sig", "name"), [(signal.SIGKILL, "SIGKILL"), (signal.SIGSEGV, "SIGSEGV")])
@@ -251,3 +278,44 @@ def test_preload_that_stops_the_server_at_start_says_why(tmp_path: Path):
     assert cell["error"].startswith("mariadbd exited with code 127 during start-up")
     assert "libgone.so: cannot open shared object file" in cell["error"]
     assert (tmp_path / "out" / "logs" / "cell-0000" / "stdout.log").exists()
+
+
+def _age_s(pid: int) -> float:
+    """Seconds since process `pid` started (from /proc: its start time and the uptime)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        started = int(f.read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+    with open("/proc/uptime", encoding="ascii") as f:
+        return float(f.read().split()[0]) - started
+
+
+def test_a_frozen_server_is_reported_as_a_stall(tmp_path: Path):
+    """The server stops answering for 3 s in the middle of the window (SIGSTOP, then SIGCONT):
+    the cell is ok and reports a stall covering those seconds, in its export and its report."""
+    stop_at, frozen = 3.5, 3.0  # seconds since sysbench started; the window starts at 1 s
+    proc, out, workdir = _start_and_wait_for_workload(tmp_path, "stall", duration="8s", repeats=1)
+    (server,) = [pid for pid, cmd in perflab_children(workdir) if "mariadbd" in cmd.split()[0]]
+    (client,) = [pid for pid, cmd in perflab_children(workdir) if " run" in cmd and "sysbench" in cmd]
+    time.sleep(max(0.0, stop_at - _age_s(client)))
+    stopped = _age_s(client)
+    os.kill(server, signal.SIGSTOP)
+    try:
+        time.sleep(frozen)
+    finally:
+        os.kill(server, signal.SIGCONT)
+    resumed = _age_s(client)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stdout + stderr
+    assert 2.5 < stopped < 5 and resumed - stopped >= frozen  # the freeze fell inside the window
+    (cell,) = export(out)["cells"]
+    assert cell["status"] == "ok"
+    # sysbench's second t covers (t-1, t]: the fully frozen seconds had no transaction at all
+    dead = [iv["t"] for iv in cell["intervals"] if iv["tps"] == 0]
+    assert dead and all(stopped < t <= resumed + 1 for t in dead), (stopped, resumed, cell["intervals"])
+    # exactly one stall over the freeze (a busy machine may add short dips elsewhere)
+    (stall,) = [s for s in cell["stalls"] if s["start_s"] < resumed and s["end_s"] > stopped]
+    assert stall["kind"] == "low" and stall["min_qps"] == 0
+    assert stall["start_s"] <= stopped + 1 and stall["end_s"] >= resumed - 1  # it covers the freeze...
+    assert stall["start_s"] >= stopped - 1 and stall["end_s"] <= resumed + 1  # ...and not much more
+    report = perflab("report", str(out))
+    assert report.returncode == 0, report.stderr
+    assert f"stall: cell 0 {cell['key']} {stall['start_s']:.0f}-{stall['end_s']:.0f} s" in report.stdout

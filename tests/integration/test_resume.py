@@ -35,9 +35,26 @@ b = {}
 
 
 def stored_keys(out: Path) -> list[str]:
+    return [row[0] for row in stored_rows(out)]
+
+
+def stored_rows(out: Path) -> list[tuple]:
+    """Each stored cell as written: key, times, figures, and its per-second series."""
     db = sqlite3.connect(out / "results.db")
     try:
-        return [row[0] for row in db.execute("SELECT key FROM cells ORDER BY id")]
+        cells = db.execute("SELECT key, id, started_at, ended_at, summary, resources FROM cells ORDER BY id").fetchall()
+        return [
+            (*c, db.execute("SELECT * FROM intervals WHERE cell_id = ? ORDER BY t", (c[1],)).fetchall()) for c in cells
+        ]
+    finally:
+        db.close()
+
+
+def meta(out: Path, key: str) -> object:
+    db = sqlite3.connect(out / "results.db")
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
     finally:
         db.close()
 
@@ -58,30 +75,40 @@ def test_sigkill_then_resume_completes_exactly_the_missing_cells(tmp_path: Path)
         time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)  # mid-matrix, probably mid-cell: no cleanup runs
     proc.communicate()
-    before = stored_keys(out)
+    before = stored_rows(out)
     assert 3 <= len(before) < 8
+    killed_workdir = Path(str(meta(out, "workdir")))
+    assert killed_workdir.is_dir()  # SIGKILL: its work directory is left behind...
+    deadline = time.monotonic() + 10
+    while perflab_children(killed_workdir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert perflab_children(killed_workdir) == []  # ...but not its server or client (pdeathsig)
     prepared = (out / "logs" / "prepare.txt").stat().st_mtime_ns
     assert (out / "dataset").is_dir()  # the snapshot outlives the killed run
 
     done = perflab("run", "--resume", str(out), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{len(before)} cells stored" in done.stdout
+    assert "dataset prepared" not in done.stderr  # the progress line of a `prepare`
 
     expected = [f"v={v}/t{t}/r{r}" for r in (1, 2) for t in (1, 2) for v in ("a", "b")]
     assert stored_keys(out) == expected  # every cell once, ids in the original interleaved order
+    assert stored_rows(out)[: len(before)] == before  # the first ones kept exactly as they were
     doc = json.loads(perflab("export", str(out)).stdout)
     assert all(c["status"] == "ok" for c in doc["cells"])
-    assert [c["key"] for c in doc["cells"]][: len(before)] == before  # the first ones kept as they were
     assert doc["run"]["status"] == "complete"
     # the same dataset: not prepared again, and the snapshot is gone once complete
     assert (out / "logs" / "prepare.txt").stat().st_mtime_ns == prepared
-    assert "dataset_reprepared" not in {k for k in json.loads(perflab("export", str(out)).stdout)["run"]}
+    assert meta(out, "dataset_reprepared") is None
     assert not (out / "dataset").exists()
     db = sqlite3.connect(out / "results.db")
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    assert db.execute("SELECT value FROM meta WHERE key = 'dataset_reprepared'").fetchone() is None
     db.close()
-    assert perflab_children(doc["run"]["workdir"]) == []
+    # the killed run's work directory was removed by this next run; the resumed run's own too
+    resumed_workdir = Path(doc["run"]["workdir"])
+    assert resumed_workdir != killed_workdir
+    assert not killed_workdir.exists() and not resumed_workdir.exists()
+    assert perflab_children(killed_workdir) == [] and perflab_children(resumed_workdir) == []
 
     again = perflab("run", "--resume", str(out))
     assert again.returncode == 0 and "nothing to resume" in again.stdout

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 import os
+import platform
 from pathlib import Path
 
 import pytest
 
+from perflab import __version__ as perflab_version
 from tests.conftest import perflab
 from tests.integration.helpers import perflab_children, write_experiment
 
@@ -100,50 +103,171 @@ def test_intervals_summary_and_warmup_agree(matrix_run):
             assert cell["warmup_method"] == "mser-1" and cell["warmup_s"] in {iv["t"] for iv in intervals} | {0.0}
         else:  # too short to judge: said, not flagged
             assert cell["warmup_method"] == "none" and cell["warmup_s"] is None and cell["settled"]
-        assert isinstance(cell["settled"], bool) and isinstance(cell["stalls"], list)
-        assert cell["steady"]["qps_mean"] == summary_qps(cell)
+        # settled, or unsettled with the reason said
+        assert cell["settled"] is (cell["unsettled_reason"] is None)
         assert all(iv["t"] <= WARMUP for iv in warm) and all(iv["t"] > WARMUP for iv in steady)
+        assert [iv["t"] for iv in intervals] == list(range(1, len(intervals) + 1))  # one report a second
         summary = cell["summary"]
         # the checkpoint reset sysbench's counters: the summary covers the window, not the warm-up
         assert summary["total_time_s"] == pytest.approx(DURATION, abs=0.25)
         assert summary["tps"] * summary["total_time_s"] == pytest.approx(summary["transactions"], rel=0.01)
+        assert summary["qps"] * summary["total_time_s"] == pytest.approx(summary["queries"], rel=0.01)
+        # the window's per-second reports add up to the summary (the last second may be unreported)
+        reported, complete = sum(iv["tps"] for iv in steady), len(steady) == DURATION
+        assert summary["transactions"] * (len(steady) / DURATION) == pytest.approx(
+            reported, rel=0.05 if complete else 0.3
+        )
         # oltp_read_only with default query counts: 10 point + 4 range selects + BEGIN/COMMIT
         assert summary["qps"] / summary["tps"] == pytest.approx(16, rel=0.01)
-        assert all(iv["qps"] / iv["tps"] == pytest.approx(16, rel=0.02) for iv in intervals if iv["tps"])
+        assert summary["errors_per_s"] == 0 and summary["reconnects"] == 0
+        for iv in intervals:
+            assert iv["tps"] > 0 and iv["qps"] / iv["tps"] == pytest.approx(16, rel=0.02)
+            assert iv["writes"] == 0 and iv["reads"] + iv["other"] == pytest.approx(iv["qps"], abs=0.05)
+            assert iv["other"] == pytest.approx(2 * iv["tps"], rel=0.02)  # BEGIN + COMMIT
+            assert iv["errors_per_s"] == 0 and iv["reconnects_per_s"] == 0
+            # sysbench resets its histogram at the checkpoint, racing with that second's report:
+            # the warm-up's last second may read p95 = 0.00 (sysbench 1.0.20)
+            assert iv["p95_ms"] > 0 or iv["t"] == WARMUP, iv
         lat = summary["latency_ms"]
-        assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"]
+        assert 0 < lat["min"] <= lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"]
+        assert lat["min"] <= lat["avg"] <= lat["max"]
+        # a closed loop: each client thread runs one transaction after another (Little's law)
+        assert lat["avg"] == pytest.approx(1000 * cell["threads"] / summary["tps"], rel=0.2)
+
+
+def test_steady_state_fields_have_sane_values(matrix_run):
+    _, doc, _ = matrix_run
+    for cell in doc["cells"]:
+        steady = cell["steady"]
+        window = [iv["qps"] for iv in cell["intervals"] if not iv["warmup"]]
+        assert steady["qps_mean"] == summary_qps(cell)
+        assert steady["seconds"] == len(window) and steady["batch_s"] == 1  # < 20 s: 1-second batches
+        if len(window) == DURATION:  # every second reported: the window's mean lies among them
+            assert min(window) <= steady["qps_mean"] * 1.05 and steady["qps_mean"] <= max(window) * 1.05
+        if len(window) >= 3:  # an interval needs 3 batches
+            assert steady["qps_ci_low"] < steady["qps_mean"] < steady["qps_ci_high"]
+        else:
+            assert steady["qps_ci_low"] is None and steady["qps_ci_high"] is None
+        mean = sum(window) / len(window)
+        sd = (sum((q - mean) ** 2 for q in window) / (len(window) - 1)) ** 0.5
+        assert steady["cv"] == pytest.approx(sd / mean, rel=1e-6)
+        assert steady["drift"] is None or abs(steady["drift"]) > 0.03  # reported only beyond 3%
+        threshold = doc["experiment"]["stall_threshold"]
+        last, fastest = cell["intervals"][-1]["t"], max(iv["qps"] for iv in cell["intervals"])
+        for stall in cell["stalls"]:
+            assert 0 <= stall["start_s"] < stall["end_s"] <= last and stall["kind"] in ("low", "no-report")
+            low = [iv["qps"] for iv in cell["intervals"] if stall["start_s"] < iv["t"] <= stall["end_s"]]
+            if stall["kind"] == "low":  # every second in it below the threshold, its minimum among them
+                assert stall["min_qps"] == min(low) and max(low) < threshold * fastest
 
 
 def test_resources_are_measured(matrix_run):
     _, doc, _ = matrix_run
+    cores = os.cpu_count()
     for cell in doc["cells"]:
         res = cell["resources"]
         assert res["rss_end_bytes"] > 50 * 2**20  # mariadbd with a buffer pool is not tiny
-        assert res["rss_peak_bytes"] >= res["rss_end_bytes"]
-        assert len(cell["rss_samples"]) >= DURATION
-        assert res["server_cpu_s"] > 0.1 and res["client_cpu_s"] > 0.05
+        samples = cell["rss_samples"]
+        assert len(samples) >= DURATION and all(s["rss_bytes"] > 50 * 2**20 for s in samples)
+        times = [s["t"] for s in samples]  # every second of the window, from its start, and its end
+        assert times == sorted(times) and times[0] < 0.5 and DURATION - 0.5 < times[-1] < DURATION + 2
+        assert res["rss_end_bytes"] == samples[-1]["rss_bytes"]
+        assert res["rss_peak_bytes"] == max(s["rss_bytes"] for s in samples) >= res["rss_end_bytes"]
+        # CPU over the window: something, and no more than the machine has
+        assert 0.1 < res["server_cpu_s"] <= cores * DURATION * 1.1
+        assert 0.05 < res["client_cpu_s"] <= cores * (WARMUP + DURATION) * 1.1
         assert res["server_cpu_s"] == pytest.approx(res["server_user_s"] + res["server_sys_s"], abs=0.002)
-        assert res["minor_faults_per_txn"] >= 0 and res["ctx_switches_per_txn"] > 0
+        assert res["client_cpu_s"] == pytest.approx(res["client_user_s"] + res["client_sys_s"], abs=0.002)
         txn = cell["summary"]["transactions"]
+        counts = ("minor_faults", "major_faults", "voluntary_ctx_switches", "involuntary_ctx_switches")
+        assert all(isinstance(res[k], int) and res[k] >= 0 for k in counts)
+        # a client over a socket: the server's threads wait for it (how often depends on the load)
+        assert res["voluntary_ctx_switches"] > 0
+        assert res["minor_faults_per_txn"] == pytest.approx(res["minor_faults"] / txn, abs=1e-4)
+        assert res["major_faults_per_txn"] == pytest.approx(res["major_faults"] / txn, abs=1e-4)
+        switches = res["voluntary_ctx_switches"] + res["involuntary_ctx_switches"]
+        assert res["ctx_switches_per_txn"] == pytest.approx(switches / txn, abs=1e-4)
         assert res["server_cpu_us_per_txn"] == pytest.approx(res["server_cpu_s"] * 1e6 / txn, rel=0.01)
         # the harness sleeps during the window: far below 5% of one core
-        assert res["harness_cpu_s"] < 0.05 * DURATION
+        assert 0 <= res["harness_cpu_s"] < 0.05 * DURATION
+        assert res["profiler_cpu_s"] == 0  # no [observe] perf/pmp: nothing else was reaped
+        assert 0 <= res["other_cpu_cores"] <= cores
+        assert 0 < res["restore_s"] < 30  # copying a 1-table dataset on tmpfs
 
 
 def test_effective_sysbench_options_include_defaults(matrix_run):
     _, doc, _ = matrix_run
-    opts = doc["cells"][0]["sysbench_options"]
-    assert opts["rand_type"] == "uniform" and opts["range_size"] == "100"
-    assert opts["point_selects"] == "10"  # a default nobody passed, recorded anyway
-    assert opts["threads"] in ("1", "2")
+    for cell in doc["cells"]:
+        opts = cell["sysbench_options"]
+        assert opts["rand_type"] == "uniform" and opts["range_size"] == "100"
+        assert opts["point_selects"] == "10"  # a default nobody passed, recorded anyway
+        assert opts["threads"] == str(cell["threads"])
+        assert opts["time"] == str(WARMUP + DURATION) and opts["report_checkpoints"] == str(WARMUP)
+        assert opts["tables"] == "1" and opts["table_size"] == "2000"
+        assert opts["report_interval"] == "1" and opts["histogram"] == "on" and opts["percentile"] == "95"
 
 
-def test_host_metadata(matrix_run):
+def cpu_list(cpus: list[int]) -> str:
+    """/proc's Cpus_allowed_list notation: 0-1,4"""
+    runs: list[list[int]] = []
+    for cpu in cpus:
+        if runs and cpu == runs[-1][-1] + 1:
+            runs[-1].append(cpu)
+        else:
+            runs.append([cpu])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
+def test_cell_metadata(matrix_run):
+    _, doc, _ = matrix_run
+    cores = sorted(os.sched_getaffinity(0))
+    for cell in doc["cells"]:
+        started, ended = dt.datetime.fromisoformat(cell["started_at"]), dt.datetime.fromisoformat(cell["ended_at"])
+        assert WARMUP + DURATION - 1 <= (ended - started).total_seconds() < 60  # stamps in whole seconds
+        assert cell["preload"] == ("jemalloc" if cell["variant"]["allocator"] == "jemalloc" else None)
+        assert Path(cell["allocator_library"]).is_file()
+        assert cell["pinning"] == {"server_cpus": None, "client_cpus": None, "server_cpus_allowed": cpu_list(cores)}
+        assert cell["error"] is None and cell["log_tail"] is None and cell["backtrace"] is None
+    ordered = [dt.datetime.fromisoformat(c["started_at"]) for c in doc["cells"]]
+    assert ordered == sorted(ordered)  # run one after another, in the stored order
+
+
+def test_host_and_run_metadata(matrix_run):
     _, doc, _ = matrix_run
     host = doc["host"]
-    assert host["cores"] >= 1 and host["glibc"].startswith("glibc")
-    assert "MariaDB" in host["mariadbd"] and host["sysbench"].startswith("sysbench")
-    assert doc["run"]["status"] == "complete"
+    assert host["cores"] == os.cpu_count() and host["kernel"] == os.uname().release
+    assert host["machine"] == os.uname().machine and host["hostname"] == os.uname().nodename
+    assert host["glibc"] == os.confstr("CS_GNU_LIBC_VERSION") and host["python"] == platform.python_version()
+    assert host["memory_bytes"] == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert "MariaDB" in host["mariadbd"] and host["sysbench"].startswith("sysbench 1.")
+    assert host["perflab"] == perflab_version
+    run = doc["run"]
+    assert run["status"] == "complete" and run["cell_count"] == len(doc["cells"]) == 12
+    assert run["perflab_version"] == perflab_version
+    started, ended = dt.datetime.fromisoformat(run["started_at"]), dt.datetime.fromisoformat(run["ended_at"])
+    assert started <= dt.datetime.fromisoformat(doc["cells"][0]["started_at"])
+    assert dt.datetime.fromisoformat(doc["cells"][-1]["ended_at"]) <= ended
+    dataset = doc["dataset"]
+    assert 100_000 < dataset["data_bytes"] < 10 * 2**20  # 2000 rows of sbtest1
+    assert 0 < dataset["prepare_s"] < 120 and dataset["buffer_pool"] == "256M"  # the 256M floor
+
+
+def test_groups_and_comparisons_match_the_cells(matrix_run):
+    _, doc, _ = matrix_run
+    by_id = {c["id"]: c for c in doc["cells"]}
+    assert len(doc["groups"]) == 3 * 2  # variants x thread counts
+    for group in doc["groups"]:
+        mine = [c for c in doc["cells"] if c["variant"] == group["variant"] and c["threads"] == group["threads"]]
+        settled = [c for c in mine if c["settled"]]  # unsettled cells are left out, and counted
+        assert len(mine) == 2 and group["failed"] == 0 and group["unsettled"] == len(mine) - len(settled)
+        assert sorted(group["cells"]) == sorted(c["id"] for c in settled) and group["repeats"] == len(settled)
+        if settled:
+            assert group["qps_mean"] == pytest.approx(sum(summary_qps(by_id[i]) for i in group["cells"]) / len(settled))
+        assert group["qps_ci_low"] is None and group["qps_ci_high"] is None  # fewer than 3 repeats: no interval
+        assert group["baseline"] is (group["variant"]["allocator"] == "glibc")
+    assert doc["comparisons"], "every variant is compared with the baseline"
+    for row in doc["comparisons"]:
+        assert row["verdict"] is None and row["n_baseline"] <= 2 and row["n_variant"] <= 2  # said, not guessed
 
 
 def test_report_and_csv(matrix_run):
@@ -168,7 +292,7 @@ def test_logs_are_kept(matrix_run):
 
 
 def test_no_process_or_workdir_left(matrix_run):
-    out, doc, _ = matrix_run
+    _, doc, _ = matrix_run
     assert perflab_children(doc["run"]["workdir"]) == []
     workdir = Path(doc["run"]["workdir"])
     assert workdir.parent == Path("/dev/shm") and not workdir.exists()

@@ -228,7 +228,7 @@ def test_noise_floor_grows_with_spread_between_repeats() -> None:
     assert calm["significant"] and not noisy["significant"]
     # one repeat each: only sampling noise is known (Poisson), still a floor
     single = diff(Merged([_profile({"f": 100}, 1000)]), Merged([_profile({"f": 120}, 1000)])).rows()[0]
-    assert single["noise_self_per_txn"] == pytest.approx(1.96 * math.sqrt(100 / 1e6 + 120 / 1e6))
+    assert single["noise_self_per_txn"] == pytest.approx(1.959964 * math.sqrt(100 / 1e6 + 120 / 1e6))
 
 
 def test_diff_json_field_names() -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.elf import inspect
 from perflab.run.observers.perf import FoldStats, PerfRecorder
-from perflab.run.observers.pmp import StackSampler
+from perflab.run.observers.pmp import StackSampler, demangle
 from perflab.run.observers.pmp_sampler import Symbolizer
 from perflab.spec import ObserveSection
 from perflab.store import folded
@@ -142,10 +142,15 @@ def store_alloc(results: Results, cell_id: int, transactions: int, tracer: Alloc
     requested, the leaf frame being the call and its size class (`malloc:32M-64M`)."""
     names = Symbolizer(pid)
     try:
-        stacks = tracer.stacks(lambda pcs: _own_frames_dropped(names, pcs))
+        mangled = tracer.stacks(lambda pcs: _own_frames_dropped(names, pcs))
         dsos = dict(names.dsos)
     finally:
         names.close()
+    readable = demangle(frame for stack in mangled for frame in stack.split(";"))
+    stacks: Counter = Counter()
+    for stack, size in mangled.items():
+        stacks[";".join(readable.get(f, f) for f in stack.split(";"))] += size
+    dsos = {readable.get(f, f): d for f, d in dsos.items()}
     callers: Counter = Counter()
     for stack, size in stacks.items():
         frames = stack.split(";")

@@ -1,0 +1,145 @@
+"""What a variant asks of its allocator, per transaction (`perflab alloc`), and how two
+variants differ (`perflab diff --alloc`).
+
+Input: the selected cells' `alloc` fields (run/observers/alloc/tracer.py) and their
+allocation profiles (source "alloc": folded stacks weighted in bytes requested, the leaf frame
+being the call and its size class). Output: rows of figures per transaction, the mean over the
+selection's repeats; for a diff, each figure's difference with its noise floor (the half-width
+of the difference's 95% Welch interval over repeats; None with fewer than 2 repeats a side)
+and whether it lies beyond it.
+
+    perflab alloc DIR allocator=glibc,sort_buffer=32M
+    perflab diff --alloc DIR sort_buffer=2M sort_buffer=32M
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter, defaultdict
+from typing import Any
+
+from perflab.analyze import evidence, stats
+from perflab.analyze.profile_select import Selection
+from perflab.store import folded
+from perflab.store.results import Results
+
+
+def figures(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every per-transaction figure of the cells: metric, unit, mean over repeats, repeats."""
+    samples = evidence.samples(cells)
+    return [
+        {"metric": metric, "unit": unit, "per_txn": statistics.fmean(values), "repeats": len(values)}
+        for metric, (values, unit) in sorted(samples.items(), key=_order)
+        if any(values)
+    ]
+
+
+def functions(results: Results, sel: Selection) -> dict[str, list[float]]:
+    """Bytes requested per transaction by allocating function (the caller of malloc, new, ...),
+    one value per cell of the selection."""
+    per_cell: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(sel.profiles))
+    for i, row in enumerate(sel.profiles):
+        path = results.dir / row["path"]
+        stacks, txn = folded.read(path), folded.read_meta(path).get("transactions") or 0
+        for stack, size in _callers(stacks).items():
+            per_cell[stack][i] = size / txn if txn else 0.0
+    return dict(per_cell)
+
+
+def top_functions(results: Results, sel: Selection, limit: int = 25) -> list[dict[str, Any]]:
+    rows = [{"function": f, "bytes_per_txn": statistics.fmean(v)} for f, v in functions(results, sel).items()]
+    return sorted(rows, key=lambda r: -r["bytes_per_txn"])[:limit]
+
+
+def diff_figures(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each figure of A and B with its difference and noise floor, the largest beyond noise first."""
+    xa, xb = evidence.samples(a), evidence.samples(b)
+    rows = []
+    for metric in set(xa) | set(xb):
+        (va, unit), (vb, _) = xa.get(metric, ([0.0] * _repeats(a), "")), xb.get(metric, ([0.0] * _repeats(b), ""))
+        rows.append(_diff_row(metric, unit or xb[metric][1], va, vb))
+    return _ranked(rows)
+
+
+def diff_functions(results: Results, sa: Selection, sb: Selection, limit: int = 25) -> list[dict[str, Any]]:
+    fa, fb = functions(results, sa), functions(results, sb)
+    rows = [
+        _diff_row(f, "bytes/txn", fa.get(f, [0.0] * len(sa.profiles)), fb.get(f, [0.0] * len(sb.profiles)))
+        for f in set(fa) | set(fb)
+    ]
+    return _ranked(rows)[:limit]
+
+
+def _diff_row(metric: str, unit: str, a: list[float], b: list[float]) -> dict[str, Any]:
+    mean_a, mean_b = statistics.fmean(a), statistics.fmean(b)
+    noise = None
+    if len(a) >= 2 and len(b) >= 2:
+        va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+        if va + vb == 0:
+            noise = 0.0
+        else:
+            df = (va + vb) ** 2 / ((va**2 / (len(a) - 1)) + (vb**2 / (len(b) - 1)))
+            noise = stats.t_quantile(0.975, df) * math.sqrt(va + vb)
+    delta = mean_b - mean_a
+    beyond = (
+        noise is not None and abs(delta) > noise and abs(delta) > evidence.MIN_CHANGE * max(abs(mean_a), abs(mean_b))
+    )
+    return {
+        "metric": metric,
+        "unit": unit,
+        "a": mean_a,
+        "b": mean_b,
+        "delta": delta,
+        "noise": noise,
+        "beyond_noise": beyond,
+    }
+
+
+def _ranked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = [r for r in rows if r["a"] or r["b"]]
+    return sorted(rows, key=lambda r: (not r["beyond_noise"], -abs(r["delta"]) / (abs(r["a"]) + abs(r["b"]) or 1)))
+
+
+# The server's own allocation wrappers: the function that allocates is the one that calls them.
+WRAPPERS = frozenset(
+    {
+        "my_malloc",
+        "my_realloc",
+        "my_multi_malloc",
+        "my_multi_malloc_large",
+        "my_strdup",
+        "my_strndup",
+        "my_memdup",
+        "my_once_alloc",
+        "operator new",
+        "operator new[]",
+    }
+)
+
+
+def _callers(stacks: Counter) -> Counter:
+    """Bytes by allocating function: the frame above the leaf (the call and its size class),
+    past the server's allocation wrappers."""
+    out: Counter = Counter()
+    for stack, size in stacks.items():
+        frames = stack.split(";")[:-1]
+        while len(frames) > 1 and frames[-1] in WRAPPERS:
+            frames.pop()
+        out[frames[-1] if frames else stack] += size
+    return out
+
+
+def _repeats(cells: list[dict[str, Any]]) -> int:
+    return sum(1 for c in cells if c.get("status") == "ok" and c.get("settled") not in (False, 0))
+
+
+def _order(item: tuple[str, Any]) -> tuple[int, str, int]:
+    """Resources and totals, then syscalls, then size classes by op and size."""
+    metric = item[0]
+    if metric.endswith(")"):
+        name, _, bounds = metric.partition("[")
+        low = bounds.split("-")[0]
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(low[-1:], 1)
+        return 2, name, int(low.rstrip("KMG") or 0) * scale
+    return (1 if metric.split("_")[0] in evidence.SYSCALLS else 0), metric, 0

@@ -1,0 +1,149 @@
+"""Results schema versions: a version 1 directory is upgraded in place when opened (its cells'
+steady state then detected from their stored intervals); other versions are refused with a hint.
+
+tests/data/schema1/results.db was written by the last perflab with schema 1 (taken from git
+history and run for real by tests/data/regen_schema1.py): 2 allocators x 3 repeats that ran,
+plus 3 cells of a variant whose server option was rejected. The CLI reads it as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from perflab.errors import ResultsFormatError
+from perflab.store.results import SCHEMA_VERSION, Results
+from tests.conftest import ROOT, perflab
+
+GOLDEN = ROOT / "tests" / "data" / "schema1" / "results.db"
+V1_WINDOW_START = 2.0  # warmup = "2s" in the recorded experiment: v1 stored it as cells.warmup_s
+V2_COLUMNS = {"backtrace", "warmup_method", "window_start_s", "settled", "unsettled_reason", "stalls", "steady"}
+
+
+def query(db_path: Path, sql: str) -> list[tuple]:
+    db = sqlite3.connect(db_path)
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
+def schema_version(directory: Path) -> object:
+    rows = query(directory / "results.db", "SELECT value FROM meta WHERE key = 'schema_version'")
+    return json.loads(rows[0][0]) if rows else None
+
+
+def columns(directory: Path) -> set[str]:
+    return {row[1] for row in query(directory / "results.db", "PRAGMA table_info(cells)")}
+
+
+@pytest.fixture
+def v1(tmp_path: Path) -> Path:
+    directory = tmp_path / "v1"
+    directory.mkdir()
+    shutil.copy(GOLDEN, directory / "results.db")
+    assert schema_version(directory) == 1 and not columns(directory) & V2_COLUMNS  # really the old layout
+    return directory
+
+
+def test_schema1_directory_is_upgraded_in_place(v1: Path):
+    stored = query(GOLDEN, "SELECT id, key, status, summary, resources FROM cells ORDER BY id")
+    intervals = query(GOLDEN, "SELECT cell_id, t, qps FROM intervals ORDER BY cell_id, t")
+    done = perflab("export", str(v1))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    # in place: the file itself now has the current schema, the new columns, and the old data untouched
+    assert schema_version(v1) == SCHEMA_VERSION and columns(v1) >= V2_COLUMNS
+    assert query(v1 / "results.db", "SELECT id, key, status, summary, resources FROM cells ORDER BY id") == stored
+    assert query(v1 / "results.db", "SELECT cell_id, t, qps FROM intervals ORDER BY cell_id, t") == intervals
+    assert query(v1 / "results.db", "SELECT DISTINCT window_start_s FROM cells") == [(V1_WINDOW_START,)]
+
+    assert doc["format"] == "perflab-results/3" and len(doc["cells"]) == 9
+    ok = [c for c in doc["cells"] if c["status"] == "ok"]
+    failed = [c for c in doc["cells"] if c["status"] == "failed"]
+    assert len(ok) == 6 and {c["variant"]["allocator"] for c in failed} == {"broken"}
+    for cell in doc["cells"]:
+        assert cell["window_start_s"] == V1_WINDOW_START  # v1's warmup_s: where its window began
+    for cell in ok:  # detected now, from the stored per-second series (7 s each: MSER-1)
+        times = {iv["t"] for iv in cell["intervals"]}
+        assert cell["warmup_method"] == "mser-1" and cell["warmup_s"] in times | {0.0}
+        assert isinstance(cell["settled"], bool) and isinstance(cell["stalls"], list)
+        assert cell["steady"]["qps_mean"] == cell["summary"]["qps"]
+        assert cell["steady"]["seconds"] == len([t for t in times if t > V1_WINDOW_START])
+        low, high = cell["steady"]["qps_ci_low"], cell["steady"]["qps_ci_high"]
+        assert low < cell["steady"]["qps_mean"] < high
+    for cell in failed:  # nothing detected for a cell that did not run; its error kept
+        assert cell["error"].startswith("mariadbd exited with code 7 during start-up")
+        assert cell["warmup_s"] is None and cell["warmup_method"] is None and cell["settled"] is None
+    groups = {g["variant"]["allocator"]: g for g in doc["groups"]}
+    assert groups["glibc"]["repeats"] == groups["jemalloc"]["repeats"] == 3
+    assert groups["glibc"]["qps_ci_low"] < groups["glibc"]["qps_mean"] < groups["glibc"]["qps_ci_high"]
+
+    again = perflab("report", str(v1))  # opened a second time: already version 2, read as such
+    assert again.returncode == 0, again.stderr
+    assert "jemalloc" in again.stdout and "broken" in again.stdout
+    assert schema_version(v1) == SCHEMA_VERSION
+
+
+def test_upgraded_directory_gives_verdicts(v1: Path):
+    done = perflab("compare", str(v1), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    (row,) = [r for r in rows if r["variant"] == {"allocator": "jemalloc"}]
+    assert row["baseline"] == {"allocator": "glibc"} and row["n_baseline"] == row["n_variant"] == 3
+    assert row["verdict"] in ("faster", "slower", "no significant difference")
+    assert row["ci_low"] < row["ratio"] < row["ci_high"]
+
+
+def set_version(directory: Path, version: object) -> None:
+    db = sqlite3.connect(directory / "results.db")
+    with db:
+        if version is None:
+            db.execute("DELETE FROM meta WHERE key = 'schema_version'")
+        else:
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (json.dumps(version),))
+    db.close()
+
+
+@pytest.mark.parametrize("version", [4, 99, 0, "2", None])
+def test_unknown_schema_version_is_refused_with_a_hint(v1: Path, version: object):
+    set_version(v1, version)
+    with pytest.raises(ResultsFormatError) as refused:
+        Results(v1)
+    assert refused.value.exit_code == 2
+    assert refused.value.message.endswith(f"results schema version {version!r}, this perflab reads {SCHEMA_VERSION}")
+    assert refused.value.hint == "use the perflab version that wrote it"
+    assert not columns(v1) & V2_COLUMNS  # refused, not half-upgraded
+    assert schema_version(v1) == version
+
+
+def test_every_reading_verb_refuses_a_newer_schema(v1: Path):
+    set_version(v1, SCHEMA_VERSION + 1)
+    for verb in ("export", "report", "compare"):
+        done = perflab(verb, str(v1))
+        assert done.returncode == 2, (verb, done.stdout + done.stderr)
+        assert f"results schema version {SCHEMA_VERSION + 1}, this perflab reads {SCHEMA_VERSION}" in done.stderr
+        assert "hint: use the perflab version that wrote it" in done.stderr
+        assert "Traceback" not in done.stderr and done.stdout == ""
+    assert not columns(v1) & V2_COLUMNS
+
+
+def test_schema2_directory_gains_the_alloc_column(tmp_path: Path) -> None:
+    with Results(tmp_path, create=True):
+        pass
+    db = sqlite3.connect(tmp_path / "results.db")
+    kept = ", ".join(c for c in columns(tmp_path) if c != "alloc")
+    db.execute(f"CREATE TABLE v2 AS SELECT {kept} FROM cells")  # the cells table as schema 2 had it
+    db.execute("DROP TABLE cells")
+    db.execute("ALTER TABLE v2 RENAME TO cells")
+    db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    with Results(tmp_path) as results:
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 3
+        assert results.cells() == []
+    assert "alloc" in columns(tmp_path)
