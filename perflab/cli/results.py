@@ -104,13 +104,35 @@ def compare_cmd(
     """Verdicts: with one DIR, each variant against the baseline per thread count (ratio, its
     CI, faster / slower / no significant difference), plus each axis's own effect; with
     DIR_A DIR_B, the cells of B against the same cells of A (before/after)."""
-    from perflab.analyze import compare, gate, summary  # noqa: PLC0415
+    from perflab.analyze import gate  # noqa: PLC0415
     from perflab.report import text  # noqa: PLC0415
 
     threshold = gate.parse(fail_on) if fail_on is not None else None
-    level = confidence / 100
     if len(directories) > 2:
         raise UsageError("compare takes one results directory, or two (A B)", "perflab compare DIR | DIR_A DIR_B")
+    rows, notes = _comparisons(directories, list(baselines), metric, confidence / 100)
+    if fmt == "json":
+        click.echo(json.dumps([row.to_dict() for row in rows], indent=2))
+    else:
+        title = f"{metric} ({confidence:g}% intervals)" + (
+            "" if len(directories) == 1 else f": B = {directories[1]} vs A = {directories[0]}"
+        )
+        out.print(text.comparison_table(escape(title), rows, runs=len(directories) == 2))
+    for note in notes:
+        err.print(f"[yellow]note:[/] {escape(note)}")
+    if not rows:
+        raise UsageError("nothing to compare", "the results need two variants, or two directories with the same cells")
+    if threshold is not None:
+        _gate(threshold, rows)
+
+
+def _comparisons(
+    directories: tuple[Path, ...], baselines: list[str], metric: str, level: float
+) -> tuple[list, list[str]]:
+    """(comparisons, notes): every variant against the baseline in one directory, or the cells of
+    B against A's in two (warning on stderr when their host or settings differ)."""
+    from perflab.analyze import compare, summary  # noqa: PLC0415
+
     loaded = []
     for directory in directories:
         with Results(directory) as results:
@@ -118,33 +140,18 @@ def compare_cmd(
     if len(loaded) == 1:
         meta, cells = loaded[0]
         axes = (meta.get("experiment") or {}).get("axes") or {}
-        base = compare.baseline_variant(axes, list(baselines))
-        rows = compare.within(summary.groups(cells, base), axes, base, metric, level)
-        notes: list[str] = []
-    else:
-        if baselines:
-            raise UsageError("--baseline applies to one directory", "with two, A is the baseline of B")
-        (meta_a, cells_a), (meta_b, cells_b) = loaded
-        rows, notes = compare.across(summary.groups(cells_a), summary.groups(cells_b), metric, level)
-        differences = compare.metadata_differences(meta_a, meta_b)
-        if differences:
-            err.print(
-                "[bold red]WARNING: the two runs differ in host or settings; their comparison may "
-                "measure that, not your change:[/]\n  " + escape("\n  ".join(differences))
-            )
-    if fmt == "json":
-        click.echo(json.dumps([row.to_dict() for row in rows], indent=2))
-    else:
-        title = f"{metric} ({confidence:g}% intervals)" + (
-            "" if len(loaded) == 1 else f": B = {directories[1]} vs A = {directories[0]}"
+        base = compare.baseline_variant(axes, baselines)
+        return compare.within(summary.groups(cells, base), axes, base, metric, level), []
+    if baselines:
+        raise UsageError("--baseline applies to one directory", "with two, A is the baseline of B")
+    (meta_a, cells_a), (meta_b, cells_b) = loaded
+    differences = compare.metadata_differences(meta_a, meta_b)
+    if differences:
+        err.print(
+            "[bold red]WARNING: the two runs differ in host or settings; their comparison may "
+            "measure that, not your change:[/]\n  " + escape("\n  ".join(differences))
         )
-        out.print(text.comparison_table(escape(title), rows, runs=len(loaded) == 2))
-    for note in notes:
-        err.print(f"[yellow]note:[/] {escape(note)}")
-    if not rows:
-        raise UsageError("nothing to compare", "the results need two variants, or two directories with the same cells")
-    if threshold is not None:
-        _gate(threshold, rows)
+    return compare.across(summary.groups(cells_a), summary.groups(cells_b), metric, level)
 
 
 def _gate(threshold: Any, rows: list) -> None:
