@@ -2,9 +2,10 @@
 # Both install what is missing first (Debian 12, as root), idempotently.
 
 PYTHON ?= python3
+# gcc, libc6-dev: [observe] alloc compiles its counter (perflab_alloc.c) on first use
 APT_PACKAGES = mariadb-server mariadb-client sysbench libjemalloc2 libtcmalloc-minimal4 \
 	libmimalloc2.0 linux-perf elfutils libdw1 binutils sysstat util-linux procps \
-	chromium
+	chromium gcc libc6-dev
 # flame graph SVGs (perflab flame): inferno, the Rust port of FlameGraph, built by cargo
 # (about 70 s on 2 vCPUs, once); pinned so every machine with a current Rust draws the same graphs.
 # inferno 0.12 needs rustc >= 1.71. Debian 12's own cargo (rustc 1.63) builds 0.11.7 (--locked:
