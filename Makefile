@@ -2,13 +2,20 @@
 # Both install what is missing first (Debian 12, as root), idempotently.
 
 PYTHON ?= python3
+# gcc, libc6-dev: [observe] alloc compiles its counter (perflab_alloc.c) on first use
 APT_PACKAGES = mariadb-server mariadb-client sysbench libjemalloc2 libtcmalloc-minimal4 \
 	libmimalloc2.0 linux-perf elfutils libdw1 binutils sysstat util-linux procps \
-	chromium
+	chromium gcc libc6-dev
 # flame graph SVGs (perflab flame): inferno, the Rust port of FlameGraph, built by cargo
-# (about 70 s on 2 vCPUs, once); pinned so every machine draws the same graphs
+# (about 70 s on 2 vCPUs, once); pinned so every machine with a current Rust draws the same graphs.
+# inferno 0.12 needs rustc >= 1.71. Debian 12's own cargo (rustc 1.63) builds 0.11.7 (--locked:
+# later 0.11 releases lock clap 4, which needs rustc >= 1.64): used when there is no newer Rust.
 INFERNO_VERSION = 0.12.8
+INFERNO_RUSTC = 1.71
+INFERNO_DEBIAN_VERSION = 0.11.7
 CARGO ?= $(shell command -v cargo || echo $$HOME/.cargo/bin/cargo)
+NO_FLAMES = flame graph SVGs are skipped (perflab flame --format speedscope|folded, profile and diff still work); \
+	install Rust from https://rustup.rs and re-run make setup to get them
 DEMO_STAMP := $(shell date +%Y%m%d-%H%M%S)
 DEMO_DIR ?= results/quick-$(DEMO_STAMP)
 
@@ -25,19 +32,40 @@ apt:
 	else echo "apt packages: all present"; fi
 
 # Reinstall unless the installed perflab is this checkout's (a second clone must not test the first).
+# PIP_BREAK_SYSTEM_PACKAGES: Debian's own python3 refuses pip outside a venv (PEP 668); on this
+# root-run benchmark machine perflab goes to /usr/local (the `perflab` command to /usr/local/bin).
 python:
 	@here=$$(pwd); cd / && $(PYTHON) -c 'import sys, os, perflab, click, pydantic, rich, scipy, pytest, hypothesis, jinja2, playwright; \
 		sys.exit(os.path.dirname(perflab.__file__) != os.path.join(sys.argv[1], "perflab"))' "$$here" 2>/dev/null \
 		&& echo "python package: installed from this checkout" \
-		|| (cd "$$here" && $(PYTHON) -m pip install -q --root-user-action=ignore -e '.[test]')
+		|| (cd "$$here" && PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore -e '.[test]')
 
+# Without a Rust newer than INFERNO_RUSTC, Debian's own cargo (the ordinary apt way) builds the
+# older inferno; when that cannot be had either, one line says so and setup goes on.
+# A failed attempt is remembered in INFERNO_SKIPPED (delete it to try again), so that setup, run
+# before every `make test`, does not retry a build that cannot succeed.
+# Debian's cargo 0.66 reads the crates.io index from its git repository on github.com; where only
+# crates.io itself is reachable, the same build is retried on the sparse index (stable from cargo
+# 1.68 on; in 0.66 an unstable flag, hence RUSTC_BOOTSTRAP=1 for that one command).
+DEBIAN_CARGO_INSTALL = /usr/bin/cargo install --locked --quiet inferno --version $(INFERNO_DEBIAN_VERSION) --root /usr/local
+INFERNO_LOG = build/inferno-build.log
+INFERNO_SKIPPED = build/inferno-skipped
 inferno:
 	@if command -v inferno-flamegraph >/dev/null || [ -x $$HOME/.cargo/bin/inferno-flamegraph ]; then \
 		echo "inferno: present"; \
-	elif [ -x "$(CARGO)" ]; then \
+	elif [ -f $(INFERNO_SKIPPED) ] && ! [ -x "$(CARGO)" -a "$(CARGO)" != /usr/bin/cargo ]; then \
+		echo "inferno: $$(cat $(INFERNO_SKIPPED))"; \
+	elif [ -x "$(CARGO)" ] && printf '%s\n' $(INFERNO_RUSTC) "$$("$$(dirname "$(CARGO)")/rustc" --version | cut -d' ' -f2)" \
+			| sort -C -V; then \
 		echo "installing inferno $(INFERNO_VERSION) with cargo"; \
 		"$(CARGO)" install --locked --quiet inferno --version $(INFERNO_VERSION); \
-	else echo "inferno: cargo not found; install Rust (https://rustup.rs) for flame graph SVGs"; exit 1; fi
+	elif mkdir -p build && { [ -x /usr/bin/cargo ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			cargo >$(INFERNO_LOG) 2>&1; } && echo "installing inferno $(INFERNO_DEBIAN_VERSION) with Debian's cargo" \
+			&& { $(DEBIAN_CARGO_INSTALL) >>$(INFERNO_LOG) 2>&1 \
+			|| RUSTC_BOOTSTRAP=1 CARGO_UNSTABLE_SPARSE_REGISTRY=true $(DEBIAN_CARGO_INSTALL) >>$(INFERNO_LOG) 2>&1; }; then \
+		echo "inferno: installed $(INFERNO_DEBIAN_VERSION) in /usr/local/bin"; \
+	else echo "not installed (no Rust >= $(INFERNO_RUSTC), and Debian's cargo failed: $(INFERNO_LOG)); $(NO_FLAMES)" \
+			>$(INFERNO_SKIPPED); echo "inferno: $$(cat $(INFERNO_SKIPPED))"; fi
 
 demo: setup
 	@# exit 1 (some cells failed) still has a report worth reading; 2, 3 and 130 do not

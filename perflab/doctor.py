@@ -6,12 +6,13 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from perflab import allocators
-from perflab.preflight import TOOLS, which
+from perflab.preflight import TOOLS, Tool, which
 from perflab.run.workdir import TMPFS, remove_stale_workdirs, stale_workdirs
 
 
@@ -33,55 +34,101 @@ def clean(console: Console) -> None:
         console.print("nothing left behind by earlier runs")
 
 
-def render(console: Console) -> bool:
-    """Print the tables; True if everything required is present."""
-    ok = True
+def collect() -> dict[str, Any]:
+    """What `perflab doctor` shows, as data (`--format json`): tools, allocators, machine, and
+    `ok`, false when a required tool is missing."""
+    tools = [_tool(t) for t in TOOLS]
+    return {
+        "ok": all(t["present"] or not t["required"] for t in tools),
+        "tools": tools,
+        "allocators": [_GLIBC, *(_allocator(name, a.package) for name, a in allocators.KNOWN.items())],
+        "machine": _machine(),
+    }
+
+
+def _tool(tool: Tool) -> dict[str, Any]:
+    path = which(tool.name)
+    version = _version(path, tool.version_flag) if path and tool.version_flag else path
+    get = None if path else tool.get or f"apt-get install {tool.package}"
+    return {
+        "name": tool.name,
+        "present": path is not None,
+        "required": tool.required,
+        "path": path,
+        "version": version,
+        "purpose": tool.purpose,
+        "package": tool.package,
+        "get": get,
+    }
+
+
+_GLIBC = {"name": "glibc", "present": True, "library": None, "version": os.confstr("CS_GNU_LIBC_VERSION"), "get": None}
+
+
+def _allocator(name: str, package: str) -> dict[str, Any]:
+    try:
+        path = allocators.resolve(name)
+    except LookupError:
+        return {"name": name, "present": False, "library": None, "version": None, "get": f"apt-get install {package}"}
+    version = allocators.package_version(path)
+    return {"name": name, "present": True, "library": str(path), "version": version, "get": None}
+
+
+def _machine() -> dict[str, Any]:
+    shm = shutil.disk_usage(TMPFS) if os.path.isdir(TMPFS) else None
+    try:
+        with open("/proc/sys/kernel/perf_event_paranoid", encoding="ascii") as f:
+            paranoid: str | None = f.read().strip()
+    except OSError:
+        paranoid = None
+    stale = stale_workdirs(Path(TMPFS))
+    return {
+        "tmpfs": TMPFS,
+        "tmpfs_free_bytes": shm.free if shm else None,
+        "cpus": len(os.sched_getaffinity(0)),
+        "perf_event_paranoid": paranoid,
+        "uid": os.geteuid(),
+        "leftovers": {"workdirs": len(stale), "processes": sum(len(p) for _, p in stale)},
+    }
+
+
+def render(console: Console, facts: dict[str, Any]) -> None:
+    """Print the tables of `collect()`."""
     tools = Table(title="tools", title_justify="left")
     for col in ("tool", "status", "version / path", "purpose", "get it"):
         tools.add_column(col)
-    for tool in TOOLS:
-        path = which(tool.name)
-        if path is None and tool.required:
-            ok = False
-        status = "[green]ok[/]" if path else ("[red]missing[/]" if tool.required else "[yellow]missing[/]")
-        version = _version(path, tool.version_flag) if path and tool.version_flag else (path or "")
-        tools.add_row(tool.name, status, version, tool.purpose, "" if path else f"apt-get install {tool.package}")
+    for t in facts["tools"]:
+        status = "[green]ok[/]" if t["present"] else ("[red]missing[/]" if t["required"] else "[yellow]missing[/]")
+        tools.add_row(t["name"], status, t["version"] or "", t["purpose"], t["get"] or "")
     console.print(tools)
-
     allocs = Table(title="allocators (preload = ...)", title_justify="left")
     for col in ("name", "status", "library", "package", "get it"):
         allocs.add_column(col)
-    allocs.add_row("glibc", "[green]ok[/]", "(built in)", os.confstr("CS_GNU_LIBC_VERSION") or "?", "")
-    for name, alloc in allocators.KNOWN.items():
-        try:
-            path = allocators.resolve(name)
-        except LookupError:
-            allocs.add_row(name, "[yellow]missing[/]", "", "", f"apt-get install {alloc.package}")
-            continue
-        allocs.add_row(name, "[green]ok[/]", str(path), allocators.package_version(path) or "?", "")
+    for a in facts["allocators"]:
+        status = "[green]ok[/]" if a["present"] else "[yellow]missing[/]"
+        library = a["library"] or ("(built in)" if a["present"] else "")
+        allocs.add_row(a["name"], status, library, a["version"] or ("?" if a["present"] else ""), a["get"] or "")
     console.print(allocs)
+    console.print(_machine_table(facts["machine"]))
+    if not facts["ok"]:
+        console.print("[red]missing required tools[/]: run `make setup` (as root) to install them")
 
+
+def _machine_table(m: dict[str, Any]) -> Table:
     machine = Table(title="machine", title_justify="left")
     machine.add_column("check")
     machine.add_column("value")
-    shm = shutil.disk_usage(TMPFS) if os.path.isdir(TMPFS) else None
-    machine.add_row(f"tmpfs {TMPFS}", f"{shm.free / 2**30:.1f} GiB free" if shm else "[red]missing[/]")
-    machine.add_row("CPUs available", str(len(os.sched_getaffinity(0))))
-    try:
-        with open("/proc/sys/kernel/perf_event_paranoid", encoding="ascii") as f:
-            machine.add_row("perf_event_paranoid", f.read().strip())
-    except OSError:
-        machine.add_row("perf_event_paranoid", "unknown")
-    machine.add_row("running as", "root" if os.geteuid() == 0 else f"uid {os.geteuid()}")
-    stale = stale_workdirs(Path(TMPFS))
+    free = m["tmpfs_free_bytes"]
+    machine.add_row(f"tmpfs {m['tmpfs']}", f"{free / 2**30:.1f} GiB free" if free is not None else "[red]missing[/]")
+    machine.add_row("CPUs available", str(m["cpus"]))
+    machine.add_row("perf_event_paranoid", m["perf_event_paranoid"] or "unknown")
+    machine.add_row("running as", "root" if m["uid"] == 0 else f"uid {m['uid']}")
+    left = m["leftovers"]
     machine.add_row(
         "leftovers of killed runs",
         "none"
-        if not stale
-        else f"[yellow]{len(stale)} work dir(s), {sum(len(p) for _, p in stale)} live process(es)[/]: "
+        if not left["workdirs"]
+        else f"[yellow]{left['workdirs']} work dir(s), {left['processes']} live process(es)[/]: "
         "perflab doctor --clean removes them",
     )
-    console.print(machine)
-    if not ok:
-        console.print("[red]missing required tools[/]: run `make setup` (as root) to install them")
-    return ok
+    return machine

@@ -13,6 +13,7 @@ EXIT_OK = 0
 EXIT_RUN_FAILED = 1  # the run happened but something in it failed
 EXIT_USAGE = 2  # bad input: nothing was started
 EXIT_ENVIRONMENT = 3  # this machine lacks something (a tool, a library, a permission, exclusivity)
+EXIT_REGRESSION = 4  # `perflab compare --fail-on slower[:X]`: a comparison is slower beyond X
 EXIT_INTERRUPTED = 130
 
 
@@ -92,6 +93,12 @@ class WorkloadError(PerflabError):
 
 class AllocatorNotMappedError(PerflabError):
     """The requested allocator library is not mapped into the server process."""
+
+
+class RegressionError(PerflabError):
+    """`perflab compare --fail-on`: a variant is slower than its baseline beyond the threshold."""
+
+    exit_code = EXIT_REGRESSION
 
 
 class ResultsFormatError(PerflabError):

@@ -26,3 +26,15 @@ def perflab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str
     return subprocess.run(
         [sys.executable, "-m", "perflab", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
     )
+
+
+def inferno_path() -> str | None:
+    """inferno-flamegraph as perflab finds it, or None: `make setup` skips it on a machine
+    without Rust (docs/profiles.md), and the tests that need it then assert the error instead."""
+    from perflab.errors import ToolMissingError  # noqa: PLC0415
+    from perflab.report import flame  # noqa: PLC0415
+
+    try:
+        return flame.inferno()
+    except ToolMissingError:
+        return None

@@ -20,6 +20,7 @@ from typing import Any
 
 from perflab.analyze import stats
 from perflab.analyze.summary import Group
+from perflab.analyze.summary import groups as group_cells
 from perflab.errors import UsageError
 
 METRICS = {"qps": True, "p95": False}  # metric -> higher is better
@@ -156,3 +157,27 @@ def metadata_differences(meta_a: dict[str, Any], meta_b: dict[str, Any]) -> list
             if a.get(key) != b.get(key):
                 lines.append(f"{section}.{key}: A has {a.get(key)!r}, B has {b.get(key)!r}")
     return lines
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """A results directory's groups and comparisons against one baseline, as every report shows them."""
+
+    baseline: dict[str, str]
+    groups: list[Group]
+    comparisons: list[Comparison]
+
+
+def verdicts(
+    meta: dict[str, Any],
+    cells: list[dict[str, Any]],
+    baselines: list[str] | None = None,
+    metrics: tuple[str, ...] = tuple(METRICS),
+    level: float = stats.LEVEL,
+) -> Verdicts:
+    """Groups of `cells` and every comparison (variant and axis rows) for each metric."""
+    axes = (meta.get("experiment") or {}).get("axes") or {}
+    base = baseline_variant(axes, baselines or [])
+    all_groups = group_cells(cells, base if axes else None)
+    rows = [c for metric in metrics for c in within(all_groups, axes, base, metric, level)]
+    return Verdicts(base, all_groups, rows)

@@ -1,14 +1,14 @@
 """perflab command line: the verbs, one module per group, and the entry point.
 
     perflab run FILE.toml | --resume DIR     cli/run.py       spec -> preflight -> Scheduler -> results
-    perflab report DIR [--html]              cli/results.py   results -> summary -> tables / HTML / Markdown
-    perflab compare DIR | DIR_A DIR_B        cli/results.py   verdicts: variant vs baseline, or B vs A
-    perflab export DIR [--format csv]        cli/results.py   the documented interchange format
+    perflab report DIR [--html]              cli/results.py   results -> summary -> tables / HTML / Markdown / JSON
+    perflab compare DIR | DIR_A DIR_B        cli/results.py   verdicts: variant vs baseline, or B vs A (--fail-on)
+    perflab export DIR [--format csv]        cli/results.py   the documented interchange formats (JSON, CSVs)
     perflab profile DIR --variant SEL        cli/profiles.py  top functions per transaction
     perflab diff DIR A B [--alloc]           cli/profiles.py  function by function, A -> B (or allocations)
     perflab alloc DIR SEL                    cli/profiles.py  allocator calls, bytes, syscalls per transaction
     perflab flame DIR SEL -o FILE            cli/profiles.py  flame graph (SVG, speedscope, folded)
-    perflab doctor [--clean]                 cli/doctor.py    tools, allocators, leftovers of killed runs
+    perflab doctor [--clean] [--format json] cli/doctor.py    tools, allocators, leftovers of killed runs
 
 PerflabError is caught here only and mapped to its exit code; anything else is a bug.
 """

@@ -1,10 +1,11 @@
 """`perflab doctor`: what this machine has for perflab; `--clean` removes what killed runs left.
 
-perflab doctor [--clean]
+perflab doctor [--clean] [--format json]
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -15,7 +16,8 @@ from perflab.errors import EXIT_ENVIRONMENT
 
 @click.command()
 @click.option("--clean", is_flag=True, help="stop and remove what killed perflab runs left behind")
-def doctor(clean: bool) -> None:
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def doctor(clean: bool, fmt: str) -> None:
     """Which tools and allocators are present, which are missing and how to get them; what
     killed runs left behind (--clean removes it)."""
     from perflab import doctor as doc  # noqa: PLC0415
@@ -23,5 +25,10 @@ def doctor(clean: bool) -> None:
     if clean:
         doc.clean(out)
         return
-    if not doc.render(out):
+    facts = doc.collect()
+    if fmt == "json":
+        click.echo(json.dumps(facts, indent=2))
+    else:
+        doc.render(out, facts)
+    if not facts["ok"]:
         sys.exit(EXIT_ENVIRONMENT)

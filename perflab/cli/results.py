@@ -1,20 +1,21 @@
 """`perflab report`, `compare` and `export`: read a results directory, print what it found.
 
-perflab report DIR [--html | --format markdown] [-o FILE]
-perflab compare DIR | DIR_A DIR_B [--metric qps|p95] [--format json]
-perflab export DIR [--format json|csv]
+perflab report DIR [--html | --format markdown|json] [-o FILE]
+perflab compare DIR | DIR_A DIR_B [--metric qps|p95] [--format json] [--fail-on slower[:THRESHOLD]]
+perflab export DIR [--format json|csv|seconds-csv|comparisons-csv]
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.markup import escape
 
 from perflab.cli.console import err, out
-from perflab.errors import UsageError
+from perflab.errors import RegressionError, UsageError
 from perflab.store.results import Results
 
 BASELINE = click.option(
@@ -32,10 +33,11 @@ BASELINE = click.option(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "markdown", "html"]),
+    type=click.Choice(["text", "markdown", "html", "json"]),
     default="text",
     show_default=True,
-    help="markdown: GitHub tables, charts as SVG files beside -o; html: one self-contained file",
+    help="markdown: GitHub tables, charts as SVG files beside -o; html: one self-contained file; "
+    "json: the tables and warnings as data",
 )
 @click.option("--html", "html_flag", is_flag=True, help="same as --format html")
 @click.option(
@@ -54,9 +56,14 @@ def report(directory: Path, baselines: tuple[str, ...], fmt: str, html_flag: boo
     if html_flag and fmt not in ("text", "html"):
         raise UsageError(f"--html and --format {fmt} contradict each other", "pass one of them")
     fmt = "html" if html_flag else fmt
-    if fmt == "text" and output is not None:
+    if fmt in ("text", "json") and output is not None:
         raise UsageError("-o applies to --html and --format markdown", "perflab report DIR --html -o report.html")
     with Results(directory) as results:
+        if fmt == "json":
+            from perflab.report import export  # noqa: PLC0415
+
+            click.echo(json.dumps(export.report_document(*summary.load(results), list(baselines)), indent=2))
+            return
         if fmt == "text":
             meta, cells = summary.load(results)
             text.render(out, meta, cells, list(baselines))
@@ -80,18 +87,52 @@ def report(directory: Path, baselines: tuple[str, ...], fmt: str, html_flag: boo
     help="confidence level of the intervals, in percent",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--fail-on",
+    "fail_on",
+    metavar="slower[:THRESHOLD]",
+    help="exit 4 when a comparison is `slower` by more than THRESHOLD (e.g. slower:5%), for CI",
+)
 def compare_cmd(
-    directories: tuple[Path, ...], baselines: tuple[str, ...], metric: str, confidence: float, fmt: str
+    directories: tuple[Path, ...],
+    baselines: tuple[str, ...],
+    metric: str,
+    confidence: float,
+    fmt: str,
+    fail_on: str | None,
 ) -> None:
     """Verdicts: with one DIR, each variant against the baseline per thread count (ratio, its
     CI, faster / slower / no significant difference), plus each axis's own effect; with
     DIR_A DIR_B, the cells of B against the same cells of A (before/after)."""
-    from perflab.analyze import compare, summary  # noqa: PLC0415
+    from perflab.analyze import gate  # noqa: PLC0415
     from perflab.report import text  # noqa: PLC0415
 
-    level = confidence / 100
+    threshold = gate.parse(fail_on) if fail_on is not None else None
     if len(directories) > 2:
         raise UsageError("compare takes one results directory, or two (A B)", "perflab compare DIR | DIR_A DIR_B")
+    rows, notes = _comparisons(directories, list(baselines), metric, confidence / 100)
+    if fmt == "json":
+        click.echo(json.dumps([row.to_dict() for row in rows], indent=2))
+    else:
+        title = f"{metric} ({confidence:g}% intervals)" + (
+            "" if len(directories) == 1 else f": B = {directories[1]} vs A = {directories[0]}"
+        )
+        out.print(text.comparison_table(escape(title), rows, runs=len(directories) == 2))
+    for note in notes:
+        err.print(f"[yellow]note:[/] {escape(note)}")
+    if not rows:
+        raise UsageError("nothing to compare", "the results need two variants, or two directories with the same cells")
+    if threshold is not None:
+        _gate(threshold, rows)
+
+
+def _comparisons(
+    directories: tuple[Path, ...], baselines: list[str], metric: str, level: float
+) -> tuple[list, list[str]]:
+    """(comparisons, notes): every variant against the baseline in one directory, or the cells of
+    B against A's in two (warning on stderr when their host or settings differ)."""
+    from perflab.analyze import compare, summary  # noqa: PLC0415
+
     loaded = []
     for directory in directories:
         with Results(directory) as results:
@@ -99,39 +140,51 @@ def compare_cmd(
     if len(loaded) == 1:
         meta, cells = loaded[0]
         axes = (meta.get("experiment") or {}).get("axes") or {}
-        base = compare.baseline_variant(axes, list(baselines))
-        rows = compare.within(summary.groups(cells, base), axes, base, metric, level)
-        notes: list[str] = []
-    else:
-        if baselines:
-            raise UsageError("--baseline applies to one directory", "with two, A is the baseline of B")
-        (meta_a, cells_a), (meta_b, cells_b) = loaded
-        rows, notes = compare.across(summary.groups(cells_a), summary.groups(cells_b), metric, level)
-        differences = compare.metadata_differences(meta_a, meta_b)
-        if differences:
-            err.print(
-                "[bold red]WARNING: the two runs differ in host or settings; their comparison may "
-                "measure that, not your change:[/]\n  " + escape("\n  ".join(differences))
-            )
-    if fmt == "json":
-        click.echo(json.dumps([row.to_dict() for row in rows], indent=2))
-    else:
-        title = f"{metric} ({confidence:g}% intervals)" + (
-            "" if len(loaded) == 1 else f": B = {directories[1]} vs A = {directories[0]}"
+        base = compare.baseline_variant(axes, baselines)
+        return compare.within(summary.groups(cells, base), axes, base, metric, level), []
+    if baselines:
+        raise UsageError("--baseline applies to one directory", "with two, A is the baseline of B")
+    (meta_a, cells_a), (meta_b, cells_b) = loaded
+    differences = compare.metadata_differences(meta_a, meta_b)
+    if differences:
+        err.print(
+            "[bold red]WARNING: the two runs differ in host or settings; their comparison may "
+            "measure that, not your change:[/]\n  " + escape("\n  ".join(differences))
         )
-        out.print(text.comparison_table(escape(title), rows, runs=len(loaded) == 2))
-    for note in notes:
-        err.print(f"[yellow]note:[/] {escape(note)}")
-    if not rows:
-        raise UsageError("nothing to compare", "the results need two variants, or two directories with the same cells")
+    return compare.across(summary.groups(cells_a), summary.groups(cells_b), metric, level)
+
+
+def _gate(threshold: Any, rows: list) -> None:
+    """`--fail-on`: RegressionError (exit 4) naming every comparison slower beyond the threshold."""
+    from perflab.analyze import gate  # noqa: PLC0415
+
+    unjudged = gate.unjudged(rows)
+    if unjudged:
+        err.print(
+            f"[yellow]note:[/] --fail-on cannot judge {unjudged} comparison(s) without a verdict "
+            "(too few repeats, or unsettled cells)"
+        )
+    failed = threshold.failures(rows)
+    if failed:
+        hint = "exit code 4; see docs/methodology.md#failing-a-ci-job-on-a-regression"
+        raise RegressionError(gate.message(threshold, failed), hint)
 
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "csv", "seconds-csv", "comparisons-csv"]),
+    default="json",
+    show_default=True,
+    help="csv: a row per cell; seconds-csv: per second; comparisons-csv: verdicts",
+)
 def export(directory: Path, fmt: str) -> None:
-    """Print the results of DIRECTORY in the documented interchange format."""
+    """Print the results of DIRECTORY in a documented interchange format (docs/results-format.md):
+    JSON, or CSV with one column per axis."""
+    from perflab.report import csv_export  # noqa: PLC0415
     from perflab.report import export as exporter  # noqa: PLC0415
 
     with Results(directory) as results:
-        click.echo(exporter.to_json(results) if fmt == "json" else exporter.to_csv(results), nl=fmt == "json")
+        click.echo(exporter.to_json(results) if fmt == "json" else csv_export.FORMATS[fmt](results), nl=fmt == "json")

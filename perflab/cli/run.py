@@ -1,6 +1,6 @@
 """`perflab run`: an experiment file -> checked -> cells -> Scheduler -> results directory.
 
-perflab run examples/quick.toml [-o DIR] [--check] [--allow-concurrent]
+perflab run examples/quick.toml [-o DIR] [--check [--format json]] [--allow-concurrent]
 perflab run --resume DIR          # an interrupted run: only the cells it has not stored
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import sqlite3
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from perflab.cli.console import err, out
 from perflab.errors import UsageError
 from perflab.run import workdir
 from perflab.store.results import Results
-from perflab.units import format_duration, utc_now
+from perflab.units import utc_now
 
 
 @click.command()
@@ -41,13 +42,25 @@ from perflab.units import format_duration, utc_now
 )
 @click.option("--check", is_flag=True, help="validate the experiment file and exit")
 @click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="with --check: the matrix and estimate as JSON",
+)
+@click.option(
     "--allow-concurrent",
     is_flag=True,
     envvar="PERFLAB_ALLOW_CONCURRENT",
     help="run even while another perflab run uses this machine (both will be disturbed)",
 )
-def run(experiment: Path | None, output: Path | None, resume: Path | None, check: bool, allow_concurrent: bool) -> None:
+def run(
+    experiment: Path | None, output: Path | None, resume: Path | None, check: bool, fmt: str, allow_concurrent: bool
+) -> None:
     """Run every cell of EXPERIMENT and store the results (or finish an interrupted run)."""
+    if fmt == "json" and not check:
+        raise UsageError("--format json describes a --check only", "perflab run FILE.toml --check --format json")
     if resume is not None:
         if experiment is not None or output is not None:
             raise UsageError("--resume DIR takes neither an EXPERIMENT file nor -o", "perflab run --resume DIR")
@@ -61,7 +74,13 @@ def run(experiment: Path | None, output: Path | None, resume: Path | None, check
     from perflab.run.scheduler import Scheduler, estimate_seconds  # noqa: PLC0415 - keeps `report` light
 
     cells = exp.cells()
-    _announce(exp, cells, estimate_seconds)
+    from perflab.report import plan  # noqa: PLC0415
+
+    matrix = plan.plan(exp, len(cells), estimate_seconds)
+    if check and fmt == "json":
+        click.echo(json.dumps(matrix, indent=2))
+        return
+    out.print(plan.line(matrix))
     if check:
         return
     if resume is not None:
@@ -82,25 +101,6 @@ def run(experiment: Path | None, output: Path | None, resume: Path | None, check
         if not allow_concurrent:
             stack.enter_context(MachineLock(output))
         _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None)
-
-
-def _announce(exp: spec.Experiment, cells: list, estimate_seconds: Any) -> None:
-    file = exp.file
-    axes = " x ".join(f"{len(v)} {a}" for a, v in file.variants.items()) or "1 variant"
-    e = file.experiment
-    if e.adaptive:
-        per_round = len(cells) // e.min_repeats
-        at_most = per_round * e.max_repeats
-        most = f", up to {at_most} cells ({format_duration(estimate_seconds(exp, at_most))})"
-        if e.time_budget:
-            most += f" within a time budget of {format_duration(e.time_budget)}"
-        repeats = f"{e.min_repeats}+ repeats (auto, target ±{e.target_ci:.1%})"
-    else:
-        most, repeats = "", f"{e.repeats} repeats"
-    out.print(
-        f"[bold]{exp.name}[/]: {axes} x {len(file.workload.threads)} thread counts x {repeats} "
-        f"= [bold]{len(cells)} cells[/], estimated {format_duration(estimate_seconds(exp))}{most}"
-    )
 
 
 def _resumable(directory: Path) -> tuple[spec.Experiment, int]:

@@ -1,7 +1,7 @@
-"""The interchange formats: JSON ("perflab-results/1") and CSV (one row per cell).
+"""The interchange formats: JSON ("perflab-results/3") and CSVs (report/csv_export.py).
 
 JSON format history:
-  perflab-results/1  first version; documented in README "Results format".
+  perflab-results/1  first version; documented in docs/results-format.md.
   perflab-results/2  steady state and verdicts: per cell `warmup_s` (now the detected end of
                      the warm-up), `warmup_method`, `window_start_s`, `settled`,
                      `unsettled_reason`, `stalls`, `steady`; top level `groups` (per variant
@@ -14,24 +14,16 @@ JSON format history:
 
 from __future__ import annotations
 
-import csv
-import io
 import json
+from dataclasses import asdict
 from typing import Any
 
 from perflab.analyze import compare, summary
+from perflab.report import findings
 from perflab.store.results import Results
 
 FORMAT = "perflab-results/3"
-
-CSV_COLUMNS = [
-    "id", "order", "variant", "threads", "repeat", "status", "error", "allocator_library",
-    "allocator_version", "warmup_s", "warmup_method", "window_start_s", "settled", "stalls", "tps", "qps", "latency_avg_ms", "latency_p50_ms",
-    "latency_p95_ms", "latency_p99_ms", "latency_max_ms", "errors_per_s", "rss_end_bytes",
-    "rss_peak_bytes", "server_cpu_s", "server_user_s", "server_sys_s", "client_cpu_s",
-    "minor_faults_per_txn", "major_faults_per_txn", "ctx_switches_per_txn", "server_cpu_us_per_txn",
-]  # fmt: skip
-
+REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
 def document(results: Results) -> dict[str, Any]:
     meta, stored = summary.load(results)
@@ -116,27 +108,25 @@ def to_json(results: Results) -> str:
     return json.dumps(document(results), indent=2)
 
 
-def to_csv(results: Results) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for cell in summary.load(results)[1]:
-        figures = cell.get("summary") or {}
-        lat = figures.get("latency_ms") or {}
-        res = cell.get("resources") or {}
-        writer.writerow({
-            "id": cell["id"], "order": cell["id"],
-            "variant": ",".join(f"{a}={lbl}" for a, lbl in cell["variant"].items()),
-            "threads": cell["threads"], "repeat": cell["repeat"], "status": cell["status"],
-            "error": (cell["error"] or "").splitlines()[0] if cell["error"] else "",
-            "allocator_library": cell["allocator_library"], "allocator_version": cell["allocator_version"],
-            "warmup_s": cell.get("warmup_s"), "warmup_method": cell.get("warmup_method"),
-            "window_start_s": cell.get("window_start_s"),
-            "settled": "" if cell.get("settled") is None else int(bool(cell["settled"])),
-            "stalls": len(cell.get("stalls") or []), "tps": figures.get("tps"), "qps": figures.get("qps"),
-            "latency_avg_ms": lat.get("avg"), "latency_p50_ms": lat.get("p50"),
-            "latency_p95_ms": lat.get("p95"), "latency_p99_ms": lat.get("p99"),
-            "latency_max_ms": lat.get("max"), "errors_per_s": figures.get("errors_per_s"),
-            **{k: res.get(k) for k in CSV_COLUMNS[CSV_COLUMNS.index("rss_end_bytes"):]},
-        })  # fmt: skip
-    return buf.getvalue()
+def report_document(meta: dict[str, Any], cells: list[dict[str, Any]], baselines: list[str]) -> dict[str, Any]:
+    """What `perflab report` prints, as data: groups per variant x threads (with the means of
+    the table's per-transaction columns), comparisons against the chosen baseline for QPS and
+    p95, and the findings (warnings) of every report format."""
+    v = compare.verdicts(meta, cells, baselines)
+    exp = meta.get("experiment") or {}
+    keep = ("name", "server", "duration", "warmup", "max_warmup", "repeats", "pin", "axes")
+    groups = [
+        {**g.to_dict(), "minor_faults_per_txn_mean": summary.mean(g.faults_per_txn),
+         "server_cpu_us_per_txn_mean": summary.mean(g.cpu_us_per_txn), "unsettled_cells": g.unsettled}
+        for g in v.groups
+    ]  # fmt: skip
+    return {
+        "format": REPORT_FORMAT,
+        "experiment": {**{k: exp.get(k) for k in keep}, "test": (exp.get("workload") or {}).get("test")},
+        "host": meta.get("host", {}),
+        "cells": len(cells),
+        "baseline": v.baseline,
+        "groups": groups,
+        "comparisons": [c.to_dict() for c in v.comparisons],
+        "findings": [asdict(f) for f in findings.collect(v.groups, cells, meta)],
+    }

@@ -33,10 +33,8 @@ def inferno(tool: str = "inferno-flamegraph") -> str:
         None,
     )
     if found is None:
-        raise ToolMissingError(
-            f"{tool} not found",
-            "run `make setup` (it runs `cargo install inferno`), or use --format speedscope / folded",
-        )
+        hint = "run `make setup` (it builds inferno with cargo: docs/profiles.md), or use --format speedscope / folded"
+        raise ToolMissingError(f"{tool} not found", hint)
     return found
 
 

@@ -53,6 +53,7 @@ class Profiles:
     pair: tuple[str, str] | None = None  # (baseline, other) variant keys of `diff`
     diff: list[DiffRow] = field(default_factory=list)
     flames: list[FlameGraph] = field(default_factory=list)
+    no_flames: str | None = None  # why there are no flame graphs (inferno missing), said in the report
 
 
 TOP = 10
@@ -107,8 +108,9 @@ def load(directory: Path, cells: list[dict[str, Any]]) -> Profiles | None:
             out.flames.append(
                 FlameGraph(title, flame.svg(text, title, "red grew, blue shrank", differential=True), True)
             )
-    except PerflabError:  # inferno missing: the tables still stand
+    except PerflabError as exc:  # inferno missing: the tables still stand, and the report says why
         out.flames = []
+        out.no_flames = f"{exc.message}: no flame graphs; {exc.hint}" if exc.hint else exc.message
     return out
 
 

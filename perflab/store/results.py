@@ -13,6 +13,8 @@ Schema version history (`meta.schema_version`):
 
 A cell is written in one transaction when it ends, so a killed run loses at most the cell in
 flight. Readers get plain dicts; the JSON export (report/export.py) is built from them.
+SQL views that flatten the JSON columns (cells_flat, seconds_flat, ...: store/views.py) are
+derived from the tables and refreshed on open; they do not change the schema version.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ResultsFormatError
+from perflab.store import views
 
 SCHEMA_VERSION = 3
 DB_NAME = "results.db"
@@ -122,6 +125,7 @@ class Results:
                     f"{path}: results schema version {version!r}, this perflab reads {SCHEMA_VERSION}",
                     "use the perflab version that wrote it",
                 )
+            self.refresh_views()
 
     def _upgrade_from_1(self) -> None:
         """Version 1 stored the configured warm-up in warmup_s: it becomes window_start_s."""
@@ -158,6 +162,13 @@ class Results:
             self.db.execute("BEGIN")
             for key, value in values.items():
                 self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+        if "experiment" in values:
+            self.refresh_views()
+
+    def refresh_views(self) -> None:
+        """(Re)create the flattened SQL views (store/views.py) for this run's axes."""
+        axes = (self.meta().get("experiment") or {}).get("axes") or {}
+        views.refresh(self.db, list(axes))
 
     def meta(self) -> dict[str, Any]:
         return {row["key"]: json.loads(row["value"]) for row in self.db.execute("SELECT key, value FROM meta")}
@@ -220,6 +231,7 @@ class Results:
                 f"INSERT OR REPLACE INTO profiles ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
                 list(values.values()),
             )
+        self.refresh_views()  # the first profile adds profile_top_flat; later ones write nothing
 
     def profiles(self, cell_id: int | None = None) -> list[dict[str, Any]]:
         """Profile references, by cell then source; [] for results without profiles."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import perflab
+from tests.conftest import inferno_path, perflab
 from tests.integration.helpers import processes, write_experiment
 
 WARMUP, DURATION = 1, 3
@@ -202,9 +202,13 @@ def test_flame_graphs(run, tmp_path):
         ["distinct", "-o", str(scope), "--format", "speedscope"],
     ):
         done = perflab("flame", str(out), *args)
+        if inferno_path() is None and "speedscope" not in args:  # make setup skipped inferno (no Rust)
+            assert done.returncode == 3 and "inferno-flamegraph not found" in done.stderr, done.stderr
+            continue
         assert done.returncode == 0, done.stderr
-    assert "my_hash_sort_simple" in svg.read_text() and "<svg" in svg.read_text()
-    assert "my_hash_sort_simple" in delta.read_text()
+    if inferno_path() is not None:
+        assert "my_hash_sort_simple" in svg.read_text() and "<svg" in svg.read_text()
+        assert "my_hash_sort_simple" in delta.read_text()
     doc = json.loads(scope.read_text())
     assert doc["profiles"][0]["type"] == "sampled" and doc["shared"]["frames"]
 
@@ -254,6 +258,10 @@ def test_html_report_shows_profiles_and_a_real_flame_graph_zooms(run, tmp_path):
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(report.as_uri())
         flames = page.locator("#profiles iframe.flame")
+        if inferno_path() is None:  # without inferno the tables stand alone: nothing to zoom
+            assert flames.count() == 0 and errors == [] and requests == [report.as_uri()]
+            browser.close()
+            return
         assert flames.count() >= 3  # one per variant and the differential one
         frame = page.frame_locator("#profiles iframe.flame").first
         unzoom = frame.locator("#unzoom")

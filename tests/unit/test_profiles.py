@@ -16,13 +16,14 @@ from perflab import preflight, spec
 from perflab.analyze.profile import Merged, Profile
 from perflab.analyze.profile_diff import diff
 from perflab.analyze.profile_select import parse_selector
-from perflab.errors import SpecError, UsageError
+from perflab.errors import SpecError, ToolMissingError, UsageError
 from perflab.report import flame
 from perflab.run.observers.elf import FunctionStarts, inspect
 from perflab.run.observers.perf import FoldStats, fold_perf_script
 from perflab.run.observers.pmp import ModuleMap, fold_rows, parse_eu_stack, strip_params
 from perflab.run.observers.profilers import stack_quality
 from perflab.store import folded
+from tests.conftest import inferno_path
 from tests.unit import profile_golden as golden
 
 EXPECTED = json.loads((golden.DATA / "expected.json").read_text(encoding="utf-8"))
@@ -273,6 +274,11 @@ def test_speedscope_and_diff_text() -> None:
 
 
 def test_inferno_renders_plain_and_differential_svg() -> None:
+    if inferno_path() is None:  # make setup skips inferno without Rust: then the error must say what to do
+        with pytest.raises(ToolMissingError, match="inferno-flamegraph not found") as exc:
+            flame.svg("a;b 3000\n", "t", "s")
+        assert "make setup" in (exc.value.hint or "") and "speedscope" in (exc.value.hint or "")
+        return
     plain = flame.svg("a;b 3000\na;c_[k] 1000\n", "t", "s")
     assert plain.lstrip().startswith("<?xml") and ">c</text>" in plain
     assert 'fill="rgb(250,150,0)" fg:x="3000" fg:w="1000"' in plain  # the kernel frame, orange (java palette)

@@ -53,7 +53,11 @@ def free_port() -> int:
 
 
 def install_datadir(datadir: Path) -> None:
-    """Create an empty MariaDB datadir (system tables only) with mariadb-install-db."""
+    """Create an empty MariaDB datadir (system tables only) with mariadb-install-db.
+    --force: in mariadb-install-db it only skips the check that the hostname resolves (grants then
+    name 127.0.0.1, not the host; perflab connects by socket and the server runs with
+    skip-name-resolve), which fails on a machine whose hostname does not resolve (a container,
+    a chroot without /etc/hosts)."""
     datadir.parent.mkdir(parents=True, exist_ok=True)
     argv = [
         binary("mariadb-install-db"),
@@ -61,6 +65,7 @@ def install_datadir(datadir: Path) -> None:
         f"--datadir={datadir}",
         "--auth-root-authentication-method=normal",
         "--skip-test-db",
+        "--force",
     ]
     if os.geteuid() == 0:
         argv.append("--user=root")

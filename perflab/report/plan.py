@@ -1,0 +1,66 @@
+"""What a run will do, before it starts: the matrix size and the time estimate.
+
+Printed by `perflab run` (and `run --check`) as one line, or as JSON with `--check --format json`:
+
+    allocators: 5 allocator x 3 sort_buffer x 3 thread counts x 3 repeats = 135 cells, estimated 1h05m
+
+    {"experiment": "allocators", "file": "examples/allocators.toml", "axes": {"allocator": [...]},
+     "threads": [1, 2, 4], "repeats": 3, "cells": 135, "estimated_s": 3912.5, "adaptive": null}
+
+The estimate comes from the caller (run/scheduler.estimate_seconds), so this module stays on
+the report side of the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from perflab.spec import Experiment
+from perflab.units import format_duration
+
+Estimate = Callable[..., float]  # estimate(exp) or estimate(exp, cells) -> seconds
+
+
+def plan(exp: Experiment, cells: int, estimate: Estimate) -> dict[str, Any]:
+    """The matrix of `exp` (with `cells` cells known in advance) and its estimated wall time."""
+    file, e = exp.file, exp.file.experiment
+    out: dict[str, Any] = {
+        "experiment": exp.name,
+        "file": exp.source,
+        "axes": {axis: list(labels) for axis, labels in file.variants.items()},
+        "threads": list(file.workload.threads),
+        "repeats": e.repeats,
+        "cells": cells,
+        "estimated_s": round(estimate(exp), 1),
+        "adaptive": None,
+    }
+    if e.adaptive:
+        most = cells // e.min_repeats * e.max_repeats
+        out["adaptive"] = {
+            "min_repeats": e.min_repeats,
+            "max_repeats": e.max_repeats,
+            "target_ci": e.target_ci,
+            "time_budget_s": e.time_budget,
+            "max_cells": most,
+            "max_estimated_s": round(estimate(exp, most), 1),
+        }
+    return out
+
+
+def line(p: dict[str, Any]) -> str:
+    """The plan as the one line `perflab run` prints first (rich markup)."""
+    axes = " x ".join(f"{len(v)} {a}" for a, v in p["axes"].items()) or "1 variant"
+    adaptive = p["adaptive"]
+    most = ""
+    if adaptive:
+        repeats = f"{adaptive['min_repeats']}+ repeats (auto, target ±{adaptive['target_ci']:.1%})"
+        most = f", up to {adaptive['max_cells']} cells ({format_duration(adaptive['max_estimated_s'])})"
+        if adaptive["time_budget_s"]:
+            most += f" within a time budget of {format_duration(adaptive['time_budget_s'])}"
+    else:
+        repeats = f"{p['repeats']} repeats"
+    return (
+        f"[bold]{p['experiment']}[/]: {axes} x {len(p['threads'])} thread counts x {repeats} "
+        f"= [bold]{p['cells']} cells[/], estimated {format_duration(p['estimated_s'])}{most}"
+    )
