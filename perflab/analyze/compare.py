@@ -15,10 +15,10 @@ sort_buffer_size); `runs` rows compare the same cell of two results directories.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perflab.analyze import stats
+from perflab.analyze import evidence, stats
 from perflab.analyze.summary import Group
 from perflab.analyze.summary import groups as group_cells
 from perflab.errors import UsageError
@@ -41,6 +41,8 @@ class Comparison:
     n_baseline: int
     n_variant: int
     reason: str | None = None  # why there is no verdict
+    # faster/slower only: per-transaction figures that differ beyond noise (analyze/evidence.py)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,7 +73,12 @@ def compare_groups(
         len(_values(base, metric)),
         len(_values(other, metric)),
         reason,
+        _evidence(base, other) if result.verdict in ("faster", "slower") else [],
     )
+
+
+def _evidence(base: Group, other: Group) -> list[dict[str, Any]]:
+    return [e.to_dict() for e in evidence.compare(base.cells, other.cells)]
 
 
 def baseline_variant(axes: dict[str, list[str]], choices: list[str]) -> dict[str, str]:

@@ -54,13 +54,15 @@ def figures(cell: dict[str, Any]) -> dict[str, tuple[float, str]]:
             out[name] = (float(resources[key]), unit)
     alloc = cell.get("alloc")
     if alloc:
-        for op, value in alloc["calls_per_txn"].items():
+        for op, value in (alloc.get("calls_per_txn") or {}).items():
             out[f"{op}_calls"] = (value, "calls/txn")
-        out["bytes_requested"] = (alloc["bytes_per_txn"], "bytes/txn")
-        for name in SYSCALLS:
-            out[f"{name}_calls"] = (alloc["syscalls_per_txn"][name], "calls/txn")
-            out[f"{name}_bytes"] = (alloc["syscall_bytes_per_txn"][name], "bytes/txn")
-        for row in alloc["by_size_class"]:
+        if alloc.get("bytes_per_txn") is not None:
+            out["bytes_requested"] = (alloc["bytes_per_txn"], "bytes/txn")
+        for name, value in (alloc.get("syscalls_per_txn") or {}).items():
+            out[f"{name}_calls"] = (value, "calls/txn")
+        for name, value in (alloc.get("syscall_bytes_per_txn") or {}).items():
+            out[f"{name}_bytes"] = (value, "bytes/txn")
+        for row in alloc.get("by_size_class") or []:
             for op, value in row["calls_per_txn"].items():
                 out[f"{op}_calls[{_size(row['low'])}-{_size(row['high'])})"] = (value, "calls/txn")
     return out
@@ -84,10 +86,10 @@ def compare(base_cells: list[dict[str, Any]], cells: list[dict[str, Any]], level
     return sorted(out, key=lambda e: abs(e.delta) / max(e.noise, 1e-12 * abs(e.delta)), reverse=True)
 
 
-def explain(evidence: list[Evidence], limit: int = 4) -> str:
+def explain(evidence: list[Evidence] | list[dict[str, Any]], limit: int = 4) -> str:
     """One line of the largest differences, in the words of the figures."""
     parts = []
-    for e in evidence[:limit]:
+    for e in [Evidence(**e) if isinstance(e, dict) else e for e in evidence][:limit]:
         name = e.metric.replace("_", " ")
         value = _bytes(e.delta) if e.unit == "bytes/txn" else f"{e.delta:+.3g}"
         parts.append(f"{value} {name} per transaction")

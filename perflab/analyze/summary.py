@@ -28,6 +28,7 @@ class Group:
     faults_per_txn: list[float] = field(default_factory=list)
     cpu_us_per_txn: list[float] = field(default_factory=list)
     cell_ids: list[int] = field(default_factory=list)
+    cells: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the settled ones, for evidence
     failed: int = 0
     unsettled: list[int] = field(default_factory=list)  # ids of ok cells that did not settle
     stalls: int = 0  # stall windows in this group's measured windows
@@ -115,6 +116,7 @@ def groups(cells: list[dict[str, Any]], baseline: dict[str, str] | None = None) 
 def _add(group: Group, cell: dict[str, Any]) -> None:
     summary, res = cell["summary"], cell.get("resources") or {}
     group.cell_ids.append(cell["id"])
+    group.cells.append(cell)
     group.qps.append(summary["qps"])
     group.tps.append(summary["tps"])
     if summary["latency_ms"].get("p95") is not None:

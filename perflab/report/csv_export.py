@@ -21,7 +21,7 @@ import io
 from collections.abc import Iterable
 from typing import Any
 
-from perflab.analyze import compare, summary
+from perflab.analyze import compare, evidence, summary
 from perflab.store import views
 from perflab.store.results import Results
 from perflab.variants import variant_key
@@ -40,6 +40,7 @@ COMPARISON_COLUMNS = (
     "n_baseline",
     "n_variant",
     "reason",
+    "explanation",  # faster/slower: what was measured to differ beyond noise (analyze/evidence.py)
 )
 
 
@@ -140,7 +141,12 @@ def comparisons_csv(results: Results) -> str:
     meta, cells = summary.load(results)
     axis_cols = views.axis_columns(_axes(meta, cells))
     rows = [
-        {**c.to_dict(), **_variant(c.variant, axis_cols), "baseline": variant_key(c.baseline)}
+        {
+            **c.to_dict(),
+            **_variant(c.variant, axis_cols),
+            "baseline": variant_key(c.baseline),
+            "explanation": evidence.explain(c.evidence),
+        }
         for c in compare.verdicts(meta, cells).comparisons
     ]
     return _write(_with_axes(COMPARISON_COLUMNS, axis_cols), rows)

@@ -25,6 +25,7 @@ from perflab.store.results import Results
 FORMAT = "perflab-results/3"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
+
 def document(results: Results) -> dict[str, Any]:
     meta, stored = summary.load(results)
     cells = []
@@ -41,7 +42,9 @@ def document(results: Results) -> dict[str, Any]:
         "spec": meta.get("spec_text"),
         "host": meta.get("host", {}),
         "dataset": meta.get("dataset"),
-        "run": {k: meta.get(k) for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir")},
+        "run": {
+            k: meta.get(k) for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir")
+        },
         "groups": [g.to_dict() for g in groups],
         "comparisons": comparisons,
         "adaptive": meta.get("adaptive"),
@@ -77,16 +80,31 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
         "unsettled_reason": cell.get("unsettled_reason"),
         "stalls": cell.get("stalls") or [],
         "steady": cell.get("steady"),
-        "summary": None if figures is None else {
-            "tps": figures["tps"], "qps": figures["qps"], "transactions": figures["transactions"],
-            "queries": figures["queries"], "latency_ms": figures["latency_ms"],
-            "errors_per_s": figures["errors_per_s"], "reconnects": figures["reconnects"],
+        "summary": None
+        if figures is None
+        else {
+            "tps": figures["tps"],
+            "qps": figures["qps"],
+            "transactions": figures["transactions"],
+            "queries": figures["queries"],
+            "latency_ms": figures["latency_ms"],
+            "errors_per_s": figures["errors_per_s"],
+            "reconnects": figures["reconnects"],
             "total_time_s": figures["total_time_s"],
         },  # fmt: skip
         "intervals": [
-            {"t": iv["t"], "warmup": bool(iv["warmup"]), "tps": iv["tps"], "qps": iv["qps"],
-             "reads": iv["reads"], "writes": iv["writes"], "other": iv["other"], "p95_ms": iv["p95_ms"],
-             "errors_per_s": iv["errors_per_s"], "reconnects_per_s": iv["reconnects_per_s"]}
+            {
+                "t": iv["t"],
+                "warmup": bool(iv["warmup"]),
+                "tps": iv["tps"],
+                "qps": iv["qps"],
+                "reads": iv["reads"],
+                "writes": iv["writes"],
+                "other": iv["other"],
+                "p95_ms": iv["p95_ms"],
+                "errors_per_s": iv["errors_per_s"],
+                "reconnects_per_s": iv["reconnects_per_s"],
+            }
             for iv in intervals
         ],  # fmt: skip
         "rss_samples": [{"t": t, "rss_bytes": v} for t, v in rss],

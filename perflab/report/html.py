@@ -23,7 +23,7 @@ from perflab import __version__
 from perflab.analyze import stats
 from perflab.report import figures, findings
 from perflab.report.model import ReportModel
-from perflab.report.phrases import KIND_TITLES, by_kind, caution, subtitle, told
+from perflab.report.phrases import KIND_TITLES, by_kind, caution, subtitle, told, why
 from perflab.units import format_bytes, utc_now
 from perflab.variants import short_label, variant_key, variant_label
 
@@ -109,6 +109,7 @@ def render(model: ReportModel) -> str:
         cv_warning=f"{exp.get('cv_warning', 0.03):.0%}",
         summary_figs=[f for f in figs if f.section == "summary"],
         caution=caution(model.findings),
+        why=why(model.comparisons),
         busy_cores=findings.BUSY_CORES,
         series_by_threads=series,
         findings_by_kind=by_kind(model.findings),

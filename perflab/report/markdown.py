@@ -17,7 +17,7 @@ from perflab.analyze import stats
 from perflab.analyze.compare import Comparison
 from perflab.report import figures
 from perflab.report.model import ReportModel
-from perflab.report.phrases import caution, subtitle, told
+from perflab.report.phrases import caution, subtitle, told, why
 from perflab.units import format_bytes
 from perflab.variants import short_label, variant_label
 
@@ -173,6 +173,19 @@ def _verdicts(model: ReportModel) -> list[str]:
                 ]
             )
         out += [f"### threads = {t}", ""] + table(header, rows, {1, 2, 3, 4, 5, 7, 8, 9, 11, 12}) + [""]
+    explained = why(model.comparisons)
+    if explained:
+        out += [
+            "### Why",
+            "",
+            "Per-transaction figures that differ beyond the repeats' noise (95% interval), largest first:",
+            "",
+        ]
+        out += [
+            f"- **{cell(short_label(c.variant))}** at {c.threads} threads, {c.verdict}: {cell(line)}"
+            for c, line in explained
+        ]
+        out += [""]
     effects = [c for c in model.comparisons if c.kind == "axis"]
     if effects:
         out += ["### Effect of each axis (the other axes held fixed)", ""]

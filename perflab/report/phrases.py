@@ -1,6 +1,6 @@
 """Phrases the HTML and Markdown reports share, so both say the same thing the same way:
 the subtitle, the caution line over the verdicts, the titles of the finding kinds, the count
-of verdicts.
+of verdicts, the measured "why" of each verdict.
 
     subtitle(model) -> "sysbench oltp_read_only on mariadbd 10.11.6: 3 variants × 2 thread counts; ..."
 """
@@ -9,8 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from perflab.analyze import stats
+from perflab.analyze import evidence, stats
 from perflab.report.model import ReportModel, plural
+
+
+def why(comparisons: list[Any]) -> list[tuple[Any, str]]:
+    """(comparison, one line of its measured evidence) for every QPS verdict of a variant that
+    says faster or slower and has evidence beyond noise (analyze/evidence.py)."""
+    return [
+        (c, evidence.explain(c.evidence))
+        for c in comparisons
+        if c.metric == "qps" and c.kind == "variant" and c.verdict in (stats.FASTER, stats.SLOWER) and c.evidence
+    ]
 
 
 def told(comparisons: list[Any]) -> str:

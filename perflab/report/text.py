@@ -18,6 +18,7 @@ from rich.table import Table
 
 from perflab.analyze import compare, stats
 from perflab.analyze.compare import Comparison
+from perflab.analyze.evidence import explain
 from perflab.analyze.summary import Group, groups, mean
 from perflab.report import findings
 from perflab.units import format_bytes, format_duration
@@ -79,7 +80,19 @@ def render(
     effects = [c for c in comparisons if c.kind == "axis"]
     if effects:
         console.print(comparison_table("Effect of each axis (the other axes held fixed)", effects))
+    _why(console, comparisons)
     _warnings(console, all_groups, cells, meta)
+
+
+def _why(console: Console, comparisons: list[Comparison]) -> None:
+    """Beside each faster/slower verdict, what was measured to differ, beyond noise."""
+    lines = [c for c in comparisons if c.kind == "variant" and c.verdict in ("faster", "slower") and c.evidence]
+    if lines:
+        console.print("\n[bold]Why[/] (per-transaction figures that differ beyond the repeats' noise):")
+    for c in lines:
+        console.print(
+            f"  {escape(short_label(c.variant))} at {c.threads} threads, {c.verdict}: {escape(explain(c.evidence))}"
+        )
 
 
 def _table(threads: int, rows: list[Group], comparisons: list[Comparison]) -> Table:

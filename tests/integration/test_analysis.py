@@ -76,6 +76,20 @@ def test_deliberately_slower_variant_is_slower(verdict_run):
     assert by_variant(p95, "tmpdisk")["verdict"] == "slower"
 
 
+def test_a_verdict_comes_with_its_measured_evidence(verdict_run):
+    """On-disk temporary tables cost server CPU per transaction: the evidence beside the verdict
+    says so, beyond noise, and the identical variant has none (it has no verdict to explain)."""
+    out, _, _ = verdict_run
+    rows = json.loads(perflab("compare", str(out), "--format", "json").stdout)
+    evidence = {e["metric"]: e for e in by_variant(rows, "tmpdisk")["evidence"]}
+    cpu = evidence["server_cpu"]
+    assert cpu["delta"] > 0 and cpu["variant"] > 1.5 * cpu["baseline"] and cpu["unit"] == "cpu-us/txn", cpu
+    assert set(cpu) >= {"metric", "baseline", "variant", "delta", "unit"}
+    assert by_variant(rows, "same")["evidence"] == []
+    text = perflab("report", str(out)).stdout
+    assert "Why" in text and "server cpu" in text
+
+
 def test_identical_variant_is_not_called_different(verdict_run):
     out, _, _ = verdict_run
     # at 99.9% confidence: a false alarm at the default 95% happens by design one time in 20
