@@ -37,7 +37,7 @@ def _echo_json(rows: list[dict]) -> None:
 
 
 def _profile_unit(source: str) -> str:
-    return "cpu-us" if source == "perf" else "wall-us"
+    return {"perf": "cpu-us", "pmp": "wall-us"}.get(source, "bytes")
 
 
 @click.command()
