@@ -27,16 +27,22 @@ BASELINE = click.option(
 )
 
 
+def format_option(choices: list[str], help_text: str) -> Any:
+    """`--format`, its first choice the default: one definition for every verb that has one."""
+    return click.option(
+        "--format", "fmt", type=click.Choice(choices), default=choices[0], show_default=True, help=help_text
+    )
+
+
+DIRECTORY = click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+
+
 @click.command()
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@DIRECTORY
 @BASELINE
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "markdown", "html", "json"]),
-    default="text",
-    show_default=True,
-    help="markdown: GitHub tables, charts as SVG files beside -o; html: one self-contained file; "
+@format_option(
+    ["text", "markdown", "html", "json"],
+    "markdown: GitHub tables, charts as SVG files beside -o; html: one self-contained file; "
     "json: the tables and warnings as data",
 )
 @click.option("--html", "html_flag", is_flag=True, help="same as --format html")
@@ -171,14 +177,10 @@ def _gate(threshold: Any, rows: list) -> None:
 
 
 @click.command()
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["json", "csv", "seconds-csv", "comparisons-csv"]),
-    default="json",
-    show_default=True,
-    help="csv: a row per cell; seconds-csv: per second; comparisons-csv: verdicts",
+@DIRECTORY
+@format_option(
+    ["json", "csv", "seconds-csv", "comparisons-csv"],
+    "csv: a row per cell; seconds-csv: per second; comparisons-csv: verdicts",
 )
 def export(directory: Path, fmt: str) -> None:
     """Print the results of DIRECTORY in a documented interchange format (docs/results-format.md):

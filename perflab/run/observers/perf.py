@@ -161,19 +161,19 @@ class PerfRecorder:
         self.seconds = 0.0
         self._started = 0.0
 
-    def argv(self, ctl: Path, ack: Path) -> list[str]:
+    def events(self) -> list[str]:
+        """What to record: cpu-clock samples at the frequency, with call graphs."""
         graph = ["-g"] if self.call_graph == "fp" else ["--call-graph", f"dwarf,{DWARF_STACK_BYTES}", "-m", "16M"]
+        return ["-e", "cpu-clock", "-F", str(self.frequency), *graph]
+
+    def argv(self, ctl: Path, ack: Path) -> list[str]:
         # -B -N: no build-id work at the end (perflab folds right away, on this machine);
         # --no-bpf-event: no side-band thread, whose 1 s poll timeout made every stop take ~0.9 s
         return [
             "perf",
             "record",
             "-a",
-            "-e",
-            "cpu-clock",
-            "-F",
-            str(self.frequency),
-            *graph,
+            *self.events(),
             "-o",
             str(self.data),
             "-B",

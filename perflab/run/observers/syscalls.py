@@ -70,25 +70,8 @@ class SyscallRecorder(PerfRecorder):
         # a directory of its own: PerfRecorder's FIFOs and log are named after the pid only
         super().__init__(pid, Path(workdir) / "syscalls")
 
-    def argv(self, ctl: Path, ack: Path) -> list[str]:
-        events = ",".join(f"syscalls:sys_enter_{name}" for name in SYSCALLS)
-        return [
-            "perf",
-            "record",
-            "-a",
-            "-e",
-            events,
-            "-o",
-            str(self.data),
-            "-B",
-            "-N",
-            "--no-bpf-event",
-            "-q",
-            "-D",
-            "-1",
-            "--control",
-            f"fifo:{ctl},{ack}",
-        ]
+    def events(self) -> list[str]:
+        return ["-e", ",".join(f"syscalls:sys_enter_{name}" for name in SYSCALLS)]
 
     def script_argv(self) -> list[str]:
         return ["perf", "script", "-i", str(self.data), "--pid", str(self.pid), "-F", "event,trace"]

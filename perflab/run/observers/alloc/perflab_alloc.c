@@ -317,59 +317,22 @@ void *pvalloc(size_t size) {
 
 typedef struct { int unused; } nothrow_t; /* only its address is passed on */
 
-void *_Znwm(size_t size) {
-    NEXT(next, "_Znwm");
-    if (!in_new) count(OP_NEW, size);
-    in_new++;
-    void *p = ((void *(*)(size_t))next)(size);
-    in_new--;
-    return p;
-}
+#define NEW(mangled, params, args)               \
+    void *mangled params {                          \
+        NEXT(next, #mangled);                       \
+        if (!in_new) count(OP_NEW, size);           \
+        in_new++;                                   \
+        void *p = ((void *(*) params)next) args;    \
+        in_new--;                                   \
+        return p;                                   \
+    }
 
-void *_Znam(size_t size) {
-    NEXT(next, "_Znam");
-    if (!in_new) count(OP_NEW, size);
-    in_new++;
-    void *p = ((void *(*)(size_t))next)(size);
-    in_new--;
-    return p;
-}
-
-void *_ZnwmRKSt9nothrow_t(size_t size, const nothrow_t *tag) {
-    NEXT(next, "_ZnwmRKSt9nothrow_t");
-    if (!in_new) count(OP_NEW, size);
-    in_new++;
-    void *p = ((void *(*)(size_t, const nothrow_t *))next)(size, tag);
-    in_new--;
-    return p;
-}
-
-void *_ZnamRKSt9nothrow_t(size_t size, const nothrow_t *tag) {
-    NEXT(next, "_ZnamRKSt9nothrow_t");
-    if (!in_new) count(OP_NEW, size);
-    in_new++;
-    void *p = ((void *(*)(size_t, const nothrow_t *))next)(size, tag);
-    in_new--;
-    return p;
-}
-
-void *_ZnwmSt11align_val_t(size_t size, size_t align) {
-    NEXT(next, "_ZnwmSt11align_val_t");
-    if (!in_new) count(OP_NEW, size);
-    in_new++;
-    void *p = ((void *(*)(size_t, size_t))next)(size, align);
-    in_new--;
-    return p;
-}
-
-void *_ZnamSt11align_val_t(size_t size, size_t align) {
-    NEXT(next, "_ZnamSt11align_val_t");
-    if (!in_new) count(OP_NEW, size);
-    in_new++;
-    void *p = ((void *(*)(size_t, size_t))next)(size, align);
-    in_new--;
-    return p;
-}
+NEW(_Znwm, (size_t size), (size))
+NEW(_Znam, (size_t size), (size))
+NEW(_ZnwmRKSt9nothrow_t, (size_t size, const nothrow_t *tag), (size, tag))
+NEW(_ZnamRKSt9nothrow_t, (size_t size, const nothrow_t *tag), (size, tag))
+NEW(_ZnwmSt11align_val_t, (size_t size, size_t align), (size, align))
+NEW(_ZnamSt11align_val_t, (size_t size, size_t align), (size, align))
 
 #define DELETE(mangled, params, args, size_expr)                   \
     void mangled params {                                          \
