@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # Other perflab runs on a developer's machine (a benchmark, another checkout's tests) must not
 # make these tests refuse to run; tests/integration/test_lock.py clears it to test the refusal.
 os.environ["PERFLAB_ALLOW_CONCURRENT"] = "1"
+# A shell starts background jobs (`make test &`, `nohup ... &`) with SIGINT ignored, and an
+# ignored signal is inherited through exec: the perflab runs these tests start could then never
+# see the Ctrl-C that tests/integration/test_failures.py sends. Take SIGINT back, as a terminal has it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

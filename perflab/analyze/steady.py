@@ -28,9 +28,10 @@ runs into the measured window, in one of two ways:
   still climbs or falls: its part before that edge differs from the rest by more than 5% and
   its batch means move in one direction beyond what a random walk does (a t-test on their
   successive differences, p < 0.01);
-- climbing: the window's second half differs from its first by more than 15% (Welch on batch
-  means, p < 0.01) and its thirds move one way: a warm-up whose steepest part comes last leaves
-  MSER too short a steady end to truncate to (seen on real runs of tests/data/workloads/ramp.lua).
+- climbing: the window's second half differs from its first by more than 15%, by more than 4
+  standard errors of the second-to-second noise, and its thirds move one way: a warm-up whose
+  steepest part comes last leaves MSER too short a steady end to truncate to (seen on real runs
+  of tests/data/workloads/ramp.lua).
 Both are calibrated on a random walk, because QPS on a VM wanders by several percent over a
 minute and a per-second test would call that wander a warm-up. The false-alarm and detection
 rates by ramp length are measured by `bench/warmup_detection.py` and quoted in
@@ -65,6 +66,7 @@ RAMP = 0.05  # a warm-up longer than half the series must move the window by mor
 RAMP_ALPHA = 0.01  # significance of a one-directional trend in a long warm-up
 TEST_BATCHES = 6  # batches of the rest that a late warm-up is judged against, where it is long enough
 CLIMB = 0.15  # a drift between the window's halves beyond this is a warm-up, not wander
+CLIMB_Z = 4.0  # ...when it is this many standard errors of the second-to-second noise
 MIN_REST = 3  # seconds of window left after a late warm-up below which it cannot be judged
 
 
@@ -192,6 +194,20 @@ def _ramps(head: list[float], tail: list[float], window: list[float]) -> bool:
     return t_two_sided_p(t, len(steps) - 1) < RAMP_ALPHA
 
 
+def _climbs(values: list[float], change: float) -> bool:
+    """The window's halves differ by more than CLIMB, its thirds move one way, and the
+    difference is far beyond the second-to-second noise (z > CLIMB_Z). That noise is taken from
+    successive differences (median |x[t+1] - x[t]| = 0.954 sigma for white noise), not from the
+    halves' spread, which a ramp inflates: a Welch test on the halves lets a ramp from 15k to 85k
+    QPS through (p = 0.014, recorded)."""
+    if abs(change) <= CLIMB or len(values) < 6 or not _one_way(values, change):
+        return False
+    noise = statistics.median(abs(b - a) for a, b in itertools.pairwise(values)) / 0.954
+    half = len(values) // 2
+    difference = abs(statistics.fmean(values[half:]) - statistics.fmean(values[:half]))
+    return noise == 0 or difference > CLIMB_Z * noise * math.sqrt(1 / half + 1 / (len(values) - half))
+
+
 def _one_way(values: list[float], drift: float) -> bool:
     """The window's thirds move in the drift's direction: a warm-up climbs (or falls) all the
     way; a wander that happens to end far from where it began seldom does."""
@@ -256,7 +272,7 @@ def detect(intervals: list[dict[str, Any]], window_start: float, threshold: floa
     # comes last leaves too short a steady end for MSER to truncate to.
     half = len(window) // 2
     change = statistics.fmean(window[half:]) / statistics.fmean(window[:half]) - 1 if half else 0.0
-    climbs = _drifts(window, CLIMB, RAMP_ALPHA) and _one_way(window, change)
+    climbs = _climbs(window, change)
     drift = change if climbs or _drifts(window) else None
     if reason is None and climbs:
         remedy = f"set warmup (or max_warmup) to at least {math.ceil(max(window_start * 2, window_start + 10))} s"

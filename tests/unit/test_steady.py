@@ -173,6 +173,26 @@ REAL_LONG_RAMP = [
     69889,
     73011,
 ]
+REAL_LONG_RAMP_2 = [
+    12675,
+    12956,
+    15327,
+    15633,
+    17400,
+    14283,
+    16688,
+    16742,
+    21669,
+    22774,
+    20778,
+    22568,
+    25197,
+    31730,
+    43004,
+    84958,
+    64516,
+    70412,
+]  # a Welch test on its halves gives p = 0.014
 REAL_SLOW_SERVER = [
     67875,
     69470,
@@ -195,7 +215,7 @@ REAL_SLOW_SERVER = [
 ]
 
 
-@pytest.mark.parametrize("values", [REAL_LONG_RAMP, REAL_SLOW_SERVER])
+@pytest.mark.parametrize("values", [REAL_LONG_RAMP, REAL_LONG_RAMP_2, REAL_SLOW_SERVER])
 def test_recorded_climbs_are_unsettled(values: list[int]) -> None:
     state = steady.detect(series([float(v) for v in values]), window_start=2)
     assert not state.settled and "climbs" in state.reason and state.drift > 0.15, state.reason
