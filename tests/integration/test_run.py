@@ -191,7 +191,7 @@ def test_resources_are_measured(matrix_run):
         # the harness sleeps during the window: far below 5% of one core
         assert 0 <= res["harness_cpu_s"] < 0.05 * DURATION
         # no [observe] perf/pmp: at most a stray millisecond of some short child reaped in the window
-    assert 0 <= res["profiler_cpu_s"] <= 0.01
+        assert 0 <= res["profiler_cpu_s"] <= 0.01
         assert 0 <= res["other_cpu_cores"] <= cores
         assert 0 < res["restore_s"] < 30  # copying a 1-table dataset on tmpfs
 
