@@ -40,15 +40,25 @@ TOOLS = (
     Tool("perf", "linux-perf", "on-CPU profiles (observe.perf)", required=False),
     Tool("eu-stack", "elfutils", "wall-clock stacks (observe.pmp, tool eu-stack)", required=False),
     Tool("c++filt", "binutils", "C++ names in pmp stacks", required=False),
-    Tool("inferno-flamegraph", "inferno", "flame graph SVGs (perflab flame, reports)", required=False,
-         version_flag=None, get="make setup (builds it with cargo; see docs/profiles.md)"),
+    Tool(
+        "inferno-flamegraph",
+        "inferno",
+        "flame graph SVGs (perflab flame, reports)",
+        required=False,
+        version_flag=None,
+        get="make setup (builds it with cargo; see docs/profiles.md)",
+    ),
 )
 
 
 def which(name: str) -> str | None:
     return shutil.which(name) or next(
-        (p for p in (f"/usr/sbin/{name}", f"/sbin/{name}", os.path.expanduser(f"~/.cargo/bin/{name}"))
-         if os.access(p, os.X_OK)), None
+        (
+            p
+            for p in (f"/usr/sbin/{name}", f"/sbin/{name}", os.path.expanduser(f"~/.cargo/bin/{name}"))
+            if os.access(p, os.X_OK)
+        ),
+        None,
     )
 
 

@@ -327,8 +327,8 @@ def test_tmpfs_full_at_the_copy_is_a_clear_error(tmp_path: Path, tmpfs):
     assert_stopped_cleanly(failed, stored=1)
     message = failed.stderr.replace("\n", "")
     assert (
-        f"error: no space left: [Errno 28] no space left on device while copying the dataset to {workdir}/cell-0001/data"
-        in message
+        "error: no space left: [Errno 28] no space left on device while copying the dataset to "
+        f"{workdir}/cell-0001/data" in message
     )
     assert "MiB free" not in message
     assert [p for p in shm.iterdir() if p.name.startswith("perflab-")] == []

@@ -31,7 +31,14 @@ table_size = 2000
 [workload]
 test = "{RAMP}"
 threads = [2]
-options = {{ point_selects = 4, simple_ranges = 1, sum_ranges = 0, order_ranges = 1, distinct_ranges = 0, range_size = 50 }}
+
+[workload.options]
+point_selects = 4
+simple_ranges = 1
+sum_ranges = 0
+order_ranges = 1
+distinct_ranges = 0
+range_size = 50
 
 [variants.ramp]
 none = {{ workload_options = {{ ramp_seconds = 0 }} }}
