@@ -76,6 +76,18 @@ def format_bytes(value: float | None) -> str:
     return f"{value:.1f} GiB"
 
 
+def size_class_label(low: int, high: int) -> str:
+    """A log2 size class [low, high) as the allocation figures name it: "1M-2M", "64-128"."""
+    return f"{_power_of_two(low)}-{_power_of_two(high)}"
+
+
+def _power_of_two(value: int) -> str:
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if value >= 1 << shift and value % (1 << shift) == 0:
+            return f"{value >> shift}{unit}"
+    return str(value)
+
+
 def utc_now() -> str:
     """Now, as results store a moment: "2026-11-22T14:03:07+00:00"."""
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -14,7 +14,6 @@ and whether it lies beyond it.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import Counter, defaultdict
 from typing import Any
@@ -42,7 +41,7 @@ def functions(results: Results, sel: Selection) -> dict[str, list[float]]:
     for i, row in enumerate(sel.profiles):
         path = results.dir / row["path"]
         stacks, txn = folded.read(path), folded.read_meta(path).get("transactions") or 0
-        for stack, size in _callers(stacks).items():
+        for stack, size in callers(stacks).items():
             per_cell[stack][i] = size / txn if txn else 0.0
     return dict(per_cell)
 
@@ -73,18 +72,9 @@ def diff_functions(results: Results, sa: Selection, sb: Selection, limit: int = 
 
 def _diff_row(metric: str, unit: str, a: list[float], b: list[float]) -> dict[str, Any]:
     mean_a, mean_b = statistics.fmean(a), statistics.fmean(b)
-    noise = None
-    if len(a) >= 2 and len(b) >= 2:
-        va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-        if va + vb == 0:
-            noise = 0.0
-        else:
-            df = (va + vb) ** 2 / ((va**2 / (len(a) - 1)) + (vb**2 / (len(b) - 1)))
-            noise = stats.t_quantile(0.975, df) * math.sqrt(va + vb)
+    noise = stats.welch_half_width(a, b)
     delta = mean_b - mean_a
-    beyond = (
-        noise is not None and abs(delta) > noise and abs(delta) > evidence.MIN_CHANGE * max(abs(mean_a), abs(mean_b))
-    )
+    beyond = evidence.beyond_noise(delta, noise, mean_a, mean_b)
     return {
         "metric": metric,
         "unit": unit,
@@ -118,7 +108,7 @@ WRAPPERS = frozenset(
 )
 
 
-def _callers(stacks: Counter) -> Counter:
+def callers(stacks: Counter) -> Counter:
     """Bytes by allocating function: the frame above the leaf (the call and its size class),
     past the server's allocation wrappers."""
     out: Counter = Counter()

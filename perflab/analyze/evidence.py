@@ -15,12 +15,12 @@ and `explain()`, one line of the largest of them, e.g.
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from perflab.analyze import stats
+from perflab.units import format_bytes, size_class_label
 
 MIN_CHANGE = 0.05
 SYSCALLS = ("mmap", "munmap", "mprotect", "madvise", "brk")
@@ -64,7 +64,7 @@ def figures(cell: dict[str, Any]) -> dict[str, tuple[float, str]]:
             out[f"{name}_bytes"] = (value, "bytes/txn")
         for row in alloc.get("by_size_class") or []:
             for op, value in row["calls_per_txn"].items():
-                out[f"{op}_calls[{_size(row['low'])}-{_size(row['high'])})"] = (value, "calls/txn")
+                out[f"{op}_calls[{size_class_label(row['low'], row['high'])})"] = (value, "calls/txn")
     return out
 
 
@@ -91,7 +91,9 @@ def explain(evidence: list[Evidence] | list[dict[str, Any]], limit: int = 4) -> 
     parts = []
     for e in [Evidence(**e) if isinstance(e, dict) else e for e in evidence][:limit]:
         name = e.metric.replace("_", " ")
-        value = _bytes(e.delta) if e.unit == "bytes/txn" else f"{e.delta:+.3g}"
+        value = (
+            ("+" if e.delta >= 0 else "-") + format_bytes(abs(e.delta)) if e.unit == "bytes/txn" else f"{e.delta:+.3g}"
+        )
         parts.append(f"{value} {name} per transaction")
     return ", ".join(parts)
 
@@ -115,33 +117,14 @@ def _per_class(metric: str) -> bool:
     return metric.endswith(")")
 
 
+def beyond_noise(delta: float, noise: float | None, a: float, b: float) -> bool:
+    """A difference that counts: outside its noise floor, and more than MIN_CHANGE of the larger side."""
+    return noise is not None and abs(delta) > noise and abs(delta) > MIN_CHANGE * max(abs(a), abs(b))
+
+
 def _difference(xs: list[float], ys: list[float], level: float) -> tuple[float, float] | None:
-    if len(xs) < 2 or len(ys) < 2:
+    noise = stats.welch_half_width(xs, ys, level)
+    delta = statistics.fmean(ys) - statistics.fmean(xs) if xs and ys else 0.0
+    if noise is None or not beyond_noise(delta, noise, statistics.fmean(xs), statistics.fmean(ys)):
         return None
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    vx, vy = statistics.variance(xs) / len(xs), statistics.variance(ys) / len(ys)
-    se = math.sqrt(vx + vy)
-    delta = my - mx
-    if abs(delta) <= MIN_CHANGE * max(abs(mx), abs(my)):
-        return None
-    if se == 0:
-        return delta, 0.0
-    df = (vx + vy) ** 2 / ((vx**2 / (len(xs) - 1) if vx else 0) + (vy**2 / (len(ys) - 1) if vy else 0))
-    half = stats.t_quantile(0.5 + level / 2, df) * se
-    return (delta, half) if abs(delta) > half else None
-
-
-def _size(value: int) -> str:
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if value >= 1 << shift and value % (1 << shift) == 0:
-            return f"{value >> shift}{unit}"
-    return str(value)
-
-
-def _bytes(value: float) -> str:
-    sign = "+" if value >= 0 else "-"
-    value = abs(value)
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if value >= 1 << shift:
-            return f"{sign}{value / (1 << shift):.3g} {unit}"
-    return f"{sign}{value:.3g} bytes"
+    return delta, noise

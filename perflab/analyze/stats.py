@@ -68,6 +68,17 @@ def t_two_sided_p(t: float, df: float) -> float:
     return float(2 * special.stdtr(df, -abs(t)))
 
 
+def welch_half_width(a: list[float], b: list[float], level: float = LEVEL) -> float | None:
+    """Half-width of the `level` interval of mean(b) - mean(a) (Welch); None below 2 values a side."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return 0.0
+    df = (va + vb) ** 2 / ((va**2 / (len(a) - 1)) + (vb**2 / (len(b) - 1)))
+    return t_quantile(0.5 + level / 2, df) * math.sqrt(va + vb)
+
+
 def welch_p(a: list[float], b: list[float]) -> float:
     """Two-sided p-value of Welch's t-test (unequal variances)."""
     va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)

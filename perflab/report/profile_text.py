@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from perflab.units import format_bytes
+
 
 def _num(value: float | None, digits: int = 4) -> str:
     if value is None:
@@ -104,12 +106,7 @@ def diff_table(console: Console, title: str, rows: list[dict[str, Any]], by: str
 
 
 def _amount(value: float, unit: str) -> str:
-    if unit == "bytes/txn":
-        for suffix, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-            if abs(value) >= 1 << shift:
-                return f"{value / (1 << shift):,.3g} {suffix}"
-        return f"{value:,.4g} B"
-    return f"{value:,.4g}"
+    return format_bytes(value) if unit == "bytes/txn" else f"{value:,.4g}"
 
 
 def alloc_table(console: Console, title: str, rows: list[dict[str, Any]], functions: list[dict[str, Any]]) -> None:

@@ -18,10 +18,10 @@ from perflab.spec.loading import load, parse
 from perflab.spec.matrix import Cell, Experiment
 from perflab.spec.problems import problem
 from perflab.spec.schema import (
+    AllocObserve,
     DatasetSection,
     ExperimentFile,
     ExperimentSection,
-    AllocObserve,
     ObserveSection,
     PerfObserve,
     PmpObserve,

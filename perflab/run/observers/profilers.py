@@ -21,6 +21,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from perflab.analyze.alloc import callers
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.elf import inspect
 from perflab.run.observers.perf import FoldStats, PerfRecorder
@@ -151,10 +152,7 @@ def store_alloc(results: Results, cell_id: int, transactions: int, tracer: Alloc
     for stack, size in mangled.items():
         stacks[";".join(readable.get(f, f) for f in stack.split(";"))] += size
     dsos = {readable.get(f, f): d for f, d in dsos.items()}
-    callers: Counter = Counter()
-    for stack, size in stacks.items():
-        frames = stack.split(";")
-        callers[frames[-2] if len(frames) > 1 else frames[-1]] += size
+    by_function = callers(stacks)
     top = [
         {
             "function": f,
@@ -162,7 +160,7 @@ def store_alloc(results: Results, cell_id: int, transactions: int, tracer: Alloc
             "bytes": n,
             "bytes_per_txn": round(n / transactions, 1) if transactions else None,
         }
-        for f, n in callers.most_common(TOP_N)
+        for f, n in by_function.most_common(TOP_N)
     ]
     meta = {
         "source": "alloc",

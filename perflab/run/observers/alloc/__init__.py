@@ -136,17 +136,18 @@ class Counts:
         return sum(self.bytes[op])
 
 
-def _words(path: Path) -> np.ndarray:
-    words = np.fromfile(path, dtype="<u8")
+def _words(path: Path, count: int = -1) -> np.ndarray:
+    words = np.fromfile(path, dtype="<u8", count=count)
     if len(words) < HEADER_WORDS or words[0] != MAGIC or words[1] != 1 or words[3] != len(OPS) or words[4] != CLASSES:
         raise AllocTracerError(f"{path} is not a perflab-alloc/1 counter file", "was it written by another perflab?")
     return words
 
 
 def read(path: Path) -> Counts:
-    """Sum of every thread's slot."""
-    words = _words(path)
-    slots = int(words[2])
+    """Sum of every thread's slot (the header and the slots only: read at the window's start and
+    end, it leaves the sample ring alone)."""
+    slots = int(_words(path, HEADER_WORDS)[2])
+    words = _words(path, HEADER_WORDS + slots * SLOT_WORDS)
     used = min(int(words[_SLOTS_USED]), slots)
     body = words[HEADER_WORDS : HEADER_WORDS + slots * SLOT_WORDS].reshape(slots, 2, len(OPS), CLASSES)
     total = body[:used].sum(axis=0, dtype=np.uint64)

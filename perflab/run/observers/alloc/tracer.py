@@ -33,6 +33,7 @@ from typing import Any
 from perflab.run.observers import alloc
 from perflab.run.observers.syscalls import SYSCALLS, SyscallCounts, SyscallRecorder
 from perflab.spec import AllocObserve
+from perflab.units import size_class_label
 
 ALLOCATING = ("malloc", "calloc", "realloc", "memalign", "new")
 # return addresses, leaf first -> frame names, root first, without the counter's own frames
@@ -100,7 +101,7 @@ class AllocTracer:
         for record in records:
             frames = symbolize(record.pcs)
             low, high = alloc.size_class_bounds(min(record.size.bit_length(), alloc.CLASSES - 1))
-            leaf = f"{record.op}:{_size(low)}-{_size(high)}"
+            leaf = f"{record.op}:{size_class_label(low, high)}"
             out[";".join([*frames, leaf])] += round(record.weight * record.size)
         return out
 
@@ -122,10 +123,3 @@ def _by_class(counts: alloc.Counts, per: float) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def _size(value: int) -> str:
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if value >= 1 << shift and value % (1 << shift) == 0:
-            return f"{value >> shift}{unit}"
-    return str(value)
