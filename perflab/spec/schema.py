@@ -244,12 +244,14 @@ class PmpObserve(_Strict):
 
 
 class AllocObserve(_Strict):
-    """`alloc = { period = "512K", stacks = true }`: what the server asks of its allocator
-    (calls and bytes by size class, and its mmap/munmap/... syscalls) per transaction, and one
-    allocation stack per `period` bytes on average (docs/profiles.md)."""
+    """`alloc = { period = "512K", stacks = true, syscalls = true }`: what the server asks of its
+    allocator (calls and bytes by size class, and its mmap/munmap/... syscalls) per transaction,
+    and one allocation stack per `period` bytes on average (docs/profiles.md). `syscalls = false`
+    leaves out the kernel's syscall tracepoints (and their cost): `syscalls_per_txn` is then null."""
 
     period: StrictInt | StrictStr = 512 * 1024
     stacks: StrictBool = True
+    syscalls: StrictBool = True
 
     @field_validator("period")
     @classmethod

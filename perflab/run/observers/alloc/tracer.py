@@ -25,6 +25,7 @@ The cell's `alloc` (export format perflab-results, docs/results-format.md):
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -57,16 +58,20 @@ class AllocTracer:
     @contextlib.contextmanager
     def window(self, pid: int, workdir: Path) -> Iterator[AllocTracer]:
         before = alloc.read(self.file)
-        with SyscallRecorder(pid, workdir) as recorder:
+        recorder = SyscallRecorder(pid, workdir) if self.spec.syscalls else None
+        with recorder or contextlib.nullcontext():
             if self.spec.stacks:
                 alloc.sample(self.file, self.spec.period)
+            started = time.monotonic()
             try:
                 yield self
             finally:
+                self.seconds = time.monotonic() - started
                 alloc.sample(self.file, 0)
         self.counts = alloc.read(self.file).minus(before)
-        self.syscalls = recorder.counts()
-        self.seconds = recorder.seconds
+        if recorder is not None:
+            self.syscalls = recorder.counts()
+            self.seconds = recorder.seconds
 
     def records(self) -> tuple[list[alloc.Sample], int]:
         """The window's sampled allocations and how many the full ring dropped (read once)."""
@@ -75,15 +80,16 @@ class AllocTracer:
         return self._records
 
     def fields(self, transactions: int) -> dict[str, Any]:
-        assert self.counts is not None and self.syscalls is not None
+        assert self.counts is not None
         counts, calls = self.counts, self.syscalls
         per = 1 / transactions if transactions else 0.0
         records, dropped = self.records()
         return {
             "calls_per_txn": {op: counts.total_calls(op) * per for op in alloc.OPS},
             "bytes_per_txn": sum(counts.total_bytes(op) for op in ALLOCATING) * per,
-            "syscalls_per_txn": {name: calls.calls[name] * per for name in SYSCALLS},
-            "syscall_bytes_per_txn": {name: calls.bytes[name] * per for name in SYSCALLS},
+            # null with `syscalls = false`: not counted is not zero
+            "syscalls_per_txn": None if calls is None else {name: calls.calls[name] * per for name in SYSCALLS},
+            "syscall_bytes_per_txn": None if calls is None else {name: calls.bytes[name] * per for name in SYSCALLS},
             "by_size_class": _by_class(counts, per),
             "transactions": transactions,
             "threads": counts.threads,
