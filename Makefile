@@ -3,9 +3,16 @@
 
 PYTHON ?= python3
 # gcc, libc6-dev: [observe] alloc compiles its counter (perflab_alloc.c) on first use
+# g++, cmake, make, bison, dpkg-dev: [builds] from source (docs/builds.md); the tests build a
+# small cmake fixture with them. A real MariaDB build also needs its libraries: make setup-builds.
 APT_PACKAGES = mariadb-server mariadb-client sysbench libjemalloc2 libtcmalloc-minimal4 \
 	libmimalloc2.0 linux-perf elfutils libdw1 binutils sysstat util-linux procps \
-	chromium gcc libc6-dev
+	chromium gcc libc6-dev g++ cmake make bison dpkg-dev
+# what mariadbd 10.11 needs to build from Debian's source with perflab's configuration
+# (debian/control's Build-Depends, minus what only plugins, clients and tests use)
+BUILD_PACKAGES = libncurses-dev libssl-dev zlib1g-dev libpcre2-dev liburing-dev libaio-dev \
+	libfmt-dev pkg-config
+DEB_SRC = /etc/apt/sources.list.d/perflab-deb-src.sources
 # flame graph SVGs (perflab flame): inferno, the Rust port of FlameGraph, built by cargo
 # (about 70 s on 2 vCPUs, once); pinned so every machine with a current Rust draws the same graphs.
 # inferno 0.12 needs rustc >= 1.71. Debian 12's own cargo (rustc 1.63) builds 0.11.7 (--locked:
@@ -19,9 +26,23 @@ NO_FLAMES = flame graph SVGs are skipped (perflab flame --format speedscope|fold
 DEMO_STAMP := $(shell date +%Y%m%d-%H%M%S)
 DEMO_DIR ?= results/quick-$(DEMO_STAMP)
 
-.PHONY: setup apt python inferno demo test unit integration bench
+.PHONY: setup apt deb-src setup-builds python inferno demo test unit integration bench
 
-setup: apt python inferno
+setup: apt deb-src python inferno
+
+# `source = "debian"` builds fetch Debian's source package: apt needs deb-src entries. Written
+# once, beside the system's own sources (which are never edited); idempotent.
+deb-src:
+	@if [ -f $(DEB_SRC) ]; then echo "deb-src: present"; else \
+		printf '%s\n' "# added by perflab's make setup: Debian source packages for [builds] source = \"debian\"" \
+		"Types: deb-src" "URIs: http://deb.debian.org/debian" "Suites: bookworm bookworm-updates" "Components: main" \
+		"Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" "" \
+		"Types: deb-src" "URIs: http://deb.debian.org/debian-security" "Suites: bookworm-security" "Components: main" \
+		"Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" > $(DEB_SRC) && apt-get update -qq && echo "deb-src: added $(DEB_SRC)"; fi
+
+# the libraries a MariaDB build from source needs (not needed by make test: it builds a fixture)
+setup-builds: setup
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BUILD_PACKAGES)
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do \

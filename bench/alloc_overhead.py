@@ -25,9 +25,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import os
-import subprocess
 import statistics
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path

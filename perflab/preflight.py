@@ -64,7 +64,7 @@ def which(name: str) -> str | None:
 
 def check(exp: Experiment) -> None:
     """Raise SpecError with every problem this machine has with `exp`."""
-    machine = _tools() + _allocators(exp) + profiler_problems(exp)
+    machine = _tools() + _allocators(exp) + profiler_problems(exp) + _builds(exp)
     if exp.file.experiment.pin and len(os.sched_getaffinity(0)) < 2:
         machine.append(
             Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}", "set pin = false")
@@ -87,6 +87,45 @@ def check(exp: Experiment) -> None:
     problems = _sysbench(exp)
     if problems:
         raise SpecError(exp.source, problems)
+
+
+# what a build from source needs besides the compiler (Makefile: make setup-builds)
+BUILD_TOOLS = (("cmake", "cmake"), ("make", "make"), ("bison", "bison"), ("dpkg-source", "dpkg-dev"))
+
+
+def _builds(exp: Experiment) -> list[Problem]:
+    """Source builds: the toolchain, the build tools, a writable cache; PGO with gcc only."""
+    from perflab.run.builds import cache_root
+
+    problems = []
+    used = {cell.build for cell in exp.cells()}
+    sources = {n: b for n, b in exp.file.builds.items() if b.kind == "source" and n in used}
+    for name, build in sources.items():
+        family, version = build.compiler.split("-", 1)
+        tools = [(f"gcc-{version}", f"gcc-{version}"), (f"g++-{version}", f"g++-{version}")]
+        if family == "clang":
+            tools = [(f"clang-{version}", f"clang-{version}"), (f"clang++-{version}", f"clang-{version}")]
+        for tool, package in [*tools, *BUILD_TOOLS]:
+            if which(tool) is None:
+                problems.append(
+                    Problem(
+                        f"builds.{name}", f"{tool} to build from source", "not installed", f"apt-get install {package}"
+                    )
+                )
+        if build.pgo and family != "gcc":
+            problems.append(
+                Problem(
+                    f"builds.{name}.pgo", "a gcc build for PGO", build.compiler, "PGO with clang is not supported yet"
+                )
+            )
+    if sources or any(exp.file.builds[n].kind == "package" for n in used if n):
+        root = cache_root()
+        probe = root if root.exists() else next((p for p in root.parents if p.exists()), root)
+        if not os.access(probe, os.W_OK):
+            problems.append(
+                Problem("(machine) build cache", "a writable directory", str(root), "set PERFLAB_CACHE to one")
+            )
+    return problems
 
 
 def dataset_estimate(exp: Experiment) -> int:
@@ -122,7 +161,7 @@ def _allocators(exp: Experiment) -> list[Problem]:
 
 
 def _sysbench(exp: Experiment) -> list[Problem]:
-    from perflab.run.workloads import sysbench  # noqa: PLC0415 - only when sysbench exists
+    from perflab.run.workloads import sysbench
 
     test = exp.file.workload.test
     done = subprocess.run(["sysbench", test, "help"], capture_output=True, text=True, check=False, timeout=60)
@@ -164,7 +203,7 @@ def profiler_problems(exp: Experiment) -> list[Problem]:
         if observe.pmp.tool == "eu-stack" and which("eu-stack") is None:
             problems.append(Problem("observe.pmp.tool", "eu-stack installed", "missing", "apt-get install elfutils"))
         if observe.pmp.tool == "libdw":
-            import ctypes  # noqa: PLC0415
+            import ctypes
 
             try:
                 ctypes.CDLL("libdw.so.1")
@@ -185,7 +224,7 @@ def profiler_problems(exp: Experiment) -> list[Problem]:
 def perf_problems() -> list[Problem]:
     if which("perf") is None:
         return [Problem("observe.perf", "perf installed", "missing", "apt-get install linux-perf (or `make setup`)")]
-    import tempfile  # noqa: PLC0415
+    import tempfile
 
     with tempfile.TemporaryDirectory(prefix="perflab-check-") as tmp:
         argv = [

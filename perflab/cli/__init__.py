@@ -24,13 +24,14 @@ from rich.markup import escape
 
 from perflab import __version__
 from perflab.cli.console import err
+from perflab.cli.build import build
 from perflab.cli.doctor import doctor
 from perflab.cli.profiles import alloc, diff, flame, profile
 from perflab.cli.results import compare_cmd, export, report
 from perflab.cli.run import run
 from perflab.errors import EXIT_INTERRUPTED, PerflabError
 
-VERBS = (run, report, compare_cmd, export, profile, diff, flame, alloc, doctor)
+VERBS = (run, build, report, compare_cmd, export, profile, diff, flame, alloc, doctor)
 
 
 def _fail(exc: PerflabError) -> NoReturn:

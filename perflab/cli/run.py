@@ -71,12 +71,12 @@ def run(
     else:
         exp, done = spec.load(experiment), 0
     preflight.check(exp)
-    from perflab.run.scheduler import Scheduler, estimate_seconds  # noqa: PLC0415 - keeps `report` light
+    from perflab.run.scheduler import Scheduler, estimate_seconds
 
     cells = exp.cells()
-    from perflab.report import plan  # noqa: PLC0415
+    from perflab.report import plan
 
-    matrix = plan.plan(exp, len(cells), estimate_seconds)
+    matrix = plan.plan(exp, len(cells), estimate_seconds, _build_status(exp))
     if check and fmt == "json":
         click.echo(json.dumps(matrix, indent=2))
         return
@@ -95,12 +95,26 @@ def run(
             raise UsageError(
                 f"{output} already holds results", "choose another -o, or --resume it if it was interrupted"
             )
-    from perflab.run.lock import MachineLock  # noqa: PLC0415
+    from perflab.run.lock import MachineLock
 
     with contextlib.ExitStack() as stack:
         if not allow_concurrent:
             stack.enter_context(MachineLock(output))
         _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None)
+
+
+def _build_status(exp: spec.Experiment) -> dict[str, str]:
+    """Each build a variant uses: cached, or what making it will take (`run --check`)."""
+    if not exp.file.builds:
+        return {}
+    from perflab.run.builds import cache_root, resolve
+
+    used = {cell.build for cell in exp.cells()}
+    return {
+        n: resolve.status(n, b, cache_root(), resolve.training_id(exp.file, b))
+        for n, b in exp.file.builds.items()
+        if n in used
+    }
 
 
 def _resumable(directory: Path) -> tuple[spec.Experiment, int]:
@@ -142,8 +156,8 @@ def _run(
                 results.set_meta(status=status, ended_at=utc_now())
             except sqlite3.OperationalError:  # a full disk: the error being raised says so already
                 pass
-        from perflab.analyze import summary  # noqa: PLC0415
-        from perflab.report import text  # noqa: PLC0415
+        from perflab.analyze import summary
+        from perflab.report import text
 
         text.render(out, *summary.load(results))
         stored = results.cells()
@@ -208,6 +222,23 @@ class ProgressBar:
         if event == "prepare_end":
             snap = data["snapshot"]
             self.bar.console.print(f"dataset prepared in {snap.prepare_s:.1f}s ({snap.data_bytes / 2**20:.0f} MiB)")
+        elif event == "build_start":
+            self.bar.update(self.task, total=None, description=escape(f"build {data['name']}: {data['status']}"))
+        elif event == "build_step":
+            self.bar.update(
+                self.task, total=100, completed=0, description=escape(f"build {data['name']}: {data['step']}")
+            )
+        elif event == "build_progress":
+            self.bar.update(self.task, completed=round(data["fraction"] * 100))
+        elif event == "build_end":
+            build = data["build"]
+            if isinstance(build, Exception):
+                self.bar.console.print(
+                    f"[red]build {escape(data['name'])} failed:[/] {escape(str(build))}", highlight=False
+                )
+            else:
+                where = f"{build.version} ({build.kind}, sha256 {build.sha256[:12]})"
+                self.bar.console.print(f"build {escape(data['name'])}: {escape(where)}", highlight=False)
         elif event == "cell_start":
             cell = data["cell"]
             self.bar.update(self.task, total=data["total"], description=escape(f"cell {cell.order + 1}: {cell.key}"))

@@ -10,6 +10,9 @@ JSON format history:
   perflab-results/3  per cell `alloc` (null without [observe] alloc): calls, bytes and the
                      allocator's syscalls per transaction, by size class
                      (run/observers/alloc/tracer.py).
+  perflab-results/4  per cell `build`: the server binary the cell ran, {name (null: the
+                     installed package), binary, sha256, version, compiler, kind, recipe, ...};
+                     top level `builds` ([builds] entries: their record or their error).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from perflab.analyze import compare, summary
 from perflab.report import findings
 from perflab.store.results import Results
 
-FORMAT = "perflab-results/3"
+FORMAT = "perflab-results/4"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
 
@@ -48,6 +51,7 @@ def document(results: Results) -> dict[str, Any]:
         "groups": [g.to_dict() for g in groups],
         "comparisons": comparisons,
         "adaptive": meta.get("adaptive"),
+        "builds": meta.get("builds") or {},
         "cells": cells,
     }
 
@@ -67,6 +71,7 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
         "backtrace": cell.get("backtrace"),
         "started_at": cell["started_at"],
         "ended_at": cell["ended_at"],
+        "build": cell.get("build"),
         "preload": cell["preload"],
         "allocator_library": cell["allocator_library"],
         "allocator_version": cell["allocator_version"],

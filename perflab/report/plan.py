@@ -22,8 +22,9 @@ from perflab.units import format_duration
 Estimate = Callable[..., float]  # estimate(exp) or estimate(exp, cells) -> seconds
 
 
-def plan(exp: Experiment, cells: int, estimate: Estimate) -> dict[str, Any]:
-    """The matrix of `exp` (with `cells` cells known in advance) and its estimated wall time."""
+def plan(exp: Experiment, cells: int, estimate: Estimate, builds: dict[str, str] | None = None) -> dict[str, Any]:
+    """The matrix of `exp` (with `cells` cells known in advance) and its estimated wall time;
+    `builds`: what each [builds] entry needs before the first cell (cached, or to build)."""
     file, e = exp.file, exp.file.experiment
     out: dict[str, Any] = {
         "experiment": exp.name,
@@ -34,6 +35,7 @@ def plan(exp: Experiment, cells: int, estimate: Estimate) -> dict[str, Any]:
         "cells": cells,
         "estimated_s": round(estimate(exp), 1),
         "adaptive": None,
+        "builds": builds or {},
     }
     if e.adaptive:
         most = cells // e.min_repeats * e.max_repeats
@@ -60,7 +62,10 @@ def line(p: dict[str, Any]) -> str:
             most += f" within a time budget of {format_duration(adaptive['time_budget_s'])}"
     else:
         repeats = f"{p['repeats']} repeats"
-    return (
+    text = (
         f"[bold]{p['experiment']}[/]: {axes} x {len(p['threads'])} thread counts x {repeats} "
         f"= [bold]{p['cells']} cells[/], estimated {format_duration(p['estimated_s'])}{most}"
     )
+    for name, status in p.get("builds", {}).items():
+        text += f"\n  build {name}: {status}"
+    return text

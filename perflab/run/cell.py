@@ -27,13 +27,16 @@ from perflab import allocators
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ResourceError, ServerCrashedError, ServerStartError
 from perflab.run import accounting, allocator_proof, client, dataset
+from perflab.run.builds import Build, BuildError, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.profilers import Profilers, store_alloc
 from perflab.run.observers.resources import RssSampler
+from perflab.run.proc import call, clean_env
 from perflab.run.servers.mariadb import MariaDB
 from perflab.run.workdir import TMPFS, space_hint
 from perflab.run.workloads import sysbench
 from perflab.spec import Cell, Experiment
+from perflab.spec.builds import BuildSpec
 from perflab.store.results import Results
 from perflab.units import utc_now
 
@@ -68,6 +71,8 @@ class CellRunner:
         self.server_cpus, self.client_cpus = cpu_plan(exp.file.experiment.pin)
         self._defaults: dict[str, str] | None = None
         self._check_space = SpaceCheck(results.dir)
+        # server binaries: None -> the installed one; a [builds] name -> its Build or why it failed
+        self.builds: dict[str | None, Build | BuildError] = {}
 
     @property
     def sysbench_defaults(self) -> dict[str, str]:
@@ -92,13 +97,85 @@ class CellRunner:
         self.listen("prepare_end", {"snapshot": snapshot})
         return snapshot
 
+    def prepare_builds(self, snapshot: dataset.Snapshot | None, workdir: Path, cache: Path) -> None:
+        """Every build a variant names, from the cache or made now (PGO trained on `snapshot`).
+        A build that fails is kept as its error: its cells fail with it, the others run."""
+        self.builds[None] = installed = resolve.installed()
+        used = {cell.build for cell in self.exp.cells()} - {None}
+        for name, spec in self.exp.file.builds.items():
+            if name not in used:
+                continue
+            training = resolve.training_id(self.exp.file, spec)
+            self.listen("build_start", {"name": name, "status": resolve.status(name, spec, cache, training)})
+            try:
+                build = resolve.resolve(
+                    name, spec, cache, self.listen, lambda b, spec=spec: self.train(b, spec, snapshot, workdir), training
+                )
+                if build.format != installed.format:
+                    raise BuildError(
+                        name,
+                        "dataset",
+                        None,
+                        f"{build.version} opens {build.format} datadirs, the dataset was prepared for"
+                        f" {installed.format}: a dataset per server format is not supported yet",
+                    )
+                self.builds[name] = build
+            except BuildError as exc:
+                self.builds[name] = exc
+            self.listen("build_end", {"name": name, "build": self.builds[name]})
+
+    def train(self, build: Build, spec: BuildSpec, snapshot: dataset.Snapshot | None, workdir: Path) -> str:
+        """PGO training: the experiment's workload (largest thread count) on its dataset for
+        `train_duration`, then a clean shutdown so the instrumented server writes its profile."""
+        exp = self.exp.file
+        if snapshot is None:
+            raise PerflabError("PGO training needs the experiment's dataset", "prepare it first (CellRunner.prepare)")
+        rundir = workdir / "pgo-train"
+        shutil.rmtree(rundir, ignore_errors=True)
+        rundir.mkdir()
+        options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **exp.server_options}
+        server = MariaDB(rundir, rundir / "data", options, build=build)
+        try:
+            dataset.restore(snapshot, rundir / "data")
+            with server:
+                command = sysbench.argv(
+                    exp.workload.test,
+                    "run",
+                    socket=server.socket,
+                    tables=exp.dataset.tables,
+                    table_size=exp.dataset.table_size,
+                    threads=max(exp.workload.threads),
+                    seconds=round(spec.train_duration),
+                    options=exp.workload.options,
+                )
+                out = call(command, what="PGO training run", env=clean_env(), timeout=spec.train_duration + 600)
+                server.stop(clean=True)  # the profile is written at exit
+            return out
+        finally:
+            server.stop()
+            shutil.rmtree(rundir, ignore_errors=True)
+
+    def _build(self, cell: Cell) -> Build | BuildError:
+        if None not in self.builds:  # bench/ drives run() without prepare_builds
+            self.builds[None] = resolve.installed()
+        found = self.builds.get(cell.build)
+        if found is None:
+            raise PerflabError(f"build {cell.build!r} was not prepared", "CellRunner.prepare_builds first")
+        return found
+
     def run(self, cell: Cell, snapshot: dataset.Snapshot, workdir: Path) -> dict[str, Any]:
         """Run `cell` on a copy of `snapshot` in `workdir`, commit its row (ok or failed), return it."""
+        row = self._new_row(cell)
+        build = self._build(cell)
+        if isinstance(build, BuildError):  # nothing to run: the cell fails with its build's error
+            row.update(error=build.message, log_tail=_read_tail(build.log), ended_at=utc_now())
+            self.results.commit_cell(row, [], [])
+            return row
+        row["build"] = build.record()
         self._check_space(snapshot, workdir)
         logs = self.results.log_dir(cell.order)
         rundir = workdir / f"cell-{cell.order:04d}"
         rundir.mkdir()
-        row = self._new_row(cell)
         intervals: list[dict[str, Any]] = []
         rss: list[tuple[float, int]] = []
         options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **cell.server_options}
@@ -113,6 +190,7 @@ class CellRunner:
             preload=preload,
             tracer=tracer.shim if tracer else None,
             cpus=self.server_cpus,
+            build=build,
         )
         try:
             restore_s = dataset.restore(snapshot, rundir / "data")
@@ -200,6 +278,12 @@ def _failure(exc: PerflabError, server: MariaDB) -> dict[str, Any]:
     if died and not isinstance(exc, ServerStartError) and not exc.message.startswith("server"):
         error = f"{server.death()}; {exc.message}"  # the server's death explains the rest
     return {"error": error, "log_tail": server.error_lines(30), "backtrace": server.backtrace()}
+
+
+def _read_tail(log: Path | None, lines: int = 30) -> str | None:
+    if log is None or not log.is_file():
+        return None
+    return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
 
 
 def _keep_logs(server: MariaDB, rundir: Path, logs: Path) -> None:

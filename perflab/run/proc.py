@@ -142,12 +142,15 @@ class Child:
                 pass
 
 
-def call(argv: Sequence[str], *, what: str, env: dict[str, str] | None = None, timeout: float = 600) -> str:
+def call(
+    argv: Sequence[str], *, what: str, env: dict[str, str] | None = None, timeout: float = 600, cwd: Path | None = None
+) -> str:
     """Run a short command to completion; raise PerflabError with its output tail on failure."""
     try:
         done = subprocess.run(
             guarded(argv),
             env=env,
+            cwd=cwd,
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -22,6 +22,7 @@ from typing import Any
 from perflab.analyze.summary import adaptive_targets
 from perflab.errors import ResourceError
 from perflab.run import dataset
+from perflab.run.builds import Build, BuildError, cache_root, writable_cache
 from perflab.run.cell import CellRunner, Listener
 from perflab.run.workdir import space_hint, work_dir
 from perflab.spec import Cell, Experiment
@@ -81,6 +82,9 @@ class Scheduler:
 
     def _run_cells(self, workdir: Path, resume: bool, done: list[dict[str, Any]]) -> None:
         snapshot = self._snapshot(workdir, resume)
+        if self.exp.file.builds:  # before the first cell; a failed build fails only its cells
+            self.runner.prepare_builds(snapshot, workdir, writable_cache(cache_root()))
+            self.results.set_meta(builds=_builds_meta(self.runner.builds))
         if self.exp.file.experiment.adaptive:
             self.run_adaptive(snapshot, workdir, done)
             return
@@ -161,6 +165,15 @@ class Scheduler:
         start = max((row["id"] for row in done), default=-1) + 1
         cells = [c for c in self.exp.round(repeat, only=pending) if c.key not in have]
         return [dataclasses.replace(c, order=start + i) for i, c in enumerate(cells)]
+
+
+def _builds_meta(builds: dict[str | None, Build | BuildError]) -> dict[str, Any]:
+    """meta.builds: each named build's record, or its error."""
+    return {
+        name: build.record() if isinstance(build, Build) else {"name": name, "error": build.message}
+        for name, build in builds.items()
+        if name is not None
+    }
 
 
 def _adaptive_meta(

@@ -31,6 +31,7 @@ class Cell:
     env: dict[str, str]
     server_options: dict[str, Any]
     workload_options: dict[str, Any] = field(default_factory=dict)  # the variants' own, over workload.options
+    build: str | None = None  # a [builds.NAME]; None: the installed server
 
     @property
     def variant_key(self) -> str:
@@ -69,7 +70,8 @@ class Experiment:
         cells: list[Cell] = []
         for threads in spec.workload.threads:
             for combo in combos:
-                preload, env, options, wopts = merge([v for _, v in combo], [lbl for lbl, _ in combo])
+                variants = [v for _, v in combo]
+                preload, env, options, wopts = merge(variants, [lbl for lbl, _ in combo])
                 cell = Cell(
                     order=start + len(cells),
                     variant=dict(zip(axes, (lbl for lbl, _ in combo))),
@@ -79,6 +81,7 @@ class Experiment:
                     env=env,
                     server_options={**spec.server_options, **options},
                     workload_options=wopts,
+                    build=next((v.build for v in variants if v.build is not None), None),
                 )
                 if only is None or (cell.variant_key, threads) in only:
                     cells.append(cell)
@@ -91,6 +94,9 @@ def merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict,
     env: dict[str, str] = {}
     options: dict[str, Any] = {}
     wopts: dict[str, Any] = {}
+    builds = {v.build for v in variants if v.build is not None}
+    if len(builds) > 1:
+        raise ValueError(f"variants {labels} name two builds ({', '.join(sorted(builds))})")
     for variant, label in zip(variants, labels):
         if variant.preload is not None:
             if preload is not None and preload != variant.preload:

@@ -25,8 +25,10 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from perflab import allocators, elf
+from perflab.spec.builds import BuildSpec
 from perflab.spec.fields import (
     AUTO_FIELDS,
     MAX_TABLE_SIZE,
@@ -177,6 +179,7 @@ class WorkloadSection(_Strict):
 
 
 class Variant(_Strict):
+    build: str | None = None  # a [builds.NAME]; none: the installed package's server
     preload: str | None = None
     env: EnvVars = {}
     server_options: ServerOptions = {}
@@ -284,8 +287,30 @@ class ExperimentFile(_Strict):
     dataset: DatasetSection = DatasetSection()
     workload: WorkloadSection = WorkloadSection()
     server_options: ServerOptions = {}
+    builds: dict[Annotated[str, AfterValidator(check_label)], BuildSpec] = {}
     variants: Axes = {}
     observe: ObserveSection = ObserveSection()
+
+    @field_validator("variants")
+    @classmethod
+    def _known_builds(cls, value: dict[str, dict[str, Variant]], info: ValidationInfo) -> dict[str, dict[str, Variant]]:
+        known = info.data.get("builds")
+        if known is None:  # [builds] itself is invalid: reported there
+            return value
+        for axis, labels in value.items():
+            for label, variant in labels.items():
+                if variant.build is not None and variant.build not in known:
+                    names = ", ".join(known) or "none: add a [builds.NAME] table"
+                    raise PydanticCustomError(
+                        "perflab",
+                        "{expected}",
+                        {
+                            "expected": f"variants.{axis}.{label}.build: the name of a [builds] table",
+                            "hint": f"defined builds: {names}",
+                            "found": repr(variant.build),
+                        },
+                    )
+        return value
 
     @field_validator("variants")
     @classmethod

@@ -10,6 +10,8 @@ Schema version history (`meta.schema_version`):
   3  cells.alloc (JSON): what the server asked of its allocator per transaction, with
      [observe] alloc (run/observers/alloc/tracer.py). Older directories are upgraded in place
      (the column added, NULL).
+  4  cells.build (JSON): the server binary the cell ran (a [builds] entry or the installed
+     package): name, binary, sha256, version, compiler, kind, recipe. Upgraded in place (NULL).
 
 A cell is written in one transaction when it ends, so a killed run loses at most the cell in
 flight. Readers get plain dicts; the JSON export (report/export.py) is built from them.
@@ -27,7 +29,7 @@ from typing import Any
 from perflab.errors import ResultsFormatError
 from perflab.store import views
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DB_NAME = "results.db"
 
 _SCHEMA = """
@@ -55,7 +57,8 @@ CREATE TABLE IF NOT EXISTS cells (
     summary TEXT,                      -- JSON, sysbench summary of the measured window
     resources TEXT,                    -- JSON, see docs/results-format.md
     sysbench_options TEXT,             -- JSON, every effective option, defaults included
-    alloc TEXT                         -- JSON, [observe] alloc: calls, bytes, syscalls per transaction
+    alloc TEXT,                        -- JSON, [observe] alloc: calls, bytes, syscalls per transaction
+    build TEXT                         -- JSON, the server binary: name, binary, sha256, version, compiler, recipe
 );
 CREATE TABLE IF NOT EXISTS intervals (
     cell_id INTEGER NOT NULL REFERENCES cells(id),
@@ -83,7 +86,9 @@ _JSON_COLUMNS = (
     "stalls",
     "steady",
     "alloc",
+    "build",
 )
+_V4_COLUMNS = ("build TEXT",)
 _V3_COLUMNS = ("alloc TEXT",)
 _V2_COLUMNS = (
     "backtrace TEXT",
@@ -118,7 +123,10 @@ class Results:
                 self._upgrade_from_1()
                 version = 2
             if version == 2:
-                self._add_columns(_V3_COLUMNS)
+                self._add_columns(_V3_COLUMNS, 3)
+                version = 3
+            if version == 3:
+                self._add_columns(_V4_COLUMNS)
                 version = SCHEMA_VERSION
             if version != SCHEMA_VERSION:
                 raise ResultsFormatError(

@@ -58,7 +58,7 @@ def matrix_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, st
 
 def test_export_has_every_cell_in_interleaved_order(matrix_run):
     _, doc, _ = matrix_run
-    assert doc["format"] == "perflab-results/3"
+    assert doc["format"] == "perflab-results/4"
     cells = doc["cells"]
     assert len(cells) == 3 * 2 * 2  # allocators x threads x repeats
     assert all(c["status"] == "ok" for c in cells), [c["error"] for c in cells]

@@ -62,7 +62,7 @@ def test_schema1_directory_is_upgraded_in_place(v1: Path):
     assert query(v1 / "results.db", "SELECT cell_id, t, qps FROM intervals ORDER BY cell_id, t") == intervals
     assert query(v1 / "results.db", "SELECT DISTINCT window_start_s FROM cells") == [(V1_WINDOW_START,)]
 
-    assert doc["format"] == "perflab-results/3" and len(doc["cells"]) == 9
+    assert doc["format"] == "perflab-results/4" and len(doc["cells"]) == 9
     ok = [c for c in doc["cells"] if c["status"] == "ok"]
     failed = [c for c in doc["cells"] if c["status"] == "failed"]
     assert len(ok) == 6 and {c["variant"]["allocator"] for c in failed} == {"broken"}
@@ -109,7 +109,7 @@ def set_version(directory: Path, version: object) -> None:
     db.close()
 
 
-@pytest.mark.parametrize("version", [4, 99, 0, "2", None])
+@pytest.mark.parametrize("version", [5, 99, 0, "2", None])
 def test_unknown_schema_version_is_refused_with_a_hint(v1: Path, version: object):
     set_version(v1, version)
     with pytest.raises(ResultsFormatError) as refused:
@@ -132,11 +132,11 @@ def test_every_reading_verb_refuses_a_newer_schema(v1: Path):
     assert not columns(v1) & V2_COLUMNS
 
 
-def test_schema2_directory_gains_the_alloc_column(tmp_path: Path) -> None:
+def test_schema2_directory_gains_the_alloc_and_build_columns(tmp_path: Path) -> None:
     with Results(tmp_path, create=True):
         pass
     db = sqlite3.connect(tmp_path / "results.db")
-    kept = ", ".join(c for c in columns(tmp_path) if c != "alloc")
+    kept = ", ".join(c for c in columns(tmp_path) if c not in ("alloc", "build"))
     db.execute(f"CREATE TABLE v2 AS SELECT {kept} FROM cells")  # the cells table as schema 2 had it
     db.execute("DROP TABLE cells")
     db.execute("ALTER TABLE v2 RENAME TO cells")
@@ -144,6 +144,6 @@ def test_schema2_directory_gains_the_alloc_column(tmp_path: Path) -> None:
     db.commit()
     db.close()
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 3
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 4
         assert results.cells() == []
-    assert "alloc" in columns(tmp_path)
+    assert "alloc" in columns(tmp_path) and "build" in columns(tmp_path)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ServerStartError, ToolMissingError
+from perflab.run.builds import Build
 from perflab.run.proc import Child, call, clean_env
 
 READY_DEADLINE_S = 90.0
@@ -112,6 +113,7 @@ class MariaDB:
         preload: Path | None = None,
         tracer: Path | None = None,
         cpus: Sequence[int] | None = None,
+        build: Build | None = None,
     ) -> None:
         self.rundir = rundir
         self.datadir = datadir
@@ -125,6 +127,7 @@ class MariaDB:
         self.preload = preload
         self.tracer = tracer  # preloaded before the allocator, which it forwards to ([observe] alloc)
         self.cpus = cpus
+        self.build = build  # another server binary (a [builds] entry); None: the installed one
         self.child: Child | None = None
         self.crashed: bool | None = None  # known once stopped: did it end on its own first?
 
@@ -141,6 +144,10 @@ class MariaDB:
         }
         if os.geteuid() == 0:
             fixed["user"] = "root"
+        if self.build is not None and self.build.share is not None:  # its own messages and charsets
+            fixed["lc-messages-dir"] = self.build.share
+            if (self.build.share / "charsets").is_dir():
+                fixed["character-sets-dir"] = self.build.share / "charsets"
         lines = ["# written by perflab; the server reads no other option file", "[mariadbd]"]
         # the fixed options come last: the last occurrence of an option wins
         lines += [option_line(k, v) for k, v in {**self.options, **fixed}.items()]
@@ -164,7 +171,8 @@ class MariaDB:
         libraries += [self.ld_preload()] if self.preload is not None else []
         if libraries:
             self.env["LD_PRELOAD"] = " ".join(libraries)
-        argv = [binary("mariadbd"), f"--defaults-file={self.option_file}"]
+        server = str(self.build.binary) if self.build is not None else binary("mariadbd")
+        argv = [server, f"--defaults-file={self.option_file}"]
         # what the server (or ld.so, before it) prints outside its error log
         with open(self.rundir / "stdout.log", "w", encoding="utf-8") as console:
             self.child = Child(argv, env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=console)

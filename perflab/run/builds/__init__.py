@@ -1,0 +1,195 @@
+"""Server binaries per variant: the installed package, another package version, a basedir, a build.
+
+    build = installed()                                   # today's mariadbd, from $PATH
+    build = resolve("old", spec.builds["old"], cache)     # unpacked or built into the cache
+    MariaDB(..., binary=build.binary, share=build.share)
+    row["build"] = build.record()                         # the cell's `build` (export format)
+
+A Build knows what it is (`describe`: the binary's sha256, its `--version`, the compiler named
+in its `.comment` section) and which datadirs it can open (`format`: server kind and
+major.minor version; builds of one format share one dataset snapshot).
+
+The cache (`cache_root()`): $PERFLAB_CACHE, else $XDG_CACHE_HOME/perflab, else
+~/.cache/perflab. Layout: packages/NAME_VERSION/ (unpacked .deb), src/ (Debian source
+packages), work/SOURCE/ (one build tree per source), builds/KEY/ (an installed build, its logs
+and build.json, written last: a build without it is not a build).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import EnvironmentProblem, PerflabError, Problem
+from perflab.run.proc import call, clean_env
+
+MANIFEST = "build.json"
+
+
+class BuildError(PerflabError):
+    """A build failed: its step, the log, and the log's tail; only its variant's cells fail."""
+
+    def __init__(self, name: str, step: str, log: Path | None, tail: str = "") -> None:
+        where = f"; log: {log}" if log else ""
+        super().__init__(f"build {name!r} failed at {step}{where}" + (f"\n{tail}" if tail else ""), None)
+        self.step = step
+        self.log = log
+
+
+@dataclass(frozen=True)
+class Build:
+    name: str | None  # None: the installed package
+    kind: str  # installed | package | basedir | source
+    binary: Path
+    version: str
+    sha256: str
+    compiler: str | None
+    share: Path | None = None  # the error messages and charsets of this binary (lc-messages-dir)
+    recipe: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # build time, cache key, profile hash, ...
+
+    @property
+    def server(self) -> str:
+        """mariadb, mysql or percona, from the version string."""
+        return server_kind(self.version)
+
+    @property
+    def format(self) -> str:
+        """Which datadirs it opens: builds of one format share a dataset snapshot."""
+        match = re.match(r"(\d+)\.(\d+)", self.version)
+        return f"{self.server}-{match.group(1)}.{match.group(2)}" if match else f"{self.server}-{self.sha256[:12]}"
+
+    def record(self) -> dict[str, Any]:
+        """The cell's `build` (Interface: name, binary, sha256, version, compiler), plus how it was made."""
+        return {
+            "name": self.name,
+            "binary": str(self.binary),
+            "sha256": self.sha256,
+            "version": self.version,
+            "compiler": self.compiler,
+            "kind": self.kind,
+            "recipe": self.recipe,
+            **self.extra,
+        }
+
+    def manifest(self) -> dict[str, Any]:
+        return {**self.record(), "share": str(self.share) if self.share else None}
+
+    @classmethod
+    def from_manifest(cls, data: dict[str, Any]) -> Build:
+        known = {"name", "kind", "binary", "version", "sha256", "compiler", "recipe", "share"}
+        return cls(
+            name=data["name"],
+            kind=data["kind"],
+            binary=Path(data["binary"]),
+            version=data["version"],
+            sha256=data["sha256"],
+            compiler=data["compiler"],
+            share=Path(data["share"]) if data.get("share") else None,
+            recipe=data.get("recipe"),
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+def server_kind(version: str) -> str:
+    if "MariaDB" in version:
+        return "mariadb"
+    if "Percona" in version:
+        return "percona"
+    return "mysql"
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def compiler_of(binary: Path) -> str | None:
+    """The compiler named in the binary's .comment section ("GCC: (Debian 12.2.0-14) 12.2.0");
+    None when the section was stripped (Debian's packages strip it)."""
+    try:
+        out = subprocess.run(
+            ["readelf", "-p", ".comment", str(binary)], capture_output=True, text=True, timeout=60, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    names = [m.group(1).strip() for m in re.finditer(r"^\s*\[\s*[0-9a-f]+\]\s+(.*)$", out, re.MULTILINE)]
+    compilers = [n for n in names if n.startswith(("GCC:", "clang", "Debian clang", "Ubuntu clang"))]
+    return compilers[0] if compilers else (names[0] if names else None)
+
+
+def version_of(binary: Path) -> str:
+    """What `mariadbd --version` says after "Ver": "10.11.18-MariaDB-0+deb12u1 for debian-linux-gnu on x86_64 (Debian 12)"."""
+    out = call([str(binary), "--version"], what=f"{binary} --version", env=clean_env(), timeout=60).strip()
+    match = re.search(r"\bVer\s+(.*)", out)
+    return match.group(1).strip() if match else out
+
+
+def describe(binary: Path, *, name: str | None, kind: str, share: Path | None = None, **extra: Any) -> Build:
+    return Build(
+        name=name,
+        kind=kind,
+        binary=binary,
+        version=version_of(binary),
+        sha256=sha256(binary),
+        compiler=compiler_of(binary),
+        share=share,
+        recipe=extra.pop("recipe", None),
+        extra=extra,
+    )
+
+
+def cache_root() -> Path:
+    if os.environ.get("PERFLAB_CACHE"):
+        return Path(os.environ["PERFLAB_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "perflab"
+
+
+def writable_cache(root: Path) -> Path:
+    """`root`, created if need be; else an environment problem naming it (exit 3)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise EnvironmentProblem(
+            str(root),
+            [
+                Problem(
+                    "build cache",
+                    "a writable directory for builds",
+                    f"{root}: {exc.strerror or exc}",
+                    "set PERFLAB_CACHE to a writable directory",
+                )
+            ],
+        ) from None
+    return root
+
+
+def read_manifest(directory: Path) -> Build | None:
+    """The build stored in `directory`, if complete and its binary unchanged."""
+    try:
+        data = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+        build = Build.from_manifest(data)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not build.binary.is_file():
+        return None
+    return build
+
+
+def write_manifest(directory: Path, build: Build) -> None:
+    tmp = directory / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(build.manifest(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(directory / MANIFEST)

@@ -1,0 +1,139 @@
+"""The source of a build: Debian's source package (fetched and unpacked once per version) or a
+local tree (used where it is, fingerprinted by its git state or its files).
+
+    src = fetch("debian", cache, log)         # the installed server's version if apt has its
+                                              # source, else the newest one it has
+    src = fetch("debian=1:10.11.18-0+deb12u1", cache, log)
+    src = fetch("/home/me/mariadb-server", cache, log)
+
+Debian's source needs a deb-src entry: `make setup` adds
+/etc/apt/sources.list.d/perflab-deb-src.sources.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from perflab.errors import PerflabError
+from perflab.run.builds import BuildError, sha256
+from perflab.run.builds.source import DEBIAN_SOURCE, Source
+from perflab.run.proc import call, clean_env
+
+DEB_SRC_HINT = "run `make setup` (it adds the deb-src entry perflab needs), then apt-get update"
+
+
+def fetch(source: str, cache: Path, name: str) -> Source:
+    if source.startswith("/"):
+        return local(Path(source), cache)
+    wanted = source.split("=", 1)[1] if "=" in source else None
+    return debian(wanted, cache, name)
+
+
+def versions(package: str = DEBIAN_SOURCE) -> list[str]:
+    """Source versions apt knows, the installed server's first, then newest first."""
+    try:
+        out = call(["apt-cache", "showsrc", package], what="apt-cache showsrc", env=clean_env(), timeout=120)
+    except PerflabError:
+        return []
+    found = list(dict.fromkeys(re.findall(r"^Version: (\S+)", out, re.MULTILINE)))
+    found.sort(key=_version_key, reverse=True)
+    installed = _installed_version()
+    return sorted(found, key=lambda v: v != installed)
+
+
+def debian(wanted: str | None, cache: Path, name: str) -> Source:
+    candidates = [wanted] if wanted else versions()
+    if not candidates:
+        raise BuildError(name, "fetch", None, f"apt knows no source of {DEBIAN_SOURCE}; {DEB_SRC_HINT}")
+    errors = []
+    for version in candidates:
+        home = cache / "src" / f"{DEBIAN_SOURCE}_{version.replace(':', '_')}"
+        tree = home / "tree"
+        if (home / "unpacked").is_file():
+            return _debian_source(home, tree, version)
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        try:  # apt-get source writes into the working directory
+            call(
+                ["apt-get", "source", "--download-only", f"{DEBIAN_SOURCE}={version}"],
+                what="apt-get source",
+                env=clean_env(),
+                timeout=3600,
+                cwd=home,
+            )
+            dsc = next(home.glob("*.dsc"))
+            call(
+                ["dpkg-source", "-x", dsc.name, "tree"], what="dpkg-source -x", env=clean_env(), timeout=1800, cwd=home
+            )
+        except (PerflabError, StopIteration) as exc:
+            errors.append(f"{version}: {str(exc).strip().splitlines()[-1] if str(exc) else 'no .dsc'}")
+            shutil.rmtree(home, ignore_errors=True)
+            continue
+        (home / "unpacked").write_text(version + "\n", encoding="utf-8")
+        return _debian_source(home, tree, version)
+    raise BuildError(
+        name, "fetch", None, "no source version could be fetched:\n" + "\n".join(errors) + f"\n{DEB_SRC_HINT}"
+    )
+
+
+def _debian_source(home: Path, tree: Path, version: str) -> Source:
+    dsc = next(home.glob("*.dsc"))
+    return Source(tree, f"debian:{version}:{sha256(dsc)}", f"debian {DEBIAN_SOURCE} {version}")
+
+
+def local(tree: Path, cache: Path) -> Source:
+    """A tree of the user's: fingerprinted by git (commit and uncommitted changes) when it is a
+    repository, else by every file's path, size and modification time. Its builds happen in the
+    cache (out of tree), never inside it."""
+    digest = hashlib.sha256()
+    head = _git(tree, "rev-parse", "HEAD")
+    if head is not None:
+        digest.update(head.encode())
+        digest.update((_git(tree, "diff", "HEAD") or "").encode())
+        digest.update((_git(tree, "status", "--porcelain", "--untracked-files=all") or "").encode())
+    else:
+        for root, dirs, files in os.walk(tree):
+            dirs.sort()
+            for file in sorted(files):
+                path = Path(root) / file
+                stat = path.lstat()
+                digest.update(f"{path.relative_to(tree)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    home = cache / "src" / f"tree-{hashlib.sha256(str(tree.resolve()).encode()).hexdigest()[:12]}"
+    home.mkdir(parents=True, exist_ok=True)
+    link = home / "tree"
+    if not link.is_symlink() or link.resolve() != tree.resolve():
+        link.unlink(missing_ok=True)
+        link.symlink_to(tree.resolve())
+    return Source(link, f"tree:{digest.hexdigest()}", str(tree))
+
+
+def _git(tree: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _installed_version() -> str | None:
+    try:
+        done = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Version}", "mariadb-server-core"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None
+
+
+def _version_key(version: str) -> list[tuple[int, object]]:
+    """Debian versions compared well enough to put the newest first (epoch, numbers, text)."""
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[.:+~-]", version)]

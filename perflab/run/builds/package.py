@@ -1,0 +1,92 @@
+"""Another version of a Debian package, unpacked into the cache, never installed.
+
+`apt-get download NAME=VERSION` fetches the .deb (from any configured suite: bookworm beside
+bookworm-security), `dpkg-deb -x` unpacks it under packages/NAME_VERSION/root. The server
+binary and its error messages and charsets are used from there; its shared libraries are the
+system's (a point release of one Debian suite links against the same ones).
+
+    build = unpack("old", "mariadb-server-core=1:10.11.18-0+deb12u1", cache)
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from perflab.errors import PerflabError
+from perflab.run.builds import Build, BuildError, describe, read_manifest, write_manifest
+from perflab.run.proc import call, clean_env
+from perflab.spec.builds import server_binary
+
+SHARE_DIRS = ("usr/share/mysql", "usr/share/mariadb")
+
+
+def directory(cache: Path, package: str) -> Path:
+    name, version = package.split("=", 1)
+    return cache / "packages" / re.sub(r"[^A-Za-z0-9.+~-]", "_", f"{name}_{version}")
+
+
+def cached(name: str, package: str, cache: Path) -> Build | None:
+    build = read_manifest(directory(cache, package))
+    return None if build is None else _renamed(build, name)
+
+
+def unpack(name: str, package: str, cache: Path) -> Build:
+    """The package's server, unpacked once per version into the cache."""
+    found = cached(name, package, cache)
+    if found is not None:
+        return found
+    started = time.monotonic()
+    home = directory(cache, package)
+    shutil.rmtree(home, ignore_errors=True)
+    downloads, root, logs = home / "download", home / "root", home / "logs"
+    for path in (downloads, root, logs):
+        path.mkdir(parents=True, exist_ok=True)
+    log = logs / "download.txt"
+    try:  # apt-get download writes into the working directory
+        out = call(
+            ["apt-get", "download", package], what="apt-get download", env=clean_env(), timeout=1800, cwd=downloads
+        )
+        log.write_text(out, encoding="utf-8")
+    except PerflabError as exc:  # apt's own message: no such version, no network
+        log.write_text(str(exc), encoding="utf-8")
+        raise BuildError(
+            name,
+            "download",
+            log,
+            f"{_tail(str(exc))}\nversions known to apt: apt-cache madison {package.split('=')[0]}",
+        ) from None
+    debs = sorted(downloads.glob("*.deb"))
+    if not debs:
+        raise BuildError(name, "download", log, "apt-get download wrote no .deb")
+    for deb in debs:
+        call(["dpkg-deb", "-x", str(deb), str(root)], what="dpkg-deb -x", env=clean_env(), timeout=600)
+    binary = server_binary(root)
+    if binary is None:
+        raise BuildError(
+            name, "unpack", log, f"{package} holds no mariadbd or mysqld (is it the server's core package?)"
+        )
+    share = next((root / d for d in SHARE_DIRS if (root / d / "english" / "errmsg.sys").is_file()), None)
+    build = describe(
+        binary,
+        name=name,
+        kind="package",
+        share=share,
+        recipe={"package": package},
+        build_s=round(time.monotonic() - started, 1),
+    )
+    shutil.rmtree(downloads, ignore_errors=True)
+    write_manifest(home, build)
+    return build
+
+
+def _renamed(build: Build, name: str) -> Build:
+    """A cached build is shared by every [builds] entry that asks for the same thing."""
+    return replace(build, name=name)
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])

@@ -1,0 +1,117 @@
+"""A [builds] entry -> a Build: unpacked, found in a basedir, or built (PGO included), cached.
+
+build = resolve("pgo", spec, cache, listen, train)   # BuildError: only its cells fail
+status("pgo", spec, cache)   -> "cached (built in 41 min)" | "to build: about 45 min"
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from perflab.errors import PerflabError
+from perflab.run.builds import Build, BuildError, describe, read_manifest
+from perflab.run.builds import package as P
+from perflab.run.builds import pgo as G
+from perflab.run.builds import source as S
+from perflab.run.builds.fetch import fetch
+from perflab.run.servers.mariadb import binary as installed_binary
+from perflab.spec import ExperimentFile
+from perflab.spec.builds import BuildSpec, server_binary
+
+# measured here (2 vCPUs, docs/builds.md): mariadbd 10.11 from Debian's source, gcc-12 -O2
+SOURCE_BUILD_ESTIMATE_S = 50 * 60
+SHARES = ("share/mysql", "share/mariadb", "share", "sql/share", "usr/share/mysql")
+
+
+def training_id(exp: ExperimentFile, spec: BuildSpec) -> str:
+    """What a PGO training runs, hashed: the workload and its options, the dataset, the thread
+    count, the server options and the duration."""
+    what = {
+        "workload": exp.workload.model_dump(mode="json"),
+        "dataset": exp.dataset.model_dump(mode="json"),
+        "server_options": exp.server_options,
+        "train_duration": spec.train_duration,
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def installed() -> Build:
+    return describe(Path(installed_binary("mariadbd")), name=None, kind="installed")
+
+
+def resolve(name: str, spec: BuildSpec, cache: Path, listen: S.Listener, train: G.Train, training: str = "") -> Build:
+    try:
+        if spec.kind == "package":
+            assert spec.package is not None
+            return P.unpack(name, spec.package, cache)
+        if spec.kind == "basedir":
+            assert spec.basedir is not None
+            return from_basedir(name, Path(spec.basedir))
+        assert spec.source is not None
+        src = fetch(spec.source, cache, name)
+        if spec.pgo:
+            return G.pgo(name, spec, src, cache, listen, train, training)
+        return S.build(name, spec, src, cache, listen)
+    except BuildError:
+        raise
+    except PerflabError as exc:  # a tool or a step that failed outside a logged build step
+        raise BuildError(name, "setup", None, exc.message + (f"\nhint: {exc.hint}" if exc.hint else "")) from None
+
+
+def from_basedir(name: str, basedir: Path) -> Build:
+    binary = server_binary(basedir)
+    if binary is None:
+        raise BuildError(name, "basedir", None, f"no mariadbd or mysqld under {basedir}")
+    share = next((basedir / s for s in SHARES if (basedir / s / "english" / "errmsg.sys").is_file()), None)
+    return describe(binary, name=name, kind="basedir", share=share, recipe={"basedir": str(basedir)})
+
+
+def status(name: str, spec: BuildSpec, cache: Path, training: str = "") -> str:
+    """What `perflab run --check` says of a build: cached, or what building it will take."""
+    if spec.kind == "basedir":
+        return f"basedir {spec.basedir}"
+    if spec.kind == "package":
+        assert spec.package is not None
+        return "cached" if P.cached(name, spec.package, cache) else "to download and unpack (seconds)"
+    stages = ["plain"] if not spec.pgo else ["generate", "use"]
+    try:
+        src = _fetched(spec, cache)
+        if src is not None and not spec.pgo:
+            found = S.cached(spec, src, cache)
+            if found is not None:
+                return f"cached (built in {found.extra.get('build_s', 0) / 60:.0f} min)"
+        if src is not None and spec.pgo:
+            done = _pgo_done(spec, src, cache, training)
+            if done is not None:
+                return done
+    except PerflabError as exc:
+        return f"cannot be built here: {exc.message}"
+    minutes = SOURCE_BUILD_ESTIMATE_S * len(stages) / 60
+    extra = f" + {spec.train_duration:.0f} s of training" if spec.pgo else ""
+    return f"to build: about {minutes:.0f} min on 2 CPUs{extra} (logs kept in the cache)"
+
+
+def _fetched(spec: BuildSpec, cache: Path) -> S.Source | None:
+    """The source if already here (a local tree, or a Debian version fetched before): no download."""
+    assert spec.source is not None
+    if spec.source.startswith("/"):
+        return fetch(spec.source, cache, "check")
+    for home in sorted((cache / "src").glob(f"{S.DEBIAN_SOURCE}_*")):
+        version = (home / "unpacked").read_text(encoding="utf-8").strip() if (home / "unpacked").is_file() else None
+        if version and (spec.source == "debian" or spec.source == f"debian={version}"):
+            return fetch(f"debian={version}", cache, "check")
+    return None
+
+
+def _pgo_done(spec: BuildSpec, src: S.Source, cache: Path, training: str) -> str | None:
+    home = cache / "builds" / S.key_of(S.recipe(spec, src, "generate"))
+    instrumented = read_manifest(home)
+    if instrumented is None:
+        return None
+    profile = G.stored_profile(cache, instrumented, training)
+    if profile is None:
+        return "instrumented build cached; training and the final build to do (about 50 min)"
+    final = S.cached(spec, src, cache, "use", profile[0])
+    return "cached (PGO)" if final is not None else "instrumented build and profile cached; final build to do"

@@ -1,0 +1,283 @@
+"""Builds from source: Debian's source package or a local tree, with a recipe, cached by key.
+
+Steps, each logged to builds/KEY/logs/STEP.txt:
+    fetch      apt-get source --download-only + dpkg-source -x (once per version), or the local tree
+    configure  cmake: the recipe's compiler and flags, the server's own defaults (SERVER)
+    build      only the server's target (its static engines; no plugins, clients or tests),
+               progress from make's "[ NN%]" lines
+    install    the binary, its error messages and charsets into builds/KEY/install
+
+The key hashes what decides the binary: the source (Debian version and .dsc hash, or the
+tree's git commit and changes, or its files' sizes and times), the compiler's and cmake's
+versions, the flags, the cmake options, the stage and the PGO profile's hash. An unchanged
+build is never rebuilt. One build tree per source (work/SOURCE/build) serves every build of
+it in turn, so a PGO profile's object paths are the same in both stages.
+
+    src = Source.of(spec.source, cache)                 # fetched once
+    build = build(name, spec, src, cache, listen)       # cached or built
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import PerflabError, ToolMissingError
+from perflab.run.builds import Build, BuildError, describe, read_manifest, write_manifest
+from perflab.run.proc import Child, call, clean_env
+from perflab.spec.builds import BuildSpec
+
+RECIPE_VERSION = 1  # bump when the steps change what a key builds
+DEBIAN_SOURCE = "mariadb"
+# what a MariaDB server build needs beyond the recipe: Debian's own configuration, minus the
+# parts whose build dependencies a benchmark machine lacks and a server run never loads
+SERVER_CMAKE: dict[str, str] = {
+    "CMAKE_BUILD_TYPE": "RelWithDebInfo",
+    "BUILD_CONFIG": "mysql_release",
+    # what mysql_release sets for Debian (-DDEB=...): system libraries, Debian's paths
+    "INSTALL_LAYOUT": "DEB",
+    "WITH_SSL": "system",
+    "WITH_ZLIB": "system",
+    "WITH_PCRE": "system",
+    "WITH_URING": "ON",
+    "WITH_LIBAIO": "ON",
+    "CONC_DEFAULT_CHARSET": "utf8mb4",
+    "WITH_EMBEDDED_SERVER": "OFF",
+    "WITH_UNIT_TESTS": "OFF",
+    **{f"PLUGIN_{p}": "NO" for p in ("AUTH_PAM", "COLUMNSTORE", "ROCKSDB", "MROONGA", "SPIDER", "CONNECT")},
+    **{f"PLUGIN_{p}": "NO" for p in ("OQGRAPH", "SPHINX", "S3", "AWS_KEY_MANAGEMENT")},
+}
+TARGET = "mariadbd"
+BINARY = "sql/mariadbd"  # in the build tree
+MESSAGES = "sql/share"  # build tree: LANGUAGE/errmsg.sys, generated
+CHARSETS = "sql/share/charsets"  # source tree
+FRAME_POINTERS = "-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"
+Listener = Callable[[str, dict[str, Any]], None]
+_PERCENT = re.compile(rb"^\[\s*(\d+)%\]", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Source:
+    tree: Path
+    fingerprint: str  # decides the key
+    label: str  # "debian mariadb 1:10.11.18-0+deb12u1" or the tree's path
+
+    @property
+    def work(self) -> Path:
+        """This source's build tree (one per source; builds of it take turns)."""
+        return self.tree.parent / "work" / hashlib.sha256(str(self.tree).encode()).hexdigest()[:12]
+
+
+def toolchain(compiler: str) -> tuple[str, str]:
+    """(C compiler, C++ compiler) for "gcc-12" / "clang-16"; a missing one is an environment problem."""
+    family, version = compiler.split("-", 1)
+    pair = (f"gcc-{version}", f"g++-{version}") if family == "gcc" else (f"clang-{version}", f"clang++-{version}")
+    for tool in pair:
+        if shutil.which(tool) is None:
+            package = pair[1] if family == "gcc" else pair[0]
+            raise ToolMissingError(f"compiler {compiler}: {tool} not found", f"apt-get install {package}")
+    return pair
+
+
+def flags(spec: BuildSpec, work: Path, stage: str = "plain") -> dict[str, str]:
+    """CFLAGS, CXXFLAGS, LDFLAGS of the recipe: the base (Debian's or none), frame pointers, LTO,
+    the PGO stage, then the user's own (last: they win)."""
+    if spec.flags == "debian":
+        env = {**clean_env(), "DEB_BUILD_MAINT_OPTIONS": "hardening=+all"}
+        work.mkdir(parents=True, exist_ok=True)  # -ffile-prefix-map names the working directory
+
+        def get(name: str) -> str:
+            return call(["dpkg-buildflags", "--get", name], what="dpkg-buildflags", env=env, cwd=work).strip()
+
+        cpp = get("CPPFLAGS")
+        base = {"CFLAGS": f"{get('CFLAGS')} {cpp}", "CXXFLAGS": f"{get('CXXFLAGS')} {cpp}", "LDFLAGS": get("LDFLAGS")}
+    else:
+        base = {"CFLAGS": "", "CXXFLAGS": "", "LDFLAGS": ""}
+    add: list[tuple[str, str]] = []
+    if spec.frame_pointers:
+        add.append((FRAME_POINTERS, ""))
+    if spec.lto:
+        lto = "-flto=auto" if spec.compiler.startswith("gcc") else "-flto=thin"
+        add.append((lto, lto))
+    if stage == "generate":
+        add.append(("-fprofile-generate -fprofile-update=atomic", "-fprofile-generate"))
+    elif stage == "use":
+        use = "-fprofile-use -fprofile-correction -Wno-missing-profile -Wno-error=coverage-mismatch"
+        add.append((use, "-fprofile-use"))
+    for compile_flags, link_flags in add:
+        base["CFLAGS"] += f" {compile_flags}"
+        base["CXXFLAGS"] += f" {compile_flags}"
+        base["LDFLAGS"] += f" {link_flags}"
+    base["CFLAGS"] += f" {spec.cflags}"
+    base["CXXFLAGS"] += f" {spec.cxxflags}"
+    base["LDFLAGS"] += f" {spec.ldflags}"
+    return {k: " ".join(v.split()) for k, v in base.items()}
+
+
+def cmake_options(spec: BuildSpec) -> dict[str, str]:
+    def text(value: object) -> str:
+        return ("ON" if value else "OFF") if isinstance(value, bool) else str(value)
+
+    return {**SERVER_CMAKE, **{k: text(v) for k, v in spec.cmake.items()}}
+
+
+def recipe(spec: BuildSpec, src: Source, stage: str = "plain", profile: str | None = None) -> dict[str, Any]:
+    """Everything that decides the binary; its hash is the cache key."""
+    _, cxx = toolchain(spec.compiler)
+    return {
+        "recipe_version": RECIPE_VERSION,
+        "source": src.label,
+        "source_fingerprint": src.fingerprint,
+        "compiler": spec.compiler,
+        "compiler_version": _first_line([cxx, "--version"]),
+        "cmake_version": _first_line(["cmake", "--version"]),
+        "flags": flags(spec, src.work / "build", stage),
+        "cmake": cmake_options(spec),
+        "stage": stage,
+        "profile": profile,
+    }
+
+
+def key_of(recipe: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cached(spec: BuildSpec, src: Source, cache: Path, stage: str = "plain", profile: str | None = None) -> Build | None:
+    return read_manifest(cache / "builds" / key_of(recipe(spec, src, stage, profile)))
+
+
+def build(
+    name: str,
+    spec: BuildSpec,
+    src: Source,
+    cache: Path,
+    listen: Listener,
+    *,
+    stage: str = "plain",
+    profile: tuple[str, Path] | None = None,  # (hash, directory of .gcda files) for stage "use"
+) -> Build:
+    """The build `spec` of `src`: from the cache, or configured, built and installed now."""
+    made = recipe(spec, src, stage, profile[0] if profile else None)
+    key = key_of(made)
+    home = cache / "builds" / key
+    found = read_manifest(home)
+    if found is not None:
+        return Build(**{**found.__dict__, "name": name})
+    started = time.monotonic()
+    shutil.rmtree(home, ignore_errors=True)
+    (home / "logs").mkdir(parents=True)
+    tree = src.work / "build"
+    shutil.rmtree(tree, ignore_errors=True)
+    tree.mkdir(parents=True)
+    cc, cxx = toolchain(spec.compiler)
+    configure = ["cmake", "-S", str(src.tree), "-B", str(tree), "-G", "Unix Makefiles"]
+    configure += [f"-DCMAKE_C_COMPILER={cc}", f"-DCMAKE_CXX_COMPILER={cxx}"]
+    fl = made["flags"]
+    configure += [f"-DCMAKE_C_FLAGS={fl['CFLAGS']}", f"-DCMAKE_CXX_FLAGS={fl['CXXFLAGS']}"]
+    configure += [f"-DCMAKE_{kind}_LINKER_FLAGS={fl['LDFLAGS']}" for kind in ("EXE", "SHARED", "MODULE")]
+    configure += [f"-D{k}={v}" for k, v in made["cmake"].items()]
+    _step(name, "configure", configure, home, tree, listen)
+    if profile is not None:  # the training run's counts, back where the objects are compiled
+        _restore_profile(profile[1], tree)
+    jobs = spec.jobs or max(1, len(_cpus()))
+    _step(
+        name, "build", ["cmake", "--build", str(tree), "--target", TARGET, "--parallel", str(jobs)], home, tree, listen
+    )
+    listen("build_step", {"name": name, "step": "install"})
+    built = _install(name, src, tree, home)
+    result = describe(
+        built,
+        name=name,
+        kind="source",
+        share=home / "install" / "share" / "mysql",
+        recipe={k: v for k, v in made.items() if k != "source_fingerprint"},
+        key=key,
+        build_s=round(time.monotonic() - started, 1),
+        stage=stage,
+    )
+    write_manifest(home, result)
+    return result
+
+
+def _step(name: str, step: str, argv: list[str], home: Path, tree: Path, listen: Listener) -> None:
+    """One logged step; make's "[ NN%]" lines become progress. Stopped with its process group."""
+    log = home / "logs" / f"{step}.txt"
+    listen("build_step", {"name": name, "step": step})
+    with open(log, "wb") as out:
+        out.write(f"$ {shlex.join(argv)}\n".encode())
+        out.flush()
+        child = Child(["nice", "-n", "10", *argv], env=clean_env(), cwd=tree, stdout=out)  # a build is background work
+    try:
+        seen = 0
+        while child.poll() is None:
+            time.sleep(1.0)
+            seen = _progress(log, seen, name, step, listen)
+        code = child.wait()
+    except BaseException:
+        child.kill()
+        raise
+    _progress(log, seen, name, step, listen)
+    if code != 0:
+        raise BuildError(name, step, log, _log_tail(log))
+
+
+def _progress(log: Path, seen: int, name: str, step: str, listen: Listener) -> int:
+    with open(log, "rb") as file:
+        file.seek(seen)
+        chunk = file.read()
+    found = _PERCENT.findall(chunk)
+    if found:
+        listen("build_progress", {"name": name, "step": step, "fraction": int(found[-1]) / 100})
+    return seen + len(chunk)
+
+
+def _log_tail(log: Path, lines: int = 15) -> str:
+    """The log's error lines if there are any (a compiler's "error:"), else its last lines."""
+    text = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    errors = [ln for ln in text if re.search(r"\berror\b|Error \d|CMake Error", ln)]
+    return "\n".join((errors or text)[-lines:])
+
+
+def _install(name: str, src: Source, tree: Path, home: Path) -> Path:
+    prefix = home / "install"
+    binary = tree / BINARY
+    if not binary.is_file():
+        raise BuildError(name, "install", None, f"the build made no {BINARY}")
+    (prefix / "sbin").mkdir(parents=True)
+    shutil.copy2(binary, prefix / "sbin" / "mariadbd")
+    share = prefix / "share" / "mysql"
+    for messages in (tree / MESSAGES).glob("*/errmsg.sys"):
+        (share / messages.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(messages, share / messages.parent.name / "errmsg.sys")
+    if (src.tree / CHARSETS).is_dir():
+        shutil.copytree(src.tree / CHARSETS, share / "charsets")
+    return prefix / "sbin" / "mariadbd"
+
+
+def _restore_profile(profile: Path, tree: Path) -> None:
+    for data in profile.rglob("*.gcda"):
+        target = tree / data.relative_to(profile)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(data, target)
+
+
+def _first_line(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PerflabError(f"{argv[0]} --version failed: {exc}", "run `make setup`") from None
+    return out.strip().splitlines()[0] if out.strip() else ""
+
+
+def _cpus() -> set[int]:
+    return os.sched_getaffinity(0)
