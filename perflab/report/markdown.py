@@ -74,6 +74,8 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
     out = [f"# {cell(model.name)}: perflab report", "", cell(subtitle(model)), ""]
     facts = [(k, model.directory.name if k == "results" else v) for k, v in model.facts()]
     out += table(["run", ""], [list(f) for f in facts]) + [""]
+    if model.build_facts():
+        out += table(["build", "server binary"], [list(f) for f in model.build_facts()]) + [""]
     out += ["<details><summary>Host</summary>", ""] + table(["host", ""], [list(f) for f in model.host_facts()])
     spec = str(model.meta.get("spec_text") or "(not stored)")
     out += [

@@ -107,6 +107,30 @@ class ReportModel:
             if host.get(k) is not None
         ] + ([("memory", format_bytes(mem))] if mem else [])
 
+    def build_facts(self) -> list[tuple[str, str]]:
+        """Each server binary the cells ran: its version, kind, sha256 and compiler (or why it failed)."""
+        return build_facts(self.meta, self.cells)
+
+
+def build_facts(meta: dict[str, Any], cells: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """("old", "10.11.18-MariaDB-0+deb12u1, package, sha256 17310a09..., compiler unknown (stripped)")."""
+    named = dict(meta.get("builds") or {})
+    if not named:
+        return []
+    installed = next((c["build"] for c in cells if c.get("build") and c["build"].get("name") is None), None)
+    rows = [("installed", installed)] if installed else []
+    rows += list(named.items())
+    facts = []
+    for name, build in rows:
+        if "error" in build:
+            facts.append((name, "failed: " + build["error"].splitlines()[0]))
+            continue
+        version = build["version"].split(" for ")[0]
+        compiler = build.get("compiler") or "compiler unknown (.comment stripped)"
+        took = f", built in {format_duration(build['build_s'])}" if build.get("kind") == "source" else ""
+        facts.append((name, f"{version}, {build['kind']}, sha256 {build['sha256'][:12]}, {compiler}{took}"))
+    return facts
+
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")

@@ -21,6 +21,7 @@ from perflab.analyze.compare import Comparison
 from perflab.analyze.evidence import explain
 from perflab.analyze.summary import Group, groups, mean
 from perflab.report import findings
+from perflab.report.model import build_facts
 from perflab.units import format_bytes, format_duration
 from perflab.variants import short_label, variant_key, variant_label
 
@@ -70,6 +71,8 @@ def render(
     console.print(
         f"[dim]{host.get('mariadbd')} | {host.get('sysbench')} | {host.get('cpu_model')} x{host.get('cores')}[/]"
     )
+    for name, fact in build_facts(meta, cells):
+        console.print(f"[dim]build {escape(name)}: {escape(fact)}[/]", highlight=False)
     axes = exp.get("axes") or {}
     base = compare.baseline_variant(axes, baseline or [])
     all_groups = groups(cells, base if axes else None)

@@ -282,3 +282,11 @@ def test_each_variant_runs_its_own_binary_and_a_failed_build_fails_only_its_cell
     assert doc["builds"]["old"]["sha256"] == old["sha256"] and "error" in doc["builds"]["broken"]
     again = perflab("run", str(spec_file), "--check")  # the package is cached now
     assert "build old: cached" in again.stdout
+    report = perflab("report", str(out)).stdout
+    assert "build old: 10.11.18-MariaDB-0+deb12u1, package, sha256 " + old["sha256"][:12] in report
+    assert "build installed: 10.11.19-MariaDB" in report and "build broken: failed: build 'broken'" in report
+    markdown = perflab("report", str(out), "--format", "markdown", "-o", str(tmp_path / "r.md"))
+    assert markdown.returncode == 0, markdown.stderr
+    assert "| old | 10.11.18-MariaDB-0+deb12u1, package" in (tmp_path / "r.md").read_text()
+    assert perflab("report", str(out), "--html", "-o", str(tmp_path / "r.html")).returncode == 0
+    assert "<dt>build old</dt><dd>10.11.18-MariaDB-0+deb12u1, package" in (tmp_path / "r.html").read_text()
