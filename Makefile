@@ -7,7 +7,7 @@ PYTHON ?= python3
 # small cmake fixture with them. A real MariaDB build also needs its libraries: make setup-builds.
 APT_PACKAGES = mariadb-server mariadb-client sysbench libjemalloc2 libtcmalloc-minimal4 \
 	libmimalloc2.0 linux-perf elfutils libdw1 binutils sysstat util-linux procps \
-	chromium gcc libc6-dev g++ cmake make bison dpkg-dev
+	chromium gcc libc6-dev g++ cmake make bison dpkg-dev ccache
 # what mariadbd 10.11 needs to build from Debian's source with perflab's configuration
 # (debian/control's Build-Depends, minus what only plugins, clients and tests use)
 BUILD_PACKAGES = libncurses-dev libssl-dev zlib1g-dev libpcre2-dev liburing-dev libaio-dev \

@@ -94,6 +94,9 @@ def test_a_source_build_is_configured_built_installed_and_then_cached(tmp_path: 
     assert any(e == "build_progress" and d["fraction"] == 1.0 for e, d in heard)  # make's [100%]
     logs = cache / "builds" / first.extra["key"] / "logs"
     assert "Built target mariadbd" in (logs / "build.txt").read_text()
+    # compiled through ccache (an interrupted build resumes), into the cache's own ccache directory
+    assert "-DCMAKE_C_COMPILER_LAUNCHER=ccache" in (logs / "configure.txt").read_text()
+    assert any((cache / "ccache").rglob("*")), "ccache wrote into the build cache"
 
     heard.clear()
     started = time.monotonic()

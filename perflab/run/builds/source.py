@@ -61,6 +61,7 @@ TARGET = "mariadbd"
 BINARY = "sql/mariadbd"  # in the build tree
 MESSAGES = "sql/share"  # build tree: LANGUAGE/errmsg.sys, generated
 CHARSETS = "sql/share/charsets"  # source tree
+CCACHE_SIZE = "30G"  # a MariaDB build's objects with debug information take about 1.5 GB
 FRAME_POINTERS = "-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"
 Listener = Callable[[str, dict[str, Any]], None]
 _PERCENT = re.compile(rb"^\[\s*(\d+)%\]", re.MULTILINE)
@@ -186,13 +187,13 @@ def build(
     configure += [f"-DCMAKE_C_FLAGS={fl['CFLAGS']}", f"-DCMAKE_CXX_FLAGS={fl['CXXFLAGS']}"]
     configure += [f"-DCMAKE_{kind}_LINKER_FLAGS={fl['LDFLAGS']}" for kind in ("EXE", "SHARED", "MODULE")]
     configure += [f"-D{k}={v}" for k, v in made["cmake"].items()]
-    _step(name, "configure", configure, home, tree, listen)
+    configure += _launcher()
+    _step(name, "configure", configure, home, tree, listen, cache)
     if profile is not None:  # the training run's counts, back where the objects are compiled
         _restore_profile(profile[1], tree)
     jobs = spec.jobs or max(1, len(_cpus()))
-    _step(
-        name, "build", ["cmake", "--build", str(tree), "--target", TARGET, "--parallel", str(jobs)], home, tree, listen
-    )
+    argv = ["cmake", "--build", str(tree), "--target", TARGET, "--parallel", str(jobs)]
+    _step(name, "build", argv, home, tree, listen, cache)
     listen("build_step", {"name": name, "step": "install"})
     built = _install(name, src, tree, home)
     result = describe(
@@ -209,14 +210,25 @@ def build(
     return result
 
 
-def _step(name: str, step: str, argv: list[str], home: Path, tree: Path, listen: Listener) -> None:
+def _launcher() -> list[str]:
+    """ccache, when installed: an interrupted build, or one that differs only in link flags,
+    then recompiles nothing it compiled before. It does not change the binary, so it is not
+    part of the key. The build tree's path is the same for every build of a source, so
+    -ffile-prefix-map and debug paths match between builds and ccache can hit."""
+    if shutil.which("ccache") is None:
+        return []
+    return ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+
+
+def _step(name: str, step: str, argv: list[str], home: Path, tree: Path, listen: Listener, cache: Path) -> None:
     """One logged step; make's "[ NN%]" lines become progress. Stopped with its process group."""
     log = home / "logs" / f"{step}.txt"
     listen("build_step", {"name": name, "step": step})
     with open(log, "wb") as out:
         out.write(f"$ {shlex.join(argv)}\n".encode())
         out.flush()
-        child = Child(["nice", "-n", "10", *argv], env=clean_env(), cwd=tree, stdout=out)  # a build is background work
+        env = clean_env({"CCACHE_DIR": str(cache / "ccache"), "CCACHE_MAXSIZE": CCACHE_SIZE})
+        child = Child(["nice", "-n", "10", *argv], env=env, cwd=tree, stdout=out)  # a build is background work
     try:
         seen = 0
         while child.poll() is None:
