@@ -121,7 +121,7 @@ def _builds(exp: Experiment) -> list[Problem]:
     if sources or any(exp.file.builds[n].kind == "package" for n in used if n):
         root = cache_root()
         probe = root if root.exists() else next((p for p in root.parents if p.exists()), root)
-        if not os.access(probe, os.W_OK):
+        if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
             problems.append(
                 Problem("(machine) build cache", "a writable directory", str(root), "set PERFLAB_CACHE to one")
             )
