@@ -47,13 +47,12 @@ def counting_tracer(tmp: Path) -> AllocTracer:
 def started(argv: list[str], tracer: AllocTracer, preload: list[Path]) -> Iterator[subprocess.Popen]:
     """`argv` with the tracer's environment and `preload`, once it has allocated (poked once)."""
     env = {**os.environ, **tracer.env(), "LD_PRELOAD": " ".join(map(str, preload))}
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-    try:
-        poke(proc)
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait(10)
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env) as proc:
+        try:
+            poke(proc)
+            yield proc
+        finally:
+            proc.kill()
 
 
 def poke(proc: subprocess.Popen) -> None:
@@ -114,7 +113,7 @@ def test_exec_takes_the_counter_over_and_children_do_not_count(waiters, tmp_path
         tracer.check_started(proc.pid)
         assert window_mallocs(tracer, proc, tmp_path) == CALLS
     tracer = counting_tracer(tmp_path / "child")
-    shell = ["sh", "-c", '"$0" "$1"; read line', str(dynamic), str(CALLS)]  # the waiter is a child of sh
+    shell = ["sh", "-c", '"$0" "$1"; exit 0', str(dynamic), str(CALLS)]  # the waiter is a child of sh
     env = {**os.environ, **tracer.env(), "LD_PRELOAD": str(tracer.shim)}
     done = subprocess.run(shell, input=b"xx", capture_output=True, env=env, timeout=30, check=True)
     assert done.stdout == b"xx"  # the child allocated twice
@@ -199,7 +198,7 @@ def crashed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     first one's server gets SIGSEGV 1.5 s into the measured window."""
     tmp = tmp_path_factory.mktemp("crash")
     spec = write_experiment(
-        tmp / "crash.toml", TINY.format(name="alloc-crash", duration="5s", repeats=2, alloc='{ period = "4K" }')
+        tmp / "crash.toml", TINY.format(name="alloc-crash", duration="8s", repeats=2, alloc='{ period = "4K" }')
     )
     out = tmp / "out"
     proc = subprocess.Popen(
