@@ -124,7 +124,7 @@ def dynamic_names(path: Path) -> tuple[str | None, set[str]] | None:
                 return None
             names = _defined_symbols(file, head, symbols[0], sections)
             soname = _soname(file, head, dynamic[0], sections) if dynamic else None
-    except (OSError, struct.error, IndexError, UnicodeDecodeError):
+    except (OSError, struct.error, IndexError, ValueError):  # UnicodeDecodeError is a ValueError
         return None
     return soname, names
 
@@ -145,7 +145,7 @@ def _sections(file, head: bytes) -> list[Section]:  # noqa: ANN001 - a binary fi
             struct.unpack_from(end + "I", head, 0x20)[0],
             struct.unpack_from(end + "HH", head, 0x2E),
         )
-    if not shoff or shentsize < (64 if wide else 40):
+    if not shoff or shentsize != (64 if wide else 40):
         return []
     file.seek(shoff)
     table = file.read(shentsize * min(shnum, 4096))

@@ -73,9 +73,9 @@ def window_mallocs(tracer: AllocTracer, proc: subprocess.Popen, tmp: Path) -> in
 def test_a_static_binary_runs_without_the_counter_and_the_check_says_so(waiters, tmp_path: Path) -> None:
     _, static = waiters
     tracer = counting_tracer(tmp_path)
-    with started([str(static), str(CALLS)], tracer, [tracer.shim]) as proc:
-        with pytest.raises(AllocTracerError, match=r"is not loaded into the server \(pid \d+\).*static"):
-            tracer.check_started(proc.pid)
+    not_loaded = pytest.raises(AllocTracerError, match=r"is not loaded into the server \(pid \d+\).*static")
+    with started([str(static), str(CALLS)], tracer, [tracer.shim]) as proc, not_loaded:
+        tracer.check_started(proc.pid)
     assert claim(tracer.file).pid == 0  # nobody counted: the zeros would have been silent
 
 
