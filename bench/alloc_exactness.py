@@ -1,8 +1,10 @@
 """Are [observe] alloc's kernel-side syscall counts exact? perflab's SyscallRecorder against strace.
 
 What: one real perflab cell (CellRunner.run) of oltp_read_only ORDER BY ranges with
-sort_buffer_size 32M (glibc mmaps and munmaps the sort buffer on every query: issue 11, report
-002), 2 threads, [observe] alloc = { stacks = false }. Inside its measured window, on the cell's
+sort_buffer_size 32M and MALLOC_MMAP_THRESHOLD_=65536 (glibc then mmaps and munmaps every
+allocation of 64 KiB or more, the sort buffer among them, on every query; without the fixed
+threshold glibc's dynamic one soon serves the buffer from the heap and the window has almost no
+mmap calls to compare), 2 threads, [observe] alloc = { stacks = false }. Inside its measured window, on the cell's
 own server:
 
   1. sysbench is stopped (SIGSTOP): the server goes idle, so the edges of the comparison see
@@ -71,6 +73,11 @@ order_ranges = 1
 
 [server_options]
 sort_buffer_size = "32M"
+
+# a fixed mmap threshold (which also turns off glibc's dynamic one): every allocation of 64 KiB
+# or more is an mmap and its free a munmap, so the window holds thousands of each to count
+[variants.malloc]
+mmap-64k = {{ env = {{ MALLOC_MMAP_THRESHOLD_ = "65536" }} }}
 
 [observe]
 alloc = {{ stacks = false }}
