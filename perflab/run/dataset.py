@@ -93,7 +93,8 @@ def prepare(
             server.stop(clean=True)  # a clean shutdown: the snapshot must need no recovery
     except BaseException:
         with contextlib.suppress(OSError):  # the server's own words on why, kept with the results
-            shutil.copy2(server.error_log, error_log)
+            console = rundir / "stdout.log"  # what it printed when it died before its log was open
+            shutil.copy2(server.error_log if server.error_log.exists() else console, error_log)
         raise
     shutil.copy2(server.error_log, error_log)
     shutil.rmtree(rundir, ignore_errors=True)
