@@ -143,8 +143,8 @@ def test_the_report_names_the_variants_that_ran_on_their_own_dataset():
     [found] = [f for f in findings.collect([], cells, meta) if f.kind == "dataset"]
     assert found.level == "info" and found.cells == (2, 3)
     assert found.text.startswith(
-        "dataset: server=mysql ran on its own dataset (mysql-8.0), prepared by 8.0.36 with mysqld --initialize-insecure;"
-        " the others on the mariadb-10.11 dataset"
+        "dataset: server=mysql ran on its own dataset (mysql-8.0), prepared by 8.0.36 with mysqld "
+        "--initialize-insecure; the others on the mariadb-10.11 dataset"
     )
     meta["datasets"].pop("mysql-8.0")
     assert [f for f in findings.collect([], cells, meta) if f.kind == "dataset"] == []
