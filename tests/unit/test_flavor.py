@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from perflab.errors import PerflabError
 from perflab.report import findings
 from perflab.run.builds import Build
 from perflab.run.servers import datadir
@@ -148,3 +149,10 @@ def test_the_report_names_the_variants_that_ran_on_their_own_dataset():
     )
     meta["datasets"].pop("mysql-8.0")
     assert [f for f in findings.collect([], cells, meta) if f.kind == "dataset"] == []
+
+
+def test_a_mysql_without_initialize_insecure_is_refused_with_why(tmp_path: Path):
+    b = build("5.6.51 for linux-glibc2.12 on x86_64 (MySQL Community Server (GPL))", tmp_path / "bin" / "mysqld")
+    with pytest.raises(PerflabError) as caught:
+        datadir.plan(tmp_path / "d", b)
+    assert "has no --initialize-insecure (MySQL 5.7.6 and later have it)" in caught.value.message

@@ -29,7 +29,7 @@ from pathlib import Path
 from perflab.errors import PerflabError
 from perflab.run.builds import Build
 from perflab.run.proc import call, clean_env
-from perflab.run.servers.flavor import Flavor, basedir_of
+from perflab.run.servers.flavor import INITIALIZE_SINCE, Flavor, basedir_of
 from perflab.run.servers.mariadb import binary
 
 INSTALL_SCRIPTS = (
@@ -111,6 +111,11 @@ def _mariadb(datadir: Path, build: Build | None, flavor: Flavor) -> Init:
 
 
 def _mysql(datadir: Path, build: Build) -> Init:
+    if Flavor.of(build).version < INITIALIZE_SINCE:
+        raise PerflabError(
+            f"{build.binary}: {build.version} has no --initialize-insecure (MySQL 5.7.6 and later have it)",
+            "perflab initialises MySQL datadirs with mysqld itself; use MySQL 5.7.6 or later",
+        )
     argv = [
         str(build.binary),
         "--no-defaults",  # must come first: mysqld reads no option file at all
