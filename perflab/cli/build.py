@@ -38,6 +38,7 @@ def build(experiment: Path, fmt: str, allow_concurrent: bool) -> None:
     """Make every build EXPERIMENT's variants name (cached ones are only checked)."""
     from perflab.run.builds import Build, cache_root, writable_cache
     from perflab.run.cell import CellRunner
+    from perflab.run.datasets import Datasets
     from perflab.run.lock import MachineLock
     from perflab.run.workdir import work_dir
     from perflab.store.results import Results
@@ -54,9 +55,8 @@ def build(experiment: Path, fmt: str, allow_concurrent: bool) -> None:
         workdir = stack.enter_context(work_dir())
         with ProgressBar() as progress:
             runner = CellRunner(exp, results, progress)
-            trains = any(b.pgo for b in exp.file.builds.values())
-            snapshot = runner.prepare(workdir) if trains else None
-            runner.prepare_builds(snapshot, workdir, cache)
+            datasets = Datasets(runner, results, workdir, progress, keep=False)  # a PGO training's, made on demand
+            runner.prepare_builds(datasets.get, workdir, cache)
     records = {
         name: b.record() if isinstance(b, Build) else {"name": name, "error": b.message}
         for name, b in runner.builds.items()

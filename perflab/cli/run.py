@@ -219,9 +219,16 @@ class ProgressBar:
         self.bar.stop()
 
     def __call__(self, event: str, data: dict[str, Any]) -> None:
-        if event == "prepare_end":
-            snap = data["snapshot"]
-            self.bar.console.print(f"dataset prepared in {snap.prepare_s:.1f}s ({snap.data_bytes / 2**20:.0f} MiB)")
+        if event == "prepare_start" and data.get("build") is not None:
+            build = data["build"]
+            self.bar.update(self.task, total=None, description=escape(f"preparing the {build.format} dataset"))
+        elif event == "prepare_end":
+            snap, build = data["snapshot"], data.get("build")
+            which = f" for {build.format} (by {build.version})" if build is not None else ""
+            self.bar.console.print(
+                escape(f"dataset{which} prepared in {snap.prepare_s:.1f}s ({snap.data_bytes / 2**20:.0f} MiB)"),
+                highlight=False,
+            )
         elif event == "build_start":
             self.bar.update(self.task, total=None, description=escape(f"build {data['name']}: {data['status']}"))
         elif event == "build_step":

@@ -12,7 +12,8 @@ JSON format history:
                      (run/observers/alloc/tracer.py).
   perflab-results/4  per cell `build`: the server binary the cell ran, {name (null: the
                      installed package), binary, sha256, version, compiler, kind, recipe, ...};
-                     top level `builds` ([builds] entries: their record or their error).
+                     top level `builds` ([builds] entries: their record or their error) and
+                     `datasets` (one per on-disk format: who prepared it, which builds ran on it).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def document(results: Results) -> dict[str, Any]:
         "comparisons": comparisons,
         "adaptive": meta.get("adaptive"),
         "builds": meta.get("builds") or {},
+        "datasets": meta.get("datasets") or {},
         "cells": cells,
     }
 

@@ -3,18 +3,21 @@
 Input: the Groups of analyze/summary.py, the cells as loaded by `summary.load`, the run's
 meta. Output: Finding rows in a fixed order (noisy groups and missing intervals, unsettled
 cells, stalls, too-short series, busy machine, dropped allocation samples, adaptive targets,
-failed cells); the terminal, HTML and Markdown reports print the same list, so they never disagree.
+variants that ran on a dataset of their own, failed cells); the terminal, HTML and Markdown
+reports print the same list, so they never disagree.
 
     Finding("warning", "noise", "allocator=glibc at 2 threads varies 4.1% across repeats ...")
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from perflab.analyze import alloc, stats
 from perflab.analyze.summary import Group
+from perflab.variants import variant_label
 
 BUSY_CORES = 0.2  # CPU used by other processes during a window, above which a cell is suspect
 
@@ -36,6 +39,7 @@ def collect(all_groups: list[Group], cells: list[dict[str, Any]], meta: dict[str
         ids = tuple(c["id"] for c in cells if c["status"] == "ok" and (c.get("alloc") or {}).get("dropped_samples"))
         out.append(Finding("warning", "alloc-dropped", dropped, ids))
     out += _adaptive_findings(meta)
+    out += _dataset_findings(cells, meta)
     for cell in cells:
         if cell["status"] != "ok":
             first = (cell["error"] or "").strip().splitlines()
@@ -180,6 +184,35 @@ def _adaptive_findings(meta: dict[str, Any]) -> list[Finding]:
                 "adaptive-missed",
                 f"{g['variant']} at {g['threads']} threads: target not met ({half} after {g['repeats']} repeats). "
                 "Remedy: raise max_repeats or time_budget, or a longer duration",
+            )
+        )
+    return out
+
+
+def _dataset_findings(cells: list[dict[str, Any]], meta: dict[str, Any]) -> list[Finding]:
+    """Variants whose build opens another on-disk format ran on a dataset of their own, prepared
+    by that build (run/datasets.py): the same tables and sizes, but other random rows, written
+    by another server. Said once per such dataset, naming its variants and who prepared it."""
+    datasets = meta.get("datasets") or {}
+    shared = next((fmt for fmt, d in datasets.items() if not d.get("own")), None)
+    out = []
+    for fmt, record in datasets.items():
+        if not record.get("own") or not record.get("dir"):
+            continue  # the shared dataset, or one that failed (its cells fail and say why)
+        names = set(record.get("builds") or [])
+        ran = [c for c in cells if (c.get("build") or {}).get("name") in names]
+        labels = sorted({variant_label(c["variant"]) for c in ran})
+        by = ((record.get("prepared_by") or {}).get("version") or "?").split(" ")[0]
+        init = re.sub(r"/\S*/", "", record.get("init") or "?")  # the tools' names, not their paths
+        others = f"the others on the {shared} dataset" if shared else "no other variant on it"
+        out.append(
+            Finding(
+                "info",
+                "dataset",
+                f"dataset: {'; '.join(labels) or 'no variant'} ran on its own dataset ({fmt}), prepared by "
+                f"{by} with {init}; {others}: the same tables and sizes, other random rows, so part of a "
+                "difference between them may be the data's",
+                tuple(c["id"] for c in ran),
             )
         )
     return out

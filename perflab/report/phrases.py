@@ -38,6 +38,7 @@ KIND_TITLES = {
     "busy": "busy machine",
     "adaptive": "adaptive repeats",
     "adaptive-missed": "adaptive targets not met",
+    "dataset": "datasets of their own",
     "failed": "failed cells",
 }
 

@@ -6,7 +6,7 @@ observers, stop the server, copy its logs, commit the row. A failed cell is stor
 error and log tail (as asv stores a failed benchmark) and the caller goes on.
 
     runner = CellRunner(exp, results)
-    snapshot = runner.prepare(workdir)                 # once per experiment
+    snapshot = runner.prepare(workdir)                 # once per on-disk format (run/datasets.py)
     row = runner.run(exp.cells()[0], snapshot, workdir)  # {"id": 0, "status": "ok", "summary": ...}
 
 The `Scheduler` decides which cells run and in what order; `bench/` drives the same code
@@ -42,6 +42,7 @@ from perflab.units import utc_now
 
 SPACE_MARGIN = 64 << 20  # tmp tables, logs, the server's own files beside a cell's datadir
 Listener = Callable[[str, dict[str, Any]], None]
+DatasetFor = Callable[[Build], dataset.Snapshot]  # the snapshot a build opens (run/datasets.py)
 Measured = tuple[list[dict[str, Any]], list[tuple[float, int]], dict[str, Any]]  # intervals, rss, fields
 
 
@@ -81,10 +82,22 @@ class CellRunner:
             self._defaults = sysbench.known_options(self.exp.file.workload.test)
         return self._defaults
 
-    def prepare(self, workdir: Path) -> dataset.Snapshot:
-        """The experiment's dataset, prepared once in `workdir`, to restore into every cell."""
+    @property
+    def installed(self) -> Build:
+        """The installed server (the build of variants that name none), described once."""
+        if None not in self.builds:
+            self.builds[None] = resolve.installed()
+        build = self.builds[None]
+        assert isinstance(build, Build)
+        return build
+
+    def prepare(self, workdir: Path, build: Build | None = None, name: str = "snapshot") -> dataset.Snapshot:
+        """The experiment's dataset, prepared in `workdir/name`, to restore into every cell: by
+        the installed server, or by `build` (a build of another on-disk format: run/datasets.py)."""
         spec = self.exp.file
-        self.listen("prepare_start", {})
+        self.listen("prepare_start", {"build": build})
+        log = self.results.dir / "logs" / ("prepare.txt" if build is None else f"prepare-{build.format}.txt")
+        log.parent.mkdir(parents=True, exist_ok=True)
         snapshot = dataset.prepare(
             workdir,
             test=spec.workload.test,
@@ -92,15 +105,17 @@ class CellRunner:
             table_size=spec.dataset.table_size,
             options=spec.workload.options,
             server_options=spec.server_options,
-            log=self.results.dir / "logs" / "prepare.txt",
+            log=log,
+            build=build,
+            name=name,
         )
-        self.listen("prepare_end", {"snapshot": snapshot})
+        self.listen("prepare_end", {"snapshot": snapshot, "build": build})
         return snapshot
 
-    def prepare_builds(self, snapshot: dataset.Snapshot | None, workdir: Path, cache: Path) -> None:
-        """Every build a variant names, from the cache or made now (PGO trained on `snapshot`).
-        A build that fails is kept as its error: its cells fail with it, the others run."""
-        self.builds[None] = installed = resolve.installed()
+    def prepare_builds(self, dataset_for: DatasetFor | None, workdir: Path, cache: Path) -> None:
+        """Every build a variant names, from the cache or made now (PGO trained on the dataset
+        `dataset_for` gives the instrumented build). A build that fails is kept as its error:
+        its cells fail with it, the others run."""
         used = {cell.build for cell in self.exp.cells()} - {None}
         for name, spec in self.exp.file.builds.items():
             if name not in used:
@@ -108,28 +123,25 @@ class CellRunner:
             training = resolve.training_id(self.exp.file, spec)
             self.listen("build_start", {"name": name, "status": resolve.status(name, spec, cache, training)})
             try:
-                build = resolve.resolve(
-                    name, spec, cache, self.listen, lambda b, spec=spec: self.train(b, spec, snapshot, workdir), training
+                self.builds[name] = resolve.resolve(
+                    name,
+                    spec,
+                    cache,
+                    self.listen,
+                    lambda b, spec=spec: self.train(b, spec, dataset_for, workdir),
+                    training,
                 )
-                if build.format != installed.format:
-                    raise BuildError(
-                        name,
-                        "dataset",
-                        None,
-                        f"{build.version} opens {build.format} datadirs, the dataset was prepared for"
-                        f" {installed.format}: a dataset per server format is not supported yet",
-                    )
-                self.builds[name] = build
             except BuildError as exc:
                 self.builds[name] = exc
             self.listen("build_end", {"name": name, "build": self.builds[name]})
 
-    def train(self, build: Build, spec: BuildSpec, snapshot: dataset.Snapshot | None, workdir: Path) -> str:
+    def train(self, build: Build, spec: BuildSpec, dataset_for: DatasetFor | None, workdir: Path) -> str:
         """PGO training: the experiment's workload (largest thread count) on its dataset for
         `train_duration`, then a clean shutdown so the instrumented server writes its profile."""
         exp = self.exp.file
-        if snapshot is None:
-            raise PerflabError("PGO training needs the experiment's dataset", "prepare it first (CellRunner.prepare)")
+        if dataset_for is None:
+            raise PerflabError("PGO training needs the experiment's dataset", "prepare it first (run/datasets.py)")
+        snapshot = dataset_for(build)
         rundir = workdir / "pgo-train"
         shutil.rmtree(rundir, ignore_errors=True)
         rundir.mkdir()
@@ -155,22 +167,25 @@ class CellRunner:
             server.stop()
             shutil.rmtree(rundir, ignore_errors=True)
 
-    def _build(self, cell: Cell) -> Build | BuildError:
-        if None not in self.builds:  # bench/ drives run() without prepare_builds
-            self.builds[None] = resolve.installed()
+    def build_for(self, cell: Cell) -> Build | BuildError:
+        """The server binary `cell` runs (or why its build failed)."""
+        if cell.build is None:
+            return self.installed  # bench/ drives run() without prepare_builds
         found = self.builds.get(cell.build)
         if found is None:
             raise PerflabError(f"build {cell.build!r} was not prepared", "CellRunner.prepare_builds first")
         return found
 
-    def run(self, cell: Cell, snapshot: dataset.Snapshot, workdir: Path) -> dict[str, Any]:
-        """Run `cell` on a copy of `snapshot` in `workdir`, commit its row (ok or failed), return it."""
+    def run(self, cell: Cell, snapshot: dataset.Snapshot | None, workdir: Path) -> dict[str, Any]:
+        """Run `cell` on a copy of `snapshot` (the dataset of its build's format) in `workdir`,
+        commit its row (ok or failed), return it. `snapshot` is None only for a failed build."""
         row = self._new_row(cell)
-        build = self._build(cell)
+        build = self.build_for(cell)
         if isinstance(build, BuildError):  # nothing to run: the cell fails with its build's error
             row.update(error=build.message, log_tail=_read_tail(build.log), ended_at=utc_now())
             self.results.commit_cell(row, [], [])
             return row
+        assert snapshot is not None
         row["build"] = build.record()
         self._check_space(snapshot, workdir)
         logs = self.results.log_dir(cell.order)

@@ -1,13 +1,16 @@
-"""The dataset: prepared once per experiment, snapshotted, restored into every cell.
+"""The dataset: prepared once per on-disk format, snapshotted, restored into every cell.
 
 `prepare()` creates a datadir on tmpfs, starts a server on it, runs `sysbench <test>
-prepare`, shuts the server down cleanly and keeps the stopped datadir as the snapshot.
+prepare`, shuts the server down cleanly and keeps the stopped datadir as the snapshot. By
+default the installed server does it; `build=` makes a build of another format initialise,
+serve and shut down its own (run/datasets.py keeps one snapshot per format).
 `restore()` copies the snapshot for one cell (seconds faster than preparing again; see
 bench/restore.py). The buffer pool is sized from the prepared data so every cell is in memory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
@@ -17,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perflab.run.builds import Build
 from perflab.run.proc import call, clean_env
-from perflab.run.servers.mariadb import MariaDB, install_datadir
+from perflab.run.servers.datadir import initialise
+from perflab.run.servers.mariadb import MariaDB
 from perflab.run.workloads import sysbench
 
 MiB = 1 << 20
@@ -29,6 +34,8 @@ class Snapshot:
     datadir: Path
     data_bytes: int  # size of the sbtest schema on disk
     prepare_s: float  # wall time of init + prepare + shutdown
+    format: str = ""  # the on-disk format of the servers that open it: "mariadb-10.11"
+    init: str = ""  # what initialised the datadir: "mariadb-install-db", "mysqld --initialize-insecure"
 
     @property
     def buffer_pool(self) -> str:
@@ -57,31 +64,43 @@ def prepare(
     options: dict[str, Any],
     server_options: dict[str, Any],
     log: Path,
+    build: Build | None = None,
+    name: str = "snapshot",
 ) -> Snapshot:
-    """Build the snapshot datadir under `workdir`; sysbench output goes to `log`."""
+    """Build the snapshot datadir `workdir/name`, initialised and served by `build` (None: the
+    installed server); sysbench output goes to `log`, the initialisation's beside it."""
     start = time.monotonic()
-    rundir = workdir / "prepare"
-    datadir = workdir / "snapshot"
-    install_datadir(datadir)
+    rundir = workdir / f"prepare-{name}"
+    datadir = workdir / name
+    init = initialise(datadir, build, log.with_name(log.stem + "-init.txt"))
     rundir.mkdir(parents=True, exist_ok=True)
-    server = MariaDB(rundir, datadir, server_options)
-    with server:
-        server.sql("CREATE DATABASE IF NOT EXISTS sbtest")
-        argv = sysbench.argv(
-            test,
-            "prepare",
-            socket=server.socket,
-            tables=tables,
-            table_size=table_size,
-            threads=min(tables, os.cpu_count() or 1),
-            options=options,
-        )
-        output = call(argv, what="sysbench prepare", env=clean_env(), timeout=3600)
-        log.write_text(output, encoding="utf-8")
-        server.stop(clean=True)  # a clean shutdown: the snapshot must need no recovery
-    shutil.copy2(server.error_log, log.with_name("prepare-error.log"))
+    server = MariaDB(rundir, datadir, server_options, build=build)
+    error_log = log.with_name(log.stem + "-error.log")
+    try:
+        with server:
+            server.sql("CREATE DATABASE IF NOT EXISTS sbtest")
+            argv = sysbench.argv(
+                test,
+                "prepare",
+                socket=server.socket,
+                tables=tables,
+                table_size=table_size,
+                threads=min(tables, os.cpu_count() or 1),
+                options=options,
+            )
+            output = call(argv, what="sysbench prepare", env=clean_env(), timeout=3600)
+            log.write_text(output, encoding="utf-8")
+            server.stop(clean=True)  # a clean shutdown: the snapshot must need no recovery
+    except BaseException:
+        with contextlib.suppress(OSError):  # the server's own words on why, kept with the results
+            console = rundir / "stdout.log"  # what it printed when it died before its log was open
+            shutil.copy2(server.error_log if server.error_log.exists() else console, error_log)
+        raise
+    shutil.copy2(server.error_log, error_log)
     shutil.rmtree(rundir, ignore_errors=True)
-    return Snapshot(datadir, tree_bytes(datadir / "sbtest"), time.monotonic() - start)
+    shutil.rmtree(workdir / f"{name}-files", ignore_errors=True)  # MySQL's secure-file-priv at init
+    fmt = build.format if build is not None else ""
+    return Snapshot(datadir, tree_bytes(datadir / "sbtest"), time.monotonic() - start, fmt, init.method)
 
 
 def restore(snapshot: Snapshot, dest: Path) -> float:

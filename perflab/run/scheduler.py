@@ -1,8 +1,9 @@
 """Runs the cells of an experiment in interleaved order; resumes; adaptive rounds.
 
 The scheduler decides which cells run and in what order (repeats outermost, so variants
-interleave: A B C A B C), keeps the dataset snapshot in the results directory until the run
-completes (so `perflab run --resume` continues on the same data), and with repeats = "auto"
+interleave: A B C A B C), keeps the dataset snapshots (one per on-disk format: run/datasets.py)
+in the results directory until the run completes (so `perflab run --resume` continues on the
+same data), and with repeats = "auto"
 runs rounds until every group's CI is tight. Each cell is run and committed by a
 `CellRunner` (run/cell.py); everything lives in one work directory on tmpfs (run/workdir.py).
 
@@ -24,11 +25,11 @@ from perflab.errors import ResourceError
 from perflab.run import dataset
 from perflab.run.builds import Build, BuildError, cache_root, writable_cache
 from perflab.run.cell import CellRunner, Listener
+from perflab.run.datasets import Datasets, kept_dirs
 from perflab.run.workdir import space_hint, work_dir
 from perflab.spec import Cell, Experiment
 from perflab.store.results import Results
 
-SNAPSHOT_DIR = "dataset"  # in the results directory, kept until the run completes
 CELL_OVERHEAD_S = 3.0  # restore + start + stop, measured here at about 1-2 s
 
 
@@ -60,8 +61,9 @@ class Scheduler:
     def run(self, resume: bool = False) -> list[dict[str, Any]]:
         """Run the cells not yet in the results (all of them in a new run), in run order.
 
-        The dataset snapshot is kept in the results directory (`dataset/`) until the run
-        completes, so `perflab run --resume` continues on the same data without preparing."""
+        The dataset snapshots are kept in the results directory (`dataset/`, `dataset-FORMAT/`)
+        until the run completes, so `perflab run --resume` continues on the same data without
+        preparing."""
         done = self.results.cells() if resume else []
         try:
             with work_dir() as workdir:
@@ -77,55 +79,41 @@ class Scheduler:
             raise ResourceError(
                 f"no space left: the results database could not be written: {exc}", space_hint(self.results.dir)
             ) from None
-        shutil.rmtree(self.results.dir / SNAPSHOT_DIR, ignore_errors=True)  # complete: not needed any more
+        for kept in kept_dirs(self.results.dir):  # complete: not needed any more
+            shutil.rmtree(kept, ignore_errors=True)
         return done
 
     def _run_cells(self, workdir: Path, resume: bool, done: list[dict[str, Any]]) -> None:
-        snapshot = self._snapshot(workdir, resume)
+        datasets = Datasets(self.runner, self.results, workdir, self.listen, resume=resume)
+        used = {cell.build for cell in self.exp.cells()}
+        if None in used:  # the installed server's dataset first, as before builds existed
+            datasets.get(self.runner.installed)
         if self.exp.file.builds:  # before the first cell; a failed build fails only its cells
-            self.runner.prepare_builds(snapshot, workdir, writable_cache(cache_root()))
+            self.runner.prepare_builds(datasets.get, workdir, writable_cache(cache_root()))
+            datasets.prepare_all(self.runner.builds, used)  # one snapshot per on-disk format
             self.results.set_meta(builds=_builds_meta(self.runner.builds))
         if self.exp.file.experiment.adaptive:
-            self.run_adaptive(snapshot, workdir, done)
+            self.run_adaptive(datasets, workdir, done)
             return
         have = {row["key"] for row in done}
         cells = [cell for cell in self.exp.cells() if cell.key not in have]
         for cell in cells:
-            done.append(self._run_one(cell, snapshot, workdir, len(cells)))
+            done.append(self._run_one(cell, datasets, workdir, len(cells)))
 
-    def _snapshot(self, workdir: Path, resume: bool) -> dataset.Snapshot:
-        kept = self.results.dir / SNAPSHOT_DIR
-        known = self.results.meta().get("dataset") or {}
-        if resume and kept.is_dir() and known.get("data_bytes"):
-            started = time.monotonic()
-            dataset.copy_tree(kept, workdir / "snapshot")
-            self.listen("snapshot_reused", {"path": kept, "seconds": time.monotonic() - started})
-            return dataset.Snapshot(workdir / "snapshot", known["data_bytes"], known.get("prepare_s") or 0.0)
-        if resume:
-            self.results.set_meta(dataset_reprepared=True)  # different random rows than the first cells had
-        snapshot = self.runner.prepare(workdir)
-        self.results.set_meta(
-            dataset={
-                "data_bytes": snapshot.data_bytes,
-                "prepare_s": snapshot.prepare_s,
-                "buffer_pool": snapshot.buffer_pool,
-            }
-        )
-        shutil.rmtree(kept, ignore_errors=True)
-        try:
-            dataset.copy_tree(snapshot.datadir, kept)
-        except OSError:
-            shutil.rmtree(kept, ignore_errors=True)  # a partial snapshot must never be resumed from
-            raise
-        return snapshot
-
-    def _run_one(self, cell: Cell, snapshot: dataset.Snapshot, workdir: Path, total: int) -> dict[str, Any]:
+    def _run_one(self, cell: Cell, datasets: Datasets | None, workdir: Path, total: int) -> dict[str, Any]:
         self.listen("cell_start", {"cell": cell, "total": total})
-        row = self.runner.run(cell, snapshot, workdir)
+        row = self.runner.run(cell, self._snapshot(cell, datasets), workdir)
         self.listen("cell_end", {"cell": cell, "row": row})
         return row
 
-    def run_adaptive(self, snapshot: dataset.Snapshot, workdir: Path, done: list[dict[str, Any]]) -> None:
+    def _snapshot(self, cell: Cell, datasets: Datasets | None) -> dataset.Snapshot | None:
+        """The snapshot of the cell's build's format (None for a failed build: nothing runs)."""
+        if datasets is None:
+            return None
+        build = self.runner.build_for(cell)
+        return datasets.get(build) if isinstance(build, Build) else None
+
+    def run_adaptive(self, datasets: Datasets | None, workdir: Path, done: list[dict[str, Any]]) -> None:
         """repeats = "auto": interleaved rounds; after min_repeats rounds, a round repeats
         only the (variant, threads) groups whose 95% CI is still wider than target_ci, until
         all are tight, max_repeats is reached or the next round would overrun time_budget
@@ -150,7 +138,7 @@ class Scheduler:
             repeat += 1
             planned = len(done) + len(cells)
             for cell in cells:
-                done.append(self._run_one(cell, snapshot, workdir, planned))
+                done.append(self._run_one(cell, datasets, workdir, planned))
                 ran += 1
             if repeat >= spec.min_repeats:
                 targets = adaptive_targets(done, spec.target_ci)

@@ -1,4 +1,6 @@
 """A MariaDB server that perflab owns: its own datadir on tmpfs, option file, socket and port.
+A build's MySQL or Percona Server runs through the same class: its option file is written in
+that server's dialect (run/servers/flavor.py: [mysqld], translated options, mysqlx=0, ...).
 
 Isolation: mariadbd is started with `--defaults-file=<run dir>/my.cnf` only, so it never
 reads /etc/mysql and never meets the system's own service. Readiness is the server's
@@ -24,6 +26,7 @@ from typing import Any
 from perflab.errors import ServerStartError, ToolMissingError
 from perflab.run.builds import Build
 from perflab.run.proc import Child, call, clean_env
+from perflab.run.servers.flavor import Flavor
 
 READY_DEADLINE_S = 90.0
 
@@ -53,24 +56,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def install_datadir(datadir: Path) -> None:
-    """Create an empty MariaDB datadir (system tables only) with mariadb-install-db.
-    --force: in mariadb-install-db it only skips the check that the hostname resolves (grants then
-    name 127.0.0.1, not the host; perflab connects by socket and the server runs with
-    skip-name-resolve), which fails on a machine whose hostname does not resolve (a container,
-    a chroot without /etc/hosts)."""
-    datadir.parent.mkdir(parents=True, exist_ok=True)
-    argv = [
-        binary("mariadb-install-db"),
-        "--no-defaults",
-        f"--datadir={datadir}",
-        "--auth-root-authentication-method=normal",
-        "--skip-test-db",
-        "--force",
-    ]
-    if os.geteuid() == 0:
-        argv.append("--user=root")
-    call(argv, what="mariadb-install-db", env=clean_env())
+def share_options(build: Build | None) -> dict[str, Path]:
+    """A build's own error messages and charsets (lc-messages-dir, character-sets-dir)."""
+    if build is None or build.share is None:
+        return {}
+    out = {"lc-messages-dir": build.share}
+    if (build.share / "charsets").is_dir():
+        out["character-sets-dir"] = build.share / "charsets"
+    return out
 
 
 _OPTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
@@ -128,6 +121,7 @@ class MariaDB:
         self.tracer = tracer  # preloaded before the allocator, which it forwards to ([observe] alloc)
         self.cpus = cpus
         self.build = build  # another server binary (a [builds] entry); None: the installed one
+        self.flavor = Flavor.of(build)
         self.child: Child | None = None
         self.crashed: bool | None = None  # known once stopped: did it end on its own first?
 
@@ -144,13 +138,11 @@ class MariaDB:
         }
         if os.geteuid() == 0:
             fixed["user"] = "root"
-        if self.build is not None and self.build.share is not None:  # its own messages and charsets
-            fixed["lc-messages-dir"] = self.build.share
-            if (self.build.share / "charsets").is_dir():
-                fixed["character-sets-dir"] = self.build.share / "charsets"
-        lines = ["# written by perflab; the server reads no other option file", "[mariadbd]"]
+        fixed.update(share_options(self.build))
+        fixed.update(self.flavor.private(self.rundir, self.build))
+        lines = ["# written by perflab; the server reads no other option file", f"[{self.flavor.group}]"]
         # the fixed options come last: the last occurrence of an option wins
-        lines += [option_line(k, v) for k, v in {**self.options, **fixed}.items()]
+        lines += [option_line(k, v) for k, v in {**self.flavor.translate(self.options), **fixed}.items()]
         self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def ld_preload(self) -> str:
@@ -171,12 +163,15 @@ class MariaDB:
         libraries += [self.ld_preload()] if self.preload is not None else []
         if libraries:
             self.env["LD_PRELOAD"] = " ".join(libraries)
-        server = str(self.build.binary) if self.build is not None else binary("mariadbd")
-        argv = [server, f"--defaults-file={self.option_file}"]
+        argv = [str(self.program), f"--defaults-file={self.option_file}"]
         # what the server (or ld.so, before it) prints outside its error log
         with open(self.rundir / "stdout.log", "w", encoding="utf-8") as console:
             self.child = Child(argv, env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=console)
         self._wait_ready(deadline_s)
+
+    @property
+    def program(self) -> Path:
+        return self.build.binary if self.build is not None else Path(binary("mariadbd"))
 
     @property
     def pid(self) -> int:
@@ -190,7 +185,7 @@ class MariaDB:
             code = self.child.poll()
             if code is not None:
                 raise ServerStartError(
-                    f"mariadbd exited with code {code} during start-up:\n{self.error_lines()}",
+                    f"{self.program.name} exited with code {code} during start-up:\n{self.error_lines()}",
                     f"full log: {self.error_log}; check the variant's server_options",
                 )
             if self._handshake():
@@ -198,7 +193,7 @@ class MariaDB:
             time.sleep(0.05)
         self.child.kill()
         raise ServerStartError(
-            f"mariadbd not ready after {deadline_s:.0f}s:\n{self.error_lines()}",
+            f"{self.program.name} not ready after {deadline_s:.0f}s:\n{self.error_lines()}",
             f"full log: {self.error_log}",
         )
 

@@ -1,0 +1,172 @@
+"""One dataset snapshot per on-disk format, kept in the results directory until the run completes.
+
+Builds that open the same datadirs (`Build.format`: server kind and major.minor, such as
+"mariadb-10.11") share one snapshot. The installed server's format is prepared by the
+installed server, as it always was (`RESULTS/dataset/`, meta `dataset`); a build of another
+format (another major version, MySQL, Percona Server) gets its own, initialised, served and
+shut down by its own binary (`RESULTS/dataset-FORMAT/`). Meta `datasets` holds every format's
+record: where it is kept, its size and buffer pool, which binary prepared it and how it was
+initialised, and which builds ran on it (the report says which variants had their own).
+
+    datasets = Datasets(runner, results, workdir, listen, resume=False)
+    snapshot = datasets.get(build)                       # prepared once per format, or restored
+    datasets.prepare_all(runner.builds, used)            # a build whose own dataset fails: its cells fail
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import PerflabError, ResourceError
+from perflab.run import dataset
+from perflab.run.builds import Build, BuildError
+from perflab.run.cell import CellRunner, Listener
+from perflab.store.results import Results
+
+KEPT = "dataset"  # RESULTS/dataset (the installed server's format), RESULTS/dataset-FORMAT (others)
+
+
+def kept_dirs(results_dir: Path) -> list[Path]:
+    """Every snapshot a run keeps for --resume, removed when it completes."""
+    return [results_dir / KEPT, *sorted(results_dir.glob(f"{KEPT}-*"))]
+
+
+class Datasets:
+    """The run's snapshots by format; `keep` copies each into the results directory for --resume."""
+
+    def __init__(
+        self,
+        runner: CellRunner,
+        results: Results,
+        workdir: Path,
+        listener: Listener | None = None,
+        *,
+        resume: bool = False,
+        keep: bool = True,
+    ) -> None:
+        self.runner = runner
+        self.results = results
+        self.workdir = workdir
+        self.listen = listener or (lambda event, data: None)
+        self.resume = resume
+        self.keep = keep
+        self.installed = runner.installed
+        self.snapshots: dict[str, dataset.Snapshot] = {}
+        self.failed: dict[str, tuple[Path | None, str]] = {}  # format -> (log, reason)
+        self.records: dict[str, dict[str, Any]] = {}
+        self.previous = results.meta() if resume else {}  # the interrupted run's, read before any change
+
+    def own(self, fmt: str) -> bool:
+        """Is `fmt` another format than the installed server's (its own, separately prepared dataset)?"""
+        return fmt != self.installed.format
+
+    def dirname(self, fmt: str) -> str:
+        return f"{KEPT}-{fmt}" if self.own(fmt) else KEPT
+
+    def get(self, build: Build) -> dataset.Snapshot:
+        """The snapshot `build` opens: restored from the results directory on --resume, else
+        prepared now (by the installed server for its format, else by `build` itself)."""
+        fmt = build.format
+        if fmt not in self.snapshots:
+            self.snapshots[fmt] = self._kept(fmt) or self._prepare(fmt, build)
+        return self.snapshots[fmt]
+
+    def prepare_all(self, builds: dict[str | None, Build | BuildError], used: set[str | None]) -> None:
+        """The snapshot of every format the cells need, before the first cell. A build whose own
+        dataset cannot be prepared is replaced by its error (step "dataset"): its cells fail, the
+        others run. The installed format's failing, or a full disk, stops the run as before."""
+        users: dict[str, list[str | None]] = {}
+        for name in sorted(used, key=lambda n: (n is not None, n or "")):
+            build = builds.get(name)
+            if not isinstance(build, Build):
+                continue
+            users.setdefault(build.format, []).append(name)
+            if build.format not in self.failed:
+                self._try(build)
+            if build.format in self.failed:
+                log, reason = self.failed[build.format]
+                builds[name] = BuildError(str(name), "dataset", log, reason)
+        for fmt, names in users.items():
+            self.records.setdefault(fmt, {}).update(builds=names)
+        self._save()
+
+    def _try(self, build: Build) -> None:
+        try:
+            self.get(build)
+        except ResourceError:
+            raise
+        except PerflabError as exc:
+            if not self.own(build.format):
+                raise
+            self.failed[build.format] = self._failure(build, exc)
+
+    def _kept(self, fmt: str) -> dataset.Snapshot | None:
+        """The snapshot of an interrupted run of these results (--resume), copied back to tmpfs."""
+        kept = self.results.dir / self.dirname(fmt)
+        meta = self.previous
+        known = (meta.get("datasets") or {}).get(fmt) or ({} if self.own(fmt) else meta.get("dataset") or {})
+        if not (self.resume and kept.is_dir() and known.get("data_bytes")):
+            if self.resume:
+                self.results.set_meta(dataset_reprepared=True)  # different random rows than the first cells had
+            return None
+        started = time.monotonic()
+        target = self.workdir / self._workname(fmt)
+        dataset.copy_tree(kept, target)
+        self.listen("snapshot_reused", {"path": kept, "seconds": time.monotonic() - started, "format": fmt})
+        self.records[fmt] = {k: v for k, v in known.items() if k != "builds"}
+        return dataset.Snapshot(target, known["data_bytes"], known.get("prepare_s") or 0.0, fmt)
+
+    def _prepare(self, fmt: str, build: Build) -> dataset.Snapshot:
+        by = build if self.own(fmt) else None
+        snapshot = replace(self.runner.prepare(self.workdir, build=by, name=self._workname(fmt)), format=fmt)
+        prepared_by = by or self.installed
+        record = {
+            "dir": self.dirname(fmt),
+            "own": self.own(fmt),
+            "data_bytes": snapshot.data_bytes,
+            "prepare_s": snapshot.prepare_s,
+            "buffer_pool": snapshot.buffer_pool,
+            "prepared_by": {
+                "name": prepared_by.name,
+                "version": prepared_by.version,
+                "binary": str(prepared_by.binary),
+            },
+            "init": snapshot.init,
+        }
+        self.records[fmt] = record
+        if not self.own(fmt):  # as before: the report's dataset size, and --resume of older results
+            self.results.set_meta(
+                dataset={k: record[k] for k in ("data_bytes", "prepare_s", "buffer_pool")},
+            )
+        self._save()
+        if self.keep:
+            self._keep(snapshot, self.results.dir / self.dirname(fmt))
+        return snapshot
+
+    def _workname(self, fmt: str) -> str:
+        return f"snapshot-{fmt}" if self.own(fmt) else "snapshot"
+
+    def _keep(self, snapshot: dataset.Snapshot, kept: Path) -> None:
+        shutil.rmtree(kept, ignore_errors=True)
+        try:
+            dataset.copy_tree(snapshot.datadir, kept)
+        except OSError:
+            shutil.rmtree(kept, ignore_errors=True)  # a partial snapshot must never be resumed from
+            raise
+
+    def _failure(self, build: Build, exc: PerflabError) -> tuple[Path | None, str]:
+        """(the log to read, the reason) of a format whose own dataset could not be prepared."""
+        shutil.rmtree(self.workdir / self._workname(build.format), ignore_errors=True)
+        logs = [self.results.dir / "logs" / f"prepare-{build.format}{end}" for end in ("-init.txt", "-error.log")]
+        found = [p for p in logs if p.is_file()]
+        log = max(found, key=lambda p: p.stat().st_mtime_ns) if found else None  # the step that failed last
+        self.records[build.format] = {"dir": None, "own": True, "error": exc.message}
+        reason = f"{build.version} opens {build.format} datadirs; its own dataset could not be prepared: {exc.message}"
+        return log, reason
+
+    def _save(self) -> None:
+        self.results.set_meta(datasets=self.records)
