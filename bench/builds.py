@@ -5,11 +5,11 @@ What it measures, on this machine:
      built them (build.json's build_s; `perflab build` first makes any that are missing, niced,
      and that time is the cold time), and the PGO training's length;
   2. the cached time: `perflab build FILE` again, every build in the cache (checks only);
-  3. the experiment itself (default examples/pgo.toml: package, source, pgo, relinked,
+  3. the experiment itself (default examples/pgo.toml: package, source, pgo, aligned,
      interleaved, 5 repeats), and from `perflab compare --format json` the ratios that answer
      the questions: source/package ("built by us" vs Debian's build), pgo/source (what PGO is
-     worth), relinked/source (the layout control: same source and flags, functions aligned to
-     64 bytes; a layout effect, not a compiler effect) and pgo/relinked. Each with its 95% CI and
+     worth), aligned/source (the layout control: same source and flags, functions aligned to
+     64 bytes; a layout effect, not a compiler effect) and pgo/aligned. Each with its 95% CI and
      verdict. The goal (issue 10): PGO `faster` with its interval clear of 1, and larger than
      the layout control's effect.
 Every cell's other_cpu_cores is printed (max and mean): a figure from a busy machine measures

@@ -9,9 +9,10 @@ the next library, so the variant's allocator still does all the work.
 It also samples allocations with their stacks: one in every `period` bytes on average, only
 while `sample(path, period)` has switched it on (the window), into a ring of records.
 
-Counter file format `perflab-alloc/1` (little-endian uint64 words): a 128-byte header (magic
-"PLALLOC1", version, slots, ops, classes, slots_used, overflow_threads, pid, sample_capacity,
-samples_used, samples_dropped, period, max_depth, owner, extra_copies, foreign_processes), then
+Counter file format `perflab-alloc/1`, version word 2 (little-endian uint64 words): a 256-byte
+header (magic "PLALLOC1", version, slots, ops, classes, slots_used, overflow_threads, pid,
+sample_capacity, samples_used, samples_dropped, period, max_depth, owner, extra_copies,
+foreign_processes, paused: nonzero while counting is paused (`pause`), reserved words), then
 per slot calls[ops][classes] and bytes[ops][classes], then per sample op, size, depth,
 pcs[max_depth]. Size class c holds sizes in [2^(c-1), 2^c). pid is the process that counts (the
 first to count a call claims the file: `claim`); extra_copies counts copies of the library loaded
@@ -41,7 +42,8 @@ SOURCE = Path(__file__).with_name("perflab_alloc.c")
 OPS = ("malloc", "calloc", "realloc", "free", "memalign", "new", "delete")
 CLASSES = 48
 MAGIC = int.from_bytes(b"PLALLOC1", "little")
-HEADER_BYTES = 128
+HEADER_BYTES = 256
+VERSION = 2  # 2: the paused word, a 256-byte header
 HEADER_WORDS = HEADER_BYTES // 8
 SLOT_WORDS = 2 * len(OPS) * CLASSES
 MAX_DEPTH = 48
@@ -50,7 +52,7 @@ DEFAULT_SLOTS = 2048  # threads with a slot of their own; more share slot 0 (ato
 DEFAULT_SAMPLES = 65536  # records in the ring (27 MiB); more are counted as dropped
 DEFAULT_PERIOD = 512 * 1024
 _SLOTS_USED, _OVERFLOW, _PID, _CAPACITY, _SAMPLES_USED, _DROPPED, _PERIOD = 5, 6, 7, 8, 9, 10, 11
-_EXTRA_COPIES, _FOREIGN = 14, 15
+_EXTRA_COPIES, _FOREIGN, _PAUSED = 14, 15, 16
 
 
 class AllocTracerError(PerflabError):
@@ -101,7 +103,7 @@ def build(cache: Path) -> Path:
 def create(path: Path, slots: int = DEFAULT_SLOTS, sample_capacity: int = DEFAULT_SAMPLES) -> None:
     """A counter file for `slots` threads and `sample_capacity` sampled stacks, sampling off."""
     header = np.zeros(HEADER_WORDS, dtype="<u8")
-    header[:5] = (MAGIC, 1, slots, len(OPS), CLASSES)
+    header[:5] = (MAGIC, VERSION, slots, len(OPS), CLASSES)
     header[_SLOTS_USED] = 1  # slot 0 is the one threads beyond the last share
     header[_CAPACITY] = sample_capacity
     header[12] = MAX_DEPTH
@@ -115,6 +117,14 @@ def sample(path: Path, period: int) -> None:
     with open(path, "r+b") as f:
         f.seek(_PERIOD * 8)
         f.write(int(period).to_bytes(8, "little"))
+
+
+def pause(path: Path, paused: bool) -> None:
+    """Stop counting (calls are forwarded to the allocator, uncounted) or start again: lets
+    bench/profile_overhead.py toggle the counter within one server run."""
+    with open(path, "r+b") as f:
+        f.seek(_PAUSED * 8)
+        f.write(int(paused).to_bytes(8, "little"))
 
 
 @dataclass(frozen=True)
@@ -158,7 +168,7 @@ class Counts:
 
 def _words(path: Path, count: int = -1) -> np.ndarray:
     words = np.fromfile(path, dtype="<u8", count=count)
-    if len(words) < HEADER_WORDS or words[0] != MAGIC or words[1] != 1 or words[3] != len(OPS) or words[4] != CLASSES:
+    if len(words) < HEADER_WORDS or words[0] != MAGIC or words[1] != VERSION or words[3] != len(OPS) or words[4] != CLASSES:
         raise AllocTracerError(f"{path} is not a perflab-alloc/1 counter file", "was it written by another perflab?")
     return words
 

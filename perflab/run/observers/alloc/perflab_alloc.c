@@ -23,7 +23,7 @@
  *
  * Layout (little-endian, 8-byte words), written by perflab (create() in __init__.py); the shim
  * checks magic, version, ops and classes and fills in pid and owner:
- *   header (128 bytes): magic "PLALLOC1", version 1, slots, ops, classes, slots_used,
+ *   header (256 bytes): magic "PLALLOC1", version 2, slots, ops, classes, slots_used,
  *                       overflow_threads, pid, sample_capacity, samples_used, samples_dropped,
  *                       period, max_depth, owner, extra_copies, foreign_processes
  *   slot i (i = 0..slots-1): calls[ops][classes] then bytes[ops][classes], uint64
@@ -74,6 +74,8 @@ struct header {
     _Atomic uint64_t samples_used, samples_dropped;
     uint64_t period, max_depth;
     _Atomic uint64_t owner, extra_copies, foreign_processes;
+    _Atomic uint64_t paused; /* nonzero: calls are forwarded, not counted (bench/ toggles it) */
+    uint64_t reserved[15];
 };
 
 /* perflab recognizes this library by this symbol (perflab/allocators.py: TRACER_SYMBOL) */
@@ -175,7 +177,7 @@ static void map_region(void) {
         map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (fd >= 0) close(fd);
     struct header *h = map;
-    if (map == MAP_FAILED || h->magic != MAGIC || h->version != 1 || h->ops != OPS || h->classes != CLASSES ||
+    if (map == MAP_FAILED || h->magic != MAGIC || h->version != 2 || h->ops != OPS || h->classes != CLASSES ||
         h->max_depth != MAX_DEPTH || h->slots < 1 ||
         sizeof(struct header) + h->slots * sizeof(struct slot) + h->sample_capacity * sizeof(struct sample) >
             (uint64_t)st.st_size) {
@@ -252,6 +254,7 @@ static inline void maybe_sample(int op, size_t size) {
 }
 
 static inline void count(int op, size_t size) {
+    if (region && atomic_load_explicit(&region->paused, memory_order_relaxed)) return;
     struct slot *s = slot();
     if (!s) return;
     maybe_sample(op, size);
