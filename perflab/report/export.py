@@ -1,4 +1,4 @@
-"""The interchange formats: JSON ("perflab-results/3") and CSVs (report/csv_export.py).
+"""The interchange formats: JSON ("perflab-results/5") and CSVs (report/csv_export.py).
 
 JSON format history:
   perflab-results/1  first version; documented in docs/results-format.md.
@@ -13,6 +13,13 @@ JSON format history:
   perflab-results/4  per cell `build`: the server binary the cell ran, {name (null: the
                      installed package), binary, sha256, version, compiler, kind, recipe, ...};
                      top level `builds` ([builds] entries: their record or their error).
+  perflab-results/5  verdicts in four states: `verdict` is faster | slower | equivalent |
+                     inconclusive (no more "no significant difference" or null); comparisons
+                     carry `method` (paired | welch), `method_reason`, `pairs`, the Welch
+                     estimate beside (`welch_ratio`, `welch_ci_low`, `welch_ci_high`),
+                     Holm-adjusted `p_difference` and `p_equivalence`, `family`, `margin`,
+                     `rounds_needed` (inconclusive); `experiment.equivalence_margin`;
+                     `run.seed` (the order inside each round; null: the file's order).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from perflab.analyze import compare, summary
 from perflab.report import findings
 from perflab.store.results import Results
 
-FORMAT = "perflab-results/4"
+FORMAT = "perflab-results/5"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
 
@@ -38,7 +45,10 @@ def document(results: Results) -> dict[str, Any]:
     groups = summary.groups(stored)
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, [])
-    comparisons = [c.to_dict() for metric in compare.METRICS for c in compare.within(groups, axes, base, metric)]
+    margin = compare.margin_of(meta)
+    comparisons = [
+        c.to_dict() for metric in compare.METRICS for c in compare.within(groups, axes, base, metric, margin=margin)
+    ]
     return {
         "format": FORMAT,
         "experiment": meta.get("experiment", {}),
@@ -46,7 +56,8 @@ def document(results: Results) -> dict[str, Any]:
         "host": meta.get("host", {}),
         "dataset": meta.get("dataset"),
         "run": {
-            k: meta.get(k) for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir")
+            k: meta.get(k)
+            for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir", "seed")
         },
         "groups": [g.to_dict() for g in groups],
         "comparisons": comparisons,

@@ -151,7 +151,8 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, baselines or [])
     groups = summary.groups(cells, base if axes else None)
-    comparisons = [c for metric in compare.METRICS for c in compare.within(groups, axes, base, metric)]
+    margin = compare.margin_of(meta)
+    comparisons = [c for metric in compare.METRICS for c in compare.within(groups, axes, base, metric, margin=margin)]
     variants = list({variant_key(c["variant"]): c["variant"] for c in cells}.values())
     model = ReportModel(
         Path(results.dir),

@@ -47,7 +47,9 @@ def test_each_round_is_a_block_of_every_cell_once() -> None:
 
 
 def test_the_seed_decides_the_order_and_reproduces_it() -> None:
-    keys = lambda seed: [c.key for c in seeded(seed).cells()]
+    def keys(seed: int | None) -> list[str]:
+        return [c.key for c in seeded(seed).cells()]
+
     assert keys(7) == keys(7)
     assert keys(7) != keys(8)
     assert keys(None) == [c.key for c in spec.parse(MATRIX).cells()]  # no seed: the file's order
