@@ -31,9 +31,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perflab.analyze import verdict  # noqa: E402
-from perflab.analyze.ratio import estimate  # noqa: E402
-from tests.unit.drift import Machine, by_round, simulate  # noqa: E402
+from perflab.analyze import verdict
+from perflab.analyze.ratio import estimate
+from tests.unit.drift import Machine, by_round, simulate
 
 SEED = 20261122
 SLOWDOWN = float(np.log(0.97))
