@@ -273,6 +273,6 @@ def verdicts(
     """Groups of `cells` and every comparison (variant and axis rows) for each metric."""
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = baseline_variant(axes, baselines or [])
-    all_groups = group_cells(cells, base if axes else None)
+    all_groups = group_cells(cells, base if axes else None, axes)
     rows = [c for metric in metrics for c in within(all_groups, axes, base, metric, level, margin_of(meta))]
     return Verdicts(base, all_groups, rows)

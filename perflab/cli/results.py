@@ -151,7 +151,8 @@ def _comparisons(
         meta, cells = loaded[0]
         axes = (meta.get("experiment") or {}).get("axes") or {}
         base = compare.baseline_variant(axes, baselines)
-        return compare.within(summary.groups(cells, base), axes, base, metric, level, compare.margin_of(meta)), []
+        groups = summary.groups(cells, base, axes)
+        return compare.within(groups, axes, base, metric, level, compare.margin_of(meta)), []
     if baselines:
         raise UsageError("--baseline applies to one directory", "with two, A is the baseline of B")
     (meta_a, cells_a), (meta_b, cells_b) = loaded
@@ -162,7 +163,9 @@ def _comparisons(
             "measure that, not your change:[/]\n  " + escape("\n  ".join(differences))
         )
     margin = compare.margin_of(meta_a)  # A is the reference: its margin
-    return compare.across(summary.groups(cells_a), summary.groups(cells_b), metric, level, margin)
+    axes_b = (meta_b.get("experiment") or {}).get("axes") or {}
+    groups_a = summary.groups(cells_a, axes=(meta_a.get("experiment") or {}).get("axes") or {})
+    return compare.across(groups_a, summary.groups(cells_b, axes=axes_b), metric, level, margin)
 
 
 def _gate(threshold: Any, rows: list) -> None:

@@ -42,9 +42,9 @@ def document(results: Results) -> dict[str, Any]:
     for cell in stored:
         cells.append(_cell(cell, results.intervals(cell["id"]), results.rss_samples(cell["id"])))
         cells[-1]["profiles"] = profile_refs(results, cell["id"])
-    groups = summary.groups(stored)
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, [])
+    groups = summary.groups(stored, base if axes else None, axes)
     margin = compare.margin_of(meta)
     comparisons = [
         c.to_dict() for metric in compare.METRICS for c in compare.within(groups, axes, base, metric, margin=margin)

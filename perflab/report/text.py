@@ -77,7 +77,7 @@ def render(
         console.print(f"[dim]build {escape(name)}: {escape(fact)}[/]", highlight=False)
     axes = exp.get("axes") or {}
     base = compare.baseline_variant(axes, baseline or [])
-    all_groups = groups(cells, base if axes else None)
+    all_groups = groups(cells, base if axes else None, axes)
     comparisons = compare.within(all_groups, axes, base, "qps", margin=compare.margin_of(meta))
     if comparisons:
         console.print(f"[dim]{escape(method_line(comparisons))}[/]", highlight=False)

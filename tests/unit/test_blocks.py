@@ -12,13 +12,16 @@ from pathlib import Path
 import pytest
 
 from perflab import spec
+from perflab.analyze import summary
 from perflab.cli.run import _resumable, order_line
 from perflab.errors import UsageError
+from perflab.report import profiles
 from perflab.run import scheduler
 from perflab.store.results import Results
 from tests.conftest import perflab
 from tests.unit.test_adaptive import SPEC as ADAPTIVE_SPEC
 from tests.unit.test_adaptive import DrawingRunner
+from tests.unit.test_stats import cell as stats_cell
 
 MATRIX = """
 [experiment]
@@ -130,3 +133,18 @@ def test_good_seed_is_accepted(tmp_path: Path) -> None:
     for value in ("0", "4294967295"):
         done = perflab("run", str(file), "--check", "--seed", value)
         assert done.returncode == 0, done.stderr
+
+
+def test_reports_list_groups_in_the_files_order_whatever_the_run_order() -> None:
+    exp = seeded(5)
+    axes = {"alloc": ["glibc", "jemalloc", "tcmalloc"]}
+    cells = [stats_cell(c.order, c.variant, c.threads, 1000.0, repeat=c.repeat) for c in exp.cells()]
+    assert cells[0]["variant"] != {"alloc": "glibc"} or cells[1]["variant"] != {"alloc": "jemalloc"}  # shuffled
+    ordered = summary.groups(cells, {"alloc": "glibc"}, axes)
+    assert [(g.threads, g.variant["alloc"]) for g in ordered] == [
+        (t, a) for t in (1, 2) for a in ("glibc", "jemalloc", "tcmalloc")
+    ]
+    assert [g.baseline for g in ordered] == [True, False, False] * 2
+    selectors = profiles._groups(cells, ordered)
+    assert selectors[:2] == ["alloc=glibc/t1", "alloc=glibc/t2"]  # the baselines first: the differential's base
+    assert selectors[2:] == ["alloc=jemalloc/t1", "alloc=tcmalloc/t1", "alloc=jemalloc/t2", "alloc=tcmalloc/t2"]
