@@ -154,7 +154,7 @@ def _rounds_for(est: Estimate, target: float, a: float) -> int | None:
 def why_inconclusive(est: Estimate, p_diff: float | None, margin: float, alpha: float) -> str:
     """Why an estimate gets no verdict, in words a reader can check against its interval."""
     if est.ratio is None:
-        return "no successful repeats on one side"
+        return "no settled repeats on one side (failed or unsettled cells are left out)"
     if not est.has_interval:
         what = "round(s) hold both sides" if est.method == "paired" else "repeat(s)"
         return f"{est.n} {what}: at least {stats.MIN_REPEATS} are needed for an interval"

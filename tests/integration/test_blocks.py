@@ -22,7 +22,7 @@ BLOCKS = """
 [experiment]
 name = "it-blocks"
 duration = "3s"
-warmup = "1s"
+warmup = "3s"
 repeats = 3
 equivalence_margin = "5%"
 
@@ -76,10 +76,11 @@ def test_verdicts_carry_method_family_and_rounds_needed(blocks_run):
     out, doc, _ = blocks_run
     rows = json.loads(perflab("compare", str(out), "--format", "json").stdout)
     assert rows and rows == [r for r in doc["comparisons"] if r["metric"] == "qps"]
+    tested = sum(1 for r in rows if r["ci_low"] is not None)  # Holm's family: the rows with an interval
     for row in rows:
         assert row["verdict"] in ("faster", "slower", "equivalent", "inconclusive")
         assert row["method"] == ("paired" if row["pairs"] >= 3 else "welch") and row["pairs"] <= 3
-        assert row["family"] == 2 and row["margin"] == 0.05 and row["method_reason"].startswith(row["method"])
+        assert row["family"] == tested and row["margin"] == 0.05 and row["method_reason"].startswith(row["method"])
         assert row["welch_ratio"] is not None
         if row["verdict"] == "inconclusive":
             assert row["reason"] and (row["rounds_needed"] is None or row["rounds_needed"] >= 1)

@@ -164,7 +164,11 @@ def test_fewer_than_three_repeats_give_no_interval() -> None:
     (j,) = judge([est], True)
     assert j.verdict == INCONCLUSIVE and "at least 3" in (j.reason or "") and j.rounds_needed == 1
     (j,) = judge([ratio.welch([], [1.0, 2.0, 3.0])], True)
-    assert j.verdict == INCONCLUSIVE and j.reason == "no successful repeats on one side" and j.rounds_needed is None
+    assert (
+        j.verdict == INCONCLUSIVE
+        and (j.reason or "").startswith("no settled repeats on one side")
+        and j.rounds_needed is None
+    )
 
 
 def test_verdicts_with_known_differences() -> None:
