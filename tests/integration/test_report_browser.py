@@ -163,7 +163,9 @@ def test_embedded_flame_graph_answers_a_click(browser, rendered, tmp_path: Path,
 
     report, _ = rendered
     monkeypatch.setattr(
-        profiles, "load", lambda directory, cells: profiles.Profiles(flames=[profiles.FlameGraph("stand-in", FLAME)])
+        profiles,
+        "load",
+        lambda directory, cells, groups: profiles.Profiles(flames=[profiles.FlameGraph("stand-in", FLAME)]),
     )
     with Results(report.parent / "results") as results:
         page_html = html.render(model.build(results))
