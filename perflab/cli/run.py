@@ -79,16 +79,8 @@ def run(
     """Run every cell of EXPERIMENT and store the results (or finish an interrupted run)."""
     if fmt == "json" and not check:
         raise UsageError("--format json describes a --check only", "perflab run FILE.toml --check --format json")
-    if resume is not None:
-        if experiment is not None or output is not None:
-            raise UsageError("--resume DIR takes neither an EXPERIMENT file nor -o", "perflab run --resume DIR")
-        exp, done = _resumable(resume, seed)
-        output = resume
-    elif experiment is None:
-        raise UsageError("no EXPERIMENT file given", "perflab run FILE.toml, or perflab run --resume DIR")
-    else:
-        seed = secrets.randbelow(spec.MAX_SEED + 1) if seed is None else seed
-        exp, done = dataclasses.replace(spec.load(experiment), seed=seed), 0
+    exp, done = _experiment(experiment, output, resume, seed)
+    output = resume if resume is not None else output
     preflight.check(exp)
     from perflab.run.scheduler import Scheduler, estimate_seconds
 
@@ -120,6 +112,21 @@ def run(
         if not allow_concurrent:
             stack.enter_context(MachineLock(output))
         _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None)
+
+
+def _experiment(
+    experiment: Path | None, output: Path | None, resume: Path | None, seed: int | None
+) -> tuple[spec.Experiment, int]:
+    """(the experiment with its seed, cells already stored): a file's, with --seed or a drawn
+    seed; or an interrupted run's (--resume), with its stored seed."""
+    if resume is not None:
+        if experiment is not None or output is not None:
+            raise UsageError("--resume DIR takes neither an EXPERIMENT file nor -o", "perflab run --resume DIR")
+        return _resumable(resume, seed)
+    if experiment is None:
+        raise UsageError("no EXPERIMENT file given", "perflab run FILE.toml, or perflab run --resume DIR")
+    seed = secrets.randbelow(spec.MAX_SEED + 1) if seed is None else seed
+    return dataclasses.replace(spec.load(experiment), seed=seed), 0
 
 
 def _build_status(exp: spec.Experiment) -> dict[str, str]:
