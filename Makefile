@@ -26,7 +26,7 @@ NO_FLAMES = flame graph SVGs are skipped (perflab flame --format speedscope|fold
 DEMO_STAMP := $(shell date +%Y%m%d-%H%M%S)
 DEMO_DIR ?= results/quick-$(DEMO_STAMP)
 
-.PHONY: setup apt deb-src setup-builds python inferno demo test unit integration bench
+.PHONY: setup apt deb-src setup-builds setup-bench python inferno demo test unit integration bench
 
 setup: apt deb-src python inferno
 
@@ -39,6 +39,10 @@ deb-src:
 		"Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" "" \
 		"Types: deb-src" "URIs: http://deb.debian.org/debian-security" "Suites: bookworm-security" "Components: main" \
 		"Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" > $(DEB_SRC) && apt-get update -qq && echo "deb-src: added $(DEB_SRC)"; fi
+
+# what some bench/ scripts compare perflab with: heaptrack (alloc_overhead), strace (alloc_exactness)
+setup-bench: setup
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends heaptrack strace zstd gdb
 
 # the libraries a MariaDB build from source needs (not needed by make test: it builds a fixture)
 setup-builds: setup

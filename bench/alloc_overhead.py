@@ -104,8 +104,22 @@ def heaptrack_attached(work: Path, n: int) -> Iterator[None]:
         MariaDB.start = original  # type: ignore[method-assign]
         for proc in attached:
             proc.wait(timeout=300)
-        for trace in work.glob(f"heaptrack.{n}.*"):  # evidence that it traced: the trace's size
-            C.say(f"    heaptrack trace {trace.name}: {trace.stat().st_size / 1e6:.1f} MB")
+        for trace in work.glob(f"heaptrack.{n}.*"):  # evidence that it traced: what it counted
+            printed = subprocess.run(
+                [
+                    "heaptrack_print",
+                    "--print-peaks=0",
+                    "--print-allocators=0",
+                    "--print-temporary=0",
+                    "--print-leaks=0",
+                    str(trace),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout
+            calls = next((ln.strip() for ln in printed.splitlines() if "calls to allocation functions" in ln), "?")
+            C.say(f"    heaptrack trace {trace.name}: {trace.stat().st_size / 1e6:.1f} MB, {calls}")
 
 
 def measure(rounds: int, duration: int, warmup: int, data: dict[str, int], work: Path) -> dict[str, list[dict]]:

@@ -11,6 +11,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from perflab import elf
+
 
 @dataclass(frozen=True)
 class Allocator:
@@ -29,6 +31,14 @@ KNOWN: dict[str, Allocator] = {
 }
 GLIBC = "glibc"
 NAMES = (GLIBC, *KNOWN)
+# What makes an allocator one the allocation counter can stand in front of: the calls it
+# forwards. A preload without them is not an allocator (the counter would count glibc's).
+ENTRY_POINTS = ("malloc", "free", "calloc", "realloc")
+# perflab's allocation counter (run/observers/alloc/perflab_alloc.c) names itself so, and
+# exports this symbol: it is never a variant's allocator ([observe] alloc preloads it)
+TRACER_SONAME = "perflab_alloc.so"
+TRACER_SYMBOL = "perflab_alloc_format"
+TRACER_ENV = "PERFLAB_ALLOC_FILE"  # names the counter's file, for the counter only
 
 _LIB_DIRS = (
     "/usr/lib/x86_64-linux-gnu",
@@ -60,6 +70,20 @@ def resolve(preload: str) -> Path | None:
             if candidate.is_file():
                 return candidate
     raise LookupError(f"apt-get install {allocator.package}")
+
+
+def is_alloc_tracer(path: Path) -> bool:
+    """Is `path` (a shared library) perflab's allocation counter, by name, soname or its symbol?"""
+    if os.path.basename(os.path.realpath(path)).startswith(TRACER_SONAME.removesuffix(".so")):
+        return True
+    names = elf.dynamic_names(Path(path))
+    return names is not None and (names[0] == TRACER_SONAME or TRACER_SYMBOL in names[1])
+
+
+def missing_entry_points(path: Path) -> list[str] | None:
+    """The allocator calls (ENTRY_POINTS) `path` does not define; None if its symbols cannot be read."""
+    names = elf.dynamic_names(Path(path))
+    return None if names is None else [name for name in ENTRY_POINTS if name not in names[1]]
 
 
 def mapped_libraries(pid: int) -> set[str]:

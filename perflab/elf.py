@@ -100,3 +100,97 @@ def _is_pie(file, head: bytes, end: str) -> bool:  # noqa: ANN001 - a binary fil
             if tag == 0:  # DT_NULL ends the table
                 break
     return False
+
+
+SHT_DYNAMIC = 6
+SHT_DYNSYM = 11
+DT_SONAME = 14
+_SECTION_BYTES = 16 << 20  # a dynamic symbol table is far smaller (libc's: ~70 KiB); hostile files stop here
+
+
+def dynamic_names(path: Path) -> tuple[str | None, set[str]] | None:
+    """(soname, names of the functions and data it defines for others) of a shared library,
+    from its section headers (.dynsym, .dynamic and their string tables); None when it has
+    none that can be read (not ELF, truncated, stripped of section headers)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(_HEADER)
+            if len(head) < 52 or head[:4] != MAGIC or head[4] not in (1, 2) or head[5] not in (1, 2):
+                return None
+            sections = _sections(file, head)
+            symbols = [s for s in sections if s[0] == SHT_DYNSYM]
+            dynamic = [s for s in sections if s[0] == SHT_DYNAMIC]
+            if not symbols:
+                return None
+            names = _defined_symbols(file, head, symbols[0], sections)
+            soname = _soname(file, head, dynamic[0], sections) if dynamic else None
+    except (OSError, struct.error, IndexError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+    return soname, names
+
+
+# (type, offset, size, link) of each section
+Section = tuple[int, int, int, int]
+
+
+def _sections(file, head: bytes) -> list[Section]:  # noqa: ANN001 - a binary file object
+    end, wide = "<" if head[5] == 1 else ">", head[4] == 2
+    if wide:
+        shoff, (shentsize, shnum) = (
+            struct.unpack_from(end + "Q", head, 0x28)[0],
+            struct.unpack_from(end + "HH", head, 0x3A),
+        )
+    else:
+        shoff, (shentsize, shnum) = (
+            struct.unpack_from(end + "I", head, 0x20)[0],
+            struct.unpack_from(end + "HH", head, 0x2E),
+        )
+    if not shoff or shentsize != (64 if wide else 40):
+        return []
+    file.seek(shoff)
+    table = file.read(shentsize * min(shnum, 4096))
+    out = []
+    for i in range(len(table) // shentsize):
+        entry = table[i * shentsize : (i + 1) * shentsize]
+        if wide:
+            _, kind, _, _, offset, size, link = struct.unpack_from(end + "IIQQQQI", entry)
+        else:
+            _, kind, _, _, offset, size, link = struct.unpack_from(end + "IIIIIII", entry)
+        out.append((kind, offset, size, link))
+    return out
+
+
+def _read(file, section: Section) -> bytes:  # noqa: ANN001
+    file.seek(section[1])
+    return file.read(min(section[2], _SECTION_BYTES))
+
+
+def _string(strings: bytes, at: int) -> str:
+    return strings[at : strings.index(b"\0", at)].decode("utf-8")
+
+
+def _defined_symbols(file, head: bytes, symtab: Section, sections: list[Section]) -> set[str]:  # noqa: ANN001
+    end, wide = "<" if head[5] == 1 else ">", head[4] == 2
+    strings = _read(file, sections[symtab[3]])
+    data = _read(file, symtab)
+    fmt = end + ("IBBHQQ" if wide else "IIIBBH")
+    step = struct.calcsize(fmt)
+    names = set()
+    for fields in struct.iter_unpack(fmt, data[: len(data) // step * step]):
+        name, shndx = (fields[0], fields[3]) if wide else (fields[0], fields[5])
+        if name and shndx:  # section 0 (SHN_UNDEF): needed from another library, not defined here
+            names.add(_string(strings, name))
+    return names
+
+
+def _soname(file, head: bytes, dynamic: Section, sections: list[Section]) -> str | None:  # noqa: ANN001
+    end = "<" if head[5] == 1 else ">"
+    fmt = end + ("qQ" if head[4] == 2 else "iI")
+    step = struct.calcsize(fmt)
+    data = _read(file, dynamic)
+    for tag, value in struct.iter_unpack(fmt, data[: len(data) // step * step]):
+        if tag == DT_SONAME:
+            return _string(_read(file, sections[dynamic[3]]), value)
+        if tag == 0:
+            break
+    return None

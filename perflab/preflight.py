@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from perflab import allocators
 from perflab.errors import EnvironmentProblem, Problem, SpecError
@@ -121,7 +122,7 @@ def _builds(exp: Experiment) -> list[Problem]:
     if sources or any(exp.file.builds[n].kind == "package" for n in used if n):
         root = cache_root()
         probe = root if root.exists() else next((p for p in root.parents if p.exists()), root)
-        if not os.access(probe, os.W_OK):
+        if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
             problems.append(
                 Problem("(machine) build cache", "a writable directory", str(root), "set PERFLAB_CACHE to one")
             )
@@ -150,14 +151,35 @@ def _allocators(exp: Experiment) -> list[Problem]:
             if variant.preload is None:
                 continue
             try:
-                allocators.resolve(variant.preload)
+                library = allocators.resolve(variant.preload)
             except LookupError as exc:
                 problems.append(
                     Problem(f"variants.{axis}.{label}.preload", f"{variant.preload} installed", "no library", str(exc))
                 )
             except FileNotFoundError:
                 problems.append(Problem(f"variants.{axis}.{label}.preload", "an existing file", variant.preload))
+            else:
+                if exp.file.observe.alloc is not None and library is not None:
+                    problems += _stackable(f"variants.{axis}.{label}.preload", library)
     return problems
+
+
+def _stackable(where: str, library: Path) -> list[Problem]:
+    """[observe] alloc forwards malloc, free, calloc and realloc to the variant's preload: one that
+    does not define them is not an allocator, and the counter would count glibc's calls under the
+    variant's name (unreadable symbols are left to the check after the server's start)."""
+    missing = allocators.missing_entry_points(library)
+    if not missing:
+        return []
+    return [
+        Problem(
+            where,
+            f"an allocator defining {', '.join(allocators.ENTRY_POINTS)} (the allocation counter forwards to it)",
+            f"{library} defines no {', '.join(missing)}",
+            "preload a malloc implementation (jemalloc, tcmalloc, mimalloc or its .so), or leave out "
+            "[observe] alloc: glibc would do the work the figures name this library for",
+        )
+    ]
 
 
 def _sysbench(exp: Experiment) -> list[Problem]:

@@ -78,10 +78,11 @@ def format_bytes(value: float | None) -> str:
 
 def size_class_label(low: int, high: int) -> str:
     """A log2 size class [low, high) as the allocation figures name it: "1M-2M", "64-128"."""
-    return f"{_power_of_two(low)}-{_power_of_two(high)}"
+    return f"{size_text(low)}-{size_text(high)}"
 
 
-def _power_of_two(value: int) -> str:
+def size_text(value: int) -> str:
+    """Bytes as a size a spec accepts, exact: 524288 -> "512K", 3000 -> "3000"."""
     for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
         if value >= 1 << shift and value % (1 << shift) == 0:
             return f"{value >> shift}{unit}"

@@ -14,6 +14,7 @@ and whether it lies beyond it.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter, defaultdict
 from typing import Any
@@ -22,6 +23,7 @@ from perflab.analyze import evidence, stats
 from perflab.analyze.profile_select import Selection
 from perflab.store import folded
 from perflab.store.results import Results
+from perflab.units import size_text
 
 
 def figures(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -32,6 +34,30 @@ def figures(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for metric, (values, unit) in sorted(samples.items(), key=_order)
         if any(values)
     ]
+
+
+def dropped_samples(cells: list[dict[str, Any]]) -> str | None:
+    """A warning with its remedy when the shim's ring of sampled stacks filled in some cells
+    (`dropped_samples` > 0): their allocation profiles miss the window's later allocations."""
+    dropping = [c for c in cells if c.get("status") == "ok" and (c.get("alloc") or {}).get("dropped_samples")]
+    if not dropping:
+        return None
+    worst = max(dropping, key=lambda c: c["alloc"]["dropped_samples"] / (c["alloc"]["samples"] or 1))
+    kept, dropped, period = worst["alloc"]["samples"], worst["alloc"]["dropped_samples"], worst["alloc"]["period"]
+    ids = ", ".join(str(c["id"]) for c in dropping[:10]) + ("..." if len(dropping) > 10 else "")
+    advice = f', period = "{size_text(suggested_period(period, kept, dropped))}" (now {size_text(period)})'
+    return (
+        f"{len(dropping)} cell(s) dropped sampled allocation stacks, the ring being full (cells {ids}; worst: cell "
+        f"{worst['id']} kept {kept:,} and dropped {dropped:,}): their allocation profiles leave out the window's "
+        "later allocations and undercount bytes per transaction. Remedy: a larger period under [observe] alloc"
+        + (advice if period else "")
+    )
+
+
+def suggested_period(period: int, kept: int, dropped: int) -> int:
+    """A sampling period (a power of two) at which the same window fits in half the ring."""
+    wanted = period * 2 * (kept + dropped) / max(kept, 1)
+    return min(1 << max(12, math.ceil(math.log2(wanted))), 1 << 34)
 
 
 def functions(results: Results, sel: Selection) -> dict[str, list[float]]:

@@ -211,12 +211,10 @@ def alloc(
         sel = _alloc_selection(results, selector, cell_id, threads)
         rows = allocs.figures(sel.cells)
         functions = allocs.top_functions(results, sel, limit) if sel.profiles else []
+    warnings = _alloc_warnings(sel.cells)
     if fmt == "json":
-        click.echo(
-            json.dumps(
-                {"selection": sel.label, "repeats": len(sel.cells), "figures": rows, "functions": functions}, indent=1
-            )
-        )
+        doc = {"selection": sel.label, "repeats": len(sel.cells), "figures": rows, "functions": functions}
+        click.echo(json.dumps(doc | {"warnings": warnings}, indent=1))
         return None
     title = f"{sel.label}: {len(sel.cells)} repeat(s); per transaction, mean over repeats"
     profile_text.alloc_table(out, escape(title), rows, functions)
@@ -232,14 +230,26 @@ def _alloc_diff(directory: Path, a: str, b: str, threads: int | None, limit: int
         sel_b = _alloc_selection(results, b, None, threads)
         rows = allocs.diff_figures(sel_a.cells, sel_b.cells)
         functions = allocs.diff_functions(results, sel_a, sel_b, limit) if sel_a.profiles and sel_b.profiles else []
+    warnings = _alloc_warnings(sel_a.cells + sel_b.cells)
     if fmt == "json":
-        click.echo(json.dumps({"a": sel_a.label, "b": sel_b.label, "figures": rows, "functions": functions}, indent=1))
+        doc = {"a": sel_a.label, "b": sel_b.label, "figures": rows, "functions": functions, "warnings": warnings}
+        click.echo(json.dumps(doc, indent=1))
         return
     title = (
         f"A = {sel_a.label} ({len(sel_a.cells)} repeats), B = {sel_b.label} ({len(sel_b.cells)} repeats): "
         "per transaction, differences beyond the noise floor first (~ = within it)"
     )
     profile_text.alloc_diff_table(out, escape(title), rows, functions)
+
+
+def _alloc_warnings(cells: list[dict]) -> list[str]:
+    """What to distrust in the selected cells' allocation figures, also printed on stderr."""
+    from perflab.analyze import alloc as allocs  # noqa: PLC0415
+
+    warnings = [w for w in (allocs.dropped_samples(cells),) if w]
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    return warnings
 
 
 def _alloc_selection(results: Results, selector: str | None, cell_id: int | None, threads: int | None):

@@ -2,8 +2,8 @@
 
 Input: the Groups of analyze/summary.py, the cells as loaded by `summary.load`, the run's
 meta. Output: Finding rows in a fixed order (noisy groups and missing intervals, unsettled
-cells, stalls, too-short series, busy machine, adaptive targets, failed cells); the terminal,
-HTML and Markdown reports print the same list, so they never disagree.
+cells, stalls, too-short series, busy machine, dropped allocation samples, adaptive targets,
+failed cells); the terminal, HTML and Markdown reports print the same list, so they never disagree.
 
     Finding("warning", "noise", "allocator=glibc at 2 threads varies 4.1% across repeats ...")
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from perflab.analyze import stats
+from perflab.analyze import alloc, stats
 from perflab.analyze.summary import Group
 
 BUSY_CORES = 0.2  # CPU used by other processes during a window, above which a cell is suspect
@@ -22,7 +22,8 @@ BUSY_CORES = 0.2  # CPU used by other processes during a window, above which a c
 @dataclass(frozen=True)
 class Finding:
     level: str  # warning | stall | info | failed
-    kind: str  # noise | repeats | unsettled | stall | drift | short | busy | adaptive | adaptive-missed | failed
+    # noise | repeats | unsettled | stall | drift | short | busy | alloc-dropped | adaptive | adaptive-missed | failed
+    kind: str
     text: str
     cells: tuple[int, ...] = field(default=())
 
@@ -30,6 +31,10 @@ class Finding:
 def collect(all_groups: list[Group], cells: list[dict[str, Any]], meta: dict[str, Any]) -> list[Finding]:
     out = _group_findings(all_groups, meta)
     out += _cell_findings(cells)
+    dropped = alloc.dropped_samples(cells)
+    if dropped:
+        ids = tuple(c["id"] for c in cells if c["status"] == "ok" and (c.get("alloc") or {}).get("dropped_samples"))
+        out.append(Finding("warning", "alloc-dropped", dropped, ids))
     out += _adaptive_findings(meta)
     for cell in cells:
         if cell["status"] != "ok":

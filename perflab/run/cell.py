@@ -196,6 +196,8 @@ class CellRunner:
             restore_s = dataset.restore(snapshot, rundir / "data")
             with server:
                 row.update(allocator_proof.prove(server.pid, cell.preload, preload))
+                if tracer is not None:
+                    tracer.check_started(server.pid)
                 row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
                 intervals, rss, measured = self.measure(cell, server, logs, tracer)
                 if not server.alive():
@@ -266,6 +268,7 @@ class CellRunner:
         }
         profilers.store(self.results, cell.order, summary.transactions, seconds)  # profiles/ + profiles table
         if tracer is not None:
+            tracer.check_window(summary.transactions)
             measured["alloc"] = tracer.fields(summary.transactions)
             if tracer.spec.stacks:
                 store_alloc(self.results, cell.order, summary.transactions, tracer, server.pid)

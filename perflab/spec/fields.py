@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, StrictBool, StrictInt
 from pydantic_core import PydanticCustomError
 
+from perflab import allocators
 from perflab.units import parse_duration
 
 # \Z, not $: `$` also matches before a final newline, which let "name\n" through
@@ -126,6 +127,12 @@ def _env_name(name: str) -> str:
         )
     if name in RESERVED_ENV:
         raise fail(f"no {name} in env", 'use preload = "jemalloc" or a path instead')
+    if name == allocators.TRACER_ENV:
+        raise fail(
+            f"no {name} in env (perflab sets it)",
+            "it names the allocation counter's file: set alloc = true under [observe] and perflab gives the "
+            "counter a file of its own",
+        )
     return name
 
 

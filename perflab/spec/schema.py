@@ -208,6 +208,13 @@ class Variant(_Strict):
                     "check the path, or use a known allocator name",
                     f"{short(value, 200)!r}: {what}",
                 )
+            if allocators.is_alloc_tracer(Path(value)):
+                raise fail(
+                    "an allocator, not perflab's allocation counter",
+                    "remove this preload and set alloc = true under [observe]: perflab preloads the counter "
+                    "itself, in front of the variant's allocator (loaded twice, it would count every call twice)",
+                    f"{short(value, 200)!r}: perflab_alloc.so",
+                )
             return value
         if value not in allocators.NAMES:
             raise fail(

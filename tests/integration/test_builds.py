@@ -293,3 +293,27 @@ def test_each_variant_runs_its_own_binary_and_a_failed_build_fails_only_its_cell
     assert "| old | 10.11.18-MariaDB-0+deb12u1, package" in (tmp_path / "r.md").read_text()
     assert perflab("report", str(out), "--html", "-o", str(tmp_path / "r.html")).returncode == 0
     assert "<dt>build old</dt><dd>10.11.18-MariaDB-0+deb12u1, package" in (tmp_path / "r.html").read_text()
+
+
+def test_an_unwritable_cache_stops_the_run_before_anything_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("PERFLAB_CACHE", str(blocked / "cache"))
+    text = UPGRADE.format(old=OLD, broken=fixture_tree(tmp_path / "src"))
+    checked = perflab("run", str(write_experiment(tmp_path / "b.toml", text)), "--check")
+    assert checked.returncode == 3, checked.stdout + checked.stderr
+    assert "build cache" in checked.stderr and "PERFLAB_CACHE" in checked.stderr
+    assert "Traceback" not in checked.stderr
+
+
+def test_perflab_build_makes_the_builds_and_says_what_it_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
+    text = UPGRADE.format(old=OLD, broken=fixture_tree(tmp_path / "src")).replace(
+        'broken  = {{ build = "broken" }}', ""
+    )
+    spec_file = write_experiment(tmp_path / "b.toml", text)
+    made = perflab("build", str(spec_file), "--format", "json")
+    assert made.returncode == 0, made.stderr
+    builds = json.loads(made.stdout)["builds"]
+    assert builds["old"]["version"].startswith("10.11.18-MariaDB") and builds["broken"]["kind"] == "source"
+    assert builds["broken"]["version"].startswith("10.11.99-MariaDB-fixture")  # the fixture compiles

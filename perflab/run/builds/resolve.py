@@ -88,6 +88,8 @@ def status(name: str, spec: BuildSpec, cache: Path, training: str = "") -> str:
                 return done
     except PerflabError as exc:
         return f"cannot be built here: {exc.message}"
+    except OSError as exc:
+        return f"cannot be built here: {exc}"
     minutes = SOURCE_BUILD_ESTIMATE_S * len(stages) / 60
     extra = f" + {spec.train_duration:.0f} s of training" if spec.pgo else ""
     return f"to build: about {minutes:.0f} min on 2 CPUs{extra} (logs kept in the cache)"

@@ -11,9 +11,11 @@ while `sample(path, period)` has switched it on (the window), into a ring of rec
 
 Counter file format `perflab-alloc/1` (little-endian uint64 words): a 128-byte header (magic
 "PLALLOC1", version, slots, ops, classes, slots_used, overflow_threads, pid, sample_capacity,
-samples_used, samples_dropped, period, max_depth, 3 spare), then per slot calls[ops][classes]
-and bytes[ops][classes], then per sample op, size, depth, pcs[max_depth]. Size class c holds
-sizes in [2^(c-1), 2^c).
+samples_used, samples_dropped, period, max_depth, owner, extra_copies, foreign_processes), then
+per slot calls[ops][classes] and bytes[ops][classes], then per sample op, size, depth,
+pcs[max_depth]. Size class c holds sizes in [2^(c-1), 2^c). pid is the process that counts (the
+first to count a call claims the file: `claim`); extra_copies counts copies of the library loaded
+a second time into it, foreign_processes other processes that found the file (neither counts).
 
     >>> create(path); sample(path, 512 * 1024)      # before the server starts; window start
     >>> counts = read(path)                          # at the window's end
@@ -32,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from perflab import allocators
 from perflab.errors import PerflabError
 
 SOURCE = Path(__file__).with_name("perflab_alloc.c")
@@ -46,7 +49,8 @@ SAMPLE_WORDS = 3 + MAX_DEPTH
 DEFAULT_SLOTS = 2048  # threads with a slot of their own; more share slot 0 (atomic adds)
 DEFAULT_SAMPLES = 65536  # records in the ring (27 MiB); more are counted as dropped
 DEFAULT_PERIOD = 512 * 1024
-_SLOTS_USED, _OVERFLOW, _CAPACITY, _SAMPLES_USED, _DROPPED, _PERIOD = 5, 6, 8, 9, 10, 11
+_SLOTS_USED, _OVERFLOW, _PID, _CAPACITY, _SAMPLES_USED, _DROPPED, _PERIOD = 5, 6, 7, 8, 9, 10, 11
+_EXTRA_COPIES, _FOREIGN = 14, 15
 
 
 class AllocTracerError(PerflabError):
@@ -77,6 +81,7 @@ def build(cache: Path) -> Path:
         "-shared",
         "-fexceptions",
         "-Wall",
+        f"-Wl,-soname,{allocators.TRACER_SONAME}",
         "-o",
         str(partial),
         str(SOURCE),
@@ -110,6 +115,21 @@ def sample(path: Path, period: int) -> None:
     with open(path, "r+b") as f:
         f.seek(_PERIOD * 8)
         f.write(int(period).to_bytes(8, "little"))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Who counts into a counter file: `pid` (0 until a process counted its first call), and the
+    copies and processes that found it taken and count nothing."""
+
+    pid: int
+    extra_copies: int
+    foreign_processes: int
+
+
+def claim(path: Path) -> Claim:
+    words = _words(path, HEADER_WORDS)
+    return Claim(int(words[_PID]), int(words[_EXTRA_COPIES]), int(words[_FOREIGN]))
 
 
 @dataclass

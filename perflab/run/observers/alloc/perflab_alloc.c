@@ -22,10 +22,10 @@
  * 1 / P(sampled) = 1 / (1 - exp(-size/period)).
  *
  * Layout (little-endian, 8-byte words), written by perflab (create() in __init__.py); the shim
- * checks magic, version, ops and classes and fills in pid:
+ * checks magic, version, ops and classes and fills in pid and owner:
  *   header (128 bytes): magic "PLALLOC1", version 1, slots, ops, classes, slots_used,
  *                       overflow_threads, pid, sample_capacity, samples_used, samples_dropped,
- *                       period, max_depth, 3 spare words
+ *                       period, max_depth, owner, extra_copies, foreign_processes
  *   slot i (i = 0..slots-1): calls[ops][classes] then bytes[ops][classes], uint64
  *   sample j (j = 0..sample_capacity-1): op, size, depth, pcs[max_depth]
  * ops: 0 malloc, 1 calloc, 2 realloc, 3 free, 4 memalign (posix_memalign, aligned_alloc,
@@ -35,6 +35,14 @@
  *
  * dlsym may allocate (glibc's dlerror buffer): while the real functions are being looked up,
  * allocations come from a static arena, and free of such a pointer is ignored.
+ *
+ * One copy in one process counts: the first to map the file claims it (owner: a word naming the
+ * process image and the copy). A second copy of this library in the same process (loaded twice:
+ * /etc/ld.so.preload, a preload that links against it) would count every call again, since the
+ * first forwards to it: it counts nothing and adds 1 to extra_copies, which perflab reports as
+ * an error. Another process that inherited the environment (a child the server starts) counts
+ * nothing either and adds 1 to foreign_processes. The same pid with a new image is the server
+ * itself after exec (perflab starts it through setpriv): it takes the claim over.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -46,6 +54,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -63,8 +72,12 @@ struct header {
     _Atomic uint64_t slots_used, overflow_threads;
     uint64_t pid, sample_capacity;
     _Atomic uint64_t samples_used, samples_dropped;
-    uint64_t period, max_depth, spare[3];
+    uint64_t period, max_depth;
+    _Atomic uint64_t owner, extra_copies, foreign_processes;
 };
+
+/* perflab recognizes this library by this symbol (perflab/allocators.py: TRACER_SYMBOL) */
+__attribute__((visibility("default"))) const char perflab_alloc_format[] = "perflab-alloc/1";
 
 struct sample {
     uint64_t op, size, depth;
@@ -129,6 +142,28 @@ static void resolve(void) {
 
 /* ------------------------------------------------------------------ counters */
 
+/* Is this copy, in this process, the one that counts? (see the top of this file) */
+static int claim(struct header *h) {
+    const uint64_t *random = (const uint64_t *)getauxval(AT_RANDOM); /* new at every exec */
+    uint32_t image = (uint32_t)((random ? *random : 0) ^ (uint64_t)getpid());
+    uintptr_t here = (uintptr_t)&region_state; /* differs between copies */
+    uint64_t mine = ((uint64_t)image << 32) | (uint32_t)(here ^ (here >> 32));
+    uint64_t owner = atomic_load(&h->owner);
+    for (;;) {
+        if (owner && (uint32_t)(owner >> 32) == image) {
+            atomic_fetch_add(&h->extra_copies, 1);
+            return 0;
+        }
+        if (owner && h->pid != (uint64_t)getpid()) {
+            atomic_fetch_add(&h->foreign_processes, 1);
+            return 0;
+        }
+        if (atomic_compare_exchange_weak(&h->owner, &owner, mine)) break;
+    }
+    h->pid = (uint64_t)getpid();
+    return 1;
+}
+
 static void map_region(void) {
     int expected = 0;
     if (!atomic_compare_exchange_strong(&region_state, &expected, 1)) return;
@@ -148,7 +183,11 @@ static void map_region(void) {
         atomic_store(&region_state, 3); /* not ours to write: count nothing, change nothing */
         return;
     }
-    h->pid = (uint64_t)getpid();
+    if (!claim(h)) {
+        munmap(map, (size_t)st.st_size);
+        atomic_store(&region_state, 3);
+        return;
+    }
     slots = (struct slot *)((char *)map + sizeof(struct header));
     samples = (struct sample *)((char *)slots + h->slots * sizeof(struct slot));
     region = h;

@@ -5,8 +5,10 @@ window:
 
     tracer = AllocTracer(spec.observe.alloc, rundir, cache)
     server = MariaDB(..., env={**cell.env, **tracer.env()}, tracer=tracer.shim)
+    tracer.check_started(server.pid)               # loaded once, into the server, and counting
     with tracer.window(server.pid, rundir):
         run_window()
+    tracer.check_window(transactions)              # it saw the window's allocations
     row["alloc"] = tracer.fields(transactions)      # per-transaction figures (the cell's `alloc`)
     stacks = tracer.stacks(symbolize)              # folded allocation stacks, weighted in bytes
 
@@ -31,6 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from perflab import allocators
 from perflab.run.observers import alloc
 from perflab.run.observers.syscalls import SYSCALLS, SyscallCounts, SyscallRecorder
 from perflab.spec import AllocObserve
@@ -53,7 +56,43 @@ class AllocTracer:
         self._records: tuple[list[alloc.Sample], int] | None = None
 
     def env(self) -> dict[str, str]:
-        return {"PERFLAB_ALLOC_FILE": str(self.file)}
+        return {allocators.TRACER_ENV: str(self.file)}
+
+    def check_started(self, pid: int) -> None:
+        """The server `pid`, started with env(), runs the counter, once, and counts its calls;
+        else AllocTracerError (a cell error: the figures would be zeros or doubled, not measured)."""
+        if not allocators.is_mapped(self.shim, allocators.mapped_libraries(pid)):
+            raise alloc.AllocTracerError(
+                f"[observe] alloc: the allocation counter ({self.shim.name}) is not loaded into the server "
+                f"(pid {pid}); it would count nothing. The server binary may be static, or something between "
+                "perflab and the server dropped LD_PRELOAD (a wrapper script, a setuid binary): run this server "
+                "without [observe] alloc"
+            )
+        state = alloc.claim(self.file)
+        if state.extra_copies:
+            raise alloc.AllocTracerError(
+                f"[observe] alloc: the allocation counter is loaded {1 + state.extra_copies} times into the server "
+                f"(pid {pid}); each copy would count every call. Remove the other copy (/etc/ld.so.preload, or a "
+                "preload that links against perflab_alloc.so)"
+            )
+        if state.pid != pid:
+            raise alloc.AllocTracerError(
+                f"[observe] alloc: the allocation counter is loaded into the server (pid {pid}) but "
+                + ("has counted no call since it started" if not state.pid else f"counts for process {state.pid}")
+                + ": the server does not call malloc through the dynamic linker (an allocator linked in "
+                "statically?); run this server without [observe] alloc"
+            )
+
+    def check_window(self, transactions: int) -> None:
+        """The window's transactions called the allocator: a server that allocates nothing for a
+        transaction does not exist, so zero calls mean the counter did not see them."""
+        assert self.counts is not None
+        if transactions > 0 and not any(self.counts.total_calls(op) for op in alloc.OPS):
+            raise alloc.AllocTracerError(
+                f"[observe] alloc: the allocation counter counted no call over {transactions} transactions: "
+                "the server's allocations do not go through the dynamic linker (an allocator linked in "
+                "statically?); run this server without [observe] alloc"
+            )
 
     @contextlib.contextmanager
     def window(self, pid: int, workdir: Path) -> Iterator[AllocTracer]:

@@ -1,0 +1,88 @@
+"""What a build recipe turns into (flags, cmake options, key) and what a binary says it is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perflab.run.builds import Build, server_kind
+from perflab.run.builds import source as S
+from perflab.spec.builds import BuildSpec
+
+
+def recipe(**keys: object) -> BuildSpec:
+    return BuildSpec.model_validate({"source": "debian", **keys})
+
+
+def test_debian_flags_are_dpkg_buildflags_with_hardening(tmp_path: Path):
+    flags = S.flags(recipe(), tmp_path / "build")
+    assert "-O2" in flags["CFLAGS"] and "-fstack-protector-strong" in flags["CXXFLAGS"]
+    assert "-D_FORTIFY_SOURCE=2" in flags["CFLAGS"]  # CPPFLAGS folded in, as debian/rules does
+    assert f"-ffile-prefix-map={tmp_path / 'build'}=." in flags["CFLAGS"]
+    assert "-z,relro" in flags["LDFLAGS"]
+
+
+def test_recipe_flags_come_after_the_base_and_the_users_come_last(tmp_path: Path):
+    spec = recipe(flags="none", frame_pointers=True, lto=True, cflags="-O3", ldflags="-Wl,-O1")
+    flags = S.flags(spec, tmp_path)
+    assert flags["CFLAGS"] == f"{S.FRAME_POINTERS} -flto=auto -O3"
+    assert flags["CXXFLAGS"] == f"{S.FRAME_POINTERS} -flto=auto"
+    assert flags["LDFLAGS"] == "-flto=auto -Wl,-O1"
+    assert S.flags(recipe(flags="none", lto=True, compiler="clang-16"), tmp_path)["CFLAGS"] == "-flto=thin"
+
+
+@pytest.mark.parametrize(
+    ("stage", "compile_flag", "link_flag"),
+    [
+        ("generate", "-fprofile-generate -fprofile-update=atomic", "-fprofile-generate"),
+        ("use", "-fprofile-use -fprofile-correction", "-fprofile-use"),
+    ],
+)
+def test_pgo_stages_add_their_flags(tmp_path: Path, stage: str, compile_flag: str, link_flag: str):
+    flags = S.flags(recipe(flags="none", cflags="-DX"), tmp_path, stage)
+    assert flags["CFLAGS"].startswith(compile_flag) and flags["CFLAGS"].endswith("-DX")
+    assert flags["LDFLAGS"] == link_flag
+
+
+def test_cmake_options_keep_the_servers_and_let_the_recipe_override():
+    options = S.cmake_options(recipe(cmake={"PLUGIN_PERFSCHEMA": "NO", "WITH_URING": False}))
+    assert options["BUILD_CONFIG"] == "mysql_release" and options["PLUGIN_PERFSCHEMA"] == "NO"
+    assert options["WITH_URING"] == "OFF"  # a bool is ON/OFF
+
+
+def test_the_key_changes_with_anything_that_decides_the_binary():
+    base = {"recipe_version": 1, "source": "s", "flags": {"CFLAGS": "-O2"}, "stage": "plain", "profile": None}
+    assert S.key_of(base) == S.key_of(dict(base))
+    for change in ({"flags": {"CFLAGS": "-O3"}}, {"stage": "use"}, {"profile": "ab"}, {"source": "t"}):
+        assert S.key_of({**base, **change}) != S.key_of(base)
+
+
+@pytest.mark.parametrize(
+    ("version", "kind", "fmt"),
+    [
+        ("10.11.18-MariaDB-0+deb12u1 for debian-linux-gnu on x86_64 (Debian 12)", "mariadb", "mariadb-10.11"),
+        ("8.0.36 for Linux on x86_64 (MySQL Community Server - GPL)", "mysql", "mysql-8.0"),
+        ("8.0.35-27 for Linux on x86_64 (Percona Server (GPL), Release 27)", "percona", "percona-8.0"),
+    ],
+)
+def test_the_server_kind_and_format_come_from_the_version(version: str, kind: str, fmt: str):
+    build = Build(None, "basedir", Path("/x/mysqld"), version, "0" * 64, None)
+    assert server_kind(version) == kind and build.format == fmt
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"source": "debian", "compiler": "gcc"},
+        {"source": "debian", "cmake": {"CMAKE_C_FLAGS": "-O3"}},
+        {"source": "debian", "cmake": {"bad name": "1"}},
+        {"source": "debian", "train_duration": "10s"},
+        {"source": "debian", "cflags": "-O2\n-O3"},
+        {"basedir": "relative/path"},
+        {},
+    ],
+)
+def test_bad_recipes_are_refused(bad: dict):
+    with pytest.raises(ValueError):
+        BuildSpec.model_validate(bad)
