@@ -27,7 +27,7 @@ from typing import Any
 from perflab.analyze import evidence, ratio, stats
 from perflab.analyze.summary import Group
 from perflab.analyze.summary import groups as group_cells
-from perflab.analyze.verdict import FASTER, MARGIN, SLOWER, Judgement, judge
+from perflab.analyze.verdict import FASTER, INCONCLUSIVE, MARGIN, SLOWER, Judgement, judge
 from perflab.errors import UsageError
 
 METRICS = {"qps": True, "p95": False}  # metric -> higher is better
@@ -94,10 +94,11 @@ def compare_groups(
 ) -> Comparison:
     """One comparison, not yet judged (`judged` gives its family the verdicts): rounds pair
     within one run, never across two (kind `runs`)."""
+    by_round = (rounds(base, metric), rounds(other, metric))
     if kind == "runs":
         chosen, welch, why = ratio.estimate(_values(base, metric), _values(other, metric), level)
     else:
-        chosen, welch, why = ratio.estimate(rounds(base, metric), rounds(other, metric), level)
+        chosen, welch, why = ratio.estimate(*by_round, level)
     left_out = len(base.unsettled) + len(other.unsettled)
     return Comparison(
         other.threads,
@@ -107,7 +108,7 @@ def compare_groups(
         chosen.ratio,
         chosen.low,
         chosen.high,
-        "inconclusive",
+        INCONCLUSIVE,
         kind,
         axis,
         len(_values(base, metric)),
@@ -115,7 +116,7 @@ def compare_groups(
         f"{left_out} unsettled cell(s) left out" if left_out else None,
         method=chosen.method,
         method_reason=why,
-        pairs=len(set(rounds(base, metric)) & set(rounds(other, metric))) if kind != "runs" else 0,
+        pairs=len(set(by_round[0]) & set(by_round[1])) if kind != "runs" else 0,
         welch_ratio=welch.ratio,
         welch_ci_low=welch.low,
         welch_ci_high=welch.high,
