@@ -7,10 +7,10 @@ default, DEFAULT_OPTION, was measured here to cost a few percent). Measured:
      the wall time of the whole `perflab run` (dataset preparation included);
   2. the adaptive protocol: `repeats = "auto"`, 10 s windows, `target_ci = "2%"`,
      `max_repeats = 10`: its wall time and its verdict, which is correct when it equals the
-     fixed protocol's (the fixed protocol's own verdict is the reference; if it finds no
-     significant difference, the truth is unknown and the script says so);
-  3. the false-positive rate: N adaptive runs of two *identical* variants, counting verdicts
-     other than "no significant difference" (at 95%, about 5% is expected by design).
+     fixed protocol's (the fixed protocol's own verdict is the reference; if it is neither
+     faster nor slower, the truth is unknown and the script says so);
+  3. the false-positive rate: N adaptive runs of two *identical* variants, counting `faster`
+     or `slower` verdicts (at 95%, about 5% is expected by design).
 The figure: adaptive wall time / fixed wall time for the same correct verdict.
 
 How: through the CLI exactly as a user runs it (`perflab run`, `perflab compare --format
@@ -139,7 +139,7 @@ def main() -> None:
     truth = fixed_row["verdict"]
     known = truth in ("faster", "slower")
     correct = auto_row["verdict"] == truth if known else None
-    false_pos = sum(1 for r in fp_rows if r["verdict"] != "no significant difference")
+    false_pos = sum(1 for r in fp_rows if r["verdict"] in ("faster", "slower"))
     C.say()
     C.say(
         C.table(

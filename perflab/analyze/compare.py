@@ -5,7 +5,12 @@ cells match by (variant, threads). Output: Comparison rows, the `comparisons` li
 JSON export:
 
     {"threads": 2, "baseline": {"allocator": "glibc"}, "variant": {"allocator": "jemalloc"},
-     "metric": "qps", "ratio": 1.043, "ci_low": 1.021, "ci_high": 1.066, "verdict": "faster"}
+     "metric": "qps", "ratio": 1.043, "ci_low": 1.021, "ci_high": 1.066, "verdict": "faster",
+     "method": "paired", "rounds_needed": null, ...}
+
+The ratio is estimated within rounds when it can be, else between all repeats (analyze/
+ratio.py); the verdict is one of faster, slower, equivalent, inconclusive, Holm-corrected
+over the family of one metric and kind in one call (analyze/verdict.py).
 
 Kinds: `variant` compares a whole variant with the baseline variant; in a matrix of two or
 more axes, `axis` rows give the marginal effect of one axis: the variant against the same
@@ -15,12 +20,14 @@ sort_buffer_size); `runs` rows compare the same cell of two results directories.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perflab.analyze import evidence, stats
+from perflab.analyze import evidence, ratio, stats
 from perflab.analyze.summary import Group
 from perflab.analyze.summary import groups as group_cells
+from perflab.analyze.verdict import FASTER, INCONCLUSIVE, MARGIN, SLOWER, Judgement, judge
 from perflab.errors import UsageError
 
 METRICS = {"qps": True, "p95": False}  # metric -> higher is better
@@ -32,48 +39,118 @@ class Comparison:
     baseline: dict[str, str]
     variant: dict[str, str]
     metric: str
-    ratio: float | None
+    ratio: float | None  # the `method`'s: paired, the geometric mean of the per-round ratios
     ci_low: float | None
     ci_high: float | None
-    verdict: str | None  # faster | slower | no significant difference | None: too few repeats
+    verdict: str  # faster | slower | equivalent | inconclusive
     kind: str  # variant | axis | runs
     axis: str | None  # the axis whose effect an `axis` row shows
     n_baseline: int
     n_variant: int
-    reason: str | None = None  # why there is no verdict
+    reason: str | None = None  # why inconclusive; cells left out
     # faster/slower only: per-transaction figures that differ beyond noise (analyze/evidence.py)
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    method: str = ratio.WELCH  # paired | welch
+    method_reason: str = ""
+    pairs: int = 0  # rounds that hold a settled cell of both sides
+    welch_ratio: float | None = None  # the unpaired estimate, beside the one used
+    welch_ci_low: float | None = None
+    welch_ci_high: float | None = None
+    p_difference: float | None = None  # Holm-adjusted
+    p_equivalence: float | None = None  # Holm-adjusted
+    family: int = 0  # comparisons in the Holm family
+    margin: float = MARGIN
+    rounds_needed: int | None = None  # inconclusive: further rounds that would resolve it
+    estimate: ratio.Estimate | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("estimate")
+        return out
 
 
 def _values(group: Group, metric: str) -> list[float]:
     return group.qps if metric == "qps" else group.p95_ms
 
 
+def rounds(group: Group, metric: str) -> dict[int, float]:
+    """A group's settled values keyed by round (the cell's `repeat`)."""
+    out = {}
+    for cell in group.cells:
+        value = cell["summary"]["qps"] if metric == "qps" else cell["summary"]["latency_ms"].get("p95")
+        if value is not None and cell.get("repeat") is not None:
+            out[int(cell["repeat"])] = float(value)
+    return out
+
+
 def compare_groups(
-    base: Group, other: Group, metric: str, kind: str, axis: str | None = None, level: float = stats.LEVEL
+    base: Group,
+    other: Group,
+    metric: str,
+    kind: str,
+    axis: str | None = None,
+    level: float = stats.LEVEL,
+    margin: float = MARGIN,
 ) -> Comparison:
-    result = stats.compare(_values(base, metric), _values(other, metric), METRICS[metric], level)
-    reason = result.reason
-    if reason is None and (base.unsettled or other.unsettled):
-        reason = f"{len(base.unsettled) + len(other.unsettled)} unsettled cell(s) left out"
+    """One comparison, not yet judged (`judged` gives its family the verdicts): rounds pair
+    within one run, never across two (kind `runs`)."""
+    by_round = (rounds(base, metric), rounds(other, metric))
+    if kind == "runs":
+        chosen, welch, why = ratio.estimate(_values(base, metric), _values(other, metric), level)
+    else:
+        chosen, welch, why = ratio.estimate(*by_round, level)
+    left_out = len(base.unsettled) + len(other.unsettled)
     return Comparison(
         other.threads,
         base.variant,
         other.variant,
         metric,
-        result.ratio,
-        result.low,
-        result.high,
-        result.verdict,
+        chosen.ratio,
+        chosen.low,
+        chosen.high,
+        INCONCLUSIVE,
         kind,
         axis,
         len(_values(base, metric)),
         len(_values(other, metric)),
-        reason,
-        _evidence(base, other) if result.verdict in ("faster", "slower") else [],
+        f"{left_out} unsettled cell(s) left out" if left_out else None,
+        method=chosen.method,
+        method_reason=why,
+        pairs=len(set(by_round[0]) & set(by_round[1])) if kind != "runs" else 0,
+        welch_ratio=welch.ratio,
+        welch_ci_low=welch.low,
+        welch_ci_high=welch.high,
+        margin=margin,
+        estimate=chosen,
+    )
+
+
+def judged(rows: list[Comparison], groups_of: dict[int, tuple[Group, Group]] | None = None) -> list[Comparison]:
+    """`rows` with their verdicts: Holm's correction over each family (one metric and kind);
+    evidence beside faster/slower (from `groups_of`: row index -> (base, other))."""
+    out = list(rows)
+    families: dict[tuple[str, str], list[int]] = {}
+    for i, row in enumerate(rows):
+        families.setdefault((row.metric, row.kind), []).append(i)
+    for (metric, _), members in families.items():
+        found = judge([rows[i].estimate for i in members], METRICS[metric], rows[members[0]].margin)  # type: ignore[misc]
+        for i, j in zip(members, found):
+            pair = (groups_of or {}).get(i)
+            out[i] = _with(rows[i], j, _evidence(*pair) if pair and j.verdict in (FASTER, SLOWER) else [])
+    return out
+
+
+def _with(row: Comparison, j: Judgement, found: list[dict[str, Any]]) -> Comparison:
+    reason = "; ".join(r for r in (j.reason, row.reason) if r) or None
+    return dataclasses.replace(
+        row,
+        verdict=j.verdict,
+        reason=reason,
+        evidence=found,
+        p_difference=j.p_difference,
+        p_equivalence=j.p_equivalence,
+        family=j.family,
+        rounds_needed=j.rounds_needed,
     )
 
 
@@ -103,10 +180,12 @@ def within(
     baseline: dict[str, str],
     metric: str = "qps",
     level: float = stats.LEVEL,
+    margin: float = MARGIN,
 ) -> list[Comparison]:
     """Every variant against `baseline`, per thread count; plus, with two or more axes, the
-    marginal effect of each axis within each combination of the others."""
-    out = []
+    marginal effect of each axis within each combination of the others. Judged: the variant
+    rows are one Holm family, the axis rows another."""
+    pairs: list[tuple[Group, Group, str, str | None]] = []
     index = {(tuple(sorted(g.variant.items())), g.threads): g for g in groups}
 
     def find(variant: dict[str, str], threads: int) -> Group | None:
@@ -116,9 +195,7 @@ def within(
         base = find(baseline, threads)
         if base is None:
             continue
-        for group in groups:
-            if group.threads == threads and group is not base:
-                out.append(compare_groups(base, group, metric, "variant", level=level))
+        pairs += [(base, g, "variant", None) for g in groups if g.threads == threads and g is not base]
         if len(axes) < 2:
             continue
         for axis in axes:
@@ -127,16 +204,22 @@ def within(
                     continue
                 reference = find({**group.variant, axis: baseline[axis]}, threads)
                 if reference is not None:
-                    out.append(compare_groups(reference, group, metric, "axis", axis, level))
-    return out
+                    pairs.append((reference, group, "axis", axis))
+    rows = [compare_groups(b, g, metric, kind, axis, level, margin) for b, g, kind, axis in pairs]
+    return judged(rows, {i: (b, g) for i, (b, g, _, _) in enumerate(pairs)})
 
 
 def across(
-    groups_a: list[Group], groups_b: list[Group], metric: str = "qps", level: float = stats.LEVEL
+    groups_a: list[Group],
+    groups_b: list[Group],
+    metric: str = "qps",
+    level: float = stats.LEVEL,
+    margin: float = MARGIN,
 ) -> tuple[list[Comparison], list[str]]:
-    """The cells of run B against the same cells of run A; and what only one run has."""
+    """The cells of run B against the same cells of run A (Welch: two runs share no rounds;
+    one Holm family); and what only one run has."""
     index = {(tuple(sorted(g.variant.items())), g.threads): g for g in groups_a}
-    out, unmatched = [], []
+    pairs, unmatched = [], []
     seen = set()
     for group in groups_b:
         key = (tuple(sorted(group.variant.items())), group.threads)
@@ -145,9 +228,15 @@ def across(
             unmatched.append(f"only in B: {group.label} at {group.threads} threads")
             continue
         seen.add(key)
-        out.append(compare_groups(base, group, metric, "runs", level=level))
+        pairs.append((base, group))
     unmatched += [f"only in A: {g.label} at {g.threads} threads" for k, g in index.items() if k not in seen]
-    return out, unmatched
+    rows = [compare_groups(b, g, metric, "runs", level=level, margin=margin) for b, g in pairs]
+    return judged(rows, dict(enumerate(pairs))), unmatched
+
+
+def margin_of(meta: dict[str, Any]) -> float:
+    """The run's [experiment] equivalence_margin (the default for results without one)."""
+    return float((meta.get("experiment") or {}).get("equivalence_margin") or MARGIN)
 
 
 # Host and experiment settings that make two runs incomparable when they differ.
@@ -185,6 +274,6 @@ def verdicts(
     """Groups of `cells` and every comparison (variant and axis rows) for each metric."""
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = baseline_variant(axes, baselines or [])
-    all_groups = group_cells(cells, base if axes else None)
-    rows = [c for metric in metrics for c in within(all_groups, axes, base, metric, level)]
+    all_groups = group_cells(cells, base if axes else None, axes)
+    rows = [c for metric in metrics for c in within(all_groups, axes, base, metric, level, margin_of(meta))]
     return Verdicts(base, all_groups, rows)

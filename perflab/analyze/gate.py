@@ -4,9 +4,9 @@
 comparison it printed has the verdict `slower` (its whole confidence interval is on the
 slow side of 1) and its ratio is beyond THRESHOLD: for QPS a ratio below 1 - THRESHOLD, for
 p95 latency (lower is better) above 1 + THRESHOLD. THRESHOLD is a percentage ("5%") or a
-fraction ("0.05"); without it any `slower` verdict fails. Comparisons without a verdict
-(fewer than 3 repeats, unsettled cells) never fail the gate; `unjudged` counts them so the
-caller can say so.
+fraction ("0.05"); without it any `slower` verdict fails. `equivalent` and `faster` never
+fail it; nor does `inconclusive` (too few repeats, or an interval too wide to tell):
+`unjudged` counts those so the caller can say so, with the rounds that would resolve them.
 
     parse("slower:5%")  ->  Gate(verdict="slower", threshold=0.05)
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perflab.analyze import stats
 from perflab.analyze.compare import METRICS, Comparison
+from perflab.analyze.verdict import INCONCLUSIVE, SLOWER
 from perflab.errors import UsageError
 from perflab.variants import variant_label
 
@@ -33,7 +33,7 @@ class Gate:
 
     def fails(self, c: Comparison) -> bool:
         """True when `c` is a regression beyond the threshold."""
-        if c.verdict != stats.SLOWER or c.ratio is None:
+        if c.verdict != SLOWER or c.ratio is None:
             return False
         higher_is_better = METRICS.get(c.metric, True)
         return c.ratio < 1 - self.threshold if higher_is_better else c.ratio > 1 + self.threshold
@@ -43,8 +43,8 @@ class Gate:
 
 
 def unjudged(rows: list[Comparison]) -> int:
-    """Comparisons without a verdict: the gate cannot fail on them."""
-    return sum(1 for c in rows if c.verdict is None)
+    """Inconclusive comparisons: the gate cannot fail on them."""
+    return sum(1 for c in rows if c.verdict == INCONCLUSIVE)
 
 
 def parse(text: str) -> Gate:

@@ -1,13 +1,15 @@
-"""Confidence intervals over repeats, and ratio intervals with verdicts.
+"""Confidence intervals over repeats, and the t-distribution helpers of the ratio estimates.
 
 Input: one number per repeat (a repeat's steady-state QPS or p95 over its measured window;
 per-second values inside one cell are autocorrelated, so they are never the samples).
-Output: `Interval` (mean and 95% CI) and `RatioInterval` (B/A with its 95% CI).
+Output: `Interval` (mean and 95% CI); the ratio of two variants is analyze/ratio.py's, its
+verdict analyze/verdict.py's.
 
 Why Student t and not the bootstrap: with the 3-10 repeats a benchmark affords, percentile
 bootstrap intervals are too narrow (a 3-sample bootstrap has only 10 distinct resamples and
 covers about 75%, not 95%); the t interval keeps its coverage for near-normal run-to-run
-noise, which the unit tests check by simulation. The ratio B/A uses the delta method on the
+noise, which the unit tests check by simulation. The unpaired ratio B/A (analyze/ratio.py's
+`welch`; `log_ratio_interval` here is the same on numpy arrays) uses the delta method on the
 log scale with Welch's degrees of freedom (unequal variances and repeat counts, as adaptive
 repeats produce), so the interval is asymmetric like a ratio should be. Welch's degrees of
 freedom come out too high when the side with fewer repeats carries most of the uncertainty
@@ -31,8 +33,6 @@ from scipy import special
 LEVEL = 0.95
 MIN_REPEATS = 3  # fewer: no interval is given (two points say nothing about their spread)
 
-FASTER, SLOWER, SAME = "faster", "slower", "no significant difference"
-
 
 @dataclass(frozen=True)
 class Interval:
@@ -47,15 +47,6 @@ class Interval:
         if self.low is None or self.high is None or not self.mean:
             return None
         return (self.high - self.low) / 2 / abs(self.mean)
-
-
-@dataclass(frozen=True)
-class RatioInterval:
-    ratio: float | None
-    low: float | None
-    high: float | None
-    verdict: str | None  # faster | slower | no significant difference | None (too few repeats)
-    reason: str | None = None
 
 
 def t_quantile(p: float, df: float) -> float:
@@ -124,42 +115,3 @@ def cv(values: list[float]) -> float | None:
     if len(values) < 2 or not statistics.fmean(values):
         return None
     return statistics.stdev(values) / abs(statistics.fmean(values))
-
-
-def ratio_ci(
-    base: list[float], other: list[float], level: float = LEVEL
-) -> tuple[float | None, float | None, float | None]:
-    """other/base means and the CI of that ratio: delta method on log(mean), Welch df."""
-    if not base or not other or statistics.fmean(base) <= 0 or statistics.fmean(other) <= 0:
-        return None, None, None
-    ma, mb = statistics.fmean(base), statistics.fmean(other)
-    ratio = mb / ma
-    if len(base) < MIN_REPEATS or len(other) < MIN_REPEATS:
-        return ratio, None, None
-    var_a, var_b = statistics.variance(base), statistics.variance(other)
-    if var_a == var_b == 0:
-        return ratio, ratio, ratio
-    _, half = log_ratio_interval(ma, var_a, len(base), mb, var_b, len(other), level)
-    return ratio, ratio * math.exp(-half), ratio * math.exp(half)
-
-
-def compare(
-    base: list[float], other: list[float], higher_is_better: bool = True, level: float = LEVEL
-) -> RatioInterval:
-    """Ratio other/base with its CI and a verdict: `faster` when the whole interval says
-    better (above 1 for QPS, below 1 for latency), `slower` when it says worse."""
-    ratio, low, high = ratio_ci(base, other, level)
-    if ratio is None:
-        return RatioInterval(None, None, None, None, "no successful repeats on one side")
-    if low is None or high is None:
-        n = min(len(base), len(other))
-        return RatioInterval(
-            ratio, None, None, None, f"{n} repeat(s): at least {MIN_REPEATS} are needed for an interval"
-        )
-    if low > 1:
-        verdict = FASTER if higher_is_better else SLOWER
-    elif high < 1:
-        verdict = SLOWER if higher_is_better else FASTER
-    else:
-        verdict = SAME
-    return RatioInterval(ratio, low, high, verdict)

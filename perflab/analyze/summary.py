@@ -3,7 +3,9 @@
 Input: cells as read from the store (dicts; the cell runner's rows have the same keys). The
 sample of a group is one value per successful, settled repeat: that repeat's QPS (or p95)
 over its measured window. Cells that did not settle are counted and named, never averaged
-in. Output: one Group per (variant, threads), in the order the cells ran.
+in. Output: one Group per (variant, threads): in the experiment file's order (thread counts,
+then each axis's labels) when the axes are given, else in the order the cells ran (which
+randomized blocks shuffle within each round: spec/matrix.py).
 """
 
 from __future__ import annotations
@@ -84,9 +86,11 @@ class Group:
         }
 
 
-def groups(cells: list[dict[str, Any]], baseline: dict[str, str] | None = None) -> list[Group]:
-    """Group cells by (variant, threads). The baseline per thread count is `baseline` (a
-    full variant), or the first variant that ran."""
+def groups(
+    cells: list[dict[str, Any]], baseline: dict[str, str] | None = None, axes: dict[str, list[str]] | None = None
+) -> list[Group]:
+    """Group cells by (variant, threads), in the file's order with `axes` (meta.experiment.axes).
+    The baseline per thread count is `baseline` (a full variant), or the first variant."""
     by_key: dict[tuple, Group] = {}
     for cell in cells:
         key = (tuple(cell["variant"].items()), cell["threads"])
@@ -100,7 +104,7 @@ def groups(cells: list[dict[str, Any]], baseline: dict[str, str] | None = None) 
             group.unsettled.append(cell["id"])
             continue
         _add(group, cell)
-    out = list(by_key.values())
+    out = sorted(by_key.values(), key=file_order(axes)) if axes else list(by_key.values())
     baselines: dict[int, Group] = {}
     for group in out:
         if baseline is None or group.variant == baseline:
@@ -111,6 +115,18 @@ def groups(cells: list[dict[str, Any]], baseline: dict[str, str] | None = None) 
         if base is not None and base.qps_mean and group.qps_mean is not None:
             group.ratio = group.qps_mean / base.qps_mean
     return out
+
+
+def file_order(axes: dict[str, list[str]]) -> Any:
+    """Sort key of a Group: its thread count, then each axis's label as the file lists them
+    (a label the file does not list, from an edited file: after the listed ones)."""
+    rank = {axis: {label: i for i, label in enumerate(labels)} for axis, labels in axes.items()}
+
+    def key(group: Group) -> tuple:
+        labels = tuple(rank.get(a, {}).get(lbl, len(rank.get(a, {}))) for a, lbl in group.variant.items())
+        return (group.threads, labels, group.key)
+
+    return key
 
 
 def _add(group: Group, cell: dict[str, Any]) -> None:

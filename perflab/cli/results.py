@@ -108,8 +108,9 @@ def compare_cmd(
     fail_on: str | None,
 ) -> None:
     """Verdicts: with one DIR, each variant against the baseline per thread count (ratio, its
-    CI, faster / slower / no significant difference), plus each axis's own effect; with
-    DIR_A DIR_B, the cells of B against the same cells of A (before/after)."""
+    CI, faster / slower / equivalent / inconclusive, Holm-corrected over the comparisons),
+    plus each axis's own effect; with DIR_A DIR_B, the cells of B against the same cells of
+    A (before/after)."""
     from perflab.analyze import gate  # noqa: PLC0415
     from perflab.report import text  # noqa: PLC0415
 
@@ -123,7 +124,10 @@ def compare_cmd(
         title = f"{metric} ({confidence:g}% intervals)" + (
             "" if len(directories) == 1 else f": B = {directories[1]} vs A = {directories[0]}"
         )
+        from perflab.report.phrases import method_line  # noqa: PLC0415
+
         out.print(text.comparison_table(escape(title), rows, runs=len(directories) == 2))
+        out.print(f"[dim]{escape(method_line(rows))}[/]", highlight=False)
     for note in notes:
         err.print(f"[yellow]note:[/] {escape(note)}")
     if not rows:
@@ -147,7 +151,8 @@ def _comparisons(
         meta, cells = loaded[0]
         axes = (meta.get("experiment") or {}).get("axes") or {}
         base = compare.baseline_variant(axes, baselines)
-        return compare.within(summary.groups(cells, base), axes, base, metric, level), []
+        groups = summary.groups(cells, base, axes)
+        return compare.within(groups, axes, base, metric, level, compare.margin_of(meta)), []
     if baselines:
         raise UsageError("--baseline applies to one directory", "with two, A is the baseline of B")
     (meta_a, cells_a), (meta_b, cells_b) = loaded
@@ -157,7 +162,10 @@ def _comparisons(
             "[bold red]WARNING: the two runs differ in host or settings; their comparison may "
             "measure that, not your change:[/]\n  " + escape("\n  ".join(differences))
         )
-    return compare.across(summary.groups(cells_a), summary.groups(cells_b), metric, level)
+    margin = compare.margin_of(meta_a)  # A is the reference: its margin
+    axes_b = (meta_b.get("experiment") or {}).get("axes") or {}
+    groups_a = summary.groups(cells_a, axes=(meta_a.get("experiment") or {}).get("axes") or {})
+    return compare.across(groups_a, summary.groups(cells_b, axes=axes_b), metric, level, margin)
 
 
 def _gate(threshold: Any, rows: list) -> None:
@@ -166,9 +174,11 @@ def _gate(threshold: Any, rows: list) -> None:
 
     unjudged = gate.unjudged(rows)
     if unjudged:
+        needed = [c.rounds_needed for c in rows if c.rounds_needed is not None]
+        more = f"; about {max(needed)} more round(s) would resolve them" if needed else ""
         err.print(
-            f"[yellow]note:[/] --fail-on cannot judge {unjudged} comparison(s) without a verdict "
-            "(too few repeats, or unsettled cells)"
+            f"[yellow]note:[/] --fail-on cannot judge {unjudged} inconclusive comparison(s) "
+            f"(too few repeats, or an interval too wide to tell){more}"
         )
     failed = threshold.failures(rows)
     if failed:

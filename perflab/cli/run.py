@@ -1,18 +1,24 @@
 """`perflab run`: an experiment file -> checked -> cells -> Scheduler -> results directory.
 
-perflab run examples/quick.toml [-o DIR] [--check [--format json]] [--allow-concurrent]
+perflab run examples/quick.toml [-o DIR] [--seed N] [--check [--format json]] [--allow-concurrent]
 perflab run --resume DIR          # an interrupted run: only the cells it has not stored
+
+Each round runs every (variant, threads) once in a random order drawn from the seed (spec/
+matrix.py); without --seed a random one, stored in the results (meta `seed`) and printed, so
+`--seed N` runs the same order again and `--resume` keeps it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
+import secrets
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import click
 from rich.markup import escape
@@ -50,26 +56,31 @@ from perflab.units import utc_now
     help="with --check: the matrix and estimate as JSON",
 )
 @click.option(
+    "--seed",
+    callback=lambda ctx, param, value: parse_seed(value),
+    metavar="N",
+    help=f"the order inside each round (0 to {spec.MAX_SEED}; default: a random seed, stored and printed)",
+)
+@click.option(
     "--allow-concurrent",
     is_flag=True,
     envvar="PERFLAB_ALLOW_CONCURRENT",
     help="run even while another perflab run uses this machine (both will be disturbed)",
 )
 def run(
-    experiment: Path | None, output: Path | None, resume: Path | None, check: bool, fmt: str, allow_concurrent: bool
+    experiment: Path | None,
+    output: Path | None,
+    resume: Path | None,
+    check: bool,
+    fmt: str,
+    seed: int | None,
+    allow_concurrent: bool,
 ) -> None:
     """Run every cell of EXPERIMENT and store the results (or finish an interrupted run)."""
     if fmt == "json" and not check:
         raise UsageError("--format json describes a --check only", "perflab run FILE.toml --check --format json")
-    if resume is not None:
-        if experiment is not None or output is not None:
-            raise UsageError("--resume DIR takes neither an EXPERIMENT file nor -o", "perflab run --resume DIR")
-        exp, done = _resumable(resume)
-        output = resume
-    elif experiment is None:
-        raise UsageError("no EXPERIMENT file given", "perflab run FILE.toml, or perflab run --resume DIR")
-    else:
-        exp, done = spec.load(experiment), 0
+    exp, done = _experiment(experiment, output, resume, seed)
+    output = resume if resume is not None else output
     preflight.check(exp)
     from perflab.run.scheduler import Scheduler, estimate_seconds
 
@@ -103,6 +114,21 @@ def run(
         _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None)
 
 
+def _experiment(
+    experiment: Path | None, output: Path | None, resume: Path | None, seed: int | None
+) -> tuple[spec.Experiment, int]:
+    """(the experiment with its seed, cells already stored): a file's, with --seed or a drawn
+    seed; or an interrupted run's (--resume), with its stored seed."""
+    if resume is not None:
+        if experiment is not None or output is not None:
+            raise UsageError("--resume DIR takes neither an EXPERIMENT file nor -o", "perflab run --resume DIR")
+        return _resumable(resume, seed)
+    if experiment is None:
+        raise UsageError("no EXPERIMENT file given", "perflab run FILE.toml, or perflab run --resume DIR")
+    seed = secrets.randbelow(spec.MAX_SEED + 1) if seed is None else seed
+    return dataclasses.replace(spec.load(experiment), seed=seed), 0
+
+
 def _build_status(exp: spec.Experiment) -> dict[str, str]:
     """Each build a variant uses: cached, or what making it will take (`run --check`)."""
     if not exp.file.builds:
@@ -117,9 +143,24 @@ def _build_status(exp: spec.Experiment) -> dict[str, str]:
     }
 
 
-def _resumable(directory: Path) -> tuple[spec.Experiment, int]:
-    """The experiment of an interrupted results directory (from its stored file) and how
-    many cells it has stored."""
+def parse_seed(value: str | None) -> int | None:
+    """--seed: a whole number from 0 to MAX_SEED (exit 2 otherwise, naming the option)."""
+    if value is None:
+        return None
+    hint = f"--seed takes a whole number from 0 to {spec.MAX_SEED}, such as the seed a run printed"
+    text = value.strip()
+    if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():
+        raise click.BadParameter(f"{value} is negative; {hint}")
+    if not (text.isascii() and text.isdigit()):
+        raise click.BadParameter(f"{value!r} is not a whole number; {hint}")
+    if len(text) > len(str(spec.MAX_SEED)) or int(text) > spec.MAX_SEED:
+        raise click.BadParameter(f"{text[:30]}{'...' if len(text) > 30 else ''} is too large; {hint}")
+    return int(text)
+
+
+def _resumable(directory: Path, seed: int | None) -> tuple[spec.Experiment, int]:
+    """The experiment of an interrupted results directory (from its stored file, with its
+    stored seed: the same order) and how many cells it has stored."""
     with Results(directory) as results:
         meta = results.meta()
         stored = len(results.cells())
@@ -136,8 +177,14 @@ def _resumable(directory: Path) -> tuple[spec.Experiment, int]:
             f"[yellow]warning:[/] {directory} was written by perflab {meta.get('perflab_version')}, "
             f"this is {__version__}"
         )
+    stored_seed = meta.get("seed")  # None: an older perflab ran the file's order
+    if seed is not None and seed != stored_seed:
+        raise UsageError(
+            f"--seed {seed}: {directory} was run with seed {stored_seed}",
+            "--resume keeps the stored order: drop --seed",
+        )
     exp = spec.parse(text, f"{directory}/results.db (its stored experiment file)")
-    return exp, stored
+    return dataclasses.replace(exp, seed=stored_seed), stored
 
 
 def _run(
@@ -146,6 +193,7 @@ def _run(
     with Results(output, create=not resume) as results:
         _record_start(results, exp, spec_text, len(cells), concurrent, resume)
         out.print(f"results: {output}")
+        out.print(order_line(exp.seed, resume))
         status = "interrupted"
         try:
             with ProgressBar() as progress:
@@ -168,6 +216,14 @@ def _run(
         sys.exit(1)
 
 
+def order_line(seed: int | None, resume: bool) -> str:
+    """How the rounds are ordered, with the seed that reproduces it."""
+    if seed is None:
+        return "order: every round in the file's order (results of an older perflab)"
+    again = "the stored seed" if resume else f"perflab run --seed {seed} runs this order again"
+    return f"order: randomized within each round, seed {seed} ({again})"
+
+
 def _record_start(
     results: Results, exp: spec.Experiment, spec_text: str, cells: int, concurrent: bool, resume: bool
 ) -> None:
@@ -187,6 +243,7 @@ def _record_start(
         host=hostinfo.collect(),
         started_at=now,
         perflab_version=__version__,
+        seed=exp.seed,
         cell_count=cells,
         status="running",
         concurrent_allowed=concurrent,
@@ -211,7 +268,7 @@ class ProgressBar:
         )
         self.task = self.bar.add_task("preparing dataset", total=None)
 
-    def __enter__(self) -> ProgressBar:
+    def __enter__(self) -> Self:
         self.bar.start()
         return self
 

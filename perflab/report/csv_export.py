@@ -37,6 +37,17 @@ COMPARISON_COLUMNS = (
     "ci_low",
     "ci_high",
     "verdict",
+    "rounds_needed",  # inconclusive: further rounds that would resolve it
+    "method",  # paired | welch
+    "method_reason",
+    "pairs",
+    "welch_ratio",
+    "welch_ci_low",
+    "welch_ci_high",
+    "p_difference",  # Holm-adjusted
+    "p_equivalence",
+    "family",
+    "margin",
     "n_baseline",
     "n_variant",
     "reason",

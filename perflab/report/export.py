@@ -1,4 +1,4 @@
-"""The interchange formats: JSON ("perflab-results/3") and CSVs (report/csv_export.py).
+"""The interchange formats: JSON ("perflab-results/5") and CSVs (report/csv_export.py).
 
 JSON format history:
   perflab-results/1  first version; documented in docs/results-format.md.
@@ -14,6 +14,13 @@ JSON format history:
                      installed package), binary, sha256, version, compiler, kind, recipe, ...};
                      top level `builds` ([builds] entries: their record or their error) and
                      `datasets` (one per on-disk format: who prepared it, which builds ran on it).
+  perflab-results/5  verdicts in four states: `verdict` is faster | slower | equivalent |
+                     inconclusive (no more "no significant difference" or null); comparisons
+                     carry `method` (paired | welch), `method_reason`, `pairs`, the Welch
+                     estimate beside (`welch_ratio`, `welch_ci_low`, `welch_ci_high`),
+                     Holm-adjusted `p_difference` and `p_equivalence`, `family`, `margin`,
+                     `rounds_needed` (inconclusive); `experiment.equivalence_margin`;
+                     `run.seed` (the order inside each round; null: the file's order).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from perflab.analyze import compare, summary
 from perflab.report import findings
 from perflab.store.results import Results
 
-FORMAT = "perflab-results/4"
+FORMAT = "perflab-results/5"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
 
@@ -36,10 +43,13 @@ def document(results: Results) -> dict[str, Any]:
     for cell in stored:
         cells.append(_cell(cell, results.intervals(cell["id"]), results.rss_samples(cell["id"])))
         cells[-1]["profiles"] = profile_refs(results, cell["id"])
-    groups = summary.groups(stored)
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, [])
-    comparisons = [c.to_dict() for metric in compare.METRICS for c in compare.within(groups, axes, base, metric)]
+    groups = summary.groups(stored, base if axes else None, axes)
+    margin = compare.margin_of(meta)
+    comparisons = [
+        c.to_dict() for metric in compare.METRICS for c in compare.within(groups, axes, base, metric, margin=margin)
+    ]
     return {
         "format": FORMAT,
         "experiment": meta.get("experiment", {}),
@@ -47,7 +57,8 @@ def document(results: Results) -> dict[str, Any]:
         "host": meta.get("host", {}),
         "dataset": meta.get("dataset"),
         "run": {
-            k: meta.get(k) for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir")
+            k: meta.get(k)
+            for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir", "seed")
         },
         "groups": [g.to_dict() for g in groups],
         "comparisons": comparisons,

@@ -21,13 +21,14 @@ from markupsafe import Markup, escape
 
 from perflab import __version__
 from perflab.analyze import stats
+from perflab.analyze.verdict import VERDICTS
 from perflab.report import figures, findings
 from perflab.report.model import ReportModel
-from perflab.report.phrases import KIND_TITLES, by_kind, caution, subtitle, told, why
+from perflab.report.phrases import KIND_TITLES, by_kind, caution, method_line, plural, subtitle, told, why
 from perflab.units import format_bytes, utc_now
 from perflab.variants import short_label, variant_key, variant_label
 
-VERDICT_CLASS = {stats.FASTER: "verdict-faster", stats.SLOWER: "verdict-slower", stats.SAME: "verdict-same"}
+VERDICT_CLASS = {v: f"verdict-{v}" for v in VERDICTS}
 
 
 def _asset(name: str) -> str:
@@ -53,10 +54,11 @@ def _rci(c: Any) -> str:
 def _verdict(c: Any) -> Markup:
     if c is None:
         return Markup("-")
-    if c.verdict is None:
-        reason = escape(c.reason or "fewer than 3 repeats")
-        return Markup(f'<span class="muted" title="{reason}">no interval</span>')
-    return Markup(f'<span class="{VERDICT_CLASS[c.verdict]}">{c.verdict}</span>')
+    title = escape(f"{c.method}: {c.method_reason}" + (f"; {c.reason}" if c.reason else ""))
+    word = Markup(f'<span class="{VERDICT_CLASS[c.verdict]}" title="{title}">{c.verdict}</span>')
+    if c.rounds_needed is None:
+        return word
+    return word + Markup(f' <span class="muted rounds">+{escape(plural(c.rounds_needed, "round"))}</span>')
 
 
 def _bytes(value: Any) -> str:
@@ -110,6 +112,7 @@ def render(model: ReportModel) -> str:
         summary_figs=[f for f in figs if f.section == "summary"],
         caution=caution(model.findings),
         why=why(model.comparisons),
+        method_line=method_line(model.comparisons),
         busy_cores=findings.BUSY_CORES,
         series_by_threads=series,
         findings_by_kind=by_kind(model.findings),

@@ -6,7 +6,7 @@ when `charts_dir` is given, the charts written there as SVG files and linked as 
 (relative to `link_base`). Deterministic for the same results (no clock, no absolute path),
 so tests compare it with a golden file.
 
-    | jemalloc | 3 | 1,021 | 1,003–1,039 | 0.7% | 1.043 [1.021–1.066] | **faster** | ...
+    | jemalloc | 3 | 1,021 | ±0.9% | 0.7% | 1.043 [1.021–1.066] | **faster** | ...
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ from pathlib import Path
 
 from perflab.analyze import stats
 from perflab.analyze.compare import Comparison
+from perflab.analyze.verdict import FASTER, SLOWER
 from perflab.report import figures
 from perflab.report.model import ReportModel
-from perflab.report.phrases import caution, subtitle, told, why
+from perflab.report.phrases import caution, method_line, subtitle, told, verdict_word, why
 from perflab.units import format_bytes
 from perflab.variants import short_label, variant_label
-
-VERDICT_MD = {stats.FASTER: "**faster**", stats.SLOWER: "**slower**", stats.SAME: "no significant difference"}
 
 
 def cell(text: object) -> str:
@@ -55,7 +54,7 @@ def _ratio(c: Comparison | None) -> str:
 def _verdict(c: Comparison | None) -> str:
     if c is None:
         return "-"
-    return VERDICT_MD[c.verdict] if c.verdict else "no interval"
+    return f"**{c.verdict}**" if c.verdict in (FASTER, SLOWER) else verdict_word(c)
 
 
 def _ci(interval: stats.Interval, fmt: str) -> str:
@@ -124,8 +123,11 @@ def _verdicts(model: ReportModel) -> list[str]:
         "",
         (
             f"Each variant against the baseline ({cell(base)}): steady-state mean over settled repeats, "
-            "95% intervals (Student t); ratio interval by the delta method. For p95, a ratio below 1 is faster."
+            "95% intervals (Student t); the ratio within rounds (paired log-ratios) or, with too few rounds "
+            "holding both, between repeats (Welch, delta method). For p95, a ratio below 1 is faster."
         ),
+        "",
+        cell(method_line(model.comparisons)) + ".",
         "",
     ]
     warning = caution(model.findings)

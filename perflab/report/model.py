@@ -150,9 +150,11 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
     meta, cells = summary.load(results)
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, baselines or [])
-    groups = summary.groups(cells, base if axes else None)
-    comparisons = [c for metric in compare.METRICS for c in compare.within(groups, axes, base, metric)]
-    variants = list({variant_key(c["variant"]): c["variant"] for c in cells}.values())
+    groups = summary.groups(cells, base if axes else None, axes)
+    margin = compare.margin_of(meta)
+    comparisons = [c for metric in compare.METRICS for c in compare.within(groups, axes, base, metric, margin=margin)]
+    # the file's order (groups), not the run's: randomized rounds would shuffle the colours
+    variants = list({variant_key(v): v for v in [g.variant for g in groups] + [c["variant"] for c in cells]}.values())
     model = ReportModel(
         Path(results.dir),
         meta,
@@ -163,7 +165,7 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
         base,
         colors.variant_colors(variants),
         findings.collect(groups, cells, meta),
-        profiles=profiles.load(Path(results.dir), cells),
+        profiles=profiles.load(Path(results.dir), cells, groups),
     )
     if series:
         for cell in cells:

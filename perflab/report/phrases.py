@@ -1,6 +1,6 @@
-"""Phrases the HTML and Markdown reports share, so both say the same thing the same way:
-the subtitle, the caution line over the verdicts, the titles of the finding kinds, the count
-of verdicts, the measured "why" of each verdict.
+"""Phrases the reports share, so they say the same thing the same way: the subtitle, the
+caution line over the verdicts, the titles of the finding kinds, the count of verdicts, how
+the verdicts were reached (Holm, margin, paired or Welch), the measured "why" of each verdict.
 
     subtitle(model) -> "sysbench oltp_read_only on mariadbd 10.11.6: 3 variants × 2 thread counts; ..."
 """
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from perflab.analyze import evidence, stats
+from perflab.analyze import evidence
+from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER, VERDICTS
 from perflab.report.model import ReportModel, plural
 
 
@@ -19,14 +20,41 @@ def why(comparisons: list[Any]) -> list[tuple[Any, str]]:
     return [
         (c, evidence.explain(c.evidence))
         for c in comparisons
-        if c.metric == "qps" and c.kind == "variant" and c.verdict in (stats.FASTER, stats.SLOWER) and c.evidence
+        if c.metric == "qps" and c.kind == "variant" and c.verdict in (FASTER, SLOWER) and c.evidence
     ]
 
 
 def told(comparisons: list[Any]) -> str:
-    counts = {v: sum(1 for c in comparisons if c.verdict == v) for v in (stats.FASTER, stats.SLOWER)}
+    counts = {v: sum(1 for c in comparisons if c.verdict == v) for v in (FASTER, SLOWER, EQUIVALENT)}
     told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    return f"; {told}" if told else "; none faster or slower"
+    return f"; {told}" if told else "; none faster, slower or equivalent"
+
+
+def verdict_word(c: Any) -> str:
+    """The verdict as the tables print it: an inconclusive one with the rounds it still needs."""
+    if c.verdict != INCONCLUSIVE:
+        return str(c.verdict)
+    if c.rounds_needed is None:
+        return "inconclusive"
+    return f"inconclusive (+{plural(c.rounds_needed, 'round')})"
+
+
+def method_line(comparisons: list[Any]) -> str:
+    """How the verdicts were reached, in one line (every report prints it over its verdicts):
+    'Verdicts at 95% confidence, Holm-corrected within each family of comparisons (3 variant
+    comparisons of qps, 3 variant comparisons of p95); equivalent: ...'."""
+    if not comparisons:
+        return ""
+    first = comparisons[0]
+    level = first.estimate.level if first.estimate is not None else 0.95
+    families = {(c.metric, c.kind): c.family for c in comparisons}
+    sizes = ", ".join(f"{plural(m, kind + ' comparison')} of {metric}" for (metric, kind), m in families.items() if m)
+    paired = sum(1 for c in comparisons if c.method == "paired")
+    return (
+        f"Verdicts at {level * 100:.4g}% confidence, Holm-corrected within each family of comparisons "
+        f"({sizes or 'none has an interval'}); equivalent: the interval inside ±{first.margin * 100:.3g}%; "
+        f"ratios within rounds (paired) for {paired} of {len(comparisons)}, else Welch"
+    )
 
 
 KIND_TITLES = {
@@ -69,8 +97,8 @@ def short_server(host: dict[str, Any]) -> str:
 def subtitle(model: ReportModel) -> str:
     """One line: what was measured and the headline verdicts."""
     wl = model.experiment.get("workload") or {}
-    verdicts = [c for c in model.comparisons if c.kind == "variant" and c.metric == "qps" and c.verdict]
-    counts = {v: sum(1 for c in verdicts if c.verdict == v) for v in (stats.FASTER, stats.SLOWER, stats.SAME)}
+    verdicts = [c for c in model.comparisons if c.kind == "variant" and c.metric == "qps"]
+    counts = {v: sum(1 for c in verdicts if c.verdict == v) for v in VERDICTS}
     told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     return (
         f"sysbench {wl.get('test', '?')} on {short_server(model.meta.get('host') or {})}: "

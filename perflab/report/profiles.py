@@ -60,11 +60,13 @@ TOP = 10
 DIFF_ROWS = 15
 
 
-def load(directory: Path, cells: list[dict[str, Any]]) -> Profiles | None:
+def load(directory: Path, cells: list[dict[str, Any]], groups: list[Any] | None = None) -> Profiles | None:
     """The profiles of a results directory, or None when it has none: per (variant, threads)
     the top functions by self samples per transaction (merged over repeats), the
     differential table of the baseline against the variant that differs most, and flame
-    graphs (one per variant, and the differential one) when inferno is installed."""
+    graphs (one per variant, and the differential one) when inferno is installed. `groups`
+    (analyze/summary.py, in the file's order, the baseline first) order them; without, the
+    order the cells ran."""
     from perflab.analyze import profile_diff, profile_select  # noqa: PLC0415
     from perflab.errors import PerflabError  # noqa: PLC0415
     from perflab.report import flame  # noqa: PLC0415
@@ -75,7 +77,7 @@ def load(directory: Path, cells: list[dict[str, Any]]) -> Profiles | None:
             return None
         out = Profiles()
         merged: dict[str, Any] = {}
-        for key in _groups(cells):
+        for key in _groups(cells, groups):
             try:
                 sel = profile_select.select(results, selector=key)
                 one, stacks, txn = profile_select.load(results, sel)
@@ -114,14 +116,18 @@ def load(directory: Path, cells: list[dict[str, Any]]) -> Profiles | None:
     return out
 
 
-def _groups(cells: list[dict[str, Any]]) -> list[str]:
-    """Selector per (variant, threads) with a successful cell, in run order."""
-    keys: dict[str, None] = {}
-    for cell in cells:
-        if cell["status"] == "ok":
-            variant = ",".join(f"{axis}={label}" for axis, label in cell["variant"].items())
-            keys[f"{variant}/t{cell['threads']}"] = None
-    return list(keys)
+def _groups(cells: list[dict[str, Any]], groups: list[Any] | None) -> list[str]:
+    """Selector per (variant, threads) with a successful cell: in the order of `groups` (the
+    baselines first), else in run order."""
+    ran = list(dict.fromkeys(f"{_selector(c['variant'])}/t{c['threads']}" for c in cells if c["status"] == "ok"))
+    if groups is None:
+        return ran
+    ordered = [f"{_selector(g.variant)}/t{g.threads}" for g in sorted(groups, key=lambda g: not g.baseline)]
+    return [key for key in ordered if key in ran]
+
+
+def _selector(variant: dict[str, str]) -> str:
+    return ",".join(f"{axis}={label}" for axis, label in variant.items())
 
 
 def _distance(a: Any, b: Any) -> float:

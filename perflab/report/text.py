@@ -1,7 +1,9 @@
 """Terminal report: one table per thread count, variants as rows, then what to distrust.
 
-Columns: steady-state QPS mean with its 95% CI over repeats, CV across repeats, ratio to
-the baseline with its CI and the verdict, p95 latency, RSS at the end of the window, minor
+Over the tables: how the verdicts were reached (Holm, margin, paired or Welch). Columns:
+steady-state QPS mean with its 95% CI over repeats, CV across repeats, ratio to the baseline
+with its CI and the verdict (faster, slower, equivalent, inconclusive with the rounds that
+would resolve it), p95 latency, RSS at the end of the window, minor
 faults and server CPU per transaction (the usual explanation of an allocator difference),
 stalls. Below: the marginal effect of each axis (matrices of two or more axes), then
 warnings, each with a remedy: noisy groups, unsettled cells, stalls, missing intervals,
@@ -20,13 +22,15 @@ from perflab.analyze import compare, stats
 from perflab.analyze.compare import Comparison
 from perflab.analyze.evidence import explain
 from perflab.analyze.summary import Group, groups, mean
+from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER
 from perflab.report import findings
 from perflab.report.model import build_facts
+from perflab.report.phrases import method_line, verdict_word
 from perflab.units import format_bytes, format_duration
 from perflab.variants import short_label, variant_key, variant_label
 
 FINDING_STYLE = {"stall": "magenta", "failed": "red"}
-VERDICT_STYLE = {stats.FASTER: "green", stats.SLOWER: "red", stats.SAME: "dim"}
+VERDICT_STYLE = {FASTER: "green", SLOWER: "red", EQUIVALENT: "cyan", INCONCLUSIVE: "yellow"}
 
 
 def _num(value: float | None, fmt: str = "{:,.0f}") -> str:
@@ -40,9 +44,7 @@ def _pm(interval: stats.Interval) -> str:
 
 
 def verdict_text(c: Comparison) -> str:
-    if c.verdict is None:
-        return "[dim]no interval[/]"
-    return f"[{VERDICT_STYLE[c.verdict]}]{c.verdict}[/]"
+    return f"[{VERDICT_STYLE[c.verdict]}]{escape(verdict_word(c))}[/]"
 
 
 def ratio_text(c: Comparison) -> str:
@@ -75,8 +77,10 @@ def render(
         console.print(f"[dim]build {escape(name)}: {escape(fact)}[/]", highlight=False)
     axes = exp.get("axes") or {}
     base = compare.baseline_variant(axes, baseline or [])
-    all_groups = groups(cells, base if axes else None)
-    comparisons = compare.within(all_groups, axes, base, "qps")
+    all_groups = groups(cells, base if axes else None, axes)
+    comparisons = compare.within(all_groups, axes, base, "qps", margin=compare.margin_of(meta))
+    if comparisons:
+        console.print(f"[dim]{escape(method_line(comparisons))}[/]", highlight=False)
     for threads in sorted({g.threads for g in all_groups}):
         rows = [g for g in all_groups if g.threads == threads]
         console.print(_table(threads, rows, [c for c in comparisons if c.threads == threads and c.kind == "variant"]))
@@ -89,7 +93,7 @@ def render(
 
 def _why(console: Console, comparisons: list[Comparison]) -> None:
     """Beside each faster/slower verdict, what was measured to differ, beyond noise."""
-    lines = [c for c in comparisons if c.kind == "variant" and c.verdict in ("faster", "slower") and c.evidence]
+    lines = [c for c in comparisons if c.kind == "variant" and c.verdict in (FASTER, SLOWER) and c.evidence]
     if lines:
         console.print("\n[bold]Why[/] (per-transaction figures that differ beyond the repeats' noise):")
     for c in lines:
@@ -148,6 +152,7 @@ def comparison_table(title: str, comparisons: list[Comparison], runs: bool = Fal
         "n",
         "ratio",
         "95% CI",
+        "method",
         "verdict",
     ):
         table.add_column(name, justify="right" if name in ("threads", "n", "ratio", "95% CI") else "left")
@@ -165,6 +170,7 @@ def comparison_table(title: str, comparisons: list[Comparison], runs: bool = Fal
             f"{c.n_baseline}/{c.n_variant}",
             _num(c.ratio, "{:.3f}"),
             ci,
+            c.method,
             verdict_text(c),
         )
     return table

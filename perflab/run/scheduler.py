@@ -1,9 +1,9 @@
-"""Runs the cells of an experiment in interleaved order; resumes; adaptive rounds.
+"""Runs the cells of an experiment in randomized blocks; resumes; adaptive rounds.
 
-The scheduler decides which cells run and in what order (repeats outermost, so variants
-interleave: A B C A B C), keeps the dataset snapshots (one per on-disk format: run/datasets.py)
-in the results directory until the run completes (so `perflab run --resume` continues on the
-same data), and with repeats = "auto"
+The scheduler decides which cells run and in what order (repeats outermost: each round runs
+every variant once, in the order the experiment's seed draws for it, spec/matrix.py), keeps the
+dataset snapshots (one per on-disk format: run/datasets.py) in the results directory until the
+run completes (so `perflab run --resume` continues on the same data), and with repeats = "auto"
 runs rounds until every group's CI is tight. Each cell is run and committed by a
 `CellRunner` (run/cell.py); everything lives in one work directory on tmpfs (run/workdir.py).
 
@@ -114,8 +114,9 @@ class Scheduler:
         return datasets.get(build) if isinstance(build, Build) else None
 
     def run_adaptive(self, datasets: Datasets | None, workdir: Path, done: list[dict[str, Any]]) -> None:
-        """repeats = "auto": interleaved rounds; after min_repeats rounds, a round repeats
-        only the (variant, threads) groups whose 95% CI is still wider than target_ci, until
+        """repeats = "auto": rounds (randomized blocks, as Experiment.round orders them); after
+        min_repeats rounds, a round repeats only the (variant, threads) groups whose 95% CI is
+        still wider than target_ci, until
         all are tight, max_repeats is reached or the next round would overrun time_budget
         (counted from this invocation's start). Cells already in `done` (a resumed run) are
         not run again; the rounds they belong to are replayed from the stored results."""

@@ -15,7 +15,7 @@ before the whole file is valid.
 
 from perflab.spec.fields import MAX_CELLS, MAX_DEPTH, MAX_FILE_BYTES, MAX_REPEATS
 from perflab.spec.loading import load, parse
-from perflab.spec.matrix import Cell, Experiment
+from perflab.spec.matrix import MAX_SEED, Cell, Experiment, block_order
 from perflab.spec.problems import problem
 from perflab.spec.schema import (
     AllocObserve,
@@ -34,6 +34,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_FILE_BYTES",
     "MAX_REPEATS",
+    "MAX_SEED",
     "Cell",
     "DatasetSection",
     "Experiment",
@@ -45,6 +46,7 @@ __all__ = [
     "PmpObserve",
     "Variant",
     "WorkloadSection",
+    "block_order",
     "load",
     "parse",
     "problem",

@@ -192,4 +192,17 @@ def _fraction(value: Any) -> float:
 
 
 Fraction = Annotated[float, BeforeValidator(_fraction)]
+MAX_MARGIN = 0.25
+
+
+def _margin(value: float) -> float:
+    if value > MAX_MARGIN:
+        raise fail(
+            f"a margin of at most {MAX_MARGIN:.0%}",
+            'write it like "2%": ratios whose interval lies within 0.98-1.02 are equivalent',
+        )
+    return value
+
+
+Margin = Annotated[float, BeforeValidator(_fraction), AfterValidator(_margin)]
 AUTO_FIELDS = ("target_ci", "min_repeats", "max_repeats", "time_budget")

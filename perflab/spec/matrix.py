@@ -1,15 +1,24 @@
-"""The matrix: an experiment's cells, in interleaved run order.
+"""The matrix: an experiment's cells, in run order: randomized blocks.
 
 A cell is one combination of variant labels (one per axis), a thread count and a repeat.
-Repeats are outermost, so variants interleave (A B C A B C) and a slow drift of the machine
-touches them all alike.
+Repeats are outermost: each round (a block, numbered by `repeat`) runs every (variant,
+threads) once, so a slow drift of the machine touches every variant alike, and the analysis
+can compare variants within a round (analyze/ratio.py). Inside a round the order is random,
+drawn from the run's seed and the round's number (`block_order`), so no variant always runs
+first (after a restore, on a cooler or hotter machine) and the same seed gives the same order
+again (`perflab run --seed N`, and `--resume`, which keeps the stored seed). Without a seed
+(`Experiment.seed` None: `run --check`, results of an older perflab) every round keeps the
+file's order (A B C A B C).
 
-    exp.cells()[0].key  -> "alloc=glibc/t1/r1"
+    exp.cells()[0].key  -> "alloc=glibc/t1/r1"          # alloc = glibc, jemalloc, tcmalloc
+    dataclasses.replace(exp, seed=42).cells()[0].key  -> "alloc=jemalloc/t1/r1"
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,14 +57,15 @@ class Experiment:
     raw: dict[str, Any]
     file: ExperimentFile
     text: str = ""  # the file as written, stored with the results
+    seed: int | None = None  # the order inside each round (block_order); None: the file's order
 
     @property
     def name(self) -> str:
         return self.file.experiment.name
 
     def cells(self) -> list[Cell]:
-        """All cells known in advance, in run order: repeats outermost, so variants
-        interleave (A B C A B C). With repeats = "auto", the first min_repeats rounds."""
+        """All cells known in advance, in run order: repeats outermost, each round in its
+        own order (block_order). With repeats = "auto", the first min_repeats rounds."""
         cells: list[Cell] = []
         for repeat in range(1, self.file.experiment.planned_repeats + 1):
             cells += self.round(repeat, start=len(cells))
@@ -63,7 +73,9 @@ class Experiment:
 
     def round(self, repeat: int, start: int = 0, only: set[tuple[str, int]] | None = None) -> list[Cell]:
         """One repeat of every (variant, threads), or of those in `only` ((variant_key,
-        threads) pairs), numbered from `start`."""
+        threads) pairs), in the round's order, numbered from `start`. The order is drawn over
+        the whole round before `only` filters it, so an adaptive round that repeats a few
+        groups keeps their relative order, whatever else ran."""
         spec = self.file
         combos = list(itertools.product(*(d.items() for d in spec.variants.values()))) or [()]
         axes = list(spec.variants)
@@ -72,20 +84,35 @@ class Experiment:
             for combo in combos:
                 variants = [v for _, v in combo]
                 preload, env, options, wopts = merge(variants, [lbl for lbl, _ in combo])
-                cell = Cell(
-                    order=start + len(cells),
-                    variant=dict(zip(axes, (lbl for lbl, _ in combo))),
-                    threads=threads,
-                    repeat=repeat,
-                    preload=preload,
-                    env=env,
-                    server_options={**spec.server_options, **options},
-                    workload_options=wopts,
-                    build=next((v.build for v in variants if v.build is not None), None),
+                cells.append(
+                    Cell(
+                        order=0,
+                        variant=dict(zip(axes, (lbl for lbl, _ in combo))),
+                        threads=threads,
+                        repeat=repeat,
+                        preload=preload,
+                        env=env,
+                        server_options={**spec.server_options, **options},
+                        workload_options=wopts,
+                        build=next((v.build for v in variants if v.build is not None), None),
+                    )
                 )
-                if only is None or (cell.variant_key, threads) in only:
-                    cells.append(cell)
-        return cells
+        ordered = [cells[i] for i in block_order(len(cells), self.seed, repeat)]
+        kept = [c for c in ordered if only is None or (c.variant_key, c.threads) in only]
+        return [dataclasses.replace(c, order=start + i) for i, c in enumerate(kept)]
+
+
+MAX_SEED = 2**32 - 1
+
+
+def block_order(size: int, seed: int | None, repeat: int) -> list[int]:
+    """The order of a round's `size` cells (indices in the file's order): a permutation drawn
+    from (seed, repeat) alone, the same on every machine and Python >= 3.11; the identity
+    without a seed."""
+    order = list(range(size))
+    if seed is not None:
+        random.Random(f"perflab-blocks/{seed}/{repeat}").shuffle(order)
+    return order
 
 
 def merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict, dict, dict]:

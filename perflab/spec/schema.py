@@ -38,6 +38,7 @@ from perflab.spec.fields import (
     Duration,
     EnvVars,
     Fraction,
+    Margin,
     ServerOptions,
     WorkloadOptions,
     check_axis_name,
@@ -70,6 +71,8 @@ class ExperimentSection(_Strict):
     pin: StrictBool = False
     stall_threshold: Fraction = 0.5  # a second below this fraction of the steady median is a stall
     cv_warning: Fraction = 0.03  # warn when QPS varies more than this across repeats
+    # a ratio whose interval lies within 1 +/- this is `equivalent` (analyze/verdict.py)
+    equivalence_margin: Margin = 0.02
     timeout_margin: Duration = 60.0  # a cell's workload is killed after warm-up + duration + this
 
     @property

@@ -68,7 +68,8 @@ def test_deliberately_slower_variant_is_slower(verdict_run):
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
     slow = by_variant(rows, "tmpdisk")
-    assert slow["verdict"] == "slower", slow
+    assert slow["verdict"] == "slower" and slow["rounds_needed"] is None, slow
+    assert slow["method"] == ("paired" if slow["pairs"] >= 3 else "welch") and slow["family"] == 2
     assert slow["ratio"] < 0.8 and slow["ci_low"] <= slow["ratio"] <= slow["ci_high"] < 1
     assert slow["baseline"] == {"server": "base"} and slow["metric"] == "qps" and slow["threads"] == 2
     # latency: the slower variant's p95 is higher, which for latency is also "slower"
@@ -95,8 +96,11 @@ def test_identical_variant_is_not_called_different(verdict_run):
     # at 99.9% confidence: a false alarm at the default 95% happens by design one time in 20
     done = perflab("compare", str(out), "--confidence", "99.9", "--format", "json")
     same = by_variant(json.loads(done.stdout), "same")
-    assert same["verdict"] == "no significant difference", same
-    assert same["ci_low"] < 1 < same["ci_high"]
+    assert same["verdict"] in ("equivalent", "inconclusive"), same
+    if same["verdict"] == "inconclusive":  # with why, and the rounds that would resolve it (None: beyond 1000)
+        assert same["reason"] and (same["rounds_needed"] is None or same["rounds_needed"] >= 1)
+    else:
+        assert 0.98 < same["ci_low"] and same["ci_high"] < 1.02
 
 
 def test_report_shows_verdicts_and_intervals(verdict_run):
@@ -117,7 +121,7 @@ def test_baseline_option(verdict_run):
 
 def test_export_carries_steady_state_groups_and_comparisons(verdict_run):
     _, doc, _ = verdict_run
-    assert doc["format"] == "perflab-results/4"
+    assert doc["format"] == "perflab-results/5"
     for cell in doc["cells"]:
         assert cell["window_start_s"] == 3.0
         assert cell["warmup_method"] == "mser-1" and 0 <= cell["warmup_s"] <= 6

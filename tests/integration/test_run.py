@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 import io
 import json
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from perflab import __version__ as perflab_version
+from perflab import spec
 from tests.conftest import perflab
 from tests.integration.helpers import perflab_children, write_experiment
 
@@ -56,18 +58,20 @@ def matrix_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, st
     return out, json.loads(exported.stdout), done.stdout + done.stderr
 
 
-def test_export_has_every_cell_in_interleaved_order(matrix_run):
-    _, doc, _ = matrix_run
-    assert doc["format"] == "perflab-results/4"
+def test_export_has_every_cell_in_randomized_blocks(matrix_run):
+    _, doc, output = matrix_run
+    assert doc["format"] == "perflab-results/5"
     cells = doc["cells"]
     assert len(cells) == 3 * 2 * 2  # allocators x threads x repeats
     assert all(c["status"] == "ok" for c in cells), [c["error"] for c in cells]
     assert [c["order"] for c in cells] == list(range(len(cells)))
-    # repeat 1 of every variant and thread count runs before any repeat 2
+    # repeat 1 of every variant and thread count runs before any repeat 2, in the seed's order
     repeats = [c["repeat"] for c in cells]
     assert repeats == sorted(repeats)
-    first = [c["variant"]["allocator"] for c in cells[:3]]
-    assert first == ["glibc", "jemalloc", "glibc-nommap"]
+    seed = doc["run"]["seed"]
+    assert isinstance(seed, int) and f"seed {seed} (perflab run --seed {seed} runs this order again)" in output
+    exp = dataclasses.replace(spec.parse(MATRIX), seed=seed)
+    assert [c["key"] for c in cells] == [c.key for c in exp.cells()]
 
 
 def test_allocator_is_really_mapped_and_versioned(matrix_run):
@@ -267,8 +271,13 @@ def test_groups_and_comparisons_match_the_cells(matrix_run):
         assert group["qps_ci_low"] is None and group["qps_ci_high"] is None  # fewer than 3 repeats: no interval
         assert group["baseline"] is (group["variant"]["allocator"] == "glibc")
     assert doc["comparisons"], "every variant is compared with the baseline"
-    for row in doc["comparisons"]:
-        assert row["verdict"] is None and row["n_baseline"] <= 2 and row["n_variant"] <= 2  # said, not guessed
+    for row in doc["comparisons"]:  # said, not guessed
+        assert row["verdict"] == "inconclusive" and row["n_baseline"] <= 2 and row["n_variant"] <= 2
+        assert row["method"] == "welch" and "a paired interval needs 3" in row["method_reason"]
+        if row["n_baseline"] and row["n_variant"]:  # 3 more rounds at most give an interval
+            assert "at least 3" in row["reason"] and 1 <= row["rounds_needed"] <= 3
+        else:  # every cell of a side unsettled: nothing to project
+            assert row["reason"].startswith("no settled repeats") and row["rounds_needed"] is None
 
 
 def test_report_and_csv(matrix_run):

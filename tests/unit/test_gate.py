@@ -17,7 +17,7 @@ from tests.conftest import perflab
 from tests.unit.test_exports import build_matrix
 
 
-def row(ratio: float | None, verdict: str | None, metric: str = "qps") -> Comparison:
+def row(ratio: float | None, verdict: str, metric: str = "qps") -> Comparison:
     low = None if ratio is None else ratio * 0.98
     high = None if ratio is None else ratio * 1.02
     return Comparison(2, {"a": "x"}, {"a": "y"}, metric, ratio, low, high, verdict, "variant", None, 3, 3)
@@ -39,13 +39,13 @@ def test_parse_refuses_with_a_hint(text: str):
 
 def test_fails_only_on_slower_beyond_the_threshold():
     five = gate.parse("slower:5%")
-    assert five.failures([row(0.90, "slower"), row(0.97, "slower"), row(0.90, "no significant difference")]) == [
-        row(0.90, "slower")
-    ]
+    rows = [row(0.90, "slower"), row(0.97, "slower"), row(0.90, "inconclusive"), row(0.99, "equivalent")]
+    assert five.failures(rows) == [row(0.90, "slower")]
     assert gate.parse("slower").fails(row(0.99, "slower"))  # no threshold: any slower verdict
     assert not five.fails(row(0.95, "slower"))  # exactly at the threshold is tolerated
     assert not five.fails(row(1.20, "faster"))
-    assert not five.fails(row(None, None)) and gate.unjudged([row(None, None), row(0.9, "slower")]) == 1
+    assert not five.fails(row(None, "inconclusive"))
+    assert gate.unjudged([row(None, "inconclusive"), row(0.9, "slower"), row(1.0, "equivalent")]) == 1
 
 
 def test_latency_regressions_are_ratios_above_one():

@@ -66,7 +66,7 @@ def test_profiles_section_through_the_extension_point(tiny: Path, monkeypatch: p
         diff=[profiles.DiffRow("mprotect", 0.4, 2.9)],
         flames=[profiles.FlameGraph("allocator=glibc, 2 threads", FLAME)],
     )
-    monkeypatch.setattr(profiles, "load", lambda directory, cells: fake)
+    monkeypatch.setattr(profiles, "load", lambda directory, cells, groups: fake)
     _, page = render(tiny)
     assert 'id="profiles"' in page and "my_hash_sort_simple" in page and "+2.500" in page
     (frame,) = re.findall(r"<iframe[^>]*>", page)
@@ -87,7 +87,7 @@ def test_markdown_profiles_section_through_the_extension_point(
         top={"allocator=glibc": [profiles.FunctionRow("alloc_root", 5.0, 9.0)]},
         flames=[profiles.FlameGraph("glibc", FLAME, differential=True)],
     )
-    monkeypatch.setattr(profiles, "load", lambda directory, cells: fake)
+    monkeypatch.setattr(profiles, "load", lambda directory, cells, groups: fake)
     with Results(tiny) as results:
         m = model.build(results)
     text = markdown.render(m, tmp_path / "r_files", "r_files")

@@ -62,7 +62,7 @@ def test_schema1_directory_is_upgraded_in_place(v1: Path):
     assert query(v1 / "results.db", "SELECT cell_id, t, qps FROM intervals ORDER BY cell_id, t") == intervals
     assert query(v1 / "results.db", "SELECT DISTINCT window_start_s FROM cells") == [(V1_WINDOW_START,)]
 
-    assert doc["format"] == "perflab-results/4" and len(doc["cells"]) == 9
+    assert doc["format"] == "perflab-results/5" and len(doc["cells"]) == 9
     ok = [c for c in doc["cells"] if c["status"] == "ok"]
     failed = [c for c in doc["cells"] if c["status"] == "failed"]
     assert len(ok) == 6 and {c["variant"]["allocator"] for c in failed} == {"broken"}
@@ -95,7 +95,7 @@ def test_upgraded_directory_gives_verdicts(v1: Path):
     rows = json.loads(done.stdout)
     (row,) = [r for r in rows if r["variant"] == {"allocator": "jemalloc"}]
     assert row["baseline"] == {"allocator": "glibc"} and row["n_baseline"] == row["n_variant"] == 3
-    assert row["verdict"] in ("faster", "slower", "no significant difference")
+    assert row["verdict"] in ("faster", "slower", "equivalent", "inconclusive") and row["method"] == "paired"
     assert row["ci_low"] < row["ratio"] < row["ci_high"]
 
 

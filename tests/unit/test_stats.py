@@ -8,7 +8,8 @@ import zlib
 import numpy as np
 import pytest
 
-from perflab.analyze import compare, stats, summary
+from perflab.analyze import compare, ratio, stats, summary
+from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER, judge
 from perflab.errors import UsageError
 from tests.unit.rates import assert_at_most, assert_not_above, assert_within
 
@@ -17,9 +18,14 @@ def draw(rng: random.Random, n: int, mean: float, cv: float) -> list[float]:
     return [rng.gauss(mean, mean * cv) for _ in range(n)]
 
 
+def verdict_of(base: list[float], other: list[float], higher_is_better: bool = True) -> str:
+    """The verdict of one unpaired comparison alone (a family of one)."""
+    return judge([ratio.welch(base, other)], higher_is_better)[0].verdict
+
+
 # --- rates by simulation ------------------------------------------------------------------
 # Each claim of the README's "Explaining the numbers" is held by the real code on numpy arrays
-# (stats.mean_half_width and stats.log_ratio_interval are what ci, ratio_ci and compare compute;
+# (stats.mean_half_width and stats.log_ratio_interval are what ci and ratio.welch compute;
 # test_the_array_path_is_the_scalar_path checks that) with enough trials for a binomial bound:
 # the rate's Clopper-Pearson 95% bound must lie within the claim. bench/stats_rates.py measures
 # the same on a larger grid (every CV and design) with 200,000 trials a case.
@@ -135,45 +141,49 @@ def test_ratio_interval_when_the_side_with_fewer_repeats_is_noisier() -> None:
 
 def test_the_array_path_is_the_scalar_path() -> None:
     # the simulations above call stats.mean_half_width / log_ratio_interval on arrays: the same
-    # numbers as ci / ratio_ci / compare give one comparison at a time
+    # numbers as ci / ratio.welch / the verdict give one comparison at a time
     rng = np.random.default_rng(1)
     a, b = noise(rng, "lognormal", 100.0, 0.05, (200, 3)), noise(rng, "lognormal", 103.0, 0.05, (200, 5))
     log_ratio, half = stats.log_ratio_interval(a.mean(1), a.var(1, ddof=1), 3, b.mean(1), b.var(1, ddof=1), 5)
     mean_half = stats.mean_half_width(a.std(1, ddof=1), 3)
     for i in range(200):
-        _, low, high = stats.ratio_ci(list(a[i]), list(b[i]))
-        assert low == pytest.approx(np.exp(log_ratio[i] - half[i]), rel=1e-12)
-        assert high == pytest.approx(np.exp(log_ratio[i] + half[i]), rel=1e-12)
+        welch = ratio.welch(list(a[i]), list(b[i]))
+        assert welch.low == pytest.approx(np.exp(log_ratio[i] - half[i]), rel=1e-12)
+        assert welch.high == pytest.approx(np.exp(log_ratio[i] + half[i]), rel=1e-12)
         interval = stats.ci(list(a[i]))
         assert interval.high - interval.mean == pytest.approx(mean_half[i], rel=1e-9)
-        verdict = stats.compare(list(a[i]), list(b[i])).verdict
-        assert (verdict == stats.SAME) == (abs(log_ratio[i]) <= half[i])
+        verdict = verdict_of(list(a[i]), list(b[i]))
+        assert (verdict in (FASTER, SLOWER)) == (abs(log_ratio[i]) > half[i])
 
 
 def test_fewer_than_three_repeats_give_no_interval() -> None:
     assert stats.ci([1.0, 2.0]) == stats.Interval(1.5, None, None, 2)
     assert stats.ci([]).mean is None
-    result = stats.compare([100.0, 101.0], [110.0, 111.0, 112.0])
-    assert result.verdict is None and result.low is None
-    assert "at least 3" in result.reason
-    assert result.ratio == pytest.approx(111.0 / 100.5)
+    est = ratio.welch([100.0, 101.0], [110.0, 111.0, 112.0])
+    assert est.low is None and est.ratio == pytest.approx(111.0 / 100.5)
+    (j,) = judge([est], True)
+    assert j.verdict == INCONCLUSIVE and "at least 3" in (j.reason or "") and j.rounds_needed == 1
+    (j,) = judge([ratio.welch([], [1.0, 2.0, 3.0])], True)
+    assert (
+        j.verdict == INCONCLUSIVE
+        and (j.reason or "").startswith("no settled repeats on one side")
+        and j.rounds_needed is None
+    )
 
 
 def test_verdicts_with_known_differences() -> None:
     rng = random.Random(1)
     base = draw(rng, 5, 1000.0, 0.01)
-    assert stats.compare(base, draw(rng, 5, 1100.0, 0.01)).verdict == stats.FASTER
-    assert stats.compare(base, draw(rng, 5, 900.0, 0.01)).verdict == stats.SLOWER
+    assert verdict_of(base, draw(rng, 5, 1100.0, 0.01)) == FASTER
+    assert verdict_of(base, draw(rng, 5, 900.0, 0.01)) == SLOWER
     # latency: lower is better
-    assert stats.compare(base, draw(rng, 5, 900.0, 0.01), higher_is_better=False).verdict == stats.FASTER
+    assert verdict_of(base, draw(rng, 5, 900.0, 0.01), higher_is_better=False) == FASTER
+    assert verdict_of(draw(rng, 10, 1000.0, 0.002), draw(rng, 10, 1000.0, 0.002)) == EQUIVALENT
 
 
 def test_power_for_a_three_percent_difference() -> None:
     rng = random.Random(3)
-    hits = sum(
-        stats.compare(draw(rng, 5, 1000.0, 0.01), draw(rng, 5, 970.0, 0.01)).verdict == stats.SLOWER
-        for _ in range(1000)
-    )
+    hits = sum(verdict_of(draw(rng, 5, 1000.0, 0.01), draw(rng, 5, 970.0, 0.01)) == SLOWER for _ in range(1000))
     assert hits / 1000 > 0.9
 
 
@@ -187,13 +197,22 @@ def test_cv_and_half_width() -> None:
 
 
 def cell(
-    i: int, variant: dict, threads: int, qps: float, *, status: str = "ok", settled: bool = True, p95: float = 1.0
+    i: int,
+    variant: dict,
+    threads: int,
+    qps: float,
+    *,
+    status: str = "ok",
+    settled: bool = True,
+    p95: float = 1.0,
+    repeat: int | None = None,
 ) -> dict:
     return {
         "id": i,
         "key": f"{summary.variant_key(variant)}/t{threads}/r{i}",
         "variant": variant,
         "threads": threads,
+        "repeat": i + 1 if repeat is None else repeat,
         "status": status,
         "settled": settled,
         "window_start_s": 5.0,
@@ -207,11 +226,12 @@ def matrix(effect: dict[tuple[str, str], float], repeats: int = 4, seed: int = 0
     """Two axes (alloc x buf); QPS = 1000 x product of the effects of its labels, 0.5% noise."""
     rng = random.Random(seed)
     cells = []
-    for _ in range(repeats):
+    for r in range(repeats):
         for alloc in ("glibc", "jemalloc"):
             for buf in ("32K", "2M"):
                 mean = 1000.0 * effect.get(("alloc", alloc), 1.0) * effect.get(("buf", buf), 1.0)
-                cells.append(cell(len(cells), {"alloc": alloc, "buf": buf}, 2, rng.gauss(mean, mean * 0.005)))
+                qps = rng.gauss(mean, mean * 0.005)
+                cells.append(cell(len(cells), {"alloc": alloc, "buf": buf}, 2, qps, repeat=r + 1))
     return cells
 
 
@@ -236,17 +256,17 @@ def test_within_finds_the_axis_effects() -> None:
     rows = compare.within(summary.groups(cells, base), AXES, base)
     variant_rows = {summary.variant_key(r.variant): r for r in rows if r.kind == "variant"}
     assert set(variant_rows) == {"alloc=glibc,buf=2M", "alloc=jemalloc,buf=32K", "alloc=jemalloc,buf=2M"}
-    assert variant_rows["alloc=glibc,buf=2M"].verdict == stats.SAME
-    assert variant_rows["alloc=jemalloc,buf=32K"].verdict == stats.FASTER
+    assert variant_rows["alloc=glibc,buf=2M"].verdict in (EQUIVALENT, INCONCLUSIVE)
+    assert variant_rows["alloc=jemalloc,buf=32K"].verdict == FASTER
+    assert all(r.method == "paired" and r.pairs == 4 and r.family == 3 for r in variant_rows.values())
     effects = [r for r in rows if r.kind == "axis"]
     alloc = [r for r in effects if r.axis == "alloc"]
-    assert len(alloc) == 2 and all(
-        r.verdict == stats.FASTER and r.ratio == pytest.approx(1.05, abs=0.01) for r in alloc
-    )
+    assert len(alloc) == 2 and all(r.verdict == FASTER and r.ratio == pytest.approx(1.05, abs=0.01) for r in alloc)
     # the jemalloc effect within buf=2M is measured against glibc with buf=2M
     assert {r.baseline["buf"] for r in alloc} == {"32K", "2M"}
     assert all(r.baseline["buf"] == r.variant["buf"] for r in alloc)
-    assert all(r.verdict == stats.SAME for r in effects if r.axis == "buf")
+    assert all(r.verdict in (EQUIVALENT, INCONCLUSIVE) for r in effects if r.axis == "buf")
+    assert all(r.family == 4 for r in effects)  # the axis rows are their own Holm family
 
 
 def test_baseline_choice() -> None:
@@ -255,7 +275,7 @@ def test_baseline_choice() -> None:
     assert base == {"alloc": "jemalloc", "buf": "32K"}
     rows = [r for r in compare.within(summary.groups(cells, base), AXES, base) if r.kind == "variant"]
     glibc = next(r for r in rows if r.variant == {"alloc": "glibc", "buf": "32K"})
-    assert glibc.verdict == stats.FASTER and glibc.ratio == pytest.approx(1 / 0.9, abs=0.02)
+    assert glibc.verdict == FASTER and glibc.ratio == pytest.approx(1 / 0.9, abs=0.02)
     with pytest.raises(UsageError, match="no axis 'colour'"):
         compare.baseline_variant(AXES, ["colour=red"])
     with pytest.raises(UsageError, match="has no label 'tcmalloc'") as info:
@@ -269,7 +289,7 @@ def test_p95_metric_lower_is_better() -> None:
         for i, (v, p) in enumerate([("x", 1.00), ("y", 0.80), ("x", 1.01), ("y", 0.81), ("x", 0.99), ("y", 0.79)])
     ]
     (row,) = compare.within(summary.groups(cells), {"a": ["x", "y"]}, {"a": "x"}, "p95")
-    assert row.metric == "p95" and row.verdict == stats.FASTER and row.ratio == pytest.approx(0.8, abs=0.01)
+    assert row.metric == "p95" and row.verdict == FASTER and row.ratio == pytest.approx(0.8, abs=0.01)
     assert set(row.to_dict()) >= {"threads", "baseline", "variant", "metric", "ratio", "ci_low", "ci_high", "verdict"}
 
 
@@ -278,8 +298,8 @@ def test_across_runs_matches_cells_and_reports_the_rest() -> None:
     after = matrix({("buf", "2M"): 0.95}, seed=1)[:-4] + [cell(99, {"alloc": "tcmalloc", "buf": "2M"}, 2, 1000.0)]
     rows, unmatched = compare.across(summary.groups(before), summary.groups(after))
     verdicts = {summary.variant_key(r.variant): r.verdict for r in rows}
-    assert verdicts["alloc=glibc,buf=2M"] == stats.SLOWER and verdicts["alloc=glibc,buf=32K"] == stats.SAME
-    assert all(r.kind == "runs" for r in rows)
+    assert verdicts["alloc=glibc,buf=2M"] == SLOWER and verdicts["alloc=glibc,buf=32K"] in (EQUIVALENT, INCONCLUSIVE)
+    assert all(r.kind == "runs" and r.method == "welch" and "two runs" in r.method_reason for r in rows)
     assert unmatched == ["only in B: alloc=tcmalloc, buf=2M at 2 threads"]
 
 
