@@ -3,6 +3,7 @@ run, in their original order, on the same dataset snapshot; nothing is lost or r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sqlite3
@@ -11,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from perflab.spec import parse
 from tests.conftest import ROOT, perflab
 from tests.integration.helpers import perflab_children, write_experiment
 
@@ -91,8 +93,11 @@ def test_sigkill_then_resume_completes_exactly_the_missing_cells(tmp_path: Path)
     assert f"{len(before)} cells stored" in done.stdout
     assert "dataset prepared" not in done.stderr  # the progress line of a `prepare`
 
-    expected = [f"v={v}/t{t}/r{r}" for r in (1, 2) for t in (1, 2) for v in ("a", "b")]
-    assert stored_keys(out) == expected  # every cell once, ids in the original interleaved order
+    seed = meta(out, "seed")  # drawn by the first run, kept by the resume: the same order
+    assert isinstance(seed, int) and f"seed {seed} (the stored seed)" in done.stdout
+    expected = [c.key for c in dataclasses.replace(parse(SPEC), seed=seed).cells()]
+    assert sorted(expected) == sorted(f"v={v}/t{t}/r{r}" for r in (1, 2) for t in (1, 2) for v in ("a", "b"))
+    assert stored_keys(out) == expected  # every cell once, ids in the original (seeded) order
     assert stored_rows(out)[: len(before)] == before  # the first ones kept exactly as they were
     doc = json.loads(perflab("export", str(out)).stdout)
     assert all(c["status"] == "ok" for c in doc["cells"])
