@@ -88,7 +88,7 @@ def test_a_verdict_comes_with_its_measured_evidence(verdict_run):
     assert set(cpu) >= {"metric", "baseline", "variant", "delta", "unit"}
     assert by_variant(rows, "same")["evidence"] == []
     text = perflab("report", str(out)).stdout
-    assert "Why" in text and "server cpu" in text
+    assert "Why" in text and "µs of server CPU" in text
 
 
 def test_identical_variant_is_not_called_different(verdict_run):
