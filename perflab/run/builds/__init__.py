@@ -22,7 +22,7 @@ import json
 import os
 import re
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,10 @@ class Build:
         """Which datadirs it opens: builds of one format share a dataset snapshot."""
         match = re.match(r"(\d+)\.(\d+)", self.version)
         return f"{self.server}-{match.group(1)}.{match.group(2)}" if match else f"{self.server}-{self.sha256[:12]}"
+
+    def named(self, name: str | None) -> Build:
+        """This build under another [builds] name: a cached build serves every entry that asks for it."""
+        return replace(self, name=name)
 
     def record(self) -> dict[str, Any]:
         """The cell's `build` (Interface: name, binary, sha256, version, compiler), plus how it was made."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from perflab.errors import PerflabError
@@ -31,7 +30,7 @@ def directory(cache: Path, package: str) -> Path:
 
 def cached(name: str, package: str, cache: Path) -> Build | None:
     build = read_manifest(directory(cache, package))
-    return None if build is None else _renamed(build, name)
+    return None if build is None else build.named(name)
 
 
 def unpack(name: str, package: str, cache: Path) -> Build:
@@ -81,11 +80,6 @@ def unpack(name: str, package: str, cache: Path) -> Build:
     shutil.rmtree(downloads, ignore_errors=True)
     write_manifest(home, build)
     return build
-
-
-def _renamed(build: Build, name: str) -> Build:
-    """A cached build is shared by every [builds] entry that asks for the same thing."""
-    return replace(build, name=name)
 
 
 def _tail(text: str, lines: int = 12) -> str:

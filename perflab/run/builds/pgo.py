@@ -18,6 +18,7 @@ import hashlib
 import json
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from perflab.run.builds import Build, BuildError
@@ -56,9 +57,7 @@ def pgo(
         name, src, cache, instrumented, listen, train, training
     )
     final = S.build(name, spec, src, cache, listen, stage="use", profile=profile)
-    return Build(
-        **{**final.__dict__, "extra": {**final.extra, "profile": profile[0], "instrumented": instrumented.sha256}}
-    )
+    return replace(final, extra={**final.extra, "profile": profile[0], "instrumented": instrumented.sha256})
 
 
 def _train(

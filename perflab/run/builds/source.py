@@ -173,7 +173,7 @@ def build(
     home = cache / "builds" / key
     found = read_manifest(home)
     if found is not None:
-        return Build(**{**found.__dict__, "name": name})
+        return found.named(name)
     started = time.monotonic()
     shutil.rmtree(home, ignore_errors=True)
     (home / "logs").mkdir(parents=True)
