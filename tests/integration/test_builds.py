@@ -7,6 +7,7 @@ errmsg.sys, charsets) around a small C program."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import textwrap
 import time
@@ -107,6 +108,21 @@ def test_a_source_build_is_configured_built_installed_and_then_cached(tmp_path: 
     assert other.extra["key"] != first.extra["key"]
     assert R.status("x", spec(tree, cflags="-O1"), cache).startswith("cached")
     assert R.status("x", spec(tree, cflags="-O3"), cache).startswith("to build")
+
+
+def test_an_interrupted_build_goes_on_in_its_tree_and_another_recipe_starts_afresh(tmp_path: Path, cache: Path):
+    tree = fixture_tree(tmp_path / "src")
+    src = fetch(str(tree), cache, "mine")
+    first = S.build("mine", spec(tree, cflags="-O1"), src, cache, lambda *_: None)
+    home = cache / "builds" / first.extra["key"]
+    (home / "build.json").unlink()  # as if stopped before its manifest was written
+    shutil.rmtree(cache / "ccache")  # and nothing cached: only the tree can spare the compiler
+    again = S.build("mine", spec(tree, cflags="-O1"), src, cache, lambda *_: None)
+    assert again.sha256 == first.sha256
+    assert "Building C object" not in (home / "logs" / "build.txt").read_text()  # make had nothing to do
+    other = S.build("o2", spec(tree, cflags="-O2"), src, cache, lambda *_: None)
+    assert "Building C object" in (cache / "builds" / other.extra["key"] / "logs" / "build.txt").read_text()
+    assert (src.work / "build" / ".perflab-key").read_text().strip() == other.extra["key"]
 
 
 def test_a_changed_source_tree_is_another_build(tmp_path: Path, cache: Path):

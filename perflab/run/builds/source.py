@@ -177,9 +177,7 @@ def build(
     started = time.monotonic()
     shutil.rmtree(home, ignore_errors=True)
     (home / "logs").mkdir(parents=True)
-    tree = src.work / "build"
-    shutil.rmtree(tree, ignore_errors=True)
-    tree.mkdir(parents=True)
+    tree = _tree_for(src, key)
     cc, cxx = toolchain(spec.compiler)
     configure = ["cmake", "-S", str(src.tree), "-B", str(tree), "-G", "Unix Makefiles"]
     configure += [f"-DCMAKE_C_COMPILER={cc}", f"-DCMAKE_CXX_COMPILER={cxx}"]
@@ -208,6 +206,20 @@ def build(
     )
     write_manifest(home, result)
     return result
+
+
+def _tree_for(src: Source, key: str) -> Path:
+    """The source's build tree, kept if it was left by an interrupted build of this same key
+    (make then goes on where it stopped: a PGO-instrumented build cannot use ccache), else
+    emptied: objects of another recipe must not leak into this one."""
+    tree = src.work / "build"
+    marker = tree / ".perflab-key"
+    if marker.is_file() and marker.read_text(encoding="utf-8").strip() == key:
+        return tree
+    shutil.rmtree(tree, ignore_errors=True)
+    tree.mkdir(parents=True)
+    marker.write_text(key + "\n", encoding="utf-8")
+    return tree
 
 
 def _launcher() -> list[str]:
