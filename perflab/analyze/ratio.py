@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from perflab.analyze import stats
 
 PAIRED, WELCH = "paired", "welch"
-MIN_PAIRS = 3
+MIN_PAIRS = 5  # pairing pays from about 5 rounds on this machine: docs/methodology.md#paired-rounds
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from perflab.analyze import evidence
+from perflab.analyze.ratio import MIN_PAIRS
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER, VERDICTS
 from perflab.report.model import ReportModel, plural
 
@@ -53,7 +54,8 @@ def method_line(comparisons: list[Any]) -> str:
     return (
         f"Verdicts at {level * 100:.4g}% confidence, Holm-corrected within each family of comparisons "
         f"({sizes or 'none has an interval'}); equivalent: the interval inside ±{first.margin * 100:.3g}%; "
-        f"ratios within rounds (paired) for {paired} of {len(comparisons)}, else Welch"
+        f"ratios within rounds (paired, where {MIN_PAIRS} rounds hold both sides) for {paired} of "
+        f"{len(comparisons)}, else Welch"
     )
 
 

@@ -273,7 +273,7 @@ def test_groups_and_comparisons_match_the_cells(matrix_run):
     assert doc["comparisons"], "every variant is compared with the baseline"
     for row in doc["comparisons"]:  # said, not guessed
         assert row["verdict"] == "inconclusive" and row["n_baseline"] <= 2 and row["n_variant"] <= 2
-        assert row["method"] == "welch" and "a paired interval needs 3" in row["method_reason"]
+        assert row["method"] == "welch" and "a paired interval needs 5" in row["method_reason"]
         if row["n_baseline"] and row["n_variant"]:  # 3 more rounds at most give an interval
             assert "at least 3" in row["reason"] and 1 <= row["rounds_needed"] <= 3
         else:  # every cell of a side unsettled: nothing to project

@@ -251,14 +251,14 @@ def test_groups_leave_out_unsettled_and_failed_cells() -> None:
 
 
 def test_within_finds_the_axis_effects() -> None:
-    cells = matrix({("alloc", "jemalloc"): 1.05, ("buf", "2M"): 1.0})
+    cells = matrix({("alloc", "jemalloc"): 1.05, ("buf", "2M"): 1.0}, repeats=5)
     base = compare.baseline_variant(AXES, [])
     rows = compare.within(summary.groups(cells, base), AXES, base)
     variant_rows = {summary.variant_key(r.variant): r for r in rows if r.kind == "variant"}
     assert set(variant_rows) == {"alloc=glibc,buf=2M", "alloc=jemalloc,buf=32K", "alloc=jemalloc,buf=2M"}
     assert variant_rows["alloc=glibc,buf=2M"].verdict in (EQUIVALENT, INCONCLUSIVE)
     assert variant_rows["alloc=jemalloc,buf=32K"].verdict == FASTER
-    assert all(r.method == "paired" and r.pairs == 4 and r.family == 3 for r in variant_rows.values())
+    assert all(r.method == "paired" and r.pairs == 5 and r.family == 3 for r in variant_rows.values())
     effects = [r for r in rows if r.kind == "axis"]
     alloc = [r for r in effects if r.axis == "alloc"]
     assert len(alloc) == 2 and all(r.verdict == FASTER and r.ratio == pytest.approx(1.05, abs=0.01) for r in alloc)

@@ -16,15 +16,15 @@ from tests.unit.drift import Machine, estimates, simulate
 from tests.unit.rates import assert_at_most, assert_not_above, lower
 from tests.unit.test_stats import cell
 
-BASE = {1: 1000.0, 2: 900.0, 3: 950.0, 4: 1010.0}
-OTHER = {1: 1031.0, 2: 925.0, 3: 975.0, 4: 1041.0}
+BASE = {1: 1000.0, 2: 900.0, 3: 950.0, 4: 1010.0, 5: 970.0}
+OTHER = {1: 1031.0, 2: 925.0, 3: 975.0, 4: 1041.0, 5: 998.0}
 
 
 def test_paired_estimate_is_the_mean_log_ratio_with_a_t_interval_over_rounds() -> None:
     est = ratio.paired(BASE, OTHER)
     logs = [math.log(OTHER[r] / BASE[r]) for r in BASE]
-    half = stats.t_quantile(0.975, 3) * statistics.stdev(logs) / 2
-    assert est.method == "paired" and est.n == 4
+    half = stats.t_quantile(0.975, 4) * statistics.stdev(logs) / math.sqrt(5)
+    assert est.method == "paired" and est.n == 5
     assert est.ratio == pytest.approx(math.exp(statistics.fmean(logs)))  # the geometric mean of the ratios
     assert est.low == pytest.approx(est.ratio * math.exp(-half)) and est.high == pytest.approx(
         est.ratio * math.exp(half)
@@ -35,12 +35,12 @@ def test_paired_estimate_is_the_mean_log_ratio_with_a_t_interval_over_rounds() -
     assert welch.ratio == pytest.approx(statistics.fmean(OTHER.values()) / statistics.fmean(BASE.values()))
 
 
-def test_paired_needs_three_rounds_that_hold_both() -> None:
+def test_paired_needs_five_rounds_that_hold_both() -> None:
     chosen, welch, why = ratio.estimate(BASE, OTHER)
-    assert chosen.method == "paired" and why == "paired: within the 4 rounds that hold both" and welch.method == "welch"
-    two = {r: v for r, v in OTHER.items() if r <= 2} | {9: 1000.0, 10: 990.0}
-    chosen, welch, why = ratio.estimate(BASE, two)
-    assert chosen is welch and why == "welch: 2 round(s) hold both, a paired interval needs 3"
+    assert chosen.method == "paired" and why == "paired: within the 5 rounds that hold both" and welch.method == "welch"
+    four = {r: v for r, v in OTHER.items() if r <= 4} | {9: 1000.0, 10: 990.0}
+    chosen, welch, why = ratio.estimate(BASE, four)
+    assert chosen is welch and why == "welch: 4 round(s) hold both, a paired interval needs 5"
     chosen, _, why = ratio.estimate(list(BASE.values()), list(OTHER.values()))
     assert chosen.method == "welch" and "two runs" in why
     chosen, _, why = ratio.estimate(BASE, {**OTHER, 3: 0.0})
@@ -49,11 +49,12 @@ def test_paired_needs_three_rounds_that_hold_both() -> None:
 
 def test_within_pairs_cells_by_round_and_across_never_does() -> None:
     cells = [cell(i, {"a": v}, 1, q, repeat=r) for i, (v, q, r) in enumerate(
-        [("x", 1000, 1), ("y", 1031, 1), ("x", 900, 2), ("y", 925, 2), ("x", 950, 3), ("y", 975, 3)]
+        [("x", 1000, 1), ("y", 1031, 1), ("x", 900, 2), ("y", 925, 2), ("x", 950, 3), ("y", 975, 3),
+         ("x", 1010, 4), ("y", 1041, 4), ("x", 970, 5), ("y", 998, 5)]
     )]  # fmt: skip
     (row,) = compare.within(summary.groups(cells), {"a": ["x", "y"]}, {"a": "x"})
-    assert row.method == "paired" and row.pairs == 3 and row.verdict == FASTER
-    assert row.welch_ratio == pytest.approx(2931 / 2850) and row.welch_ci_low < 1 < row.welch_ci_high
+    assert row.method == "paired" and row.pairs == 5 and row.verdict == FASTER
+    assert row.welch_ratio == pytest.approx(4970 / 4830) and row.welch_ci_low < 1 < row.welch_ci_high
     assert row.rounds_needed is None and row.family == 1 and row.margin == verdict.MARGIN
     rows, _ = compare.across(summary.groups(cells), summary.groups(cells))
     assert {r.method for r in rows} == {"welch"}
