@@ -66,7 +66,9 @@ class BuildSpec(BaseModel):
     cflags: StrictStr = ""
     cxxflags: StrictStr = ""
     ldflags: StrictStr = ""
-    frame_pointers: StrictBool = False
+    # None: the source's own choice (MariaDB's RelWithDebInfo adds -fno-omit-frame-pointer, and
+    # Debian's package has them); true: forced on, leaf functions too; false: forced off
+    frame_pointers: StrictBool | None = None
     lto: StrictBool = False
     cmake: dict[StrictStr, CmakeValue] = {}
     pgo: StrictBool = False

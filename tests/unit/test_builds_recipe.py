@@ -10,6 +10,8 @@ from perflab.run.builds import Build, server_kind
 from perflab.run.builds import source as S
 from perflab.spec.builds import BuildSpec
 
+SRC = S.Source(Path("/nonexistent/src/tree"), "fingerprint", "a tree")
+
 
 def recipe(**keys: object) -> BuildSpec:
     return BuildSpec.model_validate({"source": "debian", **keys})
@@ -30,6 +32,17 @@ def test_recipe_flags_come_after_the_base_and_the_users_come_last(tmp_path: Path
     assert flags["CXXFLAGS"] == f"{S.FRAME_POINTERS} -flto=auto"
     assert flags["LDFLAGS"] == "-flto=auto -Wl,-O1"
     assert S.flags(recipe(flags="none", lto=True, compiler="clang-16"), tmp_path)["CFLAGS"] == "-flto=thin"
+
+
+def test_frame_pointers_are_the_sources_choice_unless_forced_on_or_off(tmp_path: Path):
+    default, on, off = (recipe(flags="none", frame_pointers=v) for v in (None, True, False))
+    assert S.flags(default, tmp_path)["CFLAGS"] == "" and S.cmake_options(default) == S.SERVER_CMAKE
+    assert S.flags(on, tmp_path)["CXXFLAGS"] == S.FRAME_POINTERS
+    # off: -fomit-frame-pointer, and MariaDB's own -fno-omit-frame-pointer (added after ours) kept out
+    assert S.flags(off, tmp_path)["CXXFLAGS"] == "-fomit-frame-pointer"
+    assert S.cmake_options(off)["have_CXX__fno_omit_frame_pointer"] == "0"
+    assert S.cmake_options(off)["have_C__fno_omit_frame_pointer"] == "0"
+    assert len({S.key_of(S.recipe(r, SRC)) for r in (default, on, off)}) == 3
 
 
 @pytest.mark.parametrize(

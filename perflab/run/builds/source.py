@@ -63,6 +63,10 @@ MESSAGES = "sql/share"  # build tree: LANGUAGE/errmsg.sys, generated
 CHARSETS = "sql/share/charsets"  # source tree
 CCACHE_SIZE = "30G"  # a MariaDB build's objects with debug information take about 1.5 GB
 FRAME_POINTERS = "-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"
+NO_FRAME_POINTERS = "-fomit-frame-pointer"
+# MariaDB's CMakeLists adds -fno-omit-frame-pointer after the user's flags (so it would win)
+# when these compiler checks pass; set in the cache, the checks are skipped and fail
+NO_FRAME_POINTERS_CMAKE = {"have_C__fno_omit_frame_pointer": "0", "have_CXX__fno_omit_frame_pointer": "0"}
 Listener = Callable[[str, dict[str, Any]], None]
 _PERCENT = re.compile(rb"^\[\s*(\d+)%\]", re.MULTILINE)
 
@@ -105,8 +109,8 @@ def flags(spec: BuildSpec, work: Path, stage: str = "plain") -> dict[str, str]:
     else:
         base = {"CFLAGS": "", "CXXFLAGS": "", "LDFLAGS": ""}
     add: list[tuple[str, str]] = []
-    if spec.frame_pointers:
-        add.append((FRAME_POINTERS, ""))
+    if spec.frame_pointers is not None:
+        add.append((FRAME_POINTERS if spec.frame_pointers else NO_FRAME_POINTERS, ""))
     if spec.lto:
         lto = "-flto=auto" if spec.compiler.startswith("gcc") else "-flto=thin"
         add.append((lto, lto))
@@ -129,7 +133,8 @@ def cmake_options(spec: BuildSpec) -> dict[str, str]:
     def text(value: object) -> str:
         return ("ON" if value else "OFF") if isinstance(value, bool) else str(value)
 
-    return {**SERVER_CMAKE, **{k: text(v) for k, v in spec.cmake.items()}}
+    off = NO_FRAME_POINTERS_CMAKE if spec.frame_pointers is False else {}
+    return {**SERVER_CMAKE, **off, **{k: text(v) for k, v in spec.cmake.items()}}
 
 
 def recipe(spec: BuildSpec, src: Source, stage: str = "plain", profile: str | None = None) -> dict[str, Any]:
