@@ -54,6 +54,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiment", default="examples/pgo.toml")
     parser.add_argument("--baseline", default="build=source")
+    parser.add_argument("--keep", type=Path, help="keep the run's results directory here (default: a temporary one)")
     args = parser.parse_args()
     spec.load(args.experiment)  # a bad file fails here, before anything is built
     started = time.monotonic()
@@ -69,7 +70,7 @@ def main() -> int:
     C.say(f"perflab build: first call {first / 60:.1f} min, again with every build cached {cached:.1f} s")
     C.say(C.table(["stage", "flags (tail)", "build_s"], build_times()))
     with tempfile.TemporaryDirectory(prefix="plbench-builds-") as tmp:
-        out = Path(tmp) / "results"
+        out = args.keep or Path(tmp) / "results"
         started = time.monotonic()
         ran = perflab("run", args.experiment, "-o", str(out), capture=False)
         cells_s = time.monotonic() - started
