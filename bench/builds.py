@@ -46,7 +46,10 @@ def build_times() -> list[list[object]]:
         build = read_manifest(home)
         if build is None or build.kind != "source" or build.recipe is None:
             continue
-        rows.append([build.extra.get("stage"), build.recipe["flags"]["CXXFLAGS"][-70:], build.extra.get("build_s")])
+        took = build.extra.get("build_s")
+        rows.append(
+            [build.extra.get("stage"), build.recipe["flags"]["CXXFLAGS"][-70:], took, build.extra.get("resumed")]
+        )
     return rows
 
 
@@ -68,7 +71,7 @@ def main() -> int:
     if again.returncode != 0 or "error" in again.stdout:
         raise C.BenchError(f"perflab build, cached, failed: {again.stdout}{again.stderr}")
     C.say(f"perflab build: first call {first / 60:.1f} min, again with every build cached {cached:.1f} s")
-    C.say(C.table(["stage", "flags (tail)", "build_s"], build_times()))
+    C.say(C.table(["stage", "flags (tail)", "build_s", "resumed (build_s: the last part only)"], build_times()))
     with tempfile.TemporaryDirectory(prefix="plbench-builds-") as tmp:
         out = args.keep or Path(tmp) / "results"
         started = time.monotonic()

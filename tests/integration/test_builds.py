@@ -118,7 +118,7 @@ def test_an_interrupted_build_goes_on_in_its_tree_and_another_recipe_starts_afre
     (home / "build.json").unlink()  # as if stopped before its manifest was written
     shutil.rmtree(cache / "ccache")  # and nothing cached: only the tree can spare the compiler
     again = S.build("mine", spec(tree, cflags="-O1"), src, cache, lambda *_: None)
-    assert again.sha256 == first.sha256
+    assert again.sha256 == first.sha256 and again.extra["resumed"] and not first.extra["resumed"]
     assert "Building C object" not in (home / "logs" / "build.txt").read_text()  # make had nothing to do
     other = S.build("o2", spec(tree, cflags="-O2"), src, cache, lambda *_: None)
     assert "Building C object" in (cache / "builds" / other.extra["key"] / "logs" / "build.txt").read_text()

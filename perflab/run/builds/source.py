@@ -182,7 +182,7 @@ def build(
     started = time.monotonic()
     shutil.rmtree(home, ignore_errors=True)
     (home / "logs").mkdir(parents=True)
-    tree = _tree_for(src, key)
+    tree, resumed = _tree_for(src, key)
     cc, cxx = toolchain(spec.compiler)
     configure = ["cmake", "-S", str(src.tree), "-B", str(tree), "-G", "Unix Makefiles"]
     configure += [f"-DCMAKE_C_COMPILER={cc}", f"-DCMAKE_CXX_COMPILER={cxx}"]
@@ -206,25 +206,26 @@ def build(
         share=home / "install" / "share" / "mysql",
         recipe={k: v for k, v in made.items() if k != "source_fingerprint"},
         key=key,
-        build_s=round(time.monotonic() - started, 1),
+        build_s=round(time.monotonic() - started, 1),  # this call's: less than a cold build's if resumed
+        resumed=resumed,
         stage=stage,
     )
     write_manifest(home, result)
     return result
 
 
-def _tree_for(src: Source, key: str) -> Path:
+def _tree_for(src: Source, key: str) -> tuple[Path, bool]:
     """The source's build tree, kept if it was left by an interrupted build of this same key
     (make then goes on where it stopped: a PGO-instrumented build cannot use ccache), else
     emptied: objects of another recipe must not leak into this one."""
     tree = src.work / "build"
     marker = tree / ".perflab-key"
     if marker.is_file() and marker.read_text(encoding="utf-8").strip() == key:
-        return tree
+        return tree, True
     shutil.rmtree(tree, ignore_errors=True)
     tree.mkdir(parents=True)
     marker.write_text(key + "\n", encoding="utf-8")
-    return tree
+    return tree, False
 
 
 def _launcher() -> list[str]:
