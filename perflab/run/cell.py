@@ -274,7 +274,7 @@ class CellRunner:
         env = client_variant.environment(cell, server.rundir)
         child = client.start(command, logs / "sysbench.txt", self.client_cpus, env)
         with child:
-            client_variant.wait_exec(child.pid)
+            client_variant.wait_loaded(child.pid, cell)
             client_fields = client_variant.prove(child.pid, cell)
             if warmup:
                 client.sleep_until(started + warmup, child)

@@ -29,7 +29,7 @@ from perflab.run.proc import clean_env
 from perflab.spec import Cell
 
 SONAME = "libmariadb.so.3"  # what Debian's sysbench links (DT_NEEDED)
-CLIENT_LIBRARIES = ("libmariadb.so", "libmysqlclient.so", "libperconaserverclient.so")
+CLIENT_LIBRARIES = ("libmariadb.so", "libmysqlclient.so", "libperconaserverclient.so")  # by file name
 EXEC_DEADLINE_S = 10.0
 
 
@@ -66,33 +66,49 @@ def library_dir(library: Path, directory: Path) -> Path:
 def load_problem(library: Path) -> str | None:
     """None if sysbench starts with `library` as its client library; else what ld.so said."""
     with tempfile.TemporaryDirectory(prefix="perflab-client-lib-") as tmp:
-        env = clean_env({"LD_LIBRARY_PATH": str(library_dir(library, Path(tmp))), "LD_BIND_NOW": "1"})
+        link = library_dir(library, Path(tmp)) / SONAME
+        env = clean_env({"LD_LIBRARY_PATH": tmp, "LD_BIND_NOW": "1"})
         try:
-            done = subprocess.run(["sysbench", "--version"], env=env, capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                ["sysbench", "--version"], check=False, env=env, capture_output=True, text=True, timeout=60
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return str(exc)
     if done.returncode == 0:
         return None
-    return " ".join((done.stderr or done.stdout).strip().splitlines()[-2:])[:300] or f"exit {done.returncode}"
+    said = " ".join((done.stderr or done.stdout).strip().splitlines()[-2:])[:300] or f"exit {done.returncode}"
+    return said.replace(str(link), str(library))
 
 
-def wait_exec(pid: int, name: str = "sysbench", deadline_s: float = EXEC_DEADLINE_S) -> None:
-    """Wait until `pid` runs `name`: the client starts under setpriv (and taskset), which exec it."""
+def wait_loaded(pid: int, cell: Cell, name: str = "sysbench", deadline_s: float = EXEC_DEADLINE_S) -> None:
+    """Wait until `pid` runs `name` with its libraries loaded: the client starts under setpriv
+    (and taskset), which exec it, and ld.so maps the preloads, then the client library, after
+    the exec."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         try:
-            if os.path.basename(os.readlink(f"/proc/{pid}/exe")) == name:
+            if os.path.basename(os.readlink(f"/proc/{pid}/exe")) == name and _client_libraries(pid, cell)[1]:
                 return
         except OSError:
             raise WorkloadError(f"{name} (pid {pid}) ended before it could be checked", "see its output") from None
         time.sleep(0.01)
-    raise WorkloadError(f"pid {pid} did not become {name} within {deadline_s:.0f}s", "is the machine overloaded?")
+    raise WorkloadError(f"pid {pid} did not load {name}'s client library within {deadline_s:.0f}s", "see its output")
+
+
+def _client_libraries(pid: int, cell: Cell) -> tuple[set[str], list[str]]:
+    """(every file mapped into `pid`, the client libraries among them: the variant's, or by name)."""
+    mapped = allocators.mapped_libraries(pid)
+    wanted = os.path.realpath(cell.client_library) if cell.client_library else None
+    found = sorted(
+        p for p in mapped if os.path.realpath(p) == wanted or os.path.basename(p).startswith(CLIENT_LIBRARIES)
+    )
+    return mapped, found
 
 
 def prove(pid: int, cell: Cell) -> dict[str, Any]:
     """The `client` fields of a cell row from sysbench's maps; AllocatorNotMappedError if its
     preload or library is not the one the variant asked for."""
-    mapped = allocators.mapped_libraries(pid)
+    mapped, found = _client_libraries(pid, cell)
     out: dict[str, Any] = {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library}
     preload = allocators.resolve(cell.client_preload) if cell.client_preload else None
     if preload is not None:
@@ -102,10 +118,11 @@ def prove(pid: int, cell: Cell) -> dict[str, Any]:
             )
         out["preload_library"] = os.path.realpath(preload)
         out["preload_version"] = allocators.package_version(out["preload_library"])
-    library = next((p for p in sorted(mapped) if os.path.basename(p).startswith(CLIENT_LIBRARIES)), None)
-    if cell.client_library and (library is None or not allocators.is_mapped(Path(cell.client_library), {library})):
+    wanted = os.path.realpath(cell.client_library) if cell.client_library else None
+    library = found[0] if found else None
+    if wanted and (library is None or os.path.realpath(library) != wanted or len(found) > 1):
         raise AllocatorNotMappedError(
-            f"client_library {cell.client_library} is not what sysbench (pid {pid}) runs: {library} is mapped",
+            f"client_library {cell.client_library} is not what sysbench (pid {pid}) runs: mapped {found or 'none'}",
             f"sysbench links {SONAME}; perflab loads the library under that name through LD_LIBRARY_PATH",
         )
     out["library_mapped"] = os.path.realpath(library) if library else None
