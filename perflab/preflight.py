@@ -156,7 +156,9 @@ def _allocators(exp: Experiment) -> list[Problem]:
                 try:
                     library = allocators.resolve(name)
                 except LookupError as exc:
-                    problems.append(Problem(f"variants.{axis}.{label}.{key}", f"{name} installed", "no library", str(exc)))
+                    problems.append(
+                        Problem(f"variants.{axis}.{label}.{key}", f"{name} installed", "no library", str(exc))
+                    )
                 except FileNotFoundError:
                     problems.append(Problem(f"variants.{axis}.{label}.{key}", "an existing file", name))
                 else:

@@ -294,7 +294,8 @@ class CellRunner:
             "client": client_fields,
         }
         if counters is not None:
-            measured["server_status"] = counters.figures(summary.transactions, summary.total_time_s)
+            window = (summary.transactions, summary.queries, summary.total_time_s)
+            measured["server_status"] = counters.figures(*window)
             measured["status_samples"] = counters.samples
         profilers.store(self.results, cell.order, summary.transactions, seconds)  # profiles/ + profiles table
         if tracer is not None:

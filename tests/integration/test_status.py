@@ -13,13 +13,13 @@ import pytest
 from tests.conftest import perflab
 from tests.integration.helpers import write_experiment
 
-DURATION = 3
+DURATION = 5
 
 STATUS = f"""
 [experiment]
 name = "it-status"
 duration = "{DURATION}s"
-warmup = "1s"
+warmup = "2s"
 repeats = 1
 
 [dataset]
@@ -32,6 +32,8 @@ threads = [2]
 
 [variants.tmp]
 default = {{}}
+# the query cache answers the point selects: no handler calls, no Com_select
+qc = {{ server_options = {{ query_cache_type = 1, query_cache_size = "4M" }} }}
 # SHOW GLOBAL STATUS builds a small temporary table; the point selects need none
 tiny = {{ server_options = {{ max_heap_table_size = "16K", tmp_table_size = "16K", tmp_disk_table_size = "16K" }} }}
 
@@ -70,14 +72,15 @@ def test_counters_per_transaction_over_the_window(status_run):
 
 def test_series_are_stored_once_a_second(status_run):
     out, doc, _ = status_run
-    (cell,) = [c for c in doc["cells"] if c["status"] == "ok"]
+    (cell,) = [c for c in doc["cells"] if c["variant"]["tmp"] == "default"]
     times = [s["t"] for s in cell["status_samples"]]
     assert times[0] == 0.0 and DURATION - 0.5 <= times[-1] <= DURATION + 1.5
     assert len(times) >= DURATION and all(b > a for a, b in zip(times, times[1:]))
     handler = [s["values"]["Handler_read_key"] for s in cell["status_samples"]]
     assert handler == sorted(handler) and handler[-1] > handler[0]  # a counter, growing
     db = sqlite3.connect(out / "results.db")
-    rows = db.execute("SELECT COUNT(DISTINCT t), COUNT(DISTINCT name) FROM status_samples").fetchone()
+    query = "SELECT COUNT(DISTINCT t), COUNT(DISTINCT name) FROM status_samples WHERE cell_id = ?"
+    rows = db.execute(query, (cell["id"],)).fetchone()
     assert rows[0] == len(times) and rows[1] > 300
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "5"
 
@@ -90,3 +93,19 @@ def test_a_server_that_refuses_the_query_fails_its_cell_with_the_cause(status_ru
     assert "is full" in cell["error"]
     assert cell["status_per_txn"] is None and cell["status_samples"] == []
     assert "status sampling" in output
+
+
+def test_the_report_tables_the_counters_that_differ_most(status_run):
+    out, doc, _ = status_run
+    (qc,) = [c for c in doc["cells"] if c["variant"]["tmp"] == "qc"]
+    assert qc["status"] == "ok", qc["error"]
+    assert qc["status_per_txn"]["Qcache_hits"] > 0.5  # the cache served most point selects
+    assert qc["status_per_txn"]["Handler_read_key"] < 0.5
+    done = perflab("report", str(out), "--format", "markdown")
+    assert done.returncode == 0, done.stderr
+    section = done.stdout.split("## Server counters", 1)[1].split("\n## ", 1)[0]
+    assert "**qc**, 2 threads" in section
+    rows = {line.split("|")[1].strip(): line.split("|") for line in section.splitlines() if line.startswith("| ")}
+    assert float(rows["Handler_read_key"][2]) == pytest.approx(1.0, abs=0.05)  # the baseline's
+    assert float(rows["Handler_read_key"][3]) < 0.5
+    assert rows["Handler_read_key"][4].strip().endswith("×")

@@ -38,17 +38,23 @@ def test_counters_become_per_transaction_rates_and_gauges_window_means():
     figures = status.figures(samples, {"Threads_running"}, transactions=500)
     assert figures["per_txn"] == {"Created_tmp_disk_tables": 1.0, "Handler_read_key": 4.0}
     assert figures["gauges"] == {"Threads_running": 3.0}
-    assert figures["samples"] == 3 and figures["span_s"] == 2.0
+    assert figures["samples"] == 3 and figures["transactions"] == 500
 
 
-def test_rates_use_the_samples_inside_the_workload_and_its_throughput():
-    # a 3 s window: the sample at 3.05 s came after sysbench exited (its counters stood still)
-    samples = [(0.0, {"Com_select": 0.0, "Threads_running": 3.0}), (1.0, {"Com_select": 1000.0, "Threads_running": 3.0}),
-               (2.0, {"Com_select": 2000.0, "Threads_running": 3.0}), (3.05, {"Com_select": 2950.0, "Threads_running": 1.0})]  # fmt: skip
-    figures = status.figures(samples, {"Threads_running"}, transactions=3000, window_s=3.0)
-    assert figures["per_txn"] == {"Com_select": 1.0}  # 1000/s over 1000 transactions/s
+def test_the_server_counts_the_spans_transactions_and_gauges_skip_the_end():
+    # a 3 s window, 2 queries per transaction; the sample at 3.05 s came after sysbench exited
+    # (Questions: 2000 queries a second plus the sampler's 3 statements per sample)
+    samples = [
+        (0.0, {"Questions": 0.0, "Com_select": 0.0, "Threads_running": 3.0}),
+        (1.0, {"Questions": 2003.0, "Com_select": 1000.0, "Threads_running": 3.0}),
+        (2.0, {"Questions": 4006.0, "Com_select": 2000.0, "Threads_running": 3.0}),
+        (3.05, {"Questions": 6109.0, "Com_select": 3050.0, "Threads_running": 1.0}),
+    ]
+    figures = status.figures(samples, {"Threads_running"}, transactions=3000, queries=6000, window_s=3.0)
+    assert figures["transactions"] == 3050.0  # what the server saw, not sysbench's 3000
+    assert figures["per_txn"]["Com_select"] == 1.0
     assert figures["gauges"] == {"Threads_running": 3.0}  # the idle server after the end is not the window
-    assert figures["samples"] == 4 and figures["span_s"] == 2.0
+    assert figures["samples"] == 4
 
 
 def test_too_few_samples_or_no_transactions_give_no_rates():

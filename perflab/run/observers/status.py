@@ -38,6 +38,7 @@ QUERY = (
     "WHERE ENABLED;\n"
     f"SELECT '{END}';\n"
 )
+STATEMENTS = 3  # the sampler's own statements per sample, counted in the server's Questions
 # SHOW GLOBAL STATUS has no types: these are levels (a window mean), every other number is a
 # counter (a per-transaction rate over the window). INNODB_METRICS says it: TYPE 'value'.
 GAUGES = re.compile(
@@ -77,31 +78,40 @@ def parse(lines: list[str]) -> tuple[dict[str, float], set[str]]:
 
 
 def figures(
-    samples: list[tuple[float, dict[str, float]]], gauges: set[str], transactions: int, window_s: float | None = None
+    samples: list[tuple[float, dict[str, float]]],
+    gauges: set[str],
+    transactions: int,
+    queries: int | None = None,
+    window_s: float | None = None,
 ) -> dict[str, Any]:
     """The cell's `server_status` fields: counters per transaction, gauges as window means.
 
-    sysbench's window and the sampler's are not aligned to the millisecond: sysbench starts its
-    clock a few tens of ms after perflab starts it, and the last sample is taken after it
-    exited. So with `window_s`, only samples inside the workload (t <= window_s - 0.5) are
-    used, and a counter's rate is its growth per second between the first and the last of them
-    over the window's transactions per second (a 3 s window read end to end was 1.5% off)."""
-    inside = [s for s in samples if window_s is None or s[0] <= window_s - 0.5]
-    if len(inside) < 2 or not transactions:
-        return {"per_txn": {}, "gauges": {}, "samples": len(samples), "span_s": None}
-    (t0, first), (t1, last) = inside[0], inside[-1]
-    span_txns = transactions if window_s is None else transactions * (t1 - t0) / window_s
+    sysbench's window and the sampler's are not aligned to the millisecond (sysbench starts its
+    clock tens of ms after perflab starts it; the last sample comes after it exited): 1.5% off
+    in a 3 s window. So the transactions in the sampled span are counted by the server itself:
+    its `Questions` growth, less the sampler's own statements, times sysbench's transactions
+    per query. Gauges: the mean of the samples inside the window (t <= window_s - 0.5)."""
+    if len(samples) < 2 or not transactions:
+        return {"per_txn": {}, "gauges": {}, "samples": len(samples), "transactions": None}
+    (_, first), (_, last) = samples[0], samples[-1]
+    span_txns = float(transactions)
+    if queries and "Questions" in first and "Questions" in last:
+        ours = STATEMENTS * (len(samples) - 1)
+        span_txns = (last["Questions"] - first["Questions"] - ours) * transactions / queries
+    if span_txns <= 0:
+        return {"per_txn": {}, "gauges": {}, "samples": len(samples), "transactions": None}
     per_txn = {
         name: round((last[name] - first[name]) / span_txns, 6)
         for name in sorted(first)
         if name in last and name not in gauges
     }
+    inside = [v for t, v in samples if window_s is None or t <= window_s - 0.5] or [first]
     means = {}
     for name in sorted(gauges):
-        values = [s[name] for _, s in inside if name in s]
+        values = [v[name] for v in inside if name in v]
         if values:
             means[name] = round(sum(values) / len(values), 3)
-    return {"per_txn": per_txn, "gauges": means, "samples": len(samples), "span_s": round(t1 - t0, 3)}
+    return {"per_txn": per_txn, "gauges": means, "samples": len(samples), "transactions": round(span_txns, 1)}
 
 
 class StatusSampler:
@@ -195,5 +205,5 @@ class StatusSampler:
         if self.error is not None and exc[0] is None:
             raise self.error
 
-    def figures(self, transactions: int, window_s: float | None = None) -> dict[str, Any]:
-        return figures(self.samples, self.gauges, transactions, window_s)
+    def figures(self, transactions: int, queries: int | None = None, window_s: float | None = None) -> dict[str, Any]:
+        return figures(self.samples, self.gauges, transactions, queries, window_s)
