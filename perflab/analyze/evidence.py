@@ -94,7 +94,8 @@ def compare(base_cells: list[dict[str, Any]], cells: list[dict[str, Any]], level
 
 def explain(evidence: list[Evidence] | list[dict[str, Any]], limit: int = 5) -> str:
     """One line, the mechanism first: the allocator's syscalls (with their mean size), then page
-    faults, then the server's own counters ([observe] status, the two most different), then the allocation calls by size, bytes requested, CPU and switches; within each
+    faults, then the server's own counters ([observe] status, the two most different), then the
+    allocation calls by size, bytes requested, CPU and switches; within each
     kind the most different first. Only figures in `evidence` (beyond noise) are named:
         "+0.994 mmap and +0.994 munmap of 32 MiB each per transaction, +63.7 minor faults per
          transaction, +1 malloc calls[32M-64M) per transaction, -1 malloc calls[1M-2M) ..."

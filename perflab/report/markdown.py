@@ -122,8 +122,11 @@ def _status(model: ReportModel) -> list[str]:
     found = model.status_differences()
     if not found:
         return []
-    out = ["## Server counters", "", "SHOW GLOBAL STATUS and INNODB_METRICS per transaction over the measured window "
-           "(mean over settled repeats), where a variant differs most from the baseline at its thread count.", ""]  # fmt: skip
+    intro = (
+        "SHOW GLOBAL STATUS and INNODB_METRICS per transaction over the measured window (mean over settled "
+        "repeats), where a variant differs most from the baseline at its thread count."
+    )
+    out = ["## Server counters", "", intro, ""]
     for group, rows in found:
         out += [f"**{cell(short_label(group.variant))}**, {group.threads} threads", ""]
         table_rows = [[r["counter"], f"{r['baseline']:.4g}", f"{r['variant']:.4g}",
