@@ -85,7 +85,7 @@ def check(exp: Experiment) -> None:
             )
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
-    problems = _sysbench(exp)
+    problems = _sysbench(exp) + _client_libraries(exp)
     if problems:
         raise SpecError(exp.source, problems)
 
@@ -145,22 +145,46 @@ def _tools() -> list[Problem]:
 
 
 def _allocators(exp: Experiment) -> list[Problem]:
+    """Every preload, the server's and the client's, installed (the client's is not traced)."""
     problems = []
     for axis, entries in exp.file.variants.items():
         for label, variant in entries.items():
-            if variant.preload is None:
-                continue
-            try:
-                library = allocators.resolve(variant.preload)
-            except LookupError as exc:
+            for key in ("preload", "client_preload"):
+                name = getattr(variant, key)
+                if name is None:
+                    continue
+                try:
+                    library = allocators.resolve(name)
+                except LookupError as exc:
+                    problems.append(
+                        Problem(f"variants.{axis}.{label}.{key}", f"{name} installed", "no library", str(exc))
+                    )
+                except FileNotFoundError:
+                    problems.append(Problem(f"variants.{axis}.{label}.{key}", "an existing file", name))
+                else:
+                    if exp.file.observe.alloc is not None and library is not None and key == "preload":
+                        problems += _stackable(f"variants.{axis}.{label}.preload", library)
+    return problems
+
+
+def _client_libraries(exp: Experiment) -> list[Problem]:
+    """A client_library sysbench cannot load (another ABI, missing symbols) is refused now."""
+    from perflab.run import client_variant
+
+    problems = []
+    for axis, entries in exp.file.variants.items():
+        for label, variant in entries.items():
+            said = client_variant.load_problem(Path(variant.client_library)) if variant.client_library else None
+            if said:
                 problems.append(
-                    Problem(f"variants.{axis}.{label}.preload", f"{variant.preload} installed", "no library", str(exc))
+                    Problem(
+                        f"variants.{axis}.{label}.client_library",
+                        f"a client library sysbench can load as {client_variant.SONAME}",
+                        said,
+                        "sysbench needs libmariadb's API and symbol versions: a libmariadb.so.3 of MariaDB "
+                        "Connector/C (Debian: libmariadb3), not a libmysqlclient",
+                    )
                 )
-            except FileNotFoundError:
-                problems.append(Problem(f"variants.{axis}.{label}.preload", "an existing file", variant.preload))
-            else:
-                if exp.file.observe.alloc is not None and library is not None:
-                    problems += _stackable(f"variants.{axis}.{label}.preload", library)
     return problems
 
 

@@ -20,9 +20,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from perflab.analyze import stats
+from perflab.analyze.status_diff import interesting
 from perflab.units import format_bytes, size_class_label
 
 MIN_CHANGE = 0.05
+STATUS_PREFIX = "status:"  # the evidence metric of a SHOW GLOBAL STATUS counter
+STATUS_IN_EXPLANATION = 2  # at most this many counters in the one-line explanation
 SYSCALLS = ("mmap", "munmap", "mprotect", "madvise", "brk")
 RESOURCES = (
     ("minor_faults", "minor_faults_per_txn", "faults/txn"),
@@ -52,6 +55,9 @@ def figures(cell: dict[str, Any]) -> dict[str, tuple[float, str]]:
     for name, key, unit in RESOURCES:
         if resources.get(key) is not None:
             out[name] = (float(resources[key]), unit)
+    for name, value in ((cell.get("server_status") or {}).get("per_txn") or {}).items():
+        if interesting(name):  # [observe] status: the server's own counters
+            out[f"{STATUS_PREFIX}{name}"] = (value, "per txn")
     alloc = cell.get("alloc")
     if alloc:
         for op, value in (alloc.get("calls_per_txn") or {}).items():
@@ -88,7 +94,8 @@ def compare(base_cells: list[dict[str, Any]], cells: list[dict[str, Any]], level
 
 def explain(evidence: list[Evidence] | list[dict[str, Any]], limit: int = 5) -> str:
     """One line, the mechanism first: the allocator's syscalls (with their mean size), then page
-    faults, then the allocation calls by size, bytes requested, CPU and switches; within each
+    faults, then the server's own counters ([observe] status, the two most different), then the
+    allocation calls by size, bytes requested, CPU and switches; within each
     kind the most different first. Only figures in `evidence` (beyond noise) are named:
         "+0.994 mmap and +0.994 munmap of 32 MiB each per transaction, +63.7 minor faults per
          transaction, +1 malloc calls[32M-64M) per transaction, -1 malloc calls[1M-2M) ..."
@@ -106,15 +113,19 @@ def explain(evidence: list[Evidence] | list[dict[str, Any]], limit: int = 5) -> 
         parts.append(" and ".join(words) + " per transaction")
     kinds = (
         lambda m: m in ("minor_faults", "major_faults"),
+        _status,
         _per_class,
         lambda m: m == "bytes_requested",
         lambda m: m.endswith("_calls") and m.removesuffix("_calls") not in SYSCALLS,
         lambda m: m in ("server_cpu", "context_switches"),
     )
     for kind in kinds:
-        for e in (e for e in rows.values() if kind(e.metric)):
+        chosen = [e for e in rows.values() if kind(e.metric)]
+        for e in chosen[:STATUS_IN_EXPLANATION] if kind is _status else chosen:
             name = e.metric.replace("_", " ")
-            if e.unit == "bytes/txn":
+            if kind is _status:  # the server's own name, as SHOW GLOBAL STATUS spells it
+                value = f"{e.delta:+.3g} {e.metric.removeprefix(STATUS_PREFIX)}"
+            elif e.unit == "bytes/txn":
                 value = f"{'+' if e.delta >= 0 else '-'}{format_bytes(abs(e.delta))} {name}"
             elif e.unit == "cpu-us/txn":
                 value = f"{e.delta:+.3g} µs of server CPU"
@@ -137,6 +148,10 @@ def samples(cells: list[dict[str, Any]]) -> dict[str, tuple[list[float], str]]:
             if _per_class(metric) and len(values) == i:
                 values.append(0.0)
     return out
+
+
+def _status(metric: str) -> bool:
+    return metric.startswith(STATUS_PREFIX)
 
 
 def _per_class(metric: str) -> bool:

@@ -1,4 +1,4 @@
-"""The interchange formats: JSON ("perflab-results/5") and CSVs (report/csv_export.py).
+"""The interchange formats: JSON ("perflab-results/6") and CSVs (report/csv_export.py).
 
 JSON format history:
   perflab-results/1  first version; documented in docs/results-format.md.
@@ -21,6 +21,11 @@ JSON format history:
                      Holm-adjusted `p_difference` and `p_equivalence`, `family`, `margin`,
                      `rounds_needed` (inconclusive); `experiment.equivalence_margin`;
                      `run.seed` (the order inside each round; null: the file's order).
+  perflab-results/6  per cell `client`: the workload client's variant and use over the window,
+                     {preload, library_mapped, rss_end_bytes, minor_faults_per_txn,
+                     ctx_switches_per_txn, ...}; with [observe] status, `status_per_txn`
+                     ({counter: per transaction}), `status_gauges` ({gauge: window mean}) and
+                     `status_samples` ([{t, values: {name: value}}]); without it, null and [].
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from perflab.analyze import compare, summary
 from perflab.report import findings
 from perflab.store.results import Results
 
-FORMAT = "perflab-results/5"
+FORMAT = "perflab-results/6"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
 
@@ -42,6 +47,7 @@ def document(results: Results) -> dict[str, Any]:
     cells = []
     for cell in stored:
         cells.append(_cell(cell, results.intervals(cell["id"]), results.rss_samples(cell["id"])))
+        cells[-1]["status_samples"] = [{"t": t, "values": v} for t, v in results.status_samples(cell["id"])]
         cells[-1]["profiles"] = profile_refs(results, cell["id"])
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, [])
@@ -129,7 +135,20 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
         "resources": cell["resources"],
         "sysbench_options": cell["sysbench_options"],
         "alloc": cell.get("alloc"),
+        "client": client_fields(cell.get("client")),
+        "status_per_txn": (cell.get("server_status") or {}).get("per_txn"),
+        "status_gauges": (cell.get("server_status") or {}).get("gauges"),
     }
+
+
+CLIENT_KEYS = ("preload", "library_mapped", "rss_end_bytes", "minor_faults_per_txn", "ctx_switches_per_txn")
+
+
+def client_fields(client: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A cell's `client` (fixed interface: CLIENT_KEYS always present), the rest after them."""
+    if client is None:
+        return None  # results of a perflab before perflab-results/6
+    return {**{k: client.get(k) for k in CLIENT_KEYS}, **client}
 
 
 def profile_refs(results: Results, cell_id: int, top: int = 10) -> list[dict[str, Any]]:

@@ -91,6 +91,7 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
         "",
     ]
     out += _verdicts(model)
+    out += _status(model)
     out += ["## Findings", ""]
     if model.findings:
         # the text of stalls and failures starts with its kind already ("stall: ...", "failed: ...")
@@ -114,6 +115,24 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
         f"{cell(model.directory.name)} --format json`</sub>"
     )
     return "\n".join(out) + "\n"
+
+
+def _status(model: ReportModel) -> list[str]:
+    """[observe] status: the server's counters that differ most from the baseline, per transaction."""
+    found = model.status_differences()
+    if not found:
+        return []
+    intro = (
+        "SHOW GLOBAL STATUS and INNODB_METRICS per transaction over the measured window (mean over settled "
+        "repeats), where a variant differs most from the baseline at its thread count."
+    )
+    out = ["## Server counters", "", intro, ""]
+    for group, rows in found:
+        out += [f"**{cell(short_label(group.variant))}**, {group.threads} threads", ""]
+        table_rows = [[r["counter"], f"{r['baseline']:.4g}", f"{r['variant']:.4g}",
+                       "new" if r["ratio"] is None else f"{r['ratio']:.3g}×"] for r in rows]  # fmt: skip
+        out += table(["counter", "baseline /txn", "variant /txn", "ratio"], table_rows, right={1, 2, 3}) + [""]
+    return out
 
 
 def _verdicts(model: ReportModel) -> list[str]:

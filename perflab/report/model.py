@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perflab.analyze import compare, summary
+from perflab.analyze import compare, status_diff, summary
 from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group
 from perflab.report import colors, findings, profiles
@@ -58,6 +58,17 @@ class ReportModel:
             if c.kind == "variant" and c.metric == metric and c.threads == group.threads and c.variant == group.variant:
                 return c
         return None
+
+    def status_differences(self) -> list[tuple[Group, list[dict[str, Any]]]]:
+        """[observe] status: per variant and thread count, the server's counters that differ most
+        per transaction from the baseline's (analyze/status_diff.py); [] without status."""
+        out = []
+        for group in (g for g in self.groups if not g.baseline):
+            base = next((g for g in self.groups if g.baseline and g.threads == group.threads), None)
+            rows = status_diff.differences(base.cells, group.cells) if base is not None else []
+            if rows:
+                out.append((group, rows))
+        return out
 
     def failed(self) -> list[dict[str, Any]]:
         return [c for c in self.cells if c["status"] != "ok"]

@@ -26,13 +26,18 @@ class WindowStart:
     busy_s: float  # the machine's busy CPU seconds
     client_s: float  # CPU the client had used before the window (its warm-up)
     at: float
+    client: ProcCounters | None = None  # the client's counters before the window (None: it had ended)
 
     @classmethod
     def take(cls, server_pid: int, client_pid: int) -> WindowStart:
         server = ProcCounters.read(server_pid)
         own = resource.getrusage(resource.RUSAGE_SELF)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return cls(server, own, children, machine_busy_s(), process_cpu_s(client_pid), time.monotonic())
+        try:
+            client = ProcCounters.read(client_pid)
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            client = None
+        return cls(server, own, children, machine_busy_s(), process_cpu_s(client_pid), time.monotonic(), client)
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,35 @@ def resources(
     return out
 
 
+def _per_txn(transactions: int) -> Any:
+    return (lambda n: round(n / transactions, 4)) if transactions else (lambda n: None)
+
+
+def client_resources(
+    start: WindowStart, usage: resource.struct_rusage | None, transactions: int, rss: RssSampler
+) -> dict[str, Any]:
+    """The client's share of a cell row's `client` fields over the window: its counters at exit
+    (rusage) less those at the window start; RSS sampled like the server's (the last sample
+    before it exited), peak from its rusage too."""
+    if usage is None or start.client is None:
+        return {"rss_end_bytes": rss.end, "minor_faults_per_txn": None, "ctx_switches_per_txn": None}
+    used = ProcCounters.of_rusage(usage).minus(start.client)
+    per = _per_txn(transactions)
+    return {
+        "rss_end_bytes": rss.end,
+        "rss_peak_bytes": max(rss.peak or 0, usage.ru_maxrss * 1024),  # ru_maxrss is in KiB
+        "minor_faults": used.minor_faults,
+        "major_faults": used.major_faults,
+        "voluntary_ctx_switches": used.voluntary_ctx,
+        "involuntary_ctx_switches": used.involuntary_ctx,
+        "minor_faults_per_txn": per(used.minor_faults),
+        "ctx_switches_per_txn": per(used.voluntary_ctx + used.involuntary_ctx),
+        "cpu_us_per_txn": per((used.user_s + used.sys_s) * 1e6),
+    }
+
+
 def server_resources(used: ProcCounters, transactions: int, rss: RssSampler) -> dict[str, Any]:
-    per = (lambda n: round(n / transactions, 4)) if transactions else (lambda n: None)
+    per = _per_txn(transactions)
     return {
         "rss_end_bytes": rss.end,
         "rss_peak_bytes": rss.peak,

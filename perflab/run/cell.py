@@ -26,11 +26,12 @@ from typing import Any
 from perflab import allocators
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ResourceError, ServerCrashedError, ServerStartError
-from perflab.run import accounting, allocator_proof, client, dataset
+from perflab.run import accounting, allocator_proof, client, client_variant, dataset
 from perflab.run.builds import Build, BuildError, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.profilers import Profilers, store_alloc
 from perflab.run.observers.resources import RssSampler
+from perflab.run.observers.status import StatusSampler
 from perflab.run.proc import call, clean_env
 from perflab.run.servers.mariadb import MariaDB
 from perflab.run.workdir import TMPFS, space_hint
@@ -193,6 +194,7 @@ class CellRunner:
         rundir.mkdir()
         intervals: list[dict[str, Any]] = []
         rss: list[tuple[float, int]] = []
+        status: list[tuple[float, dict[str, float]]] = []
         options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **cell.server_options}
         preload = allocators.resolve(cell.preload) if cell.preload else None
         tracer = self._tracer(rundir, workdir)
@@ -215,6 +217,7 @@ class CellRunner:
                     tracer.check_started(server.pid)
                 row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
                 intervals, rss, measured = self.measure(cell, server, logs, tracer)
+                status = measured.pop("status_samples", [])
                 if not server.alive():
                     raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
             row.update(measured, status="ok")
@@ -227,7 +230,7 @@ class CellRunner:
             _keep_logs(server, rundir, logs)
             shutil.rmtree(rundir, ignore_errors=True)
         row["ended_at"] = utc_now()
-        self.results.commit_cell(row, intervals, rss)
+        self.results.commit_cell(row, intervals, rss, status)
         return row
 
     def _new_row(self, cell: Cell) -> dict[str, Any]:
@@ -247,6 +250,7 @@ class CellRunner:
             "server_options": cell.server_options,
             "window_start_s": self.exp.file.experiment.window_start,
             "pinning": {"server_cpus": self.server_cpus, "client_cpus": self.client_cpus},
+            "client": {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library},
         }
 
     def _tracer(self, rundir: Path, workdir: Path) -> AllocTracer | None:
@@ -261,26 +265,38 @@ class CellRunner:
     def measure(self, cell: Cell, server: MariaDB, logs: Path, tracer: AllocTracer | None = None) -> Measured:
         """One sysbench run against a started `server`: warm-up seconds, a checkpoint that
         resets its statistics, then the measured window, which the observers and the /proc
-        counters cover. Returns (intervals, RSS samples, the row's measured fields)."""
+        counters cover. Returns (intervals, RSS samples, the row's measured fields); with
+        [observe] status, the fields hold its series as `status_samples` (the caller stores it)."""
         spec = self.exp.file
         warmup, seconds = client.window_seconds(spec)
         command = client.argv(spec, cell, server.socket)
         started = time.monotonic()
-        child = client.start(command, logs / "sysbench.txt", self.client_cpus)
+        env = client_variant.environment(cell, server.rundir)
+        child = client.start(command, logs / "sysbench.txt", self.client_cpus, env)
         with child:
+            client_variant.wait_loaded(child.pid, cell)
+            client_fields = client_variant.prove(child.pid, cell)
             if warmup:
                 client.sleep_until(started + warmup, child)
             start = accounting.WindowStart.take(server.pid, child.pid)
             traced = tracer.window(server.pid, server.rundir) if tracer else contextlib.nullcontext()
-            with RssSampler(server.pid) as rss, Profilers(spec.observe, server.pid, server.rundir) as profilers, traced:
-                code = client.wait(child, warmup + seconds, spec.experiment.timeout_margin)
+            status = StatusSampler(server.socket) if spec.observe.status else contextlib.nullcontext()
+            with RssSampler(server.pid) as rss, RssSampler(child.pid) as client_rss, status as counters:
+                with Profilers(spec.observe, server.pid, server.rundir) as profilers, traced:
+                    code = client.wait(child, warmup + seconds, spec.experiment.timeout_margin)
             end = accounting.WindowEnd.take(start, server.pid)
         summary, intervals = client.read_output(logs / "sysbench.txt", code, warmup)
+        client_fields.update(accounting.client_resources(start, child.rusage, summary.transactions, client_rss))
         measured = {
             "summary": summary.to_dict(),
             "resources": accounting.resources(start, end, child.rusage, summary.transactions, rss),
             "sysbench_options": sysbench.effective_options(self.sysbench_defaults, command),
+            "client": client_fields,
         }
+        if counters is not None:
+            window = (summary.transactions, summary.queries, summary.total_time_s)
+            measured["server_status"] = counters.figures(*window)
+            measured["status_samples"] = counters.samples
         profilers.store(self.results, cell.order, summary.transactions, seconds)  # profiles/ + profiles table
         if tracer is not None:
             tracer.check_window(summary.transactions)

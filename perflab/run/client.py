@@ -43,10 +43,11 @@ def argv(spec: ExperimentFile, cell: Cell, socket: Path) -> list[str]:
     )
 
 
-def start(command: list[str], out: Path, cpus: list[int] | None) -> Child:
-    """sysbench started with its output in `out` (stdout and stderr interleaved), on `cpus`."""
+def start(command: list[str], out: Path, cpus: list[int] | None, env: dict[str, str] | None = None) -> Child:
+    """sysbench started with its output in `out` (stdout and stderr interleaved), on `cpus`, in
+    `env` (default: perflab's, cleaned; a client variant's: run/client_variant.py)."""
     with out.open("w", encoding="utf-8") as sink:
-        return Child(command, env=clean_env(), stdout=sink, cpus=cpus)
+        return Child(command, env=env or clean_env(), stdout=sink, cpus=cpus)
 
 
 def sleep_until(deadline: float, child: Child) -> None:

@@ -60,17 +60,20 @@ class Child:
         stderr: IO | int | None = subprocess.STDOUT,
         cpus: Sequence[int] | None = None,
         cwd: str | Path | None = None,
+        stdin: IO | int | None = subprocess.DEVNULL,
+        text: bool = False,
     ) -> None:
         self.argv = guarded(argv, cpus)
         try:
             self.popen = subprocess.Popen(
                 self.argv,
                 env=env,
-                stdin=subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=stdout,
                 stderr=stderr,
                 start_new_session=True,
                 cwd=cwd,
+                text=text,
             )
         except FileNotFoundError as exc:
             raise ToolMissingError(f"cannot run {argv[0]}: {exc.strerror}", "run `perflab doctor`") from None

@@ -41,6 +41,9 @@ class Cell:
     server_options: dict[str, Any]
     workload_options: dict[str, Any] = field(default_factory=dict)  # the variants' own, over workload.options
     build: str | None = None  # a [builds.NAME]; None: the installed server
+    client_preload: str | None = None  # the workload client's own preload, env and libmariadb
+    client_env: dict[str, str] = field(default_factory=dict)
+    client_library: str | None = None
 
     @property
     def variant_key(self) -> str:
@@ -84,6 +87,7 @@ class Experiment:
             for combo in combos:
                 variants = [v for _, v in combo]
                 preload, env, options, wopts = merge(variants, [lbl for lbl, _ in combo])
+                client_preload, client_env, client_library = merge_client(variants, [lbl for lbl, _ in combo])
                 cells.append(
                     Cell(
                         order=0,
@@ -95,6 +99,9 @@ class Experiment:
                         server_options={**spec.server_options, **options},
                         workload_options=wopts,
                         build=next((v.build for v in variants if v.build is not None), None),
+                        client_preload=client_preload,
+                        client_env=client_env,
+                        client_library=client_library,
                     )
                 )
         ordered = [cells[i] for i in block_order(len(cells), self.seed, repeat)]
@@ -139,3 +146,21 @@ def merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict,
                     raise ValueError(f"variants {labels} set {what}.{key} to both {target[key]!r} and {val!r}")
                 target[key] = val
     return preload, env, options, wopts
+
+
+def merge_client(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict[str, str], str | None]:
+    """The client's preload, env and library of one variant per axis; two axes setting one
+    of them differently is an error."""
+    env: dict[str, str] = {}
+    single: dict[str, str | None] = {"client_preload": None, "client_library": None}
+    for variant in variants:
+        for key in single:
+            value = getattr(variant, key)
+            if value is not None and single[key] not in (None, value):
+                raise ValueError(f"variants {labels} set {key} twice ({single[key]}, {value})")
+            single[key] = value if value is not None else single[key]
+        for key, val in variant.client_env.items():
+            if key in env and env[key] != val:
+                raise ValueError(f"variants {labels} set client_env.{key} to both {env[key]!r} and {val!r}")
+            env[key] = val
+    return single["client_preload"], env, single["client_library"]

@@ -46,7 +46,7 @@ from perflab.spec.fields import (
     check_non_empty_axis,
     fail,
 )
-from perflab.spec.matrix import merge
+from perflab.spec.matrix import merge, merge_client
 from perflab.spec.problems import short
 from perflab.units import parse_size
 
@@ -187,8 +187,13 @@ class Variant(_Strict):
     env: EnvVars = {}
     server_options: ServerOptions = {}
     workload_options: WorkloadOptions = {}  # sysbench options of this variant, over workload.options
+    # the workload client (sysbench): a library preloaded into it, its environment, and another
+    # libmariadb for it (loaded under the soname sysbench links: run/client_variant.py)
+    client_preload: str | None = None
+    client_env: EnvVars = {}
+    client_library: str | None = None
 
-    @field_validator("preload")
+    @field_validator("preload", "client_preload")
     @classmethod
     def _preload(cls, value: str | None) -> str | None:
         if value is None:
@@ -223,7 +228,23 @@ class Variant(_Strict):
             )
         return value
 
-    @field_validator("env")
+    @field_validator("client_library")
+    @classmethod
+    def _client_library(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        hint = "an absolute path to a libmariadb.so.3 (or a compatible client library) for sysbench"
+        if not value.startswith("/") or not value.isprintable():
+            raise fail("an absolute path to a shared library", hint)
+        try:
+            what = elf.not_preloadable(Path(value)) if Path(value).exists() else "no such file"
+        except OSError as exc:
+            what = exc.strerror or str(exc)
+        if what:
+            raise fail("a shared library (.so) sysbench can load", hint, f"{short(value, 200)!r}: {what}")
+        return value
+
+    @field_validator("env", "client_env")
     @classmethod
     def _env(cls, value: dict[str, Any]) -> dict[str, str]:
         return {k: str(v) for k, v in value.items()}
@@ -290,6 +311,7 @@ class ObserveSection(_Strict):
     perf: Annotated[PerfObserve | None, BeforeValidator(_observer_flag)] = None
     pmp: Annotated[PmpObserve | None, BeforeValidator(_observer_flag)] = None
     alloc: Annotated[AllocObserve | None, BeforeValidator(_observer_flag)] = None
+    status: StrictBool = False  # SHOW GLOBAL STATUS and INNODB_METRICS once a second (run/observers/status.py)
 
 
 class ExperimentFile(_Strict):
@@ -329,4 +351,5 @@ class ExperimentFile(_Strict):
         for one, other in itertools.combinations(value.values(), 2):
             for combo in itertools.product(one.items(), other.items()):
                 merge([v for _, v in combo], [label for label, _ in combo])
+                merge_client([v for _, v in combo], [label for label, _ in combo])
         return value

@@ -12,6 +12,10 @@ Schema version history (`meta.schema_version`):
      (the column added, NULL).
   4  cells.build (JSON): the server binary the cell ran (a [builds] entry or the installed
      package): name, binary, sha256, version, compiler, kind, recipe. Upgraded in place (NULL).
+  5  the client and the server's counters: cells.client (JSON: the client's preload, library,
+     env, RSS, faults and switches per transaction), cells.server_status (JSON, [observe]
+     status: counters per transaction, gauges' window means) and the table status_samples
+     (one row per counter per sample). Upgraded in place (NULL columns, an empty table).
 
 A cell is written in one transaction when it ends, so a killed run loses at most the cell in
 flight. Readers get plain dicts; the JSON export (report/export.py) is built from them.
@@ -29,7 +33,7 @@ from typing import Any
 from perflab.errors import ResultsFormatError
 from perflab.store import views
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DB_NAME = "results.db"
 
 _SCHEMA = """
@@ -58,7 +62,9 @@ CREATE TABLE IF NOT EXISTS cells (
     resources TEXT,                    -- JSON, see docs/results-format.md
     sysbench_options TEXT,             -- JSON, every effective option, defaults included
     alloc TEXT,                        -- JSON, [observe] alloc: calls, bytes, syscalls per transaction
-    build TEXT                         -- JSON, the server binary: name, binary, sha256, version, compiler, recipe
+    build TEXT,                        -- JSON, the server binary: name, binary, sha256, version, compiler, recipe
+    client TEXT,                       -- JSON, the workload client: preload, library, RSS, faults, switches
+    server_status TEXT                 -- JSON, [observe] status: per_txn, gauges, samples, window_s
 );
 CREATE TABLE IF NOT EXISTS intervals (
     cell_id INTEGER NOT NULL REFERENCES cells(id),
@@ -74,6 +80,14 @@ CREATE TABLE IF NOT EXISTS rss_samples (
     rss_bytes INTEGER NOT NULL
 );
 """
+_STATUS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS status_samples (
+    cell_id INTEGER NOT NULL REFERENCES cells(id),
+    t REAL NOT NULL,                   -- seconds since the measured window started
+    name TEXT NOT NULL,                -- a SHOW GLOBAL STATUS name, or INNODB_METRICS.<name>
+    value REAL NOT NULL,
+    PRIMARY KEY (cell_id, t, name)
+)"""
 
 _JSON_COLUMNS = (
     "variant",
@@ -87,7 +101,10 @@ _JSON_COLUMNS = (
     "steady",
     "alloc",
     "build",
+    "client",
+    "server_status",
 )
+_V5_COLUMNS = ("client TEXT", "server_status TEXT")
 _V4_COLUMNS = ("build TEXT",)
 _V3_COLUMNS = ("alloc TEXT",)
 _V2_COLUMNS = (
@@ -115,7 +132,7 @@ class Results:
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
         if create:
-            self.db.executescript(_SCHEMA)
+            self.db.executescript(_SCHEMA + _STATUS_SCHEMA)
             self.set_meta(schema_version=SCHEMA_VERSION)
         else:
             version = self.meta().get("schema_version")
@@ -126,7 +143,10 @@ class Results:
                 self._add_columns(_V3_COLUMNS, 3)
                 version = 3
             if version == 3:
-                self._add_columns(_V4_COLUMNS)
+                self._add_columns(_V4_COLUMNS, 4)
+                version = 4
+            if version == 4:
+                self._add_columns(_V5_COLUMNS, 5, _STATUS_SCHEMA)
                 version = SCHEMA_VERSION
             if version != SCHEMA_VERSION:
                 raise ResultsFormatError(
@@ -186,6 +206,7 @@ class Results:
         cell: dict[str, Any],
         intervals: list[dict[str, Any]],
         rss_samples: list[tuple[float, int]],
+        status_samples: list[tuple[float, dict[str, float]]] = (),
     ) -> None:
         """Store one finished cell (ok or failed) with its series, atomically."""
         row = {k: (json.dumps(v) if k in _JSON_COLUMNS and v is not None else v) for k, v in cell.items()}
@@ -195,6 +216,7 @@ class Results:
             self.db.execute("BEGIN")
             self.db.execute("DELETE FROM intervals WHERE cell_id = ?", (cell["id"],))
             self.db.execute("DELETE FROM rss_samples WHERE cell_id = ?", (cell["id"],))
+            self.db.execute("DELETE FROM status_samples WHERE cell_id = ?", (cell["id"],))
             self.db.execute(f"INSERT OR REPLACE INTO cells ({columns}) VALUES ({marks})", list(row.values()))
             self.db.executemany(
                 "INSERT INTO intervals (cell_id, t, warmup, tps, qps, reads, writes, other, p95_ms,"
@@ -205,6 +227,10 @@ class Results:
             self.db.executemany(
                 "INSERT INTO rss_samples (cell_id, t, rss_bytes) VALUES (?, ?, ?)",
                 [(cell["id"], t, v) for t, v in rss_samples],
+            )
+            self.db.executemany(
+                "INSERT INTO status_samples (cell_id, t, name, value) VALUES (?, ?, ?, ?)",
+                [(cell["id"], t, name, v) for t, values in status_samples for name, v in values.items()],
             )
 
     def cells(self) -> list[dict[str, Any]]:
@@ -224,6 +250,14 @@ class Results:
     def rss_samples(self, cell_id: int) -> list[tuple[float, int]]:
         rows = self.db.execute("SELECT t, rss_bytes FROM rss_samples WHERE cell_id = ? ORDER BY t", (cell_id,))
         return [(row[0], row[1]) for row in rows]
+
+    def status_samples(self, cell_id: int) -> list[tuple[float, dict[str, float]]]:
+        """[observe] status: the cell's samples, [(t, {name: value})], in time order."""
+        series: dict[float, dict[str, float]] = {}
+        rows = self.db.execute("SELECT t, name, value FROM status_samples WHERE cell_id = ? ORDER BY t", (cell_id,))
+        for t, name, value in rows:
+            series.setdefault(t, {})[name] = value
+        return list(series.items())
 
     # ------------------------------------------------------------------ profiles
     # Rows reference folded-stack files under DIR/profiles/ (format: store/folded.py). The

@@ -69,3 +69,35 @@ def test_unsettled_and_failed_repeats_are_left_out() -> None:
         {**cell(0, 0, 0, 1, 9), "settled": False},
     ]
     assert any(e.metric == "minor_faults" for e in evidence.compare(base, slow))
+
+
+def status_cell(tmp_disk: float, handler: float, faults: float, seed: int) -> dict:
+    rng = random.Random(seed)
+    jitter = lambda v: v * (1 + rng.gauss(0, 0.01))
+    per_txn = {
+        "Created_tmp_disk_tables": tmp_disk,
+        "Handler_read_next": jitter(handler),
+        "Handler_read_key": jitter(2.0),  # the same on both sides
+        "Bytes_sent": jitter(5000.0 + 1000 * tmp_disk),  # not a family the explanation reads
+        "Com_select": jitter(1.0 + 0.1 * tmp_disk),
+    }
+    return {
+        "status": "ok",
+        "settled": True,
+        "resources": {"minor_faults_per_txn": jitter(faults)},
+        "server_status": {"per_txn": per_txn, "gauges": {"Threads_running": 2.0}},
+    }
+
+
+def test_the_servers_own_counters_explain_a_verdict_after_the_faults() -> None:
+    base = [status_cell(0.0, 100.0, 1.0, s) for s in range(3)]
+    slow = [status_cell(1.0, 200.0, 30.0, s + 10) for s in range(3)]
+    found = evidence.compare(base, slow)
+    metrics = {e.metric for e in found}
+    assert {"status:Created_tmp_disk_tables", "status:Handler_read_next", "minor_faults"} <= metrics
+    assert "status:Handler_read_key" not in metrics and "status:Bytes_sent" not in metrics
+    line = evidence.explain(found)
+    assert line.startswith("+28.") or line.startswith("+29")  # the faults first
+    assert "+1 Created_tmp_disk_tables per transaction" in line and "Handler_read_next per transaction" in line
+    assert "Com_select" not in line  # two counters at most: the line stays readable
+    assert line.index("minor faults") < line.index("Created_tmp_disk_tables")

@@ -62,7 +62,7 @@ def test_schema1_directory_is_upgraded_in_place(v1: Path):
     assert query(v1 / "results.db", "SELECT cell_id, t, qps FROM intervals ORDER BY cell_id, t") == intervals
     assert query(v1 / "results.db", "SELECT DISTINCT window_start_s FROM cells") == [(V1_WINDOW_START,)]
 
-    assert doc["format"] == "perflab-results/5" and len(doc["cells"]) == 9
+    assert doc["format"] == "perflab-results/6" and len(doc["cells"]) == 9
     ok = [c for c in doc["cells"] if c["status"] == "ok"]
     failed = [c for c in doc["cells"] if c["status"] == "failed"]
     assert len(ok) == 6 and {c["variant"]["allocator"] for c in failed} == {"broken"}
@@ -109,7 +109,7 @@ def set_version(directory: Path, version: object) -> None:
     db.close()
 
 
-@pytest.mark.parametrize("version", [5, 99, 0, "2", None])
+@pytest.mark.parametrize("version", [SCHEMA_VERSION + 1, 99, 0, "2", None])
 def test_unknown_schema_version_is_refused_with_a_hint(v1: Path, version: object):
     set_version(v1, version)
     with pytest.raises(ResultsFormatError) as refused:
@@ -136,7 +136,7 @@ def test_schema2_directory_gains_the_alloc_and_build_columns(tmp_path: Path) -> 
     with Results(tmp_path, create=True):
         pass
     db = sqlite3.connect(tmp_path / "results.db")
-    kept = ", ".join(c for c in columns(tmp_path) if c not in ("alloc", "build"))
+    kept = ", ".join(c for c in columns(tmp_path) if c not in ("alloc", "build", "client", "server_status"))
     db.execute(f"CREATE TABLE v2 AS SELECT {kept} FROM cells")  # the cells table as schema 2 had it
     db.execute("DROP TABLE cells")
     db.execute("ALTER TABLE v2 RENAME TO cells")
@@ -144,6 +144,15 @@ def test_schema2_directory_gains_the_alloc_and_build_columns(tmp_path: Path) -> 
     db.commit()
     db.close()
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 4
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 5
         assert results.cells() == []
-    assert "alloc" in columns(tmp_path) and "build" in columns(tmp_path)
+    assert {"alloc", "build", "client", "server_status"} <= columns(tmp_path)
+
+
+def test_upgrade_adds_the_client_and_status_columns_and_table(v1: Path):
+    Results(v1).close()
+    assert {"client", "server_status"} <= columns(v1)
+    with Results(v1) as results:
+        assert results.status_samples(0) == []  # the table exists, empty for older cells
+        cell = results.cells()[0]
+        assert cell["client"] is None and cell["server_status"] is None

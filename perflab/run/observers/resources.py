@@ -1,7 +1,9 @@
-"""Resource use of the server over the measured window, read from /proc.
+"""Resource use of a process (the server, the workload client) over the measured window,
+read from /proc.
 
 `ProcCounters.read(pid)` takes CPU ticks, page faults and context switches (summed over
-the process's threads); the difference of two reads is the window's use. `RssSampler`
+the process's threads); the difference of two reads is the window's use. A client that has
+exited is read from its rusage instead (`ProcCounters.of_rusage`). `RssSampler`
 samples resident memory once per interval in a thread that sleeps in between, so its own
 cost is one small file read per second.
 
@@ -12,6 +14,7 @@ cost is one small file read per second.
 from __future__ import annotations
 
 import os
+import resource
 import threading
 import time
 from dataclasses import dataclass
@@ -55,6 +58,11 @@ class ProcCounters:
             involuntary_ctx=invol,
         )
 
+    @classmethod
+    def of_rusage(cls, usage: resource.struct_rusage) -> ProcCounters:
+        """The same counters of a reaped child, from its rusage (every thread it ever had)."""
+        return cls(usage.ru_utime, usage.ru_stime, usage.ru_minflt, usage.ru_majflt, usage.ru_nvcsw, usage.ru_nivcsw)
+
     def minus(self, before: ProcCounters) -> ProcCounters:
         return ProcCounters(
             user_s=self.user_s - before.user_s,
@@ -69,9 +77,10 @@ class ProcCounters:
 def rss_bytes(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/statm", encoding="ascii") as f:
-            return int(f.read().split()[1]) * PAGE_SIZE
+            pages = int(f.read().split()[1])
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return None
+    return pages * PAGE_SIZE or None  # 0: a zombie (a client that has ended, not yet reaped)
 
 
 class RssSampler:
