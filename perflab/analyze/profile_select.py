@@ -5,6 +5,9 @@ A selector names a variant and optionally a thread count, as cell keys do:
     jemalloc                      a bare label, if exactly one axis has it
     allocator=jemalloc,sort_buffer=2M/t4
 `--cell ID` picks one cell. The repeats of the selection are merged (analyze/profile.py).
+A selection is of one profiler (`source`), one process (`target`: server | client) and one
+phase (measured | warmup | stall); per transaction, or per second (`per`: stalls have few
+transactions, so the fair basis there is time).
 """
 
 from __future__ import annotations
@@ -25,6 +28,13 @@ class Selection:
     cells: list[dict[str, Any]]
     profiles: list[dict[str, Any]]  # rows of the profiles table, one per cell
     source: str
+    target: str = "server"
+    phase: str = "measured"
+
+    @property
+    def what(self) -> str:
+        """`perf`, `pmp, client`, `perf, client, stall`: the profile's kind in a title."""
+        return ", ".join([self.source] + [x for x in (self.target, self.phase) if x not in ("server", "measured")])
 
     @property
     def threads(self) -> set[int]:
@@ -65,6 +75,8 @@ def select(
     cell_id: int | None = None,
     threads: int | None = None,
     source: str | None = None,
+    target: str = "server",
+    phase: str = "measured",
 ) -> Selection:
     profiles = results.profiles()
     if not profiles:
@@ -77,11 +89,17 @@ def select(
     if source not in sources:
         raise UsageError(f"no {source} profiles in {results.dir}", f"available: {', '.join(sources)}")
     label, chosen = select_cells(results, selector=selector, cell_id=cell_id, threads=threads)
-    by_cell = {p["cell_id"]: p for p in profiles if p["source"] == source and p["phase"] == "measured"}
+    mine = [p for p in profiles if p["source"] == source]
+    by_cell = {p["cell_id"]: p for p in mine if p["target"] == target and p["phase"] == phase}
     picked = [c for c in chosen if c["id"] in by_cell]
     if not picked:
-        raise UsageError(f"{label}: no {source} profile stored for its cells", "was [observe] set for this run?")
-    return Selection(label, picked, [by_cell[c["id"]] for c in picked], source)
+        ids = {c["id"] for c in chosen}
+        have = sorted({f"--target {p['target']} --phase {p['phase']}" for p in mine if p["cell_id"] in ids})
+        raise UsageError(
+            f"{label}: no {source} profile of the {target} in phase {phase!r} stored for its cells",
+            f"stored: {'; '.join(have)}" if have else "was [observe] set for this run?",
+        )
+    return Selection(label, picked, [by_cell[c["id"]] for c in picked], source, target, phase)
 
 
 def select_cells(
@@ -122,11 +140,12 @@ def select_cells(
 
 
 def load(
-    results: Results, sel: Selection, start: float | None = None, end: float | None = None
+    results: Results, sel: Selection, start: float | None = None, end: float | None = None, per: str = "transaction"
 ) -> tuple[Merged, Counter, float]:
-    """The merged per-function profile, the summed stacks and the summed transactions.
-    `start`/`end` (seconds since the profiler started) cut pmp profiles by time; the
-    transactions are then the profile's scaled by the share of its span kept."""
+    """The merged per-function profile, the summed stacks and the summed transactions (with
+    per = "second": seconds, which then divide the counts instead). `start`/`end` (seconds since
+    the profile's start) cut pmp profiles by time; the transactions are then the profile's
+    scaled by the share of its span kept."""
     profiles = []
     summed: Counter = Counter()
     txn = 0.0
@@ -142,7 +161,9 @@ def load(
             lo, hi = max(0.0, start or 0.0), min(row["seconds"], end if end is not None else row["seconds"])
             if hi <= lo:
                 raise UsageError(f"--start/--end keep nothing of a {row['seconds']:.1f} s profile", "see its seconds")
-            row = {**row, "transactions": (row["transactions"] or 0) * (hi - lo) / row["seconds"]}
+            row = {**row, "transactions": (row["transactions"] or 0) * (hi - lo) / row["seconds"], "seconds": hi - lo}
+        if per == "second":
+            row = {**row, "transactions": row["seconds"]}
         sample_us = (
             1e6 / row["frequency_hz"]
             if row.get("frequency_hz")

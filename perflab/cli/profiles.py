@@ -1,7 +1,8 @@
 """`perflab profile`, `diff` and `flame`: the stored profiles of a results directory, per transaction.
 
-perflab profile DIR --variant alloc=jemalloc [--by total] [--top 25]
-perflab diff DIR alloc=glibc alloc=jemalloc
+perflab profile DIR --variant alloc=jemalloc [--by total] [--top 25] [--target client] [--phase warmup]
+perflab diff DIR alloc=glibc alloc=jemalloc [--target client] [--phase stall]
+perflab diff DIR --cell 3 --phase measured --phase-b stall      (within one cell: stall vs steady, per second)
 perflab flame DIR alloc=jemalloc -o flame.svg [--diff alloc=glibc]
 perflab alloc DIR alloc=glibc                   (with [observe] alloc)
 perflab diff --alloc DIR alloc=glibc alloc=jemalloc
@@ -9,6 +10,7 @@ perflab diff --alloc DIR alloc=glibc alloc=jemalloc
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -26,6 +28,26 @@ _SOURCE = click.option(
     help="which profiler's stacks (default: perf if stored); alloc: allocation stacks, in bytes",
 )
 _THREADS = click.option("--threads", type=int, default=None, help="thread count, when the run has several")
+_TARGET = click.option(
+    "--target",
+    type=click.Choice(["server", "client"]),
+    default="server",
+    show_default=True,
+    help="whose stacks: the server (mariadbd) or the client (sysbench); [observe] perf/pmp targets",
+)
+_PHASE = click.option(
+    "--phase",
+    type=click.Choice(["measured", "warmup", "stall"]),
+    default="measured",
+    show_default=True,
+    help="the measured window, the warm-up (workload start to window) or the seconds of detected stalls",
+)
+_PER = click.option(
+    "--per",
+    type=click.Choice(["transaction", "second"]),
+    default=None,
+    help="divide by transactions or by seconds (default: second for stalls, they have few transactions)",
+)
 _START = click.option("--start", type=float, default=None, help="pmp: only samples from this second of the window")
 _END = click.option("--end", type=float, default=None, help="pmp: only samples before this second of the window")
 
@@ -40,12 +62,23 @@ def _profile_unit(source: str) -> str:
     return {"perf": "cpu-us", "pmp": "wall-us"}.get(source, "bytes")
 
 
+def _short(per: str) -> str:
+    return "s" if per == "second" else "txn"
+
+
+def _per(per: str | None, *phases: str) -> str:
+    return per or ("second" if "stall" in phases else "transaction")
+
+
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--cell", "cell_id", type=int, default=None, help="one cell by id")
 @click.option("--variant", "selector", default=None, help="axis=label[,axis=label][/tN]; repeats are merged")
 @_THREADS
 @_SOURCE
+@_TARGET
+@_PHASE
+@_PER
 @_START
 @_END
 @click.option("--by", type=click.Choice(["self", "total"]), default="self", show_default=True)
@@ -57,81 +90,117 @@ def profile(
     selector: str | None,
     threads: int | None,
     source: str | None,
+    target: str,
+    phase: str,
+    per: str | None,
     start: float | None,
     end: float | None,
     by: str,
     limit: int,
     fmt: str,
 ) -> None:
-    """Top functions of a variant's profile, self and total, per transaction, merged over repeats."""
+    """Top functions of a variant's profile, self and total, per transaction (or second), merged over repeats."""
     from perflab.analyze import profile_select  # noqa: PLC0415
     from perflab.report import profile_text  # noqa: PLC0415
 
+    per = _per(per, phase)
     with Results(directory) as results:
-        sel = profile_select.select(results, selector=selector, cell_id=cell_id, threads=threads, source=source)
-        merged, _, txn = profile_select.load(results, sel, start, end)
+        sel = profile_select.select(
+            results, selector=selector, cell_id=cell_id, threads=threads, source=source, target=target, phase=phase
+        )
+        merged, _, txn = profile_select.load(results, sel, start, end, per)
     rows = merged.rows(limit=limit, by=by)
     if fmt == "json":
-        return _echo_json(rows)
+        return _echo_json([{**r, "per": per} for r in rows])
+    basis = f"{txn:,.1f} s" if per == "second" else f"{txn:,.0f} transactions"
     title = (
-        f"{sel.label} ({sel.source}): {len(sel.profiles)} repeat(s), {merged.samples:,} samples, "
-        f"{txn:,.0f} transactions; per transaction, by {by}"
+        f"{sel.label} ({sel.what}): {len(sel.profiles)} repeat(s), {merged.samples:,} samples, "
+        f"{basis}; per {per}, by {by}"
     )
-    profile_text.profile_table(out, escape(title), rows, _profile_unit(sel.source))
+    profile_text.profile_table(out, escape(title), rows, _profile_unit(sel.source), _short(per))
     profile_text.quality_notes(err, [p["quality"] for p in sel.profiles])
 
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.argument("a")
-@click.argument("b")
+@click.argument("a", required=False)
+@click.argument("b", required=False)
+@click.option("--cell", "cell_id", type=int, default=None, help="one cell for both sides (with --phase-b/--target-b)")
 @_THREADS
 @_SOURCE
+@_TARGET
+@_PHASE
+@click.option(
+    "--target-b", type=click.Choice(["server", "client"]), default=None, help="B's target (default: --target)"
+)
+@click.option(
+    "--phase-b",
+    type=click.Choice(["measured", "warmup", "stall"]),
+    default=None,
+    help="B's phase (default: --phase): --phase measured --phase-b stall compares a stall with the window",
+)
+@_PER
 @click.option(
     "--by",
     type=click.Choice(["self", "total"]),
     default="self",
     show_default=True,
-    help="rank by the change in self or in total (inclusive) samples per transaction",
+    help="rank by the change in self or in total (inclusive) samples per transaction (or second)",
 )
 @click.option("--top", "limit", type=int, default=25, show_default=True)
 @click.option("--alloc", "allocations", is_flag=True, help="allocator calls, bytes and syscalls per transaction")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def diff(
     directory: Path,
-    a: str,
-    b: str,
+    a: str | None,
+    b: str | None,
+    cell_id: int | None,
     threads: int | None,
     source: str | None,
+    target: str,
+    phase: str,
+    target_b: str | None,
+    phase_b: str | None,
+    per: str | None,
     by: str,
     limit: int,
     allocations: bool,
     fmt: str,
 ) -> None:
-    """Function by function, the change per transaction from variant A to variant B."""
+    """Function by function, the change per transaction (or second) from A to B: two variants, or
+    two phases or targets of one (B defaults to A: `diff DIR X --phase-b stall`, `diff DIR --cell 3 ...`)."""
     from perflab.analyze import profile_diff, profile_select  # noqa: PLC0415
     from perflab.report import profile_text  # noqa: PLC0415
 
     if allocations:
+        if a is None or b is None:
+            raise UsageError("--alloc compares two variants", "perflab diff --alloc DIR A B")
         return _alloc_diff(directory, a, b, threads, limit, fmt)
+    if a is None and cell_id is None:
+        raise UsageError("name the variants to compare (A B) or one cell (--cell N)", "perflab diff DIR A B")
+    b, target_b, phase_b = b or a, target_b or target, phase_b or phase
+    if (a, target, phase) == (b, target_b, phase_b):
+        raise UsageError("A and B are the same profile", "name another variant, or --phase-b / --target-b")
+    per = _per(per, phase, phase_b)
     with Results(directory) as results:
-        sel_a = profile_select.select(results, selector=a, threads=threads, source=source)
-        sel_b = profile_select.select(results, selector=b, threads=threads, source=sel_a.source)
+        pick = functools.partial(profile_select.select, results, cell_id=cell_id, threads=threads)
+        sel_a = pick(selector=a, source=source, target=target, phase=phase)
+        sel_b = pick(selector=b, source=sel_a.source, target=target_b, phase=phase_b)
         if sel_a.threads != sel_b.threads:
             raise UsageError(
                 f"{a} runs {sorted(sel_a.threads)} threads, {b} {sorted(sel_b.threads)}",
                 "compare at one thread count: --threads N",
             )
-        merged_a, _, _ = profile_select.load(results, sel_a)
-        merged_b, _, _ = profile_select.load(results, sel_b)
+        merged_a, _, _ = profile_select.load(results, sel_a, per=per)
+        merged_b, _, _ = profile_select.load(results, sel_b, per=per)
     rows = profile_diff.diff(merged_a, merged_b).rows(limit=limit, by=by)
     if fmt == "json":
-        return _echo_json(rows)
+        return _echo_json([{**r, "per": per} for r in rows])
     title = (
-        f"A = {sel_a.label} ({len(sel_a.profiles)} repeats), B = {sel_b.label} ({len(sel_b.profiles)} repeats), "
-        f"{sel_a.source}: change in {by} samples per transaction, largest first (~ = within the noise floor)"
+        f"A = {sel_a.label} ({sel_a.what}, {len(sel_a.profiles)} repeats), B = {sel_b.label} ({sel_b.what}, "
+        f"{len(sel_b.profiles)} repeats): change in {by} samples per {per}, largest first (~ = within the noise floor)"
     )
-    profile_text.diff_table(out, escape(title), rows, by, _profile_unit(sel_a.source))
+    profile_text.diff_table(out, escape(title), rows, by, _profile_unit(sel_a.source), _short(per))
     profile_text.quality_notes(err, [p["quality"] for p in sel_a.profiles + sel_b.profiles])
 
 
@@ -142,6 +211,9 @@ def diff(
 @click.option("--diff", "other", default=None, help="differential graph: SELECTOR is B, OTHER is A (the baseline)")
 @_THREADS
 @_SOURCE
+@_TARGET
+@_PHASE
+@_PER
 @_START
 @_END
 @click.option("--format", "fmt", type=click.Choice(["svg", "speedscope", "folded"]), default="svg", show_default=True)
@@ -152,28 +224,34 @@ def flame(
     other: str | None,
     threads: int | None,
     source: str | None,
+    target: str,
+    phase: str,
+    per: str | None,
     start: float | None,
     end: float | None,
     fmt: str,
 ) -> None:
-    """Flame graph of a variant per transaction (SVG via inferno, speedscope JSON or folded)."""
+    """Flame graph of a variant per transaction or second (SVG via inferno, speedscope JSON or folded)."""
     from perflab.analyze import profile_select  # noqa: PLC0415
     from perflab.report import flame as fl  # noqa: PLC0415
 
+    per = _per(per, phase)
     with Results(directory) as results:
-        sel = profile_select.select(results, selector=selector, threads=threads, source=source)
-        _, stacks, txn = profile_select.load(results, sel, start, end)
+        pick = functools.partial(profile_select.select, results, threads=threads, target=target, phase=phase)
+        sel = pick(selector=selector, source=source)
+        _, stacks, txn = profile_select.load(results, sel, start, end, per)
         scaled = fl.per_million_txn(stacks, txn)
         if other is not None:
-            base_sel = profile_select.select(results, selector=other, threads=threads, source=sel.source)
-            _, base_stacks, base_txn = profile_select.load(results, base_sel, start, end)
+            base_sel = pick(selector=other, source=sel.source)
+            _, base_stacks, base_txn = profile_select.load(results, base_sel, start, end, per)
             base_scaled = fl.per_million_txn(base_stacks, base_txn)
     if other is None:
         if fmt == "svg":
+            basis = f"{txn:,.1f} s" if per == "second" else f"{txn:,.0f} transactions"
             text = fl.svg(
                 fl.folded_text(scaled),
-                f"{sel.label} ({sel.source})",
-                f"{len(sel.profiles)} repeat(s), {txn:,.0f} transactions; widths per transaction",
+                f"{sel.label} ({sel.what})",
+                f"{len(sel.profiles)} repeat(s), {basis}; widths per {per}",
             )
         else:
             text = fl.speedscope(scaled, sel.label) if fmt == "speedscope" else fl.folded_text(scaled)
@@ -184,8 +262,8 @@ def flame(
         if fmt == "svg":
             text = fl.svg(
                 text,
-                f"{base_sel.label} -> {sel.label} ({sel.source})",
-                "red: more per transaction in B, blue: less; shape of B",
+                f"{base_sel.label} -> {sel.label} ({sel.what})",
+                f"red: more per {per} in B, blue: less; shape of B",
                 differential=True,
             )
     fl.write(output, text)

@@ -26,6 +26,10 @@ JSON format history:
                      ctx_switches_per_txn, ...}; with [observe] status, `status_per_txn`
                      ({counter: per transaction}), `status_gauges` ({gauge: window mean}) and
                      `status_samples` ([{t, values: {name: value}}]); without it, null and [].
+  perflab-results/7  per cell `profiles[]` carry `target` (server | client: whose stacks) and
+                     `phase` is measured | warmup | stall (the window, the workload's start to
+                     the window, the seconds of detected stalls): one entry per source, target
+                     and phase. Readers that want the old list take phase "measured", target "server".
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from perflab.analyze import compare, summary
 from perflab.report import findings
 from perflab.store.results import Results
 
-FORMAT = "perflab-results/6"
+FORMAT = "perflab-results/7"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
 
@@ -154,7 +158,7 @@ def client_fields(client: dict[str, Any] | None) -> dict[str, Any] | None:
 def profile_refs(results: Results, cell_id: int, top: int = 10) -> list[dict[str, Any]]:
     """The cell's profiles: where the folded stacks are (relative to the results directory),
     what they cover, their stack quality, and the top functions by self samples per transaction."""
-    keep = ("source", "phase", "path", "samples", "seconds", "transactions", "window_transactions",
+    keep = ("source", "target", "phase", "path", "samples", "seconds", "transactions", "window_transactions",
             "frequency_hz", "interval_s", "call_graph", "quality")  # fmt: skip
     return [{**{k: p[k] for k in keep}, "top": (p["top"] or [])[:top]} for p in results.profiles(cell_id)]
 

@@ -41,17 +41,18 @@ def quality_notes(console: Console, qualities: list[dict[str, Any] | None]) -> N
             console.print(f"  [cyan]remedy:[/] {escape(note['remedy'])}", highlight=False, soft_wrap=True)
 
 
-def profile_table(console: Console, title: str, rows: list[dict[str, Any]], unit: str) -> None:
+def profile_table(console: Console, title: str, rows: list[dict[str, Any]], unit: str, per: str = "txn") -> None:
+    """`per`: txn, or s (a stall's profile per second: the values are then per second)."""
     table = Table(title=title, title_justify="left", show_edge=False)
     for name in (
         "function",
         "dso",
-        "self/txn",
-        f"self {unit}/txn",
-        "total/txn",
-        f"total {unit}/txn",
+        f"self/{per}",
+        f"self {unit}/{per}",
+        f"total/{per}",
+        f"total {unit}/{per}",
         "self %",
-        "self/txn min-max",
+        f"self/{per} min-max",
     ):
         table.add_column(name, justify="left" if name in ("function", "dso") else "right")
     for r in rows:
@@ -68,16 +69,16 @@ def profile_table(console: Console, title: str, rows: list[dict[str, Any]], unit
     console.print(table)
 
 
-def diff_table(console: Console, title: str, rows: list[dict[str, Any]], by: str, unit: str) -> None:
+def diff_table(console: Console, title: str, rows: list[dict[str, Any]], by: str, unit: str, per: str = "txn") -> None:
     table = Table(title=title, title_justify="left", show_edge=False)
     for name in (
         "function",
         "dso",
-        f"A {by}/txn",
-        f"B {by}/txn",
+        f"A {by}/{per}",
+        f"B {by}/{per}",
         "change",
         "noise ±",
-        f"change {unit}/txn",
+        f"change {unit}/{per}",
         "B/A self",
         "callers carrying the change",
     ):

@@ -29,6 +29,7 @@ from perflab.errors import PerflabError, ResourceError, ServerCrashedError, Serv
 from perflab.run import accounting, allocator_proof, client, client_variant, dataset
 from perflab.run.builds import Build, BuildError, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
+from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers, store_alloc
 from perflab.run.observers.resources import RssSampler
 from perflab.run.observers.status import StatusSampler
@@ -270,21 +271,25 @@ class CellRunner:
         spec = self.exp.file
         warmup, seconds = client.window_seconds(spec)
         command = client.argv(spec, cell, server.socket)
-        started = time.monotonic()
         env = client_variant.environment(cell, server.rundir)
-        child = client.start(command, logs / "sysbench.txt", self.client_cpus, env)
-        with child:
-            client_variant.wait_loaded(child.pid, cell)
-            client_fields = client_variant.prove(child.pid, cell)
-            if warmup:
-                client.sleep_until(started + warmup, child)
-            start = accounting.WindowStart.take(server.pid, child.pid)
-            traced = tracer.window(server.pid, server.rundir) if tracer else contextlib.nullcontext()
-            status = StatusSampler(server.socket) if spec.observe.status else contextlib.nullcontext()
-            with RssSampler(server.pid) as rss, RssSampler(child.pid) as client_rss, status as counters:
-                with Profilers(spec.observe, server.pid, server.rundir) as profilers, traced:
-                    code = client.wait(child, warmup + seconds, spec.experiment.timeout_margin)
-            end = accounting.WindowEnd.take(start, server.pid)
+        with Profilers(spec.observe, server.pid, server.rundir) as profilers:
+            started = time.monotonic()
+            child = client.start(command, logs / "sysbench.txt", self.client_cpus, env)
+            with child:
+                client_variant.wait_loaded(child.pid, cell)  # the client's profilers attach after ld.so
+                client_fields = client_variant.prove(child.pid, cell)
+                profilers.workload_started(child.pid)
+                if warmup:
+                    client.sleep_until(started + warmup, child)
+                start = accounting.WindowStart.take(server.pid, child.pid)
+                traced = tracer.window(server.pid, server.rundir) if tracer else contextlib.nullcontext()
+                status = StatusSampler(server.socket) if spec.observe.status else contextlib.nullcontext()
+                with RssSampler(server.pid) as rss, RssSampler(child.pid) as client_rss, status as counters:
+                    profilers.window_started()
+                    with traced:
+                        code = client.wait(child, warmup + seconds, spec.experiment.timeout_margin)
+                    ended = time.monotonic()
+                end = accounting.WindowEnd.take(start, server.pid)
         summary, intervals = client.read_output(logs / "sysbench.txt", code, warmup)
         client_fields.update(accounting.client_resources(start, child.rusage, summary.transactions, client_rss))
         measured = {
@@ -297,7 +302,9 @@ class CellRunner:
             window = (summary.transactions, summary.queries, summary.total_time_s)
             measured["server_status"] = counters.figures(*window)
             measured["status_samples"] = counters.samples
-        profilers.store(self.results, cell.order, summary.transactions, seconds)  # profiles/ + profiles table
+        stalls = self._steady(intervals, summary.qps)["stalls"]
+        spans = Spans.of_cell(started, ended, warmup + seconds, warmup, stalls, intervals, summary.transactions)
+        profilers.store(self.results, cell.order, spans)  # profiles/ + profiles table, per target and phase
         if tracer is not None:
             tracer.check_window(summary.transactions)
             measured["alloc"] = tracer.fields(summary.transactions)

@@ -256,18 +256,39 @@ Axes = dict[
 ]
 
 
+Target = Literal["server", "client"]
+
+
+def _targets(value: list[str]) -> list[str]:
+    if not value:
+        raise fail('at least one of "server", "client"', 'e.g. targets = ["server", "client"]')
+    return list(dict.fromkeys(value))
+
+
+Targets = Annotated[list[Target], AfterValidator(_targets)]
+
+
 class PerfObserve(_Strict):
-    """`perf = { frequency = 99, call_graph = "fp" }`: on-CPU call graphs (docs/profiles.md)."""
+    """`perf = { frequency = 99, call_graph = "fp", targets = ["server", "client"], warmup = true }`:
+    on-CPU call graphs of the server and/or the client (sysbench), over the window and, with
+    warmup (the default: perf records system-wide, so the warm-up costs no more), from the
+    workload's start; the seconds of detected stalls get their own profile (docs/profiles.md)."""
 
     frequency: StrictInt = Field(default=99, ge=1, le=5000)
     call_graph: Literal["fp", "dwarf"] = "fp"
+    targets: Targets = ["server"]
+    warmup: StrictBool = True
 
 
 class PmpObserve(_Strict):
-    """`pmp = { interval = "1s" }`: wall-clock stacks of every server thread (docs/profiles.md)."""
+    """`pmp = { interval = "1s", targets = ["client"], warmup = false }`: wall-clock stacks of
+    every thread of the server and/or the client; warmup = true samples from the workload's start
+    (off by default: it stops every thread once per interval, during the warm-up too)."""
 
     interval: Duration = 1.0
     tool: Literal["libdw", "eu-stack"] = "libdw"
+    targets: Targets = ["server"]
+    warmup: StrictBool = False
 
     @field_validator("interval")
     @classmethod

@@ -6,7 +6,7 @@ Format `perflab-folded/1`, one profile = two files under `DIR/profiles/`:
                           sorted, count last (FlameGraph, inferno and speedscope read it as is):
       __clone3;start_thread;do_command;dispatch_command;my_hash_sort_simple 42
   cell-0003.perf.json     what the counts mean: {"format": "perflab-folded/1", "source": "perf",
-                          "window": "measured", "samples", "seconds", "transactions",
+                          "window": "measured", "target": "server", "samples", "seconds", "transactions",
                           "frequency_hz" | "interval_s", "dsos": {function: dso}, "quality": {...}}
 
 Frame names: the function as the profiler symbolised it (C++ demangled, without argument
@@ -17,6 +17,8 @@ across samples, runs and processes, so it aggregates and diffs); `[unknown]` whe
 binary is unknown. pmp profiles also keep a timed file, `cell-0003.pmp.timed`, one line per
 thread stack sample: `<seconds since window start> <stack> <count>`, so a profile can be cut
 by time.
+The client's profiles (sysbench, `target = "client"`) insert `.client`, and other phases than the
+measured window their name: `cell-0003.pmp.client.warmup.folded`, `cell-0003.perf.stall.folded`.
 
 Format history:
   perflab-folded/1  first version.
@@ -36,8 +38,9 @@ KERNEL_MARK = "_[k]"
 Stacks = Counter  # stack string (frames joined by ';', root first) -> samples
 
 
-def base(directory: Path, cell_id: int, source: str, window: str = "measured") -> Path:
-    suffix = "" if window == "measured" else f".{window}"
+def base(directory: Path, cell_id: int, source: str, window: str = "measured", target: str = "server") -> Path:
+    """`cell-0003.perf`, `cell-0003.pmp.client`, `cell-0003.perf.client.stall`, ..."""
+    suffix = ("" if target == "server" else f".{target}") + ("" if window == "measured" else f".{window}")
     return Path(directory) / "profiles" / f"cell-{cell_id:04d}.{source}{suffix}"
 
 

@@ -16,6 +16,10 @@ Schema version history (`meta.schema_version`):
      env, RSS, faults and switches per transaction), cells.server_status (JSON, [observe]
      status: counters per transaction, gauges' window means) and the table status_samples
      (one row per counter per sample). Upgraded in place (NULL columns, an empty table).
+  6  profiles per target and phase: profiles.target (server | client: whose stacks) joins the
+     key (cell_id, source, phase, target); phase is measured (the window), warmup (from the
+     workload's start to the window) or stall (the seconds of the cell's detected stalls).
+     Upgraded in place: the profiles table is rebuilt, its rows get target = 'server'.
 
 A cell is written in one transaction when it ends, so a killed run loses at most the cell in
 flight. Readers get plain dicts; the JSON export (report/export.py) is built from them.
@@ -33,7 +37,7 @@ from typing import Any
 from perflab.errors import ResultsFormatError
 from perflab.store import views
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DB_NAME = "results.db"
 
 _SCHEMA = """
@@ -147,6 +151,9 @@ class Results:
                 version = 4
             if version == 4:
                 self._add_columns(_V5_COLUMNS, 5, _STATUS_SCHEMA)
+                version = 5
+            if version == 5:
+                self._add_columns((), 6, *self._profiles_upgrade())
                 version = SCHEMA_VERSION
             if version != SCHEMA_VERSION:
                 raise ResultsFormatError(
@@ -170,6 +177,25 @@ class Results:
             self.db.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (json.dumps(version),)
             )
+
+    def _profiles_upgrade(self) -> tuple[str, ...]:
+        """Schema 6 keys profiles by target too: SQLite cannot change a primary key, so the table
+        is rebuilt (its rows are the server's: version 5 profiled nothing else)."""
+        if not self._has_profiles():
+            return ()
+        columns = ", ".join(c for c in _PROFILE_COLUMNS if c != "target")
+        return (
+            "DROP VIEW IF EXISTS profile_top_flat",
+            "ALTER TABLE profiles RENAME TO profiles_v5",
+            _PROFILES_SCHEMA,
+            f"INSERT INTO profiles ({columns}, target) SELECT {columns}, 'server' FROM profiles_v5",
+            "DROP TABLE profiles_v5",
+        )
+
+    def _has_profiles(self) -> bool:
+        return bool(
+            self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'profiles'").fetchone()
+        )
 
     def close(self) -> None:
         self.db.close()
@@ -266,6 +292,7 @@ class Results:
     def commit_profile(self, row: dict[str, Any]) -> None:
         """Store (or replace) the reference to one cell's profile: keys of _PROFILE_COLUMNS."""
         values = {k: (json.dumps(row.get(k)) if k in ("quality", "top") else row.get(k)) for k in _PROFILE_COLUMNS}
+        values["target"] = values["target"] or "server"
         with self.db:
             self.db.execute("BEGIN")
             self.db.execute(_PROFILES_SCHEMA)
@@ -276,12 +303,13 @@ class Results:
         self.refresh_views()  # the first profile adds profile_top_flat; later ones write nothing
 
     def profiles(self, cell_id: int | None = None) -> list[dict[str, Any]]:
-        """Profile references, by cell then source; [] for results without profiles."""
-        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'profiles'").fetchone():
+        """Profile references, by cell, source, target then phase; [] for results without profiles."""
+        if not self._has_profiles():
             return []
         where, args = ("WHERE cell_id = ?", (cell_id,)) if cell_id is not None else ("", ())
         out = []
-        for row in self.db.execute(f"SELECT * FROM profiles {where} ORDER BY cell_id, source, phase", args):
+        order = "ORDER BY cell_id, source, target DESC, phase"  # the server's first
+        for row in self.db.execute(f"SELECT * FROM profiles {where} {order}", args):
             item = dict(row)
             for key in ("quality", "top"):
                 item[key] = json.loads(item[key]) if item[key] else None
@@ -292,24 +320,26 @@ class Results:
 _PROFILES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS profiles (
     cell_id INTEGER NOT NULL,          -- cells.id
-    source TEXT NOT NULL,              -- perf | pmp
-    phase TEXT NOT NULL,               -- measured (the window the cell's figures cover)
+    source TEXT NOT NULL,              -- perf | pmp | alloc
+    phase TEXT NOT NULL,               -- measured (the window the cell's figures cover) | warmup | stall
+    target TEXT NOT NULL DEFAULT 'server',  -- server | client (sysbench): whose stacks
     path TEXT NOT NULL,                -- folded stacks, relative to the results directory
     samples INTEGER NOT NULL,          -- stacks sampled (pmp: thread stacks)
     seconds REAL NOT NULL,             -- how long the profiler ran
-    transactions REAL,                 -- the cell's transactions over the profiler's span
+    transactions REAL,                 -- the cell's transactions over the profile's span (its phase)
     window_transactions INTEGER,       -- sysbench's count over the whole measured window
     frequency_hz REAL,                 -- perf: samples per second per CPU
     interval_s REAL,                   -- pmp: seconds between samples
     call_graph TEXT,                   -- perf: fp | dwarf; pmp: libdw | eu-stack
     quality TEXT,                      -- JSON: stack quality and what to do about it
     top TEXT,                          -- JSON: top functions by self samples per transaction
-    PRIMARY KEY (cell_id, source, phase)
+    PRIMARY KEY (cell_id, source, phase, target)
 )"""
 _PROFILE_COLUMNS = (
     "cell_id",
     "source",
     "phase",
+    "target",
     "path",
     "samples",
     "seconds",

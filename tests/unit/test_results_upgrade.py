@@ -37,8 +37,8 @@ def schema_version(directory: Path) -> object:
     return json.loads(rows[0][0]) if rows else None
 
 
-def columns(directory: Path) -> set[str]:
-    return {row[1] for row in query(directory / "results.db", "PRAGMA table_info(cells)")}
+def columns(directory: Path, table: str = "cells") -> set[str]:
+    return {row[1] for row in query(directory / "results.db", f"PRAGMA table_info({table})")}
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def test_schema1_directory_is_upgraded_in_place(v1: Path):
     assert query(v1 / "results.db", "SELECT cell_id, t, qps FROM intervals ORDER BY cell_id, t") == intervals
     assert query(v1 / "results.db", "SELECT DISTINCT window_start_s FROM cells") == [(V1_WINDOW_START,)]
 
-    assert doc["format"] == "perflab-results/6" and len(doc["cells"]) == 9
+    assert doc["format"] == "perflab-results/7" and len(doc["cells"]) == 9
     ok = [c for c in doc["cells"] if c["status"] == "ok"]
     failed = [c for c in doc["cells"] if c["status"] == "failed"]
     assert len(ok) == 6 and {c["variant"]["allocator"] for c in failed} == {"broken"}
@@ -95,7 +95,9 @@ def test_upgraded_directory_gives_verdicts(v1: Path):
     rows = json.loads(done.stdout)
     (row,) = [r for r in rows if r["variant"] == {"allocator": "jemalloc"}]
     assert row["baseline"] == {"allocator": "glibc"} and row["n_baseline"] == row["n_variant"] == 3
-    assert row["verdict"] in ("faster", "slower", "equivalent", "inconclusive") and row["method"] == "welch"  # 3 rounds: pairing needs 5
+    assert (
+        row["verdict"] in ("faster", "slower", "equivalent", "inconclusive") and row["method"] == "welch"
+    )  # 3 rounds: pairing needs 5
     assert row["ci_low"] < row["ratio"] < row["ci_high"]
 
 
@@ -144,7 +146,7 @@ def test_schema2_directory_gains_the_alloc_and_build_columns(tmp_path: Path) -> 
     db.commit()
     db.close()
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 5
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 6
         assert results.cells() == []
     assert {"alloc", "build", "client", "server_status"} <= columns(tmp_path)
 
@@ -156,3 +158,35 @@ def test_upgrade_adds_the_client_and_status_columns_and_table(v1: Path):
         assert results.status_samples(0) == []  # the table exists, empty for older cells
         cell = results.cells()[0]
         assert cell["client"] is None and cell["server_status"] is None
+
+
+def _profile(target: str | None = None, phase: str = "measured") -> dict:
+    row = {"cell_id": 0, "source": "pmp", "phase": phase, "path": "profiles/cell-0000.pmp.folded", "samples": 7}
+    return (
+        row
+        | {"seconds": 2.0, "transactions": 100.0, "quality": None, "top": []}
+        | ({"target": target} if target else {})
+    )
+
+
+def test_schema5_profiles_gain_a_target_and_keep_their_rows(tmp_path: Path) -> None:
+    with Results(tmp_path, create=True) as results:
+        results.commit_profile(_profile())
+    db = sqlite3.connect(tmp_path / "results.db")
+    kept = ", ".join(c for c in columns(tmp_path, "profiles") if c != "target")
+    db.execute("DROP VIEW IF EXISTS profile_top_flat")
+    db.execute(f"CREATE TABLE v5 AS SELECT {kept} FROM profiles")  # schema 5: no target, key without it
+    db.execute("DROP TABLE profiles")
+    db.execute("ALTER TABLE v5 RENAME TO profiles")
+    db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    assert "target" not in columns(tmp_path, "profiles")
+    with Results(tmp_path) as results:
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 6
+        assert [(p["target"], p["phase"], p["samples"]) for p in results.profiles()] == [("server", "measured", 7)]
+        results.commit_profile(_profile("client"))  # the client's beside the server's: the key has the target
+        results.commit_profile(_profile("client", "stall"))
+        got = [(p["target"], p["phase"]) for p in results.profiles()]
+        assert got == [("server", "measured"), ("client", "measured"), ("client", "stall")]
+        assert query(tmp_path / "results.db", "SELECT count(*) FROM profile_top_flat") == [(0,)]

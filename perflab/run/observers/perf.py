@@ -103,7 +103,20 @@ class FrameNamer:
 
 
 def fold_perf_script(lines: Iterable[str], starts: StartsLoader = FunctionStarts.load) -> tuple[Counter, FoldStats]:
-    """Folded stacks (root first) and statistics from `perf script -F tid,ip,sym,dso` text.
+    """Folded stacks (root first) and statistics from `perf script -F tid,ip,sym,dso` text."""
+    return fold_perf_phases(lines, None, starts).get(MEASURED) or (Counter(), FoldStats())
+
+
+PhasesAt = Callable[[float], tuple[str, ...]]
+MEASURED = "measured"
+
+
+def fold_perf_phases(
+    lines: Iterable[str], phases_at: PhasesAt | None = None, starts: StartsLoader = FunctionStarts.load
+) -> dict[str, tuple[Counter, FoldStats]]:
+    """Per phase, folded stacks (root first) and statistics from `perf script -F tid,time,ip,sym,dso`
+    text: `phases_at(t)` names the phases a sample taken at `t` (the header's time) belongs to;
+    without it every sample is "measured" (and the text needs no time field).
 
     The hot loop does one dict lookup per frame line: a line's text maps to a frame number
     (perf prints the same line for the same address), a sample is a tuple of numbers, and
@@ -112,8 +125,9 @@ def fold_perf_script(lines: Iterable[str], starts: StartsLoader = FunctionStarts
     namer = FrameNamer(starts)
     index: dict[str, int] = {}
     table: list[tuple[str, str, int]] = []
-    counts: dict[tuple[int, ...], int] = {}
+    counts: dict[tuple[tuple[str, ...], tuple[int, ...]], int] = {}
     frames: list[int] = []
+    phases: tuple[str, ...] = (MEASURED,)
     get = index.get
     for line in lines:
         if line[:1] == "\t":
@@ -122,14 +136,23 @@ def fold_perf_script(lines: Iterable[str], starts: StartsLoader = FunctionStarts
                 i = index[line] = len(table)
                 table.append(namer(line))
             frames.append(i)
-        elif frames:  # a blank line or the next header ends the sample
-            key = tuple(reversed(frames))
+            continue
+        if frames:  # a blank line or the next header ends the sample
+            key = (phases, tuple(reversed(frames)))
             counts[key] = counts.get(key, 0) + 1
             frames.clear()
+        if phases_at is not None and line.strip():  # "27048 24280.313358: "
+            fields = line.split()
+            phases = phases_at(float(fields[1].rstrip(":"))) if len(fields) > 1 else ()
     if frames:
-        key = tuple(reversed(frames))
+        key = (phases, tuple(reversed(frames)))
         counts[key] = counts.get(key, 0) + 1
-    return _summarise(counts, table)
+    by_phase: dict[str, dict[tuple[int, ...], int]] = {}
+    for (names, key), n in counts.items():
+        for phase in names:
+            into = by_phase.setdefault(phase, {})
+            into[key] = into.get(key, 0) + n
+    return {phase: _summarise(c, table) for phase, c in by_phase.items()}
 
 
 def _summarise(counts: dict[tuple[int, ...], int], table: list[tuple[str, str, int]]) -> tuple[Counter, FoldStats]:
@@ -151,8 +174,11 @@ def _summarise(counts: dict[tuple[int, ...], int], table: list[tuple[str, str, i
 class PerfRecorder:
     """`perf record` system-wide at `frequency` Hz, enabled for the window only."""
 
-    def __init__(self, pid: int, workdir: Path, *, frequency: int = 99, call_graph: str = "fp") -> None:
+    def __init__(
+        self, pid: int, workdir: Path, *, frequency: int = 99, call_graph: str = "fp", enabled: bool = True
+    ) -> None:
         self.pid = pid
+        self.enabled = enabled  # False: recording starts at the first resume()
         self.workdir = Path(workdir)
         self.frequency = frequency
         self.call_graph = call_graph
@@ -160,6 +186,7 @@ class PerfRecorder:
         self.child: Child | None = None
         self.seconds = 0.0
         self._started = 0.0
+        self.span = (0.0, 0.0)  # CLOCK_MONOTONIC seconds recorded: from the first enable to the stop
 
     def events(self) -> list[str]:
         """What to record: cpu-clock samples at the frequency, with call graphs."""
@@ -180,6 +207,8 @@ class PerfRecorder:
             "-N",
             "--no-bpf-event",
             "-q",
+            "-k",
+            "CLOCK_MONOTONIC",  # sample times on time.monotonic()'s clock: phases are cut by time
             "-D",
             "-1",
             "--control",
@@ -198,7 +227,8 @@ class PerfRecorder:
             # opening blocks until perf opens its end: a perf that dies first would hang us
             self._ctl = _open_fifo(ctl, os.O_WRONLY, self.child)
             self._ack = _open_fifo(ack, os.O_RDONLY, self.child)
-            self._command("enable")
+            if self.enabled:
+                self._command("enable")
         except BaseException:
             self.child.kill()
             raise
@@ -211,6 +241,8 @@ class PerfRecorder:
 
     def resume(self) -> None:
         self._command("enable")
+        if not self.enabled:  # the deferred start: the span begins here
+            self.enabled, self._started = True, time.monotonic()
 
     def _command(self, word: str) -> None:
         os.write(self._ctl, f"{word}\n".encode())
@@ -230,7 +262,9 @@ class PerfRecorder:
     def __exit__(self, *exc: object) -> None:
         assert self.child is not None
         try:
-            self.seconds = time.monotonic() - self._started
+            stopped = time.monotonic()
+            self.seconds = stopped - self._started if self.enabled else 0.0
+            self.span = (self._started, stopped) if self.enabled else (stopped, stopped)
             if self.child.poll() is None:
                 self._command("disable")
                 self.child.signal_group(signal.SIGINT)  # perf writes its header and exits
@@ -242,16 +276,24 @@ class PerfRecorder:
                     os.close(fd)
             self._log.close()
 
-    def script_argv(self) -> list[str]:
-        """`perf script` of the server's samples, only the fields folding needs (less text to parse)."""
-        return ["perf", "script", "-i", str(self.data), "--pid", str(self.pid), "-F", "tid,ip,sym,dso"]
+    def script_argv(self, pid: int | None = None, timed: bool = False) -> list[str]:
+        """`perf script` of one process's samples (default: the server's), only the fields folding
+        needs (less text to parse), with each sample's time when `timed`."""
+        fields = "tid,time,ip,sym,dso" if timed else "tid,ip,sym,dso"
+        return ["perf", "script", "-i", str(self.data), "--pid", str(pid or self.pid), "-F", fields]
 
     def fold(self) -> tuple[Counter, FoldStats]:
         """Fold the server's samples; perf script streams into the parser (no temporary text file)."""
+        return self.fold_phases().get(MEASURED) or (Counter(), FoldStats())
+
+    def fold_phases(
+        self, pid: int | None = None, phases_at: PhasesAt | None = None
+    ) -> dict[str, tuple[Counter, FoldStats]]:
+        """Fold one process's samples (default: the server's) per phase (fold_perf_phases)."""
         if not self.data.is_file():
             raise PerflabError(f"perf record wrote no {self.data.name}", f"see {self._log.name}")
-        argv = guarded(self.script_argv())
-        errors = self.workdir / f"perf-{self.pid}.script.log"
+        argv = guarded(self.script_argv(pid, timed=phases_at is not None))
+        errors = self.workdir / f"perf-{self.pid}.script.{pid or self.pid}.log"
         with (
             errors.open("w", encoding="utf-8") as err,
             subprocess.Popen(
@@ -266,14 +308,14 @@ class PerfRecorder:
         ):
             try:
                 assert proc.stdout is not None
-                stacks, stats = fold_perf_script(proc.stdout)
+                folds = fold_perf_phases(proc.stdout, phases_at)
                 code = proc.wait(STOP_DEADLINE_S)
             finally:
                 proc.kill()
-        if code != 0 and not stats.samples:
+        if code != 0 and not folds:
             tail = errors.read_text(encoding="utf-8", errors="replace").strip()[-400:]
             raise PerflabError(f"perf script failed (exit {code}): {tail}", f"perf.data: {self.data}")
-        return stacks, stats
+        return folds
 
 
 def _open_fifo(path: Path, flags: int, child: Child) -> int:

@@ -133,6 +133,8 @@ class StackSampler:
         self.exit_code: int | None = None
         self.sample_stats: list[tuple[int, float, float]] = []  # (threads, held ms, sample ms) per sample
         self._started = 0.0
+        self.origin = 0.0  # CLOCK_MONOTONIC seconds of the rows' t = 0
+        self.span = (0.0, 0.0)  # CLOCK_MONOTONIC seconds sampled
 
     def __enter__(self) -> StackSampler:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -206,6 +208,7 @@ class StackSampler:
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.monotonic() - self._started
+        self.span = (self._started, self._started + self.seconds)
         if self.child is not None:
             try:
                 self.exit_code = self.child.terminate(grace=10)  # SIGTERM: it finishes its sample, detaches
@@ -217,7 +220,9 @@ class StackSampler:
             self._thread.join(timeout=70)
 
     def rows(self) -> list[tuple[float, int, list[str]]]:
+        """(t, tid, frames root first) per thread per sample; t in seconds since `origin`."""
         if self.tool != "libdw":
+            self.origin = self._started
             return self._rows
         log = self.workdir / f"pmp-{self.pid}.log"
         if not self.out.is_file() or self.exit_code not in (0, None):
@@ -232,6 +237,8 @@ class StackSampler:
                 if line.startswith("#dso "):  # the binary's name may hold spaces: "x (deleted)"
                     _, name, dso = line.rstrip("\n").split(" ", 2)
                     self.dsos[name] = dso
+                elif line.startswith("# pmp_sampler ") and " start=" in line:
+                    self.origin = float(line.rsplit(" start=", 1)[1])
                 elif line.startswith("#stat "):
                     _, _t, threads, held_ms, sample_ms = line.split()
                     self.sample_stats.append((int(threads), float(held_ms), float(sample_ms)))

@@ -11,8 +11,9 @@ through ctypes, but opens the process once: modules, symbol tables and CFI stay 
 each sample only attaches to each thread (ptrace), unwinds it from its CFI, and detaches.
 Symbols are cached by address.
 
-Output, one line per thread per sample (frames root first, names as the symbol table has
-them, i.e. C++ mangled; `binary+0xSTART` when the binary has no symbol for the address):
+Output: a header `# pmp_sampler pid=PID interval=S start=T0` (T0: CLOCK_MONOTONIC seconds of
+time 0, to cut the samples by phase), then one line per thread per sample (frames root first,
+names as the symbol table has them, i.e. C++ mangled; `binary+0xSTART` when the binary has no symbol for the address):
     <seconds since start> <tid> <frame;frame;frame>
 before each sample's lines, the threads sampled, the sum of the times each thread was held
 stopped (attach, unwind, detach) and the sample's wall time, in milliseconds:
@@ -181,7 +182,7 @@ def main(argv: list[str]) -> int:
     due = start
     try:
         with open(out_path, "w", encoding="utf-8") as out:
-            out.write(f"# pmp_sampler pid={pid} interval={interval}\n")
+            out.write(f"# pmp_sampler pid={pid} interval={interval} start={start:.6f}\n")  # CLOCK_MONOTONIC
             out.flush()
             while not stop:
                 if paused[0]:

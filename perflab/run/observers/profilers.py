@@ -1,14 +1,20 @@
-"""The profilers of a cell's measured window, as one context manager, and their results.
+"""The profilers of a cell, as one context manager, and their results.
 
-    with Profilers(spec.observe, server.pid, rundir) as prof:    # nothing if none configured
+    with Profilers(spec.observe, server.pid, rundir) as prof:  # perf starts (not yet recording)
+        start_client()
+        prof.workload_started(client_pid)   # perf (warmup = true) and pmp (warmup = true) begin
+        sleep_through_warmup()
+        prof.window_started()               # the others begin
         run_window()
-    prof.store(results, cell_id, transactions, window_s)        # profiles/ + the profiles table
+    prof.store(results, cell_id, spans)     # profiles/ + the profiles table, per target and phase
 
-Each profile is stored with the transactions of the span it covers (the window's count
-scaled by the profiler's share of the window: perf starts a few tenths of a second after the
-window does), so analyses can divide by it, and with its stack quality: what the server
-binary offers (symbols, debug info, frame pointers), what the samples show (stacks that
-reach a thread's entry point, frames without a name) and what to do about it.
+Targets: the server (mariadbd) and the client (sysbench, attached once ld.so has mapped its
+libraries). Phases (run/observers/phases.py): the measured window, the warm-up and the seconds
+of detected stalls, each a profile of its own, cut by time from one recording per profiler.
+Each profile is stored with the transactions of the span it covers (so analyses can divide
+by them), its seconds (stalls: per second is the fair basis, they have few transactions) and
+its stack quality: what the binary offers (symbols, debug info, frame pointers), what the
+samples show (stacks that reach a thread's entry point, frames without a name) and what to do.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from perflab.analyze.alloc import callers
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.elf import inspect
 from perflab.run.observers.perf import FoldStats, PerfRecorder
-from perflab.run.observers.pmp import StackSampler, demangle
+from perflab.run.observers.phases import MEASURED, PHASES, Spans
+from perflab.run.observers.pmp import StackSampler, demangle, fold_rows
 from perflab.run.observers.pmp_sampler import Symbolizer
 from perflab.spec import ObserveSection
 from perflab.store import folded
@@ -39,103 +46,145 @@ DWARF_COST_NOTE = "costs far more than fp (each sample copies 16 KiB of stack; s
 class Profilers:
     def __init__(self, observe: ObserveSection, pid: int, workdir: Path) -> None:
         self.observe = observe
-        self.pid = pid
+        self.pids = {"server": pid}
         self.workdir = Path(workdir)
         self.perf: PerfRecorder | None = None
-        self.pmp: StackSampler | None = None
+        self.pmp: dict[str, StackSampler] = {}
         self._stack = ExitStack()
-        self.binary = _exe(pid)
+        self.binaries = {"server": _exe(pid)}
 
     def __enter__(self) -> Profilers:
+        # perf first, not recording: its start-up (reading every process's maps) takes tenths of
+        # a second, before the workload; it then records system-wide and is folded per process
+        perf = self.observe.perf
+        if perf is not None:
+            recorder = PerfRecorder(
+                self.pids["server"], self.workdir, frequency=perf.frequency, call_graph=perf.call_graph, enabled=False
+            )
+            self.perf = self._stack.enter_context(recorder)
+        return self
+
+    def workload_started(self, client_pid: int | None = None) -> None:
+        """The workload runs (and its client has its libraries mapped): the warm-up's profilers begin."""
+        if client_pid is not None:
+            self.pids["client"] = client_pid
+            self.binaries["client"] = _exe(client_pid)
+        self._begin(warmup=True)
+
+    def window_started(self) -> None:
+        self._begin(warmup=False)
+
+    def _begin(self, warmup: bool) -> None:
         try:
-            # perf first: its start-up takes tenths of a second; the sampler then stops first, at
-            # the window's end, and does not sample the idle server while perf writes its file
-            if self.observe.perf is not None:
-                perf = self.observe.perf
-                self.perf = self._stack.enter_context(
-                    PerfRecorder(self.pid, self.workdir, frequency=perf.frequency, call_graph=perf.call_graph)
-                )
-            if self.observe.pmp is not None:
-                self.pmp = self._stack.enter_context(
-                    StackSampler(self.pid, self.workdir, interval=self.observe.pmp.interval, tool=self.observe.pmp.tool)
-                )
+            perf, pmp = self.observe.perf, self.observe.pmp
+            if self.perf is not None and perf is not None and not self.perf.enabled and (perf.warmup or not warmup):
+                self.perf.resume()
+            if pmp is not None and (pmp.warmup or not warmup):
+                for target in pmp.targets:
+                    if target not in self.pmp and target in self.pids:
+                        sampler = StackSampler(self.pids[target], self.workdir, interval=pmp.interval, tool=pmp.tool)
+                        self.pmp[target] = self._stack.enter_context(sampler)
         except BaseException:
             self._stack.close()
             raise
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
-    def store(self, results: Results, cell_id: int, transactions: int, window_s: float) -> list[dict[str, Any]]:
-        """Fold every profile, write it under profiles/, reference it in results.db."""
+    def store(self, results: Results, cell_id: int, spans: Spans) -> list[dict[str, Any]]:
+        """Fold every profile per target and phase, write it under profiles/, reference it in results.db."""
         rows = []
-        save = functools.partial(self._save, results, cell_id, transactions, window_s)
-        if self.perf is not None:
-            started = time.monotonic()
-            stacks, stats = self.perf.fold()
-            perf = {"frequency_hz": self.perf.frequency, "call_graph": self.perf.call_graph}
-            rows.append(save("perf", stacks, stats, self.perf.seconds, **perf, fold_s=time.monotonic() - started))
-        if self.pmp is not None:
-            stacks, timed, stats = self.pmp.fold()
-            pmp = {"interval_s": self.pmp.interval, "call_graph": self.pmp.tool, "sampler_cost": self.pmp.cost()}
-            rows.append(save("pmp", stacks, stats, self.pmp.seconds, **pmp, timed=timed))
+        save = functools.partial(self._save, results, cell_id, spans)
+        if self.perf is not None and self.observe.perf is not None:
+            settings = {"frequency_hz": self.perf.frequency, "call_graph": self.perf.call_graph}
+            for target in self.observe.perf.targets:
+                if target not in self.pids:
+                    continue
+                started = time.monotonic()
+                folds = self.perf.fold_phases(self.pids[target], spans.phases_at)
+                fold_s = time.monotonic() - started
+                for phase in _phases(spans, self.perf.span):
+                    stacks, stats = folds.get(phase) or (Counter(), FoldStats())
+                    rows.append(save("perf", target, phase, stacks, stats, self.perf.span, **settings, fold_s=fold_s))
+        for target, sampler in self.pmp.items():
+            rows.extend(self._store_pmp(save, spans, target, sampler))
         return rows
+
+    def _store_pmp(self, save: Any, spans: Spans, target: str, sampler: StackSampler) -> list[dict[str, Any]]:
+        rows = sampler.rows()
+        settings = {"interval_s": sampler.interval, "call_graph": sampler.tool, "sampler_cost": sampler.cost()}
+        out = []
+        for phase in _phases(spans, sampler.span):
+            begin = spans.start(phase, sampler.span)
+            mine = [
+                (sampler.origin + t - begin, tid, frames)
+                for t, tid, frames in rows
+                if phase in spans.phases_at(sampler.origin + t)
+            ]
+            stacks, timed, stats = fold_rows(mine, sampler.dsos)
+            out.append(save("pmp", target, phase, stacks, stats, sampler.span, **settings, timed=timed))
+        return out
 
     def _save(
         self,
         results: Results,
         cell_id: int,
-        transactions: int,
-        window_s: float,
+        spans: Spans,
         source: str,
+        target: str,
+        phase: str,
         stacks: Counter,
         stats: FoldStats,
-        seconds: float,
+        span: tuple[float, float],
         *,
         timed: list | None = None,
         fold_s: float | None = None,
         sampler_cost: dict | None = None,
         **settings: Any,
     ) -> dict[str, Any]:
-        share = min(1.0, seconds / window_s) if window_s else 1.0
-        txn = round(transactions * share, 1)
-        quality = stack_quality(self.binary, source, settings.get("call_graph"), stats)
+        seconds = spans.seconds(phase, span)
+        txn = round(spans.transactions(phase, span), 1)
+        binary = self.binaries.get(target)
+        quality = stack_quality(binary, source, settings.get("call_graph"), stats)
         sample_us = 1e6 / settings["frequency_hz"] if "frequency_hz" in settings else 1e6 * settings["interval_s"]
         top = _top_functions(stacks, stats, txn, sample_us)
-        base = folded.base(results.dir, cell_id, source)
-        meta = {
+        common = {
             "source": source,
-            "window": "measured",
+            "phase": phase,
+            "target": target,
             "seconds": round(seconds, 3),
             "transactions": txn,
-            "window_transactions": transactions,
-            "pid": self.pid,
-            "binary": self.binary,
-            "dsos": stats.dsos,
+            "window_transactions": spans.window_transactions,
             "quality": quality,
-            "fold_s": None if fold_s is None else round(fold_s, 3),
-            "sampler_cost": sampler_cost,
             **settings,
         }
-        path = folded.write(base, stacks, meta, timed or ())
+        meta = {
+            **common,
+            "window": phase,
+            "pid": self.pids[target],
+            "binary": binary,
+            "dsos": stats.dsos,
+            "fold_s": None if fold_s is None else round(fold_s, 3),
+            "sampler_cost": sampler_cost,
+            "clock_offset_s": round(spans.workload - spans.started, 3) if spans.started else None,
+        }
+        path = folded.write(folded.base(results.dir, cell_id, source, phase, target), stacks, meta, timed or ())
         row = {
+            **common,
             "cell_id": cell_id,
-            "source": source,
-            "phase": "measured",
             "path": str(path.relative_to(results.dir)),
             "samples": stats.samples,
-            "seconds": round(seconds, 3),
-            "transactions": txn,
-            "window_transactions": transactions,
-            "quality": quality,
             "top": top,
             "frequency_hz": settings.get("frequency_hz"),
             "interval_s": settings.get("interval_s"),
-            "call_graph": settings.get("call_graph"),
         }
         results.commit_profile(row)
         return row
+
+
+def _phases(spans: Spans, span: tuple[float, float]) -> list[str]:
+    """The phases a profiler that ran over `span` saw: the window always (even if empty), the others if any."""
+    return [p for p in PHASES if p == MEASURED or spans.seconds(p, span) > 0]
 
 
 def store_alloc(results: Results, cell_id: int, transactions: int, tracer: AllocTracer, pid: int) -> dict[str, Any]:
@@ -179,6 +228,7 @@ def store_alloc(results: Results, cell_id: int, transactions: int, tracer: Alloc
         "cell_id": cell_id,
         "source": "alloc",
         "phase": "measured",
+        "target": "server",
         "path": str(path.relative_to(results.dir)),
         "samples": len(tracer.records()[0]),
         "seconds": round(tracer.seconds, 3),

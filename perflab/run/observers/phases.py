@@ -1,0 +1,104 @@
+"""The phases a cell's profiles are cut into, on one clock: CLOCK_MONOTONIC seconds
+(`time.monotonic()`, `perf record -k CLOCK_MONOTONIC`, the pmp sampler's header).
+
+  measured  the measured window (the span the cell's figures cover)
+  warmup    from the workload's start to the window
+  stall     the seconds of the cell's detected stalls (analyze/steady.py), warm-up or window
+
+Phases overlap: a stall inside the window is in "measured" too, so the window's profile stays
+the one the cell's figures describe. Why a clock of its own for sysbench: its per-second
+reports count from when its threads start, after they connected (up to seconds at 1024
+threads), not from when perflab started it; its start is placed at its exit minus the
+seconds it ran (`client_origin`), which errs by its shutdown time (tenths of a second).
+
+    spans = Spans(workload=100.0, window=110.0, end=130.0, stalls=[(102.0, 105.0)], tps=[(1.0, 80.0), ...])
+    spans.phases_at(103.0)       -> ("warmup", "stall")
+    spans.seconds("stall", (101.5, 131.0)) -> 3.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MEASURED, WARMUP, STALL = "measured", "warmup", "stall"
+PHASES = (MEASURED, WARMUP, STALL)
+Range = tuple[float, float]
+
+
+def client_origin(started: float, end: float, ran_s: float, lag_max_s: float = 10.0) -> float:
+    """CLOCK_MONOTONIC time of sysbench's t = 0: its exit minus the seconds it ran, no earlier
+    than its start and no later than `lag_max_s` after (a client that ended early)."""
+    return min(max(started, end - ran_s), started + lag_max_s)
+
+
+@dataclass
+class Spans:
+    workload: float  # sysbench's t = 0
+    window: float  # the measured window's start
+    end: float  # the workload's end
+    stalls: list[Range] = field(default_factory=list)
+    tps: list[tuple[float, float]] = field(default_factory=list)  # (t since workload start, tps) per second
+    window_transactions: float = 0.0  # sysbench's count over the window
+    started: float = 0.0  # when perflab started the client (workload - started: its start-up)
+
+    @classmethod
+    def of_cell(
+        cls,
+        started: float,
+        end: float,
+        ran_s: float,
+        window_start_s: float,
+        stalls: list[dict[str, Any]],
+        intervals: list[dict[str, Any]],
+        window_transactions: float,
+    ) -> Spans:
+        """From a cell's run (CLOCK_MONOTONIC start and end, seconds sysbench ran), its stalls and
+        intervals (seconds since the workload started) and its window's transactions."""
+        origin = client_origin(started, end, ran_s)
+        return cls(
+            workload=origin,
+            window=origin + window_start_s,
+            end=end,
+            stalls=[(origin + s["start_s"], origin + s["end_s"]) for s in stalls],
+            tps=[(iv["t"], iv.get("tps") or 0.0) for iv in intervals],
+            window_transactions=window_transactions,
+            started=started,
+        )
+
+    def ranges(self, phase: str) -> list[Range]:
+        if phase == MEASURED:
+            return [(self.window, self.end)]
+        if phase == WARMUP:
+            return [(self.workload, self.window)] if self.window > self.workload else []
+        return list(self.stalls)
+
+    def phases_at(self, t: float) -> tuple[str, ...]:
+        found = tuple(p for p in PHASES if any(a <= t < b for a, b in self.ranges(p)))
+        return found
+
+    def covered(self, phase: str, span: Range) -> list[Range]:
+        """The parts of `phase` a profiler that ran over `span` saw."""
+        out = [(max(a, span[0]), min(b, span[1])) for a, b in self.ranges(phase)]
+        return [(a, b) for a, b in out if b > a]
+
+    def seconds(self, phase: str, span: Range) -> float:
+        return sum(b - a for a, b in self.covered(phase, span))
+
+    def start(self, phase: str, span: Range) -> float:
+        """Where the profile of `phase` begins (its timed rows count from here)."""
+        parts = self.covered(phase, span)
+        return parts[0][0] if parts else span[0]
+
+    def transactions(self, phase: str, span: Range) -> float:
+        """The transactions of the seen part of `phase`: the window's count scaled by the share
+        seen, or (warm-up, stalls) sysbench's per-second rates over the seconds seen."""
+        if phase == MEASURED:
+            whole = self.end - self.window
+            return self.window_transactions * min(1.0, self.seconds(phase, span) / whole) if whole > 0 else 0.0
+        total = 0.0
+        for a, b in self.covered(phase, span):
+            for t, tps in self.tps:
+                lo, hi = max(a, self.workload + t - 1), min(b, self.workload + t)
+                total += tps * max(0.0, hi - lo)
+        return total
