@@ -50,3 +50,15 @@ def differences(base_cells: list[dict[str, Any]], cells: list[dict[str, Any]], l
         key=lambda r: (abs(r["delta"]) / max(abs(r["baseline"]), abs(r["variant"])), abs(r["delta"])), reverse=True
     )
     return rows[:limit]
+
+
+def by_group(groups: list[Any]) -> list[tuple[Any, list[dict[str, Any]]]]:
+    """Per non-baseline group (analyze/summary.py), its counters that differ most from the
+    baseline's at its thread count; [] without [observe] status. The reports' Server counters."""
+    out = []
+    for group in (g for g in groups if not g.baseline):
+        base = next((g for g in groups if g.baseline and g.threads == group.threads), None)
+        rows = differences(base.cells, group.cells) if base is not None else []
+        if rows:
+            out.append((group, rows))
+    return out

@@ -71,8 +71,10 @@ def report(directory: Path, baselines: tuple[str, ...], fmt: str, html_flag: boo
             click.echo(json.dumps(export.report_document(*summary.load(results), list(baselines)), indent=2))
             return
         if fmt == "text":
+            from perflab.analyze import phase_explain  # noqa: PLC0415
+
             meta, cells = summary.load(results)
-            text.render(out, meta, cells, list(baselines))
+            text.render(out, meta, cells, list(baselines), phase_explain.explain(results))
             return
         from perflab.report import publish  # noqa: PLC0415
 

@@ -108,7 +108,9 @@ def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
                     "stall",
                     f"stall: cell {cell['id']} {cell['key']} {stall['start_s']:.0f}-{stall['end_s']:.0f} s "
                     f"{where} ({depth}); "
-                    "sample stacks in it with [observe] pmp to see why",
+                    "what grew in it: `perflab diff DIR --cell "
+                    f"{cell['id']} --phase-b stall --source pmp --target client` (or server), with "
+                    '[observe] pmp = { targets = ["server", "client"] } (and warmup = true for a stall in the warm-up)',
                     (cell["id"],),
                 )
             )

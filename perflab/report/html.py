@@ -20,7 +20,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from perflab import __version__
-from perflab.analyze import stats
+from perflab.analyze import phase_explain, stats
 from perflab.analyze.verdict import VERDICTS
 from perflab.report import figures, findings
 from perflab.report.model import ReportModel
@@ -119,4 +119,6 @@ def render(model: ReportModel) -> str:
         kind_titles=KIND_TITLES,
         downsampled=longest > figures.MAX_POINTS,
         max_points=figures.MAX_POINTS,
+        status_rows=model.status_differences(),
+        explain_intro=phase_explain.INTRO,
     )

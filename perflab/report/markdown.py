@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perflab.analyze import stats
+from perflab.analyze import phase_explain, stats
 from perflab.analyze.compare import Comparison
 from perflab.analyze.verdict import FASTER, SLOWER
 from perflab.report import figures
@@ -101,6 +101,7 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
     else:
         out.append("Nothing to distrust: every group has an interval, every cell settled, no stalls, no failed cells.")
     out.append("")
+    out += _explanations(model)
     failed = model.failed()
     if failed:
         out += ["## Failed cells", ""]
@@ -115,6 +116,24 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
         f"{cell(model.directory.name)} --format json`</sub>"
     )
     return "\n".join(out) + "\n"
+
+
+def _explanations(model: ReportModel) -> list[str]:
+    """Stalls and unsettled warm-ups with profiles: the stacks that grew most (analyze/phase_explain.py)."""
+    if not model.explanations:
+        return []
+    out = ["## Stalls and warm-ups: what grew", "", phase_explain.INTRO, ""]
+    for e in model.explanations:
+        what = "stall" if e.phase == "stall" else "unsettled warm-up"
+        out += [f"**cell {e.cell_id} {cell(e.key)}**, {what} {e.span}, {e.source} {e.target} ({e.seconds:.1f} s)", ""]
+        if not e.rows:
+            out += ["No function grows beyond its noise floor.", ""]
+            continue
+        rows = [[g.function, g.dso or "?", f"{g.window:.3g}", f"{g.phase:.3g}", f"{g.delta:+.3g}", f"±{g.noise:.2g}"]
+                for g in e.rows]  # fmt: skip
+        out += table(["function", "dso", "window /s", f"{e.phase} /s", "change", "noise"], rows, right={2, 3, 4, 5})
+        out.append("")
+    return out
 
 
 def _status(model: ReportModel) -> list[str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perflab.analyze import compare, status_diff, summary
+from perflab.analyze import compare, phase_explain, status_diff, summary
 from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group
 from perflab.report import colors, findings, profiles
@@ -36,6 +36,7 @@ class ReportModel:
     intervals: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # cell id -> per-second rows
     rss: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
     profiles: profiles.Profiles | None = None
+    explanations: list[phase_explain.Explanation] = field(default_factory=list)  # stalls, unsettled warm-ups
 
     @property
     def name(self) -> str:
@@ -62,13 +63,7 @@ class ReportModel:
     def status_differences(self) -> list[tuple[Group, list[dict[str, Any]]]]:
         """[observe] status: per variant and thread count, the server's counters that differ most
         per transaction from the baseline's (analyze/status_diff.py); [] without status."""
-        out = []
-        for group in (g for g in self.groups if not g.baseline):
-            base = next((g for g in self.groups if g.baseline and g.threads == group.threads), None)
-            rows = status_diff.differences(base.cells, group.cells) if base is not None else []
-            if rows:
-                out.append((group, rows))
-        return out
+        return status_diff.by_group(self.groups)
 
     def failed(self) -> list[dict[str, Any]]:
         return [c for c in self.cells if c["status"] != "ok"]
@@ -177,6 +172,7 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
         colors.variant_colors(variants),
         findings.collect(groups, cells, meta),
         profiles=profiles.load(Path(results.dir), cells, groups),
+        explanations=phase_explain.explain(results),
     )
     if series:
         for cell in cells:

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from perflab.analyze import compare, stats
+from perflab.analyze import compare, phase_explain, stats, status_diff
 from perflab.analyze.compare import Comparison
 from perflab.analyze.evidence import explain
 from perflab.analyze.summary import Group, groups, mean
@@ -56,8 +56,14 @@ def ratio_text(c: Comparison) -> str:
 
 
 def render(
-    console: Console, meta: dict[str, Any], cells: list[dict[str, Any]], baseline: list[str] | None = None
+    console: Console,
+    meta: dict[str, Any],
+    cells: list[dict[str, Any]],
+    baseline: list[str] | None = None,
+    explanations: list[phase_explain.Explanation] | None = None,
 ) -> None:
+    """The tables, the server's counters ([observe] status), why, warnings, and what grew in
+    stalls and unsettled warm-ups (`explanations`: analyze/phase_explain.py)."""
     exp = meta.get("experiment", {})
     host = meta.get("host", {})
     warmup = exp.get("warmup", 0)
@@ -87,8 +93,35 @@ def render(
     effects = [c for c in comparisons if c.kind == "axis"]
     if effects:
         console.print(comparison_table("Effect of each axis (the other axes held fixed)", effects))
+    _status(console, all_groups)
     _why(console, comparisons)
     _warnings(console, all_groups, cells, meta)
+    _explanations(console, explanations or [])
+
+
+def _status(console: Console, all_groups: list[Group]) -> None:
+    """[observe] status: the counters that differ most from the baseline, per transaction (as the
+    Markdown and HTML reports' Server counters)."""
+    for group, rows in status_diff.by_group(all_groups):
+        table = Table(
+            title=f"Server counters: {short_label(group.variant)} at {group.threads} threads vs the baseline, "
+            "per transaction (SHOW GLOBAL STATUS, INNODB_METRICS; mean over settled repeats)",
+            title_justify="left",
+            show_edge=False,
+        )
+        for name in ("counter", "baseline /txn", "variant /txn", "ratio"):
+            table.add_column(name, justify="left" if name == "counter" else "right")
+        for r in rows:
+            ratio = "new" if r["ratio"] is None else f"{r['ratio']:.3g}x"
+            table.add_row(escape(r["counter"]), f"{r['baseline']:.4g}", f"{r['variant']:.4g}", ratio)
+        console.print(table)
+
+
+def _explanations(console: Console, explanations: list[phase_explain.Explanation]) -> None:
+    if explanations:
+        console.print(f"\n[bold]What grew[/] ({escape(phase_explain.INTRO)}):", highlight=False)
+    for e in explanations:
+        console.print(f"  {escape(phase_explain.sentence(e))}", highlight=False)
 
 
 def _why(console: Console, comparisons: list[Comparison]) -> None:

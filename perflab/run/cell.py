@@ -277,8 +277,8 @@ class CellRunner:
             child = client.start(command, logs / "sysbench.txt", self.client_cpus, env)
             with child:
                 client_variant.wait_loaded(child.pid, cell)  # the client's profilers attach after ld.so
-                client_fields = client_variant.prove(child.pid, cell)
                 profilers.workload_started(child.pid)
+                client_fields = client_variant.prove(child.pid, cell)
                 if warmup:
                     client.sleep_until(started + warmup, child)
                 start = accounting.WindowStart.take(server.pid, child.pid)
