@@ -279,15 +279,17 @@ class CellRunner:
                 client_variant.wait_loaded(child.pid, cell)  # the client's profilers attach after ld.so
                 profilers.workload_started(child.pid)
                 client_fields = client_variant.prove(child.pid, cell)
+                margin = spec.experiment.timeout_margin
+                origin = client.wait_threads_started(logs / "sysbench.txt", child, margin)  # connected
                 if warmup:
-                    client.sleep_until(started + warmup, child)
+                    client.sleep_until(origin + warmup, child)
                 start = accounting.WindowStart.take(server.pid, child.pid)
                 traced = tracer.window(server.pid, server.rundir) if tracer else contextlib.nullcontext()
                 status = StatusSampler(server.socket) if spec.observe.status else contextlib.nullcontext()
                 with RssSampler(server.pid) as rss, RssSampler(child.pid) as client_rss, status as counters:
                     profilers.window_started()
                     with traced:
-                        code = client.wait(child, warmup + seconds, spec.experiment.timeout_margin)
+                        code = client.wait(child, warmup + seconds, margin)
                     ended = time.monotonic()
                 end = accounting.WindowEnd.take(start, server.pid)
         summary, intervals = client.read_output(logs / "sysbench.txt", code, warmup)
@@ -303,7 +305,7 @@ class CellRunner:
             measured["server_status"] = counters.figures(*window)
             measured["status_samples"] = counters.samples
         stalls = self._steady(intervals, summary.qps)["stalls"]
-        spans = Spans.of_cell(started, ended, warmup + seconds, warmup, stalls, intervals, summary.transactions)
+        spans = Spans.of_cell(started, origin, ended, warmup, stalls, intervals, summary.transactions)
         profilers.store(self.results, cell.order, spans)  # profiles/ + profiles table, per target and phase
         if tracer is not None:
             tracer.check_window(summary.transactions)

@@ -50,6 +50,34 @@ def start(command: list[str], out: Path, cpus: list[int] | None, env: dict[str, 
         return Child(command, env=env or clean_env(), stdout=sink, cpus=cpus)
 
 
+STARTED_LINE = b"Threads started!"  # sysbench's clock (its reports, its checkpoint) starts here
+
+
+def wait_threads_started(out: Path, child: Child, deadline_s: float) -> float:
+    """time.monotonic() when sysbench says its threads started: every thread has connected
+    (seconds at 1024 threads on 2 vCPUs) and its per-second reports count from here, so the
+    warm-up and the window are timed from this moment, not from the process start. Returns
+    early (now) if sysbench exits first; its output then says why."""
+    deadline = time.monotonic() + deadline_s
+    seen = 0
+    while time.monotonic() < deadline and child.poll() is None:
+        position = max(0, seen - len(STARTED_LINE))  # the line may have been half written last time
+        with out.open("rb") as f:
+            f.seek(position)
+            text = f.read()
+        if STARTED_LINE in text:
+            return time.monotonic()
+        seen = position + len(text)
+        time.sleep(0.01)
+    if child.poll() is None:
+        child.kill()
+        raise WorkloadError(
+            f"sysbench did not start its threads within {deadline_s:.0f} s (connecting them)",
+            f"see {out}; a server refusing connections (max_connections), or raise experiment.timeout_margin",
+        )
+    return time.monotonic()
+
+
 def sleep_until(deadline: float, child: Child) -> None:
     while (left := deadline - time.monotonic()) > 0 and child.poll() is None:
         time.sleep(min(left, 0.5))

@@ -2,16 +2,16 @@
 (`time.monotonic()`, `perf record -k CLOCK_MONOTONIC`, the pmp sampler's header).
 
   measured  the measured window (the span the cell's figures cover)
-  warmup    from the workload's start to the window
+  warmup    from the workload's start (sysbench's process start: its threads connecting count)
+            to the window
   stall     the seconds of the cell's detected stalls (analyze/steady.py), warm-up or window
 
 Phases overlap: a stall inside the window is in "measured" too, so the window's profile stays
-the one the cell's figures describe. Why a clock of its own for sysbench: its per-second
-reports count from when its threads start, after they connected (up to seconds at 1024
-threads), not from when perflab started it; its start is placed at its exit minus the
-seconds it ran (`client_origin`), which errs by its shutdown time (tenths of a second).
+the one the cell's figures describe. sysbench's per-second reports (and so its stalls) count
+from when its threads started, after they all connected (2-3 s at 1024 threads on 2 vCPUs),
+not from its process start: `workload` is that moment (run/client.wait_threads_started).
 
-    spans = Spans(workload=100.0, window=110.0, end=130.0, stalls=[(102.0, 105.0)], tps=[(1.0, 80.0), ...])
+    spans = Spans(workload=100.0, window=110.0, end=130.0, stalls=[(102.0, 105.0)], started=99.0)
     spans.phases_at(103.0)       -> ("warmup", "stall")
     spans.seconds("stall", (101.5, 131.0)) -> 3.0
 """
@@ -26,36 +26,29 @@ PHASES = (MEASURED, WARMUP, STALL)
 Range = tuple[float, float]
 
 
-def client_origin(started: float, end: float, ran_s: float, lag_max_s: float = 10.0) -> float:
-    """CLOCK_MONOTONIC time of sysbench's t = 0: its exit minus the seconds it ran, no earlier
-    than its start and no later than `lag_max_s` after (a client that ended early)."""
-    return min(max(started, end - ran_s), started + lag_max_s)
-
-
 @dataclass
 class Spans:
-    workload: float  # sysbench's t = 0
+    workload: float  # sysbench's t = 0 (its threads started)
     window: float  # the measured window's start
     end: float  # the workload's end
     stalls: list[Range] = field(default_factory=list)
     tps: list[tuple[float, float]] = field(default_factory=list)  # (t since workload start, tps) per second
     window_transactions: float = 0.0  # sysbench's count over the window
-    started: float = 0.0  # when perflab started the client (workload - started: its start-up)
+    started: float = 0.0  # when perflab started the client (workload - started: connecting its threads)
 
     @classmethod
     def of_cell(
         cls,
         started: float,
+        origin: float,
         end: float,
-        ran_s: float,
         window_start_s: float,
         stalls: list[dict[str, Any]],
         intervals: list[dict[str, Any]],
         window_transactions: float,
     ) -> Spans:
-        """From a cell's run (CLOCK_MONOTONIC start and end, seconds sysbench ran), its stalls and
-        intervals (seconds since the workload started) and its window's transactions."""
-        origin = client_origin(started, end, ran_s)
+        """From a cell's run (CLOCK_MONOTONIC: process start, threads started, end), its stalls and
+        intervals (seconds since its threads started) and its window's transactions."""
         return cls(
             workload=origin,
             window=origin + window_start_s,
@@ -70,7 +63,8 @@ class Spans:
         if phase == MEASURED:
             return [(self.window, self.end)]
         if phase == WARMUP:
-            return [(self.workload, self.window)] if self.window > self.workload else []
+            begin = min(self.started or self.workload, self.workload)
+            return [(begin, self.window)] if self.window > begin else []
         return list(self.stalls)
 
     def phases_at(self, t: float) -> tuple[str, ...]:

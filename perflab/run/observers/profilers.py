@@ -166,7 +166,7 @@ class Profilers:
             "dsos": stats.dsos,
             "fold_s": None if fold_s is None else round(fold_s, 3),
             "sampler_cost": sampler_cost,
-            "clock_offset_s": round(spans.workload - spans.started, 3) if spans.started else None,
+            "connect_s": round(spans.workload - spans.started, 3) if spans.started else None,  # threads connecting
         }
         path = folded.write(folded.base(results.dir, cell_id, source, phase, target), stacks, meta, timed or ())
         row = {
