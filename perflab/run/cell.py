@@ -305,7 +305,8 @@ class CellRunner:
             measured["server_status"] = counters.figures(*window)
             measured["status_samples"] = counters.samples
         stalls = self._steady(intervals, summary.qps)["stalls"]
-        spans = Spans.of_cell(started, origin, ended, warmup, stalls, intervals, summary.transactions)
+        window_end = min(ended, origin + warmup + seconds)  # sysbench's window, not its shutdown
+        spans = Spans.of_cell(started, origin, window_end, warmup, stalls, intervals, summary.transactions)
         profilers.store(self.results, cell.order, spans)  # profiles/ + profiles table, per target and phase
         if tracer is not None:
             tracer.check_window(summary.transactions)

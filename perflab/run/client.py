@@ -72,7 +72,7 @@ def wait_threads_started(out: Path, child: Child, deadline_s: float) -> float:
     if child.poll() is None:
         child.kill()
         raise WorkloadError(
-            f"sysbench did not start its threads within {deadline_s:.0f} s (connecting them)",
+            f"sysbench did not start its threads within {deadline_s:g} s (connecting them)",
             f"see {out}; a server refusing connections (max_connections), or raise experiment.timeout_margin",
         )
     return time.monotonic()

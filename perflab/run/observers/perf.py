@@ -141,9 +141,8 @@ def fold_perf_phases(
             key = (phases, tuple(reversed(frames)))
             counts[key] = counts.get(key, 0) + 1
             frames.clear()
-        if phases_at is not None and line.strip():  # "27048 24280.313358: "
-            fields = line.split()
-            phases = phases_at(float(fields[1].rstrip(":"))) if len(fields) > 1 else ()
+        if phases_at is not None and line.strip():  # "27048 24280.313358: ": the time ends the header
+            phases = phases_at(float(line.split()[-1].rstrip(":")))
     if frames:
         key = (phases, tuple(reversed(frames)))
         counts[key] = counts.get(key, 0) + 1
