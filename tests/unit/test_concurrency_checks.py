@@ -73,7 +73,10 @@ def test_bad_profile_target_names_the_key(tmp_path: Path):
 
 def test_the_warmup_is_timed_from_threads_started(tmp_path: Path):
     out = tmp_path / "out.txt"
-    script = "import time; print('Initializing', flush=True); time.sleep(0.4); print('Threads started!', flush=True); time.sleep(5)"
+    script = (
+        "import time; print('Initializing', flush=True); time.sleep(0.4); "
+        "print('Threads started!', flush=True); time.sleep(5)"
+    )
     out.write_text("")
     with out.open("w") as sink:
         child = Child([sys.executable, "-c", script], stdout=sink)

@@ -45,17 +45,17 @@ def test_seconds_and_transactions_of_what_a_profiler_saw():
 
 
 PERF_TEXT = """\
-mariadbd 42 99.900000: 
+mariadbd 42 99.900000:
 \t          1010 do_connect (/usr/sbin/mariadbd)
 
-mariadbd 42 103.000000: 
+mariadbd 42 103.000000:
 \t          1010 do_connect (/usr/sbin/mariadbd)
 \t          2010 mprotect (/usr/sbin/mariadbd)
 
-mariadbd 43 115.000000: 
+mariadbd 43 115.000000:
 \t          3010 do_command (/usr/sbin/mariadbd)
 
-mariadbd 43 140.000000: 
+mariadbd 43 140.000000:
 \t          3010 do_command (/usr/sbin/mariadbd)
 """
 
