@@ -273,14 +273,16 @@ class CellRunner:
         command = client.argv(spec, cell, server.socket)
         env = client_variant.environment(cell, server.rundir)
         with Profilers(spec.observe, server.pid, server.rundir) as profilers:
+            profilers.workload_starting()
             started = time.monotonic()
             child = client.start(command, logs / "sysbench.txt", self.client_cpus, env)
             with child:
+                margin = spec.experiment.timeout_margin
+                watch = client.StartWatch(logs / "sysbench.txt", child, margin)  # its threads connected
                 client_variant.wait_loaded(child.pid, cell)  # the client's profilers attach after ld.so
                 profilers.workload_started(child.pid)
                 client_fields = client_variant.prove(child.pid, cell)
-                margin = spec.experiment.timeout_margin
-                origin = client.wait_threads_started(logs / "sysbench.txt", child, margin)  # connected
+                origin = watch.wait()
                 if warmup:
                     client.sleep_until(origin + warmup, child)
                 start = accounting.WindowStart.take(server.pid, child.pid)

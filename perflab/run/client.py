@@ -10,6 +10,7 @@ window only. Output: the summary and the per-second intervals, each marked warm-
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -53,11 +54,41 @@ def start(command: list[str], out: Path, cpus: list[int] | None, env: dict[str, 
 STARTED_LINE = b"Threads started!"  # sysbench's clock (its reports, its checkpoint) starts here
 
 
+class StartWatch:
+    """Notices sysbench's "Threads started!" in its output as it is written, in a thread of its
+    own, while perflab attaches its observers (seconds, with pmp): every client thread has then
+    connected (seconds at 1024 threads on 2 vCPUs) and sysbench's per-second reports count from
+    here, so the warm-up and the window are timed from this moment, not from the process start.
+
+        watch = StartWatch(out, child, deadline_s=60)
+        ...                                  # attach profilers, check the client's maps
+        origin = watch.wait()                # time.monotonic() of the line
+    """
+
+    def __init__(self, out: Path, child: Child, deadline_s: float) -> None:
+        self.out, self.child, self.deadline_s = out, child, deadline_s
+        self.seen: float | None = None
+        self.error: WorkloadError | None = None
+        self._thread = threading.Thread(target=self._watch, name="sysbench-start", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        try:
+            self.seen = wait_threads_started(self.out, self.child, self.deadline_s)
+        except WorkloadError as exc:
+            self.error = exc
+
+    def wait(self) -> float:
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.seen is not None
+        return self.seen
+
+
 def wait_threads_started(out: Path, child: Child, deadline_s: float) -> float:
-    """time.monotonic() when sysbench says its threads started: every thread has connected
-    (seconds at 1024 threads on 2 vCPUs) and its per-second reports count from here, so the
-    warm-up and the window are timed from this moment, not from the process start. Returns
-    early (now) if sysbench exits first; its output then says why."""
+    """time.monotonic() when "Threads started!" shows in `out` (polled every 10 ms); now if
+    sysbench exits first (its output then says why); WorkloadError after `deadline_s`."""
     deadline = time.monotonic() + deadline_s
     seen = 0
     while time.monotonic() < deadline and child.poll() is None:

@@ -1,8 +1,9 @@
 """The profilers of a cell, as one context manager, and their results.
 
     with Profilers(spec.observe, server.pid, rundir) as prof:  # perf starts (not yet recording)
+        prof.workload_starting()            # perf (warmup = true) records
         start_client()
-        prof.workload_started(client_pid)   # perf (warmup = true) and pmp (warmup = true) begin
+        prof.workload_started(client_pid)   # pmp (warmup = true) attaches
         sleep_through_warmup()
         prof.window_started()               # the others begin
         run_window()
@@ -64,8 +65,16 @@ class Profilers:
             self.perf = self._stack.enter_context(recorder)
         return self
 
+    def workload_starting(self) -> None:
+        """Right before the client starts: perf (system-wide) and the server's sampler begin the
+        warm-up's profiles (pmp's start-up, loading mariadbd's symbols, takes a second or two)."""
+        perf = self.observe.perf
+        if self.perf is not None and perf is not None and perf.warmup and not self.perf.enabled:
+            self.perf.resume()
+        self._begin(warmup=True)
+
     def workload_started(self, client_pid: int | None = None) -> None:
-        """The workload runs (and its client has its libraries mapped): the warm-up's profilers begin."""
+        """The workload runs (and its client has its libraries mapped): the warm-up's samplers begin."""
         if client_pid is not None:
             self.pids["client"] = client_pid
             self.binaries["client"] = _exe(client_pid)

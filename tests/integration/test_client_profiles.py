@@ -1,0 +1,109 @@
+"""Profiles of the client and per phase on a real run: perf and pmp on mariadbd and sysbench, the
+warm-up's own profiles, and a stall (tests/data/workloads/stall.lua: every client thread sleeps
+in usleep() for 2 s of the window) explained by the client stacks that grow during it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, perflab
+from tests.integration.helpers import write_experiment
+
+STALL = ROOT / "tests" / "data" / "workloads" / "stall.lua"
+WARMUP, DURATION = 2, 6
+
+EXPERIMENT = f"""
+[experiment]
+name = "it-client-profiles"
+warmup = "{WARMUP}s"
+duration = "{DURATION}s"
+repeats = 1
+
+[dataset]
+tables = 1
+table_size = 1000
+
+[workload]
+test = "{STALL}"
+threads = [4]
+
+[workload.options]
+stall_at = 5
+stall_seconds = 2
+
+[observe]
+perf = {{ frequency = 99, targets = ["server", "client"] }}
+pmp = {{ interval = "250ms", targets = ["server", "client"], warmup = true }}
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    tmp = tmp_path_factory.mktemp("client-profiles")
+    out = tmp / "results"
+    done = perflab("run", str(write_experiment(tmp / "c.toml", EXPERIMENT)), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    cell = json.loads(perflab("export", str(out)).stdout)["cells"][0]
+    assert cell["status"] == "ok", cell["error"]
+    return out, cell
+
+
+def _refs(cell: dict) -> dict[tuple[str, str, str], dict]:
+    return {(p["source"], p["target"], p["phase"]): p for p in cell["profiles"]}
+
+
+def _frames(out: Path, ref: dict) -> set[str]:
+    text = (out / ref["path"]).read_text()
+    return {f for line in text.splitlines() for f in line.rpartition(" ")[0].split(";")}
+
+
+def test_each_profiler_profiles_both_processes_in_window_and_warmup(run):
+    out, cell = run
+    refs = _refs(cell)
+    for source in ("perf", "pmp"):
+        for target in ("server", "client"):
+            for phase in ("measured", "warmup"):
+                assert (source, target, phase) in refs, sorted(refs)
+    for (_source, target, phase), ref in refs.items():
+        meta = json.loads((out / ref["path"].replace(".folded", ".json")).read_text())
+        assert meta["target"] == target and meta["window"] == phase
+        assert Path(meta["binary"]).name == ("sysbench" if target == "client" else "mariadbd")
+        if phase == "warmup":  # from the process start: sysbench's threads connecting, then 2 s
+            # perf records from before the client starts; pmp attaches once sysbench has mapped its
+            # libraries and its sampler has loaded their symbols (tenths of a second, more under load)
+            low = WARMUP - 0.2 if ref["source"] == "perf" else 0.3
+            assert low < ref["seconds"] < WARMUP + 3 and ref["transactions"] > 0
+        if phase == "measured":
+            assert ref["seconds"] == pytest.approx(DURATION, abs=0.6)
+            assert ref["samples"] > 0
+
+
+def test_client_stacks_are_sysbenchs_and_server_stacks_mariadbds(run):
+    out, cell = run
+    refs = _refs(cell)
+    client, server = _frames(out, refs["pmp", "client", "measured"]), _frames(out, refs["pmp", "server", "measured"])
+    assert "do_command" in server and "do_command" not in client
+    assert "lua_pcall" in client or any(f.startswith(("sysbench+", "db_execute")) for f in client)
+    assert any("libmariadb" in f or f.startswith("mysql_") for f in client)  # the client library's frames
+
+
+def test_the_stall_gets_its_profile_and_its_explanation(run):
+    out, cell = run
+    stalls = cell["stalls"]
+    assert any(s["start_s"] <= 6 and s["end_s"] >= 6 and s["min_qps"] < 100 for s in stalls), stalls
+    refs = _refs(cell)
+    stall = refs["pmp", "client", "stall"]
+    assert stall["samples"] > 0 and 1.5 <= stall["seconds"] <= 4
+    args = ["diff", str(out), "--cell", "0", "--source", "pmp", "--target", "client", "--phase-b", "stall"]
+    done = perflab(*args, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    top = json.loads(done.stdout)[0]
+    # every client thread sleeps in usleep -> clock_nanosleep during the stall: 4 threads, per second
+    assert top["function"] == "clock_nanosleep" and top["significant"] and top["per"] == "second"
+    assert top["b_self_per_txn"] * 0.25 == pytest.approx(4, abs=1.2)  # threads asleep = samples/s x interval
+    report = perflab("report", str(out))
+    assert report.returncode == 0 and "What grew" in report.stdout
+    assert "pmp client" in report.stdout and "clock_nanosleep" in report.stdout
