@@ -122,16 +122,18 @@ class Profilers:
     def _store_pmp(self, save: Any, spans: Spans, target: str, sampler: StackSampler) -> list[dict[str, Any]]:
         rows = sampler.rows()
         settings = {"interval_s": sampler.interval, "call_graph": sampler.tool, "sampler_cost": sampler.cost()}
+        # the sampler's clock starts with its first sample, a little before perflab saw it ready
+        span = (min(sampler.origin or sampler.span[0], sampler.span[0]), sampler.span[1])
         out = []
-        for phase in _phases(spans, sampler.span):
-            begin = spans.start(phase, sampler.span)
+        for phase in _phases(spans, span):
+            begin = spans.start(phase, span)
             mine = [
-                (sampler.origin + t - begin, tid, frames)
+                (round(sampler.origin + t - begin, 3), tid, frames)
                 for t, tid, frames in rows
                 if phase in spans.phases_at(sampler.origin + t)
             ]
             stacks, timed, stats = fold_rows(mine, sampler.dsos)
-            out.append(save("pmp", target, phase, stacks, stats, sampler.span, **settings, timed=timed))
+            out.append(save("pmp", target, phase, stacks, stats, span, **settings, timed=timed))
         return out
 
     def _save(
