@@ -37,10 +37,11 @@ _TARGET = click.option(
 )
 _PHASE = click.option(
     "--phase",
-    type=click.Choice(["measured", "warmup", "stall"]),
+    type=click.Choice(["measured", "warmup", "stall", "connect"]),
     default="measured",
     show_default=True,
-    help="the measured window, the warm-up (workload start to window) or the seconds of detected stalls",
+    help="the measured window, the warm-up (sysbench's threads started to the window), the seconds of "
+    "detected stalls, or connect (sysbench's start until its threads have all connected)",
 )
 _PER = click.option(
     "--per",
@@ -135,7 +136,7 @@ def profile(
 )
 @click.option(
     "--phase-b",
-    type=click.Choice(["measured", "warmup", "stall"]),
+    type=click.Choice(["measured", "warmup", "stall", "connect"]),
     default=None,
     help="B's phase (default: --phase): --phase measured --phase-b stall compares a stall with the window",
 )

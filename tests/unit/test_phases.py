@@ -22,8 +22,8 @@ SPANS = Spans.of_cell(
 )
 
 
-def test_phases_overlap_and_the_warmup_counts_the_connecting():
-    assert SPANS.phases_at(99.5) == ("warmup",)  # threads connecting: part of the warm-up
+def test_phases_overlap_and_connecting_is_a_phase_of_its_own():
+    assert SPANS.phases_at(99.5) == ("connect",)  # sysbench's threads connecting, before its clock starts
     assert SPANS.phases_at(103.0) == ("warmup", "stall")
     assert SPANS.phases_at(110.0) == ("measured",)
     assert SPANS.phases_at(130.0) == () and SPANS.phases_at(98.0) == ()
@@ -34,7 +34,7 @@ def test_seconds_and_transactions_of_what_a_profiler_saw():
     assert SPANS.seconds("measured", pmp) == 20.0 and SPANS.transactions("measured", pmp) == 2000
     assert SPANS.seconds("warmup", pmp) == 0.5 and SPANS.seconds("stall", pmp) == 0.0
     perf = (99.2, 131.0)  # from the workload's start
-    assert SPANS.seconds("warmup", perf) == pytest.approx(10.8)
+    assert SPANS.seconds("warmup", perf) == 10.0 and SPANS.seconds("connect", perf) == pytest.approx(0.8)
     assert SPANS.seconds("stall", perf) == 3.0
     # seconds 3, 4, 5 had no transactions, second 2 (101-102 s) is outside the stall: 102-105 s holds
     # the end of second 3 (0 tps)... and nothing else
@@ -63,8 +63,9 @@ mariadbd 43 140.000000:
 def test_perf_samples_are_cut_by_their_time():
     starts = lambda path: FunctionStarts("mariadbd", [0x1000])  # noqa: E731
     folds = fold_perf_phases(PERF_TEXT.splitlines(keepends=True), SPANS.phases_at, starts)
-    assert set(folds) == {"warmup", "stall", "measured"}
-    assert folds["warmup"][0] == Counter({"do_connect": 1, "mprotect;do_connect": 1})
+    assert set(folds) == {"connect", "warmup", "stall", "measured"}
+    assert folds["connect"][0] == Counter({"do_connect": 1})
+    assert folds["warmup"][0] == Counter({"mprotect;do_connect": 1})
     assert folds["stall"][0] == Counter({"mprotect;do_connect": 1}) and folds["stall"][1].samples == 1
     assert folds["measured"][0] == Counter({"do_command": 1})  # the sample after the end is in no phase
     # without a clock every sample is the window's (the text may then have no time field)

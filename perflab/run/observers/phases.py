@@ -2,9 +2,11 @@
 (`time.monotonic()`, `perf record -k CLOCK_MONOTONIC`, the pmp sampler's header).
 
   measured  the measured window (the span the cell's figures cover)
-  warmup    from the workload's start (sysbench's process start: its threads connecting count)
-            to the window
+  warmup    from sysbench's start of work ("Threads started!") to the window
   stall     the seconds of the cell's detected stalls (analyze/steady.py), warm-up or window
+  connect   from sysbench's process start until its threads have all connected (seconds at
+            1024 threads: its threads wait in sb_barrier_wait meanwhile, which would otherwise
+            dominate the warm-up's wall-clock stacks)
 
 Phases overlap: a stall inside the window is in "measured" too, so the window's profile stays
 the one the cell's figures describe. sysbench's per-second reports (and so its stalls) count
@@ -13,6 +15,7 @@ not from its process start: `workload` is that moment (run/client.wait_threads_s
 
     spans = Spans(workload=100.0, window=110.0, end=130.0, stalls=[(102.0, 105.0)], started=99.0)
     spans.phases_at(103.0)       -> ("warmup", "stall")
+    spans.phases_at(99.5)        -> ("connect",)
     spans.seconds("stall", (101.5, 131.0)) -> 3.0
 """
 
@@ -21,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-MEASURED, WARMUP, STALL = "measured", "warmup", "stall"
-PHASES = (MEASURED, WARMUP, STALL)
+MEASURED, WARMUP, STALL, CONNECT = "measured", "warmup", "stall", "connect"
+PHASES = (MEASURED, WARMUP, STALL, CONNECT)
 Range = tuple[float, float]
 
 
@@ -63,8 +66,9 @@ class Spans:
         if phase == MEASURED:
             return [(self.window, self.end)]
         if phase == WARMUP:
-            begin = min(self.started or self.workload, self.workload)
-            return [(begin, self.window)] if self.window > begin else []
+            return [(self.workload, self.window)] if self.window > self.workload else []
+        if phase == CONNECT:
+            return [(self.started, self.workload)] if self.started and self.workload > self.started else []
         return list(self.stalls)
 
     def phases_at(self, t: float) -> tuple[str, ...]:
