@@ -82,7 +82,7 @@ def test_series_are_stored_once_a_second(status_run):
     query = "SELECT COUNT(DISTINCT t), COUNT(DISTINCT name) FROM status_samples WHERE cell_id = ?"
     rows = db.execute(query, (cell["id"],)).fetchone()
     assert rows[0] == len(times) and rows[1] > 300
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "5"
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "6"
 
 
 def test_a_server_that_refuses_the_query_fails_its_cell_with_the_cause(status_run):
@@ -109,3 +109,15 @@ def test_the_report_tables_the_counters_that_differ_most(status_run):
     assert float(rows["Handler_read_key"][2]) == pytest.approx(1.0, abs=0.05)  # the baseline's
     assert float(rows["Handler_read_key"][3]) < 0.5
     assert rows["Handler_read_key"][4].strip().endswith("×")
+    # the text and HTML reports table the same counters
+    text = perflab("report", str(out))
+    assert text.returncode == 0, text.stderr
+    assert (
+        "Server counters: qc at 2 threads" in text.stdout
+        and "Handler_read_key" in text.stdout.split("Server counters")[1]
+    )
+    page = out / "status-report.html"
+    html = perflab("report", str(out), "--html", "-o", str(page))
+    assert html.returncode == 0, html.stderr
+    section = page.read_text().split('<section id="server-counters">', 1)[1].split("</section>", 1)[0]
+    assert "<h3>qc, 2 threads</h3>" in section and '<td class="l">Handler_read_key</td>' in section
