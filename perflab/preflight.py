@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from perflab import allocators
+from perflab import allocators, pgpreflight
 from perflab.errors import EnvironmentProblem, Problem, SpecError
 from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
@@ -65,7 +65,9 @@ def which(name: str) -> str | None:
 
 def check(exp: Experiment) -> None:
     """Raise SpecError with every problem this machine has with `exp`."""
-    machine = _tools() + _allocators(exp) + profiler_problems(exp) + _builds(exp)
+    postgresql = exp.file.experiment.server == "postgresql"
+    tools = pgpreflight.tool_problems() if postgresql else _tools()
+    machine = tools + _allocators(exp) + profiler_problems(exp) + _builds(exp)
     if exp.file.experiment.pin and len(os.sched_getaffinity(0)) < 2:
         machine.append(
             Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}", "set pin = false")
@@ -73,19 +75,23 @@ def check(exp: Experiment) -> None:
     if not os.path.isdir(TMPFS):
         machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
     else:
-        need, free = 2 * dataset_estimate(exp), shutil.disk_usage(TMPFS).free
+        estimate = pgpreflight.dataset_estimate(exp) if postgresql else dataset_estimate(exp)
+        need, free = 2 * estimate, shutil.disk_usage(TMPFS).free
         if free < need:
             machine.append(
                 Problem(
-                    f"(machine) {TMPFS}",
+                    f"dataset.scale ({TMPFS})" if exp.file.workload.tool == "pgbench" else f"(machine) {TMPFS}",
                     f"about {need >> 20} MiB free (the dataset and one cell's copy of it)",
                     f"{free >> 20} MiB free",
-                    "free memory on the tmpfs, or use fewer tables / a smaller table_size",
+                    "free memory on the tmpfs, or use a smaller dataset ("
+                    + ("scale" if exp.file.workload.tool == "pgbench" else "fewer tables / a smaller table_size")
+                    + ")",
                 )
             )
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
-    problems = _sysbench(exp)
+    problems = pgpreflight.spec_problems(exp) if postgresql else []
+    problems += _sysbench(exp) if exp.file.workload.tool == "sysbench" else []
     if problems:
         raise SpecError(exp.source, problems)
 

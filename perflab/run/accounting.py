@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
+
+Reader = Callable[[int], ProcCounters]
 
 
 @dataclass(frozen=True)
@@ -28,8 +31,9 @@ class WindowStart:
     at: float
 
     @classmethod
-    def take(cls, server_pid: int, client_pid: int) -> WindowStart:
-        server = ProcCounters.read(server_pid)
+    def take(cls, server_pid: int, client_pid: int, read: Reader = ProcCounters.read) -> WindowStart:
+        """`read`: the server's counters (run/pgaccounting.py sums a process tree)."""
+        server = read(server_pid)
         own = resource.getrusage(resource.RUSAGE_SELF)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         return cls(server, own, children, machine_busy_s(), process_cpu_s(client_pid), time.monotonic())
@@ -44,10 +48,10 @@ class WindowEnd:
     window_s: float
 
     @classmethod
-    def take(cls, start: WindowStart, server_pid: int) -> WindowEnd:
+    def take(cls, start: WindowStart, server_pid: int, read: Reader = ProcCounters.read) -> WindowEnd:
         own = resource.getrusage(resource.RUSAGE_SELF)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        server = ProcCounters.read(server_pid).minus(start.server)
+        server = read(server_pid).minus(start.server)
         busy, window = machine_busy_s() - start.busy_s, time.monotonic() - start.at
         return cls(server, _cpu_s(own) - _cpu_s(start.own), _cpu_s(children) - _cpu_s(start.children), busy, window)
 

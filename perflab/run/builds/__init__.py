@@ -102,6 +102,8 @@ class Build:
 
 
 def server_kind(version: str) -> str:
+    if "PostgreSQL" in version:
+        return "postgresql"
     if "MariaDB" in version:
         return "mariadb"
     if "Percona" in version:
