@@ -1,7 +1,8 @@
 """What the server and the workload tool allow together, checked once the file is valid.
 
     server = "postgresql": tool = "pgbench" (dataset.scale) or sysbench's read-only tests over its
-                           pgsql driver (dataset.tables/table_size); no [builds] yet, no [observe] alloc.
+                           pgsql driver (dataset.tables/table_size); no [builds] or [observe]
+                           alloc/perf/pmp yet (they follow one process, not every backend).
     server = "mariadb":    tool = "sysbench" only.
 Debian's sysbench 1.0.20 aborts a pgsql run at the first serialization error ("FATAL: ...
 could not serialize access"), which a read-write test meets within seconds: those are refused.
@@ -41,9 +42,10 @@ def server_problems(spec: ExperimentFile) -> list[Problem]:
     if spec.builds:
         problems.append(Problem("builds", "no [builds] on PostgreSQL (not supported yet)", "a [builds] table",
                                 "remove it: PostgreSQL runs the installed postgresql-15"))  # fmt: skip
-    if spec.observe.alloc is not None:
-        problems.append(Problem("observe.alloc", "no allocation counter on PostgreSQL (not supported yet)",
-                                "alloc", "remove it; perf profiles work"))  # fmt: skip
+    for name in ("alloc", "perf", "pmp"):  # they follow one process; a backend's work would be missed
+        if getattr(spec.observe, name) is not None:
+            problems.append(Problem(f"observe.{name}", f"no [observe] {name} on PostgreSQL (not supported yet)",
+                                    name, "remove it: profiles that follow every backend are not built yet"))  # fmt: skip
     return problems
 
 
