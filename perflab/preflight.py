@@ -36,6 +36,8 @@ TOOLS = (
     Tool("mariadb", "mariadb-client", "runs setup SQL"),
     Tool("sysbench", "sysbench", "the workload"),
     Tool("setpriv", "util-linux", "kills children if perflab dies", version_flag=None),
+    Tool("postgres", "postgresql-15", 'server = "postgresql" (docs/experiment.md)', required=False),
+    Tool("pgbench", "postgresql-15", 'tool = "pgbench"', required=False),
     Tool("taskset", "util-linux", "CPU pinning (pin = true)", version_flag=None),
     Tool("dpkg-query", "dpkg", "allocator package versions", version_flag=None),
     Tool("perf", "linux-perf", "on-CPU profiles (observe.perf)", required=False),
@@ -56,7 +58,12 @@ def which(name: str) -> str | None:
     return shutil.which(name) or next(
         (
             p
-            for p in (f"/usr/sbin/{name}", f"/sbin/{name}", os.path.expanduser(f"~/.cargo/bin/{name}"))
+            for p in (
+                f"/usr/sbin/{name}",
+                f"/sbin/{name}",
+                os.path.expanduser(f"~/.cargo/bin/{name}"),
+                f"/usr/lib/postgresql/15/bin/{name}",  # postgres and initdb are not on $PATH
+            )
             if os.access(p, os.X_OK)
         ),
         None,

@@ -71,17 +71,29 @@ def backends(postmaster: int) -> list[int]:
     return [int(p) for p in text.split() if b" bench " in Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ")]
 
 
+def segments() -> set[int]:
+    """System V shared memory segments of the postgres user (ipcs -m: key shmid owner ...)."""
+    text = subprocess.run(["ipcs", "-m"], capture_output=True, text=True, check=True).stdout
+    return {int(f[1]) for f in (line.split() for line in text.splitlines()) if len(f) >= 6 and f[2] == "postgres"}
+
+
+def shmid_of(postmaster: int) -> int:
+    datadir = Path(f"/proc/{postmaster}/cmdline").read_bytes().split(b"\0")[2].decode()  # postgres -D DATADIR
+    return int((Path(datadir) / "postmaster.pid").read_text().splitlines()[6].split()[1])
+
+
 @pytest.fixture(scope="module")
-def pg_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def pg_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, set[int]]:
     tmp = tmp_path_factory.mktemp("pg")
     out = tmp / "results"
+    before = segments()
     done = perflab("run", str(experiment(tmp, "pg-it", more='jemalloc = { preload = "jemalloc" }')), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    return out, export(out)
+    return out, export(out), segments() - before
 
 
 def test_pgbench_cells_run_with_the_allocator_in_every_backend(pg_run):
-    _, doc = pg_run
+    _, doc, _ = pg_run
     cells = {c["variant"]["allocator"]: c for c in doc["cells"]}
     assert all(c["status"] == "ok" for c in cells.values()), [c["error"] for c in cells.values()]
     assert cells["jemalloc"]["allocator_library"].endswith("libjemalloc.so.2")
@@ -93,7 +105,7 @@ def test_pgbench_cells_run_with_the_allocator_in_every_backend(pg_run):
 
 
 def test_memory_is_pss_over_the_tree_and_cpu_counts_every_backend(pg_run):
-    _, doc = pg_run
+    _, doc, _ = pg_run
     for cell in doc["cells"]:
         res = cell["resources"]
         # RSS summed over processes counts shared_buffers once per backend; PSS divides it
@@ -104,7 +116,7 @@ def test_memory_is_pss_over_the_tree_and_cpu_counts_every_backend(pg_run):
 
 
 def test_window_figures_are_the_windows_own(pg_run):
-    _, doc = pg_run
+    _, doc, _ = pg_run
     for cell in doc["cells"]:
         summary = cell["summary"]
         assert 2.5 < summary["total_time_s"] < 3.5
@@ -117,12 +129,12 @@ def test_window_figures_are_the_windows_own(pg_run):
 
 
 def test_generated_configuration_and_no_leftovers(pg_run):
-    out, doc = pg_run
+    out, _, new_segments = pg_run
     conf = (out / "logs" / "cell-0000" / "postgresql.conf").read_text()
     for line in ("fsync = 'off'", "synchronous_commit = 'off'", "full_page_writes = 'off'", "listen_addresses = ''",
                  "shared_buffers = '128MB'", "work_mem = '8MB'", "dynamic_shared_memory_type = 'mmap'"):  # fmt: skip
         assert line in conf
-    workdir = doc["run"].get("workdir") or json.loads(run("export", str(out), "--format", "json").stdout)["run"]
+    assert new_segments == set()  # each killed postmaster's System V segment was removed
     assert not [p for p in Path("/dev/shm").glob("PostgreSQL.*") if p.stat().st_mtime > time.time() - 600]
     assert not any(str(out) in cmd for _, cmd in processes("postgres"))
 
@@ -192,6 +204,8 @@ def test_sigkill_of_perflab_takes_postgres_down(tmp_path: Path, tmpfs):
         time.sleep(0.2)
     server = postmasters(str(shm))
     assert server, "no postgres started"
+    segment = shmid_of(server[0])
+    assert segment in segments()
     everything = [server[0], *Path(f"/proc/{server[0]}/task/{server[0]}/children").read_text().split()]
     proc.kill()
     proc.wait(timeout=30)
@@ -199,6 +213,11 @@ def test_sigkill_of_perflab_takes_postgres_down(tmp_path: Path, tmpfs):
     while any(Path(f"/proc/{p}").exists() for p in everything) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [p for p in everything if Path(f"/proc/{p}").exists()]
+    assert segment in segments()  # nobody removed it yet: the run died
+    cleaned = run("doctor", "--clean", env=env)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert segment not in segments()
+    assert not list(shm.glob("perflab-*"))
 
 
 BAD = {

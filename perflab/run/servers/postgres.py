@@ -284,6 +284,7 @@ class PostgreSQL:
             except TimeoutError:
                 pass
         self.child.kill()
+        release_shm(self.datadir / "postmaster.pid")  # a killed postmaster leaves its SysV segment
 
     def __enter__(self) -> PostgreSQL:
         try:
@@ -295,6 +296,41 @@ class PostgreSQL:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _shmid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text(encoding="ascii", errors="replace").splitlines()[6].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def segment_exists(pid_file: Path) -> bool:
+    import ctypes
+
+    shmid = _shmid(pid_file)
+    buffer = ctypes.create_string_buffer(256)
+    return shmid is not None and ctypes.CDLL(None).shmctl(shmid, 2, buffer) == 0
+
+
+def release_shm(pid_file: Path) -> bool:
+    """Remove the System V segment a killed postmaster left (postmaster.pid's 7th line: key and
+    shmid). postgres keeps one small segment (56 bytes) to see whether old backends are still
+    attached, and removes it only at a clean shutdown: every SIGKILLed cell would leak one.
+    Only a segment nobody is attached to is removed (shmctl IPC_STAT, then IPC_RMID)."""
+    shmid = _shmid(pid_file)
+    return shmid is not None and _remove_segment(shmid)
+
+
+def _remove_segment(shmid: int) -> bool:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(256)  # struct shmid_ds: 112 bytes on x86_64
+    if libc.shmctl(shmid, 2, buffer) != 0:  # IPC_STAT: gone already, or not ours to see
+        return False
+    nattch = ctypes.c_uint64.from_buffer(buffer, 88).value  # shm_nattch (x86_64 glibc layout)
+    return nattch == 0 and libc.shmctl(shmid, 0, None) == 0  # IPC_RMID
 
 
 def known_settings() -> dict[str, str]:
