@@ -16,7 +16,6 @@ import os
 import shutil
 import signal
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,24 +82,13 @@ def remove_stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
     return removed
 
 
-def release_postgres_shm(workdir: Path, wait_s: float = 5.0) -> None:
+def release_postgres_shm(workdir: Path) -> None:
     """The System V segments of PostgreSQL servers of a dead run (run/servers/postgres.py): their
     backends exit once their postmaster is gone, and a segment is removed once none is attached."""
     from perflab.run.servers.postgres import release_shm
 
-    pid_files = [*workdir.glob("*/data/postmaster.pid"), *workdir.glob("*/postmaster.pid")]
-    deadline = time.monotonic() + wait_s
-    while pid_files:
-        pid_files = [f for f in pid_files if not release_shm(f) and _segment_left(f)]
-        if not pid_files or time.monotonic() > deadline:
-            return
-        time.sleep(0.1)
-
-
-def _segment_left(pid_file: Path) -> bool:
-    from perflab.run.servers.postgres import segment_exists
-
-    return segment_exists(pid_file)
+    for pid_file in [*workdir.glob("*/data/postmaster.pid"), *workdir.glob("*/postmaster.pid")]:
+        release_shm(pid_file)
 
 
 def _logged_pids(workdir: Path) -> list[int]:

@@ -170,6 +170,7 @@ def test_a_backend_crash_fails_its_cell_and_the_matrix_goes_on(tmp_path: Path, t
     shm.parent.chmod(0o755)  # the postgres user must reach its directories
     env = {**os.environ, "PERFLAB_TMPFS": str(shm)}
     spec = experiment(tmp_path, "pg-crash", duration="5s", repeats=2)
+    before = segments()
     proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(tmp_path / "out")],
                             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     victim = None
@@ -190,6 +191,7 @@ def test_a_backend_crash_fails_its_cell_and_the_matrix_goes_on(tmp_path: Path, t
     assert "terminating any other active server processes" in first["log_tail"]
     assert second["status"] == "ok"
     assert postmasters(str(shm)) == []
+    assert segments() - before == set()  # the crashed and restarted server's segment too
 
 
 def test_sigkill_of_perflab_takes_postgres_down(tmp_path: Path, tmpfs):

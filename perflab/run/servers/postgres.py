@@ -20,6 +20,7 @@ in the log, and the cell fails with it.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pwd
 import re
@@ -305,32 +306,33 @@ def _shmid(pid_file: Path) -> int | None:
         return None
 
 
-def segment_exists(pid_file: Path) -> bool:
-    import ctypes
-
-    shmid = _shmid(pid_file)
-    buffer = ctypes.create_string_buffer(256)
-    return shmid is not None and ctypes.CDLL(None).shmctl(shmid, 2, buffer) == 0
-
-
-def release_shm(pid_file: Path) -> bool:
+def release_shm(pid_file: Path, wait_s: float = 3.0) -> bool:
     """Remove the System V segment a killed postmaster left (postmaster.pid's 7th line: key and
     shmid). postgres keeps one small segment (56 bytes) to see whether old backends are still
     attached, and removes it only at a clean shutdown: every SIGKILLed cell would leak one.
-    Only a segment nobody is attached to is removed (shmctl IPC_STAT, then IPC_RMID)."""
+    It is removed once nobody is attached (the group's processes die a moment after SIGKILL),
+    waiting up to `wait_s`; False if it is still attached then (or unreadable)."""
     shmid = _shmid(pid_file)
-    return shmid is not None and _remove_segment(shmid)
+    deadline = time.monotonic() + wait_s
+    while shmid is not None:
+        attached = _attached(shmid)
+        if attached is None:  # gone (or never ours)
+            return False
+        if attached == 0:
+            return ctypes.CDLL(None).shmctl(shmid, 0, None) == 0  # IPC_RMID
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return False
 
 
-def _remove_segment(shmid: int) -> bool:
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    buffer = ctypes.create_string_buffer(256)  # struct shmid_ds: 112 bytes on x86_64
-    if libc.shmctl(shmid, 2, buffer) != 0:  # IPC_STAT: gone already, or not ours to see
-        return False
-    nattch = ctypes.c_uint64.from_buffer(buffer, 88).value  # shm_nattch (x86_64 glibc layout)
-    return nattch == 0 and libc.shmctl(shmid, 0, None) == 0  # IPC_RMID
+def _attached(shmid: int) -> int | None:
+    """shm_nattch of the segment, None if there is none (shmctl IPC_STAT, x86_64 glibc layout:
+    struct shmid_ds is 112 bytes, shm_nattch at 88)."""
+    buffer = ctypes.create_string_buffer(256)
+    if ctypes.CDLL(None).shmctl(shmid, 2, buffer) != 0:
+        return None
+    return ctypes.c_uint64.from_buffer(buffer, 88).value
 
 
 def known_settings() -> dict[str, str]:
