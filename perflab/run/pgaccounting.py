@@ -134,16 +134,23 @@ class TreeSampler(RssSampler):
         return max(self.pss, default=None)
 
 
-def verify_backends(pid: int, name: str | None, library: Path | None) -> int:
+def verify_backends(pid: int, name: str | None, library: Path | None, env: dict[str, str] | None = None) -> int:
     """How many processes of the server besides the postmaster (backends, auxiliary processes)
-    map the variant's allocator; AllocatorNotMappedError naming the first that does not (for
-    glibc: that maps another allocator)."""
+    map the variant's allocator and have its environment; AllocatorNotMappedError naming the
+    first that does not (for glibc: that maps another allocator)."""
     count = 0
     for member in tree(pid)[1:]:
         try:
             mapped = allocators.mapped_libraries(member)
+            environ = _environ(member)
         except (FileNotFoundError, ProcessLookupError):
             continue
+        missing = sorted(k for k, v in (env or {}).items() if environ.get(k) != v)
+        if missing:
+            raise AllocatorNotMappedError(
+                f"backend {member} ({_cmdline(member)}) lacks the variant's environment: {', '.join(missing)}",
+                "the environment must reach every backend",
+            )
         if not mapped:  # exited between the listing and the read
             continue
         if library is not None and not allocators.is_mapped(library, mapped):
@@ -156,6 +163,11 @@ def verify_backends(pid: int, name: str | None, library: Path | None) -> int:
             raise AllocatorNotMappedError(f"glibc malloc requested but backend {member} maps {', '.join(foreign)}")
         count += 1
     return count
+
+
+def _environ(pid: int) -> dict[str, str]:
+    data = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in data.decode(errors="replace").split("\0") if "=" in item)
 
 
 def _cmdline(pid: int) -> str:

@@ -95,7 +95,7 @@ def _verified(server: PostgreSQL, cell: Cell, child: Any) -> int:
     deadline = time.monotonic() + BACKENDS_DEADLINE_S
     while len(children(server.pid)) < cell.threads and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.05)
-    return verify_backends(server.pid, cell.preload, server.preload)
+    return verify_backends(server.pid, cell.preload, server.preload, cell.env)
 
 
 def _pgbench_output(
