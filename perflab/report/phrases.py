@@ -103,7 +103,9 @@ def subtitle(model: ReportModel) -> str:
     counts = {v: sum(1 for c in verdicts if c.verdict == v) for v in VERDICTS}
     told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     host = model.meta.get("host") or {}
-    server = host.get("postgres") if model.experiment.get("server") == "postgresql" else short_server(host)
+    server = (
+        (host.get("postgres") or "postgres") if model.experiment.get("server") == "postgresql" else short_server(host)
+    )
     return (
         f"{wl.get('tool', 'sysbench')} {wl.get('test', '?')} on {server}: "
         f"{plural(len(model.variants), 'variant')} × {plural(len(model.threads), 'thread count')}"
