@@ -26,7 +26,7 @@ from typing import Any
 from perflab import allocators
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ResourceError, ServerCrashedError, ServerStartError
-from perflab.run import accounting, allocator_proof, client, dataset, pgcell, pgdataset
+from perflab.run import accounting, allocator_proof, client, dataset, pgaccounting, pgcell, pgdataset
 from perflab.run.builds import Build, BuildError, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.profilers import Profilers, store_alloc
@@ -290,10 +290,14 @@ class CellRunner:
             with RssSampler(server.pid) as rss, Profilers(spec.observe, server.pid, server.rundir) as profilers, traced:
                 code = client.wait(child, warmup + seconds, spec.experiment.timeout_margin)
             end = accounting.WindowEnd.take(start, server.pid)
+            pss = pgaccounting.pss_bytes([server.pid])  # as PostgreSQL's (summed over its processes)
         summary, intervals = client.read_output(logs / "sysbench.txt", code, warmup)
         measured = {
             "summary": summary.to_dict(),
-            "resources": accounting.resources(start, end, child.rusage, summary.transactions, rss),
+            "resources": {
+                **accounting.resources(start, end, child.rusage, summary.transactions, rss),
+                "pss_end_bytes": pss,
+            },
             "sysbench_options": sysbench.effective_options(self.sysbench_defaults, command),
         }
         profilers.store(self.results, cell.order, summary.transactions, seconds)  # profiles/ + profiles table
