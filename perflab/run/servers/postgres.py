@@ -33,6 +33,7 @@ from typing import Any
 
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
 from perflab.run.proc import Child, call, clean_env
+from perflab.run.servers.mariadb import ld_preload
 
 PG_BIN = Path(os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin"))
 RUN_USER = "postgres"  # Debian's package creates it; used only when perflab runs as root
@@ -186,7 +187,7 @@ class PostgreSQL:
         self.write_option_file()
         give(self.rundir)
         libraries = [str(self.tracer)] if self.tracer is not None else []
-        libraries += [str(self.preload)] if self.preload is not None else []
+        libraries += [ld_preload(self.preload, self.rundir)] if self.preload is not None else []
         if libraries:
             self.env["LD_PRELOAD"] = " ".join(libraries)
         argv = [pg_binary("postgres"), "-D", str(self.datadir), "-c", f"config_file={self.option_file}"]
