@@ -64,11 +64,19 @@ def postmasters(where: str) -> list[int]:
 
 
 def backends(postmaster: int) -> list[int]:
+    """The postmaster's children serving pgbench's database (auxiliary processes come and go)."""
     try:
         text = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text()
     except OSError:
         return []
-    return [int(p) for p in text.split() if b" bench " in Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ")]
+    out = []
+    for pid in map(int, text.split()):
+        try:
+            if b" bench " in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" "):
+                out.append(pid)
+        except OSError:
+            continue
+    return out
 
 
 def segments() -> set[int]:
@@ -173,16 +181,12 @@ def test_a_backend_crash_fails_its_cell_and_the_matrix_goes_on(tmp_path: Path, t
     before = segments()
     proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(tmp_path / "out")],
                             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    victim = None
-    deadline = time.monotonic() + 120
-    while victim is None and time.monotonic() < deadline:
-        found = [b for pm in postmasters(str(shm)) for b in backends(pm)]
-        victim = found[0] if found else None
-        time.sleep(0.2)
-    assert victim is not None, "no pgbench backend seen"
-    time.sleep(1.5)
-    os.kill(victim, signal.SIGSEGV)
-    stdout, stderr = proc.communicate(timeout=300)
+    try:
+        victim = _kill_a_backend(str(shm))
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+        proc.communicate()
     assert proc.returncode == 1, stdout + stderr  # some cells failed
     first, second = export(tmp_path / "out")["cells"]
     assert (
@@ -194,6 +198,22 @@ def test_a_backend_crash_fails_its_cell_and_the_matrix_goes_on(tmp_path: Path, t
     assert segments() - before == set()  # the crashed and restarted server's segment too
 
 
+def _kill_a_backend(where: str) -> int:
+    """SIGSEGV to a pgbench backend of the first cell, a second into its run; its pid."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = [b for pm in postmasters(where) for b in backends(pm)]
+        if found:
+            time.sleep(1.5)
+            try:
+                os.kill(found[0], signal.SIGSEGV)
+                return found[0]
+            except ProcessLookupError:  # gone meanwhile: take the next one
+                continue
+        time.sleep(0.2)
+    raise AssertionError("no pgbench backend seen")
+
+
 def test_sigkill_of_perflab_takes_postgres_down(tmp_path: Path, tmpfs):
     shm = tmpfs("shm", "1G")
     shm.parent.chmod(0o755)
@@ -201,16 +221,18 @@ def test_sigkill_of_perflab_takes_postgres_down(tmp_path: Path, tmpfs):
     spec = experiment(tmp_path, "pg-kill", duration="20s")
     proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(tmp_path / "out")],
                             env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + 120
-    while not any(backends(pm) for pm in postmasters(str(shm))) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    server = postmasters(str(shm))
-    assert server, "no postgres started"
-    segment = shmid_of(server[0])
-    assert segment in segments()
-    everything = [server[0], *Path(f"/proc/{server[0]}/task/{server[0]}/children").read_text().split()]
-    proc.kill()
-    proc.wait(timeout=30)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(backends(pm) for pm in postmasters(str(shm))) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        server = postmasters(str(shm))
+        assert server, "no postgres started"
+        segment = shmid_of(server[0])
+        assert segment in segments()
+        everything = [server[0], *Path(f"/proc/{server[0]}/task/{server[0]}/children").read_text().split()]
+    finally:
+        proc.kill()  # SIGKILL: no finally of perflab's runs; the kernel's pdeathsig must act
+        proc.wait(timeout=30)
     deadline = time.monotonic() + 15
     while any(Path(f"/proc/{p}").exists() for p in everything) and time.monotonic() < deadline:
         time.sleep(0.2)
