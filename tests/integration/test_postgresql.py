@@ -48,7 +48,13 @@ def experiment(tmp: Path, name: str, duration: str = "3s", repeats: int = 1, mor
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "perflab", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "perflab", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
 
 
