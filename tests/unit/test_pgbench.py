@@ -131,3 +131,10 @@ def test_spec_refuses_what_postgresql_cannot_run():
     with pytest.raises(SpecError) as exc:
         spec.parse('[experiment]\nname = "m"\n[workload]\ntool = "pgbench"\ntest = "select-only"\n')
     assert exc.value.problems[0].path == "workload.tool" and "postgresql" in exc.value.problems[0].hint
+
+
+def test_spec_refuses_mariadb_side_observers_and_client_variants_on_postgresql():
+    base = "[dataset]\nscale = 1\n"
+    assert problems("pgbench", "select-only", base + "[observe]\nstatus = true") == ["observe.status"]
+    client = base + '[variants.c]\na = {}\nb = { client_env = { X = "1" } }\n'
+    assert problems("pgbench", "select-only", client) == ["variants.c.b.client_env"]
