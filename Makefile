@@ -26,9 +26,29 @@ NO_FLAMES = flame graph SVGs are skipped (perflab flame --format speedscope|fold
 DEMO_STAMP := $(shell date +%Y%m%d-%H%M%S)
 DEMO_DIR ?= results/quick-$(DEMO_STAMP)
 
-.PHONY: setup apt deb-src setup-builds setup-bench python inferno demo test unit integration bench
+.PHONY: setup apt postgresql deb-src setup-builds setup-bench python inferno demo test unit integration bench
 
-setup: apt deb-src python inferno
+setup: apt postgresql deb-src python inferno
+
+# server = "postgresql" (docs/experiment.md, "PostgreSQL"): Debian 12's PostgreSQL 15, whose package
+# has postgres, initdb and pgbench in /usr/lib/postgresql/15/bin. perflab starts its own postgres per
+# cell and never uses a system cluster: createcluster.conf says create_main_cluster = false BEFORE the
+# install (postgresql-common honours it), so none is created. A cluster that already exists (an image
+# that had one) is left alone: never started, stopped or changed here. --force-confold: the file
+# written first is kept when the package brings its own (no question asked without a terminal).
+# Idempotent.
+PG_PACKAGES = postgresql-15 postgresql-client-15
+PG_CREATECLUSTER = /etc/postgresql-common/createcluster.conf
+postgresql:
+	@missing=$$(for p in $(PG_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "postgresql: present"; else \
+		mkdir -p $$(dirname $(PG_CREATECLUSTER)); \
+		if ! grep -qs '^create_main_cluster *= *false' $(PG_CREATECLUSTER); then \
+			printf "%s\n" "# added by perflab (make setup): no system cluster" "create_main_cluster = false" >> $(PG_CREATECLUSTER); fi; \
+		echo "installing:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold $$missing; fi
 
 # `source = "debian"` builds fetch Debian's source package: apt needs deb-src entries. Written
 # once, beside the system's own sources (which are never edited); idempotent.

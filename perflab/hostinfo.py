@@ -32,6 +32,9 @@ def _version_of(argv: list[str]) -> str | None:
     return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else None
 
 
+PG_BIN = os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin")  # as run/servers/postgres.py
+
+
 def collect() -> dict[str, Any]:
     mariadbd = shutil.which("mariadbd") or ("/usr/sbin/mariadbd" if os.path.exists("/usr/sbin/mariadbd") else None)
     return {
@@ -44,6 +47,8 @@ def collect() -> dict[str, Any]:
         "glibc": os.confstr("CS_GNU_LIBC_VERSION"),
         "mariadbd": _version_of([mariadbd, "--version"]) if mariadbd else None,
         "sysbench": _version_of(["sysbench", "--version"]),
+        # server = "postgresql": "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"
+        "postgres": _version_of([f"{PG_BIN}/postgres", "--version"]),
         "python": platform.python_version(),
         "perflab": __version__,
     }

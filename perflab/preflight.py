@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from perflab import allocators
+from perflab import allocators, pgpreflight
 from perflab.concurrency import concurrency_problems, connection_problems
 from perflab.errors import EnvironmentProblem, Problem, SpecError
 from perflab.run.workdir import TMPFS
@@ -37,6 +37,8 @@ TOOLS = (
     Tool("mariadb", "mariadb-client", "runs setup SQL"),
     Tool("sysbench", "sysbench", "the workload"),
     Tool("setpriv", "util-linux", "kills children if perflab dies", version_flag=None),
+    Tool("postgres", "postgresql-15", 'server = "postgresql" (docs/experiment.md)', required=False),
+    Tool("pgbench", "postgresql-15", 'tool = "pgbench"', required=False),
     Tool("taskset", "util-linux", "CPU pinning (pin = true)", version_flag=None),
     Tool("dpkg-query", "dpkg", "allocator package versions", version_flag=None),
     Tool("perf", "linux-perf", "on-CPU profiles (observe.perf)", required=False),
@@ -57,7 +59,12 @@ def which(name: str) -> str | None:
     return shutil.which(name) or next(
         (
             p
-            for p in (f"/usr/sbin/{name}", f"/sbin/{name}", os.path.expanduser(f"~/.cargo/bin/{name}"))
+            for p in (
+                f"/usr/sbin/{name}",
+                f"/sbin/{name}",
+                os.path.expanduser(f"~/.cargo/bin/{name}"),
+                f"/usr/lib/postgresql/15/bin/{name}",  # postgres and initdb are not on $PATH
+            )
             if os.access(p, os.X_OK)
         ),
         None,
@@ -66,7 +73,9 @@ def which(name: str) -> str | None:
 
 def check(exp: Experiment) -> None:
     """Raise SpecError with every problem this machine has with `exp`."""
-    machine = _tools() + _allocators(exp) + profiler_problems(exp) + _builds(exp) + concurrency_problems(exp)
+    postgresql = exp.file.experiment.server == "postgresql"
+    tools = pgpreflight.tool_problems() if postgresql else _tools()
+    machine = tools + _allocators(exp) + profiler_problems(exp) + _builds(exp) + concurrency_problems(exp)
     if exp.file.experiment.pin and len(os.sched_getaffinity(0)) < 2:
         machine.append(
             Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}", "set pin = false")
@@ -74,19 +83,25 @@ def check(exp: Experiment) -> None:
     if not os.path.isdir(TMPFS):
         machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
     else:
-        need, free = 2 * dataset_estimate(exp), shutil.disk_usage(TMPFS).free
+        estimate = pgpreflight.dataset_estimate(exp) if postgresql else dataset_estimate(exp)
+        need, free = 2 * estimate, shutil.disk_usage(TMPFS).free
         if free < need:
             machine.append(
                 Problem(
-                    f"(machine) {TMPFS}",
+                    f"dataset.scale ({TMPFS})" if exp.file.workload.tool == "pgbench" else f"(machine) {TMPFS}",
                     f"about {need >> 20} MiB free (the dataset and one cell's copy of it)",
                     f"{free >> 20} MiB free",
-                    "free memory on the tmpfs, or use fewer tables / a smaller table_size",
+                    "free memory on the tmpfs, or use a smaller dataset ("
+                    + ("scale" if exp.file.workload.tool == "pgbench" else "fewer tables / a smaller table_size")
+                    + ")",
                 )
             )
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
-    problems = _sysbench(exp) + _client_libraries(exp) + connection_problems(exp)
+    problems = pgpreflight.spec_problems(exp) if postgresql else []
+    problems += _sysbench(exp) if exp.file.workload.tool == "sysbench" else []
+    problems += _client_libraries(exp)
+    problems += connection_problems(exp) if not postgresql else []
     if problems:
         raise SpecError(exp.source, problems)
 

@@ -98,6 +98,8 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
         "preload": cell["preload"],
         "allocator_library": cell["allocator_library"],
         "allocator_version": cell["allocator_version"],
+        # PostgreSQL: how many backends were seen mapping the variant's allocator (kept in resources)
+        "preload_verified_backends": (cell.get("resources") or {}).get("preload_verified_backends"),
         "env": cell["env"],
         "server_options": cell["server_options"],
         "pinning": cell["pinning"],

@@ -91,10 +91,17 @@ class ReportModel:
                     f"{len(self.cells) - ok} failed"
                 ),
             ),
-            ("workload", f"sysbench {wl.get('test', '?')}, threads {', '.join(map(str, wl.get('threads', [])))}"),
+            (
+                "workload",
+                f"{wl.get('tool', 'sysbench')} {wl.get('test', '?')}, threads {', '.join(map(str, wl.get('threads', [])))}",
+            ),
             (
                 "dataset",
-                f"{plural(ds.get('tables', 0), 'table')} × {ds.get('table_size', '?')} rows"
+                (
+                    f"pgbench scale {ds['scale']}"
+                    if ds.get("scale")
+                    else f"{plural(ds.get('tables', 0), 'table')} × {ds.get('table_size', '?')} rows"
+                )
                 + (f" ({format_bytes((meta.get('dataset') or {}).get('data_bytes'))})" if meta.get("dataset") else ""),
             ),
             ("window", window + f", pin={exp.get('pin')}"),

@@ -102,8 +102,12 @@ def subtitle(model: ReportModel) -> str:
     verdicts = [c for c in model.comparisons if c.kind == "variant" and c.metric == "qps"]
     counts = {v: sum(1 for c in verdicts if c.verdict == v) for v in VERDICTS}
     told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    host = model.meta.get("host") or {}
+    server = (
+        (host.get("postgres") or "postgres") if model.experiment.get("server") == "postgresql" else short_server(host)
+    )
     return (
-        f"sysbench {wl.get('test', '?')} on {short_server(model.meta.get('host') or {})}: "
+        f"{wl.get('tool', 'sysbench')} {wl.get('test', '?')} on {server}: "
         f"{plural(len(model.variants), 'variant')} × {plural(len(model.threads), 'thread count')}"
         + (f"; QPS verdicts against the baseline: {told}" if told else "")
     )

@@ -77,7 +77,8 @@ def render(
         f"{len(cells)} cells  measured {format_duration(exp.get('duration', 0))} after {warm}  pin={exp.get('pin')}"
     )
     console.print(
-        f"[dim]{host.get('mariadbd')} | {host.get('sysbench')} | {host.get('cpu_model')} x{host.get('cores')}[/]"
+        f"[dim]{host.get('postgres' if exp.get('server') == 'postgresql' else 'mariadbd')} | {host.get('sysbench')} | "
+        f"{host.get('cpu_model')} x{host.get('cores')}[/]"
     )
     for name, fact in build_facts(meta, cells):
         console.print(f"[dim]build {escape(name)}: {escape(fact)}[/]", highlight=False)

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
+
+Reader = Callable[[int], ProcCounters]
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,9 @@ class WindowStart:
     client: ProcCounters | None = None  # the client's counters before the window (None: it had ended)
 
     @classmethod
-    def take(cls, server_pid: int, client_pid: int) -> WindowStart:
-        server = ProcCounters.read(server_pid)
+    def take(cls, server_pid: int, client_pid: int, read: Reader = ProcCounters.read) -> WindowStart:
+        """`read`: the server's counters (run/pgaccounting.py sums a process tree)."""
+        server = read(server_pid)
         own = resource.getrusage(resource.RUSAGE_SELF)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         try:
@@ -49,10 +53,10 @@ class WindowEnd:
     window_s: float
 
     @classmethod
-    def take(cls, start: WindowStart, server_pid: int) -> WindowEnd:
+    def take(cls, start: WindowStart, server_pid: int, read: Reader = ProcCounters.read) -> WindowEnd:
         own = resource.getrusage(resource.RUSAGE_SELF)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        server = ProcCounters.read(server_pid).minus(start.server)
+        server = read(server_pid).minus(start.server)
         busy, window = machine_busy_s() - start.busy_s, time.monotonic() - start.at
         return cls(server, _cpu_s(own) - _cpu_s(start.own), _cpu_s(children) - _cpu_s(start.children), busy, window)
 

@@ -26,7 +26,7 @@ from typing import Any
 from perflab import allocators
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ResourceError, ServerCrashedError, ServerStartError
-from perflab.run import accounting, allocator_proof, client, client_variant, dataset
+from perflab.run import accounting, allocator_proof, client, client_variant, dataset, pgaccounting, pgcell, pgdataset
 from perflab.run.builds import Build, BuildError, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.phases import Spans
@@ -35,6 +35,7 @@ from perflab.run.observers.resources import RssSampler
 from perflab.run.observers.status import StatusSampler
 from perflab.run.proc import call, clean_env
 from perflab.run.servers.mariadb import MariaDB
+from perflab.run.servers.postgres import PostgreSQL
 from perflab.run.workdir import TMPFS, space_hint
 from perflab.run.workloads import sysbench
 from perflab.spec import Cell, Experiment
@@ -88,7 +89,7 @@ class CellRunner:
     def installed(self) -> Build:
         """The installed server (the build of variants that name none), described once."""
         if None not in self.builds:
-            self.builds[None] = resolve.installed()
+            self.builds[None] = resolve.installed(self.exp.file.experiment.server)
         build = self.builds[None]
         assert isinstance(build, Build)
         return build
@@ -100,6 +101,10 @@ class CellRunner:
         self.listen("prepare_start", {"build": build})
         log = self.results.dir / "logs" / ("prepare.txt" if build is None else f"prepare-{build.format}.txt")
         log.parent.mkdir(parents=True, exist_ok=True)
+        if spec.experiment.server == "postgresql":
+            snapshot = pgdataset.prepare(workdir, spec=spec, log=log, name=name)
+            self.listen("prepare_end", {"snapshot": snapshot, "build": build})
+            return snapshot
         snapshot = dataset.prepare(
             workdir,
             test=spec.workload.test,
@@ -196,11 +201,17 @@ class CellRunner:
         intervals: list[dict[str, Any]] = []
         rss: list[tuple[float, int]] = []
         status: list[tuple[float, dict[str, float]]] = []
-        options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **cell.server_options}
+        postgresql = self.exp.file.experiment.server == "postgresql"
+        pool = (
+            {"shared_buffers": snapshot.shared_buffers}
+            if postgresql
+            else {"innodb_buffer_pool_size": snapshot.buffer_pool}
+        )
+        options = {**pool, **cell.server_options}
         preload = allocators.resolve(cell.preload) if cell.preload else None
         tracer = self._tracer(rundir, workdir)
         env = {**cell.env, **tracer.env()} if tracer else cell.env
-        server = MariaDB(
+        server = (PostgreSQL if postgresql else MariaDB)(
             rundir,
             rundir / "data",
             options,
@@ -263,12 +274,16 @@ class CellRunner:
         spec = self.exp.file.experiment
         return steady.cell_fields(intervals, spec.window_start, qps, spec.stall_threshold)
 
-    def measure(self, cell: Cell, server: MariaDB, logs: Path, tracer: AllocTracer | None = None) -> Measured:
+    def measure(
+        self, cell: Cell, server: MariaDB | PostgreSQL, logs: Path, tracer: AllocTracer | None = None
+    ) -> Measured:
         """One sysbench run against a started `server`: warm-up seconds, a checkpoint that
         resets its statistics, then the measured window, which the observers and the /proc
         counters cover. Returns (intervals, RSS samples, the row's measured fields); with
         [observe] status, the fields hold its series as `status_samples` (the caller stores it)."""
         spec = self.exp.file
+        if isinstance(server, PostgreSQL):
+            return pgcell.measure(self, cell, server, logs)
         warmup, seconds = client.window_seconds(spec)
         command = client.argv(spec, cell, server.socket)
         env = client_variant.environment(cell, server.rundir)
@@ -294,11 +309,15 @@ class CellRunner:
                         code = client.wait(child, warmup + seconds, margin)
                     ended = time.monotonic()
                 end = accounting.WindowEnd.take(start, server.pid)
+                pss = pgaccounting.pss_bytes([server.pid])  # as PostgreSQL's (summed over its processes)
         summary, intervals = client.read_output(logs / "sysbench.txt", code, warmup)
         client_fields.update(accounting.client_resources(start, child.rusage, summary.transactions, client_rss))
         measured = {
             "summary": summary.to_dict(),
-            "resources": accounting.resources(start, end, child.rusage, summary.transactions, rss),
+            "resources": {
+                **accounting.resources(start, end, child.rusage, summary.transactions, rss),
+                "pss_end_bytes": pss,
+            },
             "sysbench_options": sysbench.effective_options(self.sysbench_defaults, command),
             "client": client_fields,
         }
@@ -337,7 +356,7 @@ def _keep_logs(server: MariaDB, rundir: Path, logs: Path) -> None:
     if server.error_log.exists():
         shutil.copy2(server.error_log, logs / "error.log")
     if server.option_file.exists():
-        shutil.copy2(server.option_file, logs / "my.cnf")
+        shutil.copy2(server.option_file, logs / server.option_file.name)  # my.cnf, postgresql.conf
     console = rundir / "stdout.log"
     if console.exists() and console.stat().st_size:
         shutil.copy2(console, logs / "stdout.log")

@@ -41,6 +41,7 @@ def argv(spec: ExperimentFile, cell: Cell, socket: Path) -> list[str]:
         seconds=warmup + seconds,
         checkpoint=warmup or None,
         options={**spec.workload.options, **cell.workload_options},
+        driver="pgsql" if spec.experiment.server == "postgresql" else "mysql",
     )
 
 

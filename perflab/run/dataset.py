@@ -43,6 +43,12 @@ class Snapshot:
         need = max(256 * MiB, self.data_bytes * 1.5)
         return f"{math.ceil(need / (128 * MiB)) * 128}M"
 
+    @property
+    def shared_buffers(self) -> str:
+        """PostgreSQL's shared_buffers, sized like the buffer pool: the dataset with room (>= 128MB)."""
+        need = max(128 * MiB, self.data_bytes * 1.5)
+        return f"{math.ceil(need / (64 * MiB)) * 64}MB"
+
 
 def tree_bytes(path: Path) -> int:
     total = 0

@@ -76,9 +76,19 @@ def remove_stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
     removed = []
     for path, pids in stale_workdirs(base):
         killed = [pid for pid in pids if _kill(pid)]
+        release_postgres_shm(path)
         shutil.rmtree(path, ignore_errors=True)
         removed.append((path, killed))
     return removed
+
+
+def release_postgres_shm(workdir: Path) -> None:
+    """The System V segments of PostgreSQL servers of a dead run (run/servers/postgres.py): their
+    backends exit once their postmaster is gone, and a segment is removed once none is attached."""
+    from perflab.run.servers.postgres import release_shm
+
+    for pid_file in [*workdir.glob("*/data/postmaster.pid"), *workdir.glob("*/postmaster.pid")]:
+        release_shm(pid_file)
 
 
 def _logged_pids(workdir: Path) -> list[int]:

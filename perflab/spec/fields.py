@@ -40,11 +40,19 @@ RESERVED_SYSBENCH = {
     "mysql_password",
     "mysql_db",
     "warmup_time",
+    "pgsql_host",
+    "pgsql_port",
+    "pgsql_user",
+    "pgsql_password",
+    "pgsql_db",
 }
 # environment perflab controls; a variant setting it would bypass the allocator check
 RESERVED_ENV = {"LD_PRELOAD", "LD_LIBRARY_PATH"}
 # server options perflab writes itself (its own files on tmpfs, its port); compared with '-' as '_'
 RESERVED_SERVER = {"datadir", "socket", "port", "bind_address", "pid_file", "log_error", "tmpdir", "user"}
+# and PostgreSQL's (server = "postgresql": its postgresql.conf is perflab's)
+RESERVED_SERVER |= {"listen_addresses", "unix_socket_directories", "data_directory", "config_file",
+                    "dynamic_shared_memory_type", "logging_collector", "hba_file", "ident_file"}  # fmt: skip
 
 # Limits on hostile or mistaken input: each is far beyond a real experiment, and keeps
 # validation, the matrix and the option file bounded (a huge number is an error, not a hang).
@@ -55,6 +63,7 @@ MAX_DURATION_S = 7 * 24 * 3600
 MAX_THREADS = 10_000  # one server connection each
 MAX_TABLES = 10_000
 MAX_TABLE_SIZE = 2**31 - 1  # sysbench's id column is a signed INT
+MAX_PGBENCH_SCALE = 100_000  # 100,000 x 100,000 rows: far beyond any tmpfs
 MAX_REPEATS = 1000
 MAX_CELLS = 20_000
 INT64 = 2**63
@@ -63,6 +72,21 @@ INT64 = 2**63
 def fail(expected: str, hint: str | None = None, found: str | None = None) -> PydanticCustomError:
     context = {"expected": expected, "hint": hint or "", "found": found or ""}  # found: "" -> the input, shown
     return PydanticCustomError("perflab", "{expected}", context)
+
+
+PGBENCH_BUILTINS = ("select-only", "tpcb-like", "simple-update")
+
+
+def pgbench_test(value: str) -> str:
+    """A pgbench builtin, or a script's path (an argument of pgbench: never one starting with '-')."""
+    if value in PGBENCH_BUILTINS:
+        return value
+    if value.startswith("-") or not value.isprintable() or "@" in value or value.endswith("/"):
+        raise fail(
+            f"a pgbench builtin ({', '.join(PGBENCH_BUILTINS)}) or the path of a script file",
+            'test = "select-only", or test = "scripts/my.sql" (pgbench -f)',
+        )
+    return value
 
 
 def _duration(value: Any) -> float:

@@ -23,6 +23,7 @@ from perflab.spec.fields import INT64, MAX_CELLS, MAX_DEPTH, MAX_FILE_BYTES, MAX
 from perflab.spec.matrix import Experiment
 from perflab.spec.problems import collapse, key_path, problem
 from perflab.spec.schema import ExperimentFile
+from perflab.spec.servers import server_problems
 
 
 def load(path: str | Path) -> Experiment:
@@ -146,7 +147,7 @@ def parse(text: str, source: str = "<string>") -> Experiment:
         spec = ExperimentFile.model_validate(raw)
     except ValidationError as exc:
         raise SpecError(source, collapse([problem(err, raw) for err in exc.errors()])) from None
-    problems = _limits(spec)
+    problems = _limits(spec) or server_problems(spec)
     if problems:
         raise SpecError(source, problems)
     return Experiment(source=source, raw=raw, file=spec, text=text)

@@ -31,6 +31,7 @@ from perflab import allocators, elf
 from perflab.spec.builds import BuildSpec
 from perflab.spec.fields import (
     AUTO_FIELDS,
+    MAX_PGBENCH_SCALE,
     MAX_TABLE_SIZE,
     MAX_TABLES,
     MAX_THREADS,
@@ -45,6 +46,7 @@ from perflab.spec.fields import (
     check_label,
     check_non_empty_axis,
     fail,
+    pgbench_test,
 )
 from perflab.spec.matrix import merge, merge_client
 from perflab.spec.problems import short
@@ -57,7 +59,7 @@ class _Strict(BaseModel):
 
 class ExperimentSection(_Strict):
     name: str
-    server: Literal["mariadb"] = "mariadb"
+    server: Literal["mariadb", "postgresql"] = "mariadb"
     duration: Duration = 20.0
     # "auto": the window starts after max_warmup, and the per-cell detection (MSER) checks
     # that the warm-up really ended by then; a duration: the window starts after it.
@@ -140,10 +142,11 @@ class ExperimentSection(_Strict):
 class DatasetSection(_Strict):
     tables: StrictInt = Field(default=4, ge=1, le=MAX_TABLES)
     table_size: StrictInt = Field(default=10000, ge=1, le=MAX_TABLE_SIZE)
+    scale: StrictInt | None = Field(default=None, ge=1, le=MAX_PGBENCH_SCALE)  # pgbench -i -s SCALE
 
 
 class WorkloadSection(_Strict):
-    tool: Literal["sysbench"] = "sysbench"
+    tool: Literal["sysbench", "pgbench"] = "sysbench"
     test: str = "oltp_read_only"
     threads: list[StrictInt] = [1]
     options: WorkloadOptions = {}
@@ -170,7 +173,9 @@ class WorkloadSection(_Strict):
 
     @field_validator("test")
     @classmethod
-    def _test(cls, value: str) -> str:
+    def _test(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("tool") == "pgbench":
+            return pgbench_test(value)
         # a script path is an argument of sysbench: one starting with "-" would be read as an option
         lua = value.endswith(".lua") and value.isprintable() and not value.startswith("-")
         if not re.match(r"^[A-Za-z0-9_]+\Z", value) and not lua:

@@ -62,7 +62,7 @@ class Build:
     @property
     def format(self) -> str:
         """Which datadirs it opens: builds of one format share a dataset snapshot."""
-        match = re.match(r"(\d+)\.(\d+)", self.version)
+        match = re.search(r"(\d+)\.(\d+)", self.version)  # "postgres (PostgreSQL) 15.18 (Debian ...)"
         return f"{self.server}-{match.group(1)}.{match.group(2)}" if match else f"{self.server}-{self.sha256[:12]}"
 
     def named(self, name: str | None) -> Build:
@@ -102,6 +102,8 @@ class Build:
 
 
 def server_kind(version: str) -> str:
+    if "PostgreSQL" in version:
+        return "postgresql"
     if "MariaDB" in version:
         return "mariadb"
     if "Percona" in version:

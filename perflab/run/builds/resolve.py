@@ -37,7 +37,11 @@ def training_id(exp: ExperimentFile, spec: BuildSpec) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def installed() -> Build:
+def installed(server: str = "mariadb") -> Build:
+    if server == "postgresql":
+        from perflab.run.servers.postgres import pg_binary
+
+        return describe(Path(pg_binary("postgres")), name=None, kind="installed")
     return describe(Path(installed_binary("mariadbd")), name=None, kind="installed")
 
 

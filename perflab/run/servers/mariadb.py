@@ -93,6 +93,19 @@ def option_line(name: str, value: Any) -> str:
     return f"{name}={text}"
 
 
+def ld_preload(library: Path, rundir: Path) -> str:
+    """LD_PRELOAD for `library`. ld.so splits it at spaces and colons, so a library whose path
+    holds one is preloaded through a symlink in the run directory (/proc/PID/maps shows the
+    library's real path all the same). PostgreSQL's servers use it too."""
+    path = str(library)
+    if not any(c in path for c in " :\t"):
+        return path
+    link = rundir / "preload.so"
+    link.unlink(missing_ok=True)
+    link.symlink_to(path)
+    return str(link)
+
+
 class MariaDB:
     """One mariadbd process on a datadir perflab created; a context manager."""
 
@@ -146,16 +159,8 @@ class MariaDB:
         self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def ld_preload(self) -> str:
-        """LD_PRELOAD for self.preload. ld.so splits it at spaces and colons, so a library whose
-        path holds one is preloaded through a symlink in the run directory (/proc/PID/maps
-        shows the library's real path all the same)."""
-        path = str(self.preload)
-        if not any(c in path for c in " :\t"):
-            return path
-        link = self.rundir / "preload.so"
-        link.unlink(missing_ok=True)
-        link.symlink_to(path)
-        return str(link)
+        assert self.preload is not None
+        return ld_preload(self.preload, self.rundir)
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.write_option_file()

@@ -77,18 +77,14 @@ def argv(
     seconds: int | None = None,
     checkpoint: int | None = None,
     options: dict[str, Any] | None = None,
+    driver: str = "mysql",
 ) -> list[str]:
     """The sysbench command line; workload options become --key-with-dashes=value.
+    driver "pgsql": `socket` is the PostgreSQL server's socket directory (libpq's host).
 
     `checkpoint` (seconds) makes sysbench print a full report and reset its counters and
     histogram then: the final summary covers only the time after it (the warm-up's end)."""
-    args = [
-        sysbench_binary(),
-        test,
-        "--db-driver=mysql",
-        f"--mysql-socket={socket}",
-        "--mysql-user=root",
-        "--mysql-db=sbtest",
+    args = [sysbench_binary(), test, *connection(driver, socket)] + [
         f"--tables={tables}",
         f"--table-size={table_size}",
         f"--threads={threads}",
@@ -106,6 +102,14 @@ def argv(
     for key, value in (options or {}).items():
         args.append(f"--{key.replace('_', '-')}={format_value(value)}")
     return args + [command]
+
+
+def connection(driver: str, socket: Path) -> list[str]:
+    """How sysbench reaches the server: MariaDB's socket, or PostgreSQL's socket directory."""
+    if driver == "pgsql":
+        return ["--db-driver=pgsql", f"--pgsql-host={socket}", "--pgsql-port=5432", "--pgsql-user=postgres",
+                "--pgsql-db=sbtest"]  # fmt: skip
+    return ["--db-driver=mysql", f"--mysql-socket={socket}", "--mysql-user=root", "--mysql-db=sbtest"]
 
 
 def format_value(value: Any) -> str:

@@ -1,0 +1,351 @@
+"""A PostgreSQL server that perflab owns: its own datadir on tmpfs, postgresql.conf and socket.
+
+`postgres` is started directly (not pg_ctl, not a service) with `-D DATADIR -c config_file=RUN/
+postgresql.conf`; the file perflab writes is the only one it reads besides the datadir's
+pg_hba.conf (initdb --auth=trust: local socket connections only). No TCP (listen_addresses = ''),
+a unix socket in the cell's run directory, dynamic shared memory as files in the datadir (mmap:
+nothing in /dev/shm survives a killed server). postgres refuses to run as root: when perflab is
+root, the server runs as the `postgres` system user that Debian's package creates (RUN_USER),
+via `setpriv --reuid/--regid/--init-groups`, and its run and data directories are given to it.
+
+Shutdown: SIGINT to the postmaster is PostgreSQL's "fast" shutdown (roll back, checkpoint, exit),
+used before a snapshot is kept; otherwise SIGKILL to the whole process group (postmaster and
+every backend: they share its group). A backend that dies makes the postmaster kill and restart
+every backend ("terminating any other active server processes"): `restart_cause()` finds that
+in the log, and the cell fails with it.
+
+    with PostgreSQL(rundir, datadir, {"shared_buffers": "256MB"}) as server:
+        server.sql("SELECT 1")
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pwd
+import re
+import shutil
+import signal
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import PerflabError, ServerStartError, ToolMissingError
+from perflab.run.proc import Child, call, clean_env
+from perflab.run.servers.mariadb import ld_preload
+
+PG_BIN = Path(os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin"))
+RUN_USER = "postgres"  # Debian's package creates it; used only when perflab runs as root
+SUPERUSER = "postgres"  # the database role initdb creates (-U), trusted on the local socket
+PORT = 5432  # names the socket file only: every server has a socket directory of its own
+READY_DEADLINE_S = 60.0
+
+# Benchmarking defaults (docs/experiment.md, "PostgreSQL"); each is overridable by server_options.
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "fsync": False,  # a tmpfs datadir thrown away after the cell: durability is not measured
+    "synchronous_commit": False,
+    "full_page_writes": False,
+    "shared_buffers": "128MB",  # raised to hold the dataset by the dataset stage
+    "max_connections": 300,
+    "max_wal_size": "1GB",  # fewer checkpoints inside a short window
+}
+# written by perflab itself; a server_options entry of these names is refused (spec/fields.py)
+FIXED = ("listen_addresses", "unix_socket_directories", "port", "data_directory", "config_file")
+
+
+def pg_binary(name: str) -> str:
+    for candidate in (PG_BIN / name, Path(f"/usr/lib/postgresql/15/bin/{name}")):
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which(name)
+    if found and name != "postgres":
+        return found
+    raise ToolMissingError(f"{name} not found in {PG_BIN}", "apt-get install postgresql-15 (or `make setup`)")
+
+
+def run_user() -> pwd.struct_passwd | None:
+    """The account the server runs as: RUN_USER when perflab is root, else perflab's own (None)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(RUN_USER)
+    except KeyError:
+        raise ToolMissingError(
+            f"postgres refuses to run as root, and there is no {RUN_USER!r} user to run it as",
+            "apt-get install postgresql-15 creates it (or `adduser --system postgres`)",
+        ) from None
+
+
+def as_server_user(argv: list[str]) -> list[str]:
+    """argv run as the server's user (unchanged when perflab is not root). --pdeathsig comes
+    after the uid change, which clears it (prctl(2)), so postgres still dies with perflab."""
+    user = run_user()
+    if user is None:
+        return argv
+    setpriv = shutil.which("setpriv") or "setpriv"
+    ids = [f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups"]
+    return [setpriv, *ids, "--pdeathsig", "KILL", *argv]
+
+
+def give(path: Path) -> None:
+    """`path` (a tree perflab made) owned by the server's user, and its parent traversable."""
+    user = run_user()
+    if user is None:
+        return
+    for root, dirs, files in os.walk(path):
+        for name in [*dirs, *files]:
+            os.lchown(os.path.join(root, name), user.pw_uid, user.pw_gid)
+    os.lchown(path, user.pw_uid, user.pw_gid)
+    parent = path.parent
+    if parent.stat().st_mode & 0o001 == 0:  # perflab's own work directory is 0700
+        parent.chmod(parent.stat().st_mode | 0o011)
+    for above in parent.parents:
+        if above.stat().st_mode & 0o001 == 0 and above.stat().st_uid != user.pw_uid:
+            raise ServerStartError(
+                f"{above} is not searchable by the {RUN_USER} user, who runs postgres",
+                f"chmod o+x {above}, or point PERFLAB_TMPFS elsewhere",
+            )
+
+
+def conf_line(name: str, value: Any) -> str:
+    """One `name = 'value'` line of postgresql.conf (a quote is doubled inside the quotes)."""
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.]*", name):
+        raise ValueError(f"not a PostgreSQL setting name: {name!r}")
+    if value is True or value is False:
+        text = "on" if value else "off"
+    else:
+        text = str(value)
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        raise ValueError(f"server option {name}: control character in {text!r}")
+    return f"{name} = '" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def initdb(datadir: Path, log: Path) -> str:
+    """A new cluster in `datadir` (which must not exist): trust auth on the socket, C.UTF-8."""
+    datadir.parent.mkdir(parents=True, exist_ok=True)
+    datadir.mkdir()
+    give(datadir)
+    argv = [pg_binary("initdb"), "-D", str(datadir), "-U", SUPERUSER, "--auth=trust", "--no-sync"]
+    argv += ["-E", "UTF8", "--locale=C.UTF-8"]
+    try:
+        out = call(as_server_user(argv), what="initdb", env=clean_env(), timeout=300, cwd=datadir)
+    except PerflabError as exc:
+        log.write_text(f"$ {' '.join(argv)}\n{exc}\n", encoding="utf-8")
+        raise
+    log.write_text(f"$ {' '.join(argv)}\n{out}", encoding="utf-8")
+    return "initdb"
+
+
+class PostgreSQL:
+    """One postmaster (and its backends) on a datadir perflab created; a context manager.
+    The same interface as MariaDB (run/servers/mariadb.py), so a cell runs either."""
+
+    kind = "postgresql"
+
+    def __init__(
+        self,
+        rundir: Path,
+        datadir: Path,
+        options: dict[str, Any],
+        *,
+        env: dict[str, str] | None = None,
+        preload: Path | None = None,
+        tracer: Path | None = None,
+        cpus: Sequence[int] | None = None,
+        build: object | None = None,
+    ) -> None:
+        self.rundir = rundir
+        self.datadir = datadir
+        self.socket = rundir  # libpq's host: the socket's directory
+        self.port = PORT
+        self.error_log = rundir / "postgres.log"
+        self.option_file = rundir / "postgresql.conf"
+        self.options = {**DEFAULT_OPTIONS, **options}
+        self.env = clean_env(env)
+        self.preload = preload
+        self.tracer = tracer
+        self.cpus = cpus
+        self.build = build
+        self.child: Child | None = None
+        self.crashed: bool | None = None
+
+    def write_option_file(self) -> None:
+        fixed = {
+            "listen_addresses": "",
+            "unix_socket_directories": str(self.rundir),
+            "port": PORT,
+            "dynamic_shared_memory_type": "mmap",  # files in the datadir, not /dev/shm/PostgreSQL.*
+            "logging_collector": False,  # stderr is the log: one file, the postmaster's stdout
+        }
+        lines = ["# written by perflab; the server reads no other configuration file"]
+        lines += [conf_line(k, v) for k, v in {**self.options, **fixed}.items()]
+        self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
+        self.rundir.mkdir(parents=True, exist_ok=True)
+        self.write_option_file()
+        give(self.rundir)
+        libraries = [str(self.tracer)] if self.tracer is not None else []
+        libraries += [ld_preload(self.preload, self.rundir)] if self.preload is not None else []
+        if libraries:
+            self.env["LD_PRELOAD"] = " ".join(libraries)
+        argv = [pg_binary("postgres"), "-D", str(self.datadir), "-c", f"config_file={self.option_file}"]
+        with open(self.error_log, "w", encoding="utf-8") as log:
+            self.child = Child(as_server_user(argv), env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=log)
+        self._wait_ready(deadline_s)
+
+    @property
+    def program(self) -> Path:
+        return Path(pg_binary("postgres"))
+
+    @property
+    def pid(self) -> int:
+        """The postmaster's pid (setpriv execs it in place: the Child's pid is the postmaster's)."""
+        assert self.child is not None
+        return self.child.pid
+
+    def _wait_ready(self, deadline_s: float) -> None:
+        assert self.child is not None
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            code = self.child.poll()
+            if code is not None:
+                raise ServerStartError(
+                    f"postgres exited with code {code} during start-up:\n{self.error_lines()}",
+                    f"full log: {self.error_log}; check the variant's server_options",
+                )
+            if (self.rundir / f".s.PGSQL.{PORT}").exists() and self._connects():
+                return
+            time.sleep(0.1)
+        self.child.kill()
+        raise ServerStartError(f"postgres not ready after {deadline_s:.0f}s:\n{self.error_lines()}")
+
+    def _connects(self) -> bool:
+        """A real connection and query (psql), not just a socket that accepts."""
+        try:
+            return self.sql("SELECT 1").strip() == "1"
+        except PerflabError:
+            return False
+
+    def sql(self, statement: str, database: str = "postgres") -> str:
+        argv = [pg_binary("psql"), "-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", str(self.rundir), "-p", str(PORT)]
+        argv += ["-U", SUPERUSER, "-d", database, "-c", statement]
+        return call(argv, what="psql", env=clean_env(), timeout=120)
+
+    def log_lines(self) -> list[str]:
+        try:
+            return self.error_log.read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
+            return []
+
+    def error_lines(self, limit: int = 12) -> str:
+        """The server's own PANIC/FATAL/ERROR lines and crash lines (or the log tail)."""
+        lines = self.log_lines()
+        marks = ("PANIC:", "FATAL:", "ERROR:", "terminated by signal", "terminating any other", "setpriv:")
+        chosen = [ln for ln in lines if any(m in ln for m in marks)] or lines
+        return "\n".join(chosen[-limit:]) if chosen else "(no server log written)"
+
+    def restart_cause(self) -> str | None:
+        """The log line of a backend whose death made the postmaster restart every backend."""
+        for line in self.log_lines():
+            if "server process (PID" in line or "terminating any other active server processes" in line:
+                return line.split("LOG:", 1)[-1].strip()
+        return None
+
+    def death(self) -> str:
+        code = None if self.child is None else self.child.poll()
+        if code is None:
+            cause = self.restart_cause()
+            return f"backend crashed: {cause}" if cause else "server still running"
+        if code < 0:
+            return f"server died: signal {-code} ({signal.Signals(-code).name})"
+        return f"server exited with code {code}"
+
+    def backtrace(self, limit: int = 40) -> str | None:
+        """PostgreSQL writes no stack trace; the log from the first crash line on, if any."""
+        lines = self.log_lines()
+        for i, line in enumerate(lines):
+            if "server process (PID" in line or "PANIC:" in line:
+                return "\n".join(lines[i : i + limit])
+        return None
+
+    def alive(self) -> bool:
+        return self.child is not None and self.child.poll() is None and self.restart_cause() is None
+
+    def stop(self, clean: bool = False) -> None:
+        """clean: fast shutdown (SIGINT to the postmaster), else SIGKILL to the process group."""
+        if self.child is None:
+            return
+        if self.crashed is None:
+            self.crashed = self.child.poll() is not None
+        if clean and self.child.poll() is None:
+            os.kill(self.child.pid, signal.SIGINT)
+            try:
+                self.child.wait(120)
+            except TimeoutError:
+                pass
+        self.child.kill()
+        release_shm(self.datadir / "postmaster.pid")  # a killed postmaster leaves its SysV segment
+
+    def __enter__(self) -> PostgreSQL:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _shmid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text(encoding="ascii", errors="replace").splitlines()[6].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def release_shm(pid_file: Path, wait_s: float = 3.0) -> bool:
+    """Remove the System V segment a killed postmaster left (postmaster.pid's 7th line: key and
+    shmid). postgres keeps one small segment (56 bytes) to see whether old backends are still
+    attached, and removes it only at a clean shutdown: every SIGKILLed cell would leak one.
+    It is removed once nobody is attached (the group's processes die a moment after SIGKILL),
+    waiting up to `wait_s`; False if it is still attached then (or unreadable)."""
+    shmid = _shmid(pid_file)
+    deadline = time.monotonic() + wait_s
+    while shmid is not None:
+        attached = _attached(shmid)
+        if attached is None:  # gone (or never ours)
+            return False
+        if attached == 0:
+            return ctypes.CDLL(None).shmctl(shmid, 0, None) == 0  # IPC_RMID
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return False
+
+
+def _attached(shmid: int) -> int | None:
+    """shm_nattch of the segment, None if there is none (shmctl IPC_STAT, x86_64 glibc layout:
+    struct shmid_ds is 112 bytes, shm_nattch at 88)."""
+    buffer = ctypes.create_string_buffer(256)
+    if ctypes.CDLL(None).shmctl(shmid, 2, buffer) != 0:
+        return None
+    return ctypes.c_uint64.from_buffer(buffer, 88).value
+
+
+def known_settings() -> dict[str, str]:
+    """Every setting this postgres knows, with its type (`postgres --describe-config`)."""
+    out = call([pg_binary("postgres"), "--describe-config"], what="postgres --describe-config", env=clean_env())
+    settings = {}
+    for line in out.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 4:
+            settings[fields[0].lower()] = fields[3]
+    return settings
+
+
+def version() -> str:
+    return call([pg_binary("postgres"), "--version"], what="postgres --version", env=clean_env()).strip()

@@ -1,0 +1,177 @@
+"""pgbench: argv, and parsers for its per-second progress lines and per-transaction log.
+
+A cell runs one `pgbench -n -c CLIENTS -j JOBS -T WARMUP+WINDOW -P 1 -M prepared --max-tries N
+--log --log-prefix RUN/pgbench_log {-b BUILTIN | -f SCRIPT}`. pgbench has no checkpoint that
+resets its statistics (sysbench's --report-checkpoints), so the window's figures come from the
+per-transaction log (one line per transaction, PostgreSQL 15 format):
+    client_id transaction_no time_us script_no time_epoch time_epoch_us [retries]
+    0 1 657 0 1795389218 608537 0
+`time_us` is "failed" for a transaction that failed (serialization or deadlock, after its tries).
+Only transactions that ended after the window's start count, so the latency percentiles are
+the window's alone; the window is perflab's (start, end) marks, and pgbench runs a second past
+it, so no backend exits inside (exact: every transaction is logged, not --aggregate-interval's bins, which
+hold no percentiles). The per-second series is `-P 1`'s (stderr):
+    progress: 1.0 s, 75369.1 tps, lat 0.026 ms stddev 0.188, 0 failed, 0 retried, 0 retries
+with each second's p95 added from the log.
+
+    summary = window_summary(load_log(rundir / "pgbench_log"), (start_epoch, end_epoch), 1)
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perflab.run.workloads.sysbench import Summary
+
+BUILTINS = {"select-only": 1, "simple-update": 5, "tpcb-like": 7}  # name -> SQL statements per transaction
+DEFAULT_OPTIONS: dict[str, Any] = {"protocol": "prepared", "max_tries": 10}
+# set by perflab itself (a cell's clients, duration, log and server); refused in workload options
+RESERVED = {
+    "client", "time", "transactions", "progress", "log", "log_prefix", "host", "port", "username",
+    "aggregate_interval", "sampling_rate", "builtin", "file", "select_only", "initialize", "scale",
+    "no_vacuum", "progress_timestamp", "dbname", "connect", "skip_some_updates", "init_steps",
+}  # fmt: skip
+DATABASE = "bench"
+
+_PROGRESS = re.compile(
+    r"^progress: (?P<t>[\d.]+) s, (?P<tps>[\d.]+) tps, lat (?P<lat>[\d.]+|NaN) ms stddev (?P<sd>[\d.]+|NaN)"
+    r"(?:, (?P<failed>\d+) failed)?"
+)
+
+
+def argv(
+    test: str, *, socket_dir: Path, port: int, user: str, clients: int, jobs: int, seconds: int,
+    log_prefix: Path, options: dict[str, Any] | None = None, binary: str = "pgbench",
+) -> list[str]:  # fmt: skip
+    """The pgbench command line of a run; workload options become --key-with-dashes=value."""
+    args = [binary, "-h", str(socket_dir), "-p", str(port), "-U", user, "-n"]
+    args += [f"--client={clients}", f"--jobs={min(jobs, clients)}", f"--time={seconds}", "--progress=1"]
+    args += ["--log", f"--log-prefix={log_prefix}"]
+    for key, value in {**DEFAULT_OPTIONS, **(options or {})}.items():
+        args.append(f"--{key.replace('_', '-')}={value}")
+    args += [f"--builtin={test}"] if test in BUILTINS else [f"--file={test}"]
+    return args + [DATABASE]
+
+
+def init_argv(scale: int, *, socket_dir: Path, port: int, user: str, binary: str = "pgbench") -> list[str]:
+    """`pgbench -i -s SCALE` (tables, rows, vacuum, primary keys) into the database DATABASE."""
+    return [binary, "-h", str(socket_dir), "-p", str(port), "-U", user, "-i", "-q", f"--scale={scale}", DATABASE]
+
+
+def statements(test: str) -> int:
+    """SQL statements per transaction: a builtin's, or the commands of a script (each ends with
+    ';'; lines of meta-commands, starting with '\\', and comments are not statements)."""
+    if test in BUILTINS:
+        return BUILTINS[test]
+    text = Path(test).read_text(encoding="utf-8", errors="replace")
+    lines = [ln.split("--", 1)[0].strip() for ln in text.splitlines()]
+    sql = [ln for ln in lines if ln and not ln.startswith("\\")]
+    ends = sum(1 for ln in sql if ln.endswith(";"))
+    return max(1, ends + (1 if sql and not sql[-1].endswith(";") else 0))
+
+
+def parse_progress(text: str) -> list[dict[str, Any]]:
+    """-P 1 lines -> {"t", "tps", "lat_ms", "failed"} per second."""
+    out = []
+    for line in text.splitlines():
+        m = _PROGRESS.match(line)
+        if m:
+            lat = None if m["lat"] == "NaN" else float(m["lat"])
+            out.append({"t": float(m["t"]), "tps": float(m["tps"]), "lat_ms": lat, "failed": int(m["failed"] or 0)})
+    return out
+
+
+def load_log(prefix: Path) -> np.ndarray:
+    """Every transaction of the per-transaction logs `prefix.PID[.THREAD]` as rows of
+    (latency_us or -1 for a failed one, end epoch in seconds as float)."""
+    rows = []
+    for path in sorted(prefix.parent.glob(prefix.name + ".*")):
+        text = path.read_text(encoding="ascii", errors="replace")
+        if not text.strip():
+            continue
+        columns = len(text.split("\n", 1)[0].split())
+        text = text.replace("failed", "-1").replace("skipped", "-2")
+        data = np.array(text.split(), dtype=np.int64).reshape(-1, columns)
+        rows.append(np.column_stack([data[:, 2], data[:, 4] + data[:, 5] / 1e6]))
+    return np.concatenate(rows) if rows else np.empty((0, 2))
+
+
+def window_summary(log: np.ndarray, window: tuple[float, float], statements_per_txn: int) -> Summary | None:
+    """The window's figures: transactions that ended inside (start, end) epoch seconds. None
+    when the window holds no transaction."""
+    start, end = window
+    inside = log[(log[:, 1] >= start) & (log[:, 1] < end)]
+    ok = inside[inside[:, 0] >= 0]
+    if not len(ok) or end <= start:
+        return None
+    span = end - start
+    lat_ms = ok[:, 0] / 1000.0
+    errors = int((inside[:, 0] == -1).sum())
+
+    def pct(q: float) -> float:
+        return round(float(np.percentile(lat_ms, q, method="inverted_cdf")), 3)
+
+    return Summary(
+        transactions=len(ok),
+        queries=len(ok) * statements_per_txn,
+        tps=round(len(ok) / span, 2),
+        qps=round(len(ok) * statements_per_txn / span, 2),
+        errors=errors,
+        errors_per_s=errors / span,
+        reconnects=0,
+        total_time_s=round(span, 4),
+        latency_ms={
+            "min": round(float(lat_ms.min()), 3),
+            "avg": round(float(lat_ms.mean()), 3),
+            "max": round(float(lat_ms.max()), 3),
+            "p50": pct(50),
+            "p95": pct(95),
+            "p99": pct(99),
+        },
+    )
+
+
+def intervals(progress: list[dict[str, Any]], log: np.ndarray, launch_epoch: float, statements_per_txn: int,
+              warmup: int) -> list[dict[str, Any]]:  # fmt: skip
+    """The per-second series in sysbench's shape; each second's p95 from the transactions that
+    ended in it (seconds counted from `launch_epoch`, when perflab started pgbench)."""
+    ok = log[log[:, 0] >= 0]
+    second = np.ceil(ok[:, 1] - launch_epoch) if len(ok) else np.empty(0)
+    out = []
+    for p in progress:
+        t = round(p["t"])
+        lat = ok[second == t, 0] / 1000.0 if len(ok) else np.empty(0)
+        p95 = round(float(np.percentile(lat, 95, method="inverted_cdf")), 3) if len(lat) else None
+        out.append(
+            {
+                "t": t,
+                "tps": p["tps"],
+                "qps": round(p["tps"] * statements_per_txn, 2),
+                "reads": None,
+                "writes": None,
+                "other": None,
+                "p95_ms": p95,
+                "errors_per_s": float(p["failed"]),
+                "reconnects_per_s": 0.0,
+                "warmup": int(t <= warmup),
+            }
+        )
+    return out
+
+
+def long_options(help_text: str) -> set[str]:
+    """The long option names of `pgbench --help`, with '_' for '-'."""
+    return {m.replace("-", "_") for m in re.findall(r"--([a-z][a-z-]*)", help_text)}
+
+
+def script_problem(output: str) -> str | None:
+    """pgbench's verdict on a script, from a run against a socket that does not exist: a parse
+    error comes first ("syntax error ..."); a script that parses gets as far as connecting."""
+    if "connection to server" in output or "could not create connection" in output:
+        return None
+    lines = [ln for ln in output.strip().splitlines() if ln.strip()]
+    return " ".join(lines[:3])[:400] if lines else "pgbench printed nothing"

@@ -1,0 +1,286 @@
+"""server = "postgresql": a real postgres started by perflab on tmpfs, real pgbench and sysbench's
+pgsql driver, tiny datasets and short windows."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, perflab
+from tests.integration.helpers import processes, write_experiment
+
+PGBENCH = """
+[experiment]
+name = "{name}"
+server = "postgresql"
+duration = "{duration}"
+warmup = "1s"
+repeats = {repeats}
+
+[dataset]
+scale = 1
+
+[workload]
+tool = "pgbench"
+test = "select-only"
+threads = [2]
+
+[server_options]
+work_mem = "8MB"
+
+[variants.allocator]
+glibc = {{}}
+{more}
+"""
+
+
+def experiment(tmp: Path, name: str, duration: str = "3s", repeats: int = 1, more: str = "") -> Path:
+    body = PGBENCH.format(name=name, duration=duration, repeats=repeats, more=more)
+    return write_experiment(tmp / f"{name}.toml", body)
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "perflab", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def export(out: Path) -> dict:
+    done = perflab("export", str(out), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def postmasters(where: str) -> list[int]:
+    """The postmasters of cells (not the dataset's) under `where`."""
+    return [pid for pid, cmd in processes("postgres") if where in cmd and "/cell-" in cmd]
+
+
+def backends(postmaster: int) -> list[int]:
+    """The postmaster's children serving pgbench's database (auxiliary processes come and go)."""
+    try:
+        text = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text()
+    except OSError:
+        return []
+    out = []
+    for pid in map(int, text.split()):
+        try:
+            if b" bench " in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" "):
+                out.append(pid)
+        except OSError:
+            continue
+    return out
+
+
+def segments() -> set[int]:
+    """System V shared memory segments of the postgres user (ipcs -m: key shmid owner ...)."""
+    text = subprocess.run(["ipcs", "-m"], capture_output=True, text=True, check=True).stdout
+    return {int(f[1]) for f in (line.split() for line in text.splitlines()) if len(f) >= 6 and f[2] == "postgres"}
+
+
+def shmid_of(postmaster: int) -> int:
+    datadir = Path(f"/proc/{postmaster}/cmdline").read_bytes().split(b"\0")[2].decode()  # postgres -D DATADIR
+    return int((Path(datadir) / "postmaster.pid").read_text().splitlines()[6].split()[1])
+
+
+@pytest.fixture(scope="module")
+def pg_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, set[int]]:
+    tmp = tmp_path_factory.mktemp("pg")
+    out = tmp / "results"
+    before = segments()
+    done = perflab("run", str(experiment(tmp, "pg-it", more='jemalloc = { preload = "jemalloc" }')), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out, export(out), segments() - before
+
+
+def test_pgbench_cells_run_with_the_allocator_in_every_backend(pg_run):
+    _, doc, _ = pg_run
+    cells = {c["variant"]["allocator"]: c for c in doc["cells"]}
+    assert all(c["status"] == "ok" for c in cells.values()), [c["error"] for c in cells.values()]
+    assert cells["jemalloc"]["allocator_library"].endswith("libjemalloc.so.2")
+    assert "libc.so" in cells["glibc"]["allocator_library"]
+    for cell in cells.values():
+        # the 2 clients' backends and the auxiliary processes (checkpointer, walwriter, ...)
+        assert cell["preload_verified_backends"] >= 2 + 3
+        assert cell["resources"]["preload_verified_backends"] == cell["preload_verified_backends"]
+
+
+def test_memory_is_pss_over_the_tree_and_cpu_counts_every_backend(pg_run):
+    _, doc, _ = pg_run
+    for cell in doc["cells"]:
+        res = cell["resources"]
+        # RSS summed over processes counts shared_buffers once per backend; PSS divides it
+        assert 0 < res["pss_end_bytes"] < res["rss_end_bytes"]
+        assert res["server_cpu_s"] > 0.3  # 3 s of 2 busy backends, not the idle postmaster alone
+        assert res["voluntary_ctx_switches"] > 0 and res["ctx_switches_per_txn"] > 0
+        assert res["server_cpu_us_per_txn"] > 0
+
+
+def test_window_figures_are_the_windows_own(pg_run):
+    _, doc, _ = pg_run
+    for cell in doc["cells"]:
+        summary = cell["summary"]
+        assert 2.5 < summary["total_time_s"] < 3.5
+        assert summary["transactions"] > 1000 and summary["qps"] == summary["tps"]  # select-only: 1 statement
+        lat = summary["latency_ms"]
+        assert lat["min"] <= lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"]
+        marks = [iv["warmup"] for iv in cell["intervals"]]
+        assert marks[0] is True and marks[-1] is False and len(marks) >= 3
+        assert cell["sysbench_options"]["protocol"] == "prepared"  # pgbench's options, as run
+
+
+def test_generated_configuration_and_no_leftovers(pg_run):
+    out, _, new_segments = pg_run
+    conf = (out / "logs" / "cell-0000" / "postgresql.conf").read_text()
+    for line in ("fsync = 'off'", "synchronous_commit = 'off'", "full_page_writes = 'off'", "listen_addresses = ''",
+                 "shared_buffers = '128MB'", "work_mem = '8MB'", "dynamic_shared_memory_type = 'mmap'"):  # fmt: skip
+        assert line in conf
+    assert new_segments == set()  # each killed postmaster's System V segment was removed
+    assert not [p for p in Path("/dev/shm").glob("PostgreSQL.*") if p.stat().st_mtime > time.time() - 600]
+    assert not any(str(out) in cmd for _, cmd in processes("postgres"))
+
+
+def test_sysbench_pgsql_read_only(tmp_path: Path):
+    spec = write_experiment(
+        tmp_path / "sb.toml",
+        """
+        [experiment]
+        name = "pg-sysbench"
+        server = "postgresql"
+        duration = "2s"
+        warmup = "1s"
+        repeats = 1
+        [dataset]
+        tables = 1
+        table_size = 1000
+        [workload]
+        test = "oltp_point_select"
+        threads = [2]
+        """,
+    )
+    done = perflab("run", str(spec), "-o", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = export(tmp_path / "out")["cells"]
+    assert cell["status"] == "ok" and cell["summary"]["qps"] > 100
+    assert cell["sysbench_options"]["db_driver"] == "pgsql"
+    assert cell["resources"]["pss_end_bytes"] > 0 and cell["preload_verified_backends"] >= 2
+
+
+def test_a_backend_crash_fails_its_cell_and_the_matrix_goes_on(tmp_path: Path, tmpfs):
+    shm = tmpfs("shm", "1G")
+    shm.parent.chmod(0o755)  # the postgres user must reach its directories
+    env = {**os.environ, "PERFLAB_TMPFS": str(shm)}
+    spec = experiment(tmp_path, "pg-crash", duration="5s", repeats=2)
+    before = segments()
+    proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(tmp_path / "out")],
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        victim = _kill_a_backend(str(shm))
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 1, stdout + stderr  # some cells failed
+    first, second = export(tmp_path / "out")["cells"]
+    assert (
+        first["status"] == "failed" and f"server process (PID {victim}) was terminated by signal 11" in first["error"]
+    )
+    assert "terminating any other active server processes" in first["log_tail"]
+    assert second["status"] == "ok"
+    assert postmasters(str(shm)) == []
+    assert segments() - before == set()  # the crashed and restarted server's segment too
+
+
+def _kill_a_backend(where: str) -> int:
+    """SIGSEGV to a pgbench backend of the first cell, a second into its run; its pid."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = [b for pm in postmasters(where) for b in backends(pm)]
+        if found:
+            time.sleep(1.5)
+            try:
+                os.kill(found[0], signal.SIGSEGV)
+                return found[0]
+            except ProcessLookupError:  # gone meanwhile: take the next one
+                continue
+        time.sleep(0.2)
+    raise AssertionError("no pgbench backend seen")
+
+
+def test_sigkill_of_perflab_takes_postgres_down(tmp_path: Path, tmpfs):
+    shm = tmpfs("shm", "1G")
+    shm.parent.chmod(0o755)
+    env = {**os.environ, "PERFLAB_TMPFS": str(shm)}
+    spec = experiment(tmp_path, "pg-kill", duration="20s")
+    proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(tmp_path / "out")],
+                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not any(backends(pm) for pm in postmasters(str(shm))) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        server = postmasters(str(shm))
+        assert server, "no postgres started"
+        segment = shmid_of(server[0])
+        assert segment in segments()
+        everything = [server[0], *Path(f"/proc/{server[0]}/task/{server[0]}/children").read_text().split()]
+    finally:
+        proc.kill()  # SIGKILL: no finally of perflab's runs; the kernel's pdeathsig must act
+        proc.wait(timeout=30)
+    deadline = time.monotonic() + 15
+    while any(Path(f"/proc/{p}").exists() for p in everything) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in everything if Path(f"/proc/{p}").exists()]
+    assert segment in segments()  # nobody removed it yet: the run died
+    cleaned = run("doctor", "--clean", env=env)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert segment not in segments()
+    assert not list(shm.glob("perflab-*"))
+
+
+BAD = {
+    "mariadb option": (
+        'innodb_buffer_pool_size = "1G"',
+        2,
+        "server_options.innodb_buffer_pool_size",
+    ),
+    "script": ("", 2, "workload.test"),
+}
+
+
+@pytest.mark.parametrize("case", ["mariadb option", "script"])
+def test_bad_input_is_refused_before_anything_starts(tmp_path: Path, case: str):
+    extra, code, key = BAD[case]
+    body = PGBENCH.format(name="pg-bad", duration="3s", repeats=1, more="")
+    if case == "mariadb option":
+        body = body.replace('work_mem = "8MB"', extra)
+    if case == "script":
+        script = tmp_path / "bad.sql"
+        script.write_text("\\set aid random(1,\nSELECT 1;\n")
+        body = body.replace('test = "select-only"', f'test = "{script}"')
+    spec = write_experiment(tmp_path / "bad.toml", body)
+    done = perflab("run", str(spec), "-o", str(tmp_path / "out"))
+    assert done.returncode == code, done.stdout + done.stderr
+    assert key in done.stderr and "hint" in done.stderr
+    assert not (tmp_path / "out" / "results.db").exists()
+
+
+def test_a_scale_that_does_not_fit_the_tmpfs(tmp_path: Path, tmpfs):
+    shm = tmpfs("shm", "100M")
+    spec = write_experiment(tmp_path / "big.toml", PGBENCH.format(name="big", duration="3s", repeats=1, more="")
+                            .replace("scale = 1", "scale = 50"))  # fmt: skip
+    done = run("run", str(spec), "-o", str(tmp_path / "out"), env={**os.environ, "PERFLAB_TMPFS": str(shm)})
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "dataset.scale" in done.stderr and "smaller dataset (scale)" in done.stderr

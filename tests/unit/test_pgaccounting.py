@@ -1,0 +1,62 @@
+"""Process-tree accounting on real processes: a child that exits (and is reaped) inside the
+window still counts, through its parent's cumulative children's times."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from perflab.errors import AllocatorNotMappedError
+from perflab.run.observers.resources import process_cpu_s
+from perflab.run.pgaccounting import children, pss_bytes, tree, tree_counters, verify_backends
+
+# a parent that starts two children: the first burns 0.3 s of CPU, ends and is reaped (its time
+# goes to the parent's cutime), the second sleeps until killed
+PARENT = r"""
+import os, sys, time
+def burn(seconds):  # CPU seconds, whatever the machine's load
+    while time.process_time() < seconds:
+        pass
+first = os.fork()
+if first == 0:
+    burn(0.3); os._exit(0)
+second = os.fork()
+if second == 0:
+    time.sleep(30); os._exit(0)
+os.waitpid(first, 0)
+print("reaped", flush=True)
+time.sleep(30)
+"""
+
+
+def test_tree_counters_count_live_and_reaped_children():
+    proc = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True, env={"X_BACKEND": "1"})
+    try:
+        deadline = time.monotonic() + 10
+        while len(children(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        first = min(children(proc.pid))
+        start = tree_counters(proc.pid)
+        had = process_cpu_s(first)  # the first child's CPU when the window starts
+        assert len(tree(proc.pid)) == 3
+        assert proc.stdout.readline().strip() == "reaped"
+        time.sleep(0.3)
+        used = tree_counters(proc.pid).minus(start)
+        assert len(tree(proc.pid)) == 2
+        # the exited child's 0.3 s less what it had at the start (from the parent's cutime), plus
+        # the live one's; counting live processes alone would lose the exited one's `had` and more
+        assert used.user_s + used.sys_s >= 0.3 - had - 0.03
+        assert used.minor_faults >= 0
+        pss = pss_bytes(tree(proc.pid))
+        assert pss is not None and pss > 0
+        assert verify_backends(proc.pid, None, None) == 1  # glibc: no other allocator mapped
+        assert verify_backends(proc.pid, None, None, {"X_BACKEND": "1"}) == 1  # inherited through fork
+        with pytest.raises(AllocatorNotMappedError, match="X_BACKEND"):
+            verify_backends(proc.pid, None, None, {"X_BACKEND": "2"})
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()

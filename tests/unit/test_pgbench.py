@@ -1,0 +1,140 @@
+"""pgbench's output and log (recorded from pgbench 15.18), postgresql.conf lines, and what the
+spec allows on PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perflab import spec
+from perflab.errors import SpecError
+from perflab.run.servers.postgres import conf_line
+from perflab.run.workloads import pgbench
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "pgbench"
+# two threads' per-transaction logs (client, txn, latency_us, script, epoch_s, epoch_us, retries)
+LOG_0 = "0 1 657 0 1795389218 608537 0\n0 2 68 0 1795389219 100000 0\n0 3 failed 0 1795389219 200000 1\n"
+LOG_1 = "1 1 718 0 1795389218 608619 0\n1 2 64 0 1795389219 300000 0\n1 3 2000 0 1795389220 500000 0\n"
+
+
+def test_progress_lines_become_per_second_intervals():
+    text = (DATA / "select-only-2clients.txt").read_text(encoding="utf-8")
+    progress = pgbench.parse_progress(text)
+    assert [p["t"] for p in progress] == [1.0, 2.0, 3.0, 4.0]
+    assert progress[0] == {"t": 1.0, "tps": 49503.8, "lat_ms": 0.039, "failed": 0}
+    series = pgbench.intervals(progress, np.empty((0, 2)), 0.0, 1, warmup=1)
+    assert [iv["warmup"] for iv in series] == [1, 0, 0, 0]
+    assert series[1]["qps"] == 50814.8 and series[1]["p95_ms"] is None
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> np.ndarray:
+    (tmp_path / "pgbench_log.77").write_text(LOG_0, encoding="ascii")
+    (tmp_path / "pgbench_log.77.1").write_text(LOG_1, encoding="ascii")
+    (tmp_path / "pgbench_log.other").write_text("", encoding="ascii")
+    return pgbench.load_log(tmp_path / "pgbench_log")
+
+
+def test_log_rows_are_latency_and_end_time(log):
+    assert log.shape == (6, 2)
+    assert sorted(log[:, 0].tolist()) == [-1, 64, 68, 657, 718, 2000]  # "failed" -> -1
+    assert log[:, 1].min() == pytest.approx(1795389218.608537)
+
+
+def test_window_summary_counts_only_transactions_inside_the_window(log):
+    window = (1795389219.0, 1795389221.0)  # leaves out the two that ended in the warm-up
+    summary = pgbench.window_summary(log, window, statements_per_txn=7)
+    assert summary is not None
+    assert summary.transactions == 3 and summary.errors == 1
+    assert summary.tps == 1.5 and summary.qps == 10.5 and summary.total_time_s == 2.0
+    assert summary.latency_ms["min"] == 0.064 and summary.latency_ms["max"] == 2.0
+    assert summary.latency_ms["p50"] == 0.068  # nearest rank of 64, 68, 2000 us
+    assert pgbench.window_summary(log, (1795389300.0, 1795389301.0), 1) is None
+
+
+def test_per_second_p95_comes_from_the_log(log):
+    progress = [{"t": 1.0, "tps": 2.0, "lat_ms": 0.7, "failed": 0}, {"t": 2.0, "tps": 2.0, "lat_ms": 0.1, "failed": 1}]
+    series = pgbench.intervals(progress, log, 1795389218.0, 1, warmup=1)
+    assert series[0]["p95_ms"] == 0.718 and series[1]["p95_ms"] == 0.068
+    assert series[1]["errors_per_s"] == 1.0
+
+
+def test_argv_is_a_list_with_perflab_settings_last_word_database(tmp_path):
+    argv = pgbench.argv(
+        "select-only", socket_dir=tmp_path, port=5432, user="postgres", clients=4, jobs=2, seconds=11,
+        log_prefix=tmp_path / "pgbench_log", options={"max_tries": 3},
+    )  # fmt: skip
+    assert "--builtin=select-only" in argv and "--protocol=prepared" in argv and "--max-tries=3" in argv
+    assert "--client=4" in argv and "--jobs=2" in argv and "--time=11" in argv and "--progress=1" in argv
+    assert argv[-1] == pgbench.DATABASE
+    script = pgbench.argv("/x/my.sql", socket_dir=tmp_path, port=5432, user="u", clients=1, jobs=4, seconds=1,
+                          log_prefix=tmp_path / "l")  # fmt: skip
+    assert "--file=/x/my.sql" in script and "--jobs=1" in script
+
+
+def test_statements_per_transaction(tmp_path):
+    assert pgbench.statements("tpcb-like") == 7
+    script = tmp_path / "s.sql"
+    script.write_text("\\set aid random(1, 100)\n-- a comment\nSELECT 1;\nUPDATE t\n  SET a = 1;\nSELECT 2\n")
+    assert pgbench.statements(str(script)) == 3
+
+
+def test_script_verdict_from_pgbench_output():
+    parsed = 'pgbench: error: connection to server on socket "/nonexistent/.s.PGSQL.5432" failed'
+    assert pgbench.script_problem(parsed) is None
+    bad = 'pgbench: error: /tmp/bad.sql:2: syntax error in command "set"\n\\set aid random(1,\n'
+    assert "syntax error" in pgbench.script_problem(bad)
+
+
+def test_conf_lines_are_quoted():
+    assert conf_line("fsync", False) == "fsync = 'off'"
+    assert conf_line("shared_buffers", "256MB") == "shared_buffers = '256MB'"
+    assert conf_line("search_path", "it's") == "search_path = 'it''s'"
+    with pytest.raises(ValueError):
+        conf_line("bad name", 1)
+    with pytest.raises(ValueError):
+        conf_line("x", "a\nb")
+
+
+PG = """
+[experiment]
+name = "pg"
+server = "postgresql"
+[workload]
+tool = "{tool}"
+test = "{test}"
+{dataset}
+"""
+
+
+def problems(tool: str, test: str, dataset: str = "") -> list[str]:
+    try:
+        spec.parse(PG.format(tool=tool, test=test, dataset=dataset))
+    except SpecError as exc:
+        return [p.path for p in exc.problems]
+    return []
+
+
+def test_spec_accepts_pgbench_and_read_only_sysbench_on_postgresql():
+    assert problems("pgbench", "select-only", "[dataset]\nscale = 2") == []
+    assert problems("pgbench", "scripts/x.sql") == []
+    assert problems("sysbench", "oltp_point_select") == []
+
+
+def test_spec_refuses_what_postgresql_cannot_run():
+    assert problems("sysbench", "oltp_read_write") == ["workload.test"]
+    assert problems("pgbench", "select-only", "[dataset]\ntables = 2") == ["dataset.tables"]
+    assert problems("sysbench", "oltp_read_only", "[dataset]\nscale = 2") == ["dataset.scale"]
+    assert problems("pgbench", "-M") == ["workload.test"]
+    with pytest.raises(SpecError) as exc:
+        spec.parse('[experiment]\nname = "m"\n[workload]\ntool = "pgbench"\ntest = "select-only"\n')
+    assert exc.value.problems[0].path == "workload.tool" and "postgresql" in exc.value.problems[0].hint
+
+
+def test_spec_refuses_mariadb_side_observers_and_client_variants_on_postgresql():
+    base = "[dataset]\nscale = 1\n"
+    assert problems("pgbench", "select-only", base + "[observe]\nstatus = true") == ["observe.status"]
+    client = base + '[variants.c]\na = {}\nb = { client_env = { X = "1" } }\n'
+    assert problems("pgbench", "select-only", client) == ["variants.c.b.client_env"]
