@@ -308,7 +308,9 @@ class Results:
             return []
         where, args = ("WHERE cell_id = ?", (cell_id,)) if cell_id is not None else ("", ())
         out = []
-        order = "ORDER BY cell_id, source, target DESC, phase"  # the server's first
+        # the server's first, the window's first (readers of schema 5 took the first of a source)
+        phases = "CASE phase WHEN 'measured' THEN 0 WHEN 'warmup' THEN 1 WHEN 'stall' THEN 2 ELSE 3 END"
+        order = f"ORDER BY cell_id, source, target DESC, {phases}, phase"
         for row in self.db.execute(f"SELECT * FROM profiles {where} {order}", args):
             item = dict(row)
             for key in ("quality", "top"):
