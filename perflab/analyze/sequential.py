@@ -44,11 +44,12 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import special
 
-from perflab.analyze import ratio, stats
+from perflab.analyze import ratio, stats, summary
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, MARGIN, SLOWER, bounds
 
 STOP_VERDICT, STOP_TARGET = "verdict", "target_ci"
@@ -124,7 +125,7 @@ def _advance(state: _Paths | None, before: int, n: int, t: float, a: float, j: i
 
 @dataclass(frozen=True)
 class Design:
-    alpha: float = 1 - stats.LEVEL
+    alpha: float = round(1 - stats.LEVEL, 12)
     margin: float = MARGIN
     max_rounds: int = 10
     min_rounds: int = 3
@@ -216,3 +217,50 @@ def replay(pairs: list[tuple[dict[int, float], dict[int, float]]], design: Desig
         estimates = [ratio.estimate(cut(b, k), cut(o, k))[0] for b, o in pairs]
         look(tracks, estimates, k, design)
     return tracks
+
+
+@dataclass(frozen=True)
+class Monitored:
+    """One variant against its thread count's baseline, through the looks."""
+
+    variant: str  # variant key (summary.Group.key)
+    threads: int
+    baseline: str  # the baseline's variant key
+    track: Track
+
+
+def monitor(
+    cells: list[dict[str, Any]], baseline: dict[str, str], axes: dict[str, list[str]], design: Design, rounds: int
+) -> list[Monitored]:
+    """Every variant's QPS against `baseline` at its thread count, replayed over the looks from
+    min_rounds to `rounds` on the stored cells: the decisions the run made (or makes now)."""
+    found = summary.groups(cells, baseline, axes)
+    bases = {g.threads: g for g in found if g.baseline}
+    pairs = [(bases[g.threads], g) for g in found if not g.baseline and g.threads in bases]
+    tracks = replay([(summary.rounds(b, "qps"), summary.rounds(g, "qps")) for b, g in pairs], design, rounds)
+    return [Monitored(g.key, g.threads, b.key, t) for (b, g), t in zip(pairs, tracks)]
+
+
+def pending(found: list[Monitored]) -> set[tuple[str, int]]:
+    """The (variant key, threads) groups the next round runs: the open comparisons' variants
+    and, at their thread counts, the baseline."""
+    out = set()
+    for m in found:
+        if m.track.open:
+            out |= {(m.variant, m.threads), (m.baseline, m.threads)}
+    return out
+
+
+def design_meta(design: Design) -> dict[str, Any]:
+    """meta.adaptive's record of the design, from which a report replays the looks."""
+    return {"alpha": design.alpha, "equivalence_margin": design.margin, "spending": "obrien-fleming"}
+
+
+def design_of(adaptive: dict[str, Any]) -> Design:
+    """The design a run's meta.adaptive records."""
+    return Design(
+        alpha=float(adaptive.get("alpha", 1 - stats.LEVEL)),
+        margin=float(adaptive.get("equivalence_margin", MARGIN)),
+        max_rounds=int(adaptive["max_repeats"]),
+        min_rounds=int(adaptive["min_repeats"]),
+    )
