@@ -112,3 +112,17 @@ def test_stop_is_validated() -> None:
         spec.parse(SPEC.format(max_repeats=5).replace("max_repeats", 'target_ci = "2%"\nmax_repeats'))
     with pytest.raises(SpecError, match=r'experiment.stop: expected repeats = "auto" beside it'):
         spec.parse(SPEC.format(max_repeats=5).replace('repeats = "auto"', "repeats = 3").replace("max_repeats = 5", ""))
+
+
+def test_a_resumed_run_replays_its_looks_and_runs_the_same_cells(tmp_path: Path) -> None:
+    full, meta = run(tmp_path / "full")
+    exp = spec.parse(SPEC.format(max_repeats=12))
+    with Results(tmp_path / "resumed", create=True) as results:
+        runner = DrawingRunner(exp, results)
+        done = [dict(row) for row in full[:11]]  # killed in round 4
+        for row in full[:11]:  # draw the stored cells' values again, so the cells to come draw theirs
+            runner.run(Cell(row["id"], row["variant"], 1, row["repeat"], None, {}, {}), None, tmp_path)
+        scheduler.Scheduler(exp, results, runner=runner).run_adaptive(None, tmp_path, done)  # type: ignore[arg-type]
+        resumed = results.meta()["adaptive"]
+    assert [c["key"] for c in done] == [c["key"] for c in full]
+    assert resumed["comparisons"] == meta["adaptive"]["comparisons"]
