@@ -167,8 +167,8 @@ def one_sided(est: ratio.Estimate, margin: float) -> tuple[float, float, float] 
     low, high = bounds(margin)
     if se == 0:
         return (0.0 if d != 0 else 0.5, 0.0 if d > low else 1.0, 0.0 if d < high else 1.0)
-    p = lambda x: float(special.stdtr(df, -x / se))
-    return p(abs(d)), p(d - low), p(high - d)
+    found = special.stdtr(df, -np.array([abs(d), d - low, high - d]) / se)
+    return float(found[0]), float(found[1]), float(found[2])
 
 
 def look(tracks: list[Track], estimates: list[ratio.Estimate], k: int, design: Design) -> None:
