@@ -66,7 +66,7 @@ PATHS = 200_000  # per boundary computation: the one-sided level is met within a
 # Boundaries picked from the same paths they are tested on let about 2% (relative) more
 # through on fresh paths (2.55% for 2.5%, 3-10 rounds): spend 97% of the level to keep it.
 SPEND = 0.97
-CACHED_STATES = 32  # simulated paths kept for the looks to come (3.4 MB each)
+CACHED_STATES = 16  # simulated paths kept for the looks to come (3.4 MB each)
 
 
 def spent(t: float, a: float) -> float:
@@ -89,12 +89,15 @@ class _Paths:
 
 
 _CACHE: OrderedDict[tuple, _Paths] = OrderedDict()
+_LEVELS: dict[tuple, tuple[float, ...]] = {}  # every look sequence computed (a few bytes each)
 
 
 def levels(ns: tuple[int, ...], fractions: tuple[float, ...], a: float) -> tuple[float, ...]:
     """Nominal one-sided p-values (Student t, n - 1 degrees of freedom) that looks at `ns`
     rounds (increasing, >= 2) and information `fractions` must reach, spending level `a`:
     the boundaries of the one-sample t statistic, by Monte Carlo (module docstring)."""
+    if (ns, fractions, a) in _LEVELS:
+        return _LEVELS[(ns, fractions, a)]
     done = len(ns)
     while done and (ns[:done], fractions[:done], a) not in _CACHE:
         done -= 1
@@ -102,6 +105,7 @@ def levels(ns: tuple[int, ...], fractions: tuple[float, ...], a: float) -> tuple
     for j in range(done, len(ns)):
         state = _advance(state, ns[j - 1] if j else 0, ns[j], fractions[j], a, j)
         _CACHE[(ns[: j + 1], fractions[: j + 1], a)] = state
+        _LEVELS[(ns[: j + 1], fractions[: j + 1], a)] = state.levels
         while len(_CACHE) > CACHED_STATES:
             _CACHE.popitem(last=False)
     assert state is not None
