@@ -1,7 +1,7 @@
 """The calibrated effect (tests/data/calibrated/slow_malloc.c): a preload that burns a set number
 of nanoseconds of CPU per malloc call. Outside a server, each call costs what it is told to; in
 a real mariadbd cell it is loaded (perflab's allocator check maps it), its CPU cost per
-transaction matches malloc calls per transaction x ns, and a large setting makes the cell
+transaction is about malloc calls per transaction x ns, and a large setting makes the cell
 clearly slower.
 
 Sizes, measured here: oltp_read_only makes about 34 malloc calls a transaction (27 malloc + 7
@@ -105,6 +105,8 @@ def test_the_shim_runs_in_a_real_server_and_costs_its_nominal_cpu(calibrated_run
     calls = mean([c["alloc"]["calls_per_txn"]["malloc"] + c["alloc"]["calls_per_txn"]["new"] for c in slow])
     nominal_us = calls * NS / 1000
     cpu = [mean([c["resources"]["server_cpu_us_per_txn"] for c in side]) for side in (none, slow)]
-    assert 0.6 * nominal_us < cpu[1] - cpu[0] < 1.6 * nominal_us, (cpu, nominal_us)
+    # at least most of the nominal cost; more on a busy machine (1.2x idle-ish, 2.0x at load 12 on 2 vCPUs:
+    # the loop runs slower than at its calibration when the other hyperthread is busy)
+    assert 0.6 * nominal_us < cpu[1] - cpu[0] < 3 * nominal_us, (cpu, nominal_us)
     qps = [mean([c["summary"]["qps"] for c in side]) for side in (none, slow)]
     assert qps[1] < 0.8 * qps[0], qps
