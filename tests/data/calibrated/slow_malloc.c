@@ -15,10 +15,13 @@
  * a wall-clock deadline burns less CPU whenever the thread is preempted during it (a loaded
  * machine would shrink the effect). The loop's speed is measured once, in the constructor, in
  * the thread's own CPU time (CLOCK_THREAD_CPUTIME_ID, which preemption does not advance): the
- * fastest of 5 runs of 2^21 iterations (about 1 ms each). So each call costs N ns of CPU on the
- * calling thread, as a slower allocator would. Unset, 0 or unparsable: no burn and no
- * calibration (the library is then a thin wrapper). Values are clamped to 1 ms. free() is not slowed: the
- * effect is "N ns per allocation", which calls per transaction (perflab's [observe] alloc) turn
+ * fastest of 15 runs of 2^20 iterations (about 0.5 ms each; the fastest is the speed of an
+ * uncontended core). So each call does N ns worth of work on the calling thread, as a slower
+ * allocator would; on a busy machine (the other hyperthread busy) that work takes more CPU
+ * time, like any code: 1.0-1.35x measured at load averages of 5-12 on 2 vCPUs. Unset, 0 or
+ * unparsable: no burn and no calibration (a thin wrapper). Values are clamped to 1 ms. free()
+ * is not slowed: the effect is "N ns per allocation", which calls per transaction (perflab's
+ * [observe] alloc) turn
  * into a nominal cost per transaction (bench/calibrated_effect.py).
  *
  * glibc's __libc_malloc, __libc_calloc and __libc_realloc are called directly (exported by
@@ -53,9 +56,9 @@ static long long cpu_ns(void)
 
 static void calibrate(void)
 {
-    const unsigned long n = 1UL << 21;
+    const unsigned long n = 1UL << 20;
     long long best = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 15; i++) {
         long long start = cpu_ns();
         spin(n);
         long long took = cpu_ns() - start;
