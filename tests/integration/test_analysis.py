@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from perflab.analyze.ratio import MIN_PAIRS
 from tests.conftest import perflab
 from tests.integration.helpers import write_experiment
 
@@ -69,7 +70,7 @@ def test_deliberately_slower_variant_is_slower(verdict_run):
     rows = json.loads(done.stdout)
     slow = by_variant(rows, "tmpdisk")
     assert slow["verdict"] == "slower" and slow["rounds_needed"] is None, slow
-    assert slow["method"] == ("paired" if slow["pairs"] >= 3 else "welch") and slow["family"] == 2
+    assert slow["method"] == ("paired" if slow["pairs"] >= MIN_PAIRS else "welch") and slow["family"] == 2
     assert slow["ratio"] < 0.8 and slow["ci_low"] <= slow["ratio"] <= slow["ci_high"] < 1
     assert slow["baseline"] == {"server": "base"} and slow["metric"] == "qps" and slow["threads"] == 2
     # latency: the slower variant's p95 is higher, which for latency is also "slower"
