@@ -42,6 +42,7 @@ window + restarts + drift.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -132,7 +133,7 @@ class Decomposition:
                     "fraction_unpaired": c.fraction_unpaired,
                 }
                 for c in self.components
-            ],  # fmt: skip
+            ],
             "per_second_variance": self.per_second,
             "lag1_autocorrelation": self.rho,
             "window_s": self.window_s,
@@ -188,7 +189,7 @@ def autocorrelated_variance(windows: list[list[float]]) -> tuple[float | None, f
     df = sum(len(w) - 1 for w in centred)
     if ss == 0:
         return 0.0, 0.0
-    lag1 = math.fsum(a * b for w in centred for a, b in zip(w, w[1:])) / ss
+    lag1 = math.fsum(a * b for w in centred for a, b in itertools.pairwise(w)) / ss
     rho = min(MAX_RHO, max(0.0, lag1 + (1 + 4 * lag1) / statistics.fmean(len(w) for w in windows)))
     return ss / df * (1 + rho) / (1 - rho), rho
 

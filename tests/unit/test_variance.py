@@ -48,8 +48,8 @@ def _mean_components(trials: int, **kw) -> dict[str, float]:
     found: dict[str, list[float]] = {"window": [], "restarts": [], "drift": []}
     for seed in range(trials):
         dec = decompose(simulate(seed, **kw))
-        for name in found:
-            found[name].append(dec.component(name).variance)
+        for name, values in found.items():
+            values.append(dec.component(name).variance)
     return {name: statistics.fmean(v) for name, v in found.items()}
 
 
