@@ -81,7 +81,7 @@ class Anova:
     groups: int = 0  # (variant, threads) groups in complete rounds
 
     def plus(self, other: Anova) -> Anova:
-        return Anova(*(a + b for a, b in zip(self.astuple(), other.astuple())))
+        return Anova(*(a + b for a, b in zip(self.astuple(), other.astuple(), strict=True)))
 
     def astuple(self) -> tuple:
         return (self.ss_round, self.df_round, self.ss_residual, self.df_residual, self.k_weighted,
@@ -207,7 +207,7 @@ def block_anova(cells: list[dict[str, Any]]) -> Anova:
     grand = statistics.fmean(y for row in rows for y in row)
     ss_total = math.fsum((y - grand) ** 2 for row in rows for y in row)
     ss_round = k * math.fsum((statistics.fmean(row) - grand) ** 2 for row in rows)
-    ss_variant = r * math.fsum((statistics.fmean(col) - grand) ** 2 for col in zip(*rows))
+    ss_variant = r * math.fsum((statistics.fmean(col) - grand) ** 2 for col in zip(*rows, strict=True))
     ss_residual = max(0.0, ss_total - ss_round - ss_variant)
     return Anova(ss_round, r - 1, ss_residual, (k - 1) * (r - 1), k * (r - 1), r, k)
 

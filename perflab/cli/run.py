@@ -204,10 +204,11 @@ def _run(
                 results.set_meta(status=status, ended_at=utc_now())
             except sqlite3.OperationalError:  # a full disk: the error being raised says so already
                 pass
-        from perflab.analyze import summary
+        from perflab.analyze import summary, variance
         from perflab.report import text
 
-        text.render(out, *summary.load(results))
+        meta, loaded = summary.load(results)
+        text.render(out, meta, loaded, noise=variance.load(results, loaded))
         stored = results.cells()
         failed = sum(1 for c in stored if c["status"] != "ok")
     out.print(f"\nresults: {output}   (perflab report {output} | perflab export {output} --format json)")
