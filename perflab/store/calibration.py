@@ -111,7 +111,7 @@ def check(path: Path, host: dict[str, Any], whash: str, server_sha: str | None, 
     why = mismatch(doc, host, whash, server_sha, now)
     if why:
         raise UsageError(f"{path}: cannot plan this run: {why}", HINT)
-    return doc
+    return {**doc, "file": str(path)}
 
 
 def find(
@@ -130,4 +130,4 @@ def find(
     why = mismatch(doc, host, whash, server_sha, now)
     if why:
         return None, f"ignored {path}: {why}; {HINT}"
-    return doc, f"using {path} (measured {doc['created_at'][:10]})"
+    return {**doc, "file": str(path)}, f"using {path} (measured {doc['created_at'][:10]})"
