@@ -94,7 +94,8 @@ def mismatch(doc: dict[str, Any], host: dict[str, Any], whash: str, server_sha: 
             f"this file's is {whash})"
         )
     if server_sha is not None and doc.get("server_sha256") not in (None, server_sha):
-        return f"server_sha256: the server binary changed since ({str(doc.get('server_sha256'))[:12]} -> {server_sha[:12]})"
+        was = str(doc.get("server_sha256"))[:12]
+        return f"server_sha256: the server binary changed since ({was} -> {server_sha[:12]})"
     try:
         created = dt.datetime.fromisoformat(doc["created_at"])
     except ValueError:
