@@ -16,7 +16,7 @@ with power 1 - beta (80%) is
     n = floor(B / (2 (o + L))),  effect = exp(delta) - 1
 
 A longer window lowers s / L but leaves fewer rounds; the plan takes the whole-second L that
-minimises delta (at least MIN_ROUNDS rounds). Holm's correction over a matrix of several
+minimises delta (at least MIN_ROUNDS rounds, MIN_DURATION seconds). Holm's correction over a matrix of several
 comparisons is not included: with m comparisons, use alpha / m for the first (a larger effect).
 
     best_plan(Noise(per_second=0.004, restart=0.0002, overhead=14.0), budget=600)
@@ -33,6 +33,7 @@ from perflab.analyze import stats
 
 ALPHA, POWER = 0.05, 0.80
 MIN_ROUNDS = 3  # a paired interval needs them (ratio.MIN_PAIRS)
+MIN_DURATION = 5  # shorter windows: too few seconds for the steady-state checks (analyze/steady.py)
 MAX_DURATION = 3600
 
 
@@ -80,7 +81,7 @@ def best_plan(noise: Noise, budget: float, variants: int = 2) -> Plan:
     """The whole-second window that detects the smallest effect within `budget` seconds."""
     best = Plan(None, 0, 0, budget, variants)
     longest = min(MAX_DURATION, int(budget / (variants * MIN_ROUNDS) - noise.overhead))
-    for duration in range(1, longest + 1):
+    for duration in range(MIN_DURATION, longest + 1):
         rounds = rounds_in(budget, noise, duration, variants)
         effect = detectable(noise, duration, rounds)
         if effect is not None and (best.effect is None or effect < best.effect):

@@ -29,7 +29,7 @@ from perflab import hostinfo, preflight, spec
 from perflab.analyze import power, summary, variance
 from perflab.cli.console import err, out
 from perflab.cli.run import ProgressBar, _record_start, order_line, parse_seed
-from perflab.errors import UsageError
+from perflab.errors import PerflabError, UsageError
 from perflab.spec.aa import aa_experiment, first_configuration
 from perflab.store import calibration
 from perflab.store.results import Results
@@ -95,11 +95,15 @@ def calibrate(workload_file: Path, rounds: int, budget: float, output: Path | No
         stack.enter_context(MachineLock(output))
         results = stack.enter_context(Results(output, create=True))
         _record_start(results, aa, aa.text, len(aa.cells()), False, False)
-        with ProgressBar() as progress:
-            Scheduler(aa, results, progress).run()
-        results.set_meta(status="complete", ended_at=utc_now())
+        status = "interrupted"
+        try:
+            with ProgressBar() as progress:
+                Scheduler(aa, results, progress).run()
+            status = "complete"
+        finally:
+            results.set_meta(status=status, ended_at=utc_now())
         doc = measure(exp, results, budget)
-    doc["server_sha256"] = _server_sha(results) or builds.installed().sha256
+        doc["server_sha256"] = _server_sha(results) or builds.installed().sha256
     path = calibration.save(calibration.path_for(cache_root() / "calibration", doc["host"], doc["workload_hash"]), doc)
     doc["file"] = str(path)
     if fmt == "json":
@@ -114,7 +118,10 @@ def measure(exp: spec.Experiment, results: Results, budget: float) -> dict[str, 
     dec = variance.load(results, cells)
     window, restarts = (dec.component(n).variance for n in (variance.WINDOW, variance.RESTARTS))
     if window is None or restarts is None or dec.per_second is None:
-        raise UsageError(f"{results.dir}: too few settled cells to calibrate: {dec.advice}", "run more --rounds")
+        raise PerflabError(
+            f"{results.dir}: too few settled cells to calibrate: {dec.advice}",
+            "run more --rounds, or a longer warmup if cells did not settle (perflab report DIR says why)",
+        )
     noise = power.Noise(dec.per_second, restarts, overhead_s(cells, exp.file.experiment.duration))
     duration = exp.file.experiment.duration
     margin = exp.file.experiment.equivalence_margin
