@@ -74,7 +74,21 @@ def parse_budget(ctx: Any, param: Any, value: str) -> float:
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="results directory")
 @click.option("--seed", callback=lambda ctx, param, value: parse_seed(value), metavar="N", help="order in rounds")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def calibrate(workload_file: Path, rounds: int, budget: float, output: Path | None, seed: int | None, fmt: str) -> None:
+@click.option(
+    "--allow-concurrent",
+    is_flag=True,
+    envvar="PERFLAB_ALLOW_CONCURRENT",
+    help="run even while another perflab run uses this machine (its noise is then measured too)",
+)
+def calibrate(
+    workload_file: Path,
+    rounds: int,
+    budget: float,
+    output: Path | None,
+    seed: int | None,
+    fmt: str,
+    allow_concurrent: bool,
+) -> None:
     """Measure this machine's noise for WORKLOAD-FILE's first configuration (A/A runs) and
     say the smallest effect a --budget can detect (95% confidence, 80% power), with the
     window and repeats to use. Stored per host; `repeats = "auto"` plans with it."""
@@ -92,9 +106,10 @@ def calibrate(workload_file: Path, rounds: int, budget: float, output: Path | No
 
     err.print(f"calibrating {workload_file}: {len(aa.cells())} cells, results in {output}; {order_line(seed, False)}")
     with contextlib.ExitStack() as stack:
-        stack.enter_context(MachineLock(output))
+        if not allow_concurrent:
+            stack.enter_context(MachineLock(output))
         results = stack.enter_context(Results(output, create=True))
-        _record_start(results, aa, aa.text, len(aa.cells()), False, False)
+        _record_start(results, aa, aa.text, len(aa.cells()), allow_concurrent, False)
         status = "interrupted"
         try:
             with ProgressBar() as progress:
