@@ -77,11 +77,13 @@ def detectable(noise: Noise, duration: float, rounds: int) -> float | None:
     return math.expm1(factor(rounds) * math.sqrt(noise.round_variance(duration) / rounds))
 
 
-def best_plan(noise: Noise, budget: float, variants: int = 2) -> Plan:
-    """The whole-second window that detects the smallest effect within `budget` seconds."""
+def best_plan(noise: Noise, budget: float, variants: int = 2, also: float | None = None) -> Plan:
+    """The whole-second window (MIN_DURATION and up, and `also`: the file's own) that detects
+    the smallest effect within `budget` seconds."""
     best = Plan(None, 0, 0, budget, variants)
     longest = min(MAX_DURATION, int(budget / (variants * MIN_ROUNDS) - noise.overhead))
-    for duration in range(MIN_DURATION, longest + 1):
+    candidates = set(range(MIN_DURATION, longest + 1)) | ({int(also)} if also else set())
+    for duration in sorted(candidates):
         rounds = rounds_in(budget, noise, duration, variants)
         effect = detectable(noise, duration, rounds)
         if effect is not None and (best.effect is None or effect < best.effect):

@@ -154,7 +154,7 @@ def measure(exp: spec.Experiment, results: Results, budget: float) -> dict[str, 
         "results": str(results.dir),
         "noise": dataclasses.asdict(noise),
         "variance": dec.to_dict(),
-        "plan": power.best_plan(noise, budget).to_dict(),
+        "plan": power.best_plan(noise, budget, also=duration).to_dict(),
         "at_file_duration": {
             "duration": duration,
             "rounds": own,
