@@ -117,6 +117,11 @@ class Decomposition:
         return next(c for c in self.components if c.name == name)
 
     @property
+    def empty(self) -> bool:
+        """Nothing estimated (no settled window, too few rounds): the reports leave the table out."""
+        return all(c.variance is None for c in self.components)
+
+    @property
     def paired_variance(self) -> float | None:
         """Variance of one round's log-ratio of two variants: 2 (window + restarts)."""
         w, r = self.component(WINDOW).variance, self.component(RESTARTS).variance

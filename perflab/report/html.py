@@ -128,7 +128,7 @@ def render(model: ReportModel) -> str:
         method_line=method_line(model.comparisons),
         noise_title=NOISE_TITLE,
         noise_header=NOISE_HEADER,
-        noise_rows=noise_rows(model.noise) if model.noise else [],
+        noise_rows=noise_rows(model.noise) if model.noise and not model.noise.empty else [],
         noise_note=noise_note(model.noise) if model.noise else "",
         busy_cores=findings.BUSY_CORES,
         series_by_threads=series,

@@ -225,7 +225,7 @@ def _verdicts(model: ReportModel) -> list[str]:
             {0, 5, 6},
         )
         out += ["", "</details>", ""] if folded else [""]
-    if model.noise is not None:
+    if model.noise is not None and not model.noise.empty:
         out += [f"### {NOISE_TITLE}", ""] + table(NOISE_HEADER, noise_rows(model.noise), {1, 2, 3})
         out += ["", cell(noise_note(model.noise)) + ".", ""]
     return out

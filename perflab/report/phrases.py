@@ -127,8 +127,8 @@ def noise_rows(dec: Any) -> list[list[str]]:
 
 def noise_note(dec: Any) -> str:
     """The advice, and what the figures are."""
-    window = f", windows of {dec.window_s:.0f} s" if dec.window_s else ""
-    counted = f"{plural(dec.rounds, 'complete round')} and {plural(dec.cells, 'cell')}{window}"
+    window = f" of {dec.window_s:.0f} s" if dec.window_s else ""
+    counted = f"{plural(dec.rounds, 'complete round')}, the window's noise from {plural(dec.cells, 'window')}{window}"
     return (
         f"{dec.advice[:1].upper()}{dec.advice[1:]}. From {counted}: "
         "a paired ratio's variance is 2 x (window + restarts), drift cancels in it; "

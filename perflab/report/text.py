@@ -92,7 +92,7 @@ def render(
     effects = [c for c in comparisons if c.kind == "axis"]
     if effects:
         console.print(comparison_table("Effect of each axis (the other axes held fixed)", effects))
-    if noise is not None:
+    if noise is not None and not noise.empty:
         noise_table(console, noise)
     _why(console, comparisons)
     _warnings(console, all_groups, cells, meta)

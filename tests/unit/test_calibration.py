@@ -185,3 +185,9 @@ def test_cli_refuses_bad_rounds_budget_and_calibration(tmp_path: Path):
     bad = _write(tmp_path / "bad.json", "{")
     done = perflab("run", str(toml), "--check", "--calibration", str(bad))
     assert done.returncode == 2 and "corrupt calibration file" in done.stderr, done.stderr
+
+
+def test_resume_keeps_the_planned_min_repeats():
+    exp = spec.parse(FILE)
+    assert calibrated.resumed(exp, {"calibration": {"min_repeats": 12}}).file.experiment.min_repeats == 12
+    assert calibrated.resumed(exp, {}) is exp

@@ -113,3 +113,8 @@ def test_recorded_run_decomposes(tmp_path: Path):
         doc = variance.load(results, cells).to_dict()
     assert [c["name"] for c in doc["components"]] == ["window", "restarts", "drift"]
     assert doc["cells"] > 0 and doc["advice"]
+
+
+def test_nothing_estimated_is_empty():
+    assert decompose([]).empty
+    assert not decompose(simulate(7)).empty
