@@ -100,16 +100,29 @@ def calibrate(
     if (output / "results.db").exists():
         raise UsageError(f"{output} already holds results", "choose another -o")
     from perflab.run.builds import cache_root
+
+    err.print(f"calibrating {workload_file}: {len(aa.cells())} cells, results in {output}; {order_line(seed, False)}")
+    doc = run_aa(exp, aa, output, budget, allow_concurrent)
+    path = calibration.save(calibration.path_for(cache_root() / "calibration", doc["host"], doc["workload_hash"]), doc)
+    doc["file"] = str(path)
+    if fmt == "json":
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        show(doc)
+
+
+def run_aa(exp: spec.Experiment, aa: spec.Experiment, output: Path, budget: float, concurrent: bool) -> dict:
+    """Run the A/A experiment into `output` as `perflab run` would (lock, meta, progress,
+    Scheduler), then measure it."""
     from perflab.run.builds import resolve as builds
     from perflab.run.lock import MachineLock
     from perflab.run.scheduler import Scheduler
 
-    err.print(f"calibrating {workload_file}: {len(aa.cells())} cells, results in {output}; {order_line(seed, False)}")
     with contextlib.ExitStack() as stack:
-        if not allow_concurrent:
+        if not concurrent:
             stack.enter_context(MachineLock(output))
         results = stack.enter_context(Results(output, create=True))
-        _record_start(results, aa, aa.text, len(aa.cells()), allow_concurrent, False)
+        _record_start(results, aa, aa.text, len(aa.cells()), concurrent, False)
         status = "interrupted"
         try:
             with ProgressBar() as progress:
@@ -119,12 +132,7 @@ def calibrate(
             results.set_meta(status=status, ended_at=utc_now())
         doc = measure(exp, results, budget)
         doc["server_sha256"] = _server_sha(results) or builds.installed().sha256
-    path = calibration.save(calibration.path_for(cache_root() / "calibration", doc["host"], doc["workload_hash"]), doc)
-    doc["file"] = str(path)
-    if fmt == "json":
-        click.echo(json.dumps(doc, indent=2))
-    else:
-        show(doc)
+    return doc
 
 
 def measure(exp: spec.Experiment, results: Results, budget: float) -> dict[str, Any]:
