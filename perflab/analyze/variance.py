@@ -118,8 +118,10 @@ class Decomposition:
 
     @property
     def empty(self) -> bool:
-        """Nothing estimated (no settled window, too few rounds): the reports leave the table out."""
-        return all(c.variance is None for c in self.components)
+        """Restarts not separated from the window (too few complete rounds, no settled window):
+        the reports leave their table out (the export keeps what there is), and the run's
+        other warnings already say to run more repeats."""
+        return self.component(RESTARTS).variance is None or self.component(WINDOW).variance is None
 
     @property
     def paired_variance(self) -> float | None:

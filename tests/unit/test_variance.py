@@ -115,6 +115,7 @@ def test_recorded_run_decomposes(tmp_path: Path):
     assert doc["cells"] > 0 and doc["advice"]
 
 
-def test_nothing_estimated_is_empty():
+def test_too_few_rounds_is_empty():
     assert decompose([]).empty
+    assert decompose(simulate(7, rounds=2)).empty  # the window alone: no table in the reports
     assert not decompose(simulate(7)).empty
