@@ -1,4 +1,4 @@
-"""The interchange formats: JSON ("perflab-results/6") and CSVs (report/csv_export.py).
+"""The interchange formats: JSON ("perflab-results/7") and CSVs (report/csv_export.py).
 
 JSON format history:
   perflab-results/1  first version; documented in docs/results-format.md.
@@ -26,6 +26,10 @@ JSON format history:
                      ctx_switches_per_txn, ...}; with [observe] status, `status_per_txn`
                      ({counter: per transaction}), `status_gauges` ({gauge: window mean}) and
                      `status_samples` ([{t, values: {name: value}}]); without it, null and [].
+  perflab-results/7  top level `variance`: where the QPS variance comes from (second-to-second
+                     in the window, between restarts, drift across rounds), each component's
+                     variance of log QPS and its share of a paired and an unpaired ratio's
+                     variance, and one line of advice (analyze/variance.py).
 """
 
 from __future__ import annotations
@@ -34,11 +38,11 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from perflab.analyze import compare, summary
+from perflab.analyze import compare, summary, variance
 from perflab.report import findings
 from perflab.store.results import Results
 
-FORMAT = "perflab-results/6"
+FORMAT = "perflab-results/7"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
 
@@ -69,6 +73,7 @@ def document(results: Results) -> dict[str, Any]:
         "groups": [g.to_dict() for g in groups],
         "comparisons": comparisons,
         "adaptive": meta.get("adaptive"),
+        "variance": variance.load(results, stored).to_dict(),
         "builds": meta.get("builds") or {},
         "datasets": meta.get("datasets") or {},
         "cells": cells,

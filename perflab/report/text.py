@@ -22,10 +22,11 @@ from perflab.analyze import compare, stats
 from perflab.analyze.compare import Comparison
 from perflab.analyze.evidence import explain
 from perflab.analyze.summary import Group, groups, mean
+from perflab.analyze.variance import Decomposition
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER
 from perflab.report import findings
 from perflab.report.model import build_facts
-from perflab.report.phrases import method_line, verdict_word
+from perflab.report.phrases import NOISE_HEADER, NOISE_TITLE, method_line, noise_note, noise_rows, verdict_word
 from perflab.units import format_bytes, format_duration
 from perflab.variants import short_label, variant_key, variant_label
 
@@ -56,7 +57,11 @@ def ratio_text(c: Comparison) -> str:
 
 
 def render(
-    console: Console, meta: dict[str, Any], cells: list[dict[str, Any]], baseline: list[str] | None = None
+    console: Console,
+    meta: dict[str, Any],
+    cells: list[dict[str, Any]],
+    baseline: list[str] | None = None,
+    noise: Decomposition | None = None,
 ) -> None:
     exp = meta.get("experiment", {})
     host = meta.get("host", {})
@@ -88,8 +93,21 @@ def render(
     effects = [c for c in comparisons if c.kind == "axis"]
     if effects:
         console.print(comparison_table("Effect of each axis (the other axes held fixed)", effects))
+    if noise is not None and not noise.empty:
+        noise_table(console, noise)
     _why(console, comparisons)
     _warnings(console, all_groups, cells, meta)
+
+
+def noise_table(console: Console, noise: Decomposition) -> None:
+    """Where the noise comes from (analyze/variance.py): one row per component, and the advice."""
+    table = Table(title=NOISE_TITLE, title_justify="left")
+    for i, name in enumerate(NOISE_HEADER):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    for row in noise_rows(noise):
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"[dim]{escape(noise_note(noise))}[/]", highlight=False)
 
 
 def _why(console: Console, comparisons: list[Comparison]) -> None:
