@@ -24,11 +24,12 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perflab.analyze import evidence, ratio, stats
-from perflab.analyze.summary import Group
+from perflab.analyze import evidence, ratio, sequential, stats
+from perflab.analyze.summary import Group, rounds
 from perflab.analyze.summary import groups as group_cells
 from perflab.analyze.verdict import FASTER, INCONCLUSIVE, MARGIN, SLOWER, Judgement, judge
 from perflab.errors import UsageError
+from perflab.variants import variant_key
 
 METRICS = {"qps": True, "p95": False}  # metric -> higher is better
 
@@ -71,16 +72,6 @@ class Comparison:
 
 def _values(group: Group, metric: str) -> list[float]:
     return group.qps if metric == "qps" else group.p95_ms
-
-
-def rounds(group: Group, metric: str) -> dict[int, float]:
-    """A group's settled values keyed by round (the cell's `repeat`)."""
-    out = {}
-    for cell in group.cells:
-        value = cell["summary"]["qps"] if metric == "qps" else cell["summary"]["latency_ms"].get("p95")
-        if value is not None and cell.get("repeat") is not None:
-            out[int(cell["repeat"])] = float(value)
-    return out
 
 
 def compare_groups(
@@ -276,4 +267,38 @@ def verdicts(
     base = baseline_variant(axes, baselines or [])
     all_groups = group_cells(cells, base if axes else None, axes)
     rows = [c for metric in metrics for c in within(all_groups, axes, base, metric, level, margin_of(meta))]
+    adaptive = meta.get("adaptive") or {}
+    if adaptive.get("stop") == sequential.STOP_VERDICT and level == stats.LEVEL and base == baseline_variant(axes, []):
+        rows = sequential_verdicts(rows, cells, base, axes, adaptive)
     return Verdicts(base, all_groups, rows)
+
+
+def sequential_verdicts(
+    rows: list[Comparison],
+    cells: list[dict[str, Any]],
+    baseline: dict[str, str],
+    axes: dict[str, list[str]],
+    adaptive: dict[str, Any],
+) -> list[Comparison]:
+    """A run that stopped on verdicts is judged by its sequential boundaries: the QPS `variant`
+    rows get the verdicts the looks reached (analyze/sequential.py); the others, which the run
+    did not monitor, keep their fixed-sample verdicts."""
+    design = sequential.design_of(adaptive)
+    found = sequential.monitor(cells, baseline, axes, design, int(adaptive.get("rounds") or 0))
+    tracks = {(m.variant, m.threads): m.track for m in found}
+    out = []
+    for row in rows:
+        track = tracks.get((variant_key(row.variant), row.threads))
+        if row.kind != "variant" or row.metric != "qps" or track is None:
+            out.append(row)
+        elif track.open:
+            why = f"no sequential boundary crossed in {adaptive.get('rounds')} of at most {design.max_rounds} rounds"
+            out.append(
+                dataclasses.replace(row, verdict=INCONCLUSIVE, reason="; ".join(filter(None, [why, row.reason])))
+            )
+        else:
+            why = f"stopped at round {track.round} of at most {design.max_rounds} on a sequential boundary"
+            out.append(
+                dataclasses.replace(row, verdict=track.verdict, reason=why, rounds_needed=None, evidence=row.evidence)
+            )
+    return out

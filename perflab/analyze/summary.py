@@ -147,6 +147,16 @@ def _add(group: Group, cell: dict[str, Any]) -> None:
             values.append(res[key])
 
 
+def rounds(group: Group, metric: str) -> dict[int, float]:
+    """A group's settled values keyed by round (the cell's `repeat`)."""
+    out = {}
+    for cell in group.cells:
+        value = cell["summary"]["qps"] if metric == "qps" else cell["summary"]["latency_ms"].get("p95")
+        if value is not None and cell.get("repeat") is not None:
+            out[int(cell["repeat"])] = float(value)
+    return out
+
+
 def adaptive_targets(cells: list[dict[str, Any]], target: float) -> dict[tuple[str, int], dict[str, Any]]:
     """Per (variant key, threads): repeats so far, the CI's relative half-width, met or not."""
     out = {}

@@ -1,6 +1,7 @@
 """perflab command line: the verbs, one module per group, and the entry point.
 
     perflab run FILE.toml | --resume DIR     cli/run.py       spec -> preflight -> Scheduler -> results
+    perflab calibrate FILE.toml              cli/calibrate.py A/A runs -> noise components -> detectable effect
     perflab report DIR [--html]              cli/results.py   results -> summary -> tables / HTML / Markdown / JSON
     perflab compare DIR | DIR_A DIR_B        cli/results.py   verdicts: variant vs baseline, or B vs A (--fail-on)
     perflab export DIR [--format csv]        cli/results.py   the documented interchange formats (JSON, CSVs)
@@ -25,13 +26,14 @@ from rich.markup import escape
 from perflab import __version__
 from perflab.cli.console import err
 from perflab.cli.build import build
+from perflab.cli.calibrate import calibrate
 from perflab.cli.doctor import doctor
 from perflab.cli.profiles import alloc, diff, flame, profile
 from perflab.cli.results import compare_cmd, export, report
 from perflab.cli.run import run
 from perflab.errors import EXIT_INTERRUPTED, PerflabError
 
-VERBS = (run, build, report, compare_cmd, export, profile, diff, flame, alloc, doctor)
+VERBS = (run, calibrate, build, report, compare_cmd, export, profile, diff, flame, alloc, doctor)
 
 
 def _fail(exc: PerflabError) -> NoReturn:

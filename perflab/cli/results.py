@@ -56,7 +56,7 @@ def report(directory: Path, baselines: tuple[str, ...], fmt: str, html_flag: boo
     """Print the tables of a results DIRECTORY: per thread count, each variant's steady-state
     QPS with its 95% CI, the ratio to the baseline with a verdict, p95, RSS; then warnings.
     With --html or --format markdown, the same findings as a report to publish, with charts."""
-    from perflab.analyze import summary  # noqa: PLC0415
+    from perflab.analyze import summary, variance  # noqa: PLC0415
     from perflab.report import text  # noqa: PLC0415
 
     if html_flag and fmt not in ("text", "html"):
@@ -74,7 +74,9 @@ def report(directory: Path, baselines: tuple[str, ...], fmt: str, html_flag: boo
             from perflab.analyze import phase_explain  # noqa: PLC0415
 
             meta, cells = summary.load(results)
-            text.render(out, meta, cells, list(baselines), phase_explain.explain(results))
+            text.render(
+                out, meta, cells, list(baselines), variance.load(results, cells), phase_explain.explain(results)
+            )
             return
         from perflab.report import publish  # noqa: PLC0415
 

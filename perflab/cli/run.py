@@ -62,6 +62,12 @@ from perflab.units import utc_now
     help=f"the order inside each round (0 to {spec.MAX_SEED}; default: a random seed, stored and printed)",
 )
 @click.option(
+    "--calibration",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="plan with this calibration file (default: this host's and workload's, if one matches)",
+)
+@click.option(
     "--allow-concurrent",
     is_flag=True,
     envvar="PERFLAB_ALLOW_CONCURRENT",
@@ -74,6 +80,7 @@ def run(
     check: bool,
     fmt: str,
     seed: int | None,
+    calibration: Path | None,
     allow_concurrent: bool,
 ) -> None:
     """Run every cell of EXPERIMENT and store the results (or finish an interrupted run)."""
@@ -82,6 +89,9 @@ def run(
     exp, done = _experiment(experiment, output, resume, seed)
     output = resume if resume is not None else output
     preflight.check(exp)
+    from perflab.cli import calibrated
+
+    exp, planned = calibrated.plan(exp, calibration) if resume is None else (exp, {})
     from perflab.run.scheduler import Scheduler, estimate_seconds
 
     cells = exp.cells()
@@ -89,9 +99,11 @@ def run(
 
     matrix = plan.plan(exp, len(cells), estimate_seconds, _build_status(exp))
     if check and fmt == "json":
-        click.echo(json.dumps(matrix, indent=2))
+        click.echo(json.dumps({**matrix, "calibration": planned or None}, indent=2))
         return
     out.print(plan.line(matrix))
+    if planned:
+        out.print(escape(planned["note"]), highlight=False)
     if check:
         return
     if resume is not None:
@@ -111,7 +123,7 @@ def run(
     with contextlib.ExitStack() as stack:
         if not allow_concurrent:
             stack.enter_context(MachineLock(output))
-        _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None)
+        _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None, planned)
 
 
 def _experiment(
@@ -184,14 +196,25 @@ def _resumable(directory: Path, seed: int | None) -> tuple[spec.Experiment, int]
             "--resume keeps the stored order: drop --seed",
         )
     exp = spec.parse(text, f"{directory}/results.db (its stored experiment file)")
-    return dataclasses.replace(exp, seed=stored_seed), stored
+    from perflab.cli.calibrated import resumed
+
+    return resumed(dataclasses.replace(exp, seed=stored_seed), meta), stored
 
 
 def _run(
-    exp: spec.Experiment, spec_text: str, output: Path, cells: list, scheduler: Any, concurrent: bool, resume: bool
+    exp: spec.Experiment,
+    spec_text: str,
+    output: Path,
+    cells: list,
+    scheduler: Any,
+    concurrent: bool,
+    resume: bool,
+    planned: dict[str, Any] | None = None,
 ) -> None:
     with Results(output, create=not resume) as results:
         _record_start(results, exp, spec_text, len(cells), concurrent, resume)
+        if planned:
+            results.set_meta(calibration=planned)
         out.print(f"results: {output}")
         out.print(order_line(exp.seed, resume))
         status = "interrupted"
@@ -204,10 +227,11 @@ def _run(
                 results.set_meta(status=status, ended_at=utc_now())
             except sqlite3.OperationalError:  # a full disk: the error being raised says so already
                 pass
-        from perflab.analyze import summary
+        from perflab.analyze import summary, variance
         from perflab.report import text
 
-        text.render(out, *summary.load(results))
+        meta, loaded = summary.load(results)
+        text.render(out, meta, loaded, noise=variance.load(results, loaded))
         stored = results.cells()
         failed = sum(1 for c in stored if c["status"] != "ok")
     out.print(f"\nresults: {output}   (perflab report {output} | perflab export {output} --format json)")

@@ -1,4 +1,4 @@
-"""The interchange formats: JSON ("perflab-results/6") and CSVs (report/csv_export.py).
+"""The interchange formats: JSON ("perflab-results/8") and CSVs (report/csv_export.py).
 
 JSON format history:
   perflab-results/1  first version; documented in docs/results-format.md.
@@ -26,9 +26,14 @@ JSON format history:
                      ctx_switches_per_txn, ...}; with [observe] status, `status_per_txn`
                      ({counter: per transaction}), `status_gauges` ({gauge: window mean}) and
                      `status_samples` ([{t, values: {name: value}}]); without it, null and [].
-  perflab-results/7  per cell `profiles[]` carry `target` (server | client: whose stacks) and
-                     `phase` is measured | warmup | stall (the window, the workload's start to
-                     the window, the seconds of detected stalls): one entry per source, target
+  perflab-results/7  top level `variance`: where the QPS variance comes from (second-to-second
+                     in the window, between restarts, drift across rounds), each component's
+                     variance of log QPS and its share of a paired and an unpaired ratio's
+                     variance, and one line of advice (analyze/variance.py).
+  perflab-results/8  per cell `profiles[]` carry `target` (server | client: whose stacks) and
+                     `phase` is measured | warmup | stall | connect (the window, sysbench's
+                     threads started to the window, the seconds of detected stalls, its
+                     threads connecting): one entry per source, target
                      and phase. Readers that want the old list take phase "measured", target "server".
 """
 
@@ -38,11 +43,11 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from perflab.analyze import compare, summary
+from perflab.analyze import compare, summary, variance
 from perflab.report import findings
 from perflab.store.results import Results
 
-FORMAT = "perflab-results/7"
+FORMAT = "perflab-results/8"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
 
@@ -73,6 +78,7 @@ def document(results: Results) -> dict[str, Any]:
         "groups": [g.to_dict() for g in groups],
         "comparisons": comparisons,
         "adaptive": meta.get("adaptive"),
+        "variance": variance.load(results, stored).to_dict(),
         "builds": meta.get("builds") or {},
         "datasets": meta.get("datasets") or {},
         "cells": cells,

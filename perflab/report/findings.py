@@ -168,6 +168,8 @@ def _adaptive_findings(meta: dict[str, Any]) -> list[Finding]:
     adaptive = meta.get("adaptive")
     if not adaptive:
         return []
+    if adaptive.get("stop") == "verdict":
+        return _sequential_findings(adaptive)
     groups = adaptive.get("groups", [])
     missed = [g for g in groups if not g["met"]]
     out = [
@@ -188,6 +190,38 @@ def _adaptive_findings(meta: dict[str, Any]) -> list[Finding]:
                 "Remedy: raise max_repeats or time_budget, or a longer duration",
             )
         )
+    return out
+
+
+def _sequential_findings(adaptive: dict[str, Any]) -> list[Finding]:
+    """stop = "verdict": how many comparisons reached a verdict, each one's stop round."""
+    found = adaptive.get("comparisons", [])
+    decided = [c for c in found if c["verdict"] != "inconclusive"]
+    most = adaptive.get("max_repeats")
+    each = "; ".join(
+        f"{c['variant']} at {c['threads']} threads {c['verdict']}, stopped at round {c['round']} of at most {most} "
+        "on a sequential boundary"
+        for c in decided
+    )
+    out = [
+        Finding(
+            "info",
+            "adaptive",
+            f"adaptive repeats until a verdict (group-sequential, O'Brien-Fleming alpha spending, Holm): "
+            f"{adaptive.get('rounds')} rounds, {len(decided)} of {len(found)} comparisons reached a verdict "
+            f"({adaptive.get('stop_reason') or 'running'})" + (f": {each}" if each else ""),
+        )
+    ]
+    for c in found:
+        if c["verdict"] == "inconclusive":
+            out.append(
+                Finding(
+                    "warning",
+                    "adaptive-missed",
+                    f"{c['variant']} at {c['threads']} threads: no verdict after {adaptive.get('rounds')} rounds. "
+                    "Remedy: raise max_repeats or time_budget, or a longer duration",
+                )
+            )
     return out
 
 

@@ -24,7 +24,20 @@ from perflab.analyze import phase_explain, stats
 from perflab.analyze.verdict import VERDICTS
 from perflab.report import figures, findings
 from perflab.report.model import ReportModel
-from perflab.report.phrases import KIND_TITLES, by_kind, caution, method_line, plural, subtitle, told, why
+from perflab.report.phrases import (
+    KIND_TITLES,
+    NOISE_HEADER,
+    NOISE_TITLE,
+    by_kind,
+    caution,
+    method_line,
+    noise_note,
+    noise_rows,
+    plural,
+    subtitle,
+    told,
+    why,
+)
 from perflab.units import format_bytes, utc_now
 from perflab.variants import short_label, variant_key, variant_label
 
@@ -113,6 +126,10 @@ def render(model: ReportModel) -> str:
         caution=caution(model.findings),
         why=why(model.comparisons),
         method_line=method_line(model.comparisons),
+        noise_title=NOISE_TITLE,
+        noise_header=NOISE_HEADER,
+        noise_rows=noise_rows(model.noise) if model.noise and not model.noise.empty else [],
+        noise_note=noise_note(model.noise) if model.noise else "",
         busy_cores=findings.BUSY_CORES,
         series_by_threads=series,
         findings_by_kind=by_kind(model.findings),

@@ -18,7 +18,18 @@ from perflab.analyze.compare import Comparison
 from perflab.analyze.verdict import FASTER, SLOWER
 from perflab.report import figures
 from perflab.report.model import ReportModel
-from perflab.report.phrases import caution, method_line, subtitle, told, verdict_word, why
+from perflab.report.phrases import (
+    NOISE_HEADER,
+    NOISE_TITLE,
+    caution,
+    method_line,
+    noise_note,
+    noise_rows,
+    subtitle,
+    told,
+    verdict_word,
+    why,
+)
 from perflab.units import format_bytes
 from perflab.variants import short_label, variant_label
 
@@ -252,6 +263,9 @@ def _verdicts(model: ReportModel) -> list[str]:
             {0, 5, 6},
         )
         out += ["", "</details>", ""] if folded else [""]
+    if model.noise is not None and not model.noise.empty:
+        out += [f"### {NOISE_TITLE}", ""] + table(NOISE_HEADER, noise_rows(model.noise), {1, 2, 3})
+        out += ["", cell(noise_note(model.noise)) + ".", ""]
     return out
 
 

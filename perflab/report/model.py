@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perflab.analyze import compare, phase_explain, status_diff, summary
+from perflab.analyze import compare, phase_explain, status_diff, summary, variance
 from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group
 from perflab.report import colors, findings, profiles
@@ -36,6 +36,7 @@ class ReportModel:
     intervals: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # cell id -> per-second rows
     rss: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
     profiles: profiles.Profiles | None = None
+    noise: variance.Decomposition | None = None  # where the QPS variance comes from
     explanations: list[phase_explain.Explanation] = field(default_factory=list)  # stalls, unsettled warm-ups
 
     @property
@@ -186,4 +187,5 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
             if cell["status"] == "ok":
                 model.intervals[cell["id"]] = results.intervals(cell["id"])
                 model.rss[cell["id"]] = results.rss_samples(cell["id"])
+    model.noise = variance.load(results, cells)
     return model

@@ -111,3 +111,32 @@ def subtitle(model: ReportModel) -> str:
         f"{plural(len(model.variants), 'variant')} × {plural(len(model.threads), 'thread count')}"
         + (f"; QPS verdicts against the baseline: {told}" if told else "")
     )
+
+
+NOISE_TITLE = "Where the noise comes from"
+NOISE_HEADER = ["component", "sd of log QPS", "share, paired ratio", "share, unpaired ratio"]
+_NOISE_LABELS = {
+    "window": "second-to-second, in the window",
+    "restarts": "between restarts",
+    "drift": "drift across rounds",
+}
+
+
+def noise_rows(dec: Any) -> list[list[str]]:
+    """The variance decomposition (analyze/variance.py) as table rows, one per component."""
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1%}"
+
+    return [[_NOISE_LABELS[c.name], pct(c.sd), pct(c.fraction), pct(c.fraction_unpaired)] for c in dec.components]
+
+
+def noise_note(dec: Any) -> str:
+    """The advice, and what the figures are."""
+    window = f" of {dec.window_s:.0f} s" if dec.window_s else ""
+    counted = f"{plural(dec.rounds, 'complete round')}, the window's noise from {plural(dec.cells, 'window')}{window}"
+    return (
+        f"{dec.advice[:1].upper()}{dec.advice[1:]}. From {counted}: "
+        "a paired ratio's variance is 2 x (window + restarts), drift cancels in it; "
+        f"{dec.method} (docs/methodology.md#variance-components)"
+    )

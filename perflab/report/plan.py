@@ -43,6 +43,7 @@ def plan(exp: Experiment, cells: int, estimate: Estimate, builds: dict[str, str]
             "min_repeats": e.min_repeats,
             "max_repeats": e.max_repeats,
             "target_ci": e.target_ci,
+            "stop": e.stop,
             "time_budget_s": e.time_budget,
             "max_cells": most,
             "max_estimated_s": round(estimate(exp, most), 1),
@@ -56,7 +57,12 @@ def line(p: dict[str, Any]) -> str:
     adaptive = p["adaptive"]
     most = ""
     if adaptive:
-        repeats = f"{adaptive['min_repeats']}+ repeats (auto, target ±{adaptive['target_ci']:.1%})"
+        until = (
+            "until each comparison has a verdict"
+            if adaptive.get("stop") == "verdict"
+            else f"target ±{adaptive['target_ci']:.1%}"
+        )
+        repeats = f"{adaptive['min_repeats']}+ repeats (auto, {until})"
         most = f", up to {adaptive['max_cells']} cells ({format_duration(adaptive['max_estimated_s'])})"
         if adaptive["time_budget_s"]:
             most += f" within a time budget of {format_duration(adaptive['time_budget_s'])}"

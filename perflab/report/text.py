@@ -22,10 +22,11 @@ from perflab.analyze import compare, phase_explain, stats, status_diff
 from perflab.analyze.compare import Comparison
 from perflab.analyze.evidence import explain
 from perflab.analyze.summary import Group, groups, mean
+from perflab.analyze.variance import Decomposition
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER
 from perflab.report import findings
 from perflab.report.model import build_facts
-from perflab.report.phrases import method_line, verdict_word
+from perflab.report.phrases import NOISE_HEADER, NOISE_TITLE, method_line, noise_note, noise_rows, verdict_word
 from perflab.units import format_bytes, format_duration
 from perflab.variants import short_label, variant_key, variant_label
 
@@ -60,6 +61,7 @@ def render(
     meta: dict[str, Any],
     cells: list[dict[str, Any]],
     baseline: list[str] | None = None,
+    noise: Decomposition | None = None,
     explanations: list[phase_explain.Explanation] | None = None,
 ) -> None:
     """The tables, the server's counters ([observe] status), why, warnings, and what grew in
@@ -95,6 +97,8 @@ def render(
     if effects:
         console.print(comparison_table("Effect of each axis (the other axes held fixed)", effects))
     _status(console, all_groups)
+    if noise is not None and not noise.empty:
+        noise_table(console, noise)
     _why(console, comparisons)
     _warnings(console, all_groups, cells, meta)
     _explanations(console, explanations or [])
@@ -123,6 +127,17 @@ def _explanations(console: Console, explanations: list[phase_explain.Explanation
         console.print(f"\n[bold]What grew[/] ({escape(phase_explain.INTRO)}):", highlight=False)
     for e in explanations:
         console.print(f"  {escape(phase_explain.sentence(e))}", highlight=False)
+
+
+def noise_table(console: Console, noise: Decomposition) -> None:
+    """Where the noise comes from (analyze/variance.py): one row per component, and the advice."""
+    table = Table(title=NOISE_TITLE, title_justify="left")
+    for i, name in enumerate(NOISE_HEADER):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    for row in noise_rows(noise):
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"[dim]{escape(noise_note(noise))}[/]", highlight=False)
 
 
 def _why(console: Console, comparisons: list[Comparison]) -> None:

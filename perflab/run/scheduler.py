@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from perflab.analyze import sequential
 from perflab.analyze.summary import adaptive_targets
 from perflab.errors import ResourceError
 from perflab.run import dataset
@@ -116,15 +117,16 @@ class Scheduler:
     def run_adaptive(self, datasets: Datasets | None, workdir: Path, done: list[dict[str, Any]]) -> None:
         """repeats = "auto": rounds (randomized blocks, as Experiment.round orders them); after
         min_repeats rounds, a round repeats only the (variant, threads) groups whose 95% CI is
-        still wider than target_ci, until
-        all are tight, max_repeats is reached or the next round would overrun time_budget
+        still wider than target_ci (stop = "verdict": the variants whose comparison with the
+        baseline has not crossed a sequential boundary, analyze/sequential.py, and their
+        baseline), until none is left, max_repeats is reached or the next round would overrun time_budget
         (counted from this invocation's start). Cells already in `done` (a resumed run) are
         not run again; the rounds they belong to are replayed from the stored results."""
         spec = self.exp.file.experiment
         started, ran = time.monotonic(), 0
         have = {row["key"] for row in done}
         pending: set[tuple[str, int]] | None = None  # None: every group
-        stop = "all targets met"
+        stop = "every comparison has a verdict" if spec.stop == sequential.STOP_VERDICT else "all targets met"
         repeat = 0
         while pending is None or pending:
             if repeat == spec.max_repeats:
@@ -142,10 +144,29 @@ class Scheduler:
                 done.append(self._run_one(cell, datasets, workdir, planned))
                 ran += 1
             if repeat >= spec.min_repeats:
-                targets = adaptive_targets(done, spec.target_ci)
-                pending = {key for key, target in targets.items() if not target["met"]}
-                self.results.set_meta(adaptive=_adaptive_meta(spec, repeat, None, targets))
-        self.results.set_meta(adaptive=_adaptive_meta(spec, repeat, stop, adaptive_targets(done, spec.target_ci)))
+                pending, meta = self._look(done, repeat, None)
+                self.results.set_meta(adaptive=meta)
+        self.results.set_meta(adaptive=self._look(done, repeat, stop)[1])
+
+    def _look(self, done: list[dict[str, Any]], repeat: int, stop: str | None) -> tuple[set, dict[str, Any]]:
+        """After round `repeat`: the groups the next round runs, and meta.adaptive."""
+        spec = self.exp.file.experiment
+        if spec.stop == sequential.STOP_VERDICT:
+            found = self._monitor(done, repeat)
+            return sequential.pending(found), _sequential_meta(spec, self._design(), repeat, stop, found)
+        targets = adaptive_targets(done, spec.target_ci)
+        return {key for key, t in targets.items() if not t["met"]}, _adaptive_meta(spec, repeat, stop, targets)
+
+    def _design(self) -> sequential.Design:
+        spec = self.exp.file.experiment
+        return sequential.Design(
+            margin=spec.equivalence_margin, max_rounds=spec.max_repeats, min_rounds=spec.min_repeats
+        )
+
+    def _monitor(self, done: list[dict[str, Any]], repeat: int) -> list[sequential.Monitored]:
+        axes = {axis: list(labels) for axis, labels in self.exp.file.variants.items()}
+        baseline = {axis: labels[0] for axis, labels in axes.items()}
+        return sequential.monitor(done, baseline, axes, self._design(), repeat)
 
     def _round(
         self, repeat: int, pending: set[tuple[str, int]] | None, have: set[str], done: list[dict[str, Any]]
@@ -176,4 +197,30 @@ def _adaptive_meta(
         "rounds": rounds,
         "stop_reason": stop,
         "groups": [{"variant": key, "threads": threads, **target} for (key, threads), target in targets.items()],
+    }
+
+
+def _sequential_meta(
+    spec: Any, design: sequential.Design, rounds: int, stop: str | None, found: list[sequential.Monitored]
+) -> dict[str, Any]:
+    """meta.adaptive of stop = "verdict": the design and each comparison's verdict and stop round."""
+    return {
+        "stop": sequential.STOP_VERDICT,
+        **sequential.design_meta(design),
+        "min_repeats": spec.min_repeats,
+        "max_repeats": spec.max_repeats,
+        "time_budget_s": spec.time_budget,
+        "rounds": rounds,
+        "stop_reason": stop,
+        "comparisons": [
+            {
+                "variant": m.variant,
+                "threads": m.threads,
+                "baseline": m.baseline,
+                "verdict": m.track.verdict,
+                "round": m.track.round,
+                "looks": len(m.track.ns),
+            }
+            for m in found
+        ],
     }

@@ -229,4 +229,4 @@ def _margin(value: float) -> float:
 
 
 Margin = Annotated[float, BeforeValidator(_fraction), AfterValidator(_margin)]
-AUTO_FIELDS = ("target_ci", "min_repeats", "max_repeats", "time_budget")
+AUTO_FIELDS = ("stop", "target_ci", "min_repeats", "max_repeats", "time_budget")

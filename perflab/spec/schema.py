@@ -66,6 +66,9 @@ class ExperimentSection(_Strict):
     warmup: Literal["auto"] | Duration = "auto"
     max_warmup: Duration = 10.0
     repeats: Literal["auto"] | Annotated[StrictInt, Field(ge=1)] = 3
+    # repeats = "auto": stop a group once its CI is tight (target_ci), or a comparison once it
+    # has a verdict on a group-sequential boundary (analyze/sequential.py)
+    stop: Literal["target_ci", "verdict"] = "target_ci"
     target_ci: Fraction = 0.01  # repeats = "auto": stop when the 95% CI half-width is within this
     min_repeats: Annotated[StrictInt, Field(ge=3)] = 3
     max_repeats: Annotated[StrictInt, Field(ge=3)] = 10
@@ -100,6 +103,11 @@ class ExperimentSection(_Strict):
             raise fail(
                 'repeats = "auto" beside it',
                 f'{info.field_name} applies only to adaptive repeats: set repeats = "auto" or remove it',
+            )
+        if info.field_name == "target_ci" and info.data.get("stop") == "verdict":
+            raise fail(
+                'stop = "target_ci" beside it',
+                'stop = "verdict" ends on verdicts, not on a CI width: remove target_ci or set stop = "target_ci"',
             )
         if info.field_name == "max_repeats" and value < info.data.get("min_repeats", 3):
             raise fail(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from perflab.analyze.ratio import MIN_PAIRS
 from tests.conftest import perflab
 from tests.integration.helpers import write_experiment
 
@@ -69,7 +70,7 @@ def test_deliberately_slower_variant_is_slower(verdict_run):
     rows = json.loads(done.stdout)
     slow = by_variant(rows, "tmpdisk")
     assert slow["verdict"] == "slower" and slow["rounds_needed"] is None, slow
-    assert slow["method"] == ("paired" if slow["pairs"] >= 3 else "welch") and slow["family"] == 2
+    assert slow["method"] == ("paired" if slow["pairs"] >= MIN_PAIRS else "welch") and slow["family"] == 2
     assert slow["ratio"] < 0.8 and slow["ci_low"] <= slow["ratio"] <= slow["ci_high"] < 1
     assert slow["baseline"] == {"server": "base"} and slow["metric"] == "qps" and slow["threads"] == 2
     # latency: the slower variant's p95 is higher, which for latency is also "slower"
@@ -121,7 +122,7 @@ def test_baseline_option(verdict_run):
 
 def test_export_carries_steady_state_groups_and_comparisons(verdict_run):
     _, doc, _ = verdict_run
-    assert doc["format"] == "perflab-results/7"
+    assert doc["format"] == "perflab-results/8"
     for cell in doc["cells"]:
         assert cell["window_start_s"] == 3.0
         assert cell["warmup_method"] == "mser-1" and 0 <= cell["warmup_s"] <= 6

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from perflab import spec
+from perflab.analyze.ratio import MIN_PAIRS
 from tests.conftest import perflab
 from tests.integration.helpers import write_experiment
 
@@ -79,7 +80,7 @@ def test_verdicts_carry_method_family_and_rounds_needed(blocks_run):
     tested = sum(1 for r in rows if r["ci_low"] is not None)  # Holm's family: the rows with an interval
     for row in rows:
         assert row["verdict"] in ("faster", "slower", "equivalent", "inconclusive")
-        assert row["method"] == ("paired" if row["pairs"] >= 5 else "welch") and row["pairs"] <= 5
+        assert row["method"] == ("paired" if row["pairs"] >= MIN_PAIRS else "welch") and row["pairs"] <= 5
         assert row["family"] == tested and row["margin"] == 0.05 and row["method_reason"].startswith(row["method"])
         assert row["welch_ratio"] is not None
         if row["verdict"] == "inconclusive":

@@ -60,7 +60,7 @@ def matrix_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, st
 
 def test_export_has_every_cell_in_randomized_blocks(matrix_run):
     _, doc, output = matrix_run
-    assert doc["format"] == "perflab-results/7"
+    assert doc["format"] == "perflab-results/8"
     cells = doc["cells"]
     assert len(cells) == 3 * 2 * 2  # allocators x threads x repeats
     assert all(c["status"] == "ok" for c in cells), [c["error"] for c in cells]
@@ -306,3 +306,15 @@ def test_no_process_or_workdir_left(matrix_run):
     assert perflab_children(doc["run"]["workdir"]) == []
     workdir = Path(doc["run"]["workdir"])
     assert workdir.parent == Path("/dev/shm") and not workdir.exists()
+
+
+def test_export_has_the_variance_components(matrix_run):
+    _, doc, output = matrix_run
+    variance = doc["variance"]
+    assert [c["name"] for c in variance["components"]] == ["window", "restarts", "drift"]
+    settled = [c for c in doc["cells"] if c["settled"]]
+    assert variance["cells"] == len(settled) and variance["components"][0]["variance"] > 0
+    assert variance["rounds"] <= 2 * 2  # complete rounds, summed over the 2 thread counts
+    if variance["rounds"] >= 3:  # pooled over thread counts: enough to separate restarts from drift
+        assert variance["components"][1]["variance"] is not None and variance["df_residual"] > 0
+    assert "Where the noise comes from" in output and variance["advice"][1:] in output.replace("\n", " ")

@@ -94,3 +94,18 @@ def test_markdown_profiles_section_through_the_extension_point(
     assert "## Profiles" in text and "| alloc_root | 5.0 | 9.0 | - |" in text
     assert "[Differential flame graph: glibc](r_files/flame-0-glibc.svg)" in text
     assert (tmp_path / "r_files" / "flame-0-glibc.svg").read_text(encoding="utf-8") == FLAME
+
+
+def test_noise_table_beside_the_verdicts_as_in_the_export(tiny: Path):
+    from perflab.report import export
+
+    m, page = render(tiny)
+    verdicts, findings = page.index('id="verdicts"'), page.index('id="findings"')
+    assert verdicts < page.index('id="noise"') < findings
+    table = page[page.index('<table class="noise">') : page.index("</table>", page.index('<table class="noise">'))]
+    assert table.count("<tr>") == 1 + 3  # header, window, restarts, drift
+    with Results(tiny) as results:
+        doc = export.document(results)
+    assert doc["variance"] == m.noise.to_dict()
+    window = doc["variance"]["components"][0]
+    assert f"{window['sd']:.1%}" in table and m.noise.advice[1:] in page

@@ -18,15 +18,15 @@ import re
 import shutil
 import signal
 import socket
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from perflab.errors import ServerStartError, ToolMissingError
+from perflab.errors import ToolMissingError
 from perflab.run.builds import Build
 from perflab.run.proc import Child, call, clean_env
 from perflab.run.servers.flavor import Flavor
+from perflab.run.servers.managed import Managed, ld_preload
 
 READY_DEADLINE_S = 90.0
 
@@ -93,20 +93,7 @@ def option_line(name: str, value: Any) -> str:
     return f"{name}={text}"
 
 
-def ld_preload(library: Path, rundir: Path) -> str:
-    """LD_PRELOAD for `library`. ld.so splits it at spaces and colons, so a library whose path
-    holds one is preloaded through a symlink in the run directory (/proc/PID/maps shows the
-    library's real path all the same). PostgreSQL's servers use it too."""
-    path = str(library)
-    if not any(c in path for c in " :\t"):
-        return path
-    link = rundir / "preload.so"
-    link.unlink(missing_ok=True)
-    link.symlink_to(path)
-    return str(link)
-
-
-class MariaDB:
+class MariaDB(Managed):
     """One mariadbd process on a datadir perflab created; a context manager."""
 
     def __init__(
@@ -178,31 +165,7 @@ class MariaDB:
     def program(self) -> Path:
         return self.build.binary if self.build is not None else Path(binary("mariadbd"))
 
-    @property
-    def pid(self) -> int:
-        assert self.child is not None
-        return self.child.pid
-
-    def _wait_ready(self, deadline_s: float) -> None:
-        assert self.child is not None
-        deadline = time.monotonic() + deadline_s
-        while time.monotonic() < deadline:
-            code = self.child.poll()
-            if code is not None:
-                raise ServerStartError(
-                    f"{self.program.name} exited with code {code} during start-up:\n{self.error_lines()}",
-                    f"full log: {self.error_log}; check the variant's server_options",
-                )
-            if self._handshake():
-                return
-            time.sleep(0.05)
-        self.child.kill()
-        raise ServerStartError(
-            f"{self.program.name} not ready after {deadline_s:.0f}s:\n{self.error_lines()}",
-            f"full log: {self.error_log}",
-        )
-
-    def _handshake(self) -> bool:
+    def _ready(self) -> bool:
         """True once the server accepts a connection and sends its greeting packet."""
         if not self.socket.exists():
             return False

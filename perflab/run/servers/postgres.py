@@ -33,7 +33,7 @@ from typing import Any
 
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
 from perflab.run.proc import Child, call, clean_env
-from perflab.run.servers.mariadb import ld_preload
+from perflab.run.servers.managed import Managed, ld_preload
 
 PG_BIN = Path(os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin"))
 RUN_USER = "postgres"  # Debian's package creates it; used only when perflab runs as root
@@ -137,7 +137,7 @@ def initdb(datadir: Path, log: Path) -> str:
     return "initdb"
 
 
-class PostgreSQL:
+class PostgreSQL(Managed):
     """One postmaster (and its backends) on a datadir perflab created; a context manager.
     The same interface as MariaDB (run/servers/mariadb.py), so a cell runs either."""
 
@@ -199,30 +199,12 @@ class PostgreSQL:
     def program(self) -> Path:
         return Path(pg_binary("postgres"))
 
-    @property
-    def pid(self) -> int:
-        """The postmaster's pid (setpriv execs it in place: the Child's pid is the postmaster's)."""
-        assert self.child is not None
-        return self.child.pid
+    READY_POLL_S = 0.1
 
-    def _wait_ready(self, deadline_s: float) -> None:
-        assert self.child is not None
-        deadline = time.monotonic() + deadline_s
-        while time.monotonic() < deadline:
-            code = self.child.poll()
-            if code is not None:
-                raise ServerStartError(
-                    f"postgres exited with code {code} during start-up:\n{self.error_lines()}",
-                    f"full log: {self.error_log}; check the variant's server_options",
-                )
-            if (self.rundir / f".s.PGSQL.{PORT}").exists() and self._connects():
-                return
-            time.sleep(0.1)
-        self.child.kill()
-        raise ServerStartError(f"postgres not ready after {deadline_s:.0f}s:\n{self.error_lines()}")
-
-    def _connects(self) -> bool:
+    def _ready(self) -> bool:
         """A real connection and query (psql), not just a socket that accepts."""
+        if not (self.rundir / f".s.PGSQL.{PORT}").exists():
+            return False
         try:
             return self.sql("SELECT 1").strip() == "1"
         except PerflabError:

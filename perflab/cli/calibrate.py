@@ -1,0 +1,220 @@
+"""`perflab calibrate`: A/A runs of one configuration -> variance components -> what a time
+budget can resolve on this machine; stored per host for `repeats = "auto"` to plan with.
+
+perflab calibrate examples/quick.toml [--rounds 6] [--budget 10m] [-o DIR] [--seed N] [--format json]
+
+The A/A experiment (spec/aa.py) runs through the same Scheduler and cell runner as `perflab
+run`, into a results directory (reports and exports work on it). Then: the variance
+components (analyze/variance.py), the per-cell overhead measured in the run (a cell's wall
+time minus its window), the smallest effect the budget detects at 95% confidence and 80% power
+with the window and rounds that reach it (analyze/power.py); saved to the calibration file of
+this host and workload (store/calibration.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+import secrets
+import statistics
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from perflab import hostinfo, preflight, spec
+from perflab.analyze import power, summary, variance
+from perflab.cli.console import err, out
+from perflab.cli.run import ProgressBar, _record_start, order_line, parse_seed
+from perflab.errors import PerflabError, UsageError
+from perflab.spec.aa import aa_experiment, first_configuration
+from perflab.store import calibration
+from perflab.store.results import Results
+from perflab.units import parse_duration, utc_now
+
+MAX_ROUNDS = 100
+MIN_BUDGET, MAX_BUDGET = 60.0, 7 * 86400.0
+
+
+def parse_rounds(ctx: Any, param: Any, value: str) -> int:
+    hint = f"--rounds takes a whole number of rounds from {power.MIN_ROUNDS} to {MAX_ROUNDS}, such as 6"
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit()):
+        raise click.BadParameter(f"{value!r} is not a whole number; {hint}")
+    if not power.MIN_ROUNDS <= int(text) <= MAX_ROUNDS:
+        raise click.BadParameter(f"{text[:20]} is out of range; {hint}")
+    return int(text)
+
+
+def parse_budget(ctx: Any, param: Any, value: str) -> float:
+    hint = "--budget takes the time an experiment may take, such as 10m, 1h or 600s (at least 1m, at most 7 days)"
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"{exc}; {hint}") from None
+    if not MIN_BUDGET <= seconds <= MAX_BUDGET:
+        raise click.BadParameter(f"{value!r} is out of range; {hint}")
+    return seconds
+
+
+@click.command()
+@click.argument("workload_file", metavar="WORKLOAD-FILE", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--rounds", default="6", show_default=True, callback=parse_rounds, metavar="N", help="A/A rounds to run")
+@click.option(
+    "--budget",
+    default="10m",
+    show_default=True,
+    callback=parse_budget,
+    metavar="DURATION",
+    help="the experiment time to plan for",
+)
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="results directory")
+@click.option("--seed", callback=lambda ctx, param, value: parse_seed(value), metavar="N", help="order in rounds")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--allow-concurrent",
+    is_flag=True,
+    envvar="PERFLAB_ALLOW_CONCURRENT",
+    help="run even while another perflab run uses this machine (its noise is then measured too)",
+)
+def calibrate(
+    workload_file: Path,
+    rounds: int,
+    budget: float,
+    output: Path | None,
+    seed: int | None,
+    fmt: str,
+    allow_concurrent: bool,
+) -> None:
+    """Measure this machine's noise for WORKLOAD-FILE's first configuration (A/A runs) and
+    say the smallest effect a --budget can detect (95% confidence, 80% power), with the
+    window and repeats to use. Stored per host; `repeats = "auto"` plans with it."""
+    exp = spec.load(workload_file)
+    seed = secrets.randbelow(spec.MAX_SEED + 1) if seed is None else seed
+    aa = dataclasses.replace(aa_experiment(exp, rounds), seed=seed)
+    preflight.check(aa)
+    output = output or Path("results") / f"{aa.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    if (output / "results.db").exists():
+        raise UsageError(f"{output} already holds results", "choose another -o")
+    from perflab.run.builds import cache_root
+
+    err.print(f"calibrating {workload_file}: {len(aa.cells())} cells, results in {output}; {order_line(seed, False)}")
+    doc = run_aa(exp, aa, output, budget, allow_concurrent)
+    path = calibration.save(calibration.path_for(cache_root() / "calibration", doc["host"], doc["workload_hash"]), doc)
+    doc["file"] = str(path)
+    if fmt == "json":
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        show(doc)
+
+
+def run_aa(exp: spec.Experiment, aa: spec.Experiment, output: Path, budget: float, concurrent: bool) -> dict:
+    """Run the A/A experiment into `output` as `perflab run` would (lock, meta, progress,
+    Scheduler), then measure it."""
+    from perflab.run.builds import resolve as builds
+    from perflab.run.lock import MachineLock
+    from perflab.run.scheduler import Scheduler
+
+    with contextlib.ExitStack() as stack:
+        if not concurrent:
+            stack.enter_context(MachineLock(output))
+        results = stack.enter_context(Results(output, create=True))
+        _record_start(results, aa, aa.text, len(aa.cells()), concurrent, False)
+        status = "interrupted"
+        try:
+            with ProgressBar() as progress:
+                Scheduler(aa, results, progress).run()
+            status = "complete"
+        finally:
+            results.set_meta(status=status, ended_at=utc_now())
+        doc = measure(exp, results, budget)
+        doc["server_sha256"] = _server_sha(results) or builds.installed().sha256
+    return doc
+
+
+def measure(exp: spec.Experiment, results: Results, budget: float) -> dict[str, Any]:
+    """The calibration document of a finished A/A run (store/calibration.py's format)."""
+    meta, cells = summary.load(results)
+    dec = variance.load(results, cells)
+    window, restarts = (dec.component(n).variance for n in (variance.WINDOW, variance.RESTARTS))
+    if window is None or restarts is None or dec.per_second is None:
+        raise PerflabError(
+            f"{results.dir}: too few settled cells to calibrate: {dec.advice}",
+            "run more --rounds, or a longer warmup if cells did not settle (perflab report DIR says why)",
+        )
+    noise = power.Noise(dec.per_second, restarts, overhead_s(cells, exp.file.experiment.duration))
+    duration = exp.file.experiment.duration
+    margin = exp.file.experiment.equivalence_margin
+    own = power.rounds_in(budget, noise, duration)
+    return {
+        "format": calibration.FORMAT,
+        "created_at": utc_now(),
+        "host": calibration.host_identity(meta.get("host") or hostinfo.collect()),
+        "workload_hash": calibration.workload_hash(
+            exp.file.dataset.model_dump(mode="json"), exp.file.workload.model_dump(mode="json")
+        ),
+        "experiment": str(exp.source),
+        "configuration": first_configuration(exp),
+        "rounds": max((c["repeat"] for c in cells), default=0),
+        "results": str(results.dir),
+        "noise": dataclasses.asdict(noise),
+        "variance": dec.to_dict(),
+        "plan": power.best_plan(noise, budget, also=duration).to_dict(),
+        "at_file_duration": {
+            "duration": duration,
+            "rounds": own,
+            "effect": power.detectable(noise, duration, own),
+            "rounds_for_margin": power.rounds_for(noise, duration, margin),
+            "margin": margin,
+        },
+        "alpha": power.ALPHA,
+        "power": power.POWER,
+    }
+
+
+def overhead_s(cells: list[dict[str, Any]], duration: float) -> float:
+    """Seconds a cell costs beyond its window (restore, start, warm-up, stop): the median of
+    the ok cells' wall time minus the window."""
+    walls = [
+        (dt.datetime.fromisoformat(c["ended_at"]) - dt.datetime.fromisoformat(c["started_at"])).total_seconds()
+        for c in cells
+        if c["status"] == "ok" and c.get("ended_at") and c.get("started_at")
+    ]
+    return max(0.0, statistics.median(walls) - duration) if walls else 0.0
+
+
+def _server_sha(results: Results) -> str | None:
+    return next((c["build"]["sha256"] for c in results.cells() if (c.get("build") or {}).get("sha256")), None)
+
+
+def show(doc: dict[str, Any]) -> None:
+    """The calibration as a table: the components, then what the budget resolves."""
+    dec, plan, own = doc["variance"], doc["plan"], doc["at_file_duration"]
+    table = Table(title=f"Noise on {doc['host']['hostname']} ({doc['rounds']} A/A rounds)", title_justify="left")
+    for name in ("component", "sd of log QPS", "share, paired ratio", "share, unpaired ratio"):
+        table.add_column(name, justify="left" if name == "component" else "right")
+    for c in dec["components"]:
+        table.add_row(c["name"], *(_pct(c[k]) for k in ("sd", "fraction", "fraction_unpaired")))
+    out.print(table)
+    out.print(f"[dim]{dec['advice']}; per-cell overhead {doc['noise']['overhead']:.1f} s[/]", highlight=False)
+    budget = f"{plan['budget'] / 60:.0f} min"
+    plans = Table(title=f"What {budget} of two variants can detect (95% confidence, 80% power)", title_justify="left")
+    for name in ("window", "rounds", "smallest effect"):
+        plans.add_column(name, justify="right")
+    plans.add_row(f"{plan['duration']} s (best)", str(plan["rounds"]), _pct(plan["effect"]))
+    plans.add_row(f"{own['duration']:.0f} s (the file's)", str(own["rounds"]), _pct(own["effect"]))
+    out.print(plans)
+    need = own["rounds_for_margin"]
+    out.print(
+        f'recommended: duration = "{plan["duration"]}s", repeats = {plan["rounds"]}; '
+        f"a {own['margin']:.0%} effect at the file's duration needs {need if need else 'more than 1000'} rounds "
+        f'(repeats = "auto" plans with it)\nsaved: {doc["file"]}',
+        highlight=False,
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"

@@ -1,0 +1,74 @@
+"""Planning a run with this machine's calibration (`perflab calibrate`): which calibration
+file matches the experiment, and what it changes.
+
+With repeats = "auto", the first min_repeats rounds become the rounds the calibration says
+detect an effect the size of `equivalence_margin` at the file's duration (95% confidence, 80%
+power; analyze/power.py), within [min_repeats, max_repeats]; adaptive rounds then go on from
+there as before. With fixed repeats nothing changes: the line says what those repeats can
+detect. A calibration file found in the cache that does not match (another host, another
+workload, another server binary, older than 30 days, corrupt or of an unknown format) is
+ignored and the line says why; one given with `--calibration FILE` that does not match is an
+error (exit 2).
+
+    plan(exp, None) -> (exp with min_repeats 9, {"used": True, "file": "...", "note": "calibration: using ..."})
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from perflab import hostinfo, spec
+from perflab.analyze import power
+from perflab.store import calibration
+
+
+def plan(exp: spec.Experiment, explicit: Path | None) -> tuple[spec.Experiment, dict[str, Any]]:
+    """(the experiment as the calibration plans it, what was used and why, for meta and --check)."""
+    from perflab.run.builds import cache_root
+    from perflab.run.builds import resolve as builds
+
+    host, now = hostinfo.collect(), dt.datetime.now(dt.UTC)
+    whash = calibration.workload_hash(
+        exp.file.dataset.model_dump(mode="json"), exp.file.workload.model_dump(mode="json")
+    )
+    directory = cache_root() / "calibration"
+    wanted = explicit is not None or calibration.path_for(directory, host, whash).exists()
+    uses_builds = any(cell.build is not None for cell in exp.cells())
+    server_sha = builds.installed().sha256 if wanted and not uses_builds else None  # hashing takes 0.5 s
+    if explicit is not None:
+        doc, note = calibration.check(explicit, host, whash, server_sha, now), f"using {explicit}"
+    else:
+        doc, note = calibration.find(directory, host, whash, server_sha, now)
+    if doc is None:
+        return exp, {"used": False, "note": f"calibration: {note}"}
+    return apply(exp, doc, note)
+
+
+def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Experiment, dict[str, Any]]:
+    section = exp.file.experiment
+    noise = power.Noise(*(float(doc["noise"][k]) for k in calibration.NOISE_KEYS))
+    used = {"used": True, "file": doc.get("file"), "created_at": doc["created_at"]}
+    if not section.adaptive:
+        effect = power.detectable(noise, section.duration, int(section.repeats))
+        what = "too few repeats for a paired interval" if effect is None else f"effects of {effect:.1%} or more"
+        return exp, {**used, "note": f"calibration: {note}: {section.repeats} repeats detect {what} (80% power)"}
+    need = power.rounds_for(noise, section.duration, section.equivalence_margin, section.max_repeats)
+    rounds = min(section.max_repeats, max(section.min_repeats, need or section.max_repeats))
+    changed = section.model_copy(update={"min_repeats": rounds})
+    planned = dataclasses.replace(exp, file=exp.file.model_copy(update={"experiment": changed}))
+    target = f"a {section.equivalence_margin:.0%} effect at {section.duration:.0f} s windows"
+    why = f"{need} rounds detect {target}" if need else f"{target} needs more than max_repeats"
+    note = f"calibration: {note}: min_repeats {section.min_repeats} -> {rounds} ({why}, 80% power)"
+    return planned, {**used, "note": note, "min_repeats": rounds}
+
+
+def resumed(exp: spec.Experiment, meta: dict[str, Any]) -> spec.Experiment:
+    """An interrupted run keeps the min_repeats its calibration planned (meta `calibration`)."""
+    rounds = (meta.get("calibration") or {}).get("min_repeats")
+    if not rounds or not exp.file.experiment.adaptive:
+        return exp
+    changed = exp.file.experiment.model_copy(update={"min_repeats": int(rounds)})
+    return dataclasses.replace(exp, file=exp.file.model_copy(update={"experiment": changed}))

@@ -1,0 +1,68 @@
+"""What every managed server process shares (MariaDB, PostgreSQL): its pid, the wait until it
+answers a real connection, and the LD_PRELOAD of a variant's library."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from perflab.errors import ServerStartError
+from perflab.run.proc import Child
+
+
+def ld_preload(library: Path, rundir: Path) -> str:
+    """LD_PRELOAD for `library`. ld.so splits it at spaces and colons, so a library whose path
+    holds one is preloaded through a symlink in the run directory (/proc/PID/maps shows the
+    library's real path all the same)."""
+    path = str(library)
+    if not any(c in path for c in " :\t"):
+        return path
+    link = rundir / "preload.so"
+    link.unlink(missing_ok=True)
+    link.symlink_to(path)
+    return str(link)
+
+
+class Managed:
+    """A server process perflab started. Subclasses set `child`, `error_log` and define
+    `program`, `error_lines` and `_ready` (a real connection answers)."""
+
+    child: Child | None
+    error_log: Path
+    READY_POLL_S = 0.05
+
+    @property
+    def program(self) -> Path:
+        raise NotImplementedError
+
+    def error_lines(self, limit: int = 12) -> str:
+        raise NotImplementedError
+
+    def _ready(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def pid(self) -> int:
+        """The server's pid (a launcher such as setpriv execs it in place: the Child's pid)."""
+        assert self.child is not None
+        return self.child.pid
+
+    def _wait_ready(self, deadline_s: float) -> None:
+        """Until `_ready()`; a server that exits or stays mute past the deadline is a start error."""
+        assert self.child is not None
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            code = self.child.poll()
+            if code is not None:
+                raise ServerStartError(
+                    f"{self.program.name} exited with code {code} during start-up:\n{self.error_lines()}",
+                    f"full log: {self.error_log}; check the variant's server_options",
+                )
+            if self._ready():
+                return
+            time.sleep(self.READY_POLL_S)
+        self.child.kill()
+        raise ServerStartError(
+            f"{self.program.name} not ready after {deadline_s:.0f}s:\n{self.error_lines()}",
+            f"full log: {self.error_log}",
+        )

@@ -1,0 +1,193 @@
+"""perflab calibrate's pieces without a server: the A/A experiment, the detectable-effect
+formula, the calibration file (matching, and every reason to ignore one), planning a run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from perflab import spec
+from perflab.analyze import power
+from perflab.cli import calibrated
+from perflab.errors import UsageError
+from perflab.spec.aa import aa_experiment
+from perflab.store import calibration
+from tests.conftest import perflab
+
+FILE = """
+[experiment]
+name = "two-axes"
+duration = "10s"
+repeats = "auto"
+max_repeats = 40
+
+[dataset]
+tables = 1
+table_size = 1000
+
+[workload]
+threads = [2, 4]
+
+[server_options]
+innodb_flush_log_at_trx_commit = 2
+
+[variants.allocator]
+jemalloc = { preload = "jemalloc", env = { MALLOC_CONF = "narenas:2" } }
+glibc = {}
+
+[variants.sort]
+"2M" = { server_options = { sort_buffer_size = "2M" } }
+"4M" = { server_options = { sort_buffer_size = "4M" } }
+"""
+HOST = {k: f"the-{k}" for k in calibration.HOST_KEYS}
+NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
+NOISE = power.Noise(per_second=0.004, restart=0.0002, overhead=14.0)
+
+
+def test_aa_experiment_is_the_first_configuration_twice():
+    exp = spec.parse(FILE)
+    aa = aa_experiment(exp, rounds=5)
+    cells = aa.cells()
+    assert len(cells) == 10 and {c.threads for c in cells} == {2}
+    first, second = cells[0], cells[1]
+    assert first.variant == {"allocator": "jemalloc", "sort": "2M", "calibrate": "A"}
+    assert second.variant["calibrate"] == "B"
+    for cell in (first, second):
+        assert cell.preload == "jemalloc" and cell.env == {"MALLOC_CONF": "narenas:2"}
+        assert cell.server_options == {"innodb_flush_log_at_trx_commit": 2, "sort_buffer_size": "2M"}
+    assert aa.file.experiment.repeats == 5 and aa.file.dataset == exp.file.dataset
+    assert spec.parse(aa.text).file == aa.file  # stored with the results, it parses again
+
+
+def test_detectable_effect_formula():
+    rounds = 10
+    t = power.factor(rounds)  # t(0.975, 9) + t(0.8, 9) = 2.262 + 0.883
+    assert t == pytest.approx(2.262 + 0.883, abs=0.002)
+    effect = power.detectable(NOISE, 20, rounds)
+    assert effect == pytest.approx(math.expm1(t * math.sqrt(2 * (0.0002 + 0.004 / 20) / rounds)))
+    assert power.detectable(NOISE, 20, 2) is None
+
+
+def test_best_plan_trades_window_against_restarts():
+    plan = power.best_plan(NOISE, 600)
+    assert plan.rounds == power.rounds_in(600, NOISE, plan.duration) >= power.MIN_ROUNDS
+    assert plan.rounds * 2 * (NOISE.overhead + plan.duration) <= 600
+    for other in (plan.duration - 3, plan.duration + 5):  # its neighbours detect less
+        assert power.detectable(NOISE, other, power.rounds_in(600, NOISE, other)) >= plan.effect
+    # no restart noise: a longer window is all gain; much restart noise: more rounds
+    assert power.best_plan(power.Noise(0.004, 0.0, 14.0), 600).duration > plan.duration
+    assert power.best_plan(power.Noise(0.004, 0.002, 14.0), 600).duration < plan.duration
+
+
+def test_rounds_for_reaches_the_effect():
+    need = power.rounds_for(NOISE, 10, 0.02)
+    assert power.detectable(NOISE, 10, need) <= 0.02 < power.detectable(NOISE, 10, need - 1)
+
+
+def _doc(**changes) -> dict:
+    doc = {
+        "format": calibration.FORMAT, "created_at": "2026-11-20T12:00:00+00:00", "host": dict(HOST),
+        "workload_hash": "abc", "server_sha256": "f" * 64,
+        "noise": {"per_second": 0.004, "restart": 0.0002, "overhead": 14.0},
+    }  # fmt: skip
+    return {**doc, **changes}
+
+
+def _write(path: Path, doc: dict | str) -> Path:
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"host": {**HOST, "cpu_model": "another"}}, "host.cpu_model"),
+        ({"host": {**HOST, "hostname": "elsewhere"}}, "host.hostname"),
+        ({"workload_hash": "def"}, "workload_hash"),
+        ({"server_sha256": "0" * 64}, "server_sha256"),
+        ({"created_at": "2026-10-01T12:00:00+00:00"}, "created_at: 52 days old, stale after 30"),
+    ],
+)
+def test_a_mismatch_is_named_and_never_used(tmp_path: Path, changes: dict, named: str):
+    path = _write(calibration.path_for(tmp_path, HOST, "abc"), _doc(**changes))
+    with pytest.raises(UsageError, match=named.replace(".", r"\.")):
+        calibration.check(path, HOST, "abc", "f" * 64, NOW)
+    doc, note = calibration.find(tmp_path, HOST, "abc", "f" * 64, NOW)
+    assert doc is None and note.startswith(f"ignored {path}: {named}")
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("{not json", "corrupt calibration file (not JSON"),
+        (json.dumps(_doc(format="perflab-calibration/9")), "format 'perflab-calibration/9' is not"),
+        (json.dumps(_doc(noise={"per_second": -1, "restart": 0, "overhead": 1})), "noise.per_second"),
+        (json.dumps(_doc(noise=None)), "(noise is missing"),
+        ("[1, 2]", "format 'list' is not"),
+    ],
+)
+def test_corrupt_or_unknown_files_are_refused(tmp_path: Path, text: str, named: str):
+    path = _write(calibration.path_for(tmp_path, HOST, "abc"), text)
+    with pytest.raises(UsageError, match=named.replace("(", r"\(").replace(".", r"\.")):
+        calibration.check(path, HOST, "abc", None, NOW)
+    doc, note = calibration.find(tmp_path, HOST, "abc", None, NOW)
+    assert doc is None and note.startswith("ignored ") and named in note
+
+
+def test_the_matching_file_is_found_and_others_are_named(tmp_path: Path):
+    doc, note = calibration.find(tmp_path, HOST, "abc", None, NOW)
+    assert doc is None and "no calibration matched" in note
+    _write(tmp_path / "otherhost-abc.json", _doc())
+    assert "only for other hosts: otherhost-abc.json" in calibration.find(tmp_path, HOST, "abc", None, NOW)[1]
+    path = calibration.save(calibration.path_for(tmp_path, HOST, "abc"), _doc())
+    doc, note = calibration.find(tmp_path, HOST, "abc", "f" * 64, NOW)
+    assert doc is not None and doc["file"] == str(path) and note == f"using {path} (measured 2026-11-20)"
+
+
+def test_workload_hash_covers_dataset_and_workload_only():
+    a, b = spec.parse(FILE).file, spec.parse(FILE.replace('duration = "10s"', 'duration = "20s"')).file
+    assert _hash(a) == _hash(b)
+    c = spec.parse(FILE.replace("table_size = 1000", "table_size = 2000")).file
+    assert _hash(a) != _hash(c)
+
+
+def _hash(file: spec.ExperimentFile) -> str:
+    return calibration.workload_hash(file.dataset.model_dump(mode="json"), file.workload.model_dump(mode="json"))
+
+
+def test_a_calibration_plans_adaptive_repeats():
+    exp = spec.parse(FILE)
+    planned, used = calibrated.apply(exp, {**_doc(), "file": "/x.json"}, "using /x.json")
+    need = power.rounds_for(NOISE, 10, 0.02)
+    assert planned.file.experiment.min_repeats == used["min_repeats"] == need
+    assert len(planned.cells()) == need * 2 * 2 * 2
+    assert f"min_repeats 3 -> {need}" in used["note"] and used["file"] == "/x.json"
+    fixed = spec.parse(FILE.replace('repeats = "auto"\nmax_repeats = 40', "repeats = 5"))
+    same, used = calibrated.apply(fixed, _doc(), "using /x.json")
+    assert same is fixed and "5 repeats detect effects of" in used["note"]
+
+
+def test_cli_refuses_bad_rounds_budget_and_calibration(tmp_path: Path):
+    toml = tmp_path / "e.toml"
+    toml.write_text(FILE, encoding="utf-8")
+    for args, named in (
+        (["--rounds", "2"], "--rounds"),
+        (["--rounds", "six"], "--rounds"),
+        (["--budget", "10"], "--budget"),
+        (["--budget", "soon"], "--budget"),
+    ):
+        done = perflab("calibrate", str(toml), *args)
+        assert done.returncode == 2 and named in done.stderr, done.stderr
+    bad = _write(tmp_path / "bad.json", "{")
+    done = perflab("run", str(toml), "--check", "--calibration", str(bad))
+    assert done.returncode == 2 and "corrupt calibration file" in done.stderr, done.stderr
+
+
+def test_resume_keeps_the_planned_min_repeats():
+    exp = spec.parse(FILE)
+    assert calibrated.resumed(exp, {"calibration": {"min_repeats": 12}}).file.experiment.min_repeats == 12
+    assert calibrated.resumed(exp, {}) is exp
