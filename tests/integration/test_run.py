@@ -317,4 +317,8 @@ def test_export_has_the_variance_components(matrix_run):
     assert variance["rounds"] <= 2 * 2  # complete rounds, summed over the 2 thread counts
     if variance["rounds"] >= 3:  # pooled over thread counts: enough to separate restarts from drift
         assert variance["components"][1]["variance"] is not None and variance["df_residual"] > 0
-    assert "Where the noise comes from" in output and variance["advice"][1:] in output.replace("\n", " ")
+    if variance["components"][1]["variance"] is None:  # restarts not separated: the reports leave the table out
+        assert "Where the noise comes from" not in output
+        return
+    words = " ".join(output.split())  # the terminal wraps the advice
+    assert "Where the noise comes from" in output and " ".join(variance["advice"][1:].split()) in words
