@@ -99,3 +99,16 @@ def test_the_server_kind_and_format_come_from_the_version(version: str, kind: st
 def test_bad_recipes_are_refused(bad: dict):
     with pytest.raises(ValueError):
         BuildSpec.model_validate(bad)
+
+
+def test_a_pgo_trainings_identity_survives_new_unset_keys():
+    """Stored profiles are found by this hash: a change to it rebuilds every PGO build (about 80
+    min each here). The value is the one examples/pgo.toml's profile was stored under
+    (2026-11-22), before `dataset.scale` existed."""
+    from perflab import spec
+    from perflab.run.builds.resolve import training_id
+
+    file = spec.load("examples/pgo.toml").file
+    assert training_id(file, file.builds["pgo"]) == "fde22300cd68dff0"
+    longer = file.builds["pgo"].model_copy(update={"train_duration": 60.0})
+    assert training_id(file, longer) != "fde22300cd68dff0"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from perflab.errors import PerflabError
 from perflab.run.builds import Build, BuildError, describe, read_manifest
@@ -27,10 +28,15 @@ SHARES = ("share/mysql", "share/mariadb", "share", "sql/share", "usr/share/mysql
 
 def training_id(exp: ExperimentFile, spec: BuildSpec) -> str:
     """What a PGO training runs, hashed: the workload and its options, the dataset, the thread
-    count, the server options and the duration."""
+    count, the server options and the duration. Keys left unset (None) are left out, so a key a
+    later perflab adds (as `dataset.scale` for pgbench) does not orphan every stored profile."""
+
+    def given(section: Any) -> dict[str, Any]:
+        return {k: v for k, v in section.model_dump(mode="json").items() if v is not None}
+
     what = {
-        "workload": exp.workload.model_dump(mode="json"),
-        "dataset": exp.dataset.model_dump(mode="json"),
+        "workload": given(exp.workload),
+        "dataset": given(exp.dataset),
         "server_options": exp.server_options,
         "train_duration": spec.train_duration,
     }
