@@ -108,7 +108,7 @@ def test_a_pgo_trainings_identity_survives_new_unset_keys():
     from perflab import spec
     from perflab.run.builds.resolve import training_id
 
-    file = spec.load("examples/pgo.toml").file
+    file = spec.load(Path(__file__).parents[2] / "examples" / "pgo.toml").file
     assert training_id(file, file.builds["pgo"]) == "fde22300cd68dff0"
     longer = file.builds["pgo"].model_copy(update={"train_duration": 60.0})
     assert training_id(file, longer) != "fde22300cd68dff0"
