@@ -63,9 +63,10 @@ alloc = {{ stacks = false, syscalls = false }}
 
 
 def per_call_ns(program: Path, lib: Path, ns: str | None) -> float:
+    """The median of 3 runs: one run on a VM whose other vCPU is busy can be far off."""
     env = {"LD_PRELOAD": str(lib)} | ({ENV: ns} if ns is not None else {})
-    done = subprocess.run([str(program)], capture_output=True, text=True, env=env, check=True)
-    return float(done.stdout)
+    runs = [subprocess.run([str(program)], capture_output=True, text=True, env=env, check=True) for _ in range(3)]
+    return sorted(float(done.stdout) for done in runs)[1]
 
 
 def test_each_call_burns_the_cpu_it_is_told_to(tmp_path: Path) -> None:
@@ -77,7 +78,9 @@ def test_each_call_burns_the_cpu_it_is_told_to(tmp_path: Path) -> None:
     assert per_call_ns(tmp_path / "p", lib, "nonsense") < 100
     for ns in (500, 2000):
         extra = per_call_ns(tmp_path / "p", lib, str(ns)) - plain
-        assert 0.7 * ns < extra < 1.5 * ns, (ns, extra)  # 0.79-1.06x measured, idle to load 12
+        # 0.79-1.06x measured, idle to load 12; the loop runs slower than at its calibration when
+        # the other vCPU is busy (bench/calibrated_effect.py measures the effect it really has)
+        assert 0.7 * ns < extra < 2.0 * ns, (ns, extra)
 
 
 @pytest.fixture(scope="module")
