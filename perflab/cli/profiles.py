@@ -342,6 +342,13 @@ def _alloc_selection(results: Results, selector: str | None, cell_id: int | None
         )
     has_stacks = any(p["source"] == "alloc" for p in results.profiles())
     if has_stacks:
-        return profile_select.select(results, selector=selector, cell_id=cell_id, threads=threads, source="alloc")
-    label, cells = profile_select.select_cells(results, selector=selector, cell_id=cell_id, threads=threads)
-    return profile_select.Selection(label, cells, [], "alloc")
+        sel = profile_select.select(results, selector=selector, cell_id=cell_id, threads=threads, source="alloc")
+    else:
+        label, cells = profile_select.select_cells(results, selector=selector, cell_id=cell_id, threads=threads)
+        sel = profile_select.Selection(label, cells, [], "alloc")
+    if not any(c["status"] == "ok" and c.get("settled") not in (False, 0) and c.get("alloc") for c in sel.cells):
+        raise UsageError(  # the figures, like the verdicts, come from settled repeats only
+            f"{sel.label}: no settled repeat with allocation figures (every one is unsettled or failed)",
+            "see `perflab report DIR` for why; a longer max_warmup or more repeats",
+        )
+    return sel

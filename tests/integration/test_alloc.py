@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ EXPERIMENT = """
 [experiment]
 name = "it-alloc"
 duration = "4s"
-max_warmup = "2s"
+max_warmup = "3s"
 repeats = 1
 
 [dataset]
@@ -142,3 +143,13 @@ def test_alloc_without_the_observer_says_how(tmp_path: Path) -> None:
     done = perflab("alloc", str(tmp_path / "old"), "glibc")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no allocation figures stored" in done.stderr and "alloc = true" in done.stderr
+
+
+def test_alloc_of_a_selection_without_a_settled_repeat_says_so(run, tmp_path: Path) -> None:
+    out, _ = run
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    with sqlite3.connect(copy / "results.db") as db:
+        db.execute("UPDATE cells SET settled = 0")
+    done = perflab("alloc", str(copy), "allocator=glibc")
+    assert done.returncode == 2 and "no settled repeat with allocation figures" in done.stderr, done.stderr
