@@ -191,12 +191,19 @@ def _adaptive_meta(
 ) -> dict[str, Any]:
     return {
         "target_ci": spec.target_ci,
+        **_rounds_meta(spec, rounds, stop),
+        "groups": [{"variant": key, "threads": threads, **target} for (key, threads), target in targets.items()],
+    }
+
+
+def _rounds_meta(spec: Any, rounds: int, stop: str | None) -> dict[str, Any]:
+    """What every adaptive run's meta.adaptive says of its rounds, whichever rule stopped it."""
+    return {
         "min_repeats": spec.min_repeats,
         "max_repeats": spec.max_repeats,
         "time_budget_s": spec.time_budget,
         "rounds": rounds,
         "stop_reason": stop,
-        "groups": [{"variant": key, "threads": threads, **target} for (key, threads), target in targets.items()],
     }
 
 
@@ -207,11 +214,7 @@ def _sequential_meta(
     return {
         "stop": sequential.STOP_VERDICT,
         **sequential.design_meta(design),
-        "min_repeats": spec.min_repeats,
-        "max_repeats": spec.max_repeats,
-        "time_budget_s": spec.time_budget,
-        "rounds": rounds,
-        "stop_reason": stop,
+        **_rounds_meta(spec, rounds, stop),
         "comparisons": [
             {
                 "variant": m.variant,
