@@ -33,6 +33,7 @@ from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers, store_alloc
 from perflab.run.observers.resources import RssSampler
 from perflab.run.observers.status import StatusSampler
+from perflab.run.prewarm import prewarm_options, server_switches
 from perflab.run.proc import call, clean_env
 from perflab.run.servers.mariadb import MariaDB
 from perflab.run.servers.postgres import PostgreSQL
@@ -207,7 +208,7 @@ class CellRunner:
             if postgresql
             else {"innodb_buffer_pool_size": snapshot.buffer_pool}
         )
-        options = {**pool, **cell.server_options}
+        options = {**pool, **prewarm_options(cell, postgresql), **cell.server_options}
         preload = allocators.resolve(cell.preload) if cell.preload else None
         tracer = self._tracer(rundir, workdir)
         env = {**cell.env, **tracer.env()} if tracer else cell.env
@@ -221,10 +222,12 @@ class CellRunner:
             cpus=self.server_cpus,
             build=build,
         )
+        server.aslr = cell.aslr
         try:
             restore_s = dataset.restore(snapshot, rundir / "data")
             with server:
                 row.update(allocator_proof.prove(server.pid, cell.preload, preload))
+                switches = server_switches(cell, server, self.exp.file.workload.tool)
                 if tracer is not None:
                     tracer.check_started(server.pid)
                 row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
@@ -234,7 +237,7 @@ class CellRunner:
                     raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
             row.update(measured, status="ok")
             row.update(self._steady(intervals, measured["summary"]["qps"]))
-            row["resources"]["restore_s"] = round(restore_s, 3)
+            row["resources"].update(restore_s=round(restore_s, 3), **switches)
         except PerflabError as exc:
             row.update(_failure(exc, server))
         finally:

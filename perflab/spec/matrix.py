@@ -44,6 +44,8 @@ class Cell:
     client_preload: str | None = None  # the workload client's own preload, env and libmariadb
     client_env: dict[str, str] = field(default_factory=dict)
     client_library: str | None = None
+    aslr: bool = True  # False: the server runs under `setarch -R`
+    prewarm: bool = False  # True: every table and index is read into the buffer pool first
 
     @property
     def variant_key(self) -> str:
@@ -102,6 +104,11 @@ class Experiment:
                         client_preload=client_preload,
                         client_env=client_env,
                         client_library=client_library,
+                        **{
+                            "aslr": spec.experiment.aslr,
+                            "prewarm": spec.experiment.prewarm,
+                            **merge_switches(variants, [lbl for lbl, _ in combo]),
+                        },
                     )
                 )
         ordered = [cells[i] for i in block_order(len(cells), self.seed, repeat)]
@@ -146,6 +153,18 @@ def merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict,
                     raise ValueError(f"variants {labels} set {what}.{key} to both {target[key]!r} and {val!r}")
                 target[key] = val
     return preload, env, options, wopts
+
+
+def merge_switches(variants: list[Variant], labels: list[str]) -> dict[str, bool]:
+    """`aslr` and `prewarm` as the variants of one combination set them (unset keys are left
+    out: the experiment's own apply); two axes that set one differently is an error."""
+    out = {}
+    for key in ("aslr", "prewarm"):
+        values = {getattr(v, key) for v in variants} - {None}
+        if len(values) > 1:
+            raise ValueError(f"variants {labels} set {key} to both true and false")
+        out.update({key: values.pop()} if values else {})
+    return out
 
 
 def merge_client(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict[str, str], str | None]:

@@ -48,7 +48,7 @@ from perflab.spec.fields import (
     fail,
     pgbench_test,
 )
-from perflab.spec.matrix import merge, merge_client
+from perflab.spec.matrix import merge, merge_client, merge_switches
 from perflab.spec.problems import short
 from perflab.units import parse_size
 
@@ -79,6 +79,11 @@ class ExperimentSection(_Strict):
     # a ratio whose interval lies within 1 +/- this is `equivalent` (analyze/verdict.py)
     equivalence_margin: Margin = 0.02
     timeout_margin: Duration = 60.0  # a cell's workload is killed after warm-up + duration + this
+    # server-side variance sources (issue 12 item 7; docs/experiment.md): the server's address
+    # space randomization (false: started under `setarch -R`), and a full read of every table
+    # and index into the buffer pool before the workload starts; a variant may set either
+    aslr: StrictBool = True
+    prewarm: StrictBool = False
 
     @property
     def window_start(self) -> float:
@@ -205,6 +210,8 @@ class Variant(_Strict):
     client_preload: str | None = None
     client_env: EnvVars = {}
     client_library: str | None = None
+    aslr: StrictBool | None = None  # None: [experiment] aslr
+    prewarm: StrictBool | None = None  # None: [experiment] prewarm
 
     @field_validator("preload", "client_preload")
     @classmethod
@@ -386,4 +393,5 @@ class ExperimentFile(_Strict):
             for combo in itertools.product(one.items(), other.items()):
                 merge([v for _, v in combo], [label for label, _ in combo])
                 merge_client([v for _, v in combo], [label for label, _ in combo])
+                merge_switches([v for _, v in combo], [label for label, _ in combo])
         return value

@@ -9,6 +9,8 @@ from pathlib import Path
 from perflab.errors import ServerStartError
 from perflab.run.proc import Child
 
+ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
+
 
 def ld_preload(library: Path, rundir: Path) -> str:
     """LD_PRELOAD for `library`. ld.so splits it at spaces and colons, so a library whose path
@@ -30,6 +32,21 @@ class Managed:
     child: Child | None
     error_log: Path
     READY_POLL_S = 0.05
+    aslr = True  # False: the server starts under `setarch -R` (its children inherit it)
+
+    def launched(self, argv: list[str]) -> list[str]:
+        """The server's argv behind its launcher: setarch execs it in place (same pid) with
+        address-space randomization off, so the layout is the same at every start."""
+        return argv if self.aslr else ["setarch", "-R", *argv]
+
+    def aslr_seen(self) -> bool | None:
+        """Whether the running server's address space is randomized, from its personality
+        (ADDR_NO_RANDOMIZE, 0x0040000); None when it cannot be read."""
+        try:
+            flags = int(Path(f"/proc/{self.pid}/personality").read_text().strip(), 16)
+        except (OSError, ValueError):
+            return None
+        return not flags & ADDR_NO_RANDOMIZE
 
     @property
     def program(self) -> Path:

@@ -155,7 +155,7 @@ class MariaDB(Managed):
         libraries += [self.ld_preload()] if self.preload is not None else []
         if libraries:
             self.env["LD_PRELOAD"] = " ".join(libraries)
-        argv = [str(self.program), f"--defaults-file={self.option_file}"]
+        argv = self.launched([str(self.program), f"--defaults-file={self.option_file}"])
         # what the server (or ld.so, before it) prints outside its error log
         with open(self.rundir / "stdout.log", "w", encoding="utf-8") as console:
             self.child = Child(argv, env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=console)

@@ -192,7 +192,7 @@ class PostgreSQL(Managed):
             self.env["LD_PRELOAD"] = " ".join(libraries)
         argv = [pg_binary("postgres"), "-D", str(self.datadir), "-c", f"config_file={self.option_file}"]
         with open(self.error_log, "w", encoding="utf-8") as log:
-            self.child = Child(as_server_user(argv), env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=log)
+            self.child = Child(as_server_user(self.launched(argv)), env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=log)
         self._wait_ready(deadline_s)
 
     @property
