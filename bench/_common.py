@@ -17,6 +17,7 @@ import resource
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -67,6 +68,17 @@ _T95 = (
 
 class BenchError(Exception):
     """A real error: the benchmark could not measure (not a missed goal)."""
+
+
+def cli(*args: str) -> str:
+    """`perflab ARGS` as a user runs it, from this checkout; its stdout, or BenchError with its stderr's tail."""
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "perflab", *args], check=False, capture_output=True, text=True, cwd=root
+    )
+    if done.returncode != 0:
+        raise BenchError(f"perflab {args[0]} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return done.stdout
 
 
 # ----------------------------------------------------------------------------- statistics

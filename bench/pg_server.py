@@ -21,16 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import _common as C
-
-ROOT = Path(__file__).resolve().parent.parent
 
 HEAD = """
 [experiment]
@@ -54,22 +50,14 @@ def settings(quick: bool) -> dict[str, Any]:
     return {"duration": 15, "warmup": 5, "repeats": 5, "scale": 10, "table_size": 250_000}
 
 
-def cli(*args: str) -> str:
-    argv = [sys.executable, "-m", "perflab", *args]
-    done = subprocess.run(argv, check=False, capture_output=True, text=True, cwd=ROOT)
-    if done.returncode != 0:
-        raise C.BenchError(f"perflab {args[0]} exited {done.returncode}:\n{done.stderr[-3000:]}")
-    return done.stdout
-
-
 def one(name: str, cfg: dict[str, Any], tmp: Path, extra: list[str]) -> dict[str, Any]:
     toml = tmp / f"{name}.toml"
     toml.write_text(HEAD.format(name=name, **cfg) + BODIES[name].format(**cfg), encoding="utf-8")
     results = tmp / name
     started = time.monotonic()
-    cli("run", str(toml), "-o", str(results), *extra)
+    C.cli("run", str(toml), "-o", str(results), *extra)
     wall = time.monotonic() - started
-    doc = json.loads(cli("export", str(results)))
+    doc = json.loads(C.cli("export", str(results)))
     ok = [c for c in doc["cells"] if c["status"] == "ok"]
     if not ok:
         raise C.BenchError(f"{name}: no cell ran: {doc['cells'][0]['error']}")

@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,7 +30,6 @@ from typing import Any
 import _common as C
 from scipy import stats
 
-ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ("default", "noaslr", "prewarm")
 
 EXPERIMENT = """
@@ -62,15 +59,6 @@ def settings(quick: bool, rounds: int | None) -> dict[str, Any]:
     if quick:
         base = {"duration": 3, "warmup": 2, "tables": 1, "table_size": 2000, "rounds": 3}
     return {**base, "rounds": rounds or base["rounds"]}
-
-
-def cli(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "perflab", *args], check=False, capture_output=True, text=True, cwd=ROOT
-    )
-    if done.returncode != 0:
-        raise C.BenchError(f"perflab {args[0]} exited {done.returncode}:\n{done.stderr[-3000:]}")
-    return done.stdout
 
 
 def restart_sd(logs: dict[str, dict[int, float]]) -> dict[str, float | None]:
@@ -151,9 +139,11 @@ def main() -> None:
             toml = Path(tmp) / "options.toml"
             toml.write_text(EXPERIMENT.format(**cfg), encoding="utf-8")
             results = Path(args.results) if args.results else Path(tmp) / "results"
-            cli("run", str(toml), "-o", str(results), "--seed", "12", *(["--allow-concurrent"] * args.allow_concurrent))
-            doc = json.loads(cli("export", str(results)))
-            compare = json.loads(cli("compare", str(results), "--format", "json"))
+            C.cli(
+                "run", str(toml), "-o", str(results), "--seed", "12", *(["--allow-concurrent"] * args.allow_concurrent)
+            )
+            doc = json.loads(C.cli("export", str(results)))
+            compare = json.loads(C.cli("compare", str(results), "--format", "json"))
         report(cfg, analyse(doc, compare), time.monotonic() - started)
 
     C.main_guard(run)
