@@ -42,6 +42,7 @@ from perflab.store import folded
 from perflab.store.results import Results
 
 TOP_N = 20
+DBGSYM = {"mariadbd": "mariadb-server-core-dbgsym", "postgres": "postgresql-15-dbgsym"}  # Debian's package
 # measured on this project's 2-vCPU VM (docs/benchmarks.md); quoted in the remedy
 DWARF_COST_NOTE = "costs far more than fp (each sample copies 16 KiB of stack; see docs/benchmarks.md)"
 
@@ -310,7 +311,7 @@ def stack_quality(binary: str | None, source: str, mode: str | None, stats: Fold
                 f"(static functions) appear as {name}+0xSTART (the function's start address, from "
                 f".eh_frame_hdr), {unnamed or 0:.0f}% of the frames here",
                 "remedy": f"install {name}'s debug symbols under /usr/lib/debug/.build-id (Debian: the -dbgsym package "
-                "of the debian-debug archive, e.g. mariadb-server-core-dbgsym; or DEBUGINFOD_URLS="
+                f"of the debian-debug archive, e.g. {DBGSYM.get(name, DBGSYM['mariadbd'])}; or DEBUGINFOD_URLS="
                 "https://debuginfod.debian.net, which perf and libdw query) or use a build with -g; "
                 "perflab then shows their names",
             }
