@@ -33,7 +33,7 @@ perf = { frequency = 199 }
 pmp = { interval = "0.25s" }
 
 [variants.allocator]
-glibc = {}
+glibc-tuned = { env = { MALLOC_TOP_PAD_ = "1048576" } }   # checked in every backend (see below)
 """
 # frames only a backend running pgbench's prepared SELECT has (the postmaster never runs them)
 QUERY_FRAMES = ("exec_execute_message", "exec_simple_query", "PortalRun", "standard_ExecutorRun", "ExecutorRun")
@@ -108,6 +108,15 @@ def test_profile_reads_the_trees_profile_per_transaction(run):
     assert sum(r["self_per_txn"] for r in rows) * ref["transactions"] == pytest.approx(ref["samples"], rel=1e-3)
     totals = {r["function"]: r["total_per_txn"] for r in rows}
     assert totals["PostgresMain"] * ref["transactions"] > 0.8 * ref["samples"]
+
+
+def test_the_variants_environment_is_verified_in_every_backend(run):
+    """A backend's /proc/PID/environ is overwritten by its process title (ps_status.c): the check
+    reads the postmaster's, which every backend inherits through fork; the cell would fail otherwise."""
+    _, doc = run
+    cell = doc["cells"][0]
+    assert cell["status"] == "ok", cell["error"]
+    assert cell["env"] == {"MALLOC_TOP_PAD_": "1048576"} and cell["preload_verified_backends"] >= 2 + 3
 
 
 def test_no_profiler_left_running(run):

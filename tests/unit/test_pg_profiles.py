@@ -7,15 +7,20 @@ any PostgreSQL run with [observe] perf and running that command on its perf.data
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from perflab import spec
 from perflab.analyze import summary
-from perflab.errors import SpecError
+from perflab.errors import AllocatorNotMappedError, SpecError
 from perflab.run.observers.perf import PerfRecorder, descendants
 from perflab.run.observers.pmp import StackSampler
+from perflab.run.pgaccounting import children, verify_backends
 
 DATA = Path(__file__).parents[1] / "data" / "pg"
 ROOT = Path(__file__).parents[2]
@@ -120,3 +125,28 @@ def test_postgresql_groups_show_pss_and_mariadb_groups_rss():
     assert pg.memory == "PSS" and pg.memory_end == [100, 200] and pg.memory_peak == [100, 200]
     assert maria.memory == "RSS" and maria.memory_end == [800, 900]
     assert pg.to_dict()["pss_end_bytes_mean"] == 150 and pg.to_dict()["memory"] == "PSS"
+
+
+# a parent with the variant's environment and a child whose /proc/PID/environ shows none, as a
+# PostgreSQL backend's after its process title overwrote it (ps_status.c)
+PARENT = r"""
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env={})
+print("started", flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_backend_whose_environ_reads_empty_has_the_postmasters():
+    proc = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True, env={"X_TUNED": "1"})
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        assert verify_backends(proc.pid, None, None, {"X_TUNED": "1"}) == 1
+        with pytest.raises(AllocatorNotMappedError, match=f"(?s)server process {proc.pid} .*X_TUNED"):
+            verify_backends(proc.pid, None, None, {"X_TUNED": "2"})  # the postmaster's is checked
+    finally:
+        for child in children(proc.pid):
+            os.kill(child, signal.SIGKILL)
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
