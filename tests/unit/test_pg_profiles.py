@@ -95,6 +95,9 @@ def test_perf_and_pmp_are_accepted_on_postgresql_and_alloc_is_not():
         spec.parse(PG.format(observe="alloc = true"))
     problem = exc.value.problems[0]
     assert problem.path == "observe.alloc" and "every backend" in problem.hint
+    with pytest.raises(SpecError) as exc:
+        spec.parse(PG.format(observe='pmp = { targets = ["server", "client"] }'))
+    assert exc.value.problems[0].path == "observe.pmp.targets" and "process tree" in exc.value.problems[0].hint
 
 
 def test_the_pg_allocators_example_parses_and_plans():
