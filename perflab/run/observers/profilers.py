@@ -13,7 +13,8 @@ Targets: the server (mariadbd) and the client (sysbench, attached once ld.so has
 libraries). With `tree=True` (PostgreSQL: a postmaster forking one backend per connection) the
 server target is the server's process tree: perf folds the samples of the postmaster and every
 process it forked during the recording, pmp samples every member each tick; each is one profile.
-Phases (run/observers/phases.py): the measured window, the warm-up and the seconds of detected stalls, each a profile of its own, cut by time from one recording per profiler.
+Phases (run/observers/phases.py): the measured window, the warm-up and the seconds of detected
+stalls, each a profile of its own, cut by time from one recording per profiler.
 Each profile is stored with the transactions of the span it covers (so analyses can divide
 by them), its seconds (stalls: per second is the fair basis, they have few transactions) and
 its stack quality: what the binary offers (symbols, debug info, frame pointers), what the
