@@ -67,7 +67,7 @@ def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[li
                 client.sleep_until(started + warmup, child)
             window = _Window(server, cell, child, profilers, pgbench_tool)
             code = window.run(started + warmup + seconds, warmup + seconds, spec.experiment.timeout_margin)
-            window_end = min(time.monotonic(), window.at + seconds)
+            window_end = min(time.monotonic(), started + warmup + seconds)
     if not server.alive():
         raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
     if pgbench_tool:
@@ -83,7 +83,8 @@ def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[li
     if not pgbench_tool:  # sysbench's connections close inside the window: their switches are lost
         for key in ("voluntary_ctx_switches", "involuntary_ctx_switches", "ctx_switches_per_txn"):
             resources[key] = None
-    spans = Spans.of_cell(0.0, started, window_end, window.at - started, [], intervals, summary.transactions)
+    # the window's profiles cover it from its start (a profiler that began later: its share of it)
+    spans = Spans.of_cell(0.0, started, window_end, window.begun - started, [], intervals, summary.transactions)
     profilers.store(runner.results, cell.order, spans)
     fields = {"summary": summary.to_dict(), "resources": resources, "sysbench_options": options}
     return intervals, memory.samples, fields
@@ -96,18 +97,17 @@ class _Window:
     def __init__(self, server: PostgreSQL, cell: Cell, child: Any, profilers: Profilers, pgbench_tool: bool) -> None:
         self.server, self.child, self.pgbench_tool = server, child, pgbench_tool
         self.start = accounting.WindowStart.take(server.pid, child.pid, read=tree_counters)
+        self.begun = time.monotonic()
         self.epochs = (time.time(), 0.0)  # pgbench's log is cut at these (epoch seconds)
         self.backends = _verified(server, cell, child)
         self.memory = TreeSampler(server.pid)
         self.profilers = profilers
-        self.at = 0.0
         self.end: accounting.WindowEnd | None = None
 
     def run(self, ends_at: float, client_seconds: float, margin: float) -> int:
         """Until the client exits; returns its exit code."""
         with self.memory:
             self.profilers.window_started()  # the window's profiles
-            self.at = time.monotonic()
             if self.pgbench_tool:  # the window ends now, the backends still live (TAIL_S)
                 client.sleep_until(ends_at, self.child)
                 self.memory.sample()

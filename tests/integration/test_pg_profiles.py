@@ -94,8 +94,9 @@ def test_pmp_samples_every_backend_at_every_tick(run):
         assert sum("PostgresMain" in r.split(";") for r in rows) == 2, rows
         assert sum(r.split(";")[-1] in ("__select", "select") or r.endswith("ServerLoop") for r in rows) <= 1
     assert ref["samples"] == sum(len(rows) for rows in ticks.values())
-    window_txn = doc["cells"][0]["summary"]["transactions"]
-    assert 0.95 * window_txn <= ref["transactions"] <= window_txn
+    window_txn = doc["cells"][0]["summary"]["transactions"]  # pmp starts with the window: a little later
+    assert 0.85 * window_txn <= ref["transactions"] <= window_txn
+    assert ref["transactions"] / window_txn == pytest.approx(ref["seconds"] / 3.0, abs=0.02)
     assert meta["sampler_cost"]["samples"] >= len(ticks)
 
 
