@@ -27,6 +27,11 @@ class Group:
     p95_ms: list[float] = field(default_factory=list)
     rss_end: list[int] = field(default_factory=list)
     rss_peak: list[int] = field(default_factory=list)
+    pss_end: list[int] = field(default_factory=list)
+    pss_peak: list[int] = field(default_factory=list)
+    # what reports show as the server's memory: "RSS", or "PSS" for a process-per-connection
+    # server (PostgreSQL: an RSS sum would count shared_buffers once per backend)
+    memory: str = "RSS"
     faults_per_txn: list[float] = field(default_factory=list)
     cpu_us_per_txn: list[float] = field(default_factory=list)
     cell_ids: list[int] = field(default_factory=list)
@@ -44,6 +49,15 @@ class Group:
     @property
     def label(self) -> str:
         return variant_label(self.variant)
+
+    @property
+    def memory_end(self) -> list[int]:
+        """The server's memory at the end of each repeat's window, as `memory` names it."""
+        return self.pss_end if self.memory == "PSS" else self.rss_end
+
+    @property
+    def memory_peak(self) -> list[int]:
+        return self.pss_peak if self.memory == "PSS" else self.rss_peak
 
     @property
     def qps_ci(self) -> stats.Interval:
@@ -80,6 +94,8 @@ class Group:
             "p95_ms_ci_high": p95.high,
             "rss_end_bytes_mean": mean(self.rss_end),
             "rss_peak_bytes_mean": mean(self.rss_peak),
+            "pss_end_bytes_mean": mean(self.pss_end),
+            "memory": self.memory,
             "ratio": self.ratio,
             "baseline": self.baseline,
             "cells": self.cell_ids,
@@ -87,14 +103,20 @@ class Group:
 
 
 def groups(
-    cells: list[dict[str, Any]], baseline: dict[str, str] | None = None, axes: dict[str, list[str]] | None = None
+    cells: list[dict[str, Any]],
+    baseline: dict[str, str] | None = None,
+    axes: dict[str, list[str]] | None = None,
+    *,
+    server: str | None = None,
 ) -> list[Group]:
     """Group cells by (variant, threads), in the file's order with `axes` (meta.experiment.axes).
-    The baseline per thread count is `baseline` (a full variant), or the first variant."""
+    The baseline per thread count is `baseline` (a full variant), or the first variant. `server`
+    (meta.experiment.server) chooses the memory figure: PSS for "postgresql", else RSS."""
     by_key: dict[tuple, Group] = {}
+    memory = memory_figure(server)
     for cell in cells:
         key = (tuple(cell["variant"].items()), cell["threads"])
-        group = by_key.setdefault(key, Group(dict(cell["variant"]), cell["threads"]))
+        group = by_key.setdefault(key, Group(dict(cell["variant"]), cell["threads"], memory=memory))
         if cell["status"] != "ok":
             group.failed += 1
             continue
@@ -115,6 +137,12 @@ def groups(
         if base is not None and base.qps_mean and group.qps_mean is not None:
             group.ratio = group.qps_mean / base.qps_mean
     return out
+
+
+def memory_figure(server: str | None) -> str:
+    """The server memory figure reports show: PSS summed over a PostgreSQL server's processes
+    (shared_buffers counted once), RSS of MariaDB's one process."""
+    return "PSS" if server == "postgresql" else "RSS"
 
 
 def file_order(axes: dict[str, list[str]]) -> Any:
@@ -140,6 +168,8 @@ def _add(group: Group, cell: dict[str, Any]) -> None:
     for values, key in (
         (group.rss_end, "rss_end_bytes"),
         (group.rss_peak, "rss_peak_bytes"),
+        (group.pss_end, "pss_end_bytes"),
+        (group.pss_peak, "pss_peak_bytes"),
         (group.faults_per_txn, "minor_faults_per_txn"),
         (group.cpu_us_per_txn, "server_cpu_us_per_txn"),
     ):

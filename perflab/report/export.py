@@ -60,7 +60,7 @@ def document(results: Results) -> dict[str, Any]:
         cells[-1]["profiles"] = profile_refs(results, cell["id"])
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, [])
-    groups = summary.groups(stored, base if axes else None, axes)
+    groups = summary.groups(stored, base if axes else None, axes, server=(meta.get("experiment") or {}).get("server"))
     margin = compare.margin_of(meta)
     comparisons = [
         c.to_dict() for metric in compare.METRICS for c in compare.within(groups, axes, base, metric, margin=margin)

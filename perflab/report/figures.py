@@ -47,7 +47,7 @@ def build(model: ReportModel) -> list[Figure]:
     # one kind after the other, so the same chart at two thread counts sits side by side
     figs += [ratio_chart(model, t, rows) for t, rows in per_threads.items() if len(rows) > 1]
     figs += [latency_chart(model, t, rows) for t, rows in per_threads.items()]
-    figs += [rss_chart(model, t, rows) for t, rows in per_threads.items() if any(g.rss_end for g in rows)]
+    figs += [rss_chart(model, t, rows) for t, rows in per_threads.items() if any(g.memory_end for g in rows)]
     for rows in per_threads.values():
         # one y scale per thread count and metric, so that variants compare at a glance
         top = {
@@ -181,24 +181,25 @@ def latency_chart(model: ReportModel, threads: int, groups: list[Group]) -> Figu
 
 
 def rss_chart(model: ReportModel, threads: int, groups: list[Group]) -> Figure:
+    """The server's memory per variant: mariadbd's RSS, or PostgreSQL's PSS summed over its processes."""
+    kind = model.memory
     rows = []
     for g in groups:
         marks = []
-        if g.rss_peak:
-            peak = statistics.fmean(g.rss_peak) / MIB
+        if g.memory_peak:
+            peak = statistics.fmean(g.memory_peak) / MIB
             marks.append(Mark(peak, "outline", text=f"peak {peak:,.1f} MiB"))
-        if g.rss_end:
-            end = statistics.fmean(g.rss_end) / MIB
+        if g.memory_end:
+            end = statistics.fmean(g.memory_end) / MIB
             marks.append(Mark(end, "bar", text=f"end of window {end:,.1f} MiB"))
         rows.append(Row(_label(model, g), model.colors[g.key], marks))
     legend = [
-        (charts.box_swatch("#777"), "RSS at the end of the window"),
-        (charts.box_swatch("#777", 0.15, "#777"), "peak RSS in the window"),
+        (charts.box_swatch("#777"), f"{kind} at the end of the window"),
+        (charts.box_swatch("#777", 0.15, "#777"), f"peak {kind} in the window"),
     ]
-    svg = charts.row_chart(
-        f"mariadbd resident memory, {_threads(threads)} (mean of repeats)", "RSS (MiB)", rows, legend, kind="rss"
-    )
-    return Figure(f"rss-t{threads}", f"RSS, {_threads(threads)}", svg, "summary", threads)
+    what = "PostgreSQL memory (PSS over every process)" if kind == "PSS" else "mariadbd resident memory"
+    svg = charts.row_chart(f"{what}, {_threads(threads)} (mean of repeats)", f"{kind} (MiB)", rows, legend, kind="rss")
+    return Figure(f"rss-t{threads}", f"{kind}, {_threads(threads)}", svg, "summary", threads)
 
 
 def series_charts(model: ReportModel, g: Group, y_max: dict[str, float] | None = None) -> list[Figure]:

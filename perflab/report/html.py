@@ -97,6 +97,14 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+# the hover text of the memory columns
+MEMORY_TITLES = {
+    "RSS": "the server's resident memory (RSS) at the end of the measured window",
+    "PSS": "PSS summed over the postmaster and every backend at the end of the measured window "
+    "(an RSS sum would count shared_buffers once per backend)",
+}
+
+
 def render(model: ReportModel) -> str:
     figs = figures.build(model)
     series: dict[int, list[tuple[str, list[figures.Figure]]]] = {t: [] for t in model.threads}
@@ -131,6 +139,7 @@ def render(model: ReportModel) -> str:
         noise_rows=noise_rows(model.noise) if model.noise and not model.noise.empty else [],
         noise_note=noise_note(model.noise) if model.noise else "",
         busy_cores=findings.BUSY_CORES,
+        memory_title=MEMORY_TITLES[model.memory],
         series_by_threads=series,
         findings_by_kind=by_kind(model.findings),
         kind_titles=KIND_TITLES,

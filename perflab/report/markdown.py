@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perflab.analyze import phase_explain, stats
+from perflab.analyze import phase_explain, stats, summary
 from perflab.analyze.compare import Comparison
 from perflab.analyze.verdict import FASTER, SLOWER
 from perflab.report import figures
@@ -194,7 +194,7 @@ def _verdicts(model: ReportModel) -> list[str]:
         "p95 95% CI",
         "p95 ratio [95% CI]",
         "p95 verdict",
-        "RSS end",
+        f"{summary.memory_figure(model.experiment.get('server'))} end",
         "stalls",
     ]
     for t in model.threads:
@@ -207,7 +207,7 @@ def _verdicts(model: ReportModel) -> list[str]:
                 + (f" +{g.failed} failed" if g.failed else "")
             )
             label = short_label(g.variant) + (" (baseline)" if g.baseline else "")
-            rss = sum(g.rss_end) / len(g.rss_end) if g.rss_end else None
+            rss = sum(g.memory_end) / len(g.memory_end) if g.memory_end else None
             rows.append(
                 [
                     label,

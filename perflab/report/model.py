@@ -48,6 +48,11 @@ class ReportModel:
         return self.meta.get("experiment") or {}
 
     @property
+    def memory(self) -> str:
+        """The server memory figure shown: "PSS" (PostgreSQL's processes summed) or "RSS"."""
+        return summary.memory_figure(self.experiment.get("server"))
+
+    @property
     def threads(self) -> list[int]:
         return sorted({g.threads for g in self.groups})
 
@@ -164,7 +169,8 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
     meta, cells = summary.load(results)
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, baselines or [])
-    groups = summary.groups(cells, base if axes else None, axes)
+    server = (meta.get("experiment") or {}).get("server")
+    groups = summary.groups(cells, base if axes else None, axes, server=server)
     margin = compare.margin_of(meta)
     comparisons = [c for metric in compare.METRICS for c in compare.within(groups, axes, base, metric, margin=margin)]
     # the file's order (groups), not the run's: randomized rounds would shuffle the colours

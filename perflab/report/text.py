@@ -3,7 +3,7 @@
 Over the tables: how the verdicts were reached (Holm, margin, paired or Welch). Columns:
 steady-state QPS mean with its 95% CI over repeats, CV across repeats, ratio to the baseline
 with its CI and the verdict (faster, slower, equivalent, inconclusive with the rounds that
-would resolve it), p95 latency, RSS at the end of the window, minor
+would resolve it), p95 latency, memory at the end of the window (RSS; PostgreSQL: PSS over its processes), minor
 faults and server CPU per transaction (the usual explanation of an allocator difference),
 stalls. Below: the marginal effect of each axis (matrices of two or more axes), then
 warnings, each with a remedy: noisy groups, unsettled cells, stalls, missing intervals,
@@ -86,7 +86,7 @@ def render(
         console.print(f"[dim]build {escape(name)}: {escape(fact)}[/]", highlight=False)
     axes = exp.get("axes") or {}
     base = compare.baseline_variant(axes, baseline or [])
-    all_groups = groups(cells, base if axes else None, axes)
+    all_groups = groups(cells, base if axes else None, axes, server=exp.get("server"))
     comparisons = compare.within(all_groups, axes, base, "qps", margin=compare.margin_of(meta))
     if comparisons:
         console.print(f"[dim]{escape(method_line(comparisons))}[/]", highlight=False)
@@ -163,7 +163,7 @@ def _table(threads: int, rows: list[Group], comparisons: list[Comparison]) -> Ta
         ("ratio [95% CI]", "right"),
         ("verdict", "left"),
         ("p95 ms", "right"),
-        ("RSS end", "right"),
+        (f"{rows[0].memory if rows else 'RSS'} end", "right"),
         ("minflt/txn", "right"),
         ("CPU µs/txn", "right"),
         ("stalls", "right"),
@@ -183,7 +183,7 @@ def _table(threads: int, rows: list[Group], comparisons: list[Comparison]) -> Ta
             "baseline" if g.baseline else (ratio_text(c) if c else "-"),
             "" if g.baseline or c is None else verdict_text(c),
             _num(mean(g.p95_ms), "{:.2f}"),
-            format_bytes(mean(g.rss_end)) if g.rss_end else "-",
+            format_bytes(mean(g.memory_end)) if g.memory_end else "-",
             _num(mean(g.faults_per_txn), "{:.2f}"),
             _num(mean(g.cpu_us_per_txn), "{:.0f}"),
             str(g.stalls) if g.stalls else "",

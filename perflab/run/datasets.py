@@ -5,7 +5,7 @@ Builds that open the same datadirs (`Build.format`: server kind and major.minor,
 installed server, as it always was (`RESULTS/dataset/`, meta `dataset`); a build of another
 format (another major version, MySQL, Percona Server) gets its own, initialised, served and
 shut down by its own binary (`RESULTS/dataset-FORMAT/`). Meta `datasets` holds every format's
-record: where it is kept, its size and buffer pool, which binary prepared it and how it was
+record: where it is kept, its size and buffer pool (PostgreSQL: shared_buffers), which binary prepared it and how it was
 initialised, and which builds ran on it (the report says which variants had their own).
 
     datasets = Datasets(runner, results, workdir, listen, resume=False)
@@ -129,7 +129,7 @@ class Datasets:
             "own": self.own(fmt),
             "data_bytes": snapshot.data_bytes,
             "prepare_s": snapshot.prepare_s,
-            "buffer_pool": snapshot.buffer_pool,
+            **self._cache_size(snapshot),
             "prepared_by": {
                 "name": prepared_by.name,
                 "version": prepared_by.version,
@@ -140,12 +140,21 @@ class Datasets:
         self.records[fmt] = record
         if not self.own(fmt):  # as before: the report's dataset size, and --resume of older results
             self.results.set_meta(
-                dataset={k: record[k] for k in ("data_bytes", "prepare_s", "buffer_pool")},
+                dataset={
+                    k: record[k] for k in ("data_bytes", "prepare_s", "buffer_pool", "shared_buffers") if k in record
+                },
             )
         self._save()
         if self.keep:
             self._keep(snapshot, self.results.dir / self.dirname(fmt))
         return snapshot
+
+    def _cache_size(self, snapshot: dataset.Snapshot) -> dict[str, str]:
+        """The server's data cache the dataset stage sized to hold it: InnoDB's buffer pool, or
+        PostgreSQL's shared_buffers (a PostgreSQL experiment has no buffer pool)."""
+        if self.runner.exp.file.experiment.server == "postgresql":
+            return {"shared_buffers": snapshot.shared_buffers}
+        return {"buffer_pool": snapshot.buffer_pool}
 
     def _workname(self, fmt: str) -> str:
         return f"snapshot-{fmt}" if self.own(fmt) else "snapshot"

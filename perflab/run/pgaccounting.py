@@ -137,7 +137,14 @@ class TreeSampler(RssSampler):
 def verify_backends(pid: int, name: str | None, library: Path | None, env: dict[str, str] | None = None) -> int:
     """How many processes of the server besides the postmaster (backends, auxiliary processes)
     map the variant's allocator and have its environment; AllocatorNotMappedError naming the
-    first that does not (for glibc: that maps another allocator)."""
+    first that does not (for glibc: that maps another allocator).
+
+    The environment is read where the kernel still shows it: PostgreSQL's ps_status.c moves
+    `environ` to the heap and writes a child's process title over the old argv and environment
+    area, so /proc/PID/environ of a backend or auxiliary process reads as NUL bytes. Such a
+    process has the environment it was forked with, the postmaster's (which never sets a
+    title): the postmaster's is checked, and a child's only where it still shows one."""
+    _check_environ(pid, _environ(pid), env)
     count = 0
     for member in tree(pid)[1:]:
         try:
@@ -145,12 +152,8 @@ def verify_backends(pid: int, name: str | None, library: Path | None, env: dict[
             environ = _environ(member)
         except (FileNotFoundError, ProcessLookupError):
             continue
-        missing = sorted(k for k, v in (env or {}).items() if environ.get(k) != v)
-        if missing:
-            raise AllocatorNotMappedError(
-                f"backend {member} ({_cmdline(member)}) lacks the variant's environment: {', '.join(missing)}",
-                "the environment must reach every backend",
-            )
+        if environ:  # empty: overwritten by the process title, inherited from the postmaster
+            _check_environ(member, environ, env)
         if not mapped:  # exited between the listing and the read
             continue
         if library is not None and not allocators.is_mapped(library, mapped):
@@ -163,6 +166,15 @@ def verify_backends(pid: int, name: str | None, library: Path | None, env: dict[
             raise AllocatorNotMappedError(f"glibc malloc requested but backend {member} maps {', '.join(foreign)}")
         count += 1
     return count
+
+
+def _check_environ(pid: int, environ: dict[str, str], env: dict[str, str] | None) -> None:
+    missing = sorted(k for k, v in (env or {}).items() if environ.get(k) != v)
+    if missing:
+        raise AllocatorNotMappedError(
+            f"server process {pid} ({_cmdline(pid)}) lacks the variant's environment: {', '.join(missing)}",
+            "the environment must reach every backend",
+        )
 
 
 def _environ(pid: int) -> dict[str, str]:

@@ -56,43 +56,67 @@ def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[li
     argv = command(runner, cell, server)
     pgbench_tool = spec.workload.tool == "pgbench"
     out = logs / f"{spec.workload.tool}.txt"
-    started, launched = time.monotonic(), time.time()
-    child = client.start(argv, out, runner.client_cpus)
-    with child:
-        if warmup:
-            client.sleep_until(started + warmup, child)
-        start = accounting.WindowStart.take(server.pid, child.pid, read=tree_counters)
-        window = (time.time(), 0.0)
-        backends = _verified(server, cell, child)
-        with TreeSampler(server.pid) as memory, Profilers(spec.observe, server.pid, server.rundir) as profilers:
-            profilers.window_started()  # the window's profiles only (targets and phases: MariaDB cells)
-            window_at = time.monotonic()
-            if pgbench_tool:  # the window ends now, the backends still live (TAIL_S)
-                client.sleep_until(started + warmup + seconds, child)
-                memory.sample()
-                end = accounting.WindowEnd.take(start, server.pid, read=tree_counters)
-                window = (window[0], time.time())
-            code = client.wait(child, warmup + seconds + TAIL_S * pgbench_tool, spec.experiment.timeout_margin)
-            window_end = min(time.monotonic(), window_at + seconds)
-        if not pgbench_tool:
-            end = accounting.WindowEnd.take(start, server.pid, read=tree_counters)
+    # the profilers follow the postmaster's tree: perf starts (not recording) before the client
+    with Profilers(spec.observe, server.pid, server.rundir, tree=True) as profilers:
+        profilers.workload_starting()
+        started, launched = time.monotonic(), time.time()
+        child = client.start(argv, out, runner.client_cpus)
+        with child:
+            profilers.workload_started()  # the server's warm-up samplers (pmp: every backend as it connects)
+            if warmup:
+                client.sleep_until(started + warmup, child)
+            window = _Window(server, cell, child, profilers, pgbench_tool)
+            code = window.run(started + warmup + seconds, warmup + seconds, spec.experiment.timeout_margin)
+            window_end = min(time.monotonic(), started + warmup + seconds)
     if not server.alive():
         raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
     if pgbench_tool:
-        summary, intervals = _pgbench_output(spec.workload.test, out, code, server, launched, window, warmup)
+        summary, intervals = _pgbench_output(spec.workload.test, out, code, server, launched, window.epochs, warmup)
         options = sysbench.effective_options({}, argv)
     else:
         summary, intervals = client.read_output(out, code, warmup)
         options = sysbench.effective_options(runner.sysbench_defaults, argv)
-    resources = accounting.resources(start, end, child.rusage, summary.transactions, memory)
-    resources.update(pss_end_bytes=memory.pss_end, pss_peak_bytes=memory.pss_peak, preload_verified_backends=backends)
+    memory = window.memory
+    resources = accounting.resources(window.start, window.end, child.rusage, summary.transactions, memory)
+    resources.update(pss_end_bytes=memory.pss_end, pss_peak_bytes=memory.pss_peak,
+                     preload_verified_backends=window.backends)  # fmt: skip
     if not pgbench_tool:  # sysbench's connections close inside the window: their switches are lost
         for key in ("voluntary_ctx_switches", "involuntary_ctx_switches", "ctx_switches_per_txn"):
             resources[key] = None
-    spans = Spans(workload=window_at, window=window_at, end=window_end, window_transactions=summary.transactions)
+    # the window's profiles cover it from its start (a profiler that began later: its share of it)
+    spans = Spans.of_cell(0.0, started, window_end, window.begun - started, [], intervals, summary.transactions)
     profilers.store(runner.results, cell.order, spans)
     fields = {"summary": summary.to_dict(), "resources": resources, "sysbench_options": options}
     return intervals, memory.samples, fields
+
+
+class _Window:
+    """The measured window of a running client: the counters at both ends, the backends'
+    allocator check, memory sampled over the tree, the profilers' window."""
+
+    def __init__(self, server: PostgreSQL, cell: Cell, child: Any, profilers: Profilers, pgbench_tool: bool) -> None:
+        self.server, self.child, self.pgbench_tool = server, child, pgbench_tool
+        self.start = accounting.WindowStart.take(server.pid, child.pid, read=tree_counters)
+        self.begun = time.monotonic()
+        self.epochs = (time.time(), 0.0)  # pgbench's log is cut at these (epoch seconds)
+        self.backends = _verified(server, cell, child)
+        self.memory = TreeSampler(server.pid)
+        self.profilers = profilers
+        self.end: accounting.WindowEnd | None = None
+
+    def run(self, ends_at: float, client_seconds: float, margin: float) -> int:
+        """Until the client exits; returns its exit code."""
+        with self.memory:
+            self.profilers.window_started()  # the window's profiles
+            if self.pgbench_tool:  # the window ends now, the backends still live (TAIL_S)
+                client.sleep_until(ends_at, self.child)
+                self.memory.sample()
+                self.end = accounting.WindowEnd.take(self.start, self.server.pid, read=tree_counters)
+                self.epochs = (self.epochs[0], time.time())
+            code = client.wait(self.child, client_seconds + TAIL_S * self.pgbench_tool, margin)
+        if not self.pgbench_tool:
+            self.end = accounting.WindowEnd.take(self.start, self.server.pid, read=tree_counters)
+        return code
 
 
 def _verified(server: PostgreSQL, cell: Cell, child: Any) -> int:

@@ -1,8 +1,10 @@
 """What the server and the workload tool allow together, checked once the file is valid.
 
     server = "postgresql": tool = "pgbench" (dataset.scale) or sysbench's read-only tests over its
-                           pgsql driver (dataset.tables/table_size); no [builds] or [observe]
-                           alloc/perf/pmp yet (they follow one process, not every backend).
+                           pgsql driver (dataset.tables/table_size); [observe] perf and pmp follow
+                           the postmaster and every backend (one profile of the whole tree; the
+                           server target only); no [builds], [observe] alloc (its counter reads one
+                           process) or status yet.
     server = "mariadb":    tool = "sysbench" only.
 Debian's sysbench 1.0.20 aborts a pgsql run at the first serialization error ("FATAL: ...
 could not serialize access"), which a read-write test meets within seconds: those are refused.
@@ -42,10 +44,15 @@ def server_problems(spec: ExperimentFile) -> list[Problem]:
     if spec.builds:
         problems.append(Problem("builds", "no [builds] on PostgreSQL (not supported yet)", "a [builds] table",
                                 "remove it: PostgreSQL runs the installed postgresql-15"))  # fmt: skip
-    for name in ("alloc", "perf", "pmp"):  # they follow one process; a backend's work would be missed
-        if getattr(spec.observe, name) is not None:
-            problems.append(Problem(f"observe.{name}", f"no [observe] {name} on PostgreSQL (not supported yet)",
-                                    name, "remove it: profiles that follow every backend are not built yet"))  # fmt: skip
+    if spec.observe.alloc is not None:  # its counter is read in one process; a backend's calls would be missed
+        problems.append(Problem("observe.alloc", "no [observe] alloc on PostgreSQL (not supported yet)", "alloc",
+                                "remove it: the allocation counter reads one process, not every backend; "
+                                "[observe] perf and pmp profile every backend"))  # fmt: skip
+    for name in ("perf", "pmp"):  # the server's process tree only: pgbench is not followed
+        observer = getattr(spec.observe, name)
+        if observer is not None and "client" in observer.targets:
+            hint = "remove \"client\": on PostgreSQL the profiles follow the server's process tree only"
+            problems.append(Problem(f"observe.{name}.targets", 'targets = ["server"] on PostgreSQL', "client", hint))
     for axis, labels in spec.variants.items():  # the client side is sysbench's with MariaDB's library
         for label, variant in labels.items():
             for key in ("client_preload", "client_env", "client_library"):

@@ -22,12 +22,13 @@ leaf first (user addresses are relative to their binary), and a blank line:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -275,24 +276,40 @@ class PerfRecorder:
                     os.close(fd)
             self._log.close()
 
-    def script_argv(self, pid: int | None = None, timed: bool = False) -> list[str]:
-        """`perf script` of one process's samples (default: the server's), only the fields folding
-        needs (less text to parse), with each sample's time when `timed`."""
+    def script_argv(self, pid: int | Sequence[int] | None = None, timed: bool = False) -> list[str]:
+        """`perf script` of one process's samples (default: the server's), or of several (a
+        PostgreSQL server's tree), only the fields folding needs (less text to parse), with each
+        sample's time when `timed`."""
         fields = "tid,time,ip,sym,dso" if timed else "tid,ip,sym,dso"
-        return ["perf", "script", "-i", str(self.data), "--pid", str(pid or self.pid), "-F", fields]
+        pids = ",".join(map(str, pid)) if isinstance(pid, Sequence) else str(pid or self.pid)
+        return ["perf", "script", "-i", str(self.data), "--pid", pids, "-F", fields]
+
+    def descendants(self, pid: int | None = None) -> list[int]:
+        """`pid` (default: the server) and every process it forked, as the recording saw them:
+        perf tracks forks system-wide even while sampling is disabled, and lists the tasks
+        of existing processes at its start, so a backend forked at any time before the stop is
+        found, even one that exited before anyone listed /proc (`perf report --tasks`)."""
+        argv = guarded(["perf", "report", "-i", str(self.data), "--tasks", "-q"])
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=STOP_DEADLINE_S)
+        if done.returncode != 0:
+            raise PerflabError(f"perf report --tasks failed (exit {done.returncode}): {done.stderr.strip()[-400:]}",
+                               f"perf.data: {self.data}")  # fmt: skip
+        return descendants(done.stdout, pid or self.pid)
 
     def fold(self) -> tuple[Counter, FoldStats]:
         """Fold the server's samples; perf script streams into the parser (no temporary text file)."""
         return self.fold_phases().get(MEASURED) or (Counter(), FoldStats())
 
     def fold_phases(
-        self, pid: int | None = None, phases_at: PhasesAt | None = None
+        self, pid: int | Sequence[int] | None = None, phases_at: PhasesAt | None = None
     ) -> dict[str, tuple[Counter, FoldStats]]:
-        """Fold one process's samples (default: the server's) per phase (fold_perf_phases)."""
+        """Fold one process's samples (default: the server's), or several processes' as one
+        profile, per phase (fold_perf_phases)."""
         if not self.data.is_file():
             raise PerflabError(f"perf record wrote no {self.data.name}", f"see {self._log.name}")
         argv = guarded(self.script_argv(pid, timed=phases_at is not None))
-        errors = self.workdir / f"perf-{self.pid}.script.{pid or self.pid}.log"
+        first = pid[0] if isinstance(pid, Sequence) and pid else pid
+        errors = self.workdir / f"perf-{self.pid}.script.{first or self.pid}.log"
         with (
             errors.open("w", encoding="utf-8") as err,
             subprocess.Popen(
@@ -315,6 +332,27 @@ class PerfRecorder:
             tail = errors.read_text(encoding="utf-8", errors="replace").strip()[-400:]
             raise PerflabError(f"perf script failed (exit {code}): {tail}", f"perf.data: {self.data}")
         return folds
+
+
+def descendants(tasks: str, pid: int) -> list[int]:
+    """`pid` and its descendants (sorted) from `perf report --tasks` text, whose lines are
+    `pid tid ppid |comm` (a thread's line has its process's pid; `#` lines are headers)."""
+    parent: dict[int, int] = {}
+    for line in tasks.splitlines():
+        fields = line.split(None, 3)
+        if len(fields) >= 3 and not line.lstrip().startswith("#") and fields[0] == fields[1]:
+            with contextlib.suppress(ValueError):
+                parent[int(fields[0])] = int(fields[2])
+    children: dict[int, list[int]] = {}
+    for child, ppid in parent.items():
+        children.setdefault(ppid, []).append(child)
+    found, todo = {pid}, [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return sorted(found)
 
 
 def _open_fifo(path: Path, flags: int, child: Child) -> int:

@@ -6,7 +6,7 @@ unwind tables loaded once) and `eu-stack -p PID` run every interval (loads them 
 call; kept to compare). Both unwind from the binaries' CFI (.eh_frame), so their stacks are
 complete even where frame pointers are missing.
 
-    with StackSampler(pid, workdir, interval=1.0) as pmp:
+    with StackSampler(pid, workdir, interval=1.0) as pmp:   # tree=True: PID and every process it forked
         run_window()
     stacks, timed, stats = pmp.fold()      # Counter, [(t, stack, 1)], FoldStats
 
@@ -32,6 +32,7 @@ from pathlib import Path
 from perflab.errors import PerflabError
 from perflab.run.observers.elf import FunctionStarts
 from perflab.run.observers.perf import ROOTS, FoldStats
+from perflab.run.pgaccounting import tree
 from perflab.run.proc import Child, guarded
 
 TOOLS = ("libdw", "eu-stack")
@@ -117,8 +118,12 @@ def parse_eu_stack(text: str, modules: ModuleMap, dsos: dict[str, str] | None = 
 class StackSampler:
     """Samples the server's thread stacks every `interval` seconds for the window."""
 
-    def __init__(self, pid: int, workdir: Path, *, interval: float = 1.0, tool: str = "libdw") -> None:
+    def __init__(
+        self, pid: int, workdir: Path, *, interval: float = 1.0, tool: str = "libdw", tree: bool = False
+    ) -> None:
         self.pid = pid
+        self.tree = tree  # sample every process of pid's tree (a postmaster and its backends)
+        self.processes: list[int] = []  # with tree: the members sampled, in order of appearance
         self.workdir = Path(workdir)
         self.interval = interval
         self.tool = tool
@@ -147,14 +152,15 @@ class StackSampler:
                 str(self.pid),
                 str(self.interval),
                 str(self.out),
+                *(["tree"] if self.tree else []),
             ]
             self._log = (self.workdir / f"pmp-{self.pid}.log").open("w", encoding="utf-8")
             self.child = Child(argv, stdout=self._log, env={**os.environ, "PYTHONPATH": _package_root()})
             self._wait_ready()
             self._started = time.monotonic()  # the span covered starts with the first sample
         else:
-            with open(f"/proc/{self.pid}/maps", encoding="utf-8") as f:
-                self._modules = ModuleMap(f.read())
+            self._modules: dict[int, ModuleMap] = {}
+            self._module_map(self.pid)  # the root must be readable: errors are the caller's
             self._thread = threading.Thread(target=self._eu_stack_loop, name="eu-stack", daemon=True)
             self._thread.start()
         return self
@@ -193,18 +199,31 @@ class StackSampler:
                 due = time.monotonic()
                 continue
             t = time.monotonic() - self._started
-            done = subprocess.run(
-                guarded(["eu-stack", "-m", "-p", str(self.pid)]),
-                capture_output=True,
-                text=True,
-                check=False,
-                timeout=60,
-                start_new_session=True,
-            )
-            for tid, frames in parse_eu_stack(done.stdout, self._modules, self.dsos):
-                self._rows.append((t, tid, frames))
+            for pid in tree(self.pid) if self.tree else [self.pid]:
+                try:
+                    modules = self._module_map(pid)
+                except OSError:  # exited since the listing
+                    continue
+                done = subprocess.run(
+                    guarded(["eu-stack", "-m", "-p", str(pid)]),
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                    timeout=60,
+                    start_new_session=True,
+                )
+                for tid, frames in parse_eu_stack(done.stdout, modules, self.dsos):
+                    self._rows.append((t, tid, frames))
             due = max(due + self.interval, time.monotonic())
             self._stop.wait(max(0.0, due - time.monotonic()))
+
+    def _module_map(self, pid: int) -> ModuleMap:
+        if pid not in self._modules:
+            with open(f"/proc/{pid}/maps", encoding="utf-8") as f:
+                self._modules[pid] = ModuleMap(f.read())
+            if self.tree:
+                self.processes.append(pid)
+        return self._modules[pid]
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.monotonic() - self._started
@@ -231,7 +250,7 @@ class StackSampler:
                 f"the stack sampler failed (exit {self.exit_code}): {' '.join(tail)[:400]}",
                 "check ptrace permissions (kernel.yama.ptrace_scope) and `perflab doctor`",
             )
-        rows = []
+        rows, self.processes = [], []
         with self.out.open(encoding="utf-8") as f:
             for line in f:
                 if line.startswith("#dso "):  # the binary's name may hold spaces: "x (deleted)"
@@ -239,6 +258,8 @@ class StackSampler:
                     self.dsos[name] = dso
                 elif line.startswith("# pmp_sampler ") and " start=" in line:
                     self.origin = float(line.rsplit(" start=", 1)[1])
+                elif line.startswith("#process "):
+                    self.processes.append(int(line.split()[1]))
                 elif line.startswith("#stat "):
                     _, _t, threads, held_ms, sample_ms = line.split()
                     self.sample_stats.append((int(threads), float(held_ms), float(sample_ms)))

@@ -2,7 +2,13 @@
 
 Run by `pmp.StackSampler` as its own process (killed with its group like every child):
 
-    python -m perflab.run.observers.pmp_sampler PID INTERVAL_S OUT
+    python -m perflab.run.observers.pmp_sampler PID INTERVAL_S OUT [tree]
+
+With `tree` (PostgreSQL: one backend process per connection), every process of PID's tree is
+sampled each tick: the children are read again each tick (/proc/PID/task/PID/children, cheap), a
+new member is opened once (its modules and symbols loaded, then cached like PID's), a gone one
+closed. The lines of every member go to the one output (a pid is its main thread's tid), and
+`#process PID` marks the first sample of each member.
 
 Why not `eu-stack -p PID` every interval: eu-stack loads and indexes every module's
 symbols and unwind tables again on each call (120-150 ms of CPU for mariadbd), the cost the
@@ -31,6 +37,7 @@ import sys
 import time
 
 from perflab.run.observers.elf import FunctionStarts
+from perflab.run.pgaccounting import tree
 from perflab.store.folded import KERNEL_MARK
 
 V = ctypes.c_void_p
@@ -122,6 +129,8 @@ class Sampler(Symbolizer):
 
     def __init__(self, pid: int) -> None:
         super().__init__(pid)
+        self.pid = pid
+        self.seen: list[int] = []  # a tree's members (TreeSampler); one process writes no `#process` lines
         if self.lib.dwfl_linux_proc_attach(self.dwfl, pid, False) != 0:
             raise OSError(f"libdw cannot attach to pid {pid}: {self.error()}")
         self._pc = ctypes.c_uint64()
@@ -154,6 +163,60 @@ class Sampler(Symbolizer):
         self.lib.dwfl_getthreads(self.dwfl, self._thread_cb, None)
         return self._threads
 
+    def stacks(self) -> list[tuple[int, str]]:
+        """(tid, frames root first joined by ";") of every thread, now."""
+        out = []
+        for tid, frames in self.sample():
+            if frames and frames[0] != 0:
+                out.append((tid, ";".join(self.name(pc) for pc in reversed(frames))))
+            else:  # no user stack: an io_uring worker (iou-wrk-N) or a thread being created
+                out.append((tid, kernel_wait(self.pid, tid)))
+        return out
+
+
+class TreeSampler:
+    """A Sampler per process of a tree (a postmaster and its backends), members re-read each tick."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.members: dict[int, Sampler] = {pid: Sampler(pid)}  # the root must open: errors are the caller's
+        self.seen: list[int] = []  # members in the order of their first sample (`#process` lines)
+        self.stopped_s = 0.0
+        self._dsos: dict[str, str] = {}
+
+    def _refresh(self) -> None:
+        now = set(tree(self.pid))
+        for gone in [p for p in self.members if p not in now and p != self.pid]:
+            self._dsos.update(self.members[gone].dsos)
+            self.members.pop(gone).close()
+        for pid in sorted(now - set(self.members)):
+            try:
+                self.members[pid] = Sampler(pid)
+            except OSError:  # exited between the listing and the attach
+                continue
+
+    def stacks(self) -> list[tuple[int, str]]:
+        self._refresh()
+        out, self.stopped_s = [], 0.0
+        for pid, sampler in self.members.items():
+            rows = sampler.stacks()
+            self.stopped_s += sampler.stopped_s
+            if rows and pid not in self.seen:
+                self.seen.append(pid)
+            out += rows
+        return out
+
+    @property
+    def dsos(self) -> dict[str, str]:
+        merged = dict(self._dsos)
+        for sampler in self.members.values():
+            merged.update(sampler.dsos)
+        return merged
+
+    def close(self) -> None:
+        for sampler in self.members.values():
+            sampler.close()
+
 
 def kernel_wait(pid: int, tid: int) -> str:
     """`<wchan>_[k]` (where the kernel has the thread wait) for a thread without a user stack."""
@@ -167,6 +230,7 @@ def kernel_wait(pid: int, tid: int) -> str:
 
 def main(argv: list[str]) -> int:
     pid, interval, out_path = int(argv[0]), float(argv[1]), argv[2]
+    family = argv[3:] == ["tree"]
     stop = []
     paused = [False]  # SIGUSR1 pauses sampling, SIGUSR2 resumes it (bench/profile_overhead.py)
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -177,7 +241,7 @@ def main(argv: list[str]) -> int:
         # SA_RESTART: a signal must not interrupt libdw's waitpid() after PTRACE_ATTACH, or a
         # thread could be detached with its SIGSTOP still pending and stop the whole server
         signal.siginterrupt(sig, False)
-    sampler = Sampler(pid)
+    sampler: Sampler | TreeSampler = TreeSampler(pid) if family else Sampler(pid)
     start = time.monotonic()
     due = start
     try:
@@ -191,14 +255,12 @@ def main(argv: list[str]) -> int:
                     continue
                 t = time.monotonic() - start
                 begun = time.perf_counter()
-                threads = sampler.sample()
+                known = len(sampler.seen)
+                threads = sampler.stacks()
                 took = time.perf_counter() - begun
+                out.writelines(f"#process {member}\n" for member in sampler.seen[known:])
                 out.write(f"#stat {t:.3f} {len(threads)} {1000 * sampler.stopped_s:.3f} {1000 * took:.3f}\n")
-                for tid, frames in threads:
-                    if frames and frames[0] != 0:
-                        out.write(f"{t:.3f} {tid} {';'.join(sampler.name(pc) for pc in reversed(frames))}\n")
-                    else:  # no user stack: an io_uring worker (iou-wrk-N) or a thread being created
-                        out.write(f"{t:.3f} {tid} {kernel_wait(pid, tid)}\n")
+                out.writelines(f"{t:.3f} {tid} {stack}\n" for tid, stack in threads)
                 out.flush()
                 due += interval
                 now = time.monotonic()

@@ -10,8 +10,11 @@
     prof.store(results, cell_id, spans)     # profiles/ + the profiles table, per target and phase
 
 Targets: the server (mariadbd) and the client (sysbench, attached once ld.so has mapped its
-libraries). Phases (run/observers/phases.py): the measured window, the warm-up and the seconds
-of detected stalls, each a profile of its own, cut by time from one recording per profiler.
+libraries). With `tree=True` (PostgreSQL: a postmaster forking one backend per connection) the
+server target is the server's process tree: perf folds the samples of the postmaster and every
+process it forked during the recording, pmp samples every member each tick; each is one profile.
+Phases (run/observers/phases.py): the measured window, the warm-up and the seconds of detected
+stalls, each a profile of its own, cut by time from one recording per profiler.
 Each profile is stored with the transactions of the span it covers (so analyses can divide
 by them), its seconds (stalls: per second is the fair basis, they have few transactions) and
 its stack quality: what the binary offers (symbols, debug info, frame pointers), what the
@@ -40,13 +43,15 @@ from perflab.store import folded
 from perflab.store.results import Results
 
 TOP_N = 20
+DBGSYM = {"mariadbd": "mariadb-server-core-dbgsym", "postgres": "postgresql-15-dbgsym"}  # Debian's package
 # measured on this project's 2-vCPU VM (docs/benchmarks.md); quoted in the remedy
 DWARF_COST_NOTE = "costs far more than fp (each sample copies 16 KiB of stack; see docs/benchmarks.md)"
 
 
 class Profilers:
-    def __init__(self, observe: ObserveSection, pid: int, workdir: Path) -> None:
+    def __init__(self, observe: ObserveSection, pid: int, workdir: Path, *, tree: bool = False) -> None:
         self.observe = observe
+        self.tree = tree  # the server target is its process tree (PostgreSQL's backends)
         self.pids = {"server": pid}
         self.workdir = Path(workdir)
         self.perf: PerfRecorder | None = None
@@ -91,7 +96,10 @@ class Profilers:
             if pmp is not None and (pmp.warmup or not warmup):
                 for target in pmp.targets:
                     if target not in self.pmp and target in self.pids:
-                        sampler = StackSampler(self.pids[target], self.workdir, interval=pmp.interval, tool=pmp.tool)
+                        tree = self.tree and target == "server"
+                        sampler = StackSampler(
+                            self.pids[target], self.workdir, interval=pmp.interval, tool=pmp.tool, tree=tree
+                        )
                         self.pmp[target] = self._stack.enter_context(sampler)
         except BaseException:
             self._stack.close()
@@ -110,11 +118,13 @@ class Profilers:
                 if target not in self.pids:
                     continue
                 started = time.monotonic()
-                folds = self.perf.fold_phases(self.pids[target], spans.phases_at)
+                pids = self.perf.descendants(self.pids[target]) if self.tree and target == "server" else None
+                folds = self.perf.fold_phases(pids or self.pids[target], spans.phases_at)
                 fold_s = time.monotonic() - started
                 for phase in _phases(spans, self.perf.span):
                     stacks, stats = folds.get(phase) or (Counter(), FoldStats())
-                    rows.append(save("perf", target, phase, stacks, stats, self.perf.span, **settings, fold_s=fold_s))
+                    rows.append(save("perf", target, phase, stacks, stats, self.perf.span, **settings, fold_s=fold_s,
+                                     processes=pids))  # fmt: skip
         for target, sampler in self.pmp.items():
             rows.extend(self._store_pmp(save, spans, target, sampler))
         return rows
@@ -133,7 +143,8 @@ class Profilers:
                 if phase in spans.phases_at(sampler.origin + t)
             ]
             stacks, timed, stats = fold_rows(mine, sampler.dsos)
-            out.append(save("pmp", target, phase, stacks, stats, span, **settings, timed=timed))
+            out.append(save("pmp", target, phase, stacks, stats, span, **settings, timed=timed,
+                            processes=sampler.processes or None))  # fmt: skip
         return out
 
     def _save(
@@ -151,6 +162,7 @@ class Profilers:
         timed: list | None = None,
         fold_s: float | None = None,
         sampler_cost: dict | None = None,
+        processes: list[int] | None = None,
         **settings: Any,
     ) -> dict[str, Any]:
         seconds = spans.seconds(phase, span)
@@ -173,6 +185,7 @@ class Profilers:
             **common,
             "window": phase,
             "pid": self.pids[target],
+            "processes": processes,  # a process tree's profile: every pid it holds samples of
             "binary": binary,
             "dsos": stats.dsos,
             "fold_s": None if fold_s is None else round(fold_s, 3),
@@ -299,7 +312,7 @@ def stack_quality(binary: str | None, source: str, mode: str | None, stats: Fold
                 f"(static functions) appear as {name}+0xSTART (the function's start address, from "
                 f".eh_frame_hdr), {unnamed or 0:.0f}% of the frames here",
                 "remedy": f"install {name}'s debug symbols under /usr/lib/debug/.build-id (Debian: the -dbgsym package "
-                "of the debian-debug archive, e.g. mariadb-server-core-dbgsym; or DEBUGINFOD_URLS="
+                f"of the debian-debug archive, e.g. {DBGSYM.get(name, DBGSYM['mariadbd'])}; or DEBUGINFOD_URLS="
                 "https://debuginfod.debian.net, which perf and libdw query) or use a build with -g; "
                 "perflab then shows their names",
             }

@@ -1,0 +1,129 @@
+"""[observe] perf and pmp on PostgreSQL: one real run (postgres 15, pgbench select-only, 2
+clients, a 3 s window) whose profiles must hold the backends' stacks, not only the postmaster's."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import perflab
+from tests.integration.helpers import processes, write_experiment
+
+EXPERIMENT = """
+[experiment]
+name = "pg-profiles"
+server = "postgresql"
+duration = "3s"
+warmup = "1s"
+repeats = 1
+
+[dataset]
+scale = 1
+
+[workload]
+tool = "pgbench"
+test = "select-only"
+threads = [2]
+
+[observe]
+perf = { frequency = 199 }
+pmp = { interval = "0.25s" }
+
+[variants.allocator]
+glibc-tuned = { env = { MALLOC_TOP_PAD_ = "1048576" } }   # checked in every backend (see below)
+"""
+# frames only a backend running pgbench's prepared SELECT has (the postmaster never runs them)
+QUERY_FRAMES = ("exec_execute_message", "exec_simple_query", "PortalRun", "standard_ExecutorRun", "ExecutorRun")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    tmp = tmp_path_factory.mktemp("pgprof")
+    out = tmp / "results"
+    done = perflab("run", str(write_experiment(tmp / "pg.toml", EXPERIMENT)), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = perflab("export", str(out), "--format", "json")
+    assert exported.returncode == 0, exported.stderr
+    return out, json.loads(exported.stdout)
+
+
+def profile(out: Path, doc: dict, source: str, phase: str = "measured") -> tuple[dict, Counter, dict]:
+    """(the export's reference, the folded stacks, the profile's meta)."""
+    ref = next(p for p in doc["cells"][0]["profiles"] if p["source"] == source and p["phase"] == phase)
+    stacks: Counter = Counter()
+    for line in (out / ref["path"]).read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        stacks[stack] += int(count)
+    meta = json.loads((out / ref["path"]).with_suffix(".json").read_text())
+    return ref, stacks, meta
+
+
+def in_backends(stacks: Counter) -> int:
+    return sum(n for s, n in stacks.items() if "PostgresMain" in s.split(";"))
+
+
+def test_perf_holds_every_backends_on_cpu_stacks(run):
+    out, doc = run
+    ref, stacks, meta = profile(out, doc, "perf")
+    assert meta["pid"] in meta["processes"] and len(meta["processes"]) >= 1 + 2 + 3  # + backends + auxiliaries
+    # pgbench's 2 backends do nearly all the server's work: most samples are theirs
+    assert in_backends(stacks) > 0.8 * ref["samples"], stacks.most_common(5)
+    queries = {f for s in stacks for f in s.split(";") if f in QUERY_FRAMES}
+    assert len(queries) >= 2, queries
+    # per transaction: the window's transactions, the whole window recorded
+    window_txn = doc["cells"][0]["summary"]["transactions"]
+    assert 0.95 * window_txn <= ref["transactions"] <= window_txn and ref["seconds"] == pytest.approx(3.0, abs=0.3)
+    warmup, warm_stacks, _ = profile(out, doc, "perf", "warmup")
+    assert in_backends(warm_stacks) > 0.5 * warmup["samples"]  # the backends connected before the warm-up
+
+
+def test_pmp_samples_every_backend_at_every_tick(run):
+    out, doc = run
+    ref, _stacks, meta = profile(out, doc, "pmp")
+    assert len(meta["processes"]) >= 1 + 2 + 3
+    ticks: dict[str, list[str]] = {}
+    for line in (out / ref["path"]).with_suffix(".timed").read_text().splitlines():
+        t, stack, _ = line.split(" ")
+        ticks.setdefault(t, []).append(stack)
+    assert len(ticks) >= 8  # 3 s at 0.25 s
+    # both backends and the postmaster, every tick (one row per process, none twice)
+    for rows in ticks.values():
+        assert sum("PostgresMain" in r.split(";") for r in rows) == 2, rows
+        assert sum(r.split(";")[-1] in ("__select", "select") or r.endswith("ServerLoop") for r in rows) <= 1
+    assert ref["samples"] == sum(len(rows) for rows in ticks.values())
+    window_txn = doc["cells"][0]["summary"]["transactions"]  # pmp starts with the window: a little later
+    assert 0.85 * window_txn <= ref["transactions"] <= window_txn
+    assert ref["transactions"] / window_txn == pytest.approx(ref["seconds"] / 3.0, abs=0.02)
+    assert meta["sampler_cost"]["samples"] >= len(ticks)
+
+
+def test_profile_reads_the_trees_profile_per_transaction(run):
+    out, doc = run
+    done = perflab("profile", str(out), "--source", "perf", "--format", "json", "--top", "0")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    ref, _, _ = profile(out, doc, "perf")
+    assert sum(r["self_per_txn"] for r in rows) * ref["transactions"] == pytest.approx(ref["samples"], rel=1e-3)
+    totals = {r["function"]: r["total_per_txn"] for r in rows}
+    assert totals["PostgresMain"] * ref["transactions"] > 0.8 * ref["samples"]
+
+
+def test_the_variants_environment_is_verified_in_every_backend(run):
+    """A backend's /proc/PID/environ is overwritten by its process title (ps_status.c): the check
+    reads the postmaster's, which every backend inherits through fork; the cell would fail otherwise."""
+    _, doc = run
+    cell = doc["cells"][0]
+    assert cell["status"] == "ok", cell["error"]
+    assert cell["env"] == {"MALLOC_TOP_PAD_": "1048576"} and cell["preload_verified_backends"] >= 2 + 3
+
+
+def test_no_profiler_left_running(run):
+    _, doc = run
+    workdir = doc["run"]["workdir"]
+    left = [
+        p for name in ("perf", "python3", "python", "eu-stack", "postgres") for p in processes(name) if workdir in p[1]
+    ]
+    assert left == []
