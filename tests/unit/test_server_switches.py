@@ -1,6 +1,6 @@
 """`aslr` and `prewarm` (issue 12 item 7): from [experiment] or a variant into each cell, the
 launcher that turns randomization off, how the running server's personality is read, and the
-statements the MariaDB prewarm sends. The real servers: tests/integration/test_server_switches.py."""
+statements the MariaDB prewarm sends. The real servers: tests/integration/test_switches_real_servers.py."""
 
 from __future__ import annotations
 
