@@ -1,8 +1,8 @@
 """What the server and the workload tool allow together, checked once the file is valid.
 
     server = "postgresql": tool = "pgbench" (dataset.scale) or sysbench's read-only tests over its
-                           pgsql driver (dataset.tables/table_size); no [builds] or [observe]
-                           alloc/perf/pmp yet (they follow one process, not every backend).
+                           pgsql driver (dataset.tables/table_size); [builds] of PostgreSQL only
+                           (spec/builds.py: build_problems); no [observe] alloc/perf/pmp yet (they follow one process, not every backend).
     server = "mariadb":    tool = "sysbench" only.
 Debian's sysbench 1.0.20 aborts a pgsql run at the first serialization error ("FATAL: ...
 could not serialize access"), which a read-write test meets within seconds: those are refused.
@@ -13,6 +13,7 @@ could not serialize access"), which a read-write test meets within seconds: thos
 from __future__ import annotations
 
 from perflab.errors import Problem
+from perflab.spec.builds import build_problems
 from perflab.spec.schema import ExperimentFile
 
 # sysbench's bundled tests that only read: the ones that can run on PostgreSQL
@@ -27,7 +28,7 @@ def server_problems(spec: ExperimentFile) -> list[Problem]:
         if spec.dataset.scale is not None:
             return [Problem("dataset.scale", "no scale (pgbench's) on MariaDB", str(spec.dataset.scale),
                             "use dataset.tables and dataset.table_size for sysbench")]  # fmt: skip
-        return []
+        return build_problems(server, spec.builds)
     problems = _dataset(spec)
     if tool == "sysbench" and not spec.workload.test.endswith(".lua") and spec.workload.test not in SYSBENCH_READ_ONLY:
         problems.append(
@@ -39,9 +40,7 @@ def server_problems(spec: ExperimentFile) -> list[Problem]:
                 'use tool = "pgbench" (tpcb-like or simple-update retry with --max-tries) for writes',
             )
         )
-    if spec.builds:
-        problems.append(Problem("builds", "no [builds] on PostgreSQL (not supported yet)", "a [builds] table",
-                                "remove it: PostgreSQL runs the installed postgresql-15"))  # fmt: skip
+    problems += build_problems(server, spec.builds)  # source = "debian" is postgresql-15's, basedir bin/postgres
     for name in ("alloc", "perf", "pmp"):  # they follow one process; a backend's work would be missed
         if getattr(spec.observe, name) is not None:
             problems.append(Problem(f"observe.{name}", f"no [observe] {name} on PostgreSQL (not supported yet)",
