@@ -140,6 +140,11 @@ def build_bindir(build: Any, workdir: Path) -> Path | None:
     user = run_user()
     if user is None or all(p.stat().st_mode & 0o001 for p in bindir.parents if p != Path("/")):
         return bindir
+    if build.kind != "source":  # a basedir's share/ may lie outside it (Debian's layout): not copied
+        raise ServerStartError(
+            f"{bindir} is not reachable by the {RUN_USER} user, who runs postgres",
+            "make every directory above it searchable (chmod o+x), or move the tree",
+        )
     target = workdir / "pg-builds" / build.sha256[:16]
     if not (target / ".complete").is_file():
         shutil.rmtree(target, ignore_errors=True)
