@@ -108,7 +108,7 @@ def status(name: str, spec: BuildSpec, cache: Path, training: str = "", server: 
             if found is not None:
                 return f"cached (built in {found.extra.get('build_s', 0) / 60:.0f} min)"
         if src is not None and spec.pgo:
-            done = _pgo_done(spec, src, cache, training)
+            done = _pgo_done(spec, src, cache, training, server)
             if done is not None:
                 return done
     except PerflabError as exc:
@@ -133,13 +133,14 @@ def _fetched(spec: BuildSpec, cache: Path, server: str = "mariadb") -> S.Source 
     return None
 
 
-def _pgo_done(spec: BuildSpec, src: S.Source, cache: Path, training: str) -> str | None:
+def _pgo_done(spec: BuildSpec, src: S.Source, cache: Path, training: str, server: str = "mariadb") -> str | None:
     home = cache / "builds" / S.key_of(S.recipe(spec, src, "generate"))
     instrumented = read_manifest(home)
     if instrumented is None:
         return None
     profile = G.stored_profile(cache, instrumented, training)
     if profile is None:
-        return "instrumented build cached; training and the final build to do (about 50 min)"
+        minutes = (PG_BUILD_ESTIMATE_S if server == "postgresql" else SOURCE_BUILD_ESTIMATE_S) / 60 + 10
+        return f"instrumented build cached; training and the final build to do (about {minutes:.0f} min)"
     final = S.cached(spec, src, cache, "use", profile[0])
     return "cached (PGO)" if final is not None else "instrumented build and profile cached; final build to do"
