@@ -5,8 +5,10 @@ Steps, each logged to builds/KEY/logs/STEP.txt (as MariaDB's, run/builds/source.
                with the recipe's compiler and flags and CONFIGURE below
     build      make: src/ only (the server, its tools, libpq, plpgsql; no docs, no contrib,
                no other PL languages: they are not configured)
-    install    make install into builds/KEY/install (bin/postgres, bin/initdb, bin/pgbench,
-               bin/psql, lib/, share/): postgres finds its share/ and lib/ relative to its binary
+    install    make install DESTDIR=builds/KEY/stage, moved to builds/KEY/install (bin/postgres,
+               bin/initdb, bin/pgbench, bin/psql, lib/postgresql/, share/): postgres finds its
+               share/ and lib/ relative to its binary. A file installed anywhere else fails the
+               build (nothing outside the cache is ever written)
 
 CONFIGURE keeps what Debian's package configures that a server run uses (--enable-debug,
 thread safety, the system's time zone data, port 5432) and leaves out what needs libraries a
@@ -79,9 +81,12 @@ def recipe(spec: BuildSpec, src: S.Source, stage: str = "plain", profile: str | 
 
 
 def configure_argv(src: S.Source, made: dict[str, Any], cc: str, prefix: Path) -> list[str]:
-    """SOURCE/configure with the recipe: no shell, each VAR=value one argument."""
+    """SOURCE/configure with the recipe: no shell, each VAR=value one argument. --libdir names
+    "postgresql": Debian's 50-per-version-dirs.patch otherwise sets pkglibdir (plpgsql.so, the
+    encoding conversions, pgxs) to /usr/lib/postgresql/15/lib, the installed package's own."""
     fl = made["flags"]
-    argv = [str(src.tree / "configure"), f"--prefix={prefix}", *made["configure"]]
+    argv = [str(src.tree / "configure"), f"--prefix={prefix}", f"--libdir={prefix}/lib/postgresql"]
+    argv += made["configure"]
     return argv + [f"CC={cc}", f"CFLAGS={fl['CFLAGS']}", f"LDFLAGS={fl['LDFLAGS']}"]
 
 
@@ -117,7 +122,9 @@ def build(
         S._restore_profile(profile[1], tree)
     jobs = spec.jobs or max(1, len(S._cpus()))
     S._step(name, "build", make_argv(tree, jobs), home, tree, listen, cache)
-    S._step(name, "install", make_argv(tree, 1, "install"), home, tree, listen, cache)
+    stage_root = home / "stage"
+    S._step(name, "install", make_argv(tree, 1, "install", f"DESTDIR={stage_root}"), home, tree, listen, cache)
+    _unstage(name, stage_root, prefix, home / "logs" / "install.txt")
     binary = prefix / BINARY
     missing = [t for t in ("postgres", *TOOLS) if not (prefix / "bin" / t).is_file()]
     if missing:
@@ -135,3 +142,21 @@ def build(
     )
     write_manifest(home, result)
     return result
+
+
+def _unstage(name: str, stage_root: Path, prefix: Path, log: Path) -> None:
+    """`make install DESTDIR=STAGE` put everything under STAGE/PREFIX; moved to PREFIX. Anything
+    else under STAGE is a path the source hard-codes outside the prefix: the build fails naming
+    it, and nothing was written there (a Debian patch once sent pkglibdir to /usr/lib/postgresql)."""
+    staged = stage_root / str(prefix).lstrip("/")
+    outside = sorted(
+        "/" + str(p.relative_to(stage_root))
+        for p in stage_root.rglob("*")
+        if not p.is_dir() and staged not in p.parents
+    )
+    if outside or not staged.is_dir():
+        found = ", ".join(outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5 else "")
+        raise BuildError(name, "install", log, f"make install wrote outside {prefix}: {found or 'nothing inside it'}")
+    shutil.rmtree(prefix, ignore_errors=True)
+    staged.rename(prefix)
+    shutil.rmtree(stage_root)
