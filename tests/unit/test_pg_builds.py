@@ -11,7 +11,7 @@ import pytest
 from perflab import spec
 from perflab.errors import EXIT_USAGE, SpecError
 from perflab.run import pgtrain
-from perflab.run.builds import Build
+from perflab.run.builds import Build, BuildError
 from perflab.run.builds import pgsource as PG
 from perflab.run.builds import source as S
 from perflab.spec.builds import BuildSpec, build_problems
@@ -166,3 +166,25 @@ def test_training_counts_move_from_gcov_prefix_back_to_the_objects(tmp_path: Pat
     assert pgtrain.collect(gcov) == 2
     assert (tree / "src/backend/tcop/postgres.gcda").read_bytes() == b"counts"
     assert not list(gcov.rglob("*.gcda"))
+
+
+def test_pkglibdir_stays_in_the_prefix_and_an_install_outside_it_fails_the_build(tmp_path: Path):
+    """Debian's 50-per-version-dirs.patch sets pkglibdir to /usr/lib/postgresql/15/lib unless
+    libdir names postgres: perflab's libdir does, and make install goes to a DESTDIR stage first."""
+    made = S.recipe(recipe(flags="none"), PG_SRC)
+    argv = PG.configure_argv(PG_SRC, made, "gcc-12", tmp_path / "install")
+    assert f"--libdir={tmp_path / 'install'}/lib/postgresql" in argv
+    prefix, stage = tmp_path / "install", tmp_path / "stage"
+    inside = stage / str(prefix).lstrip("/") / "bin" / "postgres"
+    inside.parent.mkdir(parents=True)
+    inside.write_text("x")
+    PG._unstage("b", stage, prefix, tmp_path / "install.txt")
+    assert (prefix / "bin" / "postgres").read_text() == "x" and not stage.exists()
+    inside.parent.mkdir(parents=True)
+    inside.write_text("x")
+    stray = stage / "usr/lib/postgresql/15/lib/plpgsql.so"
+    stray.parent.mkdir(parents=True)
+    stray.write_text("y")
+    with pytest.raises(BuildError, match="/usr/lib/postgresql/15/lib/plpgsql.so") as info:
+        PG._unstage("b", stage, prefix, tmp_path / "install.txt")
+    assert info.value.step == "install"
