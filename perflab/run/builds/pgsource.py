@@ -125,23 +125,27 @@ def build(
     stage_root = home / "stage"
     S._step(name, "install", make_argv(tree, 1, "install", f"DESTDIR={stage_root}"), home, tree, listen, cache)
     _unstage(name, stage_root, prefix, home / "logs" / "install.txt")
-    binary = prefix / BINARY
+    result = _describe(name, prefix, home, made, key, started, resumed, stage)
+    write_manifest(home, result)
+    return result
+
+
+def _describe(name: str, prefix: Path, home: Path, made: dict[str, Any], key: str, started: float,
+              resumed: bool, stage: str) -> Build:  # fmt: skip
     missing = [t for t in ("postgres", *TOOLS) if not (prefix / "bin" / t).is_file()]
     if missing:
         raise BuildError(name, "install", home / "logs" / "install.txt", f"no {', '.join(missing)} in {prefix}/bin")
-    result = describe(
-        binary,
+    return describe(
+        prefix / BINARY,
         name=name,
         kind="source",
         share=prefix / "share",
         recipe={k: v for k, v in made.items() if k != "source_fingerprint"},
         key=key,
-        build_s=round(time.monotonic() - started, 1),
+        build_s=round(time.monotonic() - started, 1),  # this call's: less than a cold build's if resumed
         resumed=resumed,
         stage=stage,
     )
-    write_manifest(home, result)
-    return result
 
 
 def _unstage(name: str, stage_root: Path, prefix: Path, log: Path) -> None:
