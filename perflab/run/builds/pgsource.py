@@ -121,9 +121,12 @@ def build(
     if profile is not None:  # the training run's counts, back where the objects are compiled
         S._restore_profile(profile[1], tree)
     jobs = spec.jobs or max(1, len(S._cpus()))
-    S._step(name, "build", make_argv(tree, jobs), home, tree, listen, cache)
+    # libpq's Makefile fails a libpq.so that references exit(), unless enable_coverage: libgcov does
+    more = ["enable_coverage=yes"] if stage == "generate" else []
+    S._step(name, "build", make_argv(tree, jobs, *more), home, tree, listen, cache)
     stage_root = home / "stage"
-    S._step(name, "install", make_argv(tree, 1, "install", f"DESTDIR={stage_root}"), home, tree, listen, cache)
+    install = make_argv(tree, 1, *more, "install", f"DESTDIR={stage_root}")
+    S._step(name, "install", install, home, tree, listen, cache)
     _unstage(name, stage_root, prefix, home / "logs" / "install.txt")
     result = _describe(name, prefix, home, made, key, started, resumed, stage)
     write_manifest(home, result)
