@@ -149,7 +149,7 @@ def _build_status(exp: spec.Experiment) -> dict[str, str]:
 
     used = {cell.build for cell in exp.cells()}
     return {
-        n: resolve.status(n, b, cache_root(), resolve.training_id(exp.file, b))
+        n: resolve.status(n, b, cache_root(), resolve.training_id(exp.file, b), exp.file.experiment.server)
         for n, b in exp.file.builds.items()
         if n in used
     }

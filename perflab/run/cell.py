@@ -103,7 +103,7 @@ class CellRunner:
         log = self.results.dir / "logs" / ("prepare.txt" if build is None else f"prepare-{build.format}.txt")
         log.parent.mkdir(parents=True, exist_ok=True)
         if spec.experiment.server == "postgresql":
-            snapshot = pgdataset.prepare(workdir, spec=spec, log=log, name=name)
+            snapshot = pgdataset.prepare(workdir, spec=spec, log=log, name=name, build=build)
             self.listen("prepare_end", {"snapshot": snapshot, "build": build})
             return snapshot
         snapshot = dataset.prepare(
@@ -129,7 +129,8 @@ class CellRunner:
             if name not in used:
                 continue
             training = resolve.training_id(self.exp.file, spec)
-            self.listen("build_start", {"name": name, "status": resolve.status(name, spec, cache, training)})
+            server = self.exp.file.experiment.server
+            self.listen("build_start", {"name": name, "status": resolve.status(name, spec, cache, training, server)})
             try:
                 self.builds[name] = resolve.resolve(
                     name,
@@ -138,6 +139,7 @@ class CellRunner:
                     self.listen,
                     lambda b, spec=spec: self.train(b, spec, dataset_for, workdir),
                     training,
+                    server,
                 )
             except BuildError as exc:
                 self.builds[name] = exc
@@ -153,6 +155,13 @@ class CellRunner:
         rundir = workdir / "pgo-train"
         shutil.rmtree(rundir, ignore_errors=True)
         rundir.mkdir()
+        if exp.experiment.server == "postgresql":  # run/pgtrain.py: its .gcda files by GCOV_PREFIX
+            from perflab.run import pgtrain
+
+            try:
+                return pgtrain.train(self, build, spec, snapshot, rundir)
+            finally:
+                shutil.rmtree(rundir, ignore_errors=True)
         options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **exp.server_options}
         server = MariaDB(rundir, rundir / "data", options, build=build)
         try:

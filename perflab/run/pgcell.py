@@ -46,7 +46,7 @@ def command(runner: Any, cell: Cell, server: PostgreSQL) -> list[str]:
         seconds=warmup + seconds + TAIL_S,
         log_prefix=server.rundir / "pgbench_log",
         options={**spec.workload.options, **cell.workload_options},
-        binary=pg_binary("pgbench"),
+        binary=pg_binary("pgbench", server.bindir),  # the build's own pgbench when it has one
     )
 
 

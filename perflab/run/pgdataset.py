@@ -24,12 +24,15 @@ from perflab.run.workloads import pgbench, sysbench
 from perflab.spec import ExperimentFile
 
 
-def prepare(workdir: Path, *, spec: ExperimentFile, log: Path, name: str = "snapshot") -> Snapshot:
-    """The snapshot datadir `workdir/name`; the loader's output goes to `log`, initdb's beside it."""
+def prepare(
+    workdir: Path, *, spec: ExperimentFile, log: Path, name: str = "snapshot", build: object | None = None
+) -> Snapshot:
+    """The snapshot datadir `workdir/name`; the loader's output goes to `log`, initdb's beside it.
+    `build`: a build of another major version, whose own initdb, postgres and pgbench make it."""
     started = time.monotonic()
     rundir, datadir = workdir / f"prepare-{name}", workdir / name
-    method = initdb(datadir, log.with_name(log.stem + "-init.txt"))
-    server = PostgreSQL(rundir, datadir, spec.server_options)
+    server = PostgreSQL(rundir, datadir, spec.server_options, build=build)
+    method = initdb(datadir, log.with_name(log.stem + "-init.txt"), server.bindir)
     server_log = log.with_name(log.stem + "-error.log")
     try:
         with server:
@@ -48,7 +51,11 @@ def fill(server: PostgreSQL, spec: ExperimentFile, log: Path) -> str:
     if spec.workload.tool == "pgbench":
         server.sql(f"CREATE DATABASE {pgbench.DATABASE}")
         argv = pgbench.init_argv(
-            spec.dataset.scale or 1, socket_dir=server.rundir, port=PORT, user=SUPERUSER, binary=pg_binary("pgbench")
+            spec.dataset.scale or 1,
+            socket_dir=server.rundir,
+            port=PORT,
+            user=SUPERUSER,
+            binary=pg_binary("pgbench", server.bindir),
         )
         out = call(argv, what="pgbench -i", env=clean_env(), timeout=3600)
         log.write_text(out, encoding="utf-8")

@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
+from perflab.errors import Problem
 from perflab.spec.fields import Duration, fail
 
 PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+=[A-Za-z0-9.+~:-]+\Z")
@@ -37,9 +38,21 @@ SERVER_BINARIES = (
     "sql/mysqld",
     "libexec/mysqld",
     "usr/sbin/mysqld",
+    "bin/postgres",  # server = "postgresql": an install tree with bin/postgres, bin/initdb, lib/, share/
 )
 # recipe keys that only mean something when perflab builds from source
-RECIPE_KEYS = ("compiler", "flags", "cflags", "cxxflags", "ldflags", "frame_pointers", "lto", "cmake", "pgo")
+RECIPE_KEYS = (
+    "compiler",
+    "flags",
+    "cflags",
+    "cxxflags",
+    "ldflags",
+    "frame_pointers",
+    "lto",
+    "cmake",
+    "configure",
+    "pgo",
+)
 CmakeValue = StrictStr | StrictInt | StrictBool
 
 
@@ -71,6 +84,7 @@ class BuildSpec(BaseModel):
     frame_pointers: StrictBool | None = None
     lto: StrictBool = False
     cmake: dict[StrictStr, CmakeValue] = {}
+    configure: list[StrictStr] = []  # PostgreSQL (autoconf): extra ./configure options, after perflab's
     pgo: StrictBool = False
     train_duration: Duration = 60.0  # pgo: seconds of the experiment's workload to train on
     jobs: Annotated[StrictInt, Field(ge=1, le=256)] | None = None  # parallel compile jobs; default: CPUs
@@ -100,7 +114,7 @@ class BuildSpec(BaseModel):
         if server_binary(path) is None:
             raise fail(
                 "a directory with a server binary",
-                f"looked for {', '.join(SERVER_BINARIES[:4])}, ... (mariadbd or mysqld) inside it",
+                f"looked for {', '.join(SERVER_BINARIES[:4])}, ... (mariadbd or mysqld), bin/postgres inside it",
             )
         return value
 
@@ -114,8 +128,11 @@ class BuildSpec(BaseModel):
                 '"debian", "debian=VERSION" (Debian\'s source package) or an absolute path to a source tree',
                 "versions: apt-cache showsrc mariadb | grep ^Version",
             )
-        if not (Path(value) / "CMakeLists.txt").is_file():
-            raise fail("a source tree with a CMakeLists.txt", "check the path: it must be the tree's top directory")
+        if not any((Path(value) / top).is_file() for top in ("CMakeLists.txt", "configure")):
+            raise fail(
+                "a source tree with a CMakeLists.txt (MariaDB) or a configure script (PostgreSQL)",
+                "check the path: it must be the tree's top directory",
+            )
         return value
 
     @field_validator("compiler")
@@ -130,6 +147,14 @@ class BuildSpec(BaseModel):
     def _flags(cls, value: str) -> str:
         if not value.isprintable():
             raise fail("flags on one line, without control characters", None)
+        return value
+
+    @field_validator("configure")
+    @classmethod
+    def _configure(cls, value: list[str]) -> list[str]:
+        for option in value:
+            if not option.startswith("--") or not option.isprintable() or option.startswith("--prefix"):
+                raise fail("./configure options such as --with-lz4", f"{option!r}: the prefix is perflab's")
         return value
 
     @field_validator("cmake")
@@ -163,3 +188,50 @@ class BuildSpec(BaseModel):
         if "train_duration" in data and not data.get("pgo"):
             raise fail("pgo = true beside train_duration", "train_duration is the PGO training run's length")
         return data
+
+
+PG_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+(-\S*)?\Z")  # postgresql-15's: 15.18-0+deb12u1 (no epoch)
+
+
+def build_problems(server: str, builds: dict[str, BuildSpec]) -> list[Problem]:
+    """A build of the other server's kind (a MariaDB tree, package or version on PostgreSQL,
+    or the reverse): refused before anything starts, naming the key and the fix."""
+    problems: list[Problem] = []
+    for name, spec in builds.items():
+        key = f"builds.{name}"
+        if server == "postgresql":
+            problems += _pg_problems(key, spec)
+        else:
+            binary = server_binary(Path(spec.basedir)) if spec.basedir else None
+            if binary is not None and binary.name == "postgres":
+                problems.append(Problem(f"{key}.basedir", "a MariaDB install tree (mariadbd or mysqld)",
+                                        str(binary), 'a PostgreSQL tree needs server = "postgresql"'))  # fmt: skip
+            if spec.configure:
+                problems.append(Problem(f"{key}.configure", "cmake = { ... } on MariaDB", "configure = [...]",
+                                        "configure is PostgreSQL's (autoconf); MariaDB's options go in cmake"))  # fmt: skip
+    return problems
+
+
+def _pg_problems(key: str, spec: BuildSpec) -> list[Problem]:
+    found: list[Problem] = []
+    if spec.package:
+        found.append(Problem(f"{key}.package", 'source = "debian" or basedir = "/path" on PostgreSQL', spec.package,
+                             "unpacked packages are MariaDB's only: build from source or point basedir at a tree"))  # fmt: skip
+    if spec.basedir and not all((Path(spec.basedir) / "bin" / t).is_file() for t in ("postgres", "initdb")):
+        found.append(Problem(f"{key}.basedir", "an install tree with bin/postgres and bin/initdb", spec.basedir,
+                             "point basedir at a PostgreSQL install (e.g. a copy of /usr/lib/postgresql/15)"))  # fmt: skip
+    source = spec.source or ""
+    if source.startswith("/") and not (Path(source) / "configure").is_file():
+        found.append(Problem(f"{key}.source", "a PostgreSQL source tree (with a configure script)", source,
+                             "a CMakeLists.txt tree is MariaDB's; point source at PostgreSQL's top directory"))  # fmt: skip
+    if source.startswith("debian=") and not PG_VERSION_RE.match(source.split("=", 1)[1]):
+        found.append(Problem(f"{key}.source", "a version of Debian's postgresql-15 source", source,
+                             'versions: apt-cache showsrc postgresql-15 | grep ^Version (or source = "debian")'))  # fmt: skip
+    if spec.cmake:
+        found.append(Problem(f"{key}.cmake", "configure = [...] on PostgreSQL", "cmake = { ... }",
+                             'PostgreSQL builds with autoconf: e.g. configure = ["--with-lz4"]'))  # fmt: skip
+    if spec.pgo and not spec.compiler.startswith("gcc"):
+        found.append(
+            Problem(f"{key}.compiler", "gcc with pgo = true", spec.compiler, "PGO with clang is not built yet")
+        )
+    return found

@@ -1,10 +1,10 @@
 """What the server and the workload tool allow together, checked once the file is valid.
 
     server = "postgresql": tool = "pgbench" (dataset.scale) or sysbench's read-only tests over its
-                           pgsql driver (dataset.tables/table_size); [observe] perf and pmp follow
-                           the postmaster and every backend (one profile of the whole tree; the
-                           server target only); no [builds], [observe] alloc (its counter reads one
-                           process) or status yet.
+                           pgsql driver (dataset.tables/table_size); [builds] of PostgreSQL only
+                           (spec/builds.py: build_problems); [observe] perf and pmp follow the
+                           postmaster and every backend (one profile of the whole tree; the server
+                           target only); no [observe] alloc (its counter reads one process) or status yet.
     server = "mariadb":    tool = "sysbench" only.
 Debian's sysbench 1.0.20 aborts a pgsql run at the first serialization error ("FATAL: ...
 could not serialize access"), which a read-write test meets within seconds: those are refused.
@@ -15,6 +15,7 @@ could not serialize access"), which a read-write test meets within seconds: thos
 from __future__ import annotations
 
 from perflab.errors import Problem
+from perflab.spec.builds import build_problems
 from perflab.spec.schema import ExperimentFile
 
 # sysbench's bundled tests that only read: the ones that can run on PostgreSQL
@@ -29,7 +30,7 @@ def server_problems(spec: ExperimentFile) -> list[Problem]:
         if spec.dataset.scale is not None:
             return [Problem("dataset.scale", "no scale (pgbench's) on MariaDB", str(spec.dataset.scale),
                             "use dataset.tables and dataset.table_size for sysbench")]  # fmt: skip
-        return []
+        return build_problems(server, spec.builds)
     problems = _dataset(spec)
     if tool == "sysbench" and not spec.workload.test.endswith(".lua") and spec.workload.test not in SYSBENCH_READ_ONLY:
         problems.append(
@@ -41,9 +42,7 @@ def server_problems(spec: ExperimentFile) -> list[Problem]:
                 'use tool = "pgbench" (tpcb-like or simple-update retry with --max-tries) for writes',
             )
         )
-    if spec.builds:
-        problems.append(Problem("builds", "no [builds] on PostgreSQL (not supported yet)", "a [builds] table",
-                                "remove it: PostgreSQL runs the installed postgresql-15"))  # fmt: skip
+    problems += build_problems(server, spec.builds)  # source = "debian" is postgresql-15's, basedir bin/postgres
     if spec.observe.alloc is not None:  # its counter is read in one process; a backend's calls would be missed
         problems.append(Problem("observe.alloc", "no [observe] alloc on PostgreSQL (not supported yet)", "alloc",
                                 "remove it: the allocation counter reads one process, not every backend; "
@@ -51,7 +50,7 @@ def server_problems(spec: ExperimentFile) -> list[Problem]:
     for name in ("perf", "pmp"):  # the server's process tree only: pgbench is not followed
         observer = getattr(spec.observe, name)
         if observer is not None and "client" in observer.targets:
-            hint = "remove \"client\": on PostgreSQL the profiles follow the server's process tree only"
+            hint = 'remove "client": on PostgreSQL the profiles follow the server\'s process tree only'
             problems.append(Problem(f"observe.{name}.targets", 'targets = ["server"] on PostgreSQL', "client", hint))
     for axis, labels in spec.variants.items():  # the client side is sysbench's with MariaDB's library
         for label, variant in labels.items():

@@ -61,8 +61,12 @@ class Build:
 
     @property
     def format(self) -> str:
-        """Which datadirs it opens: builds of one format share a dataset snapshot."""
-        match = re.search(r"(\d+)\.(\d+)", self.version)  # "postgres (PostgreSQL) 15.18 (Debian ...)"
+        """Which datadirs it opens: builds of one format share a dataset snapshot. PostgreSQL's
+        on-disk format changes only with the major version (10 and later: "15.18" is major 15)."""
+        if self.server == "postgresql":
+            major = re.search(r"\(PostgreSQL\) (\d+)", self.version)  # "postgres (PostgreSQL) 15.18 (Debian ...)"
+            return f"postgresql-{major.group(1)}" if major else f"postgresql-{self.sha256[:12]}"
+        match = re.search(r"(\d+)\.(\d+)", self.version)
         return f"{self.server}-{match.group(1)}.{match.group(2)}" if match else f"{self.server}-{self.sha256[:12]}"
 
     def named(self, name: str | None) -> Build:

@@ -5,6 +5,7 @@ local tree (used where it is, fingerprinted by its git state or its files).
                                               # source, else the newest one it has
     src = fetch("debian=1:10.11.18-0+deb12u1", cache, log)
     src = fetch("/home/me/mariadb-server", cache, log)
+    src = fetch("debian", cache, log, server="postgresql")   # Debian's postgresql-15 source
 
 Debian's source needs a deb-src entry: `make setup` adds
 /etc/apt/sources.list.d/perflab-deb-src.sources.
@@ -21,20 +22,23 @@ from pathlib import Path
 
 from perflab.errors import PerflabError
 from perflab.run.builds import BuildError, sha256
+from perflab.run.builds.pgsource import DEBIAN_SOURCE as PG_SOURCE
 from perflab.run.builds.source import DEBIAN_SOURCE, Source
 from perflab.run.proc import call, clean_env
 
 DEB_SRC_HINT = "run `make setup` (it adds the deb-src entry perflab needs), then apt-get update"
+# server -> (Debian source package, the binary package whose installed version is preferred)
+PACKAGES = {"mariadb": (DEBIAN_SOURCE, "mariadb-server-core"), "postgresql": (PG_SOURCE, "postgresql-15")}
 
 
-def fetch(source: str, cache: Path, name: str) -> Source:
+def fetch(source: str, cache: Path, name: str, server: str = "mariadb") -> Source:
     if source.startswith("/"):
-        return local(Path(source), cache)
+        return local(Path(source), cache, server)
     wanted = source.split("=", 1)[1] if "=" in source else None
-    return debian(wanted, cache, name)
+    return debian(wanted, cache, name, server)
 
 
-def versions(package: str = DEBIAN_SOURCE) -> list[str]:
+def versions(package: str = DEBIAN_SOURCE, installed_from: str = "mariadb-server-core") -> list[str]:
     """Source versions apt knows, the installed server's first, then newest first."""
     try:
         out = call(["apt-cache", "showsrc", package], what="apt-cache showsrc", env=clean_env(), timeout=120)
@@ -42,25 +46,26 @@ def versions(package: str = DEBIAN_SOURCE) -> list[str]:
         return []
     found = list(dict.fromkeys(re.findall(r"^Version: (\S+)", out, re.MULTILINE)))
     found.sort(key=_version_key, reverse=True)
-    installed = _installed_version()
+    installed = _installed_version(installed_from)
     return sorted(found, key=lambda v: v != installed)
 
 
-def debian(wanted: str | None, cache: Path, name: str) -> Source:
-    candidates = [wanted] if wanted else versions()
+def debian(wanted: str | None, cache: Path, name: str, server: str = "mariadb") -> Source:
+    package, installed_from = PACKAGES[server]
+    candidates = [wanted] if wanted else versions(package, installed_from)
     if not candidates:
-        raise BuildError(name, "fetch", None, f"apt knows no source of {DEBIAN_SOURCE}; {DEB_SRC_HINT}")
+        raise BuildError(name, "fetch", None, f"apt knows no source of {package}; {DEB_SRC_HINT}")
     errors = []
     for version in candidates:
-        home = cache / "src" / f"{DEBIAN_SOURCE}_{version.replace(':', '_')}"
+        home = cache / "src" / f"{package}_{version.replace(':', '_')}"
         tree = home / "tree"
         if (home / "unpacked").is_file():
-            return _debian_source(home, tree, version)
+            return _debian_source(home, tree, version, package, server)
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir(parents=True)
         try:  # apt-get source writes into the working directory
             call(
-                ["apt-get", "source", "--download-only", f"{DEBIAN_SOURCE}={version}"],
+                ["apt-get", "source", "--download-only", f"{package}={version}"],
                 what="apt-get source",
                 env=clean_env(),
                 timeout=3600,
@@ -75,18 +80,18 @@ def debian(wanted: str | None, cache: Path, name: str) -> Source:
             shutil.rmtree(home, ignore_errors=True)
             continue
         (home / "unpacked").write_text(version + "\n", encoding="utf-8")
-        return _debian_source(home, tree, version)
+        return _debian_source(home, tree, version, package, server)
     raise BuildError(
         name, "fetch", None, "no source version could be fetched:\n" + "\n".join(errors) + f"\n{DEB_SRC_HINT}"
     )
 
 
-def _debian_source(home: Path, tree: Path, version: str) -> Source:
+def _debian_source(home: Path, tree: Path, version: str, package: str, server: str) -> Source:
     dsc = next(home.glob("*.dsc"))
-    return Source(tree, f"debian:{version}:{sha256(dsc)}", f"debian {DEBIAN_SOURCE} {version}")
+    return Source(tree, f"debian:{version}:{sha256(dsc)}", f"debian {package} {version}", server)
 
 
-def local(tree: Path, cache: Path) -> Source:
+def local(tree: Path, cache: Path, server: str = "mariadb") -> Source:
     """A tree of the user's: fingerprinted by git (commit and uncommitted changes) when it is a
     repository, else by every file's path, size and modification time. Its builds happen in the
     cache (out of tree), never inside it."""
@@ -109,7 +114,7 @@ def local(tree: Path, cache: Path) -> Source:
     if not link.is_symlink() or link.resolve() != tree.resolve():
         link.unlink(missing_ok=True)
         link.symlink_to(tree.resolve())
-    return Source(link, f"tree:{digest.hexdigest()}", str(tree))
+    return Source(link, f"tree:{digest.hexdigest()}", str(tree), server)
 
 
 def _git(tree: Path, *args: str) -> str | None:
@@ -120,10 +125,10 @@ def _git(tree: Path, *args: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def _installed_version() -> str | None:
+def _installed_version(package: str = "mariadb-server-core") -> str | None:
     try:
         done = subprocess.run(
-            ["dpkg-query", "-W", "-f=${Version}", "mariadb-server-core"],
+            ["dpkg-query", "-W", "-f=${Version}", package],
             capture_output=True,
             text=True,
             timeout=60,

@@ -16,13 +16,14 @@ from perflab.run.builds import Build, BuildError, describe, read_manifest
 from perflab.run.builds import package as P
 from perflab.run.builds import pgo as G
 from perflab.run.builds import source as S
-from perflab.run.builds.fetch import fetch
+from perflab.run.builds.fetch import PACKAGES, fetch
 from perflab.run.servers.mariadb import binary as installed_binary
 from perflab.spec import ExperimentFile
 from perflab.spec.builds import BuildSpec, server_binary
 
 # measured here (2 vCPUs, docs/builds.md): 38 min for mariadbd 10.11 from Debian's source, gcc-12 -O2
 SOURCE_BUILD_ESTIMATE_S = 40 * 60
+PG_BUILD_ESTIMATE_S = 10 * 60  # postgres 15 from Debian's source (docs/builds.md, "PostgreSQL")
 SHARES = ("share/mysql", "share/mariadb", "share", "sql/share", "usr/share/mysql")
 
 
@@ -51,16 +52,24 @@ def installed(server: str = "mariadb") -> Build:
     return describe(Path(installed_binary("mariadbd")), name=None, kind="installed")
 
 
-def resolve(name: str, spec: BuildSpec, cache: Path, listen: S.Listener, train: G.Train, training: str = "") -> Build:
+def resolve(
+    name: str,
+    spec: BuildSpec,
+    cache: Path,
+    listen: S.Listener,
+    train: G.Train,
+    training: str = "",
+    server: str = "mariadb",
+) -> Build:
     try:
         if spec.kind == "package":
             assert spec.package is not None
             return P.unpack(name, spec.package, cache)
         if spec.kind == "basedir":
             assert spec.basedir is not None
-            return from_basedir(name, Path(spec.basedir))
+            return from_basedir(name, Path(spec.basedir), server)
         assert spec.source is not None
-        src = fetch(spec.source, cache, name)
+        src = fetch(spec.source, cache, name, server)
         if spec.pgo:
             return G.pgo(name, spec, src, cache, listen, train, training)
         return S.build(name, spec, src, cache, listen)
@@ -70,7 +79,13 @@ def resolve(name: str, spec: BuildSpec, cache: Path, listen: S.Listener, train: 
         raise BuildError(name, "setup", None, exc.message + (f"\nhint: {exc.hint}" if exc.hint else "")) from None
 
 
-def from_basedir(name: str, basedir: Path) -> Build:
+def from_basedir(name: str, basedir: Path, server: str = "mariadb") -> Build:
+    if server == "postgresql":
+        binary = basedir / "bin" / "postgres"
+        missing = [t for t in ("postgres", "initdb") if not (basedir / "bin" / t).is_file()]
+        if missing:
+            raise BuildError(name, "basedir", None, f"no bin/{' nor bin/'.join(missing)} under {basedir}")
+        return describe(binary, name=name, kind="basedir", recipe={"basedir": str(basedir)})
     binary = server_binary(basedir)
     if binary is None:
         raise BuildError(name, "basedir", None, f"no mariadbd or mysqld under {basedir}")
@@ -78,7 +93,7 @@ def from_basedir(name: str, basedir: Path) -> Build:
     return describe(binary, name=name, kind="basedir", share=share, recipe={"basedir": str(basedir)})
 
 
-def status(name: str, spec: BuildSpec, cache: Path, training: str = "") -> str:
+def status(name: str, spec: BuildSpec, cache: Path, training: str = "", server: str = "mariadb") -> str:
     """What `perflab run --check` says of a build: cached, or what building it will take."""
     if spec.kind == "basedir":
         return f"basedir {spec.basedir}"
@@ -87,43 +102,45 @@ def status(name: str, spec: BuildSpec, cache: Path, training: str = "") -> str:
         return "cached" if P.cached(name, spec.package, cache) else "to download and unpack (seconds)"
     stages = ["plain"] if not spec.pgo else ["generate", "use"]
     try:
-        src = _fetched(spec, cache)
+        src = _fetched(spec, cache, server)
         if src is not None and not spec.pgo:
             found = S.cached(spec, src, cache)
             if found is not None:
                 return f"cached (built in {found.extra.get('build_s', 0) / 60:.0f} min)"
         if src is not None and spec.pgo:
-            done = _pgo_done(spec, src, cache, training)
+            done = _pgo_done(spec, src, cache, training, server)
             if done is not None:
                 return done
     except PerflabError as exc:
         return f"cannot be built here: {exc.message}"
     except OSError as exc:
         return f"cannot be built here: {exc}"
-    minutes = SOURCE_BUILD_ESTIMATE_S * len(stages) / 60
+    estimate = PG_BUILD_ESTIMATE_S if server == "postgresql" else SOURCE_BUILD_ESTIMATE_S
+    minutes = estimate * len(stages) / 60
     extra = f" + {spec.train_duration:.0f} s of training" if spec.pgo else ""
     return f"to build: about {minutes:.0f} min on 2 CPUs{extra} (logs kept in the cache)"
 
 
-def _fetched(spec: BuildSpec, cache: Path) -> S.Source | None:
+def _fetched(spec: BuildSpec, cache: Path, server: str = "mariadb") -> S.Source | None:
     """The source if already here (a local tree, or a Debian version fetched before): no download."""
     assert spec.source is not None
     if spec.source.startswith("/"):
-        return fetch(spec.source, cache, "check")
-    for home in sorted((cache / "src").glob(f"{S.DEBIAN_SOURCE}_*")):
+        return fetch(spec.source, cache, "check", server)
+    for home in sorted((cache / "src").glob(f"{PACKAGES[server][0]}_*")):
         version = (home / "unpacked").read_text(encoding="utf-8").strip() if (home / "unpacked").is_file() else None
         if version and (spec.source == "debian" or spec.source == f"debian={version}"):
-            return fetch(f"debian={version}", cache, "check")
+            return fetch(f"debian={version}", cache, "check", server)
     return None
 
 
-def _pgo_done(spec: BuildSpec, src: S.Source, cache: Path, training: str) -> str | None:
+def _pgo_done(spec: BuildSpec, src: S.Source, cache: Path, training: str, server: str = "mariadb") -> str | None:
     home = cache / "builds" / S.key_of(S.recipe(spec, src, "generate"))
     instrumented = read_manifest(home)
     if instrumented is None:
         return None
     profile = G.stored_profile(cache, instrumented, training)
     if profile is None:
-        return "instrumented build cached; training and the final build to do (about 50 min)"
+        minutes = (PG_BUILD_ESTIMATE_S if server == "postgresql" else SOURCE_BUILD_ESTIMATE_S) / 60 + 10
+        return f"instrumented build cached; training and the final build to do (about {minutes:.0f} min)"
     final = S.cached(spec, src, cache, "use", profile[0])
     return "cached (PGO)" if final is not None else "instrumented build and profile cached; final build to do"

@@ -76,6 +76,7 @@ class Source:
     tree: Path
     fingerprint: str  # decides the key
     label: str  # "debian mariadb 1:10.11.18-0+deb12u1" or the tree's path
+    server: str = "mariadb"  # postgresql: an autoconf tree, built by run/builds/pgsource.py
 
     @property
     def work(self) -> Path:
@@ -139,6 +140,10 @@ def cmake_options(spec: BuildSpec) -> dict[str, str]:
 
 def recipe(spec: BuildSpec, src: Source, stage: str = "plain", profile: str | None = None) -> dict[str, Any]:
     """Everything that decides the binary; its hash is the cache key."""
+    if src.server == "postgresql":
+        from perflab.run.builds import pgsource
+
+        return pgsource.recipe(spec, src, stage, profile)
     _, cxx = toolchain(spec.compiler)
     return {
         "recipe_version": RECIPE_VERSION,
@@ -173,6 +178,10 @@ def build(
     profile: tuple[str, Path] | None = None,  # (hash, directory of .gcda files) for stage "use"
 ) -> Build:
     """The build `spec` of `src`: from the cache, or configured, built and installed now."""
+    if src.server == "postgresql":
+        from perflab.run.builds import pgsource
+
+        return pgsource.build(name, spec, src, cache, listen, stage=stage, profile=profile)
     made = recipe(spec, src, stage, profile[0] if profile else None)
     key = key_of(made)
     home = cache / "builds" / key

@@ -54,7 +54,16 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 FIXED = ("listen_addresses", "unix_socket_directories", "port", "data_directory", "config_file")
 
 
-def pg_binary(name: str) -> str:
+def pg_binary(name: str, bindir: Path | None = None) -> str:
+    """`name` from a build's bin/ (`bindir`), else the installed postgresql-15's. A build must
+    have its own postgres and initdb; pgbench and psql fall back to the installed ones."""
+    if bindir is not None:
+        if os.access(bindir / name, os.X_OK):
+            return str(bindir / name)
+        if name in ("postgres", "initdb"):
+            raise ToolMissingError(
+                f"{name} not found in {bindir}", "a PostgreSQL build's bin/ needs postgres and initdb"
+            )
     for candidate in (PG_BIN / name, Path(f"/usr/lib/postgresql/15/bin/{name}")):
         if os.access(candidate, os.X_OK):
             return str(candidate)
@@ -121,12 +130,37 @@ def conf_line(name: str, value: Any) -> str:
     return f"{name} = '" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def initdb(datadir: Path, log: Path) -> str:
-    """A new cluster in `datadir` (which must not exist): trust auth on the socket, C.UTF-8."""
+def build_bindir(build: Any, workdir: Path) -> Path | None:
+    """The bin/ of `build` (None: the installed server's). When postgres runs as RUN_USER and
+    cannot reach the build (perflab's cache is under root's 0700 home), its install tree is
+    copied once into the work directory (tmpfs) and given to that user: the same binary."""
+    if build is None or getattr(build, "kind", "installed") == "installed":
+        return None
+    bindir = Path(build.binary).parent
+    user = run_user()
+    if user is None or all(p.stat().st_mode & 0o001 for p in bindir.parents if p != Path("/")):
+        return bindir
+    if build.kind != "source":  # a basedir's share/ may lie outside it (Debian's layout): not copied
+        raise ServerStartError(
+            f"{bindir} is not reachable by the {RUN_USER} user, who runs postgres",
+            "make every directory above it searchable (chmod o+x), or move the tree",
+        )
+    target = workdir / "pg-builds" / build.sha256[:16]
+    if not (target / ".complete").is_file():
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(bindir.parent, target, symlinks=True)
+        (target / ".complete").write_text(str(bindir.parent) + "\n", encoding="utf-8")
+        give(target.parent)  # the work directory made traversable, the copy the server user's
+    return target / "bin"
+
+
+def initdb(datadir: Path, log: Path, bindir: Path | None = None) -> str:
+    """A new cluster in `datadir` (which must not exist): trust auth on the socket, C.UTF-8;
+    by the build's own initdb when `bindir` is a build's (the same version makes its datadir)."""
     datadir.parent.mkdir(parents=True, exist_ok=True)
     datadir.mkdir()
     give(datadir)
-    argv = [pg_binary("initdb"), "-D", str(datadir), "-U", SUPERUSER, "--auth=trust", "--no-sync"]
+    argv = [pg_binary("initdb", bindir), "-D", str(datadir), "-U", SUPERUSER, "--auth=trust", "--no-sync"]
     argv += ["-E", "UTF8", "--locale=C.UTF-8"]
     try:
         out = call(as_server_user(argv), what="initdb", env=clean_env(), timeout=300, cwd=datadir)
@@ -134,7 +168,7 @@ def initdb(datadir: Path, log: Path) -> str:
         log.write_text(f"$ {' '.join(argv)}\n{exc}\n", encoding="utf-8")
         raise
     log.write_text(f"$ {' '.join(argv)}\n{out}", encoding="utf-8")
-    return "initdb"
+    return "initdb" if bindir is None else f"initdb of the build ({argv[0]})"
 
 
 class PostgreSQL(Managed):
@@ -167,6 +201,7 @@ class PostgreSQL(Managed):
         self.tracer = tracer
         self.cpus = cpus
         self.build = build
+        self.bindir = build_bindir(build, rundir.parent)  # None: the installed postgresql-15
         self.child: Child | None = None
         self.crashed: bool | None = None
 
@@ -190,14 +225,14 @@ class PostgreSQL(Managed):
         libraries += [ld_preload(self.preload, self.rundir)] if self.preload is not None else []
         if libraries:
             self.env["LD_PRELOAD"] = " ".join(libraries)
-        argv = [pg_binary("postgres"), "-D", str(self.datadir), "-c", f"config_file={self.option_file}"]
+        argv = [pg_binary("postgres", self.bindir), "-D", str(self.datadir), "-c", f"config_file={self.option_file}"]
         with open(self.error_log, "w", encoding="utf-8") as log:
             self.child = Child(as_server_user(self.launched(argv)), env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=log)
         self._wait_ready(deadline_s)
 
     @property
     def program(self) -> Path:
-        return Path(pg_binary("postgres"))
+        return Path(pg_binary("postgres", self.bindir))
 
     READY_POLL_S = 0.1
 
@@ -211,7 +246,17 @@ class PostgreSQL(Managed):
             return False
 
     def sql(self, statement: str, database: str = "postgres") -> str:
-        argv = [pg_binary("psql"), "-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", str(self.rundir), "-p", str(PORT)]
+        argv = [
+            pg_binary("psql", self.bindir),
+            "-X",
+            "-At",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            str(self.rundir),
+            "-p",
+            str(PORT),
+        ]
         argv += ["-U", SUPERUSER, "-d", database, "-c", statement]
         return call(argv, what="psql", env=clean_env(), timeout=120)
 
