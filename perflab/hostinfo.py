@@ -49,6 +49,9 @@ def collect() -> dict[str, Any]:
         "sysbench": _version_of(["sysbench", "--version"]),
         # server = "postgresql": "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"
         "postgres": _version_of([f"{PG_BIN}/postgres", "--version"]),
+        "pgbench": _version_of(
+            [f"{PG_BIN}/pgbench", "--version"]
+        ),  # tool = "pgbench": "pgbench (PostgreSQL) 15.18 ..."
         "python": platform.python_version(),
         "perflab": __version__,
     }

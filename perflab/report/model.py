@@ -21,6 +21,9 @@ from perflab.report import colors, findings, profiles
 from perflab.units import format_bytes, format_duration
 from perflab.variants import variant_key
 
+HOST_FACTS = ("hostname", "kernel", "cpu_model", "cores", "glibc", "mariadbd", "postgres", "sysbench", "pgbench",
+              "python", "perflab")  # fmt: skip
+
 
 @dataclass
 class ReportModel:
@@ -120,11 +123,9 @@ class ReportModel:
     def host_facts(self) -> list[tuple[str, str]]:
         host = self.meta.get("host") or {}
         mem = host.get("memory_bytes")
-        return [
-            (k, str(host.get(k)))
-            for k in ("hostname", "kernel", "cpu_model", "cores", "glibc", "mariadbd", "sysbench", "python", "perflab")
-            if host.get(k) is not None
-        ] + ([("memory", format_bytes(mem))] if mem else [])
+        return [(k, str(host.get(k))) for k in HOST_FACTS if host.get(k) is not None] + (
+            [("memory", format_bytes(mem))] if mem else []
+        )
 
     def build_facts(self) -> list[tuple[str, str]]:
         """Each server binary the cells ran: its version, kind, sha256 and compiler (or why it failed)."""

@@ -79,7 +79,7 @@ def render(
         f"{len(cells)} cells  measured {format_duration(exp.get('duration', 0))} after {warm}  pin={exp.get('pin')}"
     )
     console.print(
-        f"[dim]{host.get('postgres' if exp.get('server') == 'postgresql' else 'mariadbd')} | {host.get('sysbench')} | "
+        f"[dim]{host.get('postgres' if exp.get('server') == 'postgresql' else 'mariadbd')} | {host.get(exp.get('workload', {}).get('tool', 'sysbench'))} | "
         f"{host.get('cpu_model')} x{host.get('cores')}[/]"
     )
     for name, fact in build_facts(meta, cells):

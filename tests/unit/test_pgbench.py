@@ -138,3 +138,11 @@ def test_spec_refuses_mariadb_side_observers_and_client_variants_on_postgresql()
     assert problems("pgbench", "select-only", base + "[observe]\nstatus = true") == ["observe.status"]
     client = base + '[variants.c]\na = {}\nb = { client_env = { X = "1" } }\n'
     assert problems("pgbench", "select-only", client) == ["variants.c.b.client_env"]
+
+
+def test_the_host_facts_name_the_pgbench_that_ran() -> None:
+    from perflab import hostinfo  # noqa: PLC0415
+    from perflab.report.model import HOST_FACTS  # noqa: PLC0415
+
+    assert {"postgres", "pgbench"} <= set(HOST_FACTS)
+    assert hostinfo.collect()["pgbench"].startswith("pgbench (PostgreSQL) 15")
