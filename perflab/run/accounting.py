@@ -51,14 +51,21 @@ class WindowEnd:
     children_s: float  # sysbench and the profilers, reaped during the window
     busy_s: float
     window_s: float
+    # the client's CPU at the window's end when it still runs then (pgbench's tail, run/pgcell.py);
+    # None: it ended with the window, and its rusage at exit is the end
+    client_s: float | None = None
 
     @classmethod
-    def take(cls, start: WindowStart, server_pid: int, read: Reader = ProcCounters.read) -> WindowEnd:
+    def take(
+        cls, start: WindowStart, server_pid: int, read: Reader = ProcCounters.read, client_pid: int | None = None
+    ) -> WindowEnd:
         own = resource.getrusage(resource.RUSAGE_SELF)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         server = read(server_pid).minus(start.server)
         busy, window = machine_busy_s() - start.busy_s, time.monotonic() - start.at
-        return cls(server, _cpu_s(own) - _cpu_s(start.own), _cpu_s(children) - _cpu_s(start.children), busy, window)
+        client = process_cpu_s(client_pid) if client_pid is not None else None
+        own_s, children_s = _cpu_s(own) - _cpu_s(start.own), _cpu_s(children) - _cpu_s(start.children)
+        return cls(server, own_s, children_s, busy, window, client)
 
 
 def _cpu_s(usage: resource.struct_rusage) -> float:
@@ -77,8 +84,11 @@ def resources(
     # Everything else the machine ran during the window, in cores: a benchmark on a busy
     # machine measures the neighbours too. The client's window CPU is its total less what
     # it had used at the window start (it has exited, so its rusage is final).
-    client_window = (_cpu_s(client) - start.client_s) if client else 0.0
-    out["profiler_cpu_s"] = round(max(0.0, end.children_s - (out["client_cpu_s"] or 0.0)), 3)
+    if end.client_s is not None:  # still running at the window's end: not reaped, not in children_s
+        client_window, reaped_client = end.client_s - start.client_s, 0.0
+    else:
+        client_window, reaped_client = (_cpu_s(client) - start.client_s) if client else 0.0, out["client_cpu_s"] or 0.0
+    out["profiler_cpu_s"] = round(max(0.0, end.children_s - reaped_client), 3)
     used = end.server
     ours = used.user_s + used.sys_s + client_window + out["harness_cpu_s"] + out["profiler_cpu_s"]
     out["other_cpu_cores"] = round(max(0.0, end.busy_s - ours) / end.window_s, 3) if end.window_s > 0 else None

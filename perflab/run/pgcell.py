@@ -111,7 +111,9 @@ class _Window:
             if self.pgbench_tool:  # the window ends now, the backends still live (TAIL_S)
                 client.sleep_until(ends_at, self.child)
                 self.memory.sample()
-                self.end = accounting.WindowEnd.take(self.start, self.server.pid, read=tree_counters)
+                self.end = accounting.WindowEnd.take(
+                    self.start, self.server.pid, read=tree_counters, client_pid=self.child.pid
+                )  # pgbench runs on past it: its CPU counts to here, not to its exit
                 self.epochs = (self.epochs[0], time.time())
             code = client.wait(self.child, client_seconds + TAIL_S * self.pgbench_tool, margin)
         if not self.pgbench_tool:

@@ -1,0 +1,46 @@
+"""The window's CPU accounting (run/accounting.py): a client that runs on past the window's end
+(pgbench's tail, run/pgcell.py) counts its CPU up to the window's end, not to its exit, or the
+CPU of everything else on the machine (other_cpu_cores) is under-counted to 0."""
+
+from __future__ import annotations
+
+import resource
+import types
+
+from perflab.run import accounting
+from perflab.run.observers.resources import ProcCounters
+
+ZERO = ProcCounters(0.0, 0.0, 0, 0, 0, 0)
+
+
+def rusage(cpu_s: float) -> resource.struct_rusage:
+    return resource.struct_rusage((cpu_s, 0.0) + (0,) * 14)
+
+
+def start() -> accounting.WindowStart:
+    # the client had used 2 s of CPU in its warm-up when the window began
+    return accounting.WindowStart(ZERO, rusage(0), rusage(0), 0.0, 2.0, 0.0)
+
+
+def figures(end: accounting.WindowEnd, client_at_exit: float) -> dict:
+    rss = types.SimpleNamespace(end=0, peak=0)
+    return accounting.resources(start(), end, rusage(client_at_exit), 1000, rss)  # type: ignore[arg-type]
+
+
+def test_a_client_alive_at_the_window_end_counts_to_the_window_end() -> None:
+    # 10 s window, 12 busy CPU-s: server 8, client 3 (5 at the end less 2 before), others 1;
+    # the client ran 1.5 s more after the window (its tail) before it exited at 6.5 s
+    server = ProcCounters(6.0, 2.0, 0, 0, 0, 0)
+    end = accounting.WindowEnd(server, 0.0, 0.0, 12.0, 10.0, client_s=5.0)
+    out = figures(end, client_at_exit=6.5)
+    assert out["other_cpu_cores"] == 0.1
+    assert out["profiler_cpu_s"] == 0.0
+
+
+def test_a_client_that_ended_with_the_window_counts_to_its_exit() -> None:
+    server = ProcCounters(6.0, 2.0, 0, 0, 0, 0)
+    # reaped during the window: its rusage at exit (5 s) is in children_s, with 0.5 s of profilers
+    end = accounting.WindowEnd(server, 0.0, 5.5, 12.0, 10.0)
+    out = figures(end, client_at_exit=5.0)
+    assert out["other_cpu_cores"] == 0.05
+    assert out["profiler_cpu_s"] == 0.5
