@@ -46,10 +46,16 @@ def prepare(
     return Snapshot(datadir, data_bytes, time.monotonic() - started, "", method)
 
 
+def database(tool: str) -> str:
+    """The database the workload tool's dataset lives in."""
+    return pgbench.DATABASE if tool == "pgbench" else "sbtest"
+
+
 def fill(server: PostgreSQL, spec: ExperimentFile, log: Path) -> str:
     """Create and fill the workload's database; returns its name."""
+    name = database(spec.workload.tool)
+    server.sql(f"CREATE DATABASE {name}")
     if spec.workload.tool == "pgbench":
-        server.sql(f"CREATE DATABASE {pgbench.DATABASE}")
         argv = pgbench.init_argv(
             spec.dataset.scale or 1,
             socket_dir=server.rundir,
@@ -59,8 +65,7 @@ def fill(server: PostgreSQL, spec: ExperimentFile, log: Path) -> str:
         )
         out = call(argv, what="pgbench -i", env=clean_env(), timeout=3600)
         log.write_text(out, encoding="utf-8")
-        return pgbench.DATABASE
-    server.sql("CREATE DATABASE sbtest")
+        return name
     argv = sysbench.argv(
         spec.workload.test,
         "prepare",
@@ -72,4 +77,4 @@ def fill(server: PostgreSQL, spec: ExperimentFile, log: Path) -> str:
         driver="pgsql",
     )
     log.write_text(call(argv, what="sysbench prepare (pgsql)", env=clean_env(), timeout=3600), encoding="utf-8")
-    return "sbtest"
+    return name

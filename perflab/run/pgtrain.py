@@ -53,7 +53,7 @@ def train(runner: Any, build: Any, spec: BuildSpec, snapshot: dataset.Snapshot, 
 def command(exp: Any, server: PostgreSQL, seconds: int) -> list[str]:
     clients = max(exp.workload.threads)
     if exp.workload.tool == "pgbench":
-        argv = pgbench.argv(
+        return pgbench.argv(
             exp.workload.test,
             socket_dir=server.rundir,
             port=PORT,
@@ -61,11 +61,10 @@ def command(exp: Any, server: PostgreSQL, seconds: int) -> list[str]:
             clients=clients,
             jobs=clients,
             seconds=seconds,
-            log_prefix=server.rundir / "pgbench_log",
+            log_prefix=None,  # a training run needs no per-transaction log
             options=exp.workload.options,
             binary=pg_binary("pgbench"),
         )
-        return [a for a in argv if a != "--log" and not a.startswith("--log-prefix=")]  # no per-transaction log
     return sysbench.argv(
         exp.workload.test,
         "run",

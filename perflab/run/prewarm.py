@@ -22,9 +22,9 @@ import time
 from typing import Any
 
 from perflab.errors import ServerStartError
+from perflab.run import pgdataset
 from perflab.run.servers.mariadb import MariaDB
 from perflab.run.servers.postgres import PostgreSQL
-from perflab.run.workloads import pgbench
 from perflab.spec import Cell
 
 # the server options a prewarmed MariaDB cell gets unless its variant sets them
@@ -88,5 +88,5 @@ def server_switches(cell: Cell, server: MariaDB | PostgreSQL, tool: str) -> dict
     if not cell.prewarm:
         return {"aslr": seen, "prewarm_s": None}
     if isinstance(server, PostgreSQL):
-        return {"aslr": seen, "prewarm_s": postgresql(server, pgbench.DATABASE if tool == "pgbench" else "sbtest")}
+        return {"aslr": seen, "prewarm_s": postgresql(server, pgdataset.database(tool))}
     return {"aslr": seen, "prewarm_s": mariadb(server)}

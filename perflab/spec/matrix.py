@@ -87,13 +87,15 @@ class Experiment:
         cells: list[Cell] = []
         for threads in spec.workload.threads:
             for combo in combos:
-                variants = [v for _, v in combo]
-                preload, env, options, wopts = merge(variants, [lbl for lbl, _ in combo])
-                client_preload, client_env, client_library = merge_client(variants, [lbl for lbl, _ in combo])
+                variants, labels = [v for _, v in combo], [lbl for lbl, _ in combo]
+                preload, env, options, wopts = merge(variants, labels)
+                client_preload, client_env, client_library = merge_client(variants, labels)
+                switches = {"aslr": spec.experiment.aslr, "prewarm": spec.experiment.prewarm}
+                switches.update(merge_switches(variants, labels))
                 cells.append(
                     Cell(
                         order=0,
-                        variant=dict(zip(axes, (lbl for lbl, _ in combo))),
+                        variant=dict(zip(axes, labels)),
                         threads=threads,
                         repeat=repeat,
                         preload=preload,
@@ -104,11 +106,7 @@ class Experiment:
                         client_preload=client_preload,
                         client_env=client_env,
                         client_library=client_library,
-                        **{
-                            "aslr": spec.experiment.aslr,
-                            "prewarm": spec.experiment.prewarm,
-                            **merge_switches(variants, [lbl for lbl, _ in combo]),
-                        },
+                        **switches,
                     )
                 )
         ordered = [cells[i] for i in block_order(len(cells), self.seed, repeat)]

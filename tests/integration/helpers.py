@@ -17,6 +17,27 @@ def write_experiment(path: Path, body: str) -> Path:
     return path
 
 
+def pgbench_experiment(name: str, *, duration: str = "3s", experiment: str = "", rest: str = "") -> str:
+    """A one-cell experiment on PostgreSQL: pgbench select-only, scale 1, 2 clients, 1 s of
+    warm-up; `experiment` adds [experiment] keys, `rest` the tables after [workload]."""
+    return f"""
+[experiment]
+name = "{name}"
+server = "postgresql"
+duration = "{duration}"
+warmup = "1s"
+repeats = 1
+{experiment}
+[dataset]
+scale = 1
+
+[workload]
+tool = "pgbench"
+test = "select-only"
+threads = [2]
+{rest}"""
+
+
 def processes(name: str) -> list[tuple[int, str]]:
     """(pid, cmdline) of live processes whose executable name is `name` (zombies excluded)."""
     found = []

@@ -17,32 +17,20 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import perflab
-from tests.integration.helpers import processes, write_experiment
+from tests.integration.helpers import pgbench_experiment, processes, write_experiment
 
 INSTALLED = Path("/usr/lib/postgresql/15")
-EXPERIMENT = """
-[experiment]
-name = "pg-basedir"
-server = "postgresql"
-duration = "3s"
-warmup = "1s"
-repeats = 1
-
-[dataset]
-scale = 1
-
-[workload]
-tool = "pgbench"
-test = "select-only"
-threads = [2]
-
+EXPERIMENT = pgbench_experiment(
+    "pg-basedir",
+    rest="""
 [builds.copy]
 basedir = "{basedir}"
 
 [variants.build]
 installed = {{}}
 copy      = {{ build = "copy" }}
-"""
+""",
+)
 
 
 @pytest.fixture

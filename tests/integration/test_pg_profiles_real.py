@@ -10,31 +10,19 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import perflab
-from tests.integration.helpers import processes, write_experiment
+from tests.integration.helpers import pgbench_experiment, processes, write_experiment
 
-EXPERIMENT = """
-[experiment]
-name = "pg-profiles"
-server = "postgresql"
-duration = "3s"
-warmup = "1s"
-repeats = 1
-
-[dataset]
-scale = 1
-
-[workload]
-tool = "pgbench"
-test = "select-only"
-threads = [2]
-
+EXPERIMENT = pgbench_experiment(
+    "pg-profiles",
+    rest="""
 [observe]
 perf = { frequency = 199 }
 pmp = { interval = "0.25s" }
 
 [variants.allocator]
 glibc-tuned = { env = { MALLOC_TOP_PAD_ = "1048576" } }   # checked in every backend (see below)
-"""
+""",
+)
 # frames only a backend running pgbench's prepared SELECT has (the postmaster never runs them)
 QUERY_FRAMES = ("exec_execute_message", "exec_simple_query", "PortalRun", "standard_ExecutorRun", "ExecutorRun")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import perflab
-from tests.integration.helpers import write_experiment
+from tests.integration.helpers import pgbench_experiment, write_experiment
 
 MARIADB = """
 [experiment]
@@ -36,24 +36,7 @@ fixed = { aslr = false, prewarm = true }
 status = true
 """
 
-POSTGRESQL = """
-[experiment]
-name = "it-switches-pg"
-server = "postgresql"
-warmup = "1s"
-duration = "2s"
-repeats = 1
-aslr = false
-prewarm = true
-
-[dataset]
-scale = 1
-
-[workload]
-tool = "pgbench"
-test = "select-only"
-threads = [2]
-"""
+POSTGRESQL = pgbench_experiment("it-switches-pg", duration="2s", experiment="aslr = false\nprewarm = true\n")
 
 
 def run(tmp: Path, body: str) -> dict[str, dict]:

@@ -146,3 +146,11 @@ def test_the_host_facts_name_the_pgbench_that_ran() -> None:
 
     assert {"postgres", "pgbench"} <= set(HOST_FACTS)
     assert hostinfo.collect()["pgbench"].startswith("pgbench (PostgreSQL) 15")
+
+
+def test_without_a_log_prefix_pgbench_logs_no_transaction(tmp_path):
+    # a PGO training run (run/pgtrain.py) needs no per-transaction log
+    argv = pgbench.argv("select-only", socket_dir=tmp_path, port=5432, user="u", clients=2, jobs=2, seconds=1,
+                        log_prefix=None)  # fmt: skip
+    assert not [a for a in argv if a.startswith("--log")]
+    assert "--builtin=select-only" in argv

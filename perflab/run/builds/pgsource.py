@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perflab.run.builds import Build, BuildError, describe, read_manifest, write_manifest
+from perflab.run.builds import Build, BuildError
 from perflab.run.builds import source as S
 from perflab.spec.builds import BuildSpec
 
@@ -106,14 +106,10 @@ def build(
 ) -> Build:
     """The PostgreSQL build `spec` of `src`: from the cache, or configured, built and installed now."""
     made = recipe(spec, src, stage, profile[0] if profile else None)
-    key = S.key_of(made)
-    home = cache / "builds" / key
-    found = read_manifest(home)
+    key, home, found = S.home_for(made, cache)
     if found is not None:
         return found.named(name)
     started = time.monotonic()
-    shutil.rmtree(home, ignore_errors=True)
-    (home / "logs").mkdir(parents=True)
     tree, resumed = S._tree_for(src, key)
     cc, _ = S.toolchain(spec.compiler)
     prefix = home / "install"  # not in the key: postgres is relocatable (paths relative to its binary)
@@ -128,27 +124,15 @@ def build(
     install = make_argv(tree, 1, *more, "install", f"DESTDIR={stage_root}")
     S._step(name, "install", install, home, tree, listen, cache)
     _unstage(name, stage_root, prefix, home / "logs" / "install.txt")
-    result = _describe(name, prefix, home, made, key, started, resumed, stage)
-    write_manifest(home, result)
-    return result
+    _check_tools(name, prefix, home)
+    return S.finish(prefix / BINARY, name, home, made, started, share=prefix / "share", resumed=resumed, stage=stage)
 
 
-def _describe(name: str, prefix: Path, home: Path, made: dict[str, Any], key: str, started: float,
-              resumed: bool, stage: str) -> Build:  # fmt: skip
+def _check_tools(name: str, prefix: Path, home: Path) -> None:
+    """A build whose install lacks the server or a tool a cell runs fails at `install`."""
     missing = [t for t in ("postgres", *TOOLS) if not (prefix / "bin" / t).is_file()]
     if missing:
         raise BuildError(name, "install", home / "logs" / "install.txt", f"no {', '.join(missing)} in {prefix}/bin")
-    return describe(
-        prefix / BINARY,
-        name=name,
-        kind="source",
-        share=prefix / "share",
-        recipe={k: v for k, v in made.items() if k != "source_fingerprint"},
-        key=key,
-        build_s=round(time.monotonic() - started, 1),  # this call's: less than a cold build's if resumed
-        resumed=resumed,
-        stage=stage,
-    )
 
 
 def _unstage(name: str, stage_root: Path, prefix: Path, log: Path) -> None:

@@ -183,14 +183,10 @@ def build(
 
         return pgsource.build(name, spec, src, cache, listen, stage=stage, profile=profile)
     made = recipe(spec, src, stage, profile[0] if profile else None)
-    key = key_of(made)
-    home = cache / "builds" / key
-    found = read_manifest(home)
+    key, home, found = home_for(made, cache)
     if found is not None:
         return found.named(name)
     started = time.monotonic()
-    shutil.rmtree(home, ignore_errors=True)
-    (home / "logs").mkdir(parents=True)
     tree, resumed = _tree_for(src, key)
     cc, cxx = toolchain(spec.compiler)
     configure = ["cmake", "-S", str(src.tree), "-B", str(tree), "-G", "Unix Makefiles"]
@@ -208,16 +204,33 @@ def build(
     _step(name, "build", argv, home, tree, listen, cache)
     listen("build_step", {"name": name, "step": "install"})
     built = _install(name, src, tree, home)
+    share = home / "install" / "share" / "mysql"
+    return finish(built, name, home, made, started, share=share, resumed=resumed, stage=stage)
+
+
+def home_for(made: dict[str, Any], cache: Path) -> tuple[str, Path, Build | None]:
+    """The recipe's key and home in the cache, and its Build if one is stored there; else the
+    home is emptied, with its logs/ directory, for a build to begin."""
+    key = key_of(made)
+    home = cache / "builds" / key
+    found = read_manifest(home)
+    if found is None:
+        shutil.rmtree(home, ignore_errors=True)
+        (home / "logs").mkdir(parents=True)
+    return key, home, found
+
+
+def finish(binary: Path, name: str, home: Path, made: dict[str, Any], started: float, **extra: Any) -> Build:
+    """The installed `binary` described with its recipe, key and build time (`extra`: share,
+    resumed, stage), its manifest written into `home`."""
     result = describe(
-        built,
+        binary,
         name=name,
         kind="source",
-        share=home / "install" / "share" / "mysql",
         recipe={k: v for k, v in made.items() if k != "source_fingerprint"},
-        key=key,
+        key=key_of(made),
         build_s=round(time.monotonic() - started, 1),  # this call's: less than a cold build's if resumed
-        resumed=resumed,
-        stage=stage,
+        **extra,
     )
     write_manifest(home, result)
     return result

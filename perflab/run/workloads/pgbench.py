@@ -45,12 +45,13 @@ _PROGRESS = re.compile(
 
 def argv(
     test: str, *, socket_dir: Path, port: int, user: str, clients: int, jobs: int, seconds: int,
-    log_prefix: Path, options: dict[str, Any] | None = None, binary: str = "pgbench",
+    log_prefix: Path | None, options: dict[str, Any] | None = None, binary: str = "pgbench",
 ) -> list[str]:  # fmt: skip
-    """The pgbench command line of a run; workload options become --key-with-dashes=value."""
+    """The pgbench command line of a run; workload options become --key-with-dashes=value.
+    `log_prefix`: where pgbench logs every transaction (the window's percentiles); None: no log."""
     args = [binary, "-h", str(socket_dir), "-p", str(port), "-U", user, "-n"]
     args += [f"--client={clients}", f"--jobs={min(jobs, clients)}", f"--time={seconds}", "--progress=1"]
-    args += ["--log", f"--log-prefix={log_prefix}"]
+    args += ["--log", f"--log-prefix={log_prefix}"] if log_prefix is not None else []
     for key, value in {**DEFAULT_OPTIONS, **(options or {})}.items():
         args.append(f"--{key.replace('_', '-')}={value}")
     args += [f"--builtin={test}"] if test in BUILTINS else [f"--file={test}"]
