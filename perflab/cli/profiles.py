@@ -347,6 +347,7 @@ def _alloc_selection(results: Results, selector: str | None, cell_id: int | None
         label, cells = profile_select.select_cells(results, selector=selector, cell_id=cell_id, threads=threads)
         sel = profile_select.Selection(label, cells, [], "alloc")
     if not any(c["status"] == "ok" and c.get("settled") not in (False, 0) and c.get("alloc") for c in sel.cells):
+        _alloc_warnings(sel.cells)  # a full ring can itself unsettle a window: say so with the refusal
         raise UsageError(  # the figures, like the verdicts, come from settled repeats only
             f"{sel.label}: no settled repeat with allocation figures (every one is unsettled or failed)",
             "see `perflab report DIR` for why; a longer max_warmup or more repeats",

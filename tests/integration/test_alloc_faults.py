@@ -251,5 +251,8 @@ def test_a_full_sample_ring_is_a_warning_with_its_remedy(crashed: Path) -> None:
     report = perflab("report", str(crashed))
     assert "dropped sampled allocation stacks" in report.stdout and "Remedy: a larger period" in report.stdout
     shown = perflab("alloc", str(crashed), "--cell", str(second["id"]))
-    assert shown.returncode == 0, shown.stderr
+    # The ring filling makes the server cheaper mid-window, which can leave the 8 s window
+    # unsettled (seen in CI): the figures are then refused, but the warning still comes with it.
+    refused = "no settled repeat with allocation figures" in shown.stderr
+    assert shown.returncode == (2 if refused else 0), shown.stderr
     assert "dropped sampled allocation stacks" in shown.stderr and 'period = "' in shown.stderr
