@@ -1,0 +1,306 @@
+"""Issue 12's real-run figures from one long experiment: the A/A false-verdict rate, the smallest
+calibrated effect a 10-minute two-variant experiment calls, and the paired against the Welch
+interval on the same rounds.
+
+What: one `perflab run` as a user runs it: oltp_read_only, 2 threads, 2 tables x 50k rows, a
+fixed 5 s warm-up, 10 s windows, a fresh server per cell, ROUNDS randomized blocks (seeded) of
+these variants, all with tests/data/calibrated/slow_malloc.so preloaded (so the preload's own
+cost is on every side) and `[observe] alloc` counting calls (both sides pay it alike):
+  - `none` (0 ns a call): the baseline; `same`: identical to it (an A/A pair);
+  - `slowN`: N ns of CPU burnt per malloc/calloc/realloc call, for each N of --ns.
+Then, from the stored cells alone (analyze/sequential.replay and ratio.estimate, the code
+`perflab run` and `perflab compare` use):
+  1. the full run's estimate of each variant against `none`: ratio, paired and Welch 95%
+     intervals and their width ratio (the paired-vs-unpaired figure on real runs);
+  2. resampled 10-minute two-variant experiments: a 10-minute budget holds M rounds of two
+     cells (M from the measured wall time per cell); RESAMPLES times, M rounds are drawn with
+     replacement from the real ones and replayed through the adaptive design that `repeats =
+     "auto"`, `stop = "verdict"`, max_repeats = M runs (O'Brien-Fleming alpha spending), and
+     through a fixed M-round protocol. Per variant: the share called faster / slower /
+     equivalent / inconclusive, and the mean rounds to a verdict;
+     - for `same`, its log-ratios are first centred on zero (the null is true by construction;
+       uncentred, one run's chance offset would count as an effect): the false faster/slower
+       rate of the design under this machine's real noise, its tails included;
+     - for `slowN`, uncentred: the power at the effect the run measured (a plug-in estimate);
+  3. disjoint real A/A experiments: the rounds cut into consecutive blocks of 5 and of M, each
+     judged as its own run (few, but no resampling at all).
+The sensitivity figure: the smallest setting called `slower` in >= 80% of the resampled
+10-minute experiments, stated as its measured effect (the QPS ratio), with the nominal one (calls
+per transaction x N over the baseline's server CPU per transaction) beside it.
+
+Honest limits: resamples of one run share its rounds, so the rates carry that run's own chance
+(the disjoint blocks show it); a 10-minute experiment of two variants has its rounds closer in
+time than this run's rounds of 2 + len(ns) variants, which favours the paired estimate a
+little here (a slower drift between the two cells of a pair); other_cpu_cores is shown per
+variant: figures from a busy machine are not this machine's noise.
+
+Run: python3 bench/fidelity.py --results DIR              # the figures to quote (~60 minutes), idle machine
+     python3 bench/fidelity.py --analyse DIR             # again from a kept results directory, no run
+     python3 bench/fidelity.py --quick                   # smoke test (~3 minutes)
+Exit status: 0 when it measured, 1 on a real error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import _common as C
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from perflab.analyze import ratio, sequential, verdict
+from tests.data.calibrated.build import ENV, build
+
+BUDGET_S = 600  # the issue's 10-minute two-variant experiment
+RESAMPLES = 2000
+SENSITIVE = 0.8  # the share of experiments a setting must be called `slower` in
+BASE, SAME = "none", "same"
+
+EXPERIMENT = """\
+[experiment]
+name = "fidelity"
+duration = "{duration}s"
+warmup = "{warmup}s"
+repeats = {rounds}
+
+[dataset]
+tables = {tables}
+table_size = {table_size}
+
+[workload]
+test = "oltp_read_only"
+threads = [2]
+options = {{ rand_type = "uniform" }}
+
+[variants.effect]
+{variants}
+
+[observe]
+alloc = {{ stacks = false, syscalls = false }}
+"""
+
+
+def settings(args: argparse.Namespace) -> dict[str, Any]:
+    cfg = {"duration": 10, "warmup": 5, "tables": 2, "table_size": 50_000, "rounds": args.rounds or 30}
+    if args.quick:
+        cfg = {"duration": 3, "warmup": 2, "tables": 1, "table_size": 2000, "rounds": args.rounds or 6}
+    return {**cfg, "ns": [int(x) for x in args.ns.split(",")]}
+
+
+def spec_text(cfg: dict[str, Any], lib: Path) -> str:
+    def variant(name: str, ns: int, extra: str = "") -> str:
+        return f'{name} = {{ preload = "{lib}", env = {{ {ENV} = "{ns}"{extra} }} }}'
+
+    lines = [variant(BASE, 0), variant(SAME, 0, ', PERFLAB_AA = "1"')]  # the same server: a name apart
+    lines += [variant(f"slow{ns}", ns) for ns in cfg["ns"]]
+    return EXPERIMENT.format(**cfg, variants="\n".join(lines))
+
+
+def by_round(cells: list[dict[str, Any]]) -> dict[str, dict[int, float]]:
+    """QPS of every settled ok cell, per variant and round."""
+    out: dict[str, dict[int, float]] = {}
+    for c in cells:
+        if c["status"] == "ok" and c.get("settled") not in (False, 0) and (c.get("summary") or {}).get("qps"):
+            out.setdefault(c["variant"]["effect"], {})[c["repeat"]] = c["summary"]["qps"]
+    return out
+
+
+def cell_seconds(doc: dict[str, Any]) -> float:
+    """Wall time per cell: the run's span over its cells (restarts and warm-ups included)."""
+    from datetime import datetime
+
+    cells = [c for c in doc["cells"] if c.get("started_at") and c.get("ended_at")]
+    start = min(datetime.fromisoformat(c["started_at"]) for c in cells)
+    end = max(datetime.fromisoformat(c["ended_at"]) for c in cells)
+    return (end - start).total_seconds() / len(cells)
+
+
+def interval(est: ratio.Estimate) -> tuple[float, float] | None:
+    return (est.low, est.high) if est.has_interval and est.low is not None else None
+
+
+def full_run(base: dict[int, float], other: dict[int, float]) -> dict[str, Any]:
+    chosen, welch, why = ratio.estimate(base, other)
+    paired = ratio.paired(base, other)
+    (judged,) = verdict.judge([chosen], higher_is_better=True)
+    p, w = interval(paired), interval(welch)
+    return {
+        "ratio": C.rnd(chosen.ratio), "verdict": judged.verdict, "method": why, "rounds": paired.n,
+        "paired": p and [C.rnd(x) for x in p], "welch": w and [C.rnd(x) for x in w],
+        "width_paired_over_welch": C.rnd((p[1] - p[0]) / (w[1] - w[0]), 3) if p and w else None,
+    }  # fmt: skip
+
+
+def experiment(base: dict[int, float], other: dict[int, float], rounds: list[int]) -> tuple[str, int, str, float]:
+    """One resampled experiment on these rounds (in order, repeats allowed): the adaptive verdict
+    and its round, the fixed protocol's verdict, and paired/Welch width at the end."""
+    b = {i + 1: base[r] for i, r in enumerate(rounds)}
+    o = {i + 1: other[r] for i, r in enumerate(rounds)}
+    (track,) = sequential.replay([(b, o)], sequential.Design(max_rounds=len(rounds)), len(rounds))
+    chosen, welch, _ = ratio.estimate(b, o)
+    (fixed,) = verdict.judge([chosen], higher_is_better=True)
+    p, w = interval(ratio.paired(b, o)), interval(welch)
+    width = (p[1] - p[0]) / (w[1] - w[0]) if p and w else math.nan
+    return track.verdict, track.round or len(rounds), fixed.verdict, width
+
+
+def resampled(base: dict[int, float], other: dict[int, float], m: int, centre: bool, seed: int) -> dict[str, Any]:
+    rounds = sorted(set(base) & set(other))
+    if centre:  # the A/A null made exact: the pair's mean log-ratio taken out
+        shift = math.exp(-C.mean([math.log(other[r] / base[r]) for r in rounds]))
+        other = {r: q * shift for r, q in other.items()}
+    rng = random.Random(seed)
+    adaptive: Counter[str] = Counter()
+    fixed: Counter[str] = Counter()
+    stops, widths = [], []
+    for _ in range(RESAMPLES):
+        v, at, f, width = experiment(base, other, [rng.choice(rounds) for _ in range(m)])
+        adaptive[v] += 1
+        fixed[f] += 1
+        if v != verdict.INCONCLUSIVE:
+            stops.append(at)
+        if not math.isnan(width):
+            widths.append(width)
+    share = lambda c: {k: round(c[k] / RESAMPLES, 4) for k in verdict.VERDICTS}
+    return {"adaptive": share(adaptive), "fixed": share(fixed), "mean_stop_round": C.rnd(C.mean(stops), 2) if stops
+            else None, "width_paired_over_welch": C.rnd(statistics.median(widths), 3) if widths else None}  # fmt: skip
+
+
+def disjoint(base: dict[int, float], other: dict[int, float], size: int) -> list[str]:
+    """Verdicts of consecutive blocks of `size` rounds, each judged as its own fixed run."""
+    rounds = sorted(set(base) & set(other))
+    blocks = [rounds[i : i + size] for i in range(0, len(rounds) - size + 1, size)]
+    return [experiment(base, other, block)[2] for block in blocks]
+
+
+def other_cores(cells: list[dict[str, Any]], variant: str) -> dict[str, float | None]:
+    found = [(c.get("resources") or {}).get("other_cpu_cores") for c in cells if c["variant"]["effect"] == variant]
+    found = [x for x in found if x is not None]
+    return {"mean": C.rnd(C.mean(found), 3), "max": C.rnd(max(found), 3)} if found else {"mean": None, "max": None}
+
+
+def nominal(cells: list[dict[str, Any]], variant: str, ns: int) -> float | None:
+    """1 - cpu / (cpu + calls x ns): the slowdown of a server bound by its own CPU."""
+
+    def mean_of(name: str, value: Any) -> float | None:
+        found = [value(c) for c in cells if c["status"] == "ok" and c["variant"]["effect"] == name]
+        found = [x for x in found if x is not None]
+        return C.mean(found) if found else None
+
+    cpu = mean_of(BASE, lambda c: (c.get("resources") or {}).get("server_cpu_us_per_txn"))
+    calls = mean_of(variant, lambda c: sum(((c.get("alloc") or {}).get("calls_per_txn") or {}).get(op, 0)
+                                           for op in ("malloc", "calloc", "realloc")))  # fmt: skip
+    if not cpu or calls is None:
+        return None
+    return 1 - cpu / (cpu + calls * ns / 1000)
+
+
+def analyse(doc: dict[str, Any]) -> dict[str, Any]:
+    cells = doc["cells"]
+    qps = by_round(cells)
+    cell_s = cell_seconds(doc)
+    m = max(sequential.Design.min_rounds, int(BUDGET_S // (2 * cell_s)))
+    base = qps[BASE]
+    out: dict[str, Any] = {"cell_s": round(cell_s, 1), "rounds_in_10_min": m, "resamples": RESAMPLES,
+                           "failed_or_unsettled": sum(1 for c in cells if c["status"] != "ok"
+                                                      or c.get("settled") in (False, 0)),
+                           "variants": {}}  # fmt: skip
+    for name in sorted(qps, key=lambda n: (n != SAME, int(n[4:]) if n.startswith("slow") else 0)):
+        if name == BASE:
+            continue
+        ns = int(name[4:]) if name.startswith("slow") else 0
+        row = {"ns": ns, "full": full_run(base, qps[name]), "nominal_effect": C.rnd(nominal(cells, name, ns)),
+               "resampled": resampled(base, qps[name], m, centre=name == SAME, seed=ns + 7),
+               "other_cpu_cores": other_cores(cells, name)}  # fmt: skip
+        if name == SAME:
+            row["disjoint"] = {
+                "5": Counter(disjoint(base, qps[name], 5)),
+                str(m): Counter(disjoint(base, qps[name], m)),
+            }
+        out["variants"][name] = row
+    out["other_cpu_cores"] = other_cores(cells, BASE)
+    slow = [(n, r) for n, r in out["variants"].items() if n != SAME]
+    called = [(n, r) for n, r in slow if r["resampled"]["adaptive"]["slower"] >= SENSITIVE]
+    out["sensitivity"] = (
+        {"variant": called[0][0], "measured_effect": C.rnd(1 - called[0][1]["full"]["ratio"]),
+         "nominal_effect": called[0][1]["nominal_effect"]} if called else None
+    )  # fmt: skip
+    return out
+
+
+def show(out: dict[str, Any]) -> None:
+    C.say(f"{out['cell_s']} s a cell: a 10-minute two-variant experiment holds {out['rounds_in_10_min']} rounds; "
+          f"{out['resamples']} resamples each; failed or unsettled cells: {out['failed_or_unsettled']}")  # fmt: skip
+    rows = []
+    for name, r in out["variants"].items():
+        f, a, x = r["full"], r["resampled"]["adaptive"], r["resampled"]["fixed"]
+        rows.append([
+            name, C.pct(r["nominal_effect"], 1), f"{f['ratio']:.3f} {f['verdict']}",
+            f["paired"] and f"[{f['paired'][0]:.3f}-{f['paired'][1]:.3f}]",
+            f["welch"] and f"[{f['welch'][0]:.3f}-{f['welch'][1]:.3f}]", f["width_paired_over_welch"],
+            f"{C.pct(a['slower'], 1)} / {C.pct(a['faster'], 1)} / {C.pct(a['equivalent'], 1)}",
+            r["resampled"]["mean_stop_round"],
+            f"{C.pct(x['slower'], 1)} / {C.pct(x['faster'], 1)}", r["resampled"]["width_paired_over_welch"],
+            f"{r['other_cpu_cores']['mean']} / {r['other_cpu_cores']['max']}",
+        ])  # fmt: skip
+    C.say(C.table(["variant", "nominal", "full run", "paired 95%", "welch 95%", "width p/w",
+                   "10-min adaptive slower/faster/equiv", "stop round", "10-min fixed slower/faster",
+                   "width p/w (10 min)", "other cores mean/max"], rows))  # fmt: skip
+    same = out["variants"].get(SAME)
+    if same:
+        a = same["resampled"]["adaptive"]
+        C.say(f"\nA/A (centred): false faster/slower in {C.pct(a['faster'] + a['slower'], 1)} of resampled 10-minute "
+              f"adaptive experiments, {C.pct(same['resampled']['fixed']['faster'] + same['resampled']['fixed']['slower'], 1)}"
+              f" of fixed ones; disjoint real blocks: {dict(same['disjoint'])}")  # fmt: skip
+    s = out["sensitivity"]
+    C.say(f"sensitivity (called slower in >= {SENSITIVE:.0%} of 10-minute experiments): "
+          + (f"{s['variant']}, a measured effect of {C.pct(s['measured_effect'], 1)} (nominal "
+             f"{C.pct(s['nominal_effect'], 1)})" if s else "none of these settings"))  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ns", default="500,1000,1700", help="slow settings, ns per allocation call (comma-separated)")
+    parser.add_argument("--rounds", type=int, help="rounds (default 30; --quick 6)")
+    parser.add_argument("--results", metavar="DIR", help="keep the results directory here")
+    parser.add_argument("--analyse", metavar="DIR", help="analyse a kept results directory, no run")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 6 rounds of 3 s windows, a tiny dataset")
+    args = parser.parse_args()
+    cfg = settings(args)
+
+    def run() -> None:
+        started = time.monotonic()
+        machine = C.Machine()
+        if args.analyse:
+            results = Path(args.analyse)
+        else:
+            with C.workdir(machine) as tmp:
+                lib = build(tmp / "shim")
+                toml = tmp / "fidelity.toml"
+                toml.write_text(spec_text(cfg, lib), encoding="utf-8")
+                results = Path(args.results) if args.results else Path(tempfile.mkdtemp(prefix="plbench-fidelity-"))
+                C.cli("run", str(toml), "-o", str(results), "--seed", "7")
+        doc = json.loads(C.cli("export", str(results)))
+        out = analyse(doc)
+        info = machine.finish()
+        show(out)
+        C.say(f"results: {results}; {(time.monotonic() - started) / 60:.1f} min")
+        C.say(C.Machine.describe(info))
+        C.final_json({"bench": "fidelity", "settings": cfg, **out, "machine": info})
+
+    C.main_guard(run)
+
+
+if __name__ == "__main__":
+    main()
