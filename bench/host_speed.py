@@ -85,7 +85,7 @@ def paired_half_width(logs: dict[int, dict[str, float]]) -> float | None:
     diffs = [r["b"] - r["a"] for r in logs.values() if "a" in r and "b" in r]
     if len(diffs) < 3:
         return None
-    return C.t95(len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return C.t95(len(diffs)) * statistics.stdev(diffs) / math.sqrt(len(diffs))
 
 
 def analyse(doc: dict[str, Any], canary: list[tuple[float, float]], duration: int) -> dict[str, Any]:
@@ -149,6 +149,7 @@ def main() -> None:
                     canary.terminate()
                     canary.wait()
             probe = samples(log)
+            (results / "canary.log").write_text(log.read_text(encoding="ascii"), encoding="ascii")  # kept with the run
         doc = json.loads(C.cli("export", str(results)))
         out = analyse(doc, probe, cfg["duration"])
         out["canary_cpu_cores"] = C.rnd(sum(cpu for _, cpu in probe) / (probe[-1][0] - probe[0][0]), 4)
