@@ -146,6 +146,32 @@ def final_json(data: dict[str, Any]) -> None:
     print(json.dumps(data, sort_keys=False, separators=(",", ":")), flush=True)
 
 
+# ----------------------------------------------------------------------------- experiments
+
+READ_ONLY = """\
+[experiment]
+name = "{name}"
+duration = "{duration}s"
+warmup = "{warmup}s"
+repeats = {rounds}
+
+[dataset]
+tables = {tables}
+table_size = {table_size}
+
+[workload]
+test = "oltp_read_only"
+threads = [2]
+options = {{ rand_type = "uniform" }}
+"""
+
+
+def read_only_experiment(name: str, cfg: dict[str, Any], rest: str) -> str:
+    """An experiment file of the A/B benches: oltp_read_only at 2 threads with uniform keys, a
+    fixed warm-up, `cfg`'s duration, rounds and dataset, then `rest` (its variants, [observe])."""
+    return READ_ONLY.format(name=name, **cfg) + "\n" + rest
+
+
 # ----------------------------------------------------------------------------- machine
 
 

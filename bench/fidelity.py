@@ -67,22 +67,7 @@ RESAMPLES = 2000
 SENSITIVE = 0.8  # the share of experiments a setting must be called `slower` in
 BASE, SAME = "none", "same"
 
-EXPERIMENT = """\
-[experiment]
-name = "fidelity"
-duration = "{duration}s"
-warmup = "{warmup}s"
-repeats = {rounds}
-
-[dataset]
-tables = {tables}
-table_size = {table_size}
-
-[workload]
-test = "oltp_read_only"
-threads = [2]
-options = {{ rand_type = "uniform" }}
-
+REST = """\
 [variants.effect]
 {variants}
 
@@ -104,7 +89,8 @@ def spec_text(cfg: dict[str, Any], lib: Path) -> str:
 
     lines = [variant(BASE, 0), variant(SAME, 0, ', PERFLAB_AA = "1"')]  # the same server: a name apart
     lines += [variant(f"slow{ns}", ns) for ns in cfg["ns"]]
-    return EXPERIMENT.format(**cfg, variants="\n".join(lines))
+    cfg = {k: v for k, v in cfg.items() if k != "ns"}
+    return C.read_only_experiment("fidelity", cfg, REST.format(variants="\n".join(lines)))
 
 
 def by_round(cells: list[dict[str, Any]]) -> dict[str, dict[int, float]]:

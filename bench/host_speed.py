@@ -44,25 +44,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CANARY = Path(__file__).resolve().parent / "canary.c"
 PERIOD_MS = 200
 
-EXPERIMENT = """\
-[experiment]
-name = "host-speed"
-duration = "{duration}s"
-warmup = "{warmup}s"
-repeats = {rounds}
-
-[dataset]
-tables = {tables}
-table_size = {table_size}
-
-[workload]
-test = "oltp_read_only"
-threads = [2]
-options = {{ rand_type = "uniform" }}
-
+VARIANTS = """\
 [variants.copy]
-a = {{}}
-b = {{ env = {{ PERFLAB_AA = "1" }} }}
+a = {}
+b = { env = { PERFLAB_AA = "1" } }
 """
 
 
@@ -139,7 +124,7 @@ def main() -> None:
             subprocess.run(["cc", "-O2", "-o", str(binary), str(CANARY)], check=True)
             log = tmp / "canary.log"
             toml = tmp / "host-speed.toml"
-            toml.write_text(EXPERIMENT.format(**cfg), encoding="utf-8")
+            toml.write_text(C.read_only_experiment("host-speed", cfg, VARIANTS), encoding="utf-8")
             results = Path(args.results) if args.results else Path(tempfile.mkdtemp(prefix="plbench-hostspeed-"))
             with log.open("w", encoding="ascii") as out:
                 canary = subprocess.Popen([str(binary), "86400", str(PERIOD_MS)], stdout=out)
