@@ -146,6 +146,13 @@ def final_json(data: dict[str, Any]) -> None:
     print(json.dumps(data, sort_keys=False, separators=(",", ":")), flush=True)
 
 
+def other_cpu_cores(cells: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """Mean and max of the cells' other_cpu_cores (what else the machine ran in their windows)."""
+    found = [(c.get("resources") or {}).get("other_cpu_cores") for c in cells]
+    found = [x for x in found if x is not None]
+    return {"mean": rnd(mean(found), 3), "max": rnd(max(found), 3)} if found else {"mean": None, "max": None}
+
+
 # ----------------------------------------------------------------------------- experiments
 
 READ_ONLY = """\

@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +103,12 @@ def by_round(cells: list[dict[str, Any]]) -> dict[str, dict[int, float]]:
     return out
 
 
+def of(cells: list[dict[str, Any]], variant: str) -> list[dict[str, Any]]:
+    return [c for c in cells if c["variant"]["effect"] == variant]
+
+
 def cell_seconds(doc: dict[str, Any]) -> float:
     """Wall time per cell: the run's span over its cells (restarts and warm-ups included)."""
-    from datetime import datetime
-
     cells = [c for c in doc["cells"] if c.get("started_at") and c.get("ended_at")]
     start = min(datetime.fromisoformat(c["started_at"]) for c in cells)
     end = max(datetime.fromisoformat(c["ended_at"]) for c in cells)
@@ -136,7 +139,7 @@ def experiment(base: dict[int, float], other: dict[int, float], rounds: list[int
     (track,) = sequential.replay([(b, o)], sequential.Design(max_rounds=len(rounds)), len(rounds))
     chosen, welch, _ = ratio.estimate(b, o)
     (fixed,) = verdict.judge([chosen], higher_is_better=True)
-    p, w = interval(ratio.paired(b, o)), interval(welch)
+    p, w = interval(chosen) if chosen.method == ratio.PAIRED else None, interval(welch)  # paired when it can be
     width = (p[1] - p[0]) / (w[1] - w[0]) if p and w else math.nan
     return track.verdict, track.round or len(rounds), fixed.verdict, width
 
@@ -168,12 +171,6 @@ def disjoint(base: dict[int, float], other: dict[int, float], size: int) -> list
     rounds = sorted(set(base) & set(other))
     blocks = [rounds[i : i + size] for i in range(0, len(rounds) - size + 1, size)]
     return [experiment(base, other, block)[2] for block in blocks]
-
-
-def other_cores(cells: list[dict[str, Any]], variant: str) -> dict[str, float | None]:
-    found = [(c.get("resources") or {}).get("other_cpu_cores") for c in cells if c["variant"]["effect"] == variant]
-    found = [x for x in found if x is not None]
-    return {"mean": C.rnd(C.mean(found), 3), "max": C.rnd(max(found), 3)} if found else {"mean": None, "max": None}
 
 
 def nominal(cells: list[dict[str, Any]], variant: str, ns: int) -> float | None:
@@ -208,14 +205,14 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
         ns = int(name[4:]) if name.startswith("slow") else 0
         row = {"ns": ns, "full": full_run(base, qps[name]), "nominal_effect": C.rnd(nominal(cells, name, ns)),
                "resampled": resampled(base, qps[name], m, centre=name == SAME, seed=ns + 7),
-               "other_cpu_cores": other_cores(cells, name)}  # fmt: skip
+               "other_cpu_cores": C.other_cpu_cores(of(cells, name))}  # fmt: skip
         if name == SAME:
             row["disjoint"] = {
                 "5": Counter(disjoint(base, qps[name], 5)),
                 str(m): Counter(disjoint(base, qps[name], m)),
             }
         out["variants"][name] = row
-    out["other_cpu_cores"] = other_cores(cells, BASE)
+    out["other_cpu_cores"] = C.other_cpu_cores(of(cells, BASE))
     slow = [(n, r) for n, r in out["variants"].items() if n != SAME]
     called = [(n, r) for n, r in slow if r["resampled"]["adaptive"]["slower"] >= SENSITIVE]
     out["sensitivity"] = (

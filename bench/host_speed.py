@@ -138,9 +138,7 @@ def main() -> None:
         doc = json.loads(C.cli("export", str(results)))
         out = analyse(doc, probe, cfg["duration"])
         out["canary_cpu_cores"] = C.rnd(sum(cpu for _, cpu in probe) / (probe[-1][0] - probe[0][0]), 4)
-        others = [(c.get("resources") or {}).get("other_cpu_cores") for c in doc["cells"]]
-        others = [o for o in others if o is not None]
-        out["other_cpu_cores"] = {"mean": C.rnd(C.mean(others), 3), "max": C.rnd(max(others), 3)}
+        out["other_cpu_cores"] = C.other_cpu_cores(doc["cells"])
         info = machine.finish()
         C.say(C.table(["figure", "value"], [[k, v] for k, v in out.items()]))
         C.say("other_cpu_cores counts the canary as another process (about its canary_cpu_cores)")
