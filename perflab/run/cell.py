@@ -299,7 +299,12 @@ class CellRunner:
         warmup, seconds = client.window_seconds(spec)
         command = client.argv(spec, cell, server.socket)
         env = client_variant.environment(cell, server.rundir)
-        with Profilers(spec.observe, server.pid, server.rundir) as profilers:
+        # connected before the workload loads the server (a new connection at 1024 threads takes seconds)
+        sampler = StatusSampler(server.socket).connect() if spec.observe.status else None
+        with (
+            Profilers(spec.observe, server.pid, server.rundir) as profilers,
+            contextlib.closing(sampler) if sampler else contextlib.nullcontext(),
+        ):
             profilers.workload_starting()
             started = time.monotonic()
             child = client.start(command, logs / "sysbench.txt", self.client_cpus, env)
@@ -314,7 +319,7 @@ class CellRunner:
                     client.sleep_until(origin + warmup, child)
                 start = accounting.WindowStart.take(server.pid, child.pid)
                 traced = tracer.window(server.pid, server.rundir) if tracer else contextlib.nullcontext()
-                status = StatusSampler(server.socket) if spec.observe.status else contextlib.nullcontext()
+                status = sampler or contextlib.nullcontext()
                 with RssSampler(server.pid) as rss, RssSampler(child.pid) as client_rss, status as counters:
                     profilers.window_started()
                     with traced:
