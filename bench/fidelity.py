@@ -34,7 +34,14 @@ time than this run's rounds of 2 + len(ns) variants, which favours the paired es
 little here (a slower drift between the two cells of a pair); other_cpu_cores is shown per
 variant: figures from a busy machine are not this machine's noise.
 
-Run: python3 bench/fidelity.py --results DIR              # the figures to quote (~60 minutes), idle machine
+With --host-speed the run has `[observe] host_speed` on, and every figure above is given again as
+perflab judges such a run (analyze/host_speed.py): adjusted for the host's speed, the slope
+refitted on each resampled experiment's own cells (at every look for the adaptive design), the
+A/A pair centred on its adjusted estimate; beside it the canary's difference between each
+variant and the baseline (a variant that moved the canary itself would show there).
+
+Run: python3 bench/fidelity.py --results DIR              # the figures to quote (~40 minutes), idle machine
+     python3 bench/fidelity.py --host-speed --results DIR # the same with the host-speed covariate
      python3 bench/fidelity.py --analyse DIR             # again from a kept results directory, no run
      python3 bench/fidelity.py --quick                   # smoke test (~3 minutes)
 Exit status: 0 when it measured, 1 on a real error.
@@ -60,7 +67,7 @@ import _common as C
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perflab.analyze import ratio, sequential, verdict
+from perflab.analyze import compare, host_speed, ratio, sequential, summary, verdict
 from tests.data.calibrated.build import ENV, build
 
 BUDGET_S = 600  # the issue's 10-minute two-variant experiment
@@ -74,6 +81,7 @@ REST = """\
 
 [observe]
 alloc = {{ stacks = false, syscalls = false }}
+host_speed = {host_speed}
 """
 
 
@@ -84,14 +92,15 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     return {**cfg, "ns": [int(x) for x in args.ns.split(",")]}
 
 
-def spec_text(cfg: dict[str, Any], lib: Path) -> str:
+def spec_text(cfg: dict[str, Any], lib: Path, host_speed: bool = False) -> str:
     def variant(name: str, ns: int, extra: str = "") -> str:
         return f'{name} = {{ preload = "{lib}", env = {{ {ENV} = "{ns}"{extra} }} }}'
 
     lines = [variant(BASE, 0), variant(SAME, 0, ', PERFLAB_AA = "1"')]  # the same server: a name apart
     lines += [variant(f"slow{ns}", ns) for ns in cfg["ns"]]
     cfg = {k: v for k, v in cfg.items() if k != "ns"}
-    return C.read_only_experiment("fidelity", cfg, REST.format(variants="\n".join(lines)))
+    rest = REST.format(variants="\n".join(lines), host_speed=str(host_speed).lower())
+    return C.read_only_experiment("fidelity", cfg, rest)
 
 
 def by_round(cells: list[dict[str, Any]]) -> dict[str, dict[int, float]]:
@@ -142,6 +151,87 @@ def experiment(base: dict[int, float], other: dict[int, float], rounds: list[int
     p, w = interval(chosen) if chosen.method == ratio.PAIRED else None, interval(welch)  # paired when it can be
     width = (p[1] - p[0]) / (w[1] - w[0]) if p and w else math.nan
     return track.verdict, track.round or len(rounds), fixed.verdict, width
+
+
+def adjusted_experiment(pairs: list[tuple[dict[str, Any], dict[str, Any]]], name: str) -> tuple[str, int, str, float]:
+    """experiment() as perflab judges a run with [observe] host_speed: these (base, other) cell
+    pairs renumbered as rounds 1..m of a two-variant run, the slope refitted on the cells so far
+    at each look (sequential.monitor) and on all of them for the fixed protocol."""
+    cells = []
+    for i, (b, o) in enumerate(pairs):
+        cells += [{**b, "id": 2 * i, "repeat": i + 1}, {**o, "id": 2 * i + 1, "repeat": i + 1}]
+    axes = {"effect": [BASE, name]}
+    design = sequential.Design(max_rounds=len(pairs))
+    (found,) = sequential.monitor(cells, {"effect": BASE}, axes, design, len(pairs))
+    groups = summary.groups(cells, {"effect": BASE}, axes)
+    row = compare.compare_groups(groups[0], groups[1], "qps", "variant", adjust=host_speed.fit(cells, "qps"))
+    (fixed,) = compare.judged([row])
+    est = row.estimate
+    width = math.nan
+    if est is not None and est.method == ratio.PAIRED and row.welch_ci_low and est.low:
+        width = (est.high - est.low) / (row.welch_ci_high - row.welch_ci_low)
+    return found.track.verdict, found.track.round or len(pairs), fixed.verdict, width
+
+
+def centred_cells(cells: list[dict[str, Any]], name: str, adjusted: bool) -> dict[int, tuple[dict, dict]]:
+    """round -> (base cell, `name` cell); for the A/A pair, `name`'s QPS shifted so that the full
+    run's estimate (adjusted or not, as judged) is exactly 1."""
+    base = {c["repeat"]: c for c in of(cells, BASE) if _usable(c)}
+    other = {c["repeat"]: c for c in of(cells, name) if _usable(c)}
+    rounds = sorted(set(base) & set(other))
+    pairs = {r: (base[r], other[r]) for r in rounds}
+    if name != SAME:
+        return pairs
+    both = [c for r in rounds for c in pairs[r]]
+    fit = host_speed.fit(both, "qps") if adjusted else None
+    scale = fit.factor if fit else (lambda _c: 1.0)
+    shift = math.exp(-C.mean([math.log(o["summary"]["qps"] * scale(o) / (b["summary"]["qps"] * scale(b)))
+                              for b, o in pairs.values()]))  # fmt: skip
+    return {r: (b, {**o, "summary": {**o["summary"], "qps": o["summary"]["qps"] * shift}}) for r, (b, o) in pairs.items()}
+
+
+def _usable(c: dict[str, Any]) -> bool:
+    return c["status"] == "ok" and c.get("settled") not in (False, 0) and bool((c.get("summary") or {}).get("qps"))
+
+
+def resampled_cells(cells: list[dict[str, Any]], name: str, m: int, seed: int) -> dict[str, Any]:
+    """resampled() with the host-speed adjustment: the same draws of rounds (the same seed)."""
+    pairs = centred_cells(cells, name, adjusted=True)
+    rounds = sorted(pairs)
+    rng = random.Random(seed)
+    adaptive: Counter[str] = Counter()
+    fixed: Counter[str] = Counter()
+    stops, widths = [], []
+    for _ in range(RESAMPLES):
+        v, at, f, width = adjusted_experiment([pairs[rng.choice(rounds)] for _ in range(m)], name)
+        adaptive[v] += 1
+        fixed[f] += 1
+        if v != verdict.INCONCLUSIVE:
+            stops.append(at)
+        if not math.isnan(width):
+            widths.append(width)
+    share = lambda c: {k: round(c[k] / RESAMPLES, 4) for k in verdict.VERDICTS}
+    return {"adaptive": share(adaptive), "fixed": share(fixed), "mean_stop_round": C.rnd(C.mean(stops), 2) if stops
+            else None, "width_paired_over_welch": C.rnd(statistics.median(widths), 3) if widths else None}  # fmt: skip
+
+
+def full_run_adjusted(cells: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The full run of `name` against the baseline as perflab reports it with the canary: the
+    adjusted and unadjusted ratio and interval, and the canary's balance between the sides (a
+    variant that moved the canary itself would show here)."""
+    pair = [c for c in cells if c["variant"]["effect"] in (BASE, name)]
+    fit = host_speed.fit(pair, "qps")
+    axes = {"effect": [BASE, name]}
+    groups = summary.groups(pair, {"effect": BASE}, axes)
+    (row,) = compare.judged([compare.compare_groups(groups[0], groups[1], "qps", "variant", adjust=fit)])
+    out = {"adjusted": row.adjusted, "adjustment": row.adjustment, "ratio": C.rnd(row.ratio), "verdict": row.verdict,
+           "ci": [C.rnd(row.ci_low), C.rnd(row.ci_high)],
+           "unadjusted": [C.rnd(row.unadjusted_ratio), C.rnd(row.unadjusted_ci_low), C.rnd(row.unadjusted_ci_high)]}  # fmt: skip
+    if fit is not None:
+        diff, p = fit.balance(groups[0].cells, groups[1].cells)
+        out.update(slope=C.rnd(fit.slope, 3), r=C.rnd(fit.r, 3), canary_difference=C.rnd(math.exp(diff) - 1, 4),
+                   canary_p=C.rnd(p, 4) if p is not None else None)  # fmt: skip
+    return out
 
 
 def resampled(base: dict[int, float], other: dict[int, float], m: int, centre: bool, seed: int) -> dict[str, Any]:
@@ -206,6 +296,9 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
         row = {"ns": ns, "full": full_run(base, qps[name]), "nominal_effect": C.rnd(nominal(cells, name, ns)),
                "resampled": resampled(base, qps[name], m, centre=name == SAME, seed=ns + 7),
                "other_cpu_cores": C.other_cpu_cores(of(cells, name))}  # fmt: skip
+        if any(c.get("host_speed") for c in of(cells, name)):
+            row["adjusted"] = {"full": full_run_adjusted(cells, name),
+                               "resampled": resampled_cells(cells, name, m, seed=ns + 7)}  # fmt: skip
         if name == SAME:
             row["disjoint"] = {
                 "5": Counter(disjoint(base, qps[name], 5)),
@@ -219,6 +312,13 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
         {"variant": called[0][0], "measured_effect": C.rnd(1 - called[0][1]["full"]["ratio"]),
          "nominal_effect": called[0][1]["nominal_effect"]} if called else None
     )  # fmt: skip
+    adjusted = [(n, r) for n, r in slow if r.get("adjusted")]
+    if adjusted:
+        called = [(n, r) for n, r in adjusted if r["adjusted"]["resampled"]["adaptive"]["slower"] >= SENSITIVE]
+        out["sensitivity_adjusted"] = (
+            {"variant": called[0][0], "measured_effect": C.rnd(1 - called[0][1]["adjusted"]["full"]["ratio"]),
+             "nominal_effect": called[0][1]["nominal_effect"]} if called else None
+        )  # fmt: skip
     return out
 
 
@@ -250,6 +350,25 @@ def show(out: dict[str, Any]) -> None:
     C.say(f"sensitivity (called slower in >= {SENSITIVE:.0%} of 10-minute experiments): "
           + (f"{s['variant']}, a measured effect of {C.pct(s['measured_effect'], 1)} (nominal "
              f"{C.pct(s['nominal_effect'], 1)})" if s else "none of these settings"))  # fmt: skip
+    if "sensitivity_adjusted" not in out:
+        return
+    rows = []
+    for name, r in out["variants"].items():
+        f, res = r["adjusted"]["full"], r["adjusted"]["resampled"]
+        a, x = res["adaptive"], res["fixed"]
+        rows.append([
+            name, f"{f['ratio']:.3f} [{f['ci'][0]:.3f}-{f['ci'][1]:.3f}] {f['verdict']}",
+            f"{f['unadjusted'][0]:.3f} [{f['unadjusted'][1]:.3f}-{f['unadjusted'][2]:.3f}]",
+            f"{f.get('slope')} / {f.get('r')}", f"{C.pct(f.get('canary_difference'), 1)} (p {f.get('canary_p')})",
+            f"{C.pct(a['slower'], 1)} / {C.pct(a['faster'], 1)} / {C.pct(a['equivalent'], 1)}",
+            res["mean_stop_round"], f"{C.pct(x['slower'], 1)} / {C.pct(x['faster'], 1)}",
+        ])  # fmt: skip
+    C.say("\nadjusted for host speed ([observe] host_speed, analyze/host_speed.py), the same resamples:")
+    C.say(C.table(["variant", "full run adjusted [95%]", "unadjusted [95%]", "slope / r", "canary B vs A",
+                   "10-min adaptive slower/faster/equiv", "stop round", "10-min fixed slower/faster"], rows))  # fmt: skip
+    s = out["sensitivity_adjusted"]
+    C.say("sensitivity adjusted: " + (f"{s['variant']}, a measured effect of {C.pct(s['measured_effect'], 1)} "
+                                       f"(nominal {C.pct(s['nominal_effect'], 1)})" if s else "none of these settings"))  # fmt: skip
 
 
 def main() -> None:
@@ -259,6 +378,7 @@ def main() -> None:
     parser.add_argument("--results", metavar="DIR", help="keep the results directory here")
     parser.add_argument("--analyse", metavar="DIR", help="analyse a kept results directory, no run")
     parser.add_argument("--quick", action="store_true", help="smoke test: 6 rounds of 3 s windows, a tiny dataset")
+    parser.add_argument("--host-speed", action="store_true", help="[observe] host_speed: judge adjusted for it too")
     args = parser.parse_args()
     cfg = settings(args)
 
@@ -271,7 +391,7 @@ def main() -> None:
             with C.workdir(machine) as tmp:
                 lib = build(tmp / "shim")
                 toml = tmp / "fidelity.toml"
-                toml.write_text(spec_text(cfg, lib), encoding="utf-8")
+                toml.write_text(spec_text(cfg, lib, args.host_speed), encoding="utf-8")
                 results = Path(args.results) if args.results else Path(tempfile.mkdtemp(prefix="plbench-fidelity-"))
                 C.cli("run", str(toml), "-o", str(results), "--seed", "7")
         doc = json.loads(C.cli("export", str(results)))

@@ -24,7 +24,7 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perflab.analyze import evidence, ratio, sequential, stats
+from perflab.analyze import evidence, host_speed, ratio, sequential, stats
 from perflab.analyze.summary import Group, rounds
 from perflab.analyze.summary import groups as group_cells
 from perflab.analyze.verdict import FASTER, INCONCLUSIVE, MARGIN, SLOWER, Judgement, judge
@@ -62,6 +62,13 @@ class Comparison:
     family: int = 0  # comparisons in the Holm family
     margin: float = MARGIN
     rounds_needed: int | None = None  # inconclusive: further rounds that would resolve it
+    # [observe] host_speed (analyze/host_speed.py): ratio, interval and verdict from values brought
+    # to the run's mean host speed; the estimate without that beside it; what was done and why
+    adjusted: bool = False
+    adjustment: str | None = None
+    unadjusted_ratio: float | None = None
+    unadjusted_ci_low: float | None = None
+    unadjusted_ci_high: float | None = None
     estimate: ratio.Estimate | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -82,14 +89,21 @@ def compare_groups(
     axis: str | None = None,
     level: float = stats.LEVEL,
     margin: float = MARGIN,
+    adjust: host_speed.Adjustment | None = None,
 ) -> Comparison:
     """One comparison, not yet judged (`judged` gives its family the verdicts): rounds pair
-    within one run, never across two (kind `runs`)."""
+    within one run, never across two (kind `runs`); within one run, adjusted for the host's
+    speed by `adjust` when the comparison allows it (analyze/host_speed.py)."""
     by_round = (rounds(base, metric), rounds(other, metric))
     if kind == "runs":
         chosen, welch, why = ratio.estimate(_values(base, metric), _values(other, metric), level)
     else:
         chosen, welch, why = ratio.estimate(*by_round, level)
+    plain = chosen
+    # two runs (`runs`): no slope is fitted across them, and their rounds do not pair
+    used, note = host_speed.decide(adjust, base.cells, other.cells) if kind != "runs" else (None, None)
+    if used is not None:
+        chosen, welch, why = ratio.estimate(rounds(base, metric, used.factor), rounds(other, metric, used.factor), level)
     left_out = len(base.unsettled) + len(other.unsettled)
     return Comparison(
         other.threads,
@@ -112,6 +126,11 @@ def compare_groups(
         welch_ci_low=welch.low,
         welch_ci_high=welch.high,
         margin=margin,
+        adjusted=used is not None,
+        adjustment=note,
+        unadjusted_ratio=plain.ratio if note else None,
+        unadjusted_ci_low=plain.low if note else None,
+        unadjusted_ci_high=plain.high if note else None,
         estimate=chosen,
     )
 
@@ -172,10 +191,11 @@ def within(
     metric: str = "qps",
     level: float = stats.LEVEL,
     margin: float = MARGIN,
+    adjust: host_speed.Adjustment | None = None,
 ) -> list[Comparison]:
     """Every variant against `baseline`, per thread count; plus, with two or more axes, the
     marginal effect of each axis within each combination of the others. Judged: the variant
-    rows are one Holm family, the axis rows another."""
+    rows are one Holm family, the axis rows another. `adjust`: the run's host-speed fit."""
     pairs: list[tuple[Group, Group, str, str | None]] = []
     index = {(tuple(sorted(g.variant.items())), g.threads): g for g in groups}
 
@@ -196,7 +216,7 @@ def within(
                 reference = find({**group.variant, axis: baseline[axis]}, threads)
                 if reference is not None:
                     pairs.append((reference, group, "axis", axis))
-    rows = [compare_groups(b, g, metric, kind, axis, level, margin) for b, g, kind, axis in pairs]
+    rows = [compare_groups(b, g, metric, kind, axis, level, margin, adjust) for b, g, kind, axis in pairs]
     return judged(rows, {i: (b, g) for i, (b, g, _, _) in enumerate(pairs)})
 
 
@@ -266,7 +286,11 @@ def verdicts(
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = baseline_variant(axes, baselines or [])
     all_groups = group_cells(cells, base if axes else None, axes)
-    rows = [c for metric in metrics for c in within(all_groups, axes, base, metric, level, margin_of(meta))]
+    rows = [
+        c
+        for metric in metrics
+        for c in within(all_groups, axes, base, metric, level, margin_of(meta), host_speed.fit(cells, metric))
+    ]
     adaptive = meta.get("adaptive") or {}
     if adaptive.get("stop") == sequential.STOP_VERDICT and level == stats.LEVEL and base == baseline_variant(axes, []):
         rows = sequential_verdicts(rows, cells, base, axes, adaptive)

@@ -51,13 +51,14 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy import special
 
-from perflab.analyze import ratio, stats, summary
+from perflab.analyze import host_speed, ratio, stats, summary
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, MARGIN, SLOWER, bounds
 
 STOP_VERDICT, STOP_TARGET = "verdict", "target_ci"
@@ -219,14 +220,20 @@ def cut(values: dict[int, float], k: int) -> dict[int, float]:
     return {r: v for r, v in values.items() if r <= k}
 
 
-def replay(pairs: list[tuple[dict[int, float], dict[int, float]]], design: Design, rounds: int) -> list[Track]:
+Pairs = list[tuple[dict[int, float], dict[int, float]]]
+
+
+def replay(pairs: Pairs | Callable[[int], Pairs], design: Design, rounds: int) -> list[Track]:
     """Every look from min_rounds to `rounds` over (baseline, variant) values keyed by round:
-    the same decisions the run made, from its stored cells alone."""
-    tracks = [Track() for _ in pairs]
+    the same decisions the run made, from its stored cells alone. `pairs` may be a function of
+    the look k, for values that depend on the rounds so far (the host-speed adjustment refits
+    its slope on rounds 1..k at look k)."""
+    at = pairs if callable(pairs) else (lambda _k: pairs)
+    tracks = [Track() for _ in at(rounds)]
     for k in range(design.min_rounds, rounds + 1):
         if not any(t.open for t in tracks):
             break
-        estimates = [ratio.estimate(cut(b, k), cut(o, k))[0] for b, o in pairs]
+        estimates = [ratio.estimate(cut(b, k), cut(o, k))[0] for b, o in at(k)]
         look(tracks, estimates, k, design)
     return tracks
 
@@ -249,7 +256,19 @@ def monitor(
     found = summary.groups(cells, baseline, axes)
     bases = {g.threads: g for g in found if g.baseline}
     pairs = [(bases[g.threads], g) for g in found if not g.baseline and g.threads in bases]
-    tracks = replay([(summary.rounds(b, "qps"), summary.rounds(g, "qps")) for b, g in pairs], design, rounds)
+
+    def values_at(k: int) -> Pairs:
+        """Adjusted for host speed as analyze/compare.py would be with rounds 1..k only."""
+        adjustment = host_speed.fit([c for c in cells if (c.get("repeat") or 0) <= k], "qps")
+        out = []
+        for b, g in pairs:
+            early = [[c for c in side.cells if (c.get("repeat") or 0) <= k] for side in (b, g)]
+            used, _ = host_speed.decide(adjustment, *early)
+            scale = used.factor if used else None
+            out.append((summary.rounds(b, "qps", scale), summary.rounds(g, "qps", scale)))
+        return out
+
+    tracks = replay(values_at, design, rounds)
     return [Monitored(g.key, g.threads, b.key, t) for (b, g), t in zip(pairs, tracks)]
 
 

@@ -11,6 +11,7 @@ randomized blocks shuffle within each round: spec/matrix.py).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,13 +178,14 @@ def _add(group: Group, cell: dict[str, Any]) -> None:
             values.append(res[key])
 
 
-def rounds(group: Group, metric: str) -> dict[int, float]:
-    """A group's settled values keyed by round (the cell's `repeat`)."""
+def rounds(group: Group, metric: str, scale: Callable[[dict[str, Any]], float | None] | None = None) -> dict[int, float]:
+    """A group's settled values keyed by round (the cell's `repeat`), each multiplied by
+    `scale(cell)` when given (analyze/host_speed.py: the value at the run's mean host speed)."""
     out = {}
     for cell in group.cells:
         value = cell["summary"]["qps"] if metric == "qps" else cell["summary"]["latency_ms"].get("p95")
         if value is not None and cell.get("repeat") is not None:
-            out[int(cell["repeat"])] = float(value)
+            out[int(cell["repeat"])] = float(value) * ((scale(cell) or 1.0) if scale else 1.0)
     return out
 
 

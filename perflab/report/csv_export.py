@@ -44,6 +44,11 @@ COMPARISON_COLUMNS = (
     "welch_ratio",
     "welch_ci_low",
     "welch_ci_high",
+    "adjusted",  # [observe] host_speed: ratio, CI and verdict at the run's mean host speed
+    "adjustment",
+    "unadjusted_ratio",
+    "unadjusted_ci_low",
+    "unadjusted_ci_high",
     "p_difference",  # Holm-adjusted
     "p_equivalence",
     "family",
@@ -118,6 +123,7 @@ def _cell_row(cell: dict[str, Any], axis_cols: dict[str, str]) -> dict[str, Any]
         "steady_cv": steady.get("cv"),
         **{k: res.get(k) for k in views.RESOURCE_COLUMNS},
         **_alloc(cell.get("alloc")),
+        "host_speed_work_ns": (cell.get("host_speed") or {}).get("work_ns"),
     }
 
 

@@ -1,4 +1,4 @@
-"""The interchange formats: JSON ("perflab-results/8") and CSVs (report/csv_export.py).
+"""The interchange formats: JSON ("perflab-results/9") and CSVs (report/csv_export.py).
 
 JSON format history:
   perflab-results/1  first version; documented in docs/results-format.md.
@@ -35,6 +35,14 @@ JSON format history:
                      threads started to the window, the seconds of detected stalls, its
                      threads connecting): one entry per source, target
                      and phase. Readers that want the old list take phase "measured", target "server".
+  perflab-results/9  per cell `host_speed` ([observe] host_speed; null without it): {work_ns,
+                     samples, period_ms, spread, seconds: [[s, work_ns], ...]}
+                     (run/observers/host_speed.py); comparisons carry `adjusted` (the ratio,
+                     interval and verdict are at the run's mean host speed), `adjustment` (what
+                     was done or why not; null without a canary) and the estimate without it,
+                     `unadjusted_ratio`, `unadjusted_ci_low`, `unadjusted_ci_high`
+                     (analyze/host_speed.py). The comparisons are the reports' (a run that
+                     stopped on verdicts: its sequential ones).
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ from perflab.analyze import compare, summary, variance
 from perflab.report import findings
 from perflab.store.results import Results
 
-FORMAT = "perflab-results/8"
+FORMAT = "perflab-results/9"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
 
@@ -61,10 +69,7 @@ def document(results: Results) -> dict[str, Any]:
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, [])
     groups = summary.groups(stored, base if axes else None, axes, server=(meta.get("experiment") or {}).get("server"))
-    margin = compare.margin_of(meta)
-    comparisons = [
-        c.to_dict() for metric in compare.METRICS for c in compare.within(groups, axes, base, metric, margin=margin)
-    ]
+    comparisons = [c.to_dict() for c in compare.verdicts(meta, stored).comparisons]
     return {
         "format": FORMAT,
         "experiment": meta.get("experiment", {}),
@@ -101,6 +106,7 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
         "started_at": cell["started_at"],
         "ended_at": cell["ended_at"],
         "build": cell.get("build"),
+        "host_speed": cell.get("host_speed"),
         "preload": cell["preload"],
         "allocator_library": cell["allocator_library"],
         "allocator_version": cell["allocator_version"],

@@ -67,7 +67,8 @@ def _rci(c: Any) -> str:
 def _verdict(c: Any) -> Markup:
     if c is None:
         return Markup("-")
-    title = escape(f"{c.method}: {c.method_reason}" + (f"; {c.reason}" if c.reason else ""))
+    notes = [f"{c.method}: {c.method_reason}", c.adjustment, c.reason]
+    title = escape("; ".join(n for n in notes if n))
     word = Markup(f'<span class="{VERDICT_CLASS[c.verdict]}" title="{title}">{c.verdict}</span>')
     if c.rounds_needed is None:
         return word

@@ -172,8 +172,7 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
     base = compare.baseline_variant(axes, baselines or [])
     server = (meta.get("experiment") or {}).get("server")
     groups = summary.groups(cells, base if axes else None, axes, server=server)
-    margin = compare.margin_of(meta)
-    comparisons = [c for metric in compare.METRICS for c in compare.within(groups, axes, base, metric, margin=margin)]
+    comparisons = compare.verdicts(meta, cells, baselines).comparisons  # host speed, sequential looks
     # the file's order (groups), not the run's: randomized rounds would shuffle the colours
     variants = list({variant_key(v): v for v in [g.variant for g in groups] + [c["variant"] for c in cells]}.values())
     model = ReportModel(

@@ -55,8 +55,25 @@ def method_line(comparisons: list[Any]) -> str:
         f"Verdicts at {level * 100:.4g}% confidence, Holm-corrected within each family of comparisons "
         f"({sizes or 'none has an interval'}); equivalent: the interval inside ±{first.margin * 100:.3g}%; "
         f"ratios within rounds (paired, where {MIN_PAIRS} rounds hold both sides) for {paired} of "
-        f"{len(comparisons)}, else Welch"
+        f"{len(comparisons)}, else Welch{host_speed_clause(comparisons)}"
     )
+
+
+def host_speed_clause(comparisons: list[Any]) -> str:
+    """'; adjusted for the host's speed (host speed: slope 0.70 over 40 cells (r = 0.88)) for 2
+    of 2 (docs/methodology.md#host-speed)', why not for the others; '' without a canary."""
+    noted = [c for c in comparisons if getattr(c, "adjustment", None)]
+    if not noted:
+        return ""
+    adjusted = [c for c in noted if c.adjusted]
+    why_not = sorted({c.adjustment for c in noted if not c.adjusted})
+    out = f"; adjusted for the host's speed for {len(adjusted)} of {len(comparisons)}"
+    fits = sorted({c.adjustment for c in adjusted})
+    if fits:
+        out += f" ({'; '.join(fits)})"
+    if why_not:
+        out += f"; {'; '.join(why_not)}"
+    return out + " (docs/methodology.md#host-speed)"
 
 
 KIND_TITLES = {

@@ -87,7 +87,7 @@ def render(
     axes = exp.get("axes") or {}
     base = compare.baseline_variant(axes, baseline or [])
     all_groups = groups(cells, base if axes else None, axes, server=exp.get("server"))
-    comparisons = compare.within(all_groups, axes, base, "qps", margin=compare.margin_of(meta))
+    comparisons = compare.verdicts(meta, cells, baseline, ("qps",)).comparisons
     if comparisons:
         console.print(f"[dim]{escape(method_line(comparisons))}[/]", highlight=False)
     for threads in sorted({g.threads for g in all_groups}):
@@ -219,7 +219,7 @@ def comparison_table(title: str, comparisons: list[Comparison], runs: bool = Fal
             f"{c.n_baseline}/{c.n_variant}",
             _num(c.ratio, "{:.3f}"),
             ci,
-            c.method,
+            c.method + (" adj." if c.adjusted else ""),
             verdict_text(c),
         )
     return table

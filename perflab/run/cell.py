@@ -346,6 +346,7 @@ class CellRunner:
         window_end = min(ended, origin + warmup + seconds)  # sysbench's window, not its shutdown
         spans = Spans.of_cell(started, origin, window_end, warmup, stalls, intervals, summary.transactions)
         profilers.store(self.results, cell.order, spans)  # profiles/ + profiles table, per target and phase
+        measured.update(profilers.fields(spans))  # host_speed
         if tracer is not None:
             tracer.check_window(summary.transactions)
             measured["alloc"] = tracer.fields(summary.transactions)

@@ -86,7 +86,8 @@ def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[li
     # the window's profiles cover it from its start (a profiler that began later: its share of it)
     spans = Spans.of_cell(0.0, started, window_end, window.begun - started, [], intervals, summary.transactions)
     profilers.store(runner.results, cell.order, spans)
-    fields = {"summary": summary.to_dict(), "resources": resources, "sysbench_options": options}
+    fields = {"summary": summary.to_dict(), "resources": resources, "sysbench_options": options,
+              **profilers.fields(spans)}  # fmt: skip
     return intervals, memory.samples, fields
 
 

@@ -353,6 +353,7 @@ class ObserveSection(_Strict):
     pmp: Annotated[PmpObserve | None, BeforeValidator(_observer_flag)] = None
     alloc: Annotated[AllocObserve | None, BeforeValidator(_observer_flag)] = None
     status: StrictBool = False  # SHOW GLOBAL STATUS and INNODB_METRICS once a second (run/observers/status.py)
+    host_speed: StrictBool = False  # a canary's CPU time for fixed work, the verdicts' covariate (observers/host_speed.py)
 
 
 class ExperimentFile(_Strict):

@@ -20,6 +20,9 @@ Schema version history (`meta.schema_version`):
      key (cell_id, source, phase, target); phase is measured (the window), warmup (from the
      workload's start to the window) or stall (the seconds of the cell's detected stalls).
      Upgraded in place: the profiles table is rebuilt, its rows get target = 'server'.
+  7  cells.host_speed (JSON, [observe] host_speed: the canary's CPU ns for a fixed piece of work
+     over the window, its median, spread and per-second medians; run/observers/host_speed.py),
+     the verdicts' covariate (analyze/host_speed.py). Upgraded in place (NULL).
 
 A cell is written in one transaction when it ends, so a killed run loses at most the cell in
 flight. Readers get plain dicts; the JSON export (report/export.py) is built from them.
@@ -37,7 +40,7 @@ from typing import Any
 from perflab.errors import ResultsFormatError
 from perflab.store import views
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 DB_NAME = "results.db"
 
 _SCHEMA = """
@@ -68,7 +71,8 @@ CREATE TABLE IF NOT EXISTS cells (
     alloc TEXT,                        -- JSON, [observe] alloc: calls, bytes, syscalls per transaction
     build TEXT,                        -- JSON, the server binary: name, binary, sha256, version, compiler, recipe
     client TEXT,                       -- JSON, the workload client: preload, library, RSS, faults, switches
-    server_status TEXT                 -- JSON, [observe] status: per_txn, gauges, samples, window_s
+    server_status TEXT,                -- JSON, [observe] status: per_txn, gauges, samples, window_s
+    host_speed TEXT                    -- JSON, [observe] host_speed: work_ns, samples, spread, seconds
 );
 CREATE TABLE IF NOT EXISTS intervals (
     cell_id INTEGER NOT NULL REFERENCES cells(id),
@@ -107,7 +111,9 @@ _JSON_COLUMNS = (
     "build",
     "client",
     "server_status",
+    "host_speed",
 )
+_V7_COLUMNS = ("host_speed TEXT",)
 _V5_COLUMNS = ("client TEXT", "server_status TEXT")
 _V4_COLUMNS = ("build TEXT",)
 _V3_COLUMNS = ("alloc TEXT",)
@@ -154,6 +160,9 @@ class Results:
                 version = 5
             if version == 5:
                 self._add_columns((), 6, *self._profiles_upgrade())
+                version = 6
+            if version == 6:
+                self._add_columns(_V7_COLUMNS, 7)
                 version = SCHEMA_VERSION
             if version != SCHEMA_VERSION:
                 raise ResultsFormatError(
@@ -170,8 +179,10 @@ class Results:
         """One upgrade step, in one transaction: the columns, then `statements`, then the version."""
         with self.db:
             self.db.execute("BEGIN")
+            have = {row[1] for row in self.db.execute("PRAGMA table_info(cells)")}
             for column in columns:
-                self.db.execute(f"ALTER TABLE cells ADD COLUMN {column}")
+                if column.split()[0] not in have:  # a directory some later step already gave it
+                    self.db.execute(f"ALTER TABLE cells ADD COLUMN {column}")
             for statement in statements:
                 self.db.execute(statement)
             self.db.execute(

@@ -62,7 +62,7 @@ def test_schema1_directory_is_upgraded_in_place(v1: Path):
     assert query(v1 / "results.db", "SELECT cell_id, t, qps FROM intervals ORDER BY cell_id, t") == intervals
     assert query(v1 / "results.db", "SELECT DISTINCT window_start_s FROM cells") == [(V1_WINDOW_START,)]
 
-    assert doc["format"] == "perflab-results/8" and len(doc["cells"]) == 9
+    assert doc["format"] == "perflab-results/9" and len(doc["cells"]) == 9
     ok = [c for c in doc["cells"] if c["status"] == "ok"]
     failed = [c for c in doc["cells"] if c["status"] == "failed"]
     assert len(ok) == 6 and {c["variant"]["allocator"] for c in failed} == {"broken"}
@@ -138,7 +138,8 @@ def test_schema2_directory_gains_the_alloc_and_build_columns(tmp_path: Path) -> 
     with Results(tmp_path, create=True):
         pass
     db = sqlite3.connect(tmp_path / "results.db")
-    kept = ", ".join(c for c in columns(tmp_path) if c not in ("alloc", "build", "client", "server_status"))
+    added = ("alloc", "build", "client", "server_status", "host_speed")
+    kept = ", ".join(c for c in columns(tmp_path) if c not in added)
     db.execute(f"CREATE TABLE v2 AS SELECT {kept} FROM cells")  # the cells table as schema 2 had it
     db.execute("DROP TABLE cells")
     db.execute("ALTER TABLE v2 RENAME TO cells")
@@ -146,9 +147,9 @@ def test_schema2_directory_gains_the_alloc_and_build_columns(tmp_path: Path) -> 
     db.commit()
     db.close()
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 6
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 7
         assert results.cells() == []
-    assert {"alloc", "build", "client", "server_status"} <= columns(tmp_path)
+    assert set(added) <= columns(tmp_path)
 
 
 def test_upgrade_adds_the_client_and_status_columns_and_table(v1: Path):
@@ -158,6 +159,26 @@ def test_upgrade_adds_the_client_and_status_columns_and_table(v1: Path):
         assert results.status_samples(0) == []  # the table exists, empty for older cells
         cell = results.cells()[0]
         assert cell["client"] is None and cell["server_status"] is None
+
+
+def test_schema6_cells_gain_the_host_speed_column(tmp_path: Path) -> None:
+    with Results(tmp_path, create=True) as results:
+        results.commit_cell({"id": 0, "key": "t1/r1", "variant": {}, "threads": 1, "repeat": 1, "status": "ok",
+                             "env": {}, "server_options": {}}, [], [])  # fmt: skip
+    db = sqlite3.connect(tmp_path / "results.db")
+    kept = ", ".join(c for c in columns(tmp_path) if c != "host_speed")
+    db.execute(f"CREATE TABLE v6 AS SELECT {kept} FROM cells")  # the cells table as schema 6 had it
+    db.execute("DROP TABLE cells")
+    db.execute("ALTER TABLE v6 RENAME TO cells")
+    db.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    assert "host_speed" not in columns(tmp_path)
+    with Results(tmp_path) as results:
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 7
+        assert [c["host_speed"] for c in results.cells()] == [None]
+        results.commit_cell({**results.cells()[0], "id": 1, "key": "t1/r2", "host_speed": {"work_ns": 1.0}}, [], [])
+        assert [c["host_speed"] for c in results.cells()] == [None, {"work_ns": 1.0}]
 
 
 def _profile(target: str | None = None, phase: str = "measured") -> dict:
@@ -183,7 +204,7 @@ def test_schema5_profiles_gain_a_target_and_keep_their_rows(tmp_path: Path) -> N
     db.close()
     assert "target" not in columns(tmp_path, "profiles")
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 6
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 7
         assert [(p["target"], p["phase"], p["samples"]) for p in results.profiles()] == [("server", "measured", 7)]
         results.commit_profile(_profile("client"))  # the client's beside the server's: the key has the target
         results.commit_profile(_profile("client", "stall"))

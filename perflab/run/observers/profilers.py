@@ -8,6 +8,7 @@
         prof.window_started()               # the others begin
         run_window()
     prof.store(results, cell_id, spans)     # profiles/ + the profiles table, per target and phase
+    prof.fields(spans)                      # {"host_speed": ...} with [observe] host_speed
 
 Targets: the server (mariadbd) and the client (sysbench, attached once ld.so has mapped its
 libraries). With `tree=True` (PostgreSQL: a postmaster forking one backend per connection) the
@@ -34,6 +35,7 @@ from typing import Any
 from perflab.analyze.alloc import callers
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.elf import inspect
+from perflab.run.observers.host_speed import HostSpeed
 from perflab.run.observers.perf import FoldStats, PerfRecorder
 from perflab.run.observers.phases import MEASURED, PHASES, Spans
 from perflab.run.observers.pmp import StackSampler, demangle, fold_rows
@@ -56,10 +58,14 @@ class Profilers:
         self.workdir = Path(workdir)
         self.perf: PerfRecorder | None = None
         self.pmp: dict[str, StackSampler] = {}
+        self.canary: HostSpeed | None = None  # [observe] host_speed
         self._stack = ExitStack()
         self.binaries = {"server": _exe(pid)}
 
     def __enter__(self) -> Profilers:
+        if self.observe.host_speed:  # built once per run, beside the cells' directories
+            canary = HostSpeed(self.workdir.parent / "canary-build", self.workdir / "host-speed.txt")
+            self.canary = self._stack.enter_context(canary)
         # perf first, not recording: its start-up (reading every process's maps) takes tenths of
         # a second, before the workload; it then records system-wide and is folded per process
         perf = self.observe.perf
@@ -107,6 +113,10 @@ class Profilers:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+    def fields(self, spans: Spans) -> dict[str, Any]:
+        """The cell's fields from observers that are not profiles: `host_speed` over the window."""
+        return {"host_speed": self.canary.fields(spans.window, spans.end)} if self.canary else {}
 
     def store(self, results: Results, cell_id: int, spans: Spans) -> list[dict[str, Any]]:
         """Fold every profile per target and phase, write it under profiles/, reference it in results.db."""

@@ -26,10 +26,7 @@ a second time into it, foreign_processes other processes that found the file (ne
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +34,7 @@ import numpy as np
 
 from perflab import allocators
 from perflab.errors import PerflabError
+from perflab.run import cbuild
 
 SOURCE = Path(__file__).with_name("perflab_alloc.c")
 OPS = ("malloc", "calloc", "realloc", "free", "memalign", "new", "delete")
@@ -61,43 +59,10 @@ class AllocTracerError(PerflabError):
 
 def build(cache: Path) -> Path:
     """The shim compiled for this machine, cached by the hash of its source and compiler."""
-    cc = os.environ.get("CC", "cc")
-    try:
-        version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise AllocTracerError(
-            f"no C compiler to build the allocation counter ({cc}: {exc})",
-            "install gcc (apt-get install gcc) or set CC",
-        ) from exc
-    digest = hashlib.sha256(SOURCE.read_bytes() + version.encode()).hexdigest()[:16]
-    out = cache / f"perflab_alloc-{digest}.so"
-    if out.exists():
-        return out
-    cache.mkdir(parents=True, exist_ok=True)
-    partial = out.with_suffix(f".{os.getpid()}.tmp")
-    argv = [
-        cc,
-        "-O2",
-        "-g",
-        "-fPIC",
-        "-shared",
-        "-fexceptions",
-        "-Wall",
-        f"-Wl,-soname,{allocators.TRACER_SONAME}",
-        "-o",
-        str(partial),
-        str(SOURCE),
-        "-ldl",
-        "-lm",
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise AllocTracerError(
-            f"building the allocation counter failed: {done.stderr.strip()[-2000:]}",
-            f"the command was: {' '.join(argv)}",
-        )
-    partial.rename(out)
-    return out
+    flags = ["-O2", "-g", "-fPIC", "-shared", "-fexceptions", "-Wall", f"-Wl,-soname,{allocators.TRACER_SONAME}"]
+    return cbuild.compiled(
+        SOURCE, cache, "perflab_alloc", ".so", flags, "the allocation counter", ["-ldl", "-lm"], AllocTracerError
+    )
 
 
 def create(path: Path, slots: int = DEFAULT_SLOTS, sample_capacity: int = DEFAULT_SAMPLES) -> None:

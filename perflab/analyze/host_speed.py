@@ -1,0 +1,149 @@
+"""The host's speed as a covariate of the verdicts ([observe] host_speed).
+
+Why: on a shared VM the vCPU itself runs faster or slower over minutes (run/observers/
+host_speed.py), and each cell's QPS follows it. A round's cells run a minute apart, so pairing
+within rounds (analyze/ratio.py) cancels only the slow part of it; what changes between two
+cells of one round stays in the per-round ratio. Measured here (bench/host_speed.py, A/A):
+log QPS against the canary's log speed, r = 0.88, slope 0.70; adjusting for it took the paired
+interval from +/-10.7% to +/-6.8%.
+
+How: analysis of covariance. Within each (variant, threads) group, log(metric) is regressed on
+log(speed) (speed = 1 / the canary's work_ns), one slope for the whole run, fitted on the
+deviations from each group's means (so the variants' own effects do not enter the slope). A
+cell's value is then brought to the run's mean speed:
+
+    adjusted = value * exp(-slope * (log speed - mean log speed))
+
+and the ratio, its interval and the verdict come from the adjusted values, paired or Welch as
+before. The point estimate moves by slope * (the sides' difference in mean log speed): the
+correction for one side having run on a faster host, not only a narrower interval.
+
+When not: the covariate must not depend on the variant (a variant that itself slowed the
+canary, a busy sibling hyperthread for example, would have its effect partly removed). Each
+comparison checks it: a paired t test of the sides' log speeds over rounds (or Welch's between
+all cells); at p < BALANCE_P the row keeps its unadjusted estimate and says why. Also
+unadjusted: runs without the canary, fewer than MIN_CELLS cells with a figure, cells of two
+runs (`compare A B`), rows with a cell that has no figure.
+
+    adj = fit(cells, "qps")          # None: nothing to fit
+    adj.factor(cell)                 # 1.03: this cell ran on a slower host than the run's mean
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from perflab.analyze import stats
+from perflab.analyze.ratio import MIN_PAIRS
+from perflab.variants import variant_key
+
+MIN_CELLS = 8  # settled cells with a canary figure in the run: fewer fit no slope
+BALANCE_P = 0.01  # the sides' speeds differ beyond chance at this level: the variant moves the canary
+
+
+def log_speed(cell: dict[str, Any]) -> float | None:
+    """log(1 / work_ns) of a cell's window, or None without a figure."""
+    work = (cell.get("host_speed") or {}).get("work_ns")
+    return -math.log(work) if work and work > 0 else None
+
+
+def metric_value(cell: dict[str, Any], metric: str) -> float | None:
+    summary = cell.get("summary") or {}
+    value = summary.get("qps") if metric == "qps" else (summary.get("latency_ms") or {}).get("p95")
+    return float(value) if value else None
+
+
+def _usable(cell: dict[str, Any]) -> bool:
+    return cell.get("status") == "ok" and cell.get("settled") not in (False, 0)
+
+
+@dataclass(frozen=True)
+class Adjustment:
+    """One run's slope of log(metric) on log(speed) and the cells' speeds."""
+
+    metric: str
+    slope: float
+    r: float
+    cells: int
+    reference: float  # the fitted cells' mean log speed
+    speeds: dict[int, float] = field(repr=False, default_factory=dict)  # cell id -> log speed
+
+    def factor(self, cell: dict[str, Any]) -> float | None:
+        """What the cell's value is multiplied by to bring it to the reference speed."""
+        x = self.speeds.get(cell["id"])
+        return None if x is None else math.exp(-self.slope * (x - self.reference))
+
+    def describe(self) -> str:
+        return f"host speed: slope {self.slope:.2f} over {self.cells} cells (r = {self.r:.2f})"
+
+    def balance(self, base: list[dict[str, Any]], other: list[dict[str, Any]]) -> tuple[float, float | None]:
+        """(the sides' difference in mean log speed, its two-sided p): paired over the rounds
+        that hold both sides when there are MIN_PAIRS of them, else Welch; p None: too few."""
+        xs = {side: {c.get("repeat"): self.speeds[c["id"]] for c in cells if c["id"] in self.speeds}
+              for side, cells in (("base", base), ("other", other))}  # fmt: skip
+        both = sorted(set(xs["base"]) & set(xs["other"]) - {None})
+        if len(both) >= MIN_PAIRS:
+            diffs = [xs["other"][r] - xs["base"][r] for r in both]
+            return statistics.fmean(diffs), _t_p(diffs)
+        a, b = list(xs["base"].values()), list(xs["other"].values())
+        if len(a) < 2 or len(b) < 2:
+            return 0.0, None
+        return statistics.fmean(b) - statistics.fmean(a), stats.welch_p(a, b)
+
+
+def _t_p(diffs: list[float]) -> float:
+    mean, sd = statistics.fmean(diffs), statistics.stdev(diffs)
+    if sd == 0:
+        return 0.0 if mean else 1.0
+    return stats.t_two_sided_p(mean / (sd / math.sqrt(len(diffs))), len(diffs) - 1)
+
+
+def fit(cells: list[dict[str, Any]], metric: str = "qps") -> Adjustment | None:
+    """The run's slope over its settled cells that have a canary figure; None with fewer than
+    MIN_CELLS of them or no spread of speed within the groups."""
+    groups: dict[tuple[str, int], list[tuple[int, float, float]]] = {}
+    speeds = {}
+    for cell in cells:
+        x, y = log_speed(cell), metric_value(cell, metric)
+        if not _usable(cell) or x is None or y is None or y <= 0:
+            continue
+        speeds[cell["id"]] = x
+        groups.setdefault((variant_key(cell["variant"]), cell["threads"]), []).append((cell["id"], x, math.log(y)))
+    dx, dy = [], []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        mx, my = statistics.fmean(m[1] for m in members), statistics.fmean(m[2] for m in members)
+        dx += [x - mx for _, x, _ in members]
+        dy += [y - my for _, _, y in members]
+    sxx = math.fsum(x * x for x in dx)
+    if len(dx) < MIN_CELLS or sxx <= 0:
+        return None
+    sxy, syy = math.fsum(x * y for x, y in zip(dx, dy)), math.fsum(y * y for y in dy)
+    r = sxy / math.sqrt(sxx * syy) if syy > 0 else 0.0
+    return Adjustment(metric, sxy / sxx, r, len(dx), statistics.fmean(speeds.values()), speeds)
+
+
+def decide(
+    adjustment: Adjustment | None, base: list[dict[str, Any]], other: list[dict[str, Any]]
+) -> tuple[Adjustment | None, str | None]:
+    """Whether one comparison (its two sides' settled cells) is adjusted, and what it says:
+    (the adjustment, its description) or (None, why not); (None, None) without a canary."""
+    if adjustment is None:
+        if any(log_speed(c) is not None for c in (*base, *other)):
+            return None, f"not adjusted for host speed: fewer than {MIN_CELLS} settled cells with a canary figure"
+        return None, None
+    missing = sum(1 for c in (*base, *other) if adjustment.factor(c) is None)
+    if missing:
+        return None, f"not adjusted for host speed: {missing} cell(s) without a canary figure"
+    diff, p = adjustment.balance(base, other)
+    if p is not None and p < BALANCE_P:
+        return None, (
+            f"not adjusted for host speed: the canary ran {abs(math.exp(diff) - 1):.1%} "
+            f"{'faster' if diff > 0 else 'slower'} beside the variant than beside the baseline (p = {p:.2g}); "
+            "the variant itself may change the vCPU's speed"
+        )
+    return adjustment, adjustment.describe()

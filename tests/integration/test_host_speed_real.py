@@ -1,0 +1,119 @@
+"""[observe] host_speed on real servers: the canary runs beside a real mariadbd (and postgres),
+each cell stores the window's figure, the verdicts of a run with enough cells are adjusted for
+it (with the unadjusted estimate beside), and no canary outlives its run."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import perflab
+from tests.integration.helpers import pgbench_experiment, write_experiment
+
+ROUNDS = 5
+
+MARIADB = f"""
+[experiment]
+name = "it-host-speed"
+duration = "3s"
+warmup = "2s"
+repeats = {ROUNDS}
+
+[dataset]
+tables = 1
+table_size = 1000
+
+[workload]
+test = "oltp_point_select"
+threads = [2]
+
+[variants.copy]
+a = {{}}
+b = {{ env = {{ PERFLAB_AA = "1" }} }}
+
+[observe]
+host_speed = true
+"""
+
+
+def canaries() -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        if "perflab-canary" in cmdline:
+            found.append(cmdline)
+    return found
+
+
+@pytest.fixture(scope="module")
+def mariadb_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("host-speed")
+    out = tmp / "results"
+    done = perflab("run", str(write_experiment(tmp / "hs.toml", MARIADB)), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def mariadb_run(mariadb_out: Path) -> dict:
+    exported = perflab("export", str(mariadb_out), "--format", "json")
+    assert exported.returncode == 0, exported.stderr
+    return json.loads(exported.stdout)
+
+
+def test_every_cell_stores_the_windows_host_speed(mariadb_run: dict):
+    cells = mariadb_run["cells"]
+    assert len(cells) == 2 * ROUNDS and all(c["status"] == "ok" for c in cells)
+    for cell in cells:
+        speed = cell["host_speed"]
+        assert speed["period_ms"] == 200
+        assert 10 <= speed["samples"] <= 16  # 3 s at one sample per 200 ms and ~1 ms of work
+        assert 1e5 < speed["work_ns"] < 1e8 and speed["spread"] >= 0
+        assert [s for s, _ in speed["seconds"]][:3] == [0, 1, 2] and len(speed["seconds"]) <= 4
+        assert all(work > 0 for _, work in speed["seconds"])
+    assert not canaries(), "a canary outlived its run"
+
+
+def test_the_verdicts_are_adjusted_with_the_plain_estimate_beside(mariadb_run: dict):
+    rows = [c for c in mariadb_run["comparisons"] if c["metric"] == "qps"]
+    assert len(rows) == 1
+    row = rows[0]
+    settled = sum(1 for c in mariadb_run["cells"] if c["settled"])
+    if settled < 8:  # a disturbed machine: too few cells to fit a slope, and it says so
+        assert not row["adjusted"] and "fewer than 8 settled cells" in row["adjustment"]
+        return
+    assert row["adjustment"].startswith(("host speed: slope", "not adjusted for host speed: the canary ran"))
+    assert row["unadjusted_ratio"] is not None and row["method"] in ("paired", "welch")
+    if row["adjusted"]:
+        assert row["ratio"] != row["unadjusted_ratio"]  # moved by the sides' difference in host speed
+    else:
+        assert row["ratio"] == row["unadjusted_ratio"]
+
+
+def test_compare_and_the_report_say_how_the_verdicts_were_adjusted(mariadb_out: Path, mariadb_run: dict):
+    row = next(c for c in mariadb_run["comparisons"] if c["metric"] == "qps")
+    text = perflab("compare", str(mariadb_out))
+    assert text.returncode == 0, text.stderr
+    said = " ".join(text.stdout.split())
+    assert "host speed" in said
+    if row["adjusted"]:
+        assert "adjusted for the host's speed" in said
+    markdown = perflab("report", str(mariadb_out), "--format", "markdown")
+    assert markdown.returncode == 0 and "host speed" in markdown.stdout
+
+
+def test_postgresql_cells_store_it_too(tmp_path: Path):
+    body = pgbench_experiment("it-host-speed-pg", rest="[observe]\nhost_speed = true\n")
+    out = tmp_path / "results"
+    done = perflab("run", str(write_experiment(tmp_path / "pg.toml", body)), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = json.loads(perflab("export", str(out)).stdout)["cells"]
+    assert cell["status"] == "ok" and cell["host_speed"]["samples"] >= 10 and cell["host_speed"]["work_ns"] > 0
+    assert not canaries()

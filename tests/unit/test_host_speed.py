@@ -1,0 +1,137 @@
+"""[observe] host_speed: the canary's output, the window's figure, and the verdicts' covariate
+(analysis of covariance on synthetic runs whose host speed and effect are known)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from perflab.analyze import compare, host_speed, sequential
+from perflab.run.observers import host_speed as canary
+from perflab.variants import variant_key
+
+A, B = {"v": "a"}, {"v": "b"}
+META = {"experiment": {"axes": {"v": ["a", "b"]}}}
+
+
+def test_the_canarys_lines_parse_and_a_half_written_one_is_left_out():
+    text = "10.000000 800000\n10.200000 812000\nnot a line\n10.400000 0\n10.6000"
+    assert canary.parse(text) == [(10.0, 800000.0), (10.2, 812000.0)]
+
+
+def test_the_window_figure_is_the_median_of_its_samples_with_per_second_medians():
+    samples = [(99.0, 5e6)] + [(100.0 + i * 0.2, 1e6 + (i % 5) * 1e4) for i in range(25)] + [(106.0, 9e6)]
+    fields = canary.window_fields(samples, 100.0, 105.0)
+    assert fields["samples"] == 25  # 100.0 .. 104.8: the samples outside are not the window's
+    assert fields["work_ns"] == 1.02e6 and fields["period_ms"] == canary.PERIOD_MS
+    assert [s for s, _ in fields["seconds"]] == [0, 1, 2, 3, 4]
+    assert fields["seconds"][0] == [0, 1.02e6] and 0 < fields["spread"] < 0.05
+
+
+def test_a_window_with_too_few_samples_has_no_figure():
+    fields = canary.window_fields([(1.0, 1e6), (1.2, 1e6)], 0.0, 2.0)
+    assert fields["work_ns"] is None and fields["samples"] == 2 and fields["seconds"] == []
+
+
+def cell(i: int, variant: dict, repeat: int, qps: float, work_ns: float | None, settled: bool = True) -> dict:
+    return {
+        "id": i, "key": f"{variant_key(variant)}/t2/r{repeat}", "variant": variant, "threads": 2, "repeat": repeat,
+        "status": "ok", "settled": settled, "window_start_s": 5.0, "stalls": [],
+        "summary": {"qps": qps, "tps": qps / 20, "latency_ms": {"p95": 1000 / qps}},
+        "resources": {"rss_end_bytes": 100, "rss_peak_bytes": 120},
+        "host_speed": None if work_ns is None else {"work_ns": work_ns},
+    }  # fmt: skip
+
+
+def run(effect: float, rounds: int = 12, slope: float = 0.7, noise: float = 0.01, seed: int = 1,
+        speed_of_b: float = 1.0) -> list[dict]:  # fmt: skip
+    """Rounds of A and B whose QPS follows the host's speed (which varies +/-25% from cell to
+    cell) with `slope`, B `effect` times A, plus 1% of other noise; `speed_of_b`: B itself
+    changes the canary's speed (a variant the covariate is not blind to)."""
+    rng = random.Random(seed)
+    cells = []
+    for r in range(1, rounds + 1):
+        for variant, factor in ((A, 1.0), (B, effect)):
+            speed = math.exp(rng.gauss(0, 0.25))
+            qps = 1000 * factor * speed**slope * math.exp(rng.gauss(0, noise))
+            seen = speed * (speed_of_b if variant is B else 1.0)  # what the canary measures
+            cells.append(cell(len(cells), variant, r, qps, 1e6 / seen))
+    return cells
+
+
+def qps_row(cells: list[dict]) -> compare.Comparison:
+    rows = compare.verdicts(META, cells, metrics=("qps",)).comparisons
+    assert len(rows) == 1
+    return rows[0]
+
+
+def test_the_slope_is_fitted_within_variants_so_the_effect_does_not_enter_it():
+    adjustment = host_speed.fit(run(effect=0.5), "qps")
+    assert adjustment is not None and adjustment.cells == 24
+    assert adjustment.slope == pytest.approx(0.7, abs=0.05) and adjustment.r > 0.95
+    p95 = host_speed.fit(run(effect=0.5), "p95")
+    assert p95 is not None and p95.slope == pytest.approx(-0.7, abs=0.05)  # latency falls as the host speeds up
+
+
+def test_adjusting_narrows_the_interval_and_finds_an_effect_the_host_hides():
+    row = qps_row(run(effect=0.97))
+    assert row.adjusted and row.method == "paired" and row.adjustment.startswith("host speed: slope 0.")
+    assert row.ratio == pytest.approx(0.97, abs=0.015)
+    assert row.verdict == "slower"  # 3% under 25% host-speed noise: seen once the host is accounted for
+    assert row.unadjusted_ratio is not None and row.unadjusted_ci_low is not None
+    plain, adjusted = row.unadjusted_ci_high - row.unadjusted_ci_low, row.ci_high - row.ci_low
+    assert adjusted < plain / 5
+    assert row.unadjusted_ci_low < 0.97 < row.unadjusted_ci_high  # the truth, in a much wider interval
+
+
+def test_identical_variants_stay_equal_after_adjusting():
+    for seed in range(5):
+        row = qps_row(run(effect=1.0, seed=seed))
+        assert row.adjusted and row.ci_low < 1.0 < row.ci_high
+        assert row.verdict in ("equivalent", "inconclusive")
+
+
+def test_a_variant_that_moves_the_canary_is_not_adjusted_and_says_why():
+    row = qps_row(run(effect=1.0, speed_of_b=0.7))  # B slows the canary by 30%, not its own QPS by it
+    assert not row.adjusted and "the variant itself may change the vCPU's speed" in row.adjustment
+    assert "the canary ran 3" in row.adjustment and "% slower beside the variant" in row.adjustment
+    assert row.ratio == row.unadjusted_ratio and row.ci_low < 1.0 < row.ci_high
+
+
+def test_too_few_cells_or_a_cell_without_a_figure_leave_the_row_unadjusted():
+    few = run(effect=1.0, rounds=3)
+    assert host_speed.fit(few, "qps") is None
+    row = qps_row(few)
+    assert not row.adjusted and "fewer than 8 settled cells" in row.adjustment
+    cells = run(effect=1.0)
+    cells[5]["host_speed"] = None
+    row = qps_row(cells)
+    assert not row.adjusted and row.adjustment.endswith("1 cell(s) without a canary figure")
+
+
+def test_without_a_canary_nothing_changes():
+    cells = run(effect=0.97)
+    for c in cells:
+        c["host_speed"] = None
+    row = qps_row(cells)
+    assert not row.adjusted and row.adjustment is None and row.unadjusted_ratio is None
+    assert row.to_dict()["adjusted"] is False
+
+
+def test_unsettled_cells_are_not_fitted():
+    cells = run(effect=1.0)
+    cells[0]["settled"] = False
+    adjustment = host_speed.fit(cells, "qps")
+    assert adjustment is not None and adjustment.cells == 23 and cells[0]["id"] not in adjustment.speeds
+
+
+def test_the_sequential_looks_use_the_adjusted_values():
+    cells = run(effect=0.97, rounds=10)
+    design = sequential.Design(max_rounds=10, min_rounds=3)
+    found = sequential.monitor(cells, A, {"v": ["a", "b"]}, design, 10)
+    assert found[0].track.verdict == "slower"  # resolved by its looks, on values at the mean host speed
+    for c in cells:
+        c["host_speed"] = None
+    assert sequential.monitor(cells, A, {"v": ["a", "b"]}, design, 10)[0].track.verdict == "inconclusive"
