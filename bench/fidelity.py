@@ -173,21 +173,30 @@ def adjusted_experiment(pairs: list[tuple[dict[str, Any], dict[str, Any]]], name
     return found.track.verdict, found.track.round or len(pairs), fixed.verdict, width
 
 
-def centred_cells(cells: list[dict[str, Any]], name: str, adjusted: bool) -> dict[int, tuple[dict, dict]]:
-    """round -> (base cell, `name` cell); for the A/A pair, `name`'s QPS shifted so that the full
-    run's estimate (adjusted or not, as judged) is exactly 1."""
+def centred_cells(cells: list[dict[str, Any]], name: str) -> dict[int, tuple[dict, dict]]:
+    """round -> (base cell, `name` cell); for the A/A pair, `name`'s QPS and its canary's speed
+    both shifted so that their full-run mean log-ratios against the baseline are exactly 0 (the
+    null made exact for the covariate too: else each resample's refitted slope times the run's
+    chance offset in speed would count as an effect)."""
     base = {c["repeat"]: c for c in of(cells, BASE) if _usable(c)}
     other = {c["repeat"]: c for c in of(cells, name) if _usable(c)}
-    rounds = sorted(set(base) & set(other))
-    pairs = {r: (base[r], other[r]) for r in rounds}
+    pairs = {r: (base[r], other[r]) for r in sorted(set(base) & set(other))}
     if name != SAME:
         return pairs
-    both = [c for r in rounds for c in pairs[r]]
-    fit = host_speed.fit(both, "qps") if adjusted else None
-    scale = fit.factor if fit else (lambda _c: 1.0)
-    shift = math.exp(-C.mean([math.log(o["summary"]["qps"] * scale(o) / (b["summary"]["qps"] * scale(b)))
-                              for b, o in pairs.values()]))  # fmt: skip
-    return {r: (b, {**o, "summary": {**o["summary"], "qps": o["summary"]["qps"] * shift}}) for r, (b, o) in pairs.items()}
+
+    def shift(path: tuple[str, str]) -> float | None:
+        logs = [math.log(o[path[0]][path[1]] / b[path[0]][path[1]]) for b, o in pairs.values()
+                if (b.get(path[0]) or {}).get(path[1]) and (o.get(path[0]) or {}).get(path[1])]  # fmt: skip
+        return math.exp(-C.mean(logs)) if logs else None
+
+    qps, work = shift(("summary", "qps")), shift(("host_speed", "work_ns"))
+    out = {}
+    for r, (b, o) in pairs.items():
+        moved = {**o, "summary": {**o["summary"], "qps": o["summary"]["qps"] * (qps or 1.0)}}
+        if work and o.get("host_speed") and o["host_speed"].get("work_ns"):
+            moved["host_speed"] = {**o["host_speed"], "work_ns": o["host_speed"]["work_ns"] * work}
+        out[r] = (b, moved)
+    return out
 
 
 def _usable(c: dict[str, Any]) -> bool:
@@ -196,7 +205,7 @@ def _usable(c: dict[str, Any]) -> bool:
 
 def resampled_cells(cells: list[dict[str, Any]], name: str, m: int, seed: int) -> dict[str, Any]:
     """resampled() with the host-speed adjustment: the same draws of rounds (the same seed)."""
-    pairs = centred_cells(cells, name, adjusted=True)
+    pairs = centred_cells(cells, name)
     rounds = sorted(pairs)
     rng = random.Random(seed)
     adaptive: Counter[str] = Counter()
