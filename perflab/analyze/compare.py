@@ -95,15 +95,12 @@ def compare_groups(
     within one run, never across two (kind `runs`); within one run, adjusted for the host's
     speed by `adjust` when the comparison allows it (analyze/host_speed.py)."""
     by_round = (rounds(base, metric), rounds(other, metric))
-    if kind == "runs":
+    if kind == "runs":  # two runs: their rounds do not pair, and no host-speed slope spans both
         chosen, welch, why = ratio.estimate(_values(base, metric), _values(other, metric), level)
+        found = host_speed.Estimated(chosen, welch, why, chosen)
     else:
-        chosen, welch, why = ratio.estimate(*by_round, level)
-    plain = chosen
-    # two runs (`runs`): no slope is fitted across them, and their rounds do not pair
-    used, note = host_speed.decide(adjust, base.cells, other.cells) if kind != "runs" else (None, None)
-    if used is not None:
-        chosen, welch, why = ratio.estimate(rounds(base, metric, used.factor), rounds(other, metric, used.factor), level)
+        found = host_speed.estimate(base, other, metric, adjust, level)
+    chosen, welch, why, plain, note = found.chosen, found.welch, found.why, found.plain, found.note
     left_out = len(base.unsettled) + len(other.unsettled)
     return Comparison(
         other.threads,
@@ -126,7 +123,7 @@ def compare_groups(
         welch_ci_low=welch.low,
         welch_ci_high=welch.high,
         margin=margin,
-        adjusted=used is not None,
+        adjusted=found.adjusted,
         adjustment=note,
         unadjusted_ratio=plain.ratio if note else None,
         unadjusted_ci_low=plain.low if note else None,

@@ -36,7 +36,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from perflab.analyze import stats
+import numpy as np
+
+from perflab.analyze import ratio, stats, summary
 from perflab.analyze.ratio import MIN_PAIRS
 from perflab.variants import variant_key
 
@@ -147,3 +149,70 @@ def decide(
             "the variant itself may change the vCPU's speed"
         )
     return adjustment, adjustment.describe()
+
+
+def paired(
+    base: list[dict[str, Any]], other: list[dict[str, Any]], metric: str, level: float = stats.LEVEL
+) -> tuple[ratio.Estimate, float] | None:
+    """The paired estimate adjusted within rounds: the per-round log-ratios d_r regressed on the
+    per-round differences in log speed c_r (d = delta + slope * c + e, least squares over the
+    rounds that hold both sides); delta, the log-ratio at equal host speed, with its OLS
+    standard error (which carries the slope's own uncertainty) on n - 2 degrees of freedom.
+    None below MIN_PAIRS such rounds, or when the rounds' speed differences do not vary."""
+    sides = [{c.get("repeat"): c for c in cells} for cells in (base, other)]
+    rounds = sorted(set(sides[0]) & set(sides[1]) - {None})
+    d, c = [], []
+    for r in rounds:
+        (b, o) = (sides[0][r], sides[1][r])
+        yb, yo, xb, xo = metric_value(b, metric), metric_value(o, metric), log_speed(b), log_speed(o)
+        if yb and yo and yb > 0 and yo > 0 and xb is not None and xo is not None:
+            d.append(math.log(yo / yb))
+            c.append(xo - xb)
+    n = len(d)
+    if n < MIN_PAIRS:
+        return None
+    x = np.column_stack([np.ones(n), np.array(c)])
+    xtx = x.T @ x
+    if np.linalg.cond(xtx) > 1e12:  # the rounds' speed differences do not vary
+        return None
+    inverse = np.linalg.inv(xtx)
+    beta = inverse @ x.T @ np.array(d)
+    residual = np.array(d) - x @ beta
+    leverage = np.einsum("ij,jk,ik->i", x, inverse, x)
+    weights = residual**2 / np.maximum(1 - leverage, 1e-6) ** 2  # HC3: a high-leverage round counts in full
+    se2 = float((inverse @ (x.T * weights) @ x @ inverse)[0, 0])
+    delta, slope = float(beta[0]), float(beta[1])
+    return ratio.Estimate(ratio.PAIRED, math.exp(delta), n, delta, ((se2 * n, n),), level, lost=1), slope
+
+
+@dataclass(frozen=True)
+class Estimated:
+    """One comparison's estimates: `chosen` (the verdict's), `welch` (beside it), why, and the
+    unadjusted `plain` one with whether the adjustment was used and what it says."""
+
+    chosen: ratio.Estimate
+    welch: ratio.Estimate
+    why: str
+    plain: ratio.Estimate
+    adjusted: bool = False
+    note: str | None = None
+
+
+def estimate(base: summary.Group, other: summary.Group, metric: str, fit_: Adjustment | None,
+             level: float = stats.LEVEL) -> Estimated:  # fmt: skip
+    """The estimate of `other` against `base` in one run: paired (within rounds) or Welch, as
+    analyze/ratio.py chooses; with a host-speed fit that the comparison allows (`decide`),
+    adjusted: paired by `paired` (the slope within this comparison's rounds), else Welch on
+    the values brought to the run's mean speed by the run's slope."""
+    chosen, welch, why = ratio.estimate(summary.rounds(base, metric), summary.rounds(other, metric), level)
+    used, note = decide(fit_, base.cells, other.cells)
+    if used is None:
+        return Estimated(chosen, welch, why, chosen, False, note)
+    scaled = (summary.rounds(base, metric, used.factor), summary.rounds(other, metric, used.factor))
+    adjusted_chosen, adjusted_welch, adjusted_why = ratio.estimate(*scaled, level)
+    found = paired(base.cells, other.cells, metric, level)
+    if found is not None:
+        within, slope = found
+        return Estimated(within, adjusted_welch, f"paired: within the {within.n} rounds that hold both", chosen,
+                         True, f"host speed: slope {slope:.2f} within {within.n} rounds")  # fmt: skip
+    return Estimated(adjusted_chosen, adjusted_welch, adjusted_why, chosen, True, note)

@@ -50,6 +50,7 @@ class Estimate:
     log_ratio: float | None = None
     parts: tuple[tuple[float, int], ...] = ()  # empty: no interval (too few values)
     level: float = stats.LEVEL
+    lost: int = 0  # degrees of freedom spent on fitted covariates (the host-speed slope: 1)
 
     @property
     def has_interval(self) -> bool:
@@ -57,7 +58,7 @@ class Estimate:
 
     def se_df(self, more: int = 0) -> tuple[float, float]:
         """Standard error of log_ratio and its degrees of freedom, with `more` rounds added."""
-        terms = [(v / (n + more), n + more - 1) for v, n in self.parts]
+        terms = [(v / (n + more), n + more - 1 - self.lost) for v, n in self.parts]
         var = sum(t for t, _ in terms)
         if var == 0:
             return 0.0, float(sum(df for _, df in terms))

@@ -49,6 +49,7 @@ keeps its planned fractions (it spends less than alpha: conservative).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import OrderedDict
 from collections.abc import Callable
@@ -220,21 +221,20 @@ def cut(values: dict[int, float], k: int) -> dict[int, float]:
     return {r: v for r, v in values.items() if r <= k}
 
 
-Pairs = list[tuple[dict[int, float], dict[int, float]]]
-
-
-def replay(pairs: Pairs | Callable[[int], Pairs], design: Design, rounds: int) -> list[Track]:
+def replay(pairs: list[tuple[dict[int, float], dict[int, float]]], design: Design, rounds: int) -> list[Track]:
     """Every look from min_rounds to `rounds` over (baseline, variant) values keyed by round:
-    the same decisions the run made, from its stored cells alone. `pairs` may be a function of
-    the look k, for values that depend on the rounds so far (the host-speed adjustment refits
-    its slope on rounds 1..k at look k)."""
-    at = pairs if callable(pairs) else (lambda _k: pairs)
-    tracks = [Track() for _ in at(rounds)]
+    the same decisions the run made, from its stored cells alone."""
+    return looks(lambda k: [ratio.estimate(cut(b, k), cut(o, k))[0] for b, o in pairs], len(pairs), design, rounds)
+
+
+def looks(estimates_at: Callable[[int], list[ratio.Estimate]], count: int, design: Design, rounds: int) -> list[Track]:
+    """The looks from min_rounds to `rounds` of `count` comparisons, whose estimates on rounds
+    1..k `estimates_at(k)` gives."""
+    tracks = [Track() for _ in range(count)]
     for k in range(design.min_rounds, rounds + 1):
         if not any(t.open for t in tracks):
             break
-        estimates = [ratio.estimate(cut(b, k), cut(o, k))[0] for b, o in at(k)]
-        look(tracks, estimates, k, design)
+        look(tracks, estimates_at(k), k, design)
     return tracks
 
 
@@ -257,18 +257,18 @@ def monitor(
     bases = {g.threads: g for g in found if g.baseline}
     pairs = [(bases[g.threads], g) for g in found if not g.baseline and g.threads in bases]
 
-    def values_at(k: int) -> Pairs:
-        """Adjusted for host speed as analyze/compare.py would be with rounds 1..k only."""
-        adjustment = host_speed.fit([c for c in cells if (c.get("repeat") or 0) <= k], "qps")
+    def estimates_at(k: int) -> list[ratio.Estimate]:
+        """As analyze/compare.py estimates them (host speed included) with rounds 1..k only."""
+        early = [c for c in cells if (c.get("repeat") or 0) <= k]
+        fit = host_speed.fit(early, "qps")
         out = []
         for b, g in pairs:
-            early = [[c for c in side.cells if (c.get("repeat") or 0) <= k] for side in (b, g)]
-            used, _ = host_speed.decide(adjustment, *early)
-            scale = used.factor if used else None
-            out.append((summary.rounds(b, "qps", scale), summary.rounds(g, "qps", scale)))
+            cut_b, cut_g = (dataclasses.replace(side, cells=[c for c in side.cells if (c.get("repeat") or 0) <= k])
+                            for side in (b, g))  # fmt: skip
+            out.append(host_speed.estimate(cut_b, cut_g, "qps", fit).chosen)
         return out
 
-    tracks = replay(values_at, design, rounds)
+    tracks = looks(estimates_at, len(pairs), design, rounds)
     return [Monitored(g.key, g.threads, b.key, t) for (b, g), t in zip(pairs, tracks)]
 
 
