@@ -5,7 +5,8 @@ host_speed.py), and each cell's QPS follows it. A round's cells run a minute apa
 within rounds (analyze/ratio.py) cancels only the slow part of it; what changes between two
 cells of one round stays in the per-round ratio. Measured here (bench/host_speed.py, A/A):
 log QPS against the canary's log speed, r = 0.88, slope 0.70; adjusting for it took the paired
-interval from +/-10.7% to +/-6.8%.
+interval from +/-10.7% to +/-6.8%. The paired estimate is adjusted within rounds (`paired`);
+the scheme below is the Welch fallback's.
 
 How: analysis of covariance. Within each (variant, threads) group, log(metric) is regressed on
 log(speed) (speed = 1 / the canary's work_ns), one slope for the whole run, fitted on the
@@ -156,8 +157,11 @@ def paired(
 ) -> tuple[ratio.Estimate, float] | None:
     """The paired estimate adjusted within rounds: the per-round log-ratios d_r regressed on the
     per-round differences in log speed c_r (d = delta + slope * c + e, least squares over the
-    rounds that hold both sides); delta, the log-ratio at equal host speed, with its OLS
-    standard error (which carries the slope's own uncertainty) on n - 2 degrees of freedom.
+    rounds that hold both sides); delta, the log-ratio at equal host speed, with its
+    heteroscedasticity-consistent (HC3) standard error on n - 2 degrees of freedom, and the
+    slope. HC3, not the OLS formula: on this VM most rounds' c is ~0 and a few slow-host rounds
+    carry the slope with residuals of their own; resampled A/A experiments called 12% of
+    identical pairs different with the OLS error, 9-11% with HC3 (6% unadjusted; bench/fidelity.py).
     None below MIN_PAIRS such rounds, or when the rounds' speed differences do not vary."""
     sides = [{c.get("repeat"): c for c in cells} for cells in (base, other)]
     rounds = sorted(set(sides[0]) & set(sides[1]) - {None})
