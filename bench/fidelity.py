@@ -58,6 +58,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -208,20 +209,7 @@ def resampled_cells(cells: list[dict[str, Any]], name: str, m: int, seed: int) -
     pairs = centred_cells(cells, name)
     rounds = sorted(pairs)
     rng = random.Random(seed)
-    adaptive: Counter[str] = Counter()
-    fixed: Counter[str] = Counter()
-    stops, widths = [], []
-    for _ in range(RESAMPLES):
-        v, at, f, width = adjusted_experiment([pairs[rng.choice(rounds)] for _ in range(m)], name)
-        adaptive[v] += 1
-        fixed[f] += 1
-        if v != verdict.INCONCLUSIVE:
-            stops.append(at)
-        if not math.isnan(width):
-            widths.append(width)
-    share = lambda c: {k: round(c[k] / RESAMPLES, 4) for k in verdict.VERDICTS}
-    return {"adaptive": share(adaptive), "fixed": share(fixed), "mean_stop_round": C.rnd(C.mean(stops), 2) if stops
-            else None, "width_paired_over_welch": C.rnd(statistics.median(widths), 3) if widths else None}  # fmt: skip
+    return tally(lambda: adjusted_experiment([pairs[rng.choice(rounds)] for _ in range(m)], name))
 
 
 def full_run_adjusted(cells: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -249,11 +237,18 @@ def resampled(base: dict[int, float], other: dict[int, float], m: int, centre: b
         shift = math.exp(-C.mean([math.log(other[r] / base[r]) for r in rounds]))
         other = {r: q * shift for r, q in other.items()}
     rng = random.Random(seed)
+    return tally(lambda: experiment(base, other, [rng.choice(rounds) for _ in range(m)]))
+
+
+def tally(one: Callable[[], tuple[str, int, str, float]]) -> dict[str, Any]:
+    """RESAMPLES resampled experiments (`one` draws and judges one: adaptive verdict, its round,
+    fixed verdict, paired/Welch width): the share of each verdict, the mean stop round, the
+    median width ratio."""
     adaptive: Counter[str] = Counter()
     fixed: Counter[str] = Counter()
     stops, widths = [], []
     for _ in range(RESAMPLES):
-        v, at, f, width = experiment(base, other, [rng.choice(rounds) for _ in range(m)])
+        v, at, f, width = one()
         adaptive[v] += 1
         fixed[f] += 1
         if v != verdict.INCONCLUSIVE:
