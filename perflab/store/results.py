@@ -33,6 +33,7 @@ derived from the tables and refreshed on open; they do not change the schema ver
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,27 @@ _V2_COLUMNS = (
 )
 
 
+def _create(path: Path) -> None:
+    """A new, empty results database at `path`, which appears whole: its schema is written beside it
+    and renamed into place, so a reader polling the directory (`perflab status`, a script, a test)
+    never opens a database that has no tables yet."""
+    fresh = not path.exists()  # else (a caller that checked nothing) the schema is completed in place
+    scratch = path.with_name(path.name + ".new") if fresh else path
+    if fresh:
+        for leftover in (scratch, *(scratch.with_name(scratch.name + s) for s in ("-wal", "-shm", "-journal"))):
+            leftover.unlink(missing_ok=True)
+    db = sqlite3.connect(scratch, isolation_level=None)
+    try:
+        db.executescript(_SCHEMA + _STATUS_SCHEMA)
+        db.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (json.dumps(SCHEMA_VERSION),)
+        )
+    finally:
+        db.close()
+    if fresh:
+        os.replace(scratch, path)
+
+
 class Results:
     """A results directory opened for reading or writing."""
 
@@ -138,13 +160,11 @@ class Results:
             raise ResultsFormatError(f"{self.dir}: no {DB_NAME} here", "pass the directory `perflab run -o` wrote")
         if create:
             (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+            _create(path)
         self.db = sqlite3.connect(path, isolation_level=None)  # explicit transactions only
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
-        if create:
-            self.db.executescript(_SCHEMA + _STATUS_SCHEMA)
-            self.set_meta(schema_version=SCHEMA_VERSION)
-        else:
+        if not create:
             version = self.meta().get("schema_version")
             if version == 1:
                 self._upgrade_from_1()

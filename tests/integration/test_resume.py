@@ -71,12 +71,14 @@ def test_sigkill_then_resume_completes_exactly_the_missing_cells(tmp_path: Path)
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and (not (out / "results.db").exists() or len(stored_keys(out)) < 3):
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGKILL)  # mid-matrix, probably mid-cell: no cleanup runs
-    proc.communicate()
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and (not (out / "results.db").exists() or len(stored_keys(out)) < 3):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGKILL)  # mid-matrix, probably mid-cell: no cleanup runs
+        proc.communicate()
     before = stored_rows(out)
     assert 3 <= len(before) < 8
     killed_workdir = Path(str(meta(out, "workdir")))

@@ -211,3 +211,27 @@ def test_schema5_profiles_gain_a_target_and_keep_their_rows(tmp_path: Path) -> N
         got = [(p["target"], p["phase"]) for p in results.profiles()]
         assert got == [("server", "measured"), ("client", "measured"), ("client", "stall")]
         assert query(tmp_path / "results.db", "SELECT count(*) FROM profile_top_flat") == [(0,)]
+
+
+def test_a_new_results_database_appears_with_its_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader polling a run's directory (as `perflab status` or a script does) never opens a
+    results.db without tables: the schema is written beside it and renamed into place; a scratch
+    file left by a creation killed midway is replaced."""
+    import os
+
+    target = tmp_path / "results.db"
+    (tmp_path / "results.db.new").write_bytes(b"a half-written file from a killed run")
+    seen: list[tuple[bool, set[str]]] = []
+    real_replace = os.replace
+
+    def replace(src: object, dst: object) -> None:
+        tables = {row[0] for row in query(Path(str(src)), "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        seen.append((target.exists(), tables))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with Results(tmp_path, create=True) as results:
+        assert results.meta()["schema_version"] == SCHEMA_VERSION
+    assert seen == [(False, seen[0][1])] and {"meta", "cells", "intervals", "status_samples"} <= seen[0][1]
+    assert not (tmp_path / "results.db.new").exists()
+    assert schema_version(tmp_path) == SCHEMA_VERSION
