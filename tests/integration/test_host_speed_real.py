@@ -5,6 +5,7 @@ it (with the unadjusted estimate beside), and no canary outlives its run."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -74,8 +75,14 @@ def test_every_cell_stores_the_windows_host_speed(mariadb_run: dict):
     for cell in cells:
         speed = cell["host_speed"]
         assert speed["period_ms"] == 200
-        assert 10 <= speed["samples"] <= 16  # 3 s at one sample per 200 ms and ~1 ms of work
+        cpus = sorted(os.sched_getaffinity(0))  # one pinned thread on each CPU perflab may use
+        assert sorted(map(int, speed["per_cpu"])) == cpus, speed["per_cpu"]
+        assert all(1e5 < work < 1e8 for work in speed["per_cpu"].values())
+        # 3 s at one sample per 200 ms and ~1 ms of work, on each CPU
+        assert 10 * len(cpus) <= speed["samples"] <= 16 * len(cpus)
         assert 1e5 < speed["work_ns"] < 1e8 and speed["spread"] >= 0
+        geomean = math.exp(sum(math.log(w) for w in speed["per_cpu"].values()) / len(cpus))
+        assert speed["work_ns"] == pytest.approx(geomean, rel=1e-4)
         assert [s for s, _ in speed["seconds"]][:3] == [0, 1, 2] and len(speed["seconds"]) <= 4
         assert all(work > 0 for _, work in speed["seconds"])
     assert not canaries(), "a canary outlived its run"

@@ -17,21 +17,40 @@ META = {"experiment": {"axes": {"v": ["a", "b"]}}}
 
 
 def test_the_canarys_lines_parse_and_a_half_written_one_is_left_out():
-    text = "10.000000 800000\n10.200000 812000\nnot a line\n10.400000 0\n10.6000"
-    assert canary.parse(text) == [(10.0, 800000.0), (10.2, 812000.0)]
+    text = "10.000000 800000\n10.200000 812000 1\nnot a line\n10.300000 9 x\n10.400000 0 0\n10.6000"
+    assert canary.parse(text) == [(10.0, 800000.0, -1), (10.2, 812000.0, 1)]
 
 
 def test_the_window_figure_is_the_median_of_its_samples_with_per_second_medians():
-    samples = [(99.0, 5e6)] + [(100.0 + i * 0.2, 1e6 + (i % 5) * 1e4) for i in range(25)] + [(106.0, 9e6)]
+    samples = [(99.0, 5e6, -1)] + [(100.0 + i * 0.2, 1e6 + (i % 5) * 1e4, -1) for i in range(25)] + [(106.0, 9e6, -1)]
     fields = canary.window_fields(samples, 100.0, 105.0)
     assert fields["samples"] == 25  # 100.0 .. 104.8: the samples outside are not the window's
     assert fields["work_ns"] == 1.02e6 and fields["period_ms"] == canary.PERIOD_MS
     assert [s for s, _ in fields["seconds"]] == [0, 1, 2, 3, 4]
     assert fields["seconds"][0] == [0, 1.02e6] and 0 < fields["spread"] < 0.05
+    assert fields["per_cpu"] == {}  # one unpinned thread
+
+
+def test_with_a_thread_per_cpu_the_figure_is_the_geometric_mean_of_each_cpus_median():
+    # CPU 0 runs at 1 ms a piece of work, CPU 1 at 4 ms (a busy sibling on the host): the
+    # workload runs on both, so the cell's figure is their geometric mean, 2 ms, not the
+    # median of the pooled samples (which would be whichever CPU had more of them)
+    samples = [(100.0 + i * 0.2, 1e6, 0) for i in range(25)] + [(100.1 + i * 0.2, 4e6, 1) for i in range(25)]
+    samples += [(100.05 + i * 0.2, 4e6, 1) for i in range(10)]  # more samples of CPU 1 do not weigh more
+    fields = canary.window_fields(samples, 100.0, 105.0)
+    assert fields["work_ns"] == pytest.approx(2e6)
+    assert fields["per_cpu"] == {"0": 1e6, "1": 4e6} and fields["samples"] == 60
+    assert fields["seconds"][0] == [0, pytest.approx(2e6)]
+
+
+def test_a_cpu_with_too_few_samples_is_left_out_of_the_figure():
+    samples = [(100.0 + i * 0.2, 1e6, 0) for i in range(25)] + [(100.1, 9e6, 1), (100.3, 9e6, 1)]
+    fields = canary.window_fields(samples, 100.0, 105.0)
+    assert fields["work_ns"] == 1e6 and fields["per_cpu"] == {"0": 1e6}
 
 
 def test_a_window_with_too_few_samples_has_no_figure():
-    fields = canary.window_fields([(1.0, 1e6), (1.2, 1e6)], 0.0, 2.0)
+    fields = canary.window_fields([(1.0, 1e6, 0), (1.2, 1e6, 0)], 0.0, 2.0)
     assert fields["work_ns"] is None and fields["samples"] == 2 and fields["seconds"] == []
 
 

@@ -9,13 +9,19 @@ oltp_read_only; bench/host_speed.py). analyze/host_speed.py uses the figure as a
 of the verdicts; docs/methodology.md#host-speed has the measurements.
 
 What: host_speed.c (beside this file), compiled once per machine, spins about 1 ms of fixed
-work every PERIOD_MS (0.5% of one vCPU) and prints the CPU time the work took. Preemption
-stops a thread's CPU clock, so a busy guest does not change it. The cell's field:
+work every PERIOD_MS on every CPU perflab may run on, one thread pinned to each (0.5% of each
+vCPU), and prints the CPU time the work took. Preemption stops a thread's CPU clock, so a busy
+guest does not change it. All CPUs, not one: this VM's two vCPUs change speed apart (10 s
+medians of two pinned canaries: r = 0.62), and the server and the client run on both. The
+cell's field:
 
-    {"work_ns": 812000.0,        # the window's median CPU ns for the fixed work (lower: faster)
-     "samples": 50, "period_ms": 200,
-     "spread": 0.07,             # (p90 - p10) / median of the window's samples
-     "seconds": [[0, 805000.0], [1, 820000.0], ...]}   # per second since the window's start: the median
+    {"work_ns": 812000.0,        # the geometric mean over the CPUs of each one's median CPU ns
+                                 # for the fixed work in the window (lower: faster)
+     "per_cpu": {"0": 790000.0, "1": 834600.0},   # each CPU's median
+     "samples": 100, "period_ms": 200,
+     "spread": 0.07,             # (p90 - p10) / median of the window's samples, all CPUs
+     "seconds": [[0, 805000.0], [1, 820000.0], ...]}   # per second since the window's start:
+                                                       # the geometric mean of the CPUs' medians
 
     with HostSpeed(cache, log) as canary:     # started before the workload
         ...                                   # warm-up, window
@@ -25,6 +31,7 @@ stops a thread's CPU clock, so a busy guest does not change it. The cell's field
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from pathlib import Path
 from typing import IO, Any
@@ -43,43 +50,61 @@ class HostSpeedError(PerflabError):
 
 
 def build(cache: Path) -> Path:
-    return cbuild.compiled(SOURCE, cache, "perflab-canary", "", ["-O2", "-Wall"], "the host-speed canary",
-                           error=HostSpeedError)  # fmt: skip
+    flags = ["-O2", "-Wall", "-pthread"]
+    return cbuild.compiled(SOURCE, cache, "perflab-canary", "", flags, "the host-speed canary", error=HostSpeedError)
 
 
-def parse(text: str) -> list[tuple[float, float]]:
-    """(monotonic seconds, work ns) per complete line; a partial last line is left out."""
+Sample = tuple[float, float, int]  # (monotonic seconds, work ns, CPU; -1: not pinned)
+
+
+def parse(text: str) -> list[Sample]:
+    """One sample per complete line ("monotonic_s work_ns [cpu]"); a partial last line is left out."""
     out = []
     for line in text.splitlines(keepends=True):
         parts = line.split()
-        if not line.endswith("\n") or len(parts) != 2:
+        if not line.endswith("\n") or len(parts) not in (2, 3):
             continue
         try:
-            at, work = float(parts[0]), float(parts[1])
+            at, work, cpu = float(parts[0]), float(parts[1]), int(parts[2]) if len(parts) == 3 else -1
         except ValueError:
             continue
         if work > 0:
-            out.append((at, work))
+            out.append((at, work, cpu))
     return out
 
 
-def window_fields(samples: list[tuple[float, float]], start: float, end: float) -> dict[str, Any]:
+def _geomean_of_medians(works_by_cpu: dict[int, list[float]], least: int) -> float | None:
+    """The geometric mean over the CPUs of each one's median; CPUs with fewer than `least`
+    samples are left out (None: none left)."""
+    logs = [math.log(statistics.median(w)) for w in works_by_cpu.values() if len(w) >= least]
+    return math.exp(statistics.fmean(logs)) if logs else None
+
+
+def window_fields(samples: list[Sample], start: float, end: float) -> dict[str, Any]:
     """The cell's `host_speed` from the canary's samples inside [start, end]."""
-    inside = [(at - start, work) for at, work in samples if start <= at <= end]
-    works = sorted(work for _, work in inside)
-    fields: dict[str, Any] = {"work_ns": None, "samples": len(works), "period_ms": PERIOD_MS, "spread": None,
-                              "seconds": []}  # fmt: skip
-    if len(works) < MIN_SAMPLES:
+    inside = [(at - start, work, cpu) for at, work, cpu in samples if start <= at <= end]
+    works = sorted(work for _, work, _ in inside)
+    fields: dict[str, Any] = {"work_ns": None, "per_cpu": {}, "samples": len(works), "period_ms": PERIOD_MS,
+                              "spread": None, "seconds": []}  # fmt: skip
+    by_cpu: dict[int, list[float]] = {}
+    by_second: dict[int, dict[int, list[float]]] = {}
+    for t, work, cpu in inside:
+        by_cpu.setdefault(cpu, []).append(work)
+        by_second.setdefault(math.floor(t), {}).setdefault(cpu, []).append(work)
+    work_ns = _geomean_of_medians(by_cpu, MIN_SAMPLES)
+    if work_ns is None:
         return fields
     median = statistics.median(works)
     deciles = statistics.quantiles(works, n=10)
-    by_second: dict[int, list[float]] = {}
-    for t, work in inside:
-        by_second.setdefault(math.floor(t), []).append(work)
     fields.update(
-        work_ns=round(median, 1),
+        work_ns=round(work_ns, 1),
+        per_cpu={
+            str(cpu): round(statistics.median(w), 1)
+            for cpu, w in sorted(by_cpu.items())
+            if cpu >= 0 and len(w) >= MIN_SAMPLES
+        },
         spread=round((deciles[-1] - deciles[0]) / median, 4),
-        seconds=[[s, round(statistics.median(w), 1)] for s, w in sorted(by_second.items())],
+        seconds=[[s, round(_geomean_of_medians(c, 1) or 0.0, 1)] for s, c in sorted(by_second.items())],
     )
     return fields
 
@@ -87,10 +112,11 @@ def window_fields(samples: list[tuple[float, float]], start: float, end: float) 
 class HostSpeed:
     """The canary as a child process for one cell, its samples in `log`."""
 
-    def __init__(self, cache: Path, log: Path, period_ms: int = PERIOD_MS) -> None:
+    def __init__(self, cache: Path, log: Path, period_ms: int = PERIOD_MS, cpus: list[int] | None = None) -> None:
         self.binary = build(cache)
         self.log = log
         self.period_ms = period_ms
+        self.cpus = sorted(os.sched_getaffinity(0)) if cpus is None else cpus  # where the server and client run
         self._out: IO[str] | None = None
         self._child: Child | None = None
         self._stopped = False
@@ -98,8 +124,8 @@ class HostSpeed:
     def __enter__(self) -> HostSpeed:
         self._out = self.log.open("w", encoding="ascii")
         try:
-            self._child = Child([str(self.binary), str(self.period_ms)], env=clean_env(), stdout=self._out,
-                                stderr=self._out)  # fmt: skip
+            argv = [str(self.binary), str(self.period_ms), *map(str, self.cpus)]
+            self._child = Child(argv, env=clean_env(), stdout=self._out, stderr=self._out)
         except BaseException:
             self._out.close()
             raise
