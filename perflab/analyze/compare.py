@@ -283,14 +283,15 @@ def verdicts(
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = baseline_variant(axes, baselines or [])
     all_groups = group_cells(cells, base if axes else None, axes)
+    slope = host_speed.calibrated_slope(meta)
     rows = [
         c
         for metric in metrics
-        for c in within(all_groups, axes, base, metric, level, margin_of(meta), host_speed.fit(cells, metric))
+        for c in within(all_groups, axes, base, metric, level, margin_of(meta), host_speed.fit(cells, metric, slope))
     ]
     adaptive = meta.get("adaptive") or {}
     if adaptive.get("stop") == sequential.STOP_VERDICT and level == stats.LEVEL and base == baseline_variant(axes, []):
-        rows = sequential_verdicts(rows, cells, base, axes, adaptive)
+        rows = sequential_verdicts(rows, cells, base, axes, adaptive, slope)
     return Verdicts(base, all_groups, rows)
 
 
@@ -300,12 +301,13 @@ def sequential_verdicts(
     baseline: dict[str, str],
     axes: dict[str, list[str]],
     adaptive: dict[str, Any],
+    slope: dict[str, Any] | None = None,
 ) -> list[Comparison]:
     """A run that stopped on verdicts is judged by its sequential boundaries: the QPS `variant`
     rows get the verdicts the looks reached (analyze/sequential.py); the others, which the run
     did not monitor, keep their fixed-sample verdicts."""
     design = sequential.design_of(adaptive)
-    found = sequential.monitor(cells, baseline, axes, design, int(adaptive.get("rounds") or 0))
+    found = sequential.monitor(cells, baseline, axes, design, int(adaptive.get("rounds") or 0), slope)
     tracks = {(m.variant, m.threads): m.track for m in found}
     out = []
     for row in rows:

@@ -69,10 +69,11 @@ class Adjustment:
 
     metric: str
     slope: float
-    r: float
+    r: float | None
     cells: int
     reference: float  # the fitted cells' mean log speed
     speeds: dict[int, float] = field(repr=False, default_factory=dict)  # cell id -> log speed
+    calibrated: dict[str, Any] | None = None  # the slope was fixed in advance: the calibration's figure
 
     def factor(self, cell: dict[str, Any]) -> float | None:
         """What the cell's value is multiplied by to bring it to the reference speed."""
@@ -80,6 +81,13 @@ class Adjustment:
         return None if x is None else math.exp(-self.slope * (x - self.reference))
 
     def describe(self) -> str:
+        if self.calibrated is not None:
+            c = self.calibrated
+            when, r = str(c.get("created_at"))[:10], c.get("r")
+            fit_r = f", r = {r:.2f}" if isinstance(r, int | float) else ""
+            rounds = c.get("rounds")
+            where = f"perflab calibrate of {when}, {rounds} A/A rounds{fit_r}"
+            return f"host speed: calibrated slope {self.slope:.2f} ({where})"
         return f"host speed: slope {self.slope:.2f} over {self.cells} cells (r = {self.r:.2f})"
 
     def balance(self, base: list[dict[str, Any]], other: list[dict[str, Any]]) -> tuple[float, float | None]:
@@ -104,9 +112,68 @@ def _t_p(diffs: list[float]) -> float:
     return stats.t_two_sided_p(mean / (sd / math.sqrt(len(diffs))), len(diffs) - 1)
 
 
-def fit(cells: list[dict[str, Any]], metric: str = "qps") -> Adjustment | None:
+def calibrated_slope(meta: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The host-speed slope a run was planned with (meta `calibration.host_speed`: a calibration
+    of this host and workload that measured it, cli/calibrated.py), or None."""
+    found = ((meta or {}).get("calibration") or {}).get("host_speed")
+    return found if isinstance(found, dict) and isinstance(found.get("slope"), (int, float)) else None
+
+
+def within_rounds(cells: list[dict[str, Any]], metric: str = "qps") -> dict[str, Any] | None:
+    """The pooled within-round slope of log(metric) on log(speed): least squares with an effect
+    per (variant, threads) group and per (round, threads) block, over the settled cells with a
+    canary figure (what `perflab calibrate` stores); {slope, se, r, cells}, or None with fewer
+    than MIN_CELLS of them or no spread of speed left. `se`: the slope's standard error (the
+    residual variance on the degrees of freedom the effects leave)."""
+    rows = [(cell, log_speed(cell), metric_value(cell, metric)) for cell in cells if _usable(cell)]
+    rows = [(c, x, math.log(y)) for c, x, y in rows if x is not None and y is not None and y > 0]
+    if len(rows) < MIN_CELLS:
+        return None
+    groups = sorted({(variant_key(c["variant"]), c["threads"]) for c, _, _ in rows})
+    blocks = sorted({(c.get("repeat"), c["threads"]) for c, _, _ in rows}, key=str)
+    dummies = np.array([[float((variant_key(c["variant"]), c["threads"]) == g) for g in groups]
+                        + [float((c.get("repeat"), c["threads"]) == b) for b in blocks[1:]]
+                        for c, _, _ in rows])  # fmt: skip
+
+    def residual(v: np.ndarray) -> np.ndarray:  # v with the groups' and blocks' effects taken out
+        return v - dummies @ np.linalg.lstsq(dummies, v, rcond=None)[0]
+
+    rx, ry = residual(np.array([x for _, x, _ in rows])), residual(np.array([y for _, _, y in rows]))
+    sxx, syy = float(rx @ rx), float(ry @ ry)
+    if sxx <= 1e-12:
+        return None
+    r = float(rx @ ry) / math.sqrt(sxx * syy) if syy > 0 else 0.0
+    slope = float(rx @ ry) / sxx
+    df = len(rows) - np.linalg.matrix_rank(dummies) - 1
+    se = math.sqrt(float((ry - slope * rx) @ (ry - slope * rx)) / df / sxx) if df > 0 else math.inf
+    return {"slope": slope, "se": se, "r": r, "cells": len(rows)}
+
+
+MIN_T = 4.0  # a calibrated slope is used when it is positive and at least this many standard errors
+
+
+def usable_slope(found: dict[str, Any] | None) -> str | None:
+    """Why a calibration's slope is not used for the verdicts, or None when it is: a slope that
+    is negative or not resolved (a short or quiet A/A run) would cost power (any fixed slope
+    keeps the test valid), so the run fits its own instead."""
+    if not found or not isinstance(found.get("slope"), int | float):
+        return "the calibration has no host-speed slope (its file had no [observe] host_speed)"
+    slope, se = float(found["slope"]), found.get("se")
+    if slope <= 0:
+        return f"its host-speed slope {slope:.2f} is not positive"
+    if not isinstance(se, int | float) or slope < MIN_T * se:
+        return f"its host-speed slope {slope:.2f} is not resolved (under {MIN_T:g} standard errors; more A/A rounds)"
+    return None
+
+
+def fit(
+    cells: list[dict[str, Any]], metric: str = "qps", calibrated: dict[str, Any] | None = None
+) -> Adjustment | None:
     """The run's slope over its settled cells that have a canary figure; None with fewer than
-    MIN_CELLS of them or no spread of speed within the groups."""
+    MIN_CELLS of them or no spread of speed within the groups. With `calibrated` (a slope
+    measured in advance, `calibrated_slope`) and metric qps, that slope, fixed: any slope fixed
+    before the data keeps the paired test exact when the variant does not move the canary, and
+    none is fitted on the rounds it adjusts (methodology.md#host-speed)."""
     groups: dict[tuple[str, int], list[tuple[int, float, float]]] = {}
     speeds = {}
     for cell in cells:
@@ -115,6 +182,9 @@ def fit(cells: list[dict[str, Any]], metric: str = "qps") -> Adjustment | None:
             continue
         speeds[cell["id"]] = x
         groups.setdefault((variant_key(cell["variant"]), cell["threads"]), []).append((cell["id"], x, math.log(y)))
+    if calibrated is not None and metric == "qps" and speeds:
+        return Adjustment(metric, float(calibrated["slope"]), calibrated.get("r"), len(speeds),
+                          statistics.fmean(speeds.values()), speeds, calibrated)  # fmt: skip
     dx, dy = [], []
     for members in groups.values():
         if len(members) < 2:
@@ -214,6 +284,8 @@ def estimate(base: summary.Group, other: summary.Group, metric: str, fit_: Adjus
         return Estimated(chosen, welch, why, chosen, False, note)
     scaled = (summary.rounds(base, metric, used.factor), summary.rounds(other, metric, used.factor))
     adjusted_chosen, adjusted_welch, adjusted_why = ratio.estimate(*scaled, level)
+    if used.calibrated is not None:  # d_r - slope c_r per round: the paired t of analyze/ratio.py
+        return Estimated(adjusted_chosen, adjusted_welch, adjusted_why, chosen, True, note)
     found = paired(base.cells, other.cells, metric, level)
     if found is not None:
         within, slope = found

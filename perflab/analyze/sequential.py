@@ -249,10 +249,16 @@ class Monitored:
 
 
 def monitor(
-    cells: list[dict[str, Any]], baseline: dict[str, str], axes: dict[str, list[str]], design: Design, rounds: int
+    cells: list[dict[str, Any]],
+    baseline: dict[str, str],
+    axes: dict[str, list[str]],
+    design: Design,
+    rounds: int,
+    slope: dict[str, Any] | None = None,
 ) -> list[Monitored]:
     """Every variant's QPS against `baseline` at its thread count, replayed over the looks from
-    min_rounds to `rounds` on the stored cells: the decisions the run made (or makes now)."""
+    min_rounds to `rounds` on the stored cells: the decisions the run made (or makes now).
+    `slope`: the run's calibrated host-speed slope (host_speed.calibrated_slope)."""
     found = summary.groups(cells, baseline, axes)
     bases = {g.threads: g for g in found if g.baseline}
     pairs = [(bases[g.threads], g) for g in found if not g.baseline and g.threads in bases]
@@ -260,7 +266,7 @@ def monitor(
     def estimates_at(k: int) -> list[ratio.Estimate]:
         """As analyze/compare.py estimates them (host speed included) with rounds 1..k only."""
         early = [c for c in cells if (c.get("repeat") or 0) <= k]
-        fit = host_speed.fit(early, "qps")
+        fit = host_speed.fit(early, "qps", slope)
         out = []
         for b, g in pairs:
             cut_b, cut_g = (dataclasses.replace(side, cells=[c for c in side.cells if (c.get("repeat") or 0) <= k])

@@ -26,7 +26,7 @@ import click
 from rich.table import Table
 
 from perflab import hostinfo, preflight, spec
-from perflab.analyze import power, summary, variance
+from perflab.analyze import host_speed, power, summary, variance
 from perflab.cli.console import err, out
 from perflab.cli.run import ProgressBar, _record_start, order_line, parse_seed
 from perflab.errors import PerflabError, UsageError
@@ -172,7 +172,19 @@ def measure(exp: spec.Experiment, results: Results, budget: float) -> dict[str, 
         },
         "alpha": power.ALPHA,
         "power": power.POWER,
+        "host_speed": _host_speed(cells),
     }
+
+
+def _host_speed(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """With [observe] host_speed: the within-round slope of log QPS on the canary's log speed,
+    which runs of this host and workload then use as a fixed slope (cli/calibrated.py)."""
+    found = host_speed.within_rounds(cells, "qps")
+    if found is None:
+        return None
+    rounds = len({c["repeat"] for c in cells if host_speed.log_speed(c) is not None})
+    return {"slope": round(found["slope"], 4), "se": round(found["se"], 4), "r": round(found["r"], 4),
+            "cells": found["cells"], "rounds": rounds}  # fmt: skip
 
 
 def overhead_s(cells: list[dict[str, Any]], duration: float) -> float:
@@ -207,6 +219,15 @@ def show(doc: dict[str, Any]) -> None:
     plans.add_row(f"{plan['duration']} s (best)", str(plan["rounds"]), _pct(plan["effect"]))
     plans.add_row(f"{own['duration']:.0f} s (the file's)", str(own["rounds"]), _pct(own["effect"]))
     out.print(plans)
+    slope = doc.get("host_speed")
+    if slope:
+        unused = host_speed.usable_slope(slope)
+        use = f"not used by runs: {unused}" if unused else "runs with \\[observe] host_speed use it, fixed"
+        out.print(
+            f"host speed: log QPS follows the canary's log speed within rounds with slope {slope['slope']:.2f} "
+            f"± {slope['se']:.2f} (r = {slope['r']:.2f}, {slope['cells']} cells); {use}",
+            highlight=False,
+        )
     need = own["rounds_for_margin"]
     out.print(
         f'recommended: duration = "{plan["duration"]}s", repeats = {plan["rounds"]}; '

@@ -8,7 +8,10 @@ there as before. With fixed repeats nothing changes: the line says what those re
 detect. A calibration file found in the cache that does not match (another host, another
 workload, another server binary, older than 30 days, corrupt or of an unknown format) is
 ignored and the line says why; one given with `--calibration FILE` that does not match is an
-error (exit 2).
+error (exit 2). With `[observe] host_speed` and a calibration that measured the canary's slope
+(its A/A run had the canary too), that slope goes into meta `calibration.host_speed` and the
+verdicts adjust with it, fixed, instead of fitting one on the run's own rounds
+(analyze/host_speed.py).
 
     plan(exp, None) -> (exp with min_repeats 9, {"used": True, "file": "...", "note": "calibration: using ..."})
 """
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab import hostinfo, spec
-from perflab.analyze import power
+from perflab.analyze import host_speed, power
 from perflab.store import calibration
 
 
@@ -50,7 +53,15 @@ def plan(exp: spec.Experiment, explicit: Path | None) -> tuple[spec.Experiment, 
 def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Experiment, dict[str, Any]]:
     section = exp.file.experiment
     noise = power.Noise(*(float(doc["noise"][k]) for k in calibration.NOISE_KEYS))
-    used = {"used": True, "file": doc.get("file"), "created_at": doc["created_at"]}
+    used: dict[str, Any] = {"used": True, "file": doc.get("file"), "created_at": doc["created_at"]}
+    slope = doc.get("host_speed")
+    if exp.file.observe.host_speed:
+        unused = host_speed.usable_slope(slope)
+        if unused is None:
+            used["host_speed"] = {**slope, "created_at": doc["created_at"]}
+            note = f"{note}; host-speed slope {slope['slope']:.2f} (r = {slope.get('r', 0):.2f}) fixed for the verdicts"
+        else:
+            note = f"{note}; host speed: {unused}, so the run fits its own"
     if not section.adaptive:
         effect = power.detectable(noise, section.duration, int(section.repeats))
         what = "too few repeats for a paired interval" if effect is None else f"effects of {effect:.1%} or more"

@@ -78,7 +78,8 @@ def document(results: Results) -> dict[str, Any]:
         "dataset": meta.get("dataset"),
         "run": {
             k: meta.get(k)
-            for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir", "seed")
+            for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir", "seed",
+                      "calibration")  # fmt: skip
         },
         "groups": [g.to_dict() for g in groups],
         "comparisons": comparisons,

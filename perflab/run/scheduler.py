@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perflab.analyze import sequential
+from perflab.analyze import host_speed, sequential
 from perflab.analyze.summary import adaptive_targets
 from perflab.errors import ResourceError
 from perflab.run import dataset
@@ -166,7 +166,8 @@ class Scheduler:
     def _monitor(self, done: list[dict[str, Any]], repeat: int) -> list[sequential.Monitored]:
         axes = {axis: list(labels) for axis, labels in self.exp.file.variants.items()}
         baseline = {axis: labels[0] for axis, labels in axes.items()}
-        return sequential.monitor(done, baseline, axes, self._design(), repeat)
+        slope = host_speed.calibrated_slope(self.results.meta())
+        return sequential.monitor(done, baseline, axes, self._design(), repeat, slope)
 
     def _round(
         self, repeat: int, pending: set[tuple[str, int]] | None, have: set[str], done: list[dict[str, Any]]

@@ -79,6 +79,10 @@ def read(path: Path) -> dict[str, Any]:
     if not isinstance(noise, dict) or bad or not isinstance(doc.get("created_at"), str):
         what = f"noise.{bad[0]}" if isinstance(noise, dict) and bad else "noise" if not noise else "created_at"
         raise UsageError(f"{path}: corrupt calibration file ({what} is missing or not a number >= 0)", HINT)
+    slope = doc.get("host_speed")  # optional: the canary's slope ([observe] host_speed)
+    if slope is not None and not (isinstance(slope, dict) and isinstance(slope.get("slope"), int | float)
+                                  and -5 <= slope["slope"] <= 5):  # fmt: skip
+        raise UsageError(f"{path}: corrupt calibration file (host_speed.slope is not a number from -5 to 5)", HINT)
     return doc
 
 

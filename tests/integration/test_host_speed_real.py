@@ -124,3 +124,36 @@ def test_postgresql_cells_store_it_too(tmp_path: Path):
     (cell,) = json.loads(perflab("export", str(out)).stdout)["cells"]
     assert cell["status"] == "ok" and cell["host_speed"]["samples"] >= 10 and cell["host_speed"]["work_ns"] > 0
     assert not canaries()
+
+
+def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """perflab calibrate of a file with [observe] host_speed fits the canary's within-round slope
+    on its A/A cells and saves it; a run of the same workload then judges with that slope, fixed
+    (meta calibration.host_speed, the comparison's adjustment names it), not one of its own."""
+    monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
+    toml = write_experiment(tmp_path / "hs.toml", MARIADB.replace(f"repeats = {ROUNDS}", "repeats = 5"))
+    done = perflab("calibrate", str(toml), "--rounds", "5", "--budget", "5m", "-o", str(tmp_path / "aa"),
+                   "--format", "json")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    aa = json.loads(perflab("export", doc["results"]).stdout)["cells"]
+    assert all(c["host_speed"] and c["host_speed"]["work_ns"] for c in aa if c["status"] == "ok")  # the canary ran
+    settled = sum(1 for c in aa if c["status"] == "ok" and c["settled"])
+    if settled < 8:  # a disturbed machine: too few cells for a slope, and none is saved
+        assert doc["host_speed"] is None
+        return
+    slope = doc["host_speed"]
+    assert slope["cells"] == settled and slope["rounds"] == 5 and -5 < slope["slope"] < 5 and -1 <= slope["r"] <= 1
+    assert json.loads(Path(doc["file"]).read_text())["host_speed"] == slope
+    out = tmp_path / "results"
+    done = perflab("run", str(toml), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"host-speed slope {slope['slope']:.2f}" in done.stdout + done.stderr
+    run = json.loads(perflab("export", str(out)).stdout)
+    assert run["run"]["calibration"]["host_speed"]["slope"] == slope["slope"]
+    (row,) = [c for c in run["comparisons"] if c["metric"] == "qps"]
+    if row["adjusted"]:
+        assert row["adjustment"].startswith(f"host speed: calibrated slope {slope['slope']:.2f} (perflab calibrate of")
+    else:  # the canary differed between the sides beyond chance, or a cell had no figure: said so
+        assert row["adjustment"].startswith("not adjusted for host speed")
+    assert not canaries()

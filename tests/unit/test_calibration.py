@@ -128,6 +128,8 @@ def test_a_mismatch_is_named_and_never_used(tmp_path: Path, changes: dict, named
         (json.dumps(_doc(noise={"per_second": -1, "restart": 0, "overhead": 1})), "noise.per_second"),
         (json.dumps(_doc(noise=None)), "(noise is missing"),
         ("[1, 2]", "format 'list' is not"),
+        (json.dumps(_doc(host_speed={"slope": "0.5"})), "host_speed.slope is not a number"),
+        (json.dumps(_doc(host_speed={"slope": 40})), "host_speed.slope is not a number from -5 to 5"),
     ],
 )
 def test_corrupt_or_unknown_files_are_refused(tmp_path: Path, text: str, named: str):
@@ -191,3 +193,25 @@ def test_resume_keeps_the_planned_min_repeats():
     exp = spec.parse(FILE)
     assert calibrated.resumed(exp, {"calibration": {"min_repeats": 12}}).file.experiment.min_repeats == 12
     assert calibrated.resumed(exp, {}) is exp
+
+
+def test_a_calibrated_host_speed_slope_is_passed_on_only_to_runs_with_the_canary():
+    slope = {"slope": 0.49, "se": 0.05, "r": 0.85, "cells": 40, "rounds": 20}
+    doc = _doc(host_speed=slope)
+    aa = aa_experiment(spec.parse(FILE), rounds=3)
+    assert not aa.file.observe.host_speed  # no canary in the file: none in its calibration either
+    without = spec.parse(FILE)
+    assert "host_speed" not in calibrated.apply(without, doc, "using /x.json")[1]
+    canary = spec.parse(FILE + "\n[observe]\nhost_speed = true\n")
+    assert aa_experiment(canary, rounds=3).file.observe.host_speed  # the A/A run measures the slope too
+    for exp in (canary, spec.parse(FILE.replace('repeats = "auto"\nmax_repeats = 40', "repeats = 5")
+                                   + "\n[observe]\nhost_speed = true\n")):  # fmt: skip
+        _, used = calibrated.apply(exp, doc, "using /x.json")
+        assert used["host_speed"] == {**slope, "created_at": doc["created_at"]}
+        assert "host-speed slope 0.49 (r = 0.85) fixed for the verdicts" in used["note"]
+    _, used = calibrated.apply(canary, _doc(), "using /x.json")  # a calibration without the canary's slope
+    assert "host_speed" not in used and "has no host-speed slope" in used["note"] and "fits its own" in used["note"]
+    for bad, why in (({"se": 0.2}, "0.49 is not resolved (under 4 standard errors"),
+                     ({"slope": -0.3}, "-0.30 is not positive")):  # fmt: skip
+        _, used = calibrated.apply(canary, _doc(host_speed={**slope, **bad}), "using /x.json")
+        assert "host_speed" not in used and why in used["note"], used["note"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import pytest
 
-from perflab.analyze import compare, host_speed, sequential
+from perflab.analyze import compare, host_speed, sequential, stats
 from perflab.run.observers import host_speed as canary
 from perflab.variants import variant_key
 
@@ -154,3 +155,66 @@ def test_the_sequential_looks_use_the_adjusted_values():
     for c in cells:
         c["host_speed"] = None
     assert sequential.monitor(cells, A, {"v": ["a", "b"]}, design, 10)[0].track.verdict == "inconclusive"
+
+
+# A slope measured in advance (perflab calibrate with [observe] host_speed), fixed for the verdicts.
+
+CALIBRATED = {"slope": 0.7, "r": 0.9, "cells": 40, "rounds": 20, "created_at": "2026-11-25T14:00:00+00:00"}
+
+
+def with_round_effects(cells: list[dict], seed: int = 3) -> list[dict]:
+    """The same cells with a level shared by each round (drift): within-round slopes ignore it."""
+    rng = random.Random(seed)
+    level = {r: math.exp(rng.gauss(0, 0.2)) for r in {c["repeat"] for c in cells}}
+    return [{**c, "summary": {**c["summary"], "qps": c["summary"]["qps"] * level[c["repeat"]]}} for c in cells]
+
+
+def test_the_pooled_within_round_slope_is_the_hosts_and_ignores_drift_and_the_variants_effect():
+    found = host_speed.within_rounds(with_round_effects(run(effect=0.5, rounds=20)), "qps")
+    assert found is not None and found["cells"] == 40
+    assert found["slope"] == pytest.approx(0.7, abs=0.05) and found["r"] > 0.95
+    assert 0 < found["se"] < 0.05 and host_speed.usable_slope(found) is None
+    assert host_speed.within_rounds(run(effect=1.0, rounds=3), "qps") is None  # fewer than 8 cells
+    noisy = host_speed.within_rounds(run(effect=1.0, rounds=4, noise=0.5, seed=3), "qps")  # 8 cells, mostly noise
+    assert noisy is not None and "is not resolved" in (host_speed.usable_slope(noisy) or "")
+
+
+def test_a_calibrated_slope_is_used_fixed_paired_on_the_adjusted_values():
+    cells = run(effect=0.97)
+    meta = {**META, "calibration": {"used": True, "host_speed": CALIBRATED}}
+    (row,) = compare.verdicts(meta, cells, metrics=("qps",)).comparisons
+    assert row.adjusted and row.method == "paired"
+    assert row.adjustment.startswith("host speed: calibrated slope 0.70 (perflab calibrate of 2026-11-25, 20 A/A")
+    # exactly the paired t interval of d_r - 0.7 c_r over the rounds (n - 1 df: nothing fitted)
+    by = {(c["variant"]["v"], c["repeat"]): c for c in cells}
+    d = [math.log(by["b", r]["summary"]["qps"] / by["a", r]["summary"]["qps"])
+         - 0.7 * (host_speed.log_speed(by["b", r]) - host_speed.log_speed(by["a", r]))
+         for r in range(1, 13)]  # fmt: skip
+    half = stats.t_quantile(0.975, 11) * statistics.stdev(d) / math.sqrt(12)
+    assert row.ratio == pytest.approx(math.exp(statistics.fmean(d)), rel=1e-9)
+    assert row.ci_low == pytest.approx(math.exp(statistics.fmean(d) - half), rel=1e-9)
+    assert row.verdict == "slower" and row.ratio == pytest.approx(0.97, abs=0.015)
+
+
+def test_a_calibrated_slope_is_not_used_for_p95_nor_when_the_variant_moves_the_canary():
+    meta = {**META, "calibration": {"used": True, "host_speed": CALIBRATED}}
+    rows = compare.verdicts(meta, run(effect=0.97), metrics=("p95",)).comparisons
+    assert rows[0].adjusted and "calibrated" not in rows[0].adjustment  # p95 fits its own slope
+    (moved,) = compare.verdicts(meta, run(effect=1.0, speed_of_b=0.7), metrics=("qps",)).comparisons
+    assert not moved.adjusted and "the variant itself may change the vCPU's speed" in moved.adjustment
+
+
+def test_the_sequential_looks_use_the_calibrated_slope():
+    cells = run(effect=0.97, rounds=10)
+    design = sequential.Design(max_rounds=10, min_rounds=3)
+    right = sequential.monitor(cells, A, {"v": ["a", "b"]}, design, 10, CALIBRATED)
+    assert right[0].track.verdict == "slower"
+    wrong = sequential.monitor(cells, A, {"v": ["a", "b"]}, design, 10, {**CALIBRATED, "slope": 0.0})
+    assert wrong[0].track.verdict == "inconclusive"  # slope 0: no adjustment at all, the host hides 3%
+
+
+def test_calibrated_slope_reads_only_a_number_from_the_runs_meta():
+    assert host_speed.calibrated_slope({"calibration": {"host_speed": CALIBRATED}}) == CALIBRATED
+    for meta in ({}, {"calibration": None}, {"calibration": {"used": False}}, {"calibration": {"host_speed": {}}},
+                 {"calibration": {"host_speed": {"slope": "0.7"}}}):  # fmt: skip
+        assert host_speed.calibrated_slope(meta) is None
