@@ -9,9 +9,9 @@
  * (docs/methodology.md#host-speed).
  *
  * With CPUs named, one thread per CPU, pinned to it, their periods staggered: the vCPUs of
- * this VM change speed apart (10 s medians of two pinned canaries correlate at r = 0.62, 1 s
- * medians at 0.28), and a workload on both follows both; one unpinned thread sees whichever
- * it happens to run on.
+ * this VM change speed apart (10 s medians of two pinned canaries correlate at r = 0.07-0.62,
+ * bench/vcpu_speeds.py), and a workload on both follows both; one unpinned thread sees
+ * whichever it happens to run on.
  *
  *   perflab-canary PERIOD_MS            ->  lines "monotonic_s work_ns", until killed
  *   perflab-canary PERIOD_MS CPU...     ->  lines "monotonic_s work_ns cpu", one thread a CPU

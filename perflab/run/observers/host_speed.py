@@ -12,7 +12,8 @@ What: host_speed.c (beside this file), compiled once per machine, spins about 1 
 work every PERIOD_MS on every CPU perflab may run on, one thread pinned to each (0.5% of each
 vCPU), and prints the CPU time the work took. Preemption stops a thread's CPU clock, so a busy
 guest does not change it. All CPUs, not one: this VM's two vCPUs change speed apart (10 s
-medians of two pinned canaries: r = 0.62), and the server and the client run on both. The
+medians of two pinned canaries: r = 0.07-0.62, bench/vcpu_speeds.py), and the server and the
+client run on both. The
 cell's field:
 
     {"work_ns": 812000.0,        # the geometric mean over the CPUs of each one's median CPU ns
