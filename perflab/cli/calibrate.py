@@ -172,19 +172,35 @@ def measure(exp: spec.Experiment, results: Results, budget: float) -> dict[str, 
         },
         "alpha": power.ALPHA,
         "power": power.POWER,
-        "host_speed": _host_speed(cells),
+        "host_speed": _host_speed(results, cells, noise, budget, duration),
     }
 
 
-def _host_speed(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _host_speed(results: Results, cells: list[dict[str, Any]], noise: power.Noise, budget: float,
+                duration: float) -> dict[str, Any] | None:  # fmt: skip
     """With [observe] host_speed: the within-round slope of log QPS on the canary's log speed,
-    which runs of this host and workload then use as a fixed slope (cli/calibrated.py)."""
+    which runs of this host and workload then use as a fixed slope (cli/calibrated.py); and the
+    restart variance left once the cells are adjusted with it, with the plan it gives (what a
+    run with the canary and this calibration can detect)."""
     found = host_speed.within_rounds(cells, "qps")
     if found is None:
         return None
     rounds = len({c["repeat"] for c in cells if host_speed.log_speed(c) is not None})
-    return {"slope": round(found["slope"], 4), "se": round(found["se"], 4), "r": round(found["r"], 4),
-            "cells": found["cells"], "rounds": rounds}  # fmt: skip
+    out = {"slope": round(found["slope"], 4), "se": round(found["se"], 4), "r": round(found["r"], 4),
+           "cells": found["cells"], "rounds": rounds, "restart": None, "plan": None}  # fmt: skip
+    fitted = host_speed.fit(cells, "qps", out)
+    if fitted is None or host_speed.usable_slope(out) is not None:
+        return out
+    scaled = []
+    for cell in cells:
+        factor = fitted.factor(cell)
+        qps = (cell.get("summary") or {}).get("qps")
+        scaled.append({**cell, "summary": {**cell["summary"], "qps": qps * factor}} if factor and qps else cell)
+    restart = variance.load(results, scaled).component(variance.RESTARTS).variance
+    if restart is not None:
+        adjusted = dataclasses.replace(noise, restart=restart)
+        out.update(restart=restart, plan=power.best_plan(adjusted, budget, also=duration).to_dict())
+    return out
 
 
 def overhead_s(cells: list[dict[str, Any]], duration: float) -> float:
@@ -223,6 +239,10 @@ def show(doc: dict[str, Any]) -> None:
     if slope:
         unused = host_speed.usable_slope(slope)
         use = f"not used by runs: {unused}" if unused else "runs with \\[observe] host_speed use it, fixed"
+        adjusted = slope.get("plan")
+        if adjusted:
+            use += (f"; adjusted with it, {budget} detect {_pct(adjusted['effect'])} "
+                    f"({adjusted['duration']} s windows, {adjusted['rounds']} rounds)")  # fmt: skip
         out.print(
             f"host speed: log QPS follows the canary's log speed within rounds with slope {slope['slope']:.2f} "
             f"± {slope['se']:.2f} (r = {slope['r']:.2f}, {slope['cells']} cells); {use}",

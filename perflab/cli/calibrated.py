@@ -11,7 +11,7 @@ ignored and the line says why; one given with `--calibration FILE` that does not
 error (exit 2). With `[observe] host_speed` and a calibration that measured the canary's slope
 (its A/A run had the canary too), that slope goes into meta `calibration.host_speed` and the
 verdicts adjust with it, fixed, instead of fitting one on the run's own rounds
-(analyze/host_speed.py).
+(analyze/host_speed.py); the rounds are then planned on the restart noise left after adjusting.
 
     plan(exp, None) -> (exp with min_repeats 9, {"used": True, "file": "...", "note": "calibration: using ..."})
 """
@@ -60,6 +60,8 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
         if unused is None:
             used["host_speed"] = {**slope, "created_at": doc["created_at"]}
             note = f"{note}; host-speed slope {slope['slope']:.2f} (r = {slope.get('r', 0):.2f}) fixed for the verdicts"
+            if isinstance(slope.get("restart"), int | float) and slope["restart"] >= 0:  # planned on adjusted noise
+                noise = dataclasses.replace(noise, restart=float(slope["restart"]))
         else:
             note = f"{note}; host speed: {unused}, so the run fits its own"
     if not section.adaptive:

@@ -146,6 +146,10 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
         return
     slope = doc["host_speed"]
     assert slope["cells"] == settled and slope["rounds"] == 5 and -1 <= slope["r"] <= 1 and slope["se"] > 0
+    if host_speed.usable_slope(slope) is None:  # resolved: the noise left after adjusting, and its plan
+        assert slope["restart"] is None or (slope["restart"] >= 0 and 0 < slope["plan"]["effect"] < 1)
+    else:
+        assert slope["restart"] is None and slope["plan"] is None
     saved = Path(doc["file"])
     assert json.loads(saved.read_text())["host_speed"] == slope
     unused = host_speed.usable_slope(slope)

@@ -215,3 +215,17 @@ def test_a_calibrated_host_speed_slope_is_passed_on_only_to_runs_with_the_canary
                      ({"slope": -0.3}, "-0.30 is not positive")):  # fmt: skip
         _, used = calibrated.apply(canary, _doc(host_speed={**slope, **bad}), "using /x.json")
         assert "host_speed" not in used and why in used["note"], used["note"]
+
+
+def test_with_a_calibrated_slope_the_rounds_are_planned_on_the_adjusted_restart_noise():
+    canary = spec.parse(FILE + "\n[observe]\nhost_speed = true\n")
+    slope = {"slope": 0.49, "se": 0.05, "r": 0.85, "cells": 40, "rounds": 20}
+    raw, _ = calibrated.apply(canary, _doc(host_speed=slope), "using /x.json")  # no adjusted figure: raw noise
+    assert raw.file.experiment.min_repeats == power.rounds_for(NOISE, 10, 0.02)
+    quiet = {**slope, "restart": 0.00005}
+    planned, used = calibrated.apply(canary, _doc(host_speed=quiet), "using /x.json")
+    adjusted = power.Noise(per_second=0.004, restart=0.00005, overhead=14.0)
+    assert planned.file.experiment.min_repeats == used["min_repeats"] == power.rounds_for(adjusted, 10, 0.02)
+    assert used["min_repeats"] < raw.file.experiment.min_repeats
+    unresolved, _ = calibrated.apply(canary, _doc(host_speed={**quiet, "se": 0.5}), "using /x.json")
+    assert unresolved.file.experiment.min_repeats == raw.file.experiment.min_repeats  # its slope is not used
