@@ -84,21 +84,11 @@ def paired_t(v: np.ndarray) -> int:
 
 
 def regression(d: np.ndarray, c: np.ndarray, hc3: bool) -> int:
-    n = len(d)
-    x = np.column_stack([np.ones(n), c])
-    xtx = x.T @ x
-    if np.linalg.cond(xtx) > 1e12:
+    found = host_speed.regress(d, c, hc3)
+    if found is None:
         return paired_t(d)
-    inverse = np.linalg.inv(xtx)
-    beta = inverse @ x.T @ d
-    residual = d - x @ beta
-    if hc3:
-        leverage = np.einsum("ij,jk,ik->i", x, inverse, x)
-        weights = residual**2 / np.maximum(1 - leverage, 1e-6) ** 2
-        se2 = float((inverse @ (x.T * weights) @ x @ inverse)[0, 0])
-    else:
-        se2 = float(residual @ residual / (n - 2) * inverse[0, 0])
-    return 0 if se2 <= 0 else decide(float(beta[0]) / math.sqrt(se2), n - 2)
+    delta, se2, _ = found
+    return 0 if se2 <= 0 else decide(delta / math.sqrt(se2), len(d) - 2)
 
 
 def estimators(slope: float, other: float | None) -> dict[str, Any]:

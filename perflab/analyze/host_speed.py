@@ -245,18 +245,31 @@ def paired(
     n = len(d)
     if n < MIN_PAIRS:
         return None
-    x = np.column_stack([np.ones(n), np.array(c)])
+    found = regress(np.array(d), np.array(c))
+    if found is None:
+        return None
+    delta, se2, slope = found
+    return ratio.Estimate(ratio.PAIRED, math.exp(delta), n, delta, ((se2 * n, n),), level, lost=1), slope
+
+
+def regress(d: np.ndarray, c: np.ndarray, hc3: bool = True) -> tuple[float, float, float] | None:
+    """d = delta + slope * c + e by least squares: (delta, its variance, slope); the variance
+    HC3 (a high-leverage round counts in full) or, hc3=False, the OLS formula on n - 2 degrees of
+    freedom. None when c does not vary."""
+    x = np.column_stack([np.ones(len(d)), c])
     xtx = x.T @ x
     if np.linalg.cond(xtx) > 1e12:  # the rounds' speed differences do not vary
         return None
     inverse = np.linalg.inv(xtx)
-    beta = inverse @ x.T @ np.array(d)
-    residual = np.array(d) - x @ beta
-    leverage = np.einsum("ij,jk,ik->i", x, inverse, x)
-    weights = residual**2 / np.maximum(1 - leverage, 1e-6) ** 2  # HC3: a high-leverage round counts in full
-    se2 = float((inverse @ (x.T * weights) @ x @ inverse)[0, 0])
-    delta, slope = float(beta[0]), float(beta[1])
-    return ratio.Estimate(ratio.PAIRED, math.exp(delta), n, delta, ((se2 * n, n),), level, lost=1), slope
+    beta = inverse @ x.T @ d
+    residual = d - x @ beta
+    if hc3:
+        leverage = np.einsum("ij,jk,ik->i", x, inverse, x)
+        weights = residual**2 / np.maximum(1 - leverage, 1e-6) ** 2
+        se2 = float((inverse @ (x.T * weights) @ x @ inverse)[0, 0])
+    else:
+        se2 = float(residual @ residual / (len(d) - 2) * inverse[0, 0])
+    return float(beta[0]), se2, float(beta[1])
 
 
 @dataclass(frozen=True)

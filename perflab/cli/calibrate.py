@@ -188,8 +188,8 @@ def _host_speed(results: Results, cells: list[dict[str, Any]], noise: power.Nois
     rounds = len({c["repeat"] for c in cells if host_speed.log_speed(c) is not None})
     out = {"slope": round(found["slope"], 4), "se": round(found["se"], 4), "r": round(found["r"], 4),
            "cells": found["cells"], "rounds": rounds, "restart": None, "plan": None}  # fmt: skip
-    fitted = host_speed.fit(cells, "qps", out)
-    if fitted is None or host_speed.usable_slope(out) is not None:
+    fitted = host_speed.fit(cells, "qps", out) if host_speed.usable_slope(out) is None else None
+    if fitted is None:
         return out
     scaled = []
     for cell in cells:
