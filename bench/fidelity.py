@@ -3,8 +3,8 @@ calibrated effect a 10-minute two-variant experiment calls, and the paired again
 interval on the same rounds.
 
 What: one `perflab run` as a user runs it: oltp_read_only, 2 threads, 2 tables x 50k rows, a
-fixed 5 s warm-up, 10 s windows, a fresh server per cell, ROUNDS randomized blocks (seeded) of
-these variants, all with tests/data/calibrated/slow_malloc.so preloaded (so the preload's own
+fixed 5 s warm-up, 10 s windows (--duration), a fresh server per cell, ROUNDS randomized blocks
+(seeded) of these variants, all with tests/data/calibrated/slow_malloc.so preloaded (so the preload's own
 cost is on every side) and `[observe] alloc` counting calls (both sides pay it alike):
   - `none` (0 ns a call): the baseline; `same`: identical to it (an A/A pair);
   - `slowN`: N ns of CPU burnt per malloc/calloc/realloc call, for each N of --ns.
@@ -98,6 +98,8 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     cfg = {"duration": 10, "warmup": 5, "tables": 2, "table_size": 50_000, "rounds": args.rounds or 30}
     if args.quick:
         cfg = {"duration": 3, "warmup": 2, "tables": 1, "table_size": 2000, "rounds": args.rounds or 6}
+    if args.duration:
+        cfg["duration"] = args.duration
     return {**cfg, "ns": [int(x) for x in args.ns.split(",")]}
 
 
@@ -273,8 +275,8 @@ def tally(one: Callable[[], tuple[str, int, str, float]]) -> dict[str, Any]:
 
 def fixed_3x60(base: dict[int, float], other: dict[int, float], seed: int) -> dict[str, float]:
     """The fixed protocol the issue measures against (3 rounds of 60 s windows, judged as perflab
-    judges 3 rounds: Welch), approximated by 3 rounds drawn with replacement from the real 10 s
-    cells: its share of each verdict. A 60 s window only shrinks the window's share of a cell's
+    judges 3 rounds: Welch), approximated by 3 rounds drawn with replacement from the real
+    cells (10 s windows unless --duration): its share of each verdict. A 60 s window only shrinks the window's share of a cell's
     variance (restarts dominate here), so this understates its precision a little."""
     rounds = sorted(set(base) & set(other))
     rng = random.Random(seed)
@@ -436,6 +438,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ns", default="500,1000,1700", help="slow settings, ns per allocation call (comma-separated)")
     parser.add_argument("--rounds", type=int, help="rounds (default 30; --quick 6)")
+    parser.add_argument("--duration", type=int, metavar="S",
+                        help="measured window per cell, seconds (default 10; --quick 3); the 10-minute experiments "
+                             "hold fewer rounds of longer windows, as calibrate's plan may recommend")
     parser.add_argument("--results", metavar="DIR", help="keep the results directory here")
     parser.add_argument("--analyse", metavar="DIR", help="analyse a kept results directory, no run")
     parser.add_argument("--quick", action="store_true", help="smoke test: 6 rounds of 3 s windows, a tiny dataset")
