@@ -238,7 +238,8 @@ def show(doc: dict[str, Any]) -> None:
     slope = doc.get("host_speed")
     if slope:
         unused = host_speed.usable_slope(slope)
-        use = f"not used by runs: {unused}" if unused else "runs with \\[observe] host_speed use it, fixed"
+        use = (f"not used by runs: {unused}" if unused
+               else "runs use it, fixed, with the canary on (unless their file says host_speed = false)")  # fmt: skip
         adjusted = slope.get("plan")
         if adjusted:
             use += (f"; adjusted with it, {budget} detect {_pct(adjusted['effect'])} "

@@ -12,6 +12,9 @@ error (exit 2). With `[observe] host_speed` and a calibration that measured the 
 (its A/A run had the canary too), that slope goes into meta `calibration.host_speed` and the
 verdicts adjust with it, fixed, instead of fitting one on the run's own rounds
 (analyze/host_speed.py); the rounds are then planned on the restart noise left after adjusting.
+A file that does not set `host_speed` gets the canary when the calibration measured a usable
+slope (calibrate runs the canary unless told `host_speed = false`): the run is then planned and
+judged on the noise the calibration found it leaves; `host_speed = false` keeps it off.
 
     plan(exp, None) -> (exp with min_repeats 9, {"used": True, "file": "...", "note": "calibration: using ..."})
 """
@@ -55,6 +58,9 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
     noise = power.Noise(*(float(doc["noise"][k]) for k in calibration.NOISE_KEYS))
     used: dict[str, Any] = {"used": True, "file": doc.get("file"), "created_at": doc["created_at"]}
     slope = doc.get("host_speed")
+    if exp.file.observe.host_speed is None and slope is not None and host_speed.usable_slope(slope) is None:
+        exp = with_canary(exp)
+        note = f"{note}; [observe] host_speed on, as the calibration measured its slope (host_speed = false: off)"
     if exp.file.observe.host_speed:
         unused = host_speed.usable_slope(slope)
         if unused is None:
@@ -78,9 +84,19 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
     return planned, {**used, "note": note, "min_repeats": rounds}
 
 
+def with_canary(exp: spec.Experiment) -> spec.Experiment:
+    """`exp` with `[observe] host_speed` on."""
+    observe = exp.file.observe.model_copy(update={"host_speed": True})
+    return dataclasses.replace(exp, file=exp.file.model_copy(update={"observe": observe}))
+
+
 def resumed(exp: spec.Experiment, meta: dict[str, Any]) -> spec.Experiment:
-    """An interrupted run keeps the min_repeats its calibration planned (meta `calibration`)."""
-    rounds = (meta.get("calibration") or {}).get("min_repeats")
+    """An interrupted run keeps what its calibration planned (meta `calibration`): its
+    min_repeats, and the canary it turned on."""
+    used = meta.get("calibration") or {}
+    if used.get("host_speed") and exp.file.observe.host_speed is None:
+        exp = with_canary(exp)
+    rounds = used.get("min_repeats")
     if not rounds or not exp.file.experiment.adaptive:
         return exp
     changed = exp.file.experiment.model_copy(update={"min_repeats": int(rounds)})

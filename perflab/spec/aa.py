@@ -5,7 +5,8 @@ The configuration is the file's first variant (the first label of every axis) at
 thread count, with its [dataset], [workload], [server_options] and [builds]; the axes keep
 only that label, and a new axis `calibrate` (or `calibrate_aa` if the file has one) adds the
 identical labels A and B. Observers (perf, pmp, alloc) are left out: they add their own
-noise. Repeats are the calibration's rounds; adaptive keys are dropped. The result goes
+noise; the host-speed canary is kept unless the file sets `host_speed = false`, so that its
+slope is calibrated too. Repeats are the calibration's rounds; adaptive keys are dropped. The result goes
 through the normal parser (spec.parse), so it runs through the same Scheduler and cells as
 any experiment, and its text is stored with the results like a file's.
 
@@ -38,7 +39,7 @@ def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
     for key in ("dataset", "server_options", "builds"):
         if key in raw:
             doc[key] = raw[key]
-    if exp.file.observe.host_speed:  # the canary's slope is calibrated too (analyze/host_speed.py)
+    if exp.file.observe.host_speed is not False:  # the canary's slope is calibrated too (analyze/host_speed.py)
         doc["observe"] = {"host_speed": True}
     return parse(to_toml(doc), f"{exp.source} (A/A calibration of its first configuration)")
 

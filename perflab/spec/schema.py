@@ -353,7 +353,9 @@ class ObserveSection(_Strict):
     pmp: Annotated[PmpObserve | None, BeforeValidator(_observer_flag)] = None
     alloc: Annotated[AllocObserve | None, BeforeValidator(_observer_flag)] = None
     status: StrictBool = False  # SHOW GLOBAL STATUS and INNODB_METRICS once a second (run/observers/status.py)
-    host_speed: StrictBool = False  # a canary's CPU time for fixed work, the verdicts' covariate (observers/host_speed.py)
+    # a canary's CPU time for fixed work, the verdicts' covariate (observers/host_speed.py); unset: on in
+    # `perflab calibrate`, and in a run whose calibration measured a usable slope (cli/calibrated.py)
+    host_speed: StrictBool | None = None
 
 
 class ExperimentFile(_Strict):

@@ -198,10 +198,10 @@ def test_resume_keeps_the_planned_min_repeats():
 def test_a_calibrated_host_speed_slope_is_passed_on_only_to_runs_with_the_canary():
     slope = {"slope": 0.49, "se": 0.05, "r": 0.85, "cells": 40, "rounds": 20}
     doc = _doc(host_speed=slope)
-    aa = aa_experiment(spec.parse(FILE), rounds=3)
-    assert not aa.file.observe.host_speed  # no canary in the file: none in its calibration either
-    without = spec.parse(FILE)
-    assert "host_speed" not in calibrated.apply(without, doc, "using /x.json")[1]
+    off = spec.parse(FILE + "\n[observe]\nhost_speed = false\n")
+    assert aa_experiment(off, rounds=3).file.observe.host_speed is False  # told no canary: none in calibrate
+    planned, used = calibrated.apply(off, doc, "using /x.json")
+    assert "host_speed" not in used and planned.file.observe.host_speed is False
     canary = spec.parse(FILE + "\n[observe]\nhost_speed = true\n")
     assert aa_experiment(canary, rounds=3).file.observe.host_speed  # the A/A run measures the slope too
     for exp in (canary, spec.parse(FILE.replace('repeats = "auto"\nmax_repeats = 40', "repeats = 5")
@@ -215,6 +215,24 @@ def test_a_calibrated_host_speed_slope_is_passed_on_only_to_runs_with_the_canary
                      ({"slope": -0.3}, "-0.30 is not positive")):  # fmt: skip
         _, used = calibrated.apply(canary, _doc(host_speed={**slope, **bad}), "using /x.json")
         assert "host_speed" not in used and why in used["note"], used["note"]
+
+
+def test_unset_the_canary_is_on_where_the_calibration_measured_a_usable_slope():
+    unset = spec.parse(FILE)
+    assert unset.file.observe.host_speed is None
+    assert aa_experiment(unset, rounds=3).file.observe.host_speed  # calibrate measures the slope by default
+    slope = {"slope": 0.49, "se": 0.05, "r": 0.85, "cells": 40, "rounds": 20}
+    planned, used = calibrated.apply(unset, _doc(host_speed=slope), "using /x.json")
+    assert planned.file.observe.host_speed is True and used["host_speed"]["slope"] == 0.49
+    assert "[observe] host_speed on" in used["note"] and "host-speed slope 0.49" in used["note"], used["note"]
+    for doc in (_doc(), _doc(host_speed={**slope, "se": 0.2}), _doc(host_speed={**slope, "slope": -0.3})):
+        planned, used = calibrated.apply(unset, doc, "using /x.json")  # no usable slope: no canary, no note
+        assert not planned.file.observe.host_speed and "host_speed" not in used and "host speed" not in used["note"]
+    # --resume turns it on again (its stored file does not say), and never against the file
+    assert calibrated.resumed(unset, {"calibration": {"host_speed": slope}}).file.observe.host_speed is True
+    off = spec.parse(FILE + "\n[observe]\nhost_speed = false\n")
+    assert calibrated.resumed(off, {"calibration": {"host_speed": slope}}).file.observe.host_speed is False
+    assert calibrated.resumed(unset, {"calibration": {}}).file.observe.host_speed is None
 
 
 def test_with_a_calibrated_slope_the_rounds_are_planned_on_the_adjusted_restart_noise():
