@@ -5,8 +5,8 @@ The configuration is the file's first variant (the first label of every axis) at
 thread count, with its [dataset], [workload], [server_options] and [builds]; the axes keep
 only that label, and a new axis `calibrate` (or `calibrate_aa` if the file has one) adds the
 identical labels A and B. Observers (perf, pmp, alloc) are left out: they add their own
-noise; the host-speed canary is kept unless the file sets `host_speed = false`, so that its
-slope is calibrated too. Repeats are the calibration's rounds; adaptive keys are dropped. The result goes
+noise; the host-speed canary is kept unless the file sets `host_speed = false` (or, unset,
+there is no C compiler to build it), so that its slope is calibrated too. Repeats are the calibration's rounds; adaptive keys are dropped. The result goes
 through the normal parser (spec.parse), so it runs through the same Scheduler and cells as
 any experiment, and its text is stored with the results like a file's.
 
@@ -17,6 +17,8 @@ any experiment, and its text is stored with the results like a file's.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from typing import Any
 
 from perflab.spec.loading import parse
@@ -39,9 +41,17 @@ def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
     for key in ("dataset", "server_options", "builds"):
         if key in raw:
             doc[key] = raw[key]
-    if exp.file.observe.host_speed is not False:  # the canary's slope is calibrated too (analyze/host_speed.py)
+    if _canary(exp.file.observe.host_speed):  # the canary's slope is calibrated too (analyze/host_speed.py)
         doc["observe"] = {"host_speed": True}
     return parse(to_toml(doc), f"{exp.source} (A/A calibration of its first configuration)")
+
+
+def _canary(setting: bool | None) -> bool:
+    """Run the canary: when the file asks for it, and when it does not say, if there is a C
+    compiler to build it with (run/cbuild.py; its absence is an error only when asked for)."""
+    if setting is None:
+        return shutil.which(os.environ.get("CC", "cc")) is not None
+    return setting
 
 
 def first_configuration(exp: Experiment) -> dict[str, Any]:

@@ -217,10 +217,13 @@ def test_a_calibrated_host_speed_slope_is_passed_on_only_to_runs_with_the_canary
         assert "host_speed" not in used and why in used["note"], used["note"]
 
 
-def test_unset_the_canary_is_on_where_the_calibration_measured_a_usable_slope():
+def test_unset_the_canary_is_on_where_the_calibration_measured_a_usable_slope(monkeypatch):
     unset = spec.parse(FILE)
     assert unset.file.observe.host_speed is None
     assert aa_experiment(unset, rounds=3).file.observe.host_speed  # calibrate measures the slope by default
+    monkeypatch.setenv("CC", "/nonexistent/cc")  # ...where it can build the canary: no error without a compiler
+    assert not aa_experiment(unset, rounds=3).file.observe.host_speed
+    monkeypatch.delenv("CC")
     slope = {"slope": 0.49, "se": 0.05, "r": 0.85, "cells": 40, "rounds": 20}
     planned, used = calibrated.apply(unset, _doc(host_speed=slope), "using /x.json")
     assert planned.file.observe.host_speed is True and used["host_speed"]["slope"] == 0.49
