@@ -41,8 +41,8 @@ def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
     for key in ("dataset", "server_options", "builds"):
         if key in raw:
             doc[key] = raw[key]
-    if _canary(exp.file.observe.host_speed):  # the canary's slope is calibrated too (analyze/host_speed.py)
-        doc["observe"] = {"host_speed": True}
+    # the canary's slope is calibrated too (analyze/host_speed.py); said either way, never left unset
+    doc["observe"] = {"host_speed": _canary(exp.file.observe.host_speed)}
     return parse(to_toml(doc), f"{exp.source} (A/A calibration of its first configuration)")
 
 
