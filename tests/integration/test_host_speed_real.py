@@ -128,12 +128,14 @@ def test_postgresql_cells_store_it_too(tmp_path: Path):
 
 
 def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """perflab calibrate of a file with [observe] host_speed fits the canary's within-round slope
-    on its A/A cells and saves it; a run of the same workload then judges with a resolved slope,
-    fixed (meta calibration.host_speed, the comparison's adjustment names it), and with an
-    unresolved one fits its own and says why."""
+    """perflab calibrate of a file that does not set [observe] host_speed runs the canary and fits
+    its within-round slope on its A/A cells and saves it; a run of the same file then turns the
+    canary on and judges with a resolved slope, fixed (meta calibration.host_speed, the
+    comparison's adjustment names it), and with an unresolved one fits its own and says why."""
     monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
-    toml = write_experiment(tmp_path / "hs.toml", MARIADB.replace(f"repeats = {ROUNDS}", "repeats = 5"))
+    unset = MARIADB.replace(f"repeats = {ROUNDS}", "repeats = 5").replace("[observe]\nhost_speed = true\n", "")
+    assert "host_speed" not in unset
+    toml = write_experiment(tmp_path / "hs.toml", unset)
     done = perflab("calibrate", str(toml), "--rounds", "5", "--budget", "5m", "-o", str(tmp_path / "aa"),
                    "--format", "json")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -153,8 +155,11 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
     saved = Path(doc["file"])
     assert json.loads(saved.read_text())["host_speed"] == slope
     unused = host_speed.usable_slope(slope)
-    if unused is not None:  # 5 A/A rounds on a quiet host rarely resolve it: the run fits its own and says why
+    if unused is not None:  # 5 A/A rounds on a quiet host rarely resolve it: the file's canary stays off
         check = perflab("run", str(toml), "--check")
+        assert check.returncode == 0 and "host_speed on" not in check.stdout, check.stdout
+        told = write_experiment(tmp_path / "told.toml", unset + "\n[observe]\nhost_speed = true\n")
+        check = perflab("run", str(told), "--check")  # asked for: it runs, fits its own and says why
         assert check.returncode == 0 and "so the run fits its own" in check.stdout, check.stdout
     # what a longer calibration gives (a resolved slope), written into the saved file: the run uses it
     stored = json.loads(saved.read_text())
@@ -164,7 +169,9 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
     done = perflab("run", str(toml), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "host-speed slope 0.50" in done.stdout + done.stderr and "fixed for the verdicts" in done.stdout
+    assert "[observe] host_speed on, as the calibration measured its slope" in done.stdout, done.stdout
     run = json.loads(perflab("export", str(out)).stdout)
+    assert all(c["host_speed"]["work_ns"] > 0 for c in run["cells"] if c["status"] == "ok")  # the canary ran
     assert run["run"]["calibration"]["host_speed"]["slope"] == 0.5
     (row,) = [c for c in run["comparisons"] if c["metric"] == "qps"]
     if row["adjusted"]:
@@ -172,4 +179,7 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
         assert row["method"] in ("paired", "welch") and row["unadjusted_ratio"] is not None
     else:  # the canary differed between the sides beyond chance, or a cell had no figure: said so
         assert row["adjustment"].startswith("not adjusted for host speed")
+    off = write_experiment(tmp_path / "off.toml", unset + "\n[observe]\nhost_speed = false\n")
+    check = perflab("run", str(off), "--check")  # told no canary: neither the canary nor the slope
+    assert check.returncode == 0 and "host_speed on" not in check.stdout and "host-speed slope" not in check.stdout
     assert not canaries()
