@@ -178,16 +178,17 @@ def measure(exp: spec.Experiment, results: Results, budget: float) -> dict[str, 
 
 def _host_speed(results: Results, cells: list[dict[str, Any]], noise: power.Noise, budget: float,
                 duration: float) -> dict[str, Any] | None:  # fmt: skip
-    """With [observe] host_speed: the within-round slope of log QPS on the canary's log speed,
-    which runs of this host and workload then use as a fixed slope (cli/calibrated.py); and the
-    restart variance left once the cells are adjusted with it, with the plan it gives (what a
-    run with the canary and this calibration can detect)."""
+    """With the canary: the within-round slope of log QPS on the canary's log speed, which runs
+    of this host and workload then use as a fixed slope (cli/calibrated.py); and the noise left
+    once the cells are adjusted with it (`adjusted_noise`), with the plan it gives (what a run
+    with the canary and this calibration can detect)."""
     found = host_speed.within_rounds(cells, "qps")
     if found is None:
         return None
     rounds = len({c["repeat"] for c in cells if host_speed.log_speed(c) is not None})
     out = {"slope": round(found["slope"], 4), "se": round(found["se"], 4), "r": round(found["r"], 4),
-           "cells": found["cells"], "rounds": rounds, "restart": None, "plan": None}  # fmt: skip
+           "cells": found["cells"], "rounds": rounds, "restart": None, "per_second": None,
+           "plan": None}  # fmt: skip
     fitted = host_speed.fit(cells, "qps", out) if host_speed.usable_slope(out) is None else None
     if fitted is None:
         return out
@@ -196,11 +197,25 @@ def _host_speed(results: Results, cells: list[dict[str, Any]], noise: power.Nois
         factor = fitted.factor(cell)
         qps = (cell.get("summary") or {}).get("qps")
         scaled.append({**cell, "summary": {**cell["summary"], "qps": qps * factor}} if factor and qps else cell)
-    restart = variance.load(results, scaled).component(variance.RESTARTS).variance
-    if restart is not None:
-        adjusted = dataclasses.replace(noise, restart=restart)
-        out.update(restart=restart, plan=power.best_plan(adjusted, budget, also=duration).to_dict())
+    dec = variance.load(results, scaled)
+    window, restart = (dec.component(n).variance for n in (variance.WINDOW, variance.RESTARTS))
+    if window is not None and restart is not None and window + noise.restart > 0:
+        adjusted = adjusted_noise(noise, (window + restart) / (window + noise.restart))
+        out.update(restart=adjusted.restart, per_second=adjusted.per_second,
+                   plan=power.best_plan(adjusted, budget, also=duration).to_dict())  # fmt: skip
     return out
+
+
+def adjusted_noise(noise: power.Noise, share: float) -> power.Noise:
+    """The noise a run adjusted with the slope plans on: both components scaled by the share of
+    a cell's variance that the adjustment leaves (at most 1). Not the adjusted cells' restart
+    component beside the unadjusted window one: the canary also takes out the host's
+    second-to-second swings, which the window component (from unadjusted seconds) holds, so that
+    split said 0.15% restart noise was left and planned 24 s windows; on real runs (2026-11-25,
+    bench/fidelity.py --duration 24 and 10 in the same hour) 24 s windows left 5.0-7.2% of
+    per-round noise against 6.7-8.2% at 10 s, and 10 rounds of 24 s resolve less than 19 of 10."""
+    share = min(max(share, 0.0), 1.0)
+    return dataclasses.replace(noise, per_second=noise.per_second * share, restart=noise.restart * share)
 
 
 def overhead_s(cells: list[dict[str, Any]], duration: float) -> float:

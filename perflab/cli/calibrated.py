@@ -68,6 +68,8 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
             note = f"{note}; host-speed slope {slope['slope']:.2f} (r = {slope.get('r', 0):.2f}) fixed for the verdicts"
             if isinstance(slope.get("restart"), int | float) and slope["restart"] >= 0:  # planned on adjusted noise
                 noise = dataclasses.replace(noise, restart=float(slope["restart"]))
+                if isinstance(slope.get("per_second"), int | float) and slope["per_second"] >= 0:  # since 2026-11-25
+                    noise = dataclasses.replace(noise, per_second=float(slope["per_second"]))
         else:
             note = f"{note}; host speed: {unused}, so the run fits its own"
     if not section.adaptive:

@@ -248,5 +248,20 @@ def test_with_a_calibrated_slope_the_rounds_are_planned_on_the_adjusted_restart_
     adjusted = power.Noise(per_second=0.004, restart=0.00005, overhead=14.0)
     assert planned.file.experiment.min_repeats == used["min_repeats"] == power.rounds_for(adjusted, 10, 0.02)
     assert used["min_repeats"] < raw.file.experiment.min_repeats
+    both = {**quiet, "per_second": 0.001}  # since 2026-11-25 the window's noise is adjusted too
+    planned, used = calibrated.apply(canary, _doc(host_speed=both), "using /x.json")
+    adjusted = power.Noise(per_second=0.001, restart=0.00005, overhead=14.0)
+    assert used["min_repeats"] == power.rounds_for(adjusted, 10, 0.02)
     unresolved, _ = calibrated.apply(canary, _doc(host_speed={**quiet, "se": 0.5}), "using /x.json")
     assert unresolved.file.experiment.min_repeats == raw.file.experiment.min_repeats  # its slope is not used
+
+
+def test_the_adjusted_noise_scales_both_components_by_the_share_left():
+    from perflab.cli.calibrate import adjusted_noise
+
+    noise = power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
+    half = adjusted_noise(noise, 0.5)
+    assert (half.per_second, half.restart, half.overhead) == (0.008, 0.00145, 6.0)
+    assert adjusted_noise(noise, 1.7) == noise and adjusted_noise(noise, -0.1).restart == 0
+    # the plan keeps the unadjusted noise's window: scaling both does not favour longer windows
+    assert power.best_plan(half, 600).duration == power.best_plan(noise, 600).duration
