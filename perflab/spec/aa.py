@@ -6,9 +6,10 @@ thread count, with its [dataset], [workload], [server_options] and [builds]; the
 only that label, and a new axis `calibrate` (or `calibrate_aa` if the file has one) adds the
 identical labels A and B. Observers (perf, pmp, alloc) are left out: they add their own
 noise; the host-speed canary is kept unless the file sets `host_speed = false` (or, unset,
-there is no C compiler to build it), so that its slope is calibrated too. Repeats are the calibration's rounds; adaptive keys are dropped. The result goes
-through the normal parser (spec.parse), so it runs through the same Scheduler and cells as
-any experiment, and its text is stored with the results like a file's.
+there is no C compiler to build it), so that its slope is calibrated too. Repeats are the
+calibration's rounds; adaptive keys are dropped. The result goes through the normal parser
+(spec.parse), so it runs through the same Scheduler and cells as any experiment, and its text
+is stored with the results like a file's.
 
     aa_experiment(load("examples/quick.toml"), rounds=6).cells()[0].key
       -> "allocator=glibc,calibrate=A/t1/r1"
