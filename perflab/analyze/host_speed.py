@@ -157,7 +157,7 @@ def usable_slope(found: dict[str, Any] | None) -> str | None:
     is negative or not resolved (a short or quiet A/A run) would cost power (any fixed slope
     keeps the test valid), so the run fits its own instead."""
     if not found or not isinstance(found.get("slope"), int | float):
-        return "the calibration has no host-speed slope (its A/A run had no canary, or an older perflab made it)"
+        return "the calibration has no host-speed slope (no canary in its A/A run, or too few cells for a slope)"
     slope, se = float(found["slope"]), found.get("se")
     if slope <= 0:
         return f"its host-speed slope {slope:.2f} is not positive"

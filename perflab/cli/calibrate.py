@@ -183,7 +183,7 @@ def _host_speed(results: Results, cells: list[dict[str, Any]], noise: power.Nois
     once the cells are adjusted with it (`adjusted_noise`), with the plan it gives (what a run
     with the canary and this calibration can detect)."""
     found = host_speed.within_rounds(cells, "qps")
-    if found is None:
+    if found is None or abs(found["slope"]) > calibration.MAX_SLOPE:  # a few cells' wild fit: no slope at all
         return None
     rounds = len({c["repeat"] for c in cells if host_speed.log_speed(c) is not None})
     out = {"slope": round(found["slope"], 4), "se": round(found["se"], 4), "r": round(found["r"], 4),

@@ -36,6 +36,7 @@ FORMAT = "perflab-calibration/1"
 MAX_AGE_DAYS = 30
 HOST_KEYS = ("hostname", "kernel", "machine", "cpu_model", "cores", "memory_bytes", "glibc", "mariadbd", "sysbench")
 NOISE_KEYS = ("per_second", "restart", "overhead")
+MAX_SLOPE = 5.0  # |host_speed.slope| beyond it: no slope of a real host (0.5 here); calibrate does not save one
 HINT = "run `perflab calibrate FILE.toml` on this machine (docs/experiment.md#calibration)"
 
 
@@ -81,7 +82,7 @@ def read(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path}: corrupt calibration file ({what} is missing or not a number >= 0)", HINT)
     slope = doc.get("host_speed")  # optional: the canary's slope ([observe] host_speed)
     if slope is not None and not (isinstance(slope, dict) and isinstance(slope.get("slope"), int | float)
-                                  and -5 <= slope["slope"] <= 5):  # fmt: skip
+                                  and abs(slope["slope"]) <= MAX_SLOPE):  # fmt: skip
         raise UsageError(f"{path}: corrupt calibration file (host_speed.slope is not a number from -5 to 5)", HINT)
     return doc
 

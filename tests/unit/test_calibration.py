@@ -265,3 +265,16 @@ def test_the_adjusted_noise_scales_both_components_by_the_share_left():
     assert adjusted_noise(noise, 1.7) == noise and adjusted_noise(noise, -0.1).restart == 0
     # the plan keeps the unadjusted noise's window: scaling both does not favour longer windows
     assert power.best_plan(half, 600).duration == power.best_plan(noise, 600).duration
+
+
+def test_calibrate_saves_no_slope_that_its_reader_would_call_corrupt(monkeypatch):
+    # a 4-round A/A run fitted -9.77 ± 6.78 over 8 cells on CI; saved, the file was then "corrupt"
+    import importlib
+
+    calibrate = importlib.import_module("perflab.cli.calibrate")  # the module, not the click command
+    wild = {"slope": -9.7661, "se": 6.7774, "r": -0.71, "cells": 8}
+    monkeypatch.setattr(calibrate.host_speed, "within_rounds", lambda cells, metric: wild)
+    noise = power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
+    assert calibrate._host_speed(None, [], noise, 600, 10) is None
+    _, used = calibrated.apply(spec.parse(FILE), _doc(host_speed=None), "using /x.json")
+    assert used["used"] and "host_speed" not in used
