@@ -59,7 +59,7 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
     used: dict[str, Any] = {"used": True, "file": doc.get("file"), "created_at": doc["created_at"]}
     slope = doc.get("host_speed")
     if exp.file.observe.host_speed is None and slope is not None and host_speed.usable_slope(slope) is None:
-        exp = with_canary(exp)
+        exp = updated(exp, "observe", host_speed=True)
         note = f"{note}; [observe] host_speed on, as the calibration measured its slope (host_speed = false: off)"
     if exp.file.observe.host_speed:
         unused = host_speed.usable_slope(slope)
@@ -78,18 +78,17 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
         return exp, {**used, "note": f"calibration: {note}: {section.repeats} repeats detect {what} (80% power)"}
     need = power.rounds_for(noise, section.duration, section.equivalence_margin, section.max_repeats)
     rounds = min(section.max_repeats, max(section.min_repeats, need or section.max_repeats))
-    changed = section.model_copy(update={"min_repeats": rounds})
-    planned = dataclasses.replace(exp, file=exp.file.model_copy(update={"experiment": changed}))
+    planned = updated(exp, "experiment", min_repeats=rounds)
     target = f"a {section.equivalence_margin:.0%} effect at {section.duration:.0f} s windows"
     why = f"{need} rounds detect {target}" if need else f"{target} needs more than max_repeats"
     note = f"calibration: {note}: min_repeats {section.min_repeats} -> {rounds} ({why}, 80% power)"
     return planned, {**used, "note": note, "min_repeats": rounds}
 
 
-def with_canary(exp: spec.Experiment) -> spec.Experiment:
-    """`exp` with `[observe] host_speed` on."""
-    observe = exp.file.observe.model_copy(update={"host_speed": True})
-    return dataclasses.replace(exp, file=exp.file.model_copy(update={"observe": observe}))
+def updated(exp: spec.Experiment, section: str, **fields: Any) -> spec.Experiment:
+    """`exp` with `fields` of one section of its file (`experiment`, `observe`) changed."""
+    changed = getattr(exp.file, section).model_copy(update=fields)
+    return dataclasses.replace(exp, file=exp.file.model_copy(update={section: changed}))
 
 
 def resumed(exp: spec.Experiment, meta: dict[str, Any]) -> spec.Experiment:
@@ -97,9 +96,8 @@ def resumed(exp: spec.Experiment, meta: dict[str, Any]) -> spec.Experiment:
     min_repeats, and the canary it turned on."""
     used = meta.get("calibration") or {}
     if used.get("host_speed") and exp.file.observe.host_speed is None:
-        exp = with_canary(exp)
+        exp = updated(exp, "observe", host_speed=True)
     rounds = used.get("min_repeats")
     if not rounds or not exp.file.experiment.adaptive:
         return exp
-    changed = exp.file.experiment.model_copy(update={"min_repeats": int(rounds)})
-    return dataclasses.replace(exp, file=exp.file.model_copy(update={"experiment": changed}))
+    return updated(exp, "experiment", min_repeats=int(rounds))
