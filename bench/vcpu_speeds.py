@@ -61,14 +61,14 @@ def main() -> None:
                 out.seek(0)
                 samples = host_speed.parse(out.read())
         info = machine.finish()
-        start = min(at for at, _, _ in samples)
+        start = min(s[0] for s in samples)
         found = {}
         rows = []
         for w in WINDOWS:
             logs: dict[int, dict[int, float]] = {cpu: {} for cpu in cpus}
             for cpu in cpus:
                 by_window: dict[int, list[float]] = {}
-                for at, work, c in samples:
+                for at, work, c, _ in samples:
                     if c == cpu:
                         by_window.setdefault(int((at - start) // w), []).append(work)
                 logs[cpu] = {k: -math.log(statistics.median(v)) for k, v in by_window.items() if len(v) >= 2 * w}

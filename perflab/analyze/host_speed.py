@@ -35,22 +35,34 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from perflab.analyze import ratio, stats, summary
 from perflab.analyze.ratio import MIN_PAIRS
+from perflab.store import calibration
 from perflab.variants import variant_key
 
 MIN_CELLS = 8  # settled cells with a canary figure in the run: fewer fit no slope
 BALANCE_P = 0.01  # the sides' speeds differ beyond chance at this level: the variant moves the canary
 
 
-def log_speed(cell: dict[str, Any]) -> float | None:
-    """log(1 / work_ns) of a cell's window, or None without a figure."""
-    work = (cell.get("host_speed") or {}).get("work_ns")
-    return -math.log(work) if work and work > 0 else None
+def log_speed(cell: dict[str, Any], chase_weight: float = 0.0) -> float | None:
+    """log(1 / work_ns) of a cell's window, plus chase_weight x log(1 / chase_ns) when a
+    calibration weighed the canary's pointer chase in (`chase_weight`); None without the
+    figures it needs."""
+    spin = _log_of_inverse(cell, "work_ns")
+    if spin is None or not chase_weight:
+        return spin
+    chase = _log_of_inverse(cell, "chase_ns")
+    return None if chase is None else spin + chase_weight * chase
+
+
+def _log_of_inverse(cell: dict[str, Any], name: str) -> float | None:
+    value = (cell.get("host_speed") or {}).get(name)
+    return -math.log(value) if isinstance(value, int | float) and value > 0 else None
 
 
 def metric_value(cell: dict[str, Any], metric: str) -> float | None:
@@ -87,7 +99,9 @@ class Adjustment:
             fit_r = f", r = {r:.2f}" if isinstance(r, int | float) else ""
             rounds = c.get("rounds")
             where = f"perflab calibrate of {when}, {rounds} A/A rounds{fit_r}"
-            return f"host speed: calibrated slope {self.slope:.2f} ({where})"
+            weight = c.get("chase_weight")
+            chase = f", chase weight {weight:.2f}" if isinstance(weight, int | float) and weight else ""
+            return f"host speed: calibrated slope {self.slope:.2f}{chase} ({where})"
         return f"host speed: slope {self.slope:.2f} over {self.cells} cells (r = {self.r:.2f})"
 
     def balance(self, base: list[dict[str, Any]], other: list[dict[str, Any]]) -> tuple[float, float | None]:
@@ -119,14 +133,16 @@ def calibrated_slope(meta: dict[str, Any] | None) -> dict[str, Any] | None:
     return found if isinstance(found, dict) and isinstance(found.get("slope"), (int, float)) else None
 
 
-def within_rounds(cells: list[dict[str, Any]], metric: str = "qps") -> dict[str, Any] | None:
-    """The pooled within-round slope of log(metric) on log(speed): least squares with an effect
-    per (variant, threads) group and per (round, threads) block, over the settled cells with a
-    canary figure (what `perflab calibrate` stores); {slope, se, r, cells}, or None with fewer
-    than MIN_CELLS of them or no spread of speed left. `se`: the slope's standard error (the
-    residual variance on the degrees of freedom the effects leave)."""
-    rows = [(cell, log_speed(cell), metric_value(cell, metric)) for cell in cells if _usable(cell)]
-    rows = [(c, x, math.log(y)) for c, x, y in rows if x is not None and y is not None and y > 0]
+def _within(cells: list[dict[str, Any]], metric: str,
+            covariates: list[Callable[[dict[str, Any]], float | None]]) -> tuple[np.ndarray, np.ndarray, int] | None:  # fmt: skip
+    """The settled cells' covariates (one column each) and log(metric), with the effect of each
+    (variant, threads) group and each (round, threads) block taken out by least squares, and
+    the degrees of freedom those effects leave; None with fewer than MIN_CELLS such cells."""
+    rows = []
+    for cell in cells:
+        xs, y = [f(cell) for f in covariates], metric_value(cell, metric)
+        if _usable(cell) and None not in xs and y is not None and y > 0:
+            rows.append((cell, xs, math.log(y)))
     if len(rows) < MIN_CELLS:
         return None
     groups = sorted({(variant_key(c["variant"]), c["threads"]) for c, _, _ in rows})
@@ -135,18 +151,65 @@ def within_rounds(cells: list[dict[str, Any]], metric: str = "qps") -> dict[str,
                         + [float((c.get("repeat"), c["threads"]) == b) for b in blocks[1:]]
                         for c, _, _ in rows])  # fmt: skip
 
-    def residual(v: np.ndarray) -> np.ndarray:  # v with the groups' and blocks' effects taken out
+    def residual(v: np.ndarray) -> np.ndarray:
         return v - dummies @ np.linalg.lstsq(dummies, v, rcond=None)[0]
 
-    rx, ry = residual(np.array([x for _, x, _ in rows])), residual(np.array([y for _, _, y in rows]))
+    x = residual(np.array([xs for _, xs, _ in rows], dtype=float))
+    return x, residual(np.array([y for _, _, y in rows])), len(rows) - int(np.linalg.matrix_rank(dummies))
+
+
+def within_rounds(cells: list[dict[str, Any]], metric: str = "qps", chase_weight: float = 0.0) -> dict[str, Any] | None:
+    """The pooled within-round slope of log(metric) on log(speed) (with the chase weighed in,
+    `log_speed`): least squares with an effect per (variant, threads) group and per (round,
+    threads) block, over the settled cells with a canary figure (what `perflab calibrate`
+    stores); {slope, se, r, cells}, or None with fewer than MIN_CELLS of them or no spread of
+    speed left. `se`: the slope's standard error (the residual variance on the degrees of
+    freedom the effects leave)."""
+    found = _within(cells, metric, [lambda c: log_speed(c, chase_weight)])
+    if found is None:
+        return None
+    x, ry, df = found
+    rx = x[:, 0]
     sxx, syy = float(rx @ rx), float(ry @ ry)
     if sxx <= 1e-12:
         return None
     r = float(rx @ ry) / math.sqrt(sxx * syy) if syy > 0 else 0.0
     slope = float(rx @ ry) / sxx
-    df = len(rows) - np.linalg.matrix_rank(dummies) - 1
+    df -= 1
     se = math.sqrt(float((ry - slope * rx) @ (ry - slope * rx)) / df / sxx) if df > 0 else math.inf
-    return {"slope": slope, "se": se, "r": r, "cells": len(rows)}
+    return {"slope": slope, "se": se, "r": r, "cells": len(rx)}
+
+
+CHASE_T = 2.0  # the chase is weighed in when its own slope is at least this many standard errors above 0
+
+
+def chase_weight(cells: list[dict[str, Any]], metric: str = "qps") -> dict[str, Any] | None:
+    """How much the canary's pointer chase adds to its spin as a covariate: log(metric) on both
+    log speeds, pooled within rounds as `within_rounds`; {weight, spin, chase, chase_se}, the
+    weight the chase's slope over the spin's. None without chase figures (an older canary) or
+    too few cells; `usable` says whether the weight is worth using."""
+    found = _within(cells, metric, [log_speed, lambda c: _log_of_inverse(c, "chase_ns")])
+    if found is None:
+        return None
+    x, ry, df = found
+    xtx = x.T @ x
+    df -= 2
+    if df <= 0 or np.linalg.cond(xtx) > 1e12:
+        return None
+    inverse = np.linalg.inv(xtx)
+    spin, chase = (float(b) for b in inverse @ x.T @ ry)
+    e = ry - x @ np.array([spin, chase])
+    chase_se = math.sqrt(float(e @ e) / df * float(inverse[1, 1]))
+    weight = chase / spin if spin > 0 else math.inf
+    return {"weight": weight, "spin": spin, "chase": chase, "chase_se": chase_se}
+
+
+def usable_weight(found: dict[str, Any] | None) -> float:
+    """The chase's weight to use (0: the spin alone): both slopes positive, the chase's
+    resolved (CHASE_T standard errors) and the weight within what a calibration file may hold."""
+    if not found or found["spin"] <= 0 or found["chase"] < CHASE_T * found["chase_se"]:
+        return 0.0
+    return found["weight"] if 0 < found["weight"] <= calibration.MAX_CHASE_WEIGHT else 0.0
 
 
 MIN_T = 4.0  # a calibrated slope is used when it is positive and at least this many standard errors
@@ -176,8 +239,9 @@ def fit(
     none is fitted on the rounds it adjusts (methodology.md#host-speed)."""
     groups: dict[tuple[str, int], list[tuple[int, float, float]]] = {}
     speeds = {}
+    weight = float((calibrated or {}).get("chase_weight") or 0.0) if metric == "qps" else 0.0
     for cell in cells:
-        x, y = log_speed(cell), metric_value(cell, metric)
+        x, y = log_speed(cell, weight), metric_value(cell, metric)
         if not _usable(cell) or x is None or y is None or y <= 0:
             continue
         speeds[cell["id"]] = x

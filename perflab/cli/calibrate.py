@@ -178,17 +178,19 @@ def measure(exp: spec.Experiment, results: Results, budget: float) -> dict[str, 
 
 def _host_speed(results: Results, cells: list[dict[str, Any]], noise: power.Noise, budget: float,
                 duration: float) -> dict[str, Any] | None:  # fmt: skip
-    """With the canary: the within-round slope of log QPS on the canary's log speed, which runs
-    of this host and workload then use as a fixed slope (cli/calibrated.py); and the noise left
+    """With the canary: the within-round slope of log QPS on the canary's log speed (its spin,
+    with its pointer chase weighed in when the chase's own slope is resolved: `chase_weight`),
+    which runs of this host and workload then use as a fixed slope (cli/calibrated.py); and the noise left
     once the cells are adjusted with it (`adjusted_noise`), with the plan it gives (what a run
     with the canary and this calibration can detect)."""
-    found = host_speed.within_rounds(cells, "qps")
+    weight = round(host_speed.usable_weight(host_speed.chase_weight(cells, "qps")), 4)
+    found = host_speed.within_rounds(cells, "qps", weight)
     if found is None or abs(found["slope"]) > calibration.MAX_SLOPE:  # a few cells' wild fit: no slope at all
         return None
-    rounds = len({c["repeat"] for c in cells if host_speed.log_speed(c) is not None})
+    rounds = len({c["repeat"] for c in cells if host_speed.log_speed(c, weight) is not None})
     out = {"slope": round(found["slope"], 4), "se": round(found["se"], 4), "r": round(found["r"], 4),
-           "cells": found["cells"], "rounds": rounds, "restart": None, "per_second": None,
-           "plan": None}  # fmt: skip
+           "cells": found["cells"], "rounds": rounds, "chase_weight": weight or None, "restart": None,
+           "per_second": None, "plan": None}  # fmt: skip
     fitted = host_speed.fit(cells, "qps", out) if host_speed.usable_slope(out) is None else None
     if fitted is None:
         return out

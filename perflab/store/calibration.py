@@ -36,6 +36,7 @@ FORMAT = "perflab-calibration/1"
 MAX_AGE_DAYS = 30
 HOST_KEYS = ("hostname", "kernel", "machine", "cpu_model", "cores", "memory_bytes", "glibc", "mariadbd", "sysbench")
 NOISE_KEYS = ("per_second", "restart", "overhead")
+MAX_CHASE_WEIGHT = 5.0  # host_speed.chase_weight: the chase's weight beside the spin (0.6-2.3 here)
 MAX_SLOPE = 5.0  # |host_speed.slope| beyond it: no slope of a real host (0.5 here); calibrate does not save one
 HINT = "run `perflab calibrate FILE.toml` on this machine (docs/experiment.md#calibration)"
 
@@ -84,6 +85,10 @@ def read(path: Path) -> dict[str, Any]:
     if slope is not None and not (isinstance(slope, dict) and isinstance(slope.get("slope"), int | float)
                                   and abs(slope["slope"]) <= MAX_SLOPE):  # fmt: skip
         raise UsageError(f"{path}: corrupt calibration file (host_speed.slope is not a number from -5 to 5)", HINT)
+    weight = (slope or {}).get("chase_weight")  # optional, since 2026-11-25: the chase's weight beside the spin
+    if weight is not None and not (isinstance(weight, int | float) and 0 <= weight <= MAX_CHASE_WEIGHT):
+        raise UsageError(f"{path}: corrupt calibration file (host_speed.chase_weight is not a number from 0 to "
+                         f"{MAX_CHASE_WEIGHT:g})", HINT)  # fmt: skip
     return doc
 
 

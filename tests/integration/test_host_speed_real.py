@@ -86,6 +86,9 @@ def test_every_cell_stores_the_windows_host_speed(mariadb_run: dict):
         assert speed["work_ns"] == pytest.approx(geomean, rel=1e-4)
         assert [s for s, _ in speed["seconds"]][:3] == [0, 1, 2] and len(speed["seconds"]) <= 4
         assert all(work > 0 for _, work in speed["seconds"])
+        # the pointer chase after each spin: its own figure, per CPU too
+        assert sorted(map(int, speed["chase_per_cpu"])) == cpus, speed["chase_per_cpu"]
+        assert 1e4 < speed["chase_ns"] < 1e8 and all(1e4 < ns < 1e8 for ns in speed["chase_per_cpu"].values())
     assert not canaries(), "a canary outlived its run"
 
 

@@ -130,6 +130,8 @@ def test_a_mismatch_is_named_and_never_used(tmp_path: Path, changes: dict, named
         ("[1, 2]", "format 'list' is not"),
         (json.dumps(_doc(host_speed={"slope": "0.5"})), "host_speed.slope is not a number"),
         (json.dumps(_doc(host_speed={"slope": 40})), "host_speed.slope is not a number from -5 to 5"),
+        (json.dumps(_doc(host_speed={"slope": 0.4, "chase_weight": -0.5})), "host_speed.chase_weight is not a number"),
+        (json.dumps(_doc(host_speed={"slope": 0.4, "chase_weight": "1"})), "host_speed.chase_weight is not a number"),
     ],
 )
 def test_corrupt_or_unknown_files_are_refused(tmp_path: Path, text: str, named: str):
@@ -209,6 +211,9 @@ def test_a_calibrated_host_speed_slope_is_passed_on_only_to_runs_with_the_canary
         _, used = calibrated.apply(exp, doc, "using /x.json")
         assert used["host_speed"] == {**slope, "created_at": doc["created_at"]}
         assert "host-speed slope 0.49 (r = 0.85) fixed for the verdicts" in used["note"]
+    _, used = calibrated.apply(canary, _doc(host_speed={**slope, "chase_weight": 0.62}), "using /x.json")
+    assert used["host_speed"]["chase_weight"] == 0.62  # the verdicts weigh the chase in (analyze/host_speed.py)
+    assert "host-speed slope 0.49, chase weight 0.62 (r = 0.85) fixed" in used["note"]
     _, used = calibrated.apply(canary, _doc(), "using /x.json")  # a calibration without the canary's slope
     assert "host_speed" not in used and "has no host-speed slope" in used["note"] and "fits its own" in used["note"]
     for bad, why in (({"se": 0.2}, "0.49 is not resolved (under 4 standard errors"),
@@ -273,7 +278,7 @@ def test_calibrate_saves_no_slope_that_its_reader_would_call_corrupt(monkeypatch
 
     calibrate = importlib.import_module("perflab.cli.calibrate")  # the module, not the click command
     wild = {"slope": -9.7661, "se": 6.7774, "r": -0.71, "cells": 8}
-    monkeypatch.setattr(calibrate.host_speed, "within_rounds", lambda cells, metric: wild)
+    monkeypatch.setattr(calibrate.host_speed, "within_rounds", lambda cells, metric, weight=0.0: wild)
     noise = power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
     assert calibrate._host_speed(None, [], noise, 600, 10) is None
     _, used = calibrated.apply(spec.parse(FILE), _doc(host_speed=None), "using /x.json")

@@ -19,11 +19,24 @@ META = {"experiment": {"axes": {"v": ["a", "b"]}}}
 
 def test_the_canarys_lines_parse_and_a_half_written_one_is_left_out():
     text = "10.000000 800000\n10.200000 812000 1\nnot a line\n10.300000 9 x\n10.400000 0 0\n10.6000"
-    assert canary.parse(text) == [(10.0, 800000.0, -1), (10.2, 812000.0, 1)]
+    assert canary.parse(text) == [(10.0, 800000.0, -1, 0.0), (10.2, 812000.0, 1, 0.0)]  # older canaries' lines
+    text = "10.000000 800000 0 1050000\n10.100000 790000 1 990000\n10.200000 1 2 3 4\n10.3 800000 -1 12"
+    assert canary.parse(text) == [(10.0, 800000.0, 0, 1050000.0), (10.1, 790000.0, 1, 990000.0)]
+
+
+def test_the_chase_has_its_own_figure_as_the_spin_does():
+    samples = [(100.0 + i * 0.2, 1e6, 0, 2e6) for i in range(25)] + [(100.1 + i * 0.2, 1e6, 1, 8e6) for i in range(25)]
+    samples += [(99.0, 1e6, 0, 9e9), (106.0, 1e6, 1, 9e9)]  # outside the window
+    fields = canary.window_fields(samples, 100.0, 105.0)
+    assert fields["work_ns"] == 1e6
+    assert fields["chase_ns"] == pytest.approx(4e6) and fields["chase_per_cpu"] == {"0": 2e6, "1": 8e6}
+    older = canary.window_fields([(at, w, c, 0.0) for at, w, c, _ in samples], 100.0, 105.0)
+    assert older["work_ns"] == 1e6 and older["chase_ns"] is None and older["chase_per_cpu"] == {}
 
 
 def test_the_window_figure_is_the_median_of_its_samples_with_per_second_medians():
-    samples = [(99.0, 5e6, -1)] + [(100.0 + i * 0.2, 1e6 + (i % 5) * 1e4, -1) for i in range(25)] + [(106.0, 9e6, -1)]
+    samples = [(99.0, 5e6, -1, 0.0)] + [(100.0 + i * 0.2, 1e6 + (i % 5) * 1e4, -1, 0.0) for i in range(25)]
+    samples += [(106.0, 9e6, -1, 0.0)]
     fields = canary.window_fields(samples, 100.0, 105.0)
     assert fields["samples"] == 25  # 100.0 .. 104.8: the samples outside are not the window's
     assert fields["work_ns"] == 1.02e6 and fields["period_ms"] == canary.PERIOD_MS
@@ -36,8 +49,8 @@ def test_with_a_thread_per_cpu_the_figure_is_the_geometric_mean_of_each_cpus_med
     # CPU 0 runs at 1 ms a piece of work, CPU 1 at 4 ms (a busy sibling on the host): the
     # workload runs on both, so the cell's figure is their geometric mean, 2 ms, not the
     # median of the pooled samples (which would be whichever CPU had more of them)
-    samples = [(100.0 + i * 0.2, 1e6, 0) for i in range(25)] + [(100.1 + i * 0.2, 4e6, 1) for i in range(25)]
-    samples += [(100.05 + i * 0.2, 4e6, 1) for i in range(10)]  # more samples of CPU 1 do not weigh more
+    samples = [(100.0 + i * 0.2, 1e6, 0, 0.0) for i in range(25)] + [(100.1 + i * 0.2, 4e6, 1, 0.0) for i in range(25)]
+    samples += [(100.05 + i * 0.2, 4e6, 1, 0.0) for i in range(10)]  # more samples of CPU 1 do not weigh more
     fields = canary.window_fields(samples, 100.0, 105.0)
     assert fields["work_ns"] == pytest.approx(2e6)
     assert fields["per_cpu"] == {"0": 1e6, "1": 4e6} and fields["samples"] == 60
@@ -45,13 +58,13 @@ def test_with_a_thread_per_cpu_the_figure_is_the_geometric_mean_of_each_cpus_med
 
 
 def test_a_cpu_with_too_few_samples_is_left_out_of_the_figure():
-    samples = [(100.0 + i * 0.2, 1e6, 0) for i in range(25)] + [(100.1, 9e6, 1), (100.3, 9e6, 1)]
+    samples = [(100.0 + i * 0.2, 1e6, 0, 0.0) for i in range(25)] + [(100.1, 9e6, 1, 0.0), (100.3, 9e6, 1, 0.0)]
     fields = canary.window_fields(samples, 100.0, 105.0)
     assert fields["work_ns"] == 1e6 and fields["per_cpu"] == {"0": 1e6}
 
 
 def test_a_window_with_too_few_samples_has_no_figure():
-    fields = canary.window_fields([(1.0, 1e6, 0), (1.2, 1e6, 0)], 0.0, 2.0)
+    fields = canary.window_fields([(1.0, 1e6, 0, 0.0), (1.2, 1e6, 0, 0.0)], 0.0, 2.0)
     assert fields["work_ns"] is None and fields["samples"] == 2 and fields["seconds"] == []
 
 
@@ -218,3 +231,65 @@ def test_calibrated_slope_reads_only_a_number_from_the_runs_meta():
     for meta in ({}, {"calibration": None}, {"calibration": {"used": False}}, {"calibration": {"host_speed": {}}},
                  {"calibration": {"host_speed": {"slope": "0.7"}}}):  # fmt: skip
         assert host_speed.calibrated_slope(meta) is None
+
+
+def with_chase(cells: list[dict], spin: float = 0.4, chase: float = 0.3, seed: int = 5, noise: float = 0.01) -> list[dict]:
+    """Cells whose QPS follows two host speeds apart: the core's (the spin) and the caches' (the
+    chase), independent, +/-25% each; QPS = speed_spin^spin x speed_chase^chase, B 3% slower."""
+    rng = random.Random(seed)
+    out = []
+    for c in cells:
+        core, caches = math.exp(rng.gauss(0, 0.25)), math.exp(rng.gauss(0, 0.25))
+        factor = 0.97 if c["variant"] is B else 1.0
+        qps = 1000 * factor * core**spin * caches**chase * math.exp(rng.gauss(0, noise))
+        out.append({**c, "summary": {**c["summary"], "qps": qps},
+                    "host_speed": {"work_ns": 1e6 / core, "chase_ns": 1e6 / caches}})  # fmt: skip
+    return out
+
+
+def test_the_chases_weight_is_its_slope_over_the_spins_pooled_within_rounds():
+    cells = with_round_effects(with_chase(run(effect=1.0, rounds=20)))
+    found = host_speed.chase_weight(cells, "qps")
+    assert found is not None
+    assert found["spin"] == pytest.approx(0.4, abs=0.03) and found["chase"] == pytest.approx(0.3, abs=0.03)
+    assert found["weight"] == pytest.approx(0.75, abs=0.1) and host_speed.usable_weight(found) == found["weight"]
+    # with the weight the one covariate explains what the spin alone leaves
+    alone, both = host_speed.within_rounds(cells, "qps"), host_speed.within_rounds(cells, "qps", found["weight"])
+    assert alone["r"] < 0.85 < 0.95 < both["r"] and both["slope"] == pytest.approx(0.4, abs=0.03)
+
+
+def test_a_chase_that_does_not_matter_or_an_older_canary_weighs_nothing():
+    cells = with_chase(run(effect=1.0, rounds=20), chase=0.0, noise=0.05)
+    found = host_speed.chase_weight(cells, "qps")
+    assert found is not None and abs(found["chase"]) < 3 * found["chase_se"]
+    assert host_speed.usable_weight(found) == 0.0
+    assert host_speed.usable_weight({"weight": 9.0, "spin": 0.1, "chase": 0.9, "chase_se": 0.01}) == 0.0  # wild
+    assert host_speed.usable_weight({"weight": -1.0, "spin": -0.3, "chase": 0.3, "chase_se": 0.01}) == 0.0
+    assert host_speed.chase_weight(run(effect=1.0, rounds=20), "qps") is None  # no chase figures: no fit
+    assert host_speed.log_speed({"host_speed": {"work_ns": 1e6}}, 0.5) is None  # weighed, the chase is needed
+
+
+def test_a_calibrated_chase_weight_adjusts_on_both_figures():
+    cells = with_chase(run(effect=1.0, rounds=20))
+    weighed = {**CALIBRATED, "slope": 0.4, "chase_weight": 0.75}
+    meta = {**META, "calibration": {"used": True, "host_speed": weighed}}
+    (row,) = compare.verdicts(meta, cells, metrics=("qps",)).comparisons
+    assert row.adjusted and "calibrated slope 0.40, chase weight 0.75" in row.adjustment
+    spin_only = {**META, "calibration": {"used": True, "host_speed": {**CALIBRATED, "slope": 0.4}}}
+    (plain,) = compare.verdicts(spin_only, cells, metrics=("qps",)).comparisons
+    assert row.ratio == pytest.approx(0.97, abs=0.01) and row.verdict == "slower"
+    assert (row.ci_high - row.ci_low) < 0.5 * (plain.ci_high - plain.ci_low)  # the caches' swings taken out too
+
+
+def test_calibrate_saves_the_chases_weight_with_the_slope_on_both(monkeypatch):
+    import importlib
+
+    calibrate = importlib.import_module("perflab.cli.calibrate")  # the module, not the click command
+    monkeypatch.setattr(calibrate.host_speed, "usable_slope", lambda found: "not planned here")  # no Results needed
+    noise = calibrate.power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
+    cells = with_round_effects(with_chase(run(effect=1.0, rounds=20)))
+    saved = calibrate._host_speed(None, cells, noise, 600, 10)
+    assert saved["chase_weight"] == pytest.approx(0.75, abs=0.1) and saved["slope"] == pytest.approx(0.4, abs=0.03)
+    assert saved["rounds"] == 20 and saved["r"] > 0.95
+    older = calibrate._host_speed(None, with_round_effects(run(effect=1.0, rounds=20)), noise, 600, 10)
+    assert older["chase_weight"] is None and older["slope"] == pytest.approx(0.7, abs=0.05)  # an older canary

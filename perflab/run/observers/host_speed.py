@@ -9,8 +9,9 @@ oltp_read_only; bench/host_speed.py). analyze/host_speed.py uses the figure as a
 of the verdicts; docs/methodology.md#host-speed has the measurements.
 
 What: host_speed.c (beside this file), compiled once per machine, spins about 1 ms of fixed
-work every PERIOD_MS on every CPU perflab may run on, one thread pinned to each (0.5% of each
-vCPU), and prints the CPU time the work took. Preemption stops a thread's CPU clock, so a busy
+work, then chases pointers through a 1 MiB buffer (about 1 ms more), every PERIOD_MS on every
+CPU perflab may run on, one thread pinned to each (about 1% of each vCPU), and prints the CPU
+time each took. Preemption stops a thread's CPU clock, so a busy
 guest does not change it. All CPUs, not one: this VM's two vCPUs change speed apart (10 s
 medians of two pinned canaries: r = 0.07-0.62, bench/vcpu_speeds.py), and the server and the
 client run on both. The
@@ -21,8 +22,15 @@ cell's field:
      "per_cpu": {"0": 790000.0, "1": 834600.0},   # each CPU's median
      "samples": 100, "period_ms": 200,
      "spread": 0.07,             # (p90 - p10) / median of the window's samples, all CPUs
-     "seconds": [[0, 805000.0], [1, 820000.0], ...]}   # per second since the window's start:
+     "seconds": [[0, 805000.0], [1, 820000.0], ...],   # per second since the window's start:
                                                        # the geometric mean of the CPUs' medians
+     "chase_ns": 1040000.0,      # the same for the pointer chase after each spin (cache and
+     "chase_per_cpu": {"0": 990000.0, "1": 1092500.0}}  # memory latency; null: an older canary)
+
+Two figures, not one: the spin times the core (its clock, a busy sibling), the chase the caches
+and memory the host shares with its other tenants, which move apart (r = 0.65-0.67 between the
+two over cells) and both move QPS; analyze/host_speed.py combines them with the weights a
+calibration measured.
 
     with HostSpeed(cache, log) as canary:     # started before the workload
         ...                                   # warm-up, window
@@ -55,22 +63,25 @@ def build(cache: Path) -> Path:
     return cbuild.compiled(SOURCE, cache, "perflab-canary", "", flags, "the host-speed canary", error=HostSpeedError)
 
 
-Sample = tuple[float, float, int]  # (monotonic seconds, work ns, CPU; -1: not pinned)
+Sample = tuple[float, float, int, float]  # (monotonic seconds, work ns, CPU (-1: not pinned), chase ns (0: none))
 
 
 def parse(text: str) -> list[Sample]:
-    """One sample per complete line ("monotonic_s work_ns [cpu]"); a partial last line is left out."""
+    """One sample per complete line ("monotonic_s work_ns [cpu [chase_ns]]"); a partial last
+    line is left out."""
     out = []
     for line in text.splitlines(keepends=True):
         parts = line.split()
-        if not line.endswith("\n") or len(parts) not in (2, 3):
+        if not line.endswith("\n") or not 2 <= len(parts) <= 4:
             continue
         try:
-            at, work, cpu = float(parts[0]), float(parts[1]), int(parts[2]) if len(parts) == 3 else -1
+            at, work = float(parts[0]), float(parts[1])
+            cpu = int(parts[2]) if len(parts) >= 3 else -1
+            chase = float(parts[3]) if len(parts) == 4 else 0.0
         except ValueError:
             continue
         if work > 0:
-            out.append((at, work, cpu))
+            out.append((at, work, cpu, max(chase, 0.0)))
     return out
 
 
@@ -81,12 +92,25 @@ def _geomean_of_medians(works_by_cpu: dict[int, list[float]], least: int) -> flo
     return math.exp(statistics.fmean(logs)) if logs else None
 
 
+def _medians(by_cpu: dict[int, list[float]]) -> dict[str, float]:
+    """Each pinned CPU's median, of the CPUs with MIN_SAMPLES samples."""
+    return {str(cpu): round(statistics.median(w), 1) for cpu, w in sorted(by_cpu.items())
+            if cpu >= 0 and len(w) >= MIN_SAMPLES}  # fmt: skip
+
+
 def window_fields(samples: list[Sample], start: float, end: float) -> dict[str, Any]:
     """The cell's `host_speed` from the canary's samples inside [start, end]."""
-    inside = [(at - start, work, cpu) for at, work, cpu in samples if start <= at <= end]
+    inside = [(at - start, work, cpu) for at, work, cpu, _ in samples if start <= at <= end]
     works = sorted(work for _, work, _ in inside)
     fields: dict[str, Any] = {"work_ns": None, "per_cpu": {}, "samples": len(works), "period_ms": PERIOD_MS,
-                              "spread": None, "seconds": []}  # fmt: skip
+                              "spread": None, "seconds": [], "chase_ns": None, "chase_per_cpu": {}}  # fmt: skip
+    chases: dict[int, list[float]] = {}
+    for at, _, cpu, chase in samples:
+        if chase > 0 and start <= at <= end:
+            chases.setdefault(cpu, []).append(chase)
+    chase_ns = _geomean_of_medians(chases, MIN_SAMPLES)
+    if chase_ns is not None:
+        fields.update(chase_ns=round(chase_ns, 1), chase_per_cpu=_medians(chases))
     by_cpu: dict[int, list[float]] = {}
     by_second: dict[int, dict[int, list[float]]] = {}
     for t, work, cpu in inside:
@@ -99,11 +123,7 @@ def window_fields(samples: list[Sample], start: float, end: float) -> dict[str, 
     deciles = statistics.quantiles(works, n=10)
     fields.update(
         work_ns=round(work_ns, 1),
-        per_cpu={
-            str(cpu): round(statistics.median(w), 1)
-            for cpu, w in sorted(by_cpu.items())
-            if cpu >= 0 and len(w) >= MIN_SAMPLES
-        },
+        per_cpu=_medians(by_cpu),
         spread=round((deciles[-1] - deciles[0]) / median, 4),
         seconds=[[s, round(_geomean_of_medians(c, 1) or 0.0, 1)] for s, c in sorted(by_second.items())],
     )
