@@ -8,17 +8,17 @@ a 1 MiB buffer each period (`host_speed.chase_ns`), and a calibration weighs it 
 (`host_speed.chase_weight`, analyze/host_speed.py).
 
 What: an experiment with the canary (oltp_read_only, 2 threads, 10 s windows, a fixed 5 s
-warm-up, a fresh server per cell, ROUNDS randomized rounds) of two identical variants `a` and
-`b` (an A/A pair) and `jemalloc` (the server preloaded with it: another allocator, another use
-of the caches), or kept runs of it or of `perflab calibrate` (its A/A cells; --runs DIR ...). Then, for every pair of variants and each
-round held out in turn, the slope(s) fitted on the other rounds exactly as `perflab calibrate`
-fits them (analyze/host_speed.within_rounds, chase_weight, usable_weight) and applied to the
-held-out round's log-ratio d - slope x c: the sd of those adjusted per-round log-ratios, spin
-alone against spin and chase, and the variance ratio (what a 10-minute experiment's detectable
-effect shrinks by: its square root). With several runs, also each run's fit applied to the
-others. Blindness: per pair, the mean per-round difference of each canary figure with its
-standard error (a variant that moved the chase would show here; `decide` then refuses the
-adjustment at p < 0.01).
+warm-up, a fresh server per cell, ROUNDS randomized rounds) of two identical variants `a` and `b` (an
+A/A pair) and `jemalloc` (the server preloaded with it: another allocator, another use of the
+caches), or kept runs of it or of `perflab calibrate` (its A/A cells; --runs DIR ...). Then, for
+every pair of variants and each round held out in turn, the slope(s) fitted on the other rounds
+exactly as `perflab calibrate` fits them (analyze/host_speed.within_rounds, chase_weight,
+usable_weight) and applied to the held-out round's log-ratio d - slope x c: the sd of those
+adjusted per-round log-ratios, spin alone against spin and chase, and the variance ratio (what a
+10-minute experiment's detectable effect shrinks by: its square root). With several runs, also
+each run's fit applied to the others. Blindness: per pair, the mean per-round difference of each
+canary figure with its standard error (a variant that moved the chase would show here; `decide`
+then refuses the adjustment at p < 0.01).
 
 Run: python3 bench/canary_chase.py [--rounds 20] [--keep DIR]        # about 16 min at 20 rounds
      python3 bench/canary_chase.py --runs DIR [DIR ...]              # kept runs: CPU only, seconds

@@ -40,7 +40,8 @@ variant: figures from a busy machine are not this machine's noise.
 
 With --calibrated-slope B the adjusted figures use the slope B, fixed (as a run does when a
 `perflab calibrate` of its host and workload measured the slope), instead of a slope fitted on
-each experiment's own rounds. With --host-speed the run has `[observe] host_speed` on, and every figure above is given again as
+each experiment's own rounds; --chase-weight W weighs the canary's chase in as a calibration's
+`host_speed.chase_weight` does. With --host-speed the run has `[observe] host_speed` on, and every figure above is given again as
 perflab judges such a run (analyze/host_speed.py): adjusted for the host's speed, the slope
 refitted on each resampled experiment's own cells (at every look for the adaptive design), the
 A/A pair centred on its adjusted estimate; beside it the canary's difference between each
@@ -201,12 +202,14 @@ def centred_cells(cells: list[dict[str, Any]], name: str) -> dict[int, tuple[dic
                 if (b.get(path[0]) or {}).get(path[1]) and (o.get(path[0]) or {}).get(path[1])]  # fmt: skip
         return math.exp(-C.mean(logs)) if logs else None
 
-    qps, work = shift(("summary", "qps")), shift(("host_speed", "work_ns"))
+    qps = shift(("summary", "qps"))
+    canary = {name: shift(("host_speed", name)) for name in ("work_ns", "chase_ns")}  # the chase: since 2026-11-25
     out = {}
     for r, (b, o) in pairs.items():
         moved = {**o, "summary": {**o["summary"], "qps": o["summary"]["qps"] * (qps or 1.0)}}
-        if work and o.get("host_speed") and o["host_speed"].get("work_ns"):
-            moved["host_speed"] = {**o["host_speed"], "work_ns": o["host_speed"]["work_ns"] * work}
+        for name, factor in canary.items():
+            if factor and (o.get("host_speed") or {}).get(name):
+                moved["host_speed"] = {**moved["host_speed"], name: o["host_speed"][name] * factor}
         out[r] = (b, moved)
     return out
 
@@ -448,10 +451,14 @@ def main() -> None:
     parser.add_argument("--calibrated-slope", type=float, metavar="B",
                         help="judge the adjusted figures with this host-speed slope fixed, as a run planned with a "
                              "calibration that measured it (another run's; bench/host_speed_estimators.py prints it)")
+    parser.add_argument("--chase-weight", type=float, metavar="W", default=0.0,
+                        help="with --calibrated-slope: the canary's chase weighed in with W, as a calibration's "
+                             "host_speed.chase_weight (bench/canary_chase.py prints fits)")
     args = parser.parse_args()
     global CALIBRATED
     if args.calibrated_slope is not None:
-        CALIBRATED = {"slope": args.calibrated_slope, "r": None, "rounds": None, "created_at": "--calibrated-slope"}
+        CALIBRATED = {"slope": args.calibrated_slope, "r": None, "rounds": None, "created_at": "--calibrated-slope",
+                      "chase_weight": args.chase_weight or None}  # fmt: skip
     cfg = settings(args)
 
     def run() -> None:

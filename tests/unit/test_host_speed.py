@@ -233,7 +233,8 @@ def test_calibrated_slope_reads_only_a_number_from_the_runs_meta():
         assert host_speed.calibrated_slope(meta) is None
 
 
-def with_chase(cells: list[dict], spin: float = 0.4, chase: float = 0.3, seed: int = 5, noise: float = 0.01) -> list[dict]:
+def with_chase(cells: list[dict], spin: float = 0.4, chase: float = 0.3, seed: int = 5,
+               noise: float = 0.01) -> list[dict]:  # fmt: skip
     """Cells whose QPS follows two host speeds apart: the core's (the spin) and the caches' (the
     chase), independent, +/-25% each; QPS = speed_spin^spin x speed_chase^chase, B 3% slower."""
     rng = random.Random(seed)
