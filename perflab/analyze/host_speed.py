@@ -133,8 +133,11 @@ def calibrated_slope(meta: dict[str, Any] | None) -> dict[str, Any] | None:
     return found if isinstance(found, dict) and isinstance(found.get("slope"), (int, float)) else None
 
 
+Covariate = Callable[[dict[str, Any]], float | None]
+
+
 def _within(cells: list[dict[str, Any]], metric: str,
-            covariates: list[Callable[[dict[str, Any]], float | None]]) -> tuple[np.ndarray, np.ndarray, int] | None:  # fmt: skip
+            covariates: list[Covariate]) -> tuple[np.ndarray, np.ndarray, int] | None:  # fmt: skip
     """The settled cells' covariates (one column each) and log(metric), with the effect of each
     (variant, threads) group and each (round, threads) block taken out by least squares, and
     the degrees of freedom those effects leave; None with fewer than MIN_CELLS such cells."""

@@ -75,6 +75,12 @@ def parse_budget(ctx: Any, param: Any, value: str) -> float:
 @click.option("--seed", callback=lambda ctx, param, value: parse_seed(value), metavar="N", help="order in rounds")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
+    "--chase",
+    is_flag=True,
+    help="weigh the canary's pointer chase in beside its spin when it explains QPS (opt-in: it can move "
+    "with a variant's use of the caches; docs/methodology.md#host-speed)",
+)
+@click.option(
     "--allow-concurrent",
     is_flag=True,
     envvar="PERFLAB_ALLOW_CONCURRENT",
@@ -87,6 +93,7 @@ def calibrate(
     output: Path | None,
     seed: int | None,
     fmt: str,
+    chase: bool,
     allow_concurrent: bool,
 ) -> None:
     """Measure this machine's noise for WORKLOAD-FILE's first configuration (A/A runs) and
@@ -102,7 +109,7 @@ def calibrate(
     from perflab.run.builds import cache_root
 
     err.print(f"calibrating {workload_file}: {len(aa.cells())} cells, results in {output}; {order_line(seed, False)}")
-    doc = run_aa(exp, aa, output, budget, allow_concurrent)
+    doc = run_aa(exp, aa, output, budget, allow_concurrent, chase)
     path = calibration.save(calibration.path_for(cache_root() / "calibration", doc["host"], doc["workload_hash"]), doc)
     doc["file"] = str(path)
     if fmt == "json":
@@ -111,7 +118,8 @@ def calibrate(
         show(doc)
 
 
-def run_aa(exp: spec.Experiment, aa: spec.Experiment, output: Path, budget: float, concurrent: bool) -> dict:
+def run_aa(exp: spec.Experiment, aa: spec.Experiment, output: Path, budget: float, concurrent: bool,
+           chase: bool = False) -> dict:  # fmt: skip
     """Run the A/A experiment into `output` as `perflab run` would (lock, meta, progress,
     Scheduler), then measure it."""
     from perflab.run.builds import resolve as builds
@@ -130,13 +138,14 @@ def run_aa(exp: spec.Experiment, aa: spec.Experiment, output: Path, budget: floa
             status = "complete"
         finally:
             results.set_meta(status=status, ended_at=utc_now())
-        doc = measure(exp, results, budget)
+        doc = measure(exp, results, budget, chase)
         doc["server_sha256"] = _server_sha(results) or builds.installed().sha256
     return doc
 
 
-def measure(exp: spec.Experiment, results: Results, budget: float) -> dict[str, Any]:
-    """The calibration document of a finished A/A run (store/calibration.py's format)."""
+def measure(exp: spec.Experiment, results: Results, budget: float, chase: bool = False) -> dict[str, Any]:
+    """The calibration document of a finished A/A run (store/calibration.py's format); `chase`:
+    weigh the canary's chase in (`_host_speed`)."""
     meta, cells = summary.load(results)
     dec = variance.load(results, cells)
     window, restarts = (dec.component(n).variance for n in (variance.WINDOW, variance.RESTARTS))
@@ -172,18 +181,19 @@ def measure(exp: spec.Experiment, results: Results, budget: float) -> dict[str, 
         },
         "alpha": power.ALPHA,
         "power": power.POWER,
-        "host_speed": _host_speed(results, cells, noise, budget, duration),
+        "host_speed": _host_speed(results, cells, noise, budget, duration, chase),
     }
 
 
 def _host_speed(results: Results, cells: list[dict[str, Any]], noise: power.Noise, budget: float,
-                duration: float) -> dict[str, Any] | None:  # fmt: skip
-    """With the canary: the within-round slope of log QPS on the canary's log speed (its spin,
-    with its pointer chase weighed in when the chase's own slope is resolved: `chase_weight`),
-    which runs of this host and workload then use as a fixed slope (cli/calibrated.py); and the noise left
+                duration: float, chase: bool = False) -> dict[str, Any] | None:  # fmt: skip
+    """With the canary: the within-round slope of log QPS on the canary's log speed (its spin;
+    with `chase`, its pointer chase weighed in when the chase's own slope is resolved:
+    `chase_weight`), which runs of this host and workload then use as a fixed slope
+    (cli/calibrated.py); and the noise left
     once the cells are adjusted with it (`adjusted_noise`), with the plan it gives (what a run
     with the canary and this calibration can detect)."""
-    weight = round(host_speed.usable_weight(host_speed.chase_weight(cells, "qps")), 4)
+    weight = round(host_speed.usable_weight(host_speed.chase_weight(cells, "qps")), 4) if chase else 0.0
     found = host_speed.within_rounds(cells, "qps", weight)
     if found is None or abs(found["slope"]) > calibration.MAX_SLOPE:  # a few cells' wild fit: no slope at all
         return None
@@ -262,8 +272,8 @@ def show(doc: dict[str, Any]) -> None:
             use += (f"; adjusted with it, {budget} detect {_pct(adjusted['effect'])} "
                     f"({adjusted['duration']} s windows, {adjusted['rounds']} rounds)")  # fmt: skip
         out.print(
-            f"host speed: log QPS follows the canary's log speed within rounds with slope {slope['slope']:.2f} "
-            f"± {slope['se']:.2f} (r = {slope['r']:.2f}, {slope['cells']} cells); {use}",
+            f"host speed: log QPS follows the canary's log speed{_weighed(slope)} within rounds with slope "
+            f"{slope['slope']:.2f} ± {slope['se']:.2f} (r = {slope['r']:.2f}, {slope['cells']} cells); {use}",
             highlight=False,
         )
     need = own["rounds_for_margin"]
@@ -273,6 +283,11 @@ def show(doc: dict[str, Any]) -> None:
         f'(repeats = "auto" plans with it)\nsaved: {doc["file"]}',
         highlight=False,
     )
+
+
+def _weighed(found: dict[str, Any]) -> str:
+    weight = found.get("chase_weight")
+    return f" (its spin, and its chase with weight {weight:.2f})" if weight else ""
 
 
 def _pct(value: float | None) -> str:

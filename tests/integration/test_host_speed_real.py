@@ -131,7 +131,7 @@ def test_postgresql_cells_store_it_too(tmp_path: Path):
 
 
 def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """perflab calibrate of a file that does not set [observe] host_speed runs the canary and fits
+    """perflab calibrate --chase of a file that does not set [observe] host_speed runs the canary and fits
     its within-round slope on its A/A cells and saves it; a run of the same file then turns the
     canary on and judges with a resolved slope, fixed (meta calibration.host_speed, the
     comparison's adjustment names it), and with an unresolved one fits its own and says why."""
@@ -140,7 +140,7 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
     assert "host_speed" not in unset
     toml = write_experiment(tmp_path / "hs.toml", unset)
     done = perflab("calibrate", str(toml), "--rounds", "5", "--budget", "5m", "-o", str(tmp_path / "aa"),
-                   "--format", "json")  # fmt: skip
+                   "--format", "json", "--chase")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(done.stdout)
     aa = json.loads(perflab("export", doc["results"]).stdout)["cells"]
@@ -151,6 +151,8 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
         return
     slope = doc["host_speed"]
     assert slope["cells"] == settled and slope["rounds"] == 5 and -1 <= slope["r"] <= 1 and slope["se"] > 0
+    assert slope["chase_weight"] is None or 0 < slope["chase_weight"] <= 5  # --chase: weighed in when resolved
+    assert all(c["host_speed"]["chase_ns"] > 0 for c in aa if c["status"] == "ok" and c["settled"])
     if host_speed.usable_slope(slope) is None:  # resolved: the noise left after adjusting, and its plan
         assert slope["restart"] is None or (slope["restart"] >= 0 and 0 < slope["plan"]["effect"] < 1)
     else:
@@ -166,19 +168,20 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
         assert check.returncode == 0 and "so the run fits its own" in check.stdout, check.stdout
     # what a longer calibration gives (a resolved slope), written into the saved file: the run uses it
     stored = json.loads(saved.read_text())
-    stored["host_speed"] = {**slope, "slope": 0.5, "se": 0.05}
+    stored["host_speed"] = {**slope, "slope": 0.5, "se": 0.05, "chase_weight": 0.8}  # the chase weighed in
     saved.write_text(json.dumps(stored))
     out = tmp_path / "results"
     done = perflab("run", str(toml), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "host-speed slope 0.50" in done.stdout + done.stderr and "fixed for the verdicts" in done.stdout
+    assert "host-speed slope 0.50, chase weight 0.80" in done.stdout and "fixed for the verdicts" in done.stdout
     assert "[observe] host_speed on, as the calibration measured its slope" in done.stdout, done.stdout
     run = json.loads(perflab("export", str(out)).stdout)
     assert all(c["host_speed"]["work_ns"] > 0 for c in run["cells"] if c["status"] == "ok")  # the canary ran
     assert run["run"]["calibration"]["host_speed"]["slope"] == 0.5
+    assert run["run"]["calibration"]["host_speed"]["chase_weight"] == 0.8
     (row,) = [c for c in run["comparisons"] if c["metric"] == "qps"]
     if row["adjusted"]:
-        assert row["adjustment"].startswith("host speed: calibrated slope 0.50 (perflab calibrate of")
+        assert row["adjustment"].startswith("host speed: calibrated slope 0.50, chase weight 0.80 (perflab calibrate")
         assert row["method"] in ("paired", "welch") and row["unadjusted_ratio"] is not None
     else:  # the canary differed between the sides beyond chance, or a cell had no figure: said so
         assert row["adjustment"].startswith("not adjusted for host speed")

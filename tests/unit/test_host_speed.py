@@ -282,15 +282,17 @@ def test_a_calibrated_chase_weight_adjusts_on_both_figures():
     assert (row.ci_high - row.ci_low) < 0.5 * (plain.ci_high - plain.ci_low)  # the caches' swings taken out too
 
 
-def test_calibrate_saves_the_chases_weight_with_the_slope_on_both(monkeypatch):
+def test_calibrate_chase_saves_the_chases_weight_with_the_slope_on_both(monkeypatch):
     import importlib
 
     calibrate = importlib.import_module("perflab.cli.calibrate")  # the module, not the click command
     monkeypatch.setattr(calibrate.host_speed, "usable_slope", lambda found: "not planned here")  # no Results needed
     noise = calibrate.power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
     cells = with_round_effects(with_chase(run(effect=1.0, rounds=20)))
-    saved = calibrate._host_speed(None, cells, noise, 600, 10)
+    saved = calibrate._host_speed(None, cells, noise, 600, 10, chase=True)
     assert saved["chase_weight"] == pytest.approx(0.75, abs=0.1) and saved["slope"] == pytest.approx(0.4, abs=0.03)
     assert saved["rounds"] == 20 and saved["r"] > 0.95
+    spin = calibrate._host_speed(None, cells, noise, 600, 10)  # opt-in: without --chase the spin alone
+    assert spin["chase_weight"] is None and spin["r"] < 0.85
     older = calibrate._host_speed(None, with_round_effects(run(effect=1.0, rounds=20)), noise, 600, 10)
     assert older["chase_weight"] is None and older["slope"] == pytest.approx(0.7, abs=0.05)  # an older canary

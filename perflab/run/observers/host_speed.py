@@ -29,8 +29,9 @@ cell's field:
 
 Two figures, not one: the spin times the core (its clock, a busy sibling), the chase the caches
 and memory the host shares with its other tenants, which move apart (r = 0.65-0.67 between the
-two over cells) and both move QPS; analyze/host_speed.py combines them with the weights a
-calibration measured.
+two over cells) and both move QPS; analyze/host_speed.py combines them with the weight a
+`perflab calibrate --chase` measured (opt-in: the server's own use of the caches can move the
+chase too; docs/methodology.md#host-speed).
 
     with HostSpeed(cache, log) as canary:     # started before the workload
         ...                                   # warm-up, window
