@@ -173,7 +173,8 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
     out = tmp_path / "results"
     done = perflab("run", str(toml), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "host-speed slope 0.50, chase weight 0.80" in done.stdout and "fixed for the verdicts" in done.stdout
+    said = " ".join(done.stdout.split())  # the note is wrapped at the terminal's width
+    assert "host-speed slope 0.50, chase weight 0.80" in said and "fixed for the verdicts" in said, said
     assert "[observe] host_speed on, as the calibration measured its slope" in done.stdout, done.stdout
     run = json.loads(perflab("export", str(out)).stdout)
     assert all(c["host_speed"]["work_ns"] > 0 for c in run["cells"] if c["status"] == "ok")  # the canary ran
