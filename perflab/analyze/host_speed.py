@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -190,7 +190,7 @@ def chase_weight(cells: list[dict[str, Any]], metric: str = "qps") -> dict[str, 
     """How much the canary's pointer chase adds to its spin as a covariate: log(metric) on both
     log speeds, pooled within rounds as `within_rounds`; {weight, spin, chase, chase_se}, the
     weight the chase's slope over the spin's. None without chase figures (an older canary) or
-    too few cells; `usable` says whether the weight is worth using."""
+    too few cells; `usable_weight` says whether the weight is worth using."""
     found = _within(cells, metric, [log_speed, lambda c: _log_of_inverse(c, "chase_ns")])
     if found is None:
         return None
