@@ -18,7 +18,8 @@
  * caches and memory as this vCPU sees them. The host's other tenants slow that apart from the
  * spin (a shared last-level cache, memory bandwidth), and the workload follows both: on
  * oltp_read_only here the two together left 0.55-0.6 of the variance of a round's A/A
- * log-ratio that the spin alone leaves, out of sample, in noisy hours. The verdicts weigh it in
+ * log-ratio that the spin alone leaves, out of sample, in noisy hours (a first version of 25,000
+ * loads a period; this one's 8,192 have not yet been seen to help: docs/methodology.md). The verdicts weigh it in
  * only after `perflab calibrate --chase`: the server's own use of the caches moves it too
  * (docs/methodology.md#host-speed).
  *
