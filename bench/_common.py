@@ -113,6 +113,13 @@ def ci95(values: Sequence[float]) -> tuple[float, float] | None:
     return m - half, m + half
 
 
+def upper(k: int, n: int) -> float:
+    """One-sided 95% Clopper-Pearson upper bound of a rate seen k times in n."""
+    from scipy.stats import beta  # scipy is perflab's own dependency; imported where it is used
+
+    return 1.0 if k == n else float(beta.ppf(0.95, k + 1, n - k))
+
+
 def rnd(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
 

@@ -83,6 +83,12 @@ RESAMPLES = 2000
 SENSITIVE = 0.8  # the share of experiments a setting must be called `slower` in
 FIXED_ROUNDS, FIXED_WINDOW_S, WINDOW_S = 3, 60, 10  # the fixed protocol of the issue; this run's window
 BASE, SAME = "none", "same"
+
+
+def is_copy(name: str) -> bool:
+    """`same`, `same2`, ...: identical to the baseline (--copies), a name apart."""
+    return name == SAME or (name.startswith(SAME) and name[len(SAME):].isdigit())
+
 CALIBRATED: dict[str, Any] | None = None  # --calibrated-slope: judged as a run planned with such a calibration
 
 REST = """\
@@ -101,18 +107,23 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
         cfg = {"duration": 3, "warmup": 2, "tables": 1, "table_size": 2000, "rounds": args.rounds or 6}
     if args.duration:
         cfg["duration"] = args.duration
-    return {**cfg, "ns": [int(x) for x in args.ns.split(",")]}
+    return {**cfg, "ns": [int(x) for x in args.ns.split(",") if x], "copies": args.copies}
 
 
 def spec_text(cfg: dict[str, Any], lib: Path, host_speed: bool = False) -> str:
     def variant(name: str, ns: int, extra: str = "") -> str:
         return f'{name} = {{ preload = "{lib}", env = {{ {ENV} = "{ns}"{extra} }} }}'
 
-    lines = [variant(BASE, 0), variant(SAME, 0, ', PERFLAB_AA = "1"')]  # the same server: a name apart
+    # the same server, a name apart (the env values have one length: the stack starts alike)
+    lines = [variant(BASE, 0, ', PERFLAB_AA = "0"')] + [variant(copy_name(i), 0, f', PERFLAB_AA = "{i}"') for i in range(1, cfg["copies"])]
     lines += [variant(f"slow{ns}", ns) for ns in cfg["ns"]]
-    cfg = {k: v for k, v in cfg.items() if k != "ns"}
+    cfg = {k: v for k, v in cfg.items() if k not in ("ns", "copies")}
     rest = REST.format(variants="\n".join(lines), host_speed=str(host_speed).lower())
     return C.read_only_experiment("fidelity", cfg, rest)
+
+
+def copy_name(i: int) -> str:
+    return SAME if i == 1 else f"{SAME}{i}"
 
 
 def by_round(cells: list[dict[str, Any]]) -> dict[str, dict[int, float]]:
@@ -194,7 +205,7 @@ def centred_cells(cells: list[dict[str, Any]], name: str) -> dict[int, tuple[dic
     base = {c["repeat"]: c for c in of(cells, BASE) if _usable(c)}
     other = {c["repeat"]: c for c in of(cells, name) if _usable(c)}
     pairs = {r: (base[r], other[r]) for r in sorted(set(base) & set(other))}
-    if name != SAME:
+    if not is_copy(name):
         return pairs
 
     def shift(path: tuple[str, str]) -> float | None:
@@ -343,29 +354,29 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
                            "failed_or_unsettled": sum(1 for c in cells if c["status"] != "ok"
                                                       or c.get("settled") in (False, 0)),
                            "variants": {}}  # fmt: skip
-    for name in sorted(qps, key=lambda n: (n != SAME, int(n[4:]) if n.startswith("slow") else 0)):
+    for name in sorted(qps, key=lambda n: (not is_copy(n), int(n[4:]) if n.startswith("slow") else 0, n)):
         if name == BASE:
             continue
         ns = int(name[4:]) if name.startswith("slow") else 0
         row = {"ns": ns, "full": full_run(base, qps[name]), "nominal_effect": C.rnd(nominal(cells, name, ns)),
-               "resampled": resampled(base, qps[name], m, centre=name == SAME, seed=ns + 7),
+               "resampled": resampled(base, qps[name], m, centre=is_copy(name), seed=ns + 7),
                "other_cpu_cores": C.other_cpu_cores(of(cells, name))}  # fmt: skip
         if any(c.get("host_speed") for c in of(cells, name)):
             row["adjusted"] = {"full": full_run_adjusted(cells, name),
                                "resampled": resampled_cells(cells, name, m, seed=ns + 7)}  # fmt: skip
-        if name != SAME:
+        if not is_copy(name):
             row["fixed_3x60"] = fixed_3x60(base, qps[name], seed=ns + 11)
             row["time_to_correct"] = time_to_correct(row, cell_s, adjusted=False)
             if "adjusted" in row:
                 row["time_to_correct_adjusted"] = time_to_correct(row, cell_s, adjusted=True)
-        if name == SAME:
+        if is_copy(name):
             row["disjoint"] = {
                 "5": Counter(disjoint(base, qps[name], 5)),
                 str(m): Counter(disjoint(base, qps[name], m)),
             }
         out["variants"][name] = row
     out["other_cpu_cores"] = C.other_cpu_cores(of(cells, BASE))
-    slow = [(n, r) for n, r in out["variants"].items() if n != SAME]
+    slow = [(n, r) for n, r in out["variants"].items() if not is_copy(n)]
     called = [(n, r) for n, r in slow if r["resampled"]["adaptive"]["slower"] >= SENSITIVE]
     out["sensitivity"] = (
         {"variant": called[0][0], "measured_effect": C.rnd(1 - called[0][1]["full"]["ratio"]),
@@ -440,6 +451,9 @@ def show(out: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ns", default="500,1000,1700", help="slow settings, ns per allocation call (comma-separated)")
+    parser.add_argument("--copies", type=int, default=2, metavar="K",
+                        help="identical variants (the baseline and K-1 copies: same, same2, ...); more copies give "
+                             "more real A/A pairs per round for bench/aa_real.py (default 2)")
     parser.add_argument("--rounds", type=int, help="rounds (default 30; --quick 6)")
     parser.add_argument("--duration", type=int, metavar="S",
                         help="measured window per cell, seconds (default 10; --quick 3); the 10-minute experiments "

@@ -28,7 +28,7 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
-from scipy.stats import beta
+from _common import upper
 
 from perflab.analyze import steady
 
@@ -68,11 +68,6 @@ def window_bias(n: int, length: int, depth: float, start: int) -> float:
 
 def steep_bias(n: int, length: int, start: int) -> float:
     return 1 - statistics.fmean(1 / (2 - min(t / length, 1.0)) for t in range(start + 1, n + 1))
-
-
-def upper(k: int, n: int) -> float:
-    """One-sided 95% Clopper-Pearson upper bound of a rate seen k times in n."""
-    return 1.0 if k == n else float(beta.ppf(0.95, k + 1, n - k))
 
 
 def flagged(detect: Detect, make: Callable[[random.Random], list[float]], start: int, sims: int) -> int:
