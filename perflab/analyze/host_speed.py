@@ -232,6 +232,29 @@ def usable_slope(found: dict[str, Any] | None) -> str | None:
     return None
 
 
+# a run's own slope this many combined standard errors from its calibrated one: said. Measured: 8 runs
+# of 2026-11-25/26 fitted 0.49-0.55 (se 0.02-0.10) and lay 2.6-2.8 se from a quiet hour's 1.60 +/- 0.40
+DISAGREE_Z = 2.5
+
+
+def disagreement(cells: list[dict[str, Any]], calibrated: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Whether the run's own pooled within-round slope (`within_rounds`, with the calibration's
+    chase weight) lies more than DISAGREE_Z combined standard errors from the calibrated slope
+    its verdicts used: {own, calibrated, z}, or None (no calibrated slope, too few cells, or
+    they agree). The verdicts stay valid (the slope was fixed before the data); a wrong one
+    costs power: too large over-adjusts (a fixed 1 against a true 0.5 took a 3.7% slowdown from
+    73% called to 8%), too small leaves noise in."""
+    if not calibrated or not isinstance(calibrated.get("slope"), int | float):
+        return None
+    own = within_rounds(cells, "qps", float(calibrated.get("chase_weight") or 0.0))
+    cal_se = calibrated.get("se") if isinstance(calibrated.get("se"), int | float) else 0.0
+    if own is None or not math.isfinite(own["se"]):
+        return None
+    spread = math.hypot(own["se"], cal_se)
+    z = (own["slope"] - float(calibrated["slope"])) / spread if spread > 0 else 0.0
+    return {"own": own, "calibrated": calibrated, "z": z} if abs(z) > DISAGREE_Z else None
+
+
 def fit(
     cells: list[dict[str, Any]], metric: str = "qps", calibrated: dict[str, Any] | None = None
 ) -> Adjustment | None:

@@ -3,7 +3,8 @@
 Input: the Groups of analyze/summary.py, the cells as loaded by `summary.load`, the run's
 meta. Output: Finding rows in a fixed order (noisy groups and missing intervals, unsettled
 cells, stalls, too-short series, busy machine, dropped allocation samples, adaptive targets,
-variants that ran on a dataset of their own, failed cells); the terminal, HTML and Markdown
+a calibrated host-speed slope the run contradicts, variants that ran on a dataset of their
+own, failed cells); the terminal, HTML and Markdown
 reports print the same list, so they never disagree.
 
     Finding("warning", "noise", "allocator=glibc at 2 threads varies 4.1% across repeats ...")
@@ -15,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from perflab.analyze import alloc, stats
+from perflab.analyze import alloc, host_speed, stats
 from perflab.analyze.summary import Group
 from perflab.variants import variant_label
 
@@ -25,7 +26,8 @@ BUSY_CORES = 0.2  # CPU used by other processes during a window, above which a c
 @dataclass(frozen=True)
 class Finding:
     level: str  # warning | stall | info | failed
-    # noise | repeats | unsettled | stall | drift | short | busy | alloc-dropped | adaptive | adaptive-missed | failed
+    # noise | repeats | unsettled | stall | drift | short | busy | alloc-dropped | adaptive | adaptive-missed
+    # | host-speed | dataset | failed
     kind: str
     text: str
     cells: tuple[int, ...] = field(default=())
@@ -39,6 +41,7 @@ def collect(all_groups: list[Group], cells: list[dict[str, Any]], meta: dict[str
         ids = tuple(c["id"] for c in cells if c["status"] == "ok" and (c.get("alloc") or {}).get("dropped_samples"))
         out.append(Finding("warning", "alloc-dropped", dropped, ids))
     out += _adaptive_findings(meta)
+    out += _host_speed_findings(cells, meta)
     out += _dataset_findings(cells, meta)
     for cell in cells:
         if cell["status"] != "ok":
@@ -223,6 +226,28 @@ def _sequential_findings(adaptive: dict[str, Any]) -> list[Finding]:
                 )
             )
     return out
+
+
+def _host_speed_findings(cells: list[dict[str, Any]], meta: dict[str, Any]) -> list[Finding]:
+    """A calibrated host-speed slope that this run's own cells contradict (host_speed.disagreement)."""
+    found = host_speed.disagreement(cells, host_speed.calibrated_slope(meta))
+    if found is None:
+        return []
+    own, cal = found["own"], found["calibrated"]
+    cal_se = f" ± {cal['se']:.2f}" if isinstance(cal.get("se"), int | float) else ""
+    how = "over-adjusts" if found["z"] < 0 else "takes out less of the host's noise than it could"
+    return [
+        Finding(
+            "warning",
+            "host-speed",
+            f"host speed: this run's own within-round slope is {own['slope']:.2f} ± {own['se']:.2f} "
+            f"({own['cells']} cells), the calibrated one its verdicts used {cal['slope']:.2f}{cal_se} "
+            f"(perflab calibrate of {str(cal.get('created_at'))[:10]}): {abs(found['z']):.1f} standard errors apart. "
+            f"The verdicts stay valid (the slope was fixed before the data), but it {how}, so they resolve less "
+            "than they could. Remedy: perflab calibrate again in an hour like this one (this host's noise, and the "
+            "slope, change by the hour)",
+        )
+    ]
 
 
 def _dataset_findings(cells: list[dict[str, Any]], meta: dict[str, Any]) -> list[Finding]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from perflab.analyze import host_speed
+from perflab.store.results import Results
 from tests.conftest import perflab
 from tests.integration.helpers import pgbench_experiment, write_experiment
 
@@ -186,6 +187,16 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
         assert row["method"] in ("paired", "welch") and row["unadjusted_ratio"] is not None
     else:  # the canary differed between the sides beyond chance, or a cell had no figure: said so
         assert row["adjustment"].startswith("not adjusted for host speed")
+    # a calibration far from what this run's own cells say (a slope of 50): every report warns, names both
+    with Results(out) as results:
+        calibration = results.meta()["calibration"]
+        results.set_meta(calibration={**calibration, "host_speed": {**calibration["host_speed"], "slope": 50.0}})
+    report = " ".join(perflab("report", str(out)).stdout.split())
+    if host_speed.within_rounds(run["cells"], "qps", 0.8) is not None:  # 8 settled cells with a figure
+        assert "host speed: this run's own within-round slope is" in report, report
+        assert "the calibrated one its verdicts used 50.00 ± 0.05" in report and "over-adjusts" in report, report
+    else:
+        assert "own within-round slope" not in report
     off = write_experiment(tmp_path / "off.toml", unset + "\n[observe]\nhost_speed = false\n")
     check = perflab("run", str(off), "--check")  # told no canary: neither the canary nor the slope
     assert check.returncode == 0 and "host_speed on" not in check.stdout and "host-speed slope" not in check.stdout

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import statistics
 
 import pytest
 
 from perflab.analyze import compare, host_speed, sequential, stats
+from perflab.report import findings
 from perflab.run.observers import host_speed as canary
 from perflab.variants import variant_key
 
@@ -231,6 +233,25 @@ def test_calibrated_slope_reads_only_a_number_from_the_runs_meta():
     for meta in ({}, {"calibration": None}, {"calibration": {"used": False}}, {"calibration": {"host_speed": {}}},
                  {"calibration": {"host_speed": {"slope": "0.7"}}}):  # fmt: skip
         assert host_speed.calibrated_slope(meta) is None
+
+
+def test_a_run_whose_own_slope_contradicts_the_calibrated_one_is_warned_about_and_an_agreeing_one_is_not():
+    cells = with_round_effects(run(effect=0.97, rounds=20, slope=0.5))  # the host's slope tonight: 0.5
+
+    def said(calibrated: dict) -> list[str]:
+        meta = {**META, "calibration": {"used": True, "host_speed": calibrated}}
+        return [f.text for f in findings.collect([], cells, meta) if f.kind == "host-speed"]
+
+    (text,) = said({**CALIBRATED, "slope": 1.6, "se": 0.39})  # a quiet hour's calibration
+    own = re.search(r"own within-round slope is (\d\.\d\d) ± (\d\.\d\d) \(40 cells\)", text)
+    assert own and float(own[1]) == pytest.approx(0.5, abs=0.03) and float(own[2]) < 0.03, text
+    assert "calibrated one its verdicts used 1.60 ± 0.39" in text and "2.8 standard errors apart" in text
+    assert "over-adjusts" in text and "perflab calibrate again" in text
+    (low,) = said({**CALIBRATED, "slope": 0.1, "se": 0.02})
+    assert "takes out less of the host's noise" in low
+    assert said({**CALIBRATED, "slope": 0.52, "se": 0.1}) == []  # agrees within its errors
+    assert said({**CALIBRATED, "slope": 1.6, "se": 0.5}) == []  # 2.2 standard errors: not said
+    assert [f for f in findings.collect([], cells, META) if f.kind == "host-speed"] == []  # nothing calibrated
 
 
 def with_chase(cells: list[dict], spin: float = 0.4, chase: float = 0.3, seed: int = 5,
