@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections import Counter
 from itertools import combinations
@@ -53,7 +52,9 @@ def usable(cells: list[dict[str, Any]], name: str) -> dict[int, dict[str, Any]]:
     return {c["repeat"]: c for c in cells if label(c) == name and F._usable(c)}
 
 
-def judged(x: dict[int, dict[str, Any]], y: dict[int, dict[str, Any]], rounds: list[int], adjust: bool) -> tuple[str, str]:
+def judged(
+    x: dict[int, dict[str, Any]], y: dict[int, dict[str, Any]], rounds: list[int], adjust: bool
+) -> tuple[str, str]:
     """The adaptive and the fixed verdict of one experiment made of these rounds of x and y."""
     if not adjust:
         qx = {r: x[r]["summary"]["qps"] for r in rounds}
@@ -118,7 +119,8 @@ def pooled(runs: list[dict[str, Any]], way: str) -> dict[str, Any]:
     for key in ("adaptive", "fixed", "adaptive_no_shared", "fixed_no_shared"):
         k = sum(r["ways"][way][key]["false"] for r in runs if way in r["ways"])
         n = sum(r["ways"][way][key]["n"] for r in runs if way in r["ways"])
-        out[key] = {"false": k, "n": n, "rate": C.rnd(k / n) if n else None, "upper95": C.rnd(C.upper(k, n)) if n else None}
+        out[key] = {"false": k, "n": n, "rate": C.rnd(k / n) if n else None,
+                    "upper95": C.rnd(C.upper(k, n)) if n else None}  # fmt: skip
     for key in ("adaptive", "fixed"):
         k = sum(r["ways"][way]["offsets"][key]["false"] for r in runs if way in r["ways"])
         n = sum(r["ways"][way]["offsets"][key]["n"] for r in runs if way in r["ways"])

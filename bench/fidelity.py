@@ -115,7 +115,8 @@ def spec_text(cfg: dict[str, Any], lib: Path, host_speed: bool = False) -> str:
         return f'{name} = {{ preload = "{lib}", env = {{ {ENV} = "{ns}"{extra} }} }}'
 
     # the same server, a name apart (the env values have one length: the stack starts alike)
-    lines = [variant(BASE, 0, ', PERFLAB_AA = "0"')] + [variant(copy_name(i), 0, f', PERFLAB_AA = "{i}"') for i in range(1, cfg["copies"])]
+    lines = [variant(BASE, 0, ', PERFLAB_AA = "0"')]
+    lines += [variant(copy_name(i), 0, f', PERFLAB_AA = "{i}"') for i in range(1, cfg["copies"])]
     lines += [variant(f"slow{ns}", ns) for ns in cfg["ns"]]
     cfg = {k: v for k, v in cfg.items() if k not in ("ns", "copies")}
     rest = REST.format(variants="\n".join(lines), host_speed=str(host_speed).lower())
