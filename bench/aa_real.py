@@ -163,8 +163,7 @@ def main() -> None:
                         help="with --calibrated-slope: the canary's chase weighed in (a calibration's chase_weight)")
     args = parser.parse_args()
     if args.calibrated_slope is not None:
-        F.CALIBRATED = {"slope": args.calibrated_slope, "r": None, "rounds": None, "created_at": "--calibrated-slope",
-                        "chase_weight": args.chase_weight or None}  # fmt: skip
+        F.CALIBRATED = F.calibration(args.calibrated_slope, args.chase_weight)
 
     def run() -> None:
         runs = [analyse_run(Path(d), args.calibrated_slope is not None) for d in args.runs]

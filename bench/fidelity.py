@@ -84,11 +84,6 @@ SENSITIVE = 0.8  # the share of experiments a setting must be called `slower` in
 FIXED_ROUNDS, FIXED_WINDOW_S, WINDOW_S = 3, 60, 10  # the fixed protocol of the issue; this run's window
 BASE, SAME = "none", "same"
 
-
-def is_copy(name: str) -> bool:
-    """`same`, `same2`, ...: identical to the baseline (--copies), a name apart."""
-    return name == SAME or (name.startswith(SAME) and name[len(SAME):].isdigit())
-
 CALIBRATED: dict[str, Any] | None = None  # --calibrated-slope: judged as a run planned with such a calibration
 
 REST = """\
@@ -125,6 +120,17 @@ def spec_text(cfg: dict[str, Any], lib: Path, host_speed: bool = False) -> str:
 
 def copy_name(i: int) -> str:
     return SAME if i == 1 else f"{SAME}{i}"
+
+
+def is_copy(name: str) -> bool:
+    """`same`, `same2`, ...: identical to the baseline (--copies), a name apart."""
+    return name == SAME or (name.startswith(SAME) and name[len(SAME):].isdigit())
+
+
+def calibration(slope: float, chase_weight: float = 0.0) -> dict[str, Any]:
+    """CALIBRATED as a `perflab calibrate` that measured this slope (and chase weight) gives it."""
+    return {"slope": slope, "r": None, "rounds": None, "created_at": "--calibrated-slope",
+            "chase_weight": chase_weight or None}  # fmt: skip
 
 
 def by_round(cells: list[dict[str, Any]]) -> dict[str, dict[int, float]]:
@@ -472,8 +478,7 @@ def main() -> None:
     args = parser.parse_args()
     global CALIBRATED
     if args.calibrated_slope is not None:
-        CALIBRATED = {"slope": args.calibrated_slope, "r": None, "rounds": None, "created_at": "--calibrated-slope",
-                      "chase_weight": args.chase_weight or None}  # fmt: skip
+        CALIBRATED = calibration(args.calibrated_slope, args.chase_weight)
     cfg = settings(args)
 
     def run() -> None:
