@@ -61,6 +61,7 @@ from tests.data.calibrated.build import ENV, build
 TEST, THREADS, OPTIONS = "oltp_read_only", 2, {"rand_type": "uniform"}
 Z = 1.959964 + 0.841621  # 95% two-sided, 80% power
 BUDGET_S = 600.0
+DESIGNS = ("sequential", "interleaved")
 
 
 def questions(server: MariaDB) -> int:
@@ -187,7 +188,7 @@ def summarise(name: str, ratios: list[float], seconds: list[float]) -> dict[str,
 
 def run(args: argparse.Namespace) -> None:
     cfg = {"warmup": 5, "window": 10, "slice": args.slice, "rounds": args.rounds, "tables": 2, "rows": 50_000,
-           "ns": args.ns, "shim": None}  # fmt: skip
+           "ns": args.ns, "shim": None, "seed": args.seed}  # fmt: skip
     if args.quick:
         cfg.update(warmup=1, window=2, rounds=args.rounds or 3, tables=1, rows=2000)
     cfg["rounds"] = cfg["rounds"] or 20
@@ -198,7 +199,7 @@ def run(args: argparse.Namespace) -> None:
     with C.workdir(machine) as workdir:
         if args.ns is not None:
             cfg["shim"] = build(workdir / "shim")
-        C.say(f"preparing {cfg['tables']} x {cfg['rows']} rows ...")
+        C.say(f"seed {args.seed} (--seed reruns this order); preparing {cfg['tables']} x {cfg['rows']} rows ...")
         snap = dataset.prepare(workdir, test=TEST, tables=cfg["tables"], table_size=cfg["rows"], options=OPTIONS,
                                server_options={}, log=workdir / "prepare.txt")  # fmt: skip
         for r in range(cfg["rounds"]):
@@ -261,6 +262,11 @@ def main() -> None:
     parser.add_argument("--designs", default="sequential,interleaved", help="comma-separated (default both)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 3 rounds, 2 s windows, a tiny dataset")
     args = parser.parse_args()
+    unknown = set(args.designs.split(",")) - set(DESIGNS)
+    if unknown:
+        parser.error(f"unknown design {', '.join(sorted(unknown))}: choose from {', '.join(DESIGNS)}")
+    if args.rounds is not None and args.rounds < 2:
+        parser.error("--rounds must be at least 2 (a sd needs two rounds)")
     C.main_guard(lambda: run(args))
 
 
