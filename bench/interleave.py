@@ -92,6 +92,7 @@ class Side:
         self.client: Child | None = None
         self.stack = stack
         self.active_s = 0.0
+        self.rate = 0.0  # QPS over its measured running time
 
     def start_client(self, paused: bool) -> None:
         self.client = Child(self.argv, env=clean_env(), stdout=self.out)
@@ -134,7 +135,9 @@ def measured(sides: list[Side], seconds: float, slice_s: float) -> list[float]:
     for s in sides:
         s.active_s = 0.0
     turns(sides, seconds, slice_s)
-    return [(questions(s.server) - b) / s.active_s for s, b in zip(sides, before, strict=True)]
+    for s, b in zip(sides, before, strict=True):
+        s.rate = (questions(s.server) - b) / s.active_s
+    return [s.rate for s in sides]
 
 
 @contextmanager
@@ -163,15 +166,16 @@ def sequential(snap: dataset.Snapshot, workdir: Path, tag: str, cfg: dict[str, A
 
 
 def interleaved(snap: dataset.Snapshot, workdir: Path, tag: str, cfg: dict[str, Any], first: int) -> Outcome:
+    """QPS of A and B (and, with --aa, of C: a copy of A) taking turns; `first` starts."""
+    names = "abc" if cfg["aa"] else "ab"
     with pair(snap, workdir, tag) as (stack, base):
-        sides = [Side(snap, base, "ab"[i], stack, cfg) for i in (0, 1)]
+        sides = [Side(snap, base, n, stack, cfg) for n in names]
         for s in sides:
             s.start_client(paused=True)
-        order = [sides[first], sides[1 - first]]
+        order = sides[first:] + sides[:first]  # a rotation: the turns' cycle keeps its order
         turns(order, cfg["warmup"], cfg["slice"])
-        rates = measured(order, cfg["window"], cfg["slice"])
-        qps = [rates[0], rates[1]] if first == 0 else [rates[1], rates[0]]
-        return qps, [p for s in sides for p in s.pids()]
+        measured(order, cfg["window"], cfg["slice"])  # sets each side's rate
+        return [s.rate for s in sides], [p for s in sides for p in s.pids()]
 
 
 def summarise(name: str, ratios: list[float], seconds: list[float]) -> dict[str, Any]:
@@ -188,7 +192,7 @@ def summarise(name: str, ratios: list[float], seconds: list[float]) -> dict[str,
 
 def run(args: argparse.Namespace) -> None:
     cfg = {"warmup": 5, "window": 10, "slice": args.slice, "rounds": args.rounds, "tables": 2, "rows": 50_000,
-           "ns": args.ns, "shim": None, "seed": args.seed}  # fmt: skip
+           "ns": args.ns, "shim": None, "seed": args.seed, "aa": args.aa}  # fmt: skip
     if args.quick:
         cfg.update(warmup=1, window=2, rounds=args.rounds or 3, tables=1, rows=2000)
     cfg["rounds"] = cfg["rounds"] or 20
@@ -206,7 +210,7 @@ def run(args: argparse.Namespace) -> None:
             designs = list(chosen)
             rng.shuffle(designs)
             for design in designs:
-                first = rng.randrange(2)
+                first = rng.randrange(3 if cfg["aa"] and design == "interleaved" else 2)
                 mark = C.cpu_mark()
                 t0 = time.monotonic()
                 fn = sequential if design == "sequential" else interleaved
@@ -214,9 +218,12 @@ def run(args: argparse.Namespace) -> None:
                 wall = time.monotonic() - t0
                 other = C.foreign_cores(mark, C.cpu_mark(pids))
                 results[design].append((qps[1] / qps[0], wall, other))
+                if len(qps) > 2:  # --aa: C against A, in the same turns (identical servers)
+                    results.setdefault(f"{design} C/A", []).append((qps[2] / qps[0], wall, other))
                 shown = "?" if other is None else f"{other:.3f}"
+                c = f" C/A {qps[2] / qps[0]:.4f}" if len(qps) > 2 else ""
                 C.say(f"round {r + 1}/{cfg['rounds']} {design:11s} A {qps[0]:7.1f} B {qps[1]:7.1f} q/s  "
-                      f"B/A {qps[1] / qps[0]:.4f}  {wall:5.1f} s  other_cpu_cores {shown}")  # fmt: skip
+                      f"B/A {qps[1] / qps[0]:.4f}{c}  {wall:5.1f} s  other_cpu_cores {shown}")  # fmt: skip
     info = machine.finish()
     rows = {d: summarise(d, [x[0] for x in v], [x[1] for x in v]) for d, v in results.items()}
     for d, v in results.items():
@@ -260,6 +267,8 @@ def main() -> None:
     parser.add_argument("--ns", type=int, metavar="N",
                         help="both sides preload the calibrated shim; B burns N ns a malloc call (a known slowdown)")
     parser.add_argument("--designs", default="sequential,interleaved", help="comma-separated (default both)")
+    parser.add_argument("--aa", action="store_true",
+                        help="interleaved: a third server C, identical to A, takes turns too (C/A: A/A in one run)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 3 rounds, 2 s windows, a tiny dataset")
     args = parser.parse_args()
     unknown = set(args.designs.split(",")) - set(DESIGNS)
