@@ -26,6 +26,11 @@ what ten minutes detect at 95% confidence and 80% power ((1.96 + 0.84) x sd / sq
 95% F interval; other_cpu_cores of every round (figures from a busy machine are not this
 machine's noise).
 
+--ns N preloads the calibrated shim (tests/data/calibrated) on every server and makes B burn N ns
+a malloc call: a known slowdown. --aa adds a third server C, identical to A, to the interleaved
+turns: C/A is an A/A in the same rounds as B/A (its round is then three turns long, so its
+"10 min detect" column is not a two-variant figure; compare the sd).
+
 Run: python3 bench/interleave.py [--rounds 20]   # the figures (~25 minutes), idle machine
      python3 bench/interleave.py --quick         # smoke test: 3 rounds of 2 s windows (~2 minutes)
 Exit status: 0 when it measured, 1 on a real error.
