@@ -97,7 +97,6 @@ class Side:
         self.client: Child | None = None
         self.stack = stack
         self.active_s = 0.0
-        self.rate = 0.0  # QPS over its measured running time
 
     def start_client(self, paused: bool) -> None:
         self.client = Child(self.argv, env=clean_env(), stdout=self.out)
@@ -134,19 +133,18 @@ def turns(sides: list[Side], seconds: float, slice_s: float) -> None:
             left[i] -= run
 
 
-def measured(sides: list[Side], seconds: float, slice_s: float) -> list[float]:
+def measured(sides: list[Side], seconds: float, slice_s: float) -> dict[Side, float]:
     """Statements a second (QPS) of each side over `seconds` of its running time."""
     before = [questions(s.server) for s in sides]
     for s in sides:
         s.active_s = 0.0
     turns(sides, seconds, slice_s)
-    for s, b in zip(sides, before, strict=True):
-        s.rate = (questions(s.server) - b) / s.active_s
-    return [s.rate for s in sides]
+    return {s: (questions(s.server) - b) / s.active_s for s, b in zip(sides, before, strict=True)}
 
 
 @contextmanager
-def pair(snap: dataset.Snapshot, workdir: Path, tag: str) -> Iterator[tuple[ExitStack, Path]]:
+def scratch(workdir: Path, tag: str) -> Iterator[tuple[ExitStack, Path]]:
+    """A directory for one design's servers, and the stack that stops them before it goes."""
     base = workdir / tag
     base.mkdir()
     with ExitStack() as stack:
@@ -161,37 +159,46 @@ def sequential(snap: dataset.Snapshot, workdir: Path, tag: str, cfg: dict[str, A
     qps = [0.0, 0.0]
     pids: list[int] = []
     for i in (first, 1 - first):
-        with pair(snap, workdir, f"{tag}-{i}") as (stack, base):
+        with scratch(workdir, f"{tag}-{i}") as (stack, base):
             side = Side(snap, base, "ab"[i], stack, cfg)
             side.start_client(paused=False)
             pids += side.pids()
             time.sleep(cfg["warmup"])
-            qps[i] = measured([side], cfg["window"], cfg["window"])[0]
+            qps[i] = measured([side], cfg["window"], cfg["window"])[side]
     return qps, pids
 
 
 def interleaved(snap: dataset.Snapshot, workdir: Path, tag: str, cfg: dict[str, Any], first: int) -> Outcome:
     """QPS of A and B (and, with --aa, of C: a copy of A) taking turns; `first` starts."""
     names = "abc" if cfg["aa"] else "ab"
-    with pair(snap, workdir, tag) as (stack, base):
+    with scratch(workdir, tag) as (stack, base):
         sides = [Side(snap, base, n, stack, cfg) for n in names]
         for s in sides:
             s.start_client(paused=True)
         order = sides[first:] + sides[:first]  # a rotation: the turns' cycle keeps its order
         turns(order, cfg["warmup"], cfg["slice"])
-        measured(order, cfg["window"], cfg["slice"])  # sets each side's rate
-        return [s.rate for s in sides], [p for s in sides for p in s.pids()]
+        rates = measured(order, cfg["window"], cfg["slice"])
+        return [rates[s] for s in sides], [p for s in sides for p in s.pids()]
 
 
-def summarise(name: str, ratios: list[float], seconds: list[float]) -> dict[str, Any]:
-    logs = [math.log(r) for r in ratios]
-    sd = C.stdev(logs)
-    round_s = C.mean(seconds)
+Row = tuple[float, float, float | None]  # a round's ratio, its wall seconds, other_cpu_cores
+
+
+def summarise(name: str, rows: list[Row]) -> dict[str, Any]:
+    """One design's rounds: the sd of the log-ratio, what 10 minutes of such rounds detect, and
+    the rounds as one experiment (the ratio with its paired 95% t interval)."""
+    logs = [math.log(r) for r, _, _ in rows]
+    sd, ci = C.stdev(logs), C.ci95(logs)
+    round_s = C.mean([w for _, w, _ in rows])
     n10 = BUDGET_S / round_s
+    others = [o for _, _, o in rows if o is not None]
     return {
         "design": name, "rounds": len(logs), "mean_log_ratio": C.rnd(C.mean(logs)), "sd": C.rnd(sd),
         "round_s": round(round_s, 1), "rounds_in_10_min": round(n10, 1),
         "detectable_10_min": C.rnd(Z * sd / math.sqrt(n10)) if sd is not None else None,
+        "ratio": {"estimate": C.rnd(math.exp(C.mean(logs))), "ci95": [C.rnd(math.exp(x)) for x in ci]} if ci else None,
+        "other_cpu_cores": {"mean": C.rnd(C.mean(others), 3) if others else None,
+                            "max": C.rnd(max(others), 3) if others else None},
     }  # fmt: skip
 
 
@@ -204,7 +211,7 @@ def run(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     machine = C.Machine()
     chosen = args.designs.split(",")
-    results: dict[str, list[tuple[float, float, float | None]]] = {d: [] for d in chosen}
+    results: dict[str, list[Row]] = {d: [] for d in chosen}
     with C.workdir(machine) as workdir:
         if args.ns is not None:
             cfg["shim"] = build(workdir / "shim")
@@ -223,18 +230,16 @@ def run(args: argparse.Namespace) -> None:
                 wall = time.monotonic() - t0
                 other = C.foreign_cores(mark, C.cpu_mark(pids))
                 results[design].append((qps[1] / qps[0], wall, other))
+                shown = f"B/A {qps[1] / qps[0]:.4f}"
                 if len(qps) > 2:  # --aa: C against A, in the same turns (identical servers)
                     results.setdefault(f"{design} C/A", []).append((qps[2] / qps[0], wall, other))
-                shown = "?" if other is None else f"{other:.3f}"
-                c = f" C/A {qps[2] / qps[0]:.4f}" if len(qps) > 2 else ""
+                    shown += f" C/A {qps[2] / qps[0]:.4f}"
+                shown += "  other_cpu_cores " + ("?" if other is None else f"{other:.3f}")
                 C.say(f"round {r + 1}/{cfg['rounds']} {design:11s} A {qps[0]:7.1f} B {qps[1]:7.1f} q/s  "
-                      f"B/A {qps[1] / qps[0]:.4f}{c}  {wall:5.1f} s  other_cpu_cores {shown}")  # fmt: skip
+                      f"{shown}  {wall:5.1f} s")  # fmt: skip
     info = machine.finish()
-    rows = {d: summarise(d, [x[0] for x in v], [x[1] for x in v]) for d, v in results.items()}
-    for d, v in results.items():
-        rows[d]["other_cpu_cores"] = {"mean": C.rnd(C.mean([x[2] for x in v if x[2] is not None]), 3),
-                                      "max": C.rnd(max(x[2] for x in v if x[2] is not None), 3)}  # fmt: skip
-    headers = ["design", "rounds", "sd of log B/A", "mean", "s a round", "rounds / 10 min", "10 min detect",
+    rows = {d: summarise(d, v) for d, v in results.items()}
+    headers = ["design", "rounds", "sd of log ratio", "mean", "s a round", "rounds / 10 min", "10 min detect",
                "other cores mean/max"]  # fmt: skip
     C.say(C.table(headers, [
         [r["design"], r["rounds"], C.pct(r["sd"]), C.pct(r["mean_log_ratio"]), r["round_s"], r["rounds_in_10_min"],
@@ -243,14 +248,10 @@ def run(args: argparse.Namespace) -> None:
     ]))  # fmt: skip
     cfg["shim"] = str(cfg["shim"]) if cfg["shim"] else None
     out: dict[str, Any] = {"bench": "interleave", "config": cfg, "designs": rows, "machine": info}
-    for d, v in results.items():
-        logs = [math.log(x[0]) for x in v]
-        ci = C.ci95(logs)
-        if ci:  # one experiment of these rounds: B/A with its paired 95% t interval
-            out["designs"][d]["ratio"] = {"estimate": C.rnd(math.exp(C.mean(logs))),
-                                          "ci95": [C.rnd(math.exp(ci[0])), C.rnd(math.exp(ci[1]))]}  # fmt: skip
-            est, lo, hi = (math.exp(x) for x in (C.mean(logs), *ci))
-            C.say(f"{d}: B/A {est:.4f} [{lo:.4f}-{hi:.4f}] over {len(logs)} rounds")
+    for d, row in rows.items():  # the rounds as one experiment
+        if row["ratio"]:
+            (lo, hi), name = row["ratio"]["ci95"], d if d.endswith("C/A") else f"{d} B/A"
+            C.say(f"{name}: {row['ratio']['estimate']:.4f} [{lo:.4f}-{hi:.4f}] over {row['rounds']} rounds")
     s, i = rows.get("sequential"), rows.get("interleaved")
     if s and i and s["sd"] and i["sd"]:
         # variance of a 10-minute mean: sd^2 x seconds a round; F interval on the sd^2 ratio
@@ -279,6 +280,10 @@ def main() -> None:
     unknown = set(args.designs.split(",")) - set(DESIGNS)
     if unknown:
         parser.error(f"unknown design {', '.join(sorted(unknown))}: choose from {', '.join(DESIGNS)}")
+    if not args.slice > 0:
+        parser.error("--slice must be above 0 seconds")
+    if args.ns is not None and args.ns < 0:
+        parser.error("--ns must be 0 or more nanoseconds")
     if args.rounds is not None and args.rounds < 2:
         parser.error("--rounds must be at least 2 (a sd needs two rounds)")
     C.main_guard(lambda: run(args))
