@@ -58,7 +58,15 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
     noise = power.Noise(*(float(doc["noise"][k]) for k in calibration.NOISE_KEYS))
     used: dict[str, Any] = {"used": True, "file": doc.get("file"), "created_at": doc["created_at"]}
     slope = doc.get("host_speed")
-    if exp.file.observe.host_speed is None and slope is not None and host_speed.usable_slope(slope) is None:
+    interleaved = section.design == "interleaved"  # its turns take the host's speed out: no canary (spec/design.py)
+    if interleaved:
+        note = f"{note} (its noise is the sequential design's: an interleaved run needs fewer rounds than planned)"
+    if (
+        not interleaved
+        and exp.file.observe.host_speed is None
+        and slope is not None
+        and host_speed.usable_slope(slope) is None
+    ):
         exp = updated(exp, "observe", host_speed=True)
         note = f"{note}; [observe] host_speed on, as the calibration measured its slope (host_speed = false: off)"
     if exp.file.observe.host_speed:

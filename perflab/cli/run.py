@@ -328,8 +328,12 @@ class ProgressBar:
                 where = f"{build.version} ({build.kind}, sha256 {build.sha256[:12]})"
                 self.bar.console.print(f"build {escape(data['name'])}: {escape(where)}", highlight=False)
         elif event == "cell_start":
-            cell = data["cell"]
-            self.bar.update(self.task, total=data["total"], description=escape(f"cell {cell.order + 1}: {cell.key}"))
+            cell, group = data["cell"], data.get("group")
+            what = f"cell {cell.order + 1}: {cell.key}"
+            if group:  # design = "interleaved": the round's cells of one thread count take turns
+                first, last = group[0].order + 1, group[-1].order + 1
+                what = f"cells {first}-{last} interleaved: round {cell.repeat}, t{cell.threads}"
+            self.bar.update(self.task, total=data["total"], description=escape(what))
         elif event == "cell_end":
             row = data["row"]
             if row["status"] != "ok":

@@ -43,6 +43,10 @@ JSON format history:
                      `unadjusted_ratio`, `unadjusted_ci_low`, `unadjusted_ci_high`
                      (analyze/host_speed.py). The comparisons are the reports' (a run that
                      stopped on verdicts: its sequential ones).
+  perflab-results/10 per cell `design` (experiment.design = "interleaved"; null: sequential):
+                     {name, slice_s, group, turn, active_s, warning} (run/interleave.py); such
+                     cells have null latency (sysbench's clock counts the stopped turns) and
+                     `resources.idle_cpu_cores`; top level `experiment.design`.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ from perflab.analyze import compare, summary, variance
 from perflab.report import findings
 from perflab.store.results import Results
 
-FORMAT = "perflab-results/9"
+FORMAT = "perflab-results/10"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
 
@@ -108,6 +112,7 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
         "ended_at": cell["ended_at"],
         "build": cell.get("build"),
         "host_speed": cell.get("host_speed"),
+        "design": cell.get("design"),
         "preload": cell["preload"],
         "allocator_library": cell["allocator_library"],
         "allocator_version": cell["allocator_version"],

@@ -196,7 +196,7 @@ class CellRunner:
     def run(self, cell: Cell, snapshot: dataset.Snapshot | None, workdir: Path) -> dict[str, Any]:
         """Run `cell` on a copy of `snapshot` (the dataset of its build's format) in `workdir`,
         commit its row (ok or failed), return it. `snapshot` is None only for a failed build."""
-        row = self._new_row(cell)
+        row = self.new_row(cell)
         build = self.build_for(cell)
         if isinstance(build, BuildError):  # nothing to run: the cell fails with its build's error
             row.update(error=build.message, log_tail=_read_tail(build.log), ended_at=utc_now())
@@ -211,27 +211,9 @@ class CellRunner:
         intervals: list[dict[str, Any]] = []
         rss: list[tuple[float, int]] = []
         status: list[tuple[float, dict[str, float]]] = []
-        postgresql = self.exp.file.experiment.server == "postgresql"
-        pool = (
-            {"shared_buffers": snapshot.shared_buffers}
-            if postgresql
-            else {"innodb_buffer_pool_size": snapshot.buffer_pool}
-        )
-        options = {**pool, **prewarm_options(cell, postgresql), **cell.server_options}
-        preload = allocators.resolve(cell.preload) if cell.preload else None
         tracer = self._tracer(rundir, workdir)
-        env = {**cell.env, **tracer.env()} if tracer else cell.env
-        server = (PostgreSQL if postgresql else MariaDB)(
-            rundir,
-            rundir / "data",
-            options,
-            env=env,
-            preload=preload,
-            tracer=tracer.shim if tracer else None,
-            cpus=self.server_cpus,
-            build=build,
-        )
-        server.aslr = cell.aslr
+        server = self.server_for(cell, snapshot, rundir, build, tracer)
+        preload = server.preload
         try:
             restore_s = dataset.restore(snapshot, rundir / "data")
             with server:
@@ -257,7 +239,34 @@ class CellRunner:
         self.results.commit_cell(row, intervals, rss, status)
         return row
 
-    def _new_row(self, cell: Cell) -> dict[str, Any]:
+    def server_for(
+        self, cell: Cell, snapshot: dataset.Snapshot, rundir: Path, build: Build, tracer: AllocTracer | None = None
+    ) -> MariaDB | PostgreSQL:
+        """The (not yet started) server of `cell` in `rundir`: its options over the snapshot's
+        buffer pool, its env, preload and address-space randomization, its build."""
+        postgresql = self.exp.file.experiment.server == "postgresql"
+        pool = (
+            {"shared_buffers": snapshot.shared_buffers}
+            if postgresql
+            else {"innodb_buffer_pool_size": snapshot.buffer_pool}
+        )
+        options = {**pool, **prewarm_options(cell, postgresql), **cell.server_options}
+        env = {**cell.env, **tracer.env()} if tracer else cell.env
+        server = (PostgreSQL if postgresql else MariaDB)(
+            rundir,
+            rundir / "data",
+            options,
+            env=env,
+            preload=allocators.resolve(cell.preload) if cell.preload else None,
+            tracer=tracer.shim if tracer else None,
+            cpus=self.server_cpus,
+            build=build,
+        )
+        server.aslr = cell.aslr
+        return server
+
+    def new_row(self, cell: Cell) -> dict[str, Any]:
+        """A cell's row before it runs: what it is, `status` "failed" until it succeeds."""
         return {
             "id": cell.order,
             "key": cell.key,

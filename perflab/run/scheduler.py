@@ -23,7 +23,7 @@ from typing import Any
 from perflab.analyze import host_speed, sequential
 from perflab.analyze.summary import adaptive_targets
 from perflab.errors import ResourceError
-from perflab.run import dataset
+from perflab.run import dataset, interleave
 from perflab.run.builds import Build, BuildError, cache_root, writable_cache
 from perflab.run.cell import CellRunner, Listener
 from perflab.run.datasets import Datasets, kept_dirs
@@ -98,8 +98,24 @@ class Scheduler:
             return
         have = {row["key"] for row in done}
         cells = [cell for cell in self.exp.cells() if cell.key not in have]
-        for cell in cells:
-            done.append(self._run_one(cell, datasets, workdir, len(cells)))
+        done += self._run_some(cells, datasets, workdir, len(cells))
+
+    def _run_some(
+        self, cells: list[Cell], datasets: Datasets | None, workdir: Path, total: int
+    ) -> list[dict[str, Any]]:
+        """`cells` in run order: one at a time, or (design = "interleaved") each round's cells
+        of one thread count together (run/interleave.py); their rows in that order."""
+        if self.exp.file.experiment.design != "interleaved":
+            return [self._run_one(cell, datasets, workdir, total) for cell in cells]
+        rows = []
+        for group in interleave_groups(cells):
+            for cell in group:
+                self.listen("cell_start", {"cell": cell, "total": total, "group": group})
+            snapshots = [self._snapshot(cell, datasets) for cell in group]
+            for cell, row in zip(group, interleave.run_group(self.runner, group, snapshots, workdir), strict=True):
+                self.listen("cell_end", {"cell": cell, "row": row})
+                rows.append(row)
+        return rows
 
     def _run_one(self, cell: Cell, datasets: Datasets | None, workdir: Path, total: int) -> dict[str, Any]:
         self.listen("cell_start", {"cell": cell, "total": total})
@@ -140,9 +156,8 @@ class Scheduler:
                 break
             repeat += 1
             planned = len(done) + len(cells)
-            for cell in cells:
-                done.append(self._run_one(cell, datasets, workdir, planned))
-                ran += 1
+            done += self._run_some(cells, datasets, workdir, planned)
+            ran += len(cells)
             if repeat >= spec.min_repeats:
                 pending, meta = self._look(done, repeat, None)
                 self.results.set_meta(adaptive=meta)
@@ -176,6 +191,15 @@ class Scheduler:
         start = max((row["id"] for row in done), default=-1) + 1
         cells = [c for c in self.exp.round(repeat, only=pending) if c.key not in have]
         return [dataclasses.replace(c, order=start + i) for i, c in enumerate(cells)]
+
+
+def interleave_groups(cells: list[Cell]) -> list[list[Cell]]:
+    """The interleaved design's groups: each round's cells of one thread count, in run order
+    (the round's drawn order is the order of the turns)."""
+    groups: dict[tuple[int, int], list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault((cell.repeat, cell.threads), []).append(cell)
+    return list(groups.values())
 
 
 def _builds_meta(builds: dict[str | None, Build | BuildError]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from perflab.errors import Problem, SpecError
 from perflab.spec.fields import INT64, MAX_CELLS, MAX_DEPTH, MAX_FILE_BYTES, MAX_LINE_DOTS, MAX_REPEATS
 from perflab.spec.matrix import Experiment
 from perflab.spec.problems import collapse, key_path, problem
+from perflab.spec.design import design_problems
 from perflab.spec.schema import ExperimentFile
 from perflab.spec.servers import server_problems
 
@@ -147,7 +148,7 @@ def parse(text: str, source: str = "<string>") -> Experiment:
         spec = ExperimentFile.model_validate(raw)
     except ValidationError as exc:
         raise SpecError(source, collapse([problem(err, raw) for err in exc.errors()])) from None
-    problems = _limits(spec) or server_problems(spec)
+    problems = _limits(spec) or server_problems(spec) + design_problems(spec)
     if problems:
         raise SpecError(source, problems)
     return Experiment(source=source, raw=raw, file=spec, text=text)

@@ -84,6 +84,11 @@ class ExperimentSection(_Strict):
     # and index into the buffer pool before the workload starts; a variant may set either
     aslr: StrictBool = True
     prewarm: StrictBool = False
+    # how a round runs its cells (run/interleave.py): "sequential", one fresh server after another;
+    # "interleaved", the round's servers of one thread count started together, their clients taking
+    # turns of `slice` seconds, so a change in the host's speed falls on every variant alike
+    design: Literal["sequential", "interleaved"] = "sequential"
+    slice: Duration = 1.0
 
     @property
     def window_start(self) -> float:
@@ -130,6 +135,16 @@ class ExperimentSection(_Strict):
             )
         return value
 
+    @field_validator("slice")
+    @classmethod
+    def _slice(cls, value: float, info: ValidationInfo) -> float:
+        if info.data.get("design", "sequential") != "interleaved":
+            raise fail('design = "interleaved" beside it', 'slice is the turn of an interleaved design: remove it '
+                       'or set design = "interleaved"')  # fmt: skip
+        if not 1 <= value <= 60:
+            raise fail("between 1s and 60s", "a turn of whole seconds; 1s (the default) shares the host best")
+        return value
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
@@ -144,7 +159,7 @@ class ExperimentSection(_Strict):
             raise fail("at least 1s", "sysbench reports once per second")
         return value
 
-    @field_validator("duration", "warmup", "max_warmup")
+    @field_validator("duration", "warmup", "max_warmup", "slice")
     @classmethod
     def _whole_seconds(cls, value: float | str) -> float | str:
         if isinstance(value, float) and value != int(value):

@@ -23,6 +23,9 @@ Schema version history (`meta.schema_version`):
   7  cells.host_speed (JSON, [observe] host_speed: the canary's CPU ns for a fixed piece of work
      over the window, its median, spread and per-second medians; run/observers/host_speed.py),
      the verdicts' covariate (analyze/host_speed.py). Upgraded in place (NULL).
+  8  cells.design (JSON, experiment.design = "interleaved"; NULL: the sequential design): how the
+     cell ran beside the others of its round and thread count: {name, slice_s, group (their ids),
+     turn, active_s, warning} (run/interleave.py). Upgraded in place (NULL).
 
 A cell is written in one transaction when it ends, so a killed run loses at most the cell in
 flight. Readers get plain dicts; the JSON export (report/export.py) is built from them.
@@ -41,7 +44,7 @@ from typing import Any
 from perflab.errors import ResultsFormatError
 from perflab.store import views
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 DB_NAME = "results.db"
 
 _SCHEMA = """
@@ -73,7 +76,8 @@ CREATE TABLE IF NOT EXISTS cells (
     build TEXT,                        -- JSON, the server binary: name, binary, sha256, version, compiler, recipe
     client TEXT,                       -- JSON, the workload client: preload, library, RSS, faults, switches
     server_status TEXT,                -- JSON, [observe] status: per_txn, gauges, samples, window_s
-    host_speed TEXT                    -- JSON, [observe] host_speed: work_ns, samples, spread, seconds
+    host_speed TEXT,                   -- JSON, [observe] host_speed: work_ns, samples, spread, seconds
+    design TEXT                        -- JSON, design = "interleaved": slice_s, group, turn, active_s, warning
 );
 CREATE TABLE IF NOT EXISTS intervals (
     cell_id INTEGER NOT NULL REFERENCES cells(id),
@@ -113,7 +117,9 @@ _JSON_COLUMNS = (
     "client",
     "server_status",
     "host_speed",
+    "design",
 )
+_V8_COLUMNS = ("design TEXT",)
 _V7_COLUMNS = ("host_speed TEXT",)
 _V5_COLUMNS = ("client TEXT", "server_status TEXT")
 _V4_COLUMNS = ("build TEXT",)
@@ -183,6 +189,9 @@ class Results:
                 version = 6
             if version == 6:
                 self._add_columns(_V7_COLUMNS, 7)
+                version = 7
+            if version == 7:
+                self._add_columns(_V8_COLUMNS, 8)
                 version = SCHEMA_VERSION
             if version != SCHEMA_VERSION:
                 raise ResultsFormatError(

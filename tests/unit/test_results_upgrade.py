@@ -62,7 +62,7 @@ def test_schema1_directory_is_upgraded_in_place(v1: Path):
     assert query(v1 / "results.db", "SELECT cell_id, t, qps FROM intervals ORDER BY cell_id, t") == intervals
     assert query(v1 / "results.db", "SELECT DISTINCT window_start_s FROM cells") == [(V1_WINDOW_START,)]
 
-    assert doc["format"] == "perflab-results/9" and len(doc["cells"]) == 9
+    assert doc["format"] == "perflab-results/10" and len(doc["cells"]) == 9
     ok = [c for c in doc["cells"] if c["status"] == "ok"]
     failed = [c for c in doc["cells"] if c["status"] == "failed"]
     assert len(ok) == 6 and {c["variant"]["allocator"] for c in failed} == {"broken"}
@@ -147,7 +147,7 @@ def test_schema2_directory_gains_the_alloc_and_build_columns(tmp_path: Path) -> 
     db.commit()
     db.close()
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 7
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 8
         assert results.cells() == []
     assert set(added) <= columns(tmp_path)
 
@@ -175,7 +175,7 @@ def test_schema6_cells_gain_the_host_speed_column(tmp_path: Path) -> None:
     db.close()
     assert "host_speed" not in columns(tmp_path)
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 7
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 8
         assert [c["host_speed"] for c in results.cells()] == [None]
         results.commit_cell({**results.cells()[0], "id": 1, "key": "t1/r2", "host_speed": {"work_ns": 1.0}}, [], [])
         assert [c["host_speed"] for c in results.cells()] == [None, {"work_ns": 1.0}]
@@ -204,7 +204,7 @@ def test_schema5_profiles_gain_a_target_and_keep_their_rows(tmp_path: Path) -> N
     db.close()
     assert "target" not in columns(tmp_path, "profiles")
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 7
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 8
         assert [(p["target"], p["phase"], p["samples"]) for p in results.profiles()] == [("server", "measured", 7)]
         results.commit_profile(_profile("client"))  # the client's beside the server's: the key has the target
         results.commit_profile(_profile("client", "stall"))

@@ -17,7 +17,7 @@ import os
 import resource
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -64,14 +64,14 @@ class ProcCounters:
         return cls(usage.ru_utime, usage.ru_stime, usage.ru_minflt, usage.ru_majflt, usage.ru_nvcsw, usage.ru_nivcsw)
 
     def minus(self, before: ProcCounters) -> ProcCounters:
-        return ProcCounters(
-            user_s=self.user_s - before.user_s,
-            sys_s=self.sys_s - before.sys_s,
-            minor_faults=self.minor_faults - before.minor_faults,
-            major_faults=self.major_faults - before.major_faults,
-            voluntary_ctx=self.voluntary_ctx - before.voluntary_ctx,
-            involuntary_ctx=self.involuntary_ctx - before.involuntary_ctx,
-        )
+        return ProcCounters(*(a - b for a, b in zip(astuple(self), astuple(before), strict=True)))
+
+    def plus(self, other: ProcCounters) -> ProcCounters:
+        return ProcCounters(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    @classmethod
+    def zero(cls) -> ProcCounters:
+        return cls(0.0, 0.0, 0, 0, 0, 0)
 
 
 def rss_bytes(pid: int) -> int | None:

@@ -152,6 +152,16 @@ class StatusSampler:
                 raise
         return self
 
+    @property
+    def pid(self) -> int | None:
+        """The status client's pid (its CPU is perflab's, not the server's)."""
+        return self._child.pid if self._child is not None else None
+
+    def start_clock(self) -> None:
+        """Time the samples from now, for a caller that takes them itself with `sample()` at
+        moments of its choosing (run/interleave.py: at every turn's end) instead of entering."""
+        self._start = time.monotonic()
+
     def __enter__(self) -> StatusSampler:
         self.connect()  # a no-op when the caller connected before the workload
         self._start = time.monotonic()

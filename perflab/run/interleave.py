@@ -1,0 +1,411 @@
+"""The interleaved design: the cells of one round and thread count run at once, taking turns.
+
+Why: on this 2-vCPU VM most of a round's noise in a busy hour is the host's own speed, which
+changes from one 15 s cell to the next; the sequential design puts that change between the two
+sides of every pair. Here every server of a group (the round's cells of one thread count) is
+started fresh on its own copy of the dataset, each with its own sysbench client, and the clients
+take turns of `slice` seconds (the others stopped with SIGSTOP), so every second of host speed
+falls on every variant alike. Measured with bench/interleave.py: the variance of a 10-minute
+mean of A/A pairs was 0.09x [0.04-0.24] of the sequential design's in the same hour
+(docs/methodology.md).
+
+What a cell gets (docs/results-format.md, `design`): throughput from the server's own counters
+(`Questions` less the sampler's statements, `Com_commit` as transactions; a workload without
+COMMIT counts each statement as one), sampled at every turn's end and every second inside a
+turn, over the seconds its client ran: sysbench's own clock and reports would count the stopped
+time. So the per-second intervals are seconds of the client's running time (t = 1, 2, ...;
+warm-up turns first), latency is not measured (null: a request in flight at a SIGSTOP would
+count the other servers' turns), and `resources` count the server's and client's CPU during its
+own turns. `resources.idle_cpu_cores` is what the server used while its client was stopped
+(purge, flushing, an allocator's background thread): work that lands in the other servers'
+turns; above IDLE_WARNING the row says so in `interleave.warning`.
+
+    rows = run_group(runner, cells, snapshots, workdir)   # one committed row per cell
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import resource
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from perflab.analyze import steady
+from perflab.errors import PerflabError, ServerCrashedError, WorkloadError
+from perflab.run import allocator_proof, client, client_variant, dataset
+from perflab.run.accounting import server_resources
+from perflab.run.builds import Build, BuildError
+from perflab.run.cell import CellRunner, _failure, _keep_logs, _read_tail, cpus_allowed
+from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
+from perflab.run.observers.status import STATEMENTS, StatusSampler
+from perflab.run.observers.status import figures as status_figures
+from perflab.run.prewarm import server_switches
+from perflab.run.proc import Child
+from perflab.run.servers.mariadb import MariaDB
+from perflab.run.workloads import sysbench
+from perflab.spec import Cell
+from perflab.units import utc_now
+
+IDLE_WARNING = 0.05  # cores a paused server may use before its row warns (measured: see docs/methodology.md)
+Point = tuple[int, float, dict[str, float]]  # (whole seconds of turns so far, seconds run, the counters)
+WRITES = ("Com_insert", "Com_update", "Com_delete", "Com_replace", "Com_insert_select", "Com_replace_select")
+
+
+class Seat:
+    """One cell of a group: its row, its started server, its paused client, its counters."""
+
+    def __init__(self, runner: CellRunner, cell: Cell, snapshot: dataset.Snapshot | None, workdir: Path) -> None:
+        self.runner, self.cell, self.snapshot = runner, cell, snapshot
+        self.row = runner.new_row(cell)
+        self.rundir = workdir / f"cell-{cell.order:04d}"
+        self.logs = runner.results.log_dir(cell.order)
+        self.server: MariaDB | None = None
+        self.child: Child | None = None
+        self.sampler: StatusSampler | None = None
+        self.error: PerflabError | None = None
+        self.command: list[str] = []
+        self.client_fields: dict[str, Any] = {}
+        self.switches: dict[str, Any] = {}
+        # counters at every turn's end and every second inside a turn: (nominal s, active s, values)
+        self.points: list[Point] = []
+        self.nominal = 0  # whole seconds of turns scheduled so far
+        self.active_s = 0.0  # seconds its client really ran
+        self.used = ProcCounters.zero()  # the server's counters over its own measured turns
+        self.idle_cpu_s = self.idle_s = 0.0  # the server's CPU while its client was stopped (measured turns)
+        self.window_from = 0  # index in `points` where the measured window starts
+        self.client_start: ProcCounters | None = None
+        self.rss: list[tuple[float, int]] = []
+
+    @property
+    def live(self) -> bool:
+        return self.error is None and self.server is not None and self.child is not None
+
+    def open(self, seconds: int) -> None:
+        """Restore, start the server, start its client for up to `seconds` and stop it once its
+        threads have connected; the first sample. A failure is kept in `error`."""
+        build = self.runner.build_for(self.cell)
+        if isinstance(build, BuildError):
+            self.error = PerflabError(build.message)
+            self.row.update(log_tail=_read_tail(build.log))
+            return
+        assert self.snapshot is not None and isinstance(build, Build)
+        self.row["build"] = build.record()
+        self.runner._check_space(self.snapshot, self.rundir.parent)
+        self.rundir.mkdir()
+        server = self.runner.server_for(self.cell, self.snapshot, self.rundir, build)
+        assert isinstance(server, MariaDB)  # spec/design.py: MariaDB only
+        self.server = server
+        try:
+            restore_s = dataset.restore(self.snapshot, self.rundir / "data")
+            server.start()
+            self.row.update(allocator_proof.prove(server.pid, self.cell.preload, server.preload))
+            self.switches = {"restore_s": round(restore_s, 3), **server_switches(self.cell, server, "sysbench")}
+            self.row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
+            self.sampler = StatusSampler(server.socket).connect()
+            self._start_client(seconds)
+            self.sampler.start_clock()
+            self.sample(0.0)
+        except PerflabError as exc:
+            self.error = exc
+
+    def _start_client(self, seconds: int) -> None:
+        spec, server = self.runner.exp.file, self.server
+        assert server is not None
+        self.command = sysbench.argv(
+            spec.workload.test,
+            "run",
+            socket=server.socket,
+            tables=spec.dataset.tables,
+            table_size=spec.dataset.table_size,
+            threads=self.cell.threads,
+            seconds=seconds,
+            options={**spec.workload.options, **self.cell.workload_options},
+        )
+        env = client_variant.environment(self.cell, server.rundir)
+        self.child = client.start(self.command, self.logs / "sysbench.txt", None, env)
+        watch = client.StartWatch(self.logs / "sysbench.txt", self.child, spec.experiment.timeout_margin)
+        client_variant.wait_loaded(self.child.pid, self.cell)
+        self.client_fields = client_variant.prove(self.child.pid, self.cell)
+        watch.wait()
+        self.pause()
+        if self.child.poll() is not None:
+            raise self._client_died()
+
+    def pids(self) -> list[int]:
+        """Its server, client and status client: the processes whose CPU is this seat's."""
+        found = [self.server.pid if self.server and self.server.child else None, self.child.pid if self.child else None]
+        return [p for p in (*found, self.sampler.pid if self.sampler else None) if p]
+
+    def pause(self) -> None:
+        assert self.child is not None
+        self.child.signal_group(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.child is not None
+        self.child.signal_group(signal.SIGCONT)
+
+    def sample(self, active_s: float) -> None:
+        assert self.sampler is not None
+        self.sampler.sample()
+        self.points.append((self.nominal, active_s, self.sampler.samples[-1][1]))
+
+    def turn(self, seconds: int, others: list[Seat], measured: bool) -> None:
+        """Its client runs `seconds` (whole), a sample every second; the others' servers' CPU
+        meanwhile is added to their idle counters."""
+        assert self.server is not None and self.child is not None
+        idle_before = {s: process_cpu_s(s.server.pid) for s in others if s.server is not None}
+        before = ProcCounters.read(self.server.pid)
+        t0 = time.monotonic()
+        self.resume()
+        for k in range(1, seconds + 1):
+            time.sleep(max(0.0, t0 + k - time.monotonic()))
+            if k == seconds:
+                self.pause()
+            now = time.monotonic()
+            self.nominal += 1
+            self.sample(self.active_s + now - t0)
+        self.active_s += time.monotonic() - t0
+        if measured:
+            self.used = self.used.plus(ProcCounters.read(self.server.pid).minus(before))
+            for seat, cpu in idle_before.items():
+                assert seat.server is not None
+                seat.idle_cpu_s += process_cpu_s(seat.server.pid) - cpu
+                seat.idle_s += seconds
+        if self.child.poll() is not None:
+            raise self._client_died()
+        if not self.server.alive():
+            raise ServerCrashedError(f"{self.server.death()} during the run:\n{self.server.error_lines()}")
+
+    def _client_died(self) -> WorkloadError:
+        assert self.child is not None
+        code = self.child.poll()
+        tail = "\n".join((self.logs / "sysbench.txt").read_text(errors="replace").strip().splitlines()[-10:])
+        return WorkloadError(f"sysbench exited with code {code} during its turns:\n{tail}",
+                             f"full output: {self.logs / 'sysbench.txt'}")  # fmt: skip
+
+    def intervals(self, warmup: int) -> list[dict[str, Any]]:
+        return intervals(self.points, warmup)
+
+    def summary(self) -> dict[str, Any]:
+        return summary(self.points[self.window_from :])
+
+    def close(self) -> None:
+        """Stop its client and server, keep the logs, free the copy of the dataset."""
+        if self.child is not None:
+            self.child.kill()
+        if self.sampler is not None:
+            self.sampler.close()
+        if self.server is not None:
+            self.server.stop()
+            _keep_logs(self.server, self.rundir, self.logs)
+        shutil.rmtree(self.rundir, ignore_errors=True)
+
+
+def intervals(points: list[Point], warmup: int) -> list[dict[str, Any]]:
+    """One interval per sampled second of running time, from the counters at its ends: `t` is
+    the whole seconds of turns so far (1, 2, ...), the rates are over the seconds really run."""
+    out = []
+    for (_, a0, v0), (nominal, a1, v1) in itertools.pairwise(points):
+        seconds = a1 - a0
+        if seconds <= 0:
+            continue
+        reads = _delta(v0, v1, "Com_select")
+        writes = sum(_delta(v0, v1, k) for k in WRITES)
+        queries = _delta(v0, v1, "Questions") - STATEMENTS
+        commits = _delta(v0, v1, "Com_commit")
+        out.append({
+            "t": float(nominal), "warmup": int(nominal <= warmup),
+            "tps": round((commits or queries) / seconds, 2), "qps": round(queries / seconds, 2),
+            "reads": round(reads / seconds, 2), "writes": round(writes / seconds, 2),
+            "other": round(max(0.0, queries - reads - writes) / seconds, 2),
+            "p95_ms": None, "errors_per_s": None, "reconnects_per_s": None,
+        })  # fmt: skip
+    return out
+
+
+def summary(points: list[Point]) -> dict[str, Any]:
+    """The measured window's figures from its points, as sysbench's summary names them: the
+    statements less the sampler's own, COMMITs as transactions (none: a statement is one)."""
+    (_, a0, first), (_, a1, last) = points[0], points[-1]
+    seconds = a1 - a0
+    queries = _delta(first, last, "Questions") - STATEMENTS * (len(points) - 1)
+    transactions = _delta(first, last, "Com_commit") or queries
+    return {
+        "transactions": int(transactions),
+        "queries": int(queries),
+        "tps": round(transactions / seconds, 2) if seconds > 0 else None,
+        "qps": round(queries / seconds, 2) if seconds > 0 else None,
+        "errors": None,
+        "errors_per_s": None,
+        "reconnects": None,
+        "total_time_s": round(seconds, 3),
+        "latency_ms": dict.fromkeys(("min", "avg", "max", "p50", "p95", "p99")),
+    }
+
+
+def _delta(v0: dict[str, float], v1: dict[str, float], name: str) -> float:
+    return v1.get(name, 0.0) - v0.get(name, 0.0)
+
+
+def run_group(
+    runner: CellRunner, cells: list[Cell], snapshots: list[dataset.Snapshot | None], workdir: Path
+) -> list[dict[str, Any]]:
+    """Run `cells` (one round, one thread count) interleaved; commit and return their rows in
+    the order given, which is also the order of the turns."""
+    spec = runner.exp.file.experiment
+    warmup, duration, slice_s = round(spec.window_start), round(spec.duration), round(spec.slice)
+    seats = [Seat(runner, cell, snap, workdir) for cell, snap in zip(cells, snapshots, strict=True)]
+    budget = 2 * len(seats) * (warmup + duration) + round(spec.timeout_margin)  # sysbench's own deadline
+    other: float | None = None
+    try:
+        for seat in seats:
+            seat.open(budget)
+        _rotate([s for s in seats if s.live], warmup, slice_s, measured=False)
+        live = [s for s in seats if s.live]
+        for seat in live:
+            seat.window_from = len(seat.points) - 1
+            assert seat.child is not None
+            seat.client_start = ProcCounters.read(seat.child.pid)
+        mark = _Mark.take(live)
+        with contextlib.ExitStack() as stack:
+            rss = {s: stack.enter_context(RssSampler(s.server.pid)) for s in live if s.server is not None}
+            _rotate(live, duration, slice_s, measured=True)
+        other = mark.other_cores(live)
+        for seat in live:
+            if seat.live:
+                _finish(seat, warmup, rss[seat], other)
+    finally:
+        for seat in seats:
+            seat.close()
+    rows = []
+    for seat in seats:
+        if seat.error is not None:
+            seat.row.update(_failure(seat.error, seat.server) if seat.server else {"error": seat.error.message})
+        seat.row["ended_at"] = utc_now()
+        seat.row["design"] = _design_fields(seat, cells, slice_s)
+        series = seat.intervals(warmup) if seat.row["status"] == "ok" else []
+        samples = _window_samples(seat) if seat.row["status"] == "ok" and runner.exp.file.observe.status else []
+        runner.results.commit_cell(seat.row, series, seat.rss, samples)
+        rows.append(seat.row)
+    return rows
+
+
+def _rotate(seats: list[Seat], seconds: int, slice_s: int, measured: bool) -> None:
+    """Every seat's client runs `seconds` in turns of up to `slice_s`, in the seats' order; a
+    seat that fails leaves the rotation (its error kept), the others go on."""
+    left = {seat: seconds for seat in seats}
+    while any(left[s] > 0 and s.live for s in seats):
+        for seat in seats:
+            if left[seat] <= 0 or not seat.live:
+                continue
+            run = min(slice_s, left[seat])
+            try:
+                seat.turn(run, [s for s in seats if s is not seat and s.live], measured)
+            except PerflabError as exc:
+                seat.error = exc
+            left[seat] -= run
+
+
+class _Mark:
+    """The machine's busy CPU and ours at the window's start: other_cpu_cores of the group."""
+
+    def __init__(self, busy: float, ours: float, own: float, at: float) -> None:
+        self.busy, self.ours, self.own, self.at = busy, ours, own, at
+
+    @staticmethod
+    def _ours(seats: list[Seat]) -> float:
+        return sum(process_cpu_s(pid) for seat in seats for pid in seat.pids())
+
+    @staticmethod
+    def _own() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    @classmethod
+    def take(cls, seats: list[Seat]) -> _Mark:
+        return cls(machine_busy_s(), cls._ours(seats), cls._own(), time.monotonic())
+
+    def other_cores(self, seats: list[Seat]) -> float | None:
+        window = time.monotonic() - self.at
+        ours = self._ours(seats) - self.ours + self._own() - self.own
+        return round(max(0.0, machine_busy_s() - self.busy - ours) / window, 3) if window > 0 else None
+
+
+def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> None:
+    """A seat whose turns all ran: its summary, resources, steady state; status ok."""
+    spec = seat.runner.exp.file
+    summary = seat.summary()
+    transactions = summary["transactions"]
+    resources = server_resources(seat.used, transactions, rss)
+    assert seat.child is not None and seat.client_start is not None
+    try:
+        client_used = ProcCounters.read(seat.child.pid).minus(seat.client_start)
+    except (FileNotFoundError, ProcessLookupError):
+        client_used = None
+    client_cpu = round(client_used.user_s + client_used.sys_s, 3) if client_used else None
+    idle = round(seat.idle_cpu_s / seat.idle_s, 3) if seat.idle_s else None
+    resources.update(
+        client_cpu_s=client_cpu,
+        client_user_s=round(client_used.user_s, 3) if client_used else None,
+        client_sys_s=round(client_used.sys_s, 3) if client_used else None,
+        harness_cpu_s=None,  # one perflab process drives the whole group: in other_cpu_cores' accounting
+        profiler_cpu_s=0.0,
+        other_cpu_cores=other,
+        idle_cpu_cores=idle,
+        **seat.switches,
+    )
+    per_txn = (lambda n: round(n / transactions, 4)) if transactions else (lambda n: None)
+    seat.client_fields.update(
+        rss_end_bytes=None,
+        cpu_us_per_txn=per_txn(client_cpu * 1e6) if client_cpu is not None else None,
+        minor_faults_per_txn=per_txn(client_used.minor_faults) if client_used else None,
+        ctx_switches_per_txn=(
+            per_txn(client_used.voluntary_ctx + client_used.involuntary_ctx) if client_used else None
+        ),
+    )
+    seat.row.update(
+        status="ok",
+        summary=summary,
+        resources=resources,
+        sysbench_options=sysbench.effective_options(seat.runner.sysbench_defaults, seat.command),
+        client=seat.client_fields,
+    )
+    seat.rss = rss.samples
+    if spec.observe.status and seat.sampler is not None:
+        window = _window_samples(seat)
+        seat.row["server_status"] = status_figures(window, seat.sampler.gauges, transactions, summary["queries"])
+    seat.row.update(
+        steady.cell_fields(seat.intervals(warmup), float(warmup), summary["qps"], spec.experiment.stall_threshold)
+    )
+
+
+def _window_samples(seat: Seat) -> list[tuple[float, dict[str, float]]]:
+    """The status samples of the measured window, timed from its start (wall seconds)."""
+    if seat.sampler is None:
+        return []
+    samples = seat.sampler.samples[seat.window_from :]
+    t0 = samples[0][0] if samples else 0.0
+    return [(round(t - t0, 3), v) for t, v in samples]
+
+
+def _design_fields(seat: Seat, cells: list[Cell], slice_s: int) -> dict[str, Any]:
+    """The row's `design`: how it ran, beside which cells, and the paused server's own work."""
+    idle = (seat.row.get("resources") or {}).get("idle_cpu_cores")
+    fields: dict[str, Any] = {
+        "name": "interleaved",
+        "slice_s": slice_s,
+        "group": [c.order for c in cells],
+        "turn": cells.index(seat.cell),
+        "active_s": round(seat.active_s, 3),
+        "warning": None,
+    }
+    if idle is not None and idle > IDLE_WARNING:
+        fields["warning"] = (
+            f"the server used {idle:.2f} cores while its client was stopped: work that lands in the other "
+            "variants' turns (purge, flushing, an allocator's background thread); compare with design = sequential"
+        )
+    return fields
