@@ -32,6 +32,12 @@ The sensitivity figure: the smallest setting called `slower` in >= 80% of the re
 10-minute experiments, stated as its measured effect (the QPS ratio), with the nominal one (calls
 per transaction x N over the baseline's server CPU per transaction) beside it.
 
+With --design interleaved the run is `design = "interleaved"` (run/interleave.py): each round's
+servers run at once, their clients taking 1 s turns. `[observe] alloc` is then off (it is refused
+there), so the nominal effect is the variant's extra server CPU per transaction over the baseline's
+(1 - cpu_base / cpu_variant); every server of a round shares the turns, so a pair's two turns are
+len(variants) seconds apart, not 1 s as in a two-variant experiment (conservative for the design).
+
 Honest limits: resamples of one run share its rounds, so the rates carry that run's own chance
 (the disjoint blocks show it); a 10-minute experiment of two variants has its rounds closer in
 time than this run's rounds of 2 + len(ns) variants, which favours the paired estimate a
@@ -91,9 +97,9 @@ REST = """\
 {variants}
 
 [observe]
-alloc = {{ stacks = false, syscalls = false }}
-host_speed = {host_speed}
+{alloc}host_speed = {host_speed}
 """
+ALLOC = "alloc = { stacks = false, syscalls = false }\n"
 
 
 def settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -105,7 +111,7 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     return {**cfg, "ns": [int(x) for x in args.ns.split(",") if x], "copies": args.copies}
 
 
-def spec_text(cfg: dict[str, Any], lib: Path, host_speed: bool = False) -> str:
+def spec_text(cfg: dict[str, Any], lib: Path, host_speed: bool = False, design: str = "sequential") -> str:
     def variant(name: str, ns: int, extra: str = "") -> str:
         return f'{name} = {{ preload = "{lib}", env = {{ {ENV} = "{ns}"{extra} }} }}'
 
@@ -114,8 +120,11 @@ def spec_text(cfg: dict[str, Any], lib: Path, host_speed: bool = False) -> str:
     lines += [variant(copy_name(i), 0, f', PERFLAB_AA = "{i}"') for i in range(1, cfg["copies"])]
     lines += [variant(f"slow{ns}", ns) for ns in cfg["ns"]]
     cfg = {k: v for k, v in cfg.items() if k not in ("ns", "copies")}
-    rest = REST.format(variants="\n".join(lines), host_speed=str(host_speed).lower())
-    return C.read_only_experiment("fidelity", cfg, rest)
+    interleaved = design == "interleaved"  # no [observe] alloc there (spec/design.py): nominal() uses the CPU
+    alloc = "" if interleaved else ALLOC
+    rest = REST.format(variants="\n".join(lines), host_speed=str(host_speed).lower(), alloc=alloc)
+    text = C.read_only_experiment("fidelity", cfg, rest)
+    return text.replace("[experiment]\n", f'[experiment]\ndesign = "{design}"\n', 1)
 
 
 def copy_name(i: int) -> str:
@@ -344,6 +353,9 @@ def nominal(cells: list[dict[str, Any]], variant: str, ns: int) -> float | None:
         return C.mean(found) if found else None
 
     cpu = mean_of(BASE, lambda c: (c.get("resources") or {}).get("server_cpu_us_per_txn"))
+    if not any(c.get("alloc") for c in cells):  # --design interleaved: the burn is the variant's extra CPU
+        slow = mean_of(variant, lambda c: (c.get("resources") or {}).get("server_cpu_us_per_txn"))
+        return 1 - cpu / slow if cpu and slow else None
     calls = mean_of(variant, lambda c: sum(((c.get("alloc") or {}).get("calls_per_txn") or {}).get(op, 0)
                                            for op in ("malloc", "calloc", "realloc")))  # fmt: skip
     if not cpu or calls is None:
@@ -475,7 +487,12 @@ def main() -> None:
     parser.add_argument("--chase-weight", type=float, metavar="W", default=0.0,
                         help="with --calibrated-slope: the canary's chase weighed in with W, as a calibration's "
                              "host_speed.chase_weight (bench/canary_chase.py prints fits)")
+    parser.add_argument("--design", choices=("sequential", "interleaved"), default="sequential",
+                        help="experiment.design of the run (interleaved: no [observe] alloc, no --host-speed; the "
+                             "nominal effect is then the variant's extra server CPU per transaction)")
     args = parser.parse_args()
+    if args.design == "interleaved" and args.host_speed:
+        parser.error("--host-speed: the interleaved design takes no host-speed canary (spec/design.py)")
     global CALIBRATED
     if args.calibrated_slope is not None:
         CALIBRATED = calibration(args.calibrated_slope, args.chase_weight)
@@ -490,7 +507,7 @@ def main() -> None:
             with C.workdir(machine) as tmp:
                 lib = build(tmp / "shim")
                 toml = tmp / "fidelity.toml"
-                toml.write_text(spec_text(cfg, lib, args.host_speed), encoding="utf-8")
+                toml.write_text(spec_text(cfg, lib, args.host_speed, args.design), encoding="utf-8")
                 results = Path(args.results) if args.results else Path(tempfile.mkdtemp(prefix="plbench-fidelity-"))
                 C.cli("run", str(toml), "-o", str(results), "--seed", "7")
         doc = json.loads(C.cli("export", str(results)))
