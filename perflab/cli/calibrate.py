@@ -166,6 +166,7 @@ def measure(exp: spec.Experiment, results: Results, budget: float, chase: bool =
             exp.file.dataset.model_dump(mode="json"), exp.file.workload.model_dump(mode="json")
         ),
         "experiment": str(exp.source),
+        "design": exp.file.experiment.design,  # a run of another design does not use it (store/calibration.py)
         "configuration": first_configuration(exp),
         "rounds": max((c["repeat"] for c in cells), default=0),
         "results": str(results.dir),

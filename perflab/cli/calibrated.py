@@ -45,9 +45,10 @@ def plan(exp: spec.Experiment, explicit: Path | None) -> tuple[spec.Experiment, 
     uses_builds = any(cell.build is not None for cell in exp.cells())
     server_sha = builds.installed().sha256 if wanted and not uses_builds else None  # hashing takes 0.5 s
     if explicit is not None:
-        doc, note = calibration.check(explicit, host, whash, server_sha, now), f"using {explicit}"
+        design = exp.file.experiment.design
+        doc, note = calibration.check(explicit, host, whash, server_sha, now, design), f"using {explicit}"
     else:
-        doc, note = calibration.find(directory, host, whash, server_sha, now)
+        doc, note = calibration.find(directory, host, whash, server_sha, now, exp.file.experiment.design)
     if doc is None:
         return exp, {"used": False, "note": f"calibration: {note}"}
     return apply(exp, doc, note)
@@ -59,8 +60,6 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
     used: dict[str, Any] = {"used": True, "file": doc.get("file"), "created_at": doc["created_at"]}
     slope = doc.get("host_speed")
     interleaved = section.design == "interleaved"  # its turns take the host's speed out: no canary (spec/design.py)
-    if interleaved:
-        note = f"{note} (its noise is the sequential design's: an interleaved run needs fewer rounds than planned)"
     if (
         not interleaved
         and exp.file.observe.host_speed is None

@@ -401,11 +401,16 @@ def _design_fields(seat: Seat, cells: list[Cell], slice_s: int) -> dict[str, Any
         "group": [c.order for c in cells],
         "turn": cells.index(seat.cell),
         "active_s": round(seat.active_s, 3),
-        "warning": None,
     }
-    if idle is not None and idle > IDLE_WARNING:
-        fields["warning"] = (
-            f"the server used {idle:.2f} cores while its client was stopped: work that lands in the other "
-            "variants' turns (purge, flushing, an allocator's background thread); compare with design = sequential"
-        )
+    fields["warning"] = idle_warning(idle)
     return fields
+
+
+def idle_warning(idle: float | None) -> str | None:
+    """What a row says of a server that worked while its client was stopped (None: it did not)."""
+    if idle is None or idle <= IDLE_WARNING:
+        return None
+    return (
+        f"the server used {idle:.2f} cores while its client was stopped: work that lands in the other "
+        "variants' turns (purge, flushing, an allocator's background thread); compare with design = sequential"
+    )

@@ -6,7 +6,9 @@ thread count, with its [dataset], [workload], [server_options] and [builds]; the
 only that label, and a new axis `calibrate` (or `calibrate_aa` if the file has one) adds the
 identical labels A and B. Observers (perf, pmp, alloc) are left out: they add their own
 noise; the host-speed canary is kept unless the file sets `host_speed = false` (or, unset,
-there is no C compiler to build it), so that its slope is calibrated too. Repeats are the
+there is no C compiler to build it), so that its slope is calibrated too; with design =
+"interleaved" there is none (the turns take the host's speed out), and the A/A pair runs
+interleaved like the file's rounds. Repeats are the
 calibration's rounds; adaptive keys are dropped. The result goes through the normal parser
 (spec.parse), so it runs through the same Scheduler and cells as any experiment, and its text
 is stored with the results like a file's.
@@ -43,7 +45,8 @@ def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
         if key in raw:
             doc[key] = raw[key]
     # the canary's slope is calibrated too (analyze/host_speed.py); said either way, never left unset
-    doc["observe"] = {"host_speed": _canary(exp.file.observe.host_speed)}
+    interleaved = exp.file.experiment.design == "interleaved"  # no canary there (spec/design.py): its turns
+    doc["observe"] = {"host_speed": False if interleaved else _canary(exp.file.observe.host_speed)}
     return parse(to_toml(doc), f"{exp.source} (A/A calibration of its first configuration)")
 
 

@@ -15,7 +15,8 @@ Format history:
   perflab-calibration/1  first version (docs/methodology.md#calibration).
 
 A calibration is used only when it matches: the same host identity (HOST_KEYS of hostinfo),
-the same workload hash, the same server binary (sha256), and not older than MAX_AGE_DAYS.
+the same workload hash, the same design (experiment.design: a file without `design` measured the
+sequential one), the same server binary (sha256), and not older than MAX_AGE_DAYS.
 Otherwise it is ignored, and `perflab run` says which file and why (`find`); passed
 explicitly (`perflab run --calibration FILE`), a mismatch is an error (exit 2: `check`).
 """
@@ -92,7 +93,14 @@ def read(path: Path) -> dict[str, Any]:
     return doc
 
 
-def mismatch(doc: dict[str, Any], host: dict[str, Any], whash: str, server_sha: str | None, now: dt.datetime) -> str:
+def mismatch(
+    doc: dict[str, Any],
+    host: dict[str, Any],
+    whash: str,
+    server_sha: str | None,
+    now: dt.datetime,
+    design: str = "sequential",
+) -> str:
     """Why `doc` may not plan this run ("" when it may): the first key that differs."""
     for key in HOST_KEYS:
         have, want = (doc.get("host") or {}).get(key), host.get(key)
@@ -103,6 +111,9 @@ def mismatch(doc: dict[str, Any], host: dict[str, Any], whash: str, server_sha: 
             f"workload_hash: the calibration measured another [dataset]/[workload] ({doc.get('workload_hash')}, "
             f"this file's is {whash})"
         )
+    measured = doc.get("design") or "sequential"  # files before 2026-11-26 measured the sequential design
+    if measured != design:
+        return f"design: the calibration measured the {measured} design, this run is {design}"
     if server_sha is not None and doc.get("server_sha256") not in (None, server_sha):
         was = str(doc.get("server_sha256"))[:12]
         return f"server_sha256: the server binary changed since ({was} -> {server_sha[:12]})"
@@ -116,17 +127,24 @@ def mismatch(doc: dict[str, Any], host: dict[str, Any], whash: str, server_sha: 
     return ""
 
 
-def check(path: Path, host: dict[str, Any], whash: str, server_sha: str | None, now: dt.datetime) -> dict[str, Any]:
+def check(
+    path: Path, host: dict[str, Any], whash: str, server_sha: str | None, now: dt.datetime, design: str = "sequential"
+) -> dict[str, Any]:
     """An explicitly given calibration file, or a UsageError (exit 2) naming the mismatch."""
     doc = read(path)
-    why = mismatch(doc, host, whash, server_sha, now)
+    why = mismatch(doc, host, whash, server_sha, now, design)
     if why:
         raise UsageError(f"{path}: cannot plan this run: {why}", HINT)
     return {**doc, "file": str(path)}
 
 
 def find(
-    directory: Path, host: dict[str, Any], whash: str, server_sha: str | None, now: dt.datetime
+    directory: Path,
+    host: dict[str, Any],
+    whash: str,
+    server_sha: str | None,
+    now: dt.datetime,
+    design: str = "sequential",
 ) -> tuple[dict[str, Any] | None, str]:
     """(the matching calibration or None, one line saying which was used, or why none)."""
     path = path_for(directory, host, whash)
@@ -138,7 +156,7 @@ def find(
         doc = read(path)
     except UsageError as exc:
         return None, f"ignored {exc.message}"
-    why = mismatch(doc, host, whash, server_sha, now)
+    why = mismatch(doc, host, whash, server_sha, now, design)
     if why:
         return None, f"ignored {path}: {why}; {HINT}"
     return {**doc, "file": str(path)}, f"using {path} (measured {doc['created_at'][:10]})"

@@ -1,0 +1,174 @@
+"""design = "interleaved" on real mariadbd servers and sysbench clients, end to end: a round's
+servers run at once, their clients take 1 s turns, and every cell's figures come from its own
+server's counters over the seconds its client ran; a variant that fails leaves the others of its
+round running; an interrupt stops every server and every stopped client."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, perflab
+from tests.integration.helpers import perflab_children, write_experiment
+
+INTERLEAVED = """
+[experiment]
+name = "it-interleaved"
+duration = "3s"
+warmup = "2s"
+repeats = 2
+design = "interleaved"
+
+[dataset]
+tables = 1
+table_size = 2000
+
+[workload]
+test = "oltp_read_only"
+threads = [2]
+options = {{ rand_type = "uniform" }}
+
+[variants.alloc]
+glibc = {{}}
+jemalloc = {{ preload = "jemalloc" }}
+{extra}
+[observe]
+status = true
+"""
+
+
+def export(out: Path) -> dict:
+    done = perflab("export", str(out))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def interleaved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]:
+    tmp = tmp_path_factory.mktemp("interleaved")
+    out = tmp / "results"
+    spec = write_experiment(tmp / "il.toml", INTERLEAVED.format(extra=""))
+    done = perflab("run", str(spec), "-o", str(out), "--seed", "5")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out, export(out), done.stdout + done.stderr
+
+
+def test_every_cell_ran_beside_the_other_of_its_round(interleaved):
+    out, doc, said = interleaved
+    assert doc["format"] == "perflab-results/10" and doc["experiment"]["design"] == "interleaved"
+    cells = doc["cells"]
+    assert [c["status"] for c in cells] == ["ok"] * 4, [c["error"] for c in cells]
+    for repeat in (1, 2):
+        pair = [c for c in cells if c["repeat"] == repeat]
+        ids = sorted(c["id"] for c in pair)
+        assert [c["design"]["group"] for c in pair] == [ids, ids]
+        assert sorted(c["design"]["turn"] for c in pair) == [0, 1]
+        # each client ran warm-up + window seconds, in 1 s turns
+        assert all(4.9 <= c["design"]["active_s"] <= 5.5 for c in pair), [c["design"] for c in pair]
+        assert all(c["design"]["name"] == "interleaved" and c["design"]["slice_s"] == 1 for c in pair)
+        # one at a time: the two servers ran together, so the cells' spans overlap
+        assert pair[0]["started_at"] < pair[1]["ended_at"] and pair[1]["started_at"] < pair[0]["ended_at"]
+    assert perflab_children(doc["run"]["workdir"]) == []
+
+
+def test_the_figures_are_the_servers_own_over_its_running_seconds(interleaved):
+    out, doc, _ = interleaved
+    for cell in doc["cells"]:
+        summary, resources = cell["summary"], cell["resources"]
+        assert summary["qps"] > 1000 and summary["latency_ms"]["p95"] is None
+        assert 2.9 <= summary["total_time_s"] <= 3.3  # the window's running seconds, not the wall time
+        # oltp_read_only: BEGIN, 10 point selects, 4 ranges, COMMIT = 16 statements a transaction
+        assert summary["queries"] / summary["transactions"] == pytest.approx(16, abs=0.02)
+        assert cell["status_per_txn"]["Com_select"] == pytest.approx(14, abs=0.05)
+        assert resources["server_cpu_us_per_txn"] > 0 and resources["other_cpu_cores"] is not None
+        assert resources["idle_cpu_cores"] is not None and resources["idle_cpu_cores"] >= 0
+        assert cell["client"]["cpu_us_per_txn"] > 0
+        assert cell["settled"] is not None and cell["steady"]["seconds"] >= 2
+    by_variant = {c["variant"]["alloc"]: c for c in doc["cells"] if c["repeat"] == 1}
+    assert "jemalloc" in by_variant["jemalloc"]["allocator_library"]
+    assert "libc.so" in by_variant["glibc"]["allocator_library"]
+
+
+def test_its_seconds_are_one_per_second_of_running_time(interleaved):
+    out, doc, _ = interleaved
+    seconds = export_seconds(out)
+    for cell in doc["cells"]:
+        mine = [s for s in seconds if s["cell_id"] == cell["id"]]
+        assert [s["t"] for s in mine] == [1.0, 2.0, 3.0, 4.0, 5.0]
+        assert [s["warmup"] for s in mine] == [1, 1, 0, 0, 0]
+        window = [s["qps"] for s in mine if not s["warmup"]]
+        # the summary is the window's statements over its seconds: the seconds' mean, within their spread
+        assert min(window) * 0.98 <= cell["summary"]["qps"] <= max(window) * 1.02
+
+
+def export_seconds(out: Path) -> list[dict]:
+    db = sqlite3.connect(out / "results.db")
+    db.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in db.execute("SELECT cell_id, t, warmup, qps FROM intervals ORDER BY cell_id, t")]
+    finally:
+        db.close()
+
+
+def test_compare_judges_the_interleaved_rounds(interleaved):
+    out, _, _ = interleaved
+    done = perflab("compare", str(out), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    (row,) = [r for r in json.loads(done.stdout) if r["metric"] == "qps"]
+    assert row["variant"] == {"alloc": "jemalloc"} and row["verdict"] in (
+        "faster",
+        "slower",
+        "equivalent",
+        "inconclusive",
+    )
+    report = perflab("report", str(out))
+    assert report.returncode == 0, report.stderr
+
+
+def test_a_variant_that_fails_leaves_the_others_of_its_round_running(tmp_path: Path):
+    extra = 'bad = { server_options = { no_such_server_option = "1" } }\n'
+    body = INTERLEAVED.format(extra=extra).replace("repeats = 2", "repeats = 1")
+    done = perflab("run", str(write_experiment(tmp_path / "bad.toml", body)), "-o", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    cells = {c["variant"]["alloc"]: c for c in export(tmp_path / "out")["cells"]}
+    assert cells["bad"]["status"] == "failed" and "no_such_server_option" in cells["bad"]["error"]
+    assert cells["glibc"]["status"] == cells["jemalloc"]["status"] == "ok"
+    assert sorted(cells["glibc"]["design"]["group"]) == sorted(c["id"] for c in cells.values())
+
+
+def test_an_interrupt_stops_every_server_and_stopped_client(tmp_path: Path):
+    body = INTERLEAVED.format(extra="").replace('duration = "3s"', 'duration = "60s"')
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perflab", "run", str(write_experiment(tmp_path / "long.toml", body)), "-o", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline, workdir, children = time.monotonic() + 120, None, []
+    while time.monotonic() < deadline and len(children) < 4:  # two servers, two clients
+        time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()
+        if workdir is None and (out / "results.db").exists():
+            got = perflab("export", str(out))
+            workdir = json.loads(got.stdout)["run"]["workdir"] if got.returncode == 0 else None
+        children = perflab_children(workdir) if workdir else []
+    assert len(children) == 4, children
+    time.sleep(1.5)  # into the turns: one of the clients is stopped
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 130, stdout + stderr
+    deadline = time.monotonic() + 10
+    while perflab_children(workdir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert perflab_children(workdir) == []
+    assert export(out)["run"]["status"] == "interrupted"
