@@ -5,7 +5,8 @@ Printed by `perflab run` (and `run --check`) as one line, or as JSON with `--che
     allocators: 5 allocator x 3 sort_buffer x 3 thread counts x 3 repeats = 135 cells, estimated 1h05m
 
     {"experiment": "allocators", "file": "examples/allocators.toml", "axes": {"allocator": [...]},
-     "threads": [1, 2, 4], "repeats": 3, "cells": 135, "estimated_s": 3912.5, "adaptive": null}
+     "threads": [1, 2, 4], "repeats": 3, "cells": 135, "estimated_s": 3912.5, "adaptive": null,
+     "design": "sequential", "slice_s": null}
 
 The estimate comes from the caller (run/scheduler.estimate_seconds), so this module stays on
 the report side of the pipeline.
@@ -36,6 +37,8 @@ def plan(exp: Experiment, cells: int, estimate: Estimate, builds: dict[str, str]
         "estimated_s": round(estimate(exp), 1),
         "adaptive": None,
         "builds": builds or {},
+        "design": e.design,
+        "slice_s": e.slice if e.design == "interleaved" else None,
     }
     if e.adaptive:
         most = cells // e.min_repeats * e.max_repeats
@@ -72,6 +75,8 @@ def line(p: dict[str, Any]) -> str:
         f"[bold]{p['experiment']}[/]: {axes} x {len(p['threads'])} thread counts x {repeats} "
         f"= [bold]{p['cells']} cells[/], estimated {format_duration(p['estimated_s'])}{most}"
     )
+    if p.get("design") == "interleaved":
+        text += f"; each round's servers at once, clients in {p['slice_s']:g} s turns (design = interleaved)"
     for name, status in p.get("builds", {}).items():
         text += f"\n  build {name}: {status}"
     return text

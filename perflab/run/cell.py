@@ -75,7 +75,7 @@ class CellRunner:
         self.listen = listener or (lambda event, data: None)
         self.server_cpus, self.client_cpus = cpu_plan(exp.file.experiment.pin)
         self._defaults: dict[str, str] | None = None
-        self._check_space = SpaceCheck(results.dir)
+        self.check_space = SpaceCheck(results.dir)
         # server binaries: None -> the installed one; a [builds] name -> its Build or why it failed
         self.builds: dict[str | None, Build | BuildError] = {}
 
@@ -199,12 +199,12 @@ class CellRunner:
         row = self.new_row(cell)
         build = self.build_for(cell)
         if isinstance(build, BuildError):  # nothing to run: the cell fails with its build's error
-            row.update(error=build.message, log_tail=_read_tail(build.log), ended_at=utc_now())
+            row.update(error=build.message, log_tail=read_tail(build.log), ended_at=utc_now())
             self.results.commit_cell(row, [], [])
             return row
         assert snapshot is not None
         row["build"] = build.record()
-        self._check_space(snapshot, workdir)
+        self.check_space(snapshot, workdir)
         logs = self.results.log_dir(cell.order)
         rundir = workdir / f"cell-{cell.order:04d}"
         rundir.mkdir()
@@ -230,10 +230,10 @@ class CellRunner:
             row.update(self._steady(intervals, measured["summary"]["qps"]))
             row["resources"].update(restore_s=round(restore_s, 3), **switches)
         except PerflabError as exc:
-            row.update(_failure(exc, server))
+            row.update(failure_fields(exc, server))
         finally:
             server.stop()
-            _keep_logs(server, rundir, logs)
+            keep_logs(server, rundir, logs)
             shutil.rmtree(rundir, ignore_errors=True)
         row["ended_at"] = utc_now()
         self.results.commit_cell(row, intervals, rss, status)
@@ -364,7 +364,7 @@ class CellRunner:
         return intervals, rss.samples, measured
 
 
-def _failure(exc: PerflabError, server: MariaDB) -> dict[str, Any]:
+def failure_fields(exc: PerflabError, server: MariaDB) -> dict[str, Any]:
     error = exc.message
     died = server.crashed or (server.crashed is None and server.child is not None and not server.alive())
     if died and not isinstance(exc, ServerStartError) and not exc.message.startswith("server"):
@@ -372,13 +372,13 @@ def _failure(exc: PerflabError, server: MariaDB) -> dict[str, Any]:
     return {"error": error, "log_tail": server.error_lines(30), "backtrace": server.backtrace()}
 
 
-def _read_tail(log: Path | None, lines: int = 30) -> str | None:
+def read_tail(log: Path | None, lines: int = 30) -> str | None:
     if log is None or not log.is_file():
         return None
     return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
 
 
-def _keep_logs(server: MariaDB, rundir: Path, logs: Path) -> None:
+def keep_logs(server: MariaDB, rundir: Path, logs: Path) -> None:
     """The server's error log, option file and console output, kept with the results."""
     if server.error_log.exists():
         shutil.copy2(server.error_log, logs / "error.log")

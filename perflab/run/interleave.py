@@ -30,6 +30,7 @@ import itertools
 import resource
 import shutil
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,9 +40,9 @@ from perflab.errors import PerflabError, ServerCrashedError, WorkloadError
 from perflab.run import allocator_proof, client, client_variant, dataset
 from perflab.run.accounting import server_resources
 from perflab.run.builds import Build, BuildError
-from perflab.run.cell import CellRunner, _failure, _keep_logs, _read_tail, cpus_allowed
+from perflab.run.cell import CellRunner, cpus_allowed, failure_fields, keep_logs, read_tail
 from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
-from perflab.run.observers.status import STATEMENTS, StatusSampler
+from perflab.run.observers.status import STATEMENTS, StatusError, StatusSampler
 from perflab.run.observers.status import figures as status_figures
 from perflab.run.prewarm import server_switches
 from perflab.run.proc import Child
@@ -90,11 +91,11 @@ class Seat:
         build = self.runner.build_for(self.cell)
         if isinstance(build, BuildError):
             self.error = PerflabError(build.message)
-            self.row.update(log_tail=_read_tail(build.log))
+            self.row.update(log_tail=read_tail(build.log))
             return
         assert self.snapshot is not None and isinstance(build, Build)
         self.row["build"] = build.record()
-        self.runner._check_space(self.snapshot, self.rundir.parent)
+        self.runner.check_space(self.snapshot, self.rundir.parent)
         self.rundir.mkdir()
         server = self.runner.server_for(self.cell, self.snapshot, self.rundir, build)
         assert isinstance(server, MariaDB)  # spec/design.py: MariaDB only
@@ -149,8 +150,23 @@ class Seat:
         self.child.signal_group(signal.SIGCONT)
 
     def sample(self, active_s: float) -> None:
+        """The server's counters now; a server that does not answer within timeout_margin fails
+        the seat (its status client is killed, which ends the read)."""
         assert self.sampler is not None
-        self.sampler.sample()
+        margin = self.runner.exp.file.experiment.timeout_margin
+        watchdog = threading.Timer(margin, self.sampler.abort)
+        watchdog.start()
+        try:
+            self.sampler.sample()
+        except StatusError:
+            if watchdog.is_alive():
+                raise
+            raise WorkloadError(
+                f"timed out: the server did not answer SHOW GLOBAL STATUS within {margin:.0f} s",
+                "a hung server; raise experiment.timeout_margin if the machine is just slow",
+            ) from None
+        finally:
+            watchdog.cancel()
         self.points.append((self.nominal, active_s, self.sampler.samples[-1][1]))
 
     def turn(self, seconds: int, others: list[Seat], measured: bool) -> None:
@@ -161,13 +177,16 @@ class Seat:
         before = ProcCounters.read(self.server.pid)
         t0 = time.monotonic()
         self.resume()
-        for k in range(1, seconds + 1):
-            time.sleep(max(0.0, t0 + k - time.monotonic()))
-            if k == seconds:
-                self.pause()
-            now = time.monotonic()
-            self.nominal += 1
-            self.sample(self.active_s + now - t0)
+        try:
+            for k in range(1, seconds + 1):
+                time.sleep(max(0.0, t0 + k - time.monotonic()))
+                if k == seconds:
+                    self.pause()
+                now = time.monotonic()
+                self.nominal += 1
+                self.sample(self.active_s + now - t0)
+        finally:
+            self.pause()  # a failed sample too: its client must not run in the others' turns
         self.active_s += time.monotonic() - t0
         if measured:
             self.used = self.used.plus(ProcCounters.read(self.server.pid).minus(before))
@@ -201,7 +220,7 @@ class Seat:
             self.sampler.close()
         if self.server is not None:
             self.server.stop()
-            _keep_logs(self.server, self.rundir, self.logs)
+            keep_logs(self.server, self.rundir, self.logs)
         shutil.rmtree(self.rundir, ignore_errors=True)
 
 
@@ -284,7 +303,7 @@ def run_group(
     rows = []
     for seat in seats:
         if seat.error is not None:
-            seat.row.update(_failure(seat.error, seat.server) if seat.server else {"error": seat.error.message})
+            seat.row.update(failure_fields(seat.error, seat.server) if seat.server else {"error": seat.error.message})
         seat.row["ended_at"] = utc_now()
         seat.row["design"] = _design_fields(seat, cells, slice_s)
         series = seat.intervals(warmup) if seat.row["status"] == "ok" else []

@@ -13,6 +13,8 @@ One JSON file per host and workload, under the cache (`$PERFLAB_CACHE/calibratio
 
 Format history:
   perflab-calibration/1  first version (docs/methodology.md#calibration).
+                         `design` added within it on 2026-11-26 (experiment.design of the A/A run;
+                         absent: the sequential design, which every earlier file measured).
 
 A calibration is used only when it matches: the same host identity (HOST_KEYS of hostinfo),
 the same workload hash, the same design (experiment.design: a file without `design` measured the

@@ -212,6 +212,11 @@ class StatusSampler:
                 self.error = exc
                 return
 
+    def abort(self) -> None:
+        """Kill the status client (a read waiting on a hung server then ends: StatusError)."""
+        if self._child is not None:
+            self._child.kill()
+
     def close(self) -> None:
         if self._child is not None:
             self._child.kill()
