@@ -113,7 +113,7 @@ class ReportModel:
                 )
                 + (f" ({format_bytes((meta.get('dataset') or {}).get('data_bytes'))})" if meta.get("dataset") else ""),
             ),
-            ("window", window + f", pin={exp.get('pin')}"),
+            ("window", window + f", pin={exp.get('pin')}" + design_phrase(exp)),
             ("started", str(meta.get("started_at") or "?")),
             ("took", _took(meta.get("started_at"), meta.get("ended_at"))),
             ("status", str(meta.get("status") or "?")),
@@ -195,3 +195,10 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
                 model.rss[cell["id"]] = results.rss_samples(cell["id"])
     model.noise = variance.load(results, cells)
     return model
+
+
+def design_phrase(exp: dict[str, Any]) -> str:
+    """ ", interleaved in 1 s turns" for a run of that design (docs/experiment.md), else ""."""
+    if exp.get("design") != "interleaved":
+        return ""
+    return f", interleaved in {exp.get('slice') or 1:g} s turns (latency not measured)"

@@ -25,8 +25,15 @@ from perflab.analyze.summary import Group, groups, mean
 from perflab.analyze.variance import Decomposition
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER
 from perflab.report import findings
-from perflab.report.model import build_facts
-from perflab.report.phrases import NOISE_HEADER, NOISE_TITLE, method_line, noise_note, noise_rows, verdict_word
+from perflab.report.model import build_facts, design_phrase
+from perflab.report.phrases import (
+    NOISE_HEADER,
+    NOISE_TITLE,
+    method_line,
+    noise_note,
+    noise_rows,
+    verdict_word,
+)
 from perflab.units import format_bytes, format_duration
 from perflab.variants import short_label, variant_key, variant_label
 
@@ -77,6 +84,7 @@ def render(
     console.print(
         f"[bold]{escape(str(exp.get('name', '?')))}[/]  {exp.get('workload', {}).get('test', '')}  "
         f"{len(cells)} cells  measured {format_duration(exp.get('duration', 0))} after {warm}  pin={exp.get('pin')}"
+        f"{escape(design_phrase(exp))}"
     )
     console.print(
         f"[dim]{host.get('postgres' if exp.get('server') == 'postgresql' else 'mariadbd')} | {host.get(exp.get('workload', {}).get('tool', 'sysbench'))} | "

@@ -130,6 +130,7 @@ def test_compare_judges_the_interleaved_rounds(interleaved):
     )
     report = perflab("report", str(out))
     assert report.returncode == 0, report.stderr
+    assert "interleaved in 1 s turns" in " ".join(report.stdout.split())  # the header says how it ran
 
 
 def test_a_variant_that_fails_leaves_the_others_of_its_round_running(tmp_path: Path):
