@@ -110,7 +110,8 @@ def calibrate(
 
     err.print(f"calibrating {workload_file}: {len(aa.cells())} cells, results in {output}; {order_line(seed, False)}")
     doc = run_aa(exp, aa, output, budget, allow_concurrent, chase)
-    path = calibration.save(calibration.path_for(cache_root() / "calibration", doc["host"], doc["workload_hash"]), doc)
+    where = calibration.path_for(cache_root() / "calibration", doc["host"], doc["workload_hash"], doc["design"])
+    path = calibration.save(where, doc)
     doc["file"] = str(path)
     if fmt == "json":
         click.echo(json.dumps(doc, indent=2))

@@ -41,14 +41,14 @@ def plan(exp: spec.Experiment, explicit: Path | None) -> tuple[spec.Experiment, 
         exp.file.dataset.model_dump(mode="json"), exp.file.workload.model_dump(mode="json")
     )
     directory = cache_root() / "calibration"
-    wanted = explicit is not None or calibration.path_for(directory, host, whash).exists()
+    design = exp.file.experiment.design
+    wanted = explicit is not None or calibration.path_for(directory, host, whash, design).exists()
     uses_builds = any(cell.build is not None for cell in exp.cells())
     server_sha = builds.installed().sha256 if wanted and not uses_builds else None  # hashing takes 0.5 s
     if explicit is not None:
-        design = exp.file.experiment.design
         doc, note = calibration.check(explicit, host, whash, server_sha, now, design), f"using {explicit}"
     else:
-        doc, note = calibration.find(directory, host, whash, server_sha, now, exp.file.experiment.design)
+        doc, note = calibration.find(directory, host, whash, server_sha, now, design)
     if doc is None:
         return exp, {"used": False, "note": f"calibration: {note}"}
     return apply(exp, doc, note)

@@ -1,10 +1,10 @@
 """Calibration files: what `perflab calibrate` measured on this machine for one workload,
 stored per host so that `repeats = "auto"` can plan with it; and whether one may be used.
 
-One JSON file per host and workload, under the cache (`$PERFLAB_CACHE/calibration/`, else
-~/.cache/perflab/calibration/): HOSTNAME-WORKLOADHASH.json, where WORKLOADHASH is the first
-16 hex digits of the sha256 of the experiment file's [dataset] and [workload] sections
-(canonical JSON). The file starts with its format:
+One JSON file per host, workload and design, under the cache (`$PERFLAB_CACHE/calibration/`,
+else ~/.cache/perflab/calibration/): HOSTNAME-WORKLOADHASH.json (HOSTNAME-WORKLOADHASH-interleaved.json
+for design = "interleaved"), where WORKLOADHASH is the first 16 hex digits of the sha256 of the
+experiment file's [dataset] and [workload] sections (canonical JSON). The file starts with its format:
 
     {"format": "perflab-calibration/1", "created_at": "2026-11-22T23:40:00+00:00",
      "host": {"hostname": ..., "kernel": ..., "cpu_model": ..., ...}, "workload_hash": "...",
@@ -54,9 +54,11 @@ def host_identity(host: dict[str, Any]) -> dict[str, Any]:
     return {key: host.get(key) for key in HOST_KEYS}
 
 
-def path_for(directory: Path, host: dict[str, Any], whash: str) -> Path:
+def path_for(directory: Path, host: dict[str, Any], whash: str, design: str = "sequential") -> Path:
+    """HOST-WORKLOADHASH.json; an interleaved design's calibration beside it, -interleaved.json."""
     name = re.sub(r"[^A-Za-z0-9._-]", "_", str(host.get("hostname") or "host")) or "host"
-    return directory / f"{name}-{whash}.json"
+    suffix = "" if design == "sequential" else f"-{design}"
+    return directory / f"{name}-{whash}{suffix}.json"
 
 
 def save(path: Path, doc: dict[str, Any]) -> Path:
@@ -149,7 +151,7 @@ def find(
     design: str = "sequential",
 ) -> tuple[dict[str, Any] | None, str]:
     """(the matching calibration or None, one line saying which was used, or why none)."""
-    path = path_for(directory, host, whash)
+    path = path_for(directory, host, whash, design)
     if not path.exists():
         others = sorted(p.name for p in directory.glob(f"*-{whash}.json")) if directory.is_dir() else []
         elsewhere = f" (only for other hosts: {', '.join(others)})" if others else ""

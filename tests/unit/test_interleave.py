@@ -6,7 +6,6 @@ tests/integration/test_interleave.py."""
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -169,11 +168,17 @@ def test_a_calibration_of_another_design_does_not_plan_the_run(tmp_path: Path):
     with pytest.raises(UsageError, match="design: the calibration measured the sequential design"):
         calibration.check(sequential, HOST, "abc", "f" * 64, NOW, "interleaved")
     doc, note = calibration.find(tmp_path, HOST, "abc", "f" * 64, NOW, "interleaved")
+    assert doc is None and "no calibration matched" in note  # each design has a file of its own
+    interleaved = calibration.path_for(tmp_path, HOST, "abc", "interleaved")
+    assert interleaved.name == f"{sequential.stem}-interleaved.json"
+    _write(interleaved, _doc(design="sequential"))  # copied by hand under the other name: still refused
+    doc, note = calibration.find(tmp_path, HOST, "abc", "f" * 64, NOW, "interleaved")
     assert doc is None and "this run is interleaved" in note
-    assert calibration.find(tmp_path, HOST, "abc", "f" * 64, NOW)[0] is not None
-    _write(sequential, _doc(design="interleaved"))
-    assert calibration.find(tmp_path, HOST, "abc", "f" * 64, NOW, "interleaved")[0] is not None
-    assert calibration.find(tmp_path, HOST, "abc", "f" * 64, NOW + dt.timedelta(days=1))[0] is None
+    _write(interleaved, _doc(design="interleaved"))
+    assert calibration.find(tmp_path, HOST, "abc", "f" * 64, NOW, "interleaved")[0]["design"] == "interleaved"
+    assert calibration.find(tmp_path, HOST, "abc", "f" * 64, NOW)[0]["file"] == str(sequential)  # both kept
+    with pytest.raises(UsageError, match="design: the calibration measured the interleaved design"):
+        calibration.check(interleaved, HOST, "abc", "f" * 64, NOW)
 
 
 def test_an_interleaved_run_does_not_take_the_calibrated_canary():
