@@ -174,7 +174,7 @@ class Seat:
         meanwhile is added to their idle counters."""
         assert self.server is not None and self.child is not None
         idle_before = {s: process_cpu_s(s.server.pid) for s in others if s.server is not None}
-        before = ProcCounters.read(self.server.pid)
+        before = self._server_counters()
         t0 = time.monotonic()
         self.resume()
         try:
@@ -189,15 +189,23 @@ class Seat:
             self.pause()  # a failed sample too: its client must not run in the others' turns
         self.active_s += time.monotonic() - t0
         if measured:
-            self.used = self.used.plus(ProcCounters.read(self.server.pid).minus(before))
+            self.used = self.used.plus(self._server_counters().minus(before))
             for seat, cpu in idle_before.items():
                 assert seat.server is not None
                 seat.idle_cpu_s += process_cpu_s(seat.server.pid) - cpu
                 seat.idle_s += seconds
         if self.child.poll() is not None:
             raise self._client_died()
-        if not self.server.alive():
-            raise ServerCrashedError(f"{self.server.death()} during the run:\n{self.server.error_lines()}")
+
+    def _server_counters(self) -> ProcCounters:
+        """The server's /proc counters; ServerCrashedError once it has died (its /proc is gone)."""
+        assert self.server is not None
+        try:
+            if self.server.alive():
+                return ProcCounters.read(self.server.pid)
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            pass
+        raise ServerCrashedError(f"{self.server.death()} during the run:\n{self.server.error_lines()}")
 
     def _client_died(self) -> WorkloadError:
         assert self.child is not None
