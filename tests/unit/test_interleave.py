@@ -1,7 +1,7 @@
 """design = "interleaved" without a server: what the file may combine it with, the groups a run
 is cut into, the figures computed from a server's counters at the turns' ends, the idle-work
 warning, and what a calibration of the other design may plan. The real thing is
-tests/integration/test_interleave.py."""
+tests/integration/test_interleave_real.py."""
 
 from __future__ import annotations
 

@@ -137,7 +137,7 @@ def test_a_variant_that_fails_leaves_the_others_of_its_round_running(tmp_path: P
     extra = 'bad = { server_options = { no_such_server_option = "1" } }\n'
     body = INTERLEAVED.format(extra=extra).replace("repeats = 2", "repeats = 1")
     done = perflab("run", str(write_experiment(tmp_path / "bad.toml", body)), "-o", str(tmp_path / "out"))
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 1 and "1 of 3 cells failed" in done.stdout + done.stderr, done.stdout + done.stderr
     cells = {c["variant"]["alloc"]: c for c in export(tmp_path / "out")["cells"]}
     assert cells["bad"]["status"] == "failed" and "no_such_server_option" in cells["bad"]["error"]
     assert cells["glibc"]["status"] == cells["jemalloc"]["status"] == "ok"
