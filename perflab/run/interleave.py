@@ -106,7 +106,8 @@ class Seat:
             self.row.update(allocator_proof.prove(server.pid, self.cell.preload, server.preload))
             self.switches = {"restore_s": round(restore_s, 3), **server_switches(self.cell, server, "sysbench")}
             self.row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
-            self.sampler = StatusSampler(server.socket).connect()
+            # the full SHOW GLOBAL STATUS only when [observe] status asks for it: 8 counters do otherwise
+            self.sampler = StatusSampler(server.socket, lean=not self.runner.exp.file.observe.status).connect()
             self._start_client(seconds)
             self.sampler.start_clock()
             self.sample(0.0)
@@ -177,17 +178,18 @@ class Seat:
         before = self._server_counters()
         t0 = time.monotonic()
         self.resume()
+        ran = 0.0  # seconds its client has run in this turn (to the pause, not to the sample after it)
         try:
             for k in range(1, seconds + 1):
                 time.sleep(max(0.0, t0 + k - time.monotonic()))
                 if k == seconds:
                     self.pause()
-                now = time.monotonic()
+                ran = time.monotonic() - t0
                 self.nominal += 1
-                self.sample(self.active_s + now - t0)
+                self.sample(self.active_s + ran)
         finally:
             self.pause()  # a failed sample too: its client must not run in the others' turns
-        self.active_s += time.monotonic() - t0
+        self.active_s += ran
         if measured:
             self.used = self.used.plus(self._server_counters().minus(before))
             for seat, cpu in idle_before.items():
@@ -215,10 +217,10 @@ class Seat:
                              f"full output: {self.logs / 'sysbench.txt'}")  # fmt: skip
 
     def intervals(self, warmup: int) -> list[dict[str, Any]]:
-        return intervals(self.points, warmup)
+        return intervals(self.points, warmup, self.sampler.statements if self.sampler else STATEMENTS)
 
     def summary(self) -> dict[str, Any]:
-        return summary(self.points[self.window_from :])
+        return summary(self.points[self.window_from :], self.sampler.statements if self.sampler else STATEMENTS)
 
     def close(self) -> None:
         """Stop its client and server, keep the logs, free the copy of the dataset."""
@@ -232,7 +234,7 @@ class Seat:
         shutil.rmtree(self.rundir, ignore_errors=True)
 
 
-def intervals(points: list[Point], warmup: int) -> list[dict[str, Any]]:
+def intervals(points: list[Point], warmup: int, statements: int = STATEMENTS) -> list[dict[str, Any]]:
     """One interval per sampled second of running time, from the counters at its ends: `t` is
     the whole seconds of turns so far (1, 2, ...), the rates are over the seconds really run."""
     out = []
@@ -242,7 +244,7 @@ def intervals(points: list[Point], warmup: int) -> list[dict[str, Any]]:
             continue
         reads = _delta(v0, v1, "Com_select")
         writes = sum(_delta(v0, v1, k) for k in WRITES)
-        queries = _delta(v0, v1, "Questions") - STATEMENTS
+        queries = _delta(v0, v1, "Questions") - statements
         commits = _delta(v0, v1, "Com_commit")
         out.append({
             "t": float(nominal), "warmup": int(nominal <= warmup),
@@ -254,12 +256,12 @@ def intervals(points: list[Point], warmup: int) -> list[dict[str, Any]]:
     return out
 
 
-def summary(points: list[Point]) -> dict[str, Any]:
+def summary(points: list[Point], statements: int = STATEMENTS) -> dict[str, Any]:
     """The measured window's figures from its points, as sysbench's summary names them: the
     statements less the sampler's own, COMMITs as transactions (none: a statement is one)."""
     (_, a0, first), (_, a1, last) = points[0], points[-1]
     seconds = a1 - a0
-    queries = _delta(first, last, "Questions") - STATEMENTS * (len(points) - 1)
+    queries = _delta(first, last, "Questions") - statements * (len(points) - 1)
     transactions = _delta(first, last, "Com_commit") or queries
     return {
         "transactions": int(transactions),
