@@ -234,9 +234,11 @@ def adjusted_noise(noise: power.Noise, share: float) -> power.Noise:
 
 def overhead_s(cells: list[dict[str, Any]], duration: float) -> float:
     """Seconds a cell costs beyond its window (restore, start, warm-up, stop): the median of
-    the ok cells' wall time minus the window."""
+    the ok cells' wall time minus the window. An interleaved cell's span is its whole group's
+    (design.group: the cells that ran at once), so its share is the span over the group's size."""
     walls = [
         (dt.datetime.fromisoformat(c["ended_at"]) - dt.datetime.fromisoformat(c["started_at"])).total_seconds()
+        / len((c.get("design") or {}).get("group") or [c])
         for c in cells
         if c["status"] == "ok" and c.get("ended_at") and c.get("started_at")
     ]

@@ -19,10 +19,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from perflab.errors import Problem, SpecError
+from perflab.spec.design import design_problems
 from perflab.spec.fields import INT64, MAX_CELLS, MAX_DEPTH, MAX_FILE_BYTES, MAX_LINE_DOTS, MAX_REPEATS
 from perflab.spec.matrix import Experiment
 from perflab.spec.problems import collapse, key_path, problem
-from perflab.spec.design import design_problems
 from perflab.spec.schema import ExperimentFile
 from perflab.spec.servers import server_problems
 

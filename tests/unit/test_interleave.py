@@ -186,3 +186,16 @@ def test_an_interleaved_run_does_not_take_the_calibrated_canary():
     exp = spec.parse(text().replace("repeats = 3", 'repeats = "auto"'))
     planned, used = calibrated.apply(exp, _doc(design="interleaved", host_speed=slope), "using /x.json")
     assert not planned.file.observe.host_speed and "host_speed" not in used
+
+
+def test_an_interleaved_cells_overhead_is_its_share_of_the_group():
+    from perflab.cli.calibrate import overhead_s
+
+    def cell(start: str, end: str, group: list[int] | None) -> dict:
+        design = {"name": "interleaved", "group": group} if group else None
+        return {"status": "ok", "started_at": start, "ended_at": end, "design": design}
+
+    both = [cell("2026-11-26T10:00:00+00:00", "2026-11-26T10:00:32+00:00", [0, 1])] * 2
+    assert overhead_s(both, 10) == 6.0  # 32 s for two cells of 10 s windows (and 5 s warm-ups)
+    alone = [cell("2026-11-26T10:00:00+00:00", "2026-11-26T10:00:16+00:00", None)]
+    assert overhead_s(alone, 10) == 6.0
