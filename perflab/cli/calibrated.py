@@ -59,9 +59,8 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
     noise = power.Noise(*(float(doc["noise"][k]) for k in calibration.NOISE_KEYS))
     used: dict[str, Any] = {"used": True, "file": doc.get("file"), "created_at": doc["created_at"]}
     slope = doc.get("host_speed")
-    interleaved = section.design == "interleaved"  # its turns take the host's speed out: no canary (spec/design.py)
     if (
-        not interleaved
+        not section.interleaved  # its turns take the host's speed out: no canary (spec/design.py)
         and exp.file.observe.host_speed is None
         and slope is not None
         and host_speed.usable_slope(slope) is None

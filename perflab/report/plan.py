@@ -38,7 +38,7 @@ def plan(exp: Experiment, cells: int, estimate: Estimate, builds: dict[str, str]
         "adaptive": None,
         "builds": builds or {},
         "design": e.design,
-        "slice_s": e.slice if e.design == "interleaved" else None,
+        "slice_s": e.slice if e.interleaved else None,
     }
     if e.adaptive:
         most = cells // e.min_repeats * e.max_repeats

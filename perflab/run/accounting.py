@@ -95,7 +95,8 @@ def resources(
     return out
 
 
-def _per_txn(transactions: int) -> Any:
+def per_txn(transactions: int) -> Any:
+    """n -> n per transaction (rounded), or None without transactions."""
     return (lambda n: round(n / transactions, 4)) if transactions else (lambda n: None)
 
 
@@ -108,7 +109,7 @@ def client_resources(
     if usage is None or start.client is None:
         return {"rss_end_bytes": rss.end, "minor_faults_per_txn": None, "ctx_switches_per_txn": None}
     used = ProcCounters.of_rusage(usage).minus(start.client)
-    per = _per_txn(transactions)
+    per = per_txn(transactions)
     return {
         "rss_end_bytes": rss.end,
         "rss_peak_bytes": max(rss.peak or 0, usage.ru_maxrss * 1024),  # ru_maxrss is in KiB
@@ -123,7 +124,7 @@ def client_resources(
 
 
 def server_resources(used: ProcCounters, transactions: int, rss: RssSampler) -> dict[str, Any]:
-    per = _per_txn(transactions)
+    per = per_txn(transactions)
     return {
         "rss_end_bytes": rss.end,
         "rss_peak_bytes": rss.peak,

@@ -18,7 +18,7 @@ warm-up turns first), latency is not measured (null: a request in flight at a SI
 count the other servers' turns), and `resources` count the server's and client's CPU during its
 own turns. `resources.idle_cpu_cores` is what the server used while its client was stopped
 (purge, flushing, an allocator's background thread): work that lands in the other servers'
-turns; above IDLE_WARNING the row says so in `interleave.warning`.
+turns; above IDLE_WARNING the row says so in `design.warning`.
 
     rows = run_group(runner, cells, snapshots, workdir)   # one committed row per cell
 """
@@ -38,7 +38,7 @@ from typing import Any
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ServerCrashedError, WorkloadError
 from perflab.run import allocator_proof, client, client_variant, dataset
-from perflab.run.accounting import server_resources
+from perflab.run.accounting import per_txn, server_resources
 from perflab.run.builds import Build, BuildError
 from perflab.run.cell import CellRunner, cpus_allowed, failure_fields, keep_logs, read_tail
 from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
@@ -79,7 +79,10 @@ class Seat:
         self.idle_cpu_s = self.idle_s = 0.0  # the server's CPU while its client was stopped (measured turns)
         self.window_from = 0  # index in `points` where the measured window starts
         self.client_start: ProcCounters | None = None
+        # what is committed with an ok row (set by _finish): per-second series, RSS and status samples
+        self.series: list[dict[str, Any]] = []
         self.rss: list[tuple[float, int]] = []
+        self.status_samples: list[tuple[float, dict[str, float]]] = []
 
     @property
     def live(self) -> bool:
@@ -316,9 +319,7 @@ def run_group(
             seat.row.update(failure_fields(seat.error, seat.server) if seat.server else {"error": seat.error.message})
         seat.row["ended_at"] = utc_now()
         seat.row["design"] = _design_fields(seat, cells, slice_s)
-        series = seat.intervals(warmup) if seat.row["status"] == "ok" else []
-        samples = _window_samples(seat) if seat.row["status"] == "ok" and runner.exp.file.observe.status else []
-        runner.results.commit_cell(seat.row, series, seat.rss, samples)
+        runner.results.commit_cell(seat.row, seat.series, seat.rss, seat.status_samples)
         rows.append(seat.row)
     return rows
 
@@ -387,14 +388,12 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
         idle_cpu_cores=idle,
         **seat.switches,
     )
-    per_txn = (lambda n: round(n / transactions, 4)) if transactions else (lambda n: None)
+    per = per_txn(transactions)
     seat.client_fields.update(
         rss_end_bytes=None,
-        cpu_us_per_txn=per_txn(client_cpu * 1e6) if client_cpu is not None else None,
-        minor_faults_per_txn=per_txn(client_used.minor_faults) if client_used else None,
-        ctx_switches_per_txn=(
-            per_txn(client_used.voluntary_ctx + client_used.involuntary_ctx) if client_used else None
-        ),
+        cpu_us_per_txn=per(client_cpu * 1e6) if client_cpu is not None else None,
+        minor_faults_per_txn=per(client_used.minor_faults) if client_used else None,
+        ctx_switches_per_txn=per(client_used.voluntary_ctx + client_used.involuntary_ctx) if client_used else None,
     )
     seat.row.update(
         status="ok",
@@ -403,13 +402,12 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
         sysbench_options=sysbench.effective_options(seat.runner.sysbench_defaults, seat.command),
         client=seat.client_fields,
     )
-    seat.rss = rss.samples
+    seat.rss, seat.series = rss.samples, seat.intervals(warmup)
     if spec.observe.status and seat.sampler is not None:
-        window = _window_samples(seat)
-        seat.row["server_status"] = status_figures(window, seat.sampler.gauges, transactions, summary["queries"])
-    seat.row.update(
-        steady.cell_fields(seat.intervals(warmup), float(warmup), summary["qps"], spec.experiment.stall_threshold)
-    )
+        seat.status_samples = _window_samples(seat)
+        figures = status_figures(seat.status_samples, seat.sampler.gauges, transactions, summary["queries"])
+        seat.row["server_status"] = figures
+    seat.row.update(steady.cell_fields(seat.series, float(warmup), summary["qps"], spec.experiment.stall_threshold))
 
 
 def _window_samples(seat: Seat) -> list[tuple[float, dict[str, float]]]:

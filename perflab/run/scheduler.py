@@ -105,7 +105,7 @@ class Scheduler:
     ) -> list[dict[str, Any]]:
         """`cells` in run order: one at a time, or (design = "interleaved") each round's cells
         of one thread count together (run/interleave.py); their rows in that order."""
-        if self.exp.file.experiment.design != "interleaved":
+        if not self.exp.file.experiment.interleaved:
             return [self._run_one(cell, datasets, workdir, total) for cell in cells]
         rows = []
         for group in interleave_groups(cells):

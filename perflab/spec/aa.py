@@ -45,8 +45,8 @@ def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
         if key in raw:
             doc[key] = raw[key]
     # the canary's slope is calibrated too (analyze/host_speed.py); said either way, never left unset
-    interleaved = exp.file.experiment.design == "interleaved"  # no canary there (spec/design.py): its turns
-    doc["observe"] = {"host_speed": False if interleaved else _canary(exp.file.observe.host_speed)}
+    # no canary in the interleaved design (spec/design.py): its turns take the host's speed out
+    doc["observe"] = {"host_speed": False if exp.file.experiment.interleaved else _canary(exp.file.observe.host_speed)}
     return parse(to_toml(doc), f"{exp.source} (A/A calibration of its first configuration)")
 
 

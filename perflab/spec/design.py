@@ -15,18 +15,17 @@ from __future__ import annotations
 from perflab.errors import Problem
 from perflab.spec.schema import ExperimentFile
 
-INTERLEAVED = "interleaved"
 _HINT = 'remove it, or use design = "sequential"'
 
 
 def design_problems(spec: ExperimentFile) -> list[Problem]:
     e = spec.experiment
-    if e.design != INTERLEAVED:
+    if not e.interleaved:
         return []
     problems = []
     if e.server != "mariadb":
         problems.append(Problem("experiment.design", 'design = "interleaved" on MariaDB (not PostgreSQL yet)',
-                                INTERLEAVED, 'use design = "sequential" on PostgreSQL'))  # fmt: skip
+                                "interleaved", 'use design = "sequential" on PostgreSQL'))  # fmt: skip
     if e.pin:
         problems.append(Problem("experiment.pin", 'pin = false with design = "interleaved"', "true",
                                 "every server and client of a round shares the CPUs; remove pin"))  # fmt: skip

@@ -96,6 +96,11 @@ class ExperimentSection(_Strict):
         return self.max_warmup if self.warmup == "auto" else float(self.warmup)
 
     @property
+    def interleaved(self) -> bool:
+        """design = "interleaved": a round's servers at once, clients in turns (run/interleave.py)."""
+        return self.design == "interleaved"
+
+    @property
     def adaptive(self) -> bool:
         return self.repeats == "auto"
 
