@@ -22,6 +22,11 @@ into three components, and what each contributes to the variance of a ratio:
   drift     the machine's slow wander across the session: the round effect, shared by every
             cell of a round.
 
+  An interleaved cell (design = "interleaved": the cells of a group take turns through the
+  same seconds of host speed) counts only its own noise: each second less its group's mean at
+  that second (own_windows). Its raw seconds would count the host's swings, which every cell
+  of the group shares and a ratio cancels.
+
 The model is a randomized-block ANOVA on log QPS, per thread count, over the rounds that hold
 a settled cell of every variant: y(v, r) = mu + variant(v) + round(r) + e(v, r). Its residual
 mean square estimates var(e) = window + restarts; the round mean square estimates var(e) +
@@ -161,7 +166,9 @@ def decompose(cells: list[dict[str, Any]], series: dict[int, list[dict[str, Any]
     """The components of one results directory's settled cells (module docstring); `series`:
     cell id -> its per-second rows."""
     settled = [c for c in cells if _settled(c)]
-    windows = [w for w in (window_logs(c, series.get(c["id"]) or []) for c in settled) if len(w) >= 2]
+    interleaved = [c for c in settled if _group(c)]
+    windows = [w for w in (window_logs(c, series.get(c["id"]) or []) for c in settled if not _group(c)) if len(w) >= 2]
+    windows += [w for w in own_windows(interleaved, series) if len(w) >= 2]
     per_second, rho = autocorrelated_variance(windows)
     window = statistics.fmean(per_second / len(w) for w in windows) if per_second is not None else None
     window_s = statistics.fmean(len(w) for w in windows) if windows else None
@@ -171,7 +178,8 @@ def decompose(cells: list[dict[str, Any]], series: dict[int, list[dict[str, Any]
     restarts, drift = _between(anova, window)
     components = _fractions(window, restarts, drift)
     out = Decomposition(components, per_second, window_s, len(windows), anova.rounds, anova.groups, rho, anova=anova)
-    return dataclasses.replace(out, advice=advice(out))
+    method = out.method + ("; interleaved: each second less its group's mean" if interleaved else "")
+    return dataclasses.replace(out, advice=advice(out), method=method)
 
 
 def load(results: Any, cells: list[dict[str, Any]]) -> Decomposition:
@@ -184,6 +192,37 @@ def window_logs(cell: dict[str, Any], rows: list[dict[str, Any]]) -> list[float]
     start = cell.get("window_start_s") or 0.0
     ordered = sorted(rows, key=lambda iv: iv["t"])
     return [math.log(iv["qps"]) for iv in ordered if iv["t"] > start and (iv.get("qps") or 0) > 0]
+
+
+def own_windows(cells: list[dict[str, Any]], series: dict[int, list[dict[str, Any]]]) -> list[list[float]]:
+    """The windows of interleaved cells (design = "interleaved") without what their group
+    shares: each second's log QPS less the mean of its group's cells at the same second of
+    turns, times sqrt(k / (k - 1)) for k cells. The cells of a group take turns through the same
+    seconds of host speed, so a change of speed moves them all and cancels in a ratio; the raw
+    windows would count it as every cell's own noise (a pessimistic window, and restarts
+    clamped at 0). A group with one settled cell has nothing to subtract: it is left out."""
+    groups: dict[tuple[int, ...], list[tuple[dict[str, Any], dict[float, float]]]] = {}
+    for cell in cells:
+        start = cell.get("window_start_s") or 0.0
+        logs = {iv["t"]: math.log(iv["qps"]) for iv in series.get(cell["id"]) or []
+                if iv["t"] > start and (iv.get("qps") or 0) > 0}  # fmt: skip
+        groups.setdefault(_group(cell), []).append((cell, logs))
+    out = []
+    for members in groups.values():
+        k = len(members)
+        seconds = sorted(set.intersection(*(set(logs) for _, logs in members)))
+        if k < 2 or not seconds:
+            continue
+        means = {t: statistics.fmean(logs[t] for _, logs in members) for t in seconds}
+        scale = math.sqrt(k / (k - 1))
+        out += [[(logs[t] - means[t]) * scale for t in seconds] for _, logs in members]
+    return out
+
+
+def _group(cell: dict[str, Any]) -> tuple[int, ...]:
+    """The orders of the cells an interleaved cell ran beside (itself included); () otherwise."""
+    design = cell.get("design") or {}
+    return tuple(design.get("group") or ()) if design.get("name") == "interleaved" else ()
 
 
 def autocorrelated_variance(windows: list[list[float]]) -> tuple[float | None, float | None]:

@@ -124,6 +124,7 @@ def _cell_row(cell: dict[str, Any], axis_cols: dict[str, str]) -> dict[str, Any]
         **{k: res.get(k) for k in views.RESOURCE_COLUMNS},
         **_alloc(cell.get("alloc")),
         "host_speed_work_ns": (cell.get("host_speed") or {}).get("work_ns"),
+        "steal_cpu_cores": res.get("steal_cpu_cores"),
     }
 
 

@@ -21,12 +21,14 @@ from perflab.analyze.summary import Group
 from perflab.variants import variant_label
 
 BUSY_CORES = 0.2  # CPU used by other processes during a window, above which a cell is suspect
+STEAL_CORES = 0.2  # CPU the hypervisor gave other guests during a window, above which a cell is suspect
+STEAL_NOTE = 0.02  # mean steal of a run's windows worth a line (0 on bare metal and an idle host)
 
 
 @dataclass(frozen=True)
 class Finding:
     level: str  # warning | stall | info | failed
-    # noise | repeats | unsettled | stall | drift | short | busy | alloc-dropped | adaptive | adaptive-missed
+    # noise | repeats | unsettled | stall | drift | short | busy | steal | alloc-dropped | adaptive | adaptive-missed
     # | host-speed | dataset | failed
     kind: str
     text: str
@@ -164,7 +166,36 @@ def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
                 tuple(c["id"] for _, c in busy),
             )
         )
+    out += _steal_findings(cells)
     return out
+
+
+def _steal_findings(cells: list[dict[str, Any]]) -> list[Finding]:
+    """Steal time (resources.steal_cpu_cores): the host gave this VM's CPUs to its other guests
+    while they wanted to run. A warning for the cells that lost more than STEAL_CORES, else a
+    line with the run's mean when it is above STEAL_NOTE (older runs have no field: nothing)."""
+    steal = [(c["resources"]["steal_cpu_cores"], c) for c in cells
+             if c["status"] == "ok" and (c.get("resources") or {}).get("steal_cpu_cores") is not None]  # fmt: skip
+    if not steal:
+        return []
+    mean = sum(s for s, _ in steal) / len(steal)
+    worst = [(s, c) for s, c in steal if s > STEAL_CORES]
+    what = (
+        "the hypervisor gave this VM's CPUs to other guests while they wanted to run (steal time), so those "
+        "windows ran slower by about that share; rounds cancel it only where it falls on every variant alike "
+        '(design = "interleaved" spreads it over every variant\'s turns)'
+    )
+    if worst:
+        named = ", ".join(f"cell {c['id']} {s:.2f}" for s, c in sorted(worst, key=lambda x: -x[0])[:5])
+        text = (
+            f"{len(worst)} of {len(cells)} cells lost more than {STEAL_CORES} cores to other guests of the host "
+            f"(worst: {named}; mean of the run {mean:.2f}): {what}. Remedy: a quieter host or hour; the export's "
+            "resources.steal_cpu_cores per cell"
+        )
+        return [Finding("warning", "steal", text, tuple(c["id"] for _, c in worst))]
+    if mean > STEAL_NOTE:
+        return [Finding("info", "steal", f"the host took {mean:.2f} cores of the run's windows on average: {what}")]
+    return []
 
 
 def _adaptive_findings(meta: dict[str, Any]) -> list[Finding]:

@@ -83,6 +83,7 @@ KIND_TITLES = {
     "stall": "stalls",
     "short": "series too short to check",
     "busy": "busy machine",
+    "steal": "host steal time",
     "adaptive": "adaptive repeats",
     "adaptive-missed": "adaptive targets not met",
     "dataset": "datasets of their own",
@@ -92,9 +93,8 @@ KIND_TITLES = {
 
 def caution(found: list[Any]) -> str:
     """What undermines the verdicts, in a few words ('' when nothing does)."""
-    kinds = by_kind(
-        [f for f in found if f.kind in ("noise", "repeats", "unsettled", "busy", "failed", "adaptive-missed")]
-    )
+    undermining = ("noise", "repeats", "unsettled", "busy", "failed", "adaptive-missed")
+    kinds = by_kind([f for f in found if f.kind in undermining or (f.kind == "steal" and f.level == "warning")])
     return "; ".join(f"{KIND_TITLES[k]} ({len(v)})" for k, v in kinds)
 
 

@@ -3,7 +3,7 @@ and its profilers used, and what everything else on the machine ran meanwhile.
 
 Input: two marks, at the window's start and end, and the client's final rusage. Output:
 the `resources` fields of a cell row, e.g. {"server_cpu_s": 19.8, "client_cpu_s": 6.1,
-"harness_cpu_s": 0.021, "profiler_cpu_s": 0.0, "other_cpu_cores": 0.04, ...}.
+"harness_cpu_s": 0.021, "profiler_cpu_s": 0.0, "other_cpu_cores": 0.04, "steal_cpu_cores": 0.1, ...}.
 
     start = WindowStart.take(server_pid, client_pid); ...; end = WindowEnd.take(start, server_pid)
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
+from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, machine_steal_s, process_cpu_s
 
 Reader = Callable[[int], ProcCounters]
 
@@ -30,6 +30,7 @@ class WindowStart:
     client_s: float  # CPU the client had used before the window (its warm-up)
     at: float
     client: ProcCounters | None = None  # the client's counters before the window (None: it had ended)
+    steal_s: float = 0.0  # the machine's steal time (the hypervisor's other guests)
 
     @classmethod
     def take(cls, server_pid: int, client_pid: int, read: Reader = ProcCounters.read) -> WindowStart:
@@ -41,7 +42,8 @@ class WindowStart:
             client = ProcCounters.read(client_pid)
         except (FileNotFoundError, ProcessLookupError, IndexError):
             client = None
-        return cls(server, own, children, machine_busy_s(), process_cpu_s(client_pid), time.monotonic(), client)
+        return cls(server, own, children, machine_busy_s(), process_cpu_s(client_pid), time.monotonic(), client,
+                   machine_steal_s())  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class WindowEnd:
     # the client's CPU at the window's end when it still runs then (pgbench's tail, run/pgcell.py);
     # None: it ended with the window, and its rusage at exit is the end
     client_s: float | None = None
+    steal_s: float = 0.0
 
     @classmethod
     def take(
@@ -65,7 +68,7 @@ class WindowEnd:
         busy, window = machine_busy_s() - start.busy_s, time.monotonic() - start.at
         client = process_cpu_s(client_pid) if client_pid is not None else None
         own_s, children_s = _cpu_s(own) - _cpu_s(start.own), _cpu_s(children) - _cpu_s(start.children)
-        return cls(server, own_s, children_s, busy, window, client)
+        return cls(server, own_s, children_s, busy, window, client, machine_steal_s() - start.steal_s)
 
 
 def _cpu_s(usage: resource.struct_rusage) -> float:
@@ -92,6 +95,8 @@ def resources(
     used = end.server
     ours = used.user_s + used.sys_s + client_window + out["harness_cpu_s"] + out["profiler_cpu_s"]
     out["other_cpu_cores"] = round(max(0.0, end.busy_s - ours) / end.window_s, 3) if end.window_s > 0 else None
+    # CPU the hypervisor gave other guests while ours wanted it: the host's share of the noise
+    out["steal_cpu_cores"] = round(end.steal_s / end.window_s, 3) if end.window_s > 0 else None
     return out
 
 

@@ -41,7 +41,7 @@ from perflab.run import allocator_proof, client, client_variant, dataset
 from perflab.run.accounting import per_txn, server_resources
 from perflab.run.builds import Build, BuildError
 from perflab.run.cell import CellRunner, cpus_allowed, failure_fields, keep_logs, read_tail
-from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, process_cpu_s
+from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, machine_steal_s, process_cpu_s
 from perflab.run.observers.status import STATEMENTS, StatusError, StatusSampler
 from perflab.run.observers.status import figures as status_figures
 from perflab.run.prewarm import server_switches
@@ -77,6 +77,7 @@ class Seat:
         self.active_s = 0.0  # seconds its client really ran
         self.used = ProcCounters.zero()  # the server's counters over its own measured turns
         self.idle_cpu_s = self.idle_s = 0.0  # the server's CPU while its client was stopped (measured turns)
+        self.steal_s = 0.0  # the machine's steal time during its own measured turns
         self.window_from = 0  # index in `points` where the measured window starts
         self.client_start: ProcCounters | None = None
         # what is committed with an ok row (set by _finish): per-second series, RSS and status samples
@@ -179,6 +180,7 @@ class Seat:
         assert self.server is not None and self.child is not None
         idle_before = {s: process_cpu_s(s.server.pid) for s in others if s.server is not None}
         before = self._server_counters()
+        steal = machine_steal_s()
         t0 = time.monotonic()
         self.resume()
         ran = 0.0  # seconds its client has run in this turn (to the pause, not to the sample after it)
@@ -194,6 +196,7 @@ class Seat:
             self.pause()  # a failed sample too: its client must not run in the others' turns
         self.active_s += ran
         if measured:
+            self.steal_s += machine_steal_s() - steal
             self.used = self.used.plus(self._server_counters().minus(before))
             for seat, cpu in idle_before.items():
                 assert seat.server is not None
@@ -385,6 +388,7 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
         harness_cpu_s=None,  # one perflab process drives the whole group: in other_cpu_cores' accounting
         profiler_cpu_s=0.0,
         other_cpu_cores=other,
+        steal_cpu_cores=round(seat.steal_s / summary["total_time_s"], 3) if summary["total_time_s"] else None,
         idle_cpu_cores=idle,
         **seat.switches,
     )

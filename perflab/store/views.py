@@ -48,7 +48,7 @@ CELL_COLUMNS = _words(
     rss_end_bytes rss_peak_bytes server_cpu_s server_user_s server_sys_s client_cpu_s minor_faults major_faults
     minor_faults_per_txn major_faults_per_txn ctx_switches_per_txn server_cpu_us_per_txn harness_cpu_s
     other_cpu_cores"""
-) + (*ALLOC_PATHS, "host_speed_work_ns")
+) + (*ALLOC_PATHS, "host_speed_work_ns", "steal_cpu_cores")
 SECOND_COLUMNS = _words(
     "cell_id variant threads repeat t warmup tps qps reads writes other p95_ms errors_per_s reconnects_per_s"
 )
@@ -93,6 +93,7 @@ def _cell_exprs(axes: list[str]) -> list[str]:
     figures += [f"json_extract({r}, '$.{k}') AS {k}" for k in RESOURCE_COLUMNS]
     figures += [f"json_extract(c.alloc, '{path}') AS {name}" for name, path in ALLOC_PATHS.items()]
     figures.append("json_extract(c.host_speed, '$.work_ns') AS host_speed_work_ns")
+    figures.append(f"json_extract({r}, '$.steal_cpu_cores') AS steal_cpu_cores")
     return [
         "c.id AS id",
         'c.id AS "order"',

@@ -6,6 +6,7 @@ round running; an interrupt stops every server and every stopped client."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -89,6 +90,7 @@ def test_the_figures_are_the_servers_own_over_its_running_seconds(interleaved):
         assert cell["status_per_txn"]["Com_select"] == pytest.approx(14, abs=0.05)
         assert resources["server_cpu_us_per_txn"] > 0 and resources["other_cpu_cores"] is not None
         assert resources["idle_cpu_cores"] is not None and resources["idle_cpu_cores"] >= 0
+        assert 0 <= resources["steal_cpu_cores"] <= os.cpu_count()  # during its own turns
         assert cell["client"]["cpu_us_per_txn"] > 0
         assert cell["settled"] is not None and cell["steady"]["seconds"] >= 2
     by_variant = {c["variant"]["alloc"]: c for c in doc["cells"] if c["repeat"] == 1}

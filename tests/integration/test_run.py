@@ -197,6 +197,7 @@ def test_resources_are_measured(matrix_run):
         # no [observe] perf/pmp: at most a stray millisecond of some short child reaped in the window
         assert 0 <= res["profiler_cpu_s"] <= 0.01
         assert 0 <= res["other_cpu_cores"] <= cores
+        assert 0 <= res["steal_cpu_cores"] <= cores  # the hypervisor's other guests (0 on bare metal)
         assert 0 < res["restore_s"] < 30  # copying a 1-table dataset on tmpfs
 
 

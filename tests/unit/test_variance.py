@@ -119,3 +119,52 @@ def test_too_few_rounds_is_empty():
     assert decompose([]).empty
     assert decompose(simulate(7, rounds=2)).empty  # the window alone: no table in the reports
     assert not decompose(simulate(7)).empty
+
+
+def _interleaved(seed: int, rounds: int = 12, window: int = 10, host_sd: float = 0.08, own_sd: float = 0.01,
+                 restart: float = 0.01) -> list[dict]:  # fmt: skip
+    """Rounds of two identical cells taking turns: every second a host speed both share (sd
+    `host_sd`, independent from second to second), each cell's own per-second noise and restart."""
+    rng = random.Random(seed)
+    cells: list[dict] = []
+    for r in range(1, rounds + 1):
+        host = [rng.gauss(0, host_sd) for _ in range(window)]
+        group = [len(cells) + 1, len(cells) + 2]
+        for v in range(2):
+            level = rng.gauss(0, restart)
+            series = [{"t": float(t + 1), "qps": 1000.0 * math.exp(level + h + rng.gauss(0, own_sd))}
+                      for t, h in enumerate(host)]  # fmt: skip
+            cells.append({"id": len(cells), "variant": {"v": f"v{v}"}, "threads": 1, "repeat": r, "status": "ok",
+                          "settled": True, "summary": {"qps": statistics.fmean(iv["qps"] for iv in series)},
+                          "window_start_s": 0.0, "series": series,
+                          "design": {"name": "interleaved", "group": group}})  # fmt: skip
+    return cells
+
+
+def test_interleaved_window_leaves_out_what_the_group_shares():
+    """The host's swings fall on both cells of a group alike: the window component is the
+    cells' own noise (0.01^2 / 10 s), not the host's (0.08^2 / 10), and the paired variance it
+    predicts is the one the rounds show; the same cells read as sequential ones would count the
+    host's swings as window noise and predict a paired variance many times too large."""
+    own, predicted, seen, raw = [], [], [], []
+    for seed in range(60):
+        cells = _interleaved(seed)
+        dec = decompose(cells)
+        own.append(dec.component("window").variance)
+        predicted.append(dec.paired_variance)
+        logs = {}
+        for c in cells:
+            logs.setdefault(c["repeat"], []).append(math.log(c["summary"]["qps"]))
+        seen.append(statistics.variance([b - a for a, b in logs.values()]))
+        plain = decompose([{k: v for k, v in c.items() if k != "design"} for c in cells])
+        raw.append(plain.paired_variance)
+        assert "interleaved" in dec.method and "interleaved" not in plain.method
+    assert statistics.fmean(own) == pytest.approx(0.01**2 / 10, rel=0.35)
+    assert statistics.fmean(predicted) == pytest.approx(statistics.fmean(seen), rel=0.3)
+    assert statistics.fmean(raw) > 5 * statistics.fmean(seen)
+
+
+def test_an_interleaved_cell_alone_in_its_group_has_no_window():
+    cells = _interleaved(1, rounds=4)
+    alone = [c for c in cells if c["variant"] == {"v": "v0"}]
+    assert variance.own_windows(alone[:1], {c["id"]: c["series"] for c in alone}) == []

@@ -44,3 +44,20 @@ def test_a_client_that_ended_with_the_window_counts_to_its_exit() -> None:
     out = figures(end, client_at_exit=5.0)
     assert out["other_cpu_cores"] == 0.05
     assert out["profiler_cpu_s"] == 0.5
+
+
+def test_steal_is_the_hypervisors_share_of_the_window_in_cores() -> None:
+    server = ProcCounters(6.0, 2.0, 0, 0, 0, 0)
+    end = accounting.WindowEnd(server, 0.0, 5.5, 12.0, 10.0, steal_s=1.5)
+    assert figures(end, client_at_exit=5.0)["steal_cpu_cores"] == 0.15
+    assert figures(accounting.WindowEnd(server, 0.0, 5.5, 12.0, 10.0), 5.0)["steal_cpu_cores"] == 0.0
+
+
+def test_machine_steal_is_read_from_proc_stat_and_only_grows() -> None:
+    from perflab.run.observers.resources import machine_steal_s
+
+    first = machine_steal_s()
+    with open("/proc/stat", encoding="ascii") as f:
+        fields = f.readline().split()
+    assert first >= 0.0 and machine_steal_s() >= first
+    assert len(fields) < 9 or abs(int(fields[8]) / 100 - first) < 1.0  # USER_HZ is 100 on Linux
