@@ -182,7 +182,7 @@ def _steal_findings(cells: list[dict[str, Any]]) -> list[Finding]:
     worst = [(s, c) for s, c in steal if s > STEAL_CORES]
     what = (
         "the hypervisor gave this VM's CPUs to other guests while they wanted to run (steal time), so those "
-        "windows ran slower by about that share; rounds cancel it only where it falls on every variant alike "
+        "windows ran slower; rounds cancel it only where it falls on every variant alike "
         '(design = "interleaved" spreads it over every variant\'s turns)'
     )
     if worst:

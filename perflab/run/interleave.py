@@ -16,9 +16,10 @@ turn, over the seconds its client ran: sysbench's own clock and reports would co
 time. So the per-second intervals are seconds of the client's running time (t = 1, 2, ...;
 warm-up turns first), latency is not measured (null: a request in flight at a SIGSTOP would
 count the other servers' turns), and `resources` count the server's and client's CPU during its
-own turns. `resources.idle_cpu_cores` is what the server used while its client was stopped
-(purge, flushing, an allocator's background thread): work that lands in the other servers'
-turns; above IDLE_WARNING the row says so in `design.warning`.
+own turns, and the machine's steal time in them (`steal_cpu_cores`). `resources.idle_cpu_cores`
+is what the server used while its client was stopped (purge, flushing, an allocator's
+background thread): work that lands in the other servers' turns; above IDLE_WARNING the row
+says so in `design.warning`.
 
     rows = run_group(runner, cells, snapshots, workdir)   # one committed row per cell
 """
