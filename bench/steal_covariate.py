@@ -34,22 +34,6 @@ sys.path.insert(0, str(ROOT))
 
 from perflab.analyze import host_speed, summary
 from perflab.store.results import Results
-from perflab.variants import variant_key
-
-
-def within(cells: list[dict[str, Any]], values: list[float]) -> np.ndarray:
-    """`values` less their round's and their variant's means (alternating until stable: the
-    rounds are complete or nearly so, a few passes are exact enough)."""
-    v = np.array(values, dtype=float)
-    rounds = [c["repeat"] for c in cells]
-    variants = [variant_key(c["variant"]) for c in cells]
-    for _ in range(20):
-        for keys in (rounds, variants):
-            means: dict[Any, list[float]] = {}
-            for k, x in zip(keys, v, strict=True):
-                means.setdefault(k, []).append(x)
-            v = v - np.array([np.mean(means[k]) for k in keys])
-    return v
 
 
 def fit(y: np.ndarray, xs: list[np.ndarray]) -> tuple[list[float], float]:
@@ -61,36 +45,35 @@ def fit(y: np.ndarray, xs: list[np.ndarray]) -> tuple[list[float], float]:
     return [float(b) for b in slopes], float(left @ left / (y @ y))
 
 
+def steal(cell: dict[str, Any]) -> float | None:
+    return (cell.get("resources") or {}).get("steal_cpu_cores")
+
+
 def analyse(path: Path) -> dict[str, Any]:
     results = Results(path)
     _, cells = summary.load(results)
-    usable = [
-        c
-        for c in cells
-        if c["status"] == "ok"
-        and c.get("settled") not in (False, 0)
-        and (c.get("summary") or {}).get("qps")
-        and (c.get("resources") or {}).get("steal_cpu_cores") is not None
-        and host_speed.log_speed(c) is not None
-    ]
-    if len(usable) < 6:
+    usable = [c for c in cells if host_speed._usable(c) and steal(c) is not None and host_speed.log_speed(c) is not None
+              and host_speed.metric_value(c, "qps")]  # fmt: skip
+    # their log QPS and both figures with the round's and the variant's effects taken out by least
+    # squares: the host's within-round fit (analyze/host_speed.py)
+    found = host_speed._within(usable, "qps", [steal, host_speed.log_speed])
+    if found is None or len(usable) < 6:
         raise C.BenchError(f"{path}: {len(usable)} settled cells with steal and the canary (need 6)")
-    y = within(usable, [float(np.log(c["summary"]["qps"])) for c in usable])
-    steal_raw = [c["resources"]["steal_cpu_cores"] for c in usable]
-    steal = within(usable, steal_raw)
-    canary = within(usable, [host_speed.log_speed(c) for c in usable])
-    (b_steal,), left_steal = fit(y, [steal])
+    x, y, _ = found
+    steal_raw = [steal(c) for c in usable]
+    steal_w, canary = x[:, 0], x[:, 1]
+    (b_steal,), left_steal = fit(y, [steal_w])
     (b_canary,), left_canary = fit(y, [canary])
-    (b2_steal, b2_canary), left_both = fit(y, [steal, canary])
+    (b2_steal, b2_canary), left_both = fit(y, [steal_w, canary])
     return {
         "results": str(path),
         "cells": len(usable),
         "rounds": len({c["repeat"] for c in usable}),
         "steal_cores": {"mean": C.rnd(float(np.mean(steal_raw)), 3), "max": C.rnd(max(steal_raw), 3)},
         "residual_sd": C.rnd(float(np.std(y, ddof=1))),
-        "corr_steal": C.rnd(float(np.corrcoef(y, steal)[0, 1])),
+        "corr_steal": C.rnd(float(np.corrcoef(y, steal_w)[0, 1])),
         "corr_canary": C.rnd(float(np.corrcoef(y, canary)[0, 1])),
-        "corr_steal_canary": C.rnd(float(np.corrcoef(steal, canary)[0, 1])),
+        "corr_steal_canary": C.rnd(float(np.corrcoef(steal_w, canary)[0, 1])),
         "slope_steal": C.rnd(b_steal),
         "slope_canary": C.rnd(b_canary),
         "slopes_both": [C.rnd(b2_steal), C.rnd(b2_canary)],

@@ -137,16 +137,16 @@ def analyse(blocks: list[dict[str, Any]]) -> dict[str, Any]:
     logs = [t["log_qps"] for t in turns]
     slope = statistics.linear_regression([t["steal"] for t in turns], logs).slope if len(set(steal)) > 1 else 0.0
 
+    def diffs(cycles: list[tuple[dict[str, Any], dict[str, Any]]], b: float) -> list[float]:
+        """log(A/B) of each cycle's turns, each turn's log QPS adjusted by b x its steal."""
+        return [(a["log_qps"] + b * a["steal"]) - (x["log_qps"] + b * x["steal"]) for a, x in cycles]
+
     def own_sd(b: float) -> float | None:
-        d = [(a["log_qps"] + b * a["steal"]) - (x["log_qps"] + b * x["steal"]) for a, x in pairs]
-        return C.rnd(math.sqrt(statistics.variance(d) / 2))
+        return C.rnd(math.sqrt(statistics.variance(diffs(pairs, b)) / 2))
 
     def block_sd(b: float) -> float | None:
-        means = []
-        for blk in reads:
-            d = [(a["log_qps"] + b * a["steal"]) - (x["log_qps"] + b * x["steal"]) for a, x in turn_rates(blk)]
-            means.append(-statistics.fmean(d))  # B over A, as log_ratio
-        return C.rnd(C.stdev(means))
+        # B over A, as log_ratio
+        return C.rnd(C.stdev([-statistics.fmean(diffs(turn_rates(blk), b)) for blk in reads]))
 
     def corr(xs: list[float]) -> float | None:
         return C.rnd(statistics.correlation(xs, logs)) if len(set(xs)) > 1 else None

@@ -123,10 +123,16 @@ class RssSampler:
         return max((v for _, v in self.samples), default=None)
 
 
+def _all_cpus() -> list[int]:
+    """/proc/stat's first line: the ticks of all CPUs since boot (user nice system idle iowait
+    irq softirq steal ...)."""
+    with open("/proc/stat", encoding="ascii") as f:
+        return [int(x) for x in f.readline().split()[1:]]
+
+
 def machine_busy_s() -> float:
     """CPU time all CPUs spent busy since boot (user, nice, system, irq, softirq), /proc/stat."""
-    with open("/proc/stat", encoding="ascii") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
+    fields = _all_cpus()
     return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6]) / CLOCK_TICKS
 
 
@@ -135,9 +141,8 @@ def machine_steal_s() -> float:
     /proc/stat; 0 on bare metal), summed over all CPUs, since boot. On this project's 2-vCPU VM
     it was 0.14 cores on average under load, and explained half of a 1 s turn's QPS variance
     (r = -0.74; docs/methodology.md, "Steal time")."""
-    with open("/proc/stat", encoding="ascii") as f:
-        fields = f.readline().split()[1:]
-    return int(fields[7]) / CLOCK_TICKS if len(fields) > 7 else 0.0
+    fields = _all_cpus()
+    return fields[7] / CLOCK_TICKS if len(fields) > 7 else 0.0
 
 
 def process_cpu_s(pid: int) -> float:
