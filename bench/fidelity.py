@@ -47,7 +47,11 @@ variant: figures from a busy machine are not this machine's noise.
 With --calibrated-slope B the adjusted figures use the slope B, fixed (as a run does when a
 `perflab calibrate` of its host and workload measured the slope), instead of a slope fitted on
 each experiment's own rounds; --chase-weight W weighs the canary's chase in as a calibration's
-`host_speed.chase_weight` does. With --host-speed the run has `[observe] host_speed` on, and every figure above is given again as
+`host_speed.chase_weight` does, --steal-weight W the host's steal time as its `steal_weight` does.
+With --calibrate-on K the first K rounds calibrate, as `perflab calibrate` fits its host-speed
+figure (analyze/host_speed.calibrate: the chase and the steal weighed in when resolved; --weigh
+limits what may be), and only the later rounds are judged, with that figure fixed: a calibration
+out of sample, from the same hour. With --host-speed the run has `[observe] host_speed` on, and every figure above is given again as
 perflab judges such a run (analyze/host_speed.py): adjusted for the host's speed, the slope
 refitted on each resampled experiment's own cells (at every look for the adaptive design), the
 A/A pair centred on its adjusted estimate; beside it the canary's difference between each
@@ -56,6 +60,7 @@ variant and the baseline (a variant that moved the canary itself would show ther
 Run: python3 bench/fidelity.py --results DIR              # the figures to quote (~40 minutes), idle machine
      python3 bench/fidelity.py --host-speed --results DIR # the same with the host-speed covariate
      python3 bench/fidelity.py --analyse DIR             # again from a kept results directory, no run
+     python3 bench/fidelity.py --analyse DIR --calibrate-on 15   # steal and canary, calibrated on 15 rounds
      python3 bench/fidelity.py --quick                   # smoke test (~3 minutes)
 Exit status: 0 when it measured, 1 on a real error.
 """
@@ -91,6 +96,8 @@ FIXED_ROUNDS, FIXED_WINDOW_S, WINDOW_S = 3, 60, 10  # the fixed protocol of the 
 BASE, SAME = "none", "same"
 
 CALIBRATED: dict[str, Any] | None = None  # --calibrated-slope: judged as a run planned with such a calibration
+CALIBRATE_ON = 0  # --calibrate-on K: the first K rounds calibrate (CALIBRATED), the others are judged
+WEIGH: set[str] = {"chase", "steal"}  # --weigh: what --calibrate-on may weigh in beside the spin
 
 REST = """\
 [variants.effect]
@@ -136,10 +143,21 @@ def is_copy(name: str) -> bool:
     return name == SAME or (name.startswith(SAME) and name[len(SAME):].isdigit())
 
 
-def calibration(slope: float, chase_weight: float = 0.0) -> dict[str, Any]:
-    """CALIBRATED as a `perflab calibrate` that measured this slope (and chase weight) gives it."""
+def calibration(slope: float, chase_weight: float = 0.0, steal_weight: float = 0.0) -> dict[str, Any]:
+    """CALIBRATED as a `perflab calibrate` that measured this slope (and weights) gives it."""
     return {"slope": slope, "r": None, "rounds": None, "created_at": "--calibrated-slope",
-            "chase_weight": chase_weight or None}  # fmt: skip
+            "chase_weight": chase_weight or None, "steal_weight": steal_weight or None}  # fmt: skip
+
+
+def calibrated_on(cells: list[dict[str, Any]], rounds: int, weigh: set[str]) -> dict[str, Any] | None:
+    """--calibrate-on K: the host-speed figure `perflab calibrate` would store from the first K
+    rounds' cells (analyze/host_speed.calibrate; the chase and the steal weighed in when `weigh`
+    names them and their slopes are resolved), dated as such; None: no slope."""
+    first = [c for c in cells if c["repeat"] <= rounds]
+    if "steal" not in weigh:  # the cells without their steal figure: calibrate cannot weigh it in
+        first = [{**c, "resources": {**(c.get("resources") or {}), "steal_cpu_cores": None}} for c in first]
+    found = host_speed.calibrate(first, chase="chase" in weigh)
+    return found and {**found, "created_at": f"--calibrate-on {rounds}"}
 
 
 def by_round(cells: list[dict[str, Any]]) -> dict[str, dict[int, float]]:
@@ -156,11 +174,12 @@ def of(cells: list[dict[str, Any]], variant: str) -> list[dict[str, Any]]:
 
 
 def cell_seconds(doc: dict[str, Any]) -> float:
-    """Wall time per cell: the run's span over its cells (restarts and warm-ups included)."""
+    """Wall time per cell: the mean of the cells' own spans (restore, start, warm-up, window and
+    stop: a run's cells follow each other without a gap), not the run's span over its cells, which
+    counts the pause of a run that was resumed."""
     cells = [c for c in doc["cells"] if c.get("started_at") and c.get("ended_at")]
-    start = min(datetime.fromisoformat(c["started_at"]) for c in cells)
-    end = max(datetime.fromisoformat(c["ended_at"]) for c in cells)
-    return (end - start).total_seconds() / len(cells)
+    return C.mean([(datetime.fromisoformat(c["ended_at"]) - datetime.fromisoformat(c["started_at"])).total_seconds()
+                   for c in cells])  # fmt: skip
 
 
 def interval(est: ratio.Estimate) -> tuple[float, float] | None:
@@ -231,14 +250,24 @@ def centred_cells(cells: list[dict[str, Any]], name: str) -> dict[int, tuple[dic
 
     qps = shift(("summary", "qps"))
     canary = {name: shift(("host_speed", name)) for name in ("work_ns", "chase_ns")}  # the chase: since 2026-11-25
+    steals = [o["resources"]["steal_cpu_cores"] - b["resources"]["steal_cpu_cores"] for b, o in pairs.values()
+              if steal_of(b) is not None and steal_of(o) is not None]  # fmt: skip
+    steal = C.mean(steals) if steals else 0.0  # steal is additive (cores): its difference taken out, not a ratio
     out = {}
     for r, (b, o) in pairs.items():
         moved = {**o, "summary": {**o["summary"], "qps": o["summary"]["qps"] * (qps or 1.0)}}
         for name, factor in canary.items():
             if factor and (o.get("host_speed") or {}).get(name):
                 moved["host_speed"] = {**moved["host_speed"], name: o["host_speed"][name] * factor}
+        if steal_of(o) is not None:
+            moved["resources"] = {**o["resources"], "steal_cpu_cores": steal_of(o) - steal}
         out[r] = (b, moved)
     return out
+
+
+def steal_of(c: dict[str, Any]) -> float | None:
+    value = (c.get("resources") or {}).get("steal_cpu_cores")
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _usable(c: dict[str, Any]) -> bool:
@@ -365,14 +394,24 @@ def nominal(cells: list[dict[str, Any]], variant: str, ns: int) -> float | None:
 
 def analyse(doc: dict[str, Any]) -> dict[str, Any]:
     cells = doc["cells"]
-    qps = by_round(cells)
     cell_s = cell_seconds(doc)
+    global CALIBRATED
+    calibrated = None
+    if CALIBRATE_ON:  # the first rounds calibrate, the rest are judged with it fixed (out of sample)
+        CALIBRATED = calibrated = calibrated_on(cells, CALIBRATE_ON, WEIGH)
+        cells = [c for c in cells if c["repeat"] > CALIBRATE_ON]
+    qps = by_round(cells)
     m = max(sequential.Design.min_rounds, int(BUDGET_S // (2 * cell_s)))
     base = qps[BASE]
     out: dict[str, Any] = {"cell_s": round(cell_s, 1), "rounds_in_10_min": m, "resamples": RESAMPLES,
                            "failed_or_unsettled": sum(1 for c in cells if c["status"] != "ok"
                                                       or c.get("settled") in (False, 0)),
-                           "variants": {}}  # fmt: skip
+                           "calibrated": CALIBRATED, "calibrate_on": CALIBRATE_ON,
+                           "steal_cpu_cores": C.rnd(C.mean([s for c in cells if (s := steal_of(c)) is not None]), 3)
+                           if any(steal_of(c) is not None for c in cells) else None,
+                           "rounds_judged": len({c["repeat"] for c in cells}), "variants": {}}  # fmt: skip
+    if CALIBRATE_ON and calibrated is None:
+        raise C.BenchError(f"--calibrate-on {CALIBRATE_ON}: those rounds fit no host-speed slope")
     for name in sorted(qps, key=lambda n: (not is_copy(n), int(n[4:]) if n.startswith("slow") else 0, n)):
         if name == BASE:
             continue
@@ -413,7 +452,13 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
 
 def show(out: dict[str, Any]) -> None:
     C.say(f"{out['cell_s']} s a cell: a 10-minute two-variant experiment holds {out['rounds_in_10_min']} rounds; "
-          f"{out['resamples']} resamples each; failed or unsettled cells: {out['failed_or_unsettled']}")  # fmt: skip
+          f"{out['resamples']} resamples each of {out['rounds_judged']} rounds; failed or unsettled cells: "
+          f"{out['failed_or_unsettled']}; steal {out['steal_cpu_cores']} cores on average")  # fmt: skip
+    cal = out.get("calibrated")
+    if cal:
+        C.say(f"host speed fixed ({cal['created_at']}): slope {cal['slope']} ± {cal.get('se')}, r {cal.get('r')}, "
+              f"chase weight {cal.get('chase_weight')}, steal weight {cal.get('steal_weight')}; a run would "
+              + (f"not use it: {why}" if (why := host_speed.usable_slope(cal)) else "use it"))  # fmt: skip
     rows = []
     for name, r in out["variants"].items():
         f, a, x = r["full"], r["resampled"]["adaptive"], r["resampled"]["fixed"]
@@ -487,15 +532,31 @@ def main() -> None:
     parser.add_argument("--chase-weight", type=float, metavar="W", default=0.0,
                         help="with --calibrated-slope: the canary's chase weighed in with W, as a calibration's "
                              "host_speed.chase_weight (bench/canary_chase.py prints fits)")
+    parser.add_argument("--steal-weight", type=float, metavar="W", default=0.0,
+                        help="with --calibrated-slope: the host's steal time weighed in with W, as a calibration's "
+                             "host_speed.steal_weight")
+    parser.add_argument("--calibrate-on", type=int, metavar="K",
+                        help="with --host-speed: fit the slope and its weights as perflab calibrate does on the first "
+                             "K rounds, and judge the later rounds only, with them fixed (out of sample)")
+    parser.add_argument("--weigh", default="chase,steal", metavar="LIST",
+                        help="with --calibrate-on: what may be weighed in beside the canary's spin: chase, steal, "
+                             "both (the default) or none ('')")
     parser.add_argument("--design", choices=("sequential", "interleaved"), default="sequential",
                         help="experiment.design of the run (interleaved: no [observe] alloc, no --host-speed; the "
                              "nominal effect is then the variant's extra server CPU per transaction)")
     args = parser.parse_args()
     if args.design == "interleaved" and args.host_speed:
         parser.error("--host-speed: the interleaved design takes no host-speed canary (spec/design.py)")
-    global CALIBRATED
+    global CALIBRATED, CALIBRATE_ON, WEIGH
     if args.calibrated_slope is not None:
-        CALIBRATED = calibration(args.calibrated_slope, args.chase_weight)
+        CALIBRATED = calibration(args.calibrated_slope, args.chase_weight, args.steal_weight)
+    if args.calibrate_on is not None:
+        if args.calibrated_slope is not None or args.calibrate_on < 2:
+            parser.error("--calibrate-on K: K >= 2 rounds, and not with --calibrated-slope")
+        CALIBRATE_ON = args.calibrate_on
+    WEIGH = {w for w in args.weigh.split(",") if w}
+    if WEIGH - {"chase", "steal"}:
+        parser.error(f"--weigh: unknown {sorted(WEIGH - {'chase', 'steal'})}; chase, steal or both")
     cfg = settings(args)
 
     def run() -> None:

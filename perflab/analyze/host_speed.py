@@ -49,20 +49,50 @@ MIN_CELLS = 8  # settled cells with a canary figure in the run: fewer fit no slo
 BALANCE_P = 0.01  # the sides' speeds differ beyond chance at this level: the variant moves the canary
 
 
-def log_speed(cell: dict[str, Any], chase_weight: float = 0.0) -> float | None:
+def log_speed(cell: dict[str, Any], chase_weight: float = 0.0, steal_weight: float = 0.0) -> float | None:
     """log(1 / work_ns) of a cell's window, plus chase_weight x log(1 / chase_ns) when a
-    calibration weighed the canary's pointer chase in (`chase_weight`); None without the
+    calibration weighed the canary's pointer chase in (`chase_weight`), less steal_weight x the
+    host's steal time in cores when it weighed that in (`steal_weight`); None without the
     figures it needs."""
     spin = _log_of_inverse(cell, "work_ns")
-    if spin is None or not chase_weight:
-        return spin
-    chase = _log_of_inverse(cell, "chase_ns")
-    return None if chase is None else spin + chase_weight * chase
+    if spin is None:
+        return None
+    if chase_weight:
+        chase = _log_of_inverse(cell, "chase_ns")
+        if chase is None:
+            return None
+        spin += chase_weight * chase
+    if steal_weight:
+        steal = _less_steal(cell)
+        if steal is None:
+            return None
+        spin += steal_weight * steal
+    return spin
+
+
+def weighed_in(calibrated: dict[str, Any] | None) -> str:
+    """", chase weight 0.62, steal weight 1.40": what a calibration weighed in beside the spin."""
+    chase, steal = weights(calibrated)
+    return (f", chase weight {chase:.2f}" if chase else "") + (f", steal weight {steal:.2f}" if steal else "")
 
 
 def _log_of_inverse(cell: dict[str, Any], name: str) -> float | None:
     value = (cell.get("host_speed") or {}).get(name)
     return -math.log(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def _less_steal(cell: dict[str, Any]) -> float | None:
+    """Minus the steal time over the cell's window, in cores (resources.steal_cpu_cores): the
+    CPU the hypervisor took away, signed as a speed (more steal, a slower host)."""
+    value = (cell.get("resources") or {}).get("steal_cpu_cores")
+    return -float(value) if isinstance(value, int | float) else None
+
+
+def weights(calibrated: dict[str, Any] | None) -> tuple[float, float]:
+    """(chase_weight, steal_weight) of a calibration's host-speed figure (0 when absent)."""
+    c = calibrated or {}
+    return tuple(float(w) if isinstance(w := c.get(k), int | float) else 0.0  # type: ignore[return-value]
+                 for k in ("chase_weight", "steal_weight"))  # fmt: skip
 
 
 def metric_value(cell: dict[str, Any], metric: str) -> float | None:
@@ -99,9 +129,7 @@ class Adjustment:
             fit_r = f", r = {r:.2f}" if isinstance(r, int | float) else ""
             rounds = c.get("rounds")
             where = f"perflab calibrate of {when}, {rounds} A/A rounds{fit_r}"
-            weight = c.get("chase_weight")
-            chase = f", chase weight {weight:.2f}" if isinstance(weight, int | float) and weight else ""
-            return f"host speed: calibrated slope {self.slope:.2f}{chase} ({where})"
+            return f"host speed: calibrated slope {self.slope:.2f}{weighed_in(c)} ({where})"
         return f"host speed: slope {self.slope:.2f} over {self.cells} cells (r = {self.r:.2f})"
 
     def balance(self, base: list[dict[str, Any]], other: list[dict[str, Any]]) -> tuple[float, float | None]:
@@ -161,14 +189,15 @@ def _within(cells: list[dict[str, Any]], metric: str,
     return x, residual(np.array([y for _, _, y in rows])), len(rows) - int(np.linalg.matrix_rank(dummies))
 
 
-def within_rounds(cells: list[dict[str, Any]], metric: str = "qps", chase_weight: float = 0.0) -> dict[str, Any] | None:
-    """The pooled within-round slope of log(metric) on log(speed) (with the chase weighed in,
-    `log_speed`): least squares with an effect per (variant, threads) group and per (round,
+def within_rounds(cells: list[dict[str, Any]], metric: str = "qps", chase_weight: float = 0.0,
+                  steal_weight: float = 0.0) -> dict[str, Any] | None:  # fmt: skip
+    """The pooled within-round slope of log(metric) on log(speed) (with the chase and the steal
+    weighed in, `log_speed`): least squares with an effect per (variant, threads) group and per (round,
     threads) block, over the settled cells with a canary figure (what `perflab calibrate`
     stores); {slope, se, r, cells}, or None with fewer than MIN_CELLS of them or no spread of
     speed left. `se`: the slope's standard error (the residual variance on the degrees of
     freedom the effects leave)."""
-    found = _within(cells, metric, [lambda c: log_speed(c, chase_weight)])
+    found = _within(cells, metric, [lambda c: log_speed(c, chase_weight, steal_weight)])
     if found is None:
         return None
     x, ry, df = found
@@ -183,7 +212,23 @@ def within_rounds(cells: list[dict[str, Any]], metric: str = "qps", chase_weight
     return {"slope": slope, "se": se, "r": r, "cells": len(rx)}
 
 
-CHASE_T = 2.0  # the chase is weighed in when its own slope is at least this many standard errors above 0
+def calibrate(cells: list[dict[str, Any]], chase: bool = False) -> dict[str, Any] | None:
+    """What `perflab calibrate` stores of the host's speed: the weights first (the chase's when
+    `chase` and resolved, `chase_weight`; the steal's when resolved, `steal_weight`), then the
+    within-round slope on the weighed covariate; {slope, se, r, cells, rounds, chase_weight,
+    steal_weight} (a weight None: not weighed in), or None with no slope, or a wild one (beyond
+    calibration.MAX_SLOPE: a few cells' fit, which the calibration file would refuse)."""
+    weight = round(usable_weight(chase_weight(cells, "qps")), 4) if chase else 0.0
+    steal = round(usable_steal_weight(steal_weight(cells, "qps", weight)), 4)
+    found = within_rounds(cells, "qps", weight, steal)
+    if found is None or abs(found["slope"]) > calibration.MAX_SLOPE:
+        return None
+    rounds = len({c["repeat"] for c in cells if log_speed(c, weight, steal) is not None})
+    return {"slope": round(found["slope"], 4), "se": round(found["se"], 4), "r": round(found["r"], 4),
+            "cells": found["cells"], "rounds": rounds, "chase_weight": weight or None, "steal_weight": steal or None}  # fmt: skip
+
+
+CHASE_T = 2.0  # the chase (or steal) is weighed in when its own slope is at least this many standard errors above 0
 
 
 def chase_weight(cells: list[dict[str, Any]], metric: str = "qps") -> dict[str, Any] | None:
@@ -191,7 +236,31 @@ def chase_weight(cells: list[dict[str, Any]], metric: str = "qps") -> dict[str, 
     log speeds, pooled within rounds as `within_rounds`; {weight, spin, chase, chase_se}, the
     weight the chase's slope over the spin's. None without chase figures (an older canary) or
     too few cells; `usable_weight` says whether the weight is worth using."""
-    found = _within(cells, metric, [log_speed, lambda c: _log_of_inverse(c, "chase_ns")])
+    found = _second(cells, metric, log_speed, lambda c: _log_of_inverse(c, "chase_ns"))
+    return None if found is None else {"weight": found[0], "spin": found[1], "chase": found[2], "chase_se": found[3]}
+
+
+def steal_weight(cells: list[dict[str, Any]], metric: str = "qps", chase_weight: float = 0.0) -> dict[str, Any] | None:
+    """How much the host's steal time adds to the canary (its spin, and its chase with
+    `chase_weight`) as a covariate: log(metric) on the canary's log speed and on minus the steal
+    in cores, pooled within rounds as `within_rounds`; {weight, speed, steal, steal_se}, the
+    weight the steal's slope over the canary's. None without steal figures or too few cells;
+    `usable_steal_weight` says whether it is worth using.
+
+    Why both: the canary sees a slower vCPU and the CPU taken from it only as far as its own
+    short spin was descheduled; steal counts every CPU-second taken. Measured here
+    (bench/steal_covariate.py, within-round residual of log QPS): in a heavy-steal half hour
+    steal left 9% of the variance and the canary 48%, in a quiet one 58% and 18%; both 5-9%."""
+    found = _second(cells, metric, lambda c: log_speed(c, chase_weight), _less_steal)
+    return None if found is None else {"weight": found[0], "speed": found[1], "steal": found[2], "steal_se": found[3]}
+
+
+def _second(cells: list[dict[str, Any]], metric: str, first: Covariate,
+            second: Covariate) -> tuple[float, float, float, float] | None:  # fmt: skip
+    """log(metric) on two covariates within rounds (`_within`): (the second's slope over the
+    first's, the first's slope, the second's, the second's standard error); None with too few
+    cells or covariates that do not vary apart."""
+    found = _within(cells, metric, [first, second])
     if found is None:
         return None
     x, ry, df = found
@@ -200,19 +269,33 @@ def chase_weight(cells: list[dict[str, Any]], metric: str = "qps") -> dict[str, 
     if df <= 0 or np.linalg.cond(xtx) > 1e12:
         return None
     inverse = np.linalg.inv(xtx)
-    spin, chase = (float(b) for b in inverse @ x.T @ ry)
-    e = ry - x @ np.array([spin, chase])
-    chase_se = math.sqrt(float(e @ e) / df * float(inverse[1, 1]))
-    weight = chase / spin if spin > 0 else math.inf
-    return {"weight": weight, "spin": spin, "chase": chase, "chase_se": chase_se}
+    one, two = (float(b) for b in inverse @ x.T @ ry)
+    e = ry - x @ np.array([one, two])
+    se = math.sqrt(float(e @ e) / df * float(inverse[1, 1]))
+    return (two / one if one > 0 else math.inf), one, two, se
 
 
 def usable_weight(found: dict[str, Any] | None) -> float:
     """The chase's weight to use (0: the spin alone): both slopes positive, the chase's
     resolved (CHASE_T standard errors) and the weight within what a calibration file may hold."""
-    if not found or found["spin"] <= 0 or found["chase"] < CHASE_T * found["chase_se"]:
+    if not found:
         return 0.0
-    return found["weight"] if 0 < found["weight"] <= calibration.MAX_CHASE_WEIGHT else 0.0
+    return _usable_weight(found["spin"], found["chase"], found["chase_se"], found["weight"],
+                          calibration.MAX_CHASE_WEIGHT)  # fmt: skip
+
+
+def usable_steal_weight(found: dict[str, Any] | None) -> float:
+    """The steal's weight to use (0: the canary alone), as `usable_weight`."""
+    if not found:
+        return 0.0
+    return _usable_weight(found["speed"], found["steal"], found["steal_se"], found["weight"],
+                          calibration.MAX_STEAL_WEIGHT)  # fmt: skip
+
+
+def _usable_weight(first: float, second: float, se: float, weight: float, most: float) -> float:
+    if first <= 0 or second < CHASE_T * se:
+        return 0.0
+    return weight if 0 < weight <= most else 0.0
 
 
 MIN_T = 4.0  # a calibrated slope is used when it is positive and at least this many standard errors
@@ -239,14 +322,14 @@ DISAGREE_Z = 2.5
 
 def disagreement(cells: list[dict[str, Any]], calibrated: dict[str, Any] | None) -> dict[str, Any] | None:
     """Whether the run's own pooled within-round slope (`within_rounds`, with the calibration's
-    chase weight) lies more than DISAGREE_Z combined standard errors from the calibrated slope
+    chase and steal weights) lies more than DISAGREE_Z combined standard errors from the calibrated slope
     its verdicts used: {own, calibrated, z}, or None (no calibrated slope, too few cells, or
     they agree). The verdicts stay valid (the slope was fixed before the data); a wrong one
     costs power: too large over-adjusts (a fixed 1 against a true 0.5 took a 3.7% slowdown from
     73% called to 8%), too small leaves noise in."""
     if not calibrated or not isinstance(calibrated.get("slope"), int | float):
         return None
-    own = within_rounds(cells, "qps", float(calibrated.get("chase_weight") or 0.0))
+    own = within_rounds(cells, "qps", *weights(calibrated))
     cal_se = calibrated.get("se") if isinstance(calibrated.get("se"), int | float) else 0.0
     if own is None or not math.isfinite(own["se"]):
         return None
@@ -265,9 +348,9 @@ def fit(
     none is fitted on the rounds it adjusts (methodology.md#host-speed)."""
     groups: dict[tuple[str, int], list[tuple[int, float, float]]] = {}
     speeds = {}
-    weight = float((calibrated or {}).get("chase_weight") or 0.0) if metric == "qps" else 0.0
+    weighed = weights(calibrated) if metric == "qps" else (0.0, 0.0)
     for cell in cells:
-        x, y = log_speed(cell, weight), metric_value(cell, metric)
+        x, y = log_speed(cell, *weighed), metric_value(cell, metric)
         if not _usable(cell) or x is None or y is None or y <= 0:
             continue
         speeds[cell["id"]] = x
@@ -305,7 +388,8 @@ def decide(
     diff, p = adjustment.balance(base, other)
     if p is not None and p < BALANCE_P:
         return None, (
-            f"not adjusted for host speed: the canary ran {abs(math.exp(diff) - 1):.1%} "
+            f"not adjusted for host speed: the canary{' with the steal' if weights(adjustment.calibrated)[1] else ''} "
+            f"ran {abs(math.exp(diff) - 1):.1%} "
             f"{'faster' if diff > 0 else 'slower'} beside the variant than beside the baseline (p = {p:.2g}); "
             "the variant itself may change the vCPU's speed"
         )

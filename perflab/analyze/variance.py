@@ -12,7 +12,7 @@ into three components, and what each contributes to the variance of a ratio:
             inside a cell, tau = (1 + rho) / (1 - rho) with rho the lag-1 autocorrelation. Both
             are pooled over the cells (a 10-second window alone gives no usable rho), and rho
             gets the small-sample correction of a demeaned series, + (1 + 4 rho) / n
-            (Marriott and Pope), clamped to [0, 0.9]. `per_second` = s^2 tau, so a window of L
+            (Marriott and Pope), clamped to [-0.5, 0.9]. `per_second` = s^2 tau, so a window of L
             seconds has a variance of about per_second / L (perflab calibrate trades it
             against the cost of a restart). Batch means, which the per-cell `steady` CI uses,
             are not used here: a 10-20 s window gives batches of 1-2 s, which miss the
@@ -58,6 +58,10 @@ from perflab.variants import variant_key
 WINDOW, RESTARTS, DRIFT = "window", "restarts", "drift"
 MIN_ROUNDS = 3  # complete rounds below which the components are not separated
 MAX_RHO = 0.9  # beyond it tau (19) rests on a few seconds of a short window
+# below it no AR(1) or MA(1) series lies (an MA(1)'s lag-1 is at least -0.5): tau 1/3. Negative, not 0: an
+# interleaved cell's own seconds (each less its group's mean) had -0.03 to -0.45 (2026-11-26); clamped at 0,
+# their window's variance was overstated by up to 1 / tau = 2.6 times
+MIN_RHO = -0.5
 DOMINATES = 0.5  # a component holding this share of a ratio's variance sets the advice
 
 
@@ -200,7 +204,9 @@ def own_windows(cells: list[dict[str, Any]], series: dict[int, list[dict[str, An
     turns, times sqrt(k / (k - 1)) for k cells. The cells of a group take turns through the same
     seconds of host speed, so a change of speed moves them all and cancels in a ratio; the raw
     windows would count it as every cell's own noise (a pessimistic window, and restarts
-    clamped at 0). A group with one settled cell has nothing to subtract: it is left out."""
+    clamped at 0). Their lag-1 correlation was measured negative (-0.03 to -0.45, 2026-11-26):
+    `autocorrelated_variance` keeps it (down to MIN_RHO), which shrinks their window's
+    variance. A group with one settled cell has nothing to subtract: it is left out."""
     groups: dict[tuple[int, ...], list[tuple[dict[str, Any], dict[float, float]]]] = {}
     for cell in cells:
         start = cell.get("window_start_s") or 0.0
@@ -236,7 +242,7 @@ def autocorrelated_variance(windows: list[list[float]]) -> tuple[float | None, f
     if ss == 0:
         return 0.0, 0.0
     lag1 = math.fsum(a * b for w in centred for a, b in itertools.pairwise(w)) / ss
-    rho = min(MAX_RHO, max(0.0, lag1 + (1 + 4 * lag1) / statistics.fmean(len(w) for w in windows)))
+    rho = min(MAX_RHO, max(MIN_RHO, lag1 + (1 + 4 * lag1) / statistics.fmean(len(w) for w in windows)))
     return ss / df * (1 + rho) / (1 - rho), rho
 
 

@@ -191,18 +191,15 @@ def _host_speed(results: Results, cells: list[dict[str, Any]], noise: power.Nois
                 duration: float, chase: bool = False) -> dict[str, Any] | None:  # fmt: skip
     """With the canary: the within-round slope of log QPS on the canary's log speed (its spin;
     with `chase`, its pointer chase weighed in when the chase's own slope is resolved:
-    `chase_weight`), which runs of this host and workload then use as a fixed slope
+    `chase_weight`; and the host's steal time weighed in when its own slope is resolved:
+    `steal_weight`, analyze/host_speed.steal_weight), which runs of this host and workload then use as a fixed slope
     (cli/calibrated.py); and the noise left
     once the cells are adjusted with it (`adjusted_noise`), with the plan it gives (what a run
     with the canary and this calibration can detect)."""
-    weight = round(host_speed.usable_weight(host_speed.chase_weight(cells, "qps")), 4) if chase else 0.0
-    found = host_speed.within_rounds(cells, "qps", weight)
-    if found is None or abs(found["slope"]) > calibration.MAX_SLOPE:  # a few cells' wild fit: no slope at all
+    found = host_speed.calibrate(cells, chase)
+    if found is None:
         return None
-    rounds = len({c["repeat"] for c in cells if host_speed.log_speed(c, weight) is not None})
-    out = {"slope": round(found["slope"], 4), "se": round(found["se"], 4), "r": round(found["r"], 4),
-           "cells": found["cells"], "rounds": rounds, "chase_weight": weight or None, "restart": None,
-           "per_second": None, "plan": None}  # fmt: skip
+    out = {**found, "restart": None, "per_second": None, "plan": None}
     fitted = host_speed.fit(cells, "qps", out) if host_speed.usable_slope(out) is None else None
     if fitted is None:
         return out
@@ -290,8 +287,10 @@ def show(doc: dict[str, Any]) -> None:
 
 
 def _weighed(found: dict[str, Any]) -> str:
-    weight = found.get("chase_weight")
-    return f" (its spin, and its chase with weight {weight:.2f})" if weight else ""
+    chase, steal = host_speed.weights(found)
+    parts = ([f"its chase with weight {chase:.2f}"] if chase else []) + (
+        [f"the host's steal time with weight {steal:.2f} a core"] if steal else [])
+    return f" (its spin, {' and '.join(parts)})" if parts else ""
 
 
 def _pct(value: float | None) -> str:

@@ -40,6 +40,8 @@ MAX_AGE_DAYS = 30
 HOST_KEYS = ("hostname", "kernel", "machine", "cpu_model", "cores", "memory_bytes", "glibc", "mariadbd", "sysbench")
 NOISE_KEYS = ("per_second", "restart", "overhead")
 MAX_CHASE_WEIGHT = 5.0  # host_speed.chase_weight: the chase's weight beside the spin (0.6-2.3 here)
+MAX_STEAL_WEIGHT = 20.0  # host_speed.steal_weight: steal's (per core) beside the canary's; wider than the chase's, as
+# a quiet hour's canary slope can be small beside steal's
 MAX_SLOPE = 5.0  # |host_speed.slope| beyond it: no slope of a real host (0.5 here); calibrate does not save one
 HINT = "run `perflab calibrate FILE.toml` on this machine (docs/experiment.md#calibration)"
 
@@ -94,6 +96,10 @@ def read(path: Path) -> dict[str, Any]:
     if weight is not None and not (isinstance(weight, int | float) and 0 <= weight <= MAX_CHASE_WEIGHT):
         raise UsageError(f"{path}: corrupt calibration file (host_speed.chase_weight is not a number from 0 to "
                          f"{MAX_CHASE_WEIGHT:g})", HINT)  # fmt: skip
+    weight = (slope or {}).get("steal_weight")  # optional, since 2026-11-26: the host's steal time beside the canary
+    if weight is not None and not (isinstance(weight, int | float) and 0 <= weight <= MAX_STEAL_WEIGHT):
+        raise UsageError(f"{path}: corrupt calibration file (host_speed.steal_weight is not a number from 0 to "
+                         f"{MAX_STEAL_WEIGHT:g})", HINT)  # fmt: skip
     return doc
 
 

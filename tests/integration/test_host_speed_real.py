@@ -153,6 +153,8 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
     slope = doc["host_speed"]
     assert slope["cells"] == settled and slope["rounds"] == 5 and -1 <= slope["r"] <= 1 and slope["se"] > 0
     assert slope["chase_weight"] is None or 0 < slope["chase_weight"] <= 5  # --chase: weighed in when resolved
+    assert slope["steal_weight"] is None or 0 < slope["steal_weight"] <= 20  # steal: weighed in when resolved
+    assert all(c["resources"]["steal_cpu_cores"] >= 0 for c in aa if c["status"] == "ok")  # what it is fitted on
     assert all(c["host_speed"]["chase_ns"] > 0 for c in aa if c["status"] == "ok" and c["settled"])
     if host_speed.usable_slope(slope) is None:  # resolved: the noise left after adjusting, and its plan
         assert slope["restart"] is None or (slope["restart"] >= 0 and 0 < slope["plan"]["effect"] < 1)
@@ -169,21 +171,23 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
         assert check.returncode == 0 and "so the run fits its own" in check.stdout, check.stdout
     # what a longer calibration gives (a resolved slope), written into the saved file: the run uses it
     stored = json.loads(saved.read_text())
-    stored["host_speed"] = {**slope, "slope": 0.5, "se": 0.05, "chase_weight": 0.8}  # the chase weighed in
+    stored["host_speed"] = {**slope, "slope": 0.5, "se": 0.05, "chase_weight": 0.8, "steal_weight": 1.5}  # both in
     saved.write_text(json.dumps(stored))
     out = tmp_path / "results"
     done = perflab("run", str(toml), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     said = " ".join(done.stdout.split())  # the note is wrapped at the terminal's width
-    assert "host-speed slope 0.50, chase weight 0.80" in said and "fixed for the verdicts" in said, said
+    assert "host-speed slope 0.50, chase weight 0.80, steal weight 1.50" in said and "fixed for the verdicts" in said, said
     assert "[observe] host_speed on, as the calibration measured its slope" in done.stdout, done.stdout
     run = json.loads(perflab("export", str(out)).stdout)
     assert all(c["host_speed"]["work_ns"] > 0 for c in run["cells"] if c["status"] == "ok")  # the canary ran
     assert run["run"]["calibration"]["host_speed"]["slope"] == 0.5
     assert run["run"]["calibration"]["host_speed"]["chase_weight"] == 0.8
+    assert run["run"]["calibration"]["host_speed"]["steal_weight"] == 1.5
     (row,) = [c for c in run["comparisons"] if c["metric"] == "qps"]
     if row["adjusted"]:
-        assert row["adjustment"].startswith("host speed: calibrated slope 0.50, chase weight 0.80 (perflab calibrate")
+        assert row["adjustment"].startswith(
+            "host speed: calibrated slope 0.50, chase weight 0.80, steal weight 1.50 (perflab calibrate")
         assert row["method"] in ("paired", "welch") and row["unadjusted_ratio"] is not None
     else:  # the canary differed between the sides beyond chance, or a cell had no figure: said so
         assert row["adjustment"].startswith("not adjusted for host speed")
@@ -192,7 +196,7 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
         calibration = results.meta()["calibration"]
         results.set_meta(calibration={**calibration, "host_speed": {**calibration["host_speed"], "slope": 50.0}})
     report = " ".join(perflab("report", str(out)).stdout.split())
-    if host_speed.within_rounds(run["cells"], "qps", 0.8) is not None:  # 8 settled cells with a figure
+    if host_speed.within_rounds(run["cells"], "qps", 0.8, 1.5) is not None:  # 8 settled cells with a figure
         assert "host speed: this run's own within-round slope is" in report, report
         assert "the calibrated one its verdicts used 50.00 ± 0.05" in report and "over-adjusts" in report, report
     else:

@@ -132,6 +132,8 @@ def test_a_mismatch_is_named_and_never_used(tmp_path: Path, changes: dict, named
         (json.dumps(_doc(host_speed={"slope": 40})), "host_speed.slope is not a number from -5 to 5"),
         (json.dumps(_doc(host_speed={"slope": 0.4, "chase_weight": -0.5})), "host_speed.chase_weight is not a number"),
         (json.dumps(_doc(host_speed={"slope": 0.4, "chase_weight": "1"})), "host_speed.chase_weight is not a number"),
+        (json.dumps(_doc(host_speed={"slope": 0.4, "steal_weight": -1})), "host_speed.steal_weight is not a number"),
+        (json.dumps(_doc(host_speed={"slope": 0.4, "steal_weight": 99})), "steal_weight is not a number from 0 to 20"),
     ],
 )
 def test_corrupt_or_unknown_files_are_refused(tmp_path: Path, text: str, named: str):
@@ -278,7 +280,7 @@ def test_calibrate_saves_no_slope_that_its_reader_would_call_corrupt(monkeypatch
 
     calibrate = importlib.import_module("perflab.cli.calibrate")  # the module, not the click command
     wild = {"slope": -9.7661, "se": 6.7774, "r": -0.71, "cells": 8}
-    monkeypatch.setattr(calibrate.host_speed, "within_rounds", lambda cells, metric, weight=0.0: wild)
+    monkeypatch.setattr(calibrate.host_speed, "within_rounds", lambda cells, metric, *weights: wild)
     noise = power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
     assert calibrate._host_speed(None, [], noise, 600, 10) is None
     _, used = calibrated.apply(spec.parse(FILE), _doc(host_speed=None), "using /x.json")

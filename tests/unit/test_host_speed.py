@@ -317,3 +317,71 @@ def test_calibrate_chase_saves_the_chases_weight_with_the_slope_on_both(monkeypa
     assert spin["chase_weight"] is None and spin["r"] < 0.85
     older = calibrate._host_speed(None, with_round_effects(run(effect=1.0, rounds=20)), noise, 600, 10)
     assert older["chase_weight"] is None and older["slope"] == pytest.approx(0.7, abs=0.05)  # an older canary
+
+
+def with_steal(cells: list[dict], spin: float = 0.4, steal: float = 0.6, seed: int = 9,
+               noise: float = 0.01) -> list[dict]:  # fmt: skip
+    """Cells whose QPS follows the core's speed (the canary's spin, +/-25%) and, apart from it,
+    the CPU the hypervisor took (steal, 0 to 1 core: exponential, mean 0.15, as measured here);
+    log QPS = spin x log speed - steal x cores; B 3% slower."""
+    rng = random.Random(seed)
+    out = []
+    for c in cells:
+        core, taken = math.exp(rng.gauss(0, 0.25)), min(1.0, rng.expovariate(1 / 0.15))
+        factor = 0.97 if c["variant"] is B else 1.0
+        qps = 1000 * factor * core**spin * math.exp(-steal * taken + rng.gauss(0, noise))
+        out.append({**c, "summary": {**c["summary"], "qps": qps}, "host_speed": {"work_ns": 1e6 / core},
+                    "resources": {**c["resources"], "steal_cpu_cores": round(taken, 3)}})  # fmt: skip
+    return out
+
+
+def test_the_steals_weight_is_its_slope_over_the_canarys_pooled_within_rounds():
+    cells = with_round_effects(with_steal(run(effect=1.0, rounds=20)))
+    found = host_speed.steal_weight(cells, "qps")
+    assert found is not None
+    assert found["speed"] == pytest.approx(0.4, abs=0.03) and found["steal"] == pytest.approx(0.6, abs=0.05)
+    assert found["weight"] == pytest.approx(1.5, abs=0.2) and host_speed.usable_steal_weight(found) == found["weight"]
+    alone, both = host_speed.within_rounds(cells, "qps"), host_speed.within_rounds(cells, "qps", 0.0, found["weight"])
+    assert alone["r"] < 0.9 < 0.97 < both["r"] and both["slope"] == pytest.approx(0.4, abs=0.03)
+    # more steal, a slower host: minus the cores, weighed, on the canary's log speed
+    assert host_speed.log_speed(cells[0], 0.0, 2.0) == pytest.approx(
+        -math.log(cells[0]["host_speed"]["work_ns"]) - 2.0 * cells[0]["resources"]["steal_cpu_cores"])
+
+
+def test_steal_that_does_not_matter_or_a_cell_without_it_weighs_nothing():
+    cells = with_steal(run(effect=1.0, rounds=20), steal=0.0, noise=0.05)
+    found = host_speed.steal_weight(cells, "qps")
+    assert found is not None and abs(found["steal"]) < 3 * found["steal_se"]
+    assert host_speed.usable_steal_weight(found) == 0.0
+    assert host_speed.usable_steal_weight({"weight": 30.0, "speed": 0.02, "steal": 0.6, "steal_se": 0.01}) == 0.0
+    assert host_speed.usable_steal_weight({"weight": -2.0, "speed": -0.3, "steal": 0.6, "steal_se": 0.01}) == 0.0
+    assert host_speed.steal_weight(run(effect=1.0, rounds=20), "qps") is None  # no steal figures: no fit
+    assert host_speed.log_speed({"host_speed": {"work_ns": 1e6}}, 0.0, 1.5) is None  # weighed, steal is needed
+    assert host_speed.log_speed({"host_speed": {"work_ns": 1e6}, "resources": {"steal_cpu_cores": None}}, 0, 1) is None
+
+
+def test_a_calibrated_steal_weight_adjusts_on_the_canary_and_the_steal():
+    cells = with_steal(run(effect=1.0, rounds=20))
+    weighed = {**CALIBRATED, "slope": 0.4, "steal_weight": 1.5}
+    meta = {**META, "calibration": {"used": True, "host_speed": weighed}}
+    (row,) = compare.verdicts(meta, cells, metrics=("qps",)).comparisons
+    assert row.adjusted and "calibrated slope 0.40, steal weight 1.50" in row.adjustment
+    spin_only = {**META, "calibration": {"used": True, "host_speed": {**CALIBRATED, "slope": 0.4}}}
+    (plain,) = compare.verdicts(spin_only, cells, metrics=("qps",)).comparisons
+    assert row.ratio == pytest.approx(0.97, abs=0.01) and row.verdict == "slower"
+    assert (row.ci_high - row.ci_low) < 0.5 * (plain.ci_high - plain.ci_low)  # the CPU taken away taken out too
+
+
+def test_calibrate_saves_the_steals_weight_when_steal_matters(monkeypatch):
+    import importlib
+
+    calibrate = importlib.import_module("perflab.cli.calibrate")  # the module, not the click command
+    monkeypatch.setattr(calibrate.host_speed, "usable_slope", lambda found: "not planned here")  # no Results needed
+    noise = calibrate.power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
+    saved = calibrate._host_speed(None, with_round_effects(with_steal(run(effect=1.0, rounds=20))), noise, 600, 10)
+    assert saved["steal_weight"] == pytest.approx(1.5, abs=0.2) and saved["slope"] == pytest.approx(0.4, abs=0.03)
+    assert saved["chase_weight"] is None and saved["r"] > 0.95
+    quiet = calibrate._host_speed(None, with_steal(run(effect=1.0, rounds=20), steal=0.0, noise=0.05), noise, 600, 10)
+    assert quiet["steal_weight"] is None  # steal that does not move QPS is not weighed in
+    both = with_round_effects(with_chase(with_steal(run(effect=1.0, rounds=20))))  # the chase's cells keep no steal
+    assert calibrate._host_speed(None, both, noise, 600, 10, chase=True)["steal_weight"] is None

@@ -72,6 +72,17 @@ def test_autocorrelation_is_allowed_for(window):
     assert correlated / white == pytest.approx(3.0, rel=0.2)
 
 
+def test_a_negative_lag1_shrinks_the_window_as_an_ar1_does():
+    # a = -0.4: the window mean's variance is sd^2 (0.6 / 1.4) / n, 0.43 of white noise's; clamped
+    # at 0 (before 2026-11-26) it was counted as white
+    sd_s, window = 0.02, 40
+    got = _mean_components(200, restart=0.0, drift=0.0, ar=-0.4, window=window, sd_s=sd_s)["window"]
+    assert got == pytest.approx(sd_s**2 * 0.6 / 1.4 / window, rel=0.2)
+    rho = decompose(simulate(1, rounds=20, restart=0.0, drift=0.0, ar=-0.4, window=window)).rho
+    assert -0.55 < rho < -0.25
+    assert variance.autocorrelated_variance([[1.0, -1.0] * 20])[1] == variance.MIN_RHO  # no series lies below
+
+
 def test_fractions_and_advice_follow_the_dominant_component():
     drifting = decompose(simulate(1, rounds=12, restart=0.002, drift=0.05, sd_s=0.002))
     assert drifting.component("drift").fraction == 0.0  # a paired ratio cancels it

@@ -61,3 +61,30 @@ def test_machine_steal_is_read_from_proc_stat_and_only_grows() -> None:
         fields = f.readline().split()
     assert first >= 0.0 and machine_steal_s() >= first
     assert len(fields) < 9 or abs(int(fields[8]) / 100 - first) < 1.0  # USER_HZ is 100 on Linux
+
+
+def test_a_thread_that_ends_while_its_status_is_read_is_left_out(monkeypatch) -> None:
+    # 2026-11-26: a server thread exited between the open and the read of its status file; the
+    # read raised ESRCH (ProcessLookupError) and took the whole run down with it
+    import builtins
+    import os
+
+    real_open, tids = builtins.open, os.listdir(f"/proc/{os.getpid()}/task")
+    gone = f"/proc/{os.getpid()}/task/{tids[0]}/status"
+
+    class Ending:
+        def __init__(self, *args, **kwargs) -> None:
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            return None
+
+        def __iter__(self):
+            raise ProcessLookupError(3, "No such process")
+
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: Ending() if path == gone else real_open(path, *a, **k))
+    counters = ProcCounters.read(os.getpid())
+    assert counters.user_s >= 0 and counters.voluntary_ctx >= 0  # the other threads (or none) counted

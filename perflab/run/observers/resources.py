@@ -46,7 +46,7 @@ class ProcCounters:
                             vol += int(line.split()[1])
                         elif line.startswith("nonvoluntary_ctxt_switches:"):
                             invol += int(line.split()[1])
-            except FileNotFoundError:  # the thread ended while we looked
+            except (FileNotFoundError, ProcessLookupError):  # the thread ended while we looked (ESRCH: mid-read)
                 continue
         # /proc/PID/stat fields (man 5 proc), counted from field 3 (state) at index 0
         return cls(
