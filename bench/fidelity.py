@@ -176,10 +176,11 @@ def of(cells: list[dict[str, Any]], variant: str) -> list[dict[str, Any]]:
 def cell_seconds(doc: dict[str, Any]) -> float:
     """Wall time per cell: the mean of the cells' own spans (restore, start, warm-up, window and
     stop: a run's cells follow each other without a gap), not the run's span over its cells, which
-    counts the pause of a run that was resumed."""
+    counts the pause of a run that was resumed. An interleaved cell's span is its group's (the
+    servers that ran at once): its share is the span over the group's size."""
     cells = [c for c in doc["cells"] if c.get("started_at") and c.get("ended_at")]
     return C.mean([(datetime.fromisoformat(c["ended_at"]) - datetime.fromisoformat(c["started_at"])).total_seconds()
-                   for c in cells])  # fmt: skip
+                   / len((c.get("design") or {}).get("group") or [c]) for c in cells])  # fmt: skip
 
 
 def interval(est: ratio.Estimate) -> tuple[float, float] | None:

@@ -71,7 +71,7 @@ def log_speed(cell: dict[str, Any], chase_weight: float = 0.0, steal_weight: flo
 
 
 def weighed_in(calibrated: dict[str, Any] | None) -> str:
-    """", chase weight 0.62, steal weight 1.40": what a calibration weighed in beside the spin."""
+    """What a calibration weighed in beside the spin: ", chase weight 0.62, steal weight 1.40"."""
     chase, steal = weights(calibrated)
     return (f", chase weight {chase:.2f}" if chase else "") + (f", steal weight {steal:.2f}" if steal else "")
 
@@ -225,7 +225,8 @@ def calibrate(cells: list[dict[str, Any]], chase: bool = False) -> dict[str, Any
         return None
     rounds = len({c["repeat"] for c in cells if log_speed(c, weight, steal) is not None})
     return {"slope": round(found["slope"], 4), "se": round(found["se"], 4), "r": round(found["r"], 4),
-            "cells": found["cells"], "rounds": rounds, "chase_weight": weight or None, "steal_weight": steal or None}  # fmt: skip
+            "cells": found["cells"], "rounds": rounds,
+            "chase_weight": weight or None, "steal_weight": steal or None}  # fmt: skip
 
 
 CHASE_T = 2.0  # the chase (or steal) is weighed in when its own slope is at least this many standard errors above 0

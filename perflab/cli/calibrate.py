@@ -288,8 +288,8 @@ def show(doc: dict[str, Any]) -> None:
 
 def _weighed(found: dict[str, Any]) -> str:
     chase, steal = host_speed.weights(found)
-    parts = ([f"its chase with weight {chase:.2f}"] if chase else []) + (
-        [f"the host's steal time with weight {steal:.2f} a core"] if steal else [])
+    parts = [f"its chase with weight {chase:.2f}"] if chase else []
+    parts += [f"the host's steal time with weight {steal:.2f} a core"] if steal else []
     return f" (its spin, {' and '.join(parts)})" if parts else ""
 
 

@@ -344,8 +344,8 @@ def test_the_steals_weight_is_its_slope_over_the_canarys_pooled_within_rounds():
     alone, both = host_speed.within_rounds(cells, "qps"), host_speed.within_rounds(cells, "qps", 0.0, found["weight"])
     assert alone["r"] < 0.9 < 0.97 < both["r"] and both["slope"] == pytest.approx(0.4, abs=0.03)
     # more steal, a slower host: minus the cores, weighed, on the canary's log speed
-    assert host_speed.log_speed(cells[0], 0.0, 2.0) == pytest.approx(
-        -math.log(cells[0]["host_speed"]["work_ns"]) - 2.0 * cells[0]["resources"]["steal_cpu_cores"])
+    spin, steal = -math.log(cells[0]["host_speed"]["work_ns"]), cells[0]["resources"]["steal_cpu_cores"]
+    assert host_speed.log_speed(cells[0], 0.0, 2.0) == pytest.approx(spin - 2.0 * steal)
 
 
 def test_steal_that_does_not_matter_or_a_cell_without_it_weighs_nothing():
