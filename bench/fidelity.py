@@ -51,8 +51,8 @@ each experiment's own rounds; --chase-weight W weighs the canary's chase in as a
 With --calibrate-on K the first K rounds calibrate, as `perflab calibrate` fits its host-speed
 figure (analyze/host_speed.calibrate: the chase and the steal weighed in when resolved; --weigh
 limits what may be), and only the later rounds are judged, with that figure fixed: a calibration
-out of sample, from the same hour. With --host-speed the run has `[observe] host_speed` on, and every figure above is given again as
-perflab judges such a run (analyze/host_speed.py): adjusted for the host's speed, the slope
+out of sample, from the same hour. With --host-speed the run has `[observe] host_speed` on, and
+every figure above is given again as perflab judges such a run (analyze/host_speed.py): adjusted for the host's speed, the slope
 refitted on each resampled experiment's own cells (at every look for the adaptive design), the
 A/A pair centred on its adjusted estimate; beside it the canary's difference between each
 variant and the baseline (a variant that moved the canary itself would show there).
@@ -154,9 +154,7 @@ def calibrated_on(cells: list[dict[str, Any]], rounds: int, weigh: set[str]) -> 
     rounds' cells (analyze/host_speed.calibrate; the chase and the steal weighed in when `weigh`
     names them and their slopes are resolved), dated as such; None: no slope."""
     first = [c for c in cells if c["repeat"] <= rounds]
-    if "steal" not in weigh:  # the cells without their steal figure: calibrate cannot weigh it in
-        first = [{**c, "resources": {**(c.get("resources") or {}), "steal_cpu_cores": None}} for c in first]
-    found = host_speed.calibrate(first, chase="chase" in weigh)
+    found = host_speed.calibrate(first, chase="chase" in weigh, steal="steal" in weigh)
     return found and {**found, "created_at": f"--calibrate-on {rounds}"}
 
 
@@ -251,7 +249,7 @@ def centred_cells(cells: list[dict[str, Any]], name: str) -> dict[int, tuple[dic
 
     qps = shift(("summary", "qps"))
     canary = {name: shift(("host_speed", name)) for name in ("work_ns", "chase_ns")}  # the chase: since 2026-11-25
-    steals = [o["resources"]["steal_cpu_cores"] - b["resources"]["steal_cpu_cores"] for b, o in pairs.values()
+    steals = [steal_of(o) - steal_of(b) for b, o in pairs.values()
               if steal_of(b) is not None and steal_of(o) is not None]  # fmt: skip
     steal = C.mean(steals) if steals else 0.0  # steal is additive (cores): its difference taken out, not a ratio
     out = {}
@@ -402,14 +400,14 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
         CALIBRATED = calibrated = calibrated_on(cells, CALIBRATE_ON, WEIGH)
         cells = [c for c in cells if c["repeat"] > CALIBRATE_ON]
     qps = by_round(cells)
+    steals = [s for c in cells if (s := steal_of(c)) is not None]
     m = max(sequential.Design.min_rounds, int(BUDGET_S // (2 * cell_s)))
     base = qps[BASE]
     out: dict[str, Any] = {"cell_s": round(cell_s, 1), "rounds_in_10_min": m, "resamples": RESAMPLES,
                            "failed_or_unsettled": sum(1 for c in cells if c["status"] != "ok"
                                                       or c.get("settled") in (False, 0)),
                            "calibrated": CALIBRATED, "calibrate_on": CALIBRATE_ON,
-                           "steal_cpu_cores": C.rnd(C.mean([s for c in cells if (s := steal_of(c)) is not None]), 3)
-                           if any(steal_of(c) is not None for c in cells) else None,
+                           "steal_cpu_cores": C.rnd(C.mean(steals), 3) if steals else None,
                            "rounds_judged": len({c["repeat"] for c in cells}), "variants": {}}  # fmt: skip
     if CALIBRATE_ON and calibrated is None:
         raise C.BenchError(f"--calibrate-on {CALIBRATE_ON}: those rounds fit no host-speed slope")

@@ -212,21 +212,21 @@ def within_rounds(cells: list[dict[str, Any]], metric: str = "qps", chase_weight
     return {"slope": slope, "se": se, "r": r, "cells": len(rx)}
 
 
-def calibrate(cells: list[dict[str, Any]], chase: bool = False) -> dict[str, Any] | None:
+def calibrate(cells: list[dict[str, Any]], chase: bool = False, steal: bool = True) -> dict[str, Any] | None:
     """What `perflab calibrate` stores of the host's speed: the weights first (the chase's when
-    `chase` and resolved, `chase_weight`; the steal's when resolved, `steal_weight`), then the
+    `chase` and resolved, `chase_weight`; the steal's when `steal` and resolved, `steal_weight`), then the
     within-round slope on the weighed covariate; {slope, se, r, cells, rounds, chase_weight,
     steal_weight} (a weight None: not weighed in), or None with no slope, or a wild one (beyond
     calibration.MAX_SLOPE: a few cells' fit, which the calibration file would refuse)."""
     weight = round(usable_weight(chase_weight(cells, "qps")), 4) if chase else 0.0
-    steal = round(usable_steal_weight(steal_weight(cells, "qps", weight)), 4)
-    found = within_rounds(cells, "qps", weight, steal)
+    taken = round(usable_steal_weight(steal_weight(cells, "qps", weight)), 4) if steal else 0.0
+    found = within_rounds(cells, "qps", weight, taken)
     if found is None or abs(found["slope"]) > calibration.MAX_SLOPE:
         return None
-    rounds = len({c["repeat"] for c in cells if log_speed(c, weight, steal) is not None})
+    rounds = len({c["repeat"] for c in cells if log_speed(c, weight, taken) is not None})
     return {"slope": round(found["slope"], 4), "se": round(found["se"], 4), "r": round(found["r"], 4),
             "cells": found["cells"], "rounds": rounds,
-            "chase_weight": weight or None, "steal_weight": steal or None}  # fmt: skip
+            "chase_weight": weight or None, "steal_weight": taken or None}  # fmt: skip
 
 
 CHASE_T = 2.0  # the chase (or steal) is weighed in when its own slope is at least this many standard errors above 0
