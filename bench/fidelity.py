@@ -33,10 +33,11 @@ The sensitivity figure: the smallest setting called `slower` in >= 80% of the re
 per transaction x N over the baseline's server CPU per transaction) beside it.
 
 With --design interleaved the run is `design = "interleaved"` (run/interleave.py): each round's
-servers run at once, their clients taking 1 s turns. `[observe] alloc` is then off (it is refused
+servers run at once, their clients taking 1 s turns (--slice: another turn, "250ms").
+`[observe] alloc` is then off (it is refused
 there), so the nominal effect is the variant's extra server CPU per transaction over the baseline's
 (1 - cpu_base / cpu_variant); every server of a round shares the turns, so a pair's two turns are
-len(variants) seconds apart, not 1 s as in a two-variant experiment (conservative for the design).
+len(variants) turns apart, not one as in a two-variant experiment (conservative for the design).
 
 Honest limits: resamples of one run share its rounds, so the rates carry that run's own chance
 (the disjoint blocks show it); a 10-minute experiment of two variants has its rounds closer in
@@ -118,7 +119,8 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     return {**cfg, "ns": [int(x) for x in args.ns.split(",") if x], "copies": args.copies}
 
 
-def spec_text(cfg: dict[str, Any], lib: Path, host_speed: bool = False, design: str = "sequential") -> str:
+def spec_text(cfg: dict[str, Any], lib: Path, host_speed: bool = False, design: str = "sequential",
+              slice_s: str | None = None) -> str:
     def variant(name: str, ns: int, extra: str = "") -> str:
         return f'{name} = {{ preload = "{lib}", env = {{ {ENV} = "{ns}"{extra} }} }}'
 
@@ -131,7 +133,8 @@ def spec_text(cfg: dict[str, Any], lib: Path, host_speed: bool = False, design: 
     alloc = "" if interleaved else ALLOC
     rest = REST.format(variants="\n".join(lines), host_speed=str(host_speed).lower(), alloc=alloc)
     text = C.read_only_experiment("fidelity", cfg, rest)
-    return text.replace("[experiment]\n", f'[experiment]\ndesign = "{design}"\n', 1)
+    turns = f'slice = "{slice_s}"\n' if slice_s else ""
+    return text.replace("[experiment]\n", f'[experiment]\ndesign = "{design}"\n{turns}', 1)
 
 
 def copy_name(i: int) -> str:
@@ -543,7 +546,10 @@ def main() -> None:
     parser.add_argument("--design", choices=("sequential", "interleaved"), default="sequential",
                         help="experiment.design of the run (interleaved: no [observe] alloc, no --host-speed; the "
                              "nominal effect is then the variant's extra server CPU per transaction)")
+    parser.add_argument("--slice", metavar="TURN", help='with --design interleaved: experiment.slice ("250ms", "1s")')
     args = parser.parse_args()
+    if args.slice and args.design != "interleaved":
+        parser.error("--slice: the turn of the interleaved design; add --design interleaved")
     if args.design == "interleaved" and args.host_speed:
         parser.error("--host-speed: the interleaved design takes no host-speed canary (spec/design.py)")
     global CALIBRATED, CALIBRATE_ON, WEIGH
@@ -567,7 +573,7 @@ def main() -> None:
             with C.workdir(machine) as tmp:
                 lib = build(tmp / "shim")
                 toml = tmp / "fidelity.toml"
-                toml.write_text(spec_text(cfg, lib, args.host_speed, args.design), encoding="utf-8")
+                toml.write_text(spec_text(cfg, lib, args.host_speed, args.design, args.slice), encoding="utf-8")
                 results = Path(args.results) if args.results else Path(tempfile.mkdtemp(prefix="plbench-fidelity-"))
                 C.cli("run", str(toml), "-o", str(results), "--seed", "7")
         doc = json.loads(C.cli("export", str(results)))

@@ -75,6 +75,7 @@ class Seat:
         # counters at every turn's end and every second inside a turn: (nominal s, active s, values)
         self.points: list[Point] = []
         self.nominal = 0  # whole seconds of turns scheduled so far
+        self.part_s = 0.0  # with turns under a second: the running second's turns so far
         self.active_s = 0.0  # seconds its client really ran
         self.used = ProcCounters.zero()  # the server's counters over its own measured turns
         self.idle_cpu_s = self.idle_s = 0.0  # the server's CPU while its client was stopped (measured turns)
@@ -175,9 +176,10 @@ class Seat:
             watchdog.cancel()
         self.points.append((self.nominal, active_s, self.sampler.samples[-1][1]))
 
-    def turn(self, seconds: int, others: list[Seat], measured: bool) -> None:
-        """Its client runs `seconds` (whole), a sample every second; the others' servers' CPU
-        meanwhile is added to their idle counters."""
+    def turn(self, seconds: float, others: list[Seat], measured: bool) -> None:
+        """Its client runs `seconds` (whole, a sample every second; or a fraction of a second, a
+        sample at the end of the turn that completes a second of its running time); the others'
+        servers' CPU meanwhile is added to their idle counters."""
         assert self.server is not None and self.child is not None
         idle_before = {s: process_cpu_s(s.server.pid) for s in others if s.server is not None}
         before = self._server_counters()
@@ -186,7 +188,16 @@ class Seat:
         self.resume()
         ran = 0.0  # seconds its client has run in this turn (to the pause, not to the sample after it)
         try:
-            for k in range(1, seconds + 1):
+            if seconds < 1:
+                time.sleep(max(0.0, t0 + seconds - time.monotonic()))
+                self.pause()
+                ran = time.monotonic() - t0
+                self.part_s += seconds
+                if self.part_s > 1 - 1e-6:  # a second of turns is complete
+                    self.part_s = 0.0
+                    self.nominal += 1
+                    self.sample(self.active_s + ran)
+            for k in range(1, int(seconds) + 1):
                 time.sleep(max(0.0, t0 + k - time.monotonic()))
                 if k == seconds:
                     self.pause()
@@ -293,7 +304,7 @@ def run_group(
     """Run `cells` (one round, one thread count) interleaved; commit and return their rows in
     the order given, which is also the order of the turns."""
     spec = runner.exp.file.experiment
-    warmup, duration, slice_s = round(spec.window_start), round(spec.duration), round(spec.slice)
+    warmup, duration, slice_s = round(spec.window_start), round(spec.duration), spec.slice
     seats = [Seat(runner, cell, snap, workdir) for cell, snap in zip(cells, snapshots, strict=True)]
     budget = 2 * len(seats) * (warmup + duration) + round(spec.timeout_margin)  # sysbench's own deadline
     other: float | None = None
@@ -328,17 +339,20 @@ def run_group(
     return rows
 
 
-def _rotate(seats: list[Seat], seconds: int, slice_s: int, measured: bool) -> None:
-    """Every seat's client runs `seconds` in turns of up to `slice_s`, in the seats' order; a
-    seat that fails leaves the rotation (its error kept), the others go on."""
-    left = {seat: seconds for seat in seats}
+def _rotate(seats: list[Seat], seconds: int, slice_s: float, measured: bool) -> None:
+    """Every seat's client runs `seconds` in turns of up to `slice_s` (whole seconds, or 1/k of
+    a second), in the seats' order; a seat that fails leaves the rotation (its error kept), the
+    others go on."""
+    per_second = round(1 / slice_s) if slice_s < 1 else 1  # turns under a second: k of them a second
+    step = round(slice_s) * per_second if slice_s >= 1 else 1  # in units of 1/per_second s
+    left = {seat: seconds * per_second for seat in seats}
     while any(left[s] > 0 and s.live for s in seats):
         for seat in seats:
             if left[seat] <= 0 or not seat.live:
                 continue
-            run = min(slice_s, left[seat])
+            run = min(step, left[seat])
             try:
-                seat.turn(run, [s for s in seats if s is not seat and s.live], measured)
+                seat.turn(run / per_second, [s for s in seats if s is not seat and s.live], measured)
             except PerflabError as exc:
                 seat.error = exc
             left[seat] -= run
@@ -424,7 +438,7 @@ def _window_samples(seat: Seat) -> list[tuple[float, dict[str, float]]]:
     return [(round(t - t0, 3), v) for t, v in samples]
 
 
-def _design_fields(seat: Seat, cells: list[Cell], slice_s: int) -> dict[str, Any]:
+def _design_fields(seat: Seat, cells: list[Cell], slice_s: float) -> dict[str, Any]:
     """The row's `design`: how it ran, beside which cells, and the paused server's own work."""
     idle = (seat.row.get("resources") or {}).get("idle_cpu_cores")
     fields: dict[str, Any] = {

@@ -1,5 +1,5 @@
 """design = "interleaved" on real mariadbd servers and sysbench clients, end to end: a round's
-servers run at once, their clients take 1 s turns, and every cell's figures come from its own
+servers run at once, their clients take 100 ms turns, and every cell's figures come from its own
 server's counters over the seconds its client ran; a variant that fails leaves the others of its
 round running; an interrupt stops every server and every stopped client."""
 
@@ -71,9 +71,9 @@ def test_every_cell_ran_beside_the_other_of_its_round(interleaved):
         ids = sorted(c["id"] for c in pair)
         assert [c["design"]["group"] for c in pair] == [ids, ids]
         assert sorted(c["design"]["turn"] for c in pair) == [0, 1]
-        # each client ran warm-up + window seconds, in 1 s turns
+        # each client ran warm-up + window seconds, in 100 ms turns (the default)
         assert all(4.9 <= c["design"]["active_s"] <= 5.5 for c in pair), [c["design"] for c in pair]
-        assert all(c["design"]["name"] == "interleaved" and c["design"]["slice_s"] == 1 for c in pair)
+        assert all(c["design"]["name"] == "interleaved" and c["design"]["slice_s"] == 0.1 for c in pair)
         # one at a time: the two servers ran together, so the cells' spans overlap
         assert pair[0]["started_at"] < pair[1]["ended_at"] and pair[1]["started_at"] < pair[0]["ended_at"]
     assert perflab_children(doc["run"]["workdir"]) == []
@@ -132,7 +132,7 @@ def test_compare_judges_the_interleaved_rounds(interleaved):
     )
     report = perflab("report", str(out))
     assert report.returncode == 0, report.stderr
-    assert "interleaved in 1 s turns" in " ".join(report.stdout.split())  # the header says how it ran
+    assert "interleaved in 0.1 s turns" in " ".join(report.stdout.split())  # the header says how it ran
 
 
 def test_a_variant_that_fails_leaves_the_others_of_its_round_running(tmp_path: Path):
@@ -180,3 +180,22 @@ def test_an_interrupt_stops_every_server_and_stopped_client(tmp_path: Path):
         time.sleep(0.1)
     assert perflab_children(workdir) == []
     assert export(out)["run"]["status"] == "interrupted"
+
+
+def test_turns_of_whole_seconds_sample_every_second_inside_a_turn(tmp_path: Path):
+    body = INTERLEAVED.format(extra="").replace("repeats = 2", "repeats = 1").replace("status = true", "status = false")
+    body = body.replace('design = "interleaved"', 'design = "interleaved"\nslice = "2s"')
+    out = tmp_path / "out"
+    done = perflab("run", str(write_experiment(tmp_path / "quarter.toml", body)), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    cells = export(out)["cells"]
+    seconds = export_seconds(out)
+    for cell in cells:
+        assert cell["status"] == "ok" and cell["design"]["slice_s"] == 2
+        # turns of 2, 2 and 1 s: 5 s of running time, a sample at every second inside them
+        assert 4.9 <= cell["design"]["active_s"] <= 5.5, cell["design"]
+        assert [s["t"] for s in seconds if s["cell_id"] == cell["id"]] == [1.0, 2.0, 3.0, 4.0, 5.0]
+        assert 2.9 <= cell["summary"]["total_time_s"] <= 3.3
+        assert cell["summary"]["queries"] / cell["summary"]["transactions"] == pytest.approx(16, abs=0.02)
+    report = perflab("report", str(out))
+    assert report.returncode == 0 and "interleaved in 2 s turns" in " ".join(report.stdout.split())

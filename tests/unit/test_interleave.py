@@ -49,16 +49,20 @@ def test_the_design_is_sequential_unless_the_file_says_so():
     assert plain.file.experiment.design == "sequential"
     exp = spec.parse(text('slice = "2s"\n'))
     assert exp.file.experiment.design == "interleaved" and exp.file.experiment.slice == 2.0
-    assert spec.parse(text()).file.experiment.slice == 1.0
+    assert spec.parse(text()).file.experiment.slice == 0.1  # 100 ms turns unless the file says
+    for fraction in ("100ms", "125ms", "200ms", "250ms", "500ms"):  # turns that end every second
+        assert spec.parse(text(f'slice = "{fraction}"\n')).file.experiment.slice < 1
 
 
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        ('slice = "500ms"', "between 1s and 60s"),
-        ('slice = "61s"', "between 1s and 60s"),
-        ('slice = "1.5s"', "whole seconds"),
-        ("slice = 0", "between 1s and 60s"),
+        ('slice = "300ms"', "a tenth to a half of a second that divides it"),
+        ('slice = "50ms"', "a tenth to a half of a second"),
+        ('slice = "750ms"', "whole seconds from 1s to 60s"),
+        ('slice = "61s"', "whole seconds from 1s to 60s"),
+        ('slice = "1.5s"', "whole seconds from 1s"),
+        ("slice = 0", "whole seconds from 1s to 60s"),
     ],
 )
 def test_a_bad_slice_is_named(extra: str, expected: str):
@@ -199,3 +203,33 @@ def test_an_interleaved_cells_overhead_is_its_share_of_the_group():
     assert overhead_s(both, 10) == 6.0  # 32 s for two cells of 10 s windows (and 5 s warm-ups)
     alone = [cell("2026-11-26T10:00:00+00:00", "2026-11-26T10:00:16+00:00", None)]
     assert overhead_s(alone, 10) == 6.0
+
+
+class _TurnTaker:
+    """A seat as _rotate drives it: the turns it was given, in order."""
+
+    live = True
+
+    def __init__(self, name: str, log: list[tuple[str, float]]) -> None:
+        self.name, self.log = name, log
+
+    def turn(self, seconds: float, others: list[object], measured: bool) -> None:
+        self.log.append((self.name, seconds))
+
+
+@pytest.mark.parametrize(
+    ("slice_s", "seconds", "expected"),
+    [
+        (2.0, 5, [2.0, 2.0, 1.0]),  # whole seconds: the last turn is what is left
+        (1.0, 3, [1.0, 1.0, 1.0]),
+        (0.25, 2, [0.25] * 8),  # a fraction: k turns a second, exactly (no float drift)
+        (0.1, 3, [0.1] * 30),
+    ],
+)
+def test_turns_share_the_seconds_in_the_seats_order(slice_s: float, seconds: int, expected: list[float]):
+    log: list[tuple[str, float]] = []
+    seats = [_TurnTaker("a", log), _TurnTaker("b", log)]
+    interleave._rotate(seats, seconds, slice_s, measured=True)  # type: ignore[arg-type]
+    assert [n for n, _ in log] == ["a", "b"] * len(expected)  # alternating, a first
+    assert [s for n, s in log if n == "a"] == pytest.approx(expected)
+    assert sum(s for n, s in log if n == "b") == pytest.approx(seconds)
