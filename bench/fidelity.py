@@ -3,7 +3,7 @@ calibrated effect a 10-minute two-variant experiment calls, and the paired again
 interval on the same rounds.
 
 What: one `perflab run` as a user runs it: oltp_read_only, 2 threads, 2 tables x 50k rows, a
-fixed 5 s warm-up, 10 s windows (--duration), a fresh server per cell, ROUNDS randomized blocks
+fixed 5 s warm-up (--warmup), 10 s windows (--duration), a fresh server per cell, ROUNDS randomized blocks
 (seeded) of these variants, all with tests/data/calibrated/slow_malloc.so preloaded (so the preload's own
 cost is on every side) and `[observe] alloc` counting calls (both sides pay it alike):
   - `none` (0 ns a call): the baseline; `same`: identical to it (an A/A pair);
@@ -116,6 +116,8 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
         cfg = {"duration": 3, "warmup": 2, "tables": 1, "table_size": 2000, "rounds": args.rounds or 6}
     if args.duration:
         cfg["duration"] = args.duration
+    if args.warmup:
+        cfg["warmup"] = args.warmup
     return {**cfg, "ns": [int(x) for x in args.ns.split(",") if x], "copies": args.copies}
 
 
@@ -524,6 +526,7 @@ def main() -> None:
     parser.add_argument("--duration", type=int, metavar="S",
                         help="measured window per cell, seconds (default 10; --quick 3); the 10-minute experiments "
                              "hold fewer rounds of longer windows, as calibrate's plan may recommend")
+    parser.add_argument("--warmup", type=int, metavar="S", help="fixed warm-up seconds (default 5; --quick 2)")
     parser.add_argument("--results", metavar="DIR", help="keep the results directory here")
     parser.add_argument("--analyse", metavar="DIR", help="analyse a kept results directory, no run")
     parser.add_argument("--quick", action="store_true", help="smoke test: 6 rounds of 3 s windows, a tiny dataset")

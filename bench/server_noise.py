@@ -1,30 +1,35 @@
-"""Where does a fresh server's own noise come from? (issue 12: the 3% goal)
+"""Where is a round's noise when the host's speed is shared: the servers, or the turns? (issue 12)
 
-Why: with the host's speed taken out (the interleaved design, or the sequential one with the
-calibrated canary) a round's log-ratio between two identical servers still varies by 5.7-7.5%
-on this VM: about 4% a server. That is the noise that keeps a 3% effect at 55-61% power in 10
-minutes. A fresh cell differs from the last in three things: the server process (its address
-space, its buffer pool's memory and page order), the client's connections (new server threads,
-their placement on the two vCPUs beside the client's), and the seconds it runs in. This probe
-takes them apart.
+Why: with the host's speed taken out (the interleaved design in 1 s turns, or the sequential one
+with the calibrated canary) a round's log-ratio between two identical servers still varied by
+5.7-7.5% on this VM, which kept a 3% effect at 55-61% power in 10 minutes. A fresh cell differs
+from the last in the server process (its address space, its buffer pool's memory and page
+order), the client's connections (new server threads, their placement on the two vCPUs), and
+the seconds it runs in. This probe takes them apart.
 
 What: identical servers (the installed mariadbd, oltp_read_only at 2 threads with uniform keys,
 2 tables x 50k rows, each on a fresh copy of one prepared datadir on tmpfs); two sides A and B
-take turns of SLICE s (the idle client stopped with SIGSTOP), so the host's speed falls on both
-alike, WARMUP s of turns each, then WINDOW s of turns each, measured by the server's own
-Questions over its client's running time. Every round runs four modes in a random order
-(seeded):
+take turns (the idle client stopped with SIGSTOP), so the host's speed falls on both alike,
+WARMUP s of turns each, then WINDOW s of turns each, measured by the server's own Questions over
+its client's running time. Every round runs each mode (--modes) at each turn length (--slices)
+in a random order (seeded):
   fresh    two fresh servers and fresh clients                  (what a perflab round does)
   noaslr   the same under `setarch -R` (no address-space randomization: perflab's aslr = false)
   clients  two servers started once for the whole run, fresh clients every round
   kept     the same two kept servers and two clients kept for the whole run (stopped between)
 The variance of a round's log-ratio B/A in each mode then splits: kept = the turns' own noise
 (and the kept processes' drift); clients - kept = new connections; fresh - clients = a new
-server process; fresh - noaslr = what address-space randomization adds. Printed per mode: the
-sd of the log-ratio with a 95% interval, the variance against `fresh` (F interval), the mean
-steal and other_cpu_cores (figures from a busy machine are not this machine's noise).
+server process; fresh - noaslr = what address-space randomization adds. A turn as long as the
+window runs the two sides one after the other (the sequential design). Printed per mode and
+turn: the sd of the log-ratio with a 95% interval, its variance against the first (F interval),
+the mean steal and other_cpu_cores (figures from a busy machine are not this machine's noise).
 
-Run: python3 bench/server_noise.py [--rounds 20]   # the figures (~30 minutes), idle machine
+Measured 2026-11-26/27 (docs/methodology.md#turns-under-a-second-2026-11-27): at 1 s turns kept
+processes varied as much as fresh ones (5.0% against 4.8%); on kept servers 100 ms turns left
+0.72%, 1 s turns 5.3%, one after the other 9.4%: the turns, not the servers.
+
+Run: python3 bench/server_noise.py --rounds 16      # the four modes at 1 s turns (~35 minutes), idle machine
+     python3 bench/server_noise.py --modes kept --slices 0.1,0.25,1,10 --warmup 2 --rounds 14   # ~23 minutes
      python3 bench/server_noise.py --quick         # smoke test: 2 rounds of 2 s windows (~2 minutes)
 Exit status: 0 when it measured, 1 on a real error.
 """
@@ -43,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as C
-from interleave import OPTIONS, TEST, THREADS, measured, questions, scratch, turns
+from interleave import OPTIONS, TEST, THREADS, measured, scratch, turns
 from scipy import stats
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,16 +200,22 @@ def run(args: argparse.Namespace) -> None:
         for name, v in parts.items():  # half a pair's variance; a negative difference is noise
             C.say(f"{t:g} s turns, {name}: sd a server {math.copysign(math.sqrt(abs(v) / 2), v):+.2%}")
     C.say(C.Machine.describe(info))
-    C.final_json({"bench": "server_noise", "config": cfg, "modes": out, "machine": info,
-                  "rounds": {m: [[C.rnd(r), C.rnd(s, 3), C.rnd(o, 3)] for r, s, o in v] for m, v in rows.items()}})  # fmt: skip
+    rounds = {a: [[C.rnd(r), C.rnd(s, 3), C.rnd(o, 3)] for r, s, o in v] for a, v in rows.items()}
+    C.final_json({"bench": "server_noise", "config": cfg, "modes": out, "machine": info, "rounds": rounds})
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, help="rounds of every mode and turn (default 20; --quick 2)")
-    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)} (default all)")
-    parser.add_argument("--slices", default="1", metavar="S,...",
-                        help="seconds of one turn, comma-separated: each mode runs at each (default 1)")
+    parser.add_argument(
+        "--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)} (default all)"
+    )
+    parser.add_argument(
+        "--slices",
+        default="1",
+        metavar="S,...",
+        help="seconds of one turn, comma-separated: each mode runs at each (default 1)",
+    )
     parser.add_argument("--warmup", type=float, default=5.0, metavar="S", help="seconds of warm-up turns (default 5)")
     parser.add_argument("--window", type=float, default=10.0, metavar="S", help="seconds measured a side (default 10)")
     parser.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4)), help="order of modes and sides")
