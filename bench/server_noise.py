@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as C
-from interleave import OPTIONS, TEST, THREADS, measured, scratch, turns
+from interleave import OPTIONS, TEST, THREADS, questions, scratch
 from scipy import stats
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +79,7 @@ class Server:
 
 
 class Side:
-    """A client of one server, started stopped; what interleave.turns and .measured drive."""
+    """A client of one server, started stopped; what turns() drives."""
 
     def __init__(self, srv: Server, cfg: dict[str, Any], stack: ExitStack, tag: str) -> None:
         self.server = srv.server
@@ -102,13 +102,37 @@ class Side:
         return [p for p in (self.server.pid, self.client.pid) if p]
 
 
-def one_round(sides: list[Side], cfg: dict[str, Any], first: int, slice_s: float) -> tuple[float, float]:
+def turns(sides: list[Side], seconds: float, slice_s: float, gap_s: float) -> None:
+    """interleave.turns with `gap_s` after every turn, every client stopped (what bookkeeping
+    between turns costs: the vCPUs go idle)."""
+    per_turn = [slice_s] * len(sides)
+    left = [seconds] * len(sides)
+    while max(left) > 1e-6:
+        for i, side in enumerate(sides):
+            run = min(per_turn[i], left[i])
+            if run <= 1e-6:
+                continue
+            side.resume()
+            t0 = time.monotonic()
+            time.sleep(run)
+            side.pause()
+            side.active_s += time.monotonic() - t0
+            left[i] -= run
+            if gap_s > 0:
+                time.sleep(gap_s)
+
+
+def one_round(sides: list[Side], cfg: dict[str, Any], first: int, slice_s: float, gap_s: float) -> tuple[float, float]:
     """B/A over the measured turns of `slice_s`, and the steal (cores) over the round; `first`
     starts."""
     order = sides[first:] + sides[:first]
     steal0, t0 = machine_steal_s(), time.monotonic()
-    turns(order, cfg["warmup"], min(slice_s, cfg["warmup"]))
-    rates = measured(order, cfg["window"], slice_s)
+    turns(order, cfg["warmup"], min(slice_s, cfg["warmup"]), gap_s)
+    before = [questions(s.server) for s in order]
+    for s in order:
+        s.active_s = 0.0
+    turns(order, cfg["window"], slice_s, gap_s)
+    rates = {s: (questions(s.server) - b) / s.active_s for s, b in zip(order, before, strict=True)}
     steal = (machine_steal_s() - steal0) / (time.monotonic() - t0)
     return rates[sides[1]] / rates[sides[0]], steal
 
@@ -134,8 +158,10 @@ def summarise(mode: str, rows: list[tuple[float, float, float | None]], base: di
 def run(args: argparse.Namespace) -> None:
     slices = [float(x) for x in args.slices.split(",")]
     modes = args.modes.split(",")
-    arms = [f"{m}@{s:g}s" for m in modes for s in slices]  # a mode at a turn length
-    cfg = {"warmup": args.warmup, "window": args.window, "slices": slices, "modes": modes,
+    gaps = [float(x) for x in args.gaps.split(",")]
+    # a mode at a turn length (and a gap between turns, in ms, when not 0)
+    arms = [f"{m}@{s:g}s" + (f"+{g:g}ms" if g else "") for m in modes for s in slices for g in gaps]
+    cfg = {"warmup": args.warmup, "window": args.window, "slices": slices, "gaps_ms": gaps, "modes": modes,
            "rounds": args.rounds or 20, "tables": 2, "rows": 50_000, "seed": args.seed}  # fmt: skip
     if args.quick:
         cfg.update(warmup=1, window=2, rounds=args.rounds or 2, tables=1, rows=2000)
@@ -156,7 +182,8 @@ def run(args: argparse.Namespace) -> None:
             order = list(arms)
             rng.shuffle(order)
             for arm in order:
-                mode, slice_s = arm.split("@")[0], float(arm.split("@")[1][:-1])
+                mode, turn = arm.split("@")
+                slice_s, gap_ms = float(turn.split("+")[0][:-1]), float(turn.split("+")[1][:-2]) if "+" in turn else 0.0
                 first = rng.randrange(2)
                 t0 = time.monotonic()
                 with ExitStack() as stack:
@@ -170,7 +197,7 @@ def run(args: argparse.Namespace) -> None:
                     else:
                         sides = kept_sides
                     mark = C.cpu_mark()
-                    ratio, steal = one_round(sides, cfg, first, slice_s)
+                    ratio, steal = one_round(sides, cfg, first, slice_s, gap_ms / 1000)
                     pids = [p for s in sides for p in s.pids()] + [p for s in kept_sides for p in s.pids()]
                     other = C.foreign_cores(mark, C.cpu_mark(pids))
                 rows[arm].append((ratio, steal, other))
@@ -216,6 +243,12 @@ def main() -> None:
         metavar="S,...",
         help="seconds of one turn, comma-separated: each mode runs at each (default 1)",
     )
+    parser.add_argument(
+        "--gaps",
+        default="0",
+        metavar="MS,...",
+        help="milliseconds every client stays stopped after each turn, comma-separated (default 0)",
+    )
     parser.add_argument("--warmup", type=float, default=5.0, metavar="S", help="seconds of warm-up turns (default 5)")
     parser.add_argument("--window", type=float, default=10.0, metavar="S", help="seconds measured a side (default 10)")
     parser.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4)), help="order of modes and sides")
@@ -226,6 +259,11 @@ def main() -> None:
             parser.error("--slices must be above 0 seconds")
     except ValueError:
         parser.error(f"--slices: not a list of seconds: {args.slices}")
+    try:
+        if not all(float(x) >= 0 for x in args.gaps.split(",")):
+            parser.error("--gaps must be 0 or more milliseconds")
+    except ValueError:
+        parser.error(f"--gaps: not a list of milliseconds: {args.gaps}")
     if set(args.modes.split(",")) - set(MODES):
         parser.error(f"--modes: choose from {', '.join(MODES)}")
     if not (args.warmup > 0 and args.window > 0):
