@@ -116,9 +116,10 @@ class Side:
         return [p for p in (self.server.pid, self.client.pid if self.client else None) if p]
 
 
-def turns(sides: list[Side], seconds: float, slice_s: float) -> None:
+def turns(sides: list[Any], seconds: float, slice_s: float, gap_s: float = 0.0) -> None:
     """Each side's client runs `seconds` in turns of `slice_s`, the others stopped; each side's
-    running time is added to its active_s."""
+    running time is added to its active_s. `gap_s`: every client stays stopped that long after
+    each turn (bench/server_noise.py --gaps: what bookkeeping between turns would cost)."""
     left = [seconds] * len(sides)
     while max(left) > 1e-6:
         for i, side in enumerate(sides):
@@ -131,6 +132,8 @@ def turns(sides: list[Side], seconds: float, slice_s: float) -> None:
             side.pause()
             side.active_s += time.monotonic() - t0
             left[i] -= run
+            if gap_s > 0:
+                time.sleep(gap_s)
 
 
 def measured(sides: list[Side], seconds: float, slice_s: float) -> dict[Side, float]:

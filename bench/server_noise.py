@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as C
-from interleave import OPTIONS, TEST, THREADS, questions, scratch
+from interleave import OPTIONS, TEST, THREADS, questions, scratch, turns
 from scipy import stats
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,26 +100,6 @@ class Side:
 
     def pids(self) -> list[int]:
         return [p for p in (self.server.pid, self.client.pid) if p]
-
-
-def turns(sides: list[Side], seconds: float, slice_s: float, gap_s: float) -> None:
-    """interleave.turns with `gap_s` after every turn, every client stopped (what bookkeeping
-    between turns costs: the vCPUs go idle)."""
-    per_turn = [slice_s] * len(sides)
-    left = [seconds] * len(sides)
-    while max(left) > 1e-6:
-        for i, side in enumerate(sides):
-            run = min(per_turn[i], left[i])
-            if run <= 1e-6:
-                continue
-            side.resume()
-            t0 = time.monotonic()
-            time.sleep(run)
-            side.pause()
-            side.active_s += time.monotonic() - t0
-            left[i] -= run
-            if gap_s > 0:
-                time.sleep(gap_s)
 
 
 def one_round(sides: list[Side], cfg: dict[str, Any], first: int, slice_s: float, gap_s: float) -> tuple[float, float]:

@@ -86,8 +86,8 @@ class ExperimentSection(_Strict):
     prewarm: StrictBool = False
     # how a round runs its cells (run/interleave.py): "sequential", one fresh server after another;
     # "interleaved", the round's servers of one thread count started together, their clients taking
-    # turns of `slice`, so a change in the host's speed falls on every variant alike; 100 ms turns
-    # shared this VM's host five times better than 1 s turns (bench/server_noise.py)
+    # turns of `slice`, so a change in the host's speed falls on every variant alike; on two kept
+    # servers 100 ms turns left a seventh of the sd of 1 s turns (bench/server_noise.py)
     design: Literal["sequential", "interleaved"] = "sequential"
     slice: Duration = 0.1
 
