@@ -136,12 +136,12 @@ def turns(sides: list[Any], seconds: float, slice_s: float, gap_s: float = 0.0) 
                 time.sleep(gap_s)
 
 
-def measured(sides: list[Side], seconds: float, slice_s: float) -> dict[Side, float]:
+def measured(sides: list[Any], seconds: float, slice_s: float, gap_s: float = 0.0) -> dict[Any, float]:
     """Statements a second (QPS) of each side over `seconds` of its running time."""
     before = [questions(s.server) for s in sides]
     for s in sides:
         s.active_s = 0.0
-    turns(sides, seconds, slice_s)
+    turns(sides, seconds, slice_s, gap_s)
     return {s: (questions(s.server) - b) / s.active_s for s, b in zip(sides, before, strict=True)}
 
 

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as C
-from interleave import OPTIONS, TEST, THREADS, questions, scratch, turns
+from interleave import OPTIONS, TEST, THREADS, measured, scratch, turns
 from scipy import stats
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,11 +108,7 @@ def one_round(sides: list[Side], cfg: dict[str, Any], first: int, slice_s: float
     order = sides[first:] + sides[:first]
     steal0, t0 = machine_steal_s(), time.monotonic()
     turns(order, cfg["warmup"], min(slice_s, cfg["warmup"]), gap_s)
-    before = [questions(s.server) for s in order]
-    for s in order:
-        s.active_s = 0.0
-    turns(order, cfg["window"], slice_s, gap_s)
-    rates = {s: (questions(s.server) - b) / s.active_s for s, b in zip(order, before, strict=True)}
+    rates = measured(order, cfg["window"], slice_s, gap_s)
     steal = (machine_steal_s() - steal0) / (time.monotonic() - t0)
     return rates[sides[1]] / rates[sides[0]], steal
 
@@ -139,8 +135,8 @@ def run(args: argparse.Namespace) -> None:
     slices = [float(x) for x in args.slices.split(",")]
     modes = args.modes.split(",")
     gaps = [float(x) for x in args.gaps.split(",")]
-    # a mode at a turn length (and a gap between turns, in ms, when not 0)
-    arms = [f"{m}@{s:g}s" + (f"+{g:g}ms" if g else "") for m in modes for s in slices for g in gaps]
+    # a mode at a turn length and a gap between turns: its label ("kept@0.1s+1.5ms") and settings
+    arms = {f"{m}@{s:g}s" + (f"+{g:g}ms" if g else ""): (m, s, g) for m in modes for s in slices for g in gaps}
     cfg = {"warmup": args.warmup, "window": args.window, "slices": slices, "gaps_ms": gaps, "modes": modes,
            "rounds": args.rounds or 20, "tables": 2, "rows": 50_000, "seed": args.seed}  # fmt: skip
     if args.quick:
@@ -162,8 +158,7 @@ def run(args: argparse.Namespace) -> None:
             order = list(arms)
             rng.shuffle(order)
             for arm in order:
-                mode, turn = arm.split("@")
-                slice_s, gap_ms = float(turn.split("+")[0][:-1]), float(turn.split("+")[1][:-2]) if "+" in turn else 0.0
+                mode, slice_s, gap_ms = arms[arm]
                 first = rng.randrange(2)
                 t0 = time.monotonic()
                 with ExitStack() as stack:
@@ -184,9 +179,10 @@ def run(args: argparse.Namespace) -> None:
                 C.say(f"round {r + 1}/{cfg['rounds']} {arm:14s} B/A {ratio:.4f}  steal {steal:.3f}  other_cpu_cores "
                       + ("?" if other is None else f"{other:.3f}") + f"  {time.monotonic() - t0:5.1f} s")  # fmt: skip
     info = machine.finish()
-    base = summarise(arms[0], rows[arms[0]], None)
-    out = {a: base if a == arms[0] else summarise(a, rows[a], base) for a in arms}
-    headers = ["mode@turn", "rounds", "sd of log B/A [95%]", "mean", f"variance / {arms[0]} [95%]", "steal",
+    first_arm = next(iter(arms))
+    base = summarise(first_arm, rows[first_arm], None)
+    out = {a: base if a == first_arm else summarise(a, rows[a], base) for a in arms}
+    headers = ["mode@turn", "rounds", "sd of log B/A [95%]", "mean", f"variance / {first_arm} [95%]", "steal",
                "other mean/max"]  # fmt: skip
     table = []
     for a, x in out.items():
