@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analyze import host_speed
+from perflab.analyze import host_speed, summary
 from perflab.store.results import Results
 from tests.conftest import perflab
 from tests.integration.helpers import pgbench_experiment, write_experiment
@@ -151,6 +151,11 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
         assert doc["host_speed"] is None
         return
     slope = doc["host_speed"]
+    if slope is None:  # 5 rounds can fit a wild slope (beyond MAX_SLOPE) or none: refitting its cells says the same
+        with Results(Path(doc["results"])) as results:
+            _, loaded = summary.load(results)
+        assert host_speed.calibrate(loaded, chase=True) is None
+        return
     assert slope["cells"] == settled and slope["rounds"] == 5 and -1 <= slope["r"] <= 1 and slope["se"] > 0
     assert slope["chase_weight"] is None or 0 < slope["chase_weight"] <= 5  # --chase: weighed in when resolved
     assert slope["steal_weight"] is None or 0 < slope["steal_weight"] <= 20  # steal: weighed in when resolved
