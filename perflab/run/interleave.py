@@ -16,7 +16,9 @@ turn, over the seconds its client ran: sysbench's own clock and reports would co
 time. So the per-second intervals are seconds of the client's running time (t = 1, 2, ...;
 warm-up turns first), latency is not measured (null: a request in flight at a SIGSTOP would
 count the other servers' turns), and `resources` count the server's and client's CPU during its
-own turns, and the machine's steal time in them (`steal_cpu_cores`). `resources.idle_cpu_cores`
+own turns (its context switches over the whole window: reading every thread's status between
+turns disturbs the servers, docs/methodology.md), and the machine's steal time in them
+(`steal_cpu_cores`). `resources.idle_cpu_cores`
 is what the server used while its client was stopped (purge, flushing, an allocator's
 background thread): work that lands in the other servers' turns; above IDLE_WARNING the row
 says so in `design.warning`.
@@ -33,6 +35,7 @@ import shutil
 import signal
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +80,8 @@ class Seat:
         self.nominal = 0  # whole seconds of turns scheduled so far
         self.part_s = 0.0  # with turns under a second: the running second's turns so far
         self.active_s = 0.0  # seconds its client really ran
-        self.used = ProcCounters.zero()  # the server's counters over its own measured turns
+        self.used = ProcCounters.zero()  # the server's CPU and faults over its own measured turns
+        self.server_start: ProcCounters | None = None  # its full counters at the window's start (switches)
         self.idle_cpu_s = self.idle_s = 0.0  # the server's CPU while its client was stopped (measured turns)
         self.steal_s = 0.0  # the machine's steal time during its own measured turns
         self.window_from = 0  # index in `points` where the measured window starts
@@ -217,12 +221,37 @@ class Seat:
         if self.child.poll() is not None:
             raise self._client_died()
 
-    def _server_counters(self) -> ProcCounters:
-        """The server's /proc counters; ServerCrashedError once it has died (its /proc is gone)."""
+    def start_window(self) -> None:
+        """Mark the measured window's start: its first point, and the client's and the server's
+        full counters (the server's context switches are counted over the whole window, idle
+        time between its turns included: never read between turns)."""
+        assert self.child is not None
+        self.window_from = len(self.points) - 1
+        try:
+            self.client_start = ProcCounters.read(self.child.pid)
+            self.server_start = self._server_counters(threads=True)
+        except (FileNotFoundError, ProcessLookupError):
+            self.error = self._client_died()
+        except PerflabError as exc:
+            self.error = exc
+
+    def window_switches(self) -> tuple[int, int] | None:
+        """The server's (voluntary, involuntary) context switches since the window's start."""
+        if self.server_start is None:
+            return None
+        try:
+            now = self._server_counters(threads=True).minus(self.server_start)
+        except PerflabError:
+            return None
+        return now.voluntary_ctx, now.involuntary_ctx
+
+    def _server_counters(self, threads: bool = False) -> ProcCounters:
+        """The server's /proc counters (CPU and faults; with `threads`, its context switches
+        too: never between turns, ProcCounters.read); ServerCrashedError once it has died."""
         assert self.server is not None
         try:
             if self.server.alive():
-                return ProcCounters.read(self.server.pid)
+                return ProcCounters.read(self.server.pid, threads)
         except (FileNotFoundError, ProcessLookupError, IndexError):
             pass
         raise ServerCrashedError(f"{self.server.death()} during the run:\n{self.server.error_lines()}")
@@ -312,11 +341,10 @@ def run_group(
         for seat in seats:
             seat.open(budget)
         _rotate([s for s in seats if s.live], warmup, slice_s, measured=False)
+        for seat in seats:
+            if seat.live:
+                seat.start_window()
         live = [s for s in seats if s.live]
-        for seat in live:
-            seat.window_from = len(seat.points) - 1
-            assert seat.child is not None
-            seat.client_start = ProcCounters.read(seat.child.pid)
         mark = _Mark.take(live)
         with contextlib.ExitStack() as stack:
             rss = {s: stack.enter_context(RssSampler(s.server.pid)) for s in live if s.server is not None}
@@ -388,7 +416,11 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
     spec = seat.runner.exp.file
     summary = seat.summary()
     transactions = summary["transactions"]
-    resources = server_resources(seat.used, transactions, rss)
+    switches = seat.window_switches()
+    used = replace(seat.used, voluntary_ctx=switches[0], involuntary_ctx=switches[1]) if switches else seat.used
+    resources = server_resources(used, transactions, rss)
+    if switches is None:  # the server's threads could not be read at an end: no figure, not 0
+        resources.update(voluntary_ctx_switches=None, involuntary_ctx_switches=None, ctx_switches_per_txn=None)
     assert seat.child is not None and seat.client_start is not None
     try:
         client_used = ProcCounters.read(seat.child.pid).minus(seat.client_start)

@@ -88,3 +88,22 @@ def test_a_thread_that_ends_while_its_status_is_read_is_left_out(monkeypatch) ->
     monkeypatch.setattr(builtins, "open", lambda path, *a, **k: Ending() if path == gone else real_open(path, *a, **k))
     counters = ProcCounters.read(os.getpid())
     assert counters.user_s >= 0 and counters.voluntary_ctx >= 0  # the other threads (or none) counted
+
+
+def test_a_read_without_threads_touches_no_thread_status_file(monkeypatch) -> None:
+    """ProcCounters.read(pid, threads=False), what run/interleave.py reads between turns: the
+    process's CPU and faults from /proc/PID/stat alone, no context switches (reading every
+    thread's status file between 100 ms turns disturbed the servers: docs/methodology.md)."""
+    import builtins
+    import os
+    import time
+
+    time.sleep(0.01)  # at least one voluntary switch of this thread
+    full = ProcCounters.read(os.getpid())
+    opened: list[str] = []
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: opened.append(str(path)) or real_open(path, *a, **k))
+    light = ProcCounters.read(os.getpid(), threads=False)
+    assert opened == [f"/proc/{os.getpid()}/stat"]
+    assert light.voluntary_ctx == light.involuntary_ctx == 0 < full.voluntary_ctx
+    assert light.user_s >= full.user_s and light.minor_faults >= full.minor_faults

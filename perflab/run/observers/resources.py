@@ -33,12 +33,16 @@ class ProcCounters:
     involuntary_ctx: int
 
     @classmethod
-    def read(cls, pid: int) -> ProcCounters:
+    def read(cls, pid: int, threads: bool = True) -> ProcCounters:
+        """The process's counters now. `threads=False` reads /proc/PID/stat alone and leaves the
+        context switches 0: the switches are summed over every thread's status file, and reading
+        those after every 100 ms turn of an interleaved run made a server's per-second QPS vary
+        13-21% instead of 1-4% (docs/methodology.md#the-harness-own-reads-2026-11-27)."""
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             # the command name may contain spaces: fields start after the last ')'
             fields = f.read().rsplit(")", 1)[1].split()
         vol = invol = 0
-        for tid in os.listdir(f"/proc/{pid}/task"):
+        for tid in os.listdir(f"/proc/{pid}/task") if threads else ():
             try:
                 with open(f"/proc/{pid}/task/{tid}/status", encoding="ascii") as status:
                     for line in status:
