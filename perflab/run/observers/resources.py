@@ -37,7 +37,7 @@ class ProcCounters:
         """The process's counters now. `threads=False` reads /proc/PID/stat alone and leaves the
         context switches 0: the switches are summed over every thread's status file, and reading
         those after every 100 ms turn of an interleaved run made a server's per-second QPS vary
-        13-21% instead of 1-4% (docs/methodology.md#the-harness-own-reads-2026-11-27)."""
+        13-21% instead of 1-4% (docs/methodology.md#reads-between-turns-2026-11-27)."""
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             # the command name may contain spaces: fields start after the last ')'
             fields = f.read().rsplit(")", 1)[1].split()
