@@ -16,6 +16,8 @@ seconds of turns each, the server's Questions read after every second of running
 round runs each mode (--modes) on its own two fresh servers, in a random order (seeded):
   none     nothing between turns (the probe)
   stat     /proc/PID/stat of both servers before and after every turn (their CPU and faults)
+  steal    /proc/stat before and after every turn (the machine's steal time)
+  all      both, and a poll of the turn's client: what perflab reads between turns since 2026-11-27
   tasks    ProcCounters.read of the turn's server before and after it: /proc/PID/stat and every
            thread's status file (what perflab did until 2026-11-27)
   sampler  nothing between turns; the per-second count through perflab's kept status client
@@ -49,19 +51,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from perflab.run import dataset
-from perflab.run.observers.resources import ProcCounters, process_cpu_s
+from perflab.run.observers.resources import ProcCounters, machine_steal_s, process_cpu_s
 from perflab.run.observers.status import StatusSampler
 
-MODES = ("none", "stat", "tasks", "sampler")
+MODES = ("none", "stat", "steal", "all", "tasks", "sampler")
 SLICE_S = 0.1
 
 
 def reads(mode: str, side: Any, sides: list[Any]) -> None:
     """What perflab (or a variant of it) reads between turns, in `mode`."""
-    if mode == "stat":
+    if mode in ("stat", "all"):
         for s in sides:
             process_cpu_s(s.server.pid)
-    elif mode == "tasks":
+    if mode in ("steal", "all"):
+        machine_steal_s()
+    if mode == "all":
+        side.client.poll()
+    if mode == "tasks":
         ProcCounters.read(side.server.pid)
 
 
