@@ -57,6 +57,9 @@ from perflab.units import utc_now
 
 IDLE_WARNING = 0.05  # cores a paused server may use before its row warns (measured: see docs/methodology.md)
 Point = tuple[int, float, dict[str, float]]  # (whole seconds of turns so far, seconds run, the counters)
+UNREAD = ("server_cpu_s", "server_user_s", "server_sys_s", "minor_faults", "major_faults", "voluntary_ctx_switches",
+          "involuntary_ctx_switches", "minor_faults_per_txn", "major_faults_per_txn", "ctx_switches_per_txn",
+          "server_cpu_us_per_txn")  # fmt: skip
 WRITES = ("Com_insert", "Com_update", "Com_delete", "Com_replace", "Com_insert_select", "Com_replace_select")
 
 
@@ -80,10 +83,13 @@ class Seat:
         self.nominal = 0  # whole seconds of turns scheduled so far
         self.part_s = 0.0  # with turns under a second: the running second's turns so far
         self.active_s = 0.0  # seconds its client really ran
-        self.used = ProcCounters.zero()  # the server's CPU and faults over its own measured turns
-        self.server_start: ProcCounters | None = None  # its full counters at the window's start (switches)
-        self.idle_cpu_s = self.idle_s = 0.0  # the server's CPU while its client was stopped (measured turns)
-        self.steal_s = 0.0  # the machine's steal time during its own measured turns
+        self.server_start: ProcCounters | None = None  # its full counters at the window's start
+        self.window_t0 = 0.0  # time.monotonic() then
+        # its server's CPU and faults while its client was stopped, sampled around the others'
+        # turns that end a second of theirs, over idle_s seconds
+        self.idle_used = ProcCounters.zero()
+        self.idle_s = 0.0
+        self.steal_s = self.steal_sampled_s = 0.0  # the machine's steal over its own sampled turns
         self.window_from = 0  # index in `points` where the measured window starts
         self.client_start: ProcCounters | None = None
         # what is committed with an ok row (set by _finish): per-second series, RSS and status samples
@@ -182,23 +188,27 @@ class Seat:
 
     def turn(self, seconds: float, others: list[Seat], measured: bool) -> None:
         """Its client runs `seconds` (whole, a sample every second; or a fraction of a second, a
-        sample at the end of the turn that completes a second of its running time); the others'
-        servers' CPU meanwhile is added to their idle counters."""
+        sample at the end of the turn that completes a second of its running time). Only a turn
+        that ends with a sample reads /proc around it: the machine's steal and the others'
+        servers' CPU while paused (their idle work), sampled once a second a seat; the turns in
+        between do nothing but SIGCONT, sleep and SIGSTOP, as reads between 100 ms turns made the
+        servers' QPS noisier (docs/methodology.md#reads-between-turns-2026-11-27). A dead client
+        or server is noticed at that turn, within a second."""
         assert self.server is not None and self.child is not None
-        idle_before = {s: process_cpu_s(s.server.pid) for s in others if s.server is not None}
-        before = self._server_counters()
-        steal = machine_steal_s()
-        t0 = time.monotonic()
+        closing = seconds >= 1 or self.part_s + seconds > 1 - 1e-6  # a sample follows this turn
+        reads = closing and measured
+        idle_before = {s: s.idle_counters() for s in others} if reads else {}
+        steal = machine_steal_s() if reads else 0.0
         self.resume()
+        t0 = time.monotonic()
         ran = 0.0  # seconds its client has run in this turn (to the pause, not to the sample after it)
         try:
             if seconds < 1:
                 time.sleep(max(0.0, t0 + seconds - time.monotonic()))
                 self.pause()
                 ran = time.monotonic() - t0
-                self.part_s += seconds
-                if self.part_s > 1 - 1e-6:  # a second of turns is complete
-                    self.part_s = 0.0
+                self.part_s = 0.0 if closing else self.part_s + seconds
+                if closing:  # a second of turns is complete
                     self.nominal += 1
                     self.sample(self.active_s + ran)
             for k in range(1, int(seconds) + 1):
@@ -211,39 +221,61 @@ class Seat:
         finally:
             self.pause()  # a failed sample too: its client must not run in the others' turns
         self.active_s += ran
-        if measured:
+        if reads:
             self.steal_s += machine_steal_s() - steal
-            self.used = self.used.plus(self._server_counters().minus(before))
-            for seat, cpu in idle_before.items():
-                assert seat.server is not None
-                seat.idle_cpu_s += process_cpu_s(seat.server.pid) - cpu
-                seat.idle_s += seconds
-        if self.child.poll() is not None:
-            raise self._client_died()
+            self.steal_sampled_s += ran
+            for seat, before in idle_before.items():
+                after = seat.idle_counters()
+                if before is not None and after is not None:
+                    seat.idle_used = seat.idle_used.plus(after.minus(before))
+                    seat.idle_s += ran
+        if closing:
+            self._server_counters()  # ServerCrashedError once it has died
+            if self.child.poll() is not None:
+                raise self._client_died()
+
+    def idle_counters(self) -> ProcCounters | None:
+        """Its server's CPU and faults now (None once it has gone: its own turn says why)."""
+        try:
+            return self._server_counters()
+        except ServerCrashedError:
+            return None
 
     def start_window(self) -> None:
-        """Mark the measured window's start: its first point, and the client's and the server's
-        full counters (the server's context switches are counted over the whole window, idle
-        time between its turns included: never read between turns)."""
+        """Mark the measured window's start: its first point, the time, and the client's and the
+        server's full counters (the server's use over its own turns is the window's less its idle
+        work, `window_use`: nothing is read around each turn)."""
         assert self.child is not None
         self.window_from = len(self.points) - 1
         try:
             self.client_start = ProcCounters.read(self.child.pid)
             self.server_start = self._server_counters(threads=True)
+            self.window_t0 = time.monotonic()
         except (FileNotFoundError, ProcessLookupError):
             self.error = self._client_died()
         except PerflabError as exc:
             self.error = exc
 
-    def window_switches(self) -> tuple[int, int] | None:
-        """The server's (voluntary, involuntary) context switches since the window's start."""
+    def window_use(self, own_s: float) -> ProcCounters | None:
+        """The server's counters over its own `own_s` seconds of turns: the whole window's (read at
+        its two ends) less its idle work while its client was stopped, at the rate sampled around
+        the others' turns (`idle_used` over `idle_s`); its context switches are the whole
+        window's. None when the server cannot be read."""
         if self.server_start is None:
             return None
         try:
-            now = self._server_counters(threads=True).minus(self.server_start)
+            total = self._server_counters(threads=True).minus(self.server_start)
         except PerflabError:
             return None
-        return now.voluntary_ctx, now.involuntary_ctx
+        idle_s = max(0.0, time.monotonic() - self.window_t0 - own_s)
+        idle = self.idle_used.scaled(idle_s / self.idle_s) if self.idle_s else ProcCounters.zero()
+        return replace(
+            total,
+            user_s=max(0.0, total.user_s - idle.user_s),
+            sys_s=max(0.0, total.sys_s - idle.sys_s),
+            minor_faults=max(0, total.minor_faults - idle.minor_faults),
+            major_faults=max(0, total.major_faults - idle.major_faults),
+        )
 
     def _server_counters(self, threads: bool = False) -> ProcCounters:
         """The server's /proc counters (CPU and faults; with `threads`, its context switches
@@ -416,18 +448,17 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
     spec = seat.runner.exp.file
     summary = seat.summary()
     transactions = summary["transactions"]
-    switches = seat.window_switches()
-    used = replace(seat.used, voluntary_ctx=switches[0], involuntary_ctx=switches[1]) if switches else seat.used
-    resources = server_resources(used, transactions, rss)
-    if switches is None:  # the server's threads could not be read at an end: no figure, not 0
-        resources.update(voluntary_ctx_switches=None, involuntary_ctx_switches=None, ctx_switches_per_txn=None)
+    used = seat.window_use(summary["total_time_s"] or 0.0)
+    resources = server_resources(used or ProcCounters.zero(), transactions, rss)
+    if used is None:  # the server could not be read at the window's end: no figures, not 0
+        resources.update(dict.fromkeys(UNREAD))
     assert seat.child is not None and seat.client_start is not None
     try:
         client_used = ProcCounters.read(seat.child.pid).minus(seat.client_start)
     except (FileNotFoundError, ProcessLookupError):
         client_used = None
     client_cpu = round(client_used.user_s + client_used.sys_s, 3) if client_used else None
-    idle = round(seat.idle_cpu_s / seat.idle_s, 3) if seat.idle_s else None
+    idle = round((seat.idle_used.user_s + seat.idle_used.sys_s) / seat.idle_s, 3) if seat.idle_s else None
     resources.update(
         client_cpu_s=client_cpu,
         client_user_s=round(client_used.user_s, 3) if client_used else None,
@@ -435,7 +466,7 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
         harness_cpu_s=None,  # one perflab process drives the whole group: in other_cpu_cores' accounting
         profiler_cpu_s=0.0,
         other_cpu_cores=other,
-        steal_cpu_cores=round(seat.steal_s / summary["total_time_s"], 3) if summary["total_time_s"] else None,
+        steal_cpu_cores=round(seat.steal_s / seat.steal_sampled_s, 3) if seat.steal_sampled_s else None,
         idle_cpu_cores=idle,
         **seat.switches,
     )

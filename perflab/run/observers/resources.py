@@ -73,6 +73,12 @@ class ProcCounters:
     def plus(self, other: ProcCounters) -> ProcCounters:
         return ProcCounters(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
+    def scaled(self, factor: float) -> ProcCounters:
+        """These counters times `factor` (a sampled rate over a longer time; counts rounded)."""
+        return ProcCounters(self.user_s * factor, self.sys_s * factor, round(self.minor_faults * factor),
+                            round(self.major_faults * factor), round(self.voluntary_ctx * factor),
+                            round(self.involuntary_ctx * factor))  # fmt: skip
+
     @classmethod
     def zero(cls) -> ProcCounters:
         return cls(0.0, 0.0, 0, 0, 0, 0)
