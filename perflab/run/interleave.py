@@ -15,13 +15,14 @@ COMMIT counts each statement as one), sampled at every turn's end and every seco
 turn, over the seconds its client ran: sysbench's own clock and reports would count the stopped
 time. So the per-second intervals are seconds of the client's running time (t = 1, 2, ...;
 warm-up turns first), latency is not measured (null: a request in flight at a SIGSTOP would
-count the other servers' turns), and `resources` count the server's and client's CPU during its
-own turns (its context switches over the whole window: reading every thread's status between
-turns disturbs the servers, docs/methodology.md), and the machine's steal time in them
-(`steal_cpu_cores`). `resources.idle_cpu_cores`
-is what the server used while its client was stopped (purge, flushing, an allocator's
-background thread): work that lands in the other servers' turns; above IDLE_WARNING the row
-says so in `design.warning`.
+count the other servers' turns), and `resources` count the server's and client's CPU and faults
+during its own turns (the server's: the window's less its idle work; its context switches the
+whole window's), and the machine's steal time in them (`steal_cpu_cores`, sampled).
+`resources.idle_cpu_cores` is what the server used while its client was stopped (purge,
+flushing, an allocator's background thread), sampled around the turns that end another seat's
+second: work that lands in the other servers' turns; above IDLE_WARNING the row says so in
+`design.warning`. Nothing is read between the other turns: reads there made the servers'
+per-second QPS noisier (docs/methodology.md#reads-between-turns-2026-11-27).
 
     rows = run_group(runner, cells, snapshots, workdir)   # one committed row per cell
 """

@@ -7,6 +7,8 @@ from __future__ import annotations
 import resource
 import types
 
+import pytest
+
 from perflab.run import accounting
 from perflab.run.observers.resources import ProcCounters
 
@@ -107,3 +109,11 @@ def test_a_read_without_threads_touches_no_thread_status_file(monkeypatch) -> No
     assert opened == [f"/proc/{os.getpid()}/stat"]
     assert light.voluntary_ctx == light.involuntary_ctx == 0 < full.voluntary_ctx
     assert light.user_s >= full.user_s and light.minor_faults >= full.minor_faults
+
+
+def test_scaled_counters_are_a_sampled_rate_over_a_longer_time() -> None:
+    """What run/interleave.py does with a server's idle work sampled on one turn a second."""
+    sampled = ProcCounters(0.02, 0.01, 7, 1, 3, 2)
+    assert sampled.scaled(10) == ProcCounters(pytest.approx(0.2), pytest.approx(0.1), 70, 10, 30, 20)
+    assert sampled.scaled(0) == ProcCounters.zero()
+    assert sampled.scaled(0.5).minor_faults == 4  # counts rounded
