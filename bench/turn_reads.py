@@ -27,7 +27,7 @@ cancels within a second of turns) with a 95% interval, the sd of a round's 10 s 
 variance against `none` (F interval), the mean QPS, and other_cpu_cores (figures from a busy
 machine are not this machine's noise).
 
-Run: python3 bench/turn_reads.py [--rounds 6]   # ~13 minutes, idle machine
+Run: python3 bench/turn_reads.py [--rounds 6]   # six modes, ~20 minutes, idle machine
      python3 bench/turn_reads.py --quick        # smoke test: 1 round of 2 s windows (~1 minute)
 Exit status: 0 when it measured, 1 on a real error.
 """
