@@ -128,7 +128,12 @@ def client_resources(
     }
 
 
-def server_resources(used: ProcCounters, transactions: int, rss: RssSampler) -> dict[str, Any]:
+def server_resources(used: ProcCounters | None, transactions: int, rss: RssSampler) -> dict[str, Any]:
+    """The server's `resources` fields; `used` None (its counters could not be read at the
+    window's end): the counter fields are null, not 0."""
+    if used is None:
+        zero = server_resources(ProcCounters.zero(), transactions, rss)
+        return {k: v if k.startswith("rss_") else None for k, v in zero.items()}
     per = per_txn(transactions)
     return {
         "rss_end_bytes": rss.end,

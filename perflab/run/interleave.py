@@ -58,9 +58,6 @@ from perflab.units import utc_now
 
 IDLE_WARNING = 0.05  # cores a paused server may use before its row warns (measured: see docs/methodology.md)
 Point = tuple[int, float, dict[str, float]]  # (whole seconds of turns so far, seconds run, the counters)
-UNREAD = ("server_cpu_s", "server_user_s", "server_sys_s", "minor_faults", "major_faults", "voluntary_ctx_switches",
-          "involuntary_ctx_switches", "minor_faults_per_txn", "major_faults_per_txn", "ctx_switches_per_txn",
-          "server_cpu_us_per_txn")  # fmt: skip
 WRITES = ("Com_insert", "Com_update", "Com_delete", "Com_replace", "Com_insert_select", "Com_replace_select")
 
 
@@ -449,10 +446,7 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
     spec = seat.runner.exp.file
     summary = seat.summary()
     transactions = summary["transactions"]
-    used = seat.window_use(summary["total_time_s"] or 0.0)
-    resources = server_resources(used or ProcCounters.zero(), transactions, rss)
-    if used is None:  # the server could not be read at the window's end: no figures, not 0
-        resources.update(dict.fromkeys(UNREAD))
+    resources = server_resources(seat.window_use(summary["total_time_s"] or 0.0), transactions, rss)
     assert seat.child is not None and seat.client_start is not None
     try:
         client_used = ProcCounters.read(seat.child.pid).minus(seat.client_start)

@@ -117,3 +117,13 @@ def test_scaled_counters_are_a_sampled_rate_over_a_longer_time() -> None:
     assert sampled.scaled(10) == ProcCounters(pytest.approx(0.2), pytest.approx(0.1), 70, 10, 30, 20)
     assert sampled.scaled(0) == ProcCounters.zero()
     assert sampled.scaled(0.5).minor_faults == 4  # counts rounded
+
+
+def test_server_resources_unread_are_null_not_zero() -> None:
+    """A server whose counters could not be read at the window's end (run/interleave.py):
+    its counter fields are null, its memory samples kept."""
+    rss = types.SimpleNamespace(end=5, peak=7)
+    read = accounting.server_resources(ProcCounters.zero(), 10, rss)  # type: ignore[arg-type]
+    unread = accounting.server_resources(None, 10, rss)  # type: ignore[arg-type]
+    assert list(unread) == list(read) and unread["rss_end_bytes"] == 5 and unread["rss_peak_bytes"] == 7
+    assert all(v is None for k, v in unread.items() if not k.startswith("rss_"))

@@ -75,9 +75,7 @@ class ProcCounters:
 
     def scaled(self, factor: float) -> ProcCounters:
         """These counters times `factor` (a sampled rate over a longer time; counts rounded)."""
-        return ProcCounters(self.user_s * factor, self.sys_s * factor, round(self.minor_faults * factor),
-                            round(self.major_faults * factor), round(self.voluntary_ctx * factor),
-                            round(self.involuntary_ctx * factor))  # fmt: skip
+        return ProcCounters(*(v * factor if isinstance(v, float) else round(v * factor) for v in astuple(self)))
 
     @classmethod
     def zero(cls) -> ProcCounters:
