@@ -36,7 +36,7 @@ import shutil
 import signal
 import threading
 import time
-from dataclasses import replace
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -267,13 +267,8 @@ class Seat:
             return None
         idle_s = max(0.0, time.monotonic() - self.window_t0 - own_s)
         idle = self.idle_used.scaled(idle_s / self.idle_s) if self.idle_s else ProcCounters.zero()
-        return replace(
-            total,
-            user_s=max(0.0, total.user_s - idle.user_s),
-            sys_s=max(0.0, total.sys_s - idle.sys_s),
-            minor_faults=max(0, total.minor_faults - idle.minor_faults),
-            major_faults=max(0, total.major_faults - idle.major_faults),
-        )
+        # idle holds no context switches (sampled from /proc/PID/stat alone): the window's stay
+        return ProcCounters(*(max(v, type(v)(0)) for v in astuple(total.minus(idle))))
 
     def _server_counters(self, threads: bool = False) -> ProcCounters:
         """The server's /proc counters (CPU and faults; with `threads`, its context switches
@@ -452,8 +447,8 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
         client_used = ProcCounters.read(seat.child.pid).minus(seat.client_start)
     except (FileNotFoundError, ProcessLookupError):
         client_used = None
-    client_cpu = round(client_used.user_s + client_used.sys_s, 3) if client_used else None
-    idle = round((seat.idle_used.user_s + seat.idle_used.sys_s) / seat.idle_s, 3) if seat.idle_s else None
+    client_cpu = round(client_used.cpu_s, 3) if client_used else None
+    idle = round(seat.idle_used.cpu_s / seat.idle_s, 3) if seat.idle_s else None
     resources.update(
         client_cpu_s=client_cpu,
         client_user_s=round(client_used.user_s, 3) if client_used else None,

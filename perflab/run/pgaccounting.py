@@ -63,15 +63,8 @@ def tree_counters(pid: int) -> ProcCounters:
             continue
         reaped = ProcCounters(int(fields[13]) / CLOCK_TICKS, int(fields[14]) / CLOCK_TICKS,
                               int(fields[8]), int(fields[10]), 0, 0)  # fmt: skip
-        total = _plus(_plus(total, own), reaped)
+        total = total.plus(own).plus(reaped)
     return total
-
-
-def _plus(a: ProcCounters, b: ProcCounters) -> ProcCounters:
-    return ProcCounters(
-        a.user_s + b.user_s, a.sys_s + b.sys_s, a.minor_faults + b.minor_faults, a.major_faults + b.major_faults,
-        a.voluntary_ctx + b.voluntary_ctx, a.involuntary_ctx + b.involuntary_ctx,
-    )  # fmt: skip
 
 
 def pss_bytes(pids: list[int]) -> int | None:

@@ -67,6 +67,11 @@ class ProcCounters:
         """The same counters of a reaped child, from its rusage (every thread it ever had)."""
         return cls(usage.ru_utime, usage.ru_stime, usage.ru_minflt, usage.ru_majflt, usage.ru_nvcsw, usage.ru_nivcsw)
 
+    @property
+    def cpu_s(self) -> float:
+        """User plus system CPU seconds."""
+        return self.user_s + self.sys_s
+
     def minus(self, before: ProcCounters) -> ProcCounters:
         return ProcCounters(*(a - b for a, b in zip(astuple(self), astuple(before), strict=True)))
 
