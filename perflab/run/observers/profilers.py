@@ -201,6 +201,9 @@ class Profilers:
             "fold_s": None if fold_s is None else round(fold_s, 3),
             "sampler_cost": sampler_cost,
             "connect_s": round(spans.workload - spans.started, 3) if spans.started else None,  # threads connecting
+            # what the profiler recorded, in seconds of the workload's clock (0: its threads started;
+            # a pmp sampler attaching late explains a warm-up profile shorter than the warm-up)
+            "recorded_s": [round(span[0] - spans.workload, 3), round(span[1] - spans.workload, 3)],
         }
         path = folded.write(folded.base(results.dir, cell_id, source, phase, target), stacks, meta, timed or ())
         row = {
