@@ -8,6 +8,8 @@ complete even where frame pointers are missing.
 
     with StackSampler(pid, workdir, interval=1.0) as pmp:   # tree=True: PID and every process it forked
         run_window()
+    with StackSampler(pid, workdir, paused=True) as pmp:    # started, symbols loaded, not sampling
+        warm_up(); pmp.resume(); run_window()               # what it covers begins at the first resume()
     stacks, timed, stats = pmp.fold()      # Counter, [(t, stack, 1)], FoldStats
 
 eu-stack text (`eu-stack -m -p PID`), the input of `parse_eu_stack`:
@@ -119,7 +121,14 @@ class StackSampler:
     """Samples the server's thread stacks every `interval` seconds for the window."""
 
     def __init__(
-        self, pid: int, workdir: Path, *, interval: float = 1.0, tool: str = "libdw", tree: bool = False
+        self,
+        pid: int,
+        workdir: Path,
+        *,
+        interval: float = 1.0,
+        tool: str = "libdw",
+        tree: bool = False,
+        paused: bool = False,
     ) -> None:
         self.pid = pid
         self.tree = tree  # sample every process of pid's tree (a postmaster and its backends)
@@ -133,6 +142,10 @@ class StackSampler:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._paused = threading.Event()
+        self.started_paused = paused
+        self.waiting = paused  # started paused and not resumed yet: nothing covered so far
+        if paused:
+            self._paused.set()
         self._rows: list[tuple[float, int, list[str]]] = []
         self.dsos: dict[str, str] = {}
         self.exit_code: int | None = None
@@ -153,6 +166,7 @@ class StackSampler:
                 str(self.interval),
                 str(self.out),
                 *(["tree"] if self.tree else []),
+                *(["paused"] if self.waiting else []),
             ]
             self._log = (self.workdir / f"pmp-{self.pid}.log").open("w", encoding="utf-8")
             self.child = Child(argv, stdout=self._log, env={**os.environ, "PYTHONPATH": _package_root()})
@@ -187,9 +201,19 @@ class StackSampler:
         self._paused.set()
 
     def resume(self) -> None:
+        if self.waiting:  # the first resume of a sampler started paused: its span begins here
+            self.waiting = False
+            self._started = time.monotonic()
         if self.child is not None:
             self.child.signal_group(signal.SIGUSR2)
         self._paused.clear()
+
+    def covered(self) -> tuple[float, float]:
+        """CLOCK_MONOTONIC seconds the samples cover, after __exit__: from the first sample (the
+        sampler's clock starts just before perflab sees it ready) or, started paused, from the
+        first resume(), whose clock origin is long before."""
+        start = self.span[0] if self.started_paused or not self.origin else min(self.origin, self.span[0])
+        return start, self.span[1]
 
     def _eu_stack_loop(self) -> None:
         due = time.monotonic()

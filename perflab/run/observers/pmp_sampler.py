@@ -2,13 +2,17 @@
 
 Run by `pmp.StackSampler` as its own process (killed with its group like every child):
 
-    python -m perflab.run.observers.pmp_sampler PID INTERVAL_S OUT [tree]
+    python -m perflab.run.observers.pmp_sampler PID INTERVAL_S OUT [tree] [paused]
 
 With `tree` (PostgreSQL: one backend process per connection), every process of PID's tree is
 sampled each tick: the children are read again each tick (/proc/PID/task/PID/children, cheap), a
 new member is opened once (its modules and symbols loaded, then cached like PID's), a gone one
 closed. The lines of every member go to the one output (a pid is its main thread's tid), and
 `#process PID` marks the first sample of each member.
+
+With `paused` it starts paused (SIGUSR2 starts the sampling) after one discarded sample, which
+loads the symbol tables the server's stacks need (a second or two of CPU for mariadbd): a
+window-only profile is ready at the window's start and pays that cost in the warm-up, not in it.
 
 Why not `eu-stack -p PID` every interval: eu-stack loads and indexes every module's
 symbols and unwind tables again on each call (120-150 ms of CPU for mariadbd), the cost the
@@ -230,9 +234,12 @@ def kernel_wait(pid: int, tid: int) -> str:
 
 def main(argv: list[str]) -> int:
     pid, interval, out_path = int(argv[0]), float(argv[1]), argv[2]
-    family = argv[3:] == ["tree"]
+    flags = set(argv[3:])
+    if flags - {"tree", "paused"}:
+        raise SystemExit(f"unknown flags: {sorted(flags - {'tree', 'paused'})}")
+    family = "tree" in flags
     stop = []
-    paused = [False]  # SIGUSR1 pauses sampling, SIGUSR2 resumes it (bench/profile_overhead.py)
+    paused = ["paused" in flags]  # SIGUSR1 pauses sampling, SIGUSR2 resumes it (bench/profile_overhead.py)
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     signal.signal(signal.SIGUSR1, lambda *_: paused.__setitem__(0, True))
@@ -248,6 +255,9 @@ def main(argv: list[str]) -> int:
         with open(out_path, "w", encoding="utf-8") as out:
             out.write(f"# pmp_sampler pid={pid} interval={interval} start={start:.6f}\n")  # CLOCK_MONOTONIC
             out.flush()
+            if paused[0]:
+                sampler.stacks()  # discarded: loads the symbols now, paused, not at the first real sample
+                sampler.seen.clear()  # a tree's members: their `#process` lines come with their first real sample
             while not stop:
                 if paused[0]:
                     time.sleep(0.02)

@@ -3,9 +3,9 @@
     with Profilers(spec.observe, server.pid, rundir) as prof:  # perf starts (not yet recording)
         prof.workload_starting()            # perf (warmup = true) records
         start_client()
-        prof.workload_started(client_pid)   # pmp (warmup = true) attaches
+        prof.workload_started(client_pid)   # pmp attaches to the client (warmup = false: paused)
         sleep_through_warmup()
-        prof.window_started()               # the others begin
+        prof.window_started()               # the others begin (pmp: resumed)
         run_window()
     prof.store(results, cell_id, spans)     # profiles/ + the profiles table, per target and phase
     prof.fields(spans)                      # {"host_speed": ...} with [observe] host_speed
@@ -78,7 +78,9 @@ class Profilers:
 
     def workload_starting(self) -> None:
         """Right before the client starts: perf (system-wide) and the server's sampler begin the
-        warm-up's profiles (pmp's start-up, loading mariadbd's symbols, takes a second or two)."""
+        warm-up's profiles (pmp's start-up, loading mariadbd's symbols, takes a second or two:
+        with pmp warmup = false the sampler starts too, paused, so that cost stays out of the window
+        and its profile covers the whole window)."""
         perf = self.observe.perf
         if self.perf is not None and perf is not None and perf.warmup and not self.perf.enabled:
             self.perf.resume()
@@ -99,14 +101,20 @@ class Profilers:
             perf, pmp = self.observe.perf, self.observe.pmp
             if self.perf is not None and perf is not None and not self.perf.enabled and (perf.warmup or not warmup):
                 self.perf.resume()
-            if pmp is not None and (pmp.warmup or not warmup):
+            if pmp is not None:
                 for target in pmp.targets:
                     if target not in self.pmp and target in self.pids:
                         tree = self.tree and target == "server"
+                        paused = warmup and not pmp.warmup  # a window-only profile: ready, not yet sampling
                         sampler = StackSampler(
-                            self.pids[target], self.workdir, interval=pmp.interval, tool=pmp.tool, tree=tree
-                        )
+                            self.pids[target], self.workdir, interval=pmp.interval, tool=pmp.tool, tree=tree,
+                            paused=paused,
+                        )  # fmt: skip
                         self.pmp[target] = self._stack.enter_context(sampler)
+                if not warmup:
+                    for sampler in self.pmp.values():
+                        if sampler.waiting:
+                            sampler.resume()
         except BaseException:
             self._stack.close()
             raise
@@ -142,8 +150,7 @@ class Profilers:
     def _store_pmp(self, save: Any, spans: Spans, target: str, sampler: StackSampler) -> list[dict[str, Any]]:
         rows = sampler.rows()
         settings = {"interval_s": sampler.interval, "call_graph": sampler.tool, "sampler_cost": sampler.cost()}
-        # the sampler's clock starts with its first sample, a little before perflab saw it ready
-        span = (min(sampler.origin or sampler.span[0], sampler.span[0]), sampler.span[1])
+        span = sampler.covered()
         out = []
         for phase in _phases(spans, span):
             begin = spans.start(phase, span)
