@@ -11,7 +11,7 @@ closed. The lines of every member go to the one output (a pid is its main thread
 `#process PID` marks the first sample of each member.
 
 With `paused` it starts paused (SIGUSR2 starts the sampling) after one discarded sample, which
-loads the symbol tables the server's stacks need (a second or two of CPU for mariadbd): a
+loads the symbol tables the server's stacks need (tenths of a second for mariadbd): a
 window-only profile is ready at the window's start and pays that cost in the warm-up, not in it.
 
 Why not `eu-stack -p PID` every interval: eu-stack loads and indexes every module's

@@ -78,9 +78,9 @@ class Profilers:
 
     def workload_starting(self) -> None:
         """Right before the client starts: perf (system-wide) and the server's sampler begin the
-        warm-up's profiles (pmp's start-up, loading mariadbd's symbols, takes a second or two:
-        with pmp warmup = false the sampler starts too, paused, so that cost stays out of the window
-        and its profile covers the whole window)."""
+        warm-up's profiles (pmp's start-up and its first sample, loading mariadbd's symbols, take
+        tenths of a second: with pmp warmup = false the sampler starts too, paused, so that cost
+        stays out of the window and its profile covers the whole window)."""
         perf = self.observe.perf
         if self.perf is not None and perf is not None and perf.warmup and not self.perf.enabled:
             self.perf.resume()
