@@ -52,6 +52,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -379,16 +380,26 @@ def window_figures(intervals: list[dict[str, Any]], window_start: float, qps_mea
 
 
 def cell_fields(
-    intervals: list[dict[str, Any]], window_start: float, qps: float | None, threshold: float = STALL_THRESHOLD
+    intervals: list[dict[str, Any]],
+    window_start: float,
+    qps: float | None,
+    threshold: float = STALL_THRESHOLD,
+    steal: Callable[[float, float], float | None] | None = None,
 ) -> dict[str, Any]:
-    """A cell's stored steady-state fields, from its whole per-second series."""
+    """A cell's stored steady-state fields, from its whole per-second series. `steal(start_s,
+    end_s)`: the machine's steal time in cores over seconds of the series (run/observers/
+    resources.StealSampler), stored with each stall as `steal_cores`."""
     state = detect(intervals, window_start, threshold)
+    stalls = [stall.to_dict() for stall in state.stalls]
+    if steal is not None:
+        for stall in stalls:
+            stall["steal_cores"] = steal(stall["start_s"], stall["end_s"])
     return {
         "warmup_s": state.warmup_s,
         "warmup_method": state.method,
         "settled": state.settled,
         "unsettled_reason": state.reason,
-        "stalls": [stall.to_dict() for stall in state.stalls],
+        "stalls": stalls,
         "steady": {**window_figures(intervals, window_start, qps), "drift": state.drift},
     }
 

@@ -22,6 +22,7 @@ from perflab.variants import variant_label
 
 BUSY_CORES = 0.2  # CPU used by other processes during a window, above which a cell is suspect
 STEAL_CORES = 0.2  # CPU the hypervisor gave other guests during a window, above which a cell is suspect
+STALL_STEAL = 0.5  # cores of steal during a stall from which it is called the host's (a quarter of 2 vCPUs)
 STEAL_NOTE = 0.02  # mean steal of a run's windows worth a line (0 on bare metal and an idle host)
 
 
@@ -107,6 +108,7 @@ def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
                 "in the warm-up" if stall["end_s"] <= (cell.get("window_start_s") or 0) else "in the measured window"
             )
             depth = "no report from sysbench" if stall["kind"] == "no-report" else f"min {stall['min_qps']:,.0f} QPS"
+            depth += _stall_steal(stall.get("steal_cores"))
             out.append(
                 Finding(
                     "stall",
@@ -168,6 +170,16 @@ def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
         )
     out += _steal_findings(cells)
     return out
+
+
+def _stall_steal(cores: float | None) -> str:
+    """What the host took during a stall (its `steal_cores`, sampled since 2026-11-27): from
+    STALL_STEAL cores on, the stall is likely the host's (its other guests had this VM's CPUs)."""
+    if cores is None:
+        return ""
+    if cores >= STALL_STEAL:
+        return f"; the host took {cores:.2f} cores meanwhile (steal time): likely the host's stall, not the server's"
+    return f"; host steal {cores:.2f} cores: not the host's"
 
 
 def _steal_findings(cells: list[dict[str, Any]]) -> list[Finding]:

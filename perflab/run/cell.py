@@ -31,7 +31,7 @@ from perflab.run.builds import Build, BuildError, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers, store_alloc
-from perflab.run.observers.resources import RssSampler
+from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.observers.status import StatusSampler
 from perflab.run.prewarm import prewarm_options, server_switches
 from perflab.run.proc import call, clean_env
@@ -224,10 +224,11 @@ class CellRunner:
                 row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
                 intervals, rss, measured = self.measure(cell, server, logs, tracer)
                 status = measured.pop("status_samples", [])
+                steal = measured.pop("steal", None)  # cores of steal over seconds of the workload
                 if not server.alive():
                     raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
             row.update(measured, status="ok")
-            row.update(self._steady(intervals, measured["summary"]["qps"]))
+            row.update(self._steady(intervals, measured["summary"]["qps"], steal))
             row["resources"].update(restore_s=round(restore_s, 3), **switches)
         except PerflabError as exc:
             row.update(failure_fields(exc, server))
@@ -291,9 +292,11 @@ class CellRunner:
         spec = self.exp.file.observe.alloc
         return AllocTracer(spec, rundir, workdir / "alloc-build") if spec is not None else None
 
-    def _steady(self, intervals: list[dict[str, Any]], qps: float) -> dict[str, Any]:
+    def _steady(
+        self, intervals: list[dict[str, Any]], qps: float, steal: Callable[[float, float], float | None] | None = None
+    ) -> dict[str, Any]:
         spec = self.exp.file.experiment
-        return steady.cell_fields(intervals, spec.window_start, qps, spec.stall_threshold)
+        return steady.cell_fields(intervals, spec.window_start, qps, spec.stall_threshold, steal)
 
     def measure(
         self, cell: Cell, server: MariaDB | PostgreSQL, logs: Path, tracer: AllocTracer | None = None
@@ -313,6 +316,7 @@ class CellRunner:
         with (
             Profilers(spec.observe, server.pid, server.rundir) as profilers,
             contextlib.closing(sampler) if sampler else contextlib.nullcontext(),
+            StealSampler() as steal,  # the host's share of a stall (warm-up or window)
         ):
             profilers.workload_starting()
             started = time.monotonic()
@@ -339,6 +343,7 @@ class CellRunner:
         summary, intervals = client.read_output(logs / "sysbench.txt", code, warmup)
         client_fields.update(accounting.client_resources(start, child.rusage, summary.transactions, client_rss))
         measured = {
+            "steal": lambda a, b: steal.cores(origin + a, origin + b),  # seconds of sysbench's clock
             "summary": summary.to_dict(),
             "resources": {
                 **accounting.resources(start, end, child.rusage, summary.transactions, rss),

@@ -20,6 +20,7 @@ from perflab.errors import ServerCrashedError, WorkloadError
 from perflab.run import accounting, client
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers
+from perflab.run.observers.resources import StealSampler
 from perflab.run.pgaccounting import TreeSampler, children, tree_counters, verify_backends
 from perflab.run.servers.postgres import PORT, SUPERUSER, PostgreSQL, pg_binary
 from perflab.run.workloads import pgbench, sysbench
@@ -57,7 +58,7 @@ def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[li
     pgbench_tool = spec.workload.tool == "pgbench"
     out = logs / f"{spec.workload.tool}.txt"
     # the profilers follow the postmaster's tree: perf starts (not recording) before the client
-    with Profilers(spec.observe, server.pid, server.rundir, tree=True) as profilers:
+    with Profilers(spec.observe, server.pid, server.rundir, tree=True) as profilers, StealSampler() as steal:
         profilers.workload_starting()
         started, launched = time.monotonic(), time.time()
         child = client.start(argv, out, runner.client_cpus)
@@ -86,8 +87,9 @@ def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[li
     # the window's profiles cover it from its start (a profiler that began later: its share of it)
     spans = Spans.of_cell(0.0, started, window_end, window.begun - started, [], intervals, summary.transactions)
     profilers.store(runner.results, cell.order, spans)
+    # "steal": the machine's steal over seconds of the workload, a stall's (popped by cell.py)
     fields = {"summary": summary.to_dict(), "resources": resources, "sysbench_options": options,
-              **profilers.fields(spans)}  # fmt: skip
+              **profilers.fields(spans), "steal": lambda a, b: steal.cores(started + a, started + b)}  # fmt: skip
     return intervals, memory.samples, fields
 
 

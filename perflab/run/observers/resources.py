@@ -158,6 +158,51 @@ def machine_steal_s() -> float:
     return fields[7] / CLOCK_TICKS if len(fields) > 7 else 0.0
 
 
+class StealSampler:
+    """The machine's steal time every `interval` seconds in a thread, to tell how much of this
+    VM's CPU the host gave its other guests over any span of the run (a stall's seconds): a
+    stall the host caused shows as steal of a good part of the vCPUs, one of the server's or the
+    client's does not.
+
+        with StealSampler() as steal:
+            run()
+        steal.cores(a, b)   # cores of steal over [a, b] (CLOCK_MONOTONIC), None if not covered
+    """
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        self.samples: list[tuple[float, float]] = []  # (CLOCK_MONOTONIC s, steal s since boot)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="steal-sampler", daemon=True)
+
+    def _sample(self) -> None:
+        self.samples.append((time.monotonic(), machine_steal_s()))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> StealSampler:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def cores(self, start: float, end: float) -> float | None:
+        """Steal over [start, end] in cores, between the samples that bracket it (at most
+        `interval` wider on each side); None when the samples do not cover it."""
+        before = [s for s in self.samples if s[0] <= start]
+        after = [s for s in self.samples if s[0] >= end]
+        if not before or not after or after[0][0] <= before[-1][0]:
+            return None
+        (t0, s0), (t1, s1) = before[-1], after[0]
+        return round(max(0.0, s1 - s0) / (t1 - t0), 3)
+
+
 def process_cpu_s(pid: int) -> float:
     """user + system CPU of a live process (0 if it is gone)."""
     try:
