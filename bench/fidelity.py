@@ -378,6 +378,16 @@ def disjoint(base: dict[int, float], other: dict[int, float], size: int) -> list
     return [experiment(base, other, block)[2] for block in blocks]
 
 
+def server_cpu(c: dict[str, Any]) -> float | None:
+    """A cell's server CPU per transaction, µs."""
+    return (c.get("resources") or {}).get("server_cpu_us_per_txn")
+
+
+def client_cpu(c: dict[str, Any]) -> float | None:
+    """A cell's client (sysbench) CPU per transaction, µs."""
+    return (c.get("client") or {}).get("cpu_us_per_txn")
+
+
 def nominal(cells: list[dict[str, Any]], variant: str, ns: int) -> tuple[float | None, float | None]:
     """(machine-bound, server-bound) nominal slowdowns of `variant` from the CPU per transaction.
 
@@ -395,15 +405,9 @@ def nominal(cells: list[dict[str, Any]], variant: str, ns: int) -> tuple[float |
         found = [x for x in found if x is not None]
         return C.mean(found) if found else None
 
-    def server(c: dict[str, Any]) -> float | None:
-        return (c.get("resources") or {}).get("server_cpu_us_per_txn")
-
-    def client(c: dict[str, Any]) -> float | None:
-        return (c.get("client") or {}).get("cpu_us_per_txn")
-
-    cpu = mean_of(BASE, server)
+    cpu = mean_of(BASE, server_cpu)
     if not any(c.get("alloc") for c in cells):  # --design interleaved: the burn is the variant's extra CPU
-        slow = mean_of(variant, server)
+        slow = mean_of(variant, server_cpu)
         burn = slow - cpu if cpu and slow else None
     else:
         calls = mean_of(variant, lambda c: sum(((c.get("alloc") or {}).get("calls_per_txn") or {}).get(op, 0)
@@ -411,7 +415,7 @@ def nominal(cells: list[dict[str, Any]], variant: str, ns: int) -> tuple[float |
         burn = calls * ns / 1000 if calls is not None else None
     if not cpu or burn is None:
         return None, None
-    machine = cpu + (mean_of(BASE, client) or 0.0)  # no client figure: the server-bound one
+    machine = cpu + (mean_of(BASE, client_cpu) or 0.0)  # no client figure: the server-bound one
     return 1 - machine / (machine + burn), 1 - cpu / (cpu + burn)
 
 

@@ -30,7 +30,7 @@ def cores(cells: list[dict[str, Any]], name: str) -> float | None:
     """Server plus client CPU per second of the window: 2.0 is both vCPUs busy."""
     used = []
     for c in F.of(cells, name):
-        cpu = ((c.get("resources") or {}).get("server_cpu_us_per_txn"), (c.get("client") or {}).get("cpu_us_per_txn"))
+        cpu = (F.server_cpu(c), F.client_cpu(c))
         tps = (c.get("summary") or {}).get("tps")
         if c["status"] == "ok" and None not in cpu and tps:
             used.append((cpu[0] + cpu[1]) * tps / 1e6)

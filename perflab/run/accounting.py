@@ -124,7 +124,7 @@ def client_resources(
         "involuntary_ctx_switches": used.involuntary_ctx,
         "minor_faults_per_txn": per(used.minor_faults),
         "ctx_switches_per_txn": per(used.voluntary_ctx + used.involuntary_ctx),
-        "cpu_us_per_txn": per((used.cpu_s) * 1e6),
+        "cpu_us_per_txn": per(used.cpu_s * 1e6),
     }
 
 
@@ -148,5 +148,5 @@ def server_resources(used: ProcCounters | None, transactions: int, rss: RssSampl
         "minor_faults_per_txn": per(used.minor_faults),
         "major_faults_per_txn": per(used.major_faults),
         "ctx_switches_per_txn": per(used.voluntary_ctx + used.involuntary_ctx),
-        "server_cpu_us_per_txn": per((used.cpu_s) * 1e6),
+        "server_cpu_us_per_txn": per(used.cpu_s * 1e6),
     }
