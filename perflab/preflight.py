@@ -145,6 +145,52 @@ def _builds(exp: Experiment) -> list[Problem]:
     return problems
 
 
+def fit_design(exp: Experiment) -> Experiment:
+    """`exp` as this machine can run it: the interleaved design starts a round's servers of one
+    thread count at once, each on its own copy of the dataset, so the tmpfs must hold that many
+    copies and the memory their buffer pools too. When they do not fit, a file that chose no
+    design runs sequentially (the reason says why, with the figures); one that asked for
+    interleaved is refused (exit 3, with the figures)."""
+    e = exp.file.experiment
+    if not e.interleaved or exp.file.experiment.server != "mariadb":
+        return exp
+    seats = 1
+    for labels in exp.file.variants.values():
+        seats *= len(labels)
+    copy = dataset_estimate(exp)
+    rows = exp.file.dataset.tables * exp.file.dataset.table_size
+    tmpfs_need = (1 + seats) * copy  # the snapshot and one copy a server
+    ram_need = tmpfs_need + seats * (max(256 << 20, rows * 400) + (128 << 20))  # the copies, buffer pools, server
+    tmpfs_free = shutil.disk_usage(TMPFS).free if os.path.isdir(TMPFS) else 0
+    ram_free = memory_available()
+    if tmpfs_free >= tmpfs_need and (ram_free is None or ram_free >= ram_need):
+        return exp
+    figures = (
+        f"{seats} servers at once need about {tmpfs_need >> 20} MiB on {TMPFS} ({tmpfs_free >> 20} MiB free) and "
+        f"{ram_need >> 20} MiB of memory ({'unknown' if ram_free is None else f'{ram_free >> 20} MiB'} available)"
+    )
+    if "design" in (exp.raw.get("experiment") or {}):
+        raise EnvironmentProblem(
+            exp.source,
+            [Problem("experiment.design", "room for every server of a round", figures,
+                     'free memory, use a smaller dataset, or design = "sequential" (one server at a time)')],
+        )  # fmt: skip
+    from perflab.spec.design import with_design  # noqa: PLC0415
+
+    return with_design(exp, "sequential", f"sequential: {figures}")
+
+
+def memory_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def dataset_estimate(exp: Experiment) -> int:
     """Bytes of a prepared datadir, roughly and on the high side: ~400 B per sysbench row
     (row, primary and secondary index), the redo log, and the system tablespaces."""

@@ -418,7 +418,7 @@ def paired(
             d.append(math.log(yo / yb))
             c.append(xo - xb)
     n = len(d)
-    if n < MIN_PAIRS:
+    if n < max(MIN_PAIRS, 3):  # an intercept and a slope: 3 rounds for one degree of freedom
         return None
     found = regress(np.array(d), np.array(c))
     if found is None:

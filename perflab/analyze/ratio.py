@@ -16,9 +16,14 @@ freedom); its ratio is the geometric mean of the per-round ratios. The unpaired 
 freedom) counts the drift between rounds as noise. bench/paired_width.py measures how much
 narrower the paired interval is (docs/methodology.md#paired-rounds).
 
-When paired: at least MIN_PAIRS rounds hold a settled cell of both sides (an interval over
-fewer has too few degrees of freedom to be worth anything), and both come from one run (two
-runs share no rounds: `compare A B` is always Welch).
+When paired: at least MIN_PAIRS (2) rounds hold a settled cell of both sides, and both come
+from one run (two runs share no rounds: `compare A B` is always Welch). Rounds are blocks in
+both designs (randomized within each round), so the paired t interval is exact from 2 rounds on
+under normal per-round log-ratios; it is wide at 2 (1 degree of freedom) but it is the analysis
+the design was run for. Until 2026-11-27 pairing waited for 5 rounds and fell back to Welch on
+levels below that, which threw the pairing away exactly where the interleaved design needs it (3
+rounds of a 20% slowdown: inconclusive). The A/A false-verdict rates of paired intervals at 2-5
+rounds, measured on real runs: docs/methodology.md#paired-from-two-rounds (bench/decisive.py).
 
     estimate({1: 100.0, 2: 90.0, 3: 95.0}, {1: 103.0, 2: 92.5, 3: 97.9})
       -> (Estimate(method="paired", ratio=1.029, low=1.025, high=1.033, n=3, ...), welch, reason)
@@ -33,7 +38,7 @@ from dataclasses import dataclass
 from perflab.analyze import stats
 
 PAIRED, WELCH = "paired", "welch"
-MIN_PAIRS = 5  # pairing pays from about 5 rounds on this machine: docs/methodology.md#paired-rounds
+MIN_PAIRS = 2  # a t interval over rounds needs 2; A/A rates at 2-5: docs/methodology.md#paired-from-two-rounds
 
 
 @dataclass(frozen=True)

@@ -71,10 +71,17 @@ SPEND = 0.97
 CACHED_STATES = 16  # simulated paths kept for the looks to come (3.4 MB each)
 
 
-def spent(t: float, a: float) -> float:
-    """One-sided alpha spent by information fraction t (Lan-DeMets O'Brien-Fleming type)."""
+OBRIEN_FLEMING, POCOCK = "obrien-fleming", "pocock"
+
+
+def spent(t: float, a: float, spending: str = OBRIEN_FLEMING) -> float:
+    """One-sided alpha spent by information fraction t: Lan-DeMets O'Brien-Fleming type (almost
+    nothing early), or Pocock type, a ln(1 + (e - 1) t), which spends evenly enough over the
+    looks that a large effect stops at the first (docs/methodology.md#stopping-on-a-verdict)."""
     if t >= 1:
         return a
+    if spending == POCOCK:
+        return a * math.log1p((math.e - 1) * t)
     return float(2 * special.ndtr(-special.ndtri(1 - a / 2) / math.sqrt(t)))
 
 
@@ -94,27 +101,29 @@ _CACHE: OrderedDict[tuple, _Paths] = OrderedDict()
 _LEVELS: dict[tuple, tuple[float, ...]] = {}  # every look sequence computed (a few bytes each)
 
 
-def levels(ns: tuple[int, ...], fractions: tuple[float, ...], a: float) -> tuple[float, ...]:
+def levels(
+    ns: tuple[int, ...], fractions: tuple[float, ...], a: float, spending: str = OBRIEN_FLEMING
+) -> tuple[float, ...]:
     """Nominal one-sided p-values (Student t, n - 1 degrees of freedom) that looks at `ns`
     rounds (increasing, >= 2) and information `fractions` must reach, spending level `a`:
     the boundaries of the one-sample t statistic, by Monte Carlo (module docstring)."""
-    if (ns, fractions, a) in _LEVELS:
-        return _LEVELS[(ns, fractions, a)]
+    if (ns, fractions, a, spending) in _LEVELS:
+        return _LEVELS[(ns, fractions, a, spending)]
     done = len(ns)
-    while done and (ns[:done], fractions[:done], a) not in _CACHE:
+    while done and (ns[:done], fractions[:done], a, spending) not in _CACHE:
         done -= 1
-    state = _CACHE[(ns[:done], fractions[:done], a)] if done else None
+    state = _CACHE[(ns[:done], fractions[:done], a, spending)] if done else None
     for j in range(done, len(ns)):
-        state = _advance(state, ns[j - 1] if j else 0, ns[j], fractions[j], a, j)
-        _CACHE[(ns[: j + 1], fractions[: j + 1], a)] = state
-        _LEVELS[(ns[: j + 1], fractions[: j + 1], a)] = state.levels
+        state = _advance(state, ns[j - 1] if j else 0, ns[j], fractions[j], a, j, spending)
+        _CACHE[(ns[: j + 1], fractions[: j + 1], a, spending)] = state
+        _LEVELS[(ns[: j + 1], fractions[: j + 1], a, spending)] = state.levels
         while len(_CACHE) > CACHED_STATES:
             _CACHE.popitem(last=False)
     assert state is not None
     return state.levels
 
 
-def _advance(state: _Paths | None, before: int, n: int, t: float, a: float, j: int) -> _Paths:
+def _advance(state: _Paths | None, before: int, n: int, t: float, a: float, j: int, spending: str) -> _Paths:
     """The paths after one more look at n rounds: a block of n - before normal values each
     (drawn as its mean and sum of squares, the same draws for look j whatever came before)."""
     rng = np.random.default_rng([SEED, j])
@@ -128,7 +137,7 @@ def _advance(state: _Paths | None, before: int, n: int, t: float, a: float, j: i
         squares = state.squares + block_squares + before * m / n * (state.mean - block_mean) ** 2
         alive, crossed, found = state.alive, state.crossed, state.levels
     tstat = mean / np.sqrt(np.maximum(squares, 1e-300) / (n - 1) / n)
-    allowed = int(SPEND * spent(t, a) * PATHS) - crossed  # unspent alpha carries to the next look
+    allowed = int(SPEND * spent(t, a, spending) * PATHS) - crossed  # unspent alpha carries to the next look
     ranked = np.sort(tstat[alive])
     if allowed <= 0 or not len(ranked):
         return _Paths(mean, squares, alive, crossed, (*found, 0.0))
@@ -144,6 +153,7 @@ class Design:
     max_rounds: int = 10
     min_rounds: int = 3
     higher_is_better: bool = True
+    spending: str = OBRIEN_FLEMING
 
 
 @dataclass
@@ -155,9 +165,9 @@ class Track:
     ns: list[int] = field(default_factory=list)  # rounds the estimate held at each of its looks
     fractions: list[float] = field(default_factory=list)  # information fractions of its looks
 
-    def level(self, a: float) -> float:
+    def level(self, a: float, spending: str = OBRIEN_FLEMING) -> float:
         """The nominal one-sided level of its latest look, spending one-sided level `a`."""
-        return levels(tuple(self.ns), tuple(self.fractions), a)[-1]
+        return levels(tuple(self.ns), tuple(self.fractions), a, spending)[-1]
 
     @property
     def open(self) -> bool:
@@ -208,7 +218,7 @@ def _step_down(tracks: list[Track], fresh: dict[int, tuple], rejected: list[bool
     while True:
         m = max(1, rejected.count(False))
         a = design.alpha / m / 2  # one-sided: each side of the difference, each TOST test
-        now = [i for i, ps in fresh.items() if not rejected[i] and p_of(ps) <= tracks[i].level(a)]
+        now = [i for i, ps in fresh.items() if not rejected[i] and p_of(ps) <= tracks[i].level(a, design.spending)]
         if not now:
             return found
         for i in now:
@@ -290,7 +300,7 @@ def pending(found: list[Monitored]) -> set[tuple[str, int]]:
 
 def design_meta(design: Design) -> dict[str, Any]:
     """meta.adaptive's record of the design, from which a report replays the looks."""
-    return {"alpha": design.alpha, "equivalence_margin": design.margin, "spending": "obrien-fleming"}
+    return {"alpha": design.alpha, "equivalence_margin": design.margin, "spending": design.spending}
 
 
 def design_of(adaptive: dict[str, Any]) -> Design:
@@ -300,4 +310,5 @@ def design_of(adaptive: dict[str, Any]) -> Design:
         margin=float(adaptive.get("equivalence_margin", MARGIN)),
         max_rounds=int(adaptive["max_repeats"]),
         min_rounds=int(adaptive["min_repeats"]),
+        spending=str(adaptive.get("spending") or OBRIEN_FLEMING),  # runs before 2026-11-27: O'Brien-Fleming
     )

@@ -39,6 +39,7 @@ class Group:
     cells: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the settled ones, for evidence
     failed: int = 0
     unsettled: list[int] = field(default_factory=list)  # ids of ok cells that did not settle
+    replaced: list[int] = field(default_factory=list)  # ids of cells measured again (a retry's retry_of)
     stalls: int = 0  # stall windows in this group's measured windows
     ratio: float | None = None  # qps mean / baseline qps mean
     baseline: bool = False
@@ -85,6 +86,7 @@ class Group:
             "repeats": len(self.qps),
             "failed": self.failed,
             "unsettled": len(self.unsettled),
+            "measured_again": len(self.replaced),
             "stalls": self.stalls,
             "qps_mean": qps.mean,
             "qps_ci_low": qps.low,
@@ -115,9 +117,13 @@ def groups(
     (meta.experiment.server) chooses the memory figure: PSS for "postgresql", else RSS."""
     by_key: dict[tuple, Group] = {}
     memory = memory_figure(server)
+    replaced = {cell.get("retry_of") for cell in cells} - {None}
     for cell in cells:
         key = (tuple(cell["variant"].items()), cell["threads"])
         group = by_key.setdefault(key, Group(dict(cell["variant"]), cell["threads"], memory=memory))
+        if cell["id"] in replaced:  # its retry counts in its place
+            group.replaced.append(cell["id"])
+            continue
         if cell["status"] != "ok":
             group.failed += 1
             continue

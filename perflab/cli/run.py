@@ -89,15 +89,16 @@ def run(
     exp, done = _experiment(experiment, output, resume, seed)
     output = resume if resume is not None else output
     preflight.check(exp)
+    exp = preflight.fit_design(exp) if resume is None else exp
     from perflab.cli import calibrated
 
     exp, planned = calibrated.plan(exp, calibration) if resume is None else (exp, {})
-    from perflab.run.scheduler import Scheduler, estimate_seconds
+    from perflab.run.scheduler import Scheduler, estimate_seconds, max_rounds
 
     cells = exp.cells()
     from perflab.report import plan
 
-    matrix = plan.plan(exp, len(cells), estimate_seconds, _build_status(exp))
+    matrix = plan.plan(exp, len(cells), estimate_seconds, _build_status(exp), max_rounds(exp))
     if check and fmt == "json":
         click.echo(json.dumps({**matrix, "calibration": planned or None}, indent=2))
         return
@@ -196,6 +197,10 @@ def _resumable(directory: Path, seed: int | None) -> tuple[spec.Experiment, int]
             "--resume keeps the stored order: drop --seed",
         )
     exp = spec.parse(text, f"{directory}/results.db (its stored experiment file)")
+    if meta.get("design") and meta["design"] != exp.file.experiment.design:  # preflight chose another
+        from perflab.spec.design import with_design
+
+        exp = with_design(exp, meta["design"], meta.get("design_reason") or "")
     from perflab.cli.calibrated import resumed
 
     return resumed(dataclasses.replace(exp, seed=stored_seed), meta), stored
@@ -268,6 +273,8 @@ def _record_start(
         started_at=now,
         perflab_version=__version__,
         seed=exp.seed,
+        design=file.experiment.design,
+        design_reason=exp.design_reason,
         cell_count=cells,
         status="running",
         concurrent_allowed=concurrent,

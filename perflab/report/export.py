@@ -207,5 +207,5 @@ def report_document(meta: dict[str, Any], cells: list[dict[str, Any]], baselines
         "baseline": v.baseline,
         "groups": groups,
         "comparisons": [c.to_dict() for c in v.comparisons],
-        "findings": [asdict(f) for f in findings.collect(v.groups, cells, meta)],
+        "findings": [asdict(f) for f in findings.collect(v.groups, cells, meta, v.comparisons)],
     }

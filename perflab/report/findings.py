@@ -12,12 +12,15 @@ reports print the same list, so they never disagree.
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from perflab.analyze import alloc, host_speed, stats
 from perflab.analyze.summary import Group
+from perflab.units import format_duration
 from perflab.variants import variant_label
 
 BUSY_CORES = 0.2  # CPU used by other processes during a window, above which a cell is suspect
@@ -36,7 +39,11 @@ class Finding:
     cells: tuple[int, ...] = field(default=())
 
 
-def collect(all_groups: list[Group], cells: list[dict[str, Any]], meta: dict[str, Any]) -> list[Finding]:
+def collect(
+    all_groups: list[Group], cells: list[dict[str, Any]], meta: dict[str, Any], comparisons: list[Any] | None = None
+) -> list[Finding]:
+    """Every finding of a run; `comparisons` (analyze/compare.py), when given, add the budget that
+    would settle a fixed-repeats run's inconclusive verdicts."""
     out = _group_findings(all_groups, meta)
     out += _cell_findings(cells)
     dropped = alloc.dropped_samples(cells)
@@ -44,6 +51,7 @@ def collect(all_groups: list[Group], cells: list[dict[str, Any]], meta: dict[str
         ids = tuple(c["id"] for c in cells if c["status"] == "ok" and (c.get("alloc") or {}).get("dropped_samples"))
         out.append(Finding("warning", "alloc-dropped", dropped, ids))
     out += _adaptive_findings(meta)
+    out += budget_findings(comparisons or [], cells, meta)
     out += _host_speed_findings(cells, meta)
     out += _dataset_findings(cells, meta)
     for cell in cells:
@@ -233,7 +241,7 @@ def _adaptive_findings(meta: dict[str, Any]) -> list[Finding]:
                 "warning",
                 "adaptive-missed",
                 f"{g['variant']} at {g['threads']} threads: target not met ({half} after {g['repeats']} repeats). "
-                "Remedy: raise max_repeats or time_budget, or a longer duration",
+                "Remedy: raise max_repeats or budget, or a longer duration",
             )
         )
     return out
@@ -254,7 +262,7 @@ def _sequential_findings(adaptive: dict[str, Any], interleave: str) -> list[Find
         Finding(
             "info",
             "adaptive",
-            f"adaptive repeats until a verdict (group-sequential, O'Brien-Fleming alpha spending, Holm): "
+            f"adaptive repeats until a verdict (group-sequential, {_spending(adaptive)} alpha spending, Holm): "
             f"{adaptive.get('rounds')} rounds, {len(decided)} of {len(found)} comparisons reached a verdict "
             f"({adaptive.get('stop_reason') or 'running'})" + (f": {each}" if each else ""),
         )
@@ -266,10 +274,58 @@ def _sequential_findings(adaptive: dict[str, Any], interleave: str) -> list[Find
                     "warning",
                     "adaptive-missed",
                     f"{c['variant']} at {c['threads']} threads: no verdict after {adaptive.get('rounds')} rounds. "
-                    "Remedy: raise max_repeats or time_budget, or a longer duration" + interleave,
+                    "Remedy: raise budget (or max_repeats), or a longer duration" + interleave,
                 )
             )
     return out
+
+
+_SPENDING = {"pocock": "Pocock-type", "obrien-fleming": "O'Brien-Fleming"}
+
+
+def _spending(adaptive: dict[str, Any]) -> str:
+    """How the run spent its alpha over the looks (runs before 2026-11-27 did not say: O'Brien-Fleming)."""
+    return _SPENDING.get(str(adaptive.get("spending")), _SPENDING["obrien-fleming"])
+
+
+def budget_findings(comparisons: list[Any], cells: list[dict[str, Any]], meta: dict[str, Any]) -> list[Finding]:
+    """A run of a fixed number of repeats whose QPS comparisons ended inconclusive: the budget that
+    would settle them, from the rounds each still needs (verdict.rounds_needed, a projection at
+    the observed ratio and noise) at this run's own wall time per round."""
+    repeats = (meta.get("experiment") or {}).get("repeats")
+    if not isinstance(repeats, int) or isinstance(repeats, bool):
+        return []
+    open_ = [c for c in comparisons if c.verdict == "inconclusive" and c.metric == "qps" and c.kind == "variant"]
+    needed = [c.rounds_needed for c in open_ if c.rounds_needed]
+    per_round = _round_seconds(cells, repeats)
+    if not needed or per_round is None:
+        return []
+    worst = max(needed)
+    budget = math.ceil((repeats + worst) * per_round / 60) * 60
+    names = ", ".join(f"{variant_label(c.variant)} at {c.threads} threads (+{c.rounds_needed})" for c in open_
+                      if c.rounds_needed)  # fmt: skip
+    return [
+        Finding(
+            "warning",
+            "budget",
+            f"inconclusive after {repeats} rounds: {names}. At the observed ratios and noise about {worst} more "
+            f"round(s) would settle them; a round took {format_duration(per_round)} here. Remedy: leave repeats out "
+            f'(rounds until every comparison has a verdict) with budget = "{format_duration(budget)}"',
+        )
+    ]
+
+
+def _round_seconds(cells: list[dict[str, Any]], rounds: int) -> float | None:
+    """The run's wall time per round: its first cell's start to its last cell's end, over `rounds`."""
+    times = [(c.get("started_at"), c.get("ended_at")) for c in cells if c.get("started_at") and c.get("ended_at")]
+    if not times or rounds < 1:
+        return None
+    try:
+        start = min(dt.datetime.fromisoformat(a) for a, _ in times)
+        end = max(dt.datetime.fromisoformat(b) for _, b in times)
+    except ValueError:
+        return None
+    return max(1.0, (end - start).total_seconds() / rounds)
 
 
 def _interleave(meta: dict[str, Any]) -> str:

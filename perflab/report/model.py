@@ -184,7 +184,7 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
         axes,
         base,
         colors.variant_colors(variants),
-        findings.collect(groups, cells, meta),
+        findings.collect(groups, cells, meta, comparisons),
         profiles=profiles.load(Path(results.dir), cells, groups),
         explanations=phase_explain.explain(results),
     )

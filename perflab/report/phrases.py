@@ -86,6 +86,7 @@ KIND_TITLES = {
     "steal": "host steal time",
     "adaptive": "adaptive repeats",
     "adaptive-missed": "adaptive targets not met",
+    "budget": "inconclusive at a fixed number of repeats",
     "dataset": "datasets of their own",
     "failed": "failed cells",
 }

@@ -6,7 +6,10 @@ Printed by `perflab run` (and `run --check`) as one line, or as JSON with `--che
 
     {"experiment": "allocators", "file": "examples/allocators.toml", "axes": {"allocator": [...]},
      "threads": [1, 2, 4], "repeats": 3, "cells": 135, "estimated_s": 3912.5, "adaptive": null,
-     "design": "sequential", "slice_s": null}
+     "design": "sequential", "design_reason": "design = \"sequential\" in the file", "slice_s": null}
+
+A file without `repeats` stops on verdicts: its `adaptive` says so, with the budget (`budget_s`,
+10 minutes unless the file sets `budget`) and the rounds that budget holds (`max_repeats`).
 
 The estimate comes from the caller (run/scheduler.estimate_seconds), so this module stays on
 the report side of the pipeline.
@@ -23,9 +26,16 @@ from perflab.units import format_duration
 Estimate = Callable[..., float]  # estimate(exp) or estimate(exp, cells) -> seconds
 
 
-def plan(exp: Experiment, cells: int, estimate: Estimate, builds: dict[str, str] | None = None) -> dict[str, Any]:
+def plan(
+    exp: Experiment,
+    cells: int,
+    estimate: Estimate,
+    builds: dict[str, str] | None = None,
+    max_rounds: int | None = None,
+) -> dict[str, Any]:
     """The matrix of `exp` (with `cells` cells known in advance) and its estimated wall time;
-    `builds`: what each [builds] entry needs before the first cell (cached, or to build)."""
+    `builds`: what each [builds] entry needs before the first cell (cached, or to build);
+    `max_rounds`: the most rounds an adaptive run plans for (run/scheduler.max_rounds)."""
     file, e = exp.file, exp.file.experiment
     out: dict[str, Any] = {
         "experiment": exp.name,
@@ -38,16 +48,20 @@ def plan(exp: Experiment, cells: int, estimate: Estimate, builds: dict[str, str]
         "adaptive": None,
         "builds": builds or {},
         "design": e.design,
+        "design_reason": exp.design_reason,
         "slice_s": e.slice if e.interleaved else None,
     }
     if e.adaptive:
-        most = cells // e.min_repeats * e.max_repeats
+        rounds = max_rounds or e.max_repeats
+        most = cells // e.min_repeats * rounds
         out["adaptive"] = {
             "min_repeats": e.min_repeats,
-            "max_repeats": e.max_repeats,
+            "max_repeats": rounds,
             "target_ci": e.target_ci,
-            "stop": e.stop,
-            "time_budget_s": e.time_budget,
+            "stop": e.stop_rule,
+            "spending": e.spending,
+            "time_budget_s": e.budget_s,
+            "budget_s": e.budget_s,
             "max_cells": most,
             "max_estimated_s": round(estimate(exp, most), 1),
         }
@@ -66,9 +80,11 @@ def line(p: dict[str, Any]) -> str:
             else f"target ±{adaptive['target_ci']:.1%}"
         )
         repeats = f"{adaptive['min_repeats']}+ repeats (auto, {until})"
-        most = f", up to {adaptive['max_cells']} cells ({format_duration(adaptive['max_estimated_s'])})"
+        most = f", up to {adaptive['max_cells']} cells"
         if adaptive["time_budget_s"]:
-            most += f" within a time budget of {format_duration(adaptive['time_budget_s'])}"
+            most += f" within a budget of {format_duration(adaptive['time_budget_s'])}"
+        else:
+            most += f" ({format_duration(adaptive['max_estimated_s'])})"
     else:
         repeats = f"{p['repeats']} repeats"
     text = (
@@ -77,6 +93,8 @@ def line(p: dict[str, Any]) -> str:
     )
     if p.get("design") == "interleaved":
         text += f"; each round's servers at once, clients in {p['slice_s']:g} s turns (design = interleaved)"
+    if p.get("design_reason") and not p["design_reason"].startswith("design = "):
+        text += f"\n  design: {p['design_reason']}"
     for name, status in p.get("builds", {}).items():
         text += f"\n  build {name}: {status}"
     return text

@@ -108,7 +108,7 @@ def render(
     if noise is not None and not noise.empty:
         noise_table(console, noise)
     _why(console, comparisons)
-    _warnings(console, all_groups, cells, meta)
+    _warnings(console, all_groups, cells, meta, comparisons)
     _explanations(console, explanations or [])
 
 
@@ -233,8 +233,14 @@ def comparison_table(title: str, comparisons: list[Comparison], runs: bool = Fal
     return table
 
 
-def _warnings(console: Console, all_groups: list[Group], cells: list[dict[str, Any]], meta: dict[str, Any]) -> None:
-    for f in findings.collect(all_groups, cells, meta):
+def _warnings(
+    console: Console,
+    all_groups: list[Group],
+    cells: list[dict[str, Any]],
+    meta: dict[str, Any],
+    comparisons: list[Any] | None = None,
+) -> None:
+    for f in findings.collect(all_groups, cells, meta, comparisons):
         if f.level == "warning":
             console.print(f"[yellow]warning:[/] {escape(f.text)}", highlight=False)
         else:

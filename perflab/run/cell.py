@@ -274,6 +274,7 @@ class CellRunner:
             "variant": cell.variant,
             "threads": cell.threads,
             "repeat": cell.repeat,
+            "retry_of": cell.retry_of,
             "status": "failed",
             "error": None,
             "log_tail": None,

@@ -94,6 +94,7 @@ class Seat:
         self.series: list[dict[str, Any]] = []
         self.rss: list[tuple[float, int]] = []
         self.status_samples: list[tuple[float, dict[str, float]]] = []
+        self.own_unsettled_reason: str | None = None  # settled only relative to its group (settle_relative)
 
     @property
     def live(self) -> bool:
@@ -378,6 +379,7 @@ def run_group(
         for seat in live:
             if seat.live:
                 _finish(seat, warmup, rss[seat], other)
+        settle_relative([s for s in live if s.live], warmup, spec.stall_threshold)
     finally:
         for seat in seats:
             seat.close()
@@ -387,9 +389,51 @@ def run_group(
             seat.row.update(failure_fields(seat.error, seat.server) if seat.server else {"error": seat.error.message})
         seat.row["ended_at"] = utc_now()
         seat.row["design"] = _design_fields(seat, cells, slice_s)
-        runner.results.commit_cell(seat.row, seat.series, seat.rss, seat.status_samples)
         rows.append(seat.row)
+    # one transaction: the group's cells pair only with each other, so a run killed while they
+    # are stored resumes the whole group, never a lone cell beside one that ran at another time
+    runner.results.commit_cells([(s.row, s.series, s.rss, s.status_samples) for s in seats])
     return rows
+
+
+def settle_relative(seats: list[Seat], warmup: int, threshold: float) -> None:
+    """A seat whose own series did not settle is judged again relative to the others of its
+    group: its per-second QPS over theirs in the same second of turns. The host's speed falls on
+    every server of the group alike (that is what the design is for), so a change in it, which
+    moved the seat's own series (a window that "climbs" while the host sped up), cancels in the
+    ratio; what remains is the seat's own warm-up. Settled that way, the seat counts, and its row
+    keeps its own series' reason in `design.own_unsettled_reason`. A warm-up that every server of
+    the group shares also cancels: it cancels in the within-round ratios the verdicts use too
+    (docs/methodology.md#unsettled-under-the-interleaved-design)."""
+    ok = [s for s in seats if s.row.get("status") == "ok" and s.series]
+    for seat in ok:
+        others = [s for s in ok if s is not seat]
+        if seat.row.get("settled") is not False or not others:
+            continue
+        relative = relative_series(seat.series, [s.series for s in others])
+        if len(relative) < len(seat.series) // 2:
+            continue
+        state = steady.detect(relative, float(warmup), threshold)
+        if state.settled:
+            seat.own_unsettled_reason = seat.row.get("unsettled_reason")
+            seat.row.update(settled=True, unsettled_reason=None)
+
+
+def relative_series(own: list[dict[str, Any]], others: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """`own`'s per-second QPS over the mean of the others' in the same second of turns (t), where
+    every other seat has that second, scaled back to `own`'s mean (the detection's figures stay QPS)."""
+    peers = [{iv["t"]: iv["qps"] for iv in series if iv.get("qps")} for series in others]
+    out = []
+    for iv in own:
+        found = [p[iv["t"]] for p in peers if iv["t"] in p]
+        if iv.get("qps") is None or len(found) != len(peers):
+            continue
+        out.append({**iv, "qps": iv["qps"] / (sum(found) / len(found))})
+    if not out:
+        return out
+    scale = sum(iv["qps"] for iv in own if iv.get("qps")) / max(1, sum(1 for iv in own if iv.get("qps")))
+    level = sum(iv["qps"] for iv in out) / len(out)
+    return [{**iv, "qps": iv["qps"] / level * scale} for iv in out]
 
 
 def _rotate(seats: list[Seat], seconds: int, slice_s: float, measured: bool) -> None:
@@ -502,6 +546,8 @@ def _design_fields(seat: Seat, cells: list[Cell], slice_s: float) -> dict[str, A
         "active_s": round(seat.active_s, 3),
     }
     fields["warning"] = idle_warning(idle)
+    if seat.own_unsettled_reason:
+        fields["own_unsettled_reason"] = seat.own_unsettled_reason
     return fields
 
 

@@ -29,9 +29,11 @@ from perflab.run.cell import CellRunner, Listener
 from perflab.run.datasets import Datasets, kept_dirs
 from perflab.run.workdir import space_hint, work_dir
 from perflab.spec import Cell, Experiment
+from perflab.spec.fields import CELL_OVERHEAD_S, MAX_REPEATS
+from perflab.spec.loading import round_seconds
 from perflab.store.results import Results
+from perflab.units import format_duration
 
-CELL_OVERHEAD_S = 3.0  # restore + start + stop, measured here at about 1-2 s
 
 
 def cell_seconds(exp: Experiment) -> float:
@@ -98,7 +100,33 @@ class Scheduler:
             return
         have = {row["key"] for row in done}
         cells = [cell for cell in self.exp.cells() if cell.key not in have]
-        done += self._run_some(cells, datasets, workdir, len(cells))
+        total = len(cells)
+        for repeat in range(1, self.exp.file.experiment.planned_repeats + 1):
+            done += self._run_some([c for c in cells if c.repeat == repeat], datasets, workdir, total)
+            again = self.retries(repeat, done)
+            total += len(again)
+            done += self._run_some(again, datasets, workdir, total)
+
+    def retries(self, repeat: int, done: list[dict[str, Any]]) -> list[Cell]:
+        """The cells of round `repeat` to measure again, numbered after the last stored one: each
+        that failed or did not settle, once (a retry is not retried). In the interleaved design
+        the whole group it ran in, whose cells pair only with each other. A retry has the round
+        of the cell it replaces (`retry_of`), and the analysis uses it in that cell's place."""
+        rows = [r for r in done if r["repeat"] == repeat]
+        retried = {r.get("retry_of") for r in rows} - {None}
+        bad = [r for r in rows if r.get("retry_of") is None and r["id"] not in retried and needs_retry(r)]
+        if self.exp.file.experiment.interleaved:
+            groups = {tuple((r.get("design") or {}).get("group") or [r["id"]]) for r in bad}
+            ids = {i for g in groups for i in g}
+            bad = [r for r in rows if r["id"] in ids and r.get("retry_of") is None and r["id"] not in retried]
+        if not bad:
+            return []
+        planned = {c.key: c for c in self.exp.round(repeat)}
+        start = max((row["id"] for row in done), default=-1) + 1
+        found = [(r, planned.get(r["key"])) for r in sorted(bad, key=lambda r: r["id"])]
+        cells = [c for _, c in found if c is not None]
+        ids = [r["id"] for r, c in found if c is not None]
+        return [dataclasses.replace(c, order=start + i, retry_of=old) for i, (c, old) in enumerate(zip(cells, ids))]
 
     def _run_some(
         self, cells: list[Cell], datasets: Datasets | None, workdir: Path, total: int
@@ -139,25 +167,30 @@ class Scheduler:
         (counted from this invocation's start). Cells already in `done` (a resumed run) are
         not run again; the rounds they belong to are replayed from the stored results."""
         spec = self.exp.file.experiment
+        most, budget = max_rounds(self.exp), spec.budget_s
         started, ran = time.monotonic(), 0
         have = {row["key"] for row in done}
         pending: set[tuple[str, int]] | None = None  # None: every group
-        stop = "every comparison has a verdict" if spec.stop == sequential.STOP_VERDICT else "all targets met"
+        stop = "every comparison has a verdict" if spec.stop_rule == sequential.STOP_VERDICT else "all targets met"
         repeat = 0
         while pending is None or pending:
-            if repeat == spec.max_repeats:
-                stop = f"max_repeats ({spec.max_repeats}) reached"
+            if repeat == most:
+                by_budget = budget and "max_repeats" not in spec.model_fields_set
+                stop = (f"the {most} rounds the budget ({format_duration(budget)}) holds are done" if by_budget
+                        else f"max_repeats ({most}) reached")  # fmt: skip
                 break
             cells = self._round(repeat + 1, pending, have, done)
             spent = time.monotonic() - started
             per_cell = spent / ran if ran else cell_seconds(self.exp)
-            if spec.time_budget and repeat >= spec.min_repeats and spent + per_cell * len(cells) > spec.time_budget:
-                stop = f"time_budget ({spec.time_budget:.0f} s) would be exceeded by the next round"
+            if budget and repeat >= spec.min_repeats and spent + per_cell * len(cells) > budget:
+                stop = f"budget ({format_duration(budget)}) would be exceeded by the next round"
                 break
             repeat += 1
-            planned = len(done) + len(cells)
-            done += self._run_some(cells, datasets, workdir, planned)
-            ran += len(cells)
+            before = len(done)
+            done += self._run_some(cells, datasets, workdir, len(done) + len(cells))
+            again = self.retries(repeat, done)
+            done += self._run_some(again, datasets, workdir, len(done) + len(again))
+            ran += len(done) - before
             if repeat >= spec.min_repeats:
                 pending, meta = self._look(done, repeat, None)
                 self.results.set_meta(adaptive=meta)
@@ -166,16 +199,20 @@ class Scheduler:
     def _look(self, done: list[dict[str, Any]], repeat: int, stop: str | None) -> tuple[set, dict[str, Any]]:
         """After round `repeat`: the groups the next round runs, and meta.adaptive."""
         spec = self.exp.file.experiment
-        if spec.stop == sequential.STOP_VERDICT:
+        most = max_rounds(self.exp)
+        if spec.stop_rule == sequential.STOP_VERDICT:
             found = self._monitor(done, repeat)
-            return sequential.pending(found), _sequential_meta(spec, self._design(), repeat, stop, found)
+            return sequential.pending(found), _sequential_meta(spec, self._design(), repeat, stop, found, most)
         targets = adaptive_targets(done, spec.target_ci)
-        return {key for key, t in targets.items() if not t["met"]}, _adaptive_meta(spec, repeat, stop, targets)
+        return {key for key, t in targets.items() if not t["met"]}, _adaptive_meta(spec, repeat, stop, targets, most)
 
     def _design(self) -> sequential.Design:
         spec = self.exp.file.experiment
         return sequential.Design(
-            margin=spec.equivalence_margin, max_rounds=spec.max_repeats, min_rounds=spec.min_repeats
+            margin=spec.equivalence_margin,
+            max_rounds=max_rounds(self.exp),
+            min_rounds=spec.min_repeats,
+            spending=spec.spending,
         )
 
     def _monitor(self, done: list[dict[str, Any]], repeat: int) -> list[sequential.Monitored]:
@@ -191,6 +228,21 @@ class Scheduler:
         start = max((row["id"] for row in done), default=-1) + 1
         cells = [c for c in self.exp.round(repeat, only=pending) if c.key not in have]
         return [dataclasses.replace(c, order=start + i) for i, c in enumerate(cells)]
+
+
+def needs_retry(row: dict[str, Any]) -> bool:
+    """A stored cell that failed or did not settle (its measurement does not count)."""
+    return row.get("status") != "ok" or row.get("settled") in (False, 0)
+
+
+def max_rounds(exp: Experiment) -> int:
+    """The most rounds an adaptive run plans for (its looks' information fractions): max_repeats
+    when the file sets it or no budget applies; else the rounds the budget holds at the
+    estimated round time (spec/loading.round_seconds), within [min_repeats, MAX_REPEATS]."""
+    e = exp.file.experiment
+    if e.budget_s is None or "max_repeats" in e.model_fields_set:
+        return e.max_repeats
+    return max(e.min_repeats, min(MAX_REPEATS, int(e.budget_s // round_seconds(exp.file))))
 
 
 def interleave_groups(cells: list[Cell]) -> list[list[Cell]]:
@@ -212,34 +264,34 @@ def _builds_meta(builds: dict[str | None, Build | BuildError]) -> dict[str, Any]
 
 
 def _adaptive_meta(
-    spec: Any, rounds: int, stop: str | None, targets: dict[tuple[str, int], dict[str, Any]]
+    spec: Any, rounds: int, stop: str | None, targets: dict[tuple[str, int], dict[str, Any]], most: int
 ) -> dict[str, Any]:
     return {
         "target_ci": spec.target_ci,
-        **_rounds_meta(spec, rounds, stop),
+        **_rounds_meta(spec, rounds, stop, most),
         "groups": [{"variant": key, "threads": threads, **target} for (key, threads), target in targets.items()],
     }
 
 
-def _rounds_meta(spec: Any, rounds: int, stop: str | None) -> dict[str, Any]:
+def _rounds_meta(spec: Any, rounds: int, stop: str | None, most: int) -> dict[str, Any]:
     """What every adaptive run's meta.adaptive says of its rounds, whichever rule stopped it."""
     return {
         "min_repeats": spec.min_repeats,
-        "max_repeats": spec.max_repeats,
-        "time_budget_s": spec.time_budget,
+        "max_repeats": most,
+        "time_budget_s": spec.budget_s,
         "rounds": rounds,
         "stop_reason": stop,
     }
 
 
 def _sequential_meta(
-    spec: Any, design: sequential.Design, rounds: int, stop: str | None, found: list[sequential.Monitored]
+    spec: Any, design: sequential.Design, rounds: int, stop: str | None, found: list[sequential.Monitored], most: int
 ) -> dict[str, Any]:
     """meta.adaptive of stop = "verdict": the design and each comparison's verdict and stop round."""
     return {
         "stop": sequential.STOP_VERDICT,
         **sequential.design_meta(design),
-        **_rounds_meta(spec, rounds, stop),
+        **_rounds_meta(spec, rounds, stop, most),
         "comparisons": [
             {
                 "variant": m.variant,

@@ -28,14 +28,15 @@ from perflab.spec.loading import parse
 from perflab.spec.matrix import Experiment
 
 COPIES = ("A", "B")
-_ADAPTIVE = ("repeats", "target_ci", "min_repeats", "max_repeats", "time_budget")
+_ADAPTIVE = ("repeats", "stop", "target_ci", "min_repeats", "max_repeats", "time_budget", "budget", "spending")
 
 
 def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
     """The A/A experiment of `exp`'s first configuration, `rounds` rounds (module docstring)."""
     raw = exp.raw
     section = {k: v for k, v in raw["experiment"].items() if k not in _ADAPTIVE}
-    section.update(name=f"{exp.name}-calibrate", repeats=rounds)
+    # the design the file's runs get (spec/design.choose), so the calibration measures that design's noise
+    section.update(name=f"{exp.name}-calibrate", repeats=rounds, design=exp.file.experiment.design)
     workload = {**raw.get("workload", {}), "threads": [exp.file.workload.threads[0]]}
     axis = "calibrate_aa" if "calibrate" in exp.file.variants else "calibrate"
     variants = {name: dict([next(iter(labels.items()))]) for name, labels in raw.get("variants", {}).items()}

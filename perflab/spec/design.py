@@ -1,4 +1,5 @@
-"""What `design = "interleaved"` runs with, checked once the file is valid (run/interleave.py).
+"""What `design = "interleaved"` runs with, checked once the file is valid (run/interleave.py);
+and, when the file does not say, which design a run gets and why (`choose`).
 
 An interleaved round starts the servers of one thread count together and lets their clients take
 turns; throughput is the server's own statement counter over each client's running seconds. So:
@@ -8,11 +9,19 @@ through the whole window ([observe] perf, pmp, alloc: they would profile the oth
 too) nor the host-speed canary (interleaving takes the host's speed out by design).
 
     problems = design_problems(spec)   # [] or Problems with key paths and fixes
+    design, reason = choose(spec)      # ("interleaved", "...") for a file without `design`
+
+Without `design` a run is interleaved wherever that design measures what the file asks: it
+calls small effects in far fewer rounds (docs/methodology.md). Otherwise it is sequential,
+and the reason is one line, recorded in the results' meta (`design_reason`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from perflab.errors import Problem
+from perflab.spec.matrix import Experiment
 from perflab.spec.schema import ExperimentFile
 
 _HINT = 'remove it, or use design = "sequential"'
@@ -20,7 +29,7 @@ _HINT = 'remove it, or use design = "sequential"'
 
 def design_problems(spec: ExperimentFile) -> list[Problem]:
     e = spec.experiment
-    if not e.interleaved:
+    if e.design != "interleaved":
         return []
     problems = []
     if e.server != "mariadb":
@@ -38,3 +47,44 @@ def design_problems(spec: ExperimentFile) -> list[Problem]:
         hint = "remove it: interleaved turns put the host's speed on every variant alike"
         problems.append(Problem("observe.host_speed", 'no host-speed canary with design = "interleaved"', "true", hint))
     return problems
+
+
+def choose(spec: ExperimentFile) -> tuple[ExperimentFile, str]:
+    """`spec` with its design decided, and why in one line: the file's own design when it
+    names one; else interleaved unless something in the file needs the sequential design."""
+    e = spec.experiment
+    if e.design is not None:
+        return spec, f'design = "{e.design}" in the file'
+    why = sequential_reason(spec)
+    design = "sequential" if why else "interleaved"
+    section = e.model_copy(update={"design": design})
+    if why is None:
+        why = "interleaved: the file measures nothing that needs one server at a time (the default)"
+    return spec.model_copy(update={"experiment": section}), why
+
+
+def sequential_reason(spec: ExperimentFile) -> str | None:
+    """Why a file without `design` runs sequentially (None: it can run interleaved)."""
+    e = spec.experiment
+    cells_per_group = 1
+    for labels in spec.variants.values():
+        cells_per_group *= len(labels)
+    if cells_per_group < 2:
+        return "sequential: one variant, nothing to take turns with"
+    if e.server != "mariadb":
+        return "sequential: the interleaved design counts turns from MariaDB's own counters (not PostgreSQL's yet)"
+    if e.pin:
+        return "sequential: pin = true gives the server a CPU of its own; interleaved servers share them"
+    for name, what in (("perf", "on-CPU profiles"), ("pmp", "wall-clock stacks"), ("alloc", "allocation counts")):
+        if getattr(spec.observe, name) is not None:
+            return f"sequential: [observe] {name} ({what}) follows one server through its whole window"
+    if spec.observe.host_speed:
+        return "sequential: [observe] host_speed = true asks for the canary, which the sequential design needs"
+    return None
+
+
+def with_design(exp: Experiment, design: str, reason: str) -> Experiment:
+    """`exp` with another design and the reason for it (preflight's fallback, a resumed run's
+    stored design)."""
+    section = exp.file.experiment.model_copy(update={"design": design})
+    return dataclasses.replace(exp, file=exp.file.model_copy(update={"experiment": section}), design_reason=reason)

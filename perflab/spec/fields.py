@@ -229,4 +229,5 @@ def _margin(value: float) -> float:
 
 
 Margin = Annotated[float, BeforeValidator(_fraction), AfterValidator(_margin)]
-AUTO_FIELDS = ("stop", "target_ci", "min_repeats", "max_repeats", "time_budget")
+CELL_OVERHEAD_S = 3.0  # restore + start + stop of one cell, measured here at about 1-2 s (run/scheduler.py)
+AUTO_FIELDS = ("stop", "target_ci", "min_repeats", "max_repeats", "time_budget", "budget", "spending")

@@ -19,12 +19,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from perflab.errors import Problem, SpecError
-from perflab.spec.design import design_problems
-from perflab.spec.fields import INT64, MAX_CELLS, MAX_DEPTH, MAX_FILE_BYTES, MAX_LINE_DOTS, MAX_REPEATS
+from perflab.spec.design import choose, design_problems
+from perflab.spec.fields import CELL_OVERHEAD_S, INT64, MAX_CELLS, MAX_DEPTH, MAX_FILE_BYTES, MAX_LINE_DOTS, MAX_REPEATS
 from perflab.spec.matrix import Experiment
 from perflab.spec.problems import collapse, key_path, problem
 from perflab.spec.schema import ExperimentFile
 from perflab.spec.servers import server_problems
+from perflab.units import format_duration
 
 
 def load(path: str | Path) -> Experiment:
@@ -151,7 +152,31 @@ def parse(text: str, source: str = "<string>") -> Experiment:
     problems = _limits(spec) or server_problems(spec) + design_problems(spec)
     if problems:
         raise SpecError(source, problems)
-    return Experiment(source=source, raw=raw, file=spec, text=text)
+    spec, why = choose(spec)
+    problems = budget_problems(spec)
+    if problems:
+        raise SpecError(source, problems)
+    return Experiment(source=source, raw=raw, file=spec, text=text, design_reason=why)
+
+
+def budget_problems(spec: ExperimentFile) -> list[Problem]:
+    """A budget shorter than one round (it could not even run the rounds a verdict needs)."""
+    e = spec.experiment
+    if e.budget_s is None or not ({"budget", "time_budget"} & e.model_fields_set):
+        return []
+    per_round = round_seconds(spec)
+    if e.budget_s >= per_round:
+        return []
+    key = "budget" if "budget" in e.model_fields_set else "time_budget"
+    return [
+        Problem(
+            f"experiment.{key}",
+            f"at least one round, about {format_duration(per_round)} here",
+            format_duration(e.budget_s),
+            f"a round runs every cell once; {e.min_repeats} rounds, about {format_duration(e.min_repeats * per_round)}, "
+            "are the fewest a verdict needs",
+        )
+    ]
 
 
 def _too_deep(path: str) -> Problem:
@@ -188,6 +213,14 @@ def _raw_problems(raw: dict[str, Any]) -> list[Problem]:
     return problems
 
 
+def round_seconds(spec: ExperimentFile) -> float:
+    """Wall time of one round, estimated: every cell's warm-up, window and CELL_OVERHEAD_S (in
+    the interleaved design a round's servers run their turns one after another: the same sum)."""
+    combos = math.prod(len(labels) for labels in spec.variants.values())
+    e = spec.experiment
+    return combos * len(spec.workload.threads) * (e.window_start + e.duration + CELL_OVERHEAD_S)
+
+
 def _limits(spec: ExperimentFile) -> list[Problem]:
     """Bounds on the size of the matrix, checked by arithmetic before any cell is built."""
     e = spec.experiment
@@ -198,11 +231,12 @@ def _limits(spec: ExperimentFile) -> list[Problem]:
             hint = (
                 'repeats = "auto" stops once the figures are tight'
                 if key == "repeats"
-                else "target_ci and time_budget end an adaptive run earlier"
+                else "target_ci and budget end an adaptive run earlier"
             )
             problems.append(Problem(f"experiment.{key}", f"at most {MAX_REPEATS}", f"int {value}", hint))
     combos = math.prod(len(labels) for labels in spec.variants.values())
-    rounds = max(e.planned_repeats, e.max_repeats if e.adaptive else 0)
+    # repeats unset: its budget bounds the run, and no more rounds than it holds are planned
+    rounds = max(e.planned_repeats, e.max_repeats if e.repeats == "auto" or "max_repeats" in e.model_fields_set else 0)
     cells = combos * len(spec.workload.threads) * rounds
     if not problems and cells > MAX_CELLS:
         problems.append(

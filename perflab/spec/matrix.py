@@ -46,6 +46,7 @@ class Cell:
     client_library: str | None = None
     aslr: bool = True  # False: the server runs under `setarch -R`
     prewarm: bool = False  # True: every table and index is read into the buffer pool first
+    retry_of: int | None = None  # the id of the failed or unsettled cell this one measures again
 
     @property
     def variant_key(self) -> str:
@@ -53,7 +54,8 @@ class Cell:
 
     @property
     def key(self) -> str:
-        return f"{self.variant_key}/t{self.threads}/r{self.repeat}"
+        again = "" if self.retry_of is None else f"/retry-of-{self.retry_of}"
+        return f"{self.variant_key}/t{self.threads}/r{self.repeat}{again}"
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class Experiment:
     file: ExperimentFile
     text: str = ""  # the file as written, stored with the results
     seed: int | None = None  # the order inside each round (block_order); None: the file's order
+    design_reason: str = ""  # why the run has its design (spec/design.py choose)
 
     @property
     def name(self) -> str:

@@ -53,6 +53,9 @@ from perflab.spec.problems import short
 from perflab.units import parse_size
 
 
+DEFAULT_BUDGET_S = 600.0  # [experiment] budget's default: 10 minutes
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -65,14 +68,22 @@ class ExperimentSection(_Strict):
     # that the warm-up really ended by then; a duration: the window starts after it.
     warmup: Literal["auto"] | Duration = "auto"
     max_warmup: Duration = 10.0
-    repeats: Literal["auto"] | Annotated[StrictInt, Field(ge=1)] = 3
+    # unset (None): rounds until every comparison has a verdict (stop = "verdict"), within `budget`;
+    # an integer: exactly that many rounds; "auto": adaptive, stop = "target_ci" unless `stop` says
+    repeats: Literal["auto"] | Annotated[StrictInt, Field(ge=1)] | None = None
     # repeats = "auto": stop a group once its CI is tight (target_ci), or a comparison once it
-    # has a verdict on a group-sequential boundary (analyze/sequential.py)
-    stop: Literal["target_ci", "verdict"] = "target_ci"
+    # has a verdict on a group-sequential boundary (analyze/sequential.py); unset: see `stop_rule`
+    stop: Literal["target_ci", "verdict"] | None = None
     target_ci: Fraction = 0.01  # repeats = "auto": stop when the 95% CI half-width is within this
     min_repeats: Annotated[StrictInt, Field(ge=3)] = 3
     max_repeats: Annotated[StrictInt, Field(ge=3)] = 10
-    time_budget: Duration | None = None
+    time_budget: Duration | None = None  # the older name of `budget`
+    # the wall time an adaptive run may take, from its first cell (the dataset not included); the
+    # default rule (repeats unset) stops here at the latest, 10 minutes unless set
+    budget: Duration | None = None
+    # how a run that stops on verdicts spends its 5% over the looks (analyze/sequential.py): "pocock"
+    # (the default: big effects stop at round 3) or "obrien-fleming" (almost nothing early)
+    spending: Literal["pocock", "obrien-fleming"] = "pocock"
     pin: StrictBool = False
     stall_threshold: Fraction = 0.5  # a second below this fraction of the steady median is a stall
     cv_warning: Fraction = 0.03  # warn when QPS varies more than this across repeats
@@ -88,7 +99,9 @@ class ExperimentSection(_Strict):
     # "interleaved", the round's servers of one thread count started together, their clients taking
     # turns of `slice`, so a change in the host's speed falls on every variant alike; on two kept
     # servers 100 ms turns left a seventh of the sd of 1 s turns (bench/server_noise.py)
-    design: Literal["sequential", "interleaved"] = "sequential"
+    # unset: interleaved wherever it measures what the file asks (spec/design.py choose), else
+    # sequential, with the reason recorded (meta `design_reason`)
+    design: Literal["sequential", "interleaved"] | None = None
     slice: Duration = 0.1
 
     @property
@@ -103,24 +116,46 @@ class ExperimentSection(_Strict):
 
     @property
     def adaptive(self) -> bool:
-        return self.repeats == "auto"
+        """Rounds decided as the run goes: repeats unset (stop on verdicts) or "auto"."""
+        return self.repeats is None or self.repeats == "auto"
+
+    @property
+    def stop_rule(self) -> str | None:
+        """What ends an adaptive run: "verdict" (the default without repeats) or "target_ci"
+        (the default of repeats = "auto"); None for a fixed number of repeats."""
+        if not self.adaptive:
+            return None
+        return self.stop or ("verdict" if self.repeats is None else "target_ci")
+
+    @property
+    def budget_s(self) -> float | None:
+        """The adaptive run's wall-time budget: `budget` (or its older name `time_budget`); 10
+        minutes by default when repeats is unset; None: none (max_repeats bounds it)."""
+        if not self.adaptive:
+            return None
+        given = self.budget if self.budget is not None else self.time_budget
+        return given if given is not None or self.repeats == "auto" else DEFAULT_BUDGET_S
 
     @property
     def planned_repeats(self) -> int:
         """Repeats known in advance: all of them, or the minimum of an adaptive run."""
-        return self.min_repeats if self.repeats == "auto" else int(self.repeats)
+        return self.min_repeats if self.adaptive else int(self.repeats)  # type: ignore[arg-type]
 
     # Validators run in field order and only on keys the file sets, so `repeats` and
     # `warmup` are known here and a default never triggers them.
     @field_validator(*AUTO_FIELDS)
     @classmethod
     def _auto_only(cls, value: Any, info: ValidationInfo) -> Any:
-        if info.data.get("repeats", "auto") != "auto":
+        if info.data.get("repeats") not in (None, "auto"):
             raise fail(
-                'repeats = "auto" beside it',
-                f'{info.field_name} applies only to adaptive repeats: set repeats = "auto" or remove it',
+                'no fixed repeats beside it (repeats unset or "auto")',
+                f"{info.field_name} applies only to a run whose rounds are decided as it goes: remove repeats "
+                f"(rounds until a verdict) or {info.field_name}",
             )
-        if info.field_name == "target_ci" and info.data.get("stop") == "verdict":
+        if info.field_name in ("budget", "time_budget") and "time_budget" in info.data and info.data["time_budget"]:
+            raise fail("budget or time_budget, not both", "time_budget is budget's older name: keep budget")
+        stop = info.data.get("stop") or ("verdict" if info.data.get("repeats") is None else "target_ci")
+        if info.field_name == "target_ci" and stop == "verdict":
             raise fail(
                 'stop = "target_ci" beside it',
                 'stop = "verdict" ends on verdicts, not on a CI width: remove target_ci or set stop = "target_ci"',
@@ -144,7 +179,7 @@ class ExperimentSection(_Strict):
     @field_validator("slice")
     @classmethod
     def _slice(cls, value: float, info: ValidationInfo) -> float:
-        if info.data.get("design", "sequential") != "interleaved":
+        if info.data.get("design") == "sequential":
             raise fail('design = "interleaved" beside it', 'slice is the turn of an interleaved design: remove it '
                        'or set design = "interleaved"')  # fmt: skip
         per_second = 1 / value if value > 0 else 0.0

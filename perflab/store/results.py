@@ -26,6 +26,9 @@ Schema version history (`meta.schema_version`):
   8  cells.design (JSON, experiment.design = "interleaved"; NULL: the sequential design): how the
      cell ran beside the others of its round and thread count: {name, slice_s, group (their ids),
      turn, active_s, warning} (run/interleave.py). Upgraded in place (NULL).
+  9  cells.retry_of: the id of the cell this one measures again (a cell that failed or did not
+     settle is run once more, after its round: run/scheduler.py); NULL for a first measurement.
+     The analysis uses the retry in place of the cell it names. Upgraded in place (NULL).
 
 A cell is written in one transaction when it ends, so a killed run loses at most the cell in
 flight. Readers get plain dicts; the JSON export (report/export.py) is built from them.
@@ -44,7 +47,7 @@ from typing import Any
 from perflab.errors import ResultsFormatError
 from perflab.store import views
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 DB_NAME = "results.db"
 
 _SCHEMA = """
@@ -77,7 +80,8 @@ CREATE TABLE IF NOT EXISTS cells (
     client TEXT,                       -- JSON, the workload client: preload, library, RSS, faults, switches
     server_status TEXT,                -- JSON, [observe] status: per_txn, gauges, samples, window_s
     host_speed TEXT,                   -- JSON, [observe] host_speed: work_ns, samples, spread, seconds
-    design TEXT                        -- JSON, design = "interleaved": slice_s, group, turn, active_s, warning
+    design TEXT,                       -- JSON, design = "interleaved": slice_s, group, turn, active_s, warning
+    retry_of INTEGER                   -- the id of the failed or unsettled cell this one measures again
 );
 CREATE TABLE IF NOT EXISTS intervals (
     cell_id INTEGER NOT NULL REFERENCES cells(id),
@@ -119,6 +123,7 @@ _JSON_COLUMNS = (
     "host_speed",
     "design",
 )
+_V9_COLUMNS = ("retry_of INTEGER",)
 _V8_COLUMNS = ("design TEXT",)
 _V7_COLUMNS = ("host_speed TEXT",)
 _V5_COLUMNS = ("client TEXT", "server_status TEXT")
@@ -192,6 +197,9 @@ class Results:
                 version = 7
             if version == 7:
                 self._add_columns(_V8_COLUMNS, 8)
+                version = 8
+            if version == 8:
+                self._add_columns(_V9_COLUMNS, 9)
                 version = SCHEMA_VERSION
             if version != SCHEMA_VERSION:
                 raise ResultsFormatError(
@@ -275,29 +283,44 @@ class Results:
         status_samples: list[tuple[float, dict[str, float]]] = (),
     ) -> None:
         """Store one finished cell (ok or failed) with its series, atomically."""
+        self.commit_cells([(cell, intervals, rss_samples, status_samples)])
+
+    def commit_cells(self, cells: list[tuple[dict[str, Any], list, list, Any]]) -> None:
+        """Store finished cells with their series in one transaction: all or none (an interleaved
+        group, whose cells pair only with each other: a resume must not find half of it)."""
+        with self.db:
+            self.db.execute("BEGIN")
+            for cell, intervals, rss_samples, status_samples in cells:
+                self._insert(cell, intervals, rss_samples, status_samples)
+
+    def _insert(
+        self,
+        cell: dict[str, Any],
+        intervals: list[dict[str, Any]],
+        rss_samples: list[tuple[float, int]],
+        status_samples: Any = (),
+    ) -> None:
         row = {k: (json.dumps(v) if k in _JSON_COLUMNS and v is not None else v) for k, v in cell.items()}
         columns = ", ".join(row)
         marks = ", ".join("?" for _ in row)
-        with self.db:
-            self.db.execute("BEGIN")
-            self.db.execute("DELETE FROM intervals WHERE cell_id = ?", (cell["id"],))
-            self.db.execute("DELETE FROM rss_samples WHERE cell_id = ?", (cell["id"],))
-            self.db.execute("DELETE FROM status_samples WHERE cell_id = ?", (cell["id"],))
-            self.db.execute(f"INSERT OR REPLACE INTO cells ({columns}) VALUES ({marks})", list(row.values()))
-            self.db.executemany(
-                "INSERT INTO intervals (cell_id, t, warmup, tps, qps, reads, writes, other, p95_ms,"
-                " errors_per_s, reconnects_per_s) VALUES (:cell_id, :t, :warmup, :tps, :qps, :reads,"
-                " :writes, :other, :p95_ms, :errors_per_s, :reconnects_per_s)",
-                [{"cell_id": cell["id"], **iv} for iv in intervals],
-            )
-            self.db.executemany(
-                "INSERT INTO rss_samples (cell_id, t, rss_bytes) VALUES (?, ?, ?)",
-                [(cell["id"], t, v) for t, v in rss_samples],
-            )
-            self.db.executemany(
-                "INSERT INTO status_samples (cell_id, t, name, value) VALUES (?, ?, ?, ?)",
-                [(cell["id"], t, name, v) for t, values in status_samples for name, v in values.items()],
-            )
+        self.db.execute("DELETE FROM intervals WHERE cell_id = ?", (cell["id"],))
+        self.db.execute("DELETE FROM rss_samples WHERE cell_id = ?", (cell["id"],))
+        self.db.execute("DELETE FROM status_samples WHERE cell_id = ?", (cell["id"],))
+        self.db.execute(f"INSERT OR REPLACE INTO cells ({columns}) VALUES ({marks})", list(row.values()))
+        self.db.executemany(
+            "INSERT INTO intervals (cell_id, t, warmup, tps, qps, reads, writes, other, p95_ms,"
+            " errors_per_s, reconnects_per_s) VALUES (:cell_id, :t, :warmup, :tps, :qps, :reads,"
+            " :writes, :other, :p95_ms, :errors_per_s, :reconnects_per_s)",
+            [{"cell_id": cell["id"], **iv} for iv in intervals],
+        )
+        self.db.executemany(
+            "INSERT INTO rss_samples (cell_id, t, rss_bytes) VALUES (?, ?, ?)",
+            [(cell["id"], t, v) for t, v in rss_samples],
+        )
+        self.db.executemany(
+            "INSERT INTO status_samples (cell_id, t, name, value) VALUES (?, ?, ?, ?)",
+            [(cell["id"], t, name, v) for t, values in status_samples for name, v in values.items()],
+        )
 
     def cells(self) -> list[dict[str, Any]]:
         out = []

@@ -18,6 +18,7 @@ from perflab.store.results import Results
 SPEC = """
 [experiment]
 name = "t"
+design = "sequential"  # the scheduler\'s own loop, cells one at a time
 duration = "2s"
 warmup = "1s"
 repeats = "auto"
@@ -106,7 +107,7 @@ def test_time_budget_stops_before_a_round_that_would_overrun(tmp_path, monkeypat
     # 10 s per cell: 3 rounds x 2 cells = 60 s; a 4th round (1 cell) would end at 70 s > 65 s
     done, adaptive = run(tmp_path, monkeypatch, max_repeats=10, budget='time_budget = "65s"', cell_seconds=10.0)
     assert len(done) == 6
-    assert adaptive["stop_reason"].startswith("time_budget (65 s)")
+    assert adaptive["stop_reason"].startswith("budget (1m05s) would be exceeded")
     done, adaptive = run(tmp_path / "b", monkeypatch, max_repeats=10, budget='time_budget = "75s"', cell_seconds=10.0)
     assert len(done) == 7 and adaptive["rounds"] == 4
 

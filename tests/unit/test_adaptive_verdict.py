@@ -23,6 +23,7 @@ from perflab.store.results import Results
 SPEC = """
 [experiment]
 name = "t"
+design = "sequential"  # the scheduler\'s own loop, cells one at a time
 duration = "2s"
 warmup = "1s"
 repeats = "auto"
@@ -110,7 +111,7 @@ def test_stop_is_validated() -> None:
     assert err.value.exit_code == 2
     with pytest.raises(SpecError, match=r'experiment.target_ci: expected stop = "target_ci" beside it'):
         spec.parse(SPEC.format(max_repeats=5).replace("max_repeats", 'target_ci = "2%"\nmax_repeats'))
-    with pytest.raises(SpecError, match=r'experiment.stop: expected repeats = "auto" beside it'):
+    with pytest.raises(SpecError, match=r'experiment.stop: expected no fixed repeats beside it'):
         spec.parse(SPEC.format(max_repeats=5).replace('repeats = "auto"', "repeats = 3").replace("max_repeats = 5", ""))
 
 

@@ -26,6 +26,7 @@ from tests.unit.test_stats import cell as stats_cell
 MATRIX = """
 [experiment]
 name = "blocks"
+design = "sequential"  # the scheduler\'s own loop, cells one at a time
 repeats = 4
 [workload]
 threads = [1, 2]

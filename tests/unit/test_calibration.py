@@ -21,6 +21,7 @@ from tests.conftest import perflab
 FILE = """
 [experiment]
 name = "two-axes"
+design = "sequential"  # the canary is the sequential design's
 duration = "10s"
 repeats = "auto"
 max_repeats = 40

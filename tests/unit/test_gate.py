@@ -111,13 +111,23 @@ def test_plan_line_and_data(tmp_path: Path):
     p = plan.plan(exp, len(exp.cells()), lambda e, n=None: 100.0 if n is None else 10.0 * n)
     assert p["cells"] == 12 and p["axes"] == {"allocator": ["glibc", "jemalloc"]} and p["threads"] == [1, 2]
     assert p["estimated_s"] == 100.0 and p["adaptive"] is None
-    assert (
-        plan.line(p) == "[bold]plan[/]: 2 allocator x 2 thread counts x 3 repeats = [bold]12 cells[/], estimated 1m40s"
+    assert plan.line(p) == (
+        "[bold]plan[/]: 2 allocator x 2 thread counts x 3 repeats = [bold]12 cells[/], estimated 1m40s; each "
+        "round's servers at once, clients in 0.1 s turns (design = interleaved)\n  design: interleaved: the file "
+        "measures nothing that needs one server at a time (the default)"
     )
+    assert p["design"] == "interleaved" and "the default" in p["design_reason"]
     auto = spec.parse(EXPERIMENT.replace("repeats = 3", 'repeats = "auto"\nmax_repeats = 5'), "auto.toml")
     a = plan.plan(auto, len(auto.cells()), lambda e, n=None: 100.0 if n is None else 10.0 * n)
     assert a["adaptive"]["max_cells"] == 20 and a["adaptive"]["max_estimated_s"] == 200.0
     assert "up to 20 cells (3m20s)" in plan.line(a)
+    # no repeats: rounds until every comparison has a verdict, within the budget (10 minutes by default)
+    default = spec.parse(EXPERIMENT.replace("repeats = 3\n", ""), "default.toml")
+    d = plan.plan(default, len(default.cells()), lambda e, n=None: 100.0, max_rounds=22)
+    assert d["adaptive"]["stop"] == "verdict" and d["adaptive"]["budget_s"] == 600.0
+    assert d["adaptive"]["max_repeats"] == 22 and d["adaptive"]["spending"] == "pocock"
+    assert "3+ repeats (auto, until each comparison has a verdict)" in plan.line(d)
+    assert "within a budget of 10m" in plan.line(d)
 
 
 def test_run_check_format_json(tmp_path: Path):

@@ -44,9 +44,17 @@ def text(extra: str = "", rest: str = "") -> str:
     return BASE.format(extra=extra, rest=rest)
 
 
-def test_the_design_is_sequential_unless_the_file_says_so():
+def test_without_a_design_it_is_interleaved_where_it_can_measure_the_file():
     plain = spec.parse(text().replace('design = "interleaved"\n', ""))
-    assert plain.file.experiment.design == "sequential"
+    assert plain.file.experiment.design == "interleaved" and "the default" in plain.design_reason
+    for rest, why in (("\n[observe]\nperf = true\n", "[observe] perf"), ("\n[observe]\npmp = true\n", "[observe] pmp"),
+                      ("\n[observe]\nhost_speed = true\n", "host_speed"), ("\n[observe]\nalloc = true\n", "alloc")):
+        exp = spec.parse(text("", rest).replace('design = "interleaved"\n', ""))
+        assert exp.file.experiment.design == "sequential" and why in exp.design_reason, rest
+    pinned = spec.parse(text("pin = true\n").replace('design = "interleaved"\n', ""))
+    assert pinned.file.experiment.design == "sequential" and "pin" in pinned.design_reason
+    named = spec.parse(text().replace('design = "interleaved"', 'design = "sequential"'))
+    assert named.file.experiment.design == "sequential" and named.design_reason == 'design = "sequential" in the file'
     exp = spec.parse(text('slice = "2s"\n'))
     assert exp.file.experiment.design == "interleaved" and exp.file.experiment.slice == 2.0
     assert spec.parse(text()).file.experiment.slice == 0.1  # 100 ms turns unless the file says
@@ -70,8 +78,8 @@ def test_a_bad_slice_is_named(extra: str, expected: str):
     assert problem.path == "experiment.slice" and expected in problem.expected, problem.render()
 
 
-def test_a_slice_without_the_interleaved_design_is_refused():
-    problem = only_problem(text('slice = "2s"\n').replace('design = "interleaved"\n', ""))
+def test_a_slice_with_the_sequential_design_is_refused():
+    problem = only_problem(text('slice = "2s"\n').replace('design = "interleaved"', 'design = "sequential"'))
     assert problem.path == "experiment.slice" and 'design = "interleaved"' in problem.expected
 
 

@@ -96,8 +96,8 @@ def test_upgraded_directory_gives_verdicts(v1: Path):
     (row,) = [r for r in rows if r["variant"] == {"allocator": "jemalloc"}]
     assert row["baseline"] == {"allocator": "glibc"} and row["n_baseline"] == row["n_variant"] == 3
     assert (
-        row["verdict"] in ("faster", "slower", "equivalent", "inconclusive") and row["method"] == "welch"
-    )  # 3 rounds: pairing needs 5
+        row["verdict"] in ("faster", "slower", "equivalent", "inconclusive") and row["method"] == "paired"
+    )  # 3 rounds hold both: paired from 2 (analyze/ratio.MIN_PAIRS)
     assert row["ci_low"] < row["ratio"] < row["ci_high"]
 
 
@@ -147,7 +147,7 @@ def test_schema2_directory_gains_the_alloc_and_build_columns(tmp_path: Path) -> 
     db.commit()
     db.close()
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 8
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 9
         assert results.cells() == []
     assert set(added) <= columns(tmp_path)
 
@@ -175,7 +175,7 @@ def test_schema6_cells_gain_the_host_speed_column(tmp_path: Path) -> None:
     db.close()
     assert "host_speed" not in columns(tmp_path)
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 8
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 9
         assert [c["host_speed"] for c in results.cells()] == [None]
         results.commit_cell({**results.cells()[0], "id": 1, "key": "t1/r2", "host_speed": {"work_ns": 1.0}}, [], [])
         assert [c["host_speed"] for c in results.cells()] == [None, {"work_ns": 1.0}]
@@ -204,7 +204,7 @@ def test_schema5_profiles_gain_a_target_and_keep_their_rows(tmp_path: Path) -> N
     db.close()
     assert "target" not in columns(tmp_path, "profiles")
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 8
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 9
         assert [(p["target"], p["phase"], p["samples"]) for p in results.profiles()] == [("server", "measured", 7)]
         results.commit_profile(_profile("client"))  # the client's beside the server's: the key has the target
         results.commit_profile(_profile("client", "stall"))

@@ -114,6 +114,6 @@ def test_replay_from_stored_values_repeats_the_run_decisions() -> None:
 
 def test_a_comparison_without_an_interval_waits() -> None:
     tracks = [Track()]
-    est = sequential.ratio.estimate({1: 1.0, 2: 1.0}, {1: 1.0, 2: 1.0})[0]
+    est = sequential.ratio.estimate({1: 1.0, 2: 1.0}, {1: 1.0, 3: 1.0})[0]  # one round holds both
     sequential.look(tracks, [est], 3, Design())
     assert tracks[0].verdict == INCONCLUSIVE and tracks[0].ns == []

@@ -599,7 +599,10 @@ def test_load_example() -> None:
 def test_defaults() -> None:
     exp = spec.parse(HEAD)
     file = exp.file
-    assert (file.experiment.duration, file.experiment.warmup, file.experiment.repeats) == (20.0, "auto", 3)
+    assert (file.experiment.duration, file.experiment.warmup, file.experiment.repeats) == (20.0, "auto", None)
+    # no repeats: rounds until every comparison has a verdict, within a 10-minute budget
+    assert file.experiment.stop_rule == "verdict" and file.experiment.budget_s == 600.0
+    assert file.experiment.spending == "pocock" and file.experiment.planned_repeats == 3
     assert file.experiment.window_start == 10.0 and file.experiment.stall_threshold == 0.5
     assert (file.dataset.tables, file.dataset.table_size) == (4, 10000)
     assert file.workload.test == "oltp_read_only" and file.workload.threads == [1]
@@ -798,9 +801,15 @@ def test_cli_value_that_looks_like_markup(tmp_path: Path, fake_tools: tuple[dict
 @pytest.mark.parametrize(
     ("text", "path", "expected", "hint"),
     [
-        ('target_ci = "2%"\n', "experiment.target_ci", 'repeats = "auto"', "applies only to adaptive repeats"),
-        ("max_repeats = 5\n", "experiment.max_repeats", 'repeats = "auto"', "set repeats"),
-        ('time_budget = "10m"\n', "experiment.time_budget", 'repeats = "auto"', "remove it"),
+        ('repeats = 3\ntarget_ci = "2%"\n', "experiment.target_ci", "no fixed repeats", "decided as it goes"),
+        ('target_ci = "2%"\n', "experiment.target_ci", 'stop = "target_ci"', 'stop = "verdict" ends on verdicts'),
+        ("repeats = 3\nmax_repeats = 5\n", "experiment.max_repeats", "no fixed repeats", "remove repeats"),
+        ('repeats = 3\ntime_budget = "10m"\n', "experiment.time_budget", "no fixed repeats", "or time_budget"),
+        ('repeats = 3\nbudget = "10m"\n', "experiment.budget", "no fixed repeats", "remove repeats"),
+        ('budget = "soon"\n', "experiment.budget", "a duration", '"1m30s"'),
+        ('budget = "1m"\ntime_budget = "2m"\n', "experiment.budget", "budget or time_budget", "older name"),
+        ('budget = "10s"\n', "experiment.budget", "at least one round, about 33s here", "3 rounds"),
+        ('spending = "fast"\n', "experiment.spending", "'pocock' or 'obrien-fleming'", "leave the key out"),
         (
             'repeats = "auto"\nmin_repeats = 5\nmax_repeats = 4\n',
             "experiment.max_repeats",

@@ -35,12 +35,16 @@ def test_paired_estimate_is_the_mean_log_ratio_with_a_t_interval_over_rounds() -
     assert welch.ratio == pytest.approx(statistics.fmean(OTHER.values()) / statistics.fmean(BASE.values()))
 
 
-def test_paired_needs_five_rounds_that_hold_both() -> None:
+def test_paired_from_two_rounds_that_hold_both() -> None:
     chosen, welch, why = ratio.estimate(BASE, OTHER)
     assert chosen.method == "paired" and why == "paired: within the 5 rounds that hold both" and welch.method == "welch"
-    four = {r: v for r, v in OTHER.items() if r <= 4} | {9: 1000.0, 10: 990.0}
-    chosen, welch, why = ratio.estimate(BASE, four)
-    assert chosen is welch and why == "welch: 4 round(s) hold both, a paired interval needs 5"
+    two = {r: v for r, v in OTHER.items() if r <= 2} | {9: 1000.0, 10: 990.0}
+    chosen, welch, why = ratio.estimate(BASE, two)
+    assert chosen.method == "paired" and chosen.n == 2 and why == "paired: within the 2 rounds that hold both"
+    assert chosen.se_df()[1] == 1  # a t interval over 2 rounds: 1 degree of freedom
+    one = {1: OTHER[1], 9: 1000.0, 10: 990.0}
+    chosen, welch, why = ratio.estimate(BASE, one)
+    assert chosen is welch and why == "welch: 1 round(s) hold both, a paired interval needs 2"
     chosen, _, why = ratio.estimate(list(BASE.values()), list(OTHER.values()))
     assert chosen.method == "welch" and "two runs" in why
     chosen, _, why = ratio.estimate(BASE, {**OTHER, 3: 0.0})
