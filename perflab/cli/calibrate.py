@@ -140,7 +140,7 @@ def run_aa(exp: spec.Experiment, aa: spec.Experiment, output: Path, budget: floa
         finally:
             results.set_meta(status=status, ended_at=utc_now())
         doc = measure(exp, results, budget, chase)
-        doc["server_sha256"] = _server_sha(results) or builds.installed().sha256
+        doc["server_sha256"] = _server_sha(results) or builds.installed(exp.file.experiment.server).sha256
     return doc
 
 

@@ -28,13 +28,14 @@ from typing import Any
 
 from perflab import hostinfo, spec
 from perflab.analyze import host_speed, power
+from perflab.errors import PerflabError
+from perflab.spec.aa import first_configuration
 from perflab.store import calibration
 
 
 def plan(exp: spec.Experiment, explicit: Path | None) -> tuple[spec.Experiment, dict[str, Any]]:
     """(the experiment as the calibration plans it, what was used and why, for meta and --check)."""
     from perflab.run.builds import cache_root
-    from perflab.run.builds import resolve as builds
 
     host, now = hostinfo.collect(), dt.datetime.now(dt.UTC)
     whash = calibration.workload_hash(
@@ -43,15 +44,37 @@ def plan(exp: spec.Experiment, explicit: Path | None) -> tuple[spec.Experiment, 
     directory = cache_root() / "calibration"
     design = exp.file.experiment.design
     wanted = explicit is not None or calibration.path_for(directory, host, whash, design).exists()
-    uses_builds = any(cell.build is not None for cell in exp.cells())
-    server_sha = builds.installed().sha256 if wanted and not uses_builds else None  # hashing takes 0.5 s
+    server_sha, unknown = calibrated_binary(exp) if wanted else (None, "")  # hashing takes 0.5 s
     if explicit is not None:
-        doc, note = calibration.check(explicit, host, whash, server_sha, now, design), f"using {explicit}"
+        doc = calibration.check(explicit, host, whash, server_sha, now, design, unknown)
+        note = f"using {explicit}"
     else:
-        doc, note = calibration.find(directory, host, whash, server_sha, now, design)
+        doc, note = calibration.find(directory, host, whash, server_sha, now, design, unknown)
     if doc is None:
         return exp, {"used": False, "note": f"calibration: {note}"}
     return apply(exp, doc, note)
+
+
+def calibrated_binary(exp: spec.Experiment) -> tuple[str | None, str]:
+    """(the sha256 of the server binary that the file's first configuration runs, "") -- the
+    configuration `perflab calibrate` measures (spec/aa.py): the installed server of the file's
+    `server` (mariadbd or postgres), or the [builds] entry its first variant names -- or (None,
+    why it is not known before the builds are made: a source build not made yet)."""
+    from perflab.run.builds import cache_root
+    from perflab.run.builds import resolve as builds
+
+    first, server = first_configuration(exp)["variant"], exp.file.experiment.server
+    name = next((cell.build for cell in exp.round(1) if cell.variant == first), None)
+    if name is None:
+        return builds.installed(server).sha256, ""
+    wanted = exp.file.builds[name]
+    try:
+        found = builds.cached(name, wanted, cache_root(), builds.training_id(exp.file, wanted), server)
+    except PerflabError as exc:
+        return None, f"build {name!r} cannot be found: {exc.message}"
+    if found is None:
+        return None, f"build {name!r} is not made yet: not the binary calibrated (`perflab build FILE` makes it)"
+    return found.sha256, ""
 
 
 def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Experiment, dict[str, Any]]:

@@ -147,6 +147,9 @@ def build_facts(meta: dict[str, Any], cells: list[dict[str, Any]]) -> list[tuple
             continue
         version = build["version"].split(" for ")[0]
         compiler = build.get("compiler") or "compiler unknown (.comment stripped)"
+        source = build.get("compiler_source") or ""
+        if build.get("compiler") and source.startswith(("dbgsym", "buildinfo")):  # not the binary's own .comment
+            compiler += f" (from its {source.split(':')[0]})"
         took = f", built in {format_duration(build['build_s'])}" if build.get("kind") == "source" else ""
         facts.append((name, f"{version}, {build['kind']}, sha256 {build['sha256'][:12]}, {compiler}{took}"))
     return facts

@@ -110,8 +110,11 @@ def mismatch(
     server_sha: str | None,
     now: dt.datetime,
     design: str = "sequential",
+    server_unknown: str = "",
 ) -> str:
-    """Why `doc` may not plan this run ("" when it may): the first key that differs."""
+    """Why `doc` may not plan this run ("" when it may): the first key that differs.
+    `server_sha`: the binary the run's calibrated configuration runs; `server_unknown`: why
+    that binary is not known yet (then a calibration of a known binary is not used)."""
     for key in HOST_KEYS:
         have, want = (doc.get("host") or {}).get(key), host.get(key)
         if have != want:
@@ -124,6 +127,8 @@ def mismatch(
     measured = doc.get("design") or "sequential"  # files before 2026-11-26 measured the sequential design
     if measured != design:
         return f"design: the calibration measured the {measured} design, this run is {design}"
+    if server_unknown and doc.get("server_sha256") is not None:
+        return f"server_sha256: {server_unknown}"
     if server_sha is not None and doc.get("server_sha256") not in (None, server_sha):
         was = str(doc.get("server_sha256"))[:12]
         return f"server_sha256: the server binary changed since ({was} -> {server_sha[:12]})"
@@ -138,11 +143,17 @@ def mismatch(
 
 
 def check(
-    path: Path, host: dict[str, Any], whash: str, server_sha: str | None, now: dt.datetime, design: str = "sequential"
+    path: Path,
+    host: dict[str, Any],
+    whash: str,
+    server_sha: str | None,
+    now: dt.datetime,
+    design: str = "sequential",
+    server_unknown: str = "",
 ) -> dict[str, Any]:
     """An explicitly given calibration file, or a UsageError (exit 2) naming the mismatch."""
     doc = read(path)
-    why = mismatch(doc, host, whash, server_sha, now, design)
+    why = mismatch(doc, host, whash, server_sha, now, design, server_unknown)
     if why:
         raise UsageError(f"{path}: cannot plan this run: {why}", HINT)
     return {**doc, "file": str(path)}
@@ -155,6 +166,7 @@ def find(
     server_sha: str | None,
     now: dt.datetime,
     design: str = "sequential",
+    server_unknown: str = "",
 ) -> tuple[dict[str, Any] | None, str]:
     """(the matching calibration or None, one line saying which was used, or why none)."""
     path = path_for(directory, host, whash, design)
@@ -166,7 +178,7 @@ def find(
         doc = read(path)
     except UsageError as exc:
         return None, f"ignored {exc.message}"
-    why = mismatch(doc, host, whash, server_sha, now, design)
+    why = mismatch(doc, host, whash, server_sha, now, design, server_unknown)
     if why:
         return None, f"ignored {path}: {why}; {HINT}"
     return {**doc, "file": str(path)}, f"using {path} (measured {doc['created_at'][:10]})"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from perflab.errors import EnvironmentProblem, SpecError, ToolMissingError
-from perflab.run.builds import BuildError, cache_root, writable_cache
+from perflab.run.builds import BuildError, cache_root, sha256, writable_cache
 from perflab.run.builds import package as P
 from perflab.run.builds import pgo as G
 from perflab.run.builds import resolve as R
@@ -88,6 +88,7 @@ def test_a_source_build_is_configured_built_installed_and_then_cached(tmp_path: 
     assert first.binary.is_file() and first.binary.parent.name == "sbin"
     assert first.version.startswith("10.11.99-MariaDB-fixture") and first.format == "mariadb-10.11"
     assert first.compiler is not None and first.compiler.startswith("GCC: ")  # from .comment
+    assert first.compiler_source == ".comment" and first.record()["compiler_source"] == ".comment"
     assert (first.share / "english" / "errmsg.sys").is_file() and (first.share / "charsets" / "Index.xml").is_file()
     assert first.recipe is not None and "-O1" in first.recipe["flags"]["CFLAGS"]
     steps = [d["step"] for e, d in heard if e == "build_step"]
@@ -150,7 +151,11 @@ def test_pgo_trains_the_instrumented_build_and_keys_the_final_build_on_its_profi
     assert final.recipe["profile"] == final.extra["profile"]
     stored = list((cache / "profiles").rglob("*.gcda"))
     assert stored, "the training's profile is kept in the cache"
-    assert final.sha256 != trained[0] and final.extra["instrumented"] != final.sha256
+    # the final build is not the instrumented one that trained, and it used every file of the profile
+    assert sha256(trained[0]) == final.extra["instrumented"] != final.sha256
+    assert final.extra["profile_use"] == {"files": len(stored), "used": len(stored), "without_profile": 0}
+    use_log = (cache / "builds" / final.extra["key"] / "logs" / "build.txt").read_text()
+    assert "-fprofile-use" in final.recipe["flags"]["CFLAGS"] and "profile count data file not found" not in use_log
     # cached: neither trained nor built again
     again = G.pgo("pgo", spec(tree, pgo=True), src, cache, listen, train, "t1")
     assert len(trained) == 1 and again.sha256 == final.sha256
@@ -158,6 +163,28 @@ def test_pgo_trains_the_instrumented_build_and_keys_the_final_build_on_its_profi
     # another training (workload, dataset, duration) is another profile: trained again
     G.pgo("pgo", spec(tree, pgo=True), src, cache, listen, train, "t2")
     assert len(trained) == 2
+
+
+def test_a_profile_use_build_that_finds_no_counts_fails_at_profile(tmp_path: Path, cache: Path):
+    """The training's counts stored under paths where the objects are not (as a GCOV_PREFIX
+    mapped wrong would): the compiler builds without them, which used to pass silently."""
+    tree = fixture_tree(tmp_path / "src")
+    src = fetch(str(tree), cache, "pgo")
+
+    def train(build):
+        subprocess.run([str(build.binary), "train"], check=True, capture_output=True)
+        for data in list((src.work / "build").rglob("*.gcda")):
+            moved = src.work / "build" / "misplaced" / data.name
+            moved.parent.mkdir(exist_ok=True)
+            data.rename(moved)
+        return ""
+
+    with pytest.raises(BuildError) as caught:
+        G.pgo("pgo", spec(tree, pgo=True), src, cache, lambda *_: None, train, "t1")
+    error = caught.value
+    assert error.step == "profile" and error.log is not None and error.log.name == "build.txt"
+    assert "did not use the PGO profile: none of its 1 .gcda files matched an object" in error.message
+    assert "main.c.gcda' profile count data file not found" in error.log.read_text().replace("\u2019", "'")
 
 
 def test_a_training_that_writes_no_profile_fails_the_build_at_train(tmp_path: Path, cache: Path):
@@ -324,12 +351,17 @@ def test_an_unwritable_cache_stops_the_run_before_anything_starts(tmp_path: Path
 
 def test_perflab_build_makes_the_builds_and_says_what_it_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
-    text = UPGRADE.format(old=OLD, broken=fixture_tree(tmp_path / "src")).replace(
-        'broken  = {{ build = "broken" }}', ""
-    )
+    text = UPGRADE.format(old=OLD, broken=fixture_tree(tmp_path / "src"))  # "broken" names a fixture that compiles
     spec_file = write_experiment(tmp_path / "b.toml", text)
     made = perflab("build", str(spec_file), "--format", "json")
     assert made.returncode == 0, made.stderr
     builds = json.loads(made.stdout)["builds"]
+    assert set(builds) == {"old", "broken"}
     assert builds["old"]["version"].startswith("10.11.18-MariaDB") and builds["broken"]["kind"] == "source"
-    assert builds["broken"]["version"].startswith("10.11.99-MariaDB-fixture")  # the fixture compiles
+    assert builds["broken"]["version"].startswith("10.11.99-MariaDB-fixture")
+    # a [builds] entry no variant names is not made
+    unnamed = text.replace('broken  = { build = "broken" }\n', "")
+    assert unnamed != text
+    made = perflab("build", str(write_experiment(tmp_path / "c.toml", unnamed)), "--format", "json")
+    assert made.returncode == 0, made.stderr
+    assert set(json.loads(made.stdout)["builds"]) == {"old"}

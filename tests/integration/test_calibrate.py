@@ -3,6 +3,7 @@ variance components, the saved calibration, and `perflab run --check` planning w
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -87,3 +88,56 @@ def test_run_check_plans_with_the_calibration_or_says_why_not(calibrated):
         assert done.returncode == 0 and "ignored" in done.stdout and "stale after 30" in done.stdout, done.stdout
         done = perflab("run", str(toml), "--check", "--calibration", doc["file"])
         assert done.returncode == 2 and "created_at" in done.stderr, done.stderr
+
+
+PGBENCH = """
+[experiment]
+name = "it-calibrate-pg"
+server = "postgresql"
+duration = "4s"
+warmup = "3s"
+repeats = "auto"
+max_repeats = 30
+
+[dataset]
+scale = 1
+
+[workload]
+tool = "pgbench"
+test = "select-only"
+threads = [2]
+"""
+
+
+def test_a_postgresql_calibration_plans_its_runs_and_another_postgres_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The calibration stores the postgres binary it measured, and a run checks that same binary
+    (not mariadbd's): used as long as it is the one to run; a file whose first variant runs another
+    postgres (a copy with one byte more, as a [builds] basedir) is refused with the reason."""
+    monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
+    toml = write_experiment(tmp_path / "pg.toml", PGBENCH)
+    done = perflab("calibrate", str(toml), "--rounds", "3", "--budget", "5m", "-o", str(tmp_path / "aa"),
+                   "--format", "json")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    installed = Path("/usr/lib/postgresql/15/bin/postgres")
+    assert doc["server_sha256"] == hashlib.sha256(installed.read_bytes()).hexdigest()
+    checked = perflab("run", str(toml), "--check", "--format", "json")
+    assert checked.returncode == 0, checked.stderr
+    used = json.loads(checked.stdout)["calibration"]
+    assert used["used"] and used["file"] == doc["file"] and "min_repeats 3 ->" in used["note"], used
+
+    other = tmp_path / "other"
+    (other / "bin").mkdir(parents=True)
+    (other / "bin" / "postgres").write_bytes(installed.read_bytes() + b"\0")  # runs as before; another binary
+    (other / "bin" / "postgres").chmod(0o755)
+    (other / "bin" / "initdb").symlink_to(installed.parent / "initdb")
+    variant = f'\n[builds.other]\nbasedir = "{other}"\n[variants.server]\nother = {{ build = "other" }}\n'
+    changed = write_experiment(tmp_path / "pg-other.toml", PGBENCH + variant)
+    checked = perflab("run", str(changed), "--check", "--format", "json")
+    assert checked.returncode == 0, checked.stderr
+    ignored = json.loads(checked.stdout)["calibration"]
+    assert not ignored["used"] and "server_sha256: the server binary changed since" in ignored["note"], ignored
+    refused = perflab("run", str(changed), "--check", "--calibration", doc["file"])
+    assert refused.returncode == 2 and "server_sha256: the server binary changed since" in refused.stderr

@@ -112,3 +112,19 @@ def test_a_pgo_trainings_identity_survives_new_unset_keys():
     assert training_id(file, file.builds["pgo"]) == "fde22300cd68dff0"
     longer = file.builds["pgo"].model_copy(update={"train_duration": 60.0})
     assert training_id(file, longer) != "fde22300cd68dff0"
+
+
+def test_a_stored_profile_whose_data_changed_is_trained_again(tmp_path: Path):
+    """profile.json names the profile's hash; .gcda files deleted or changed since would give the
+    profile-use build another profile than its key says (or none): it is not used."""
+    from perflab.run.builds import pgo as G
+
+    instrumented = Build(None, "source", tmp_path / "mariadbd", "v", "0" * 64, None, extra={"key": "k"})
+    home = G.profile_dir(tmp_path, instrumented, "training")
+    (home / "data" / "sql").mkdir(parents=True)
+    (home / "data" / "sql" / "main.c.gcda").write_bytes(b"counts")
+    digest = G.profile_hash(home / "data")
+    (home / "profile.json").write_text(f'{{"hash": "{digest}", "files": 1}}')
+    assert G.stored_profile(tmp_path, instrumented, "training") == (digest, home / "data")
+    (home / "data" / "sql" / "main.c.gcda").unlink()
+    assert G.stored_profile(tmp_path, instrumented, "training") is None

@@ -17,6 +17,7 @@ and build.json, written last: a build without it is not a build).
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -53,6 +54,9 @@ class Build:
     share: Path | None = None  # the error messages and charsets of this binary (lc-messages-dir)
     recipe: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # build time, cache key, profile hash, ...
+    # where `compiler` was read (".comment", "dbgsym: PATH", "buildinfo: PATH") or why it is None
+    # ("none: stripped"); None: a build described before perflab recorded it
+    compiler_source: str | None = None
 
     @property
     def server(self) -> str:
@@ -81,6 +85,7 @@ class Build:
             "sha256": self.sha256,
             "version": self.version,
             "compiler": self.compiler,
+            "compiler_source": self.compiler_source,
             "kind": self.kind,
             "recipe": self.recipe,
             **self.extra,
@@ -91,7 +96,7 @@ class Build:
 
     @classmethod
     def from_manifest(cls, data: dict[str, Any]) -> Build:
-        known = {"name", "kind", "binary", "version", "sha256", "compiler", "recipe", "share"}
+        known = {"name", "kind", "binary", "version", "sha256", "compiler", "compiler_source", "recipe", "share"}
         return cls(
             name=data["name"],
             kind=data["kind"],
@@ -99,6 +104,7 @@ class Build:
             version=data["version"],
             sha256=data["sha256"],
             compiler=data["compiler"],
+            compiler_source=data.get("compiler_source"),
             share=Path(data["share"]) if data.get("share") else None,
             recipe=data.get("recipe"),
             extra={k: v for k, v in data.items() if k not in known},
@@ -123,18 +129,93 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def compiler_of(binary: Path) -> str | None:
-    """The compiler named in the binary's .comment section ("GCC: (Debian 12.2.0-14) 12.2.0");
-    None when the section was stripped (Debian's packages strip it)."""
+def compiler_of(binary: Path) -> tuple[str | None, str]:
+    """(the compiler, where it was read): the binary's own .comment section (".comment": "GCC:
+    (Debian 12.2.0-14) 12.2.0"); when stripped (Debian strips its packages), the .comment of its
+    -dbgsym package's debug file, found by build ID ("dbgsym: PATH"), else the compiler its
+    package's buildinfo lists ("buildinfo: PATH"); else None and why ("none: stripped")."""
+    names = _comment(binary)
+    if names is None:
+        return None, "none: readelf failed"
+    if names:
+        return _compiler_in(names), ".comment"
+    debug = debug_file(binary)
+    found = _compiler_in(_comment(debug) or []) if debug is not None else None
+    if found:
+        return found, f"dbgsym: {debug}"
+    for info in buildinfo_files(binary):
+        found = compiler_in_buildinfo(info)
+        if found:
+            return found, f"buildinfo: {info}"
+    return None, "none: stripped"
+
+
+def _comment(binary: Path) -> list[str] | None:
+    """The strings of `binary`'s .comment section ([] when it has none), None if readelf failed."""
+    out = _output(["readelf", "-p", ".comment", str(binary)])
+    if out is None:
+        return None
+    return [m.group(1).strip() for m in re.finditer(r"^\s*\[\s*[0-9a-f]+\]\s+(.*)$", out, re.MULTILINE)]
+
+
+def _output(argv: list[str]) -> str | None:
+    """A tool's output (whatever its exit code: readelf exits 0 on a missing section), None if it cannot run."""
     try:
-        out = subprocess.run(
-            ["readelf", "-p", ".comment", str(binary)], capture_output=True, text=True, timeout=60, check=False
-        ).stdout
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-    names = [m.group(1).strip() for m in re.finditer(r"^\s*\[\s*[0-9a-f]+\]\s+(.*)$", out, re.MULTILINE)]
+
+
+def _compiler_in(names: list[str]) -> str | None:
     compilers = [n for n in names if n.startswith(("GCC:", "clang", "Debian clang", "Ubuntu clang"))]
     return compilers[0] if compilers else (names[0] if names else None)
+
+
+DEBUG_ROOT = Path("/usr/lib/debug")  # where -dbgsym packages install: .build-id/XX/REST.debug
+
+
+def debug_file(binary: Path, root: Path | None = None) -> Path | None:
+    """The detached debug file of `binary` (its -dbgsym package's), by its GNU build ID, if installed."""
+    match = re.search(r"Build ID:\s*([0-9a-f]{4,})", _output(["readelf", "-n", str(binary)]) or "")
+    if match is None:
+        return None
+    found = (root or DEBUG_ROOT) / ".build-id" / match.group(1)[:2] / f"{match.group(1)[2:]}.debug"
+    return found if found.is_file() else None
+
+
+def buildinfo_files(binary: Path) -> list[Path]:
+    """Buildinfo files of the package that holds `binary`: /usr/share/doc/PACKAGE/buildinfo_*.gz
+    (dh-buildinfo) or *.buildinfo; for an unpacked package (the cache's packages/NAME/root), those
+    in its own root. The installed package is asked of dpkg."""
+    parts = binary.parts
+    if "usr" not in parts:
+        return []
+    root = Path(*parts[: parts.index("usr")])
+    if root == Path("/"):
+        owners = _output(["dpkg-query", "-S", str(binary)]) or ""
+        packages = [line.split(":", 1)[0] for line in owners.splitlines() if ":" in line]
+        docs = [root / "usr" / "share" / "doc" / p for p in packages]
+    else:
+        docs = sorted((root / "usr" / "share" / "doc").glob("*"))
+    return [f for d in docs for pattern in ("buildinfo_*.gz", "*.buildinfo") for f in sorted(d.glob(pattern))]
+
+
+# a .buildinfo's Installed-Build-Depends ("g++-12 (= 12.2.0-14),") or dh-buildinfo's dpkg -l lines
+_BUILDINFO_COMPILER = re.compile(
+    r"^\s*(?:ii\s+)?((?:g\+\+|gcc|clang)-\d+)(?::[a-z0-9]+)?\s*(?:\(=\s*([^)\s]+)\)|\s([^\s,]+))", re.MULTILINE
+)
+
+
+def compiler_in_buildinfo(path: Path) -> str | None:
+    """The compiler a buildinfo file lists, "g++-12 12.2.0-14" (the C++ compiler first: the servers are C++)."""
+    try:
+        data = path.read_bytes()
+        text = (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8", errors="replace")
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None
+    found = {m.group(1): m.group(2) or m.group(3) for m in _BUILDINFO_COMPILER.finditer(text)}
+    best = sorted(found, key=lambda name: (not name.startswith("g++"), not name.startswith("gcc"), name))
+    return f"{best[0]} {found[best[0]]}" if best else None
 
 
 def version_of(binary: Path) -> str:
@@ -145,13 +226,15 @@ def version_of(binary: Path) -> str:
 
 
 def describe(binary: Path, *, name: str | None, kind: str, share: Path | None = None, **extra: Any) -> Build:
+    compiler, source = compiler_of(binary)
     return Build(
         name=name,
         kind=kind,
         binary=binary,
         version=version_of(binary),
         sha256=sha256(binary),
-        compiler=compiler_of(binary),
+        compiler=compiler,
+        compiler_source=source,
         share=share,
         recipe=extra.pop("recipe", None),
         extra=extra,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -26,6 +27,7 @@ from perflab.run.builds.pgsource import DEBIAN_SOURCE as PG_SOURCE
 from perflab.run.builds.source import DEBIAN_SOURCE, Source
 from perflab.run.proc import call, clean_env
 
+GIT_HINT = "the source tree's git state fingerprints its build: repair the repository (`git status` there)"
 DEB_SRC_HINT = "run `make setup` (it adds the deb-src entry perflab needs), then apt-get update"
 # server -> (Debian source package, the binary package whose installed version is preferred)
 PACKAGES = {"mariadb": (DEBIAN_SOURCE, "mariadb-server-core"), "postgresql": (PG_SOURCE, "postgresql-15")}
@@ -92,15 +94,19 @@ def _debian_source(home: Path, tree: Path, version: str, package: str, server: s
 
 
 def local(tree: Path, cache: Path, server: str = "mariadb") -> Source:
-    """A tree of the user's: fingerprinted by git (commit and uncommitted changes) when it is a
-    repository, else by every file's path, size and modification time. Its builds happen in the
-    cache (out of tree), never inside it."""
+    """A tree of the user's: fingerprinted by git (commit, the diff to it and every untracked
+    file's contents) when it is a repository, else by every file's path, size and modification
+    time. Its builds happen in the cache (out of tree), never inside it."""
     digest = hashlib.sha256()
     head = _git(tree, "rev-parse", "HEAD")
     if head is not None:
-        digest.update(head.encode())
-        digest.update((_git(tree, "diff", "HEAD") or "").encode())
-        digest.update((_git(tree, "status", "--porcelain", "--untracked-files=all") or "").encode())
+        digest.update(head)
+        # --binary: a changed binary file's contents; no external diff or textconv from the user's
+        # config, whose output may not show what changed
+        digest.update(_git_or_fail(tree, "diff", "--binary", "--no-ext-diff", "--no-textconv", "HEAD"))
+        for name in _git_or_fail(tree, "ls-files", "-z", "--others", "--exclude-standard").split(b"\0"):
+            if name:  # an untracked file is part of the build when CMake globs it: its contents count
+                digest.update(name + b"\0" + _contents(tree / os.fsdecode(name)) + b"\n")
     else:
         for root, dirs, files in os.walk(tree):
             dirs.sort()
@@ -117,12 +123,34 @@ def local(tree: Path, cache: Path, server: str = "mariadb") -> Source:
     return Source(link, f"tree:{digest.hexdigest()}", str(tree), server)
 
 
-def _git(tree: Path, *args: str) -> str | None:
+def _contents(path: Path) -> bytes:
+    """A file's sha256 (a symlink's target name): what an untracked file adds to the fingerprint."""
+    if path.is_symlink():
+        return b"link:" + os.fsencode(os.readlink(path))
+    return sha256(path).encode() if path.is_file() else b"?"
+
+
+def _git(tree: Path, *args: str) -> bytes | None:
+    """git's output, or None when it fails (for `rev-parse HEAD`: not a repository)."""
     try:
-        done = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, timeout=120, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
+
+
+def _git_or_fail(tree: Path, *args: str) -> bytes:
+    """git's output; a git that fails in a repository is an error, never a clean tree: the key
+    would then name a build of other sources (a stale cached build measured as the new one)."""
+    argv = ["git", "-C", str(tree), *args]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PerflabError(f"{shlex.join(argv)} failed: {exc}", GIT_HINT) from None
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        raise PerflabError(f"{shlex.join(argv)} exited {done.returncode}: {' '.join(tail) or 'no message'}", GIT_HINT)
+    return done.stdout
 
 
 def _installed_version(package: str = "mariadb-server-core") -> str | None:

@@ -7,7 +7,8 @@
    file is written at exit
 3. the .gcda files are kept in the cache (profiles/KEY-TRAINING/: the instrumented build's
    key and the training's, a hash of what it ran), their hash joins the final build's key
-4. build with -fprofile-use -fprofile-correction, the profile restored into the build tree
+4. build with -fprofile-use -fprofile-correction, the profile restored into the build tree;
+   a build that did not use it fails at `profile` (source.profile_use)
 
 build = pgo(name, spec, src, cache, listen, train, training="a1b2...")   # training: its identity
 """
@@ -39,10 +40,14 @@ def profile_hash(directory: Path) -> str:
 
 
 def stored_profile(cache: Path, instrumented: Build, training: str) -> tuple[str, Path] | None:
+    """The stored profile (its hash, its .gcda directory), if whole: data that no longer hashes
+    to what profile.json says (files deleted or changed since) is trained again, never built on."""
     home = profile_dir(cache, instrumented, training)
     try:
         meta = json.loads((home / "profile.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("hash") != profile_hash(home / "data"):
         return None
     return meta["hash"], home / "data"
 

@@ -120,12 +120,14 @@ def build(
     # libpq's Makefile fails a libpq.so that references exit(), unless enable_coverage: libgcov does
     more = ["enable_coverage=yes"] if stage == "generate" else []
     S._step(name, "build", make_argv(tree, jobs, *more), home, tree, listen, cache)
+    used = S.profile_use(name, profile[1], tree, home / "logs" / "build.txt") if profile is not None else {}
     stage_root = home / "stage"
     install = make_argv(tree, 1, *more, "install", f"DESTDIR={stage_root}")
     S._step(name, "install", install, home, tree, listen, cache)
     _unstage(name, stage_root, prefix, home / "logs" / "install.txt")
     _check_tools(name, prefix, home)
-    return S.finish(prefix / BINARY, name, home, made, started, share=prefix / "share", resumed=resumed, stage=stage)
+    share = prefix / "share"
+    return S.finish(prefix / BINARY, name, home, made, started, share=share, resumed=resumed, stage=stage, **used)
 
 
 def _check_tools(name: str, prefix: Path, home: Path) -> None:

@@ -93,6 +93,28 @@ def from_basedir(name: str, basedir: Path, server: str = "mariadb") -> Build:
     return describe(binary, name=name, kind="basedir", share=share, recipe={"basedir": str(basedir)})
 
 
+def cached(name: str, spec: BuildSpec, cache: Path, training: str = "", server: str = "mariadb") -> Build | None:
+    """The build as `resolve` would return it, if that needs nothing made or downloaded: a
+    basedir, an unpacked package, a cached source build (PGO: its final build); else None.
+    What a calibration is checked against before the builds are made (cli/calibrated.py)."""
+    if spec.kind == "basedir":
+        assert spec.basedir is not None
+        return from_basedir(name, Path(spec.basedir), server)
+    if spec.kind == "package":
+        assert spec.package is not None
+        return P.cached(name, spec.package, cache)
+    src = _fetched(spec, cache, server)
+    if src is None:
+        return None
+    if not spec.pgo:
+        found = S.cached(spec, src, cache)
+    else:
+        instrumented = read_manifest(cache / "builds" / S.key_of(S.recipe(spec, src, "generate")))
+        profile = G.stored_profile(cache, instrumented, training) if instrumented is not None else None
+        found = S.cached(spec, src, cache, "use", profile[0]) if profile is not None else None
+    return None if found is None else found.named(name)
+
+
 def status(name: str, spec: BuildSpec, cache: Path, training: str = "", server: str = "mariadb") -> str:
     """What `perflab run --check` says of a build: cached, or what building it will take."""
     if spec.kind == "basedir":

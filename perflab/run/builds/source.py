@@ -69,6 +69,8 @@ NO_FRAME_POINTERS = "-fomit-frame-pointer"
 NO_FRAME_POINTERS_CMAKE = {"have_C__fno_omit_frame_pointer": "0", "have_CXX__fno_omit_frame_pointer": "0"}
 Listener = Callable[[str, dict[str, Any]], None]
 _PERCENT = re.compile(rb"^\[\s*(\d+)%\]", re.MULTILINE)
+# gcc: "warning: '/TREE/sql/CMakeFiles/mariadbd.dir/main.c.gcda' profile count data file not found"
+_MISSING_PROFILE = re.compile(r"[\u2018'`]([^\u2019'`\n]+\.gcda)[\u2019'] profile count data file not found")
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,9 @@ def flags(spec: BuildSpec, work: Path, stage: str = "plain") -> dict[str, str]:
     if stage == "generate":
         add.append(("-fprofile-generate -fprofile-update=atomic", "-fprofile-generate"))
     elif stage == "use":
-        use = "-fprofile-use -fprofile-correction -Wno-missing-profile -Wno-error=coverage-mismatch"
+        # a unit compiled without its counts is warned of (-Wmissing-profile), never an error: the
+        # build log is then read to verify that the profile was used (profile_use)
+        use = "-fprofile-use -fprofile-correction -Wno-error=missing-profile -Wno-error=coverage-mismatch"
         add.append((use, "-fprofile-use"))
     for compile_flags, link_flags in add:
         base["CFLAGS"] += f" {compile_flags}"
@@ -202,10 +206,43 @@ def build(
     jobs = spec.jobs or max(1, len(_cpus()))
     argv = ["cmake", "--build", str(tree), "--target", TARGET, "--parallel", str(jobs)]
     _step(name, "build", argv, home, tree, listen, cache)
+    used = profile_use(name, profile[1], tree, home / "logs" / "build.txt") if profile is not None else {}
     listen("build_step", {"name": name, "step": "install"})
     built = _install(name, src, tree, home)
     share = home / "install" / "share" / "mysql"
-    return finish(built, name, home, made, started, share=share, resumed=resumed, stage=stage)
+    return finish(built, name, home, made, started, share=share, resumed=resumed, stage=stage, **used)
+
+
+def profile_use(name: str, profile: Path, tree: Path, log: Path) -> dict[str, Any]:
+    """After a profile-use build: verify that the compiler used the profile, else fail the build at
+    `profile` (its variant's cells fail; a build without its profile is not the PGO build asked for).
+
+    A .gcda file of the profile was used when the build compiled its object (`X.c.gcda` ->
+    `X.c.o`, `X.gcda` -> `X.o`, beside it in the tree) and the compiler did not warn that the
+    object's counts were missing (-Wmissing-profile, in the build log). None used (the objects
+    are elsewhere: another tree, counts written under other paths) or any profiled object compiled
+    without its counts fails the build. -> {"profile_use": {"files", "used", "without_profile"}};
+    without_profile: units compiled with no counts at all (code the training never loaded, such as
+    build tools), for the record."""
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    missing = {m.group(1) for m in _MISSING_PROFILE.finditer(text)}
+    files = sorted(str(p.relative_to(profile)) for p in profile.rglob("*.gcda"))
+    unread = {f for f in files if _named_in(f, missing)}
+    used = [f for f in files if f not in unread and (tree / f).with_suffix(".o").is_file()]
+    counts = {"files": len(files), "used": len(used), "without_profile": len(missing)}
+    if unread:
+        why = f"{len(unread)} profiled objects were compiled without their counts, such as {min(unread)}"
+    elif not used:
+        why = f"none of its {len(files)} .gcda files matched an object the build compiled in {tree}"
+    else:
+        return {"profile_use": counts}
+    raise BuildError(name, "profile", log, f"the profile-use build did not use the PGO profile: {why}")
+
+
+def _named_in(relative: str, paths: set[str]) -> bool:
+    """Whether one of `paths` (absolute, or mangled by -fprofile-use=DIR: '/' as '#') ends with `relative`."""
+    suffix = "/" + relative
+    return any(p.replace("#", "/").endswith(suffix) for p in paths)
 
 
 def home_for(made: dict[str, Any], cache: Path) -> tuple[str, Path, Build | None]:
