@@ -87,6 +87,11 @@ class ServerCrashedError(PerflabError):
     """The server exited while the workload ran."""
 
 
+class ServerStopError(PerflabError):
+    """A clean shutdown did not finish: what the server writes at exit (a snapshot's checkpoint,
+    a PGO training run's profile) may be partial."""
+
+
 class WorkloadError(PerflabError):
     """The benchmark client failed."""
 

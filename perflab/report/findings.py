@@ -163,7 +163,7 @@ def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
     busy = [
         (c["resources"]["other_cpu_cores"], c)
         for c in cells
-        if c["status"] == "ok" and (c.get("resources") or {}).get("other_cpu_cores", 0) > BUSY_CORES
+        if c["status"] == "ok" and ((c.get("resources") or {}).get("other_cpu_cores") or 0) > BUSY_CORES
     ]
     if busy:
         worst = ", ".join(f"cell {c['id']} {cores:.2f}" for cores, c in sorted(busy, key=lambda x: -x[0])[:5])

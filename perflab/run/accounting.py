@@ -27,7 +27,7 @@ class WindowStart:
     own: resource.struct_rusage  # perflab's process, all its threads
     children: resource.struct_rusage  # perflab's reaped children
     busy_s: float  # the machine's busy CPU seconds
-    client_s: float  # CPU the client had used before the window (its warm-up)
+    client_s: float | None  # CPU the client had used before the window (its warm-up); None: it had ended
     at: float
     client: ProcCounters | None = None  # the client's counters before the window (None: it had ended)
     steal_s: float = 0.0  # the machine's steal time (the hypervisor's other guests)
@@ -54,7 +54,7 @@ class WindowEnd:
     busy_s: float
     window_s: float
     # the client's CPU at the window's end when it still runs then (pgbench's tail, run/pgcell.py);
-    # None: it ended with the window, and its rusage at exit is the end
+    # None: it ended with the window (or before its end, and was reaped), and its rusage at exit is the end
     client_s: float | None = None
     steal_s: float = 0.0
 
@@ -85,19 +85,36 @@ def resources(
     out["client_sys_s"] = round(client.ru_stime, 3) if client else None
     out["harness_cpu_s"] = round(end.own_s, 4)
     # Everything else the machine ran during the window, in cores: a benchmark on a busy
-    # machine measures the neighbours too. The client's window CPU is its total less what
-    # it had used at the window start (it has exited, so its rusage is final).
-    if end.client_s is not None:  # still running at the window's end: not reaped, not in children_s
-        client_window, reaped_client = end.client_s - start.client_s, 0.0
-    else:
-        client_window, reaped_client = (_cpu_s(client) - start.client_s) if client else 0.0, out["client_cpu_s"] or 0.0
+    # machine measures the neighbours too.
+    client_window, reaped_client = _client_window(start, end, client)
     out["profiler_cpu_s"] = round(max(0.0, end.children_s - reaped_client), 3)
-    used = end.server
-    ours = used.cpu_s + client_window + out["harness_cpu_s"] + out["profiler_cpu_s"]
-    out["other_cpu_cores"] = round(max(0.0, end.busy_s - ours) / end.window_s, 3) if end.window_s > 0 else None
+    if client_window is None:  # not 0: the client's CPU would be counted as other processes'
+        out["other_cpu_cores"] = None
+        out["missing"] = {"other_cpu_cores": CLIENT_UNKNOWN}
+    else:
+        ours = end.server.cpu_s + client_window + out["harness_cpu_s"] + out["profiler_cpu_s"]
+        out["other_cpu_cores"] = round(max(0.0, end.busy_s - ours) / end.window_s, 3) if end.window_s > 0 else None
     # CPU the hypervisor gave other guests while ours wanted it: the host's share of the noise
     out["steal_cpu_cores"] = round(end.steal_s / end.window_s, 3) if end.window_s > 0 else None
     return out
+
+
+CLIENT_UNKNOWN = "the client's CPU at its exit is unknown (it ended but was not reaped, so it has no rusage)"
+
+
+def _client_window(
+    start: WindowStart, end: WindowEnd, client: resource.struct_rusage | None
+) -> tuple[float | None, float]:
+    """The client's CPU over the window (None: unknown), and how much of its CPU the window's
+    children_s holds (a client reaped inside the window)."""
+    if start.client_s is None:  # it had ended (and been reaped) before the window: none of its CPU is in it
+        return 0.0, 0.0
+    if end.client_s is not None:  # still running at the window's end: not reaped, not in children_s
+        return end.client_s - start.client_s, 0.0
+    if client is None:
+        return None, 0.0
+    # it has exited, so its rusage is final: its total less what it had used at the window's start
+    return _cpu_s(client) - start.client_s, _cpu_s(client)
 
 
 def per_txn(transactions: int) -> Any:

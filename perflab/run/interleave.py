@@ -456,14 +456,20 @@ def _rotate(seats: list[Seat], seconds: int, slice_s: float, measured: bool) -> 
 
 
 class _Mark:
-    """The machine's busy CPU and ours at the window's start: other_cpu_cores of the group."""
+    """The machine's busy CPU and ours at the window's start: other_cpu_cores of the group.
 
-    def __init__(self, busy: float, ours: float, own: float, at: float) -> None:
+    Ours is each process's cumulative CPU, read at both ends: a process that is gone at the end
+    (a seat's server or client that ended and was reaped) cannot be read, and counting it as 0
+    would subtract all it had used before the window and show it as other processes' CPU (a
+    false "busy machine"). The figure is then missing, and `missing` says why."""
+
+    def __init__(self, busy: float, ours: dict[int, float | None], own: float, at: float) -> None:
         self.busy, self.ours, self.own, self.at = busy, ours, own, at
+        self.missing: str | None = None
 
     @staticmethod
-    def _ours(seats: list[Seat]) -> float:
-        return sum(process_cpu_s(pid) for seat in seats for pid in seat.pids())
+    def _ours(seats: list[Seat]) -> dict[int, float | None]:
+        return {pid: process_cpu_s(pid) for seat in seats for pid in seat.pids()}
 
     @staticmethod
     def _own() -> float:
@@ -476,7 +482,15 @@ class _Mark:
 
     def other_cores(self, seats: list[Seat]) -> float | None:
         window = time.monotonic() - self.at
-        ours = self._ours(seats) - self.ours + self._own() - self.own
+        now = self._ours(seats)
+        now.update({pid: process_cpu_s(pid) for pid in self.ours.keys() - now.keys()})  # a seat that let go of one
+        gone = [str(pid) for pid, had in self.ours.items() if had is not None and now[pid] is None]
+        if gone:
+            self.missing = f"process(es) {', '.join(gone)} of the group ended during the window: their CPU is unknown"
+            return None
+        # a process gone at the start used nothing in the window; one started inside it, all it used
+        ours = sum(cpu - (self.ours.get(pid) or 0.0) for pid, cpu in now.items() if cpu is not None)
+        ours += self._own() - self.own
         return round(max(0.0, machine_busy_s() - self.busy - ours) / window, 3) if window > 0 else None
 
 

@@ -13,16 +13,24 @@ from perflab.errors import AllocatorNotMappedError
 from perflab.run.observers.resources import process_cpu_s
 from perflab.run.pgaccounting import children, pss_bytes, tree, tree_counters, verify_backends
 
-# a parent that starts two children: the first burns 0.3 s of CPU, ends and is reaped (its time
-# goes to the parent's cutime), the second sleeps until killed
+# a parent that starts two children: the first burns 0.3 s of CPU, touches 16 MiB (4096 page
+# faults: no huge pages), ends and is reaped (its time and faults go to the parent's cutime and
+# cminflt), the second sleeps until killed
+PAGES = 4096
 PARENT = r"""
-import os, sys, time
+import mmap, os, sys, time
+PAGES = int(sys.argv[1])
 def burn(seconds):  # CPU seconds, whatever the machine's load
     while time.process_time() < seconds:
         pass
+def touch(pages):
+    m = mmap.mmap(-1, pages * mmap.PAGESIZE)
+    m.madvise(mmap.MADV_NOHUGEPAGE)
+    for i in range(pages):
+        m[i * mmap.PAGESIZE] = 1
 first = os.fork()
 if first == 0:
-    burn(0.3); os._exit(0)
+    burn(0.3); touch(PAGES); os._exit(0)
 second = os.fork()
 if second == 0:
     time.sleep(30); os._exit(0)
@@ -33,7 +41,9 @@ time.sleep(30)
 
 
 def test_tree_counters_count_live_and_reaped_children():
-    proc = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True, env={"X_BACKEND": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(PAGES)], stdout=subprocess.PIPE, text=True, env={"X_BACKEND": "1"}
+    )
     try:
         deadline = time.monotonic() + 10
         while len(children(proc.pid)) < 2 and time.monotonic() < deadline:
@@ -47,9 +57,12 @@ def test_tree_counters_count_live_and_reaped_children():
         used = tree_counters(proc.pid).minus(start)
         assert len(tree(proc.pid)) == 2
         # the exited child's 0.3 s less what it had at the start (from the parent's cutime), plus
-        # the live one's; counting live processes alone would lose the exited one's `had` and more
-        assert used.user_s + used.sys_s >= 0.3 - had - 0.03
-        assert used.minor_faults >= 0
+        # the live ones' (asleep: nothing); counting live processes alone would lose the exited
+        # one's, counting its whole use (or twice) would add `had` or more
+        assert had is not None and had < 0.3
+        assert 0.3 - had - 0.03 <= used.user_s + used.sys_s <= 0.3 - had + 0.05
+        # its page faults the same way (cminflt): the pages it touched in the window, and little more
+        assert PAGES <= used.minor_faults <= PAGES + 500
         pss = pss_bytes(tree(proc.pid))
         assert pss is not None and pss > 0
         assert verify_backends(proc.pid, None, None) == 1  # glibc: no other allocator mapped

@@ -4,13 +4,19 @@ CPU of everything else on the machine (other_cpu_cores) is under-counted to 0.""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import resource
+import subprocess
+import sys
+import time
 import types
 
 import pytest
 
 from perflab.run import accounting
-from perflab.run.observers.resources import ProcCounters
+from perflab.run.interleave import _Mark
+from perflab.run.observers.resources import ProcCounters, process_cpu_s
 
 ZERO = ProcCounters(0.0, 0.0, 0, 0, 0, 0)
 
@@ -67,29 +73,58 @@ def test_machine_steal_is_read_from_proc_stat_and_only_grows() -> None:
 
 def test_a_thread_that_ends_while_its_status_is_read_is_left_out(monkeypatch) -> None:
     # 2026-11-26: a server thread exited between the open and the read of its status file; the
-    # read raised ESRCH (ProcessLookupError) and took the whole run down with it
+    # read raised ESRCH (ProcessLookupError) and took the whole run down with it. The read goes
+    # on: the threads before and after the gone one are counted, and the process's CPU is its own
     import builtins
-    import os
+    import threading
 
-    real_open, tids = builtins.open, os.listdir(f"/proc/{os.getpid()}/task")
-    gone = f"/proc/{os.getpid()}/task/{tids[0]}/status"
+    pid, stop = os.getpid(), threading.Event()
+    helpers = [threading.Thread(target=stop.wait, daemon=True) for _ in range(2)]  # blocked: their switches stay
+    for helper in helpers:
+        helper.start()
+    time.sleep(0.05)
+    try:
+        real_open = builtins.open
+        tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+        gone = f"/proc/{pid}/task/{tids[1]}/status"  # neither the first nor the last
 
-    class Ending:
-        def __init__(self, *args, **kwargs) -> None:
-            pass
+        def switches() -> int:  # the other threads', read directly
+            total = 0
+            for tid in tids:
+                with real_open(f"/proc/{pid}/task/{tid}/status", encoding="ascii") as f:
+                    value = next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt"))
+                total += value if tid != tids[1] else 0
+            return total
 
-        def __enter__(self):
-            return self
+        class Ending:
+            def __init__(self, *args, **kwargs) -> None:
+                pass
 
-        def __exit__(self, *exc) -> None:
-            return None
+            def __enter__(self):
+                return self
 
-        def __iter__(self):
-            raise ProcessLookupError(3, "No such process")
+            def __exit__(self, *exc) -> None:
+                return None
 
-    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: Ending() if path == gone else real_open(path, *a, **k))
-    counters = ProcCounters.read(os.getpid())
-    assert counters.user_s >= 0 and counters.voluntary_ctx >= 0  # the other threads (or none) counted
+            def __iter__(self):
+                raise ProcessLookupError(3, "No such process")
+
+        before = switches()
+        monkeypatch.setattr(
+            builtins, "open", lambda path, *a, **k: Ending() if path == gone else real_open(path, *a, **k)
+        )
+        counters = ProcCounters.read(pid)
+        monkeypatch.undo()
+        assert len(tids) >= 3 and before > 0
+        assert before <= counters.voluntary_ctx <= switches()
+        assert (
+            counters.cpu_s == pytest.approx(ProcCounters.read(pid, threads=False).cpu_s, abs=0.05)
+            and counters.cpu_s > 0
+        )
+    finally:
+        stop.set()
+        for helper in helpers:
+            helper.join()
 
 
 def test_a_read_without_threads_touches_no_thread_status_file(monkeypatch) -> None:
@@ -127,3 +162,72 @@ def test_server_resources_unread_are_null_not_zero() -> None:
     unread = accounting.server_resources(None, 10, rss)  # type: ignore[arg-type]
     assert list(unread) == list(read) and unread["rss_end_bytes"] == 5 and unread["rss_peak_bytes"] == 7
     assert all(v is None for k, v in unread.items() if not k.startswith("rss_"))
+
+
+def _gone_pid() -> int:
+    """The pid of a process that has ended and been reaped (nothing in /proc)."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_gone_process_has_no_cpu_figure_not_zero() -> None:
+    assert process_cpu_s(_gone_pid()) is None
+    assert process_cpu_s(os.getpid()) is not None
+
+
+def test_a_client_reaped_before_the_window_end_counts_from_its_rusage() -> None:
+    """pgcell takes the window's end with the client's pid (pgbench runs on past it); a client
+    that exited early and was reaped is gone from /proc. Its rusage is then the end: read as 0 it
+    was counted as a profiler (its whole CPU in profiler_cpu_s)."""
+    taken = accounting.WindowEnd.take(start(), os.getpid(), read=lambda pid: ZERO, client_pid=_gone_pid())
+    assert taken.client_s is None
+    # 10 s window, 12 busy CPU-s: server 8, client 3 of its 5 at exit, profilers 0.5, others 0.5
+    end = dataclasses.replace(taken, server=ProcCounters(6.0, 2.0, 0, 0, 0, 0), own_s=0.0, children_s=5.5,
+                              busy_s=12.0, window_s=10.0, steal_s=0.0)  # fmt: skip
+    out = figures(end, client_at_exit=5.0)
+    assert out["profiler_cpu_s"] == 0.5
+    assert out["other_cpu_cores"] == 0.05 and "missing" not in out
+
+
+def test_a_client_without_rusage_leaves_other_cpu_cores_missing_with_its_reason() -> None:
+    """A client that ended inside the window but was never reaped has no rusage: its CPU is
+    unknown. Taken as 0, the 3 s it used counted as other processes' (0.3 cores: "busy")."""
+    end = accounting.WindowEnd(ProcCounters(6.0, 2.0, 0, 0, 0, 0), 0.0, 0.0, 12.0, 10.0)
+    rss = types.SimpleNamespace(end=0, peak=0)
+    out = accounting.resources(start(), end, None, 1000, rss)  # type: ignore[arg-type]
+    assert out["other_cpu_cores"] is None
+    assert "not reaped" in out["missing"]["other_cpu_cores"]
+
+
+def test_a_client_gone_before_the_window_used_none_of_it() -> None:
+    """A client that ended (and was reaped) before the window's start: its rusage is all from
+    before the window, none of it counts against the other processes' CPU."""
+    taken = accounting.WindowStart.take(os.getpid(), _gone_pid(), read=lambda pid: ZERO)
+    before = dataclasses.replace(taken, own=rusage(0), children=rusage(0), busy_s=0.0, at=0.0, steal_s=0.0)
+    end = accounting.WindowEnd(ProcCounters(6.0, 2.0, 0, 0, 0, 0), 0.0, 0.0, 12.0, 10.0)
+    rss = types.SimpleNamespace(end=0, peak=0)
+    out = accounting.resources(before, end, rusage(5.0), 1000, rss)  # type: ignore[arg-type]
+    assert out["other_cpu_cores"] == 0.4 and out["profiler_cpu_s"] == 0.0
+
+
+def test_the_interleaved_groups_other_cores_are_missing_when_a_process_ended_in_the_window() -> None:
+    """run/interleave.py's _Mark: a seat's process reaped during the window read as 0 CPU took
+    all it had used before the window off ours, and showed it as other processes' (a false
+    "busy machine"); the figure is now missing, with the pid that ended."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time\nwhile time.process_time() < 0.3: pass\ntime.sleep(60)"]
+    )
+    try:
+        while (process_cpu_s(proc.pid) or 0.0) < 0.25:
+            time.sleep(0.02)
+        seat = types.SimpleNamespace(pids=lambda: [proc.pid])
+        mark = _Mark.take([seat])  # type: ignore[list-item]
+        assert mark.other_cores([seat]) is not None  # type: ignore[list-item]
+        proc.kill()
+        proc.wait()
+        assert mark.other_cores([seat]) is None  # type: ignore[list-item]
+        assert mark.missing is not None and str(proc.pid) in mark.missing
+    finally:
+        proc.kill()
+        proc.wait()

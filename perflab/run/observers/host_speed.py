@@ -44,7 +44,7 @@ import math
 import os
 import statistics
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self
 
 from perflab.errors import PerflabError
 from perflab.run import cbuild
@@ -142,8 +142,9 @@ class HostSpeed:
         self._out: IO[str] | None = None
         self._child: Child | None = None
         self._stopped = False
+        self._died: int | None = None  # its exit code when it had ended on its own before the stop
 
-    def __enter__(self) -> HostSpeed:
+    def __enter__(self) -> Self:
         self._out = self.log.open("w", encoding="ascii")
         try:
             argv = [str(self.binary), str(self.period_ms), *map(str, self.cpus)]
@@ -155,6 +156,7 @@ class HostSpeed:
 
     def __exit__(self, *exc: object) -> None:
         if self._child is not None:
+            self._died = self._child.poll()  # None: it still ran, as it should until now
             self._stopped = True
             self._child.kill()
         if self._out is not None:
@@ -162,10 +164,12 @@ class HostSpeed:
 
     def fields(self, start: float, end: float) -> dict[str, Any]:
         """The window's figure (after the canary stopped, or while it runs); HostSpeedError if it
-        died on its own (its output says why)."""
+        died on its own, before it was stopped (its output says why): its samples would then stop
+        short of the window's end, a figure of part of it that the verdicts adjust by."""
         text = self.log.read_text(encoding="ascii", errors="replace")
-        if self._child is not None and not self._stopped and self._child.poll() is not None:
+        died = self._died if self._stopped else self._child.poll() if self._child is not None else None
+        if died is not None:
             tail = text.strip().splitlines()[-1:] or ["no output"]
-            raise HostSpeedError(f"the host-speed canary exited with code {self._child.poll()}: {tail[0]}",
+            raise HostSpeedError(f"the host-speed canary exited with code {died} before it was stopped: {tail[0]}",
                                  f"see {self.log}; or set host_speed = false under [observe]")  # fmt: skip
         return window_fields(parse(text), start, end)

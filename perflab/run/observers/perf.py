@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -31,6 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 from perflab.errors import PerflabError
 from perflab.run.observers.elf import FunctionStarts
@@ -55,6 +57,7 @@ ROOTS = frozenset(
 KERNEL_DSOS = ("[kernel.kallsyms]", "[guest.kernel.kallsyms]")
 DWARF_STACK_BYTES = 16384
 STOP_DEADLINE_S = 60.0
+LOST = re.compile(r"Processed \d+ events and lost (\d+) chunks")
 
 
 @dataclass
@@ -87,7 +90,7 @@ class FrameNamer:
     def _name(self, line: str) -> tuple[str, str, int]:
         addr, _, rest = line.strip().partition(" ")
         sym, _, dso = rest.rpartition(" (")
-        dso = dso[:-1] if dso.endswith(")") else dso
+        dso = dso.removesuffix(")")
         if not sym:  # no "(dso)" part
             sym, dso = rest, "[unknown]"
         sym = sym.replace(";", ":")
@@ -187,6 +190,7 @@ class PerfRecorder:
         self.seconds = 0.0
         self._started = 0.0
         self.span = (0.0, 0.0)  # CLOCK_MONOTONIC seconds recorded: from the first enable to the stop
+        self.failure: str | None = None  # why the recording does not cover its span (check() raises it)
 
     def events(self) -> list[str]:
         """What to record: cpu-clock samples at the frequency, with call graphs."""
@@ -215,7 +219,7 @@ class PerfRecorder:
             f"fifo:{ctl},{ack}",
         ]
 
-    def __enter__(self) -> PerfRecorder:
+    def __enter__(self) -> Self:
         self.workdir.mkdir(parents=True, exist_ok=True)
         ctl, ack = self.workdir / f"perf-{self.pid}.ctl", self.workdir / f"perf-{self.pid}.ack"
         for fifo in (ctl, ack):
@@ -265,16 +269,35 @@ class PerfRecorder:
             stopped = time.monotonic()
             self.seconds = stopped - self._started if self.enabled else 0.0
             self.span = (self._started, stopped) if self.enabled else (stopped, stopped)
-            if self.child.poll() is None:
-                self._command("disable")
-                self.child.signal_group(signal.SIGINT)  # perf writes its header and exits
-                self.child.wait(STOP_DEADLINE_S)
+            self.failure = self._stop()
         finally:
             self.child.kill()
             for fd in (getattr(self, "_ctl", None), getattr(self, "_ack", None)):
                 if fd is not None:
                     os.close(fd)
             self._log.close()
+
+    def _stop(self) -> str | None:
+        """Stop perf; why its recording is not whole, if it is not (an early exit, a failed
+        or unfinished write). Not raised here: an exception may be on its way out already."""
+        assert self.child is not None
+        code = self.child.poll()
+        if code is not None:
+            return f"perf record exited (code {code}) before it was stopped: its recording does not cover the window"
+        self._command("disable")
+        self.child.signal_group(signal.SIGINT)  # perf writes its header and exits
+        try:
+            code = self.child.wait(STOP_DEADLINE_S)
+        except TimeoutError:
+            return f"perf record did not finish writing {self.data.name} within {STOP_DEADLINE_S:.0f} s of its stop"
+        if code not in (0, -signal.SIGINT):  # perf re-raises the SIGINT it stopped on
+            return f"perf record exited with code {code} when stopped: {self.data.name} may be incomplete"
+        return None
+
+    def check(self) -> None:
+        """PerflabError if the recording does not cover what it was to (see _stop)."""
+        if self.failure is not None:
+            raise PerflabError(self.failure, f"see {self._log.name}; run `perflab doctor`")
 
     def script_argv(self, pid: int | Sequence[int] | None = None, timed: bool = False) -> list[str]:
         """`perf script` of one process's samples (default: the server's), or of several (a
@@ -304,7 +327,9 @@ class PerfRecorder:
         self, pid: int | Sequence[int] | None = None, phases_at: PhasesAt | None = None
     ) -> dict[str, tuple[Counter, FoldStats]]:
         """Fold one process's samples (default: the server's), or several processes' as one
-        profile, per phase (fold_perf_phases)."""
+        profile, per phase (fold_perf_phases). PerflabError when the recording does not cover
+        its span, or perf lost events: the profile would undercount per transaction."""
+        self.check()
         if not self.data.is_file():
             raise PerflabError(f"perf record wrote no {self.data.name}", f"see {self._log.name}")
         argv = guarded(self.script_argv(pid, timed=phases_at is not None))
@@ -328,10 +353,22 @@ class PerfRecorder:
                 code = proc.wait(STOP_DEADLINE_S)
             finally:
                 proc.kill()
+        said = errors.read_text(encoding="utf-8", errors="replace")
         if code != 0 and not folds:
-            tail = errors.read_text(encoding="utf-8", errors="replace").strip()[-400:]
-            raise PerflabError(f"perf script failed (exit {code}): {tail}", f"perf.data: {self.data}")
+            raise PerflabError(f"perf script failed (exit {code}): {said.strip()[-400:]}", f"perf.data: {self.data}")
+        if lost := lost_chunks(said):
+            raise PerflabError(
+                f"perf lost {lost} chunk(s) of samples (its buffer was full): the profile would undercount",
+                'set a lower frequency under [observe.perf], or call_graph = "fp" (dwarf copies 16 KiB per sample)',
+            )
         return folds
+
+
+def lost_chunks(stderr: str) -> int:
+    """The runs of events perf lost, from the warning `perf script` prints on stderr:
+    "Processed 22269 events and lost 27 chunks!" (0: none lost)."""
+    found = LOST.search(stderr)
+    return int(found.group(1)) if found else 0
 
 
 def descendants(tasks: str, pid: int) -> list[int]:

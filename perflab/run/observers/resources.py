@@ -18,6 +18,7 @@ import resource
 import threading
 import time
 from dataclasses import astuple, dataclass
+from typing import Self
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -115,7 +116,7 @@ class RssSampler:
             if self._stop.wait(self.interval):
                 return
 
-    def __enter__(self) -> RssSampler:
+    def __enter__(self) -> Self:
         self._start = time.monotonic()
         self._thread.start()
         return self
@@ -182,7 +183,7 @@ class StealSampler:
         while not self._stop.wait(self.interval):
             self._sample()
 
-    def __enter__(self) -> StealSampler:
+    def __enter__(self) -> Self:
         self._sample()
         self._thread.start()
         return self
@@ -203,11 +204,13 @@ class StealSampler:
         return round(max(0.0, s1 - s0) / (t1 - t0), 3)
 
 
-def process_cpu_s(pid: int) -> float:
-    """user + system CPU of a live process (0 if it is gone)."""
+def process_cpu_s(pid: int) -> float | None:
+    """user + system CPU of a process (a zombie's too); None when it is gone. Not 0: a
+    process's CPU is cumulative, so a 0 taken for one that was reaped would subtract all it
+    had used from a window's accounting and show up as CPU of other processes."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
     except (FileNotFoundError, ProcessLookupError, IndexError):
-        return 0.0
+        return None

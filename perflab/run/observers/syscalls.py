@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.errors import PerflabError
-from perflab.run.observers.perf import STOP_DEADLINE_S, PerfRecorder
+from perflab.run.observers.perf import STOP_DEADLINE_S, PerfRecorder, lost_chunks
 from perflab.run.proc import guarded
 
 SYSCALLS = ("mmap", "munmap", "mprotect", "madvise", "brk")
@@ -44,6 +44,7 @@ class SyscallCounts:
     calls: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SYSCALLS, 0))
     bytes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SYSCALLS, 0))
     by_class: dict[str, list[int]] = field(default_factory=lambda: {s: [0] * CLASSES for s in SYSCALLS})
+    lost_chunks: int = 0  # runs of events perf lost (its buffer full): the counts are then too low
 
     def add(self, name: str, length: int) -> None:
         self.calls[name] += 1
@@ -77,6 +78,9 @@ class SyscallRecorder(PerfRecorder):
         return ["perf", "script", "-i", str(self.data), "--pid", str(self.pid), "-F", "event,trace"]
 
     def counts(self) -> SyscallCounts:
+        """The window's calls; PerflabError when the recording does not cover it, and
+        `lost_chunks` when perf lost some of its events."""
+        self.check()
         if not self.data.is_file():
             raise PerflabError(f"perf record wrote no {self.data}", f"see {self.workdir / f'perf-{self.pid}.log'}")
         done = subprocess.run(
@@ -91,4 +95,6 @@ class SyscallRecorder(PerfRecorder):
             raise PerflabError(
                 f"perf script failed (exit {done.returncode}): {done.stderr.strip()[-400:]}", f"perf.data: {self.data}"
             )
-        return parse(done.stdout.splitlines())
+        counts = parse(done.stdout.splitlines())
+        counts.lost_chunks = lost_chunks(done.stderr)
+        return counts

@@ -3,10 +3,12 @@ answers a real connection, and the LD_PRELOAD of a variant's library."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
-from perflab.errors import ServerStartError
+from perflab.errors import ServerStartError, ServerStopError
 from perflab.run.proc import Child
 
 ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
@@ -32,6 +34,7 @@ class Managed:
     child: Child | None
     error_log: Path
     READY_POLL_S = 0.05
+    CLEAN_STOP_S = 120.0  # a clean shutdown that takes longer is killed, and is not clean
     aslr = True  # False: the server starts under `setarch -R` (its children inherit it)
 
     def launched(self, argv: list[str]) -> list[str]:
@@ -63,6 +66,34 @@ class Managed:
         """The server's pid (a launcher such as setpriv execs it in place: the Child's pid)."""
         assert self.child is not None
         return self.child.pid
+
+    def _stop_cleanly(self, sig: int, *, group: bool) -> None:
+        """`sig` to the server (its clean shutdown; `group`: to its process group), then wait for
+        it, then SIGKILL its group (anything left). ServerStopError unless it exited 0 in time: a
+        datadir snapshotted or a profile collected after it would be partial."""
+        assert self.child is not None
+        code = self.child.poll()
+        why = f"had already exited (code {code}) when its clean shutdown was asked for" if code is not None else None
+        if code is None:
+            if group:
+                self.child.signal_group(sig)
+            else:
+                os.kill(self.child.pid, sig)
+            try:
+                code = self.child.wait(self.CLEAN_STOP_S)
+            except TimeoutError:
+                why = f"did not finish its clean shutdown within {self.CLEAN_STOP_S:.0f} s and was killed"
+        self.child.kill()
+        if why is None and code != 0:
+            why = f"exited with code {code} from its clean shutdown" + (
+                f" ({signal.Signals(-code).name})" if code < 0 else ""
+            )
+        if why is not None:
+            raise ServerStopError(
+                f"{self.program.name} {why}: what it writes at exit (a snapshot's checkpoint, a PGO profile) "
+                f"may be partial:\n{self.error_lines()}",
+                f"full log: {self.error_log}",
+            )
 
     def _wait_ready(self, deadline_s: float) -> None:
         """Until `_ready()`; a server that exits or stays mute past the deadline is a start error."""

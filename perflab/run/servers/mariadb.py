@@ -20,7 +20,7 @@ import signal
 import socket
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from perflab.errors import ToolMissingError
 from perflab.run.builds import Build
@@ -235,11 +235,11 @@ class MariaDB(Managed):
         if self.crashed is None:
             self.crashed = self.child.poll() is not None  # it ended before we stopped it
         if clean:
-            self.child.terminate(grace=120)
+            self._stop_cleanly(signal.SIGTERM, group=True)
         else:
             self.child.kill()
 
-    def __enter__(self) -> MariaDB:
+    def __enter__(self) -> Self:
         try:
             self.start()
         except BaseException:

@@ -29,7 +29,7 @@ import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
 from perflab.run.proc import Child, call, clean_env
@@ -227,7 +227,9 @@ class PostgreSQL(Managed):
             self.env["LD_PRELOAD"] = " ".join(libraries)
         argv = [pg_binary("postgres", self.bindir), "-D", str(self.datadir), "-c", f"config_file={self.option_file}"]
         with open(self.error_log, "w", encoding="utf-8") as log:
-            self.child = Child(as_server_user(self.launched(argv)), env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=log)
+            self.child = Child(
+                as_server_user(self.launched(argv)), env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=log
+            )
         self._wait_ready(deadline_s)
 
     @property
@@ -306,16 +308,14 @@ class PostgreSQL(Managed):
             return
         if self.crashed is None:
             self.crashed = self.child.poll() is not None
-        if clean and self.child.poll() is None:
-            os.kill(self.child.pid, signal.SIGINT)
-            try:
-                self.child.wait(120)
-            except TimeoutError:
-                pass
-        self.child.kill()
-        release_shm(self.datadir / "postmaster.pid")  # a killed postmaster leaves its SysV segment
+        try:
+            if clean:
+                self._stop_cleanly(signal.SIGINT, group=False)
+            self.child.kill()
+        finally:
+            release_shm(self.datadir / "postmaster.pid")  # a killed postmaster leaves its SysV segment
 
-    def __enter__(self) -> PostgreSQL:
+    def __enter__(self) -> Self:
         try:
             self.start()
         except BaseException:

@@ -40,8 +40,19 @@ from perflab.spec import AllocObserve
 from perflab.units import size_class_label
 
 ALLOCATING = ("malloc", "calloc", "realloc", "memalign", "new")
+SYSCALL_FIGURES = ("syscalls_per_txn", "syscall_bytes_per_txn")
+PER_TXN = ("calls_per_txn", "bytes_per_txn", *SYSCALL_FIGURES, "by_size_class")
+NO_TRANSACTIONS = "no transactions in the window"
+
 # return addresses, leaf first -> frame names, root first, without the counter's own frames
 Symbolize = Callable[[list[int]], list[str]]
+
+
+def lost_reason(chunks: int) -> str:
+    return (
+        f"perf lost {chunks} chunk(s) of the syscall tracepoints' events (its buffer was full): the counts "
+        "would be too low. Remedy: fewer threads, or syscalls = false under [observe] alloc"
+    )
 
 
 class AllocTracer:
@@ -119,17 +130,24 @@ class AllocTracer:
         return self._records
 
     def fields(self, transactions: int) -> dict[str, Any]:
+        """The cell's `alloc`. A figure per transaction that cannot be had is null, not 0, and
+        `missing` says why: no transactions in the window (then every one of them), or syscalls
+        not all counted (perf lost events). With `syscalls = false` the syscall figures are null
+        without an entry: not counted, as configured."""
         assert self.counts is not None
         counts, calls = self.counts, self.syscalls
-        per = 1 / transactions if transactions else 0.0
+        per = 1 / transactions if transactions else None
+        missing = {} if per else dict.fromkeys(PER_TXN, NO_TRANSACTIONS)
+        if calls is not None and calls.lost_chunks and per:
+            missing.update(dict.fromkeys(SYSCALL_FIGURES, lost_reason(calls.lost_chunks)))
+        syscalls = calls if calls is not None and "syscalls_per_txn" not in missing else None
         records, dropped = self.records()
-        return {
-            "calls_per_txn": {op: counts.total_calls(op) * per for op in alloc.OPS},
-            "bytes_per_txn": sum(counts.total_bytes(op) for op in ALLOCATING) * per,
-            # null with `syscalls = false`: not counted is not zero
-            "syscalls_per_txn": None if calls is None else {name: calls.calls[name] * per for name in SYSCALLS},
-            "syscall_bytes_per_txn": None if calls is None else {name: calls.bytes[name] * per for name in SYSCALLS},
-            "by_size_class": _by_class(counts, per),
+        out = {
+            "calls_per_txn": {op: counts.total_calls(op) * per for op in alloc.OPS} if per else None,
+            "bytes_per_txn": sum(counts.total_bytes(op) for op in ALLOCATING) * per if per else None,
+            "syscalls_per_txn": {n: syscalls.calls[n] * per for n in SYSCALLS} if syscalls and per else None,
+            "syscall_bytes_per_txn": {n: syscalls.bytes[n] * per for n in SYSCALLS} if syscalls and per else None,
+            "by_size_class": _by_class(counts, per) if per else [],
             "transactions": transactions,
             "threads": counts.threads,
             "shared_slot_threads": counts.overflow,
@@ -137,6 +155,9 @@ class AllocTracer:
             "dropped_samples": dropped,
             "period": self.spec.period if self.spec.stacks else None,
         }
+        if missing:
+            out["missing"] = missing
+        return out
 
     def stacks(self, symbolize: Symbolize) -> Counter:
         """Folded allocation stacks (`frame;frame;op:class count`), weighted in bytes requested:
