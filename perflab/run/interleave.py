@@ -379,6 +379,8 @@ def run_group(
         for seat in live:
             if seat.live:
                 _finish(seat, warmup, rss[seat], other)
+                if other is None and mark.missing:
+                    seat.row["resources"]["missing"] = {"other_cpu_cores": mark.missing}
         settle_relative([s for s in live if s.live], warmup, spec.stall_threshold)
     finally:
         for seat in seats:

@@ -18,7 +18,7 @@ def missed(experiment: dict) -> str:
         },
     }  # fmt: skip
     [found] = [f for f in findings.collect([], [], meta) if f.kind == "adaptive-missed"]
-    assert found.text.startswith("b at 2 threads: no verdict after 10 rounds. Remedy: raise max_repeats")
+    assert found.text.startswith("b at 2 threads: no verdict after 10 rounds. Remedy: raise budget (or max_repeats)")
     return found.text
 
 

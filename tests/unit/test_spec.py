@@ -592,8 +592,9 @@ def test_load_example() -> None:
     exp = spec.load(ROOT / "examples" / "quick.toml")
     assert exp.name == "quick"
     assert exp.file.experiment.duration == 8.0 and exp.file.experiment.window_start == 3.0
-    assert exp.file.workload.options["order_ranges"] == 1
-    assert [c.variant_key for c in exp.cells()] == ["allocator=glibc", "allocator=jemalloc"] * 3
+    assert exp.file.workload.test == "oltp_point_select" and exp.file.experiment.budget_s == 120.0
+    assert exp.file.experiment.stop_rule == "verdict" and exp.file.experiment.design == "interleaved"
+    assert [c.variant_key for c in exp.cells()] == ["general_log=OFF", "general_log=ON"] * 3
 
 
 def test_defaults() -> None:
