@@ -83,7 +83,7 @@ def document(results: Results) -> dict[str, Any]:
         "run": {
             k: meta.get(k)
             for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir", "seed",
-                      "calibration")  # fmt: skip
+                      "calibration", "design", "design_reason")  # fmt: skip
         },
         "groups": [g.to_dict() for g in groups],
         "comparisons": comparisons,

@@ -35,7 +35,6 @@ from perflab.store.results import Results
 from perflab.units import format_duration
 
 
-
 def cell_seconds(exp: Experiment) -> float:
     spec = exp.file.experiment
     return spec.window_start + spec.duration + CELL_OVERHEAD_S
@@ -102,7 +101,13 @@ class Scheduler:
         cells = [cell for cell in self.exp.cells() if cell.key not in have]
         total = len(cells)
         for repeat in range(1, self.exp.file.experiment.planned_repeats + 1):
-            done += self._run_some([c for c in cells if c.repeat == repeat], datasets, workdir, total)
+            # numbered after the last stored cell: a retry takes the next ids, so the rounds after
+            # it must not reuse them (a cell is stored by its id)
+            start = max((row["id"] for row in done), default=-1) + 1
+            now = [
+                dataclasses.replace(c, order=start + i) for i, c in enumerate(c for c in cells if c.repeat == repeat)
+            ]
+            done += self._run_some(now, datasets, workdir, total)
             again = self.retries(repeat, done)
             total += len(again)
             done += self._run_some(again, datasets, workdir, total)
