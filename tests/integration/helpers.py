@@ -22,6 +22,7 @@ def pgbench_experiment(name: str, *, duration: str = "3s", experiment: str = "",
     warm-up; `experiment` adds [experiment] keys, `rest` the tables after [workload]."""
     return f"""
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "{name}"
 server = "postgresql"
 duration = "{duration}"

@@ -21,6 +21,7 @@ from tests.integration.helpers import write_experiment
 
 EXPERIMENT = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-alloc"
 duration = "4s"
 max_warmup = "3s"

@@ -125,6 +125,7 @@ def test_exec_takes_the_counter_over_and_children_do_not_count(waiters, tmp_path
 
 TINY = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "{name}"
 duration = "{duration}"
 warmup = "1s"

@@ -27,6 +27,7 @@ JEMALLOC = str(allocators.resolve("jemalloc"))
 
 SPEC = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-alloc"
 duration = "2s"
 warmup = "1s"
@@ -165,6 +166,8 @@ def test_misspelled_sysbench_options_get_did_you_mean(tmp_path: Path):
         tmp_path / "typo.toml",
         """
         [experiment]
+design = "sequential"  # what this test checks runs one server at a time
+repeats = 3  # a fixed number of rounds (the default before 2026-11-27)
         name = "typo"
 
         [workload]

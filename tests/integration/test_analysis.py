@@ -19,6 +19,7 @@ from tests.integration.helpers import write_experiment
 # memory, every query writes an on-disk (Aria) temporary table: 3-4x fewer QPS, measured.
 VERDICT = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-verdict"
 duration = "4s"
 max_warmup = "3s"
@@ -160,6 +161,7 @@ def test_two_directories(verdict_run, tmp_path):
 
 ADAPTIVE = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-adaptive"
 duration = "2s"
 warmup = "1s"

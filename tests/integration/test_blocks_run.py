@@ -21,6 +21,7 @@ from tests.integration.helpers import write_experiment
 # on-disk temporary tables for every DISTINCT range query: 3-4x fewer QPS (tests/integration/test_analysis.py)
 BLOCKS = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-blocks"
 duration = "3s"
 warmup = "3s"

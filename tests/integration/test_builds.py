@@ -268,6 +268,7 @@ def test_a_variant_naming_an_unknown_build_is_refused():
 
 UPGRADE = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-builds"
 duration = "3s"
 warmup = "1s"

@@ -14,6 +14,7 @@ from tests.integration.helpers import write_experiment
 
 WORKLOAD = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-calibrate"
 duration = "4s"
 warmup = "3s"
@@ -92,6 +93,7 @@ def test_run_check_plans_with_the_calibration_or_says_why_not(calibrated):
 
 PGBENCH = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-calibrate-pg"
 server = "postgresql"
 duration = "4s"

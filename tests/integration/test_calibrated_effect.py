@@ -41,6 +41,7 @@ int main(void) {
 NS = 10_000
 SPEC = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-calibrated"
 duration = "5s"
 warmup = "2s"

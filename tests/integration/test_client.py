@@ -18,6 +18,7 @@ SYSTEM_LIBRARY = "/usr/lib/x86_64-linux-gnu/libmariadb.so.3"
 
 CLIENT = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-client"
 duration = "2s"
 warmup = "1s"

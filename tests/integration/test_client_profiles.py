@@ -23,6 +23,7 @@ STALL_AT = WARMUP + 3  # seconds after a thread starts: inside the window
 
 EXPERIMENT = f"""
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-client-profiles"
 warmup = "{WARMUP}s"
 duration = "{DURATION}s"

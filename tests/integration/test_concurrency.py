@@ -18,6 +18,7 @@ THREADS = 1024
 
 EXPERIMENT = f"""
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-1024"
 warmup = "1s"
 duration = "8s"

@@ -43,6 +43,7 @@ exec {real} "$@"
 """
 SPEC = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-datasets"
 duration = "2s"
 warmup = "1s"

@@ -19,6 +19,7 @@ from tests.integration.helpers import perflab_children, write_experiment
 
 TINY = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "{name}"
 duration = "{duration}"
 warmup = "1s"

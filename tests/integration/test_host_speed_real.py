@@ -20,6 +20,7 @@ ROUNDS = 5
 
 MARIADB = f"""
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-host-speed"
 duration = "3s"
 warmup = "2s"

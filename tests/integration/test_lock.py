@@ -13,6 +13,7 @@ from tests.integration.helpers import write_experiment
 
 SPEC = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "{name}"
 duration = "{duration}"
 warmup = "1s"

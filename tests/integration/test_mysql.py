@@ -46,6 +46,7 @@ sys.exit(1)
 """
 SPEC = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-mysql"
 duration = "2s"
 warmup = "1s"

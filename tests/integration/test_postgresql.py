@@ -18,6 +18,7 @@ from tests.integration.helpers import processes, write_experiment
 
 PGBENCH = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "{name}"
 server = "postgresql"
 duration = "{duration}"
@@ -158,6 +159,7 @@ def test_sysbench_pgsql_read_only(tmp_path: Path):
         tmp_path / "sb.toml",
         """
         [experiment]
+design = "sequential"  # what this test checks runs one server at a time
         name = "pg-sysbench"
         server = "postgresql"
         duration = "2s"

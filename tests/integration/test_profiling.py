@@ -17,6 +17,7 @@ WARMUP, DURATION = 1, 3
 
 EXPERIMENT = f"""
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-profiles"
 duration = "{DURATION}s"
 warmup = "{WARMUP}s"

@@ -36,6 +36,7 @@ from tests.integration.helpers import perflab_children, tmpfs_mounts, write_expe
 
 SPEC = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-space"
 duration = "3s"
 warmup = "1s"

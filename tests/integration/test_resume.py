@@ -18,6 +18,7 @@ from tests.integration.helpers import perflab_children, write_experiment
 
 SPEC = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-resume"
 duration = "2s"
 warmup = "1s"

@@ -22,6 +22,7 @@ WARMUP, DURATION = 1, 3
 
 MATRIX = f"""
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-matrix"
 duration = "{DURATION}s"
 warmup = "{WARMUP}s"

@@ -17,6 +17,7 @@ DURATION = 5
 
 STATUS = f"""
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-status"
 duration = "{DURATION}s"
 warmup = "2s"

@@ -15,6 +15,7 @@ from tests.integration.helpers import pgbench_experiment, write_experiment
 
 MARIADB = """
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-switches"
 warmup = "1s"
 duration = "3s"

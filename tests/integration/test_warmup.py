@@ -19,6 +19,7 @@ RAMP = ROOT / "tests" / "data" / "workloads" / "ramp.lua"
 
 EXPERIMENT = f"""
 [experiment]
+design = "sequential"  # what this test checks runs one server at a time
 name = "it-warmup"
 warmup = "2s"
 duration = "16s"
