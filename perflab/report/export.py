@@ -103,6 +103,7 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
         "variant": cell["variant"],
         "threads": cell["threads"],
         "repeat": cell["repeat"],
+        "retry_of": cell.get("retry_of"),  # the id of the unsettled cell this one measured again
         "order": cell["id"],
         "status": cell["status"],
         "error": cell["error"],

@@ -108,13 +108,11 @@ class Scheduler:
                 dataclasses.replace(c, order=start + i) for i, c in enumerate(c for c in cells if c.repeat == repeat)
             ]
             done += self._run_some(now, datasets, workdir, total)
-            again = self.retries(repeat, done)
-            total += len(again)
-            done += self._run_some(again, datasets, workdir, total)
 
     def retries(self, repeat: int, done: list[dict[str, Any]]) -> list[Cell]:
         """The cells of round `repeat` to measure again, numbered after the last stored one: each
-        that failed or did not settle, once (a retry is not retried). In the interleaved design
+        that did not settle (needs_retry), once (a retry is not retried). Runs whose rounds are
+        decided as they go (no repeats, or "auto") only: `repeats = N` measures each cell N times. In the interleaved design
         the whole group it ran in, whose cells pair only with each other. A retry has the round
         of the cell it replaces (`retry_of`), and the analysis uses it in that cell's place."""
         rows = [r for r in done if r["repeat"] == repeat]
@@ -236,8 +234,11 @@ class Scheduler:
 
 
 def needs_retry(row: dict[str, Any]) -> bool:
-    """A stored cell that failed or did not settle (its measurement does not count)."""
-    return row.get("status") != "ok" or row.get("settled") in (False, 0)
+    """A stored cell that ran but did not settle: its window caught a warm-up or a host's stall that
+    another window need not. A failed cell is not measured again yet: most failures here are
+    deterministic (a build, an allocator that is not mapped, a crash a variant causes) and would fail
+    twice; telling a transient failure from those is left for later (issue 32)."""
+    return row.get("status") == "ok" and row.get("settled") in (False, 0)
 
 
 def max_rounds(exp: Experiment) -> int:
