@@ -34,6 +34,7 @@ import itertools
 import resource
 import shutil
 import signal
+import statistics
 import threading
 import time
 from dataclasses import astuple
@@ -425,17 +426,16 @@ def relative_series(own: list[dict[str, Any]], others: list[list[dict[str, Any]]
     """`own`'s per-second QPS over the mean of the others' in the same second of turns (t), where
     every other seat has that second, scaled back to `own`'s mean (the detection's figures stay QPS)."""
     peers = [{iv["t"]: iv["qps"] for iv in series if iv.get("qps")} for series in others]
-    out = []
-    for iv in own:
-        found = [p[iv["t"]] for p in peers if iv["t"] in p]
-        if iv.get("qps") is None or len(found) != len(peers):
-            continue
-        out.append({**iv, "qps": iv["qps"] / (sum(found) / len(found))})
-    if not out:
-        return out
-    scale = sum(iv["qps"] for iv in own if iv.get("qps")) / max(1, sum(1 for iv in own if iv.get("qps")))
-    level = sum(iv["qps"] for iv in out) / len(out)
-    return [{**iv, "qps": iv["qps"] / level * scale} for iv in out]
+    kept = [
+        (iv, [p[iv["t"]] for p in peers])
+        for iv in own
+        if iv.get("qps") is not None and all(iv["t"] in p for p in peers)
+    ]
+    ratios = [iv["qps"] * len(found) / sum(found) for iv, found in kept]
+    if not ratios:
+        return []
+    scale = statistics.fmean(iv["qps"] for iv in own if iv.get("qps")) / statistics.fmean(ratios)
+    return [{**iv, "qps": r * scale} for (iv, _), r in zip(kept, ratios)]
 
 
 def _rotate(seats: list[Seat], seconds: int, slice_s: float, measured: bool) -> None:

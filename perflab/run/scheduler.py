@@ -29,15 +29,14 @@ from perflab.run.cell import CellRunner, Listener
 from perflab.run.datasets import Datasets, kept_dirs
 from perflab.run.workdir import space_hint, work_dir
 from perflab.spec import Cell, Experiment
-from perflab.spec.fields import CELL_OVERHEAD_S, MAX_REPEATS
-from perflab.spec.loading import round_seconds
+from perflab.spec.fields import MAX_REPEATS
+from perflab.spec.loading import cell_estimate, round_seconds
 from perflab.store.results import Results
 from perflab.units import format_duration
 
 
 def cell_seconds(exp: Experiment) -> float:
-    spec = exp.file.experiment
-    return spec.window_start + spec.duration + CELL_OVERHEAD_S
+    return cell_estimate(exp.file)
 
 
 def estimate_seconds(exp: Experiment, cells: int | None = None) -> float:
@@ -99,37 +98,25 @@ class Scheduler:
             return
         have = {row["key"] for row in done}
         cells = [cell for cell in self.exp.cells() if cell.key not in have]
-        total = len(cells)
-        for repeat in range(1, self.exp.file.experiment.planned_repeats + 1):
-            # numbered after the last stored cell: a retry takes the next ids, so the rounds after
-            # it must not reuse them (a cell is stored by its id)
-            start = max((row["id"] for row in done), default=-1) + 1
-            now = [
-                dataclasses.replace(c, order=start + i) for i, c in enumerate(c for c in cells if c.repeat == repeat)
-            ]
-            done += self._run_some(now, datasets, workdir, total)
+        done += self._run_some(cells, datasets, workdir, len(cells))
 
     def retries(self, repeat: int, done: list[dict[str, Any]]) -> list[Cell]:
         """The cells of round `repeat` to measure again, numbered after the last stored one: each
-        that did not settle (needs_retry), once (a retry is not retried). Runs whose rounds are
-        decided as they go (no repeats, or "auto") only: `repeats = N` measures each cell N times. In the interleaved design
-        the whole group it ran in, whose cells pair only with each other. A retry has the round
-        of the cell it replaces (`retry_of`), and the analysis uses it in that cell's place."""
+        that did not settle (needs_retry), once (a retry is not retried); in the interleaved design
+        the whole group it ran in, whose cells pair only with each other. Only runs whose rounds
+        are decided as they go call this: `repeats = N` measures each cell N times. A retry has the
+        round of the cell it replaces (`retry_of`), and the analysis uses it in that cell's place."""
         rows = [r for r in done if r["repeat"] == repeat]
         retried = {r.get("retry_of") for r in rows} - {None}
-        bad = [r for r in rows if r.get("retry_of") is None and r["id"] not in retried and needs_retry(r)]
+        first = [r for r in rows if r.get("retry_of") is None and r["id"] not in retried]
+        bad = [r for r in first if needs_retry(r)]
         if self.exp.file.experiment.interleaved:
-            groups = {tuple((r.get("design") or {}).get("group") or [r["id"]]) for r in bad}
-            ids = {i for g in groups for i in g}
-            bad = [r for r in rows if r["id"] in ids and r.get("retry_of") is None and r["id"] not in retried]
-        if not bad:
-            return []
+            ids = {i for r in bad for i in (r.get("design") or {}).get("group") or [r["id"]]}
+            bad = [r for r in first if r["id"] in ids]
         planned = {c.key: c for c in self.exp.round(repeat)}
+        again = [(planned[r["key"]], r["id"]) for r in sorted(bad, key=lambda r: r["id"]) if r["key"] in planned]
         start = max((row["id"] for row in done), default=-1) + 1
-        found = [(r, planned.get(r["key"])) for r in sorted(bad, key=lambda r: r["id"])]
-        cells = [c for _, c in found if c is not None]
-        ids = [r["id"] for r, c in found if c is not None]
-        return [dataclasses.replace(c, order=start + i, retry_of=old) for i, (c, old) in enumerate(zip(cells, ids))]
+        return [dataclasses.replace(c, order=start + i, retry_of=old) for i, (c, old) in enumerate(again)]
 
     def _run_some(
         self, cells: list[Cell], datasets: Datasets | None, workdir: Path, total: int

@@ -217,8 +217,13 @@ def round_seconds(spec: ExperimentFile) -> float:
     """Wall time of one round, estimated: every cell's warm-up, window and CELL_OVERHEAD_S (in
     the interleaved design a round's servers run their turns one after another: the same sum)."""
     combos = math.prod(len(labels) for labels in spec.variants.values())
+    return combos * len(spec.workload.threads) * cell_estimate(spec)
+
+
+def cell_estimate(spec: ExperimentFile) -> float:
+    """Wall time of one cell, estimated: its warm-up, its window and CELL_OVERHEAD_S."""
     e = spec.experiment
-    return combos * len(spec.workload.threads) * (e.window_start + e.duration + CELL_OVERHEAD_S)
+    return e.window_start + e.duration + CELL_OVERHEAD_S
 
 
 def _limits(spec: ExperimentFile) -> list[Problem]:
