@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from perflab.store.results import SCHEMA_VERSION
 from tests.conftest import perflab
 from tests.integration.helpers import write_experiment
 
@@ -83,7 +84,7 @@ def test_series_are_stored_once_a_second(status_run):
     query = "SELECT COUNT(DISTINCT t), COUNT(DISTINCT name) FROM status_samples WHERE cell_id = ?"
     rows = db.execute(query, (cell["id"],)).fetchone()
     assert rows[0] == len(times) and rows[1] > 300
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "8"
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
 
 
 def test_a_server_that_refuses_the_query_fails_its_cell_with_the_cause(status_run):
