@@ -337,7 +337,7 @@ def _interleave(meta: dict[str, Any]) -> str:
     if exp.get("design") == "interleaved" or exp.get("server", "mariadb") != "mariadb":
         return ""
     return (
-        '; or design = "interleaved" (no latency or profiles), whose servers run at once and take turns, '
+        '; or design = "interleaved" (no profiles), whose servers run at once and take turns, '
         "so the host's speed (on a VM often most of the noise) falls on every variant alike (docs/experiment.md)"
     )
 

@@ -204,4 +204,4 @@ def design_phrase(exp: dict[str, Any]) -> str:
     """ ", interleaved in 1 s turns" for a run of that design (docs/experiment.md), else ""."""
     if exp.get("design") != "interleaved":
         return ""
-    return f", interleaved in {exp.get('slice') or 1:g} s turns (latency not measured)"
+    return f", interleaved in {exp.get('slice') or 1:g} s turns (latency of the requests within a turn)"

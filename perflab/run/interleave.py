@@ -14,8 +14,10 @@ What a cell gets (docs/results-format.md, `design`): throughput from the server'
 COMMIT counts each statement as one), sampled at every turn's end and every second inside a
 turn, over the seconds its client ran: sysbench's own clock and reports would count the stopped
 time. So the per-second intervals are seconds of the client's running time (t = 1, 2, ...;
-warm-up turns first), latency is not measured (null: a request in flight at a SIGSTOP would
-count the other servers' turns), and `resources` count the server's and client's CPU and faults
+warm-up turns first), latency is that of the requests that started and ended within one turn
+(run/turn_latency.py: sysbench runs the test through workloads/turns.lua; a request in flight at
+a SIGSTOP would count the other servers' turns, so it is left out and counted in
+`design.latency_spanned`), and `resources` count the server's and client's CPU and faults
 during its own turns (the server's: the window's less its idle work; its context switches the
 whole window's), and the machine's steal time in them (`steal_cpu_cores`, sampled).
 `resources.idle_cpu_cores` is what the server used while its client was stopped (purge,
@@ -53,6 +55,7 @@ from perflab.run.observers.status import figures as status_figures
 from perflab.run.prewarm import server_switches
 from perflab.run.proc import Child
 from perflab.run.servers.mariadb import MariaDB
+from perflab.run.turn_latency import WRAPPER, Histogram, TurnClock
 from perflab.run.workloads import sysbench
 from perflab.spec import Cell
 from perflab.units import utc_now
@@ -79,6 +82,8 @@ class Seat:
         self.switches: dict[str, Any] = {}
         # counters at every turn's end and every second inside a turn: (nominal s, active s, values)
         self.points: list[Point] = []
+        self.latency: list[Histogram] = []  # the client's latency histogram at each point (turn_latency)
+        self.clock: TurnClock | None = None
         self.nominal = 0  # whole seconds of turns scheduled so far
         self.part_s = 0.0  # with turns under a second: the running second's turns so far
         self.active_s = 0.0  # seconds its client really ran
@@ -133,8 +138,9 @@ class Seat:
     def _start_client(self, seconds: int) -> None:
         spec, server = self.runner.exp.file, self.server
         assert server is not None
+        self.clock = TurnClock.create(self.rundir / "turns", self.cell.threads)
         self.command = sysbench.argv(
-            spec.workload.test,
+            str(WRAPPER),
             "run",
             socket=server.socket,
             tables=spec.dataset.tables,
@@ -143,7 +149,7 @@ class Seat:
             seconds=seconds,
             options={**spec.workload.options, **self.cell.workload_options},
         )
-        env = client_variant.environment(self.cell, server.rundir)
+        env = {**client_variant.environment(self.cell, server.rundir), **self.clock.environment(spec.workload.test)}
         self.child = client.start(self.command, self.logs / "sysbench.txt", None, env)
         watch = client.StartWatch(self.logs / "sysbench.txt", self.child, spec.experiment.timeout_margin)
         client_variant.wait_loaded(self.child.pid, self.cell)
@@ -163,7 +169,8 @@ class Seat:
         self.child.signal_group(signal.SIGSTOP)
 
     def resume(self) -> None:
-        assert self.child is not None
+        assert self.child is not None and self.clock is not None
+        self.clock.advance()  # before SIGCONT: an event in flight since the last pause is "spanned"
         self.child.signal_group(signal.SIGCONT)
 
     def sample(self, active_s: float) -> None:
@@ -185,6 +192,8 @@ class Seat:
         finally:
             watchdog.cancel()
         self.points.append((self.nominal, active_s, self.sampler.samples[-1][1]))
+        if self.clock is not None:
+            self.latency.append(self.clock.read())
 
     def turn(self, seconds: float, others: list[Seat], measured: bool) -> None:
         """Its client runs `seconds` (whole, a sample every second; or a fraction of a second, a
@@ -291,15 +300,24 @@ class Seat:
                              f"full output: {self.logs / 'sysbench.txt'}")  # fmt: skip
 
     def intervals(self, warmup: int) -> list[dict[str, Any]]:
-        return intervals(self.points, warmup, self.sampler.statements if self.sampler else STATEMENTS)
+        return intervals(self.points, warmup, self.sampler.statements if self.sampler else STATEMENTS, self.latency)
 
     def summary(self) -> dict[str, Any]:
-        return summary(self.points[self.window_from :], self.sampler.statements if self.sampler else STATEMENTS)
+        statements = self.sampler.statements if self.sampler else STATEMENTS
+        return summary(self.points[self.window_from :], statements, self.latency[self.window_from :])
+
+    def latency_spanned(self) -> float | None:
+        """The share of the window's events left out of its latency: they spanned a pause."""
+        if len(self.latency) <= self.window_from + 1:
+            return None
+        return (self.latency[-1] - self.latency[self.window_from]).spanned_share()
 
     def close(self) -> None:
         """Stop its client and server, keep the logs, free the copy of the dataset."""
         if self.child is not None:
             self.child.kill()
+        if self.clock is not None:
+            self.clock.close()
         if self.sampler is not None:
             self.sampler.close()
         if self.server is not None:
@@ -308,11 +326,17 @@ class Seat:
         shutil.rmtree(self.rundir, ignore_errors=True)
 
 
-def intervals(points: list[Point], warmup: int, statements: int = STATEMENTS) -> list[dict[str, Any]]:
+def intervals(
+    points: list[Point], warmup: int, statements: int = STATEMENTS, latency: list[Histogram] | None = None
+) -> list[dict[str, Any]]:
     """One interval per sampled second of running time, from the counters at its ends: `t` is
-    the whole seconds of turns so far (1, 2, ...), the rates are over the seconds really run."""
+    the whole seconds of turns so far (1, 2, ...), the rates are over the seconds really run;
+    p95_ms from the latency histograms at its ends (`latency`, one per point; None without)."""
     out = []
-    for (_, a0, v0), (nominal, a1, v1) in itertools.pairwise(points):
+    hists = latency if latency is not None and len(latency) == len(points) else [None] * len(points)
+    for ((_, a0, v0), (nominal, a1, v1)), (h0, h1) in zip(
+        itertools.pairwise(points), itertools.pairwise(hists), strict=True
+    ):
         seconds = a1 - a0
         if seconds <= 0:
             continue
@@ -325,14 +349,16 @@ def intervals(points: list[Point], warmup: int, statements: int = STATEMENTS) ->
             "tps": round((commits or queries) / seconds, 2), "qps": round(queries / seconds, 2),
             "reads": round(reads / seconds, 2), "writes": round(writes / seconds, 2),
             "other": round(max(0.0, queries - reads - writes) / seconds, 2),
-            "p95_ms": None, "errors_per_s": None, "reconnects_per_s": None,
+            "p95_ms": (h1 - h0).percentile(95) if h0 is not None and h1 is not None else None,
+            "errors_per_s": None, "reconnects_per_s": None,
         })  # fmt: skip
     return out
 
 
-def summary(points: list[Point], statements: int = STATEMENTS) -> dict[str, Any]:
+def summary(points: list[Point], statements: int = STATEMENTS, latency: list[Histogram] | None = None) -> dict[str, Any]:
     """The measured window's figures from its points, as sysbench's summary names them: the
-    statements less the sampler's own, COMMITs as transactions (none: a statement is one)."""
+    statements less the sampler's own, COMMITs as transactions (none: a statement is one);
+    latency from the histograms at its first and last point (`latency`, one per point)."""
     (_, a0, first), (_, a1, last) = points[0], points[-1]
     seconds = a1 - a0
     queries = _delta(first, last, "Questions") - statements * (len(points) - 1)
@@ -346,7 +372,9 @@ def summary(points: list[Point], statements: int = STATEMENTS) -> dict[str, Any]
         "errors_per_s": None,
         "reconnects": None,
         "total_time_s": round(seconds, 3),
-        "latency_ms": dict.fromkeys(("min", "avg", "max", "p50", "p95", "p99")),
+        "latency_ms": (latency[-1] - latency[0]).summary()
+        if latency and len(latency) == len(points)
+        else dict.fromkeys(("min", "avg", "max", "p50", "p95", "p99")),
     }
 
 
@@ -560,6 +588,7 @@ def _design_fields(seat: Seat, cells: list[Cell], slice_s: float) -> dict[str, A
         "group": [c.order for c in cells],
         "turn": cells.index(seat.cell),
         "active_s": round(seat.active_s, 3),
+        "latency_spanned": seat.latency_spanned(),
     }
     fields["warning"] = idle_warning(idle)
     if seat.own_unsettled_reason:

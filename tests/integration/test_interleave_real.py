@@ -83,7 +83,14 @@ def test_the_figures_are_the_servers_own_over_its_running_seconds(interleaved):
     out, doc, _ = interleaved
     for cell in doc["cells"]:
         summary, resources = cell["summary"], cell["resources"]
-        assert summary["qps"] > 1000 and summary["latency_ms"]["p95"] is None
+        assert summary["qps"] > 1000
+        # latency of the requests within a turn (run/turn_latency.py): a range query is sub-millisecond
+        # here, and at 100 ms turns at most 2 of ~100 requests a thread-turn are left out
+        latency = summary["latency_ms"]
+        assert 0 < latency["min"] <= latency["p50"] <= latency["p95"] <= latency["p99"] <= latency["max"] < 100
+        assert 0 < cell["design"]["latency_spanned"] < 0.05
+        kept = [iv["p95_ms"] for iv in cell["intervals"] if iv["p95_ms"] is not None]
+        assert len(kept) >= len(cell["intervals"]) - 1 and max(kept) < 100
         assert 2.9 <= summary["total_time_s"] <= 3.3  # the window's running seconds, not the wall time
         # oltp_read_only: BEGIN, 10 point selects, 4 ranges, COMMIT = 16 statements a transaction
         assert summary["queries"] / summary["transactions"] == pytest.approx(16, abs=0.02)
