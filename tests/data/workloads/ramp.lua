@@ -3,10 +3,15 @@
 -- is followed by a pause of 3 x (1 - elapsed/ramp) x its own duration, so throughput starts at
 -- about a quarter of the steady rate and climbs to it, steepest at the end. Used by the integration test of
 -- warm-up detection (a warm-up that runs into the measured window must be caught).
+-- --ramp-events=N instead: a pause of 2 ms after each transaction that shrinks to none over a
+-- thread's first N transactions, a climb in the client's own running time, which stopping the
+-- client between turns (design = "interleaved") does not distort as it does the timed ramp's
+-- pause, which is proportional to a duration that can hold a stop.
 
 dofile("/usr/share/sysbench/oltp_read_only.lua")
 
 sysbench.cmdline.options.ramp_seconds = {"seconds over which throughput climbs to its steady rate", 0}
+sysbench.cmdline.options.ramp_events = {"transactions a thread over which a 2 ms pause shrinks to none", 0}
 
 local ffi = require("ffi")
 ffi.cdef [[
@@ -23,6 +28,7 @@ end
 
 local oltp_thread_init, oltp_event = thread_init, event
 local started
+local done = 0
 
 function thread_init()
    oltp_thread_init()
@@ -37,4 +43,9 @@ function event()
    if ramp > 0 and elapsed < ramp then
       ffi.C.usleep(math.floor((now() - begin) * 3 * (1 - elapsed / ramp) * 1e6))
    end
+   local events = sysbench.opt.ramp_events
+   if events > 0 and done < events then
+      ffi.C.usleep(math.floor(2000 * (1 - done / events)))
+   end
+   done = done + 1
 end
