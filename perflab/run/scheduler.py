@@ -102,14 +102,17 @@ class Scheduler:
 
     def retries(self, repeat: int, done: list[dict[str, Any]]) -> list[Cell]:
         """The cells of round `repeat` to measure again, numbered after the last stored one: each
-        that did not settle (needs_retry), once (a retry is not retried); in the interleaved design
+        that did not settle or failed where its variant has run (needs_retry), once (a retry is
+        not retried); in the interleaved design
         the whole group it ran in, whose cells pair only with each other. Only runs whose rounds
         are decided as they go call this: `repeats = N` measures each cell N times. A retry has the
         round of the cell it replaces (`retry_of`), and the analysis uses it in that cell's place."""
         rows = [r for r in done if r["repeat"] == repeat]
         retried = {r.get("retry_of") for r in rows} - {None}
         first = [r for r in rows if r.get("retry_of") is None and r["id"] not in retried]
-        bad = [r for r in first if needs_retry(r)]
+        # what was known when the round ended (a resume decides as the first run did)
+        known = [r for r in done if r["repeat"] <= repeat]
+        bad = [r for r in first if needs_retry(r, known)]
         if self.exp.file.experiment.interleaved:
             ids = {i for r in bad for i in (r.get("design") or {}).get("group") or [r["id"]]}
             bad = [r for r in first if r["id"] in ids]
@@ -220,12 +223,20 @@ class Scheduler:
         return [dataclasses.replace(c, order=start + i) for i, c in enumerate(cells)]
 
 
-def needs_retry(row: dict[str, Any]) -> bool:
-    """A stored cell that ran but did not settle: its window caught a warm-up or a host's stall that
-    another window need not. A failed cell is not measured again yet: most failures here are
-    deterministic (a build, an allocator that is not mapped, a crash a variant causes) and would fail
-    twice; telling a transient failure from those is left for later (issue 32)."""
-    return row.get("status") == "ok" and row.get("settled") in (False, 0)
+def needs_retry(row: dict[str, Any], done: list[dict[str, Any]] = ()) -> bool:  # type: ignore[assignment]
+    """A stored cell to measure again: one that ran but did not settle (its window caught a
+    warm-up or a host's stall that another window need not), or one that failed where the same
+    variant at the same thread count has run well in this run (`done`): then the failure is not
+    one every run of it meets (a time-out, a client that lost its server, a host's hiccup). A
+    variant that has never run well fails deterministically as far as the run can tell (a build,
+    an allocator that is not mapped, a crash the variant causes) and would fail twice."""
+    if row.get("status") == "ok":
+        return row.get("settled") in (False, 0)
+    return any(
+        r.get("status") == "ok" and r["variant"] == row["variant"] and r["threads"] == row["threads"]
+        for r in done
+        if r["id"] != row["id"]
+    )
 
 
 def max_rounds(exp: Experiment) -> int:

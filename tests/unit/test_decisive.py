@@ -86,7 +86,8 @@ def test_an_unsettled_cell_is_measured_once_more_in_its_round(tmp_path: Path) ->
 def test_a_retry_is_not_retried_and_a_resume_does_not_run_it_twice(tmp_path: Path) -> None:
     exp = spec.parse(SPEC.format(extra='budget = "10m"'))
     with Results(tmp_path / "r", create=True) as results:
-        runner = Runner(exp, results, {"v=a/t1/r1": "unsettled", "v=b/t1/r2": "failed"})  # a failure: not again
+        # a failure of a variant that has not run well yet: not again (it would fail twice)
+        runner = Runner(exp, results, {"v=a/t1/r1": "unsettled", "v=b/t1/r1": "failed"})
         sched = scheduler.Scheduler(exp, results, runner=runner)
         sched._run_cells(tmp_path, False, [])
         first = len(results.cells())
@@ -204,3 +205,32 @@ def test_fixed_repeats_measure_each_cell_that_many_times(tmp_path: Path) -> None
         runner = Runner(exp, results, {"v=a/t1/r1": "unsettled"})
         scheduler.Scheduler(exp, results, runner=runner)._run_cells(tmp_path, False, [])
         assert [c["retry_of"] for c in results.cells()] == [None] * 4
+
+
+def test_a_failure_is_measured_again_where_its_variant_has_run_well(tmp_path: Path) -> None:
+    exp = spec.parse(SPEC.format(extra='budget = "10m"'))
+    with Results(tmp_path / "r", create=True) as results:
+        runner = Runner(exp, results, {"v=b/t1/r2": "failed", "v=a/t1/r1": "failed"})
+        scheduler.Scheduler(exp, results, runner=runner)._run_cells(tmp_path, False, [])
+        stored = results.cells()
+    by_id = {c["id"]: c for c in stored}
+    again = {by_id[c["retry_of"]]["key"] for c in stored if c["retry_of"] is not None}
+    # b ran well in round 1, so its round-2 failure is no failure every run of b meets; a had not
+    # run well when its round-1 cell failed, so that failure may be a's own: not measured again
+    assert again == {"v=b/t1/r2"}
+    retry = next(c for c in stored if c["retry_of"] is not None)
+    assert retry["status"] == "ok" and retry["repeat"] == 2
+    groups = {g.key: g for g in summary.groups(stored)}
+    # b's retry in its failure's place; a's failure stays one (and a round more was run for it)
+    failed_b = next(c["id"] for c in stored if c["key"] == "v=b/t1/r2")
+    assert groups["v=b"].replaced == [failed_b] and groups["v=b"].failed == 0 and groups["v=a"].failed == 1
+    assert len(groups["v=a"].qps) == len(groups["v=b"].qps) - 1
+
+
+def test_needs_retry_reads_the_variant_s_other_cells() -> None:
+    ok = {"id": 0, "variant": {"v": "a"}, "threads": 1, "status": "ok", "settled": True}
+    failed = {"id": 1, "variant": {"v": "a"}, "threads": 1, "status": "failed"}
+    other = {"id": 2, "variant": {"v": "b"}, "threads": 1, "status": "ok", "settled": True}
+    assert scheduler.needs_retry(failed, [ok, failed]) and not scheduler.needs_retry(failed, [failed, other])
+    assert not scheduler.needs_retry({**failed, "threads": 2}, [ok, failed])  # another thread count
+    assert scheduler.needs_retry({**ok, "settled": False}, []) and not scheduler.needs_retry(ok, [ok])
