@@ -262,6 +262,41 @@ def test_sigkill_of_perflab_takes_postgres_down(tmp_path: Path, tmpfs):
     assert not list(shm.glob("perflab-*"))
 
 
+def test_sigint_stops_postgres_with_exit_130(tmp_path: Path, tmpfs):
+    """Ctrl-C during a PostgreSQL cell: exit 130, the postmaster, its backends and pgbench
+    stopped, its shared memory segment removed, the run marked interrupted."""
+    shm = tmpfs("shm", "1G")
+    shm.parent.chmod(0o755)
+    env = {**os.environ, "PERFLAB_TMPFS": str(shm)}
+    spec = experiment(tmp_path, "pg-sigint", duration="30s")
+    before = segments()
+    proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(tmp_path / "out")], env=env,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not any(backends(pm) for pm in postmasters(str(shm))) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        (server,) = postmasters(str(shm))
+        everything = [server, *map(int, Path(f"/proc/{server}/task/{server}/children").read_text().split())]
+        clients = [pid for pid, cmd in processes("pgbench") if str(shm) in cmd]
+        assert clients, "no pgbench seen"
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr and "interrupted" in stderr, stderr
+    deadline = time.monotonic() + 5  # reaped by init once perflab has gone
+    while (left := [p for p in (*everything, *clients) if Path(f"/proc/{p}").exists()]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == [], left
+    assert postmasters(str(shm)) == [] and segments() - before == set()
+    assert export(tmp_path / "out")["run"]["status"] == "interrupted"
+
+
 BAD = {
     "mariadb option": (
         'innodb_buffer_pool_size = "1G"',
