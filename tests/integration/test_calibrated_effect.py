@@ -7,7 +7,9 @@ clearly slower.
 Sizes, measured here: oltp_read_only makes about 34 malloc calls a transaction (27 malloc + 7
 operator new) and the server spends about 350-600 us of CPU a transaction, so 2000 ns a call
 costs about 70 us (12-20%: too close to the noise of one short cell on a busy machine to
-assert on), and 10000 ns about 340 us: QPS about half, asserted below 0.8.
+assert on), 10000 ns about 340 us (about the server's own work, whose drift between cells then
+hid it: 0.56x of nominal seen), and 40000 ns about 1.4 ms: the burn dominates a transaction's
+CPU, so the drift of the rest moves the difference by a fifth of it at most.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ int main(void) {
     return 0;
 }
 """
-NS = 10_000
+NS = 40_000
 SPEC = """
 [experiment]
 design = "sequential"  # what this test checks runs one server at a time
@@ -106,13 +108,19 @@ def test_the_shim_runs_in_a_real_server_and_costs_its_nominal_cpu(calibrated_run
     def mean(values: list[float]) -> float:
         return sum(values) / len(values)
 
-    calls = mean([c["alloc"]["calls_per_txn"]["malloc"] + c["alloc"]["calls_per_txn"]["new"] for c in slow])
+    # the calls the shim slows: malloc, calloc, realloc, and operator new (which calls malloc)
+    calls = mean([sum(c["alloc"]["calls_per_txn"][op] for op in ("malloc", "calloc", "realloc", "new")) for c in slow])
     nominal_us = calls * NS / 1000
     cpu = [mean([c["resources"]["server_cpu_us_per_txn"] for c in side]) for side in (none, slow)]
-    # about the nominal cost: more on a busy machine (1.2x idle-ish, 2.0x at load 12 on 2 vCPUs: the loop
-    # runs slower than at its calibration when the other hyperthread is busy), less when the host sped up
-    # between the two sides' cells (2 cells a side; CI 2026-11-23: 0.56x, the vCPU's speed varies 2-4x over
-    # minutes: docs/methodology.md#host-speed). A shim that did nothing would give ~0.
-    assert 0.3 * nominal_us < cpu[1] - cpu[0] < 3 * nominal_us, (cpu, nominal_us)
+    # What the mechanism guarantees: each call burns at least its nominal CPU (the loop's speed is
+    # the fastest of 15 runs at the server's start, so a call runs it no faster; a busy sibling
+    # hyperthread makes it slower: 1.0-1.35x measured at loads 5-12, 2.0x at worst). Beside the
+    # burn, the server's own work (350-600 us a transaction, drifting with the host's speed between
+    # cells) moves the difference by up to 250 us, under a fifth of the 1.4 ms nominal. Hence
+    # 0.75x-2.2x; a shim that did nothing gives ~0, a unit off (us for ns), a missing call type
+    # (operator new) or a count per call of the wrong process falls outside.
+    assert 0.75 * nominal_us < cpu[1] - cpu[0] < 2.2 * nominal_us, (cpu, nominal_us)
     qps = [mean([c["summary"]["qps"] for c in side]) for side in (none, slow)]
-    assert qps[1] < 0.8 * qps[0], qps
+    # the server's CPU a transaction at least doubles (base <= 600 us, burn >= 1 ms) and it is the
+    # bottleneck of 2 clients on 2 vCPUs: QPS about a third (0.6: room for the clients' own time)
+    assert qps[1] < 0.6 * qps[0], qps

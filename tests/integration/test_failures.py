@@ -107,6 +107,25 @@ def test_pinning_is_applied_and_recorded(tmp_path: Path):
     assert cell["pinning"]["server_cpus_allowed"] == str(cpus[0])  # read back from /proc
 
 
+def test_pin_with_one_cpu_is_refused_with_exit_3(tmp_path: Path):
+    """pin = true needs a CPU for the server and one for the client: on a machine (here, an
+    affinity) of one CPU the run is refused before anything starts, exit 3 (the file may be
+    fine, the machine is not), naming the field and the remedy."""
+    spec = tiny(tmp_path, "pin-one-cpu", pin="true")
+    one = str(min(os.sched_getaffinity(0)))
+    done = subprocess.run(["taskset", "-c", one, sys.executable, "-m", "perflab", "run", str(spec),
+                           "-o", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert "experiment.pin" in said and "at least 2 CPUs" in said and "set pin = false" in said, said
+    assert not (tmp_path / "out" / "results.db").exists()
+    unpinned = tiny(tmp_path, "pin-off", pin="false")  # the same machine without pin: accepted
+    check = subprocess.run(["taskset", "-c", one, sys.executable, "-m", "perflab", "run", str(unpinned), "--check"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
 def _workdir(out: Path) -> str | None:
     if not (out / "results.db").exists():
         return None

@@ -102,21 +102,31 @@ def pg_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, set[in
     tmp = tmp_path_factory.mktemp("pg")
     out = tmp / "results"
     before = segments()
-    done = perflab("run", str(experiment(tmp, "pg-it", more='jemalloc = { preload = "jemalloc" }')), "-o", str(out))
+    spec = experiment(tmp, "pg-it", more='jemalloc = { preload = "jemalloc" }')
+    # two client counts, so the backends counted can be tied to them; autovacuum off, so no worker
+    # comes and goes beside the auxiliary processes
+    body = spec.read_text().replace("threads = [2]", "threads = [1, 3]")
+    write_experiment(spec, body.replace('work_mem = "8MB"', 'work_mem = "8MB"\nautovacuum = "off"'))
+    done = perflab("run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     return out, export(out), segments() - before
 
 
 def test_pgbench_cells_run_with_the_allocator_in_every_backend(pg_run):
     _, doc, _ = pg_run
-    cells = {c["variant"]["allocator"]: c for c in doc["cells"]}
+    cells = {(c["variant"]["allocator"], c["threads"]): c for c in doc["cells"]}
+    assert sorted(cells) == [("glibc", 1), ("glibc", 3), ("jemalloc", 1), ("jemalloc", 3)]
     assert all(c["status"] == "ok" for c in cells.values()), [c["error"] for c in cells.values()]
-    assert cells["jemalloc"]["allocator_library"].endswith("libjemalloc.so.2")
-    assert "libc.so" in cells["glibc"]["allocator_library"]
+    assert all(cells["jemalloc", t]["allocator_library"].endswith("libjemalloc.so.2") for t in (1, 3))
+    assert all("libc.so" in cells["glibc", t]["allocator_library"] for t in (1, 3))
     for cell in cells.values():
-        # the 2 clients' backends and the auxiliary processes (checkpointer, walwriter, ...)
-        assert cell["preload_verified_backends"] >= 2 + 3
         assert cell["resources"]["preload_verified_backends"] == cell["preload_verified_backends"]
+    # one backend per client, beside the same auxiliary processes in every cell (with autovacuum
+    # off: checkpointer, background writer, walwriter, logical replication launcher on PG 15):
+    # checked before the clients had connected, or without their backends, it would not follow them
+    auxiliary = {c["preload_verified_backends"] - c["threads"] for c in cells.values()}
+    counted = {k: c["preload_verified_backends"] for k, c in cells.items()}
+    assert len(auxiliary) == 1 and 3 <= min(auxiliary) <= 6, counted
 
 
 def test_memory_is_pss_over_the_tree_and_cpu_counts_every_backend(pg_run):
@@ -125,7 +135,7 @@ def test_memory_is_pss_over_the_tree_and_cpu_counts_every_backend(pg_run):
         res = cell["resources"]
         # RSS summed over processes counts shared_buffers once per backend; PSS divides it
         assert 0 < res["pss_end_bytes"] < res["rss_end_bytes"]
-        assert res["server_cpu_s"] > 0.3  # 3 s of 2 busy backends, not the idle postmaster alone
+        assert res["server_cpu_s"] > 0.3  # 3 s of 1 or 3 busy backends, not the idle postmaster alone
         assert res["voluntary_ctx_switches"] > 0 and res["ctx_switches_per_txn"] > 0
         assert res["server_cpu_us_per_txn"] > 0
 
@@ -250,6 +260,41 @@ def test_sigkill_of_perflab_takes_postgres_down(tmp_path: Path, tmpfs):
     assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
     assert segment not in segments()
     assert not list(shm.glob("perflab-*"))
+
+
+def test_sigint_stops_postgres_with_exit_130(tmp_path: Path, tmpfs):
+    """Ctrl-C during a PostgreSQL cell: exit 130, the postmaster, its backends and pgbench
+    stopped, its shared memory segment removed, the run marked interrupted."""
+    shm = tmpfs("shm", "1G")
+    shm.parent.chmod(0o755)
+    env = {**os.environ, "PERFLAB_TMPFS": str(shm)}
+    spec = experiment(tmp_path, "pg-sigint", duration="30s")
+    before = segments()
+    proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(tmp_path / "out")], env=env,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not any(backends(pm) for pm in postmasters(str(shm))) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        (server,) = postmasters(str(shm))
+        everything = [server, *map(int, Path(f"/proc/{server}/task/{server}/children").read_text().split())]
+        clients = [pid for pid, cmd in processes("pgbench") if str(shm) in cmd]
+        assert clients, "no pgbench seen"
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr and "interrupted" in stderr, stderr
+    deadline = time.monotonic() + 5  # reaped by init once perflab has gone
+    while (left := [p for p in (*everything, *clients) if Path(f"/proc/{p}").exists()]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == [], left
+    assert postmasters(str(shm)) == [] and segments() - before == set()
+    assert export(tmp_path / "out")["run"]["status"] == "interrupted"
 
 
 BAD = {

@@ -5,8 +5,13 @@ tests/integration/test_interleave_real.py."""
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import dataclasses
+import os
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,6 +20,7 @@ from perflab.cli import calibrated
 from perflab.errors import SpecError, UsageError
 from perflab.run import interleave
 from perflab.run.observers.status import STATEMENTS
+from perflab.run.proc import Child
 from perflab.run.scheduler import interleave_groups
 from perflab.spec.aa import aa_experiment
 from perflab.store import calibration
@@ -47,8 +53,12 @@ def text(extra: str = "", rest: str = "") -> str:
 def test_without_a_design_it_is_interleaved_where_it_can_measure_the_file():
     plain = spec.parse(text().replace('design = "interleaved"\n', ""))
     assert plain.file.experiment.design == "interleaved" and "the default" in plain.design_reason
-    for rest, why in (("\n[observe]\nperf = true\n", "[observe] perf"), ("\n[observe]\npmp = true\n", "[observe] pmp"),
-                      ("\n[observe]\nhost_speed = true\n", "host_speed"), ("\n[observe]\nalloc = true\n", "alloc")):
+    for rest, why in (
+        ("\n[observe]\nperf = true\n", "[observe] perf"),
+        ("\n[observe]\npmp = true\n", "[observe] pmp"),
+        ("\n[observe]\nhost_speed = true\n", "host_speed"),
+        ("\n[observe]\nalloc = true\n", "alloc"),
+    ):
         exp = spec.parse(text("", rest).replace('design = "interleaved"\n', ""))
         assert exp.file.experiment.design == "sequential" and why in exp.design_reason, rest
     pinned = spec.parse(text("pin = true\n").replace('design = "interleaved"\n', ""))
@@ -241,3 +251,118 @@ def test_turns_share_the_seconds_in_the_seats_order(slice_s: float, seconds: int
     assert [n for n, _ in log] == ["a", "b"] * len(expected)  # alternating, a first
     assert [s for n, s in log if n == "a"] == pytest.approx(expected)
     assert sum(s for n, s in log if n == "b") == pytest.approx(seconds)
+
+
+class _Runner:
+    """What a Seat asks of its runner before it opens: a row, a log directory, the time-out."""
+
+    def __init__(self, logs: Path) -> None:
+        self.results = SimpleNamespace(log_dir=lambda order: logs)
+        self.exp = SimpleNamespace(file=SimpleNamespace(experiment=SimpleNamespace(timeout_margin=5.0)))
+
+    def new_row(self, cell: object) -> dict:
+        return {}
+
+
+class _Server:
+    """A started server as a Seat reads it: a live process (a real one, so /proc has it)."""
+
+    def __init__(self, child: Child) -> None:
+        self.child, self.pid = child, child.pid
+
+    def alive(self) -> bool:
+        return self.child.poll() is None
+
+
+class _Sampler:
+    """SHOW GLOBAL STATUS without a server: counters that grow by 1000 statements a sample."""
+
+    statements = STATEMENTS
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, dict[str, float]]] = []
+
+    def sample(self) -> None:
+        self.samples.append((0.0, counters(1000.0 * (len(self.samples) + 1), 0)))
+
+    def abort(self) -> None:
+        pass
+
+
+def _seat(tmp_path: Path, order: int, stack: contextlib.ExitStack) -> interleave.Seat:
+    seat = interleave.Seat(_Runner(tmp_path), SimpleNamespace(order=order), None, tmp_path)  # type: ignore[arg-type]
+    seat.server = _Server(stack.enter_context(Child(["sleep", "60"])))  # type: ignore[assignment]
+    seat.child = stack.enter_context(Child(["sleep", "60"]))
+    seat.sampler = _Sampler()  # type: ignore[assignment]
+    return seat
+
+
+@pytest.mark.parametrize(("slice_s", "per_second"), [(0.25, 4), (0.5, 2), (1.0, 1)])
+def test_proc_is_read_only_around_the_turns_that_end_a_second(tmp_path: Path, monkeypatch, slice_s, per_second):
+    """The real Seat.turn, on real (sleeping) processes: every file read under /proc is logged
+    with the turn it falls in. Reads between 100 ms turns made the servers' QPS noisier
+    (docs/methodology.md#reads-between-turns-2026-11-27): a turn that does not complete a second
+    of its seat's running time must read nothing; one that does reads the steal and the other
+    seat's server (its idle work) and its own server (alive?)."""
+    log: list[list[str]] = []  # one list of /proc paths per turn, in order
+    turns: list[tuple[interleave.Seat, float]] = []
+    real_open, real_listdir, real_turn = builtins.open, os.listdir, interleave.Seat.turn
+
+    def logged_open(path, *args, **kwargs):
+        if log and str(path).startswith("/proc"):
+            log[-1].append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    def logged_listdir(path="."):
+        if log and str(path).startswith("/proc"):
+            log[-1].append(str(path))
+        return real_listdir(path)
+
+    def logged_turn(seat, seconds, others, measured):
+        turns.append((seat, seconds))
+        log.append([])
+        return real_turn(seat, seconds, others, measured)
+
+    with contextlib.ExitStack() as stack:
+        seats = [_seat(tmp_path, 0, stack), _seat(tmp_path, 1, stack)]
+        monkeypatch.setattr(builtins, "open", logged_open)
+        monkeypatch.setattr(os, "listdir", logged_listdir)
+        monkeypatch.setattr(interleave.Seat, "turn", logged_turn)
+        interleave._rotate(seats, 1, slice_s, measured=True)
+        monkeypatch.undo()
+    assert [s for s, _ in turns] == seats * per_second and all(not s.error for s in seats)
+    for i, ((seat, _), reads) in enumerate(zip(turns, log, strict=True)):
+        other = next(s for s in seats if s is not seat)
+        if (i // 2 + 1) % per_second:  # the seat's 1st..(k-1)th turn of a second
+            assert reads == [], f"turn {i} of {slice_s} s read {reads}"
+        else:
+            assert "/proc/stat" in reads and f"/proc/{other.server.pid}/stat" in reads, (i, reads)
+            assert f"/proc/{seat.server.pid}/stat" in reads, (i, reads)
+    assert [len(s.points) for s in seats] == [1, 1]  # a sample at the second's end
+    assert all(s.idle_s > 0 and s.steal_sampled_s > 0 for s in seats)
+
+
+def test_window_use_is_the_window_less_the_idle_rate_over_the_others_turns(monkeypatch):
+    """10 s of window, 6 s of them the seat's own turns: its server's use is the window's less
+    4 s of its idle rate (0.5 CPU s and 200 faults over 2 s sampled: 0.25 cores, 100 a second);
+    the context switches are the window's (the idle samples read none)."""
+    end = interleave.ProcCounters(user_s=14.0, sys_s=3.0, minor_faults=1500, major_faults=12,
+                                  voluntary_ctx=900, involuntary_ctx=90)  # fmt: skip
+    monkeypatch.setattr(interleave.ProcCounters, "read", staticmethod(lambda pid, threads=True: end))
+    seat = object.__new__(interleave.Seat)
+    seat.server = SimpleNamespace(pid=1, alive=lambda: True)
+    seat.server_start = interleave.ProcCounters(10.0, 2.0, 500, 2, 100, 10)
+    seat.idle_used, seat.idle_s = interleave.ProcCounters(0.4, 0.1, 200, 4, 0, 0), 2.0
+    seat.window_t0 = time.monotonic() - 10.0
+    used = seat.window_use(6.0)
+    assert used is not None
+    # whole window: 4.0 user, 1.0 sys, 1000 minor, 10 major; idle over 4 s: 0.8, 0.2, 400, 8
+    assert used.user_s == pytest.approx(3.2, abs=0.01) and used.sys_s == pytest.approx(0.8, abs=0.01)
+    assert used.minor_faults == pytest.approx(600, abs=3) and used.major_faults == 2
+    assert (used.voluntary_ctx, used.involuntary_ctx) == (800, 80)
+    seat.idle_used = interleave.ProcCounters(5.0, 5.0, 5000, 50, 0, 0)  # more than the window had: none left
+    assert interleave.ProcCounters(0.0, 0.0, 0, 0, 800, 80) == seat.window_use(6.0)
+    seat.idle_s = 0.0  # never sampled: the whole window is its own
+    assert seat.window_use(6.0) == end.minus(seat.server_start)
+    seat.server_start = None  # not started: nothing to say
+    assert seat.window_use(6.0) is None
