@@ -60,13 +60,14 @@ def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[li
     # the profilers follow the postmaster's tree: perf starts (not recording) before the client
     with Profilers(spec.observe, server.pid, server.rundir, tree=True) as profilers, StealSampler() as steal:
         profilers.workload_starting()
+        auxiliary = len(children(server.pid))  # checkpointer, walwriter, ...: before any client
         started, launched = time.monotonic(), time.time()
         child = client.start(argv, out, runner.client_cpus)
         with child:
             profilers.workload_started()  # the server's warm-up samplers (pmp: every backend as it connects)
             if warmup:
                 client.sleep_until(started + warmup, child)
-            window = _Window(server, cell, child, profilers, pgbench_tool)
+            window = _Window(server, cell, child, profilers, pgbench_tool, auxiliary)
             code = window.run(started + warmup + seconds, warmup + seconds, spec.experiment.timeout_margin)
             window_end = min(time.monotonic(), started + warmup + seconds)
     if not server.alive():
@@ -97,12 +98,14 @@ class _Window:
     """The measured window of a running client: the counters at both ends, the backends'
     allocator check, memory sampled over the tree, the profilers' window."""
 
-    def __init__(self, server: PostgreSQL, cell: Cell, child: Any, profilers: Profilers, pgbench_tool: bool) -> None:
+    def __init__(
+        self, server: PostgreSQL, cell: Cell, child: Any, profilers: Profilers, pgbench_tool: bool, auxiliary: int
+    ) -> None:
         self.server, self.child, self.pgbench_tool = server, child, pgbench_tool
         self.start = accounting.WindowStart.take(server.pid, child.pid, read=tree_counters)
         self.begun = time.monotonic()
         self.epochs = (time.time(), 0.0)  # pgbench's log is cut at these (epoch seconds)
-        self.backends = _verified(server, cell, child)
+        self.backends = _verified(server, cell, child, auxiliary)
         self.memory = TreeSampler(server.pid)
         self.profilers = profilers
         self.end: accounting.WindowEnd | None = None
@@ -124,10 +127,14 @@ class _Window:
         return code
 
 
-def _verified(server: PostgreSQL, cell: Cell, child: Any) -> int:
-    """The allocator check of every backend, once the clients have connected."""
+def _verified(server: PostgreSQL, cell: Cell, child: Any, auxiliary: int) -> int:
+    """The allocator check of every backend, once the clients have connected: the postmaster's
+    children are then its `auxiliary` processes (counted before the client started) and one
+    backend a client. Counting the clients' backends alone would be met by the auxiliary
+    processes before any client connected (with no warm-up, the check could miss them)."""
     deadline = time.monotonic() + BACKENDS_DEADLINE_S
-    while len(children(server.pid)) < cell.threads and time.monotonic() < deadline and child.poll() is None:
+    need = auxiliary + cell.threads
+    while len(children(server.pid)) < need and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.05)
     return verify_backends(server.pid, cell.preload, server.preload, cell.env)
 
