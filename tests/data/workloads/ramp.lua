@@ -11,6 +11,8 @@
 dofile("/usr/share/sysbench/oltp_read_only.lua")
 
 sysbench.cmdline.options.ramp_seconds = {"seconds over which throughput climbs to its steady rate", 0}
+sysbench.cmdline.options.fail_nth = {"fail the run that is the Nth to start with this --fail-file (counted in the file)", 0}
+sysbench.cmdline.options.fail_file = {"the file that counts the runs for --fail-nth", ""}
 sysbench.cmdline.options.ramp_events = {"transactions a thread over which a 2 ms pause shrinks to none", 0}
 
 local ffi = require("ffi")
@@ -31,6 +33,18 @@ local started
 local done = 0
 
 function thread_init()
+   if sysbench.tid == 0 and sysbench.opt.fail_nth > 0 then
+      -- a failure of one cell of a variant whose other cells run well (the retry of failures)
+      local f = io.open(sysbench.opt.fail_file, "r")
+      local runs = (f and tonumber(f:read("*a")) or 0) + 1
+      if f then f:close() end
+      f = io.open(sysbench.opt.fail_file, "w")
+      f:write(tostring(runs))
+      f:close()
+      if runs == sysbench.opt.fail_nth then
+         error("ramp.lua: failing run " .. runs .. " on purpose (--fail-nth)")
+      end
+   end
    oltp_thread_init()
    started = now()
 end
