@@ -93,16 +93,15 @@ class TurnClock:
 
     def __init__(self, path: Path, threads: int) -> None:
         self.path, self.threads = path, threads
-        self.size = (HEADER + threads * STRIDE) * 8
+        self.size = _size(threads)
         self._fd = os.open(path, os.O_RDWR)
         self._map = mmap.mmap(self._fd, self.size)
         self.turn = 0
 
     @classmethod
     def create(cls, path: Path, threads: int) -> TurnClock:
-        size = (HEADER + threads * STRIDE) * 8
         with path.open("wb") as f:
-            f.truncate(size)
+            f.truncate(_size(threads))
         clock = cls(path, threads)
         struct.pack_into("<4d", clock._map, 8, LAYOUT, BUCKETS, STRIDE, 0)
         return clock
@@ -122,17 +121,15 @@ class TurnClock:
     def read(self) -> Histogram:
         """The cumulative histogram of every thread, now."""
         values = struct.unpack_from(f"<{self.threads * STRIDE}d", self._map, HEADER * 8)
-        counts = [0.0] * BUCKETS
-        sum_ms = spanned = 0.0
-        for t in range(self.threads):
-            part = values[t * STRIDE : (t + 1) * STRIDE]
-            for i, c in enumerate(part[:BUCKETS]):
-                if c:
-                    counts[i] += c
-            sum_ms += part[BUCKETS]
-            spanned += part[BUCKETS + 1]
-        return Histogram(tuple(counts), sum_ms, spanned)
+        parts = [values[t * STRIDE : (t + 1) * STRIDE] for t in range(self.threads)]
+        total = tuple(map(sum, zip(*parts, strict=True)))  # every thread's counts, sum and spanned
+        return Histogram(total[:BUCKETS], total[BUCKETS], total[BUCKETS + 1])
 
     def close(self) -> None:
         self._map.close()
         os.close(self._fd)
+
+
+def _size(threads: int) -> int:
+    """The shared file's bytes: the header and one part a thread (turns.lua's layout)."""
+    return (HEADER + threads * STRIDE) * 8
