@@ -325,7 +325,7 @@ class CellRunner:
             with child:
                 margin = spec.experiment.timeout_margin
                 watch = client.StartWatch(logs / "sysbench.txt", child, margin)  # its threads connected
-                client_variant.wait_loaded(child.pid, cell)  # the client's profilers attach after ld.so
+                client_variant.wait_loaded(child.pid, cell, logs / "sysbench.txt")  # the client's profilers attach after ld.so
                 profilers.workload_started(child.pid)
                 client_fields = client_variant.prove(child.pid, cell)
                 origin = watch.wait()

@@ -9,12 +9,14 @@ window only. Output: the summary and the per-second intervals, each marked warm-
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from perflab.errors import WorkloadError
 from perflab.run.proc import Child, clean_env
@@ -88,7 +90,8 @@ class StartWatch:
 
 
 def wait_threads_started(out: Path, child: Child, deadline_s: float) -> float:
-    """time.monotonic() when "Threads started!" shows in `out` (polled every 10 ms); now if
+    """time.monotonic() when "Threads started!" was written to `out` (polled every 10 ms; a poll
+    late by a VM pause or a busy perflab is corrected by the file's mtime, `_written_at`); now if
     sysbench exits first (its output then says why); WorkloadError after `deadline_s`."""
     deadline = time.monotonic() + deadline_s
     seen = 0
@@ -97,8 +100,8 @@ def wait_threads_started(out: Path, child: Child, deadline_s: float) -> float:
         with out.open("rb") as f:
             f.seek(position)
             text = f.read()
-        if STARTED_LINE in text:
-            return time.monotonic()
+            if STARTED_LINE in text:
+                return max(child.started, _written_at(f, text.split(STARTED_LINE, 1)[1]))
         seen = position + len(text)
         time.sleep(0.01)
     if child.poll() is None:
@@ -108,6 +111,19 @@ def wait_threads_started(out: Path, child: Child, deadline_s: float) -> float:
             f"see {out}; a server refusing connections (max_connections), or raise experiment.timeout_margin",
         )
     return time.monotonic()
+
+
+REPORT_LINE = re.compile(rb"^\[ (\d+(?:\.\d+)?)s \]", re.MULTILINE)
+
+
+def _written_at(f: BinaryIO, after: bytes) -> float:
+    """time.monotonic() when the threads started, from the output file's last write: the line
+    itself, or the per-second report "[ Ns ]" written N s after it (sysbench's reports count from
+    there). The file's mtime is CLOCK_REALTIME (to a jiffy), carried over to the monotonic clock."""
+    now, real = time.monotonic(), time.time_ns()
+    reports = [float(m) for m in REPORT_LINE.findall(after)]
+    lag = (real - os.fstat(f.fileno()).st_mtime_ns) / 1e9 + (reports[-1] if reports else 0.0)
+    return now - min(max(lag, 0.0), 3600.0)
 
 
 def sleep_until(deadline: float, child: Child) -> None:

@@ -80,19 +80,28 @@ def load_problem(library: Path) -> str | None:
     return said.replace(str(link), str(library))
 
 
-def wait_loaded(pid: int, cell: Cell, name: str = "sysbench", deadline_s: float = EXEC_DEADLINE_S) -> None:
+def wait_loaded(
+    pid: int, cell: Cell, output: Path, name: str = "sysbench", deadline_s: float = EXEC_DEADLINE_S
+) -> None:
     """Wait until `pid` runs `name` with its libraries loaded: the client starts under setpriv
     (and taskset), which exec it, and ld.so maps the preloads, then the client library, after
-    the exec."""
+    the exec. A client that ends first (its script failed in init) fails with its `output`'s tail."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         try:
             if os.path.basename(os.readlink(f"/proc/{pid}/exe")) == name and _client_libraries(pid, cell)[1]:
                 return
         except OSError:
-            raise WorkloadError(f"{name} (pid {pid}) ended before it could be checked", "see its output") from None
+            said = (
+                output.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-10:]
+                if output.is_file()
+                else []
+            )
+            raise WorkloadError(
+                "\n".join([f"{name} (pid {pid}) ended before it could be checked:", *said]), f"full output: {output}"
+            ) from None
         time.sleep(0.01)
-    raise WorkloadError(f"pid {pid} did not load {name}'s client library within {deadline_s:.0f}s", "see its output")
+    raise WorkloadError(f"pid {pid} did not load {name}'s client library within {deadline_s:.0f}s", f"see {output}")
 
 
 def _client_libraries(pid: int, cell: Cell) -> tuple[set[str], list[str]]:

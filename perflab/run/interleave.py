@@ -152,7 +152,7 @@ class Seat:
         env = {**client_variant.environment(self.cell, server.rundir), **self.clock.environment(spec.workload.test)}
         self.child = client.start(self.command, self.logs / "sysbench.txt", None, env)
         watch = client.StartWatch(self.logs / "sysbench.txt", self.child, spec.experiment.timeout_margin)
-        client_variant.wait_loaded(self.child.pid, self.cell)
+        client_variant.wait_loaded(self.child.pid, self.cell, self.logs / "sysbench.txt")
         self.client_fields = client_variant.prove(self.child.pid, self.cell)
         watch.wait()
         self.pause()

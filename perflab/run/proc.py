@@ -64,6 +64,7 @@ class Child:
         text: bool = False,
     ) -> None:
         self.argv = guarded(argv, cpus)
+        self.started = time.monotonic()  # before the fork: nothing it writes is older
         try:
             self.popen = subprocess.Popen(
                 self.argv,

@@ -87,6 +87,26 @@ def test_the_warmup_is_timed_from_threads_started(tmp_path: Path):
         child.kill()
 
 
+def test_a_late_look_still_times_the_warmup_from_when_the_line_was_written(tmp_path: Path):
+    """perflab starts watching for the line 1.5 s late (a VM pause, or profilers attaching): the
+    origin is when sysbench wrote it, from the file's last write, the line or a report after it."""
+    for reports, written in (("", 0.0), ("[ 1s ] thds: 2 tps: 10.00\n", 1.0), ("[ 1s ] a\n[ 2s ] b\n", 2.0)):
+        out = tmp_path / "out.txt"
+        began = time.monotonic()
+        script = f"import time; print('Threads started!\\n', flush=True); time.sleep({written}); "
+        script += f"print({reports!r}, end='', flush=True); time.sleep(30)"
+        with out.open("w") as sink:
+            child = Child([sys.executable, "-c", script], stdout=sink)
+        with child:
+            while "Threads started!" not in out.read_text() or not out.read_text().endswith(reports or "\n"):
+                time.sleep(0.01)
+            line_at = time.monotonic() - written  # within the interpreter's start, after `began`
+            time.sleep(1.5)
+            seen = client.wait_threads_started(out, child, 10)
+            child.kill()
+        assert began < seen and abs(seen - line_at) < 0.3, (reports, seen - began, line_at - began)
+
+
 def test_a_client_that_never_starts_its_threads_is_killed_with_a_hint(tmp_path: Path):
     out = tmp_path / "out.txt"
     with out.open("w") as sink:
