@@ -44,7 +44,7 @@ from perflab import preflight, spec
 from perflab.run import cell as cell_module
 from perflab.run.cell import CellRunner
 from perflab.run.observers.syscalls import SYSCALLS, SyscallRecorder
-from perflab.run.servers.mariadb import MariaDB
+from perflab.servers.mariadb.server import MariaDB
 from perflab.store.results import Results
 
 EXPERIMENT = """

@@ -35,7 +35,7 @@ import _common as C
 
 from perflab import preflight, spec
 from perflab.run.cell import CellRunner
-from perflab.run.servers.mariadb import MariaDB
+from perflab.servers.mariadb.server import MariaDB
 from perflab.store.results import Results
 
 EXPERIMENT = """

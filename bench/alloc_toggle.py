@@ -32,7 +32,7 @@ import profile_overhead as P
 from perflab.run import dataset
 from perflab.run.observers import alloc
 from perflab.run.observers.syscalls import SyscallRecorder
-from perflab.run.servers.mariadb import MariaDB
+from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
 
 GOALS = {"count": 0.02, "stacks": 0.03, "syscalls": 0.02, "count+syscalls": 0.02}

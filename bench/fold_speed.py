@@ -33,7 +33,7 @@ from perflab.analyze.profile import Merged, Profile
 from perflab.run import dataset
 from perflab.run.observers.perf import PerfRecorder
 from perflab.run.proc import Child, clean_env
-from perflab.run.servers.mariadb import MariaDB
+from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
 from perflab.store import folded
 

@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 
 from perflab.run import dataset
 from perflab.run.proc import Child, clean_env
-from perflab.run.servers.mariadb import MariaDB
+from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
 from tests.data.calibrated.build import ENV, build
 

@@ -37,7 +37,7 @@ import _common as C
 from perflab import preflight, spec
 from perflab.run import dataset
 from perflab.run.cell import CellRunner
-from perflab.run.servers.mariadb import MariaDB
+from perflab.servers.mariadb.server import MariaDB
 from perflab.store.results import Results
 
 GOALS = {"status": 0.995, "client-pmp": 0.98}

@@ -59,7 +59,7 @@ import _common as C
 from perflab import preflight, spec
 from perflab.run import dataset
 from perflab.run.cell import CellRunner
-from perflab.run.servers.mariadb import MariaDB
+from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
 from perflab.store.results import Results
 

@@ -48,7 +48,7 @@ from perflab.run.observers.perf import PerfRecorder
 from perflab.run.observers.profilers import Profilers
 from perflab.run.observers.resources import ProcCounters
 from perflab.run.proc import Child, clean_env
-from perflab.run.servers.mariadb import MariaDB
+from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
 from perflab.spec import ObserveSection, PerfObserve, PmpObserve
 

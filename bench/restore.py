@@ -36,7 +36,7 @@ from typing import Any
 import _common as C
 
 from perflab.run import dataset
-from perflab.run.servers.mariadb import MariaDB
+from perflab.servers.mariadb.server import MariaDB
 
 GOAL_RATIO = 5.0
 TEST = "oltp_read_only"

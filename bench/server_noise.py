@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 from perflab.run import dataset
 from perflab.run.observers.resources import machine_steal_s
 from perflab.run.proc import Child, clean_env
-from perflab.run.servers.mariadb import MariaDB
+from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
 
 MODES = ("fresh", "noaslr", "clients", "kept")

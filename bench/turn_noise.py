@@ -50,7 +50,7 @@ from perflab.run import client, dataset
 from perflab.run.observers.resources import machine_steal_s, process_cpu_s
 from perflab.run.observers.status import StatusSampler
 from perflab.run.proc import Child, clean_env
-from perflab.run.servers.mariadb import MariaDB
+from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
 
 TEST, THREADS, OPTIONS = "oltp_read_only", 2, {"rand_type": "uniform"}

@@ -32,7 +32,7 @@ def _version_of(argv: list[str]) -> str | None:
     return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else None
 
 
-PG_BIN = os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin")  # as run/servers/postgres.py
+PG_BIN = os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin")  # as servers/postgresql/server.py
 
 
 def collect() -> dict[str, Any]:

@@ -14,8 +14,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from perflab import allocators, pgpreflight
-from perflab.concurrency import concurrency_problems, connection_problems
+from perflab import allocators, servers
+from perflab.concurrency import concurrency_problems
 from perflab.errors import EnvironmentProblem, Problem, SpecError
 from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
@@ -73,8 +73,8 @@ def which(name: str) -> str | None:
 
 def check(exp: Experiment) -> None:
     """Raise SpecError with every problem this machine has with `exp`."""
-    postgresql = exp.file.experiment.server == "postgresql"
-    tools = pgpreflight.tool_problems() if postgresql else _tools()
+    kind = servers.kind(exp.file.experiment.server)
+    tools = kind.tool_problems()
     machine = tools + _allocators(exp) + profiler_problems(exp) + _builds(exp) + concurrency_problems(exp)
     if exp.file.experiment.pin and len(os.sched_getaffinity(0)) < 2:
         machine.append(
@@ -83,7 +83,7 @@ def check(exp: Experiment) -> None:
     if not os.path.isdir(TMPFS):
         machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
     else:
-        estimate = pgpreflight.dataset_estimate(exp) if postgresql else dataset_estimate(exp)
+        estimate = kind.dataset_estimate(exp)
         need, free = 2 * estimate, shutil.disk_usage(TMPFS).free
         if free < need:
             machine.append(
@@ -98,10 +98,10 @@ def check(exp: Experiment) -> None:
             )
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
-    problems = pgpreflight.spec_problems(exp) if postgresql else []
+    problems = kind.spec_problems(exp)
     problems += _sysbench(exp) if exp.file.workload.tool == "sysbench" else []
     problems += _client_libraries(exp)
-    problems += connection_problems(exp) if not postgresql else []
+    problems += kind.connection_problems(exp)
     if problems:
         raise SpecError(exp.source, problems)
 
@@ -152,7 +152,7 @@ def fit_design(exp: Experiment) -> Experiment:
     design runs sequentially (the reason says why, with the figures); one that asked for
     interleaved is refused (exit 3, with the figures)."""
     e = exp.file.experiment
-    if not e.interleaved or exp.file.experiment.server != "mariadb":
+    if not e.interleaved or servers.kind(e.server).interleaved_refusal:
         return exp
     seats = 1
     for labels in exp.file.variants.values():
@@ -175,7 +175,7 @@ def fit_design(exp: Experiment) -> Experiment:
             [Problem("experiment.design", "room for every server of a round", figures,
                      'free memory, use a smaller dataset, or design = "sequential" (one server at a time)')],
         )  # fmt: skip
-    from perflab.spec.design import with_design  # noqa: PLC0415
+    from perflab.spec.design import with_design
 
     return with_design(exp, "sequential", f"sequential: {figures}")
 
@@ -198,7 +198,8 @@ def dataset_estimate(exp: Experiment) -> int:
     return rows * 400 + (256 << 20) + (64 << 20)
 
 
-def _tools() -> list[Problem]:
+def tool_problems() -> list[Problem]:
+    """The tools a MariaDB experiment needs that this machine lacks (servers/mariadb)."""
     return [
         Problem(f"(tool) {t.name}", "installed", "missing", f"apt-get install {t.package} (or `make setup`)")
         for t in TOOLS

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from perflab import servers
 from perflab.analyze import stats
 from perflab.variants import variant_key, variant_label
 
@@ -149,7 +150,7 @@ def groups(
 def memory_figure(server: str | None) -> str:
     """The server memory figure reports show: PSS summed over a PostgreSQL server's processes
     (shared_buffers counted once), RSS of MariaDB's one process."""
-    return "PSS" if server == "postgresql" else "RSS"
+    return servers.kind(server or "mariadb").memory_figure
 
 
 def file_order(axes: dict[str, list[str]]) -> Any:
@@ -184,7 +185,9 @@ def _add(group: Group, cell: dict[str, Any]) -> None:
             values.append(res[key])
 
 
-def rounds(group: Group, metric: str, scale: Callable[[dict[str, Any]], float | None] | None = None) -> dict[int, float]:
+def rounds(
+    group: Group, metric: str, scale: Callable[[dict[str, Any]], float | None] | None = None
+) -> dict[int, float]:
     """A group's settled values keyed by round (the cell's `repeat`), each multiplied by
     `scale(cell)` when given (analyze/host_speed.py: the value at the run's mean host speed)."""
     out = {}
@@ -215,7 +218,7 @@ def mean(values: list[float]) -> float | None:
 def load(results: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(meta, cells) of a results directory, every ok cell with its steady-state fields
     (detected now from its intervals where an older perflab did not store them)."""
-    from perflab.analyze import steady  # noqa: PLC0415
+    from perflab.analyze import steady
 
     meta = results.meta()
     threshold = (meta.get("experiment") or {}).get("stall_threshold", steady.STALL_THRESHOLD)

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from perflab import servers
 from perflab.analyze import alloc, host_speed, stats
 from perflab.analyze.summary import Group
 from perflab.units import format_duration
@@ -334,7 +335,7 @@ def _interleave(meta: dict[str, Any]) -> str:
     (docs/methodology.md, "A 3% setting on the finished harness"); "" where it is not offered
     (already interleaved, PostgreSQL: spec/design.py)."""
     exp = meta.get("experiment") or {}
-    if exp.get("design") == "interleaved" or exp.get("server", "mariadb") != "mariadb":
+    if exp.get("design") == "interleaved" or servers.kind(exp.get("server", "mariadb")).interleaved_refusal:
         return ""
     return (
         '; or design = "interleaved" (no profiles), whose servers run at once and take turns, '

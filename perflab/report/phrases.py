@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from perflab import servers
 from perflab.analyze import evidence
 from perflab.analyze.ratio import MIN_PAIRS
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER, VERDICTS
@@ -121,9 +122,7 @@ def subtitle(model: ReportModel) -> str:
     counts = {v: sum(1 for c in verdicts if c.verdict == v) for v in VERDICTS}
     told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     host = model.meta.get("host") or {}
-    server = (
-        (host.get("postgres") or "postgres") if model.experiment.get("server") == "postgresql" else short_server(host)
-    )
+    server = servers.kind(model.experiment.get("server", "mariadb")).short_version(host)
     return (
         f"{wl.get('tool', 'sysbench')} {wl.get('test', '?')} on {server}: "
         f"{plural(len(model.variants), 'variant')} × {plural(len(model.threads), 'thread count')}"

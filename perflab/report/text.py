@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from perflab import servers
 from perflab.analyze import compare, phase_explain, stats, status_diff
 from perflab.analyze.compare import Comparison
 from perflab.analyze.evidence import explain
@@ -87,7 +88,7 @@ def render(
         f"{escape(design_phrase(exp))}"
     )
     console.print(
-        f"[dim]{host.get('postgres' if exp.get('server') == 'postgresql' else 'mariadbd')} | {host.get(exp.get('workload', {}).get('tool', 'sysbench'))} | "
+        f"[dim]{host.get(servers.kind(exp.get('server', 'mariadb')).host_field)} | {host.get(exp.get('workload', {}).get('tool', 'sysbench'))} | "
         f"{host.get('cpu_model')} x{host.get('cores')}[/]"
     )
     for name, fact in build_facts(meta, cells):
@@ -214,7 +215,7 @@ def comparison_table(title: str, comparisons: list[Comparison], runs: bool = Fal
     ):
         table.add_column(name, justify="right" if name in ("threads", "n", "ratio", "95% CI") else "left")
     for c in comparisons:
-        label = lambda v: escape(variant_label(v))  # noqa: E731
+        label = lambda v: escape(variant_label(v))
         ci = "-" if c.ci_low is None or c.ci_high is None else f"{c.ci_low:.3f}-{c.ci_high:.3f}"
         first = c.axis or "all" if not runs else label(c.variant)
         base = label(c.baseline) if not runs else "A"

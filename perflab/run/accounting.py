@@ -34,7 +34,7 @@ class WindowStart:
 
     @classmethod
     def take(cls, server_pid: int, client_pid: int, read: Reader = ProcCounters.read) -> WindowStart:
-        """`read`: the server's counters (run/pgaccounting.py sums a process tree)."""
+        """`read`: the server's counters (servers/postgresql/accounting.py sums a process tree)."""
         server = read(server_pid)
         own = resource.getrusage(resource.RUSAGE_SELF)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -53,7 +53,7 @@ class WindowEnd:
     children_s: float  # sysbench and the profilers, reaped during the window
     busy_s: float
     window_s: float
-    # the client's CPU at the window's end when it still runs then (pgbench's tail, run/pgcell.py);
+    # the client's CPU at the window's end when it still runs then (pgbench's tail, servers/postgresql/cell.py);
     # None: it ended with the window (or before its end, and was reaped), and its rusage at exit is the end
     client_s: float | None = None
     steal_s: float = 0.0

@@ -26,19 +26,18 @@ from typing import Any
 from perflab import allocators
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ResourceError, ServerCrashedError, ServerStartError
-from perflab.run import accounting, allocator_proof, client, client_variant, dataset, pgaccounting, pgcell, pgdataset
+from perflab.run import accounting, allocator_proof, client, client_variant, dataset
 from perflab.run.builds import Build, BuildError, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers, store_alloc
 from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.observers.status import StatusSampler
-from perflab.run.prewarm import prewarm_options, server_switches
-from perflab.run.proc import call, clean_env
-from perflab.run.servers.mariadb import MariaDB
-from perflab.run.servers.postgres import PostgreSQL
+from perflab.run.prewarm import server_switches
 from perflab.run.workdir import TMPFS, space_hint
 from perflab.run.workloads import sysbench
+from perflab.servers import Kind, kind
+from perflab.servers.managed import Managed
 from perflab.spec import Cell, Experiment
 from perflab.spec.builds import BuildSpec
 from perflab.store.results import Results
@@ -87,6 +86,11 @@ class CellRunner:
         return self._defaults
 
     @property
+    def kind(self) -> Kind:
+        """The experiment's server kind (perflab/servers/)."""
+        return kind(self.exp.file.experiment.server)
+
+    @property
     def installed(self) -> Build:
         """The installed server (the build of variants that name none), described once."""
         if None not in self.builds:
@@ -102,21 +106,7 @@ class CellRunner:
         self.listen("prepare_start", {"build": build})
         log = self.results.dir / "logs" / ("prepare.txt" if build is None else f"prepare-{build.format}.txt")
         log.parent.mkdir(parents=True, exist_ok=True)
-        if spec.experiment.server == "postgresql":
-            snapshot = pgdataset.prepare(workdir, spec=spec, log=log, name=name, build=build)
-            self.listen("prepare_end", {"snapshot": snapshot, "build": build})
-            return snapshot
-        snapshot = dataset.prepare(
-            workdir,
-            test=spec.workload.test,
-            tables=spec.dataset.tables,
-            table_size=spec.dataset.table_size,
-            options=spec.workload.options,
-            server_options=spec.server_options,
-            log=log,
-            build=build,
-            name=name,
-        )
+        snapshot = self.kind.prepare(workdir, spec=spec, log=log, name=name, build=build)
         self.listen("prepare_end", {"snapshot": snapshot, "build": build})
         return snapshot
 
@@ -148,41 +138,13 @@ class CellRunner:
     def train(self, build: Build, spec: BuildSpec, dataset_for: DatasetFor | None, workdir: Path) -> str:
         """PGO training: the experiment's workload (largest thread count) on its dataset for
         `train_duration`, then a clean shutdown so the instrumented server writes its profile."""
-        exp = self.exp.file
         if dataset_for is None:
             raise PerflabError("PGO training needs the experiment's dataset", "prepare it first (run/datasets.py)")
         snapshot = dataset_for(build)
         rundir = workdir / "pgo-train"
         shutil.rmtree(rundir, ignore_errors=True)
         rundir.mkdir()
-        if exp.experiment.server == "postgresql":  # run/pgtrain.py: its .gcda files by GCOV_PREFIX
-            from perflab.run import pgtrain
-
-            try:
-                return pgtrain.train(self, build, spec, snapshot, rundir)
-            finally:
-                shutil.rmtree(rundir, ignore_errors=True)
-        options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **exp.server_options}
-        server = MariaDB(rundir, rundir / "data", options, build=build)
-        try:
-            dataset.restore(snapshot, rundir / "data")
-            with server:
-                command = sysbench.argv(
-                    exp.workload.test,
-                    "run",
-                    socket=server.socket,
-                    tables=exp.dataset.tables,
-                    table_size=exp.dataset.table_size,
-                    threads=max(exp.workload.threads),
-                    seconds=round(spec.train_duration),
-                    options=exp.workload.options,
-                )
-                out = call(command, what="PGO training run", env=clean_env(), timeout=spec.train_duration + 600)
-                server.stop(clean=True)  # the profile is written at exit
-            return out
-        finally:
-            server.stop()
-            shutil.rmtree(rundir, ignore_errors=True)
+        return self.kind.train(self, build, spec, snapshot, rundir)
 
     def build_for(self, cell: Cell) -> Build | BuildError:
         """The server binary `cell` runs (or why its build failed)."""
@@ -218,7 +180,7 @@ class CellRunner:
             restore_s = dataset.restore(snapshot, rundir / "data")
             with server:
                 row.update(allocator_proof.prove(server.pid, cell.preload, preload))
-                switches = server_switches(cell, server, self.exp.file.workload.tool)
+                switches = server_switches(cell, server, self.exp.file.workload.tool, self.kind)
                 if tracer is not None:
                     tracer.check_started(server.pid)
                 row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
@@ -242,18 +204,12 @@ class CellRunner:
 
     def server_for(
         self, cell: Cell, snapshot: dataset.Snapshot, rundir: Path, build: Build, tracer: AllocTracer | None = None
-    ) -> MariaDB | PostgreSQL:
+    ) -> Any:
         """The (not yet started) server of `cell` in `rundir`: its options over the snapshot's
         buffer pool, its env, preload and address-space randomization, its build."""
-        postgresql = self.exp.file.experiment.server == "postgresql"
-        pool = (
-            {"shared_buffers": snapshot.shared_buffers}
-            if postgresql
-            else {"innodb_buffer_pool_size": snapshot.buffer_pool}
-        )
-        options = {**pool, **prewarm_options(cell, postgresql), **cell.server_options}
+        options = {**self.kind.pool_options(snapshot), **self.kind.cell_options(cell), **cell.server_options}
         env = {**cell.env, **tracer.env()} if tracer else cell.env
-        server = (PostgreSQL if postgresql else MariaDB)(
+        server = self.kind.server(
             rundir,
             rundir / "data",
             options,
@@ -299,16 +255,15 @@ class CellRunner:
         spec = self.exp.file.experiment
         return steady.cell_fields(intervals, spec.window_start, qps, spec.stall_threshold, steal)
 
-    def measure(
-        self, cell: Cell, server: MariaDB | PostgreSQL, logs: Path, tracer: AllocTracer | None = None
-    ) -> Measured:
+    def measure(self, cell: Cell, server: Any, logs: Path, tracer: AllocTracer | None = None) -> Measured:
         """One sysbench run against a started `server`: warm-up seconds, a checkpoint that
         resets its statistics, then the measured window, which the observers and the /proc
         counters cover. Returns (intervals, RSS samples, the row's measured fields); with
         [observe] status, the fields hold its series as `status_samples` (the caller stores it)."""
         spec = self.exp.file
-        if isinstance(server, PostgreSQL):
-            return pgcell.measure(self, cell, server, logs)
+        own = self.kind.measure(self, cell, server, logs)  # PostgreSQL: servers/postgresql/cell.py
+        if own is not None:
+            return own
         warmup, seconds = client.window_seconds(spec)
         command = client.argv(spec, cell, server.socket)
         env = client_variant.environment(cell, server.rundir)
@@ -325,7 +280,9 @@ class CellRunner:
             with child:
                 margin = spec.experiment.timeout_margin
                 watch = client.StartWatch(logs / "sysbench.txt", child, margin)  # its threads connected
-                client_variant.wait_loaded(child.pid, cell, logs / "sysbench.txt")  # the client's profilers attach after ld.so
+                client_variant.wait_loaded(
+                    child.pid, cell, logs / "sysbench.txt"
+                )  # the client's profilers attach after ld.so
                 profilers.workload_started(child.pid)
                 client_fields = client_variant.prove(child.pid, cell)
                 origin = watch.wait()
@@ -340,7 +297,7 @@ class CellRunner:
                         code = client.wait(child, warmup + seconds, margin)
                     ended = time.monotonic()
                 end = accounting.WindowEnd.take(start, server.pid)
-                pss = pgaccounting.pss_bytes([server.pid])  # as PostgreSQL's (summed over its processes)
+                pss = self.kind.pss_bytes(server)  # as PostgreSQL's (summed over its processes)
         summary, intervals = client.read_output(logs / "sysbench.txt", code, warmup)
         client_fields.update(accounting.client_resources(start, child.rusage, summary.transactions, client_rss))
         measured = {
@@ -370,7 +327,7 @@ class CellRunner:
         return intervals, rss.samples, measured
 
 
-def failure_fields(exc: PerflabError, server: MariaDB) -> dict[str, Any]:
+def failure_fields(exc: PerflabError, server: Managed) -> dict[str, Any]:
     error = exc.message
     died = server.crashed or (server.crashed is None and server.child is not None and not server.alive())
     if died and not isinstance(exc, ServerStartError) and not exc.message.startswith("server"):
@@ -384,7 +341,7 @@ def read_tail(log: Path | None, lines: int = 30) -> str | None:
     return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
 
 
-def keep_logs(server: MariaDB, rundir: Path, logs: Path) -> None:
+def keep_logs(server: Managed, rundir: Path, logs: Path) -> None:
     """The server's error log, option file and console output, kept with the results."""
     if server.error_log.exists():
         shutil.copy2(server.error_log, logs / "error.log")

@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from perflab import servers
 from perflab.errors import WorkloadError
 from perflab.run.proc import Child, clean_env
 from perflab.run.workloads import sysbench
@@ -43,7 +44,7 @@ def argv(spec: ExperimentFile, cell: Cell, socket: Path) -> list[str]:
         seconds=warmup + seconds,
         checkpoint=warmup or None,
         options={**spec.workload.options, **cell.workload_options},
-        driver="pgsql" if spec.experiment.server == "postgresql" else "mysql",
+        driver=servers.kind(spec.experiment.server).sysbench_driver,
     )
 
 

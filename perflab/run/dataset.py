@@ -22,8 +22,8 @@ from typing import Any
 
 from perflab.run.builds import Build
 from perflab.run.proc import call, clean_env
-from perflab.run.servers.datadir import initialise
-from perflab.run.servers.mariadb import MariaDB
+from perflab.servers.mariadb.datadir import initialise
+from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
 
 MiB = 1 << 20

@@ -152,9 +152,7 @@ class Datasets:
     def _cache_size(self, snapshot: dataset.Snapshot) -> dict[str, str]:
         """The server's data cache the dataset stage sized to hold it: InnoDB's buffer pool, or
         PostgreSQL's shared_buffers (a PostgreSQL experiment has no buffer pool)."""
-        if self.runner.exp.file.experiment.server == "postgresql":
-            return {"shared_buffers": snapshot.shared_buffers}
-        return {"buffer_pool": snapshot.buffer_pool}
+        return self.runner.kind.cache_size(snapshot)
 
     def _workname(self, fmt: str) -> str:
         return f"snapshot-{fmt}" if self.own(fmt) else "snapshot"

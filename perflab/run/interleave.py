@@ -54,9 +54,9 @@ from perflab.run.observers.status import STATEMENTS, StatusError, StatusSampler
 from perflab.run.observers.status import figures as status_figures
 from perflab.run.prewarm import server_switches
 from perflab.run.proc import Child
-from perflab.run.servers.mariadb import MariaDB
 from perflab.run.turn_latency import WRAPPER, Histogram, TurnClock
 from perflab.run.workloads import sysbench
+from perflab.servers.mariadb.server import MariaDB
 from perflab.spec import Cell
 from perflab.units import utc_now
 
@@ -119,13 +119,15 @@ class Seat:
         self.runner.check_space(self.snapshot, self.rundir.parent)
         self.rundir.mkdir()
         server = self.runner.server_for(self.cell, self.snapshot, self.rundir, build)
-        assert isinstance(server, MariaDB)  # spec/design.py: MariaDB only
         self.server = server
         try:
             restore_s = dataset.restore(self.snapshot, self.rundir / "data")
             server.start()
             self.row.update(allocator_proof.prove(server.pid, self.cell.preload, server.preload))
-            self.switches = {"restore_s": round(restore_s, 3), **server_switches(self.cell, server, "sysbench")}
+            self.switches = {
+                "restore_s": round(restore_s, 3),
+                **server_switches(self.cell, server, "sysbench", self.runner.kind),
+            }
             self.row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
             # the full SHOW GLOBAL STATUS only when [observe] status asks for it: 8 counters do otherwise
             self.sampler = StatusSampler(server.socket, lean=not self.runner.exp.file.observe.status).connect()
@@ -356,7 +358,9 @@ def intervals(
     return out
 
 
-def summary(points: list[Point], statements: int = STATEMENTS, latency: list[Histogram] | None = None) -> dict[str, Any]:
+def summary(
+    points: list[Point], statements: int = STATEMENTS, latency: list[Histogram] | None = None
+) -> dict[str, Any]:
     """The measured window's figures from its points, as sysbench's summary names them: the
     statements less the sampler's own, COMMITs as transactions (none: a statement is one);
     latency from the histograms at its first and last point (`latency`, one per point)."""

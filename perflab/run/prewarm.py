@@ -9,7 +9,7 @@ listed at its shutdown in a background thread that would still run during the wa
 PostgreSQL: `pg_prewarm` (contrib, in Debian's postgresql-15) on every table and index of the
 workload's database; a sequential scan would not do it (it reads through a small ring buffer).
 
-    fields = prewarm.server_switches(cell, server, tool)   # after it answers, before the workload
+    fields = prewarm.server_switches(cell, server, tool, kind)  # after it answers, before the workload
     -> {"aslr": False, "prewarm_s": 0.41}                   # the cell's resources.aslr, .prewarm_s
 
 `aslr` is what /proc/PID/personality of the running server says (None: unreadable); a server
@@ -19,13 +19,15 @@ that does not run as its variant asks (setarch missing or refused) fails the cel
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab.errors import ServerStartError
-from perflab.run import pgdataset
-from perflab.run.servers.mariadb import MariaDB
-from perflab.run.servers.postgres import PostgreSQL
 from perflab.spec import Cell
+
+if TYPE_CHECKING:
+    from perflab.servers import Kind
+    from perflab.servers.mariadb.server import MariaDB
+    from perflab.servers.postgresql.server import PostgreSQL
 
 # the server options a prewarmed MariaDB cell gets unless its variant sets them
 MARIADB_OPTIONS: dict[str, Any] = {"innodb_buffer_pool_load_at_startup": "OFF"}
@@ -39,11 +41,6 @@ PG_PREWARM = (
     "SELECT count(pg_prewarm(c.oid)) FROM pg_class c "
     "WHERE c.relkind IN ('r', 'i') AND c.relnamespace = 'public'::regnamespace"
 )
-
-
-def prewarm_options(cell: Cell, postgresql: bool) -> dict[str, Any]:
-    """The server options a prewarmed cell gets under its variant's own."""
-    return MARIADB_OPTIONS if cell.prewarm and not postgresql else {}
 
 
 def quote(name: str) -> str:
@@ -77,7 +74,7 @@ def postgresql(server: PostgreSQL, database: str) -> float:
     return round(time.monotonic() - started, 3)
 
 
-def server_switches(cell: Cell, server: MariaDB | PostgreSQL, tool: str) -> dict[str, Any]:
+def server_switches(cell: Cell, server: MariaDB | PostgreSQL, tool: str, kind: Kind) -> dict[str, Any]:
     """The cell's `aslr` as seen, and its prewarm, done now: the resources fields."""
     seen = server.aslr_seen()
     if seen is not None and seen != cell.aslr:
@@ -87,6 +84,4 @@ def server_switches(cell: Cell, server: MariaDB | PostgreSQL, tool: str) -> dict
         )
     if not cell.prewarm:
         return {"aslr": seen, "prewarm_s": None}
-    if isinstance(server, PostgreSQL):
-        return {"aslr": seen, "prewarm_s": postgresql(server, pgdataset.database(tool))}
-    return {"aslr": seen, "prewarm_s": mariadb(server)}
+    return {"aslr": seen, "prewarm_s": kind.prewarm(server, tool)}

@@ -83,9 +83,9 @@ def remove_stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
 
 
 def release_postgres_shm(workdir: Path) -> None:
-    """The System V segments of PostgreSQL servers of a dead run (run/servers/postgres.py): their
+    """The System V segments of PostgreSQL servers of a dead run (servers/postgresql/server.py): their
     backends exit once their postmaster is gone, and a segment is removed once none is attached."""
-    from perflab.run.servers.postgres import release_shm
+    from perflab.servers.postgresql.server import release_shm
 
     for pid_file in [*workdir.glob("*/data/postmaster.pid"), *workdir.glob("*/postmaster.pid")]:
         release_shm(pid_file)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from perflab import servers
 from perflab.errors import Problem
 from perflab.spec.matrix import Experiment
 from perflab.spec.schema import ExperimentFile
@@ -32,9 +33,10 @@ def design_problems(spec: ExperimentFile) -> list[Problem]:
     if e.design != "interleaved":
         return []
     problems = []
-    if e.server != "mariadb":
-        problems.append(Problem("experiment.design", 'design = "interleaved" on MariaDB (not PostgreSQL yet)',
-                                "interleaved", 'use design = "sequential" on PostgreSQL'))  # fmt: skip
+    kind = servers.kind(e.server)
+    if kind.interleaved_refusal:
+        problems.append(Problem("experiment.design", f'design = "interleaved" on MariaDB (not {kind.title} yet)',
+                                "interleaved", f'use design = "sequential" on {kind.title}'))  # fmt: skip
     if e.pin:
         problems.append(Problem("experiment.pin", 'pin = false with design = "interleaved"', "true",
                                 "every server and client of a round shares the CPUs; remove pin"))  # fmt: skip
@@ -71,8 +73,9 @@ def sequential_reason(spec: ExperimentFile) -> str | None:
         cells_per_group *= len(labels)
     if cells_per_group < 2:
         return "sequential: one variant, nothing to take turns with"
-    if e.server != "mariadb":
-        return "sequential: the interleaved design counts turns from MariaDB's own counters (not PostgreSQL's yet)"
+    refusal = servers.kind(e.server).interleaved_refusal
+    if refusal:
+        return f"sequential: {refusal}"
     if e.pin:
         return "sequential: pin = true gives the server a CPU of its own; interleaved servers share them"
     for name, what in (("perf", "on-CPU profiles"), ("pmp", "wall-clock stacks"), ("alloc", "allocation counts")):

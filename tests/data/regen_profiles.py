@@ -42,8 +42,8 @@ sys.path.insert(0, str(HERE.parent.parent))  # the perflab checkout this file be
 from perflab.run.observers.elf import FunctionStarts  # noqa: E402
 from perflab.run.observers.perf import PerfRecorder  # noqa: E402
 from perflab.run.proc import Child, clean_env, guarded  # noqa: E402
-from perflab.run.servers.datadir import install_datadir  # noqa: E402
-from perflab.run.servers.mariadb import MariaDB  # noqa: E402
+from perflab.servers.mariadb.datadir import install_datadir  # noqa: E402
+from perflab.servers.mariadb.server import MariaDB  # noqa: E402
 from perflab.run.workloads import sysbench  # noqa: E402
 
 TABLES, TABLE_SIZE, SECONDS, THREADS = 2, 5000, 3, 2

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from perflab.run.observers.status import QUERY  # noqa: E402
-from perflab.run.servers.mariadb import MariaDB, binary  # noqa: E402
+from perflab.servers.mariadb.server import MariaDB, binary  # noqa: E402
 
 
 def main() -> None:

@@ -33,8 +33,8 @@ OUT = HERE / "sysbench"
 sys.path.insert(0, str(HERE.parent.parent))  # the perflab checkout this file belongs to
 
 from perflab.run.proc import clean_env, guarded  # noqa: E402
-from perflab.run.servers.datadir import install_datadir  # noqa: E402
-from perflab.run.servers.mariadb import MariaDB  # noqa: E402
+from perflab.servers.mariadb.datadir import install_datadir  # noqa: E402
+from perflab.servers.mariadb.server import MariaDB  # noqa: E402
 from perflab.run.workloads import sysbench  # noqa: E402
 
 TABLES, TABLE_SIZE = 1, 1000

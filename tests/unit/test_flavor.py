@@ -14,9 +14,9 @@ import pytest
 from perflab.errors import PerflabError
 from perflab.report import findings
 from perflab.run.builds import Build
-from perflab.run.servers import datadir
-from perflab.run.servers.flavor import Flavor, version_tuple
-from perflab.run.servers.mariadb import DEFAULT_OPTIONS, MariaDB
+from perflab.servers.mariadb import datadir
+from perflab.servers.mariadb.flavor import Flavor, version_tuple
+from perflab.servers.mariadb.server import DEFAULT_OPTIONS, MariaDB
 
 MYSQL80 = "8.0.36 for Linux on x86_64 (MySQL Community Server - GPL)"
 MYSQL8029 = "8.0.29 for Linux on x86_64 (MySQL Community Server - GPL)"

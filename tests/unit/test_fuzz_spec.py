@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 
 from perflab import spec
 from perflab.errors import EXIT_USAGE, SpecError
-from perflab.run.servers import mariadb
+from perflab.servers.mariadb import server as mariadb
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data" / "fuzz_corpus"

@@ -16,7 +16,7 @@ import pytest
 
 from perflab import elf, spec
 from perflab.errors import EXIT_USAGE, Problem, SpecError
-from perflab.run.servers import mariadb
+from perflab.servers.mariadb import server as mariadb
 
 HEAD = '[experiment]\nname = "t"\n'
 LIB_DIRS = (

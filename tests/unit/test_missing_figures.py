@@ -19,8 +19,8 @@ from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.host_speed import HostSpeed, HostSpeedError
 from perflab.run.observers.perf import PerfRecorder
 from perflab.run.proc import Child
-from perflab.run.servers.mariadb import MariaDB
-from perflab.run.servers.postgres import PostgreSQL
+from perflab.servers.mariadb.server import MariaDB
+from perflab.servers.postgresql.server import PostgreSQL
 from perflab.spec.schema import AllocObserve
 
 FAKES = Path(__file__).resolve().parent.parent / "data" / "fakes"
@@ -155,7 +155,7 @@ def test_a_canary_that_ran_through_the_window_gives_its_figure(tmp_path: Path, m
 
 def test_a_canary_that_died_in_the_window_fails_the_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Its 10 rounds cover a third of the window: enough samples for a figure, of the wrong span.
-    The figure is read after the profilers stopped it (run/cell.py, run/pgcell.py), where its
+    The figure is read after the profilers stopped it (run/cell.py, servers/postgresql/cell.py), where its
     death went unseen."""
     canary, start, end = _canary(tmp_path, monkeypatch, 10)
     with pytest.raises(HostSpeedError, match="exited with code 1 before it was stopped: canary: lost its CPU"):

@@ -10,9 +10,9 @@ import pytest
 
 from perflab import spec
 from perflab.errors import EXIT_USAGE, SpecError
-from perflab.run import pgtrain
+from perflab.servers.postgresql import train as pgtrain
 from perflab.run.builds import Build, BuildError
-from perflab.run.builds import pgsource as PG
+from perflab.servers.postgresql import source as PG
 from perflab.run.builds import source as S
 from perflab.spec.builds import BuildSpec, build_problems
 

@@ -20,7 +20,8 @@ from perflab.analyze import summary
 from perflab.errors import AllocatorNotMappedError, SpecError
 from perflab.run.observers.perf import PerfRecorder, descendants
 from perflab.run.observers.pmp import StackSampler
-from perflab.run.pgaccounting import children, verify_backends
+from perflab.run.proctree import children
+from perflab.servers.postgresql.accounting import verify_backends
 
 DATA = Path(__file__).parents[1] / "data" / "pg"
 ROOT = Path(__file__).parents[2]

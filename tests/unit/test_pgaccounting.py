@@ -11,7 +11,8 @@ import pytest
 
 from perflab.errors import AllocatorNotMappedError
 from perflab.run.observers.resources import process_cpu_s
-from perflab.run.pgaccounting import children, pss_bytes, tree, tree_counters, verify_backends
+from perflab.run.proctree import children, pss_bytes, tree, tree_counters
+from perflab.servers.postgresql.accounting import verify_backends
 
 # a parent that starts two children: the first burns 0.3 s of CPU, touches 16 MiB (4096 page
 # faults: no huge pages), ends and is reaped (its time and faults go to the parent's cutime and

@@ -10,7 +10,7 @@ import pytest
 
 from perflab import spec
 from perflab.errors import SpecError
-from perflab.run.servers.postgres import conf_line
+from perflab.servers.postgresql.server import conf_line
 from perflab.run.workloads import pgbench
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "pgbench"
@@ -149,7 +149,7 @@ def test_the_host_facts_name_the_pgbench_that_ran() -> None:
 
 
 def test_without_a_log_prefix_pgbench_logs_no_transaction(tmp_path):
-    # a PGO training run (run/pgtrain.py) needs no per-transaction log
+    # a PGO training run (servers/postgresql/train.py) needs no per-transaction log
     argv = pgbench.argv("select-only", socket_dir=tmp_path, port=5432, user="u", clients=2, jobs=2, seconds=1,
                         log_prefix=None)  # fmt: skip
     assert not [a for a in argv if a.startswith("--log")]

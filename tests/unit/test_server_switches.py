@@ -13,7 +13,8 @@ import pytest
 from perflab import spec
 from perflab.errors import SpecError
 from perflab.run import prewarm
-from perflab.run.servers.managed import Managed
+from perflab.servers import kind
+from perflab.servers.managed import Managed
 
 HEAD = '[experiment]\nname = "t"\n'
 
@@ -82,10 +83,10 @@ def test_prewarm_scans_every_index_with_quoted_names() -> None:
 
 def test_prewarm_turns_innodbs_own_reload_off_on_mariadb_only() -> None:
     cell = next(c for c in spec.parse(HEAD + "prewarm = true\n", "t.toml").cells())
-    assert prewarm.prewarm_options(cell, postgresql=False) == {"innodb_buffer_pool_load_at_startup": "OFF"}
-    assert prewarm.prewarm_options(cell, postgresql=True) == {}
+    assert kind("mariadb").cell_options(cell) == {"innodb_buffer_pool_load_at_startup": "OFF"}
+    assert kind("postgresql").cell_options(cell) == {}
     plain = next(c for c in spec.parse(HEAD, "t.toml").cells())
-    assert prewarm.prewarm_options(plain, postgresql=False) == {}
+    assert kind("mariadb").cell_options(plain) == {}
 
 
 def test_the_docs_name_both_switches() -> None:

@@ -1,5 +1,5 @@
 """The window's CPU accounting (run/accounting.py): a client that runs on past the window's end
-(pgbench's tail, run/pgcell.py) counts its CPU up to the window's end, not to its exit, or the
+(pgbench's tail, servers/postgresql/cell.py) counts its CPU up to the window's end, not to its exit, or the
 CPU of everything else on the machine (other_cpu_cores) is under-counted to 0."""
 
 from __future__ import annotations

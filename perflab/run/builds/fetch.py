@@ -21,16 +21,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from perflab import servers
 from perflab.errors import PerflabError
 from perflab.run.builds import BuildError, sha256
-from perflab.run.builds.pgsource import DEBIAN_SOURCE as PG_SOURCE
 from perflab.run.builds.source import DEBIAN_SOURCE, Source
 from perflab.run.proc import call, clean_env
 
 GIT_HINT = "the source tree's git state fingerprints its build: repair the repository (`git status` there)"
 DEB_SRC_HINT = "run `make setup` (it adds the deb-src entry perflab needs), then apt-get update"
-# server -> (Debian source package, the binary package whose installed version is preferred)
-PACKAGES = {"mariadb": (DEBIAN_SOURCE, "mariadb-server-core"), "postgresql": (PG_SOURCE, "postgresql-15")}
 
 
 def fetch(source: str, cache: Path, name: str, server: str = "mariadb") -> Source:
@@ -53,7 +51,7 @@ def versions(package: str = DEBIAN_SOURCE, installed_from: str = "mariadb-server
 
 
 def debian(wanted: str | None, cache: Path, name: str, server: str = "mariadb") -> Source:
-    package, installed_from = PACKAGES[server]
+    package, installed_from = servers.kind(server).debian_source, servers.kind(server).debian_binary
     candidates = [wanted] if wanted else versions(package, installed_from)
     if not candidates:
         raise BuildError(name, "fetch", None, f"apt knows no source of {package}; {DEB_SRC_HINT}")

@@ -16,15 +16,10 @@ from perflab.run.builds import Build, BuildError, describe, read_manifest
 from perflab.run.builds import package as P
 from perflab.run.builds import pgo as G
 from perflab.run.builds import source as S
-from perflab.run.builds.fetch import PACKAGES, fetch
-from perflab.run.servers.mariadb import binary as installed_binary
+from perflab.run.builds.fetch import fetch
+from perflab.servers import kind
 from perflab.spec import ExperimentFile
-from perflab.spec.builds import BuildSpec, server_binary
-
-# measured here (2 vCPUs, docs/builds.md): 38 min for mariadbd 10.11 from Debian's source, gcc-12 -O2
-SOURCE_BUILD_ESTIMATE_S = 40 * 60
-PG_BUILD_ESTIMATE_S = 10 * 60  # postgres 15 from Debian's source (docs/builds.md, "PostgreSQL")
-SHARES = ("share/mysql", "share/mariadb", "share", "sql/share", "usr/share/mysql")
+from perflab.spec.builds import BuildSpec
 
 
 def training_id(exp: ExperimentFile, spec: BuildSpec) -> str:
@@ -45,11 +40,7 @@ def training_id(exp: ExperimentFile, spec: BuildSpec) -> str:
 
 
 def installed(server: str = "mariadb") -> Build:
-    if server == "postgresql":
-        from perflab.run.servers.postgres import pg_binary
-
-        return describe(Path(pg_binary("postgres")), name=None, kind="installed")
-    return describe(Path(installed_binary("mariadbd")), name=None, kind="installed")
+    return describe(kind(server).installed_binary(), name=None, kind="installed")
 
 
 def resolve(
@@ -80,17 +71,7 @@ def resolve(
 
 
 def from_basedir(name: str, basedir: Path, server: str = "mariadb") -> Build:
-    if server == "postgresql":
-        binary = basedir / "bin" / "postgres"
-        missing = [t for t in ("postgres", "initdb") if not (basedir / "bin" / t).is_file()]
-        if missing:
-            raise BuildError(name, "basedir", None, f"no bin/{' nor bin/'.join(missing)} under {basedir}")
-        return describe(binary, name=name, kind="basedir", recipe={"basedir": str(basedir)})
-    binary = server_binary(basedir)
-    if binary is None:
-        raise BuildError(name, "basedir", None, f"no mariadbd or mysqld under {basedir}")
-    share = next((basedir / s for s in SHARES if (basedir / s / "english" / "errmsg.sys").is_file()), None)
-    return describe(binary, name=name, kind="basedir", share=share, recipe={"basedir": str(basedir)})
+    return kind(server).basedir_build(name, basedir)
 
 
 def cached(name: str, spec: BuildSpec, cache: Path, training: str = "", server: str = "mariadb") -> Build | None:
@@ -137,8 +118,7 @@ def status(name: str, spec: BuildSpec, cache: Path, training: str = "", server: 
         return f"cannot be built here: {exc.message}"
     except OSError as exc:
         return f"cannot be built here: {exc}"
-    estimate = PG_BUILD_ESTIMATE_S if server == "postgresql" else SOURCE_BUILD_ESTIMATE_S
-    minutes = estimate * len(stages) / 60
+    minutes = kind(server).build_estimate_s * len(stages) / 60
     extra = f" + {spec.train_duration:.0f} s of training" if spec.pgo else ""
     return f"to build: about {minutes:.0f} min on 2 CPUs{extra} (logs kept in the cache)"
 
@@ -148,7 +128,7 @@ def _fetched(spec: BuildSpec, cache: Path, server: str = "mariadb") -> S.Source 
     assert spec.source is not None
     if spec.source.startswith("/"):
         return fetch(spec.source, cache, "check", server)
-    for home in sorted((cache / "src").glob(f"{PACKAGES[server][0]}_*")):
+    for home in sorted((cache / "src").glob(f"{kind(server).debian_source}_*")):
         version = (home / "unpacked").read_text(encoding="utf-8").strip() if (home / "unpacked").is_file() else None
         if version and (spec.source == "debian" or spec.source == f"debian={version}"):
             return fetch(f"debian={version}", cache, "check", server)
@@ -162,7 +142,7 @@ def _pgo_done(spec: BuildSpec, src: S.Source, cache: Path, training: str, server
         return None
     profile = G.stored_profile(cache, instrumented, training)
     if profile is None:
-        minutes = (PG_BUILD_ESTIMATE_S if server == "postgresql" else SOURCE_BUILD_ESTIMATE_S) / 60 + 10
+        minutes = kind(server).build_estimate_s / 60 + 10
         return f"instrumented build cached; training and the final build to do (about {minutes:.0f} min)"
     final = S.cached(spec, src, cache, "use", profile[0])
     return "cached (PGO)" if final is not None else "instrumented build and profile cached; final build to do"

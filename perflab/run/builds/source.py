@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perflab import servers
 from perflab.errors import PerflabError, ToolMissingError
 from perflab.run.builds import Build, BuildError, describe, read_manifest, write_manifest
 from perflab.run.proc import Child, call, clean_env
@@ -78,7 +79,7 @@ class Source:
     tree: Path
     fingerprint: str  # decides the key
     label: str  # "debian mariadb 1:10.11.18-0+deb12u1" or the tree's path
-    server: str = "mariadb"  # postgresql: an autoconf tree, built by run/builds/pgsource.py
+    server: str = "mariadb"  # postgresql: an autoconf tree, built by servers/postgresql/source.py
 
     @property
     def work(self) -> Path:
@@ -143,11 +144,12 @@ def cmake_options(spec: BuildSpec) -> dict[str, str]:
 
 
 def recipe(spec: BuildSpec, src: Source, stage: str = "plain", profile: str | None = None) -> dict[str, Any]:
-    """Everything that decides the binary; its hash is the cache key."""
-    if src.server == "postgresql":
-        from perflab.run.builds import pgsource
+    """Everything that decides the binary; its hash is the cache key (the source's server kind's)."""
+    return servers.kind(src.server).source_recipe(spec, src, stage, profile)
 
-        return pgsource.recipe(spec, src, stage, profile)
+
+def cmake_recipe(spec: BuildSpec, src: Source, stage: str = "plain", profile: str | None = None) -> dict[str, Any]:
+    """MariaDB's (and MySQL's) recipe: cmake and the compiler flags."""
     _, cxx = toolchain(spec.compiler)
     return {
         "recipe_version": RECIPE_VERSION,
@@ -182,10 +184,20 @@ def build(
     profile: tuple[str, Path] | None = None,  # (hash, directory of .gcda files) for stage "use"
 ) -> Build:
     """The build `spec` of `src`: from the cache, or configured, built and installed now."""
-    if src.server == "postgresql":
-        from perflab.run.builds import pgsource
+    return servers.kind(src.server).source_build(name, spec, src, cache, listen, stage=stage, profile=profile)
 
-        return pgsource.build(name, spec, src, cache, listen, stage=stage, profile=profile)
+
+def cmake_build(
+    name: str,
+    spec: BuildSpec,
+    src: Source,
+    cache: Path,
+    listen: Listener,
+    *,
+    stage: str = "plain",
+    profile: tuple[str, Path] | None = None,
+) -> Build:
+    """MariaDB's (and MySQL's) build: cmake, make, make install into the cache."""
     made = recipe(spec, src, stage, profile[0] if profile else None)
     key, home, found = home_for(made, cache)
     if found is not None:

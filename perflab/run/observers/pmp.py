@@ -34,7 +34,7 @@ from pathlib import Path
 from perflab.errors import PerflabError
 from perflab.run.observers.elf import FunctionStarts
 from perflab.run.observers.perf import ROOTS, FoldStats
-from perflab.run.pgaccounting import tree
+from perflab.run.proctree import tree
 from perflab.run.proc import Child, guarded
 
 TOOLS = ("libdw", "eu-stack")

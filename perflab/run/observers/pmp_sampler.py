@@ -41,7 +41,7 @@ import sys
 import time
 
 from perflab.run.observers.elf import FunctionStarts
-from perflab.run.pgaccounting import tree
+from perflab.run.proctree import tree
 from perflab.store.folded import KERNEL_MARK
 
 V = ctypes.c_void_p

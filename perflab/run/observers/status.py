@@ -30,7 +30,7 @@ from typing import IO, Any
 
 from perflab.errors import PerflabError
 from perflab.run.proc import Child, clean_env
-from perflab.run.servers.mariadb import binary
+from perflab.servers.mariadb.server import binary
 
 END = "--perflab-status-end--"
 METRICS_PREFIX = "INNODB_METRICS."

@@ -1,5 +1,5 @@
 """The measured window of a PostgreSQL cell: pgbench (or sysbench's pgsql driver) against a
-started `PostgreSQL`, with the whole process tree accounted (run/pgaccounting.py).
+started `PostgreSQL`, with the whole process tree accounted (servers/postgresql/accounting.py).
 
 Like a MariaDB cell (CellRunner.measure): the client runs warm-up + window seconds; at the
 window's start perflab marks the counters, checks that every backend maps the variant's
@@ -21,9 +21,10 @@ from perflab.run import accounting, client
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers
 from perflab.run.observers.resources import StealSampler
-from perflab.run.pgaccounting import TreeSampler, children, tree_counters, verify_backends
-from perflab.run.servers.postgres import PORT, SUPERUSER, PostgreSQL, pg_binary
+from perflab.run.proctree import TreeSampler, children, tree_counters
 from perflab.run.workloads import pgbench, sysbench
+from perflab.servers.postgresql.accounting import verify_backends
+from perflab.servers.postgresql.server import PORT, SUPERUSER, PostgreSQL, pg_binary
 from perflab.spec import Cell
 
 BACKENDS_DEADLINE_S = 10.0  # for the clients' connections, when the window starts at once

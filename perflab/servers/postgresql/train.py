@@ -23,8 +23,8 @@ from typing import Any
 
 from perflab.run import dataset
 from perflab.run.proc import call, clean_env
-from perflab.run.servers.postgres import PORT, SUPERUSER, PostgreSQL, pg_binary
 from perflab.run.workloads import pgbench, sysbench
+from perflab.servers.postgresql.server import PORT, SUPERUSER, PostgreSQL, pg_binary
 from perflab.spec.builds import BuildSpec
 
 GCOV = "gcov"

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from perflab.run.dataset import Snapshot
 from perflab.run.proc import call, clean_env
-from perflab.run.servers.postgres import PORT, SUPERUSER, PostgreSQL, initdb, pg_binary
 from perflab.run.workloads import pgbench, sysbench
+from perflab.servers.postgresql.server import PORT, SUPERUSER, PostgreSQL, initdb, pg_binary
 from perflab.spec import ExperimentFile
 
 

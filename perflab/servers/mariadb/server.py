@@ -1,6 +1,6 @@
 """A MariaDB server that perflab owns: its own datadir on tmpfs, option file, socket and port.
 A build's MySQL or Percona Server runs through the same class: its option file is written in
-that server's dialect (run/servers/flavor.py: [mysqld], translated options, mysqlx=0, ...).
+that server's dialect (servers/mariadb/flavor.py: [mysqld], translated options, mysqlx=0, ...).
 
 Isolation: mariadbd is started with `--defaults-file=<run dir>/my.cnf` only, so it never
 reads /etc/mysql and never meets the system's own service. Readiness is the server's
@@ -25,8 +25,8 @@ from typing import Any, Self
 from perflab.errors import ToolMissingError
 from perflab.run.builds import Build
 from perflab.run.proc import Child, call, clean_env
-from perflab.run.servers.flavor import Flavor
-from perflab.run.servers.managed import Managed, ld_preload
+from perflab.servers.managed import Managed, ld_preload
+from perflab.servers.mariadb.flavor import Flavor
 
 READY_DEADLINE_S = 90.0
 

@@ -24,7 +24,7 @@ CLUSTER_BYTES = 130 << 20
 
 def tool_problems() -> list[Problem]:
     from perflab.errors import ToolMissingError
-    from perflab.run.servers.postgres import pg_binary, run_user
+    from perflab.servers.postgresql.server import pg_binary, run_user
 
     problems = []
     for name in PG_TOOLS:
@@ -62,7 +62,7 @@ def _places(exp: Experiment, attr: str, top: str) -> list[tuple[str, dict]]:
 
 
 def _server_options(exp: Experiment) -> list[Problem]:
-    from perflab.run.servers.postgres import known_settings
+    from perflab.servers.postgresql.server import known_settings
 
     known = known_settings()
     problems = []
@@ -78,8 +78,8 @@ def _server_options(exp: Experiment) -> list[Problem]:
 
 
 def _pgbench(exp: Experiment) -> list[Problem]:
-    from perflab.run.servers.postgres import pg_binary
     from perflab.run.workloads import pgbench
+    from perflab.servers.postgresql.server import pg_binary
 
     binary = pg_binary("pgbench")
     help_text = subprocess.run([binary, "--help"], capture_output=True, text=True, check=False, timeout=60).stdout

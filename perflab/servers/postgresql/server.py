@@ -33,7 +33,7 @@ from typing import Any, Self
 
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
 from perflab.run.proc import Child, call, clean_env
-from perflab.run.servers.managed import Managed, ld_preload
+from perflab.servers.managed import Managed, ld_preload
 
 PG_BIN = Path(os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin"))
 RUN_USER = "postgres"  # Debian's package creates it; used only when perflab runs as root
@@ -173,7 +173,7 @@ def initdb(datadir: Path, log: Path, bindir: Path | None = None) -> str:
 
 class PostgreSQL(Managed):
     """One postmaster (and its backends) on a datadir perflab created; a context manager.
-    The same interface as MariaDB (run/servers/mariadb.py), so a cell runs either."""
+    The same interface as MariaDB (servers/mariadb/server.py), so a cell runs either."""
 
     kind = "postgresql"
 

@@ -29,8 +29,8 @@ from pathlib import Path
 from perflab.errors import PerflabError
 from perflab.run.builds import Build
 from perflab.run.proc import call, clean_env
-from perflab.run.servers.flavor import INITIALIZE_SINCE, Flavor, basedir_of
-from perflab.run.servers.mariadb import binary
+from perflab.servers.mariadb.flavor import INITIALIZE_SINCE, Flavor, basedir_of
+from perflab.servers.mariadb.server import binary
 
 INSTALL_SCRIPTS = (
     "bin/mariadb-install-db",

@@ -1,0 +1,129 @@
+"""One package per server kind (perflab/servers/<kind>/), behind one interface, `Kind`.
+
+Everything that differs between servers lives in its package: how its binary is found, how a
+dataset is prepared for it, the server process itself (start, stop, options), how a cell is
+measured when its tool is not sysbench, its memory figure, PGO training, its source-build recipe
+and its preflight. The rest of perflab asks the experiment's kind, never compares its name:
+
+    kind = servers.kind(exp.file.experiment.server)   # servers.KINDS["postgresql"]
+    snapshot = kind.prepare(workdir, spec=spec, log=log, name="snapshot", build=None)
+    server = kind.server(rundir, rundir / "data", {**kind.pool_options(snapshot), ...}, ...)
+
+tests/unit/test_server_seam.py holds the rule: outside perflab/servers/, no comparison with a
+server kind's name and no isinstance() on a server class. Adding a server is adding a package
+here and its entry in KINDS.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perflab.run.builds import Build
+    from perflab.run.dataset import Snapshot
+    from perflab.servers.managed import Managed
+    from perflab.spec import Cell, Experiment
+    from perflab.spec.problems import Problem
+
+
+class Kind:
+    """A server kind. Subclasses: perflab/servers/mariadb (MariaDB, and MySQL and Percona
+    Server through its Flavor), perflab/servers/postgresql."""
+
+    name: str  # [experiment] server
+    title: str  # for people: "MariaDB", "PostgreSQL"
+    memory_figure: str  # the per-cell memory figure: "RSS" of one process, or "PSS" over a tree
+    sysbench_driver: str  # sysbench's --db-driver
+    build_estimate_s: float  # a source build's time on 2 cores, for the plan
+    host_field: str  # the host record's field (hostinfo.py) holding the installed server's version
+    # why the interleaved design cannot run it (spec/design.py chooses sequential, or refuses
+    # an explicit "interleaved"); None: it can
+    interleaved_refusal: str | None = None
+    # the Debian source package its source builds come from, and the binary package whose
+    # installed version is preferred
+    debian_source: str
+    debian_binary: str
+
+    def installed_binary(self) -> Path:
+        """The installed server binary (what variants without a build run)."""
+        raise NotImplementedError
+
+    def basedir_build(self, name: str, basedir: Path) -> Build:
+        """A build of `basedir`, an install tree (BuildError if it holds no server)."""
+        raise NotImplementedError
+
+    def prepare(self, workdir: Path, *, spec: Any, log: Path, name: str, build: Build | None) -> Snapshot:
+        """The experiment's dataset in `workdir/name`, made by the installed server or `build`."""
+        raise NotImplementedError
+
+    def pool_options(self, snapshot: Snapshot) -> dict[str, Any]:
+        """The server options that size its data cache to hold the snapshot."""
+        raise NotImplementedError
+
+    def cache_size(self, snapshot: Snapshot) -> dict[str, str]:
+        """The dataset record's cache size field (datasets.json)."""
+        raise NotImplementedError
+
+    def cell_options(self, cell: Cell) -> dict[str, Any]:
+        """Options a cell's switches (prewarm) add under its variant's own."""
+        return {}
+
+    def server(self, rundir: Path, datadir: Path, options: dict[str, Any], **kw: Any) -> Managed:
+        """The (not yet started) server process of a cell."""
+        raise NotImplementedError
+
+    def prewarm(self, server: Managed, tool: str) -> float:
+        """Read the whole dataset into the server's cache; seconds it took."""
+        raise NotImplementedError
+
+    def measure(self, runner: Any, cell: Cell, server: Managed, logs: Path) -> Any | None:
+        """A cell's measurement when this kind measures it itself (a workload tool of its own,
+        pgbench); None: the common sysbench measurement (run/cell.py)."""
+        return None
+
+    def pss_bytes(self, server: Managed) -> int | None:
+        """The server's proportional set size now, summed over its processes."""
+        raise NotImplementedError
+
+    def train(self, runner: Any, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
+        """PGO training of an instrumented `build`: the workload, a clean stop, its profile kept."""
+        raise NotImplementedError
+
+    def source_recipe(self, spec: Any, src: Any, stage: str, profile: str | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def source_build(self, name: str, spec: Any, src: Any, cache: Path, listen: Any, **kw: Any) -> Build:
+        raise NotImplementedError
+
+    # preflight (perflab/preflight.py): exit 3 for the machine, exit 2 for the file
+    def tool_problems(self) -> list[Problem]:
+        raise NotImplementedError
+
+    def dataset_estimate(self, exp: Experiment) -> int:
+        """Bytes the prepared dataset will take on the tmpfs."""
+        raise NotImplementedError
+
+    def spec_problems(self, exp: Experiment) -> list[Problem]:
+        return []
+
+    def connection_problems(self, exp: Experiment) -> list[Problem]:
+        return []
+
+    def short_version(self, host: dict[str, Any]) -> str:
+        """The installed server as a report's subtitle names it, from the host record."""
+        return str(host.get(self.host_field) or self.host_field)
+
+
+def kind(name: str) -> Kind:
+    """The kind named by [experiment] server (or a results file's meta)."""
+    from perflab.servers.mariadb import KIND as MARIADB
+    from perflab.servers.postgresql import KIND as POSTGRESQL
+
+    kinds = {k.name: k for k in (MARIADB, POSTGRESQL)}
+    if name not in kinds:
+        raise KeyError(f"unknown server kind {name!r}; known: {', '.join(sorted(kinds))}")
+    return kinds[name]
+
+
+NAMES = ("mariadb", "postgresql")  # [experiment] server's values (spec/schema.py)

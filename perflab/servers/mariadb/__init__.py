@@ -1,0 +1,153 @@
+"""MariaDB, and MySQL and Percona Server through its Flavor (flavor.py): the server process
+(server.py), its datadir initialisation (datadir.py), and what perflab asks of the kind.
+
+    from perflab.servers import kind
+    kind("mariadb").installed_binary()   -> /usr/sbin/mariadbd
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perflab.servers import Kind
+
+if TYPE_CHECKING:
+    from perflab.run.builds import Build
+    from perflab.run.dataset import Snapshot
+    from perflab.servers.mariadb.server import MariaDB
+    from perflab.spec import Cell, Experiment
+    from perflab.spec.problems import Problem
+
+SHARES = ("share/mysql", "share/mariadb", "share", "sql/share", "usr/share/mysql")  # errmsg.sys's language dirs
+
+
+class MariaDBKind(Kind):
+    name = "mariadb"
+    title = "MariaDB"
+    memory_figure = "RSS"
+    sysbench_driver = "mysql"
+    host_field = "mariadbd"
+    build_estimate_s = 40 * 60.0  # mariadbd from Debian's source (docs/builds.md)
+    debian_source = "mariadb"
+    debian_binary = "mariadb-server-core"
+
+    def installed_binary(self) -> Path:
+        from perflab.servers.mariadb.server import binary
+
+        return Path(binary("mariadbd"))
+
+    def basedir_build(self, name: str, basedir: Path) -> Build:
+        from perflab.run.builds import BuildError, describe
+        from perflab.spec.builds import server_binary
+
+        found = server_binary(basedir)
+        if found is None:
+            raise BuildError(name, "basedir", None, f"no mariadbd or mysqld under {basedir}")
+        share = next((basedir / s for s in SHARES if (basedir / s / "english" / "errmsg.sys").is_file()), None)
+        return describe(found, name=name, kind="basedir", share=share, recipe={"basedir": str(basedir)})
+
+    def prepare(self, workdir: Path, *, spec: Any, log: Path, name: str, build: Build | None) -> Snapshot:
+        from perflab.run import dataset
+
+        return dataset.prepare(
+            workdir,
+            test=spec.workload.test,
+            tables=spec.dataset.tables,
+            table_size=spec.dataset.table_size,
+            options=spec.workload.options,
+            server_options=spec.server_options,
+            log=log,
+            build=build,
+            name=name,
+        )
+
+    def pool_options(self, snapshot: Snapshot) -> dict[str, Any]:
+        return {"innodb_buffer_pool_size": snapshot.buffer_pool}
+
+    def cache_size(self, snapshot: Snapshot) -> dict[str, str]:
+        return {"buffer_pool": snapshot.buffer_pool}
+
+    def cell_options(self, cell: Cell) -> dict[str, Any]:
+        from perflab.run.prewarm import MARIADB_OPTIONS
+
+        return dict(MARIADB_OPTIONS) if cell.prewarm else {}
+
+    def server(self, rundir: Path, datadir: Path, options: dict[str, Any], **kw: Any) -> MariaDB:
+        from perflab.servers.mariadb.server import MariaDB
+
+        return MariaDB(rundir, datadir, options, **kw)
+
+    def prewarm(self, server: Any, tool: str) -> float:
+        from perflab.run import prewarm
+
+        return prewarm.mariadb(server)
+
+    def pss_bytes(self, server: Any) -> int | None:
+        from perflab.run.proctree import pss_bytes
+
+        return pss_bytes([server.pid])
+
+    def train(self, runner: Any, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
+        """The experiment's sysbench workload (largest thread count) for `train_duration`, then a
+        clean shutdown: the instrumented server writes its profile at exit."""
+        from perflab.run import dataset
+        from perflab.run.proc import call, clean_env
+        from perflab.run.workloads import sysbench
+
+        exp = runner.exp.file
+        options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **exp.server_options}
+        server = self.server(rundir, rundir / "data", options, build=build)
+        try:
+            dataset.restore(snapshot, rundir / "data")
+            with server:
+                command = sysbench.argv(
+                    exp.workload.test,
+                    "run",
+                    socket=server.socket,
+                    tables=exp.dataset.tables,
+                    table_size=exp.dataset.table_size,
+                    threads=max(exp.workload.threads),
+                    seconds=round(spec.train_duration),
+                    options=exp.workload.options,
+                )
+                out = call(command, what="PGO training run", env=clean_env(), timeout=spec.train_duration + 600)
+                server.stop(clean=True)  # the profile is written at exit
+            return out
+        finally:
+            server.stop()
+            shutil.rmtree(rundir, ignore_errors=True)
+
+    def source_recipe(self, spec: Any, src: Any, stage: str, profile: str | None) -> dict[str, Any]:
+        from perflab.run.builds import source
+
+        return source.cmake_recipe(spec, src, stage, profile)
+
+    def source_build(self, name: str, spec: Any, src: Any, cache: Path, listen: Any, **kw: Any) -> Build:
+        from perflab.run.builds import source
+
+        return source.cmake_build(name, spec, src, cache, listen, **kw)
+
+    def short_version(self, host: dict[str, Any]) -> str:
+        from perflab.report.phrases import short_server
+
+        return short_server(host)
+
+    def tool_problems(self) -> list[Problem]:
+        from perflab import preflight
+
+        return preflight.tool_problems()
+
+    def dataset_estimate(self, exp: Experiment) -> int:
+        from perflab import preflight
+
+        return preflight.dataset_estimate(exp)
+
+    def connection_problems(self, exp: Experiment) -> list[Problem]:
+        from perflab.concurrency import connection_problems
+
+        return connection_problems(exp)
+
+
+KIND = MariaDBKind()

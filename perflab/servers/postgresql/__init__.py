@@ -1,0 +1,122 @@
+"""PostgreSQL 15 (Debian 12's): the server process (server.py), its dataset (dataset.py), a
+cell measured with pgbench (cell.py), PGO training (train.py), its source build (source.py),
+its preflight (preflight.py), and the check that every backend has the variant's allocator
+(accounting.py).
+
+    from perflab.servers import kind
+    kind("postgresql").memory_figure   -> "PSS" (summed over the postmaster and its backends)
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perflab.servers import Kind
+
+if TYPE_CHECKING:
+    from perflab.run.builds import Build
+    from perflab.run.dataset import Snapshot
+    from perflab.servers.postgresql.server import PostgreSQL
+    from perflab.spec import Cell, Experiment
+    from perflab.spec.problems import Problem
+
+
+class PostgreSQLKind(Kind):
+    name = "postgresql"
+    title = "PostgreSQL"
+    memory_figure = "PSS"
+    sysbench_driver = "pgsql"
+    host_field = "postgres"
+    interleaved_refusal = "the interleaved design counts turns from MariaDB's own counters (not PostgreSQL's yet)"
+    build_estimate_s = 10 * 60.0  # postgres 15 from Debian's source (docs/builds.md, "PostgreSQL")
+    debian_binary = "postgresql-15"
+
+    @property
+    def debian_source(self) -> str:  # type: ignore[override]
+        from perflab.servers.postgresql.source import DEBIAN_SOURCE
+
+        return DEBIAN_SOURCE
+
+    def installed_binary(self) -> Path:
+        from perflab.servers.postgresql.server import pg_binary
+
+        return Path(pg_binary("postgres"))
+
+    def basedir_build(self, name: str, basedir: Path) -> Build:
+        from perflab.run.builds import BuildError, describe
+
+        missing = [t for t in ("postgres", "initdb") if not (basedir / "bin" / t).is_file()]
+        if missing:
+            raise BuildError(name, "basedir", None, f"no bin/{' nor bin/'.join(missing)} under {basedir}")
+        return describe(basedir / "bin" / "postgres", name=name, kind="basedir", recipe={"basedir": str(basedir)})
+
+    def prepare(self, workdir: Path, *, spec: Any, log: Path, name: str, build: Build | None) -> Snapshot:
+        from perflab.servers.postgresql import dataset
+
+        return dataset.prepare(workdir, spec=spec, log=log, name=name, build=build)
+
+    def pool_options(self, snapshot: Snapshot) -> dict[str, Any]:
+        return {"shared_buffers": snapshot.shared_buffers}
+
+    def cache_size(self, snapshot: Snapshot) -> dict[str, str]:
+        return {"shared_buffers": snapshot.shared_buffers}
+
+    def server(self, rundir: Path, datadir: Path, options: dict[str, Any], **kw: Any) -> PostgreSQL:
+        from perflab.servers.postgresql.server import PostgreSQL
+
+        return PostgreSQL(rundir, datadir, options, **kw)
+
+    def prewarm(self, server: Any, tool: str) -> float:
+        from perflab.run import prewarm
+        from perflab.servers.postgresql import dataset
+
+        return prewarm.postgresql(server, dataset.database(tool))
+
+    def measure(self, runner: Any, cell: Cell, server: Any, logs: Path) -> Any:
+        from perflab.servers.postgresql import cell as pgcell
+
+        return pgcell.measure(runner, cell, server, logs)
+
+    def pss_bytes(self, server: Any) -> int | None:
+        from perflab.run.proctree import pss_bytes, tree
+
+        return pss_bytes(tree(server.pid))
+
+    def train(self, runner: Any, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
+        """The workload on the instrumented server; its .gcda files by GCOV_PREFIX (train.py)."""
+        from perflab.servers.postgresql import train
+
+        try:
+            return train.train(runner, build, spec, snapshot, rundir)
+        finally:
+            shutil.rmtree(rundir, ignore_errors=True)
+
+    def source_recipe(self, spec: Any, src: Any, stage: str, profile: str | None) -> dict[str, Any]:
+        from perflab.servers.postgresql import source
+
+        return source.recipe(spec, src, stage, profile)
+
+    def source_build(self, name: str, spec: Any, src: Any, cache: Path, listen: Any, **kw: Any) -> Build:
+        from perflab.servers.postgresql import source
+
+        return source.build(name, spec, src, cache, listen, **kw)
+
+    def tool_problems(self) -> list[Problem]:
+        from perflab.servers.postgresql import preflight
+
+        return preflight.tool_problems()
+
+    def dataset_estimate(self, exp: Experiment) -> int:
+        from perflab.servers.postgresql import preflight
+
+        return preflight.dataset_estimate(exp)
+
+    def spec_problems(self, exp: Experiment) -> list[Problem]:
+        from perflab.servers.postgresql import preflight
+
+        return preflight.spec_problems(exp)
+
+
+KIND = PostgreSQLKind()

@@ -1,0 +1,99 @@
+"""The server seam (issue 34): everything that differs between servers lives in its package
+under perflab/servers/, reached through `servers.kind(name)`. Outside it, no code compares a
+value with a server kind's name, no isinstance() picks a server class, and no module is a
+`pg*` sibling of a generic one. Adding a server is then adding a package.
+
+Found by reading the AST of every module, so a comment or a docstring that names a server does
+not count, and a new branch anywhere fails here with its file and line."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from perflab import servers
+from perflab.servers import Kind, kind
+
+PACKAGE = Path(servers.__file__).resolve().parents[1]
+KIND_NAMES = {"mariadb", "mysql", "percona", "postgresql", "postgres"}
+SERVER_CLASSES = {"MariaDB", "PostgreSQL"}
+# Left for the next step of issue 34, each named (file: what): the spec's validation of a file
+# against its kind, the reports' wording of a stored run, and the build record's kind. Every
+# entry is a branch still to move behind Kind; the list may only shrink.
+ALLOWED = {
+    "spec/builds.py": 2,  # a [builds] entry checked against the kind (an install tree of the other kind)
+    "spec/servers.py": 1,  # the workload tool and dataset keys each kind takes
+    "run/builds/__init__.py": 1,  # a build's on-disk format from its version line
+}
+
+
+def _branches(tree: ast.AST) -> list[int]:
+    """Lines of comparisons with a kind's name and of isinstance() on a server class."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            for operand in operands:
+                values = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+                if any(isinstance(v, ast.Constant) and v.value in KIND_NAMES for v in values):
+                    lines.append(node.lineno)
+                    break
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance":
+            names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)} if len(node.args) > 1 else set()
+            if names & SERVER_CLASSES:
+                lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def _outside() -> dict[str, list[int]]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative.startswith("servers/"):
+            continue
+        lines = _branches(ast.parse(path.read_text(encoding="utf-8")))
+        if lines:
+            found[relative] = lines
+    return found
+
+
+def test_no_branch_on_the_server_kind_outside_its_package():
+    found = _outside()
+    new = {f: lines for f, lines in found.items() if len(lines) > ALLOWED.get(f, 0)}
+    assert not new, f"branches on the server kind outside perflab/servers/ (move them behind Kind): {new}"
+    # the list shrinks as branches move: an entry with fewer branches than allowed is lowered
+    stale = {f: n for f, n in ALLOWED.items() if len(found.get(f, [])) < n}
+    assert not stale, f"lower ALLOWED to what is left: {stale} (found {found})"
+
+
+def test_the_rule_finds_a_branch():
+    code = 'if spec.experiment.server == "postgresql":\n    pass\nif isinstance(server, PostgreSQL):\n    pass\n'
+    assert _branches(ast.parse(code)) == [1, 3]
+    assert _branches(ast.parse('x = "postgresql"  # a value, not a branch\n')) == []
+    assert _branches(ast.parse('if server in ("mysql", "percona"):\n    pass\n')) == [1]
+
+
+def test_no_pg_sibling_modules():
+    siblings = [
+        p.relative_to(PACKAGE).as_posix()
+        for p in PACKAGE.rglob("pg*.py")
+        if not p.relative_to(PACKAGE).as_posix().startswith(("servers/", "run/workloads/"))  # pgbench: a workload
+        and p.name != "pgo.py"  # profile-guided optimisation, of every kind
+    ]
+    assert not siblings, f"server-specific modules outside perflab/servers/: {siblings}"
+
+
+def test_every_kind_is_a_package_that_implements_the_interface():
+    for name in servers.NAMES:
+        found = kind(name)
+        assert found.name == name and (PACKAGE / "servers" / name / "__init__.py").is_file()
+        missing = [
+            attr
+            for attr, value in vars(Kind).items()
+            if callable(value)
+            and not attr.startswith("_")
+            and getattr(type(found), attr) is value
+            and attr not in ("cell_options", "measure", "spec_problems", "connection_problems", "short_version")
+        ]
+        assert not missing, f"{name} does not implement {missing}"
+    assert kind("postgresql").memory_figure == "PSS" and kind("mariadb").sysbench_driver == "mysql"
