@@ -96,6 +96,15 @@ class Kind:
     def source_build(self, name: str, spec: Any, src: Any, cache: Path, listen: Any, **kw: Any) -> Build:
         raise NotImplementedError
 
+    # the file, once valid (spec/servers.py): exit 2
+    def file_problems(self, spec: Any) -> list[Problem]:
+        """What this kind refuses in an experiment file: workload tool, dataset keys, observers."""
+        raise NotImplementedError
+
+    def build_problems(self, builds: dict[str, Any]) -> list[Problem]:
+        """[builds] entries of another kind (a tree, package or recipe this kind cannot use)."""
+        raise NotImplementedError
+
     # preflight (perflab/preflight.py): exit 3 for the machine, exit 2 for the file
     def tool_problems(self) -> list[Problem]:
         raise NotImplementedError

@@ -190,48 +190,9 @@ class BuildSpec(BaseModel):
         return data
 
 
-PG_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+(-\S*)?\Z")  # postgresql-15's: 15.18-0+deb12u1 (no epoch)
-
-
 def build_problems(server: str, builds: dict[str, BuildSpec]) -> list[Problem]:
     """A build of the other server's kind (a MariaDB tree, package or version on PostgreSQL,
     or the reverse): refused before anything starts, naming the key and the fix."""
-    problems: list[Problem] = []
-    for name, spec in builds.items():
-        key = f"builds.{name}"
-        if server == "postgresql":
-            problems += _pg_problems(key, spec)
-        else:
-            binary = server_binary(Path(spec.basedir)) if spec.basedir else None
-            if binary is not None and binary.name == "postgres":
-                problems.append(Problem(f"{key}.basedir", "a MariaDB install tree (mariadbd or mysqld)",
-                                        str(binary), 'a PostgreSQL tree needs server = "postgresql"'))  # fmt: skip
-            if spec.configure:
-                problems.append(Problem(f"{key}.configure", "cmake = { ... } on MariaDB", "configure = [...]",
-                                        "configure is PostgreSQL's (autoconf); MariaDB's options go in cmake"))  # fmt: skip
-    return problems
+    from perflab import servers
 
-
-def _pg_problems(key: str, spec: BuildSpec) -> list[Problem]:
-    found: list[Problem] = []
-    if spec.package:
-        found.append(Problem(f"{key}.package", 'source = "debian" or basedir = "/path" on PostgreSQL', spec.package,
-                             "unpacked packages are MariaDB's only: build from source or point basedir at a tree"))  # fmt: skip
-    if spec.basedir and not all((Path(spec.basedir) / "bin" / t).is_file() for t in ("postgres", "initdb")):
-        found.append(Problem(f"{key}.basedir", "an install tree with bin/postgres and bin/initdb", spec.basedir,
-                             "point basedir at a PostgreSQL install (e.g. a copy of /usr/lib/postgresql/15)"))  # fmt: skip
-    source = spec.source or ""
-    if source.startswith("/") and not (Path(source) / "configure").is_file():
-        found.append(Problem(f"{key}.source", "a PostgreSQL source tree (with a configure script)", source,
-                             "a CMakeLists.txt tree is MariaDB's; point source at PostgreSQL's top directory"))  # fmt: skip
-    if source.startswith("debian=") and not PG_VERSION_RE.match(source.split("=", 1)[1]):
-        found.append(Problem(f"{key}.source", "a version of Debian's postgresql-15 source", source,
-                             'versions: apt-cache showsrc postgresql-15 | grep ^Version (or source = "debian")'))  # fmt: skip
-    if spec.cmake:
-        found.append(Problem(f"{key}.cmake", "configure = [...] on PostgreSQL", "cmake = { ... }",
-                             'PostgreSQL builds with autoconf: e.g. configure = ["--with-lz4"]'))  # fmt: skip
-    if spec.pgo and not spec.compiler.startswith("gcc"):
-        found.append(
-            Problem(f"{key}.compiler", "gcc with pgo = true", spec.compiler, "PGO with clang is not built yet")
-        )
-    return found
+    return servers.kind(server).build_problems(builds)

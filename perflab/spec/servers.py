@@ -1,93 +1,16 @@
-"""What the server and the workload tool allow together, checked once the file is valid.
-
-    server = "postgresql": tool = "pgbench" (dataset.scale) or sysbench's read-only tests over its
-                           pgsql driver (dataset.tables/table_size); [builds] of PostgreSQL only
-                           (spec/builds.py: build_problems); [observe] perf and pmp follow the
-                           postmaster and every backend (one profile of the whole tree; the server
-                           target only); no [observe] alloc (its counter reads one process) or status yet.
-    server = "mariadb":    tool = "sysbench" only.
-Debian's sysbench 1.0.20 aborts a pgsql run at the first serialization error ("FATAL: ...
-could not serialize access"), which a read-write test meets within seconds: those are refused.
+"""What the server and the workload tool allow together, checked once the file is valid: each
+kind says (perflab/servers/<kind>/spec.py). PostgreSQL: pgbench or sysbench's read-only tests,
+[builds] of PostgreSQL only, perf and pmp on the server's process tree; MariaDB: sysbench only.
 
     problems = server_problems(spec)   # [] or Problems with key paths and fixes
 """
 
 from __future__ import annotations
 
+from perflab import servers
 from perflab.errors import Problem
-from perflab.spec.builds import build_problems
 from perflab.spec.schema import ExperimentFile
-
-# sysbench's bundled tests that only read: the ones that can run on PostgreSQL
-SYSBENCH_READ_ONLY = ("oltp_read_only", "oltp_point_select", "select_random_points", "select_random_ranges")
 
 
 def server_problems(spec: ExperimentFile) -> list[Problem]:
-    server, tool = spec.experiment.server, spec.workload.tool
-    if server == "mariadb":
-        if tool == "pgbench":
-            return [Problem("workload.tool", "sysbench on MariaDB", '"pgbench"', 'set server = "postgresql"')]
-        if spec.dataset.scale is not None:
-            return [Problem("dataset.scale", "no scale (pgbench's) on MariaDB", str(spec.dataset.scale),
-                            "use dataset.tables and dataset.table_size for sysbench")]  # fmt: skip
-        return build_problems(server, spec.builds)
-    problems = _dataset(spec)
-    if tool == "sysbench" and not spec.workload.test.endswith(".lua") and spec.workload.test not in SYSBENCH_READ_ONLY:
-        problems.append(
-            Problem(
-                "workload.test",
-                f"a read-only sysbench test on PostgreSQL ({', '.join(SYSBENCH_READ_ONLY)})",
-                repr(spec.workload.test),
-                "Debian's sysbench 1.0.20 aborts a pgsql run at the first serialization error; "
-                'use tool = "pgbench" (tpcb-like or simple-update retry with --max-tries) for writes',
-            )
-        )
-    problems += build_problems(server, spec.builds)  # source = "debian" is postgresql-15's, basedir bin/postgres
-    if spec.observe.alloc is not None:  # its counter is read in one process; a backend's calls would be missed
-        problems.append(Problem("observe.alloc", "no [observe] alloc on PostgreSQL (not supported yet)", "alloc",
-                                "remove it: the allocation counter reads one process, not every backend; "
-                                "[observe] perf and pmp profile every backend"))  # fmt: skip
-    for name in ("perf", "pmp"):  # the server's process tree only: pgbench is not followed
-        observer = getattr(spec.observe, name)
-        if observer is not None and "client" in observer.targets:
-            hint = 'remove "client": on PostgreSQL the profiles follow the server\'s process tree only'
-            problems.append(Problem(f"observe.{name}.targets", 'targets = ["server"] on PostgreSQL', "client", hint))
-    for axis, labels in spec.variants.items():  # the client side is sysbench's with MariaDB's library
-        for label, variant in labels.items():
-            for key in ("client_preload", "client_env", "client_library"):
-                if getattr(variant, key):
-                    problems.append(Problem(f"variants.{axis}.{label}.{key}", f"no {key} on PostgreSQL yet",
-                                            key, "remove it: client variants apply to MariaDB's sysbench"))  # fmt: skip
-    if spec.observe.status:
-        problems.append(Problem("observe.status", "no [observe] status on PostgreSQL (MariaDB's SHOW GLOBAL STATUS)",
-                                "true", "remove it: PostgreSQL's pg_stat views are not sampled yet"))  # fmt: skip
-    return problems
-
-
-def _dataset(spec: ExperimentFile) -> list[Problem]:
-    given = spec.dataset.model_fields_set
-    if spec.workload.tool == "pgbench":
-        if "test" not in spec.workload.model_fields_set:
-            return [
-                Problem(
-                    "workload.test",
-                    "a pgbench test",
-                    "none (sysbench's oltp_read_only is the default)",
-                    'test = "select-only" (or tpcb-like, simple-update, or a script path)',
-                )
-            ]
-        sysbench_keys = sorted(given & {"tables", "table_size"})
-        if sysbench_keys:
-            return [
-                Problem(
-                    f"dataset.{sysbench_keys[0]}",
-                    "scale (pgbench's dataset), not sysbench's tables",
-                    sysbench_keys[0],
-                    "write [dataset] scale = N: pgbench -i -s N, 100,000 rows per unit",
-                )
-            ]
-        return []  # fmt: skip
-    if spec.dataset.scale is not None:
-        return [Problem("dataset.scale", "tables and table_size with sysbench", f"scale = {spec.dataset.scale}",
-                        'scale is pgbench\'s: set tool = "pgbench", or use tables/table_size')]  # fmt: skip
-    return []
+    return servers.kind(spec.experiment.server).file_problems(spec)

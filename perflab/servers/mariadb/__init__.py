@@ -134,6 +134,16 @@ class MariaDBKind(Kind):
 
         return short_server(host)
 
+    def file_problems(self, spec: Any) -> list[Problem]:
+        from perflab.servers.mariadb import spec as rules
+
+        return rules.file_problems(spec)
+
+    def build_problems(self, builds: dict[str, Any]) -> list[Problem]:
+        from perflab.servers.mariadb import spec as rules
+
+        return rules.build_problems(builds)
+
     def tool_problems(self) -> list[Problem]:
         from perflab import preflight
 

@@ -103,6 +103,16 @@ class PostgreSQLKind(Kind):
 
         return source.build(name, spec, src, cache, listen, **kw)
 
+    def file_problems(self, spec: Any) -> list[Problem]:
+        from perflab.servers.postgresql import spec as rules
+
+        return rules.file_problems(spec)
+
+    def build_problems(self, builds: dict[str, Any]) -> list[Problem]:
+        from perflab.servers.postgresql import spec as rules
+
+        return rules.build_problems(builds)
+
     def tool_problems(self) -> list[Problem]:
         from perflab.servers.postgresql import preflight
 

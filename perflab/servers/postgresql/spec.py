@@ -1,0 +1,118 @@
+"""What a PostgreSQL experiment file may hold, checked once the file is valid (spec/servers.py
+asks the kind):
+
+    tool = "pgbench" (dataset.scale) or sysbench's read-only tests over its pgsql driver
+    (dataset.tables/table_size); [builds] of PostgreSQL only (a source tree with configure,
+    Debian's postgresql-15 source, an install tree with bin/postgres); [observe] perf and pmp
+    follow the postmaster and every backend (one profile of the whole tree; the server target
+    only); no [observe] alloc (its counter reads one process) or status yet.
+Debian's sysbench 1.0.20 aborts a pgsql run at the first serialization error ("FATAL: ...
+could not serialize access"), which a read-write test meets within seconds: those are refused.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from perflab.errors import Problem
+from perflab.spec.builds import BuildSpec
+from perflab.spec.schema import ExperimentFile
+
+# sysbench's bundled tests that only read: the ones that can run on PostgreSQL
+SYSBENCH_READ_ONLY = ("oltp_read_only", "oltp_point_select", "select_random_points", "select_random_ranges")
+PG_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+(-\S*)?\Z")  # postgresql-15's: 15.18-0+deb12u1 (no epoch)
+
+
+def file_problems(spec: ExperimentFile) -> list[Problem]:
+    tool = spec.workload.tool
+    problems = _dataset(spec)
+    if tool == "sysbench" and not spec.workload.test.endswith(".lua") and spec.workload.test not in SYSBENCH_READ_ONLY:
+        problems.append(
+            Problem(
+                "workload.test",
+                f"a read-only sysbench test on PostgreSQL ({', '.join(SYSBENCH_READ_ONLY)})",
+                repr(spec.workload.test),
+                "Debian's sysbench 1.0.20 aborts a pgsql run at the first serialization error; "
+                'use tool = "pgbench" (tpcb-like or simple-update retry with --max-tries) for writes',
+            )
+        )
+    problems += build_problems(spec.builds)  # source = "debian" is postgresql-15's, basedir bin/postgres
+    if spec.observe.alloc is not None:  # its counter is read in one process; a backend's calls would be missed
+        problems.append(Problem("observe.alloc", "no [observe] alloc on PostgreSQL (not supported yet)", "alloc",
+                                "remove it: the allocation counter reads one process, not every backend; "
+                                "[observe] perf and pmp profile every backend"))  # fmt: skip
+    for name in ("perf", "pmp"):  # the server's process tree only: pgbench is not followed
+        observer = getattr(spec.observe, name)
+        if observer is not None and "client" in observer.targets:
+            hint = 'remove "client": on PostgreSQL the profiles follow the server\'s process tree only'
+            problems.append(Problem(f"observe.{name}.targets", 'targets = ["server"] on PostgreSQL', "client", hint))
+    for axis, labels in spec.variants.items():  # the client side is sysbench's with MariaDB's library
+        for label, variant in labels.items():
+            for key in ("client_preload", "client_env", "client_library"):
+                if getattr(variant, key):
+                    problems.append(Problem(f"variants.{axis}.{label}.{key}", f"no {key} on PostgreSQL yet",
+                                            key, "remove it: client variants apply to MariaDB's sysbench"))  # fmt: skip
+    if spec.observe.status:
+        problems.append(Problem("observe.status", "no [observe] status on PostgreSQL (MariaDB's SHOW GLOBAL STATUS)",
+                                "true", "remove it: PostgreSQL's pg_stat views are not sampled yet"))  # fmt: skip
+    return problems
+
+
+def build_problems(builds: dict[str, BuildSpec]) -> list[Problem]:
+    """A build of MariaDB's kind (a cmake tree, a package, a mariadb version) on PostgreSQL."""
+    return [problem for name, spec in builds.items() for problem in _build(f"builds.{name}", spec)]
+
+
+def _dataset(spec: ExperimentFile) -> list[Problem]:
+    given = spec.dataset.model_fields_set
+    if spec.workload.tool == "pgbench":
+        if "test" not in spec.workload.model_fields_set:
+            return [
+                Problem(
+                    "workload.test",
+                    "a pgbench test",
+                    "none (sysbench's oltp_read_only is the default)",
+                    'test = "select-only" (or tpcb-like, simple-update, or a script path)',
+                )
+            ]
+        sysbench_keys = sorted(given & {"tables", "table_size"})
+        if sysbench_keys:
+            return [
+                Problem(
+                    f"dataset.{sysbench_keys[0]}",
+                    "scale (pgbench's dataset), not sysbench's tables",
+                    sysbench_keys[0],
+                    "write [dataset] scale = N: pgbench -i -s N, 100,000 rows per unit",
+                )
+            ]
+        return []  # fmt: skip
+    if spec.dataset.scale is not None:
+        return [Problem("dataset.scale", "tables and table_size with sysbench", f"scale = {spec.dataset.scale}",
+                        'scale is pgbench\'s: set tool = "pgbench", or use tables/table_size')]  # fmt: skip
+    return []
+
+
+def _build(key: str, spec: BuildSpec) -> list[Problem]:
+    found: list[Problem] = []
+    if spec.package:
+        found.append(Problem(f"{key}.package", 'source = "debian" or basedir = "/path" on PostgreSQL', spec.package,
+                             "unpacked packages are MariaDB's only: build from source or point basedir at a tree"))  # fmt: skip
+    if spec.basedir and not all((Path(spec.basedir) / "bin" / t).is_file() for t in ("postgres", "initdb")):
+        found.append(Problem(f"{key}.basedir", "an install tree with bin/postgres and bin/initdb", spec.basedir,
+                             "point basedir at a PostgreSQL install (e.g. a copy of /usr/lib/postgresql/15)"))  # fmt: skip
+    source = spec.source or ""
+    if source.startswith("/") and not (Path(source) / "configure").is_file():
+        found.append(Problem(f"{key}.source", "a PostgreSQL source tree (with a configure script)", source,
+                             "a CMakeLists.txt tree is MariaDB's; point source at PostgreSQL's top directory"))  # fmt: skip
+    if source.startswith("debian=") and not PG_VERSION_RE.match(source.split("=", 1)[1]):
+        found.append(Problem(f"{key}.source", "a version of Debian's postgresql-15 source", source,
+                             'versions: apt-cache showsrc postgresql-15 | grep ^Version (or source = "debian")'))  # fmt: skip
+    if spec.cmake:
+        found.append(Problem(f"{key}.cmake", "configure = [...] on PostgreSQL", "cmake = { ... }",
+                             'PostgreSQL builds with autoconf: e.g. configure = ["--with-lz4"]'))  # fmt: skip
+    if spec.pgo and not spec.compiler.startswith("gcc"):
+        found.append(
+            Problem(f"{key}.compiler", "gcc with pgo = true", spec.compiler, "PGO with clang is not built yet")
+        )
+    return found
