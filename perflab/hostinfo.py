@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from perflab import __version__
+from perflab import __version__, servers
 
 
 def _cpu_model() -> str | None:
@@ -32,11 +32,9 @@ def _version_of(argv: list[str]) -> str | None:
     return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else None
 
 
-PG_BIN = os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin")  # as servers/postgresql/server.py
-
-
 def collect() -> dict[str, Any]:
-    mariadbd = shutil.which("mariadbd") or ("/usr/sbin/mariadbd" if os.path.exists("/usr/sbin/mariadbd") else None)
+    """The machine, and the installed servers' and tools' versions (each kind's fields)."""
+    versions = {field: argv for kind in servers.every() for field, argv in kind.host_versions().items()}
     return {
         "hostname": platform.node(),
         "kernel": platform.release(),
@@ -45,13 +43,11 @@ def collect() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
         "glibc": os.confstr("CS_GNU_LIBC_VERSION"),
-        "mariadbd": _version_of([mariadbd, "--version"]) if mariadbd else None,
+        "mariadbd": None,
         "sysbench": _version_of(["sysbench", "--version"]),
-        # server = "postgresql": "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"
-        "postgres": _version_of([f"{PG_BIN}/postgres", "--version"]),
-        "pgbench": _version_of(
-            [f"{PG_BIN}/pgbench", "--version"]
-        ),  # tool = "pgbench": "pgbench (PostgreSQL) 15.18 ..."
+        "postgres": None,
+        "pgbench": None,
+        **{field: _version_of(argv) for field, argv in versions.items()},
         "python": platform.python_version(),
         "perflab": __version__,
     }

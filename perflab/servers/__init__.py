@@ -17,7 +17,7 @@ here and its entry in KINDS.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from perflab.run.builds import Build
@@ -37,6 +37,7 @@ class Kind:
     sysbench_driver: str  # sysbench's --db-driver
     build_estimate_s: float  # a source build's time on 2 cores, for the plan
     host_field: str  # the host record's field (hostinfo.py) holding the installed server's version
+    dbgsym: ClassVar[dict[str, str]]  # binary name -> Debian's package of its debug symbols
     # why the interleaved design cannot run it (spec/design.py chooses sequential, or refuses
     # an explicit "interleaved"); None: it can
     interleaved_refusal: str | None = None
@@ -119,6 +120,11 @@ class Kind:
     def connection_problems(self, exp: Experiment) -> list[Problem]:
         return []
 
+    def host_versions(self) -> dict[str, list[str]]:
+        """The host record's fields (hostinfo.py) and the argv whose first line fills each: the
+        installed server's version, and its own workload tool's."""
+        raise NotImplementedError
+
     def short_version(self, host: dict[str, Any]) -> str:
         """The installed server as a report's subtitle names it, from the host record."""
         return str(host.get(self.host_field) or self.host_field)
@@ -136,3 +142,7 @@ def kind(name: str) -> Kind:
 
 
 NAMES = ("mariadb", "postgresql")  # [experiment] server's values (spec/schema.py)
+
+
+def every() -> list[Kind]:
+    return [kind(name) for name in NAMES]

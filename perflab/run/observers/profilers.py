@@ -32,6 +32,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from perflab import servers
 from perflab.analyze.alloc import callers
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.elf import inspect
@@ -45,7 +46,7 @@ from perflab.store import folded
 from perflab.store.results import Results
 
 TOP_N = 20
-DBGSYM = {"mariadbd": "mariadb-server-core-dbgsym", "postgres": "postgresql-15-dbgsym"}  # Debian's package
+DBGSYM = {name: package for kind in servers.every() for name, package in kind.dbgsym.items()}  # Debian's
 # measured on this project's 2-vCPU VM (docs/benchmarks.md); quoted in the remedy
 DWARF_COST_NOTE = "costs far more than fp (each sample copies 16 KiB of stack; see docs/benchmarks.md)"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from perflab.servers import Kind
 
@@ -29,6 +29,7 @@ class MariaDBKind(Kind):
     memory_figure = "RSS"
     sysbench_driver = "mysql"
     host_field = "mariadbd"
+    dbgsym: ClassVar[dict[str, str]] = {"mariadbd": "mariadb-server-core-dbgsym"}
     build_estimate_s = 40 * 60.0  # mariadbd from Debian's source (docs/builds.md)
     debian_source = "mariadb"
     debian_binary = "mariadb-server-core"
@@ -128,6 +129,12 @@ class MariaDBKind(Kind):
         from perflab.run.builds import source
 
         return source.cmake_build(name, spec, src, cache, listen, **kw)
+
+    def host_versions(self) -> dict[str, list[str]]:
+        import os
+
+        found = shutil.which("mariadbd") or ("/usr/sbin/mariadbd" if os.path.exists("/usr/sbin/mariadbd") else None)
+        return {"mariadbd": [found, "--version"]} if found else {}
 
     def short_version(self, host: dict[str, Any]) -> str:
         from perflab.report.phrases import short_server

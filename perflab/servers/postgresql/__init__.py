@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from perflab.servers import Kind
 
@@ -29,6 +29,7 @@ class PostgreSQLKind(Kind):
     memory_figure = "PSS"
     sysbench_driver = "pgsql"
     host_field = "postgres"
+    dbgsym: ClassVar[dict[str, str]] = {"postgres": "postgresql-15-dbgsym"}
     interleaved_refusal = "the interleaved design counts turns from MariaDB's own counters (not PostgreSQL's yet)"
     build_estimate_s = 10 * 60.0  # postgres 15 from Debian's source (docs/builds.md, "PostgreSQL")
     debian_binary = "postgresql-15"
@@ -112,6 +113,12 @@ class PostgreSQLKind(Kind):
         from perflab.servers.postgresql import spec as rules
 
         return rules.build_problems(builds)
+
+    def host_versions(self) -> dict[str, list[str]]:
+        from perflab.servers.postgresql.server import PG_BIN
+
+        # "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)", "pgbench (PostgreSQL) 15.18 ..."
+        return {"postgres": [f"{PG_BIN}/postgres", "--version"], "pgbench": [f"{PG_BIN}/pgbench", "--version"]}
 
     def tool_problems(self) -> list[Problem]:
         from perflab.servers.postgresql import preflight
