@@ -212,9 +212,14 @@ def _climbs(values: list[float], change: float) -> bool:
 
 
 def _noise(values: list[float]) -> float:
-    """The second-to-second noise's standard deviation, from successive differences (median
-    |x[t+1] - x[t]| = 0.954 sigma for white noise): a trend or a ramp does not inflate it."""
-    return statistics.median(abs(b - a) for a, b in itertools.pairwise(values)) / 0.954
+    """The second-to-second noise's standard deviation, from the spread of successive
+    differences about their median (median |d - median(d)| = 0.954 sigma for white noise, as
+    median |d| is): a ramp's steps are all alike, so neither a trend nor a ramp inflates it.
+    Not median |d| itself: a linear ramp's every step is its slope, which that took for noise,
+    calling a window that climbed from 7 to 61 in 8 s settled."""
+    steps = [b - a for a, b in itertools.pairwise(values)]
+    middle = statistics.median(steps)
+    return statistics.median(abs(d - middle) for d in steps) / 0.954
 
 
 def _far(head: list[float], tail: list[float]) -> bool:
