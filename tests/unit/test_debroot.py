@@ -224,3 +224,19 @@ def test_an_index_is_fresh_for_a_day(tmp_path: Path):
     assert A.age(tmp_path) < 60 < A.FRESH_S == 24 * 3600
     os.utime(tmp_path / "updated", (0, 0))
     assert A.age(tmp_path) > A.FRESH_S
+
+
+# apt-get update's words (2026-11-27): sid against a keyring without its keys, and sid's expired
+# Release file with Acquire::Check-Valid-Until true
+UNSIGNED = """\
+Err:1 http://deb.debian.org/debian sid InRelease
+  The following signatures couldn't be verified because the public key is not available: NO_PUBKEY 6ED0E7B82643E131
+E: The repository 'http://deb.debian.org/debian sid InRelease' is not signed."""
+EXPIRED = "E: Release file for http://deb.debian.org/debian/dists/sid/InRelease is expired (invalid since 21d 7h)."
+
+
+def test_a_failed_update_says_whether_the_signature_the_expiry_or_the_network_failed():
+    assert "does not verify against /usr/share/keyrings/debian-archive-keyring.gpg" in A.update_hint(UNSIGNED)
+    assert "never skips the check" in A.update_hint(UNSIGNED)
+    assert "Valid-Until" in A.update_hint(EXPIRED)
+    assert A.update_hint("E: Failed to fetch http://deb.debian.org/debian/dists/sid/InRelease") == A.NETWORK_HINT

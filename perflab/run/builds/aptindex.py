@@ -246,7 +246,22 @@ def _update(index: Path, suite: str) -> None:
     if updated(index) is not None:
         say(f"warning: apt-get update of {suite} failed; the index of {updated(index)} is used:\n{tail}")
         return
-    raise RootError(f"apt-get update of {suite} failed (exit {done.returncode}):\n{tail}", NETWORK_HINT)
+    raise RootError(f"apt-get update of {suite} failed (exit {done.returncode}):\n{tail}", update_hint(tail))
+
+
+def update_hint(output: str) -> str:
+    """What to do about a failed apt-get update, from apt's words."""
+    if any(word in output for word in ("NO_PUBKEY", "is not signed", "BADSIG", "EXPKEYSIG")):
+        return (
+            f"the suite's Release file does not verify against {KEYRING}: a newer debian-archive-keyring has"
+            " the suite's keys (perflab never skips the check)"
+        )
+    if "is expired" in output:
+        return (
+            "the mirror's Release file is past its Valid-Until (a frozen mirror?): this machine's apt refuses it"
+            " (Acquire::Check-Valid-Until), and private roots follow that setting"
+        )
+    return NETWORK_HINT
 
 
 def _write_if_changed(path: Path, text: str) -> None:
