@@ -9,28 +9,64 @@ row stores, e.g. {"allocator_library": "/usr/lib/x86_64-linux-gnu/libjemalloc.so
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from perflab import allocators
-from perflab.errors import AllocatorNotMappedError
+from perflab.errors import AllocatorNotMappedError, PerflabError
+from perflab.run.proc import call, clean_env
 
 
-def prove(pid: int, name: str | None, library: Path | None) -> dict[str, Any]:
-    """The allocator fields of a cell row; AllocatorNotMappedError if `pid` runs another one."""
+def prove(
+    pid: int, name: str | None, library: Path | None, program: Path | None = None, glibc: str | None = None
+) -> dict[str, Any]:
+    """The allocator fields of a cell row; AllocatorNotMappedError if `pid` runs another one.
+    With no preload asked for, an allocator the server's `program` links itself (DT_NEEDED:
+    sid's mysqld links tcmalloc) is that server's own default, recorded as such; any other is
+    foreign. `glibc`: the C library's version when it is not the system's (a private root's)."""
     mapped = allocators.mapped_libraries(pid)
     if library is not None:
         if not allocators.is_mapped(library, mapped):
             raise AllocatorNotMappedError(
-                f"{library} ({name}) is not mapped into mariadbd (pid {pid})",
+                f"{library} ({name}) is not mapped into the server (pid {pid})",
                 "the server may be statically linked or the library failed to load",
             )
         real = os.path.realpath(library)
         return {"allocator_library": real, "allocator_version": allocators.package_version(real)}
-    foreign = allocators.foreign_allocators(mapped)
+    needed = needed_libraries(program) if program is not None else set()
+    own = [p for p in mapped if _links(p, needed) and allocators.foreign_allocators({p})]
+    foreign = allocators.foreign_allocators(mapped - set(own))
     if foreign:
         raise AllocatorNotMappedError(f"glibc malloc requested but {', '.join(foreign)} is mapped")
+    if own:  # the server's own allocator, linked in: what "no preload" means for this binary
+        path = min(own)
+        version = allocators.package_version(path)
+        kind = ", ".join(allocators.foreign_allocators({path}))
+        said = f"{kind} {version}" if version else kind
+        return {"allocator_library": path, "allocator_version": f"{said} (linked by {program.name})"}
     libc = allocators.glibc_library(mapped)
     package = allocators.package_version(libc) if libc else None
-    version = os.confstr("CS_GNU_LIBC_VERSION") or "glibc"  # "glibc 2.36"
+    version = f"glibc {glibc}" if glibc else os.confstr("CS_GNU_LIBC_VERSION") or "glibc"  # "glibc 2.36"
     return {"allocator_library": libc, "allocator_version": f"{version} ({package})" if package else version}
+
+
+def _links(path: str, sonames: set[str]) -> bool:
+    """`path` (maps show the real file: libtcmalloc.so.4.6.5) is the library of one of `sonames`."""
+    name = os.path.basename(path)
+    return any(name == soname or name.startswith(soname + ".") for soname in sonames)
+
+
+def glibc_of(build: Any) -> str | None:
+    """The C library version a build runs with when it is not the system's: a private root's."""
+    root = getattr(build, "extra", {}).get("root") if build is not None else None
+    return root.get("glibc_version") if root else None
+
+
+def needed_libraries(program: Path) -> set[str]:
+    """The sonames `program` links (its DT_NEEDED entries, from readelf -d); empty if unreadable."""
+    try:
+        out = call(["readelf", "-d", "-W", str(program)], what="readelf -d", env=clean_env(), timeout=60)
+    except PerflabError:
+        return set()
+    return set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out))

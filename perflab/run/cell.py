@@ -179,7 +179,11 @@ class CellRunner:
         try:
             restore_s = dataset.restore(snapshot, rundir / "data")
             with server:
-                row.update(allocator_proof.prove(server.pid, cell.preload, preload))
+                row.update(
+                    allocator_proof.prove(
+                        server.pid, cell.preload, preload, server.program, allocator_proof.glibc_of(build)
+                    )
+                )
                 switches = server_switches(cell, server, self.exp.file.workload.tool, self.kind)
                 if tracer is not None:
                     tracer.check_started(server.pid)

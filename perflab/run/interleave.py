@@ -123,7 +123,11 @@ class Seat:
         try:
             restore_s = dataset.restore(self.snapshot, self.rundir / "data")
             server.start()
-            self.row.update(allocator_proof.prove(server.pid, self.cell.preload, server.preload))
+            self.row.update(
+                allocator_proof.prove(
+                    server.pid, self.cell.preload, server.preload, server.program, allocator_proof.glibc_of(build)
+                )
+            )
             self.switches = {
                 "restore_s": round(restore_s, 3),
                 **server_switches(self.cell, server, "sysbench", self.runner.kind),

@@ -3,6 +3,10 @@
 A build is exactly one of:
     package = "mariadb-server-core=1:10.11.18-0+deb12u1"  another version of a Debian package,
                                                           unpacked into perflab's cache
+    package = "mysql-server-core", suite = "sid"          a package of another Debian suite (its
+                                                          newest, or NAME=VERSION) with its whole
+                                                          dependency closure in a private root,
+                                                          run through that root's loader
     basedir = "/opt/mariadb-11.4"                          an install tree or build directory
     source  = "debian" | "/path/to/tree"                   built by perflab from Debian's source
                                                           package or a local tree, with a recipe:
@@ -24,6 +28,7 @@ from perflab.errors import Problem
 from perflab.spec.fields import Duration, fail
 
 PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+=[A-Za-z0-9.+~:-]+\Z")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+\Z")  # with suite: the suite's newest version
 COMPILER_RE = re.compile(r"^(gcc|clang)-[0-9]+\Z")
 CMAKE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # where a server binary lives in an install tree (bin/, sbin/, libexec/) or a cmake build dir (sql/)
@@ -69,6 +74,9 @@ class BuildSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     package: StrictStr | None = None
+    # the Debian suite `package` comes from, in a private root (run/builds/debroot.py); None: the
+    # suites this machine's apt knows, unpacked beside the system's libraries
+    suite: Literal["bookworm", "bookworm-backports", "trixie", "sid"] | None = None
     basedir: StrictStr | None = None
     source: StrictStr | None = None
     compiler: StrictStr = "gcc-12"
@@ -96,7 +104,7 @@ class BuildSpec(BaseModel):
     @field_validator("package")
     @classmethod
     def _package(cls, value: str) -> str:
-        if not PACKAGE_RE.match(value):
+        if not PACKAGE_RE.match(value) and not NAME_RE.match(value):
             raise fail(
                 "NAME=VERSION of a Debian package",
                 'e.g. package = "mariadb-server-core=1:10.11.18-0+deb12u1"; versions: apt-cache madison NAME',
@@ -185,6 +193,13 @@ class BuildSpec(BaseModel):
         recipe = [k for k in (*RECIPE_KEYS, "train_duration", "jobs") if k in data]
         if kinds[0] != "source" and recipe:
             raise fail(f"no {', '.join(recipe)} with {kinds[0]}", "a recipe applies only to source = ...")
+        if "suite" in data and kinds[0] != "package":
+            raise fail("suite only with package", 'e.g. package = "mysql-server-core", suite = "sid"')
+        if kinds[0] == "package" and "suite" not in data and not PACKAGE_RE.match(str(data["package"])):
+            raise fail(
+                "NAME=VERSION of a Debian package (a NAME alone only with suite = ...)",
+                'e.g. package = "mariadb-server-core=1:10.11.18-0+deb12u1"; versions: apt-cache madison NAME',
+            )
         if "train_duration" in data and not data.get("pgo"):
             raise fail("pgo = true beside train_duration", "train_duration is the PGO training run's length")
         return data

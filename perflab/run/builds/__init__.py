@@ -73,6 +73,12 @@ class Build:
         match = re.search(r"(\d+)\.(\d+)", self.version)
         return f"{self.server}-{match.group(1)}.{match.group(2)}" if match else f"{self.server}-{self.sha256[:12]}"
 
+    @property
+    def launcher(self) -> list[str]:
+        """What runs the binary: [] for the system's loader, or a private root's loader with its
+        libraries (extra["root"], run/builds/debroot.py), to put before the binary's argv."""
+        return launcher(self.extra.get("root"))
+
     def named(self, name: str | None) -> Build:
         """This build under another [builds] name: a cached build serves every entry that asks for it."""
         return replace(self, name=name)
@@ -218,9 +224,20 @@ def compiler_in_buildinfo(path: Path) -> str | None:
     return f"{best[0]} {found[best[0]]}" if best else None
 
 
-def version_of(binary: Path) -> str:
-    """What `mariadbd --version` says after "Ver": "10.11.18-MariaDB-0+deb12u1 for debian-linux-gnu on x86_64 (Debian 12)"."""
-    out = call([str(binary), "--version"], what=f"{binary} --version", env=clean_env(), timeout=60).strip()
+def launcher(root: dict[str, Any] | None) -> list[str]:
+    """A private root's loader and library path (its record: dir, loader, library_path), or []."""
+    if not root:
+        return []
+    base = Path(root["dir"])
+    libraries = ":".join(str(base / p) for p in root["library_path"])
+    return [str(base / root["loader"]), "--inhibit-cache", "--library-path", libraries]
+
+
+def version_of(binary: Path, prefix: list[str] | None = None) -> str:
+    """What `mariadbd --version` says after "Ver": "10.11.18-MariaDB-0+deb12u1 for debian-linux-gnu on x86_64 (Debian 12)".
+    `prefix`: the loader that runs it (a private root's)."""
+    argv = [*(prefix or []), str(binary), "--version"]
+    out = call(argv, what=f"{binary} --version", env=clean_env(), timeout=60).strip()
     match = re.search(r"\bVer\s+(.*)", out)
     return match.group(1).strip() if match else out
 
@@ -231,7 +248,7 @@ def describe(binary: Path, *, name: str | None, kind: str, share: Path | None = 
         name=name,
         kind=kind,
         binary=binary,
-        version=version_of(binary),
+        version=version_of(binary, launcher(extra.get("root"))),
         sha256=sha256(binary),
         compiler=compiler,
         compiler_source=source,

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from perflab.errors import PerflabError
-from perflab.run.builds import Build, BuildError, describe, read_manifest, write_manifest
+from perflab.run.builds import Build, BuildError, debroot, describe, read_manifest, write_manifest
 from perflab.run.proc import call, clean_env
 from perflab.spec.builds import server_binary
 
@@ -80,6 +80,40 @@ def unpack(name: str, package: str, cache: Path) -> Build:
     shutil.rmtree(downloads, ignore_errors=True)
     write_manifest(home, build)
     return build
+
+
+def from_root(name: str, package: str, suite: str, cache: Path) -> Build:
+    """The server of `package` from `suite` in a private root (debroot.py: the package and its
+    whole dependency closure, libc included), run through the root's loader (Build.launcher)."""
+    started = time.monotonic()
+    try:
+        root = debroot.make_root(package, suite, cache)
+    except PerflabError as exc:
+        raise BuildError(
+            name, "private root", None, exc.message + (f"\nhint: {exc.hint}" if exc.hint else "")
+        ) from None
+    binary = server_binary(root.dir)
+    if binary is None:
+        raise BuildError(name, "private root", None, f"{package} from {suite} holds no mariadbd or mysqld")
+    share = next((root.dir / d for d in SHARE_DIRS if (root.dir / d / "english" / "errmsg.sys").is_file()), None)
+    record = {
+        "dir": str(root.dir),
+        "loader": str(root.loader.relative_to(root.dir)),
+        "library_path": [str(p.relative_to(root.dir)) for p in root.library_path],
+        "suite": suite,
+        "key": root.key,
+        "glibc_version": root.glibc_version,
+    }
+    return describe(
+        binary,
+        name=name,
+        kind="package",
+        share=share,
+        recipe={"package": package, "suite": suite},
+        root=record,
+        package_version=root.packages.get(package.split("=", 1)[0]),
+        setup_s=round(time.monotonic() - started, 1),
+    )
 
 
 def _tail(text: str, lines: int = 12) -> str:

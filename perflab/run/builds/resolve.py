@@ -53,6 +53,9 @@ def resolve(
     server: str = "mariadb",
 ) -> Build:
     try:
+        if spec.kind == "package" and spec.suite is not None:
+            assert spec.package is not None
+            return P.from_root(name, spec.package, spec.suite, cache)
         if spec.kind == "package":
             assert spec.package is not None
             return P.unpack(name, spec.package, cache)
@@ -81,6 +84,8 @@ def cached(name: str, spec: BuildSpec, cache: Path, training: str = "", server: 
     if spec.kind == "basedir":
         assert spec.basedir is not None
         return from_basedir(name, Path(spec.basedir), server)
+    if spec.kind == "package" and spec.suite is not None:
+        return None  # the suite's newest is known only once its index is read
     if spec.kind == "package":
         assert spec.package is not None
         return P.cached(name, spec.package, cache)
@@ -100,6 +105,8 @@ def status(name: str, spec: BuildSpec, cache: Path, training: str = "", server: 
     """What `perflab run --check` says of a build: cached, or what building it will take."""
     if spec.kind == "basedir":
         return f"basedir {spec.basedir}"
+    if spec.kind == "package" and spec.suite is not None:
+        return f"{spec.package} from {spec.suite}, in a private root (seconds; cached once made)"
     if spec.kind == "package":
         assert spec.package is not None
         return "cached" if P.cached(name, spec.package, cache) else "to download and unpack (seconds)"

@@ -311,10 +311,24 @@ def _top_functions(stacks: Counter, stats: FoldStats, txn: float, sample_us: flo
 
 
 def _exe(pid: int) -> str | None:
+    """The program `pid` runs. A server started through a private root's loader
+    (run/builds/debroot.py) has the loader as its /proc exe: its program is the first argument
+    after the loader's own options."""
     try:
-        return os.readlink(f"/proc/{pid}/exe")
+        exe = os.readlink(f"/proc/{pid}/exe")
     except OSError:
         return None
+    if not os.path.basename(exe).startswith("ld-linux"):
+        return exe
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return exe
+    rest = argv[1:]
+    while rest and rest[0].startswith("--"):  # --inhibit-cache, --library-path DIRS
+        rest = rest[2:] if rest[0] in ("--library-path", "--preload", "--audit", "--argv0") else rest[1:]
+    return rest[0] if rest and os.path.isfile(rest[0]) else exe
 
 
 def stack_quality(binary: str | None, source: str, mode: str | None, stats: FoldStats) -> dict[str, Any]:

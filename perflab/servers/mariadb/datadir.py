@@ -117,6 +117,7 @@ def _mysql(datadir: Path, build: Build) -> Init:
             "perflab initialises MySQL datadirs with mysqld itself; use MySQL 5.7.6 or later",
         )
     argv = [
+        *build.launcher,  # a private root's loader
         str(build.binary),
         "--no-defaults",  # must come first: mysqld reads no option file at all
         "--initialize-insecure",  # root@localhost without a password: sysbench connects by socket

@@ -155,7 +155,8 @@ class MariaDB(Managed):
         libraries += [self.ld_preload()] if self.preload is not None else []
         if libraries:
             self.env["LD_PRELOAD"] = " ".join(libraries)
-        argv = self.launched([str(self.program), f"--defaults-file={self.option_file}"])
+        launcher = self.build.launcher if self.build is not None else []  # a private root's loader
+        argv = self.launched([*launcher, str(self.program), f"--defaults-file={self.option_file}"])
         # what the server (or ld.so, before it) prints outside its error log
         with open(self.rundir / "stdout.log", "w", encoding="utf-8") as console:
             self.child = Child(argv, env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=console)
