@@ -22,7 +22,17 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from perflab.errors import Problem
 from perflab.spec.fields import Duration, fail
@@ -73,10 +83,11 @@ def server_binary(basedir: Path) -> Path | None:
 class BuildSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    package: StrictStr | None = None
     # the Debian suite `package` comes from, in a private root (run/builds/debroot.py); None: the
-    # suites this machine's apt knows, unpacked beside the system's libraries
+    # suites this machine's apt knows, unpacked beside the system's libraries. Before `package`,
+    # whose check reads it.
     suite: Literal["bookworm", "bookworm-backports", "trixie", "sid"] | None = None
+    package: StrictStr | None = None
     basedir: StrictStr | None = None
     source: StrictStr | None = None
     compiler: StrictStr = "gcc-12"
@@ -103,10 +114,11 @@ class BuildSpec(BaseModel):
 
     @field_validator("package")
     @classmethod
-    def _package(cls, value: str) -> str:
-        if not PACKAGE_RE.match(value) and not NAME_RE.match(value):
+    def _package(cls, value: str, info: ValidationInfo) -> str:
+        if not PACKAGE_RE.match(value) and not (info.data.get("suite") and NAME_RE.match(value)):
             raise fail(
-                "NAME=VERSION of a Debian package",
+                "NAME=VERSION of a Debian package"
+                + (" (a NAME alone only with suite = ...)" if NAME_RE.match(value) else ""),
                 'e.g. package = "mariadb-server-core=1:10.11.18-0+deb12u1"; versions: apt-cache madison NAME',
             )
         return value
@@ -195,11 +207,6 @@ class BuildSpec(BaseModel):
             raise fail(f"no {', '.join(recipe)} with {kinds[0]}", "a recipe applies only to source = ...")
         if "suite" in data and kinds[0] != "package":
             raise fail("suite only with package", 'e.g. package = "mysql-server-core", suite = "sid"')
-        if kinds[0] == "package" and "suite" not in data and not PACKAGE_RE.match(str(data["package"])):
-            raise fail(
-                "NAME=VERSION of a Debian package (a NAME alone only with suite = ...)",
-                'e.g. package = "mariadb-server-core=1:10.11.18-0+deb12u1"; versions: apt-cache madison NAME',
-            )
         if "train_duration" in data and not data.get("pgo"):
             raise fail("pgo = true beside train_duration", "train_duration is the PGO training run's length")
         return data
