@@ -16,6 +16,7 @@ here and its entry in KINDS.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -45,6 +46,17 @@ class Kind:
     # installed version is preferred
     debian_source: str
     debian_binary: str
+
+    flavors: tuple[str, ...]  # what a binary of this kind can be (Build.server): mariadb, mysql, ...
+
+    def flavor(self, version: str) -> str | None:
+        """The flavor a binary's version line names, if it is one of this kind's."""
+        raise NotImplementedError
+
+    def format(self, flavor: str, version: str, sha256: str) -> str:
+        """Which datadirs a binary opens: builds of one format share a dataset snapshot."""
+        match = re.search(r"(\d+)\.(\d+)", version)
+        return f"{flavor}-{match.group(1)}.{match.group(2)}" if match else f"{flavor}-{sha256[:12]}"
 
     def installed_binary(self) -> Path:
         """The installed server binary (what variants without a build run)."""
@@ -146,3 +158,17 @@ NAMES = ("mariadb", "postgresql")  # [experiment] server's values (spec/schema.p
 
 def every() -> list[Kind]:
     return [kind(name) for name in NAMES]
+
+
+def flavor_of(version: str) -> str:
+    """The server a binary is, from its version line: the first kind that claims it (MariaDB's
+    takes what no other does, as MySQL)."""
+    for candidate in sorted(every(), key=lambda k: k.name == "mariadb"):
+        found = candidate.flavor(version)
+        if found is not None:
+            return found
+    raise AssertionError("the mariadb kind claims every version line")
+
+
+def kind_of_flavor(flavor: str) -> Kind:
+    return next(k for k in every() if flavor in k.flavors)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from perflab import servers
 from perflab.errors import EnvironmentProblem, PerflabError, Problem
 from perflab.run.proc import call, clean_env
 
@@ -60,18 +61,14 @@ class Build:
 
     @property
     def server(self) -> str:
-        """mariadb, mysql or percona, from the version string."""
+        """mariadb, mysql, percona or postgresql, from the version string (perflab/servers/)."""
         return server_kind(self.version)
 
     @property
     def format(self) -> str:
-        """Which datadirs it opens: builds of one format share a dataset snapshot. PostgreSQL's
-        on-disk format changes only with the major version (10 and later: "15.18" is major 15)."""
-        if self.server == "postgresql":
-            major = re.search(r"\(PostgreSQL\) (\d+)", self.version)  # "postgres (PostgreSQL) 15.18 (Debian ...)"
-            return f"postgresql-{major.group(1)}" if major else f"postgresql-{self.sha256[:12]}"
-        match = re.search(r"(\d+)\.(\d+)", self.version)
-        return f"{self.server}-{match.group(1)}.{match.group(2)}" if match else f"{self.server}-{self.sha256[:12]}"
+        """Which datadirs it opens: builds of one format share a dataset snapshot (the server
+        kind's rule: major.minor for MariaDB and MySQL, the major version for PostgreSQL)."""
+        return servers.kind_of_flavor(self.server).format(self.server, self.version, self.sha256)
 
     @property
     def launcher(self) -> list[str]:
@@ -118,13 +115,7 @@ class Build:
 
 
 def server_kind(version: str) -> str:
-    if "PostgreSQL" in version:
-        return "postgresql"
-    if "MariaDB" in version:
-        return "mariadb"
-    if "Percona" in version:
-        return "percona"
-    return "mysql"
+    return servers.flavor_of(version)
 
 
 def sha256(path: Path) -> str:

@@ -34,6 +34,12 @@ class MariaDBKind(Kind):
     debian_source = "mariadb"
     debian_binary = "mariadb-server-core"
 
+    flavors = ("mariadb", "mysql", "percona")
+
+    def flavor(self, version: str) -> str:
+        """MariaDB, Percona Server, else MySQL (the version line of a binary no other kind claims)."""
+        return "mariadb" if "MariaDB" in version else "percona" if "Percona" in version else "mysql"
+
     def installed_binary(self) -> Path:
         from perflab.servers.mariadb.server import binary
 

@@ -9,6 +9,7 @@ its preflight (preflight.py), and the check that every backend has the variant's
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -39,6 +40,16 @@ class PostgreSQLKind(Kind):
         from perflab.servers.postgresql.source import DEBIAN_SOURCE
 
         return DEBIAN_SOURCE
+
+    flavors = ("postgresql",)
+
+    def flavor(self, version: str) -> str | None:
+        return "postgresql" if "PostgreSQL" in version else None
+
+    def format(self, flavor: str, version: str, sha256: str) -> str:
+        """The on-disk format changes only with the major version (10 and later: "15.18" is 15)."""
+        major = re.search(r"\(PostgreSQL\) (\d+)", version)  # "postgres (PostgreSQL) 15.18 (Debian ...)"
+        return f"postgresql-{major.group(1)}" if major else f"postgresql-{sha256[:12]}"
 
     def installed_binary(self) -> Path:
         from perflab.servers.postgresql.server import pg_binary
