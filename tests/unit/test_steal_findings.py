@@ -6,11 +6,10 @@ from run/observers/resources.StealSampler)."""
 
 from __future__ import annotations
 
-import time
-
 from perflab.analyze import steady
 from perflab.report import findings, phrases
 from perflab.run.observers.resources import StealSampler
+from tests.freezes import sleep_running
 
 
 def cells(*steal: float | None) -> list[dict]:
@@ -79,7 +78,9 @@ def test_stall_steal_is_the_samples_bracketing_the_stall():
 
 def test_the_steal_sampler_samples_this_machine():
     with StealSampler(interval=0.05) as sampler:
-        time.sleep(0.3)
+        # 0.3 s of running time: its thread sleeps through a pause of this VM (or a wake-up late by
+        # more than one interval), and such seconds are slept again
+        sleep_running(0.3, slack=0.05)
     pairs = zip(sampler.samples, sampler.samples[1:])
     assert len(sampler.samples) >= 4 and all(b[0] > a[0] and b[1] >= a[1] for a, b in pairs)
     cores = sampler.cores(sampler.samples[0][0], sampler.samples[-1][0])
