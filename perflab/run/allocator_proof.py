@@ -29,7 +29,7 @@ def prove(
     if library is not None:
         if not allocators.is_mapped(library, mapped):
             raise AllocatorNotMappedError(
-                f"{library} ({name}) is not mapped into the server (pid {pid})",
+                f"{library} ({name}) is not mapped into {program.name if program else 'the server'} (pid {pid})",
                 "the server may be statically linked or the library failed to load",
             )
         real = os.path.realpath(library)
