@@ -104,7 +104,7 @@ def _is_pie(file, head: bytes, end: str) -> bool:  # noqa: ANN001 - a binary fil
 
 SHT_DYNAMIC = 6
 SHT_DYNSYM = 11
-DT_SONAME = 14
+DT_NEEDED, DT_SONAME = 1, 14
 _SECTION_BYTES = 16 << 20  # a dynamic symbol table is far smaller (libc's: ~70 KiB); hostile files stop here
 
 
@@ -183,14 +183,36 @@ def _defined_symbols(file, head: bytes, symtab: Section, sections: list[Section]
     return names
 
 
+def needed(path: Path) -> set[str]:
+    """The sonames a program or library links (its DT_NEEDED entries); empty when unreadable."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(_HEADER)
+            if len(head) < 52 or head[:4] != MAGIC or head[4] not in (1, 2) or head[5] not in (1, 2):
+                return set()
+            sections = _sections(file, head)
+            dynamic = [s for s in sections if s[0] == SHT_DYNAMIC]
+            return set(_dynamic_strings(file, head, dynamic[0], sections, DT_NEEDED)) if dynamic else set()
+    except (OSError, struct.error, IndexError, ValueError):
+        return set()
+
+
 def _soname(file, head: bytes, dynamic: Section, sections: list[Section]) -> str | None:  # noqa: ANN001
+    return next(iter(_dynamic_strings(file, head, dynamic, sections, DT_SONAME)), None)
+
+
+def _dynamic_strings(file, head: bytes, dynamic: Section, sections: list[Section], wanted: int) -> list[str]:
+    """The strings of every `wanted` entry of the dynamic section (DT_NEEDED, DT_SONAME)."""
     end = "<" if head[5] == 1 else ">"
     fmt = end + ("qQ" if head[4] == 2 else "iI")
     step = struct.calcsize(fmt)
     data = _read(file, dynamic)
+    strings: bytes | None = None
+    out = []
     for tag, value in struct.iter_unpack(fmt, data[: len(data) // step * step]):
-        if tag == DT_SONAME:
-            return _string(_read(file, sections[dynamic[3]]), value)
         if tag == 0:
             break
-    return None
+        if tag == wanted:
+            strings = strings if strings is not None else _read(file, sections[dynamic[3]])
+            out.append(_string(strings, value))
+    return out

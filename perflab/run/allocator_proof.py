@@ -9,13 +9,11 @@ row stores, e.g. {"allocator_library": "/usr/lib/x86_64-linux-gnu/libjemalloc.so
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
-from perflab import allocators
-from perflab.errors import AllocatorNotMappedError, PerflabError
-from perflab.run.proc import call, clean_env
+from perflab import allocators, elf
+from perflab.errors import AllocatorNotMappedError
 
 
 def prove(
@@ -34,9 +32,10 @@ def prove(
             )
         real = os.path.realpath(library)
         return {"allocator_library": real, "allocator_version": allocators.package_version(real)}
-    needed = needed_libraries(program) if program is not None else set()
-    own = [p for p in mapped if _links(p, needed) and allocators.foreign_allocators({p})]
-    foreign = allocators.foreign_allocators(mapped - set(own))
+    unasked = {p for p in mapped if allocators.foreign_allocators({p})}
+    linked = elf.needed(program) if unasked and program is not None else set()
+    own = [p for p in unasked if _links(p, linked)]
+    foreign = allocators.foreign_allocators(unasked - set(own))
     if foreign:
         raise AllocatorNotMappedError(f"glibc malloc requested but {', '.join(foreign)} is mapped")
     if own:  # the server's own allocator, linked in: what "no preload" means for this binary
@@ -61,12 +60,3 @@ def glibc_of(build: Any) -> str | None:
     """The C library version a build runs with when it is not the system's: a private root's."""
     root = getattr(build, "extra", {}).get("root") if build is not None else None
     return root.get("glibc_version") if root else None
-
-
-def needed_libraries(program: Path) -> set[str]:
-    """The sonames `program` links (its DT_NEEDED entries, from readelf -d); empty if unreadable."""
-    try:
-        out = call(["readelf", "-d", "-W", str(program)], what="readelf -d", env=clean_env(), timeout=60)
-    except PerflabError:
-        return set()
-    return set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from perflab import elf
 from perflab.run import allocator_proof
 from perflab.run.builds import Build, launcher
 from perflab.run.observers.profilers import _exe
@@ -49,7 +50,7 @@ def test_the_allocator_a_server_links_is_its_own_default():
     assert allocator_proof._links("/r/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4.6.5", needed)
     assert not allocator_proof._links("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", needed)
     assert not allocator_proof._links("/usr/lib/x86_64-linux-gnu/libtcmalloc.so.40", needed)  # another soname
-    assert "libc.so.6" in allocator_proof.needed_libraries(Path("/bin/sleep"))
+    assert "libc.so.6" in elf.needed(Path("/bin/sleep"))
     assert allocator_proof.glibc_of(None) is None
 
 

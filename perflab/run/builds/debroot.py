@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perflab.errors import UsageError
+from perflab.run.builds import launcher
 from perflab.run.builds.aptindex import (
     KEYRING,
     MIRROR,
@@ -91,8 +92,8 @@ class Root:
         with the root's libraries: --inhibit-cache keeps the system's ld.so.cache out."""
         path = Path(binary)
         path = path if path.is_absolute() else self.dir / path
-        libraries = ":".join(map(str, self.library_path))
-        return [str(self.loader), "--inhibit-cache", "--library-path", libraries, str(path), *args]
+        record = {"dir": str(self.dir), "loader": str(self.loader), "library_path": list(map(str, self.library_path))}
+        return [*launcher(record), str(path), *args]
 
     def foreign_libraries(self, binary: str | Path) -> list[str]:
         """The libraries the loader would map for `binary` from outside the root ([] when the
