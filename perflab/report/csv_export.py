@@ -60,12 +60,14 @@ COMPARISON_COLUMNS = (
 )
 
 
-def _axes(meta: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
+def axis_columns(meta: dict[str, Any], cells: list[dict[str, Any]]) -> dict[str, str]:
+    """Axis -> its column (store/views.axis_columns), for the run's axes (those its cells name, in
+    results without meta.experiment.axes)."""
     axes = list((meta.get("experiment") or {}).get("axes") or {})
-    return axes or list(dict.fromkeys(a for cell in cells for a in cell["variant"]))
+    return views.axis_columns(axes or list(dict.fromkeys(a for cell in cells for a in cell["variant"])))
 
 
-def _with_axes(columns: Iterable[str], axis_cols: dict[str, str]) -> list[str]:
+def with_axes(columns: Iterable[str], axis_cols: dict[str, str]) -> list[str]:
     """`columns` with the axis columns inserted after `variant`."""
     out: list[str] = []
     for name in columns:
@@ -87,17 +89,19 @@ def _variant(variant: dict[str, str], axis_cols: dict[str, str]) -> dict[str, An
     return {"variant": variant_key(variant), **{col: variant.get(a) for a, col in axis_cols.items()}}
 
 
-def _bit(value: Any) -> Any:
-    return "" if value is None else int(bool(value))
+def _bit(value: Any) -> int | None:
+    return None if value is None else int(bool(value))
 
 
 def cells_csv(results: Results) -> str:
     meta, cells = summary.load(results)
-    axis_cols = views.axis_columns(_axes(meta, cells))
-    return _write(_with_axes(views.CELL_COLUMNS, axis_cols), (_cell_row(c, axis_cols) for c in cells))
+    axis_cols = axis_columns(meta, cells)
+    return _write(with_axes(views.CELL_COLUMNS, axis_cols), (cell_row(c, axis_cols) for c in cells))
 
 
-def _cell_row(cell: dict[str, Any], axis_cols: dict[str, str]) -> dict[str, Any]:
+def cell_row(cell: dict[str, Any], axis_cols: dict[str, str]) -> dict[str, Any]:
+    """A cell's row of views.CELL_COLUMNS and its axes: of a stored cell (analyze/summary.load) or
+    of the JSON export's (report/export.py), which give the same row. Missing values are None."""
     figures = cell.get("summary") or {}
     lat = figures.get("latency_ms") or {}
     steady = cell.get("steady") or {}
@@ -109,7 +113,7 @@ def _cell_row(cell: dict[str, Any], axis_cols: dict[str, str]) -> dict[str, Any]
         "threads": cell["threads"],
         "repeat": cell["repeat"],
         "status": cell["status"],
-        "error": cell["error"].splitlines()[0] if cell["error"] else "",
+        "error": cell["error"].splitlines()[0] if cell["error"] else None,
         "allocator_library": cell["allocator_library"],
         "allocator_version": cell["allocator_version"],
         "warmup_s": cell.get("warmup_s"),
@@ -141,33 +145,40 @@ def _alloc(alloc: dict[str, Any] | None) -> dict[str, Any]:
 
 def seconds_csv(results: Results) -> str:
     meta, cells = summary.load(results)
-    axis_cols = views.axis_columns(_axes(meta, cells))
+    axis_cols = axis_columns(meta, cells)
+    rows = (row for cell in cells for row in second_rows(cell, results.intervals(cell["id"]), axis_cols))
+    return _write(with_axes(views.SECOND_COLUMNS, axis_cols), rows)
 
-    def rows() -> Iterable[dict[str, Any]]:
-        for cell in cells:
-            head = {"cell_id": cell["id"], **_variant(cell["variant"], axis_cols)}
-            head.update(threads=cell["threads"], repeat=cell["repeat"])
-            for iv in results.intervals(cell["id"]):
-                yield {**head, **iv, "warmup": _bit(iv["warmup"])}
 
-    return _write(_with_axes(views.SECOND_COLUMNS, axis_cols), rows())
+def second_rows(
+    cell: dict[str, Any], intervals: list[dict[str, Any]], axis_cols: dict[str, str]
+) -> Iterable[dict[str, Any]]:
+    """A cell's per-second rows (views.SECOND_COLUMNS and its axes), from its stored intervals
+    or the JSON export's."""
+    head = {"cell_id": cell["id"], **_variant(cell["variant"], axis_cols)}
+    head.update(threads=cell["threads"], repeat=cell["repeat"])
+    for iv in intervals:
+        yield {**head, **iv, "warmup": _bit(iv["warmup"])}
 
 
 def comparisons_csv(results: Results) -> str:
     """The comparisons of the JSON export (metrics qps and p95, default baseline), one per row;
     the axis columns give the compared variant's labels, `baseline` the baseline's key."""
     meta, cells = summary.load(results)
-    axis_cols = views.axis_columns(_axes(meta, cells))
-    rows = [
-        {
-            **c.to_dict(),
-            **_variant(c.variant, axis_cols),
-            "baseline": variant_key(c.baseline),
-            "explanation": evidence.explain(c.evidence),
-        }
-        for c in compare.verdicts(meta, cells).comparisons
-    ]
-    return _write(_with_axes(COMPARISON_COLUMNS, axis_cols), rows)
+    axis_cols = axis_columns(meta, cells)
+    rows = [comparison_row(c.to_dict(), axis_cols) for c in compare.verdicts(meta, cells).comparisons]
+    return _write(with_axes(COMPARISON_COLUMNS, axis_cols), rows)
+
+
+def comparison_row(comparison: dict[str, Any], axis_cols: dict[str, str]) -> dict[str, Any]:
+    """A comparison's row (COMPARISON_COLUMNS and the compared variant's axes), from
+    Comparison.to_dict(): the JSON export's comparisons are these dicts."""
+    return {
+        **comparison,
+        **_variant(comparison["variant"], axis_cols),
+        "baseline": variant_key(comparison["baseline"]),
+        "explanation": evidence.explain(comparison["evidence"]),
+    }
 
 
 FORMATS = {"csv": cells_csv, "seconds-csv": seconds_csv, "comparisons-csv": comparisons_csv}
