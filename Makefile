@@ -82,7 +82,7 @@ apt:
 # PIP_BREAK_SYSTEM_PACKAGES: Debian's own python3 refuses pip outside a venv (PEP 668); on this
 # root-run benchmark machine perflab goes to /usr/local (the `perflab` command to /usr/local/bin).
 python:
-	@here=$$(pwd); cd / && $(PYTHON) -c 'import sys, os, perflab, click, pydantic, rich, scipy, pytest, hypothesis, jinja2, playwright; \
+	@here=$$(pwd); cd / && $(PYTHON) -c 'import sys, os, perflab, click, pydantic, rich, scipy, pandas, pytest, hypothesis, jinja2, playwright; \
 		sys.exit(os.path.dirname(perflab.__file__) != os.path.join(sys.argv[1], "perflab"))' "$$here" 2>/dev/null \
 		&& echo "python package: installed from this checkout" \
 		|| (cd "$$here" && PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore -e '.[test]')
