@@ -60,11 +60,11 @@ COMPARISON_COLUMNS = (
 )
 
 
-def axis_columns(meta: dict[str, Any], cells: list[dict[str, Any]]) -> dict[str, str]:
-    """Axis -> its column (store/views.axis_columns), for the run's axes (those its cells name, in
-    results without meta.experiment.axes)."""
+def axis_columns(meta: dict[str, Any], cells: list[dict[str, Any]], reserved: Iterable[str] = ()) -> dict[str, str]:
+    """Axis -> its column (store/views.axis_columns, `reserved` beside the fixed columns), for the
+    run's axes (those its cells name, in results without meta.experiment.axes)."""
     axes = list((meta.get("experiment") or {}).get("axes") or {})
-    return views.axis_columns(axes or list(dict.fromkeys(a for cell in cells for a in cell["variant"])))
+    return views.axis_columns(axes or list(dict.fromkeys(a for cell in cells for a in cell["variant"])), reserved)
 
 
 def with_axes(columns: Iterable[str], axis_cols: dict[str, str]) -> list[str]:
@@ -85,7 +85,8 @@ def _write(columns: list[str], rows: Iterable[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def _variant(variant: dict[str, str], axis_cols: dict[str, str]) -> dict[str, Any]:
+def variant_columns(variant: dict[str, str], axis_cols: dict[str, str]) -> dict[str, Any]:
+    """`variant` (its key) and the variant's label in each axis column."""
     return {"variant": variant_key(variant), **{col: variant.get(a) for a, col in axis_cols.items()}}
 
 
@@ -109,7 +110,7 @@ def cell_row(cell: dict[str, Any], axis_cols: dict[str, str]) -> dict[str, Any]:
     return {
         "id": cell["id"],
         "order": cell["id"],
-        **_variant(cell["variant"], axis_cols),
+        **variant_columns(cell["variant"], axis_cols),
         "threads": cell["threads"],
         "repeat": cell["repeat"],
         "status": cell["status"],
@@ -155,7 +156,7 @@ def second_rows(
 ) -> Iterable[dict[str, Any]]:
     """A cell's per-second rows (views.SECOND_COLUMNS and its axes), from its stored intervals
     or the JSON export's."""
-    head = {"cell_id": cell["id"], **_variant(cell["variant"], axis_cols)}
+    head = {"cell_id": cell["id"], **variant_columns(cell["variant"], axis_cols)}
     head.update(threads=cell["threads"], repeat=cell["repeat"])
     for iv in intervals:
         yield {**head, **iv, "warmup": _bit(iv["warmup"])}
@@ -175,7 +176,7 @@ def comparison_row(comparison: dict[str, Any], axis_cols: dict[str, str]) -> dic
     Comparison.to_dict(): the JSON export's comparisons are these dicts."""
     return {
         **comparison,
-        **_variant(comparison["variant"], axis_cols),
+        **variant_columns(comparison["variant"], axis_cols),
         "baseline": variant_key(comparison["baseline"]),
         "explanation": evidence.explain(comparison["evidence"]),
     }

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Iterable
 
 # [observe] alloc, per transaction (run/observers/alloc: OPS; run/observers/syscalls: SYSCALLS;
 # named here because the store does not import the run stage)
@@ -59,11 +60,12 @@ _OTHER_COLUMNS = """start_s end_s min_qps kind rss_bytes source phase rank funct
 _RESERVED = {name.lower() for name in CELL_COLUMNS + SECOND_COLUMNS + _words(_OTHER_COLUMNS)}
 
 
-def axis_columns(axes: list[str]) -> dict[str, str]:
+def axis_columns(axes: list[str], reserved: Iterable[str] = ()) -> dict[str, str]:
     """Axis -> column name: the axis's own name, or `axis_<name>` where that would collide with
-    a fixed column (an axis called `threads`) or another axis (SQL names ignore case)."""
+    a fixed column (an axis called `threads`; `reserved`: a caller's own columns) or another axis
+    (SQL names ignore case)."""
     out: dict[str, str] = {}
-    taken = set(_RESERVED)
+    taken = _RESERVED | {name.lower() for name in reserved}
     for axis in axes:
         name = axis if axis.lower() not in taken else f"axis_{axis}"
         while name.lower() in taken:
