@@ -24,7 +24,7 @@ window runs the two sides one after the other (the sequential design). Printed p
 turn: the sd of the log-ratio with a 95% interval, its variance against the first (F interval),
 the mean steal and other_cpu_cores (figures from a busy machine are not this machine's noise).
 
-Measured 2026-11-26/27 (docs/methodology.md#turns-under-a-second-2026-11-27): at 1 s turns kept
+Measured 2026-11-26/27 (docs/methodology.md#turns-of-100-ms): at 1 s turns kept
 processes varied as much as fresh ones (5.0% against 4.8%); on kept servers 100 ms turns left
 0.72%, 1 s turns 5.3%, one after the other 9.4%: the turns, not the servers.
 

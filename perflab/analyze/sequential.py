@@ -77,7 +77,7 @@ OBRIEN_FLEMING, POCOCK = "obrien-fleming", "pocock"
 def spent(t: float, a: float, spending: str = OBRIEN_FLEMING) -> float:
     """One-sided alpha spent by information fraction t: Lan-DeMets O'Brien-Fleming type (almost
     nothing early), or Pocock type, a ln(1 + (e - 1) t), which spends evenly enough over the
-    looks that a large effect stops at the first (docs/methodology.md#stopping-on-a-verdict)."""
+    looks that a large effect stops at the first (docs/methodology.md#stopping-on-a-verdict-by-default)."""
     if t >= 1:
         return a
     if spending == POCOCK:

@@ -332,7 +332,7 @@ def _round_seconds(cells: list[dict[str, Any]], rounds: int) -> float | None:
 def _interleave(meta: dict[str, Any]) -> str:
     """The remedy a sequential MariaDB run has beside more time: the interleaved design, which on
     this project's 2-vCPU VM called a 2.2% slowdown in 99% of 10-minute experiments
-    (docs/methodology.md, "A 3% setting on the finished harness"); "" where it is not offered
+    (docs/methodology.md#what-it-buys); "" where it is not offered
     (already interleaved, PostgreSQL: spec/design.py)."""
     exp = meta.get("experiment") or {}
     if exp.get("design") == "interleaved" or servers.kind(exp.get("server", "mariadb")).interleaved_refusal:

@@ -24,7 +24,7 @@ whole window's), and the machine's steal time in them (`steal_cpu_cores`, sample
 flushing, an allocator's background thread), sampled around the turns that end another seat's
 second: work that lands in the other servers' turns; above IDLE_WARNING the row says so in
 `design.warning`. Nothing is read between the other turns: reads there made the servers'
-per-second QPS noisier (docs/methodology.md#reads-between-turns-2026-11-27).
+per-second QPS noisier (docs/methodology.md#nothing-read-between-turns).
 
     rows = run_group(runner, cells, snapshots, workdir)   # one committed row per cell
 """
@@ -208,7 +208,7 @@ class Seat:
         that ends with a sample reads /proc around it: the machine's steal and the others'
         servers' CPU while paused (their idle work), sampled once a second a seat; the turns in
         between do nothing but SIGCONT, sleep and SIGSTOP, as reads between 100 ms turns made the
-        servers' QPS noisier (docs/methodology.md#reads-between-turns-2026-11-27). A dead client
+        servers' QPS noisier (docs/methodology.md#nothing-read-between-turns). A dead client
         or server is noticed at that turn, within a second."""
         assert self.server is not None and self.child is not None
         closing = seconds >= 1 or self.part_s + seconds > 1 - 1e-6  # a sample follows this turn

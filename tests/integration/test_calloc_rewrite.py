@@ -4,7 +4,7 @@ gcc 12 at -O2 compiles `p = malloc(2 MiB); memset(p, 0, 2 MiB)` into `calloc(2 M
 pages on every call (jemalloc purges the pages it reuses with madvise(MADV_DONTNEED) to hand them
 out zeroed), a minor fault per 4 KiB page when they are touched, where malloc + memset reuses
 pages already mapped. Under glibc, tcmalloc and mimalloc both forms reuse their pages (measured
-here: docs/profiles.md, "Report 000's mechanism"). perflab's allocation counter, preloaded into
+here: docs/profiles.md, "The gcc calloc rewrite's mechanism"). perflab's allocation counter, preloaded into
 the same program, counts the calloc calls that the source does not show."""
 
 from __future__ import annotations

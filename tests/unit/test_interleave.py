@@ -301,7 +301,7 @@ def _seat(tmp_path: Path, order: int, stack: contextlib.ExitStack) -> interleave
 def test_proc_is_read_only_around_the_turns_that_end_a_second(tmp_path: Path, monkeypatch, slice_s, per_second):
     """The real Seat.turn, on real (sleeping) processes: every file read under /proc is logged
     with the turn it falls in. Reads between 100 ms turns made the servers' QPS noisier
-    (docs/methodology.md#reads-between-turns-2026-11-27): a turn that does not complete a second
+    (docs/methodology.md#nothing-read-between-turns): a turn that does not complete a second
     of its seat's running time must read nothing; one that does reads the steal and the other
     seat's server (its idle work) and its own server (alive?)."""
     log: list[list[str]] = []  # one list of /proc paths per turn, in order

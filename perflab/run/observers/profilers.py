@@ -360,7 +360,7 @@ def stack_quality(binary: str | None, source: str, mode: str | None, stats: Fold
                 "so callers are skipped or stacks cut short: "
                 f"{complete or 0:.0f}% of the samples reach a thread's entry point",
                 "remedy": f'call_graph = "dwarf" (unwinds from copied stacks; {DWARF_COST_NOTE}), '
-                "or a server built with -fno-omit-frame-pointer (about 1% slower, see reference report 004), "
+                "or a server built with -fno-omit-frame-pointer (no cost resolved here: docs/builds.md#measured-here), "
                 "or pmp stacks, "
                 "which unwind from .eh_frame",
             }

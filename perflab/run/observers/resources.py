@@ -38,7 +38,7 @@ class ProcCounters:
         """The process's counters now. `threads=False` reads /proc/PID/stat alone and leaves the
         context switches 0: the switches are summed over every thread's status file, and reading
         those after every 100 ms turn of an interleaved run made a server's per-second QPS vary
-        13-21% instead of 1-4% (docs/methodology.md#reads-between-turns-2026-11-27)."""
+        13-21% instead of 1-4% (docs/methodology.md#nothing-read-between-turns)."""
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             # the command name may contain spaces: fields start after the last ')'
             fields = f.read().rsplit(")", 1)[1].split()
@@ -154,7 +154,7 @@ def machine_steal_s() -> float:
     """CPU time the hypervisor gave other guests while this VM's CPUs wanted to run (steal,
     /proc/stat; 0 on bare metal), summed over all CPUs, since boot. On this project's 2-vCPU VM
     it was 0.14 cores on average under load, and explained half of a 1 s turn's QPS variance
-    (r = -0.74; docs/methodology.md, "Steal time")."""
+    (r = -0.74; docs/lab-notes/2026-11-26-turn-noise-and-steal.md)."""
     fields = _all_cpus()
     return fields[7] / CLOCK_TICKS if len(fields) > 7 else 0.0
 
