@@ -152,12 +152,13 @@ def fit_design(exp: Experiment) -> Experiment:
     design runs sequentially (the reason says why, with the figures); one that asked for
     interleaved is refused (exit 3, with the figures)."""
     e = exp.file.experiment
-    if not e.interleaved or servers.kind(e.server).interleaved_refusal:
+    kind = servers.kind(e.server)
+    if not e.interleaved or kind.interleaved_refusal:
         return exp
     seats = 1
     for labels in exp.file.variants.values():
         seats *= len(labels)
-    copy = dataset_estimate(exp)
+    copy = kind.dataset_estimate(exp)
     rows = exp.file.dataset.tables * exp.file.dataset.table_size
     tmpfs_need = (1 + seats) * copy  # the snapshot and one copy a server
     ram_need = tmpfs_need + seats * (max(256 << 20, rows * 400) + (128 << 20))  # the copies, buffer pools, server

@@ -333,12 +333,14 @@ def _interleave(meta: dict[str, Any]) -> str:
     """The remedy a sequential MariaDB run has beside more time: the interleaved design, which on
     this project's 2-vCPU VM called a 2.2% slowdown in 99% of 10-minute experiments
     (docs/methodology.md#what-it-buys); "" where it is not offered
-    (already interleaved, PostgreSQL: spec/design.py)."""
+    (already interleaved, pgbench, or a server it cannot run: spec/design.py)."""
     exp = meta.get("experiment") or {}
     if exp.get("design") == "interleaved" or servers.kind(exp.get("server", "mariadb")).interleaved_refusal:
         return ""
+    if (exp.get("workload") or {}).get("tool", "sysbench") != "sysbench":
+        return ""
     return (
-        '; or design = "interleaved" (no profiles), whose servers run at once and take turns, '
+        '; or design = "interleaved" (no pmp stacks), whose servers run at once and take turns, '
         "so the host's speed (on a VM often most of the noise) falls on every variant alike (docs/experiment.md)"
     )
 

@@ -49,14 +49,18 @@ from perflab.run import allocator_proof, client, client_variant, dataset
 from perflab.run.accounting import per_txn, server_resources
 from perflab.run.builds import Build, BuildError
 from perflab.run.cell import CellRunner, cpus_allowed, failure_fields, keep_logs, read_tail
+from perflab.run.observers.alloc.tracer import AllocTracer
+from perflab.run.observers.phases import MEASURED, WARMUP
 from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, machine_steal_s, process_cpu_s
+from perflab.run.observers.seats import SeatObservers, SeatSpans
 from perflab.run.observers.status import STATEMENTS, StatusError, StatusSampler
 from perflab.run.observers.status import figures as status_figures
 from perflab.run.prewarm import server_switches
 from perflab.run.proc import Child
+from perflab.run.turn_counts import ClientCounts
 from perflab.run.turn_latency import WRAPPER, Histogram, TurnClock
 from perflab.run.workloads import sysbench
-from perflab.servers.mariadb.server import MariaDB
+from perflab.servers.managed import Managed
 from perflab.spec import Cell
 from perflab.units import utc_now
 
@@ -68,14 +72,24 @@ WRITES = ("Com_insert", "Com_update", "Com_delete", "Com_replace", "Com_insert_s
 class Seat:
     """One cell of a group: its row, its started server, its paused client, its counters."""
 
-    def __init__(self, runner: CellRunner, cell: Cell, snapshot: dataset.Snapshot | None, workdir: Path) -> None:
+    def __init__(
+        self,
+        runner: CellRunner,
+        cell: Cell,
+        snapshot: dataset.Snapshot | None,
+        workdir: Path,
+        observers: SeatObservers | None = None,
+    ) -> None:
         self.runner, self.cell, self.snapshot = runner, cell, snapshot
         self.row = runner.new_row(cell)
+        self.workdir = workdir
         self.rundir = workdir / f"cell-{cell.order:04d}"
+        self.observers = observers  # the group's [observe] perf and alloc (None: no observers)
+        self.tracer: AllocTracer | None = None  # [observe] alloc: its server's counter
         self.logs = runner.results.log_dir(cell.order)
-        self.server: MariaDB | None = None
+        self.server: Managed | None = None
         self.child: Child | None = None
-        self.sampler: StatusSampler | None = None
+        self.sampler: StatusSampler | ClientCounts | None = None
         self.error: PerflabError | None = None
         self.command: list[str] = []
         self.client_fields: dict[str, Any] = {}
@@ -89,6 +103,7 @@ class Seat:
         self.active_s = 0.0  # seconds its client really ran
         self.server_start: ProcCounters | None = None  # its full counters at the window's start
         self.window_t0 = 0.0  # time.monotonic() then
+        self.warmup_s = 0.0  # seconds its client ran before the window (its profiles' warm-up)
         # its server's CPU and faults while its client was stopped, sampled around the others'
         # turns that end a second of theirs, over idle_s seconds
         self.idle_used = ProcCounters.zero()
@@ -100,6 +115,7 @@ class Seat:
         self.series: list[dict[str, Any]] = []
         self.rss: list[tuple[float, int]] = []
         self.status_samples: list[tuple[float, dict[str, float]]] = []
+        self.counted: dict[str, Any] = {}  # how its throughput was counted (design.counts)
         self.own_unsettled_reason: str | None = None  # settled only relative to its group (settle_relative)
 
     @property
@@ -118,7 +134,13 @@ class Seat:
         self.row["build"] = build.record()
         self.runner.check_space(self.snapshot, self.rundir.parent)
         self.rundir.mkdir()
-        server = self.runner.server_for(self.cell, self.snapshot, self.rundir, build)
+        try:
+            if self.observers is not None:
+                self.tracer = self.observers.tracer(self.runner, self.rundir, self.workdir)
+        except PerflabError as exc:
+            self.error = exc
+            return
+        server = self.runner.server_for(self.cell, self.snapshot, self.rundir, build, self.tracer)
         self.server = server
         try:
             restore_s = dataset.restore(self.snapshot, self.rundir / "data")
@@ -128,13 +150,18 @@ class Seat:
                     server.pid, self.cell.preload, server.preload, server.program, allocator_proof.glibc_of(build)
                 )
             )
+            if self.tracer is not None:
+                self.tracer.check_started(server.pid)
             self.switches = {
                 "restore_s": round(restore_s, 3),
                 **server_switches(self.cell, server, "sysbench", self.runner.kind),
             }
             self.row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
-            # the full SHOW GLOBAL STATUS only when [observe] status asks for it: 8 counters do otherwise
-            self.sampler = StatusSampler(server.socket, lean=not self.runner.exp.file.observe.status).connect()
+            self.clock = TurnClock.create(self.rundir / "turns", self.cell.threads)
+            # MariaDB: the full SHOW GLOBAL STATUS only when [observe] status asks for it (8
+            # counters do otherwise); PostgreSQL: the client's own counts (run/turn_counts.py)
+            lean = not self.runner.exp.file.observe.status
+            self.sampler = self.runner.kind.turn_counters(server, self.clock, lean)
             self._start_client(seconds)
             self.sampler.start_clock()
             self.sample(0.0)
@@ -143,8 +170,7 @@ class Seat:
 
     def _start_client(self, seconds: int) -> None:
         spec, server = self.runner.exp.file, self.server
-        assert server is not None
-        self.clock = TurnClock.create(self.rundir / "turns", self.cell.threads)
+        assert server is not None and self.clock is not None
         self.command = sysbench.argv(
             str(WRAPPER),
             "run",
@@ -154,6 +180,7 @@ class Seat:
             threads=self.cell.threads,
             seconds=seconds,
             options={**spec.workload.options, **self.cell.workload_options},
+            driver=self.runner.kind.sysbench_driver,
         )
         env = {**client_variant.environment(self.cell, server.rundir), **self.clock.environment(spec.workload.test)}
         self.child = client.start(self.command, self.logs / "sysbench.txt", None, env)
@@ -164,11 +191,24 @@ class Seat:
         self.pause()
         if self.child.poll() is not None:
             raise self._client_died()
+        self.switches.update(self.runner.kind.clients_connected(server, self.cell))
 
-    def pids(self) -> list[int]:
-        """Its server, client and status client: the processes whose CPU is this seat's."""
-        found = [self.server.pid if self.server and self.server.child else None, self.child.pid if self.child else None]
-        return [p for p in (*found, self.sampler.pid if self.sampler else None) if p]
+    def cpu_s(self) -> dict[str, float | None]:
+        """The cumulative CPU of its server (every process of it), client and status client, by
+        name ("server 12345"); None for one that is gone."""
+        out: dict[str, float | None] = {}
+        if self.server is not None and self.server.child is not None:
+            try:
+                out[f"server {self.server.pid}"] = self.runner.kind.process_counters(self.server.pid).cpu_s
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                out[f"server {self.server.pid}"] = None
+        for role, pid in (
+            ("client", self.child.pid if self.child else None),
+            ("status client", self.sampler and self.sampler.pid),
+        ):
+            if pid:
+                out[f"{role} {pid}"] = process_cpu_s(pid)
+        return out
 
     def pause(self) -> None:
         assert self.child is not None
@@ -263,6 +303,7 @@ class Seat:
         work, `window_use`: nothing is read around each turn)."""
         assert self.child is not None
         self.window_from = len(self.points) - 1
+        self.warmup_s = self.active_s
         try:
             self.client_start = ProcCounters.read(self.child.pid)
             self.server_start = self._server_counters(threads=True)
@@ -294,7 +335,7 @@ class Seat:
         assert self.server is not None
         try:
             if self.server.alive():
-                return ProcCounters.read(self.server.pid, threads)
+                return self.runner.kind.process_counters(self.server.pid, threads)
         except (FileNotFoundError, ProcessLookupError, IndexError):
             pass
         raise ServerCrashedError(f"{self.server.death()} during the run:\n{self.server.error_lines()}")
@@ -398,31 +439,65 @@ def run_group(
     the order given, which is also the order of the turns."""
     spec = runner.exp.file.experiment
     warmup, duration, slice_s = round(spec.window_start), round(spec.duration), spec.slice
-    seats = [Seat(runner, cell, snap, workdir) for cell, snap in zip(cells, snapshots, strict=True)]
+    groupdir = workdir / f"group-{cells[0].order:04d}"  # the group's perf recording
+    observers = SeatObservers(runner.exp.file.observe, groupdir)
+    seats = [Seat(runner, cell, snap, workdir, observers) for cell, snap in zip(cells, snapshots, strict=True)]
     budget = 2 * len(seats) * (warmup + duration) + round(spec.timeout_margin)  # sysbench's own deadline
-    other: float | None = None
     try:
         for seat in seats:
             seat.open(budget)
-        _rotate([s for s in seats if s.live], warmup, slice_s, measured=False)
-        for seat in seats:
-            if seat.live:
-                seat.start_window()
-        live = [s for s in seats if s.live]
-        mark = _Mark.take(live)
-        with contextlib.ExitStack() as stack:
-            rss = {s: stack.enter_context(RssSampler(s.server.pid)) for s in live if s.server is not None}
-            _rotate(live, duration, slice_s, measured=True)
-        other = mark.other_cores(live)
-        for seat in live:
-            if seat.live:
-                _finish(seat, warmup, rss[seat], other)
-                if other is None and mark.missing:
-                    seat.row["resources"]["missing"] = {"other_cpu_cores": mark.missing}
-        settle_relative([s for s in live if s.live], warmup, spec.stall_threshold)
+        opened = [s for s in seats if s.live]
+        if opened:
+            _run_opened(opened, observers, warmup, duration, slice_s, spec.stall_threshold)
     finally:
         for seat in seats:
             seat.close()
+        shutil.rmtree(groupdir, ignore_errors=True)
+    return _commit(runner, seats, cells, slice_s)
+
+
+def _run_opened(
+    opened: list[Seat], observers: SeatObservers, warmup: int, duration: int, slice_s: float, threshold: float
+) -> None:
+    """The turns of the seats whose server and client started: the warm-up, the measured window
+    (observed: RSS, perf and allocation counts per seat), then each seat's figures."""
+    assert opened[0].server is not None
+    with observers.recording(opened[0].server.pid):
+        observers.warmup_started()
+        started = time.monotonic()
+        _rotate(opened, warmup, slice_s, measured=False)
+        for seat in opened:
+            if seat.live:
+                seat.start_window()
+        live = [s for s in opened if s.live]
+        mark = _Mark.take(live)
+        window_t0 = time.monotonic()
+        with contextlib.ExitStack() as stack:
+            rss = {s: stack.enter_context(s.runner.kind.memory_sampler(s.server.pid)) for s in live if s.server}
+            observers.window_started([(s.server.pid, s.rundir, s.tracer) for s in live if s.server is not None])
+            try:
+                _rotate(live, duration, slice_s, measured=True)
+            finally:
+                observers.window_ended()
+        window_end = time.monotonic()
+        other = mark.other_cores(live)
+    for seat in live:
+        if seat.live and seat.sampler is not None:
+            try:  # the client's counts (PostgreSQL) get their queries from the run's queries per event
+                seat.counted = seat.sampler.finish()
+            except PerflabError as exc:
+                seat.error = exc
+        if seat.live:
+            _observed(seat, SeatSpans(workload=started, window=window_t0, end=window_end))
+        if seat.live:
+            _finish(seat, warmup, rss[seat], other)
+            if other is None and mark.missing:
+                seat.row["resources"]["missing"] = {"other_cpu_cores": mark.missing}
+    settle_relative([s for s in live if s.live], warmup, threshold)
+
+
+def _commit(runner: CellRunner, seats: list[Seat], cells: list[Cell], slice_s: float) -> list[dict[str, Any]]:
+    """Commit every seat's row (ok or failed) and return them in the seats' order."""
     rows = []
     for seat in seats:
         if seat.error is not None:
@@ -434,6 +509,32 @@ def run_group(
     # are stored resumes the whole group, never a lone cell beside one that ran at another time
     runner.results.commit_cells([(s.row, s.series, s.rss, s.status_samples) for s in seats])
     return rows
+
+
+def _observed(seat: Seat, wall: SeatSpans) -> None:
+    """A seat's profiles and `alloc` ([observe] perf and alloc, run/observers/seats.py) over its
+    own seconds and transactions in the warm-up and the window; a profile that cannot be trusted
+    fails the seat."""
+    if seat.observers is None or (seat.runner.exp.file.observe.perf is None and seat.tracer is None):
+        return
+    assert seat.server is not None and seat.child is not None
+    statements = seat.sampler.statements if seat.sampler else STATEMENTS
+    window = summary(seat.points[seat.window_from :], statements)
+    warm = summary(seat.points[: seat.window_from + 1], statements) if seat.window_from > 0 else None
+    wall.own = {
+        MEASURED: (window["total_time_s"], window["transactions"]),
+        WARMUP: (warm["total_time_s"], warm["transactions"]) if warm else (0.0, 0.0),
+    }
+    wall.window_transactions = window["transactions"]
+    try:
+        fields = seat.observers.store(
+            seat.runner.results, seat.cell.order, wall, {"server": seat.server.pid, "client": seat.child.pid},
+            seat.tracer,
+        )  # fmt: skip
+    except PerflabError as exc:
+        seat.error = exc
+        return
+    seat.row.update(fields)
 
 
 def settle_relative(seats: list[Seat], warmup: int, threshold: float) -> None:
@@ -497,18 +598,19 @@ def _rotate(seats: list[Seat], seconds: int, slice_s: float, measured: bool) -> 
 class _Mark:
     """The machine's busy CPU and ours at the window's start: other_cpu_cores of the group.
 
-    Ours is each process's cumulative CPU, read at both ends: a process that is gone at the end
+    Ours is each seat's server (all its processes: PostgreSQL's backends, and those it reaped),
+    client and status client, cumulative CPU read at both ends: a process that is gone at the end
     (a seat's server or client that ended and was reaped) cannot be read, and counting it as 0
     would subtract all it had used before the window and show it as other processes' CPU (a
     false "busy machine"). The figure is then missing, and `missing` says why."""
 
-    def __init__(self, busy: float, ours: dict[int, float | None], own: float, at: float) -> None:
+    def __init__(self, busy: float, ours: dict[str, float | None], own: float, at: float) -> None:
         self.busy, self.ours, self.own, self.at = busy, ours, own, at
         self.missing: str | None = None
 
     @staticmethod
-    def _ours(seats: list[Seat]) -> dict[int, float | None]:
-        return {pid: process_cpu_s(pid) for seat in seats for pid in seat.pids()}
+    def _ours(seats: list[Seat]) -> dict[str, float | None]:
+        return {name: cpu for seat in seats for name, cpu in seat.cpu_s().items()}
 
     @staticmethod
     def _own() -> float:
@@ -522,13 +624,13 @@ class _Mark:
     def other_cores(self, seats: list[Seat]) -> float | None:
         window = time.monotonic() - self.at
         now = self._ours(seats)
-        now.update({pid: process_cpu_s(pid) for pid in self.ours.keys() - now.keys()})  # a seat that let go of one
-        gone = [str(pid) for pid, had in self.ours.items() if had is not None and now[pid] is None]
+        now.update(dict.fromkeys(self.ours.keys() - now.keys()))  # a seat that let go of one: gone
+        gone = [name for name, had in self.ours.items() if had is not None and now[name] is None]
         if gone:
-            self.missing = f"process(es) {', '.join(gone)} of the group ended during the window: their CPU is unknown"
+            self.missing = f"{', '.join(gone)} of the group ended during the window: their CPU is unknown"
             return None
         # a process gone at the start used nothing in the window; one started inside it, all it used
-        ours = sum(cpu - (self.ours.get(pid) or 0.0) for pid, cpu in now.items() if cpu is not None)
+        ours = sum(cpu - (self.ours.get(name) or 0.0) for name, cpu in now.items() if cpu is not None)
         ours += self._own() - self.own
         return round(max(0.0, machine_busy_s() - self.busy - ours) / window, 3) if window > 0 else None
 
@@ -546,6 +648,10 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
         client_used = None
     client_cpu = round(client_used.cpu_s, 3) if client_used else None
     idle = round(seat.idle_used.cpu_s / seat.idle_s, 3) if seat.idle_s else None
+    assert seat.server is not None
+    resources.update(
+        pss_end_bytes=seat.runner.kind.pss_bytes(seat.server), pss_peak_bytes=getattr(rss, "pss_peak", None)
+    )
     resources.update(
         client_cpu_s=client_cpu,
         client_user_s=round(client_used.user_s, 3) if client_used else None,
@@ -599,6 +705,8 @@ def _design_fields(seat: Seat, cells: list[Cell], slice_s: float) -> dict[str, A
         "active_s": round(seat.active_s, 3),
         "latency_spanned": seat.latency_spanned(),
     }
+    if seat.counted:
+        fields["counts"] = seat.counted
     fields["warning"] = idle_warning(idle)
     if seat.own_unsettled_reason:
         fields["own_unsettled_reason"] = seat.own_unsettled_reason

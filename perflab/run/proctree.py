@@ -49,12 +49,13 @@ def _stat(pid: int) -> list[str]:
         return f.read().rsplit(")", 1)[1].split()
 
 
-def tree_counters(pid: int) -> ProcCounters:
-    """The counters of every live process of the tree, plus the children the tree has reaped."""
+def tree_counters(pid: int, threads: bool = True) -> ProcCounters:
+    """The counters of every live process of the tree, plus the children the tree has reaped
+    (`threads=False`: no context switches, which read every thread's status file)."""
     total = ProcCounters(0.0, 0.0, 0, 0, 0, 0)
     for member in tree(pid):
         try:
-            own = ProcCounters.read(member)
+            own = ProcCounters.read(member, threads)
             fields = _stat(member)
         except (FileNotFoundError, ProcessLookupError):  # ended while we looked
             continue

@@ -33,9 +33,9 @@ from pathlib import Path
 from perflab.run.workloads.sysbench import histogram_percentile
 
 WRAPPER = Path(__file__).resolve().parent / "workloads" / "turns.lua"
-LAYOUT = 1  # shared[1]: the layout turns.lua writes
+LAYOUT = 2  # shared[1]: the layout turns.lua writes
 BUCKETS = 1024
-HEADER = 8
+HEADER = 16  # doubles before the first thread's part (turns.lua's layout)
 STRIDE = BUCKETS + 2  # per thread: the counts, the sum of latencies (ms), the spanned events
 _LOG_MIN = math.log(0.001)
 _MULT = (BUCKETS - 1) / (math.log(100000) - _LOG_MIN)
@@ -124,6 +124,11 @@ class TurnClock:
         parts = [values[t * STRIDE : (t + 1) * STRIDE] for t in range(self.threads)]
         total = tuple(map(sum, zip(*parts, strict=True)))  # every thread's counts, sum and spanned
         return Histogram(total[:BUCKETS], total[BUCKETS], total[BUCKETS + 1])
+
+    def reported(self) -> tuple[float, float, float, float]:
+        """sysbench's own reads, writes, other queries and events, summed over its reports so
+        far (turns.lua's report hook): the run's queries per event."""
+        return struct.unpack_from("<4d", self._map, 5 * 8)
 
     def close(self) -> None:
         self._map.close()

@@ -99,6 +99,27 @@ class Kind:
         """The server's proportional set size now, summed over its processes."""
         raise NotImplementedError
 
+    # the interleaved design (run/interleave.py): what a seat reads of its server
+    def turn_counters(self, server: Managed, clock: Any, lean: bool) -> Any:
+        """What a seat samples at every turn that ends a second of its client's running time
+        (`sample()`, `samples`, `statements`, `finish()`: StatusSampler's interface; `lean`: the
+        throughput counters only). `clock` is the seat's TurnClock (run/turn_latency.py)."""
+        raise NotImplementedError
+
+    def process_counters(self, pid: int, threads: bool = False) -> Any:
+        """The server's CPU and faults now, over all its processes (`threads`: its context
+        switches too, which reads every thread's status file: never between turns).
+        ProcessLookupError once it is gone."""
+        raise NotImplementedError
+
+    def memory_sampler(self, pid: int) -> Any:
+        """The server's memory sampled once a second over a window (an RssSampler)."""
+        raise NotImplementedError
+
+    def clients_connected(self, server: Managed, cell: Cell) -> dict[str, Any]:
+        """Checks once the cell's client threads have connected, as the row's resources fields."""
+        return {}
+
     def train(self, runner: Any, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
         """PGO training of an instrumented `build`: the workload, a clean stop, its profile kept."""
         raise NotImplementedError

@@ -2,11 +2,13 @@
 and, when the file does not say, which design a run gets and why (`choose`).
 
 An interleaved round starts the servers of one thread count together and lets their clients take
-turns; throughput is the server's own statement counter over each client's running seconds. So:
-MariaDB only (PostgreSQL has no `Questions`; its pg_stat counters are not read per turn yet), no
-pinning (each server would need a CPU of its own), and no observer that follows one process
-through the whole window ([observe] perf, pmp, alloc: they would profile the other servers' turns
-too) nor the host-speed canary (interleaving takes the host's speed out by design).
+turns; throughput is counted over each client's running seconds, by the server's own statement
+counters (MariaDB) or by sysbench's wrapper (PostgreSQL: run/turn_counts.py). So: sysbench only
+(pgbench's transactions are not counted per turn yet), no
+pinning (each server would need a CPU of its own), no wall-clock stacks ([observe] pmp: a
+server whose client is stopped would show its idle threads) nor the host-speed canary
+(interleaving takes the host's speed out by design). On-CPU profiles and allocation counts
+([observe] perf, alloc) are per seat: only the running seat works (run/observers/seats.py).
 
     problems = design_problems(spec)   # [] or Problems with key paths and fixes
     design, reason = choose(spec)      # ("interleaved", "...") for a file without `design`
@@ -35,16 +37,19 @@ def design_problems(spec: ExperimentFile) -> list[Problem]:
     problems = []
     kind = servers.kind(e.server)
     if kind.interleaved_refusal:
-        problems.append(Problem("experiment.design", f'design = "interleaved" on MariaDB (not {kind.title} yet)',
+        problems.append(Problem("experiment.design", f'design = "interleaved" on a server it runs (not {kind.title})',
                                 "interleaved", f'use design = "sequential" on {kind.title}'))  # fmt: skip
+    if spec.workload.tool != "sysbench":
+        problems.append(Problem("workload.tool", 'tool = "sysbench" with design = "interleaved"', spec.workload.tool,
+                                f"{_HINT}: the turns are counted by sysbench's wrapper (run/turn_counts.py), "
+                                f"not by {spec.workload.tool} yet"))  # fmt: skip
     if e.pin:
         problems.append(Problem("experiment.pin", 'pin = false with design = "interleaved"', "true",
                                 "every server and client of a round shares the CPUs; remove pin"))  # fmt: skip
-    for name in ("perf", "pmp", "alloc"):
-        if getattr(spec.observe, name) is not None:
-            expected = f'no [observe] {name} with design = "interleaved" (not yet)'
-            hint = f"{_HINT}: a profile of one server would cover the others' turns"
-            problems.append(Problem(f"observe.{name}", expected, name, hint))
+    if spec.observe.pmp is not None:
+        expected = 'no [observe] pmp with design = "interleaved"'
+        hint = f"{_HINT}: wall-clock stacks of a server whose client is stopped show its idle threads"
+        problems.append(Problem("observe.pmp", expected, "pmp", hint))
     if spec.observe.host_speed:
         hint = "remove it: interleaved turns put the host's speed on every variant alike"
         problems.append(Problem("observe.host_speed", 'no host-speed canary with design = "interleaved"', "true", hint))
@@ -76,11 +81,12 @@ def sequential_reason(spec: ExperimentFile) -> str | None:
     refusal = servers.kind(e.server).interleaved_refusal
     if refusal:
         return f"sequential: {refusal}"
+    if spec.workload.tool != "sysbench":
+        return f"sequential: {spec.workload.tool}'s transactions are not counted per turn (sysbench's are)"
     if e.pin:
         return "sequential: pin = true gives the server a CPU of its own; interleaved servers share them"
-    for name, what in (("perf", "on-CPU profiles"), ("pmp", "wall-clock stacks"), ("alloc", "allocation counts")):
-        if getattr(spec.observe, name) is not None:
-            return f"sequential: [observe] {name} ({what}) follows one server through its whole window"
+    if spec.observe.pmp is not None:
+        return "sequential: [observe] pmp (wall-clock stacks) follows one server through its whole wall-clock window"
     if spec.observe.host_speed:
         return "sequential: [observe] host_speed = true asks for the canary, which the sequential design needs"
     return None

@@ -79,3 +79,27 @@ def test_an_event_stopped_between_turns_is_left_out(tmp_path: Path) -> None:
     assert hist.events + hist.spanned == events
     assert hist.summary()["max"] < 100, hist.summary()
     assert hist.spanned_share() == round(hist.spanned / events, 6)
+
+
+def test_the_wrapper_sums_sysbenchs_own_reports_and_still_prints_them(tmp_path: Path) -> None:
+    """turns.lua's report hook (run/turn_counts.py's queries per event): sysbench's per-second
+    counts are summed into the shared file, and its report lines are printed as without the hook
+    (perflab's parsers read them)."""
+    script = tmp_path / "sleeper.lua"
+    script.write_text(SLEEPER)
+    clock = TurnClock.create(tmp_path / "turns", THREADS)
+    argv = ["sysbench", str(WRAPPER), f"--threads={THREADS}", "--time=3", "--events=0", "--report-interval=1",
+            "--histogram=on", "run"]  # fmt: skip
+    done = subprocess.run(argv, env=clean_env(clock.environment(str(script))), capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    reports = re.findall(r"^\[ (\d+)s \] thds: 2 tps: ([\d.]+) qps: 0\.00 \(r/w/o: 0\.00/0\.00/0\.00\)", done.stdout,
+                         re.MULTILINE)  # fmt: skip
+    assert len(reports) >= 2, done.stdout
+    reads, writes, other, events = clock.reported()
+    own, _ = _own(done.stdout)
+    # no queries (the script makes none); the events of every report, at most sysbench's total
+    assert (reads, writes, other) == (0, 0, 0)
+    printed = sum(float(tps) for _, tps in reports)  # a report's tps is its count over about 1 s
+    assert 0.8 * printed <= events <= own and events > 100, (events, printed, own)
+    clock.close()

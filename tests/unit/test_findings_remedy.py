@@ -22,13 +22,20 @@ def missed(experiment: dict) -> str:
     return found.text
 
 
-@pytest.mark.parametrize("experiment", [{"design": "sequential", "server": "mariadb"}, {}])
-def test_a_sequential_mariadb_run_is_pointed_at_the_interleaved_design(experiment: dict) -> None:
+@pytest.mark.parametrize(
+    "experiment",
+    [{"design": "sequential", "server": "mariadb"}, {}, {"design": "sequential", "server": "postgresql"}],
+)
+def test_a_sequential_sysbench_run_is_pointed_at_the_interleaved_design(experiment: dict) -> None:
     assert 'design = "interleaved"' in missed(experiment)  # {}: a run from before the design existed
 
 
 @pytest.mark.parametrize(
-    "experiment", [{"design": "interleaved", "server": "mariadb"}, {"design": "sequential", "server": "postgresql"}]
+    "experiment",
+    [
+        {"design": "interleaved", "server": "mariadb"},
+        {"design": "sequential", "server": "postgresql", "workload": {"tool": "pgbench", "test": "select-only"}},
+    ],
 )
 def test_no_interleaved_remedy_where_it_is_already_or_cannot_be(experiment: dict) -> None:
     assert "interleaved" not in missed(experiment)

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from perflab import spec
+from perflab import servers, spec
 from perflab.cli import calibrated
 from perflab.errors import SpecError, UsageError
 from perflab.run import interleave
@@ -54,13 +54,19 @@ def test_without_a_design_it_is_interleaved_where_it_can_measure_the_file():
     plain = spec.parse(text().replace('design = "interleaved"\n', ""))
     assert plain.file.experiment.design == "interleaved" and "the default" in plain.design_reason
     for rest, why in (
-        ("\n[observe]\nperf = true\n", "[observe] perf"),
         ("\n[observe]\npmp = true\n", "[observe] pmp"),
         ("\n[observe]\nhost_speed = true\n", "host_speed"),
-        ("\n[observe]\nalloc = true\n", "alloc"),
     ):
         exp = spec.parse(text("", rest).replace('design = "interleaved"\n', ""))
         assert exp.file.experiment.design == "sequential" and why in exp.design_reason, rest
+    # on-CPU profiles and allocation counts are per seat (run/observers/seats.py): still interleaved
+    for rest in (
+        "\n[observe]\nperf = true\n",
+        "\n[observe]\nalloc = true\n",
+        "\n[observe]\nperf = true\nalloc = true\n",
+    ):
+        exp = spec.parse(text("", rest).replace('design = "interleaved"\n', ""))
+        assert exp.file.experiment.design == "interleaved" and "the default" in exp.design_reason, rest
     pinned = spec.parse(text("pin = true\n").replace('design = "interleaved"\n', ""))
     assert pinned.file.experiment.design == "sequential" and "pin" in pinned.design_reason
     named = spec.parse(text().replace('design = "interleaved"', 'design = "sequential"'))
@@ -103,17 +109,22 @@ def test_what_the_interleaved_design_cannot_run_is_named_at_once():
     with pytest.raises(SpecError) as info:
         spec.parse(text("pin = true\n", rest))
     problems = by_path(info.value.problems)
-    assert set(problems) == {"experiment.pin", "observe.perf", "observe.pmp", "observe.alloc", "observe.host_speed"}
-    assert "others' turns" in problems["observe.perf"].hint
+    assert set(problems) == {"experiment.pin", "observe.pmp", "observe.host_speed"}
+    assert "idle threads" in problems["observe.pmp"].hint
     assert "every variant alike" in problems["observe.host_speed"].hint
 
 
-def test_postgresql_is_not_interleaved_yet():
+def test_postgresql_with_sysbench_is_interleaved_and_pgbench_is_not_yet():
     pg = text().replace('design = "interleaved"', 'design = "interleaved"\nserver = "postgresql"')
-    pg = pg.replace("[workload]\n", '[workload]\ntool = "pgbench"\ntest = "select-only"\n')
-    pg = pg.replace("[variants.alloc]", "[dataset]\nscale = 1\n\n[variants.alloc]")
-    problem = only_problem(pg)
-    assert problem.path == "experiment.design" and "MariaDB" in problem.expected
+    assert spec.parse(pg).file.experiment.design == "interleaved"  # sysbench's wrapper counts the turns
+    plain = spec.parse(pg.replace('design = "interleaved"\n', ""))
+    assert plain.file.experiment.design == "interleaved" and "the default" in plain.design_reason
+    pgbench = pg.replace("[workload]\n", '[workload]\ntool = "pgbench"\ntest = "select-only"\n')
+    pgbench = pgbench.replace("[variants.alloc]", "[dataset]\nscale = 1\n\n[variants.alloc]")
+    problem = only_problem(pgbench)
+    assert problem.path == "workload.tool" and "sysbench" in problem.expected and problem.found == "pgbench"
+    chosen = spec.parse(pgbench.replace('design = "interleaved"\n', ""))
+    assert chosen.file.experiment.design == "sequential" and "pgbench" in chosen.design_reason
 
 
 def test_groups_are_a_rounds_cells_of_one_thread_count_in_run_order():
@@ -259,6 +270,7 @@ class _Runner:
     def __init__(self, logs: Path) -> None:
         self.results = SimpleNamespace(log_dir=lambda order: logs)
         self.exp = SimpleNamespace(file=SimpleNamespace(experiment=SimpleNamespace(timeout_margin=5.0)))
+        self.kind = servers.kind("mariadb")
 
     def new_row(self, cell: object) -> dict:
         return {}
@@ -350,6 +362,7 @@ def test_window_use_is_the_window_less_the_idle_rate_over_the_others_turns(monke
                                   voluntary_ctx=900, involuntary_ctx=90)  # fmt: skip
     monkeypatch.setattr(interleave.ProcCounters, "read", staticmethod(lambda pid, threads=True: end))
     seat = object.__new__(interleave.Seat)
+    seat.runner = SimpleNamespace(kind=servers.kind("mariadb"))  # type: ignore[assignment]
     seat.server = SimpleNamespace(pid=1, alive=lambda: True)
     seat.server_start = interleave.ProcCounters(10.0, 2.0, 500, 2, 100, 10)
     seat.idle_used, seat.idle_s = interleave.ProcCounters(0.4, 0.1, 200, 4, 0, 0), 2.0

@@ -14,7 +14,7 @@ import pytest
 
 from perflab.run import interleave
 from perflab.run.observers.status import STATEMENTS
-from perflab.run.turn_latency import BUCKETS, HEADER, STRIDE, VALUES, Histogram, TurnClock
+from perflab.run.turn_latency import BUCKETS, HEADER, LAYOUT, STRIDE, VALUES, Histogram, TurnClock
 from perflab.run.workloads.sysbench import histogram_percentile
 
 
@@ -84,7 +84,7 @@ def test_the_clock_reads_every_thread_s_part_and_writes_the_resume_time(tmp_path
     clock.advance()
     resumed, layout, buckets, stride, turns = struct.unpack("<5d", (tmp_path / "turns").read_bytes()[:40])
     assert before <= resumed <= time.monotonic() * 1000  # CLOCK_MONOTONIC in ms, what turns.lua times with
-    assert (layout, buckets, stride, turns) == (1, BUCKETS, STRIDE, 2)
+    assert (layout, buckets, stride, turns) == (LAYOUT, BUCKETS, STRIDE, 2)
     clock.close()
 
 

@@ -221,7 +221,7 @@ def test_the_interleaved_groups_other_cores_are_missing_when_a_process_ended_in_
     try:
         while (process_cpu_s(proc.pid) or 0.0) < 0.25:
             time.sleep(0.02)
-        seat = types.SimpleNamespace(pids=lambda: [proc.pid])
+        seat = types.SimpleNamespace(cpu_s=lambda: {f"client {proc.pid}": process_cpu_s(proc.pid)})
         mark = _Mark.take([seat])  # type: ignore[list-item]
         assert mark.other_cores([seat]) is not None  # type: ignore[list-item]
         proc.kill()

@@ -30,7 +30,7 @@ import time
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from perflab import servers
 from perflab.analyze.alloc import callers
@@ -63,7 +63,17 @@ class Profilers:
         self._stack = ExitStack()
         self.binaries = {"server": _exe(pid)}
 
-    def __enter__(self) -> Profilers:
+    @classmethod
+    def shared(cls, observe: ObserveSection, pids: dict[str, int], workdir: Path, perf: PerfRecorder) -> Profilers:
+        """The profiles of `pids` (a server and its client) from a recording made for several
+        (an interleaved group's: run/observers/seats.py), to store(); nothing to enter."""
+        profilers = cls(observe, pids["server"], workdir)
+        profilers.pids = dict(pids)
+        profilers.binaries = {target: _exe(pid) for target, pid in pids.items()}
+        profilers.perf = perf
+        return profilers
+
+    def __enter__(self) -> Self:
         if self.observe.host_speed:  # built once per run, beside the cells' directories
             canary = HostSpeed(self.workdir.parent / "canary-build", self.workdir / "host-speed.txt")
             self.canary = self._stack.enter_context(canary)

@@ -26,7 +26,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self
 
 from perflab.errors import PerflabError
 from perflab.run.proc import Child, clean_env
@@ -171,7 +171,7 @@ class StatusSampler:
         moments of its choosing (run/interleave.py: at every turn's end) instead of entering."""
         self._start = time.monotonic()
 
-    def __enter__(self) -> StatusSampler:
+    def __enter__(self) -> Self:
         self.connect()  # a no-op when the caller connected before the workload
         self._start = time.monotonic()
         try:
@@ -220,6 +220,11 @@ class StatusSampler:
             except StatusError as exc:
                 self.error = exc
                 return
+
+    def finish(self) -> dict[str, Any]:
+        """The interleaved design's end of a window: the samples are the server's own counts,
+        complete as they are (run/turn_counts.py's client counts complete theirs here)."""
+        return {"source": "server"}
 
     def abort(self) -> None:
         """Kill the status client (a read waiting on a hung server then ends: StatusError)."""

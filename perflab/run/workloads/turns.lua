@@ -10,8 +10,10 @@
 -- log-spaced from 0.001 ms to 100000 ms), the sum of its latencies, and its spanned events.
 --
 -- Layout: doubles. [0] the last resume (CLOCK_MONOTONIC, ms), [1] layout version, [2] buckets,
--- [3] doubles per thread, [4] turns so far, [5..7] unused; thread t (sysbench.tid, from 0) at 8 + t * STRIDE: BUCKETS counts, sum (ms),
--- spanned.
+-- [3] doubles per thread, [4] turns so far, [5..8] sysbench's own counters summed over its
+-- per-second reports (reads, writes, other, events: queries per event for a server without
+-- statement counters, perflab/run/turn_counts.py), [9..15] unused; thread t (sysbench.tid, from 0)
+-- at 16 + t * STRIDE: BUCKETS counts, sum (ms), spanned.
 
 local ffi = require("ffi")
 
@@ -22,7 +24,7 @@ else
   require(test)
 end
 
-local BUCKETS, HEADER = 1024, 8
+local BUCKETS, HEADER = 1024, 16
 local STRIDE = BUCKETS + 2
 local LOG_MIN = math.log(0.001)
 local MULT = (BUCKETS - 1) / (math.log(100000) - LOG_MIN)
@@ -77,4 +79,15 @@ function event(thread_id)
   end
   shared[base + i] = shared[base + i] + 1
   shared[sum_at] = shared[sum_at] + ms
+end
+
+-- sysbench's reporting thread (its own Lua state, which loads this file too) calls this once a
+-- report interval with the counts since its last report (none are lost while it is stopped):
+-- their sums give the queries per event of the run. The report is printed as without the hook.
+function sysbench.hooks.report_intermediate(stat)
+  shared[5] = shared[5] + stat.reads
+  shared[6] = shared[6] + stat.writes
+  shared[7] = shared[7] + stat.other
+  shared[8] = shared[8] + stat.events
+  sysbench.report_default(stat)
 end

@@ -162,6 +162,22 @@ class MariaDBKind(Kind):
 
         return preflight.tool_problems()
 
+    def turn_counters(self, server: Any, clock: Any, lean: bool) -> Any:
+        """The server's own statement counters, `SHOW GLOBAL STATUS` over one connection made now."""
+        from perflab.run.observers.status import StatusSampler
+
+        return StatusSampler(server.socket, lean=lean).connect()
+
+    def process_counters(self, pid: int, threads: bool = False) -> Any:
+        from perflab.run.observers.resources import ProcCounters
+
+        return ProcCounters.read(pid, threads)
+
+    def memory_sampler(self, pid: int) -> Any:
+        from perflab.run.observers.resources import RssSampler
+
+        return RssSampler(pid)
+
     def dataset_estimate(self, exp: Experiment) -> int:
         from perflab import preflight
 

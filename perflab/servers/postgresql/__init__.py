@@ -31,7 +31,6 @@ class PostgreSQLKind(Kind):
     sysbench_driver = "pgsql"
     host_field = "postgres"
     dbgsym: ClassVar[dict[str, str]] = {"postgres": "postgresql-15-dbgsym"}
-    interleaved_refusal = "the interleaved design counts turns from MariaDB's own counters (not PostgreSQL's yet)"
     build_estimate_s = 10 * 60.0  # postgres 15 from Debian's source (docs/builds.md, "PostgreSQL")
     debian_binary = "postgresql-15"
 
@@ -95,6 +94,34 @@ class PostgreSQLKind(Kind):
         from perflab.run.proctree import pss_bytes, tree
 
         return pss_bytes(tree(server.pid))
+
+    def turn_counters(self, server: Any, clock: Any, lean: bool) -> Any:
+        """The client's own counts (run/turn_counts.py): PostgreSQL's statistics reach
+        pg_stat_database at most once a second per backend, too late for a turn."""
+        from perflab.run.turn_counts import ClientCounts
+
+        return ClientCounts(clock)
+
+    def process_counters(self, pid: int, threads: bool = False) -> Any:
+        """The postmaster's tree: every backend, and those it reaped (run/proctree.py)."""
+        from perflab.run.observers.resources import process_cpu_s
+        from perflab.run.proctree import tree_counters
+
+        if process_cpu_s(pid) is None:
+            raise ProcessLookupError(pid)
+        return tree_counters(pid, threads)
+
+    def memory_sampler(self, pid: int) -> Any:
+        from perflab.run.proctree import TreeSampler
+
+        return TreeSampler(pid)
+
+    def clients_connected(self, server: Any, cell: Cell) -> dict[str, Any]:
+        """Every backend maps the variant's allocator (sysbench's "Threads started!" follows
+        its threads' connections, so each has its backend by then)."""
+        from perflab.servers.postgresql.accounting import verify_backends
+
+        return {"preload_verified_backends": verify_backends(server.pid, cell.preload, server.preload, cell.env)}
 
     def train(self, runner: Any, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
         """The workload on the instrumented server; its .gcda files by GCOV_PREFIX (train.py)."""

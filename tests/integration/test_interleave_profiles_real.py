@@ -1,0 +1,130 @@
+"""On-CPU profiles and allocation counts per seat under the interleaved design, on real mariadbd
+servers and sysbench clients (run/observers/seats.py): one `perf record -a` for the group, folded
+per process; the allocation counter in every server. A file that asks for them is interleaved by
+default now, and each seat's profile must hold its own server's work, counted over its own
+running seconds and transactions, not the group's wall clock.
+
+The check that attribution is right: one variant preloads tests/data/calibrated/slow_malloc.so,
+which burns NS of CPU in every malloc/calloc/realloc; its server's profile must show that burn
+at about (its allocation calls per transaction, counted by its own counter) x NS per
+transaction, and the other server's profile must show none of it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perflab.store import folded
+from tests.conftest import perflab
+from tests.data.calibrated.build import ENV, build
+from tests.integration.helpers import write_experiment
+
+NS = 20_000
+SPEC = """
+[experiment]
+name = "it-seat-profiles"
+duration = "4s"
+warmup = "2s"
+repeats = 1
+
+[dataset]
+tables = 1
+table_size = 2000
+
+[workload]
+test = "oltp_read_only"
+threads = [2]
+
+[variants.effect]
+none = {{}}
+slow = {{ preload = "{lib}", env = {{ {env} = "{ns}" }} }}
+
+[observe]
+perf = {{ frequency = 499, targets = ["server", "client"] }}
+alloc = {{ period = "64K" }}
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    tmp = tmp_path_factory.mktemp("seat-profiles")
+    out = tmp / "results"
+    spec = write_experiment(tmp / "seats.toml", SPEC.format(lib=build(tmp / "shim"), env=ENV, ns=NS))
+    done = perflab("run", str(spec), "-o", str(out), "--seed", "3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = perflab("export", str(out))
+    assert exported.returncode == 0, exported.stderr
+    return out, json.loads(exported.stdout)
+
+
+def cells(doc: dict) -> dict[str, dict]:
+    return {c["variant"]["effect"]: c for c in doc["cells"]}
+
+
+def profile(cell: dict, source: str, target: str = "server", phase: str = "measured") -> dict:
+    found = [p for p in cell["profiles"] if (p["source"], p["target"], p["phase"]) == (source, target, phase)]
+    assert len(found) == 1, [(p["source"], p["target"], p["phase"]) for p in cell["profiles"]]
+    return found[0]
+
+
+def shim_samples(out: Path, prof: dict) -> int:
+    """Samples whose leaf frame is in the burning shim (its own malloc/calloc/realloc)."""
+    stacks = folded.read(out / prof["path"])
+    dsos = folded.read_meta(out / prof["path"])["dsos"]
+    return sum(n for stack, n in stacks.items() if "slow_malloc" in (dsos.get(stack.rsplit(";", 1)[-1]) or ""))
+
+
+def test_a_file_with_perf_and_alloc_runs_interleaved_by_default(run):
+    _, doc = run
+    assert doc["run"]["design"] == "interleaved", doc["run"].get("design_reason")
+    assert "the default" in doc["run"]["design_reason"]
+    found = cells(doc)
+    assert [c["status"] for c in found.values()] == ["ok", "ok"], [c.get("error") for c in found.values()]
+    group = {c["id"] for c in found.values()}
+    assert all(set(c["design"]["group"]) == group for c in found.values())
+
+
+def test_each_seats_profile_counts_its_own_seconds_and_transactions(run):
+    _, doc = run
+    for name, cell in cells(doc).items():
+        own_s, txn = cell["summary"]["total_time_s"], cell["summary"]["transactions"]
+        for target in ("server", "client"):
+            prof = profile(cell, "perf", target)
+            # its client's running seconds (about half the group's wall clock with two seats)
+            assert prof["seconds"] == pytest.approx(own_s, abs=0.01), (name, target, prof["seconds"], own_s)
+            assert prof["transactions"] == pytest.approx(txn, abs=1), (name, target)
+            assert prof["samples"] > 0, (name, target)
+        warm = profile(cell, "perf", "server", "warmup")
+        assert 0 < warm["seconds"] < own_s and warm["transactions"] > 0, (name, warm)
+
+
+def test_the_burn_is_in_its_own_seats_profile_at_its_nominal_cost(run):
+    out, doc = run
+    found = cells(doc)
+    slow, none = found["slow"], found["none"]
+    # the slow server's counter: its allocation calls per transaction, which the shim slows
+    calls = slow["alloc"]["calls_per_txn"]
+    nominal_us = (calls["malloc"] + calls["calloc"] + calls["realloc"]) * NS / 1000
+    prof = profile(slow, "perf")
+    burn_us = shim_samples(out, prof) * 1e6 / prof["frequency_hz"] / prof["transactions"]
+    assert 0.5 * nominal_us < burn_us < 1.5 * nominal_us, (burn_us, nominal_us, calls)
+    assert shim_samples(out, profile(none, "perf")) == 0  # the other seat's profile holds none of it
+    # and its server spent less CPU per transaction than the burn alone (so the burn did not leak into it)
+    none_prof = profile(none, "perf")
+    none_us = none_prof["samples"] * 1e6 / none_prof["frequency_hz"] / none_prof["transactions"]
+    assert none_us < burn_us, (none_us, burn_us)
+
+
+def test_each_server_counts_its_own_allocations(run):
+    _, doc = run
+    found = cells(doc)
+    mallocs = {name: c["alloc"]["calls_per_txn"]["malloc"] for name, c in found.items()}
+    # the same workload on both: about the same calls per transaction, each from its own counter
+    assert all(m > 5 for m in mallocs.values()), mallocs
+    assert 0.7 < mallocs["slow"] / mallocs["none"] < 1.4, mallocs
+    for name, cell in found.items():
+        assert cell["alloc"]["transactions"] == cell["summary"]["transactions"], name
+        stacks = profile(cell, "alloc")
+        assert stacks["samples"] > 0 and stacks["transactions"] == cell["summary"]["transactions"], name
