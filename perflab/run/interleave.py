@@ -136,7 +136,7 @@ class Seat:
         self.rundir.mkdir()
         try:
             if self.observers is not None:
-                self.tracer = self.observers.tracer(self.runner, self.rundir, self.workdir)
+                self.tracer = self.runner._tracer(self.rundir, self.workdir)  # [observe] alloc, else None
         except PerflabError as exc:
             self.error = exc
             return

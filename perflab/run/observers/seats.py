@@ -12,7 +12,7 @@ clock, so they get no profile of their own), and a profile's `seconds` are the s
 client ran in that phase, not the wall-clock span: per second figures stay per second of work.
 
     group = SeatObservers(spec.observe, workdir)       # nothing runs yet
-    tracer = group.tracer(rundir, workdir)             # per seat, before its server starts
+    tracer = runner._tracer(rundir, workdir)           # per seat, before its server starts
     with group.recording(pids):                        # perf -a, not yet sampling
         group.warmup_started()                         # perf samples (warmup = true)
         rotate(warmup)
@@ -49,17 +49,16 @@ class SeatSpans(Spans):
     def ranges(self, phase: str) -> list[Range]:
         return super().ranges(phase) if phase in (MEASURED, WARMUP) else []
 
-    def seconds(self, phase: str, span: Range) -> float:
-        seen = super().seconds(phase, span)
+    def _seen(self, phase: str, span: Range) -> float:
+        """The share of `phase`'s wall-clock span that a recording over `span` saw."""
         whole = sum(b - a for a, b in self.ranges(phase))
-        run, _ = self.own.get(phase, (0.0, 0.0))
-        return run * min(1.0, seen / whole) if whole > 0 else 0.0
+        return min(1.0, super().seconds(phase, span) / whole) if whole > 0 else 0.0
+
+    def seconds(self, phase: str, span: Range) -> float:
+        return self.own.get(phase, (0.0, 0.0))[0] * self._seen(phase, span)
 
     def transactions(self, phase: str, span: Range) -> float:
-        seen = super().seconds(phase, span)
-        whole = sum(b - a for a, b in self.ranges(phase))
-        _, done = self.own.get(phase, (0.0, 0.0))
-        return done * min(1.0, seen / whole) if whole > 0 else 0.0
+        return self.own.get(phase, (0.0, 0.0))[1] * self._seen(phase, span)
 
 
 class SeatObservers:
@@ -70,10 +69,6 @@ class SeatObservers:
         self.workdir = Path(workdir)
         self.perf: PerfRecorder | None = None
         self._windows = contextlib.ExitStack()
-
-    def tracer(self, runner: Any, rundir: Path, workdir: Path) -> AllocTracer | None:
-        """[observe] alloc: a seat's counter (built once per run into the work directory)."""
-        return runner._tracer(rundir, workdir) if self.observe.alloc is not None else None
 
     @contextlib.contextmanager
     def recording(self, pid: int) -> Iterator[SeatObservers]:
