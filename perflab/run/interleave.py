@@ -145,11 +145,11 @@ class Seat:
         try:
             restore_s = dataset.restore(self.snapshot, self.rundir / "data")
             server.start()
-            self.row.update(
-                allocator_proof.prove(
-                    server.pid, self.cell.preload, server.preload, server.program, allocator_proof.glibc_of(build)
-                )
+            proof = allocator_proof.prove(
+                server.pid, self.cell.preload, server.preload, server.program, allocator_proof.glibc_of(build)
             )
+            self.row["build"]["libc"] = proof.pop("libc")  # the C library it mapped
+            self.row.update(proof)
             if self.tracer is not None:
                 self.tracer.check_started(server.pid)
             self.switches = {
