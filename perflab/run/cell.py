@@ -196,7 +196,9 @@ class CellRunner:
         preload = server.preload
         try:
             restore_s = dataset.restore(snapshot, rundir / "data")
+            started = time.monotonic()
             with server:
+                start_s = time.monotonic() - started  # spawned to accepting connections
                 proof = allocator_proof.prove(
                     server.pid, cell.preload, preload, server.program, allocator_proof.glibc_of(build)
                 )
@@ -213,7 +215,7 @@ class CellRunner:
                     raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
             row.update(measured, status="ok")
             row.update(self._steady(intervals, measured["summary"]["qps"], steal))
-            row["resources"].update(restore_s=round(restore_s, 3), **switches)
+            row["resources"].update(restore_s=round(restore_s, 3), server_start_s=round(start_s, 3), **switches)
         except PerflabError as exc:
             row.update(failure_fields(exc, server))
         finally:
