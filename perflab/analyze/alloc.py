@@ -1,5 +1,5 @@
 """What a variant asks of its allocator, per transaction (`perflab alloc`), and how two
-variants differ (`perflab diff --alloc`).
+variants differ (`perflab alloc DIR A B`).
 
 Input: the selected cells' `alloc` fields (run/observers/alloc/tracer.py) and their
 allocation profiles (source "alloc": folded stacks weighted in bytes requested, the leaf frame
@@ -9,7 +9,7 @@ of the difference's 95% Welch interval over repeats; None with fewer than 2 repe
 and whether it lies beyond it.
 
     perflab alloc DIR allocator=glibc,sort_buffer=32M
-    perflab diff --alloc DIR sort_buffer=2M sort_buffer=32M
+    perflab alloc DIR sort_buffer=2M sort_buffer=32M
 """
 
 from __future__ import annotations
