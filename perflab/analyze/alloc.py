@@ -81,7 +81,7 @@ def diff_figures(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[
     """Each figure of A and B with its difference and noise floor, the largest beyond noise first."""
     xa, xb = evidence.samples(a), evidence.samples(b)
     rows = []
-    for metric in set(xa) | set(xb):
+    for metric in sorted(set(xa) | set(xb)):  # a stable order among equal ranks
         (va, unit), (vb, _) = xa.get(metric, ([0.0] * _repeats(a), "")), xb.get(metric, ([0.0] * _repeats(b), ""))
         rows.append(_diff_row(metric, unit or xb[metric][1], va, vb))
     return _ranked(rows)
@@ -91,7 +91,7 @@ def diff_functions(results: Results, sa: Selection, sb: Selection, limit: int = 
     fa, fb = functions(results, sa), functions(results, sb)
     rows = [
         _diff_row(f, "bytes/txn", fa.get(f, [0.0] * len(sa.profiles)), fb.get(f, [0.0] * len(sb.profiles)))
-        for f in set(fa) | set(fb)
+        for f in sorted(set(fa) | set(fb))
     ]
     return _ranked(rows)[:limit]
 
