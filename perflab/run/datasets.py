@@ -21,7 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from perflab.errors import PerflabError, ResourceError
+from perflab import servers
+from perflab.errors import PerflabError, ResourceError, UsageError
 from perflab.run import dataset
 from perflab.run.builds import Build, BuildError
 from perflab.run.cell import CellRunner, Listener
@@ -113,6 +114,7 @@ class Datasets:
             if self.resume:
                 self.results.set_meta(dataset_reprepared=True)  # different random rows than the first cells had
             return None
+        _same_kind(kept, fmt)
         started = time.monotonic()
         target = self.workdir / self._workname(fmt)
         dataset.copy_tree(kept, target)
@@ -177,3 +179,18 @@ class Datasets:
 
     def _save(self) -> None:
         self.results.set_meta(datasets=self.records)
+
+
+def _same_kind(kept: Path, fmt: str) -> None:
+    """A kept datadir that another kind of server made (or another PostgreSQL major version)
+    than the binary that would open it: exit 2, before any server starts on it. It happens when
+    the binary changed between a run and its --resume (PERFLAB_PG_BIN, a replaced package)."""
+    found = servers.datadir_format(kept)
+    if found is None:
+        return
+    wanted = "mysql" if fmt.startswith("percona") else fmt  # Percona Server opens MySQL's datadirs
+    if found != wanted and not wanted.startswith(found + "-"):
+        raise UsageError(
+            f"{kept} holds a {found} datadir, and this run's server opens {fmt} ones",
+            "resume with the server the run began with (the binary changed since), or start a new run",
+        )

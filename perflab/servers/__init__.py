@@ -58,6 +58,11 @@ class Kind:
         match = re.search(r"(\d+)\.(\d+)", version)
         return f"{flavor}-{match.group(1)}.{match.group(2)}" if match else f"{flavor}-{sha256[:12]}"
 
+    def datadir_format(self, datadir: Path) -> str | None:
+        """The format of an existing datadir as its own files say it ("postgresql-15"; "mysql" or
+        "mariadb" where the files name no version), or None when it is not this kind's."""
+        raise NotImplementedError
+
     def installed_binary(self) -> Path:
         """The installed server binary (what variants without a build run)."""
         raise NotImplementedError
@@ -189,6 +194,11 @@ def flavor_of(version: str) -> str:
         if found is not None:
             return found
     raise AssertionError("the mariadb kind claims every version line")
+
+
+def datadir_format(datadir: Path) -> str | None:
+    """What an existing datadir is, asking every kind; None when none claims it."""
+    return next((found for k in every() if (found := k.datadir_format(datadir)) is not None), None)
 
 
 def kind_of_flavor(flavor: str) -> Kind:

@@ -40,6 +40,15 @@ class MariaDBKind(Kind):
         """MariaDB, Percona Server, else MySQL (the version line of a binary no other kind claims)."""
         return "mariadb" if "MariaDB" in version else "percona" if "Percona" in version else "mysql"
 
+    def datadir_format(self, datadir: Path) -> str | None:
+        # MariaDB always has Aria's control file; MySQL 8.0 and later keep the data dictionary in
+        # mysql.ibd, MySQL 5.x its grant tables as mysql/user.frm (and no Aria)
+        if (datadir / "aria_log_control").is_file():
+            return "mariadb"
+        if (datadir / "mysql.ibd").is_file() or (datadir / "mysql" / "user.frm").is_file():
+            return "mysql"
+        return None
+
     def installed_binary(self) -> Path:
         from perflab.servers.mariadb.server import binary
 

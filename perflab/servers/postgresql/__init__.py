@@ -50,6 +50,13 @@ class PostgreSQLKind(Kind):
         major = re.search(r"\(PostgreSQL\) (\d+)", version)  # "postgres (PostgreSQL) 15.18 (Debian ...)"
         return f"postgresql-{major.group(1)}" if major else f"postgresql-{sha256[:12]}"
 
+    def datadir_format(self, datadir: Path) -> str | None:
+        try:
+            major = (datadir / "PG_VERSION").read_text(encoding="utf-8").strip()  # "15"
+        except (OSError, UnicodeDecodeError):
+            return None
+        return f"postgresql-{major}" if major.isdigit() else None
+
     def installed_binary(self) -> Path:
         from perflab.servers.postgresql.server import pg_binary
 
