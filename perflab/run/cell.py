@@ -292,7 +292,8 @@ class CellRunner:
         command = client.argv(spec, cell, server.socket)
         env = client_variant.environment(cell, server.rundir)
         # connected before the workload loads the server (a new connection at 1024 threads takes seconds)
-        sampler = StatusSampler(server.socket).connect() if spec.observe.status else None
+        enabled = getattr(getattr(server, "flavor", None), "metrics_enabled", "ENABLED")  # MySQL's column differs
+        sampler = StatusSampler(server.socket, enabled=enabled).connect() if spec.observe.status else None
         with (
             Profilers(spec.observe, server.pid, server.rundir) as profilers,
             contextlib.closing(sampler) if sampler else contextlib.nullcontext(),

@@ -37,9 +37,9 @@ METRICS_PREFIX = "INNODB_METRICS."
 QUERY = (
     "SHOW GLOBAL STATUS;\n"
     "SELECT CONCAT('INNODB_METRICS.', NAME), COUNT, TYPE FROM information_schema.INNODB_METRICS "
-    "WHERE ENABLED;\n"
+    "WHERE {enabled};\n"
     f"SELECT '{END}';\n"
-)
+)  # {enabled}: the server's own filter for enabled metrics (Flavor.metrics_enabled)
 STATEMENTS = 3  # the sampler's own statements per sample, counted in the server's Questions
 # the counters an interleaved turn needs (run/interleave.py), 8 rows instead of ~600: its two statements
 COUNTERS = ("Questions", "Com_commit", "Com_select", "Com_insert", "Com_update", "Com_delete", "Com_replace",
@@ -127,11 +127,12 @@ class StatusSampler:
     """Samples the server behind `socket` every `interval` seconds in a thread; a failed
     sample ends the sampling and is raised (StatusError) when the window ends."""
 
-    def __init__(self, socket: Path, interval: float = 1.0, lean: bool = False) -> None:
+    def __init__(self, socket: Path, interval: float = 1.0, lean: bool = False, enabled: str = "ENABLED") -> None:
         self.socket = socket
         self.interval = interval
         # lean: only COUNTERS (LEAN_QUERY), for a caller that needs no more than throughput
-        self.query, self.statements = (LEAN_QUERY, LEAN_STATEMENTS) if lean else (QUERY, STATEMENTS)
+        query = QUERY.replace("{enabled}", enabled)
+        self.query, self.statements = (LEAN_QUERY, LEAN_STATEMENTS) if lean else (query, STATEMENTS)
         self.samples: list[tuple[float, dict[str, float]]] = []
         self.gauges: set[str] = set()
         self.error: StatusError | None = None

@@ -57,6 +57,12 @@ class Flavor:
         return self.kind in ("mysql", "percona")
 
     @property
+    def metrics_enabled(self) -> str:
+        """information_schema.INNODB_METRICS' filter for the metrics being counted: MariaDB 10.5
+        and later name the column ENABLED, MySQL (and MariaDB before) STATUS = 'enabled'."""
+        return "STATUS = 'enabled'" if self.mysql or self.version < (10, 5) else "ENABLED"
+
+    @property
     def group(self) -> str:
         return "mysqld" if self.mysql else "mariadbd"
 

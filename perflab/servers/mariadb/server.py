@@ -212,6 +212,10 @@ class MariaDB(Managed):
             return "server still running"
         if code < 0:
             return f"server died: signal {-code} ({signal.Signals(-code).name})"
+        caught = re.search(r"got signal (\d+)", self.backtrace() or "")  # MySQL 8+: its handler exits
+        if caught and int(caught.group(1)) in signal.valid_signals():
+            number = int(caught.group(1))
+            return f"server died: signal {number} ({signal.Signals(number).name}; its handler exited with code {code})"
         return f"server exited with code {code}"
 
     def backtrace(self, limit: int = 80) -> str | None:
