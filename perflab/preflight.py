@@ -17,6 +17,7 @@ from pathlib import Path
 from perflab import allocators, servers
 from perflab.concurrency import concurrency_problems
 from perflab.errors import EnvironmentProblem, Problem, SpecError
+from perflab.run import storage
 from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
 
@@ -80,7 +81,9 @@ def check(exp: Experiment) -> None:
         machine.append(
             Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}", "set pin = false")
         )
-    if not os.path.isdir(TMPFS):
+    if exp.file.experiment.storage != "tmpfs":
+        machine += _disk_storage(exp, kind)
+    elif not os.path.isdir(TMPFS):
         machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
     else:
         estimate = kind.dataset_estimate(exp)
@@ -104,6 +107,16 @@ def check(exp: Experiment) -> None:
     problems += kind.connection_problems(exp)
     if problems:
         raise SpecError(exp.source, problems)
+
+
+def _disk_storage(exp: Experiment, kind: servers.Kind) -> list[Problem]:
+    """[experiment] storage on disk: an existing directory perflab can write in, with room for
+    the snapshot and one cell's copy (an interleaved round's copies: fit_design)."""
+    path = Path(exp.file.experiment.storage)
+    problems = storage.directory_problems(path)
+    if problems:
+        return problems
+    return storage.room_problems(storage.describe(path), 2 * kind.dataset_estimate(exp), 1)
 
 
 # what a build from source needs besides the compiler (Makefile: make setup-builds)
@@ -162,12 +175,15 @@ def fit_design(exp: Experiment) -> Experiment:
     rows = exp.file.dataset.tables * exp.file.dataset.table_size
     tmpfs_need = (1 + seats) * copy  # the snapshot and one copy a server
     ram_need = tmpfs_need + seats * (max(256 << 20, rows * 400) + (128 << 20))  # the copies, buffer pools, server
-    tmpfs_free = shutil.disk_usage(TMPFS).free if os.path.isdir(TMPFS) else 0
+    place = str(storage.base(e.storage))
+    if e.storage != "tmpfs":
+        ram_need -= tmpfs_need  # the copies are on disk, not in memory
+    tmpfs_free = shutil.disk_usage(place).free if os.path.isdir(place) else 0
     ram_free = memory_available()
     if tmpfs_free >= tmpfs_need and (ram_free is None or ram_free >= ram_need):
         return exp
     figures = (
-        f"{seats} servers at once need about {tmpfs_need >> 20} MiB on {TMPFS} ({tmpfs_free >> 20} MiB free) and "
+        f"{seats} servers at once need about {tmpfs_need >> 20} MiB on {place} ({tmpfs_free >> 20} MiB free) and "
         f"{ram_need >> 20} MiB of memory ({'unknown' if ram_free is None else f'{ram_free >> 20} MiB'} available)"
     )
     if "design" in (exp.raw.get("experiment") or {}):

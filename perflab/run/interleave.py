@@ -143,7 +143,7 @@ class Seat:
         server = self.runner.server_for(self.cell, self.snapshot, self.rundir, build, self.tracer)
         self.server = server
         try:
-            restore_s = dataset.restore(self.snapshot, self.rundir / "data")
+            restore_s, restore_method = dataset.restore_with_method(self.snapshot, self.rundir / "data")
             server.start()
             self.row.update(
                 allocator_proof.prove(
@@ -154,6 +154,7 @@ class Seat:
                 self.tracer.check_started(server.pid)
             self.switches = {
                 "restore_s": round(restore_s, 3),
+                "restore_method": restore_method,
                 **server_switches(self.cell, server, "sysbench", self.runner.kind),
             }
             self.row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)

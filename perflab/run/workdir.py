@@ -116,6 +116,7 @@ def _kill(pid: int) -> bool:
 
 def space_hint(results_dir: Path) -> str:
     return (
-        f"free space on {TMPFS} (datadirs) or {results_dir} (results), or use a smaller dataset; "
+        f"free space on {TMPFS} or the [experiment] storage directory (datadirs) or {results_dir} (results), "
+        "or use a smaller dataset; "
         f"the stored cells are intact: `perflab run --resume {results_dir}` continues"
     )

@@ -79,6 +79,16 @@ class PostgreSQLKind(Kind):
 
         return PostgreSQL(rundir, datadir, options, **kw)
 
+    def durability_options(self) -> tuple[str, ...]:
+        from perflab.servers.postgresql.server import DURABILITY_OPTIONS
+
+        return DURABILITY_OPTIONS
+
+    def io_counters(self, server: Any) -> dict[str, float]:
+        from perflab.servers.postgresql.io import counters
+
+        return counters(server)
+
     def prewarm(self, server: Any, tool: str) -> float:
         from perflab.run import prewarm
         from perflab.servers.postgresql import dataset

@@ -50,6 +50,13 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "max_connections": 300,
     "max_wal_size": "1GB",  # fewer checkpoints inside a short window
 }
+# defaults that hold on tmpfs only (docs/storage.md): on disk ([experiment] storage = a path) the
+# server's own apply (fsync, synchronous_commit and full_page_writes on)
+TMPFS_ONLY = ("fsync", "synchronous_commit", "full_page_writes")
+# the variants that measure durability: on tmpfs they measure nothing of the disk (a warning)
+DURABILITY_OPTIONS = ("fsync", "synchronous_commit", "full_page_writes", "wal_compression", "checkpoint_timeout",
+                      "max_wal_size", "wal_sync_method", "commit_delay", "wal_buffers", "wal_writer_delay",
+                      "checkpoint_completion_target")  # fmt: skip
 # written by perflab itself; a server_options entry of these names is refused (spec/fields.py)
 FIXED = ("listen_addresses", "unix_socket_directories", "port", "data_directory", "config_file")
 
@@ -188,6 +195,7 @@ class PostgreSQL(Managed):
         tracer: Path | None = None,
         cpus: Sequence[int] | None = None,
         build: object | None = None,
+        durable: bool = False,
     ) -> None:
         self.rundir = rundir
         self.datadir = datadir
@@ -195,7 +203,8 @@ class PostgreSQL(Managed):
         self.port = PORT
         self.error_log = rundir / "postgres.log"
         self.option_file = rundir / "postgresql.conf"
-        self.options = {**DEFAULT_OPTIONS, **options}
+        own = {k: v for k, v in DEFAULT_OPTIONS.items() if not (durable and k in TMPFS_ONLY)}
+        self.options = {**own, **options}  # durable: on disk, the server's own defaults
         self.env = clean_env(env)
         self.preload = preload
         self.tracer = tracer
