@@ -69,5 +69,6 @@ def stall_phrase(io: dict[str, float] | None) -> str:
             parts.append(f"{what} {format_bytes(io[key])}")
     for name in ("fsync", "fdatasync"):
         if io.get(f"sys.{name}"):
-            parts.append(f"{int(io[f'sys.{name}'])} {name} calls")
+            calls = int(io[f"sys.{name}"])
+            parts.append(f"{calls} {name} call{'s' if calls != 1 else ''}")
     return "; in it " + ", ".join(parts) if parts else ""

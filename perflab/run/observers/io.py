@@ -238,15 +238,16 @@ class IoObserver:
         samples = [(round(t - shift, 3), values) for t, values in self.sampler.samples]
         out = fields(samples, window - workload, end - workload, int(transactions))
         out["lost_chunks"] = self.recorder.lost
-        return {"fields": out, "samples": samples}
+        return {"fields": out, "samples": samples, "window_s": window - workload}
 
 
 def into_row(row: dict[str, Any], io: dict[str, Any] | None, status: list[Sample]) -> list[Sample]:
     """A measured cell's row gains `resources.io` and each stall its `io` (what grew in it);
-    returns the cell's samples to store: `status` and the I/O series (names disk.*, sys.*, ...)."""
+    returns the cell's samples to store: `status` and the I/O series (names disk.*, sys.*, ...),
+    on status's clock: seconds since the measured window began (the warm-up's are negative)."""
     if io is None:
         return status
     row["resources"]["io"] = io["fields"]
     for stall in row.get("stalls") or []:
         stall["io"] = stall_io(io["samples"], stall["start_s"], stall["end_s"])
-    return [*status, *io["samples"]]
+    return [*status, *((round(t - io["window_s"], 3), values) for t, values in io["samples"])]

@@ -41,6 +41,8 @@ def parse(text: str) -> dict[str, float]:
                 continue
     if "innodb.checkpoint_age" not in out and {"innodb.lsn_current", "innodb.lsn_last_checkpoint"} <= out.keys():
         out["innodb.checkpoint_age"] = out["innodb.lsn_current"] - out["innodb.lsn_last_checkpoint"]
+    for lsn in ("innodb.lsn_current", "innodb.lsn_last_checkpoint"):  # only for the age
+        out.pop(lsn, None)
     return out
 
 
