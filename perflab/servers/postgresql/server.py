@@ -120,7 +120,7 @@ def give(path: Path) -> None:
         if above.stat().st_mode & 0o001 == 0 and above.stat().st_uid != user.pw_uid:
             raise ServerStartError(
                 f"{above} is not searchable by the {RUN_USER} user, who runs postgres",
-                f"chmod o+x {above}, or point PERFLAB_TMPFS elsewhere",
+                f"chmod o+x {above}, or point [experiment] storage (or PERFLAB_TMPFS) elsewhere",
             )
 
 
