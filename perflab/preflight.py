@@ -81,6 +81,7 @@ def check(exp: Experiment) -> None:
         machine.append(
             Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}", "set pin = false")
         )
+    machine += storage.drop_caches_problems(exp.file.experiment.drop_caches)
     if exp.file.experiment.storage != "tmpfs":
         machine += _disk_storage(exp, kind)
     elif not os.path.isdir(TMPFS):
@@ -110,8 +111,7 @@ def check(exp: Experiment) -> None:
 
 
 def _disk_storage(exp: Experiment, kind: servers.Kind) -> list[Problem]:
-    """[experiment] storage on disk: an existing directory perflab can write in, with room for
-    the snapshot and one cell's copy (an interleaved round's copies: fit_design)."""
+    """storage on disk: a directory perflab can write in, room for the snapshot and a cell's copy."""
     path = Path(exp.file.experiment.storage)
     problems = storage.directory_problems(path)
     if problems:

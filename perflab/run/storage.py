@@ -213,6 +213,14 @@ def drop_caches() -> None:
         ) from None
 
 
+def drop_caches_problems(wanted: bool) -> list[Problem]:
+    """drop_caches = true needs /proc/sys/vm/drop_caches writable (root)."""
+    if not wanted or os.access(DROP_CACHES, os.W_OK):
+        return []
+    return [Problem("experiment.drop_caches", f"a writable {DROP_CACHES} (root)", "not writable",
+                    "run perflab as root, or set drop_caches = false")]  # fmt: skip
+
+
 def drop_caches_s(wanted: bool) -> float | None:
     """[experiment] drop_caches: sync and drop the page cache now; seconds it took (None: off)."""
     if not wanted:

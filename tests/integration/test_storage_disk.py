@@ -65,6 +65,7 @@ duration = "3s"
 warmup = "1s"
 repeats = 1
 storage = "{disk}"
+drop_caches = true  # global to the machine: this test runs under the measurement lock, as every integration test
 
 [dataset]
 tables = 1
@@ -93,6 +94,7 @@ def test_mariadb_on_disk_fsyncs_follow_innodb_flush_log_at_trx_commit(tmp_path: 
     assert lazy["sys.fdatasync"] + lazy["sys.fsync"] <= 0.1, lazy
     assert every["innodb.log_bytes_written"] > 100 and every["disk.write_bytes"] > 0
     assert "innodb.checkpoint_age" in cells["1"]["resources"]["io"]["levels"]
+    assert all(0 <= c["resources"]["drop_caches_s"] < 60 for c in cells.values())  # dropped before each cell
 
 
 PGBENCH = """
@@ -130,6 +132,7 @@ def test_postgresql_on_disk_fsyncs_follow_synchronous_commit(tmp_path: Path, dis
     assert off["sys.fdatasync"] + off["sys.fsync"] <= 0.2, off  # the WAL writer's, a few a second
     assert on["pg.wal_bytes"] > 0 and "pg.checkpoints" in on
     confs = [p.read_text() for p in (tmp_path / "r" / "logs").rglob("postgresql.conf")]
+    assert all(c["resources"]["drop_caches_s"] is None for c in cells.values())  # not asked for
     assert len(confs) == 2 and all("synchronous_commit = " in c and "fsync = " not in c for c in confs)  # its own
 
 

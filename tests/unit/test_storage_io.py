@@ -97,6 +97,13 @@ def test_storage_directory_problems(tmp_path, monkeypatch):
     assert "not writable" in storage.directory_problems(tmp_path)[0].found
 
 
+def test_drop_caches_needs_a_writable_proc_file(monkeypatch):
+    assert storage.drop_caches_problems(False) == []
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    (problem,) = storage.drop_caches_problems(True)
+    assert problem.path == "experiment.drop_caches" and "/proc/sys/vm/drop_caches" in problem.expected
+
+
 def test_a_disk_too_small_gives_the_figures(tmp_path):
     where = storage.describe(tmp_path)
     assert storage.room_problems(where, 1 << 20, 1) == []
