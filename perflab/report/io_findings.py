@@ -18,6 +18,16 @@ from perflab.units import format_bytes
 REMEDY = 'Remedy: storage = "/a/directory/on/disk" under [experiment] (docs/storage.md)'
 
 
+def storage_phrase(meta: dict[str, Any]) -> str:
+    """Where a run's datadirs lived when not on tmpfs, for the reports' headers: "" on tmpfs (and
+    for runs older than `storage`)."""
+    st = meta.get("storage") or {}
+    if not st.get("on_disk"):
+        return ""
+    scheduler = f", {st['scheduler']}" if st.get("scheduler") else ""
+    return f"{st.get('path')} ({st.get('fstype')} on {st.get('device')}{scheduler})"
+
+
 def durability_text(names: list[str], where: str) -> str:
     """The warning for durability options measured on a memory filesystem (also printed by `run`)."""
     return (
