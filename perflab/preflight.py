@@ -18,6 +18,7 @@ from perflab import allocators, servers
 from perflab.concurrency import concurrency_problems
 from perflab.errors import EnvironmentProblem, Problem, SpecError
 from perflab.run import storage
+from perflab.run.observers.io import io_problems
 from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
 
@@ -112,11 +113,8 @@ def check(exp: Experiment) -> None:
 
 def _disk_storage(exp: Experiment, kind: servers.Kind) -> list[Problem]:
     """storage on disk: a directory perflab can write in, room for the snapshot and a cell's copy."""
-    path = Path(exp.file.experiment.storage)
-    problems = storage.directory_problems(path)
-    if problems:
-        return problems
-    return storage.room_problems(storage.describe(path), 2 * kind.dataset_estimate(exp), 1)
+    path, need = Path(exp.file.experiment.storage), 2 * kind.dataset_estimate(exp)
+    return storage.directory_problems(path) or storage.room_problems(storage.describe(path), need, 1)
 
 
 # what a build from source needs besides the compiler (Makefile: make setup-builds)
@@ -321,7 +319,7 @@ def _sysbench(exp: Experiment) -> list[Problem]:
 def profiler_problems(exp: Experiment) -> list[Problem]:
     """perf and the stack sampler must work here, with this user's permissions, before any cell runs."""
     observe = exp.file.observe
-    problems = []
+    problems = io_problems(observe.io)  # [observe] io: the fsync tracepoints through perf
     if observe.perf is not None:
         problems += perf_problems()
     if observe.pmp is not None:

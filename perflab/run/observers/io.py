@@ -20,6 +20,7 @@ Per sample (`t` in the workload's seconds, as intervals and stalls; counters, cu
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from perflab.errors import PerflabError
+from perflab.errors import PerflabError, Problem
 from perflab.run.observers.perf import STOP_DEADLINE_S, PerfRecorder, lost_chunks
 from perflab.run.observers.syscalls import SyscallRecorder
 from perflab.run.proc import guarded
@@ -203,6 +204,14 @@ def stall_io(samples: list[Sample], start: float, end: float) -> dict[str, float
     if "innodb.pages_flushed" in out and page:
         out["innodb.flushed_bytes"] = out["innodb.pages_flushed"] * page
     return out
+
+
+def io_problems(wanted: bool) -> list[Problem]:
+    """[observe] io counts the server's fsyncs with `perf record` of syscall tracepoints."""
+    if not wanted or shutil.which("perf") is not None:
+        return []
+    return [Problem("observe.io", "perf installed (the server's fsyncs: syscall tracepoints)", "missing",
+                    "apt-get install linux-perf (or `make setup`)")]  # fmt: skip
 
 
 class IoObserver:
