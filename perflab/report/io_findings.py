@@ -69,6 +69,8 @@ def stall_phrase(io: dict[str, float] | None) -> str:
         parts.append(f"{what} wrote {format_bytes(wrote)}" if wrote else f"{what} ran")
     elif io.get("pg.checkpoint_write_bytes"):
         parts.append(f"checkpoints wrote {format_bytes(io['pg.checkpoint_write_bytes'])}")
+    if io.get("innodb.checkpointed_bytes"):
+        parts.append(f"InnoDB's checkpoint advanced over {format_bytes(io['innodb.checkpointed_bytes'])} of redo")
     if io.get("innodb.flushed_bytes"):
         parts.append(f"InnoDB flushed {format_bytes(io['innodb.flushed_bytes'])} of pages")
     for key, what in (("innodb.log_bytes_written", "redo log"), ("pg.wal_bytes", "WAL")):

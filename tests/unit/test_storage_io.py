@@ -185,6 +185,17 @@ def test_a_stall_says_what_the_checkpoint_wrote():
     assert io_findings.stall_phrase({}) == "" and io_findings.stall_phrase(None) == ""
 
 
+def test_a_stall_says_what_innodb_checkpointed_and_flushed():
+    series = [(0.0, {"innodb.log_bytes_written": 0.0, "innodb.checkpoint_age": 900e6, "innodb.pages_flushed": 0.0,
+                     "innodb.page_size": 16384.0}),
+              (1.0, {"innodb.log_bytes_written": 50e6, "innodb.checkpoint_age": 350e6, "innodb.pages_flushed": 64e3,
+                     "innodb.page_size": 16384.0})]  # fmt: skip
+    grown = io.stall_io(series, 0.0, 1.0)
+    assert grown["innodb.checkpointed_bytes"] == 600e6 and grown["innodb.flushed_bytes"] == 64e3 * 16384
+    phrase = io_findings.stall_phrase(grown)
+    assert "InnoDB's checkpoint advanced over 572.2 MiB of redo, InnoDB flushed 1000.0 MiB of pages" in phrase
+
+
 def test_into_row_annotates_stalls_and_puts_the_series_on_the_windows_clock():
     row = {"resources": {}, "stalls": [{"start_s": 2.0, "end_s": 3.0}]}
     stored = io.into_row(row, {"fields": {"per_txn": {}}, "samples": samples(), "window_s": 1.0}, [(0.0, {"x": 1.0})])

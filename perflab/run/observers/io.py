@@ -200,6 +200,10 @@ def stall_io(samples: list[Sample], start: float, end: float) -> dict[str, float
             "innodb.log_bytes_written", "innodb.pages_flushed", "pg.checkpoints", "pg.checkpoint_write_bytes",
             "pg.wal_bytes", "pg.buffers_backend_fsync")  # fmt: skip
     out = {k: grown[k] for k in keep if grown.get(k)}
+    if "innodb.checkpoint_age" in grown and "innodb.log_bytes_written" in grown:
+        # age = LSN - checkpoint LSN: the checkpoint advanced by the redo written less the age's growth
+        advanced = grown["innodb.log_bytes_written"] - grown["innodb.checkpoint_age"]
+        out.update({"innodb.checkpointed_bytes": advanced} if advanced > 0 else {})
     page = next((v["innodb.page_size"] for _, v in reversed(samples) if "innodb.page_size" in v), None)
     if "innodb.pages_flushed" in out and page:
         out["innodb.flushed_bytes"] = out["innodb.pages_flushed"] * page
