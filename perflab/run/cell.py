@@ -392,7 +392,7 @@ class SpaceCheck:
         free = shutil.disk_usage(workdir).free
         if free < need:
             raise ResourceError(
-                f"{workdir} has {free >> 20} MiB free; a cell needs {need >> 20} MiB (a copy of the "
+                f"{workdir.parent} has {free >> 20} MiB free; a cell needs {need >> 20} MiB (a copy of the "
                 "dataset and room beside it)",
                 space_hint(self.results_dir),
             )
