@@ -153,3 +153,35 @@ def test_a_durability_variant_on_tmpfs_is_warned_about(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     warning = flat(done.stderr)
     assert "durability variant on tmpfs: innodb_flush_log_at_trx_commit" in warning and "storage =" in warning
+
+
+PG_SYSBENCH = """
+[experiment]
+name = "it-disk-pg-sysbench"
+server = "postgresql"
+duration = "3s"
+warmup = "1s"
+repeats = 1
+storage = "{disk}"
+
+[dataset]
+tables = 1
+table_size = 500
+
+[workload]
+test = "oltp_read_write"
+threads = [2]
+
+[observe]
+io = true
+"""
+
+
+def test_sysbench_writes_run_on_postgresql(tmp_path: Path, disk: Path) -> None:
+    """sysbench's pgsql driver on a write test: a deadlock is rolled back and counted, the run goes on."""
+    doc, _ = run_json(tmp_path, PG_SYSBENCH.format(disk=disk))
+    (cell,) = doc["cells"]
+    assert cell["status"] == "ok", cell.get("error")
+    assert cell["summary"]["transactions"] > 0 and sum(iv["writes"] or 0 for iv in cell["intervals"]) > 0
+    io = cell["resources"]["io"]["per_txn"]
+    assert io["sys.fdatasync"] + io["sys.fsync"] >= 0.5 and io["pg.wal_bytes"] > 0  # synchronous_commit on: its own
