@@ -33,6 +33,9 @@ SYS_DEV_BLOCK = Path("/sys/dev/block")
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 FICLONE = 0x40049409  # _IOW(0x94, 9, int), linux/fs.h
 MEMORY_FS = {"tmpfs", "ramfs"}
+# a unix socket's path holds 107 bytes; below the storage: /perflab-XXXXXXXX/prepare-dataset-mysql-8.0/
+# .s.PGSQL.5432.lock, about 64 bytes
+MAX_PATH_BYTES = 107 - 64
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,10 @@ def directory_problems(path: Path) -> list[Problem]:
         return [Problem(where, "an existing directory", f"{path}: {found}", f"mkdir -p {path}")]
     if not os.access(path, os.W_OK | os.X_OK):
         return [Problem(where, "a directory perflab can write in", f"{path}: not writable", f"chmod u+wx {path}")]
+    if len(str(path).encode()) > MAX_PATH_BYTES:
+        return [Problem(where, f"a path of at most {MAX_PATH_BYTES} bytes", f"{path}: {len(str(path).encode())} bytes",
+                        "the servers' sockets live below it, and a unix socket's path holds 107 bytes at most: "
+                        "use a shorter path, or a short symlink to this one")]  # fmt: skip
     return []
 
 

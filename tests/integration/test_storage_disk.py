@@ -136,15 +136,19 @@ def test_postgresql_on_disk_fsyncs_follow_synchronous_commit(tmp_path: Path, dis
     assert len(confs) == 2 and all("synchronous_commit = " in c and "fsync = " not in c for c in confs)  # its own
 
 
-def test_bad_storage_is_refused_naming_it(tmp_path: Path) -> None:
+def test_bad_storage_is_refused_naming_it(tmp_path: Path, disk: Path) -> None:
     missing = tmp_path / "nowhere"
     spec = write_experiment(tmp_path / "m.toml", MARIADB.format(disk=missing))
     done = perflab("run", str(spec), "--check")
     assert done.returncode == 3 and f"{missing}: no such directory" in flat(done.stderr), done.stderr
-    huge = MARIADB.format(disk=tmp_path).replace("table_size = 1000", "table_size = 2000000000")
+    huge = MARIADB.format(disk=disk).replace("table_size = 1000", "table_size = 2000000000")
     huge = huge.replace("tables = 1", "tables = 1000")
     done = perflab("run", str(write_experiment(tmp_path / "h.toml", huge)), "--check")
     assert done.returncode == 3 and "MiB free" in done.stderr and "cell copy" in flat(done.stderr), done.stderr
+    long = disk / ("d" * 40)
+    long.mkdir()
+    done = perflab("run", str(write_experiment(tmp_path / "l.toml", MARIADB.format(disk=long))), "--check")
+    assert done.returncode == 3 and "a path of at most 43 bytes" in flat(done.stderr), done.stderr
 
 
 def test_a_durability_variant_on_tmpfs_is_warned_about(tmp_path: Path) -> None:

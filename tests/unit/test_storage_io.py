@@ -5,6 +5,9 @@ findings' wording."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -87,10 +90,24 @@ def test_restore_reports_its_method_and_time(tmp_path):
     assert (tmp_path / "c" / "db" / "t.ibd").read_bytes() == b"x" * 65536 and (tmp_path / "c" / "link").is_symlink()
 
 
-def test_storage_directory_problems(tmp_path, monkeypatch):
+@pytest.fixture
+def short() -> Iterator[Path]:
+    """A directory with a short path (pytest's tmp_path is longer than a storage path may be)."""
+    path = Path(tempfile.mkdtemp(prefix="plst-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+def test_storage_directory_problems(short, monkeypatch):
+    tmp_path = short
     assert storage.directory_problems(tmp_path) == []
     missing = storage.directory_problems(tmp_path / "nope")
     assert missing[0].path == "experiment.storage" and "no such directory" in missing[0].found
+    deep = tmp_path / ("d" * (storage.MAX_PATH_BYTES - len(str(tmp_path))))  # one byte too many
+    deep.mkdir()
+    assert "bytes" in storage.directory_problems(deep)[0].found  # a socket's path must fit below it
     (tmp_path / "f").write_text("")
     assert "not a directory" in storage.directory_problems(tmp_path / "f")[0].found
     monkeypatch.setattr(os, "access", lambda path, mode: False)  # root may write anywhere: the answer, mocked
