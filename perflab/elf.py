@@ -72,7 +72,7 @@ def _host_header() -> tuple[int, int] | None:
     return head[4], struct.unpack_from("<H" if head[5] == 1 else ">H", head, 18)[0]
 
 
-def _is_pie(file, head: bytes, end: str) -> bool:  # noqa: ANN001 - a binary file object
+def _is_pie(file, head: bytes, end: str) -> bool:
     wide = head[4] == 2
     if wide:
         phoff, phentsize, phnum = struct.unpack_from(end + "Q", head, 32)[0], *struct.unpack_from(end + "HH", head, 54)
@@ -104,6 +104,7 @@ def _is_pie(file, head: bytes, end: str) -> bool:  # noqa: ANN001 - a binary fil
 
 SHT_DYNAMIC = 6
 SHT_DYNSYM = 11
+SHT_GNU_VERNEED = 0x6FFFFFFE  # .gnu.version_r: the symbol versions needed, per library
 DT_NEEDED, DT_SONAME = 1, 14
 _SECTION_BYTES = 16 << 20  # a dynamic symbol table is far smaller (libc's: ~70 KiB); hostile files stop here
 
@@ -133,7 +134,7 @@ def dynamic_names(path: Path) -> tuple[str | None, set[str]] | None:
 Section = tuple[int, int, int, int]
 
 
-def _sections(file, head: bytes) -> list[Section]:  # noqa: ANN001 - a binary file object
+def _sections(file, head: bytes) -> list[Section]:
     end, wide = "<" if head[5] == 1 else ">", head[4] == 2
     if wide:
         shoff, (shentsize, shnum) = (
@@ -160,7 +161,7 @@ def _sections(file, head: bytes) -> list[Section]:  # noqa: ANN001 - a binary fi
     return out
 
 
-def _read(file, section: Section) -> bytes:  # noqa: ANN001
+def _read(file, section: Section) -> bytes:
     file.seek(section[1])
     return file.read(min(section[2], _SECTION_BYTES))
 
@@ -169,7 +170,7 @@ def _string(strings: bytes, at: int) -> str:
     return strings[at : strings.index(b"\0", at)].decode("utf-8")
 
 
-def _defined_symbols(file, head: bytes, symtab: Section, sections: list[Section]) -> set[str]:  # noqa: ANN001
+def _defined_symbols(file, head: bytes, symtab: Section, sections: list[Section]) -> set[str]:
     end, wide = "<" if head[5] == 1 else ">", head[4] == 2
     strings = _read(file, sections[symtab[3]])
     data = _read(file, symtab)
@@ -197,7 +198,7 @@ def needed(path: Path) -> set[str]:
         return set()
 
 
-def _soname(file, head: bytes, dynamic: Section, sections: list[Section]) -> str | None:  # noqa: ANN001
+def _soname(file, head: bytes, dynamic: Section, sections: list[Section]) -> str | None:
     return next(iter(_dynamic_strings(file, head, dynamic, sections, DT_SONAME)), None)
 
 
@@ -216,3 +217,48 @@ def _dynamic_strings(file, head: bytes, dynamic: Section, sections: list[Section
             strings = strings if strings is not None else _read(file, sections[dynamic[3]])
             out.append(_string(strings, value))
     return out
+
+
+def version_needs(path: Path) -> dict[str, set[str]]:
+    """The symbol versions a program or library needs, per library it links (.gnu.version_r):
+    {"libc.so.6": {"GLIBC_2.34", "GLIBC_2.38", ...}, ...}; empty when unreadable."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(_HEADER)
+            if len(head) < 52 or head[:4] != MAGIC or head[4] not in (1, 2) or head[5] not in (1, 2):
+                return {}
+            sections = _sections(file, head)
+            found = [s for s in sections if s[0] == SHT_GNU_VERNEED]
+            if not found:
+                return {}
+            return _needs(_read(file, found[0]), _read(file, sections[found[0][3]]), "<" if head[5] == 1 else ">")
+    except (OSError, struct.error, IndexError, ValueError):
+        return {}
+
+
+def _needs(data: bytes, strings: bytes, end: str) -> dict[str, set[str]]:
+    """Walk Elf_Verneed entries (16 bytes: version, count, file, aux, next) and each one's
+    Elf_Vernaux list (16 bytes: hash, flags, other, name, next); the same in 32 and 64 bits."""
+    out: dict[str, set[str]] = {}
+    at, seen = 0, 0
+    while seen < 4096:
+        _, count, name, aux, following = struct.unpack_from(end + "HHIII", data, at)
+        versions = out.setdefault(_string(strings, name), set())
+        where = at + aux
+        for _ in range(min(count, 4096)):
+            _, _, _, version, step = struct.unpack_from(end + "IHHII", data, where)
+            versions.add(_string(strings, version))
+            where += step
+            if not step:
+                break
+        if not following:
+            break
+        at, seen = at + following, seen + 1
+    return out
+
+
+def glibc_needed(path: Path) -> tuple[int, ...] | None:
+    """The newest GLIBC_x.y symbol version `path` needs, as a tuple (2, 38); None when none."""
+    versions = [v.removeprefix("GLIBC_") for names in version_needs(path).values() for v in names]
+    numbers = [tuple(int(p) for p in v.split(".")) for v in versions if v and all(p.isdigit() for p in v.split("."))]
+    return max(numbers) if numbers else None

@@ -25,9 +25,9 @@ from typing import Any
 
 from perflab import allocators
 from perflab.analyze import steady
-from perflab.errors import PerflabError, ResourceError, ServerCrashedError, ServerStartError
+from perflab.errors import PerflabError, ServerCrashedError, ServerStartError
 from perflab.run import accounting, allocator_proof, client, client_variant, dataset
-from perflab.run.builds import Build, BuildError, resolve
+from perflab.run.builds import Build, BuildError, debroot, glibc, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.io import IoObserver, into_row
 from perflab.run.observers.phases import Spans
@@ -35,8 +35,8 @@ from perflab.run.observers.profilers import Profilers, store_alloc
 from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.observers.status import StatusSampler
 from perflab.run.prewarm import server_switches
+from perflab.run.space import SpaceCheck
 from perflab.run.storage import Storage, drop_caches_s, of_experiment
-from perflab.run.workdir import space_hint
 from perflab.run.workloads import sysbench
 from perflab.servers import Kind, kind
 from perflab.servers.managed import Managed
@@ -45,7 +45,6 @@ from perflab.spec.builds import BuildSpec
 from perflab.store.results import Results
 from perflab.units import utc_now
 
-SPACE_MARGIN = 64 << 20  # tmp tables, logs, the server's own files beside a cell's datadir
 Listener = Callable[[str, dict[str, Any]], None]
 DatasetFor = Callable[[Build], dataset.Snapshot]  # the snapshot a build opens (run/datasets.py)
 Measured = tuple[list[dict[str, Any]], list[tuple[float, int]], dict[str, Any]]  # intervals, rss, fields
@@ -80,6 +79,7 @@ class CellRunner:
         self._storage: Storage | None = None
         # server binaries: None -> the installed one; a [builds] name -> its Build or why it failed
         self.builds: dict[str | None, Build | BuildError] = {}
+        self.libcs: dict[str, debroot.Root | BuildError] = {}  # [variants] glibc: suite -> its C library
 
     @property
     def sysbench_defaults(self) -> dict[str, str]:
@@ -150,6 +150,12 @@ class CellRunner:
             except BuildError as exc:
                 self.builds[name] = exc
             self.listen("build_end", {"name": name, "build": self.builds[name]})
+        for suite in sorted({cell.glibc for cell in self.exp.cells()} - {None}):
+            self.listen("build_start", {"name": f"glibc-{suite}", "status": f"libc6 from {suite}, in a private root"})
+            self.libcs[suite] = glibc.libc_root(suite, cache)
+            made = self.libcs[suite]
+            said = f"glibc {made.glibc_version} ({made.key})" if isinstance(made, debroot.Root) else ""
+            self.listen("build_end", {"name": f"glibc-{suite}", "build": made if said == "" else None, "said": said})
 
     def train(self, build: Build, spec: BuildSpec, dataset_for: DatasetFor | None, workdir: Path) -> str:
         """PGO training: the experiment's workload (largest thread count) on its dataset for
@@ -163,13 +169,24 @@ class CellRunner:
         return self.kind.train(self, build, spec, snapshot, rundir)
 
     def build_for(self, cell: Cell) -> Build | BuildError:
-        """The server binary `cell` runs (or why its build failed)."""
+        """The server binary `cell` runs (or why its build failed), with its variant's C library."""
         if cell.build is None:
-            return self.installed  # bench/ drives run() without prepare_builds
-        found = self.builds.get(cell.build)
+            found: Build | BuildError | None = self.installed  # bench/ drives run() without prepare_builds
+        else:
+            found = self.builds.get(cell.build)
         if found is None:
             raise PerflabError(f"build {cell.build!r} was not prepared", "CellRunner.prepare_builds first")
-        return found
+        if cell.glibc is None or isinstance(found, BuildError):
+            return found
+        libc = self.libcs.get(cell.glibc)
+        if libc is None:
+            raise PerflabError(f"glibc {cell.glibc!r} was not prepared", "CellRunner.prepare_builds first")
+        if isinstance(libc, BuildError):
+            return libc
+        try:
+            return glibc.with_glibc(found, libc)
+        except BuildError as exc:
+            return exc
 
     def run(self, cell: Cell, snapshot: dataset.Snapshot | None, workdir: Path) -> dict[str, Any]:
         """Run `cell` on a copy of `snapshot` (the dataset of its build's format) in `workdir`,
@@ -195,12 +212,14 @@ class CellRunner:
         try:
             restore_s, restore_method = dataset.restore_with_method(snapshot, rundir / "data")
             dropped = drop_caches_s(self.exp.file.experiment.drop_caches)
+            started = time.monotonic()
             with server:
-                row.update(
-                    allocator_proof.prove(
-                        server.pid, cell.preload, preload, server.program, allocator_proof.glibc_of(build)
-                    )
+                start_s = time.monotonic() - started  # spawned to accepting connections
+                proof = allocator_proof.prove(
+                    server.pid, cell.preload, preload, server.program, allocator_proof.glibc_of(build)
                 )
+                row["build"]["libc"] = proof.pop("libc")  # the C library it mapped, as that library says
+                row.update(proof)
                 switches = server_switches(cell, server, self.exp.file.workload.tool, self.kind)
                 if tracer is not None:
                     tracer.check_started(server.pid)
@@ -214,7 +233,7 @@ class CellRunner:
             row.update(measured, status="ok")
             row.update(self._steady(intervals, measured["summary"]["qps"], steal))
             restored = {"restore_s": round(restore_s, 3), "restore_method": restore_method, "drop_caches_s": dropped}
-            row["resources"].update(restored, **switches)
+            row["resources"].update(restored, server_start_s=round(start_s, 3), **switches)
             status = into_row(row, io, status)
         except PerflabError as exc:
             row.update(failure_fields(exc, server))
@@ -376,25 +395,3 @@ def keep_logs(server: Managed, rundir: Path, logs: Path) -> None:
     if console.exists() and console.stat().st_size:
         shutil.copy2(console, logs / "stdout.log")
 
-
-class SpaceCheck:
-    """Before a cell: room on the tmpfs for one more copy of the dataset, and on the results
-    disk for its logs; else stop now, with the stored cells intact."""
-
-    def __init__(self, results_dir: Path) -> None:
-        self.results_dir = results_dir
-        self._snapshot_bytes: dict[Path, int] = {}
-
-    def __call__(self, snapshot: dataset.Snapshot, workdir: Path) -> None:
-        if snapshot.datadir not in self._snapshot_bytes:
-            self._snapshot_bytes[snapshot.datadir] = dataset.tree_bytes(snapshot.datadir)
-        need = self._snapshot_bytes[snapshot.datadir] + SPACE_MARGIN
-        free = shutil.disk_usage(workdir).free
-        if free < need:
-            raise ResourceError(
-                f"{workdir.parent} has {free >> 20} MiB free; a cell needs {need >> 20} MiB (a copy of the "
-                "dataset and room beside it)",
-                space_hint(self.results_dir),
-            )
-        if shutil.disk_usage(self.results_dir).free < 16 << 20:
-            raise ResourceError(f"{self.results_dir} has less than 16 MiB free", space_hint(self.results_dir))
