@@ -82,12 +82,11 @@ def check(exp: Experiment) -> None:
         machine.append(
             Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}", "set pin = false")
         )
-    machine += storage.drop_caches_problems(exp.file.experiment.drop_caches)
-    if exp.file.experiment.storage != "tmpfs":
-        machine += _disk_storage(exp, kind)
-    elif not os.path.isdir(TMPFS):
+    e = exp.file.experiment
+    machine += storage.problems(e.storage, e.drop_caches, lambda: 2 * kind.dataset_estimate(exp), kind.storage_problems)
+    if e.storage == "tmpfs" and not os.path.isdir(TMPFS):
         machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
-    else:
+    elif e.storage == "tmpfs":
         estimate = kind.dataset_estimate(exp)
         need, free = 2 * estimate, shutil.disk_usage(TMPFS).free
         if free < need:
@@ -110,12 +109,6 @@ def check(exp: Experiment) -> None:
     problems += kind.connection_problems(exp)
     if problems:
         raise SpecError(exp.source, problems)
-
-
-def _disk_storage(exp: Experiment, kind: servers.Kind) -> list[Problem]:
-    """storage on disk: a directory perflab can write in, room for the snapshot and a cell's copy."""
-    path, need = Path(exp.file.experiment.storage), 2 * kind.dataset_estimate(exp)
-    return storage.directory_problems(path) or storage.room_problems(storage.describe(path), need, 1)
 
 
 # what a build from source needs besides the compiler (Makefile: make setup-builds)
@@ -197,8 +190,7 @@ def fit_design(exp: Experiment) -> Experiment:
     tmpfs_need = (1 + seats) * copy  # the snapshot and one copy a server
     ram_need = tmpfs_need + seats * (max(256 << 20, rows * 400) + (128 << 20))  # the copies, buffer pools, server
     place = str(storage.base(e.storage))
-    if e.storage != "tmpfs":
-        ram_need -= tmpfs_need  # the copies are on disk, not in memory
+    ram_need -= tmpfs_need if e.storage != "tmpfs" else 0  # on disk the copies are not in memory
     tmpfs_free = shutil.disk_usage(place).free if os.path.isdir(place) else 0
     ram_free = memory_available()
     if tmpfs_free >= tmpfs_need and (ram_free is None or ram_free >= ram_need):

@@ -22,6 +22,7 @@ import fcntl
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -157,6 +158,18 @@ def directory_problems(path: Path) -> list[Problem]:
                         "the servers' sockets live below it, and a unix socket's path holds 107 bytes at most: "
                         "use a shorter path, or a short symlink to this one")]  # fmt: skip
     return []
+
+
+def problems(storage: str, drop: bool, need: Callable[[], int], kinds: Callable[[Path], list[Problem]]) -> list[Problem]:
+    """What this machine has against `[experiment] storage` and `drop_caches` (exit 3): a directory
+    perflab can write in with room for `need()` bytes (the snapshot and a cell's copy), that the
+    server can use (`kinds`: its kind's storage_problems)."""
+    found = drop_caches_problems(drop)
+    if storage == "tmpfs":
+        return found
+    path = Path(storage)
+    mine = directory_problems(path) or room_problems(describe(path), need(), 1)
+    return found + (mine or kinds(path))
 
 
 def base(storage: str) -> Path:

@@ -17,10 +17,11 @@ from perflab.errors import SpecError
 from perflab.report import io_findings
 from perflab.run import dataset, storage
 from perflab.run.observers import io
+from perflab.servers import kind
 from perflab.servers.mariadb import io as mariadb_io
 from perflab.servers.mariadb.server import MariaDB
 from perflab.servers.postgresql import io as pg_io
-from perflab.servers.postgresql.server import PostgreSQL
+from perflab.servers.postgresql.server import PostgreSQL, run_user
 from perflab.spec.design import choose, design_problems
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "storage"
@@ -230,3 +231,16 @@ def test_durability_on_tmpfs_is_a_finding():
     assert io_findings.durability_findings(cells, {**meta, "storage": {"on_disk": True}}) == []
     pg = io_findings.durability_names("postgresql", [{"synchronous_commit": "off", "work_mem": "4MB"}])
     assert pg == ["synchronous_commit"]
+
+
+def test_postgresql_needs_a_storage_its_user_can_reach(short):
+    inner = short / "db"
+    inner.mkdir()
+    short.chmod(0o700)
+    problems = kind("postgresql").storage_problems(inner)
+    if run_user() is None:  # not root: postgres runs as perflab's own user, who reaches it
+        assert problems == []
+        return
+    assert problems[0].found == f"{short} is not searchable by postgres" and problems[0].hint == f"chmod o+x {short}"
+    short.chmod(0o755)
+    assert kind("postgresql").storage_problems(inner) == [] and kind("mariadb").storage_problems(inner) == []

@@ -87,7 +87,7 @@ class MariaDBKind(Kind):
         return MariaDB(rundir, datadir, options, **kw)
 
     def durability_options(self) -> tuple[str, ...]:
-        from perflab.servers.mariadb.server import DURABILITY_OPTIONS
+        from perflab.servers.mariadb.io import DURABILITY_OPTIONS
 
         return DURABILITY_OPTIONS
 

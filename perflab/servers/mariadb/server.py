@@ -43,10 +43,6 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 # defaults that hold on tmpfs only (docs/storage.md): on disk ([experiment] storage = a path) the
 # server's own apply, as MySQL 8's binary log (on, sync_binlog = 1); MariaDB's is off anyway
 TMPFS_ONLY = ("skip-log-bin",)
-# the variants that measure durability: on tmpfs they measure nothing of the disk (a warning)
-DURABILITY_OPTIONS = ("innodb_flush_log_at_trx_commit", "log_bin", "sync_binlog", "innodb_doublewrite",
-                      "innodb_flush_method", "innodb_use_atomic_writes", "innodb_flush_neighbors",
-                      "innodb_io_capacity", "innodb_log_file_size", "innodb_redo_log_capacity")  # fmt: skip
 
 
 def defaults(durable: bool, options: dict[str, Any]) -> dict[str, Any]:

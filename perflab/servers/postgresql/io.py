@@ -19,6 +19,10 @@ from typing import Any
 
 from perflab.errors import PerflabError
 
+# the variants that measure durability: on tmpfs they measure nothing of the disk (a warning)
+DURABILITY_OPTIONS = ("fsync", "synchronous_commit", "full_page_writes", "wal_compression", "checkpoint_timeout",
+                      "max_wal_size", "wal_sync_method", "commit_delay", "wal_buffers", "wal_writer_delay",
+                      "checkpoint_completion_target")  # fmt: skip
 BGWRITER = ("checkpoints_timed", "checkpoints_req", "buffers_checkpoint", "buffers_clean", "buffers_backend",
             "buffers_backend_fsync")  # fmt: skip
 WAL = ("wal_records", "wal_fpi", "wal_bytes", "wal_write", "wal_sync")

@@ -53,10 +53,6 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 # defaults that hold on tmpfs only (docs/storage.md): on disk ([experiment] storage = a path) the
 # server's own apply (fsync, synchronous_commit and full_page_writes on)
 TMPFS_ONLY = ("fsync", "synchronous_commit", "full_page_writes")
-# the variants that measure durability: on tmpfs they measure nothing of the disk (a warning)
-DURABILITY_OPTIONS = ("fsync", "synchronous_commit", "full_page_writes", "wal_compression", "checkpoint_timeout",
-                      "max_wal_size", "wal_sync_method", "commit_delay", "wal_buffers", "wal_writer_delay",
-                      "checkpoint_completion_target")  # fmt: skip
 # written by perflab itself; a server_options entry of these names is refused (spec/fields.py)
 FIXED = ("listen_addresses", "unix_socket_directories", "port", "data_directory", "config_file")
 
