@@ -149,6 +149,10 @@ def test_bad_storage_is_refused_naming_it(tmp_path: Path, disk: Path) -> None:
     long.mkdir()
     done = perflab("run", str(write_experiment(tmp_path / "l.toml", MARIADB.format(disk=long))), "--check")
     assert done.returncode == 3 and "a path of at most 43 bytes" in flat(done.stderr), done.stderr
+    disk.chmod(0o700)  # postgres (perflab is root) could not reach its datadir: refused before anything starts
+    done = perflab("run", str(write_experiment(tmp_path / "p.toml", PGBENCH.format(disk=disk))), "--check")
+    disk.chmod(0o755)
+    assert done.returncode == 3 and f"{disk} is not searchable by postgres" in flat(done.stderr), done.stderr
 
 
 def test_a_durability_variant_on_tmpfs_is_warned_about(tmp_path: Path) -> None:
