@@ -17,6 +17,8 @@ from pathlib import Path
 from perflab import allocators, elf, servers
 from perflab.concurrency import concurrency_problems
 from perflab.errors import EnvironmentProblem, Problem, SpecError
+from perflab.run import storage
+from perflab.run.observers.io import io_problems
 from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
 
@@ -80,9 +82,11 @@ def check(exp: Experiment) -> None:
         machine.append(
             Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}", "set pin = false")
         )
-    if not os.path.isdir(TMPFS):
+    e = exp.file.experiment
+    machine += storage.problems(e.storage, e.drop_caches, lambda: 2 * kind.dataset_estimate(exp), kind.storage_problems)
+    if e.storage == "tmpfs" and not os.path.isdir(TMPFS):
         machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
-    else:
+    elif e.storage == "tmpfs":
         estimate = kind.dataset_estimate(exp)
         need, free = 2 * estimate, shutil.disk_usage(TMPFS).free
         if free < need:
@@ -185,12 +189,14 @@ def fit_design(exp: Experiment) -> Experiment:
     rows = exp.file.dataset.tables * exp.file.dataset.table_size
     tmpfs_need = (1 + seats) * copy  # the snapshot and one copy a server
     ram_need = tmpfs_need + seats * (max(256 << 20, rows * 400) + (128 << 20))  # the copies, buffer pools, server
-    tmpfs_free = shutil.disk_usage(TMPFS).free if os.path.isdir(TMPFS) else 0
+    place = str(storage.base(e.storage))
+    ram_need -= tmpfs_need if e.storage != "tmpfs" else 0  # on disk the copies are not in memory
+    tmpfs_free = shutil.disk_usage(place).free if os.path.isdir(place) else 0
     ram_free = memory_available()
     if tmpfs_free >= tmpfs_need and (ram_free is None or ram_free >= ram_need):
         return exp
     figures = (
-        f"{seats} servers at once need about {tmpfs_need >> 20} MiB on {TMPFS} ({tmpfs_free >> 20} MiB free) and "
+        f"{seats} servers at once need about {tmpfs_need >> 20} MiB on {place} ({tmpfs_free >> 20} MiB free) and "
         f"{ram_need >> 20} MiB of memory ({'unknown' if ram_free is None else f'{ram_free >> 20} MiB'} available)"
     )
     if "design" in (exp.raw.get("experiment") or {}):
@@ -328,7 +334,7 @@ def _sysbench(exp: Experiment) -> list[Problem]:
 def profiler_problems(exp: Experiment) -> list[Problem]:
     """perf and the stack sampler must work here, with this user's permissions, before any cell runs."""
     observe = exp.file.observe
-    problems = []
+    problems = io_problems(observe.io)  # [observe] io: the fsync tracepoints through perf
     if observe.perf is not None:
         problems += perf_problems()
     if observe.pmp is not None:

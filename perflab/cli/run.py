@@ -90,6 +90,7 @@ def run(
     output = resume if resume is not None else output
     preflight.check(exp)
     exp = preflight.fit_design(exp) if resume is None else exp
+    _warn_durability(exp)
     from perflab.cli import calibrated
 
     exp, planned = calibrated.plan(exp, calibration) if resume is None else (exp, {})
@@ -125,6 +126,17 @@ def run(
         if not allow_concurrent:
             stack.enter_context(MachineLock(output))
         _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None, planned)
+
+
+def _warn_durability(exp: spec.Experiment) -> None:
+    """A durability variant on a memory filesystem measures nothing of a disk: say so, with the remedy."""
+    from perflab.report import io_findings
+    from perflab.run import storage
+
+    where = storage.of_experiment(exp.file.experiment.storage, exp.source)
+    names = io_findings.durability_names(exp.file.experiment.server, [c.server_options for c in exp.cells()])
+    if names and not where.on_disk:
+        err.print(f"[yellow]warning:[/] {escape(io_findings.durability_text(names, where.fstype))}")
 
 
 def _experiment(

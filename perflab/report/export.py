@@ -80,6 +80,7 @@ def document(results: Results) -> dict[str, Any]:
         "spec": meta.get("spec_text"),
         "host": meta.get("host", {}),
         "dataset": meta.get("dataset"),
+        "storage": meta.get("storage"),  # [experiment] storage as run/storage.py described it (null before)
         "run": {
             k: meta.get(k)
             for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir", "seed",

@@ -21,6 +21,7 @@ from typing import Any
 from perflab import servers
 from perflab.analyze import alloc, host_speed, stats
 from perflab.analyze.summary import Group
+from perflab.report import io_findings
 from perflab.units import format_duration
 from perflab.variants import variant_label
 
@@ -34,7 +35,7 @@ STEAL_NOTE = 0.02  # mean steal of a run's windows worth a line (0 on bare metal
 class Finding:
     level: str  # warning | stall | info | failed
     # noise | repeats | unsettled | stall | drift | short | busy | steal | alloc-dropped | adaptive | adaptive-missed
-    # | host-speed | dataset | failed
+    # | host-speed | dataset | durability | failed
     kind: str
     text: str
     cells: tuple[int, ...] = field(default=())
@@ -54,7 +55,7 @@ def collect(
     out += _adaptive_findings(meta)
     out += budget_findings(comparisons or [], cells, meta)
     out += _host_speed_findings(cells, meta)
-    out += _dataset_findings(cells, meta)
+    out += _dataset_findings(cells, meta) + io_findings.durability_findings(cells, meta)
     for cell in cells:
         if cell["status"] != "ok":
             first = (cell["error"] or "").strip().splitlines()
@@ -117,7 +118,7 @@ def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
                 "in the warm-up" if stall["end_s"] <= (cell.get("window_start_s") or 0) else "in the measured window"
             )
             depth = "no report from sysbench" if stall["kind"] == "no-report" else f"min {stall['min_qps']:,.0f} QPS"
-            depth += _stall_steal(stall.get("steal_cores"))
+            depth += _stall_steal(stall.get("steal_cores")) + io_findings.stall_phrase(stall.get("io"))
             out.append(
                 Finding(
                     "stall",

@@ -17,7 +17,7 @@ from typing import Any
 from perflab.analyze import compare, phase_explain, status_diff, summary, variance
 from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group
-from perflab.report import colors, findings, profiles
+from perflab.report import colors, findings, io_findings, profiles
 from perflab.units import format_bytes, format_duration
 from perflab.variants import variant_key
 
@@ -114,6 +114,7 @@ class ReportModel:
                 + (f" ({format_bytes((meta.get('dataset') or {}).get('data_bytes'))})" if meta.get("dataset") else ""),
             ),
             ("window", window + f", pin={exp.get('pin')}" + design_phrase(exp)),
+            *([("storage", io_findings.storage_phrase(meta))] if io_findings.storage_phrase(meta) else []),
             ("started", str(meta.get("started_at") or "?")),
             ("took", _took(meta.get("started_at"), meta.get("ended_at"))),
             ("status", str(meta.get("status") or "?")),

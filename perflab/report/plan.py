@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rich.markup import escape
+
 from perflab.spec import Experiment
 from perflab.units import format_duration
 
@@ -94,7 +96,7 @@ def line(p: dict[str, Any]) -> str:
     if p.get("design") == "interleaved":
         text += f"; each round's servers at once, clients in {p['slice_s']:g} s turns (design = interleaved)"
     if p.get("design_reason") and not p["design_reason"].startswith("design = "):
-        text += f"\n  design: {p['design_reason']}"
+        text += f"\n  design: {escape(p['design_reason'])}"  # "[observe] pmp" is not markup
     for name, status in p.get("builds", {}).items():
         text += f"\n  build {name}: {status}"
     return text

@@ -25,7 +25,7 @@ from perflab.analyze.evidence import explain
 from perflab.analyze.summary import Group, groups, mean
 from perflab.analyze.variance import Decomposition
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER
-from perflab.report import findings
+from perflab.report import findings, io_findings
 from perflab.report.model import build_facts, design_phrase
 from perflab.report.phrases import (
     NOISE_HEADER,
@@ -86,6 +86,7 @@ def render(
         f"[bold]{escape(str(exp.get('name', '?')))}[/]  {exp.get('workload', {}).get('test', '')}  "
         f"{len(cells)} cells  measured {format_duration(exp.get('duration', 0))} after {warm}  pin={exp.get('pin')}"
         f"{escape(design_phrase(exp))}"
+        + (f"  storage={escape(io_findings.storage_phrase(meta))}" if io_findings.storage_phrase(meta) else "")
     )
     console.print(
         f"[dim]{host.get(servers.kind(exp.get('server', 'mariadb')).host_field)} | {host.get(exp.get('workload', {}).get('tool', 'sysbench'))} | "

@@ -25,16 +25,18 @@ from typing import Any
 
 from perflab import allocators
 from perflab.analyze import steady
-from perflab.errors import PerflabError, ResourceError, ServerCrashedError, ServerStartError
+from perflab.errors import PerflabError, ServerCrashedError, ServerStartError
 from perflab.run import accounting, allocator_proof, client, client_variant, dataset
 from perflab.run.builds import Build, BuildError, debroot, glibc, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
+from perflab.run.observers.io import IoObserver, into_row
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers, store_alloc
 from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.observers.status import StatusSampler
 from perflab.run.prewarm import server_switches
-from perflab.run.workdir import TMPFS, space_hint
+from perflab.run.space import SpaceCheck
+from perflab.run.storage import Storage, drop_caches_s, of_experiment
 from perflab.run.workloads import sysbench
 from perflab.servers import Kind, kind
 from perflab.servers.managed import Managed
@@ -43,7 +45,6 @@ from perflab.spec.builds import BuildSpec
 from perflab.store.results import Results
 from perflab.units import utc_now
 
-SPACE_MARGIN = 64 << 20  # tmp tables, logs, the server's own files beside a cell's datadir
 Listener = Callable[[str, dict[str, Any]], None]
 DatasetFor = Callable[[Build], dataset.Snapshot]  # the snapshot a build opens (run/datasets.py)
 Measured = tuple[list[dict[str, Any]], list[tuple[float, int]], dict[str, Any]]  # intervals, rss, fields
@@ -75,6 +76,7 @@ class CellRunner:
         self.server_cpus, self.client_cpus = cpu_plan(exp.file.experiment.pin)
         self._defaults: dict[str, str] | None = None
         self.check_space = SpaceCheck(results.dir)
+        self._storage: Storage | None = None
         # server binaries: None -> the installed one; a [builds] name -> its Build or why it failed
         self.builds: dict[str | None, Build | BuildError] = {}
         self.libcs: dict[str, debroot.Root | BuildError] = {}  # [variants] glibc: suite -> its C library
@@ -85,6 +87,19 @@ class CellRunner:
         if self._defaults is None:
             self._defaults = sysbench.known_options(self.exp.file.workload.test)
         return self._defaults
+
+    @property
+    def storage(self) -> Storage:  # where the datadirs live ([experiment] storage, run/storage.py)
+        if self._storage is None:
+            self._storage = of_experiment(self.exp.file.experiment.storage)
+        return self._storage
+
+    def io_observer(self, server: Any) -> IoObserver | None:
+        """[observe] io of a cell's started `server` (None when it is off)."""
+        if not self.exp.file.observe.io:
+            return None
+        dev = self.storage.dev if self.storage.block_device else None
+        return IoObserver(dev, lambda: self.kind.io_counters(server), server.pid, server.rundir)
 
     @property
     def kind(self) -> Kind:
@@ -195,7 +210,8 @@ class CellRunner:
         server = self.server_for(cell, snapshot, rundir, build, tracer)
         preload = server.preload
         try:
-            restore_s = dataset.restore(snapshot, rundir / "data")
+            restore_s, restore_method = dataset.restore_with_method(snapshot, rundir / "data")
+            dropped = drop_caches_s(self.exp.file.experiment.drop_caches)
             started = time.monotonic()
             with server:
                 start_s = time.monotonic() - started  # spawned to accepting connections
@@ -210,12 +226,15 @@ class CellRunner:
                 row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
                 intervals, rss, measured = self.measure(cell, server, logs, tracer)
                 status = measured.pop("status_samples", [])
+                io = measured.pop("io", None)
                 steal = measured.pop("steal", None)  # cores of steal over seconds of the workload
                 if not server.alive():
                     raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
             row.update(measured, status="ok")
             row.update(self._steady(intervals, measured["summary"]["qps"], steal))
-            row["resources"].update(restore_s=round(restore_s, 3), server_start_s=round(start_s, 3), **switches)
+            restored = {"restore_s": round(restore_s, 3), "restore_method": restore_method, "drop_caches_s": dropped}
+            row["resources"].update(restored, server_start_s=round(start_s, 3), **switches)
+            status = into_row(row, io, status)
         except PerflabError as exc:
             row.update(failure_fields(exc, server))
         finally:
@@ -242,6 +261,7 @@ class CellRunner:
             tracer=tracer.shim if tracer else None,
             cpus=self.server_cpus,
             build=build,
+            durable=self.storage.on_disk,  # on disk, the server's own durability defaults (docs/storage.md)
         )
         server.aslr = cell.aslr
         return server
@@ -295,7 +315,7 @@ class CellRunner:
         enabled = getattr(getattr(server, "flavor", None), "metrics_enabled", "ENABLED")  # MySQL's column differs
         sampler = StatusSampler(server.socket, enabled=enabled).connect() if spec.observe.status else None
         with (
-            Profilers(spec.observe, server.pid, server.rundir) as profilers,
+            Profilers(spec.observe, server.pid, server.rundir, io=self.io_observer(server)) as profilers,
             contextlib.closing(sampler) if sampler else contextlib.nullcontext(),
             StealSampler() as steal,  # the host's share of a stall (warm-up or window)
         ):
@@ -376,25 +396,3 @@ def keep_logs(server: Managed, rundir: Path, logs: Path) -> None:
     if console.exists() and console.stat().st_size:
         shutil.copy2(console, logs / "stdout.log")
 
-
-class SpaceCheck:
-    """Before a cell: room on the tmpfs for one more copy of the dataset, and on the results
-    disk for its logs; else stop now, with the stored cells intact."""
-
-    def __init__(self, results_dir: Path) -> None:
-        self.results_dir = results_dir
-        self._snapshot_bytes: dict[Path, int] = {}
-
-    def __call__(self, snapshot: dataset.Snapshot, workdir: Path) -> None:
-        if snapshot.datadir not in self._snapshot_bytes:
-            self._snapshot_bytes[snapshot.datadir] = dataset.tree_bytes(snapshot.datadir)
-        need = self._snapshot_bytes[snapshot.datadir] + SPACE_MARGIN
-        free = shutil.disk_usage(workdir).free
-        if free < need:
-            raise ResourceError(
-                f"{TMPFS} has {free >> 20} MiB free; a cell needs {need >> 20} MiB (a copy of the "
-                "dataset and room beside it)",
-                space_hint(self.results_dir),
-            )
-        if shutil.disk_usage(self.results_dir).free < 16 << 20:
-            raise ResourceError(f"{self.results_dir} has less than 16 MiB free", space_hint(self.results_dir))

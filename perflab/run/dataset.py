@@ -22,6 +22,7 @@ from typing import Any
 
 from perflab.run.builds import Build
 from perflab.run.proc import call, clean_env
+from perflab.run.storage import clone_file
 from perflab.servers.mariadb.datadir import initialise
 from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
@@ -111,16 +112,30 @@ def prepare(
 
 def restore(snapshot: Snapshot, dest: Path) -> float:
     """Copy the snapshot to `dest` (which must not exist); returns seconds taken."""
+    return restore_with_method(snapshot, dest)[0]
+
+
+def restore_with_method(snapshot: Snapshot, dest: Path) -> tuple[float, str]:
+    """Copy the snapshot to `dest`: (seconds taken, "reflink" or "copy": how its files were
+    copied; one file that could not be shared makes it "copy")."""
     start = time.monotonic()
-    copy_tree(snapshot.datadir, dest)
-    return time.monotonic() - start
+    methods = copy_tree(snapshot.datadir, dest)
+    return time.monotonic() - start, "reflink" if methods == {"reflink"} else "copy"
 
 
-def copy_tree(source: Path, dest: Path) -> None:
-    """copytree, with a full disk reported as one OSError(ENOSPC) instead of shutil.Error's
-    list of every file that failed."""
+def copy_tree(source: Path, dest: Path) -> set[str]:
+    """copytree with reflinks where the filesystem has them (run/storage.py clone_file), with a
+    full disk reported as one OSError(ENOSPC) instead of shutil.Error's list of every file that
+    failed; returns how the files were copied ({"reflink"}, {"copy"} or both)."""
+    methods: set[str] = set()
+
+    def clone(src: str, dst: str) -> str:
+        methods.add(clone_file(src, dst))
+        return dst
+
     try:
-        shutil.copytree(source, dest, symlinks=True)
+        shutil.copytree(source, dest, symlinks=True, copy_function=clone)
+        return methods
     except shutil.Error as exc:
         if any(f"[Errno {errno.ENOSPC}]" in str(why) for _, _, why in exc.args[0]):
             raise OSError(errno.ENOSPC, f"no space left on device while copying the dataset to {dest}") from None

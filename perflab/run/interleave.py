@@ -143,7 +143,7 @@ class Seat:
         server = self.runner.server_for(self.cell, self.snapshot, self.rundir, build, self.tracer)
         self.server = server
         try:
-            restore_s = dataset.restore(self.snapshot, self.rundir / "data")
+            restore_s, restore_method = dataset.restore_with_method(self.snapshot, self.rundir / "data")
             started = time.monotonic()
             server.start()
             start_s = time.monotonic() - started
@@ -156,6 +156,7 @@ class Seat:
                 self.tracer.check_started(server.pid)
             self.switches = {
                 "restore_s": round(restore_s, 3),
+                "restore_method": restore_method,
                 "server_start_s": round(start_s, 3),
                 **server_switches(self.cell, server, "sysbench", self.runner.kind),
             }

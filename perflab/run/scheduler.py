@@ -67,8 +67,9 @@ class Scheduler:
         preparing."""
         done = self.results.cells() if resume else []
         try:
-            with work_dir() as workdir:
-                self.results.set_meta(workdir=str(workdir))
+            storage = self.runner.storage  # [experiment] storage: the tmpfs or a directory on disk
+            with work_dir(Path(storage.path)) as workdir:
+                self.results.set_meta(workdir=str(workdir), storage=storage.record())
                 self._run_cells(workdir, resume, done)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):

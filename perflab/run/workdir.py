@@ -1,6 +1,7 @@
-"""The run's work directory on tmpfs, and what killed runs left there.
+"""The run's work directory on tmpfs (or on the `[experiment] storage` directory: run/storage.py),
+and what killed runs left there.
 
-A run lives in one directory `TMPFS/perflab-XXXX`: the dataset snapshot, one `cell-NNNN`
+A run lives in one directory `TMPFS/perflab-XXXX` (or `STORAGE/perflab-XXXX`): the dataset snapshot, one `cell-NNNN`
 per running cell (datadir, socket, logs), `owner.pid` (the perflab that made it) and `pids`
 (every process it started, one a line). It is removed when the run ends, whatever happens;
 a perflab killed with SIGKILL leaves it behind, and the next run or `perflab doctor --clean`
@@ -116,6 +117,7 @@ def _kill(pid: int) -> bool:
 
 def space_hint(results_dir: Path) -> str:
     return (
-        f"free space on {TMPFS} (datadirs) or {results_dir} (results), or use a smaller dataset; "
+        f"free space on {TMPFS} or the [experiment] storage directory (datadirs) or {results_dir} (results), "
+        "or use a smaller dataset; "
         f"the stored cells are intact: `perflab run --resume {results_dir}` continues"
     )

@@ -91,6 +91,20 @@ class Kind:
         """The (not yet started) server process of a cell."""
         raise NotImplementedError
 
+    def durability_options(self) -> tuple[str, ...]:
+        """Server options that decide what reaches the disk and when (docs/storage.md): a variant
+        setting one on tmpfs measures nothing of the disk, and is warned about."""
+        return ()
+
+    def storage_problems(self, directory: Path) -> list[Problem]:
+        """What keeps this kind's server from using `directory` ([experiment] storage): exit 3."""
+        return []
+
+    def io_counters(self, server: Managed) -> dict[str, float]:
+        """The server's own I/O counters now ([observe] io, run/observers/io.py): log bytes,
+        pages flushed and dirty, checkpoints; names prefixed by the kind ("innodb.", "pg.")."""
+        return {}
+
     def prewarm(self, server: Managed, tool: str) -> float:
         """Read the whole dataset into the server's cache; seconds it took."""
         raise NotImplementedError

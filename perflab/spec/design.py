@@ -50,6 +50,12 @@ def design_problems(spec: ExperimentFile) -> list[Problem]:
         expected = 'no [observe] pmp with design = "interleaved"'
         hint = f"{_HINT}: wall-clock stacks of a server whose client is stopped show its idle threads"
         problems.append(Problem("observe.pmp", expected, "pmp", hint))
+    if e.drop_caches:
+        problems.append(Problem("experiment.drop_caches", 'drop_caches = false with design = "interleaved"', "true",
+                                f"{_HINT}: the page cache is dropped before each cell, one at a time"))  # fmt: skip
+    if spec.observe.io:
+        hint = f"{_HINT}: the servers of a round share one disk, whose reads and writes are not per server"
+        problems.append(Problem("observe.io", 'no [observe] io with design = "interleaved"', "true", hint))
     if spec.observe.host_speed:
         hint = "remove it: interleaved turns put the host's speed on every variant alike"
         problems.append(Problem("observe.host_speed", 'no host-speed canary with design = "interleaved"', "true", hint))
@@ -87,6 +93,10 @@ def sequential_reason(spec: ExperimentFile) -> str | None:
         return "sequential: pin = true gives the server a CPU of its own; interleaved servers share them"
     if spec.observe.pmp is not None:
         return "sequential: [observe] pmp (wall-clock stacks) follows one server through its whole wall-clock window"
+    if e.drop_caches:
+        return "sequential: drop_caches = true drops the page cache before each cell, one at a time"
+    if spec.observe.io:
+        return "sequential: [observe] io counts the disk's reads and writes, which a round's servers would share"
     if spec.observe.host_speed:
         return "sequential: [observe] host_speed = true asks for the canary, which the sequential design needs"
     return None

@@ -89,6 +89,16 @@ def pgbench_test(value: str) -> str:
     return value
 
 
+def storage_value(value: str) -> str:
+    """[experiment] storage: "tmpfs", or an absolute path (whether it exists is the machine's
+    question, asked by preflight: run/storage.py)."""
+    if value == "tmpfs":
+        return value
+    if not value.startswith("/") or not value.isprintable() or len(value) > 4096:
+        raise fail('"tmpfs" or the absolute path of a directory on disk', 'e.g. storage = "/var/tmp/perflab"')
+    return value
+
+
 def _duration(value: Any) -> float:
     try:
         seconds = parse_duration(value)

@@ -47,6 +47,7 @@ from perflab.spec.fields import (
     check_non_empty_axis,
     fail,
     pgbench_test,
+    storage_value,
 )
 from perflab.spec.matrix import merge, merge_client, merge_glibc, merge_switches
 from perflab.spec.problems import short
@@ -102,11 +103,21 @@ class ExperimentSection(_Strict):
     # sequential, with the reason recorded (meta `design_reason`)
     design: Literal["sequential", "interleaved"] | None = None
     slice: Duration = 0.1
+    # where the datadirs live (run/storage.py, docs/storage.md): "tmpfs", or a directory on disk,
+    # where the server's own durability defaults apply; drop_caches: sync and drop the whole
+    # machine's page cache before each cell
+    storage: Annotated[str, AfterValidator(storage_value)] = "tmpfs"
+    drop_caches: StrictBool = False
 
     @property
     def window_start(self) -> float:
         """Seconds of warm-up before the measured window."""
         return self.max_warmup if self.warmup == "auto" else float(self.warmup)
+
+    @property
+    def on_disk(self) -> bool:
+        """storage names a directory (on disk): the server's own durability defaults apply."""
+        return self.storage != "tmpfs"
 
     @property
     def interleaved(self) -> bool:
@@ -415,6 +426,9 @@ class ObserveSection(_Strict):
     perf: Annotated[PerfObserve | None, BeforeValidator(_observer_flag)] = None
     pmp: Annotated[PmpObserve | None, BeforeValidator(_observer_flag)] = None
     alloc: Annotated[AllocObserve | None, BeforeValidator(_observer_flag)] = None
+    # the storage's reads and writes, the server's fsyncs and its own I/O counters, once a second
+    # (run/observers/io.py, docs/storage.md)
+    io: StrictBool = False
     status: StrictBool = False  # SHOW GLOBAL STATUS and INNODB_METRICS once a second (run/observers/status.py)
     # a canary's CPU time for fixed work, the verdicts' covariate (observers/host_speed.py); unset: on in
     # `perflab calibrate`, and in a run whose calibration measured a usable slope (cli/calibrated.py)

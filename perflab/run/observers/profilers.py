@@ -37,6 +37,7 @@ from perflab.analyze.alloc import callers
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.elf import inspect
 from perflab.run.observers.host_speed import HostSpeed
+from perflab.run.observers.io import IoObserver
 from perflab.run.observers.perf import FoldStats, PerfRecorder
 from perflab.run.observers.phases import MEASURED, PHASES, Spans
 from perflab.run.observers.pmp import StackSampler, demangle, fold_rows
@@ -52,8 +53,11 @@ DWARF_COST_NOTE = "costs far more than fp (each sample copies 16 KiB of stack; s
 
 
 class Profilers:
-    def __init__(self, observe: ObserveSection, pid: int, workdir: Path, *, tree: bool = False) -> None:
+    def __init__(
+        self, observe: ObserveSection, pid: int, workdir: Path, *, tree: bool = False, io: IoObserver | None = None
+    ) -> None:
         self.observe = observe
+        self.io = io  # [observe] io: the storage's and the server's I/O (run/observers/io.py)
         self.tree = tree  # the server target is its process tree (PostgreSQL's backends)
         self.pids = {"server": pid}
         self.workdir = Path(workdir)
@@ -77,6 +81,8 @@ class Profilers:
         if self.observe.host_speed:  # built once per run, beside the cells' directories
             canary = HostSpeed(self.workdir.parent / "canary-build", self.workdir / "host-speed.txt")
             self.canary = self._stack.enter_context(canary)
+        if self.io is not None:  # from before the workload: its start-up writes are the cell's too
+            self._stack.enter_context(self.io)
         # perf first, not recording: its start-up (reading every process's maps) takes tenths of
         # a second, before the workload; it then records system-wide and is folded per process
         perf = self.observe.perf
@@ -135,7 +141,10 @@ class Profilers:
 
     def fields(self, spans: Spans) -> dict[str, Any]:
         """The cell's fields from observers that are not profiles: `host_speed` over the window."""
-        return {"host_speed": self.canary.fields(spans.window, spans.end)} if self.canary else {}
+        out: dict[str, Any] = {"host_speed": self.canary.fields(spans.window, spans.end)} if self.canary else {}
+        if self.io is not None:  # popped by the cell (run/cell.py): resources.io and the series
+            out["io"] = self.io.fields(spans.workload, spans.window, spans.end, spans.window_transactions)
+        return out
 
     def store(self, results: Results, cell_id: int, spans: Spans) -> list[dict[str, Any]]:
         """Fold every profile per target and phase, write it under profiles/, reference it in results.db."""

@@ -95,6 +95,16 @@ class MariaDBKind(Kind):
 
         return MariaDB(rundir, datadir, options, **kw)
 
+    def durability_options(self) -> tuple[str, ...]:
+        from perflab.servers.mariadb.io import DURABILITY_OPTIONS
+
+        return DURABILITY_OPTIONS
+
+    def io_counters(self, server: Any) -> dict[str, float]:
+        from perflab.servers.mariadb.io import counters
+
+        return counters(server)
+
     def prewarm(self, server: Any, tool: str) -> float:
         from perflab.run import prewarm
 

@@ -40,6 +40,19 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "max_prepared_stmt_count": 1048576,
     "skip-name-resolve": True,
 }
+# defaults that hold on tmpfs only (docs/storage.md): on disk ([experiment] storage = a path) the
+# server's own apply, as MySQL 8's binary log (on, sync_binlog = 1); MariaDB's is off anyway
+TMPFS_ONLY = ("skip-log-bin",)
+
+
+def defaults(durable: bool, options: dict[str, Any]) -> dict[str, Any]:
+    """perflab's defaults under a cell's `options`: without TMPFS_ONLY when `durable` (on disk),
+    and without skip-log-bin when the options turn the binary log on (the last one would win)."""
+    names = {name.replace("-", "_").lower() for name in options}
+    drop = set(TMPFS_ONLY) if durable else set()
+    if names & {"log_bin", "skip_log_bin"}:
+        drop.add("skip-log-bin")
+    return {k: v for k, v in DEFAULT_OPTIONS.items() if k not in drop}
 
 
 def binary(name: str) -> str:
@@ -107,6 +120,7 @@ class MariaDB(Managed):
         tracer: Path | None = None,
         cpus: Sequence[int] | None = None,
         build: Build | None = None,
+        durable: bool = False,
     ) -> None:
         self.rundir = rundir
         self.datadir = datadir
@@ -115,7 +129,7 @@ class MariaDB(Managed):
         self.error_log = rundir / "error.log"
         self.option_file = rundir / "my.cnf"
         self.tmpdir = rundir / "tmp"
-        self.options = {**DEFAULT_OPTIONS, **options}
+        self.options = {**defaults(durable, options), **options}  # durable: on disk, the server's own
         self.env = clean_env(env)
         self.preload = preload
         self.tracer = tracer  # preloaded before the allocator, which it forwards to ([observe] alloc)

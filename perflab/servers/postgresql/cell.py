@@ -59,7 +59,8 @@ def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[li
     pgbench_tool = spec.workload.tool == "pgbench"
     out = logs / f"{spec.workload.tool}.txt"
     # the profilers follow the postmaster's tree: perf starts (not recording) before the client
-    with Profilers(spec.observe, server.pid, server.rundir, tree=True) as profilers, StealSampler() as steal:
+    io = runner.io_observer(server)  # [observe] io
+    with Profilers(spec.observe, server.pid, server.rundir, tree=True, io=io) as profilers, StealSampler() as steal:
         profilers.workload_starting()
         auxiliary = len(children(server.pid))  # checkpointer, walwriter, ...: before any client
         started, launched = time.monotonic(), time.time()

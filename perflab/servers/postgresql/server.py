@@ -50,6 +50,9 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "max_connections": 300,
     "max_wal_size": "1GB",  # fewer checkpoints inside a short window
 }
+# defaults that hold on tmpfs only (docs/storage.md): on disk ([experiment] storage = a path) the
+# server's own apply (fsync, synchronous_commit and full_page_writes on)
+TMPFS_ONLY = ("fsync", "synchronous_commit", "full_page_writes")
 # written by perflab itself; a server_options entry of these names is refused (spec/fields.py)
 FIXED = ("listen_addresses", "unix_socket_directories", "port", "data_directory", "config_file")
 
@@ -113,7 +116,7 @@ def give(path: Path) -> None:
         if above.stat().st_mode & 0o001 == 0 and above.stat().st_uid != user.pw_uid:
             raise ServerStartError(
                 f"{above} is not searchable by the {RUN_USER} user, who runs postgres",
-                f"chmod o+x {above}, or point PERFLAB_TMPFS elsewhere",
+                f"chmod o+x {above}, or point [experiment] storage (or PERFLAB_TMPFS) elsewhere",
             )
 
 
@@ -196,6 +199,7 @@ class PostgreSQL(Managed):
         tracer: Path | None = None,
         cpus: Sequence[int] | None = None,
         build: object | None = None,
+        durable: bool = False,
     ) -> None:
         self.rundir = rundir
         self.datadir = datadir
@@ -203,7 +207,8 @@ class PostgreSQL(Managed):
         self.port = PORT
         self.error_log = rundir / "postgres.log"
         self.option_file = rundir / "postgresql.conf"
-        self.options = {**DEFAULT_OPTIONS, **options}
+        own = {k: v for k, v in DEFAULT_OPTIONS.items() if not (durable and k in TMPFS_ONLY)}
+        self.options = {**own, **options}  # durable: on disk, the server's own defaults
         self.env = clean_env(env)
         self.preload = preload
         self.tracer = tracer

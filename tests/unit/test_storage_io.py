@@ -1,0 +1,246 @@
+"""[experiment] storage and [observe] io without a server: mountinfo, sysfs, diskstats (golden files
+in tests/data/storage), reflink-or-copy, the durability rules, the samples' arithmetic and the
+findings' wording."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from perflab import spec
+from perflab.errors import SpecError
+from perflab.report import io_findings
+from perflab.run import dataset, storage
+from perflab.run.observers import io
+from perflab.servers import kind
+from perflab.servers.mariadb import io as mariadb_io
+from perflab.servers.mariadb.server import MariaDB
+from perflab.servers.postgresql import io as pg_io
+from perflab.servers.postgresql.server import PostgreSQL, run_user
+from perflab.spec.design import choose, design_problems
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "storage"
+MOUNTS = storage.parse_mountinfo((DATA / "mountinfo-debian12-vm.txt").read_text())
+
+
+def test_mountinfo_finds_the_mount_that_holds_a_path():
+    root = storage.mount_of(Path("/var/tmp/lab"), MOUNTS)
+    assert (root.fstype, root.source, root.dev, root.mount_point) == ("ext4", "/dev/vda", "254:0", "/")
+    assert root.options == "rw,relatime,discard,resv_strict,resuid=65534,resgid=65534"  # per mount + superblock
+    shm = storage.mount_of(Path("/dev/shm/perflab-x"), MOUNTS)
+    assert (shm.fstype, shm.dev) == ("tmpfs", "0:27")  # the later of two mounts on /dev/shm hides the first
+    assert storage.mount_of(Path("/dev/shmx"), MOUNTS).fstype == "devtmpfs"  # a prefix is not a parent
+
+
+def test_mountinfo_unescapes_spaces_and_skips_optional_fields():
+    inner = storage.mount_of(Path("/var/lib/with space/inner/db"), MOUNTS)
+    assert (inner.fstype, inner.source, inner.mount_point) == ("xfs", "/dev/sdb1", "/var/lib/with space/inner")
+    outer = storage.mount_of(Path("/var/lib/with space/x"), MOUNTS)
+    assert (outer.fstype, outer.options.split(",")[:2]) == ("btrfs", ["rw", "noatime"])
+    netns = [m for m in MOUNTS if m.mount_point == "/run/netns"]
+    assert netns and netns[0].fstype == "ext4"  # "shared:1" before the separator is skipped
+
+
+def test_block_device_and_scheduler_from_sysfs():
+    sysfs = DATA / "sys" / "dev" / "block"
+    assert storage.block_device("254:0", sysfs) == ("vda", "mq-deadline")
+    assert storage.block_device("8:17", sysfs) == ("sdb1", "none")  # a partition: its disk's scheduler
+    assert storage.block_device("0:27", sysfs) == (None, None)  # tmpfs: no block device
+    assert storage.scheduler_of("none [mq-deadline] kyber bfq\n") == "mq-deadline"
+    assert storage.scheduler_of("none\n") == "none"
+
+
+def test_describe_this_machine(tmp_path):
+    here = storage.describe(tmp_path)
+    mount = storage.mount_of(tmp_path.resolve(), storage.parse_mountinfo(Path("/proc/self/mountinfo").read_text()))
+    assert (here.fstype, here.dev, here.on_disk) == (mount.fstype, mount.dev, mount.fstype not in storage.MEMORY_FS)
+    assert here.record()["path"] == str(tmp_path)
+
+
+def test_diskstats_golden():
+    a = io.parse_diskstats((DATA / "diskstats-a.txt").read_text(), "254:0")
+    b = io.parse_diskstats((DATA / "diskstats-b.txt").read_text(), "254:0")
+    assert a == io.DiskCounters(933281, 29638658 * 512, 1379328, 298632112 * 512, 450816)
+    assert (b.reads - a.reads, b.writes - a.writes, b.write_bytes - a.write_bytes) == (6, 9, 72 * 512)
+    old = io.parse_diskstats((DATA / "diskstats-old.txt").read_text(), "8:1")
+    assert old == io.DiskCounters(50, 1000 * 512, 100, 800 * 512, 0)  # no flush fields before 5.5
+    assert io.parse_diskstats((DATA / "diskstats-a.txt").read_text(), "8:99") is None
+
+
+def test_clone_file_copies_and_says_how(tmp_path):
+    src = tmp_path / "a"
+    src.write_bytes(os.urandom(100_000))
+    os.chmod(src, 0o640)
+    method = storage.clone_file(str(src), str(tmp_path / "b"))
+    fstype = storage.describe(tmp_path).fstype
+    assert method == ("reflink" if fstype in ("btrfs", "xfs", "bcachefs") else "copy")
+    assert (tmp_path / "b").read_bytes() == src.read_bytes() and os.stat(tmp_path / "b").st_mode & 0o777 == 0o640
+
+
+def test_restore_reports_its_method_and_time(tmp_path):
+    (tmp_path / "snap" / "db").mkdir(parents=True)
+    (tmp_path / "snap" / "db" / "t.ibd").write_bytes(b"x" * 65536)
+    (tmp_path / "snap" / "link").symlink_to("db")
+    seconds, method = dataset.restore_with_method(dataset.Snapshot(tmp_path / "snap", 65536, 0.0), tmp_path / "c")
+    assert method in ("copy", "reflink") and 0 <= seconds < 30
+    assert (tmp_path / "c" / "db" / "t.ibd").read_bytes() == b"x" * 65536 and (tmp_path / "c" / "link").is_symlink()
+
+
+@pytest.fixture
+def short() -> Iterator[Path]:
+    """A directory with a short path (pytest's tmp_path is longer than a storage path may be)."""
+    path = Path(tempfile.mkdtemp(prefix="plst-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+def test_storage_directory_problems(short, monkeypatch):
+    tmp_path = short
+    assert storage.directory_problems(tmp_path) == []
+    missing = storage.directory_problems(tmp_path / "nope")
+    assert missing[0].path == "experiment.storage" and "no such directory" in missing[0].found
+    deep = tmp_path / ("d" * (storage.MAX_PATH_BYTES - len(str(tmp_path))))  # one byte too many
+    deep.mkdir()
+    assert "bytes" in storage.directory_problems(deep)[0].found  # a socket's path must fit below it
+    (tmp_path / "f").write_text("")
+    assert "not a directory" in storage.directory_problems(tmp_path / "f")[0].found
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # root may write anywhere: the answer, mocked
+    assert "not writable" in storage.directory_problems(tmp_path)[0].found
+
+
+def test_drop_caches_needs_a_writable_proc_file(monkeypatch):
+    assert storage.drop_caches_problems(False) == []
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    (problem,) = storage.drop_caches_problems(True)
+    assert problem.path == "experiment.drop_caches" and "/proc/sys/vm/drop_caches" in problem.expected
+
+
+def test_a_disk_too_small_gives_the_figures(tmp_path):
+    where = storage.describe(tmp_path)
+    assert storage.room_problems(where, 1 << 20, 1) == []
+    problem = storage.room_problems(where, 1 << 60, 1)[0]
+    assert "1099511627776 MiB" in problem.expected and "MiB free" in problem.found and where.fstype in problem.found
+
+
+BASE = '[experiment]\nname = "s"\n{extra}\n[workload]\ntest = "oltp_write_only"\n[variants.f]\na = {{}}\nb = {{}}\n'
+
+
+def test_storage_values():
+    assert spec.parse(BASE.format(extra="")).file.experiment.storage == "tmpfs"
+    assert spec.parse(BASE.format(extra='storage = "/var/tmp/x"')).file.experiment.on_disk
+    for bad in ('"var/tmp"', '""', "3", '"/a\\nb"'):
+        with pytest.raises(SpecError) as exc:
+            spec.parse(BASE.format(extra=f"storage = {bad}"))
+        assert exc.value.problems[0].path == "experiment.storage", bad
+
+
+def test_io_and_drop_caches_need_one_server_at_a_time():
+    for extra, key in (("drop_caches = true", "drop_caches"), ("[observe]\nio = true", "io")):
+        text = BASE.format(extra=extra) if key == "drop_caches" else BASE.format(extra="") + extra + "\n"
+        file = spec.parse(text).file
+        chosen, why = choose(file.model_copy(update={"experiment": file.experiment.model_copy(update={"design": None})}))
+        assert chosen.experiment.design == "sequential" and key in why
+        forced = file.experiment.model_copy(update={"design": "interleaved"})
+        assert any(key in p.path for p in design_problems(file.model_copy(update={"experiment": forced})))
+
+
+def test_durability_defaults_are_tmpfs_only(tmp_path):
+    pg = PostgreSQL(tmp_path, tmp_path / "d", {})
+    assert pg.options["fsync"] is False and pg.options["synchronous_commit"] is False
+    durable = PostgreSQL(tmp_path, tmp_path / "d", {"wal_compression": "on"}, durable=True)
+    assert not {"fsync", "synchronous_commit", "full_page_writes"} & durable.options.keys()
+    assert durable.options["wal_compression"] == "on" and durable.options["max_wal_size"] == "1GB"
+    assert "skip-log-bin" in MariaDB(tmp_path, tmp_path / "d", {}).options
+    assert "skip-log-bin" not in MariaDB(tmp_path, tmp_path / "d", {}, durable=True).options
+    binlog = MariaDB(tmp_path, tmp_path / "d", {"log_bin": "binlog", "sync_binlog": 1})  # on tmpfs too
+    assert "skip-log-bin" not in binlog.options and binlog.options["log_bin"] == "binlog"
+
+
+def test_server_counters_parse():
+    text = "Innodb_os_log_written\t1000\nInnodb_buffer_pool_pages_flushed\t7\nInnodb_page_size\t16384\nUptime\t9\n"
+    assert mariadb_io.parse(text) == {"innodb.log_bytes_written": 1000.0, "innodb.pages_flushed": 7.0,
+                                      "innodb.page_size": 16384.0}  # fmt: skip
+    mysql = mariadb_io.parse("Innodb_lsn_current\t5000\nInnodb_lsn_last_checkpoint\t3500\n")
+    assert mysql == {"innodb.checkpoint_age": 1500.0}  # MySQL: the age from the LSNs
+    row = "3|1|100|5|6|0|900|40|123456|30|29|8192"
+    pg = pg_io.parse(row + "\n")
+    assert pg["pg.checkpoints"] == 4 and pg["pg.checkpoint_write_bytes"] == 100 * 8192 and pg["pg.wal_bytes"] == 123456
+    assert pg_io.parse("1|2\n") == {}
+
+
+def samples() -> list[io.Sample]:
+    out = []
+    for t in range(-1, 6):
+        burst = 2 << 30 if t >= 3 else 0  # a checkpoint between t=2 and t=3
+        out.append((float(t), {"disk.write_bytes": 1e6 * t + burst, "pg.checkpoints": 1.0 * (t >= 3),
+                               "pg.checkpoint_write_bytes": float(burst), "innodb.pages_dirty": 10.0 * t}))  # fmt: skip
+    return out
+
+
+def test_fields_per_transaction_and_levels():
+    series = samples()
+    io.add_calls(series, {"fsync": [100.5, 101.5, 101.7], "fdatasync": []}, origin=100.0)
+    assert [v["sys.fsync"] for _, v in series] == [0, 0, 1, 3, 3, 3, 3]
+    f = io.fields(series, 0.0, 4.0, 400)
+    assert f["per_txn"]["sys.fsync"] == 3 / 400 and f["per_txn"]["disk.write_bytes"] == (4e6 + (2 << 30)) / 400
+    assert f["levels"] == {"innodb.pages_dirty": 20.0} and "innodb.pages_dirty" not in f["per_txn"]  # a level
+    assert io.fields(series, 0.0, 4.0, 0)["per_txn"] == {}
+
+
+def test_a_stall_says_what_the_checkpoint_wrote():
+    grown = io.stall_io(samples(), 2.0, 3.0)
+    assert grown["pg.checkpoints"] == 1 and grown["pg.checkpoint_write_bytes"] == 2 << 30
+    phrase = io_findings.stall_phrase(grown)
+    assert phrase.startswith("; in it a checkpoint wrote 2.0 GiB") and "the disk wrote 2.0 GiB" in phrase
+    assert io_findings.stall_phrase({"sys.fdatasync": 1.0}) == "; in it 1 fdatasync call"
+    assert io_findings.stall_phrase({}) == "" and io_findings.stall_phrase(None) == ""
+
+
+def test_a_stall_says_what_innodb_checkpointed_and_flushed():
+    series = [(0.0, {"innodb.log_bytes_written": 0.0, "innodb.checkpoint_age": 900e6, "innodb.pages_flushed": 0.0,
+                     "innodb.page_size": 16384.0}),
+              (1.0, {"innodb.log_bytes_written": 50e6, "innodb.checkpoint_age": 350e6, "innodb.pages_flushed": 64e3,
+                     "innodb.page_size": 16384.0})]  # fmt: skip
+    grown = io.stall_io(series, 0.0, 1.0)
+    assert grown["innodb.checkpointed_bytes"] == 600e6 and grown["innodb.flushed_bytes"] == 64e3 * 16384
+    phrase = io_findings.stall_phrase(grown)
+    assert "InnoDB's checkpoint advanced over 572.2 MiB of redo, InnoDB flushed 1000.0 MiB of pages" in phrase
+
+
+def test_into_row_annotates_stalls_and_puts_the_series_on_the_windows_clock():
+    row = {"resources": {}, "stalls": [{"start_s": 2.0, "end_s": 3.0}]}
+    stored = io.into_row(row, {"fields": {"per_txn": {}}, "samples": samples(), "window_s": 1.0}, [(0.0, {"x": 1.0})])
+    assert row["resources"]["io"] == {"per_txn": {}} and row["stalls"][0]["io"]["pg.checkpoints"] == 1
+    assert stored[0] == (0.0, {"x": 1.0}) and [t for t, _ in stored[1:3]] == [-2.0, -1.0]
+    assert io.into_row(row, None, []) == []
+
+
+def test_durability_on_tmpfs_is_a_finding():
+    cells = [{"id": 0, "server_options": {"innodb_flush_log_at_trx_commit": 1}},
+             {"id": 1, "server_options": {"sort_buffer_size": "2M"}}]  # fmt: skip
+    meta = {"experiment": {"server": "mariadb"}, "storage": {"on_disk": False, "fstype": "tmpfs"}}
+    (finding,) = io_findings.durability_findings(cells, meta)
+    assert finding.cells == (0,) and "innodb_flush_log_at_trx_commit" in finding.text and "storage =" in finding.text
+    assert io_findings.durability_findings(cells, {**meta, "storage": {"on_disk": True}}) == []
+    pg = io_findings.durability_names("postgresql", [{"synchronous_commit": "off", "work_mem": "4MB"}])
+    assert pg == ["synchronous_commit"]
+
+
+def test_postgresql_needs_a_storage_its_user_can_reach(short):
+    inner = short / "db"
+    inner.mkdir()
+    short.chmod(0o700)
+    problems = kind("postgresql").storage_problems(inner)
+    if run_user() is None:  # not root: postgres runs as perflab's own user, who reaches it
+        assert problems == []
+        return
+    assert problems[0].found == f"{short} is not searchable by postgres" and problems[0].hint == f"chmod o+x {short}"
+    short.chmod(0o755)
+    assert kind("postgresql").storage_problems(inner) == [] and kind("mariadb").storage_problems(inner) == []
