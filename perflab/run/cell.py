@@ -35,7 +35,8 @@ from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.observers.status import StatusSampler
 from perflab.run.prewarm import server_switches
 from perflab.run.workdir import TMPFS, space_hint
-from perflab.run.workloads import sysbench
+from perflab.run import workloads
+from perflab.run.workloads import Workload, sysbench
 from perflab.servers import Kind, kind
 from perflab.servers.managed import Managed
 from perflab.spec import Cell, Experiment
@@ -184,7 +185,7 @@ class CellRunner:
                         server.pid, cell.preload, preload, server.program, allocator_proof.glibc_of(build)
                     )
                 )
-                switches = server_switches(cell, server, self.exp.file.workload.tool, self.kind)
+                switches = server_switches(cell, server, self.exp.file.workload.tool, self.kind)  # its database
                 if tracer is not None:
                     tracer.check_started(server.pid)
                 row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
@@ -259,9 +260,20 @@ class CellRunner:
         spec = self.exp.file.experiment
         return steady.cell_fields(intervals, spec.window_start, qps, spec.stall_threshold, steal)
 
+    @staticmethod
+    def _client_loaded(child: Any, cell: Cell, out: Path, profilers: Profilers, workload: Workload) -> dict[str, Any]:
+        """The client's `client` fields, once ld.so has mapped its libraries (sysbench's
+        libmariadb, a client variant's preload): the client's profilers attach after that."""
+        if not workload.links_client_library:  # go-tpc: a static Go binary
+            profilers.workload_started(child.pid)
+            return {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library}
+        client_variant.wait_loaded(child.pid, cell, out)
+        profilers.workload_started(child.pid)
+        return client_variant.prove(child.pid, cell)
+
     def measure(self, cell: Cell, server: Any, logs: Path, tracer: AllocTracer | None = None) -> Measured:
-        """One sysbench run against a started `server`: warm-up seconds, a checkpoint that
-        resets its statistics, then the measured window, which the observers and the /proc
+        """One client run (the workload's tool) against a started `server`: warm-up seconds, a
+        checkpoint that resets its statistics (sysbench), then the measured window, which the observers and the /proc
         counters cover. Returns (intervals, RSS samples, the row's measured fields); with
         [observe] status, the fields hold its series as `status_samples` (the caller stores it)."""
         spec = self.exp.file
@@ -269,7 +281,9 @@ class CellRunner:
         if own is not None:
             return own
         warmup, seconds = client.window_seconds(spec)
-        command = client.argv(spec, cell, server.socket)
+        workload = workloads.of(spec)
+        command = client.command(spec, cell, server)
+        out = logs / workload.output_name
         env = client_variant.environment(cell, server.rundir)
         # connected before the workload loads the server (a new connection at 1024 threads takes seconds)
         sampler = StatusSampler(server.socket).connect() if spec.observe.status else None
@@ -280,16 +294,13 @@ class CellRunner:
         ):
             profilers.workload_starting()
             started = time.monotonic()
-            child = client.start(command, logs / "sysbench.txt", self.client_cpus, env)
+            child = client.start(command, out, self.client_cpus, env, stamped=workload.stamps_lines)
             with child:
                 margin = spec.experiment.timeout_margin
-                watch = client.StartWatch(logs / "sysbench.txt", child, margin)  # its threads connected
-                client_variant.wait_loaded(
-                    child.pid, cell, logs / "sysbench.txt"
-                )  # the client's profilers attach after ld.so
-                profilers.workload_started(child.pid)
-                client_fields = client_variant.prove(child.pid, cell)
-                origin = watch.wait()
+                # its threads connected (sysbench's "Threads started!"); else its clock starts at its launch
+                watch = client.StartWatch(out, child, margin) if workload.started_line else None
+                client_fields = self._client_loaded(child, cell, out, profilers, workload)
+                origin = watch.wait() if watch else child.started
                 if warmup:
                     client.sleep_until(origin + warmup, child)
                 start = accounting.WindowStart.take(server.pid, child.pid)
@@ -302,7 +313,8 @@ class CellRunner:
                     ended = time.monotonic()
                 end = accounting.WindowEnd.take(start, server.pid)
                 pss = self.kind.pss_bytes(server)  # as PostgreSQL's (summed over its processes)
-        summary, intervals = client.read_output(logs / "sysbench.txt", code, warmup)
+            client.drain(child)
+        summary, intervals = workload.read_output(out, code, warmup)
         client_fields.update(accounting.client_resources(start, child.rusage, summary.transactions, client_rss))
         measured = {
             "steal": lambda a, b: steal.cores(origin + a, origin + b),  # seconds of sysbench's clock
@@ -311,7 +323,7 @@ class CellRunner:
                 **accounting.resources(start, end, child.rusage, summary.transactions, rss),
                 "pss_end_bytes": pss,
             },
-            "sysbench_options": sysbench.effective_options(self.sysbench_defaults, command),
+            "sysbench_options": workload.effective_options(self, command),
             "client": client_fields,
         }
         if counters is not None:

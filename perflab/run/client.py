@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 from dataclasses import asdict
@@ -21,6 +22,7 @@ from typing import Any, BinaryIO
 from perflab import servers
 from perflab.errors import WorkloadError
 from perflab.run.proc import Child, clean_env
+from perflab.run import workloads
 from perflab.run.workloads import sysbench
 from perflab.spec import Cell, ExperimentFile
 
@@ -48,11 +50,47 @@ def argv(spec: ExperimentFile, cell: Cell, socket: Path) -> list[str]:
     )
 
 
-def start(command: list[str], out: Path, cpus: list[int] | None, env: dict[str, str] | None = None) -> Child:
-    """sysbench started with its output in `out` (stdout and stderr interleaved), on `cpus`, in
-    `env` (default: perflab's, cleaned; a client variant's: run/client_variant.py)."""
-    with out.open("w", encoding="utf-8") as sink:
-        return Child(command, env=env or clean_env(), stdout=sink, cpus=cpus)
+def command(spec: ExperimentFile, cell: Cell, server: Any) -> list[str]:
+    """A cell's client, of the experiment's workload tool (run/workloads/): warm-up + window
+    seconds, its statistics reset at the window's start where the tool can."""
+    warmup, seconds = window_seconds(spec)
+    return workloads.of(spec).run_argv(spec, cell, server, warmup + seconds, warmup or None)
+
+
+def start(
+    command: list[str], out: Path, cpus: list[int] | None, env: dict[str, str] | None = None, stamped: bool = False
+) -> Child:
+    """The client started with its output in `out` (stdout and stderr interleaved), on `cpus`, in
+    `env` (default: perflab's, cleaned; a client variant's: run/client_variant.py). `stamped`:
+    each line prefixed with its arrival, in seconds since the launch ("  3.012 | ..."), for a
+    tool whose reports carry no time (go-tpc); `drain(child)` once it has exited."""
+    if not stamped:
+        with out.open("w", encoding="utf-8") as sink:
+            return Child(command, env=env or clean_env(), stdout=sink, cpus=cpus)
+    child = Child(command, env=env or clean_env(), stdout=subprocess.PIPE, cpus=cpus)
+    stamper = threading.Thread(target=_stamp, args=(child, out), name="client-stamp", daemon=True)
+    stamper.start()
+    _STAMPERS[child.pid] = stamper
+    return child
+
+
+_STAMPERS: dict[int, threading.Thread] = {}
+
+
+def _stamp(child: Child, out: Path) -> None:
+    assert child.popen.stdout is not None
+    with out.open("w", encoding="utf-8") as sink, child.popen.stdout as pipe:
+        for raw in pipe:
+            at = time.monotonic() - child.started
+            sink.write(f"{at:9.3f} | {raw.decode('utf-8', errors='replace')}")
+            sink.flush()
+
+
+def drain(child: Child, timeout: float = 10.0) -> None:
+    """Wait for a stamped client's last lines to reach its output file."""
+    stamper = _STAMPERS.pop(child.pid, None)
+    if stamper is not None:
+        stamper.join(timeout)
 
 
 STARTED_LINE = b"Threads started!"  # sysbench's clock (its reports, its checkpoint) starts here

@@ -48,6 +48,9 @@ class Kind:
     debian_binary: str
 
     flavors: tuple[str, ...]  # what a binary of this kind can be (Build.server): mariadb, mysql, ...
+    # which workload tools can drive it (run/workloads/): MySQL's protocol (go-tpc), pgbench
+    mysql_protocol: bool = False
+    runs_pgbench: bool = False
 
     def flavor(self, version: str) -> str | None:
         """The flavor a binary's version line names, if it is one of this kind's."""

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from perflab.run.workloads import Workload
 from perflab.run.workloads.sysbench import Summary
 
 BUILTINS = {"select-only": 1, "simple-update": 5, "tpcb-like": 7}  # name -> SQL statements per transaction
@@ -176,3 +177,40 @@ def script_problem(output: str) -> str | None:
         return None
     lines = [ln for ln in output.strip().splitlines() if ln.strip()]
     return " ".join(lines[:3])[:400] if lines else "pgbench printed nothing"
+
+
+class Pgbench(Workload):
+    """pgbench on PostgreSQL: its cells are measured by servers/postgresql/cell.py (the
+    per-transaction log), its dataset filled by servers/postgresql/dataset.py."""
+
+    name = "pgbench"
+    database = DATABASE
+    throughput = "statements per second (transactions x the script's statements)"
+    interleaved_refusal = "pgbench's transactions are not counted per turn (sysbench's are)"
+    dataset_size = ("dataset.scale", "scale")
+
+    def check_test(self, test: str) -> str:
+        from perflab.spec.fields import pgbench_test
+
+        return pgbench_test(test)
+
+    def file_problems(self, spec: Any, kind: Any) -> list[Any]:
+        from perflab.errors import Problem
+
+        if not kind.runs_pgbench:
+            return [Problem("workload.tool", f"sysbench or go-tpc on {kind.title}", '"pgbench"',
+                            'set server = "postgresql"')]  # fmt: skip
+        if spec.workload.warehouses is not None:
+            return [Problem("workload.warehouses", "no warehouses with pgbench", str(spec.workload.warehouses),
+                            "warehouses is go-tpc's: pgbench's dataset is [dataset] scale")]  # fmt: skip
+        if "test" not in spec.workload.model_fields_set:
+            return [Problem("workload.test", "a pgbench test", "none (sysbench's oltp_read_only is the default)",
+                            'test = "select-only" (or tpcb-like, simple-update, or a script path)')]  # fmt: skip
+        sysbench_keys = sorted(spec.dataset.model_fields_set & {"tables", "table_size"})
+        if sysbench_keys:
+            return [Problem(f"dataset.{sysbench_keys[0]}", "scale (pgbench's dataset), not sysbench's tables",
+                            sysbench_keys[0], "write [dataset] scale = N: pgbench -i -s N, 100,000 rows per unit")]  # fmt: skip
+        return []
+
+
+PGBENCH = Pgbench()

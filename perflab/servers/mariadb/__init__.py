@@ -26,6 +26,7 @@ SHARES = ("share/mysql", "share/mariadb", "share", "sql/share", "usr/share/mysql
 class MariaDBKind(Kind):
     name = "mariadb"
     title = "MariaDB"
+    mysql_protocol = True
     memory_figure = "RSS"
     sysbench_driver = "mysql"
     host_field = "mariadbd"
@@ -56,10 +57,13 @@ class MariaDBKind(Kind):
         return describe(found, name=name, kind="basedir", share=share, recipe={"basedir": str(basedir)})
 
     def prepare(self, workdir: Path, *, spec: Any, log: Path, name: str, build: Build | None) -> Snapshot:
-        from perflab.run import dataset
+        from perflab.run import dataset, workloads
 
+        workload = workloads.of(spec)
         return dataset.prepare(
             workdir,
+            workload=workload,
+            spec=spec,
             test=spec.workload.test,
             tables=spec.dataset.tables,
             table_size=spec.dataset.table_size,
@@ -87,9 +91,9 @@ class MariaDBKind(Kind):
         return MariaDB(rundir, datadir, options, **kw)
 
     def prewarm(self, server: Any, tool: str) -> float:
-        from perflab.run import prewarm
+        from perflab.run import prewarm, workloads
 
-        return prewarm.mariadb(server)
+        return prewarm.mariadb(server, workloads.get(tool).database)
 
     def pss_bytes(self, server: Any) -> int | None:
         from perflab.run.proctree import pss_bytes

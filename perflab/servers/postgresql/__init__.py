@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 class PostgreSQLKind(Kind):
     name = "postgresql"
     title = "PostgreSQL"
+    runs_pgbench = True
     memory_figure = "PSS"
     sysbench_driver = "pgsql"
     host_field = "postgres"

@@ -48,7 +48,9 @@ def prepare(
 
 def database(tool: str) -> str:
     """The database the workload tool's dataset lives in."""
-    return pgbench.DATABASE if tool == "pgbench" else "sbtest"
+    from perflab.run import workloads
+
+    return workloads.get(tool).database
 
 
 def fill(server: PostgreSQL, spec: ExperimentFile, log: Path) -> str:

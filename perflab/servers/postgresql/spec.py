@@ -26,7 +26,7 @@ PG_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+(-\S*)?\Z")  # postgresql-15's: 15.1
 
 def file_problems(spec: ExperimentFile) -> list[Problem]:
     tool = spec.workload.tool
-    problems = _dataset(spec)
+    problems: list[Problem] = []
     if tool == "sysbench" and not spec.workload.test.endswith(".lua") and spec.workload.test not in SYSBENCH_READ_ONLY:
         problems.append(
             Problem(
@@ -62,35 +62,6 @@ def file_problems(spec: ExperimentFile) -> list[Problem]:
 def build_problems(builds: dict[str, BuildSpec]) -> list[Problem]:
     """A build of MariaDB's kind (a cmake tree, a package, a mariadb version) on PostgreSQL."""
     return [problem for name, spec in builds.items() for problem in _build(f"builds.{name}", spec)]
-
-
-def _dataset(spec: ExperimentFile) -> list[Problem]:
-    given = spec.dataset.model_fields_set
-    if spec.workload.tool == "pgbench":
-        if "test" not in spec.workload.model_fields_set:
-            return [
-                Problem(
-                    "workload.test",
-                    "a pgbench test",
-                    "none (sysbench's oltp_read_only is the default)",
-                    'test = "select-only" (or tpcb-like, simple-update, or a script path)',
-                )
-            ]
-        sysbench_keys = sorted(given & {"tables", "table_size"})
-        if sysbench_keys:
-            return [
-                Problem(
-                    f"dataset.{sysbench_keys[0]}",
-                    "scale (pgbench's dataset), not sysbench's tables",
-                    sysbench_keys[0],
-                    "write [dataset] scale = N: pgbench -i -s N, 100,000 rows per unit",
-                )
-            ]
-        return []  # fmt: skip
-    if spec.dataset.scale is not None:
-        return [Problem("dataset.scale", "tables and table_size with sysbench", f"scale = {spec.dataset.scale}",
-                        'scale is pgbench\'s: set tool = "pgbench", or use tables/table_size')]  # fmt: skip
-    return []
 
 
 def _build(key: str, spec: BuildSpec) -> list[Problem]:
