@@ -40,6 +40,7 @@ class Workload:
     name: str  # [workload] tool
     database: str  # the database (MariaDB: schema) its dataset lives in
     throughput: str  # what `qps` (the analysis's figure) counts, for people
+    metric: str = "QPS"  # its name in the reports' tables (meta `throughput`)
     # why the interleaved design cannot run it (spec/design.py); None: it can
     interleaved_refusal: str | None = None
     # a line the client prints once every thread has connected and its clock starts (the

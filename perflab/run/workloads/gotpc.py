@@ -66,7 +66,7 @@ _REPORT = re.compile(
     r"90th\(ms\): (?P<p90>[\d.]+), 95th\(ms\): (?P<p95>[\d.]+), 99th\(ms\): (?P<p99>[\d.]+), "
     r"99\.9th\(ms\): (?P<p999>[\d.]+), Max\(ms\): (?P<max>[\d.]+)"
 )
-_TPMC = re.compile(r"^tpmC: (?P<tpmc>[\d.]+)", re.MULTILINE)
+_TPMC = re.compile(r"^(?:\s*[\d.]+ \| )?tpmC: (?P<tpmc>[\d.]+)", re.MULTILINE)
 PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
 
 
@@ -189,7 +189,7 @@ def interval(second: Second, warmup: int) -> dict[str, Any]:
         "writes": None,
         "other": None,
         "p95_ms": new_order.percentiles["p95"] if new_order else None,
-        "errors_per_s": round(second.errors(), 3),
+        "errors_per_s": float(round(second.errors(), 3)),
         "reconnects_per_s": 0.0,
         "warmup": int(second.t <= warmup),
     }
@@ -285,6 +285,7 @@ class GoTpc(Workload):
     name = "go-tpc"
     database = DATABASE
     throughput = "new-order transactions per minute (NOPM; go-tpc prints it as tpmC)"
+    metric = "NOPM"
     interleaved_refusal = "go-tpc's transactions are not counted per turn (sysbench's are)"
     stamps_lines = True  # its reports carry no time, and a second without a transaction prints nothing
     dataset_size = ("workload.warehouses", "fewer warehouses")
