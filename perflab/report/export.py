@@ -47,6 +47,10 @@ JSON format history:
                      {name, slice_s, group, turn, active_s, warning} (run/interleave.py); such
                      cells have null latency (sysbench's clock counts the stopped turns) and
                      `resources.idle_cpu_cores`; top level `experiment.design`.
+  perflab-results/11 go-tpc (docs/workloads.md): per cell `summary.transaction_types` (the window's
+                     figures per TPC-C transaction type) and `summary.tool_tpmc` (go-tpc's own tpmC
+                     line, warm-up included), present for go-tpc cells only; `run.throughput`
+                     {metric: "QPS" | "NOPM", means}: what every `qps` of the run counts.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ from perflab.analyze import compare, summary, variance
 from perflab.report import findings
 from perflab.store.results import Results
 
-FORMAT = "perflab-results/10"
+FORMAT = "perflab-results/11"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
 
@@ -83,7 +87,7 @@ def document(results: Results) -> dict[str, Any]:
         "run": {
             k: meta.get(k)
             for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir", "seed",
-                      "calibration", "design", "design_reason")  # fmt: skip
+                      "calibration", "design", "design_reason", "throughput")  # fmt: skip
         },
         "groups": [g.to_dict() for g in groups],
         "comparisons": comparisons,
@@ -140,6 +144,7 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
             "errors_per_s": figures["errors_per_s"],
             "reconnects": figures["reconnects"],
             "total_time_s": figures["total_time_s"],
+            **{k: figures[k] for k in ("transaction_types", "tool_tpmc") if k in figures},  # go-tpc's
         },  # fmt: skip
         "intervals": [
             {
