@@ -2,7 +2,7 @@
 
     import perflab
     run = perflab.open("results/sb")      # or perflab.api.from_export(json.load(f)) for an export
-    run.format                            # "perflab-results/11": the export's format, and these frames'
+    run.format                            # "perflab-results/10": the export's format, and these frames'
     run.cells                             # one row per cell: the `csv` export's columns, then key, retry_of, ...
     run.seconds                           # one row per per-second line: the `seconds-csv` export's columns
     run.comparisons                       # one row per comparison: the `comparisons-csv` columns, evidence

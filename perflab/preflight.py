@@ -7,7 +7,6 @@ All problems come back together so `perflab run` reports them at once (exit 2).
 
 from __future__ import annotations
 
-import difflib
 import os
 import shutil
 import subprocess

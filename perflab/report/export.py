@@ -47,10 +47,9 @@ JSON format history:
                      {name, slice_s, group, turn, active_s, warning} (run/interleave.py); such
                      cells have null latency (sysbench's clock counts the stopped turns) and
                      `resources.idle_cpu_cores`; top level `experiment.design`.
-  perflab-results/11 go-tpc (docs/workloads.md): per cell `summary.transaction_types` (the window's
-                     figures per TPC-C transaction type) and `summary.tool_tpmc` (go-tpc's own tpmC
-                     line, warm-up included), present for go-tpc cells only; `run.throughput`
-                     {metric: "QPS" | "NOPM", means}: what every `qps` of the run counts.
+                     Added within 10 (go-tpc, docs/workloads.md): per cell
+                     `summary.transaction_types` and `summary.tool_tpmc` (go-tpc cells only) and
+                     `run.throughput` {metric: "QPS" | "NOPM", means}: what every `qps` counts.
 """
 
 from __future__ import annotations
@@ -63,7 +62,7 @@ from perflab.analyze import compare, summary, variance
 from perflab.report import findings
 from perflab.store.results import Results
 
-FORMAT = "perflab-results/11"
+FORMAT = "perflab-results/10"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from perflab import allocators
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ResourceError, ServerCrashedError, ServerStartError
-from perflab.run import accounting, allocator_proof, client, client_variant, dataset
+from perflab.run import accounting, allocator_proof, client, client_variant, dataset, workloads
 from perflab.run.builds import Build, BuildError, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.phases import Spans
@@ -35,7 +35,6 @@ from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.observers.status import StatusSampler
 from perflab.run.prewarm import server_switches
 from perflab.run.workdir import TMPFS, space_hint
-from perflab.run import workloads
 from perflab.run.workloads import Workload, sysbench
 from perflab.servers import Kind, kind
 from perflab.servers.managed import Managed

@@ -21,8 +21,8 @@ from typing import Any, BinaryIO
 
 from perflab import servers
 from perflab.errors import WorkloadError
-from perflab.run.proc import Child, clean_env
 from perflab.run import workloads
+from perflab.run.proc import Child, clean_env
 from perflab.run.workloads import sysbench
 from perflab.spec import Cell, ExperimentFile
 

@@ -22,9 +22,9 @@ from typing import Any
 
 from perflab.run.builds import Build
 from perflab.run.proc import call, clean_env
+from perflab.run.workloads import Workload, sysbench
 from perflab.servers.mariadb.datadir import initialise
 from perflab.servers.mariadb.server import MariaDB
-from perflab.run.workloads import Workload, sysbench
 
 MiB = 1 << 20
 

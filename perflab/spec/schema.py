@@ -9,7 +9,6 @@ ones (docs/experiment.md).
 from __future__ import annotations
 
 import itertools
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -32,10 +31,10 @@ from perflab.spec.builds import BuildSpec
 from perflab.spec.fields import (
     AUTO_FIELDS,
     MAX_PGBENCH_SCALE,
-    MAX_WAREHOUSES,
     MAX_TABLE_SIZE,
     MAX_TABLES,
     MAX_THREADS,
+    MAX_WAREHOUSES,
     NAME_RE,
     Duration,
     EnvVars,
@@ -47,12 +46,10 @@ from perflab.spec.fields import (
     check_label,
     check_non_empty_axis,
     fail,
-    pgbench_test,
 )
 from perflab.spec.matrix import merge, merge_client, merge_switches
 from perflab.spec.problems import short
 from perflab.units import parse_size
-
 
 DEFAULT_BUDGET_S = 600.0  # [experiment] budget's default: 10 minutes
 

@@ -123,7 +123,7 @@ def test_baseline_option(verdict_run):
 
 def test_export_carries_steady_state_groups_and_comparisons(verdict_run):
     _, doc, _ = verdict_run
-    assert doc["format"] == "perflab-results/11"
+    assert doc["format"] == "perflab-results/10"
     for cell in doc["cells"]:
         assert cell["window_start_s"] == 3.0
         assert cell["warmup_method"] == "mser-1" and 0 <= cell["warmup_s"] <= 6

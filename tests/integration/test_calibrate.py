@@ -69,7 +69,7 @@ def test_aa_results_export_their_variance(calibrated):
     exported = perflab("export", doc["results"], "--format", "json")
     assert exported.returncode == 0, exported.stderr
     result = json.loads(exported.stdout)
-    assert result["format"] == "perflab-results/11"
+    assert result["format"] == "perflab-results/10"
     assert {c["variant"]["calibrate"] for c in result["cells"]} == {"A", "B"}
     assert result["variance"]["components"] == doc["variance"]["components"]
 

@@ -69,7 +69,7 @@ def interleaved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, s
 
 def test_every_cell_ran_beside_the_other_of_its_round(interleaved):
     _, doc, _, freezes = interleaved
-    assert doc["format"] == "perflab-results/11" and doc["experiment"]["design"] == "interleaved"
+    assert doc["format"] == "perflab-results/10" and doc["experiment"]["design"] == "interleaved"
     cells = doc["cells"]
     assert [c["status"] for c in cells] == ["ok"] * 4, [c["error"] for c in cells]
     for repeat in (1, 2):

@@ -61,7 +61,7 @@ def matrix_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, st
 
 def test_export_has_every_cell_in_randomized_blocks(matrix_run):
     _, doc, output = matrix_run
-    assert doc["format"] == "perflab-results/11"
+    assert doc["format"] == "perflab-results/10"
     cells = doc["cells"]
     assert len(cells) == 3 * 2 * 2  # allocators x threads x repeats
     assert all(c["status"] == "ok" for c in cells), [c["error"] for c in cells]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from perflab.errors import WorkloadError
-from perflab.run.workloads import gotpc
+from perflab.run.workloads import gotpc, tpcc
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gotpc"
 
@@ -79,10 +79,15 @@ def test_a_second_without_a_report_is_a_stall_not_a_lost_second() -> None:
 
 
 def test_failed_transactions_are_errors_not_throughput() -> None:
-    line = ("[Current] {op} - Takes(s): 1.0, Count: {n}, TPM: 60.0, Sum(ms): 2.0, Avg(ms): 2.0, 50th(ms): 2.1, "
-            "90th(ms): 2.1, 95th(ms): 2.1, 99th(ms): 2.1, 99.9th(ms): 2.1, Max(ms): 2.1")
-    text = "\n".join(f"{t + 0.01:9.3f} | " + line.format(op=op, n=n) for t in (1, 2)
-                     for op, n in (("NEW_ORDER", 10), ("NEW_ORDER_ERR", 3), ("PAYMENT", 7)))
+    line = (
+        "[Current] {op} - Takes(s): 1.0, Count: {n}, TPM: 60.0, Sum(ms): 2.0, Avg(ms): 2.0, 50th(ms): 2.1, "
+        "90th(ms): 2.1, 95th(ms): 2.1, 99th(ms): 2.1, 99.9th(ms): 2.1, Max(ms): 2.1"
+    )
+    text = "\n".join(
+        f"{t + 0.01:9.3f} | " + line.format(op=op, n=n)
+        for t in (1, 2)
+        for op, n in (("NEW_ORDER", 10), ("NEW_ORDER_ERR", 3), ("PAYMENT", 7))
+    )
     seconds = gotpc.seconds_of(gotpc.parse_ticks(text))
     iv = gotpc.interval(seconds[1], warmup=0)
     assert (iv["qps"], iv["tps"], iv["errors_per_s"]) == (600.0, 17.0, 3.0)
@@ -102,15 +107,31 @@ def test_a_run_that_failed_or_never_left_its_warm_up_is_a_workload_error(tmp_pat
 def test_argv_is_the_documented_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gotpc, "go_tpc_binary", lambda: "/usr/local/bin/go-tpc")
     argv = gotpc.argv("run", port=3307, warehouses=4, threads=8, seconds=25, options={"wait": True})
-    assert argv == ["/usr/local/bin/go-tpc", "tpcc", "run", "-H", "127.0.0.1", "-P", "3307", "-U", "tpcc", "-D",
-                    "tpcc", "--warehouses=4", "--threads=8", "--time=25s", "--interval=1s", "--wait=true"]
-    assert gotpc.GO_TPC.effective_options(None, argv)["warehouses"] == "4"
+    assert argv == [
+        "/usr/local/bin/go-tpc",
+        "tpcc",
+        "run",
+        "-H",
+        "127.0.0.1",
+        "-P",
+        "3307",
+        "-U",
+        "tpcc",
+        "-D",
+        "tpcc",
+        "--warehouses=4",
+        "--threads=8",
+        "--time=25s",
+        "--interval=1s",
+        "--wait=true",
+    ]
+    assert tpcc.GO_TPC.effective_options(None, argv)["warehouses"] == "4"
 
 
 def test_a_missing_go_tpc_names_the_make_target(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gotpc.shutil, "which", lambda name: None)
     monkeypatch.setattr(gotpc.os, "access", lambda path, mode: False)
-    problems = gotpc.GO_TPC.tool_problems()
+    problems = tpcc.GO_TPC.tool_problems()
     assert len(problems) == 1 and "make go-tpc" in problems[0].hint and gotpc.VERSION in problems[0].hint
 
 

@@ -9,7 +9,7 @@ from perflab import spec
 from perflab.errors import EXIT_USAGE, SpecError
 
 TPCC = '[experiment]\nname = "t"\n{extra}\n[workload]\ntool = "go-tpc"\ntest = "tpcc"\nwarehouses = 2\nthreads = [4]\n'
-VARIANTS = "\n[variants.allocator]\nglibc = {}\njemalloc = { preload = \"jemalloc\" }\n"
+VARIANTS = '\n[variants.allocator]\nglibc = {}\njemalloc = { preload = "jemalloc" }\n'
 
 
 def problems(text: str) -> dict[str, str]:
@@ -48,10 +48,16 @@ def test_interleaved_is_refused() -> None:
         (TPCC.format(extra="").replace("warehouses = 2\n", ""), "workload.warehouses"),
         (TPCC.format(extra="").replace('test = "tpcc"\n', ""), "workload.test"),
         (TPCC.format(extra="") + "\n[dataset]\ntables = 2\n", "dataset.tables"),
-        (TPCC.format(extra="").replace("threads = [4]", 'threads = [4]\noptions = { time = "5s" }'),
-         "workload.options.time"),
+        (
+            TPCC.format(extra="").replace("threads = [4]", 'threads = [4]\noptions = { time = "5s" }'),
+            "workload.options.time",
+        ),
         ('[experiment]\nname = "t"\n[workload]\ntest = "oltp_read_only"\nwarehouses = 2\n', "workload.warehouses"),
         (TPCC.format(extra="").replace("warehouses = 2", "warehouses = 0"), "workload.warehouses"),
+        (
+            TPCC.format(extra="") + '\n[variants.client]\nj = { client_preload = "jemalloc" }\n',
+            "variants.client.j.client_preload",
+        ),
     ],
 )
 def test_refusals_name_their_key(text: str, path: str) -> None:

@@ -35,7 +35,7 @@ NAMES = ("sysbench", "pgbench", "go-tpc")  # [workload] tool's values (spec/sche
 
 
 class Workload:
-    """A workload tool. Subclasses: sysbench.Sysbench, pgbench.Pgbench, gotpc.GoTpc."""
+    """A workload tool. Subclasses: sysbench.Sysbench, pgbench.Pgbench, tpcc.GoTpc."""
 
     name: str  # [workload] tool
     database: str  # the database (MariaDB: schema) its dataset lives in
@@ -100,9 +100,9 @@ class Workload:
 
 def get(name: str) -> Workload:
     """The workload named by [workload] tool (or a results file's meta)."""
-    from perflab.run.workloads.gotpc import GO_TPC
     from perflab.run.workloads.pgbench import PGBENCH
     from perflab.run.workloads.sysbench import SYSBENCH
+    from perflab.run.workloads.tpcc import GO_TPC
 
     found = {w.name: w for w in (SYSBENCH, PGBENCH, GO_TPC)}
     if name not in found:

@@ -28,6 +28,8 @@ specification would accept). Only new orders count, as in TPC-C, because the oth
 transactions are paced by them; `tps` counts all five.
 
     summary, intervals = read_output(out, code, warmup)   # TpccSummary, per-second dicts
+
+The Workload behind which perflab reaches it (checks, dataset, a cell's command) is tpcc.GO_TPC.
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ToolMissingError, WorkloadError
-from perflab.run.workloads import Workload
 from perflab.run.workloads.sysbench import Summary
 
 VERSION = "v1.0.7"  # the Makefile's GO_TPC_VERSION
@@ -245,8 +246,14 @@ def window_summary(seconds: list[Second], warmup: int, text: str = "") -> TpccSu
         errors_per_s=round(errors / span, 3),
         reconnects=0,
         total_time_s=float(span),
-        latency_ms={"min": None, "avg": no["avg_ms"], "max": no["max_ms"], "p50": no["p50_ms"],
-                    "p95": no["p95_ms"], "p99": no["p99_ms"]},  # fmt: skip
+        latency_ms={
+            "min": None,
+            "avg": no["avg_ms"],
+            "max": no["max_ms"],
+            "p50": no["p50_ms"],
+            "p95": no["p95_ms"],
+            "p99": no["p99_ms"],
+        },
         transaction_types=types,
         tool_tpmc=float(tool["tpmc"]) if tool else None,
     )
@@ -279,104 +286,3 @@ def version() -> str | None:
     except ToolMissingError:
         return None
     return f"go-tpc {VERSION} (go install)"
-
-
-class GoTpc(Workload):
-    name = "go-tpc"
-    database = DATABASE
-    throughput = "new-order transactions per minute (NOPM; go-tpc prints it as tpmC)"
-    metric = "NOPM"
-    interleaved_refusal = "go-tpc's transactions are not counted per turn (sysbench's are)"
-    stamps_lines = True  # its reports carry no time, and a second without a transaction prints nothing
-    dataset_size = ("workload.warehouses", "fewer warehouses")
-
-    def check_test(self, test: str) -> str:
-        from perflab.spec.fields import fail
-
-        if test not in TESTS:
-            raise fail(f"a go-tpc test perflab runs ({', '.join(TESTS)})", 'test = "tpcc"')
-        return test
-
-    def file_problems(self, spec: Any, kind: Any) -> list[Any]:
-        from perflab.errors import Problem
-
-        problems = []
-        if not kind.mysql_protocol:
-            problems.append(Problem("workload.tool", f"a server go-tpc {VERSION} can drive (MySQL's protocol)",
-                                    f'"go-tpc" on {kind.title}', f"go-tpc {VERSION}, the version perflab installs, "
-                                    "has no driver for it; use pgbench (tpcb-like) on PostgreSQL"))  # fmt: skip
-        if spec.workload.warehouses is None:
-            problems.append(Problem("workload.warehouses", "the number of TPC-C warehouses", "none",
-                                    "warehouses = 4 (about 100 MiB each)"))  # fmt: skip
-        if "test" not in spec.workload.model_fields_set:
-            problems.append(Problem("workload.test", 'test = "tpcc"', "none (sysbench's oltp_read_only is the default)",
-                                    'test = "tpcc"'))  # fmt: skip
-        for key in sorted(spec.dataset.model_fields_set & {"tables", "table_size", "scale"}):
-            problems.append(Problem(f"dataset.{key}", "no [dataset] with go-tpc", key,
-                                    "its dataset is [workload] warehouses = N (go-tpc tpcc prepare)"))  # fmt: skip
-        return problems + self._reserved(spec)
-
-    def _reserved(self, spec: Any) -> list[Any]:
-        from perflab.errors import Problem
-
-        places = [("workload.options", spec.workload.options)] + [
-            (f"variants.{axis}.{label}.workload_options", v.workload_options)
-            for axis, labels in spec.variants.items()
-            for label, v in labels.items()
-        ]
-        return [Problem(f"{where}.{key}", f"no {key} (perflab sets it)", key,
-                        "use workload.warehouses, workload.threads and experiment.duration")  # fmt: skip
-                for where, options in places for key in options if key.replace("-", "_").lower() in RESERVED]
-
-    def tool_problems(self) -> list[Any]:
-        from perflab.errors import Problem
-
-        try:
-            go_tpc_binary()
-        except ToolMissingError as exc:
-            return [Problem("(tool) go-tpc", f"go-tpc {VERSION} installed", "missing", exc.hint)]
-        return []
-
-    def spec_problems(self, exp: Any) -> list[Any]:
-        import difflib
-
-        from perflab.errors import Problem
-
-        known = known_options()
-        problems = []
-        for where, options in [("workload.options", exp.file.workload.options)] + [
-            (f"variants.{a}.{label}.workload_options", v.workload_options)
-            for a, labels in exp.file.variants.items() for label, v in labels.items()
-        ]:  # fmt: skip
-            for key in options:
-                if key.replace("-", "_") not in known:
-                    close = difflib.get_close_matches(key.replace("-", "_"), sorted(known), n=3)
-                    hint = f"did you mean {', '.join(close)}?" if close else "see `go-tpc tpcc run --help`"
-                    problems.append(Problem(f"{where}.{key}", "an option of go-tpc tpcc run", "unknown option", hint))
-        return problems
-
-    def dataset_estimate(self, exp: Any) -> int:
-        return (exp.file.workload.warehouses or 1) * WAREHOUSE_BYTES
-
-    def setup_sql(self) -> str:
-        return f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1'; GRANT ALL ON *.* TO '{USER}'@'127.0.0.1'"
-
-    def prepare_argv(self, spec: Any, server: Any) -> list[str]:
-        warehouses = spec.workload.warehouses or 1
-        return argv("prepare", port=server.port, warehouses=warehouses, threads=min(warehouses, os.cpu_count() or 1))
-
-    def run_argv(self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None) -> list[str]:
-        options = {**spec.workload.options, **cell.workload_options}
-        return argv("run", port=server.port, warehouses=spec.workload.warehouses or 1, threads=cell.threads,
-                    seconds=seconds, options=options)  # fmt: skip
-
-    def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
-        return read_output(out, code, warmup)
-
-    def effective_options(self, runner: Any, argv_used: list[str]) -> dict[str, str]:
-        """Every --key=value perflab passed (go-tpc's defaults stand for the rest)."""
-        return {a[2:].split("=", 1)[0].replace("-", "_"): a.split("=", 1)[1]
-                for a in argv_used if a.startswith("--") and "=" in a}  # fmt: skip
-
-
-GO_TPC = GoTpc()
