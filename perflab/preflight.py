@@ -39,6 +39,8 @@ TOOLS = (
     Tool("setpriv", "util-linux", "kills children if perflab dies", version_flag=None),
     Tool("postgres", "postgresql-15", 'server = "postgresql" (docs/experiment.md)', required=False),
     Tool("pgbench", "postgresql-15", 'tool = "pgbench"', required=False),
+    Tool("go-tpc", "go-tpc", 'tool = "go-tpc" (TPC-C, docs/workloads.md)', required=False, version_flag=None,
+         get="make go-tpc (go install, pinned v1.0.7)"),
     Tool("taskset", "util-linux", "CPU pinning (pin = true)", version_flag=None),
     Tool("dpkg-query", "dpkg", "allocator package versions", version_flag=None),
     Tool("perf", "linux-perf", "on-CPU profiles (observe.perf)", required=False),
@@ -63,6 +65,7 @@ def which(name: str) -> str | None:
                 f"/usr/sbin/{name}",
                 f"/sbin/{name}",
                 os.path.expanduser(f"~/.cargo/bin/{name}"),
+                os.path.expanduser(f"~/go/bin/{name}"),  # go install without GOBIN (go-tpc)
                 f"/usr/lib/postgresql/15/bin/{name}",  # postgres and initdb are not on $PATH
             )
             if os.access(p, os.X_OK)
