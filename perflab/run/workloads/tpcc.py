@@ -131,10 +131,10 @@ class GoTpc(Workload):
         return f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1'; GRANT ALL ON *.* TO '{USER}'@'127.0.0.1'"
 
     def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+        """go-tpc loads a warehouse's 10 districts in parallel: one thread per CPU, up to 10 a warehouse."""
         warehouses = spec.workload.warehouses or 1
-        return gotpc.argv(
-            "prepare", port=server.port, warehouses=warehouses, threads=min(warehouses, os.cpu_count() or 1)
-        )
+        threads = min(10 * warehouses, os.cpu_count() or 1)
+        return gotpc.argv("prepare", port=server.port, warehouses=warehouses, threads=threads)
 
     def run_argv(self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None) -> list[str]:
         options = {**spec.workload.options, **cell.workload_options}
