@@ -24,7 +24,6 @@ ALLOWED: dict[str, int] = {
     "servers/postgresql/cell.py": 2,
     "servers/postgresql/dataset.py": 1,  # pgbench -i or sysbench prepare over the pgsql driver
     "servers/postgresql/train.py": 1,
-    "servers/postgresql/preflight.py": 2,  # pgbench's options and script, asked of pgbench
     "servers/postgresql/spec.py": 1,  # only sysbench's read-only tests on PostgreSQL
 }
 

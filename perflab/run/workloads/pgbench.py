@@ -213,4 +213,16 @@ class Pgbench(Workload):
         return []
 
 
+    def spec_problems(self, exp: Any) -> list[Any]:
+        """Its options and script, asked of the server's own pgbench."""
+        from perflab.servers.postgresql.preflight import pgbench_problems
+
+        return pgbench_problems(exp)
+
+    def dataset_estimate(self, exp: Any) -> int:
+        """pgbench -i -s SCALE: about 16 MiB a unit, with room."""
+        return int((exp.file.dataset.scale or 1) * SCALE_BYTES * 1.2)
+
+
+SCALE_BYTES = 16 << 20  # pgbench -i -s 1: 100,000 accounts, about 15 MiB with the index
 PGBENCH = Pgbench()
