@@ -213,6 +213,13 @@ class Pgbench(Workload):
         return []
 
 
+    def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+        """`pgbench -i -s SCALE`, by the server build's own pgbench when it has one."""
+        from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
+
+        binary = pg_binary("pgbench", server.bindir)
+        return init_argv(spec.dataset.scale or 1, socket_dir=server.rundir, port=PORT, user=SUPERUSER, binary=binary)
+
     def spec_problems(self, exp: Any) -> list[Any]:
         """Its options and script, asked of the server's own pgbench."""
         from perflab.servers.postgresql.preflight import pgbench_problems

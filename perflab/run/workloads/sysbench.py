@@ -293,7 +293,10 @@ class Sysbench(Workload):
         return option_problems(exp)
 
     def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+        """`sysbench TEST prepare`, with the server kind's driver (PostgreSQL: pgsql, on its socket directory)."""
         import os
+
+        from perflab import servers
 
         return argv(
             spec.workload.test,
@@ -303,6 +306,7 @@ class Sysbench(Workload):
             table_size=spec.dataset.table_size,
             threads=min(spec.dataset.tables, os.cpu_count() or 1),
             options=spec.workload.options,
+            driver=servers.kind(spec.experiment.server).sysbench_driver,
         )
 
     def run_argv(self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None) -> list[str]:
