@@ -51,6 +51,11 @@ class ReportModel:
         return self.meta.get("experiment") or {}
 
     @property
+    def metric(self) -> str:
+        """What the tables call the throughput: QPS, or the workload's own figure (go-tpc: NOPM)."""
+        return str((self.meta.get("throughput") or {}).get("metric") or "QPS")
+
+    @property
     def memory(self) -> str:
         """The server memory figure shown: "PSS" (PostgreSQL's processes summed) or "RSS"."""
         return summary.memory_figure(self.experiment.get("server"))
