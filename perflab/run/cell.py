@@ -308,7 +308,7 @@ class CellRunner:
                 with RssSampler(server.pid) as rss, RssSampler(child.pid) as client_rss, status as counters:
                     profilers.window_started()
                     with traced:
-                        code = client.wait(child, warmup + seconds, margin)
+                        code = client.wait(child, warmup + seconds, margin, workload.name)
                     ended = time.monotonic()
                 end = accounting.WindowEnd.take(start, server.pid)
                 pss = self.kind.pss_bytes(server)  # as PostgreSQL's (summed over its processes)

@@ -1,5 +1,5 @@
-"""The workload client of one cell: sysbench's command line, its start, the warm-up, the
-deadline and its output.
+"""The workload client of one cell: its command line (the workload tool's, run/workloads/), its
+start, the warm-up, the deadline and its output (sysbench's here; another tool's in its module).
 
 One sysbench process runs warm-up + window seconds with `--report-checkpoints=<warm-up>`,
 so its statistics restart when the measured window starts and its summary covers the
@@ -170,14 +170,14 @@ def sleep_until(deadline: float, child: Child) -> None:
         time.sleep(min(left, 0.5))
 
 
-def wait(child: Child, seconds: int, margin: float) -> int:
-    """The cell's deadline: a stuck client (or a server that stopped answering) is killed."""
+def wait(child: Child, seconds: int, margin: float, name: str = "sysbench") -> int:
+    """The cell's deadline: a stuck client `name` (or a server that stopped answering) is killed."""
     try:
         return child.wait(timeout=seconds + margin)
     except TimeoutError:
         child.kill()
         raise WorkloadError(
-            f"timed out: sysbench did not finish {seconds} s of work in {seconds + margin:.0f} s; killed",
+            f"timed out: {name} did not finish {seconds} s of work in {seconds + margin:.0f} s; killed",
             "a hung server or client; raise experiment.timeout_margin if the machine is just slow",
         ) from None
 
