@@ -184,7 +184,7 @@ class CellRunner:
                         server.pid, cell.preload, preload, server.program, allocator_proof.glibc_of(build)
                     )
                 )
-                switches = server_switches(cell, server, self.exp.file.workload.tool, self.kind)  # its database
+                switches = server_switches(cell, server, self.exp.file.workload.tool, self.kind)
                 if tracer is not None:
                     tracer.check_started(server.pid)
                 row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
