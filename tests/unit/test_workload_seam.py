@@ -22,7 +22,6 @@ ALLOWED: dict[str, int] = {
     "report/findings.py": 1,
     # pgbench's cells are PostgreSQL's own (its per-transaction log, the tail past the window)
     "servers/postgresql/cell.py": 2,
-    "servers/postgresql/train.py": 1,
     "servers/postgresql/spec.py": 1,  # only sysbench's read-only tests on PostgreSQL
 }
 
@@ -76,3 +75,31 @@ def test_every_tool_implements_the_interface():
         assert not missing, f"{name} does not implement {missing}"
     assert workloads.get("go-tpc").interleaved_refusal and not workloads.get("sysbench").interleaved_refusal
     assert workloads.get("go-tpc").stamps_lines and workloads.get("sysbench").started_line == b"Threads started!"
+
+
+def test_training_and_prepare_commands_are_the_tools_own(monkeypatch, tmp_path):
+    """Moved behind Workload, the PGO training and dataset commands are what the servers ran before."""
+    from types import SimpleNamespace
+
+    from perflab import spec
+    from perflab.run.workloads import pgbench, sysbench
+
+    monkeypatch.setattr(sysbench, "sysbench_binary", lambda: "sysbench")
+    server = SimpleNamespace(socket=tmp_path / "s.sock", rundir=tmp_path, bindir=None)
+    maria = spec.parse('[experiment]\nname = "t"\n[workload]\ntest = "oltp_read_only"\nthreads = [1, 4]\n').file
+    assert workloads.of(maria).training_argv(maria, server, 30) == sysbench.argv(
+        "oltp_read_only", "run", socket=server.socket, tables=4, table_size=10000, threads=4, seconds=30, options={}
+    )
+    assert "--db-driver=mysql" in workloads.of(maria).prepare_argv(maria, server)
+    pg = spec.parse('[experiment]\nname = "t"\nserver = "postgresql"\n[workload]\ntest = "oltp_read_only"\n').file
+    assert "--db-driver=pgsql" in workloads.of(pg).training_argv(pg, server, 30)
+    bench = spec.parse(
+        '[experiment]\nname = "t"\nserver = "postgresql"\n[dataset]\nscale = 3\n'
+        '[workload]\ntool = "pgbench"\ntest = "tpcb-like"\nthreads = [2]\n'
+    ).file
+    monkeypatch.setattr("perflab.servers.postgresql.server.pg_binary", lambda name, bindir=None: name)
+    assert workloads.of(bench).prepare_argv(bench, server) == pgbench.init_argv(
+        3, socket_dir=tmp_path, port=5432, user="postgres", binary="pgbench"
+    )
+    training = workloads.of(bench).training_argv(bench, server, 30)
+    assert "--client=2" in training and "--time=30" in training and "--log" not in training

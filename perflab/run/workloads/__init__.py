@@ -89,6 +89,10 @@ class Workload:
         """A cell's client: `seconds` in all, its statistics reset after `checkpoint` where it can."""
         raise NotImplementedError
 
+    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
+        """PGO training (servers' train): the workload at its largest thread count for `seconds`."""
+        raise NotImplementedError
+
     def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
         """The window's summary and every second, each marked warm-up or not; WorkloadError on failure."""
         raise NotImplementedError

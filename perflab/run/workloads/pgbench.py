@@ -220,6 +220,15 @@ class Pgbench(Workload):
         binary = pg_binary("pgbench", server.bindir)
         return init_argv(spec.dataset.scale or 1, socket_dir=server.rundir, port=PORT, user=SUPERUSER, binary=binary)
 
+    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
+        """The installed pgbench (its own counts are not the server's), without a transaction log."""
+        from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
+
+        clients = max(spec.workload.threads)
+        return argv(spec.workload.test, socket_dir=server.rundir, port=PORT, user=SUPERUSER, clients=clients,
+                    jobs=clients, seconds=seconds, log_prefix=None, options=spec.workload.options,
+                    binary=pg_binary("pgbench"))  # fmt: skip
+
     def spec_problems(self, exp: Any) -> list[Any]:
         """Its options and script, asked of the server's own pgbench."""
         from perflab.servers.postgresql.preflight import pgbench_problems

@@ -325,6 +325,21 @@ class Sysbench(Workload):
             driver=servers.kind(spec.experiment.server).sysbench_driver,
         )
 
+    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
+        from perflab import servers
+
+        return argv(
+            spec.workload.test,
+            "run",
+            socket=server.socket,
+            tables=spec.dataset.tables,
+            table_size=spec.dataset.table_size,
+            threads=max(spec.workload.threads),
+            seconds=seconds,
+            options=spec.workload.options,
+            driver=servers.kind(spec.experiment.server).sysbench_driver,
+        )
+
     def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
         from perflab.run import client
 

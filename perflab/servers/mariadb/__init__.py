@@ -101,11 +101,10 @@ class MariaDBKind(Kind):
         return pss_bytes([server.pid])
 
     def train(self, runner: Any, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
-        """The experiment's sysbench workload (largest thread count) for `train_duration`, then a
+        """The experiment's workload (largest thread count) for `train_duration`, then a
         clean shutdown: the instrumented server writes its profile at exit."""
-        from perflab.run import dataset
+        from perflab.run import dataset, workloads
         from perflab.run.proc import call, clean_env
-        from perflab.run.workloads import sysbench
 
         exp = runner.exp.file
         options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **exp.server_options}
@@ -113,16 +112,7 @@ class MariaDBKind(Kind):
         try:
             dataset.restore(snapshot, rundir / "data")
             with server:
-                command = sysbench.argv(
-                    exp.workload.test,
-                    "run",
-                    socket=server.socket,
-                    tables=exp.dataset.tables,
-                    table_size=exp.dataset.table_size,
-                    threads=max(exp.workload.threads),
-                    seconds=round(spec.train_duration),
-                    options=exp.workload.options,
-                )
+                command = workloads.of(exp).training_argv(exp, server, round(spec.train_duration))
                 out = call(command, what="PGO training run", env=clean_env(), timeout=spec.train_duration + 600)
                 server.stop(clean=True)  # the profile is written at exit
             return out
