@@ -51,6 +51,7 @@ class Kind:
     # which workload tools can drive it (run/workloads/): MySQL's protocol (go-tpc), pgbench
     mysql_protocol: bool = False
     runs_pgbench: bool = False
+    sysbench_writes: bool = True  # False: sysbench's read-only tests only (PostgreSQL: run/workloads/sysbench.py)
 
     def flavor(self, version: str) -> str | None:
         """The flavor a binary's version line names, if it is one of this kind's."""

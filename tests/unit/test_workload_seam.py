@@ -22,7 +22,6 @@ ALLOWED: dict[str, int] = {
     "report/findings.py": 1,
     # pgbench's cells are PostgreSQL's own (its per-transaction log, the tail past the window)
     "servers/postgresql/cell.py": 2,
-    "servers/postgresql/spec.py": 1,  # only sysbench's read-only tests on PostgreSQL
 }
 
 

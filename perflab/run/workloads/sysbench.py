@@ -255,6 +255,8 @@ def version() -> str:
 
 
 TEST_RE = re.compile(r"^[A-Za-z0-9_]+\Z")
+# sysbench's bundled tests that only read: the ones a server without `sysbench_writes` runs
+READ_ONLY = ("oltp_read_only", "oltp_point_select", "select_random_points", "select_random_ranges")
 TESTS_DIR = "/usr/share/sysbench"
 
 
@@ -286,6 +288,11 @@ class Sysbench(Workload):
         if spec.workload.warehouses is not None:
             return [Problem("workload.warehouses", "no warehouses with sysbench", str(spec.workload.warehouses),
                             'warehouses is go-tpc\'s: set tool = "go-tpc", or use [dataset] tables/table_size')]  # fmt: skip
+        test = spec.workload.test
+        if not kind.sysbench_writes and not test.endswith(".lua") and test not in READ_ONLY:
+            return [Problem("workload.test", f"a read-only sysbench test on {kind.title} ({', '.join(READ_ONLY)})",
+                            repr(test), "Debian's sysbench 1.0.20 aborts a pgsql run at the first serialization error; "
+                            'use tool = "pgbench" (tpcb-like or simple-update retry with --max-tries) for writes')]  # fmt: skip
         return []
 
     def spec_problems(self, exp: Any) -> list[Any]:

@@ -28,6 +28,7 @@ class PostgreSQLKind(Kind):
     name = "postgresql"
     title = "PostgreSQL"
     runs_pgbench = True
+    sysbench_writes = False  # Debian's sysbench 1.0.20 aborts a pgsql run at a serialization error
     memory_figure = "PSS"
     sysbench_driver = "pgsql"
     host_field = "postgres"

@@ -19,24 +19,11 @@ from perflab.errors import Problem
 from perflab.spec.builds import BuildSpec
 from perflab.spec.schema import ExperimentFile
 
-# sysbench's bundled tests that only read: the ones that can run on PostgreSQL
-SYSBENCH_READ_ONLY = ("oltp_read_only", "oltp_point_select", "select_random_points", "select_random_ranges")
 PG_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+(-\S*)?\Z")  # postgresql-15's: 15.18-0+deb12u1 (no epoch)
 
 
 def file_problems(spec: ExperimentFile) -> list[Problem]:
-    tool = spec.workload.tool
-    problems: list[Problem] = []
-    if tool == "sysbench" and not spec.workload.test.endswith(".lua") and spec.workload.test not in SYSBENCH_READ_ONLY:
-        problems.append(
-            Problem(
-                "workload.test",
-                f"a read-only sysbench test on PostgreSQL ({', '.join(SYSBENCH_READ_ONLY)})",
-                repr(spec.workload.test),
-                "Debian's sysbench 1.0.20 aborts a pgsql run at the first serialization error; "
-                'use tool = "pgbench" (tpcb-like or simple-update retry with --max-tries) for writes',
-            )
-        )
+    problems: list[Problem] = []  # sysbench's read-only tests only: run/workloads/sysbench.py
     problems += build_problems(spec.builds)  # source = "debian" is postgresql-15's, basedir bin/postgres
     if spec.observe.alloc is not None:  # its counter is read in one process; a backend's calls would be missed
         problems.append(Problem("observe.alloc", "no [observe] alloc on PostgreSQL (not supported yet)", "alloc",
