@@ -99,7 +99,7 @@ apt:
 # PIP_BREAK_SYSTEM_PACKAGES: Debian's own python3 refuses pip outside a venv (PEP 668); on this
 # root-run benchmark machine perflab goes to /usr/local (the `perflab` command to /usr/local/bin).
 python:
-	@here=$$(pwd); cd / && $(PYTHON) -c 'import sys, os, perflab, click, pydantic, rich, scipy, pandas, pytest, hypothesis, jinja2, playwright; \
+	@here=$$(pwd); cd / && $(PYTHON) -c 'import sys, os, perflab, click, pydantic, rich, scipy, pandas, pytest, xdist, hypothesis, jinja2, playwright; \
 		sys.exit(os.path.dirname(perflab.__file__) != os.path.join(sys.argv[1], "perflab"))' "$$here" 2>/dev/null \
 		&& echo "python package: installed from this checkout" \
 		|| (cd "$$here" && PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore -e '.[test]')
@@ -137,11 +137,16 @@ demo: setup
 	$(PYTHON) -m perflab report $(DEMO_DIR) --html -o $(DEMO_DIR)/report.html >/dev/null || exit $$?; \
 	echo "HTML report: $(abspath $(DEMO_DIR))/report.html"; exit $$status
 
+# the unit tests in parallel on every CPU (they measure nothing), then the integration tests one
+# at a time (they measure real servers); both always run, and either failing fails the target
 test: setup
-	$(PYTHON) -m pytest
+	@$(PYTHON) -m pytest -n $$(nproc) tests/unit; unit=$$?; \
+	$(PYTHON) -m pytest tests/integration; integration=$$?; \
+	echo "make test: unit tests exit $$unit, integration tests exit $$integration"; \
+	test $$unit -eq 0 -a $$integration -eq 0
 
 unit: python
-	$(PYTHON) -m pytest tests/unit
+	$(PYTHON) -m pytest -n $$(nproc) tests/unit
 
 integration: setup
 	$(PYTHON) -m pytest tests/integration

@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from perflab import allocators, servers
+from perflab import allocators, elf, servers
 from perflab.concurrency import concurrency_problems
 from perflab.errors import EnvironmentProblem, Problem, SpecError
 from perflab.run import workloads
@@ -104,6 +104,7 @@ def check(exp: Experiment) -> None:
     problems = kind.spec_problems(exp)
     problems += workload.spec_problems(exp)
     problems += _client_libraries(exp)
+    problems += _glibc_too_old(exp)
     problems += kind.connection_problems(exp)
     if problems:
         raise SpecError(exp.source, problems)
@@ -138,13 +139,35 @@ def _builds(exp: Experiment) -> list[Problem]:
                     f"builds.{name}.pgo", "a gcc build for PGO", build.compiler, "PGO with clang is not supported yet"
                 )
             )
-    if sources or any(exp.file.builds[n].kind == "package" for n in used if n):
+    glibcs = any(cell.glibc for cell in exp.cells())  # [variants] glibc: a private root too
+    if sources or glibcs or any(exp.file.builds[n].kind == "package" for n in used if n):
         root = cache_root()
         probe = root if root.exists() else next((p for p in root.parents if p.exists()), root)
         if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
             problems.append(
                 Problem("(machine) build cache", "a writable directory", str(root), "set PERFLAB_CACHE to one")
             )
+    return problems
+
+
+def _glibc_too_old(exp: Experiment) -> list[Problem]:
+    """A basedir's server that needs a newer C library than this system's, run with the system's
+    (no glibc variant): the loader would refuse it at start ("version `GLIBC_2.38' not found")."""
+    from perflab.spec.builds import server_binary
+
+    said = (os.confstr("CS_GNU_LIBC_VERSION") or "").removeprefix("glibc ")  # "glibc 2.36": this process's
+    have = tuple(int(p) for p in said.split(".") if p.isdigit())
+    problems = []
+    for name in sorted({c.build for c in exp.cells() if c.glibc is None} - {None}):
+        basedir = exp.file.builds[name].basedir
+        binary = server_binary(Path(basedir)) if basedir else None
+        needed = elf.glibc_needed(binary) if binary is not None else None
+        if needed is not None and have and needed > have:
+            wanted = ".".join(map(str, needed))
+            problems.append(Problem(f"builds.{name}.basedir", f"a server this system's glibc {'.'.join(map(str, have))} runs",
+                                    f"{binary.name} needs symbol version GLIBC_{wanted}",
+                                    'run it with a newer C library: glibc = "trixie" or "sid" on its variant, or '
+                                    "the package from its suite ([builds] package + suite)"))  # fmt: skip
     return problems
 
 

@@ -1,5 +1,5 @@
 """What a variant asks of its allocator, per transaction (`perflab alloc`), and how two
-variants differ (`perflab diff --alloc`).
+variants differ (`perflab alloc DIR A B`).
 
 Input: the selected cells' `alloc` fields (run/observers/alloc/tracer.py) and their
 allocation profiles (source "alloc": folded stacks weighted in bytes requested, the leaf frame
@@ -9,7 +9,7 @@ of the difference's 95% Welch interval over repeats; None with fewer than 2 repe
 and whether it lies beyond it.
 
     perflab alloc DIR allocator=glibc,sort_buffer=32M
-    perflab diff --alloc DIR sort_buffer=2M sort_buffer=32M
+    perflab alloc DIR sort_buffer=2M sort_buffer=32M
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def diff_figures(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[
     """Each figure of A and B with its difference and noise floor, the largest beyond noise first."""
     xa, xb = evidence.samples(a), evidence.samples(b)
     rows = []
-    for metric in set(xa) | set(xb):
+    for metric in sorted(set(xa) | set(xb)):  # a stable order among equal ranks
         (va, unit), (vb, _) = xa.get(metric, ([0.0] * _repeats(a), "")), xb.get(metric, ([0.0] * _repeats(b), ""))
         rows.append(_diff_row(metric, unit or xb[metric][1], va, vb))
     return _ranked(rows)
@@ -91,7 +91,7 @@ def diff_functions(results: Results, sa: Selection, sb: Selection, limit: int = 
     fa, fb = functions(results, sa), functions(results, sb)
     rows = [
         _diff_row(f, "bytes/txn", fa.get(f, [0.0] * len(sa.profiles)), fb.get(f, [0.0] * len(sb.profiles)))
-        for f in set(fa) | set(fb)
+        for f in sorted(set(fa) | set(fb))
     ]
     return _ranked(rows)[:limit]
 

@@ -5,10 +5,10 @@
     perflab report DIR [--html]              cli/results.py   results -> summary -> tables / HTML / Markdown / JSON
     perflab compare DIR | DIR_A DIR_B        cli/results.py   verdicts: variant vs baseline, or B vs A (--fail-on)
     perflab export DIR [--format csv]        cli/results.py   the documented interchange formats (JSON, CSVs)
-    perflab profile DIR --variant SEL        cli/profiles.py  top functions per transaction
-    perflab diff DIR A B [--alloc]           cli/profiles.py  function by function, A -> B (or allocations)
-    perflab alloc DIR SEL                    cli/profiles.py  allocator calls, bytes, syscalls per transaction
-    perflab flame DIR SEL -o FILE            cli/profiles.py  flame graph (SVG, speedscope, folded)
+    perflab profile DIR SELECTOR             cli/profiles.py  top functions per transaction
+    perflab diff DIR A [B]                   cli/profiles.py  function by function, A -> B
+    perflab alloc DIR SEL [B]                cli/profiles.py  allocator calls, bytes, syscalls per transaction
+    perflab flame DIR SEL [B] -o FILE        cli/profiles.py  flame graph (SVG, speedscope, folded)
     perflab doctor [--clean] [--format json] cli/doctor.py    tools, allocators, leftovers of killed runs
 
 PerflabError is caught here only and mapped to its exit code; anything else is a bug.

@@ -53,6 +53,11 @@ _START = click.option("--start", type=float, default=None, help="pmp: only sampl
 _END = click.option("--end", type=float, default=None, help="pmp: only samples before this second of the window")
 
 
+def _deprecated(old: str, new: str) -> None:
+    """One line on stderr: the old spelling still works, the new one is the way (issue 38)."""
+    err.print(f"[yellow]deprecated:[/] {escape(old)}; write {escape(new)}", highlight=False, soft_wrap=True)
+
+
 def _echo_json(rows: list[dict]) -> None:
     from perflab.analyze.profile import round_row  # noqa: PLC0415
 
@@ -73,8 +78,9 @@ def _per(per: str | None, *phases: str) -> str:
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("selector", required=False)
 @click.option("--cell", "cell_id", type=int, default=None, help="one cell by id")
-@click.option("--variant", "selector", default=None, help="axis=label[,axis=label][/tN]; repeats are merged")
+@click.option("--variant", "old_selector", default=None, hidden=True)  # before 2026-11-27: SELECTOR
 @_THREADS
 @_SOURCE
 @_TARGET
@@ -87,8 +93,9 @@ def _per(per: str | None, *phases: str) -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def profile(
     directory: Path,
-    cell_id: int | None,
     selector: str | None,
+    cell_id: int | None,
+    old_selector: str | None,
     threads: int | None,
     source: str | None,
     target: str,
@@ -100,10 +107,16 @@ def profile(
     limit: int,
     fmt: str,
 ) -> None:
-    """Top functions of a variant's profile, self and total, per transaction (or second), merged over repeats."""
+    """Top functions of a variant's profile, self and total, per transaction (or second), merged over
+    repeats. SELECTOR: axis=label[,axis=label][/tN], as in diff, flame and alloc (or --cell N)."""
     from perflab.analyze import profile_select  # noqa: PLC0415
     from perflab.report import profile_text  # noqa: PLC0415
 
+    if old_selector is not None:
+        _deprecated("--variant SELECTOR", f"perflab profile DIR {old_selector}")
+        if selector is not None and selector != old_selector:
+            raise UsageError(f"two selectors: {selector} and --variant {old_selector}", "name one, after DIR")
+        selector = old_selector
     per = _per(per, phase)
     with Results(directory) as results:
         sel = profile_select.select(
@@ -149,7 +162,7 @@ def profile(
     help="rank by the change in self or in total (inclusive) samples per transaction (or second)",
 )
 @click.option("--top", "limit", type=int, default=25, show_default=True)
-@click.option("--alloc", "allocations", is_flag=True, help="allocator calls, bytes and syscalls per transaction")
+@click.option("--alloc", "allocations", is_flag=True, hidden=True)  # before 2026-11-27: perflab alloc DIR A B
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def diff(
     directory: Path,
@@ -175,7 +188,8 @@ def diff(
 
     if allocations:
         if a is None or b is None:
-            raise UsageError("--alloc compares two variants", "perflab diff --alloc DIR A B")
+            raise UsageError("allocations compare two variants", "perflab alloc DIR A B")
+        _deprecated("perflab diff --alloc DIR A B", f"perflab alloc DIR {a} {b}")
         return _alloc_diff(directory, a, b, threads, limit, fmt)
     if a is None and cell_id is None:
         raise UsageError("name the variants to compare (A B) or one cell (--cell N)", "perflab diff DIR A B")
@@ -207,9 +221,11 @@ def diff(
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.argument("selector")
+@click.argument("selector", required=False)
+@click.argument("b", required=False)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
-@click.option("--diff", "other", default=None, help="differential graph: SELECTOR is B, OTHER is A (the baseline)")
+@click.option("--cell", "cell_id", type=int, default=None, help="one cell by id")
+@click.option("--diff", "other", default=None, hidden=True)  # before 2026-11-27: DIR B --diff A
 @_THREADS
 @_SOURCE
 @_TARGET
@@ -220,8 +236,10 @@ def diff(
 @click.option("--format", "fmt", type=click.Choice(["svg", "speedscope", "folded"]), default="svg", show_default=True)
 def flame(
     directory: Path,
-    selector: str,
+    selector: str | None,
+    b: str | None,
     output: Path,
+    cell_id: int | None,
     other: str | None,
     threads: int | None,
     source: str | None,
@@ -232,13 +250,24 @@ def flame(
     end: float | None,
     fmt: str,
 ) -> None:
-    """Flame graph of a variant per transaction or second (SVG via inferno, speedscope JSON or folded)."""
+    """Flame graph of a variant per transaction or second (SVG via inferno, speedscope JSON or
+    folded); with two selectors A B, as in diff, the differential graph from A (the baseline) to B."""
     from perflab.analyze import profile_select  # noqa: PLC0415
     from perflab.report import flame as fl  # noqa: PLC0415
 
+    if other is not None:  # the old spelling: SELECTOR was B, --diff named A
+        _deprecated(f"--diff {other}", f"perflab flame DIR {other} {selector} (A, then B, as in diff)")
+        if b is not None:
+            raise UsageError("two selectors and --diff", "perflab flame DIR A B")
+    elif b is not None:
+        other, selector = selector, b
+    if selector is None and cell_id is None:
+        raise UsageError("name a variant (SELECTOR) or one cell (--cell N)", "perflab flame DIR SELECTOR -o out.svg")
     per = _per(per, phase)
     with Results(directory) as results:
-        pick = functools.partial(profile_select.select, results, threads=threads, target=target, phase=phase)
+        pick = functools.partial(
+            profile_select.select, results, threads=threads, target=target, phase=phase, cell_id=cell_id
+        )
         sel = pick(selector=selector, source=source)
         _, stacks, txn = profile_select.load(results, sel, start, end, per)
         scaled = fl.per_million_txn(stacks, txn)
@@ -258,7 +287,8 @@ def flame(
             text = fl.speedscope(scaled, sel.label) if fmt == "speedscope" else fl.folded_text(scaled)
     else:
         if fmt != "svg" and fmt != "folded":
-            raise UsageError("--diff draws an SVG (or --format folded: `stack a b` lines)", "drop --format speedscope")
+            raise UsageError("a differential graph is an SVG (or --format folded: `stack a b` lines)",
+                             "drop --format speedscope")  # fmt: skip
         text = fl.diff_text(base_scaled, scaled)
         if fmt == "svg":
             text = fl.svg(
@@ -274,18 +304,25 @@ def flame(
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("selector", required=False)
+@click.argument("b", required=False)
 @click.option("--cell", "cell_id", type=int, default=None, help="one cell by id")
 @_THREADS
 @click.option("--top", "limit", type=int, default=15, show_default=True, help="allocating functions shown")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def alloc(
-    directory: Path, selector: str | None, cell_id: int | None, threads: int | None, limit: int, fmt: str
-) -> None:
+    directory: Path, selector: str | None, b: str | None, cell_id: int | None, threads: int | None, limit: int,
+    fmt: str,
+) -> None:  # fmt: skip
     """What a variant asks of its allocator per transaction: calls and bytes by size class, the
-    allocator's own syscalls, and the functions that allocate most (needs [observe] alloc)."""
+    allocator's own syscalls, and the functions that allocate most (needs [observe] alloc); with
+    two selectors A B, as in diff, the change from A to B."""
     from perflab.analyze import alloc as allocs  # noqa: PLC0415
     from perflab.report import profile_text  # noqa: PLC0415
 
+    if b is not None:
+        if selector is None or cell_id is not None:
+            raise UsageError("two selectors compare two variants, not cells", "perflab alloc DIR A B")
+        return _alloc_diff(directory, selector, b, threads, limit, fmt)
     with Results(directory) as results:
         sel = _alloc_selection(results, selector, cell_id, threads)
         rows = allocs.figures(sel.cells)

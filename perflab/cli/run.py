@@ -345,6 +345,8 @@ class ProgressBar:
                 self.bar.console.print(
                     f"[red]build {escape(data['name'])} failed:[/] {escape(str(build))}", highlight=False
                 )
+            elif build is None:  # a C library for [variants] glibc
+                self.bar.console.print(f"build {escape(data['name'])}: {escape(data['said'])}", highlight=False)
             else:
                 where = f"{build.version} ({build.kind}, sha256 {build.sha256[:12]})"
                 self.bar.console.print(f"build {escape(data['name'])}: {escape(where)}", highlight=False)

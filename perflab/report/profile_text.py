@@ -131,7 +131,7 @@ def alloc_table(console: Console, title: str, rows: list[dict[str, Any]], functi
 
 
 def alloc_diff_table(console: Console, title: str, rows: list[dict[str, Any]], functions: list[dict[str, Any]]) -> None:
-    """`perflab diff --alloc`: A, B, the change and its noise floor, per figure and per function."""
+    """`perflab alloc DIR A B`: A, B, the change and its noise floor, per figure and per function."""
     for caption, items in ((title, rows), ("allocating functions (sampled stacks), bytes requested", functions)):
         if not items:
             continue

@@ -3,17 +3,21 @@
 A preload that failed to load, or a server linked against another allocator, would measure
 something else than the variant says; the cell fails instead. Output: the two fields a cell
 row stores, e.g. {"allocator_library": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
-"allocator_version": "5.3.0-1"}.
+"allocator_version": "5.3.0-1"}, and "libc", the C library it mapped (the row's build.libc):
+{"library": "/usr/lib/x86_64-linux-gnu/libc.so.6", "version": "2.36", "build": "Debian GLIBC 2.36-9+deb12u14"}.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from perflab import allocators, elf
 from perflab.errors import AllocatorNotMappedError
+
+VERSION_RE = re.compile(rb"GNU C Library \(([^)\n]{1,80})\) [a-z ]{0,40}release version (\d+\.\d+(?:\.\d+)?)")
 
 
 def prove(
@@ -24,6 +28,27 @@ def prove(
     sid's mysqld links tcmalloc) is that server's own default, recorded as such; any other is
     foreign. `glibc`: the C library's version when it is not the system's (a private root's)."""
     mapped = allocators.mapped_libraries(pid)
+    return {**_allocator(mapped, pid, name, library, program, glibc), "libc": libc_mapped(mapped)}
+
+
+def libc_mapped(mapped: set[str]) -> dict[str, str | None] | None:
+    """The C library the server actually mapped, and its version as the library itself says it
+    ("GNU C Library (Debian GLIBC 2.43-7) stable release version 2.43."): the row's build.libc."""
+    libc = allocators.glibc_library(mapped)
+    if libc is None:
+        return None
+    try:
+        with open(libc, "rb") as f:
+            found = VERSION_RE.search(f.read())
+    except OSError:
+        found = None
+    return {"library": libc, "version": found.group(2).decode() if found else None,
+            "build": found.group(1).decode() if found else None}  # fmt: skip
+
+
+def _allocator(
+    mapped: set[str], pid: int, name: str | None, library: Path | None, program: Path | None, glibc: str | None
+) -> dict[str, Any]:
     if library is not None:
         if not allocators.is_mapped(library, mapped):
             raise AllocatorNotMappedError(

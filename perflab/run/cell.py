@@ -27,7 +27,7 @@ from perflab import allocators
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ResourceError, ServerCrashedError, ServerStartError
 from perflab.run import accounting, allocator_proof, client, client_variant, dataset, workloads
-from perflab.run.builds import Build, BuildError, resolve
+from perflab.run.builds import Build, BuildError, debroot, glibc, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers, store_alloc
@@ -35,7 +35,7 @@ from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.observers.status import StatusSampler
 from perflab.run.prewarm import server_switches
 from perflab.run.workdir import TMPFS, space_hint
-from perflab.run.workloads import Workload, sysbench
+from perflab.run.workloads import sysbench
 from perflab.servers import Kind, kind
 from perflab.servers.managed import Managed
 from perflab.spec import Cell, Experiment
@@ -77,6 +77,7 @@ class CellRunner:
         self.check_space = SpaceCheck(results.dir)
         # server binaries: None -> the installed one; a [builds] name -> its Build or why it failed
         self.builds: dict[str | None, Build | BuildError] = {}
+        self.libcs: dict[str, debroot.Root | BuildError] = {}  # [variants] glibc: suite -> its C library
 
     @property
     def sysbench_defaults(self) -> dict[str, str]:
@@ -134,6 +135,12 @@ class CellRunner:
             except BuildError as exc:
                 self.builds[name] = exc
             self.listen("build_end", {"name": name, "build": self.builds[name]})
+        for suite in sorted({cell.glibc for cell in self.exp.cells()} - {None}):
+            self.listen("build_start", {"name": f"glibc-{suite}", "status": f"libc6 from {suite}, in a private root"})
+            self.libcs[suite] = glibc.libc_root(suite, cache)
+            made = self.libcs[suite]
+            said = f"glibc {made.glibc_version} ({made.key})" if isinstance(made, debroot.Root) else ""
+            self.listen("build_end", {"name": f"glibc-{suite}", "build": made if said == "" else None, "said": said})
 
     def train(self, build: Build, spec: BuildSpec, dataset_for: DatasetFor | None, workdir: Path) -> str:
         """PGO training: the experiment's workload (largest thread count) on its dataset for
@@ -147,13 +154,24 @@ class CellRunner:
         return self.kind.train(self, build, spec, snapshot, rundir)
 
     def build_for(self, cell: Cell) -> Build | BuildError:
-        """The server binary `cell` runs (or why its build failed)."""
+        """The server binary `cell` runs (or why its build failed), with its variant's C library."""
         if cell.build is None:
-            return self.installed  # bench/ drives run() without prepare_builds
-        found = self.builds.get(cell.build)
+            found: Build | BuildError | None = self.installed  # bench/ drives run() without prepare_builds
+        else:
+            found = self.builds.get(cell.build)
         if found is None:
             raise PerflabError(f"build {cell.build!r} was not prepared", "CellRunner.prepare_builds first")
-        return found
+        if cell.glibc is None or isinstance(found, BuildError):
+            return found
+        libc = self.libcs.get(cell.glibc)
+        if libc is None:
+            raise PerflabError(f"glibc {cell.glibc!r} was not prepared", "CellRunner.prepare_builds first")
+        if isinstance(libc, BuildError):
+            return libc
+        try:
+            return glibc.with_glibc(found, libc)
+        except BuildError as exc:
+            return exc
 
     def run(self, cell: Cell, snapshot: dataset.Snapshot | None, workdir: Path) -> dict[str, Any]:
         """Run `cell` on a copy of `snapshot` (the dataset of its build's format) in `workdir`,
@@ -178,12 +196,14 @@ class CellRunner:
         preload = server.preload
         try:
             restore_s = dataset.restore(snapshot, rundir / "data")
+            started = time.monotonic()
             with server:
-                row.update(
-                    allocator_proof.prove(
-                        server.pid, cell.preload, preload, server.program, allocator_proof.glibc_of(build)
-                    )
+                start_s = time.monotonic() - started  # spawned to accepting connections
+                proof = allocator_proof.prove(
+                    server.pid, cell.preload, preload, server.program, allocator_proof.glibc_of(build)
                 )
+                row["build"]["libc"] = proof.pop("libc")  # the C library it mapped, as that library says
+                row.update(proof)
                 switches = server_switches(cell, server, self.exp.file.workload.tool, self.kind)
                 if tracer is not None:
                     tracer.check_started(server.pid)
@@ -195,7 +215,7 @@ class CellRunner:
                     raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
             row.update(measured, status="ok")
             row.update(self._steady(intervals, measured["summary"]["qps"], steal))
-            row["resources"].update(restore_s=round(restore_s, 3), **switches)
+            row["resources"].update(restore_s=round(restore_s, 3), server_start_s=round(start_s, 3), **switches)
         except PerflabError as exc:
             row.update(failure_fields(exc, server))
         finally:
@@ -259,17 +279,6 @@ class CellRunner:
         spec = self.exp.file.experiment
         return steady.cell_fields(intervals, spec.window_start, qps, spec.stall_threshold, steal)
 
-    @staticmethod
-    def _client_loaded(child: Any, cell: Cell, out: Path, profilers: Profilers, workload: Workload) -> dict[str, Any]:
-        """The client's `client` fields, once ld.so has mapped its libraries (sysbench's
-        libmariadb, a client variant's preload): the client's profilers attach after that."""
-        if not workload.links_client_library:  # go-tpc: a static Go binary
-            profilers.workload_started(child.pid)
-            return {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library}
-        client_variant.wait_loaded(child.pid, cell, out)
-        profilers.workload_started(child.pid)
-        return client_variant.prove(child.pid, cell)
-
     def measure(self, cell: Cell, server: Any, logs: Path, tracer: AllocTracer | None = None) -> Measured:
         """One client run (the workload's tool) against a started `server`: warm-up seconds, a
         checkpoint that resets its statistics (sysbench), then the measured window, which the observers and the /proc
@@ -298,7 +307,7 @@ class CellRunner:
                 margin = spec.experiment.timeout_margin
                 # its threads connected (sysbench's "Threads started!"); else its clock starts at its launch
                 watch = client.StartWatch(out, child, margin) if workload.started_line else None
-                client_fields = self._client_loaded(child, cell, out, profilers, workload)
+                client_fields = client_variant.loaded(child.pid, cell, out, profilers.workload_started, workload)
                 origin = watch.wait() if watch else child.started
                 if warmup:
                     client.sleep_until(origin + warmup, child)

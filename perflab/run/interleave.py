@@ -144,16 +144,19 @@ class Seat:
         self.server = server
         try:
             restore_s = dataset.restore(self.snapshot, self.rundir / "data")
+            started = time.monotonic()
             server.start()
-            self.row.update(
-                allocator_proof.prove(
-                    server.pid, self.cell.preload, server.preload, server.program, allocator_proof.glibc_of(build)
-                )
+            start_s = time.monotonic() - started
+            proof = allocator_proof.prove(
+                server.pid, self.cell.preload, server.preload, server.program, allocator_proof.glibc_of(build)
             )
+            self.row["build"]["libc"] = proof.pop("libc")  # the C library it mapped
+            self.row.update(proof)
             if self.tracer is not None:
                 self.tracer.check_started(server.pid)
             self.switches = {
                 "restore_s": round(restore_s, 3),
+                "server_start_s": round(start_s, 3),
                 **server_switches(self.cell, server, "sysbench", self.runner.kind),
             }
             self.row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)

@@ -89,7 +89,8 @@ class Scheduler:
         used = {cell.build for cell in self.exp.cells()}
         if None in used:  # the installed server's dataset first, as before builds existed
             datasets.get(self.runner.installed)
-        if self.exp.file.builds:  # before the first cell; a failed build fails only its cells
+        glibcs = any(cell.glibc for cell in self.exp.cells())
+        if self.exp.file.builds or glibcs:  # before the first cell; a failed build fails only its cells
             self.runner.prepare_builds(datasets.get, workdir, writable_cache(cache_root()))
             datasets.prepare_all(self.runner.builds, used)  # one snapshot per on-disk format
             self.results.set_meta(builds=_builds_meta(self.runner.builds))

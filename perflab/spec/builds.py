@@ -77,7 +77,13 @@ def server_binary(basedir: Path) -> Path | None:
         path = basedir / relative
         if path.is_file():
             return path
-    return None
+    # Debian's PostgreSQL layout, in a private root: usr/lib/postgresql/MAJOR/bin/postgres
+    found = sorted(basedir.glob("usr/lib/postgresql/*/bin/postgres"), key=lambda p: _major(p.parents[1].name))
+    return found[-1] if found else None
+
+
+def _major(name: str) -> int:
+    return int(name) if name.isdigit() else -1
 
 
 class BuildSpec(BaseModel):

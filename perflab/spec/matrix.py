@@ -46,6 +46,7 @@ class Cell:
     client_library: str | None = None
     aslr: bool = True  # False: the server runs under `setarch -R`
     prewarm: bool = False  # True: every table and index is read into the buffer pool first
+    glibc: str | None = None  # a Debian suite whose libc6 and loader run the server; None: its own
     retry_of: int | None = None  # the id of the failed or unsettled cell this one measures again
 
     @property
@@ -106,6 +107,7 @@ class Experiment:
                         server_options={**spec.server_options, **options},
                         workload_options=wopts,
                         build=next((v.build for v in variants if v.build is not None), None),
+                        glibc=merge_glibc(variants, labels),
                         client_preload=client_preload,
                         client_env=client_env,
                         client_library=client_library,
@@ -154,6 +156,14 @@ def merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict,
                     raise ValueError(f"variants {labels} set {what}.{key} to both {target[key]!r} and {val!r}")
                 target[key] = val
     return preload, env, options, wopts
+
+
+def merge_glibc(variants: list[Variant], labels: list[str]) -> str | None:
+    """The C library's suite of one variant per axis; two axes naming two suites is an error."""
+    suites = {v.glibc for v in variants} - {None}
+    if len(suites) > 1:
+        raise ValueError(f"variants {labels} set glibc to both {' and '.join(sorted(suites))}")
+    return suites.pop() if suites else None
 
 
 def merge_switches(variants: list[Variant], labels: list[str]) -> dict[str, bool]:

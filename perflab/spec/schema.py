@@ -47,7 +47,7 @@ from perflab.spec.fields import (
     check_non_empty_axis,
     fail,
 )
-from perflab.spec.matrix import merge, merge_client, merge_switches
+from perflab.spec.matrix import merge, merge_client, merge_glibc, merge_switches
 from perflab.spec.problems import short
 from perflab.units import parse_size
 
@@ -265,6 +265,9 @@ class Variant(_Strict):
     client_library: str | None = None
     aslr: StrictBool | None = None  # None: [experiment] aslr
     prewarm: StrictBool | None = None  # None: [experiment] prewarm
+    # the C library the server runs with: that Debian suite's libc6 and loader, in a private root
+    # (run/builds/glibc.py); None: the server's own (the system's, or its private root's)
+    glibc: Literal["bookworm", "bookworm-backports", "trixie", "sid"] | None = None
 
     @field_validator("preload", "client_preload")
     @classmethod
@@ -450,4 +453,24 @@ class ExperimentFile(_Strict):
                 merge([v for _, v in combo], [label for label, _ in combo])
                 merge_client([v for _, v in combo], [label for label, _ in combo])
                 merge_switches([v for _, v in combo], [label for label, _ in combo])
+                merge_glibc([v for _, v in combo], [label for label, _ in combo])
+        return value
+
+    @field_validator("variants")
+    @classmethod
+    def _glibc_of_a_root(cls, value: dict[str, dict[str, Variant]], info: ValidationInfo) -> dict[str, dict[str, Variant]]:
+        """glibc = SUITE meeting a build that runs from a private root, in the same variant or on
+        another axis (every combination is a cell): that build has its own suite's C library."""
+        builds = info.data.get("builds") or {}
+        rooted = {(axis, v.build) for axis, ls in value.items() for v in ls.values() if v.build in builds
+                  and builds[v.build].suite is not None}  # fmt: skip
+        for axis, labels in value.items():
+            for label, variant in labels.items():
+                met = sorted(b for a, b in rooted if a != axis or b == variant.build)
+                if variant.glibc and met:
+                    raise PydanticCustomError("perflab", "{expected}", {
+                        "expected": f"variants.{axis}.{label}.glibc: a binary of this system",
+                        "hint": f"builds.{met[0]} runs from its own {builds[met[0]].suite} private root, with that "
+                                "suite's C library: drop glibc there, or use the installed server or a basedir",
+                        "found": repr(variant.glibc)})  # fmt: skip
         return value

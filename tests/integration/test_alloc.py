@@ -132,8 +132,11 @@ def test_alloc_verb_names_the_sort_buffer(run) -> None:
 
 def test_diff_alloc_shows_the_syscalls(run) -> None:
     out, _ = run
-    done = perflab("diff", "--alloc", str(out), "allocator=glibc", "allocator=glibc-mmap", "--format", "json")
+    done = perflab("alloc", str(out), "allocator=glibc", "allocator=glibc-mmap", "--format", "json")
     assert done.returncode == 0, done.stderr
+    old = perflab("diff", "--alloc", str(out), "allocator=glibc", "allocator=glibc-mmap", "--format", "json")
+    assert old.returncode == 0 and json.loads(old.stdout) == json.loads(done.stdout)  # the old spelling too
+    assert "deprecated: perflab diff --alloc DIR A B" in old.stderr and "deprecated" not in done.stderr
     rows = {row["metric"]: row for row in json.loads(done.stdout)["figures"]}
     assert rows["munmap_calls"]["a"] < 0.05 and rows["munmap_calls"]["b"] >= 0.95
     assert rows["munmap_calls"]["noise"] is None  # one repeat a side: no noise floor, never "beyond" it

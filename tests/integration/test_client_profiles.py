@@ -125,7 +125,8 @@ def test_the_stall_gets_its_profile_and_its_explanation(run, freezes: Freezes):
     assert all(s["steal_cores"] is not None and 0 <= s["steal_cores"] <= os.cpu_count() for s in stalls), stalls
     refs = _refs(cell)
     stall = refs["pmp", "client", "stall"]
-    assert stall["samples"] > 0 and 1.5 <= stall["seconds"] <= 4
+    # the synthetic stall is 2 s; a pause of the VM inside it lengthens the seconds detected as stalled
+    assert stall["samples"] > 0 and 1.5 <= stall["seconds"] <= 4 + freezes.in_cell(cell), (stall, freezes.pauses)
     args = ["diff", str(out), "--cell", "0", "--source", "pmp", "--target", "client", "--phase-b", "stall"]
     done = perflab(*args, "--format", "json")
     assert done.returncode == 0, done.stderr

@@ -154,10 +154,14 @@ def test_compare_and_the_report_say_how_the_verdicts_were_adjusted(mariadb_out: 
 def test_postgresql_cells_store_it_too(tmp_path: Path):
     body = pgbench_experiment("it-host-speed-pg", rest="[observe]\nhost_speed = true\n")
     out = tmp_path / "results"
-    done = perflab("run", str(write_experiment(tmp_path / "pg.toml", body)), "-o", str(out))
+    with Freezes() as freezes:  # the canary sleeps through a pause of this VM: its samples then are missing
+        done = perflab("run", str(write_experiment(tmp_path / "pg.toml", body)), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     (cell,) = json.loads(perflab("export", str(out)).stdout)["cells"]
-    assert cell["status"] == "ok" and cell["host_speed"]["samples"] >= 10 and cell["host_speed"]["work_ns"] > 0
+    speed = cell["host_speed"]
+    # 3 s at one sample per 200 ms on each CPU, less the periods a pause of the VM in the cell covers
+    missed = math.ceil(freezes.in_cell(cell) / (speed["period_ms"] / 1000))
+    assert cell["status"] == "ok" and speed["samples"] >= 10 - missed and speed["work_ns"] > 0, (speed, freezes.pauses)
     assert not canaries()
 
 

@@ -4,6 +4,7 @@ pgsql driver, tiny datasets and short windows."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -161,7 +162,10 @@ def test_window_figures_are_the_windows_own(pg_run, freezes: Freezes):
         lat = summary["latency_ms"]
         assert lat["min"] <= lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"]
         marks = [iv["warmup"] for iv in cell["intervals"]]
-        assert marks[0] is True and marks[-1] is False and len(marks) >= 3
+        # pgbench's per-second reports: 1 s of warm-up then the window's; a pause of the VM over the
+        # warm-up's only report (or any other) leaves that second unreported
+        assert (marks[0] is True or lost >= 0.5) and marks[-1] is False, (marks, freezes.pauses)
+        assert len(marks) >= 3 - math.ceil(lost), (marks, freezes.pauses)
         assert cell["sysbench_options"]["protocol"] == "prepared"  # pgbench's options, as run
 
 

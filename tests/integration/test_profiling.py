@@ -168,20 +168,19 @@ def test_distinct_vs_order_diff_finds_the_hash(run):
 
 def test_profile_text_states_stack_quality(run):
     out, doc = run
-    done = perflab("profile", str(out), "--variant", "query=distinct")
+    done = perflab("profile", str(out), "query=distinct")
     assert done.returncode == 0, done.stderr
     assert "2 repeat(s)" in done.stdout and "self/txn" in done.stdout
     assert "stripped" in done.stderr and "frame pointer" in done.stderr
     quality = doc["cells"][0]["profiles"][0]["quality"]
     assert quality["binary"]["path"].endswith("mariadbd") and quality["notes"]
     assert 0 < quality["stacks_complete_pct"] <= 100
-    pmp = perflab("profile", str(out), "--variant", "distinct", "--source", "pmp", "--format", "json", "--top", "0")
+    pmp = perflab("profile", str(out), "distinct", "--source", "pmp", "--format", "json", "--top", "0")
     assert pmp.returncode == 0 and any(r["function"] == "__futex_abstimed_wait_common" for r in json.loads(pmp.stdout))
     # cut by time: the first second only, with the transactions of that second
     first = perflab(
         "profile",
         str(out),
-        "--variant",
         "distinct",
         "--source",
         "pmp",
@@ -207,7 +206,7 @@ def test_flame_graphs(run, tmp_path):
     svg, delta, scope = tmp_path / "d.svg", tmp_path / "diff.svg", tmp_path / "d.json"
     for args in (
         ["query=distinct", "-o", str(svg)],
-        ["distinct", "--diff", "order", "-o", str(delta)],
+        ["order", "distinct", "-o", str(delta)],  # A then B
         ["distinct", "-o", str(scope), "--format", "speedscope"],
     ):
         done = perflab("flame", str(out), *args)

@@ -8,12 +8,13 @@ still shows the profile tables."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from perflab.errors import EXIT_ENVIRONMENT
+from perflab.errors import EXIT_ENVIRONMENT, EXIT_USAGE
 from perflab.store import folded
 from perflab.store.results import Results
 from tests.conftest import inferno_path, perflab
@@ -58,7 +59,7 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_flame_svg_or_the_clear_error(profiled: Path, tmp_path: Path):
     svg, delta = tmp_path / "b.svg", tmp_path / "delta.svg"
     plain = perflab("flame", str(profiled), "allocator=glibc,sort_buffer=32M", "-o", str(svg))
-    diff = perflab("flame", str(profiled), "glibc,32M", "--diff", "glibc,2M", "-o", str(delta))
+    diff = perflab("flame", str(profiled), "glibc,2M", "glibc,32M", "-o", str(delta))  # A, then B
     if inferno_path() is not None:
         assert plain.returncode == 0 and diff.returncode == 0, plain.stderr + diff.stderr
         assert "<svg" in svg.read_text() and "mmap" in svg.read_text()
@@ -89,3 +90,26 @@ def test_html_report_profiles_with_or_without_flame_graphs(profiled: Path, tmp_p
         assert flames >= 3 and "no flame graphs" not in html
     else:
         assert flames == 0 and "inferno-flamegraph not found: no flame graphs; run `make setup`" in html
+
+
+def test_one_selector_syntax_and_the_old_spellings_still_work(profiled: Path, tmp_path: Path):
+    """profile DIR A, flame DIR A B (A the baseline, as in diff); the old spellings give the same
+    output with one `deprecated:` line naming the new one (issue 38)."""
+    new, old = tmp_path / "new.folded", tmp_path / "old.folded"
+    done_new = perflab("flame", str(profiled), "glibc,2M", "glibc,32M", "--format", "folded", "-o", str(new))
+    done_old = perflab("flame", str(profiled), "glibc,32M", "--diff", "glibc,2M", "--format", "folded", "-o", str(old))
+    assert done_new.returncode == 0 and done_old.returncode == 0, done_new.stderr + done_old.stderr
+    assert new.read_text() == old.read_text() and "my_malloc" in new.read_text()
+    assert "deprecated" not in done_new.stderr
+    assert "deprecated: --diff glibc,2M; write perflab flame DIR glibc,2M glibc,32M" in " ".join(done_old.stderr.split())
+    profile_new = perflab("profile", str(profiled), "glibc,32M", "--format", "json")
+    profile_old = perflab("profile", str(profiled), "--variant", "glibc,32M", "--format", "json")
+    assert profile_new.returncode == 0 and profile_old.returncode == 0, profile_new.stderr + profile_old.stderr
+    assert json.loads(profile_new.stdout) == json.loads(profile_old.stdout) != []
+    assert "deprecated: --variant SELECTOR" in profile_old.stderr and "deprecated" not in profile_new.stderr
+    clash = perflab("profile", str(profiled), "glibc,2M", "--variant", "glibc,32M")
+    assert clash.returncode == EXIT_USAGE and "two selectors" in clash.stderr
+    cell = perflab("flame", str(profiled), "--cell", "0", "--format", "folded", "-o", str(tmp_path / "c.folded"))
+    assert cell.returncode == 0, cell.stderr
+    nothing = perflab("flame", str(profiled), "--format", "folded", "-o", str(tmp_path / "n.folded"))
+    assert nothing.returncode == EXIT_USAGE and "--cell N" in nothing.stderr

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from perflab import servers
+from perflab import elf, servers
 from perflab.errors import EnvironmentProblem, PerflabError, Problem
 from perflab.run.proc import call, clean_env
 
@@ -131,13 +131,13 @@ def compiler_of(binary: Path) -> tuple[str | None, str]:
     (Debian 12.2.0-14) 12.2.0"); when stripped (Debian strips its packages), the .comment of its
     -dbgsym package's debug file, found by build ID ("dbgsym: PATH"), else the compiler its
     package's buildinfo lists ("buildinfo: PATH"); else None and why ("none: stripped")."""
-    names = _comment(binary)
+    names = elf.comment(binary)
     if names is None:
-        return None, "none: readelf failed"
+        return None, "none: not a readable ELF file"
     if names:
         return _compiler_in(names), ".comment"
     debug = debug_file(binary)
-    found = _compiler_in(_comment(debug) or []) if debug is not None else None
+    found = _compiler_in(elf.comment(debug) or []) if debug is not None else None
     if found:
         return found, f"dbgsym: {debug}"
     for info in buildinfo_files(binary):
@@ -147,16 +147,8 @@ def compiler_of(binary: Path) -> tuple[str | None, str]:
     return None, "none: stripped"
 
 
-def _comment(binary: Path) -> list[str] | None:
-    """The strings of `binary`'s .comment section ([] when it has none), None if readelf failed."""
-    out = _output(["readelf", "-p", ".comment", str(binary)])
-    if out is None:
-        return None
-    return [m.group(1).strip() for m in re.finditer(r"^\s*\[\s*[0-9a-f]+\]\s+(.*)$", out, re.MULTILINE)]
-
-
 def _output(argv: list[str]) -> str | None:
-    """A tool's output (whatever its exit code: readelf exits 0 on a missing section), None if it cannot run."""
+    """A tool's output (whatever its exit code), None if it cannot run."""
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
@@ -173,10 +165,10 @@ DEBUG_ROOT = Path("/usr/lib/debug")  # where -dbgsym packages install: .build-id
 
 def debug_file(binary: Path, root: Path | None = None) -> Path | None:
     """The detached debug file of `binary` (its -dbgsym package's), by its GNU build ID, if installed."""
-    match = re.search(r"Build ID:\s*([0-9a-f]{4,})", _output(["readelf", "-n", str(binary)]) or "")
-    if match is None:
+    ident = elf.build_id(binary)
+    if ident is None or len(ident) < 4:
         return None
-    found = (root or DEBUG_ROOT) / ".build-id" / match.group(1)[:2] / f"{match.group(1)[2:]}.debug"
+    found = (root or DEBUG_ROOT) / ".build-id" / ident[:2] / f"{ident[2:]}.debug"
     return found if found.is_file() else None
 
 

@@ -40,6 +40,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from perflab.errors import UsageError
 from perflab.run.builds import launcher
@@ -94,6 +95,17 @@ class Root:
         path = path if path.is_absolute() else self.dir / path
         record = {"dir": str(self.dir), "loader": str(self.loader), "library_path": list(map(str, self.library_path))}
         return [*launcher(record), str(path), *args]
+
+    def record(self) -> dict[str, Any]:
+        """What a cell records of the root, and what Build.launcher reads (paths relative to dir)."""
+        return {
+            "dir": str(self.dir),
+            "loader": str(self.loader.relative_to(self.dir)),
+            "library_path": [str(p.relative_to(self.dir)) for p in self.library_path],
+            "suite": self.suite,
+            "key": self.key,
+            "glibc_version": self.glibc_version,
+        }
 
     def foreign_libraries(self, binary: str | Path) -> list[str]:
         """The libraries the loader would map for `binary` from outside the root ([] when the

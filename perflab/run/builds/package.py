@@ -94,23 +94,15 @@ def from_root(name: str, package: str, suite: str, cache: Path) -> Build:
         ) from None
     binary = server_binary(root.dir)
     if binary is None:
-        raise BuildError(name, "private root", None, f"{package} from {suite} holds no mariadbd or mysqld")
+        raise BuildError(name, "private root", None, f"{package} from {suite} holds no mariadbd, mysqld or postgres")
     share = next((root.dir / d for d in SHARE_DIRS if (root.dir / d / "english" / "errmsg.sys").is_file()), None)
-    record = {
-        "dir": str(root.dir),
-        "loader": str(root.loader.relative_to(root.dir)),
-        "library_path": [str(p.relative_to(root.dir)) for p in root.library_path],
-        "suite": suite,
-        "key": root.key,
-        "glibc_version": root.glibc_version,
-    }
     return describe(
         binary,
         name=name,
         kind="package",
         share=share,
         recipe={"package": package, "suite": suite},
-        root=record,
+        root=root.record(),
         package_version=root.packages.get(package.split("=", 1)[0]),
         setup_s=round(time.monotonic() - started, 1),
     )

@@ -1,6 +1,6 @@
 """What a binary offers a profiler: symbol tables, debug info, frame pointers, function starts.
 
-Reads the ELF file directly (64-bit little-endian, x86-64), no external tool:
+Reads the ELF file with perflab's one ELF reader (perflab/elf.py), no external tool:
 
     info = inspect("/usr/sbin/mariadbd")   # BinaryInfo(symtab=False, dynsym_functions=29000, ...)
     starts = FunctionStarts.load(path)     # from .eh_frame_hdr: every function with unwind info
@@ -20,81 +20,11 @@ import os
 import struct
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from pathlib import Path
+
+from perflab.elf import Elf
 
 _FP_PROLOGUE = b"\x55\x48\x89\xe5"  # push %rbp; mov %rsp,%rbp
 _ENDBR64 = b"\xf3\x0f\x1e\xfa"
-
-
-@dataclass(frozen=True)
-class Section:
-    name: str
-    kind: int
-    addr: int
-    offset: int
-    size: int
-    link: int
-    entsize: int
-
-
-class Elf:
-    """The section table of a 64-bit little-endian ELF file, and reads of its bytes."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
-        with open(self.path, "rb") as f:
-            self.data = f.read()
-        if self.data[:4] != b"\x7fELF" or self.data[4] != 2 or self.data[5] != 1:
-            raise ValueError(f"{path}: not a 64-bit little-endian ELF file")
-        (shoff,) = struct.unpack_from("<Q", self.data, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", self.data, 0x3A)
-        raw = [struct.unpack_from("<IIQQQQIIQQ", self.data, shoff + i * shentsize) for i in range(shnum)]
-        names = raw[shstrndx][4] if raw else 0
-        self.sections = {}
-        for name, kind, _flags, addr, offset, size, link, _info, _align, entsize in raw:
-            label = self._cstr(names + name)
-            self.sections[label] = Section(label, kind, addr, offset, size, link, entsize)
-        (phoff,) = struct.unpack_from("<Q", self.data, 0x20)
-        phentsize, phnum = struct.unpack_from("<HH", self.data, 0x36)
-        self.loads = []
-        for i in range(phnum):
-            ptype, _pflags, off, vaddr, _paddr, filesz, _memsz, _al = struct.unpack_from(
-                "<IIQQQQQQ", self.data, phoff + i * phentsize
-            )
-            if ptype == 1:  # PT_LOAD
-                self.loads.append((vaddr, off, filesz))
-
-    def _cstr(self, offset: int) -> str:
-        end = self.data.index(b"\0", offset)
-        return self.data[offset:end].decode("utf-8", "replace")
-
-    def at(self, vaddr: int, size: int) -> bytes:
-        """`size` bytes at virtual address `vaddr` (b"" outside the file's loaded segments)."""
-        for start, off, filesz in self.loads:
-            if start <= vaddr < start + filesz:
-                pos = off + vaddr - start
-                return self.data[pos : pos + size]
-        return b""
-
-    def build_id(self) -> str | None:
-        note = self.sections.get(".note.gnu.build-id")
-        if note is None:
-            return None
-        namesz, descsz, _kind = struct.unpack_from("<III", self.data, note.offset)
-        start = note.offset + 12 + ((namesz + 3) & ~3)
-        return self.data[start : start + descsz].hex()
-
-    def function_symbols(self, table: str = ".dynsym") -> list[int]:
-        """Addresses of defined FUNC symbols in `table`."""
-        sec = self.sections.get(table)
-        if sec is None or not sec.entsize:
-            return []
-        out = []
-        for pos in range(sec.offset, sec.offset + sec.size, sec.entsize):
-            _name, info, _other, shndx, value, _size = struct.unpack_from("<IBBHQQ", self.data, pos)
-            if info & 0xF == 2 and shndx != 0 and value:  # STT_FUNC, defined
-                out.append(value)
-        return out
 
 
 @dataclass(frozen=True)
@@ -172,14 +102,14 @@ class FunctionStarts:
             elf = Elf(path)
         except (OSError, ValueError):
             return cls(label, [])
-        hdr = elf.sections.get(".eh_frame_hdr")
-        if hdr is None:
+        hdr = elf.section(".eh_frame_hdr")
+        data = elf.read(hdr)
+        if hdr is None or len(data) < 4:
             return cls(label, [])
-        data = elf.data
-        version, ptr_enc, count_enc, table_enc = data[hdr.offset : hdr.offset + 4]
+        version, ptr_enc, count_enc, table_enc = data[:4]
         if version != 1 or table_enc != 0x3B or count_enc & 0x0F not in _PE_FORMAT or ptr_enc & 0x0F not in _PE_FORMAT:
             return cls(label, [])  # only the encoding every x86-64 toolchain writes: datarel sdata4
-        pos = hdr.offset + 4 + struct.calcsize(_PE_FORMAT[ptr_enc & 0x0F])
+        pos = 4 + struct.calcsize(_PE_FORMAT[ptr_enc & 0x0F])
         (count,) = struct.unpack_from(_PE_FORMAT[count_enc & 0x0F], data, pos)
         pos += struct.calcsize(_PE_FORMAT[count_enc & 0x0F])
         pairs = struct.unpack_from(f"<{2 * count}i", data, pos)

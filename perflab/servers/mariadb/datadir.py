@@ -23,6 +23,7 @@ given binary (the installed 10.11.19 script with it bootstraps 10.11.18 with 10.
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,7 +100,8 @@ def _mariadb(datadir: Path, build: Build | None, flavor: Flavor) -> Init:
         return Init([binary("mariadb-install-db"), "--no-defaults", *options], "mariadb-install-db")
     if build.share is not None:
         options.append(f"--lc-messages-dir={build.share}")
-    env = {"MYSQLD_BOOTSTRAP": str(build.binary)}  # the script runs this binary, whatever its layout
+    # the script runs this binary, whatever its layout (through a private root's loader: a wrapper)
+    env = {"MYSQLD_BOOTSTRAP": str(_bootstrap(datadir, build))}
     own = own_install_script(build)
     if own is None:
         script = binary("mariadb-install-db")
@@ -130,6 +132,20 @@ def _mysql(datadir: Path, build: Build) -> Init:
     if build.share is not None:
         argv.append(f"--lc-messages-dir={build.share}")
     return Init(argv, f"{build.binary.name} --initialize-insecure")
+
+
+def _bootstrap(datadir: Path, build: Build) -> Path:
+    """What the install script runs as mariadbd: the build's binary, or, when a private root's
+    loader must run it (the script runs one path, "$mysqld_bootstrap" ARGS), an executable
+    beside the datadir that execs the loader with the binary. Its paths are perflab's own cache
+    paths, each quoted for sh."""
+    if not build.launcher:
+        return build.binary
+    wrapper = _scratch(datadir) / "mariadbd-bootstrap"
+    argv = " ".join(shlex.quote(a) for a in [*build.launcher, str(build.binary)])
+    wrapper.write_text(f'#!/bin/sh\n# written by perflab: mariadbd through its private root\nexec {argv} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
 
 
 def _scratch(datadir: Path) -> Path:

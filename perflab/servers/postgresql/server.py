@@ -136,9 +136,12 @@ def build_bindir(build: Any, workdir: Path) -> Path | None:
     copied once into the work directory (tmpfs) and given to that user: the same binary."""
     if build is None or getattr(build, "kind", "installed") == "installed":
         return None
+    if build.extra.get("root"):  # another suite's package: its programs through the root's loader
+        from perflab.servers.postgresql.rooted import ShadowBin
+
+        return ShadowBin.make(build, workdir).bindir
     bindir = Path(build.binary).parent
-    user = run_user()
-    if user is None or all(p.stat().st_mode & 0o001 for p in bindir.parents if p != Path("/")):
+    if reachable(bindir):
         return bindir
     if build.kind != "source":  # a basedir's share/ may lie outside it (Debian's layout): not copied
         raise ServerStartError(
@@ -152,6 +155,11 @@ def build_bindir(build: Any, workdir: Path) -> Path | None:
         (target / ".complete").write_text(str(bindir.parent) + "\n", encoding="utf-8")
         give(target.parent)  # the work directory made traversable, the copy the server user's
     return target / "bin"
+
+
+def reachable(path: Path) -> bool:
+    """Whether the server's user can reach `path` (always, when perflab is not root)."""
+    return run_user() is None or all(p.stat().st_mode & 0o001 for p in path.parents if p != Path("/"))
 
 
 def initdb(datadir: Path, log: Path, bindir: Path | None = None) -> str:
@@ -234,7 +242,9 @@ class PostgreSQL(Managed):
 
     @property
     def program(self) -> Path:
-        return Path(pg_binary("postgres", self.bindir))
+        """The postgres binary itself (a private root's: the program its wrapper runs)."""
+        wrapped = self.bindir is not None and self.build is not None and self.build.extra.get("root")
+        return Path(self.build.binary) if wrapped else Path(pg_binary("postgres", self.bindir))
 
     READY_POLL_S = 0.1
 

@@ -53,9 +53,12 @@ def build_problems(builds: dict[str, BuildSpec]) -> list[Problem]:
 
 def _build(key: str, spec: BuildSpec) -> list[Problem]:
     found: list[Problem] = []
-    if spec.package:
-        found.append(Problem(f"{key}.package", 'source = "debian" or basedir = "/path" on PostgreSQL', spec.package,
-                             "unpacked packages are MariaDB's only: build from source or point basedir at a tree"))  # fmt: skip
+    if spec.package and spec.suite is None:
+        found.append(Problem(f"{key}.package", "a package with its suite on PostgreSQL", spec.package,
+                             'add suite = "sid" (or bookworm, trixie): it runs from a private root'))  # fmt: skip
+    elif spec.package and not spec.package.startswith("postgresql-"):
+        found.append(Problem(f"{key}.package", "a postgresql-N package on PostgreSQL", spec.package,
+                             'e.g. package = "postgresql-18", suite = "sid"'))  # fmt: skip
     if spec.basedir and not all((Path(spec.basedir) / "bin" / t).is_file() for t in ("postgres", "initdb")):
         found.append(Problem(f"{key}.basedir", "an install tree with bin/postgres and bin/initdb", spec.basedir,
                              "point basedir at a PostgreSQL install (e.g. a copy of /usr/lib/postgresql/15)"))  # fmt: skip
