@@ -28,9 +28,26 @@ NO_FLAMES = flame graph SVGs are skipped (perflab flame --format speedscope|fold
 DEMO_STAMP := $(shell date +%Y%m%d-%H%M%S)
 DEMO_DIR ?= results/quick-$(DEMO_STAMP)
 
-.PHONY: setup apt postgresql deb-src setup-builds setup-bench python inferno demo test unit integration bench
+.PHONY: setup apt postgresql deb-src setup-builds setup-bench python inferno go-tpc demo test unit integration bench
 
-setup: apt postgresql deb-src python inferno
+setup: apt postgresql deb-src python inferno go-tpc
+
+# tool = "go-tpc" (TPC-C, docs/workloads.md): PingCAP's go-tpc, pinned, built by `go install` through
+# the Go module proxy into /usr/local/bin (GOBIN); perflab looks on $$PATH, then in /usr/local/bin and ~/go/bin.
+# Go itself is not a Debian 12 package new enough for it: the Go on $PATH or /usr/local/go/bin/go
+# (the official tarball's place); without either, one line says so and setup goes on (only
+# go-tpc experiments need it: exit 3 naming this target). Idempotent: a go-tpc that `go version -m`
+# shows built from GO_TPC_VERSION is kept.
+GO_TPC_VERSION = v1.0.7
+GO ?= $(shell command -v go || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; })
+go-tpc:
+	@if [ -x /usr/local/bin/go-tpc ] && [ -n "$(GO)" ] && "$(GO)" version -m /usr/local/bin/go-tpc 2>/dev/null \
+			| grep -q "mod[[:space:]]*github.com/pingcap/go-tpc[[:space:]]*$(GO_TPC_VERSION)"; then \
+		echo "go-tpc: present ($(GO_TPC_VERSION))"; \
+	elif [ -z "$(GO)" ]; then \
+		echo "go-tpc: not installed: no Go toolchain (go on \$$PATH or /usr/local/go/bin/go); tool = \"go-tpc\" needs it: install Go >= 1.16, then make go-tpc"; \
+	else echo "installing go-tpc $(GO_TPC_VERSION) with $(GO)"; \
+		GOBIN=/usr/local/bin "$(GO)" install github.com/pingcap/go-tpc/cmd/go-tpc@$(GO_TPC_VERSION); fi
 
 # server = "postgresql" (docs/experiment.md, "PostgreSQL"): Debian 12's PostgreSQL 15, whose package
 # has postgres, initdb and pgbench in /usr/lib/postgresql/15/bin. perflab starts its own postgres per

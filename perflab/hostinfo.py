@@ -32,6 +32,13 @@ def _version_of(argv: list[str]) -> str | None:
     return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else None
 
 
+def _go_tpc() -> str | None:
+    """go-tpc's pinned version when it is installed (its own `version` says "dev")."""
+    from perflab.run.workloads import gotpc
+
+    return gotpc.version()
+
+
 def collect() -> dict[str, Any]:
     """The machine, and the installed servers' and tools' versions (each kind's fields)."""
     versions = {field: argv for kind in servers.every() for field, argv in kind.host_versions().items()}
@@ -47,6 +54,7 @@ def collect() -> dict[str, Any]:
         "sysbench": _version_of(["sysbench", "--version"]),
         "postgres": None,
         "pgbench": None,
+        "go-tpc": _go_tpc(),
         **{field: _version_of(argv) for field, argv in versions.items()},
         "python": platform.python_version(),
         "perflab": __version__,

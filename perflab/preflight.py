@@ -7,7 +7,6 @@ All problems come back together so `perflab run` reports them at once (exit 2).
 
 from __future__ import annotations
 
-import difflib
 import os
 import shutil
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 from perflab import allocators, elf, servers
 from perflab.concurrency import concurrency_problems
 from perflab.errors import EnvironmentProblem, Problem, SpecError
-from perflab.run import storage
+from perflab.run import storage, workloads
 from perflab.run.observers.io import io_problems
 from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
@@ -41,6 +40,8 @@ TOOLS = (
     Tool("setpriv", "util-linux", "kills children if perflab dies", version_flag=None),
     Tool("postgres", "postgresql-15", 'server = "postgresql" (docs/experiment.md)', required=False),
     Tool("pgbench", "postgresql-15", 'tool = "pgbench"', required=False),
+    Tool("go-tpc", "go-tpc", 'tool = "go-tpc" (TPC-C, docs/workloads.md)', required=False, version_flag=None,
+         get="make go-tpc (go install, pinned v1.0.7)"),
     Tool("taskset", "util-linux", "CPU pinning (pin = true)", version_flag=None),
     Tool("dpkg-query", "dpkg", "allocator package versions", version_flag=None),
     Tool("perf", "linux-perf", "on-CPU profiles (observe.perf)", required=False),
@@ -65,6 +66,7 @@ def which(name: str) -> str | None:
                 f"/usr/sbin/{name}",
                 f"/sbin/{name}",
                 os.path.expanduser(f"~/.cargo/bin/{name}"),
+                os.path.expanduser(f"~/go/bin/{name}"),  # go install without GOBIN (go-tpc)
                 f"/usr/lib/postgresql/15/bin/{name}",  # postgres and initdb are not on $PATH
             )
             if os.access(p, os.X_OK)
@@ -76,7 +78,8 @@ def which(name: str) -> str | None:
 def check(exp: Experiment) -> None:
     """Raise SpecError with every problem this machine has with `exp`."""
     kind = servers.kind(exp.file.experiment.server)
-    tools = kind.tool_problems()
+    workload = workloads.of(exp.file)
+    tools = kind.tool_problems() + workload.tool_problems()
     machine = tools + _allocators(exp) + profiler_problems(exp) + _builds(exp) + concurrency_problems(exp)
     if exp.file.experiment.pin and len(os.sched_getaffinity(0)) < 2:
         machine.append(
@@ -90,20 +93,19 @@ def check(exp: Experiment) -> None:
         estimate = kind.dataset_estimate(exp)
         need, free = 2 * estimate, shutil.disk_usage(TMPFS).free
         if free < need:
+            key, smaller = workload.dataset_size
             machine.append(
                 Problem(
-                    f"dataset.scale ({TMPFS})" if exp.file.workload.tool == "pgbench" else f"(machine) {TMPFS}",
+                    f"{key} ({TMPFS})" if key else f"(machine) {TMPFS}",
                     f"about {need >> 20} MiB free (the dataset and one cell's copy of it)",
                     f"{free >> 20} MiB free",
-                    "free memory on the tmpfs, or use a smaller dataset ("
-                    + ("scale" if exp.file.workload.tool == "pgbench" else "fewer tables / a smaller table_size")
-                    + ")",
+                    f"free memory on the tmpfs, or use a smaller dataset ({smaller})",
                 )
             )
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
     problems = kind.spec_problems(exp)
-    problems += _sysbench(exp) if exp.file.workload.tool == "sysbench" else []
+    problems += workload.spec_problems(exp)
     problems += _client_libraries(exp)
     problems += _glibc_too_old(exp)
     problems += kind.connection_problems(exp)
@@ -224,8 +226,9 @@ def memory_available() -> int | None:
 def dataset_estimate(exp: Experiment) -> int:
     """Bytes of a prepared datadir, roughly and on the high side: ~400 B per sysbench row
     (row, primary and secondary index), the redo log, and the system tablespaces."""
+    own = workloads.of(exp.file).dataset_estimate(exp)
     rows = exp.file.dataset.tables * exp.file.dataset.table_size
-    return rows * 400 + (256 << 20) + (64 << 20)
+    return (rows * 400 if own is None else own) + (256 << 20) + (64 << 20)
 
 
 def tool_problems() -> list[Problem]:
@@ -297,35 +300,6 @@ def _stackable(where: str, library: Path) -> list[Problem]:
             "[observe] alloc: glibc would do the work the figures name this library for",
         )
     ]
-
-
-def _sysbench(exp: Experiment) -> list[Problem]:
-    from perflab.run.workloads import sysbench
-
-    test = exp.file.workload.test
-    done = subprocess.run(["sysbench", test, "help"], capture_output=True, text=True, check=False, timeout=60)
-    if done.returncode != 0 or "options:" not in done.stdout:
-        known = (
-            sorted(p.removesuffix(".lua") for p in os.listdir("/usr/share/sysbench") if p.endswith(".lua"))
-            if os.path.isdir("/usr/share/sysbench")
-            else []
-        )
-        return [Problem("workload.test", "a sysbench test", repr(test), f"known: {', '.join(known)}")]
-    known_opts = sysbench.known_options(test)
-    problems = []
-    places = [("workload.options", exp.file.workload.options)] + [
-        (f"variants.{axis}.{label}.workload_options", v.workload_options)
-        for axis, entries in exp.file.variants.items()
-        for label, v in entries.items()
-    ]
-    for where, options in places:
-        for key in options:
-            name = key.replace("-", "_")
-            if name not in known_opts:
-                close = difflib.get_close_matches(name, list(known_opts), n=3)
-                hint = f"did you mean {', '.join(close)}?" if close else f"see `sysbench {test} help`"
-                problems.append(Problem(f"{where}.{key}", f"an option of sysbench {test}", "unknown option", hint))
-    return problems
 
 
 # ---------------------------------------------------------------------------- profilers

@@ -292,10 +292,19 @@ def _record_start(
         seed=exp.seed,
         design=file.experiment.design,
         design_reason=exp.design_reason,
+        throughput=_throughput(file),
         cell_count=cells,
         status="running",
         concurrent_allowed=concurrent,
     )
+
+
+def _throughput(file: spec.ExperimentFile) -> dict[str, str]:
+    """What the summaries' `qps` counts for this workload, and its name in the tables."""
+    from perflab.run import workloads
+
+    workload = workloads.of(file)
+    return {"metric": workload.metric, "means": workload.throughput}
 
 
 class ProgressBar:

@@ -47,6 +47,9 @@ JSON format history:
                      {name, slice_s, group, turn, active_s, warning} (run/interleave.py); such
                      cells have null latency (sysbench's clock counts the stopped turns) and
                      `resources.idle_cpu_cores`; top level `experiment.design`.
+                     Added within 10 (go-tpc, docs/workloads.md): per cell
+                     `summary.transaction_types` and `summary.tool_tpmc` (go-tpc cells only) and
+                     `run.throughput` {metric: "QPS" | "NOPM", means}: what every `qps` counts.
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ def document(results: Results) -> dict[str, Any]:
         "run": {
             k: meta.get(k)
             for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir", "seed",
-                      "calibration", "design", "design_reason")  # fmt: skip
+                      "calibration", "design", "design_reason", "throughput")  # fmt: skip
         },
         "groups": [g.to_dict() for g in groups],
         "comparisons": comparisons,
@@ -141,6 +144,7 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
             "errors_per_s": figures["errors_per_s"],
             "reconnects": figures["reconnects"],
             "total_time_s": figures["total_time_s"],
+            **{k: figures[k] for k in ("transaction_types", "tool_tpmc") if k in figures},  # go-tpc's
         },  # fmt: skip
         "intervals": [
             {

@@ -47,7 +47,7 @@ def collect(
     """Every finding of a run; `comparisons` (analyze/compare.py), when given, add the budget that
     would settle a fixed-repeats run's inconclusive verdicts."""
     out = _group_findings(all_groups, meta)
-    out += _cell_findings(cells)
+    out += _cell_findings(cells, (meta.get("throughput") or {}).get("metric") or "QPS")
     dropped = alloc.dropped_samples(cells)
     if dropped:
         ids = tuple(c["id"] for c in cells if c["status"] == "ok" and (c.get("alloc") or {}).get("dropped_samples"))
@@ -99,7 +99,7 @@ def _group_findings(all_groups: list[Group], meta: dict[str, Any]) -> list[Findi
     return out
 
 
-def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
+def _cell_findings(cells: list[dict[str, Any]], metric: str = "QPS") -> list[Finding]:
     out = []
     for cell in cells:
         if cell["status"] == "ok" and cell.get("settled") in (False, 0):
@@ -117,7 +117,7 @@ def _cell_findings(cells: list[dict[str, Any]]) -> list[Finding]:
             where = (
                 "in the warm-up" if stall["end_s"] <= (cell.get("window_start_s") or 0) else "in the measured window"
             )
-            depth = "no report from sysbench" if stall["kind"] == "no-report" else f"min {stall['min_qps']:,.0f} QPS"
+            depth = "no report from the client" if stall["kind"] == "no-report" else f"min {stall['min_qps']:,.0f} {metric}"
             depth += _stall_steal(stall.get("steal_cores")) + io_findings.stall_phrase(stall.get("io"))
             out.append(
                 Finding(

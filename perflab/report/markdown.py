@@ -185,10 +185,10 @@ def _verdicts(model: ReportModel) -> list[str]:
     header = [
         " × ".join(model.axes) or "variant",
         "n",
-        "QPS mean",
-        "QPS 95% CI",
+        f"{model.metric} mean",
+        f"{model.metric} 95% CI",
         "CV",
-        "QPS ratio [95% CI]",
+        f"{model.metric} ratio [95% CI]",
         "verdict",
         "p95 ms",
         "p95 95% CI",

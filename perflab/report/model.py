@@ -21,7 +21,7 @@ from perflab.report import colors, findings, io_findings, profiles
 from perflab.units import format_bytes, format_duration
 from perflab.variants import variant_key
 
-HOST_FACTS = ("hostname", "kernel", "cpu_model", "cores", "glibc", "mariadbd", "postgres", "sysbench", "pgbench",
+HOST_FACTS = ("hostname", "kernel", "cpu_model", "cores", "glibc", "mariadbd", "postgres", "sysbench", "pgbench", "go-tpc",
               "python", "perflab")  # fmt: skip
 
 
@@ -49,6 +49,11 @@ class ReportModel:
     @property
     def experiment(self) -> dict[str, Any]:
         return self.meta.get("experiment") or {}
+
+    @property
+    def metric(self) -> str:
+        """What the tables call the throughput: QPS, or the workload's own figure (go-tpc: NOPM)."""
+        return str((self.meta.get("throughput") or {}).get("metric") or "QPS")
 
     @property
     def memory(self) -> str:

@@ -102,7 +102,8 @@ def render(
         console.print(f"[dim]{escape(method_line(comparisons))}[/]", highlight=False)
     for threads in sorted({g.threads for g in all_groups}):
         rows = [g for g in all_groups if g.threads == threads]
-        console.print(_table(threads, rows, [c for c in comparisons if c.threads == threads and c.kind == "variant"]))
+        chosen = [c for c in comparisons if c.threads == threads and c.kind == "variant"]
+        console.print(_table(threads, rows, chosen, (meta.get("throughput") or {}).get("metric", "QPS")))
     effects = [c for c in comparisons if c.kind == "axis"]
     if effects:
         console.print(comparison_table("Effect of each axis (the other axes held fixed)", effects))
@@ -161,13 +162,13 @@ def _why(console: Console, comparisons: list[Comparison]) -> None:
         )
 
 
-def _table(threads: int, rows: list[Group], comparisons: list[Comparison]) -> Table:
+def _table(threads: int, rows: list[Group], comparisons: list[Comparison], metric: str = "QPS") -> Table:
     table = Table(title=f"threads = {threads}", title_justify="left", header_style="bold")
     axes = " × ".join(rows[0].variant) if rows and rows[0].variant else "variant"
     for name, justify in (
         (axes, "left"),
         ("n", "right"),
-        ("QPS mean", "right"),
+        (f"{metric} mean", "right"),
         ("95% CI", "right"),
         ("CV", "right"),
         ("ratio [95% CI]", "right"),

@@ -26,7 +26,7 @@ from typing import Any
 from perflab import allocators
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ServerCrashedError, ServerStartError
-from perflab.run import accounting, allocator_proof, client, client_variant, dataset
+from perflab.run import accounting, allocator_proof, client, client_variant, dataset, workloads
 from perflab.run.builds import Build, BuildError, debroot, glibc, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.io import IoObserver, into_row
@@ -300,8 +300,8 @@ class CellRunner:
         return steady.cell_fields(intervals, spec.window_start, qps, spec.stall_threshold, steal)
 
     def measure(self, cell: Cell, server: Any, logs: Path, tracer: AllocTracer | None = None) -> Measured:
-        """One sysbench run against a started `server`: warm-up seconds, a checkpoint that
-        resets its statistics, then the measured window, which the observers and the /proc
+        """One client run (the workload's tool) against a started `server`: warm-up seconds, a
+        checkpoint that resets its statistics (sysbench), then the measured window, which the observers and the /proc
         counters cover. Returns (intervals, RSS samples, the row's measured fields); with
         [observe] status, the fields hold its series as `status_samples` (the caller stores it)."""
         spec = self.exp.file
@@ -309,7 +309,9 @@ class CellRunner:
         if own is not None:
             return own
         warmup, seconds = client.window_seconds(spec)
-        command = client.argv(spec, cell, server.socket)
+        workload = workloads.of(spec)
+        command = client.command(spec, cell, server)
+        out = logs / workload.output_name
         env = client_variant.environment(cell, server.rundir)
         # connected before the workload loads the server (a new connection at 1024 threads takes seconds)
         enabled = getattr(getattr(server, "flavor", None), "metrics_enabled", "ENABLED")  # MySQL's column differs
@@ -321,16 +323,13 @@ class CellRunner:
         ):
             profilers.workload_starting()
             started = time.monotonic()
-            child = client.start(command, logs / "sysbench.txt", self.client_cpus, env)
+            child = client.start(command, out, self.client_cpus, env, stamped=workload.stamps_lines)
             with child:
                 margin = spec.experiment.timeout_margin
-                watch = client.StartWatch(logs / "sysbench.txt", child, margin)  # its threads connected
-                client_variant.wait_loaded(
-                    child.pid, cell, logs / "sysbench.txt"
-                )  # the client's profilers attach after ld.so
-                profilers.workload_started(child.pid)
-                client_fields = client_variant.prove(child.pid, cell)
-                origin = watch.wait()
+                # its threads connected (sysbench's "Threads started!"); else its clock starts at its launch
+                watch = client.StartWatch(out, child, margin) if workload.started_line else None
+                client_fields = client_variant.loaded(child.pid, cell, out, profilers.workload_started, workload)
+                origin = watch.wait() if watch else child.started
                 if warmup:
                     client.sleep_until(origin + warmup, child)
                 start = accounting.WindowStart.take(server.pid, child.pid)
@@ -339,11 +338,12 @@ class CellRunner:
                 with RssSampler(server.pid) as rss, RssSampler(child.pid) as client_rss, status as counters:
                     profilers.window_started()
                     with traced:
-                        code = client.wait(child, warmup + seconds, margin)
+                        code = client.wait(child, warmup + seconds, margin, workload.name)
                     ended = time.monotonic()
                 end = accounting.WindowEnd.take(start, server.pid)
                 pss = self.kind.pss_bytes(server)  # as PostgreSQL's (summed over its processes)
-        summary, intervals = client.read_output(logs / "sysbench.txt", code, warmup)
+            client.drain(child)
+        summary, intervals = workload.read_output(out, code, warmup)
         client_fields.update(accounting.client_resources(start, child.rusage, summary.transactions, client_rss))
         measured = {
             "steal": lambda a, b: steal.cores(origin + a, origin + b),  # seconds of sysbench's clock
@@ -352,7 +352,7 @@ class CellRunner:
                 **accounting.resources(start, end, child.rusage, summary.transactions, rss),
                 "pss_end_bytes": pss,
             },
-            "sysbench_options": sysbench.effective_options(self.sysbench_defaults, command),
+            "sysbench_options": workload.effective_options(self, command),
             "client": client_fields,
         }
         if counters is not None:

@@ -1,5 +1,5 @@
-"""The workload client of one cell: sysbench's command line, its start, the warm-up, the
-deadline and its output.
+"""The workload client of one cell: its command line (the workload tool's, run/workloads/), its
+start, the warm-up, the deadline and its output (sysbench's here; another tool's in its module).
 
 One sysbench process runs warm-up + window seconds with `--report-checkpoints=<warm-up>`,
 so its statistics restart when the measured window starts and its summary covers the
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 from dataclasses import asdict
@@ -20,6 +21,7 @@ from typing import Any, BinaryIO
 
 from perflab import servers
 from perflab.errors import WorkloadError
+from perflab.run import workloads
 from perflab.run.proc import Child, clean_env
 from perflab.run.workloads import sysbench
 from perflab.spec import Cell, ExperimentFile
@@ -48,11 +50,47 @@ def argv(spec: ExperimentFile, cell: Cell, socket: Path) -> list[str]:
     )
 
 
-def start(command: list[str], out: Path, cpus: list[int] | None, env: dict[str, str] | None = None) -> Child:
-    """sysbench started with its output in `out` (stdout and stderr interleaved), on `cpus`, in
-    `env` (default: perflab's, cleaned; a client variant's: run/client_variant.py)."""
-    with out.open("w", encoding="utf-8") as sink:
-        return Child(command, env=env or clean_env(), stdout=sink, cpus=cpus)
+def command(spec: ExperimentFile, cell: Cell, server: Any) -> list[str]:
+    """A cell's client, of the experiment's workload tool (run/workloads/): warm-up + window
+    seconds, its statistics reset at the window's start where the tool can."""
+    warmup, seconds = window_seconds(spec)
+    return workloads.of(spec).run_argv(spec, cell, server, warmup + seconds, warmup or None)
+
+
+def start(
+    command: list[str], out: Path, cpus: list[int] | None, env: dict[str, str] | None = None, stamped: bool = False
+) -> Child:
+    """The client started with its output in `out` (stdout and stderr interleaved), on `cpus`, in
+    `env` (default: perflab's, cleaned; a client variant's: run/client_variant.py). `stamped`:
+    each line prefixed with its arrival, in seconds since the launch ("  3.012 | ..."), for a
+    tool whose reports carry no time (go-tpc); `drain(child)` once it has exited."""
+    if not stamped:
+        with out.open("w", encoding="utf-8") as sink:
+            return Child(command, env=env or clean_env(), stdout=sink, cpus=cpus)
+    child = Child(command, env=env or clean_env(), stdout=subprocess.PIPE, cpus=cpus)
+    stamper = threading.Thread(target=_stamp, args=(child, out), name="client-stamp", daemon=True)
+    stamper.start()
+    _STAMPERS[child.pid] = stamper
+    return child
+
+
+_STAMPERS: dict[int, threading.Thread] = {}
+
+
+def _stamp(child: Child, out: Path) -> None:
+    assert child.popen.stdout is not None
+    with out.open("w", encoding="utf-8") as sink, child.popen.stdout as pipe:
+        for raw in pipe:
+            at = time.monotonic() - child.started
+            sink.write(f"{at:9.3f} | {raw.decode('utf-8', errors='replace')}")
+            sink.flush()
+
+
+def drain(child: Child, timeout: float = 10.0) -> None:
+    """Wait for a stamped client's last lines to reach its output file."""
+    stamper = _STAMPERS.pop(child.pid, None)
+    if stamper is not None:
+        stamper.join(timeout)
 
 
 STARTED_LINE = b"Threads started!"  # sysbench's clock (its reports, its checkpoint) starts here
@@ -132,14 +170,14 @@ def sleep_until(deadline: float, child: Child) -> None:
         time.sleep(min(left, 0.5))
 
 
-def wait(child: Child, seconds: int, margin: float) -> int:
-    """The cell's deadline: a stuck client (or a server that stopped answering) is killed."""
+def wait(child: Child, seconds: int, margin: float, name: str = "sysbench") -> int:
+    """The cell's deadline: a stuck client `name` (or a server that stopped answering) is killed."""
     try:
         return child.wait(timeout=seconds + margin)
     except TimeoutError:
         child.kill()
         raise WorkloadError(
-            f"timed out: sysbench did not finish {seconds} s of work in {seconds + margin:.0f} s; killed",
+            f"timed out: {name} did not finish {seconds} s of work in {seconds + margin:.0f} s; killed",
             "a hung server or client; raise experiment.timeout_margin if the machine is just slow",
         ) from None
 

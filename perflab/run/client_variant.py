@@ -20,6 +20,7 @@ import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,18 @@ def load_problem(library: Path) -> str | None:
         return None
     said = " ".join((done.stderr or done.stdout).strip().splitlines()[-2:])[:300] or f"exit {done.returncode}"
     return said.replace(str(link), str(library))
+
+
+def loaded(pid: int, cell: Cell, output: Path, attach: Callable[[int], None], workload: Any) -> dict[str, Any]:
+    """The client's `client` fields, once ld.so has mapped its libraries (sysbench's libmariadb,
+    a client variant's preload); `attach(pid)` (the client's profilers) runs after that. A
+    workload that links no client library (go-tpc: a static Go binary) is attached at once."""
+    if not workload.links_client_library:
+        attach(pid)
+        return {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library}
+    wait_loaded(pid, cell, output)
+    attach(pid)
+    return prove(pid, cell)
 
 
 def wait_loaded(

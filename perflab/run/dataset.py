@@ -1,7 +1,7 @@
 """The dataset: prepared once per on-disk format, snapshotted, restored into every cell.
 
 `prepare()` creates a datadir on tmpfs, starts a server on it, runs `sysbench <test>
-prepare`, shuts the server down cleanly and keeps the stopped datadir as the snapshot. By
+prepare` (or the workload's own: `go-tpc tpcc prepare`, run/workloads/), shuts the server down cleanly and keeps the stopped datadir as the snapshot. By
 default the installed server does it; `build=` makes a build of another format initialise,
 serve and shut down its own (run/datasets.py keeps one snapshot per format).
 `restore()` copies the snapshot for one cell (seconds faster than preparing again; see
@@ -23,9 +23,9 @@ from typing import Any
 from perflab.run.builds import Build
 from perflab.run.proc import call, clean_env
 from perflab.run.storage import clone_file
+from perflab.run.workloads import Workload, sysbench
 from perflab.servers.mariadb.datadir import initialise
 from perflab.servers.mariadb.server import MariaDB
-from perflab.run.workloads import sysbench
 
 MiB = 1 << 20
 
@@ -73,9 +73,13 @@ def prepare(
     log: Path,
     build: Build | None = None,
     name: str = "snapshot",
+    workload: Workload | None = None,
+    spec: Any = None,
 ) -> Snapshot:
     """Build the snapshot datadir `workdir/name`, initialised and served by `build` (None: the
-    installed server); sysbench output goes to `log`, the initialisation's beside it."""
+    installed server); sysbench output goes to `log`, the initialisation's beside it.
+    `workload` (run/workloads/): another tool's database, setup SQL and prepare command (go-tpc's
+    warehouses), with `spec`; None: sysbench with `test`, `tables`, `table_size` and `options`."""
     start = time.monotonic()
     rundir = workdir / f"prepare-{name}"
     datadir = workdir / name
@@ -85,17 +89,25 @@ def prepare(
     error_log = log.with_name(log.stem + "-error.log")
     try:
         with server:
-            server.sql("CREATE DATABASE IF NOT EXISTS sbtest")
-            argv = sysbench.argv(
-                test,
-                "prepare",
-                socket=server.socket,
-                tables=tables,
-                table_size=table_size,
-                threads=min(tables, os.cpu_count() or 1),
-                options=options,
+            database = workload.database if workload else "sbtest"
+            server.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
+            if workload and workload.setup_sql():
+                server.sql(workload.setup_sql())
+            argv = (
+                workload.prepare_argv(spec, server)
+                if workload
+                else sysbench.argv(
+                    test,
+                    "prepare",
+                    socket=server.socket,
+                    tables=tables,
+                    table_size=table_size,
+                    threads=min(tables, os.cpu_count() or 1),
+                    options=options,
+                )
             )
-            output = call(argv, what="sysbench prepare", env=clean_env(), timeout=3600)
+            what = f"{workload.name if workload else 'sysbench'} prepare"
+            output = call(argv, what=what, env=clean_env(), timeout=3600)
             log.write_text(output, encoding="utf-8")
             server.stop(clean=True)  # a clean shutdown: the snapshot must need no recovery
     except BaseException:
@@ -107,7 +119,7 @@ def prepare(
     shutil.rmtree(rundir, ignore_errors=True)
     shutil.rmtree(workdir / f"{name}-files", ignore_errors=True)  # MySQL's secure-file-priv at init
     fmt = build.format if build is not None else ""
-    return Snapshot(datadir, tree_bytes(datadir / "sbtest"), time.monotonic() - start, fmt, init.method)
+    return Snapshot(datadir, tree_bytes(datadir / database), time.monotonic() - start, fmt, init.method)
 
 
 def restore(snapshot: Snapshot, dest: Path) -> float:

@@ -34,7 +34,7 @@ MARIADB_OPTIONS: dict[str, Any] = {"innodb_buffer_pool_load_at_startup": "OFF"}
 
 INDEXES = (
     "SELECT DISTINCT TABLE_NAME, INDEX_NAME FROM information_schema.STATISTICS "
-    "WHERE TABLE_SCHEMA = 'sbtest' ORDER BY TABLE_NAME, INDEX_NAME"
+    "WHERE TABLE_SCHEMA = '{schema}' ORDER BY TABLE_NAME, INDEX_NAME"
 )
 PG_PREWARM = (
     "CREATE EXTENSION IF NOT EXISTS pg_prewarm; "
@@ -48,20 +48,20 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def scans(listing: str) -> list[str]:
+def scans(listing: str, schema: str = "sbtest") -> list[str]:
     """The statements that read every index of `listing` (INDEXES' rows: table TAB index)."""
     out = []
     for line in listing.splitlines():
         table, _, index = line.partition("\t")
         if table and index:
-            out.append(f"SELECT COUNT(*) FROM sbtest.{quote(table)} FORCE INDEX ({quote(index)})")
+            out.append(f"SELECT COUNT(*) FROM {schema}.{quote(table)} FORCE INDEX ({quote(index)})")
     return out
 
 
-def mariadb(server: MariaDB) -> float:
-    """Read every index of the sbtest schema; returns the seconds it took."""
+def mariadb(server: MariaDB, schema: str = "sbtest") -> float:
+    """Read every index of the workload's schema (sysbench's sbtest, go-tpc's tpcc); returns the seconds it took."""
     started = time.monotonic()
-    statements = scans(server.sql(INDEXES))
+    statements = scans(server.sql(INDEXES.format(schema=schema)), schema)
     if statements:
         server.sql(";\n".join(statements))
     return round(time.monotonic() - started, 3)

@@ -48,6 +48,10 @@ class Kind:
     debian_binary: str
 
     flavors: tuple[str, ...]  # what a binary of this kind can be (Build.server): mariadb, mysql, ...
+    # which workload tools can drive it (run/workloads/): MySQL's protocol (go-tpc), pgbench
+    mysql_protocol: bool = False
+    runs_pgbench: bool = False
+    sysbench_writes: bool = True  # False: sysbench's read-only and OLTP write tests only (PostgreSQL)
 
     def flavor(self, version: str) -> str | None:
         """The flavor a binary's version line names, if it is one of this kind's."""

@@ -4,7 +4,7 @@ and, when the file does not say, which design a run gets and why (`choose`).
 An interleaved round starts the servers of one thread count together and lets their clients take
 turns; throughput is counted over each client's running seconds, by the server's own statement
 counters (MariaDB) or by sysbench's wrapper (PostgreSQL: run/turn_counts.py). So: sysbench only
-(pgbench's transactions are not counted per turn yet), no
+(pgbench's and go-tpc's transactions are not counted per turn yet: Workload.interleaved_refusal), no
 pinning (each server would need a CPU of its own), no wall-clock stacks ([observe] pmp: a
 server whose client is stopped would show its idle threads) nor the host-speed canary
 (interleaving takes the host's speed out by design). On-CPU profiles and allocation counts
@@ -24,6 +24,7 @@ import dataclasses
 
 from perflab import servers
 from perflab.errors import Problem
+from perflab.run import workloads
 from perflab.spec.matrix import Experiment
 from perflab.spec.schema import ExperimentFile
 
@@ -39,7 +40,7 @@ def design_problems(spec: ExperimentFile) -> list[Problem]:
     if kind.interleaved_refusal:
         problems.append(Problem("experiment.design", f'design = "interleaved" on a server it runs (not {kind.title})',
                                 "interleaved", f'use design = "sequential" on {kind.title}'))  # fmt: skip
-    if spec.workload.tool != "sysbench":
+    if workloads.of(spec).interleaved_refusal:
         problems.append(Problem("workload.tool", 'tool = "sysbench" with design = "interleaved"', spec.workload.tool,
                                 f"{_HINT}: the turns are counted by sysbench's wrapper (run/turn_counts.py), "
                                 f"not by {spec.workload.tool} yet"))  # fmt: skip
@@ -87,8 +88,9 @@ def sequential_reason(spec: ExperimentFile) -> str | None:
     refusal = servers.kind(e.server).interleaved_refusal
     if refusal:
         return f"sequential: {refusal}"
-    if spec.workload.tool != "sysbench":
-        return f"sequential: {spec.workload.tool}'s transactions are not counted per turn (sysbench's are)"
+    workload_refusal = workloads.of(spec).interleaved_refusal
+    if workload_refusal:
+        return f"sequential: {workload_refusal}"
     if e.pin:
         return "sequential: pin = true gives the server a CPU of its own; interleaved servers share them"
     if spec.observe.pmp is not None:

@@ -64,6 +64,7 @@ MAX_THREADS = 10_000  # one server connection each
 MAX_TABLES = 10_000
 MAX_TABLE_SIZE = 2**31 - 1  # sysbench's id column is a signed INT
 MAX_PGBENCH_SCALE = 100_000  # 100,000 x 100,000 rows: far beyond any tmpfs
+MAX_WAREHOUSES = 1000  # go-tpc tpcc --warehouses: about 100 MB of tmpfs each (docs/workloads.md)
 MAX_REPEATS = 1000
 MAX_CELLS = 20_000
 INT64 = 2**63

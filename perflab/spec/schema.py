@@ -9,7 +9,6 @@ ones (docs/experiment.md).
 from __future__ import annotations
 
 import itertools
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -35,6 +34,7 @@ from perflab.spec.fields import (
     MAX_TABLE_SIZE,
     MAX_TABLES,
     MAX_THREADS,
+    MAX_WAREHOUSES,
     NAME_RE,
     Duration,
     EnvVars,
@@ -46,7 +46,6 @@ from perflab.spec.fields import (
     check_label,
     check_non_empty_axis,
     fail,
-    pgbench_test,
     storage_value,
 )
 from perflab.spec.matrix import merge, merge_client, merge_glibc, merge_switches
@@ -230,10 +229,11 @@ class DatasetSection(_Strict):
 
 
 class WorkloadSection(_Strict):
-    tool: Literal["sysbench", "pgbench"] = "sysbench"
+    tool: Literal["sysbench", "pgbench", "go-tpc"] = "sysbench"
     test: str = "oltp_read_only"
     threads: list[StrictInt] = [1]
     options: WorkloadOptions = {}
+    warehouses: StrictInt | None = Field(default=None, ge=1, le=MAX_WAREHOUSES)  # go-tpc's TPC-C dataset
 
     @field_validator("threads", mode="before")
     @classmethod
@@ -258,16 +258,9 @@ class WorkloadSection(_Strict):
     @field_validator("test")
     @classmethod
     def _test(cls, value: str, info: ValidationInfo) -> str:
-        if info.data.get("tool") == "pgbench":
-            return pgbench_test(value)
-        # a script path is an argument of sysbench: one starting with "-" would be read as an option
-        lua = value.endswith(".lua") and value.isprintable() and not value.startswith("-")
-        if not re.match(r"^[A-Za-z0-9_]+\Z", value) and not lua:
-            raise fail(
-                "a sysbench test name such as oltp_read_only, or a path to a .lua script",
-                "the tests are the .lua files in /usr/share/sysbench",
-            )
-        return value
+        from perflab.run import workloads
+
+        return workloads.get(info.data.get("tool") or "sysbench").check_test(value)
 
 
 class Variant(_Strict):

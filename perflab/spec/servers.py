@@ -1,6 +1,7 @@
-"""What the server and the workload tool allow together, checked once the file is valid: each
-kind says (perflab/servers/<kind>/spec.py). PostgreSQL: pgbench or sysbench's read-only tests,
-[builds] of PostgreSQL only, perf and pmp on the server's process tree; MariaDB: sysbench only.
+"""What the server and the workload tool allow together, checked once the file is valid: the
+workload first (run/workloads/: its dataset keys, the servers it can drive), then each kind
+(perflab/servers/<kind>/spec.py). PostgreSQL: pgbench or sysbench's read-only tests, [builds]
+of PostgreSQL only, perf and pmp on the server's process tree; MariaDB: sysbench or go-tpc.
 
     problems = server_problems(spec)   # [] or Problems with key paths and fixes
 """
@@ -9,8 +10,10 @@ from __future__ import annotations
 
 from perflab import servers
 from perflab.errors import Problem
+from perflab.run import workloads
 from perflab.spec.schema import ExperimentFile
 
 
 def server_problems(spec: ExperimentFile) -> list[Problem]:
-    return servers.kind(spec.experiment.server).file_problems(spec)
+    kind = servers.kind(spec.experiment.server)
+    return workloads.of(spec).file_problems(spec, kind) + kind.file_problems(spec)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from perflab.run.workloads import Workload
 from perflab.run.workloads.sysbench import Summary
 
 BUILTINS = {"select-only": 1, "simple-update": 5, "tpcb-like": 7}  # name -> SQL statements per transaction
@@ -176,3 +177,68 @@ def script_problem(output: str) -> str | None:
         return None
     lines = [ln for ln in output.strip().splitlines() if ln.strip()]
     return " ".join(lines[:3])[:400] if lines else "pgbench printed nothing"
+
+
+class Pgbench(Workload):
+    """pgbench on PostgreSQL: its cells are measured by servers/postgresql/cell.py (the
+    per-transaction log), its dataset filled by servers/postgresql/dataset.py."""
+
+    name = "pgbench"
+    database = DATABASE
+    throughput = "statements per second (transactions x the script's statements)"
+    interleaved_refusal = "pgbench's transactions are not counted per turn (sysbench's are)"
+    dataset_size = ("dataset.scale", "scale")
+
+    def check_test(self, test: str) -> str:
+        from perflab.spec.fields import pgbench_test
+
+        return pgbench_test(test)
+
+    def file_problems(self, spec: Any, kind: Any) -> list[Any]:
+        from perflab.errors import Problem
+
+        if not kind.runs_pgbench:
+            return [Problem("workload.tool", f"sysbench or go-tpc on {kind.title}", '"pgbench"',
+                            'set server = "postgresql"')]  # fmt: skip
+        if spec.workload.warehouses is not None:
+            return [Problem("workload.warehouses", "no warehouses with pgbench", str(spec.workload.warehouses),
+                            "warehouses is go-tpc's: pgbench's dataset is [dataset] scale")]  # fmt: skip
+        if "test" not in spec.workload.model_fields_set:
+            return [Problem("workload.test", "a pgbench test", "none (sysbench's oltp_read_only is the default)",
+                            'test = "select-only" (or tpcb-like, simple-update, or a script path)')]  # fmt: skip
+        sysbench_keys = sorted(spec.dataset.model_fields_set & {"tables", "table_size"})
+        if sysbench_keys:
+            return [Problem(f"dataset.{sysbench_keys[0]}", "scale (pgbench's dataset), not sysbench's tables",
+                            sysbench_keys[0], "write [dataset] scale = N: pgbench -i -s N, 100,000 rows per unit")]  # fmt: skip
+        return []
+
+
+    def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+        """`pgbench -i -s SCALE`, by the server build's own pgbench when it has one."""
+        from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
+
+        binary = pg_binary("pgbench", server.bindir)
+        return init_argv(spec.dataset.scale or 1, socket_dir=server.rundir, port=PORT, user=SUPERUSER, binary=binary)
+
+    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
+        """The installed pgbench (its own counts are not the server's), without a transaction log."""
+        from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
+
+        clients = max(spec.workload.threads)
+        return argv(spec.workload.test, socket_dir=server.rundir, port=PORT, user=SUPERUSER, clients=clients,
+                    jobs=clients, seconds=seconds, log_prefix=None, options=spec.workload.options,
+                    binary=pg_binary("pgbench"))  # fmt: skip
+
+    def spec_problems(self, exp: Any) -> list[Any]:
+        """Its options and script, asked of the server's own pgbench."""
+        from perflab.servers.postgresql.preflight import pgbench_problems
+
+        return pgbench_problems(exp)
+
+    def dataset_estimate(self, exp: Any) -> int:
+        """pgbench -i -s SCALE: about 16 MiB a unit, with room."""
+        return int((exp.file.dataset.scale or 1) * SCALE_BYTES * 1.2)
+
+
+SCALE_BYTES = 16 << 20  # pgbench -i -s 1: 100,000 accounts, about 15 MiB with the index
+PGBENCH = Pgbench()

@@ -3,7 +3,8 @@
 Input (sysbench 1.0.20 `run --report-interval=1 --histogram=on --percentile=95`):
     [ 1s ] thds: 2 tps: 6180.24 qps: 98910.71 (r/w/o: 86548.24/0.00/12362.47) lat (ms,95%): 0.37 err/s: 0.00 ...
 followed by a latency histogram ("value |*** count") and the "SQL statistics" summary.
-Output: Interval and Summary dataclasses; p50/p99 come from the histogram.
+Output: Interval and Summary dataclasses; p50/p99 come from the histogram. `SYSBENCH` is the
+tool behind perflab's Workload interface (run/workloads/__init__.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ToolMissingError
+from perflab.run.workloads import Workload
 
 PERCENTILE = 95
 
@@ -250,3 +252,140 @@ def effective_options(defaults: dict[str, str], argv_used: list[str]) -> dict[st
 def version() -> str:
     done = subprocess.run([sysbench_binary(), "--version"], capture_output=True, text=True, check=False)
     return done.stdout.strip()
+
+
+TEST_RE = re.compile(r"^[A-Za-z0-9_]+\Z")
+# sysbench's bundled tests a server without `sysbench_writes` runs (PostgreSQL): those that only
+# read, and the OLTP writes, whose deadlocks sysbench 1.0.20 rolls back and counts as ignored
+# errors at read committed (42 in 8 s of oltp_read_write here; docs/storage.md)
+READ_ONLY = ("oltp_read_only", "oltp_point_select", "select_random_points", "select_random_ranges")
+OLTP_WRITES = ("oltp_read_write", "oltp_write_only", "oltp_insert", "oltp_update_index")
+TESTS_DIR = "/usr/share/sysbench"
+
+
+class Sysbench(Workload):
+    name = "sysbench"
+    database = "sbtest"
+    throughput = "queries per second (sysbench's qps)"
+    started_line = b"Threads started!"  # its clock (its reports, its checkpoint) starts here
+    links_client_library = True
+
+    def check_test(self, test: str) -> str:
+        from perflab.spec.fields import fail
+
+        # a script path is an argument of sysbench: one starting with "-" would be read as an option
+        lua = test.endswith(".lua") and test.isprintable() and not test.startswith("-")
+        if not TEST_RE.match(test) and not lua:
+            raise fail(
+                "a sysbench test name such as oltp_read_only, or a path to a .lua script",
+                "the tests are the .lua files in /usr/share/sysbench",
+            )
+        return test
+
+    def file_problems(self, spec: Any, kind: Any) -> list[Any]:
+        from perflab.errors import Problem
+
+        if spec.dataset.scale is not None:
+            return [Problem("dataset.scale", "tables and table_size with sysbench", f"scale = {spec.dataset.scale}",
+                            'scale is pgbench\'s: set tool = "pgbench", or use tables/table_size')]  # fmt: skip
+        if spec.workload.warehouses is not None:
+            return [Problem("workload.warehouses", "no warehouses with sysbench", str(spec.workload.warehouses),
+                            'warehouses is go-tpc\'s: set tool = "go-tpc", or use [dataset] tables/table_size')]  # fmt: skip
+        test = spec.workload.test
+        if not kind.sysbench_writes and not test.endswith(".lua") and test not in READ_ONLY + OLTP_WRITES:
+            return [Problem("workload.test", f"a sysbench test that runs on {kind.title} ({', '.join(READ_ONLY + OLTP_WRITES)})",
+                            repr(test), "Debian's sysbench 1.0.20 aborts a pgsql run at the first error it cannot ignore; "
+                            'or use tool = "pgbench" (tpcb-like or simple-update retry with --max-tries)')]  # fmt: skip
+        return []
+
+    def spec_problems(self, exp: Any) -> list[Any]:
+        """The test exists and every workload option is one of its (a "did you mean" otherwise)."""
+        return option_problems(exp)
+
+    def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+        """`sysbench TEST prepare`, with the server kind's driver (PostgreSQL: pgsql, on its socket directory)."""
+        import os
+
+        from perflab import servers
+
+        return argv(
+            spec.workload.test,
+            "prepare",
+            socket=server.socket,
+            tables=spec.dataset.tables,
+            table_size=spec.dataset.table_size,
+            threads=min(spec.dataset.tables, os.cpu_count() or 1),
+            options=spec.workload.options,
+            driver=servers.kind(spec.experiment.server).sysbench_driver,
+        )
+
+    def run_argv(self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None) -> list[str]:
+        from perflab import servers
+
+        return argv(
+            spec.workload.test,
+            "run",
+            socket=server.socket,
+            tables=spec.dataset.tables,
+            table_size=spec.dataset.table_size,
+            threads=cell.threads,
+            seconds=seconds,
+            checkpoint=checkpoint,
+            options={**spec.workload.options, **cell.workload_options},
+            driver=servers.kind(spec.experiment.server).sysbench_driver,
+        )
+
+    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
+        from perflab import servers
+
+        return argv(
+            spec.workload.test,
+            "run",
+            socket=server.socket,
+            tables=spec.dataset.tables,
+            table_size=spec.dataset.table_size,
+            threads=max(spec.workload.threads),
+            seconds=seconds,
+            options=spec.workload.options,
+            driver=servers.kind(spec.experiment.server).sysbench_driver,
+        )
+
+    def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
+        from perflab.run import client
+
+        return client.read_output(out, code, warmup)
+
+    def effective_options(self, runner: Any, argv_used: list[str]) -> dict[str, str]:
+        return effective_options(runner.sysbench_defaults, argv_used)
+
+
+def option_problems(exp: Any) -> list[Any]:
+    import difflib
+    import os
+
+    from perflab.errors import Problem
+
+    test = exp.file.workload.test
+    done = subprocess.run(["sysbench", test, "help"], capture_output=True, text=True, check=False, timeout=60)
+    if done.returncode != 0 or "options:" not in done.stdout:
+        tests = os.listdir(TESTS_DIR) if os.path.isdir(TESTS_DIR) else []
+        known = sorted(p.removesuffix(".lua") for p in tests if p.endswith(".lua"))
+        return [Problem("workload.test", "a sysbench test", repr(test), f"known: {', '.join(known)}")]
+    known_opts = known_options(test)
+    problems = []
+    places = [("workload.options", exp.file.workload.options)] + [
+        (f"variants.{axis}.{label}.workload_options", v.workload_options)
+        for axis, entries in exp.file.variants.items()
+        for label, v in entries.items()
+    ]
+    for where, options in places:
+        for key in options:
+            name = key.replace("-", "_")
+            if name not in known_opts:
+                close = difflib.get_close_matches(name, list(known_opts), n=3)
+                hint = f"did you mean {', '.join(close)}?" if close else f"see `sysbench {test} help`"
+                problems.append(Problem(f"{where}.{key}", f"an option of sysbench {test}", "unknown option", hint))
+    return problems
+
+
+SYSBENCH = Sysbench()

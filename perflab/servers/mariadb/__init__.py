@@ -26,6 +26,7 @@ SHARES = ("share/mysql", "share/mariadb", "share", "sql/share", "usr/share/mysql
 class MariaDBKind(Kind):
     name = "mariadb"
     title = "MariaDB"
+    mysql_protocol = True
     memory_figure = "RSS"
     sysbench_driver = "mysql"
     host_field = "mariadbd"
@@ -65,10 +66,13 @@ class MariaDBKind(Kind):
         return describe(found, name=name, kind="basedir", share=share, recipe={"basedir": str(basedir)})
 
     def prepare(self, workdir: Path, *, spec: Any, log: Path, name: str, build: Build | None) -> Snapshot:
-        from perflab.run import dataset
+        from perflab.run import dataset, workloads
 
+        workload = workloads.of(spec)
         return dataset.prepare(
             workdir,
+            workload=workload,
+            spec=spec,
             test=spec.workload.test,
             tables=spec.dataset.tables,
             table_size=spec.dataset.table_size,
@@ -106,9 +110,9 @@ class MariaDBKind(Kind):
         return counters(server)
 
     def prewarm(self, server: Any, tool: str) -> float:
-        from perflab.run import prewarm
+        from perflab.run import prewarm, workloads
 
-        return prewarm.mariadb(server)
+        return prewarm.mariadb(server, workloads.get(tool).database)
 
     def pss_bytes(self, server: Any) -> int | None:
         from perflab.run.proctree import pss_bytes
@@ -116,11 +120,10 @@ class MariaDBKind(Kind):
         return pss_bytes([server.pid])
 
     def train(self, runner: Any, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
-        """The experiment's sysbench workload (largest thread count) for `train_duration`, then a
+        """The experiment's workload (largest thread count) for `train_duration`, then a
         clean shutdown: the instrumented server writes its profile at exit."""
-        from perflab.run import dataset
+        from perflab.run import dataset, workloads
         from perflab.run.proc import call, clean_env
-        from perflab.run.workloads import sysbench
 
         exp = runner.exp.file
         options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **exp.server_options}
@@ -128,16 +131,7 @@ class MariaDBKind(Kind):
         try:
             dataset.restore(snapshot, rundir / "data")
             with server:
-                command = sysbench.argv(
-                    exp.workload.test,
-                    "run",
-                    socket=server.socket,
-                    tables=exp.dataset.tables,
-                    table_size=exp.dataset.table_size,
-                    threads=max(exp.workload.threads),
-                    seconds=round(spec.train_duration),
-                    options=exp.workload.options,
-                )
+                command = workloads.of(exp).training_argv(exp, server, round(spec.train_duration))
                 out = call(command, what="PGO training run", env=clean_env(), timeout=spec.train_duration + 600)
                 server.stop(clean=True)  # the profile is written at exit
             return out

@@ -1,6 +1,6 @@
 """What a MariaDB (or MySQL) experiment file may hold, checked once the file is valid
-(spec/servers.py asks the kind): sysbench only (tables and table_size, not pgbench's scale),
-and [builds] of its own kind (no PostgreSQL install tree, no autoconf configure options).
+(spec/servers.py asks the kind, after the workload: sysbench or go-tpc, run/workloads/),
+[builds] of its own kind (no PostgreSQL install tree, no autoconf configure options).
 """
 
 from __future__ import annotations
@@ -13,11 +13,7 @@ from perflab.spec.schema import ExperimentFile
 
 
 def file_problems(spec: ExperimentFile) -> list[Problem]:
-    if spec.workload.tool == "pgbench":
-        return [Problem("workload.tool", "sysbench on MariaDB", '"pgbench"', 'set server = "postgresql"')]
-    if spec.dataset.scale is not None:
-        return [Problem("dataset.scale", "no scale (pgbench's) on MariaDB", str(spec.dataset.scale),
-                        "use dataset.tables and dataset.table_size for sysbench")]  # fmt: skip
+    """The workload's own refusals (pgbench, pgbench's scale) come first: run/workloads/."""
     return build_problems(spec.builds)
 
 

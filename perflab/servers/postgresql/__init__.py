@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 class PostgreSQLKind(Kind):
     name = "postgresql"
     title = "PostgreSQL"
+    runs_pgbench = True
+    sysbench_writes = False  # sysbench's read-only and OLTP write tests only (run/workloads/sysbench.py)
     memory_figure = "PSS"
     sysbench_driver = "pgsql"
     host_field = "postgres"

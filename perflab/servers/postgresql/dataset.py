@@ -12,15 +12,13 @@ next start) leaves the stopped datadir, which every cell gets a copy of, exactly
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import time
 from pathlib import Path
 
 from perflab.run.dataset import Snapshot
 from perflab.run.proc import call, clean_env
-from perflab.run.workloads import pgbench, sysbench
-from perflab.servers.postgresql.server import PORT, SUPERUSER, PostgreSQL, initdb, pg_binary
+from perflab.servers.postgresql.server import PostgreSQL, initdb
 from perflab.spec import ExperimentFile
 
 
@@ -48,33 +46,18 @@ def prepare(
 
 def database(tool: str) -> str:
     """The database the workload tool's dataset lives in."""
-    return pgbench.DATABASE if tool == "pgbench" else "sbtest"
+    from perflab.run import workloads
+
+    return workloads.get(tool).database
 
 
 def fill(server: PostgreSQL, spec: ExperimentFile, log: Path) -> str:
-    """Create and fill the workload's database; returns its name."""
-    name = database(spec.workload.tool)
-    server.sql(f"CREATE DATABASE {name}")
-    if spec.workload.tool == "pgbench":
-        argv = pgbench.init_argv(
-            spec.dataset.scale or 1,
-            socket_dir=server.rundir,
-            port=PORT,
-            user=SUPERUSER,
-            binary=pg_binary("pgbench", server.bindir),
-        )
-        out = call(argv, what="pgbench -i", env=clean_env(), timeout=3600)
-        log.write_text(out, encoding="utf-8")
-        return name
-    argv = sysbench.argv(
-        spec.workload.test,
-        "prepare",
-        socket=server.rundir,
-        tables=spec.dataset.tables,
-        table_size=spec.dataset.table_size,
-        threads=min(spec.dataset.tables, os.cpu_count() or 1),
-        options=spec.workload.options,
-        driver="pgsql",
-    )
-    log.write_text(call(argv, what="sysbench prepare (pgsql)", env=clean_env(), timeout=3600), encoding="utf-8")
-    return name
+    """Create and fill the workload's database (its tool's prepare: `pgbench -i`, or sysbench's
+    over the pgsql driver); returns its name."""
+    from perflab.run import workloads
+
+    workload = workloads.of(spec)
+    server.sql(f"CREATE DATABASE {workload.database}")
+    argv = workload.prepare_argv(spec, server)
+    log.write_text(call(argv, what=f"{workload.name} prepare", env=clean_env(), timeout=3600), encoding="utf-8")
+    return workload.database

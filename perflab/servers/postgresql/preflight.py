@@ -16,9 +16,8 @@ from perflab.errors import Problem
 from perflab.spec import Experiment
 
 PG_TOOLS = ("postgres", "initdb", "psql", "pgbench")
-# pgbench -i -s 1: 100,000 accounts, about 15 MiB with the index; initdb's cluster with the WAL
-# kept after the checkpoint (min_wal_size = 80 MB) adds up to about 130 MiB
-SCALE_BYTES = 16 << 20
+# initdb's cluster with the WAL kept after the checkpoint (min_wal_size = 80 MB): about 130 MiB
+# (pgbench's scale: run/workloads/pgbench.py)
 CLUSTER_BYTES = 130 << 20
 
 
@@ -40,16 +39,16 @@ def tool_problems() -> list[Problem]:
 
 
 def dataset_estimate(exp: Experiment) -> int:
+    """The workload's own estimate (pgbench's scale), else sysbench's rows at ~300 B each."""
+    from perflab.run import workloads
+
+    own = workloads.of(exp.file).dataset_estimate(exp)
     data = exp.file.dataset
-    if exp.file.workload.tool == "pgbench":
-        return int((data.scale or 1) * SCALE_BYTES * 1.2) + CLUSTER_BYTES
-    return data.tables * data.table_size * 300 + CLUSTER_BYTES
+    return (data.tables * data.table_size * 300 if own is None else own) + CLUSTER_BYTES
 
 
 def spec_problems(exp: Experiment) -> list[Problem]:
     problems = _server_options(exp)
-    if exp.file.workload.tool == "pgbench":
-        problems += _pgbench(exp)
     return problems
 
 
@@ -77,7 +76,8 @@ def _server_options(exp: Experiment) -> list[Problem]:
     return problems
 
 
-def _pgbench(exp: Experiment) -> list[Problem]:
+def pgbench_problems(exp: Experiment) -> list[Problem]:
+    """pgbench's options (`pgbench --help`) and its script (run/workloads/pgbench.py asks)."""
     from perflab.run.workloads import pgbench
     from perflab.servers.postgresql.server import pg_binary
 

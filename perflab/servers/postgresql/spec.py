@@ -22,25 +22,11 @@ from perflab.errors import Problem
 from perflab.spec.builds import BuildSpec
 from perflab.spec.schema import ExperimentFile
 
-# sysbench's bundled tests that only read: the ones that can run on PostgreSQL
-SYSBENCH_READ_ONLY = ("oltp_read_only", "oltp_point_select", "select_random_points", "select_random_ranges")
-SYSBENCH_WRITES = ("oltp_read_write", "oltp_write_only", "oltp_insert", "oltp_update_index")
 PG_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+(-\S*)?\Z")  # postgresql-15's: 15.18-0+deb12u1 (no epoch)
 
 
 def file_problems(spec: ExperimentFile) -> list[Problem]:
-    tool = spec.workload.tool
-    problems = _dataset(spec)
-    if tool == "sysbench" and not spec.workload.test.endswith(".lua") and spec.workload.test not in SYSBENCH_READ_ONLY + SYSBENCH_WRITES:
-        problems.append(
-            Problem(
-                "workload.test",
-                f"a sysbench test that runs on PostgreSQL ({', '.join(SYSBENCH_READ_ONLY + SYSBENCH_WRITES)})",
-                repr(spec.workload.test),
-                "Debian's sysbench 1.0.20 aborts a pgsql run at the first error it cannot ignore; "
-                'or use tool = "pgbench" (tpcb-like or simple-update retry with --max-tries)',
-            )
-        )
+    problems: list[Problem] = []  # which sysbench tests run here: run/workloads/sysbench.py
     problems += build_problems(spec.builds)  # source = "debian" is postgresql-15's, basedir bin/postgres
     if spec.observe.alloc is not None:  # its counter is read in one process; a backend's calls would be missed
         problems.append(Problem("observe.alloc", "no [observe] alloc on PostgreSQL (not supported yet)", "alloc",
@@ -66,35 +52,6 @@ def file_problems(spec: ExperimentFile) -> list[Problem]:
 def build_problems(builds: dict[str, BuildSpec]) -> list[Problem]:
     """A build of MariaDB's kind (a cmake tree, a package, a mariadb version) on PostgreSQL."""
     return [problem for name, spec in builds.items() for problem in _build(f"builds.{name}", spec)]
-
-
-def _dataset(spec: ExperimentFile) -> list[Problem]:
-    given = spec.dataset.model_fields_set
-    if spec.workload.tool == "pgbench":
-        if "test" not in spec.workload.model_fields_set:
-            return [
-                Problem(
-                    "workload.test",
-                    "a pgbench test",
-                    "none (sysbench's oltp_read_only is the default)",
-                    'test = "select-only" (or tpcb-like, simple-update, or a script path)',
-                )
-            ]
-        sysbench_keys = sorted(given & {"tables", "table_size"})
-        if sysbench_keys:
-            return [
-                Problem(
-                    f"dataset.{sysbench_keys[0]}",
-                    "scale (pgbench's dataset), not sysbench's tables",
-                    sysbench_keys[0],
-                    "write [dataset] scale = N: pgbench -i -s N, 100,000 rows per unit",
-                )
-            ]
-        return []  # fmt: skip
-    if spec.dataset.scale is not None:
-        return [Problem("dataset.scale", "tables and table_size with sysbench", f"scale = {spec.dataset.scale}",
-                        'scale is pgbench\'s: set tool = "pgbench", or use tables/table_size')]  # fmt: skip
-    return []
 
 
 def _build(key: str, spec: BuildSpec) -> list[Problem]:

@@ -23,8 +23,7 @@ from typing import Any
 
 from perflab.run import dataset
 from perflab.run.proc import call, clean_env
-from perflab.run.workloads import pgbench, sysbench
-from perflab.servers.postgresql.server import PORT, SUPERUSER, PostgreSQL, pg_binary
+from perflab.servers.postgresql.server import PostgreSQL
 from perflab.spec.builds import BuildSpec
 
 GCOV = "gcov"
@@ -51,31 +50,10 @@ def train(runner: Any, build: Any, spec: BuildSpec, snapshot: dataset.Snapshot, 
 
 
 def command(exp: Any, server: PostgreSQL, seconds: int) -> list[str]:
-    clients = max(exp.workload.threads)
-    if exp.workload.tool == "pgbench":
-        return pgbench.argv(
-            exp.workload.test,
-            socket_dir=server.rundir,
-            port=PORT,
-            user=SUPERUSER,
-            clients=clients,
-            jobs=clients,
-            seconds=seconds,
-            log_prefix=None,  # a training run needs no per-transaction log
-            options=exp.workload.options,
-            binary=pg_binary("pgbench"),
-        )
-    return sysbench.argv(
-        exp.workload.test,
-        "run",
-        socket=server.rundir,
-        tables=exp.dataset.tables,
-        table_size=exp.dataset.table_size,
-        threads=clients,
-        seconds=seconds,
-        options=exp.workload.options,
-        driver="pgsql",
-    )
+    """The experiment's workload (run/workloads/): pgbench, or sysbench's pgsql driver."""
+    from perflab.run import workloads
+
+    return workloads.of(exp).training_argv(exp, server, seconds)
 
 
 def collect(gcov: Path) -> int:

@@ -1,0 +1,127 @@
+"""tool = "go-tpc": TPC-C through the real go-tpc v1.0.7 (`make go-tpc`) against a real MariaDB
+that perflab starts, end to end with `perflab run`: one warehouse prepared once (go-tpc tpcc
+prepare) and restored into every cell, NOPM per second from go-tpc's --interval 1s reports,
+warm-up detection and verdicts as for sysbench. PostgreSQL: refused (go-tpc 1.0.7 speaks MySQL's
+protocol only), and a missing go-tpc is exit 3 naming its make target."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, perflab
+from tests.integration.helpers import processes, write_experiment
+
+WARMUP, DURATION = 2, 4
+
+TPCC = f"""
+[experiment]
+name = "it-tpcc"
+duration = "{DURATION}s"
+warmup = "{WARMUP}s"
+repeats = 2
+{{server}}
+[workload]
+tool = "go-tpc"
+test = "tpcc"
+warehouses = 1
+threads = [2]
+
+[variants.allocator]
+glibc    = {{{{}}}}
+jemalloc = {{{{ preload = "jemalloc" }}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def tpcc_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]:
+    tmp = tmp_path_factory.mktemp("tpcc")
+    spec = write_experiment(tmp / "tpcc.toml", TPCC.format(server=""))
+    out = tmp / "results"
+    done = perflab("run", str(spec), "-o", str(out), timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = perflab("export", str(out), "--format", "json")
+    assert exported.returncode == 0, exported.stderr
+    return out, json.loads(exported.stdout), done.stdout + done.stderr
+
+
+def test_every_cell_ran_sequentially_on_the_prepared_warehouse(tpcc_run):
+    out, doc, printed = tpcc_run
+    cells = doc["cells"]
+    assert len(cells) == 4 and all(c["status"] == "ok" for c in cells), [c.get("error") for c in cells]
+    assert doc["run"]["design_reason"].startswith("sequential: go-tpc")
+    assert doc["run"]["throughput"]["metric"] == "NOPM"
+    assert "NOPM mean" in printed and "go-tpc v1.0.7" in printed
+    prepared = (out / "logs" / "prepare.txt").read_text()
+    assert "creating table warehouse" in prepared and "creating table order_line" in prepared
+    assert (
+        not processes("go-tpc")
+        and not processes("mariadbd")
+        or all("perflab" not in cmd for _, cmd in processes("mariadbd"))
+    )
+
+
+def test_nopm_per_second_adds_up_to_the_window_summary(tpcc_run):
+    out, doc, _ = tpcc_run
+    for cell in doc["cells"]:
+        intervals = cell["intervals"]
+        steady = [iv for iv in intervals if not iv["warmup"]]
+        assert [iv["t"] for iv in intervals] == list(range(1, len(intervals) + 1))
+        # go-tpc's last report may be lost at its exit: the window holds DURATION - 1 or DURATION seconds
+        assert DURATION - 1 <= len(steady) <= DURATION
+        summary = cell["summary"]
+        assert summary["total_time_s"] == len(steady)
+        assert summary["qps"] == pytest.approx(sum(iv["qps"] for iv in steady) / len(steady), rel=0.001)
+        assert summary["queries"] == pytest.approx(summary["qps"] * len(steady) / 60, abs=1)
+        types = summary["transaction_types"]
+        assert set(types) == {"DELIVERY", "NEW_ORDER", "ORDER_STATUS", "PAYMENT", "STOCK_LEVEL"}
+        assert types["NEW_ORDER"]["per_minute"] == summary["qps"] and summary["qps"] > 0
+        # TPC-C's mix: payments about as many as new orders, the other three ~4% each
+        assert 0.6 < types["PAYMENT"]["count"] / types["NEW_ORDER"]["count"] < 1.5
+        lat = summary["latency_ms"]
+        assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"] and lat["avg"] <= lat["max"]
+        # a closed loop of 2 clients: Little's law over all five types
+        mean_ms = sum(t["avg_ms"] * t["count"] for t in types.values()) / summary["transactions"]
+        assert mean_ms == pytest.approx(1000 * cell["threads"] / summary["tps"], rel=0.3)
+        stamped = (out / "logs" / f"cell-{cell['id']:04d}" / "go-tpc.txt").read_text().splitlines()
+        assert stamped and all(" | " in line for line in stamped)
+        # the server's CPU per transaction, and go-tpc's own (the client's)
+        assert cell["resources"]["server_cpu_us_per_txn"] > 0 and cell["client"]["cpu_us_per_txn"] > 0
+
+
+def test_warm_up_and_verdicts_work_as_for_sysbench(tpcc_run):
+    _, doc, _ = tpcc_run
+    for cell in doc["cells"]:
+        assert cell["window_start_s"] == WARMUP
+        assert cell["settled"] is (cell["unsettled_reason"] is None)
+        assert cell["warmup_method"] in {"mser-1", "none"}
+    jemalloc = [c for c in doc["cells"] if c["variant"]["allocator"] == "jemalloc"]
+    assert jemalloc and all("jemalloc" in c["allocator_library"] for c in jemalloc)
+    comparisons = [c for c in doc["comparisons"] if c.get("metric", "qps") == "qps"]
+    assert comparisons and {c["verdict"] for c in comparisons} <= {"faster", "slower", "equivalent", "inconclusive"}
+
+
+def test_postgresql_is_refused_before_anything_starts(tmp_path: Path):
+    spec = write_experiment(tmp_path / "pg.toml", TPCC.format(server='server = "postgresql"'))
+    done = perflab("run", str(spec), "-o", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "workload.tool" in done.stderr and "MySQL's protocol" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_go_tpc_is_exit_3_naming_the_make_target(tmp_path: Path):
+    spec = write_experiment(tmp_path / "tpcc.toml", TPCC.format(server=""))
+    code = (
+        "import sys; from perflab.run.workloads import gotpc; from perflab.errors import ToolMissingError\n"
+        "def gone(): raise ToolMissingError('go-tpc not found', gotpc.GET)\n"
+        "gotpc.go_tpc_binary = gone\n"
+        "from perflab.cli import main; sys.argv = ['perflab', 'run', sys.argv[1], '-o', sys.argv[2]]; main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(spec), str(tmp_path / "out")], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT, check=False)  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "(tool) go-tpc" in done.stderr and "make go-tpc" in done.stderr
