@@ -160,6 +160,10 @@ class Connection:
         """Start argv; read its stdout with the RemoteProcess as it runs."""
         return RemoteProcess(self, self.call(_awaited(self._conn.create_process(shlex.join(argv))), 30))
 
+    def local_address(self) -> str:
+        """This machine's address on this connection: where the host reaches us (a server's bind address)."""
+        return str(self._conn.get_extra_info("sockname")[0])
+
     def put(self, local: Path, remote: str) -> None:
         """Copy one local file to `remote` over SFTP."""
         self.call(self._put(local, remote), 300)

@@ -77,6 +77,7 @@ class CellRunner:
         self.check_space = SpaceCheck(results.dir)
         # server binaries: None -> the installed one; a [builds] name -> its Build or why it failed
         self.builds: dict[str | None, Build | BuildError] = {}
+        self.remote: Any = None  # the client on another host, while a run has one (run/remote_client.py)
 
     @property
     def sysbench_defaults(self) -> dict[str, str]:
@@ -224,6 +225,8 @@ class CellRunner:
             build=build,
         )
         server.aslr = cell.aslr
+        if self.remote is not None:  # the server listens where the client host reaches it, only there
+            self.kind.listen_on(server, self.remote.address)
         return server
 
     def new_row(self, cell: Cell) -> dict[str, Any]:
@@ -265,6 +268,10 @@ class CellRunner:
         counters cover. Returns (intervals, RSS samples, the row's measured fields); with
         [observe] status, the fields hold its series as `status_samples` (the caller stores it)."""
         spec = self.exp.file
+        if self.remote is not None:
+            from perflab.run import remote_client
+
+            return remote_client.measure(self, cell, server, logs)
         own = self.kind.measure(self, cell, server, logs)  # PostgreSQL: servers/postgresql/cell.py
         if own is not None:
             return own

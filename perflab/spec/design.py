@@ -81,6 +81,8 @@ def sequential_reason(spec: ExperimentFile) -> str | None:
     refusal = servers.kind(e.server).interleaved_refusal
     if refusal:
         return f"sequential: {refusal}"
+    if e.client_host is not None:
+        return f"sequential: the client runs on host {e.client_host} (turns are taken by local clients only)"
     if spec.workload.tool != "sysbench":
         return f"sequential: {spec.workload.tool}'s transactions are not counted per turn (sysbench's are)"
     if e.pin:

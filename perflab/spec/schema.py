@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from perflab import allocators, elf
+from perflab.hosts.target import TARGET_FORM, parse_target
 from perflab.spec.builds import BuildSpec
 from perflab.spec.fields import (
     AUTO_FIELDS,
@@ -51,7 +52,6 @@ from perflab.spec.fields import (
 from perflab.spec.matrix import merge, merge_client, merge_switches
 from perflab.spec.problems import short
 from perflab.units import parse_size
-
 
 DEFAULT_BUDGET_S = 600.0  # [experiment] budget's default: 10 minutes
 
@@ -103,6 +103,9 @@ class ExperimentSection(_Strict):
     # sequential, with the reason recorded (meta `design_reason`)
     design: Literal["sequential", "interleaved"] | None = None
     slice: Duration = 0.1
+    # remote hosts (docs/hosts.md): a [hosts.NAME] each; unset: this machine
+    server_host: str | None = None
+    client_host: str | None = None
 
     @property
     def window_start(self) -> float:
@@ -419,8 +422,24 @@ class ObserveSection(_Strict):
     host_speed: StrictBool | None = None
 
 
+class HostSection(_Strict):
+    """[hosts.NAME]: a machine reached over SSH (docs/hosts.md); identity and options from the ssh config."""
+
+    ssh: str  # user@address[:port]
+
+    @field_validator("ssh")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        try:
+            parse_target(value)
+        except ValueError:
+            raise PydanticCustomError("perflab", "{expected}", {"expected": TARGET_FORM, "found": repr(value)}) from None
+        return value
+
+
 class ExperimentFile(_Strict):
     experiment: ExperimentSection
+    hosts: dict[Annotated[str, AfterValidator(check_label)], HostSection] = {}
     dataset: DatasetSection = DatasetSection()
     workload: WorkloadSection = WorkloadSection()
     server_options: ServerOptions = {}

@@ -26,7 +26,9 @@ def test_targets_parse(text: str, target: SshTarget) -> None:
     assert parse_target(text) == target
 
 
-@pytest.mark.parametrize("text", ["db1", "root@", "@db1", "root@db1:0", "root@db1:70000", "root@db 1", "-oProxyCommand=x@h"])
+@pytest.mark.parametrize(
+    "text", ["db1", "root@", "@db1", "root@db1:0", "root@db1:70000", "root@db 1", "-oProxyCommand=x@h"]
+)
 def test_bad_targets_say_the_form(text: str) -> None:
     with pytest.raises(ValueError, match="user@address"):
         parse_target(text)

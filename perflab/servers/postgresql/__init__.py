@@ -152,6 +152,14 @@ class PostgreSQLKind(Kind):
 
         return rules.build_problems(builds)
 
+    remote_client_refusal = "PostgreSQL listens on its socket only (listen_addresses = ''): TCP is not built yet"
+
+    def listen_on(self, server: Any, address: str) -> None:
+        raise NotImplementedError(self.remote_client_refusal)
+
+    def remote_login(self, server: Any, password: str) -> dict[str, str]:
+        raise NotImplementedError(self.remote_client_refusal)
+
     def host_versions(self) -> dict[str, list[str]]:
         from perflab.servers.postgresql.server import PG_BIN
 

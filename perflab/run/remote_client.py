@@ -1,0 +1,187 @@
+"""A cell's client on another host (`[experiment] client_host`, docs/hosts.md): sysbench runs there
+over SSH against this machine's server, which listens only on the address the host reaches us by,
+with a login whose password is made for the run. sysbench's output is streamed back line by line
+into the cell's local `sysbench.txt`, so the start watch, the deadline and the parsers are the local
+client's (run/client.py). The connection options (password included) go to a file readable by
+root only in the host's run directory (`--config-file`), never on a command line.
+
+Recorded per cell (`client` fields): the host, the bytes its network interface toward the server
+moved per transaction over the window, and the round trip to the host (its clock reading, ms).
+
+    remote = RemoteClient.open(hosts, "load", kind)   # in the scheduler, for the whole run
+    intervals, rss, fields = measure(runner, cell, server, logs)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+from perflab.errors import HostLostError
+from perflab.hosts.rundir import RunDir
+from perflab.hosts.session import Hosts
+from perflab.hosts.target import parse_target
+from perflab.run import accounting, client
+from perflab.run.observers.resources import RssSampler, StealSampler
+from perflab.run.workloads import sysbench
+from perflab.spec import Cell
+
+
+@dataclass
+class RemoteClient:
+    hosts: Hosts
+    name: str
+    address: str  # this machine's address as the host reaches it: the server's bind address
+    password: str  # the run's login (hex)
+    sysbench: str  # its path on the host
+    interface: str | None  # the host's interface toward `address`
+
+    @classmethod
+    def open(cls, hosts: Hosts, name: str, packages: dict[str, str]) -> RemoteClient:
+        """ToolMissingError (exit 3) naming the package when the host lacks the client."""
+        hosts.require(name, packages)
+        link = hosts.link(name)
+        address = link.local_address()
+        found = link.run(["sh", "-c", "command -v sysbench"]).stdout.strip()
+        route = link.run(["ip", "-o", "route", "get", address]).stdout.split()
+        interface = route[route.index("dev") + 1] if "dev" in route[:-1] else None
+        return cls(hosts, name, address, secrets.token_hex(16), found or "sysbench", interface)
+
+    @property
+    def rundir(self) -> RunDir:
+        return self.hosts.rundir(self.name)
+
+    def write_config(self, options: dict[str, str], order: int) -> str:
+        """sysbench's connection options in a file only root reads, on the host; its path."""
+        path = f"{self.rundir.path}/sysbench-{order:04d}.conf"
+        text = "".join(f"{key}={value}\n" for key, value in options.items())
+        self.hosts.link(self.name).run(["sh", "-c", 'umask 077; cat > "$0"', path], stdin=text)
+        return path
+
+    def net_bytes(self) -> int | None:
+        """Bytes received plus sent by the host's interface toward the server, now."""
+        text = self.hosts.link(self.name).run(["cat", "/proc/net/dev"]).stdout
+        for line in text.splitlines():
+            name, _, counters = line.partition(":")
+            if name.strip() == self.interface and counters.split():
+                fields = counters.split()
+                return int(fields[0]) + int(fields[8])
+        return None
+
+    def fields(self, before: int | None, after: int | None, transactions: int) -> dict[str, Any]:
+        moved = after - before if before is not None and after is not None else None
+        rtt = self.hosts.hosts[self.name].clock_start.rtt_s
+        return {
+            "host": self.name,
+            "address": self.address,
+            "interface": self.interface,
+            "network_bytes": moved,
+            "bytes_per_txn": round(moved / transactions, 1) if moved is not None and transactions else None,
+            "rtt_ms": round(rtt * 1000, 3),
+        }
+
+
+class RemoteChild:
+    """sysbench on the host, as run/client.py drives a local Child: poll, wait, kill, `started`;
+    its output (stderr merged) copied into `out` as it comes."""
+
+    def __init__(self, rundir: RunDir, argv: list[str], out: Path) -> None:
+        self.rundir, self.rusage = rundir, None  # no rusage: its CPU is the other host's
+        self.started = time.monotonic()
+        self.lost: str | None = None
+        self._code: int | None = None
+        self._done = threading.Event()
+        self.proc, self.pid = rundir.start(["sh", "-c", 'exec "$@" 2>&1', "sh", *argv])
+        self._thread = threading.Thread(target=self._pump, args=(out,), name="remote-client", daemon=True)
+        self._thread.start()
+
+    def _pump(self, out: Path) -> None:
+        try:
+            with out.open("w", encoding="utf-8") as sink:
+                for line in self.proc.lines():
+                    sink.write(line)
+                    sink.flush()
+            status = self.proc.wait(timeout=30).status
+            self._code = status if status is not None else -9
+        except (HostLostError, TimeoutError) as exc:
+            self.lost = getattr(exc, "message", None) or f"host {self.rundir.link.name}: {exc}"
+            self._code = -9
+        finally:
+            self._done.set()
+
+    def poll(self) -> int | None:
+        return self._code if self._done.is_set() else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"sysbench on {self.rundir.link.name} still running after {timeout}s")
+        assert self._code is not None
+        return self._code
+
+    def kill(self) -> None:
+        if not self._done.is_set():
+            with contextlib.suppress(HostLostError):
+                self.rundir.signal(self.pid, "KILL")
+            self._done.wait(10)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict[str, Any]], list, dict[str, Any]]:
+    """run/cell.py's measure with the client on the remote host: the server's resources as always;
+    the client's network per transaction instead of its CPU (which is the other host's)."""
+    remote: RemoteClient = runner.remote
+    spec = runner.exp.file
+    warmup, seconds = client.window_seconds(spec)
+    config = remote.write_config(runner.kind.remote_login(server, remote.password), cell.order)
+    command = client.argv(spec, cell, server.socket, connect=[f"--config-file={config}"], binary=remote.sysbench)
+    out, margin = logs / "sysbench.txt", spec.experiment.timeout_margin
+    with StealSampler() as steal, RemoteChild(remote.rundir, command, out) as child:
+        origin = client.StartWatch(out, child, margin).wait()
+        if warmup:
+            client.sleep_until(origin + warmup, child)
+        start, before = accounting.WindowStart.take(server.pid, None), remote.net_bytes()
+        with RssSampler(server.pid) as rss:
+            code = client.wait(child, warmup + seconds, margin)
+        end, after = accounting.WindowEnd.take(start, server.pid), remote.net_bytes()
+    if child.lost:
+        raise HostLostError(child.lost, "the host's cells fail; `perflab doctor --clean` once it is back")
+    summary, intervals = client.read_output(out, code, warmup)
+    measured = {
+        "steal": lambda a, b: steal.cores(origin + a, origin + b),
+        "summary": summary.to_dict(),
+        "resources": {
+            **accounting.resources(start, end, None, summary.transactions, rss),
+            "pss_end_bytes": runner.kind.pss_bytes(server),
+        },
+        "sysbench_options": sysbench.effective_options(runner.sysbench_defaults, command),
+        "client": remote.fields(before, after, summary.transactions),
+    }
+    return intervals, rss.samples, measured
+
+
+@contextlib.contextmanager
+def client_host(runner: Any, workdir: Path) -> Iterator[None]:
+    """The run's client host, connected for the whole run (run/scheduler.py): `runner.remote` is set
+    inside; the hosts' clocks and fingerprints go to the run's meta `hosts` at the start and the end."""
+    spec = runner.exp.file
+    name = spec.experiment.client_host
+    with Hosts({name: parse_target(spec.hosts[name].ssh)}, workdir) as hosts:
+        runner.remote = RemoteClient.open(hosts, name, runner.kind.remote_packages)
+        runner.results.set_meta(hosts=hosts.meta())
+        try:
+            yield
+        finally:
+            runner.remote = None
+            hosts.measure_end()
+            runner.results.set_meta(hosts=hosts.meta())
