@@ -1,0 +1,95 @@
+"""A sysbench client on another host (`client_host`, docs/hosts.md) against a local mariadbd, the
+host being a network namespace with its own sshd (sshhosts.py): the run ends with its cells
+measured over the veth, the server listening on the link's address only, the client's network per
+transaction and round trip recorded, the hosts' clocks and fingerprints in the meta, and nothing
+left on the host. A host without sysbench: exit 3 naming the package."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.helpers import write_experiment
+from tests.integration.sshhosts import SshLab
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENT = """
+[experiment]
+name = "it-remote"
+duration = "3s"
+warmup = "1s"
+repeats = 1
+client_host = "load"
+
+[hosts.load]
+ssh = "{ssh}"
+
+[dataset]
+tables = 1
+table_size = 2000
+
+[workload]
+test = "oltp_point_select"
+threads = [2]
+
+[variants.log]
+OFF = {{}}
+"""
+
+
+def _perflab(lab: SshLab, tmpfs: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**lab.env(), "PERFLAB_TMPFS": str(tmpfs)}
+    return subprocess.run([sys.executable, "-m", "perflab", *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=300, check=False)  # fmt: skip
+
+
+def _in_namespace(lab: SshLab, name: str) -> list[str]:
+    return [Path(f"/proc/{p}/comm").read_text().strip() for p in lab.hosts[name].pids() if Path(f"/proc/{p}").exists()]
+
+
+def test_a_client_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    load = ssh_lab.hosts["load"]
+    spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh))
+    out = tmp_path / "results"
+    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    cell = exported["cells"][0]
+    assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0
+    client = cell["client"]
+    local_address = load.address.rsplit(".", 1)[0] + ".1"  # this side of the veth
+    assert client["host"] == "load" and client["address"] == local_address and client["interface"] == "eth0"
+    # a point select and its answer over TCP: some hundreds of bytes, not the SSH stream's few per transaction
+    assert 100 < client["bytes_per_txn"] < 5000, client
+    assert 0 < client["rtt_ms"] < 50
+    options = cell["sysbench_options"]  # the password is in the host's config file, not on a command line
+    assert not options.get("mysql_password") and options["config_file"].endswith("sysbench-0000.conf")
+    assert f"bind-address={local_address}\n" in (out / "logs" / "cell-0000" / "my.cnf").read_text()
+    log = (out / "logs" / "cell-0000" / "error.log").read_text()
+    assert f"Server socket created on IP: '{local_address}'" in log and "IP: '0.0.0.0'" not in log
+    meta = exported["hosts"]
+    assert meta["version"] == 1 and meta["hosts"]["load"]["clock"]["end"]["error_s"] < 0.05
+    assert meta["hosts"]["load"]["fingerprint"]["packages"]["sysbench"]
+    assert _in_namespace(ssh_lab, "load") == ["sshd"]  # nothing the run started is left on the host
+    assert not Path(meta["hosts"]["load"]["dir"]).exists()
+
+
+def test_a_host_without_sysbench_exits_3_naming_the_package(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    load = ssh_lab.hosts["load"]
+    hidden = tmp_path / "hide"  # sysbench hidden on the host only: its sessions get a PATH without it
+    hidden.mkdir()
+    for tool in ("sh", "cat", "setsid", "mktemp", "rm", "test", "kill", "bash", "ip", "grep", "tr", "uname",
+                 "getconf", "dpkg-query", "sleep"):  # fmt: skip
+        found = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True, check=False)
+        if found.stdout.strip().startswith("/"):
+            os.symlink(found.stdout.strip(), hidden / tool)
+    env_file = ssh_lab.dir / "load" / "sshd_config"
+    env_file.write_text(env_file.read_text() + f"SetEnv PATH={hidden}\n")
+    subprocess.run(["kill", "-HUP", str(load.sshd.pid)], check=True)
+    spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh))
+    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "host load has no sysbench" in done.stderr and "apt-get install sysbench" in done.stderr
