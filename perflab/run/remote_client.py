@@ -108,6 +108,8 @@ class RemoteChild:
                     sink.write(line)
                     sink.flush()
             status = self.proc.wait(timeout=30).status
+            if status is None:  # no exit status: the connection ended under it (a host that dropped off)
+                self.lost = f"host {self.rundir.link.name}: the connection ended before sysbench did"
             self._code = status if status is not None else -9
         except (HostLostError, TimeoutError) as exc:
             self.lost = getattr(exc, "message", None) or f"host {self.rundir.link.name}: {exc}"

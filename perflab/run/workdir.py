@@ -43,7 +43,22 @@ def work_dir(base: Path | None = None) -> Iterator[Path]:
         with recording_pids(path / "pids"):
             yield path
     finally:
+        _remove_workdir(path)
+
+
+KEPT = ("hosts.json", "owner.pid")  # what a run whose remote host dropped off leaves for doctor --clean
+
+
+def _remove_workdir(path: Path) -> None:
+    """Remove the run's work directory; where hosts.json still names a remote host that could not be
+    cleaned (it dropped off), keep that record and the owner's pid, so that `perflab doctor --clean`
+    (or the next run) cleans the host once it is back."""
+    if not (path / "hosts.json").exists():
         shutil.rmtree(path, ignore_errors=True)
+        return
+    for entry in path.iterdir():
+        if entry.name not in KEPT:
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
 
 
 def live_owner(workdir: Path) -> int | None:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.integration.helpers import write_experiment
@@ -93,3 +95,61 @@ def test_a_host_without_sysbench_exits_3_naming_the_package(ssh_lab: SshLab, tmp
     done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
     assert done.returncode == 3, done.stdout + done.stderr
     assert "host load has no sysbench" in done.stderr and "apt-get install sysbench" in done.stderr
+
+
+def _wait_for(predicate, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _started(out: Path) -> bool:
+    return any("Threads started!" in p.read_text(errors="replace") for p in out.glob("logs/cell-*/sysbench.txt"))
+
+
+def test_a_host_that_drops_off_fails_its_cells_and_the_run_ends(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    load = ssh_lab.hosts["load"]
+    body = EXPERIMENT.format(ssh=load.ssh).replace("repeats = 1", "repeats = 2").replace('"3s"', '"6s"')
+    spec, out = write_experiment(tmp_path / "remote.toml", body), tmp_path / "results"
+    env = {**ssh_lab.env(), "PERFLAB_TMPFS": str(tmpfs("shm", "1G"))}
+    run = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], env=env, cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        assert _wait_for(lambda: _started(out), 120), "the first cell's client never started"
+        load.drop()  # its sshd and every session: the host is gone mid-cell
+        text, _ = run.communicate(timeout=180)
+    finally:
+        run.kill()
+    assert run.returncode == 1, text  # cells failed; the run itself ended normally
+    cells = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    assert [c["status"] for c in cells] == ["failed", "failed"]
+    assert all("host load" in c["error"] for c in cells), [c["error"] for c in cells]
+    assert "2 of 2 cells failed" in text
+    # the local record of what is left on the host, for `perflab doctor --clean` once it is back
+    records = [json.loads(p.read_text()) for p in Path(env["PERFLAB_TMPFS"]).glob("perflab-*/hosts.json")]
+    assert [[p["name"] for p in r] for r in records] == [["load"]]
+    shutil.rmtree(records[0][0]["path"])  # the test's own cleanup: the namespace shares this filesystem
+
+
+def test_sigkill_mid_run_then_doctor_clean_leaves_nothing_on_the_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    load = ssh_lab.hosts["load"]
+    body = EXPERIMENT.format(ssh=load.ssh).replace('"3s"', '"30s"')
+    spec, out, shm = write_experiment(tmp_path / "remote.toml", body), tmp_path / "results", tmpfs("shm", "1G")
+    env = {**ssh_lab.env(), "PERFLAB_TMPFS": str(shm)}
+    run = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], env=env, cwd=ROOT,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        assert _wait_for(lambda: "sysbench" in _in_namespace(ssh_lab, "load"), 120)
+    finally:
+        run.kill()
+        run.wait(timeout=30)
+    left = [Path(p["path"]) for w in shm.glob("perflab-*") for p in json.loads((w / "hosts.json").read_text())]
+    assert len(left) == 1 and left[0].is_dir()  # the local record names the host's run directory
+    done = subprocess.run([sys.executable, "-m", "perflab", "doctor", "--clean"], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0 and f"removed load:{left[0]}" in done.stdout, done.stdout + done.stderr
+    assert not left[0].exists() and not list(shm.glob("perflab-*"))
+    assert _wait_for(lambda: _in_namespace(ssh_lab, "load") == ["sshd"], 10), _in_namespace(ssh_lab, "load")
