@@ -145,8 +145,9 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     remote: RemoteClient = runner.remote
     spec = runner.exp.file
     warmup, seconds = client.window_seconds(spec)
-    config = remote.write_config(runner.kind.remote_login(server, remote.password), cell.order)
-    command = client.argv(spec, cell, server.socket, connect=[f"--config-file={config}"], binary=remote.sysbench)
+    login = runner.kind.remote_login(server, remote.password)
+    connect = [f"--db-driver={login.pop('db-driver')}", f"--config-file={remote.write_config(login, cell.order)}"]
+    command = client.argv(spec, cell, server.socket, connect=connect, binary=remote.sysbench)
     out, margin = logs / "sysbench.txt", spec.experiment.timeout_margin
     with StealSampler() as steal, RemoteChild(remote.rundir, command, out) as child:
         origin = client.StartWatch(out, child, margin).wait()

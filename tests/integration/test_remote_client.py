@@ -6,6 +6,7 @@ left on the host. A host without sysbench: exit 3 naming the package."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -49,7 +50,12 @@ def _perflab(lab: SshLab, tmpfs: Path, *args: str) -> subprocess.CompletedProces
 
 
 def _in_namespace(lab: SshLab, name: str) -> list[str]:
-    return [Path(f"/proc/{p}/comm").read_text().strip() for p in lab.hosts[name].pids() if Path(f"/proc/{p}").exists()]
+    """The command names of the processes in host `name`'s namespace (one that just exited is left out)."""
+    names = []
+    for pid in lab.hosts[name].pids():
+        with contextlib.suppress(OSError):
+            names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+    return names
 
 
 def test_a_client_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
@@ -95,6 +101,25 @@ def test_a_host_without_sysbench_exits_3_naming_the_package(ssh_lab: SshLab, tmp
     done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
     assert done.returncode == 3, done.stdout + done.stderr
     assert "host load has no sysbench" in done.stderr and "apt-get install sysbench" in done.stderr
+
+
+def test_a_postgresql_client_on_another_host_over_tcp(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    load = ssh_lab.hosts["load"]
+    body = EXPERIMENT.format(ssh=load.ssh).replace(
+        'client_host = "load"', 'client_host = "load"\nserver = "postgresql"'
+    )
+    spec, out, shm = write_experiment(tmp_path / "pg.toml", body), tmp_path / "results", tmpfs("shm", "1G")
+    shm.parent.chmod(0o755)  # the postgres user must reach its directories
+    done = _perflab(ssh_lab, shm, "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    local_address = load.address.rsplit(".", 1)[0] + ".1"
+    assert cell["status"] == "ok" and cell["summary"]["qps"] > 100
+    assert cell["sysbench_options"]["db_driver"] == "pgsql" and not cell["sysbench_options"].get("pgsql_password")
+    assert cell["client"]["address"] == local_address and 100 < cell["client"]["bytes_per_txn"] < 5000
+    conf = (out / "logs" / "cell-0000" / "postgresql.conf").read_text()
+    assert f"listen_addresses = '{local_address}'" in conf, conf
+    assert _in_namespace(ssh_lab, "load") == ["sshd"]
 
 
 def _wait_for(predicate, seconds: float) -> bool:

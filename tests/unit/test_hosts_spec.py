@@ -69,8 +69,15 @@ def test_what_a_remote_client_does_not_support_yet() -> None:
         rest=HOSTS + "[observe]\nperf = true\nstatus = true\n",
     )
     assert set(found) >= {"experiment.design", "experiment.server_host", "observe.perf", "observe.status"}
-    pg = problems('client_host = "load"\nserver = "postgresql"')
-    assert "a server that takes remote clients" in pg["experiment.client_host"]
+    assert parse('client_host = "load"\nserver = "postgresql"').file.experiment.server == "postgresql"  # sysbench
+    pgbench = (
+        BASE.format(experiment='client_host = "load"\nserver = "postgresql"', rest=HOSTS)
+        .replace('test = "oltp_point_select"', 'tool = "pgbench"\ntest = "select-only"')
+        .replace("tables = 1\ntable_size = 1000", "scale = 1")
+    )
+    with pytest.raises(SpecError) as exc:
+        spec.parse(pgbench)
+    assert [p.path for p in exc.value.problems] == ["workload.tool"]
 
 
 def test_the_cli_exits_2_on_an_unknown_host(tmp_path: Path) -> None:
