@@ -100,7 +100,8 @@ def test_a_host_without_sysbench_exits_3_naming_the_package(ssh_lab: SshLab, tmp
     spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh))
     done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
     assert done.returncode == 3, done.stdout + done.stderr
-    assert "host load has no sysbench" in done.stderr and "apt-get install sysbench" in done.stderr
+    assert "hosts.load: expected sysbench installed on host load, found not installed" in done.stderr, done.stderr
+    assert "apt-get install sysbench" in done.stderr and not (tmp_path / "results").exists()  # nothing started
 
 
 def test_a_postgresql_client_on_another_host_over_tcp(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
@@ -178,3 +179,12 @@ def test_sigkill_mid_run_then_doctor_clean_leaves_nothing_on_the_host(ssh_lab: S
     assert done.returncode == 0 and f"removed load:{left[0]}" in done.stdout, done.stdout + done.stderr
     assert not left[0].exists() and not list(shm.glob("perflab-*"))
     assert _wait_for(lambda: _in_namespace(ssh_lab, "load") == ["sshd"], 10), _in_namespace(ssh_lab, "load")
+
+
+def test_an_unreachable_client_host_exits_3_before_anything_starts(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    load = ssh_lab.hosts["load"]
+    load.drop()
+    spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh))
+    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert f"host load ({load.ssh}) is unreachable" in done.stderr and not (tmp_path / "results").exists()
