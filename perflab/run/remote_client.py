@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TextIO
 
 from perflab.errors import HostLostError
 from perflab.hosts.rundir import RunDir
@@ -97,13 +97,18 @@ class RemoteChild:
         self.lost: str | None = None
         self._code: int | None = None
         self._done = threading.Event()
-        self.proc, self.pid = rundir.start(["sh", "-c", 'exec "$@" 2>&1', "sh", *argv])
-        self._thread = threading.Thread(target=self._pump, args=(out,), name="remote-client", daemon=True)
+        sink = out.open("w", encoding="utf-8")  # before the start watch reads it
+        try:
+            self.proc, self.pid = rundir.start(["sh", "-c", 'exec "$@" 2>&1', "sh", *argv])
+        except BaseException:
+            sink.close()
+            raise
+        self._thread = threading.Thread(target=self._pump, args=(sink,), name="remote-client", daemon=True)
         self._thread.start()
 
-    def _pump(self, out: Path) -> None:
+    def _pump(self, sink: TextIO) -> None:
         try:
-            with out.open("w", encoding="utf-8") as sink:
+            with sink:
                 for line in self.proc.lines():
                     sink.write(line)
                     sink.flush()

@@ -64,6 +64,7 @@ def test_a_client_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     out = tmp_path / "results"
     done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
+    assert f"client on host load ({load.ssh}): " in done.stdout and "same fingerprint as this machine" in done.stdout
     exported = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
     cell = exported["cells"][0]
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0

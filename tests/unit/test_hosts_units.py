@@ -4,6 +4,7 @@ parsers over a recorded machine, and the local record doctor --clean reads."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -56,14 +57,14 @@ def test_alignment_is_refused_past_50_ms() -> None:
 class RecordedMachine:
     """A Probe answering from recorded files and commands."""
 
-    files = {
+    files: ClassVar[dict[str, str]] = {
         "/proc/cpuinfo": "processor\t: 0\nmodel name\t: Ampere Altra\nmicrocode\t: 0xd\n\nprocessor\t: 1\n",
         "/proc/sys/kernel/osrelease": "6.1.0-26-arm64\n",
         "/proc/sys/kernel/hostname": "db2\n",
         "/sys/kernel/mm/transparent_hugepage/enabled": "always [madvise] never\n",
         "/sys/devices/system/cpu/smt/control": "on\n",
     }
-    commands = {
+    commands: ClassVar[dict[str, str]] = {
         "uname": "aarch64\n",
         "getconf": "glibc 2.36\n",
         "grep": "/sys/devices/system/cpu/vulnerabilities/spectre_v2:Mitigation: CSV2, BHB\n"
@@ -110,3 +111,19 @@ def test_the_local_record_round_trips_and_ignores_junk(tmp_path: Path) -> None:
     assert rundir.recorded(tmp_path) == [rundir.Placement("x", "a@b", "/p")]
     (tmp_path / rundir.RECORD).write_text("not json")
     assert rundir.recorded(tmp_path) == []
+
+
+def test_the_report_line_of_a_client_host() -> None:
+    from perflab.report.phrases import host_lines
+
+    meta = {
+        "hosts": {
+            "version": 1,
+            "hosts": {"load": {"ssh": "root@10.77.1.2", "clock": {"start": {"rtt_s": 0.00042}}, "lost": None}},
+            "differences": {"thp": {"local": "madvise", "load": "always"}},
+        }
+    }
+    cells = [{"client": {"host": "load", "bytes_per_txn": 300.0}}, {"client": {"host": "load", "bytes_per_txn": 310.0}}]
+    line = "client on host load (root@10.77.1.2): 0.42 ms round trip, 305 bytes per transaction; "
+    assert host_lines(meta, cells) == [line + "differs from this machine in thp"]
+    assert host_lines({}, cells) == []
