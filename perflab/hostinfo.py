@@ -96,7 +96,7 @@ def _first_line(text: str | None) -> str | None:
 
 
 def _thp(text: str | None) -> str | None:
-    """"always [madvise] never" -> "madvise"."""
+    """ "always [madvise] never" -> "madvise"."""
     chosen = [word.strip("[]") for word in (text or "").split() if word.startswith("[")]
     return chosen[0] if chosen else None
 
@@ -120,8 +120,9 @@ def fingerprint(probe: Probe) -> dict[str, Any]:
     THP, mitigations, glibc and package versions; the same fields for this machine and a remote host."""
     cpuinfo = probe.read("/proc/cpuinfo")
     # dpkg-query exits 1 when some package is not installed, and still lists the others
-    listing = probe.run(["sh", "-c", 'dpkg-query -W -f "$0" "$@" 2>/dev/null; true', "${Package}=${Version}\\n",
-                         *FINGERPRINT_PACKAGES])
+    listing = probe.run(
+        ["sh", "-c", 'dpkg-query -W -f "$0" "$@" 2>/dev/null; true', "${Package}=${Version}\\n", *FINGERPRINT_PACKAGES]
+    )
     return {
         "hostname": _first_line(probe.read("/proc/sys/kernel/hostname")),
         "kernel": _first_line(probe.read("/proc/sys/kernel/osrelease")),

@@ -174,6 +174,8 @@ def host_lines(meta: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
         line += f": {rtt * 1000:.2f} ms round trip" if rtt is not None else ""
         line += f", {sum(per_txn) / len(per_txn):,.0f} bytes per transaction" if per_txn else ""
         fields = [f for f, values in differ.items() if name in values]
-        line += f"; differs from this machine in {', '.join(fields)}" if fields else "; same fingerprint as this machine"
+        line += (
+            f"; differs from this machine in {', '.join(fields)}" if fields else "; same fingerprint as this machine"
+        )
         lines.append(line + (f"; dropped off: {host['lost']}" if host.get("lost") else ""))
     return lines

@@ -433,7 +433,9 @@ class HostSection(_Strict):
         try:
             parse_target(value)
         except ValueError:
-            raise PydanticCustomError("perflab", "{expected}", {"expected": TARGET_FORM, "found": repr(value)}) from None
+            raise PydanticCustomError(
+                "perflab", "{expected}", {"expected": TARGET_FORM, "found": repr(value)}
+            ) from None
         return value
 
 
