@@ -92,3 +92,11 @@ def test_the_cli_exits_2_on_an_unknown_host(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 2 and "experiment.client_host" in done.stderr + done.stdout
+
+
+def test_calibrate_keeps_the_client_host() -> None:
+    from perflab.spec.aa import aa_experiment
+
+    aa = aa_experiment(parse('client_host = "load"'), rounds=4)
+    assert aa.file.experiment.client_host == "load" and aa.file.hosts["load"].ssh == "root@10.77.1.2"
+    assert aa.file.observe.host_speed is False  # no canary with a remote client (no observers there yet)
