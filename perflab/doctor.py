@@ -103,7 +103,12 @@ def _machine() -> dict[str, Any]:
         "cpus": len(os.sched_getaffinity(0)),
         "perf_event_paranoid": paranoid,
         "uid": os.geteuid(),
-        "leftovers": {"workdirs": len(stale), "processes": sum(len(p) for _, p in stale)},
+        "leftovers": {
+            "workdirs": len(stale),
+            "processes": sum(len(p) for _, p in stale),
+            # runs that left something on remote hosts (hosts.json, docs/hosts.md): --clean connects to them
+            "remote": sum(1 for path, _ in stale if (path / "hosts.json").exists()),
+        },
     }
 
 
@@ -143,7 +148,8 @@ def _machine_table(m: dict[str, Any]) -> Table:
         "leftovers of killed runs",
         "none"
         if not left["workdirs"]
-        else f"[yellow]{left['workdirs']} work dir(s), {left['processes']} live process(es)[/]: "
-        "perflab doctor --clean removes them",
+        else f"[yellow]{left['workdirs']} work dir(s), {left['processes']} live process(es)"
+        + (f", {left['remote']} with remote hosts" if left.get("remote") else "")
+        + "[/]: perflab doctor --clean removes them",
     )
     return machine

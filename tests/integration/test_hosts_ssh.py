@@ -4,6 +4,7 @@ that drops off, and `perflab doctor --clean` after a SIGKILLed perflab."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -145,6 +146,9 @@ def test_doctor_clean_stops_what_a_killed_run_left_on_its_hosts(lab: SshLab, tmp
     run.stdout.close()
     time.sleep(0.2)
     assert _alive(pid) and Path(path).is_dir()  # what a SIGKILL leaves behind on the host
+    facts = subprocess.run([sys.executable, "-m", "perflab", "doctor", "--format", "json"], capture_output=True,
+                           text=True, env=env, cwd=ROOT, timeout=120, check=False)  # fmt: skip
+    assert json.loads(facts.stdout)["machine"]["leftovers"] == {"workdirs": 1, "processes": 0, "remote": 1}
     done = subprocess.run(
         [sys.executable, "-m", "perflab", "doctor", "--clean"],
         capture_output=True,
