@@ -41,8 +41,14 @@ def _background_loop() -> asyncio.AbstractEventLoop:
 
 
 def call(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-    """Run `coro` on the SSH loop and return its result (its exception is raised here)."""
-    return asyncio.run_coroutine_threadsafe(coro, _background_loop()).result(timeout)
+    """Run `coro` on the SSH loop and return its result (its exception is raised here); TimeoutError
+    (the coroutine cancelled) when it takes longer than `timeout`."""
+    future = asyncio.run_coroutine_threadsafe(coro, _background_loop())
+    try:
+        return future.result(timeout)
+    except TimeoutError:
+        future.cancel()
+        raise
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:
@@ -141,6 +147,11 @@ class Connection:
         """Run `coro`; a lost connection becomes HostLostError naming the host."""
         try:
             return call(coro, timeout)
+        except TimeoutError:
+            raise HostLostError(
+                f"host {self.name} ({self.target}) did not answer within {timeout:g} s",
+                "check the host and the network; `perflab doctor --clean` stops what was left there",
+            ) from None
         except (asyncssh.Error, OSError, EOFError) as exc:
             raise HostLostError(
                 f"host {self.name} ({self.target}) dropped off: {exc or type(exc).__name__}",

@@ -15,6 +15,7 @@ moved per transaction over the window, and the round trip to the host (its clock
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import threading
 import time
@@ -87,19 +88,45 @@ class RemoteClient:
         }
 
 
+# $0: where bash writes `times` (its children's user and system CPU) once sysbench has exited; "$@": sysbench
+_CLIENT = '"$@" 2>&1; s=$?; times > "$0"; exit $s'
+# $0: the wrapper's pid (bash); its child is sysbench: its /proc stat line, then the clock tick
+_CHILD_STAT = "c=$(cat /proc/$0/task/$0/children); cat /proc/${c%% *}/stat; getconf CLK_TCK"
+_TIMES = re.compile(r"(\d+)m([\d.]+)s\s+(\d+)m([\d.]+)s")
+
+
+def stat_cpu_s(text: str) -> float | None:
+    """user + system CPU seconds from a /proc/PID/stat line followed by CLK_TCK's line."""
+    lines = text.strip().splitlines()
+    if len(lines) != 2 or ")" not in lines[0] or not lines[1].isdigit():
+        return None
+    fields = lines[0].rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / int(lines[1]) if len(fields) > 12 else None
+
+
+def times_cpu_s(text: str) -> float | None:
+    """bash's `times`: the second line (its children's) "0m1.234s 0m0.567s" -> 1.801."""
+    found = _TIMES.findall(text)
+    if len(found) < 2:
+        return None
+    um, us, sm, ss = found[1]
+    return int(um) * 60 + float(us) + int(sm) * 60 + float(ss)
+
+
 class RemoteChild:
     """sysbench on the host, as run/client.py drives a local Child: poll, wait, kill, `started`;
     its output (stderr merged) copied into `out` as it comes."""
 
     def __init__(self, rundir: RunDir, argv: list[str], out: Path) -> None:
-        self.rundir, self.rusage = rundir, None  # no rusage: its CPU is the other host's
+        self.rundir, self.rusage = rundir, None  # no rusage here: its CPU is the other host's (cpu_s)
+        self.times = f"{rundir.path}/times-{out.parent.name}"  # bash's `times` once sysbench has exited
         self.started = time.monotonic()
         self.lost: str | None = None
         self._code: int | None = None
         self._done = threading.Event()
         sink = out.open("w", encoding="utf-8")  # before the start watch reads it
         try:
-            self.proc, self.pid = rundir.start(["sh", "-c", 'exec "$@" 2>&1', "sh", *argv])
+            self.proc, self.pid = rundir.start(["bash", "-c", _CLIENT, self.times, *argv])
         except BaseException:
             sink.close()
             raise
@@ -121,6 +148,15 @@ class RemoteChild:
             self._code = -9
         finally:
             self._done.set()
+
+    def cpu_s(self) -> float | None:
+        """sysbench's CPU so far, on its host (None when it cannot be read: it has exited)."""
+        return stat_cpu_s(self.rundir.link.run(["sh", "-c", _CHILD_STAT, str(self.pid)]).stdout)
+
+    def cpu_at_exit_s(self) -> float | None:
+        """sysbench's whole CPU, from bash's `times` after it exited (None: killed, or not written)."""
+        done = self.rundir.link.run(["cat", self.times])
+        return times_cpu_s(done.stdout) if done.status == 0 else None
 
     def poll(self) -> int | None:
         return self._code if self._done.is_set() else None
@@ -159,9 +195,11 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         if warmup:
             client.sleep_until(origin + warmup, child)
         start, before = accounting.WindowStart.take(server.pid, None), remote.net_bytes()
+        cpu_before = child.cpu_s()
         with RssSampler(server.pid) as rss:
             code = client.wait(child, warmup + seconds, margin)
         end, after = accounting.WindowEnd.take(start, server.pid), remote.net_bytes()
+        cpu_after = child.cpu_at_exit_s() if not child.lost else None
     if child.lost:
         raise HostLostError(child.lost, "the host's cells fail; `perflab doctor --clean` once it is back")
     summary, intervals = client.read_output(out, code, warmup)
@@ -173,9 +211,18 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
             "pss_end_bytes": runner.kind.pss_bytes(server),
         },
         "sysbench_options": sysbench.effective_options(runner.sysbench_defaults, command),
-        "client": remote.fields(before, after, summary.transactions),
+        "client": remote.fields(before, after, summary.transactions)
+        | _cpu(cpu_before, cpu_after, summary.transactions),
     }
     return intervals, rss.samples, measured
+
+
+def _cpu(before: float | None, after: float | None, transactions: int) -> dict[str, Any]:
+    """The client's CPU over the window, on its host: at exit less at the window's start."""
+    used = after - before if before is not None and after is not None else None
+    per = accounting.per_txn(transactions)
+    return {"cpu_s": round(used, 3) if used is not None else None,
+            "cpu_us_per_txn": per(used * 1e6) if used is not None else None}  # fmt: skip
 
 
 @contextlib.contextmanager

@@ -74,6 +74,7 @@ def test_a_client_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     # a point select and its answer over TCP: some hundreds of bytes, not the SSH stream's few per transaction
     assert 100 < client["bytes_per_txn"] < 5000, client
     assert 0 < client["rtt_ms"] < 50
+    assert client["cpu_s"] > 0 and client["cpu_us_per_txn"] > 0  # sysbench's CPU, read on its host
     options = cell["sysbench_options"]  # the password is in the host's config file, not on a command line
     assert not options.get("mysql_password") and options["config_file"].endswith("sysbench-0000.conf")
     assert f"bind-address={local_address}\n" in (out / "logs" / "cell-0000" / "my.cnf").read_text()

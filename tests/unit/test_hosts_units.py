@@ -127,3 +127,13 @@ def test_the_report_line_of_a_client_host() -> None:
     line = "client on host load (root@10.77.1.2): 0.42 ms round trip, 305 bytes per transaction; "
     assert host_lines(meta, cells) == [line + "differs from this machine in thp"]
     assert host_lines({}, cells) == []
+
+
+def test_the_remote_clients_cpu_readings() -> None:
+    from perflab.run.remote_client import stat_cpu_s, times_cpu_s
+
+    stat = "4711 (sysbench) S 4700 4700 4700 0 -1 4194560 900 0 0 0 250 75 0 0 20 0 3 0 1234 0 0\n100\n"
+    assert stat_cpu_s(stat) == pytest.approx(3.25)  # (250 + 75) ticks at 100 a second
+    assert stat_cpu_s("cat: /proc/4711/stat: No such file or directory\n") is None
+    assert times_cpu_s("0m0.004s 0m0.001s\n1m2.500s 0m0.750s\n") == pytest.approx(63.25)  # the children's line
+    assert times_cpu_s("") is None
