@@ -20,7 +20,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, TextIO
 
@@ -42,6 +42,7 @@ class RemoteClient:
     password: str  # the run's login (hex)
     sysbench: str  # its path on the host
     interface: str | None  # the host's interface toward `address`
+    _copied: set[str] = field(default_factory=set)  # files copied into the run directory
 
     @classmethod
     def open(cls, hosts: Hosts, name: str, packages: dict[str, str]) -> RemoteClient:
@@ -64,6 +65,25 @@ class RemoteClient:
         text = "".join(f"{key}={value}\n" for key, value in options.items())
         self.hosts.link(self.name).run(["sh", "-c", 'umask 077; cat > "$0"', path], stdin=text)
         return path
+
+    def script(self, test: str) -> str | None:
+        """A workload given as a local .lua file, copied into the host's run directory (once); its path there."""
+        local = Path(test)
+        if not (test.endswith(".lua") and local.is_file()):
+            return None  # one of sysbench's own tests, found by the host's sysbench
+        remote = f"{self.rundir.path}/{local.name}"
+        if remote not in self._copied:
+            self.hosts.link(self.name).put(local, remote)
+            self._copied.add(remote)
+        return remote
+
+    def command(self, spec: Any, cell: Cell, socket: Path, connect: list[str]) -> tuple[list[str], str | None]:
+        """sysbench's argv on the host, and the path there of the workload's script when it is a local file."""
+        command = client.argv(spec, cell, socket, connect=connect, binary=self.sysbench)
+        script = self.script(spec.workload.test)
+        if script is not None:  # argv: [sysbench, test, ...]
+            command[1] = script
+        return command, script
 
     def net_bytes(self) -> int | None:
         """Bytes received plus sent by the host's interface toward the server, now."""
@@ -188,7 +208,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     warmup, seconds = client.window_seconds(spec)
     login = runner.kind.remote_login(server, remote.password)
     connect = [f"--db-driver={login.pop('db-driver')}", f"--config-file={remote.write_config(login, cell.order)}"]
-    command = client.argv(spec, cell, server.socket, connect=connect, binary=remote.sysbench)
+    command, script = remote.command(spec, cell, server.socket, connect)
     out, margin = logs / "sysbench.txt", spec.experiment.timeout_margin
     with StealSampler() as steal, RemoteChild(remote.rundir, command, out) as child:
         origin = client.StartWatch(out, child, margin).wait()
@@ -212,6 +232,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         },
         "sysbench_options": sysbench.effective_options(runner.sysbench_defaults, command),
         "client": remote.fields(before, after, summary.transactions)
+        | {"script": script}
         | _cpu(cpu_before, cpu_after, summary.transactions),
     }
     return intervals, rss.samples, measured

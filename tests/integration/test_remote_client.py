@@ -190,3 +190,18 @@ def test_an_unreachable_client_host_exits_3_before_anything_starts(ssh_lab: SshL
     done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
     assert done.returncode == 3, done.stdout + done.stderr
     assert f"host load ({load.ssh}) is unreachable" in done.stderr and not (tmp_path / "results").exists()
+
+
+def test_a_workload_script_of_this_machine_is_copied_to_the_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    load = ssh_lab.hosts["load"]
+    script = tmp_path / "my_select.lua"  # a copy of sysbench's own test, under a name only this machine has
+    shutil.copy("/usr/share/sysbench/oltp_point_select.lua", script)
+    body = EXPERIMENT.format(ssh=load.ssh).replace('test = "oltp_point_select"', f'test = "{script}"')
+    spec, out = write_experiment(tmp_path / "remote.toml", body), tmp_path / "results"
+    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0
+    assert cell["client"]["script"].startswith("/dev/shm/perflab-host-") and cell["client"]["script"].endswith(
+        "/my_select.lua"
+    )
