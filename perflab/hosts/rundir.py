@@ -32,12 +32,15 @@ TAG = "PERFLAB_RUN"
 # $0 = the run directory; "$@" = the argv. setsid --wait: a new session (its pid is the group's),
 # the exit status passed on. The first stdout line is the pid, for the caller.
 _WRAPPER = 'echo $$; echo $$ >> "$0/pids"; export PERFLAB_RUN="$0"; exec "$@"'
-# $1 = the run directory; $2 = the signal. Groups first, then any process still tagged with this run.
+# $1 = the run directory; $2 = the signal. Each recorded group whose leader still carries this run's tag
+# (a recycled pid belongs to someone else and is never touched), then any process still tagged.
 _STOP = r"""
 d=$1; s=$2
-[ -f "$d/pids" ] && for p in $(cat "$d/pids"); do kill -s "$s" -- "-$p" 2>/dev/null && echo "$p"; done
+tagged() { tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null | grep -qxF "PERFLAB_RUN=$d"; }
+[ -f "$d/pids" ] && for p in $(cat "$d/pids"); do tagged "$p" && kill -s "$s" -- "-$p" 2>/dev/null && echo "$p"; done
 for e in /proc/[0-9]*/environ; do
-  if tr '\0' '\n' < "$e" 2>/dev/null | grep -qxF "PERFLAB_RUN=$d"; then p=${e#/proc/}; p=${p%/environ}; kill -s "$s" "$p" 2>/dev/null && echo "$p"; fi
+  p=${e#/proc/}; p=${p%/environ}
+  tagged "$p" && kill -s "$s" "$p" 2>/dev/null && echo "$p"
 done
 true
 """
