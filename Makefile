@@ -28,9 +28,9 @@ NO_FLAMES = flame graph SVGs are skipped (perflab flame --format speedscope|fold
 DEMO_STAMP := $(shell date +%Y%m%d-%H%M%S)
 DEMO_DIR ?= results/quick-$(DEMO_STAMP)
 
-.PHONY: setup apt postgresql deb-src setup-builds setup-bench python inferno go-tpc demo test unit integration bench
+.PHONY: setup apt postgresql ssh deb-src setup-builds setup-bench python inferno go-tpc demo test unit integration bench
 
-setup: apt postgresql deb-src python inferno go-tpc
+setup: apt postgresql ssh deb-src python inferno go-tpc
 
 # tool = "go-tpc" (TPC-C, docs/workloads.md): PingCAP's go-tpc, pinned, built by `go install` through
 # the Go module proxy into /usr/local/bin (GOBIN); perflab looks on $$PATH, then in /usr/local/bin and ~/go/bin.
@@ -69,6 +69,26 @@ postgresql:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold $$missing; fi
 
+# Remote hosts (docs/hosts.md): tests/integration start Debian's sshd inside network namespaces of
+# their own (ip netns, veth pairs), by absolute path with their own config, in the foreground; the
+# system's ssh service is never started, stopped or changed. Installing openssh-server would start
+# it (its postinst runs invoke-rc.d ssh start): /etc/ssh/sshd_not_to_be_run, written BEFORE the
+# install and only when the package is not installed yet, is Debian's own switch that keeps the
+# service from ever starting (README.Debian; the init script and ssh.service both honour it). A
+# machine that already had openssh-server is left as it is. Idempotent.
+SSH_PACKAGES = openssh-server openssh-client iproute2
+SSH_NOT_TO_BE_RUN = /etc/ssh/sshd_not_to_be_run
+ssh:
+	@missing=$$(for p in $(SSH_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "ssh: present"; else \
+		if echo "$$missing" | grep -qx openssh-server; then mkdir -p /etc/ssh && \
+			echo "# added by perflab (make setup): the system sshd is not started; perflab's tests run their own" \
+			> $(SSH_NOT_TO_BE_RUN); fi; \
+		echo "installing:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold $$missing; fi
+
 # `source = "debian"` builds fetch Debian's source package: apt needs deb-src entries. Written
 # once, beside the system's own sources (which are never edited); idempotent.
 deb-src:
@@ -99,7 +119,7 @@ apt:
 # PIP_BREAK_SYSTEM_PACKAGES: Debian's own python3 refuses pip outside a venv (PEP 668); on this
 # root-run benchmark machine perflab goes to /usr/local (the `perflab` command to /usr/local/bin).
 python:
-	@here=$$(pwd); cd / && $(PYTHON) -c 'import sys, os, perflab, click, pydantic, rich, scipy, pandas, pytest, xdist, hypothesis, jinja2, playwright; \
+	@here=$$(pwd); cd / && $(PYTHON) -c 'import sys, os, perflab, click, pydantic, rich, scipy, pandas, pytest, xdist, hypothesis, jinja2, playwright, asyncssh; \
 		sys.exit(os.path.dirname(perflab.__file__) != os.path.join(sys.argv[1], "perflab"))' "$$here" 2>/dev/null \
 		&& echo "python package: installed from this checkout" \
 		|| (cd "$$here" && PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore -e '.[test]')

@@ -27,11 +27,26 @@ def _version(path: str, flag: str) -> str:
 
 def clean(console: Console) -> None:
     """Stop what killed perflab runs left behind (only processes they started) and remove it."""
+    for path, _ in stale_workdirs(Path(TMPFS)):
+        _clean_hosts(console, path)
     removed = remove_stale_workdirs(Path(TMPFS))
     for path, killed in removed:
         console.print(f"removed {path}" + (f"; stopped {', '.join(map(str, killed))}" if killed else ""))
     if not removed:
         console.print("nothing left behind by earlier runs")
+
+
+def _clean_hosts(console: Console, workdir: Path) -> None:
+    """What the dead run at `workdir` left on its remote hosts (docs/hosts.md), stopped and removed."""
+    if not (workdir / "hosts.json").exists():
+        return
+    from perflab.hosts.clean import clean_remote
+
+    for host, path, killed, why in clean_remote(workdir):
+        if why is None:
+            console.print(f"removed {host}:{path}" + (f"; stopped {', '.join(map(str, killed))}" if killed else ""))
+        else:
+            console.print(f"[yellow]left {host}:{path}[/]: {why}; {workdir} keeps its record for the next --clean")
 
 
 def collect() -> dict[str, Any]:
@@ -88,7 +103,12 @@ def _machine() -> dict[str, Any]:
         "cpus": len(os.sched_getaffinity(0)),
         "perf_event_paranoid": paranoid,
         "uid": os.geteuid(),
-        "leftovers": {"workdirs": len(stale), "processes": sum(len(p) for _, p in stale)},
+        "leftovers": {
+            "workdirs": len(stale),
+            "processes": sum(len(p) for _, p in stale),
+            # runs that left something on remote hosts (hosts.json, docs/hosts.md): --clean connects to them
+            "remote": sum(1 for path, _ in stale if (path / "hosts.json").exists()),
+        },
     }
 
 
@@ -128,7 +148,8 @@ def _machine_table(m: dict[str, Any]) -> Table:
         "leftovers of killed runs",
         "none"
         if not left["workdirs"]
-        else f"[yellow]{left['workdirs']} work dir(s), {left['processes']} live process(es)[/]: "
-        "perflab doctor --clean removes them",
+        else f"[yellow]{left['workdirs']} work dir(s), {left['processes']} live process(es)"
+        + (f", {left['remote']} with remote hosts" if left.get("remote") else "")
+        + "[/]: perflab doctor --clean removes them",
     )
     return machine

@@ -108,3 +108,23 @@ class RegressionError(PerflabError):
 
 class ResultsFormatError(PerflabError):
     exit_code = EXIT_USAGE
+
+
+class HostUnreachableError(PerflabError):
+    """A remote host (docs/hosts.md) cannot be reached, or refuses our key."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+class HostKeyError(PerflabError):
+    """A remote host's key is not the one known_hosts has for it (or it has none): never accepted silently."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+class HostLostError(PerflabError):
+    """A remote host dropped off during the run: its cells fail with this cause, the run goes on."""
+
+
+class ClockAlignmentError(PerflabError):
+    """The hosts' clocks are known only within more than the allowed error: their series are not aligned."""

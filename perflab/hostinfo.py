@@ -9,7 +9,7 @@ import os
 import platform
 import shutil
 import subprocess
-from typing import Any
+from typing import Any, Protocol
 
 from perflab import __version__, servers
 
@@ -58,4 +58,100 @@ def collect() -> dict[str, Any]:
         **{field: _version_of(argv) for field, argv in versions.items()},
         "python": platform.python_version(),
         "perflab": __version__,
+    }
+
+
+class Probe(Protocol):
+    """How the fingerprint reads a machine: this one (LocalProbe) or a remote host (hosts/session.py)."""
+
+    def read(self, path: str) -> str | None: ...  # a file's text, None when unreadable
+
+    def run(self, argv: list[str]) -> str | None: ...  # stdout of argv, None when it failed or is missing
+
+
+class LocalProbe:
+    def read(self, path: str) -> str | None:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return None
+
+    def run(self, argv: list[str]) -> str | None:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+
+# what a result depends on beyond the kernel and the CPU (dpkg-query names; absent ones are left out)
+FINGERPRINT_PACKAGES = ["libc6", "sysbench", "mariadb-server", "mariadb-client", "postgresql-15", "linux-perf"]
+_VULNERABILITIES = "/sys/devices/system/cpu/vulnerabilities"
+
+
+def _cpuinfo_field(cpuinfo: str | None, name: str) -> str | None:
+    for line in (cpuinfo or "").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == name:
+            return value.strip()
+    return None
+
+
+def _first_line(text: str | None) -> str | None:
+    lines = (text or "").strip().splitlines()
+    return lines[0].strip() if lines else None
+
+
+def _thp(text: str | None) -> str | None:
+    """ "always [madvise] never" -> "madvise"."""
+    chosen = [word.strip("[]") for word in (text or "").split() if word.startswith("[")]
+    return chosen[0] if chosen else None
+
+
+def _mitigations(grep: str | None) -> dict[str, str]:
+    """`grep -r . vulnerabilities/` lines "PATH/spectre_v2:Mitigation: ..." -> {"spectre_v2": "Mitigation: ..."}."""
+    out = {}
+    for line in (grep or "").splitlines():
+        path, _, status = line.partition(":")
+        out[path.rsplit("/", 1)[-1]] = status.strip()
+    return dict(sorted(out.items()))
+
+
+def _packages(listing: str | None) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in (listing or "").splitlines() if "=" in line)
+    return {name: version for name, version in pairs if version}
+
+
+def fingerprint(probe: Probe) -> dict[str, Any]:
+    """What a result on a machine depends on (issue 36): CPU model, microcode, kernel, governor, SMT,
+    THP, mitigations, glibc and package versions; the same fields for this machine and a remote host."""
+    cpuinfo = probe.read("/proc/cpuinfo")
+    # dpkg-query exits 1 when some package is not installed, and still lists the others
+    listing = probe.run(
+        ["sh", "-c", 'dpkg-query -W -f "$0" "$@" 2>/dev/null; true', "${Package}=${Version}\\n", *FINGERPRINT_PACKAGES]
+    )
+    return {
+        "hostname": _first_line(probe.read("/proc/sys/kernel/hostname")),
+        "kernel": _first_line(probe.read("/proc/sys/kernel/osrelease")),
+        "machine": _first_line(probe.run(["uname", "-m"])),
+        "cpu_model": _cpuinfo_field(cpuinfo, "model name"),
+        "microcode": _cpuinfo_field(cpuinfo, "microcode"),
+        "cores": sum(1 for line in (cpuinfo or "").splitlines() if line.startswith("processor")) or None,
+        "governor": _first_line(probe.read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")),
+        "smt": _first_line(probe.read("/sys/devices/system/cpu/smt/control")),
+        "thp": _thp(probe.read("/sys/kernel/mm/transparent_hugepage/enabled")),
+        "mitigations": _mitigations(probe.run(["grep", "-r", ".", _VULNERABILITIES])),
+        "glibc": _first_line(probe.run(["getconf", "GNU_LIBC_VERSION"])),
+        "packages": _packages(listing),
+    }
+
+
+def differences(prints: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The fingerprint fields whose values differ between hosts: {field: {host: value}} (what a report shows)."""
+    fields = sorted({f for p in prints.values() for f in p} - {"hostname"})
+    return {
+        f: {host: p.get(f) for host, p in prints.items()}
+        for f in fields
+        if len({repr(p.get(f)) for p in prints.values()}) > 1
     }

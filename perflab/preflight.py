@@ -102,6 +102,10 @@ def check(exp: Experiment) -> None:
                     f"free memory on the tmpfs, or use a smaller dataset ({smaller})",
                 )
             )
+    if exp.file.experiment.client_host is not None:  # reachable, with its tools (hosts/preflight.py)
+        from perflab.hosts.preflight import host_problems
+
+        machine += host_problems(exp.file, kind.remote_packages)
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
     problems = kind.spec_problems(exp)

@@ -82,6 +82,7 @@ def document(results: Results) -> dict[str, Any]:
         "experiment": meta.get("experiment", {}),
         "spec": meta.get("spec_text"),
         "host": meta.get("host", {}),
+        "hosts": meta.get("hosts"),  # remote hosts (docs/hosts.md); null: none
         "dataset": meta.get("dataset"),
         "storage": meta.get("storage"),  # [experiment] storage as run/storage.py described it (null before)
         "run": {

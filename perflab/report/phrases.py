@@ -157,3 +157,25 @@ def noise_note(dec: Any) -> str:
         "a paired ratio's variance is 2 x (window + restarts), drift cancels in it; "
         f"{dec.method} (docs/methodology.md#variance-components)"
     )
+
+
+def host_lines(meta: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
+    """One line per remote host of the run (meta `hosts`, docs/hosts.md): the client's round trip and
+    bytes per transaction, and where the host's fingerprint differs from this machine's."""
+    recorded = meta.get("hosts") or {}
+    differ = recorded.get("differences") or {}
+    lines = []
+    for name, host in (recorded.get("hosts") or {}).items():
+        clients = [c.get("client") or {} for c in cells if (c.get("client") or {}).get("host") == name]
+        per_txn = [c["bytes_per_txn"] for c in clients if c.get("bytes_per_txn") is not None]
+        rtt = ((host.get("clock") or {}).get("start") or {}).get("rtt_s")
+        role = "client" if clients else "host"
+        line = f"{role} on host {name} ({host.get('ssh')})"
+        line += f": {rtt * 1000:.2f} ms round trip" if rtt is not None else ""
+        line += f", {sum(per_txn) / len(per_txn):,.0f} bytes per transaction" if per_txn else ""
+        fields = [f for f, values in differ.items() if name in values]
+        line += (
+            f"; differs from this machine in {', '.join(fields)}" if fields else "; same fingerprint as this machine"
+        )
+        lines.append(line + (f"; dropped off: {host['lost']}" if host.get("lost") else ""))
+    return lines

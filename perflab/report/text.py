@@ -30,6 +30,7 @@ from perflab.report.model import build_facts, design_phrase
 from perflab.report.phrases import (
     NOISE_HEADER,
     NOISE_TITLE,
+    host_lines,
     method_line,
     noise_note,
     noise_rows,
@@ -94,6 +95,8 @@ def render(
     )
     for name, fact in build_facts(meta, cells):
         console.print(f"[dim]build {escape(name)}: {escape(fact)}[/]", highlight=False)
+    for line in host_lines(meta, cells):  # remote hosts (docs/hosts.md)
+        console.print(f"[dim]{escape(line)}[/]", highlight=False)
     axes = exp.get("axes") or {}
     base = compare.baseline_variant(axes, baseline or [])
     all_groups = groups(cells, base if axes else None, axes, server=exp.get("server"))

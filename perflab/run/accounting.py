@@ -33,17 +33,18 @@ class WindowStart:
     steal_s: float = 0.0  # the machine's steal time (the hypervisor's other guests)
 
     @classmethod
-    def take(cls, server_pid: int, client_pid: int, read: Reader = ProcCounters.read) -> WindowStart:
-        """`read`: the server's counters (servers/postgresql/accounting.py sums a process tree)."""
+    def take(cls, server_pid: int, client_pid: int | None, read: Reader = ProcCounters.read) -> WindowStart:
+        """`read`: the server's counters (servers/postgresql/accounting.py sums a process tree);
+        `client_pid` None: the client runs on another host (run/remote_client.py), none of this machine's CPU."""
         server = read(server_pid)
         own = resource.getrusage(resource.RUSAGE_SELF)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         try:
-            client = ProcCounters.read(client_pid)
+            client = ProcCounters.read(client_pid) if client_pid is not None else None
         except (FileNotFoundError, ProcessLookupError, IndexError):
             client = None
-        return cls(server, own, children, machine_busy_s(), process_cpu_s(client_pid), time.monotonic(), client,
-                   machine_steal_s())  # fmt: skip
+        client_s = process_cpu_s(client_pid) if client_pid is not None else None
+        return cls(server, own, children, machine_busy_s(), client_s, time.monotonic(), client, machine_steal_s())
 
 
 @dataclass(frozen=True)

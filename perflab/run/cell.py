@@ -80,6 +80,7 @@ class CellRunner:
         # server binaries: None -> the installed one; a [builds] name -> its Build or why it failed
         self.builds: dict[str | None, Build | BuildError] = {}
         self.libcs: dict[str, debroot.Root | BuildError] = {}  # [variants] glibc: suite -> its C library
+        self.remote: Any = None  # the client on another host, while a run has one (run/remote_client.py)
 
     @property
     def sysbench_defaults(self) -> dict[str, str]:
@@ -264,6 +265,8 @@ class CellRunner:
             durable=self.storage.on_disk,  # on disk, the server's own durability defaults (docs/storage.md)
         )
         server.aslr = cell.aslr
+        if self.remote is not None:  # the server listens where the client host reaches it, only there
+            self.kind.listen_on(server, self.remote.address)
         return server
 
     def new_row(self, cell: Cell) -> dict[str, Any]:
@@ -305,6 +308,10 @@ class CellRunner:
         counters cover. Returns (intervals, RSS samples, the row's measured fields); with
         [observe] status, the fields hold its series as `status_samples` (the caller stores it)."""
         spec = self.exp.file
+        if self.remote is not None:
+            from perflab.run import remote_client
+
+            return remote_client.measure(self, cell, server, logs)
         own = self.kind.measure(self, cell, server, logs)  # PostgreSQL: servers/postgresql/cell.py
         if own is not None:
             return own

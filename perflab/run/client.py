@@ -33,8 +33,9 @@ def window_seconds(spec: ExperimentFile) -> tuple[int, int]:
     return round(e.window_start), round(e.duration)
 
 
-def argv(spec: ExperimentFile, cell: Cell, socket: Path) -> list[str]:
-    """The command line of a cell's client: the experiment's workload with the variant's options over it."""
+def argv(spec: ExperimentFile, cell: Cell, socket: Path, **remote: Any) -> list[str]:
+    """The command line of a cell's client: the experiment's workload with the variant's options over it
+    (`remote`: sysbench.argv's connect and binary, for a client on another host)."""
     warmup, seconds = window_seconds(spec)
     return sysbench.argv(
         spec.workload.test,
@@ -47,6 +48,7 @@ def argv(spec: ExperimentFile, cell: Cell, socket: Path) -> list[str]:
         checkpoint=warmup or None,
         options={**spec.workload.options, **cell.workload_options},
         driver=servers.kind(spec.experiment.server).sysbench_driver,
+        **remote,
     )
 
 

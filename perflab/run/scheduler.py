@@ -12,6 +12,7 @@ runs rounds until every group's CI is tight. Each cell is run and committed by a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import shutil
@@ -68,7 +69,7 @@ class Scheduler:
         done = self.results.cells() if resume else []
         try:
             storage = self.runner.storage  # [experiment] storage: the tmpfs or a directory on disk
-            with work_dir(Path(storage.path)) as workdir:
+            with work_dir(Path(storage.path)) as workdir, self._client_host(workdir):
                 self.results.set_meta(workdir=str(workdir), storage=storage.record())
                 self._run_cells(workdir, resume, done)
         except OSError as exc:
@@ -84,6 +85,14 @@ class Scheduler:
         for kept in kept_dirs(self.results.dir):  # complete: not needed any more
             shutil.rmtree(kept, ignore_errors=True)
         return done
+
+    def _client_host(self, workdir: Path) -> contextlib.AbstractContextManager[None]:
+        """The remote client host of `[experiment] client_host` (docs/hosts.md), for the whole run."""
+        if self.exp.file.experiment.client_host is None:
+            return contextlib.nullcontext()
+        from perflab.run.remote_client import client_host
+
+        return client_host(self.runner, workdir)
 
     def _run_cells(self, workdir: Path, resume: bool, done: list[dict[str, Any]]) -> None:
         datasets = Datasets(self.runner, self.results, workdir, self.listen, resume=resume)

@@ -5,7 +5,8 @@ A run lives in one directory `TMPFS/perflab-XXXX` (or `STORAGE/perflab-XXXX`): t
 per running cell (datadir, socket, logs), `owner.pid` (the perflab that made it) and `pids`
 (every process it started, one a line). It is removed when the run ends, whatever happens;
 a perflab killed with SIGKILL leaves it behind, and the next run or `perflab doctor --clean`
-removes it after stopping what it started there.
+removes it after stopping what it started there, on this machine and on its remote hosts
+(`hosts.json`, hosts/clean.py).
 
     with work_dir() as workdir: ...     # /dev/shm/perflab-k2j4x/, removed on the way out
 """
@@ -43,7 +44,22 @@ def work_dir(base: Path | None = None) -> Iterator[Path]:
         with recording_pids(path / "pids"):
             yield path
     finally:
+        _remove_workdir(path)
+
+
+KEPT = ("hosts.json", "owner.pid")  # what a run whose remote host dropped off leaves for doctor --clean
+
+
+def _remove_workdir(path: Path) -> None:
+    """Remove the run's work directory; where hosts.json still names a remote host that could not be
+    cleaned (it dropped off), keep that record and the owner's pid, so that `perflab doctor --clean`
+    (or the next run) cleans the host once it is back."""
+    if not (path / "hosts.json").exists():
         shutil.rmtree(path, ignore_errors=True)
+        return
+    for entry in path.iterdir():
+        if entry.name not in KEPT:
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
 
 
 def live_owner(workdir: Path) -> int | None:
@@ -78,9 +94,20 @@ def remove_stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
     for path, pids in stale_workdirs(base):
         killed = [pid for pid in pids if _kill(pid)]
         release_postgres_shm(path)
+        if _remote_left(path):
+            continue  # kept: its hosts.json still names what is left on a host it could not reach
         shutil.rmtree(path, ignore_errors=True)
         removed.append((path, killed))
     return removed
+
+
+def _remote_left(workdir: Path) -> bool:
+    """Clean what a dead run left on its remote hosts (hosts/clean.py); True when a host could not be reached."""
+    if not (workdir / "hosts.json").exists():
+        return False
+    from perflab.hosts.clean import clean_remote
+
+    return any(why is not None for *_, why in clean_remote(workdir))
 
 
 def release_postgres_shm(workdir: Path) -> None:

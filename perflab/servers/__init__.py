@@ -176,6 +176,19 @@ class Kind:
     def connection_problems(self, exp: Experiment) -> list[Problem]:
         return []
 
+    # a client on another host (run/remote_client.py, docs/hosts.md); why this kind cannot have one yet
+    remote_client_refusal: str | None = "a client on another host is not supported with this server yet"
+    remote_packages: ClassVar[dict[str, str]] = {"sysbench": "sysbench"}  # a client host's tools -> packages
+
+    def listen_on(self, server: Managed, address: str) -> None:
+        """Make the (not yet started) server listen on `address` only, where a remote client reaches it."""
+        raise NotImplementedError(f"a client on another host is not supported with {self.title} yet")
+
+    def remote_login(self, server: Managed, password: str) -> dict[str, str]:
+        """A login for a remote client on the started server (a user with `password`, for this
+        run's datadir only), as sysbench options: {"mysql-host": ..., "mysql-password": ...}."""
+        raise NotImplementedError(f"a client on another host is not supported with {self.title} yet")
+
     def host_versions(self) -> dict[str, list[str]]:
         """The host record's fields (hostinfo.py) and the argv whose first line fills each: the
         installed server's version, and its own workload tool's."""

@@ -42,12 +42,14 @@ def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
     variants = {name: dict([next(iter(labels.items()))]) for name, labels in raw.get("variants", {}).items()}
     variants[axis] = {label: {} for label in COPIES}
     doc = {"experiment": section, "workload": workload, "variants": variants}
-    for key in ("dataset", "server_options", "builds"):
+    for key in ("dataset", "server_options", "builds", "hosts"):
         if key in raw:
             doc[key] = raw[key]
     # the canary's slope is calibrated too (analyze/host_speed.py); said either way, never left unset
-    # no canary in the interleaved design (spec/design.py): its turns take the host's speed out
-    doc["observe"] = {"host_speed": False if exp.file.experiment.interleaved else _canary(exp.file.observe.host_speed)}
+    # no canary in the interleaved design (spec/design.py): its turns take the host's speed out; nor
+    # with a client on another host (docs/hosts.md: no observers there yet)
+    no_canary = exp.file.experiment.interleaved or exp.file.experiment.client_host is not None
+    doc["observe"] = {"host_speed": False if no_canary else _canary(exp.file.observe.host_speed)}
     return parse(to_toml(doc), f"{exp.source} (A/A calibration of its first configuration)")
 
 

@@ -88,6 +88,8 @@ def sequential_reason(spec: ExperimentFile) -> str | None:
     refusal = servers.kind(e.server).interleaved_refusal
     if refusal:
         return f"sequential: {refusal}"
+    if e.client_host is not None:
+        return f"sequential: the client runs on host {e.client_host} (turns are taken by local clients only)"
     workload_refusal = workloads.of(spec).interleaved_refusal
     if workload_refusal:
         return f"sequential: {workload_refusal}"

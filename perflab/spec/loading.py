@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from perflab.errors import Problem, SpecError
 from perflab.spec.design import choose, design_problems
 from perflab.spec.fields import CELL_OVERHEAD_S, INT64, MAX_CELLS, MAX_DEPTH, MAX_FILE_BYTES, MAX_LINE_DOTS, MAX_REPEATS
+from perflab.spec.hosts import host_problems
 from perflab.spec.matrix import Experiment
 from perflab.spec.problems import collapse, key_path, problem
 from perflab.spec.schema import ExperimentFile
@@ -149,7 +150,7 @@ def parse(text: str, source: str = "<string>") -> Experiment:
         spec = ExperimentFile.model_validate(raw)
     except ValidationError as exc:
         raise SpecError(source, collapse([problem(err, raw) for err in exc.errors()])) from None
-    problems = _limits(spec) or server_problems(spec) + design_problems(spec)
+    problems = _limits(spec) or server_problems(spec) + design_problems(spec) + host_problems(spec)
     if problems:
         raise SpecError(source, problems)
     spec, why = choose(spec)

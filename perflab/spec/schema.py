@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from perflab import allocators, elf
+from perflab.hosts.target import TARGET_FORM, parse_target
 from perflab.spec.builds import BuildSpec
 from perflab.spec.fields import (
     AUTO_FIELDS,
@@ -107,6 +108,9 @@ class ExperimentSection(_Strict):
     # machine's page cache before each cell
     storage: Annotated[str, AfterValidator(storage_value)] = "tmpfs"
     drop_caches: StrictBool = False
+    # remote hosts (docs/hosts.md): a [hosts.NAME] each; unset: this machine
+    server_host: str | None = None
+    client_host: str | None = None
 
     @property
     def window_start(self) -> float:
@@ -428,8 +432,26 @@ class ObserveSection(_Strict):
     host_speed: StrictBool | None = None
 
 
+class HostSection(_Strict):
+    """[hosts.NAME]: a machine reached over SSH (docs/hosts.md); identity and options from the ssh config."""
+
+    ssh: str  # user@address[:port]
+
+    @field_validator("ssh")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        try:
+            parse_target(value)
+        except ValueError:
+            raise PydanticCustomError(
+                "perflab", "{expected}", {"expected": TARGET_FORM, "found": repr(value)}
+            ) from None
+        return value
+
+
 class ExperimentFile(_Strict):
     experiment: ExperimentSection
+    hosts: dict[Annotated[str, AfterValidator(check_label)], HostSection] = {}
     dataset: DatasetSection = DatasetSection()
     workload: WorkloadSection = WorkloadSection()
     server_options: ServerOptions = {}

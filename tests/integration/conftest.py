@@ -8,9 +8,17 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tmpfs_mounts
+from tests.integration.sshhosts import SshLab, ssh_hosts
 
 
 @pytest.fixture
 def tmpfs() -> Iterator[Callable[..., Path]]:
     with tmpfs_mounts() as mount:
         yield mount
+
+
+@pytest.fixture
+def ssh_lab(tmp_path: Path) -> Iterator[SshLab]:
+    """Two real SSH hosts, `db` and `load`, in network namespaces of their own (sshhosts.py)."""
+    with ssh_hosts(tmp_path, ["db", "load"]) as lab:
+        yield lab

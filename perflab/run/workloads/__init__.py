@@ -43,6 +43,7 @@ class Workload:
     metric: str = "QPS"  # its name in the reports' tables (meta `throughput`)
     # why the interleaved design cannot run it (spec/design.py); None: it can
     interleaved_refusal: str | None = None
+    remote_client = False  # True: it can run on another host ([experiment] client_host, docs/hosts.md)
     # a line the client prints once every thread has connected and its clock starts (the
     # warm-up and the window are timed from it); None: from the client's launch
     started_line: bytes | None = None

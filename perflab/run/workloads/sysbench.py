@@ -80,13 +80,16 @@ def argv(
     checkpoint: int | None = None,
     options: dict[str, Any] | None = None,
     driver: str = "mysql",
+    connect: list[str] | None = None,
+    binary: str | None = None,
 ) -> list[str]:
     """The sysbench command line; workload options become --key-with-dashes=value.
     driver "pgsql": `socket` is the PostgreSQL server's socket directory (libpq's host).
 
     `checkpoint` (seconds) makes sysbench print a full report and reset its counters and
-    histogram then: the final summary covers only the time after it (the warm-up's end)."""
-    args = [sysbench_binary(), test, *connection(driver, socket)] + [
+    histogram then: the final summary covers only the time after it (the warm-up's end).
+    `connect` and `binary`: another connection and sysbench, for a client on a remote host (run/remote_client.py)."""
+    args = [binary or sysbench_binary(), test, *(connect if connect is not None else connection(driver, socket))] + [
         f"--tables={tables}",
         f"--table-size={table_size}",
         f"--threads={threads}",
@@ -269,6 +272,7 @@ class Sysbench(Workload):
     throughput = "queries per second (sysbench's qps)"
     started_line = b"Threads started!"  # its clock (its reports, its checkpoint) starts here
     links_client_library = True
+    remote_client = True
 
     def check_test(self, test: str) -> str:
         from perflab.spec.fields import fail

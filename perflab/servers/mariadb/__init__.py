@@ -149,6 +149,28 @@ class MariaDBKind(Kind):
 
         return source.cmake_build(name, spec, src, cache, listen, **kw)
 
+    remote_client_refusal = None
+
+    def listen_on(self, server: Any, address: str) -> None:
+        server.bind_address = address
+
+    def remote_login(self, server: Any, password: str) -> dict[str, str]:
+        """User `perflab` from any address (the server listens on one only, for this cell's datadir)."""
+        if not password.isalnum():
+            raise ValueError("the password is made by perflab: hex digits only")
+        server.sql(
+            f"CREATE USER IF NOT EXISTS 'perflab'@'%' IDENTIFIED BY '{password}'; "
+            "GRANT ALL PRIVILEGES ON *.* TO 'perflab'@'%'"
+        )
+        return {
+            "db-driver": "mysql",
+            "mysql-host": server.bind_address,
+            "mysql-port": str(server.port),
+            "mysql-user": "perflab",
+            "mysql-password": password,
+            "mysql-db": "sbtest",
+        }
+
     def host_versions(self) -> dict[str, list[str]]:
         import os
 

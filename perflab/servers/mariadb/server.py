@@ -126,6 +126,7 @@ class MariaDB(Managed):
         self.datadir = datadir
         self.socket = rundir / "mysqld.sock"
         self.port = free_port()
+        self.bind_address = "127.0.0.1"  # another only for a client on a remote host (Kind.listen_on)
         self.error_log = rundir / "error.log"
         self.option_file = rundir / "my.cnf"
         self.tmpdir = rundir / "tmp"
@@ -145,7 +146,7 @@ class MariaDB(Managed):
             "datadir": self.datadir,
             "socket": self.socket,
             "port": self.port,
-            "bind-address": "127.0.0.1",
+            "bind-address": self.bind_address,
             "pid-file": self.rundir / "mysqld.pid",
             "log-error": self.error_log,
             "tmpdir": self.tmpdir,

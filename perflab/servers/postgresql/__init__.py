@@ -186,6 +186,28 @@ class PostgreSQLKind(Kind):
 
         return rules.build_problems(builds)
 
+    remote_client_refusal = None
+
+    def listen_on(self, server: Any, address: str) -> None:
+        server.listen_address = address
+
+    def remote_login(self, server: Any, password: str) -> dict[str, str]:
+        """Role `perflab` with the run's password, over TCP only (pg_hba: scram-sha-256)."""
+        if not password.isalnum():
+            raise ValueError("the password is made by perflab: hex digits only")
+        server.sql(
+            "DO $$BEGIN CREATE ROLE perflab LOGIN SUPERUSER; EXCEPTION WHEN duplicate_object THEN NULL; END$$; "
+            f"ALTER ROLE perflab PASSWORD '{password}'"
+        )
+        return {
+            "db-driver": "pgsql",
+            "pgsql-host": server.listen_address,
+            "pgsql-port": str(server.port),
+            "pgsql-user": "perflab",
+            "pgsql-password": password,
+            "pgsql-db": "sbtest",
+        }
+
     def host_versions(self) -> dict[str, list[str]]:
         from perflab.servers.postgresql.server import PG_BIN
 

@@ -2,7 +2,8 @@
 
 `postgres` is started directly (not pg_ctl, not a service) with `-D DATADIR -c config_file=RUN/
 postgresql.conf`; the file perflab writes is the only one it reads besides the datadir's
-pg_hba.conf (initdb --auth=trust: local socket connections only). No TCP (listen_addresses = ''),
+pg_hba.conf (initdb --auth=trust: local socket connections only). No TCP (listen_addresses = '') but
+for a client on a remote host (docs/hosts.md): then the one address it reaches, a password role only;
 a unix socket in the cell's run directory, dynamic shared memory as files in the datadir (mmap:
 nothing in /dev/shm survives a killed server). postgres refuses to run as root: when perflab is
 root, the server runs as the `postgres` system user that Debian's package creates (RUN_USER),
@@ -205,6 +206,7 @@ class PostgreSQL(Managed):
         self.datadir = datadir
         self.socket = rundir  # libpq's host: the socket's directory
         self.port = PORT
+        self.listen_address = ""  # TCP only for a client on a remote host (Kind.listen_on): that address alone
         self.error_log = rundir / "postgres.log"
         self.option_file = rundir / "postgresql.conf"
         own = {k: v for k, v in DEFAULT_OPTIONS.items() if not (durable and k in TMPFS_ONLY)}
@@ -220,7 +222,7 @@ class PostgreSQL(Managed):
 
     def write_option_file(self) -> None:
         fixed = {
-            "listen_addresses": "",
+            "listen_addresses": self.listen_address,
             "unix_socket_directories": str(self.rundir),
             "port": PORT,
             "dynamic_shared_memory_type": "mmap",  # files in the datadir, not /dev/shm/PostgreSQL.*
@@ -233,6 +235,9 @@ class PostgreSQL(Managed):
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.rundir.mkdir(parents=True, exist_ok=True)
         self.write_option_file()
+        if self.listen_address:  # the remote client's role, by password only, over TCP (Kind.remote_login)
+            with open(self.datadir / "pg_hba.conf", "a", encoding="utf-8") as hba:
+                hba.write("host all perflab all scram-sha-256\n")
         give(self.rundir)
         libraries = [str(self.tracer)] if self.tracer is not None else []
         libraries += [ld_preload(self.preload, self.rundir)] if self.preload is not None else []

@@ -1,0 +1,230 @@
+"""What a client on another host costs (issue 36, docs/hosts.md), on real SSH hosts in network
+namespaces of this machine (tests/integration/sshhosts.py: veth pairs, Debian's sshd per namespace).
+
+What, in four parts:
+  control   the SSH operations of a run and of a cell, each timed N times: connecting a host with its
+            run directory, clock and fingerprint (once per run), an exec round trip, a cell's own
+            operations (its config file, sysbench's start through the wrapper, two network counter
+            reads, the stop), and the removal at the run's end
+  clock     the clock reading N times. Both sides are this machine's clock, so the true offset is 0:
+            |offset_s| is the real error, shown beside the bound error_s that perflab records
+  qps       one experiment (oltp_point_select, 2 threads) run with its client local and with its client
+            in a namespace (client_host), in alternating order, R runs each: QPS ratio and its 95% CI
+            (the cost of the veth and of TCP against the socket), bytes per transaction, rtt_ms
+  cpu       perflab's own CPU on each host over the remote runs: this machine's harness_cpu_s per
+            second of window, and on the client host the CPU of its sshd processes (the SSH session
+            that carries perflab's commands and sysbench's output), per second of run
+
+Goals: a cell's remote control < 0.1 s; |clock offset| < 1 ms with error_s bounding it;
+perflab's CPU < 1% of a core on each host.
+Run (root, idle machine, under the measurement lock):
+     flock /work/measure.lock python3 bench/remote_cost.py           # ~10 minutes
+     flock /work/measure.lock python3 bench/remote_cost.py --quick   # smoke test: ~2 minutes
+Exit status: 0 when it measured, 1 on a real error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's perflab, and tests/integration
+
+import _common as C
+
+from perflab.hosts import clock
+from perflab.hosts.session import Hosts
+from perflab.hosts.target import CONFIG_ENV, parse_target
+from perflab.run.remote_client import RemoteChild, RemoteClient
+from tests.integration.sshhosts import SshLab, ssh_hosts
+
+EXPERIMENT = """
+[experiment]
+name = "remote-cost"
+duration = "{duration}s"
+warmup = "{warmup}s"
+repeats = 1
+{client}
+[hosts.load]
+ssh = "{ssh}"
+[dataset]
+tables = 2
+table_size = {table_size}
+[workload]
+test = "oltp_point_select"
+threads = [2]
+[variants.client]
+one = {{}}
+"""
+
+
+def settings(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {"n": 10, "runs": 2, "duration": 3, "warmup": 1, "table_size": 5000}
+    return {"n": 50, "runs": 5, "duration": 15, "warmup": 3, "table_size": 100_000}
+
+
+def timed(fn: Callable[[], Any], n: int) -> dict[str, Any]:
+    seconds = []
+    for _ in range(n):
+        started = time.perf_counter()
+        fn()
+        seconds.append(time.perf_counter() - started)
+    return {"mean_s": C.rnd(C.mean(seconds), 5), "max_s": C.rnd(max(seconds), 5), "n": n}
+
+
+def control(lab: SshLab, tmp: Path, n: int) -> dict[str, Any]:
+    target = {"load": parse_target(lab.hosts["load"].ssh)}
+    (tmp / "work").mkdir()
+    out: dict[str, Any] = {}
+    started = time.perf_counter()
+    hosts = Hosts(target, tmp / "work").__enter__()
+    out["run_open_s"] = C.rnd(time.perf_counter() - started, 4)  # connect, run dir, clock, fingerprint
+    try:
+        remote = RemoteClient.open(hosts, "load", {"sysbench": "sysbench"})
+        out["exec_round_trip"] = timed(lambda: hosts.link("load").run(["true"]), n)
+
+        def cell() -> None:
+            remote.write_config({"mysql-host": remote.address, "mysql-password": "0" * 32}, 0)
+            child = RemoteChild(remote.rundir, ["sleep", "30"], tmp / "out.txt")
+            remote.net_bytes()
+            remote.net_bytes()
+            child.kill()
+
+        out["cell_control"] = timed(cell, n)
+        hosts.measure_end()
+    finally:
+        started = time.perf_counter()
+        hosts.close()
+        out["run_close_s"] = C.rnd(time.perf_counter() - started, 4)
+    return out
+
+
+def clock_error(lab: SshLab, tmp: Path, n: int) -> dict[str, Any]:
+    (tmp / "clock").mkdir()
+    with Hosts({"load": parse_target(lab.hosts["load"].ssh)}, tmp / "clock") as hosts:
+        readings = [clock.measure(hosts.link("load")) for _ in range(n)]
+    offsets = [abs(r.offset_s) for r in readings]
+    return {
+        "abs_offset_ms": {"mean": C.rnd(C.mean(offsets) * 1e3, 4), "max": C.rnd(max(offsets) * 1e3, 4)},
+        "error_ms": {
+            "mean": C.rnd(C.mean([r.error_s for r in readings]) * 1e3, 4),
+            "max": C.rnd(max(r.error_s for r in readings) * 1e3, 4),
+        },
+        "bounded": sum(abs(r.offset_s) <= r.error_s for r in readings),
+        "n": n,
+    }
+
+
+def _sshd_cpu_s(lab: SshLab) -> float:
+    """CPU of the client host's sshd processes (the listener and every session), seconds."""
+    total = 0.0
+    for pid in lab.hosts["load"].pids():
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "sshd":
+                total += C.process_cpu_s(pid) or 0.0
+        except OSError:
+            continue
+    return total
+
+
+def one_run(lab: SshLab, cfg: dict[str, Any], tmp: Path, remote: bool, index: int) -> dict[str, Any]:
+    client = 'client_host = "load"' if remote else ""
+    toml = tmp / f"run-{index}.toml"
+    toml.write_text(EXPERIMENT.format(client=client, ssh=lab.hosts["load"].ssh, **cfg), encoding="utf-8")
+    results = tmp / f"run-{index}"
+    sshd_before, started = _sshd_cpu_s(lab), time.monotonic()
+    C.cli("run", str(toml), "-o", str(results))
+    wall, sshd = time.monotonic() - started, _sshd_cpu_s(lab) - sshd_before
+    (cell,) = json.loads(C.cli("export", str(results)))["cells"]
+    if cell["status"] != "ok":
+        raise C.BenchError(f"run {index}: {cell['error']}")
+    window = cell["summary"]["total_time_s"]
+    return {
+        "remote": remote,
+        "qps": cell["summary"]["qps"],
+        "bytes_per_txn": (cell["client"] or {}).get("bytes_per_txn"),
+        "rtt_ms": (cell["client"] or {}).get("rtt_ms"),
+        "harness_cores": cell["resources"]["harness_cpu_s"] / window,
+        "client_host_sshd_cores": sshd / wall if remote else None,
+        "other_cpu_cores": cell["resources"].get("other_cpu_cores"),
+        "wall_s": round(wall, 1),
+    }
+
+
+def qps(lab: SshLab, cfg: dict[str, Any], tmp: Path) -> list[dict[str, Any]]:
+    rows = []
+    for i in range(cfg["runs"]):
+        order = (False, True) if i % 2 == 0 else (True, False)  # alternate: a drift falls on both alike
+        rows += [one_run(lab, cfg, tmp, remote, 2 * i + j) for j, remote in enumerate(order)]
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    local = [r["qps"] for r in rows if not r["remote"]]
+    remote = [r["qps"] for r in rows if r["remote"]]
+    pairs = [rq / lq for lq, rq in zip(local, remote, strict=True)]
+    return {
+        "qps_local": C.rnd(C.mean(local), 1),
+        "qps_remote": C.rnd(C.mean(remote), 1),
+        "ratio_remote_to_local": C.rnd(C.mean(pairs), 4),
+        "ratio_ci95": C.ci95(pairs),
+        "bytes_per_txn": C.rnd(C.mean([r["bytes_per_txn"] for r in rows if r["remote"]]), 1),
+        "rtt_ms": C.rnd(C.mean([r["rtt_ms"] for r in rows if r["remote"]]), 4),
+        "harness_cores_max": C.rnd(max(r["harness_cores"] for r in rows), 4),
+        "client_host_sshd_cores_max": C.rnd(max(r["client_host_sshd_cores"] for r in rows if r["remote"]), 4),
+        "other_cpu_cores": C.other_cpu_cores([{"resources": {"other_cpu_cores": r["other_cpu_cores"]}} for r in rows]),
+    }
+
+
+def report(cfg: dict[str, Any], found: dict[str, Any], quick: bool) -> None:
+    ctl, clk, q = found["control"], found["clock"], found["qps"]
+    C.say(C.table(["remote control", "seconds"], [
+        ["open a host for a run (connect, run dir, clock, fingerprint)", ctl["run_open_s"]],
+        ["exec round trip (mean / max)", f"{ctl['exec_round_trip']['mean_s']} / {ctl['exec_round_trip']['max_s']}"],
+        ["a cell's own operations (mean / max)", f"{ctl['cell_control']['mean_s']} / {ctl['cell_control']['max_s']}"],
+        ["remove the host's run dir at the end", ctl["run_close_s"]],
+    ]))  # fmt: skip
+    C.say(f"clock: |offset| mean {clk['abs_offset_ms']['mean']} ms, max {clk['abs_offset_ms']['max']} ms; "
+          f"error_s mean {clk['error_ms']['mean']} ms; offset within error_s in {clk['bounded']}/{clk['n']}")  # fmt: skip
+    C.say(
+        f"QPS: local {q['qps_local']:,.0f}, client in a namespace {q['qps_remote']:,.0f}, ratio "
+        f"{q['ratio_remote_to_local']} CI {q['ratio_ci95']}; {q['bytes_per_txn']} bytes/txn, rtt {q['rtt_ms']} ms"
+    )
+    C.say(
+        f"perflab's CPU: this machine {C.pct(q['harness_cores_max'])} of a core (max), client host's sshd "
+        f"{C.pct(q['client_host_sshd_cores_max'])}; other_cpu_cores {q['other_cpu_cores']}"
+    )
+    if quick:
+        C.say("(quick mode: short windows, few runs; a smoke test, not the figures to quote)")
+    C.final_json({"bench": "remote_cost", "quick": quick, "settings": cfg, **found})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke test: few samples, 3 s windows")
+    args = parser.parse_args()
+    cfg = settings(args.quick)
+    if os.geteuid() != 0:
+        raise SystemExit("error: root is needed (network namespaces, sshd)")
+
+    def run() -> None:
+        with tempfile.TemporaryDirectory(prefix="plbench-remote-") as tmp, ssh_hosts(Path(tmp), ["load"]) as lab:
+            os.environ[CONFIG_ENV] = str(lab.config)  # this process and the perflab runs it starts
+            found = {"control": control(lab, Path(tmp), cfg["n"]), "clock": clock_error(lab, Path(tmp), cfg["n"])}
+            rows = qps(lab, cfg, Path(tmp))
+            found["qps"], found["runs"] = summary(rows), rows
+        report(cfg, found, args.quick)
+
+    C.main_guard(run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""A run's directory on a remote host, and the processes perflab starts there.
+
+Each host gets `/dev/shm/perflab-host-XXXXXX` (or under /tmp where there is no /dev/shm) for the run:
+the files perflab copies there, `owner` (this machine, this perflab's pid, its local work directory)
+and `pids` (every process group started there, one a line). Every process is started by a fixed
+wrapper that makes it the leader of a new session, writes its pid, and tags it (and so everything it
+starts) with PERFLAB_RUN=<the directory> in its environment; stopping the run signals each group,
+then kills whatever still carries the tag. A perflab killed with SIGKILL leaves that behind:
+the local work directory's `hosts.json` names the hosts and directories, and `perflab doctor --clean`
+(or the next run) connects and removes them (hosts/clean.py).
+
+    rundir = RunDir.create(link)            # RunDir(path="/dev/shm/perflab-host-k2j4x1")
+    proc, pid = rundir.start(["sysbench", ...])
+    rundir.remove()                         # stops every process it started, deletes the directory
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from perflab.errors import HostLostError
+from perflab.hosts.transport import Connection, RemoteProcess
+
+PREFIX = "perflab-host-"
+RECORD = "hosts.json"  # in the local work directory: what doctor --clean needs to find a run's hosts
+TAG = "PERFLAB_RUN"
+
+# $0 = the run directory; "$@" = the argv. setsid --wait: a new session (its pid is the group's),
+# the exit status passed on. The first stdout line is the pid, for the caller.
+_WRAPPER = 'echo $$; echo $$ >> "$0/pids"; export PERFLAB_RUN="$0"; exec "$@"'
+# $1 = the run directory; $2 = the signal. Each recorded group whose leader still carries this run's tag
+# (a recycled pid belongs to someone else and is never touched), then any process still tagged.
+_STOP = r"""
+d=$1; s=$2
+tagged() { tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null | grep -qxF "PERFLAB_RUN=$d"; }
+[ -f "$d/pids" ] && for p in $(cat "$d/pids"); do tagged "$p" && kill -s "$s" -- "-$p" 2>/dev/null && echo "$p"; done
+for e in /proc/[0-9]*/environ; do
+  p=${e#/proc/}; p=${p%/environ}
+  tagged "$p" && kill -s "$s" "$p" 2>/dev/null && echo "$p"
+done
+true
+"""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one host's run directory is, as recorded locally for doctor --clean."""
+
+    name: str
+    ssh: str
+    path: str
+
+
+@dataclass
+class RunDir:
+    link: Connection
+    path: str
+
+    @classmethod
+    def create(cls, link: Connection, local_workdir: Path | None = None) -> RunDir:
+        base = "/dev/shm" if link.run(["test", "-d", "/dev/shm", "-a", "-w", "/dev/shm"]).status == 0 else "/tmp"
+        made = link.run(["mktemp", "-d", f"{base}/{PREFIX}XXXXXX"])
+        if made.status != 0:
+            raise HostLostError(
+                f"host {link.name}: cannot create a run directory in {base}: {made.stderr.strip()}",
+                f"free space or permissions on {link.name}:{base}",
+            )
+        rundir = cls(link, made.stdout.strip())
+        owner = f"{socket.gethostname()} {os.getpid()} {local_workdir or ''}\n"
+        link.run(["sh", "-c", 'cat > "$0/owner"', rundir.path], stdin=owner)
+        return rundir
+
+    def start(self, argv: list[str]) -> tuple[RemoteProcess, int]:
+        """Start argv in its own process group on the host; (its process, its pid = its group)."""
+        proc = self.link.start(["setsid", "--wait", "sh", "-c", _WRAPPER, self.path, *argv])
+        first = proc.readline(timeout=30).strip()
+        if not first.isdigit():
+            done = proc.wait(timeout=10)
+            raise HostLostError(
+                f"host {self.link.name}: {argv[0]} did not start: {done.stderr.strip()[-500:]}",
+                f"is {argv[0]} installed on {self.link.name}?",
+            )
+        return proc, int(first)
+
+    def signal(self, pid: int, name: str = "TERM") -> None:
+        """Send a signal to the process group `pid` started."""
+        self.link.run(["kill", "-s", name, "--", f"-{pid}"])
+
+    def stop_all(self, name: str = "KILL") -> list[int]:
+        """Signal every process this run started on the host; the pids signalled by their tag."""
+        done = self.link.run(["sh", "-c", _STOP, "perflab-stop", self.path, name], timeout=60)
+        return sorted({int(p) for p in done.stdout.split() if p.isdigit()})
+
+    def remove(self) -> list[int]:
+        """Stop everything started here, then delete the directory."""
+        killed = self.stop_all()
+        self.link.run(["rm", "-rf", "--one-file-system", self.path], timeout=120)
+        return killed
+
+    def placement(self) -> Placement:
+        return Placement(self.link.name, str(self.link.target), self.path)
+
+
+def record(local_workdir: Path, placements: list[Placement]) -> None:
+    """Write the run's hosts into its local work directory (atomically: a kill mid-write leaves the old one)."""
+    tmp = local_workdir / (RECORD + ".tmp")
+    tmp.write_text(json.dumps([asdict(p) for p in placements]), encoding="utf-8")
+    tmp.replace(local_workdir / RECORD)
+
+
+def recorded(local_workdir: Path) -> list[Placement]:
+    try:
+        rows = json.loads((local_workdir / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [Placement(**row) for row in rows if isinstance(row, dict) and set(row) == {"name", "ssh", "path"}]

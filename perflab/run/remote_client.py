@@ -1,0 +1,263 @@
+"""A cell's client on another host (`[experiment] client_host`, docs/hosts.md): sysbench runs there
+over SSH against this machine's server, which listens only on the address the host reaches us by,
+with a login whose password is made for the run. sysbench's output is streamed back line by line
+into the cell's local `sysbench.txt`, so the start watch, the deadline and the parsers are the local
+client's (run/client.py). The connection options (password included) go to a file readable by
+root only in the host's run directory (`--config-file`), never on a command line.
+
+Recorded per cell (`client` fields): the host, the bytes its network interface toward the server
+moved per transaction over the window, and the round trip to the host (its clock reading, ms).
+
+    remote = RemoteClient.open(hosts, "load", kind)   # in the scheduler, for the whole run
+    intervals, rss, fields = measure(runner, cell, server, logs)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self, TextIO
+
+from perflab.errors import HostLostError
+from perflab.hosts.rundir import RunDir
+from perflab.hosts.session import Hosts
+from perflab.hosts.target import parse_target
+from perflab.run import accounting, client
+from perflab.run.observers.resources import RssSampler, StealSampler
+from perflab.run.workloads import sysbench
+from perflab.spec import Cell
+
+
+@dataclass
+class RemoteClient:
+    hosts: Hosts
+    name: str
+    address: str  # this machine's address as the host reaches it: the server's bind address
+    password: str  # the run's login (hex)
+    sysbench: str  # its path on the host
+    interface: str | None  # the host's interface toward `address`
+    _copied: set[str] = field(default_factory=set)  # files copied into the run directory
+
+    @classmethod
+    def open(cls, hosts: Hosts, name: str, packages: dict[str, str]) -> RemoteClient:
+        """ToolMissingError (exit 3) naming the package when the host lacks the client."""
+        hosts.require(name, packages)
+        link = hosts.link(name)
+        address = link.local_address()
+        found = link.run(["sh", "-c", "command -v sysbench"]).stdout.strip()
+        route = link.run(["ip", "-o", "route", "get", address]).stdout.split()
+        interface = route[route.index("dev") + 1] if "dev" in route[:-1] else None
+        return cls(hosts, name, address, secrets.token_hex(16), found or "sysbench", interface)
+
+    @property
+    def rundir(self) -> RunDir:
+        return self.hosts.rundir(self.name)
+
+    def write_config(self, options: dict[str, str], order: int) -> str:
+        """sysbench's connection options in a file only root reads, on the host; its path."""
+        path = f"{self.rundir.path}/sysbench-{order:04d}.conf"
+        text = "".join(f"{key}={value}\n" for key, value in options.items())
+        self.hosts.link(self.name).run(["sh", "-c", 'umask 077; cat > "$0"', path], stdin=text)
+        return path
+
+    def script(self, test: str) -> str | None:
+        """A workload given as a local .lua file, copied into the host's run directory (once); its path there."""
+        local = Path(test)
+        if not (test.endswith(".lua") and local.is_file()):
+            return None  # one of sysbench's own tests, found by the host's sysbench
+        remote = f"{self.rundir.path}/{local.name}"
+        if remote not in self._copied:
+            self.hosts.link(self.name).put(local, remote)
+            self._copied.add(remote)
+        return remote
+
+    def command(self, spec: Any, cell: Cell, socket: Path, connect: list[str]) -> tuple[list[str], str | None]:
+        """sysbench's argv on the host, and the path there of the workload's script when it is a local file."""
+        command = client.argv(spec, cell, socket, connect=connect, binary=self.sysbench)
+        script = self.script(spec.workload.test)
+        if script is not None:  # argv: [sysbench, test, ...]
+            command[1] = script
+        return command, script
+
+    def net_bytes(self) -> int | None:
+        """Bytes received plus sent by the host's interface toward the server, now."""
+        text = self.hosts.link(self.name).run(["cat", "/proc/net/dev"]).stdout
+        for line in text.splitlines():
+            name, _, counters = line.partition(":")
+            if name.strip() == self.interface and counters.split():
+                fields = counters.split()
+                return int(fields[0]) + int(fields[8])
+        return None
+
+    def fields(self, before: int | None, after: int | None, transactions: int) -> dict[str, Any]:
+        moved = after - before if before is not None and after is not None else None
+        rtt = self.hosts.hosts[self.name].clock_start.rtt_s
+        return {
+            "host": self.name,
+            "address": self.address,
+            "interface": self.interface,
+            "network_bytes": moved,
+            "bytes_per_txn": round(moved / transactions, 1) if moved is not None and transactions else None,
+            "rtt_ms": round(rtt * 1000, 3),
+        }
+
+
+# $0: where bash writes `times` (its children's user and system CPU) once sysbench has exited; "$@": sysbench
+_CLIENT = '"$@" 2>&1; s=$?; times > "$0"; exit $s'
+# $0: the wrapper's pid (bash); its child is sysbench: its /proc stat line, then the clock tick
+_CHILD_STAT = "c=$(cat /proc/$0/task/$0/children); cat /proc/${c%% *}/stat; getconf CLK_TCK"
+_TIMES = re.compile(r"(\d+)m([\d.]+)s\s+(\d+)m([\d.]+)s")
+
+
+def stat_cpu_s(text: str) -> float | None:
+    """user + system CPU seconds from a /proc/PID/stat line followed by CLK_TCK's line."""
+    lines = text.strip().splitlines()
+    if len(lines) != 2 or ")" not in lines[0] or not lines[1].isdigit():
+        return None
+    fields = lines[0].rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / int(lines[1]) if len(fields) > 12 else None
+
+
+def times_cpu_s(text: str) -> float | None:
+    """bash's `times`: the second line (its children's) "0m1.234s 0m0.567s" -> 1.801."""
+    found = _TIMES.findall(text)
+    if len(found) < 2:
+        return None
+    um, us, sm, ss = found[1]
+    return int(um) * 60 + float(us) + int(sm) * 60 + float(ss)
+
+
+class RemoteChild:
+    """sysbench on the host, as run/client.py drives a local Child: poll, wait, kill, `started`;
+    its output (stderr merged) copied into `out` as it comes."""
+
+    def __init__(self, rundir: RunDir, argv: list[str], out: Path) -> None:
+        self.rundir, self.rusage = rundir, None  # no rusage here: its CPU is the other host's (cpu_s)
+        self.times = f"{rundir.path}/times-{out.parent.name}"  # bash's `times` once sysbench has exited
+        self.started = time.monotonic()
+        self.lost: str | None = None
+        self._code: int | None = None
+        self._done = threading.Event()
+        sink = out.open("w", encoding="utf-8")  # before the start watch reads it
+        try:
+            self.proc, self.pid = rundir.start(["bash", "-c", _CLIENT, self.times, *argv])
+        except BaseException:
+            sink.close()
+            raise
+        self._thread = threading.Thread(target=self._pump, args=(sink,), name="remote-client", daemon=True)
+        self._thread.start()
+
+    def _pump(self, sink: TextIO) -> None:
+        try:
+            with sink:
+                for line in self.proc.lines():
+                    sink.write(line)
+                    sink.flush()
+            status = self.proc.wait(timeout=30).status
+            if status is None:  # no exit status: the connection ended under it (a host that dropped off)
+                self.lost = f"host {self.rundir.link.name}: the connection ended before sysbench did"
+            self._code = status if status is not None else -9
+        except (HostLostError, TimeoutError) as exc:
+            self.lost = getattr(exc, "message", None) or f"host {self.rundir.link.name}: {exc}"
+            self._code = -9
+        finally:
+            self._done.set()
+
+    def cpu_s(self) -> float | None:
+        """sysbench's CPU so far, on its host (None when it cannot be read: it has exited)."""
+        return stat_cpu_s(self.rundir.link.run(["sh", "-c", _CHILD_STAT, str(self.pid)]).stdout)
+
+    def cpu_at_exit_s(self) -> float | None:
+        """sysbench's whole CPU, from bash's `times` after it exited (None: killed, or not written)."""
+        done = self.rundir.link.run(["cat", self.times])
+        return times_cpu_s(done.stdout) if done.status == 0 else None
+
+    def poll(self) -> int | None:
+        return self._code if self._done.is_set() else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"sysbench on {self.rundir.link.name} still running after {timeout}s")
+        assert self._code is not None
+        return self._code
+
+    def kill(self) -> None:
+        if not self._done.is_set():
+            with contextlib.suppress(HostLostError):
+                self.rundir.signal(self.pid, "KILL")
+            self._done.wait(10)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict[str, Any]], list, dict[str, Any]]:
+    """run/cell.py's measure with the client on the remote host: the server's resources as always;
+    the client's network per transaction instead of its CPU (which is the other host's)."""
+    remote: RemoteClient = runner.remote
+    spec = runner.exp.file
+    warmup, seconds = client.window_seconds(spec)
+    login = runner.kind.remote_login(server, remote.password)
+    connect = [f"--db-driver={login.pop('db-driver')}", f"--config-file={remote.write_config(login, cell.order)}"]
+    command, script = remote.command(spec, cell, server.socket, connect)
+    out, margin = logs / "sysbench.txt", spec.experiment.timeout_margin
+    with StealSampler() as steal, RemoteChild(remote.rundir, command, out) as child:
+        origin = client.StartWatch(out, child, margin).wait()
+        if warmup:
+            client.sleep_until(origin + warmup, child)
+        start, before = accounting.WindowStart.take(server.pid, None), remote.net_bytes()
+        cpu_before = child.cpu_s()
+        with RssSampler(server.pid) as rss:
+            code = client.wait(child, warmup + seconds, margin)
+        end, after = accounting.WindowEnd.take(start, server.pid), remote.net_bytes()
+        cpu_after = child.cpu_at_exit_s() if not child.lost else None
+    if child.lost:
+        raise HostLostError(child.lost, "the host's cells fail; `perflab doctor --clean` once it is back")
+    summary, intervals = client.read_output(out, code, warmup)
+    measured = {
+        "steal": lambda a, b: steal.cores(origin + a, origin + b),
+        "summary": summary.to_dict(),
+        "resources": {
+            **accounting.resources(start, end, None, summary.transactions, rss),
+            "pss_end_bytes": runner.kind.pss_bytes(server),
+        },
+        "sysbench_options": sysbench.effective_options(runner.sysbench_defaults, command),
+        "client": remote.fields(before, after, summary.transactions)
+        | {"script": script}
+        | _cpu(cpu_before, cpu_after, summary.transactions),
+    }
+    return intervals, rss.samples, measured
+
+
+def _cpu(before: float | None, after: float | None, transactions: int) -> dict[str, Any]:
+    """The client's CPU over the window, on its host: at exit less at the window's start."""
+    used = after - before if before is not None and after is not None else None
+    per = accounting.per_txn(transactions)
+    return {"cpu_s": round(used, 3) if used is not None else None,
+            "cpu_us_per_txn": per(used * 1e6) if used is not None else None}  # fmt: skip
+
+
+@contextlib.contextmanager
+def client_host(runner: Any, workdir: Path) -> Iterator[None]:
+    """The run's client host, connected for the whole run (run/scheduler.py): `runner.remote` is set
+    inside; the hosts' clocks and fingerprints go to the run's meta `hosts` at the start and the end."""
+    spec = runner.exp.file
+    name = spec.experiment.client_host
+    with Hosts({name: parse_target(spec.hosts[name].ssh)}, workdir) as hosts:
+        runner.remote = RemoteClient.open(hosts, name, runner.kind.remote_packages)
+        runner.results.set_meta(hosts=hosts.meta())
+        try:
+            yield
+        finally:
+            runner.remote = None
+            hosts.measure_end()
+            runner.results.set_meta(hosts=hosts.meta())

@@ -1,0 +1,210 @@
+"""Real SSH hosts on this machine: network namespaces joined by veth pairs, each running Debian's
+sshd (openssh-server) with its own host key and config, for the tests of perflab's remote hosts.
+
+Host i gets the namespace `plt-PID-i`, the link 10.77.K.0/30 (this side .1, the host .2) and an sshd
+started as a child of the test, by absolute path, in the foreground (-D), with its own config (-f):
+the system's ssh service is never started, stopped or read. The test's client key, known_hosts and
+ssh config (one `Host NAME` block per host) live in a temporary directory; perflab reads that config
+through PERFLAB_SSH_CONFIG (docs/hosts.md). Traffic goes only to the namespaces' addresses. On the
+way out every process left in each namespace is killed and the namespaces and links are removed.
+
+    with ssh_hosts(tmp_path, ["db", "load"]) as lab:
+        lab.hosts["db"].ssh      # "root@10.77.K.2"
+        lab.config               # Path of the ssh config naming "db" and "load"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+PRIVSEP = Path("/run/sshd")  # sshd's privilege separation directory, which it requires to exist
+
+
+@dataclass
+class SshHost:
+    name: str
+    namespace: str
+    link: str  # this side's veth
+    address: str  # the host's address inside its namespace
+    sshd: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def ssh(self) -> str:
+        return f"root@{self.address}"
+
+    def pids(self) -> list[int]:
+        """Every process running inside this host's namespace (sshd, its sessions, what they started)."""
+        done = subprocess.run(["ip", "netns", "pids", self.namespace], capture_output=True, text=True, check=False)
+        return [int(p) for p in done.stdout.split()]
+
+    def drop(self) -> None:
+        """The host drops off: its sshd and every session it serves are killed."""
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                if _comm(pid) == "sshd":
+                    os.kill(pid, signal.SIGKILL)
+        self.sshd.wait(timeout=10)
+
+
+@dataclass
+class SshLab:
+    dir: Path
+    config: Path  # the ssh config perflab is pointed at (PERFLAB_SSH_CONFIG)
+    known_hosts: Path
+    key: Path  # the client's private key
+    hosts: dict[str, SshHost] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        """The environment of a perflab run that reaches these hosts."""
+        return {**os.environ, "PERFLAB_SSH_CONFIG": str(self.config)}
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+
+
+def _run(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True)
+
+
+def _free_subnets(count: int) -> list[int]:
+    """Third octets K with no 10.77.K.* address on this machine yet."""
+    used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
+    free = [k for k in range(1, 255) if f"10.77.{k}." not in used]
+    return random.sample(free, count)
+
+
+def _keygen(path: Path) -> str:
+    _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "perflab-test", "-f", str(path))
+    return path.with_suffix(".pub").read_text(encoding="ascii").strip()
+
+
+def _sshd_config(home: Path, address: str, authorized: Path) -> Path:
+    config = home / "sshd_config"
+    config.write_text(
+        "\n".join(
+            [
+                f"ListenAddress {address}:22",
+                f"HostKey {home / 'host_key'}",
+                f"AuthorizedKeysFile {authorized}",
+                f"PidFile {home / 'sshd.pid'}",
+                "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",  # the keys live in a pytest temporary directory
+                "MaxSessions 100",
+                "MaxStartups 100",
+                "Subsystem sftp internal-sftp",
+                "",
+            ]
+        ),
+        encoding="ascii",
+    )
+    return config
+
+
+def _wait_listening(address: str, sshd: subprocess.Popen[bytes], log: Path, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if sshd.poll() is not None:
+            raise RuntimeError(f"sshd exited {sshd.returncode}: {log.read_text(errors='replace')[-2000:]}")
+        with contextlib.suppress(OSError), socket.create_connection((address, 22), timeout=1):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"sshd on {address} not listening: {log.read_text(errors='replace')[-2000:]}")
+
+
+def _start_host(lab: SshLab, name: str, index: int, k: int, authorized: Path) -> SshHost:
+    namespace, link = f"plt-{os.getpid()}-{index}", f"plt{os.getpid() % 100000}h{index}"
+    local, address = f"10.77.{k}.1", f"10.77.{k}.2"
+    try:
+        return _link_and_sshd(lab, name, (namespace, link, local, address), authorized)
+    except BaseException:
+        subprocess.run(["ip", "link", "del", link], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True, check=False)
+        raise
+
+
+def _link_and_sshd(lab: SshLab, name: str, where: tuple[str, str, str, str], authorized: Path) -> SshHost:
+    namespace, link, local, address = where
+    _run("ip", "netns", "add", namespace)
+    _run("ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", namespace)
+    _run("ip", "addr", "add", f"{local}/30", "dev", link)
+    _run("ip", "link", "set", link, "up")
+    for argv in (
+        ["addr", "add", f"{address}/30", "dev", "eth0"],
+        ["link", "set", "eth0", "up"],
+        ["link", "set", "lo", "up"],
+    ):
+        _run("ip", "-n", namespace, *argv)
+    home = lab.dir / name
+    home.mkdir()
+    host_pub = _keygen(home / "host_key")
+    with lab.known_hosts.open("a", encoding="ascii") as f:
+        f.write(f"{address} {' '.join(host_pub.split()[:2])}\n")
+    config, log = _sshd_config(home, address, authorized), home / "sshd.log"
+    with log.open("wb") as err:
+        sshd = subprocess.Popen(
+            ["ip", "netns", "exec", namespace, SSHD, "-D", "-e", "-f", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    host = SshHost(name, namespace, link, address, sshd, log)
+    lab.hosts[name] = host
+    _wait_listening(address, sshd, log, time.monotonic() + 30)
+    return host
+
+
+def _client_config(lab: SshLab) -> None:
+    blocks = [
+        f"Host {name} {h.address}\n  HostName {h.address}\n  User root\n  IdentityFile {lab.key}\n"
+        f"  IdentitiesOnly yes\n  UserKnownHostsFile {lab.known_hosts}\n  StrictHostKeyChecking yes\n"
+        for name, h in lab.hosts.items()
+    ]
+    lab.config.write_text("\n".join(blocks), encoding="ascii")
+
+
+def _remove(host: SshHost) -> None:
+    for pid in host.pids():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        host.sshd.wait(timeout=10)
+    subprocess.run(["ip", "link", "del", host.link], capture_output=True, check=False)
+    subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True, check=False)
+
+
+@contextlib.contextmanager
+def ssh_hosts(tmp: Path, names: list[str]) -> Iterator[SshLab]:
+    """Start one namespace with its sshd per name; everything is removed on the way out."""
+    lab = SshLab(tmp / "ssh", tmp / "ssh" / "config", tmp / "ssh" / "known_hosts", tmp / "ssh" / "id_ed25519")
+    lab.dir.mkdir(parents=True)
+    made_privsep = not PRIVSEP.exists()
+    try:
+        PRIVSEP.mkdir(mode=0o755, exist_ok=True)
+        authorized = lab.dir / "authorized_keys"
+        authorized.write_text(_keygen(lab.key) + "\n", encoding="ascii")
+        for index, (name, k) in enumerate(zip(names, _free_subnets(len(names)), strict=True)):
+            _start_host(lab, name, index, k, authorized)
+        _client_config(lab)
+        yield lab
+    finally:
+        for host in lab.hosts.values():
+            _remove(host)
+        if made_privsep:
+            with contextlib.suppress(OSError):
+                PRIVSEP.rmdir()

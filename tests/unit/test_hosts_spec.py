@@ -1,0 +1,102 @@
+"""[hosts], server_host and client_host in an experiment file (docs/hosts.md): names that must be
+[hosts] tables (exit 2), ssh targets of the documented form, and what a remote client refuses."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perflab import spec
+from perflab.errors import EXIT_USAGE, SpecError
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = """
+[experiment]
+name = "remote"
+duration = "5s"
+repeats = 3
+{experiment}
+[dataset]
+tables = 1
+table_size = 1000
+[workload]
+test = "oltp_point_select"
+threads = [2]
+[variants.log]
+OFF = {{}}
+ON = {{ server_options = {{ general_log = "ON" }} }}
+{rest}
+"""
+HOSTS = '[hosts.load]\nssh = "root@10.77.1.2"\n[hosts.db]\nssh = "bench@db1:2222"\n'
+
+
+def parse(experiment: str, rest: str = HOSTS) -> spec.Experiment:
+    return spec.parse(BASE.format(experiment=experiment, rest=rest))
+
+
+def problems(experiment: str, rest: str = HOSTS) -> dict[str, str]:
+    with pytest.raises(SpecError) as exc:
+        parse(experiment, rest)
+    assert exc.value.exit_code == EXIT_USAGE
+    return {p.path: p.render() for p in exc.value.problems}
+
+
+def test_a_client_host_runs_the_sequential_design_and_says_why() -> None:
+    exp = parse('client_host = "load"')
+    assert exp.file.experiment.client_host == "load" and exp.file.hosts["db"].ssh == "bench@db1:2222"
+    assert exp.file.experiment.design == "sequential" and "client runs on host load" in exp.design_reason
+
+
+def test_an_unknown_host_name_lists_the_defined_ones() -> None:
+    found = problems('client_host = "loadd"')
+    assert "expected the name of a [hosts.NAME] table, found 'loadd'" in found["experiment.client_host"]
+    assert "defined hosts: load, db" in found["experiment.client_host"]
+    assert "add a [hosts.NAME] table" in problems('client_host = "load"', rest="")["experiment.client_host"]
+
+
+@pytest.mark.parametrize("target", ["db1", "root@", "root@db1:99999", "root@db1 -oProxyCommand=x"])
+def test_an_ssh_target_of_another_form(target: str) -> None:
+    found = problems("", rest=f'[hosts.db]\nssh = "{target}"\n')
+    assert "user@address[:port]" in found["hosts.db.ssh"]
+
+
+def test_what_a_remote_client_does_not_support_yet() -> None:
+    found = problems(
+        'client_host = "load"\ndesign = "interleaved"\nserver_host = "db"',
+        rest=HOSTS + "[observe]\nperf = true\nstatus = true\n",
+    )
+    assert set(found) >= {"experiment.design", "experiment.server_host", "observe.perf", "observe.status"}
+    assert parse('client_host = "load"\nserver = "postgresql"').file.experiment.server == "postgresql"  # sysbench
+    pgbench = (
+        BASE.format(experiment='client_host = "load"\nserver = "postgresql"', rest=HOSTS)
+        .replace('test = "oltp_point_select"', 'tool = "pgbench"\ntest = "select-only"')
+        .replace("tables = 1\ntable_size = 1000", "scale = 1")
+    )
+    with pytest.raises(SpecError) as exc:
+        spec.parse(pgbench)
+    assert [p.path for p in exc.value.problems] == ["workload.tool"]
+
+
+def test_the_cli_exits_2_on_an_unknown_host(tmp_path: Path) -> None:
+    path = tmp_path / "x.toml"
+    path.write_text(BASE.format(experiment='client_host = "nowhere"', rest=HOSTS), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "perflab", "run", str(path), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2 and "experiment.client_host" in done.stderr + done.stdout
+
+
+def test_calibrate_keeps_the_client_host() -> None:
+    from perflab.spec.aa import aa_experiment
+
+    aa = aa_experiment(parse('client_host = "load"'), rounds=4)
+    assert aa.file.experiment.client_host == "load" and aa.file.hosts["load"].ssh == "root@10.77.1.2"
+    assert aa.file.observe.host_speed is False  # no canary with a remote client (no observers there yet)
