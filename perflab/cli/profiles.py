@@ -150,6 +150,13 @@ def profile(
 )
 @click.option("--top", "limit", type=int, default=25, show_default=True)
 @click.option("--alloc", "allocations", is_flag=True, help="allocator calls, bytes and syscalls per transaction")
+@click.option(
+    "--against",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR_B",
+    help="B from this other results directory (two runs of one experiment: `perflab history` names them)",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def diff(
     directory: Path,
@@ -166,10 +173,12 @@ def diff(
     by: str,
     limit: int,
     allocations: bool,
+    against: Path | None,
     fmt: str,
 ) -> None:
     """Function by function, the change per transaction (or second) from A to B: two variants, or
-    two phases or targets of one (B defaults to A: `diff DIR X --phase-b stall`, `diff DIR --cell 3 ...`)."""
+    two phases or targets of one (B defaults to A: `diff DIR X --phase-b stall`, `diff DIR --cell 3 ...`),
+    or one variant in two runs (`diff DIR_A X X --against DIR_B`)."""
     from perflab.analyze import profile_diff, profile_select  # noqa: PLC0415
     from perflab.report import profile_text  # noqa: PLC0415
 
@@ -180,20 +189,21 @@ def diff(
     if a is None and cell_id is None:
         raise UsageError("name the variants to compare (A B) or one cell (--cell N)", "perflab diff DIR A B")
     b, target_b, phase_b = b or a, target_b or target, phase_b or phase
-    if (a, target, phase) == (b, target_b, phase_b):
+    if (a, target, phase) == (b, target_b, phase_b) and against is None:
         raise UsageError("A and B are the same profile", "name another variant, or --phase-b / --target-b")
     per = _per(per, phase, phase_b)
-    with Results(directory) as results:
-        pick = functools.partial(profile_select.select, results, cell_id=cell_id, threads=threads)
-        sel_a = pick(selector=a, source=source, target=target, phase=phase)
-        sel_b = pick(selector=b, source=sel_a.source, target=target_b, phase=phase_b)
+    with Results(directory) as results, Results(against or directory) as results_b:
+        sel_a = profile_select.select(results, selector=a, cell_id=cell_id, threads=threads, source=source,
+                                      target=target, phase=phase)  # fmt: skip
+        sel_b = profile_select.select(results_b, selector=b, cell_id=cell_id, threads=threads, source=sel_a.source,
+                                      target=target_b, phase=phase_b)  # fmt: skip
         if sel_a.threads != sel_b.threads:
             raise UsageError(
                 f"{a} runs {sorted(sel_a.threads)} threads, {b} {sorted(sel_b.threads)}",
                 "compare at one thread count: --threads N",
             )
         merged_a, _, _ = profile_select.load(results, sel_a, per=per)
-        merged_b, _, _ = profile_select.load(results, sel_b, per=per)
+        merged_b, _, _ = profile_select.load(results_b, sel_b, per=per)
     rows = profile_diff.diff(merged_a, merged_b).rows(limit=limit, by=by)
     if fmt == "json":
         return _echo_json([{**r, "per": per} for r in rows])

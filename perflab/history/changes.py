@@ -1,0 +1,177 @@
+"""Change points in a series of runs, each run weighted by its own uncertainty.
+
+Input: one series' points, oldest first: each run's estimate (the mean of its settled repeats)
+with its repeats' values or its 95% interval. Output: ChangePoints, each the first run of a new
+segment, with its permutation p-value and the step's ratio and interval:
+
+    detect([Point(100.0, [99.1, 100.4, 100.5]), ...])
+      -> [ChangePoint(index=31, p=0.0005, ratio=0.968, low=0.957, high=0.979, ...)]
+
+The method (docs/history.md#change-points, and why):
+  - on the log scale, run i's estimate x_i has variance s_i^2 + tau^2: s_i^2 its own (the
+    squared CV of its repeats over n, or from its interval), tau^2 what runs of one build differ
+    by beyond their own repeats (a fresh host state each night), estimated robustly from the
+    successive differences (their MAD, less the runs' own parts): var(x_i+1 - x_i) = s_i^2 +
+    s_i+1^2 + 2 tau^2 where no step lies between them;
+  - each run weighs w_i = 1 / (s_i^2 + tau^2): a run of 3 noisy repeats counts less than one
+    of 10 quiet ones;
+  - a split at k is scored by the weighted likelihood-ratio (CUSUM) statistic
+    T_k = (m_left - m_right)^2 / (1/W_left + 1/W_right), chi-square(1) under "no change" with
+    known variances; the best split's p-value comes from permutations of the (x_i, w_i) pairs
+    (the max over k has no simple law, and permutations need no normality: as E-divisive);
+  - binary segmentation, each segment at least `min_size` runs, within windows of `window`
+    runs overlapping by half (Otava's E-divisive: window 50); a split is kept at p <= `alpha`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perflab.analyze import stats
+
+WINDOW = 50  # as Otava's E-divisive
+ALPHA = 0.01  # Otava: 0.001; why this one: docs/history.md#change-points (bench/history_detection.py)
+MIN_SIZE = 3  # runs in a segment, at least
+SEED = 20261127  # permutations are drawn from a fixed seed: one series, one answer
+
+
+@dataclass(frozen=True)
+class Point:
+    mean: float | None
+    values: list[float] = field(default_factory=list)
+    low: float | None = None
+    high: float | None = None
+    n: int = 0
+
+
+@dataclass(frozen=True)
+class Segment:
+    start: int  # index of its first run
+    end: int  # index after its last run
+    level: float  # weighted mean of its runs (geometric)
+    low: float  # 95% interval of the level
+    high: float
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    index: int  # the first run of the new segment
+    p: float  # permutation p-value of the split, within its window
+    ratio: float  # the new segment's level / the previous one's
+    low: float  # 95% interval of the ratio
+    high: float
+
+
+@dataclass(frozen=True)
+class Analysis:
+    change_points: list[ChangePoint]
+    segments: list[Segment]
+    tau: float  # run-to-run CV beyond the runs' own repeats
+    usable: list[int]  # indices of points with an estimate (the others are left out)
+
+
+def log_variance(point: Point) -> float | None:
+    """The variance of log(mean) from the run's own repeats (or its interval); None: unknown."""
+    if point.mean is None or point.mean <= 0:
+        return None
+    if len(point.values) >= 2:
+        return statistics.variance(point.values) / point.mean**2 / len(point.values)
+    if point.low is not None and point.high is not None and point.n >= 2 and point.low > 0:
+        half = (math.log(point.high) - math.log(point.low)) / 2
+        return (half / stats.t_quantile(0.975, point.n - 1)) ** 2
+    return None
+
+
+def between_runs(x: np.ndarray, own: np.ndarray) -> float:
+    """tau^2: the variance runs differ by beyond their own, robust to steps (module docstring)."""
+    if len(x) < 3:
+        return 0.0
+    d = np.diff(x)
+    spread = (1.4826 * float(np.median(np.abs(d - np.median(d))))) ** 2
+    return max(0.0, (spread - float(np.median(own[1:] + own[:-1]))) / 2)
+
+
+def scores(y: np.ndarray, w: np.ndarray, min_size: int) -> np.ndarray:
+    """T_k for every split k in [min_size, L - min_size] (rows: permutations, if 2-D)."""
+    cw, cwy = np.cumsum(w, axis=-1), np.cumsum(w * y, axis=-1)
+    total_w, total_wy = cw[..., -1:], cwy[..., -1:]
+    k = slice(min_size - 1, y.shape[-1] - min_size)
+    wl, swl = cw[..., k], cwy[..., k]
+    wr, swr = total_w - wl, total_wy - swl
+    return (swl / wl - swr / wr) ** 2 / (1 / wl + 1 / wr)
+
+
+def split(y: np.ndarray, w: np.ndarray, min_size: int, alpha: float, rng: np.random.Generator) -> tuple[int, float]:
+    """(the best split, its permutation p-value); (-1, 1.0) for a segment too short to split."""
+    if len(y) < 2 * min_size:
+        return -1, 1.0
+    observed = scores(y, w, min_size)
+    best = int(np.argmax(observed))
+    count = min(20000, max(200, math.ceil(20 / alpha)))
+    order = np.argsort(rng.random((count, len(y))), axis=1)
+    beaten = np.count_nonzero(scores(y[order], w[order], min_size).max(axis=1) >= observed[best] * (1 - 1e-12))
+    return best + min_size, (1 + beaten) / (1 + count)
+
+
+def _segment(y, w, lo, hi, min_size, alpha, rng, found: dict[int, float]) -> None:
+    k, p = split(y[lo:hi], w[lo:hi], min_size, alpha, rng)
+    if k < 0 or p > alpha:
+        return
+    found[lo + k] = min(p, found.get(lo + k, 1.0))
+    _segment(y, w, lo, lo + k, min_size, alpha, rng, found)
+    _segment(y, w, lo + k, hi, min_size, alpha, rng, found)
+
+
+def detect(
+    points: list[Point], alpha: float = ALPHA, min_size: int = MIN_SIZE, window: int = WINDOW, seed: int = SEED
+) -> Analysis:
+    """Change points of `points` (module docstring); indices are positions in `points`."""
+    usable = [i for i, p in enumerate(points) if p.mean is not None and p.mean > 0]
+    y = np.log([points[i].mean for i in usable]) if usable else np.zeros(0)
+    own_raw = [log_variance(points[i]) for i in usable]
+    known = [v for v in own_raw if v is not None]
+    fill = max(known) if known else 0.0  # a run without its own spread: as uncertain as the worst
+    own = np.array([fill if v is None else v for v in own_raw], dtype=float)
+    tau2 = between_runs(y, own)
+    w = 1 / np.maximum(own + tau2, 1e-12)
+    rng = np.random.default_rng(seed)
+    found: dict[int, float] = {}
+    step = max(window // 2, 2 * min_size)
+    for start in range(0, max(1, len(y) - step), step):
+        _segment(y, w, start, min(len(y), start + window), min_size, alpha, rng, found)
+    kept = _dedupe(found, min_size)
+    cuts = [0, *kept, len(y)]
+    segments = [_level(y, w, a, b) for a, b in itertools.pairwise(cuts) if b > a]
+    changes = [
+        _change(usable[k], p, y, w, a, k, b) for (k, p), a, b in zip(((k, found[k]) for k in kept), cuts, cuts[2:])
+    ]
+    segments = [Segment(usable[s.start], usable[s.end - 1] + 1, s.level, s.low, s.high) for s in segments]
+    return Analysis(changes, segments, math.sqrt(tau2), usable)
+
+
+def _dedupe(found: dict[int, float], min_size: int) -> list[int]:
+    """Split points at least `min_size` apart: of two closer ones, the one with the smaller p."""
+    kept: list[int] = []
+    for k in sorted(found, key=lambda k: (found[k], k)):
+        if all(abs(k - other) >= min_size for other in kept):
+            kept.append(k)
+    return sorted(kept)
+
+
+def _level(y: np.ndarray, w: np.ndarray, a: int, b: int) -> Segment:
+    weight = float(w[a:b].sum())
+    mean = float((w[a:b] * y[a:b]).sum()) / weight
+    half = 1.96 / math.sqrt(weight)
+    return Segment(a, b, math.exp(mean), math.exp(mean - half), math.exp(mean + half))
+
+
+def _change(index: int, p: float, y: np.ndarray, w: np.ndarray, a: int, k: int, b: int) -> ChangePoint:
+    left, right = _level(y, w, a, k), _level(y, w, k, b)
+    d = math.log(right.level / left.level)
+    half = 1.96 * math.sqrt(1 / float(w[a:k].sum()) + 1 / float(w[k:b].sum()))
+    return ChangePoint(index, p, math.exp(d), math.exp(d - half), math.exp(d + half))

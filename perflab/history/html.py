@@ -1,0 +1,147 @@
+"""The history page: one self-contained HTML file (inline CSS and SVG, no script, no request).
+
+Input: the "perflab-history/1" document (history/view.py). Output: HTML with, per series, a chart
+of every run's estimate and its 95% interval (a point and a bar), each segment's level as a line,
+each change point as a dashed line; under it the change points with what changed in provenance
+and the `perflab diff` command line, then the runs as a table (the numbers the chart draws).
+
+    perflab history nightly --format html -o history.html
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from typing import Any
+
+import jinja2
+from markupsafe import Markup, escape
+
+from perflab import __version__
+from perflab.units import utc_now
+
+W, H, PAD_L, PAD_R, PAD_T, PAD_B = 760, 220, 64, 12, 12, 28
+
+_TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>perflab history: {{ doc.name }}</title>
+<style>
+body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 820px; color: #1d1d1f; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 2em; } h3 { font-size: 1em; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
+td, th { padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: right; }
+td.l, th.l { text-align: left; }
+.note { background: #fff6d6; padding: 4px 8px; }
+.regression { color: #b00020; } .improvement { color: #006d2c; }
+.fail { background: #fde0e0; padding: 4px 8px; } .pass { background: #e2f4e2; padding: 4px 8px; }
+code { font-size: 0.92em; background: #f3f3f3; padding: 1px 3px; }
+svg .run { fill: #1f5fa8; } svg .bar { stroke: #1f5fa8; stroke-width: 1.2; }
+svg .level { stroke: #e07b00; stroke-width: 2; } svg .change { stroke: #b00020; stroke-dasharray: 4 3; }
+svg .axis { stroke: #888; } svg text { font-size: 11px; fill: #444; }
+</style></head><body>
+<h1>History of {{ doc.name }}: {{ doc.metric }}</h1>
+<p>Index <code>{{ doc.index }}</code>; change points at p &le; {{ doc.method.alpha }}, segments of at least
+{{ doc.method.min_size }} runs, windows of {{ doc.method.window }} runs (docs/history.md).
+Written by perflab {{ version }} at {{ now }}.</p>
+{% for n in doc.notes %}<p class="note">{{ n }}</p>{% endfor %}
+{% if doc.gate %}<p class="{{ 'pass' if doc.gate.passed else 'fail' }}" id="gate">Gate ({{ doc.gate.fail_on }}):
+{{ 'passed' if doc.gate.passed else 'FAILED' }}.
+{% for line in doc.gate.failed %}<br>{{ line }}{% endfor %}
+{% for line in doc.gate.inconclusive %}<br>inconclusive: {{ line }}{% endfor %}</p>{% endif %}
+{% for s in series %}
+<section class="series" data-runs="{{ s.doc.runs|length }}" data-changes="{{ s.doc.change_points|length }}">
+{% if loop.first or s.doc.workload != series[loop.index0 - 1].doc.workload %}<h2>{{ s.doc.workload }}</h2>{% endif %}
+<h3>{{ s.label }} at {{ s.doc.threads }} threads: {{ s.doc.runs|length }} runs,
+{{ s.doc.segments|length }} segment(s){% if s.doc.tau is not none %}, run-to-run variation
+{{ '%.1f'|format(s.doc.tau * 100) }}%{% endif %}</h3>
+{{ s.chart }}
+{% for c in s.doc.change_points %}
+<p class="changepoint {{ c.direction }}">Change at run {{ c.run }} ({{ c.started_at }}): {{ c.direction }},
+ratio {{ '%.3f'|format(c.ratio) }} [{{ '%.3f'|format(c.low) }}&ndash;{{ '%.3f'|format(c.high) }}],
+p = {{ '%.2g'|format(c.p) }}.<br>
+What changed: {% for p in c.provenance %}<code>{{ p.field }}</code>: {{ p.before }} &rarr; {{ p.after }}{{ '; ' if not loop.last }}{% else %}nothing perflab records{% endfor %}.<br>
+Diff: <code>{{ c.diff_line }}</code>
+{% if c.diff_top %}<br>{% for r in c.diff_top %}{{ r.function }} {{ '%+.3g'|format(r.delta_self_per_txn) }}{{ '; ' if not loop.last }}{% endfor %}{% endif %}</p>
+{% endfor %}
+<table class="runs"><tr><th>run</th><th class="l">started</th><th>{{ doc.metric }}</th><th>95% interval</th><th>n</th><th class="l">directory</th></tr>
+{% for r in s.doc.runs %}<tr><td>{{ r.run }}</td><td class="l">{{ r.started_at }}</td><td class="mean">{{ fmt(r.mean) }}</td>
+<td>{% if r.low is not none %}{{ fmt(r.low) }}&ndash;{{ fmt(r.high) }}{% else %}n&lt;3{% endif %}</td><td>{{ r.n }}</td>
+<td class="l">{{ r.directory }}</td></tr>
+{% endfor %}</table></section>
+{% endfor %}
+</body></html>
+"""
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
+
+
+def render(doc: dict[str, Any]) -> str:
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    series = []
+    for s in doc["series"]:
+        for c in s["change_points"]:
+            c["diff_line"] = shlex.join(c["diff"])
+        label = ", ".join(f"{k}={v}" for k, v in s["variant"].items()) or "default"
+        series.append({"doc": s, "label": label, "chart": chart(s)})
+    return env.from_string(_TEMPLATE).render(doc=doc, series=series, fmt=_fmt, version=__version__, now=utc_now())
+
+
+def chart(s: dict[str, Any]) -> Markup:
+    """The series as inline SVG: a point and an interval bar per run, segment levels, change points."""
+    runs = s["runs"]
+    values = [v for r in runs for v in (r["mean"], r["low"], r["high"]) if v is not None]
+    if not values:
+        return Markup("")
+    lo, hi = min(values), max(values)
+    lo, hi = (lo - 1, hi + 1) if hi == lo else (lo - (hi - lo) * 0.05, hi + (hi - lo) * 0.05)
+
+    def x(run: float) -> float:
+        return PAD_L + (run - 0.5) / max(len(runs), 1) * (W - PAD_L - PAD_R)
+
+    def y(v: float) -> float:
+        return PAD_T + (hi - v) / (hi - lo) * (H - PAD_T - PAD_B)
+
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="{escape(s["metric"])} per run">'
+    ]
+    parts.append(f'<line class="axis" x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}"/>')
+    for tick in _ticks(lo, hi):
+        parts.append(f'<text x="{PAD_L - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{_fmt(tick)}</text>')
+    for g in s["segments"]:
+        parts.append(
+            f'<line class="level" x1="{x(g["first_run"] - 0.4):.1f}" x2="{x(g["last_run"] + 0.4):.1f}" '
+            f'y1="{y(g["level"]):.1f}" y2="{y(g["level"]):.1f}"><title>runs {g["first_run"]}-{g["last_run"]}: '
+            f"{_fmt(g['level'])}</title></line>"
+        )
+    for c in s["change_points"]:
+        cx = x(c["run"] - 0.5)
+        parts.append(
+            f'<line class="change" x1="{cx:.1f}" x2="{cx:.1f}" y1="{PAD_T}" y2="{H - PAD_B}">'
+            f"<title>change at run {c['run']}: ratio {c['ratio']:.3f}</title></line>"
+        )
+    for r in runs:
+        if r["mean"] is None:
+            continue
+        if r["low"] is not None:
+            parts.append(
+                f'<line class="bar" x1="{x(r["run"]):.1f}" x2="{x(r["run"]):.1f}" '
+                f'y1="{y(r["low"]):.1f}" y2="{y(r["high"]):.1f}"/>'
+            )
+        parts.append(
+            f'<circle class="run" cx="{x(r["run"]):.1f}" cy="{y(r["mean"]):.1f}" r="3">'
+            f"<title>run {r['run']} ({escape(r['started_at'])}): {_fmt(r['mean'])}</title></circle>"
+        )
+    parts.append(f'<text x="{W - PAD_R}" y="{H - 8}" text-anchor="end">run (oldest to newest)</text></svg>')
+    return Markup("".join(parts))
+
+
+def _ticks(lo: float, hi: float, count: int = 4) -> list[float]:
+    step = 10 ** math.floor(math.log10((hi - lo) / count))
+    step *= next(m for m in (1, 2, 5, 10) if (hi - lo) / (step * m) <= count)
+    first = math.ceil(lo / step) * step
+    return [first + i * step for i in range(count + 1) if first + i * step <= hi]
