@@ -17,7 +17,8 @@ import click
 from rich.markup import escape
 
 from perflab.cli.console import err, out
-from perflab.errors import RegressionError, UsageError
+from perflab.errors import PerflabError, RegressionError, UsageError
+from perflab.store.results import Results
 
 HISTORY = click.option(
     "--history",
@@ -77,6 +78,29 @@ def history(
     _show(doc, fmt, output)
     if verdict is not None:
         _exit_on(*verdict)
+
+
+def record_run(output: Path, location: str | None) -> None:
+    """A complete run goes into the history index (docs/history.md); an index that cannot take it
+    costs the run nothing: one line says so, and how to add it later."""
+    from perflab.history import index, record
+
+    if (location or "").lower() == index.OFF:
+        return
+    try:
+        with Results(output) as results:
+            if results.meta().get("status") != "complete":
+                return
+        run = record.read(output)
+        with index.Index.open(location) as where:
+            where.record(run)
+            out.print(escape(f"history: recorded in {where.location} (perflab history {run.name})"), highlight=False)
+    except PerflabError as exc:
+        err.print(
+            f"[yellow]history: not recorded:[/] {escape(exc.message)}; later: perflab history import {escape(str(output))}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _import(index: Any, directories: list[Path]) -> None:

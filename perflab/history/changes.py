@@ -27,17 +27,18 @@ from __future__ import annotations
 
 import itertools
 import math
-import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from perflab.analyze import stats
+from perflab.analyze import ratio, stats
 
 WINDOW = 50  # as Otava's E-divisive
 ALPHA = 0.01  # Otava: 0.001; why this one: docs/history.md#change-points (bench/history_detection.py)
 MIN_SIZE = 3  # runs in a segment, at least
 SEED = 20261127  # permutations are drawn from a fixed seed: one series, one answer
+PRIOR_DF = 4  # a run's own spread is shrunk toward the series' pooled one by this many degrees of freedom
+CHI2_1_MEDIAN = 0.454936
 
 
 @dataclass(frozen=True)
@@ -77,23 +78,60 @@ class Analysis:
 
 def log_variance(point: Point) -> float | None:
     """The variance of log(mean) from the run's own repeats (or its interval); None: unknown."""
+    cv2 = own_cv2(point)
+    return None if cv2 is None else cv2[0] / max(point.n or len(point.values), 1)
+
+
+def own_cv2(point: Point) -> tuple[float, int] | None:
+    """(the squared CV of one repeat of the run, its degrees of freedom), or None."""
     if point.mean is None or point.mean <= 0:
         return None
     if len(point.values) >= 2:
-        return statistics.variance(point.values) / point.mean**2 / len(point.values)
+        return ratio.variance(point.values) / point.mean**2, len(point.values) - 1
     if point.low is not None and point.high is not None and point.n >= 2 and point.low > 0:
         half = (math.log(point.high) - math.log(point.low)) / 2
-        return (half / stats.t_quantile(0.975, point.n - 1)) ** 2
+        return (half / stats.t_quantile(0.975, point.n - 1)) ** 2 * point.n, point.n - 1
     return None
 
 
+def own_variances(points: list[Point]) -> np.ndarray:
+    """Each run's variance of log(mean): its repeats' squared CV, shrunk toward the series' typical
+    one (the median) by PRIOR_DF degrees of freedom (3 repeats that happen to agree are not a precise run), over
+    its repeats; a run without repeats is as uncertain as the least certain one."""
+    found = [own_cv2(p) for p in points]
+    known = [f for f in found if f is not None]
+    if not known:
+        return np.zeros(len(points))
+    pooled = float(np.median([v for v, _ in known]))  # the median: one wild run must not widen the others
+    out = []
+    for p, f in zip(points, found):
+        if f is None:
+            out.append(None)
+            continue
+        v, df = f
+        out.append((v * df + pooled * PRIOR_DF) / (df + PRIOR_DF) / max(p.n or len(p.values), 1))
+    worst = max(v for v in out if v is not None)
+    return np.array([worst if v is None else v for v in out], dtype=float)
+
+
 def between_runs(x: np.ndarray, own: np.ndarray) -> float:
-    """tau^2: the variance runs differ by beyond their own, robust to steps (module docstring)."""
+    """tau^2, what runs differ by beyond their own variance: the value that makes the median of
+    the squared successive differences, each over its variance own_i + own_i+1 + 2 tau^2, the
+    median of chi-square(1) (0.455). The median ignores the few differences that span a step."""
     if len(x) < 3:
         return 0.0
-    d = np.diff(x)
-    spread = (1.4826 * float(np.median(np.abs(d - np.median(d))))) ** 2
-    return max(0.0, (spread - float(np.median(own[1:] + own[:-1]))) / 2)
+    d2, base = np.diff(x) ** 2, own[1:] + own[:-1]
+
+    def excess(tau2: float) -> float:
+        return float(np.median(d2 / np.maximum(base + 2 * tau2, 1e-18))) - CHI2_1_MEDIAN
+
+    if excess(0.0) <= 0:
+        return 0.0
+    lo, hi = 0.0, float(np.max(d2))
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if excess(mid) > 0 else (lo, mid)
+    return hi
 
 
 def scores(y: np.ndarray, w: np.ndarray, min_size: int) -> np.ndarray:
@@ -113,8 +151,14 @@ def split(y: np.ndarray, w: np.ndarray, min_size: int, alpha: float, rng: np.ran
     observed = scores(y, w, min_size)
     best = int(np.argmax(observed))
     count = min(20000, max(200, math.ceil(20 / alpha)))
-    order = np.argsort(rng.random((count, len(y))), axis=1)
-    beaten = np.count_nonzero(scores(y[order], w[order], min_size).max(axis=1) >= observed[best] * (1 - 1e-12))
+    # under "no change", (y_i - mu) sqrt(w_i) are exchangeable: permuted, and put back on each
+    # run's own scale, they make histories in which every run keeps its uncertainty
+    mu = float((w * y).sum() / w.sum())
+    z = (y - mu) * np.sqrt(w)
+    shuffled = mu + rng.permuted(np.tile(z, (count, 1)), axis=1) / np.sqrt(w)
+    beaten = np.count_nonzero(
+        scores(shuffled, np.broadcast_to(w, shuffled.shape), min_size).max(axis=1) >= observed[best] * (1 - 1e-12)
+    )
     return best + min_size, (1 + beaten) / (1 + count)
 
 
@@ -133,17 +177,16 @@ def detect(
     """Change points of `points` (module docstring); indices are positions in `points`."""
     usable = [i for i, p in enumerate(points) if p.mean is not None and p.mean > 0]
     y = np.log([points[i].mean for i in usable]) if usable else np.zeros(0)
-    own_raw = [log_variance(points[i]) for i in usable]
-    known = [v for v in own_raw if v is not None]
-    fill = max(known) if known else 0.0  # a run without its own spread: as uncertain as the worst
-    own = np.array([fill if v is None else v for v in own_raw], dtype=float)
+    own = own_variances([points[i] for i in usable])
     tau2 = between_runs(y, own)
     w = 1 / np.maximum(own + tau2, 1e-12)
     rng = np.random.default_rng(seed)
     found: dict[int, float] = {}
-    step = max(window // 2, 2 * min_size)
-    for start in range(0, max(1, len(y) - step), step):
-        _segment(y, w, start, min(len(y), start + window), min_size, alpha, rng, found)
+    _segment(y, w, 0, len(y), min_size, alpha, rng, found)  # the whole history first
+    cuts = [0, *sorted(found), len(y)]
+    for a, b in itertools.pairwise(cuts):  # then, inside long segments, windows for local changes
+        for start in range(a, b - window, max(window // 2, 2 * min_size)):
+            _segment(y, w, start, min(b, start + window), min_size, alpha, rng, found)
     kept = _dedupe(found, min_size)
     cuts = [0, *kept, len(y)]
     segments = [_level(y, w, a, b) for a, b in itertools.pairwise(cuts) if b > a]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from perflab.analyze import ratio
+from perflab.analyze import ratio, stats
 from perflab.analyze.compare import METRICS, Comparison
 from perflab.analyze.gate import Gate
 from perflab.analyze.verdict import INCONCLUSIVE, MARGIN, judge
@@ -70,9 +70,9 @@ def newest_estimate(s: Series) -> RunEstimate | None:
     weights = [1 / ((v if v is not None else tau2) + tau2 or 1e-12) for v in own]
     level = sum(w * math.log(points[i].mean) for w, i in zip(weights, ref)) / sum(weights)
     d = math.log(new.mean) - level
-    cv2 = ratio.variance(new.values) / new.mean**2 if len(new.values) >= 2 else None
-    if cv2 is None or len(ref) < 2:
+    if len(new.values) < stats.MIN_REPEATS or len(ref) < 2:  # as `compare`: no interval from 2 repeats
         return RunEstimate(ratio.WELCH, math.exp(d), len(new.values), d, ())
+    cv2 = ratio.variance(new.values) / new.mean**2
     return RunEstimate(
         ratio.WELCH,
         math.exp(d),
@@ -80,7 +80,7 @@ def newest_estimate(s: Series) -> RunEstimate | None:
         d,
         ((cv2, len(new.values)),),
         fixed=1 / sum(weights) + tau2,
-        fixed_df=len(ref) - 1,
+        fixed_df=max(len(ref), len(s.analysis.usable) - 1) - 1,  # tau^2: from the series' differences
     )
 
 

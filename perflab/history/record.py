@@ -89,8 +89,11 @@ def read(directory: Path) -> RunRecord:
     try:
         with Results(directory) as results:
             return _record(directory, results)
+    except CorruptResults:
+        raise
     except PerflabError as exc:
-        raise CorruptResults(f"{directory}: {exc.message}", exc.hint) from None
+        where = "" if str(directory) in exc.message else f"{directory}: "
+        raise CorruptResults(f"{where}{exc.message}", exc.hint) from None
     except (sqlite3.Error, KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
         raise CorruptResults(f"{directory}: unreadable results ({type(exc).__name__}: {exc})") from None
 
