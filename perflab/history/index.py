@@ -8,7 +8,7 @@ Format (`meta.index_version`, docs/results-format.md#the-history-index):
   1  runs (name, workload_key, workload JSON, started_at, ended_at, directory, status,
      provenance JSON, recorded_at; unique by directory and started_at: recording a run again
      replaces it) and estimates (run_id, variant_key, variant JSON, threads, metric, mean, low,
-     high, n, samples JSON: one value per settled repeat).
+     high, n, samples JSON: one value per settled repeat, position: the record's order).
 
 The same SQL serves both databases (`?` placeholders become psycopg's `%s`); an index of another
 version is refused with a hint. An unreachable PostgreSQL index is an EnvironmentError (exit 3).
@@ -73,6 +73,7 @@ _SCHEMA = (
         high DOUBLE PRECISION,
         n INTEGER NOT NULL,
         samples TEXT NOT NULL,
+        position INTEGER NOT NULL,
         PRIMARY KEY (run_id, variant_key, threads, metric))""",
 )
 
@@ -161,10 +162,10 @@ class Index:
                     utc_now(),
                 ),
             ).fetchone()[0]
-            for e in run.estimates:
+            for position, e in enumerate(run.estimates):
                 self._execute(
                     "INSERT INTO estimates (run_id, variant_key, variant, threads, metric, mean, low, high, n,"
-                    " samples) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " samples, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         run_id,
                         variant_key(e.variant),
@@ -176,6 +177,7 @@ class Index:
                         e.high,
                         e.n,
                         json.dumps(e.values),
+                        position,
                     ),
                 )
         return int(run_id)
@@ -193,7 +195,7 @@ class Index:
         estimates: dict[int, list[Estimate]] = {}
         for row in self._execute(
             "SELECT e.run_id, e.variant, e.threads, e.metric, e.mean, e.low, e.high, e.n, e.samples FROM estimates e"
-            " JOIN runs r ON r.id = e.run_id WHERE r.name = ? ORDER BY e.run_id, e.threads, e.variant_key",
+            " JOIN runs r ON r.id = e.run_id WHERE r.name = ? ORDER BY e.run_id, e.position",
             (name,),
         ).fetchall():
             estimates.setdefault(row[0], []).append(
