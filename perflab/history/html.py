@@ -28,7 +28,7 @@ _TEMPLATE = """<!DOCTYPE html>
 <title>perflab history: {{ doc.name }}</title>
 <style>
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 820px; color: #1d1d1f; }
-h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 2em; } h3 { font-size: 1em; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 2em; overflow-wrap: anywhere; } h3 { font-size: 1em; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
 td, th { padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: right; }
 td.l, th.l { text-align: left; }
