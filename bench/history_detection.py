@@ -120,7 +120,9 @@ def otava_python() -> Path | None:
         return python
     say(f"making {VENV} with {OTAVA} (once)")
     venv.create(VENV, with_pip=True, clear=True)
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", OTAVA], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", OTAVA], capture_output=True, text=True, check=False
+    )
     if done.returncode != 0:
         say(f"Otava could not be installed: {done.stderr.strip().splitlines()[-1:]}")
         return None
@@ -180,7 +182,9 @@ def delay(detect: Detector, sims: int, horizon: int = 15) -> dict[str, float | N
     found = detect([h[: STEP_AT + d] for h in made for d in after])
     delays = []
     for s in range(sims):
-        hit = next((d for i, d in enumerate(after) if any(abs(k - STEP_AT) <= NEAR for k in found[s * len(after) + i])), None)
+        hit = next(
+            (d for i, d in enumerate(after) if any(abs(k - STEP_AT) <= NEAR for k in found[s * len(after) + i])), None
+        )
         delays.append(hit)
     within = sum(1 for d in delays if d is not None and d <= 4)
     seen = [d for d in delays if d is not None]

@@ -6,10 +6,11 @@ a string, grouped by prefix:
 
     {"package.mariadbd": "10.11.19-MariaDB-0+deb12u1 ...", "package.sysbench": "sysbench 1.0.20",
      "build.installed": "9b44b62ca595", "git.experiment": "4e54fc2 (dirty)",
+     "config.file": "8c1d2e3f4a5b", "config.server_options.general_log": "ON",
      "host.fingerprint": "3f0c1a9e", "host.kernel": "6.1.0-28-amd64", ...}
 
 Nothing is measured again here: these are the records `perflab run` already keeps (the host at
-the run's start, each cell's server binary with its sha256); `git` (the commit of the experiment
+the run's start, each cell's server binary with its sha256, the experiment file as run); `git` (the commit of the experiment
 file's repository and of each [builds] source tree) is recorded by `perflab run` since history.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +45,25 @@ def of_run(meta: dict[str, Any], cells: list[dict[str, Any]]) -> dict[str, str]:
     for where, state in (meta.get("git") or {}).items():
         if state:
             out[f"git.{where}"] = str(state)
+    out.update(_config(meta.get("spec_text")))
     out.update({f"host.{k}": str(host[k]) for k in HOST_FIELDS if host.get(k)})
     if host:
         out["host.fingerprint"] = fingerprint(host)
     return dict(sorted(out.items()))
+
+
+def _config(spec_text: str | None) -> dict[str, str]:
+    """The experiment file's hash, and its top-level [server_options] one by one (an option turned
+    on between two nights is the likeliest cause of a step)."""
+    if not spec_text:
+        return {}
+    out = {"config.file": hashlib.sha256(spec_text.encode()).hexdigest()[:12]}
+    try:
+        options = tomllib.loads(spec_text).get("server_options") or {}
+    except tomllib.TOMLDecodeError:
+        return out
+    out.update({f"config.server_options.{k}": str(v) for k, v in options.items()})
+    return out
 
 
 def fingerprint(host: dict[str, Any]) -> str:

@@ -50,13 +50,6 @@ def test_a_run_records_the_estimates_its_report_shows(real_run):
         assert run["provenance"]["package.sysbench"] == exported["host"]["sysbench"]
 
 
-def test_history_off_records_nothing(tmp_path: Path):
-    where = tmp_path / "never.sqlite"
-    done = perflab("run", str(TINY), "-o", str(tmp_path / "r"), "--history", "off")
-    assert done.returncode == 0 and "history:" not in done.stdout, done.stdout + done.stderr
-    assert not where.exists()
-
-
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[str]:
     """A PostgreSQL server on a temporary directory (socket only), its URL; stopped at the end."""

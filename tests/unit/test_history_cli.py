@@ -156,3 +156,18 @@ def test_the_page_is_written_with_every_run(tmp_path: Path):
     html = page.read_text()
     assert html.count('<circle class="run"') == 13 and html.count('class="change"') == 1
     assert "<script" not in html and "http" not in html.split("</style>")[0]
+
+
+def test_a_finished_run_records_itself_unless_history_is_off(tmp_path: Path, capsys: pytest.CaptureFixture):
+    from perflab.cli.history import record_run
+
+    run = make_run(tmp_path / "r", 0, [1000.0, 1010.0, 990.0])
+    record_run(run, "off")
+    assert not list(tmp_path.glob("*.sqlite"))
+    where = tmp_path / "h.sqlite"
+    record_run(run, str(where))
+    assert f"history: recorded in {where} (perflab history nightly)" in capsys.readouterr().out
+    with index.Index.open(str(where)) as idx:
+        assert [r.record.directory for r in idx.runs("nightly")] == [str(run.resolve())]
+    record_run(run, "postgresql://nobody@127.0.0.1:1/none")  # the run is kept; one line says how to add it later
+    assert f"later: perflab history import {run}" in capsys.readouterr().err.replace("\n", " ")
