@@ -185,8 +185,8 @@ def detect(
     _segment(y, w, 0, len(y), min_size, alpha, rng, found)  # the whole history first
     cuts = [0, *sorted(found), len(y)]
     for a, b in itertools.pairwise(cuts):  # then, inside long segments, windows for local changes
-        for start in range(a, b - window, max(window // 2, 2 * min_size)):
-            _segment(y, w, start, min(b, start + window), min_size, alpha, rng, found)
+        for start in window_starts(a, b, window, min_size):
+            _segment(y, w, start, start + window, min_size, alpha, rng, found)
     kept = _dedupe(found, min_size)
     cuts = [0, *kept, len(y)]
     segments = [_level(y, w, a, b) for a, b in itertools.pairwise(cuts) if b > a]
@@ -195,6 +195,15 @@ def detect(
     ]
     segments = [Segment(usable[s.start], usable[s.end - 1] + 1, s.level, s.low, s.high) for s in segments]
     return Analysis(changes, segments, math.sqrt(tau2), usable)
+
+
+def window_starts(a: int, b: int, window: int, min_size: int) -> list[int]:
+    """Starts of the windows over [a, b) when it is longer than `window`: every half window, and
+    one that ends at b (a change near the end of a long segment, where tonight's runs are)."""
+    if b - a <= window:
+        return []
+    step = max(window // 2, 2 * min_size)
+    return sorted({*range(a, b - window, step), b - window})
 
 
 def _dedupe(found: dict[int, float], min_size: int) -> list[int]:

@@ -97,47 +97,57 @@ def chart(s: dict[str, Any]) -> Markup:
     values = [v for r in runs for v in (r["mean"], r["low"], r["high"]) if v is not None]
     if not values:
         return Markup("")
-    lo, hi = min(values), max(values)
-    lo, hi = (lo - 1, hi + 1) if hi == lo else (lo - (hi - lo) * 0.05, hi + (hi - lo) * 0.05)
-
-    def x(run: float) -> float:
-        return PAD_L + (run - 0.5) / max(len(runs), 1) * (W - PAD_L - PAD_R)
-
-    def y(v: float) -> float:
-        return PAD_T + (hi - v) / (hi - lo) * (H - PAD_T - PAD_B)
-
-    parts = [
-        f'<svg class="chart" viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="{escape(s["metric"])} per run">'
-    ]
+    scale = _Scale(len(runs), min(values), max(values))
+    label = escape(f"{s['metric']} per run")
+    parts = [f'<svg class="chart" viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="{label}">']
     parts.append(f'<line class="axis" x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}"/>')
-    for tick in _ticks(lo, hi):
-        parts.append(f'<text x="{PAD_L - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{_fmt(tick)}</text>')
-    for g in s["segments"]:
-        parts.append(
-            f'<line class="level" x1="{x(g["first_run"] - 0.4):.1f}" x2="{x(g["last_run"] + 0.4):.1f}" '
-            f'y1="{y(g["level"]):.1f}" y2="{y(g["level"]):.1f}"><title>runs {g["first_run"]}-{g["last_run"]}: '
-            f"{_fmt(g['level'])}</title></line>"
-        )
-    for c in s["change_points"]:
-        cx = x(c["run"] - 0.5)
-        parts.append(
-            f'<line class="change" x1="{cx:.1f}" x2="{cx:.1f}" y1="{PAD_T}" y2="{H - PAD_B}">'
-            f"<title>change at run {c['run']}: ratio {c['ratio']:.3f}</title></line>"
-        )
-    for r in runs:
-        if r["mean"] is None:
-            continue
-        if r["low"] is not None:
-            parts.append(
-                f'<line class="bar" x1="{x(r["run"]):.1f}" x2="{x(r["run"]):.1f}" '
-                f'y1="{y(r["low"]):.1f}" y2="{y(r["high"]):.1f}"/>'
-            )
-        parts.append(
-            f'<circle class="run" cx="{x(r["run"]):.1f}" cy="{y(r["mean"]):.1f}" r="3">'
-            f"<title>run {r['run']} ({escape(r['started_at'])}): {_fmt(r['mean'])}</title></circle>"
-        )
+    parts += [
+        f'<text x="{PAD_L - 6}" y="{scale.y(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>' for t in scale.ticks()
+    ]
+    parts += [_level(scale, g) for g in s["segments"]]
+    parts += [_change(scale, c) for c in s["change_points"]]
+    parts += [_run(scale, r) for r in runs if r["mean"] is not None]
     parts.append(f'<text x="{W - PAD_R}" y="{H - 8}" text-anchor="end">run (oldest to newest)</text></svg>')
     return Markup("".join(parts))
+
+
+class _Scale:
+    """Run number -> x, value -> y, with 5% room above and below."""
+
+    def __init__(self, runs: int, lo: float, hi: float) -> None:
+        self.runs = max(runs, 1)
+        self.lo, self.hi = (lo - 1, hi + 1) if hi == lo else (lo - (hi - lo) * 0.05, hi + (hi - lo) * 0.05)
+
+    def x(self, run: float) -> float:
+        return PAD_L + (run - 0.5) / self.runs * (W - PAD_L - PAD_R)
+
+    def y(self, value: float) -> float:
+        return PAD_T + (self.hi - value) / (self.hi - self.lo) * (H - PAD_T - PAD_B)
+
+    def ticks(self) -> list[float]:
+        return _ticks(self.lo, self.hi)
+
+
+def _level(scale: _Scale, g: dict[str, Any]) -> str:
+    x1, x2, y = scale.x(g["first_run"] - 0.4), scale.x(g["last_run"] + 0.4), scale.y(g["level"])
+    what = f"runs {g['first_run']}-{g['last_run']}: {_fmt(g['level'])}"
+    return f'<line class="level" x1="{x1:.1f}" x2="{x2:.1f}" y1="{y:.1f}" y2="{y:.1f}"><title>{what}</title></line>'
+
+
+def _change(scale: _Scale, c: dict[str, Any]) -> str:
+    x = scale.x(c["run"] - 0.5)
+    what = f"change at run {c['run']}: ratio {c['ratio']:.3f}"
+    return f'<line class="change" x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{H - PAD_B}"><title>{what}</title></line>'
+
+
+def _run(scale: _Scale, r: dict[str, Any]) -> str:
+    x, out = scale.x(r["run"]), ""
+    if r["low"] is not None:
+        out = (
+            f'<line class="bar" x1="{x:.1f}" x2="{x:.1f}" y1="{scale.y(r["low"]):.1f}" y2="{scale.y(r["high"]):.1f}"/>'
+        )
+    what = escape(f"run {r['run']} ({r['started_at']}): {_fmt(r['mean'])}")
+    return out + f'<circle class="run" cx="{x:.1f}" cy="{scale.y(r["mean"]):.1f}" r="3"><title>{what}</title></circle>'
 
 
 def _ticks(lo: float, hi: float, count: int = 4) -> list[float]:

@@ -163,24 +163,27 @@ class Index:
                 ),
             ).fetchone()[0]
             for position, e in enumerate(run.estimates):
-                self._execute(
-                    "INSERT INTO estimates (run_id, variant_key, variant, threads, metric, mean, low, high, n,"
-                    " samples, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        run_id,
-                        variant_key(e.variant),
-                        json.dumps(e.variant),
-                        e.threads,
-                        e.metric,
-                        e.mean,
-                        e.low,
-                        e.high,
-                        e.n,
-                        json.dumps(e.values),
-                        position,
-                    ),
-                )
+                self._insert_estimate(run_id, position, e)
         return int(run_id)
+
+    def _insert_estimate(self, run_id: int, position: int, e: Estimate) -> None:
+        self._execute(
+            "INSERT INTO estimates (run_id, variant_key, variant, threads, metric, mean, low, high, n,"
+            " samples, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                variant_key(e.variant),
+                json.dumps(e.variant),
+                e.threads,
+                e.metric,
+                e.mean,
+                e.low,
+                e.high,
+                e.n,
+                json.dumps(e.values),
+                position,
+            ),
+        )
 
     def names(self) -> list[str]:
         return [row[0] for row in self._execute("SELECT DISTINCT name FROM runs ORDER BY name").fetchall()]

@@ -71,7 +71,9 @@ def test_a_postgresql_index_holds_what_a_sqlite_one_does(postgres: str, real_run
     for where in (postgres, sqlite):
         done = perflab("history", "import", *dirs, "--history", where)
         assert done.returncode == 0 and "13 run(s) recorded" in done.stdout, done.stderr
-    docs = [json.loads(perflab("history", "nightly", "--history", w, "--format", "json").stdout) for w in (postgres, sqlite)]
+    docs = [
+        json.loads(perflab("history", "nightly", "--history", w, "--format", "json").stdout) for w in (postgres, sqlite)
+    ]
     assert docs[0]["index"] != docs[1]["index"]
     assert {**docs[0], "index": None} == {**docs[1], "index": None}
     assert [c["run"] for c in docs[0]["series"][0]["change_points"]] == [9]

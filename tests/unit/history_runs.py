@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from perflab.store import folded
 from perflab.store.results import Results
 
 TINY = Path(__file__).resolve().parent.parent / "data" / "report" / "tiny"
@@ -34,6 +36,7 @@ def make_run(
     host: dict[str, Any] | None = None,
     git: dict[str, str] | None = None,
     workload: dict[str, Any] | None = None,
+    profile: dict[str, int] | None = None,
 ) -> Path:
     """A run started `night` days after START whose settled repeats have these QPS values."""
     meta, cell, intervals = template(directory.parent)
@@ -56,4 +59,18 @@ def make_run(
             row = {**cell, "id": i, "key": key, "variant": variant, "repeat": i + 1, "summary": summary}
             scaled = [{**iv, "qps": iv["qps"] * factor, "tps": iv["tps"] * factor} for iv in intervals]
             results.commit_cell(row, scaled, [])
+            if profile is not None:  # [observe] perf as the run stores it: folded stacks and their row
+                _profile(results, directory, i, profile, summary["transactions"])
     return directory
+
+
+def _profile(results: Results, directory: Path, cell_id: int, stacks: dict[str, int], transactions: float) -> None:
+    meta = {"source": "perf", "window": "measured", "target": "server", "seconds": 2.0, "transactions": transactions,
+            "frequency_hz": 99.0, "dsos": {}}  # fmt: skip
+    path = folded.write(folded.base(directory, cell_id, "perf"), Counter(stacks), meta)
+    results.commit_profile({
+        "cell_id": cell_id, "source": "perf", "phase": "measured", "target": "server",
+        "path": str(path.relative_to(directory)), "samples": sum(stacks.values()), "seconds": 2.0,
+        "transactions": transactions, "window_transactions": int(transactions), "frequency_hz": 99.0,
+        "call_graph": "fp", "quality": None, "top": [],
+    })  # fmt: skip

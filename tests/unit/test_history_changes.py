@@ -58,7 +58,9 @@ def test_a_run_with_a_wide_interval_weighs_less():
     """Four runs 6% low after thirty: a change point when their repeats agree; with the same means
     but repeats that disagree (+-20%: each run's interval some 8% wide), not evidence enough."""
     base = history([1.0] * 30, 3, within=0.004, run=0.004)
-    tight = [changes.Point(p.mean * 0.94, [v * 0.94 for v in p.values], n=p.n) for p in history([1.0] * 4, 4, 0.004, 0.004)]
+    tight = [
+        changes.Point(p.mean * 0.94, [v * 0.94 for v in p.values], n=p.n) for p in history([1.0] * 4, 4, 0.004, 0.004)
+    ]
     wide = [changes.Point(p.mean, [p.mean * (1 + d) for d in (-0.2, 0.0, 0.2)], n=3) for p in tight]
     assert [p.mean for p in wide] == pytest.approx([p.mean for p in tight])
     assert [c.index for c in changes.detect(base + tight).change_points] == [30]
@@ -85,7 +87,11 @@ def series_of(points: list[changes.Point]) -> Series:
     s = Series("k", "w", {"log": "OFF"}, 2, "qps")
     for i, p in enumerate(points):
         estimate = record.Estimate({"log": "OFF"}, 2, "qps", p.mean, None, None, p.n, p.values)
-        s.runs.append(StoredRun(i, record.RunRecord("n", "k", {}, f"2026-11-{i + 1:02d}", None, f"/r{i}", "complete", {}, [estimate])))
+        s.runs.append(
+            StoredRun(
+                i, record.RunRecord("n", "k", {}, f"2026-11-{i + 1:02d}", None, f"/r{i}", "complete", {}, [estimate])
+            )
+        )
         s.estimates.append(estimate)
     s.analysis = changes.detect(points)
     return s

@@ -78,7 +78,9 @@ def test_history_shows_the_step_its_cause_and_the_diff(tmp_path: Path):
     assert done.returncode == 0, done.stderr
     assert "change at run 13" in done.stdout and "regression, ratio 0.9" in done.stdout
     assert "what changed: git.experiment: aaaa -> bbbb" in done.stdout
-    assert f"diff: perflab diff {tmp_path / 'run11'} log=OFF/t2 log=OFF/t2 --against {tmp_path / 'run12'}" in done.stdout
+    assert (
+        f"diff: perflab diff {tmp_path / 'run11'} log=OFF/t2 log=OFF/t2 --against {tmp_path / 'run12'}" in done.stdout
+    )
     doc = json.loads(perflab("history", "nightly", "--history", where, "--format", "json").stdout)
     assert doc["format"] == "perflab-history/1" and doc["metric"] == "qps"
     (series,) = doc["series"]
@@ -171,3 +173,19 @@ def test_a_finished_run_records_itself_unless_history_is_off(tmp_path: Path, cap
         assert [r.record.directory for r in idx.runs("nightly")] == [str(run.resolve())]
     record_run(run, "postgresql://nobody@127.0.0.1:1/none")  # the run is kept; one line says how to add it later
     assert f"later: perflab history import {run}" in capsys.readouterr().err.replace("\n", " ")
+
+
+def test_the_profiles_either_side_of_a_change_point_are_diffed(tmp_path: Path):
+    """Runs that stored perf profiles: the change point carries the diff's first functions, and
+    the command it names runs (B's profiles from the other directory)."""
+    before = {"main;do_command;dispatch;select_it": 400, "main;do_command;dispatch;parse": 100}
+    after = {**before, "main;do_command;dispatch;log_general": 300}
+    per_night = {"per_night": lambda i: {"profile": before if i < 8 else after}}
+    where = imported(tmp_path, nights(tmp_path, [1.0] * 8 + [0.9] * 5, **per_night))
+    doc = json.loads(perflab("history", "nightly", "--history", where, "--format", "json").stdout)
+    (change,) = doc["series"][0]["change_points"]
+    assert change["run"] == 9 and change["diff_top"][0]["function"] == "log_general"
+    assert change["diff_top"][0]["a_self_per_txn"] == 0 < change["diff_top"][0]["delta_self_per_txn"]
+    done = perflab(*change["diff"][1:], "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["function"] == "log_general"
