@@ -38,7 +38,13 @@ HISTORY = click.option(
 @click.option(
     "--fail-on", "fail_on", metavar="slower[:THRESHOLD]", help="exit 4 when the newest run starts a regression"
 )
-@click.option("--p", "alpha", type=click.FloatRange(1e-4, 0.2), default=None, help="change points kept at p <= this")
+@click.option(
+    "--max-pvalue",
+    "alpha",
+    type=click.FloatRange(1e-4, 0.2),
+    default=None,
+    help="change points kept at p <= this (Otava's name)",
+)
 @click.option("--min-size", type=click.IntRange(2, 100), default=None, help="runs in a segment, at least")
 @click.option("--window", type=click.IntRange(10, 1000), default=None, help="runs one test looks at, at most")
 def history(

@@ -37,6 +37,7 @@ WINDOW = 50  # as Otava's E-divisive
 ALPHA = 0.01  # Otava: 0.001; why this one: docs/history.md#change-points (bench/history_detection.py)
 MIN_SIZE = 3  # runs in a segment, at least
 SEED = 20261127  # permutations are drawn from a fixed seed: one series, one answer
+BATCH, MAX_PERMUTATIONS, EXCEEDED = 200, 20000, 20  # permutations: split() says how
 PRIOR_DF = 4  # a run's own spread is shrunk toward the series' pooled one by this many degrees of freedom
 CHI2_1_MEDIAN = 0.454936
 
@@ -145,21 +146,27 @@ def scores(y: np.ndarray, w: np.ndarray, min_size: int) -> np.ndarray:
 
 
 def split(y: np.ndarray, w: np.ndarray, min_size: int, alpha: float, rng: np.random.Generator) -> tuple[int, float]:
-    """(the best split, its permutation p-value); (-1, 1.0) for a segment too short to split."""
+    """(the best split, its permutation p-value); (-1, 1.0) for a segment too short to split.
+
+    Permutations come in batches of BATCH, up to 20 / alpha of them (at most MAX_PERMUTATIONS), and
+    stop once EXCEEDED of them beat the split (Besag and Clifford's sequential p-value): a split that
+    is nowhere near significant costs one batch, a significant one every permutation."""
     if len(y) < 2 * min_size:
         return -1, 1.0
     observed = scores(y, w, min_size)
     best = int(np.argmax(observed))
-    count = min(20000, max(200, math.ceil(20 / alpha)))
+    count = min(MAX_PERMUTATIONS, max(BATCH, math.ceil(20 / alpha)))
     # under "no change", (y_i - mu) sqrt(w_i) are exchangeable: permuted, and put back on each
     # run's own scale, they make histories in which every run keeps its uncertainty
     mu = float((w * y).sum() / w.sum())
-    z = (y - mu) * np.sqrt(w)
-    shuffled = mu + rng.permuted(np.tile(z, (count, 1)), axis=1) / np.sqrt(w)
-    beaten = np.count_nonzero(
-        scores(shuffled, np.broadcast_to(w, shuffled.shape), min_size).max(axis=1) >= observed[best] * (1 - 1e-12)
-    )
-    return best + min_size, (1 + beaten) / (1 + count)
+    z, scale = (y - mu) * np.sqrt(w), 1 / np.sqrt(w)
+    beaten = drawn = 0
+    while drawn < count and beaten < EXCEEDED:
+        shuffled = mu + rng.permuted(np.tile(z, (BATCH, 1)), axis=1) * scale
+        top = scores(shuffled, np.broadcast_to(w, shuffled.shape), min_size).max(axis=1)
+        beaten += int(np.count_nonzero(top >= observed[best] * (1 - 1e-12)))
+        drawn += BATCH
+    return best + min_size, (1 + beaten) / (1 + drawn)
 
 
 def _segment(y, w, lo, hi, min_size, alpha, rng, found: dict[int, float]) -> None:
