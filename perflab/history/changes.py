@@ -34,7 +34,7 @@ import numpy as np
 from perflab.analyze import ratio, stats
 
 WINDOW = 50  # as Otava's E-divisive
-ALPHA = 0.01  # Otava: 0.001; why this one: docs/history.md#change-points (bench/history_detection.py)
+ALPHA = 0.02  # Otava: 0.001; why this one: docs/history.md#change-points (bench/history_detection.py)
 MIN_SIZE = 3  # runs in a segment, at least
 SEED = 20261127  # permutations are drawn from a fixed seed: one series, one answer
 BATCH, MAX_PERMUTATIONS, EXCEEDED = 200, 20000, 20  # permutations: split() says how

@@ -108,7 +108,9 @@ def confirmed_by_newest(s: Series, gate: Gate) -> changes.ChangePoint | None:
     before = changes.detect(s.points()[:-1], *s.params)
     known = {c.index for c in before.change_points}
     for c in s.analysis.change_points:
-        if c.index in known or not _beyond(c.ratio, c.high if METRICS.get(s.metric, True) else c.low, s, gate):
+        if any(abs(c.index - k) < s.params[1] for k in known):  # the same step, its position refined
+            continue
+        if not _beyond(c.ratio, c.high if METRICS.get(s.metric, True) else c.low, s, gate):
             continue
         return c
     return None
