@@ -189,3 +189,21 @@ def test_the_profiles_either_side_of_a_change_point_are_diffed(tmp_path: Path):
     done = perflab(*change["diff"][1:], "--format", "json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["function"] == "log_general"
+
+
+def test_an_interrupted_run_is_recorded_only_once_its_resume_completes(tmp_path: Path):
+    from perflab.cli.history import record_run
+    from perflab.store.results import Results
+
+    run = make_run(tmp_path / "r", 0, [1000.0, 1010.0, 990.0])
+    with Results(run) as results:
+        results.set_meta(status="interrupted")
+    where = tmp_path / "h.sqlite"
+    record_run(run, str(where))
+    with index.Index.open(str(where)) as idx:
+        assert idx.names() == []
+    with Results(run) as results:  # `perflab run --resume` stored the rest: complete
+        results.set_meta(status="complete")
+    record_run(run, str(where))
+    with index.Index.open(str(where)) as idx:
+        assert idx.names() == ["nightly"]
