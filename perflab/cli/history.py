@@ -212,4 +212,4 @@ def _change_lines(c: dict[str, Any]) -> list[str]:
 def _num(value: float | None) -> str:
     if value is None:
         return "-"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
