@@ -206,6 +206,14 @@ def _change_lines(c: dict[str, Any]) -> list[str]:
     lines.append(f"      diff: {shlex.join(c['diff'])}")
     for row in c["diff_top"] or []:
         lines.append(f"        {row['function']}: {row['delta_self_per_txn']:+.3g} self samples/txn")
+    beyond = [r for r in c.get("alloc_diff") or [] if r["beyond_noise"]]
+    if beyond:
+        lines.append(
+            "      allocations: " + "; ".join(f"{r['metric']} {r['delta']:+.4g} {r['unit']}" for r in beyond[:4])
+        )
+    if c.get("status_diff"):
+        what = "; ".join(f"{r['counter']} {r['baseline']:.4g} -> {r['variant']:.4g}" for r in c["status_diff"][:4])
+        lines.append(f"      server counters per transaction: {what}")
     return lines
 
 

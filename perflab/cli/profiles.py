@@ -185,7 +185,7 @@ def diff(
     if allocations:
         if a is None or b is None:
             raise UsageError("--alloc compares two variants", "perflab diff --alloc DIR A B")
-        return _alloc_diff(directory, a, b, threads, limit, fmt)
+        return _alloc_diff(directory, a, b, threads, limit, fmt, against)
     if a is None and cell_id is None:
         raise UsageError("name the variants to compare (A B) or one cell (--cell N)", "perflab diff DIR A B")
     b, target_b, phase_b = b or a, target_b or target, phase_b or phase
@@ -310,15 +310,18 @@ def alloc(
     return None
 
 
-def _alloc_diff(directory: Path, a: str, b: str, threads: int | None, limit: int, fmt: str) -> None:
-    from perflab.analyze import alloc as allocs  # noqa: PLC0415
-    from perflab.report import profile_text  # noqa: PLC0415
+def _alloc_diff(
+    directory: Path, a: str, b: str, threads: int | None, limit: int, fmt: str, against: Path | None = None
+) -> None:
+    from perflab.analyze import alloc as allocs
+    from perflab.report import profile_text
 
-    with Results(directory) as results:
+    with Results(directory) as results, Results(against or directory) as results_b:
         sel_a = _alloc_selection(results, a, None, threads)
-        sel_b = _alloc_selection(results, b, None, threads)
+        sel_b = _alloc_selection(results_b, b, None, threads)
         rows = allocs.diff_figures(sel_a.cells, sel_b.cells)
-        functions = allocs.diff_functions(results, sel_a, sel_b, limit) if sel_a.profiles and sel_b.profiles else []
+        both = sel_a.profiles and sel_b.profiles
+        functions = allocs.diff_functions(results, sel_a, sel_b, limit, results_b) if both else []
     warnings = _alloc_warnings(sel_a.cells + sel_b.cells)
     if fmt == "json":
         doc = {"a": sel_a.label, "b": sel_b.label, "figures": rows, "functions": functions, "warnings": warnings}

@@ -62,7 +62,9 @@ ratio {{ '%.3f'|format(c.ratio) }} [{{ '%.3f'|format(c.low) }}&ndash;{{ '%.3f'|f
 p = {{ '%.2g'|format(c.p) }}.<br>
 What changed: {% for p in c.provenance %}<code>{{ p.field }}</code>: {{ p.before }} &rarr; {{ p.after }}{{ '; ' if not loop.last }}{% else %}nothing perflab records{% endfor %}.<br>
 Diff: <code>{{ c.diff_line }}</code>
-{% if c.diff_top %}<br>{% for r in c.diff_top %}{{ r.function }} {{ '%+.3g'|format(r.delta_self_per_txn) }}{{ '; ' if not loop.last }}{% endfor %}{% endif %}</p>
+{% if c.diff_top %}<br>{% for r in c.diff_top %}{{ r.function }} {{ '%+.3g'|format(r.delta_self_per_txn) }}{{ '; ' if not loop.last }}{% endfor %}{% endif %}
+{% if c.status_diff %}<br>Server counters per transaction: {% for r in c.status_diff[:4] %}{{ r.counter }} {{ '%.4g'|format(r.baseline) }} &rarr; {{ '%.4g'|format(r.variant) }}{{ '; ' if not loop.last }}{% endfor %}{% endif %}
+{% if c.alloc_diff %}<br>Allocations: {% for r in c.alloc_diff[:4] if r.beyond_noise %}{{ r.metric }} {{ '%+.4g'|format(r.delta) }} {{ r.unit }}{{ '; ' if not loop.last }}{% endfor %}{% endif %}</p>
 {% endfor %}
 <table class="runs"><tr><th>run</th><th class="l">started</th><th>{{ doc.metric }}</th><th>95% interval</th><th>n</th><th class="l">directory</th></tr>
 {% for r in s.doc.runs %}<tr><td>{{ r.run }}</td><td class="l">{{ r.started_at }}</td><td class="mean">{{ fmt(r.mean) }}</td>

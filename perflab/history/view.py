@@ -9,11 +9,15 @@ Format "perflab-history/1" (docs/results-format.md#perflab-history1):
                  "segments": [{"first_run", "last_run", "level", "low", "high"}],
                  "change_points": [{"run", "started_at", "ratio", "low", "high", "p", "direction",
                                     "before_run", "after_run", "provenance": [{field, before, after}],
-                                    "diff": [argv], "diff_top": [{function, a, b, delta}] | null}]}],
+                                    "diff": [argv], "diff_top": [{function, a, b, delta}] | null,
+                                    "alloc_diff": [...] | null, "alloc_diff_command": [argv] | null,
+                                    "status_diff": [{counter, baseline, variant, ratio, delta}] | null}]}],
      "gate": {"fail_on", "failed": [...], "inconclusive": [...], "passed": bool} | null}
 
 Runs are numbered from 1 within their series. `diff_top` is the profile diff's first functions
-when both runs stored profiles of that variant, else null (the command is named either way).
+when both runs stored profiles of that variant, else null (the command is named either way);
+`alloc_diff` and `status_diff` the allocation figures and server counters per transaction that
+differ, when both runs recorded them ([observe] alloc, status), else null.
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ def change_document(s: Series, c: Any) -> dict[str, Any]:
         "direction": "improvement" if better else "regression",
         **cause,
         "diff_top": profile_diff_top(cause["before_run"], cause["after_run"], s.variant, s.threads),
+        **counter_diffs(cause["before_run"], cause["after_run"], s.variant, s.threads),
     }
 
 
@@ -111,3 +116,29 @@ def profile_diff_top(before: str, after: str, variant: dict[str, str], threads: 
     rows = profile_diff.diff(merged_a, merged_b).rows(limit=DIFF_TOP, by="self")
     keep = ("function", "a_self_per_txn", "b_self_per_txn", "delta_self_per_txn", "significant")
     return [{k: r.get(k) for k in keep} for r in rows]
+
+
+def counter_diffs(before: str, after: str, variant: dict[str, str], threads: int) -> dict[str, Any]:
+    """What else the two runs measured of the variant, per transaction, where both recorded it:
+    allocation figures ([observe] alloc, with their noise floor: `alloc_diff`, and the command
+    `alloc_diff_command`) and the server's counters ([observe] status: `status_diff`); else null."""
+    from perflab.analyze import alloc, status_diff, summary
+    from perflab.store.results import Results
+
+    sides = []
+    for where in (before, after):
+        if not (Path(where) / "results.db").is_file():
+            return {"alloc_diff": None, "alloc_diff_command": None, "status_diff": None}
+        with Results(Path(where)) as results:
+            _, cells = summary.load(results)
+        sides.append([c for c in cells if c["variant"] == variant and c["threads"] == threads
+                      and c["status"] == "ok" and c.get("settled") in (True, 1, None)])  # fmt: skip
+    a, b = sides
+    traced = all(c.get("alloc") for c in a + b) and a and b
+    counted = all((c.get("server_status") or {}).get("per_txn") for c in a + b) and a and b
+    command = series_mod.diff_command(before, after, variant, threads)
+    return {
+        "alloc_diff": alloc.diff_figures(a, b) if traced else None,
+        "alloc_diff_command": [*command[:2], "--alloc", *command[2:]] if traced else None,
+        "status_diff": status_diff.differences(a, b) if counted else None,
+    }

@@ -37,6 +37,7 @@ def make_run(
     git: dict[str, str] | None = None,
     workload: dict[str, Any] | None = None,
     profile: dict[str, int] | None = None,
+    cell_extra: dict[str, Any] | None = None,
 ) -> Path:
     """A run started `night` days after START whose settled repeats have these QPS values."""
     meta, cell, intervals = template(directory.parent)
@@ -56,7 +57,15 @@ def make_run(
             summary = {**cell["summary"], "qps": value, "tps": cell["summary"]["tps"] * factor}
             summary["latency_ms"] = {k: v / factor for k, v in cell["summary"]["latency_ms"].items()}
             key = ",".join(f"{a}={b}" for a, b in variant.items()) + f"/t2/r{i + 1}"
-            row = {**cell, "id": i, "key": key, "variant": variant, "repeat": i + 1, "summary": summary}
+            row = {
+                **cell,
+                "id": i,
+                "key": key,
+                "variant": variant,
+                "repeat": i + 1,
+                "summary": summary,
+                **(cell_extra or {}),
+            }
             scaled = [{**iv, "qps": iv["qps"] * factor, "tps": iv["tps"] * factor} for iv in intervals]
             results.commit_cell(row, scaled, [])
             if profile is not None:  # [observe] perf as the run stores it: folded stacks and their row

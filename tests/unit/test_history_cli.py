@@ -207,3 +207,36 @@ def test_an_interrupted_run_is_recorded_only_once_its_resume_completes(tmp_path:
     record_run(run, str(where))
     with index.Index.open(str(where)) as idx:
         assert idx.names() == ["nightly"]
+
+
+def alloc_record(bytes_per_txn: float) -> dict:
+    """A cell's `alloc` as [observe] alloc stores it."""
+    return {
+        "calls_per_txn": {"malloc": 12.0, "calloc": 0.0, "realloc": 1.0, "free": 13.0, "memalign": 0.0, "new": 4.0,
+                          "delete": 4.0},
+        "bytes_per_txn": bytes_per_txn,
+        "syscalls_per_txn": {"mmap": 0.0, "munmap": 0.0, "mprotect": 0.0, "madvise": 0.0, "brk": 0.0},
+        "by_size_class": [],
+    }  # fmt: skip
+
+
+def test_allocations_and_server_counters_either_side_of_a_change_point(tmp_path: Path):
+    def extra(i: int) -> dict:
+        after = i >= 8
+        status = {"per_txn": {"Handler_read_next": 20.0 if after else 10.0, "Com_select": 1.0}, "gauges": {}}
+        return {"cell_extra": {"alloc": alloc_record(33554432.0 if after else 2097152.0), "server_status": status}}
+
+    where = imported(tmp_path, nights(tmp_path, [1.0] * 8 + [0.9] * 5, per_night=extra))
+    doc = json.loads(perflab("history", "nightly", "--history", where, "--format", "json").stdout)
+    (change,) = doc["series"][0]["change_points"]
+    assert change["status_diff"][0]["counter"] == "Handler_read_next"
+    assert change["status_diff"][0]["delta"] == pytest.approx(10.0)
+    bytes_row = change["alloc_diff"][0]  # the largest difference beyond noise first
+    assert bytes_row["metric"] == "bytes_requested" and bytes_row["beyond_noise"]
+    assert bytes_row["delta"] == pytest.approx(33554432.0 - 2097152.0)
+    done = perflab(*change["alloc_diff_command"][1:], "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["figures"][0]["metric"] == "bytes_requested"
+    text = perflab("history", "nightly", "--history", where).stdout
+    assert "allocations: bytes_requested +3.146e+07 bytes/txn" in text
+    assert "server counters per transaction: Handler_read_next 10 -> 20" in text
