@@ -30,7 +30,7 @@ HISTORY = click.option(
 
 
 @click.command(name="history")
-@click.argument("args", nargs=-1, required=True)
+@click.argument("args", nargs=-1, required=True, metavar="NAME | import DIR...")
 @HISTORY
 @click.option("--metric", type=click.Choice(["qps", "p95"]), default="qps", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
