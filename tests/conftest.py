@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # Other perflab runs on a developer's machine (a benchmark, another checkout's tests) must not
 # make these tests refuse to run; tests/integration/test_lock.py clears it to test the refusal.
 os.environ["PERFLAB_ALLOW_CONCURRENT"] = "1"
+# Every `perflab run` records itself in the history index: the tests' runs go to a throwaway one,
+# never to ~/.local/share/perflab/history.sqlite (tests that need their own pass --history).
+os.environ["PERFLAB_HISTORY"] = str(Path(tempfile.mkdtemp(prefix="perflab-test-history-")) / "history.sqlite")
 # A shell starts background jobs (`make test &`, `nohup ... &`) with SIGINT ignored, and an
 # ignored signal is inherited through exec: the perflab runs these tests start could then never
 # see the Ctrl-C that tests/integration/test_failures.py sends. Take SIGINT back, as a terminal has it.

@@ -87,8 +87,11 @@ def diff_figures(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[
     return _ranked(rows)
 
 
-def diff_functions(results: Results, sa: Selection, sb: Selection, limit: int = 25) -> list[dict[str, Any]]:
-    fa, fb = functions(results, sa), functions(results, sb)
+def diff_functions(
+    results: Results, sa: Selection, sb: Selection, limit: int = 25, results_b: Results | None = None
+) -> list[dict[str, Any]]:
+    """`sb` read from `results_b` when given (one variant in two runs: `perflab diff --against`)."""
+    fa, fb = functions(results, sa), functions(results_b or results, sb)
     rows = [
         _diff_row(f, "bytes/txn", fa.get(f, [0.0] * len(sa.profiles)), fb.get(f, [0.0] * len(sb.profiles)))
         for f in sorted(set(fa) | set(fb))

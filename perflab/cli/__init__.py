@@ -5,6 +5,7 @@
     perflab report DIR [--html]              cli/results.py   results -> summary -> tables / HTML / Markdown / JSON
     perflab compare DIR | DIR_A DIR_B        cli/results.py   verdicts: variant vs baseline, or B vs A (--fail-on)
     perflab export DIR [--format csv]        cli/results.py   the documented interchange formats (JSON, CSVs)
+    perflab history NAME | import DIR...     cli/history.py   runs over time: series, change points, gate
     perflab profile DIR SELECTOR             cli/profiles.py  top functions per transaction
     perflab diff DIR A [B]                   cli/profiles.py  function by function, A -> B
     perflab alloc DIR SEL [B]                cli/profiles.py  allocator calls, bytes, syscalls per transaction
@@ -24,16 +25,17 @@ import click
 from rich.markup import escape
 
 from perflab import __version__
-from perflab.cli.console import err
 from perflab.cli.build import build
 from perflab.cli.calibrate import calibrate
+from perflab.cli.console import err
 from perflab.cli.doctor import doctor
+from perflab.cli.history import history
 from perflab.cli.profiles import alloc, diff, flame, profile
 from perflab.cli.results import compare_cmd, export, report
 from perflab.cli.run import run
 from perflab.errors import EXIT_INTERRUPTED, PerflabError
 
-VERBS = (run, calibrate, build, report, compare_cmd, export, profile, diff, flame, alloc, doctor)
+VERBS = (run, calibrate, build, report, compare_cmd, export, history, profile, diff, flame, alloc, doctor)
 
 
 def _fail(exc: PerflabError) -> NoReturn:

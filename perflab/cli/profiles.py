@@ -163,6 +163,13 @@ def profile(
 )
 @click.option("--top", "limit", type=int, default=25, show_default=True)
 @click.option("--alloc", "allocations", is_flag=True, hidden=True)  # before 2026-11-27: perflab alloc DIR A B
+@click.option(
+    "--against",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR_B",
+    help="B from this other results directory (two runs of one experiment: `perflab history` names them)",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def diff(
     directory: Path,
@@ -179,10 +186,12 @@ def diff(
     by: str,
     limit: int,
     allocations: bool,
+    against: Path | None,
     fmt: str,
 ) -> None:
     """Function by function, the change per transaction (or second) from A to B: two variants, or
-    two phases or targets of one (B defaults to A: `diff DIR X --phase-b stall`, `diff DIR --cell 3 ...`)."""
+    two phases or targets of one (B defaults to A: `diff DIR X --phase-b stall`, `diff DIR --cell 3 ...`),
+    or one variant in two runs (`diff DIR_A X X --against DIR_B`)."""
     from perflab.analyze import profile_diff, profile_select  # noqa: PLC0415
     from perflab.report import profile_text  # noqa: PLC0415
 
@@ -190,24 +199,25 @@ def diff(
         if a is None or b is None:
             raise UsageError("allocations compare two variants", "perflab alloc DIR A B")
         _deprecated("perflab diff --alloc DIR A B", f"perflab alloc DIR {a} {b}")
-        return _alloc_diff(directory, a, b, threads, limit, fmt)
+        return _alloc_diff(directory, a, b, threads, limit, fmt, against)
     if a is None and cell_id is None:
         raise UsageError("name the variants to compare (A B) or one cell (--cell N)", "perflab diff DIR A B")
     b, target_b, phase_b = b or a, target_b or target, phase_b or phase
-    if (a, target, phase) == (b, target_b, phase_b):
+    if (a, target, phase) == (b, target_b, phase_b) and against is None:
         raise UsageError("A and B are the same profile", "name another variant, or --phase-b / --target-b")
     per = _per(per, phase, phase_b)
-    with Results(directory) as results:
-        pick = functools.partial(profile_select.select, results, cell_id=cell_id, threads=threads)
-        sel_a = pick(selector=a, source=source, target=target, phase=phase)
-        sel_b = pick(selector=b, source=sel_a.source, target=target_b, phase=phase_b)
+    with Results(directory) as results, Results(against or directory) as results_b:
+        sel_a = profile_select.select(results, selector=a, cell_id=cell_id, threads=threads, source=source,
+                                      target=target, phase=phase)  # fmt: skip
+        sel_b = profile_select.select(results_b, selector=b, cell_id=cell_id, threads=threads, source=sel_a.source,
+                                      target=target_b, phase=phase_b)  # fmt: skip
         if sel_a.threads != sel_b.threads:
             raise UsageError(
                 f"{a} runs {sorted(sel_a.threads)} threads, {b} {sorted(sel_b.threads)}",
                 "compare at one thread count: --threads N",
             )
         merged_a, _, _ = profile_select.load(results, sel_a, per=per)
-        merged_b, _, _ = profile_select.load(results, sel_b, per=per)
+        merged_b, _, _ = profile_select.load(results_b, sel_b, per=per)
     rows = profile_diff.diff(merged_a, merged_b).rows(limit=limit, by=by)
     if fmt == "json":
         return _echo_json([{**r, "per": per} for r in rows])
@@ -306,12 +316,14 @@ def flame(
 @click.argument("selector", required=False)
 @click.argument("b", required=False)
 @click.option("--cell", "cell_id", type=int, default=None, help="one cell by id")
+@click.option("--against", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR_B",
+              help="B from this other results directory, as in diff")  # fmt: skip
 @_THREADS
 @click.option("--top", "limit", type=int, default=15, show_default=True, help="allocating functions shown")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def alloc(
-    directory: Path, selector: str | None, b: str | None, cell_id: int | None, threads: int | None, limit: int,
-    fmt: str,
+    directory: Path, selector: str | None, b: str | None, cell_id: int | None, against: Path | None,
+    threads: int | None, limit: int, fmt: str,
 ) -> None:  # fmt: skip
     """What a variant asks of its allocator per transaction: calls and bytes by size class, the
     allocator's own syscalls, and the functions that allocate most (needs [observe] alloc); with
@@ -322,7 +334,9 @@ def alloc(
     if b is not None:
         if selector is None or cell_id is not None:
             raise UsageError("two selectors compare two variants, not cells", "perflab alloc DIR A B")
-        return _alloc_diff(directory, selector, b, threads, limit, fmt)
+        return _alloc_diff(directory, selector, b, threads, limit, fmt, against)
+    if against is not None:
+        raise UsageError("--against names where B comes from", "perflab alloc DIR A B --against DIR_B")
     with Results(directory) as results:
         sel = _alloc_selection(results, selector, cell_id, threads)
         rows = allocs.figures(sel.cells)
@@ -337,15 +351,18 @@ def alloc(
     return None
 
 
-def _alloc_diff(directory: Path, a: str, b: str, threads: int | None, limit: int, fmt: str) -> None:
-    from perflab.analyze import alloc as allocs  # noqa: PLC0415
-    from perflab.report import profile_text  # noqa: PLC0415
+def _alloc_diff(
+    directory: Path, a: str, b: str, threads: int | None, limit: int, fmt: str, against: Path | None = None
+) -> None:
+    from perflab.analyze import alloc as allocs
+    from perflab.report import profile_text
 
-    with Results(directory) as results:
+    with Results(directory) as results, Results(against or directory) as results_b:
         sel_a = _alloc_selection(results, a, None, threads)
-        sel_b = _alloc_selection(results, b, None, threads)
+        sel_b = _alloc_selection(results_b, b, None, threads)
         rows = allocs.diff_figures(sel_a.cells, sel_b.cells)
-        functions = allocs.diff_functions(results, sel_a, sel_b, limit) if sel_a.profiles and sel_b.profiles else []
+        both = sel_a.profiles and sel_b.profiles
+        functions = allocs.diff_functions(results, sel_a, sel_b, limit, results_b) if both else []
     warnings = _alloc_warnings(sel_a.cells + sel_b.cells)
     if fmt == "json":
         doc = {"a": sel_a.label, "b": sel_b.label, "figures": rows, "functions": functions, "warnings": warnings}

@@ -68,6 +68,14 @@ from perflab.units import utc_now
     help="plan with this calibration file (default: this host's and workload's, if one matches)",
 )
 @click.option(
+    "--history",
+    "history",
+    metavar="PATH|postgresql://...|off",
+    envvar="PERFLAB_HISTORY",
+    default=None,
+    help="record the finished run in this history index (default ~/.local/share/perflab/history.sqlite)",
+)
+@click.option(
     "--allow-concurrent",
     is_flag=True,
     envvar="PERFLAB_ALLOW_CONCURRENT",
@@ -81,6 +89,7 @@ def run(
     fmt: str,
     seed: int | None,
     calibration: Path | None,
+    history: str | None,
     allow_concurrent: bool,
 ) -> None:
     """Run every cell of EXPERIMENT and store the results (or finish an interrupted run)."""
@@ -125,7 +134,7 @@ def run(
     with contextlib.ExitStack() as stack:
         if not allow_concurrent:
             stack.enter_context(MachineLock(output))
-        _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None, planned)
+        _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None, planned, history)
 
 
 def _warn_durability(exp: spec.Experiment) -> None:
@@ -227,6 +236,7 @@ def _run(
     concurrent: bool,
     resume: bool,
     planned: dict[str, Any] | None = None,
+    history: str | None = None,
 ) -> None:
     with Results(output, create=not resume) as results:
         _record_start(results, exp, spec_text, len(cells), concurrent, resume)
@@ -255,6 +265,9 @@ def _run(
         failed = sum(1 for c in stored if c["status"] != "ok" and c["id"] not in made_up)
         again = sum(1 for c in stored if c["status"] != "ok" and c["id"] in made_up)
     out.print(f"\nresults: {output}   (perflab report {output} | perflab export {output} --format json)")
+    from perflab.cli.history import record_run
+
+    record_run(output, history)
     if again:
         err.print(f"{again} failed cell(s) measured again, and well (retry_of): see {output}/logs/ for the failure")
     if failed:
@@ -287,6 +300,7 @@ def _record_start(
         },
         spec_text=spec_text,
         host=hostinfo.collect(),
+        git=_git(exp),
         started_at=now,
         perflab_version=__version__,
         seed=exp.seed,
@@ -305,6 +319,16 @@ def _throughput(file: spec.ExperimentFile) -> dict[str, str]:
 
     workload = workloads.of(file)
     return {"metric": workload.metric, "means": workload.throughput}
+
+
+def _git(exp: spec.Experiment) -> dict[str, str]:
+    """The git commits the history names at a change point: the experiment file's repository, and
+    each [builds] source tree's (history/provenance.py)."""
+    from perflab.history import provenance
+
+    trees = {n: b.source for n, b in exp.file.builds.items() if b.source and b.source.startswith("/")}
+    here = Path(exp.source)
+    return provenance.git_of(here if here.is_file() else None, trees)
 
 
 class ProgressBar:

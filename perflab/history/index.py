@@ -1,0 +1,253 @@
+"""The history index: one row per recorded run and one per estimate, in SQLite or PostgreSQL.
+
+    Index.open(None)                          ~/.local/share/perflab/history.sqlite (or $PERFLAB_HISTORY)
+    Index.open("/srv/perflab/history.sqlite") another SQLite file
+    Index.open("postgresql://user@db/perf")   a team's shared index (psycopg)
+
+Format (`meta.index_version`, docs/results-format.md#the-history-index):
+  1  runs (name, workload_key, workload JSON, started_at, ended_at, directory, status,
+     provenance JSON, recorded_at; unique by directory and started_at: recording a run again
+     replaces it) and estimates (run_id, variant_key, variant JSON, threads, metric, mean, low,
+     high, n, samples JSON: one value per settled repeat, position: the record's order).
+
+The same SQL serves both databases (`?` placeholders become psycopg's `%s`); an index of another
+version is refused with a hint. An unreachable PostgreSQL index is an EnvironmentError (exit 3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+from perflab.errors import EXIT_ENVIRONMENT, PerflabError, ResultsFormatError, ToolMissingError
+from perflab.history.record import Estimate, RunRecord
+from perflab.units import utc_now
+from perflab.variants import variant_key
+
+INDEX_VERSION = 1
+ENV = "PERFLAB_HISTORY"
+OFF = "off"  # --history off / PERFLAB_HISTORY=off: `perflab run` records nothing
+
+
+def default_location() -> str:
+    """$PERFLAB_HISTORY, else ~/.local/share/perflab/history.sqlite ($XDG_DATA_HOME honoured)."""
+    if os.environ.get(ENV):
+        return os.environ[ENV]
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return str(Path(data) / "perflab" / "history.sqlite")
+
+
+class IndexUnreachable(PerflabError):
+    """The PostgreSQL index cannot be reached (or the SQLite file cannot be opened)."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS runs (
+        id {id},
+        name TEXT NOT NULL,
+        workload_key TEXT NOT NULL,
+        workload TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        ended_at TEXT,
+        directory TEXT NOT NULL,
+        status TEXT,
+        provenance TEXT NOT NULL,
+        recorded_at TEXT NOT NULL,
+        UNIQUE (directory, started_at))""",
+    "CREATE INDEX IF NOT EXISTS runs_by_name ON runs (name, started_at)",
+    """CREATE TABLE IF NOT EXISTS estimates (
+        run_id INTEGER NOT NULL,
+        variant_key TEXT NOT NULL,
+        variant TEXT NOT NULL,
+        threads INTEGER NOT NULL,
+        metric TEXT NOT NULL,
+        mean DOUBLE PRECISION,
+        low DOUBLE PRECISION,
+        high DOUBLE PRECISION,
+        n INTEGER NOT NULL,
+        samples TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        PRIMARY KEY (run_id, variant_key, threads, metric))""",
+)
+
+
+@dataclass
+class StoredRun:
+    """A run as the index holds it: its record and its id there."""
+
+    id: int
+    record: RunRecord
+
+
+class Index:
+    """An open history index (a context manager)."""
+
+    def __init__(self, connection: Any, location: str, postgres: bool) -> None:
+        self.db, self.location, self.postgres = connection, location, postgres
+        self._prepare()
+
+    @classmethod
+    def open(cls, location: str | None = None) -> Index:
+        where = location or default_location()
+        if where.startswith(("postgresql://", "postgres://")):
+            return cls(_connect_postgres(where), _redacted(where), True)
+        path = Path(where).expanduser()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(path, isolation_level=None, timeout=30)
+            db.execute("PRAGMA journal_mode=WAL")
+        except (OSError, sqlite3.Error) as exc:
+            raise IndexUnreachable(f"history index {path}: {exc}", "pass --history PATH to a writable file") from None
+        return cls(db, str(path), False)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.db.close()
+
+    def _sql(self, text: str) -> str:
+        return text.replace("?", "%s") if self.postgres else text
+
+    def _execute(self, text: str, args: tuple = ()) -> Any:
+        return self.db.execute(self._sql(text), args)
+
+    def _prepare(self) -> None:
+        identity = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY" if self.postgres else "INTEGER PRIMARY KEY"
+        with self._transaction():
+            for statement in _SCHEMA:
+                self._execute(statement.format(id=identity))
+            row = self._execute("SELECT value FROM meta WHERE key = 'index_version'").fetchone()
+            if row is None:
+                self._execute("INSERT INTO meta (key, value) VALUES ('index_version', ?)", (str(INDEX_VERSION),))
+            elif int(row[0]) != INDEX_VERSION:
+                raise ResultsFormatError(
+                    f"history index {self.location}: version {row[0]}, this perflab reads {INDEX_VERSION}",
+                    "use the perflab version that wrote it, or another --history",
+                )
+
+    def _transaction(self) -> Any:
+        if self.postgres:
+            return self.db.transaction()
+        return _SqliteTransaction(self.db)
+
+    def record(self, run: RunRecord) -> int:
+        """Store `run` (replacing the same directory's earlier record of the same run); its id."""
+        with self._transaction():
+            old = self._execute(
+                "SELECT id FROM runs WHERE directory = ? AND started_at = ?", (run.directory, run.started_at)
+            ).fetchone()
+            if old is not None:
+                self._execute("DELETE FROM estimates WHERE run_id = ?", (old[0],))
+                self._execute("DELETE FROM runs WHERE id = ?", (old[0],))
+            run_id = self._execute(
+                "INSERT INTO runs (name, workload_key, workload, started_at, ended_at, directory, status,"
+                " provenance, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (
+                    run.name,
+                    run.workload_key,
+                    json.dumps(run.workload, default=str),
+                    run.started_at,
+                    run.ended_at,
+                    run.directory,
+                    run.status,
+                    json.dumps(run.provenance),
+                    utc_now(),
+                ),
+            ).fetchone()[0]
+            for position, e in enumerate(run.estimates):
+                self._insert_estimate(run_id, position, e)
+        return int(run_id)
+
+    def _insert_estimate(self, run_id: int, position: int, e: Estimate) -> None:
+        self._execute(
+            "INSERT INTO estimates (run_id, variant_key, variant, threads, metric, mean, low, high, n,"
+            " samples, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                variant_key(e.variant),
+                json.dumps(e.variant),
+                e.threads,
+                e.metric,
+                e.mean,
+                e.low,
+                e.high,
+                e.n,
+                json.dumps(e.values),
+                position,
+            ),
+        )
+
+    def names(self) -> list[str]:
+        return [row[0] for row in self._execute("SELECT DISTINCT name FROM runs ORDER BY name").fetchall()]
+
+    def runs(self, name: str) -> list[StoredRun]:
+        """Every recorded run of `name`, oldest first, with its estimates."""
+        rows = self._execute(
+            "SELECT id, name, workload_key, workload, started_at, ended_at, directory, status, provenance"
+            " FROM runs WHERE name = ? ORDER BY started_at, id",
+            (name,),
+        ).fetchall()
+        estimates: dict[int, list[Estimate]] = {}
+        for row in self._execute(
+            "SELECT e.run_id, e.variant, e.threads, e.metric, e.mean, e.low, e.high, e.n, e.samples FROM estimates e"
+            " JOIN runs r ON r.id = e.run_id WHERE r.name = ? ORDER BY e.run_id, e.position",
+            (name,),
+        ).fetchall():
+            estimates.setdefault(row[0], []).append(
+                Estimate(json.loads(row[1]), row[2], row[3], row[4], row[5], row[6], row[7], json.loads(row[8]))
+            )
+        return [
+            StoredRun(
+                r[0],
+                RunRecord(
+                    r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8]), estimates.get(r[0], [])
+                ),
+            )
+            for r in rows
+        ]
+
+
+class _SqliteTransaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def _connect_postgres(url: str) -> Any:
+    """A psycopg connection in autocommit (transactions explicit), or exit 3 with the reason."""
+    try:
+        import psycopg
+    except ImportError:
+        raise ToolMissingError(
+            "a PostgreSQL history index needs psycopg", "pip install 'psycopg[binary]' (a perflab dependency)"
+        ) from None
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise IndexUnreachable(
+            f"history index {_redacted(url)} is unreachable: {first}",
+            "check the URL, that the server runs and accepts this user; or --history PATH for a local index",
+        ) from None
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, for messages."""
+    head, sep, tail = url.partition("@")
+    if not sep or ":" not in head.split("//", 1)[-1]:
+        return url
+    scheme, _, user = head.partition("//")
+    return f"{scheme}//{user.split(':', 1)[0]}:***@{tail}"
