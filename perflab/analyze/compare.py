@@ -96,7 +96,7 @@ def compare_groups(
     speed by `adjust` when the comparison allows it (analyze/host_speed.py)."""
     by_round = (rounds(base, metric), rounds(other, metric))
     if kind == "runs":  # two runs: their rounds do not pair, and no host-speed slope spans both
-        chosen, welch, why = ratio.estimate(_values(base, metric), _values(other, metric), level)
+        chosen, welch, why = ratio.estimate(_values(base, metric), _values(other, metric), level, ratio.resolution_of(metric))
         found = host_speed.Estimated(chosen, welch, why, chosen)
     else:
         found = host_speed.estimate(base, other, metric, adjust, level)

@@ -466,12 +466,13 @@ def estimate(base: summary.Group, other: summary.Group, metric: str, fit_: Adjus
     analyze/ratio.py chooses; with a host-speed fit that the comparison allows (`decide`),
     adjusted: paired by `paired` (the slope within this comparison's rounds), else Welch on
     the values brought to the run's mean speed by the run's slope."""
-    chosen, welch, why = ratio.estimate(summary.rounds(base, metric), summary.rounds(other, metric), level)
+    res = ratio.resolution_of(metric)
+    chosen, welch, why = ratio.estimate(summary.rounds(base, metric), summary.rounds(other, metric), level, res)
     used, note = decide(fit_, base.cells, other.cells)
     if used is None:
         return Estimated(chosen, welch, why, chosen, False, note)
     scaled = (summary.rounds(base, metric, used.factor), summary.rounds(other, metric, used.factor))
-    adjusted_chosen, adjusted_welch, adjusted_why = ratio.estimate(*scaled, level)
+    adjusted_chosen, adjusted_welch, adjusted_why = ratio.estimate(*scaled, level, res)
     if used.calibrated is not None:  # d_r - slope c_r per round: the paired t of analyze/ratio.py
         return Estimated(adjusted_chosen, adjusted_welch, adjusted_why, chosen, True, note)
     found = paired(base.cells, other.cells, metric, level)

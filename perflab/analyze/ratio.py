@@ -42,6 +42,35 @@ MIN_PAIRS = 2  # a t interval over rounds needs 2; A/A rates at 2-5: docs/method
 
 
 @dataclass(frozen=True)
+class Resolution:
+    """How finely a metric's values are known. sysbench's p95 is a bucket of its latency
+    histogram (1024 buckets, log-spaced from 0.001 to 100,000 ms: each 1.8% wide) printed to
+    0.01 ms, so two rounds can report the very same p95s and their log-ratios agree exactly: a
+    zero-width interval, a verdict of certainty from rounding (CI, 2026-11-27: p95 1.0196
+    [1.0196, 1.0196] "slower"). The rounding error of one value is uniform over its step, so
+    each value's log carries at least ((step / value)^2 + relative^2) / 12 of variance, and an
+    interval is never narrower than that allows."""
+
+    step: float = 0.0  # values are printed to this absolute step (p95: 0.01 ms)
+    relative: float = 0.0  # and known to within this fraction (a histogram bucket's width)
+
+    def log_variance(self, values: list[float]) -> float:
+        """The mean rounding variance of log(value) over `values` (0 for exact values)."""
+        if not values or (not self.step and not self.relative):
+            return 0.0
+        return statistics.fmean(((self.step / v) ** 2 + self.relative**2) / 12 for v in values if v > 0)
+
+
+EXACT = Resolution()
+SYSBENCH_BUCKET = math.expm1(math.log(100_000 / 0.001) / 1024)  # 1.8%: sysbench's latency histogram
+RESOLUTIONS = {"p95": Resolution(step=0.01, relative=SYSBENCH_BUCKET)}
+
+
+def resolution_of(metric: str) -> Resolution:
+    return RESOLUTIONS.get(metric, EXACT)
+
+
+@dataclass(frozen=True)
 class Estimate:
     """log(other / base) and its uncertainty. `parts` are the independent sources of its
     variance, (variance of one observation, observations): one for paired (the per-round
@@ -87,7 +116,7 @@ class Estimate:
         return self.ratio * math.exp(self.half_width())
 
 
-def welch(base: list[float], other: list[float], level: float = stats.LEVEL) -> Estimate:
+def welch(base: list[float], other: list[float], level: float = stats.LEVEL, res: Resolution = EXACT) -> Estimate:
     """Ratio of the means; the interval of its log by the delta method (var(log mean) is
     about CV^2 / n), Welch's degrees of freedom. No interval below MIN_REPEATS a side."""
     n = min(len(base), len(other))
@@ -97,11 +126,14 @@ def welch(base: list[float], other: list[float], level: float = stats.LEVEL) -> 
     log_ratio = math.log(mb / ma)
     if n < stats.MIN_REPEATS:
         return Estimate(WELCH, mb / ma, n, log_ratio, level=level)
-    parts = ((variance(base) / ma**2, len(base)), (variance(other) / mb**2, len(other)))
+    parts = ((max(variance(base) / ma**2, res.log_variance(base)), len(base)),
+             (max(variance(other) / mb**2, res.log_variance(other)), len(other)))  # fmt: skip
     return Estimate(WELCH, mb / ma, n, log_ratio, parts, level)
 
 
-def paired(base: dict[int, float], other: dict[int, float], level: float = stats.LEVEL) -> Estimate:
+def paired(
+    base: dict[int, float], other: dict[int, float], level: float = stats.LEVEL, res: Resolution = EXACT
+) -> Estimate:
     """The mean of the per-round log-ratios over the rounds that hold both sides, with its t
     interval over rounds. No interval below MIN_PAIRS such rounds (or with a value <= 0)."""
     rounds = sorted(set(base) & set(other))
@@ -109,20 +141,23 @@ def paired(base: dict[int, float], other: dict[int, float], level: float = stats
         return Estimate(PAIRED, None, len(rounds), level=level)
     logs = [math.log(other[r] / base[r]) for r in rounds]
     mean = statistics.fmean(logs)
-    return Estimate(PAIRED, math.exp(mean), len(rounds), mean, ((variance(logs), len(rounds)),), level)
+    floor = res.log_variance([base[r] for r in rounds]) + res.log_variance([other[r] for r in rounds])
+    return Estimate(PAIRED, math.exp(mean), len(rounds), mean, ((max(variance(logs), floor), len(rounds)),), level)
 
 
 def estimate(
     base: dict[int, float] | list[float],
     other: dict[int, float] | list[float],
     level: float = stats.LEVEL,
+    res: Resolution = EXACT,
 ) -> tuple[Estimate, Estimate, str]:
     """(the estimate a verdict uses, the Welch estimate, why that one). Values keyed by round
-    can be paired; plain lists (two runs, or cells without rounds) cannot."""
-    unpaired = welch(list(_values(base)), list(_values(other)), level)
+    can be paired; plain lists (two runs, or cells without rounds) cannot. `res`: how finely
+    the values are known (resolution_of(metric))."""
+    unpaired = welch(list(_values(base)), list(_values(other)), level, res)
     if not isinstance(base, dict) or not isinstance(other, dict):
         return unpaired, unpaired, "welch: the two sides share no rounds (two runs)"
-    within = paired(base, other, level)
+    within = paired(base, other, level, res)
     if within.has_interval:
         return within, unpaired, f"paired: within the {within.n} rounds that hold both"
     if within.n >= MIN_PAIRS:

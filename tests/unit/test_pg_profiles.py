@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,13 @@ def test_a_backend_whose_environ_reads_empty_has_the_postmasters():
     proc = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True, env={"X_TUNED": "1"})
     try:
         assert proc.stdout.readline().strip() == "started"
+        # the child has been forked, but may not have exec'd its python yet (no libraries mapped, the
+        # parent's environment): wait, bounded, until it runs its own program
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(
+            b"time.sleep(30)" in Path(f"/proc/{c}/cmdline").read_bytes() for c in children(proc.pid)
+        ):
+            time.sleep(0.02)
         assert verify_backends(proc.pid, None, None, {"X_TUNED": "1"}) == 1
         with pytest.raises(AllocatorNotMappedError, match=f"(?s)server process {proc.pid} .*X_TUNED"):
             verify_backends(proc.pid, None, None, {"X_TUNED": "2"})  # the postmaster's is checked
