@@ -144,3 +144,14 @@ def test_glibc_is_an_axis_of_the_same_binary(tmp):
     sid_malloc = cells["sid", "glibc"]
     assert sid_malloc["allocator_version"].startswith(f"glibc {sid_malloc['build']['libc']['version']}")
     assert len(doc["datasets"]) == 1  # the same binary opens the same datadirs
+
+
+def test_postgresql_15_with_sids_c_library(tmp):
+    """glibc on PostgreSQL: Debian 12's postgres and its backends through sid's loader (its
+    programs' wrappers, servers/postgresql/rooted.py), the C library they map sid's."""
+    doc = _run(tmp, "pglibc", 'server = "postgresql"', '[variants.libc]\nbookworm = {}\nsid = { glibc = "sid" }\n')
+    system = os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
+    own, sid = _cell(doc, libc="bookworm"), _cell(doc, libc="sid")
+    assert own["build"]["binary"] == sid["build"]["binary"] and own["build"]["libc"]["version"] == system
+    assert _major_minor(sid["build"]["libc"]["version"]) > _major_minor(system)
+    assert sid["summary"]["transactions"] > 0 and sid["resources"]["preload_verified_backends"] >= 2

@@ -142,3 +142,23 @@ def test_postgresql_programs_in_a_root_run_through_wrappers(tmp_path, monkeypatc
     assert out.stdout == "it runs\n"
     share = shadow.bindir.parents[3] / "share"  # initdb finds its input files from its own path
     assert (share / "postgresql/18").is_dir() and share.resolve() == (base / "usr/share").resolve()
+
+
+def test_this_systems_postgres_with_a_roots_c_library_gets_wrappers_too(tmp_path, monkeypatch):
+    """[variants] glibc on PostgreSQL: the program is the system's (outside the root), its loader
+    and C library the root's; its share/ stays the system's."""
+    from perflab.servers.postgresql import server
+    from perflab.servers.postgresql.rooted import ShadowBin
+
+    monkeypatch.setattr(server, "run_user", lambda: None)
+    system_bin = tmp_path / "usr/lib/postgresql/15/bin"  # stands for /usr/lib/postgresql/15/bin
+    system_bin.mkdir(parents=True)
+    shutil.copy("/bin/echo", system_bin / "postgres")
+    libc = _root(tmp_path / "libc")
+    build = glibc.with_glibc(dataclasses.replace(_installed(), binary=system_bin / "postgres"), libc)
+    shadow = ShadowBin.make(build, tmp_path / "work")
+    assert shadow.real("postgres") == system_bin / "postgres"
+    assert shadow.bindir == tmp_path / "work/pg-roots/k1/shadow" / system_bin.relative_to("/")
+    wrapper = (shadow.bindir / "postgres").read_text()
+    assert str(libc.loader) in wrapper and str(system_bin / "postgres") in wrapper
+    assert (tmp_path / "work/pg-roots/k1/shadow/usr/share").resolve() == Path("/usr/share").resolve()

@@ -49,7 +49,8 @@ class ShadowBin:
 
         record = build.extra["root"]
         source = Path(record["dir"])
-        relative_bin = Path(build.binary).parent.relative_to(source)
+        binary = Path(build.binary)
+        inside = binary.is_relative_to(source)  # else this system's postgres with the root's C library (glibc = ...)
         base = workdir / "pg-roots" / record["key"]
         copied = base / "root"
         if reachable(source):
@@ -57,9 +58,11 @@ class ShadowBin:
         elif not (base / COMPLETE).is_file():
             shutil.rmtree(base, ignore_errors=True)
             shutil.copytree(source, copied, symlinks=True, ignore=shutil.ignore_patterns(*LEFT_OUT))
-        shadow = cls(base / "shadow" / relative_bin, copied / relative_bin)
+        origin = copied if inside else Path("/")  # where the programs' tree (bin/, share/) is
+        relative_bin = binary.parent.relative_to(source if inside else Path("/"))
+        shadow = cls(base / "shadow" / relative_bin, origin / relative_bin)
         if not (base / COMPLETE).is_file():
-            shadow._write(launcher({**record, "dir": str(copied)}), copied, base / "shadow")
+            shadow._write(launcher({**record, "dir": str(copied)}), origin, base / "shadow")
             (base / COMPLETE).write_text(f"{source}\n", encoding="utf-8")
             give(base)
         return shadow
@@ -67,7 +70,7 @@ class ShadowBin:
     def real(self, name: str) -> Path:
         return self.real_bindir / name
 
-    def _write(self, loader: list[str], copied: Path, top: Path) -> None:
+    def _write(self, loader: list[str], origin: Path, top: Path) -> None:
         shutil.rmtree(top, ignore_errors=True)
         self.bindir.mkdir(parents=True)
         for program in sorted(self.real_bindir.iterdir()):
@@ -84,4 +87,5 @@ class ShadowBin:
             )
             wrapper.chmod(0o755)
         share = top / "usr" / "share"
-        share.symlink_to(copied / "usr" / "share")
+        share.parent.mkdir(parents=True, exist_ok=True)
+        share.symlink_to(origin / "usr" / "share")

@@ -138,12 +138,12 @@ def build_bindir(build: Any, workdir: Path) -> Path | None:
     """The bin/ of `build` (None: the installed server's). When postgres runs as RUN_USER and
     cannot reach the build (perflab's cache is under root's 0700 home), its install tree is
     copied once into the work directory (tmpfs) and given to that user: the same binary."""
-    if build is None or getattr(build, "kind", "installed") == "installed":
-        return None
-    if build.extra.get("root"):  # another suite's package: its programs through the root's loader
+    if build is not None and build.extra.get("root"):  # another suite's package, or C library ([variants] glibc)
         from perflab.servers.postgresql.rooted import ShadowBin
 
-        return ShadowBin.make(build, workdir).bindir
+        return ShadowBin.make(build, workdir).bindir  # its programs through the root's loader
+    if build is None or getattr(build, "kind", "installed") == "installed":
+        return None
     bindir = Path(build.binary).parent
     if reachable(bindir):
         return bindir
