@@ -410,13 +410,15 @@ def paired(
     None below MIN_PAIRS such rounds, or when the rounds' speed differences do not vary."""
     sides = [{c.get("repeat"): c for c in cells} for cells in (base, other)]
     rounds = sorted(set(sides[0]) & set(sides[1]) - {None})
-    d, c = [], []
+    d, c, values = [], [], ([], [])
     for r in rounds:
         (b, o) = (sides[0][r], sides[1][r])
         yb, yo, xb, xo = metric_value(b, metric), metric_value(o, metric), log_speed(b), log_speed(o)
         if yb and yo and yb > 0 and yo > 0 and xb is not None and xo is not None:
             d.append(math.log(yo / yb))
             c.append(xo - xb)
+            values[0].append(yb)
+            values[1].append(yo)
     n = len(d)
     if n < max(MIN_PAIRS, 3):  # an intercept and a slope: 3 rounds for one degree of freedom
         return None
@@ -424,7 +426,9 @@ def paired(
     if found is None:
         return None
     delta, se2, slope = found
-    return ratio.Estimate(ratio.PAIRED, math.exp(delta), n, delta, ((se2 * n, n),), level, lost=1), slope
+    res = ratio.resolution_of(metric)  # a rounded metric's residuals can all be 0: its rounding is the floor
+    per_round = max(se2 * n, res.log_variance(values[0]) + res.log_variance(values[1]))
+    return ratio.Estimate(ratio.PAIRED, math.exp(delta), n, delta, ((per_round, n),), level, lost=1), slope
 
 
 def regress(d: np.ndarray, c: np.ndarray, hc3: bool = True) -> tuple[float, float, float] | None:

@@ -9,6 +9,7 @@ row stores, e.g. {"allocator_library": "/usr/lib/x86_64-linux-gnu/libjemalloc.so
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -38,12 +39,19 @@ def libc_mapped(mapped: set[str]) -> dict[str, str | None] | None:
     if libc is None:
         return None
     try:
-        with open(libc, "rb") as f:
-            found = VERSION_RE.search(f.read())
+        stat = os.stat(libc)
+        version, build = _libc_says(libc, stat.st_size, stat.st_mtime_ns)
     except OSError:
-        found = None
-    return {"library": libc, "version": found.group(2).decode() if found else None,
-            "build": found.group(1).decode() if found else None}  # fmt: skip
+        version = build = None
+    return {"library": libc, "version": version, "build": build}
+
+
+@functools.lru_cache(maxsize=8)
+def _libc_says(path: str, size: int, mtime_ns: int) -> tuple[str | None, str | None]:
+    """(version, build) from the library's own string: read once per file (2 MB), not per cell."""
+    with open(path, "rb") as f:
+        found = VERSION_RE.search(f.read())
+    return (found.group(2).decode(), found.group(1).decode()) if found else (None, None)
 
 
 def _allocator(

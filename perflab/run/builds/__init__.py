@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -205,6 +206,19 @@ def compiler_in_buildinfo(path: Path) -> str | None:
     found = {m.group(1): m.group(2) or m.group(3) for m in _BUILDINFO_COMPILER.finditer(text)}
     best = sorted(found, key=lambda name: (not name.startswith("g++"), not name.startswith("gcc"), name))
     return f"{best[0]} {found[best[0]]}" if best else None
+
+
+def write_wrapper(path: Path, argv: list[str], argv0: bool = False) -> Path:
+    """An executable at `path` that execs `argv` with its own arguments: for a tool that runs a
+    program by one path (mariadb-install-db's mariadbd, initdb's postgres) when that program must
+    run through a private root's loader. `argv0`: the program sees the wrapper's path as its
+    argv[0] (the loader's --argv0), so it finds the wrappers beside it. Every word is quoted for sh
+    (they are perflab's own paths)."""
+    words = [shlex.quote(w) for w in argv[:-1]] + (['--argv0 "$0"'] if argv0 else []) + [shlex.quote(argv[-1])]
+    header = "#!/bin/sh\n# written by perflab: a program through its private root's loader\n"
+    path.write_text(f'{header}exec {" ".join(words)} "$@"\n', encoding="utf-8")
+    path.chmod(0o755)
+    return path
 
 
 def launcher(root: dict[str, Any] | None) -> list[str]:

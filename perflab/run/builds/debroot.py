@@ -93,8 +93,7 @@ class Root:
         with the root's libraries: --inhibit-cache keeps the system's ld.so.cache out."""
         path = Path(binary)
         path = path if path.is_absolute() else self.dir / path
-        record = {"dir": str(self.dir), "loader": str(self.loader), "library_path": list(map(str, self.library_path))}
-        return [*launcher(record), str(path), *args]
+        return [*launcher(self.record()), str(path), *args]
 
     def record(self) -> dict[str, Any]:
         """What a cell records of the root, and what Build.launcher reads (paths relative to dir)."""

@@ -310,48 +310,33 @@ class Sysbench(Workload):
         """`sysbench TEST prepare`, with the server kind's driver (PostgreSQL: pgsql, on its socket directory)."""
         import os
 
-        from perflab import servers
-
-        return argv(
-            spec.workload.test,
-            "prepare",
-            socket=server.socket,
-            tables=spec.dataset.tables,
-            table_size=spec.dataset.table_size,
-            threads=min(spec.dataset.tables, os.cpu_count() or 1),
-            options=spec.workload.options,
-            driver=servers.kind(spec.experiment.server).sysbench_driver,
-        )
+        threads = min(spec.dataset.tables, os.cpu_count() or 1)
+        return self._argv(spec, server, "prepare", threads=threads, options=spec.workload.options)
 
     def run_argv(self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None) -> list[str]:
-        from perflab import servers
-
-        return argv(
-            spec.workload.test,
-            "run",
-            socket=server.socket,
-            tables=spec.dataset.tables,
-            table_size=spec.dataset.table_size,
-            threads=cell.threads,
-            seconds=seconds,
-            checkpoint=checkpoint,
-            options={**spec.workload.options, **cell.workload_options},
-            driver=servers.kind(spec.experiment.server).sysbench_driver,
+        options = {**spec.workload.options, **cell.workload_options}
+        return self._argv(
+            spec, server, "run", threads=cell.threads, seconds=seconds, checkpoint=checkpoint, options=options
         )
 
     def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
+        threads = max(spec.workload.threads)
+        return self._argv(spec, server, "run", threads=threads, seconds=seconds, options=spec.workload.options)
+
+    @staticmethod
+    def _argv(spec: Any, server: Any, command: str, **given: Any) -> list[str]:
+        """`argv` for the file's test, dataset and the server kind's driver, on `server`'s socket."""
         from perflab import servers
 
+        driver = servers.kind(spec.experiment.server).sysbench_driver
         return argv(
             spec.workload.test,
-            "run",
+            command,
             socket=server.socket,
             tables=spec.dataset.tables,
             table_size=spec.dataset.table_size,
-            threads=max(spec.workload.threads),
-            seconds=seconds,
-            options=spec.workload.options,
-            driver=servers.kind(spec.experiment.server).sysbench_driver,
+            driver=driver,
+            **given,
         )
 
     def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:

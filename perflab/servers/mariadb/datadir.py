@@ -23,12 +23,11 @@ given binary (the installed 10.11.19 script with it bootstraps 10.11.18 with 10.
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from perflab.errors import PerflabError
-from perflab.run.builds import Build
+from perflab.run.builds import Build, write_wrapper
 from perflab.run.proc import call, clean_env
 from perflab.servers.mariadb.flavor import INITIALIZE_SINCE, Flavor, basedir_of
 from perflab.servers.mariadb.server import binary
@@ -141,11 +140,7 @@ def _bootstrap(datadir: Path, build: Build) -> Path:
     paths, each quoted for sh."""
     if not build.launcher:
         return build.binary
-    wrapper = _scratch(datadir) / "mariadbd-bootstrap"
-    argv = " ".join(shlex.quote(a) for a in [*build.launcher, str(build.binary)])
-    wrapper.write_text(f'#!/bin/sh\n# written by perflab: mariadbd through its private root\nexec {argv} "$@"\n')
-    wrapper.chmod(0o755)
-    return wrapper
+    return write_wrapper(_scratch(datadir) / "mariadbd-bootstrap", [*build.launcher, str(build.binary)])
 
 
 def _scratch(datadir: Path) -> Path:

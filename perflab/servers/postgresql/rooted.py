@@ -25,13 +25,12 @@ documentation and manual pages left out) and given to that user, as source build
 
 from __future__ import annotations
 
-import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perflab.run.builds import launcher
+from perflab.run.builds import launcher, write_wrapper
 
 LEFT_OUT = ("doc", "man", "info", "lintian", "bug")  # directory names never copied: not run
 NO_ARGV0 = ("postgres",)  # programs that keep their real path as argv[0]
@@ -76,16 +75,7 @@ class ShadowBin:
         for program in sorted(self.real_bindir.iterdir()):
             if not program.is_file():
                 continue
-            argv0 = [] if program.name in NO_ARGV0 else ["--argv0", "$0"]
-            words = [shlex.quote(w) for w in loader] + [f'"{w}"' if w == "$0" else w for w in argv0]
-            words.append(shlex.quote(str(program)))
-            wrapper = self.bindir / program.name
-            wrapper.write_text(
-                "#!/bin/sh\n# written by perflab: the program through its private root's loader\n"
-                f'exec {" ".join(words)} "$@"\n',
-                encoding="utf-8",
-            )
-            wrapper.chmod(0o755)
+            write_wrapper(self.bindir / program.name, [*loader, str(program)], argv0=program.name not in NO_ARGV0)
         share = top / "usr" / "share"
         share.parent.mkdir(parents=True, exist_ok=True)
         share.symlink_to(origin / "usr" / "share")
