@@ -13,7 +13,7 @@ import math
 import re
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,7 @@ def format_value(value: Any) -> str:
 
 
 def parse_intervals(text: str) -> list[Interval]:
+    """sysbench's per-second reports, one per second of the run (see one_per_second)."""
     out = []
     for line in text.splitlines():
         m = _INTERVAL.match(line)
@@ -144,6 +145,22 @@ def parse_intervals(text: str) -> list[Interval]:
                     reconnects_per_s=float(m["reconn"]),
                 )
             )
+    return one_per_second(out)
+
+
+def one_per_second(reports: list[Interval]) -> list[Interval]:
+    """sysbench labels a report with the time since the threads started, rounded to the second.
+    On a loaded machine its reporter can wake more than half a second late: that report (due at
+    second t - 1) is labelled t, and the next one, on time again, is labelled t too. The late one
+    takes t - 1 where that second has no report; else (several late in a row) it is dropped, so
+    every second of a cell's series has one report (the store keys them by second)."""
+    out: list[Interval] = []
+    for report in reports:
+        if out and report.t <= out[-1].t:
+            late = out.pop()
+            if late.t - 1 > (out[-1].t if out else 0):
+                out.append(replace(late, t=late.t - 1))
+        out.append(report)
     return out
 
 
