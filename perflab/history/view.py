@@ -9,6 +9,7 @@ Format "perflab-history/1" (docs/results-format.md#perflab-history1):
                  "segments": [{"first_run", "last_run", "level", "low", "high"}],
                  "change_points": [{"run", "started_at", "ratio", "low", "high", "p", "direction",
                                     "before_run", "after_run", "provenance": [{field, before, after}],
+                                    "provenance_nearby": [{field, before, after, offset}],
                                     "diff": [argv], "diff_top": [{function, a, b, delta}] | null,
                                     "alloc_diff": [...] | null, "alloc_diff_command": [argv] | null,
                                     "status_diff": [{counter, baseline, variant, ratio, delta}] | null}]}],
