@@ -24,6 +24,9 @@ from tests.conftest import perflab
 from tests.data.calibrated.build import ENV, build
 from tests.integration.helpers import write_experiment
 
+# alone (make test runs the quiet modules first, one at a time): a QPS ratio between two cells run one after the other
+pytestmark = pytest.mark.quiet
+
 PROGRAM = r"""
 #include <stdio.h>
 #include <stdlib.h>
