@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, StrictBool, StrictInt
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, StrictBool, StrictInt
 from pydantic_core import PydanticCustomError
 
 from perflab import allocators
@@ -68,6 +68,8 @@ MAX_WAREHOUSES = 1000  # go-tpc tpcc --warehouses: about 100 MB of tmpfs each (d
 MAX_REPEATS = 1000
 MAX_CELLS = 20_000
 INT64 = 2**63
+
+STRICT = ConfigDict(extra="forbid", frozen=True)  # every section and table: unknown keys are errors; frozen
 
 
 def fail(expected: str, hint: str | None = None, found: str | None = None) -> PydanticCustomError:
