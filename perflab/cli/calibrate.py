@@ -26,7 +26,7 @@ import click
 from rich.table import Table
 
 from perflab import hostinfo, preflight, spec
-from perflab.analyze import host_speed, power, summary, variance
+from perflab.analyze import host_slope, host_speed, power, summary, variance
 from perflab.cli.console import err, out
 from perflab.cli.run import ProgressBar, _record_start, order_line, parse_seed
 from perflab.errors import PerflabError, UsageError
@@ -192,15 +192,15 @@ def _host_speed(results: Results, cells: list[dict[str, Any]], noise: power.Nois
     """With the canary: the within-round slope of log QPS on the canary's log speed (its spin;
     with `chase`, its pointer chase weighed in when the chase's own slope is resolved:
     `chase_weight`; and the host's steal time weighed in when its own slope is resolved:
-    `steal_weight`, analyze/host_speed.steal_weight), which runs of this host and workload then use as a fixed slope
+    `steal_weight`, analyze/host_slope.steal_weight), which runs of this host and workload then use as a fixed slope
     (cli/calibrated.py); and the noise left
     once the cells are adjusted with it (`adjusted_noise`), with the plan it gives (what a run
     with the canary and this calibration can detect)."""
-    found = host_speed.calibrate(cells, chase)
+    found = host_slope.calibrate(cells, chase)
     if found is None:
         return None
     out = {**found, "restart": None, "per_second": None, "plan": None}
-    fitted = host_speed.fit(cells, "qps", out) if host_speed.usable_slope(out) is None else None
+    fitted = host_speed.fit(cells, "qps", out) if host_slope.usable_slope(out) is None else None
     if fitted is None:
         return out
     scaled = []
@@ -265,7 +265,7 @@ def show(doc: dict[str, Any]) -> None:
     out.print(plans)
     slope = doc.get("host_speed")
     if slope:
-        unused = host_speed.usable_slope(slope)
+        unused = host_slope.usable_slope(slope)
         use = (f"not used by runs: {unused}" if unused
                else "runs use it, fixed, with the canary on (unless their file says host_speed = false)")  # fmt: skip
         adjusted = slope.get("plan")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perflab import servers
-from perflab.analyze import alloc, host_speed, stats
+from perflab.analyze import alloc, host_slope, host_speed, stats
 from perflab.analyze.summary import Group
 from perflab.report import io_findings
 from perflab.units import format_duration
@@ -347,8 +347,8 @@ def _interleave(meta: dict[str, Any]) -> str:
 
 
 def _host_speed_findings(cells: list[dict[str, Any]], meta: dict[str, Any]) -> list[Finding]:
-    """A calibrated host-speed slope that this run's own cells contradict (host_speed.disagreement)."""
-    found = host_speed.disagreement(cells, host_speed.calibrated_slope(meta))
+    """A calibrated host-speed slope that this run's own cells contradict (host_slope.disagreement)."""
+    found = host_slope.disagreement(cells, host_speed.calibrated_slope(meta))
     if found is None:
         return []
     own, cal = found["own"], found["calibrated"]
