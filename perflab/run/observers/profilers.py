@@ -38,7 +38,8 @@ from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.elf import inspect
 from perflab.run.observers.host_speed import HostSpeed
 from perflab.run.observers.io import IoObserver
-from perflab.run.observers.perf import FoldStats, PerfRecorder
+from perflab.run.observers.perf import PerfRecorder
+from perflab.run.observers.perf_script import FoldStats
 from perflab.run.observers.phases import MEASURED, PHASES, Spans
 from perflab.run.observers.pmp import StackSampler, demangle, fold_rows
 from perflab.run.observers.pmp_sampler import Symbolizer
