@@ -28,7 +28,8 @@ from rich.table import Table
 from perflab import hostinfo, preflight, spec
 from perflab.analyze import host_slope, host_speed, power, summary, variance
 from perflab.cli.console import err, out
-from perflab.cli.run import ProgressBar, _record_start, order_line, parse_seed
+from perflab.cli.progress import ProgressBar
+from perflab.cli.run import _record_start, order_line, parse_seed
 from perflab.errors import PerflabError, UsageError
 from perflab.spec.aa import aa_experiment, first_configuration
 from perflab.store import calibration

@@ -310,5 +310,3 @@ def flame(
             )
     fl.write(output, text)
     out.print(f"wrote {output}")
-
-

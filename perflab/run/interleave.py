@@ -43,13 +43,14 @@ from perflab.analyze import steady
 from perflab.errors import PerflabError
 from perflab.run import dataset
 from perflab.run.accounting import per_txn, server_resources
-from perflab.run.cell import CellRunner, failure_fields
+from perflab.run.cell import CellRunner
 from perflab.run.observers.phases import MEASURED, WARMUP
 from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s
 from perflab.run.observers.seats import SeatObservers, SeatSpans
 from perflab.run.observers.status import STATEMENTS
 from perflab.run.observers.status import figures as status_figures
 from perflab.run.seat import Seat
+from perflab.run.server_logs import failure_fields
 from perflab.run.turn_series import summary
 from perflab.run.workloads import sysbench
 from perflab.spec import Cell

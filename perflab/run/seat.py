@@ -21,13 +21,14 @@ from typing import Any
 from perflab.errors import PerflabError, ServerCrashedError, WorkloadError
 from perflab.run import allocator_proof, client, client_variant, dataset
 from perflab.run.builds import Build, BuildError
-from perflab.run.cell import CellRunner, cpus_allowed, keep_logs, read_tail
+from perflab.run.cell import CellRunner, cpus_allowed
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.resources import ProcCounters, machine_steal_s, process_cpu_s
 from perflab.run.observers.seats import SeatObservers
 from perflab.run.observers.status import STATEMENTS, StatusError, StatusSampler
 from perflab.run.prewarm import server_switches
 from perflab.run.proc import Child
+from perflab.run.server_logs import keep_logs, read_tail
 from perflab.run.turn_counts import ClientCounts
 from perflab.run.turn_latency import WRAPPER, Histogram, TurnClock
 from perflab.run.turn_series import Point, intervals, summary
