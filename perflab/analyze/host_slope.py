@@ -33,8 +33,9 @@ from perflab.variants import variant_key
 Covariate = Callable[[dict[str, Any]], float | None]
 
 
-def _within(cells: list[dict[str, Any]], metric: str,
-            covariates: list[Covariate]) -> tuple[np.ndarray, np.ndarray, int] | None:  # fmt: skip
+def _within(
+    cells: list[dict[str, Any]], metric: str, covariates: list[Covariate]
+) -> tuple[np.ndarray, np.ndarray, int] | None:
     """The settled cells' covariates (one column each) and log(metric), with the effect of each
     (variant, threads) group and each (round, threads) block taken out by least squares, and
     the degrees of freedom those effects leave; None with fewer than MIN_CELLS such cells."""
@@ -47,9 +48,13 @@ def _within(cells: list[dict[str, Any]], metric: str,
         return None
     groups = sorted({(variant_key(c["variant"]), c["threads"]) for c, _, _ in rows})
     blocks = sorted({(c.get("repeat"), c["threads"]) for c, _, _ in rows}, key=str)
-    dummies = np.array([[float((variant_key(c["variant"]), c["threads"]) == g) for g in groups]
-                        + [float((c.get("repeat"), c["threads"]) == b) for b in blocks[1:]]
-                        for c, _, _ in rows])  # fmt: skip
+    dummies = np.array(
+        [
+            [float((variant_key(c["variant"]), c["threads"]) == g) for g in groups]
+            + [float((c.get("repeat"), c["threads"]) == b) for b in blocks[1:]]
+            for c, _, _ in rows
+        ]
+    )
 
     def residual(v: np.ndarray) -> np.ndarray:
         return v - dummies @ np.linalg.lstsq(dummies, v, rcond=None)[0]
@@ -58,8 +63,9 @@ def _within(cells: list[dict[str, Any]], metric: str,
     return x, residual(np.array([y for _, _, y in rows])), len(rows) - int(np.linalg.matrix_rank(dummies))
 
 
-def within_rounds(cells: list[dict[str, Any]], metric: str = "qps", chase_weight: float = 0.0,
-                  steal_weight: float = 0.0) -> dict[str, Any] | None:  # fmt: skip
+def within_rounds(
+    cells: list[dict[str, Any]], metric: str = "qps", chase_weight: float = 0.0, steal_weight: float = 0.0
+) -> dict[str, Any] | None:
     """The pooled within-round slope of log(metric) on log(speed) (with the chase and the steal
     weighed in, `log_speed`): least squares with an effect per (variant, threads) group and per (round,
     threads) block, over the settled cells with a canary figure (what `perflab calibrate`
@@ -93,9 +99,15 @@ def calibrate(cells: list[dict[str, Any]], chase: bool = False, steal: bool = Tr
     if found is None or abs(found["slope"]) > calibration.MAX_SLOPE:
         return None
     rounds = len({c["repeat"] for c in cells if log_speed(c, weight, taken) is not None})
-    return {"slope": round(found["slope"], 4), "se": round(found["se"], 4), "r": round(found["r"], 4),
-            "cells": found["cells"], "rounds": rounds,
-            "chase_weight": weight or None, "steal_weight": taken or None}  # fmt: skip
+    return {
+        "slope": round(found["slope"], 4),
+        "se": round(found["se"], 4),
+        "r": round(found["r"], 4),
+        "cells": found["cells"],
+        "rounds": rounds,
+        "chase_weight": weight or None,
+        "steal_weight": taken or None,
+    }
 
 
 CHASE_T = 2.0  # the chase (or steal) is weighed in when its own slope is at least this many standard errors above 0
@@ -125,8 +137,9 @@ def steal_weight(cells: list[dict[str, Any]], metric: str = "qps", chase_weight:
     return None if found is None else {"weight": found[0], "speed": found[1], "steal": found[2], "steal_se": found[3]}
 
 
-def _second(cells: list[dict[str, Any]], metric: str, first: Covariate,
-            second: Covariate) -> tuple[float, float, float, float] | None:  # fmt: skip
+def _second(
+    cells: list[dict[str, Any]], metric: str, first: Covariate, second: Covariate
+) -> tuple[float, float, float, float] | None:
     """log(metric) on two covariates within rounds (`_within`): (the second's slope over the
     first's, the first's slope, the second's, the second's standard error); None with too few
     cells or covariates that do not vary apart."""
@@ -150,16 +163,18 @@ def usable_weight(found: dict[str, Any] | None) -> float:
     resolved (CHASE_T standard errors) and the weight within what a calibration file may hold."""
     if not found:
         return 0.0
-    return _usable_weight(found["spin"], found["chase"], found["chase_se"], found["weight"],
-                          calibration.MAX_CHASE_WEIGHT)  # fmt: skip
+    return _usable_weight(
+        found["spin"], found["chase"], found["chase_se"], found["weight"], calibration.MAX_CHASE_WEIGHT
+    )
 
 
 def usable_steal_weight(found: dict[str, Any] | None) -> float:
     """The steal's weight to use (0: the canary alone), as `usable_weight`."""
     if not found:
         return 0.0
-    return _usable_weight(found["speed"], found["steal"], found["steal_se"], found["weight"],
-                          calibration.MAX_STEAL_WEIGHT)  # fmt: skip
+    return _usable_weight(
+        found["speed"], found["steal"], found["steal_se"], found["weight"], calibration.MAX_STEAL_WEIGHT
+    )
 
 
 def _usable_weight(first: float, second: float, se: float, weight: float, most: float) -> float:

@@ -91,8 +91,10 @@ def less_steal(cell: dict[str, Any]) -> float | None:
 def weights(calibrated: dict[str, Any] | None) -> tuple[float, float]:
     """(chase_weight, steal_weight) of a calibration's host-speed figure (0 when absent)."""
     c = calibrated or {}
-    return tuple(float(w) if isinstance(w := c.get(k), int | float) else 0.0  # type: ignore[return-value]
-                 for k in ("chase_weight", "steal_weight"))  # fmt: skip
+    return tuple(
+        float(w) if isinstance(w := c.get(k), int | float) else 0.0  # type: ignore[return-value]
+        for k in ("chase_weight", "steal_weight")
+    )
 
 
 def metric_value(cell: dict[str, Any], metric: str) -> float | None:
@@ -135,8 +137,10 @@ class Adjustment:
     def balance(self, base: list[dict[str, Any]], other: list[dict[str, Any]]) -> tuple[float, float | None]:
         """(the sides' difference in mean log speed, its two-sided p): paired over the rounds
         that hold both sides when there are MIN_PAIRS of them, else Welch; p None: too few."""
-        xs = {side: {c.get("repeat"): self.speeds[c["id"]] for c in cells if c["id"] in self.speeds}
-              for side, cells in (("base", base), ("other", other))}  # fmt: skip
+        xs = {
+            side: {c.get("repeat"): self.speeds[c["id"]] for c in cells if c["id"] in self.speeds}
+            for side, cells in (("base", base), ("other", other))
+        }
         both = sorted(set(xs["base"]) & set(xs["other"]) - {None})
         if len(both) >= MIN_PAIRS:
             diffs = [xs["other"][r] - xs["base"][r] for r in both]
@@ -179,8 +183,15 @@ def fit(
         speeds[cell["id"]] = x
         groups.setdefault((variant_key(cell["variant"]), cell["threads"]), []).append((cell["id"], x, math.log(y)))
     if calibrated is not None and metric == "qps" and speeds:
-        return Adjustment(metric, float(calibrated["slope"]), calibrated.get("r"), len(speeds),
-                          statistics.fmean(speeds.values()), speeds, calibrated)  # fmt: skip
+        return Adjustment(
+            metric,
+            float(calibrated["slope"]),
+            calibrated.get("r"),
+            len(speeds),
+            statistics.fmean(speeds.values()),
+            speeds,
+            calibrated,
+        )
     dx, dy = [], []
     for members in groups.values():
         if len(members) < 2:
@@ -286,8 +297,9 @@ class Estimated:
     note: str | None = None
 
 
-def estimate(base: summary.Group, other: summary.Group, metric: str, fit_: Adjustment | None,
-             level: float = stats.LEVEL) -> Estimated:  # fmt: skip
+def estimate(
+    base: summary.Group, other: summary.Group, metric: str, fit_: Adjustment | None, level: float = stats.LEVEL
+) -> Estimated:
     """The estimate of `other` against `base` in one run: paired (within rounds) or Welch, as
     analyze/ratio.py chooses; with a host-speed fit that the comparison allows (`decide`),
     adjusted: paired by `paired` (the slope within this comparison's rounds), else Welch on
@@ -304,6 +316,12 @@ def estimate(base: summary.Group, other: summary.Group, metric: str, fit_: Adjus
     found = paired(base.cells, other.cells, metric, level)
     if found is not None:
         within, slope = found
-        return Estimated(within, adjusted_welch, f"paired: within the {within.n} rounds that hold both", chosen,
-                         True, f"host speed: slope {slope:.2f} within {within.n} rounds")  # fmt: skip
+        return Estimated(
+            within,
+            adjusted_welch,
+            f"paired: within the {within.n} rounds that hold both",
+            chosen,
+            True,
+            f"host speed: slope {slope:.2f} within {within.n} rounds",
+        )
     return Estimated(adjusted_chosen, adjusted_welch, adjusted_why, chosen, True, note)

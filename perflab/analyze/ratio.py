@@ -126,8 +126,10 @@ def welch(base: list[float], other: list[float], level: float = stats.LEVEL, res
     log_ratio = math.log(mb / ma)
     if n < stats.MIN_REPEATS:
         return Estimate(WELCH, mb / ma, n, log_ratio, level=level)
-    parts = ((max(variance(base) / ma**2, res.log_variance(base)), len(base)),
-             (max(variance(other) / mb**2, res.log_variance(other)), len(other)))  # fmt: skip
+    parts = (
+        (max(variance(base) / ma**2, res.log_variance(base)), len(base)),
+        (max(variance(other) / mb**2, res.log_variance(other)), len(other)),
+    )
     return Estimate(WELCH, mb / ma, n, log_ratio, parts, level)
 
 

@@ -24,15 +24,26 @@ from perflab.store.results import Results
 @click.argument("selector", required=False)
 @click.argument("b", required=False)
 @click.option("--cell", "cell_id", type=int, default=None, help="one cell by id")
-@click.option("--against", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR_B",
-              help="B from this other results directory, as in diff")  # fmt: skip
+@click.option(
+    "--against",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR_B",
+    help="B from this other results directory, as in diff",
+)
 @THREADS
 @click.option("--top", "limit", type=int, default=15, show_default=True, help="allocating functions shown")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def alloc(
-    directory: Path, selector: str | None, b: str | None, cell_id: int | None, against: Path | None,
-    threads: int | None, limit: int, fmt: str,
-) -> None:  # fmt: skip
+    directory: Path,
+    selector: str | None,
+    b: str | None,
+    cell_id: int | None,
+    against: Path | None,
+    threads: int | None,
+    limit: int,
+    fmt: str,
+) -> None:
     """What a variant asks of its allocator per transaction: calls and bytes by size class, the
     allocator's own syscalls, and the functions that allocate most (needs [observe] alloc); with
     two selectors A B, as in diff, the change from A to B."""

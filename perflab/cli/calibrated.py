@@ -95,8 +95,10 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
         if unused is None:
             used["host_speed"] = {**slope, "created_at": doc["created_at"]}
             r = slope.get("r", 0)
-            note = (f"{note}; host-speed slope {slope['slope']:.2f}{host_speed.weighed_in(slope)} (r = {r:.2f}) "
-                    "fixed for the verdicts")  # fmt: skip
+            note = (
+                f"{note}; host-speed slope {slope['slope']:.2f}{host_speed.weighed_in(slope)} (r = {r:.2f}) "
+                "fixed for the verdicts"
+            )
             if isinstance(slope.get("restart"), int | float) and slope["restart"] >= 0:  # planned on adjusted noise
                 noise = dataclasses.replace(noise, restart=float(slope["restart"]))
                 if isinstance(slope.get("per_second"), int | float) and slope["per_second"] >= 0:  # since 2026-11-25

@@ -208,10 +208,12 @@ def diff(
         raise UsageError("A and B are the same profile", "name another variant, or --phase-b / --target-b")
     per = _per(per, phase, phase_b)
     with Results(directory) as results, Results(against or directory) as results_b:
-        sel_a = profile_select.select(results, selector=a, cell_id=cell_id, threads=threads, source=source,
-                                      target=target, phase=phase)  # fmt: skip
-        sel_b = profile_select.select(results_b, selector=b, cell_id=cell_id, threads=threads, source=sel_a.source,
-                                      target=target_b, phase=phase_b)  # fmt: skip
+        sel_a = profile_select.select(
+            results, selector=a, cell_id=cell_id, threads=threads, source=source, target=target, phase=phase
+        )
+        sel_b = profile_select.select(
+            results_b, selector=b, cell_id=cell_id, threads=threads, source=sel_a.source, target=target_b, phase=phase_b
+        )
         if sel_a.threads != sel_b.threads:
             raise UsageError(
                 f"{a} runs {sorted(sel_a.threads)} threads, {b} {sorted(sel_b.threads)}",
@@ -298,8 +300,9 @@ def flame(
             text = fl.speedscope(scaled, sel.label) if fmt == "speedscope" else fl.folded_text(scaled)
     else:
         if fmt != "svg" and fmt != "folded":
-            raise UsageError("a differential graph is an SVG (or --format folded: `stack a b` lines)",
-                             "drop --format speedscope")  # fmt: skip
+            raise UsageError(
+                "a differential graph is an SVG (or --format folded: `stack a b` lines)", "drop --format speedscope"
+            )
         text = fl.diff_text(base_scaled, scaled)
         if fmt == "svg":
             text = fl.svg(

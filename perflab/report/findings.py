@@ -196,8 +196,11 @@ def _steal_findings(cells: list[dict[str, Any]]) -> list[Finding]:
     """Steal time (resources.steal_cpu_cores): the host gave this VM's CPUs to its other guests
     while they wanted to run. A warning for the cells that lost more than STEAL_CORES, else a
     line with the run's mean when it is above STEAL_NOTE (older runs have no field: nothing)."""
-    steal = [(c["resources"]["steal_cpu_cores"], c) for c in cells
-             if c["status"] == "ok" and (c.get("resources") or {}).get("steal_cpu_cores") is not None]  # fmt: skip
+    steal = [
+        (c["resources"]["steal_cpu_cores"], c)
+        for c in cells
+        if c["status"] == "ok" and (c.get("resources") or {}).get("steal_cpu_cores") is not None
+    ]
     if not steal:
         return []
     mean = sum(s for s, _ in steal) / len(steal)
@@ -304,8 +307,9 @@ def budget_findings(comparisons: list[Any], cells: list[dict[str, Any]], meta: d
         return []
     worst = max(needed)
     budget = math.ceil((repeats + worst) * per_round / 60) * 60
-    names = ", ".join(f"{variant_label(c.variant)} at {c.threads} threads (+{c.rounds_needed})" for c in open_
-                      if c.rounds_needed)  # fmt: skip
+    names = ", ".join(
+        f"{variant_label(c.variant)} at {c.threads} threads (+{c.rounds_needed})" for c in open_ if c.rounds_needed
+    )
     return [
         Finding(
             "warning",

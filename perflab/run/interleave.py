@@ -155,9 +155,12 @@ def _observed(seat: Seat, wall: SeatSpans) -> None:
     wall.window_transactions = window["transactions"]
     try:
         fields = seat.observers.store(
-            seat.runner.results, seat.cell.order, wall, {"server": seat.server.pid, "client": seat.child.pid},
+            seat.runner.results,
+            seat.cell.order,
+            wall,
+            {"server": seat.server.pid, "client": seat.child.pid},
             seat.tracer,
-        )  # fmt: skip
+        )
     except PerflabError as exc:
         seat.error = exc
         return

@@ -316,8 +316,9 @@ class Seat:
         assert self.child is not None
         code = self.child.poll()
         tail = "\n".join((self.logs / "sysbench.txt").read_text(errors="replace").strip().splitlines()[-10:])
-        return WorkloadError(f"sysbench exited with code {code} during its turns:\n{tail}",
-                             f"full output: {self.logs / 'sysbench.txt'}")  # fmt: skip
+        return WorkloadError(
+            f"sysbench exited with code {code} during its turns:\n{tail}", f"full output: {self.logs / 'sysbench.txt'}"
+        )
 
     def intervals(self, warmup: int) -> list[dict[str, Any]]:
         return intervals(self.points, warmup, self.sampler.statements if self.sampler else STATEMENTS, self.latency)

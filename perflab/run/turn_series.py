@@ -38,14 +38,20 @@ def intervals(
         writes = sum(_delta(v0, v1, k) for k in WRITES)
         queries = _delta(v0, v1, "Questions") - statements
         commits = _delta(v0, v1, "Com_commit")
-        out.append({
-            "t": float(nominal), "warmup": int(nominal <= warmup),
-            "tps": round((commits or queries) / seconds, 2), "qps": round(queries / seconds, 2),
-            "reads": round(reads / seconds, 2), "writes": round(writes / seconds, 2),
-            "other": round(max(0.0, queries - reads - writes) / seconds, 2),
-            "p95_ms": (h1 - h0).percentile(95) if h0 is not None and h1 is not None else None,
-            "errors_per_s": None, "reconnects_per_s": None,
-        })  # fmt: skip
+        out.append(
+            {
+                "t": float(nominal),
+                "warmup": int(nominal <= warmup),
+                "tps": round((commits or queries) / seconds, 2),
+                "qps": round(queries / seconds, 2),
+                "reads": round(reads / seconds, 2),
+                "writes": round(writes / seconds, 2),
+                "other": round(max(0.0, queries - reads - writes) / seconds, 2),
+                "p95_ms": (h1 - h0).percentile(95) if h0 is not None and h1 is not None else None,
+                "errors_per_s": None,
+                "reconnects_per_s": None,
+            }
+        )
     return out
 
 

@@ -51,8 +51,16 @@ RESERVED_ENV = {"LD_PRELOAD", "LD_LIBRARY_PATH"}
 # server options perflab writes itself (its own files on tmpfs, its port); compared with '-' as '_'
 RESERVED_SERVER = {"datadir", "socket", "port", "bind_address", "pid_file", "log_error", "tmpdir", "user"}
 # and PostgreSQL's (server = "postgresql": its postgresql.conf is perflab's)
-RESERVED_SERVER |= {"listen_addresses", "unix_socket_directories", "data_directory", "config_file",
-                    "dynamic_shared_memory_type", "logging_collector", "hba_file", "ident_file"}  # fmt: skip
+RESERVED_SERVER |= {
+    "listen_addresses",
+    "unix_socket_directories",
+    "data_directory",
+    "config_file",
+    "dynamic_shared_memory_type",
+    "logging_collector",
+    "hba_file",
+    "ident_file",
+}
 
 # Limits on hostile or mistaken input: each is far beyond a real experiment, and keeps
 # validation, the matrix and the option file bounded (a huge number is an error, not a hang).

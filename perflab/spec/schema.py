@@ -187,15 +187,19 @@ class ExperimentSection(_Strict):
     @classmethod
     def _slice(cls, value: float, info: ValidationInfo) -> float:
         if info.data.get("design") == "sequential":
-            raise fail('design = "interleaved" beside it', 'slice is the turn of an interleaved design: remove it '
-                       'or set design = "interleaved"')  # fmt: skip
+            raise fail(
+                'design = "interleaved" beside it',
+                'slice is the turn of an interleaved design: remove it or set design = "interleaved"',
+            )
         per_second = 1 / value if value > 0 else 0.0
         whole = value >= 1 and value == round(value)
         if not (0.1 <= value <= 60 and (whole or abs(per_second - round(per_second)) < 1e-6)):
-            raise fail("whole seconds from 1s to 60s, or a tenth to a half of a second that divides it "
-                       "(100ms, 125ms, 200ms, 250ms, 500ms)",
-                       "every second of a client's running time ends with a turn; 100ms (the default) shares "
-                       "the host best (docs/experiment.md)")  # fmt: skip
+            raise fail(
+                "whole seconds from 1s to 60s, or a tenth to a half of a second that divides it "
+                "(100ms, 125ms, 200ms, 250ms, 500ms)",
+                "every second of a client's running time ends with a turn; 100ms (the default) shares "
+                "the host best (docs/experiment.md)",
+            )
         return value
 
     @field_validator("name")
@@ -329,15 +333,24 @@ class ExperimentFile(_Strict):
         """glibc = SUITE meeting a build that runs from a private root, in the same variant or on
         another axis (every combination is a cell): that build has its own suite's C library."""
         builds = info.data.get("builds") or {}
-        rooted = {(axis, v.build) for axis, ls in value.items() for v in ls.values() if v.build in builds
-                  and builds[v.build].suite is not None}  # fmt: skip
+        rooted = {
+            (axis, v.build)
+            for axis, ls in value.items()
+            for v in ls.values()
+            if v.build in builds and builds[v.build].suite is not None
+        }
         for axis, labels in value.items():
             for label, variant in labels.items():
                 met = sorted(b for a, b in rooted if a != axis or b == variant.build)
                 if variant.glibc and met:
-                    raise PydanticCustomError("perflab", "{expected}", {
-                        "expected": f"variants.{axis}.{label}.glibc: a binary of this system",
-                        "hint": f"builds.{met[0]} runs from its own {builds[met[0]].suite} private root, with that "
-                                "suite's C library: drop glibc there, or use the installed server or a basedir",
-                        "found": repr(variant.glibc)})  # fmt: skip
+                    raise PydanticCustomError(
+                        "perflab",
+                        "{expected}",
+                        {
+                            "expected": f"variants.{axis}.{label}.glibc: a binary of this system",
+                            "hint": f"builds.{met[0]} runs from its own {builds[met[0]].suite} private root, with that "
+                            "suite's C library: drop glibc there, or use the installed server or a basedir",
+                            "found": repr(variant.glibc),
+                        },
+                    )
         return value

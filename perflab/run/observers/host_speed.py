@@ -95,16 +95,27 @@ def _geomean_of_medians(works_by_cpu: dict[int, list[float]], least: int) -> flo
 
 def _medians(by_cpu: dict[int, list[float]]) -> dict[str, float]:
     """Each pinned CPU's median, of the CPUs with MIN_SAMPLES samples."""
-    return {str(cpu): round(statistics.median(w), 1) for cpu, w in sorted(by_cpu.items())
-            if cpu >= 0 and len(w) >= MIN_SAMPLES}  # fmt: skip
+    return {
+        str(cpu): round(statistics.median(w), 1)
+        for cpu, w in sorted(by_cpu.items())
+        if cpu >= 0 and len(w) >= MIN_SAMPLES
+    }
 
 
 def window_fields(samples: list[Sample], start: float, end: float) -> dict[str, Any]:
     """The cell's `host_speed` from the canary's samples inside [start, end]."""
     inside = [(at - start, work, cpu) for at, work, cpu, _ in samples if start <= at <= end]
     works = sorted(work for _, work, _ in inside)
-    fields: dict[str, Any] = {"work_ns": None, "per_cpu": {}, "samples": len(works), "period_ms": PERIOD_MS,
-                              "spread": None, "seconds": [], "chase_ns": None, "chase_per_cpu": {}}  # fmt: skip
+    fields: dict[str, Any] = {
+        "work_ns": None,
+        "per_cpu": {},
+        "samples": len(works),
+        "period_ms": PERIOD_MS,
+        "spread": None,
+        "seconds": [],
+        "chase_ns": None,
+        "chase_per_cpu": {},
+    }
     chases: dict[int, list[float]] = {}
     for at, _, cpu, chase in samples:
         if chase > 0 and start <= at <= end:
@@ -170,6 +181,8 @@ class HostSpeed:
         died = self._died if self._stopped else self._child.poll() if self._child is not None else None
         if died is not None:
             tail = text.strip().splitlines()[-1:] or ["no output"]
-            raise HostSpeedError(f"the host-speed canary exited with code {died} before it was stopped: {tail[0]}",
-                                 f"see {self.log}; or set host_speed = false under [observe]")  # fmt: skip
+            raise HostSpeedError(
+                f"the host-speed canary exited with code {died} before it was stopped: {tail[0]}",
+                f"see {self.log}; or set host_speed = false under [observe]",
+            )
         return window_fields(parse(text), start, end)

@@ -179,8 +179,10 @@ class PerfRecorder:
         argv = guarded(["perf", "report", "-i", str(self.data), "--tasks", "-q"])
         done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=STOP_DEADLINE_S)
         if done.returncode != 0:
-            raise PerflabError(f"perf report --tasks failed (exit {done.returncode}): {done.stderr.strip()[-400:]}",
-                               f"perf.data: {self.data}")  # fmt: skip
+            raise PerflabError(
+                f"perf report --tasks failed (exit {done.returncode}): {done.stderr.strip()[-400:]}",
+                f"perf.data: {self.data}",
+            )
         return descendants(done.stdout, pid or self.pid)
 
     def fold(self) -> tuple[Counter, FoldStats]:

@@ -125,9 +125,13 @@ class Profilers:
                         tree = self.tree and target == "server"
                         paused = warmup and not pmp.warmup  # a window-only profile: ready, not yet sampling
                         sampler = StackSampler(
-                            self.pids[target], self.workdir, interval=pmp.interval, tool=pmp.tool, tree=tree,
+                            self.pids[target],
+                            self.workdir,
+                            interval=pmp.interval,
+                            tool=pmp.tool,
+                            tree=tree,
                             paused=paused,
-                        )  # fmt: skip
+                        )
                         self.pmp[target] = self._stack.enter_context(sampler)
                 if not warmup:
                     for sampler in self.pmp.values():
@@ -162,8 +166,19 @@ class Profilers:
                 fold_s = time.monotonic() - started
                 for phase in _phases(spans, self.perf.span):
                     stacks, stats = folds.get(phase) or (Counter(), FoldStats())
-                    rows.append(save("perf", target, phase, stacks, stats, self.perf.span, **settings, fold_s=fold_s,
-                                     processes=pids))  # fmt: skip
+                    rows.append(
+                        save(
+                            "perf",
+                            target,
+                            phase,
+                            stacks,
+                            stats,
+                            self.perf.span,
+                            **settings,
+                            fold_s=fold_s,
+                            processes=pids,
+                        )
+                    )
         for target, sampler in self.pmp.items():
             rows.extend(self._store_pmp(save, spans, target, sampler))
         return rows
@@ -181,8 +196,19 @@ class Profilers:
                 if phase in spans.phases_at(sampler.origin + t)
             ]
             stacks, timed, stats = fold_rows(mine, sampler.dsos)
-            out.append(save("pmp", target, phase, stacks, stats, span, **settings, timed=timed,
-                            processes=sampler.processes or None))  # fmt: skip
+            out.append(
+                save(
+                    "pmp",
+                    target,
+                    phase,
+                    stacks,
+                    stats,
+                    span,
+                    **settings,
+                    timed=timed,
+                    processes=sampler.processes or None,
+                )
+            )
         return out
 
     def _save(
