@@ -559,10 +559,10 @@ def main() -> None:
     parser.add_argument("--host-speed", action="store_true", help="[observe] host_speed: judge adjusted for it too")
     parser.add_argument("--calibrated-slope", type=float, metavar="B",
                         help="judge the adjusted figures with this host-speed slope fixed, as a run planned with a "
-                             "calibration that measured it (another run's; bench/host_speed_estimators.py prints it)")
+                             "calibration that measured it (another run's; bench/archive/host_speed_estimators.py prints it)")
     parser.add_argument("--chase-weight", type=float, metavar="W", default=0.0,
                         help="with --calibrated-slope: the canary's chase weighed in with W, as a calibration's "
-                             "host_speed.chase_weight (bench/canary_chase.py prints fits)")
+                             "host_speed.chase_weight (bench/archive/canary_chase.py prints fits)")
     parser.add_argument("--steal-weight", type=float, metavar="W", default=0.0,
                         help="with --calibrated-slope: the host's steal time weighed in with W, as a calibration's "
                              "host_speed.steal_weight")

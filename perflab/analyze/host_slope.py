@@ -131,7 +131,7 @@ def steal_weight(cells: list[dict[str, Any]], metric: str = "qps", chase_weight:
 
     Why both: the canary sees a slower vCPU and the CPU taken from it only as far as its own
     short spin was descheduled; steal counts every CPU-second taken. Measured here
-    (bench/steal_covariate.py, within-round residual of log QPS): in a heavy-steal half hour
+    (bench/archive/steal_covariate.py, within-round residual of log QPS): in a heavy-steal half hour
     steal left 9% of the variance and the canary 48%, in a quiet one 58% and 18%; both 5-9%."""
     found = _second(cells, metric, lambda c: log_speed(c, chase_weight), less_steal)
     return None if found is None else {"weight": found[0], "speed": found[1], "steal": found[2], "steal_se": found[3]}

@@ -3,7 +3,7 @@
 Why: on a shared VM the vCPU itself runs faster or slower over minutes (run/observers/
 host_speed.py), and each cell's QPS follows it. A round's cells run a minute apart, so pairing
 within rounds (analyze/ratio.py) cancels only the slow part of it; what changes between two
-cells of one round stays in the per-round ratio. Measured here (bench/host_speed.py, A/A):
+cells of one round stays in the per-round ratio. Measured here (bench/archive/host_speed.py, A/A):
 log QPS against the canary's log speed, r = 0.88, slope 0.70; adjusting for it took the paired
 interval from +/-10.7% to +/-6.8%. The paired estimate is adjusted within rounds (`paired`);
 the scheme below is the Welch fallback's.

@@ -5,7 +5,7 @@ restarts and drifts 7% over a session on an idle guest, and a register-only spin
 in its own thread CPU time, varies 2-4x over minutes: the vCPU itself runs slower at times (the
 host's other tenants, its clock), which no counter inside the guest shows (steal was 0.3%).
 Across cells, log QPS follows the canary's log speed (r = 0.88, slope 0.70 on
-oltp_read_only; bench/host_speed.py). analyze/host_speed.py uses the figure as a covariate
+oltp_read_only; bench/archive/host_speed.py). analyze/host_speed.py uses the figure as a covariate
 of the verdicts; docs/methodology.md#host-speed has the measurements.
 
 What: host_speed.c (beside this file), compiled once per machine, spins about 1 ms of fixed
@@ -13,7 +13,7 @@ work, then chases pointers through a 1 MiB buffer (about 1 ms more), every PERIO
 CPU perflab may run on, one thread pinned to each (about 1% of each vCPU), and prints the CPU
 time each took. Preemption stops a thread's CPU clock, so a busy
 guest does not change it. All CPUs, not one: this VM's two vCPUs change speed apart (10 s
-medians of two pinned canaries: r = 0.07-0.62, bench/vcpu_speeds.py), and the server and the
+medians of two pinned canaries: r = 0.07-0.62, bench/archive/vcpu_speeds.py), and the server and the
 client run on both. The
 cell's field:
 

@@ -24,7 +24,7 @@ Why: a slope fitted on the same 19 rounds that it adjusts is where a covariate c
 false verdicts (bench/fidelity.py's first estimators called 12-14% of resampled A/A pairs
 different); a fixed or external slope cannot, and the runs say what each costs in power.
 
-Run: python3 bench/host_speed_estimators.py DIR [DIR ...]     # CPU only, seconds a run
+Run: python3 bench/archive/host_speed_estimators.py DIR [DIR ...]     # CPU only, seconds a run
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -39,10 +39,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from perflab.analyze import host_slope, host_speed, stats

@@ -20,8 +20,8 @@ each run's fit applied to the others. Blindness: per pair, the mean per-round di
 canary figure with its standard error (a variant that moved the chase would show here; `decide`
 then refuses the adjustment at p < 0.01).
 
-Run: python3 bench/canary_chase.py [--rounds 20] [--keep DIR]        # about 16 min at 20 rounds
-     python3 bench/canary_chase.py --runs DIR [DIR ...]              # kept runs: CPU only, seconds
+Run: python3 bench/archive/canary_chase.py [--rounds 20] [--keep DIR]        # about 16 min at 20 rounds
+     python3 bench/archive/canary_chase.py --runs DIR [DIR ...]              # kept runs: CPU only, seconds
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -36,9 +36,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from perflab.analyze import host_slope, host_speed

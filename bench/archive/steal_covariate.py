@@ -15,7 +15,7 @@ did to a cell), against the same residuals of (a) steal_cpu_cores, (b) the canar
 residual, the slope(s), and the share of the residual variance each fit leaves; other_cpu_cores
 of the cells.
 
-Run: python3 bench/steal_covariate.py DIR [DIR ...]
+Run: python3 bench/archive/steal_covariate.py DIR [DIR ...]
 Exit status: 0 when it analysed, 1 on a real error (no usable cells).
 """
 
@@ -26,10 +26,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from perflab.analyze import host_slope, host_speed, summary
