@@ -26,6 +26,9 @@ second: work that lands in the other servers' turns; above IDLE_WARNING the row 
 `design.warning`. Nothing is read between the other turns: reads there made the servers'
 per-second QPS noisier (docs/methodology.md#nothing-read-between-turns).
 
+One seat (its server, paused client and turns) is run/seat.py; its counters become intervals and
+a summary in run/turn_series.py.
+
     rows = run_group(runner, cells, snapshots, workdir)   # one committed row per cell
 """
 
