@@ -211,17 +211,9 @@ def fit_design(exp: Experiment) -> Experiment:
         f"{ram_need >> 20} MiB of memory ({'unknown' if ram_free is None else f'{ram_free >> 20} MiB'} available)"
     )
     if "design" in (exp.raw.get("experiment") or {}):
-        raise EnvironmentProblem(
-            exp.source,
-            [
-                Problem(
-                    "experiment.design",
-                    "room for every server of a round",
-                    figures,
-                    'free memory, use a smaller dataset, or design = "sequential" (one server at a time)',
-                )
-            ],
-        )
+        remedy = 'free memory, use a smaller dataset, or design = "sequential" (one server at a time)'
+        problem = Problem("experiment.design", "room for every server of a round", figures, remedy)
+        raise EnvironmentProblem(exp.source, [problem])
     from perflab.spec.design import with_design
 
     return with_design(exp, "sequential", f"sequential: {figures}")

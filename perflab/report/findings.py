@@ -196,11 +196,8 @@ def _steal_findings(cells: list[dict[str, Any]]) -> list[Finding]:
     """Steal time (resources.steal_cpu_cores): the host gave this VM's CPUs to its other guests
     while they wanted to run. A warning for the cells that lost more than STEAL_CORES, else a
     line with the run's mean when it is above STEAL_NOTE (older runs have no field: nothing)."""
-    steal = [
-        (c["resources"]["steal_cpu_cores"], c)
-        for c in cells
-        if c["status"] == "ok" and (c.get("resources") or {}).get("steal_cpu_cores") is not None
-    ]
+    ok = [c for c in cells if c["status"] == "ok"]
+    steal = [(cores, c) for c in ok if (cores := (c.get("resources") or {}).get("steal_cpu_cores")) is not None]
     if not steal:
         return []
     mean = sum(s for s, _ in steal) / len(steal)

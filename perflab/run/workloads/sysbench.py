@@ -112,13 +112,8 @@ def argv(
 def connection(driver: str, socket: Path) -> list[str]:
     """How sysbench reaches the server: MariaDB's socket, or PostgreSQL's socket directory."""
     if driver == "pgsql":
-        return [
-            "--db-driver=pgsql",
-            f"--pgsql-host={socket}",
-            "--pgsql-port=5432",
-            "--pgsql-user=postgres",
-            "--pgsql-db=sbtest",
-        ]
+        pgsql = {"host": socket, "port": 5432, "user": "postgres", "db": "sbtest"}
+        return ["--db-driver=pgsql", *(f"--pgsql-{key}={value}" for key, value in pgsql.items())]
     return ["--db-driver=mysql", f"--mysql-socket={socket}", "--mysql-user=root", "--mysql-db=sbtest"]
 
 
