@@ -99,7 +99,7 @@ deb-src:
 		"Types: deb-src" "URIs: http://deb.debian.org/debian-security" "Suites: bookworm-security" "Components: main" \
 		"Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" > $(DEB_SRC) && apt-get update -qq && echo "deb-src: added $(DEB_SRC)"; fi
 
-# what some bench/ scripts compare perflab with: heaptrack (alloc_overhead), strace (alloc_exactness)
+# what some bench/ scripts compare perflab with: heaptrack (alloc_overhead), strace (archive/alloc_exactness)
 setup-bench: setup
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends heaptrack strace zstd gdb
 

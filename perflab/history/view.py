@@ -132,8 +132,16 @@ def counter_diffs(before: str, after: str, variant: dict[str, str], threads: int
             return {"alloc_diff": None, "alloc_diff_command": None, "status_diff": None}
         with Results(Path(where)) as results:
             _, cells = summary.load(results)
-        sides.append([c for c in cells if c["variant"] == variant and c["threads"] == threads
-                      and c["status"] == "ok" and c.get("settled") in (True, 1, None)])  # fmt: skip
+        sides.append(
+            [
+                c
+                for c in cells
+                if c["variant"] == variant
+                and c["threads"] == threads
+                and c["status"] == "ok"
+                and c.get("settled") in (True, 1, None)
+            ]
+        )
     a, b = sides
     traced = all(c.get("alloc") for c in a + b) and a and b
     counted = all((c.get("server_status") or {}).get("per_txn") for c in a + b) and a and b

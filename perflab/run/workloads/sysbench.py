@@ -112,8 +112,8 @@ def argv(
 def connection(driver: str, socket: Path) -> list[str]:
     """How sysbench reaches the server: MariaDB's socket, or PostgreSQL's socket directory."""
     if driver == "pgsql":
-        return ["--db-driver=pgsql", f"--pgsql-host={socket}", "--pgsql-port=5432", "--pgsql-user=postgres",
-                "--pgsql-db=sbtest"]  # fmt: skip
+        pgsql = {"host": socket, "port": 5432, "user": "postgres", "db": "sbtest"}
+        return ["--db-driver=pgsql", *(f"--pgsql-{key}={value}" for key, value in pgsql.items())]
     return ["--db-driver=mysql", f"--mysql-socket={socket}", "--mysql-user=root", "--mysql-db=sbtest"]
 
 
@@ -307,16 +307,34 @@ class Sysbench(Workload):
         from perflab.errors import Problem
 
         if spec.dataset.scale is not None:
-            return [Problem("dataset.scale", "tables and table_size with sysbench", f"scale = {spec.dataset.scale}",
-                            'scale is pgbench\'s: set tool = "pgbench", or use tables/table_size')]  # fmt: skip
+            return [
+                Problem(
+                    "dataset.scale",
+                    "tables and table_size with sysbench",
+                    f"scale = {spec.dataset.scale}",
+                    'scale is pgbench\'s: set tool = "pgbench", or use tables/table_size',
+                )
+            ]
         if spec.workload.warehouses is not None:
-            return [Problem("workload.warehouses", "no warehouses with sysbench", str(spec.workload.warehouses),
-                            'warehouses is go-tpc\'s: set tool = "go-tpc", or use [dataset] tables/table_size')]  # fmt: skip
+            return [
+                Problem(
+                    "workload.warehouses",
+                    "no warehouses with sysbench",
+                    str(spec.workload.warehouses),
+                    'warehouses is go-tpc\'s: set tool = "go-tpc", or use [dataset] tables/table_size',
+                )
+            ]
         test = spec.workload.test
         if not kind.sysbench_writes and not test.endswith(".lua") and test not in READ_ONLY + OLTP_WRITES:
-            return [Problem("workload.test", f"a sysbench test that runs on {kind.title} ({', '.join(READ_ONLY + OLTP_WRITES)})",
-                            repr(test), "Debian's sysbench 1.0.20 aborts a pgsql run at the first error it cannot ignore; "
-                            'or use tool = "pgbench" (tpcb-like or simple-update retry with --max-tries)')]  # fmt: skip
+            return [
+                Problem(
+                    "workload.test",
+                    f"a sysbench test that runs on {kind.title} ({', '.join(READ_ONLY + OLTP_WRITES)})",
+                    repr(test),
+                    "Debian's sysbench 1.0.20 aborts a pgsql run at the first error it cannot ignore; "
+                    'or use tool = "pgbench" (tpcb-like or simple-update retry with --max-tries)',
+                )
+            ]
         return []
 
     def spec_problems(self, exp: Any) -> list[Any]:
