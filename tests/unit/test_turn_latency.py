@@ -15,7 +15,7 @@ import pytest
 from perflab.run import turn_series
 from perflab.run.observers.status import STATEMENTS
 from perflab.run.turn_latency import BUCKETS, HEADER, LAYOUT, STRIDE, VALUES, Histogram, TurnClock
-from perflab.run.workloads.sysbench import histogram_percentile
+from perflab.run.workloads.sysbench_output import histogram_percentile
 
 
 def bucket(ms: float) -> int:

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ToolMissingError, WorkloadError
-from perflab.run.workloads.sysbench import Summary
+from perflab.run.workloads.sysbench_output import Summary
 
 VERSION = "v1.0.7"  # the Makefile's GO_TPC_VERSION
 TESTS = ("tpcc",)  # go-tpc's tpch and ch need another dataset and report no per-second NOPM

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from perflab.run.workloads import Workload
-from perflab.run.workloads.sysbench import Summary
+from perflab.run.workloads.sysbench_output import Summary
 
 BUILTINS = {"select-only": 1, "simple-update": 5, "tpcb-like": 7}  # name -> SQL statements per transaction
 DEFAULT_OPTIONS: dict[str, Any] = {"protocol": "prepared", "max_tries": 10}

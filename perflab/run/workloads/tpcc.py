@@ -16,7 +16,7 @@ from typing import Any
 from perflab.errors import ToolMissingError
 from perflab.run.workloads import Workload, gotpc
 from perflab.run.workloads.gotpc import DATABASE, RESERVED, TESTS, USER, VERSION, WAREHOUSE_BYTES
-from perflab.run.workloads.sysbench import Summary
+from perflab.run.workloads.sysbench_output import Summary
 
 
 class GoTpc(Workload):
