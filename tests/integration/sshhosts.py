@@ -113,6 +113,11 @@ def _sshd_config(home: Path, address: str, authorized: Path) -> Path:
                 "MaxSessions 100",
                 "MaxStartups 100",
                 "Subsystem sftp internal-sftp",
+                # bash sources ~/.bashrc for a command sshd runs only in a top-level shell (SHLVL
+                # below 2): with SHLVL=1 set, these hosts' sessions skip this machine's root rc
+                # files, whose `pyenv init` rehashes under a lock that a session killed by a test
+                # (a host dropping off) can leave behind: every later login then waited 60 s
+                "SetEnv SHLVL=1",
                 "",
             ]
         ),
