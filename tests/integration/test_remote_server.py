@@ -1,0 +1,99 @@
+"""A MariaDB server on another host (`server_host`, docs/hosts.md), the host being a network namespace
+with its own sshd (sshhosts.py): the dataset is copied there, each cell's mariadbd runs there on the
+host's address only, the client here (or on that host) reaches it over the veth, the server's
+resources are read there, each cell records where its server ran, and nothing is left on the host,
+after a run or after a SIGKILL and `perflab doctor --clean`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.helpers import write_experiment
+from tests.integration.sshhosts import SshLab
+from tests.integration.test_remote_client import ROOT, _in_namespace, _perflab, _wait_for
+
+EXPERIMENT = """
+[experiment]
+name = "it-server-host"
+duration = "2s"
+warmup = "1s"
+repeats = 1
+server_host = "db"
+{more}
+[hosts.db]
+ssh = "{ssh}"
+
+[dataset]
+tables = 1
+table_size = 2000
+
+[workload]
+test = "oltp_point_select"
+threads = [2]
+
+[variants.log]
+OFF = {{}}
+"""
+
+
+def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more=""))
+    out = tmp_path / "results"
+    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "server on host db" in done.stdout, done.stdout
+    exported = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
+    host = cell["build"]["host"]
+    assert host["name"] == "db" and host["address"] == db.address and host["fingerprint"]["kernel"]
+    assert cell["client"]["address"] == db.address
+    resources = cell["resources"]  # read in the host's /proc
+    assert resources["server_cpu_s"] > 0 and resources["rss_end_bytes"] > 50 << 20, resources
+    assert resources["restore_method"] == "copy" and resources["server_start_s"] > 0
+    assert f"bind-address={db.address}\n" in (out / "logs" / "cell-0000" / "my.cnf").read_text()
+    log = (out / "logs" / "cell-0000" / "error.log").read_text()  # fetched back from the host
+    assert f"Server socket created on IP: '{db.address}'" in log and "IP: '0.0.0.0'" not in log
+    options = cell["sysbench_options"]  # the password is in a file readable by its owner only
+    assert not options.get("mysql_password") and options["config_file"].endswith("sysbench.conf")
+    assert _in_namespace(ssh_lab, "db") == ["sshd"]  # nothing the run started is left on the host
+    assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()
+
+
+def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more='client_host = "db"'))
+    out = tmp_path / "results"
+    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
+    assert cell["client"]["host"] == "db" and cell["client"]["address"] == db.address
+    assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0
+    assert _in_namespace(ssh_lab, "db") == ["sshd"]
+
+
+def test_sigkill_mid_run_then_doctor_clean_stops_the_remote_server(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    body = EXPERIMENT.format(ssh=db.ssh, more="").replace('"2s"', '"30s"')
+    spec, out, shm = write_experiment(tmp_path / "server.toml", body), tmp_path / "results", tmpfs("shm", "1G")
+    env = {**ssh_lab.env(), "PERFLAB_TMPFS": str(shm)}
+    run = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], env=env, cwd=ROOT,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        assert _wait_for(lambda: "mariadbd" in _in_namespace(ssh_lab, "db"), 120), _in_namespace(ssh_lab, "db")
+    finally:
+        run.kill()
+        run.wait(timeout=30)
+    assert "mariadbd" in _in_namespace(ssh_lab, "db")  # a killed perflab leaves its server running there
+    left = [Path(p["path"]) for w in shm.glob("perflab-*") for p in json.loads((w / "hosts.json").read_text())]
+    assert len(left) == 1 and left[0].is_dir()
+    done = subprocess.run([sys.executable, "-m", "perflab", "doctor", "--clean"], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0 and f"removed db:{left[0]}" in done.stdout, done.stdout + done.stderr
+    assert not left[0].exists()
+    assert _wait_for(lambda: _in_namespace(ssh_lab, "db") == ["sshd"], 10), _in_namespace(ssh_lab, "db")
