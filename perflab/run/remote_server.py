@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perflab import hostinfo
 from perflab.errors import HostLostError, PerflabError, ServerCrashedError, ToolMissingError
 from perflab.hosts.rundir import RunDir
-from perflab.hosts.session import Hosts
+from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
 from perflab.run import accounting, client, dataset, workloads
@@ -133,10 +134,10 @@ class ServerHost:
         return remote
 
     def record(self, port: int | None) -> dict[str, Any]:
-        """Where a cell's server ran: the row's `build.host`."""
-        host = self.hosts.hosts[self.name]
+        """Where a cell's server ran: the row's `build.host`, with the host's fingerprint taken now
+        (a governor or THP changed mid-run shows between cells)."""
         return {"name": self.name, "ssh": str(self.link.target), "address": self.address, "port": port,
-                "dir": self.rundir.path, "fingerprint": host.fingerprint}  # fmt: skip
+                "dir": self.rundir.path, "fingerprint": hostinfo.fingerprint(RemoteProbe(self.link))}  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -224,7 +225,7 @@ def _allocator(server: Any, place: ServerHost) -> dict[str, Any]:
 
     mapped = server.mapped()
     libc = allocators.glibc_library(mapped)
-    glibc = place.hosts.hosts[place.name].fingerprint.get("glibc")
+    glibc = place.hosts.hosts[place.name].fingerprint.get("glibc")  # "glibc 2.36", as getconf says it
     return {"allocator_library": libc, "allocator_version": glibc}
 
 

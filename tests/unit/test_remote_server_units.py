@@ -43,3 +43,49 @@ def test_the_login_file_is_the_owners_only(tmp_path: Path) -> None:
     runner = SimpleNamespace(kind=kind, server_host=SimpleNamespace(password="ab12"))
     path = remote_server._login_file(runner, SimpleNamespace(rundir=tmp_path))
     assert path.read_text() == "mysql-password=ab12\n" and stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+HOSTS_META = {
+    "version": 1,
+    "hosts": {"db": {"ssh": "root@10.77.1.2", "clock": {"start": {"rtt_s": 0.0003}}, "lost": None}},
+    "differences": {
+        "kernel": {"local": "6.1.0-27-amd64", "db": "6.1.0-28-amd64"},
+        "packages": {"local": {"libc6": "2.36-9", "sysbench": "1.0.20"}, "db": {"libc6": "2.36-9"}},
+    },
+}
+PRINT = {"kernel": "6.1.0-28-amd64", "governor": "performance", "packages": {"libc6": "2.36-9"}}
+
+
+def _cell(governor: str) -> dict:
+    return {"build": {"host": {"name": "db", "fingerprint": {**PRINT, "governor": governor}}}, "client": {}}
+
+
+def test_the_report_says_where_the_server_ran_and_where_hosts_differ() -> None:
+    from perflab.report.phrases import host_differences, host_lines
+
+    lines = host_lines({"hosts": HOSTS_META}, [_cell("performance"), _cell("powersave")])
+    assert (
+        lines[0]
+        == "server on host db (root@10.77.1.2): 0.30 ms round trip; differs from this machine in kernel, packages"
+    )
+    assert lines[1] == "server host db's fingerprint changed between cells in governor"
+    hosts, rows = host_differences({"hosts": HOSTS_META})
+    assert hosts == ["local", "db"]  # this machine first
+    assert rows == [("kernel", ["6.1.0-27-amd64", "6.1.0-28-amd64"]), ("packages.sysbench", ["1.0.20", "absent"])]
+    assert host_lines({"hosts": HOSTS_META}, [_cell("performance")])[1:] == []
+
+
+def test_the_html_report_shows_the_hosts_and_their_differences(tmp_path: Path) -> None:
+    import shutil
+
+    from perflab.report import html, model
+    from perflab.store.results import Results
+
+    tiny = tmp_path / "tiny"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "data" / "report" / "tiny", tiny)
+    with Results(tiny) as results:
+        results.set_meta(hosts=HOSTS_META)
+        page = html.render(model.build(results))
+    assert '<ul id="remote-hosts"><li>host on host db (root@10.77.1.2): 0.30 ms round trip' in page
+    assert '<table id="host-differences">' in page and '<th class="l">this machine</th>' in page
+    assert '<td class="l">packages.sysbench</td><td class="l">1.0.20</td><td class="l">absent</td>' in page
