@@ -167,41 +167,29 @@ def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
 
 
 def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path) -> dict[str, Any]:
-    """CellRunner.run with the server on the server host; the row committed and returned."""
+    """CellRunner.run with the server on the server host; the row committed and returned. A host that
+    dropped off fails the cell with its cause, and every later cell at once; the run goes on."""
     place: ServerHost = runner.server_host
-    place.check_format(runner.kind, snapshot)
     row = runner.new_row(cell)
     logs = runner.results.log_dir(cell.order)
     rundir = workdir / f"cell-{cell.order:04d}"
     rundir.mkdir()
-    options = {**runner.kind.pool_options(snapshot), **runner.kind.cell_options(cell), **cell.server_options}
-    server = runner.kind.remote_server(place, f"{place.rundir.path}/{rundir.name}/data", options, local=rundir,
-                                       env=cell.env)  # fmt: skip
-    server.aslr = cell.aslr
-    row["build"] = {"name": None, "kind": "installed", "binary": str(server.program), "version": place.version,
-                    "host": place.record(server.port)}  # fmt: skip
     intervals: list[dict[str, Any]] = []
     rss: list[tuple[float, int]] = []
+    server = None
     try:
-        restore_s = place.restore(snapshot, server.datadir, workdir)
-        started = time.monotonic()
-        with server:
-            start_s = time.monotonic() - started
-            row.update(_allocator(server, place))
-            switches = server_switches(cell, server, runner.exp.file.workload.tool, runner.kind)
-            intervals, rss, measured = measure(runner, cell, server, logs)
-            steal = measured.pop("steal", None)
-            if not server.alive():
-                raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
-        measured["client"] = {**row["client"], **measured["client"]}
-        row.update(measured, status="ok")
-        row.update(runner._steady(intervals, measured["summary"]["qps"], steal))
-        row["resources"].update(restore_s=round(restore_s, 3), restore_method="copy", drop_caches_s=None,
-                                server_start_s=round(start_s, 3), **switches)  # fmt: skip
+        place.check_format(runner.kind, snapshot)
+        options = {**runner.kind.pool_options(snapshot), **runner.kind.cell_options(cell), **cell.server_options}
+        server = runner.kind.remote_server(place, f"{place.rundir.path}/{rundir.name}/data", options, local=rundir,
+                                           env=cell.env)  # fmt: skip
+        server.aslr = cell.aslr
+        row["build"] = {"name": None, "kind": "installed", "binary": str(server.program), "version": place.version,
+                        "host": place.record(server.port)}  # fmt: skip
+        intervals, rss = _measured(runner, cell, snapshot, workdir, server, row, logs)
     except PerflabError as exc:
         from perflab.run.cell import failure_fields
 
-        row.update(failure_fields(exc, server))
+        row.update(failure_fields(exc, server) if server is not None else {"error": exc.message})
     finally:
         _finish(server, rundir, logs)
     row["ended_at"] = utc_now()
@@ -209,13 +197,38 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
     return row
 
 
+def _measured(
+    runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path, server: Any, row: dict[str, Any], logs: Path
+) -> tuple[list[dict[str, Any]], list[tuple[float, int]]]:
+    """The cell's datadir restored on the host, its server started there, the window measured: the row
+    updated (status "ok"); its intervals and RSS samples."""
+    place: ServerHost = runner.server_host
+    restore_s = place.restore(snapshot, server.datadir, workdir)
+    started = time.monotonic()
+    with server:
+        start_s = time.monotonic() - started
+        row.update(_allocator(server, place))
+        switches = server_switches(cell, server, runner.exp.file.workload.tool, runner.kind)
+        intervals, rss, measured = measure(runner, cell, server, logs)
+        steal = measured.pop("steal", None)
+        if not server.alive():
+            raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
+    measured["client"] = {**row["client"], **measured["client"]}
+    row.update(measured, status="ok")
+    row.update(runner._steady(intervals, measured["summary"]["qps"], steal))
+    row["resources"].update(restore_s=round(restore_s, 3), restore_method="copy", drop_caches_s=None,
+                            server_start_s=round(start_s, 3), **switches)  # fmt: skip
+    return intervals, rss
+
+
 def _finish(server: Any, rundir: Path, logs: Path) -> None:
     from perflab.run.cell import keep_logs
 
-    with contextlib.suppress(HostLostError):
-        server.stop()
-        server.remove()
-    keep_logs(server, rundir, logs)
+    if server is not None:
+        with contextlib.suppress(HostLostError):
+            server.stop()
+            server.remove()
+        keep_logs(server, rundir, logs)
     shutil.rmtree(rundir, ignore_errors=True)
 
 
