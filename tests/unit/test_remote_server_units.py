@@ -78,7 +78,7 @@ def test_the_report_says_where_the_server_ran_and_where_hosts_differ() -> None:
 def test_the_html_report_shows_the_hosts_and_their_differences(tmp_path: Path) -> None:
     import shutil
 
-    from perflab.report import html, model
+    from perflab.report import html, markdown, model
     from perflab.store.results import Results
 
     tiny = tmp_path / "tiny"
@@ -89,3 +89,7 @@ def test_the_html_report_shows_the_hosts_and_their_differences(tmp_path: Path) -
     assert '<ul id="remote-hosts"><li>host on host db (root@10.77.1.2): 0.30 ms round trip' in page
     assert '<table id="host-differences">' in page and '<th class="l">this machine</th>' in page
     assert '<td class="l">packages.sysbench</td><td class="l">1.0.20</td><td class="l">absent</td>' in page
+    with Results(tiny) as results:
+        text = markdown.render(model.build(results), None)
+    assert "- host on host db (root@10.77.1.2): 0.30 ms round trip" in text
+    assert "| packages.sysbench | 1.0.20 | absent |" in text
