@@ -43,11 +43,12 @@ class RemoteClient:
     _copied: set[str] = field(default_factory=set)  # files copied into the run directory
 
     @classmethod
-    def open(cls, hosts: Hosts, name: str, packages: dict[str, str]) -> RemoteClient:
-        """ToolMissingError (exit 3) naming the package when the host lacks the client."""
+    def open(cls, hosts: Hosts, name: str, packages: dict[str, str], address: str | None = None) -> RemoteClient:
+        """ToolMissingError (exit 3) naming the package when the host lacks the client. `address`: the
+        server's (on a server host, run/remote_server.py); else this machine's as the host reaches it."""
         hosts.require(name, packages)
         link = hosts.link(name)
-        address = link.local_address()
+        address = address or link.local_address()
         found = link.run(["sh", "-c", "command -v sysbench"]).stdout.strip()
         route = link.run(["ip", "-o", "route", "get", address]).stdout.split()
         interface = route[route.index("dev") + 1] if "dev" in route[:-1] else None

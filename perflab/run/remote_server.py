@@ -153,10 +153,9 @@ def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
     with Hosts({name: parse_target(spec.hosts[name].ssh) for name in names}, workdir) as hosts:
         if e.server_host is not None:
             runner.server_host = ServerHost.open(hosts, e.server_host, runner.kind)
-        if e.client_host is not None:
-            runner.remote = RemoteClient.open(hosts, e.client_host, runner.kind.remote_packages)
-            if runner.server_host is not None:  # the client host reaches the server host by its address
-                runner.remote.address = runner.server_host.address
+        if e.client_host is not None:  # with a server host, the client reaches it at its address
+            address = runner.server_host.address if runner.server_host is not None else None
+            runner.remote = RemoteClient.open(hosts, e.client_host, runner.kind.remote_packages, address)
         runner.results.set_meta(hosts=hosts.meta())
         try:
             yield

@@ -97,3 +97,20 @@ def test_sigkill_mid_run_then_doctor_clean_stops_the_remote_server(ssh_lab: SshL
     assert done.returncode == 0 and f"removed db:{left[0]}" in done.stdout, done.stdout + done.stderr
     assert not left[0].exists()
     assert _wait_for(lambda: _in_namespace(ssh_lab, "db") == ["sshd"], 10), _in_namespace(ssh_lab, "db")
+
+
+def test_a_host_without_mariadbd_exits_3_naming_the_package(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    hidden = tmp_path / "hide"  # mariadbd hidden on the host only: its sessions get a PATH without it
+    hidden.mkdir()
+    for tool in ("sh", "cat", "mariadb"):
+        found = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True, check=False)
+        (hidden / tool).symlink_to(found.stdout.strip())
+    config = ssh_lab.dir / "db" / "sshd_config"
+    config.write_text(config.read_text() + f"SetEnv PATH={hidden}\n")
+    subprocess.run(["kill", "-HUP", str(db.sshd.pid)], check=True)
+    spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more=""))
+    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "hosts.db: expected mariadbd installed on host db, found not installed" in done.stderr, done.stderr
+    assert "apt-get install mariadb-server" in done.stderr and not (tmp_path / "results").exists()
