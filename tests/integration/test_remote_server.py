@@ -7,13 +7,14 @@ after a run or after a SIGKILL and `perflab doctor --clean`."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.integration.helpers import write_experiment
 from tests.integration.sshhosts import SshLab
-from tests.integration.test_remote_client import ROOT, _in_namespace, _perflab, _wait_for
+from tests.integration.test_remote_client import ROOT, _in_namespace, _perflab, _started, _wait_for
 
 EXPERIMENT = """
 [experiment]
@@ -85,7 +86,8 @@ def test_sigkill_mid_run_then_doctor_clean_stops_the_remote_server(ssh_lab: SshL
     run = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], env=env, cwd=ROOT,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        assert _wait_for(lambda: "mariadbd" in _in_namespace(ssh_lab, "db"), 120), _in_namespace(ssh_lab, "db")
+        # the window's client connected: the cell's server runs there (not `mariadbd --version` at the start)
+        assert _wait_for(lambda: _started(out), 120), _in_namespace(ssh_lab, "db")
     finally:
         run.kill()
         run.wait(timeout=30)
@@ -114,3 +116,26 @@ def test_a_host_without_mariadbd_exits_3_naming_the_package(ssh_lab: SshLab, tmp
     assert done.returncode == 3, done.stdout + done.stderr
     assert "hosts.db: expected mariadbd installed on host db, found not installed" in done.stderr, done.stderr
     assert "apt-get install mariadb-server" in done.stderr and not (tmp_path / "results").exists()
+
+
+def test_a_server_host_that_drops_off_fails_its_cells_and_the_run_ends(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    body = EXPERIMENT.format(ssh=db.ssh, more="").replace("repeats = 1", "repeats = 2").replace('"2s"', '"5s"')
+    spec, out = write_experiment(tmp_path / "server.toml", body), tmp_path / "results"
+    env = {**ssh_lab.env(), "PERFLAB_TMPFS": str(tmpfs("shm", "1G"))}
+    run = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], env=env, cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        assert _wait_for(lambda: _started(out), 120), "the first cell's client never started"
+        db.drop()  # its sshd and every session: perflab loses the host mid-cell (its mariadbd runs on)
+        text, _ = run.communicate(timeout=180)
+    finally:
+        run.kill()
+    assert run.returncode == 1, text  # cells failed; the run itself ended normally
+    cells = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    assert [c["status"] for c in cells] == ["failed", "failed"]
+    assert all("host db" in c["error"] for c in cells), [c["error"] for c in cells]
+    assert "2 of 2 cells failed" in text
+    records = [json.loads(p.read_text()) for p in Path(env["PERFLAB_TMPFS"]).glob("perflab-*/hosts.json")]
+    assert [[p["name"] for p in r] for r in records] == [["db"]]  # for doctor --clean once it is back
+    shutil.rmtree(records[0][0]["path"])  # the test's own cleanup: the namespace shares this filesystem

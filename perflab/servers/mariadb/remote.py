@@ -98,6 +98,10 @@ class RemoteMariaDB(MariaDB):
             pass  # a host that dropped off: what was fetched before
         return super().error_lines(limit)
 
+    def death(self) -> str:
+        lost = self.child.lost if self.child is not None else None
+        return lost or super().death()
+
     def sql(self, statement: str) -> str:
         argv = [self.place.binaries["mariadb"], "--no-defaults", f"--socket={self.socket}", "--user=root",
                 "--batch", "--skip-column-names", "-e", statement]  # fmt: skip
@@ -123,6 +127,8 @@ class RemoteMariaDB(MariaDB):
         return {p[5].strip().removesuffix(" (deleted)") for p in parts if len(p) == 6 and p[5].startswith("/")}
 
     def stop(self, clean: bool = False) -> None:
+        if self.child is not None and self.child.lost and self.crashed is None:
+            self.crashed = False  # the host dropped off: how the server fares there is unknown, not a crash
         try:
             super().stop(clean)
         finally:
