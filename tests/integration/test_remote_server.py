@@ -61,8 +61,13 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     assert f"Server socket created on IP: '{db.address}'" in log and "IP: '0.0.0.0'" not in log
     options = cell["sysbench_options"]  # the password is in a file readable by its owner only
     assert not options.get("mysql_password") and options["config_file"].endswith("sysbench.conf")
+    assert "libc.so" in cell["allocator_library"] and cell["allocator_version"].startswith("glibc ")
+    assert cell["build"]["binary"].endswith("/mariadbd") and "MariaDB" in cell["build"]["version"]
     assert _in_namespace(ssh_lab, "db") == ["sshd"]  # nothing the run started is left on the host
     assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()
+    html = _perflab(ssh_lab, tmp_path, "report", str(out), "--html")
+    assert html.returncode == 0, html.stdout + html.stderr
+    assert f'<ul id="remote-hosts"><li>server on host db ({db.ssh})' in (out / "report.html").read_text()
 
 
 def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
