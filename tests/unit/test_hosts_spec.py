@@ -113,8 +113,7 @@ def test_a_server_host_runs_the_sequential_design_and_says_why() -> None:
 def test_what_a_remote_server_does_not_support_yet() -> None:
     found = problems(
         'server_host = "db"\ndesign = "interleaved"\npin = true\nstorage = "/var/tmp"\ndrop_caches = true',
-        rest=HOSTS + '[observe]\nperf = true\npmp = true\nalloc = true\nio = true\nstatus = true\n'
-        "host_speed = true\n",
+        rest=HOSTS + "[observe]\nperf = true\npmp = true\nalloc = true\nio = true\nstatus = true\nhost_speed = true\n",
     )
     assert set(found) == {"experiment.design", "experiment.pin", "experiment.storage", "experiment.drop_caches",
                           "observe.perf", "observe.pmp", "observe.alloc", "observe.io", "observe.status",
@@ -137,3 +136,9 @@ def test_calibrate_keeps_the_server_host_without_the_canary() -> None:
 
     aa = aa_experiment(parse('server_host = "db"'), rounds=4)
     assert aa.file.experiment.server_host == "db" and aa.file.observe.host_speed is False
+
+
+def test_a_host_axis_is_refused_with_the_way_around() -> None:
+    found = problems("", rest=HOSTS + '[variants.host]\na = { server_host = "db" }\n')
+    assert "unknown key 'server_host'" in found["variants.host.a.server_host"]
+    assert "a host axis is not built yet" in found["variants.host.a.server_host"]
