@@ -99,7 +99,7 @@ deb-src:
 		"Types: deb-src" "URIs: http://deb.debian.org/debian-security" "Suites: bookworm-security" "Components: main" \
 		"Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" > $(DEB_SRC) && apt-get update -qq && echo "deb-src: added $(DEB_SRC)"; fi
 
-# what some bench/ scripts compare perflab with: heaptrack (alloc_overhead), strace (alloc_exactness)
+# what some bench/ scripts compare perflab with: heaptrack (alloc_overhead), strace (archive/alloc_exactness)
 setup-bench: setup
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends heaptrack strace zstd gdb
 
@@ -157,16 +157,24 @@ demo: setup
 	$(PYTHON) -m perflab report $(DEMO_DIR) --html -o $(DEMO_DIR)/report.html >/dev/null || exit $$?; \
 	echo "HTML report: $(abspath $(DEMO_DIR))/report.html"; exit $$status
 
-# the unit tests in parallel on every CPU (they measure nothing), then the integration tests one
-# at a time (they measure real servers); both always run, and either failing fails the target
+# The unit tests in parallel on every CPU (they measure nothing). Then the integration tests:
+# first the `quiet` modules, one at a time (their assertions are on measured effects or turn
+# timings, or on the machine as a whole), then the others IT_WORKERS at a time, a module per
+# worker (--dist loadfile: a module's fixtures are made once). Each pytest process gives its runs
+# their own PERFLAB_TMPFS (tests/conftest.py), and the SSH labs take one lock (sshhosts.py). The
+# runs are bound by their fixed windows more than by CPU, so workers beyond the CPUs still
+# shorten the whole (docs/development.md, "Tests"). All three always run; any failing fails the target.
+IT_WORKERS ?= 3
+INTEGRATION = $(PYTHON) -m pytest -m quiet tests/integration; quiet=$$?; \
+	$(PYTHON) -m pytest -n $(IT_WORKERS) --dist loadfile -m "not quiet" tests/integration; shared=$$?
 test: setup
 	@$(PYTHON) -m pytest -n $$(nproc) tests/unit; unit=$$?; \
-	$(PYTHON) -m pytest tests/integration; integration=$$?; \
-	echo "make test: unit tests exit $$unit, integration tests exit $$integration"; \
-	test $$unit -eq 0 -a $$integration -eq 0
+	$(INTEGRATION); \
+	echo "make test: unit tests exit $$unit, integration tests exit $$quiet (quiet) and $$shared (in parallel)"; \
+	test $$unit -eq 0 -a $$quiet -eq 0 -a $$shared -eq 0
 
 unit: python
 	$(PYTHON) -m pytest -n $$(nproc) tests/unit
 
 integration: setup
-	$(PYTHON) -m pytest tests/integration
+	@$(INTEGRATION); test $$quiet -eq 0 -a $$shared -eq 0

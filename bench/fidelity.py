@@ -51,7 +51,7 @@ With --calibrated-slope B the adjusted figures use the slope B, fixed (as a run 
 each experiment's own rounds; --chase-weight W weighs the canary's chase in as a calibration's
 `host_speed.chase_weight` does, --steal-weight W the host's steal time as its `steal_weight` does.
 With --calibrate-on K the first K rounds calibrate, as `perflab calibrate` fits its host-speed
-figure (analyze/host_speed.calibrate: the chase and the steal weighed in when resolved; --weigh
+figure (analyze/host_slope.calibrate: the chase and the steal weighed in when resolved; --weigh
 limits what may be), and only the later rounds are judged, with that figure fixed: a calibration
 out of sample, from the same hour. With --host-speed the run has `[observe] host_speed` on, and
 every figure above is given again as perflab judges such a run (analyze/host_speed.py): adjusted for the host's speed, the slope
@@ -88,7 +88,7 @@ import _common as C
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perflab.analyze import compare, host_speed, ratio, sequential, summary, verdict
+from perflab.analyze import compare, host_slope, host_speed, ratio, sequential, summary, verdict
 from tests.data.calibrated.build import ENV, build
 
 BUDGET_S = 600  # the issue's 10-minute two-variant experiment
@@ -157,10 +157,10 @@ def calibration(slope: float, chase_weight: float = 0.0, steal_weight: float = 0
 
 def calibrated_on(cells: list[dict[str, Any]], rounds: int, weigh: set[str]) -> dict[str, Any] | None:
     """--calibrate-on K: the host-speed figure `perflab calibrate` would store from the first K
-    rounds' cells (analyze/host_speed.calibrate; the chase and the steal weighed in when `weigh`
+    rounds' cells (analyze/host_slope.calibrate; the chase and the steal weighed in when `weigh`
     names them and their slopes are resolved), dated as such; None: no slope."""
     first = [c for c in cells if c["repeat"] <= rounds]
-    found = host_speed.calibrate(first, chase="chase" in weigh, steal="steal" in weigh)
+    found = host_slope.calibrate(first, chase="chase" in weigh, steal="steal" in weigh)
     return found and {**found, "created_at": f"--calibrate-on {rounds}"}
 
 
@@ -487,7 +487,7 @@ def show(out: dict[str, Any]) -> None:
     if cal:
         C.say(f"host speed fixed ({cal['created_at']}): slope {cal['slope']} ± {cal.get('se')}, r {cal.get('r')}, "
               f"chase weight {cal.get('chase_weight')}, steal weight {cal.get('steal_weight')}; a run would "
-              + (f"not use it: {why}" if (why := host_speed.usable_slope(cal)) else "use it"))  # fmt: skip
+              + (f"not use it: {why}" if (why := host_slope.usable_slope(cal)) else "use it"))  # fmt: skip
     rows = []
     for name, r in out["variants"].items():
         f, a, x = r["full"], r["resampled"]["adaptive"], r["resampled"]["fixed"]
@@ -559,10 +559,10 @@ def main() -> None:
     parser.add_argument("--host-speed", action="store_true", help="[observe] host_speed: judge adjusted for it too")
     parser.add_argument("--calibrated-slope", type=float, metavar="B",
                         help="judge the adjusted figures with this host-speed slope fixed, as a run planned with a "
-                             "calibration that measured it (another run's; bench/host_speed_estimators.py prints it)")
+                             "calibration that measured it (another run's; bench/archive/host_speed_estimators.py prints it)")
     parser.add_argument("--chase-weight", type=float, metavar="W", default=0.0,
                         help="with --calibrated-slope: the canary's chase weighed in with W, as a calibration's "
-                             "host_speed.chase_weight (bench/canary_chase.py prints fits)")
+                             "host_speed.chase_weight (bench/archive/canary_chase.py prints fits)")
     parser.add_argument("--steal-weight", type=float, metavar="W", default=0.0,
                         help="with --calibrated-slope: the host's steal time weighed in with W, as a calibration's "
                              "host_speed.steal_weight")

@@ -121,7 +121,10 @@ def report(doc: dict[str, Any], step: int, detected: int | None, gate_night: int
     (series,) = doc["series"]
     means = [r["mean"] for r in series["runs"]]
     near = [c for c in series["change_points"] if abs(c["run"] - 1 - step) <= NEAR]
-    named = bool(near) and any(p["field"] == "config.server_options.general_log" for p in near[0]["provenance"])
+    named = bool(near) and any(
+        p["field"] == "config.server_options.general_log"
+        for p in near[0]["provenance"] + near[0].get("provenance_nearby", [])  # across it, or within 3 runs
+    )
     found_otava = otava(means)
     rows = [
         ["step (perflab's change point)", f"{near[0]['ratio']:.3f} [{near[0]['low']:.3f}-{near[0]['high']:.3f}]" if near else "not found"],

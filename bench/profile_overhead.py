@@ -48,8 +48,8 @@ from perflab.run.observers.perf import PerfRecorder
 from perflab.run.observers.profilers import Profilers
 from perflab.run.observers.resources import ProcCounters
 from perflab.run.proc import Child, clean_env
+from perflab.run.workloads import sysbench, sysbench_output
 from perflab.servers.mariadb.server import MariaDB
-from perflab.run.workloads import sysbench
 from perflab.spec import ObserveSection, PerfObserve, PmpObserve
 
 GOALS = {"perf@99": 0.03, "pmp@1s": 0.02, "pmp@0.2s": 0.05}
@@ -110,7 +110,7 @@ def window(server: MariaDB, name: str, cfg: dict[str, Any], work: Path) -> dict[
             child.wait(cfg["duration"] + cfg["warmup"] + 120)
         proc1, mark1 = ProcCounters.read(server.pid), C.cpu_mark([server.pid])
         kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    summary = sysbench.parse_summary(out.read_text(encoding="utf-8"))
+    summary = sysbench_output.parse_summary(out.read_text(encoding="utf-8"))
     if summary is None:
         raise C.BenchError(f"{name}: no sysbench summary in {out}")
     sb = child.rusage
@@ -265,7 +265,7 @@ def toggled(server: MariaDB, name: str, seconds: int, work: Path) -> dict[str, A
             child.wait(120)
     kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     blocks: dict[int, list[float]] = {}
-    for iv in sysbench.parse_intervals(out.read_text(encoding="utf-8")):
+    for iv in sysbench_output.parse_intervals(out.read_text(encoding="utf-8")):
         block = int((iv.t - 0.5) // BLOCK_S)  # (t-1, t] lies in [0.5 + b*3, 3.5 + b*3] for t = 3b+2, 3b+3
         if iv.t >= BLOCK_S + 2 and (iv.t - 2) % BLOCK_S in (0, 1):
             blocks.setdefault(block, []).append(iv.qps)

@@ -143,11 +143,15 @@ class Elf:
 
     def _sections(self, file, head: bytes) -> dict[str, Section]:  # noqa: ANN001 - a binary file object
         if self.wide:
-            (shoff,), (shentsize, shnum, shstrndx) = struct.unpack_from(self.end + "Q", head, 0x28), \
-                struct.unpack_from(self.end + "HHH", head, 0x3A)  # fmt: skip
+            (shoff,), (shentsize, shnum, shstrndx) = (
+                struct.unpack_from(self.end + "Q", head, 0x28),
+                struct.unpack_from(self.end + "HHH", head, 0x3A),
+            )
         else:
-            (shoff,), (shentsize, shnum, shstrndx) = struct.unpack_from(self.end + "I", head, 0x20), \
-                struct.unpack_from(self.end + "HHH", head, 0x2E)  # fmt: skip
+            (shoff,), (shentsize, shnum, shstrndx) = (
+                struct.unpack_from(self.end + "I", head, 0x20),
+                struct.unpack_from(self.end + "HHH", head, 0x2E),
+            )
         if not shoff or shentsize != (64 if self.wide else 40):
             return {}
         file.seek(shoff)
@@ -166,11 +170,15 @@ class Elf:
 
     def _loads(self, file, head: bytes) -> list[tuple[int, int, int]]:  # noqa: ANN001
         if self.wide:
-            (phoff,), (phentsize, phnum) = struct.unpack_from(self.end + "Q", head, 0x20), \
-                struct.unpack_from(self.end + "HH", head, 0x36)  # fmt: skip
+            (phoff,), (phentsize, phnum) = (
+                struct.unpack_from(self.end + "Q", head, 0x20),
+                struct.unpack_from(self.end + "HH", head, 0x36),
+            )
         else:
-            (phoff,), (phentsize, phnum) = struct.unpack_from(self.end + "I", head, 0x1C), \
-                struct.unpack_from(self.end + "HH", head, 0x2C)  # fmt: skip
+            (phoff,), (phentsize, phnum) = (
+                struct.unpack_from(self.end + "I", head, 0x1C),
+                struct.unpack_from(self.end + "HH", head, 0x2C),
+            )
         if phentsize < (56 if self.wide else 32):
             return []
         file.seek(phoff)

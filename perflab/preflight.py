@@ -171,10 +171,15 @@ def _glibc_too_old(exp: Experiment) -> list[Problem]:
         needed = elf.glibc_needed(binary) if binary is not None else None
         if needed is not None and have and needed > have:
             wanted = ".".join(map(str, needed))
-            problems.append(Problem(f"builds.{name}.basedir", f"a server this system's glibc {'.'.join(map(str, have))} runs",
-                                    f"{binary.name} needs symbol version GLIBC_{wanted}",
-                                    'run it with a newer C library: glibc = "trixie" or "sid" on its variant, or '
-                                    "the package from its suite ([builds] package + suite)"))  # fmt: skip
+            problems.append(
+                Problem(
+                    f"builds.{name}.basedir",
+                    f"a server this system's glibc {'.'.join(map(str, have))} runs",
+                    f"{binary.name} needs symbol version GLIBC_{wanted}",
+                    'run it with a newer C library: glibc = "trixie" or "sid" on its variant, or '
+                    "the package from its suite ([builds] package + suite)",
+                )
+            )
     return problems
 
 
@@ -206,11 +211,9 @@ def fit_design(exp: Experiment) -> Experiment:
         f"{ram_need >> 20} MiB of memory ({'unknown' if ram_free is None else f'{ram_free >> 20} MiB'} available)"
     )
     if "design" in (exp.raw.get("experiment") or {}):
-        raise EnvironmentProblem(
-            exp.source,
-            [Problem("experiment.design", "room for every server of a round", figures,
-                     'free memory, use a smaller dataset, or design = "sequential" (one server at a time)')],
-        )  # fmt: skip
+        remedy = 'free memory, use a smaller dataset, or design = "sequential" (one server at a time)'
+        problem = Problem("experiment.design", "room for every server of a round", figures, remedy)
+        raise EnvironmentProblem(exp.source, [problem])
     from perflab.spec.design import with_design
 
     return with_design(exp, "sequential", f"sequential: {figures}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,12 +24,31 @@ os.environ["PERFLAB_HISTORY"] = str(Path(tempfile.mkdtemp(prefix="perflab-test-h
 # see the Ctrl-C that tests/integration/test_failures.py sends. Take SIGINT back, as a terminal has it.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# Each pytest process (make test runs integration modules in parallel, one per xdist worker) gives
+# its perflab runs a tmpfs directory of their own: a run cleans the work directories of dead runs
+# it finds under PERFLAB_TMPFS, and a test that SIGKILLs perflab inspects what its run left there,
+# so neither may meet another process's runs. A worker inherits the controller's environment, so
+# the directory is made again wherever the one named was made by another process. A PERFLAB_TMPFS
+# the user set is kept; tests that need another place set it for their own runs.
+_TMPFS = None
+if os.environ.get("PERFLAB_TEST_TMPFS_PID", str(os.getpid())) != str(os.getpid()) or (
+    "PERFLAB_TMPFS" not in os.environ and Path("/dev/shm").is_dir()
+):
+    _TMPFS = Path(tempfile.mkdtemp(prefix=f"pltest-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-", dir="/dev/shm"))
+    _TMPFS.chmod(0o755)  # postgres (a server's datadir under it, run as root) must reach its own
+    os.environ["PERFLAB_TMPFS"] = str(_TMPFS)
+    os.environ["PERFLAB_TEST_TMPFS_PID"] = str(os.getpid())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "integration" in Path(str(item.fspath)).parts:
             item.add_marker(pytest.mark.integration)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _TMPFS is not None:
+        shutil.rmtree(_TMPFS, ignore_errors=True)  # what the runs left is theirs to clean: only empties remain
 
 
 def perflab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

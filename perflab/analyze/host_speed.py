@@ -3,7 +3,7 @@
 Why: on a shared VM the vCPU itself runs faster or slower over minutes (run/observers/
 host_speed.py), and each cell's QPS follows it. A round's cells run a minute apart, so pairing
 within rounds (analyze/ratio.py) cancels only the slow part of it; what changes between two
-cells of one round stays in the per-round ratio. Measured here (bench/host_speed.py, A/A):
+cells of one round stays in the per-round ratio. Measured here (bench/archive/host_speed.py, A/A):
 log QPS against the canary's log speed, r = 0.88, slope 0.70; adjusting for it took the paired
 interval from +/-10.7% to +/-6.8%. The paired estimate is adjusted within rounds (`paired`);
 the scheme below is the Welch fallback's.
@@ -26,6 +26,8 @@ all cells); at p < BALANCE_P the row keeps its unadjusted estimate and says why.
 unadjusted: runs without the canary, fewer than MIN_CELLS cells with a figure, cells of two
 runs (`compare A B`), rows with a cell that has no figure.
 
+The slope `perflab calibrate` measures in advance, and its covariates' weights: analyze/host_slope.py.
+
     adj = fit(cells, "qps")          # None: nothing to fit
     adj.factor(cell)                 # 1.03: this cell ran on a slower host than the run's mean
 """
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +43,6 @@ import numpy as np
 
 from perflab.analyze import ratio, stats, summary
 from perflab.analyze.ratio import MIN_PAIRS
-from perflab.store import calibration
 from perflab.variants import variant_key
 
 MIN_CELLS = 8  # settled cells with a canary figure in the run: fewer fit no slope
@@ -54,16 +54,16 @@ def log_speed(cell: dict[str, Any], chase_weight: float = 0.0, steal_weight: flo
     calibration weighed the canary's pointer chase in (`chase_weight`), less steal_weight x the
     host's steal time in cores when it weighed that in (`steal_weight`); None without the
     figures it needs."""
-    spin = _log_of_inverse(cell, "work_ns")
+    spin = log_of_inverse(cell, "work_ns")
     if spin is None:
         return None
     if chase_weight:
-        chase = _log_of_inverse(cell, "chase_ns")
+        chase = log_of_inverse(cell, "chase_ns")
         if chase is None:
             return None
         spin += chase_weight * chase
     if steal_weight:
-        steal = _less_steal(cell)
+        steal = less_steal(cell)
         if steal is None:
             return None
         spin += steal_weight * steal
@@ -76,12 +76,12 @@ def weighed_in(calibrated: dict[str, Any] | None) -> str:
     return (f", chase weight {chase:.2f}" if chase else "") + (f", steal weight {steal:.2f}" if steal else "")
 
 
-def _log_of_inverse(cell: dict[str, Any], name: str) -> float | None:
+def log_of_inverse(cell: dict[str, Any], name: str) -> float | None:
     value = (cell.get("host_speed") or {}).get(name)
     return -math.log(value) if isinstance(value, int | float) and value > 0 else None
 
 
-def _less_steal(cell: dict[str, Any]) -> float | None:
+def less_steal(cell: dict[str, Any]) -> float | None:
     """Minus the steal time over the cell's window, in cores (resources.steal_cpu_cores): the
     CPU the hypervisor took away, signed as a speed (more steal, a slower host)."""
     value = (cell.get("resources") or {}).get("steal_cpu_cores")
@@ -91,8 +91,10 @@ def _less_steal(cell: dict[str, Any]) -> float | None:
 def weights(calibrated: dict[str, Any] | None) -> tuple[float, float]:
     """(chase_weight, steal_weight) of a calibration's host-speed figure (0 when absent)."""
     c = calibrated or {}
-    return tuple(float(w) if isinstance(w := c.get(k), int | float) else 0.0  # type: ignore[return-value]
-                 for k in ("chase_weight", "steal_weight"))  # fmt: skip
+    return tuple(
+        float(w) if isinstance(w := c.get(k), int | float) else 0.0  # type: ignore[return-value]
+        for k in ("chase_weight", "steal_weight")
+    )
 
 
 def metric_value(cell: dict[str, Any], metric: str) -> float | None:
@@ -101,7 +103,7 @@ def metric_value(cell: dict[str, Any], metric: str) -> float | None:
     return float(value) if value else None
 
 
-def _usable(cell: dict[str, Any]) -> bool:
+def usable_cell(cell: dict[str, Any]) -> bool:
     return cell.get("status") == "ok" and cell.get("settled") not in (False, 0)
 
 
@@ -135,8 +137,10 @@ class Adjustment:
     def balance(self, base: list[dict[str, Any]], other: list[dict[str, Any]]) -> tuple[float, float | None]:
         """(the sides' difference in mean log speed, its two-sided p): paired over the rounds
         that hold both sides when there are MIN_PAIRS of them, else Welch; p None: too few."""
-        xs = {side: {c.get("repeat"): self.speeds[c["id"]] for c in cells if c["id"] in self.speeds}
-              for side, cells in (("base", base), ("other", other))}  # fmt: skip
+        xs = {
+            side: {c.get("repeat"): self.speeds[c["id"]] for c in cells if c["id"] in self.speeds}
+            for side, cells in (("base", base), ("other", other))
+        }
         both = sorted(set(xs["base"]) & set(xs["other"]) - {None})
         if len(both) >= MIN_PAIRS:
             diffs = [xs["other"][r] - xs["base"][r] for r in both]
@@ -161,184 +165,6 @@ def calibrated_slope(meta: dict[str, Any] | None) -> dict[str, Any] | None:
     return found if isinstance(found, dict) and isinstance(found.get("slope"), (int, float)) else None
 
 
-Covariate = Callable[[dict[str, Any]], float | None]
-
-
-def _within(cells: list[dict[str, Any]], metric: str,
-            covariates: list[Covariate]) -> tuple[np.ndarray, np.ndarray, int] | None:  # fmt: skip
-    """The settled cells' covariates (one column each) and log(metric), with the effect of each
-    (variant, threads) group and each (round, threads) block taken out by least squares, and
-    the degrees of freedom those effects leave; None with fewer than MIN_CELLS such cells."""
-    rows = []
-    for cell in cells:
-        xs, y = [f(cell) for f in covariates], metric_value(cell, metric)
-        if _usable(cell) and None not in xs and y is not None and y > 0:
-            rows.append((cell, xs, math.log(y)))
-    if len(rows) < MIN_CELLS:
-        return None
-    groups = sorted({(variant_key(c["variant"]), c["threads"]) for c, _, _ in rows})
-    blocks = sorted({(c.get("repeat"), c["threads"]) for c, _, _ in rows}, key=str)
-    dummies = np.array([[float((variant_key(c["variant"]), c["threads"]) == g) for g in groups]
-                        + [float((c.get("repeat"), c["threads"]) == b) for b in blocks[1:]]
-                        for c, _, _ in rows])  # fmt: skip
-
-    def residual(v: np.ndarray) -> np.ndarray:
-        return v - dummies @ np.linalg.lstsq(dummies, v, rcond=None)[0]
-
-    x = residual(np.array([xs for _, xs, _ in rows], dtype=float))
-    return x, residual(np.array([y for _, _, y in rows])), len(rows) - int(np.linalg.matrix_rank(dummies))
-
-
-def within_rounds(cells: list[dict[str, Any]], metric: str = "qps", chase_weight: float = 0.0,
-                  steal_weight: float = 0.0) -> dict[str, Any] | None:  # fmt: skip
-    """The pooled within-round slope of log(metric) on log(speed) (with the chase and the steal
-    weighed in, `log_speed`): least squares with an effect per (variant, threads) group and per (round,
-    threads) block, over the settled cells with a canary figure (what `perflab calibrate`
-    stores); {slope, se, r, cells}, or None with fewer than MIN_CELLS of them or no spread of
-    speed left. `se`: the slope's standard error (the residual variance on the degrees of
-    freedom the effects leave)."""
-    found = _within(cells, metric, [lambda c: log_speed(c, chase_weight, steal_weight)])
-    if found is None:
-        return None
-    x, ry, df = found
-    rx = x[:, 0]
-    sxx, syy = float(rx @ rx), float(ry @ ry)
-    if sxx <= 1e-12:
-        return None
-    r = float(rx @ ry) / math.sqrt(sxx * syy) if syy > 0 else 0.0
-    slope = float(rx @ ry) / sxx
-    df -= 1
-    se = math.sqrt(float((ry - slope * rx) @ (ry - slope * rx)) / df / sxx) if df > 0 else math.inf
-    return {"slope": slope, "se": se, "r": r, "cells": len(rx)}
-
-
-def calibrate(cells: list[dict[str, Any]], chase: bool = False, steal: bool = True) -> dict[str, Any] | None:
-    """What `perflab calibrate` stores of the host's speed: the weights first (the chase's when
-    `chase` and resolved, `chase_weight`; the steal's when `steal` and resolved, `steal_weight`), then the
-    within-round slope on the weighed covariate; {slope, se, r, cells, rounds, chase_weight,
-    steal_weight} (a weight None: not weighed in), or None with no slope, or a wild one (beyond
-    calibration.MAX_SLOPE: a few cells' fit, which the calibration file would refuse)."""
-    weight = round(usable_weight(chase_weight(cells, "qps")), 4) if chase else 0.0
-    taken = round(usable_steal_weight(steal_weight(cells, "qps", weight)), 4) if steal else 0.0
-    found = within_rounds(cells, "qps", weight, taken)
-    if found is None or abs(found["slope"]) > calibration.MAX_SLOPE:
-        return None
-    rounds = len({c["repeat"] for c in cells if log_speed(c, weight, taken) is not None})
-    return {"slope": round(found["slope"], 4), "se": round(found["se"], 4), "r": round(found["r"], 4),
-            "cells": found["cells"], "rounds": rounds,
-            "chase_weight": weight or None, "steal_weight": taken or None}  # fmt: skip
-
-
-CHASE_T = 2.0  # the chase (or steal) is weighed in when its own slope is at least this many standard errors above 0
-
-
-def chase_weight(cells: list[dict[str, Any]], metric: str = "qps") -> dict[str, Any] | None:
-    """How much the canary's pointer chase adds to its spin as a covariate: log(metric) on both
-    log speeds, pooled within rounds as `within_rounds`; {weight, spin, chase, chase_se}, the
-    weight the chase's slope over the spin's. None without chase figures (an older canary) or
-    too few cells; `usable_weight` says whether the weight is worth using."""
-    found = _second(cells, metric, log_speed, lambda c: _log_of_inverse(c, "chase_ns"))
-    return None if found is None else {"weight": found[0], "spin": found[1], "chase": found[2], "chase_se": found[3]}
-
-
-def steal_weight(cells: list[dict[str, Any]], metric: str = "qps", chase_weight: float = 0.0) -> dict[str, Any] | None:
-    """How much the host's steal time adds to the canary (its spin, and its chase with
-    `chase_weight`) as a covariate: log(metric) on the canary's log speed and on minus the steal
-    in cores, pooled within rounds as `within_rounds`; {weight, speed, steal, steal_se}, the
-    weight the steal's slope over the canary's. None without steal figures or too few cells;
-    `usable_steal_weight` says whether it is worth using.
-
-    Why both: the canary sees a slower vCPU and the CPU taken from it only as far as its own
-    short spin was descheduled; steal counts every CPU-second taken. Measured here
-    (bench/steal_covariate.py, within-round residual of log QPS): in a heavy-steal half hour
-    steal left 9% of the variance and the canary 48%, in a quiet one 58% and 18%; both 5-9%."""
-    found = _second(cells, metric, lambda c: log_speed(c, chase_weight), _less_steal)
-    return None if found is None else {"weight": found[0], "speed": found[1], "steal": found[2], "steal_se": found[3]}
-
-
-def _second(cells: list[dict[str, Any]], metric: str, first: Covariate,
-            second: Covariate) -> tuple[float, float, float, float] | None:  # fmt: skip
-    """log(metric) on two covariates within rounds (`_within`): (the second's slope over the
-    first's, the first's slope, the second's, the second's standard error); None with too few
-    cells or covariates that do not vary apart."""
-    found = _within(cells, metric, [first, second])
-    if found is None:
-        return None
-    x, ry, df = found
-    xtx = x.T @ x
-    df -= 2
-    if df <= 0 or np.linalg.cond(xtx) > 1e12:
-        return None
-    inverse = np.linalg.inv(xtx)
-    one, two = (float(b) for b in inverse @ x.T @ ry)
-    e = ry - x @ np.array([one, two])
-    se = math.sqrt(float(e @ e) / df * float(inverse[1, 1]))
-    return (two / one if one > 0 else math.inf), one, two, se
-
-
-def usable_weight(found: dict[str, Any] | None) -> float:
-    """The chase's weight to use (0: the spin alone): both slopes positive, the chase's
-    resolved (CHASE_T standard errors) and the weight within what a calibration file may hold."""
-    if not found:
-        return 0.0
-    return _usable_weight(found["spin"], found["chase"], found["chase_se"], found["weight"],
-                          calibration.MAX_CHASE_WEIGHT)  # fmt: skip
-
-
-def usable_steal_weight(found: dict[str, Any] | None) -> float:
-    """The steal's weight to use (0: the canary alone), as `usable_weight`."""
-    if not found:
-        return 0.0
-    return _usable_weight(found["speed"], found["steal"], found["steal_se"], found["weight"],
-                          calibration.MAX_STEAL_WEIGHT)  # fmt: skip
-
-
-def _usable_weight(first: float, second: float, se: float, weight: float, most: float) -> float:
-    if first <= 0 or second < CHASE_T * se:
-        return 0.0
-    return weight if 0 < weight <= most else 0.0
-
-
-MIN_T = 4.0  # a calibrated slope is used when it is positive and at least this many standard errors
-
-
-def usable_slope(found: dict[str, Any] | None) -> str | None:
-    """Why a calibration's slope is not used for the verdicts, or None when it is: a slope that
-    is negative or not resolved (a short or quiet A/A run) would cost power (any fixed slope
-    keeps the test valid), so the run fits its own instead."""
-    if not found or not isinstance(found.get("slope"), int | float):
-        return "the calibration has no host-speed slope (no canary in its A/A run, or too few cells for a slope)"
-    slope, se = float(found["slope"]), found.get("se")
-    if slope <= 0:
-        return f"its host-speed slope {slope:.2f} is not positive"
-    if not isinstance(se, int | float) or slope < MIN_T * se:
-        return f"its host-speed slope {slope:.2f} is not resolved (under {MIN_T:g} standard errors; more A/A rounds)"
-    return None
-
-
-# a run's own slope this many combined standard errors from its calibrated one: said. Measured: 8 runs
-# of 2026-11-25/26 fitted 0.49-0.55 (se 0.02-0.10) and lay 2.6-2.8 se from a quiet hour's 1.60 +/- 0.40
-DISAGREE_Z = 2.5
-
-
-def disagreement(cells: list[dict[str, Any]], calibrated: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Whether the run's own pooled within-round slope (`within_rounds`, with the calibration's
-    chase and steal weights) lies more than DISAGREE_Z combined standard errors from the calibrated slope
-    its verdicts used: {own, calibrated, z}, or None (no calibrated slope, too few cells, or
-    they agree). The verdicts stay valid (the slope was fixed before the data); a wrong one
-    costs power: too large over-adjusts (a fixed 1 against a true 0.5 took a 3.7% slowdown from
-    73% called to 8%), too small leaves noise in."""
-    if not calibrated or not isinstance(calibrated.get("slope"), int | float):
-        return None
-    own = within_rounds(cells, "qps", *weights(calibrated))
-    cal_se = calibrated.get("se") if isinstance(calibrated.get("se"), int | float) else 0.0
-    if own is None or not math.isfinite(own["se"]):
-        return None
-    spread = math.hypot(own["se"], cal_se)
-    z = (own["slope"] - float(calibrated["slope"])) / spread if spread > 0 else 0.0
-    return {"own": own, "calibrated": calibrated, "z": z} if abs(z) > DISAGREE_Z else None
-
-
 def fit(
     cells: list[dict[str, Any]], metric: str = "qps", calibrated: dict[str, Any] | None = None
 ) -> Adjustment | None:
@@ -352,13 +178,20 @@ def fit(
     weighed = weights(calibrated) if metric == "qps" else (0.0, 0.0)
     for cell in cells:
         x, y = log_speed(cell, *weighed), metric_value(cell, metric)
-        if not _usable(cell) or x is None or y is None or y <= 0:
+        if not usable_cell(cell) or x is None or y is None or y <= 0:
             continue
         speeds[cell["id"]] = x
         groups.setdefault((variant_key(cell["variant"]), cell["threads"]), []).append((cell["id"], x, math.log(y)))
     if calibrated is not None and metric == "qps" and speeds:
-        return Adjustment(metric, float(calibrated["slope"]), calibrated.get("r"), len(speeds),
-                          statistics.fmean(speeds.values()), speeds, calibrated)  # fmt: skip
+        return Adjustment(
+            metric,
+            float(calibrated["slope"]),
+            calibrated.get("r"),
+            len(speeds),
+            statistics.fmean(speeds.values()),
+            speeds,
+            calibrated,
+        )
     dx, dy = [], []
     for members in groups.values():
         if len(members) < 2:
@@ -464,8 +297,9 @@ class Estimated:
     note: str | None = None
 
 
-def estimate(base: summary.Group, other: summary.Group, metric: str, fit_: Adjustment | None,
-             level: float = stats.LEVEL) -> Estimated:  # fmt: skip
+def estimate(
+    base: summary.Group, other: summary.Group, metric: str, fit_: Adjustment | None, level: float = stats.LEVEL
+) -> Estimated:
     """The estimate of `other` against `base` in one run: paired (within rounds) or Welch, as
     analyze/ratio.py chooses; with a host-speed fit that the comparison allows (`decide`),
     adjusted: paired by `paired` (the slope within this comparison's rounds), else Welch on
@@ -482,6 +316,12 @@ def estimate(base: summary.Group, other: summary.Group, metric: str, fit_: Adjus
     found = paired(base.cells, other.cells, metric, level)
     if found is not None:
         within, slope = found
-        return Estimated(within, adjusted_welch, f"paired: within the {within.n} rounds that hold both", chosen,
-                         True, f"host speed: slope {slope:.2f} within {within.n} rounds")  # fmt: skip
+        return Estimated(
+            within,
+            adjusted_welch,
+            f"paired: within the {within.n} rounds that hold both",
+            chosen,
+            True,
+            f"host speed: slope {slope:.2f} within {within.n} rounds",
+        )
     return Estimated(adjusted_chosen, adjusted_welch, adjusted_why, chosen, True, note)

@@ -13,7 +13,7 @@ and cancels in the round's log-ratio log(other_r / base_r). The paired estimate 
 of those log-ratios over rounds, with a Student t interval over rounds (n - 1 degrees of
 freedom); its ratio is the geometric mean of the per-round ratios. The unpaired estimate
 (Welch: the ratio of the means, delta method on the log scale, Welch-Satterthwaite degrees of
-freedom) counts the drift between rounds as noise. bench/paired_width.py measures how much
+freedom) counts the drift between rounds as noise. bench/archive/paired_width.py measures how much
 narrower the paired interval is (docs/methodology.md#paired-rounds).
 
 When paired: at least MIN_PAIRS (2) rounds hold a settled cell of both sides, and both come
@@ -126,8 +126,10 @@ def welch(base: list[float], other: list[float], level: float = stats.LEVEL, res
     log_ratio = math.log(mb / ma)
     if n < stats.MIN_REPEATS:
         return Estimate(WELCH, mb / ma, n, log_ratio, level=level)
-    parts = ((max(variance(base) / ma**2, res.log_variance(base)), len(base)),
-             (max(variance(other) / mb**2, res.log_variance(other)), len(other)))  # fmt: skip
+    parts = (
+        (max(variance(base) / ma**2, res.log_variance(base)), len(base)),
+        (max(variance(other) / mb**2, res.log_variance(other)), len(other)),
+    )
     return Estimate(WELCH, mb / ma, n, log_ratio, parts, level)
 
 

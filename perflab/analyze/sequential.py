@@ -279,8 +279,10 @@ def monitor(
         fit = host_speed.fit(early, "qps", slope)
         out = []
         for b, g in pairs:
-            cut_b, cut_g = (dataclasses.replace(side, cells=[c for c in side.cells if (c.get("repeat") or 0) <= k])
-                            for side in (b, g))  # fmt: skip
+            cut_b, cut_g = (
+                dataclasses.replace(side, cells=[c for c in side.cells if (c.get("repeat") or 0) <= k])
+                for side in (b, g)
+            )
             out.append(host_speed.estimate(cut_b, cut_g, "qps", fit).chosen)
         return out
 

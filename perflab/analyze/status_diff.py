@@ -15,9 +15,22 @@ import statistics
 from typing import Any
 
 FAMILIES = (
-    "Handler_", "Sort_", "Created_tmp_", "Innodb_buffer_pool_", "Select_", "Com_", "Innodb_rows_", "Rows_",
-    "Innodb_data_", "Innodb_row_lock_", "Opened_", "Table_locks_", "Innodb_log_", "Innodb_pages_", "Key_",
-)  # fmt: skip
+    "Handler_",
+    "Sort_",
+    "Created_tmp_",
+    "Innodb_buffer_pool_",
+    "Select_",
+    "Com_",
+    "Innodb_rows_",
+    "Rows_",
+    "Innodb_data_",
+    "Innodb_row_lock_",
+    "Opened_",
+    "Table_locks_",
+    "Innodb_log_",
+    "Innodb_pages_",
+    "Key_",
+)
 MIN_PER_TXN = 0.01
 MIN_CHANGE = 0.05
 

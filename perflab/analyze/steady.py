@@ -38,7 +38,7 @@ minute and a per-second test would call that wander a warm-up. The false-alarm a
 rates by ramp length are measured by `bench/warmup_detection.py` and quoted in
 docs/methodology.md.
 
-Stalls: seconds whose QPS is below `threshold` x the median of the measured window
+Stalls (analyze/stalls.py): seconds whose QPS is below `threshold` x the median of the measured window
 (default 50%), merged into windows; a gap in sysbench's once-a-second reports (its
 reporter thread could not run, as in the 13 s warm-up stall of the reference report 001)
 is a stall too, of unknown depth (`min_qps` = 0, `kind` = "no-report").
@@ -53,9 +53,10 @@ import itertools
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from perflab.analyze.stalls import Stall, find_stalls
 from perflab.analyze.stats import ci, cv, t_two_sided_p, welch_p
 
 STALL_THRESHOLD = 0.5
@@ -71,17 +72,6 @@ CLIMB = 0.15  # a drift between the window's halves beyond this is a warm-up, no
 CLIMB_Z = 4.0  # ...when it is this many standard errors of the second-to-second noise
 FAR = 0.25  # a head this far from the rest, beyond the second-to-second noise, is a warm-up whatever the rest's spread
 MIN_REST = 3  # seconds of window left after a late warm-up below which it cannot be judged
-
-
-@dataclass
-class Stall:
-    start_s: float  # first second of the stall (sysbench's t of the first low interval, minus 1)
-    end_s: float  # last second of the stall
-    min_qps: float
-    kind: str = "low"  # low | no-report
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -341,45 +331,6 @@ def detect(intervals: list[dict[str, Any]], window_start: float, threshold: floa
     steady = [q for t, q in series if t > max(window_start, warmup_s)] or values
     stalls = find_stalls(series, threshold * statistics.median(steady))
     return SteadyState(warmup_s, f"mser-{batch}", reason is None, window_start, reason, stalls, drift)
-
-
-def find_stalls(series: list[tuple[float, float]], floor: float) -> list[Stall]:
-    """Runs of seconds below `floor`, and gaps in the reports, as stall windows."""
-    stalls: list[Stall] = []
-    current: Stall | None = None
-    previous_t: float | None = None
-    for t, qps in series:
-        if previous_t is not None and t - previous_t > 1.5:  # seconds without a report
-            if current is not None:
-                stalls.append(current)
-                current = None
-            stalls.append(Stall(previous_t, t - 1, 0.0, "no-report"))
-        if qps < floor:
-            if current is None:
-                current = Stall(t - 1, t, qps)
-            else:
-                current.end_s, current.min_qps = t, min(current.min_qps, qps)
-        elif current is not None:
-            stalls.append(current)
-            current = None
-        previous_t = t
-    if current is not None:
-        stalls.append(current)
-    return _merge(stalls)
-
-
-def _merge(stalls: list[Stall]) -> list[Stall]:
-    """One window for touching stalls (a gap in the reports followed by low seconds)."""
-    out: list[Stall] = []
-    for stall in stalls:
-        if out and stall.start_s <= out[-1].end_s:
-            last = out[-1]
-            last.end_s = max(last.end_s, stall.end_s)
-            last.min_qps = min(last.min_qps, stall.min_qps)
-            last.kind = "no-report" if "no-report" in (last.kind, stall.kind) else "low"
-        else:
-            out.append(stall)
-    return out
 
 
 def window_figures(intervals: list[dict[str, Any]], window_start: float, qps_mean: float | None) -> dict[str, Any]:

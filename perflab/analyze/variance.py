@@ -93,8 +93,15 @@ class Anova:
         return Anova(*(a + b for a, b in zip(self.astuple(), other.astuple(), strict=True)))
 
     def astuple(self) -> tuple:
-        return (self.ss_round, self.df_round, self.ss_residual, self.df_residual, self.k_weighted,
-                self.rounds, self.groups)  # fmt: skip
+        return (
+            self.ss_round,
+            self.df_round,
+            self.ss_residual,
+            self.df_residual,
+            self.k_weighted,
+            self.rounds,
+            self.groups,
+        )
 
     @property
     def ms_round(self) -> float | None:
@@ -210,8 +217,11 @@ def own_windows(cells: list[dict[str, Any]], series: dict[int, list[dict[str, An
     groups: dict[tuple[int, ...], list[tuple[dict[str, Any], dict[float, float]]]] = {}
     for cell in cells:
         start = cell.get("window_start_s") or 0.0
-        logs = {iv["t"]: math.log(iv["qps"]) for iv in series.get(cell["id"]) or []
-                if iv["t"] > start and (iv.get("qps") or 0) > 0}  # fmt: skip
+        logs = {
+            iv["t"]: math.log(iv["qps"])
+            for iv in series.get(cell["id"]) or []
+            if iv["t"] > start and (iv.get("qps") or 0) > 0
+        }
         groups.setdefault(_group(cell), []).append((cell, logs))
     out = []
     for members in groups.values():

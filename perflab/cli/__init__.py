@@ -8,7 +8,7 @@
     perflab history NAME | import DIR...     cli/history.py   runs over time: series, change points, gate
     perflab profile DIR SELECTOR             cli/profiles.py  top functions per transaction
     perflab diff DIR A [B]                   cli/profiles.py  function by function, A -> B
-    perflab alloc DIR SEL [B]                cli/profiles.py  allocator calls, bytes, syscalls per transaction
+    perflab alloc DIR SEL [B]                cli/alloc.py     allocator calls, bytes, syscalls per transaction
     perflab flame DIR SEL [B] -o FILE        cli/profiles.py  flame graph (SVG, speedscope, folded)
     perflab doctor [--clean] [--format json] cli/doctor.py    tools, allocators, leftovers of killed runs
 
@@ -25,12 +25,13 @@ import click
 from rich.markup import escape
 
 from perflab import __version__
+from perflab.cli.alloc import alloc
 from perflab.cli.build import build
 from perflab.cli.calibrate import calibrate
 from perflab.cli.console import err
 from perflab.cli.doctor import doctor
 from perflab.cli.history import history
-from perflab.cli.profiles import alloc, diff, flame, profile
+from perflab.cli.profiles import diff, flame, profile
 from perflab.cli.results import compare_cmd, export, report
 from perflab.cli.run import run
 from perflab.errors import EXIT_INTERRUPTED, PerflabError

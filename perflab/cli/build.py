@@ -21,7 +21,7 @@ import click
 
 from perflab import preflight, spec
 from perflab.cli.console import err, out
-from perflab.cli.run import ProgressBar
+from perflab.cli.progress import ProgressBar
 from perflab.errors import UsageError
 
 

@@ -26,9 +26,10 @@ import click
 from rich.table import Table
 
 from perflab import hostinfo, preflight, spec
-from perflab.analyze import host_speed, power, summary, variance
+from perflab.analyze import host_slope, host_speed, power, summary, variance
 from perflab.cli.console import err, out
-from perflab.cli.run import ProgressBar, _record_start, order_line, parse_seed
+from perflab.cli.progress import ProgressBar
+from perflab.cli.run import _record_start, order_line, parse_seed
 from perflab.errors import PerflabError, UsageError
 from perflab.spec.aa import aa_experiment, first_configuration
 from perflab.store import calibration
@@ -119,8 +120,9 @@ def calibrate(
         show(doc)
 
 
-def run_aa(exp: spec.Experiment, aa: spec.Experiment, output: Path, budget: float, concurrent: bool,
-           chase: bool = False) -> dict:  # fmt: skip
+def run_aa(
+    exp: spec.Experiment, aa: spec.Experiment, output: Path, budget: float, concurrent: bool, chase: bool = False
+) -> dict:
     """Run the A/A experiment into `output` as `perflab run` would (lock, meta, progress,
     Scheduler), then measure it."""
     from perflab.run.builds import resolve as builds
@@ -187,20 +189,26 @@ def measure(exp: spec.Experiment, results: Results, budget: float, chase: bool =
     }
 
 
-def _host_speed(results: Results, cells: list[dict[str, Any]], noise: power.Noise, budget: float,
-                duration: float, chase: bool = False) -> dict[str, Any] | None:  # fmt: skip
+def _host_speed(
+    results: Results,
+    cells: list[dict[str, Any]],
+    noise: power.Noise,
+    budget: float,
+    duration: float,
+    chase: bool = False,
+) -> dict[str, Any] | None:
     """With the canary: the within-round slope of log QPS on the canary's log speed (its spin;
     with `chase`, its pointer chase weighed in when the chase's own slope is resolved:
     `chase_weight`; and the host's steal time weighed in when its own slope is resolved:
-    `steal_weight`, analyze/host_speed.steal_weight), which runs of this host and workload then use as a fixed slope
+    `steal_weight`, analyze/host_slope.steal_weight), which runs of this host and workload then use as a fixed slope
     (cli/calibrated.py); and the noise left
     once the cells are adjusted with it (`adjusted_noise`), with the plan it gives (what a run
     with the canary and this calibration can detect)."""
-    found = host_speed.calibrate(cells, chase)
+    found = host_slope.calibrate(cells, chase)
     if found is None:
         return None
     out = {**found, "restart": None, "per_second": None, "plan": None}
-    fitted = host_speed.fit(cells, "qps", out) if host_speed.usable_slope(out) is None else None
+    fitted = host_speed.fit(cells, "qps", out) if host_slope.usable_slope(out) is None else None
     if fitted is None:
         return out
     scaled = []
@@ -212,8 +220,11 @@ def _host_speed(results: Results, cells: list[dict[str, Any]], noise: power.Nois
     window, restart = (dec.component(n).variance for n in (variance.WINDOW, variance.RESTARTS))
     if window is not None and restart is not None and window + noise.restart > 0:
         adjusted = adjusted_noise(noise, (window + restart) / (window + noise.restart))
-        out.update(restart=adjusted.restart, per_second=adjusted.per_second,
-                   plan=power.best_plan(adjusted, budget, also=duration).to_dict())  # fmt: skip
+        out.update(
+            restart=adjusted.restart,
+            per_second=adjusted.per_second,
+            plan=power.best_plan(adjusted, budget, also=duration).to_dict(),
+        )
     return out
 
 
@@ -265,13 +276,18 @@ def show(doc: dict[str, Any]) -> None:
     out.print(plans)
     slope = doc.get("host_speed")
     if slope:
-        unused = host_speed.usable_slope(slope)
-        use = (f"not used by runs: {unused}" if unused
-               else "runs use it, fixed, with the canary on (unless their file says host_speed = false)")  # fmt: skip
+        unused = host_slope.usable_slope(slope)
+        use = (
+            f"not used by runs: {unused}"
+            if unused
+            else "runs use it, fixed, with the canary on (unless their file says host_speed = false)"
+        )
         adjusted = slope.get("plan")
         if adjusted:
-            use += (f"; adjusted with it, {budget} detect {_pct(adjusted['effect'])} "
-                    f"({adjusted['duration']} s windows, {adjusted['rounds']} rounds)")  # fmt: skip
+            use += (
+                f"; adjusted with it, {budget} detect {_pct(adjusted['effect'])} "
+                f"({adjusted['duration']} s windows, {adjusted['rounds']} rounds)"
+            )
         out.print(
             f"host speed: log QPS follows the canary's log speed{_weighed(slope)} within rounds with slope "
             f"{slope['slope']:.2f} ± {slope['se']:.2f} (r = {slope['r']:.2f}, {slope['cells']} cells); {use}",

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab import hostinfo, spec
-from perflab.analyze import host_speed, power
+from perflab.analyze import host_slope, host_speed, power
 from perflab.errors import PerflabError
 from perflab.spec.aa import first_configuration
 from perflab.store import calibration
@@ -86,17 +86,19 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
         not section.interleaved  # its turns take the host's speed out: no canary (spec/design.py)
         and exp.file.observe.host_speed is None
         and slope is not None
-        and host_speed.usable_slope(slope) is None
+        and host_slope.usable_slope(slope) is None
     ):
         exp = updated(exp, "observe", host_speed=True)
         note = f"{note}; [observe] host_speed on, as the calibration measured its slope (host_speed = false: off)"
     if exp.file.observe.host_speed:
-        unused = host_speed.usable_slope(slope)
+        unused = host_slope.usable_slope(slope)
         if unused is None:
             used["host_speed"] = {**slope, "created_at": doc["created_at"]}
             r = slope.get("r", 0)
-            note = (f"{note}; host-speed slope {slope['slope']:.2f}{host_speed.weighed_in(slope)} (r = {r:.2f}) "
-                    "fixed for the verdicts")  # fmt: skip
+            note = (
+                f"{note}; host-speed slope {slope['slope']:.2f}{host_speed.weighed_in(slope)} (r = {r:.2f}) "
+                "fixed for the verdicts"
+            )
             if isinstance(slope.get("restart"), int | float) and slope["restart"] >= 0:  # planned on adjusted noise
                 noise = dataclasses.replace(noise, restart=float(slope["restart"]))
                 if isinstance(slope.get("per_second"), int | float) and slope["per_second"] >= 0:  # since 2026-11-25

@@ -8,6 +8,7 @@ Both take --history PATH|postgresql://... (default $PERFLAB_HISTORY, else
 
 from __future__ import annotations
 
+import itertools
 import json
 import shlex
 from pathlib import Path
@@ -203,6 +204,10 @@ def _change_lines(c: dict[str, Any]) -> list[str]:
     lines = [f"    change at run {c['run']} ({c['started_at']}): {c['direction']}, {step}"]
     changed = "; ".join(f"{p['field']}: {p['before']} -> {p['after']}" for p in c["provenance"])
     lines.append(f"      what changed: {changed or 'nothing perflab records (provenance identical)'}")
+    for offset, group in itertools.groupby(c.get("provenance_nearby") or [], key=lambda p: p["offset"]):
+        where = f"{abs(offset)} run{'s' if abs(offset) > 1 else ''} {'after' if offset > 0 else 'before'} it"
+        what = "; ".join(f"{p['field']}: {p['before']} -> {p['after']}" for p in group)
+        lines.append(f"      changed {where}: {what} (the change point's place is uncertain by a few runs)")
     lines.append(f"      diff: {shlex.join(c['diff'])}")
     for row in c["diff_top"] or []:
         lines.append(f"        {row['function']}: {row['delta_self_per_txn']:+.3g} self samples/txn")

@@ -4,8 +4,7 @@ perflab profile DIR --variant alloc=jemalloc [--by total] [--top 25] [--target c
 perflab diff DIR alloc=glibc alloc=jemalloc [--target client] [--phase stall]
 perflab diff DIR --cell 3 --phase measured --phase-b stall      (within one cell: stall vs steady, per second)
 perflab flame DIR alloc=jemalloc -o flame.svg [--diff alloc=glibc]
-perflab alloc DIR alloc=glibc                   (with [observe] alloc)
-perflab diff --alloc DIR alloc=glibc alloc=jemalloc
+`perflab alloc` (and the deprecated `diff --alloc`): cli/alloc.py.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ _SOURCE = click.option(
     default=None,
     help="which profiler's stacks (default: perf if stored); alloc: allocation stacks, in bytes",
 )
-_THREADS = click.option("--threads", type=int, default=None, help="thread count, when the run has several")
+THREADS = click.option("--threads", type=int, default=None, help="thread count, when the run has several")
 _TARGET = click.option(
     "--target",
     type=click.Choice(["server", "client"]),
@@ -81,7 +80,7 @@ def _per(per: str | None, *phases: str) -> str:
 @click.argument("selector", required=False)
 @click.option("--cell", "cell_id", type=int, default=None, help="one cell by id")
 @click.option("--variant", "old_selector", default=None, hidden=True)  # before 2026-11-27: SELECTOR
-@_THREADS
+@THREADS
 @_SOURCE
 @_TARGET
 @_PHASE
@@ -140,7 +139,7 @@ def profile(
 @click.argument("a", required=False)
 @click.argument("b", required=False)
 @click.option("--cell", "cell_id", type=int, default=None, help="one cell for both sides (with --phase-b/--target-b)")
-@_THREADS
+@THREADS
 @_SOURCE
 @_TARGET
 @_PHASE
@@ -199,7 +198,9 @@ def diff(
         if a is None or b is None:
             raise UsageError("allocations compare two variants", "perflab alloc DIR A B")
         _deprecated("perflab diff --alloc DIR A B", f"perflab alloc DIR {a} {b}")
-        return _alloc_diff(directory, a, b, threads, limit, fmt, against)
+        from perflab.cli.alloc import alloc_diff  # noqa: PLC0415  (the old spelling of `perflab alloc DIR A B`)
+
+        return alloc_diff(directory, a, b, threads, limit, fmt, against)
     if a is None and cell_id is None:
         raise UsageError("name the variants to compare (A B) or one cell (--cell N)", "perflab diff DIR A B")
     b, target_b, phase_b = b or a, target_b or target, phase_b or phase
@@ -207,10 +208,12 @@ def diff(
         raise UsageError("A and B are the same profile", "name another variant, or --phase-b / --target-b")
     per = _per(per, phase, phase_b)
     with Results(directory) as results, Results(against or directory) as results_b:
-        sel_a = profile_select.select(results, selector=a, cell_id=cell_id, threads=threads, source=source,
-                                      target=target, phase=phase)  # fmt: skip
-        sel_b = profile_select.select(results_b, selector=b, cell_id=cell_id, threads=threads, source=sel_a.source,
-                                      target=target_b, phase=phase_b)  # fmt: skip
+        sel_a = profile_select.select(
+            results, selector=a, cell_id=cell_id, threads=threads, source=source, target=target, phase=phase
+        )
+        sel_b = profile_select.select(
+            results_b, selector=b, cell_id=cell_id, threads=threads, source=sel_a.source, target=target_b, phase=phase_b
+        )
         if sel_a.threads != sel_b.threads:
             raise UsageError(
                 f"{a} runs {sorted(sel_a.threads)} threads, {b} {sorted(sel_b.threads)}",
@@ -236,7 +239,7 @@ def diff(
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @click.option("--cell", "cell_id", type=int, default=None, help="one cell by id")
 @click.option("--diff", "other", default=None, hidden=True)  # before 2026-11-27: DIR B --diff A
-@_THREADS
+@THREADS
 @_SOURCE
 @_TARGET
 @_PHASE
@@ -297,8 +300,9 @@ def flame(
             text = fl.speedscope(scaled, sel.label) if fmt == "speedscope" else fl.folded_text(scaled)
     else:
         if fmt != "svg" and fmt != "folded":
-            raise UsageError("a differential graph is an SVG (or --format folded: `stack a b` lines)",
-                             "drop --format speedscope")  # fmt: skip
+            raise UsageError(
+                "a differential graph is an SVG (or --format folded: `stack a b` lines)", "drop --format speedscope"
+            )
         text = fl.diff_text(base_scaled, scaled)
         if fmt == "svg":
             text = fl.svg(
@@ -309,101 +313,3 @@ def flame(
             )
     fl.write(output, text)
     out.print(f"wrote {output}")
-
-
-@click.command()
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.argument("selector", required=False)
-@click.argument("b", required=False)
-@click.option("--cell", "cell_id", type=int, default=None, help="one cell by id")
-@click.option("--against", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR_B",
-              help="B from this other results directory, as in diff")  # fmt: skip
-@_THREADS
-@click.option("--top", "limit", type=int, default=15, show_default=True, help="allocating functions shown")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def alloc(
-    directory: Path, selector: str | None, b: str | None, cell_id: int | None, against: Path | None,
-    threads: int | None, limit: int, fmt: str,
-) -> None:  # fmt: skip
-    """What a variant asks of its allocator per transaction: calls and bytes by size class, the
-    allocator's own syscalls, and the functions that allocate most (needs [observe] alloc); with
-    two selectors A B, as in diff, the change from A to B."""
-    from perflab.analyze import alloc as allocs  # noqa: PLC0415
-    from perflab.report import profile_text  # noqa: PLC0415
-
-    if b is not None:
-        if selector is None or cell_id is not None:
-            raise UsageError("two selectors compare two variants, not cells", "perflab alloc DIR A B")
-        return _alloc_diff(directory, selector, b, threads, limit, fmt, against)
-    if against is not None:
-        raise UsageError("--against names where B comes from", "perflab alloc DIR A B --against DIR_B")
-    with Results(directory) as results:
-        sel = _alloc_selection(results, selector, cell_id, threads)
-        rows = allocs.figures(sel.cells)
-        functions = allocs.top_functions(results, sel, limit) if sel.profiles else []
-    warnings = _alloc_warnings(sel.cells)
-    if fmt == "json":
-        doc = {"selection": sel.label, "repeats": len(sel.cells), "figures": rows, "functions": functions}
-        click.echo(json.dumps(doc | {"warnings": warnings}, indent=1))
-        return None
-    title = f"{sel.label}: {len(sel.cells)} repeat(s); per transaction, mean over repeats"
-    profile_text.alloc_table(out, escape(title), rows, functions)
-    return None
-
-
-def _alloc_diff(
-    directory: Path, a: str, b: str, threads: int | None, limit: int, fmt: str, against: Path | None = None
-) -> None:
-    from perflab.analyze import alloc as allocs
-    from perflab.report import profile_text
-
-    with Results(directory) as results, Results(against or directory) as results_b:
-        sel_a = _alloc_selection(results, a, None, threads)
-        sel_b = _alloc_selection(results_b, b, None, threads)
-        rows = allocs.diff_figures(sel_a.cells, sel_b.cells)
-        both = sel_a.profiles and sel_b.profiles
-        functions = allocs.diff_functions(results, sel_a, sel_b, limit, results_b) if both else []
-    warnings = _alloc_warnings(sel_a.cells + sel_b.cells)
-    if fmt == "json":
-        doc = {"a": sel_a.label, "b": sel_b.label, "figures": rows, "functions": functions, "warnings": warnings}
-        click.echo(json.dumps(doc, indent=1))
-        return
-    title = (
-        f"A = {sel_a.label} ({len(sel_a.cells)} repeats), B = {sel_b.label} ({len(sel_b.cells)} repeats): "
-        "per transaction, differences beyond the noise floor first (~ = within it)"
-    )
-    profile_text.alloc_diff_table(out, escape(title), rows, functions)
-
-
-def _alloc_warnings(cells: list[dict]) -> list[str]:
-    """What to distrust in the selected cells' allocation figures, also printed on stderr."""
-    from perflab.analyze import alloc as allocs  # noqa: PLC0415
-
-    warnings = [w for w in (allocs.dropped_samples(cells),) if w]
-    for warning in warnings:
-        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
-    return warnings
-
-
-def _alloc_selection(results: Results, selector: str | None, cell_id: int | None, threads: int | None):
-    """The selected cells with `alloc` figures, and their allocation profiles if stacks were taken."""
-    from perflab.analyze import profile_select  # noqa: PLC0415
-
-    traced = [c for c in results.cells() if c["status"] == "ok" and c.get("alloc")]
-    if not traced:
-        raise UsageError(
-            f"{results.dir}: no allocation figures stored", "add alloc = true under [observe] and run again"
-        )
-    has_stacks = any(p["source"] == "alloc" for p in results.profiles())
-    if has_stacks:
-        sel = profile_select.select(results, selector=selector, cell_id=cell_id, threads=threads, source="alloc")
-    else:
-        label, cells = profile_select.select_cells(results, selector=selector, cell_id=cell_id, threads=threads)
-        sel = profile_select.Selection(label, cells, [], "alloc")
-    if not any(c["status"] == "ok" and c.get("settled") not in (False, 0) and c.get("alloc") for c in sel.cells):
-        _alloc_warnings(sel.cells)  # a full ring can itself unsettle a window: say so with the refusal
-        raise UsageError(  # the figures, like the verdicts, come from settled repeats only
-            f"{sel.label}: no settled repeat with allocation figures (every one is unsettled or failed)",
-            "see `perflab report DIR` for why; a longer max_warmup or more repeats",
-        )
-    return sel

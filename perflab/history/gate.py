@@ -88,17 +88,42 @@ def judge_newest(s: Series, margin: float = MARGIN) -> Comparison:
     """The newest run of `s` against its reference segment, judged as `compare` judges."""
     est = newest_estimate(s)
     start, last = reference(s)
-    where = {"threads": s.threads, "baseline": {"runs": f"{start + 1}-{last}"}, "variant": s.variant,
-             "metric": s.metric, "kind": "history", "axis": None, "n_baseline": last - start}  # fmt: skip
+    where = {
+        "threads": s.threads,
+        "baseline": {"runs": f"{start + 1}-{last}"},
+        "variant": s.variant,
+        "metric": s.metric,
+        "kind": "history",
+        "axis": None,
+        "n_baseline": last - start,
+    }
     if est is None:
-        return Comparison(**where, ratio=None, ci_low=None, ci_high=None, verdict=INCONCLUSIVE, n_variant=0,
-                          reason="no earlier run to compare with")  # fmt: skip
+        return Comparison(
+            **where,
+            ratio=None,
+            ci_low=None,
+            ci_high=None,
+            verdict=INCONCLUSIVE,
+            n_variant=0,
+            reason="no earlier run to compare with",
+        )
     j = judge([est], METRICS.get(s.metric, True), margin)[0]
     return Comparison(
-        **where, ratio=est.ratio, ci_low=est.low, ci_high=est.high, verdict=j.verdict, n_variant=est.n,
-        reason=j.reason, method="history", p_difference=j.p_difference, p_equivalence=j.p_equivalence,
-        family=1, margin=margin, rounds_needed=j.rounds_needed, estimate=est,
-    )  # fmt: skip
+        **where,
+        ratio=est.ratio,
+        ci_low=est.low,
+        ci_high=est.high,
+        verdict=j.verdict,
+        n_variant=est.n,
+        reason=j.reason,
+        method="history",
+        p_difference=j.p_difference,
+        p_equivalence=j.p_equivalence,
+        family=1,
+        margin=margin,
+        rounds_needed=j.rounds_needed,
+        estimate=est,
+    )
 
 
 def confirmed_by_newest(s: Series, gate: Gate) -> changes.ChangePoint | None:

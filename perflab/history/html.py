@@ -61,6 +61,7 @@ Written by perflab {{ version }} at {{ now }}.</p>
 ratio {{ '%.3f'|format(c.ratio) }} [{{ '%.3f'|format(c.low) }}&ndash;{{ '%.3f'|format(c.high) }}],
 p = {{ '%.2g'|format(c.p) }}.<br>
 What changed: {% for p in c.provenance %}<code>{{ p.field }}</code>: {{ p.before }} &rarr; {{ p.after }}{{ '; ' if not loop.last }}{% else %}nothing perflab records{% endfor %}.<br>
+{% for p in c.provenance_nearby or [] %}Changed {{ p.offset|abs }} run{{ 's' if p.offset|abs > 1 }} {{ 'after' if p.offset > 0 else 'before' }} it: <code>{{ p.field }}</code>: {{ p.before }} &rarr; {{ p.after }}<br>{% endfor %}
 Diff: <code>{{ c.diff_line }}</code>
 {% if c.diff_top %}<br>{% for r in c.diff_top %}{{ r.function }} {{ '%+.3g'|format(r.delta_self_per_txn) }}{{ '; ' if not loop.last }}{% endfor %}{% endif %}
 {% if c.status_diff %}<br>Server counters per transaction: {% for r in c.status_diff[:4] %}{{ r.counter }} {{ '%.4g'|format(r.baseline) }} &rarr; {{ '%.4g'|format(r.variant) }}{{ '; ' if not loop.last }}{% endfor %}{% endif %}

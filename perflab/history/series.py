@@ -102,16 +102,36 @@ def _notes(runs: list[StoredRun]) -> list[str]:
     return lines
 
 
+# How far from a change point its cause may lie: on noisy runs the split is placed a few runs off
+# the true step (bench/history_detection.py counts a change point within 3 runs of its step as
+# found; a real step in a noisy hour was placed 2 runs early: docs/history.md#measured).
+NEARBY = 3
+
+
 def cause(s: Series, change: changes.ChangePoint) -> dict[str, Any]:
     """What a change point says beyond its step: the provenance that differs between the run
-    before it and the first run after, and the `perflab diff` of those two runs."""
+    before it and the first run after, and the `perflab diff` of those two runs. Where nothing
+    differs there, `provenance_nearby` holds what changed between consecutive runs within NEARBY
+    runs of it, each with its `offset` (runs after the change point; negative: before it)."""
     before, after = s.runs[change.index - 1].record, s.runs[change.index].record
+    across = provenance.differences(before.provenance, after.provenance)
     return {
         "before_run": before.directory,
         "after_run": after.directory,
-        "provenance": provenance.differences(before.provenance, after.provenance),
+        "provenance": across,
+        "provenance_nearby": [] if across else nearby(s, change.index),
         "diff": diff_command(before.directory, after.directory, s.variant, s.threads),
     }
+
+
+def nearby(s: Series, index: int) -> list[dict[str, Any]]:
+    """Provenance changes between consecutive runs near run `index` (not across it), nearest first."""
+    found = []
+    for i in range(max(1, index - NEARBY), min(len(s.runs), index + NEARBY + 1)):
+        if i != index:
+            changed = provenance.differences(s.runs[i - 1].record.provenance, s.runs[i].record.provenance)
+            found += [{**d, "offset": i - index} for d in changed]
+    return sorted(found, key=lambda d: (abs(d["offset"]), d["offset"]))
 
 
 def diff_command(a: str, b: str, variant: dict[str, str], threads: int) -> list[str]:

@@ -9,6 +9,7 @@ Format "perflab-history/1" (docs/results-format.md#perflab-history1):
                  "segments": [{"first_run", "last_run", "level", "low", "high"}],
                  "change_points": [{"run", "started_at", "ratio", "low", "high", "p", "direction",
                                     "before_run", "after_run", "provenance": [{field, before, after}],
+                                    "provenance_nearby": [{field, before, after, offset}],
                                     "diff": [argv], "diff_top": [{function, a, b, delta}] | null,
                                     "alloc_diff": [...] | null, "alloc_diff_command": [argv] | null,
                                     "status_diff": [{counter, baseline, variant, ratio, delta}] | null}]}],
@@ -131,8 +132,16 @@ def counter_diffs(before: str, after: str, variant: dict[str, str], threads: int
             return {"alloc_diff": None, "alloc_diff_command": None, "status_diff": None}
         with Results(Path(where)) as results:
             _, cells = summary.load(results)
-        sides.append([c for c in cells if c["variant"] == variant and c["threads"] == threads
-                      and c["status"] == "ok" and c.get("settled") in (True, 1, None)])  # fmt: skip
+        sides.append(
+            [
+                c
+                for c in cells
+                if c["variant"] == variant
+                and c["threads"] == threads
+                and c["status"] == "ok"
+                and c.get("settled") in (True, 1, None)
+            ]
+        )
     a, b = sides
     traced = all(c.get("alloc") for c in a + b) and a and b
     counted = all((c.get("server_status") or {}).get("per_txn") for c in a + b) and a and b

@@ -87,8 +87,19 @@ def document(results: Results) -> dict[str, Any]:
         "storage": meta.get("storage"),  # [experiment] storage as run/storage.py described it (null before)
         "run": {
             k: meta.get(k)
-            for k in ("started_at", "ended_at", "status", "perflab_version", "cell_count", "workdir", "seed",
-                      "calibration", "design", "design_reason", "throughput")  # fmt: skip
+            for k in (
+                "started_at",
+                "ended_at",
+                "status",
+                "perflab_version",
+                "cell_count",
+                "workdir",
+                "seed",
+                "calibration",
+                "design",
+                "design_reason",
+                "throughput",
+            )
         },
         "groups": [g.to_dict() for g in groups],
         "comparisons": comparisons,
@@ -146,7 +157,7 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
             "reconnects": figures["reconnects"],
             "total_time_s": figures["total_time_s"],
             **{k: figures[k] for k in ("transaction_types", "tool_tpmc") if k in figures},  # go-tpc's
-        },  # fmt: skip
+        },
         "intervals": [
             {
                 "t": iv["t"],
@@ -161,7 +172,7 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
                 "reconnects_per_s": iv["reconnects_per_s"],
             }
             for iv in intervals
-        ],  # fmt: skip
+        ],
         "rss_samples": [{"t": t, "rss_bytes": v} for t, v in rss],
         "resources": cell["resources"],
         "sysbench_options": cell["sysbench_options"],
@@ -185,8 +196,20 @@ def client_fields(client: dict[str, Any] | None) -> dict[str, Any] | None:
 def profile_refs(results: Results, cell_id: int, top: int = 10) -> list[dict[str, Any]]:
     """The cell's profiles: where the folded stacks are (relative to the results directory),
     what they cover, their stack quality, and the top functions by self samples per transaction."""
-    keep = ("source", "target", "phase", "path", "samples", "seconds", "transactions", "window_transactions",
-            "frequency_hz", "interval_s", "call_graph", "quality")  # fmt: skip
+    keep = (
+        "source",
+        "target",
+        "phase",
+        "path",
+        "samples",
+        "seconds",
+        "transactions",
+        "window_transactions",
+        "frequency_hz",
+        "interval_s",
+        "call_graph",
+        "quality",
+    )
     return [{**{k: p[k] for k in keep}, "top": (p["top"] or [])[:top]} for p in results.profiles(cell_id)]
 
 
@@ -205,7 +228,7 @@ def report_document(meta: dict[str, Any], cells: list[dict[str, Any]], baselines
         {**g.to_dict(), "minor_faults_per_txn_mean": summary.mean(g.faults_per_txn),
          "server_cpu_us_per_txn_mean": summary.mean(g.cpu_us_per_txn), "unsettled_cells": g.unsettled}
         for g in v.groups
-    ]  # fmt: skip
+    ]
     return {
         "format": REPORT_FORMAT,
         "experiment": {**{k: exp.get(k) for k in keep}, "test": (exp.get("workload") or {}).get("test")},

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perflab import servers
-from perflab.analyze import alloc, host_speed, stats
+from perflab.analyze import alloc, host_slope, host_speed, stats
 from perflab.analyze.summary import Group
 from perflab.report import io_findings
 from perflab.units import format_duration
@@ -196,8 +196,8 @@ def _steal_findings(cells: list[dict[str, Any]]) -> list[Finding]:
     """Steal time (resources.steal_cpu_cores): the host gave this VM's CPUs to its other guests
     while they wanted to run. A warning for the cells that lost more than STEAL_CORES, else a
     line with the run's mean when it is above STEAL_NOTE (older runs have no field: nothing)."""
-    steal = [(c["resources"]["steal_cpu_cores"], c) for c in cells
-             if c["status"] == "ok" and (c.get("resources") or {}).get("steal_cpu_cores") is not None]  # fmt: skip
+    ok = [c for c in cells if c["status"] == "ok"]
+    steal = [(cores, c) for c in ok if (cores := (c.get("resources") or {}).get("steal_cpu_cores")) is not None]
     if not steal:
         return []
     mean = sum(s for s, _ in steal) / len(steal)
@@ -304,8 +304,9 @@ def budget_findings(comparisons: list[Any], cells: list[dict[str, Any]], meta: d
         return []
     worst = max(needed)
     budget = math.ceil((repeats + worst) * per_round / 60) * 60
-    names = ", ".join(f"{variant_label(c.variant)} at {c.threads} threads (+{c.rounds_needed})" for c in open_
-                      if c.rounds_needed)  # fmt: skip
+    names = ", ".join(
+        f"{variant_label(c.variant)} at {c.threads} threads (+{c.rounds_needed})" for c in open_ if c.rounds_needed
+    )
     return [
         Finding(
             "warning",
@@ -347,8 +348,8 @@ def _interleave(meta: dict[str, Any]) -> str:
 
 
 def _host_speed_findings(cells: list[dict[str, Any]], meta: dict[str, Any]) -> list[Finding]:
-    """A calibrated host-speed slope that this run's own cells contradict (host_speed.disagreement)."""
-    found = host_speed.disagreement(cells, host_speed.calibrated_slope(meta))
+    """A calibrated host-speed slope that this run's own cells contradict (host_slope.disagreement)."""
+    found = host_slope.disagreement(cells, host_speed.calibrated_slope(meta))
     if found is None:
         return []
     own, cal = found["own"], found["calibrated"]

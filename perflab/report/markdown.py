@@ -143,8 +143,10 @@ def _explanations(model: ReportModel) -> list[str]:
         if not e.rows:
             out += ["No function grows beyond its noise floor.", ""]
             continue
-        rows = [[g.function, g.dso or "?", f"{g.window:.3g}", f"{g.phase:.3g}", f"{g.delta:+.3g}", f"±{g.noise:.2g}"]
-                for g in e.rows]  # fmt: skip
+        rows = [
+            [g.function, g.dso or "?", f"{g.window:.3g}", f"{g.phase:.3g}", f"{g.delta:+.3g}", f"±{g.noise:.2g}"]
+            for g in e.rows
+        ]
         out += table(["function", "dso", "window /s", f"{e.phase} /s", "change", "noise"], rows, right={2, 3, 4, 5})
         out.append("")
     return out
@@ -162,8 +164,15 @@ def _status(model: ReportModel) -> list[str]:
     out = ["## Server counters", "", intro, ""]
     for group, rows in found:
         out += [f"**{cell(short_label(group.variant))}**, {group.threads} threads", ""]
-        table_rows = [[r["counter"], f"{r['baseline']:.4g}", f"{r['variant']:.4g}",
-                       "new" if r["ratio"] is None else f"{r['ratio']:.3g}×"] for r in rows]  # fmt: skip
+        table_rows = [
+            [
+                r["counter"],
+                f"{r['baseline']:.4g}",
+                f"{r['variant']:.4g}",
+                "new" if r["ratio"] is None else f"{r['ratio']:.3g}×",
+            ]
+            for r in rows
+        ]
         out += table(["counter", "baseline /txn", "variant /txn", "ratio"], table_rows, right={1, 2, 3}) + [""]
     return out
 

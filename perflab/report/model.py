@@ -21,8 +21,20 @@ from perflab.report import colors, findings, io_findings, profiles
 from perflab.units import format_bytes, format_duration
 from perflab.variants import variant_key
 
-HOST_FACTS = ("hostname", "kernel", "cpu_model", "cores", "glibc", "mariadbd", "postgres", "sysbench", "pgbench", "go-tpc",
-              "python", "perflab")  # fmt: skip
+HOST_FACTS = (
+    "hostname",
+    "kernel",
+    "cpu_model",
+    "cores",
+    "glibc",
+    "mariadbd",
+    "postgres",
+    "sysbench",
+    "pgbench",
+    "go-tpc",
+    "python",
+    "perflab",
+)
 
 
 @dataclass

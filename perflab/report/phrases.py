@@ -216,8 +216,7 @@ def _changed_lines(cells: list[dict[str, Any]]) -> list[str]:
     for cell in cells:
         host = _server_host(cell)
         if host.get("fingerprint"):
-            prints.setdefault(host["name"], []).append(_flat(host["fingerprint"], "")
-                                                       )  # fmt: skip
+            prints.setdefault(host["name"], []).append(_flat(host["fingerprint"], ""))
     lines = []
     for name, seen in prints.items():
         changed = sorted({k.lstrip(".") for p in seen for k, v in p.items() if any(q.get(k) != v for q in seen)})

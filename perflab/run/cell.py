@@ -25,7 +25,7 @@ from typing import Any
 
 from perflab import allocators
 from perflab.analyze import steady
-from perflab.errors import PerflabError, ServerCrashedError, ServerStartError
+from perflab.errors import PerflabError, ServerCrashedError
 from perflab.run import accounting, allocator_proof, client, client_variant, dataset, remote_server, workloads
 from perflab.run.builds import Build, BuildError, debroot, glibc, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
@@ -35,11 +35,11 @@ from perflab.run.observers.profilers import Profilers, store_alloc
 from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.observers.status import StatusSampler
 from perflab.run.prewarm import server_switches
+from perflab.run.server_logs import failure_fields, keep_logs, read_tail
 from perflab.run.space import SpaceCheck
 from perflab.run.storage import Storage, drop_caches_s, of_experiment
 from perflab.run.workloads import sysbench
 from perflab.servers import Kind, kind
-from perflab.servers.managed import Managed
 from perflab.spec import Cell, Experiment
 from perflab.spec.builds import BuildSpec
 from perflab.store.results import Results
@@ -380,29 +380,3 @@ class CellRunner:
             if tracer.spec.stacks:
                 store_alloc(self.results, cell.order, summary.transactions, tracer, server.pid)
         return intervals, rss.samples, measured
-
-
-def failure_fields(exc: PerflabError, server: Managed) -> dict[str, Any]:
-    error = exc.message
-    died = server.crashed or (server.crashed is None and server.child is not None and not server.alive())
-    if died and not isinstance(exc, ServerStartError) and not exc.message.startswith("server"):
-        error = f"{server.death()}; {exc.message}"  # the server's death explains the rest
-    return {"error": error, "log_tail": server.error_lines(30), "backtrace": server.backtrace()}
-
-
-def read_tail(log: Path | None, lines: int = 30) -> str | None:
-    if log is None or not log.is_file():
-        return None
-    return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-
-
-def keep_logs(server: Managed, rundir: Path, logs: Path) -> None:
-    """The server's error log, option file and console output, kept with the results."""
-    if server.error_log.exists():
-        shutil.copy2(server.error_log, logs / "error.log")
-    if server.option_file.exists():
-        shutil.copy2(server.option_file, logs / server.option_file.name)  # my.cnf, postgresql.conf
-    console = rundir / "stdout.log"
-    if console.exists() and console.stat().st_size:
-        shutil.copy2(console, logs / "stdout.log")
-

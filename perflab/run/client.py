@@ -23,7 +23,7 @@ from perflab import servers
 from perflab.errors import WorkloadError
 from perflab.run import workloads
 from perflab.run.proc import Child, clean_env
-from perflab.run.workloads import sysbench
+from perflab.run.workloads import sysbench, sysbench_output
 from perflab.spec import Cell, ExperimentFile
 
 
@@ -184,18 +184,18 @@ def wait(child: Child, seconds: int, margin: float, name: str = "sysbench") -> i
         ) from None
 
 
-def read_output(out: Path, code: int, warmup: int) -> tuple[sysbench.Summary, list[dict[str, Any]]]:
+def read_output(out: Path, code: int, warmup: int) -> tuple[sysbench_output.Summary, list[dict[str, Any]]]:
     """The window's summary and the per-second intervals; WorkloadError if sysbench failed."""
     text = out.read_text(encoding="utf-8", errors="replace")
-    summary = sysbench.parse_summary(text)
+    summary = sysbench_output.parse_summary(text)
     if code != 0 or summary is None:
         tail = "\n".join(text.strip().splitlines()[-10:])
         how = f"died: signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exited with code {code}"
         raise WorkloadError(f"sysbench {how}:\n{tail}", f"full output: {out}")
-    return summary, [_interval(iv, warmup) for iv in sysbench.parse_intervals(text)]
+    return summary, [_interval(iv, warmup) for iv in sysbench_output.parse_intervals(text)]
 
 
-def _interval(iv: sysbench.Interval, warmup: int) -> dict[str, Any]:
+def _interval(iv: sysbench_output.Interval, warmup: int) -> dict[str, Any]:
     data = asdict(iv)
     data.pop("threads")
     data["warmup"] = int(iv.t <= warmup)

@@ -59,8 +59,9 @@ def tree_counters(pid: int, threads: bool = True) -> ProcCounters:
             fields = _stat(member)
         except (FileNotFoundError, ProcessLookupError):  # ended while we looked
             continue
-        reaped = ProcCounters(int(fields[13]) / CLOCK_TICKS, int(fields[14]) / CLOCK_TICKS,
-                              int(fields[8]), int(fields[10]), 0, 0)  # fmt: skip
+        reaped = ProcCounters(
+            int(fields[13]) / CLOCK_TICKS, int(fields[14]) / CLOCK_TICKS, int(fields[8]), int(fields[10]), 0, 0
+        )
         total = total.plus(own).plus(reaped)
     return total
 

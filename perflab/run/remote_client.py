@@ -240,5 +240,7 @@ def _cpu(before: float | None, after: float | None, transactions: int) -> dict[s
     """The client's CPU over the window, on its host: at exit less at the window's start."""
     used = after - before if before is not None and after is not None else None
     per = accounting.per_txn(transactions)
-    return {"cpu_s": round(used, 3) if used is not None else None,
-            "cpu_us_per_txn": per(used * 1e6) if used is not None else None}  # fmt: skip
+    return {
+        "cpu_s": round(used, 3) if used is not None else None,
+        "cpu_us_per_txn": per(used * 1e6) if used is not None else None,
+    }

@@ -38,6 +38,7 @@ from perflab.run import accounting, client, dataset, workloads
 from perflab.run.observers.remote_resources import RemoteRssSampler, read_counters
 from perflab.run.observers.resources import ProcCounters, RssSampler, StealSampler
 from perflab.run.prewarm import server_switches
+from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.spec import Cell
 from perflab.units import utc_now
 
@@ -67,8 +68,9 @@ class ServerHost:
         for tool, package in kind.server_packages.items():
             found = link.run(["sh", "-c", _WHICH, tool]).stdout.strip()
             if not found:
-                raise ToolMissingError(f"host {name} has no {tool}",
-                                       f"install it there: `apt-get install {package}` on {link.target}")  # fmt: skip
+                raise ToolMissingError(
+                    f"host {name} has no {tool}", f"install it there: `apt-get install {package}` on {link.target}"
+                )
             binaries[tool] = found
         server = next(iter(binaries.values()))
         version = link.run([server, "--version"]).stdout.strip()
@@ -109,11 +111,15 @@ class ServerHost:
             self._snapshots[snapshot.datadir] = self._copy(snapshot.datadir, workdir)
         started = time.monotonic()
         parent = os.path.dirname(datadir)
-        done = self.link.run(["sh", "-c", 'mkdir -p "$0" && cp -a "$1" "$2"', parent, self._snapshots[snapshot.datadir],
-                              datadir], timeout=600)  # fmt: skip
+        done = self.link.run(
+            ["sh", "-c", 'mkdir -p "$0" && cp -a "$1" "$2"', parent, self._snapshots[snapshot.datadir], datadir],
+            timeout=600,
+        )
         if done.status != 0:
-            raise HostLostError(f"host {self.name}: restoring the dataset failed: {done.stderr.strip()[-300:]}",
-                                f"free space in {self.rundir.path} on {self.name}")  # fmt: skip
+            raise HostLostError(
+                f"host {self.name}: restoring the dataset failed: {done.stderr.strip()[-300:]}",
+                f"free space in {self.rundir.path} on {self.name}",
+            )
         return time.monotonic() - started
 
     def _copy(self, local: Path, workdir: Path) -> str:
@@ -126,18 +132,27 @@ class ServerHost:
             self.link.put(tar, f"{remote}.tar.gz")
         finally:
             tar.unlink(missing_ok=True)
-        done = self.link.run(["sh", "-c", 'mkdir "$0" && tar -xzf "$0.tar.gz" -C "$0" && rm "$0.tar.gz"', remote],
-                             timeout=1800)  # fmt: skip
+        done = self.link.run(
+            ["sh", "-c", 'mkdir "$0" && tar -xzf "$0.tar.gz" -C "$0" && rm "$0.tar.gz"', remote], timeout=1800
+        )
         if done.status != 0:
-            raise HostLostError(f"host {self.name}: unpacking the dataset failed: {done.stderr.strip()[-300:]}",
-                                f"free space in {self.rundir.path} on {self.name}")  # fmt: skip
+            raise HostLostError(
+                f"host {self.name}: unpacking the dataset failed: {done.stderr.strip()[-300:]}",
+                f"free space in {self.rundir.path} on {self.name}",
+            )
         return remote
 
     def record(self, port: int | None) -> dict[str, Any]:
         """Where a cell's server ran: the row's `build.host`, with the host's fingerprint taken now
         (a governor or THP changed mid-run shows between cells)."""
-        return {"name": self.name, "ssh": str(self.link.target), "address": self.address, "port": port,
-                "dir": self.rundir.path, "fingerprint": hostinfo.fingerprint(RemoteProbe(self.link))}  # fmt: skip
+        return {
+            "name": self.name,
+            "ssh": str(self.link.target),
+            "address": self.address,
+            "port": port,
+            "dir": self.rundir.path,
+            "fingerprint": hostinfo.fingerprint(RemoteProbe(self.link)),
+        }
 
 
 @contextlib.contextmanager
@@ -179,15 +194,19 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
     try:
         place.check_format(runner.kind, snapshot)
         options = {**runner.kind.pool_options(snapshot), **runner.kind.cell_options(cell), **cell.server_options}
-        server = runner.kind.remote_server(place, f"{place.rundir.path}/{rundir.name}/data", options, local=rundir,
-                                           env=cell.env)  # fmt: skip
+        server = runner.kind.remote_server(
+            place, f"{place.rundir.path}/{rundir.name}/data", options, local=rundir, env=cell.env
+        )
         server.aslr = cell.aslr
-        row["build"] = {"name": None, "kind": "installed", "binary": str(server.program), "version": place.version,
-                        "host": place.record(server.port)}  # fmt: skip
+        row["build"] = {
+            "name": None,
+            "kind": "installed",
+            "binary": str(server.program),
+            "version": place.version,
+            "host": place.record(server.port),
+        }
         intervals, rss = _measured(runner, cell, snapshot, workdir, server, row, logs)
     except PerflabError as exc:
-        from perflab.run.cell import failure_fields
-
         row.update(failure_fields(exc, server) if server is not None else {"error": exc.message})
     finally:
         _finish(server, rundir, logs)
@@ -215,14 +234,17 @@ def _measured(
     measured["client"] = {**row["client"], **measured["client"]}
     row.update(measured, status="ok")
     row.update(runner._steady(intervals, measured["summary"]["qps"], steal))
-    row["resources"].update(restore_s=round(restore_s, 3), restore_method="copy", drop_caches_s=None,
-                            server_start_s=round(start_s, 3), **switches)  # fmt: skip
+    row["resources"].update(
+        restore_s=round(restore_s, 3),
+        restore_method="copy",
+        drop_caches_s=None,
+        server_start_s=round(start_s, 3),
+        **switches,
+    )
     return intervals, rss
 
 
 def _finish(server: Any, rundir: Path, logs: Path) -> None:
-    from perflab.run.cell import keep_logs
-
     if server is not None:
         with contextlib.suppress(HostLostError):
             server.stop()

@@ -181,8 +181,11 @@ class Scheduler:
         while pending is None or pending:
             if repeat == most:
                 by_budget = budget and "max_repeats" not in spec.model_fields_set
-                stop = (f"the {most} rounds the budget ({format_duration(budget)}) holds are done" if by_budget
-                        else f"max_repeats ({most}) reached")  # fmt: skip
+                stop = (
+                    f"the {most} rounds the budget ({format_duration(budget)}) holds are done"
+                    if by_budget
+                    else f"max_repeats ({most}) reached"
+                )
                 break
             cells = self._round(repeat + 1, pending, have, done)
             spent = time.monotonic() - started

@@ -140,8 +140,9 @@ def describe(path: Path, mountinfo: Path = MOUNTINFO, sys_root: Path = SYS_DEV_B
     mount = mount_of(path.resolve(), parse_mountinfo(mountinfo.read_text(encoding="utf-8", errors="replace")))
     name, scheduler = block_device(mount.dev, sys_root)
     on_disk = mount.fstype not in MEMORY_FS
-    return Storage(str(path), on_disk, mount.source, mount.fstype, mount.mount_point, mount.options,
-                   mount.dev, name, scheduler)  # fmt: skip
+    return Storage(
+        str(path), on_disk, mount.source, mount.fstype, mount.mount_point, mount.options, mount.dev, name, scheduler
+    )
 
 
 def directory_problems(path: Path) -> list[Problem]:
@@ -154,9 +155,15 @@ def directory_problems(path: Path) -> list[Problem]:
     if not os.access(path, os.W_OK | os.X_OK):
         return [Problem(where, "a directory perflab can write in", f"{path}: not writable", f"chmod u+wx {path}")]
     if len(str(path).encode()) > MAX_PATH_BYTES:
-        return [Problem(where, f"a path of at most {MAX_PATH_BYTES} bytes", f"{path}: {len(str(path).encode())} bytes",
-                        "the servers' sockets live below it, and a unix socket's path holds 107 bytes at most: "
-                        "use a shorter path, or a short symlink to this one")]  # fmt: skip
+        return [
+            Problem(
+                where,
+                f"a path of at most {MAX_PATH_BYTES} bytes",
+                f"{path}: {len(str(path).encode())} bytes",
+                "the servers' sockets live below it, and a unix socket's path holds 107 bytes at most: "
+                "use a shorter path, or a short symlink to this one",
+            )
+        ]
     return []
 
 
@@ -237,8 +244,14 @@ def drop_caches_problems(wanted: bool) -> list[Problem]:
     """drop_caches = true needs /proc/sys/vm/drop_caches writable (root)."""
     if not wanted or os.access(DROP_CACHES, os.W_OK):
         return []
-    return [Problem("experiment.drop_caches", f"a writable {DROP_CACHES} (root)", "not writable",
-                    "run perflab as root, or set drop_caches = false")]  # fmt: skip
+    return [
+        Problem(
+            "experiment.drop_caches",
+            f"a writable {DROP_CACHES} (root)",
+            "not writable",
+            "run perflab as root, or set drop_caches = false",
+        )
+    ]
 
 
 def drop_caches_s(wanted: bool) -> float | None:

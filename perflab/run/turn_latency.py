@@ -7,7 +7,7 @@ the client's last resume, which perflab writes just before every turn's SIGCONT
 (`TurnClock.advance`). An event that started before that resume was stopped while it ran: it is
 counted as "spanned", not in the histogram. The histogram has sysbench
 1.0's buckets (1024, log-spaced from 0.001 ms to 100000 ms), so p50/p95/p99 are computed as the
-sequential design's are (sysbench.histogram_percentile).
+sequential design's are (sysbench_output.histogram_percentile).
 
 What it leaves out: at most one event per client thread per turn. Events near the turn's length
 are the likeliest to span one, so a latency close to `slice` is undercounted; the cell records the
@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from perflab.run.workloads.sysbench import histogram_percentile
+from perflab.run.workloads.sysbench_output import histogram_percentile
 
 WRAPPER = Path(__file__).resolve().parent / "workloads" / "turns.lua"
 LAYOUT = 2  # shared[1]: the layout turns.lua writes

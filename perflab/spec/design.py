@@ -38,22 +38,46 @@ def design_problems(spec: ExperimentFile) -> list[Problem]:
     problems = []
     kind = servers.kind(e.server)
     if kind.interleaved_refusal:
-        problems.append(Problem("experiment.design", f'design = "interleaved" on a server it runs (not {kind.title})',
-                                "interleaved", f'use design = "sequential" on {kind.title}'))  # fmt: skip
+        problems.append(
+            Problem(
+                "experiment.design",
+                f'design = "interleaved" on a server it runs (not {kind.title})',
+                "interleaved",
+                f'use design = "sequential" on {kind.title}',
+            )
+        )
     if workloads.of(spec).interleaved_refusal:
-        problems.append(Problem("workload.tool", 'tool = "sysbench" with design = "interleaved"', spec.workload.tool,
-                                f"{_HINT}: the turns are counted by sysbench's wrapper (run/turn_counts.py), "
-                                f"not by {spec.workload.tool} yet"))  # fmt: skip
+        problems.append(
+            Problem(
+                "workload.tool",
+                'tool = "sysbench" with design = "interleaved"',
+                spec.workload.tool,
+                f"{_HINT}: the turns are counted by sysbench's wrapper (run/turn_counts.py), "
+                f"not by {spec.workload.tool} yet",
+            )
+        )
     if e.pin:
-        problems.append(Problem("experiment.pin", 'pin = false with design = "interleaved"', "true",
-                                "every server and client of a round shares the CPUs; remove pin"))  # fmt: skip
+        problems.append(
+            Problem(
+                "experiment.pin",
+                'pin = false with design = "interleaved"',
+                "true",
+                "every server and client of a round shares the CPUs; remove pin",
+            )
+        )
     if spec.observe.pmp is not None:
         expected = 'no [observe] pmp with design = "interleaved"'
         hint = f"{_HINT}: wall-clock stacks of a server whose client is stopped show its idle threads"
         problems.append(Problem("observe.pmp", expected, "pmp", hint))
     if e.drop_caches:
-        problems.append(Problem("experiment.drop_caches", 'drop_caches = false with design = "interleaved"', "true",
-                                f"{_HINT}: the page cache is dropped before each cell, one at a time"))  # fmt: skip
+        problems.append(
+            Problem(
+                "experiment.drop_caches",
+                'drop_caches = false with design = "interleaved"',
+                "true",
+                f"{_HINT}: the page cache is dropped before each cell, one at a time",
+            )
+        )
     if spec.observe.io:
         hint = f"{_HINT}: the servers of a round share one disk, whose reads and writes are not per server"
         problems.append(Problem("observe.io", 'no [observe] io with design = "interleaved"', "true", hint))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, StrictBool, StrictInt
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, StrictBool, StrictInt
 from pydantic_core import PydanticCustomError
 
 from perflab import allocators
@@ -51,8 +51,16 @@ RESERVED_ENV = {"LD_PRELOAD", "LD_LIBRARY_PATH"}
 # server options perflab writes itself (its own files on tmpfs, its port); compared with '-' as '_'
 RESERVED_SERVER = {"datadir", "socket", "port", "bind_address", "pid_file", "log_error", "tmpdir", "user"}
 # and PostgreSQL's (server = "postgresql": its postgresql.conf is perflab's)
-RESERVED_SERVER |= {"listen_addresses", "unix_socket_directories", "data_directory", "config_file",
-                    "dynamic_shared_memory_type", "logging_collector", "hba_file", "ident_file"}  # fmt: skip
+RESERVED_SERVER |= {
+    "listen_addresses",
+    "unix_socket_directories",
+    "data_directory",
+    "config_file",
+    "dynamic_shared_memory_type",
+    "logging_collector",
+    "hba_file",
+    "ident_file",
+}
 
 # Limits on hostile or mistaken input: each is far beyond a real experiment, and keeps
 # validation, the matrix and the option file bounded (a huge number is an error, not a hang).
@@ -68,6 +76,8 @@ MAX_WAREHOUSES = 1000  # go-tpc tpcc --warehouses: about 100 MB of tmpfs each (d
 MAX_REPEATS = 1000
 MAX_CELLS = 20_000
 INT64 = 2**63
+
+STRICT = ConfigDict(extra="forbid", frozen=True)  # every section and table: unknown keys are errors; frozen
 
 
 def fail(expected: str, hint: str | None = None, found: str | None = None) -> PydanticCustomError:

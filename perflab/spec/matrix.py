@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from perflab.variants import variant_key
 
 if TYPE_CHECKING:
-    from perflab.spec.schema import ExperimentFile, Variant
+    from perflab.spec.schema import ExperimentFile
+    from perflab.spec.variant import Variant
 
 
 @dataclass(frozen=True)

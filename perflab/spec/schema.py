@@ -9,24 +9,19 @@ ones (docs/experiment.md).
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
     StrictBool,
     StrictInt,
-    StrictStr,
     ValidationInfo,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from perflab import allocators, elf
 from perflab.hosts.target import TARGET_FORM, parse_target
 from perflab.spec.builds import BuildSpec
 from perflab.spec.fields import (
@@ -37,27 +32,26 @@ from perflab.spec.fields import (
     MAX_THREADS,
     MAX_WAREHOUSES,
     NAME_RE,
+    STRICT,
     Duration,
-    EnvVars,
     Fraction,
     Margin,
     ServerOptions,
     WorkloadOptions,
-    check_axis_name,
     check_label,
-    check_non_empty_axis,
     fail,
     storage_value,
 )
 from perflab.spec.matrix import merge, merge_client, merge_glibc, merge_switches
-from perflab.spec.problems import short
-from perflab.units import parse_size
-
-DEFAULT_BUDGET_S = 600.0  # [experiment] budget's default: 10 minutes
+from perflab.spec.observe import ObserveSection
+from perflab.spec.variant import Axes, Variant
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = STRICT
+
+
+DEFAULT_BUDGET_S = 600.0  # [experiment] budget's default: 10 minutes
 
 
 class ExperimentSection(_Strict):
@@ -193,15 +187,19 @@ class ExperimentSection(_Strict):
     @classmethod
     def _slice(cls, value: float, info: ValidationInfo) -> float:
         if info.data.get("design") == "sequential":
-            raise fail('design = "interleaved" beside it', 'slice is the turn of an interleaved design: remove it '
-                       'or set design = "interleaved"')  # fmt: skip
+            raise fail(
+                'design = "interleaved" beside it',
+                'slice is the turn of an interleaved design: remove it or set design = "interleaved"',
+            )
         per_second = 1 / value if value > 0 else 0.0
         whole = value >= 1 and value == round(value)
         if not (0.1 <= value <= 60 and (whole or abs(per_second - round(per_second)) < 1e-6)):
-            raise fail("whole seconds from 1s to 60s, or a tenth to a half of a second that divides it "
-                       "(100ms, 125ms, 200ms, 250ms, 500ms)",
-                       "every second of a client's running time ends with a turn; 100ms (the default) shares "
-                       "the host best (docs/experiment.md)")  # fmt: skip
+            raise fail(
+                "whole seconds from 1s to 60s, or a tenth to a half of a second that divides it "
+                "(100ms, 125ms, 200ms, 250ms, 500ms)",
+                "every second of a client's running time ends with a turn; 100ms (the default) shares "
+                "the host best (docs/experiment.md)",
+            )
         return value
 
     @field_validator("name")
@@ -267,171 +265,6 @@ class WorkloadSection(_Strict):
         return workloads.get(info.data.get("tool") or "sysbench").check_test(value)
 
 
-class Variant(_Strict):
-    build: str | None = None  # a [builds.NAME]; none: the installed package's server
-    preload: str | None = None
-    env: EnvVars = {}
-    server_options: ServerOptions = {}
-    workload_options: WorkloadOptions = {}  # sysbench options of this variant, over workload.options
-    # the workload client (sysbench): a library preloaded into it, its environment, and another
-    # libmariadb for it (loaded under the soname sysbench links: run/client_variant.py)
-    client_preload: str | None = None
-    client_env: EnvVars = {}
-    client_library: str | None = None
-    aslr: StrictBool | None = None  # None: [experiment] aslr
-    prewarm: StrictBool | None = None  # None: [experiment] prewarm
-    # the C library the server runs with: that Debian suite's libc6 and loader, in a private root
-    # (run/builds/glibc.py); None: the server's own (the system's, or its private root's)
-    glibc: Literal["bookworm", "bookworm-backports", "trixie", "sid"] | None = None
-
-    @field_validator("preload", "client_preload")
-    @classmethod
-    def _preload(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if value.startswith("/"):
-            if not value.isprintable():
-                raise fail("a path without control characters", "check the path")
-            try:
-                what = elf.not_preloadable(Path(value)) if Path(value).exists() else "no such file"
-            except OSError as exc:
-                what = exc.strerror or str(exc)
-            if what == "no such file":
-                raise fail("an existing .so file", "check the path, or use a known allocator name")
-            if what:
-                raise fail(
-                    "a shared library (.so) to preload",
-                    "check the path, or use a known allocator name",
-                    f"{short(value, 200)!r}: {what}",
-                )
-            if allocators.is_alloc_tracer(Path(value)):
-                raise fail(
-                    "an allocator, not perflab's allocation counter",
-                    "remove this preload and set alloc = true under [observe]: perflab preloads the counter "
-                    "itself, in front of the variant's allocator (loaded twice, it would count every call twice)",
-                    f"{short(value, 200)!r}: perflab_alloc.so",
-                )
-            return value
-        if value not in allocators.NAMES:
-            raise fail(
-                f"one of {', '.join(allocators.NAMES)} or an absolute path to a .so",
-                f"known allocators: {', '.join(allocators.NAMES)}",
-            )
-        return value
-
-    @field_validator("client_library")
-    @classmethod
-    def _client_library(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        hint = "an absolute path to a libmariadb.so.3 (or a compatible client library) for sysbench"
-        if not value.startswith("/") or not value.isprintable():
-            raise fail("an absolute path to a shared library", hint)
-        try:
-            what = elf.not_preloadable(Path(value)) if Path(value).exists() else "no such file"
-        except OSError as exc:
-            what = exc.strerror or str(exc)
-        if what:
-            raise fail("a shared library (.so) sysbench can load", hint, f"{short(value, 200)!r}: {what}")
-        return value
-
-    @field_validator("env", "client_env")
-    @classmethod
-    def _env(cls, value: dict[str, Any]) -> dict[str, str]:
-        return {k: str(v) for k, v in value.items()}
-
-
-Axes = dict[
-    Annotated[str, AfterValidator(check_axis_name)],
-    Annotated[dict[Annotated[str, AfterValidator(check_label)], "Variant"], AfterValidator(check_non_empty_axis)],
-]
-
-
-Target = Literal["server", "client"]
-
-
-def _targets(value: list[str]) -> list[str]:
-    if not value:
-        raise fail('at least one of "server", "client"', 'e.g. targets = ["server", "client"]')
-    return list(dict.fromkeys(value))
-
-
-Targets = Annotated[list[Target], AfterValidator(_targets)]
-
-
-class PerfObserve(_Strict):
-    """`perf = { frequency = 99, call_graph = "fp", targets = ["server", "client"], warmup = true }`:
-    on-CPU call graphs of the server and/or the client (sysbench), over the window and, with
-    warmup (the default: perf records system-wide, so the warm-up costs no more), from the
-    workload's start; the seconds of detected stalls get their own profile (docs/profiles.md)."""
-
-    frequency: StrictInt = Field(default=99, ge=1, le=5000)
-    call_graph: Literal["fp", "dwarf"] = "fp"
-    targets: Targets = ["server"]
-    warmup: StrictBool = True
-
-
-class PmpObserve(_Strict):
-    """`pmp = { interval = "1s", targets = ["client"], warmup = false }`: wall-clock stacks of
-    every thread of the server and/or the client; warmup = true samples from the workload's start
-    (off by default: it stops every thread once per interval, during the warm-up too)."""
-
-    interval: Duration = 1.0
-    tool: Literal["libdw", "eu-stack"] = "libdw"
-    targets: Targets = ["server"]
-    warmup: StrictBool = False
-
-    @field_validator("interval")
-    @classmethod
-    def _interval(cls, value: float) -> float:
-        if not 0.05 <= value <= 60:
-            raise fail("an interval between 50ms and 60s", 'e.g. interval = "1s" or "200ms"')
-        return value
-
-
-class AllocObserve(_Strict):
-    """`alloc = { period = "512K", stacks = true, syscalls = true }`: what the server asks of its
-    allocator (calls and bytes by size class, and its mmap/munmap/... syscalls) per transaction,
-    and one allocation stack per `period` bytes on average (docs/profiles.md). `syscalls = false`
-    leaves out the kernel's syscall tracepoints (and their cost): `syscalls_per_txn` is then null."""
-
-    period: StrictInt | StrictStr = 512 * 1024
-    stacks: StrictBool = True
-    syscalls: StrictBool = True
-
-    @field_validator("period")
-    @classmethod
-    def _period(cls, value: int | str) -> int:
-        try:
-            size = parse_size(value)
-        except ValueError:
-            raise fail("a size such as 512K or 1M", "the mean bytes between two sampled allocations") from None
-        if not 4096 <= size <= 1 << 34:
-            raise fail("a period between 4K and 16G", 'e.g. period = "512K"')
-        return size
-
-
-def _observer_flag(value: Any) -> Any:
-    """`perf = true` means the defaults, `perf = false` none."""
-    if value is True:
-        return {}
-    return None if value is False else value
-
-
-class ObserveSection(_Strict):
-    rss: StrictBool = True
-    perf: Annotated[PerfObserve | None, BeforeValidator(_observer_flag)] = None
-    pmp: Annotated[PmpObserve | None, BeforeValidator(_observer_flag)] = None
-    alloc: Annotated[AllocObserve | None, BeforeValidator(_observer_flag)] = None
-    # the storage's reads and writes, the server's fsyncs and its own I/O counters, once a second
-    # (run/observers/io.py, docs/storage.md)
-    io: StrictBool = False
-    status: StrictBool = False  # SHOW GLOBAL STATUS and INNODB_METRICS once a second (run/observers/status.py)
-    # a canary's CPU time for fixed work, the verdicts' covariate (observers/host_speed.py); unset: on in
-    # `perflab calibrate`, and in a run whose calibration measured a usable slope (cli/calibrated.py)
-    host_speed: StrictBool | None = None
-
-
 class HostSection(_Strict):
     """[hosts.NAME]: a machine reached over SSH (docs/hosts.md); identity and options from the ssh config."""
 
@@ -494,19 +327,30 @@ class ExperimentFile(_Strict):
 
     @field_validator("variants")
     @classmethod
-    def _glibc_of_a_root(cls, value: dict[str, dict[str, Variant]], info: ValidationInfo) -> dict[str, dict[str, Variant]]:
+    def _glibc_of_a_root(
+        cls, value: dict[str, dict[str, Variant]], info: ValidationInfo
+    ) -> dict[str, dict[str, Variant]]:
         """glibc = SUITE meeting a build that runs from a private root, in the same variant or on
         another axis (every combination is a cell): that build has its own suite's C library."""
         builds = info.data.get("builds") or {}
-        rooted = {(axis, v.build) for axis, ls in value.items() for v in ls.values() if v.build in builds
-                  and builds[v.build].suite is not None}  # fmt: skip
+        rooted = {
+            (axis, v.build)
+            for axis, ls in value.items()
+            for v in ls.values()
+            if v.build in builds and builds[v.build].suite is not None
+        }
         for axis, labels in value.items():
             for label, variant in labels.items():
                 met = sorted(b for a, b in rooted if a != axis or b == variant.build)
                 if variant.glibc and met:
-                    raise PydanticCustomError("perflab", "{expected}", {
-                        "expected": f"variants.{axis}.{label}.glibc: a binary of this system",
-                        "hint": f"builds.{met[0]} runs from its own {builds[met[0]].suite} private root, with that "
-                                "suite's C library: drop glibc there, or use the installed server or a basedir",
-                        "found": repr(variant.glibc)})  # fmt: skip
+                    raise PydanticCustomError(
+                        "perflab",
+                        "{expected}",
+                        {
+                            "expected": f"variants.{axis}.{label}.glibc: a binary of this system",
+                            "hint": f"builds.{met[0]} runs from its own {builds[met[0]].suite} private root, with that "
+                            "suite's C library: drop glibc there, or use the installed server or a basedir",
+                            "found": repr(variant.glibc),
+                        },
+                    )
         return value

@@ -89,17 +89,24 @@ def read(path: Path) -> dict[str, Any]:
         what = f"noise.{bad[0]}" if isinstance(noise, dict) and bad else "noise" if not noise else "created_at"
         raise UsageError(f"{path}: corrupt calibration file ({what} is missing or not a number >= 0)", HINT)
     slope = doc.get("host_speed")  # optional: the canary's slope ([observe] host_speed)
-    if slope is not None and not (isinstance(slope, dict) and isinstance(slope.get("slope"), int | float)
-                                  and abs(slope["slope"]) <= MAX_SLOPE):  # fmt: skip
+    if slope is not None and not (
+        isinstance(slope, dict) and isinstance(slope.get("slope"), int | float) and abs(slope["slope"]) <= MAX_SLOPE
+    ):
         raise UsageError(f"{path}: corrupt calibration file (host_speed.slope is not a number from -5 to 5)", HINT)
     weight = (slope or {}).get("chase_weight")  # optional, since 2026-11-25: the chase's weight beside the spin
     if weight is not None and not (isinstance(weight, int | float) and 0 <= weight <= MAX_CHASE_WEIGHT):
-        raise UsageError(f"{path}: corrupt calibration file (host_speed.chase_weight is not a number from 0 to "
-                         f"{MAX_CHASE_WEIGHT:g})", HINT)  # fmt: skip
+        raise UsageError(
+            f"{path}: corrupt calibration file (host_speed.chase_weight is not a number from 0 to "
+            f"{MAX_CHASE_WEIGHT:g})",
+            HINT,
+        )
     weight = (slope or {}).get("steal_weight")  # optional, since 2026-11-26: the host's steal time beside the canary
     if weight is not None and not (isinstance(weight, int | float) and 0 <= weight <= MAX_STEAL_WEIGHT):
-        raise UsageError(f"{path}: corrupt calibration file (host_speed.steal_weight is not a number from 0 to "
-                         f"{MAX_STEAL_WEIGHT:g})", HINT)  # fmt: skip
+        raise UsageError(
+            f"{path}: corrupt calibration file (host_speed.steal_weight is not a number from 0 to "
+            f"{MAX_STEAL_WEIGHT:g})",
+            HINT,
+        )
     return doc
 
 

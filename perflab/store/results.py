@@ -1,34 +1,6 @@
 """The results directory: results.db (SQLite, WAL) plus logs/, read and written only here.
 
-Schema version history (`meta.schema_version`):
-  1  first version: meta, cells, intervals, rss_samples.
-  2  steady state per cell: cells.warmup_s is now the *detected* end of the warm-up, with
-     warmup_method, window_start_s (where the measured window began), settled,
-     unsettled_reason, stalls (JSON) and steady (JSON); backtrace of a crashed server. A version 1 directory is upgraded
-     in place when opened (columns added; its cells keep NULL there, and readers detect
-     their steady state from the stored intervals).
-  3  cells.alloc (JSON): what the server asked of its allocator per transaction, with
-     [observe] alloc (run/observers/alloc/tracer.py). Older directories are upgraded in place
-     (the column added, NULL).
-  4  cells.build (JSON): the server binary the cell ran (a [builds] entry or the installed
-     package): name, binary, sha256, version, compiler, kind, recipe. Upgraded in place (NULL).
-  5  the client and the server's counters: cells.client (JSON: the client's preload, library,
-     env, RSS, faults and switches per transaction), cells.server_status (JSON, [observe]
-     status: counters per transaction, gauges' window means) and the table status_samples
-     (one row per counter per sample). Upgraded in place (NULL columns, an empty table).
-  6  profiles per target and phase: profiles.target (server | client: whose stacks) joins the
-     key (cell_id, source, phase, target); phase is measured (the window), warmup (from the
-     workload's start to the window) or stall (the seconds of the cell's detected stalls).
-     Upgraded in place: the profiles table is rebuilt, its rows get target = 'server'.
-  7  cells.host_speed (JSON, [observe] host_speed: the canary's CPU ns for a fixed piece of work
-     over the window, its median, spread and per-second medians; run/observers/host_speed.py),
-     the verdicts' covariate (analyze/host_speed.py). Upgraded in place (NULL).
-  8  cells.design (JSON, experiment.design = "interleaved"; NULL: the sequential design): how the
-     cell ran beside the others of its round and thread count: {name, slice_s, group (their ids),
-     turn, active_s, warning} (run/interleave.py). Upgraded in place (NULL).
-  9  cells.retry_of: the id of the cell this one measures again (a cell that failed or did not
-     settle is run once more, after its round: run/scheduler.py); NULL for a first measurement.
-     The analysis uses the retry in place of the cell it names. Upgraded in place (NULL).
+The tables, their version history and the upgrades: store/schema.py.
 
 A cell is written in one transaction when it ends, so a killed run loses at most the cell in
 flight. Readers get plain dicts; the JSON export (report/export.py) is built from them.
@@ -39,126 +11,21 @@ derived from the tables and refreshed on open; they do not change the schema ver
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from perflab.errors import ResultsFormatError
-from perflab.store import views
+from perflab.store import schema, views
+from perflab.store.schema import (
+    JSON_COLUMNS,
+    PROFILE_COLUMNS,
+    PROFILES_TABLE,
+    has_profiles,
+    upgrade,
+)
 
-SCHEMA_VERSION = 9
 DB_NAME = "results.db"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS cells (
-    id INTEGER PRIMARY KEY,            -- the cell's position in the run order, from 0
-    key TEXT NOT NULL UNIQUE,          -- axis=label,.../tN/rN
-    variant TEXT NOT NULL,             -- JSON axis -> label
-    threads INTEGER NOT NULL,
-    repeat INTEGER NOT NULL,
-    status TEXT NOT NULL,              -- ok | failed
-    error TEXT,
-    log_tail TEXT,
-    backtrace TEXT,                    -- the server's own stack trace from its error log, if it crashed
-    started_at TEXT, ended_at TEXT,
-    preload TEXT, allocator_library TEXT, allocator_version TEXT,
-    env TEXT NOT NULL, server_options TEXT NOT NULL, pinning TEXT,
-    warmup_s REAL,                     -- detected end of the warm-up, s since the workload started
-    warmup_method TEXT,                -- mser-5 | mser-1 | none
-    window_start_s REAL,               -- where the measured window began (configured)
-    settled INTEGER,                   -- 1: the warm-up ended before the window, no drift in it
-    unsettled_reason TEXT,
-    stalls TEXT,                       -- JSON [{start_s, end_s, min_qps, kind}]
-    steady TEXT,                       -- JSON {qps_mean, qps_ci_low, qps_ci_high, cv, batch_s, seconds}
-    summary TEXT,                      -- JSON, sysbench summary of the measured window
-    resources TEXT,                    -- JSON, see docs/results-format.md
-    sysbench_options TEXT,             -- JSON, every effective option, defaults included
-    alloc TEXT,                        -- JSON, [observe] alloc: calls, bytes, syscalls per transaction
-    build TEXT,                        -- JSON, the server binary: name, binary, sha256, version, compiler, recipe
-    client TEXT,                       -- JSON, the workload client: preload, library, RSS, faults, switches
-    server_status TEXT,                -- JSON, [observe] status: per_txn, gauges, samples, window_s
-    host_speed TEXT,                   -- JSON, [observe] host_speed: work_ns, samples, spread, seconds
-    design TEXT,                       -- JSON, design = "interleaved": slice_s, group, turn, active_s, warning
-    retry_of INTEGER                   -- the id of the failed or unsettled cell this one measures again
-);
-CREATE TABLE IF NOT EXISTS intervals (
-    cell_id INTEGER NOT NULL REFERENCES cells(id),
-    t REAL NOT NULL,                   -- seconds since the cell's workload started
-    warmup INTEGER NOT NULL,
-    tps REAL, qps REAL, reads REAL, writes REAL, other REAL,
-    p95_ms REAL, errors_per_s REAL, reconnects_per_s REAL,
-    PRIMARY KEY (cell_id, t)
-);
-CREATE TABLE IF NOT EXISTS rss_samples (
-    cell_id INTEGER NOT NULL REFERENCES cells(id),
-    t REAL NOT NULL,                   -- seconds since the measured window started
-    rss_bytes INTEGER NOT NULL
-);
-"""
-_STATUS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS status_samples (
-    cell_id INTEGER NOT NULL REFERENCES cells(id),
-    t REAL NOT NULL,                   -- seconds since the measured window started
-    name TEXT NOT NULL,                -- a SHOW GLOBAL STATUS name, or INNODB_METRICS.<name>
-    value REAL NOT NULL,
-    PRIMARY KEY (cell_id, t, name)
-)"""
-
-_JSON_COLUMNS = (
-    "variant",
-    "env",
-    "server_options",
-    "pinning",
-    "summary",
-    "resources",
-    "sysbench_options",
-    "stalls",
-    "steady",
-    "alloc",
-    "build",
-    "client",
-    "server_status",
-    "host_speed",
-    "design",
-)
-_V9_COLUMNS = ("retry_of INTEGER",)
-_V8_COLUMNS = ("design TEXT",)
-_V7_COLUMNS = ("host_speed TEXT",)
-_V5_COLUMNS = ("client TEXT", "server_status TEXT")
-_V4_COLUMNS = ("build TEXT",)
-_V3_COLUMNS = ("alloc TEXT",)
-_V2_COLUMNS = (
-    "backtrace TEXT",
-    "warmup_method TEXT",
-    "window_start_s REAL",
-    "settled INTEGER",
-    "unsettled_reason TEXT",
-    "stalls TEXT",
-    "steady TEXT",
-)
-
-
-def _create(path: Path) -> None:
-    """A new, empty results database at `path`, which appears whole: its schema is written beside it
-    and renamed into place, so a reader polling the directory (`perflab status`, a script, a test)
-    never opens a database that has no tables yet."""
-    fresh = not path.exists()  # else (a caller that checked nothing) the schema is completed in place
-    scratch = path.with_name(path.name + ".new") if fresh else path
-    if fresh:
-        for leftover in (scratch, *(scratch.with_name(scratch.name + s) for s in ("-wal", "-shm", "-journal"))):
-            leftover.unlink(missing_ok=True)
-    db = sqlite3.connect(scratch, isolation_level=None)
-    try:
-        db.executescript(_SCHEMA + _STATUS_SCHEMA)
-        db.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (json.dumps(SCHEMA_VERSION),)
-        )
-    finally:
-        db.close()
-    if fresh:
-        os.replace(scratch, path)
 
 
 class Results:
@@ -171,79 +38,13 @@ class Results:
             raise ResultsFormatError(f"{self.dir}: no {DB_NAME} here", "pass the directory `perflab run -o` wrote")
         if create:
             (self.dir / "logs").mkdir(parents=True, exist_ok=True)
-            _create(path)
+            schema.create(path)
         self.db = sqlite3.connect(path, isolation_level=None)  # explicit transactions only
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
         if not create:
-            version = self.meta().get("schema_version")
-            if version == 1:
-                self._upgrade_from_1()
-                version = 2
-            if version == 2:
-                self._add_columns(_V3_COLUMNS, 3)
-                version = 3
-            if version == 3:
-                self._add_columns(_V4_COLUMNS, 4)
-                version = 4
-            if version == 4:
-                self._add_columns(_V5_COLUMNS, 5, _STATUS_SCHEMA)
-                version = 5
-            if version == 5:
-                self._add_columns((), 6, *self._profiles_upgrade())
-                version = 6
-            if version == 6:
-                self._add_columns(_V7_COLUMNS, 7)
-                version = 7
-            if version == 7:
-                self._add_columns(_V8_COLUMNS, 8)
-                version = 8
-            if version == 8:
-                self._add_columns(_V9_COLUMNS, 9)
-                version = SCHEMA_VERSION
-            if version != SCHEMA_VERSION:
-                raise ResultsFormatError(
-                    f"{path}: results schema version {version!r}, this perflab reads {SCHEMA_VERSION}",
-                    "use the perflab version that wrote it",
-                )
+            upgrade(self.db, path)
             self.refresh_views()
-
-    def _upgrade_from_1(self) -> None:
-        """Version 1 stored the configured warm-up in warmup_s: it becomes window_start_s."""
-        self._add_columns(_V2_COLUMNS, 2, "UPDATE cells SET window_start_s = warmup_s")
-
-    def _add_columns(self, columns: tuple[str, ...], version: int = SCHEMA_VERSION, *statements: str) -> None:
-        """One upgrade step, in one transaction: the columns, then `statements`, then the version."""
-        with self.db:
-            self.db.execute("BEGIN")
-            have = {row[1] for row in self.db.execute("PRAGMA table_info(cells)")}
-            for column in columns:
-                if column.split()[0] not in have:  # a directory some later step already gave it
-                    self.db.execute(f"ALTER TABLE cells ADD COLUMN {column}")
-            for statement in statements:
-                self.db.execute(statement)
-            self.db.execute(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (json.dumps(version),)
-            )
-
-    def _profiles_upgrade(self) -> tuple[str, ...]:
-        """Schema 6 keys profiles by target too: SQLite cannot change a primary key, so the table
-        is rebuilt (its rows are the server's: version 5 profiled nothing else)."""
-        if not self._has_profiles():
-            return ()
-        columns = ", ".join(c for c in _PROFILE_COLUMNS if c != "target")
-        return (
-            "DROP VIEW IF EXISTS profile_top_flat",
-            "ALTER TABLE profiles RENAME TO profiles_v5",
-            _PROFILES_SCHEMA,
-            f"INSERT INTO profiles ({columns}, target) SELECT {columns}, 'server' FROM profiles_v5",
-            "DROP TABLE profiles_v5",
-        )
-
-    def _has_profiles(self) -> bool:
-        return bool(
-            self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'profiles'").fetchone()
-        )
 
     def close(self) -> None:
         self.db.close()
@@ -300,7 +101,7 @@ class Results:
         rss_samples: list[tuple[float, int]],
         status_samples: Any = (),
     ) -> None:
-        row = {k: (json.dumps(v) if k in _JSON_COLUMNS and v is not None else v) for k, v in cell.items()}
+        row = {k: (json.dumps(v) if k in JSON_COLUMNS and v is not None else v) for k, v in cell.items()}
         columns = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         self.db.execute("DELETE FROM intervals WHERE cell_id = ?", (cell["id"],))
@@ -326,7 +127,7 @@ class Results:
         out = []
         for row in self.db.execute("SELECT * FROM cells ORDER BY id"):
             cell = dict(row)
-            for key in _JSON_COLUMNS:
+            for key in JSON_COLUMNS:
                 if cell.get(key) is not None:
                     cell[key] = json.loads(cell[key])
             out.append(cell)
@@ -353,12 +154,12 @@ class Results:
     # table is created with the first profile, so results without profiles read as before.
 
     def commit_profile(self, row: dict[str, Any]) -> None:
-        """Store (or replace) the reference to one cell's profile: keys of _PROFILE_COLUMNS."""
-        values = {k: (json.dumps(row.get(k)) if k in ("quality", "top") else row.get(k)) for k in _PROFILE_COLUMNS}
+        """Store (or replace) the reference to one cell's profile: keys of PROFILE_COLUMNS."""
+        values = {k: (json.dumps(row.get(k)) if k in ("quality", "top") else row.get(k)) for k in PROFILE_COLUMNS}
         values["target"] = values["target"] or "server"
         with self.db:
             self.db.execute("BEGIN")
-            self.db.execute(_PROFILES_SCHEMA)
+            self.db.execute(PROFILES_TABLE)
             self.db.execute(
                 f"INSERT OR REPLACE INTO profiles ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
                 list(values.values()),
@@ -367,7 +168,7 @@ class Results:
 
     def profiles(self, cell_id: int | None = None) -> list[dict[str, Any]]:
         """Profile references, by cell, source, target then phase; [] for results without profiles."""
-        if not self._has_profiles():
+        if not has_profiles(self.db):
             return []
         where, args = ("WHERE cell_id = ?", (cell_id,)) if cell_id is not None else ("", ())
         out = []
@@ -380,39 +181,3 @@ class Results:
                 item[key] = json.loads(item[key]) if item[key] else None
             out.append(item)
         return out
-
-
-_PROFILES_SCHEMA = """
-CREATE TABLE IF NOT EXISTS profiles (
-    cell_id INTEGER NOT NULL,          -- cells.id
-    source TEXT NOT NULL,              -- perf | pmp | alloc
-    phase TEXT NOT NULL,               -- measured (the window the cell's figures cover) | warmup | stall
-    target TEXT NOT NULL DEFAULT 'server',  -- server | client (sysbench): whose stacks
-    path TEXT NOT NULL,                -- folded stacks, relative to the results directory
-    samples INTEGER NOT NULL,          -- stacks sampled (pmp: thread stacks)
-    seconds REAL NOT NULL,             -- how long the profiler ran
-    transactions REAL,                 -- the cell's transactions over the profile's span (its phase)
-    window_transactions INTEGER,       -- sysbench's count over the whole measured window
-    frequency_hz REAL,                 -- perf: samples per second per CPU
-    interval_s REAL,                   -- pmp: seconds between samples
-    call_graph TEXT,                   -- perf: fp | dwarf; pmp: libdw | eu-stack
-    quality TEXT,                      -- JSON: stack quality and what to do about it
-    top TEXT,                          -- JSON: top functions by self samples per transaction
-    PRIMARY KEY (cell_id, source, phase, target)
-)"""
-_PROFILE_COLUMNS = (
-    "cell_id",
-    "source",
-    "phase",
-    "target",
-    "path",
-    "samples",
-    "seconds",
-    "transactions",
-    "window_transactions",
-    "frequency_hz",
-    "interval_s",
-    "call_graph",
-    "quality",
-    "top",
-)

@@ -42,9 +42,9 @@ sys.path.insert(0, str(HERE.parent.parent))  # the perflab checkout this file be
 from perflab.run.observers.elf import FunctionStarts  # noqa: E402
 from perflab.run.observers.perf import PerfRecorder  # noqa: E402
 from perflab.run.proc import Child, clean_env, guarded  # noqa: E402
+from perflab.run.workloads import sysbench, sysbench_output  # noqa: E402
 from perflab.servers.mariadb.datadir import install_datadir  # noqa: E402
 from perflab.servers.mariadb.server import MariaDB  # noqa: E402
-from perflab.run.workloads import sysbench  # noqa: E402
 
 TABLES, TABLE_SIZE, SECONDS, THREADS = 2, 5000, 3, 2
 BASE = {
@@ -105,7 +105,7 @@ def record(workdir: Path) -> dict[str, Any]:
                 key = f"perf_{name}_r{repeat}"
                 with gzip.open(OUT / f"{key}.txt.gz", "wt", encoding="utf-8") as f:
                     f.write(text)
-                summary = sysbench.parse_summary(log.read_text(encoding="utf-8"))
+                summary = sysbench_output.parse_summary(log.read_text(encoding="utf-8"))
                 assert summary is not None, log.read_text()
                 meta["perf"][key] = {
                     "variant": name,

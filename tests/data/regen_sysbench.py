@@ -33,9 +33,9 @@ OUT = HERE / "sysbench"
 sys.path.insert(0, str(HERE.parent.parent))  # the perflab checkout this file belongs to
 
 from perflab.run.proc import clean_env, guarded  # noqa: E402
+from perflab.run.workloads import sysbench, sysbench_output  # noqa: E402
 from perflab.servers.mariadb.datadir import install_datadir  # noqa: E402
 from perflab.servers.mariadb.server import MariaDB  # noqa: E402
-from perflab.run.workloads import sysbench  # noqa: E402
 
 TABLES, TABLE_SIZE = 1, 1000
 ORDER_BY_ONLY = {
@@ -152,10 +152,10 @@ def record(workdir: Path) -> dict[str, dict[str, Any]]:
 def expected(name: str, text: str) -> dict[str, Any]:
     if name in HELP:
         return {"options": sysbench.parse_options_help(text)}
-    summary = sysbench.parse_summary(text)
+    summary = sysbench_output.parse_summary(text)
     return {
-        "intervals": [dataclasses.asdict(iv) for iv in sysbench.parse_intervals(text)],
-        "histogram": [list(row) for row in sysbench.parse_histogram(text)],
+        "intervals": [dataclasses.asdict(iv) for iv in sysbench_output.parse_intervals(text)],
+        "histogram": [list(row) for row in sysbench_output.parse_histogram(text)],
         "summary": summary.to_dict() if summary else None,
     }
 

@@ -59,9 +59,11 @@ def processes(name: str) -> list[tuple[int, str]]:
     return found
 
 
-def perflab_children(workdir: str | Path = "/dev/shm/perflab-") -> list[tuple[int, str]]:
+def perflab_children(workdir: str | Path | None = None) -> list[tuple[int, str]]:
     """mariadbd and sysbench processes whose command line names `workdir` (by default: any
-    perflab's; pass a run's own work directory when other perflab runs may be going on)."""
+    perflab run's of this test process, under its PERFLAB_TMPFS; pass a run's own work directory
+    when other perflab runs may be going on)."""
+    workdir = workdir if workdir is not None else f"{os.environ.get('PERFLAB_TMPFS', '/dev/shm')}/perflab-"
     servers = [p for p in processes("mariadbd") if str(workdir) in p[1]]
     clients = [p for p in processes("sysbench") if str(workdir) in p[1]]
     return servers + clients

@@ -16,11 +16,13 @@ way out every process left in each namespace is killed and the namespaces and li
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import random
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
 PRIVSEP = Path("/run/sshd")  # sshd's privilege separation directory, which it requires to exist
+LAB_LOCK = Path(tempfile.gettempdir()) / "perflab-test-sshlab.lock"  # one lab at a time on the machine (ssh_hosts)
 
 
 @dataclass
@@ -190,9 +193,17 @@ def _remove(host: SshHost) -> None:
 
 @contextlib.contextmanager
 def ssh_hosts(tmp: Path, names: list[str]) -> Iterator[SshLab]:
-    """Start one namespace with its sshd per name; everything is removed on the way out."""
+    """Start one namespace with its sshd per name; everything is removed on the way out. One lab at
+    a time on the machine (an exclusive lock while it lives): make test runs modules in parallel,
+    and two labs would race for the free subnets and for sshd's privilege-separation directory."""
     lab = SshLab(tmp / "ssh", tmp / "ssh" / "config", tmp / "ssh" / "known_hosts", tmp / "ssh" / "id_ed25519")
     lab.dir.mkdir(parents=True)
+    with open(LAB_LOCK, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, after the removal
+        yield from _lab(lab, names)
+
+
+def _lab(lab: SshLab, names: list[str]) -> Iterator[SshLab]:
     made_privsep = not PRIVSEP.exists()
     try:
         PRIVSEP.mkdir(mode=0o755, exist_ok=True)

@@ -15,6 +15,9 @@ from perflab.analyze.ratio import MIN_PAIRS
 from tests.conftest import perflab
 from tests.integration.helpers import write_experiment
 
+# alone (make test runs the quiet modules first, one at a time): verdicts on measured effects
+pytestmark = pytest.mark.quiet
+
 # DISTINCT range queries need an internal temporary table; with at most 1 KiB of it in
 # memory, every query writes an on-disk (Aria) temporary table: 3-4x fewer QPS, measured.
 VERDICT = """
@@ -23,7 +26,7 @@ design = "sequential"  # what this test checks runs one server at a time
 name = "it-verdict"
 duration = "4s"
 max_warmup = "3s"
-repeats = 5  # paired within rounds (MIN_PAIRS): the drift of a busy machine cancels
+repeats = 3  # paired within rounds (MIN_PAIRS: 2): the drift of a busy machine cancels
 
 [dataset]
 tables = 1

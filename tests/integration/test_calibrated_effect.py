@@ -24,6 +24,9 @@ from tests.conftest import perflab
 from tests.data.calibrated.build import ENV, build
 from tests.integration.helpers import write_experiment
 
+# alone (make test runs the quiet modules first, one at a time): a QPS ratio between two cells run one after the other
+pytestmark = pytest.mark.quiet
+
 PROGRAM = r"""
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +85,7 @@ def test_each_call_burns_the_cpu_it_is_told_to(tmp_path: Path) -> None:
     for ns in (500, 2000):
         extra = per_call_ns(tmp_path / "p", lib, str(ns)) - plain
         # 0.79-1.06x measured, idle to load 12; the loop runs slower than at its calibration when
-        # the other vCPU is busy (bench/calibrated_effect.py measures the effect it really has)
+        # the other vCPU is busy (bench/archive/calibrated_effect.py measures the effect it really has)
         assert 0.7 * ns < extra < 2.0 * ns, (ns, extra)
 
 

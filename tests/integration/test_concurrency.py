@@ -11,8 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.integration.helpers import write_experiment
+
+# alone (make test runs the quiet modules first, one at a time): 1024 client threads, the limits
+pytestmark = pytest.mark.quiet
 
 THREADS = 1024
 

@@ -17,6 +17,9 @@ import pytest
 from tests.conftest import ROOT, perflab
 from tests.integration.helpers import write_experiment
 
+# alone (make test runs the quiet modules first, one at a time): a QPS ratio, and rounds until a verdict
+pytestmark = pytest.mark.quiet
+
 RAMP = ROOT / "tests" / "data" / "workloads" / "ramp.lua"
 BUDGET_S = 50
 

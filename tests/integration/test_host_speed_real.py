@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from perflab.analyze import host_speed, summary
+from perflab.analyze import host_slope, host_speed, summary
 from perflab.store.results import Results
 from tests.conftest import perflab
 from tests.freezes import Freezes
@@ -47,14 +47,16 @@ host_speed = true
 
 
 def canaries() -> list[str]:
-    found = []
+    """The canaries of this test process's runs (their binary is built in the run's work directory,
+    under PERFLAB_TMPFS: tests/conftest.py), still running. Another worker's runs are not ours."""
+    found, ours = [], os.environ.get("PERFLAB_TMPFS", "/dev/shm")
     for entry in os.listdir("/proc"):
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
         except (OSError, ValueError):
             continue
-        if "perflab-canary" in cmdline:
+        if "perflab-canary" in cmdline and ours in cmdline:
             found.append(cmdline)
     return found
 
@@ -187,7 +189,7 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
     # the rest of the test then goes on with a slope written into the file, as a longer one would give
     with Results(Path(doc["results"])) as results:
         _, loaded = summary.load(results)
-    refitted = host_speed.calibrate(loaded, chase=True)
+    refitted = host_slope.calibrate(loaded, chase=True)
     assert (slope is None) == (refitted is None), (slope, refitted)
     if settled < host_speed.MIN_CELLS:
         assert slope is None
@@ -201,13 +203,13 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
     assert slope["steal_weight"] is None or 0 < slope["steal_weight"] <= 20  # steal: weighed in when resolved
     assert all(c["resources"]["steal_cpu_cores"] >= 0 for c in aa if c["status"] == "ok")  # what it is fitted on
     assert all(c["host_speed"]["chase_ns"] > 0 for c in aa if c["status"] == "ok" and c["settled"])
-    if host_speed.usable_slope(slope) is None:  # resolved: the noise left after adjusting, and its plan
+    if host_slope.usable_slope(slope) is None:  # resolved: the noise left after adjusting, and its plan
         assert slope["restart"] is None or (slope["restart"] >= 0 and 0 < slope["plan"]["effect"] < 1)
     else:
         assert slope["restart"] is None and slope["plan"] is None
     saved = Path(doc["file"])
     assert json.loads(saved.read_text())["host_speed"] == slope
-    unused = host_speed.usable_slope(slope)
+    unused = host_slope.usable_slope(slope)
     check = perflab("run", str(toml), "--check")
     assert check.returncode == 0, check.stdout + check.stderr
     if unused is None:  # resolved: the file's canary is turned on for it
@@ -245,7 +247,7 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
         calibration = results.meta()["calibration"]
         results.set_meta(calibration={**calibration, "host_speed": {**calibration["host_speed"], "slope": 50.0}})
     report = " ".join(perflab("report", str(out)).stdout.split())
-    if host_speed.within_rounds(run["cells"], "qps", 0.8, 1.5) is not None:  # 8 settled cells with a figure
+    if host_slope.within_rounds(run["cells"], "qps", 0.8, 1.5) is not None:  # 8 settled cells with a figure
         assert "host speed: this run's own within-round slope is" in report, report
         assert "the calibrated one its verdicts used 50.00 ± 0.05" in report and "over-adjusts" in report, report
     else:

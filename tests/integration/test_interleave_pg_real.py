@@ -13,6 +13,9 @@ from tests.conftest import perflab
 from tests.freezes import Freezes
 from tests.integration.helpers import write_experiment
 
+# alone (make test runs the quiet modules first, one at a time): turn lengths within 100 ms turns
+pytestmark = pytest.mark.quiet
+
 SPEC = """
 [experiment]
 name = "it-pg-interleaved"

@@ -21,6 +21,9 @@ from tests.conftest import perflab
 from tests.data.calibrated.build import ENV, build
 from tests.integration.helpers import write_experiment
 
+# alone (make test runs the quiet modules first, one at a time): turn lengths within 100 ms turns
+pytestmark = pytest.mark.quiet
+
 NS = 20_000
 SPEC = """
 [experiment]

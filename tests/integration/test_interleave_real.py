@@ -24,6 +24,9 @@ from tests.conftest import ROOT, perflab
 from tests.freezes import Freezes
 from tests.integration.helpers import perflab_children, write_experiment
 
+# alone (make test runs the quiet modules first, one at a time): turn lengths and latencies within 100 ms turns
+pytestmark = pytest.mark.quiet
+
 INTERLEAVED = """
 [experiment]
 name = "it-interleaved"

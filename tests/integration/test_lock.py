@@ -8,8 +8,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.integration.helpers import write_experiment
+
+# alone (make test runs the quiet modules first, one at a time): one run per machine, another test's would hold it
+pytestmark = pytest.mark.quiet
 
 SPEC = """
 [experiment]

@@ -13,6 +13,9 @@ import pytest
 from tests.conftest import inferno_path, perflab
 from tests.integration.helpers import processes, write_experiment
 
+# alone (make test runs the quiet modules first, one at a time): a profile diff's significance, from samples
+pytestmark = pytest.mark.quiet
+
 WARMUP, DURATION = 1, 3
 
 EXPERIMENT = f"""

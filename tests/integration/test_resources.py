@@ -351,7 +351,7 @@ def test_results_disk_full_at_the_snapshot_is_a_clear_error(tmp_path: Path, tmpf
     assert integrity(out) == "ok" and stored_rows(out) == []
     assert not (out / "dataset").exists()
     workdir = str(meta(out, "workdir"))
-    assert workdir.startswith("/dev/shm/perflab-") and not Path(workdir).exists()
+    assert workdir.startswith(f"{os.environ.get('PERFLAB_TMPFS', '/dev/shm')}/perflab-") and not Path(workdir).exists()
     assert perflab_children(workdir) == []  # the prepare server is gone too
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.store.results import SCHEMA_VERSION
+from perflab.store.schema import SCHEMA_VERSION
 from tests.conftest import perflab
 from tests.freezes import Freezes
 from tests.integration.helpers import write_experiment

@@ -1,7 +1,7 @@
 """`aslr = false` and `prewarm = true` on the real servers: the running server's personality
 says no randomization, the prewarm read every row of every index before the workload, and a
 cell without either runs as before; PostgreSQL takes both switches through setpriv and
-pg_prewarm. Whether they make a measurement steadier: bench/variance_options.py."""
+pg_prewarm. Whether they make a measurement steadier: bench/archive/variance_options.py."""
 
 from __future__ import annotations
 

@@ -15,6 +15,9 @@ import pytest
 from tests.conftest import ROOT, perflab
 from tests.integration.helpers import write_experiment
 
+# alone (make test runs the quiet modules first, one at a time): a ramp in per-second QPS, reshaped by load
+pytestmark = pytest.mark.quiet
+
 RAMP = ROOT / "tests" / "data" / "workloads" / "ramp.lua"
 
 EXPERIMENT = f"""

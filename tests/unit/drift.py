@@ -1,6 +1,6 @@
 """Simulated experiments on a drifting machine: rounds of randomized blocks, as perflab runs
 them, for the error rates of the verdicts (tests/unit/test_verdicts.py) and the width of the
-paired interval against Welch's (bench/paired_width.py).
+paired interval against Welch's (bench/archive/paired_width.py).
 
 The model, on the log scale, of cell c of variant v in round r:
 
@@ -15,7 +15,7 @@ per cell (a fresh server and a fresh window): `restart_cv`. The default machine 
 restart noise, 3% drift over 5 minutes) gives five consecutive cells of one variant a CV of
 1.0-2.8% (10th-90th percentile, median 1.8%), near what was measured here on an idle machine
 (1.3% in one run, 3.8% in the next, issue 12); over half an hour its level wanders about 10%
-(max/min; bench/paired_width.py prints both for every machine it simulates).
+(max/min; bench/archive/paired_width.py prints both for every machine it simulates).
 
     values = simulate(np.random.default_rng(1), Machine(), [0.0, 0.03], rounds=5, trials=1000)
     values.shape -> (1000, 2, 5)          # trial, variant (baseline first), round

@@ -281,7 +281,7 @@ def test_calibrate_saves_no_slope_that_its_reader_would_call_corrupt(monkeypatch
 
     calibrate = importlib.import_module("perflab.cli.calibrate")  # the module, not the click command
     wild = {"slope": -9.7661, "se": 6.7774, "r": -0.71, "cells": 8}
-    monkeypatch.setattr(calibrate.host_speed, "within_rounds", lambda cells, metric, *weights: wild)
+    monkeypatch.setattr(calibrate.host_slope, "within_rounds", lambda cells, metric, *weights: wild)
     noise = power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
     assert calibrate._host_speed(None, [], noise, 600, 10) is None
     _, used = calibrated.apply(spec.parse(FILE), _doc(host_speed=None), "using /x.json")

@@ -20,7 +20,8 @@ from perflab.errors import EnvironmentProblem
 from perflab.run import interleave, scheduler
 from perflab.run.cell import CellRunner
 from perflab.spec import Cell
-from perflab.store.results import SCHEMA_VERSION, Results
+from perflab.store.results import Results
+from perflab.store.schema import SCHEMA_VERSION
 
 SPEC = """
 [experiment]

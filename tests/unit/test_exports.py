@@ -20,7 +20,8 @@ import pytest
 from perflab.analyze import compare, summary
 from perflab.report import csv_export, export
 from perflab.store import views
-from perflab.store.results import SCHEMA_VERSION, Results
+from perflab.store.results import Results
+from perflab.store.schema import SCHEMA_VERSION
 from perflab.variants import variant_key
 from tests.conftest import perflab
 

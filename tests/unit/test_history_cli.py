@@ -92,6 +92,30 @@ def test_history_shows_the_step_its_cause_and_the_diff(tmp_path: Path):
     assert [(s["first_run"], s["last_run"]) for s in series["segments"]] == [(1, 12), (13, 18)]
 
 
+def test_a_cause_a_few_runs_from_the_change_point_is_named_with_its_offset(tmp_path: Path):
+    """On noisy runs a change point is placed a few runs off its step (a real general_log step in
+    a noisy hour was placed 2 runs early): where nothing differs across it, the changes within
+    NEARBY runs are named, nearest first, with how far they are."""
+    git = {"per_night": lambda i: {"git": {"experiment": "aaaa" if i < 14 else "bbbb"}}}
+    where = imported(tmp_path, nights(tmp_path, [1.0] * 12 + [0.94] * 8, **git))
+    done = perflab("history", "nightly", "--history", where)
+    assert done.returncode == 0, done.stderr
+    assert "change at run 13" in done.stdout and "what changed: nothing perflab records" in done.stdout
+    assert "changed 2 runs after it: git.experiment: aaaa -> bbbb" in done.stdout, done.stdout
+    doc = json.loads(perflab("history", "nightly", "--history", where, "--format", "json").stdout)
+    (change,) = doc["series"][0]["change_points"]
+    assert change["provenance"] == []
+    assert change["provenance_nearby"] == [{"field": "git.experiment", "before": "aaaa", "after": "bbbb", "offset": 2}]
+    page = tmp_path / "h.html"
+    assert perflab("history", "nightly", "--history", where, "--format", "html", "-o", str(page)).returncode == 0
+    assert "Changed 2 runs after it: <code>git.experiment</code>: aaaa &rarr; bbbb" in page.read_text()
+    far = {"per_night": lambda i: {"git": {"experiment": "aaaa" if i < 17 else "bbbb"}}}  # 5 runs after: not its cause
+    where = imported(tmp_path / "far", nights(tmp_path / "far", [1.0] * 12 + [0.94] * 8, **far))
+    doc = json.loads(perflab("history", "nightly", "--history", where, "--format", "json").stdout)
+    (change,) = doc["series"][0]["change_points"]
+    assert change["run"] == 13 and change["provenance"] == [] and change["provenance_nearby"] == []
+
+
 def test_the_gate_fails_on_a_newest_run_that_drops(tmp_path: Path):
     where = imported(tmp_path, nights(tmp_path, [1.0] * 12 + [0.9]))
     done = perflab("history", "nightly", "--history", where, "--fail-on", "slower:3%")

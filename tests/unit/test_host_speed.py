@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from perflab.analyze import compare, host_speed, sequential, stats
+from perflab.analyze import compare, host_slope, host_speed, sequential, stats
 from perflab.report import findings
 from perflab.run.observers import host_speed as canary
 from perflab.variants import variant_key
@@ -185,13 +185,13 @@ def with_round_effects(cells: list[dict], seed: int = 3) -> list[dict]:
 
 
 def test_the_pooled_within_round_slope_is_the_hosts_and_ignores_drift_and_the_variants_effect():
-    found = host_speed.within_rounds(with_round_effects(run(effect=0.5, rounds=20)), "qps")
+    found = host_slope.within_rounds(with_round_effects(run(effect=0.5, rounds=20)), "qps")
     assert found is not None and found["cells"] == 40
     assert found["slope"] == pytest.approx(0.7, abs=0.05) and found["r"] > 0.95
-    assert 0 < found["se"] < 0.05 and host_speed.usable_slope(found) is None
-    assert host_speed.within_rounds(run(effect=1.0, rounds=3), "qps") is None  # fewer than 8 cells
-    noisy = host_speed.within_rounds(run(effect=1.0, rounds=4, noise=0.5, seed=3), "qps")  # 8 cells, mostly noise
-    assert noisy is not None and "is not resolved" in (host_speed.usable_slope(noisy) or "")
+    assert 0 < found["se"] < 0.05 and host_slope.usable_slope(found) is None
+    assert host_slope.within_rounds(run(effect=1.0, rounds=3), "qps") is None  # fewer than 8 cells
+    noisy = host_slope.within_rounds(run(effect=1.0, rounds=4, noise=0.5, seed=3), "qps")  # 8 cells, mostly noise
+    assert noisy is not None and "is not resolved" in (host_slope.usable_slope(noisy) or "")
 
 
 def test_a_calibrated_slope_is_used_fixed_paired_on_the_adjusted_values():
@@ -271,23 +271,23 @@ def with_chase(cells: list[dict], spin: float = 0.4, chase: float = 0.3, seed: i
 
 def test_the_chases_weight_is_its_slope_over_the_spins_pooled_within_rounds():
     cells = with_round_effects(with_chase(run(effect=1.0, rounds=20)))
-    found = host_speed.chase_weight(cells, "qps")
+    found = host_slope.chase_weight(cells, "qps")
     assert found is not None
     assert found["spin"] == pytest.approx(0.4, abs=0.03) and found["chase"] == pytest.approx(0.3, abs=0.03)
-    assert found["weight"] == pytest.approx(0.75, abs=0.1) and host_speed.usable_weight(found) == found["weight"]
+    assert found["weight"] == pytest.approx(0.75, abs=0.1) and host_slope.usable_weight(found) == found["weight"]
     # with the weight the one covariate explains what the spin alone leaves
-    alone, both = host_speed.within_rounds(cells, "qps"), host_speed.within_rounds(cells, "qps", found["weight"])
+    alone, both = host_slope.within_rounds(cells, "qps"), host_slope.within_rounds(cells, "qps", found["weight"])
     assert alone["r"] < 0.85 < 0.95 < both["r"] and both["slope"] == pytest.approx(0.4, abs=0.03)
 
 
 def test_a_chase_that_does_not_matter_or_an_older_canary_weighs_nothing():
     cells = with_chase(run(effect=1.0, rounds=20), chase=0.0, noise=0.05)
-    found = host_speed.chase_weight(cells, "qps")
+    found = host_slope.chase_weight(cells, "qps")
     assert found is not None and abs(found["chase"]) < 3 * found["chase_se"]
-    assert host_speed.usable_weight(found) == 0.0
-    assert host_speed.usable_weight({"weight": 9.0, "spin": 0.1, "chase": 0.9, "chase_se": 0.01}) == 0.0  # wild
-    assert host_speed.usable_weight({"weight": -1.0, "spin": -0.3, "chase": 0.3, "chase_se": 0.01}) == 0.0
-    assert host_speed.chase_weight(run(effect=1.0, rounds=20), "qps") is None  # no chase figures: no fit
+    assert host_slope.usable_weight(found) == 0.0
+    assert host_slope.usable_weight({"weight": 9.0, "spin": 0.1, "chase": 0.9, "chase_se": 0.01}) == 0.0  # wild
+    assert host_slope.usable_weight({"weight": -1.0, "spin": -0.3, "chase": 0.3, "chase_se": 0.01}) == 0.0
+    assert host_slope.chase_weight(run(effect=1.0, rounds=20), "qps") is None  # no chase figures: no fit
     assert host_speed.log_speed({"host_speed": {"work_ns": 1e6}}, 0.5) is None  # weighed, the chase is needed
 
 
@@ -307,7 +307,7 @@ def test_calibrate_chase_saves_the_chases_weight_with_the_slope_on_both(monkeypa
     import importlib
 
     calibrate = importlib.import_module("perflab.cli.calibrate")  # the module, not the click command
-    monkeypatch.setattr(calibrate.host_speed, "usable_slope", lambda found: "not planned here")  # no Results needed
+    monkeypatch.setattr(calibrate.host_slope, "usable_slope", lambda found: "not planned here")  # no Results needed
     noise = calibrate.power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
     cells = with_round_effects(with_chase(run(effect=1.0, rounds=20)))
     saved = calibrate._host_speed(None, cells, noise, 600, 10, chase=True)
@@ -337,11 +337,11 @@ def with_steal(cells: list[dict], spin: float = 0.4, steal: float = 0.6, seed: i
 
 def test_the_steals_weight_is_its_slope_over_the_canarys_pooled_within_rounds():
     cells = with_round_effects(with_steal(run(effect=1.0, rounds=20)))
-    found = host_speed.steal_weight(cells, "qps")
+    found = host_slope.steal_weight(cells, "qps")
     assert found is not None
     assert found["speed"] == pytest.approx(0.4, abs=0.03) and found["steal"] == pytest.approx(0.6, abs=0.05)
-    assert found["weight"] == pytest.approx(1.5, abs=0.2) and host_speed.usable_steal_weight(found) == found["weight"]
-    alone, both = host_speed.within_rounds(cells, "qps"), host_speed.within_rounds(cells, "qps", 0.0, found["weight"])
+    assert found["weight"] == pytest.approx(1.5, abs=0.2) and host_slope.usable_steal_weight(found) == found["weight"]
+    alone, both = host_slope.within_rounds(cells, "qps"), host_slope.within_rounds(cells, "qps", 0.0, found["weight"])
     assert alone["r"] < 0.9 < 0.97 < both["r"] and both["slope"] == pytest.approx(0.4, abs=0.03)
     # more steal, a slower host: minus the cores, weighed, on the canary's log speed
     spin, steal = -math.log(cells[0]["host_speed"]["work_ns"]), cells[0]["resources"]["steal_cpu_cores"]
@@ -350,12 +350,12 @@ def test_the_steals_weight_is_its_slope_over_the_canarys_pooled_within_rounds():
 
 def test_steal_that_does_not_matter_or_a_cell_without_it_weighs_nothing():
     cells = with_steal(run(effect=1.0, rounds=20), steal=0.0, noise=0.05)
-    found = host_speed.steal_weight(cells, "qps")
+    found = host_slope.steal_weight(cells, "qps")
     assert found is not None and abs(found["steal"]) < 3 * found["steal_se"]
-    assert host_speed.usable_steal_weight(found) == 0.0
-    assert host_speed.usable_steal_weight({"weight": 30.0, "speed": 0.02, "steal": 0.6, "steal_se": 0.01}) == 0.0
-    assert host_speed.usable_steal_weight({"weight": -2.0, "speed": -0.3, "steal": 0.6, "steal_se": 0.01}) == 0.0
-    assert host_speed.steal_weight(run(effect=1.0, rounds=20), "qps") is None  # no steal figures: no fit
+    assert host_slope.usable_steal_weight(found) == 0.0
+    assert host_slope.usable_steal_weight({"weight": 30.0, "speed": 0.02, "steal": 0.6, "steal_se": 0.01}) == 0.0
+    assert host_slope.usable_steal_weight({"weight": -2.0, "speed": -0.3, "steal": 0.6, "steal_se": 0.01}) == 0.0
+    assert host_slope.steal_weight(run(effect=1.0, rounds=20), "qps") is None  # no steal figures: no fit
     assert host_speed.log_speed({"host_speed": {"work_ns": 1e6}}, 0.0, 1.5) is None  # weighed, steal is needed
     assert host_speed.log_speed({"host_speed": {"work_ns": 1e6}, "resources": {"steal_cpu_cores": None}}, 0, 1) is None
 
@@ -376,7 +376,7 @@ def test_calibrate_saves_the_steals_weight_when_steal_matters(monkeypatch):
     import importlib
 
     calibrate = importlib.import_module("perflab.cli.calibrate")  # the module, not the click command
-    monkeypatch.setattr(calibrate.host_speed, "usable_slope", lambda found: "not planned here")  # no Results needed
+    monkeypatch.setattr(calibrate.host_slope, "usable_slope", lambda found: "not planned here")  # no Results needed
     noise = calibrate.power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
     saved = calibrate._host_speed(None, with_round_effects(with_steal(run(effect=1.0, rounds=20))), noise, 600, 10)
     assert saved["steal_weight"] == pytest.approx(1.5, abs=0.2) and saved["slope"] == pytest.approx(0.4, abs=0.03)

@@ -18,7 +18,7 @@ import pytest
 from perflab import servers, spec
 from perflab.cli import calibrated
 from perflab.errors import SpecError, UsageError
-from perflab.run import interleave
+from perflab.run import interleave, turn_series
 from perflab.run.observers.status import STATEMENTS
 from perflab.run.proc import Child
 from perflab.run.scheduler import interleave_groups
@@ -152,7 +152,7 @@ def test_intervals_are_seconds_of_running_time_from_the_counters():
         (2, 2.02, counters(100 + 32_000 + 3 * STATEMENTS, 2010, 28_000, 100)),  # no running time: skipped
         (3, 3.02, counters(100 + 40_000 + 4 * STATEMENTS, 2510, 35_000, 100)),
     ]
-    series = interleave.intervals(points, warmup=2)
+    series = turn_series.intervals(points, warmup=2)
     assert [iv["t"] for iv in series] == [1.0, 2.0, 3.0]
     assert [iv["warmup"] for iv in series] == [1, 1, 0]
     assert series[0]["qps"] == 16_000 and series[0]["tps"] == 1000 and series[0]["reads"] == 14_000
@@ -168,7 +168,7 @@ def test_the_summary_counts_the_window_less_the_samplers_statements():
         (6, 6.0, counters(1000 + 16_000 + STATEMENTS, 1100)),
         (7, 7.0, counters(1000 + 32_000 + 2 * STATEMENTS, 2100)),
     ]
-    figures = interleave.summary(window)
+    figures = turn_series.summary(window)
     assert figures["queries"] == 32_000 and figures["transactions"] == 2000
     assert figures["qps"] == 16_000 and figures["tps"] == 1000 and figures["total_time_s"] == 2.0
     assert set(figures["latency_ms"]) == {"min", "avg", "max", "p50", "p95", "p99"}
@@ -177,9 +177,9 @@ def test_the_summary_counts_the_window_less_the_samplers_statements():
 
 def test_a_workload_without_commit_counts_a_statement_as_a_transaction():
     window = [(1, 1.0, counters(0, 0)), (2, 2.0, counters(5000 + STATEMENTS, 0))]
-    figures = interleave.summary(window)
+    figures = turn_series.summary(window)
     assert figures["transactions"] == figures["queries"] == 5000 and figures["tps"] == figures["qps"]
-    assert interleave.intervals(window, warmup=0)[0]["tps"] == 5000
+    assert turn_series.intervals(window, warmup=0)[0]["tps"] == 5000
 
 
 @pytest.mark.parametrize(("idle", "warned"), [(None, False), (0.0, False), (0.05, False), (0.12, True)])

@@ -21,7 +21,7 @@ from perflab.run.observers.perf import PerfRecorder
 from perflab.run.proc import Child
 from perflab.servers.mariadb.server import MariaDB
 from perflab.servers.postgresql.server import PostgreSQL
-from perflab.spec.schema import AllocObserve
+from perflab.spec.observe import AllocObserve
 
 FAKES = Path(__file__).resolve().parent.parent / "data" / "fakes"
 PERF_LOST = "Warning:\nProcessed 22269 events and lost 27 chunks!\n\nCheck IO/CPU overload!\n\n"  # perf 6.1

@@ -19,7 +19,7 @@ from perflab.analyze.profile_select import parse_selector
 from perflab.errors import SpecError, ToolMissingError, UsageError
 from perflab.report import flame
 from perflab.run.observers.elf import FunctionStarts, inspect
-from perflab.run.observers.perf import FoldStats, fold_perf_script
+from perflab.run.observers.perf_script import FoldStats, fold_perf_script
 from perflab.run.observers.pmp import ModuleMap, fold_rows, parse_eu_stack, strip_params
 from perflab.run.observers.profilers import stack_quality
 from perflab.store import folded

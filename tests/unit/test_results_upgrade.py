@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from perflab.errors import ResultsFormatError
-from perflab.store.results import SCHEMA_VERSION, Results
+from perflab.store.results import Results
+from perflab.store.schema import SCHEMA_VERSION
 from tests.conftest import ROOT, perflab
 
 GOLDEN = ROOT / "tests" / "data" / "schema1" / "results.db"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from perflab.run.workloads import sysbench
+from perflab.run.workloads import sysbench, sysbench_output
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sysbench"
 RECORDINGS = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(DATA.glob("*.json"))}
@@ -66,9 +66,9 @@ def test_recordings_present() -> None:
 @pytest.mark.parametrize("name", RUNS)
 def test_run_golden(name: str) -> None:
     text, want = text_of(name), RECORDINGS[name]
-    assert [dataclasses.asdict(iv) for iv in sysbench.parse_intervals(text)] == want["intervals"]
-    assert [list(row) for row in sysbench.parse_histogram(text)] == want["histogram"]
-    summary = sysbench.parse_summary(text)
+    assert [dataclasses.asdict(iv) for iv in sysbench_output.parse_intervals(text)] == want["intervals"]
+    assert [list(row) for row in sysbench_output.parse_histogram(text)] == want["histogram"]
+    summary = sysbench_output.parse_summary(text)
     assert (summary.to_dict() if summary else None) == want["summary"]
 
 
@@ -83,7 +83,7 @@ def test_help_golden(name: str) -> None:
 @pytest.mark.parametrize("name", OK_RUNS)
 def test_intervals(name: str) -> None:
     text, rec = text_of(name), recorded(name)
-    intervals = sysbench.parse_intervals(text)
+    intervals = sysbench_output.parse_intervals(text)
     assert len(intervals) == text.count("] thds: ")  # every per-second line, nothing else
     # sysbench 1.0.20 races its last per-second report with the end of the run: the line for
     # the final second is often missing (seen for 1 to 4 s runs). Never more than --time.
@@ -100,7 +100,7 @@ def test_intervals(name: str) -> None:
 @pytest.mark.parametrize("name", OK_RUNS)
 def test_histogram(name: str) -> None:
     text = text_of(name)
-    rows = sysbench.parse_histogram(text)
+    rows = sysbench_output.parse_histogram(text)
     block = text[text.index("Latency histogram") : text.rindex("SQL statistics:")]
     assert len(rows) == block.count(" |")
     values = [v for v, _ in rows]
@@ -108,7 +108,7 @@ def test_histogram(name: str) -> None:
     # 3-decimal value (0.053, 0.053), so values may repeat: never key anything by value
     assert values == sorted(values)
     assert all(count > 0 for _, count in rows)  # sysbench prints only non-empty buckets
-    summary = sysbench.parse_summary(text)
+    summary = sysbench_output.parse_summary(text)
     assert summary is not None
     # the histogram holds every event of the (final) window
     assert sum(c for _, c in rows) == summary.transactions == stat("total number of events", text)
@@ -121,7 +121,7 @@ def test_histogram(name: str) -> None:
 @pytest.mark.parametrize("name", OK_RUNS)
 def test_summary(name: str) -> None:
     text, rec = text_of(name), recorded(name)
-    summary = sysbench.parse_summary(text)
+    summary = sysbench_output.parse_summary(text)
     assert summary is not None
     assert summary.transactions == stat("transactions", text) and summary.transactions > 0
     assert summary.queries == stat("queries", text)
@@ -143,7 +143,7 @@ def test_summary(name: str) -> None:
 def test_p95_is_sysbench_percentile_of_the_histogram(name: str) -> None:
     """sysbench prints its percentile rounded to 2 decimals; the parser computes it the same way."""
     text = text_of(name)
-    mine = sysbench.histogram_percentile(sysbench.parse_histogram(text), 95)
+    mine = sysbench_output.histogram_percentile(sysbench_output.parse_histogram(text), 95)
     assert mine is not None
     assert abs(mine - stat("95th percentile", text)) <= 0.005 + 1e-9
 
@@ -155,7 +155,7 @@ def test_queries_per_transaction_follow_the_options(name: str) -> None:
     text, rec = text_of(name), recorded(name)
     options = {**RECORDINGS["help_oltp_read_only"]["options"], **{k: str(v) for k, v in rec["options"].items()}}
     per_txn = sum(int(options[k]) for k in QUERY_KINDS) + (0 if options["skip_trx"] == "on" else 2)
-    summary = sysbench.parse_summary(text)
+    summary = sysbench_output.parse_summary(text)
     assert summary is not None
     if rec.get("checkpoint"):
         # transactions in flight at the checkpoint: some of their queries count before it
@@ -175,7 +175,7 @@ def test_checkpoint_summary_is_the_window_after_it() -> None:
     assert text.count("SQL statistics:") == 2 and "Checkpoint report:" in text
     first = re.search(r"^\s+transactions:\s+(\d+)", text, re.M)
     assert first
-    summary = sysbench.parse_summary(text)
+    summary = sysbench_output.parse_summary(text)
     assert summary is not None
     assert summary.transactions != int(first.group(1))
     assert summary.transactions == stat("transactions", text)
@@ -187,9 +187,9 @@ def test_failed_run() -> None:
     text = text_of("failed_wrong_socket")
     assert recorded("failed_wrong_socket")["exit_code"] != 0
     assert "FATAL" in text and "Can't connect" in text
-    assert sysbench.parse_summary(text) is None
-    assert sysbench.parse_intervals(text) == []
-    assert sysbench.parse_histogram(text) == []
+    assert sysbench_output.parse_summary(text) is None
+    assert sysbench_output.parse_intervals(text) == []
+    assert sysbench_output.parse_histogram(text) == []
 
 
 # --- option help -----------------------------------------------------------------------------
@@ -363,13 +363,13 @@ def test_effective_options(binary: str) -> None:
     ],
 )
 def test_histogram_percentile(rows: list[tuple[float, int]], pct: float, value: float | None) -> None:
-    assert sysbench.histogram_percentile(rows, pct) == value
+    assert sysbench_output.histogram_percentile(rows, pct) == value
 
 
 @pytest.mark.parametrize("name", OK_RUNS)
 def test_histogram_percentile_is_monotonic(name: str) -> None:
-    rows = sysbench.parse_histogram(text_of(name))
-    values = [sysbench.histogram_percentile(rows, p) for p in range(1, 101)]
+    rows = sysbench_output.parse_histogram(text_of(name))
+    values = [sysbench_output.histogram_percentile(rows, p) for p in range(1, 101)]
     assert values == sorted(values)
     assert values[-1] == rows[-1][0]
 
@@ -384,8 +384,8 @@ LINE = (
 
 @pytest.mark.parametrize("t", [1, 10, 100, 3600])
 def test_interval_line(t: int) -> None:
-    (iv,) = sysbench.parse_intervals("noise\n" + LINE.format(t=t) + "\n[ 2s ] Checkpoint report:\n")
-    assert iv == sysbench.Interval(
+    (iv,) = sysbench_output.parse_intervals("noise\n" + LINE.format(t=t) + "\n[ 2s ] Checkpoint report:\n")
+    assert iv == sysbench_output.Interval(
         t=t,
         threads=64,
         tps=6180.24,
@@ -408,5 +408,40 @@ def test_histogram_block_ends_at_first_other_line() -> None:
         " \n"
         "       9.000 |*                                        7\n"
     )
-    assert sysbench.parse_histogram(text) == [(0.28, 6), (1.0, 250)]
-    assert sysbench.parse_histogram("no histogram here\n       0.280 |*    6\n") == []
+    assert sysbench_output.parse_histogram(text) == [(0.28, 6), (1.0, 250)]
+    assert sysbench_output.parse_histogram("no histogram here\n       0.280 |*    6\n") == []
+
+
+def _report(t: int, qps: float) -> str:
+    return (
+        f"[ {t}s ] thds: 2 tps: {qps / 10:.2f} qps: {qps:.2f} (r/w/o: {qps:.2f}/0.00/0.00) "
+        "lat (ms,95%): 0.20 err/s: 0.00 reconn/s: 0.00"
+    )
+
+
+def test_a_late_report_takes_the_second_it_was_due_and_every_second_has_one() -> None:
+    """On a loaded machine sysbench's reporter wakes late: the report due at 5 s, printed at 5.6 s,
+    says "[ 6s ]", and so does the next, on time. Seen in make test with modules in parallel: two
+    intervals of one second failed the store's key and took the whole run down."""
+    text = "\n".join(_report(t, q) for t, q in [(1, 100), (2, 101), (3, 102), (4, 103), (6, 104), (6, 105), (7, 106)])
+    intervals = sysbench_output.parse_intervals(text)
+    assert [(iv.t, iv.qps) for iv in intervals] == [
+        (1, 100),
+        (2, 101),
+        (3, 102),
+        (4, 103),
+        (5, 104),
+        (6, 105),
+        (7, 106),
+    ]
+    # a second skipped by a report more than a second late stays missing; two late in a row leave
+    # no second free for the earlier one, which is dropped rather than given a second it did not cover
+    text = "\n".join(_report(t, q) for t, q in [(1, 100), (3, 101), (3, 102), (4, 103), (4, 104), (5, 105)])
+    assert [(iv.t, iv.qps) for iv in sysbench_output.parse_intervals(text)] == [
+        (1, 100),
+        (2, 101),
+        (3, 102),
+        (4, 104),
+        (5, 105),
+    ]
+    assert len({iv.t for iv in intervals}) == len(intervals)

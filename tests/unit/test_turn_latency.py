@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from perflab.run import interleave
+from perflab.run import turn_series
 from perflab.run.observers.status import STATEMENTS
 from perflab.run.turn_latency import BUCKETS, HEADER, LAYOUT, STRIDE, VALUES, Histogram, TurnClock
-from perflab.run.workloads.sysbench import histogram_percentile
+from perflab.run.workloads.sysbench_output import histogram_percentile
 
 
 def bucket(ms: float) -> int:
@@ -99,10 +99,10 @@ def test_interleaved_intervals_and_summary_take_their_latency_from_the_turns():
         (2, 2.0, counters(2000 + 2 * STATEMENTS, 200)),
     ]
     latency = [hist({}), hist({0.2: 100}), hist({0.2: 100, 1.0: 100}, spanned=2)]
-    series = interleave.intervals(points, warmup=0, latency=latency)
+    series = turn_series.intervals(points, warmup=0, latency=latency)
     assert [iv["p95_ms"] for iv in series] == [pytest.approx(0.2, rel=0.01), pytest.approx(1.0, rel=0.01)]
-    figures = interleave.summary(points[1:], latency=latency[1:])  # the window: from the second point
+    figures = turn_series.summary(points[1:], latency=latency[1:])  # the window: from the second point
     assert figures["latency_ms"]["p95"] == pytest.approx(1.0, rel=0.01) and figures["latency_ms"]["avg"] == 1.0
     # histograms that do not match the points (a seat without its clock) give no latency, not a wrong one
-    assert all(iv["p95_ms"] is None for iv in interleave.intervals(points, warmup=0, latency=latency[:2]))
+    assert all(iv["p95_ms"] is None for iv in turn_series.intervals(points, warmup=0, latency=latency[:2]))
     assert figures["transactions"] == 100

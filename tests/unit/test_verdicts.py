@@ -1,6 +1,6 @@
 """Paired estimates, four-state verdicts, Holm's correction, rounds_needed; and the error rates
 of the verdicts by simulation on a drifting machine (tests/unit/drift.py), each claim held by
-a binomial bound (tests/unit/rates.py). bench/paired_width.py measures the same on a grid."""
+a binomial bound (tests/unit/rates.py). bench/archive/paired_width.py measures the same on a grid."""
 
 from __future__ import annotations
 

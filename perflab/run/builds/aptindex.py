@@ -236,8 +236,10 @@ def _layout(suite: str, cache: Path) -> Path:
 def _update(index: Path, suite: str) -> None:
     say(f"{suite}: apt-get update into {index}")
     if settings(index).get("Acquire::Check-Valid-Until") == "false":
-        say("note: this machine's apt does not refuse expired Release files (Acquire::Check-Valid-Until false);"
-            " their signatures are verified all the same")  # fmt: skip
+        say(
+            "note: this machine's apt does not refuse expired Release files (Acquire::Check-Valid-Until false);"
+            " their signatures are verified all the same"
+        )
     done = apt(index, ["apt-get", "update", "-q"], "apt-get update")
     if done.returncode == 0 and any((index / "state" / "lists").glob("*_Packages*")):
         (index / "updated").write_text(utc_now() + "\n", encoding="utf-8")

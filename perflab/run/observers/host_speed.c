@@ -10,7 +10,7 @@
  *
  * With CPUs named, one thread per CPU, pinned to it, their periods staggered: the vCPUs of
  * this VM change speed apart (10 s medians of two pinned canaries correlate at r = 0.07-0.62,
- * bench/vcpu_speeds.py), and a workload on both follows both; one unpinned thread sees
+ * bench/archive/vcpu_speeds.py), and a workload on both follows both; one unpinned thread sees
  * whichever it happens to run on.
  *
  * After the spin, each period chases pointers once around a random cycle through a 1 MiB buffer

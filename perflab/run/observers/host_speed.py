@@ -5,7 +5,7 @@ restarts and drifts 7% over a session on an idle guest, and a register-only spin
 in its own thread CPU time, varies 2-4x over minutes: the vCPU itself runs slower at times (the
 host's other tenants, its clock), which no counter inside the guest shows (steal was 0.3%).
 Across cells, log QPS follows the canary's log speed (r = 0.88, slope 0.70 on
-oltp_read_only; bench/host_speed.py). analyze/host_speed.py uses the figure as a covariate
+oltp_read_only; bench/archive/host_speed.py). analyze/host_speed.py uses the figure as a covariate
 of the verdicts; docs/methodology.md#host-speed has the measurements.
 
 What: host_speed.c (beside this file), compiled once per machine, spins about 1 ms of fixed
@@ -13,7 +13,7 @@ work, then chases pointers through a 1 MiB buffer (about 1 ms more), every PERIO
 CPU perflab may run on, one thread pinned to each (about 1% of each vCPU), and prints the CPU
 time each took. Preemption stops a thread's CPU clock, so a busy
 guest does not change it. All CPUs, not one: this VM's two vCPUs change speed apart (10 s
-medians of two pinned canaries: r = 0.07-0.62, bench/vcpu_speeds.py), and the server and the
+medians of two pinned canaries: r = 0.07-0.62, bench/archive/vcpu_speeds.py), and the server and the
 client run on both. The
 cell's field:
 
@@ -95,16 +95,27 @@ def _geomean_of_medians(works_by_cpu: dict[int, list[float]], least: int) -> flo
 
 def _medians(by_cpu: dict[int, list[float]]) -> dict[str, float]:
     """Each pinned CPU's median, of the CPUs with MIN_SAMPLES samples."""
-    return {str(cpu): round(statistics.median(w), 1) for cpu, w in sorted(by_cpu.items())
-            if cpu >= 0 and len(w) >= MIN_SAMPLES}  # fmt: skip
+    return {
+        str(cpu): round(statistics.median(w), 1)
+        for cpu, w in sorted(by_cpu.items())
+        if cpu >= 0 and len(w) >= MIN_SAMPLES
+    }
 
 
 def window_fields(samples: list[Sample], start: float, end: float) -> dict[str, Any]:
     """The cell's `host_speed` from the canary's samples inside [start, end]."""
     inside = [(at - start, work, cpu) for at, work, cpu, _ in samples if start <= at <= end]
     works = sorted(work for _, work, _ in inside)
-    fields: dict[str, Any] = {"work_ns": None, "per_cpu": {}, "samples": len(works), "period_ms": PERIOD_MS,
-                              "spread": None, "seconds": [], "chase_ns": None, "chase_per_cpu": {}}  # fmt: skip
+    fields: dict[str, Any] = {
+        "work_ns": None,
+        "per_cpu": {},
+        "samples": len(works),
+        "period_ms": PERIOD_MS,
+        "spread": None,
+        "seconds": [],
+        "chase_ns": None,
+        "chase_per_cpu": {},
+    }
     chases: dict[int, list[float]] = {}
     for at, _, cpu, chase in samples:
         if chase > 0 and start <= at <= end:
@@ -170,6 +181,8 @@ class HostSpeed:
         died = self._died if self._stopped else self._child.poll() if self._child is not None else None
         if died is not None:
             tail = text.strip().splitlines()[-1:] or ["no output"]
-            raise HostSpeedError(f"the host-speed canary exited with code {died} before it was stopped: {tail[0]}",
-                                 f"see {self.log}; or set host_speed = false under [observe]")  # fmt: skip
+            raise HostSpeedError(
+                f"the host-speed canary exited with code {died} before it was stopped: {tail[0]}",
+                f"see {self.log}; or set host_speed = false under [observe]",
+            )
         return window_fields(parse(text), start, end)

@@ -127,11 +127,13 @@ class FsyncRecorder(SyscallRecorder):
             raise PerflabError(f"perf record wrote no {self.data}", f"see {self.workdir / f'perf-{self.pid}.log'}")
         pids = ",".join(map(str, self.descendants()))
         argv = ["perf", "script", "-i", str(self.data), "--pid", pids, "-F", "time,event"]
-        done = subprocess.run(guarded(argv), capture_output=True, text=True, errors="replace",
-                              timeout=STOP_DEADLINE_S, check=False)  # fmt: skip
+        done = subprocess.run(
+            guarded(argv), capture_output=True, text=True, errors="replace", timeout=STOP_DEADLINE_S, check=False
+        )
         if done.returncode != 0:
-            raise PerflabError(f"perf script failed (exit {done.returncode}): {done.stderr.strip()[-400:]}",
-                               f"perf.data: {self.data}")  # fmt: skip
+            raise PerflabError(
+                f"perf script failed (exit {done.returncode}): {done.stderr.strip()[-400:]}", f"perf.data: {self.data}"
+            )
         self.lost = lost_chunks(done.stderr)
         return parse_times(done.stdout.splitlines())
 
@@ -196,9 +198,19 @@ def fields(samples: list[Sample], start: float, end: float, transactions: int) -
 def stall_io(samples: list[Sample], start: float, end: float) -> dict[str, float]:
     """What grew during a stall [start, end): the figures its finding names (report/io_findings.py)."""
     grown = between(samples, start, end)
-    keep = ("disk.write_bytes", "disk.read_bytes", "disk.flushes", "sys.fsync", "sys.fdatasync",
-            "innodb.log_bytes_written", "innodb.pages_flushed", "pg.checkpoints", "pg.checkpoint_write_bytes",
-            "pg.wal_bytes", "pg.buffers_backend_fsync")  # fmt: skip
+    keep = (
+        "disk.write_bytes",
+        "disk.read_bytes",
+        "disk.flushes",
+        "sys.fsync",
+        "sys.fdatasync",
+        "innodb.log_bytes_written",
+        "innodb.pages_flushed",
+        "pg.checkpoints",
+        "pg.checkpoint_write_bytes",
+        "pg.wal_bytes",
+        "pg.buffers_backend_fsync",
+    )
     out = {k: grown[k] for k in keep if grown.get(k)}
     if "innodb.checkpoint_age" in grown and "innodb.log_bytes_written" in grown:
         # age = LSN - checkpoint LSN: the checkpoint advanced by the redo written less the age's growth
@@ -214,8 +226,14 @@ def io_problems(wanted: bool) -> list[Problem]:
     """[observe] io counts the server's fsyncs with `perf record` of syscall tracepoints."""
     if not wanted or shutil.which("perf") is not None:
         return []
-    return [Problem("observe.io", "perf installed (the server's fsyncs: syscall tracepoints)", "missing",
-                    "apt-get install linux-perf (or `make setup`)")]  # fmt: skip
+    return [
+        Problem(
+            "observe.io",
+            "perf installed (the server's fsyncs: syscall tracepoints)",
+            "missing",
+            "apt-get install linux-perf (or `make setup`)",
+        )
+    ]
 
 
 class IoObserver:

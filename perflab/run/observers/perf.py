@@ -13,11 +13,7 @@ start-up (reading every process's memory maps) happens before it.
         run_window()
     stacks, dsos, stats = rec.fold()
 
-`perf script -F tid,ip,sym,dso` prints, per sample, a header line then one line per frame,
-leaf first (user addresses are relative to their binary), and a blank line:
-    mariadbd 30391
-    \t          8a78c9 [unknown] (/usr/sbin/mariadbd)
-    \tffffffff82265df3 schedule ([kernel.kallsyms])
+The recording is folded by run/observers/perf_script.py.
 """
 
 from __future__ import annotations
@@ -29,149 +25,17 @@ import signal
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Self
 
 from perflab.errors import PerflabError
-from perflab.run.observers.elf import FunctionStarts
+from perflab.run.observers.perf_script import MEASURED, FoldStats, PhasesAt, fold_perf_phases
 from perflab.run.proc import Child, guarded
-from perflab.store.folded import KERNEL_MARK
 
-# Frames a complete stack starts from; a stack whose root is anything else was cut short.
-ROOTS = frozenset(
-    {
-        "start_thread",
-        "__clone3",
-        "__clone",
-        "clone",
-        "clone3",
-        "_start",
-        "__libc_start_main",
-        "__libc_start_call_main",
-        "ret_from_fork_k",
-        "ret_from_fork" + KERNEL_MARK,
-    }
-)
-KERNEL_DSOS = ("[kernel.kallsyms]", "[guest.kernel.kallsyms]")
 DWARF_STACK_BYTES = 16384
 STOP_DEADLINE_S = 60.0
 LOST = re.compile(r"Processed \d+ events and lost (\d+) chunks")
-
-
-@dataclass
-class FoldStats:
-    samples: int = 0
-    complete: int = 0  # stacks that reach a thread's entry point
-    unnamed_frames: int = 0  # frames named binary+0xSTART (no symbol)
-    frames: int = 0
-    unknown_frames: int = 0  # no binary either
-    dsos: dict[str, str] = field(default_factory=dict)
-
-
-StartsLoader = Callable[[str], FunctionStarts]
-
-
-class FrameNamer:
-    """Turns one `perf script` frame line into a frame name, caching by line text. `starts`
-    gives a binary's function starts (tests pass recorded ones)."""
-
-    def __init__(self, starts: StartsLoader = FunctionStarts.load) -> None:
-        self.starts = starts
-        self.cache: dict[str, tuple[str, str, int]] = {}  # line -> (frame, dso, kind 0 named/1 unnamed/2 unknown)
-
-    def __call__(self, line: str) -> tuple[str, str, int]:
-        hit = self.cache.get(line)
-        if hit is None:
-            hit = self.cache[line] = self._name(line)
-        return hit
-
-    def _name(self, line: str) -> tuple[str, str, int]:
-        addr, _, rest = line.strip().partition(" ")
-        sym, _, dso = rest.rpartition(" (")
-        dso = dso.removesuffix(")")
-        if not sym:  # no "(dso)" part
-            sym, dso = rest, "[unknown]"
-        sym = sym.replace(";", ":")
-        if dso in KERNEL_DSOS:
-            return sym + KERNEL_MARK, "[kernel]", 0
-        if sym != "[unknown]":
-            return sym, os.path.basename(dso), 0
-        if dso.startswith("/"):
-            try:
-                return self.starts(dso).name(int(addr, 16)), os.path.basename(dso), 1
-            except ValueError:
-                pass
-        return "[unknown]", dso, 2
-
-
-def fold_perf_script(lines: Iterable[str], starts: StartsLoader = FunctionStarts.load) -> tuple[Counter, FoldStats]:
-    """Folded stacks (root first) and statistics from `perf script -F tid,ip,sym,dso` text."""
-    return fold_perf_phases(lines, None, starts).get(MEASURED) or (Counter(), FoldStats())
-
-
-PhasesAt = Callable[[float], tuple[str, ...]]
-MEASURED = "measured"
-
-
-def fold_perf_phases(
-    lines: Iterable[str], phases_at: PhasesAt | None = None, starts: StartsLoader = FunctionStarts.load
-) -> dict[str, tuple[Counter, FoldStats]]:
-    """Per phase, folded stacks (root first) and statistics from `perf script -F tid,time,ip,sym,dso`
-    text: `phases_at(t)` names the phases a sample taken at `t` (the header's time) belongs to;
-    without it every sample is "measured" (and the text needs no time field).
-
-    The hot loop does one dict lookup per frame line: a line's text maps to a frame number
-    (perf prints the same line for the same address), a sample is a tuple of numbers, and
-    names, binaries and statistics are worked out once per unique stack at the end.
-    """
-    namer = FrameNamer(starts)
-    index: dict[str, int] = {}
-    table: list[tuple[str, str, int]] = []
-    counts: dict[tuple[tuple[str, ...], tuple[int, ...]], int] = {}
-    frames: list[int] = []
-    phases: tuple[str, ...] = (MEASURED,)
-    get = index.get
-    for line in lines:
-        if line[:1] == "\t":
-            i = get(line)
-            if i is None:
-                i = index[line] = len(table)
-                table.append(namer(line))
-            frames.append(i)
-            continue
-        if frames:  # a blank line or the next header ends the sample
-            key = (phases, tuple(reversed(frames)))
-            counts[key] = counts.get(key, 0) + 1
-            frames.clear()
-        if phases_at is not None and line.strip():  # "27048 24280.313358: ": the time ends the header
-            phases = phases_at(float(line.split()[-1].rstrip(":")))
-    if frames:
-        key = (phases, tuple(reversed(frames)))
-        counts[key] = counts.get(key, 0) + 1
-    by_phase: dict[str, dict[tuple[int, ...], int]] = {}
-    for (names, key), n in counts.items():
-        for phase in names:
-            into = by_phase.setdefault(phase, {})
-            into[key] = into.get(key, 0) + n
-    return {phase: _summarise(c, table) for phase, c in by_phase.items()}
-
-
-def _summarise(counts: dict[tuple[int, ...], int], table: list[tuple[str, str, int]]) -> tuple[Counter, FoldStats]:
-    stacks: Counter = Counter()
-    stats = FoldStats()
-    kinds = [0, 0, 0]
-    for key, n in counts.items():
-        stacks[";".join(table[i][0] for i in key)] += n
-        stats.samples += n
-        stats.complete += n if table[key[0]][0] in ROOTS else 0
-        for i in key:
-            kinds[table[i][2]] += n
-    for frame, dso, _kind in table:
-        stats.dsos.setdefault(frame, dso)
-    stats.frames, stats.unnamed_frames, stats.unknown_frames = sum(kinds), kinds[1], kinds[2]
-    return stacks, stats
 
 
 class PerfRecorder:
@@ -315,8 +179,10 @@ class PerfRecorder:
         argv = guarded(["perf", "report", "-i", str(self.data), "--tasks", "-q"])
         done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=STOP_DEADLINE_S)
         if done.returncode != 0:
-            raise PerflabError(f"perf report --tasks failed (exit {done.returncode}): {done.stderr.strip()[-400:]}",
-                               f"perf.data: {self.data}")  # fmt: skip
+            raise PerflabError(
+                f"perf report --tasks failed (exit {done.returncode}): {done.stderr.strip()[-400:]}",
+                f"perf.data: {self.data}",
+            )
         return descendants(done.stdout, pid or self.pid)
 
     def fold(self) -> tuple[Counter, FoldStats]:

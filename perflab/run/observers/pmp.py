@@ -33,9 +33,9 @@ from pathlib import Path
 
 from perflab.errors import PerflabError
 from perflab.run.observers.elf import FunctionStarts
-from perflab.run.observers.perf import ROOTS, FoldStats
-from perflab.run.proctree import tree
+from perflab.run.observers.perf_script import ROOTS, FoldStats
 from perflab.run.proc import Child, guarded
+from perflab.run.proctree import tree
 
 TOOLS = ("libdw", "eu-stack")
 

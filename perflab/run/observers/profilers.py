@@ -38,7 +38,8 @@ from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.elf import inspect
 from perflab.run.observers.host_speed import HostSpeed
 from perflab.run.observers.io import IoObserver
-from perflab.run.observers.perf import FoldStats, PerfRecorder
+from perflab.run.observers.perf import PerfRecorder
+from perflab.run.observers.perf_script import FoldStats
 from perflab.run.observers.phases import MEASURED, PHASES, Spans
 from perflab.run.observers.pmp import StackSampler, demangle, fold_rows
 from perflab.run.observers.pmp_sampler import Symbolizer
@@ -123,10 +124,8 @@ class Profilers:
                     if target not in self.pmp and target in self.pids:
                         tree = self.tree and target == "server"
                         paused = warmup and not pmp.warmup  # a window-only profile: ready, not yet sampling
-                        sampler = StackSampler(
-                            self.pids[target], self.workdir, interval=pmp.interval, tool=pmp.tool, tree=tree,
-                            paused=paused,
-                        )  # fmt: skip
+                        options = {"interval": pmp.interval, "tool": pmp.tool, "tree": tree, "paused": paused}
+                        sampler = StackSampler(self.pids[target], self.workdir, **options)
                         self.pmp[target] = self._stack.enter_context(sampler)
                 if not warmup:
                     for sampler in self.pmp.values():
@@ -158,11 +157,10 @@ class Profilers:
                 started = time.monotonic()
                 pids = self.perf.descendants(self.pids[target]) if self.tree and target == "server" else None
                 folds = self.perf.fold_phases(pids or self.pids[target], spans.phases_at)
-                fold_s = time.monotonic() - started
+                extra = {**settings, "fold_s": time.monotonic() - started, "processes": pids}
                 for phase in _phases(spans, self.perf.span):
                     stacks, stats = folds.get(phase) or (Counter(), FoldStats())
-                    rows.append(save("perf", target, phase, stacks, stats, self.perf.span, **settings, fold_s=fold_s,
-                                     processes=pids))  # fmt: skip
+                    rows.append(save("perf", target, phase, stacks, stats, self.perf.span, **extra))
         for target, sampler in self.pmp.items():
             rows.extend(self._store_pmp(save, spans, target, sampler))
         return rows
@@ -170,6 +168,7 @@ class Profilers:
     def _store_pmp(self, save: Any, spans: Spans, target: str, sampler: StackSampler) -> list[dict[str, Any]]:
         rows = sampler.rows()
         settings = {"interval_s": sampler.interval, "call_graph": sampler.tool, "sampler_cost": sampler.cost()}
+        settings["processes"] = sampler.processes or None
         span = sampler.covered()
         out = []
         for phase in _phases(spans, span):
@@ -180,8 +179,7 @@ class Profilers:
                 if phase in spans.phases_at(sampler.origin + t)
             ]
             stacks, timed, stats = fold_rows(mine, sampler.dsos)
-            out.append(save("pmp", target, phase, stacks, stats, span, **settings, timed=timed,
-                            processes=sampler.processes or None))  # fmt: skip
+            out.append(save("pmp", target, phase, stacks, stats, span, **settings, timed=timed))
         return out
 
     def _save(

@@ -80,8 +80,9 @@ class SeatObservers:
             if spec is None:
                 yield self
                 return
-            recorder = PerfRecorder(pid, self.workdir, frequency=spec.frequency, call_graph=spec.call_graph,
-                                    enabled=False)  # fmt: skip
+            recorder = PerfRecorder(
+                pid, self.workdir, frequency=spec.frequency, call_graph=spec.call_graph, enabled=False
+            )
             with recorder:
                 self.perf = recorder
                 yield self

@@ -42,8 +42,17 @@ QUERY = (
 )  # {enabled}: the server's own filter for enabled metrics (Flavor.metrics_enabled)
 STATEMENTS = 3  # the sampler's own statements per sample, counted in the server's Questions
 # the counters an interleaved turn needs (run/interleave.py), 8 rows instead of ~600: its two statements
-COUNTERS = ("Questions", "Com_commit", "Com_select", "Com_insert", "Com_update", "Com_delete", "Com_replace",
-            "Com_insert_select", "Com_replace_select")  # fmt: skip
+COUNTERS = (
+    "Questions",
+    "Com_commit",
+    "Com_select",
+    "Com_insert",
+    "Com_update",
+    "Com_delete",
+    "Com_replace",
+    "Com_insert_select",
+    "Com_replace_select",
+)
 LEAN_QUERY = (
     "SHOW GLOBAL STATUS WHERE Variable_name IN (" + ", ".join(f"'{n}'" for n in COUNTERS) + f");\nSELECT '{END}';\n"
 )
@@ -143,8 +152,15 @@ class StatusSampler:
         self._start = 0.0
 
     def argv(self) -> list[str]:
-        return [binary("mariadb"), "--no-defaults", f"--socket={self.socket}", "--user=root", "--batch",
-                "--skip-column-names", "--unbuffered"]  # fmt: skip
+        return [
+            binary("mariadb"),
+            "--no-defaults",
+            f"--socket={self.socket}",
+            "--user=root",
+            "--batch",
+            "--skip-column-names",
+            "--unbuffered",
+        ]
 
     def connect(self) -> StatusSampler:
         """Start the client and finish its connection now, with one round trip. Call it before
@@ -153,8 +169,14 @@ class StatusSampler:
         described the window's end (Threads_connected 888 of 1024 at t = 0, in CI)."""
         if self._child is None:
             self._stderr = open(self.socket.parent / "status-client.err", "w+", encoding="utf-8")  # noqa: SIM115
-            self._child = Child(self.argv(), env=clean_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=self._stderr, text=True)  # fmt: skip
+            self._child = Child(
+                self.argv(),
+                env=clean_env(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                text=True,
+            )
             try:
                 self._exchange(f"SELECT '{END}';\n")
             except StatusError:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from perflab.errors import Problem
-    from perflab.run.workloads.sysbench import Summary
+    from perflab.run.workloads.sysbench_output import Summary
     from perflab.spec import Cell, Experiment
 
 NAMES = ("sysbench", "pgbench", "go-tpc")  # [workload] tool's values (spec/schema.py)

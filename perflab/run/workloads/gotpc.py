@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ToolMissingError, WorkloadError
-from perflab.run.workloads.sysbench import Summary
+from perflab.run.workloads.sysbench_output import Summary
 
 VERSION = "v1.0.7"  # the Makefile's GO_TPC_VERSION
 TESTS = ("tpcc",)  # go-tpc's tpch and ch need another dataset and report no per-second NOPM
@@ -56,9 +56,25 @@ WAREHOUSE_BYTES = 120 << 20  # one warehouse: ~100 MiB of InnoDB data and indexe
 GET = "make go-tpc (or make setup): go install github.com/pingcap/go-tpc/cmd/go-tpc@" + VERSION
 # set by perflab itself; refused in workload options
 RESERVED = {
-    "warehouses", "threads", "time", "interval", "host", "port", "user", "password", "db", "driver",
-    "count", "output_type", "output_dir", "tables", "dropdata", "parts", "max_procs", "acthreads",
-}  # fmt: skip
+    "warehouses",
+    "threads",
+    "time",
+    "interval",
+    "host",
+    "port",
+    "user",
+    "password",
+    "db",
+    "driver",
+    "count",
+    "output_type",
+    "output_dir",
+    "tables",
+    "dropdata",
+    "parts",
+    "max_procs",
+    "acthreads",
+}
 
 _STAMP = re.compile(r"^\s*(?P<at>\d+(?:\.\d+)?) \| (?P<line>.*)$")
 _REPORT = re.compile(
@@ -133,8 +149,15 @@ def connection(port: int) -> list[str]:
     return ["-H", "127.0.0.1", "-P", str(port), "-U", USER, "-D", DATABASE]
 
 
-def argv(command: str, *, port: int, warehouses: int, threads: int, seconds: int | None = None,
-         options: dict[str, Any] | None = None) -> list[str]:  # fmt: skip
+def argv(
+    command: str,
+    *,
+    port: int,
+    warehouses: int,
+    threads: int,
+    seconds: int | None = None,
+    options: dict[str, Any] | None = None,
+) -> list[str]:
     """`go-tpc tpcc prepare|run`; workload options become --key-with-dashes=value."""
     args = [go_tpc_binary(), "tpcc", command, *connection(port), f"--warehouses={warehouses}", f"--threads={threads}"]
     if command == "run":
@@ -161,8 +184,9 @@ def parse_ticks(text: str) -> list[Tick]:
         if current is None or late or m["op"] <= last_op:
             current = Tick(at)
             ticks.append(current)
-        current.reports[m["op"]] = Report(m["op"], int(m["count"]), float(m["sum"]), float(m["max"]),
-                                          {p: float(m[p]) for p in PERCENTILES})  # fmt: skip
+        current.reports[m["op"]] = Report(
+            m["op"], int(m["count"]), float(m["sum"]), float(m["max"]), {p: float(m[p]) for p in PERCENTILES}
+        )
         last_op = m["op"]
     return ticks
 
@@ -274,8 +298,9 @@ def read_output(out: Path, code: int, warmup: int) -> tuple[TpccSummary, list[di
 
 def known_options() -> set[str]:
     """The long flags of `go-tpc tpcc run --help` (and the global ones it lists), '_' for '-'."""
-    done = subprocess.run([go_tpc_binary(), "tpcc", "run", "--help"], capture_output=True, text=True,
-                          check=False, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [go_tpc_binary(), "tpcc", "run", "--help"], capture_output=True, text=True, check=False, timeout=60
+    )
     return {m.replace("-", "_") for m in re.findall(r"--([a-zA-Z][\w-]*)", done.stdout + done.stderr)}
 
 

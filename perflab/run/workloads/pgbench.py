@@ -26,16 +26,35 @@ from typing import Any
 import numpy as np
 
 from perflab.run.workloads import Workload
-from perflab.run.workloads.sysbench import Summary
+from perflab.run.workloads.sysbench_output import Summary
 
 BUILTINS = {"select-only": 1, "simple-update": 5, "tpcb-like": 7}  # name -> SQL statements per transaction
 DEFAULT_OPTIONS: dict[str, Any] = {"protocol": "prepared", "max_tries": 10}
 # set by perflab itself (a cell's clients, duration, log and server); refused in workload options
 RESERVED = {
-    "client", "time", "transactions", "progress", "log", "log_prefix", "host", "port", "username",
-    "aggregate_interval", "sampling_rate", "builtin", "file", "select_only", "initialize", "scale",
-    "no_vacuum", "progress_timestamp", "dbname", "connect", "skip_some_updates", "init_steps",
-}  # fmt: skip
+    "client",
+    "time",
+    "transactions",
+    "progress",
+    "log",
+    "log_prefix",
+    "host",
+    "port",
+    "username",
+    "aggregate_interval",
+    "sampling_rate",
+    "builtin",
+    "file",
+    "select_only",
+    "initialize",
+    "scale",
+    "no_vacuum",
+    "progress_timestamp",
+    "dbname",
+    "connect",
+    "skip_some_updates",
+    "init_steps",
+}
 DATABASE = "bench"
 
 _PROGRESS = re.compile(
@@ -45,9 +64,18 @@ _PROGRESS = re.compile(
 
 
 def argv(
-    test: str, *, socket_dir: Path, port: int, user: str, clients: int, jobs: int, seconds: int,
-    log_prefix: Path | None, options: dict[str, Any] | None = None, binary: str = "pgbench",
-) -> list[str]:  # fmt: skip
+    test: str,
+    *,
+    socket_dir: Path,
+    port: int,
+    user: str,
+    clients: int,
+    jobs: int,
+    seconds: int,
+    log_prefix: Path | None,
+    options: dict[str, Any] | None = None,
+    binary: str = "pgbench",
+) -> list[str]:
     """The pgbench command line of a run; workload options become --key-with-dashes=value.
     `log_prefix`: where pgbench logs every transaction (the window's percentiles); None: no log."""
     args = [binary, "-h", str(socket_dir), "-p", str(port), "-U", user, "-n"]
@@ -137,8 +165,9 @@ def window_summary(log: np.ndarray, window: tuple[float, float], statements_per_
     )
 
 
-def intervals(progress: list[dict[str, Any]], log: np.ndarray, launch_epoch: float, statements_per_txn: int,
-              warmup: int) -> list[dict[str, Any]]:  # fmt: skip
+def intervals(
+    progress: list[dict[str, Any]], log: np.ndarray, launch_epoch: float, statements_per_txn: int, warmup: int
+) -> list[dict[str, Any]]:
     """The per-second series in sysbench's shape; each second's p95 from the transactions that
     ended in it (seconds counted from `launch_epoch`, when perflab started pgbench)."""
     ok = log[log[:, 0] >= 0]
@@ -183,6 +212,7 @@ class Pgbench(Workload):
     """pgbench on PostgreSQL: its cells are measured by servers/postgresql/cell.py (the
     per-transaction log), its dataset filled by servers/postgresql/dataset.py."""
 
+
     name = "pgbench"
     database = DATABASE
     throughput = "statements per second (transactions x the script's statements)"
@@ -198,20 +228,40 @@ class Pgbench(Workload):
         from perflab.errors import Problem
 
         if not kind.runs_pgbench:
-            return [Problem("workload.tool", f"sysbench or go-tpc on {kind.title}", '"pgbench"',
-                            'set server = "postgresql"')]  # fmt: skip
+            return [
+                Problem(
+                    "workload.tool", f"sysbench or go-tpc on {kind.title}", '"pgbench"', 'set server = "postgresql"'
+                )
+            ]
         if spec.workload.warehouses is not None:
-            return [Problem("workload.warehouses", "no warehouses with pgbench", str(spec.workload.warehouses),
-                            "warehouses is go-tpc's: pgbench's dataset is [dataset] scale")]  # fmt: skip
+            return [
+                Problem(
+                    "workload.warehouses",
+                    "no warehouses with pgbench",
+                    str(spec.workload.warehouses),
+                    "warehouses is go-tpc's: pgbench's dataset is [dataset] scale",
+                )
+            ]
         if "test" not in spec.workload.model_fields_set:
-            return [Problem("workload.test", "a pgbench test", "none (sysbench's oltp_read_only is the default)",
-                            'test = "select-only" (or tpcb-like, simple-update, or a script path)')]  # fmt: skip
+            return [
+                Problem(
+                    "workload.test",
+                    "a pgbench test",
+                    "none (sysbench's oltp_read_only is the default)",
+                    'test = "select-only" (or tpcb-like, simple-update, or a script path)',
+                )
+            ]
         sysbench_keys = sorted(spec.dataset.model_fields_set & {"tables", "table_size"})
         if sysbench_keys:
-            return [Problem(f"dataset.{sysbench_keys[0]}", "scale (pgbench's dataset), not sysbench's tables",
-                            sysbench_keys[0], "write [dataset] scale = N: pgbench -i -s N, 100,000 rows per unit")]  # fmt: skip
+            return [
+                Problem(
+                    f"dataset.{sysbench_keys[0]}",
+                    "scale (pgbench's dataset), not sysbench's tables",
+                    sysbench_keys[0],
+                    "write [dataset] scale = N: pgbench -i -s N, 100,000 rows per unit",
+                )
+            ]
         return []
-
 
     def prepare_argv(self, spec: Any, server: Any) -> list[str]:
         """`pgbench -i -s SCALE`, by the server build's own pgbench when it has one."""
@@ -225,9 +275,18 @@ class Pgbench(Workload):
         from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
 
         clients = max(spec.workload.threads)
-        return argv(spec.workload.test, socket_dir=server.rundir, port=PORT, user=SUPERUSER, clients=clients,
-                    jobs=clients, seconds=seconds, log_prefix=None, options=spec.workload.options,
-                    binary=pg_binary("pgbench"))  # fmt: skip
+        return argv(
+            spec.workload.test,
+            socket_dir=server.rundir,
+            port=PORT,
+            user=SUPERUSER,
+            clients=clients,
+            jobs=clients,
+            seconds=seconds,
+            log_prefix=None,
+            options=spec.workload.options,
+            binary=pg_binary("pgbench"),
+        )
 
     def spec_problems(self, exp: Any) -> list[Any]:
         """Its options and script, asked of the server's own pgbench."""

@@ -1,64 +1,23 @@
-"""sysbench: argv, and parsers for its per-second lines, final summary and histogram.
-
-Input (sysbench 1.0.20 `run --report-interval=1 --histogram=on --percentile=95`):
-    [ 1s ] thds: 2 tps: 6180.24 qps: 98910.71 (r/w/o: 86548.24/0.00/12362.47) lat (ms,95%): 0.37 err/s: 0.00 ...
-followed by a latency histogram ("value |*** count") and the "SQL statistics" summary.
-Output: Interval and Summary dataclasses; p50/p99 come from the histogram. `SYSBENCH` is the
-tool behind perflab's Workload interface (run/workloads/__init__.py).
+"""sysbench: its argv, its options and tests, and `SYSBENCH`, the tool behind perflab's Workload
+interface (run/workloads/__init__.py). Its output's parsers (per-second lines, summary, histogram)
+are in run/workloads/sysbench_output.py, and importable from here too.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from perflab.errors import ToolMissingError
 from perflab.run.workloads import Workload
+from perflab.run.workloads.sysbench_output import Summary
 
 PERCENTILE = 95
 
-_INTERVAL = re.compile(
-    r"^\[\s*(?P<t>\d+)s\s*\]\s+thds:\s*(?P<thds>\d+)\s+tps:\s*(?P<tps>[\d.]+)\s+qps:\s*(?P<qps>[\d.]+)\s+"
-    r"\(r/w/o:\s*(?P<r>[\d.]+)/(?P<w>[\d.]+)/(?P<o>[\d.]+)\)\s+"
-    r"lat\s+\(ms,(?P<pct>[\d.]+)%\):\s*(?P<lat>[\d.]+)\s+err/s:\s*(?P<err>[\d.]+)\s+reconn/s:\s*(?P<reconn>[\d.]+)"
-)
-_HIST_ROW = re.compile(r"^\s*(?P<value>[\d.]+)\s+\|\**\s+(?P<count>\d+)\s*$")
 _OPTION = re.compile(r"^\s+--(?P<name>[\w-]+)(?:\[?=(?P<kind>[^\]\s]+)\]?)?\s+.*?(?:\[(?P<default>[^\]]*)\])?\s*$")
-
-
-@dataclass(frozen=True)
-class Interval:
-    t: int  # seconds since the start of this sysbench run
-    threads: int
-    tps: float
-    qps: float
-    reads: float
-    writes: float
-    other: float
-    p95_ms: float
-    errors_per_s: float
-    reconnects_per_s: float
-
-
-@dataclass(frozen=True)
-class Summary:
-    transactions: int
-    queries: int
-    tps: float
-    qps: float
-    errors: int
-    errors_per_s: float
-    reconnects: int
-    total_time_s: float
-    latency_ms: dict[str, float | None]  # min avg max p50 p95 p99
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def sysbench_binary() -> str:
@@ -112,8 +71,8 @@ def argv(
 def connection(driver: str, socket: Path) -> list[str]:
     """How sysbench reaches the server: MariaDB's socket, or PostgreSQL's socket directory."""
     if driver == "pgsql":
-        return ["--db-driver=pgsql", f"--pgsql-host={socket}", "--pgsql-port=5432", "--pgsql-user=postgres",
-                "--pgsql-db=sbtest"]  # fmt: skip
+        pgsql = {"host": socket, "port": 5432, "user": "postgres", "db": "sbtest"}
+        return ["--db-driver=pgsql", *(f"--pgsql-{key}={value}" for key, value in pgsql.items())]
     return ["--db-driver=mysql", f"--mysql-socket={socket}", "--mysql-user=root", "--mysql-db=sbtest"]
 
 
@@ -123,103 +82,6 @@ def format_value(value: Any) -> str:
     if value is False:
         return "off"
     return str(value)
-
-
-def parse_intervals(text: str) -> list[Interval]:
-    out = []
-    for line in text.splitlines():
-        m = _INTERVAL.match(line)
-        if m:
-            out.append(
-                Interval(
-                    t=int(m["t"]),
-                    threads=int(m["thds"]),
-                    tps=float(m["tps"]),
-                    qps=float(m["qps"]),
-                    reads=float(m["r"]),
-                    writes=float(m["w"]),
-                    other=float(m["o"]),
-                    p95_ms=float(m["lat"]),
-                    errors_per_s=float(m["err"]),
-                    reconnects_per_s=float(m["reconn"]),
-                )
-            )
-    return out
-
-
-def parse_histogram(text: str) -> list[tuple[float, int]]:
-    """(latency_ms, count) rows of the `--histogram=on` block."""
-    rows: list[tuple[float, int]] = []
-    inside = False
-    for line in text.splitlines():
-        if line.startswith("Latency histogram"):
-            inside = True
-            continue
-        if inside:
-            m = _HIST_ROW.match(line)
-            if m:
-                rows.append((float(m["value"]), int(m["count"])))
-            elif rows:
-                break
-    return rows
-
-
-def histogram_percentile(rows: list[tuple[float, int]], pct: float) -> float | None:
-    """The smallest bucket value at or above `pct` percent of events, as sysbench computes it
-    (sb_histogram.c: the first bucket where the running count reaches floor(n * pct / 100 + 0.5))."""
-    total = sum(c for _, c in rows)
-    if not total:
-        return None
-    need = math.floor(total * pct / 100.0 + 0.5)
-    seen = 0
-    for value, count in rows:
-        seen += count
-        if seen >= need:
-            return value
-    return rows[-1][0]
-
-
-def _number(pattern: str, text: str, cast: type = float) -> Any:
-    m = re.search(pattern, text, re.MULTILINE)
-    return cast(m.group(1)) if m else None
-
-
-def parse_summary(text: str) -> Summary | None:
-    """The final statistics block; None if sysbench did not get that far.
-
-    With --report-checkpoints, earlier "Checkpoint report" blocks come first; the last block
-    covers only the time since the last checkpoint, but its "total time" counts from the
-    start, so the window's length is derived from its own events and rate."""
-    if "SQL statistics:" not in text:
-        return None
-    hist = parse_histogram(text)
-    text = text[text.rindex("SQL statistics:") :]
-    total_time = _number(r"^\s+total time:\s+([\d.]+)s", text) or 0.0
-    window_tps = _number(r"^\s+transactions:\s+\d+\s+\(([\d.]+) per sec", text)
-    window_txn = _number(r"^\s+transactions:\s+(\d+)", text, int)
-    if window_tps and window_txn:
-        total_time = round(window_txn / window_tps, 4)
-    errors = _number(r"^\s+ignored errors:\s+(\d+)", text, int) or 0
-    return Summary(
-        transactions=_number(r"^\s+transactions:\s+(\d+)", text, int) or 0,
-        queries=_number(r"^\s+queries:\s+(\d+)", text, int) or 0,
-        tps=_number(r"^\s+transactions:\s+\d+\s+\(([\d.]+) per sec", text) or 0.0,
-        qps=_number(r"^\s+queries:\s+\d+\s+\(([\d.]+) per sec", text) or 0.0,
-        errors=errors,
-        errors_per_s=errors / total_time if total_time else 0.0,
-        reconnects=_number(r"^\s+reconnects:\s+(\d+)", text, int) or 0,
-        total_time_s=total_time,
-        latency_ms={
-            "min": _number(r"^\s+min:\s+([\d.]+)", text),
-            "avg": _number(r"^\s+avg:\s+([\d.]+)", text),
-            "max": _number(r"^\s+max:\s+([\d.]+)", text),
-            "p50": histogram_percentile(hist, 50),
-            # from the histogram like p50/p99 (sysbench prints the same figure rounded to 0.01 ms,
-            # which could otherwise put p95 above p99)
-            "p95": histogram_percentile(hist, 95) or _number(r"^\s+95th percentile:\s+([\d.]+)", text),
-            "p99": histogram_percentile(hist, 99),
-        },
-    )
 
 
 def parse_options_help(text: str) -> dict[str, str]:
@@ -290,16 +152,34 @@ class Sysbench(Workload):
         from perflab.errors import Problem
 
         if spec.dataset.scale is not None:
-            return [Problem("dataset.scale", "tables and table_size with sysbench", f"scale = {spec.dataset.scale}",
-                            'scale is pgbench\'s: set tool = "pgbench", or use tables/table_size')]  # fmt: skip
+            return [
+                Problem(
+                    "dataset.scale",
+                    "tables and table_size with sysbench",
+                    f"scale = {spec.dataset.scale}",
+                    'scale is pgbench\'s: set tool = "pgbench", or use tables/table_size',
+                )
+            ]
         if spec.workload.warehouses is not None:
-            return [Problem("workload.warehouses", "no warehouses with sysbench", str(spec.workload.warehouses),
-                            'warehouses is go-tpc\'s: set tool = "go-tpc", or use [dataset] tables/table_size')]  # fmt: skip
+            return [
+                Problem(
+                    "workload.warehouses",
+                    "no warehouses with sysbench",
+                    str(spec.workload.warehouses),
+                    'warehouses is go-tpc\'s: set tool = "go-tpc", or use [dataset] tables/table_size',
+                )
+            ]
         test = spec.workload.test
         if not kind.sysbench_writes and not test.endswith(".lua") and test not in READ_ONLY + OLTP_WRITES:
-            return [Problem("workload.test", f"a sysbench test that runs on {kind.title} ({', '.join(READ_ONLY + OLTP_WRITES)})",
-                            repr(test), "Debian's sysbench 1.0.20 aborts a pgsql run at the first error it cannot ignore; "
-                            'or use tool = "pgbench" (tpcb-like or simple-update retry with --max-tries)')]  # fmt: skip
+            return [
+                Problem(
+                    "workload.test",
+                    f"a sysbench test that runs on {kind.title} ({', '.join(READ_ONLY + OLTP_WRITES)})",
+                    repr(test),
+                    "Debian's sysbench 1.0.20 aborts a pgsql run at the first error it cannot ignore; "
+                    'or use tool = "pgbench" (tpcb-like or simple-update retry with --max-tries)',
+                )
+            ]
         return []
 
     def spec_problems(self, exp: Any) -> list[Any]:

@@ -16,7 +16,7 @@ from typing import Any
 from perflab.errors import ToolMissingError
 from perflab.run.workloads import Workload, gotpc
 from perflab.run.workloads.gotpc import DATABASE, RESERVED, TESTS, USER, VERSION, WAREHOUSE_BYTES
-from perflab.run.workloads.sysbench import Summary
+from perflab.run.workloads.sysbench_output import Summary
 
 
 class GoTpc(Workload):
@@ -40,18 +40,39 @@ class GoTpc(Workload):
 
         problems = []
         if not kind.mysql_protocol:
-            problems.append(Problem("workload.tool", f"a server go-tpc {VERSION} can drive (MySQL's protocol)",
-                                    f'"go-tpc" on {kind.title}', f"go-tpc {VERSION}, the version perflab installs, "
-                                    "has no driver for it; use pgbench (tpcb-like) on PostgreSQL"))  # fmt: skip
+            problems.append(
+                Problem(
+                    "workload.tool",
+                    f"a server go-tpc {VERSION} can drive (MySQL's protocol)",
+                    f'"go-tpc" on {kind.title}',
+                    f"go-tpc {VERSION}, the version perflab installs, "
+                    "has no driver for it; use pgbench (tpcb-like) on PostgreSQL",
+                )
+            )
         if spec.workload.warehouses is None:
-            problems.append(Problem("workload.warehouses", "the number of TPC-C warehouses", "none",
-                                    "warehouses = 4 (about 100 MiB each)"))  # fmt: skip
+            problems.append(
+                Problem(
+                    "workload.warehouses",
+                    "the number of TPC-C warehouses",
+                    "none",
+                    "warehouses = 4 (about 100 MiB each)",
+                )
+            )
         if "test" not in spec.workload.model_fields_set:
-            problems.append(Problem("workload.test", 'test = "tpcc"', "none (sysbench's oltp_read_only is the default)",
-                                    'test = "tpcc"'))  # fmt: skip
+            problems.append(
+                Problem(
+                    "workload.test", 'test = "tpcc"', "none (sysbench's oltp_read_only is the default)", 'test = "tpcc"'
+                )
+            )
         for key in sorted(spec.dataset.model_fields_set & {"tables", "table_size", "scale"}):
-            problems.append(Problem(f"dataset.{key}", "no [dataset] with go-tpc", key,
-                                    "its dataset is [workload] warehouses = N (go-tpc tpcc prepare)"))  # fmt: skip
+            problems.append(
+                Problem(
+                    f"dataset.{key}",
+                    "no [dataset] with go-tpc",
+                    key,
+                    "its dataset is [workload] warehouses = N (go-tpc tpcc prepare)",
+                )
+            )
         return problems + self._reserved(spec) + self._unsupported(spec)
 
     @staticmethod
@@ -73,8 +94,14 @@ class GoTpc(Workload):
             for label, variant in labels.items():
                 for key in ("client_preload", "client_library"):
                     if getattr(variant, key):
-                        found.append(Problem(f"variants.{axis}.{label}.{key}", f"no {key} with go-tpc", key,
-                                             "go-tpc is a static Go binary: nothing is preloaded into it"))  # fmt: skip
+                        found.append(
+                            Problem(
+                                f"variants.{axis}.{label}.{key}",
+                                f"no {key} with go-tpc",
+                                key,
+                                "go-tpc is a static Go binary: nothing is preloaded into it",
+                            )
+                        )
         return found
 
     def _reserved(self, spec: Any) -> list[Any]:
@@ -115,8 +142,9 @@ class GoTpc(Workload):
         problems = []
         for where, options in [("workload.options", exp.file.workload.options)] + [
             (f"variants.{a}.{label}.workload_options", v.workload_options)
-            for a, labels in exp.file.variants.items() for label, v in labels.items()
-        ]:  # fmt: skip
+            for a, labels in exp.file.variants.items()
+            for label, v in labels.items()
+        ]:
             for key in options:
                 if key.replace("-", "_") not in known:
                     close = difflib.get_close_matches(key.replace("-", "_"), sorted(known), n=3)
@@ -138,16 +166,25 @@ class GoTpc(Workload):
 
     def run_argv(self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None) -> list[str]:
         options = {**spec.workload.options, **cell.workload_options}
-        return gotpc.argv("run", port=server.port, warehouses=spec.workload.warehouses or 1, threads=cell.threads,
-                    seconds=seconds, options=options)  # fmt: skip
+        return gotpc.argv(
+            "run",
+            port=server.port,
+            warehouses=spec.workload.warehouses or 1,
+            threads=cell.threads,
+            seconds=seconds,
+            options=options,
+        )
 
     def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
         return gotpc.read_output(out, code, warmup)
 
     def effective_options(self, runner: Any, argv_used: list[str]) -> dict[str, str]:
         """Every --key=value perflab passed (go-tpc's defaults stand for the rest)."""
-        return {a[2:].split("=", 1)[0].replace("-", "_"): a.split("=", 1)[1]
-                for a in argv_used if a.startswith("--") and "=" in a}  # fmt: skip
+        return {
+            a[2:].split("=", 1)[0].replace("-", "_"): a.split("=", 1)[1]
+            for a in argv_used
+            if a.startswith("--") and "=" in a
+        }
 
 
 GO_TPC = GoTpc()

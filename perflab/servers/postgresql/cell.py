@@ -22,7 +22,7 @@ from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers
 from perflab.run.observers.resources import StealSampler
 from perflab.run.proctree import TreeSampler, children, tree_counters
-from perflab.run.workloads import pgbench, sysbench
+from perflab.run.workloads import pgbench, sysbench, sysbench_output
 from perflab.servers.postgresql.accounting import verify_backends
 from perflab.servers.postgresql.server import PORT, SUPERUSER, PostgreSQL, pg_binary
 from perflab.spec import Cell
@@ -143,7 +143,7 @@ def _verified(server: PostgreSQL, cell: Cell, child: Any, auxiliary: int) -> int
 
 def _pgbench_output(
     test: str, out: Path, code: int, server: PostgreSQL, launched: float, window: tuple[float, float], warmup: int
-) -> tuple[sysbench.Summary, list[dict[str, Any]]]:
+) -> tuple[sysbench_output.Summary, list[dict[str, Any]]]:
     text = out.read_text(encoding="utf-8", errors="replace")
     log = pgbench.load_log(server.rundir / "pgbench_log")
     per_txn = pgbench.statements(test)

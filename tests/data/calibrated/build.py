@@ -1,5 +1,5 @@
 """Builds tests/data/calibrated/slow_malloc.c (a preload that burns N ns per malloc call) once
-per source and compiler, for the calibrated-effect test and bench/calibrated_effect.py.
+per source and compiler, for the calibrated-effect test and bench/archive/calibrated_effect.py.
 
     python3 tests/data/calibrated/build.py [OUT_DIR]   # prints the .so's path
     build(Path("/tmp/x"))                              # -> /tmp/x/slow_malloc-<hash>.so

@@ -22,7 +22,7 @@
  * unparsable: no burn and no calibration (a thin wrapper). Values are clamped to 1 ms. free()
  * is not slowed: the effect is "N ns per allocation", which calls per transaction (perflab's
  * [observe] alloc) turn
- * into a nominal cost per transaction (bench/calibrated_effect.py).
+ * into a nominal cost per transaction (bench/archive/calibrated_effect.py).
  *
  * glibc's __libc_malloc, __libc_calloc and __libc_realloc are called directly (exported by
  * every glibc), so no dlsym is needed and nothing allocates before the real allocator is there.

@@ -21,8 +21,8 @@ counts of each syscall must agree: the goal is within 1% for each of them (issue
 "Exactness"). strace slows the server a lot (every traced call stops it twice); that changes how
 many calls there are, not whether both count the same ones.
 
-Run: python3 bench/alloc_exactness.py              # a 5 s comparison (about 1 minute)
-     python3 bench/alloc_exactness.py --quick      # 2 s, a smoke test
+Run: python3 bench/archive/alloc_exactness.py              # a 5 s comparison (about 1 minute)
+     python3 bench/archive/alloc_exactness.py --quick      # 2 s, a smoke test
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 
 from perflab import preflight, spec

@@ -7,7 +7,7 @@ own thread CPU time, ran from 0.072 to 0.34 s for the same work within 150 s (10
 0.085-0.200): the vCPU itself runs slower at times (the host's other load or clock), which no
 guest counter shows.
 
-What: bench/canary.c spins ~1 ms of fixed work every 200 ms (0.5% of a core) and logs the CPU
+What: bench/archive/canary.c spins ~1 ms of fixed work every 200 ms (0.5% of a core) and logs the CPU
 time it took, while one `perflab run` as a user runs it measures two identical variants A and B
 (oltp_read_only, 2 threads, 2 x 50k rows, a fixed 5 s warm-up, 10 s windows, a fresh server per
 cell, ROUNDS randomized rounds). Per cell, the canary's speed over the cell's last `duration`
@@ -20,8 +20,8 @@ seconds (the median of 1 / CPU time per unit). Printed:
     the slope is fitted on the same cells, so this is optimistic by one degree of freedom).
 Its CPU cost is shown too. A figure, not a feature: perflab does not adjust QPS by it.
 
-Run: python3 bench/host_speed.py --results DIR     # ~6 minutes, idle machine
-     python3 bench/host_speed.py --quick           # smoke test (~2 minutes)
+Run: python3 bench/archive/host_speed.py --results DIR     # ~6 minutes, idle machine
+     python3 bench/archive/host_speed.py --quick           # smoke test (~2 minutes)
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -32,15 +32,17 @@ import json
 import math
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CANARY = Path(__file__).resolve().parent / "canary.c"
 PERIOD_MS = 200
 

@@ -12,7 +12,7 @@ SECONDS long; per CPU, the median CPU time of its fixed work over consecutive wi
 the CPUs' (for more than two CPUs, every pair's mean). Its own CPU use is in other_cpu_cores'
 sense the only load: run it on an idle machine.
 
-Run: python3 bench/vcpu_speeds.py [--seconds 180]
+Run: python3 bench/archive/vcpu_speeds.py [--seconds 180]
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -29,9 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from perflab.run.observers import host_speed

@@ -13,8 +13,8 @@ with its calibration saved under a temporary PERFLAB_CACHE (the user's is left a
 results directory kept with --results. Components: analyze/variance.py; the plan:
 analyze/power.py (docs/methodology.md#calibration).
 
-Run: python3 bench/variance_components.py           # the figures to quote (~12 minutes)
-     python3 bench/variance_components.py --quick   # smoke test: 3 rounds of 3 s windows (~1 minute)
+Run: python3 bench/archive/variance_components.py           # the figures to quote (~12 minutes)
+     python3 bench/archive/variance_components.py --quick   # smoke test: 3 rounds of 3 s windows (~1 minute)
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -30,9 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 EXPERIMENT = """
 [experiment]
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> None:
     cfg = settings(args.quick)
     machine = C.Machine()
     C.say(
-        f"bench/variance_components.py ({'quick' if args.quick else 'full'}): oltp_read_only, 2 threads, "
+        f"bench/archive/variance_components.py ({'quick' if args.quick else 'full'}): oltp_read_only, 2 threads, "
         f"{cfg['tables']} x {cfg['table_size']:,} rows, max warm-up {cfg['warmup']} s, window {cfg['duration']} s, "
         f"{cfg['rounds']} A/A rounds"
     )

@@ -22,8 +22,8 @@ Printed:
     steal with the slope fitted over the turns;
   - other_cpu_cores over the run (figures from a busy machine are not this machine's noise).
 
-Run: python3 bench/turn_noise.py [--blocks 30] [--seed N]   # ~11 minutes, idle machine
-     python3 bench/turn_noise.py --quick                      # smoke test: 4 blocks of 3 turns (~1 minute)
+Run: python3 bench/archive/turn_noise.py [--blocks 30] [--seed N]   # ~11 minutes, idle machine
+     python3 bench/archive/turn_noise.py --quick                      # smoke test: 4 blocks of 3 turns (~1 minute)
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -41,17 +41,18 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from perflab.run import client, dataset
 from perflab.run.observers.resources import machine_steal_s, process_cpu_s
 from perflab.run.observers.status import StatusSampler
 from perflab.run.proc import Child, clean_env
-from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
+from perflab.servers.mariadb.server import MariaDB
 
 TEST, THREADS, OPTIONS = "oltp_read_only", 2, {"rand_type": "uniform"}
 MODES = ("read", "noread")

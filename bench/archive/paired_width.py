@@ -13,8 +13,8 @@ and the median wander over 30 minutes (max/min - 1 of the drift alone).
 How: the real code (perflab.analyze.ratio.estimate, verdict.judge) on every simulated
 experiment. Seeded: the same figures on every run. CPU only: no server, no sysbench.
 
-Run: python3 bench/paired_width.py           # the figures docs/methodology.md quotes (~2 minutes)
-     python3 bench/paired_width.py --quick   # smoke test (~15 s)
+Run: python3 bench/archive/paired_width.py           # the figures docs/methodology.md quotes (~2 minutes)
+     python3 bench/archive/paired_width.py --quick   # smoke test (~15 s)
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -25,10 +25,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from perflab.analyze import verdict

@@ -21,9 +21,9 @@ How: through the CLI as a user runs it (`perflab run --seed`, `perflab export`),
 directory per run under /dev/shm. Never run by the test suite (tests/integration/
 test_calibrated_effect.py checks the shim on one small run).
 
-Run: python3 bench/calibrated_effect.py                               # 100-2000 ns, 10 trials each (hours)
-     python3 bench/calibrated_effect.py --ns 200,400 --trials 20      # a finer look
-     python3 bench/calibrated_effect.py --quick                       # smoke test (~2 minutes)
+Run: python3 bench/archive/calibrated_effect.py                               # 100-2000 ns, 10 trials each (hours)
+     python3 bench/archive/calibrated_effect.py --ns 200,400 --trials 20      # a finer look
+     python3 bench/archive/calibrated_effect.py --quick                       # smoke test (~2 minutes)
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -37,9 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.data.calibrated.build import ENV, build

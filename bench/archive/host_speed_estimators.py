@@ -15,7 +15,7 @@ What, per run and per variant against the baseline `none` (over the rounds that 
       fixed:B      paired t on d - B c with a slope B fixed in advance (any fixed B keeps the
                    test valid when the variant does not move the canary; B decides the power)
       run-slope    fixed at the run's pooled within-round slope (all variants, round effects
-                   removed, analyze/host_speed.within_rounds): from more data than the
+                   removed, analyze/host_slope.within_rounds): from more data than the
                    comparison's own rounds, but the same run
       other-run    fixed at the pooled within-round slope of the other run(s) given: a slope
                    measured before and elsewhere, as `perflab calibrate` gives a run with
@@ -24,7 +24,7 @@ Why: a slope fitted on the same 19 rounds that it adjusts is where a covariate c
 false verdicts (bench/fidelity.py's first estimators called 12-14% of resampled A/A pairs
 different); a fixed or external slope cannot, and the runs say what each costs in power.
 
-Run: python3 bench/host_speed_estimators.py DIR [DIR ...]     # CPU only, seconds a run
+Run: python3 bench/archive/host_speed_estimators.py DIR [DIR ...]     # CPU only, seconds a run
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -39,14 +39,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
+import _common as C
 import numpy as np
 
-import _common as C
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from perflab.analyze import host_speed, stats
+from perflab.analyze import host_slope, host_speed, stats
 
 BASE, SAME = "none", "same"
 ROUNDS = 19  # bench/fidelity.py: a 10-minute two-variant experiment of 15.5 s cells
@@ -66,7 +66,7 @@ def logs_by_round(doc: dict[str, Any]) -> dict[str, dict[int, tuple[float, float
 
 def run_slope(doc: dict[str, Any]) -> float:
     """log QPS = variant + round + slope x log speed, least squares over every cell (perflab's own)."""
-    found = host_speed.within_rounds(doc["cells"], "qps")
+    found = host_slope.within_rounds(doc["cells"], "qps")
     if found is None:
         raise C.BenchError("too few cells with a canary figure")
     return float(found["slope"])

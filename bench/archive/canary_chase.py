@@ -5,14 +5,14 @@ Why: with the spin alone (a register-only loop) adjusting QPS left 3-7% of noise
 this VM; the spin does not see the host's other tenants in the caches and memory it shares
 with them, which the server's workload does. The canary now also times a pointer chase through
 a 1 MiB buffer each period (`host_speed.chase_ns`), and a calibration weighs it in
-(`host_speed.chase_weight`, analyze/host_speed.py).
+(`host_speed.chase_weight`, analyze/host_slope.py).
 
 What: an experiment with the canary (oltp_read_only, 2 threads, 10 s windows, a fixed 5 s
 warm-up, a fresh server per cell, ROUNDS randomized rounds) of two identical variants `a` and `b` (an
 A/A pair) and `jemalloc` (the server preloaded with it: another allocator, another use of the
 caches), or kept runs of it or of `perflab calibrate` (its A/A cells; --runs DIR ...). Then, for
 every pair of variants and each round held out in turn, the slope(s) fitted on the other rounds
-exactly as `perflab calibrate` fits them (analyze/host_speed.within_rounds, chase_weight,
+exactly as `perflab calibrate` fits them (analyze/host_slope.within_rounds, chase_weight,
 usable_weight) and applied to the held-out round's log-ratio d - slope x c: the sd of those
 adjusted per-round log-ratios, spin alone against spin and chase, and the variance ratio (what a
 10-minute experiment's detectable effect shrinks by: its square root). With several runs, also
@@ -20,8 +20,8 @@ each run's fit applied to the others. Blindness: per pair, the mean per-round di
 canary figure with its standard error (a variant that moved the chase would show here; `decide`
 then refuses the adjustment at p < 0.01).
 
-Run: python3 bench/canary_chase.py [--rounds 20] [--keep DIR]        # about 16 min at 20 rounds
-     python3 bench/canary_chase.py --runs DIR [DIR ...]              # kept runs: CPU only, seconds
+Run: python3 bench/archive/canary_chase.py [--rounds 20] [--keep DIR]        # about 16 min at 20 rounds
+     python3 bench/archive/canary_chase.py --runs DIR [DIR ...]              # kept runs: CPU only, seconds
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -36,12 +36,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from perflab.analyze import host_speed
+from perflab.analyze import host_slope, host_speed
 from perflab.variants import variant_key
 
 REST = """\
@@ -62,8 +63,8 @@ def settled(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def fitted(cells: list[dict[str, Any]], chase: bool) -> tuple[float, float] | None:
     """(slope, chase weight) as perflab calibrate fits them on `cells`; None: no slope."""
-    weight = host_speed.usable_weight(host_speed.chase_weight(cells, "qps")) if chase else 0.0
-    found = host_speed.within_rounds(cells, "qps", weight)
+    weight = host_slope.usable_weight(host_slope.chase_weight(cells, "qps")) if chase else 0.0
+    found = host_slope.within_rounds(cells, "qps", weight)
     return None if found is None else (found["slope"], weight)
 
 

@@ -1,4 +1,4 @@
-/* bench/host_speed.py's canary: how fast this vCPU runs a fixed piece of register-only work.
+/* bench/archive/host_speed.py's canary: how fast this vCPU runs a fixed piece of register-only work.
  * Every PERIOD_MS it spins WORK iterations and prints the wall time and the thread CPU time they
  * took: preemption stops the thread's CPU clock, so CPU time per unit of work rises only when the
  * vCPU itself runs slower (a busy sibling hyperthread or core on the host, a lower clock), which

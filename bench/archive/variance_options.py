@@ -11,8 +11,8 @@ instruments measuring the same rounds), the raw sd across rounds, and its ratio 
 F interval) and QPS ratio (perflab compare: CI and verdict) against `default`; and
 other_cpu_cores of every cell (a figure from a busy machine is not this machine's noise).
 
-Run: python3 bench/variance_options.py            # the figures to quote (~12 minutes), idle machine
-     python3 bench/variance_options.py --quick    # smoke test: 3 rounds of 3 s windows (~2 minutes)
+Run: python3 bench/archive/variance_options.py            # the figures to quote (~12 minutes), idle machine
+     python3 bench/archive/variance_options.py --quick    # smoke test: 3 rounds of 3 s windows (~2 minutes)
      --results DIR keeps the results directory (perflab report DIR)
 Exit status: 0 when it measured, 1 on a real error.
 """
@@ -22,11 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 from scipy import stats
 

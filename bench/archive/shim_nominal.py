@@ -11,7 +11,7 @@ the same burn (the variant's extra server CPU per transaction; `fidelity.nominal
 Pooled: each model's mean and mean absolute difference from the measured effects, and how many
 measured intervals hold it. Analysis only: no measurement, no server is started.
 
-Run: python3 bench/shim_nominal.py --runs DIR [DIR...]
+Run: python3 bench/archive/shim_nominal.py --runs DIR [DIR...]
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 import fidelity as F
 

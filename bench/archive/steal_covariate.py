@@ -15,7 +15,7 @@ did to a cell), against the same residuals of (a) steal_cpu_cores, (b) the canar
 residual, the slope(s), and the share of the residual variance each fit leaves; other_cpu_cores
 of the cells.
 
-Run: python3 bench/steal_covariate.py DIR [DIR ...]
+Run: python3 bench/archive/steal_covariate.py DIR [DIR ...]
 Exit status: 0 when it analysed, 1 on a real error (no usable cells).
 """
 
@@ -26,13 +26,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from perflab.analyze import host_speed, summary
+from perflab.analyze import host_slope, host_speed, summary
 from perflab.store.results import Results
 
 
@@ -52,11 +53,11 @@ def steal(cell: dict[str, Any]) -> float | None:
 def analyse(path: Path) -> dict[str, Any]:
     results = Results(path)
     _, cells = summary.load(results)
-    usable = [c for c in cells if host_speed._usable(c) and steal(c) is not None and host_speed.log_speed(c) is not None
+    usable = [c for c in cells if host_speed.usable_cell(c) and steal(c) is not None and host_speed.log_speed(c) is not None
               and host_speed.metric_value(c, "qps")]  # fmt: skip
     # their log QPS and both figures with the round's and the variant's effects taken out by least
     # squares: the host's within-round fit (analyze/host_speed.py)
-    found = host_speed._within(usable, "qps", [steal, host_speed.log_speed])
+    found = host_slope._within(usable, "qps", [steal, host_speed.log_speed])
     if found is None or len(usable) < 6:
         raise C.BenchError(f"{path}: {len(usable)} settled cells with steal and the canary (need 6)")
     x, y, _ = found

@@ -27,8 +27,8 @@ cancels within a second of turns) with a 95% interval, the sd of a round's 10 s 
 variance against `none` (F interval), the mean QPS, and other_cpu_cores (figures from a busy
 machine are not this machine's noise).
 
-Run: python3 bench/turn_reads.py [--rounds 6]   # six modes, ~20 minutes, idle machine
-     python3 bench/turn_reads.py --quick        # smoke test: 1 round of 2 s windows (~1 minute)
+Run: python3 bench/archive/turn_reads.py [--rounds 6]   # six modes, ~20 minutes, idle machine
+     python3 bench/archive/turn_reads.py --quick        # smoke test: 1 round of 2 s windows (~1 minute)
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -43,11 +43,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: _common and the scripts imported below
 import _common as C
 from interleave import OPTIONS, TEST, Side, questions, scratch
 from scipy import stats
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from perflab.run import dataset

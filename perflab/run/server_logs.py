@@ -1,0 +1,40 @@
+"""What a cell keeps of its server when it ends: the server's logs beside the results
+(logs/cell-NNNN/: error.log, its option file, its console output), and on a failure the row's
+error, the tail of its log and the server's backtrace.
+
+    row.update(failure_fields(exc, server)); keep_logs(server, rundir, results.log_dir(cell.order))
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import PerflabError, ServerStartError
+from perflab.servers.managed import Managed
+
+
+def failure_fields(exc: PerflabError, server: Managed) -> dict[str, Any]:
+    error = exc.message
+    died = server.crashed or (server.crashed is None and server.child is not None and not server.alive())
+    if died and not isinstance(exc, ServerStartError) and not exc.message.startswith("server"):
+        error = f"{server.death()}; {exc.message}"  # the server's death explains the rest
+    return {"error": error, "log_tail": server.error_lines(30), "backtrace": server.backtrace()}
+
+
+def read_tail(log: Path | None, lines: int = 30) -> str | None:
+    if log is None or not log.is_file():
+        return None
+    return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+
+
+def keep_logs(server: Managed, rundir: Path, logs: Path) -> None:
+    """The server's error log, option file and console output, kept with the results."""
+    if server.error_log.exists():
+        shutil.copy2(server.error_log, logs / "error.log")
+    if server.option_file.exists():
+        shutil.copy2(server.option_file, logs / server.option_file.name)  # my.cnf, postgresql.conf
+    console = rundir / "stdout.log"
+    if console.exists() and console.stat().st_size:
+        shutil.copy2(console, logs / "stdout.log")

@@ -1,0 +1,165 @@
+"""sysbench's output: its per-second lines, final summary and latency histogram.
+
+Input (sysbench 1.0.20 `run --report-interval=1 --histogram=on --percentile=95`):
+    [ 1s ] thds: 2 tps: 6180.24 qps: 98910.71 (r/w/o: 86548.24/0.00/12362.47) lat (ms,95%): 0.37 err/s: 0.00 ...
+followed by a latency histogram ("value |*** count") and the "SQL statistics" summary.
+Output: Interval and Summary dataclasses; p50/p99 come from the histogram.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+_INTERVAL = re.compile(
+    r"^\[\s*(?P<t>\d+)s\s*\]\s+thds:\s*(?P<thds>\d+)\s+tps:\s*(?P<tps>[\d.]+)\s+qps:\s*(?P<qps>[\d.]+)\s+"
+    r"\(r/w/o:\s*(?P<r>[\d.]+)/(?P<w>[\d.]+)/(?P<o>[\d.]+)\)\s+"
+    r"lat\s+\(ms,(?P<pct>[\d.]+)%\):\s*(?P<lat>[\d.]+)\s+err/s:\s*(?P<err>[\d.]+)\s+reconn/s:\s*(?P<reconn>[\d.]+)"
+)
+_HIST_ROW = re.compile(r"^\s*(?P<value>[\d.]+)\s+\|\**\s+(?P<count>\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Interval:
+    t: int  # seconds since the start of this sysbench run
+    threads: int
+    tps: float
+    qps: float
+    reads: float
+    writes: float
+    other: float
+    p95_ms: float
+    errors_per_s: float
+    reconnects_per_s: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    transactions: int
+    queries: int
+    tps: float
+    qps: float
+    errors: int
+    errors_per_s: float
+    reconnects: int
+    total_time_s: float
+    latency_ms: dict[str, float | None]  # min avg max p50 p95 p99
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_intervals(text: str) -> list[Interval]:
+    """sysbench's per-second reports, one per second of the run (see one_per_second)."""
+    out = []
+    for line in text.splitlines():
+        m = _INTERVAL.match(line)
+        if m:
+            out.append(
+                Interval(
+                    t=int(m["t"]),
+                    threads=int(m["thds"]),
+                    tps=float(m["tps"]),
+                    qps=float(m["qps"]),
+                    reads=float(m["r"]),
+                    writes=float(m["w"]),
+                    other=float(m["o"]),
+                    p95_ms=float(m["lat"]),
+                    errors_per_s=float(m["err"]),
+                    reconnects_per_s=float(m["reconn"]),
+                )
+            )
+    return one_per_second(out)
+
+
+def one_per_second(reports: list[Interval]) -> list[Interval]:
+    """sysbench labels a report with the time since the threads started, rounded to the second.
+    On a loaded machine its reporter can wake more than half a second late: that report (due at
+    second t - 1) is labelled t, and the next one, on time again, is labelled t too. The late one
+    takes t - 1 where that second has no report; else (several late in a row) it is dropped, so
+    every second of a cell's series has one report (the store keys them by second)."""
+    out: list[Interval] = []
+    for report in reports:
+        if out and report.t <= out[-1].t:
+            late = out.pop()
+            if late.t - 1 > (out[-1].t if out else 0):
+                out.append(replace(late, t=late.t - 1))
+        out.append(report)
+    return out
+
+
+def parse_histogram(text: str) -> list[tuple[float, int]]:
+    """(latency_ms, count) rows of the `--histogram=on` block."""
+    rows: list[tuple[float, int]] = []
+    inside = False
+    for line in text.splitlines():
+        if line.startswith("Latency histogram"):
+            inside = True
+            continue
+        if inside:
+            m = _HIST_ROW.match(line)
+            if m:
+                rows.append((float(m["value"]), int(m["count"])))
+            elif rows:
+                break
+    return rows
+
+
+def histogram_percentile(rows: list[tuple[float, int]], pct: float) -> float | None:
+    """The smallest bucket value at or above `pct` percent of events, as sysbench computes it
+    (sb_histogram.c: the first bucket where the running count reaches floor(n * pct / 100 + 0.5))."""
+    total = sum(c for _, c in rows)
+    if not total:
+        return None
+    need = math.floor(total * pct / 100.0 + 0.5)
+    seen = 0
+    for value, count in rows:
+        seen += count
+        if seen >= need:
+            return value
+    return rows[-1][0]
+
+
+def _number(pattern: str, text: str, cast: type = float) -> Any:
+    m = re.search(pattern, text, re.MULTILINE)
+    return cast(m.group(1)) if m else None
+
+
+def parse_summary(text: str) -> Summary | None:
+    """The final statistics block; None if sysbench did not get that far.
+
+    With --report-checkpoints, earlier "Checkpoint report" blocks come first; the last block
+    covers only the time since the last checkpoint, but its "total time" counts from the
+    start, so the window's length is derived from its own events and rate."""
+    if "SQL statistics:" not in text:
+        return None
+    hist = parse_histogram(text)
+    text = text[text.rindex("SQL statistics:") :]
+    total_time = _number(r"^\s+total time:\s+([\d.]+)s", text) or 0.0
+    window_tps = _number(r"^\s+transactions:\s+\d+\s+\(([\d.]+) per sec", text)
+    window_txn = _number(r"^\s+transactions:\s+(\d+)", text, int)
+    if window_tps and window_txn:
+        total_time = round(window_txn / window_tps, 4)
+    errors = _number(r"^\s+ignored errors:\s+(\d+)", text, int) or 0
+    return Summary(
+        transactions=_number(r"^\s+transactions:\s+(\d+)", text, int) or 0,
+        queries=_number(r"^\s+queries:\s+(\d+)", text, int) or 0,
+        tps=_number(r"^\s+transactions:\s+\d+\s+\(([\d.]+) per sec", text) or 0.0,
+        qps=_number(r"^\s+queries:\s+\d+\s+\(([\d.]+) per sec", text) or 0.0,
+        errors=errors,
+        errors_per_s=errors / total_time if total_time else 0.0,
+        reconnects=_number(r"^\s+reconnects:\s+(\d+)", text, int) or 0,
+        total_time_s=total_time,
+        latency_ms={
+            "min": _number(r"^\s+min:\s+([\d.]+)", text),
+            "avg": _number(r"^\s+avg:\s+([\d.]+)", text),
+            "max": _number(r"^\s+max:\s+([\d.]+)", text),
+            "p50": histogram_percentile(hist, 50),
+            # from the histogram like p50/p99 (sysbench prints the same figure rounded to 0.01 ms,
+            # which could otherwise put p95 above p99)
+            "p95": histogram_percentile(hist, 95) or _number(r"^\s+95th percentile:\s+([\d.]+)", text),
+            "p99": histogram_percentile(hist, 99),
+        },
+    )
