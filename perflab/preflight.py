@@ -102,10 +102,10 @@ def check(exp: Experiment) -> None:
                     f"free memory on the tmpfs, or use a smaller dataset ({smaller})",
                 )
             )
-    if exp.file.experiment.client_host is not None:  # reachable, with its tools (hosts/preflight.py)
-        from perflab.hosts.preflight import host_problems
+    if exp.file.experiment.client_host or exp.file.experiment.server_host:  # reachable, with its tools
+        from perflab.hosts.preflight import host_problems  # (hosts/preflight.py)
 
-        machine += host_problems(exp.file, kind.remote_packages)
+        machine += host_problems(exp.file, kind.remote_packages, kind.server_packages)
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
     problems = kind.spec_problems(exp)

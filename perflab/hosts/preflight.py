@@ -13,14 +13,22 @@ from perflab.errors import HostKeyError, HostUnreachableError, Problem
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
 
-_HAS = 'command -v "$0" || test -x "$0"'
+_HAS = 'command -v "$0" || test -x "$0"'  # on the ssh user's PATH (root's has /usr/sbin: mariadbd)
 
 
-def host_problems(spec: Any, packages: dict[str, str]) -> list[Problem]:
-    """Problems of the client host (`packages`: the tools it runs -> their Debian packages)."""
-    name = spec.experiment.client_host
-    if name is None:
-        return []
+def host_problems(spec: Any, packages: dict[str, str], server_packages: dict[str, str] | None = None) -> list[Problem]:
+    """Problems of the client host and the server host (`packages`, `server_packages`: the tools each
+    runs -> their Debian packages)."""
+    e = spec.experiment
+    wanted: dict[str, dict[str, str]] = {}
+    if e.client_host is not None:
+        wanted[e.client_host] = dict(packages)
+    if e.server_host is not None:
+        wanted[e.server_host] = {**wanted.get(e.server_host, {}), **(server_packages or {})}
+    return [p for name, tools in wanted.items() for p in _problems_of(spec, name, tools)]
+
+
+def _problems_of(spec: Any, name: str, packages: dict[str, str]) -> list[Problem]:
     target = parse_target(spec.hosts[name].ssh)
     try:
         link = Connection.open(name, target)

@@ -16,9 +16,12 @@ the local work directory's `hosts.json` names the hosts and directories, and `pe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -118,3 +121,47 @@ def recorded(local_workdir: Path) -> list[Placement]:
     except (OSError, ValueError):
         return []
     return [Placement(**row) for row in rows if isinstance(row, dict) and set(row) == {"name", "ssh", "path"}]
+
+
+class Tracked:
+    """A long-running process started in a run directory (a server), driven as run/proc.py's Child:
+    `pid`, `poll`, `wait`, `signal_group`, `kill`. Its exit is watched in a thread; setsid --wait
+    passes on an exit code, and exits with the signal's number after "did not exit normally"."""
+
+    def __init__(self, rundir: RunDir, argv: list[str]) -> None:
+        self.rundir = rundir
+        self.proc, self.pid = rundir.start(argv)
+        self.lost: str | None = None
+        self._code: int | None = None
+        self._done = threading.Event()
+        threading.Thread(target=self._watch, name=f"remote-{os.path.basename(argv[0])}", daemon=True).start()
+
+    def _watch(self) -> None:
+        try:
+            done = self.proc.wait()
+            code = done.status if done.status is not None else -9
+            self._code = -code if "did not exit normally" in done.stderr and code > 0 else code
+            if done.status is None:
+                self.lost = f"host {self.rundir.link.name}: the connection ended before the process did"
+        except (HostLostError, TimeoutError) as exc:
+            self.lost, self._code = getattr(exc, "message", None) or str(exc), -9
+        finally:
+            self._done.set()
+
+    def poll(self) -> int | None:
+        return self._code if self._done.is_set() else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"pid {self.pid} on {self.rundir.link.name} still running after {timeout}s")
+        assert self._code is not None
+        return self._code
+
+    def signal_group(self, sig: int) -> None:
+        self.rundir.signal(self.pid, signal.Signals(sig).name.removeprefix("SIG"))
+
+    def kill(self) -> None:
+        if not self._done.is_set():
+            with contextlib.suppress(HostLostError):
+                self.rundir.signal(self.pid, "KILL")
+            self._done.wait(10)

@@ -175,6 +175,10 @@ class Connection:
         """This machine's address on this connection: where the host reaches us (a server's bind address)."""
         return str(self._conn.get_extra_info("sockname")[0])
 
+    def peer_address(self) -> str:
+        """The host's address on this connection: where this machine reaches it (a remote server's bind address)."""
+        return str(self._conn.get_extra_info("peername")[0])
+
     def put(self, local: Path, remote: str) -> None:
         """Copy one local file to `remote` over SFTP."""
         self.call(self._put(local, remote), 300)

@@ -87,6 +87,9 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
     if model.build_facts():
         out += table(["build", "server binary"], [list(f) for f in model.build_facts()]) + [""]
     out += ["<details><summary>Host</summary>", ""] + table(["host", ""], [list(f) for f in model.host_facts()])
+    hosts, differ = model.host_differences()  # remote hosts (docs/hosts.md): where they differ, value by value
+    out += [""] + [f"- {cell(line)}" for line in model.remote_hosts()] if model.remote_hosts() else []
+    out += ([""] + table(["differs", *hosts], [[leaf, *values] for leaf, values in differ])) if differ else []
     spec = str(model.meta.get("spec_text") or "(not stored)")
     out += [
         "",

@@ -160,16 +160,18 @@ def noise_note(dec: Any) -> str:
 
 
 def host_lines(meta: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
-    """One line per remote host of the run (meta `hosts`, docs/hosts.md): the client's round trip and
-    bytes per transaction, and where the host's fingerprint differs from this machine's."""
+    """One line per remote host of the run (meta `hosts`, docs/hosts.md): what ran there (the server,
+    the client), the client's round trip and bytes per transaction, and where the host's fingerprint
+    differs from this machine's."""
     recorded = meta.get("hosts") or {}
     differ = recorded.get("differences") or {}
     lines = []
     for name, host in (recorded.get("hosts") or {}).items():
         clients = [c.get("client") or {} for c in cells if (c.get("client") or {}).get("host") == name]
+        served = any(_server_host(c).get("name") == name for c in cells)
         per_txn = [c["bytes_per_txn"] for c in clients if c.get("bytes_per_txn") is not None]
         rtt = ((host.get("clock") or {}).get("start") or {}).get("rtt_s")
-        role = "client" if clients else "host"
+        role = " and ".join(r for r, ran in (("server", served), ("client", bool(clients))) if ran) or "host"
         line = f"{role} on host {name} ({host.get('ssh')})"
         line += f": {rtt * 1000:.2f} ms round trip" if rtt is not None else ""
         line += f", {sum(per_txn) / len(per_txn):,.0f} bytes per transaction" if per_txn else ""
@@ -178,4 +180,46 @@ def host_lines(meta: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
             f"; differs from this machine in {', '.join(fields)}" if fields else "; same fingerprint as this machine"
         )
         lines.append(line + (f"; dropped off: {host['lost']}" if host.get("lost") else ""))
+    return lines + _changed_lines(cells)
+
+
+def _server_host(cell: dict[str, Any]) -> dict[str, Any]:
+    """Where a cell's server ran (`build.host`; empty: this machine)."""
+    return (cell.get("build") or {}).get("host") or {}
+
+
+def _flat(value: Any, prefix: str) -> dict[str, str]:
+    """A fingerprint field as leaf -> text: {"packages.sysbench": "1.0.20+ds-5"}; a plain value as itself."""
+    if isinstance(value, dict):
+        return {k: v for key, sub in value.items() for k, v in _flat(sub, f"{prefix}.{key}").items()}
+    return {prefix: "absent" if value is None else str(value)}
+
+
+def host_differences(meta: dict[str, Any]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """Where the run's hosts differ (meta `hosts.differences`), leaf by leaf: the hosts (this machine
+    first, as "local") and one row per differing leaf with each host's value."""
+    differ = (meta.get("hosts") or {}).get("differences") or {}
+    hosts = sorted({h for values in differ.values() for h in values}, key=lambda h: (h != "local", h))
+    rows = []
+    for field, values in differ.items():
+        flat = {h: _flat(values.get(h), field) for h in hosts}
+        for leaf in sorted({k for f in flat.values() for k in f}):
+            cells = [flat[h].get(leaf, "absent") for h in hosts]
+            if len(set(cells)) > 1:
+                rows.append((leaf, cells))
+    return hosts, rows
+
+
+def _changed_lines(cells: list[dict[str, Any]]) -> list[str]:
+    """A server host whose fingerprint changed between cells (a governor or THP set mid-run): which fields."""
+    prints: dict[str, list[dict[str, Any]]] = {}
+    for cell in cells:
+        host = _server_host(cell)
+        if host.get("fingerprint"):
+            prints.setdefault(host["name"], []).append(_flat(host["fingerprint"], ""))
+    lines = []
+    for name, seen in prints.items():
+        changed = sorted({k.lstrip(".") for p in seen for k, v in p.items() if any(q.get(k) != v for q in seen)})
+        if changed:
+            lines.append(f"server host {name}'s fingerprint changed between cells in {', '.join(changed)}")
     return lines

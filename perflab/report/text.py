@@ -30,6 +30,7 @@ from perflab.report.model import build_facts, design_phrase
 from perflab.report.phrases import (
     NOISE_HEADER,
     NOISE_TITLE,
+    host_differences,
     host_lines,
     method_line,
     noise_note,
@@ -97,6 +98,9 @@ def render(
         console.print(f"[dim]build {escape(name)}: {escape(fact)}[/]", highlight=False)
     for line in host_lines(meta, cells):  # remote hosts (docs/hosts.md)
         console.print(f"[dim]{escape(line)}[/]", highlight=False)
+    hosts, differ = host_differences(meta)  # where they differ, value by value
+    for leaf, values in differ:
+        console.print(f"[dim]  {escape(leaf)}: {escape(', '.join(f'{h} {v}' for h, v in zip(hosts, values)))}[/]")
     axes = exp.get("axes") or {}
     base = compare.baseline_variant(axes, baseline or [])
     all_groups = groups(cells, base if axes else None, axes, server=exp.get("server"))

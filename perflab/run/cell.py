@@ -26,7 +26,7 @@ from typing import Any
 from perflab import allocators
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ServerCrashedError
-from perflab.run import accounting, allocator_proof, client, client_variant, dataset, workloads
+from perflab.run import accounting, allocator_proof, client, client_variant, dataset, remote_server, workloads
 from perflab.run.builds import Build, BuildError, debroot, glibc, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.io import IoObserver, into_row
@@ -81,6 +81,7 @@ class CellRunner:
         self.builds: dict[str | None, Build | BuildError] = {}
         self.libcs: dict[str, debroot.Root | BuildError] = {}  # [variants] glibc: suite -> its C library
         self.remote: Any = None  # the client on another host, while a run has one (run/remote_client.py)
+        self.server_host: Any = None  # the server's host, while a run has one (run/remote_server.py)
 
     @property
     def sysbench_defaults(self) -> dict[str, str]:
@@ -199,6 +200,8 @@ class CellRunner:
             self.results.commit_cell(row, [], [])
             return row
         assert snapshot is not None
+        if self.server_host is not None:  # the server on another host: its own cell (docs/hosts.md)
+            return remote_server.run_cell(self, cell, snapshot, workdir)
         row["build"] = build.record()
         self.check_space(snapshot, workdir)
         logs = self.results.log_dir(cell.order)

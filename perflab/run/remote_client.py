@@ -8,7 +8,7 @@ root only in the host's run directory (`--config-file`), never on a command line
 Recorded per cell (`client` fields): the host, the bytes its network interface toward the server
 moved per transaction over the window, and the round trip to the host (its clock reading, ms).
 
-    remote = RemoteClient.open(hosts, "load", kind)   # in the scheduler, for the whole run
+    remote = RemoteClient.open(hosts, "load", kind)   # run/remote_server.run_hosts, for the whole run
     intervals, rss, fields = measure(runner, cell, server, logs)
 """
 
@@ -19,7 +19,6 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, TextIO
@@ -27,9 +26,8 @@ from typing import Any, Self, TextIO
 from perflab.errors import HostLostError
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts
-from perflab.hosts.target import parse_target
-from perflab.run import accounting, client
-from perflab.run.observers.resources import RssSampler, StealSampler
+from perflab.run import accounting, client, remote_server
+from perflab.run.observers.resources import StealSampler
 from perflab.run.workloads import sysbench
 from perflab.spec import Cell
 
@@ -45,11 +43,12 @@ class RemoteClient:
     _copied: set[str] = field(default_factory=set)  # files copied into the run directory
 
     @classmethod
-    def open(cls, hosts: Hosts, name: str, packages: dict[str, str]) -> RemoteClient:
-        """ToolMissingError (exit 3) naming the package when the host lacks the client."""
+    def open(cls, hosts: Hosts, name: str, packages: dict[str, str], address: str | None = None) -> RemoteClient:
+        """ToolMissingError (exit 3) naming the package when the host lacks the client. `address`: the
+        server's (on a server host, run/remote_server.py); else this machine's as the host reaches it."""
         hosts.require(name, packages)
         link = hosts.link(name)
-        address = link.local_address()
+        address = address or link.local_address()
         found = link.run(["sh", "-c", "command -v sysbench"]).stdout.strip()
         route = link.run(["ip", "-o", "route", "get", address]).stdout.split()
         interface = route[route.index("dev") + 1] if "dev" in route[:-1] else None
@@ -210,15 +209,16 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     connect = [f"--db-driver={login.pop('db-driver')}", f"--config-file={remote.write_config(login, cell.order)}"]
     command, script = remote.command(spec, cell, server.socket, connect)
     out, margin = logs / "sysbench.txt", spec.experiment.timeout_margin
+    read, sampler = remote_server.server_reads(runner, server)  # on the server's host when it runs there
     with StealSampler() as steal, RemoteChild(remote.rundir, command, out) as child:
         origin = client.StartWatch(out, child, margin).wait()
         if warmup:
             client.sleep_until(origin + warmup, child)
-        start, before = accounting.WindowStart.take(server.pid, None), remote.net_bytes()
+        start, before = accounting.WindowStart.take(server.pid, None, read), remote.net_bytes()
         cpu_before = child.cpu_s()
-        with RssSampler(server.pid) as rss:
+        with sampler as rss:
             code = client.wait(child, warmup + seconds, margin)
-        end, after = accounting.WindowEnd.take(start, server.pid), remote.net_bytes()
+        end, after = accounting.WindowEnd.take(start, server.pid, read), remote.net_bytes()
         cpu_after = child.cpu_at_exit_s() if not child.lost else None
     if child.lost:
         raise HostLostError(child.lost, "the host's cells fail; `perflab doctor --clean` once it is back")
@@ -226,10 +226,8 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     measured = {
         "steal": lambda a, b: steal.cores(origin + a, origin + b),
         "summary": summary.to_dict(),
-        "resources": {
-            **accounting.resources(start, end, None, summary.transactions, rss),
-            "pss_end_bytes": runner.kind.pss_bytes(server),
-        },
+        "resources": remote_server.window_resources(runner, start, end, None, summary.transactions, rss)
+        | ({"pss_end_bytes": runner.kind.pss_bytes(server)} if runner.server_host is None else {}),
         "sysbench_options": sysbench.effective_options(runner.sysbench_defaults, command),
         "client": remote.fields(before, after, summary.transactions)
         | {"script": script}
@@ -246,20 +244,3 @@ def _cpu(before: float | None, after: float | None, transactions: int) -> dict[s
         "cpu_s": round(used, 3) if used is not None else None,
         "cpu_us_per_txn": per(used * 1e6) if used is not None else None,
     }
-
-
-@contextlib.contextmanager
-def client_host(runner: Any, workdir: Path) -> Iterator[None]:
-    """The run's client host, connected for the whole run (run/scheduler.py): `runner.remote` is set
-    inside; the hosts' clocks and fingerprints go to the run's meta `hosts` at the start and the end."""
-    spec = runner.exp.file
-    name = spec.experiment.client_host
-    with Hosts({name: parse_target(spec.hosts[name].ssh)}, workdir) as hosts:
-        runner.remote = RemoteClient.open(hosts, name, runner.kind.remote_packages)
-        runner.results.set_meta(hosts=hosts.meta())
-        try:
-            yield
-        finally:
-            runner.remote = None
-            hosts.measure_end()
-            runner.results.set_meta(hosts=hosts.meta())

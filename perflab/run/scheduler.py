@@ -69,7 +69,7 @@ class Scheduler:
         done = self.results.cells() if resume else []
         try:
             storage = self.runner.storage  # [experiment] storage: the tmpfs or a directory on disk
-            with work_dir(Path(storage.path)) as workdir, self._client_host(workdir):
+            with work_dir(Path(storage.path)) as workdir, self._hosts(workdir):
                 self.results.set_meta(workdir=str(workdir), storage=storage.record())
                 self._run_cells(workdir, resume, done)
         except OSError as exc:
@@ -86,13 +86,14 @@ class Scheduler:
             shutil.rmtree(kept, ignore_errors=True)
         return done
 
-    def _client_host(self, workdir: Path) -> contextlib.AbstractContextManager[None]:
-        """The remote client host of `[experiment] client_host` (docs/hosts.md), for the whole run."""
-        if self.exp.file.experiment.client_host is None:
+    def _hosts(self, workdir: Path) -> contextlib.AbstractContextManager[None]:
+        """The remote hosts of `[experiment] client_host` and `server_host` (docs/hosts.md), for the whole run."""
+        e = self.exp.file.experiment
+        if e.client_host is None and e.server_host is None:
             return contextlib.nullcontext()
-        from perflab.run.remote_client import client_host
+        from perflab.run.remote_server import run_hosts
 
-        return client_host(self.runner, workdir)
+        return run_hosts(self.runner, workdir)
 
     def _run_cells(self, workdir: Path, resume: bool, done: list[dict[str, Any]]) -> None:
         datasets = Datasets(self.runner, self.results, workdir, self.listen, resume=resume)

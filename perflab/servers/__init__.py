@@ -189,6 +189,15 @@ class Kind:
         run's datadir only), as sysbench options: {"mysql-host": ..., "mysql-password": ...}."""
         raise NotImplementedError(f"a client on another host is not supported with {self.title} yet")
 
+    # the server on another host (run/remote_server.py, docs/hosts.md); why this kind cannot run there yet
+    remote_server_refusal: str | None = "a server on another host is not supported with this server yet"
+    server_packages: ClassVar[dict[str, str]] = {}  # a server host's tools -> their Debian packages
+
+    def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Managed:
+        """The (not yet started) server of a cell on another host: `place` is the run's ServerHost
+        (run/remote_server.py: its run directory, address and binary there), `datadir` a path there."""
+        raise NotImplementedError(f"a server on another host is not supported with {self.title} yet")
+
     def host_versions(self) -> dict[str, list[str]]:
         """The host record's fields (hostinfo.py) and the argv whose first line fills each: the
         installed server's version, and its own workload tool's."""

@@ -48,7 +48,8 @@ def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
     # the canary's slope is calibrated too (analyze/host_speed.py); said either way, never left unset
     # no canary in the interleaved design (spec/design.py): its turns take the host's speed out; nor
     # with a client on another host (docs/hosts.md: no observers there yet)
-    no_canary = exp.file.experiment.interleaved or exp.file.experiment.client_host is not None
+    e = exp.file.experiment
+    no_canary = e.interleaved or e.client_host is not None or e.server_host is not None
     doc["observe"] = {"host_speed": False if no_canary else _canary(exp.file.observe.host_speed)}
     return parse(to_toml(doc), f"{exp.source} (A/A calibration of its first configuration)")
 

@@ -114,6 +114,8 @@ def sequential_reason(spec: ExperimentFile) -> str | None:
         return f"sequential: {refusal}"
     if e.client_host is not None:
         return f"sequential: the client runs on host {e.client_host} (turns are taken by local clients only)"
+    if e.server_host is not None:
+        return f"sequential: the server runs on host {e.server_host} (turns are taken by local servers only)"
     workload_refusal = workloads.of(spec).interleaved_refusal
     if workload_refusal:
         return f"sequential: {workload_refusal}"

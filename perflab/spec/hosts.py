@@ -1,7 +1,8 @@
 """What `[hosts]`, `server_host` and `client_host` allow (docs/hosts.md), checked once the file is
-valid: every host named is a `[hosts.NAME]` table (exit 2 otherwise), and a client on another host
-comes with what it supports so far: sysbench, the sequential design, no client variants and no
-observers beyond the server's resources.
+valid: every host named is a `[hosts.NAME]` table (exit 2 otherwise), and a client or a server on
+another host comes with what it supports so far: sysbench, the sequential design, no client
+variants and no observers beyond the server's resources; a server there runs the host's installed
+server, on its tmpfs, with no preload, build or glibc variant.
 
     problems = host_problems(spec)   # [] or Problems with key paths and fixes
 """
@@ -14,6 +15,7 @@ from perflab.run import workloads
 from perflab.spec.schema import ExperimentFile
 
 _NOT_YET = 'not with client_host yet (docs/hosts.md, "What a remote client supports")'
+_NOT_YET_SERVER = 'not with server_host yet (docs/hosts.md, "What a remote server supports")'
 
 
 def host_problems(spec: ExperimentFile) -> list[Problem]:
@@ -23,16 +25,9 @@ def host_problems(spec: ExperimentFile) -> list[Problem]:
                 if name is not None and name not in spec.hosts]  # fmt: skip
     problems = [p for p in problems if p is not None]
     if e.server_host is not None:
-        problems.append(
-            Problem(
-                "experiment.server_host",
-                "the server on this machine (no server_host)",
-                e.server_host,
-                "a server on another host is not built yet; client_host runs the client there",
-            )
-        )
+        problems += _server_problems(spec)
     if e.client_host is not None:
-        problems += _client_problems(spec)
+        problems += _client_problems(spec, e.server_host is None)
     return problems
 
 
@@ -41,14 +36,15 @@ def _unknown(path: str, name: str, spec: ExperimentFile) -> Problem:
     return Problem(path, "the name of a [hosts.NAME] table", repr(name), f"defined hosts: {known}")
 
 
-def _client_problems(spec: ExperimentFile) -> list[Problem]:
+def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Problem]:
+    """`observers` False: server_host's checks already name the observers (one problem per key)."""
     e, problems = spec.experiment, []
     refusal = servers.kind(e.server).remote_client_refusal
     if refusal:
         problems.append(Problem("experiment.client_host", "a server that takes remote clients", e.server, refusal))
     if not workloads.of(spec).remote_client:
         problems.append(Problem("workload.tool", 'tool = "sysbench" with client_host', spec.workload.tool, _NOT_YET))
-    if e.design == "interleaved":
+    if e.design == "interleaved" and e.server_host is None:
         problems.append(
             Problem(
                 "experiment.design",
@@ -57,15 +53,55 @@ def _client_problems(spec: ExperimentFile) -> list[Problem]:
                 "interleaved turns are taken by local clients only; remove design",
             )
         )
-    for name in ("perf", "pmp", "alloc"):
-        if getattr(spec.observe, name) is not None:
-            problems.append(Problem(f"observe.{name}", f"no [observe] {name} with client_host", name, _NOT_YET))
-    for key in ("status", "host_speed"):
-        if getattr(spec.observe, key):
-            problems.append(Problem(f"observe.{key}", f"no [observe] {key} with client_host", "true", _NOT_YET))
+    if observers:
+        problems += _observer_problems(spec, ("perf", "pmp", "alloc", "status", "host_speed"), "client_host", _NOT_YET)
     for axis, labels in spec.variants.items():
         for label, v in labels.items():
             if v.client_preload or v.client_env or v.client_library:
                 problems.append(Problem(f"variants.{axis}.{label}", "no client_preload, client_env or client_library "
                                         "with client_host", "a client variant", _NOT_YET))  # fmt: skip
+    return problems
+
+
+def _observer_problems(spec: ExperimentFile, names: tuple[str, ...], key: str, why: str) -> list[Problem]:
+    """The [observe] entries of `names` that are set, refused with `key` (client_host, server_host)."""
+    return [
+        Problem(f"observe.{name}", f"no [observe] {name} with {key}", "true", why)
+        for name in names
+        if getattr(spec.observe, name) not in (None, False)
+    ]
+
+
+# the server on another host runs the host's installed server on its run directory (tmpfs), with
+# what the variants give it through its option file and environment only
+_SERVER_VARIANT_KEYS = ("build", "preload", "glibc", "client_preload", "client_library")
+
+
+def _server_problems(spec: ExperimentFile) -> list[Problem]:
+    e, problems = spec.experiment, []
+    refusal = servers.kind(e.server).remote_server_refusal
+    if refusal:
+        problems.append(Problem("experiment.server_host", "a server that runs on another host", e.server, refusal))
+    if not workloads.of(spec).remote_client:  # sysbench: a login over TCP from a config file
+        problems.append(Problem("workload.tool", 'tool = "sysbench" with server_host', spec.workload.tool,
+                                _NOT_YET_SERVER))  # fmt: skip
+    if e.design == "interleaved":
+        problems.append(Problem("experiment.design", 'design = "sequential" with server_host', "interleaved",
+                                "interleaved turns are taken by servers on this machine only; remove design"))  # fmt: skip
+    for key, value, default in (("storage", e.storage, "tmpfs"), ("drop_caches", e.drop_caches, False),
+                                ("pin", e.pin, False)):  # fmt: skip
+        if value != default:
+            problems.append(Problem(f"experiment.{key}", f"{key} = {default!r} with server_host".replace("'", '"'),
+                                    repr(value), _NOT_YET_SERVER))  # fmt: skip
+    problems += _observer_problems(spec, ("perf", "pmp", "alloc", "io", "status", "host_speed"), "server_host",
+                                   "the server's observers run on this machine only: " + _NOT_YET_SERVER)  # fmt: skip
+    if spec.builds:
+        problems.append(Problem("builds", "no [builds] with server_host (the host's installed server runs)",
+                                ", ".join(spec.builds), _NOT_YET_SERVER))  # fmt: skip
+    for axis, labels in spec.variants.items():
+        for label, v in labels.items():
+            used = [k for k in _SERVER_VARIANT_KEYS if getattr(v, k)] + (["client_env"] if v.client_env else [])
+            if used:
+                problems.append(Problem(f"variants.{axis}.{label}", f"no {', '.join(_SERVER_VARIANT_KEYS)} or "
+                                        "client_env with server_host", ", ".join(used), _NOT_YET_SERVER))  # fmt: skip
     return problems

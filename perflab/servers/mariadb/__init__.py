@@ -171,6 +171,14 @@ class MariaDBKind(Kind):
             "mysql-db": "sbtest",
         }
 
+    remote_server_refusal = None
+    server_packages: ClassVar[dict[str, str]] = {"mariadbd": "mariadb-server", "mariadb": "mariadb-client"}
+
+    def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
+        from perflab.servers.mariadb.remote import RemoteMariaDB
+
+        return RemoteMariaDB(place, datadir, options, **kw)
+
     def host_versions(self) -> dict[str, list[str]]:
         import os
 

@@ -1,0 +1,93 @@
+"""A process on a remote host, read from that host's /proc over SSH: its CPU, faults and context
+switches (the ProcCounters a local process gives, run/observers/resources.py), and its resident
+memory once a second from a small loop on the host, tagged and stopped like every remote process.
+
+    before = read_counters(link, pid); ...; used = read_counters(link, pid).minus(before)
+    with RemoteRssSampler(rundir, pid) as rss: ...    # rss.samples -> [(0.0, 123456789), ...]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Self
+
+from perflab.errors import HostLostError
+from perflab.hosts.rundir import RunDir
+from perflab.hosts.transport import Connection
+from perflab.run.observers.resources import ProcCounters
+
+# $0: the pid. Its stat line, the clock tick, then every thread's context switches
+_COUNTERS = "cat /proc/$0/stat && getconf CLK_TCK && cat /proc/$0/task/*/status 2>/dev/null | grep ctxt_switches"
+# $0: the pid. Once a second: its resident pages (statm's second field) times the page size, until it is gone
+_RSS = 'p=$(getconf PAGESIZE); while read -r _ r _ < "/proc/$0/statm"; do echo $((r * p)); sleep 1; done'
+
+
+def parse_counters(text: str) -> ProcCounters:
+    """ProcCounters from _COUNTERS' output; ProcessLookupError when the process is gone."""
+    lines = text.strip().splitlines()
+    if len(lines) < 2 or ")" not in lines[0] or not lines[1].isdigit():
+        raise ProcessLookupError("the process is gone")
+    fields, tick = lines[0].rsplit(")", 1)[1].split(), int(lines[1])
+    switches = {"voluntary_ctxt_switches": 0, "nonvoluntary_ctxt_switches": 0}
+    for line in lines[2:]:
+        name, _, value = line.partition(":")
+        if name.strip() in switches and value.strip().isdigit():
+            switches[name.strip()] += int(value)
+    return ProcCounters(
+        user_s=int(fields[11]) / tick,
+        sys_s=int(fields[12]) / tick,
+        minor_faults=int(fields[7]),
+        major_faults=int(fields[9]),
+        voluntary_ctx=switches["voluntary_ctxt_switches"],
+        involuntary_ctx=switches["nonvoluntary_ctxt_switches"],
+    )
+
+
+def read_counters(link: Connection, pid: int) -> ProcCounters:
+    return parse_counters(link.run(["sh", "-c", _COUNTERS, str(pid)]).stdout)
+
+
+def rss_bytes(link: Connection, pid: int) -> int | None:
+    done = link.run(["sh", "-c", 'read -r _ r _ < "/proc/$0/statm" && echo $((r * $(getconf PAGESIZE)))', str(pid)])
+    return int(done.stdout) if done.status == 0 and done.stdout.strip().isdigit() else None
+
+
+class RemoteRssSampler:
+    """RssSampler's interface (samples, end, peak) for a process on a host: a loop there prints its
+    RSS once a second; each line is stamped with this machine's clock when it arrives."""
+
+    def __init__(self, rundir: RunDir, pid: int) -> None:
+        self.rundir, self.pid = rundir, pid
+        self.samples: list[tuple[float, int]] = []
+        self._start = 0.0
+        self._thread = threading.Thread(target=self._read, name="remote-rss", daemon=True)
+
+    def __enter__(self) -> Self:
+        self._start = time.monotonic()
+        self._proc, self._loop_pid = self.rundir.start(["sh", "-c", _RSS, str(self.pid)])
+        self._thread.start()
+        return self
+
+    def _read(self) -> None:
+        with contextlib.suppress(HostLostError, TimeoutError):
+            for line in self._proc.lines():
+                if line.strip().isdigit():
+                    self.samples.append((round(time.monotonic() - self._start, 3), int(line)))
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(HostLostError):
+            self.rundir.signal(self._loop_pid, "KILL")
+            value = rss_bytes(self.rundir.link, self.pid)  # the end of the window, exactly
+            self._thread.join(10)
+            if value:
+                self.samples.append((round(time.monotonic() - self._start, 3), value))
+
+    @property
+    def end(self) -> int | None:
+        return self.samples[-1][1] if self.samples else None
+
+    @property
+    def peak(self) -> int | None:
+        return max((v for _, v in self.samples), default=None)

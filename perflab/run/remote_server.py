@@ -1,0 +1,328 @@
+"""A cell's server on another host (`[experiment] server_host`, docs/hosts.md).
+
+The dataset is prepared here, by this machine's installed server, as for a local server; its
+snapshot is copied into the host's run directory over SFTP once per run (a gzipped tar), and each
+cell restores its datadir from that copy on the host. The host's own installed server runs the
+cell (Kind.remote_server: its option file written here and copied there), listening only on the
+host's address as this machine reaches it, with a login whose password is made for the run. The
+client runs here, or on the client host (run/remote_client.py), against that address. The server's
+CPU, faults and context switches are read from the host's /proc at the window's start and end, its
+RSS once a second there (run/observers/remote_resources.py). Each cell records where its server
+ran in `build.host`: the host's name, ssh target, address, port and fingerprint.
+
+    with run_hosts(runner, workdir):        # run/scheduler.py, for the whole run
+        row = run_cell(runner, cell, snapshot, workdir)   # CellRunner.run, when server_host is set
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perflab import hostinfo
+from perflab.errors import HostLostError, PerflabError, ServerCrashedError, ToolMissingError
+from perflab.hosts.rundir import RunDir
+from perflab.hosts.session import Hosts, RemoteProbe
+from perflab.hosts.target import parse_target
+from perflab.hosts.transport import Connection
+from perflab.run import accounting, client, dataset, workloads
+from perflab.run.observers.remote_resources import RemoteRssSampler, read_counters
+from perflab.run.observers.resources import ProcCounters, RssSampler, StealSampler
+from perflab.run.prewarm import server_switches
+from perflab.run.server_logs import failure_fields, keep_logs
+from perflab.spec import Cell
+from perflab.units import utc_now
+
+# $0: a tool; its path on the host, on the ssh user's PATH (root's has /usr/sbin, where mariadbd is)
+_WHICH = 'command -v "$0"'
+# the ports listening on the host: /proc/net/tcp{,6}, state 0A (LISTEN), local port in hex
+_LISTENING = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
+
+
+@dataclass
+class ServerHost:
+    """The run's server host: its run directory, its address, its server's binaries and version."""
+
+    hosts: Hosts
+    name: str
+    address: str  # the host's address as this machine reaches it: the server listens there only
+    password: str  # the run's login (hex), never on a command line nor in a result
+    binaries: dict[str, str]  # tool -> its path on the host
+    version: str  # the host's server, as `mariadbd --version` says it
+    _snapshots: dict[Path, str] = field(default_factory=dict)  # a local snapshot -> its copy on the host
+
+    @classmethod
+    def open(cls, hosts: Hosts, name: str, kind: Any) -> ServerHost:
+        """ToolMissingError (exit 3) naming the package when the host lacks the server or its client."""
+        link = hosts.link(name)
+        binaries = {}
+        for tool, package in kind.server_packages.items():
+            found = link.run(["sh", "-c", _WHICH, tool]).stdout.strip()
+            if not found:
+                raise ToolMissingError(
+                    f"host {name} has no {tool}", f"install it there: `apt-get install {package}` on {link.target}"
+                )
+            binaries[tool] = found
+        server = next(iter(binaries.values()))
+        version = link.run([server, "--version"]).stdout.strip()
+        return cls(hosts, name, link.peer_address(), secrets.token_hex(16), binaries, version)
+
+    @property
+    def link(self) -> Connection:
+        return self.hosts.link(self.name)
+
+    @property
+    def rundir(self) -> RunDir:
+        return self.hosts.rundir(self.name)
+
+    def free_port(self) -> int:
+        """A port nothing listens on at the host now (random, so two cells rarely meet one's TIME_WAIT)."""
+        taken = set()
+        for line in self.link.run(["sh", "-c", _LISTENING]).stdout.splitlines()[1:]:
+            parts = line.split()
+            if len(parts) > 3 and parts[3] == "0A" and ":" in parts[1]:
+                taken.add(int(parts[1].rsplit(":", 1)[1], 16))
+        while (port := 20000 + secrets.randbelow(40000)) in taken:
+            pass
+        return port
+
+    def check_format(self, kind: Any, snapshot: dataset.Snapshot) -> None:
+        """The host's server opens the snapshot's format, or exit 3 (the dataset is prepared here)."""
+        flavor = kind.flavor(self.version)
+        found = kind.format(flavor, self.version, "") if flavor else self.version
+        if snapshot.format and found != snapshot.format:
+            raise ToolMissingError(
+                f"host {self.name} runs {self.version!r} ({found}); the dataset is prepared here in {snapshot.format}",
+                f"install the same server version on {self.link.target} as on this machine (docs/hosts.md)",
+            )
+
+    def restore(self, snapshot: dataset.Snapshot, datadir: str, workdir: Path) -> float:
+        """The snapshot into `datadir` on the host (its copy there made first, once per run); seconds."""
+        if snapshot.datadir not in self._snapshots:
+            self._snapshots[snapshot.datadir] = self._copy(snapshot.datadir, workdir)
+        started = time.monotonic()
+        parent = os.path.dirname(datadir)
+        done = self.link.run(
+            ["sh", "-c", 'mkdir -p "$0" && cp -a "$1" "$2"', parent, self._snapshots[snapshot.datadir], datadir],
+            timeout=600,
+        )
+        if done.status != 0:
+            raise HostLostError(
+                f"host {self.name}: restoring the dataset failed: {done.stderr.strip()[-300:]}",
+                f"free space in {self.rundir.path} on {self.name}",
+            )
+        return time.monotonic() - started
+
+    def _copy(self, local: Path, workdir: Path) -> str:
+        """`local` (a datadir) as a gzipped tar over SFTP, unpacked in the host's run directory."""
+        name = f"dataset-{len(self._snapshots)}"
+        tar = workdir / f"{name}.tar.gz"
+        subprocess.run(["tar", "--sparse", "-czf", str(tar), "-C", str(local), "."], check=True, timeout=1800)
+        remote = f"{self.rundir.path}/{name}"
+        try:
+            self.link.put(tar, f"{remote}.tar.gz")
+        finally:
+            tar.unlink(missing_ok=True)
+        done = self.link.run(
+            ["sh", "-c", 'mkdir "$0" && tar -xzf "$0.tar.gz" -C "$0" && rm "$0.tar.gz"', remote], timeout=1800
+        )
+        if done.status != 0:
+            raise HostLostError(
+                f"host {self.name}: unpacking the dataset failed: {done.stderr.strip()[-300:]}",
+                f"free space in {self.rundir.path} on {self.name}",
+            )
+        return remote
+
+    def record(self, port: int | None) -> dict[str, Any]:
+        """Where a cell's server ran: the row's `build.host`, with the host's fingerprint taken now
+        (a governor or THP changed mid-run shows between cells)."""
+        return {
+            "name": self.name,
+            "ssh": str(self.link.target),
+            "address": self.address,
+            "port": port,
+            "dir": self.rundir.path,
+            "fingerprint": hostinfo.fingerprint(RemoteProbe(self.link)),
+        }
+
+
+@contextlib.contextmanager
+def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
+    """The run's remote hosts (client_host, server_host), connected for the whole run (run/scheduler.py):
+    `runner.remote` and `runner.server_host` are set inside; the hosts' clocks and fingerprints go to
+    the run's meta `hosts` at the start and the end."""
+    from perflab.run.remote_client import RemoteClient
+
+    spec = runner.exp.file
+    e = spec.experiment
+    names = [n for n in dict.fromkeys((e.server_host, e.client_host)) if n is not None]
+    with Hosts({name: parse_target(spec.hosts[name].ssh) for name in names}, workdir) as hosts:
+        if e.server_host is not None:
+            runner.server_host = ServerHost.open(hosts, e.server_host, runner.kind)
+        if e.client_host is not None:  # with a server host, the client reaches it at its address
+            address = runner.server_host.address if runner.server_host is not None else None
+            runner.remote = RemoteClient.open(hosts, e.client_host, runner.kind.remote_packages, address)
+        runner.results.set_meta(hosts=hosts.meta())
+        try:
+            yield
+        finally:
+            runner.remote = runner.server_host = None
+            hosts.measure_end()
+            runner.results.set_meta(hosts=hosts.meta())
+
+
+def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path) -> dict[str, Any]:
+    """CellRunner.run with the server on the server host; the row committed and returned. A host that
+    dropped off fails the cell with its cause, and every later cell at once; the run goes on."""
+    place: ServerHost = runner.server_host
+    row = runner.new_row(cell)
+    logs = runner.results.log_dir(cell.order)
+    rundir = workdir / f"cell-{cell.order:04d}"
+    rundir.mkdir()
+    intervals: list[dict[str, Any]] = []
+    rss: list[tuple[float, int]] = []
+    server = None
+    try:
+        place.check_format(runner.kind, snapshot)
+        options = {**runner.kind.pool_options(snapshot), **runner.kind.cell_options(cell), **cell.server_options}
+        server = runner.kind.remote_server(
+            place, f"{place.rundir.path}/{rundir.name}/data", options, local=rundir, env=cell.env
+        )
+        server.aslr = cell.aslr
+        row["build"] = {
+            "name": None,
+            "kind": "installed",
+            "binary": str(server.program),
+            "version": place.version,
+            "host": place.record(server.port),
+        }
+        intervals, rss = _measured(runner, cell, snapshot, workdir, server, row, logs)
+    except PerflabError as exc:
+        row.update(failure_fields(exc, server) if server is not None else {"error": exc.message})
+    finally:
+        _finish(server, rundir, logs)
+    row["ended_at"] = utc_now()
+    runner.results.commit_cell(row, intervals, rss)
+    return row
+
+
+def _measured(
+    runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path, server: Any, row: dict[str, Any], logs: Path
+) -> tuple[list[dict[str, Any]], list[tuple[float, int]]]:
+    """The cell's datadir restored on the host, its server started there, the window measured: the row
+    updated (status "ok"); its intervals and RSS samples."""
+    place: ServerHost = runner.server_host
+    restore_s = place.restore(snapshot, server.datadir, workdir)
+    started = time.monotonic()
+    with server:
+        start_s = time.monotonic() - started
+        row.update(_allocator(server, place))
+        switches = server_switches(cell, server, runner.exp.file.workload.tool, runner.kind)
+        intervals, rss, measured = measure(runner, cell, server, logs)
+        steal = measured.pop("steal", None)
+        if not server.alive():
+            raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
+    measured["client"] = {**row["client"], **measured["client"]}
+    row.update(measured, status="ok")
+    row.update(runner._steady(intervals, measured["summary"]["qps"], steal))
+    row["resources"].update(
+        restore_s=round(restore_s, 3),
+        restore_method="copy",
+        drop_caches_s=None,
+        server_start_s=round(start_s, 3),
+        **switches,
+    )
+    return intervals, rss
+
+
+def _finish(server: Any, rundir: Path, logs: Path) -> None:
+    if server is not None:
+        with contextlib.suppress(HostLostError):
+            server.stop()
+            server.remove()
+        keep_logs(server, rundir, logs)
+    shutil.rmtree(rundir, ignore_errors=True)
+
+
+def _allocator(server: Any, place: ServerHost) -> dict[str, Any]:
+    """The allocator fields of a server on a host (no preload there: its C library's malloc)."""
+    from perflab import allocators
+
+    mapped = server.mapped()
+    libc = allocators.glibc_library(mapped)
+    glibc = place.hosts.hosts[place.name].fingerprint.get("glibc")  # "glibc 2.36", as getconf says it
+    return {"allocator_library": libc, "allocator_version": glibc}
+
+
+def server_reads(runner: Any, server: Any) -> tuple[Any, Any]:
+    """How the window reads the server: (its counters by pid, its RSS sampler): on its host when it runs there."""
+    if runner.server_host is None:
+        return ProcCounters.read, RssSampler(server.pid)
+    place: ServerHost = runner.server_host
+    return (lambda pid: read_counters(place.link, pid)), RemoteRssSampler(place.rundir, server.pid)
+
+
+def window_resources(runner: Any, start: Any, end: Any, usage: Any, transactions: int, rss: Any) -> dict[str, Any]:
+    """accounting.resources; with the server on its host, this machine's `other_cpu_cores` counts none of
+    the server's CPU (it is the host's), and the server's figures are the host's."""
+    if runner.server_host is None:
+        return accounting.resources(start, end, usage, transactions, rss)
+    here = accounting.resources(start, dataclasses.replace(end, server=ProcCounters.zero()), usage, transactions, rss)
+    return {**here, **accounting.server_resources(end.server, transactions, rss), "pss_end_bytes": None}
+
+
+def _login_file(runner: Any, server: Any) -> Path:
+    """sysbench's connection options, password included, in a file only its owner reads."""
+    login = runner.kind.remote_login(server, runner.server_host.password)
+    path = server.rundir / "sysbench.conf"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("".join(f"{key}={value}\n" for key, value in login.items() if key != "db-driver"))
+    return path
+
+
+def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict[str, Any]], list, dict[str, Any]]:
+    """The window with the client here (or on the client host: run/remote_client.py) against the server there."""
+    if runner.remote is not None:
+        from perflab.run import remote_client
+
+        return remote_client.measure(runner, cell, server, logs)
+    spec = runner.exp.file
+    warmup, seconds = client.window_seconds(spec)
+    workload = workloads.of(spec)
+    connect = [f"--db-driver={runner.kind.sysbench_driver}", f"--config-file={_login_file(runner, server)}"]
+    command = client.argv(spec, cell, Path(server.socket), connect=connect)
+    out, margin = logs / workload.output_name, spec.experiment.timeout_margin
+    read, sampler = server_reads(runner, server)
+    with StealSampler() as steal:
+        with client.start(command, out, None) as child:
+            origin = client.StartWatch(out, child, margin).wait()
+            if warmup:
+                client.sleep_until(origin + warmup, child)
+            start = accounting.WindowStart.take(server.pid, child.pid, read)
+            with sampler as rss, RssSampler(child.pid) as client_rss:
+                code = client.wait(child, warmup + seconds, margin, workload.name)
+            end = accounting.WindowEnd.take(start, server.pid, read)
+        client.drain(child)
+    summary, intervals = workload.read_output(out, code, warmup)
+    fields = accounting.client_resources(start, child.rusage, summary.transactions, client_rss)
+    return (
+        intervals,
+        rss.samples,
+        {
+            "steal": lambda a, b: steal.cores(origin + a, origin + b),
+            "summary": summary.to_dict(),
+            "resources": window_resources(runner, start, end, child.rusage, summary.transactions, rss),
+            "sysbench_options": workload.effective_options(runner, command),
+            "client": {**fields, "address": server.bind_address},
+        },
+    )

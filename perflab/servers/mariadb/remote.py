@@ -1,0 +1,143 @@
+"""MariaDB on another host (`[experiment] server_host`, docs/hosts.md): the host's installed
+mariadbd, on a datadir in the host's run directory, started through the run directory's wrapper
+(its own process group, tagged PERFLAB_RUN, its pid in `pids`) with an option file perflab writes
+here and copies there. It listens only on the host's address as this machine reaches it, and its
+readiness is its handshake there, from here. The cell's local directory keeps the option file and,
+once it stops, a copy of its error log (for the results' logs/).
+
+    server = RemoteMariaDB(place, "/dev/shm/perflab-host-x/cell-0003/data", options, local=rundir)
+    with server: server.sql("SELECT 1")      # over SSH, with the host's mariadb client
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import PerflabError, ServerStartError
+from perflab.hosts.rundir import Tracked
+from perflab.servers.mariadb.flavor import Flavor
+from perflab.servers.mariadb.server import READY_DEADLINE_S, MariaDB, defaults, option_line
+
+
+class RemoteMariaDB(MariaDB):
+    """One mariadbd on a host (`place`: the run's ServerHost, run/remote_server.py)."""
+
+    def __init__(
+        self, place: Any, datadir: str, options: dict[str, Any], *, local: Path, env: dict[str, str] | None = None
+    ) -> None:
+        self.place, self.link = place, place.link
+        self.rundir = local  # this machine's cell directory: the option file, the error log fetched back
+        self.remote_dir = f"{place.rundir.path}/{local.name}"
+        self.datadir = datadir  # type: ignore[assignment]  # a path on the host
+        self.socket = f"{self.remote_dir}/mysqld.sock"  # type: ignore[assignment]
+        self.port = place.free_port()
+        self.bind_address = place.address
+        self.error_log = local / "error.log"
+        self.option_file = local / "my.cnf"
+        self.tmpdir = local / "tmp"
+        self.options = {**defaults(False, options), **options}
+        self.env = dict(env or {})
+        self.preload = self.tracer = self.cpus = self.build = None
+        self.flavor = Flavor.of(None)
+        self.child: Tracked | None = None  # type: ignore[assignment]
+        self.crashed: bool | None = None
+
+    @property
+    def program(self) -> Path:
+        return Path(self.place.binaries["mariadbd"])
+
+    def write_option_file(self) -> None:
+        fixed: dict[str, Any] = {
+            "datadir": self.datadir,
+            "socket": self.socket,
+            "port": self.port,
+            "bind-address": self.bind_address,
+            "pid-file": f"{self.remote_dir}/mysqld.pid",
+            "log-error": f"{self.remote_dir}/error.log",
+            "tmpdir": f"{self.remote_dir}/tmp",
+        }
+        if self.link.target.user == "root":
+            fixed["user"] = "root"
+        lines = ["# written by perflab; the server reads no other option file", f"[{self.flavor.group}]"]
+        lines += [option_line(k, v) for k, v in {**self.flavor.translate(self.options), **fixed}.items()]
+        self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.link.run(["mkdir", "-p", f"{self.remote_dir}/tmp"])
+        self.link.run(["sh", "-c", 'cat > "$0"', f"{self.remote_dir}/my.cnf"], stdin=self.option_file.read_text())
+
+    def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
+        self.write_option_file()
+        env = [f"{k}={v}" for k, v in self.env.items()]
+        argv = self.launched([str(self.program), f"--defaults-file={self.remote_dir}/my.cnf"])
+        self.child = Tracked(self.place.rundir, ["env", *env, *argv])
+        self._wait_ready(deadline_s)
+
+    def _ready(self) -> bool:
+        """True once the server sends its greeting on its address, from this machine."""
+        with socket.socket(socket.AF_INET6 if ":" in self.bind_address else socket.AF_INET) as sock:
+            sock.settimeout(2.0)
+            try:
+                sock.connect((self.bind_address, self.port))
+                return len(sock.recv(5)) > 0
+            except OSError:
+                time.sleep(0.2)  # each miss costs a round trip's worth at most: no tight loop over the network
+                return False
+
+    def fetch_log(self) -> None:
+        """The host's error log, copied into the local cell directory (what error_lines reads)."""
+        done = self.link.run(["cat", f"{self.remote_dir}/error.log"], timeout=60)
+        if done.status == 0:
+            self.error_log.write_text(done.stdout, encoding="utf-8")
+
+    def error_lines(self, limit: int = 12) -> str:
+        try:
+            self.fetch_log()
+        except PerflabError:
+            pass  # a host that dropped off: what was fetched before
+        return super().error_lines(limit)
+
+    def death(self) -> str:
+        lost = self.child.lost if self.child is not None else None
+        return lost or super().death()
+
+    def sql(self, statement: str) -> str:
+        argv = [self.place.binaries["mariadb"], "--no-defaults", f"--socket={self.socket}", "--user=root",
+                "--batch", "--skip-column-names", "-e", statement]  # fmt: skip
+        done = self.link.run(argv, timeout=120)
+        if done.status != 0:
+            raise ServerStartError(
+                f"mariadb client on host {self.link.name} failed (exit {done.status}): {done.stderr.strip()[-500:]}",
+                f"the server's log: {self.error_log}",
+            )
+        return done.stdout
+
+    def aslr_seen(self) -> bool | None:
+        done = self.link.run(["cat", f"/proc/{self.pid}/personality"])
+        try:
+            return not int(done.stdout.strip(), 16) & 0x0040000
+        except ValueError:
+            return None
+
+    def mapped(self) -> set[str]:
+        """Real paths of the files the server maps, from its /proc/PID/maps on the host."""
+        lines = self.link.run(["cat", f"/proc/{self.pid}/maps"], timeout=60).stdout.splitlines()
+        parts = [line.split(maxsplit=5) for line in lines]
+        return {p[5].strip().removesuffix(" (deleted)") for p in parts if len(p) == 6 and p[5].startswith("/")}
+
+    def stop(self, clean: bool = False) -> None:
+        if self.child is not None and self.child.lost and self.crashed is None:
+            self.crashed = False  # the host dropped off: how the server fares there is unknown, not a crash
+        try:
+            super().stop(clean)
+        finally:
+            if self.child is not None:
+                try:
+                    self.fetch_log()
+                except PerflabError:
+                    pass  # the host dropped off: its log stays there, for doctor --clean to remove
+
+    def remove(self) -> None:
+        """The cell's directory on the host (datadir included)."""
+        self.link.run(["rm", "-rf", "--one-file-system", self.remote_dir], timeout=120)

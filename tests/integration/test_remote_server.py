@@ -1,0 +1,146 @@
+"""A MariaDB server on another host (`server_host`, docs/hosts.md), the host being a network namespace
+with its own sshd (sshhosts.py): the dataset is copied there, each cell's mariadbd runs there on the
+host's address only, the client here (or on that host) reaches it over the veth, the server's
+resources are read there, each cell records where its server ran, and nothing is left on the host,
+after a run or after a SIGKILL and `perflab doctor --clean`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.helpers import write_experiment
+from tests.integration.sshhosts import SshLab
+from tests.integration.test_remote_client import ROOT, _in_namespace, _perflab, _started, _wait_for
+
+EXPERIMENT = """
+[experiment]
+name = "it-server-host"
+duration = "2s"
+warmup = "1s"
+repeats = 1
+server_host = "db"
+{more}
+[hosts.db]
+ssh = "{ssh}"
+
+[dataset]
+tables = 1
+table_size = 2000
+
+[workload]
+test = "oltp_point_select"
+threads = [2]
+
+[variants.log]
+OFF = {{}}
+"""
+
+
+def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more=""))
+    out = tmp_path / "results"
+    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "server on host db" in done.stdout, done.stdout
+    exported = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
+    host = cell["build"]["host"]
+    assert host["name"] == "db" and host["address"] == db.address and host["fingerprint"]["kernel"]
+    assert cell["client"]["address"] == db.address
+    resources = cell["resources"]  # read in the host's /proc
+    assert resources["server_cpu_s"] > 0 and resources["rss_end_bytes"] > 50 << 20, resources
+    assert resources["restore_method"] == "copy" and resources["server_start_s"] > 0
+    assert f"bind-address={db.address}\n" in (out / "logs" / "cell-0000" / "my.cnf").read_text()
+    log = (out / "logs" / "cell-0000" / "error.log").read_text()  # fetched back from the host
+    assert f"Server socket created on IP: '{db.address}'" in log and "IP: '0.0.0.0'" not in log
+    options = cell["sysbench_options"]  # the password is in a file readable by its owner only
+    assert not options.get("mysql_password") and options["config_file"].endswith("sysbench.conf")
+    assert "libc.so" in cell["allocator_library"] and cell["allocator_version"].startswith("glibc ")
+    assert cell["build"]["binary"].endswith("/mariadbd") and "MariaDB" in cell["build"]["version"]
+    assert _in_namespace(ssh_lab, "db") == ["sshd"]  # nothing the run started is left on the host
+    assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()
+    html = _perflab(ssh_lab, tmp_path, "report", str(out), "--html")
+    assert html.returncode == 0, html.stdout + html.stderr
+    assert f'<ul id="remote-hosts"><li>server on host db ({db.ssh})' in (out / "report.html").read_text()
+
+
+def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more='client_host = "db"'))
+    out = tmp_path / "results"
+    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
+    assert cell["client"]["host"] == "db" and cell["client"]["address"] == db.address
+    assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0
+    assert _in_namespace(ssh_lab, "db") == ["sshd"]
+
+
+def test_sigkill_mid_run_then_doctor_clean_stops_the_remote_server(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    body = EXPERIMENT.format(ssh=db.ssh, more="").replace('"2s"', '"30s"')
+    spec, out, shm = write_experiment(tmp_path / "server.toml", body), tmp_path / "results", tmpfs("shm", "1G")
+    env = {**ssh_lab.env(), "PERFLAB_TMPFS": str(shm)}
+    run = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], env=env, cwd=ROOT,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        # the window's client connected: the cell's server runs there (not `mariadbd --version` at the start)
+        assert _wait_for(lambda: _started(out), 120), _in_namespace(ssh_lab, "db")
+    finally:
+        run.kill()
+        run.wait(timeout=30)
+    assert "mariadbd" in _in_namespace(ssh_lab, "db")  # a killed perflab leaves its server running there
+    left = [Path(p["path"]) for w in shm.glob("perflab-*") for p in json.loads((w / "hosts.json").read_text())]
+    assert len(left) == 1 and left[0].is_dir()
+    done = subprocess.run([sys.executable, "-m", "perflab", "doctor", "--clean"], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0 and f"removed db:{left[0]}" in done.stdout, done.stdout + done.stderr
+    assert not left[0].exists()
+    assert _wait_for(lambda: _in_namespace(ssh_lab, "db") == ["sshd"], 10), _in_namespace(ssh_lab, "db")
+
+
+def test_a_host_without_mariadbd_exits_3_naming_the_package(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    hidden = tmp_path / "hide"  # mariadbd hidden on the host only: its sessions get a PATH without it
+    hidden.mkdir()
+    for tool in ("sh", "cat", "mariadb"):
+        found = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True, check=False)
+        (hidden / tool).symlink_to(found.stdout.strip())
+    config = ssh_lab.dir / "db" / "sshd_config"
+    config.write_text(config.read_text() + f"SetEnv PATH={hidden}\n")
+    subprocess.run(["kill", "-HUP", str(db.sshd.pid)], check=True)
+    spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more=""))
+    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "hosts.db: expected mariadbd installed on host db, found not installed" in done.stderr, done.stderr
+    assert "apt-get install mariadb-server" in done.stderr and not (tmp_path / "results").exists()
+
+
+def test_a_server_host_that_drops_off_fails_its_cells_and_the_run_ends(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    body = EXPERIMENT.format(ssh=db.ssh, more="").replace("repeats = 1", "repeats = 2").replace('"2s"', '"5s"')
+    spec, out = write_experiment(tmp_path / "server.toml", body), tmp_path / "results"
+    env = {**ssh_lab.env(), "PERFLAB_TMPFS": str(tmpfs("shm", "1G"))}
+    run = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], env=env, cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        assert _wait_for(lambda: _started(out), 120), "the first cell's client never started"
+        db.drop()  # its sshd and every session: perflab loses the host mid-cell (its mariadbd runs on)
+        text, _ = run.communicate(timeout=180)
+    finally:
+        run.kill()
+    assert run.returncode == 1, text  # cells failed; the run itself ended normally
+    cells = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    assert [c["status"] for c in cells] == ["failed", "failed"]
+    assert all("host db" in c["error"] for c in cells), [c["error"] for c in cells]
+    assert "2 of 2 cells failed" in text
+    records = [json.loads(p.read_text()) for p in Path(env["PERFLAB_TMPFS"]).glob("perflab-*/hosts.json")]
+    assert [[p["name"] for p in r] for r in records] == [["db"]]  # for doctor --clean once it is back
+    shutil.rmtree(records[0][0]["path"])  # the test's own cleanup: the namespace shares this filesystem

@@ -1,0 +1,95 @@
+"""The server on another host without a host (docs/hosts.md): its /proc read over SSH parsed, this
+machine's accounting with a server whose CPU is the host's, the row's `build.host`, and the sysbench
+login file (mode 600, no password on the command line)."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from perflab.run import accounting, remote_server
+from perflab.run.observers.remote_resources import parse_counters
+from perflab.run.observers.resources import ProcCounters
+
+STAT = "4711 (mariadbd) S 1 4711 4711 0 -1 4194560 900 0 7 0 250 75 0 0 20 0 30 0 1234 0 0\n100\n"
+SWITCHES = "voluntary_ctxt_switches:\t10\nnonvoluntary_ctxt_switches:\t2\nvoluntary_ctxt_switches:\t5\n"
+
+
+def test_the_hosts_proc_counters_are_parsed() -> None:
+    read = parse_counters(STAT + SWITCHES)
+    assert read == ProcCounters(2.5, 0.75, 900, 7, 15, 2)
+    with pytest.raises(ProcessLookupError):
+        parse_counters("cat: /proc/4711/stat: No such file or directory\n")
+
+
+def test_this_machines_other_cpu_counts_none_of_the_remote_servers() -> None:
+    runner = SimpleNamespace(server_host=object())
+    zero = ProcCounters.zero()
+    start = accounting.WindowStart(zero, *([None] * 2), busy_s=0.0, client_s=None, at=0.0)  # type: ignore[arg-type]
+    server = ProcCounters(3.0, 1.0, 100, 0, 40, 2)
+    end = accounting.WindowEnd(server, own_s=0.1, children_s=0.0, busy_s=2.0, window_s=2.0)
+    rss = SimpleNamespace(end=1 << 30, peak=1 << 30)
+    out = remote_server.window_resources(runner, start, end, None, 1000, rss)
+    assert out["server_cpu_s"] == 4.0 and out["server_cpu_us_per_txn"] == 4000.0 and out["rss_end_bytes"] == 1 << 30
+    # this machine was busy 2 s over 2 s: all of it "other" (the server's 4 s are the host's), not max(0, 2 - 4.1)
+    assert out["other_cpu_cores"] == pytest.approx(0.95) and out["pss_end_bytes"] is None
+
+
+def test_the_login_file_is_the_owners_only(tmp_path: Path) -> None:
+    kind = SimpleNamespace(remote_login=lambda server, password: {"db-driver": "mysql", "mysql-password": password})
+    runner = SimpleNamespace(kind=kind, server_host=SimpleNamespace(password="ab12"))
+    path = remote_server._login_file(runner, SimpleNamespace(rundir=tmp_path))
+    assert path.read_text() == "mysql-password=ab12\n" and stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+HOSTS_META = {
+    "version": 1,
+    "hosts": {"db": {"ssh": "root@10.77.1.2", "clock": {"start": {"rtt_s": 0.0003}}, "lost": None}},
+    "differences": {
+        "kernel": {"local": "6.1.0-27-amd64", "db": "6.1.0-28-amd64"},
+        "packages": {"local": {"libc6": "2.36-9", "sysbench": "1.0.20"}, "db": {"libc6": "2.36-9"}},
+    },
+}
+PRINT = {"kernel": "6.1.0-28-amd64", "governor": "performance", "packages": {"libc6": "2.36-9"}}
+
+
+def _cell(governor: str) -> dict:
+    return {"build": {"host": {"name": "db", "fingerprint": {**PRINT, "governor": governor}}}, "client": {}}
+
+
+def test_the_report_says_where_the_server_ran_and_where_hosts_differ() -> None:
+    from perflab.report.phrases import host_differences, host_lines
+
+    lines = host_lines({"hosts": HOSTS_META}, [_cell("performance"), _cell("powersave")])
+    assert (
+        lines[0]
+        == "server on host db (root@10.77.1.2): 0.30 ms round trip; differs from this machine in kernel, packages"
+    )
+    assert lines[1] == "server host db's fingerprint changed between cells in governor"
+    hosts, rows = host_differences({"hosts": HOSTS_META})
+    assert hosts == ["local", "db"]  # this machine first
+    assert rows == [("kernel", ["6.1.0-27-amd64", "6.1.0-28-amd64"]), ("packages.sysbench", ["1.0.20", "absent"])]
+    assert host_lines({"hosts": HOSTS_META}, [_cell("performance")])[1:] == []
+
+
+def test_the_html_report_shows_the_hosts_and_their_differences(tmp_path: Path) -> None:
+    import shutil
+
+    from perflab.report import html, markdown, model
+    from perflab.store.results import Results
+
+    tiny = tmp_path / "tiny"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "data" / "report" / "tiny", tiny)
+    with Results(tiny) as results:
+        results.set_meta(hosts=HOSTS_META)
+        page = html.render(model.build(results))
+    assert '<ul id="remote-hosts"><li>host on host db (root@10.77.1.2): 0.30 ms round trip' in page
+    assert '<table id="host-differences">' in page and '<th class="l">this machine</th>' in page
+    assert '<td class="l">packages.sysbench</td><td class="l">1.0.20</td><td class="l">absent</td>' in page
+    with Results(tiny) as results:
+        text = markdown.render(model.build(results), None)
+    assert "- host on host db (root@10.77.1.2): 0.30 ms round trip" in text
+    assert "| packages.sysbench | 1.0.20 | absent |" in text
