@@ -20,9 +20,11 @@ _NOT_YET_SERVER = 'not with server_host yet (docs/hosts.md, "What a remote serve
 
 def host_problems(spec: ExperimentFile) -> list[Problem]:
     e = spec.experiment
-    problems = [_unknown(f"experiment.{key}", name, spec) for key, name in
-                (("server_host", e.server_host), ("client_host", e.client_host))
-                if name is not None and name not in spec.hosts]  # fmt: skip
+    problems = [
+        _unknown(f"experiment.{key}", name, spec)
+        for key, name in (("server_host", e.server_host), ("client_host", e.client_host))
+        if name is not None and name not in spec.hosts
+    ]
     problems = [p for p in problems if p is not None]
     if e.server_host is not None:
         problems += _server_problems(spec)
@@ -58,8 +60,14 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
     for axis, labels in spec.variants.items():
         for label, v in labels.items():
             if v.client_preload or v.client_env or v.client_library:
-                problems.append(Problem(f"variants.{axis}.{label}", "no client_preload, client_env or client_library "
-                                        "with client_host", "a client variant", _NOT_YET))  # fmt: skip
+                problems.append(
+                    Problem(
+                        f"variants.{axis}.{label}",
+                        "no client_preload, client_env or client_library with client_host",
+                        "a client variant",
+                        _NOT_YET,
+                    )
+                )
     return problems
 
 
@@ -83,25 +91,57 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
     if refusal:
         problems.append(Problem("experiment.server_host", "a server that runs on another host", e.server, refusal))
     if not workloads.of(spec).remote_client:  # sysbench: a login over TCP from a config file
-        problems.append(Problem("workload.tool", 'tool = "sysbench" with server_host', spec.workload.tool,
-                                _NOT_YET_SERVER))  # fmt: skip
+        problems.append(
+            Problem("workload.tool", 'tool = "sysbench" with server_host', spec.workload.tool, _NOT_YET_SERVER)
+        )
     if e.design == "interleaved":
-        problems.append(Problem("experiment.design", 'design = "sequential" with server_host', "interleaved",
-                                "interleaved turns are taken by servers on this machine only; remove design"))  # fmt: skip
-    for key, value, default in (("storage", e.storage, "tmpfs"), ("drop_caches", e.drop_caches, False),
-                                ("pin", e.pin, False)):  # fmt: skip
+        problems.append(
+            Problem(
+                "experiment.design",
+                'design = "sequential" with server_host',
+                "interleaved",
+                "interleaved turns are taken by servers on this machine only; remove design",
+            )
+        )
+    for key, value, default in (
+        ("storage", e.storage, "tmpfs"),
+        ("drop_caches", e.drop_caches, False),
+        ("pin", e.pin, False),
+    ):
         if value != default:
-            problems.append(Problem(f"experiment.{key}", f"{key} = {default!r} with server_host".replace("'", '"'),
-                                    repr(value), _NOT_YET_SERVER))  # fmt: skip
-    problems += _observer_problems(spec, ("perf", "pmp", "alloc", "io", "status", "host_speed"), "server_host",
-                                   "the server's observers run on this machine only: " + _NOT_YET_SERVER)  # fmt: skip
+            problems.append(
+                Problem(
+                    f"experiment.{key}",
+                    f"{key} = {default!r} with server_host".replace("'", '"'),
+                    repr(value),
+                    _NOT_YET_SERVER,
+                )
+            )
+    problems += _observer_problems(
+        spec,
+        ("perf", "pmp", "alloc", "io", "status", "host_speed"),
+        "server_host",
+        "the server's observers run on this machine only: " + _NOT_YET_SERVER,
+    )
     if spec.builds:
-        problems.append(Problem("builds", "no [builds] with server_host (the host's installed server runs)",
-                                ", ".join(spec.builds), _NOT_YET_SERVER))  # fmt: skip
+        problems.append(
+            Problem(
+                "builds",
+                "no [builds] with server_host (the host's installed server runs)",
+                ", ".join(spec.builds),
+                _NOT_YET_SERVER,
+            )
+        )
     for axis, labels in spec.variants.items():
         for label, v in labels.items():
             used = [k for k in _SERVER_VARIANT_KEYS if getattr(v, k)] + (["client_env"] if v.client_env else [])
             if used:
-                problems.append(Problem(f"variants.{axis}.{label}", f"no {', '.join(_SERVER_VARIANT_KEYS)} or "
-                                        "client_env with server_host", ", ".join(used), _NOT_YET_SERVER))  # fmt: skip
+                problems.append(
+                    Problem(
+                        f"variants.{axis}.{label}",
+                        f"no {', '.join(_SERVER_VARIANT_KEYS)} or client_env with server_host",
+                        ", ".join(used),
+                        _NOT_YET_SERVER,
+                    )
+                )
     return problems

@@ -111,8 +111,13 @@ def problem(err: dict[str, Any], raw: Any = None) -> Problem:
     if kind == "extra_forbidden":
         found = f"unknown key {short(loc[-1])!r}"
         if len(loc) == 4 and loc[0] == "variants" and loc[-1] in ("server_host", "client_host"):  # issue 36
-            return Problem(path, "no such key", found, f"a host axis is not built yet: set {loc[-1]} under "
-                           '[experiment] and run once per host (docs/hosts.md, "Not built yet")')  # fmt: skip
+            return Problem(
+                path,
+                "no such key",
+                found,
+                f"a host axis is not built yet: set {loc[-1]} under "
+                '[experiment] and run once per host (docs/hosts.md, "Not built yet")',
+            )
         return Problem(path, "no such key", found, "check the spelling; see docs/experiment.md")
     if kind == "missing":
         return Problem(path, "a value", "nothing", f"add {loc[-1]} = ...")

@@ -97,7 +97,8 @@ def test_a_host_without_sysbench_exits_3_naming_the_package(ssh_lab: SshLab, tmp
         if found.stdout.strip().startswith("/"):
             os.symlink(found.stdout.strip(), hidden / tool)
     env_file = ssh_lab.dir / "load" / "sshd_config"
-    env_file.write_text(env_file.read_text() + f"SetEnv PATH={hidden}\n")
+    # sshd takes the first SetEnv line: PATH goes into sshhosts.py's own
+    env_file.write_text(env_file.read_text().replace("SetEnv SHLVL=1", f"SetEnv SHLVL=1 PATH={hidden}"))
     subprocess.run(["kill", "-HUP", str(load.sshd.pid)], check=True)
     spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh))
     done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))

@@ -114,7 +114,8 @@ def test_a_host_without_mariadbd_exits_3_naming_the_package(ssh_lab: SshLab, tmp
         found = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True, check=False)
         (hidden / tool).symlink_to(found.stdout.strip())
     config = ssh_lab.dir / "db" / "sshd_config"
-    config.write_text(config.read_text() + f"SetEnv PATH={hidden}\n")
+    # sshd takes the first SetEnv line: PATH goes into sshhosts.py's own
+    config.write_text(config.read_text().replace("SetEnv SHLVL=1", f"SetEnv SHLVL=1 PATH={hidden}"))
     subprocess.run(["kill", "-HUP", str(db.sshd.pid)], check=True)
     spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more=""))
     done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))

@@ -15,9 +15,18 @@ from typing import Any
 from perflab.errors import PerflabError
 
 # the variants that measure durability: on tmpfs they measure nothing of the disk (a warning)
-DURABILITY_OPTIONS = ("innodb_flush_log_at_trx_commit", "log_bin", "sync_binlog", "innodb_doublewrite",
-                      "innodb_flush_method", "innodb_use_atomic_writes", "innodb_flush_neighbors",
-                      "innodb_io_capacity", "innodb_log_file_size", "innodb_redo_log_capacity")  # fmt: skip
+DURABILITY_OPTIONS = (
+    "innodb_flush_log_at_trx_commit",
+    "log_bin",
+    "sync_binlog",
+    "innodb_doublewrite",
+    "innodb_flush_method",
+    "innodb_use_atomic_writes",
+    "innodb_flush_neighbors",
+    "innodb_io_capacity",
+    "innodb_log_file_size",
+    "innodb_redo_log_capacity",
+)
 STATUS = {
     "Innodb_os_log_written": "innodb.log_bytes_written",
     "Innodb_checkpoint_age": "innodb.checkpoint_age",

@@ -103,8 +103,16 @@ class RemoteMariaDB(MariaDB):
         return lost or super().death()
 
     def sql(self, statement: str) -> str:
-        argv = [self.place.binaries["mariadb"], "--no-defaults", f"--socket={self.socket}", "--user=root",
-                "--batch", "--skip-column-names", "-e", statement]  # fmt: skip
+        argv = [
+            self.place.binaries["mariadb"],
+            "--no-defaults",
+            f"--socket={self.socket}",
+            "--user=root",
+            "--batch",
+            "--skip-column-names",
+            "-e",
+            statement,
+        ]
         done = self.link.run(argv, timeout=120)
         if done.status != 0:
             raise ServerStartError(

@@ -24,9 +24,21 @@ def build_problems(builds: dict[str, BuildSpec]) -> list[Problem]:
         key = f"builds.{name}"
         binary = server_binary(Path(spec.basedir)) if spec.basedir else None
         if binary is not None and binary.name == "postgres":
-            problems.append(Problem(f"{key}.basedir", "a MariaDB install tree (mariadbd or mysqld)",
-                                    str(binary), 'a PostgreSQL tree needs server = "postgresql"'))  # fmt: skip
+            problems.append(
+                Problem(
+                    f"{key}.basedir",
+                    "a MariaDB install tree (mariadbd or mysqld)",
+                    str(binary),
+                    'a PostgreSQL tree needs server = "postgresql"',
+                )
+            )
         if spec.configure:
-            problems.append(Problem(f"{key}.configure", "cmake = { ... } on MariaDB", "configure = [...]",
-                                    "configure is PostgreSQL's (autoconf); MariaDB's options go in cmake"))  # fmt: skip
+            problems.append(
+                Problem(
+                    f"{key}.configure",
+                    "cmake = { ... } on MariaDB",
+                    "configure = [...]",
+                    "configure is PostgreSQL's (autoconf); MariaDB's options go in cmake",
+                )
+            )
     return problems

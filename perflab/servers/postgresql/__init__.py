@@ -105,8 +105,14 @@ class PostgreSQLKind(Kind):
         above = next((p for p in path if p.stat().st_mode & 0o001 == 0 and p.stat().st_uid != user.pw_uid), None)
         if above is None:
             return []
-        return [Problem("experiment.storage", f"a directory the {RUN_USER} user (who runs postgres) can reach",
-                        f"{above} is not searchable by {RUN_USER}", f"chmod o+x {above}")]  # fmt: skip
+        return [
+            Problem(
+                "experiment.storage",
+                f"a directory the {RUN_USER} user (who runs postgres) can reach",
+                f"{above} is not searchable by {RUN_USER}",
+                f"chmod o+x {above}",
+            )
+        ]
 
     def io_counters(self, server: Any) -> dict[str, float]:
         from perflab.servers.postgresql.io import counters

@@ -89,8 +89,14 @@ def pgbench_problems(exp: Experiment) -> list[Problem]:
         for key in options:
             name = key.replace("-", "_")
             if name in pgbench.RESERVED:
-                problems.append(Problem(f"{where}.{key}", f"no {key} (perflab sets it)", key,
-                                        "use workload.threads, [dataset] scale, experiment.duration"))  # fmt: skip
+                problems.append(
+                    Problem(
+                        f"{where}.{key}",
+                        f"no {key} (perflab sets it)",
+                        key,
+                        "use workload.threads, [dataset] scale, experiment.duration",
+                    )
+                )
             elif name not in known:
                 close = difflib.get_close_matches(name, list(known), n=3)
                 hint = f"did you mean {', '.join(close)}?" if close else "see `pgbench --help`"
