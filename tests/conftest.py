@@ -27,16 +27,17 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # Each pytest process (make test runs integration modules in parallel, one per xdist worker) gives
 # its perflab runs a tmpfs directory of their own: a run cleans the work directories of dead runs
 # it finds under PERFLAB_TMPFS, and a test that SIGKILLs perflab inspects what its run left there,
-# so neither may meet another process's runs. A worker inherits the controller's environment, so
-# the directory is made again wherever the one named was made by another process. A PERFLAB_TMPFS
-# the user set is kept; tests that need another place set it for their own runs.
+# so neither may meet another process's runs. The directory is made under the PERFLAB_TMPFS the
+# user set, else /dev/shm; a worker inherits the controller's environment, so PERFLAB_TEST_TMPFS_*
+# say whose directory PERFLAB_TMPFS names and where the user's was. Tests that need another place
+# set PERFLAB_TMPFS for their own runs.
 _TMPFS = None
-if os.environ.get("PERFLAB_TEST_TMPFS_PID", str(os.getpid())) != str(os.getpid()) or (
-    "PERFLAB_TMPFS" not in os.environ and Path("/dev/shm").is_dir()
-):
-    _TMPFS = Path(tempfile.mkdtemp(prefix=f"pltest-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-", dir="/dev/shm"))
+_BASE = Path(os.environ.get("PERFLAB_TEST_TMPFS_BASE") or os.environ.get("PERFLAB_TMPFS") or "/dev/shm")
+if os.environ.get("PERFLAB_TEST_TMPFS_PID") != str(os.getpid()) and _BASE.is_dir():
+    _TMPFS = Path(tempfile.mkdtemp(prefix=f"pltest-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-", dir=_BASE))
     _TMPFS.chmod(0o755)  # postgres (a server's datadir under it, run as root) must reach its own
     os.environ["PERFLAB_TMPFS"] = str(_TMPFS)
+    os.environ["PERFLAB_TEST_TMPFS_BASE"] = str(_BASE)
     os.environ["PERFLAB_TEST_TMPFS_PID"] = str(os.getpid())
 
 
