@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -59,11 +60,30 @@ def processes(name: str) -> list[tuple[int, str]]:
     return found
 
 
+def runs_tmpfs() -> str:
+    """Where this test process's perflab runs live: its own PERFLAB_TMPFS (tests/conftest.py)."""
+    return os.environ.get("PERFLAB_TMPFS", "/dev/shm")
+
+
+def wait_for(predicate: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def sysbench_started(out: Path) -> bool:
+    """A run's sysbench (in results directory `out`) has started its threads."""
+    return any("Threads started!" in p.read_text(errors="replace") for p in out.glob("logs/cell-*/sysbench.txt"))
+
+
 def perflab_children(workdir: str | Path | None = None) -> list[tuple[int, str]]:
     """mariadbd and sysbench processes whose command line names `workdir` (by default: any
     perflab run's of this test process, under its PERFLAB_TMPFS; pass a run's own work directory
     when other perflab runs may be going on)."""
-    workdir = workdir if workdir is not None else f"{os.environ.get('PERFLAB_TMPFS', '/dev/shm')}/perflab-"
+    workdir = workdir if workdir is not None else f"{runs_tmpfs()}/perflab-"
     servers = [p for p in processes("mariadbd") if str(workdir) in p[1]]
     clients = [p for p in processes("sysbench") if str(workdir) in p[1]]
     return servers + clients

@@ -22,6 +22,7 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
+ROOT = Path(__file__).resolve().parents[2]
 PRIVSEP = Path("/run/sshd")  # sshd's privilege separation directory, which it requires to exist
 LAB_LOCK = Path(tempfile.gettempdir()) / "perflab-test-sshlab.lock"  # one lab at a time on the machine (ssh_hosts)
 
@@ -224,3 +226,19 @@ def _lab(lab: SshLab, names: list[str]) -> Iterator[SshLab]:
         if made_privsep:
             with contextlib.suppress(OSError):
                 PRIVSEP.rmdir()
+
+
+def perflab_via(lab: SshLab, tmpfs: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`perflab ARGS` with this lab's ssh config, its runs under `tmpfs`."""
+    env = {**lab.env(), "PERFLAB_TMPFS": str(tmpfs)}
+    return subprocess.run([sys.executable, "-m", "perflab", *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=300, check=False)  # fmt: skip
+
+
+def namespace_commands(lab: SshLab, name: str) -> list[str]:
+    """The command names of the processes in host `name`'s namespace (one that just exited is left out)."""
+    names = []
+    for pid in lab.hosts[name].pids():
+        with contextlib.suppress(OSError):
+            names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+    return names

@@ -17,7 +17,7 @@ from perflab.analyze import host_slope, host_speed, summary
 from perflab.store.results import Results
 from tests.conftest import perflab
 from tests.freezes import Freezes
-from tests.integration.helpers import pgbench_experiment, write_experiment
+from tests.integration.helpers import pgbench_experiment, runs_tmpfs, write_experiment
 
 ROUNDS = 5
 
@@ -49,7 +49,7 @@ host_speed = true
 def canaries() -> list[str]:
     """The canaries of this test process's runs (their binary is built in the run's work directory,
     under PERFLAB_TMPFS: tests/conftest.py), still running. Another worker's runs are not ours."""
-    found, ours = [], os.environ.get("PERFLAB_TMPFS", "/dev/shm")
+    found, ours = [], runs_tmpfs()
     for entry in os.listdir("/proc"):
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:

@@ -7,7 +7,6 @@ the tree's postgres and pgbench and record the build; bad input exits 2 before a
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import threading
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import perflab
-from tests.integration.helpers import pgbench_experiment, processes, write_experiment
+from tests.integration.helpers import pgbench_experiment, processes, runs_tmpfs, write_experiment
 
 INSTALLED = Path("/usr/lib/postgresql/15")
 EXPERIMENT = pgbench_experiment(
@@ -63,7 +62,7 @@ def test_a_basedir_build_runs_its_own_postgres_and_pgbench(tmp_path: Path, based
     seen: set[str] = set()
     done_flag = threading.Event()
 
-    ours = os.environ.get("PERFLAB_TMPFS", "/dev/shm")  # this test process's runs (tests/conftest.py)
+    ours = runs_tmpfs()  # this test process's runs
 
     def watch() -> None:  # the postmaster's argv[0] while the cells run
         while not done_flag.is_set():

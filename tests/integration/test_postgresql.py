@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT, perflab
 from tests.freezes import Freezes
-from tests.integration.helpers import processes, write_experiment
+from tests.integration.helpers import processes, runs_tmpfs, write_experiment
 
 PGBENCH = """
 [experiment]
@@ -129,7 +129,7 @@ def pg_run(tmp_path_factory: pytest.TempPathFactory, freezes: Freezes) -> tuple[
     done = perflab("run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     new = segments() - before
-    return out, export(out), new - others(new, os.environ.get("PERFLAB_TMPFS", "/dev/shm"))
+    return out, export(out), new - others(new, runs_tmpfs())
 
 
 def test_pgbench_cells_run_with_the_allocator_in_every_backend(pg_run):

@@ -6,19 +6,16 @@ left on the host. A host without sysbench: exit 3 naming the package."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from tests.integration.helpers import write_experiment
-from tests.integration.sshhosts import SshLab
+from tests.integration.helpers import sysbench_started, wait_for, write_experiment
+from tests.integration.sshhosts import ROOT, SshLab, namespace_commands, perflab_via
 
-ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENT = """
 [experiment]
 name = "it-remote"
@@ -43,29 +40,14 @@ OFF = {{}}
 """
 
 
-def _perflab(lab: SshLab, tmpfs: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**lab.env(), "PERFLAB_TMPFS": str(tmpfs)}
-    return subprocess.run([sys.executable, "-m", "perflab", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=300, check=False)  # fmt: skip
-
-
-def _in_namespace(lab: SshLab, name: str) -> list[str]:
-    """The command names of the processes in host `name`'s namespace (one that just exited is left out)."""
-    names = []
-    for pid in lab.hosts[name].pids():
-        with contextlib.suppress(OSError):
-            names.append(Path(f"/proc/{pid}/comm").read_text().strip())
-    return names
-
-
 def test_a_client_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     load = ssh_lab.hosts["load"]
     spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh))
     out = tmp_path / "results"
-    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"client on host load ({load.ssh}): " in done.stdout and "same fingerprint as this machine" in done.stdout
-    exported = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
     cell = exported["cells"][0]
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0
     client = cell["client"]
@@ -83,7 +65,7 @@ def test_a_client_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     meta = exported["hosts"]
     assert meta["version"] == 1 and meta["hosts"]["load"]["clock"]["end"]["error_s"] < 0.05
     assert meta["hosts"]["load"]["fingerprint"]["packages"]["sysbench"]
-    assert _in_namespace(ssh_lab, "load") == ["sshd"]  # nothing the run started is left on the host
+    assert namespace_commands(ssh_lab, "load") == ["sshd"]  # nothing the run started is left on the host
     assert not Path(meta["hosts"]["load"]["dir"]).exists()
 
 
@@ -101,7 +83,7 @@ def test_a_host_without_sysbench_exits_3_naming_the_package(ssh_lab: SshLab, tmp
     env_file.write_text(env_file.read_text().replace("SetEnv SHLVL=1", f"SetEnv SHLVL=1 PATH={hidden}"))
     subprocess.run(["kill", "-HUP", str(load.sshd.pid)], check=True)
     spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh))
-    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
     assert done.returncode == 3, done.stdout + done.stderr
     assert "hosts.load: expected sysbench installed on host load, found not installed" in done.stderr, done.stderr
     assert "apt-get install sysbench" in done.stderr and not (tmp_path / "results").exists()  # nothing started
@@ -114,29 +96,16 @@ def test_a_postgresql_client_on_another_host_over_tcp(ssh_lab: SshLab, tmpfs, tm
     )
     spec, out, shm = write_experiment(tmp_path / "pg.toml", body), tmp_path / "results", tmpfs("shm", "1G")
     shm.parent.chmod(0o755)  # the postgres user must reach its directories
-    done = _perflab(ssh_lab, shm, "run", str(spec), "-o", str(out))
+    done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
     local_address = load.address.rsplit(".", 1)[0] + ".1"
     assert cell["status"] == "ok" and cell["summary"]["qps"] > 100
     assert cell["sysbench_options"]["db_driver"] == "pgsql" and not cell["sysbench_options"].get("pgsql_password")
     assert cell["client"]["address"] == local_address and 100 < cell["client"]["bytes_per_txn"] < 5000
     conf = (out / "logs" / "cell-0000" / "postgresql.conf").read_text()
     assert f"listen_addresses = '{local_address}'" in conf, conf
-    assert _in_namespace(ssh_lab, "load") == ["sshd"]
-
-
-def _wait_for(predicate, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def _started(out: Path) -> bool:
-    return any("Threads started!" in p.read_text(errors="replace") for p in out.glob("logs/cell-*/sysbench.txt"))
+    assert namespace_commands(ssh_lab, "load") == ["sshd"]
 
 
 def test_a_host_that_drops_off_fails_its_cells_and_the_run_ends(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
@@ -147,13 +116,13 @@ def test_a_host_that_drops_off_fails_its_cells_and_the_run_ends(ssh_lab: SshLab,
     run = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], env=env, cwd=ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     try:
-        assert _wait_for(lambda: _started(out), 120), "the first cell's client never started"
+        assert wait_for(lambda: sysbench_started(out), 120), "the first cell's client never started"
         load.drop()  # its sshd and every session: the host is gone mid-cell
         text, _ = run.communicate(timeout=180)
     finally:
         run.kill()
     assert run.returncode == 1, text  # cells failed; the run itself ended normally
-    cells = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    cells = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
     assert [c["status"] for c in cells] == ["failed", "failed"]
     assert all("host load" in c["error"] for c in cells), [c["error"] for c in cells]
     assert "2 of 2 cells failed" in text
@@ -171,7 +140,7 @@ def test_sigkill_mid_run_then_doctor_clean_leaves_nothing_on_the_host(ssh_lab: S
     run = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], env=env, cwd=ROOT,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        assert _wait_for(lambda: "sysbench" in _in_namespace(ssh_lab, "load"), 120)
+        assert wait_for(lambda: "sysbench" in namespace_commands(ssh_lab, "load"), 120)
     finally:
         run.kill()
         run.wait(timeout=30)
@@ -181,14 +150,14 @@ def test_sigkill_mid_run_then_doctor_clean_leaves_nothing_on_the_host(ssh_lab: S
                           env=env, cwd=ROOT, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 0 and f"removed load:{left[0]}" in done.stdout, done.stdout + done.stderr
     assert not left[0].exists() and not list(shm.glob("perflab-*"))
-    assert _wait_for(lambda: _in_namespace(ssh_lab, "load") == ["sshd"], 10), _in_namespace(ssh_lab, "load")
+    assert wait_for(lambda: namespace_commands(ssh_lab, "load") == ["sshd"], 10), namespace_commands(ssh_lab, "load")
 
 
 def test_an_unreachable_client_host_exits_3_before_anything_starts(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     load = ssh_lab.hosts["load"]
     load.drop()
     spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh))
-    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
     assert done.returncode == 3, done.stdout + done.stderr
     assert f"host load ({load.ssh}) is unreachable" in done.stderr and not (tmp_path / "results").exists()
 
@@ -199,9 +168,9 @@ def test_a_workload_script_of_this_machine_is_copied_to_the_host(ssh_lab: SshLab
     shutil.copy("/usr/share/sysbench/oltp_point_select.lua", script)
     body = EXPERIMENT.format(ssh=load.ssh).replace('test = "oltp_point_select"', f'test = "{script}"')
     spec, out = write_experiment(tmp_path / "remote.toml", body), tmp_path / "results"
-    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0
     assert cell["client"]["script"].startswith("/dev/shm/perflab-host-") and cell["client"]["script"].endswith(
         "/my_select.lua"

@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.helpers import write_experiment
-from tests.integration.sshhosts import SshLab
-from tests.integration.test_remote_client import ROOT, _in_namespace, _perflab, _started, _wait_for
+from tests.integration.helpers import sysbench_started, wait_for, write_experiment
+from tests.integration.sshhosts import ROOT, SshLab, namespace_commands, perflab_via
 
 EXPERIMENT = """
 [experiment]
@@ -44,10 +43,10 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     db = ssh_lab.hosts["db"]
     spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more=""))
     out = tmp_path / "results"
-    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "server on host db" in done.stdout, done.stdout
-    exported = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
     (cell,) = exported["cells"]
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
     host = cell["build"]["host"]
@@ -63,9 +62,9 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     assert not options.get("mysql_password") and options["config_file"].endswith("sysbench.conf")
     assert "libc.so" in cell["allocator_library"] and cell["allocator_version"].startswith("glibc ")
     assert cell["build"]["binary"].endswith("/mariadbd") and "MariaDB" in cell["build"]["version"]
-    assert _in_namespace(ssh_lab, "db") == ["sshd"]  # nothing the run started is left on the host
+    assert namespace_commands(ssh_lab, "db") == ["sshd"]  # nothing the run started is left on the host
     assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()
-    html = _perflab(ssh_lab, tmp_path, "report", str(out), "--html")
+    html = perflab_via(ssh_lab, tmp_path, "report", str(out), "--html")
     assert html.returncode == 0, html.stdout + html.stderr
     assert f'<ul id="remote-hosts"><li>server on host db ({db.ssh})' in (out / "report.html").read_text()
 
@@ -74,13 +73,13 @@ def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     db = ssh_lab.hosts["db"]
     spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more='client_host = "db"'))
     out = tmp_path / "results"
-    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
     assert cell["client"]["host"] == "db" and cell["client"]["address"] == db.address
     assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0
-    assert _in_namespace(ssh_lab, "db") == ["sshd"]
+    assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 
 def test_sigkill_mid_run_then_doctor_clean_stops_the_remote_server(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
@@ -92,18 +91,18 @@ def test_sigkill_mid_run_then_doctor_clean_stops_the_remote_server(ssh_lab: SshL
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         # the window's client connected: the cell's server runs there (not `mariadbd --version` at the start)
-        assert _wait_for(lambda: _started(out), 120), _in_namespace(ssh_lab, "db")
+        assert wait_for(lambda: sysbench_started(out), 120), namespace_commands(ssh_lab, "db")
     finally:
         run.kill()
         run.wait(timeout=30)
-    assert "mariadbd" in _in_namespace(ssh_lab, "db")  # a killed perflab leaves its server running there
+    assert "mariadbd" in namespace_commands(ssh_lab, "db")  # a killed perflab leaves its server running there
     left = [Path(p["path"]) for w in shm.glob("perflab-*") for p in json.loads((w / "hosts.json").read_text())]
     assert len(left) == 1 and left[0].is_dir()
     done = subprocess.run([sys.executable, "-m", "perflab", "doctor", "--clean"], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 0 and f"removed db:{left[0]}" in done.stdout, done.stdout + done.stderr
     assert not left[0].exists()
-    assert _wait_for(lambda: _in_namespace(ssh_lab, "db") == ["sshd"], 10), _in_namespace(ssh_lab, "db")
+    assert wait_for(lambda: namespace_commands(ssh_lab, "db") == ["sshd"], 10), namespace_commands(ssh_lab, "db")
 
 
 def test_a_host_without_mariadbd_exits_3_naming_the_package(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
@@ -118,7 +117,7 @@ def test_a_host_without_mariadbd_exits_3_naming_the_package(ssh_lab: SshLab, tmp
     config.write_text(config.read_text().replace("SetEnv SHLVL=1", f"SetEnv SHLVL=1 PATH={hidden}"))
     subprocess.run(["kill", "-HUP", str(db.sshd.pid)], check=True)
     spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more=""))
-    done = _perflab(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
     assert done.returncode == 3, done.stdout + done.stderr
     assert "hosts.db: expected mariadbd installed on host db, found not installed" in done.stderr, done.stderr
     assert "apt-get install mariadb-server" in done.stderr and not (tmp_path / "results").exists()
@@ -132,13 +131,13 @@ def test_a_server_host_that_drops_off_fails_its_cells_and_the_run_ends(ssh_lab: 
     run = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], env=env, cwd=ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     try:
-        assert _wait_for(lambda: _started(out), 120), "the first cell's client never started"
+        assert wait_for(lambda: sysbench_started(out), 120), "the first cell's client never started"
         db.drop()  # its sshd and every session: perflab loses the host mid-cell (its mariadbd runs on)
         text, _ = run.communicate(timeout=180)
     finally:
         run.kill()
     assert run.returncode == 1, text  # cells failed; the run itself ended normally
-    cells = json.loads(_perflab(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    cells = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
     assert [c["status"] for c in cells] == ["failed", "failed"]
     assert all("host db" in c["error"] for c in cells), [c["error"] for c in cells]
     assert "2 of 2 cells failed" in text

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, perflab
-from tests.integration.helpers import perflab_children, tmpfs_mounts, write_experiment
+from tests.integration.helpers import perflab_children, runs_tmpfs, tmpfs_mounts, write_experiment
 
 SPEC = """
 [experiment]
@@ -351,7 +351,7 @@ def test_results_disk_full_at_the_snapshot_is_a_clear_error(tmp_path: Path, tmpf
     assert integrity(out) == "ok" and stored_rows(out) == []
     assert not (out / "dataset").exists()
     workdir = str(meta(out, "workdir"))
-    assert workdir.startswith(f"{os.environ.get('PERFLAB_TMPFS', '/dev/shm')}/perflab-") and not Path(workdir).exists()
+    assert workdir.startswith(f"{runs_tmpfs()}/perflab-") and not Path(workdir).exists()
     assert perflab_children(workdir) == []  # the prepare server is gone too
 
 

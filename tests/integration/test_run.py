@@ -16,7 +16,7 @@ import pytest
 from perflab import __version__ as perflab_version
 from perflab import spec
 from tests.conftest import perflab
-from tests.integration.helpers import perflab_children, write_experiment
+from tests.integration.helpers import perflab_children, runs_tmpfs, write_experiment
 
 WARMUP, DURATION = 1, 3
 
@@ -312,7 +312,7 @@ def test_no_process_or_workdir_left(matrix_run):
     _, doc, _ = matrix_run
     assert perflab_children(doc["run"]["workdir"]) == []
     workdir = Path(doc["run"]["workdir"])
-    assert workdir.parent == Path(os.environ.get("PERFLAB_TMPFS", "/dev/shm")) and not workdir.exists()
+    assert workdir.parent == Path(runs_tmpfs()) and not workdir.exists()
 
 
 def test_export_has_the_variance_components(matrix_run):
