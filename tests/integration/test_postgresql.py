@@ -69,8 +69,18 @@ def export(out: Path) -> dict:
 
 
 def postmasters(where: str) -> list[int]:
-    """The postmasters of cells (not the dataset's) under `where`."""
-    return [pid for pid, cmd in processes("postgres") if where in cmd and "/cell-" in cmd]
+    """The postmasters of cells (not the dataset's) under `where`. A backend just forked still
+    carries the postmaster's command line until it retitles itself: only processes whose parent
+    is not one of them count."""
+    found = [pid for pid, cmd in processes("postgres") if where in cmd and "/cell-" in cmd]
+    return [pid for pid in found if parent(pid) not in found]
+
+
+def parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def backends(postmaster: int) -> list[int]:
