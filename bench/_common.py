@@ -166,7 +166,7 @@ READ_ONLY = """\
 [experiment]
 name = "{name}"
 duration = "{duration}s"
-warmup = "{warmup}s"
+{warmup_lines}
 repeats = {rounds}
 
 [dataset]
@@ -182,8 +182,14 @@ options = {{ rand_type = "uniform" }}
 
 def read_only_experiment(name: str, cfg: dict[str, Any], rest: str) -> str:
     """An experiment file of the A/B benches: oltp_read_only at 2 threads with uniform keys, a
-    fixed warm-up, `cfg`'s duration, rounds and dataset, then `rest` (its variants, [observe])."""
-    return READ_ONLY.format(name=name, **cfg) + "\n" + rest
+    fixed warm-up (or cfg warmup "auto" with its max_warmup: perflab's default), `cfg`'s duration,
+    rounds and dataset, then `rest` (its variants, [observe])."""
+    cfg = dict(cfg)
+    warmup, most = cfg.pop("warmup"), cfg.pop("max_warmup", None)
+    lines = f'warmup = "{warmup}s"'
+    if warmup == "auto":
+        lines = 'warmup = "auto"' + (f'\nmax_warmup = "{most}s"' if most is not None else "")
+    return READ_ONLY.format(name=name, warmup_lines=lines, **cfg) + "\n" + rest
 
 
 # ----------------------------------------------------------------------------- machine

@@ -118,7 +118,11 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     if args.duration:
         cfg["duration"] = args.duration
     if args.warmup:
-        cfg["warmup"] = args.warmup
+        cfg["warmup"] = args.warmup if args.warmup == "auto" else int(args.warmup)
+    if args.max_warmup is not None:
+        if cfg["warmup"] != "auto":
+            raise SystemExit("--max-warmup goes with --warmup auto")
+        cfg["max_warmup"] = args.max_warmup
     return {**cfg, "ns": [int(x) for x in args.ns.split(",") if x], "copies": args.copies}
 
 
@@ -552,7 +556,9 @@ def main() -> None:
     parser.add_argument("--duration", type=int, metavar="S",
                         help="measured window per cell, seconds (default 10; --quick 3); the 10-minute experiments "
                              "hold fewer rounds of longer windows, as calibrate's plan may recommend")
-    parser.add_argument("--warmup", type=int, metavar="S", help="fixed warm-up seconds (default 5; --quick 2)")
+    parser.add_argument("--warmup", metavar="S|auto",
+                        help='fixed warm-up seconds (default 5; --quick 2), or "auto": perflab\'s default rule')
+    parser.add_argument("--max-warmup", type=int, metavar="S", help="with --warmup auto: max_warmup (perflab's default 10)")
     parser.add_argument("--results", metavar="DIR", help="keep the results directory here")
     parser.add_argument("--analyse", metavar="DIR", help="analyse a kept results directory, no run")
     parser.add_argument("--quick", action="store_true", help="smoke test: 6 rounds of 3 s windows, a tiny dataset")
