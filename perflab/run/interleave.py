@@ -3,7 +3,7 @@
 Why: on this 2-vCPU VM most of a round's noise in a busy hour is the host's own speed, which
 changes from one 15 s cell to the next; the sequential design puts that change between the two
 sides of every pair. Here every server of a group (the round's cells of one thread count) is
-started fresh on its own copy of the dataset, each with its own sysbench client, and the clients
+started fresh on its own copy of the dataset, each with its own client (sysbench or pgbench), and the clients
 take turns of `slice` seconds (the others stopped with SIGSTOP), so every second of host speed
 falls on every variant alike. Measured with bench/interleave.py: the variance of a 10-minute
 mean of A/A pairs was 0.09x [0.04-0.24] of the sequential design's in the same hour
@@ -11,11 +11,13 @@ mean of A/A pairs was 0.09x [0.04-0.24] of the sequential design's in the same h
 
 What a cell gets (docs/results-format.md, `design`): throughput from the server's own counters
 (`Questions` less the sampler's statements, `Com_commit` as transactions; a workload without
-COMMIT counts each statement as one), sampled at every turn's end and every second inside a
+COMMIT counts each statement as one) on MariaDB; on PostgreSQL from the client (sysbench's
+wrapper, run/turn_counts.py; pgbench's per-transaction log, run/turn_log.py), sampled at every turn's end and every second inside a
 turn, over the seconds its client ran: sysbench's own clock and reports would count the stopped
 time. So the per-second intervals are seconds of the client's running time (t = 1, 2, ...;
 warm-up turns first), latency is that of the requests that started and ended within one turn
-(run/turn_latency.py: sysbench runs the test through workloads/turns.lua; a request in flight at
+(run/turn_latency.py: sysbench runs the test through workloads/turns.lua; pgbench's log has
+each transaction's end and latency, run/turn_log.py; a request in flight at
 a SIGSTOP would count the other servers' turns, so it is left out and counted in
 `design.latency_spanned`), and `resources` count the server's and client's CPU and faults
 during its own turns (the server's: the window's less its idle work; its context switches the
@@ -55,7 +57,6 @@ from perflab.run.observers.status import figures as status_figures
 from perflab.run.seat import Seat
 from perflab.run.server_logs import failure_fields
 from perflab.run.turn_series import summary
-from perflab.run.workloads import sysbench
 from perflab.spec import Cell
 from perflab.units import utc_now
 
@@ -72,7 +73,7 @@ def run_group(
     groupdir = workdir / f"group-{cells[0].order:04d}"  # the group's perf recording
     observers = SeatObservers(runner.exp.file.observe, groupdir)
     seats = [Seat(runner, cell, snap, workdir, observers) for cell, snap in zip(cells, snapshots, strict=True)]
-    budget = 2 * len(seats) * (warmup + duration) + round(spec.timeout_margin)  # sysbench's own deadline
+    budget = 2 * len(seats) * (warmup + duration) + round(spec.timeout_margin)  # the client's own deadline
     try:
         for seat in seats:
             seat.open(budget)
@@ -112,11 +113,8 @@ def _run_opened(
         window_end = time.monotonic()
         other = mark.other_cores(live)
     for seat in live:
-        if seat.live and seat.sampler is not None:
-            try:  # the client's counts (PostgreSQL) get their queries from the run's queries per event
-                seat.counted = seat.sampler.finish()
-            except PerflabError as exc:
-                seat.error = exc
+        if seat.live:  # the client's counts (PostgreSQL): their queries per event, pgbench's log
+            seat.finish_counts()
         if seat.live:
             _observed(seat, SeatSpans(workload=started, window=window_t0, end=window_end))
         if seat.live:
@@ -307,7 +305,7 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
         status="ok",
         summary=summary,
         resources=resources,
-        sysbench_options=sysbench.effective_options(seat.runner.sysbench_defaults, seat.command),
+        sysbench_options=seat.workload.effective_options(seat.runner, seat.command),
         client=seat.client_fields,
     )
     seat.rss, seat.series = rss.samples, seat.intervals(warmup)

@@ -1,5 +1,6 @@
 """One seat of the interleaved design (run/interleave.py): a cell's started server, its paused
-sysbench client and the server's counters at every turn's end and every second inside a turn.
+client (the workload's `seat_client`) and the counters at every turn's end and every second
+inside a turn: the server's, sysbench's wrapper's, or pgbench's log's (run/turn_log.py).
 
 A seat opens (restore, start, start the client and stop it once connected), takes turns
 (`Seat.turn`: SIGCONT, sleep, SIGSTOP, a sample once a second of its running time), marks its
@@ -10,6 +11,7 @@ measured window and reports its server's use over its own turns (`Seat.window_us
 
 from __future__ import annotations
 
+import math
 import shutil
 import signal
 import threading
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import PerflabError, ServerCrashedError, WorkloadError
-from perflab.run import allocator_proof, client, client_variant, dataset
+from perflab.run import allocator_proof, dataset, workloads
 from perflab.run.builds import Build, BuildError
 from perflab.run.cell import CellRunner, cpus_allowed
 from perflab.run.observers.alloc.tracer import AllocTracer
@@ -30,9 +32,8 @@ from perflab.run.prewarm import server_switches
 from perflab.run.proc import Child
 from perflab.run.server_logs import keep_logs, read_tail
 from perflab.run.turn_counts import ClientCounts
-from perflab.run.turn_latency import WRAPPER, Histogram, TurnClock
+from perflab.run.turn_latency import Histogram, TurnClock
 from perflab.run.turn_series import Point, intervals, summary
-from perflab.run.workloads import sysbench
 from perflab.servers.managed import Managed
 from perflab.spec import Cell
 
@@ -55,6 +56,8 @@ class Seat:
         self.observers = observers  # the group's [observe] perf and alloc (None: no observers)
         self.tracer: AllocTracer | None = None  # [observe] alloc: its server's counter
         self.logs = runner.results.log_dir(cell.order)
+        self.workload = workloads.of(runner.exp.file)
+        self.out = self.logs / self.workload.output_name  # its client's output
         self.server: Managed | None = None
         self.child: Child | None = None
         self.sampler: StatusSampler | ClientCounts | None = None
@@ -65,6 +68,7 @@ class Seat:
         # counters at every turn's end and every second inside a turn: (nominal s, active s, values)
         self.points: list[Point] = []
         self.latency: list[Histogram] = []  # the client's latency histogram at each point (turn_latency)
+        self.spans: list[list[float]] = []  # its client's runs: [epoch before SIGCONT, after SIGSTOP]
         self.clock: TurnClock | None = None
         self.nominal = 0  # whole seconds of turns scheduled so far
         self.part_s = 0.0  # with turns under a second: the running second's turns so far
@@ -126,14 +130,16 @@ class Seat:
                 "restore_s": round(restore_s, 3),
                 "restore_method": restore_method,
                 "server_start_s": round(start_s, 3),
-                **server_switches(self.cell, server, "sysbench", self.runner.kind),
+                **server_switches(self.cell, server, self.workload.name, self.runner.kind),
             }
             self.row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
-            self.clock = TurnClock.create(self.rundir / "turns", self.cell.threads)
+            if self.workload.turn_clock:
+                self.clock = TurnClock.create(self.rundir / "turns", self.cell.threads)
             # MariaDB: the full SHOW GLOBAL STATUS only when [observe] status asks for it (8
-            # counters do otherwise); PostgreSQL: the client's own counts (run/turn_counts.py)
+            # counters do otherwise); PostgreSQL: the client's own counts (run/turn_counts.py,
+            # pgbench's log: run/turn_log.py)
             lean = not self.runner.exp.file.observe.status
-            self.sampler = self.runner.kind.turn_counters(server, self.clock, lean)
+            self.sampler = self.workload.seat_counts(self) or self.runner.kind.turn_counters(server, self.clock, lean)
             self._start_client(seconds)
             self.sampler.start_clock()
             self.sample(0.0)
@@ -141,25 +147,10 @@ class Seat:
             self.error = exc
 
     def _start_client(self, seconds: int) -> None:
-        spec, server = self.runner.exp.file, self.server
-        assert server is not None and self.clock is not None
-        self.command = sysbench.argv(
-            str(WRAPPER),
-            "run",
-            socket=server.socket,
-            tables=spec.dataset.tables,
-            table_size=spec.dataset.table_size,
-            threads=self.cell.threads,
-            seconds=seconds,
-            options={**spec.workload.options, **self.cell.workload_options},
-            driver=self.runner.kind.sysbench_driver,
-        )
-        env = {**client_variant.environment(self.cell, server.rundir), **self.clock.environment(spec.workload.test)}
-        self.child = client.start(self.command, self.logs / "sysbench.txt", None, env)
-        watch = client.StartWatch(self.logs / "sysbench.txt", self.child, spec.experiment.timeout_margin)
-        client_variant.wait_loaded(self.child.pid, self.cell, self.logs / "sysbench.txt")
-        self.client_fields = client_variant.prove(self.child.pid, self.cell)
-        watch.wait()
+        server = self.server
+        assert server is not None
+        self.spans.append([time.time(), math.inf])  # it runs from its launch to the first pause
+        self.workload.seat_client(self, seconds)  # connected
         self.pause()
         if self.child.poll() is not None:
             raise self._client_died()
@@ -185,12 +176,30 @@ class Seat:
     def pause(self) -> None:
         assert self.child is not None
         self.child.signal_group(signal.SIGSTOP)
+        if self.spans and self.spans[-1][1] == math.inf:
+            self.spans[-1][1] = time.time()
 
     def resume(self) -> None:
         assert self.child is not None
         if self.clock is not None:  # before SIGCONT: an event in flight since the last pause is "spanned"
             self.clock.advance()
+        self.spans.append([time.time(), math.inf])
         self.child.signal_group(signal.SIGCONT)
+
+    def finish_counts(self) -> None:
+        """After the window: the client's counts completed (pgbench: ended, its log read) and
+        how they were counted (`counted`); a failure is kept in `error`."""
+        if self.sampler is None:
+            return
+        try:
+            self.workload.seat_end(self)
+            self.counted = self.sampler.finish()
+        except PerflabError as exc:
+            self.error = exc
+            return
+        latency = getattr(self.sampler, "latency", None)  # a log's: known only now
+        if latency:
+            self.latency = latency
 
     def sample(self, active_s: float) -> None:
         """The server's counters now; a server that does not answer within timeout_margin fails
@@ -315,9 +324,9 @@ class Seat:
     def _client_died(self) -> WorkloadError:
         assert self.child is not None
         code = self.child.poll()
-        tail = "\n".join((self.logs / "sysbench.txt").read_text(errors="replace").strip().splitlines()[-10:])
+        tail = "\n".join(self.out.read_text(errors="replace").strip().splitlines()[-10:])
         return WorkloadError(
-            f"sysbench exited with code {code} during its turns:\n{tail}", f"full output: {self.logs / 'sysbench.txt'}"
+            f"{self.workload.name} exited with code {code} during its turns:\n{tail}", f"full output: {self.out}"
         )
 
     def intervals(self, warmup: int) -> list[dict[str, Any]]:

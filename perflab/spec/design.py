@@ -3,8 +3,9 @@ and, when the file does not say, which design a run gets and why (`choose`).
 
 An interleaved round starts the servers of one thread count together and lets their clients take
 turns; throughput is counted over each client's running seconds, by the server's own statement
-counters (MariaDB) or by sysbench's wrapper (PostgreSQL: run/turn_counts.py). So: sysbench only
-(pgbench's and go-tpc's transactions are not counted per turn yet: Workload.interleaved_refusal), no
+counters (MariaDB) or by the client (PostgreSQL: sysbench's wrapper, run/turn_counts.py;
+pgbench's per-transaction log, run/turn_log.py). So: sysbench or pgbench (go-tpc's transactions
+are not counted per turn yet: Workload.interleaved_refusal), no
 pinning (each server would need a CPU of its own), no wall-clock stacks ([observe] pmp: a
 server whose client is stopped would show its idle threads) nor the host-speed canary
 (interleaving takes the host's speed out by design). On-CPU profiles and allocation counts
@@ -50,9 +51,9 @@ def design_problems(spec: ExperimentFile) -> list[Problem]:
         problems.append(
             Problem(
                 "workload.tool",
-                'tool = "sysbench" with design = "interleaved"',
+                'tool = "sysbench" or "pgbench" with design = "interleaved"',
                 spec.workload.tool,
-                f"{_HINT}: the turns are counted by sysbench's wrapper (run/turn_counts.py), "
+                f"{_HINT}: the turns are counted by sysbench's wrapper or pgbench's log, "
                 f"not by {spec.workload.tool} yet",
             )
         )

@@ -49,6 +49,7 @@ def calibrate(exp: spec.Experiment, binary: Path) -> Path:
     whash = calibration.workload_hash(
         exp.file.dataset.model_dump(mode="json"), exp.file.workload.model_dump(mode="json")
     )
+    design = exp.file.experiment.design or "sequential"  # a calibration is of one design
     doc = {
         "format": calibration.FORMAT,
         "created_at": dt.datetime.now(dt.UTC).isoformat(),
@@ -56,8 +57,9 @@ def calibrate(exp: spec.Experiment, binary: Path) -> Path:
         "workload_hash": whash,
         "server_sha256": sha256(binary),
         "noise": {"per_second": 0.004, "restart": 0.0002, "overhead": 10.0},
+        "design": design,
     }
-    return calibration.save(calibration.path_for(cache_root() / "calibration", host, whash), doc)
+    return calibration.save(calibration.path_for(cache_root() / "calibration", host, whash, design), doc)
 
 
 def test_a_postgresql_calibration_is_used_and_refused_once_postgres_changed(servers: dict[str, Path]):
@@ -80,7 +82,8 @@ def test_a_calibration_of_a_builds_binary_is_refused_once_that_binary_changed(se
     text = PG + f'[builds.mine]\nbasedir = "{basedir}"\n[variants.server]\nmine = {{ build = "mine" }}\nold = {{}}\n'
     exp = spec.parse(text, "<pg builds>")
     saved = calibrate(exp, binary)  # the first variant runs build "mine": the A/A measured its binary
-    assert calibrated.plan(exp, None)[1]["used"]
+    used = calibrated.plan(exp, None)[1]
+    assert used["used"], used
     fake(binary, "postgres (PostgreSQL) 15.43")
     _, ignored = calibrated.plan(exp, None)
     assert not ignored["used"] and "server_sha256: the server binary changed since" in ignored["note"]

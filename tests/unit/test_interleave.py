@@ -114,17 +114,21 @@ def test_what_the_interleaved_design_cannot_run_is_named_at_once():
     assert "every variant alike" in problems["observe.host_speed"].hint
 
 
-def test_postgresql_with_sysbench_is_interleaved_and_pgbench_is_not_yet():
+def test_postgresql_with_sysbench_or_pgbench_is_interleaved_and_go_tpc_is_not_yet():
     pg = text().replace('design = "interleaved"', 'design = "interleaved"\nserver = "postgresql"')
     assert spec.parse(pg).file.experiment.design == "interleaved"  # sysbench's wrapper counts the turns
     plain = spec.parse(pg.replace('design = "interleaved"\n', ""))
     assert plain.file.experiment.design == "interleaved" and "the default" in plain.design_reason
     pgbench = pg.replace("[workload]\n", '[workload]\ntool = "pgbench"\ntest = "select-only"\n')
     pgbench = pgbench.replace("[variants.alloc]", "[dataset]\nscale = 1\n\n[variants.alloc]")
-    problem = only_problem(pgbench)
-    assert problem.path == "workload.tool" and "sysbench" in problem.expected and problem.found == "pgbench"
+    assert spec.parse(pgbench).file.experiment.design == "interleaved"  # pgbench's log counts them
     chosen = spec.parse(pgbench.replace('design = "interleaved"\n', ""))
-    assert chosen.file.experiment.design == "sequential" and "pgbench" in chosen.design_reason
+    assert chosen.file.experiment.design == "interleaved" and "the default" in chosen.design_reason
+    tpcc = text().replace("[workload]\n", '[workload]\ntool = "go-tpc"\ntest = "tpcc"\nwarehouses = 1\n')
+    problem = only_problem(tpcc)
+    assert problem.path == "workload.tool" and "pgbench" in problem.expected and problem.found == "go-tpc"
+    chosen = spec.parse(tpcc.replace('design = "interleaved"\n', ""))
+    assert chosen.file.experiment.design == "sequential" and "go-tpc" in chosen.design_reason
 
 
 def test_groups_are_a_rounds_cells_of_one_thread_count_in_run_order():
@@ -269,7 +273,8 @@ class _Runner:
 
     def __init__(self, logs: Path) -> None:
         self.results = SimpleNamespace(log_dir=lambda order: logs)
-        self.exp = SimpleNamespace(file=SimpleNamespace(experiment=SimpleNamespace(timeout_margin=5.0)))
+        experiment = SimpleNamespace(timeout_margin=5.0)
+        self.exp = SimpleNamespace(file=SimpleNamespace(experiment=experiment, workload=SimpleNamespace(tool="sysbench")))
         self.kind = servers.kind("mariadb")
 
     def new_row(self, cell: object) -> dict:

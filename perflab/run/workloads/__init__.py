@@ -102,6 +102,23 @@ class Workload:
         """What the client ran with (the row's `sysbench_options`)."""
         return {}
 
+    # the interleaved design (run/seat.py), where interleaved_refusal is None
+    turn_clock = False  # True: its seat's client runs through turns.lua (run/turn_latency.py)
+
+    def seat_client(self, seat: Any, seconds: int) -> None:
+        """Start `seat`'s client for up to `seconds` (seat.child, seat.command, its output in
+        seat.out) and return once every connection is made."""
+        raise NotImplementedError
+
+    def seat_counts(self, seat: Any) -> Any | None:
+        """What counts its transactions at every sample, when the client must (a StatusSampler
+        -like object); None: the server kind's turn_counters."""
+        return None
+
+    def seat_end(self, seat: Any) -> None:
+        """After the window, before `seat_counts(...).finish()`: nothing, or end the client so
+        that its counts are complete."""
+
 
 def get(name: str) -> Workload:
     """The workload named by [workload] tool (or a results file's meta)."""

@@ -19,6 +19,7 @@ with each second's p95 added from the log.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -212,11 +213,9 @@ class Pgbench(Workload):
     """pgbench on PostgreSQL: its cells are measured by servers/postgresql/cell.py (the
     per-transaction log), its dataset filled by servers/postgresql/dataset.py."""
 
-
     name = "pgbench"
     database = DATABASE
     throughput = "statements per second (transactions x the script's statements)"
-    interleaved_refusal = "pgbench's transactions are not counted per turn (sysbench's are)"
     dataset_size = ("dataset.scale", "scale")
 
     def check_test(self, test: str) -> str:
@@ -297,6 +296,92 @@ class Pgbench(Workload):
     def dataset_estimate(self, exp: Any) -> int:
         """pgbench -i -s SCALE: about 16 MiB a unit, with room."""
         return int((exp.file.dataset.scale or 1) * SCALE_BYTES * 1.2)
+
+    def effective_options(self, runner: Any, argv_used: list[str]) -> dict[str, str]:
+        from perflab.run.workloads.sysbench import effective_options
+
+        return effective_options({}, argv_used)
+
+    # the interleaved design: counted from the per-transaction log (run/turn_log.py)
+    def seat_client(self, seat: Any, seconds: int) -> None:
+        """pgbench logging every transaction into the seat's run directory; connected once the
+        postmaster has a backend on its database for every client."""
+        from perflab.run import client
+        from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
+
+        spec, server, threads = seat.runner.exp.file, seat.server, seat.cell.threads
+        seat.command = argv(
+            spec.workload.test,
+            socket_dir=server.rundir,
+            port=PORT,
+            user=SUPERUSER,
+            clients=threads,
+            jobs=threads,
+            seconds=seconds,
+            log_prefix=server.rundir / "pgbench_log",
+            options={**spec.workload.options, **seat.cell.workload_options},
+            binary=pg_binary("pgbench", server.bindir),
+        )
+        seat.child = client.start(seat.command, seat.out, None)
+        wait_backends(server.pid, threads, seat.child, spec.experiment.timeout_margin, seat.out)
+
+    def seat_counts(self, seat: Any) -> Any:
+        from perflab.run.turn_log import LogCounts
+
+        return LogCounts(seat.server.rundir / "pgbench_log", statements(seat.runner.exp.file.workload.test), seat.spans)
+
+    def seat_end(self, seat: Any) -> None:
+        """End pgbench as its -T does (SIGALRM, then SIGCONT): each client finishes its
+        transaction and the logs are flushed; WorkloadError if it fails or hangs."""
+        import signal
+
+        from perflab.errors import WorkloadError
+
+        child, margin = seat.child, seat.runner.exp.file.experiment.timeout_margin
+        try:
+            os.kill(child.pid, signal.SIGALRM)
+        except ProcessLookupError:
+            pass
+        seat.resume()
+        try:
+            code = child.wait(margin)
+        except TimeoutError:
+            raise WorkloadError(
+                f"pgbench did not end within {margin:.0f} s of its SIGALRM", f"its output: {seat.out}"
+            ) from None
+        finally:
+            seat.pause()
+        if code != 0:
+            tail = "\n".join(seat.out.read_text(errors="replace").strip().splitlines()[-10:])
+            raise WorkloadError(f"pgbench exited with code {code}:\n{tail}", f"full output: {seat.out}")
+
+
+def wait_backends(postmaster: int, clients: int, child: Any, deadline_s: float, out: Path) -> None:
+    """Until the postmaster has a backend on DATABASE for each of `clients` (its title names
+    the database: "postgres: USER bench [local] ..."); WorkloadError if pgbench exits first or
+    after `deadline_s`."""
+    import time
+
+    from perflab.errors import WorkloadError
+    from perflab.run.proctree import children
+
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline and child.poll() is None:
+        if len([pid for pid in children(postmaster) if _serves(pid)]) >= clients:
+            return
+        time.sleep(0.02)
+    tail = "\n".join(out.read_text(errors="replace").strip().splitlines()[-10:]) if out.exists() else ""
+    code = child.poll()
+    said = f"exited with code {code}" if code is not None else f"had not connected after {deadline_s:.0f} s"
+    raise WorkloadError(f"pgbench {said}:\n{tail}", f"full output: {out}")
+
+
+def _serves(pid: int) -> bool:
+    try:
+        title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return f" {DATABASE} ".encode() in title
 
 
 SCALE_BYTES = 16 << 20  # pgbench -i -s 1: 100,000 accounts, about 15 MiB with the index

@@ -227,6 +227,33 @@ class Sysbench(Workload):
     def effective_options(self, runner: Any, argv_used: list[str]) -> dict[str, str]:
         return effective_options(runner.sysbench_defaults, argv_used)
 
+    turn_clock = True
+
+    def seat_client(self, seat: Any, seconds: int) -> None:
+        """The test through turns.lua (the seat's TurnClock), its client variant's environment
+        checked in its maps; connected once it prints "Threads started!"."""
+        from perflab.run import client, client_variant
+        from perflab.run.turn_latency import WRAPPER
+
+        spec, server = seat.runner.exp.file, seat.server
+        seat.command = argv(
+            str(WRAPPER),
+            "run",
+            socket=server.socket,
+            tables=spec.dataset.tables,
+            table_size=spec.dataset.table_size,
+            threads=seat.cell.threads,
+            seconds=seconds,
+            options={**spec.workload.options, **seat.cell.workload_options},
+            driver=seat.runner.kind.sysbench_driver,
+        )
+        env = {**client_variant.environment(seat.cell, server.rundir), **seat.clock.environment(spec.workload.test)}
+        seat.child = client.start(seat.command, seat.out, None, env)
+        watch = client.StartWatch(seat.out, seat.child, spec.experiment.timeout_margin)
+        client_variant.wait_loaded(seat.child.pid, seat.cell, seat.out)
+        seat.client_fields = client_variant.prove(seat.child.pid, seat.cell)
+        watch.wait()
+
 
 def option_problems(exp: Any) -> list[Any]:
     import difflib
