@@ -4,7 +4,8 @@ Two questions per series (history/series.py), for the chosen metric:
   1. the newest run against the segment it follows (the runs since the last change point before
      it, at most a window): the ratio of its estimate to that segment's level, with an interval
      whose variance is the segment level's, the newest run's own (its repeats), and tau^2 (what
-     runs differ by beyond their repeats: history/changes.py); judged by the verdicts of
+     runs differ by beyond their repeats: history/changes.py's, from successive differences, or
+     the reference runs' own spread around their level where that is wider); judged by the verdicts of
      `perflab compare` (analyze/verdict.py: four states, and for `inconclusive` the rounds that
      would settle it). `slower` beyond the threshold fails.
   2. a change point the newest run confirms: present with it, absent without it, a regression
@@ -65,8 +66,12 @@ def newest_estimate(s: Series) -> RunEstimate | None:
     new = points[last]
     if not ref or not new.mean or s.analysis is None:
         return None
-    tau2 = s.analysis.tau**2
     own = [changes.log_variance(points[i]) for i in ref]
+    series_tau2 = s.analysis.tau**2
+    # the reference runs' own spread beyond their repeats: a host whose level persists for runs
+    # and then moves (two levels 7.5% apart, measured) keeps successive differences, and so the
+    # series' tau, small, while a run on its other level is no regression
+    tau2 = max(series_tau2, reference_spread([math.log(points[i].mean) for i in ref], own))
     weights = [1 / ((v if v is not None else tau2) + tau2 or 1e-12) for v in own]
     level = sum(w * math.log(points[i].mean) for w, i in zip(weights, ref)) / sum(weights)
     d = math.log(new.mean) - level
@@ -80,8 +85,20 @@ def newest_estimate(s: Series) -> RunEstimate | None:
         d,
         ((cv2, len(new.values)),),
         fixed=1 / sum(weights) + tau2,
-        fixed_df=max(len(ref), len(s.analysis.usable) - 1) - 1,  # tau^2: from the series' differences
+        # tau^2 from the series' differences, or from the reference runs' spread when it is wider
+        fixed_df=(max(len(ref), len(s.analysis.usable) - 1) if tau2 == series_tau2 else len(ref)) - 1,
     )
+
+
+def reference_spread(logs: list[float], own: list[float | None]) -> float:
+    """The variance of the reference runs' log estimates around their mean, less what their own
+    repeats give them (0 with fewer than 3 runs, or when their repeats explain it all)."""
+    if len(logs) < 3:
+        return 0.0
+    mean = sum(logs) / len(logs)
+    spread = sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)
+    known = [v for v in own if v is not None]
+    return max(0.0, spread - (sum(known) / len(known) if known else 0.0))
 
 
 def judge_newest(s: Series, margin: float = MARGIN) -> Comparison:
