@@ -307,21 +307,9 @@ class Pgbench(Workload):
         """pgbench logging every transaction into the seat's run directory; connected once the
         postmaster has a backend on its database for every client."""
         from perflab.run import client
-        from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
 
         spec, server, threads = seat.runner.exp.file, seat.server, seat.cell.threads
-        seat.command = argv(
-            spec.workload.test,
-            socket_dir=server.rundir,
-            port=PORT,
-            user=SUPERUSER,
-            clients=threads,
-            jobs=threads,
-            seconds=seconds,
-            log_prefix=server.rundir / "pgbench_log",
-            options={**spec.workload.options, **seat.cell.workload_options},
-            binary=pg_binary("pgbench", server.bindir),
-        )
+        seat.command = cell_argv(spec, seat.cell, server, seconds, jobs=threads)
         seat.child = client.start(seat.command, seat.out, None)
         wait_backends(server.pid, threads, seat.child, spec.experiment.timeout_margin, seat.out)
 
@@ -354,6 +342,25 @@ class Pgbench(Workload):
         if code != 0:
             tail = "\n".join(seat.out.read_text(errors="replace").strip().splitlines()[-10:])
             raise WorkloadError(f"pgbench exited with code {code}:\n{tail}", f"full output: {seat.out}")
+
+
+def cell_argv(spec: Any, cell: Any, server: Any, seconds: int, jobs: int) -> list[str]:
+    """A cell's pgbench (sequential or a seat): the server build's own pgbench when it has one,
+    every transaction logged into the server's run directory (`pgbench_log.*`)."""
+    from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
+
+    return argv(
+        spec.workload.test,
+        socket_dir=server.rundir,
+        port=PORT,
+        user=SUPERUSER,
+        clients=cell.threads,
+        jobs=jobs,
+        seconds=seconds,
+        log_prefix=server.rundir / "pgbench_log",
+        options={**spec.workload.options, **cell.workload_options},
+        binary=pg_binary("pgbench", server.bindir),
+    )
 
 
 def wait_backends(postmaster: int, clients: int, child: Any, deadline_s: float, out: Path) -> None:

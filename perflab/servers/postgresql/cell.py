@@ -24,7 +24,7 @@ from perflab.run.observers.resources import StealSampler
 from perflab.run.proctree import TreeSampler, children, tree_counters
 from perflab.run.workloads import pgbench, sysbench, sysbench_output
 from perflab.servers.postgresql.accounting import verify_backends
-from perflab.servers.postgresql.server import PORT, SUPERUSER, PostgreSQL, pg_binary
+from perflab.servers.postgresql.server import PostgreSQL
 from perflab.spec import Cell
 
 BACKENDS_DEADLINE_S = 10.0  # for the clients' connections, when the window starts at once
@@ -38,18 +38,8 @@ def command(runner: Any, cell: Cell, server: PostgreSQL) -> list[str]:
     if spec.workload.tool != "pgbench":
         return client.argv(spec, cell, server.socket)
     warmup, seconds = client.window_seconds(spec)
-    return pgbench.argv(
-        spec.workload.test,
-        socket_dir=server.rundir,
-        port=PORT,
-        user=SUPERUSER,
-        clients=cell.threads,
-        jobs=len(runner.client_cpus or []) or cell.threads,
-        seconds=warmup + seconds + TAIL_S,
-        log_prefix=server.rundir / "pgbench_log",
-        options={**spec.workload.options, **cell.workload_options},
-        binary=pg_binary("pgbench", server.bindir),  # the build's own pgbench when it has one
-    )
+    jobs = len(runner.client_cpus or []) or cell.threads
+    return pgbench.cell_argv(spec, cell, server, warmup + seconds + TAIL_S, jobs)
 
 
 def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[list, list, dict[str, Any]]:
