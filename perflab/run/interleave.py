@@ -274,7 +274,8 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
     resources = server_resources(seat.window_use(summary["total_time_s"] or 0.0), transactions, rss)
     assert seat.child is not None and seat.client_start is not None
     try:
-        client_used = ProcCounters.read(seat.child.pid).minus(seat.client_start)
+        client_now = seat.client_end if seat.client_end is not None else ProcCounters.read(seat.child.pid)
+        client_used = client_now.minus(seat.client_start)
     except (FileNotFoundError, ProcessLookupError):
         client_used = None
     client_cpu = round(client_used.cpu_s, 3) if client_used else None

@@ -83,6 +83,7 @@ class Seat:
         self.steal_s = self.steal_sampled_s = 0.0  # the machine's steal over its own sampled turns
         self.window_from = 0  # index in `points` where the measured window starts
         self.client_start: ProcCounters | None = None
+        self.client_end: ProcCounters | None = None  # read before a client that must end (pgbench) ends
         # what is committed with an ok row (set by _finish): per-second series, RSS and status samples
         self.series: list[dict[str, Any]] = []
         self.rss: list[tuple[float, int]] = []
@@ -191,6 +192,11 @@ class Seat:
         how they were counted (`counted`); a failure is kept in `error`."""
         if self.sampler is None:
             return
+        assert self.child is not None
+        try:  # its window's use, before the client ends (a reaped process has no /proc)
+            self.client_end = ProcCounters.read(self.child.pid)
+        except (FileNotFoundError, ProcessLookupError):
+            self.client_end = None
         try:
             self.workload.seat_end(self)
             self.counted = self.sampler.finish()

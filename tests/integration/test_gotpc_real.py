@@ -81,7 +81,8 @@ def test_nopm_per_second_adds_up_to_the_window_summary(tpcc_run):
         lat = summary["latency_ms"]
         assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"] and lat["avg"] <= lat["max"]
         # a closed loop of 2 clients: Little's law over all five types
-        mean_ms = sum(t["avg_ms"] * t["count"] for t in types.values()) / summary["transactions"]
+        # (a rare type, ~4% of the mix, can have none in a short window on a busy machine: no mean then)
+        mean_ms = sum(t["avg_ms"] * t["count"] for t in types.values() if t["count"]) / summary["transactions"]
         assert mean_ms == pytest.approx(1000 * cell["threads"] / summary["tps"], rel=0.3)
         stamped = (out / "logs" / f"cell-{cell['id']:04d}" / "go-tpc.txt").read_text().splitlines()
         assert stamped and all(" | " in line for line in stamped)

@@ -246,8 +246,11 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
     with Results(out) as results:
         calibration = results.meta()["calibration"]
         results.set_meta(calibration={**calibration, "host_speed": {**calibration["host_speed"], "slope": 50.0}})
+        calibrated = host_speed.calibrated_slope(results.meta())
     report = " ".join(perflab("report", str(out)).stdout.split())
-    if host_slope.within_rounds(run["cells"], "qps", 0.8, 1.5) is not None:  # 8 settled cells with a figure
+    # 8 settled cells with a figure whose own slope is resolved enough to lie apart from 50 (a run
+    # on a machine busy with other work can have a slope's standard error that reaches it)
+    if host_slope.disagreement(run["cells"], calibrated) is not None:
         assert "host speed: this run's own within-round slope is" in report, report
         assert "the calibrated one its verdicts used 50.00 ± 0.05" in report and "over-adjusts" in report, report
     else:

@@ -95,3 +95,5 @@ def test_pgbench_ended_by_itself_with_every_transaction_logged(run):
         counted = sum(iv["tps"] for iv in intervals) * second
         assert 0.97 <= counted / processed <= 1.005, (counted, processed, text[-400:])
         assert cell["resources"]["preload_verified_backends"] >= 2, cell["resources"]
+        # pgbench's own CPU over the window, read before it was ended: a client does work per transaction
+        assert cell["resources"]["client_cpu_s"] > 0 and cell["client"]["cpu_us_per_txn"] > 0, cell["resources"]
