@@ -148,14 +148,13 @@ class Seat:
             self.error = exc
 
     def _start_client(self, seconds: int) -> None:
-        server = self.server
-        assert server is not None
+        assert self.server is not None
         self.spans.append([time.time(), math.inf])  # it runs from its launch to the first pause
         self.workload.seat_client(self, seconds)  # connected
         self.pause()
         if self.child.poll() is not None:
             raise self._client_died()
-        self.switches.update(self.runner.kind.clients_connected(server, self.cell))
+        self.switches.update(self.runner.kind.clients_connected(self.server, self.cell))
 
     def cpu_s(self) -> dict[str, float | None]:
         """The cumulative CPU of its server (every process of it), client and status client, by
@@ -330,7 +329,7 @@ class Seat:
     def _client_died(self) -> WorkloadError:
         assert self.child is not None
         code = self.child.poll()
-        tail = "\n".join(self.out.read_text(errors="replace").strip().splitlines()[-10:])
+        tail = read_tail(self.out, 10) or ""
         return WorkloadError(
             f"{self.workload.name} exited with code {code} during its turns:\n{tail}", f"full output: {self.out}"
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 
 def write_experiment(path: Path, body: str) -> Path:
@@ -112,3 +114,30 @@ def tmpfs_mounts() -> Iterator[Callable[..., Path]]:
         for path in mounted:
             subprocess.run(["umount", "-l", str(path)], check=False)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def run_exported(tmp: Path, name: str, body: str, seed: int) -> tuple[dict[str, Any], str, Any, Path]:
+    """`perflab run` of `body` with this seed, watched for VM pauses: (its export, its output, the
+    Freezes, the results directory)."""
+    from tests.conftest import perflab
+    from tests.freezes import Freezes
+
+    out = tmp / "results"
+    spec = write_experiment(tmp / f"{name}.toml", body)
+    with Freezes() as freezes:
+        done = perflab("run", str(spec), "-o", str(out), "--seed", str(seed))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = perflab("export", str(out))
+    assert exported.returncode == 0, exported.stderr
+    return json.loads(exported.stdout), done.stdout + done.stderr, freezes, out
+
+
+def assert_interleaved_by_default(doc: dict[str, Any], output: str, rounds: int = 2) -> None:
+    """A file without `design` ran interleaved, said so, and each round's two cells ran as one group."""
+    assert doc["run"]["design"] == "interleaved" and "the default" in doc["run"]["design_reason"], doc["run"]
+    assert "design: interleaved" in output
+    cells = doc["cells"]
+    assert [c["status"] for c in cells] == ["ok"] * (2 * rounds), [c.get("error") for c in cells]
+    for repeat in range(1, rounds + 1):
+        pair = [c for c in cells if c["repeat"] == repeat]
+        assert [c["design"]["group"] for c in pair] == [sorted(c["id"] for c in pair)] * 2

@@ -5,13 +5,10 @@ from sysbench's own reports), its resources over the postmaster's whole tree."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.conftest import perflab
 from tests.freezes import Freezes
-from tests.integration.helpers import write_experiment
+from tests.integration.helpers import assert_interleaved_by_default, run_exported
 
 # alone (make test runs the quiet modules first, one at a time): turn lengths within 100 ms turns
 pytestmark = pytest.mark.quiet
@@ -42,26 +39,13 @@ READS, OTHER = 14, 2
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Freezes]:
-    tmp = tmp_path_factory.mktemp("pg-interleaved")
-    out = tmp / "results"
-    spec = write_experiment(tmp / "pg.toml", SPEC)
-    with Freezes() as freezes:
-        done = perflab("run", str(spec), "-o", str(out), "--seed", "2")
-    assert done.returncode == 0, done.stdout + done.stderr
-    exported = perflab("export", str(out))
-    assert exported.returncode == 0, exported.stderr
-    return json.loads(exported.stdout), done.stdout + done.stderr, freezes
+    doc, output, freezes, _ = run_exported(tmp_path_factory.mktemp("pg-interleaved"), "pg", SPEC, seed=2)
+    return doc, output, freezes
 
 
 def test_postgresql_with_sysbench_runs_interleaved_by_default(run):
     doc, output, _ = run
-    assert doc["run"]["design"] == "interleaved" and "the default" in doc["run"]["design_reason"], doc["run"]
-    assert "design: interleaved" in output
-    cells = doc["cells"]
-    assert [c["status"] for c in cells] == ["ok"] * 4, [c.get("error") for c in cells]
-    for repeat in (1, 2):
-        pair = [c for c in cells if c["repeat"] == repeat]
-        assert [c["design"]["group"] for c in pair] == [sorted(c["id"] for c in pair)] * 2
+    assert_interleaved_by_default(doc, output)
 
 
 def test_the_client_counts_every_transaction_and_the_queries_each_makes(run):

@@ -4,14 +4,13 @@ are counted from pgbench's own per-transaction log by the seat's turns (run/turn
 
 from __future__ import annotations
 
-import json
 import re
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import perflab
 from tests.freezes import Freezes
-from tests.integration.helpers import write_experiment
+from tests.integration.helpers import assert_interleaved_by_default, run_exported
 
 # alone (make test runs the quiet modules first, one at a time): turn lengths within 100 ms turns
 pytestmark = pytest.mark.quiet
@@ -39,27 +38,13 @@ jemalloc = { preload = "jemalloc" }
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Freezes, object]:
-    tmp = tmp_path_factory.mktemp("pgbench-interleaved")
-    out = tmp / "results"
-    spec = write_experiment(tmp / "pgbench.toml", SPEC)
-    with Freezes() as freezes:
-        done = perflab("run", str(spec), "-o", str(out), "--seed", "3")
-    assert done.returncode == 0, done.stdout + done.stderr
-    exported = perflab("export", str(out))
-    assert exported.returncode == 0, exported.stderr
-    return json.loads(exported.stdout), done.stdout + done.stderr, freezes, out
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Freezes, Path]:
+    return run_exported(tmp_path_factory.mktemp("pgbench-interleaved"), "pgbench", SPEC, seed=3)
 
 
 def test_pgbench_runs_interleaved_by_default(run):
     doc, output, _, _ = run
-    assert doc["run"]["design"] == "interleaved" and "the default" in doc["run"]["design_reason"], doc["run"]
-    assert "design: interleaved" in output
-    cells = doc["cells"]
-    assert [c["status"] for c in cells] == ["ok"] * 4, [c.get("error") for c in cells]
-    for repeat in (1, 2):
-        pair = [c for c in cells if c["repeat"] == repeat]
-        assert [c["design"]["group"] for c in pair] == [sorted(c["id"] for c in pair)] * 2
+    assert_interleaved_by_default(doc, output)
 
 
 def test_the_log_counts_each_turns_transactions_and_their_latency(run):

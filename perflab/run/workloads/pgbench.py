@@ -340,7 +340,9 @@ class Pgbench(Workload):
         finally:
             seat.pause()
         if code != 0:
-            tail = "\n".join(seat.out.read_text(errors="replace").strip().splitlines()[-10:])
+            from perflab.run.server_logs import read_tail
+
+            tail = read_tail(seat.out, 10) or ""
             raise WorkloadError(f"pgbench exited with code {code}:\n{tail}", f"full output: {seat.out}")
 
 
@@ -371,13 +373,14 @@ def wait_backends(postmaster: int, clients: int, child: Any, deadline_s: float, 
 
     from perflab.errors import WorkloadError
     from perflab.run.proctree import children
+    from perflab.run.server_logs import read_tail
 
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline and child.poll() is None:
         if len([pid for pid in children(postmaster) if _serves(pid)]) >= clients:
             return
         time.sleep(0.02)
-    tail = "\n".join(out.read_text(errors="replace").strip().splitlines()[-10:]) if out.exists() else ""
+    tail = read_tail(out, 10) or ""
     code = child.poll()
     said = f"exited with code {code}" if code is not None else f"had not connected after {deadline_s:.0f} s"
     raise WorkloadError(f"pgbench {said}:\n{tail}", f"full output: {out}")
