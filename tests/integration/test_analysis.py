@@ -84,14 +84,16 @@ def test_deliberately_slower_variant_is_slower(verdict_run):
 
 def test_a_verdict_comes_with_its_measured_evidence(verdict_run):
     """On-disk temporary tables cost server CPU per transaction: the evidence beside the verdict
-    says so, beyond noise, and the identical variant has none (it has no verdict to explain)."""
+    says so, beyond noise, and the identical variant has none unless it has a verdict to explain."""
     out, _, _ = verdict_run
     rows = json.loads(perflab("compare", str(out), "--format", "json").stdout)
     evidence = {e["metric"]: e for e in by_variant(rows, "tmpdisk")["evidence"]}
     cpu = evidence["server_cpu"]
     assert cpu["delta"] > 0 and cpu["variant"] > 1.5 * cpu["baseline"] and cpu["unit"] == "cpu-us/txn", cpu
     assert set(cpu) >= {"metric", "baseline", "variant", "delta", "unit"}
-    assert by_variant(rows, "same")["evidence"] == []
+    # evidence explains faster/slower only; the identical variant is one by design one time in 20
+    same = by_variant(rows, "same")
+    assert same["verdict"] in ("faster", "slower") or same["evidence"] == [], same
     text = perflab("report", str(out)).stdout
     assert "Why" in text and "µs of server CPU" in text
 
