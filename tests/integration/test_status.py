@@ -113,6 +113,10 @@ def test_the_report_tables_the_counters_that_differ_most(status_run):
     assert qc["status_per_txn"]["Handler_read_key"] < 0.5
     done = perflab("report", str(out), "--format", "markdown")
     assert done.returncode == 0, done.stderr
+    (base,) = [c for c in doc["cells"] if c["variant"]["tmp"] == "default"]
+    if not (base["settled"] and qc["settled"]):  # a busy machine: the counters of settled repeats only, none here
+        assert "## Server counters" not in done.stdout
+        return
     section = done.stdout.split("## Server counters", 1)[1].split("\n## ", 1)[0]
     assert "**qc**, 2 threads" in section
     rows = {line.split("|")[1].strip(): line.split("|") for line in section.splitlines() if line.startswith("| ")}
