@@ -1,9 +1,15 @@
 """Verdicts on a real mariadbd: a variant made 3-4x slower on purpose must be called
 `slower`; a variant identical to the baseline must not be called different. Plus the
-steady-state fields of the export, two-directory comparisons and adaptive repeats."""
+steady-state fields of the export, two-directory comparisons and adaptive repeats, and the
+randomized blocks end to end: `perflab run --seed` orders each round as the seed says and
+stores it; compare, the export, the CSV and the reports carry the method (paired within
+rounds), the Holm family and, when inconclusive, the rounds that would resolve it."""
 
 from __future__ import annotations
 
+import csv
+import dataclasses
+import io
 import json
 import shutil
 import sqlite3
@@ -11,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from perflab import spec
 from perflab.analyze.ratio import MIN_PAIRS
 from tests.conftest import perflab
 from tests.integration.helpers import write_experiment
@@ -27,6 +34,7 @@ name = "it-verdict"
 duration = "4s"
 max_warmup = "3s"
 repeats = 3  # paired within rounds (MIN_PAIRS: 2): the drift of a busy machine cancels
+equivalence_margin = "5%"
 
 [dataset]
 tables = 1
@@ -49,13 +57,14 @@ base = {}
 same = {}
 tmpdisk = { server_options = { tmp_memory_table_size = 1024, max_heap_table_size = 16384 } }
 """
+SEED = 7
 
 
 @pytest.fixture(scope="module")
 def verdict_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]:
     tmp = tmp_path_factory.mktemp("verdict")
     out = tmp / "results"
-    done = perflab("run", str(write_experiment(tmp / "verdict.toml", VERDICT)), "-o", str(out))
+    done = perflab("run", str(write_experiment(tmp / "verdict.toml", VERDICT)), "-o", str(out), "--seed", str(SEED))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = perflab("export", str(out))
     assert exported.returncode == 0, exported.stderr
@@ -107,7 +116,7 @@ def test_identical_variant_is_not_called_different(verdict_run):
     if same["verdict"] == "inconclusive":  # with why, and the rounds that would resolve it (None: beyond 1000)
         assert same["reason"] and (same["rounds_needed"] is None or same["rounds_needed"] >= 1)
     else:
-        assert 0.98 < same["ci_low"] and same["ci_high"] < 1.02
+        assert 1 - same["margin"] < same["ci_low"] and same["ci_high"] < 1 + same["margin"], same
 
 
 def test_report_shows_verdicts_and_intervals(verdict_run):
@@ -195,3 +204,58 @@ def test_adaptive_repeats_stop_at_max_repeats_and_say_so(tmp_path):
     assert adaptive["rounds"] == 4 and adaptive["target_ci"] == 0.0001
     (group,) = adaptive["groups"]
     assert group["met"] is False and group["half_width"] > 0.0001
+
+
+# randomized blocks and four-state verdicts, end to end (was test_blocks_run.py: the same run)
+def test_the_seed_orders_each_round_and_is_stored(verdict_run):
+    _, doc, output = verdict_run
+    assert f"seed {SEED} (perflab run --seed {SEED} runs this order again)" in output
+    assert doc["run"]["seed"] == SEED and doc["experiment"]["equivalence_margin"] == 0.05
+    expected = [c.key for c in dataclasses.replace(spec.parse(VERDICT), seed=SEED).cells()]
+    assert [c["key"] for c in doc["cells"]] == expected
+    assert [c["order"] for c in doc["cells"]] == list(range(9))
+    file_order = [c.key for c in spec.parse(VERDICT).cells()]
+    assert expected != file_order  # seed 7 does put some round out of the file's order
+
+
+def test_verdicts_carry_method_family_and_rounds_needed(verdict_run):
+    out, doc, _ = verdict_run
+    rows = json.loads(perflab("compare", str(out), "--format", "json").stdout)
+    assert rows and rows == [r for r in doc["comparisons"] if r["metric"] == "qps"]
+    tested = sum(1 for r in rows if r["ci_low"] is not None)  # Holm's family: the rows with an interval
+    for row in rows:
+        assert row["verdict"] in ("faster", "slower", "equivalent", "inconclusive")
+        assert row["method"] == ("paired" if row["pairs"] >= MIN_PAIRS else "welch") and row["pairs"] <= 3
+        assert row["family"] == tested and row["margin"] == 0.05 and row["method_reason"].startswith(row["method"])
+        assert row["welch_ratio"] is not None
+        if row["verdict"] == "inconclusive":
+            assert row["reason"] and (row["rounds_needed"] is None or row["rounds_needed"] >= 1)
+        else:
+            assert row["rounds_needed"] is None
+    # 2-4x slower: never faster or equivalent (test_deliberately_slower_variant_is_slower holds `slower`)
+    slow = next(r for r in rows if r["variant"] == {"server": "tmpdisk"})
+    assert slow["ratio"] < 0.9 and slow["verdict"] in ("slower", "inconclusive"), slow
+    if slow["verdict"] == "slower":
+        assert slow["ci_high"] < 1 and slow["p_difference"] <= 0.05
+    else:  # the interval holds 1, or excludes it but not after Holm's correction over the 2
+        assert slow["ci_low"] < 1 < slow["ci_high"] or "Holm" in slow["reason"], slow
+    # at 99.9%: a false faster/slower at 95% happens by design one time in 20
+    strict = json.loads(perflab("compare", str(out), "--confidence", "99.9", "--format", "json").stdout)
+    same = next(r for r in strict if r["variant"] == {"server": "same"})
+    assert same["verdict"] in ("equivalent", "inconclusive"), same
+
+
+def test_reports_and_csv_say_the_same(verdict_run):
+    out, doc, _ = verdict_run
+    table = list(csv.DictReader(io.StringIO(perflab("export", str(out), "--format", "comparisons-csv").stdout)))
+    assert [r["verdict"] for r in table] == [c["verdict"] for c in doc["comparisons"]]
+    assert [r["method"] for r in table] == [c["method"] for c in doc["comparisons"]]
+    assert [r["rounds_needed"] for r in table] == [
+        "" if c["rounds_needed"] is None else str(c["rounds_needed"]) for c in doc["comparisons"]
+    ]
+    slow = next(c for c in doc["comparisons"] if c["variant"] == {"server": "tmpdisk"} and c["metric"] == "qps")
+    word = slow["verdict"] + (f" (+{slow['rounds_needed']} round" if slow["rounds_needed"] else "")
+    text = perflab("report", str(out)).stdout
+    assert "Holm-corrected" in text and "±5%" in text and word in text
+    markdown = perflab("report", str(out), "--format", "markdown").stdout
+    assert "Holm-corrected" in markdown and word in markdown

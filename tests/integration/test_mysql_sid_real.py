@@ -85,7 +85,9 @@ def test_each_kind_has_its_own_dataset_and_mysql_is_the_baseline(run):
     assert "initialize-insecure" in datasets["mysql-9.7"]["init"]
     (qps,) = [c for c in doc["comparisons"] if c["metric"] == "qps"]
     assert qps["baseline"] == {"server": "mysql"} and qps["variant"] == {"server": "mariadb"}
-    assert qps["ratio"] > 0
+    settled = all(c["settled"] for c in doc["cells"] if c["status"] == "ok")
+    # one repeat each: a cell that did not settle (a busy machine) leaves no ratio, and says why
+    assert (qps["ratio"] or 0) > 0 or (not settled and qps["reason"]), qps
 
 
 def test_mysqls_option_file_is_in_its_dialect(run):
