@@ -16,8 +16,8 @@ WORKLOAD = """
 [experiment]
 design = "sequential"  # what this test checks runs one server at a time
 name = "it-calibrate"
-duration = "4s"
-warmup = "3s"
+duration = "2s"
+warmup = "1s"
 repeats = "auto"
 max_repeats = 30
 
@@ -97,8 +97,8 @@ PGBENCH = """
 design = "sequential"  # what this test checks runs one server at a time
 name = "it-calibrate-pg"
 server = "postgresql"
-duration = "4s"
-warmup = "3s"
+duration = "2s"
+warmup = "1s"
 repeats = "auto"
 max_repeats = 30
 

@@ -174,6 +174,8 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
     comparison's adjustment names it), and with an unresolved one fits its own and says why."""
     monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
     unset = MARIADB.replace(f"repeats = {ROUNDS}", "repeats = 5").replace("[observe]\nhost_speed = true\n", "")
+    unset = unset.replace('duration = "3s"\nwarmup = "2s"', 'duration = "2s"\nwarmup = "1s"')  # 20 cells: short
+    assert 'duration = "2s"' in unset
     assert "host_speed" not in unset
     toml = write_experiment(tmp_path / "hs.toml", unset)
     done = perflab("calibrate", str(toml), "--rounds", "5", "--budget", "5m", "-o", str(tmp_path / "aa"),
