@@ -6,6 +6,7 @@ Example: resolve("jemalloc") -> Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from dataclasses import dataclass
@@ -131,9 +132,22 @@ def _usrmerge_aliases(path: str) -> list[str]:
 
 
 def package_version(path: str | Path) -> str | None:
-    """'package version' of the Debian package owning `path`, or None if no package does."""
+    """'package version' of the Debian package owning `path`, or None if no package does.
+    Asked once per file in a process (each cell asks it of its allocator and C library; each
+    `dpkg-query -S` reads the whole package database, 30 ms of CPU here): a file replaced since
+    (another inode, size or mtime: a package upgraded mid-run) is asked again."""
     real = os.path.realpath(path)
-    for candidate in dict.fromkeys((str(path), real, *_usrmerge_aliases(str(path)), *_usrmerge_aliases(real))):
+    try:
+        st = os.stat(real)
+        stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        stamp = None
+    return _package_version(str(path), real, stamp)
+
+
+@functools.lru_cache(maxsize=256)
+def _package_version(path: str, real: str, stamp: tuple[int, int, int] | None) -> str | None:
+    for candidate in dict.fromkeys((path, real, *_usrmerge_aliases(path), *_usrmerge_aliases(real))):
         owner = subprocess.run(["dpkg-query", "-S", candidate], capture_output=True, text=True, check=False)
         if owner.returncode == 0 and ":" in owner.stdout:
             package = owner.stdout.split(":")[0].strip()

@@ -24,6 +24,10 @@ from typing import Any, NoReturn
 import click
 from rich.markup import escape
 
+from perflab.cli import blas
+
+blas.load()  # before any verb's module loads numpy or scipy (cli/blas.py)
+
 from perflab import __version__
 from perflab.cli.alloc import alloc
 from perflab.cli.build import build
