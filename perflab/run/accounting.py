@@ -153,6 +153,15 @@ def server_resources(used: ProcCounters | None, transactions: int, rss: RssSampl
         zero = server_resources(ProcCounters.zero(), transactions, rss)
         return {k: v if k.startswith("rss_") else None for k, v in zero.items()}
     per = per_txn(transactions)
+    # a process tree (PostgreSQL's) whose member exited inside the window took its context
+    # switches with it (the kernel keeps no children's sum of them): fewer at the end than at the
+    # start is such a loss, and the figure unknown, not negative
+    lost = used.voluntary_ctx < 0 or used.involuntary_ctx < 0
+    switches = {
+        "voluntary_ctx_switches": None if lost else used.voluntary_ctx,
+        "involuntary_ctx_switches": None if lost else used.involuntary_ctx,
+        "ctx_switches_per_txn": None if lost else per(used.voluntary_ctx + used.involuntary_ctx),
+    }
     return {
         "rss_end_bytes": rss.end,
         "rss_peak_bytes": rss.peak,
@@ -161,10 +170,8 @@ def server_resources(used: ProcCounters | None, transactions: int, rss: RssSampl
         "server_sys_s": round(used.sys_s, 3),
         "minor_faults": used.minor_faults,
         "major_faults": used.major_faults,
-        "voluntary_ctx_switches": used.voluntary_ctx,
-        "involuntary_ctx_switches": used.involuntary_ctx,
         "minor_faults_per_txn": per(used.minor_faults),
         "major_faults_per_txn": per(used.major_faults),
-        "ctx_switches_per_txn": per(used.voluntary_ctx + used.involuntary_ctx),
+        **switches,
         "server_cpu_us_per_txn": per(used.cpu_s * 1e6),
     }

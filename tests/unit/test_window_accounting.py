@@ -164,6 +164,19 @@ def test_server_resources_unread_are_null_not_zero() -> None:
     assert all(v is None for k, v in unread.items() if not k.startswith("rss_"))
 
 
+def test_switches_a_tree_lost_are_unknown_not_negative() -> None:
+    """A PostgreSQL tree whose backend exited inside the window: fewer switches at the end than
+    at the start (seen in CI: -40355) are no figure; the CPU and faults, which the postmaster
+    reaps, still are."""
+    rss = types.SimpleNamespace(end=5, peak=7)
+    lost = accounting.server_resources(ProcCounters(1.5, 0.5, 30, 0, -40355, 12), 100, rss)  # type: ignore[arg-type]
+    assert lost["voluntary_ctx_switches"] is None and lost["involuntary_ctx_switches"] is None
+    assert lost["ctx_switches_per_txn"] is None
+    assert lost["server_cpu_s"] == 2.0 and lost["minor_faults_per_txn"] == 0.3
+    kept = accounting.server_resources(ProcCounters(1.5, 0.5, 30, 0, 400, 12), 100, rss)  # type: ignore[arg-type]
+    assert kept["voluntary_ctx_switches"] == 400 and kept["ctx_switches_per_txn"] == 4.12
+
+
 def _gone_pid() -> int:
     """The pid of a process that has ended and been reaped (nothing in /proc)."""
     proc = subprocess.Popen(["true"])

@@ -321,15 +321,11 @@ class Pgbench(Workload):
     def seat_end(self, seat: Any) -> None:
         """End pgbench as its -T does (SIGALRM, then SIGCONT): each client finishes its
         transaction and the logs are flushed; WorkloadError if it fails or hangs."""
-        import signal
 
         from perflab.errors import WorkloadError
 
         child, margin = seat.child, seat.runner.exp.file.experiment.timeout_margin
-        try:
-            os.kill(child.pid, signal.SIGALRM)
-        except ProcessLookupError:
-            pass
+        end_now(child)
         seat.resume()
         try:
             code = child.wait(margin)
@@ -344,6 +340,17 @@ class Pgbench(Workload):
 
             tail = read_tail(seat.out, 10) or ""
             raise WorkloadError(f"pgbench exited with code {code}:\n{tail}", f"full output: {seat.out}")
+
+
+def end_now(child: Any) -> None:
+    """End a running pgbench as its -T does: SIGALRM (PostgreSQL 15's and 18's pgbench still
+    time -T with alarm()), after which each client finishes its transaction and it exits."""
+    import signal
+
+    try:
+        os.kill(child.pid, signal.SIGALRM)
+    except ProcessLookupError:
+        pass
 
 
 def cell_argv(spec: Any, cell: Any, server: Any, seconds: int, jobs: int) -> list[str]:

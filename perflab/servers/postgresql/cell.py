@@ -28,9 +28,11 @@ from perflab.servers.postgresql.server import PostgreSQL
 from perflab.spec import Cell
 
 BACKENDS_DEADLINE_S = 10.0  # for the clients' connections, when the window starts at once
-# pgbench runs this long past the window: its end is perflab's mark, taken while every backend
-# still runs, so their context switches and PSS are read live (an exited one's are lost)
-TAIL_S = 1
+# pgbench's -T reaches this far past the window, and perflab ends it as -T would (SIGALRM: each
+# client finishes its transaction) once the window's end mark is taken: every backend still runs
+# then, however late a busy or paused machine takes the mark, so their context switches and PSS
+# are read live (an exited one's are lost; with a 1 s tail, a mark 1 s late read a negative sum)
+TAIL_S = 60
 
 
 def command(runner: Any, cell: Cell, server: PostgreSQL) -> list[str]:
@@ -113,6 +115,7 @@ class _Window:
                     self.start, self.server.pid, read=tree_counters, client_pid=self.child.pid
                 )  # pgbench runs on past it: its CPU counts to here, not to its exit
                 self.epochs = (self.epochs[0], time.time())
+                pgbench.end_now(self.child)
             code = client.wait(self.child, client_seconds + TAIL_S * self.pgbench_tool, margin)
         if not self.pgbench_tool:
             self.end = accounting.WindowEnd.take(self.start, self.server.pid, read=tree_counters)
