@@ -26,7 +26,20 @@ from pathlib import Path
 
 from perflab import allocators
 from perflab.errors import AllocatorNotMappedError
-from perflab.run.proctree import tree
+from perflab.run.proctree import children, tree
+
+
+def client_backends(pid: int, database: str) -> int:
+    """The postmaster's backends serving a client on `database`: their title names it
+    ("postgres: USER DATABASE [local] idle")."""
+    count = 0
+    for member in children(pid):
+        try:
+            title = Path(f"/proc/{member}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        count += f" {database} ".encode() in title
+    return count
 
 
 def verify_backends(pid: int, name: str | None, library: Path | None, env: dict[str, str] | None = None) -> int:

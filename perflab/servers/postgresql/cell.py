@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ServerCrashedError, WorkloadError
-from perflab.run import accounting, client
+from perflab.run import accounting, client, workloads
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers
 from perflab.run.observers.resources import StealSampler
-from perflab.run.proctree import TreeSampler, children, tree_counters
+from perflab.run.proctree import TreeSampler, tree_counters
 from perflab.run.workloads import pgbench, sysbench, sysbench_output
-from perflab.servers.postgresql.accounting import verify_backends
+from perflab.servers.postgresql.accounting import client_backends, verify_backends
 from perflab.servers.postgresql.server import PostgreSQL
 from perflab.spec import Cell
 
@@ -54,14 +54,13 @@ def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[li
     io = runner.io_observer(server)  # [observe] io
     with Profilers(spec.observe, server.pid, server.rundir, tree=True, io=io) as profilers, StealSampler() as steal:
         profilers.workload_starting()
-        auxiliary = len(children(server.pid))  # checkpointer, walwriter, ...: before any client
         started, launched = time.monotonic(), time.time()
         child = client.start(argv, out, runner.client_cpus)
         with child:
             profilers.workload_started()  # the server's warm-up samplers (pmp: every backend as it connects)
             if warmup:
                 client.sleep_until(started + warmup, child)
-            window = _Window(server, cell, child, profilers, pgbench_tool, auxiliary)
+            window = _Window(server, cell, child, profilers, pgbench_tool, workloads.get(spec.workload.tool).database)
             code = window.run(started + warmup + seconds, warmup + seconds, spec.experiment.timeout_margin)
             window_end = min(time.monotonic(), started + warmup + seconds)
     if not server.alive():
@@ -93,13 +92,13 @@ class _Window:
     allocator check, memory sampled over the tree, the profilers' window."""
 
     def __init__(
-        self, server: PostgreSQL, cell: Cell, child: Any, profilers: Profilers, pgbench_tool: bool, auxiliary: int
+        self, server: PostgreSQL, cell: Cell, child: Any, profilers: Profilers, pgbench_tool: bool, database: str
     ) -> None:
         self.server, self.child, self.pgbench_tool = server, child, pgbench_tool
         self.start = accounting.WindowStart.take(server.pid, child.pid, read=tree_counters)
         self.begun = time.monotonic()
         self.epochs = (time.time(), 0.0)  # pgbench's log is cut at these (epoch seconds)
-        self.backends = _verified(server, cell, child, auxiliary)
+        self.backends = _verified(server, cell, child, database)
         self.memory = TreeSampler(server.pid)
         self.profilers = profilers
         self.end: accounting.WindowEnd | None = None
@@ -122,14 +121,19 @@ class _Window:
         return code
 
 
-def _verified(server: PostgreSQL, cell: Cell, child: Any, auxiliary: int) -> int:
-    """The allocator check of every backend, once the clients have connected: the postmaster's
-    children are then its `auxiliary` processes (counted before the client started) and one
-    backend a client. Counting the clients' backends alone would be met by the auxiliary
-    processes before any client connected (with no warm-up, the check could miss them)."""
-    deadline = time.monotonic() + BACKENDS_DEADLINE_S
-    need = auxiliary + cell.threads
-    while len(children(server.pid)) < need and time.monotonic() < deadline and child.poll() is None:
+def _verified(server: PostgreSQL, cell: Cell, child: Any, database: str) -> int:
+    """The allocator check of every backend, once the clients have connected: a backend on the
+    client's `database` for each of its connections (its title names the database). Counted by
+    title, not as the children beyond those before the client started: that count took in a
+    process about to exit (perflab's own connection's backend, on a busy machine), so the wait
+    for one more child ran to its deadline, and the check ran after the clients had gone. Met on
+    two looks 50 ms apart: pgbench's first connection (it reads the scale) is on the database too,
+    and goes before its clients connect."""
+    deadline, met = time.monotonic() + BACKENDS_DEADLINE_S, 0
+    while time.monotonic() < deadline and child.poll() is None:
+        met = met + 1 if client_backends(server.pid, database) >= cell.threads else 0
+        if met == 2:
+            break
         time.sleep(0.05)
     return verify_backends(server.pid, cell.preload, server.preload, cell.env)
 
