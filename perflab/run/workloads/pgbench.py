@@ -379,26 +379,18 @@ def wait_backends(postmaster: int, clients: int, child: Any, deadline_s: float, 
     import time
 
     from perflab.errors import WorkloadError
-    from perflab.run.proctree import children
     from perflab.run.server_logs import read_tail
+    from perflab.servers.postgresql.accounting import client_backends
 
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline and child.poll() is None:
-        if len([pid for pid in children(postmaster) if _serves(pid)]) >= clients:
+        if client_backends(postmaster, DATABASE) >= clients:
             return
         time.sleep(0.02)
     tail = read_tail(out, 10) or ""
     code = child.poll()
     said = f"exited with code {code}" if code is not None else f"had not connected after {deadline_s:.0f} s"
     raise WorkloadError(f"pgbench {said}:\n{tail}", f"full output: {out}")
-
-
-def _serves(pid: int) -> bool:
-    try:
-        title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-    except OSError:
-        return False
-    return f" {DATABASE} ".encode() in title
 
 
 SCALE_BYTES = 16 << 20  # pgbench -i -s 1: 100,000 accounts, about 15 MiB with the index
