@@ -321,7 +321,6 @@ class Pgbench(Workload):
     def seat_end(self, seat: Any) -> None:
         """End pgbench as its -T does (SIGALRM, then SIGCONT): each client finishes its
         transaction and the logs are flushed; WorkloadError if it fails or hangs."""
-
         from perflab.errors import WorkloadError
 
         child, margin = seat.child, seat.runner.exp.file.experiment.timeout_margin
