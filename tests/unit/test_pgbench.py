@@ -10,23 +10,12 @@ import pytest
 
 from perflab import spec
 from perflab.errors import SpecError
-from perflab.servers.postgresql.server import conf_line
 from perflab.run.workloads import pgbench
+from perflab.servers.postgresql.server import conf_line
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "pgbench"
 # two threads' per-transaction logs (client, txn, latency_us, script, epoch_s, epoch_us, retries)
 LOG_0 = "0 1 657 0 1795389218 608537 0\n0 2 68 0 1795389219 100000 0\n0 3 failed 0 1795389219 200000 1\n"
 LOG_1 = "1 1 718 0 1795389218 608619 0\n1 2 64 0 1795389219 300000 0\n1 3 2000 0 1795389220 500000 0\n"
-
-
-def test_progress_lines_become_per_second_intervals():
-    text = (DATA / "select-only-2clients.txt").read_text(encoding="utf-8")
-    progress = pgbench.parse_progress(text)
-    assert [p["t"] for p in progress] == [1.0, 2.0, 3.0, 4.0]
-    assert progress[0] == {"t": 1.0, "tps": 49503.8, "lat_ms": 0.039, "failed": 0}
-    series = pgbench.intervals(progress, np.empty((0, 2)), 0.0, 1, warmup=1)
-    assert [iv["warmup"] for iv in series] == [1, 0, 0, 0]
-    assert series[1]["qps"] == 50814.8 and series[1]["p95_ms"] is None
 
 
 @pytest.fixture
@@ -54,11 +43,21 @@ def test_window_summary_counts_only_transactions_inside_the_window(log):
     assert pgbench.window_summary(log, (1795389300.0, 1795389301.0), 1) is None
 
 
-def test_per_second_p95_comes_from_the_log(log):
-    progress = [{"t": 1.0, "tps": 2.0, "lat_ms": 0.7, "failed": 0}, {"t": 2.0, "tps": 2.0, "lat_ms": 0.1, "failed": 1}]
-    series = pgbench.intervals(progress, log, 1795389218.0, 1, warmup=1)
-    assert series[0]["p95_ms"] == 0.718 and series[1]["p95_ms"] == 0.068
-    assert series[1]["errors_per_s"] == 1.0
+def test_per_second_series_is_counted_from_the_log_up_to_the_end_mark(log):
+    """Second t holds what ended in (launch + t - 1, launch + t]; every whole second before the
+    end mark is there, an empty one as 0 (a stall); what ended after the mark is not."""
+    series = pgbench.intervals(log, 1795389218.0, 1795389221.004, 7, warmup=1)
+    assert [iv["t"] for iv in series] == [1, 2, 3]
+    assert [iv["tps"] for iv in series] == [2.0, 2.0, 1.0] and series[0]["qps"] == 14.0
+    assert [iv["warmup"] for iv in series] == [1, 0, 0]
+    assert series[0]["p95_ms"] == 0.718 and series[1]["p95_ms"] == 0.068 and series[2]["p95_ms"] == 2.0
+    assert [iv["errors_per_s"] for iv in series] == [0.0, 1.0, 0.0]
+    longer = pgbench.intervals(log, 1795389218.0, 1795389222.9, 1, warmup=1)
+    assert [iv["tps"] for iv in longer] == [2.0, 2.0, 1.0, 0.0] and longer[3]["p95_ms"] is None
+    cut = pgbench.intervals(log, 1795389218.0, 1795389219.98, 1, warmup=1)  # 20 ms short of second 2
+    assert [iv["t"] for iv in cut] == [1] and cut[0]["tps"] == 2.0
+    empty = pgbench.intervals(np.empty((0, 2)), 1795389218.0, 1795389220.0, 1, warmup=0)
+    assert [(iv["t"], iv["tps"], iv["warmup"]) for iv in empty] == [(1, 0.0, 0), (2, 0.0, 0)]
 
 
 def test_argv_is_a_list_with_perflab_settings_last_word_database(tmp_path):
@@ -143,8 +142,8 @@ def test_spec_refuses_mariadb_side_observers_and_client_variants_on_postgresql()
 
 
 def test_the_host_facts_name_the_pgbench_that_ran() -> None:
-    from perflab import hostinfo  # noqa: PLC0415
-    from perflab.report.model import HOST_FACTS  # noqa: PLC0415
+    from perflab import hostinfo
+    from perflab.report.model import HOST_FACTS
 
     assert {"postgres", "pgbench"} <= set(HOST_FACTS)
     assert hostinfo.collect()["pgbench"].startswith("pgbench (PostgreSQL) 15")

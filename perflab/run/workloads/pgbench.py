@@ -1,6 +1,6 @@
-"""pgbench: argv, and parsers for its per-second progress lines and per-transaction log.
+"""pgbench: argv, and the parser of its per-transaction log.
 
-A cell runs one `pgbench -n -c CLIENTS -j JOBS -T WARMUP+WINDOW -P 1 -M prepared --max-tries N
+A cell runs one `pgbench -n -c CLIENTS -j JOBS -T WARMUP+WINDOW+TAIL -P 1 -M prepared --max-tries N
 --log --log-prefix RUN/pgbench_log {-b BUILTIN | -f SCRIPT}`. pgbench has no checkpoint that
 resets its statistics (sysbench's --report-checkpoints), so the window's figures come from the
 per-transaction log (one line per transaction, PostgreSQL 15 format):
@@ -8,17 +8,18 @@ per-transaction log (one line per transaction, PostgreSQL 15 format):
     0 1 657 0 1795389218 608537 0
 `time_us` is "failed" for a transaction that failed (serialization or deadlock, after its tries).
 Only transactions that ended after the window's start count, so the latency percentiles are
-the window's alone; the window is perflab's (start, end) marks, and pgbench runs a second past
-it, so no backend exits inside (exact: every transaction is logged, not --aggregate-interval's bins, which
-hold no percentiles). The per-second series is `-P 1`'s (stderr):
-    progress: 1.0 s, 75369.1 tps, lat 0.026 ms stddev 0.188, 0 failed, 0 retried, 0 retries
-with each second's p95 added from the log.
+the window's alone; the window is perflab's (start, end) marks, and pgbench runs past it until
+perflab ends it (servers/postgresql/cell.py), so no backend exits inside (exact: every
+transaction is logged, not --aggregate-interval's bins, which hold no percentiles). The
+per-second series is counted from the same log, in seconds from perflab's launch of pgbench;
+-P 1's progress lines stay in the cell's pgbench.txt for a reader.
 
     summary = window_summary(load_log(rundir / "pgbench_log"), (start_epoch, end_epoch), 1)
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -57,11 +58,9 @@ RESERVED = {
     "init_steps",
 }
 DATABASE = "bench"
-
-_PROGRESS = re.compile(
-    r"^progress: (?P<t>[\d.]+) s, (?P<tps>[\d.]+) tps, lat (?P<lat>[\d.]+|NaN) ms stddev (?P<sd>[\d.]+|NaN)"
-    r"(?:, (?P<failed>\d+) failed)?"
-)
+# a window end mark this close under a whole second past the launch still ends that second (the
+# two clocks, time.time() at the launch and at the mark, are read microseconds apart from monotonic's)
+END_SLACK_S = 0.01
 
 
 def argv(
@@ -103,17 +102,6 @@ def statements(test: str) -> int:
     sql = [ln for ln in lines if ln and not ln.startswith("\\")]
     ends = sum(1 for ln in sql if ln.endswith(";"))
     return max(1, ends + (1 if sql and not sql[-1].endswith(";") else 0))
-
-
-def parse_progress(text: str) -> list[dict[str, Any]]:
-    """-P 1 lines -> {"t", "tps", "lat_ms", "failed"} per second."""
-    out = []
-    for line in text.splitlines():
-        m = _PROGRESS.match(line)
-        if m:
-            lat = None if m["lat"] == "NaN" else float(m["lat"])
-            out.append({"t": float(m["t"]), "tps": float(m["tps"]), "lat_ms": lat, "failed": int(m["failed"] or 0)})
-    return out
 
 
 def load_log(prefix: Path) -> np.ndarray:
@@ -167,27 +155,32 @@ def window_summary(log: np.ndarray, window: tuple[float, float], statements_per_
 
 
 def intervals(
-    progress: list[dict[str, Any]], log: np.ndarray, launch_epoch: float, statements_per_txn: int, warmup: int
+    log: np.ndarray, launch_epoch: float, end_epoch: float, statements_per_txn: int, warmup: int
 ) -> list[dict[str, Any]]:
-    """The per-second series in sysbench's shape; each second's p95 from the transactions that
-    ended in it (seconds counted from `launch_epoch`, when perflab started pgbench)."""
-    ok = log[log[:, 0] >= 0]
-    second = np.ceil(ok[:, 1] - launch_epoch) if len(ok) else np.empty(0)
+    """The per-second series in sysbench's shape, counted from the per-transaction log: second t
+    holds the transactions that ended in (launch + t - 1, launch + t] (seconds from
+    `launch_epoch`, when perflab started pgbench), for every whole second before `end_epoch` (the
+    window's end mark), a second with none as 0. Not from -P's progress lines: pgbench times
+    those from its own start, after perflab's, so the SIGALRM at the window's end (cell.py)
+    came before the last second's line and a 2 s window kept one second (ci15)."""
+    ends = np.ceil(log[:, 1] - launch_epoch) if len(log) else np.empty(0)
+    ok = log[:, 0] >= 0 if len(log) else np.empty(0, dtype=bool)
     out = []
-    for p in progress:
-        t = round(p["t"])
-        lat = ok[second == t, 0] / 1000.0 if len(ok) else np.empty(0)
+    for t in range(1, math.floor(end_epoch - launch_epoch + END_SLACK_S) + 1):
+        here = ends == t
+        lat = log[here & ok, 0] / 1000.0
+        tps = float(len(lat))
         p95 = round(float(np.percentile(lat, 95, method="inverted_cdf")), 3) if len(lat) else None
         out.append(
             {
                 "t": t,
-                "tps": p["tps"],
-                "qps": round(p["tps"] * statements_per_txn, 2),
+                "tps": tps,
+                "qps": round(tps * statements_per_txn, 2),
                 "reads": None,
                 "writes": None,
                 "other": None,
                 "p95_ms": p95,
-                "errors_per_s": float(p["failed"]),
+                "errors_per_s": float((log[here, 0] == -1).sum()) if len(log) else 0.0,
                 "reconnects_per_s": 0.0,
                 "warmup": int(t <= warmup),
             }

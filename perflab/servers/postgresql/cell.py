@@ -148,4 +148,4 @@ def _pgbench_output(
     if code != 0 or summary is None:
         tail = "\n".join(text.strip().splitlines()[-10:])
         raise WorkloadError(f"pgbench exited with code {code}:\n{tail}", f"full output: {out}")
-    return summary, pgbench.intervals(pgbench.parse_progress(text), log, launched, per_txn, warmup)
+    return summary, pgbench.intervals(log, launched, window[1], per_txn, warmup)
