@@ -304,7 +304,12 @@ def _shares(values: dict[str, float | None]) -> dict[str, float]:
 def advice(dec: Decomposition) -> str:
     """One line: what would narrow the intervals most."""
     window, restarts, drift = (dec.component(n) for n in (WINDOW, RESTARTS, DRIFT))
-    if window.variance is None or restarts.variance is None:
+    if window.variance is None:
+        return (
+            "no settled cell has two per-second reports in its window to measure the window's noise: "
+            "run a longer duration"
+        )
+    if restarts.variance is None:
         return (
             f"too few complete rounds ({dec.rounds}) to separate the components: run at least {MIN_ROUNDS} rounds "
             "of every variant"

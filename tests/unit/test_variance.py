@@ -101,6 +101,9 @@ def test_fractions_and_advice_follow_the_dominant_component():
 def test_too_few_rounds_and_one_variant_say_so():
     few = decompose(simulate(4, rounds=2))
     assert few.component("restarts").variance is None and "too few complete rounds (2)" in few.advice
+    one_second = decompose(simulate(6, rounds=4, window=1))  # every round, but no window to measure
+    assert one_second.component("window").variance is None and one_second.rounds == 4
+    assert "longer duration" in one_second.advice and "rounds" not in one_second.advice
     one = decompose(simulate(5, variants=1))
     assert one.component("drift").variance is None
     assert one.component("restarts").variance is not None
