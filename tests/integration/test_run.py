@@ -117,11 +117,15 @@ def test_intervals_summary_and_warmup_agree(matrix_run):
         assert summary["total_time_s"] == pytest.approx(DURATION, abs=0.25)
         assert summary["tps"] * summary["total_time_s"] == pytest.approx(summary["transactions"], rel=0.01)
         assert summary["qps"] * summary["total_time_s"] == pytest.approx(summary["queries"], rel=0.01)
-        # the window's per-second reports add up to the summary (the last second may be unreported)
-        reported, complete = sum(iv["tps"] for iv in steady), len(steady) == DURATION
-        assert summary["transactions"] * (len(steady) / DURATION) == pytest.approx(
-            reported, rel=0.05 if complete else 0.3
-        )
+        # the window's per-second reports add up to the summary; when sysbench ended before its last
+        # line, what that second held is the rest: none below zero, and no more than a busy machine's
+        # seconds vary (ci15: 2,315 against 1,130 a second before it, with two other workers)
+        reported = sum(iv["tps"] for iv in steady)
+        if len(steady) == DURATION:
+            assert summary["transactions"] == pytest.approx(reported, rel=0.05)
+        else:
+            rest = summary["transactions"] - reported
+            assert -0.05 * reported <= rest <= 4 * max(iv["tps"] for iv in steady), (rest, steady)
         # oltp_read_only with default query counts: 10 point + 4 range selects + BEGIN/COMMIT
         assert summary["qps"] / summary["tps"] == pytest.approx(16, rel=0.01)
         assert summary["errors_per_s"] == 0 and summary["reconnects"] == 0
