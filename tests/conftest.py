@@ -52,11 +52,51 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shutil.rmtree(_TMPFS, ignore_errors=True)  # what the runs left is theirs to clean: only empties remain
 
 
+# Verbs that only read a results directory or the history index: run in this process (the same
+# click entry point, its output captured), which saves the ~0.5 CPU-s each subprocess spends
+# importing perflab (numpy, scipy, pydantic) on a 2-CPU machine where make test is CPU-bound.
+# PERFLAB_TEST_SUBPROCESS=1 runs every verb in a subprocess (tests/unit/test_in_process.py
+# compares the two).
+IN_PROCESS = frozenset({"export", "report", "compare", "history", "profile", "diff", "flame", "alloc"})
+
+
 def perflab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run the perflab CLI as a user would, in a subprocess."""
+    """Run the perflab CLI as a user would: `run`, `calibrate`, `build` and `doctor` in a subprocess
+    (they start servers, take signals, exit on them), the reading verbs in this process."""
+    if args and args[0] in IN_PROCESS and not os.environ.get("PERFLAB_TEST_SUBPROCESS"):
+        return in_process(*args)
     return subprocess.run(
         [sys.executable, "-m", "perflab", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
     )
+
+
+def in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """`perflab ARGS` through its click entry point in this process: stdout and stderr captured,
+    the exit code from its SystemExit; an exception it lets escape is a bug, reported as a
+    subprocess would (exit 1, the traceback on stderr). The signal handlers the CLI sets are put back."""
+    import contextlib  # noqa: PLC0415
+    import io  # noqa: PLC0415
+    import traceback  # noqa: PLC0415
+
+    from perflab.cli import main  # noqa: PLC0415
+
+    out, err = io.StringIO(), io.StringIO()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main.main(args=list(args), prog_name="perflab", standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if isinstance(exc.code, str):
+            err.write(exc.code + "\n")
+    except Exception:  # noqa: BLE001 - what a subprocess would print before exiting 1
+        err.write(traceback.format_exc())
+        code = 1
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return subprocess.CompletedProcess(["perflab", *args], code, out.getvalue(), err.getvalue())
 
 
 def inferno_path() -> str | None:
