@@ -128,3 +128,48 @@ def test_a_missing_go_tpc_is_exit_3_naming_the_make_target(tmp_path: Path):
                           text=True, timeout=300, cwd=ROOT, check=False)  # fmt: skip
     assert done.returncode == 3, done.stdout + done.stderr
     assert "(tool) go-tpc" in done.stderr and "make go-tpc" in done.stderr
+
+
+MYSQL = f"""
+[experiment]
+name = "it-tpcc-mysql"
+duration = "{DURATION}s"
+warmup = "{WARMUP}s"
+repeats = 1
+
+[workload]
+tool = "go-tpc"
+test = "tpcc"
+warehouses = 1
+threads = [2]
+
+[builds.mysql97]
+package = "mysql-server-core"
+suite = "sid"
+
+[variants.server]
+mysql = {{ build = "mysql97" }}
+"""
+
+
+def test_go_tpc_drives_mysql_97_from_sid(tmp_path: Path):
+    """MySQL is a flavor of the MariaDB kind (servers/mariadb/flavor.py): go-tpc prepares its own
+    warehouse in a datadir mysqld initialised (caching_sha2_password is its default), and the cell
+    reads NOPM per second and mysqld's CPU as on MariaDB."""
+    spec = write_experiment(tmp_path / "tpcc-mysql.toml", MYSQL)
+    out = tmp_path / "results"
+    done = perflab("run", str(spec), "-o", str(out), timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(perflab("export", str(out)).stdout)
+    (cell,) = doc["cells"]
+    assert cell["status"] == "ok" and cell["build"]["version"].startswith("9.7."), cell.get("error")
+    (dataset,) = doc["datasets"].values()
+    assert dataset["init"] == "mysqld --initialize-insecure" and dataset["builds"] == ["mysql97"], dataset
+    prepared = (out / "logs" / "prepare-mysql-9.7.txt").read_text()  # a kind's own dataset: its own log
+    assert "creating table warehouse" in prepared and "creating table order_line" in prepared
+    steady = [iv for iv in cell["intervals"] if not iv["warmup"]]
+    assert DURATION - 1 <= len(steady) <= DURATION and all(iv["qps"] >= 0 for iv in steady)
+    types = cell["summary"]["transaction_types"]
+    assert types["NEW_ORDER"]["count"] > 0 and types["PAYMENT"]["count"] > 0, types
+    assert cell["summary"]["qps"] > 0 and cell["resources"]["server_cpu_us_per_txn"] > 0
+    assert not processes("go-tpc") and perflab_children(doc["run"]["workdir"]) == []
