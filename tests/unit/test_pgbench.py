@@ -155,3 +155,35 @@ def test_without_a_log_prefix_pgbench_logs_no_transaction(tmp_path):
                         log_prefix=None)  # fmt: skip
     assert not [a for a in argv if a.startswith("--log")]
     assert "--builtin=select-only" in argv
+
+
+def test_a_cells_command_and_window_through_the_workload_interface(tmp_path: Path, monkeypatch) -> None:
+    """servers/postgresql/cell.py asks the Workload: pgbench's -T is the window plus its tail, its
+    jobs the client's CPUs where pinned; its figures are cut from the log at perflab's marks, and a
+    pgbench that failed or logged nothing there is a WorkloadError with its output's tail."""
+    from types import SimpleNamespace
+
+    from perflab.errors import WorkloadError
+    from perflab.run import workloads
+
+    monkeypatch.setattr("perflab.servers.postgresql.server.pg_binary", lambda name, bindir=None: name)
+    exp = spec.parse(
+        '[experiment]\nname = "t"\nserver = "postgresql"\n[dataset]\nscale = 1\n'
+        '[workload]\ntool = "pgbench"\ntest = "tpcb-like"\nthreads = [4]\n'
+    )
+    wl, cell = workloads.of(exp.file), exp.cells()[0]
+    server = SimpleNamespace(rundir=tmp_path, bindir=None)
+    argv = wl.run_argv(exp.file, cell, server, 13 + wl.tail_s, 3, jobs=2)
+    assert f"--time={13 + pgbench.TAIL_S}" in argv and "--jobs=2" in argv and "--client=4" in argv
+    assert "--jobs=4" in wl.run_argv(exp.file, cell, server, 13, 3)
+
+    (tmp_path / "pgbench_log.9").write_text(LOG_0 + LOG_1, encoding="ascii")
+    out = tmp_path / "pgbench.txt"
+    out.write_text("progress: 1.0 s, 2.0 tps\n", encoding="utf-8")
+    summary, series = wl.window_output(exp.file, out, 0, 1, server, 1795389218.0, (1795389219.0, 1795389221.0))
+    assert summary.transactions == 3 and summary.qps == 10.5  # tpcb-like: 7 statements a transaction
+    assert [iv["t"] for iv in series] == [1, 2, 3] and [iv["warmup"] for iv in series] == [1, 0, 0]
+    with pytest.raises(WorkloadError, match="exited with code 1"):
+        wl.window_output(exp.file, out, 1, 1, server, 1795389218.0, (1795389219.0, 1795389221.0))
+    with pytest.raises(WorkloadError, match="progress: 1.0 s"):  # nothing inside: its output said why
+        wl.window_output(exp.file, out, 0, 1, server, 1795389218.0, (1795389300.0, 1795389301.0))

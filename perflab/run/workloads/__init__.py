@@ -86,8 +86,12 @@ class Workload:
     def prepare_argv(self, spec: Any, server: Any) -> list[str]:
         raise NotImplementedError
 
-    def run_argv(self, spec: Any, cell: Cell, server: Any, seconds: int, checkpoint: int | None) -> list[str]:
-        """A cell's client: `seconds` in all, its statistics reset after `checkpoint` where it can."""
+    def run_argv(
+        self, spec: Any, cell: Cell, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+    ) -> list[str]:
+        """A cell's client: `seconds` in all, its statistics reset after `checkpoint` where it can;
+        `jobs`: its own threads where the tool runs them apart from its connections (the client's
+        pinned CPUs), else one per connection."""
         raise NotImplementedError
 
     def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
@@ -97,6 +101,22 @@ class Workload:
     def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
         """The window's summary and every second, each marked warm-up or not; WorkloadError on failure."""
         raise NotImplementedError
+
+    # a client that cannot reset its statistics and logs every transaction instead (pgbench on
+    # PostgreSQL, servers/postgresql/cell.py): its time limit reaches `tail_s` past the window, so
+    # its connections still live when the window's end mark is taken, and perflab ends it then
+    # (`end_now`); its window's figures are cut from its log at perflab's marks (`window_output`)
+    tail_s: int = 0
+
+    def end_now(self, child: Any) -> None:
+        """End the client as its own time limit would (a client with `tail_s`)."""
+
+    def window_output(
+        self, spec: Any, out: Path, code: int, warmup: int, server: Any, launched: float, window: tuple[float, float]
+    ) -> tuple[Summary, list[dict[str, Any]]]:
+        """`read_output`, for a client that can also be cut at perflab's window marks (epoch
+        seconds; `launched`: when perflab started it)."""
+        return self.read_output(out, code, warmup)
 
     def effective_options(self, runner: Any, argv: list[str]) -> dict[str, str]:
         """What the client ran with (the row's `sysbench_options`)."""

@@ -61,6 +61,7 @@ DATABASE = "bench"
 # a window end mark this close under a whole second past the launch still ends that second (the
 # two clocks, time.time() at the launch and at the mark, are read microseconds apart from monotonic's)
 END_SLACK_S = 0.01
+TAIL_S = 60  # a sequential cell's -T past the window (Pgbench.tail_s)
 
 
 def argv(
@@ -294,6 +295,41 @@ class Pgbench(Workload):
         from perflab.run.workloads.sysbench import effective_options
 
         return effective_options({}, argv_used)
+
+    # a sequential cell (servers/postgresql/cell.py): -T reaches TAIL_S past the window, and perflab
+    # ends pgbench as -T would (SIGALRM: each client finishes its transaction) once the window's end
+    # mark is taken: every backend still runs then, however late a busy or paused machine takes the
+    # mark, so their context switches and PSS are read live (an exited one's are lost; with a 1 s
+    # tail, a mark 1 s late read a negative sum)
+    tail_s = TAIL_S
+
+    def run_argv(
+        self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+    ) -> list[str]:
+        """pgbench cannot reset its statistics (`checkpoint` unused): every transaction is logged."""
+        return cell_argv(spec, cell, server, seconds, jobs or cell.threads)
+
+    def end_now(self, child: Any) -> None:
+        end_now(child)
+
+    def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
+        raise NotImplementedError("pgbench's figures are cut from its log at the window's marks: window_output")
+
+    def window_output(
+        self, spec: Any, out: Path, code: int, warmup: int, server: Any, launched: float, window: tuple[float, float]
+    ) -> tuple[Summary, list[dict[str, Any]]]:
+        """The window's figures from the per-transaction log in the server's run directory, cut at
+        perflab's marks; WorkloadError when pgbench failed or logged nothing inside."""
+        from perflab.errors import WorkloadError
+
+        log = load_log(server.rundir / "pgbench_log")
+        per_txn = statements(spec.workload.test)
+        summary = window_summary(log, window, per_txn)
+        if code != 0 or summary is None:
+            text = out.read_text(encoding="utf-8", errors="replace")
+            tail = "\n".join(text.strip().splitlines()[-10:])
+            raise WorkloadError(f"pgbench exited with code {code}:\n{tail}", f"full output: {out}")
+        return summary, intervals(log, launched, window[1], per_txn, warmup)
 
     # the interleaved design: counted from the per-transaction log (run/turn_log.py)
     def seat_client(self, seat: Any, seconds: int) -> None:

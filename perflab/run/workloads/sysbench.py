@@ -193,7 +193,9 @@ class Sysbench(Workload):
         threads = min(spec.dataset.tables, os.cpu_count() or 1)
         return self._argv(spec, server, "prepare", threads=threads, options=spec.workload.options)
 
-    def run_argv(self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None) -> list[str]:
+    def run_argv(
+        self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+    ) -> list[str]:
         options = {**spec.workload.options, **cell.workload_options}
         return self._argv(
             spec, server, "run", threads=cell.threads, seconds=seconds, checkpoint=checkpoint, options=options

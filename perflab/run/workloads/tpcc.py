@@ -167,7 +167,9 @@ class GoTpc(Workload):
         options = {"no_check": True}
         return gotpc.argv("prepare", port=server.port, warehouses=warehouses, threads=threads, options=options)
 
-    def run_argv(self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None) -> list[str]:
+    def run_argv(
+        self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+    ) -> list[str]:
         options = {**spec.workload.options, **cell.workload_options}
         return gotpc.argv(
             "run",

@@ -16,40 +16,34 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perflab.errors import ServerCrashedError, WorkloadError
+from perflab.errors import ServerCrashedError
 from perflab.run import accounting, client, workloads
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers
 from perflab.run.observers.resources import StealSampler
 from perflab.run.proctree import TreeSampler, tree_counters
-from perflab.run.workloads import pgbench, sysbench, sysbench_output
+from perflab.run.workloads import Workload
 from perflab.servers.postgresql.accounting import client_backends, verify_backends
 from perflab.servers.postgresql.server import PostgreSQL
 from perflab.spec import Cell
 
 BACKENDS_DEADLINE_S = 10.0  # for the clients' connections, when the window starts at once
-# pgbench's -T reaches this far past the window, and perflab ends it as -T would (SIGALRM: each
-# client finishes its transaction) once the window's end mark is taken: every backend still runs
-# then, however late a busy or paused machine takes the mark, so their context switches and PSS
-# are read live (an exited one's are lost; with a 1 s tail, a mark 1 s late read a negative sum)
-TAIL_S = 60
 
 
 def command(runner: Any, cell: Cell, server: PostgreSQL) -> list[str]:
-    spec = runner.exp.file
-    if spec.workload.tool != "pgbench":
-        return client.argv(spec, cell, server.socket)
+    """The cell's client: warm-up + window seconds, and the workload's tail past them (pgbench's:
+    perflab ends it at the window's end mark)."""
+    spec, wl = runner.exp.file, workloads.of(runner.exp.file)
     warmup, seconds = client.window_seconds(spec)
     jobs = len(runner.client_cpus or []) or cell.threads
-    return pgbench.cell_argv(spec, cell, server, warmup + seconds + TAIL_S, jobs)
+    return wl.run_argv(spec, cell, server, warmup + seconds + wl.tail_s, warmup or None, jobs)
 
 
 def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[list, list, dict[str, Any]]:
-    spec = runner.exp.file
+    spec, wl = runner.exp.file, workloads.of(runner.exp.file)
     warmup, seconds = client.window_seconds(spec)
     argv = command(runner, cell, server)
-    pgbench_tool = spec.workload.tool == "pgbench"
-    out = logs / f"{spec.workload.tool}.txt"
+    out = logs / wl.output_name
     # the profilers follow the postmaster's tree: perf starts (not recording) before the client
     io = runner.io_observer(server)  # [observe] io
     with Profilers(spec.observe, server.pid, server.rundir, tree=True, io=io) as profilers, StealSampler() as steal:
@@ -60,22 +54,18 @@ def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[li
             profilers.workload_started()  # the server's warm-up samplers (pmp: every backend as it connects)
             if warmup:
                 client.sleep_until(started + warmup, child)
-            window = _Window(server, cell, child, profilers, pgbench_tool, workloads.get(spec.workload.tool).database)
+            window = _Window(server, cell, child, profilers, wl)
             code = window.run(started + warmup + seconds, warmup + seconds, spec.experiment.timeout_margin)
             window_end = min(time.monotonic(), started + warmup + seconds)
     if not server.alive():
         raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
-    if pgbench_tool:
-        summary, intervals = _pgbench_output(spec.workload.test, out, code, server, launched, window.epochs, warmup)
-        options = sysbench.effective_options({}, argv)
-    else:
-        summary, intervals = client.read_output(out, code, warmup)
-        options = sysbench.effective_options(runner.sysbench_defaults, argv)
+    summary, intervals = wl.window_output(spec, out, code, warmup, server, launched, window.epochs)
+    options = wl.effective_options(runner, argv)
     memory = window.memory
     resources = accounting.resources(window.start, window.end, child.rusage, summary.transactions, memory)
     resources.update(pss_end_bytes=memory.pss_end, pss_peak_bytes=memory.pss_peak,
                      preload_verified_backends=window.backends)  # fmt: skip
-    if not pgbench_tool:  # sysbench's connections close inside the window: their switches are lost
+    if not wl.tail_s:  # connections that close inside the window (sysbench's): their switches are lost
         for key in ("voluntary_ctx_switches", "involuntary_ctx_switches", "ctx_switches_per_txn"):
             resources[key] = None
     # the window's profiles cover it from its start (a profiler that began later: its share of it)
@@ -91,14 +81,12 @@ class _Window:
     """The measured window of a running client: the counters at both ends, the backends'
     allocator check, memory sampled over the tree, the profilers' window."""
 
-    def __init__(
-        self, server: PostgreSQL, cell: Cell, child: Any, profilers: Profilers, pgbench_tool: bool, database: str
-    ) -> None:
-        self.server, self.child, self.pgbench_tool = server, child, pgbench_tool
+    def __init__(self, server: PostgreSQL, cell: Cell, child: Any, profilers: Profilers, wl: Workload) -> None:
+        self.server, self.child, self.wl = server, child, wl
         self.start = accounting.WindowStart.take(server.pid, child.pid, read=tree_counters)
         self.begun = time.monotonic()
-        self.epochs = (time.time(), 0.0)  # pgbench's log is cut at these (epoch seconds)
-        self.backends = _verified(server, cell, child, database)
+        self.epochs = (time.time(), 0.0)  # a logging client's figures are cut at these (epoch seconds)
+        self.backends = _verified(server, cell, child, wl.database)
         self.memory = TreeSampler(server.pid)
         self.profilers = profilers
         self.end: accounting.WindowEnd | None = None
@@ -107,16 +95,16 @@ class _Window:
         """Until the client exits; returns its exit code."""
         with self.memory:
             self.profilers.window_started()  # the window's profiles
-            if self.pgbench_tool:  # the window ends now, the backends still live (TAIL_S)
+            if self.wl.tail_s:  # the window ends now, the backends still live
                 client.sleep_until(ends_at, self.child)
                 self.memory.sample()
                 self.end = accounting.WindowEnd.take(
                     self.start, self.server.pid, read=tree_counters, client_pid=self.child.pid
-                )  # pgbench runs on past it: its CPU counts to here, not to its exit
+                )  # the client runs on past it: its CPU counts to here, not to its exit
                 self.epochs = (self.epochs[0], time.time())
-                pgbench.end_now(self.child)
-            code = client.wait(self.child, client_seconds + TAIL_S * self.pgbench_tool, margin)
-        if not self.pgbench_tool:
+                self.wl.end_now(self.child)
+            code = client.wait(self.child, client_seconds + self.wl.tail_s, margin)
+        if not self.wl.tail_s:
             self.end = accounting.WindowEnd.take(self.start, self.server.pid, read=tree_counters)
         return code
 
@@ -136,16 +124,3 @@ def _verified(server: PostgreSQL, cell: Cell, child: Any, database: str) -> int:
             break
         time.sleep(0.05)
     return verify_backends(server.pid, cell.preload, server.preload, cell.env)
-
-
-def _pgbench_output(
-    test: str, out: Path, code: int, server: PostgreSQL, launched: float, window: tuple[float, float], warmup: int
-) -> tuple[sysbench_output.Summary, list[dict[str, Any]]]:
-    text = out.read_text(encoding="utf-8", errors="replace")
-    log = pgbench.load_log(server.rundir / "pgbench_log")
-    per_txn = pgbench.statements(test)
-    summary = pgbench.window_summary(log, window, per_txn)
-    if code != 0 or summary is None:
-        tail = "\n".join(text.strip().splitlines()[-10:])
-        raise WorkloadError(f"pgbench exited with code {code}:\n{tail}", f"full output: {out}")
-    return summary, pgbench.intervals(log, launched, window[1], per_txn, warmup)
