@@ -164,12 +164,14 @@ def intervals(
     window's end mark), a second with none as 0. Not from -P's progress lines: pgbench times
     those from its own start, after perflab's, so the SIGALRM at the window's end (cell.py)
     came before the last second's line and a 2 s window kept one second (ci15)."""
-    ends = np.ceil(log[:, 1] - launch_epoch) if len(log) else np.empty(0)
-    ok = log[:, 0] >= 0 if len(log) else np.empty(0, dtype=bool)
+    rows = log[np.argsort(log[:, 1], kind="stable")] if len(log) else np.empty((0, 2))
+    ends = np.ceil(rows[:, 1] - launch_epoch)  # ascending: each second is one slice
+    seconds = math.floor(end_epoch - launch_epoch + END_SLACK_S)
+    bounds = np.searchsorted(ends, np.arange(1, seconds + 2), side="left")
     out = []
-    for t in range(1, math.floor(end_epoch - launch_epoch + END_SLACK_S) + 1):
-        here = ends == t
-        lat = log[here & ok, 0] / 1000.0
+    for t in range(1, seconds + 1):
+        here = rows[bounds[t - 1] : bounds[t], 0]
+        lat = here[here >= 0] / 1000.0
         tps = float(len(lat))
         p95 = round(float(np.percentile(lat, 95, method="inverted_cdf")), 3) if len(lat) else None
         out.append(
@@ -181,7 +183,7 @@ def intervals(
                 "writes": None,
                 "other": None,
                 "p95_ms": p95,
-                "errors_per_s": float((log[here, 0] == -1).sum()) if len(log) else 0.0,
+                "errors_per_s": float((here == -1).sum()),
                 "reconnects_per_s": 0.0,
                 "warmup": int(t <= warmup),
             }
