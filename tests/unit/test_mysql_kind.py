@@ -104,3 +104,18 @@ def test_mysql_needs_no_installed_mariadbd(monkeypatch: pytest.MonkeyPatch):
     assert "(tool) sysbench" in missing and "(tool) mariadb" in missing  # the client runs perflab's SQL
     assert not missing & {"(tool) mariadbd", "(tool) mariadb-install-db"}
     assert "(tool) mariadbd" in {p.path for p in kind("mariadb").tool_problems()}
+
+
+def test_one_dataset_for_every_variant_is_no_finding():
+    """server = "mysql" with one format: its dataset is its own (no installed one), and the same
+    for every variant, so the report says nothing of datasets; two formats, it does."""
+    from perflab.report import findings
+
+    one = {"dir": "dataset-mysql-9.7", "own": True, "builds": ["a", "b"], "prepared_by": {"version": "9.7.4"}}
+    cells = [
+        {"id": i, "key": f"k{i}", "status": "ok", "variant": {"v": b}, "build": {"name": b}} for i, b in enumerate("ab")
+    ]
+    assert [f for f in findings.collect([], cells, {"datasets": {"mysql-9.7": one}}) if f.kind == "dataset"] == []
+    two = {"mysql-9.7": {**one, "builds": ["a"]}, "mysql-8.4": {**one, "dir": "dataset-mysql-8.4", "builds": ["b"]}}
+    found = [f for f in findings.collect([], cells, {"datasets": two}) if f.kind == "dataset"]
+    assert len(found) == 2 and "no other variant on it" in found[0].text
