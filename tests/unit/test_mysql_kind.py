@@ -119,3 +119,9 @@ def test_one_dataset_for_every_variant_is_no_finding():
     two = {"mysql-9.7": {**one, "builds": ["a"]}, "mysql-8.4": {**one, "dir": "dataset-mysql-8.4", "builds": ["b"]}}
     found = [f for f in findings.collect([], cells, {"datasets": two}) if f.kind == "dataset"]
     assert len(found) == 2 and "no other variant on it" in found[0].text
+
+
+def test_server_mysql_on_or_with_another_host_is_refused():
+    bare = SID + '[variants.server]\nmysql = { build = "mysql97" }\n'
+    assert problems('server = "mysql"\nserver_host = "root@10.0.0.2"\n' + bare)[0] == "experiment.server_host"
+    assert problems('server = "mysql"\nclient_host = "root@10.0.0.2"\n' + bare)[0] == "experiment.client_host"
