@@ -31,7 +31,7 @@ VERDICT = """
 [experiment]
 design = "sequential"  # what this test checks runs one server at a time
 name = "it-verdict"
-duration = "3s"
+duration = "4s"
 max_warmup = "2s"
 repeats = 3  # paired within rounds (MIN_PAIRS: 2): the drift of a busy machine cancels
 equivalence_margin = "5%"
