@@ -35,15 +35,15 @@ from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
 from perflab.run import accounting, client, dataset, workloads
-from perflab.run.observers.remote_resources import RemoteRssSampler, read_counters
 from perflab.run.observers.resources import ProcCounters, RssSampler, StealSampler
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.spec import Cell
 from perflab.units import utc_now
 
-# $0: a tool; its path on the host, on the ssh user's PATH (root's has /usr/sbin, where mariadbd is)
-_WHICH = 'command -v "$0"'
+# $0: a tool, "$@": the kind's directories off the PATH (postgresql-15's bin); its path on the host,
+# else on the ssh user's PATH (root's has /usr/sbin, where mariadbd is)
+_WHICH = 'for d in "$@"; do [ -x "$d/$0" ] && { echo "$d/$0"; exit 0; }; done; command -v "$0"'
 # the ports listening on the host: /proc/net/tcp{,6}, state 0A (LISTEN), local port in hex
 _LISTENING = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
 
@@ -66,7 +66,7 @@ class ServerHost:
         link = hosts.link(name)
         binaries = {}
         for tool, package in kind.server_packages.items():
-            found = link.run(["sh", "-c", _WHICH, tool]).stdout.strip()
+            found = link.run(["sh", "-c", _WHICH, tool, *kind.server_dirs]).stdout.strip()
             if not found:
                 raise ToolMissingError(
                     f"host {name} has no {tool}", f"install it there: `apt-get install {package}` on {link.target}"
@@ -267,8 +267,7 @@ def server_reads(runner: Any, server: Any) -> tuple[Any, Any]:
     """How the window reads the server: (its counters by pid, its RSS sampler): on its host when it runs there."""
     if runner.server_host is None:
         return ProcCounters.read, RssSampler(server.pid)
-    place: ServerHost = runner.server_host
-    return (lambda pid: read_counters(place.link, pid)), RemoteRssSampler(place.rundir, server.pid)
+    return runner.kind.remote_reads(runner.server_host, server.pid)  # PostgreSQL's: the postmaster's tree
 
 
 def window_resources(runner: Any, start: Any, end: Any, usage: Any, transactions: int, rss: Any) -> dict[str, Any]:

@@ -144,3 +144,36 @@ def test_a_server_host_that_drops_off_fails_its_cells_and_the_run_ends(ssh_lab: 
     records = [json.loads(p.read_text()) for p in Path(env["PERFLAB_TMPFS"]).glob("perflab-*/hosts.json")]
     assert [[p["name"] for p in r] for r in records] == [["db"]]  # for doctor --clean once it is back
     shutil.rmtree(records[0][0]["path"])  # the test's own cleanup: the namespace shares this filesystem
+
+
+def _postgres_segments() -> set[str]:
+    """The System V shared memory segments the postgres user owns (a killed postmaster leaves one)."""
+    text = subprocess.run(["ipcs", "-m", "-c"], capture_output=True, text=True, check=True).stdout
+    return {line.split()[0] for line in text.splitlines() if len(line.split()) > 2 and line.split()[2] == "postgres"}
+
+
+def test_a_postgresql_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    body = EXPERIMENT.format(ssh=db.ssh, more='server = "postgresql"').replace("2000", "1000")
+    spec, out, shm = write_experiment(tmp_path / "pg.toml", body), tmp_path / "results", tmpfs("shm", "1G")
+    shm.parent.chmod(0o755)  # the postgres user must reach the local dataset's directories
+    segments = _postgres_segments()
+    done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    assert cell["status"] == "ok" and cell["summary"]["qps"] > 0, cell.get("error")
+    assert cell["build"]["host"]["name"] == "db" and cell["build"]["binary"] == "/usr/lib/postgresql/15/bin/postgres"
+    assert cell["client"]["address"] == db.address and cell["sysbench_options"]["db_driver"] == "pgsql"
+    assert not cell["sysbench_options"].get("pgsql_password")  # in a file only its owner reads
+    assert cell["resources"]["server_cpu_s"] > 0  # the postmaster's tree, read in the host's /proc
+    # it ran in the host's namespace: the only place where the host's address exists to listen on
+    log = (out / "logs" / "cell-0000" / "error.log").read_text()
+    assert f'listening on IPv4 address "{db.address}", port {cell["build"]["host"]["port"]}' in log, log
+    assert (
+        "0.0.0.0" not in log
+        and f"listen_addresses = '{db.address}'" in (out / "logs" / "cell-0000" / "postgresql.conf").read_text()
+    )
+    assert namespace_commands(ssh_lab, "db") == ["sshd"]  # nothing the run started is left on the host
+    assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()
+    assert wait_for(lambda: _postgres_segments() <= segments, 5), "the postmaster's segment was left on the host"

@@ -126,9 +126,11 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     assert "defined hosts: load, db" in unknown["experiment.server_host"]
 
 
-def test_a_postgresql_server_host_is_refused_by_its_kind() -> None:
-    found = problems('server_host = "db"\nserver = "postgresql"')
-    assert "PostgreSQL on another host is not built yet" in found["experiment.server_host"]
+def test_a_postgresql_server_host_runs_sysbench() -> None:
+    exp = parse('server_host = "db"\nserver = "postgresql"')
+    assert exp.file.experiment.server_host == "db" and exp.file.experiment.design == "sequential"
+    both = parse('server_host = "db"\nclient_host = "load"\nserver = "postgresql"')
+    assert both.file.experiment.client_host == "load"
 
 
 def test_calibrate_keeps_the_server_host_without_the_canary() -> None:
