@@ -295,6 +295,9 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         from perflab.run import remote_client
 
         return remote_client.measure(runner, cell, server, logs)
+    own = runner.kind.remote_measure(runner, cell, server, logs)  # pgbench: servers/postgresql/remote_cell.py
+    if own is not None:
+        return own
     spec = runner.exp.file
     warmup, seconds = client.window_seconds(spec)
     workload = workloads.of(spec)

@@ -194,6 +194,11 @@ class Kind:
     server_packages: ClassVar[dict[str, str]] = {}  # a server host's tools -> their Debian packages
     server_dirs: tuple[str, ...] = ()  # where a server host keeps them off the PATH, searched first
 
+    def remote_measure(self, runner: Any, cell: Cell, server: Managed, logs: Path) -> Any | None:
+        """`measure` for a server on another host (run/remote_server.py): this kind's own, or None:
+        the common sysbench measurement."""
+        return None
+
     def remote_reads(self, place: Any, pid: int) -> tuple[Any, Any]:
         """How a window reads the server on its host: (its counters by pid, its RSS sampler); the
         server process alone (MariaDB's threads are one process)."""

@@ -90,9 +90,11 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
     refusal = servers.kind(e.server).remote_server_refusal
     if refusal:
         problems.append(Problem("experiment.server_host", "a server that runs on another host", e.server, refusal))
-    if not workloads.of(spec).remote_client:  # sysbench: a login over TCP from a config file
+    if not workloads.of(spec).remote_server:  # sysbench, pgbench: a login over TCP, its password in a file
         problems.append(
-            Problem("workload.tool", 'tool = "sysbench" with server_host', spec.workload.tool, _NOT_YET_SERVER)
+            Problem(
+                "workload.tool", 'tool = "sysbench" or "pgbench" with server_host', spec.workload.tool, _NOT_YET_SERVER
+            )
         )
     if e.design == "interleaved":
         problems.append(

@@ -110,3 +110,23 @@ def test_a_host_without_postgres_names_the_package_to_install_there(monkeypatch:
     assert "postgres installed on host db" in found[0].render() and "apt-get install postgresql-15" in found[0].render()
     assert "apt-get install postgresql-client-15" in found[2].render()
     assert asked[0][3:] == ["postgres", "/usr/lib/postgresql/15/bin"]  # its bin directory first, then the PATH
+
+
+def test_pgbench_here_reaches_the_hosts_address_with_the_password_in_a_passfile(tmp_path: Path) -> None:
+    import stat
+
+    from perflab import spec
+    from perflab.run.workloads.pgbench import cell_argv
+    from perflab.servers.postgresql.remote_cell import passfile
+
+    server = RemotePostgreSQL(_place("root"), "/d/cell-0000/data", {}, local=tmp_path)
+    exp = spec.parse(
+        '[experiment]\nname = "pg"\nserver = "postgresql"\nserver_host = "db"\n[hosts.db]\nssh = "root@10.77.1.2"\n'
+        '[dataset]\nscale = 1\n[workload]\ntool = "pgbench"\ntest = "select-only"\nthreads = [2]\n'
+    )
+    argv = cell_argv(exp.file, exp.cells()[0], server, 62, 2)
+    assert argv[1:7] == ["-h", "10.77.1.2", "-p", "23456", "-U", "perflab"] and argv[-1] == "bench"
+    assert f"--log-prefix={tmp_path}/pgbench_log" in argv  # its log is this machine's, cut at perflab's marks
+    path = passfile(server, "0123abcd")
+    assert path.read_text() == "10.77.1.2:23456:*:perflab:0123abcd\n" and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert not any("0123abcd" in a for a in argv)

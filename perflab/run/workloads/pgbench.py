@@ -67,7 +67,7 @@ TAIL_S = 60  # a sequential cell's -T past the window (Pgbench.tail_s)
 def argv(
     test: str,
     *,
-    socket_dir: Path,
+    socket_dir: Path | str,  # a socket directory, or a remote server's address
     port: int,
     user: str,
     clients: int,
@@ -213,6 +213,7 @@ class Pgbench(Workload):
     database = DATABASE
     throughput = "statements per second (transactions x the script's statements)"
     dataset_size = ("dataset.scale", "scale")
+    remote_server = True  # from here, over TCP (servers/postgresql/remote_cell.py); not on a client host yet
 
     def check_test(self, test: str) -> str:
         from perflab.spec.fields import pgbench_test
@@ -388,11 +389,13 @@ def cell_argv(spec: Any, cell: Any, server: Any, seconds: int, jobs: int) -> lis
     every transaction logged into the server's run directory (`pgbench_log.*`)."""
     from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
 
+    # a server on another host (servers/postgresql/remote.py): its address, port and the run's role
+    host, port, user = getattr(server, "client_target", None) or (server.rundir, PORT, SUPERUSER)
     return argv(
         spec.workload.test,
-        socket_dir=server.rundir,
-        port=PORT,
-        user=SUPERUSER,
+        socket_dir=host,
+        port=port,
+        user=user,
         clients=cell.threads,
         jobs=jobs,
         seconds=seconds,

@@ -135,6 +135,7 @@ class Sysbench(Workload):
     started_line = b"Threads started!"  # its clock (its reports, its checkpoint) starts here
     links_client_library = True
     remote_client = True
+    remote_server = True
 
     def check_test(self, test: str) -> str:
         from perflab.spec.fields import fail
