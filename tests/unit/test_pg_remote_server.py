@@ -130,3 +130,26 @@ def test_pgbench_here_reaches_the_hosts_address_with_the_password_in_a_passfile(
     path = passfile(server, "0123abcd")
     assert path.read_text() == "10.77.1.2:23456:*:perflab:0123abcd\n" and stat.S_IMODE(path.stat().st_mode) == 0o600
     assert not any("0123abcd" in a for a in argv)
+
+
+def test_the_run_directorys_removal_releases_the_segments_recorded_there(tmp_path: Path) -> None:
+    import ctypes
+    import secrets
+
+    from perflab.hosts import rundir
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x50000000 + secrets.randbelow(1 << 24)
+    shmid = libc.shmget(key, 64, 0o1000 | 0o600)  # IPC_CREAT: the test's own segment
+    assert shmid >= 0, ctypes.get_errno()
+    try:
+        other = libc.shmget(key + 1, 64, 0o1000 | 0o600)
+        # the first line's id has another key now (reused): left alone; the second is released
+        (tmp_path / "shm").write_text(f"{key + 7} {other}\n{key} {shmid}\n")
+        done = subprocess.run(["sh", "-c", rundir._RELEASE, str(tmp_path)], capture_output=True, text=True, check=True)
+        assert done.stdout.split() == [str(shmid)]
+        assert libc.shmctl(shmid, 2, ctypes.create_string_buffer(256)) != 0  # IPC_STAT: gone
+        assert libc.shmctl(other, 2, ctypes.create_string_buffer(256)) == 0
+    finally:
+        libc.shmctl(shmid, 0, None)
+        libc.shmctl(other, 0, None)  # IPC_RMID

@@ -43,6 +43,9 @@ _LOGGED = 'cd "${0%/*}" && exec "$@" > "$0" 2>&1'
 # $0: the datadir. The System V segment a killed postmaster leaves (postmaster.pid's 7th line: key
 # and shmid), marked for removal: the kernel frees it once the last backend has gone
 _RELEASE = 'set -- $(sed -n 7p "$0/postmaster.pid" 2>/dev/null); [ -n "$2" ] && ipcrm -m "$2" 2>/dev/null; true'
+# $0: the datadir, $1: the run directory. That segment recorded in the run directory's `shm`, for a
+# run killed before its stop: the run directory's removal (doctor --clean) releases it (hosts/rundir.py)
+_RECORD = 'set -- "$1" $(sed -n 7p "$0/postmaster.pid"); [ -n "$3" ] && echo "$2 $3" >> "$1/shm"; true'
 # $0: the postmaster's pid. Its stat and every child's (a backend), each followed by the clock tick,
 # and their threads' context switches: parsed by `parse_tree`
 _TREE = (
@@ -165,6 +168,7 @@ class RemotePostgreSQL(PostgreSQL):
             )
         self.child = Tracked(self.place.rundir, self.argv())
         self._wait_ready(deadline_s)
+        self.link.run(["sh", "-c", _RECORD, self.datadir, self.place.rundir.path])
 
     READY_POLL_S = 0.2  # each look is an SSH round trip and a psql
 
