@@ -147,7 +147,7 @@ class Datasets:
                 },
             )
         self._save()
-        if self.keep:
+        if self.keep and snapshot.on_host is None:  # one on the server host is prepared again by --resume
             self._keep(snapshot, self.results.dir / self.dirname(fmt))
         return snapshot
 

@@ -97,6 +97,8 @@ class ServerHost:
 
     def check_format(self, kind: Any, snapshot: dataset.Snapshot) -> None:
         """The host's server opens the snapshot's format, or exit 3 (the dataset is prepared here)."""
+        if snapshot.on_host is not None:  # prepared there by the same server
+            return
         flavor = kind.flavor(self.version)
         found = kind.format(flavor, self.version, "") if flavor else self.version
         if snapshot.format and found != snapshot.format:
@@ -107,6 +109,8 @@ class ServerHost:
 
     def restore(self, snapshot: dataset.Snapshot, datadir: str, workdir: Path) -> float:
         """The snapshot into `datadir` on the host (its copy there made first, once per run); seconds."""
+        if snapshot.on_host is not None:
+            self._snapshots[snapshot.datadir] = snapshot.on_host  # prepared there (run/remote_dataset.py)
         if snapshot.datadir not in self._snapshots:
             self._snapshots[snapshot.datadir] = self._copy(snapshot.datadir, workdir)
         started = time.monotonic()

@@ -194,6 +194,11 @@ class Kind:
     server_packages: ClassVar[dict[str, str]] = {}  # a server host's tools -> their Debian packages
     server_dirs: tuple[str, ...] = ()  # where a server host keeps them off the PATH, searched first
 
+    def remote_init(self, place: Any, datadir: str) -> str:
+        """A new datadir at `datadir` on the server host (its installed server's own tool), for a
+        dataset prepared there (run/remote_dataset.py); what initialised it."""
+        raise NotImplementedError(f"preparing a dataset on another host is not supported with {self.title} yet")
+
     def remote_measure(self, runner: Any, cell: Cell, server: Managed, logs: Path) -> Any | None:
         """`measure` for a server on another host (run/remote_server.py): this kind's own, or None:
         the common sysbench measurement."""

@@ -28,6 +28,10 @@ def host_problems(spec: ExperimentFile) -> list[Problem]:
     problems = [p for p in problems if p is not None]
     if e.server_host is not None:
         problems += _server_problems(spec)
+    elif "prepare_on" in e.model_fields_set:
+        problems.append(
+            Problem("experiment.prepare_on", "prepare_on with server_host only", e.prepare_on, "remove prepare_on")
+        )
     if e.client_host is not None:
         problems += _client_problems(spec, e.server_host is None)
     return problems

@@ -56,6 +56,7 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     resources = cell["resources"]  # read in the host's /proc
     assert resources["server_cpu_s"] > 0 and resources["rss_end_bytes"] > 50 << 20, resources
     assert resources["restore_method"] == "copy" and resources["server_start_s"] > 0
+    assert exported["datasets"]["mariadb-10.11"]["init"] == "mariadb-install-db on host db"  # prepared there
     assert f"bind-address={db.address}\n" in (out / "logs" / "cell-0000" / "my.cnf").read_text()
     log = (out / "logs" / "cell-0000" / "error.log").read_text()  # fetched back from the host
     assert f"Server socket created on IP: '{db.address}'" in log and "IP: '0.0.0.0'" not in log
@@ -72,14 +73,17 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
 
 def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
-    spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more='client_host = "db"'))
+    more = 'client_host = "db"\nprepare_on = "here"'  # the dataset prepared here, its snapshot copied over SFTP
+    spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more=more))
     out = tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
     assert cell["client"]["host"] == "db" and cell["client"]["address"] == db.address
     assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0
+    assert exported["datasets"]["mariadb-10.11"]["init"] == "mariadb-install-db"  # here, by this machine's
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 
@@ -168,6 +172,10 @@ def test_a_postgresql_server_on_another_host_with_pgbench_from_here(ssh_lab: Ssh
     assert cell["status"] == "ok" and cell["summary"]["qps"] > 0, cell.get("error")
     assert cell["build"]["host"]["name"] == "db" and cell["build"]["binary"] == "/usr/lib/postgresql/15/bin/postgres"
     assert cell["client"]["address"] == db.address and cell["resources"]["server_cpu_s"] > 0  # the tree, on the host
+    # the dataset prepared on the host by its initdb, pgbench -i from here over TCP: no snapshot here
+    assert exported["datasets"]["postgresql-15"]["init"] == "initdb on host db", exported["datasets"]
+    prepared = (out / "logs" / "prepare-error.log").read_text()  # the preparing server's log, fetched back
+    assert f'listening on IPv4 address "{db.address}"' in prepared and not (out / "dataset").exists()
     # the run's password (32 hex digits) went to pgbench in a passfile: not in its output, options or the row
     pgbench = (out / "logs" / "cell-0000" / "pgbench.txt").read_text()
     assert cell["sysbench_options"]["builtin"] == "select-only" and "number of transactions" in pgbench, pgbench

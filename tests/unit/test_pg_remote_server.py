@@ -73,7 +73,9 @@ def test_its_configuration_listens_on_the_hosts_address_only(tmp_path: Path) -> 
     assert (
         "unix_socket_directories = '/dev/shm/perflab-host-abc/cell-0000'" in conf and "shared_buffers = '64MB'" in conf
     )
-    assert sent == [(["sh", "-c", 'cat > "$0"', "/dev/shm/perflab-host-abc/cell-0000/postgresql.conf"], conf)]
+    assert sent == [
+        (["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', "/dev/shm/perflab-host-abc/cell-0000/postgresql.conf"], conf)
+    ]
 
 
 def test_the_hosts_postgres_is_found_off_the_path() -> None:
@@ -153,3 +155,65 @@ def test_the_run_directorys_removal_releases_the_segments_recorded_there(tmp_pat
     finally:
         libc.shmctl(shmid, 0, None)
         libc.shmctl(other, 0, None)  # IPC_RMID
+
+
+def test_the_loader_here_reads_the_login_from_a_file_only_its_owner_reads(tmp_path: Path) -> None:
+    import stat
+
+    from perflab import spec
+    from perflab.run.workloads import get
+
+    server = RemotePostgreSQL(_place("root"), "/d/snapshot", {}, local=tmp_path)
+    exp = spec.parse(
+        '[experiment]\nname = "pg"\nserver = "postgresql"\nserver_host = "db"\n[hosts.db]\nssh = "root@10.77.1.2"\n'
+        '[dataset]\ntables = 1\ntable_size = 1000\n[workload]\ntest = "oltp_point_select"\nthreads = [2]\n'
+    )
+    login = {"db-driver": "pgsql", "pgsql-host": "10.77.1.2", "pgsql-password": "0123abcd"}
+    argv, _ = get("sysbench").remote_prepare_argv(exp.file, server, login, "0123abcd")
+    conf = tmp_path / "sysbench-prepare.conf"
+    assert argv[2:4] == ["--db-driver=pgsql", f"--config-file={conf}"] and argv[-1] == "prepare"
+    assert conf.read_text() == "pgsql-host=10.77.1.2\npgsql-password=0123abcd\n"
+    assert stat.S_IMODE(conf.stat().st_mode) == 0o600 and not any("0123abcd" in a for a in argv)
+    argv, env = get("pgbench").remote_prepare_argv(exp.file, server, login, "0123abcd")
+    assert argv[1:7] == ["-h", "10.77.1.2", "-p", "23456", "-U", "perflab"] and "-i" in argv
+    assert env["PGPASSFILE"] == str(tmp_path / "pgpass") and not any("0123abcd" in a for a in argv)
+
+
+def test_initdb_on_the_host_runs_as_the_postgres_user_in_a_directory_it_owns() -> None:
+    from perflab.servers.postgresql.remote import init_datadir
+
+    ran: list[list[str]] = []
+    place = _place("root")
+    place.binaries["initdb"] = "/usr/lib/postgresql/15/bin/initdb"
+    place.name = "db"
+    place.link.run = lambda argv, timeout=60: ran.append(argv) or SimpleNamespace(status=0, stdout="", stderr="")
+    assert init_datadir(place, "/dev/shm/perflab-host-abc/snapshot") == "initdb"
+    (argv,) = ran
+    assert argv[3:6] == ["/dev/shm/perflab-host-abc/snapshot", "postgres", "-"]
+    assert argv[6:] == ["/usr/lib/postgresql/15/bin/initdb", "-D", "/dev/shm/perflab-host-abc/snapshot", "-U",
+                        "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"]  # fmt: skip
+
+
+def test_the_init_script_makes_the_datadir_and_runs_the_tool_there(tmp_path: Path) -> None:
+    from perflab.servers.postgresql.remote import _INIT
+
+    datadir = tmp_path / "run" / "snapshot"
+    datadir.parent.mkdir()
+    done = subprocess.run(["sh", "-c", _INIT, str(datadir), "", "-", "sh", "-c", "pwd; ls -ld snapshot"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert lines[0] == str(datadir.parent) and lines[1].startswith("drwx------")
+
+
+def test_prepare_on_is_for_a_server_host_only() -> None:
+    from perflab import spec
+    from perflab.errors import SpecError
+
+    base = (
+        '[experiment]\nname = "x"\n{}\n[hosts.db]\nssh = "root@10.77.1.2"\n[dataset]\ntables = 1\ntable_size = 1000\n'
+    )
+    assert spec.parse(base.format('server_host = "db"')).file.experiment.prepare_on == "host"
+    assert spec.parse(base.format('server_host = "db"\nprepare_on = "here"')).file.experiment.prepare_on == "here"
+    with pytest.raises(SpecError) as exc:
+        spec.parse(base.format('prepare_on = "here"'))
+    assert [p.path for p in exc.value.problems] == ["experiment.prepare_on"]

@@ -87,6 +87,14 @@ class Workload:
     def prepare_argv(self, spec: Any, server: Any) -> list[str]:
         raise NotImplementedError
 
+    def remote_prepare_argv(
+        self, spec: Any, server: Any, login: dict[str, str], password: str
+    ) -> tuple[list[str], dict[str, str]]:
+        """The dataset's loader here against a server on another host (run/remote_dataset.py): its
+        argv and environment, the run's `login` (the kind's remote_login) and `password` in a file
+        only its owner reads, never on the command line."""
+        raise NotImplementedError
+
     def run_argv(
         self, spec: Any, cell: Cell, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:

@@ -158,9 +158,9 @@ class MariaDBKind(Kind):
         """User `perflab` from any address (the server listens on one only, for this cell's datadir)."""
         if not password.isalnum():
             raise ValueError("the password is made by perflab: hex digits only")
-        server.sql(
+        server.sql(  # ALTER: a dataset prepared on a server host has the user already (another password)
             f"CREATE USER IF NOT EXISTS 'perflab'@'%' IDENTIFIED BY '{password}'; "
-            "GRANT ALL PRIVILEGES ON *.* TO 'perflab'@'%'"
+            f"ALTER USER 'perflab'@'%' IDENTIFIED BY '{password}'; GRANT ALL PRIVILEGES ON *.* TO 'perflab'@'%'"
         )
         return {
             "db-driver": "mysql",
@@ -172,7 +172,16 @@ class MariaDBKind(Kind):
         }
 
     remote_server_refusal = None
-    server_packages: ClassVar[dict[str, str]] = {"mariadbd": "mariadb-server", "mariadb": "mariadb-client"}
+    server_packages: ClassVar[dict[str, str]] = {
+        "mariadbd": "mariadb-server",
+        "mariadb": "mariadb-client",
+        "mariadb-install-db": "mariadb-server",  # a dataset prepared on the host (run/remote_dataset.py)
+    }
+
+    def remote_init(self, place: Any, datadir: str) -> str:
+        from perflab.servers.mariadb.remote import init_datadir
+
+        return init_datadir(place, datadir)
 
     def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
         from perflab.servers.mariadb.remote import RemoteMariaDB

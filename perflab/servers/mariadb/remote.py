@@ -22,6 +22,20 @@ from perflab.servers.mariadb.flavor import Flavor
 from perflab.servers.mariadb.server import READY_DEADLINE_S, MariaDB, defaults, option_line
 
 
+def init_datadir(place: Any, datadir: str) -> str:
+    """A new datadir on the host by its mariadb-install-db, as servers/mariadb/datadir.py does here."""
+    argv = [place.binaries["mariadb-install-db"], "--no-defaults", f"--datadir={datadir}"]
+    argv += ["--auth-root-authentication-method=normal", "--skip-test-db", "--force"]
+    argv += ["--user=root"] if place.link.target.user == "root" else []
+    done = place.link.run(argv, timeout=600)
+    if done.status != 0:
+        raise ServerStartError(
+            f"mariadb-install-db on host {place.name} failed (exit {done.status}): {(done.stdout + done.stderr)[-500:]}",
+            f"run it by hand there: {' '.join(argv)}",
+        )
+    return "mariadb-install-db"
+
+
 class RemoteMariaDB(MariaDB):
     """One mariadbd on a host (`place`: the run's ServerHost, run/remote_server.py)."""
 
@@ -145,6 +159,12 @@ class RemoteMariaDB(MariaDB):
                     self.fetch_log()
                 except PerflabError:
                     pass  # the host dropped off: its log stays there, for doctor --clean to remove
+
+    def data_bytes(self, database: str) -> int:
+        """The database's files on the host, in bytes (as run/dataset.py's tree_bytes here)."""
+        script = 'find "$0" -type f -printf "%s\\n" | awk "{ s += \\$1 } END { print s + 0 }"'
+        done = self.link.run(["sh", "-c", script, f"{self.datadir}/{database}"], timeout=120)
+        return int(done.stdout.strip() or 0)
 
     def remove(self) -> None:
         """The cell's directory on the host (datadir included)."""

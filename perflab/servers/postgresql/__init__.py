@@ -208,6 +208,11 @@ class PostgreSQLKind(Kind):
 
         return RemotePostgreSQL(place, datadir, options, **kw)
 
+    def remote_init(self, place: Any, datadir: str) -> str:
+        from perflab.servers.postgresql.remote import init_datadir
+
+        return init_datadir(place, datadir)
+
     def remote_measure(self, runner: Any, cell: Cell, server: Any, logs: Path) -> Any | None:
         """pgbench here against the server there (a client cut at perflab's marks); sysbench: None."""
         from perflab.run import workloads

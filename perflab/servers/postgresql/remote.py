@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
-from perflab.errors import PerflabError, ServerStartError
+from perflab.errors import PerflabError, ServerStartError, ServerStopError
 from perflab.hosts.rundir import Tracked
 from perflab.hosts.transport import Connection
 from perflab.run.observers.remote_resources import RemoteRssSampler, parse_counters
@@ -59,6 +59,28 @@ _TREE_RSS = (
     'for p in "$0" $(cat "/proc/$0/task/$0/children" 2>/dev/null); do '
     'read -r _ r _ 2>/dev/null < "/proc/$p/statm" && s=$((s + r)); done; echo $((s * g)); sleep 1; done'
 )
+
+
+# $0: the datadir (new), $1: the user that runs postgres (empty: the ssh user), "$@" after: initdb's
+# argv, run in the run directory (the postgres user may not reach the ssh user's home)
+_INIT = (
+    'mkdir -m 700 "$0" && chmod go+x "${0%/*}" && { [ -z "$1" ] || chown "$1:" "$0"; } && cd "${0%/*}" && '
+    'u=$1 && shift 2 && if [ -n "$u" ]; then exec setpriv --reuid="$u" --regid="$u" --init-groups "$@"; fi; exec "$@"'
+)
+
+
+def init_datadir(place: Any, datadir: str) -> str:
+    """A new cluster at `datadir` on the host by its initdb, as servers/postgresql/server.py does here."""
+    user = RUN_USER if place.link.target.user == "root" else ""
+    argv = [place.binaries["initdb"], "-D", datadir, "-U", SUPERUSER, "--auth=trust", "--no-sync"]
+    argv += ["-E", "UTF8", "--locale=C.UTF-8"]
+    done = place.link.run(["sh", "-c", _INIT, datadir, user, "-", *argv], timeout=300)
+    if done.status != 0:
+        raise ServerStartError(
+            f"initdb on host {place.name} failed (exit {done.status}): {(done.stdout + done.stderr)[-500:]}",
+            f"postgresql-15 there provides initdb and the {RUN_USER} user: apt-get install postgresql-15",
+        )
+    return "initdb"
 
 
 def parse_tree(text: str) -> ProcCounters:
@@ -145,7 +167,8 @@ class RemotePostgreSQL(PostgreSQL):
         lines += [conf_line(k, v) for k, v in {**self.options, **fixed}.items()]
         self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
         self.link.run(
-            ["sh", "-c", 'cat > "$0"', f"{self.remote_dir}/postgresql.conf"], stdin=self.option_file.read_text()
+            ["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', f"{self.remote_dir}/postgresql.conf"],
+            stdin=self.option_file.read_text(),
         )
 
     def argv(self) -> list[str]:
@@ -223,19 +246,43 @@ class RemotePostgreSQL(PostgreSQL):
         parts = [line.split(maxsplit=5) for line in lines]
         return {p[5].strip().removesuffix(" (deleted)") for p in parts if len(p) == 6 and p[5].startswith("/")}
 
+    def data_bytes(self, database: str) -> int:
+        return int(self.sql(f"SELECT pg_database_size('{database}')").strip())
+
     def stop(self, clean: bool = False) -> None:
-        """SIGKILL to the process group on the host (the datadir is thrown away), its shared memory
-        segment released there, its log fetched back."""
+        """SIGKILL to the process group on the host (the datadir is thrown away), or `clean`: a fast
+        shutdown first (SIGINT: a checkpoint, for a snapshot); its shared memory segment released
+        there, its log fetched back."""
         if self.child is None:
             return
         if self.crashed is None:
             self.crashed = self.child.poll() is not None and not self.child.lost
         try:
-            self.child.kill()
-            self.link.run(["sh", "-c", _RELEASE, self.datadir])
-            self.fetch_log()
-        except PerflabError:
-            pass  # the host dropped off: the server, its segment and log stay there for doctor --clean
+            if clean:
+                self._fast_shutdown()
+        finally:
+            try:
+                self.child.kill()
+                self.link.run(["sh", "-c", _RELEASE, self.datadir])
+                self.fetch_log()
+            except PerflabError:
+                pass  # the host dropped off: the server, its segment and log stay there for doctor --clean
+
+    def _fast_shutdown(self) -> None:
+        """SIGINT to the postmaster alone (a checkpoint, then exit 0), or ServerStopError."""
+        assert self.child is not None
+        self.link.run(["kill", "-s", "INT", str(self.pid)])
+        try:
+            code = self.child.wait(self.CLEAN_STOP_S)
+        except TimeoutError:
+            code = None
+        if code != 0:
+            said = "did not finish" if code is None else f"exited with code {code} from"
+            raise ServerStopError(
+                f"postgres on host {self.link.name} {said} its fast shutdown: the snapshot may need recovery:\n"
+                f"{self.error_lines()}",
+                f"its log: {self.error_log}",
+            )
 
     def remove(self) -> None:
         """The cell's directory on the host (datadir included)."""
