@@ -194,6 +194,7 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
     rundir.mkdir()
     intervals: list[dict[str, Any]] = []
     rss: list[tuple[float, int]] = []
+    status: list[tuple[float, dict[str, float]]] = []  # [observe] status, read from here over TCP
     server = None
     try:
         place.check_format(runner.kind, snapshot)
@@ -209,21 +210,21 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
             "version": place.version,
             "host": place.record(server.port),
         }
-        intervals, rss = _measured(runner, cell, snapshot, workdir, server, row, logs)
+        intervals, rss, status = _measured(runner, cell, snapshot, workdir, server, row, logs)
     except PerflabError as exc:
         row.update(failure_fields(exc, server) if server is not None else {"error": exc.message})
     finally:
         _finish(server, rundir, logs)
     row["ended_at"] = utc_now()
-    runner.results.commit_cell(row, intervals, rss)
+    runner.results.commit_cell(row, intervals, rss, status)
     return row
 
 
 def _measured(
     runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path, server: Any, row: dict[str, Any], logs: Path
-) -> tuple[list[dict[str, Any]], list[tuple[float, int]]]:
+) -> tuple[list[dict[str, Any]], list[tuple[float, int]], list[Any]]:
     """The cell's datadir restored on the host, its server started there, the window measured: the row
-    updated (status "ok"); its intervals and RSS samples."""
+    updated (status "ok"); its intervals, RSS samples and status samples."""
     place: ServerHost = runner.server_host
     restore_s = place.restore(snapshot, server.datadir, workdir)
     started = time.monotonic()
@@ -233,6 +234,7 @@ def _measured(
         switches = server_switches(cell, server, runner.exp.file.workload.tool, runner.kind)
         intervals, rss, measured = measure(runner, cell, server, logs)
         steal = measured.pop("steal", None)
+        status = measured.pop("status_samples", [])
         if not server.alive():
             raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
     measured["client"] = {**row["client"], **measured["client"]}
@@ -245,7 +247,7 @@ def _measured(
         server_start_s=round(start_s, 3),
         **switches,
     )
-    return intervals, rss
+    return intervals, rss, status
 
 
 def _finish(server: Any, rundir: Path, logs: Path) -> None:
@@ -309,26 +311,29 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     command = client.argv(spec, cell, Path(server.socket), connect=connect)
     out, margin = logs / workload.output_name, spec.experiment.timeout_margin
     read, sampler = server_reads(runner, server)
-    with StealSampler() as steal:
+    # [observe] status: connected before the workload loads the server, as run/cell.py's
+    counters = runner.kind.remote_status(server, runner.server_host.password) if spec.observe.status else None
+    with StealSampler() as steal, contextlib.closing(counters.connect()) if counters else contextlib.nullcontext():
         with client.start(command, out, None) as child:
             origin = client.StartWatch(out, child, margin).wait()
             if warmup:
                 client.sleep_until(origin + warmup, child)
             start = accounting.WindowStart.take(server.pid, child.pid, read)
-            with sampler as rss, RssSampler(child.pid) as client_rss:
+            status = counters or contextlib.nullcontext()
+            with sampler as rss, RssSampler(child.pid) as client_rss, status:
                 code = client.wait(child, warmup + seconds, margin, workload.name)
             end = accounting.WindowEnd.take(start, server.pid, read)
         client.drain(child)
     summary, intervals = workload.read_output(out, code, warmup)
     fields = accounting.client_resources(start, child.rusage, summary.transactions, client_rss)
-    return (
-        intervals,
-        rss.samples,
-        {
-            "steal": lambda a, b: steal.cores(origin + a, origin + b),
-            "summary": summary.to_dict(),
-            "resources": window_resources(runner, start, end, child.rusage, summary.transactions, rss),
-            "sysbench_options": workload.effective_options(runner, command),
-            "client": {**fields, "address": server.bind_address},
-        },
-    )
+    measured = {
+        "steal": lambda a, b: steal.cores(origin + a, origin + b),
+        "summary": summary.to_dict(),
+        "resources": window_resources(runner, start, end, child.rusage, summary.transactions, rss),
+        "sysbench_options": workload.effective_options(runner, command),
+        "client": {**fields, "address": server.bind_address},
+    }
+    if counters is not None:
+        measured["server_status"] = counters.figures(summary.transactions, summary.queries, summary.total_time_s)
+        measured["status_samples"] = counters.samples
+    return intervals, rss.samples, measured

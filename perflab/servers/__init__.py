@@ -199,6 +199,11 @@ class Kind:
         dataset prepared there (run/remote_dataset.py); what initialised it."""
         raise NotImplementedError(f"preparing a dataset on another host is not supported with {self.title} yet")
 
+    def remote_status(self, server: Managed, password: str) -> Any:
+        """[observe] status of a server on another host, read from here over TCP as the run's login
+        (a StatusSampler, not yet connected)."""
+        raise NotImplementedError(f"[observe] status is not supported with {self.title}")
+
     def remote_measure(self, runner: Any, cell: Cell, server: Managed, logs: Path) -> Any | None:
         """`measure` for a server on another host (run/remote_server.py): this kind's own, or None:
         the common sysbench measurement."""

@@ -125,10 +125,10 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
             )
     problems += _observer_problems(
         spec,
-        ("perf", "pmp", "alloc", "io", "status", "host_speed"),
+        ("perf", "pmp", "alloc", "io", "host_speed") + (("status",) if e.client_host is not None else ()),
         "server_host",
         "the server's observers run on this machine only: " + _NOT_YET_SERVER,
-    )
+    )  # status: read from here over TCP, beside a client here (run/remote_server.py)
     if spec.builds:
         problems.append(
             Problem(

@@ -42,7 +42,8 @@ OFF = {{}}
 
 def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
-    spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more=""))
+    body = EXPERIMENT.format(ssh=db.ssh, more="") + "[observe]\nstatus = true\n"  # read from here over TCP
+    spec = write_experiment(tmp_path / "server.toml", body)
     out = tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -57,6 +58,8 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     assert resources["server_cpu_s"] > 0 and resources["rss_end_bytes"] > 50 << 20, resources
     assert resources["restore_method"] == "copy" and resources["server_start_s"] > 0
     assert exported["datasets"]["mariadb-10.11"]["init"] == "mariadb-install-db on host db"  # prepared there
+    per_txn = cell["status_per_txn"]  # the host's server's own counters, as the run's user over TCP
+    assert 0.9 < per_txn["Com_select"] < 1.1 and cell["status_gauges"]["Threads_connected"] >= 2, per_txn
     assert f"bind-address={db.address}\n" in (out / "logs" / "cell-0000" / "my.cnf").read_text()
     log = (out / "logs" / "cell-0000" / "error.log").read_text()  # fetched back from the host
     assert f"Server socket created on IP: '{db.address}'" in log and "IP: '0.0.0.0'" not in log

@@ -116,8 +116,10 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
         rest=HOSTS + "[observe]\nperf = true\npmp = true\nalloc = true\nio = true\nstatus = true\nhost_speed = true\n",
     )
     assert set(found) == {"experiment.design", "experiment.pin", "experiment.storage", "experiment.drop_caches",
-                          "observe.perf", "observe.pmp", "observe.alloc", "observe.io", "observe.status",
-                          "observe.host_speed"}, found  # fmt: skip
+                          "observe.perf", "observe.pmp", "observe.alloc", "observe.io",
+                          "observe.host_speed"}, found  # fmt: skip (status: read from here over TCP)
+    both = problems('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nstatus = true\n")
+    assert list(both) == ["observe.status"] and "not with server_host yet" in both["observe.status"]
     assert "not with server_host yet" in found["observe.perf"] and "docs/hosts.md" in found["experiment.pin"]
     variants = problems('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\n'
                         'je = { preload = "jemalloc", client_env = { A = "1" } }\n')  # fmt: skip

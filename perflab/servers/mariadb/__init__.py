@@ -178,6 +178,11 @@ class MariaDBKind(Kind):
         "mariadb-install-db": "mariadb-server",  # a dataset prepared on the host (run/remote_dataset.py)
     }
 
+    def remote_status(self, server: Any, password: str) -> Any:
+        from perflab.servers.mariadb.remote import RemoteStatusSampler
+
+        return RemoteStatusSampler(server, password)
+
     def remote_init(self, place: Any, datadir: str) -> str:
         from perflab.servers.mariadb.remote import init_datadir
 

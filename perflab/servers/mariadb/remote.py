@@ -11,6 +11,8 @@ once it stops, a copy of its error log (for the results' logs/).
 
 from __future__ import annotations
 
+import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -18,8 +20,28 @@ from typing import Any
 
 from perflab.errors import PerflabError, ServerStartError
 from perflab.hosts.rundir import Tracked
-from perflab.servers.mariadb.flavor import Flavor
-from perflab.servers.mariadb.server import READY_DEADLINE_S, MariaDB, defaults, option_line
+from perflab.run.observers.status import StatusSampler
+from perflab.servers.mariadb.flavor import Flavor, version_tuple
+from perflab.servers.mariadb.server import READY_DEADLINE_S, MariaDB, binary, defaults, option_line
+
+
+class RemoteStatusSampler(StatusSampler):
+    """[observe] status of a server on a host: this machine's `mariadb` client over TCP to the
+    server's address (the path the workload's client takes), as the run's `perflab` user, its
+    password in an option file only its owner reads (`--defaults-file`, never the command line)."""
+
+    def __init__(self, server: RemoteMariaDB, password: str) -> None:
+        found = re.search(r"\d+\.\d+\.\d+", server.place.version)  # "mariadbd  Ver 10.11.19-MariaDB-..."
+        flavor = Flavor("mariadb", version_tuple(found.group(0) if found else ""))  # the host's server's
+        super().__init__(server.rundir / "mysqld.sock", enabled=flavor.metrics_enabled)  # .parent: its stderr
+        self.options = server.rundir / "status.cnf"
+        fd = os.open(self.options, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"[client]\nprotocol=tcp\nhost={server.bind_address}\nport={server.port}\n")
+            f.write(f"user=perflab\npassword={password}\n")
+
+    def argv(self) -> list[str]:
+        return [binary("mariadb"), f"--defaults-file={self.options}", "--batch", "--skip-column-names", "--unbuffered"]
 
 
 def init_datadir(place: Any, datadir: str) -> str:
