@@ -127,7 +127,7 @@ class Datasets:
         snapshot = replace(self.runner.prepare(self.workdir, build=by, name=self._workname(fmt)), format=fmt)
         prepared_by = by or self.installed
         record = {
-            "dir": self.dirname(fmt),
+            "dir": self.dirname(fmt) if snapshot.on_host is None else None,  # on a server host: not kept
             "own": self.own(fmt),
             "data_bytes": snapshot.data_bytes,
             "prepare_s": snapshot.prepare_s,

@@ -176,7 +176,8 @@ def test_a_postgresql_server_on_another_host_with_pgbench_from_here(ssh_lab: Ssh
     assert cell["build"]["host"]["name"] == "db" and cell["build"]["binary"] == "/usr/lib/postgresql/15/bin/postgres"
     assert cell["client"]["address"] == db.address and cell["resources"]["server_cpu_s"] > 0  # the tree, on the host
     # the dataset prepared on the host by its initdb, pgbench -i from here over TCP: no snapshot here
-    assert exported["datasets"]["postgresql-15"]["init"] == "initdb on host db", exported["datasets"]
+    record = exported["datasets"]["postgresql-15"]
+    assert record["init"] == "initdb on host db" and record["dir"] is None, record
     prepared = (out / "logs" / "prepare-error.log").read_text()  # the preparing server's log, fetched back
     assert f'listening on IPv4 address "{db.address}"' in prepared and not (out / "dataset").exists()
     # the run's password (32 hex digits) went to pgbench in a passfile: not in its output, options or the row
