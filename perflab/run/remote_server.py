@@ -333,7 +333,12 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         "sysbench_options": workload.effective_options(runner, command),
         "client": {**fields, "address": server.bind_address},
     }
-    if counters is not None:
-        measured["server_status"] = counters.figures(summary.transactions, summary.queries, summary.total_time_s)
-        measured["status_samples"] = counters.samples
-    return intervals, rss.samples, measured
+    return intervals, rss.samples, measured | _status(counters, summary)
+
+
+def _status(counters: Any, summary: Any) -> dict[str, Any]:
+    """The row's `server_status` and the status samples (run/cell.py's), of [observe] status."""
+    if counters is None:
+        return {}
+    figures = counters.figures(summary.transactions, summary.queries, summary.total_time_s)
+    return {"server_status": figures, "status_samples": counters.samples}

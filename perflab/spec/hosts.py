@@ -89,6 +89,14 @@ def _observer_problems(spec: ExperimentFile, names: tuple[str, ...], key: str, w
 _SERVER_VARIANT_KEYS = ("build", "preload", "glibc", "client_preload", "client_library")
 
 
+def _server_observers(spec: ExperimentFile) -> list[Problem]:
+    """The observers a server on another host refuses; status is read from here over TCP, beside a
+    client here (run/remote_server.py), not yet with client_host."""
+    names = ("perf", "pmp", "alloc", "io", "host_speed") + (("status",) if spec.experiment.client_host else ())
+    why = "the server's observers run on this machine only: " + _NOT_YET_SERVER
+    return _observer_problems(spec, names, "server_host", why)
+
+
 def _server_problems(spec: ExperimentFile) -> list[Problem]:
     e, problems = spec.experiment, []
     refusal = servers.kind(e.server).remote_server_refusal
@@ -123,12 +131,7 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
                     _NOT_YET_SERVER,
                 )
             )
-    problems += _observer_problems(
-        spec,
-        ("perf", "pmp", "alloc", "io", "host_speed") + (("status",) if e.client_host is not None else ()),
-        "server_host",
-        "the server's observers run on this machine only: " + _NOT_YET_SERVER,
-    )  # status: read from here over TCP, beside a client here (run/remote_server.py)
+    problems += _server_observers(spec)
     if spec.builds:
         problems.append(
             Problem(

@@ -270,13 +270,9 @@ class Pgbench(Workload):
         self, spec: Any, server: Any, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
         """`pgbench -i -s SCALE` over TCP as the run's role, its password in a passfile (PGPASSFILE)."""
-        from perflab.run.proc import clean_env
-        from perflab.servers.postgresql.remote_cell import passfile
-        from perflab.servers.postgresql.server import pg_binary
+        from perflab.servers.postgresql.remote_cell import prepare_argv
 
-        host, port, user = server.client_target
-        argv = init_argv(spec.dataset.scale or 1, socket_dir=host, port=port, user=user, binary=pg_binary("pgbench"))
-        return argv, {**clean_env(), "PGPASSFILE": str(passfile(server, password))}
+        return prepare_argv(spec, server, password)
 
     def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
         """The installed pgbench (its own counts are not the server's), without a transaction log."""

@@ -35,6 +35,16 @@ def passfile(server: Any, password: str) -> Path:
     return path
 
 
+def prepare_argv(spec: Any, server: Any, password: str) -> tuple[list[str], dict[str, str]]:
+    """`pgbench -i -s SCALE` here against the server there (run/remote_dataset.py), as the run's role."""
+    from perflab.run.workloads.pgbench import init_argv
+    from perflab.servers.postgresql.server import pg_binary
+
+    host, port, user = server.client_target
+    argv = init_argv(spec.dataset.scale or 1, socket_dir=host, port=port, user=user, binary=pg_binary("pgbench"))
+    return argv, {**clean_env(), "PGPASSFILE": str(passfile(server, password))}
+
+
 def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, list, dict[str, Any]]:
     spec, wl = runner.exp.file, workloads.of(runner.exp.file)
     warmup, seconds = client.window_seconds(spec)
