@@ -21,8 +21,9 @@ from typing import Any
 from perflab.errors import PerflabError, ServerStartError
 from perflab.hosts.rundir import Tracked
 from perflab.run.observers.status import StatusSampler
-from perflab.servers.mariadb.flavor import Flavor, version_tuple
+from perflab.servers.mariadb.flavor import INSTALLED, MariaDBFlavor
 from perflab.servers.mariadb.server import READY_DEADLINE_S, MariaDB, binary, defaults, option_line
+from perflab.servers.mysql_protocol import version_tuple
 
 
 class RemoteStatusSampler(StatusSampler):
@@ -32,7 +33,7 @@ class RemoteStatusSampler(StatusSampler):
 
     def __init__(self, server: RemoteMariaDB, password: str) -> None:
         found = re.search(r"\d+\.\d+\.\d+", server.place.version)  # "mariadbd  Ver 10.11.19-MariaDB-..."
-        flavor = Flavor("mariadb", version_tuple(found.group(0) if found else ""))  # the host's server's
+        flavor = MariaDBFlavor("mariadb", version_tuple(found.group(0) if found else ""))  # the host's server's
         super().__init__(server.rundir / "mysqld.sock", enabled=flavor.metrics_enabled)  # .parent: its stderr
         self.options = server.rundir / "status.cnf"
         fd = os.open(self.options, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -77,7 +78,7 @@ class RemoteMariaDB(MariaDB):
         self.options = {**defaults(False, options), **options}
         self.env = dict(env or {})
         self.preload = self.tracer = self.cpus = self.build = None
-        self.flavor = Flavor.of(None)
+        self.flavor = INSTALLED  # the host's own mariadbd
         self.child: Tracked | None = None  # type: ignore[assignment]
         self.crashed: bool | None = None
 
