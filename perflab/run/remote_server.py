@@ -35,15 +35,15 @@ from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
 from perflab.run import accounting, client, dataset, workloads
-from perflab.run.observers.remote_resources import RemoteRssSampler, read_counters
 from perflab.run.observers.resources import ProcCounters, RssSampler, StealSampler
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.spec import Cell
 from perflab.units import utc_now
 
-# $0: a tool; its path on the host, on the ssh user's PATH (root's has /usr/sbin, where mariadbd is)
-_WHICH = 'command -v "$0"'
+# $0: a tool, "$@": the kind's directories off the PATH (postgresql-15's bin); its path on the host,
+# else on the ssh user's PATH (root's has /usr/sbin, where mariadbd is)
+_WHICH = 'for d in "$@"; do [ -x "$d/$0" ] && { echo "$d/$0"; exit 0; }; done; command -v "$0"'
 # the ports listening on the host: /proc/net/tcp{,6}, state 0A (LISTEN), local port in hex
 _LISTENING = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
 
@@ -66,7 +66,7 @@ class ServerHost:
         link = hosts.link(name)
         binaries = {}
         for tool, package in kind.server_packages.items():
-            found = link.run(["sh", "-c", _WHICH, tool]).stdout.strip()
+            found = link.run(["sh", "-c", _WHICH, tool, *kind.server_dirs]).stdout.strip()
             if not found:
                 raise ToolMissingError(
                     f"host {name} has no {tool}", f"install it there: `apt-get install {package}` on {link.target}"
@@ -97,6 +97,8 @@ class ServerHost:
 
     def check_format(self, kind: Any, snapshot: dataset.Snapshot) -> None:
         """The host's server opens the snapshot's format, or exit 3 (the dataset is prepared here)."""
+        if snapshot.on_host is not None:  # prepared there by the same server
+            return
         flavor = kind.flavor(self.version)
         found = kind.format(flavor, self.version, "") if flavor else self.version
         if snapshot.format and found != snapshot.format:
@@ -107,6 +109,8 @@ class ServerHost:
 
     def restore(self, snapshot: dataset.Snapshot, datadir: str, workdir: Path) -> float:
         """The snapshot into `datadir` on the host (its copy there made first, once per run); seconds."""
+        if snapshot.on_host is not None:
+            self._snapshots[snapshot.datadir] = snapshot.on_host  # prepared there (run/remote_dataset.py)
         if snapshot.datadir not in self._snapshots:
             self._snapshots[snapshot.datadir] = self._copy(snapshot.datadir, workdir)
         started = time.monotonic()
@@ -190,6 +194,7 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
     rundir.mkdir()
     intervals: list[dict[str, Any]] = []
     rss: list[tuple[float, int]] = []
+    status: list[tuple[float, dict[str, float]]] = []  # [observe] status, read from here over TCP
     server = None
     try:
         place.check_format(runner.kind, snapshot)
@@ -205,21 +210,21 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
             "version": place.version,
             "host": place.record(server.port),
         }
-        intervals, rss = _measured(runner, cell, snapshot, workdir, server, row, logs)
+        intervals, rss, status = _measured(runner, cell, snapshot, workdir, server, row, logs)
     except PerflabError as exc:
         row.update(failure_fields(exc, server) if server is not None else {"error": exc.message})
     finally:
         _finish(server, rundir, logs)
     row["ended_at"] = utc_now()
-    runner.results.commit_cell(row, intervals, rss)
+    runner.results.commit_cell(row, intervals, rss, status)
     return row
 
 
 def _measured(
     runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path, server: Any, row: dict[str, Any], logs: Path
-) -> tuple[list[dict[str, Any]], list[tuple[float, int]]]:
+) -> tuple[list[dict[str, Any]], list[tuple[float, int]], list[Any]]:
     """The cell's datadir restored on the host, its server started there, the window measured: the row
-    updated (status "ok"); its intervals and RSS samples."""
+    updated (status "ok"); its intervals, RSS samples and status samples."""
     place: ServerHost = runner.server_host
     restore_s = place.restore(snapshot, server.datadir, workdir)
     started = time.monotonic()
@@ -229,6 +234,7 @@ def _measured(
         switches = server_switches(cell, server, runner.exp.file.workload.tool, runner.kind)
         intervals, rss, measured = measure(runner, cell, server, logs)
         steal = measured.pop("steal", None)
+        status = measured.pop("status_samples", [])
         if not server.alive():
             raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
     measured["client"] = {**row["client"], **measured["client"]}
@@ -241,7 +247,7 @@ def _measured(
         server_start_s=round(start_s, 3),
         **switches,
     )
-    return intervals, rss
+    return intervals, rss, status
 
 
 def _finish(server: Any, rundir: Path, logs: Path) -> None:
@@ -267,8 +273,7 @@ def server_reads(runner: Any, server: Any) -> tuple[Any, Any]:
     """How the window reads the server: (its counters by pid, its RSS sampler): on its host when it runs there."""
     if runner.server_host is None:
         return ProcCounters.read, RssSampler(server.pid)
-    place: ServerHost = runner.server_host
-    return (lambda pid: read_counters(place.link, pid)), RemoteRssSampler(place.rundir, server.pid)
+    return runner.kind.remote_reads(runner.server_host, server.pid)  # PostgreSQL's: the postmaster's tree
 
 
 def window_resources(runner: Any, start: Any, end: Any, usage: Any, transactions: int, rss: Any) -> dict[str, Any]:
@@ -296,6 +301,9 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         from perflab.run import remote_client
 
         return remote_client.measure(runner, cell, server, logs)
+    own = runner.kind.remote_measure(runner, cell, server, logs)  # pgbench: servers/postgresql/remote_cell.py
+    if own is not None:
+        return own
     spec = runner.exp.file
     warmup, seconds = client.window_seconds(spec)
     workload = workloads.of(spec)
@@ -303,26 +311,34 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     command = client.argv(spec, cell, Path(server.socket), connect=connect)
     out, margin = logs / workload.output_name, spec.experiment.timeout_margin
     read, sampler = server_reads(runner, server)
-    with StealSampler() as steal:
+    # [observe] status: connected before the workload loads the server, as run/cell.py's
+    counters = runner.kind.remote_status(server, runner.server_host.password) if spec.observe.status else None
+    with StealSampler() as steal, contextlib.closing(counters.connect()) if counters else contextlib.nullcontext():
         with client.start(command, out, None) as child:
             origin = client.StartWatch(out, child, margin).wait()
             if warmup:
                 client.sleep_until(origin + warmup, child)
             start = accounting.WindowStart.take(server.pid, child.pid, read)
-            with sampler as rss, RssSampler(child.pid) as client_rss:
+            status = counters or contextlib.nullcontext()
+            with sampler as rss, RssSampler(child.pid) as client_rss, status:
                 code = client.wait(child, warmup + seconds, margin, workload.name)
             end = accounting.WindowEnd.take(start, server.pid, read)
         client.drain(child)
     summary, intervals = workload.read_output(out, code, warmup)
     fields = accounting.client_resources(start, child.rusage, summary.transactions, client_rss)
-    return (
-        intervals,
-        rss.samples,
-        {
-            "steal": lambda a, b: steal.cores(origin + a, origin + b),
-            "summary": summary.to_dict(),
-            "resources": window_resources(runner, start, end, child.rusage, summary.transactions, rss),
-            "sysbench_options": workload.effective_options(runner, command),
-            "client": {**fields, "address": server.bind_address},
-        },
-    )
+    measured = {
+        "steal": lambda a, b: steal.cores(origin + a, origin + b),
+        "summary": summary.to_dict(),
+        "resources": window_resources(runner, start, end, child.rusage, summary.transactions, rss),
+        "sysbench_options": workload.effective_options(runner, command),
+        "client": {**fields, "address": server.bind_address},
+    }
+    return intervals, rss.samples, measured | _status(counters, summary)
+
+
+def _status(counters: Any, summary: Any) -> dict[str, Any]:
+    """The row's `server_status` and the status samples (run/cell.py's), of [observe] status."""
+    if counters is None:
+        return {}
+    figures = counters.figures(summary.transactions, summary.queries, summary.total_time_s)
+    return {"server_status": figures, "status_samples": counters.samples}

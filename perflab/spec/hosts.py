@@ -28,6 +28,10 @@ def host_problems(spec: ExperimentFile) -> list[Problem]:
     problems = [p for p in problems if p is not None]
     if e.server_host is not None:
         problems += _server_problems(spec)
+    elif "prepare_on" in e.model_fields_set:
+        problems.append(
+            Problem("experiment.prepare_on", "prepare_on with server_host only", e.prepare_on, "remove prepare_on")
+        )
     if e.client_host is not None:
         problems += _client_problems(spec, e.server_host is None)
     return problems
@@ -85,14 +89,24 @@ def _observer_problems(spec: ExperimentFile, names: tuple[str, ...], key: str, w
 _SERVER_VARIANT_KEYS = ("build", "preload", "glibc", "client_preload", "client_library")
 
 
+def _server_observers(spec: ExperimentFile) -> list[Problem]:
+    """The observers a server on another host refuses; status is read from here over TCP, beside a
+    client here (run/remote_server.py), not yet with client_host."""
+    names = ("perf", "pmp", "alloc", "io", "host_speed") + (("status",) if spec.experiment.client_host else ())
+    why = "the server's observers run on this machine only: " + _NOT_YET_SERVER
+    return _observer_problems(spec, names, "server_host", why)
+
+
 def _server_problems(spec: ExperimentFile) -> list[Problem]:
     e, problems = spec.experiment, []
     refusal = servers.kind(e.server).remote_server_refusal
     if refusal:
         problems.append(Problem("experiment.server_host", "a server that runs on another host", e.server, refusal))
-    if not workloads.of(spec).remote_client:  # sysbench: a login over TCP from a config file
+    if not workloads.of(spec).remote_server:  # sysbench, pgbench: a login over TCP, its password in a file
         problems.append(
-            Problem("workload.tool", 'tool = "sysbench" with server_host', spec.workload.tool, _NOT_YET_SERVER)
+            Problem(
+                "workload.tool", 'tool = "sysbench" or "pgbench" with server_host', spec.workload.tool, _NOT_YET_SERVER
+            )
         )
     if e.design == "interleaved":
         problems.append(
@@ -117,12 +131,7 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
                     _NOT_YET_SERVER,
                 )
             )
-    problems += _observer_problems(
-        spec,
-        ("perf", "pmp", "alloc", "io", "status", "host_speed"),
-        "server_host",
-        "the server's observers run on this machine only: " + _NOT_YET_SERVER,
-    )
+    problems += _server_observers(spec)
     if spec.builds:
         problems.append(
             Problem(
