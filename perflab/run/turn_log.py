@@ -60,7 +60,7 @@ class LogCounts:
 
     def finish(self) -> dict[str, Any]:
         """The counts and latency at every sample, from the log (the client has ended)."""
-        from perflab.run.workloads.pgbench import load_log
+        from perflab.run.workloads.pgbench_log import load_log
 
         log = load_log(self.prefix)
         ok = log[log[:, 0] >= 0]

@@ -10,7 +10,7 @@ import pytest
 
 from perflab import spec
 from perflab.errors import SpecError
-from perflab.run.workloads import pgbench
+from perflab.run.workloads import pgbench, pgbench_log
 from perflab.servers.postgresql.server import conf_line
 
 # two threads' per-transaction logs (client, txn, latency_us, script, epoch_s, epoch_us, retries)
@@ -23,7 +23,7 @@ def log(tmp_path: Path) -> np.ndarray:
     (tmp_path / "pgbench_log.77").write_text(LOG_0, encoding="ascii")
     (tmp_path / "pgbench_log.77.1").write_text(LOG_1, encoding="ascii")
     (tmp_path / "pgbench_log.other").write_text("", encoding="ascii")
-    return pgbench.load_log(tmp_path / "pgbench_log")
+    return pgbench_log.load_log(tmp_path / "pgbench_log")
 
 
 def test_log_rows_are_latency_and_end_time(log):
@@ -34,29 +34,29 @@ def test_log_rows_are_latency_and_end_time(log):
 
 def test_window_summary_counts_only_transactions_inside_the_window(log):
     window = (1795389219.0, 1795389221.0)  # leaves out the two that ended in the warm-up
-    summary = pgbench.window_summary(log, window, statements_per_txn=7)
+    summary = pgbench_log.window_summary(log, window, statements_per_txn=7)
     assert summary is not None
     assert summary.transactions == 3 and summary.errors == 1
     assert summary.tps == 1.5 and summary.qps == 10.5 and summary.total_time_s == 2.0
     assert summary.latency_ms["min"] == 0.064 and summary.latency_ms["max"] == 2.0
     assert summary.latency_ms["p50"] == 0.068  # nearest rank of 64, 68, 2000 us
-    assert pgbench.window_summary(log, (1795389300.0, 1795389301.0), 1) is None
+    assert pgbench_log.window_summary(log, (1795389300.0, 1795389301.0), 1) is None
 
 
 def test_per_second_series_is_counted_from_the_log_up_to_the_end_mark(log):
     """Second t holds what ended in (launch + t - 1, launch + t]; every whole second before the
     end mark is there, an empty one as 0 (a stall); what ended after the mark is not."""
-    series = pgbench.intervals(log, 1795389218.0, 1795389221.004, 7, warmup=1)
+    series = pgbench_log.intervals(log, 1795389218.0, 1795389221.004, 7, warmup=1)
     assert [iv["t"] for iv in series] == [1, 2, 3]
     assert [iv["tps"] for iv in series] == [2.0, 2.0, 1.0] and series[0]["qps"] == 14.0
     assert [iv["warmup"] for iv in series] == [1, 0, 0]
     assert series[0]["p95_ms"] == 0.718 and series[1]["p95_ms"] == 0.068 and series[2]["p95_ms"] == 2.0
     assert [iv["errors_per_s"] for iv in series] == [0.0, 1.0, 0.0]
-    longer = pgbench.intervals(log, 1795389218.0, 1795389222.9, 1, warmup=1)
+    longer = pgbench_log.intervals(log, 1795389218.0, 1795389222.9, 1, warmup=1)
     assert [iv["tps"] for iv in longer] == [2.0, 2.0, 1.0, 0.0] and longer[3]["p95_ms"] is None
-    cut = pgbench.intervals(log, 1795389218.0, 1795389219.98, 1, warmup=1)  # 20 ms short of second 2
+    cut = pgbench_log.intervals(log, 1795389218.0, 1795389219.98, 1, warmup=1)  # 20 ms short of second 2
     assert [iv["t"] for iv in cut] == [1] and cut[0]["tps"] == 2.0
-    empty = pgbench.intervals(np.empty((0, 2)), 1795389218.0, 1795389220.0, 1, warmup=0)
+    empty = pgbench_log.intervals(np.empty((0, 2)), 1795389218.0, 1795389220.0, 1, warmup=0)
     assert [(iv["t"], iv["tps"], iv["warmup"]) for iv in empty] == [(1, 0.0, 0), (2, 0.0, 0)]
 
 
