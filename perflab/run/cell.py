@@ -348,6 +348,7 @@ class CellRunner:
                 if warmup:
                     client.sleep_until(origin + warmup, child)
                 start = accounting.WindowStart.take(server.pid, child.pid)
+                client.window_began(child, origin + warmup, workload.name)
                 traced = tracer.window(server.pid, server.rundir) if tracer else contextlib.nullcontext()
                 status = sampler or contextlib.nullcontext()
                 with RssSampler(server.pid) as rss, RssSampler(child.pid) as client_rss, status as counters:
@@ -359,6 +360,7 @@ class CellRunner:
                 pss = self.kind.pss_bytes(server)  # as PostgreSQL's (summed over its processes)
             client.drain(child)
         summary, intervals = workload.read_output(out, code, warmup)
+        client_variant.versions(client_fields)
         client_fields.update(accounting.client_resources(start, child.rusage, summary.transactions, client_rss))
         measured = {
             "steal": lambda a, b: steal.cores(origin + a, origin + b),  # seconds of sysbench's clock

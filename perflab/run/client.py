@@ -172,6 +172,21 @@ def sleep_until(deadline: float, child: Child) -> None:
         time.sleep(min(left, 0.5))
 
 
+def window_began(child: Child, planned: float, name: str = "sysbench") -> None:
+    """WorkloadError when the client had already ended as perflab began its measured window
+    (planned at `planned`, time.monotonic()): perflab itself was that late (a pause of this
+    machine, a starved process), and the window's counters (CPU, faults, RSS, status) would cover
+    none of the client's run while its own figures covered all of it. A failed cell is measured
+    again where its variant has run well (docs/experiment.md, "repeats")."""
+    if child.poll() is not None:
+        late = time.monotonic() - planned
+        raise WorkloadError(
+            f"perflab began the measured window {late:.1f} s late, after {name} had ended: "
+            "the window's counters would cover none of its run",
+            "a pause of this machine or a starved perflab (other processes on its CPUs); run again",
+        )
+
+
 def wait(child: Child, seconds: int, margin: float, name: str = "sysbench") -> int:
     """The cell's deadline: a stuck client `name` (or a server that stopped answering) is killed."""
     try:

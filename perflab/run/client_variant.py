@@ -139,7 +139,7 @@ def prove(pid: int, cell: Cell) -> dict[str, Any]:
                 f"client_preload {preload} is not mapped into sysbench (pid {pid})", "the library failed to load"
             )
         out["preload_library"] = os.path.realpath(preload)
-        out["preload_version"] = allocators.package_version(out["preload_library"])
+        out["preload_version"] = None  # versions(), after the window
     wanted = os.path.realpath(cell.client_library) if cell.client_library else None
     library = found[0] if found else None
     if wanted and (library is None or os.path.realpath(library) != wanted or len(found) > 1):
@@ -148,5 +148,17 @@ def prove(pid: int, cell: Cell) -> dict[str, Any]:
             f"sysbench links {SONAME}; perflab loads the library under that name through LD_LIBRARY_PATH",
         )
     out["library_mapped"] = os.path.realpath(library) if library else None
-    out["library_version"] = allocators.package_version(library) if library else None
+    out["library_version"] = None  # versions(), after the window
     return out
+
+
+def versions(fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` (prove()'s) with the Debian package versions of the client's preload and library.
+    Asked after the window, not while the client runs: each `dpkg-query -S` reads the whole
+    package database, which took seconds on a busy machine (make test's five workers) and, inside
+    a 1 s warm-up, let perflab begin its window after the client had ended."""
+    if fields.get("preload_library"):
+        fields["preload_version"] = allocators.package_version(fields["preload_library"])
+    if fields.get("library_mapped"):
+        fields["library_version"] = allocators.package_version(fields["library_mapped"])
+    return fields

@@ -115,3 +115,20 @@ def test_a_client_that_never_starts_its_threads_is_killed_with_a_hint(tmp_path: 
         client.wait_threads_started(out, child, 0.5)
     assert "did not start its threads within 0.5 s" in raised.value.message
     assert "max_connections" in raised.value.hint
+
+
+def test_a_window_begun_after_the_client_ended_fails_the_cell(tmp_path: Path):
+    """perflab late past the client's whole run (a pause, a starved process): the window's
+    counters would cover none of it, so the cell fails with the cause instead of being ok with a
+    server CPU of nothing (CI, 5 test workers: a client's RSS and faults came out null)."""
+    with (tmp_path / "out.txt").open("w") as sink:
+        ended = Child([sys.executable, "-c", "pass"], stdout=sink)
+    with ended:
+        ended.wait(timeout=30)
+        with pytest.raises(WorkloadError, match=r"began the measured window \d+\.\d s late, after sysbench had ended"):
+            client.window_began(ended, time.monotonic() - 2.5)
+    with (tmp_path / "out2.txt").open("w") as sink:
+        running = Child([sys.executable, "-c", "import time; time.sleep(30)"], stdout=sink)
+    with running:
+        client.window_began(running, time.monotonic())  # still running: the window covers it
+        running.kill()
