@@ -173,12 +173,12 @@ def sleep_until(deadline: float, child: Child) -> None:
 
 
 def window_began(child: Child, planned: float, name: str = "sysbench") -> None:
-    """WorkloadError when the client had already ended as perflab began its measured window
+    """WorkloadError when the client had already ended, well, as perflab began its measured window
     (planned at `planned`, time.monotonic()): perflab itself was that late (a pause of this
     machine, a starved process), and the window's counters (CPU, faults, RSS, status) would cover
     none of the client's run while its own figures covered all of it. A failed cell is measured
     again where its variant has run well (docs/experiment.md, "repeats")."""
-    if child.poll() is not None:
+    if child.poll() == 0:  # ended well, its whole run done (one that failed says so itself: read_output)
         late = time.monotonic() - planned
         raise WorkloadError(
             f"perflab began the measured window {late:.1f} s late, after {name} had ended: "

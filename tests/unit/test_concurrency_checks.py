@@ -127,6 +127,11 @@ def test_a_window_begun_after_the_client_ended_fails_the_cell(tmp_path: Path):
         ended.wait(timeout=30)
         with pytest.raises(WorkloadError, match=r"began the measured window \d+\.\d s late, after sysbench had ended"):
             client.window_began(ended, time.monotonic() - 2.5)
+    with (tmp_path / "out3.txt").open("w") as sink:  # a client that failed says so itself, later
+        failed = Child([sys.executable, "-c", "raise SystemExit(3)"], stdout=sink)
+    with failed:
+        failed.wait(timeout=30)
+        client.window_began(failed, time.monotonic() - 2.5)
     with (tmp_path / "out2.txt").open("w") as sink:
         running = Child([sys.executable, "-c", "import time; time.sleep(30)"], stdout=sink)
     with running:
