@@ -233,6 +233,8 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         | {"script": script}
         | _cpu(cpu_before, cpu_after, summary.transactions),
     }
+    if runner.server_host is not None:  # the server's host's clock over the window (its RSS aligned with it)
+        measured["host_clock"] = sampler.clock.record()
     return intervals, rss.samples, measured
 
 

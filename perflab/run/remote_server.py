@@ -30,11 +30,14 @@ from typing import Any
 
 from perflab import hostinfo
 from perflab.errors import HostLostError, PerflabError, ServerCrashedError, ToolMissingError
+from perflab.hosts.clock import WindowClock
+from perflab.hosts.preflight import observer_packages
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
 from perflab.run import accounting, client, dataset, workloads
+from perflab.run.observers import remote_profilers
 from perflab.run.observers.remote_resources import RemoteRssSampler, read_counters
 from perflab.run.observers.resources import ProcCounters, RssSampler, StealSampler
 from perflab.run.prewarm import server_switches
@@ -168,6 +171,7 @@ def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
     with Hosts({name: parse_target(spec.hosts[name].ssh) for name in names}, workdir) as hosts:
         if e.server_host is not None:
             runner.server_host = ServerHost.open(hosts, e.server_host, runner.kind)
+            hosts.require(e.server_host, observer_packages(spec))  # perf, eu-stack: exit 3 naming the package
         if e.client_host is not None:  # with a server host, the client reaches it at its address
             address = runner.server_host.address if runner.server_host is not None else None
             runner.remote = RemoteClient.open(hosts, e.client_host, runner.kind.remote_packages, address)
@@ -232,6 +236,7 @@ def _measured(
         if not server.alive():
             raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
     measured["client"] = {**row["client"], **measured["client"]}
+    row["build"]["host"]["clock"] = measured.pop("host_clock", None)  # the window's readings (hosts/clock.py)
     row.update(measured, status="ok")
     row.update(runner._steady(intervals, measured["summary"]["qps"], steal))
     row["resources"].update(
@@ -268,7 +273,8 @@ def server_reads(runner: Any, server: Any) -> tuple[Any, Any]:
     if runner.server_host is None:
         return ProcCounters.read, RssSampler(server.pid)
     place: ServerHost = runner.server_host
-    return (lambda pid: read_counters(place.link, pid)), RemoteRssSampler(place.rundir, server.pid)
+    clock = WindowClock(place.link)  # the host's clock over the window: its series aligned on ours
+    return (lambda pid: read_counters(place.link, pid)), RemoteRssSampler(place.rundir, server.pid, clock)
 
 
 def window_resources(runner: Any, start: Any, end: Any, usage: Any, transactions: int, rss: Any) -> dict[str, Any]:
@@ -303,18 +309,26 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     command = client.argv(spec, cell, Path(server.socket), connect=connect)
     out, margin = logs / workload.output_name, spec.experiment.timeout_margin
     read, sampler = server_reads(runner, server)
-    with StealSampler() as steal:
+    profilers = remote_profilers.of_cell(runner, cell, server, sampler.clock)
+    with profilers, StealSampler() as steal:
+        profilers.workload_starting()
+        started = time.monotonic()
         with client.start(command, out, None) as child:
             origin = client.StartWatch(out, child, margin).wait()
+            profilers.workload_started()
             if warmup:
                 client.sleep_until(origin + warmup, child)
             start = accounting.WindowStart.take(server.pid, child.pid, read)
             with sampler as rss, RssSampler(child.pid) as client_rss:
+                profilers.window_started()
                 code = client.wait(child, warmup + seconds, margin, workload.name)
+                ended = time.monotonic()
             end = accounting.WindowEnd.take(start, server.pid, read)
         client.drain(child)
     summary, intervals = workload.read_output(out, code, warmup)
     fields = accounting.client_resources(start, child.rusage, summary.transactions, client_rss)
+    window = (started, origin, min(ended, origin + warmup + seconds), warmup)
+    remote_profilers.store(runner, cell, profilers, window, intervals, summary)
     return (
         intervals,
         rss.samples,
@@ -324,5 +338,6 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
             "resources": window_resources(runner, start, end, child.rusage, summary.transactions, rss),
             "sysbench_options": workload.effective_options(runner, command),
             "client": {**fields, "address": server.bind_address},
+            "host_clock": sampler.clock.record(),
         },
     )

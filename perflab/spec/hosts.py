@@ -85,6 +85,33 @@ def _observer_problems(spec: ExperimentFile, names: tuple[str, ...], key: str, w
 _SERVER_VARIANT_KEYS = ("build", "preload", "glibc", "client_preload", "client_library")
 
 
+def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
+    """perf and pmp run on the server's host, of the server only; pmp there is eu-stack."""
+    problems = []
+    for name in ("perf", "pmp"):
+        entry = getattr(spec.observe, name)
+        if entry is not None and "client" in entry.targets:
+            problems.append(
+                Problem(
+                    f"observe.{name}.targets",
+                    'targets = ["server"] with server_host',
+                    repr(entry.targets).replace("'", '"'),
+                    "profiles of a server on another host are of the server only: " + _NOT_YET_SERVER,
+                )
+            )
+    pmp = spec.observe.pmp
+    if pmp is not None and "tool" in pmp.model_fields_set and pmp.tool != "eu-stack":
+        problems.append(
+            Problem(
+                "observe.pmp.tool",
+                'tool = "eu-stack" (or no tool) with server_host',
+                repr(pmp.tool).replace("'", '"'),
+                "on a server host the stacks are sampled by eu-stack there (docs/hosts.md)",
+            )
+        )
+    return problems
+
+
 def _server_problems(spec: ExperimentFile) -> list[Problem]:
     e, problems = spec.experiment, []
     refusal = servers.kind(e.server).remote_server_refusal
@@ -119,10 +146,11 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
             )
     problems += _observer_problems(
         spec,
-        ("perf", "pmp", "alloc", "io", "status", "host_speed"),
+        ("alloc", "io", "status", "host_speed") + (("perf", "pmp") if e.client_host is not None else ()),
         "server_host",
         "the server's observers run on this machine only: " + _NOT_YET_SERVER,
     )
+    problems += _profiler_problems(spec)
     if spec.builds:
         problems.append(
             Problem(

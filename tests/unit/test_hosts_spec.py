@@ -116,14 +116,30 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
         rest=HOSTS + "[observe]\nperf = true\npmp = true\nalloc = true\nio = true\nstatus = true\nhost_speed = true\n",
     )
     assert set(found) == {"experiment.design", "experiment.pin", "experiment.storage", "experiment.drop_caches",
-                          "observe.perf", "observe.pmp", "observe.alloc", "observe.io", "observe.status",
-                          "observe.host_speed"}, found  # fmt: skip
-    assert "not with server_host yet" in found["observe.perf"] and "docs/hosts.md" in found["experiment.pin"]
+                          "observe.alloc", "observe.io", "observe.status", "observe.host_speed",
+                          "observe.pmp"}, found  # fmt: skip  (pmp: refused by the interleaved design's own check)
+    assert "interleaved" in found["observe.pmp"] and "observe.perf" not in found
+    assert "not with server_host yet" in found["observe.alloc"] and "docs/hosts.md" in found["experiment.pin"]
     variants = problems('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\n'
                         'je = { preload = "jemalloc", client_env = { A = "1" } }\n')  # fmt: skip
     assert list(variants) == ["variants.alloc.je"] and "preload, client_env" in variants["variants.alloc.je"]
     unknown = problems('server_host = "dbb"')
     assert "defined hosts: load, db" in unknown["experiment.server_host"]
+
+
+def test_perf_and_pmp_run_on_the_server_host_of_the_server_only() -> None:
+    exp = parse('server_host = "db"', rest=HOSTS + "[observe]\nperf = true\npmp = true\n")
+    assert exp.file.observe.perf is not None and exp.file.observe.pmp is not None
+    eu_stack = parse('server_host = "db"', rest=HOSTS + '[observe]\npmp = { tool = "eu-stack" }\n')
+    assert eu_stack.file.observe.pmp.tool == "eu-stack"
+    found = problems(
+        'server_host = "db"',
+        rest=HOSTS + '[observe]\nperf = { targets = ["server", "client"] }\npmp = { tool = "libdw" }\n',
+    )
+    assert set(found) == {"observe.perf.targets", "observe.pmp.tool"}, found
+    assert "of the server only" in found["observe.perf.targets"] and "eu-stack there" in found["observe.pmp.tool"]
+    both = problems('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nperf = true\n")
+    assert set(found) and "not with server_host yet" in both["observe.perf"]  # the client on a host too: not yet
 
 
 def test_a_postgresql_server_host_is_refused_by_its_kind() -> None:

@@ -1,0 +1,162 @@
+"""Observers of a server on another host without a host (docs/hosts.md): the window's clock readings
+and their alignment (refused past 50 ms), the RSS samples put on this machine's clock, perf's and
+eu-stack's commands there, their output folded through the local pipeline with the host's times
+aligned, and the server host's observer tools named by the preflight."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from perflab.errors import ClockAlignmentError
+from perflab.hosts.clock import MAX_ERROR_S, ClockReading, WindowClock, align
+from perflab.hosts.preflight import observer_packages
+from perflab.run.observers.phases import Spans
+from perflab.run.observers.remote_profilers import RemotePerf, RemoteStackSampler
+from perflab.run.observers.remote_resources import aligned_samples
+from perflab.spec.observe import ObserveSection
+
+
+class EchoClock:
+    """A host's `bash` clock loop answering `offset` seconds ahead of this machine."""
+
+    def __init__(self, offset: float) -> None:
+        self.offset = offset
+
+    def write(self, text: str) -> None:
+        pass
+
+    def readline(self, timeout: float | None = None) -> str:
+        return f"{time.time() + self.offset:.6f}\n"
+
+    def close(self) -> None:
+        pass
+
+
+class FakeLink:
+    """A Connection answering the clock loop, and `run` from a table of argv prefixes."""
+
+    name = "db"
+
+    def __init__(self, offset: float = 0.0, answers: dict[str, str] | None = None) -> None:
+        self.offset, self.answers, self.ran = offset, answers or {}, []
+
+    def start(self, argv: list[str]) -> EchoClock:
+        return EchoClock(self.offset)
+
+    def run(self, argv: list[str], timeout: float = 60, stdin: str | None = None) -> SimpleNamespace:
+        self.ran.append(argv)
+        text = " ".join(argv)
+        out = next((v for k, v in self.answers.items() if k in text), "")
+        return SimpleNamespace(status=0, stdout=out, stderr="")
+
+
+def test_the_window_clock_aligns_a_host_ahead_by_seconds() -> None:
+    clock = WindowClock(FakeLink(offset=7.25))
+    clock.begin()
+    aligned = clock.finish()
+    assert aligned is not None and aligned.shift_s == pytest.approx(-7.25, abs=0.01)
+    assert aligned.error_s < MAX_ERROR_S
+    record = clock.record()  # the cell's build.host.clock
+    assert record["aligned"] and record["refused"] is None and record["start"]["offset_s"] == pytest.approx(7.25, 0.01)
+    now = time.time()
+    assert aligned.monotonic(now + 7.25) == pytest.approx(time.monotonic() + (now - time.time()), abs=0.01)
+
+
+def test_a_slow_link_is_refused_and_a_profile_cannot_be_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    # round trips of 120 ms: the offset is known within 60 ms only
+    slow = iter([ClockReading(1.0, 0.12, 0.06, at=0.0), ClockReading(1.0, 0.12, 0.06, at=2.0)])
+    monkeypatch.setattr("perflab.hosts.clock.measure", lambda link: next(slow))
+    clock = WindowClock(FakeLink())
+    clock.begin()
+    assert clock.finish() is None and "its clock is known only within" in clock.refused
+    assert clock.record()["aligned"] is False and clock.record()["shift_s"] is None
+    with pytest.raises(ClockAlignmentError, match="host db"):
+        clock.require()
+
+
+def test_rss_samples_are_put_on_this_machines_clock() -> None:
+    start = ClockReading(offset_s=100.0, rtt_s=0.002, error_s=0.001, at=0)
+    aligned = align("db", start, ClockReading(100.002, 0.002, 0.001, at=5))
+    window = 1000.0  # the sampler's start, this machine's monotonic clock
+    host_wall = window + aligned.wall_minus_monotonic + 100.001  # the host's clock at the window's start
+    stamped = [(host_wall + 0.5, 2000.0, 10), (host_wall + 1.5, 2000.1, 20)]  # arrived long after (2000 s)
+    assert aligned_samples(stamped, window, aligned) == [(0.5, 10), (1.5, 20)]
+    assert aligned_samples(stamped, window, None) == [(1000.0, 10), (1000.1, 20)]  # refused: arrival times
+
+
+def test_perf_on_the_host_records_on_its_wall_clock_driven_through_its_fifos() -> None:
+    rundir = SimpleNamespace(link=FakeLink(), path="/dev/shm/perflab-host-x")
+    perf = RemotePerf(rundir, "/dev/shm/perflab-host-x/profile-0003", 4711, None, frequency=99, call_graph="fp")
+    argv = perf.argv()
+    assert argv[:3] == ["perf", "record", "-a"] and argv[argv.index("-k") + 1] == "CLOCK_REALTIME"
+    assert argv[argv.index("-D") + 1] == "-1" and "-g" in argv and argv[argv.index("-F") + 1] == "99"
+    ctl = "/dev/shm/perflab-host-x/profile-0003/perf.ctl"
+    assert argv[-1] == f"fifo:{ctl},/dev/shm/perflab-host-x/profile-0003/perf.ack"
+    assert perf.script_argv(4711) == [
+        "perf", "script", "-i", "/dev/shm/perflab-host-x/profile-0003/perf-4711.data", "--pid", "4711",
+        "-F", "tid,time,ip,sym,dso",
+    ]  # fmt: skip
+    dwarf = RemotePerf(rundir, "/d", 1, None, frequency=49, call_graph="dwarf").argv()
+    assert "--call-graph" in dwarf and dwarf[dwarf.index("--call-graph") + 1].startswith("dwarf,")
+
+
+SCRIPT = """mariadbd  4712 {t1:.6f}:
+\t    7f00aa do_command ({exe})
+\t    7f00bb handle_one_connection ({exe})
+\t    7f00cc start_thread (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+mariadbd  4713 {t2:.6f}:
+\t    80 [unknown] ({exe})
+\t    7f00cc start_thread (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+"""
+
+
+def test_perf_script_from_the_host_is_folded_per_phase_on_this_machines_clock() -> None:
+    clock = WindowClock(FakeLink(offset=50.0))
+    clock.begin()
+    aligned = clock.require()
+    now_mono, wall = time.monotonic(), time.time()
+    spans = Spans(workload=now_mono - 10, window=now_mono - 5, end=now_mono + 5)
+    # on the host's clock (50 s ahead): one sample in the warm-up, one in the window
+    script = SCRIPT.format(t1=wall + 50 - 7, t2=wall + 50 - 1, exe="/usr/sbin/mariadbd")
+    link = FakeLink(answers={"perf script": script})
+    perf = RemotePerf(SimpleNamespace(link=link, path="/r"), "/r/p", 4711, clock, frequency=99, call_graph="fp")
+    folds = perf.fold_phases(4711, spans.phases_at)
+    warm, _ = folds["warmup"]
+    assert warm == {"start_thread;handle_one_connection;do_command": 1}
+    window, stats = folds["measured"]
+    assert window == {"start_thread;[unknown]": 1} and stats.complete == 1  # no binary here: not named
+    assert aligned.shift_s == pytest.approx(-50.0, abs=0.01)
+    assert any(argv[-len(perf.script_argv(4711)) :] == perf.script_argv(4711) for argv in link.ran)
+
+
+EU_STACK = """PID 4711 - process
+TID 4712:
+#0  0x00007f15ab0a3f16 __futex_abstimed_wait_common - /usr/lib/x86_64-linux-gnu/libc.so.6
+#1  0x000055e6d3c73f8d srv_master_thread - /usr/sbin/mariadbd
+#2  0x00007f15ab0a3000 start_thread - /usr/lib/x86_64-linux-gnu/libc.so.6
+"""
+
+
+def test_eu_stack_samples_on_the_host_are_aligned_rows() -> None:
+    clock = WindowClock(FakeLink(offset=-3.0))
+    clock.begin()
+    rundir = SimpleNamespace(link=FakeLink(), path="/r")
+    sampler = RemoteStackSampler(rundir, 4711, clock, 0.5)
+    sampler.span = (time.monotonic() - 2, time.monotonic())
+    sampler._modules = None  # every frame named by eu-stack
+    sampler._samples = [(time.time() - 3.0 - 1.0, EU_STACK)]  # the host's clock: 1 s ago
+    (row,) = sampler.rows()
+    t, tid, frames = row
+    assert tid == 4712 and frames == ["start_thread", "srv_master_thread", "__futex_abstimed_wait_common"]
+    assert t == pytest.approx(1.0, abs=0.05) and sampler.dsos["srv_master_thread"] == "mariadbd"
+
+
+def test_the_preflight_names_the_observers_packages() -> None:
+    spec = SimpleNamespace(observe=ObserveSection.model_validate({"perf": True, "pmp": True}))
+    assert observer_packages(spec) == {"perf": "linux-perf", "eu-stack": "elfutils"}
+    assert observer_packages(SimpleNamespace(observe=ObserveSection())) == {}
