@@ -144,3 +144,29 @@ def test_a_server_host_that_drops_off_fails_its_cells_and_the_run_ends(ssh_lab: 
     records = [json.loads(p.read_text()) for p in Path(env["PERFLAB_TMPFS"]).glob("perflab-*/hosts.json")]
     assert [[p["name"] for p in r] for r in records] == [["db"]]  # for doctor --clean once it is back
     shutil.rmtree(records[0][0]["path"])  # the test's own cleanup: the namespace shares this filesystem
+
+
+def test_perf_and_pmp_run_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    body = EXPERIMENT.format(ssh=db.ssh, more="") + "\n[observe]\nperf = true\npmp = true\n"
+    spec, out = write_experiment(tmp_path / "server.toml", body), tmp_path / "results"
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    assert cell["status"] == "ok", cell.get("error")
+    clock = cell["build"]["host"]["clock"]  # read at the window's start and end; both clocks are this machine's
+    assert clock["aligned"] and clock["error_s"] < 0.05 and abs(clock["shift_s"]) < 0.005, clock
+    assert exported["hosts"]["hosts"]["db"]["clock"]["refused"] is None
+    times = [s["t"] for s in cell["rss_samples"]]  # the host's stamps on this machine's clock
+    assert times == sorted(times) and 0 <= times[0] < 1.5 and times[-1] < 4, times
+    window = {p["source"]: p for p in cell["profiles"] if p["phase"] == "measured"}
+    assert set(window) == {"perf", "pmp"} and window["perf"]["samples"] > 0 and window["pmp"]["samples"] > 0
+    assert window["pmp"]["call_graph"] == "eu-stack"
+    for source in ("perf", "pmp"):
+        shown = perflab_via(ssh_lab, tmp_path, "profile", str(out), "--source", source, "--format", "json", "--top", "0")
+        assert shown.returncode == 0, shown.stderr
+        rows = json.loads(shown.stdout)  # named on the host by its perf / eu-stack
+        assert any(r["dso"] == "mariadbd" and r["function"] != "[unknown]" for r in rows), (source, rows[:10])
+    assert namespace_commands(ssh_lab, "db") == ["sshd"]  # perf and the sampler stopped with the cell
+    assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()

@@ -154,7 +154,7 @@ class RemotePerf:
         one = pid[0] if isinstance(pid, Sequence) else pid
         aligned = self.clock.require()
         errors = f"{self.dir}/perf-script.err"
-        argv = ["sh", "-c", 'f=$0; shift; "$@" 2> "$f"', errors, *self.script_argv(one or self.pid)]
+        argv = ["sh", "-c", '"$@" 2> "$0"', errors, *self.script_argv(one or self.pid)]
         done = self.rundir.link.run(argv, timeout=600)
         said = self.rundir.link.run(["cat", errors]).stdout
         lines = done.stdout.splitlines(keepends=True)
