@@ -5,7 +5,11 @@ aligned, and the server host's observer tools named by the preflight."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -13,6 +17,8 @@ import pytest
 from perflab.errors import ClockAlignmentError
 from perflab.hosts.clock import MAX_ERROR_S, ClockReading, WindowClock, align
 from perflab.hosts.preflight import observer_packages
+from perflab.run.observers.elf import FunctionStarts
+from perflab.run.observers.host_binaries import HostStarts
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.remote_profilers import RemotePerf, RemoteStackSampler
 from perflab.run.observers.remote_resources import aligned_samples
@@ -160,3 +166,26 @@ def test_the_preflight_names_the_observers_packages() -> None:
     spec = SimpleNamespace(observe=ObserveSection.model_validate({"perf": True, "pmp": True}))
     assert observer_packages(spec) == {"perf": "linux-perf", "eu-stack": "elfutils"}
     assert observer_packages(SimpleNamespace(observe=ObserveSection())) == {}
+
+
+def test_a_host_binarys_function_starts_come_from_the_same_file_here_or_a_copy(tmp_path: Path) -> None:
+    true = os.path.realpath(shutil.which("true") or "/bin/true")
+    here = FunctionStarts.load(true)
+    assert here.starts  # an ELF with .eh_frame_hdr
+    digest = hashlib.sha256(Path(true).read_bytes()).hexdigest()
+    fetched = []
+
+    class Host(FakeLink):
+        def get(self, remote: str, local: Path) -> None:
+            fetched.append(remote)
+            shutil.copyfile(true, local)
+
+    same = HostStarts(Host(answers={"sha256sum": f"{digest}  {true}\n"}), tmp_path / "cache")
+    assert same(true).starts == here.starts and fetched == []  # the same file here: not copied
+    other = HostStarts(Host(answers={"sha256sum": f"{'ab' * 32}  {true}\n"}), tmp_path / "cache")
+    assert other(true).starts == here.starts and other(true).label == os.path.basename(true)
+    assert fetched == [true] and (tmp_path / "cache" / ("ab" * 32) / os.path.basename(true)).is_file()
+    again = HostStarts(Host(answers={"sha256sum": f"{'ab' * 32}  {true}\n"}), tmp_path / "cache")
+    assert again(true).starts == here.starts and fetched == [true]  # once per run: the copy is kept
+    missing = HostStarts(Host(), tmp_path / "cache")("/usr/sbin/gone")  # sha256sum said nothing
+    assert missing.name(0x1234) == "[unknown]"

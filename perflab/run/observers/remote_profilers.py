@@ -7,7 +7,8 @@ on this machine's CLOCK_MONOTONIC with those readings, so the phases (window, wa
 cut as locally. The recording is folded on the host by `perf script` (the host's binaries name the
 frames) and its text fetched back; the folded stacks go through the same pipeline as a local
 profile (Profilers.store: profiles/ and the profiles table), so `perflab profile` and `perflab diff`
-read them alike. Frames the host's tools cannot name stay `[unknown]` (the binary is not here).
+read them alike. Frames the host's tools cannot name (a stripped binary) are named from its function
+starts as locally (`mariadbd+0xSTART`): the same file here, else a copy fetched once per run.
 
     with RemoteProfilers(spec.observe, pid, local_dir, place.rundir, remote_dir, clock, binary) as prof:
         prof.workload_starting(); ...; prof.window_started(); run_window()
@@ -17,11 +18,10 @@ read them alike. Frames the host's tools cannot name stay `[unknown]` (the binar
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -29,6 +29,7 @@ from perflab.errors import HostLostError, PerflabError
 from perflab.hosts.clock import WindowClock
 from perflab.hosts.rundir import RunDir, Tracked
 from perflab.run.observers.elf import FunctionStarts
+from perflab.run.observers.host_binaries import HostStarts, unnamed
 from perflab.run.observers.perf import DWARF_STACK_BYTES, STOP_DEADLINE_S, lost_chunks
 from perflab.run.observers.perf_script import FoldStats, PhasesAt, fold_perf_phases
 from perflab.run.observers.phases import Spans
@@ -46,25 +47,22 @@ _SAMPLER = (
 )
 
 
-class _Unnamed(FunctionStarts):
-    """No function starts: the binary is on the host, not here; its unnamed frames stay [unknown]."""
-
-    def name(self, addr: int) -> str:
-        return "[unknown]"
-
-
-def _unnamed(path: str) -> FunctionStarts:
-    return _Unnamed(os.path.basename(path), [])
-
-
 class RemotePerf:
     """PerfRecorder's interface (run/observers/perf.py) for `perf record -a` on the server's host,
     started with its events disabled and driven through its control FIFOs there."""
 
     def __init__(
-        self, rundir: RunDir, remote_dir: str, pid: int, clock: WindowClock, *, frequency: int, call_graph: str
+        self,
+        rundir: RunDir,
+        remote_dir: str,
+        pid: int,
+        clock: WindowClock,
+        *,
+        frequency: int,
+        call_graph: str,
+        starts: Callable[[str], FunctionStarts] = unnamed,
     ) -> None:
-        self.rundir, self.dir, self.pid, self.clock = rundir, remote_dir, pid, clock
+        self.rundir, self.dir, self.pid, self.clock, self.starts = rundir, remote_dir, pid, clock, starts
         self.frequency, self.call_graph = frequency, call_graph
         self.data, self.log = f"{remote_dir}/perf-{pid}.data", f"{remote_dir}/perf-{pid}.log"
         self._fifos = (f"{remote_dir}/perf.ctl", f"{remote_dir}/perf.ack")
@@ -159,7 +157,7 @@ class RemotePerf:
         said = self.rundir.link.run(["cat", errors]).stdout
         lines = done.stdout.splitlines(keepends=True)
         at = (lambda t: phases_at(aligned.monotonic(t))) if phases_at is not None else None
-        folds = fold_perf_phases(lines, at, _unnamed)
+        folds = fold_perf_phases(lines, at, self.starts)
         if done.status != 0 and not folds:
             raise PerflabError(
                 f"perf script on host {self.rundir.link.name} failed (exit {done.status}): {said.strip()[-400:]}",
@@ -182,8 +180,15 @@ class RemoteStackSampler:
 
     tool = "eu-stack"
 
-    def __init__(self, rundir: RunDir, pid: int, clock: WindowClock, interval: float) -> None:
-        self.rundir, self.pid, self.clock, self.interval = rundir, pid, clock, interval
+    def __init__(
+        self,
+        rundir: RunDir,
+        pid: int,
+        clock: WindowClock,
+        interval: float,
+        starts: Callable[[str], FunctionStarts] = unnamed,
+    ) -> None:
+        self.rundir, self.pid, self.clock, self.interval, self.starts = rundir, pid, clock, interval, starts
         self.processes: list[int] = []
         self.dsos: dict[str, str] = {}
         self.waiting = False
@@ -196,7 +201,7 @@ class RemoteStackSampler:
         maps = self.rundir.link.run(["cat", f"/proc/{self.pid}/maps"], timeout=60)
         if maps.status != 0:
             raise PerflabError(f"host {self.rundir.link.name}: pid {self.pid}'s maps are unreadable", maps.stderr)
-        self._modules = ModuleMap(maps.stdout, _unnamed)
+        self._modules = ModuleMap(maps.stdout, self.starts)
         self._started = time.monotonic()
         self._proc, self._loop_pid = self.rundir.start(["bash", "-c", _SAMPLER, str(self.pid), f"{self.interval:g}"])
         self._thread.start()
@@ -251,13 +256,14 @@ class RemoteProfilers(Profilers):
         self.rundir, self.remote_dir, self.clock = rundir, remote_dir, clock
         exe = rundir.link.run(["readlink", f"/proc/{pid}/exe"]).stdout.strip()
         self.binaries = {"server": f"{rundir.link.name}:{exe}"}  # on the host: not inspected here
+        self.starts = HostStarts(rundir.link, self.workdir.parent / "host-binaries")  # once per run
 
     def __enter__(self) -> Self:
         perf = self.observe.perf
         if perf is not None:
             recorder = RemotePerf(
                 self.rundir, self.remote_dir, self.pids["server"], self.clock,
-                frequency=perf.frequency, call_graph=perf.call_graph,
+                frequency=perf.frequency, call_graph=perf.call_graph, starts=self.starts,
             )  # fmt: skip
             self.perf = self._stack.enter_context(recorder)  # type: ignore[assignment]
         return self
@@ -268,7 +274,7 @@ class RemoteProfilers(Profilers):
             if self.perf is not None and perf is not None and not self.perf.enabled and (perf.warmup or not warmup):
                 self.perf.resume()
             if pmp is not None and "server" not in self.pmp and (pmp.warmup or not warmup):
-                sampler = RemoteStackSampler(self.rundir, self.pids["server"], self.clock, pmp.interval)
+                sampler = RemoteStackSampler(self.rundir, self.pids["server"], self.clock, pmp.interval, self.starts)
                 self.pmp["server"] = self._stack.enter_context(sampler)  # type: ignore[assignment]
         except BaseException:
             self._stack.close()
