@@ -36,10 +36,9 @@ from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
-from perflab.run import accounting, client, dataset, workloads
-from perflab.run.observers import remote_profilers
+from perflab.run import accounting, dataset
 from perflab.run.observers.remote_resources import RemoteRssSampler, read_counters
-from perflab.run.observers.resources import ProcCounters, RssSampler, StealSampler
+from perflab.run.observers.resources import ProcCounters, RssSampler
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.spec import Cell
@@ -194,6 +193,7 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
     rundir.mkdir()
     intervals: list[dict[str, Any]] = []
     rss: list[tuple[float, int]] = []
+    status: list[tuple[float, dict[str, float]]] = []  # [observe] status
     server = None
     try:
         place.check_format(runner.kind, snapshot)
@@ -209,21 +209,21 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
             "version": place.version,
             "host": place.record(server.port),
         }
-        intervals, rss = _measured(runner, cell, snapshot, workdir, server, row, logs)
+        intervals, rss, status = _measured(runner, cell, snapshot, workdir, server, row, logs)
     except PerflabError as exc:
         row.update(failure_fields(exc, server) if server is not None else {"error": exc.message})
     finally:
         _finish(server, rundir, logs)
     row["ended_at"] = utc_now()
-    runner.results.commit_cell(row, intervals, rss)
+    runner.results.commit_cell(row, intervals, rss, status)
     return row
 
 
 def _measured(
     runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path, server: Any, row: dict[str, Any], logs: Path
-) -> tuple[list[dict[str, Any]], list[tuple[float, int]]]:
+) -> tuple[list[dict[str, Any]], list[tuple[float, int]], list]:
     """The cell's datadir restored on the host, its server started there, the window measured: the row
-    updated (status "ok"); its intervals and RSS samples."""
+    updated (status "ok"); its intervals, RSS samples and status samples ([observe] status)."""
     place: ServerHost = runner.server_host
     restore_s = place.restore(snapshot, server.datadir, workdir)
     started = time.monotonic()
@@ -237,6 +237,7 @@ def _measured(
             raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
     measured["client"] = {**row["client"], **measured["client"]}
     row["build"]["host"]["clock"] = measured.pop("host_clock", None)  # the window's readings (hosts/clock.py)
+    status = measured.pop("status_samples", [])
     row.update(measured, status="ok")
     row.update(runner._steady(intervals, measured["summary"]["qps"], steal))
     row["resources"].update(
@@ -246,7 +247,7 @@ def _measured(
         server_start_s=round(start_s, 3),
         **switches,
     )
-    return intervals, rss
+    return intervals, rss, status
 
 
 def _finish(server: Any, rundir: Path, logs: Path) -> None:
@@ -286,9 +287,10 @@ def window_resources(runner: Any, start: Any, end: Any, usage: Any, transactions
     return {**here, **accounting.server_resources(end.server, transactions, rss), "pss_end_bytes": None}
 
 
-def _login_file(runner: Any, server: Any) -> Path:
-    """sysbench's connection options, password included, in a file only its owner reads."""
-    login = runner.kind.remote_login(server, runner.server_host.password)
+def _login_file(runner: Any, server: Any, login: dict[str, str] | None = None) -> Path:
+    """sysbench's connection options, password included, in a file only its owner reads (`login`:
+    the kind's remote_login, made here when not given)."""
+    login = login if login is not None else runner.kind.remote_login(server, runner.server_host.password)
     path = server.rundir / "sysbench.conf"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -297,47 +299,12 @@ def _login_file(runner: Any, server: Any) -> Path:
 
 
 def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict[str, Any]], list, dict[str, Any]]:
-    """The window with the client here (or on the client host: run/remote_client.py) against the server there."""
+    """The window with the client here (run/remote_window.py) or on the client host (run/remote_client.py)
+    against the server there."""
     if runner.remote is not None:
         from perflab.run import remote_client
 
         return remote_client.measure(runner, cell, server, logs)
-    spec = runner.exp.file
-    warmup, seconds = client.window_seconds(spec)
-    workload = workloads.of(spec)
-    connect = [f"--db-driver={runner.kind.sysbench_driver}", f"--config-file={_login_file(runner, server)}"]
-    command = client.argv(spec, cell, Path(server.socket), connect=connect)
-    out, margin = logs / workload.output_name, spec.experiment.timeout_margin
-    read, sampler = server_reads(runner, server)
-    profilers = remote_profilers.of_cell(runner, cell, server, sampler.clock)
-    with profilers, StealSampler() as steal:
-        profilers.workload_starting()
-        started = time.monotonic()
-        with client.start(command, out, None) as child:
-            origin = client.StartWatch(out, child, margin).wait()
-            profilers.workload_started()
-            if warmup:
-                client.sleep_until(origin + warmup, child)
-            start = accounting.WindowStart.take(server.pid, child.pid, read)
-            with sampler as rss, RssSampler(child.pid) as client_rss:
-                profilers.window_started()
-                code = client.wait(child, warmup + seconds, margin, workload.name)
-                ended = time.monotonic()
-            end = accounting.WindowEnd.take(start, server.pid, read)
-        client.drain(child)
-    summary, intervals = workload.read_output(out, code, warmup)
-    fields = accounting.client_resources(start, child.rusage, summary.transactions, client_rss)
-    window = (started, origin, min(ended, origin + warmup + seconds), warmup)
-    remote_profilers.store(runner, cell, profilers, window, intervals, summary)
-    return (
-        intervals,
-        rss.samples,
-        {
-            "steal": lambda a, b: steal.cores(origin + a, origin + b),
-            "summary": summary.to_dict(),
-            "resources": window_resources(runner, start, end, child.rusage, summary.transactions, rss),
-            "sysbench_options": workload.effective_options(runner, command),
-            "client": {**fields, "address": server.bind_address},
-            "host_clock": sampler.clock.record(),
-        },
-    )
+    from perflab.run import remote_window
+
+    return remote_window.measure(runner, cell, server, logs)

@@ -146,9 +146,9 @@ def test_a_server_host_that_drops_off_fails_its_cells_and_the_run_ends(ssh_lab: 
     shutil.rmtree(records[0][0]["path"])  # the test's own cleanup: the namespace shares this filesystem
 
 
-def test_perf_and_pmp_run_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+def test_perf_pmp_and_status_observe_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
-    body = EXPERIMENT.format(ssh=db.ssh, more="") + "\n[observe]\nperf = true\npmp = true\n"
+    body = EXPERIMENT.format(ssh=db.ssh, more="") + "\n[observe]\nperf = true\npmp = true\nstatus = true\n"
     spec, out = write_experiment(tmp_path / "server.toml", body), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -163,6 +163,8 @@ def test_perf_and_pmp_run_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: P
     window = {p["source"]: p for p in cell["profiles"] if p["phase"] == "measured"}
     assert set(window) == {"perf", "pmp"} and window["perf"]["samples"] > 0 and window["pmp"]["samples"] > 0
     assert window["pmp"]["call_graph"] == "eu-stack"
+    per_txn = cell["status_per_txn"]  # SHOW GLOBAL STATUS over TCP, with the run's login
+    assert 0.9 <= per_txn["Com_select"] <= 1.1, per_txn.get("Com_select")  # oltp_point_select: one per transaction
     for source in ("perf", "pmp"):
         shown = perflab_via(ssh_lab, tmp_path, "profile", str(out), "--source", source, "--format", "json", "--top", "0")
         assert shown.returncode == 0, shown.stderr

@@ -116,7 +116,7 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
         rest=HOSTS + "[observe]\nperf = true\npmp = true\nalloc = true\nio = true\nstatus = true\nhost_speed = true\n",
     )
     assert set(found) == {"experiment.design", "experiment.pin", "experiment.storage", "experiment.drop_caches",
-                          "observe.alloc", "observe.io", "observe.status", "observe.host_speed",
+                          "observe.alloc", "observe.io", "observe.host_speed",
                           "observe.pmp"}, found  # fmt: skip  (pmp: refused by the interleaved design's own check)
     assert "interleaved" in found["observe.pmp"] and "observe.perf" not in found
     assert "not with server_host yet" in found["observe.alloc"] and "docs/hosts.md" in found["experiment.pin"]
@@ -127,9 +127,9 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     assert "defined hosts: load, db" in unknown["experiment.server_host"]
 
 
-def test_perf_and_pmp_run_on_the_server_host_of_the_server_only() -> None:
-    exp = parse('server_host = "db"', rest=HOSTS + "[observe]\nperf = true\npmp = true\n")
-    assert exp.file.observe.perf is not None and exp.file.observe.pmp is not None
+def test_perf_pmp_and_status_observe_a_server_host_of_the_server_only() -> None:
+    exp = parse('server_host = "db"', rest=HOSTS + "[observe]\nperf = true\npmp = true\nstatus = true\n")
+    assert exp.file.observe.perf is not None and exp.file.observe.pmp is not None and exp.file.observe.status
     eu_stack = parse('server_host = "db"', rest=HOSTS + '[observe]\npmp = { tool = "eu-stack" }\n')
     assert eu_stack.file.observe.pmp.tool == "eu-stack"
     found = problems(
@@ -138,8 +138,9 @@ def test_perf_and_pmp_run_on_the_server_host_of_the_server_only() -> None:
     )
     assert set(found) == {"observe.perf.targets", "observe.pmp.tool"}, found
     assert "of the server only" in found["observe.perf.targets"] and "eu-stack there" in found["observe.pmp.tool"]
-    both = problems('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nperf = true\n")
-    assert set(found) and "not with server_host yet" in both["observe.perf"]  # the client on a host too: not yet
+    both = problems('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nperf = true\nstatus = true\n")
+    assert set(both) == {"observe.perf", "observe.status"}  # the client on a host too: not yet
+    assert "not with server_host yet" in both["observe.perf"]
 
 
 def test_a_postgresql_server_host_is_refused_by_its_kind() -> None:
