@@ -203,3 +203,11 @@ def test_status_over_tcp_reads_the_login_from_an_owner_only_file(tmp_path: Path)
     argv = TcpStatusSampler(path).argv()
     assert argv[1:] == [f"--defaults-file={path}", "--batch", "--skip-column-names", "--unbuffered"]
     assert not any("ab12" in a for a in argv)  # the password never on a command line
+
+
+def test_the_installed_mariadbs_metrics_filter_is_its_enabled_column() -> None:
+    from perflab.servers.mariadb.flavor import Flavor
+
+    assert Flavor.of(None).metrics_enabled == "ENABLED"  # Debian 12's 10.11 has no STATUS column
+    assert Flavor("mariadb", (10, 4, 0)).metrics_enabled == "STATUS = 'enabled'"
+    assert Flavor("mysql", (8, 0, 40)).metrics_enabled == "STATUS = 'enabled'"

@@ -59,8 +59,10 @@ class Flavor:
     @property
     def metrics_enabled(self) -> str:
         """information_schema.INNODB_METRICS' filter for the metrics being counted: MariaDB 10.5
-        and later name the column ENABLED, MySQL (and MariaDB before) STATUS = 'enabled'."""
-        return "STATUS = 'enabled'" if self.mysql or self.version < (10, 5) else "ENABLED"
+        and later name the column ENABLED, MySQL (and MariaDB before) STATUS = 'enabled'. The installed
+        MariaDB (MARIADB, version unknown: 0.0.0) is Debian 12's 10.11: ENABLED."""
+        old_mariadb = (0, 0, 0) < self.version < (10, 5)
+        return "STATUS = 'enabled'" if self.mysql or old_mariadb else "ENABLED"
 
     @property
     def group(self) -> str:
