@@ -27,6 +27,7 @@ from perflab.errors import HostLostError
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts
 from perflab.run import accounting, client, remote_server
+from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.resources import StealSampler
 from perflab.run.workloads import sysbench
 from perflab.spec import Cell
@@ -217,7 +218,9 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         start, before = accounting.WindowStart.take(server.pid, None, read), remote.net_bytes()
         cpu_before = child.cpu_s()
         with sampler as rss:
+            overheads = Overheads.of_cell(runner, server.pid, child.pid).begin()  # perflab's own CPU on each host
             code = client.wait(child, warmup + seconds, margin)
+            perflab_cpu = overheads.finish()
         end, after = accounting.WindowEnd.take(start, server.pid, read), remote.net_bytes()
         cpu_after = child.cpu_at_exit_s() if not child.lost else None
     if child.lost:
@@ -227,7 +230,8 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         "steal": lambda a, b: steal.cores(origin + a, origin + b),
         "summary": summary.to_dict(),
         "resources": remote_server.window_resources(runner, start, end, None, summary.transactions, rss)
-        | ({"pss_end_bytes": runner.kind.pss_bytes(server)} if runner.server_host is None else {}),
+        | ({"pss_end_bytes": runner.kind.pss_bytes(server)} if runner.server_host is None else {})
+        | {"perflab_host_cpu": perflab_cpu},
         "sysbench_options": sysbench.effective_options(runner.sysbench_defaults, command),
         "client": remote.fields(before, after, summary.transactions)
         | {"script": script}

@@ -17,6 +17,7 @@ from typing import Any
 
 from perflab.run import accounting, client, workloads
 from perflab.run.observers import remote_profilers
+from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.observers.status import StatusSampler, TcpStatusSampler
 from perflab.run.remote_server import _login_file, server_reads, window_resources
@@ -37,6 +38,7 @@ class Window:
     rss: Any
     client_rss: Any
     counters: StatusSampler | None
+    perflab_cpu: dict[str, Any]  # perflab's own CPU on the server host over the window
 
 
 def status_sampler(runner: Any, server: Any, login: dict[str, str]) -> StatusSampler | None:
@@ -78,7 +80,8 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     measured = {
         "steal": lambda a, b: steal.cores(w.origin + a, w.origin + b),
         "summary": summary.to_dict(),
-        "resources": window_resources(runner, w.start, w.end, w.child.rusage, summary.transactions, w.rss),
+        "resources": window_resources(runner, w.start, w.end, w.child.rusage, summary.transactions, w.rss)
+        | {"perflab_host_cpu": w.perflab_cpu},
         "sysbench_options": workload.effective_options(runner, command),
         "client": {**fields, "address": server.bind_address},
         "host_clock": sampler.clock.record(),
@@ -107,8 +110,10 @@ def _run(
         status = counters or contextlib.nullcontext()
         with sampler as rss, RssSampler(child.pid) as client_rss, status:
             profilers.window_started()
+            overheads = Overheads.of_cell(runner, server.pid).begin()  # with its loops and profilers running
             code = client.wait(child, warmup + seconds, margin, name)
             ended = time.monotonic()
+            perflab_cpu = overheads.finish()
         end = accounting.WindowEnd.take(start, server.pid, read)
     client.drain(child)
-    return Window(started, origin, ended, code, child, start, end, rss, client_rss, counters)
+    return Window(started, origin, ended, code, child, start, end, rss, client_rss, counters, perflab_cpu)

@@ -20,6 +20,7 @@ from perflab.hosts.clock import MAX_ERROR_S, ClockReading, WindowClock, align
 from perflab.hosts.preflight import observer_packages
 from perflab.run.observers.elf import FunctionStarts
 from perflab.run.observers.host_binaries import HostStarts
+from perflab.run.observers.host_overhead import parse_snapshot, perflab_ticks, session_of, window_ticks, wrappers
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.remote_profilers import RemotePerf, RemoteStackSampler
 from perflab.run.observers.remote_resources import aligned_samples
@@ -211,3 +212,37 @@ def test_the_installed_mariadbs_metrics_filter_is_its_enabled_column() -> None:
     assert Flavor.of(None).metrics_enabled == "ENABLED"  # Debian 12's 10.11 has no STATUS column
     assert Flavor("mariadb", (10, 4, 0)).metrics_enabled == "STATUS = 'enabled'"
     assert Flavor("mysql", (8, 0, 40)).metrics_enabled == "STATUS = 'enabled'"
+
+
+def stat_line(pid: int, comm: str, ppid: int, pgid: int, own: int, reaped: int) -> str:
+    # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime
+    return f"{pid} ({comm}) S {ppid} {pgid} {pgid} 0 -1 0 0 0 0 0 {own} 0 {reaped} 0 20 0 1 0"
+
+
+def snapshot(parent: int, *procs: tuple) -> str:
+    return "\n".join([str(parent), "100", *(stat_line(*p) for p in procs)]) + "\n"
+
+
+def test_perflabs_own_cpu_on_a_host_leaves_out_the_measured_processes() -> None:
+    start = parse_snapshot(snapshot(
+        102,
+        (100, "sshd", 1, 100, 50, 999),  # the session: its reaped children (a client's wrapper) not counted
+        (102, "bash", 100, 100, 0, 0), (103, "sh", 102, 100, 0, 0),  # the reading itself
+        (200, "setsid", 100, 100, 0, 0), (201, "mariadbd", 200, 201, 5000, 0),  # the server and its wrapper
+        (300, "setsid", 100, 100, 0, 0), (301, "bash", 300, 301, 10, 20),  # perflab's RSS loop
+    ))  # fmt: skip
+    assert session_of(start) == 100 and start.tick == 100 and start.procs[201].own == 5000
+    groups = {201}
+    skip = wrappers(start, groups)
+    assert skip == {200}
+    end = parse_snapshot(snapshot(
+        104,
+        (100, "sshd", 1, 100, 60, 2999), (104, "sh", 100, 100, 1, 0),
+        (200, "setsid", 100, 100, 0, 900), (201, "mariadbd", 200, 201, 9000, 0),
+        (300, "setsid", 100, 100, 0, 0), (301, "bash", 300, 301, 12, 30),
+        (400, "setsid", 100, 100, 0, 0), (401, "bash", 400, 401, 5, 0),  # the stack sampler's loop, new
+    ))  # fmt: skip
+    ticks = window_ticks(perflab_ticks(start, groups, skip), perflab_ticks(end, groups, skip))
+    assert ticks == 10 + 1 + (12 + 30 - 30) + 5  # sshd, the reading's shell, the RSS loop, the new loop
+    recycled = parse_snapshot(snapshot(100, (100, "sshd", 1, 100, 50, 0), (301, "sleep", 100, 100, 3, 0)))
+    assert perflab_ticks(recycled, set(), set())[(301, "sleep")] == 3  # another process on pid 301
