@@ -146,7 +146,7 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
             )
     problems += _observer_problems(
         spec,
-        ("alloc", "io", "host_speed") + (("perf", "pmp", "status") if e.client_host is not None else ()),
+        ("alloc", "io", "host_speed"),
         "server_host",
         "the server's observers run on this machine only: " + _NOT_YET_SERVER,
     )

@@ -71,8 +71,8 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
 
 def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
-    spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more='client_host = "db"'))
-    out = tmp_path / "results"
+    body = EXPERIMENT.format(ssh=db.ssh, more='client_host = "db"') + "\n[observe]\nperf = true\nstatus = true\n"
+    spec, out = write_experiment(tmp_path / "server.toml", body), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
@@ -82,6 +82,9 @@ def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     own = cell["resources"]["perflab_host_cpu"]["db"]  # sysbench and mariadbd left out: only perflab's session
     assert 0 <= own["cpu_s"] < 0.2 * cell["client"]["cpu_s"], (own, cell["client"]["cpu_s"])
     assert cell["build"]["host"]["clock"]["aligned"]
+    perf = [p for p in cell["profiles"] if p["source"] == "perf" and p["phase"] == "measured"]
+    assert perf and perf[0]["samples"] > 0  # recorded on the server's host, the client there too
+    assert 0.9 <= cell["status_per_txn"]["Com_select"] <= 1.1  # over TCP from here
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 
