@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from perflab.errors import ClockAlignmentError
+from perflab.hosts import preflight
 from perflab.hosts.clock import MAX_ERROR_S, ClockReading, WindowClock, align
 from perflab.hosts.preflight import observer_packages
 from perflab.run.observers.elf import FunctionStarts
@@ -166,10 +167,20 @@ def test_eu_stack_samples_on_the_host_are_aligned_rows() -> None:
     assert t == pytest.approx(1.0, abs=0.05) and sampler.dsos["srv_master_thread"] == "mariadbd"
 
 
-def test_the_preflight_names_the_observers_packages() -> None:
-    spec = SimpleNamespace(observe=ObserveSection.model_validate({"perf": True, "pmp": True}))
-    assert observer_packages(spec) == {"perf": "linux-perf", "eu-stack": "elfutils"}
+def test_the_preflight_names_the_observers_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    observe = ObserveSection.model_validate({"perf": True, "pmp": True})
+    assert observer_packages(SimpleNamespace(observe=observe)) == {"perf": "linux-perf", "eu-stack": "elfutils"}
     assert observer_packages(SimpleNamespace(observe=ObserveSection())) == {}
+    asked = {}
+    monkeypatch.setattr(
+        "perflab.hosts.preflight._problems_of", lambda spec, name, tools: asked.update({name: tools}) or []
+    )
+    spec = SimpleNamespace(experiment=SimpleNamespace(client_host="load", server_host="db"), observe=observe)
+    preflight.host_problems(spec, {"sysbench": "sysbench"}, {"mariadbd": "mariadb-server"})
+    assert asked == {  # the server host's observers' tools, not the client host's
+        "load": {"sysbench": "sysbench"},
+        "db": {"mariadbd": "mariadb-server", "perf": "linux-perf", "eu-stack": "elfutils"},
+    }
 
 
 def test_a_host_binarys_function_starts_come_from_the_same_file_here_or_a_copy(tmp_path: Path) -> None:
