@@ -257,3 +257,22 @@ def test_perflabs_own_cpu_on_a_host_leaves_out_the_measured_processes() -> None:
     assert ticks == 10 + 1 + (12 + 30 - 30) + 5  # sshd, the reading's shell, the RSS loop, the new loop
     recycled = parse_snapshot(snapshot(100, (100, "sshd", 1, 100, 50, 0), (301, "sleep", 100, 100, 3, 0)))
     assert perflab_ticks(recycled, set(), set())[(301, "sleep")] == 3  # another process on pid 301
+
+
+def test_the_host_line_says_perflabs_cpu_there_and_an_unaligned_clock() -> None:
+    from perflab.report.phrases import host_lines
+
+    meta = {"hosts": {"db": {"ssh": "root@db1", "clock": {"start": {"rtt_s": 0.0004}, "refused": None}}}}
+
+    def cell(cores: float, aligned: bool) -> dict:
+        host = {"name": "db", "fingerprint": {}, "clock": {"aligned": aligned}}
+        return {"build": {"host": host}, "client": {}, "resources": {"perflab_host_cpu": {"db": {"cores": cores}}}}
+
+    (line,) = host_lines({"hosts": meta}, [cell(0.012, True), cell(0.078, False)])
+    assert line == (
+        "server on host db (root@db1): 0.40 ms round trip, perflab's own CPU there 7.8% of a core at most; "
+        "its clock not aligned in 1 cell (over 50 ms); same fingerprint as this machine"
+    )
+    meta["hosts"]["db"]["clock"]["refused"] = "host db: its clock is known only within 70 ms over the run"
+    (line,) = host_lines({"hosts": meta}, [cell(0.012, True)])
+    assert "; its clock not aligned over the run: host db: its clock is known only within 70 ms" in line
