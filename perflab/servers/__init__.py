@@ -192,6 +192,8 @@ class Kind:
     # the server on another host (run/remote_server.py, docs/hosts.md); why this kind cannot run there yet
     remote_server_refusal: str | None = "a server on another host is not supported with this server yet"
     server_packages: ClassVar[dict[str, str]] = {}  # a server host's tools -> their Debian packages
+    # why perf and pmp cannot profile this kind's server on a server host yet (run/observers/remote_profilers.py)
+    remote_profile_refusal: str | None = None
 
     def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Managed:
         """The (not yet started) server of a cell on another host: `place` is the run's ServerHost

@@ -86,11 +86,14 @@ _SERVER_VARIANT_KEYS = ("build", "preload", "glibc", "client_preload", "client_l
 
 
 def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
-    """perf and pmp run on the server's host, of the server only; pmp there is eu-stack."""
+    """perf and pmp run on the server's host, of the server only (one process); pmp there is eu-stack."""
     problems = []
+    refusal = servers.kind(spec.experiment.server).remote_profile_refusal
     for name in ("perf", "pmp"):
         entry = getattr(spec.observe, name)
-        if entry is not None and "client" in entry.targets:
+        if entry is not None and refusal:
+            problems.append(Problem(f"observe.{name}", f"no [observe] {name} with server_host", "true", refusal))
+        elif entry is not None and "client" in entry.targets:
             problems.append(
                 Problem(
                     f"observe.{name}.targets",

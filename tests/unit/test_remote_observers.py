@@ -276,3 +276,18 @@ def test_the_host_line_says_perflabs_cpu_there_and_an_unaligned_clock() -> None:
     meta["hosts"]["db"]["clock"]["refused"] = "host db: its clock is known only within 70 ms over the run"
     (line,) = host_lines({"hosts": meta}, [cell(0.012, True)])
     assert "; its clock not aligned over the run: host db: its clock is known only within 70 ms" in line
+
+
+def test_a_server_profiled_as_a_process_tree_is_not_profiled_on_a_host_yet() -> None:
+    from perflab import spec
+    from perflab.errors import SpecError
+
+    text = (
+        '[experiment]\nname = "x"\nserver = "postgresql"\nserver_host = "db"\n[hosts.db]\nssh = "root@db1"\n'
+        '[dataset]\ntables = 1\ntable_size = 1000\n[workload]\ntest = "oltp_point_select"\nthreads = [2]\n'
+        "[observe]\nperf = true\npmp = true\n"
+    )
+    with pytest.raises(SpecError) as exc:
+        spec.parse(text)
+    found = {p.path: p.render() for p in exc.value.problems}
+    assert "every backend's, one process tree" in found["observe.perf"] and "observe.pmp" in found
