@@ -169,6 +169,8 @@ def test_perf_pmp_and_status_observe_the_server_host(ssh_lab: SshLab, tmpfs, tmp
     window = {p["source"]: p for p in cell["profiles"] if p["phase"] == "measured"}
     assert set(window) == {"perf", "pmp"} and window["perf"]["samples"] > 0 and window["pmp"]["samples"] > 0
     assert window["pmp"]["call_graph"] == "eu-stack"
+    quality = window["perf"]["quality"]  # the host's mariadbd inspected as the same file here
+    assert quality["binary"] is not None and quality["stacks_complete_pct"] is not None, quality
     per_txn = cell["status_per_txn"]  # SHOW GLOBAL STATUS over TCP, with the run's login
     assert 0.9 <= per_txn["Com_select"] <= 1.1, per_txn.get("Com_select")  # oltp_point_select: one per transaction
     for source in ("perf", "pmp"):

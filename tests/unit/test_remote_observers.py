@@ -197,9 +197,11 @@ def test_a_host_binarys_function_starts_come_from_the_same_file_here_or_a_copy(t
 
     same = HostStarts(Host(answers={"sha256sum": f"{digest}  {true}\n"}), tmp_path / "cache")
     assert same(true).starts == here.starts and fetched == []  # the same file here: not copied
+    assert same.local(true) == true  # what the stack quality inspects
     other = HostStarts(Host(answers={"sha256sum": f"{'ab' * 32}  {true}\n"}), tmp_path / "cache")
     assert other(true).starts == here.starts and other(true).label == os.path.basename(true)
     assert fetched == [true] and (tmp_path / "cache" / ("ab" * 32) / os.path.basename(true)).is_file()
+    assert other.local(true) == str(tmp_path / "cache" / ("ab" * 32) / os.path.basename(true))
     again = HostStarts(Host(answers={"sha256sum": f"{'ab' * 32}  {true}\n"}), tmp_path / "cache")
     assert again(true).starts == here.starts and fetched == [true]  # once per run: the copy is kept
     missing = HostStarts(Host(), tmp_path / "cache")("/usr/sbin/gone")  # sha256sum said nothing

@@ -4,6 +4,7 @@ file here when it is the same (sha256), else from a copy fetched over SFTP once 
 
     starts = HostStarts(link, workdir / "host-binaries")
     starts("/usr/sbin/mariadbd").name(0x8a78c9)      # "mariadbd+0x8a5f00"
+    starts.local("/usr/sbin/mariadbd")               # that file here: its stack quality is inspected
 """
 
 from __future__ import annotations
@@ -45,29 +46,35 @@ class HostStarts:
 
     def __init__(self, link: Connection, cache: Path) -> None:
         self.link, self.cache = link, cache
-        self._loaded: dict[str, FunctionStarts] = {}
+        self._local: dict[str, str | None] = {}
 
     def __call__(self, path: str) -> FunctionStarts:
-        if path not in self._loaded:
-            try:
-                self._loaded[path] = self._load(path)
-            except (OSError, HostLostError):
-                self._loaded[path] = unnamed(path)
-        return self._loaded[path]
+        here = self.local(path)
+        return FunctionStarts.load(here) if here is not None else unnamed(path)
 
-    def _load(self, path: str) -> FunctionStarts:
+    def local(self, path: str) -> str | None:
+        """The host's file `path` as a file here (the same one, or the run's copy); None when it
+        cannot be had (the host cannot hash it, the copy failed)."""
+        if path not in self._local:
+            try:
+                self._local[path] = self._find(path)
+            except (OSError, HostLostError):
+                self._local[path] = None
+        return self._local[path]
+
+    def _find(self, path: str) -> str | None:
         done = self.link.run(["sha256sum", path], timeout=120)
         digest = done.stdout.split()[0] if done.status == 0 and done.stdout.strip() else None
         if digest is None:
-            return unnamed(path)
+            return None
         if os.path.isfile(path):
             st = os.stat(path)
             if _local_sha256(path, st.st_mtime_ns, st.st_size) == digest:
-                return FunctionStarts.load(path)
+                return path
         copy = self.cache / digest / os.path.basename(path)
         if not copy.is_file():
             copy.parent.mkdir(parents=True, exist_ok=True)
             partial = copy.with_name(copy.name + ".part")
             self.link.get(path, partial)
             partial.replace(copy)
-        return FunctionStarts.load(str(copy))
+        return str(copy)

@@ -254,8 +254,8 @@ class RemoteProfilers(Profilers):
     ) -> None:
         super().__init__(observe, pid, workdir)
         self.rundir, self.remote_dir, self.clock = rundir, remote_dir, clock
-        exe = rundir.link.run(["readlink", f"/proc/{pid}/exe"]).stdout.strip()
-        self.binaries = {"server": f"{rundir.link.name}:{exe}"}  # on the host: not inspected here
+        self.exe = rundir.link.run(["readlink", f"/proc/{pid}/exe"]).stdout.strip()
+        self.binaries = {"server": f"{rundir.link.name}:{self.exe}"}  # on the host
         self.starts = HostStarts(rundir.link, self.workdir.parent / "host-binaries")  # once per run
 
     def __enter__(self) -> Self:
@@ -267,6 +267,11 @@ class RemoteProfilers(Profilers):
             )  # fmt: skip
             self.perf = self._stack.enter_context(recorder)  # type: ignore[assignment]
         return self
+
+    def store(self, results: Any, cell_id: int, spans: Spans) -> list[dict[str, Any]]:
+        """Profilers.store; the stack quality inspects the host's binary as a file here (HostStarts)."""
+        self.inspect = {"server": self.starts.local(self.exe) if self.exe else None}
+        return super().store(results, cell_id, spans)
 
     def _begin(self, warmup: bool) -> None:
         try:
