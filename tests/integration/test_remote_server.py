@@ -174,7 +174,9 @@ def test_perf_pmp_and_status_observe_the_server_host(ssh_lab: SshLab, tmpfs, tmp
     per_txn = cell["status_per_txn"]  # SHOW GLOBAL STATUS over TCP, with the run's login
     assert 0.9 <= per_txn["Com_select"] <= 1.1, per_txn.get("Com_select")  # oltp_point_select: one per transaction
     for source in ("perf", "pmp"):
-        shown = perflab_via(ssh_lab, tmp_path, "profile", str(out), "--source", source, "--format", "json", "--top", "0")
+        shown = perflab_via(
+            ssh_lab, tmp_path, "profile", str(out), "--source", source, "--format", "json", "--top", "0"
+        )
         assert shown.returncode == 0, shown.stderr
         rows = json.loads(shown.stdout)  # named on the host by its perf / eu-stack
         assert any(r["dso"] == "mariadbd" and r["function"] != "[unknown]" for r in rows), (source, rows[:10])
