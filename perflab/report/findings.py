@@ -375,6 +375,8 @@ def _dataset_findings(cells: list[dict[str, Any]], meta: dict[str, Any]) -> list
     by another server. Said once per such dataset, naming its variants and who prepared it."""
     datasets = meta.get("datasets") or {}
     shared = next((fmt for fmt, d in datasets.items() if not d.get("own")), None)
+    if shared is None and sum(1 for d in datasets.values() if d.get("dir")) < 2:
+        return []  # every variant on one dataset (server = "mysql", one format): no data differs
     out = []
     for fmt, record in datasets.items():
         if not record.get("own") or not record.get("dir"):

@@ -90,8 +90,9 @@ def render(
         f"{escape(design_phrase(exp))}"
         + (f"  storage={escape(io_findings.storage_phrase(meta))}" if io_findings.storage_phrase(meta) else "")
     )
+    server = servers.kind(exp.get("server", "mariadb"))  # MySQL: no installed server, its builds below
     console.print(
-        f"[dim]{host.get(servers.kind(exp.get('server', 'mariadb')).host_field)} | {host.get(exp.get('workload', {}).get('tool', 'sysbench'))} | "
+        f"[dim]{host.get(server.host_field) or server.short_version(host)} | {host.get(exp.get('workload', {}).get('tool', 'sysbench'))} | "
         f"{host.get('cpu_model')} x{host.get('cores')}[/]"
     )
     for name, fact in build_facts(meta, cells):

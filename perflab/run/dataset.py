@@ -24,8 +24,8 @@ from perflab.run.builds import Build
 from perflab.run.proc import call, clean_env
 from perflab.run.storage import clone_file
 from perflab.run.workloads import Workload, sysbench
-from perflab.servers.mariadb.datadir import initialise
 from perflab.servers.mariadb.server import MariaDB
+from perflab.servers.mysql_protocol import initialise
 
 MiB = 1 << 20
 

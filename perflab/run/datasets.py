@@ -55,7 +55,9 @@ class Datasets:
         self.listen = listener or (lambda event, data: None)
         self.resume = resume
         self.keep = keep
-        self.installed = runner.installed
+        # the installed server, whose format's dataset is RESULTS/dataset; None for a kind without
+        # one (MySQL: every variant names a build, each format has a dataset of its own)
+        self.installed = None if runner.kind.installed_refusal else runner.installed
         self.snapshots: dict[str, dataset.Snapshot] = {}
         self.failed: dict[str, tuple[Path | None, str]] = {}  # format -> (log, reason)
         self.records: dict[str, dict[str, Any]] = {}
@@ -63,7 +65,7 @@ class Datasets:
 
     def own(self, fmt: str) -> bool:
         """Is `fmt` another format than the installed server's (its own, separately prepared dataset)?"""
-        return fmt != self.installed.format
+        return self.installed is None or fmt != self.installed.format
 
     def dirname(self, fmt: str) -> str:
         return f"{KEPT}-{fmt}" if self.own(fmt) else KEPT
@@ -126,6 +128,7 @@ class Datasets:
         by = build if self.own(fmt) else None
         snapshot = replace(self.runner.prepare(self.workdir, build=by, name=self._workname(fmt)), format=fmt)
         prepared_by = by or self.installed
+        assert prepared_by is not None  # own(fmt) whenever there is no installed server
         record = {
             "dir": self.dirname(fmt),
             "own": self.own(fmt),
@@ -188,8 +191,7 @@ def _same_kind(kept: Path, fmt: str) -> None:
     found = servers.datadir_format(kept)
     if found is None:
         return
-    wanted = "mysql" if fmt.startswith("percona") else fmt  # Percona Server opens MySQL's datadirs
-    if found != wanted and not wanted.startswith(found + "-"):
+    if not servers.opens(fmt, found):  # Percona Server opens MySQL's datadirs
         raise UsageError(
             f"{kept} holds a {found} datadir, and this run's server opens {fmt} ones",
             "resume with the server the run began with (the binary changed since), or start a new run",

@@ -11,7 +11,8 @@ and its preflight. The rest of perflab asks the experiment's kind, never compare
 
 tests/unit/test_server_seam.py holds the rule: outside perflab/servers/, no comparison with a
 server kind's name and no isinstance() on a server class. Adding a server is adding a package
-here and its entry in KINDS.
+here and its entry in KINDS. MariaDB and MySQL (Percona Server is a flavor of MySQL) share
+what MySQL's protocol makes alike through mysql_protocol.py, a module beside the packages.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
 
 
 class Kind:
-    """A server kind. Subclasses: perflab/servers/mariadb (MariaDB, and MySQL and Percona
-    Server through its Flavor), perflab/servers/postgresql."""
+    """A server kind. Subclasses: perflab/servers/mariadb, perflab/servers/mysql (MySQL and
+    Percona Server), both on mysql_protocol.MySQLProtocolKind, and perflab/servers/postgresql."""
 
     name: str  # [experiment] server
     title: str  # for people: "MariaDB", "PostgreSQL"
@@ -47,7 +48,10 @@ class Kind:
     debian_source: str
     debian_binary: str
 
-    flavors: tuple[str, ...]  # what a binary of this kind can be (Build.server): mariadb, mysql, ...
+    flavors: tuple[str, ...]  # what a binary of this kind can be (Build.server): mysql, percona, ...
+    claims_rest = False  # True: the kind of a version line no other kind claims (flavor_of)
+    # why this kind has no installed server, so every variant names a build; None: it has one
+    installed_refusal: str | None = None
     # which workload tools can drive it (run/workloads/): MySQL's protocol (go-tpc), pgbench
     mysql_protocol: bool = False
     runs_pgbench: bool = False
@@ -66,6 +70,11 @@ class Kind:
         """The format of an existing datadir as its own files say it ("postgresql-15"; "mysql" or
         "mariadb" where the files name no version), or None when it is not this kind's."""
         raise NotImplementedError
+
+    def opens(self, fmt: str, found: str) -> bool:
+        """Does a binary of format `fmt` ("mysql-9.7") open a datadir `datadir_format` says is
+        `found` ("mysql", or "postgresql-15" where the files name their version)?"""
+        return found == fmt or fmt.startswith(found + "-")
 
     def installed_binary(self) -> Path:
         """The installed server binary (what variants without a build run)."""
@@ -212,16 +221,9 @@ class Kind:
 
 def kind(name: str) -> Kind:
     """The kind named by [experiment] server (or a results file's meta)."""
-    from perflab.servers.mariadb import KIND as MARIADB
-    from perflab.servers.postgresql import KIND as POSTGRESQL
-
-    kinds = {k.name: k for k in (MARIADB, POSTGRESQL)}
-    if name not in kinds:
-        raise KeyError(f"unknown server kind {name!r}; known: {', '.join(sorted(kinds))}")
-    return kinds[name]
-
-
-NAMES = ("mariadb", "postgresql")  # [experiment] server's values (spec/schema.py)
+    if name not in KINDS:
+        raise KeyError(f"unknown server kind {name!r}; known: {', '.join(sorted(KINDS))}")
+    return KINDS[name]
 
 
 def every() -> list[Kind]:
@@ -229,13 +231,13 @@ def every() -> list[Kind]:
 
 
 def flavor_of(version: str) -> str:
-    """The server a binary is, from its version line: the first kind that claims it (MariaDB's
-    takes what no other does, as MySQL)."""
-    for candidate in sorted(every(), key=lambda k: k.name == "mariadb"):
+    """The server a binary is, from its version line: the first kind that claims it (MySQL's
+    takes what no other does: a mysqld's line names no server)."""
+    for candidate in sorted(every(), key=lambda k: k.claims_rest):
         found = candidate.flavor(version)
         if found is not None:
             return found
-    raise AssertionError("the mariadb kind claims every version line")
+    raise AssertionError("the mysql kind claims every version line")
 
 
 def datadir_format(datadir: Path) -> str | None:
@@ -245,3 +247,21 @@ def datadir_format(datadir: Path) -> str | None:
 
 def kind_of_flavor(flavor: str) -> Kind:
     return next(k for k in every() if flavor in k.flavors)
+
+
+def opens(fmt: str, found: str) -> bool:
+    """Does a binary of format `fmt` ("percona-8.0") open a datadir of `found` ("mysql")?"""
+    return kind_of_flavor(fmt.split("-")[0]).opens(fmt, found)
+
+
+def _registry() -> dict[str, Kind]:
+    """Every kind, by name: one package each under perflab/servers/ (imported here, after Kind)."""
+    from perflab.servers.mariadb import KIND as MARIADB
+    from perflab.servers.mysql import KIND as MYSQL
+    from perflab.servers.postgresql import KIND as POSTGRESQL
+
+    return {k.name: k for k in (MARIADB, MYSQL, POSTGRESQL)}
+
+
+KINDS: dict[str, Kind] = _registry()
+NAMES = tuple(KINDS)  # [experiment] server's values (spec/schema.py)

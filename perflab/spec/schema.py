@@ -56,7 +56,7 @@ DEFAULT_BUDGET_S = 600.0  # [experiment] budget's default: 10 minutes
 
 class ExperimentSection(_Strict):
     name: str
-    server: Literal["mariadb", "postgresql"] = "mariadb"
+    server: Literal["mariadb", "mysql", "postgresql"] = "mariadb"
     duration: Duration = 20.0
     # "auto": the window starts after max_warmup, and the per-cell detection (MSER) checks
     # that the warm-up really ended by then; a duration: the window starts after it.

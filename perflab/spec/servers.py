@@ -1,7 +1,8 @@
 """What the server and the workload tool allow together, checked once the file is valid: the
 workload first (run/workloads/: its dataset keys, the servers it can drive), then each kind
-(perflab/servers/<kind>/spec.py). PostgreSQL: pgbench or sysbench's read-only tests, [builds]
-of PostgreSQL only, perf and pmp on the server's process tree; MariaDB: sysbench or go-tpc.
+(perflab/servers/postgresql/spec.py, mysql_protocol.py). PostgreSQL: pgbench or sysbench's
+read-only tests, [builds] of PostgreSQL only, perf and pmp on the server's process tree; MariaDB
+and MySQL: sysbench or go-tpc, no PostgreSQL builds; MySQL: a build in every variant.
 
     problems = server_problems(spec)   # [] or Problems with key paths and fixes
 """

@@ -7,8 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration import helpers
 from tests.integration.helpers import tmpfs_mounts
 from tests.integration.sshhosts import SshLab, ssh_hosts
+
+
+@pytest.fixture(scope="module", autouse=True)
+def paced_clients(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Clients run paced (helpers.PACE) in the modules that run side by side, at full speed in the
+    quiet ones. Autouse and module-scoped: set before the module's own fixtures run."""
+    helpers.pacing = request.node.get_closest_marker("quiet") is None
+    yield
+    helpers.pacing = False
 
 
 @pytest.fixture

@@ -5,19 +5,57 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import textwrap
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+# Paced clients. A module that measures is marked quiet and runs alone, its clients at full speed.
+# The others run side by side (make test: pytest -n IT_WORKERS) and check what perflab does, not how
+# fast: their sysbench and pgbench runs are paced at PACE transactions a second (the tools' own
+# --rate), unless the experiment sets a rate itself or the test asks for a closed loop
+# (write_experiment(..., pace=None)). Unpaced, every window took both CPUs, and the parallel phase
+# was bound by CPU, not by its windows (docs/development.md, "Tests"). Set per module by
+# tests/integration/conftest.py from the module's quiet mark.
+PACE = 200
+pacing: bool = False
+_DEFAULT = object()
 
-def write_experiment(path: Path, body: str) -> Path:
-    path.write_text(textwrap.dedent(body), encoding="utf-8")
+
+def write_experiment(path: Path, body: str, *, pace: Any = _DEFAULT) -> Path:
+    """Write the experiment `body`; outside quiet modules its client is paced (PACE above)."""
+    body = textwrap.dedent(body)
+    rate = (PACE if pacing else None) if pace is _DEFAULT else pace
+    if rate is not None:
+        body = paced(body, rate)
+    path.write_text(body, encoding="utf-8")
     return path
+
+
+def paced(body: str, rate: int) -> str:
+    """`body` with `rate` among its workload options, where its tool takes one (sysbench, pgbench)
+    and it sets none itself."""
+    workload = tomllib.loads(body).get("workload")
+    if workload is None or workload.get("tool", "sysbench") not in ("sysbench", "pgbench"):
+        return body
+    if "rate" in workload.get("options", {}):
+        return body
+    inline = re.compile(r"^(\s*)options\s*=\s*\{", re.MULTILINE)  # options = { ... } in [workload]
+    table = re.compile(r"^(\s*)\[workload\.options\]\n", re.MULTILINE)
+    if inline.search(body):
+        body = inline.sub(lambda m: f"{m[1]}options = {{ rate = {rate},", body, count=1)
+    elif table.search(body):
+        body = table.sub(lambda m: f"{m[1]}[workload.options]\n{m[1]}rate = {rate}\n", body, count=1)
+    else:
+        body += f"\n[workload.options]\nrate = {rate}\n"
+    assert tomllib.loads(body)["workload"]["options"]["rate"] == rate, body
+    return body
 
 
 def pgbench_experiment(name: str, *, duration: str = "3s", experiment: str = "", rest: str = "") -> str:

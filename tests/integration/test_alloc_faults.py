@@ -199,7 +199,9 @@ def crashed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     first one's server gets SIGSEGV 1.5 s into the measured window."""
     tmp = tmp_path_factory.mktemp("crash")
     spec = write_experiment(
-        tmp / "crash.toml", TINY.format(name="alloc-crash", duration="8s", repeats=2, alloc='{ period = "4K" }')
+        tmp / "crash.toml",
+        TINY.format(name="alloc-crash", duration="8s", repeats=2, alloc='{ period = "4K" }'),
+        pace=None,  # a closed loop: its second cell fills the sample ring
     )
     out = tmp / "out"
     proc = subprocess.Popen(

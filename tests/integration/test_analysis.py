@@ -1,6 +1,6 @@
 """Verdicts on a real mariadbd: a variant made 3-4x slower on purpose must be called
 `slower`; a variant identical to the baseline must not be called different. Plus the
-steady-state fields of the export, two-directory comparisons and adaptive repeats, and the
+steady-state fields of the export, two-directory comparisons, and the
 randomized blocks end to end: `perflab run --seed` orders each round as the seed says and
 stores it; compare, the export, the CSV and the reports carry the method (paired within
 rounds), the Holm family and, when inconclusive, the rounds that would resolve it."""
@@ -171,39 +171,6 @@ def test_two_directories(verdict_run, tmp_path):
     assert done.returncode == 0
     assert "WARNING" in done.stderr and "host.kernel" in done.stderr and "9.9.9-other" in done.stderr
     assert "WARNING" not in perflab("compare", str(out), str(out)).stderr
-
-
-ADAPTIVE = """
-[experiment]
-design = "sequential"  # what this test checks runs one server at a time
-name = "it-adaptive"
-duration = "2s"
-warmup = "1s"
-repeats = "auto"
-target_ci = "0.01%"
-max_repeats = 4
-
-[dataset]
-tables = 1
-table_size = 1000
-
-[workload]
-test = "oltp_point_select"
-threads = [1]
-"""
-
-
-def test_adaptive_repeats_stop_at_max_repeats_and_say_so(tmp_path):
-    out = tmp_path / "results"
-    done = perflab("run", str(write_experiment(tmp_path / "a.toml", ADAPTIVE)), "-o", str(out))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "0 of 1 groups met it" in done.stdout and "max_repeats (4) reached" in done.stdout
-    doc = json.loads(perflab("export", str(out)).stdout)
-    assert [c["repeat"] for c in doc["cells"]] == [1, 2, 3, 4]
-    adaptive = doc["adaptive"]
-    assert adaptive["rounds"] == 4 and adaptive["target_ci"] == 0.0001
-    (group,) = adaptive["groups"]
-    assert group["met"] is False and group["half_width"] > 0.0001
 
 
 # randomized blocks and four-state verdicts, end to end (was test_blocks_run.py: the same run)

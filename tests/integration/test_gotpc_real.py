@@ -133,6 +133,7 @@ def test_a_missing_go_tpc_is_exit_3_naming_the_make_target(tmp_path: Path):
 MYSQL = f"""
 [experiment]
 name = "it-tpcc-mysql"
+server = "mysql"  # servers/mysql/: every variant a build, no installed server's dataset
 duration = "{DURATION}s"
 warmup = "{WARMUP}s"
 repeats = 1
@@ -153,9 +154,9 @@ mysql = {{ build = "mysql97" }}
 
 
 def test_go_tpc_drives_mysql_97_from_sid(tmp_path: Path):
-    """MySQL is a flavor of the MariaDB kind (servers/mariadb/flavor.py): go-tpc prepares its own
-    warehouse in a datadir mysqld initialised (caching_sha2_password is its default), and the cell
-    reads NOPM per second and mysqld's CPU as on MariaDB."""
+    """`server = "mysql"` (servers/mysql/): go-tpc prepares its own warehouse in a datadir mysqld
+    initialised (caching_sha2_password is its default), the only dataset (no installed server's),
+    and the cell reads NOPM per second and mysqld's CPU as on MariaDB."""
     spec = write_experiment(tmp_path / "tpcc-mysql.toml", MYSQL)
     out = tmp_path / "results"
     done = perflab("run", str(spec), "-o", str(out), timeout=900)
@@ -165,6 +166,7 @@ def test_go_tpc_drives_mysql_97_from_sid(tmp_path: Path):
     assert cell["status"] == "ok" and cell["build"]["version"].startswith("9.7."), cell.get("error")
     (dataset,) = doc["datasets"].values()
     assert dataset["init"] == "mysqld --initialize-insecure" and dataset["builds"] == ["mysql97"], dataset
+    assert doc["experiment"]["server"] == "mysql" and dataset["own"] is True
     prepared = (out / "logs" / "prepare-mysql-9.7.txt").read_text()  # a kind's own dataset: its own log
     assert "creating table warehouse" in prepared and "creating table order_line" in prepared
     steady = [iv for iv in cell["intervals"] if not iv["warmup"]]

@@ -176,3 +176,29 @@ def meta(out: Path, key: str) -> str:
         return json.loads(db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0])
     finally:
         db.close()
+
+
+def test_server_mysql_runs_builds_only_each_format_on_its_own_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """`server = "mysql"` (servers/mysql/): a variant without a build is refused before anything
+    runs (Debian 12 has no MySQL, exit 2 with the hint); with a build in every variant there is no
+    installed server's dataset, and the build's is its own, made by its mysqld (the fake's words
+    fail its cells as above)."""
+    monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
+    base = fake_basedir(tmp_path / "mysql-8.0.36", MYSQL)
+    spec = SPEC.format(base=base).replace('name = "it-mysql"', 'name = "it-mysql-kind"\nserver = "mysql"')
+    refused = perflab("run", str(write_experiment(tmp_path / "bare.toml", spec)), "--check")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "variants.server.current.build" in refused.stderr and 'suite = "sid"' in refused.stderr
+    out = tmp_path / "out"
+    only = spec.replace("current = {}\n", "")
+    done = perflab("run", str(write_experiment(tmp_path / "m.toml", only)), "-o", str(out))
+    assert done.returncode == 1, done.stdout + done.stderr  # its one cell failed, at its dataset
+    workdir = Path(meta(out, "workdir"))
+    init, start = calls(base)
+    assert "--initialize-insecure" in init["argv"] and f"--datadir={workdir}/snapshot-mysql-8.0" in init["argv"]
+    assert start["option_file"].splitlines()[1] == "[mysqld]"
+    doc = json.loads(perflab("export", str(out), "--format", "json").stdout)
+    assert set(doc["datasets"]) == {"mysql-8.0"} and doc["datasets"]["mysql-8.0"]["own"] is True
+    (cell,) = doc["cells"]
+    assert cell["status"] == "failed" and "not a MySQL server" in cell["error"]
+    assert doc["experiment"]["server"] == "mysql"

@@ -1,5 +1,6 @@
-"""What differs between MariaDB, MySQL and Percona Server: the kind and format read from a
-version line, the option translation, the option file, how a datadir is initialised, and the
+"""What differs between MariaDB, MySQL and Percona Server: the kind (servers/mariadb or
+servers/mysql) and format read from a version line, each kind's Flavor (the option translation,
+the option file), how each kind initialises a datadir, and the
 report's note on variants that ran on a dataset of their own. Builds here are records (as
 `perflab run` stores them); nothing is started: tests/integration/test_mysql.py runs the
 command lines against a fake mysqld, tests/integration/test_datasets.py a real MariaDB."""
@@ -15,8 +16,8 @@ from perflab.errors import PerflabError
 from perflab.report import findings
 from perflab.run.builds import Build
 from perflab.servers.mariadb import datadir
-from perflab.servers.mariadb.flavor import Flavor, version_tuple
 from perflab.servers.mariadb.server import DEFAULT_OPTIONS, MariaDB
+from perflab.servers.mysql_protocol import flavor_of, owner, version_tuple
 
 MYSQL80 = "8.0.36 for Linux on x86_64 (MySQL Community Server - GPL)"
 MYSQL8029 = "8.0.29 for Linux on x86_64 (MySQL Community Server - GPL)"
@@ -41,20 +42,21 @@ def build(version: str, binary: Path = Path("/opt/x/bin/mysqld"), share: Path | 
 def test_kind_format_and_version_come_from_the_version_line(version, server, fmt, numbers):
     b = build(version)
     assert (b.server, b.format, version_tuple(version)) == (server, fmt, numbers)
-    assert Flavor.of(b) == Flavor(server, numbers)
-    assert Flavor.of(b).group == ("mariadbd" if server == "mariadb" else "mysqld")
+    assert (flavor_of(b).kind, flavor_of(b).version) == (server, numbers)
+    assert flavor_of(b).group == ("mariadbd" if server == "mariadb" else "mysqld")
+    assert owner(b).name == ("mariadb" if server == "mariadb" else "mysql")  # Percona Server: MySQL's kind
 
 
 def test_the_redo_log_size_is_translated_to_what_each_mysql_calls_it():
     options = {"innodb_log_file_size": "256M", "max_connections": 10}
-    assert Flavor.of(build(MYSQL80)).translate(options) == {"innodb_redo_log_capacity": "256M", "max_connections": 10}
-    assert Flavor.of(build(PERCONA)).translate(options)["innodb_redo_log_capacity"] == "256M"
+    assert flavor_of(build(MYSQL80)).translate(options) == {"innodb_redo_log_capacity": "256M", "max_connections": 10}
+    assert flavor_of(build(PERCONA)).translate(options)["innodb_redo_log_capacity"] == "256M"
     # before 8.0.30: the same total in MySQL's two log files (innodb_log_files_in_group = 2)
-    assert Flavor.of(build(MYSQL8029)).translate(options)["innodb_log_file_size"] == 128 << 20
-    assert Flavor.of(build(MARIADB)).translate(options) == options
-    assert Flavor.of(None).translate(options) == options  # the installed server is MariaDB
+    assert flavor_of(build(MYSQL8029)).translate(options)["innodb_log_file_size"] == 128 << 20
+    assert flavor_of(build(MARIADB)).translate(options) == options
+    assert flavor_of(None).translate(options) == options  # the installed server is MariaDB
     explicit = {"innodb-log-file-size": "1G", "innodb_redo_log_capacity": "2G"}  # the user's capacity wins
-    assert Flavor.of(build(MYSQL80)).translate(explicit) == {"innodb_redo_log_capacity": "2G"}
+    assert flavor_of(build(MYSQL80)).translate(explicit) == {"innodb_redo_log_capacity": "2G"}
 
 
 def test_a_mysql_57_option_file(tmp_path: Path):
@@ -108,7 +110,7 @@ def test_a_mariadb_build_is_initialised_by_its_own_install_script(tmp_path: Path
 
 def test_mysql_is_initialised_by_mysqld_itself(tmp_path: Path):
     b = build(MYSQL80, tmp_path / "base" / "bin" / "mysqld", basedir=str(tmp_path / "base"))
-    init = datadir.plan(tmp_path / "w" / "snap", b)
+    init = owner(b).init_plan(tmp_path / "w" / "snap", b)  # servers/mysql/datadir.py
     root = ["--user=root"] if os.geteuid() == 0 else []
     assert init.argv == [
         f"{tmp_path}/base/bin/mysqld",
@@ -154,5 +156,5 @@ def test_the_report_names_the_variants_that_ran_on_their_own_dataset():
 def test_a_mysql_without_initialize_insecure_is_refused_with_why(tmp_path: Path):
     b = build("5.6.51 for linux-glibc2.12 on x86_64 (MySQL Community Server (GPL))", tmp_path / "bin" / "mysqld")
     with pytest.raises(PerflabError) as caught:
-        datadir.plan(tmp_path / "d", b)
+        owner(b).init_plan(tmp_path / "d", b)
     assert "has no --initialize-insecure (MySQL 5.7.6 and later have it)" in caught.value.message

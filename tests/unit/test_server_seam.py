@@ -1,7 +1,8 @@
 """The server seam (issue 34): everything that differs between servers lives in its package
 under perflab/servers/, reached through `servers.kind(name)`. Outside it, no code compares a
 value with a server kind's name, no isinstance() picks a server class, and no module is a
-`pg*` sibling of a generic one. Adding a server is then adding a package.
+`pg*` or `mysql*` sibling of a generic one. Inside it, every package is a kind registered in
+`servers.KINDS`, and every kind has its package. Adding a server is then adding a package.
 
 Found by reading the AST of every module, so a comment or a docstring that names a server does
 not count, and a new branch anywhere fails here with its file and line."""
@@ -68,14 +69,28 @@ def test_the_rule_finds_a_branch():
     assert _branches(ast.parse('if server in ("mysql", "percona"):\n    pass\n')) == [1]
 
 
-def test_no_pg_sibling_modules():
+def test_no_pg_or_mysql_sibling_modules():
     siblings = [
         p.relative_to(PACKAGE).as_posix()
-        for p in PACKAGE.rglob("pg*.py")
+        for pattern in ("pg*", "mysql*", "maria*", "percona*")
+        for p in PACKAGE.rglob(pattern)
         if not p.relative_to(PACKAGE).as_posix().startswith(("servers/", "run/workloads/"))  # pgbench: a workload
         and p.name != "pgo.py"  # profile-guided optimisation, of every kind
+        and "__pycache__" not in p.parts
     ]
     assert not siblings, f"server-specific modules outside perflab/servers/: {siblings}"
+
+
+def test_every_package_in_servers_is_a_registered_kind_and_back():
+    """perflab/servers/<kind>/ holds one kind each; what kinds share is a module beside them
+    (mysql_protocol.py, managed.py), not a package of no kind."""
+    packages = {p.parent.name for p in (PACKAGE / "servers").glob("*/__init__.py")}
+    assert packages == set(servers.KINDS) == set(servers.NAMES)
+    for name, found in servers.KINDS.items():
+        assert type(found).__module__ == f"perflab.servers.{name}", f"{name} is defined outside its package"
+    flavors = [f for k in servers.every() for f in k.flavors]
+    assert len(flavors) == len(set(flavors)), f"a flavor claimed by two kinds: {flavors}"
+    assert sum(k.claims_rest for k in servers.every()) == 1  # one kind takes the version lines no other names
 
 
 def test_every_kind_is_a_package_that_implements_the_interface():
@@ -90,7 +105,8 @@ def test_every_kind_is_a_package_that_implements_the_interface():
             and getattr(type(found), attr) is value
             and attr
             not in ("cell_options", "measure", "spec_problems", "connection_problems", "short_version", "format",
-                    "clients_connected", "storage_problems")  # fmt: skip
+                    "clients_connected", "storage_problems", "opens")  # fmt: skip
         ]
         assert not missing, f"{name} does not implement {missing}"
     assert kind("postgresql").memory_figure == "PSS" and kind("mariadb").sysbench_driver == "mysql"
+    assert kind("mysql").sysbench_driver == "mysql" and kind("mysql").title == "MySQL"

@@ -76,11 +76,19 @@ CASES = [
     ("pin-string", HEAD + 'pin = "yes"\n', "experiment.pin", "true or false", "str 'yes'", "write it like true"),
     (
         "server-literal",
-        HEAD + 'server = "mysql"\n',
+        HEAD + 'server = "oracle"\n',
         "experiment.server",
         "'mariadb'",
-        "str 'mysql'",
+        "str 'oracle'",
         "leave the key out",
+    ),
+    (  # Debian 12 has no MySQL: server = "mysql" runs builds only (servers/mysql/)
+        "mysql-without-a-build",
+        HEAD + 'server = "mysql"\n[variants.a]\nx = {}\n',
+        "variants.a.x.build",
+        "a MySQL build",
+        "none: the installed server",
+        'package = "mysql-server-core", suite = "sid"',
     ),
     (
         "bad-name",

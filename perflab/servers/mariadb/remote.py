@@ -18,7 +18,7 @@ from typing import Any
 
 from perflab.errors import PerflabError, ServerStartError
 from perflab.hosts.rundir import Tracked
-from perflab.servers.mariadb.flavor import Flavor
+from perflab.servers.mariadb.flavor import INSTALLED
 from perflab.servers.mariadb.server import READY_DEADLINE_S, MariaDB, defaults, option_line
 
 
@@ -41,7 +41,7 @@ class RemoteMariaDB(MariaDB):
         self.options = {**defaults(False, options), **options}
         self.env = dict(env or {})
         self.preload = self.tracer = self.cpus = self.build = None
-        self.flavor = Flavor.of(None)
+        self.flavor = INSTALLED  # the host's own mariadbd
         self.child: Tracked | None = None  # type: ignore[assignment]
         self.crashed: bool | None = None
 

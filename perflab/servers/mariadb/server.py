@@ -1,6 +1,7 @@
 """A MariaDB server that perflab owns: its own datadir on tmpfs, option file, socket and port.
-A build's MySQL or Percona Server runs through the same class: its option file is written in
-that server's dialect (servers/mariadb/flavor.py: [mysqld], translated options, mysqlx=0, ...).
+It is the server process of every kind of MySQL's protocol (servers/mysql_protocol.py): a build's
+MySQL or Percona Server runs through it with its option file in that kind's dialect, its Flavor
+(servers/mysql/flavor.py: [mysqld], translated options, mysqlx=0, ...).
 
 Isolation: mariadbd is started with `--defaults-file=<run dir>/my.cnf` only, so it never
 reads /etc/mysql and never meets the system's own service. Readiness is the server's
@@ -26,7 +27,7 @@ from perflab.errors import ToolMissingError
 from perflab.run.builds import Build
 from perflab.run.proc import Child, call, clean_env
 from perflab.servers.managed import Managed, ld_preload
-from perflab.servers.mariadb.flavor import Flavor
+from perflab.servers.mysql_protocol import flavor_of
 
 READY_DEADLINE_S = 90.0
 
@@ -136,7 +137,7 @@ class MariaDB(Managed):
         self.tracer = tracer  # preloaded before the allocator, which it forwards to ([observe] alloc)
         self.cpus = cpus
         self.build = build  # another server binary (a [builds] entry); None: the installed one
-        self.flavor = Flavor.of(build)
+        self.flavor = flavor_of(build)  # the option file's dialect, as the build's kind says
         self.child: Child | None = None
         self.crashed: bool | None = None  # known once stopped: did it end on its own first?
 

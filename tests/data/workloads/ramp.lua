@@ -7,6 +7,11 @@
 -- thread's first N transactions, a climb in the client's own running time, which stopping the
 -- client between turns (design = "interleaved") does not distort as it does the timed ramp's
 -- pause, which is proportional to a duration that can hold a stop.
+-- --pace=N instead of the timed pause: each thread keeps a schedule of its own, N transactions a
+-- second, a quarter of that at its start climbing linearly to all of it over --ramp-seconds.
+-- A thread ahead of its schedule sleeps; one behind it (a busy machine, a pause of the VM) starts
+-- the schedule again from now, so it never bursts to catch up. The series then has the shape
+-- the options give it whatever else runs beside it, as long as the machine can serve N a thread.
 
 dofile("/usr/share/sysbench/oltp_read_only.lua")
 
@@ -14,6 +19,7 @@ sysbench.cmdline.options.ramp_seconds = {"seconds over which throughput climbs t
 sysbench.cmdline.options.fail_nth = {"fail the run that is the Nth to start with this --fail-file (counted in the file)", 0}
 sysbench.cmdline.options.fail_file = {"the file that counts the runs for --fail-nth", ""}
 sysbench.cmdline.options.ramp_events = {"transactions a thread over which a 2 ms pause shrinks to none", 0}
+sysbench.cmdline.options.pace = {"transactions a second a thread, on an absolute schedule (0: as fast as it can)", 0}
 
 local ffi = require("ffi")
 ffi.cdef [[
@@ -29,7 +35,7 @@ local function now()
 end
 
 local oltp_thread_init, oltp_event = thread_init, event
-local started
+local started, due
 local done = 0
 
 function thread_init()
@@ -47,9 +53,29 @@ function thread_init()
    end
    oltp_thread_init()
    started = now()
+   due = started
+end
+
+-- the pace at `elapsed` seconds into the thread's run: a quarter of --pace at the start, all of it
+-- from --ramp-seconds on
+local function pace_at(elapsed)
+   local ramp = sysbench.opt.ramp_seconds
+   local share = (ramp > 0 and elapsed < ramp) and (0.25 + 0.75 * elapsed / ramp) or 1
+   return sysbench.opt.pace * share
 end
 
 function event()
+   if sysbench.opt.pace > 0 then
+      local t = now()
+      if due > t then
+         ffi.C.usleep(math.floor((due - t) * 1e6))
+      else
+         due = t  -- behind the schedule: start it again from now, no burst
+      end
+      oltp_event()
+      due = due + 1 / pace_at(due - started)
+      return
+   end
    local begin = now()
    oltp_event()
    local ramp = sysbench.opt.ramp_seconds

@@ -1,0 +1,303 @@
+"""What the servers of MySQL's protocol share (the mariadb and mysql kinds): the `Kind` base both
+packages build on, the `Flavor` each gives its binaries, and a datadir's initialisation.
+
+A build's kind comes from its binary (`Build.server`: mariadb, mysql, percona). An experiment of
+one of these kinds runs a build of the other through the build's own kind: its datadir is
+initialised (`Kind.init_plan`) and its option file written (`Kind.dialect`, a Flavor) as that
+kind says. The server process is one class for all of them (servers/mariadb/server.py); what
+differs between them is its Flavor:
+
+    flavor_of(build)                  -> the option file's [group], option names, private options
+    initialise(datadir, build, log)   -> Init: how the datadir was made (its output in `log`)
+    owner(build)                      -> the kind that runs `build` (None: the installed MariaDB)
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perflab.servers import Kind
+
+if TYPE_CHECKING:
+    from perflab.run.builds import Build
+    from perflab.run.dataset import Snapshot
+    from perflab.servers.mariadb.server import MariaDB
+    from perflab.spec import Cell, Experiment
+    from perflab.spec.problems import Problem
+
+SHARES = ("share/mysql", "share/mariadb", "share", "sql/share", "usr/share/mysql")  # errmsg.sys's language dirs
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """What a server binary's kind and version change in its option file (subclasses: each
+    kind's flavor.py). The base writes options as given and adds none."""
+
+    kind: str  # Build.server: mariadb | mysql | percona
+    version: tuple[int, int, int]
+    group = ""  # the option file's group, [mariadbd] or [mysqld] (a class attribute)
+
+    @property
+    def metrics_enabled(self) -> str:
+        """information_schema.INNODB_METRICS' filter for the metrics being counted."""
+        return "STATUS = 'enabled'"
+
+    def translate(self, options: dict[str, Any]) -> dict[str, Any]:
+        """`options` with MariaDB's names and meanings turned into this server's."""
+        return dict(options)
+
+    def private(self, rundir: Path, build: Build | None) -> dict[str, Any]:
+        """Options that keep the server to its run directory, beyond perflab's fixed ones."""
+        return {}
+
+
+@dataclass(frozen=True)
+class Init:
+    argv: list[str]
+    method: str  # what initialised it, for the results' meta: "mysqld --initialize-insecure"
+    env: dict[str, str] = field(default_factory=dict)  # added to perflab's clean environment
+
+
+def version_tuple(version: str) -> tuple[int, int, int]:
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2)), int(match.group(3))) if match else (0, 0, 0)
+
+
+def owner(build: Build | None) -> MySQLProtocolKind:
+    """The kind that runs `build` (its binary says which); None, the installed server: MariaDB's."""
+    from perflab import servers
+    from perflab.errors import UsageError
+
+    found = servers.kind("mariadb") if build is None else servers.kind_of_flavor(build.server)
+    if not isinstance(found, MySQLProtocolKind):
+        assert build is not None
+        raise UsageError(
+            f"{build.binary} is {found.title}, which does not speak MySQL's protocol",
+            f'a {found.title} build needs server = "{found.name}"',
+        )
+    return found
+
+
+def flavor_of(build: Build | None) -> Flavor:
+    return owner(build).dialect(build)
+
+
+def initialise(datadir: Path, build: Build | None, log: Path) -> Init:
+    """Initialise `datadir` for `build` as its kind does; the tool's output goes to `log`;
+    PerflabError with its tail on failure."""
+    from perflab.errors import PerflabError
+    from perflab.run.proc import call, clean_env
+
+    init = owner(build).init_plan(datadir, build)
+    datadir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out = call(init.argv, what=init.method, env=clean_env(init.env), timeout=600)
+    except PerflabError as exc:
+        log.write_text(f"$ {' '.join(init.argv)}\n{exc}\n", encoding="utf-8")
+        raise
+    log.write_text(f"$ {' '.join(init.argv)}\n{out}", encoding="utf-8")
+    return init
+
+
+def scratch(datadir: Path) -> Path:
+    """A directory beside the datadir while initialising it (secure-file-priv, a loader's wrapper)."""
+    path = datadir.with_name(datadir.name + "-files")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class MySQLProtocolKind(Kind):
+    """A server kind of MySQL's protocol: sysbench's mysql driver, go-tpc, InnoDB's buffer pool,
+    SHOW GLOBAL STATUS, one server process, cmake source builds."""
+
+    mysql_protocol = True
+    memory_figure = "RSS"
+    sysbench_driver = "mysql"
+    remote_client_refusal = None
+
+    def dialect(self, build: Build | None) -> Flavor:
+        """The Flavor of a binary of this kind (`build` None: the installed server)."""
+        raise NotImplementedError
+
+    def init_plan(self, datadir: Path, build: Build | None) -> Init:
+        """How `datadir` (which must not exist yet) is initialised for `build` of this kind."""
+        raise NotImplementedError
+
+    def basedir_build(self, name: str, basedir: Path) -> Build:
+        from perflab.run.builds import BuildError, describe
+        from perflab.spec.builds import server_binary
+
+        found = server_binary(basedir)
+        if found is None:
+            raise BuildError(name, "basedir", None, f"no mariadbd or mysqld under {basedir}")
+        share = next((basedir / s for s in SHARES if (basedir / s / "english" / "errmsg.sys").is_file()), None)
+        return describe(found, name=name, kind="basedir", share=share, recipe={"basedir": str(basedir)})
+
+    def prepare(self, workdir: Path, *, spec: Any, log: Path, name: str, build: Build | None) -> Snapshot:
+        from perflab.run import dataset, workloads
+
+        workload = workloads.of(spec)
+        return dataset.prepare(
+            workdir,
+            workload=workload,
+            spec=spec,
+            test=spec.workload.test,
+            tables=spec.dataset.tables,
+            table_size=spec.dataset.table_size,
+            options=spec.workload.options,
+            server_options=spec.server_options,
+            log=log,
+            build=build,
+            name=name,
+        )
+
+    def pool_options(self, snapshot: Snapshot) -> dict[str, Any]:
+        return {"innodb_buffer_pool_size": snapshot.buffer_pool}
+
+    def cache_size(self, snapshot: Snapshot) -> dict[str, str]:
+        return {"buffer_pool": snapshot.buffer_pool}
+
+    def cell_options(self, cell: Cell) -> dict[str, Any]:
+        from perflab.run.prewarm import MARIADB_OPTIONS
+
+        return dict(MARIADB_OPTIONS) if cell.prewarm else {}
+
+    def server(self, rundir: Path, datadir: Path, options: dict[str, Any], **kw: Any) -> MariaDB:
+        """The server process of every MySQL-protocol kind; `build`'s own kind gives its Flavor."""
+        from perflab.servers.mariadb.server import MariaDB
+
+        return MariaDB(rundir, datadir, options, **kw)
+
+    def durability_options(self) -> tuple[str, ...]:
+        from perflab.servers.mariadb.io import DURABILITY_OPTIONS
+
+        return DURABILITY_OPTIONS
+
+    def io_counters(self, server: Any) -> dict[str, float]:
+        from perflab.servers.mariadb.io import counters
+
+        return counters(server)
+
+    def prewarm(self, server: Any, tool: str) -> float:
+        from perflab.run import prewarm, workloads
+
+        return prewarm.mariadb(server, workloads.get(tool).database)
+
+    def pss_bytes(self, server: Any) -> int | None:
+        from perflab.run.proctree import pss_bytes
+
+        return pss_bytes([server.pid])
+
+    def train(self, runner: Any, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
+        """The experiment's workload (largest thread count) for `train_duration`, then a
+        clean shutdown: the instrumented server writes its profile at exit."""
+        from perflab.run import dataset, workloads
+        from perflab.run.proc import call, clean_env
+
+        exp = runner.exp.file
+        options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **exp.server_options}
+        server = self.server(rundir, rundir / "data", options, build=build)
+        try:
+            dataset.restore(snapshot, rundir / "data")
+            with server:
+                command = workloads.of(exp).training_argv(exp, server, round(spec.train_duration))
+                out = call(command, what="PGO training run", env=clean_env(), timeout=spec.train_duration + 600)
+                server.stop(clean=True)  # the profile is written at exit
+            return out
+        finally:
+            server.stop()
+            shutil.rmtree(rundir, ignore_errors=True)
+
+    def source_recipe(self, spec: Any, src: Any, stage: str, profile: str | None) -> dict[str, Any]:
+        from perflab.run.builds import source
+
+        return source.cmake_recipe(spec, src, stage, profile)
+
+    def source_build(self, name: str, spec: Any, src: Any, cache: Path, listen: Any, **kw: Any) -> Build:
+        from perflab.run.builds import source
+
+        return source.cmake_build(name, spec, src, cache, listen, **kw)
+
+    def listen_on(self, server: Any, address: str) -> None:
+        server.bind_address = address
+
+    def remote_login(self, server: Any, password: str) -> dict[str, str]:
+        """User `perflab` from any address (the server listens on one only, for this cell's datadir)."""
+        if not password.isalnum():
+            raise ValueError("the password is made by perflab: hex digits only")
+        server.sql(
+            f"CREATE USER IF NOT EXISTS 'perflab'@'%' IDENTIFIED BY '{password}'; "
+            "GRANT ALL PRIVILEGES ON *.* TO 'perflab'@'%'"
+        )
+        return {
+            "db-driver": "mysql",
+            "mysql-host": server.bind_address,
+            "mysql-port": str(server.port),
+            "mysql-user": "perflab",
+            "mysql-password": password,
+            "mysql-db": "sbtest",
+        }
+
+    def file_problems(self, spec: Any) -> list[Problem]:
+        """The workload's own refusals (pgbench, pgbench's scale) come first: run/workloads/."""
+        return self.build_problems(spec.builds)
+
+    def build_problems(self, builds: dict[str, Any]) -> list[Problem]:
+        """A build of PostgreSQL's kind (an install tree with bin/postgres, configure options)."""
+        from perflab.spec.builds import server_binary
+        from perflab.spec.problems import Problem
+
+        problems: list[Problem] = []
+        for name, spec in builds.items():
+            key = f"builds.{name}"
+            binary = server_binary(Path(spec.basedir)) if spec.basedir else None
+            if binary is not None and binary.name == "postgres":
+                tree = f"a {self.title} install tree (mariadbd or mysqld)"
+                problems.append(
+                    Problem(f"{key}.basedir", tree, str(binary), 'a PostgreSQL tree needs server = "postgresql"')
+                )
+            if spec.configure:
+                problems.append(
+                    Problem(
+                        f"{key}.configure",
+                        f"cmake = {{ ... }} on {self.title}",
+                        "configure = [...]",
+                        f"configure is PostgreSQL's (autoconf); {self.title}'s options go in cmake",
+                    )
+                )
+        return problems
+
+    def tool_problems(self) -> list[Problem]:
+        from perflab import preflight
+
+        return preflight.tool_problems()
+
+    def turn_counters(self, server: Any, clock: Any, lean: bool) -> Any:
+        """The server's own statement counters, `SHOW GLOBAL STATUS` over one connection made now."""
+        from perflab.run.observers.status import StatusSampler
+
+        return StatusSampler(server.socket, lean=lean).connect()
+
+    def process_counters(self, pid: int, threads: bool = False) -> Any:
+        from perflab.run.observers.resources import ProcCounters
+
+        return ProcCounters.read(pid, threads)
+
+    def memory_sampler(self, pid: int) -> Any:
+        from perflab.run.observers.resources import RssSampler
+
+        return RssSampler(pid)
+
+    def dataset_estimate(self, exp: Experiment) -> int:
+        from perflab import preflight
+
+        return preflight.dataset_estimate(exp)
+
+    def connection_problems(self, exp: Experiment) -> list[Problem]:
+        from perflab.concurrency import connection_problems
+
+        return connection_problems(exp)
