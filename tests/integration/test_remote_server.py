@@ -79,8 +79,8 @@ def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
     assert cell["client"]["host"] == "db" and cell["client"]["address"] == db.address
     assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0
-    own = cell["resources"]["perflab_host_cpu"]["db"]  # sysbench and mariadbd left out: only perflab's session
-    assert 0 <= own["cpu_s"] < 0.2 * cell["client"]["cpu_s"], (own, cell["client"]["cpu_s"])
+    own = cell["resources"]["perflab_host_cpu"]["db"]  # sysbench and mariadbd left out: perflab's session, perf
+    assert 0 < own["cpu_s"] and own["cores"] < 0.5, (own, cell["client"]["cpu_s"])
     assert cell["build"]["host"]["clock"]["aligned"]
     perf = [p for p in cell["profiles"] if p["source"] == "perf" and p["phase"] == "measured"]
     assert perf and perf[0]["samples"] > 0  # recorded on the server's host, the client there too
@@ -181,6 +181,6 @@ def test_perf_pmp_and_status_observe_the_server_host(ssh_lab: SshLab, tmpfs, tmp
         rows = json.loads(shown.stdout)  # named on the host by its perf / eu-stack
         assert any(r["dso"] == "mariadbd" and r["function"] != "[unknown]" for r in rows), (source, rows[:10])
     own = cell["resources"]["perflab_host_cpu"]["db"]  # perflab's CPU there: its session, perf, the loops
-    assert 0 < own["cpu_s"] and own["cores"] < cell["resources"]["server_cpu_s"] / 2, own
+    assert 0 < own["cpu_s"] and own["cores"] < 0.5, own  # perf -a and eu-stack there: never zero
     assert namespace_commands(ssh_lab, "db") == ["sshd"]  # perf and the sampler stopped with the cell
     assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()
