@@ -80,7 +80,7 @@ def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     assert cell["client"]["host"] == "db" and cell["client"]["address"] == db.address
     assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0
     own = cell["resources"]["perflab_host_cpu"]["db"]  # sysbench and mariadbd left out: perflab's session, perf
-    assert 0 < own["cpu_s"] and own["cores"] < 0.5, (own, cell["client"]["cpu_s"])
+    assert 0 <= own["cpu_s"] and own["cores"] < 0.5, (own, cell["client"]["cpu_s"])  # 10 ms ticks: 0 happens
     assert cell["build"]["host"]["clock"]["aligned"]
     perf = [p for p in cell["profiles"] if p["source"] == "perf" and p["phase"] == "measured"]
     assert perf and perf[0]["samples"] > 0  # recorded on the server's host, the client there too
