@@ -175,11 +175,11 @@ def host_lines(meta: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
         line = f"{role} on host {name} ({host.get('ssh')})"
         line += f": {rtt * 1000:.2f} ms round trip" if rtt is not None else ""
         line += f", {sum(per_txn) / len(per_txn):,.0f} bytes per transaction" if per_txn else ""
-        line += _own_cpu(name, cells) + _unaligned(name, host, cells)
         fields = [f for f, values in differ.items() if name in values]
         line += (
             f"; differs from this machine in {', '.join(fields)}" if fields else "; same fingerprint as this machine"
         )
+        line += _own_cpu(name, cells) + _unaligned(name, host, cells)  # last: a wrapped line keeps the rest whole
         lines.append(line + (f"; dropped off: {host['lost']}" if host.get("lost") else ""))
     return lines + _changed_lines(cells)
 
@@ -188,7 +188,7 @@ def _own_cpu(name: str, cells: list[dict[str, Any]]) -> str:
     """perflab's own CPU on host `name` over the windows (resources.perflab_host_cpu), the most of a cell."""
     own = [((c.get("resources") or {}).get("perflab_host_cpu") or {}).get(name) or {} for c in cells]
     cores = [o["cores"] for o in own if o.get("cores") is not None]
-    return f", perflab's own CPU there {100 * max(cores):.1f}% of a core at most" if cores else ""
+    return f"; perflab's own CPU there {100 * max(cores):.1f}% of a core at most" if cores else ""
 
 
 def _unaligned(name: str, host: dict[str, Any], cells: list[dict[str, Any]]) -> str:

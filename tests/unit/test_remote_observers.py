@@ -270,8 +270,8 @@ def test_the_host_line_says_perflabs_cpu_there_and_an_unaligned_clock() -> None:
 
     (line,) = host_lines({"hosts": meta}, [cell(0.012, True), cell(0.078, False)])
     assert line == (
-        "server on host db (root@db1): 0.40 ms round trip, perflab's own CPU there 7.8% of a core at most; "
-        "its clock not aligned in 1 cell (over 50 ms); same fingerprint as this machine"
+        "server on host db (root@db1): 0.40 ms round trip; same fingerprint as this machine; "
+        "perflab's own CPU there 7.8% of a core at most; its clock not aligned in 1 cell (over 50 ms)"
     )
     meta["hosts"]["db"]["clock"]["refused"] = "host db: its clock is known only within 70 ms over the run"
     (line,) = host_lines({"hosts": meta}, [cell(0.012, True)])
