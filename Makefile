@@ -160,14 +160,16 @@ demo: setup
 # The unit tests in parallel on every CPU (they measure nothing). Then the integration tests:
 # first the `quiet` modules, one at a time (their assertions are on measured effects or turn
 # timings, or on the machine as a whole), then the others IT_WORKERS at a time, a module per
-# worker (--dist loadfile: a module's fixtures are made once). Each pytest process gives its runs
+# worker (--dist loadfile: a module's fixtures are made once), the longest first (the order
+# tests/integration/conftest.py gives them; --no-loadscope-reorder keeps xdist from ordering
+# them by their number of tests instead). Each pytest process gives its runs
 # their own PERFLAB_TMPFS (tests/conftest.py), and the SSH labs take one lock (sshhosts.py). Their
 # clients are paced (tests/integration/helpers.PACE): the runs are bound by their fixed windows,
 # not by CPU, so workers beyond the CPUs shorten the whole (docs/development.md, "Tests"). All
 # three always run; any failing fails the target.
 IT_WORKERS ?= 5
 INTEGRATION = $(PYTHON) -m pytest -m quiet tests/integration; quiet=$$?; \
-	$(PYTHON) -m pytest -n $(IT_WORKERS) --dist loadfile -m "not quiet" tests/integration; shared=$$?
+	$(PYTHON) -m pytest -n $(IT_WORKERS) --dist loadfile --no-loadscope-reorder -m "not quiet" tests/integration; shared=$$?
 test: setup
 	@$(PYTHON) -m pytest -n $$(nproc) tests/unit; unit=$$?; \
 	$(INTEGRATION); \

@@ -105,7 +105,7 @@ def check(exp: Experiment) -> None:
     if exp.file.experiment.client_host or exp.file.experiment.server_host:  # reachable, with its tools
         from perflab.hosts.preflight import host_problems  # (hosts/preflight.py)
 
-        machine += host_problems(exp.file, kind.remote_packages, kind.server_packages)
+        machine += host_problems(exp.file, kind.remote_packages, kind.server_packages, kind.server_dirs)
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
     problems = kind.spec_problems(exp)

@@ -13,12 +13,16 @@ from perflab.errors import HostKeyError, HostUnreachableError, Problem
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
 
-_HAS = 'command -v "$0" || test -x "$0"'  # on the ssh user's PATH (root's has /usr/sbin: mariadbd)
+# $0: a tool, "$@": directories off the PATH where it may be (postgresql-15's bin); else on the ssh
+# user's PATH (root's has /usr/sbin: mariadbd)
+_HAS = 'for d in "$@"; do [ -x "$d/$0" ] && exit 0; done; command -v "$0" || test -x "$0"'
 
 
-def host_problems(spec: Any, packages: dict[str, str], server_packages: dict[str, str] | None = None) -> list[Problem]:
+def host_problems(
+    spec: Any, packages: dict[str, str], server_packages: dict[str, str] | None = None, dirs: tuple[str, ...] = ()
+) -> list[Problem]:
     """Problems of the client host and the server host (`packages`, `server_packages`: the tools each
-    runs -> their Debian packages)."""
+    runs -> their Debian packages; `dirs`: where the server's may be, off the PATH)."""
     e = spec.experiment
     wanted: dict[str, dict[str, str]] = {}
     if e.client_host is not None:
@@ -29,7 +33,7 @@ def host_problems(spec: Any, packages: dict[str, str], server_packages: dict[str
             **(server_packages or {}),
             **observer_packages(spec),
         }
-    return [p for name, tools in wanted.items() for p in _problems_of(spec, name, tools)]
+    return [p for name, tools in wanted.items() for p in _problems_of(spec, name, tools, dirs)]
 
 
 def observer_packages(spec: Any) -> dict[str, str]:
@@ -41,7 +45,7 @@ def observer_packages(spec: Any) -> dict[str, str]:
     }
 
 
-def _problems_of(spec: Any, name: str, packages: dict[str, str]) -> list[Problem]:
+def _problems_of(spec: Any, name: str, packages: dict[str, str], dirs: tuple[str, ...] = ()) -> list[Problem]:
     target = parse_target(spec.hosts[name].ssh)
     try:
         link = Connection.open(name, target)
@@ -56,7 +60,7 @@ def _problems_of(spec: Any, name: str, packages: dict[str, str]) -> list[Problem
                 f"install it there: apt-get install {package} (on {target})",
             )
             for tool, package in packages.items()
-            if link.run(["sh", "-c", _HAS, tool]).status != 0
+            if link.run(["sh", "-c", _HAS, tool, *dirs]).status != 0
         ]
     finally:
         link.close()

@@ -48,6 +48,18 @@ done
 true
 """
 
+# $0 = the run directory. The System V shared memory segments servers started here made, as they
+# recorded them in `shm` ("KEY SHMID" a line, KEY in decimal: a killed postmaster's), each removed
+# only while that id still has that key (an id reused since is someone else's)
+_RELEASE = r"""
+[ -f "$0/shm" ] || exit 0
+while read -r k i; do
+  x=$(printf '0x%08x' "$k") || continue
+  ipcs -m | awk -v k="$x" -v i="$i" '$1 == k && $2 == i { f = 1 } END { exit !f }' && ipcrm -m "$i" && echo "$i"
+done < "$0/shm"
+true
+"""
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -99,8 +111,9 @@ class RunDir:
         return sorted({int(p) for p in done.stdout.split() if p.isdigit()})
 
     def remove(self) -> list[int]:
-        """Stop everything started here, then delete the directory."""
+        """Stop everything started here, release the shared memory they left, then delete the directory."""
         killed = self.stop_all()
+        self.link.run(["sh", "-c", _RELEASE, self.path], timeout=60)
         self.link.run(["rm", "-rf", "--one-file-system", self.path], timeout=120)
         return killed
 

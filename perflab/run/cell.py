@@ -124,7 +124,12 @@ class CellRunner:
         self.listen("prepare_start", {"build": build})
         log = self.results.dir / "logs" / ("prepare.txt" if build is None else f"prepare-{build.format}.txt")
         log.parent.mkdir(parents=True, exist_ok=True)
-        snapshot = self.kind.prepare(workdir, spec=spec, log=log, name=name, build=build)
+        if self.server_host is not None and spec.experiment.prepare_on == "host":  # run/remote_dataset.py
+            from perflab.run import remote_dataset
+
+            snapshot = remote_dataset.prepare(self, workdir, log, name)
+        else:
+            snapshot = self.kind.prepare(workdir, spec=spec, log=log, name=name, build=build)
         self.listen("prepare_end", {"snapshot": snapshot, "build": build})
         return snapshot
 

@@ -130,7 +130,7 @@ class Datasets:
         prepared_by = by or self.installed
         assert prepared_by is not None  # own(fmt) whenever there is no installed server
         record = {
-            "dir": self.dirname(fmt),
+            "dir": self.dirname(fmt) if snapshot.on_host is None else None,  # on a server host: not kept
             "own": self.own(fmt),
             "data_bytes": snapshot.data_bytes,
             "prepare_s": snapshot.prepare_s,
@@ -150,7 +150,7 @@ class Datasets:
                 },
             )
         self._save()
-        if self.keep:
+        if self.keep and snapshot.on_host is None:  # one on the server host is prepared again by --resume
             self._keep(snapshot, self.results.dir / self.dirname(fmt))
         return snapshot
 

@@ -232,10 +232,9 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     out = logs / "sysbench.txt"
     read, sampler = remote_server.server_reads(runner, server)  # on the server's host when it runs there
     there = runner.server_host is not None
-    profilers = (
-        remote_profilers.of_cell(runner, cell, server, sampler.clock) if there else remote_profilers.NoProfilers()
-    )
-    counters = remote_window.status_sampler(runner, server, login) if there else None
+    clock = getattr(sampler, "clock", None)  # the server host's clock over the window (a MariaDB server's)
+    profilers = remote_profilers.of_cell(runner, cell, server, clock) if there else remote_profilers.NoProfilers()
+    counters = remote_window.status_sampler(runner, server, remote.password) if there else None
     with profilers, contextlib.closing(counters) if counters else contextlib.nullcontext(), StealSampler() as steal:
         w = _run(runner, server, command, out, (read, sampler), profilers, counters)
     summary, intervals = client.read_output(out, w.code, warmup)
@@ -250,7 +249,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         "client": remote.fields(*w.net, summary.transactions) | {"script": script} | _cpu(*w.cpu, summary.transactions),
     }
     if there:  # the server's host's clock over the window (its RSS aligned with it), its counters
-        measured["host_clock"] = sampler.clock.record()
+        measured["host_clock"] = clock.record() if clock is not None else None
     if counters is not None:
         measured["server_status"] = counters.figures(summary.transactions, summary.queries, summary.total_time_s)
         measured["status_samples"] = counters.samples

@@ -30,22 +30,21 @@ from typing import Any
 
 from perflab import hostinfo
 from perflab.errors import HostLostError, PerflabError, ServerCrashedError, ToolMissingError
-from perflab.hosts.clock import WindowClock
 from perflab.hosts.preflight import observer_packages
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
 from perflab.run import accounting, dataset
-from perflab.run.observers.remote_resources import RemoteRssSampler, read_counters
 from perflab.run.observers.resources import ProcCounters, RssSampler
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.spec import Cell
 from perflab.units import utc_now
 
-# $0: a tool; its path on the host, on the ssh user's PATH (root's has /usr/sbin, where mariadbd is)
-_WHICH = 'command -v "$0"'
+# $0: a tool, "$@": the kind's directories off the PATH (postgresql-15's bin); its path on the host,
+# else on the ssh user's PATH (root's has /usr/sbin, where mariadbd is)
+_WHICH = 'for d in "$@"; do [ -x "$d/$0" ] && { echo "$d/$0"; exit 0; }; done; command -v "$0"'
 # the ports listening on the host: /proc/net/tcp{,6}, state 0A (LISTEN), local port in hex
 _LISTENING = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
 
@@ -68,7 +67,7 @@ class ServerHost:
         link = hosts.link(name)
         binaries = {}
         for tool, package in kind.server_packages.items():
-            found = link.run(["sh", "-c", _WHICH, tool]).stdout.strip()
+            found = link.run(["sh", "-c", _WHICH, tool, *kind.server_dirs]).stdout.strip()
             if not found:
                 raise ToolMissingError(
                     f"host {name} has no {tool}", f"install it there: `apt-get install {package}` on {link.target}"
@@ -99,6 +98,8 @@ class ServerHost:
 
     def check_format(self, kind: Any, snapshot: dataset.Snapshot) -> None:
         """The host's server opens the snapshot's format, or exit 3 (the dataset is prepared here)."""
+        if snapshot.on_host is not None:  # prepared there by the same server
+            return
         flavor = kind.flavor(self.version)
         found = kind.format(flavor, self.version, "") if flavor else self.version
         if snapshot.format and found != snapshot.format:
@@ -109,6 +110,8 @@ class ServerHost:
 
     def restore(self, snapshot: dataset.Snapshot, datadir: str, workdir: Path) -> float:
         """The snapshot into `datadir` on the host (its copy there made first, once per run); seconds."""
+        if snapshot.on_host is not None:
+            self._snapshots[snapshot.datadir] = snapshot.on_host  # prepared there (run/remote_dataset.py)
         if snapshot.datadir not in self._snapshots:
             self._snapshots[snapshot.datadir] = self._copy(snapshot.datadir, workdir)
         started = time.monotonic()
@@ -193,7 +196,7 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
     rundir.mkdir()
     intervals: list[dict[str, Any]] = []
     rss: list[tuple[float, int]] = []
-    status: list[tuple[float, dict[str, float]]] = []  # [observe] status
+    status: list[tuple[float, dict[str, float]]] = []  # [observe] status, read from here over TCP
     server = None
     try:
         place.check_format(runner.kind, snapshot)
@@ -221,9 +224,9 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
 
 def _measured(
     runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path, server: Any, row: dict[str, Any], logs: Path
-) -> tuple[list[dict[str, Any]], list[tuple[float, int]], list]:
+) -> tuple[list[dict[str, Any]], list[tuple[float, int]], list[Any]]:
     """The cell's datadir restored on the host, its server started there, the window measured: the row
-    updated (status "ok"); its intervals, RSS samples and status samples ([observe] status)."""
+    updated (status "ok"); its intervals, RSS samples and status samples."""
     place: ServerHost = runner.server_host
     restore_s = place.restore(snapshot, server.datadir, workdir)
     started = time.monotonic()
@@ -233,6 +236,7 @@ def _measured(
         switches = server_switches(cell, server, runner.exp.file.workload.tool, runner.kind)
         intervals, rss, measured = measure(runner, cell, server, logs)
         steal = measured.pop("steal", None)
+        status = measured.pop("status_samples", [])
         if not server.alive():
             raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
     measured["client"] = {**row["client"], **measured["client"]}
@@ -273,9 +277,7 @@ def server_reads(runner: Any, server: Any) -> tuple[Any, Any]:
     """How the window reads the server: (its counters by pid, its RSS sampler): on its host when it runs there."""
     if runner.server_host is None:
         return ProcCounters.read, RssSampler(server.pid)
-    place: ServerHost = runner.server_host
-    clock = WindowClock(place.link)  # the host's clock over the window: its series aligned on ours
-    return (lambda pid: read_counters(place.link, pid)), RemoteRssSampler(place.rundir, server.pid, clock)
+    return runner.kind.remote_reads(runner.server_host, server.pid)  # PostgreSQL's: the postmaster's tree
 
 
 def window_resources(runner: Any, start: Any, end: Any, usage: Any, transactions: int, rss: Any) -> dict[str, Any]:
@@ -305,6 +307,9 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         from perflab.run import remote_client
 
         return remote_client.measure(runner, cell, server, logs)
+    own = runner.kind.remote_measure(runner, cell, server, logs)  # pgbench: servers/postgresql/remote_cell.py
+    if own is not None:
+        return own
     from perflab.run import remote_window
 
     return remote_window.measure(runner, cell, server, logs)

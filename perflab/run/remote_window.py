@@ -9,7 +9,6 @@ with [observe] status the server's counters once a second over TCP, as the clien
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from perflab.run import accounting, client, workloads
 from perflab.run.observers import remote_profilers
 from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.resources import RssSampler, StealSampler
-from perflab.run.observers.status import StatusSampler, TcpStatusSampler
+from perflab.run.observers.status import StatusSampler
 from perflab.run.remote_server import _login_file, server_reads, window_resources
 from perflab.spec import Cell
 
@@ -41,24 +40,11 @@ class Window:
     perflab_cpu: dict[str, Any]  # perflab's own CPU on the server host over the window
 
 
-def status_sampler(runner: Any, server: Any, login: dict[str, str]) -> StatusSampler | None:
-    """[observe] status over TCP with the run's login, connected now."""
+def status_sampler(runner: Any, server: Any, password: str) -> StatusSampler | None:
+    """[observe] status over TCP as the run's `perflab` login (the kind's remote_status), connected now."""
     if not runner.exp.file.observe.status:
         return None
-    enabled = getattr(getattr(server, "flavor", None), "metrics_enabled", "ENABLED")
-    return TcpStatusSampler(status_login_file(server.rundir, login), enabled=enabled).connect()
-
-
-def status_login_file(rundir: Path, login: dict[str, str]) -> Path:
-    """The `mariadb` client's options from the run's login (sysbench's mysql-* keys): host, port, user
-    and password under [client], in a file only its owner reads."""
-    path = rundir / "status-client.cnf"
-    options = {key.removeprefix("mysql-"): value for key, value in login.items() if key.startswith("mysql-")}
-    options.pop("db", None)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write("[client]\n" + "".join(f"{key}={value}\n" for key, value in options.items()))
-    return path
+    return runner.kind.remote_status(server, password).connect()
 
 
 def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict[str, Any]], list, dict[str, Any]]:
@@ -69,8 +55,9 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     connect = [f"--db-driver={runner.kind.sysbench_driver}", f"--config-file={_login_file(runner, server, login)}"]
     command = client.argv(spec, cell, Path(server.socket), connect=connect)
     read, sampler = server_reads(runner, server)
-    profilers = remote_profilers.of_cell(runner, cell, server, sampler.clock)
-    counters = status_sampler(runner, server, login)  # connected before the workload loads the server
+    clock = getattr(sampler, "clock", None)  # the host's clock over the window (a MariaDB server's RSS sampler)
+    profilers = remote_profilers.of_cell(runner, cell, server, clock)
+    counters = status_sampler(runner, server, runner.server_host.password)  # before the workload loads it
     with profilers, contextlib.closing(counters) if counters else contextlib.nullcontext(), StealSampler() as steal:
         w = _run(runner, server, command, logs / workload.output_name, profilers, read, sampler, counters)
     summary, intervals = workload.read_output(logs / workload.output_name, w.code, warmup)
@@ -84,7 +71,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         | {"perflab_host_cpu": w.perflab_cpu},
         "sysbench_options": workload.effective_options(runner, command),
         "client": {**fields, "address": server.bind_address},
-        "host_clock": sampler.clock.record(),
+        "host_clock": clock.record() if clock is not None else None,
     }
     if w.counters is not None:
         measured["server_status"] = w.counters.figures(summary.transactions, summary.queries, summary.total_time_s)

@@ -203,6 +203,31 @@ class Kind:
     server_packages: ClassVar[dict[str, str]] = {}  # a server host's tools -> their Debian packages
     # why perf and pmp cannot profile this kind's server on a server host yet (run/observers/remote_profilers.py)
     remote_profile_refusal: str | None = None
+    server_dirs: tuple[str, ...] = ()  # where a server host keeps them off the PATH, searched first
+
+    def remote_init(self, place: Any, datadir: str) -> str:
+        """A new datadir at `datadir` on the server host (its installed server's own tool), for a
+        dataset prepared there (run/remote_dataset.py); what initialised it."""
+        raise NotImplementedError(f"preparing a dataset on another host is not supported with {self.title} yet")
+
+    def remote_status(self, server: Managed, password: str) -> Any:
+        """[observe] status of a server on another host, read from here over TCP as the run's login
+        (a StatusSampler, not yet connected)."""
+        raise NotImplementedError(f"[observe] status is not supported with {self.title}")
+
+    def remote_measure(self, runner: Any, cell: Cell, server: Managed, logs: Path) -> Any | None:
+        """`measure` for a server on another host (run/remote_server.py): this kind's own, or None:
+        the common sysbench measurement."""
+        return None
+
+    def remote_reads(self, place: Any, pid: int) -> tuple[Any, Any]:
+        """How a window reads the server on its host: (its counters by pid, its RSS sampler); the
+        server process alone (MariaDB's threads are one process)."""
+        from perflab.hosts.clock import WindowClock
+        from perflab.run.observers.remote_resources import RemoteRssSampler, read_counters
+
+        # its RSS stamped with the host's clock, read at the window's start and end (hosts/clock.py)
+        return (lambda p: read_counters(place.link, p)), RemoteRssSampler(place.rundir, pid, WindowClock(place.link))
 
     def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Managed:
         """The (not yet started) server of a cell on another host: `place` is the run's ServerHost

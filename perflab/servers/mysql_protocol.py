@@ -229,9 +229,9 @@ class MySQLProtocolKind(Kind):
         """User `perflab` from any address (the server listens on one only, for this cell's datadir)."""
         if not password.isalnum():
             raise ValueError("the password is made by perflab: hex digits only")
-        server.sql(
+        server.sql(  # ALTER: a dataset prepared on a server host has the user already (another password)
             f"CREATE USER IF NOT EXISTS 'perflab'@'%' IDENTIFIED BY '{password}'; "
-            "GRANT ALL PRIVILEGES ON *.* TO 'perflab'@'%'"
+            f"ALTER USER 'perflab'@'%' IDENTIFIED BY '{password}'; GRANT ALL PRIVILEGES ON *.* TO 'perflab'@'%'"
         )
         return {
             "db-driver": "mysql",

@@ -28,6 +28,10 @@ def host_problems(spec: ExperimentFile) -> list[Problem]:
     problems = [p for p in problems if p is not None]
     if e.server_host is not None:
         problems += _server_problems(spec)
+    elif "prepare_on" in e.model_fields_set:
+        problems.append(
+            Problem("experiment.prepare_on", "prepare_on with server_host only", e.prepare_on, "remove prepare_on")
+        )
     if e.client_host is not None:
         problems += _client_problems(spec, e.server_host is None)
     return problems
@@ -120,9 +124,11 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
     refusal = servers.kind(e.server).remote_server_refusal
     if refusal:
         problems.append(Problem("experiment.server_host", "a server that runs on another host", e.server, refusal))
-    if not workloads.of(spec).remote_client:  # sysbench: a login over TCP from a config file
+    if not workloads.of(spec).remote_server:  # sysbench, pgbench: a login over TCP, its password in a file
         problems.append(
-            Problem("workload.tool", 'tool = "sysbench" with server_host', spec.workload.tool, _NOT_YET_SERVER)
+            Problem(
+                "workload.tool", 'tool = "sysbench" or "pgbench" with server_host', spec.workload.tool, _NOT_YET_SERVER
+            )
         )
     if e.design == "interleaved":
         problems.append(

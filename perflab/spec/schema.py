@@ -105,6 +105,9 @@ class ExperimentSection(_Strict):
     # remote hosts (docs/hosts.md): a [hosts.NAME] each; unset: this machine
     server_host: str | None = None
     client_host: str | None = None
+    # with server_host: where the dataset is prepared (docs/hosts.md): "host", by the server host's
+    # own server, the loader here over TCP; "here", by this machine's, its snapshot copied there
+    prepare_on: Literal["host", "here"] = "host"
 
     @property
     def window_start(self) -> float:

@@ -11,6 +11,40 @@ from tests.integration import helpers
 from tests.integration.helpers import tmpfs_mounts
 from tests.integration.sshhosts import SshLab, ssh_hosts
 
+# The modules that take longest, longest first, in worker-seconds (make test's parallel part,
+# 5 workers, 2026-11-28). xdist's --dist loadfile hands modules out in collection order, so a
+# long module collected late (alphabetically) ran alone at the end: 401 s for 328 s of work a
+# worker. Longest first, the short ones fill in behind. A rough order is enough; re-measure with
+# `pytest --durations=0` when a module grows. The SSH lab modules take one lock between them
+# (sshhosts.py): started early, they do not wait for each other at the end.
+LONGEST_FIRST = (
+    "test_host_speed_real.py",  # 164 s
+    "test_failures.py",  # 148
+    "test_remote_client.py",  # 83, the SSH lab's lock
+    "test_resources.py",  # 78
+    "test_postgresql.py",  # 78
+    "test_sid_servers_real.py",  # 77
+    "test_resume.py",  # 77
+    "test_gotpc_real.py",  # 71
+    "test_builds.py",  # 67
+    "test_run.py",  # 64
+    "test_calibrate.py",  # 62
+    "test_warmup.py",  # 61
+    "test_remote_server.py",  # 44, the SSH lab's lock
+    "test_mysql_observers_real.py",  # 44
+    "test_storage_disk.py",  # 43
+    "test_report_browser.py",  # 40
+    "test_decisive_real.py",  # 37
+    "test_hosts_ssh.py",  # 29, the SSH lab's lock
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Integration modules longest first (LONGEST_FIRST); the rest after them, in their order.
+    The same order in every xdist worker (it is a function of the names only)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 @pytest.fixture(scope="module", autouse=True)
 def paced_clients(request: pytest.FixtureRequest) -> Iterator[None]:

@@ -1,26 +1,22 @@
 """design = "interleaved" on real mariadbd servers and sysbench clients, end to end: a round's
 servers run at once, their clients take 100 ms turns, and every cell's figures come from its own
-server's counters over the seconds its client ran; a variant that fails leaves the others of its
-round running; an interrupt stops every server and every stopped client."""
+server's counters over the seconds its client ran. (A variant that fails, and an interrupt:
+test_interleave_failures_real.py, which runs beside others.)"""
 
 from __future__ import annotations
 
 import json
 import math
 import os
-import signal
 import sqlite3
 import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from scipy import stats as scipy_stats
 
 from perflab.run.interleave import IDLE_WARNING
-from tests.conftest import ROOT, perflab
+from tests.conftest import perflab
 from tests.freezes import Freezes
 from tests.integration.helpers import perflab_children, write_experiment
 
@@ -187,53 +183,6 @@ def test_compare_judges_the_interleaved_rounds(interleaved):
     report = perflab("report", str(out))
     assert report.returncode == 0, report.stderr
     assert "interleaved in 0.1 s turns" in " ".join(report.stdout.split())  # the header says how it ran
-
-
-def test_a_variant_that_fails_leaves_the_others_of_its_round_running(tmp_path: Path):
-    extra = 'bad = { server_options = { no_such_server_option = "1" } }\n'
-    # without [observe] status: the turns read 8 counters (status.LEAN_QUERY), two statements a sample
-    body = INTERLEAVED.format(extra=extra).replace("repeats = 2", "repeats = 1")
-    body = body.replace("status = true", "status = false")
-    done = perflab("run", str(write_experiment(tmp_path / "bad.toml", body)), "-o", str(tmp_path / "out"))
-    assert done.returncode == 1 and "1 of 3 cells failed" in done.stdout + done.stderr, done.stdout + done.stderr
-    cells = {c["variant"]["alloc"]: c for c in export(tmp_path / "out")["cells"]}
-    assert cells["bad"]["status"] == "failed" and "no_such_server_option" in cells["bad"]["error"]
-    assert cells["glibc"]["status"] == cells["jemalloc"]["status"] == "ok"
-    for ok in (cells["glibc"], cells["jemalloc"]):
-        assert ok["summary"]["queries"] / ok["summary"]["transactions"] == pytest.approx(16, abs=0.02)
-        assert ok["status_per_txn"] is None
-    assert sorted(cells["glibc"]["design"]["group"]) == sorted(c["id"] for c in cells.values())
-
-
-def test_an_interrupt_stops_every_server_and_stopped_client(tmp_path: Path):
-    body = INTERLEAVED.format(extra="").replace('duration = "3s"', 'duration = "60s"')
-    out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "perflab", "run", str(write_experiment(tmp_path / "long.toml", body)), "-o", str(out)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    deadline, workdir, children = time.monotonic() + 120, None, []
-    while time.monotonic() < deadline and len(children) < 4:  # two servers, two clients
-        time.sleep(0.2)
-        assert proc.poll() is None, proc.communicate()
-        if workdir is None and (out / "results.db").exists():
-            got = perflab("export", str(out))
-            workdir = json.loads(got.stdout)["run"]["workdir"] if got.returncode == 0 else None
-        children = perflab_children(workdir) if workdir else []
-    assert len(children) == 4, children
-    time.sleep(1.5)  # into the turns: one of the clients is stopped
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=90)
-    assert proc.returncode == 130, stdout + stderr
-    deadline = time.monotonic() + 10
-    while perflab_children(workdir) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert perflab_children(workdir) == []
-    assert export(out)["run"]["status"] == "interrupted"
 
 
 def test_turns_of_whole_seconds_sample_every_second_inside_a_turn(tmp_path: Path):

@@ -107,12 +107,18 @@ def segments() -> set[int]:
 
 
 def others(ids: set[int], where: str) -> set[int]:
-    """Of these segments, those whose creator still runs outside `where`: another test's live
-    postmaster (make test runs modules in parallel), not one this test's run left behind."""
+    """Of these segments, those that are not a leftover of this test's run: gone by now (another
+    test's postmaster that stopped since: make test runs modules in parallel), or whose creator
+    still runs outside `where` (another test's live postmaster). A leftover stays, its creator dead
+    or this test's own."""
     text = subprocess.run(["ipcs", "-m", "-p"], capture_output=True, text=True, check=True).stdout
     creators = {int(f[0]): f[2] for f in (line.split() for line in text.splitlines()) if len(f) >= 4 and f[0].isdigit()}
+    gone = {i for i in ids if i not in creators}
     live = {i for i in ids if i in creators and Path(f"/proc/{creators[i]}").exists()}
-    return {i for i in live if where not in Path(f"/proc/{creators[i]}/cmdline").read_bytes().decode(errors="replace")}
+    elsewhere = {
+        i for i in live if where not in Path(f"/proc/{creators[i]}/cmdline").read_bytes().decode(errors="replace")
+    }
+    return gone | elsewhere
 
 
 def shmid_of(postmaster: int) -> int:

@@ -7,6 +7,7 @@ after a run or after a SIGKILL and `perflab doctor --clean`."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -41,7 +42,8 @@ OFF = {{}}
 
 def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
-    spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more=""))
+    body = EXPERIMENT.format(ssh=db.ssh, more="") + "[observe]\nstatus = true\n"  # read from here over TCP
+    spec = write_experiment(tmp_path / "server.toml", body)
     out = tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -55,6 +57,9 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     resources = cell["resources"]  # read in the host's /proc
     assert resources["server_cpu_s"] > 0 and resources["rss_end_bytes"] > 50 << 20, resources
     assert resources["restore_method"] == "copy" and resources["server_start_s"] > 0
+    assert exported["datasets"]["mariadb-10.11"]["init"] == "mariadb-install-db on host db"  # prepared there
+    per_txn = cell["status_per_txn"]  # the host's server's own counters, as the run's user over TCP
+    assert 0.9 < per_txn["Com_select"] < 1.1 and cell["status_gauges"]["Threads_connected"] >= 2, per_txn
     assert f"bind-address={db.address}\n" in (out / "logs" / "cell-0000" / "my.cnf").read_text()
     log = (out / "logs" / "cell-0000" / "error.log").read_text()  # fetched back from the host
     assert f"Server socket created on IP: '{db.address}'" in log and "IP: '0.0.0.0'" not in log
@@ -71,11 +76,13 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
 
 def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
-    body = EXPERIMENT.format(ssh=db.ssh, more='client_host = "db"') + "\n[observe]\nperf = true\nstatus = true\n"
+    more = 'client_host = "db"\nprepare_on = "here"'  # the dataset prepared here, its snapshot copied over SFTP
+    body = EXPERIMENT.format(ssh=db.ssh, more=more) + "\n[observe]\nperf = true\nstatus = true\n"
     spec, out = write_experiment(tmp_path / "server.toml", body), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
     assert cell["client"]["host"] == "db" and cell["client"]["address"] == db.address
     assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0
@@ -85,6 +92,7 @@ def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     perf = [p for p in cell["profiles"] if p["source"] == "perf" and p["phase"] == "measured"]
     assert perf and perf[0]["samples"] > 0  # recorded on the server's host, the client there too
     assert 0.9 <= cell["status_per_txn"]["Com_select"] <= 1.1  # over TCP from here
+    assert exported["datasets"]["mariadb-10.11"]["init"] == "mariadb-install-db"  # here, by this machine's
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 
@@ -184,3 +192,43 @@ def test_perf_pmp_and_status_observe_the_server_host(ssh_lab: SshLab, tmpfs, tmp
     assert 0 < own["cpu_s"] and own["cores"] < 0.5, own  # perf -a and eu-stack there: never zero
     assert namespace_commands(ssh_lab, "db") == ["sshd"]  # perf and the sampler stopped with the cell
     assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()
+
+
+def _postgres_segments() -> set[str]:
+    """The System V shared memory segments the postgres user owns (a killed postmaster leaves one)."""
+    text = subprocess.run(["ipcs", "-m", "-c"], capture_output=True, text=True, check=True).stdout
+    return {line.split()[0] for line in text.splitlines() if len(line.split()) > 2 and line.split()[2] == "postgres"}
+
+
+def test_a_postgresql_server_on_another_host_with_pgbench_from_here(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    body = EXPERIMENT.format(ssh=db.ssh, more='server = "postgresql"').replace('"1s"', "0")
+    body = body.replace("tables = 1\ntable_size = 2000", "scale = 1")  # pgbench's smallest
+    body = body.replace('test = "oltp_point_select"', 'tool = "pgbench"\ntest = "select-only"')
+    spec, out, shm = write_experiment(tmp_path / "pg.toml", body), tmp_path / "results", tmpfs("shm", "1G")
+    shm.parent.chmod(0o755)  # the postgres user must reach the local dataset's directories
+    segments = _postgres_segments()
+    done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    assert cell["status"] == "ok" and cell["summary"]["qps"] > 0, cell.get("error")
+    assert cell["build"]["host"]["name"] == "db" and cell["build"]["binary"] == "/usr/lib/postgresql/15/bin/postgres"
+    assert cell["client"]["address"] == db.address and cell["resources"]["server_cpu_s"] > 0  # the tree, on the host
+    # the dataset prepared on the host by its initdb, pgbench -i from here over TCP: no snapshot here
+    record = exported["datasets"]["postgresql-15"]
+    assert record["init"] == "initdb on host db" and record["dir"] is None, record
+    prepared = (out / "logs" / "prepare-error.log").read_text()  # the preparing server's log, fetched back
+    assert f'listening on IPv4 address "{db.address}"' in prepared and not (out / "dataset").exists()
+    # the run's password (32 hex digits) went to pgbench in a passfile: not in its output, options or the row
+    pgbench = (out / "logs" / "cell-0000" / "pgbench.txt").read_text()
+    assert cell["sysbench_options"]["builtin"] == "select-only" and "number of transactions" in pgbench, pgbench
+    assert not re.search(r"\b[0-9a-f]{32}\b", pgbench + json.dumps(cell)), "the password was recorded"
+    # it ran in the host's namespace: the only place where the host's address exists to listen on
+    log = (out / "logs" / "cell-0000" / "error.log").read_text()
+    assert f'listening on IPv4 address "{db.address}", port {cell["build"]["host"]["port"]}' in log, log
+    conf = (out / "logs" / "cell-0000" / "postgresql.conf").read_text()
+    assert "0.0.0.0" not in log and f"listen_addresses = '{db.address}'" in conf
+    assert namespace_commands(ssh_lab, "db") == ["sshd"]  # nothing the run started is left on the host
+    assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()
+    assert wait_for(lambda: _postgres_segments() <= segments, 5), "the postmaster's segment was left on the host"

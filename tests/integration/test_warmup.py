@@ -9,6 +9,7 @@ it (as long as the machine serves the pace): the module runs beside others in ma
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -76,8 +77,10 @@ def tps(cell: dict) -> list[float]:
 
 
 def served(series: list[float]) -> bool:
-    """Every second of `series` within 10% of the pace of both threads."""
-    return all(abs(t - 2 * PACE) <= 0.1 * 2 * PACE for t in series)
+    """The schedule of both threads held over `series`: its median second within 5% of the pace,
+    and none below three quarters of it (a busy machine's second, at times 10% short, seen here)."""
+    pace = 2 * PACE
+    return abs(statistics.median(series) - pace) <= 0.05 * pace and min(series) >= 0.75 * pace
 
 
 def test_without_a_ramp_the_pace_holds_from_the_start(cells: dict[str, dict]) -> None:

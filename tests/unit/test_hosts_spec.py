@@ -151,9 +151,31 @@ def test_perf_pmp_and_status_observe_a_server_host_of_the_server_only() -> None:
     assert both.file.observe.perf is not None and both.file.observe.status  # the client on a host too
 
 
-def test_a_postgresql_server_host_is_refused_by_its_kind() -> None:
-    found = problems('server_host = "db"\nserver = "postgresql"')
-    assert "PostgreSQL on another host is not built yet" in found["experiment.server_host"]
+def _pgbench(experiment: str) -> str:
+    return (
+        BASE.format(experiment=experiment + '\nserver = "postgresql"', rest=HOSTS)
+        .replace('test = "oltp_point_select"', 'tool = "pgbench"\ntest = "select-only"')
+        .replace("tables = 1\ntable_size = 1000", "scale = 1")
+    )
+
+
+def test_a_postgresql_server_host_runs_sysbench_and_pgbench_from_here() -> None:
+    exp = parse('server_host = "db"\nserver = "postgresql"')
+    assert exp.file.experiment.server_host == "db" and exp.file.experiment.design == "sequential"
+    both = parse('server_host = "db"\nclient_host = "load"\nserver = "postgresql"')
+    assert both.file.experiment.client_host == "load"
+    assert spec.parse(_pgbench('server_host = "db"')).file.workload.tool == "pgbench"
+    with pytest.raises(SpecError) as exc:  # pgbench on a client host: not yet
+        spec.parse(_pgbench('server_host = "db"\nclient_host = "load"'))
+    assert [p.path for p in exc.value.problems] == ["workload.tool"]
+    assert "not with client_host yet" in exc.value.problems[0].render()
+    tpcc = BASE.format(experiment='server_host = "db"', rest=HOSTS).replace(
+        'test = "oltp_point_select"', 'tool = "go-tpc"\ntest = "tpcc"\nwarehouses = 1'
+    )
+    with pytest.raises(SpecError) as exc:
+        spec.parse(tpcc.replace("[dataset]\ntables = 1\ntable_size = 1000\n", ""))
+    found = {p.path: p.render() for p in exc.value.problems}
+    assert 'tool = "sysbench" or "pgbench" with server_host' in found["workload.tool"], found
 
 
 def test_calibrate_keeps_the_server_host_without_the_canary() -> None:

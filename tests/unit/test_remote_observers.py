@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import stat
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,8 +24,6 @@ from perflab.run.observers.host_overhead import parse_snapshot, perflab_ticks, s
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.remote_profilers import RemotePerf, RemoteStackSampler
 from perflab.run.observers.remote_resources import aligned_samples
-from perflab.run.observers.status import TcpStatusSampler
-from perflab.run.remote_window import status_login_file
 from perflab.spec.observe import ObserveSection
 
 
@@ -173,7 +170,7 @@ def test_the_preflight_names_the_observers_packages(monkeypatch: pytest.MonkeyPa
     assert observer_packages(SimpleNamespace(observe=ObserveSection())) == {}
     asked = {}
     monkeypatch.setattr(
-        "perflab.hosts.preflight._problems_of", lambda spec, name, tools: asked.update({name: tools}) or []
+        "perflab.hosts.preflight._problems_of", lambda spec, name, tools, dirs=(): asked.update({name: tools}) or []
     )
     spec = SimpleNamespace(experiment=SimpleNamespace(client_host="load", server_host="db"), observe=observe)
     preflight.host_problems(spec, {"sysbench": "sysbench"}, {"mariadbd": "mariadb-server"})
@@ -206,17 +203,6 @@ def test_a_host_binarys_function_starts_come_from_the_same_file_here_or_a_copy(t
     assert again(true).starts == here.starts and fetched == [true]  # once per run: the copy is kept
     missing = HostStarts(Host(), tmp_path / "cache")("/usr/sbin/gone")  # sha256sum said nothing
     assert missing.name(0x1234) == "[unknown]"
-
-
-def test_status_over_tcp_reads_the_login_from_an_owner_only_file(tmp_path: Path) -> None:
-    login = {"db-driver": "mysql", "mysql-host": "10.77.1.2", "mysql-port": "23456", "mysql-user": "perflab",
-             "mysql-password": "ab12", "mysql-db": "sbtest"}  # fmt: skip
-    path = status_login_file(tmp_path, login)
-    assert path.read_text() == "[client]\nhost=10.77.1.2\nport=23456\nuser=perflab\npassword=ab12\n"
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    argv = TcpStatusSampler(path).argv()
-    assert argv[1:] == [f"--defaults-file={path}", "--batch", "--skip-column-names", "--unbuffered"]
-    assert not any("ab12" in a for a in argv)  # the password never on a command line
 
 
 def test_the_remote_servers_metrics_filter_is_its_enabled_column() -> None:

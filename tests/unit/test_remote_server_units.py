@@ -93,3 +93,17 @@ def test_the_html_report_shows_the_hosts_and_their_differences(tmp_path: Path) -
         text = markdown.render(model.build(results), None)
     assert "- host on host db (root@10.77.1.2): 0.30 ms round trip" in text
     assert "| packages.sysbench | 1.0.20 | absent |" in text
+
+
+def test_status_of_a_server_on_a_host_is_read_from_here_over_tcp(tmp_path: Path) -> None:
+    from perflab.servers.mariadb.remote import RemoteStatusSampler
+
+    place = SimpleNamespace(version="/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for debian-linux-gnu")
+    server = SimpleNamespace(rundir=tmp_path, place=place, bind_address="10.77.1.2", port=23456)
+    sampler = RemoteStatusSampler(server, "0123abcd")  # type: ignore[arg-type]
+    argv = sampler.argv()
+    assert argv[1:] == [f"--defaults-file={tmp_path}/status.cnf", "--batch", "--skip-column-names", "--unbuffered"]
+    text = (tmp_path / "status.cnf").read_text()
+    assert "host=10.77.1.2\nport=23456\nuser=perflab\npassword=0123abcd\n" in text and "protocol=tcp" in text
+    assert stat.S_IMODE((tmp_path / "status.cnf").stat().st_mode) == 0o600 and not any("0123abcd" in a for a in argv)
+    assert "WHERE ENABLED" in sampler.query  # MariaDB 10.5+: the host's version, not this machine's

@@ -278,15 +278,3 @@ class StatusSampler:
 
     def figures(self, transactions: int, queries: int | None = None, window_s: float | None = None) -> dict[str, Any]:
         return figures(self.samples, self.gauges, transactions, queries, window_s)
-
-
-class TcpStatusSampler(StatusSampler):
-    """StatusSampler over TCP: a server on another host, reached at its address and port with the
-    run's `perflab` login, as the client reaches it; the local `mariadb` client reads only
-    `login_file` (`[client]` host, port, user, password; mode 600), never a password on its command line."""
-
-    def __init__(self, login_file: Path, **kw: Any) -> None:
-        super().__init__(login_file, **kw)  # its directory holds the client's stderr, as a socket's would
-
-    def argv(self) -> list[str]:
-        return [binary("mariadb"), f"--defaults-file={self.socket}", "--batch", "--skip-column-names", "--unbuffered"]

@@ -44,6 +44,7 @@ class Workload:
     # why the interleaved design cannot run it (spec/design.py); None: it can
     interleaved_refusal: str | None = None
     remote_client = False  # True: it can run on another host ([experiment] client_host, docs/hosts.md)
+    remote_server = False  # True: it can reach, from here, a server on another host ([experiment] server_host)
     # a line the client prints once every thread has connected and its clock starts (the
     # warm-up and the window are timed from it); None: from the client's launch
     started_line: bytes | None = None
@@ -84,6 +85,14 @@ class Workload:
         return ""
 
     def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+        raise NotImplementedError
+
+    def remote_prepare_argv(
+        self, spec: Any, server: Any, login: dict[str, str], password: str
+    ) -> tuple[list[str], dict[str, str]]:
+        """The dataset's loader here against a server on another host (run/remote_dataset.py): its
+        argv and environment, the run's `login` (the kind's remote_login) and `password` in a file
+        only its owner reads, never on the command line."""
         raise NotImplementedError
 
     def run_argv(

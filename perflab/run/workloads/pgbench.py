@@ -67,7 +67,7 @@ TAIL_S = 60  # a sequential cell's -T past the window (Pgbench.tail_s)
 def argv(
     test: str,
     *,
-    socket_dir: Path,
+    socket_dir: Path | str,  # a socket directory, or a remote server's address
     port: int,
     user: str,
     clients: int,
@@ -213,6 +213,7 @@ class Pgbench(Workload):
     database = DATABASE
     throughput = "statements per second (transactions x the script's statements)"
     dataset_size = ("dataset.scale", "scale")
+    remote_server = True  # from here, over TCP (servers/postgresql/remote_cell.py); not on a client host yet
 
     def check_test(self, test: str) -> str:
         from perflab.spec.fields import pgbench_test
@@ -264,6 +265,14 @@ class Pgbench(Workload):
 
         binary = pg_binary("pgbench", server.bindir)
         return init_argv(spec.dataset.scale or 1, socket_dir=server.rundir, port=PORT, user=SUPERUSER, binary=binary)
+
+    def remote_prepare_argv(
+        self, spec: Any, server: Any, login: dict[str, str], password: str
+    ) -> tuple[list[str], dict[str, str]]:
+        """`pgbench -i -s SCALE` over TCP as the run's role, its password in a passfile (PGPASSFILE)."""
+        from perflab.servers.postgresql.remote_cell import prepare_argv
+
+        return prepare_argv(spec, server, password)
 
     def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
         """The installed pgbench (its own counts are not the server's), without a transaction log."""
@@ -388,11 +397,13 @@ def cell_argv(spec: Any, cell: Any, server: Any, seconds: int, jobs: int) -> lis
     every transaction logged into the server's run directory (`pgbench_log.*`)."""
     from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
 
+    # a server on another host (servers/postgresql/remote.py): its address, port and the run's role
+    host, port, user = getattr(server, "client_target", None) or (server.rundir, PORT, SUPERUSER)
     return argv(
         spec.workload.test,
-        socket_dir=server.rundir,
-        port=PORT,
-        user=SUPERUSER,
+        socket_dir=host,
+        port=port,
+        user=user,
         clients=cell.threads,
         jobs=jobs,
         seconds=seconds,

@@ -135,6 +135,7 @@ class Sysbench(Workload):
     started_line = b"Threads started!"  # its clock (its reports, its checkpoint) starts here
     links_client_library = True
     remote_client = True
+    remote_server = True
 
     def check_test(self, test: str) -> str:
         from perflab.spec.fields import fail
@@ -192,6 +193,23 @@ class Sysbench(Workload):
 
         threads = min(spec.dataset.tables, os.cpu_count() or 1)
         return self._argv(spec, server, "prepare", threads=threads, options=spec.workload.options)
+
+    def remote_prepare_argv(
+        self, spec: Any, server: Any, login: dict[str, str], password: str
+    ) -> tuple[list[str], dict[str, str]]:
+        """`sysbench TEST prepare` over TCP, its login in --config-file (mode 600, beside the server's files)."""
+        import os
+
+        from perflab.run.proc import clean_env
+
+        path = server.rundir / "sysbench-prepare.conf"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write("".join(f"{key}={value}\n" for key, value in login.items() if key != "db-driver"))
+        connect = [f"--db-driver={login['db-driver']}", f"--config-file={path}"]
+        threads = min(spec.dataset.tables, os.cpu_count() or 1)
+        argv = self._argv(spec, server, "prepare", threads=threads, options=spec.workload.options, connect=connect)
+        return argv, clean_env()
 
     def run_argv(
         self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None

@@ -55,7 +55,21 @@ class MariaDBKind(MySQLProtocolKind):
         return init.plan(datadir, build)
 
     remote_server_refusal = None
-    server_packages: ClassVar[dict[str, str]] = {"mariadbd": "mariadb-server", "mariadb": "mariadb-client"}
+    server_packages: ClassVar[dict[str, str]] = {
+        "mariadbd": "mariadb-server",
+        "mariadb": "mariadb-client",
+        "mariadb-install-db": "mariadb-server",  # a dataset prepared on the host (run/remote_dataset.py)
+    }
+
+    def remote_status(self, server: Any, password: str) -> Any:
+        from perflab.servers.mariadb.remote import RemoteStatusSampler
+
+        return RemoteStatusSampler(server, password)
+
+    def remote_init(self, place: Any, datadir: str) -> str:
+        from perflab.servers.mariadb.remote import init_datadir
+
+        return init_datadir(place, datadir)
 
     def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
         from perflab.servers.mariadb.remote import RemoteMariaDB

@@ -11,6 +11,8 @@ once it stops, a copy of its error log (for the results' logs/).
 
 from __future__ import annotations
 
+import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -18,8 +20,43 @@ from typing import Any
 
 from perflab.errors import PerflabError, ServerStartError
 from perflab.hosts.rundir import Tracked
-from perflab.servers.mariadb.flavor import INSTALLED
-from perflab.servers.mariadb.server import READY_DEADLINE_S, MariaDB, defaults, option_line
+from perflab.run.observers.status import StatusSampler
+from perflab.servers.mariadb.flavor import INSTALLED, MariaDBFlavor
+from perflab.servers.mariadb.server import READY_DEADLINE_S, MariaDB, binary, defaults, option_line
+from perflab.servers.mysql_protocol import version_tuple
+
+
+class RemoteStatusSampler(StatusSampler):
+    """[observe] status of a server on a host: this machine's `mariadb` client over TCP to the
+    server's address (the path the workload's client takes), as the run's `perflab` user, its
+    password in an option file only its owner reads (`--defaults-file`, never the command line)."""
+
+    def __init__(self, server: RemoteMariaDB, password: str) -> None:
+        found = re.search(r"\d+\.\d+\.\d+", server.place.version)  # "mariadbd  Ver 10.11.19-MariaDB-..."
+        flavor = MariaDBFlavor("mariadb", version_tuple(found.group(0) if found else ""))  # the host's server's
+        super().__init__(server.rundir / "mysqld.sock", enabled=flavor.metrics_enabled)  # .parent: its stderr
+        self.options = server.rundir / "status.cnf"
+        fd = os.open(self.options, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"[client]\nprotocol=tcp\nhost={server.bind_address}\nport={server.port}\n")
+            f.write(f"user=perflab\npassword={password}\n")
+
+    def argv(self) -> list[str]:
+        return [binary("mariadb"), f"--defaults-file={self.options}", "--batch", "--skip-column-names", "--unbuffered"]
+
+
+def init_datadir(place: Any, datadir: str) -> str:
+    """A new datadir on the host by its mariadb-install-db, as servers/mariadb/datadir.py does here."""
+    argv = [place.binaries["mariadb-install-db"], "--no-defaults", f"--datadir={datadir}"]
+    argv += ["--auth-root-authentication-method=normal", "--skip-test-db", "--force"]
+    argv += ["--user=root"] if place.link.target.user == "root" else []
+    done = place.link.run(argv, timeout=600)
+    if done.status != 0:
+        raise ServerStartError(
+            f"mariadb-install-db on host {place.name} failed (exit {done.status}): {(done.stdout + done.stderr)[-500:]}",
+            f"run it by hand there: {' '.join(argv)}",
+        )
+    return "mariadb-install-db"
 
 
 class RemoteMariaDB(MariaDB):
@@ -145,6 +182,12 @@ class RemoteMariaDB(MariaDB):
                     self.fetch_log()
                 except PerflabError:
                     pass  # the host dropped off: its log stays there, for doctor --clean to remove
+
+    def data_bytes(self, database: str) -> int:
+        """The database's files on the host, in bytes (as run/dataset.py's tree_bytes here)."""
+        script = 'find "$0" -type f -printf "%s\\n" | awk "{ s += \\$1 } END { print s + 0 }"'
+        done = self.link.run(["sh", "-c", script, f"{self.datadir}/{database}"], timeout=120)
+        return int(done.stdout.strip() or 0)
 
     def remove(self) -> None:
         """The cell's directory on the host (datadir included)."""

@@ -195,11 +195,38 @@ class PostgreSQLKind(Kind):
         return rules.build_problems(builds)
 
     remote_client_refusal = None
-    # a server on another host (run/remote_server.py): refused by the file's checks (spec/hosts.py)
-    remote_server_refusal = "PostgreSQL on another host is not built yet (docs/hosts.md); MariaDB is"
+    # a server on another host (run/remote_server.py, servers/postgresql/remote.py): Debian's
+    # postgresql-15 there, in its own bin directory (not on PATH); psql from postgresql-client-15
+    remote_server_refusal = None
+    server_packages: ClassVar[dict[str, str]] = {
+        "postgres": "postgresql-15",
+        "initdb": "postgresql-15",
+        "psql": "postgresql-client-15",
+    }
+    server_dirs = ("/usr/lib/postgresql/15/bin",)
 
     def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
-        raise NotImplementedError(self.remote_server_refusal)
+        from perflab.servers.postgresql.remote import RemotePostgreSQL
+
+        return RemotePostgreSQL(place, datadir, options, **kw)
+
+    def remote_init(self, place: Any, datadir: str) -> str:
+        from perflab.servers.postgresql.remote import init_datadir
+
+        return init_datadir(place, datadir)
+
+    def remote_measure(self, runner: Any, cell: Cell, server: Any, logs: Path) -> Any | None:
+        """pgbench here against the server there (a client cut at perflab's marks); sysbench: None."""
+        from perflab.run import workloads
+        from perflab.servers.postgresql import remote_cell
+
+        return remote_cell.measure(runner, cell, server, logs) if workloads.of(runner.exp.file).tail_s else None
+
+    def remote_reads(self, place: Any, pid: int) -> tuple[Any, Any]:
+        """The postmaster's tree on its host: every backend's CPU, and the tree's RSS once a second."""
+        from perflab.servers.postgresql.remote import TreeRssSampler, read_tree
+
+        return (lambda p: read_tree(place.link, p)), TreeRssSampler(place.rundir, pid)
 
     def listen_on(self, server: Any, address: str) -> None:
         server.listen_address = address

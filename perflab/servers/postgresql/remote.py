@@ -1,0 +1,289 @@
+"""PostgreSQL on another host (`[experiment] server_host`, docs/hosts.md): the host's installed
+postgres (Debian's postgresql-15, /usr/lib/postgresql/15/bin), on a datadir in the host's run
+directory, started through the run directory's wrapper (its own process group, tagged PERFLAB_RUN,
+its pid in `pids`) with a postgresql.conf perflab writes here and copies there. It listens only on
+the host's address as this machine reaches it (`listen_addresses`), and the run's `perflab` role
+logs in there by password only (pg_hba: scram-sha-256). perflab's own statements (readiness, the
+login, prewarm) run through the host's psql on the server's socket. When the ssh user is root, the
+server runs as the host's `postgres` user (`setpriv`), which gets the cell's directory.
+
+Its CPU, faults and context switches are the postmaster's tree on the host (every backend, and
+those it reaped), its memory the tree's RSS once a second there: `read_tree` and `TreeRssSampler`.
+
+    server = RemotePostgreSQL(place, "/dev/shm/perflab-host-x/cell-0003/data", options, local=rundir)
+    with server: server.sql("SELECT 1")      # over SSH, with the host's psql
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Self
+
+from perflab.errors import PerflabError, ServerStartError, ServerStopError
+from perflab.hosts.rundir import Tracked
+from perflab.hosts.transport import Connection
+from perflab.run.observers.remote_resources import RemoteRssSampler, parse_counters
+from perflab.run.observers.resources import ProcCounters
+from perflab.servers.postgresql.server import (
+    DEFAULT_OPTIONS,
+    READY_DEADLINE_S,
+    RUN_USER,
+    SUPERUSER,
+    PostgreSQL,
+    conf_line,
+)
+
+HBA_LINE = "host all perflab all scram-sha-256\n"  # the run's role, by password only, over TCP
+# $0: the cell's directory, $1: its datadir, $2: the user that runs postgres (empty: the ssh user)
+_ADOPT = 'chmod go+x "$(dirname "$0")" && chmod 700 "$1" && if [ -n "$2" ]; then chown -R "$2:" "$0"; fi'
+# $0: the log file, "$@": postgres's argv, run in the cell's directory (not the ssh user's home, which
+# the postgres user may not reach); exec keeps the wrapper's pid (the postmaster's = the group's)
+_LOGGED = 'cd "${0%/*}" && exec "$@" > "$0" 2>&1'
+# $0: the datadir. The System V segment a killed postmaster leaves (postmaster.pid's 7th line: key
+# and shmid), marked for removal: the kernel frees it once the last backend has gone
+_RELEASE = 'set -- $(sed -n 7p "$0/postmaster.pid" 2>/dev/null); [ -n "$2" ] && ipcrm -m "$2" 2>/dev/null; true'
+# $0: the datadir, $1: the run directory. That segment recorded in the run directory's `shm`, for a
+# run killed before its stop: the run directory's removal (doctor --clean) releases it (hosts/rundir.py)
+_RECORD = 'set -- "$1" $(sed -n 7p "$0/postmaster.pid"); [ -n "$3" ] && echo "$2 $3" >> "$1/shm"; true'
+# $0: the postmaster's pid. Its stat and every child's (a backend), each followed by the clock tick,
+# and their threads' context switches: parsed by `parse_tree`
+_TREE = (
+    't=$(getconf CLK_TCK); for p in "$0" $(cat "/proc/$0/task/$0/children" 2>/dev/null); do '
+    's=$(cat "/proc/$p/stat" 2>/dev/null) || continue; echo "$s"; echo "$t"; '
+    "cat /proc/$p/task/*/status 2>/dev/null | grep ctxt_switches; echo .; done"
+)
+# $0: the postmaster's pid. The tree's resident bytes once a second, until the postmaster is gone
+_TREE_RSS = (
+    'g=$(getconf PAGESIZE); while [ -d "/proc/$0" ]; do s=0; '
+    'for p in "$0" $(cat "/proc/$0/task/$0/children" 2>/dev/null); do '
+    'read -r _ r _ 2>/dev/null < "/proc/$p/statm" && s=$((s + r)); done; echo $((s * g)); sleep 1; done'
+)
+
+
+# $0: the datadir (new), $1: the user that runs postgres (empty: the ssh user), "$@" after: initdb's
+# argv, run in the run directory (the postgres user may not reach the ssh user's home)
+_INIT = (
+    'mkdir -m 700 "$0" && chmod go+x "${0%/*}" && { [ -z "$1" ] || chown "$1:" "$0"; } && cd "${0%/*}" && '
+    'u=$1 && shift 2 && if [ -n "$u" ]; then exec setpriv --reuid="$u" --regid="$u" --init-groups "$@"; fi; exec "$@"'
+)
+
+
+def init_datadir(place: Any, datadir: str) -> str:
+    """A new cluster at `datadir` on the host by its initdb, as servers/postgresql/server.py does here."""
+    user = RUN_USER if place.link.target.user == "root" else ""
+    argv = [place.binaries["initdb"], "-D", datadir, "-U", SUPERUSER, "--auth=trust", "--no-sync"]
+    argv += ["-E", "UTF8", "--locale=C.UTF-8"]
+    done = place.link.run(["sh", "-c", _INIT, datadir, user, "-", *argv], timeout=300)
+    if done.status != 0:
+        raise ServerStartError(
+            f"initdb on host {place.name} failed (exit {done.status}): {(done.stdout + done.stderr)[-500:]}",
+            f"postgresql-15 there provides initdb and the {RUN_USER} user: apt-get install postgresql-15",
+        )
+    return "initdb"
+
+
+def parse_tree(text: str) -> ProcCounters:
+    """The tree's counters from _TREE's output: each process's own, plus the children it reaped
+    (stat's cutime, cstime, cminflt, cmajflt). ProcessLookupError when the postmaster is gone."""
+    blocks = [b.strip() for b in text.split("\n.\n") if b.strip() and b.strip() != "."]
+    total = ProcCounters(0.0, 0.0, 0, 0, 0, 0)
+    for number, block in enumerate(blocks):
+        try:
+            own = parse_counters(block)
+        except ProcessLookupError:
+            if number == 0:
+                raise
+            continue
+        fields, tick = block.splitlines()[0].rsplit(")", 1)[1].split(), int(block.splitlines()[1])
+        reaped = ProcCounters(int(fields[13]) / tick, int(fields[14]) / tick, int(fields[8]), int(fields[10]), 0, 0)
+        total = total.plus(own).plus(reaped)
+    if not blocks:
+        raise ProcessLookupError("the postmaster is gone")
+    return total
+
+
+def read_tree(link: Connection, pid: int) -> ProcCounters:
+    return parse_tree(link.run(["sh", "-c", _TREE, str(pid)]).stdout)
+
+
+class TreeRssSampler(RemoteRssSampler):
+    """The postmaster's tree's RSS (its backends' included) once a second, read on its host."""
+
+    def __enter__(self) -> Self:
+        self._start = time.monotonic()
+        self._proc, self._loop_pid = self.rundir.start(["sh", "-c", _TREE_RSS, str(self.pid)])
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.rundir.signal(self._loop_pid, "KILL")
+        except PerflabError:
+            pass  # the host dropped off: the samples read so far
+        self._thread.join(10)
+
+
+class RemotePostgreSQL(PostgreSQL):
+    """One postmaster (and its backends) on a host (`place`: the run's ServerHost, run/remote_server.py)."""
+
+    def __init__(
+        self, place: Any, datadir: str, options: dict[str, Any], *, local: Path, env: dict[str, str] | None = None
+    ) -> None:
+        self.place, self.link = place, place.link
+        self.rundir = local  # this machine's cell directory: postgresql.conf, the log fetched back, pgbench's log
+        self.remote_dir = f"{place.rundir.path}/{local.name}"
+        self.datadir = datadir  # type: ignore[assignment]  # a path on the host
+        self.socket = self.remote_dir  # type: ignore[assignment]  # psql's -h on the host: the socket's directory
+        self.port = place.free_port()
+        self.listen_address = self.bind_address = place.address
+        self.error_log = local / "postgres.log"
+        self.option_file = local / "postgresql.conf"
+        self.options = {**DEFAULT_OPTIONS, **options}
+        self.env = dict(env or {})
+        self.preload = self.tracer = self.cpus = self.build = self.bindir = None
+        self.user = RUN_USER if self.link.target.user == "root" else ""  # postgres refuses to run as root
+        self.child: Tracked | None = None  # type: ignore[assignment]
+        self.crashed: bool | None = None
+
+    @property
+    def program(self) -> Path:
+        return Path(self.place.binaries["postgres"])
+
+    @property
+    def client_target(self) -> tuple[str, int, str]:
+        """Where a client here reaches it: (address, port, role); the password is the run's."""
+        return self.listen_address, self.port, "perflab"
+
+    def write_option_file(self) -> None:
+        fixed = {
+            "listen_addresses": self.listen_address,
+            "unix_socket_directories": self.remote_dir,
+            "port": self.port,
+            "dynamic_shared_memory_type": "mmap",  # files in the datadir, not /dev/shm/PostgreSQL.*
+            "logging_collector": False,  # stderr is the log, written into the cell's directory there
+        }
+        lines = ["# written by perflab; the server reads no other configuration file"]
+        lines += [conf_line(k, v) for k, v in {**self.options, **fixed}.items()]
+        self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.link.run(
+            ["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', f"{self.remote_dir}/postgresql.conf"],
+            stdin=self.option_file.read_text(),
+        )
+
+    def argv(self) -> list[str]:
+        """postgres's argv on the host: as the postgres user when the ssh user is root."""
+        argv = [str(self.program), "-D", self.datadir, "-c", f"config_file={self.remote_dir}/postgresql.conf"]
+        if self.user:
+            argv = ["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--init-groups", *argv]
+        env = [f"{k}={v}" for k, v in self.env.items()]
+        return ["sh", "-c", _LOGGED, f"{self.remote_dir}/postgres.log", "env", *env, *self.launched(argv)]
+
+    def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
+        self.write_option_file()
+        self.link.run(["sh", "-c", 'cat >> "$0"', f"{self.datadir}/pg_hba.conf"], stdin=HBA_LINE)
+        adopted = self.link.run(["sh", "-c", _ADOPT, self.remote_dir, self.datadir, self.user])
+        if adopted.status != 0:
+            raise ServerStartError(
+                f"host {self.link.name}: cannot give {self.remote_dir} to {self.user or 'the ssh user'}: "
+                f"{adopted.stderr.strip()[-300:]}",
+                f"postgresql-15 creates the {RUN_USER} user: apt-get install postgresql-15 on {self.link.target}",
+            )
+        self.child = Tracked(self.place.rundir, self.argv())
+        self._wait_ready(deadline_s)
+        self.link.run(["sh", "-c", _RECORD, self.datadir, self.place.rundir.path])
+
+    READY_POLL_S = 0.2  # each look is an SSH round trip and a psql
+
+    def _ready(self) -> bool:
+        """A real connection and query on the host's socket (psql there), not just a port that accepts."""
+        try:
+            return self.sql("SELECT 1").strip() == "1"
+        except PerflabError:
+            return False
+
+    def sql(self, statement: str, database: str = "postgres") -> str:
+        argv = [self.place.binaries["psql"], "-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", self.remote_dir]
+        argv += ["-p", str(self.port), "-U", SUPERUSER, "-d", database, "-c", statement]
+        done = self.link.run(argv, timeout=120)
+        if done.status != 0:
+            raise ServerStartError(
+                f"psql on host {self.link.name} failed (exit {done.status}): {done.stderr.strip()[-500:]}",
+                f"the server's log: {self.error_log}",
+            )
+        return done.stdout
+
+    def fetch_log(self) -> None:
+        """The host's server log, copied into the local cell directory (what error_lines reads)."""
+        done = self.link.run(["cat", f"{self.remote_dir}/postgres.log"], timeout=60)
+        if done.status == 0:
+            self.error_log.write_text(done.stdout, encoding="utf-8")
+
+    def log_lines(self) -> list[str]:
+        try:
+            self.fetch_log()
+        except PerflabError:
+            pass  # a host that dropped off: what was fetched before
+        return super().log_lines()
+
+    def death(self) -> str:
+        lost = self.child.lost if self.child is not None else None
+        return lost or super().death()
+
+    def alive(self) -> bool:
+        return self.child is not None and self.child.poll() is None and self.restart_cause() is None
+
+    def aslr_seen(self) -> bool | None:
+        done = self.link.run(["cat", f"/proc/{self.pid}/personality"])
+        try:
+            return not int(done.stdout.strip(), 16) & 0x0040000
+        except ValueError:
+            return None
+
+    def mapped(self) -> set[str]:
+        """Real paths of the files the postmaster maps, from its /proc/PID/maps on the host."""
+        lines = self.link.run(["cat", f"/proc/{self.pid}/maps"], timeout=60).stdout.splitlines()
+        parts = [line.split(maxsplit=5) for line in lines]
+        return {p[5].strip().removesuffix(" (deleted)") for p in parts if len(p) == 6 and p[5].startswith("/")}
+
+    def data_bytes(self, database: str) -> int:
+        return int(self.sql(f"SELECT pg_database_size('{database}')").strip())
+
+    def stop(self, clean: bool = False) -> None:
+        """SIGKILL to the process group on the host (the datadir is thrown away), or `clean`: a fast
+        shutdown first (SIGINT: a checkpoint, for a snapshot); its shared memory segment released
+        there, its log fetched back."""
+        if self.child is None:
+            return
+        if self.crashed is None:
+            self.crashed = self.child.poll() is not None and not self.child.lost
+        try:
+            if clean:
+                self._fast_shutdown()
+        finally:
+            try:
+                self.child.kill()
+                self.link.run(["sh", "-c", _RELEASE, self.datadir])
+                self.fetch_log()
+            except PerflabError:
+                pass  # the host dropped off: the server, its segment and log stay there for doctor --clean
+
+    def _fast_shutdown(self) -> None:
+        """SIGINT to the postmaster alone (a checkpoint, then exit 0), or ServerStopError."""
+        assert self.child is not None
+        self.link.run(["kill", "-s", "INT", str(self.pid)])
+        try:
+            code = self.child.wait(self.CLEAN_STOP_S)
+        except TimeoutError:
+            code = None
+        if code != 0:
+            said = "did not finish" if code is None else f"exited with code {code} from"
+            raise ServerStopError(
+                f"postgres on host {self.link.name} {said} its fast shutdown: the snapshot may need recovery:\n"
+                f"{self.error_lines()}",
+                f"its log: {self.error_log}",
+            )
+
+    def remove(self) -> None:
+        """The cell's directory on the host (datadir included)."""
+        self.link.run(["rm", "-rf", "--one-file-system", self.remote_dir], timeout=120)

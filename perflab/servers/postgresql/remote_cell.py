@@ -1,0 +1,84 @@
+"""The measured window of a PostgreSQL cell whose server runs on another host (servers/postgresql/
+remote.py), with pgbench here: it reaches the server at the host's address as the run's `perflab`
+role, its password in a passfile only its owner reads (PGPASSFILE: never on a command line), and
+logs every transaction into the cell's local directory. As on this machine (cell.py), pgbench runs
+past the window, perflab marks the window's end and ends it then, and the window's figures are cut
+from its log at the marks. The server's CPU is its postmaster's tree on the host, its memory the
+tree's RSS there (Kind.remote_reads); the backends' allocator check and PSS are this machine's only.
+sysbench's cells take the common path (run/remote_server.py).
+
+    intervals, rss, fields = measure(runner, cell, server, logs)
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import ServerCrashedError
+from perflab.run import accounting, client, remote_server, workloads
+from perflab.run.observers.resources import RssSampler, StealSampler
+from perflab.run.proc import clean_env
+from perflab.servers.postgresql import cell as pgcell
+from perflab.spec import Cell
+
+
+def passfile(server: Any, password: str) -> Path:
+    """libpq's passfile for the run's role at the server's address, mode 600 (PGPASSFILE)."""
+    address, port, user = server.client_target
+    path = server.rundir / "pgpass"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(f"{address}:{port}:*:{user}:{password}\n")
+    return path
+
+
+def prepare_argv(spec: Any, server: Any, password: str) -> tuple[list[str], dict[str, str]]:
+    """`pgbench -i -s SCALE` here against the server there (run/remote_dataset.py), as the run's role."""
+    from perflab.run.workloads.pgbench import init_argv
+    from perflab.servers.postgresql.server import pg_binary
+
+    host, port, user = server.client_target
+    argv = init_argv(spec.dataset.scale or 1, socket_dir=host, port=port, user=user, binary=pg_binary("pgbench"))
+    return argv, {**clean_env(), "PGPASSFILE": str(passfile(server, password))}
+
+
+def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, list, dict[str, Any]]:
+    spec, wl = runner.exp.file, workloads.of(runner.exp.file)
+    warmup, seconds = client.window_seconds(spec)
+    password = runner.server_host.password
+    runner.kind.remote_login(server, password)  # the role, on this cell's datadir
+    argv = pgcell.command(runner, cell, server)
+    env = {**clean_env(), "PGPASSFILE": str(passfile(server, password))}
+    out, margin = logs / wl.output_name, spec.experiment.timeout_margin
+    read, sampler = remote_server.server_reads(runner, server)
+    with StealSampler() as steal:
+        started, launched = time.monotonic(), time.time()
+        with client.start(argv, out, None, env=env) as child:  # no pin with server_host
+            if warmup:
+                client.sleep_until(started + warmup, child)
+            start, begun = accounting.WindowStart.take(server.pid, child.pid, read), time.time()
+            with sampler as rss, RssSampler(child.pid) as client_rss:
+                client.sleep_until(started + warmup + seconds, child)
+                end = accounting.WindowEnd.take(start, server.pid, read, client_pid=child.pid)
+                window = (begun, time.time())
+                wl.end_now(child)
+                code = client.wait(child, warmup + seconds + wl.tail_s, margin, wl.name)
+    if not server.alive():
+        raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
+    summary, intervals = wl.window_output(spec, out, code, warmup, server, launched, window)
+    resources = remote_server.window_resources(runner, start, end, child.rusage, summary.transactions, rss)
+    fields = accounting.client_resources(start, child.rusage, summary.transactions, client_rss)
+    return (
+        intervals,
+        rss.samples,
+        {
+            "steal": lambda a, b: steal.cores(started + a, started + b),
+            "summary": summary.to_dict(),
+            "resources": resources,
+            "sysbench_options": wl.effective_options(runner, argv),
+            "client": {**fields, "address": server.bind_address},
+        },
+    )
