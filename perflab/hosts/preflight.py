@@ -28,8 +28,21 @@ def host_problems(
     if e.client_host is not None:
         wanted[e.client_host] = dict(packages)
     if e.server_host is not None:
-        wanted[e.server_host] = {**wanted.get(e.server_host, {}), **(server_packages or {})}
+        wanted[e.server_host] = {
+            **wanted.get(e.server_host, {}),
+            **(server_packages or {}),
+            **observer_packages(spec),
+        }
     return [p for name, tools in wanted.items() for p in _problems_of(spec, name, tools, dirs)]
+
+
+def observer_packages(spec: Any) -> dict[str, str]:
+    """The tools the server host's observers run there -> their Debian packages."""
+    observe = spec.observe
+    return {
+        **({"perf": "linux-perf"} if observe.perf is not None else {}),
+        **({"eu-stack": "elfutils"} if observe.pmp is not None else {}),
+    }
 
 
 def _problems_of(spec: Any, name: str, packages: dict[str, str], dirs: tuple[str, ...] = ()) -> list[Problem]:

@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from perflab import hostinfo
-from perflab.errors import HostLostError, ToolMissingError
+from perflab.errors import ClockAlignmentError, HostLostError, ToolMissingError
 from perflab.hosts import clock, rundir
 from perflab.hosts.target import SshTarget
 from perflab.hosts.transport import Connection
@@ -62,6 +62,17 @@ def _open(name: str, target: SshTarget, workdir: Path) -> Host:
     except BaseException:
         link.close()
         raise
+
+
+def _aligned(name: str, host: Host) -> dict[str, Any]:
+    """The run's alignment of a host's clock (its start and end readings): the shift and its error,
+    or why it is refused (over 50 ms); none before the end reading."""
+    if host.clock_end is None:
+        return {"shift_s": None, "error_s": None, "refused": None}
+    try:
+        return {**clock.align(name, host.clock_start, host.clock_end).to_dict(), "refused": None}
+    except ClockAlignmentError as exc:
+        return {"shift_s": None, "error_s": None, "refused": exc.message}
 
 
 class Hosts:
@@ -133,7 +144,11 @@ class Hosts:
                 name: {
                     "ssh": str(self.targets[name]),
                     "dir": h.rundir.path,
-                    "clock": {"start": asdict(h.clock_start), "end": asdict(h.clock_end) if h.clock_end else None},
+                    "clock": {
+                        "start": asdict(h.clock_start),
+                        "end": asdict(h.clock_end) if h.clock_end else None,
+                        **_aligned(name, h),
+                    },
                     "fingerprint": h.fingerprint,
                     "lost": h.lost,
                 }

@@ -187,6 +187,14 @@ class Connection:
         async with self._conn.start_sftp_client() as sftp:
             await sftp.put(str(local), remote, preserve=True)
 
+    def get(self, remote: str, local: Path) -> None:
+        """Copy one file of the host to `local` over SFTP."""
+        self.call(self._get(remote, local), 300)
+
+    async def _get(self, remote: str, local: Path) -> None:
+        async with self._conn.start_sftp_client() as sftp:
+            await sftp.get(remote, str(local))
+
     def close(self) -> None:
         conn = self._conn
         conn.close()

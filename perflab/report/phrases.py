@@ -179,8 +179,25 @@ def host_lines(meta: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
         line += (
             f"; differs from this machine in {', '.join(fields)}" if fields else "; same fingerprint as this machine"
         )
+        line += _own_cpu(name, cells) + _unaligned(name, host, cells)  # last: a wrapped line keeps the rest whole
         lines.append(line + (f"; dropped off: {host['lost']}" if host.get("lost") else ""))
     return lines + _changed_lines(cells)
+
+
+def _own_cpu(name: str, cells: list[dict[str, Any]]) -> str:
+    """perflab's own CPU on host `name` over the windows (resources.perflab_host_cpu), the most of a cell."""
+    own = [((c.get("resources") or {}).get("perflab_host_cpu") or {}).get(name) or {} for c in cells]
+    cores = [o["cores"] for o in own if o.get("cores") is not None]
+    return f"; perflab's own CPU there {100 * max(cores):.1f}% of a core at most" if cores else ""
+
+
+def _unaligned(name: str, host: dict[str, Any], cells: list[dict[str, Any]]) -> str:
+    """Where the host's clock could not be aligned (over 50 ms): the run's readings, or cells' windows."""
+    clocks = [_server_host(c).get("clock") or {} for c in cells if _server_host(c).get("name") == name]
+    refused = sum(1 for clock in clocks if clock.get("aligned") is False)
+    text = f"; its clock not aligned in {plural(refused, 'cell')} (over 50 ms)" if refused else ""
+    run = (host.get("clock") or {}).get("refused")
+    return text + (f"; its clock not aligned over the run: {run}" if run else "")
 
 
 def _server_host(cell: dict[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from perflab.errors import HostLostError
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts
 from perflab.run import accounting, client, remote_server
+from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.resources import StealSampler
 from perflab.run.workloads import sysbench
 from perflab.spec import Cell
@@ -199,41 +200,89 @@ class RemoteChild:
         self.kill()
 
 
+@dataclass
+class _Window:
+    """The window's readings with the client on its host (times on this machine's CLOCK_MONOTONIC)."""
+
+    started: float
+    origin: float
+    ended: float
+    code: int
+    start: Any
+    end: Any
+    net: tuple[int | None, int | None]  # the client host's interface, at the window's start and end
+    cpu: tuple[float | None, float | None]  # sysbench's CPU then
+    rss: Any
+    perflab_cpu: dict[str, Any]
+
+
 def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict[str, Any]], list, dict[str, Any]]:
     """run/cell.py's measure with the client on the remote host: the server's resources as always;
-    the client's network per transaction instead of its CPU (which is the other host's)."""
+    the client's network per transaction instead of its CPU (which is the other host's). With the
+    server on a host too, its profilers and counters as with the client here (run/remote_window.py)."""
+    from perflab.run import remote_window
+    from perflab.run.observers import remote_profilers
+
     remote: RemoteClient = runner.remote
     spec = runner.exp.file
-    warmup, seconds = client.window_seconds(spec)
+    warmup = client.window_seconds(spec)[0]
     login = runner.kind.remote_login(server, remote.password)
     connect = [f"--db-driver={login.pop('db-driver')}", f"--config-file={remote.write_config(login, cell.order)}"]
     command, script = remote.command(spec, cell, server.socket, connect)
-    out, margin = logs / "sysbench.txt", spec.experiment.timeout_margin
+    out = logs / "sysbench.txt"
     read, sampler = remote_server.server_reads(runner, server)  # on the server's host when it runs there
-    with StealSampler() as steal, RemoteChild(remote.rundir, command, out) as child:
+    there = runner.server_host is not None
+    clock = getattr(sampler, "clock", None)  # the server host's clock over the window (a MariaDB server's)
+    profilers = remote_profilers.of_cell(runner, cell, server, clock) if there else remote_profilers.NoProfilers()
+    counters = remote_window.status_sampler(runner, server, remote.password) if there else None
+    with profilers, contextlib.closing(counters) if counters else contextlib.nullcontext(), StealSampler() as steal:
+        w = _run(runner, server, command, out, (read, sampler), profilers, counters)
+    summary, intervals = client.read_output(out, w.code, warmup)
+    remote_profilers.store(runner, cell, profilers, (w.started, w.origin, w.ended, warmup), intervals, summary)
+    measured = {
+        "steal": lambda a, b: steal.cores(w.origin + a, w.origin + b),
+        "summary": summary.to_dict(),
+        "resources": remote_server.window_resources(runner, w.start, w.end, None, summary.transactions, w.rss)
+        | ({"pss_end_bytes": runner.kind.pss_bytes(server)} if not there else {})
+        | {"perflab_host_cpu": w.perflab_cpu},
+        "sysbench_options": sysbench.effective_options(runner.sysbench_defaults, command),
+        "client": remote.fields(*w.net, summary.transactions) | {"script": script} | _cpu(*w.cpu, summary.transactions),
+    }
+    if there:  # the server's host's clock over the window (its RSS aligned with it), its counters
+        measured["host_clock"] = clock.record() if clock is not None else None
+    if counters is not None:
+        measured["server_status"] = counters.figures(summary.transactions, summary.queries, summary.total_time_s)
+        measured["status_samples"] = counters.samples
+    return intervals, w.rss.samples, measured
+
+
+def _run(
+    runner: Any, server: Any, command: list[str], out: Path, reads: tuple, profilers: Any, counters: Any
+) -> _Window:
+    """sysbench on its host from its start to its end, the observers over their phases."""
+    remote: RemoteClient = runner.remote
+    read, sampler = reads
+    warmup, seconds = client.window_seconds(runner.exp.file)
+    margin = runner.exp.file.experiment.timeout_margin
+    profilers.workload_starting()
+    started = time.monotonic()
+    with RemoteChild(remote.rundir, command, out) as child:
         origin = client.StartWatch(out, child, margin).wait()
+        profilers.workload_started()
         if warmup:
             client.sleep_until(origin + warmup, child)
         start, before = accounting.WindowStart.take(server.pid, None, read), remote.net_bytes()
         cpu_before = child.cpu_s()
-        with sampler as rss:
+        with sampler as rss, counters or contextlib.nullcontext():
+            profilers.window_started()
+            overheads = Overheads.of_cell(runner, server.pid, child.pid).begin()  # perflab's own CPU on each host
             code = client.wait(child, warmup + seconds, margin)
+            ended, perflab_cpu = min(time.monotonic(), origin + warmup + seconds), overheads.finish()
         end, after = accounting.WindowEnd.take(start, server.pid, read), remote.net_bytes()
         cpu_after = child.cpu_at_exit_s() if not child.lost else None
     if child.lost:
         raise HostLostError(child.lost, "the host's cells fail; `perflab doctor --clean` once it is back")
-    summary, intervals = client.read_output(out, code, warmup)
-    measured = {
-        "steal": lambda a, b: steal.cores(origin + a, origin + b),
-        "summary": summary.to_dict(),
-        "resources": remote_server.window_resources(runner, start, end, None, summary.transactions, rss)
-        | ({"pss_end_bytes": runner.kind.pss_bytes(server)} if runner.server_host is None else {}),
-        "sysbench_options": sysbench.effective_options(runner.sysbench_defaults, command),
-        "client": remote.fields(before, after, summary.transactions)
-        | {"script": script}
-        | _cpu(cpu_before, cpu_after, summary.transactions),
-    }
-    return intervals, rss.samples, measured
+    return _Window(started, origin, ended, code, start, end, (before, after), (cpu_before, cpu_after), rss, perflab_cpu)
 
 
 def _cpu(before: float | None, after: float | None, transactions: int) -> dict[str, Any]:

@@ -30,12 +30,13 @@ from typing import Any
 
 from perflab import hostinfo
 from perflab.errors import HostLostError, PerflabError, ServerCrashedError, ToolMissingError
+from perflab.hosts.preflight import observer_packages
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
-from perflab.run import accounting, client, dataset, workloads
-from perflab.run.observers.resources import ProcCounters, RssSampler, StealSampler
+from perflab.run import accounting, dataset
+from perflab.run.observers.resources import ProcCounters, RssSampler
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.spec import Cell
@@ -172,6 +173,7 @@ def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
     with Hosts({name: parse_target(spec.hosts[name].ssh) for name in names}, workdir) as hosts:
         if e.server_host is not None:
             runner.server_host = ServerHost.open(hosts, e.server_host, runner.kind)
+            hosts.require(e.server_host, observer_packages(spec))  # perf, eu-stack: exit 3 naming the package
         if e.client_host is not None:  # with a server host, the client reaches it at its address
             address = runner.server_host.address if runner.server_host is not None else None
             runner.remote = RemoteClient.open(hosts, e.client_host, runner.kind.remote_packages, address)
@@ -238,6 +240,8 @@ def _measured(
         if not server.alive():
             raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
     measured["client"] = {**row["client"], **measured["client"]}
+    row["build"]["host"]["clock"] = measured.pop("host_clock", None)  # the window's readings (hosts/clock.py)
+    status = measured.pop("status_samples", [])
     row.update(measured, status="ok")
     row.update(runner._steady(intervals, measured["summary"]["qps"], steal))
     row["resources"].update(
@@ -285,9 +289,10 @@ def window_resources(runner: Any, start: Any, end: Any, usage: Any, transactions
     return {**here, **accounting.server_resources(end.server, transactions, rss), "pss_end_bytes": None}
 
 
-def _login_file(runner: Any, server: Any) -> Path:
-    """sysbench's connection options, password included, in a file only its owner reads."""
-    login = runner.kind.remote_login(server, runner.server_host.password)
+def _login_file(runner: Any, server: Any, login: dict[str, str] | None = None) -> Path:
+    """sysbench's connection options, password included, in a file only its owner reads (`login`:
+    the kind's remote_login, made here when not given)."""
+    login = login if login is not None else runner.kind.remote_login(server, runner.server_host.password)
     path = server.rundir / "sysbench.conf"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -296,7 +301,8 @@ def _login_file(runner: Any, server: Any) -> Path:
 
 
 def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict[str, Any]], list, dict[str, Any]]:
-    """The window with the client here (or on the client host: run/remote_client.py) against the server there."""
+    """The window with the client here (run/remote_window.py) or on the client host (run/remote_client.py)
+    against the server there."""
     if runner.remote is not None:
         from perflab.run import remote_client
 
@@ -304,41 +310,6 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     own = runner.kind.remote_measure(runner, cell, server, logs)  # pgbench: servers/postgresql/remote_cell.py
     if own is not None:
         return own
-    spec = runner.exp.file
-    warmup, seconds = client.window_seconds(spec)
-    workload = workloads.of(spec)
-    connect = [f"--db-driver={runner.kind.sysbench_driver}", f"--config-file={_login_file(runner, server)}"]
-    command = client.argv(spec, cell, Path(server.socket), connect=connect)
-    out, margin = logs / workload.output_name, spec.experiment.timeout_margin
-    read, sampler = server_reads(runner, server)
-    # [observe] status: connected before the workload loads the server, as run/cell.py's
-    counters = runner.kind.remote_status(server, runner.server_host.password) if spec.observe.status else None
-    with StealSampler() as steal, contextlib.closing(counters.connect()) if counters else contextlib.nullcontext():
-        with client.start(command, out, None) as child:
-            origin = client.StartWatch(out, child, margin).wait()
-            if warmup:
-                client.sleep_until(origin + warmup, child)
-            start = accounting.WindowStart.take(server.pid, child.pid, read)
-            status = counters or contextlib.nullcontext()
-            with sampler as rss, RssSampler(child.pid) as client_rss, status:
-                code = client.wait(child, warmup + seconds, margin, workload.name)
-            end = accounting.WindowEnd.take(start, server.pid, read)
-        client.drain(child)
-    summary, intervals = workload.read_output(out, code, warmup)
-    fields = accounting.client_resources(start, child.rusage, summary.transactions, client_rss)
-    measured = {
-        "steal": lambda a, b: steal.cores(origin + a, origin + b),
-        "summary": summary.to_dict(),
-        "resources": window_resources(runner, start, end, child.rusage, summary.transactions, rss),
-        "sysbench_options": workload.effective_options(runner, command),
-        "client": {**fields, "address": server.bind_address},
-    }
-    return intervals, rss.samples, measured | _status(counters, summary)
+    from perflab.run import remote_window
 
-
-def _status(counters: Any, summary: Any) -> dict[str, Any]:
-    """The row's `server_status` and the status samples (run/cell.py's), of [observe] status."""
-    if counters is None:
-        return {}
-    figures = counters.figures(summary.transactions, summary.queries, summary.total_time_s)
-    return {"server_status": figures, "status_samples": counters.samples}
+    return remote_window.measure(runner, cell, server, logs)

@@ -201,6 +201,8 @@ class Kind:
     # the server on another host (run/remote_server.py, docs/hosts.md); why this kind cannot run there yet
     remote_server_refusal: str | None = "a server on another host is not supported with this server yet"
     server_packages: ClassVar[dict[str, str]] = {}  # a server host's tools -> their Debian packages
+    # why perf and pmp cannot profile this kind's server on a server host yet (run/observers/remote_profilers.py)
+    remote_profile_refusal: str | None = None
     server_dirs: tuple[str, ...] = ()  # where a server host keeps them off the PATH, searched first
 
     def remote_init(self, place: Any, datadir: str) -> str:
@@ -221,9 +223,11 @@ class Kind:
     def remote_reads(self, place: Any, pid: int) -> tuple[Any, Any]:
         """How a window reads the server on its host: (its counters by pid, its RSS sampler); the
         server process alone (MariaDB's threads are one process)."""
+        from perflab.hosts.clock import WindowClock
         from perflab.run.observers.remote_resources import RemoteRssSampler, read_counters
 
-        return (lambda p: read_counters(place.link, p)), RemoteRssSampler(place.rundir, pid)
+        # its RSS stamped with the host's clock, read at the window's start and end (hosts/clock.py)
+        return (lambda p: read_counters(place.link, p)), RemoteRssSampler(place.rundir, pid, WindowClock(place.link))
 
     def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Managed:
         """The (not yet started) server of a cell on another host: `place` is the run's ServerHost

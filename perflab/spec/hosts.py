@@ -89,12 +89,34 @@ def _observer_problems(spec: ExperimentFile, names: tuple[str, ...], key: str, w
 _SERVER_VARIANT_KEYS = ("build", "preload", "glibc", "client_preload", "client_library")
 
 
-def _server_observers(spec: ExperimentFile) -> list[Problem]:
-    """The observers a server on another host refuses; status is read from here over TCP, beside a
-    client here (run/remote_server.py), not yet with client_host."""
-    names = ("perf", "pmp", "alloc", "io", "host_speed") + (("status",) if spec.experiment.client_host else ())
-    why = "the server's observers run on this machine only: " + _NOT_YET_SERVER
-    return _observer_problems(spec, names, "server_host", why)
+def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
+    """perf and pmp run on the server's host, of the server only (one process); pmp there is eu-stack."""
+    problems = []
+    refusal = servers.kind(spec.experiment.server).remote_profile_refusal
+    for name in ("perf", "pmp"):
+        entry = getattr(spec.observe, name)
+        if entry is not None and refusal:
+            problems.append(Problem(f"observe.{name}", f"no [observe] {name} with server_host", "true", refusal))
+        elif entry is not None and "client" in entry.targets:
+            problems.append(
+                Problem(
+                    f"observe.{name}.targets",
+                    'targets = ["server"] with server_host',
+                    repr(entry.targets).replace("'", '"'),
+                    "profiles of a server on another host are of the server only: " + _NOT_YET_SERVER,
+                )
+            )
+    pmp = spec.observe.pmp
+    if pmp is not None and "tool" in pmp.model_fields_set and pmp.tool != "eu-stack":
+        problems.append(
+            Problem(
+                "observe.pmp.tool",
+                'tool = "eu-stack" (or no tool) with server_host',
+                repr(pmp.tool).replace("'", '"'),
+                "on a server host the stacks are sampled by eu-stack there (docs/hosts.md)",
+            )
+        )
+    return problems
 
 
 def _server_problems(spec: ExperimentFile) -> list[Problem]:
@@ -131,7 +153,13 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
                     _NOT_YET_SERVER,
                 )
             )
-    problems += _server_observers(spec)
+    problems += _observer_problems(
+        spec,
+        ("alloc", "io", "host_speed"),
+        "server_host",
+        "the server's observers run on this machine only: " + _NOT_YET_SERVER,
+    )
+    problems += _profiler_problems(spec)
     if spec.builds:
         problems.append(
             Problem(

@@ -71,6 +71,8 @@ def test_a_run_on_two_hosts_leaves_nothing(lab: SshLab, tmp_path: Path) -> None:
     for reading in (load["clock"]["start"], load["clock"]["end"]):
         # the same kernel clock on both sides: the offset is within the error NTP's rule gives
         assert abs(reading["offset_s"]) <= reading["error_s"] + 0.002 and reading["error_s"] < MAX_ERROR_S
+    aligned = load["clock"]  # the run's alignment (align()): a shift within its error, not refused
+    assert aligned["refused"] is None and abs(aligned["shift_s"]) <= aligned["error_s"] + 0.002
     assert load["fingerprint"]["kernel"] == platform.release()
     assert load["fingerprint"]["packages"]["libc6"] and load["fingerprint"]["mitigations"]
     assert meta["differences"] == {}  # one machine: nothing differs

@@ -77,8 +77,8 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
 def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
     more = 'client_host = "db"\nprepare_on = "here"'  # the dataset prepared here, its snapshot copied over SFTP
-    spec = write_experiment(tmp_path / "server.toml", EXPERIMENT.format(ssh=db.ssh, more=more))
-    out = tmp_path / "results"
+    body = EXPERIMENT.format(ssh=db.ssh, more=more) + "\n[observe]\nperf = true\nstatus = true\n"
+    spec, out = write_experiment(tmp_path / "server.toml", body), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
@@ -86,6 +86,12 @@ def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
     assert cell["client"]["host"] == "db" and cell["client"]["address"] == db.address
     assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0
+    own = cell["resources"]["perflab_host_cpu"]["db"]  # sysbench and mariadbd left out: perflab's session, perf
+    assert 0 <= own["cpu_s"] and own["cores"] < 0.5, (own, cell["client"]["cpu_s"])  # 10 ms ticks: 0 happens
+    assert cell["build"]["host"]["clock"]["aligned"]
+    perf = [p for p in cell["profiles"] if p["source"] == "perf" and p["phase"] == "measured"]
+    assert perf and perf[0]["samples"] > 0  # recorded on the server's host, the client there too
+    assert 0.9 <= cell["status_per_txn"]["Com_select"] <= 1.1  # over TCP from here
     assert exported["datasets"]["mariadb-10.11"]["init"] == "mariadb-install-db"  # here, by this machine's
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
@@ -152,6 +158,40 @@ def test_a_server_host_that_drops_off_fails_its_cells_and_the_run_ends(ssh_lab: 
     records = [json.loads(p.read_text()) for p in Path(env["PERFLAB_TMPFS"]).glob("perflab-*/hosts.json")]
     assert [[p["name"] for p in r] for r in records] == [["db"]]  # for doctor --clean once it is back
     shutil.rmtree(records[0][0]["path"])  # the test's own cleanup: the namespace shares this filesystem
+
+
+def test_perf_pmp_and_status_observe_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    body = EXPERIMENT.format(ssh=db.ssh, more="") + "\n[observe]\nperf = true\npmp = true\nstatus = true\n"
+    spec, out = write_experiment(tmp_path / "server.toml", body), tmp_path / "results"
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    assert cell["status"] == "ok", cell.get("error")
+    clock = cell["build"]["host"]["clock"]  # read at the window's start and end; both clocks are this machine's
+    assert clock["aligned"] and clock["error_s"] < 0.05 and abs(clock["shift_s"]) < 0.005, clock
+    assert exported["hosts"]["hosts"]["db"]["clock"]["refused"] is None
+    times = [s["t"] for s in cell["rss_samples"]]  # the host's stamps on this machine's clock
+    assert times == sorted(times) and 0 <= times[0] < 1.5 and times[-1] < 4, times
+    window = {p["source"]: p for p in cell["profiles"] if p["phase"] == "measured"}
+    assert set(window) == {"perf", "pmp"} and window["perf"]["samples"] > 0 and window["pmp"]["samples"] > 0
+    assert window["pmp"]["call_graph"] == "eu-stack"
+    quality = window["perf"]["quality"]  # the host's mariadbd inspected as the same file here
+    assert quality["binary"] is not None and quality["stacks_complete_pct"] is not None, quality
+    per_txn = cell["status_per_txn"]  # SHOW GLOBAL STATUS over TCP, with the run's login
+    assert 0.9 <= per_txn["Com_select"] <= 1.1, per_txn.get("Com_select")  # oltp_point_select: one per transaction
+    for source in ("perf", "pmp"):
+        shown = perflab_via(
+            ssh_lab, tmp_path, "profile", str(out), "--source", source, "--format", "json", "--top", "0"
+        )
+        assert shown.returncode == 0, shown.stderr
+        rows = json.loads(shown.stdout)  # named on the host by its perf / eu-stack
+        assert any(r["dso"] == "mariadbd" and r["function"] != "[unknown]" for r in rows), (source, rows[:10])
+    own = cell["resources"]["perflab_host_cpu"]["db"]  # perflab's CPU there: its session, perf, the loops
+    assert 0 < own["cpu_s"] and own["cores"] < 0.5, own  # perf -a and eu-stack there: never zero
+    assert namespace_commands(ssh_lab, "db") == ["sshd"]  # perf and the sampler stopped with the cell
+    assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()
 
 
 def _postgres_segments() -> set[str]:

@@ -45,7 +45,10 @@ def test_the_shortest_round_trip_is_kept() -> None:
 
 def test_alignment_is_refused_past_50_ms() -> None:
     near = ClockReading(offset_s=2.0, rtt_s=0.002, error_s=0.001, at=0)
-    assert align("db", near, ClockReading(2.004, 0.002, 0.001, at=60)) == pytest.approx(-2.002)
+    aligned = align("db", near, ClockReading(2.004, 0.002, 0.001, at=60))
+    assert aligned.shift_s == pytest.approx(-2.002) and aligned.error_s == pytest.approx(0.003)
+    assert aligned.wall(1002.002) == pytest.approx(1000.0)
+    assert aligned.monotonic(1002.002) == pytest.approx(1000.0 - aligned.wall_minus_monotonic)
     far = ClockReading(offset_s=2.0, rtt_s=2 * (MAX_ERROR_S + 0.01), error_s=MAX_ERROR_S + 0.01, at=60)
     with pytest.raises(ClockAlignmentError, match="host db: its clock is known only within 60 ms"):
         align("db", near, far)

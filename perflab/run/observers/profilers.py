@@ -67,6 +67,7 @@ class Profilers:
         self.canary: HostSpeed | None = None  # [observe] host_speed
         self._stack = ExitStack()
         self.binaries = {"server": _exe(pid)}
+        self.inspect: dict[str, str | None] = {}  # a target's binary as a file here, when not `binaries`' path
 
     @classmethod
     def shared(cls, observe: ObserveSection, pids: dict[str, int], workdir: Path, perf: PerfRecorder) -> Profilers:
@@ -203,7 +204,7 @@ class Profilers:
         seconds = spans.seconds(phase, span)
         txn = round(spans.transactions(phase, span), 1)
         binary = self.binaries.get(target)
-        quality = stack_quality(binary, source, settings.get("call_graph"), stats)
+        quality = stack_quality(self.inspect.get(target, binary), source, settings.get("call_graph"), stats)
         sample_us = 1e6 / settings["frequency_hz"] if "frequency_hz" in settings else 1e6 * settings["interval_s"]
         top = _top_functions(stacks, stats, txn, sample_us)
         common = {

@@ -3,7 +3,7 @@ switches (the ProcCounters a local process gives, run/observers/resources.py), a
 memory once a second from a small loop on the host, tagged and stopped like every remote process.
 
     before = read_counters(link, pid); ...; used = read_counters(link, pid).minus(before)
-    with RemoteRssSampler(rundir, pid) as rss: ...    # rss.samples -> [(0.0, 123456789), ...]
+    with RemoteRssSampler(rundir, pid, WindowClock(link)) as rss: ...    # rss.samples -> [(0.0, 123456789), ...]
 """
 
 from __future__ import annotations
@@ -14,14 +14,18 @@ import time
 from typing import Self
 
 from perflab.errors import HostLostError
+from perflab.hosts.clock import Alignment, WindowClock
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.transport import Connection
 from perflab.run.observers.resources import ProcCounters
 
 # $0: the pid. Its stat line, the clock tick, then every thread's context switches
 _COUNTERS = "cat /proc/$0/stat && getconf CLK_TCK && cat /proc/$0/task/*/status 2>/dev/null | grep ctxt_switches"
-# $0: the pid. Once a second: its resident pages (statm's second field) times the page size, until it is gone
-_RSS = 'p=$(getconf PAGESIZE); while read -r _ r _ < "/proc/$0/statm"; do echo $((r * p)); sleep 1; done'
+# $0: the pid. Once a second: the host's wall clock and the resident pages (statm's second field) times the
+# page size, until it is gone (bash: $EPOCHREALTIME, as hosts/clock.py reads the host's clock)
+_RSS = (
+    'p=$(getconf PAGESIZE); while read -r _ r _ < "/proc/$0/statm"; do echo "$EPOCHREALTIME $((r * p))"; sleep 1; done'
+)
 
 
 def parse_counters(text: str) -> ProcCounters:
@@ -56,33 +60,47 @@ def rss_bytes(link: Connection, pid: int) -> int | None:
 
 class RemoteRssSampler:
     """RssSampler's interface (samples, end, peak) for a process on a host: a loop there prints its
-    RSS once a second; each line is stamped with this machine's clock when it arrives."""
+    RSS once a second, stamped with the host's wall clock; `clock` reads the host's clock at the
+    window's start and end, and the samples are put on this machine's clock with those readings
+    (seconds since the sampler started, as RssSampler's). When the alignment is refused (over 50 ms),
+    each sample keeps the time it arrived here (`clock.refused` says why; the cell's build.host.clock)."""
 
-    def __init__(self, rundir: RunDir, pid: int) -> None:
-        self.rundir, self.pid = rundir, pid
+    def __init__(self, rundir: RunDir, pid: int, clock: WindowClock | None = None) -> None:
+        self.rundir, self.pid, self.clock = rundir, pid, clock
         self.samples: list[tuple[float, int]] = []
+        self._stamped: list[tuple[float, float, int]] = []  # (host's wall clock, arrival here, bytes)
         self._start = 0.0
         self._thread = threading.Thread(target=self._read, name="remote-rss", daemon=True)
 
     def __enter__(self) -> Self:
+        if self.clock is not None:
+            self.clock.begin()
         self._start = time.monotonic()
-        self._proc, self._loop_pid = self.rundir.start(["sh", "-c", _RSS, str(self.pid)])
+        self._proc, self._loop_pid = self.rundir.start(["bash", "-c", _RSS, str(self.pid)])
         self._thread.start()
         return self
 
     def _read(self) -> None:
         with contextlib.suppress(HostLostError, TimeoutError):
             for line in self._proc.lines():
-                if line.strip().isdigit():
-                    self.samples.append((round(time.monotonic() - self._start, 3), int(line)))
+                stamp, _, value = line.strip().partition(" ")
+                if value.isdigit() and stamp.replace(".", "", 1).isdigit():
+                    self._stamped.append((float(stamp), time.monotonic(), int(value)))
+                elif stamp.isdigit() and not value:  # a loop without the host's clock (a subclass's): arrival time
+                    self.samples.append((round(time.monotonic() - self._start, 3), int(stamp)))
 
     def __exit__(self, *exc: object) -> None:
+        value, ended = None, time.monotonic()
         with contextlib.suppress(HostLostError):
             self.rundir.signal(self._loop_pid, "KILL")
             value = rss_bytes(self.rundir.link, self.pid)  # the end of the window, exactly
             self._thread.join(10)
-            if value:
-                self.samples.append((round(time.monotonic() - self._start, 3), value))
+            if self.clock is not None:
+                self.clock.finish()
+        alignment = self.clock.alignment if self.clock is not None else None
+        self.samples = self.samples + aligned_samples(self._stamped, self._start, alignment)
+        if value:
+            self.samples.append((round(ended - self._start, 3), value))
 
     @property
     def end(self) -> int | None:
@@ -91,3 +109,14 @@ class RemoteRssSampler:
     @property
     def peak(self) -> int | None:
         return max((v for _, v in self.samples), default=None)
+
+
+def aligned_samples(
+    stamped: list[tuple[float, float, int]], start: float, alignment: Alignment | None
+) -> list[tuple[float, int]]:
+    """(t, bytes) with t in seconds since `start` (this machine's time.monotonic()): each sample's host
+    stamp put on this machine's clock, or, without an alignment, the time it arrived here."""
+    return [
+        (round((alignment.monotonic(host) if alignment else arrived) - start, 3), value)
+        for host, arrived, value in stamped
+    ]

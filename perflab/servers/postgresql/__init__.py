@@ -30,6 +30,8 @@ class PostgreSQLKind(Kind):
     runs_pgbench = True
     sysbench_writes = False  # sysbench's read-only and OLTP write tests only (run/workloads/sysbench.py)
     memory_figure = "PSS"
+    # its profiles are of a process tree (every backend): not yet made on a server host (docs/hosts.md)
+    remote_profile_refusal = "PostgreSQL's profiles (every backend's, one process tree) are not made on a host yet"
     sysbench_driver = "pgsql"
     host_field = "postgres"
     dbgsym: ClassVar[dict[str, str]] = {"postgres": "postgresql-15-dbgsym"}

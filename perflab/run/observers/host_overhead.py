@@ -1,0 +1,151 @@
+"""perflab's own CPU on a remote host over a cell's window (issue 36, docs/hosts.md): the SSH session
+that carries perflab's commands and every process perflab started there, less the server and the
+client it runs there (the measured processes).
+
+Read from the host's /proc at two moments inside the window, one command each: every process's
+stat line. The session is the sshd process that forked the reading's shell (found walking up from
+its parent to the first `sshd`). Counted: that sshd's own CPU (the encryption of what streams back,
+the channels) and, for each of its descendants, its own CPU and its reaped children's (cutime,
+cstime: each `eu-stack` and `sleep` of perflab's loops). Left out: the measured processes' groups,
+and the `setsid --wait` wrapper above each (it reaps the measured process: its children's time is
+the measured process's), and the sshd's own reaped children (the wrapper of a client that exited).
+
+    overhead = HostOverhead(link, groups=[server.pid]); overhead.begin(); run(); overhead.finish()
+    -> {"cpu_s": 0.021, "cores": 0.0105}
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from perflab.hosts.transport import Connection
+
+_SNAPSHOT = "echo $PPID; getconf CLK_TCK; cat /proc/[0-9]*/stat 2>/dev/null"
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    comm: str
+    ppid: int
+    pgid: int
+    own: int  # utime + stime, clock ticks
+    reaped: int  # cutime + cstime: its children that exited and were waited for
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    parent: int  # the reading shell's parent
+    tick: int
+    procs: dict[int, Proc]
+
+
+def parse_snapshot(text: str) -> Snapshot:
+    """_SNAPSHOT's output: the shell's parent pid, CLK_TCK, then /proc/PID/stat lines."""
+    lines = text.splitlines()
+    procs = {}
+    for line in lines[2:]:
+        head, _, rest = line.rpartition(")")
+        pid, _, comm = head.partition(" (")
+        f = rest.split()
+        if len(f) > 14 and pid.strip().isdigit():
+            own, reaped = int(f[11]) + int(f[12]), int(f[13]) + int(f[14])
+            procs[int(pid)] = Proc(int(pid), comm, int(f[1]), int(f[2]), own, reaped)
+    return Snapshot(int(lines[0]), int(lines[1]), procs)
+
+
+def session_of(snap: Snapshot) -> int | None:
+    """The sshd process above the reading's shell."""
+    pid = snap.parent
+    while pid in snap.procs and not snap.procs[pid].comm.startswith("sshd"):
+        pid = snap.procs[pid].ppid
+    return pid if pid in snap.procs else None
+
+
+def wrappers(snap: Snapshot, groups: set[int]) -> set[int]:
+    """The parents of the measured groups' leaders: the `setsid --wait` that reaps each."""
+    return {snap.procs[g].ppid for g in groups if g in snap.procs}
+
+
+def perflab_ticks(snap: Snapshot, groups: set[int], skip: set[int]) -> dict[tuple[int, str], int]:
+    """Ticks per counted process ((pid, comm): a recycled pid is another process): the session's
+    own, its descendants' own and reaped ones; the measured groups (and their descendants) and the
+    `skip` processes left out."""
+    session = session_of(snap)
+    if session is None:
+        return {}
+    children: dict[int, list[Proc]] = {}
+    for proc in snap.procs.values():
+        children.setdefault(proc.ppid, []).append(proc)
+    counted, todo = {(session, snap.procs[session].comm): snap.procs[session].own}, [session]
+    while todo:
+        for proc in children.get(todo.pop(), []):
+            if proc.pgid in groups or proc.pid in groups or proc.pid in skip:
+                continue
+            counted[(proc.pid, proc.comm)] = proc.own + proc.reaped
+            todo.append(proc.pid)
+    return counted
+
+
+def window_ticks(start: dict[tuple[int, str], int], end: dict[tuple[int, str], int]) -> int:
+    """Ticks used between two readings: each process's growth, or all of a process new since the
+    first (one gone by the second shows in its parent's reaped ticks, when that parent is counted)."""
+    return sum(ticks - start.get(key, 0) for key, ticks in end.items())
+
+
+class HostOverhead:
+    """perflab's CPU on one host between begin() and finish(), the measured `groups` left out."""
+
+    def __init__(self, link: Connection, groups: list[int]) -> None:
+        self.link, self.groups = link, set(groups)
+        self._skip: set[int] = set()
+        self._start: tuple[float, dict[tuple[int, str], int]] | None = None
+
+    def _read(self) -> Snapshot:
+        return parse_snapshot(self.link.run(["sh", "-c", _SNAPSHOT], timeout=60).stdout)
+
+    def begin(self) -> None:
+        snap = self._read()
+        self._skip = wrappers(snap, self.groups)
+        self._start = (time.monotonic(), perflab_ticks(snap, self.groups, self._skip))
+
+    def finish(self) -> dict[str, float | None] | None:
+        """{"cpu_s", "cores"} over the span; None when begin() did not read."""
+        if self._start is None:
+            return None
+        snap = self._read()
+        ticks = window_ticks(self._start[1], perflab_ticks(snap, self.groups, self._skip))
+        seconds = time.monotonic() - self._start[0]
+        cpu = ticks / snap.tick
+        return {"cpu_s": round(cpu, 3), "cores": round(cpu / seconds, 4) if seconds > 0 else None}
+
+
+class Overheads:
+    """perflab's CPU on each remote host of a cell (the server host, the client host), measured together.
+
+    overheads = Overheads.of_cell(runner, server.pid, client_pid).begin(); ...; overheads.finish()
+    -> {"db": {"cpu_s": 0.02, "cores": 0.01}, "load": {...}}   # the row's resources.perflab_host_cpu
+    """
+
+    def __init__(self, hosts: dict[str, HostOverhead]) -> None:
+        self.hosts = hosts
+
+    @classmethod
+    def of_cell(cls, runner: Any, server_pid: int, client_pid: int | None = None) -> Overheads:
+        measured: dict[str, tuple[Connection, list[int]]] = {}
+        if runner.server_host is not None:
+            measured[runner.server_host.name] = (runner.server_host.link, [server_pid])
+        if runner.remote is not None and client_pid is not None:
+            link = runner.remote.rundir.link
+            measured.setdefault(link.name, (link, []))[1].append(client_pid)
+        return cls({name: HostOverhead(link, groups) for name, (link, groups) in measured.items()})
+
+    def begin(self) -> Overheads:
+        for host in self.hosts.values():
+            host.begin()
+        return self
+
+    def finish(self) -> dict[str, dict[str, float | None] | None]:
+        return {name: host.finish() for name, host in self.hosts.items()}

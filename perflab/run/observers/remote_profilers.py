@@ -1,0 +1,336 @@
+"""perf and the stack sampler where a remote server runs (`[observe] perf`, `pmp` with `server_host`,
+docs/hosts.md): `perf record` and an `eu-stack` loop run on the server's host, in the run directory's
+wrapper (tagged, stopped with the run), against the server's pid there. perf records with
+`-k CLOCK_REALTIME` and the sampler stamps each sample with the host's `$EPOCHREALTIME`; the cell's
+window reads the host's clock at its start and end (hosts/clock.WindowClock), and the samples are put
+on this machine's CLOCK_MONOTONIC with those readings, so the phases (window, warm-up, stalls) are
+cut as locally. The recording is folded on the host by `perf script` (the host's binaries name the
+frames) and its text fetched back; the folded stacks go through the same pipeline as a local
+profile (Profilers.store: profiles/ and the profiles table), so `perflab profile` and `perflab diff`
+read them alike. Frames the host's tools cannot name (a stripped binary) are named from its function
+starts as locally (`mariadbd+0xSTART`): the same file here, else a copy fetched once per run.
+
+    with RemoteProfilers(spec.observe, pid, local_dir, place.rundir, remote_dir, clock, binary) as prof:
+        prof.workload_starting(); ...; prof.window_started(); run_window()
+    prof.store(results, cell_id, spans)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+from perflab.errors import HostLostError, PerflabError
+from perflab.hosts.clock import WindowClock
+from perflab.hosts.rundir import RunDir, Tracked
+from perflab.run.observers.elf import FunctionStarts
+from perflab.run.observers.host_binaries import HostStarts, unnamed
+from perflab.run.observers.perf import DWARF_STACK_BYTES, STOP_DEADLINE_S, lost_chunks
+from perflab.run.observers.perf_script import FoldStats, PhasesAt, fold_perf_phases
+from perflab.run.observers.phases import Spans
+from perflab.run.observers.pmp import ModuleMap, parse_eu_stack
+from perflab.run.observers.profilers import Profilers
+from perflab.spec import ObserveSection
+
+# $0: the command word, $1 the control FIFO, $2 the acknowledgement FIFO (perf holds both open)
+_CONTROL = 'echo "$0" > "$1" && head -n 1 "$2"'
+# $0: a log; "$@": perf record: its output into the log, its pid the wrapper's
+_LOGGED = 'exec "$@" > "$0" 2>&1'
+# $0: the pid, $1: the interval. Each sample: its time on the host's clock, eu-stack's text, an end mark
+_SAMPLER = (
+    'while [ -d "/proc/$0" ]; do echo "T $EPOCHREALTIME"; eu-stack -m -p "$0" 2>/dev/null; echo E; sleep "$1"; done'
+)
+
+
+class RemotePerf:
+    """PerfRecorder's interface (run/observers/perf.py) for `perf record -a` on the server's host,
+    started with its events disabled and driven through its control FIFOs there."""
+
+    def __init__(
+        self,
+        rundir: RunDir,
+        remote_dir: str,
+        pid: int,
+        clock: WindowClock,
+        *,
+        frequency: int,
+        call_graph: str,
+        starts: Callable[[str], FunctionStarts] = unnamed,
+    ) -> None:
+        self.rundir, self.dir, self.pid, self.clock, self.starts = rundir, remote_dir, pid, clock, starts
+        self.frequency, self.call_graph = frequency, call_graph
+        self.data, self.log = f"{remote_dir}/perf-{pid}.data", f"{remote_dir}/perf-{pid}.log"
+        self._fifos = (f"{remote_dir}/perf.ctl", f"{remote_dir}/perf.ack")
+        self.enabled = False
+        self.child: Tracked | None = None
+        self.span = (0.0, 0.0)  # this machine's CLOCK_MONOTONIC seconds recorded
+        self._started = 0.0
+        self.failure: str | None = None
+
+    def argv(self) -> list[str]:
+        graph = ["-g"] if self.call_graph == "fp" else ["--call-graph", f"dwarf,{DWARF_STACK_BYTES}", "-m", "16M"]
+        return [
+            *("perf", "record", "-a", "-e", "cpu-clock", "-F", str(self.frequency), *graph, "-o", self.data),
+            *("-B", "-N", "--no-bpf-event", "-q", "-k", "CLOCK_REALTIME", "-D", "-1"),
+            *("--control", f"fifo:{self._fifos[0]},{self._fifos[1]}"),
+        ]
+
+    def script_argv(self, pid: int) -> list[str]:
+        """`perf script` of the server's samples, with each sample's time (the host's wall clock)."""
+        return ["perf", "script", "-i", self.data, "--pid", str(pid), "-F", "tid,time,ip,sym,dso"]
+
+    def __enter__(self) -> Self:
+        link = self.rundir.link
+        link.run(["sh", "-c", 'mkdir -p "$0" && rm -f "$1" "$2" && mkfifo "$1" "$2"', self.dir, *self._fifos])
+        self.child = Tracked(self.rundir, ["sh", "-c", _LOGGED, self.log, *self.argv()])
+        try:
+            self._command("disable")  # answered once perf has started (its events are off already)
+        except BaseException:
+            self.child.kill()
+            raise
+        return self
+
+    def _command(self, word: str) -> None:
+        done = self.rundir.link.run(["timeout", "30", "sh", "-c", _CONTROL, word, *self._fifos], timeout=40)
+        if "ack" not in done.stdout:
+            raise PerflabError(
+                f"perf record on host {self.rundir.link.name} did not acknowledge '{word}': {self._log_tail()}",
+                "is linux-perf installed there, and kernel.perf_event_paranoid low enough? (docs/hosts.md)",
+            )
+
+    def _log_tail(self) -> str:
+        with contextlib.suppress(HostLostError):
+            return self.rundir.link.run(["tail", "-c", "400", self.log]).stdout.strip()
+        return "(the host dropped off)"
+
+    def resume(self) -> None:
+        self._command("enable")
+        if not self.enabled:
+            self.enabled, self._started = True, time.monotonic()
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.child is not None
+        stopped = time.monotonic()
+        self.span = (self._started, stopped) if self.enabled else (stopped, stopped)
+        try:
+            self.failure = self._stop()
+        except HostLostError as lost:
+            self.failure = lost.message
+        finally:
+            self.child.kill()
+
+    def _stop(self) -> str | None:
+        assert self.child is not None
+        code = self.child.poll()
+        if code is not None:
+            return f"perf record on host {self.rundir.link.name} exited (code {code}) before it was stopped"
+        self._command("disable")
+        self.child.signal_group(2)  # SIGINT: perf writes its header and exits
+        try:
+            code = self.child.wait(STOP_DEADLINE_S)
+        except TimeoutError:
+            return f"perf record on host {self.rundir.link.name} did not finish within {STOP_DEADLINE_S:.0f} s"
+        if code not in (0, -2, 130):  # perf re-raises the SIGINT it stopped on
+            return f"perf record on host {self.rundir.link.name} exited with code {code}: {self._log_tail()}"
+        return None
+
+    def check(self) -> None:
+        if self.failure is not None:
+            raise PerflabError(self.failure, f"perf's log on the host: {self.log}")
+
+    def fold_phases(
+        self, pid: int | Sequence[int] | None = None, phases_at: PhasesAt | None = None
+    ) -> dict[str, tuple[Counter, FoldStats]]:
+        """The server's samples folded per phase, `perf script` run on the host; their times are put
+        on this machine's clock (ClockAlignmentError when the host's clock cannot be aligned)."""
+        self.check()
+        one = pid[0] if isinstance(pid, Sequence) else pid
+        aligned = self.clock.require()
+        errors = f"{self.dir}/perf-script.err"
+        argv = ["sh", "-c", '"$@" 2> "$0"', errors, *self.script_argv(one or self.pid)]
+        done = self.rundir.link.run(argv, timeout=600)
+        said = self.rundir.link.run(["cat", errors]).stdout
+        lines = done.stdout.splitlines(keepends=True)
+        at = (lambda t: phases_at(aligned.monotonic(t))) if phases_at is not None else None
+        folds = fold_perf_phases(lines, at, self.starts)
+        if done.status != 0 and not folds:
+            raise PerflabError(
+                f"perf script on host {self.rundir.link.name} failed (exit {done.status}): {said.strip()[-400:]}",
+                f"perf.data there: {self.data}",
+            )
+        if lost := lost_chunks(said):
+            raise PerflabError(
+                f"perf lost {lost} chunk(s) of samples on host {self.rundir.link.name}: the profile would undercount",
+                'set a lower frequency under [observe.perf], or call_graph = "fp"',
+            )
+        return folds
+
+    def descendants(self, pid: int | None = None) -> list[int]:
+        return [pid or self.pid]  # a process tree (PostgreSQL) is not profiled on a host yet
+
+
+class RemoteStackSampler:
+    """StackSampler's interface (run/observers/pmp.py, tool eu-stack) for the server on its host: a
+    loop there runs `eu-stack -m -p PID` every `interval`, each sample stamped with the host's clock."""
+
+    tool = "eu-stack"
+
+    def __init__(
+        self,
+        rundir: RunDir,
+        pid: int,
+        clock: WindowClock,
+        interval: float,
+        starts: Callable[[str], FunctionStarts] = unnamed,
+    ) -> None:
+        self.rundir, self.pid, self.clock, self.interval, self.starts = rundir, pid, clock, interval, starts
+        self.processes: list[int] = []
+        self.dsos: dict[str, str] = {}
+        self.waiting = False
+        self.origin = 0.0
+        self.span = (0.0, 0.0)
+        self._samples: list[tuple[float, str]] = []  # (host's wall clock, eu-stack's text)
+        self._thread = threading.Thread(target=self._read, name="remote-pmp", daemon=True)
+
+    def __enter__(self) -> Self:
+        maps = self.rundir.link.run(["cat", f"/proc/{self.pid}/maps"], timeout=60)
+        if maps.status != 0:
+            raise PerflabError(f"host {self.rundir.link.name}: pid {self.pid}'s maps are unreadable", maps.stderr)
+        self._modules = ModuleMap(maps.stdout, self.starts)
+        self._started = time.monotonic()
+        self._proc, self._loop_pid = self.rundir.start(["bash", "-c", _SAMPLER, str(self.pid), f"{self.interval:g}"])
+        self._thread.start()
+        return self
+
+    def _read(self) -> None:
+        stamp, text = None, []
+        with contextlib.suppress(HostLostError, TimeoutError):
+            for line in self._proc.lines():
+                if line.startswith("T "):
+                    stamp, text = float(line[2:]), []
+                elif line.strip() == "E" and stamp is not None:
+                    self._samples.append((stamp, "".join(text)))
+                    stamp = None
+                else:
+                    text.append(line)
+
+    def resume(self) -> None:
+        pass  # started when its phase begins: never paused
+
+    def __exit__(self, *exc: object) -> None:
+        self.span = (self._started, time.monotonic())
+        with contextlib.suppress(HostLostError):
+            self.rundir.signal(self._loop_pid, "KILL")
+        self._thread.join(10)
+
+    def covered(self) -> tuple[float, float]:
+        return self.span
+
+    def rows(self) -> list[tuple[float, int, list[str]]]:
+        """(t, tid, frames root first) per thread per sample; t in seconds since `origin` (the span's
+        start on this machine's CLOCK_MONOTONIC), each sample's host time aligned."""
+        aligned = self.clock.require()
+        self.origin = self.span[0]
+        return [
+            (round(aligned.monotonic(stamp) - self.origin, 3), tid, frames)
+            for stamp, text in self._samples
+            for tid, frames in parse_eu_stack(text, self._modules, self.dsos)
+        ]
+
+    def cost(self) -> None:
+        return None  # eu-stack's own cost is not measured (the libdw sampler's is, locally)
+
+
+class RemoteProfilers(Profilers):
+    """Profilers for a server on its host: perf and pmp (eu-stack) run there, of the server target."""
+
+    def __init__(
+        self, observe: ObserveSection, pid: int, workdir: Path, rundir: RunDir, remote_dir: str, clock: WindowClock
+    ) -> None:
+        super().__init__(observe, pid, workdir)
+        self.rundir, self.remote_dir, self.clock = rundir, remote_dir, clock
+        self.exe = rundir.link.run(["readlink", f"/proc/{pid}/exe"]).stdout.strip()
+        self.binaries = {"server": f"{rundir.link.name}:{self.exe}"}  # on the host
+        self.starts = HostStarts(rundir.link, self.workdir.parent / "host-binaries")  # once per run
+
+    def __enter__(self) -> Self:
+        perf = self.observe.perf
+        if perf is not None:
+            recorder = RemotePerf(
+                self.rundir, self.remote_dir, self.pids["server"], self.clock,
+                frequency=perf.frequency, call_graph=perf.call_graph, starts=self.starts,
+            )  # fmt: skip
+            self.perf = self._stack.enter_context(recorder)  # type: ignore[assignment]
+        return self
+
+    def store(self, results: Any, cell_id: int, spans: Spans) -> list[dict[str, Any]]:
+        """Profilers.store; the stack quality inspects the host's binary as a file here (HostStarts)."""
+        self.inspect = {"server": self.starts.local(self.exe) if self.exe else None}
+        return super().store(results, cell_id, spans)
+
+    def _begin(self, warmup: bool) -> None:
+        try:
+            perf, pmp = self.observe.perf, self.observe.pmp
+            if self.perf is not None and perf is not None and not self.perf.enabled and (perf.warmup or not warmup):
+                self.perf.resume()
+            if pmp is not None and "server" not in self.pmp and (pmp.warmup or not warmup):
+                sampler = RemoteStackSampler(self.rundir, self.pids["server"], self.clock, pmp.interval, self.starts)
+                self.pmp["server"] = self._stack.enter_context(sampler)  # type: ignore[assignment]
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def remove(self) -> None:
+        """The profilers' directory on the host (perf.data, its FIFOs and logs)."""
+        with contextlib.suppress(HostLostError):
+            self.rundir.link.run(["rm", "-rf", "--one-file-system", self.remote_dir], timeout=120)
+
+
+class NoProfilers:
+    """A cell without [observe] perf or pmp: the same calls, nothing run."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def workload_starting(self) -> None:
+        pass
+
+    def workload_started(self) -> None:
+        pass
+
+    def window_started(self) -> None:
+        pass
+
+
+def of_cell(runner: Any, cell: Any, server: Any, clock: WindowClock) -> RemoteProfilers | NoProfilers:
+    """The profilers of a cell whose server runs on the run's server host (runner.server_host)."""
+    observe = runner.exp.file.observe
+    if observe.perf is None and observe.pmp is None:
+        return NoProfilers()
+    rundir = runner.server_host.rundir
+    return RemoteProfilers(observe, server.pid, server.rundir, rundir, f"{rundir.path}/profile-{cell.order:04d}", clock)
+
+
+def store(
+    runner: Any, cell: Any, profilers: RemoteProfilers | NoProfilers, window: tuple[float, float, float, float],
+    intervals: list[dict[str, Any]], summary: Any,
+) -> None:  # fmt: skip
+    """The cell's profiles stored per phase as a local cell's (run/cell.py), then their files on the host
+    removed. `window`: (client started, its threads started, the window's end, the warm-up's seconds)."""
+    if not isinstance(profilers, RemoteProfilers):
+        return
+    started, origin, end, warmup = window
+    try:
+        stalls = runner._steady(intervals, summary.qps)["stalls"]
+        spans = Spans.of_cell(started, origin, end, warmup, stalls, intervals, summary.transactions)
+        profilers.store(runner.results, cell.order, spans)
+    finally:
+        profilers.remove()

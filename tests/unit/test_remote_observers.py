@@ -1,0 +1,279 @@
+"""Observers of a server on another host without a host (docs/hosts.md): the window's clock readings
+and their alignment (refused past 50 ms), the RSS samples put on this machine's clock, perf's and
+eu-stack's commands there, their output folded through the local pipeline with the host's times
+aligned, and the server host's observer tools named by the preflight."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from perflab.errors import ClockAlignmentError
+from perflab.hosts import preflight
+from perflab.hosts.clock import MAX_ERROR_S, ClockReading, WindowClock, align
+from perflab.hosts.preflight import observer_packages
+from perflab.run.observers.elf import FunctionStarts
+from perflab.run.observers.host_binaries import HostStarts
+from perflab.run.observers.host_overhead import parse_snapshot, perflab_ticks, session_of, window_ticks, wrappers
+from perflab.run.observers.phases import Spans
+from perflab.run.observers.remote_profilers import RemotePerf, RemoteStackSampler
+from perflab.run.observers.remote_resources import aligned_samples
+from perflab.spec.observe import ObserveSection
+
+
+class EchoClock:
+    """A host's `bash` clock loop answering `offset` seconds ahead of this machine."""
+
+    def __init__(self, offset: float) -> None:
+        self.offset = offset
+
+    def write(self, text: str) -> None:
+        pass
+
+    def readline(self, timeout: float | None = None) -> str:
+        return f"{time.time() + self.offset:.6f}\n"
+
+    def close(self) -> None:
+        pass
+
+
+class FakeLink:
+    """A Connection answering the clock loop, and `run` from a table of argv prefixes."""
+
+    name = "db"
+
+    def __init__(self, offset: float = 0.0, answers: dict[str, str] | None = None) -> None:
+        self.offset, self.answers, self.ran = offset, answers or {}, []
+
+    def start(self, argv: list[str]) -> EchoClock:
+        return EchoClock(self.offset)
+
+    def run(self, argv: list[str], timeout: float = 60, stdin: str | None = None) -> SimpleNamespace:
+        self.ran.append(argv)
+        text = " ".join(argv)
+        out = next((v for k, v in self.answers.items() if k in text), "")
+        return SimpleNamespace(status=0, stdout=out, stderr="")
+
+
+def test_the_window_clock_aligns_a_host_ahead_by_seconds() -> None:
+    clock = WindowClock(FakeLink(offset=7.25))
+    clock.begin()
+    aligned = clock.finish()
+    assert aligned is not None and aligned.shift_s == pytest.approx(-7.25, abs=0.01)
+    assert aligned.error_s < MAX_ERROR_S
+    record = clock.record()  # the cell's build.host.clock
+    assert record["aligned"] and record["refused"] is None and record["start"]["offset_s"] == pytest.approx(7.25, 0.01)
+    now = time.time()
+    assert aligned.monotonic(now + 7.25) == pytest.approx(time.monotonic() + (now - time.time()), abs=0.01)
+
+
+def test_a_slow_link_is_refused_and_a_profile_cannot_be_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    # round trips of 120 ms: the offset is known within 60 ms only
+    slow = iter([ClockReading(1.0, 0.12, 0.06, at=0.0), ClockReading(1.0, 0.12, 0.06, at=2.0)])
+    monkeypatch.setattr("perflab.hosts.clock.measure", lambda link: next(slow))
+    clock = WindowClock(FakeLink())
+    clock.begin()
+    assert clock.finish() is None and "its clock is known only within" in clock.refused
+    assert clock.record()["aligned"] is False and clock.record()["shift_s"] is None
+    with pytest.raises(ClockAlignmentError, match="host db"):
+        clock.require()
+
+
+def test_rss_samples_are_put_on_this_machines_clock() -> None:
+    start = ClockReading(offset_s=100.0, rtt_s=0.002, error_s=0.001, at=0)
+    aligned = align("db", start, ClockReading(100.002, 0.002, 0.001, at=5))
+    window = 1000.0  # the sampler's start, this machine's monotonic clock
+    host_wall = window + aligned.wall_minus_monotonic + 100.001  # the host's clock at the window's start
+    stamped = [(host_wall + 0.5, 2000.0, 10), (host_wall + 1.5, 2000.1, 20)]  # arrived long after (2000 s)
+    assert aligned_samples(stamped, window, aligned) == [(0.5, 10), (1.5, 20)]
+    assert aligned_samples(stamped, window, None) == [(1000.0, 10), (1000.1, 20)]  # refused: arrival times
+
+
+def test_perf_on_the_host_records_on_its_wall_clock_driven_through_its_fifos() -> None:
+    rundir = SimpleNamespace(link=FakeLink(), path="/dev/shm/perflab-host-x")
+    perf = RemotePerf(rundir, "/dev/shm/perflab-host-x/profile-0003", 4711, None, frequency=99, call_graph="fp")
+    argv = perf.argv()
+    assert argv[:3] == ["perf", "record", "-a"] and argv[argv.index("-k") + 1] == "CLOCK_REALTIME"
+    assert argv[argv.index("-D") + 1] == "-1" and "-g" in argv and argv[argv.index("-F") + 1] == "99"
+    ctl = "/dev/shm/perflab-host-x/profile-0003/perf.ctl"
+    assert argv[-1] == f"fifo:{ctl},/dev/shm/perflab-host-x/profile-0003/perf.ack"
+    assert perf.script_argv(4711) == [
+        "perf", "script", "-i", "/dev/shm/perflab-host-x/profile-0003/perf-4711.data", "--pid", "4711",
+        "-F", "tid,time,ip,sym,dso",
+    ]  # fmt: skip
+    dwarf = RemotePerf(rundir, "/d", 1, None, frequency=49, call_graph="dwarf").argv()
+    assert "--call-graph" in dwarf and dwarf[dwarf.index("--call-graph") + 1].startswith("dwarf,")
+
+
+SCRIPT = """mariadbd  4712 {t1:.6f}:
+\t    7f00aa do_command ({exe})
+\t    7f00bb handle_one_connection ({exe})
+\t    7f00cc start_thread (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+mariadbd  4713 {t2:.6f}:
+\t    80 [unknown] ({exe})
+\t    7f00cc start_thread (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+"""
+
+
+def test_perf_script_from_the_host_is_folded_per_phase_on_this_machines_clock() -> None:
+    clock = WindowClock(FakeLink(offset=50.0))
+    clock.begin()
+    aligned = clock.require()
+    now_mono, wall = time.monotonic(), time.time()
+    spans = Spans(workload=now_mono - 10, window=now_mono - 5, end=now_mono + 5)
+    # on the host's clock (50 s ahead): one sample in the warm-up, one in the window
+    script = SCRIPT.format(t1=wall + 50 - 7, t2=wall + 50 - 1, exe="/usr/sbin/mariadbd")
+    link = FakeLink(answers={"perf script": script})
+    perf = RemotePerf(SimpleNamespace(link=link, path="/r"), "/r/p", 4711, clock, frequency=99, call_graph="fp")
+    folds = perf.fold_phases(4711, spans.phases_at)
+    warm, _ = folds["warmup"]
+    assert warm == {"start_thread;handle_one_connection;do_command": 1}
+    window, stats = folds["measured"]
+    assert window == {"start_thread;[unknown]": 1} and stats.complete == 1  # no binary here: not named
+    assert aligned.shift_s == pytest.approx(-50.0, abs=0.01)
+    assert any(argv[-len(perf.script_argv(4711)) :] == perf.script_argv(4711) for argv in link.ran)
+
+
+EU_STACK = """PID 4711 - process
+TID 4712:
+#0  0x00007f15ab0a3f16 __futex_abstimed_wait_common - /usr/lib/x86_64-linux-gnu/libc.so.6
+#1  0x000055e6d3c73f8d srv_master_thread - /usr/sbin/mariadbd
+#2  0x00007f15ab0a3000 start_thread - /usr/lib/x86_64-linux-gnu/libc.so.6
+"""
+
+
+def test_eu_stack_samples_on_the_host_are_aligned_rows() -> None:
+    clock = WindowClock(FakeLink(offset=-3.0))
+    clock.begin()
+    rundir = SimpleNamespace(link=FakeLink(), path="/r")
+    sampler = RemoteStackSampler(rundir, 4711, clock, 0.5)
+    sampler.span = (time.monotonic() - 2, time.monotonic())
+    sampler._modules = None  # every frame named by eu-stack
+    sampler._samples = [(time.time() - 3.0 - 1.0, EU_STACK)]  # the host's clock: 1 s ago
+    (row,) = sampler.rows()
+    t, tid, frames = row
+    assert tid == 4712 and frames == ["start_thread", "srv_master_thread", "__futex_abstimed_wait_common"]
+    assert t == pytest.approx(1.0, abs=0.05) and sampler.dsos["srv_master_thread"] == "mariadbd"
+
+
+def test_the_preflight_names_the_observers_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    observe = ObserveSection.model_validate({"perf": True, "pmp": True})
+    assert observer_packages(SimpleNamespace(observe=observe)) == {"perf": "linux-perf", "eu-stack": "elfutils"}
+    assert observer_packages(SimpleNamespace(observe=ObserveSection())) == {}
+    asked = {}
+    monkeypatch.setattr(
+        "perflab.hosts.preflight._problems_of", lambda spec, name, tools, dirs=(): asked.update({name: tools}) or []
+    )
+    spec = SimpleNamespace(experiment=SimpleNamespace(client_host="load", server_host="db"), observe=observe)
+    preflight.host_problems(spec, {"sysbench": "sysbench"}, {"mariadbd": "mariadb-server"})
+    assert asked == {  # the server host's observers' tools, not the client host's
+        "load": {"sysbench": "sysbench"},
+        "db": {"mariadbd": "mariadb-server", "perf": "linux-perf", "eu-stack": "elfutils"},
+    }
+
+
+def test_a_host_binarys_function_starts_come_from_the_same_file_here_or_a_copy(tmp_path: Path) -> None:
+    true = os.path.realpath(shutil.which("true") or "/bin/true")
+    here = FunctionStarts.load(true)
+    assert here.starts  # an ELF with .eh_frame_hdr
+    digest = hashlib.sha256(Path(true).read_bytes()).hexdigest()
+    fetched = []
+
+    class Host(FakeLink):
+        def get(self, remote: str, local: Path) -> None:
+            fetched.append(remote)
+            shutil.copyfile(true, local)
+
+    same = HostStarts(Host(answers={"sha256sum": f"{digest}  {true}\n"}), tmp_path / "cache")
+    assert same(true).starts == here.starts and fetched == []  # the same file here: not copied
+    assert same.local(true) == true  # what the stack quality inspects
+    other = HostStarts(Host(answers={"sha256sum": f"{'ab' * 32}  {true}\n"}), tmp_path / "cache")
+    assert other(true).starts == here.starts and other(true).label == os.path.basename(true)
+    assert fetched == [true] and (tmp_path / "cache" / ("ab" * 32) / os.path.basename(true)).is_file()
+    assert other.local(true) == str(tmp_path / "cache" / ("ab" * 32) / os.path.basename(true))
+    again = HostStarts(Host(answers={"sha256sum": f"{'ab' * 32}  {true}\n"}), tmp_path / "cache")
+    assert again(true).starts == here.starts and fetched == [true]  # once per run: the copy is kept
+    missing = HostStarts(Host(), tmp_path / "cache")("/usr/sbin/gone")  # sha256sum said nothing
+    assert missing.name(0x1234) == "[unknown]"
+
+
+def test_the_remote_servers_metrics_filter_is_its_enabled_column() -> None:
+    from perflab.servers.mariadb.flavor import INSTALLED
+
+    assert INSTALLED.metrics_enabled == "ENABLED"  # the host's own mariadbd (10.11): status sampled over TCP
+
+
+def stat_line(pid: int, comm: str, ppid: int, pgid: int, own: int, reaped: int) -> str:
+    # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime
+    return f"{pid} ({comm}) S {ppid} {pgid} {pgid} 0 -1 0 0 0 0 0 {own} 0 {reaped} 0 20 0 1 0"
+
+
+def snapshot(parent: int, *procs: tuple) -> str:
+    return "\n".join([str(parent), "100", *(stat_line(*p) for p in procs)]) + "\n"
+
+
+def test_perflabs_own_cpu_on_a_host_leaves_out_the_measured_processes() -> None:
+    start = parse_snapshot(snapshot(
+        102,
+        (100, "sshd", 1, 100, 50, 999),  # the session: its reaped children (a client's wrapper) not counted
+        (102, "bash", 100, 100, 0, 0), (103, "sh", 102, 100, 0, 0),  # the reading itself
+        (200, "setsid", 100, 100, 0, 0), (201, "mariadbd", 200, 201, 5000, 0),  # the server and its wrapper
+        (300, "setsid", 100, 100, 0, 0), (301, "bash", 300, 301, 10, 20),  # perflab's RSS loop
+    ))  # fmt: skip
+    assert session_of(start) == 100 and start.tick == 100 and start.procs[201].own == 5000
+    groups = {201}
+    skip = wrappers(start, groups)
+    assert skip == {200}
+    end = parse_snapshot(snapshot(
+        104,
+        (100, "sshd", 1, 100, 60, 2999), (104, "sh", 100, 100, 1, 0),
+        (200, "setsid", 100, 100, 0, 900), (201, "mariadbd", 200, 201, 9000, 0),
+        (300, "setsid", 100, 100, 0, 0), (301, "bash", 300, 301, 12, 30),
+        (400, "setsid", 100, 100, 0, 0), (401, "bash", 400, 401, 5, 0),  # the stack sampler's loop, new
+    ))  # fmt: skip
+    ticks = window_ticks(perflab_ticks(start, groups, skip), perflab_ticks(end, groups, skip))
+    assert ticks == 10 + 1 + (12 + 30 - 30) + 5  # sshd, the reading's shell, the RSS loop, the new loop
+    recycled = parse_snapshot(snapshot(100, (100, "sshd", 1, 100, 50, 0), (301, "sleep", 100, 100, 3, 0)))
+    assert perflab_ticks(recycled, set(), set())[(301, "sleep")] == 3  # another process on pid 301
+
+
+def test_the_host_line_says_perflabs_cpu_there_and_an_unaligned_clock() -> None:
+    from perflab.report.phrases import host_lines
+
+    meta = {"hosts": {"db": {"ssh": "root@db1", "clock": {"start": {"rtt_s": 0.0004}, "refused": None}}}}
+
+    def cell(cores: float, aligned: bool) -> dict:
+        host = {"name": "db", "fingerprint": {}, "clock": {"aligned": aligned}}
+        return {"build": {"host": host}, "client": {}, "resources": {"perflab_host_cpu": {"db": {"cores": cores}}}}
+
+    (line,) = host_lines({"hosts": meta}, [cell(0.012, True), cell(0.078, False)])
+    assert line == (
+        "server on host db (root@db1): 0.40 ms round trip; same fingerprint as this machine; "
+        "perflab's own CPU there 7.8% of a core at most; its clock not aligned in 1 cell (over 50 ms)"
+    )
+    meta["hosts"]["db"]["clock"]["refused"] = "host db: its clock is known only within 70 ms over the run"
+    (line,) = host_lines({"hosts": meta}, [cell(0.012, True)])
+    assert "; its clock not aligned over the run: host db: its clock is known only within 70 ms" in line
+
+
+def test_a_server_profiled_as_a_process_tree_is_not_profiled_on_a_host_yet() -> None:
+    from perflab import spec
+    from perflab.errors import SpecError
+
+    text = (
+        '[experiment]\nname = "x"\nserver = "postgresql"\nserver_host = "db"\n[hosts.db]\nssh = "root@db1"\n'
+        '[dataset]\ntables = 1\ntable_size = 1000\n[workload]\ntest = "oltp_point_select"\nthreads = [2]\n'
+        "[observe]\nperf = true\npmp = true\n"
+    )
+    with pytest.raises(SpecError) as exc:
+        spec.parse(text)
+    found = {p.path: p.render() for p in exc.value.problems}
+    assert "every backend's, one process tree" in found["observe.perf"] and "observe.pmp" in found
