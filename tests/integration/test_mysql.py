@@ -107,7 +107,9 @@ def test_a_mysql_build_is_initialised_and_started_with_mysqls_command_lines(
     assert done.returncode == 1, done.stdout + done.stderr  # one failed cell
     workdir = Path(meta(out, "workdir"))
     binary = str(base / "bin" / "mysqld")
-    init, start = calls(base)  # nothing else: one initialisation, one start
+    made = calls(base)
+    assert len(made) == 2, done.stdout + done.stderr
+    init, start = made  # nothing else: one initialisation, one start
     datadir = workdir / "snapshot-mysql-8.0"
     root = ["--user=root"] if os.geteuid() == 0 else []
     assert init == {
