@@ -172,10 +172,13 @@ time.sleep(60)
 """
 
 
-def _server(kind: type, tmp_path: Path, code: int | None):
+def _server(kind: type, tmp_path: Path, code: int | None, stop_s: float = 30.0):
+    """A fake server that exits with `code` when asked to stop (None: never). `stop_s`: its clean
+    stop's deadline; long where the test is not about the deadline, since a fake that exits at once
+    still took over 1 s on a busy machine (CI sim, unit tests beside the integration tests' start)."""
     sig = "SIGTERM" if kind is MariaDB else "SIGINT"
     server = kind(tmp_path / "run", tmp_path / "data", {})
-    server.CLEAN_STOP_S = 1.0
+    server.CLEAN_STOP_S = stop_s
     server.child = Child([sys.executable, "-c", SERVER.format(code=code, sig=sig)], stdout=subprocess.PIPE)
     with server.child.popen.stdout as out:  # its handler is set
         assert out.readline() == b"ready\n"
@@ -192,7 +195,7 @@ def test_a_clean_shutdown_that_finished_is_quiet(tmp_path: Path, kind: type) -> 
 @pytest.mark.parametrize("kind", [MariaDB, PostgreSQL])
 def test_a_clean_shutdown_that_timed_out_fails(tmp_path: Path, kind: type) -> None:
     """Was ignored: the server killed, its datadir snapshotted (or its PGO profile used) as if whole."""
-    server = _server(kind, tmp_path, None)
+    server = _server(kind, tmp_path, None, stop_s=1.0)
     with pytest.raises(ServerStopError, match="did not finish its clean shutdown within 1 s and was killed"):
         server.stop(clean=True)
     assert server.child.poll() is not None
