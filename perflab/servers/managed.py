@@ -7,6 +7,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from perflab.errors import ServerStartError, ServerStopError
 from perflab.run.proc import Child
@@ -114,3 +115,30 @@ class Managed:
             f"{self.program.name} not ready after {deadline_s:.0f}s:\n{self.error_lines()}",
             f"full log: {self.error_log}",
         )
+
+
+class OnHost:
+    """What a managed server on another host reads of itself there, over its SSH `link`
+    (servers/mariadb/remote.py, servers/postgresql/remote.py): put first among the bases, so
+    these replace the local readings of /proc."""
+
+    link: Any  # hosts.transport.Connection
+    pid: int
+    child: Any  # hosts.rundir.Tracked: its `lost` says why the host dropped off, if it did
+
+    def death(self) -> str:
+        lost = self.child.lost if self.child is not None else None
+        return lost or super().death()  # type: ignore[misc]  # the server class after this one
+
+    def aslr_seen(self) -> bool | None:
+        done = self.link.run(["cat", f"/proc/{self.pid}/personality"])
+        try:
+            return not int(done.stdout.strip(), 16) & ADDR_NO_RANDOMIZE
+        except ValueError:
+            return None
+
+    def mapped(self) -> set[str]:
+        """Real paths of the files the server maps, from its /proc/PID/maps on the host."""
+        lines = self.link.run(["cat", f"/proc/{self.pid}/maps"], timeout=60).stdout.splitlines()
+        parts = [line.split(maxsplit=5) for line in lines]
+        return {p[5].strip().removesuffix(" (deleted)") for p in parts if len(p) == 6 and p[5].startswith("/")}

@@ -21,6 +21,7 @@ from typing import Any
 from perflab.errors import PerflabError, ServerStartError
 from perflab.hosts.rundir import Tracked
 from perflab.run.observers.status import StatusSampler
+from perflab.servers.managed import OnHost
 from perflab.servers.mariadb.flavor import INSTALLED, MariaDBFlavor
 from perflab.servers.mariadb.server import READY_DEADLINE_S, MariaDB, binary, defaults, option_line
 from perflab.servers.mysql_protocol import version_tuple
@@ -59,7 +60,7 @@ def init_datadir(place: Any, datadir: str) -> str:
     return "mariadb-install-db"
 
 
-class RemoteMariaDB(MariaDB):
+class RemoteMariaDB(OnHost, MariaDB):
     """One mariadbd on a host (`place`: the run's ServerHost, run/remote_server.py)."""
 
     def __init__(
@@ -135,10 +136,6 @@ class RemoteMariaDB(MariaDB):
             pass  # a host that dropped off: what was fetched before
         return super().error_lines(limit)
 
-    def death(self) -> str:
-        lost = self.child.lost if self.child is not None else None
-        return lost or super().death()
-
     def sql(self, statement: str) -> str:
         argv = [
             self.place.binaries["mariadb"],
@@ -157,19 +154,6 @@ class RemoteMariaDB(MariaDB):
                 f"the server's log: {self.error_log}",
             )
         return done.stdout
-
-    def aslr_seen(self) -> bool | None:
-        done = self.link.run(["cat", f"/proc/{self.pid}/personality"])
-        try:
-            return not int(done.stdout.strip(), 16) & 0x0040000
-        except ValueError:
-            return None
-
-    def mapped(self) -> set[str]:
-        """Real paths of the files the server maps, from its /proc/PID/maps on the host."""
-        lines = self.link.run(["cat", f"/proc/{self.pid}/maps"], timeout=60).stdout.splitlines()
-        parts = [line.split(maxsplit=5) for line in lines]
-        return {p[5].strip().removesuffix(" (deleted)") for p in parts if len(p) == 6 and p[5].startswith("/")}
 
     def stop(self, clean: bool = False) -> None:
         if self.child is not None and self.child.lost and self.crashed is None:

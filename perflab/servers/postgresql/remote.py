@@ -25,6 +25,7 @@ from perflab.hosts.rundir import Tracked
 from perflab.hosts.transport import Connection
 from perflab.run.observers.remote_resources import RemoteRssSampler, parse_counters
 from perflab.run.observers.resources import ProcCounters
+from perflab.servers.managed import OnHost
 from perflab.servers.postgresql.server import (
     DEFAULT_OPTIONS,
     READY_DEADLINE_S,
@@ -124,7 +125,7 @@ class TreeRssSampler(RemoteRssSampler):
         self._thread.join(10)
 
 
-class RemotePostgreSQL(PostgreSQL):
+class RemotePostgreSQL(OnHost, PostgreSQL):
     """One postmaster (and its backends) on a host (`place`: the run's ServerHost, run/remote_server.py)."""
 
     def __init__(
@@ -226,25 +227,8 @@ class RemotePostgreSQL(PostgreSQL):
             pass  # a host that dropped off: what was fetched before
         return super().log_lines()
 
-    def death(self) -> str:
-        lost = self.child.lost if self.child is not None else None
-        return lost or super().death()
-
     def alive(self) -> bool:
         return self.child is not None and self.child.poll() is None and self.restart_cause() is None
-
-    def aslr_seen(self) -> bool | None:
-        done = self.link.run(["cat", f"/proc/{self.pid}/personality"])
-        try:
-            return not int(done.stdout.strip(), 16) & 0x0040000
-        except ValueError:
-            return None
-
-    def mapped(self) -> set[str]:
-        """Real paths of the files the postmaster maps, from its /proc/PID/maps on the host."""
-        lines = self.link.run(["cat", f"/proc/{self.pid}/maps"], timeout=60).stdout.splitlines()
-        parts = [line.split(maxsplit=5) for line in lines]
-        return {p[5].strip().removesuffix(" (deleted)") for p in parts if len(p) == 6 and p[5].startswith("/")}
 
     def data_bytes(self, database: str) -> int:
         return int(self.sql(f"SELECT pg_database_size('{database}')").strip())
