@@ -335,6 +335,7 @@ class CellRunner:
             Profilers(spec.observe, server.pid, server.rundir, io=self.io_observer(server)) as profilers,
             contextlib.closing(sampler) if sampler else contextlib.nullcontext(),
             StealSampler() as steal,  # the host's share of a stall (warm-up or window)
+            tracer.armed(server.pid, server.rundir) if tracer else contextlib.nullcontext(),
         ):
             profilers.workload_starting()
             started = time.monotonic()

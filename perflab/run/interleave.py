@@ -94,6 +94,7 @@ def _run_opened(
     (observed: RSS, perf and allocation counts per seat), then each seat's figures."""
     assert opened[0].server is not None
     with observers.recording(opened[0].server.pid):
+        observers.arm([(s.server.pid, s.rundir, s.tracer) for s in opened if s.server is not None])
         observers.warmup_started()
         started = time.monotonic()
         _rotate(opened, warmup, slice_s, measured=False)

@@ -14,7 +14,7 @@ PROGRAM = Path(__file__).resolve().parent.parent / "data" / "alloc" / "syscalls.
 def test_known_syscalls_are_counted_exactly(tmp_path: Path) -> None:
     exe = tmp_path / "calls"
     subprocess.run(["cc", "-O0", "-o", str(exe), str(PROGRAM)], check=True)
-    with subprocess.Popen([str(exe)], stdin=subprocess.PIPE) as proc:
+    with subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL) as proc:
         try:
             with syscalls.SyscallRecorder(proc.pid, tmp_path) as rec:
                 subprocess.run(["true"], check=True)  # another process's calls must not count
@@ -30,6 +30,30 @@ def test_known_syscalls_are_counted_exactly(tmp_path: Path) -> None:
     assert counts.calls["mprotect"] == 5 and counts.bytes["mprotect"] == 5 * 8192
     assert counts.calls["madvise"] == 4 and counts.bytes["madvise"] == 4 * 65536
     assert counts.calls["brk"] == 0
+
+
+def test_an_armed_recorder_counts_from_its_resume_only(tmp_path: Path) -> None:
+    """Started with its events off (perf's start-up takes seconds on a busy machine, so perflab
+    starts it before the window), it counts nothing until resume(): the window's calls only."""
+    exe = tmp_path / "calls"
+    subprocess.run(["cc", "-O0", "-o", str(exe), str(PROGRAM)], check=True)
+    with subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            with syscalls.SyscallRecorder(proc.pid, tmp_path, enabled=False) as rec:
+                for resume in (False, True):  # a round before the window, then one in it
+                    if resume:
+                        rec.resume()
+                    proc.stdin.write(b"x")
+                    proc.stdin.flush()
+                    assert proc.stdout.read(1) == b"d"
+            counts = rec.counts()
+            proc.stdin.close()
+            assert proc.wait(30) == 0
+        finally:
+            proc.kill()
+    assert counts.calls["mmap"] == 17 and counts.calls["munmap"] == 17 and counts.calls["madvise"] == 4
+    assert rec.seconds > 0
 
 
 def test_parse_recorded_lines() -> None:

@@ -89,6 +89,13 @@ class SeatObservers:
         finally:
             self._windows.close()
 
+    def arm(self, seats: list[tuple[int, Path, AllocTracer | None]]) -> None:
+        """Before the warm-up: each seat's allocation counter starts what takes seconds to start
+        (server pid, run directory, tracer), so that window_started() opens every window at once."""
+        for pid, rundir, tracer in seats:
+            if tracer is not None:
+                self._windows.enter_context(tracer.armed(pid, rundir))
+
     def warmup_started(self) -> None:
         if self.perf is not None and self.observe.perf is not None and self.observe.perf.warmup:
             self.perf.resume()

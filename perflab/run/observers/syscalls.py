@@ -67,9 +67,9 @@ def parse(lines: Iterable[str]) -> SyscallCounts:
 class SyscallRecorder(PerfRecorder):
     """`perf record` of the allocator's syscall tracepoints, system-wide, enabled for the window only."""
 
-    def __init__(self, pid: int, workdir: Path) -> None:
+    def __init__(self, pid: int, workdir: Path, *, enabled: bool = True) -> None:
         # a directory of its own: PerfRecorder's FIFOs and log are named after the pid only
-        super().__init__(pid, Path(workdir) / "syscalls")
+        super().__init__(pid, Path(workdir) / "syscalls", enabled=enabled)
 
     def events(self) -> list[str]:
         return ["-e", ",".join(f"syscalls:sys_enter_{name}" for name in SYSCALLS)]

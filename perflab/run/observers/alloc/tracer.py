@@ -6,8 +6,10 @@ window:
     tracer = AllocTracer(spec.observe.alloc, rundir, cache)
     server = MariaDB(..., env={**cell.env, **tracer.env()}, tracer=tracer.shim)
     tracer.check_started(server.pid)               # loaded once, into the server, and counting
-    with tracer.window(server.pid, rundir):
-        run_window()
+    with tracer.armed(server.pid, rundir):          # before the window: what takes seconds to start
+        ...
+        with tracer.window(server.pid, rundir):
+            run_window()
     tracer.check_window(transactions)              # it saw the window's allocations
     row["alloc"] = tracer.fields(transactions)      # per-transaction figures (the cell's `alloc`)
     stacks = tracer.stacks(symbolize)              # folded allocation stacks, weighted in bytes
@@ -65,6 +67,8 @@ class AllocTracer:
         self.syscalls: SyscallCounts | None = None
         self.seconds = 0.0
         self._records: tuple[list[alloc.Sample], int] | None = None
+        self._recorder: SyscallRecorder | None = None  # armed(): started, its events off
+        self._stop = contextlib.ExitStack()
 
     def env(self) -> dict[str, str]:
         return {allocators.TRACER_ENV: str(self.file)}
@@ -106,19 +110,42 @@ class AllocTracer:
             )
 
     @contextlib.contextmanager
+    def armed(self, pid: int, workdir: Path) -> Iterator[AllocTracer]:
+        """Starts before the window what takes seconds to start: `perf record` of the allocator's
+        syscalls, its events off (perf reads every process's maps at its start: seconds on a busy
+        machine, which the window's counts would not cover). Stopped by window() or on leaving."""
+        with contextlib.ExitStack() as stack:
+            if self.spec.syscalls:
+                self._recorder = stack.enter_context(SyscallRecorder(pid, workdir, enabled=False))
+            self._stop = stack.pop_all()
+        try:
+            yield self
+        finally:
+            self._recorder = None
+            self._stop.close()
+
+    @contextlib.contextmanager
     def window(self, pid: int, workdir: Path) -> Iterator[AllocTracer]:
-        before = alloc.read(self.file)
-        recorder = SyscallRecorder(pid, workdir) if self.spec.syscalls else None
-        with recorder or contextlib.nullcontext():
-            if self.spec.stacks:
-                alloc.sample(self.file, self.spec.period)
+        """The measured window: the counts, the sampled stacks and the syscalls (perf enabled)
+        from its start to its end, all three over the same span."""
+        with contextlib.ExitStack() as armed:
+            if self._recorder is None:  # not armed before the window: armed now
+                armed.enter_context(self.armed(pid, workdir))
+            recorder = self._recorder
+            before = alloc.read(self.file)
             started = time.monotonic()
             try:
+                if recorder is not None:
+                    recorder.resume()
+                if self.spec.stacks:
+                    alloc.sample(self.file, self.spec.period)
                 yield self
             finally:
-                self.seconds = time.monotonic() - started
                 alloc.sample(self.file, 0)
-        self.counts = alloc.read(self.file).minus(before)
+                self.seconds = time.monotonic() - started
+                self.counts = alloc.read(self.file).minus(before)
+                self._recorder = None
+                self._stop.close()  # perf stops: its data is whole only then
         if recorder is not None:
             self.syscalls = recorder.counts()
             self.seconds = recorder.seconds

@@ -1,0 +1,94 @@
+"""The allocation tracer's window: the counts, the sampled stacks and the allocator's syscalls
+cover the same span. perf's start-up reads every process's maps (seconds on a busy machine: CI
+2026-11-28 sampled 17% of a 4 s window's sort buffers) so armed() starts it before the window,
+its events off, and window() only switches the three on and off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar, Self
+
+import numpy as np
+import pytest
+
+from perflab.run.observers import alloc, syscalls
+from perflab.run.observers.alloc import tracer as tracer_module
+from perflab.run.observers.alloc.tracer import AllocTracer
+from perflab.spec.observe import AllocObserve
+
+
+class Recorder:
+    """What a SyscallRecorder did, in order, and the counter file's sampling period at each step."""
+
+    events: ClassVar[list[tuple[str, int]]] = []
+    file: ClassVar[Path]
+
+    def __init__(self, pid: int, workdir: Path, *, enabled: bool = True) -> None:
+        assert not enabled, "started with its events on: it would count before the window"
+        self.seconds = 0.0
+
+    def _log(self, what: str) -> None:
+        Recorder.events.append((what, int(np.fromfile(Recorder.file, dtype="<u8")[alloc._PERIOD])))
+
+    def __enter__(self) -> Self:
+        self._log("start")
+        return self
+
+    def resume(self) -> None:
+        self._log("resume")
+        self.seconds = 4.0
+
+    def __exit__(self, *exc: object) -> None:
+        self._log("stop")
+
+    def counts(self) -> syscalls.SyscallCounts:
+        self._log("counts")
+        return syscalls.SyscallCounts()
+
+
+@pytest.fixture
+def tracer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AllocTracer:
+    monkeypatch.setattr(alloc, "build", lambda cache: tmp_path / "shim.so")
+    monkeypatch.setattr(tracer_module, "SyscallRecorder", Recorder)
+    made = AllocTracer(AllocObserve(period="256K"), tmp_path, tmp_path)
+    Recorder.events, Recorder.file = [], made.file
+    return made
+
+
+def test_armed_perf_starts_before_the_window_and_stops_at_its_end(tracer: AllocTracer, tmp_path: Path) -> None:
+    with tracer.armed(1, tmp_path):
+        assert Recorder.events == [("start", 0)]
+        with tracer.window(1, tmp_path):
+            # perf counts and stacks are sampled from here: the recorder resumed before sampling began
+            assert Recorder.events == [("start", 0), ("resume", 0)]
+            assert alloc.samples(tracer.file, 1)[0] == [] and _period(tracer) == 256 * 1024
+        assert Recorder.events[2:] == [("stop", 0), ("counts", 0)]  # sampling off, then perf stopped
+        assert tracer.syscalls is not None and tracer.counts is not None and tracer.seconds == 4.0
+    assert len(Recorder.events) == 4  # leaving armed() stops nothing twice
+
+
+def test_a_window_not_armed_arms_itself(tracer: AllocTracer, tmp_path: Path) -> None:
+    with tracer.window(1, tmp_path):
+        assert [e for e, _ in Recorder.events] == ["start", "resume"]
+    assert [e for e, _ in Recorder.events] == ["start", "resume", "stop", "counts"]
+
+
+def test_leaving_armed_without_a_window_stops_perf_and_counts_nothing(tracer: AllocTracer, tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError), tracer.armed(1, tmp_path):
+        raise RuntimeError("the client failed in its warm-up")
+    assert [e for e, _ in Recorder.events] == ["start", "stop"]
+    assert tracer.syscalls is None
+
+
+def test_without_syscalls_nothing_is_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(alloc, "build", lambda cache: tmp_path / "shim.so")
+    monkeypatch.setattr(tracer_module, "SyscallRecorder", Recorder)
+    made = AllocTracer(AllocObserve(syscalls=False), tmp_path, tmp_path)
+    Recorder.events, Recorder.file = [], made.file
+    with made.armed(1, tmp_path), made.window(1, tmp_path):
+        pass
+    assert Recorder.events == [] and made.syscalls is None and made.counts is not None
+
+
+def _period(tracer: AllocTracer) -> int:
+    return int(np.fromfile(tracer.file, dtype="<u8")[alloc._PERIOD])
