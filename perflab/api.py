@@ -75,13 +75,13 @@ _RESERVED = (*_CELL_COLUMNS, *views.SECOND_COLUMNS, *_COMPARISON_COLUMNS, *GROUP
 # object, times datetime64 UTC, everything else float64 (NaN: missing). Axis columns are text.
 _TEXT = _words(
     """variant status error allocator_library allocator_version warmup_method key unsettled_reason preload build_name
-    design kind metric axis baseline verdict method method_reason adjustment reason explanation memory"""
+    design kind metric axis baseline verdict method method_reason adjustment reason explanation memory aa_check"""
 )
 _INTS = _words(
     """id order threads repeat stalls retry_of design_turn cell_id rounds_needed pairs family n_baseline n_variant
     repeats failed unsettled measured_again"""
 )
-_FLAGS = {"settled", "analyzed", "warmup", "adjusted"}
+_FLAGS = {"settled", "analyzed", "warmup", "adjusted", "across_hosts"}
 _LISTS = {"design_group", "evidence", "cells"}
 _TIMES = {"started_at", "ended_at"}
 

@@ -20,6 +20,7 @@ from perflab.run import storage, workloads
 from perflab.run.observers.io import io_problems
 from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
+from perflab.spec.hosts import server_hosts
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,14 @@ TOOLS = (
     Tool("setpriv", "util-linux", "kills children if perflab dies", version_flag=None),
     Tool("postgres", "postgresql-15", 'server = "postgresql" (docs/experiment.md)', required=False),
     Tool("pgbench", "postgresql-15", 'tool = "pgbench"', required=False),
-    Tool("go-tpc", "go-tpc", 'tool = "go-tpc" (TPC-C, docs/workloads.md)', required=False, version_flag=None,
-         get="make go-tpc (go install, pinned v1.0.7)"),
+    Tool(
+        "go-tpc",
+        "go-tpc",
+        'tool = "go-tpc" (TPC-C, docs/workloads.md)',
+        required=False,
+        version_flag=None,
+        get="make go-tpc (go install, pinned v1.0.7)",
+    ),
     Tool("taskset", "util-linux", "CPU pinning (pin = true)", version_flag=None),
     Tool("dpkg-query", "dpkg", "allocator package versions", version_flag=None),
     Tool("perf", "linux-perf", "on-CPU profiles (observe.perf)", required=False),
@@ -102,7 +109,7 @@ def check(exp: Experiment) -> None:
                     f"free memory on the tmpfs, or use a smaller dataset ({smaller})",
                 )
             )
-    if exp.file.experiment.client_host or exp.file.experiment.server_host:  # reachable, with its tools
+    if exp.file.experiment.client_host or server_hosts(exp.file):  # reachable, with its tools
         from perflab.hosts.preflight import host_problems  # (hosts/preflight.py)
 
         machine += host_problems(exp.file, kind.remote_packages, kind.server_packages, kind.server_dirs)

@@ -24,7 +24,7 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perflab.analyze import evidence, host_speed, ratio, sequential, stats
+from perflab.analyze import across_hosts, evidence, host_speed, ratio, sequential, stats
 from perflab.analyze.summary import Group, rounds
 from perflab.analyze.summary import groups as group_cells
 from perflab.analyze.verdict import FASTER, INCONCLUSIVE, MARGIN, SLOWER, Judgement, judge
@@ -69,6 +69,10 @@ class Comparison:
     unadjusted_ratio: float | None = None
     unadjusted_ci_low: float | None = None
     unadjusted_ci_high: float | None = None
+    # a host axis (analyze/across_hosts.py): the two sides' servers ran on different hosts; then the
+    # A/A check on each host, "passed" or why not (the row is then not judged: inconclusive)
+    across_hosts: bool = False
+    aa_check: str | None = None
     estimate: ratio.Estimate | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,7 +100,9 @@ def compare_groups(
     speed by `adjust` when the comparison allows it (analyze/host_speed.py)."""
     by_round = (rounds(base, metric), rounds(other, metric))
     if kind == "runs":  # two runs: their rounds do not pair, and no host-speed slope spans both
-        chosen, welch, why = ratio.estimate(_values(base, metric), _values(other, metric), level, ratio.resolution_of(metric))
+        chosen, welch, why = ratio.estimate(
+            _values(base, metric), _values(other, metric), level, ratio.resolution_of(metric)
+        )
         found = host_speed.Estimated(chosen, welch, why, chosen)
     else:
         found = host_speed.estimate(base, other, metric, adjust, level)
@@ -133,13 +139,17 @@ def compare_groups(
 
 
 def judged(rows: list[Comparison], groups_of: dict[int, tuple[Group, Group]] | None = None) -> list[Comparison]:
-    """`rows` with their verdicts: Holm's correction over each family (one metric and kind);
-    evidence beside faster/slower (from `groups_of`: row index -> (base, other))."""
+    """`rows` with their verdicts: Holm's correction over each family (one metric and kind, and
+    within or across hosts: analyze/across_hosts.py, whose rows that fail their A/A check stay
+    inconclusive); evidence beside faster/slower (from `groups_of`: row index -> (base, other))."""
     out = list(rows)
-    families: dict[tuple[str, str], list[int]] = {}
+    families: dict[tuple[str, str, bool], list[int]] = {}  # across hosts: a family of its own
     for i, row in enumerate(rows):
-        families.setdefault((row.metric, row.kind), []).append(i)
-    for (metric, _), members in families.items():
+        if row.aa_check in (None, across_hosts.PASSED):
+            families.setdefault((row.metric, row.kind, row.across_hosts), []).append(i)
+        else:  # not judged until the A/A check on each host passes
+            out[i] = dataclasses.replace(row, reason="; ".join(r for r in (row.aa_check, row.reason) if r))
+    for (metric, _, _), members in families.items():
         found = judge([rows[i].estimate for i in members], METRICS[metric], rows[members[0]].margin)  # type: ignore[misc]
         for i, j in zip(members, found):
             pair = (groups_of or {}).get(i)
@@ -213,7 +223,10 @@ def within(
                 reference = find({**group.variant, axis: baseline[axis]}, threads)
                 if reference is not None:
                     pairs.append((reference, group, "axis", axis))
-    rows = [compare_groups(b, g, metric, kind, axis, level, margin, adjust) for b, g, kind, axis in pairs]
+    rows = [
+        across_hosts.marked(compare_groups(b, g, metric, kind, axis, level, margin, adjust), b, g, level)
+        for b, g, kind, axis in pairs
+    ]
     return judged(rows, {i: (b, g) for i, (b, g, _, _) in enumerate(pairs)})
 
 
@@ -312,8 +325,8 @@ def sequential_verdicts(
     out = []
     for row in rows:
         track = tracks.get((variant_key(row.variant), row.threads))
-        if row.kind != "variant" or row.metric != "qps" or track is None:
-            out.append(row)
+        if row.kind != "variant" or row.metric != "qps" or track is None or row.across_hosts:
+            out.append(row)  # across hosts: its own family, after the A/A checks (analyze/across_hosts.py)
         elif track.open:
             why = f"no sequential boundary crossed in {adaptive.get('rounds')} of at most {design.max_rounds} rounds"
             out.append(

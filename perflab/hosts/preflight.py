@@ -12,6 +12,7 @@ from typing import Any
 from perflab.errors import HostKeyError, HostUnreachableError, Problem
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
+from perflab.spec.hosts import server_hosts
 
 # $0: a tool, "$@": directories off the PATH where it may be (postgresql-15's bin); else on the ssh
 # user's PATH (root's has /usr/sbin: mariadbd)
@@ -27,12 +28,8 @@ def host_problems(
     wanted: dict[str, dict[str, str]] = {}
     if e.client_host is not None:
         wanted[e.client_host] = dict(packages)
-    if e.server_host is not None:
-        wanted[e.server_host] = {
-            **wanted.get(e.server_host, {}),
-            **(server_packages or {}),
-            **observer_packages(spec),
-        }
+    for name in server_hosts(spec):  # [experiment] server_host, a host axis's
+        wanted[name] = {**wanted.get(name, {}), **(server_packages or {}), **observer_packages(spec)}
     return [p for name, tools in wanted.items() for p in _problems_of(spec, name, tools, dirs)]
 
 

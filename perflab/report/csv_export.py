@@ -52,6 +52,8 @@ COMPARISON_COLUMNS = (
     "p_difference",  # Holm-adjusted
     "p_equivalence",
     "family",
+    "across_hosts",  # a host axis: the sides ran on two hosts (analyze/across_hosts.py)
+    "aa_check",  # "passed", or why the row is not judged
     "margin",
     "n_baseline",
     "n_variant",

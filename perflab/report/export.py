@@ -50,6 +50,8 @@ JSON format history:
                      Added within 10 (go-tpc, docs/workloads.md): per cell
                      `summary.transaction_types` and `summary.tool_tpmc` (go-tpc cells only) and
                      `run.throughput` {metric: "QPS" | "NOPM", means}: what every `qps` counts.
+                     Added within 10 (a host axis, docs/hosts.md): comparisons' `across_hosts`
+                     and `aa_check` (analyze/across_hosts.py); top level `host_datasets`.
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ def document(results: Results) -> dict[str, Any]:
         "variance": variance.load(results, stored).to_dict(),
         "builds": meta.get("builds") or {},
         "datasets": meta.get("datasets") or {},
+        "host_datasets": meta.get("host_datasets"),  # a host axis's, prepared on each host; null: none
         "cells": cells,
     }
 
@@ -225,8 +228,12 @@ def report_document(meta: dict[str, Any], cells: list[dict[str, Any]], baselines
     exp = meta.get("experiment") or {}
     keep = ("name", "server", "duration", "warmup", "max_warmup", "repeats", "pin", "axes")
     groups = [
-        {**g.to_dict(), "minor_faults_per_txn_mean": summary.mean(g.faults_per_txn),
-         "server_cpu_us_per_txn_mean": summary.mean(g.cpu_us_per_txn), "unsettled_cells": g.unsettled}
+        {
+            **g.to_dict(),
+            "minor_faults_per_txn_mean": summary.mean(g.faults_per_txn),
+            "server_cpu_us_per_txn_mean": summary.mean(g.cpu_us_per_txn),
+            "unsettled_cells": g.unsettled,
+        }
         for g in v.groups
     ]
     return {

@@ -49,7 +49,10 @@ def method_line(comparisons: list[Any]) -> str:
         return ""
     first = comparisons[0]
     level = first.estimate.level if first.estimate is not None else 0.95
-    families = {(c.metric, c.kind): c.family for c in comparisons}
+    families = {
+        (c.metric, c.kind + (" across-hosts" if getattr(c, "across_hosts", False) else "")): c.family
+        for c in comparisons
+    }
     sizes = ", ".join(f"{plural(m, kind + ' comparison')} of {metric}" for (metric, kind), m in families.items() if m)
     paired = sum(1 for c in comparisons if c.method == "paired")
     return (

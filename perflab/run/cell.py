@@ -82,6 +82,7 @@ class CellRunner:
         self.libcs: dict[str, debroot.Root | BuildError] = {}  # [variants] glibc: suite -> its C library
         self.remote: Any = None  # the client on another host, while a run has one (run/remote_client.py)
         self.server_host: Any = None  # the server's host, while a run has one (run/remote_server.py)
+        self.server_hosts: dict[str, Any] = {}  # every server host of the run, by name (a host axis)
 
     @property
     def sysbench_defaults(self) -> dict[str, str]:
@@ -122,7 +123,9 @@ class CellRunner:
         the installed server, or by `build` (a build of another on-disk format: run/datasets.py)."""
         spec = self.exp.file
         self.listen("prepare_start", {"build": build})
-        log = self.results.dir / "logs" / ("prepare.txt" if build is None else f"prepare-{build.format}.txt")
+        host = name.partition("-on-")[2]  # a host axis's dataset on each host (run/datasets.py)
+        stem = ("prepare" if build is None else f"prepare-{build.format}") + (f"-on-{host}" if host else "")
+        log = self.results.dir / "logs" / f"{stem}.txt"
         log.parent.mkdir(parents=True, exist_ok=True)
         if self.server_host is not None and spec.experiment.prepare_on == "host":  # run/remote_dataset.py
             from perflab.run import remote_dataset

@@ -48,8 +48,10 @@ class Datasets:
         *,
         resume: bool = False,
         keep: bool = True,
+        host: str | None = None,
     ) -> None:
         self.runner = runner
+        self.host = host  # prepared on this server host (a host axis with prepare_on = "host"): not kept
         self.results = results
         self.workdir = workdir
         self.listen = listener or (lambda event, data: None)
@@ -75,7 +77,8 @@ class Datasets:
         prepared now (by the installed server for its format, else by `build` itself)."""
         fmt = build.format
         if fmt not in self.snapshots:
-            self.snapshots[fmt] = self._kept(fmt) or self._prepare(fmt, build)
+            kept = self._kept(fmt) if self.host is None else None  # one on a host is prepared again
+            self.snapshots[fmt] = kept or self._prepare(fmt, build)
         return self.snapshots[fmt]
 
     def prepare_all(self, builds: dict[str | None, Build | BuildError], used: set[str | None]) -> None:
@@ -143,7 +146,7 @@ class Datasets:
             "init": snapshot.init,
         }
         self.records[fmt] = record
-        if not self.own(fmt):  # as before: the report's dataset size, and --resume of older results
+        if not self.own(fmt) and self.host is None:  # as before: the report's dataset size, and --resume
             self.results.set_meta(
                 dataset={
                     k: record[k] for k in ("data_bytes", "prepare_s", "buffer_pool", "shared_buffers") if k in record
@@ -160,7 +163,8 @@ class Datasets:
         return self.runner.kind.cache_size(snapshot)
 
     def _workname(self, fmt: str) -> str:
-        return f"snapshot-{fmt}" if self.own(fmt) else "snapshot"
+        name = f"snapshot-{fmt}" if self.own(fmt) else "snapshot"
+        return name if self.host is None else f"{name}-on-{self.host}"
 
     def _keep(self, snapshot: dataset.Snapshot, kept: Path) -> None:
         shutil.rmtree(kept, ignore_errors=True)
@@ -181,7 +185,11 @@ class Datasets:
         return log, reason
 
     def _save(self) -> None:
-        self.results.set_meta(datasets=self.records)
+        if self.host is None:
+            self.results.set_meta(datasets=self.records)
+        else:  # a host axis's dataset prepared on each host: meta `host_datasets`, by host
+            on_hosts = self.results.meta().get("host_datasets") or {}
+            self.results.set_meta(host_datasets={**on_hosts, self.host: self.records})
 
 
 def _same_kind(kept: Path, fmt: str) -> None:

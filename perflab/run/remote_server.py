@@ -40,6 +40,7 @@ from perflab.run.observers.resources import ProcCounters, RssSampler
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.spec import Cell
+from perflab.spec.hosts import server_hosts
 from perflab.units import utc_now
 
 # $0: a tool, "$@": the kind's directories off the PATH (postgresql-15's bin); its path on the host,
@@ -162,18 +163,21 @@ class ServerHost:
 
 @contextlib.contextmanager
 def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
-    """The run's remote hosts (client_host, server_host), connected for the whole run (run/scheduler.py):
-    `runner.remote` and `runner.server_host` are set inside; the hosts' clocks and fingerprints go to
-    the run's meta `hosts` at the start and the end."""
+    """The run's remote hosts (client_host, server_host, a host axis's), connected for the whole run
+    (run/scheduler.py): `runner.remote`, `runner.server_hosts` (name -> ServerHost) and
+    `runner.server_host` (the one of the cell or dataset at hand: CellRunner.on_host) are set
+    inside; the hosts' clocks and fingerprints go to the run's meta `hosts` at the start and the end."""
     from perflab.run.remote_client import RemoteClient
 
     spec = runner.exp.file
     e = spec.experiment
-    names = [n for n in dict.fromkeys((e.server_host, e.client_host)) if n is not None]
+    servers = server_hosts(spec)  # [experiment] server_host, a host axis's
+    names = [n for n in dict.fromkeys((*servers, e.client_host)) if n is not None]
     with Hosts({name: parse_target(spec.hosts[name].ssh) for name in names}, workdir) as hosts:
-        if e.server_host is not None:
-            runner.server_host = ServerHost.open(hosts, e.server_host, runner.kind)
-            hosts.require(e.server_host, observer_packages(spec))  # perf, eu-stack: exit 3 naming the package
+        for name in servers:
+            runner.server_hosts[name] = ServerHost.open(hosts, name, runner.kind)
+            hosts.require(name, observer_packages(spec))  # perf, eu-stack: exit 3 naming the package
+        runner.server_host = runner.server_hosts.get(e.server_host) if e.server_host else None
         if e.client_host is not None:  # with a server host, the client reaches it at its address
             address = runner.server_host.address if runner.server_host is not None else None
             runner.remote = RemoteClient.open(hosts, e.client_host, runner.kind.remote_packages, address)
@@ -182,6 +186,7 @@ def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
             yield
         finally:
             runner.remote = runner.server_host = None
+            runner.server_hosts.clear()
             hosts.measure_end()
             runner.results.set_meta(hosts=hosts.meta())
 

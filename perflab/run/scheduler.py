@@ -31,6 +31,7 @@ from perflab.run.datasets import Datasets, kept_dirs
 from perflab.run.workdir import space_hint, work_dir
 from perflab.spec import Cell, Experiment
 from perflab.spec.fields import MAX_REPEATS
+from perflab.spec.hosts import host_axis, server_hosts
 from perflab.spec.loading import cell_estimate, round_seconds
 from perflab.store.results import Results
 from perflab.units import format_duration
@@ -59,6 +60,7 @@ class Scheduler:
         self.results = results
         self.listen = listener or (lambda event, data: None)
         self.runner = runner or CellRunner(exp, results, self.listen)
+        self._on_hosts: dict[str, Datasets] = {}  # a host axis's datasets prepared on each host
 
     def run(self, resume: bool = False) -> list[dict[str, Any]]:
         """Run the cells not yet in the results (all of them in a new run), in run order.
@@ -88,8 +90,7 @@ class Scheduler:
 
     def _hosts(self, workdir: Path) -> contextlib.AbstractContextManager[None]:
         """The remote hosts of `[experiment] client_host` and `server_host` (docs/hosts.md), for the whole run."""
-        e = self.exp.file.experiment
-        if e.client_host is None and e.server_host is None:
+        if self.exp.file.experiment.client_host is None and not server_hosts(self.exp.file):
             return contextlib.nullcontext()
         from perflab.run.remote_server import run_hosts
 
@@ -97,9 +98,11 @@ class Scheduler:
 
     def _run_cells(self, workdir: Path, resume: bool, done: list[dict[str, Any]]) -> None:
         datasets = Datasets(self.runner, self.results, workdir, self.listen, resume=resume)
+        self._on_hosts = {}
         used = {cell.build for cell in self.exp.cells()}
         if None in used:  # the installed server's dataset first, as before builds existed
-            datasets.get(self.runner.installed)
+            for host in dict.fromkeys(cell.server_host for cell in self.exp.cells()):  # each host's, with a host axis
+                self._datasets_on(host, datasets).get(self.runner.installed)
         glibcs = any(cell.glibc for cell in self.exp.cells())
         if self.exp.file.builds or glibcs:  # before the first cell; a failed build fails only its cells
             self.runner.prepare_builds(datasets.get, workdir, writable_cache(cache_root()))
@@ -161,7 +164,17 @@ class Scheduler:
         if datasets is None:
             return None
         build = self.runner.build_for(cell)
-        return datasets.get(build) if isinstance(build, Build) else None
+        return self._datasets_on(cell.server_host, datasets).get(build) if isinstance(build, Build) else None
+
+    def _datasets_on(self, host: str | None, datasets: Datasets) -> Datasets:
+        """The datasets of `host`'s cells, that host made the runner's server host (run/remote_server.py):
+        the run's own, or with a host axis and prepare_on = "host" (docs/hosts.md) one prepared on each host."""
+        self.runner.server_host = self.runner.server_hosts.get(host) if host is not None else None
+        if host is None or host_axis(self.exp.file) is None or self.exp.file.experiment.prepare_on == "here":
+            return datasets
+        if host not in self._on_hosts:
+            self._on_hosts[host] = Datasets(self.runner, self.results, datasets.workdir, self.listen, host=host)
+        return self._on_hosts[host]
 
     def run_adaptive(self, datasets: Datasets | None, workdir: Path, done: list[dict[str, Any]]) -> None:
         """repeats = "auto": rounds (randomized blocks, as Experiment.round orders them); after

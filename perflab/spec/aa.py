@@ -24,6 +24,7 @@ import os
 import shutil
 from typing import Any
 
+from perflab.spec.hosts import server_hosts
 from perflab.spec.loading import parse
 from perflab.spec.matrix import Experiment
 
@@ -49,7 +50,7 @@ def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
     # no canary in the interleaved design (spec/design.py): its turns take the host's speed out; nor
     # with a client on another host (docs/hosts.md: no observers there yet)
     e = exp.file.experiment
-    no_canary = e.interleaved or e.client_host is not None or e.server_host is not None
+    no_canary = e.interleaved or e.client_host is not None or bool(server_hosts(exp.file))
     doc["observe"] = {"host_speed": False if no_canary else _canary(exp.file.observe.host_speed)}
     return parse(to_toml(doc), f"{exp.source} (A/A calibration of its first configuration)")
 

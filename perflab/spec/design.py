@@ -26,6 +26,7 @@ import dataclasses
 from perflab import servers
 from perflab.errors import Problem
 from perflab.run import workloads
+from perflab.spec.hosts import host_axis
 from perflab.spec.matrix import Experiment
 from perflab.spec.schema import ExperimentFile
 
@@ -117,6 +118,9 @@ def sequential_reason(spec: ExperimentFile) -> str | None:
         return f"sequential: the client runs on host {e.client_host} (turns are taken by local clients only)"
     if e.server_host is not None:
         return f"sequential: the server runs on host {e.server_host} (turns are taken by local servers only)"
+    axis = host_axis(spec)
+    if axis is not None:
+        return f"sequential: the host axis {axis} runs servers on other hosts (turns are taken by local servers only)"
     workload_refusal = workloads.of(spec).interleaved_refusal
     if workload_refusal:
         return f"sequential: {workload_refusal}"

@@ -1,5 +1,6 @@
 """What `[hosts]`, `server_host` and `client_host` allow (docs/hosts.md), checked once the file is
-valid: every host named is a `[hosts.NAME]` table (exit 2 otherwise), and a client or a server on
+valid: every host named (also by a host axis: variants that set server_host) is a `[hosts.NAME]`
+table (exit 2 otherwise), and a client or a server on
 another host comes with what it supports so far: sysbench, the sequential design, no client
 variants and no observers beyond the server's resources; a server there runs the host's installed
 server, on its tmpfs, with no preload, build or glibc variant.
@@ -18,15 +19,38 @@ _NOT_YET = 'not with client_host yet (docs/hosts.md, "What a remote client suppo
 _NOT_YET_SERVER = 'not with server_host yet (docs/hosts.md, "What a remote server supports")'
 
 
+def server_hosts(spec: ExperimentFile) -> list[str]:
+    """Every host a server of the experiment runs on: [experiment] server_host, then a host axis's
+    (variants that set server_host), in the file's order."""
+    named = [spec.experiment.server_host] + [v.server_host for ls in spec.variants.values() for v in ls.values()]
+    return [n for n in dict.fromkeys(named) if n is not None]
+
+
+def host_axis(spec: ExperimentFile) -> str | None:
+    """The axis whose variants set server_host (docs/hosts.md, "A host axis"), if any."""
+    return next((axis for axis, ls in spec.variants.items() if any(v.server_host for v in ls.values())), None)
+
+
 def host_problems(spec: ExperimentFile) -> list[Problem]:
     e = spec.experiment
-    problems = [
-        _unknown(f"experiment.{key}", name, spec)
-        for key, name in (("server_host", e.server_host), ("client_host", e.client_host))
-        if name is not None and name not in spec.hosts
+    named = [("experiment.server_host", e.server_host), ("experiment.client_host", e.client_host)]
+    named += [
+        (f"variants.{axis}.{label}.server_host", v.server_host)
+        for axis, ls in spec.variants.items()
+        for label, v in ls.items()
     ]
-    problems = [p for p in problems if p is not None]
-    if e.server_host is not None:
+    problems = [_unknown(path, name, spec) for path, name in named if name is not None and name not in spec.hosts]
+    axis = host_axis(spec)
+    if axis is not None and e.client_host is not None:
+        problems.append(
+            Problem(
+                "experiment.client_host",
+                f"no client_host with a host axis ({axis})",
+                e.client_host,
+                "the client runs on this machine against each host's server; remove client_host",
+            )
+        )
+    if server_hosts(spec):
         problems += _server_problems(spec)
     elif "prepare_on" in e.model_fields_set:
         problems.append(

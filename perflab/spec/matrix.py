@@ -8,7 +8,8 @@ drawn from the run's seed and the round's number (`block_order`), so no variant 
 first (after a restore, on a cooler or hotter machine) and the same seed gives the same order
 again (`perflab run --seed N`, and `--resume`, which keeps the stored seed). Without a seed
 (`Experiment.seed` None: `run --check`, results of an older perflab) every round keeps the
-file's order (A B C A B C).
+file's order (A B C A B C). With a host axis (variants that set server_host), a round is one
+block per host, the hosts in a drawn order too (`by_host`).
 
     exp.cells()[0].key  -> "alloc=glibc/t1/r1"          # alloc = glibc, jemalloc, tcmalloc
     dataclasses.replace(exp, seed=42).cells()[0].key  -> "alloc=jemalloc/t1/r1"
@@ -48,6 +49,7 @@ class Cell:
     aslr: bool = True  # False: the server runs under `setarch -R`
     prewarm: bool = False  # True: every table and index is read into the buffer pool first
     glibc: str | None = None  # a Debian suite whose libc6 and loader run the server; None: its own
+    server_host: str | None = None  # the [hosts.NAME] its server runs on (a variant's, else the experiment's)
     retry_of: int | None = None  # the id of the failed or unsettled cell this one measures again
 
     @property
@@ -109,13 +111,14 @@ class Experiment:
                         workload_options=wopts,
                         build=next((v.build for v in variants if v.build is not None), None),
                         glibc=merge_glibc(variants, labels),
+                        server_host=merge_host(variants, labels, spec.experiment.server_host),
                         client_preload=client_preload,
                         client_env=client_env,
                         client_library=client_library,
                         **switches,
                     )
                 )
-        ordered = [cells[i] for i in block_order(len(cells), self.seed, repeat)]
+        ordered = by_host([cells[i] for i in block_order(len(cells), self.seed, repeat)], self.seed, repeat)
         kept = [c for c in ordered if only is None or (c.variant_key, c.threads) in only]
         return [dataclasses.replace(c, order=start + i) for i, c in enumerate(kept)]
 
@@ -131,6 +134,27 @@ def block_order(size: int, seed: int | None, repeat: int) -> list[int]:
     if seed is not None:
         random.Random(f"perflab-blocks/{seed}/{repeat}").shuffle(order)
     return order
+
+
+def by_host(cells: list[Cell], seed: int | None, repeat: int) -> list[Cell]:
+    """A round of a host axis (docs/hosts.md) as one block per server host: the hosts in an order
+    drawn from (seed, repeat), each host's cells in their drawn order, so every host runs its
+    whole round at once and a comparison on one host pairs cells measured close together."""
+    hosts = list(dict.fromkeys(c.server_host for c in cells))
+    if len(hosts) < 2:
+        return cells
+    if seed is not None:
+        random.Random(f"perflab-hosts/{seed}/{repeat}").shuffle(hosts)
+    rank = {host: i for i, host in enumerate(hosts)}
+    return sorted(cells, key=lambda c: rank[c.server_host])  # stable: each host's order is kept
+
+
+def merge_host(variants: list[Variant], labels: list[str], default: str | None) -> str | None:
+    """The server host of one variant per axis (else `default`); two axes naming two hosts is an error."""
+    hosts = {v.server_host for v in variants} - {None}
+    if len(hosts) > 1:
+        raise ValueError(f"variants {labels} set server_host to both {' and '.join(sorted(hosts))}")
+    return hosts.pop() if hosts else default
 
 
 def merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict, dict, dict]:

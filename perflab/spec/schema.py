@@ -42,7 +42,7 @@ from perflab.spec.fields import (
     fail,
     storage_value,
 )
-from perflab.spec.matrix import merge, merge_client, merge_glibc, merge_switches
+from perflab.spec.matrix import merge, merge_client, merge_glibc, merge_host, merge_switches
 from perflab.spec.observe import ObserveSection
 from perflab.spec.variant import Axes, Variant
 
@@ -326,6 +326,7 @@ class ExperimentFile(_Strict):
                 merge_client([v for _, v in combo], [label for label, _ in combo])
                 merge_switches([v for _, v in combo], [label for label, _ in combo])
                 merge_glibc([v for _, v in combo], [label for label, _ in combo])
+                merge_host([v for _, v in combo], [label for label, _ in combo], None)
         return value
 
     @field_validator("variants")

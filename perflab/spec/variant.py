@@ -51,6 +51,9 @@ class Variant(_Strict):
     # the C library the server runs with: that Debian suite's libc6 and loader, in a private root
     # (run/builds/glibc.py); None: the server's own (the system's, or its private root's)
     glibc: Literal["bookworm", "bookworm-backports", "trixie", "sid"] | None = None
+    # the host its server runs on, a [hosts.NAME] (a host axis, docs/hosts.md); None: [experiment]
+    # server_host, else this machine
+    server_host: str | None = None
 
     @field_validator("preload", "client_preload")
     @classmethod

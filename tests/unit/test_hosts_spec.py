@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -185,7 +186,45 @@ def test_calibrate_keeps_the_server_host_without_the_canary() -> None:
     assert aa.file.experiment.server_host == "db" and aa.file.observe.host_speed is False
 
 
-def test_a_host_axis_is_refused_with_the_way_around() -> None:
-    found = problems("", rest=HOSTS + '[variants.host]\na = { server_host = "db" }\n')
-    assert "unknown key 'server_host'" in found["variants.host.a.server_host"]
-    assert "a host axis is not built yet" in found["variants.host.a.server_host"]
+HOSTS2 = HOSTS + '[hosts.db2]\nssh = "bench@db2"\n'
+AXIS = HOSTS2 + '[variants.host]\na = { server_host = "db" }\nb = { server_host = "db2" }\n'
+
+
+def test_a_host_axis_runs_each_round_as_one_block_per_host() -> None:
+    exp = dataclasses.replace(parse("", rest=AXIS), seed=7)
+    cells = exp.cells()
+    assert {c.server_host for c in cells} == {"db", "db2"} and len(cells) == 3 * 4
+    assert all(c.server_host == {"a": "db", "b": "db2"}[c.variant["host"]] for c in cells)
+    for repeat in (1, 2, 3):
+        hosts = [c.server_host for c in cells if c.repeat == repeat]
+        assert hosts in (["db", "db", "db2", "db2"], ["db2", "db2", "db", "db"])  # whole blocks
+    firsts = {next(c.server_host for c in exp.round(r)) for r in range(1, 30)}
+    assert firsts == {"db", "db2"}  # the hosts' order is drawn, not always the file's
+    assert exp.file.experiment.design == "sequential" and "host axis host" in exp.design_reason
+
+
+def test_a_host_axis_label_without_server_host_runs_on_the_experiments() -> None:
+    exp = parse('server_host = "db"', rest=HOSTS2 + '[variants.host]\nhere = {}\nb = { server_host = "db2" }\n')
+    assert {c.variant["host"]: c.server_host for c in exp.cells()} == {"here": "db", "b": "db2"}
+    local = parse("", rest=HOSTS2 + '[variants.host]\nhere = {}\nb = { server_host = "db2" }\n')
+    assert {c.variant["host"]: c.server_host for c in local.cells()} == {"here": None, "b": "db2"}
+
+
+def test_a_host_axis_refuses_unknown_hosts_two_host_axes_and_a_client_host() -> None:
+    found = problems("", rest=HOSTS + '[variants.host]\na = { server_host = "dbx" }\n')
+    assert (
+        "found 'dbx'" in found["variants.host.a.server_host"]
+        and "defined hosts: load, db" in found["variants.host.a.server_host"]
+    )
+    two = '[variants.h1]\na = { server_host = "db" }\n[variants.h2]\nb = { server_host = "db2" }\n'
+    assert "server_host to both db and db2" in " ".join(problems("", rest=HOSTS2 + two).values())
+    found = problems('client_host = "load"', rest=AXIS)
+    assert "no client_host with a host axis (host)" in found["experiment.client_host"]
+    found = problems('design = "interleaved"', rest=AXIS)
+    assert "interleaved turns are taken by servers on this machine only" in found["experiment.design"]
+
+
+def test_a_client_host_per_variant_is_refused_with_the_way_around() -> None:
+    found = problems("", rest=HOSTS + '[variants.host]\na = { client_host = "load" }\n')
+    assert "unknown key 'client_host'" in found["variants.host.a.client_host"]
+    assert "set client_host under [experiment]" in found["variants.host.a.client_host"]

@@ -172,7 +172,9 @@ def test_the_preflight_names_the_observers_packages(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(
         "perflab.hosts.preflight._problems_of", lambda spec, name, tools, dirs=(): asked.update({name: tools}) or []
     )
-    spec = SimpleNamespace(experiment=SimpleNamespace(client_host="load", server_host="db"), observe=observe)
+    spec = SimpleNamespace(
+        experiment=SimpleNamespace(client_host="load", server_host="db"), observe=observe, variants={}
+    )
     preflight.host_problems(spec, {"sysbench": "sysbench"}, {"mariadbd": "mariadb-server"})
     assert asked == {  # the server host's observers' tools, not the client host's
         "load": {"sysbench": "sysbench"},
