@@ -9,8 +9,8 @@ same cells, the same configuration on the same host, split into its earlier and 
 ratio wholly outside ±margin). A significant difference alone would not do: a real drift of 1%
 is significant after enough rounds, and a 95% test of each group checked fails one in twenty of
 stable ones by chance (a synthetic run with 1% noise failed a stable host so). A side with
-fewer than 2 settled rounds in each half cannot be checked: the comparison stays inconclusive
-and says how many rounds it needs.
+fewer than 3 settled rounds in each half (6 in all: perflab gives no interval on fewer than 3
+values) cannot be checked: the comparison stays inconclusive and says how many rounds it needs.
 Comparisons that pass are judged in a family of their own (Holm over the comparisons across
 hosts of one metric and kind), apart from those within a host.
 
@@ -28,7 +28,7 @@ from perflab.analyze.verdict import MARGIN
 
 HERE = "this machine"
 PASSED = "passed"
-MIN_HALF = 2  # settled rounds in each half: a Welch interval needs two values a side
+MIN_HALF = stats.MIN_REPEATS  # settled rounds in each half: perflab gives no interval on fewer
 
 
 def host_of(cell: dict[str, Any]) -> str:
