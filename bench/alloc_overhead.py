@@ -35,7 +35,7 @@ import _common as C
 
 from perflab import preflight, spec
 from perflab.run.cell import CellRunner
-from perflab.servers.mariadb.server import MariaDB
+from perflab.servers.mysqld import Mysqld
 from perflab.store.results import Results
 
 EXPERIMENT = """
@@ -83,10 +83,10 @@ def heaptrack_attached(work: Path, n: int) -> Iterator[None]:
     consume the trace until the server ends. (Preloading heaptrack does not reach mariadbd:
     perflab starts it through setpriv, and heaptrack's preload takes itself out of LD_PRELOAD
     in the first process it loads into.)"""
-    original = MariaDB.start
+    original = Mysqld.start
     attached: list[subprocess.Popen] = []
 
-    def start(server: MariaDB, *args: object, **kwargs: object) -> None:
+    def start(server: Mysqld, *args: object, **kwargs: object) -> None:
         original(server, *args, **kwargs)
         argv = ["heaptrack", "-o", str(work / f"heaptrack.{n}"), "-p", str(server.pid)]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -97,11 +97,11 @@ def heaptrack_attached(work: Path, n: int) -> Iterator[None]:
                 return
         raise C.BenchError("heaptrack -p ended before injecting")
 
-    MariaDB.start = start  # type: ignore[method-assign]
+    Mysqld.start = start  # type: ignore[method-assign]
     try:
         yield
     finally:
-        MariaDB.start = original  # type: ignore[method-assign]
+        Mysqld.start = original  # type: ignore[method-assign]
         for proc in attached:
             proc.wait(timeout=300)
         for trace in work.glob(f"heaptrack.{n}.*"):  # evidence that it traced: what it counted

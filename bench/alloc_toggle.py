@@ -32,8 +32,8 @@ import profile_overhead as P
 from perflab.run import dataset
 from perflab.run.observers import alloc
 from perflab.run.observers.syscalls import SyscallRecorder
-from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
+from perflab.servers.mysqld import Mysqld
 
 GOALS = {"count": 0.02, "stacks": 0.03, "syscalls": 0.02, "count+syscalls": 0.02}
 
@@ -119,7 +119,7 @@ def main() -> int:
         shim = alloc.build(work / "alloc-build")
         env = {"PERFLAB_ALLOC_FILE": str(counters)}
         options = {"innodb_buffer_pool_size": snap.buffer_pool}
-        with MariaDB(work / "srv", work / "srv" / "data", options, env=env, tracer=shim) as server:
+        with Mysqld(work / "srv", work / "srv" / "data", options, env=env, tracer=shim) as server:
             warm = sysbench.argv(
                 "oltp_read_only",
                 "run",

@@ -33,15 +33,15 @@ from perflab.analyze.profile import Merged, Profile
 from perflab.run import dataset
 from perflab.run.observers.perf import PerfRecorder
 from perflab.run.proc import Child, clean_env
-from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
+from perflab.servers.mysqld import Mysqld
 from perflab.store import folded
 
 TABLES, TABLE_SIZE, THREADS = 2, 20000, 2
 OPTIONS = {"rand_type": "uniform"}
 
 
-def record(server: MariaDB, work: Path, samples: int, frequency: int) -> PerfRecorder:
+def record(server: Mysqld, work: Path, samples: int, frequency: int) -> PerfRecorder:
     seconds = max(3, round(samples / (frequency * 1.0)))  # the server keeps about one CPU busy
     argv = sysbench.argv(
         "oltp_read_only",
@@ -147,7 +147,7 @@ def measure_all(args: argparse.Namespace) -> None:
             log=work / "prepare.txt",
         )
         dataset.restore(snap, work / "srv" / "data")
-        with MariaDB(work / "srv", work / "srv" / "data", {"innodb_buffer_pool_size": snap.buffer_pool}) as server:
+        with Mysqld(work / "srv", work / "srv" / "data", {"innodb_buffer_pool_size": snap.buffer_pool}) as server:
             for size in sizes:
                 rec = record(server, work, size, args.frequency)
                 got.append(measure(rec, work, args.repeats))

@@ -59,8 +59,8 @@ sys.path.insert(0, str(ROOT))
 
 from perflab.run import dataset
 from perflab.run.proc import Child, clean_env
-from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
+from perflab.servers.mysqld import Mysqld
 from tests.data.calibrated.build import ENV, build
 
 TEST, THREADS, OPTIONS = "oltp_read_only", 2, {"rand_type": "uniform"}
@@ -69,7 +69,7 @@ BUDGET_S = 600.0
 DESIGNS = ("sequential", "interleaved")
 
 
-def questions(server: MariaDB) -> int:
+def questions(server: Mysqld) -> int:
     """The server's Questions: every statement its clients sent (sysbench's prepared ones too;
     run/observers/status.py counts the same), this read included."""
     return int(server.sql("SHOW GLOBAL STATUS LIKE 'Questions'").split()[1])
@@ -85,7 +85,7 @@ class Side:
         options = {"innodb_buffer_pool_size": snap.buffer_pool}
         ns = cfg["ns"] if name == "b" else 0  # with --ns, both sides preload the shim; B burns
         preload, env = (cfg["shim"], {ENV: str(ns)}) if cfg["shim"] else (None, None)
-        server = MariaDB(rundir, rundir / "data", options, preload=preload, env=env)
+        server = Mysqld(rundir, rundir / "data", options, preload=preload, env=env)
         self.server = stack.enter_context(server)
         if preload and preload.name not in Path(f"/proc/{server.pid}/maps").read_text():
             raise C.BenchError(f"the shim {preload} is not mapped in mariadbd {server.pid}")

@@ -37,7 +37,7 @@ import _common as C
 from perflab import preflight, spec
 from perflab.run import dataset
 from perflab.run.cell import CellRunner
-from perflab.servers.mariadb.server import MariaDB
+from perflab.servers.mysqld import Mysqld
 from perflab.store.results import Results
 
 GOALS = {"status": 0.995, "client-pmp": 0.98}
@@ -94,7 +94,7 @@ def pairs(cfg: dict[str, Any], work: Path) -> list[dict[str, dict[str, float]]]:
         snapshot = sides["without"].prepare(work)
         rundir = work / "server"
         dataset.restore(snapshot, rundir / "data")
-        server = MariaDB(rundir, rundir / "data", {"innodb_buffer_pool_size": snapshot.buffer_pool})
+        server = Mysqld(rundir, rundir / "data", {"innodb_buffer_pool_size": snapshot.buffer_pool})
         out = []
         with server:
             _measure(sides["without"], server, store, 0)
@@ -114,7 +114,7 @@ def pairs(cfg: dict[str, Any], work: Path) -> list[dict[str, dict[str, float]]]:
     return out
 
 
-def _measure(runner: CellRunner, server: MariaDB, store: Results, n: int) -> dict[str, float]:
+def _measure(runner: CellRunner, server: Mysqld, store: Results, n: int) -> dict[str, float]:
     """One measured window through perflab's own code (a `perflab run` cell's window)."""
     cell = runner.exp.cells()[0]
     _, _, measured = runner.measure(cell, server, store.log_dir(n))

@@ -59,8 +59,8 @@ import _common as C
 from perflab import preflight, spec
 from perflab.run import dataset
 from perflab.run.cell import CellRunner
-from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
+from perflab.servers.mysqld import Mysqld
 from perflab.store.results import Results
 
 GOAL_RATIO = 0.99
@@ -134,7 +134,7 @@ def by_hand(argv: list[str], out: Path, seconds: int) -> dict[str, float]:
 
 
 def through_perflab(
-    runner: CellRunner, cell: Any, server: MariaDB, logs: Path, hand_argv: list[str]
+    runner: CellRunner, cell: Any, server: Mysqld, logs: Path, hand_argv: list[str]
 ) -> dict[str, float]:
     _, _, measured = runner.measure(cell, server, logs)
     summary, res = measured["summary"], measured["resources"]
@@ -175,7 +175,7 @@ def same_server_pairs(cfg: dict[str, Any], work: Path) -> dict[str, Any]:
         cell = exp.cells()[0]
         rundir = work / "server"
         dataset.restore(snapshot, rundir / "data")
-        server = MariaDB(
+        server = Mysqld(
             rundir, rundir / "data", {"innodb_buffer_pool_size": snapshot.buffer_pool}, cpus=runner.server_cpus
         )
         argv = hand_argv(cfg, server.socket)

@@ -49,7 +49,7 @@ from perflab.run.observers.profilers import Profilers
 from perflab.run.observers.resources import ProcCounters
 from perflab.run.proc import Child, clean_env
 from perflab.run.workloads import sysbench, sysbench_output
-from perflab.servers.mariadb.server import MariaDB
+from perflab.servers.mysqld import Mysqld
 from perflab.spec import ObserveSection, PerfObserve, PmpObserve
 
 GOALS = {"perf@99": 0.03, "pmp@1s": 0.02, "pmp@0.2s": 0.05}
@@ -85,7 +85,7 @@ CONFIGS: dict[str, Callable[[int, Path], Any] | None] = {
 }
 
 
-def window(server: MariaDB, name: str, cfg: dict[str, Any], work: Path) -> dict[str, float]:
+def window(server: Mysqld, name: str, cfg: dict[str, Any], work: Path) -> dict[str, float]:
     argv = sysbench.argv(
         "oltp_read_only",
         "run",
@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> None:
             log=work / "prepare.txt",
         )
         dataset.restore(snap, work / "srv" / "data")
-        with MariaDB(work / "srv", work / "srv" / "data", {"innodb_buffer_pool_size": snap.buffer_pool}) as server:
+        with Mysqld(work / "srv", work / "srv" / "data", {"innodb_buffer_pool_size": snap.buffer_pool}) as server:
             subprocess.run(
                 sysbench.argv(
                     "oltp_read_only",
@@ -232,7 +232,7 @@ def _pausers(observer: Any) -> list[Any]:
     return [observer]
 
 
-def toggled(server: MariaDB, name: str, seconds: int, work: Path) -> dict[str, Any]:
+def toggled(server: Mysqld, name: str, seconds: int, work: Path) -> dict[str, Any]:
     """One sysbench run of `seconds` with the observer switched on and off every BLOCK_S
     seconds; per block the mean of its whole per-second QPS figures."""
     argv = sysbench.argv(
@@ -294,7 +294,7 @@ def run_toggled(args: argparse.Namespace) -> None:
             log=work / "prepare.txt",
         )
         dataset.restore(snap, work / "srv" / "data")
-        with MariaDB(work / "srv", work / "srv" / "data", {"innodb_buffer_pool_size": snap.buffer_pool}) as server:
+        with Mysqld(work / "srv", work / "srv" / "data", {"innodb_buffer_pool_size": snap.buffer_pool}) as server:
             subprocess.run(
                 sysbench.argv(
                     "oltp_read_only",

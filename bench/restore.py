@@ -36,7 +36,7 @@ from typing import Any
 import _common as C
 
 from perflab.run import dataset
-from perflab.servers.mariadb.server import MariaDB
+from perflab.servers.mysqld import Mysqld
 
 GOAL_RATIO = 5.0
 TEST = "oltp_read_only"
@@ -64,7 +64,7 @@ def do_prepare(cfg: dict[str, Any], where: Path) -> tuple[dataset.Snapshot, floa
 def do_restore(cfg: dict[str, Any], snap: dataset.Snapshot, rundir: Path) -> dict[str, float]:
     t0 = time.monotonic()
     copy_s = dataset.restore(snap, rundir / "data")
-    server = MariaDB(rundir, rundir / "data", {"innodb_buffer_pool_size": snap.buffer_pool})
+    server = Mysqld(rundir, rundir / "data", {"innodb_buffer_pool_size": snap.buffer_pool})
     t1 = time.monotonic()
     try:
         server.start()

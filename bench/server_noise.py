@@ -57,8 +57,8 @@ sys.path.insert(0, str(ROOT))
 from perflab.run import dataset
 from perflab.run.observers.resources import machine_steal_s
 from perflab.run.proc import Child, clean_env
-from perflab.servers.mariadb.server import MariaDB
 from perflab.run.workloads import sysbench
+from perflab.servers.mysqld import Mysqld
 
 MODES = ("fresh", "noaslr", "clients", "kept")
 
@@ -70,7 +70,7 @@ class Server:
         rundir = base / name
         rundir.mkdir()
         dataset.restore(snap, rundir / "data")
-        server = MariaDB(rundir, rundir / "data", {"innodb_buffer_pool_size": snap.buffer_pool})
+        server = Mysqld(rundir, rundir / "data", {"innodb_buffer_pool_size": snap.buffer_pool})
         server.aslr = aslr
         self.server = stack.enter_context(server)
         if self.server.aslr_seen() is not aslr:

@@ -70,7 +70,7 @@ def concurrency_problems(exp: Experiment) -> list[Problem]:
 
 def connection_problems(exp: Experiment) -> list[Problem]:
     """Every cell's server must accept its threads' connections, and perflab's own ([observe] status)."""
-    from perflab.servers.mariadb.server import DEFAULT_OPTIONS
+    from perflab.servers.mysqld import DEFAULT_OPTIONS
 
     found = {}
     for cell in exp.cells():

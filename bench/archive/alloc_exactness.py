@@ -45,7 +45,7 @@ from perflab import preflight, spec
 from perflab.run import cell as cell_module
 from perflab.run.cell import CellRunner
 from perflab.run.observers.syscalls import SYSCALLS, SyscallRecorder
-from perflab.servers.mariadb.server import MariaDB
+from perflab.servers.mysqld import Mysqld
 from perflab.store.results import Results
 
 EXPERIMENT = """
@@ -140,10 +140,10 @@ def compare_window(server: int, client: int, seconds: float, work: Path) -> dict
 @contextlib.contextmanager
 def compared_inside_the_window(seconds: float, work: Path, found: dict) -> Iterator[None]:
     """CellRunner's window (client.wait) with the comparison run at its start, on the cell's server."""
-    servers: list[MariaDB] = []
-    start, wait = MariaDB.start, cell_module.client.wait
+    servers: list[Mysqld] = []
+    start, wait = Mysqld.start, cell_module.client.wait
 
-    def start_and_remember(server: MariaDB, *args: object, **kwargs: object) -> None:
+    def start_and_remember(server: Mysqld, *args: object, **kwargs: object) -> None:
         start(server, *args, **kwargs)
         servers.append(server)
 
@@ -151,12 +151,12 @@ def compared_inside_the_window(seconds: float, work: Path, found: dict) -> Itera
         found.update(compare_window(servers[-1].pid, child.pid, seconds, work))
         return wait(child, *args, **kwargs)
 
-    MariaDB.start = start_and_remember  # type: ignore[method-assign]
+    Mysqld.start = start_and_remember  # type: ignore[method-assign]
     cell_module.client.wait = compare_then_wait  # type: ignore[assignment]
     try:
         yield
     finally:
-        MariaDB.start = start  # type: ignore[method-assign]
+        Mysqld.start = start  # type: ignore[method-assign]
         cell_module.client.wait = wait  # type: ignore[assignment]
 
 

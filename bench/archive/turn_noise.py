@@ -52,7 +52,7 @@ from perflab.run.observers.resources import machine_steal_s, process_cpu_s
 from perflab.run.observers.status import StatusSampler
 from perflab.run.proc import Child, clean_env
 from perflab.run.workloads import sysbench
-from perflab.servers.mariadb.server import MariaDB
+from perflab.servers.mysqld import Mysqld
 
 TEST, THREADS, OPTIONS = "oltp_read_only", 2, {"rand_type": "uniform"}
 MODES = ("read", "noread")
@@ -67,7 +67,7 @@ class Side:
         dataset.restore(snap, rundir / "data")
         self.name = name
         self.server = stack.enter_context(
-            MariaDB(rundir, rundir / "data", {"innodb_buffer_pool_size": snap.buffer_pool})
+            Mysqld(rundir, rundir / "data", {"innodb_buffer_pool_size": snap.buffer_pool})
         )
         self.sampler = StatusSampler(self.server.socket, lean=True).connect()
         stack.callback(self.sampler.close)

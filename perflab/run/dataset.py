@@ -24,8 +24,8 @@ from perflab.run.builds import Build
 from perflab.run.proc import call, clean_env
 from perflab.run.storage import clone_file
 from perflab.run.workloads import Workload, sysbench
-from perflab.servers.mariadb.server import MariaDB
 from perflab.servers.mysql_protocol import initialise
+from perflab.servers.mysqld import Mysqld
 
 MiB = 1 << 20
 
@@ -88,7 +88,7 @@ def prepare(
     datadir = workdir / name
     init = initialise(datadir, build, log.with_name(log.stem + "-init.txt"))
     rundir.mkdir(parents=True, exist_ok=True)
-    server = MariaDB(rundir, datadir, server_options, build=build)
+    server = Mysqld(rundir, datadir, server_options, build=build)
     error_log = log.with_name(log.stem + "-error.log")
     try:
         with server:

@@ -26,7 +26,7 @@ from perflab.spec import Cell
 
 if TYPE_CHECKING:
     from perflab.servers import Kind
-    from perflab.servers.mariadb.server import MariaDB
+    from perflab.servers.mysqld import Mysqld
     from perflab.servers.postgresql.server import PostgreSQL
 
 # the server options a prewarmed MariaDB cell gets unless its variant sets them
@@ -58,7 +58,7 @@ def scans(listing: str, schema: str = "sbtest") -> list[str]:
     return out
 
 
-def mariadb(server: MariaDB, schema: str = "sbtest") -> float:
+def mariadb(server: Mysqld, schema: str = "sbtest") -> float:
     """Read every index of the workload's schema (sysbench's sbtest, go-tpc's tpcc); returns the seconds it took."""
     started = time.monotonic()
     statements = scans(server.sql(INDEXES.format(schema=schema)), schema)
@@ -74,7 +74,7 @@ def postgresql(server: PostgreSQL, database: str) -> float:
     return round(time.monotonic() - started, 3)
 
 
-def server_switches(cell: Cell, server: MariaDB | PostgreSQL, tool: str, kind: Kind) -> dict[str, Any]:
+def server_switches(cell: Cell, server: Mysqld | PostgreSQL, tool: str, kind: Kind) -> dict[str, Any]:
     """The cell's `aslr` as seen, and its prewarm, done now: the resources fields."""
     seen = server.aslr_seen()
     if seen is not None and seen != cell.aslr:

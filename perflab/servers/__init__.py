@@ -12,7 +12,8 @@ and its preflight. The rest of perflab asks the experiment's kind, never compare
 tests/unit/test_server_seam.py holds the rule: outside perflab/servers/, no comparison with a
 server kind's name and no isinstance() on a server class. Adding a server is adding a package
 here and its entry in KINDS. MariaDB and MySQL (Percona Server is a flavor of MySQL) share
-what MySQL's protocol makes alike through mysql_protocol.py, a module beside the packages.
+what MySQL's protocol makes alike through mysql_protocol.py and their server process, Mysqld
+(mysqld.py), modules beside the packages.
 """
 
 from __future__ import annotations

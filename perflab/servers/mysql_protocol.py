@@ -4,7 +4,7 @@ packages build on, the `Flavor` each gives its binaries, and a datadir's initial
 A build's kind comes from its binary (`Build.server`: mariadb, mysql, percona). An experiment of
 one of these kinds runs a build of the other through the build's own kind: its datadir is
 initialised (`Kind.init_plan`) and its option file written (`Kind.dialect`, a Flavor) as that
-kind says. The server process is one class for all of them (servers/mariadb/server.py); what
+kind says. The server process is one class for all of them (servers/mysqld.py: Mysqld); what
 differs between them is its Flavor:
 
     flavor_of(build)                  -> the option file's [group], option names, private options
@@ -25,7 +25,7 @@ from perflab.servers import Kind
 if TYPE_CHECKING:
     from perflab.run.builds import Build
     from perflab.run.dataset import Snapshot
-    from perflab.servers.mariadb.server import MariaDB
+    from perflab.servers.mysqld import Mysqld
     from perflab.spec import Cell, Experiment
     from perflab.spec.problems import Problem
 
@@ -166,19 +166,19 @@ class MySQLProtocolKind(Kind):
 
         return dict(MARIADB_OPTIONS) if cell.prewarm else {}
 
-    def server(self, rundir: Path, datadir: Path, options: dict[str, Any], **kw: Any) -> MariaDB:
+    def server(self, rundir: Path, datadir: Path, options: dict[str, Any], **kw: Any) -> Mysqld:
         """The server process of every MySQL-protocol kind; `build`'s own kind gives its Flavor."""
-        from perflab.servers.mariadb.server import MariaDB
+        from perflab.servers.mysqld import Mysqld
 
-        return MariaDB(rundir, datadir, options, **kw)
+        return Mysqld(rundir, datadir, options, **kw)
 
     def durability_options(self) -> tuple[str, ...]:
-        from perflab.servers.mariadb.io import DURABILITY_OPTIONS
+        from perflab.servers.mysqld_io import DURABILITY_OPTIONS
 
         return DURABILITY_OPTIONS
 
     def io_counters(self, server: Any) -> dict[str, float]:
-        from perflab.servers.mariadb.io import counters
+        from perflab.servers.mysqld_io import counters
 
         return counters(server)
 

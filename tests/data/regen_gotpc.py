@@ -30,7 +30,7 @@ from perflab.run import client
 from perflab.run.proc import clean_env
 from perflab.run.workloads import gotpc, tpcc
 from perflab.servers.mariadb.datadir import install_datadir
-from perflab.servers.mariadb.server import MariaDB
+from perflab.servers.mysqld import Mysqld
 
 SECONDS, THREADS = 15, 4
 
@@ -40,7 +40,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="perflab-regen-gotpc-", dir="/dev/shm"))
     try:
         install_datadir(tmp / "data")
-        with MariaDB(tmp / "run", tmp / "data", {"innodb_buffer_pool_size": "512M"}) as server:
+        with Mysqld(tmp / "run", tmp / "data", {"innodb_buffer_pool_size": "512M"}) as server:
             server.sql(f"CREATE DATABASE {gotpc.DATABASE}")
             server.sql(tpcc.GO_TPC.setup_sql())
             argv = gotpc.argv("prepare", port=server.port, warehouses=1, threads=2)

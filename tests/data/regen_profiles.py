@@ -44,7 +44,7 @@ from perflab.run.observers.perf import PerfRecorder  # noqa: E402
 from perflab.run.proc import Child, clean_env, guarded  # noqa: E402
 from perflab.run.workloads import sysbench, sysbench_output  # noqa: E402
 from perflab.servers.mariadb.datadir import install_datadir  # noqa: E402
-from perflab.servers.mariadb.server import MariaDB  # noqa: E402
+from perflab.servers.mysqld import Mysqld  # noqa: E402
 
 TABLES, TABLE_SIZE, SECONDS, THREADS = 2, 5000, 3, 2
 BASE = {
@@ -60,7 +60,7 @@ VARIANTS = {"order": {"order_ranges": 1}, "distinct": {"distinct_ranges": 1}}
 REPEATS = 2
 
 
-def sysbench_run(server: MariaDB, options: dict[str, Any], seconds: int, out: Path) -> Child:
+def sysbench_run(server: Mysqld, options: dict[str, Any], seconds: int, out: Path) -> Child:
     argv = sysbench.argv(
         "oltp_read_only",
         "run",
@@ -79,7 +79,7 @@ def record(workdir: Path) -> dict[str, Any]:
     meta: dict[str, Any] = {"perf": {}}
     datadir = workdir / "data"
     install_datadir(datadir)
-    with MariaDB(workdir / "run", datadir, {"innodb_buffer_pool_size": "256M"}) as server:
+    with Mysqld(workdir / "run", datadir, {"innodb_buffer_pool_size": "256M"}) as server:
         server.sql("CREATE DATABASE IF NOT EXISTS sbtest")
         subprocess.run(
             guarded(

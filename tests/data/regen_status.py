@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from perflab.run.observers.status import QUERY  # noqa: E402
-from perflab.servers.mariadb.server import MariaDB, binary  # noqa: E402
+from perflab.servers.mysqld import Mysqld, binary  # noqa: E402
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
         install = [binary("mariadb-install-db"), "--no-defaults", f"--datadir={data}", "--user=root",
                    "--auth-root-authentication-method=socket"]  # fmt: skip
         subprocess.run(install, check=True, capture_output=True)
-        with MariaDB(root, data, {}) as server:
+        with Mysqld(root, data, {}) as server:
             client = [binary("mariadb"), "--no-defaults", f"--socket={server.socket}", "--user=root", "--batch",
                       "--skip-column-names"]  # fmt: skip
             out = subprocess.run(client, input=QUERY, capture_output=True, text=True, check=True).stdout

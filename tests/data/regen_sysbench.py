@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE.parent.parent))  # the perflab checkout this file be
 from perflab.run.proc import clean_env, guarded  # noqa: E402
 from perflab.run.workloads import sysbench, sysbench_output  # noqa: E402
 from perflab.servers.mariadb.datadir import install_datadir  # noqa: E402
-from perflab.servers.mariadb.server import MariaDB  # noqa: E402
+from perflab.servers.mysqld import Mysqld  # noqa: E402
 
 TABLES, TABLE_SIZE = 1, 1000
 ORDER_BY_ONLY = {
@@ -80,7 +80,7 @@ def record(workdir: Path) -> dict[str, dict[str, Any]]:
     meta: dict[str, dict[str, Any]] = {}
     datadir = workdir / "data"
     install_datadir(datadir)
-    with MariaDB(workdir / "run", datadir, {}) as server:
+    with Mysqld(workdir / "run", datadir, {}) as server:
         server.sql("CREATE DATABASE IF NOT EXISTS sbtest")
         code, text = run_sysbench(
             sysbench.argv(

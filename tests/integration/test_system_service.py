@@ -1,4 +1,4 @@
-"""perflab never touches the system's own MariaDB service (servers/mariadb/server.py: its servers
+"""perflab never touches the system's own MariaDB service (servers/mysqld.py: its servers
 read only their own option file, on their own socket and port, in their own datadir on tmpfs).
 
 Debian's service is started by the test (systemctl where systemd runs, else its init script),

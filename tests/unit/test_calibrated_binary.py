@@ -15,7 +15,7 @@ from perflab import hostinfo, spec
 from perflab.cli import calibrated
 from perflab.errors import UsageError
 from perflab.run.builds import cache_root, sha256
-from perflab.servers.mariadb import server as mariadb_server
+from perflab.servers import mysqld
 from perflab.servers.postgresql import server as postgres
 from perflab.store import calibration
 
@@ -38,7 +38,7 @@ def servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
     mariadbd = fake(tmp_path / "installed" / "mariadbd", "mariadbd  Ver 10.11.99-MariaDB for debian-linux-gnu")
     pg = fake(tmp_path / "installed" / "postgres", "postgres (PostgreSQL) 15.99")
-    monkeypatch.setattr(mariadb_server, "binary", lambda name: str(mariadbd))
+    monkeypatch.setattr(mysqld, "binary", lambda name: str(mariadbd))
     monkeypatch.setattr(postgres, "pg_binary", lambda name, bindir=None: str(pg))
     return {"mariadb": mariadbd, "postgresql": pg}
 

@@ -16,8 +16,8 @@ from perflab.errors import PerflabError
 from perflab.report import findings
 from perflab.run.builds import Build
 from perflab.servers.mariadb import datadir
-from perflab.servers.mariadb.server import DEFAULT_OPTIONS, MariaDB
 from perflab.servers.mysql_protocol import flavor_of, owner, version_tuple
+from perflab.servers.mysqld import DEFAULT_OPTIONS, Mysqld
 
 MYSQL80 = "8.0.36 for Linux on x86_64 (MySQL Community Server - GPL)"
 MYSQL8029 = "8.0.29 for Linux on x86_64 (MySQL Community Server - GPL)"
@@ -61,7 +61,7 @@ def test_the_redo_log_size_is_translated_to_what_each_mysql_calls_it():
 
 def test_a_mysql_57_option_file(tmp_path: Path):
     """[mysqld]; the redo log in two files; no mysqlx (5.7 does not load the X Plugin by default)."""
-    server = MariaDB(tmp_path, tmp_path / "data", {}, build=build(MYSQL57, share=tmp_path / "share"))
+    server = Mysqld(tmp_path, tmp_path / "data", {}, build=build(MYSQL57, share=tmp_path / "share"))
     server.write_option_file()
     lines = server.option_file.read_text().splitlines()
     assert lines[1] == "[mysqld]"
@@ -72,7 +72,7 @@ def test_a_mysql_57_option_file(tmp_path: Path):
 
 
 def test_a_mariadb_build_keeps_mariadbs_option_file(tmp_path: Path):
-    server = MariaDB(tmp_path, tmp_path / "data", {}, build=build(MARIADB, Path("/opt/m/sbin/mariadbd")))
+    server = Mysqld(tmp_path, tmp_path / "data", {}, build=build(MARIADB, Path("/opt/m/sbin/mariadbd")))
     server.write_option_file()
     lines = server.option_file.read_text().splitlines()
     assert lines[1] == "[mariadbd]" and f"innodb_log_file_size={DEFAULT_OPTIONS['innodb_log_file_size']}" in lines

@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 
 from perflab import spec
 from perflab.errors import EXIT_USAGE, SpecError
-from perflab.servers.mariadb import server as mariadb
+from perflab.servers import mysqld
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data" / "fuzz_corpus"
@@ -116,7 +116,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def check_option_file(options: dict[str, Any]) -> None:
     """Every option is one line of the option file and reads back as written."""
-    lines = [mariadb.option_line(name, value) for name, value in options.items()]
+    lines = [mysqld.option_line(name, value) for name, value in options.items()]
     assert all("\n" not in line and "\r" not in line and "\0" not in line for line in lines)
     assert read_option_lines(lines) == [(name, _as_read(value)) for name, value in options.items()]
 

@@ -16,7 +16,7 @@ import pytest
 
 from perflab import elf, spec
 from perflab.errors import EXIT_USAGE, Problem, SpecError
-from perflab.servers.mariadb import server as mariadb
+from perflab.servers import mysqld
 
 HEAD = '[experiment]\nname = "t"\n'
 LIB_DIRS = (
@@ -284,7 +284,7 @@ def test_option_values_are_accepted_by_the_spec() -> None:
 
 def write_option_file(tmp_path: Path, options: dict[str, object]) -> Path:
     """The option file exactly as perflab writes it for a server (nothing is started)."""
-    server = mariadb.MariaDB(tmp_path / "run", tmp_path / "run" / "data", options)
+    server = mysqld.Mysqld(tmp_path / "run", tmp_path / "run" / "data", options)
     server.write_option_file()
     return server.option_file
 
@@ -332,7 +332,7 @@ def test_option_value_cannot_add_a_line(value: str) -> None:
     assert problem.path == "server_options.init_connect"
     assert "one-line" in problem.expected or "control characters" in problem.expected
     with pytest.raises(ValueError, match="control character"):  # and the writer refuses it too
-        mariadb.option_line("init_connect", value)
+        mysqld.option_line("init_connect", value)
 
 
 @pytest.mark.parametrize("name", ["a=b", "a b", "[x]", "#x", "x\n", "", "-x", "9x", "a.b", "é"])
@@ -340,7 +340,7 @@ def test_option_name_is_an_option_name(name: str) -> None:
     problem = only_problem(f"server_options = {{ {toml_str(name)} = 1 }}\n" + HEAD)
     assert problem.expected == "a server option name like sort_buffer_size"
     with pytest.raises(ValueError, match="not a server option name"):
-        mariadb.option_line(name, 1)
+        mysqld.option_line(name, 1)
 
 
 @pytest.mark.parametrize(
@@ -403,7 +403,7 @@ def test_preload_path_with_spaces_works(tmp_path: Path, shared_object: Path, fol
 
     rundir = tmp_path / "run"
     rundir.mkdir()
-    server = mariadb.MariaDB(rundir, rundir / "data", {}, preload=lib)
+    server = mysqld.Mysqld(rundir, rundir / "data", {}, preload=lib)
     ld_preload = server.ld_preload()
     assert not any(c in ld_preload for c in " :")
     maps = subprocess.run(
@@ -416,7 +416,7 @@ def test_preload_path_with_spaces_works(tmp_path: Path, shared_object: Path, fol
 
 
 def test_plain_preload_path_is_used_as_is(tmp_path: Path, shared_object: Path) -> None:
-    server = mariadb.MariaDB(tmp_path, tmp_path / "data", {}, preload=shared_object)
+    server = mysqld.Mysqld(tmp_path, tmp_path / "data", {}, preload=shared_object)
     assert server.ld_preload() == str(shared_object)
 
 

@@ -19,7 +19,7 @@ from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.host_speed import HostSpeed, HostSpeedError
 from perflab.run.observers.perf import PerfRecorder
 from perflab.run.proc import Child
-from perflab.servers.mariadb.server import MariaDB
+from perflab.servers.mysqld import Mysqld
 from perflab.servers.postgresql.server import PostgreSQL
 from perflab.spec.observe import AllocObserve
 
@@ -176,7 +176,7 @@ def _server(kind: type, tmp_path: Path, code: int | None, stop_s: float = 30.0):
     """A fake server that exits with `code` when asked to stop (None: never). `stop_s`: its clean
     stop's deadline; long where the test is not about the deadline, since a fake that exits at once
     still took over 1 s on a busy machine (CI sim, unit tests beside the integration tests' start)."""
-    sig = "SIGTERM" if kind is MariaDB else "SIGINT"
+    sig = "SIGTERM" if kind is Mysqld else "SIGINT"
     server = kind(tmp_path / "run", tmp_path / "data", {})
     server.CLEAN_STOP_S = stop_s
     server.child = Child([sys.executable, "-c", SERVER.format(code=code, sig=sig)], stdout=subprocess.PIPE)
@@ -185,14 +185,14 @@ def _server(kind: type, tmp_path: Path, code: int | None, stop_s: float = 30.0):
     return server
 
 
-@pytest.mark.parametrize("kind", [MariaDB, PostgreSQL])
+@pytest.mark.parametrize("kind", [Mysqld, PostgreSQL])
 def test_a_clean_shutdown_that_finished_is_quiet(tmp_path: Path, kind: type) -> None:
     server = _server(kind, tmp_path, 0)
     server.stop(clean=True)
     assert server.child.poll() == 0
 
 
-@pytest.mark.parametrize("kind", [MariaDB, PostgreSQL])
+@pytest.mark.parametrize("kind", [Mysqld, PostgreSQL])
 def test_a_clean_shutdown_that_timed_out_fails(tmp_path: Path, kind: type) -> None:
     """Was ignored: the server killed, its datadir snapshotted (or its PGO profile used) as if whole."""
     server = _server(kind, tmp_path, None, stop_s=1.0)
@@ -201,7 +201,7 @@ def test_a_clean_shutdown_that_timed_out_fails(tmp_path: Path, kind: type) -> No
     assert server.child.poll() is not None
 
 
-@pytest.mark.parametrize("kind", [MariaDB, PostgreSQL])
+@pytest.mark.parametrize("kind", [Mysqld, PostgreSQL])
 def test_a_clean_shutdown_that_failed_or_came_too_late_fails(tmp_path: Path, kind: type) -> None:
     with pytest.raises(ServerStopError, match="exited with code 1 from its clean shutdown"):
         _server(kind, tmp_path, 1).stop(clean=True)

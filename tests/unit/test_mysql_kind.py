@@ -15,8 +15,8 @@ from perflab.errors import EXIT_USAGE, PerflabError, UsageError
 from perflab.run.builds import Build
 from perflab.run.datasets import Datasets
 from perflab.servers import kind
-from perflab.servers.mariadb.server import MariaDB
 from perflab.servers.mysql_protocol import MySQLProtocolKind, owner
+from perflab.servers.mysqld import Mysqld
 from perflab.spec.loading import parse
 
 MYSQL97 = "9.7.4 for Linux on x86_64 (MySQL Community Server - GPL)"
@@ -52,7 +52,7 @@ def test_the_kind_of_a_build_comes_from_its_binary():
 def test_a_mysql_build_runs_in_mysqls_dialect_under_either_experiment_kind(tmp_path: Path):
     for name in ("mariadb", "mysql"):
         server = kind(name).server(tmp_path / name, tmp_path / "data", {}, build=build(MYSQL97))
-        assert isinstance(server, MariaDB) and server.flavor.group == "mysqld"
+        assert isinstance(server, Mysqld) and server.flavor.group == "mysqld"
         server.write_option_file()
         lines = server.option_file.read_text().splitlines()
         assert "innodb_redo_log_capacity=256M" in lines and "mysqlx=0" in lines and "basedir=/opt/x/usr" in lines

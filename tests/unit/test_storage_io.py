@@ -17,9 +17,8 @@ from perflab.errors import SpecError
 from perflab.report import io_findings
 from perflab.run import dataset, storage
 from perflab.run.observers import io
-from perflab.servers import kind
-from perflab.servers.mariadb import io as mariadb_io
-from perflab.servers.mariadb.server import MariaDB
+from perflab.servers import kind, mysqld_io
+from perflab.servers.mysqld import Mysqld
 from perflab.servers.postgresql import io as pg_io
 from perflab.servers.postgresql.server import PostgreSQL, run_user
 from perflab.spec.design import choose, design_problems
@@ -157,17 +156,17 @@ def test_durability_defaults_are_tmpfs_only(tmp_path):
     durable = PostgreSQL(tmp_path, tmp_path / "d", {"wal_compression": "on"}, durable=True)
     assert not {"fsync", "synchronous_commit", "full_page_writes"} & durable.options.keys()
     assert durable.options["wal_compression"] == "on" and durable.options["max_wal_size"] == "1GB"
-    assert "skip-log-bin" in MariaDB(tmp_path, tmp_path / "d", {}).options
-    assert "skip-log-bin" not in MariaDB(tmp_path, tmp_path / "d", {}, durable=True).options
-    binlog = MariaDB(tmp_path, tmp_path / "d", {"log_bin": "binlog", "sync_binlog": 1})  # on tmpfs too
+    assert "skip-log-bin" in Mysqld(tmp_path, tmp_path / "d", {}).options
+    assert "skip-log-bin" not in Mysqld(tmp_path, tmp_path / "d", {}, durable=True).options
+    binlog = Mysqld(tmp_path, tmp_path / "d", {"log_bin": "binlog", "sync_binlog": 1})  # on tmpfs too
     assert "skip-log-bin" not in binlog.options and binlog.options["log_bin"] == "binlog"
 
 
 def test_server_counters_parse():
     text = "Innodb_os_log_written\t1000\nInnodb_buffer_pool_pages_flushed\t7\nInnodb_page_size\t16384\nUptime\t9\n"
-    assert mariadb_io.parse(text) == {"innodb.log_bytes_written": 1000.0, "innodb.pages_flushed": 7.0,
+    assert mysqld_io.parse(text) == {"innodb.log_bytes_written": 1000.0, "innodb.pages_flushed": 7.0,
                                       "innodb.page_size": 16384.0}  # fmt: skip
-    mysql = mariadb_io.parse("Innodb_lsn_current\t5000\nInnodb_lsn_last_checkpoint\t3500\n")
+    mysql = mysqld_io.parse("Innodb_lsn_current\t5000\nInnodb_lsn_last_checkpoint\t3500\n")
     assert mysql == {"innodb.checkpoint_age": 1500.0}  # MySQL: the age from the LSNs
     row = "3|1|100|5|6|0|900|40|123456|30|29|8192"
     pg = pg_io.parse(row + "\n")

@@ -2,7 +2,7 @@
 
     build = installed()                                   # today's mariadbd, from $PATH
     build = resolve("old", spec.builds["old"], cache)     # unpacked or built into the cache
-    MariaDB(..., binary=build.binary, share=build.share)
+    Mysqld(..., binary=build.binary, share=build.share)
     row["build"] = build.record()                         # the cell's `build` (export format)
 
 A Build knows what it is (`describe`: the binary's sha256, its `--version`, the compiler named

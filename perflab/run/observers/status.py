@@ -30,7 +30,7 @@ from typing import IO, Any, Self
 
 from perflab.errors import PerflabError
 from perflab.run.proc import Child, clean_env
-from perflab.servers.mariadb.server import binary
+from perflab.servers.mysqld import binary
 
 END = "--perflab-status-end--"
 METRICS_PREFIX = "INNODB_METRICS."

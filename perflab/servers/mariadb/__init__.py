@@ -1,7 +1,7 @@
 """MariaDB: what is MariaDB's own (its version line, datadir format, installed binary, datadir
 initialisation (datadir.py), option file (flavor.py), the server on another host (remote.py)); the
-rest it shares with MySQL through servers/mysql_protocol.py, and its server process (server.py)
-runs MySQL's builds too, with their kind's Flavor.
+rest it shares with MySQL through servers/mysql_protocol.py, its server process (servers/mysqld.py)
+included.
 
     from perflab.servers import kind
     kind("mariadb").installed_binary()   -> /usr/sbin/mariadbd
@@ -39,7 +39,7 @@ class MariaDBKind(MySQLProtocolKind):
         return "mariadb" if (datadir / "aria_log_control").is_file() else None
 
     def installed_binary(self) -> Path:
-        from perflab.servers.mariadb.server import binary
+        from perflab.servers.mysqld import binary
 
         return Path(binary("mariadbd"))
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from perflab.run.builds import Build, write_wrapper
 from perflab.run.proc import call, clean_env
-from perflab.servers.mariadb.server import binary
 from perflab.servers.mysql_protocol import Init, scratch, version_tuple
+from perflab.servers.mysqld import binary
 
 INSTALL_SCRIPTS = (
     "bin/mariadb-install-db",

@@ -23,8 +23,8 @@ from perflab.hosts.rundir import Tracked
 from perflab.run.observers.status import StatusSampler
 from perflab.servers.managed import OnHost
 from perflab.servers.mariadb.flavor import INSTALLED, MariaDBFlavor
-from perflab.servers.mariadb.server import READY_DEADLINE_S, MariaDB, binary, defaults, option_line
 from perflab.servers.mysql_protocol import version_tuple
+from perflab.servers.mysqld import READY_DEADLINE_S, Mysqld, binary, defaults, option_line
 
 
 class RemoteStatusSampler(StatusSampler):
@@ -60,7 +60,7 @@ def init_datadir(place: Any, datadir: str) -> str:
     return "mariadb-install-db"
 
 
-class RemoteMariaDB(OnHost, MariaDB):
+class RemoteMariaDB(OnHost, Mysqld):
     """One mariadbd on a host (`place`: the run's ServerHost, run/remote_server.py)."""
 
     def __init__(

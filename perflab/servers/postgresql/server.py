@@ -185,7 +185,7 @@ def initdb(datadir: Path, log: Path, bindir: Path | None = None) -> str:
 
 class PostgreSQL(Managed):
     """One postmaster (and its backends) on a datadir perflab created; a context manager.
-    The same interface as MariaDB (servers/mariadb/server.py), so a cell runs either."""
+    The same interface as Mysqld (servers/mysqld.py), so a cell runs either."""
 
     kind = "postgresql"
 

@@ -4,7 +4,7 @@ Set up before the server starts (the counter must be first in LD_PRELOAD), read 
 window:
 
     tracer = AllocTracer(spec.observe.alloc, rundir, cache)
-    server = MariaDB(..., env={**cell.env, **tracer.env()}, tracer=tracer.shim)
+    server = Mysqld(..., env={**cell.env, **tracer.env()}, tracer=tracer.shim)
     tracer.check_started(server.pid)               # loaded once, into the server, and counting
     with tracer.armed(server.pid, rundir):          # before the window: what takes seconds to start
         ...

@@ -1,14 +1,15 @@
-"""A MariaDB server that perflab owns: its own datadir on tmpfs, option file, socket and port.
-It is the server process of every kind of MySQL's protocol (servers/mysql_protocol.py): a build's
-MySQL or Percona Server runs through it with its option file in that kind's dialect, its Flavor
-(servers/mysql/flavor.py: [mysqld], translated options, mysqlx=0, ...).
+"""A server of MySQL's protocol that perflab owns (`Mysqld`): its own datadir on tmpfs, option
+file, socket and port. It is the server process of every kind of MySQL's protocol
+(servers/mysql_protocol.py): the installed MariaDB, a build's MariaDB, MySQL or Percona Server,
+each with its option file in its kind's dialect, its Flavor (servers/mariadb/flavor.py:
+[mariadbd]; servers/mysql/flavor.py: [mysqld], translated options, mysqlx=0, ...).
 
-Isolation: mariadbd is started with `--defaults-file=<run dir>/my.cnf` only, so it never
+Isolation: the server is started with `--defaults-file=<run dir>/my.cnf` only, so it never
 reads /etc/mysql and never meets the system's own service. Readiness is the server's
-handshake on our socket, within a deadline; if mariadbd exits first, its own [ERROR] lines
+handshake on our socket, within a deadline; if the server exits first, its own [ERROR] lines
 become the message.
 
-    with MariaDB(rundir, options) as server:   # start, wait ready, kill on exit
+    with Mysqld(rundir, datadir, options) as server:   # start, wait ready, kill on exit
         server.sql("SELECT 1")
 """
 
@@ -107,8 +108,8 @@ def option_line(name: str, value: Any) -> str:
     return f"{name}={text}"
 
 
-class MariaDB(Managed):
-    """One mariadbd process on a datadir perflab created; a context manager."""
+class Mysqld(Managed):
+    """One server process (mariadbd or mysqld) on a datadir perflab created; a context manager."""
 
     def __init__(
         self,
@@ -180,7 +181,7 @@ class MariaDB(Managed):
 
     @property
     def program(self) -> Path:
-        return self.build.binary if self.build is not None else Path(binary("mariadbd"))
+        return self.build.binary if self.build is not None else Path(binary("mariadbd"))  # installed: MariaDB's
 
     def _ready(self) -> bool:
         """True once the server accepts a connection and sends its greeting packet."""
