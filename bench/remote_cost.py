@@ -14,12 +14,17 @@ What, in four parts:
   cpu       perflab's own CPU on each host over the remote runs: this machine's harness_cpu_s per
             second of window, and on the client host the CPU of its sshd processes (the SSH session
             that carries perflab's commands and sysbench's output), per second of run
+  server    the same experiment with its server in the namespace (server_host, the client here)
+            against a local server, alternating, R runs each of 1 and of 3 cells: QPS ratio and its
+            95% CI, and the cost of remote control per cell: a cell's share of the run's wall time
+            ((3 cells - 1 cell) / 2: restore, start, warm-up, window, stop, logs fetched back),
+            remote minus local, in seconds
 
 Goals: a cell's remote control < 0.1 s; |clock offset| < 1 ms with error_s bounding it;
 perflab's CPU < 1% of a core on each host.
 Run (root, idle machine, under the measurement lock):
-     flock /work/measure.lock python3 bench/remote_cost.py           # ~10 minutes
-     flock /work/measure.lock python3 bench/remote_cost.py --quick   # smoke test: ~2 minutes
+     flock /work/measure.lock python3 bench/remote_cost.py           # ~20 minutes
+     flock /work/measure.lock python3 bench/remote_cost.py --quick   # smoke test: ~4 minutes
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -50,7 +55,7 @@ EXPERIMENT = """
 name = "remote-cost"
 duration = "{duration}s"
 warmup = "{warmup}s"
-repeats = 1
+repeats = {repeats}
 {client}
 [hosts.load]
 ssh = "{ssh}"
@@ -135,17 +140,21 @@ def _sshd_cpu_s(lab: SshLab) -> float:
     return total
 
 
-def one_run(lab: SshLab, cfg: dict[str, Any], tmp: Path, remote: bool, index: int) -> dict[str, Any]:
-    client = 'client_host = "load"' if remote else ""
+def one_run(
+    lab: SshLab, cfg: dict[str, Any], tmp: Path, remote: bool, index: int, key: str = "client", repeats: int = 1
+) -> dict[str, Any]:
+    client = f'{key}_host = "load"' if remote else ""
     toml = tmp / f"run-{index}.toml"
-    toml.write_text(EXPERIMENT.format(client=client, ssh=lab.hosts["load"].ssh, **cfg), encoding="utf-8")
+    text = EXPERIMENT.format(client=client, ssh=lab.hosts["load"].ssh, repeats=repeats, **cfg)
+    toml.write_text(text, encoding="utf-8")
     results = tmp / f"run-{index}"
     sshd_before, started = _sshd_cpu_s(lab), time.monotonic()
     C.cli("run", str(toml), "-o", str(results))
     wall, sshd = time.monotonic() - started, _sshd_cpu_s(lab) - sshd_before
-    (cell,) = json.loads(C.cli("export", str(results)))["cells"]
-    if cell["status"] != "ok":
-        raise C.BenchError(f"run {index}: {cell['error']}")
+    cells = json.loads(C.cli("export", str(results)))["cells"]
+    if any(c["status"] != "ok" for c in cells):
+        raise C.BenchError(f"run {index}: {[c['error'] for c in cells]}")
+    cell = cells[0]
     window = cell["summary"]["total_time_s"]
     return {
         "remote": remote,
@@ -155,16 +164,53 @@ def one_run(lab: SshLab, cfg: dict[str, Any], tmp: Path, remote: bool, index: in
         "harness_cores": cell["resources"]["harness_cpu_s"] / window,
         "client_host_sshd_cores": sshd / wall if remote else None,
         "other_cpu_cores": cell["resources"].get("other_cpu_cores"),
-        "wall_s": round(wall, 1),
+        "wall_s": round(wall, 3),
+        "cells": len(cells),
+        "perflab_host_cores": ((cell["resources"].get("perflab_host_cpu") or {}).get("load") or {}).get("cores"),
     }
 
 
-def qps(lab: SshLab, cfg: dict[str, Any], tmp: Path) -> list[dict[str, Any]]:
+def qps(lab: SshLab, cfg: dict[str, Any], tmp: Path, key: str = "client") -> list[dict[str, Any]]:
     rows = []
+    (tmp / key).mkdir(exist_ok=True)
     for i in range(cfg["runs"]):
         order = (False, True) if i % 2 == 0 else (True, False)  # alternate: a drift falls on both alike
-        rows += [one_run(lab, cfg, tmp, remote, 2 * i + j) for j, remote in enumerate(order)]
+        rows += [one_run(lab, cfg, tmp / key, remote, 2 * i + j, key) for j, remote in enumerate(order)]
     return rows
+
+
+def served(lab: SshLab, cfg: dict[str, Any], tmp: Path) -> list[dict[str, Any]]:
+    """Runs of 1 and of 3 cells with the server here and on the host, alternating."""
+    rows = []
+    (tmp / "server").mkdir(exist_ok=True)
+    for i in range(cfg["runs"]):
+        order = (False, True) if i % 2 == 0 else (True, False)
+        for j, remote in enumerate(order):
+            for k, repeats in enumerate((1, 3)):
+                rows.append(one_run(lab, cfg, tmp / "server", remote, 4 * i + 2 * j + k, "server", repeats))
+    return rows
+
+
+def server_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A server on the host against a local one: QPS ratio, and the remote control's seconds per cell."""
+    per_cell: dict[bool, list[float]] = {False: [], True: []}  # (3 cells - 1 cell) / 2, each pair of runs
+    for one, three in zip(rows[::2], rows[1::2], strict=True):
+        per_cell[one["remote"]].append((three["wall_s"] - one["wall_s"]) / 2)
+    local, remote = [r for r in rows if not r["remote"]], [r for r in rows if r["remote"]]
+    pairs = [r["qps"] / lq["qps"] for lq, r in zip(local, remote, strict=True)]
+    extra = [r - lq for lq, r in zip(per_cell[False], per_cell[True], strict=True)]
+    return {
+        "qps_local": C.rnd(C.mean([r["qps"] for r in local]), 1),
+        "qps_remote": C.rnd(C.mean([r["qps"] for r in remote]), 1),
+        "ratio_remote_to_local": C.rnd(C.mean(pairs), 4),
+        "ratio_ci95": C.ci95(pairs),
+        "cell_overhead_local_s": C.rnd(C.mean(per_cell[False]), 3),
+        "cell_overhead_remote_s": C.rnd(C.mean(per_cell[True]), 3),
+        "remote_control_per_cell_s": C.rnd(C.mean(extra), 3),
+        "remote_control_per_cell_ci95": C.ci95(extra),
+        "perflab_host_cores_max": C.rnd(max(r["perflab_host_cores"] or 0 for r in remote), 4),
+        "other_cpu_cores": C.other_cpu_cores([{"resources": {"other_cpu_cores": r["other_cpu_cores"]}} for r in rows]),
+    }
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -202,6 +248,14 @@ def report(cfg: dict[str, Any], found: dict[str, Any], quick: bool) -> None:
         f"perflab's CPU: this machine {C.pct(q['harness_cores_max'])} of a core (max), client host's sshd "
         f"{C.pct(q['client_host_sshd_cores_max'])}; other_cpu_cores {q['other_cpu_cores']}"
     )
+    srv = found["server"]
+    C.say(
+        f"server in a namespace (server_host, client here): QPS local {srv['qps_local']:,.0f}, there "
+        f"{srv['qps_remote']:,.0f}, ratio {srv['ratio_remote_to_local']} CI {srv['ratio_ci95']}; a cell's share "
+        f"of the run {srv['cell_overhead_local_s']} s here, {srv['cell_overhead_remote_s']} s there: remote control "
+        f"{srv['remote_control_per_cell_s']} s per cell CI {srv['remote_control_per_cell_ci95']}; "
+        f"perflab's CPU there {C.pct(srv['perflab_host_cores_max'])} of a core (max); other_cpu_cores {srv['other_cpu_cores']}"
+    )
     if quick:
         C.say("(quick mode: short windows, few runs; a smoke test, not the figures to quote)")
     C.final_json({"bench": "remote_cost", "quick": quick, "settings": cfg, **found})
@@ -221,6 +275,8 @@ def main() -> None:
             found = {"control": control(lab, Path(tmp), cfg["n"]), "clock": clock_error(lab, Path(tmp), cfg["n"])}
             rows = qps(lab, cfg, Path(tmp))
             found["qps"], found["runs"] = summary(rows), rows
+            server_rows = served(lab, cfg, Path(tmp))
+            found["server"], found["server_runs"] = server_summary(server_rows), server_rows
         report(cfg, found, args.quick)
 
     C.main_guard(run)
