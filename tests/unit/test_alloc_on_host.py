@@ -201,3 +201,35 @@ def test_a_hosts_binaries_name_addresses_as_the_live_symbolizer() -> None:
     unknown = HostSymbolizer(maps, SimpleNamespace(local=lambda path: None))  # type: ignore[arg-type]
     assert unknown.name(addrs[0]) == "[unknown]"  # a binary that could not be had names nothing
     unknown.close()
+
+
+class ScriptLink:
+    """A link whose `perf script` prints recorded tracepoint lines, and whose stderr file says a loss."""
+
+    name = "db"
+
+    def __init__(self, stdout: str, said: str = "") -> None:
+        self.stdout, self.said, self.ran = stdout, said, []
+
+    def run(self, argv: list[str], timeout: float = 60, stdin: str | None = None) -> SimpleNamespace:
+        self.ran.append(argv)
+        out = self.said if argv[0] == "cat" else self.stdout
+        return SimpleNamespace(status=0, stdout=out, stderr="")
+
+
+def test_the_hosts_perf_records_the_syscall_tracepoints_and_counts_the_servers() -> None:
+    lines = (
+        "syscalls:sys_enter_mmap: addr: 0x00000000, len: 0x0000a000, prot: 0x00000003, flags: 0x00000022\n"
+        "syscalls:sys_enter_munmap: addr: 0x7f0e2c000000, len: 0x0000a000\n"
+    )
+    link = ScriptLink(lines, "Processed 10 events and lost 2 chunks!\n")
+    recorder = remote.RemoteSyscalls(RunDir(link, "/dev/shm/perflab-host-x"), "/dev/shm/perflab-host-x/c/syscalls", 77)  # type: ignore[arg-type]
+    argv = recorder.argv()
+    assert argv[:3] == ["perf", "record", "-a"] and "syscalls:sys_enter_munmap" in argv[argv.index("-e") + 1]
+    assert argv[argv.index("-D") + 1] == "-1" and "-F" not in argv and "-g" not in argv  # off until the window
+    assert argv[-1] == "fifo:/dev/shm/perflab-host-x/c/syscalls/perf.ctl,/dev/shm/perflab-host-x/c/syscalls/perf.ack"
+    counts = recorder.counts()
+    assert counts.calls["mmap"] == counts.calls["munmap"] == 1 and counts.bytes["munmap"] == 0xA000
+    assert counts.lost_chunks == 2  # the tracer then says why the syscall figures are null
+    script = link.ran[0]
+    assert script[script.index("--pid") + 1] == "77" and "event,trace" in script  # the server's, there
