@@ -88,8 +88,9 @@ def test_alloc_counts_a_server_on_its_host(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     large = sum(sum(r["calls_per_txn"].get(op, 0) for op in ("malloc", "calloc", "realloc", "memalign"))
                 for r in alloc["by_size_class"] if r["low"] >= 32768)  # fmt: skip
     syscalls = alloc["syscalls_per_txn"]
-    assert counted["calls_per_txn"]["malloc"] * 0.98 <= syscalls["munmap"] <= large * 1.02, (syscalls, large)
-    assert abs(syscalls["mmap"] - syscalls["munmap"]) <= 0.03 * syscalls["munmap"], syscalls
+    # (perf's window lags the counter's by a round trip or two at each end: a few calls of ~750)
+    assert counted["calls_per_txn"]["malloc"] * 0.95 <= syscalls["munmap"] <= large * 1.05, (syscalls, large)
+    assert abs(syscalls["mmap"] - syscalls["munmap"]) <= 0.05 * syscalls["munmap"], syscalls
     # the sampled bytes (weighted) agree with the counted ones, within sampling error
     assert 0.7 < sampled / alloc["transactions"] / counted["bytes_per_txn"] < 1.3, (sampled, counted)
     meta = json.loads(profile.with_suffix(".json").read_text())
