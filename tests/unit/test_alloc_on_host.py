@@ -233,3 +233,37 @@ def test_the_hosts_perf_records_the_syscall_tracepoints_and_counts_the_servers()
     assert counts.lost_chunks == 2  # the tracer then says why the syscall figures are null
     script = link.ran[0]
     assert script[script.index("--pid") + 1] == "77" and "event,trace" in script  # the server's, there
+
+
+def test_the_server_there_starts_with_the_counter_first_in_ld_preload(tmp_path: Path, monkeypatch) -> None:
+    from perflab.servers.mariadb import remote as remote_mariadb
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(remote_mariadb, "Tracked", lambda rundir, argv: started.append(argv))
+    monkeypatch.setattr(remote_mariadb.RemoteMariaDB, "write_option_file", lambda self: None)
+    monkeypatch.setattr(remote_mariadb.RemoteMariaDB, "_wait_ready", lambda self, deadline: None)
+    link = SimpleNamespace(name="db", target=SimpleNamespace(user="root"))
+    place = SimpleNamespace(link=link, rundir=SimpleNamespace(path="/dev/shm/perflab-host-x"), address="10.77.1.2",
+                            free_port=lambda: 23456, binaries={"mariadbd": "/usr/sbin/mariadbd"})  # fmt: skip
+    there = "/dev/shm/perflab-host-x/perflab_alloc-0123.so"
+    counter = SimpleNamespace(
+        there=there, env=lambda: {"PERFLAB_ALLOC_FILE": "/dev/shm/perflab-host-x/cell-0001/a.bin"}
+    )
+    server = remote_mariadb.RemoteMariaDB(
+        place,
+        "/dev/shm/perflab-host-x/cell-0001/data",
+        {},
+        local=tmp_path / "cell-0001",
+        env={"TZ": "UTC"},
+        alloc=counter,
+    )
+    server.aslr = False
+    server.start()
+    (argv,) = started
+    assert argv[0] == "env" and f"LD_PRELOAD={there}" in argv and "TZ=UTC" in argv
+    assert "PERFLAB_ALLOC_FILE=/dev/shm/perflab-host-x/cell-0001/a.bin" in argv
+    assert argv[argv.index("setarch") :][:3] == ["setarch", "-R", "/usr/sbin/mariadbd"]  # env outside: setarch inherits
+    assert server.alloc is counter  # the window finds its counter through the server (remote.spanning)
+    plain = remote_mariadb.RemoteMariaDB(place, "/d", {}, local=tmp_path / "cell-0002")
+    plain.start()
+    assert not any(a.startswith(("LD_PRELOAD=", "PERFLAB_ALLOC_FILE=")) for a in started[1]) and plain.alloc is None
