@@ -146,7 +146,9 @@ class RemoteAllocTracer(AllocTracer):
 
 class Spanning:
     """A window's RSS sampler (its samples, its clock) whose span is also the counter's window:
-    entered at the window's start, left at its end (run/remote_window.py, run/remote_client.py)."""
+    entered at the window's start, left at its end (run/remote_window.py, run/remote_client.py).
+    The counter's window opens first: the sampler's start there (its loop, the host's clock) takes
+    round trips the window's counts would otherwise miss."""
 
     def __init__(self, sampler: Any, tracer: AllocTracer, pid: int, workdir: Path) -> None:
         self.sampler, self.tracer, self.pid, self.workdir = sampler, tracer, pid, workdir
@@ -157,8 +159,8 @@ class Spanning:
 
     def __enter__(self) -> Self:
         with contextlib.ExitStack() as stack:
-            self.inner = stack.enter_context(self.sampler)
             stack.enter_context(self.tracer.window(self.pid, self.workdir))
+            self.inner = stack.enter_context(self.sampler)
             self._stack = stack.pop_all()
         return self.inner
 
