@@ -7,8 +7,10 @@ cell (Kind.remote_server: its option file written here and copied there), listen
 host's address as this machine reaches it, with a login whose password is made for the run. The
 client runs here, or on the client host (run/remote_client.py), against that address. The server's
 CPU, faults and context switches are read from the host's /proc at the window's start and end, its
-RSS once a second there (run/observers/remote_resources.py). Each cell records where its server
-ran in `build.host`: the host's name, ssh target, address, port and fingerprint.
+RSS once a second there (run/observers/remote_resources.py); with [observe] alloc, its allocation
+counter is preloaded there and read over the window that RSS sampler spans (run/observers/alloc/
+remote.py). Each cell records where its server ran in `build.host`: the host's name, ssh target,
+address, port and fingerprint.
 
     with run_hosts(runner, workdir):        # run/scheduler.py, for the whole run
         row = run_cell(runner, cell, snapshot, workdir)   # CellRunner.run, when server_host is set
