@@ -36,8 +36,9 @@ def host_problems(
 def observer_packages(spec: Any) -> dict[str, str]:
     """The tools the server host's observers run there -> their Debian packages."""
     observe = spec.observe
+    syscalls = observe.alloc is not None and observe.alloc.syscalls  # [observe] alloc's syscalls: perf there
     return {
-        **({"perf": "linux-perf"} if observe.perf is not None else {}),
+        **({"perf": "linux-perf"} if observe.perf is not None or syscalls else {}),
         **({"eu-stack": "elfutils"} if observe.pmp is not None else {}),
     }
 

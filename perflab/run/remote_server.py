@@ -7,8 +7,10 @@ cell (Kind.remote_server: its option file written here and copied there), listen
 host's address as this machine reaches it, with a login whose password is made for the run. The
 client runs here, or on the client host (run/remote_client.py), against that address. The server's
 CPU, faults and context switches are read from the host's /proc at the window's start and end, its
-RSS once a second there (run/observers/remote_resources.py). Each cell records where its server
-ran in `build.host`: the host's name, ssh target, address, port and fingerprint.
+RSS once a second there (run/observers/remote_resources.py); with [observe] alloc, its allocation
+counter is preloaded there and read over the window that RSS sampler spans (run/observers/alloc/
+remote.py). Each cell records where its server ran in `build.host`: the host's name, ssh target,
+address, port and fingerprint.
 
     with run_hosts(runner, workdir):        # run/scheduler.py, for the whole run
         row = run_cell(runner, cell, snapshot, workdir)   # CellRunner.run, when server_host is set
@@ -36,6 +38,7 @@ from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
 from perflab.run import accounting, dataset
+from perflab.run.observers.alloc import remote as remote_alloc
 from perflab.run.observers.resources import ProcCounters, RssSampler
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
@@ -206,9 +209,11 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
     try:
         place.check_format(runner.kind, snapshot)
         options = {**runner.kind.pool_options(snapshot), **runner.kind.cell_options(cell), **cell.server_options}
+        tracer = remote_alloc.of_cell(runner, place, rundir)  # [observe] alloc: its counter preloaded there
         server = runner.kind.remote_server(
-            place, f"{place.rundir.path}/{rundir.name}/data", options, local=rundir, env=cell.env
-        )
+            place, f"{place.rundir.path}/{rundir.name}/data", options, local=rundir, env=cell.env,
+            **({"alloc": tracer} if tracer is not None else {}),
+        )  # fmt: skip
         server.aslr = cell.aslr
         row["build"] = {
             "name": None,
@@ -239,7 +244,9 @@ def _measured(
         start_s = time.monotonic() - started
         row.update(_allocator(server, place))
         switches = server_switches(cell, server, runner.exp.file.workload.tool, runner.kind)
-        intervals, rss, measured = measure(runner, cell, server, logs)
+        with remote_alloc.armed(server):  # [observe] alloc: its perf started there before the window
+            intervals, rss, measured = measure(runner, cell, server, logs)
+        remote_alloc.observed(runner, cell.order, server, measured)  # its stacks named from the maps there
         steal = measured.pop("steal", None)
         status = measured.pop("status_samples", [])
         if not server.alive():
@@ -282,7 +289,8 @@ def server_reads(runner: Any, server: Any) -> tuple[Any, Any]:
     """How the window reads the server: (its counters by pid, its RSS sampler): on its host when it runs there."""
     if runner.server_host is None:
         return ProcCounters.read, RssSampler(server.pid)
-    return runner.kind.remote_reads(runner.server_host, server.pid)  # PostgreSQL's: the postmaster's tree
+    read, sampler = runner.kind.remote_reads(runner.server_host, server.pid)  # PostgreSQL's: the postmaster's tree
+    return read, remote_alloc.spanning(sampler, server)  # [observe] alloc's window: the sampler's span
 
 
 def window_resources(runner: Any, start: Any, end: Any, usage: Any, transactions: int, rss: Any) -> dict[str, Any]:

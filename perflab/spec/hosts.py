@@ -179,10 +179,13 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
             )
     problems += _observer_problems(
         spec,
-        ("alloc", "io", "host_speed"),
+        ("io", "host_speed"),
         "server_host",
         "the server's observers run on this machine only: " + _NOT_YET_SERVER,
     )
+    refusal = servers.kind(e.server).remote_alloc_refusal  # alloc runs where the server runs: MariaDB's
+    if spec.observe.alloc is not None and refusal:
+        problems.append(Problem("observe.alloc", "no [observe] alloc with server_host", "true", refusal))
     problems += _profiler_problems(spec)
     if spec.builds:
         problems.append(

@@ -123,13 +123,12 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
         "experiment.pin",
         "experiment.storage",
         "experiment.drop_caches",
-        "observe.alloc",
         "observe.io",
         "observe.host_speed",
         "observe.pmp",
     }, found  # fmt: skip  (pmp: refused by the interleaved design's own check)
     assert "interleaved" in found["observe.pmp"] and "observe.perf" not in found
-    assert "not with server_host yet" in found["observe.alloc"] and "docs/hosts.md" in found["experiment.pin"]
+    assert "not with server_host yet" in found["observe.io"] and "docs/hosts.md" in found["experiment.pin"]
     variants = problems('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\n'
                         'je = { preload = "jemalloc", client_env = { A = "1" } }\n')  # fmt: skip
     assert list(variants) == ["variants.alloc.je"] and "preload, client_env" in variants["variants.alloc.je"]
@@ -150,6 +149,29 @@ def test_perf_pmp_and_status_observe_a_server_host_of_the_server_only() -> None:
     assert "of the server only" in found["observe.perf.targets"] and "eu-stack there" in found["observe.pmp.tool"]
     both = parse('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nperf = true\nstatus = true\n")
     assert both.file.observe.perf is not None and both.file.observe.status  # the client on a host too
+
+
+def test_alloc_counts_a_mariadb_server_on_its_host_and_refuses_postgresql_there() -> None:
+    """[observe] alloc runs where the server runs (run/observers/alloc/remote.py): MariaDB's, one
+    process, with the client here or on a host; PostgreSQL's (a process tree) is refused there."""
+    rest = HOSTS + '[observe]\nalloc = { period = "256K" }\n'
+    exp = parse('server_host = "db"', rest=rest)
+    assert exp.file.observe.alloc is not None and exp.file.observe.alloc.syscalls
+    assert parse('server_host = "db"\nclient_host = "load"', rest=rest).file.observe.alloc is not None
+    found = problems('server_host = "db"\nserver = "postgresql"', rest=rest)
+    assert set(found) == {"observe.alloc"}, found
+    assert "not built yet; MariaDB's is" in found["observe.alloc"]
+    local_client = problems('client_host = "load"', rest=rest)  # the server here: its observers here
+    assert "not with client_host yet" in local_client["observe.alloc"]
+
+
+def test_alloc_syscalls_on_a_server_host_need_perf_there() -> None:
+    from perflab.hosts.preflight import observer_packages
+
+    rest = HOSTS + "[observe]\nalloc = true\n"
+    assert observer_packages(parse('server_host = "db"', rest=rest).file) == {"perf": "linux-perf"}
+    quiet = parse('server_host = "db"', rest=HOSTS + "[observe]\nalloc = { syscalls = false }\n")
+    assert observer_packages(quiet.file) == {}
 
 
 def _pgbench(experiment: str) -> str:

@@ -5,10 +5,12 @@ file here when it is the same (sha256), else from a copy fetched over SFTP once 
     starts = HostStarts(link, workdir / "host-binaries")
     starts("/usr/sbin/mariadbd").name(0x8a78c9)      # "mariadbd+0x8a5f00"
     starts.local("/usr/sbin/mariadbd")               # that file here: its stack quality is inspected
+    names = HostSymbolizer(maps_text, starts)        # a host process's return addresses named here
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import os
@@ -17,6 +19,8 @@ from pathlib import Path
 from perflab.errors import HostLostError
 from perflab.hosts.transport import Connection
 from perflab.run.observers.elf import FunctionStarts
+from perflab.run.observers.pmp import ModuleMap
+from perflab.run.observers.pmp_sampler import Symbolizer, V, _Callbacks, load_libdw
 
 
 class _Unnamed(FunctionStarts):
@@ -78,3 +82,42 @@ class HostStarts:
             self.link.get(path, partial)
             partial.replace(copy)
         return str(copy)
+
+
+def executable_bases(maps_text: str) -> dict[str, int]:
+    """Each file the process runs code of (an executable mapping) -> where it is loaded (the start
+    of its mapping at file offset 0), from its /proc/PID/maps: data files it maps are left out."""
+    code = {p[5] for p in (line.split(None, 5) for line in maps_text.splitlines()) if len(p) == 6 and "x" in p[1]}
+    return {path: base for path, base in ModuleMap(maps_text).bases.items() if path in code}
+
+
+class HostSymbolizer(Symbolizer):
+    """Symbolizer's names (name, dsos, close) for a process on a host, from its maps there: each
+    binary it runs code of is read here (the same file, or the run's copy: HostStarts.local, or
+    `local` first) at its load address there, by libdw as for a live process here."""
+
+    def __init__(self, maps_text: str, starts: HostStarts, local: dict[str, str] | None = None) -> None:
+        self.lib = lib = load_libdw()
+        lib.dwfl_report_begin.restype, lib.dwfl_report_begin.argtypes = None, [V]
+        lib.dwfl_report_elf.restype = V
+        lib.dwfl_report_elf.argtypes = [
+            V,
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_int,
+            ctypes.c_uint64,
+            ctypes.c_bool,
+        ]
+        debuginfo = ctypes.cast(lib.dwfl_standard_find_debuginfo, V).value
+        self.callbacks = _Callbacks(ctypes.cast(lib.dwfl_build_id_find_elf, V).value, debuginfo, None, None)
+        self.dwfl = lib.dwfl_begin(ctypes.byref(self.callbacks))
+        if not self.dwfl:
+            raise OSError(f"libdw: {self.error()}")
+        lib.dwfl_report_begin(self.dwfl)
+        for path, base in executable_bases(maps_text).items():
+            here = (local or {}).get(path) or starts.local(path)
+            if here is not None:  # an ET_DYN file placed at its load address (add_p_vaddr false)
+                lib.dwfl_report_elf(self.dwfl, here.encode(), here.encode(), -1, base, False)
+        lib.dwfl_report_end(self.dwfl, None, None)
+        self.names: dict[int, str] = {}
+        self.dsos: dict[str, str] = {}

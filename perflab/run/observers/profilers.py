@@ -250,10 +250,14 @@ def _phases(spans: Spans, span: tuple[float, float]) -> list[str]:
     return [p for p in PHASES if p == MEASURED or spans.seconds(p, span) > 0]
 
 
-def store_alloc(results: Results, cell_id: int, transactions: int, tracer: AllocTracer, pid: int) -> dict[str, Any]:
+def store_alloc(
+    results: Results, cell_id: int, transactions: int, tracer: AllocTracer, pid: int, names: Any = None,
+    binary: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """The sampled allocation stacks as a profile of source "alloc": folded, weighted in bytes
-    requested, the leaf frame being the call and its size class (`malloc:32M-64M`)."""
-    names = Symbolizer(pid)
+    requested, the leaf frame being the call and its size class (`malloc:32M-64M`). `names`, `binary`:
+    a server on a host's (run/observers/alloc/remote.py), else the local process's."""
+    names = names if names is not None else Symbolizer(pid)
     try:
         mangled = tracer.stacks(lambda pcs: _own_frames_dropped(names, pcs))
         dsos = dict(names.dsos)
@@ -283,7 +287,7 @@ def store_alloc(results: Results, cell_id: int, transactions: int, tracer: Alloc
         "transactions": transactions,
         "window_transactions": transactions,
         "pid": pid,
-        "binary": _exe(pid),
+        "binary": binary or _exe(pid),
         "dsos": dsos,
     }
     path = folded.write(folded.base(results.dir, cell_id, "alloc"), stacks, meta)

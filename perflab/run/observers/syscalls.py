@@ -52,6 +52,11 @@ class SyscallCounts:
         self.by_class[name][min(length.bit_length(), CLASSES - 1)] += 1
 
 
+def events() -> list[str]:
+    """perf record's options for the allocator's syscall tracepoints (here, and on a server host)."""
+    return ["-e", ",".join(f"syscalls:sys_enter_{name}" for name in SYSCALLS)]
+
+
 def parse(lines: Iterable[str]) -> SyscallCounts:
     """Counts from `perf script -F event,trace` output."""
     counts = SyscallCounts()
@@ -72,7 +77,7 @@ class SyscallRecorder(PerfRecorder):
         super().__init__(pid, Path(workdir) / "syscalls", enabled=enabled)
 
     def events(self) -> list[str]:
-        return ["-e", ",".join(f"syscalls:sys_enter_{name}" for name in SYSCALLS)]
+        return events()
 
     def script_argv(self) -> list[str]:
         return ["perf", "script", "-i", str(self.data), "--pid", str(self.pid), "-F", "event,trace"]

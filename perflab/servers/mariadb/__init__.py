@@ -55,6 +55,7 @@ class MariaDBKind(MySQLProtocolKind):
         return init.plan(datadir, build)
 
     remote_server_refusal = None
+    remote_alloc_refusal = None  # one process: its counter preloaded there (servers/mariadb/remote.py)
     server_packages: ClassVar[dict[str, str]] = {
         "mariadbd": "mariadb-server",
         "mariadb": "mariadb-client",

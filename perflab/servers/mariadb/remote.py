@@ -64,7 +64,14 @@ class RemoteMariaDB(OnHost, Mysqld):
     """One mariadbd on a host (`place`: the run's ServerHost, run/remote_server.py)."""
 
     def __init__(
-        self, place: Any, datadir: str, options: dict[str, Any], *, local: Path, env: dict[str, str] | None = None
+        self,
+        place: Any,
+        datadir: str,
+        options: dict[str, Any],
+        *,
+        local: Path,
+        env: dict[str, str] | None = None,
+        alloc: Any = None,
     ) -> None:
         self.place, self.link = place, place.link
         self.rundir = local  # this machine's cell directory: the option file, the error log fetched back
@@ -79,6 +86,11 @@ class RemoteMariaDB(OnHost, Mysqld):
         self.options = {**defaults(False, options), **options}
         self.env = dict(env or {})
         self.preload = self.tracer = self.cpus = self.build = None
+        # [observe] alloc (run/observers/alloc/remote.py): its counter, copied there, first in LD_PRELOAD
+        self.alloc = alloc
+        if alloc is not None:
+            self.env.update(alloc.env())
+            self.tracer = alloc.there
         self.flavor = INSTALLED  # the host's own mariadbd
         self.child: Tracked | None = None  # type: ignore[assignment]
         self.crashed: bool | None = None
@@ -107,7 +119,8 @@ class RemoteMariaDB(OnHost, Mysqld):
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.write_option_file()
-        env = [f"{k}={v}" for k, v in self.env.items()]
+        preload = {"LD_PRELOAD": self.tracer} if self.tracer is not None else {}
+        env = [f"{k}={v}" for k, v in {**self.env, **preload}.items()]
         argv = self.launched([str(self.program), f"--defaults-file={self.remote_dir}/my.cnf"])
         self.child = Tracked(self.place.rundir, ["env", *env, *argv])
         self._wait_ready(deadline_s)

@@ -67,14 +67,23 @@ def build(cache: Path) -> Path:
 
 def create(path: Path, slots: int = DEFAULT_SLOTS, sample_capacity: int = DEFAULT_SAMPLES) -> None:
     """A counter file for `slots` threads and `sample_capacity` sampled stacks, sampling off."""
-    header = np.zeros(HEADER_WORDS, dtype="<u8")
-    header[:5] = (MAGIC, VERSION, slots, len(OPS), CLASSES)
-    header[_SLOTS_USED] = 1  # slot 0 is the one threads beyond the last share
-    header[_CAPACITY] = sample_capacity
-    header[12] = MAX_DEPTH
     with open(path, "wb") as f:
-        f.write(header.tobytes())
-        f.truncate(HEADER_BYTES + (slots * SLOT_WORDS + sample_capacity * SAMPLE_WORDS) * 8)
+        f.write(header(slots, sample_capacity))
+        f.truncate(file_bytes(slots, sample_capacity))
+
+
+def header(slots: int = DEFAULT_SLOTS, sample_capacity: int = DEFAULT_SAMPLES) -> bytes:
+    """A new counter file's header (the rest of the file is zeros)."""
+    words = np.zeros(HEADER_WORDS, dtype="<u8")
+    words[:5] = (MAGIC, VERSION, slots, len(OPS), CLASSES)
+    words[_SLOTS_USED] = 1  # slot 0 is the one threads beyond the last share
+    words[_CAPACITY] = sample_capacity
+    words[12] = MAX_DEPTH
+    return words.tobytes()
+
+
+def file_bytes(slots: int = DEFAULT_SLOTS, sample_capacity: int = DEFAULT_SAMPLES) -> int:
+    return HEADER_BYTES + (slots * SLOT_WORDS + sample_capacity * SAMPLE_WORDS) * 8
 
 
 def sample(path: Path, period: int) -> None:
@@ -103,7 +112,11 @@ class Claim:
 
 
 def claim(path: Path) -> Claim:
-    words = _words(path, HEADER_WORDS)
+    return claim_of(_words(path, HEADER_WORDS))
+
+
+def claim_of(words: np.ndarray) -> Claim:
+    """The claim from a counter file's words (its header at least)."""
     return Claim(int(words[_PID]), int(words[_EXTRA_COPIES]), int(words[_FOREIGN]))
 
 
@@ -132,9 +145,19 @@ class Counts:
 
 
 def _words(path: Path, count: int = -1) -> np.ndarray:
-    words = np.fromfile(path, dtype="<u8", count=count)
-    if len(words) < HEADER_WORDS or words[0] != MAGIC or words[1] != VERSION or words[3] != len(OPS) or words[4] != CLASSES:
-        raise AllocTracerError(f"{path} is not a perflab-alloc/1 counter file", "was it written by another perflab?")
+    return checked(np.fromfile(path, dtype="<u8", count=count), str(path))
+
+
+def checked(words: np.ndarray, where: str) -> np.ndarray:
+    """`words` when they start with a perflab-alloc/1 header; AllocTracerError otherwise."""
+    if (
+        len(words) < HEADER_WORDS
+        or words[0] != MAGIC
+        or words[1] != VERSION
+        or words[3] != len(OPS)
+        or words[4] != CLASSES
+    ):
+        raise AllocTracerError(f"{where} is not a perflab-alloc/1 counter file", "was it written by another perflab?")
     return words
 
 
@@ -142,9 +165,20 @@ def read(path: Path) -> Counts:
     """Sum of every thread's slot (the header and the slots only: read at the window's start and
     end, it leaves the sample ring alone)."""
     slots = int(_words(path, HEADER_WORDS)[2])
-    words = _words(path, HEADER_WORDS + slots * SLOT_WORDS)
-    used = min(int(words[_SLOTS_USED]), slots)
-    body = words[HEADER_WORDS : HEADER_WORDS + slots * SLOT_WORDS].reshape(slots, 2, len(OPS), CLASSES)
+    return counts_of(_words(path, HEADER_WORDS + slots * SLOT_WORDS))
+
+
+def slots_used(words: np.ndarray) -> int:
+    """Slots in use, from a counter file's header words."""
+    return min(int(words[_SLOTS_USED]), int(words[2]))
+
+
+def counts_of(words: np.ndarray) -> Counts:
+    """The counts from a counter file's header and its first slots (at least those in use: the
+    others are zeros): what a host sends of its counter file (run/observers/alloc/remote.py)."""
+    present = (len(words) - HEADER_WORDS) // SLOT_WORDS
+    used = min(slots_used(words), present)
+    body = words[HEADER_WORDS : HEADER_WORDS + present * SLOT_WORDS].reshape(present, 2, len(OPS), CLASSES)
     total = body[:used].sum(axis=0, dtype=np.uint64)
     return Counts(
         {op: [int(x) for x in total[0, i]] for i, op in enumerate(OPS)},
@@ -165,16 +199,30 @@ class Sample:
 def samples(path: Path, period: int) -> tuple[list[Sample], int]:
     """The sampled allocations (taken at `period`) and how many were dropped (ring full)."""
     words = _words(path)
-    slots, capacity = int(words[2]), int(words[_CAPACITY])
-    start = HEADER_WORDS + slots * SLOT_WORDS
-    ring = words[start : start + capacity * SAMPLE_WORDS].reshape(capacity, SAMPLE_WORDS)
+    return samples_of(words[:HEADER_WORDS], words[ring_start(words) :], period)
+
+
+def ring_start(words: np.ndarray) -> int:
+    """The word where the sample ring starts, from a counter file's header."""
+    return HEADER_WORDS + int(words[2]) * SLOT_WORDS
+
+
+def ring_used(words: np.ndarray) -> int:
+    """Records in the ring, from a counter file's header."""
+    return min(int(words[_SAMPLES_USED]), int(words[_CAPACITY]))
+
+
+def samples_of(header: np.ndarray, ring: np.ndarray, period: int) -> tuple[list[Sample], int]:
+    """samples() from a counter file's header words and its ring's words (its used records at least)."""
+    used = min(ring_used(header), len(ring) // SAMPLE_WORDS)
+    records = ring[: used * SAMPLE_WORDS].reshape(used, SAMPLE_WORDS)
     out = []
-    for op, size, depth, *pcs in ring[: min(int(words[_SAMPLES_USED]), capacity)].tolist():
+    for op, size, depth, *pcs in records.tolist():
         if depth == 0:  # taken while being read: not finished
             continue
         weight = 1 / -math.expm1(-max(size, 1) / period)
         out.append(Sample(OPS[op], size, weight, pcs[:depth]))
-    return out, int(words[_DROPPED])
+    return out, int(header[_DROPPED])
 
 
 def size_class_bounds(c: int) -> tuple[int, int]:

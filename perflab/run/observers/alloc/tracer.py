@@ -61,29 +61,55 @@ class AllocTracer:
     def __init__(self, spec: AllocObserve, rundir: Path, cache: Path) -> None:
         self.spec = spec
         self.shim = alloc.build(cache)
-        self.file = Path(rundir) / "alloc-counters.bin"
-        alloc.create(self.file)
+        self.file = self._created(Path(rundir))
         self.counts: alloc.Counts | None = None
         self.syscalls: SyscallCounts | None = None
         self.seconds = 0.0
         self._records: tuple[list[alloc.Sample], int] | None = None
-        self._recorder: SyscallRecorder | None = None  # armed(): started, its events off
+        self._perf: Any = None  # armed(): its SyscallRecorder, started, its events off
         self._stop = contextlib.ExitStack()
 
     def env(self) -> dict[str, str]:
         return {allocators.TRACER_ENV: str(self.file)}
 
+    # where the counter file is and how it is reached: here; on a server host, over its SSH link
+    # (run/observers/alloc/remote.py replaces these)
+    def _created(self, rundir: Path) -> Path:
+        """The counter file, made (before the server starts)."""
+        path = rundir / "alloc-counters.bin"
+        alloc.create(path)
+        return path
+
+    def _loaded(self, pid: int) -> bool:
+        return allocators.is_mapped(self.shim, allocators.mapped_libraries(pid))
+
+    def _claim(self) -> alloc.Claim:
+        return alloc.claim(self.file)
+
+    def _read(self) -> alloc.Counts:
+        return alloc.read(self.file)
+
+    def _sample(self, period: int) -> None:
+        alloc.sample(self.file, period)
+
+    def _samples(self) -> tuple[list[alloc.Sample], int]:
+        return alloc.samples(self.file, self.spec.period)
+
+    def _recorder(self, pid: int, workdir: Path) -> Any:
+        """perf of the allocator's syscalls, started with its events off (SyscallRecorder's interface)."""
+        return SyscallRecorder(pid, workdir, enabled=False)
+
     def check_started(self, pid: int) -> None:
         """The server `pid`, started with env(), runs the counter, once, and counts its calls;
         else AllocTracerError (a cell error: the figures would be zeros or doubled, not measured)."""
-        if not allocators.is_mapped(self.shim, allocators.mapped_libraries(pid)):
+        if not self._loaded(pid):
             raise alloc.AllocTracerError(
                 f"[observe] alloc: the allocation counter ({self.shim.name}) is not loaded into the server "
                 f"(pid {pid}); it would count nothing. The server binary may be static, or something between "
                 "perflab and the server dropped LD_PRELOAD (a wrapper script, a setuid binary): run this server "
                 "without [observe] alloc"
             )
-        state = alloc.claim(self.file)
+        state = self._claim()
         if state.extra_copies:
             raise alloc.AllocTracerError(
                 f"[observe] alloc: the allocation counter is loaded {1 + state.extra_copies} times into the server "
@@ -116,12 +142,12 @@ class AllocTracer:
         machine, which the window's counts would not cover). Stopped by window() or on leaving."""
         with contextlib.ExitStack() as stack:
             if self.spec.syscalls:
-                self._recorder = stack.enter_context(SyscallRecorder(pid, workdir, enabled=False))
+                self._perf = stack.enter_context(self._recorder(pid, workdir))
             self._stop = stack.pop_all()
         try:
             yield self
         finally:
-            self._recorder = None
+            self._perf = None
             self._stop.close()
 
     @contextlib.contextmanager
@@ -129,22 +155,22 @@ class AllocTracer:
         """The measured window: the counts, the sampled stacks and the syscalls (perf enabled)
         from its start to its end, all three over the same span."""
         with contextlib.ExitStack() as armed:
-            if self._recorder is None:  # not armed before the window: armed now
+            if self._perf is None:  # not armed before the window: armed now
                 armed.enter_context(self.armed(pid, workdir))
-            recorder = self._recorder
-            before = alloc.read(self.file)
+            recorder = self._perf
+            before = self._read()
             started = time.monotonic()
             try:
                 if recorder is not None:
                     recorder.resume()
                 if self.spec.stacks:
-                    alloc.sample(self.file, self.spec.period)
+                    self._sample(self.spec.period)
                 yield self
             finally:
-                alloc.sample(self.file, 0)
+                self._sample(0)
                 self.seconds = time.monotonic() - started
-                self.counts = alloc.read(self.file).minus(before)
-                self._recorder = None
+                self.counts = self._read().minus(before)
+                self._perf = None
                 self._stop.close()  # perf stops: its data is whole only then
         if recorder is not None:
             self.syscalls = recorder.counts()
@@ -153,7 +179,7 @@ class AllocTracer:
     def records(self) -> tuple[list[alloc.Sample], int]:
         """The window's sampled allocations and how many the full ring dropped (read once)."""
         if self._records is None:
-            self._records = alloc.samples(self.file, self.spec.period) if self.spec.stacks else ([], 0)
+            self._records = self._samples() if self.spec.stacks else ([], 0)
         return self._records
 
     def fields(self, transactions: int) -> dict[str, Any]:

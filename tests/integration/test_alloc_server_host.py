@@ -1,0 +1,99 @@
+"""[observe] alloc of a MariaDB server on another host (`server_host`, docs/hosts.md), the host being a
+network namespace with its own sshd (sshhosts.py): the counter built here is copied there and
+preloaded into the host's mariadbd, its file on the host's tmpfs is read over SSH at the window's
+start and end, the allocator's syscalls are counted by perf there, and the sampled stacks are named
+from the host's binaries. ORDER BY ranges sort in one buffer per query (Filesort_buffer::
+alloc_sort_buffer, sized from the table's row estimate up to sort_buffer_size): one large malloc per
+transaction, counted there as test_alloc.py counts it here. With glibc's mmap threshold fixed at
+32 KiB, each is mmapped and munmapped: perf there must see those syscalls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from perflab.units import size_class_label
+from tests.integration.helpers import write_experiment
+from tests.integration.sshhosts import SshLab, namespace_commands, perflab_via
+
+EXPERIMENT = """
+[experiment]
+name = "it-alloc-server-host"
+duration = "2s"
+warmup = "1s"
+repeats = 1
+server_host = "db"
+
+[hosts.db]
+ssh = "{ssh}"
+
+[dataset]
+tables = 1
+table_size = 1000
+
+[workload]
+test = "oltp_read_only"
+threads = [2]
+
+[workload.options]
+range_size = 100
+point_selects = 0
+simple_ranges = 0
+sum_ranges = 0
+distinct_ranges = 0
+order_ranges = 1
+
+[server_options]
+sort_buffer_size = "2M"
+
+[variants.allocator]  # buffers of 32 KiB or more mmapped and munmapped each time: syscalls for perf there
+glibc-mmap = {{ env = {{ MALLOC_MMAP_THRESHOLD_ = "32768" }} }}
+
+[observe]
+alloc = {{ period = "64K" }}
+"""
+
+
+def sort_buffer(stacks: list[list[str]]) -> tuple[str, float]:
+    """The sort buffer's leaf (`malloc:32K-64K`: sized from the range's row estimate, 100 rows here)
+    and its sampled bytes, from the folded allocation stacks."""
+    sort = [(stack.rsplit(";", 1)[1], int(n)) for stack, n in stacks if "alloc_sort_buffer;" in stack]
+    assert sort, stacks[:5]
+    (leaf,) = {leaf for leaf, _ in sort}  # one size class: one buffer size
+    return leaf, sum(n for _, n in sort)
+
+
+def test_alloc_counts_a_server_on_its_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    spec, out = write_experiment(tmp_path / "alloc.toml", EXPERIMENT.format(ssh=db.ssh)), tmp_path / "results"
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    assert cell["status"] == "ok", cell.get("error")
+    assert cell["build"]["host"]["name"] == "db" and "libc.so" in cell["allocator_library"]  # the counter forwards
+    alloc = cell["alloc"]
+    calls = alloc["calls_per_txn"]
+    assert calls["malloc"] > 1 and abs(calls["free"] - calls["malloc"]) <= 0.05 * calls["malloc"]
+    assert alloc["transactions"] == cell["summary"]["transactions"] > 0 and alloc["threads"] >= 2
+    assert "missing" not in alloc, alloc
+    assert alloc["samples"] > 0 and alloc["dropped_samples"] == 0
+    profile = out / "profiles" / f"cell-{cell['id']:04d}.alloc.folded"
+    stacks = [line.rsplit(" ", 1) for line in profile.read_text().splitlines()]
+    assert not any("perflab_alloc" in stack for stack, _ in stacks)  # the counter's own frames left out
+    leaf, sampled = sort_buffer(stacks)  # named here from the host's mariadbd
+    (counted,) = [r for r in alloc["by_size_class"] if f"malloc:{size_class_label(r['low'], r['high'])}" == leaf]
+    assert 0.95 <= counted["calls_per_txn"]["malloc"] <= 1.1, alloc["by_size_class"]  # one per transaction
+    # perf there counts what the preload counts: an mmap and a munmap per allocation of 32 KiB or more
+    large = sum(sum(r["calls_per_txn"].get(op, 0) for op in ("malloc", "calloc", "realloc", "memalign"))
+                for r in alloc["by_size_class"] if r["low"] >= 32768)  # fmt: skip
+    syscalls = alloc["syscalls_per_txn"]
+    # (perf's window lags the counter's by a round trip or two at each end: a few calls of ~750)
+    assert counted["calls_per_txn"]["malloc"] * 0.95 <= syscalls["munmap"] <= large * 1.05, (syscalls, large)
+    assert abs(syscalls["mmap"] - syscalls["munmap"]) <= 0.05 * syscalls["munmap"], syscalls
+    # the sampled bytes (weighted) agree with the counted ones, within sampling error
+    assert 0.7 < sampled / alloc["transactions"] / counted["bytes_per_txn"] < 1.3, (sampled, counted)
+    meta = json.loads(profile.with_suffix(".json").read_text())
+    assert meta["binary"].startswith("db:") and meta["binary"].endswith("/mariadbd")
+    assert namespace_commands(ssh_lab, "db") == ["sshd"]  # the server and perf stopped there
+    assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()

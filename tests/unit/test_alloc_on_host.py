@@ -1,0 +1,269 @@
+"""[observe] alloc of a server on a server host (run/observers/alloc/remote.py), without a host: the
+"link" runs its argv here (sh, od, head, tail, base64, dd, truncate: what the host runs), so the
+counter file made, read and written over it is checked against the local reader of the same file;
+the host's binaries name a process's addresses as the live symbolizer does; the counter's window is
+the sampler's span."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, ClassVar, Self
+
+import numpy as np
+import pytest
+
+from perflab.hosts.rundir import RunDir
+from perflab.run.observers import alloc
+from perflab.run.observers.alloc import remote
+from perflab.run.observers.host_binaries import HostSymbolizer, executable_bases
+from perflab.run.observers.pmp_sampler import Symbolizer
+from perflab.spec.observe import AllocObserve
+
+
+class HereLink:
+    """A Connection whose host is this machine: argv run by subprocess, put a copy."""
+
+    name = "db"
+
+    def __init__(self) -> None:
+        self.ran: list[list[str]] = []
+        self.puts: list[str] = []
+
+    def run(self, argv: list[str], timeout: float = 60, stdin: str | None = None) -> SimpleNamespace:
+        self.ran.append(argv)
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+        return SimpleNamespace(status=done.returncode, stdout=done.stdout, stderr=done.stderr)
+
+    def put(self, local: Path, there: str) -> None:
+        self.puts.append(there)
+        shutil.copy(local, there)
+
+
+@pytest.fixture
+def tracer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> remote.RemoteAllocTracer:
+    shim = tmp_path / "perflab_alloc-0123.so"
+    shim.write_bytes(b"\x7fELF")
+    monkeypatch.setattr(alloc, "build", lambda cache: shim)
+    monkeypatch.setattr(remote, "_copied", set())
+    host = tmp_path / "host"
+    host.mkdir()
+    rundir = RunDir(HereLink(), str(host))  # type: ignore[arg-type]
+    local = tmp_path / "cell-0003"
+    local.mkdir()
+    return remote.RemoteAllocTracer(AllocObserve(period="256K"), rundir, f"{host}/cell-0003", local, tmp_path)
+
+
+def test_the_counter_file_is_made_on_the_host_as_here(tracer: remote.RemoteAllocTracer, tmp_path: Path) -> None:
+    made = Path(str(tracer.file))
+    assert made.parent == tmp_path / "host" / "cell-0003"  # the cell's directory there, made
+    here = tmp_path / "here.bin"
+    alloc.create(here)
+    assert made.stat().st_size == here.stat().st_size == alloc.file_bytes()
+    assert made.read_bytes()[: alloc.HEADER_BYTES] == here.read_bytes()[: alloc.HEADER_BYTES]
+    assert made.stat().st_blocks * 512 < 1 << 20  # sparse: only its header written
+    assert tracer.env() == {"PERFLAB_ALLOC_FILE": str(made)}
+    assert tracer.there == f"{tmp_path / 'host'}/perflab_alloc-0123.so" and Path(tracer.there).is_file()
+
+
+def test_the_shim_is_copied_once_per_run(tracer: remote.RemoteAllocTracer, tmp_path: Path) -> None:
+    again = remote.RemoteAllocTracer(AllocObserve(), tracer.host, f"{tracer.host.path}/cell-0004", tmp_path, tmp_path)
+    assert tracer.link.puts == [tracer.there] and again.there == tracer.there  # type: ignore[attr-defined]
+
+
+def _fill_slots(path: Path, used: int) -> None:
+    """`used` slots (slot 0 included) with counts, as the shim writes them."""
+    words = np.memmap(path, dtype="<u8", mode="r+")
+    words[alloc._SLOTS_USED] = used
+    words[alloc._OVERFLOW] = 3
+    for slot in range(used):
+        body = words[alloc.HEADER_WORDS + slot * alloc.SLOT_WORDS :][: alloc.SLOT_WORDS]
+        body.reshape(2, len(alloc.OPS), alloc.CLASSES)[0, 0, 12] = 10 + slot  # malloc calls, 2-4 KiB
+        body.reshape(2, len(alloc.OPS), alloc.CLASSES)[1, 0, 12] = (10 + slot) * 3000
+    words.flush()
+
+
+def test_the_window_reads_the_slots_in_use_as_the_local_reader(tracer: remote.RemoteAllocTracer) -> None:
+    path = Path(str(tracer.file))
+    _fill_slots(path, 5)
+    counts = tracer._read()
+    assert counts == alloc.read(path)
+    assert counts.calls["malloc"][12] == sum(range(10, 15)) and counts.threads == 4 and counts.overflow == 3
+    read = next(argv for argv in tracer.link.ran if argv[:2] == ["sh", "-c"] and argv[2] == remote._SLOTS)
+    assert read[-3:] == [str(remote.EXTRA_SLOTS), str(alloc.SLOT_WORDS * 8), str(alloc.HEADER_BYTES)]
+
+
+def test_sampling_is_switched_by_its_word_there_and_the_ring_read_back(tracer: remote.RemoteAllocTracer) -> None:
+    path = Path(str(tracer.file))
+    tracer._sample(256 * 1024)
+    assert int(np.fromfile(path, dtype="<u8", count=alloc.HEADER_WORDS)[alloc._PERIOD]) == 256 * 1024
+    assert path.stat().st_size == alloc.file_bytes()  # written in place, not truncated
+    words = np.memmap(path, dtype="<u8", mode="r+")
+    start = alloc.ring_start(words)
+    for i, (size, depth) in enumerate([(2 << 20, 3), (64, 2), (100, 0)]):  # the last one unfinished
+        words[start + i * alloc.SAMPLE_WORDS :][:5] = (0, size, depth, 0x401000 + i, 0x402000 + i)
+    words[9], words[10] = 3, 7  # samples_used, dropped
+    words.flush()
+    assert tracer._samples() == alloc.samples(path, tracer.spec.period)
+    got, dropped = tracer._samples()
+    assert [(s.op, s.size, s.pcs) for s in got] == [
+        ("malloc", 2 << 20, [0x401000, 0x402000, 0]),
+        ("malloc", 64, [0x401001, 0x402001]),
+    ]
+    assert dropped == 7
+    tracer._sample(0)
+    assert int(np.fromfile(path, dtype="<u8", count=alloc.HEADER_WORDS)[alloc._PERIOD]) == 0
+
+
+def test_the_claim_and_a_foreign_file_are_read_there(tracer: remote.RemoteAllocTracer) -> None:
+    path = Path(str(tracer.file))
+    words = np.memmap(path, dtype="<u8", mode="r+")
+    words[alloc._PID], words[alloc._EXTRA_COPIES] = 4242, 1
+    words.flush()
+    assert tracer._claim() == alloc.Claim(4242, 1, 0)
+    with open(tracer.shim, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ):  # in this process's maps
+        assert tracer._loaded(os.getpid())
+        with pytest.raises(alloc.AllocTracerError, match="loaded 2 times"):
+            tracer.check_started(os.getpid())
+    words[0] = 0
+    words.flush()
+    with pytest.raises(alloc.AllocTracerError, match="is not a perflab-alloc/1 counter file"):
+        tracer._claim()
+
+
+def test_a_server_without_the_counter_loaded_is_refused(tracer: remote.RemoteAllocTracer) -> None:
+    with pytest.raises(alloc.AllocTracerError, match="not loaded into the server"):
+        tracer.check_started(os.getpid())  # this process maps no perflab_alloc-0123.so
+
+
+class Sampler:
+    samples: ClassVar[list[Any]] = []
+
+    def __init__(self) -> None:
+        self.clock, self.order = "host clock", []
+
+    def __enter__(self) -> Self:
+        self.order.append("rss")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.order.append("rss done")
+
+
+class Window:
+    def __init__(self, order: list[str]) -> None:
+        self.order = order
+
+    def window(self, pid: int, workdir: Path) -> Any:
+        import contextlib
+
+        @contextlib.contextmanager
+        def span() -> Any:
+            self.order.append(f"alloc {pid}")
+            yield
+            self.order.append("alloc done")
+
+        return span()
+
+
+def test_the_counter_window_is_the_samplers_span() -> None:
+    inner = Sampler()
+    server = SimpleNamespace(alloc=Window(inner.order), pid=77, rundir=Path("/tmp/cell"))
+    wrapped = remote.spanning(inner, server)
+    assert wrapped.clock == "host clock"  # the window reads the host's clock through it
+    with wrapped as rss:
+        assert rss is inner and inner.order == ["alloc 77", "rss"]  # the counts first: the sampler's start is slow
+    assert inner.order == ["alloc 77", "rss", "rss done", "alloc done"]
+    assert remote.spanning(inner, SimpleNamespace(pid=1)) is inner  # without [observe] alloc
+
+
+def test_a_hosts_binaries_name_addresses_as_the_live_symbolizer() -> None:
+    maps = Path("/proc/self/maps").read_text()
+    bases = executable_bases(maps)
+    libc = next(p for p in bases if os.path.basename(p).startswith("libc.so"))
+    assert not any(p.endswith(".bin") for p in bases) and libc in bases
+    starts = SimpleNamespace(local=lambda path: path)  # every file of the "host" is the same here
+    addrs = [ctypes.cast(getattr(ctypes.CDLL(None), f), ctypes.c_void_p).value for f in ("malloc", "qsort")]
+    live, named = Symbolizer(os.getpid()), HostSymbolizer(maps, starts)  # type: ignore[arg-type]
+    try:
+        assert [named.name(a) for a in addrs] == [live.name(a) for a in addrs]
+        assert named.name(addrs[0]) in ("malloc", "__libc_malloc") and named.dsos[named.name(addrs[0])].startswith(
+            "libc.so"
+        )
+    finally:
+        live.close()
+        named.close()
+    unknown = HostSymbolizer(maps, SimpleNamespace(local=lambda path: None))  # type: ignore[arg-type]
+    assert unknown.name(addrs[0]) == "[unknown]"  # a binary that could not be had names nothing
+    unknown.close()
+
+
+class ScriptLink:
+    """A link whose `perf script` prints recorded tracepoint lines, and whose stderr file says a loss."""
+
+    name = "db"
+
+    def __init__(self, stdout: str, said: str = "") -> None:
+        self.stdout, self.said, self.ran = stdout, said, []
+
+    def run(self, argv: list[str], timeout: float = 60, stdin: str | None = None) -> SimpleNamespace:
+        self.ran.append(argv)
+        out = self.said if argv[0] == "cat" else self.stdout
+        return SimpleNamespace(status=0, stdout=out, stderr="")
+
+
+def test_the_hosts_perf_records_the_syscall_tracepoints_and_counts_the_servers() -> None:
+    lines = (
+        "syscalls:sys_enter_mmap: addr: 0x00000000, len: 0x0000a000, prot: 0x00000003, flags: 0x00000022\n"
+        "syscalls:sys_enter_munmap: addr: 0x7f0e2c000000, len: 0x0000a000\n"
+    )
+    link = ScriptLink(lines, "Processed 10 events and lost 2 chunks!\n")
+    recorder = remote.RemoteSyscalls(RunDir(link, "/dev/shm/perflab-host-x"), "/dev/shm/perflab-host-x/c/syscalls", 77)  # type: ignore[arg-type]
+    argv = recorder.argv()
+    assert argv[:3] == ["perf", "record", "-a"] and "syscalls:sys_enter_munmap" in argv[argv.index("-e") + 1]
+    assert argv[argv.index("-D") + 1] == "-1" and "-F" not in argv and "-g" not in argv  # off until the window
+    assert argv[-1] == "fifo:/dev/shm/perflab-host-x/c/syscalls/perf.ctl,/dev/shm/perflab-host-x/c/syscalls/perf.ack"
+    counts = recorder.counts()
+    assert counts.calls["mmap"] == counts.calls["munmap"] == 1 and counts.bytes["munmap"] == 0xA000
+    assert counts.lost_chunks == 2  # the tracer then says why the syscall figures are null
+    script = link.ran[0]
+    assert script[script.index("--pid") + 1] == "77" and "event,trace" in script  # the server's, there
+
+
+def test_the_server_there_starts_with_the_counter_first_in_ld_preload(tmp_path: Path, monkeypatch) -> None:
+    from perflab.servers.mariadb import remote as remote_mariadb
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(remote_mariadb, "Tracked", lambda rundir, argv: started.append(argv))
+    monkeypatch.setattr(remote_mariadb.RemoteMariaDB, "write_option_file", lambda self: None)
+    monkeypatch.setattr(remote_mariadb.RemoteMariaDB, "_wait_ready", lambda self, deadline: None)
+    link = SimpleNamespace(name="db", target=SimpleNamespace(user="root"))
+    place = SimpleNamespace(link=link, rundir=SimpleNamespace(path="/dev/shm/perflab-host-x"), address="10.77.1.2",
+                            free_port=lambda: 23456, binaries={"mariadbd": "/usr/sbin/mariadbd"})  # fmt: skip
+    there = "/dev/shm/perflab-host-x/perflab_alloc-0123.so"
+    counter = SimpleNamespace(
+        there=there, env=lambda: {"PERFLAB_ALLOC_FILE": "/dev/shm/perflab-host-x/cell-0001/a.bin"}
+    )
+    server = remote_mariadb.RemoteMariaDB(
+        place,
+        "/dev/shm/perflab-host-x/cell-0001/data",
+        {},
+        local=tmp_path / "cell-0001",
+        env={"TZ": "UTC"},
+        alloc=counter,
+    )
+    server.aslr = False
+    server.start()
+    (argv,) = started
+    assert argv[0] == "env" and f"LD_PRELOAD={there}" in argv and "TZ=UTC" in argv
+    assert "PERFLAB_ALLOC_FILE=/dev/shm/perflab-host-x/cell-0001/a.bin" in argv
+    assert argv[argv.index("setarch") :][:3] == ["setarch", "-R", "/usr/sbin/mariadbd"]  # env outside: setarch inherits
+    assert server.alloc is counter  # the window finds its counter through the server (remote.spanning)
+    plain = remote_mariadb.RemoteMariaDB(place, "/d", {}, local=tmp_path / "cell-0002")
+    plain.start()
+    assert not any(a.startswith(("LD_PRELOAD=", "PERFLAB_ALLOC_FILE=")) for a in started[1]) and plain.alloc is None
