@@ -204,6 +204,7 @@ class Kind:
     server_packages: ClassVar[dict[str, str]] = {}  # a server host's tools -> their Debian packages
     # why perf and pmp cannot profile this kind's server on a server host yet (run/observers/remote_profilers.py)
     remote_profile_refusal: str | None = None
+    profiles_tree = False  # its server target is a process tree (a postmaster and its backends): profile them all
     # why [observe] alloc cannot count this kind's server on a server host yet (run/observers/alloc/remote.py)
     remote_alloc_refusal: str | None = "[observe] alloc of this server on another host is not built yet; MariaDB's is"
     server_dirs: tuple[str, ...] = ()  # where a server host keeps them off the PATH, searched first

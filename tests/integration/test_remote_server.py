@@ -205,6 +205,7 @@ def test_a_postgresql_server_on_another_host_with_pgbench_from_here(ssh_lab: Ssh
     body = EXPERIMENT.format(ssh=db.ssh, more='server = "postgresql"').replace('"1s"', "0")
     body = body.replace("tables = 1\ntable_size = 2000", "scale = 1")  # pgbench's smallest
     body = body.replace('test = "oltp_point_select"', 'tool = "pgbench"\ntest = "select-only"')
+    body += '\n[observe]\nperf = { frequency = 199 }\npmp = { interval = "0.25s" }\n'  # of the tree, on the host
     spec, out, shm = write_experiment(tmp_path / "pg.toml", body), tmp_path / "results", tmpfs("shm", "1G")
     shm.parent.chmod(0o755)  # the postgres user must reach the local dataset's directories
     segments = _postgres_segments()
@@ -229,6 +230,23 @@ def test_a_postgresql_server_on_another_host_with_pgbench_from_here(ssh_lab: Ssh
     assert f'listening on IPv4 address "{db.address}", port {cell["build"]["host"]["port"]}' in log, log
     conf = (out / "logs" / "cell-0000" / "postgresql.conf").read_text()
     assert "0.0.0.0" not in log and f"listen_addresses = '{db.address}'" in conf
+    _tree_profiles(out, cell)
     assert namespace_commands(ssh_lab, "db") == ["sshd"]  # nothing the run started is left on the host
     assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()
     assert wait_for(lambda: _postgres_segments() <= segments, 5), "the postmaster's segment was left on the host"
+
+
+def _tree_profiles(out: Path, cell: dict) -> None:
+    """perf and pmp made on the host hold the postmaster's tree: pgbench's 2 backends, not only it."""
+    refs = {p["source"]: p for p in cell["profiles"] if p["phase"] == "measured"}
+    for source in ("perf", "pmp"):
+        meta = json.loads((out / refs[source]["path"]).with_suffix(".json").read_text())
+        assert meta["pid"] in meta["processes"] and len(meta["processes"]) >= 1 + 2, (source, meta["processes"])
+        assert meta["binary"].startswith("db:") and refs[source]["samples"] > 0, (source, refs[source])
+    ticks: dict[str, int] = {}  # per tick, the rows in a backend (PostgresMain)
+    for line in (out / refs["pmp"]["path"]).with_suffix(".timed").read_text().splitlines():
+        t, stack, _ = line.split(" ")
+        ticks[t] = ticks.get(t, 0) + ("PostgresMain" in stack.split(";"))
+    assert len(ticks) >= 4 and sum(n >= 2 for n in ticks.values()) >= 0.8 * len(ticks), ticks  # both, (nearly) always
+    perf = (out / refs["perf"]["path"]).read_text()
+    assert "PostgresMain" in perf, perf[:2000]  # the backends' on-CPU samples

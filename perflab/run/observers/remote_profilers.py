@@ -1,7 +1,8 @@
 """perf and the stack sampler where a remote server runs (`[observe] perf`, `pmp` with `server_host`,
 docs/hosts.md): `perf record` and an `eu-stack` loop run on the server's host, in the run directory's
 wrapper (tagged, stopped with the run), against the server's pid there. perf records with
-`-k CLOCK_REALTIME` and the sampler stamps each sample with the host's `$EPOCHREALTIME`; the cell's
+`-k CLOCK_REALTIME` and the sampler stamps each sample with the host's `$EPOCHREALTIME`; a kind whose
+server is a process tree (PostgreSQL: Kind.profiles_tree) has the tree's profiles, as locally; the cell's
 window reads the host's clock at its start and end (hosts/clock.WindowClock), and the samples are put
 on this machine's CLOCK_MONOTONIC with those readings, so the phases (window, warm-up, stalls) are
 cut as locally. The recording is folded on the host by `perf script` (the host's binaries name the
@@ -30,7 +31,7 @@ from perflab.hosts.clock import WindowClock
 from perflab.hosts.rundir import RunDir, Tracked
 from perflab.run.observers.elf import FunctionStarts
 from perflab.run.observers.host_binaries import HostStarts, unnamed
-from perflab.run.observers.perf import DWARF_STACK_BYTES, STOP_DEADLINE_S, lost_chunks
+from perflab.run.observers.perf import DWARF_STACK_BYTES, STOP_DEADLINE_S, descendants, lost_chunks
 from perflab.run.observers.perf_script import FoldStats, PhasesAt, fold_perf_phases
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.pmp import ModuleMap, parse_eu_stack
@@ -44,6 +45,13 @@ _LOGGED = 'exec "$@" > "$0" 2>&1'
 # $0: the pid, $1: the interval. Each sample: its time on the host's clock, eu-stack's text, an end mark
 _SAMPLER = (
     'while [ -d "/proc/$0" ]; do echo "T $EPOCHREALTIME"; eu-stack -m -p "$0" 2>/dev/null; echo E; sleep "$1"; done'
+)
+# the same over a process tree (PostgreSQL: the postmaster and its children, listed by the kernel's
+# /proc/PID/task/TID/children at each sample); eu-stack heads each process's stacks with "PID N"
+_TREE_SAMPLER = (
+    'while [ -d "/proc/$0" ]; do echo "T $EPOCHREALTIME"; '
+    'for p in "$0" $(cat /proc/"$0"/task/*/children 2>/dev/null); do eu-stack -m -p "$p" 2>/dev/null; done; '
+    'echo E; sleep "$1"; done'
 )
 
 
@@ -80,9 +88,11 @@ class RemotePerf:
             *("--control", f"fifo:{self._fifos[0]},{self._fifos[1]}"),
         ]
 
-    def script_argv(self, pid: int) -> list[str]:
-        """`perf script` of the server's samples, with each sample's time (the host's wall clock)."""
-        return ["perf", "script", "-i", self.data, "--pid", str(pid), "-F", "tid,time,ip,sym,dso"]
+    def script_argv(self, pid: int | Sequence[int]) -> list[str]:
+        """`perf script` of the server's samples (a process, or a tree's), with each sample's time
+        (the host's wall clock)."""
+        pids = ",".join(map(str, pid)) if isinstance(pid, Sequence) else str(pid)
+        return ["perf", "script", "-i", self.data, "--pid", pids, "-F", "tid,time,ip,sym,dso"]
 
     def __enter__(self) -> Self:
         link = self.rundir.link
@@ -149,10 +159,9 @@ class RemotePerf:
         """The server's samples folded per phase, `perf script` run on the host; their times are put
         on this machine's clock (ClockAlignmentError when the host's clock cannot be aligned)."""
         self.check()
-        one = pid[0] if isinstance(pid, Sequence) else pid
         aligned = self.clock.require()
         errors = f"{self.dir}/perf-script.err"
-        argv = ["sh", "-c", '"$@" 2> "$0"', errors, *self.script_argv(one or self.pid)]
+        argv = ["sh", "-c", '"$@" 2> "$0"', errors, *self.script_argv(pid or self.pid)]
         done = self.rundir.link.run(argv, timeout=600)
         said = self.rundir.link.run(["cat", errors]).stdout
         lines = done.stdout.splitlines(keepends=True)
@@ -171,12 +180,23 @@ class RemotePerf:
         return folds
 
     def descendants(self, pid: int | None = None) -> list[int]:
-        return [pid or self.pid]  # a process tree (PostgreSQL) is not profiled on a host yet
+        """`pid` and every process it forked, as the recording on the host saw them (PerfRecorder's)."""
+        self.check()
+        done = self.rundir.link.run(["perf", "report", "-i", self.data, "--tasks", "-q"], timeout=600)
+        if done.status != 0:
+            raise PerflabError(
+                f"perf report --tasks on host {self.rundir.link.name} failed (exit {done.status}): "
+                f"{done.stderr.strip()[-400:]}",
+                f"perf.data there: {self.data}",
+            )
+        return descendants(done.stdout, pid or self.pid)
 
 
 class RemoteStackSampler:
     """StackSampler's interface (run/observers/pmp.py, tool eu-stack) for the server on its host: a
-    loop there runs `eu-stack -m -p PID` every `interval`, each sample stamped with the host's clock."""
+    loop there runs `eu-stack -m -p PID` every `interval`, each sample stamped with the host's clock;
+    with `tree`, of PID and each of its children at that sample (PostgreSQL's backends: forked
+    from the postmaster without exec, they map what it maps, so its maps name their frames)."""
 
     tool = "eu-stack"
 
@@ -187,9 +207,11 @@ class RemoteStackSampler:
         clock: WindowClock,
         interval: float,
         starts: Callable[[str], FunctionStarts] = unnamed,
+        tree: bool = False,
     ) -> None:
         self.rundir, self.pid, self.clock, self.interval, self.starts = rundir, pid, clock, interval, starts
-        self.processes: list[int] = []
+        self.tree = tree
+        self.processes: list[int] = []  # with tree: the members sampled, in order of appearance
         self.dsos: dict[str, str] = {}
         self.waiting = False
         self.origin = 0.0
@@ -203,7 +225,8 @@ class RemoteStackSampler:
             raise PerflabError(f"host {self.rundir.link.name}: pid {self.pid}'s maps are unreadable", maps.stderr)
         self._modules = ModuleMap(maps.stdout, self.starts)
         self._started = time.monotonic()
-        self._proc, self._loop_pid = self.rundir.start(["bash", "-c", _SAMPLER, str(self.pid), f"{self.interval:g}"])
+        loop = _TREE_SAMPLER if self.tree else _SAMPLER
+        self._proc, self._loop_pid = self.rundir.start(["bash", "-c", loop, str(self.pid), f"{self.interval:g}"])
         self._thread.start()
         return self
 
@@ -236,6 +259,14 @@ class RemoteStackSampler:
         start on this machine's CLOCK_MONOTONIC), each sample's host time aligned."""
         aligned = self.clock.require()
         self.origin = self.span[0]
+        if self.tree:
+            seen = (
+                int(line.split()[1])
+                for _, text in self._samples
+                for line in text.splitlines()
+                if line.startswith("PID ")
+            )
+            self.processes = list(dict.fromkeys(seen))
         return [
             (round(aligned.monotonic(stamp) - self.origin, 3), tid, frames)
             for stamp, text in self._samples
@@ -250,9 +281,16 @@ class RemoteProfilers(Profilers):
     """Profilers for a server on its host: perf and pmp (eu-stack) run there, of the server target."""
 
     def __init__(
-        self, observe: ObserveSection, pid: int, workdir: Path, rundir: RunDir, remote_dir: str, clock: WindowClock
+        self,
+        observe: ObserveSection,
+        pid: int,
+        workdir: Path,
+        rundir: RunDir,
+        remote_dir: str,
+        clock: WindowClock,
+        tree: bool = False,
     ) -> None:
-        super().__init__(observe, pid, workdir)
+        super().__init__(observe, pid, workdir, tree=tree)  # tree: the server's process tree (PostgreSQL)
         self.rundir, self.remote_dir, self.clock = rundir, remote_dir, clock
         self.exe = rundir.link.run(["readlink", f"/proc/{pid}/exe"]).stdout.strip()
         self.binaries = {"server": f"{rundir.link.name}:{self.exe}"}  # on the host
@@ -279,7 +317,9 @@ class RemoteProfilers(Profilers):
             if self.perf is not None and perf is not None and not self.perf.enabled and (perf.warmup or not warmup):
                 self.perf.resume()
             if pmp is not None and "server" not in self.pmp and (pmp.warmup or not warmup):
-                sampler = RemoteStackSampler(self.rundir, self.pids["server"], self.clock, pmp.interval, self.starts)
+                sampler = RemoteStackSampler(
+                    self.rundir, self.pids["server"], self.clock, pmp.interval, self.starts, tree=self.tree
+                )
                 self.pmp["server"] = self._stack.enter_context(sampler)  # type: ignore[assignment]
         except BaseException:
             self._stack.close()
@@ -316,7 +356,8 @@ def of_cell(runner: Any, cell: Any, server: Any, clock: WindowClock) -> RemotePr
     if observe.perf is None and observe.pmp is None:
         return NoProfilers()
     rundir = runner.server_host.rundir
-    return RemoteProfilers(observe, server.pid, server.rundir, rundir, f"{rundir.path}/profile-{cell.order:04d}", clock)
+    remote_dir, tree = f"{rundir.path}/profile-{cell.order:04d}", runner.kind.profiles_tree
+    return RemoteProfilers(observe, server.pid, server.rundir, rundir, remote_dir, clock, tree)
 
 
 def store(

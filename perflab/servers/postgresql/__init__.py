@@ -30,8 +30,7 @@ class PostgreSQLKind(Kind):
     runs_pgbench = True
     sysbench_writes = False  # sysbench's read-only and OLTP write tests only (run/workloads/sysbench.py)
     memory_figure = "PSS"
-    # its profiles are of a process tree (every backend): not yet made on a server host (docs/hosts.md)
-    remote_profile_refusal = "PostgreSQL's profiles (every backend's, one process tree) are not made on a host yet"
+    profiles_tree = True  # its profiles are of a process tree (every backend's), here and on a server host
     sysbench_driver = "pgsql"
     host_field = "postgres"
     dbgsym: ClassVar[dict[str, str]] = {"postgres": "postgresql-15-dbgsym"}
