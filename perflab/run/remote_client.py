@@ -51,10 +51,10 @@ class RemoteClient:
         link = hosts.link(name)
         address = address or link.local_address()
         tool, package = next(iter(workload.client_packages.items()))
-        found = link.run(["sh", "-c", _FIND, tool, *workload.client_dirs]).stdout.strip()
+        found = link.run(["sh", "-c", remote_server._WHICH, tool, *workload.client_dirs]).stdout.strip()
         if not found:
             raise ToolMissingError(
-                f"host {name} has no {tool}", f"install it there: `apt-get install {package}` on {hosts.targets[name]}"
+                f"host {name} has no {tool}", f"install it there: `apt-get install {package}` on {link.target}"
             )
         route = link.run(["ip", "-o", "route", "get", address]).stdout.split()
         interface = route[route.index("dev") + 1] if "dev" in route[:-1] else None
@@ -120,8 +120,6 @@ class RemoteClient:
         }
 
 
-# $0: a tool; "$@": directories off the PATH where it may be (postgresql-client-15's bin): its path, or nothing
-_FIND = 'for d in "$@"; do [ -x "$d/$0" ] && echo "$d/$0" && exit 0; done; command -v "$0"; true'
 # $0: where bash writes `times` (its children's user and system CPU) once sysbench has exited; "$@": sysbench
 _CLIENT = '"$@" 2>&1; s=$?; times > "$0"; exit $s'
 # $0: the wrapper's pid (bash); its child is sysbench: its /proc stat line, then the clock tick

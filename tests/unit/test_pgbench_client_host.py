@@ -1,7 +1,7 @@
 """pgbench on a client host without a network (servers/postgresql/client_host.py, run/remote_client.py):
 its argv there (the same options as here, its password in a passfile only), a missing pgbench naming
 its package, its log fetched back and cut at this machine's marks put on the host's clock, and the
-shell snippets the host runs (found here, run here)."""
+alarm that ends pgbench there and not its wrapper (run here)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from perflab.errors import ToolMissingError
 from perflab.hosts.clock import Alignment
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.transport import Completed
-from perflab.run import workloads
-from perflab.run.remote_client import _FIND, _SIGNAL_CHILD, RemoteClient, times_cpu_s
+from perflab.run import remote_server, workloads
+from perflab.run.remote_client import _SIGNAL_CHILD, RemoteClient, times_cpu_s
 from perflab.run.workloads.pgbench_log import intervals, load_log, window_summary
 from perflab.servers.postgresql import client_host
 
@@ -48,7 +48,7 @@ options = {{ max_tries = 3 }}
 class FakeLink:
     """What the client host answers: each command's (argv, stdin) kept; `answers` by the command's first word."""
 
-    name = "load"
+    name, target = "load", "root@10.77.1.2"
 
     def __init__(self, answers: dict[str, str] | None = None, files: dict[str, str] | None = None) -> None:
         self.answers, self.files = answers or {}, files or {}
@@ -129,28 +129,18 @@ def test_a_script_of_this_machine_is_copied_there_once(tmp_path: Path) -> None:
 
 
 def test_a_host_without_pgbench_exits_3_naming_postgresql_client_15() -> None:
-    link = FakeLink()  # _FIND prints nothing: neither in postgresql's bin nor on the PATH
+    link = FakeLink()  # _WHICH prints nothing: neither in postgresql's bin nor on the PATH
     with pytest.raises(ToolMissingError) as exc:
         RemoteClient.open(FakeHosts(link), "load", workloads.get("pgbench"))  # type: ignore[arg-type]
     assert exc.value.message == "host load has no pgbench"
     assert "apt-get install postgresql-client-15` on root@10.77.1.2" in exc.value.hint
-    assert link.ran[0][0][3:] == ["pgbench", "/usr/lib/postgresql/15/bin"]  # looked for there first
-    found = FakeLink({_FIND: "/usr/lib/postgresql/15/bin/pgbench\n", "ip": "10.77.1.1 dev eth0 src 10.77.1.2"})
+    assert link.ran[0][0][3:] == ["pgbench", "/usr/lib/postgresql/15/bin"]  # looked for there first, then on the PATH
+    found = FakeLink(
+        {remote_server._WHICH: "/usr/lib/postgresql/15/bin/pgbench\n", "ip": "10.77.1.1 dev eth0 src 10.77.1.2"}
+    )
     remote = RemoteClient.open(FakeHosts(found), "load", workloads.get("pgbench"))  # type: ignore[arg-type]
     assert remote.binary == "/usr/lib/postgresql/15/bin/pgbench" and remote.interface == "eth0"
     assert remote.address == "10.77.1.1" and len(remote.password) == 32
-
-
-def test_find_looks_in_the_directories_first_then_on_the_path(tmp_path: Path) -> None:
-    (tmp_path / "pgbench").write_text("#!/bin/sh\n")
-    (tmp_path / "pgbench").chmod(0o755)
-    here = subprocess.run(["sh", "-c", _FIND, "pgbench", "/nonexistent", str(tmp_path)], capture_output=True,
-                          text=True, check=True)  # fmt: skip
-    assert here.stdout.strip() == f"{tmp_path}/pgbench"
-    on_path = subprocess.run(["sh", "-c", _FIND, "sh", "/nonexistent"], capture_output=True, text=True, check=True)
-    assert on_path.stdout.strip().endswith("/sh")
-    none = subprocess.run(["sh", "-c", _FIND, "nope-tool", str(tmp_path)], capture_output=True, text=True, check=False)
-    assert none.returncode == 0 and none.stdout == ""
 
 
 def test_the_alarm_reaches_the_client_alone_and_its_wrapper_still_writes_times(tmp_path: Path) -> None:
@@ -198,3 +188,24 @@ def test_the_log_is_fetched_and_cut_at_this_machines_marks_on_the_hosts_clock(tm
     assert [s["tps"] for s in seconds] == [200.0, 200.0, 200.0]  # seconds from the launch, on the host's clock
     unshifted = window_summary(log, (here + 1.0, here + 3.0), 1)  # cut on this machine's clock: none inside
     assert unshifted is None
+
+
+def test_the_preflight_looks_for_pgbench_on_the_client_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    from perflab import preflight
+    from perflab.errors import EnvironmentProblem
+    from perflab.hosts import preflight as host_preflight
+
+    asked: list[list[str]] = []
+
+    def run(argv: list[str], **kw: object) -> Completed:
+        asked.append(argv)
+        return Completed(status=1, stdout="", stderr="")  # no such tool there
+
+    link = SimpleNamespace(run=run, close=lambda: None)
+    monkeypatch.setattr(host_preflight.Connection, "open", classmethod(lambda cls, name, target: link))
+    with pytest.raises(EnvironmentProblem) as exc:  # exit 3, before any results directory
+        preflight.check(spec.parse(EXPERIMENT.format(test="select-only")))
+    found = [p.render() for p in exc.value.problems if p.path == "hosts.load"]
+    assert len(found) == 1 and "pgbench installed on host load" in found[0], found
+    assert "apt-get install postgresql-client-15 (on root@10.77.1.2)" in found[0]
+    assert [a[3] for a in asked] == ["pgbench"] and "/usr/lib/postgresql/15/bin" in asked[0][4:]
