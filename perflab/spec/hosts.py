@@ -86,7 +86,8 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
             )
         )
     if observers:
-        problems += _observer_problems(spec, ("perf", "pmp", "alloc", "status", "host_speed"), "client_host", _NOT_YET)
+        names = ("perf", "pmp", "alloc", "status", "io", "host_speed")  # io: a client here's cells take it only
+        problems += _observer_problems(spec, names, "client_host", _NOT_YET)
     for axis, labels in spec.variants.items():
         for label, v in labels.items():
             if v.client_preload or v.client_env or v.client_library:

@@ -67,9 +67,9 @@ def test_an_ssh_target_of_another_form(target: str) -> None:
 def test_what_a_remote_client_does_not_support_yet() -> None:
     found = problems(
         'client_host = "load"\ndesign = "interleaved"',
-        rest=HOSTS + "[observe]\nperf = true\nstatus = true\n",
+        rest=HOSTS + "[observe]\nperf = true\nstatus = true\nio = true\n",
     )
-    assert set(found) >= {"experiment.design", "observe.perf", "observe.status"}
+    assert set(found) >= {"experiment.design", "observe.perf", "observe.status", "observe.io"}
     both = problems('client_host = "load"\ndesign = "interleaved"\nserver_host = "db"')
     assert set(both) == {"experiment.design"}  # with the server on a host, its observers run there
     assert parse('client_host = "load"\nserver = "postgresql"').file.experiment.server == "postgresql"  # sysbench
