@@ -82,10 +82,18 @@ class _Window:
     code: int
     start: accounting.WindowStart
     end: accounting.WindowEnd
-    extra: dict[str, Any]  # the `resources` fields of this measurement alone
     rss: Any
     net: tuple[int | None, int | None]  # the host's interface at the window's start and end
     cpu: tuple[float | None, float | None]  # pgbench's CPU then
+    perflab_cpu: dict[str, Any]  # perflab's own on each host (resources.perflab_host_cpu)
+    backends: int | None  # the backends whose allocator was checked (a server here), else None
+
+    def extra(self) -> dict[str, Any]:
+        """The `resources` fields of this measurement alone: a server here's PSS and allocator check."""
+        if self.backends is None:
+            return {"perflab_host_cpu": self.perflab_cpu}
+        pss = {"pss_end_bytes": self.rss.pss_end, "pss_peak_bytes": self.rss.pss_peak}
+        return {"perflab_host_cpu": self.perflab_cpu, **pss, "preload_verified_backends": self.backends}
 
 
 def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, list, dict[str, Any]]:
@@ -117,7 +125,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
         {
             "steal": lambda a, b: steal.cores(w.started + a, w.started + b),
             "summary": summary.to_dict(),
-            "resources": resources | w.extra,
+            "resources": resources | w.extra(),
             "sysbench_options": wl.effective_options(runner, argv[2:]),
             "client": fields | {"clock": clock.record()},
         },
@@ -158,11 +166,11 @@ def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path) -> _W
         net_before, cpu_before = remote.net_bytes(), child.cpu_s()
         with sampler as rss:
             overheads = Overheads.of_cell(runner, server.pid, child.pid).begin()  # perflab's own CPU on each host
-            local = runner.server_host is None  # its backends' allocator checked here
+            local = runner.server_host is None  # its backends' allocator checked here, its PSS read
             backends = _verified(server, cell, child, pgbench.DATABASE) if local else None
             client.sleep_until(started + warmup + seconds, child)
             if local:
-                rss.sample()
+                rss.sample()  # the backends' PSS at the end mark
             end = accounting.WindowEnd.take(start, server.pid, read)  # the backends still live
             marks, cpu_after, net_after = (begun, time.time()), child.cpu_s(), remote.net_bytes()
             perflab_cpu = overheads.finish()
@@ -171,12 +179,8 @@ def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path) -> _W
         cpu_after = cpu_after if cpu_after is not None else child.cpu_at_exit_s()  # it ended inside the window
     if child.lost:
         raise HostLostError(child.lost, "the host's cells fail; `perflab doctor --clean` once it is back")
-    extra: dict[str, Any] = {"perflab_host_cpu": perflab_cpu}
-    if local:
-        extra |= {"pss_end_bytes": rss.pss_end, "pss_peak_bytes": rss.pss_peak, "preload_verified_backends": backends}
-    return _Window(
-        started, launched, marks, code, start, end, extra, rss, (net_before, net_after), (cpu_before, cpu_after)
-    )
+    net, cpu = (net_before, net_after), (cpu_before, cpu_after)
+    return _Window(started, launched, marks, code, start, end, rss, net, cpu, perflab_cpu, backends)
 
 
 # $0: the cell's directory on the host: its per-transaction logs, one a line
