@@ -10,7 +10,7 @@ moved per transaction over the window, and the round trip to the host (its clock
 pgbench runs there too, by its server kind's own measurement (Kind.remote_client_measure:
 servers/postgresql/client_host.py) on this module's RemoteClient and RemoteChild.
 
-    remote = RemoteClient.open(hosts, "load", kind)   # run/remote_server.run_hosts, for the whole run
+    remote = RemoteClient.open(hosts, "load", workloads.of(spec))   # run/remote_server.run_hosts, for the whole run
     intervals, rss, fields = measure(runner, cell, server, logs)
 """
 
