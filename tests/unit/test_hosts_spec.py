@@ -79,7 +79,8 @@ def test_what_a_remote_client_does_not_support_yet() -> None:
     with pytest.raises(SpecError) as exc:
         spec.parse(tpcc.replace("[dataset]\ntables = 1\ntable_size = 1000\n", ""))
     found = {p.path: p.render() for p in exc.value.problems}
-    assert set(found) == {"workload.tool"} and 'tool = "sysbench" or "pgbench" with client_host' in found["workload.tool"]
+    assert set(found) == {"workload.tool"}, found
+    assert 'tool = "sysbench" or "pgbench" with client_host' in found["workload.tool"]
     assert "not with client_host yet" in found["workload.tool"]
 
 
