@@ -112,7 +112,8 @@ def check(exp: Experiment) -> None:
     if exp.file.experiment.client_host or server_hosts(exp.file):  # reachable, with its tools
         from perflab.hosts.preflight import host_problems  # (hosts/preflight.py)
 
-        machine += host_problems(exp.file, kind.remote_packages, kind.server_packages, kind.server_dirs)
+        dirs = kind.server_dirs + workload.client_dirs  # the server host's tools, the client host's
+        machine += host_problems(exp.file, workload.client_packages, kind.server_packages, dirs)
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
     problems = kind.spec_problems(exp)

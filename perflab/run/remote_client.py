@@ -7,8 +7,10 @@ root only in the host's run directory (`--config-file`), never on a command line
 
 Recorded per cell (`client` fields): the host, the bytes its network interface toward the server
 moved per transaction over the window, and the round trip to the host (its clock reading, ms).
+pgbench runs there too, by its server kind's own measurement (Kind.remote_client_measure:
+servers/postgresql/client_host.py) on this module's RemoteClient and RemoteChild.
 
-    remote = RemoteClient.open(hosts, "load", kind)   # run/remote_server.run_hosts, for the whole run
+    remote = RemoteClient.open(hosts, "load", workloads.of(spec))   # run/remote_server.run_hosts, for the whole run
     intervals, rss, fields = measure(runner, cell, server, logs)
 """
 
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, TextIO
 
-from perflab.errors import HostLostError
+from perflab.errors import HostLostError, ToolMissingError
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts
 from perflab.run import accounting, client, remote_server
@@ -39,47 +41,59 @@ class RemoteClient:
     name: str
     address: str  # this machine's address as the host reaches it: the server's bind address
     password: str  # the run's login (hex)
-    sysbench: str  # its path on the host
+    binary: str  # the workload's client (sysbench, pgbench): its path on the host
     interface: str | None  # the host's interface toward `address`
     _copied: set[str] = field(default_factory=set)  # files copied into the run directory
 
     @classmethod
-    def open(cls, hosts: Hosts, name: str, packages: dict[str, str], address: str | None = None) -> RemoteClient:
-        """ToolMissingError (exit 3) naming the package when the host lacks the client. `address`: the
-        server's (on a server host, run/remote_server.py); else this machine's as the host reaches it."""
-        hosts.require(name, packages)
+    def open(cls, hosts: Hosts, name: str, workload: Any, address: str | None = None) -> RemoteClient:
+        """ToolMissingError (exit 3) naming the package when the host lacks the workload's client
+        (`workload.client_packages`, looked for in `client_dirs` first). `address`: the server's (on a
+        server host, run/remote_server.py); else this machine's as the host reaches it."""
         link = hosts.link(name)
         address = address or link.local_address()
-        found = link.run(["sh", "-c", "command -v sysbench"]).stdout.strip()
+        tool, package = next(iter(workload.client_packages.items()))
+        found = link.run(["sh", "-c", remote_server._WHICH, tool, *workload.client_dirs]).stdout.strip()
+        if not found:
+            raise ToolMissingError(
+                f"host {name} has no {tool}", f"install it there: `apt-get install {package}` on {link.target}"
+            )
         route = link.run(["ip", "-o", "route", "get", address]).stdout.split()
         interface = route[route.index("dev") + 1] if "dev" in route[:-1] else None
-        return cls(hosts, name, address, secrets.token_hex(16), found or "sysbench", interface)
+        return cls(hosts, name, address, secrets.token_hex(16), found, interface)
 
     @property
     def rundir(self) -> RunDir:
         return self.hosts.rundir(self.name)
 
-    def write_config(self, options: dict[str, str], order: int) -> str:
-        """sysbench's connection options in a file only root reads, on the host; its path."""
-        path = f"{self.rundir.path}/sysbench-{order:04d}.conf"
-        text = "".join(f"{key}={value}\n" for key, value in options.items())
-        self.hosts.link(self.name).run(["sh", "-c", 'umask 077; cat > "$0"', path], stdin=text)
+    def write_private(self, name: str, text: str) -> str:
+        """A file only its owner reads (a password in it), in the host's run directory; its path."""
+        path = f"{self.rundir.path}/{name}"
+        self.hosts.link(self.name).run(["sh", "-c", 'umask 077; mkdir -p "${0%/*}"; cat > "$0"', path], stdin=text)
         return path
 
-    def script(self, test: str) -> str | None:
-        """A workload given as a local .lua file, copied into the host's run directory (once); its path there."""
-        local = Path(test)
-        if not (test.endswith(".lua") and local.is_file()):
-            return None  # one of sysbench's own tests, found by the host's sysbench
+    def write_config(self, options: dict[str, str], order: int) -> str:
+        """sysbench's connection options in a file only root reads, on the host; its path."""
+        return self.write_private(f"sysbench-{order:04d}.conf", "".join(f"{k}={v}\n" for k, v in options.items()))
+
+    def copy(self, local: Path) -> str:
+        """A local file copied into the host's run directory (once per run); its path there."""
         remote = f"{self.rundir.path}/{local.name}"
         if remote not in self._copied:
             self.hosts.link(self.name).put(local, remote)
             self._copied.add(remote)
         return remote
 
+    def script(self, test: str) -> str | None:
+        """A workload given as a local .lua file, copied into the host's run directory (once); its path there."""
+        local = Path(test)
+        if not (test.endswith(".lua") and local.is_file()):
+            return None  # one of sysbench's own tests, found by the host's sysbench
+        return self.copy(local)
+
     def command(self, spec: Any, cell: Cell, socket: Path, connect: list[str]) -> tuple[list[str], str | None]:
         """sysbench's argv on the host, and the path there of the workload's script when it is a local file."""
-        command = client.argv(spec, cell, socket, connect=connect, binary=self.sysbench)
+        command = client.argv(spec, cell, socket, connect=connect, binary=self.binary)
         script = self.script(spec.workload.test)
         if script is not None:  # argv: [sysbench, test, ...]
             command[1] = script
@@ -112,6 +126,8 @@ class RemoteClient:
 _CLIENT = '"$@" 2>&1; s=$?; times > "$0"; exit $s'
 # $0: the wrapper's pid (bash); its child is sysbench: its /proc stat line, then the clock tick
 _CHILD_STAT = "c=$(cat /proc/$0/task/$0/children); cat /proc/${c%% *}/stat; getconf CLK_TCK"
+# $0: the wrapper's pid, $1: a signal: sent to its child (the client)
+_SIGNAL_CHILD = 'c=$(cat /proc/$0/task/$0/children) && kill -s "$1" ${c%% *}'
 _TIMES = re.compile(r"(\d+)m([\d.]+)s\s+(\d+)m([\d.]+)s")
 
 
@@ -134,11 +150,11 @@ def times_cpu_s(text: str) -> float | None:
 
 
 class RemoteChild:
-    """sysbench on the host, as run/client.py drives a local Child: poll, wait, kill, `started`;
-    its output (stderr merged) copied into `out` as it comes."""
+    """The workload's client (`tool`: sysbench, pgbench) on the host, as run/client.py drives a local
+    Child: poll, wait, kill, `started`; its output (stderr merged) copied into `out` as it comes."""
 
-    def __init__(self, rundir: RunDir, argv: list[str], out: Path) -> None:
-        self.rundir, self.rusage = rundir, None  # no rusage here: its CPU is the other host's (cpu_s)
+    def __init__(self, rundir: RunDir, argv: list[str], out: Path, tool: str = "sysbench") -> None:
+        self.rundir, self.rusage, self.tool = rundir, None, tool  # no rusage here: its CPU is the host's (cpu_s)
         self.times = f"{rundir.path}/times-{out.parent.name}"  # bash's `times` once sysbench has exited
         self.started = time.monotonic()
         self.lost: str | None = None
@@ -161,7 +177,7 @@ class RemoteChild:
                     sink.flush()
             status = self.proc.wait(timeout=30).status
             if status is None:  # no exit status: the connection ended under it (a host that dropped off)
-                self.lost = f"host {self.rundir.link.name}: the connection ended before sysbench did"
+                self.lost = f"host {self.rundir.link.name}: the connection ended before {self.tool} did"
             self._code = status if status is not None else -9
         except (HostLostError, TimeoutError) as exc:
             self.lost = getattr(exc, "message", None) or f"host {self.rundir.link.name}: {exc}"
@@ -169,12 +185,17 @@ class RemoteChild:
         finally:
             self._done.set()
 
+    def signal_client(self, name: str) -> None:
+        """Send signal `name` to the client alone (not its wrapper, which writes `times` once it exits)."""
+        with contextlib.suppress(HostLostError):
+            self.rundir.link.run(["sh", "-c", _SIGNAL_CHILD, str(self.pid), name])
+
     def cpu_s(self) -> float | None:
-        """sysbench's CPU so far, on its host (None when it cannot be read: it has exited)."""
+        """The client's CPU so far, on its host (None when it cannot be read: it has exited)."""
         return stat_cpu_s(self.rundir.link.run(["sh", "-c", _CHILD_STAT, str(self.pid)]).stdout)
 
     def cpu_at_exit_s(self) -> float | None:
-        """sysbench's whole CPU, from bash's `times` after it exited (None: killed, or not written)."""
+        """The client's whole CPU, from bash's `times` after it exited (None: killed, or not written)."""
         done = self.rundir.link.run(["cat", self.times])
         return times_cpu_s(done.stdout) if done.status == 0 else None
 
@@ -183,7 +204,7 @@ class RemoteChild:
 
     def wait(self, timeout: float | None = None) -> int:
         if not self._done.wait(timeout):
-            raise TimeoutError(f"sysbench on {self.rundir.link.name} still running after {timeout}s")
+            raise TimeoutError(f"{self.tool} on {self.rundir.link.name} still running after {timeout}s")
         assert self._code is not None
         return self._code
 
@@ -223,6 +244,9 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     from perflab.run import remote_window
     from perflab.run.observers import remote_profilers
 
+    own = runner.kind.remote_client_measure(runner, cell, server, logs)  # pgbench: servers/postgresql/client_host.py
+    if own is not None:
+        return own
     remote: RemoteClient = runner.remote
     spec = runner.exp.file
     warmup = client.window_seconds(spec)[0]
@@ -246,7 +270,9 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         | ({"pss_end_bytes": runner.kind.pss_bytes(server)} if not there else {})
         | {"perflab_host_cpu": w.perflab_cpu},
         "sysbench_options": sysbench.effective_options(runner.sysbench_defaults, command),
-        "client": remote.fields(*w.net, summary.transactions) | {"script": script} | _cpu(*w.cpu, summary.transactions),
+        "client": remote.fields(*w.net, summary.transactions)
+        | {"script": script}
+        | cpu_fields(*w.cpu, summary.transactions),
     }
     if there:  # the server's host's clock over the window (its RSS aligned with it), its counters
         measured["host_clock"] = clock.record() if clock is not None else None
@@ -285,7 +311,7 @@ def _run(
     return _Window(started, origin, ended, code, start, end, (before, after), (cpu_before, cpu_after), rss, perflab_cpu)
 
 
-def _cpu(before: float | None, after: float | None, transactions: int) -> dict[str, Any]:
+def cpu_fields(before: float | None, after: float | None, transactions: int) -> dict[str, Any]:
     """The client's CPU over the window, on its host: at exit less at the window's start."""
     used = after - before if before is not None and after is not None else None
     per = accounting.per_txn(transactions)

@@ -37,7 +37,7 @@ from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
-from perflab.run import accounting, dataset
+from perflab.run import accounting, dataset, workloads
 from perflab.run.observers.alloc import remote as remote_alloc
 from perflab.run.observers.resources import ProcCounters, RssSampler
 from perflab.run.prewarm import server_switches
@@ -183,7 +183,7 @@ def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
         runner.server_host = runner.server_hosts.get(e.server_host) if e.server_host else None
         if e.client_host is not None:  # with a server host, the client reaches it at its address
             address = runner.server_host.address if runner.server_host is not None else None
-            runner.remote = RemoteClient.open(hosts, e.client_host, runner.kind.remote_packages, address)
+            runner.remote = RemoteClient.open(hosts, e.client_host, workloads.of(spec), address)
         runner.results.set_meta(hosts=hosts.meta())
         try:
             yield

@@ -188,11 +188,15 @@ class Kind:
 
     # a client on another host (run/remote_client.py, docs/hosts.md); why this kind cannot have one yet
     remote_client_refusal: str | None = "a client on another host is not supported with this server yet"
-    remote_packages: ClassVar[dict[str, str]] = {"sysbench": "sysbench"}  # a client host's tools -> packages
 
     def listen_on(self, server: Managed, address: str) -> None:
         """Make the (not yet started) server listen on `address` only, where a remote client reaches it."""
         raise NotImplementedError(f"a client on another host is not supported with {self.title} yet")
+
+    def remote_client_measure(self, runner: Any, cell: Cell, server: Managed, logs: Path) -> Any | None:
+        """`measure` with the client on the client host (run/remote_client.py): this kind's own, or
+        None: the common sysbench measurement."""
+        return None
 
     def remote_login(self, server: Managed, password: str) -> dict[str, str]:
         """A login for a remote client on the started server (a user with `password`, for this

@@ -1,7 +1,7 @@
 """What `[hosts]`, `server_host` and `client_host` allow (docs/hosts.md), checked once the file is
 valid: every host named (also by a host axis: variants that set server_host) is a `[hosts.NAME]`
 table (exit 2 otherwise), and a client or a server on
-another host comes with what it supports so far: sysbench, the sequential design, no client
+another host comes with what it supports so far: sysbench or pgbench, the sequential design, no client
 variants and no observers beyond the server's resources; a server there runs the host's installed
 server, on its tmpfs, with no preload, build or glibc variant.
 
@@ -73,7 +73,9 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
     if refusal:
         problems.append(Problem("experiment.client_host", "a server that takes remote clients", e.server, refusal))
     if not workloads.of(spec).remote_client:
-        problems.append(Problem("workload.tool", 'tool = "sysbench" with client_host', spec.workload.tool, _NOT_YET))
+        problems.append(
+            Problem("workload.tool", 'tool = "sysbench" or "pgbench" with client_host', spec.workload.tool, _NOT_YET)
+        )
     if e.design == "interleaved" and e.server_host is None:
         problems.append(
             Problem(
@@ -84,7 +86,8 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
             )
         )
     if observers:
-        problems += _observer_problems(spec, ("perf", "pmp", "alloc", "status", "host_speed"), "client_host", _NOT_YET)
+        names = ("perf", "pmp", "alloc", "status", "io", "host_speed")  # io: a client here's cells take it only
+        problems += _observer_problems(spec, names, "client_host", _NOT_YET)
     for axis, labels in spec.variants.items():
         for label, v in labels.items():
             if v.client_preload or v.client_env or v.client_library:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.freezes import Freezes
 from tests.integration.helpers import sysbench_started, wait_for, write_experiment
 from tests.integration.sshhosts import ROOT, SshLab, namespace_commands, perflab_via
 
@@ -106,6 +108,72 @@ def test_a_postgresql_client_on_another_host_over_tcp(ssh_lab: SshLab, tmpfs, tm
     conf = (out / "logs" / "cell-0000" / "postgresql.conf").read_text()
     assert f"listen_addresses = '{local_address}'" in conf, conf
     assert namespace_commands(ssh_lab, "load") == ["sshd"]
+
+
+def test_pgbench_on_another_host_against_postgresql_here(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    load = ssh_lab.hosts["load"]
+    body = EXPERIMENT.format(ssh=load.ssh).replace(
+        'client_host = "load"', 'client_host = "load"\nserver = "postgresql"'
+    )
+    body = (
+        body.replace('"3s"', '"2s"')
+        .replace('warmup = "1s"', "warmup = 0")
+        .replace("tables = 1\ntable_size = 2000", "scale = 1")
+    )
+    body = body.replace('test = "oltp_point_select"', 'tool = "pgbench"\ntest = "select-only"')
+    spec, out, shm = write_experiment(tmp_path / "pgbench.toml", body), tmp_path / "results", tmpfs("shm", "1G")
+    shm.parent.chmod(0o755)  # the postgres user must reach its directories
+    with Freezes() as freezes:
+        done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    local_address = load.address.rsplit(".", 1)[0] + ".1"
+    assert cell["status"] == "ok" and cell["summary"]["transactions"] > 100, cell.get("error")
+    lost = freezes.in_cell(cell)  # a pause of this VM at a mark moves it by up to that much
+    assert 1.5 - lost < cell["summary"]["total_time_s"] < 2.5 + lost and cell["summary"]["latency_ms"]["p95"] > 0
+    # the per-second series, counted from pgbench's log written on the host and fetched back, cut at this
+    # machine's marks put on the host's clock: both seconds of the window have transactions (a pause
+    # of this VM, the host's too, may leave one without)
+    tps = [iv["tps"] for iv in cell["intervals"]]
+    assert len(tps) >= 2 and sum(t > 0 for t in tps[:2]) >= (1 if lost else 2), (tps, freezes.pauses)
+    client = cell["client"]
+    assert client["host"] == "load" and client["address"] == local_address and client["interface"] == "eth0"
+    assert 100 < client["bytes_per_txn"] < 5000 and 0 < client["rtt_ms"] < 50, client  # a select and its row
+    assert client["cpu_s"] > 0 and client["cpu_us_per_txn"] > 0 and client["script"] is None  # pgbench's, there
+    assert client["clock"]["aligned"] and client["clock"]["error_s"] < 0.05, client["clock"]
+    assert cell["resources"]["server_cpu_s"] > 0 and cell["resources"]["client_cpu_s"] is None
+    assert cell["resources"]["perflab_host_cpu"]["load"] is not None
+    host_dir = exported["hosts"]["hosts"]["load"]["dir"]
+    options = cell["sysbench_options"]  # pgbench's options, as it ran there; its password in a passfile
+    assert options["builtin"] == "select-only" and options["log_prefix"] == f"{host_dir}/client-0000/pgbench_log"
+    text = (out / "logs" / "cell-0000" / "pgbench.txt").read_text()  # its -P 1 progress, streamed back
+    assert "progress: 1.0 s" in text and not re.search(r"\b[0-9a-f]{32}\b", text + json.dumps(cell)), text
+    conf = (out / "logs" / "cell-0000" / "postgresql.conf").read_text()
+    assert f"listen_addresses = '{local_address}'" in conf, conf
+    assert namespace_commands(ssh_lab, "load") == ["sshd"] and not Path(host_dir).exists()  # nothing left there
+
+
+def test_pgbench_on_the_postgresql_server_host_itself(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """server_host and client_host both: postgres there (its dataset made there), pgbench beside it."""
+    db = ssh_lab.hosts["db"]
+    body = EXPERIMENT.format(ssh=db.ssh).replace("[hosts.load]", "[hosts.db]").replace('"load"', '"db"')
+    body = body.replace('client_host = "db"', 'client_host = "db"\nserver_host = "db"\nserver = "postgresql"')
+    body = body.replace('"3s"', '"2s"').replace('warmup = "1s"', "warmup = 0")
+    body = body.replace("tables = 1\ntable_size = 2000", "scale = 1")
+    body = body.replace('test = "oltp_point_select"', 'tool = "pgbench"\ntest = "select-only"')
+    spec, out, shm = write_experiment(tmp_path / "both.toml", body), tmp_path / "results", tmpfs("shm", "1G")
+    shm.parent.chmod(0o755)
+    done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    assert cell["status"] == "ok" and cell["summary"]["transactions"] > 100, cell.get("error")
+    assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0  # the tree, there
+    client = cell["client"]
+    assert client["host"] == "db" and client["address"] == db.address and client["cpu_s"] > 0, client
+    assert client["clock"]["aligned"] and len(cell["intervals"]) >= 2, (client["clock"], cell["intervals"])
+    assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 
 def test_a_host_that_drops_off_fails_its_cells_and_the_run_ends(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:

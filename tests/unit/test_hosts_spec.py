@@ -67,20 +67,35 @@ def test_an_ssh_target_of_another_form(target: str) -> None:
 def test_what_a_remote_client_does_not_support_yet() -> None:
     found = problems(
         'client_host = "load"\ndesign = "interleaved"',
-        rest=HOSTS + "[observe]\nperf = true\nstatus = true\n",
+        rest=HOSTS + "[observe]\nperf = true\nstatus = true\nio = true\n",
     )
-    assert set(found) >= {"experiment.design", "observe.perf", "observe.status"}
+    assert set(found) >= {"experiment.design", "observe.perf", "observe.status", "observe.io"}
     both = problems('client_host = "load"\ndesign = "interleaved"\nserver_host = "db"')
     assert set(both) == {"experiment.design"}  # with the server on a host, its observers run there
     assert parse('client_host = "load"\nserver = "postgresql"').file.experiment.server == "postgresql"  # sysbench
-    pgbench = (
-        BASE.format(experiment='client_host = "load"\nserver = "postgresql"', rest=HOSTS)
-        .replace('test = "oltp_point_select"', 'tool = "pgbench"\ntest = "select-only"')
-        .replace("tables = 1\ntable_size = 1000", "scale = 1")
+    tpcc = BASE.format(experiment='client_host = "load"', rest=HOSTS).replace(
+        'test = "oltp_point_select"', 'tool = "go-tpc"\ntest = "tpcc"\nwarehouses = 1'
     )
     with pytest.raises(SpecError) as exc:
-        spec.parse(pgbench)
-    assert [p.path for p in exc.value.problems] == ["workload.tool"]
+        spec.parse(tpcc.replace("[dataset]\ntables = 1\ntable_size = 1000\n", ""))
+    found = {p.path: p.render() for p in exc.value.problems}
+    assert set(found) == {"workload.tool"}, found
+    assert 'tool = "sysbench" or "pgbench" with client_host' in found["workload.tool"]
+    assert "not with client_host yet" in found["workload.tool"]
+
+
+def test_pgbench_on_a_client_host_with_postgresql_only() -> None:
+    exp = spec.parse(_pgbench('client_host = "load"'))
+    assert exp.file.workload.tool == "pgbench" and exp.file.experiment.client_host == "load"
+    assert exp.file.experiment.design == "sequential" and "client runs on host load" in exp.design_reason
+    with pytest.raises(SpecError) as exc:  # pgbench needs PostgreSQL, wherever it runs: exit 2
+        spec.parse(_pgbench('client_host = "load"').replace('\nserver = "postgresql"', ""))
+    assert exc.value.exit_code == EXIT_USAGE
+    found = {p.path: p.render() for p in exc.value.problems}
+    assert set(found) == {"workload.tool"} and 'set server = "postgresql"' in found["workload.tool"], found
+    with pytest.raises(SpecError) as exc:  # interleaved turns are local clients' only, pgbench's too
+        spec.parse(_pgbench('client_host = "load"\ndesign = "interleaved"'))
+    assert "experiment.design" in {p.path for p in exc.value.problems}
 
 
 def test_the_cli_exits_2_on_an_unknown_host(tmp_path: Path) -> None:
@@ -188,10 +203,8 @@ def test_a_postgresql_server_host_runs_sysbench_and_pgbench_from_here() -> None:
     both = parse('server_host = "db"\nclient_host = "load"\nserver = "postgresql"')
     assert both.file.experiment.client_host == "load"
     assert spec.parse(_pgbench('server_host = "db"')).file.workload.tool == "pgbench"
-    with pytest.raises(SpecError) as exc:  # pgbench on a client host: not yet
-        spec.parse(_pgbench('server_host = "db"\nclient_host = "load"'))
-    assert [p.path for p in exc.value.problems] == ["workload.tool"]
-    assert "not with client_host yet" in exc.value.problems[0].render()
+    both_pgbench = spec.parse(_pgbench('server_host = "db"\nclient_host = "load"'))  # pgbench on the client host
+    assert both_pgbench.file.experiment.client_host == "load" and both_pgbench.file.workload.tool == "pgbench"
     tpcc = BASE.format(experiment='server_host = "db"', rest=HOSTS).replace(
         'test = "oltp_point_select"', 'tool = "go-tpc"\ntest = "tpcc"\nwarehouses = 1'
     )

@@ -13,7 +13,7 @@ import pytest
 
 from perflab import servers
 from perflab.hosts.target import parse_target
-from perflab.run import remote_server
+from perflab.run import remote_server, workloads
 from perflab.run.observers.resources import ProcCounters
 from perflab.servers.postgresql.remote import RemotePostgreSQL, parse_tree
 
@@ -106,8 +106,8 @@ def test_a_host_without_postgres_names_the_package_to_install_there(monkeypatch:
         '[experiment]\nname = "pg"\nserver = "postgresql"\nserver_host = "db"\n[hosts.db]\nssh = "root@10.77.1.2"\n'
         '[dataset]\ntables = 1\ntable_size = 1000\n[workload]\ntest = "oltp_point_select"\nthreads = [2]\n'
     )
-    kind = servers.kind("postgresql")
-    found = preflight.host_problems(exp.file, kind.remote_packages, kind.server_packages, kind.server_dirs)
+    kind, packages = servers.kind("postgresql"), workloads.of(exp.file).client_packages
+    found = preflight.host_problems(exp.file, packages, kind.server_packages, kind.server_dirs)
     assert [p.path for p in found] == ["hosts.db"] * 3
     assert "postgres installed on host db" in found[0].render() and "apt-get install postgresql-15" in found[0].render()
     assert "apt-get install postgresql-client-15" in found[2].render()

@@ -24,7 +24,7 @@ Each second of a series is a dict in sysbench's shape, whatever the tool:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from perflab.errors import Problem
@@ -44,6 +44,9 @@ class Workload:
     # why the interleaved design cannot run it (spec/design.py); None: it can
     interleaved_refusal: str | None = None
     remote_client = False  # True: it can run on another host ([experiment] client_host, docs/hosts.md)
+    # its client on such a host -> the Debian package to install there, and where it may be off the PATH
+    client_packages: ClassVar[dict[str, str]] = {}
+    client_dirs: tuple[str, ...] = ()
     remote_server = False  # True: it can reach, from here, a server on another host ([experiment] server_host)
     # a line the client prints once every thread has connected and its clock starts (the
     # warm-up and the window are timed from it); None: from the client's launch

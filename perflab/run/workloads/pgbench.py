@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from perflab.run.workloads import Workload
 from perflab.run.workloads.pgbench_log import intervals, load_log, window_summary
@@ -124,7 +124,10 @@ class Pgbench(Workload):
     database = DATABASE
     throughput = "statements per second (transactions x the script's statements)"
     dataset_size = ("dataset.scale", "scale")
-    remote_server = True  # from here, over TCP (servers/postgresql/remote_cell.py); not on a client host yet
+    remote_server = True  # from here, over TCP (servers/postgresql/remote_cell.py)
+    remote_client = True  # on a client host, over TCP (servers/postgresql/client_host.py)
+    client_packages: ClassVar[dict[str, str]] = {"pgbench": "postgresql-client-15"}
+    client_dirs = ("/usr/lib/postgresql/15/bin",)  # Debian's, where postgresql-client-15 puts it
 
     def check_test(self, test: str) -> str:
         from perflab.spec.fields import pgbench_test

@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from perflab.errors import ToolMissingError
 from perflab.run.workloads import Workload
@@ -135,6 +135,7 @@ class Sysbench(Workload):
     started_line = b"Threads started!"  # its clock (its reports, its checkpoint) starts here
     links_client_library = True
     remote_client = True
+    client_packages: ClassVar[dict[str, str]] = {"sysbench": "sysbench"}
     remote_server = True
 
     def check_test(self, test: str) -> str:

@@ -221,6 +221,13 @@ class PostgreSQLKind(Kind):
 
         return remote_cell.measure(runner, cell, server, logs) if workloads.of(runner.exp.file).tail_s else None
 
+    def remote_client_measure(self, runner: Any, cell: Cell, server: Any, logs: Path) -> Any | None:
+        """pgbench on the client host (a client cut at perflab's marks, its log fetched back); sysbench: None."""
+        from perflab.run import workloads
+        from perflab.servers.postgresql import client_host
+
+        return client_host.measure(runner, cell, server, logs) if workloads.of(runner.exp.file).tail_s else None
+
     def remote_reads(self, place: Any, pid: int) -> tuple[Any, Any]:
         """The postmaster's tree on its host: every backend's CPU, and the tree's RSS once a second."""
         from perflab.servers.postgresql.remote import TreeRssSampler, read_tree
