@@ -73,3 +73,16 @@ def root_debug_files(pid: int) -> dict[str, Path]:
         if ident and len(ident) >= 4 and at(base, ident).is_file():
             out[ident] = at(base, ident)
     return out
+
+
+def remedy(binary: Path, package: str) -> str:
+    """How a stripped binary's static functions get their names in a profile."""
+    if tree_debug_dir(binary) is not None:  # a private root's: its build can fetch its -dbgsym
+        how = "debug_symbols = true on its [builds] entry (its -dbgsym from the suite's debug archive, into its root)"
+    else:
+        how = (
+            f"install {binary.name}'s debug symbols under /usr/lib/debug/.build-id (Debian: the -dbgsym package of"
+            f" the debian-debug archive, e.g. {package}; or DEBUGINFOD_URLS=https://debuginfod.debian.net, which"
+            " perf and libdw query) or use a build with -g"
+        )
+    return how + "; perflab then shows their names"

@@ -162,6 +162,11 @@ def test_a_debug_file_is_looked_up_in_the_binarys_own_tree_then_the_systems(tmp_
     assert debuginfo.tree_debug_dir(Path("/usr/local/c/root/usr/sbin/m")) == Path("/usr/local/c/root/usr/lib/debug")
     assert debuginfo.tree_debug_dir(Path("/usr/sbin/mariadbd")) is None  # the system's: its /usr/lib/debug
     assert debuginfo.tree_debug_dir(Path("/opt/mariadb/bin/mariadbd")) is None
+    remedy = debuginfo.remedy(Path("/c/roots/K/root/usr/sbin/mysqld"), "mysql-server-core-dbgsym")
+    assert remedy.startswith("debug_symbols = true on its [builds] entry") and "dbgsym" not in remedy.split("(")[0]
+    assert "e.g. mariadb-server-core-dbgsym" in debuginfo.remedy(
+        Path("/usr/sbin/mariadbd"), "mariadb-server-core-dbgsym"
+    )
     binary = tmp_path / "root" / "usr" / "bin" / "sleep"
     binary.parent.mkdir(parents=True)
     shutil.copy2(SLEEP, binary)
