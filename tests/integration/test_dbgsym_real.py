@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from perflab.debuginfo import mapped_files
 from perflab.run.builds import aptindex as A
 from perflab.run.builds.package import from_root
 from perflab.run.observers.perf import PerfRecorder
@@ -102,11 +103,19 @@ def mirrors(archive: tuple[Path, Path, str], monkeypatch: pytest.MonkeyPatch) ->
     return ident
 
 
+def spinning(argv: list[str]) -> subprocess.Popen:
+    """The program spinning, once its loader has mapped it (however long a paused VM makes that)."""
+    child = subprocess.Popen([*argv, "spin", "30"], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while argv[-1] not in mapped_files(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return child
+
+
 def sampled_frames(argv: list[str], samples: int = 4) -> set[str]:
     """The frame names the stack sampler gives the spinning program's thread."""
-    child = subprocess.Popen([*argv, "spin", "10"], start_new_session=True)
+    child = spinning(argv)
     try:
-        time.sleep(0.2)
         sampler = Sampler(child.pid)
         try:
             return {frame for _ in range(samples) for _, stack in sampler.stacks() for frame in stack.split(";")}
@@ -147,9 +156,8 @@ def test_the_dbgsym_lands_in_the_root_and_names_static_functions(mirrors: str, t
     frames = sampled_frames(argv)
     assert any(f.startswith(SPIN) for f in frames), frames
     # perf: the same program, system-wide as perflab records, folded with and without the root's debug file
-    child = subprocess.Popen([*argv, "spin", "10"], start_new_session=True)
+    child = spinning(argv)
     try:
-        time.sleep(0.2)
         with PerfRecorder(child.pid, tmp_path / "perf", frequency=499) as recorder:
             sleep_running(0.6)  # 0.6 s of this machine running, whatever pause it takes (tests/freezes.py)
     finally:

@@ -15,6 +15,8 @@ keeps only INHERITED: the proxy, and whether a Release file past its Valid-Until
 
 An index holds apt.conf, etc/sources.list, the empty `status`, state/lists, cache/ (pkgcache,
 archives) and `updated` (when the last apt-get update succeeded: its age decides the next one).
+A suite's debug archive (SUITE-debug: its -dbgsym packages, dbgsym.py) has an index of its own.
+The mirrors are MIRROR and DEBUG_MIRROR, or $PERFLAB_DEBIAN_MIRROR and $PERFLAB_DEBIAN_DEBUG_MIRROR.
 """
 
 from __future__ import annotations
