@@ -7,9 +7,10 @@ PYTHON ?= python3
 # small cmake fixture with them. A real MariaDB build also needs its libraries: make setup-builds.
 # zlib1g-dev: a PostgreSQL build from source (docs/builds.md, "PostgreSQL") needs only gcc, make and
 # zlib's headers with perflab's configure (the release tarball ships its generated parser: no flex).
+# gpg, gpgconf, gpg-agent: the debug_symbols tests sign a local apt archive with a throw-away key (tests/debarchive.py)
 APT_PACKAGES = mariadb-server mariadb-client sysbench libjemalloc2 libtcmalloc-minimal4 \
 	libmimalloc2.0 linux-perf elfutils libdw1 binutils sysstat util-linux procps \
-	chromium gcc libc6-dev g++ cmake make bison dpkg-dev ccache zlib1g-dev
+	chromium gcc libc6-dev g++ cmake make bison dpkg-dev ccache zlib1g-dev gpg gpgconf gpg-agent
 # what mariadbd 10.11 needs to build from Debian's source with perflab's configuration
 # (debian/control's Build-Depends, minus what only plugins, clients and tests use)
 BUILD_PACKAGES = libncurses-dev libssl-dev zlib1g-dev libpcre2-dev liburing-dev libaio-dev \

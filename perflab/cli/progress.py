@@ -70,6 +70,13 @@ class ProgressBar:
             else:
                 where = f"{build.version} ({build.kind}, sha256 {build.sha256[:12]})"
                 self.bar.console.print(f"build {escape(data['name'])}: {escape(where)}", highlight=False)
+                had = build.extra.get("debug_symbols") or ""
+                if (build.recipe or {}).get("debug_symbols") and had.startswith("none"):  # asked for, not had
+                    why = had.removeprefix("none: ")
+                    self.bar.console.print(
+                        f"[yellow]warning:[/] build {escape(data['name'])} runs without debug symbols: {escape(why)}",
+                        highlight=False,
+                    )
         elif event == "cell_start":
             cell, group = data["cell"], data.get("group")
             what = f"cell {cell.order + 1}: {cell.key}"

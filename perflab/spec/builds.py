@@ -7,6 +7,8 @@ A build is exactly one of:
                                                           newest, or NAME=VERSION) with its whole
                                                           dependency closure in a private root,
                                                           run through that root's loader
+    debug_symbols = true                                  (with suite) its -dbgsym too, from the
+                                                          suite's debug archive, when it can be had
     basedir = "/opt/mariadb-11.4"                          an install tree or build directory
     source  = "debian" | "/path/to/tree"                   built by perflab from Debian's source
                                                           package or a local tree, with a recipe:
@@ -94,6 +96,10 @@ class BuildSpec(BaseModel):
     # whose check reads it.
     suite: Literal["bookworm", "bookworm-backports", "trixie", "sid"] | None = None
     package: StrictStr | None = None
+    # with suite: the package's -dbgsym from the suite's debug archive too (SUITE-debug, unpacked
+    # into the root's usr/lib/debug), so perf and pmp name static functions; when it cannot be
+    # had, the build runs without (its record's `debug_symbols` says why)
+    debug_symbols: StrictBool = False
     basedir: StrictStr | None = None
     source: StrictStr | None = None
     compiler: StrictStr = "gcc-12"
@@ -213,6 +219,12 @@ class BuildSpec(BaseModel):
             raise fail(f"no {', '.join(recipe)} with {kinds[0]}", "a recipe applies only to source = ...")
         if "suite" in data and kinds[0] != "package":
             raise fail("suite only with package", 'e.g. package = "mysql-server-core", suite = "sid"')
+        if "debug_symbols" in data and "suite" not in data:
+            raise fail(
+                "debug_symbols only with suite",
+                "the -dbgsym comes from the suite's debug archive into its private root; for the installed"
+                " server, apt-get install PACKAGE-dbgsym (/usr/lib/debug is read as it is)",
+            )
         if "train_duration" in data and not data.get("pgo"):
             raise fail("pgo = true beside train_duration", "train_duration is the PGO training run's length")
         return data

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from perflab import elf, servers
+from perflab import debuginfo, elf, servers
 from perflab.errors import EnvironmentProblem, PerflabError, Problem
 from perflab.run.proc import call, clean_env
 
@@ -165,12 +165,10 @@ DEBUG_ROOT = Path("/usr/lib/debug")  # where -dbgsym packages install: .build-id
 
 
 def debug_file(binary: Path, root: Path | None = None) -> Path | None:
-    """The detached debug file of `binary` (its -dbgsym package's), by its GNU build ID, if installed."""
-    ident = elf.build_id(binary)
-    if ident is None or len(ident) < 4:
-        return None
-    found = (root or DEBUG_ROOT) / ".build-id" / ident[:2] / f"{ident[2:]}.debug"
-    return found if found.is_file() else None
+    """The detached debug file of `binary` (its -dbgsym package's), by its GNU build ID: in the
+    tree it was unpacked in (a private root's usr/lib/debug, debug_symbols = true), else under
+    `root` (default: the system's /usr/lib/debug, where an installed -dbgsym puts it)."""
+    return debuginfo.debug_file(binary, root or DEBUG_ROOT)
 
 
 def buildinfo_files(binary: Path) -> list[Path]:

@@ -15,6 +15,8 @@ keeps only INHERITED: the proxy, and whether a Release file past its Valid-Until
 
 An index holds apt.conf, etc/sources.list, the empty `status`, state/lists, cache/ (pkgcache,
 archives) and `updated` (when the last apt-get update succeeded: its age decides the next one).
+A suite's debug archive (SUITE-debug: its -dbgsym packages, dbgsym.py) has an index of its own.
+The mirrors are MIRROR and DEBUG_MIRROR, or $PERFLAB_DEBIAN_MIRROR and $PERFLAB_DEBIAN_DEBUG_MIRROR.
 """
 
 from __future__ import annotations
@@ -36,8 +38,12 @@ from perflab.run.proc import call, clean_env, guarded
 from perflab.units import utc_now
 
 MIRROR = "http://deb.debian.org/debian"
+DEBUG_MIRROR = "http://deb.debian.org/debian-debug"  # the -dbgsym packages, suites SUITE-debug
+# the mirrors, overridden (a near mirror, a local archive: file:///srv/debian) by these variables
+MIRROR_ENV, DEBUG_MIRROR_ENV = "PERFLAB_DEBIAN_MIRROR", "PERFLAB_DEBIAN_DEBUG_MIRROR"
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")  # Debian 12's debian-archive-keyring
 SUITES = ("bookworm", "bookworm-backports", "trixie", "sid")
+DEBUG = "-debug"  # a suite's debug archive: sid -> sid-debug (its -dbgsym packages)
 FRESH_S = 24 * 3600  # an index is updated when its last good update is older than this
 ARCH = "amd64"
 # the system's apt settings an index keeps: how this machine reaches the mirror, and whether it
@@ -69,8 +75,16 @@ class Package:
 
 
 def check_suite(suite: str) -> None:
-    if suite not in SUITES:
+    if suite.removesuffix(DEBUG) not in SUITES:
         raise UsageError(f"suite {suite!r} is not one perflab knows", f"use one of: {', '.join(SUITES)}")
+
+
+def mirror(suite: str) -> str:
+    """The mirror of `suite` (a SUITE-debug suite: the debug archive's), from its variable if set.
+    A file: URL is read as copy: (apt then copies the .deb into the index's cache, as it downloads)."""
+    debug = suite.endswith(DEBUG)
+    url = os.environ.get(DEBUG_MIRROR_ENV if debug else MIRROR_ENV) or (DEBUG_MIRROR if debug else MIRROR)
+    return "copy:" + url.removeprefix("file:") if url.startswith("file:") else url
 
 
 def suite_index(suite: str, cache: Path, max_age: float = FRESH_S) -> Path:
@@ -165,12 +179,32 @@ def download(index: Path, packages: Sequence[Package]) -> list[Path]:
     return debs
 
 
-def apt(index: Path, argv: list[str], what: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+def download_alone(index: Path, package: Package) -> Path:
+    """The .deb of one package, without its dependencies (a -dbgsym depends on its package, which
+    the debug archive does not hold): `apt-get download` into the index's archives."""
+    into = index / "cache" / "archives"
+    done = apt(index, ["apt-get", "download", "-q", f"{package.name}={package.version}"], "apt-get download", cwd=into)
+    if done.returncode != 0 or not (into / package.deb).is_file():
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-10:])
+        raise RootError(f"apt-get could not download {package.deb}:\n{tail}", NETWORK_HINT)
+    return into / package.deb
+
+
+def apt(
+    index: Path, argv: list[str], what: str, timeout: float = 1800, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """apt with the index's own configuration; its output whatever its exit code."""
     env = clean_env({"APT_CONFIG": str(index / "apt.conf"), "LC_ALL": "C.UTF-8"})
     try:
         return subprocess.run(
-            guarded(argv), env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True, check=False
+            guarded(argv),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=True,
+            check=False,
+            cwd=cwd,
         )
     except FileNotFoundError:
         raise ToolMissingError(f"{what}: {argv[0]} not found", "private roots need apt") from None
@@ -228,7 +262,8 @@ def _layout(suite: str, cache: Path) -> Path:
     for sub in ("state/lists/partial", "cache/archives/partial", "log"):
         (index / sub).mkdir(parents=True, exist_ok=True)
     (index / "status").touch()  # empty: nothing is installed
-    _write_if_changed(index / "etc" / "sources.list", f"deb [signed-by={KEYRING}] {MIRROR} {suite} main\n")
+    if _write_if_changed(index / "etc" / "sources.list", f"deb [signed-by={KEYRING}] {mirror(suite)} {suite} main\n"):
+        (index / "updated").unlink(missing_ok=True)  # another mirror or keyring: its lists are not this one's
     _write_if_changed(index / "apt.conf", apt_conf(index, system_settings()))
     return index
 
@@ -266,11 +301,14 @@ def update_hint(output: str) -> str:
     return NETWORK_HINT
 
 
-def _write_if_changed(path: Path, text: str) -> None:
-    if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+def _write_if_changed(path: Path, text: str) -> bool:
+    """Whether `path` was (re)written: it did not hold `text`."""
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return True
 
 
 def say(text: str) -> None:

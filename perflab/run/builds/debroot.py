@@ -46,7 +46,6 @@ from perflab.errors import UsageError
 from perflab.run.builds import launcher
 from perflab.run.builds.aptindex import (
     KEYRING,
-    MIRROR,
     SUITES,
     Package,
     RootError,
@@ -54,6 +53,7 @@ from perflab.run.builds.aptindex import (
     download,
     known,
     locked,
+    mirror,
     resolve,
     say,
     settings,
@@ -263,7 +263,7 @@ def read_root(home: Path) -> Root | None:
 def _provenance(index: Path) -> dict:
     """Where the packages came from and how they were checked."""
     return {
-        "mirror": MIRROR,
+        "mirror": mirror(index.name),
         "keyring": str(KEYRING),
         "release_expiry_checked": settings(index).get("Acquire::Check-Valid-Until", "true") != "false",
         "index_updated": updated(index),

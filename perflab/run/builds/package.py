@@ -15,8 +15,9 @@ import shutil
 import time
 from pathlib import Path
 
+from perflab import debuginfo, elf
 from perflab.errors import PerflabError
-from perflab.run.builds import Build, BuildError, debroot, describe, read_manifest, write_manifest
+from perflab.run.builds import Build, BuildError, dbgsym, debroot, describe, read_manifest, write_manifest
 from perflab.run.proc import call, clean_env
 from perflab.spec.builds import server_binary
 
@@ -82,9 +83,10 @@ def unpack(name: str, package: str, cache: Path) -> Build:
     return build
 
 
-def from_root(name: str, package: str, suite: str, cache: Path) -> Build:
+def from_root(name: str, package: str, suite: str, cache: Path, debug_symbols: bool = False) -> Build:
     """The server of `package` from `suite` in a private root (debroot.py: the package and its
-    whole dependency closure, libc included), run through the root's loader (Build.launcher)."""
+    whole dependency closure, libc included), run through the root's loader (Build.launcher).
+    `debug_symbols`: its -dbgsym from the suite's debug archive too (dbgsym.py), when it can be had."""
     started = time.monotonic()
     try:
         root = debroot.make_root(package, suite, cache)
@@ -95,17 +97,32 @@ def from_root(name: str, package: str, suite: str, cache: Path) -> Build:
     binary = server_binary(root.dir)
     if binary is None:
         raise BuildError(name, "private root", None, f"{package} from {suite} holds no mariadbd, mysqld or postgres")
+    added = dbgsym.add(root, package, cache) if debug_symbols else None
     share = next((root.dir / d for d in SHARE_DIRS if (root.dir / d / "english" / "errmsg.sys").is_file()), None)
     return describe(
         binary,
         name=name,
         kind="package",
         share=share,
-        recipe={"package": package, "suite": suite},
+        recipe={"package": package, "suite": suite, **({"debug_symbols": True} if debug_symbols else {})},
         root=root.record(),
         package_version=root.packages.get(package.split("=", 1)[0]),
+        debug_symbols=debug_symbols_of(binary, added),
         setup_s=round(time.monotonic() - started, 1),
     )
+
+
+def debug_symbols_of(binary: Path, added: dbgsym.DebugSymbols | None) -> str:
+    """The build record's `debug_symbols`: "dbgsym: PATH" (the binary's debug file, by its build ID:
+    the root's, or the system's), else "none: " and why."""
+    found = debuginfo.debug_file(binary)
+    if found is not None:
+        return f"dbgsym: {found}"
+    if added is None:
+        return "none: not asked for (debug_symbols = true on the build fetches its -dbgsym)"
+    if added.reason is not None:
+        return f"none: {added.reason}"
+    return f"none: {added.package} holds no debug file of {binary.name}'s build ID {elf.build_id(binary)}"
 
 
 def _tail(text: str, lines: int = 12) -> str:

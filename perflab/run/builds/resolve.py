@@ -55,7 +55,7 @@ def resolve(
     try:
         if spec.kind == "package" and spec.suite is not None:
             assert spec.package is not None
-            return P.from_root(name, spec.package, spec.suite, cache)
+            return P.from_root(name, spec.package, spec.suite, cache, spec.debug_symbols)
         if spec.kind == "package":
             assert spec.package is not None
             return P.unpack(name, spec.package, cache)
@@ -106,7 +106,8 @@ def status(name: str, spec: BuildSpec, cache: Path, training: str = "", server: 
     if spec.kind == "basedir":
         return f"basedir {spec.basedir}"
     if spec.kind == "package" and spec.suite is not None:
-        return f"{spec.package} from {spec.suite}, in a private root (seconds; cached once made)"
+        debug = f", with its -dbgsym from {spec.suite}-debug" if spec.debug_symbols else ""
+        return f"{spec.package} from {spec.suite}{debug}, in a private root (seconds; cached once made)"
     if spec.kind == "package":
         assert spec.package is not None
         return "cached" if P.cached(name, spec.package, cache) else "to download and unpack (seconds)"

@@ -20,7 +20,9 @@ import os
 import struct
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from pathlib import Path
 
+from perflab import debuginfo
 from perflab.elf import Elf
 
 _FP_PROLOGUE = b"\x55\x48\x89\xe5"  # push %rbp; mov %rsp,%rbp
@@ -51,13 +53,6 @@ class BinaryInfo:
         return data
 
 
-def debug_file(build_id: str | None) -> str | None:
-    if not build_id:
-        return None
-    path = f"/usr/lib/debug/.build-id/{build_id[:2]}/{build_id[2:]}.debug"
-    return path if os.path.isfile(path) else None
-
-
 @lru_cache(maxsize=16)
 def inspect(path: str) -> BinaryInfo:
     elf = Elf(path)
@@ -69,7 +64,8 @@ def inspect(path: str) -> BinaryInfo:
         head = head[4:] if head.startswith(_ENDBR64) else head
         with_fp += head.startswith(_FP_PROLOGUE)
     build_id = elf.build_id()
-    separate = debug_file(build_id)
+    found = debuginfo.debug_file(Path(path))  # a private root's usr/lib/debug, or the system's
+    separate = str(found) if found is not None else None
     return BinaryInfo(
         path=path,
         build_id=build_id,

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Self
 
+from perflab import debuginfo
 from perflab.errors import PerflabError
 from perflab.run.observers.perf_script import MEASURED, FoldStats, PhasesAt, fold_perf_phases
 from perflab.run.proc import Child, guarded
@@ -55,6 +56,7 @@ class PerfRecorder:
         self._started = 0.0
         self.span = (0.0, 0.0)  # CLOCK_MONOTONIC seconds recorded: from the first enable to the stop
         self.failure: str | None = None  # why the recording does not cover its span (check() raises it)
+        self.buildid_dir: Path | None = None  # perf's build-ID directory: a private root's debug files
 
     def events(self) -> list[str]:
         """What to record: cpu-clock samples at the frequency, with call graphs."""
@@ -90,6 +92,7 @@ class PerfRecorder:
             fifo.unlink(missing_ok=True)
             os.mkfifo(fifo)
         self._log = (self.workdir / f"perf-{self.pid}.log").open("w", encoding="utf-8")
+        self.buildid_dir = buildid_dir(debuginfo.root_debug_files(self.pid), self.workdir / f"perf-{self.pid}.debug")
         self.child = Child(self.argv(ctl, ack), stdout=self._log, stderr=subprocess.STDOUT)
         try:
             # opening blocks until perf opens its end: a perf that dies first would hang us
@@ -169,7 +172,8 @@ class PerfRecorder:
         sample's time when `timed`."""
         fields = "tid,time,ip,sym,dso" if timed else "tid,ip,sym,dso"
         pids = ",".join(map(str, pid)) if isinstance(pid, Sequence) else str(pid or self.pid)
-        return ["perf", "script", "-i", str(self.data), "--pid", pids, "-F", fields]
+        found = ["--buildid-dir", str(self.buildid_dir)] if self.buildid_dir is not None else []
+        return ["perf", *found, "script", "-i", str(self.data), "--pid", pids, "-F", fields]
 
     def descendants(self, pid: int | None = None) -> list[int]:
         """`pid` (default: the server) and every process it forked, as the recording saw them:
@@ -228,6 +232,21 @@ class PerfRecorder:
                 'set a lower frequency under [observe.perf], or call_graph = "fp" (dwarf copies 16 KiB per sample)',
             )
         return folds
+
+
+def buildid_dir(debug_files: dict[str, Path], into: Path) -> Path | None:
+    """A build-ID directory for `perf --buildid-dir` that holds the debug files of a private root's
+    binaries (their -dbgsym's, unpacked in the root: perf looks only in the system's
+    /usr/lib/debug and its own cache), as `.build-id/XX/REST` links; None when there are none.
+    perf reads the binary's build ID itself (the recording has none: -B)."""
+    if not debug_files:
+        return None
+    for ident, path in debug_files.items():
+        link = into / ".build-id" / ident[:2] / ident[2:]
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.unlink(missing_ok=True)
+        link.symlink_to(path)
+    return into
 
 
 def lost_chunks(stderr: str) -> int:

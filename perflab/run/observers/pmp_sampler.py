@@ -40,6 +40,7 @@ import signal
 import sys
 import time
 
+from perflab.debuginfo import root_debug_dirs
 from perflab.run.observers.elf import FunctionStarts
 from perflab.run.proctree import tree
 from perflab.store.folded import KERNEL_MARK
@@ -47,6 +48,7 @@ from perflab.store.folded import KERNEL_MARK
 V = ctypes.c_void_p
 THREAD_CB = ctypes.CFUNCTYPE(ctypes.c_int, V, V)
 FRAME_CB = ctypes.CFUNCTYPE(ctypes.c_int, V, V)
+DEFAULT_DEBUGINFO_PATH = ":.debug:/usr/lib/debug"  # libdwfl's, when none is given
 
 
 class _Callbacks(ctypes.Structure):
@@ -78,16 +80,25 @@ def load_libdw() -> ctypes.CDLL:
     return lib
 
 
+def debuginfo_path(pid: int) -> str:
+    """libdw's debuginfo_path for `pid`: its default (":.debug:/usr/lib/debug": beside the file, its
+    .debug/, the system's) and the private roots' debug directories (perflab/debuginfo.py)."""
+    return ":".join([DEFAULT_DEBUGINFO_PATH, *map(str, root_debug_dirs(pid))])
+
+
 class Symbolizer:
     """Names the addresses of a live process from its modules' symbol tables (no ptrace)."""
 
     def __init__(self, pid: int) -> None:
         self.lib = lib = load_libdw()
+        # where libdw looks for debug files by build ID: its default, then the usr/lib/debug of
+        # each private root the process maps files from (a -dbgsym unpacked there names static functions)
+        self._debug_path = ctypes.c_char_p(debuginfo_path(pid).encode())
         self.callbacks = _Callbacks(
             ctypes.cast(lib.dwfl_linux_proc_find_elf, V).value,
             ctypes.cast(lib.dwfl_standard_find_debuginfo, V).value,
             None,
-            None,
+            ctypes.addressof(self._debug_path),
         )
         self.dwfl = lib.dwfl_begin(ctypes.byref(self.callbacks))
         if not self.dwfl or lib.dwfl_linux_proc_report(self.dwfl, pid) != 0:

@@ -32,7 +32,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Self
 
-from perflab import servers
+from perflab import debuginfo, servers
 from perflab.analyze.alloc import callers
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.elf import inspect
@@ -368,10 +368,7 @@ def stack_quality(binary: str | None, source: str, mode: str | None, stats: Fold
                 f"the other {max(0, info.eh_frame_functions - info.dynsym_functions)} "
                 f"(static functions) appear as {name}+0xSTART (the function's start address, from "
                 f".eh_frame_hdr), {unnamed or 0:.0f}% of the frames here",
-                "remedy": f"install {name}'s debug symbols under /usr/lib/debug/.build-id (Debian: the -dbgsym package "
-                f"of the debian-debug archive, e.g. {DBGSYM.get(name, DBGSYM['mariadbd'])}; or DEBUGINFOD_URLS="
-                "https://debuginfod.debian.net, which perf and libdw query) or use a build with -g; "
-                "perflab then shows their names",
+                "remedy": debuginfo.remedy(Path(binary or name), DBGSYM.get(name, DBGSYM["mariadbd"])),
             }
         )
     if source == "perf" and mode == "fp" and info is not None and (info.fp_fraction or 0) < 0.9:
