@@ -145,9 +145,10 @@ def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
 
 
 def host_observers_run(spec: ExperimentFile) -> bool:
-    """[observe] host_speed and io run on the server host in the window with sysbench here
-    (run/observers/remote_io.py); not yet with a client host, nor in pgbench's window."""
-    return spec.experiment.client_host is None and spec.workload.tool == "sysbench"
+    """[observe] host_speed and io run on the server host in the window with the client here
+    (run/remote_window.py, run/observers/remote_io.py); not yet with a client host, nor in the window
+    of a client cut at perflab's marks (pgbench: servers/postgresql/remote_cell.py)."""
+    return spec.experiment.client_host is None and not workloads.of(spec).tail_s
 
 
 def _host_observer_problems(spec: ExperimentFile) -> list[Problem]:

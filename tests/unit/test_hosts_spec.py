@@ -132,7 +132,9 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     # sequential: io and host_speed run on the server host (run/observers/remote_io.py)
     observed = parse('server_host = "db"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n")
     assert observed.file.observe.io and observed.file.observe.host_speed
-    both = problems('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n")
+    both = problems(
+        'server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n"
+    )
     assert set(both) == {"observe.io", "observe.host_speed"}, both
     assert "server_host and client_host" in both["observe.io"] and "not with server_host yet" in both["observe.io"]
     variants = problems('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\n'
