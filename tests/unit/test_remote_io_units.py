@@ -106,16 +106,28 @@ def test_the_canary_runs_there_stamped_on_the_hosts_wall_clock(tmp_path: Path, m
 
 def test_the_fsyncs_are_recorded_on_the_hosts_clock_for_the_servers_tree() -> None:
     tasks = "#  pid    tid   ppid  comm\n  4711   4711      1 |postgres\n  4720   4720   4711  |postgres\n"
-    script = "  1000100.250000: syscalls:sys_enter_fdatasync: \n  1000101.500000: syscalls:sys_enter_fsync: \n"
-    link = Link({"--tasks": (0, tasks, ""), "perf script": (0, script, ""), "cat": (0, "", "")})
+    script = "  500.250000: syscalls:sys_enter_fdatasync: \n  501.500000: syscalls:sys_enter_fsync: \n"
+    header = (
+        "# clockid: monotonic (1)\n# reference time: 2026-11-28 11:58:18.436076 = 1000400.5 (TOD) = 800.5 (monotonic)\n"
+    )
+    link = Link({"--tasks": (0, tasks, ""), "perf script": (0, script, ""), "--header-only": (0, header, ""),
+                 "cat": (0, "", "")})  # fmt: skip
     recorder = RemoteFsyncs(rundir(link), "/h/cell-0000/fsyncs", 4711, SimpleNamespace(require=lambda: ALIGNED))
     argv = recorder.argv()
     assert argv[:3] == ["perf", "record", "-a"] and "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync" in argv
-    assert argv[argv.index("-k") + 1] == "CLOCK_REALTIME" and argv[argv.index("-o") + 1].startswith("/h/cell-0000/")
-    times = recorder.times()
-    assert times == {"fsync": [pytest.approx(1.5)], "fdatasync": [pytest.approx(0.25)]}  # on this CLOCK_MONOTONIC
+    assert argv[argv.index("-k") + 1] == "CLOCK_MONOTONIC" and argv[argv.index("-o") + 1].startswith("/h/cell-0000/")
+    times = recorder.times()  # the host's monotonic + 999600 s: its wall clock; less 1000100 s: this machine's
+    assert times == {"fsync": [pytest.approx(1.5)], "fdatasync": [pytest.approx(0.25)]}
     (script_argv,) = [a for a in link.ran if "script" in a]
     assert script_argv[script_argv.index("--pid") + 1] == "4711,4720"  # the postmaster's backends too
+
+
+def test_fsyncs_without_perfs_reference_time_cannot_be_timed() -> None:
+    assert remote_io.wall_minus_monotonic("# clockid: monotonic (1)\n") is None
+    link = Link({"--tasks": (0, "", ""), "--header-only": (0, "# reference time disabled\n", ""), "cat": (0, "", "")})
+    recorder = RemoteFsyncs(rundir(link), "/h/c/fsyncs", 4711, SimpleNamespace(require=lambda: ALIGNED))
+    with pytest.raises(Exception, match="wrote no reference time"):
+        recorder.times()
 
 
 def test_perf_failing_on_the_host_says_so() -> None:

@@ -12,8 +12,9 @@ library cannot run a binary built here fails each cell with the loader's words (
 
 io: the server's own counters (Kind.io_counters: SHOW GLOBAL STATUS, pg_stat_*) read once a second
 by the host's client over the SSH link (the server's `sql`), and its fsync and fdatasync calls counted
-by `perf record` of their tracepoints on the host (RemotePerf's control FIFOs), folded there by
-`perf script` for the server's process tree and put on this machine's clock. No disk.* counters: the
+by `perf record` of their tracepoints on the host (RemotePerf's control FIFOs), listed there by
+`perf script` for the server's process tree and put on this machine's clock (the host's monotonic
+clock, on its wall clock by perf's reference time, then aligned). No disk.* counters: the
 server's storage there is the host's tmpfs (storage other than tmpfs is refused with server_host),
 which has no block device, as for a local server on tmpfs.
 
@@ -25,6 +26,7 @@ which has no block device, as for a local server on tmpfs.
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 from typing import Any, Self
 
@@ -115,9 +117,22 @@ def host_time(aligned: Any, monotonic: float) -> float:
     return monotonic - aligned.shift_s + aligned.wall_minus_monotonic
 
 
+# perf report --header-only, with `-k`: `# reference time: 2026-11-28 11:58:18.436076 = 1795867098.436076
+# (TOD) = 84599.324839524 (monotonic)`, both clocks read at perf's start
+_REFERENCE = re.compile(r"# reference time: .* = (\d+\.\d+) \(TOD\) = (\d+\.\d+) \(monotonic\)")
+
+
+def wall_minus_monotonic(header: str) -> float | None:
+    """The host's wall clock minus its CLOCK_MONOTONIC, from perf's reference time (None: none)."""
+    found = _REFERENCE.search(header)
+    return float(found.group(1)) - float(found.group(2)) if found else None
+
+
 class RemoteFsyncs(RemotePerf):
     """FsyncRecorder's interface for `perf record -a` of the fsync tracepoints on the server's host,
-    on the host's wall clock, from the workload's start to its end (run/observers/io.py)."""
+    from the workload's start to its end (run/observers/io.py). Their times are the host's
+    CLOCK_MONOTONIC: the kernel refuses CLOCK_REALTIME for tracepoints (it is not NMI-safe; perf says
+    "wrong clockid (0)"), so perf's reference time puts them on the host's wall clock."""
 
     lost = 0  # runs of events perf lost (its buffer full): the counts are then too low
 
@@ -127,7 +142,7 @@ class RemoteFsyncs(RemotePerf):
     def argv(self) -> list[str]:
         control = f"fifo:{self._fifos[0]},{self._fifos[1]}"
         return ["perf", "record", "-a", *fsync_events(), "-o", self.data, "-B", "-N", "--no-bpf-event", "-q",
-                "-k", "CLOCK_REALTIME", "-D", "-1", "--control", control]  # fmt: skip
+                "-k", "CLOCK_MONOTONIC", "-D", "-1", "--control", control]  # fmt: skip
 
     def __enter__(self) -> Self:
         super().__enter__()
@@ -157,12 +172,21 @@ class RemoteFsyncs(RemotePerf):
         return descendants(tasks, pid or self.pid)
 
     def times(self) -> dict[str, list[float]]:
-        """Every call of the server's tree per syscall, on this machine's CLOCK_MONOTONIC."""
+        """Every call of the server's tree per syscall, on this machine's CLOCK_MONOTONIC: the host's
+        CLOCK_MONOTONIC put on its wall clock with perf's reference time, then aligned."""
         self.check()
         pids = ",".join(map(str, self.descendants()))
         text = self._on_host(["perf", "script", "-i", self.data, "--pid", pids, "-F", "time,event"], "script")
+        header = self._on_host(["perf", "report", "-i", self.data, "--header-only"], "header")
+        wall = wall_minus_monotonic(header)
+        if wall is None:
+            raise PerflabError(
+                f"perf record on host {self.rundir.link.name} wrote no reference time: its fsyncs cannot be timed",
+                f"perf.data there: {self.data} (`perf report --header-only`: perf 5.10 or later writes it)",
+            )
         aligned = self.clock.require()
-        return {name: [aligned.monotonic(t) for t in at] for name, at in parse_times(text.splitlines()).items()}
+        calls = parse_times(text.splitlines())
+        return {name: [aligned.monotonic(t + wall) for t in at] for name, at in calls.items()}
 
 
 class HostObservers:
