@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Self
 
 import pytest
 
@@ -160,3 +161,43 @@ def test_pgbench_on_a_server_host_refuses_io_and_the_canary_and_calibrates_witho
     assert set(found) == {"observe.io", "observe.host_speed"}, found
     assert 'no [observe] io with server_host and tool = "pgbench"' in found["observe.io"]
     assert aa_experiment(spec.parse(PGBENCH), rounds=3).file.observe.host_speed is False
+
+
+class Recorded:
+    """An observer or a clock that records what was called on it."""
+
+    def __init__(self, calls: list[str], name: str) -> None:
+        self.calls, self.name = calls, name
+
+    def __enter__(self) -> Self:
+        self.calls.append(f"{self.name} in")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.calls.append(f"{self.name} out")
+
+    def begin(self) -> None:
+        self.calls.append("clock begin")
+
+    def finish(self) -> None:
+        self.calls.append("clock finish")
+
+    def fields(self, *args: float) -> dict:
+        self.calls.append(f"{self.name} fields {args}")
+        return {"per_txn": {}}
+
+
+def test_a_cell_without_a_clock_of_its_own_reads_the_hosts_around_the_observers() -> None:
+    calls: list[str] = []
+    clock, io = Recorded(calls, "clock"), Recorded(calls, "io")
+    with remote_io.HostObservers(None, io, clock, own=True):  # type: ignore[arg-type]
+        calls.append("window")
+    assert calls == ["clock begin", "io in", "window", "io out", "clock finish"]
+    runner = SimpleNamespace(_steady=lambda intervals, qps: {"stalls": []})
+    summary = SimpleNamespace(qps=100.0, transactions=250)
+    got = remote_io.HostObservers(None, io, clock, own=False).fields(runner, (9.0, 10.0, 13.0, 1.0), [], summary)
+    assert got == {"io": {"per_txn": {}}} and calls[-1] == "io fields (10.0, 11.0, 13.0, 250)"  # workload, window, end
+    calls.clear()
+    with remote_io.HostObservers(None, None, clock, own=True):  # type: ignore[arg-type]
+        pass
+    assert calls == []  # nothing asked: no clock read
