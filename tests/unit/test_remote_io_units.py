@@ -6,6 +6,8 @@ what the spec still refuses."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Self
@@ -16,7 +18,7 @@ from perflab import spec
 from perflab.errors import SpecError
 from perflab.hosts.clock import Alignment
 from perflab.run.observers import remote_io
-from perflab.run.observers.host_speed import HostSpeedError, parse, window_fields
+from perflab.run.observers.host_speed import SOURCE, HostSpeedError, parse, window_fields
 from perflab.run.observers.remote_io import RemoteFsyncs, RemoteHostSpeed, cpu_list, host_time, runs_there
 from perflab.spec.aa import aa_experiment
 
@@ -201,3 +203,31 @@ def test_a_cell_without_a_clock_of_its_own_reads_the_hosts_around_the_observers(
     with remote_io.HostObservers(None, None, clock, own=True):  # type: ignore[arg-type]
         pass
     assert calls == []  # nothing asked: no clock read
+
+
+class LocalLink(Link):
+    """A Connection whose `run` runs here: the loader's real words for a binary it cannot load."""
+
+    def run(self, argv: list[str], timeout: float = 60, stdin: str | None = None) -> SimpleNamespace:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        return SimpleNamespace(status=done.returncode, stdout=done.stdout, stderr=done.stderr)
+
+    def put(self, local: Path, remote: str) -> None:
+        shutil.copy(local, remote)
+
+
+def test_a_canary_the_hosts_loader_refuses_fails_with_its_words(tmp_path: Path) -> None:
+    """A canary linked against a library the "host" lacks: ld.so refuses it as it refuses a newer glibc."""
+    lib, there = tmp_path / "lib", tmp_path / "host"
+    lib.mkdir()
+    there.mkdir()
+    (lib / "gone.c").write_text("int perflab_gone(void) { return 0; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib / "libperflabgone.so"), str(lib / "gone.c")], check=True)
+    binary = tmp_path / "perflab-canary-gone"
+    flags = ["-O2", "-pthread", "-Wl,--no-as-needed", f"-L{lib}", "-lperflabgone"]
+    subprocess.run(["cc", *flags, "-o", str(binary), str(SOURCE)], check=True)
+    with pytest.raises(HostSpeedError) as exc:
+        runs_there(rundir(LocalLink({}), str(there)), binary)
+    assert "does not run there (exit 127)" in exc.value.message, exc.value.message
+    assert "libperflabgone.so: cannot open shared object file" in exc.value.message
+    assert (there / binary.name).is_file()  # copied into the run directory first
