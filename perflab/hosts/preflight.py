@@ -37,6 +37,7 @@ def observer_packages(spec: Any) -> dict[str, str]:
     """The tools the server host's observers run there -> their Debian packages."""
     observe = spec.observe
     syscalls = observe.alloc is not None and observe.alloc.syscalls  # [observe] alloc's syscalls: perf there
+    syscalls = syscalls or bool(observe.io)  # [observe] io: the server's fsyncs, by perf there
     return {
         **({"perf": "linux-perf"} if observe.perf is not None or syscalls else {}),
         **({"eu-stack": "elfutils"} if observe.pmp is not None else {}),

@@ -9,7 +9,8 @@ client runs here, or on the client host (run/remote_client.py), against that add
 CPU, faults and context switches are read from the host's /proc at the window's start and end, its
 RSS once a second there (run/observers/remote_resources.py); with [observe] alloc, its allocation
 counter is preloaded there and read over the window that RSS sampler spans (run/observers/alloc/
-remote.py). Each cell records where its server ran in `build.host`: the host's name, ssh target,
+remote.py); with [observe] host_speed and io, the canary and the server's I/O are observed there too
+(run/observers/remote_io.py). Each cell records where its server ran in `build.host`: the host's name, ssh target,
 address, port and fingerprint.
 
     with run_hosts(runner, workdir):        # run/scheduler.py, for the whole run
@@ -39,6 +40,7 @@ from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
 from perflab.run import accounting, dataset, workloads
 from perflab.run.observers.alloc import remote as remote_alloc
+from perflab.run.observers.io import into_row
 from perflab.run.observers.resources import ProcCounters, RssSampler
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
@@ -249,11 +251,11 @@ def _measured(
         remote_alloc.observed(runner, cell.order, server, measured)  # its stacks named from the maps there
         steal = measured.pop("steal", None)
         status = measured.pop("status_samples", [])
+        io = measured.pop("io", None)  # [observe] io on the host (run/observers/remote_io.py)
         if not server.alive():
             raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
     measured["client"] = {**row["client"], **measured["client"]}
     row["build"]["host"]["clock"] = measured.pop("host_clock", None)  # the window's readings (hosts/clock.py)
-    status = measured.pop("status_samples", [])
     row.update(measured, status="ok")
     row.update(runner._steady(intervals, measured["summary"]["qps"], steal))
     row["resources"].update(
@@ -263,7 +265,7 @@ def _measured(
         server_start_s=round(start_s, 3),
         **switches,
     )
-    return intervals, rss, status
+    return intervals, rss, into_row(row, io, status)  # resources.io, each stall's io, the I/O series
 
 
 def _finish(server: Any, rundir: Path, logs: Path) -> None:

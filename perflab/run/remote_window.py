@@ -1,6 +1,7 @@
 """A cell's window with the client here against the server on the server host (run/remote_server.py):
 sysbench here with the run's login, the server's resources read on its host (its RSS on the host's
-clock, aligned), perf and pmp there ([observe] perf, pmp: run/observers/remote_profilers.py), and
+clock, aligned), perf and pmp there ([observe] perf, pmp: run/observers/remote_profilers.py), the
+host-speed canary and the server's I/O there ([observe] host_speed, io: run/observers/remote_io.py), and
 with [observe] status the server's counters once a second over TCP, as the client reaches it.
 
     intervals, rss_samples, measured = measure(runner, cell, server, logs)
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.run import accounting, client, workloads
-from perflab.run.observers import remote_profilers
+from perflab.run.observers import remote_io, remote_profilers
 from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.observers.status import StatusSampler
@@ -57,13 +58,16 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     read, sampler = server_reads(runner, server)
     clock = getattr(sampler, "clock", None)  # the host's clock over the window (a MariaDB server's RSS sampler)
     profilers = remote_profilers.of_cell(runner, cell, server, clock)
+    observers = remote_io.of_cell(runner, server, clock)  # [observe] host_speed, io: on the host
     counters = status_sampler(runner, server, runner.server_host.password)  # before the workload loads it
-    with profilers, contextlib.closing(counters) if counters else contextlib.nullcontext(), StealSampler() as steal:
+    status = contextlib.closing(counters) if counters else contextlib.nullcontext()
+    with observers, profilers, status, StealSampler() as steal:
         w = _run(runner, server, command, logs / workload.output_name, profilers, read, sampler, counters)
     summary, intervals = workload.read_output(logs / workload.output_name, w.code, warmup)
     fields = accounting.client_resources(w.start, w.child.rusage, summary.transactions, w.client_rss)
     window = (w.started, w.origin, min(w.ended, w.origin + warmup + seconds), warmup)
     remote_profilers.store(runner, cell, profilers, window, intervals, summary)
+    extra = observers.fields(runner, window, intervals, summary)  # host_speed; io (popped by remote_server)
     measured = {
         "steal": lambda a, b: steal.cores(w.origin + a, w.origin + b),
         "summary": summary.to_dict(),
@@ -72,6 +76,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         "sysbench_options": workload.effective_options(runner, command),
         "client": {**fields, "address": server.bind_address},
         "host_clock": clock.record() if clock is not None else None,
+        **extra,
     }
     if w.counters is not None:
         measured["server_status"] = w.counters.figures(summary.transactions, summary.queries, summary.total_time_s)

@@ -143,7 +143,15 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
         "observe.pmp",
     }, found  # fmt: skip  (pmp: refused by the interleaved design's own check)
     assert "interleaved" in found["observe.pmp"] and "observe.perf" not in found
-    assert "not with server_host yet" in found["observe.io"] and "docs/hosts.md" in found["experiment.pin"]
+    assert "interleaved" in found["observe.io"] and "docs/hosts.md" in found["experiment.pin"]
+    # sequential: io and host_speed run on the server host (run/observers/remote_io.py)
+    observed = parse('server_host = "db"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n")
+    assert observed.file.observe.io and observed.file.observe.host_speed
+    both = problems(
+        'server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n"
+    )
+    assert set(both) == {"observe.io", "observe.host_speed"}, both
+    assert "server_host and client_host" in both["observe.io"] and "not with server_host yet" in both["observe.io"]
     variants = problems('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\n'
                         'je = { preload = "jemalloc", client_env = { A = "1" } }\n')  # fmt: skip
     assert list(variants) == ["variants.alloc.je"] and "preload, client_env" in variants["variants.alloc.je"]
@@ -214,11 +222,13 @@ def test_a_postgresql_server_host_runs_sysbench_and_pgbench_from_here() -> None:
     assert 'tool = "sysbench" or "pgbench" with server_host' in found["workload.tool"], found
 
 
-def test_calibrate_keeps_the_server_host_without_the_canary() -> None:
+def test_calibrate_keeps_the_server_host_and_its_canary_there() -> None:
     from perflab.spec.aa import aa_experiment
 
-    aa = aa_experiment(parse('server_host = "db"'), rounds=4)
-    assert aa.file.experiment.server_host == "db" and aa.file.observe.host_speed is False
+    aa = aa_experiment(parse('server_host = "db"'), rounds=4)  # the canary runs on the host (remote_io.py)
+    assert aa.file.experiment.server_host == "db" and aa.file.observe.host_speed is True
+    off = aa_experiment(parse('server_host = "db"', rest=HOSTS + "[observe]\nhost_speed = false\n"), rounds=4)
+    assert off.file.observe.host_speed is False
 
 
 HOSTS2 = HOSTS + '[hosts.db2]\nssh = "bench@db2"\n'

@@ -25,6 +25,8 @@
  *
  *   perflab-canary PERIOD_MS            ->  lines "monotonic_s work_ns -1 chase_ns", until killed
  *   perflab-canary PERIOD_MS CPU...     ->  lines "monotonic_s work_ns cpu chase_ns", one thread a CPU
+ *   perflab-canary -r PERIOD_MS CPU...  ->  the same, stamped on CLOCK_REALTIME: on a server host,
+ *                                           whose wall clock perflab aligns with its own (hosts/clock.py)
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -72,6 +74,7 @@ static size_t chase(const size_t *buf, size_t steps)
 
 static long period_ms;
 static int ncpus;
+static clockid_t stamp_clock = CLOCK_MONOTONIC; /* -r: CLOCK_REALTIME */
 static pthread_mutex_t out = PTHREAD_MUTEX_INITIALIZER;
 
 struct spinner {
@@ -115,7 +118,7 @@ static void *spin(void *arg)
         sink = chase(buf, CHASE_STEPS);
         double c2 = seconds(CLOCK_THREAD_CPUTIME_ID);
         pthread_mutex_lock(&out);
-        int written = printf("%.6f %.0f %d %.0f\n", seconds(CLOCK_MONOTONIC), (c1 - c0) * 1e9, me->cpu,
+        int written = printf("%.6f %.0f %d %.0f\n", seconds(stamp_clock), (c1 - c0) * 1e9, me->cpu,
                              (c2 - c1) * 1e9);
         pthread_mutex_unlock(&out);
         if (written < 0)
@@ -127,9 +130,14 @@ static void *spin(void *arg)
 
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && argv[1][0] == '-' && argv[1][1] == 'r' && argv[1][2] == '\0') {
+        stamp_clock = CLOCK_REALTIME;
+        argv++;
+        argc--;
+    }
     period_ms = argc >= 2 ? atol(argv[1]) : 0;
     if (period_ms <= 0 || period_ms > 60000 || argc - 2 > MAX_CPUS) {
-        fprintf(stderr, "usage: perflab-canary PERIOD_MS (1-60000) [CPU ...]\n");
+        fprintf(stderr, "usage: perflab-canary [-r] PERIOD_MS (1-60000) [CPU ...]\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);

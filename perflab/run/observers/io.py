@@ -109,6 +109,11 @@ class IoSampler:
         self.sample()  # the end of what was covered
 
 
+def fsync_events() -> list[str]:
+    """perf record's options for the fsync tracepoints (here, and on a server host)."""
+    return ["-e", ",".join(f"syscalls:sys_enter_{name}" for name in FSYNCS)]
+
+
 class FsyncRecorder(SyscallRecorder):
     """`perf record` of fsync and fdatasync, system-wide, kept for the server's process tree."""
 
@@ -116,7 +121,7 @@ class FsyncRecorder(SyscallRecorder):
         PerfRecorder.__init__(self, pid, Path(workdir) / "fsyncs")  # apart from the allocator's recorder
 
     def events(self) -> list[str]:
-        return ["-e", ",".join(f"syscalls:sys_enter_{name}" for name in FSYNCS)]
+        return fsync_events()
 
     lost = 0  # runs of events perf lost (its buffer full): the counts are then too low
 
@@ -238,12 +243,21 @@ def io_problems(wanted: bool) -> list[Problem]:
 
 class IoObserver:
     """[observe] io around a cell's workload: the sampler from before the workload starts to its
-    end, the fsync recorder over the same span; `fields(spans)` once both have stopped."""
+    end, the fsync recorder over the same span; `fields(spans)` once both have stopped. `recorder`:
+    another with FsyncRecorder's interface (its `times()` on this machine's CLOCK_MONOTONIC): the
+    server host's (run/observers/remote_io.py)."""
 
-    def __init__(self, dev: str | None, server_counters: Callable[[], dict[str, float]], pid: int, workdir: Path):
+    def __init__(
+        self,
+        dev: str | None,
+        server_counters: Callable[[], dict[str, float]],
+        pid: int,
+        workdir: Path,
+        recorder: Any = None,
+    ) -> None:
         self.started = time.monotonic()
         self.sampler = IoSampler(dev, server_counters, self.started)
-        self.recorder = FsyncRecorder(pid, workdir)
+        self.recorder = recorder if recorder is not None else FsyncRecorder(pid, workdir)
 
     def __enter__(self) -> Self:
         self.started = self.sampler.origin = time.monotonic()

@@ -1,0 +1,233 @@
+"""[observe] host_speed and io of a server on another host, without a host (run/observers/remote_io.py,
+docs/hosts.md): the server's CPUs there, the canary's copy tried once per run (a host whose C library
+cannot run it fails the cell with the loader's words), its samples on the host's wall clock cut by the
+window put on that clock, perf's fsync recording there and its calls put on this machine's clock, and
+what the spec still refuses."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Self
+
+import pytest
+
+from perflab import spec
+from perflab.errors import SpecError
+from perflab.hosts.clock import Alignment
+from perflab.run.observers import remote_io
+from perflab.run.observers.host_speed import SOURCE, HostSpeedError, parse, window_fields
+from perflab.run.observers.remote_io import RemoteFsyncs, RemoteHostSpeed, cpu_list, host_time, runs_there
+from perflab.spec.aa import aa_experiment
+
+ALIGNED = Alignment("db", shift_s=-100.0, error_s=0.001, wall_minus_monotonic=1_000_000.0)  # the host 100 s ahead
+
+
+class Link:
+    """A Connection: `run` answered from (argv fragment -> (status, stdout, stderr)), `put`/`get` recorded."""
+
+    name = "db"
+
+    def __init__(self, answers: dict[str, tuple[int, str, str]], files: dict[str, str] | None = None) -> None:
+        self.answers, self.files, self.ran, self.put_files = answers, files or {}, [], []
+
+    def run(self, argv: list[str], timeout: float = 60, stdin: str | None = None) -> SimpleNamespace:
+        self.ran.append(argv)
+        text = " ".join(argv)
+        status, out, err = next((v for k, v in self.answers.items() if k in text), (0, "", ""))
+        return SimpleNamespace(status=status, stdout=out, stderr=err)
+
+    def put(self, local: Path, remote: str) -> None:
+        self.put_files.append(remote)
+
+    def get(self, remote: str, local: Path) -> None:
+        local.write_text(self.files[remote], encoding="ascii")
+
+
+def rundir(link: Link, path: str = "/dev/shm/perflab-host-abc") -> SimpleNamespace:
+    return SimpleNamespace(link=link, path=path)
+
+
+def test_the_cpus_of_a_kernel_cpu_list() -> None:
+    assert cpu_list("0-3,6\n") == [0, 1, 2, 3, 6] and cpu_list("1") == [1] and cpu_list("") == []
+    link = Link({"/proc/4711/status": (0, "Name:\tmariadbd\nCpus_allowed_list:\t0-1\n", "")})
+    assert remote_io.server_cpus(rundir(link), 4711) == [0, 1]
+
+
+def test_the_window_is_put_on_the_hosts_wall_clock() -> None:
+    assert host_time(ALIGNED, 50.0) == pytest.approx(1_000_150.0)
+    assert ALIGNED.monotonic(host_time(ALIGNED, 50.0)) == pytest.approx(50.0)
+
+
+def test_the_canary_is_copied_and_tried_once_per_run(tmp_path: Path) -> None:
+    binary = tmp_path / "perflab-canary-0123"
+    link = Link({"perflab-canary-0123": (2, "", "usage: perflab-canary [-r] PERIOD_MS (1-60000) [CPU ...]\n")})
+    for _ in range(2):
+        assert runs_there(rundir(link, "/dev/shm/perflab-host-ok"), binary) == "/dev/shm/perflab-host-ok/" + binary.name
+    assert link.put_files == ["/dev/shm/perflab-host-ok/perflab-canary-0123"]  # once
+
+
+def test_a_host_whose_c_library_cannot_run_the_canary_fails_the_cell_with_the_loaders_words(tmp_path: Path) -> None:
+    loader = "/dev/shm/x/perflab-canary-0123: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found\n"
+    link = Link({"getconf": (0, "glibc 2.31\n", ""), "perflab-canary-0123": (1, "", loader)})
+    with pytest.raises(HostSpeedError) as exc:
+        runs_there(rundir(link, "/dev/shm/perflab-host-old"), tmp_path / "perflab-canary-0123")
+    assert "does not run there (exit 1)" in exc.value.message and "GLIBC_2.38' not found" in exc.value.message
+    assert "glibc 2.31" in exc.value.hint and "host_speed = false" in exc.value.hint
+
+
+def test_the_hosts_canary_figure_is_cut_by_the_window_on_the_hosts_clock(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("perflab.run.observers.host_speed.build", lambda cache: tmp_path / "perflab-canary-0123")
+    start, end = 10.0, 12.0  # this machine's CLOCK_MONOTONIC
+    stamps = [host_time(ALIGNED, start - 1 + i * 0.2) for i in range(25)]  # a second before to a second after
+    text = "".join(f"{t:.6f} {900000 + (i % 2) * 100000} {i % 2} 1000000\n" for i, t in enumerate(stamps))
+    link = Link({"perflab-canary": (2, "", "usage: perflab-canary")}, {"/h/cell-0000/host-speed.txt": text})
+    clock = SimpleNamespace(require=lambda: ALIGNED)
+    canary = RemoteHostSpeed(rundir(link, "/h"), "/h/cell-0000/host-speed.txt", tmp_path, tmp_path / "hs.txt", [0, 1],
+                             clock)  # type: ignore[arg-type]  # fmt: skip
+    canary._stopped = True  # stopped while it ran (HostSpeed.__exit__)
+    got = canary.fields(start, end)
+    assert got["samples"] == 11 and got["per_cpu"] == {"0": 900000.0, "1": 1000000.0}, got  # 10.0 to 12.0 s
+    inside = [(ALIGNED.monotonic(t), w, c, ch) for t, w, c, ch in parse(text)]
+    assert got["work_ns"] == window_fields(inside, start, end)["work_ns"]  # as a local canary's on this clock
+
+
+def test_the_canary_runs_there_stamped_on_the_hosts_wall_clock(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("perflab.run.observers.host_speed.build", lambda cache: tmp_path / "perflab-canary-0123")
+    started: list[list[str]] = []
+    monkeypatch.setattr(remote_io, "Tracked", lambda rd, argv: started.append(argv) or SimpleNamespace())
+    link = Link({"perflab-canary": (2, "", "usage: perflab-canary")})
+    canary = RemoteHostSpeed(rundir(link, "/h2"), "/h2/cell-0001/host-speed.txt", tmp_path, tmp_path / "hs.txt",
+                             [0, 3], SimpleNamespace())  # type: ignore[arg-type]  # fmt: skip
+    canary.__enter__()
+    (argv,) = started
+    assert argv[:2] == ["sh", "-c"] and argv[3] == "/h2/cell-0001/host-speed.txt"
+    assert argv[4:] == ["/h2/perflab-canary-0123", "-r", "200", "0", "3"]
+
+
+def test_the_fsyncs_are_recorded_on_the_hosts_clock_for_the_servers_tree() -> None:
+    tasks = "#  pid    tid   ppid  comm\n  4711   4711      1 |postgres\n  4720   4720   4711  |postgres\n"
+    script = "  500.250000: syscalls:sys_enter_fdatasync: \n  501.500000: syscalls:sys_enter_fsync: \n"
+    header = (
+        "# clockid: monotonic (1)\n# reference time: 2026-11-28 11:58:18.436076 = 1000400.5 (TOD) = 800.5 (monotonic)\n"
+    )
+    link = Link({"--tasks": (0, tasks, ""), "perf script": (0, script, ""), "--header-only": (0, header, ""),
+                 "cat": (0, "", "")})  # fmt: skip
+    recorder = RemoteFsyncs(rundir(link), "/h/cell-0000/fsyncs", 4711, SimpleNamespace(require=lambda: ALIGNED))
+    argv = recorder.argv()
+    assert argv[:3] == ["perf", "record", "-a"] and "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync" in argv
+    assert argv[argv.index("-k") + 1] == "CLOCK_MONOTONIC" and argv[argv.index("-o") + 1].startswith("/h/cell-0000/")
+    times = recorder.times()  # the host's monotonic + 999600 s: its wall clock; less 1000100 s: this machine's
+    assert times == {"fsync": [pytest.approx(1.5)], "fdatasync": [pytest.approx(0.25)]}
+    (script_argv,) = [a for a in link.ran if "script" in a]
+    assert script_argv[script_argv.index("--pid") + 1] == "4711,4720"  # the postmaster's backends too
+
+
+def test_fsyncs_without_perfs_reference_time_cannot_be_timed() -> None:
+    assert remote_io.wall_minus_monotonic("# clockid: monotonic (1)\n") is None
+    link = Link({"--tasks": (0, "", ""), "--header-only": (0, "# reference time disabled\n", ""), "cat": (0, "", "")})
+    recorder = RemoteFsyncs(rundir(link), "/h/c/fsyncs", 4711, SimpleNamespace(require=lambda: ALIGNED))
+    with pytest.raises(Exception, match="wrote no reference time"):
+        recorder.times()
+
+
+def test_perf_failing_on_the_host_says_so() -> None:
+    link = Link({"--tasks": (0, "", ""), "perf script": (1, "", ""), "cat": (0, "failed to open perf.data\n", "")})
+    recorder = RemoteFsyncs(rundir(link), "/h/c/fsyncs", 4711, SimpleNamespace(require=lambda: ALIGNED))
+    with pytest.raises(Exception, match="perf script on host db failed .*failed to open perf.data"):
+        recorder.times()
+
+
+PGBENCH = """
+[experiment]
+name = "pg"
+server = "postgresql"
+server_host = "db"
+[hosts.db]
+ssh = "root@10.77.1.2"
+[dataset]
+scale = 1
+[workload]
+tool = "pgbench"
+test = "select-only"
+threads = [2]
+"""
+
+
+def test_pgbench_on_a_server_host_refuses_io_and_the_canary_and_calibrates_without_it() -> None:
+    with pytest.raises(SpecError) as exc:
+        spec.parse(PGBENCH + "[observe]\nio = true\nhost_speed = true\n")
+    found = {p.path: p.render() for p in exc.value.problems}
+    assert set(found) == {"observe.io", "observe.host_speed"}, found
+    assert 'no [observe] io with server_host and tool = "pgbench"' in found["observe.io"]
+    assert aa_experiment(spec.parse(PGBENCH), rounds=3).file.observe.host_speed is False
+
+
+class Recorded:
+    """An observer or a clock that records what was called on it."""
+
+    def __init__(self, calls: list[str], name: str) -> None:
+        self.calls, self.name = calls, name
+
+    def __enter__(self) -> Self:
+        self.calls.append(f"{self.name} in")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.calls.append(f"{self.name} out")
+
+    def begin(self) -> None:
+        self.calls.append("clock begin")
+
+    def finish(self) -> None:
+        self.calls.append("clock finish")
+
+    def fields(self, *args: float) -> dict:
+        self.calls.append(f"{self.name} fields {args}")
+        return {"per_txn": {}}
+
+
+def test_a_cell_without_a_clock_of_its_own_reads_the_hosts_around_the_observers() -> None:
+    calls: list[str] = []
+    clock, io = Recorded(calls, "clock"), Recorded(calls, "io")
+    with remote_io.HostObservers(None, io, clock, own=True):  # type: ignore[arg-type]
+        calls.append("window")
+    assert calls == ["clock begin", "io in", "window", "io out", "clock finish"]
+    runner = SimpleNamespace(_steady=lambda intervals, qps: {"stalls": []})
+    summary = SimpleNamespace(qps=100.0, transactions=250)
+    got = remote_io.HostObservers(None, io, clock, own=False).fields(runner, (9.0, 10.0, 13.0, 1.0), [], summary)
+    assert got == {"io": {"per_txn": {}}} and calls[-1] == "io fields (10.0, 11.0, 13.0, 250)"  # workload, window, end
+    calls.clear()
+    with remote_io.HostObservers(None, None, clock, own=True):  # type: ignore[arg-type]
+        pass
+    assert calls == []  # nothing asked: no clock read
+
+
+class LocalLink(Link):
+    """A Connection whose `run` runs here: the loader's real words for a binary it cannot load."""
+
+    def run(self, argv: list[str], timeout: float = 60, stdin: str | None = None) -> SimpleNamespace:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        return SimpleNamespace(status=done.returncode, stdout=done.stdout, stderr=done.stderr)
+
+    def put(self, local: Path, remote: str) -> None:
+        shutil.copy(local, remote)
+
+
+def test_a_canary_the_hosts_loader_refuses_fails_with_its_words(tmp_path: Path) -> None:
+    """A canary linked against a library the "host" lacks: ld.so refuses it as it refuses a newer glibc."""
+    lib, there = tmp_path / "lib", tmp_path / "host"
+    lib.mkdir()
+    there.mkdir()
+    (lib / "gone.c").write_text("int perflab_gone(void) { return 0; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib / "libperflabgone.so"), str(lib / "gone.c")], check=True)
+    binary = tmp_path / "perflab-canary-gone"
+    flags = ["-O2", "-pthread", "-Wl,--no-as-needed", f"-L{lib}", "-lperflabgone"]
+    subprocess.run(["cc", *flags, "-o", str(binary), str(SOURCE)], check=True)
+    with pytest.raises(HostSpeedError) as exc:
+        runs_there(rundir(LocalLink({}), str(there)), binary)
+    assert "does not run there (exit 127)" in exc.value.message, exc.value.message
+    assert "libperflabgone.so: cannot open shared object file" in exc.value.message
+    assert (there / binary.name).is_file()  # copied into the run directory first
