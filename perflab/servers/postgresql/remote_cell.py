@@ -4,7 +4,8 @@ role, its password in a passfile only its owner reads (PGPASSFILE: never on a co
 logs every transaction into the cell's local directory. As on this machine (cell.py), pgbench runs
 past the window, perflab marks the window's end and ends it then, and the window's figures are cut
 from its log at the marks. The server's CPU is its postmaster's tree on the host, its memory the
-tree's RSS there (Kind.remote_reads); the backends' allocator check and PSS are this machine's only.
+tree's RSS there (Kind.remote_reads); with [observe] perf or pmp, the tree's profiles are made there
+(run/observers/remote_profilers.py); the backends' allocator check and PSS are this machine's only.
 sysbench's cells take the common path (run/remote_server.py).
 
     intervals, rss, fields = measure(runner, cell, server, logs)
@@ -18,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ServerCrashedError
+from perflab.hosts.clock import WindowClock
 from perflab.run import accounting, client, remote_server, workloads
+from perflab.run.observers import remote_profilers
 from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.proc import clean_env
 from perflab.servers.postgresql import cell as pgcell
@@ -54,21 +57,35 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
     env = {**clean_env(), "PGPASSFILE": str(passfile(server, password))}
     out, margin = logs / wl.output_name, spec.experiment.timeout_margin
     read, sampler = remote_server.server_reads(runner, server)
-    with StealSampler() as steal:
+    # perf and pmp of the postmaster's tree on the host (remote_profilers.py), their samples put on this
+    # machine's clock with the host's read at the window's start and end (the tree's RSS keeps arrival times)
+    clock = WindowClock(runner.server_host.link)
+    profilers = remote_profilers.of_cell(runner, cell, server, clock)
+    with StealSampler() as steal, profilers:
+        profilers.workload_starting()
         started, launched = time.monotonic(), time.time()
         with client.start(argv, out, None, env=env) as child:  # no pin with server_host
+            profilers.workload_started()
             if warmup:
                 client.sleep_until(started + warmup, child)
-            start, begun = accounting.WindowStart.take(server.pid, child.pid, read), time.time()
+            clock.begin()
+            start, begun, origin = (
+                accounting.WindowStart.take(server.pid, child.pid, read),
+                time.time(),
+                time.monotonic(),
+            )
             with sampler as rss, RssSampler(child.pid) as client_rss:
+                profilers.window_started()
                 client.sleep_until(started + warmup + seconds, child)
                 end = accounting.WindowEnd.take(start, server.pid, read, client_pid=child.pid)
-                window = (begun, time.time())
+                window, ended = (begun, time.time()), time.monotonic()
                 wl.end_now(child)
                 code = client.wait(child, warmup + seconds + wl.tail_s, margin, wl.name)
+            clock.finish()
     if not server.alive():
         raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
     summary, intervals = wl.window_output(spec, out, code, warmup, server, launched, window)
+    remote_profilers.store(runner, cell, profilers, (started, started, ended, origin - started), intervals, summary)
     resources = remote_server.window_resources(runner, start, end, child.rusage, summary.transactions, rss)
     fields = accounting.client_resources(start, child.rusage, summary.transactions, client_rss)
     return (
@@ -80,5 +97,6 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
             "resources": resources,
             "sysbench_options": wl.effective_options(runner, argv),
             "client": {**fields, "address": server.bind_address},
+            "host_clock": clock.record(),
         },
     )
