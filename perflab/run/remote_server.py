@@ -41,7 +41,7 @@ from perflab.hosts.transport import Connection
 from perflab.run import accounting, dataset, workloads
 from perflab.run.observers.alloc import remote as remote_alloc
 from perflab.run.observers.io import into_row
-from perflab.run.observers.resources import ProcCounters, RssSampler
+from perflab.run.observers.resources import ProcCounters
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.spec import Cell
@@ -289,8 +289,8 @@ def _allocator(server: Any, place: ServerHost) -> dict[str, Any]:
 
 def server_reads(runner: Any, server: Any) -> tuple[Any, Any]:
     """How the window reads the server: (its counters by pid, its RSS sampler): on its host when it runs there."""
-    if runner.server_host is None:
-        return ProcCounters.read, RssSampler(server.pid)
+    if runner.server_host is None:  # here, as a local cell reads it: PostgreSQL's postmaster and its backends
+        return (lambda pid: runner.kind.process_counters(pid, True)), runner.kind.memory_sampler(server.pid)
     read, sampler = runner.kind.remote_reads(runner.server_host, server.pid)  # PostgreSQL's: the postmaster's tree
     return read, remote_alloc.spanning(sampler, server)  # [observe] alloc's window: the sampler's span
 

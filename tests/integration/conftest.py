@@ -20,7 +20,7 @@ from tests.integration.sshhosts import SshLab, ssh_hosts
 LONGEST_FIRST = (
     "test_host_speed_real.py",  # 164 s
     "test_failures.py",  # 148
-    "test_remote_client.py",  # 83, the SSH lab's lock
+    "test_remote_client.py",  # 110
     "test_resources.py",  # 78
     "test_postgresql.py",  # 78
     "test_sid_servers_real.py",  # 77
@@ -30,12 +30,12 @@ LONGEST_FIRST = (
     "test_run.py",  # 64
     "test_calibrate.py",  # 62
     "test_warmup.py",  # 61
-    "test_remote_server.py",  # 44, the SSH lab's lock
+    "test_remote_server.py",  # 90
     "test_mysql_observers_real.py",  # 44
     "test_storage_disk.py",  # 43
     "test_report_browser.py",  # 40
     "test_decisive_real.py",  # 37
-    "test_hosts_ssh.py",  # 29, the SSH lab's lock
+    "test_hosts_ssh.py",  # 29
 )
 
 

@@ -28,11 +28,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 SSHD = "/usr/sbin/sshd"
 ROOT = Path(__file__).resolve().parents[2]
 PRIVSEP = Path("/run/sshd")  # sshd's privilege separation directory, which it requires to exist
-LAB_LOCK = Path(tempfile.gettempdir()) / "perflab-test-sshlab.lock"  # one lab at a time on the machine (ssh_hosts)
+# labs side by side (make test's workers): every lab holds LAB_LOCK shared while it lives, the last to
+# leave removes sshd's privilege-separation directory if a lab made it; SETUP_LOCK, exclusive, while a
+# lab picks its free subnets and makes its namespaces (two labs would otherwise pick the same one)
+LAB_LOCK = Path(tempfile.gettempdir()) / "perflab-test-sshlab.lock"
+SETUP_LOCK = Path(tempfile.gettempdir()) / "perflab-test-sshlab-setup.lock"
 
 
 @dataclass
@@ -200,32 +205,47 @@ def _remove(host: SshHost) -> None:
 
 @contextlib.contextmanager
 def ssh_hosts(tmp: Path, names: list[str]) -> Iterator[SshLab]:
-    """Start one namespace with its sshd per name; everything is removed on the way out. One lab at
-    a time on the machine (an exclusive lock while it lives): make test runs modules in parallel,
-    and two labs would race for the free subnets and for sshd's privilege-separation directory."""
+    """Start one namespace with its sshd per name; everything is removed on the way out. Labs of
+    other tests may live beside it (make test runs modules in parallel): see LAB_LOCK."""
     lab = SshLab(tmp / "ssh", tmp / "ssh" / "config", tmp / "ssh" / "known_hosts", tmp / "ssh" / "id_ed25519")
     lab.dir.mkdir(parents=True)
     with open(LAB_LOCK, "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, after the removal
-        yield from _lab(lab, names)
+        fcntl.flock(lock, fcntl.LOCK_SH)  # released when the file closes, after the removal
+        try:
+            yield from _lab(lab, names)
+        finally:
+            _last_out(lock)
+
+
+def _last_out(lock: Any) -> None:
+    """The last lab to leave removes the privilege-separation directory, if a lab made it."""
+    marker = LAB_LOCK.with_suffix(".privsep")  # a lab made PRIVSEP: it was not the machine's
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return  # another lab still lives
+    if marker.exists():
+        with contextlib.suppress(OSError):
+            PRIVSEP.rmdir()
+        marker.unlink(missing_ok=True)
 
 
 def _lab(lab: SshLab, names: list[str]) -> Iterator[SshLab]:
-    made_privsep = not PRIVSEP.exists()
     try:
-        PRIVSEP.mkdir(mode=0o755, exist_ok=True)
-        authorized = lab.dir / "authorized_keys"
-        authorized.write_text(_keygen(lab.key) + "\n", encoding="ascii")
-        for index, (name, k) in enumerate(zip(names, _free_subnets(len(names)), strict=True)):
-            _start_host(lab, name, index, k, authorized)
+        with open(SETUP_LOCK, "a+b") as setup:
+            fcntl.flock(setup, fcntl.LOCK_EX)
+            if not PRIVSEP.exists():
+                PRIVSEP.mkdir(mode=0o755)
+                LAB_LOCK.with_suffix(".privsep").touch()
+            authorized = lab.dir / "authorized_keys"
+            authorized.write_text(_keygen(lab.key) + "\n", encoding="ascii")
+            for index, (name, k) in enumerate(zip(names, _free_subnets(len(names)), strict=True)):
+                _start_host(lab, name, index, k, authorized)
         _client_config(lab)
         yield lab
     finally:
         for host in lab.hosts.values():
             _remove(host)
-        if made_privsep:
-            with contextlib.suppress(OSError):
-                PRIVSEP.rmdir()
 
 
 def perflab_via(lab: SshLab, tmpfs: Path, *args: str) -> subprocess.CompletedProcess[str]:

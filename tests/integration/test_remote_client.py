@@ -105,6 +105,8 @@ def test_a_postgresql_client_on_another_host_over_tcp(ssh_lab: SshLab, tmpfs, tm
     assert cell["status"] == "ok" and cell["summary"]["qps"] > 100
     assert cell["sysbench_options"]["db_driver"] == "pgsql" and not cell["sysbench_options"].get("pgsql_password")
     assert cell["client"]["address"] == local_address and 100 < cell["client"]["bytes_per_txn"] < 5000
+    # the server's CPU is its backends', not the postmaster's alone (which read 0.0: an idle process)
+    assert 10 < cell["resources"]["server_cpu_us_per_txn"] < 20_000, cell["resources"]
     conf = (out / "logs" / "cell-0000" / "postgresql.conf").read_text()
     assert f"listen_addresses = '{local_address}'" in conf, conf
     assert namespace_commands(ssh_lab, "load") == ["sshd"]
