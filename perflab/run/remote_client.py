@@ -257,8 +257,10 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     read, sampler = remote_server.server_reads(runner, server)  # on the server's host when it runs there
     there = runner.server_host is not None
     clock = getattr(sampler, "clock", None)  # the server host's clock over the window (a MariaDB server's)
-    profilers = remote_profilers.of_cell(runner, cell, server, clock) if there else remote_profilers.NoProfilers()
-    counters = remote_window.status_sampler(runner, server, remote.password) if there else None
+    # perf and pmp of the server where it runs: on its host, or here as a local cell's (the client's own
+    # stacks would be the client host's: not made); its counters over TCP as the run's login, either way
+    profilers = remote_profilers.of_cell(runner, cell, server, clock) if there else local_profilers(runner, server)
+    counters = remote_window.status_sampler(runner, server, remote.password) if there else local_status(runner, server)
     with profilers, contextlib.closing(counters) if counters else contextlib.nullcontext(), StealSampler() as steal:
         w = _run(runner, server, command, out, (read, sampler), profilers, counters)
     summary, intervals = client.read_output(out, w.code, warmup)
@@ -309,6 +311,27 @@ def _run(
     if child.lost:
         raise HostLostError(child.lost, "the host's cells fail; `perflab doctor --clean` once it is back")
     return _Window(started, origin, ended, code, start, end, (before, after), (cpu_before, cpu_after), rss, perflab_cpu)
+
+
+def local_profilers(runner: Any, server: Any) -> Any:
+    """[observe] perf and pmp of a server here (targets = ["server"]), as a local cell's (Profilers)."""
+    from perflab.run.observers import remote_profilers
+    from perflab.run.observers.profilers import Profilers
+
+    observe = runner.exp.file.observe
+    if observe.perf is None and observe.pmp is None:
+        return remote_profilers.NoProfilers()
+    return Profilers(observe, server.pid, server.rundir, tree=runner.kind.profiles_tree)
+
+
+def local_status(runner: Any, server: Any) -> Any:
+    """[observe] status of a server here over its socket, as a local cell's (run/cell.py), connected now."""
+    from perflab.run.observers.status import StatusSampler
+
+    if not runner.exp.file.observe.status:
+        return None
+    enabled = getattr(getattr(server, "flavor", None), "metrics_enabled", "ENABLED")  # MySQL's column differs
+    return StatusSampler(server.socket, enabled=enabled).connect()
 
 
 def cpu_fields(before: float | None, after: float | None, transactions: int) -> dict[str, Any]:

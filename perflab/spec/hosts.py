@@ -86,9 +86,11 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
                 "interleaved turns are taken by local clients only; remove design",
             )
         )
-    if observers:
-        names = ("perf", "pmp", "alloc", "status", "io", "host_speed")  # io: a client here's cells take it only
+    if observers:  # the server here: its perf, pmp (of the server) and status run here with sysbench
+        here = ("perf", "pmp", "status") if workloads.of(spec).remote_client_observers else ()
+        names = tuple(n for n in ("perf", "pmp", "alloc", "status", "io", "host_speed") if n not in here)
         problems += _observer_problems(spec, names, "client_host", _NOT_YET)
+        problems += _client_target_problems(spec)
     for axis, labels in spec.variants.items():
         for label, v in labels.items():
             if v.client_preload or v.client_env or v.client_library:
@@ -101,6 +103,20 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
                     )
                 )
     return problems
+
+
+def _client_target_problems(spec: ExperimentFile) -> list[Problem]:
+    """perf and pmp with client_host profile the server only: the client's stacks would be its host's."""
+    return [
+        Problem(
+            f"observe.{name}.targets",
+            'targets = ["server"] with client_host',
+            repr(entry.targets).replace("'", '"'),
+            "the client runs on another host, where its stacks are not sampled yet: " + _NOT_YET,
+        )
+        for name in ("perf", "pmp")
+        if (entry := getattr(spec.observe, name)) is not None and "client" in entry.targets
+    ]
 
 
 def _observer_problems(spec: ExperimentFile, names: tuple[str, ...], key: str, why: str) -> list[Problem]:

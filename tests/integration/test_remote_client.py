@@ -44,7 +44,8 @@ OFF = {{}}
 
 def test_a_client_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     load = ssh_lab.hosts["load"]
-    spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh))
+    observe = '\n[observe]\nperf = true\npmp = { interval = "0.25s" }\nstatus = true\n'  # of the server, here
+    spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh) + observe)
     out = tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -69,6 +70,12 @@ def test_a_client_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     assert meta["hosts"]["load"]["fingerprint"]["packages"]["sysbench"]
     assert namespace_commands(ssh_lab, "load") == ["sshd"]  # nothing the run started is left on the host
     assert not Path(meta["hosts"]["load"]["dir"]).exists()
+    # the server's observers ran here as for a local client: its profiles and its counters per transaction
+    refs = {(p["source"], p["phase"]): p for p in cell["profiles"] if p["target"] == "server"}
+    for source in ("perf", "pmp"):
+        meta_ = json.loads((out / refs[(source, "measured")]["path"]).with_suffix(".json").read_text())
+        assert refs[(source, "measured")]["samples"] > 0 and Path(meta_["binary"]).name == "mariadbd", meta_
+    assert 0.9 < cell["status_per_txn"]["Com_select"] < 1.1, cell["status_per_txn"]
 
 
 def test_a_host_without_sysbench_exits_3_naming_the_package(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:

@@ -69,7 +69,14 @@ def test_what_a_remote_client_does_not_support_yet() -> None:
         'client_host = "load"\ndesign = "interleaved"',
         rest=HOSTS + "[observe]\nperf = true\nstatus = true\nio = true\n",
     )
-    assert set(found) >= {"experiment.design", "observe.perf", "observe.status", "observe.io"}
+    assert set(found) >= {"experiment.design", "observe.io"} and "observe.perf" not in found
+    # the server here: its perf, pmp and status run here; the client's stacks would be the host's
+    here = parse('client_host = "load"', rest=HOSTS + "[observe]\nperf = true\npmp = true\nstatus = true\n")
+    assert here.file.observe.perf is not None and here.file.observe.status
+    found = problems('client_host = "load"', rest=HOSTS + '[observe]\nperf = { targets = ["server", "client"] }\n')
+    assert 'targets = ["server"] with client_host' in found["observe.perf.targets"]
+    found = problems('client_host = "load"', rest=HOSTS + "[observe]\nalloc = true\nhost_speed = true\n")
+    assert {"observe.alloc", "observe.host_speed"} <= set(found)
     both = problems('client_host = "load"\ndesign = "interleaved"\nserver_host = "db"')
     assert set(both) == {"experiment.design"}  # with the server on a host, its observers run there
     assert parse('client_host = "load"\nserver = "postgresql"').file.experiment.server == "postgresql"  # sysbench
@@ -93,6 +100,9 @@ def test_pgbench_on_a_client_host_with_postgresql_only() -> None:
     assert exc.value.exit_code == EXIT_USAGE
     found = {p.path: p.render() for p in exc.value.problems}
     assert set(found) == {"workload.tool"} and 'set server = "postgresql"' in found["workload.tool"], found
+    with pytest.raises(SpecError) as exc:  # the server's profiles with pgbench on a host: not wired yet
+        spec.parse(_pgbench('client_host = "load"') + "[observe]\nperf = true\n")
+    assert "observe.perf" in {p.path for p in exc.value.problems}
     with pytest.raises(SpecError) as exc:  # interleaved turns are local clients' only, pgbench's too
         spec.parse(_pgbench('client_host = "load"\ndesign = "interleaved"'))
     assert "experiment.design" in {p.path for p in exc.value.problems}

@@ -361,12 +361,12 @@ def of_cell(runner: Any, cell: Any, server: Any, clock: WindowClock) -> RemotePr
 
 
 def store(
-    runner: Any, cell: Any, profilers: RemoteProfilers | NoProfilers, window: tuple[float, float, float, float],
+    runner: Any, cell: Any, profilers: Profilers | NoProfilers, window: tuple[float, float, float, float],
     intervals: list[dict[str, Any]], summary: Any,
 ) -> None:  # fmt: skip
     """The cell's profiles stored per phase as a local cell's (run/cell.py), then their files on the host
-    removed. `window`: (client started, its threads started, the window's end, the warm-up's seconds)."""
-    if not isinstance(profilers, RemoteProfilers):
+    removed (a server here with its client on a host: its local Profilers, stored alike). `window`: (client started, its threads started, the window's end, the warm-up's seconds)."""
+    if isinstance(profilers, NoProfilers):
         return
     started, origin, end, warmup = window
     try:
@@ -374,4 +374,5 @@ def store(
         spans = Spans.of_cell(started, origin, end, warmup, stalls, intervals, summary.transactions)
         profilers.store(runner.results, cell.order, spans)
     finally:
-        profilers.remove()
+        if isinstance(profilers, RemoteProfilers):
+            profilers.remove()

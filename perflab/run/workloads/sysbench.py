@@ -135,6 +135,7 @@ class Sysbench(Workload):
     started_line = b"Threads started!"  # its clock (its reports, its checkpoint) starts here
     links_client_library = True
     remote_client = True
+    remote_client_observers = True  # the server's perf, pmp and status, where it runs
     client_packages: ClassVar[dict[str, str]] = {"sysbench": "sysbench"}
     remote_server = True
 
