@@ -23,7 +23,7 @@ from typing import Any
 
 from perflab.analyze import host_speed, sequential
 from perflab.analyze.summary import adaptive_targets
-from perflab.errors import ResourceError
+from perflab.errors import PerflabError, ResourceError
 from perflab.run import dataset, interleave
 from perflab.run.builds import Build, BuildError, cache_root, writable_cache
 from perflab.run.cell import CellRunner, Listener
@@ -34,7 +34,7 @@ from perflab.spec.fields import MAX_REPEATS
 from perflab.spec.hosts import host_axis, server_hosts
 from perflab.spec.loading import cell_estimate, round_seconds
 from perflab.store.results import Results
-from perflab.units import format_duration
+from perflab.units import format_duration, utc_now
 
 
 def cell_seconds(exp: Experiment) -> float:
@@ -61,6 +61,7 @@ class Scheduler:
         self.listen = listener or (lambda event, data: None)
         self.runner = runner or CellRunner(exp, results, self.listen)
         self._on_hosts: dict[str, Datasets] = {}  # a host axis's datasets prepared on each host
+        self._unprepared: dict[str, str] = {}  # a host axis's host whose dataset failed -> why
 
     def run(self, resume: bool = False) -> list[dict[str, Any]]:
         """Run the cells not yet in the results (all of them in a new run), in run order.
@@ -102,7 +103,7 @@ class Scheduler:
         used = {cell.build for cell in self.exp.cells()}
         if None in used:  # the installed server's dataset first, as before builds existed
             for host in dict.fromkeys(cell.server_host for cell in self.exp.cells()):  # each host's, with a host axis
-                self._datasets_on(host, datasets).get(self.runner.installed)
+                self._prepare_on(host, datasets)
         glibcs = any(cell.glibc for cell in self.exp.cells())
         if self.exp.file.builds or glibcs:  # before the first cell; a failed build fails only its cells
             self.runner.prepare_builds(datasets.get, workdir, writable_cache(cache_root()))
@@ -155,8 +156,16 @@ class Scheduler:
 
     def _run_one(self, cell: Cell, datasets: Datasets | None, workdir: Path, total: int) -> dict[str, Any]:
         self.listen("cell_start", {"cell": cell, "total": total})
-        row = self.runner.run(cell, self._snapshot(cell, datasets), workdir)
+        why = self._unprepared.get(cell.server_host or "")
+        row = self._failed(cell, why) if why else self.runner.run(cell, self._snapshot(cell, datasets), workdir)
         self.listen("cell_end", {"cell": cell, "row": row})
+        return row
+
+    def _failed(self, cell: Cell, why: str) -> dict[str, Any]:
+        """A cell of a host whose dataset could not be prepared: failed, committed, nothing run."""
+        row = self.runner.new_row(cell)
+        row.update(error=f"host {cell.server_host}: its dataset could not be prepared: {why}", ended_at=utc_now())
+        self.results.commit_cell(row, [], [])
         return row
 
     def _snapshot(self, cell: Cell, datasets: Datasets | None) -> dataset.Snapshot | None:
@@ -165,6 +174,16 @@ class Scheduler:
             return None
         build = self.runner.build_for(cell)
         return self._datasets_on(cell.server_host, datasets).get(build) if isinstance(build, Build) else None
+
+    def _prepare_on(self, host: str | None, datasets: Datasets) -> None:
+        """The installed server's dataset on `host`. With a host axis, a host whose dataset cannot be
+        prepared (it dropped off, its disk is full) fails its own cells, with the cause; the others run."""
+        try:
+            self._datasets_on(host, datasets).get(self.runner.installed)
+        except PerflabError as exc:
+            if host is None or host_axis(self.exp.file) is None:
+                raise
+            self._unprepared[host] = exc.message
 
     def _datasets_on(self, host: str | None, datasets: Datasets) -> Datasets:
         """The datasets of `host`'s cells, that host made the runner's server host (run/remote_server.py):
