@@ -353,12 +353,13 @@ class CellRunner:
                     client.sleep_until(origin + warmup, child)
                 start = accounting.WindowStart.take(server.pid, child.pid)
                 client.window_began(child, origin + warmup, workload.name)
+                # [observe] alloc's counts from here: before the samplers' and profilers' own starts,
+                # which take tenths of a second on a busy machine (transactions the counts would miss)
                 traced = tracer.window(server.pid, server.rundir) if tracer else contextlib.nullcontext()
                 status = sampler or contextlib.nullcontext()
-                with RssSampler(server.pid) as rss, RssSampler(child.pid) as client_rss, status as counters:
+                with traced, RssSampler(server.pid) as rss, RssSampler(child.pid) as client_rss, status as counters:
                     profilers.window_started()
-                    with traced:
-                        code = client.wait(child, warmup + seconds, margin, workload.name)
+                    code = client.wait(child, warmup + seconds, margin, workload.name)
                     ended = time.monotonic()
                 end = accounting.WindowEnd.take(start, server.pid)
                 pss = self.kind.pss_bytes(server)  # as PostgreSQL's (summed over its processes)

@@ -86,8 +86,11 @@ def test_jemalloc_gives_every_large_calloc_fresh_pages(measured) -> None:
 
 @pytest.mark.parametrize("name", ["glibc", "tcmalloc", "mimalloc"])
 def test_the_other_allocators_reuse_their_pages_in_both_forms(measured, name: str) -> None:
+    # reuse: a few faults per 2 MiB call at most, against jemalloc's one per page (512). Idle, under
+    # 2; beside four other workers mimalloc's calloc form took 2.8 (CI 2026-11-28: 554 us a call, so
+    # its 10 ms purge delay passed between calls and some freed pages went back to the kernel)
     for form in FORMS:
-        assert measured[(form, name)]["faults_per_call"] < 2, (form, measured[(form, name)])
+        assert measured[(form, name)]["faults_per_call"] < 0.02 * PAGES, (form, measured[(form, name)])
 
 
 @pytest.mark.parametrize("name", ["glibc", "jemalloc"])

@@ -6,7 +6,6 @@ perf (--buildid-dir) and the stack sampler (libdw's debuginfo_path) use for a li
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -190,8 +189,10 @@ def test_perf_and_the_sampler_are_given_the_debug_files_of_a_live_processs_root(
     own.write_bytes(b"")
     child = subprocess.Popen([str(binary), "30"])
     try:
-        deadline = time.monotonic() + 30  # until it has exec'd (a paused VM may take seconds)
-        while os.readlink(f"/proc/{child.pid}/exe") != str(binary) and time.monotonic() < deadline:
+        # until it has exec'd and the kernel has mapped the binary (a paused VM may take seconds): its
+        # /proc/PID/exe changes before the ELF's segments are mapped (CI 2026-11-28 read the maps between)
+        deadline = time.monotonic() + 30
+        while str(binary) not in debuginfo.mapped_files(child.pid) and time.monotonic() < deadline:
             time.sleep(0.01)
         found = debuginfo.root_debug_files(child.pid)
         path = debuginfo_path(child.pid)
