@@ -247,6 +247,8 @@ def _tree_profiles(out: Path, cell: dict) -> None:
     for line in (out / refs["pmp"]["path"]).with_suffix(".timed").read_text().splitlines():
         t, stack, _ = line.split(" ")
         ticks[t] = ticks.get(t, 0) + ("PostgresMain" in stack.split(";"))
-    assert len(ticks) >= 4 and sum(n >= 2 for n in ticks.values()) >= 0.8 * len(ticks), ticks  # both, (nearly) always
+    # both backends at (nearly) every tick; a tick walks ~8 processes with eu-stack on the host: 0.55 s
+    # apart beside five other workers (CI 2026-11-28: 3 ticks in the 2 s window at interval 0.25 s)
+    assert len(ticks) >= 2 and sum(n >= 2 for n in ticks.values()) >= 0.8 * len(ticks), ticks
     perf = (out / refs["perf"]["path"]).read_text()
     assert "PostgresMain" in perf, perf[:2000]  # the backends' on-CPU samples
