@@ -33,7 +33,7 @@ from perflab.run.observers.io import IoObserver, into_row
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers, store_alloc
 from perflab.run.observers.resources import RssSampler, StealSampler
-from perflab.run.observers.status import StatusSampler
+from perflab.run.observers.status import of_server as status_of
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs, read_tail
 from perflab.run.space import SpaceCheck
@@ -331,9 +331,7 @@ class CellRunner:
         command = client.command(spec, cell, server)
         out = logs / workload.output_name
         env = client_variant.environment(cell, server.rundir)
-        # connected before the workload loads the server (a new connection at 1024 threads takes seconds)
-        enabled = getattr(getattr(server, "flavor", None), "metrics_enabled", "ENABLED")  # MySQL's column differs
-        sampler = StatusSampler(server.socket, enabled=enabled).connect() if spec.observe.status else None
+        sampler = status_of(server) if spec.observe.status else None  # connected before the workload starts
         with (
             Profilers(spec.observe, server.pid, server.rundir, io=self.io_observer(server)) as profilers,
             contextlib.closing(sampler) if sampler else contextlib.nullcontext(),

@@ -242,7 +242,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     the client's network per transaction instead of its CPU (which is the other host's). With the
     server on a host too, its profilers and counters as with the client here (run/remote_window.py)."""
     from perflab.run import remote_window
-    from perflab.run.observers import remote_profilers
+    from perflab.run.observers import remote_profilers, status
 
     own = runner.kind.remote_client_measure(runner, cell, server, logs)  # pgbench: servers/postgresql/client_host.py
     if own is not None:
@@ -260,7 +260,10 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     # perf and pmp of the server where it runs: on its host, or here as a local cell's (the client's own
     # stacks would be the client host's: not made); its counters over TCP as the run's login, either way
     profilers = remote_profilers.of_cell(runner, cell, server, clock) if there else local_profilers(runner, server)
-    counters = remote_window.status_sampler(runner, server, remote.password) if there else local_status(runner, server)
+    if there:
+        counters = remote_window.status_sampler(runner, server, remote.password)
+    else:  # the server here: over its socket, as a local cell's
+        counters = status.of_server(server) if runner.exp.file.observe.status else None
     with profilers, contextlib.closing(counters) if counters else contextlib.nullcontext(), StealSampler() as steal:
         w = _run(runner, server, command, out, (read, sampler), profilers, counters)
     summary, intervals = client.read_output(out, w.code, warmup)
@@ -322,16 +325,6 @@ def local_profilers(runner: Any, server: Any) -> Any:
     if observe.perf is None and observe.pmp is None:
         return remote_profilers.NoProfilers()
     return Profilers(observe, server.pid, server.rundir, tree=runner.kind.profiles_tree)
-
-
-def local_status(runner: Any, server: Any) -> Any:
-    """[observe] status of a server here over its socket, as a local cell's (run/cell.py), connected now."""
-    from perflab.run.observers.status import StatusSampler
-
-    if not runner.exp.file.observe.status:
-        return None
-    enabled = getattr(getattr(server, "flavor", None), "metrics_enabled", "ENABLED")  # MySQL's column differs
-    return StatusSampler(server.socket, enabled=enabled).connect()
 
 
 def cpu_fields(before: float | None, after: float | None, transactions: int) -> dict[str, Any]:

@@ -99,7 +99,6 @@ class Scheduler:
 
     def _run_cells(self, workdir: Path, resume: bool, done: list[dict[str, Any]]) -> None:
         datasets = Datasets(self.runner, self.results, workdir, self.listen, resume=resume)
-        self._on_hosts = {}
         used = {cell.build for cell in self.exp.cells()}
         if None in used:  # the installed server's dataset first, as before builds existed
             for host in dict.fromkeys(cell.server_host for cell in self.exp.cells()):  # each host's, with a host axis

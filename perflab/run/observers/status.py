@@ -132,6 +132,13 @@ def figures(
     return {"per_txn": per_txn, "gauges": means, "samples": len(samples), "transactions": round(span_txns, 1)}
 
 
+def of_server(server: Any) -> StatusSampler:
+    """[observe] status of a server on this machine, over its socket, connected now (before the
+    workload loads it: a new connection at 1024 threads takes seconds); MySQL's metrics column differs."""
+    enabled = getattr(getattr(server, "flavor", None), "metrics_enabled", "ENABLED")
+    return StatusSampler(server.socket, enabled=enabled).connect()
+
+
 class StatusSampler:
     """Samples the server behind `socket` every `interval` seconds in a thread; a failed
     sample ends the sampling and is raised (StatusError) when the window ends."""
