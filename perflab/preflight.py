@@ -20,7 +20,7 @@ from perflab.run import storage, workloads
 from perflab.run.observers.io import io_problems
 from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
-from perflab.spec.hosts import server_hosts
+from perflab.spec.hosts import client_hosts, server_hosts
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def check(exp: Experiment) -> None:
                     f"free memory on the tmpfs, or use a smaller dataset ({smaller})",
                 )
             )
-    if exp.file.experiment.client_host or server_hosts(exp.file):  # reachable, with its tools
+    if client_hosts(exp.file) or server_hosts(exp.file):  # reachable, with its tools
         from perflab.hosts.preflight import host_problems  # (hosts/preflight.py)
 
         dirs = kind.server_dirs + workload.client_dirs  # the server host's tools, the client host's

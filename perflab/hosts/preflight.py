@@ -12,7 +12,7 @@ from typing import Any
 from perflab.errors import HostKeyError, HostUnreachableError, Problem
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
-from perflab.spec.hosts import server_hosts
+from perflab.spec.hosts import client_hosts, server_hosts
 
 # $0: a tool, "$@": directories off the PATH where it may be (postgresql-15's bin); else on the ssh
 # user's PATH (root's has /usr/sbin: mariadbd)
@@ -24,10 +24,9 @@ def host_problems(
 ) -> list[Problem]:
     """Problems of the client host and the server host (`packages`, `server_packages`: the tools each
     runs -> their Debian packages; `dirs`: where the server's may be, off the PATH)."""
-    e = spec.experiment
     wanted: dict[str, dict[str, str]] = {}
-    if e.client_host is not None:
-        wanted[e.client_host] = dict(packages)
+    for name in client_hosts(spec):  # [experiment] client_host, a host axis's
+        wanted[name] = dict(packages)
     for name in server_hosts(spec):  # [experiment] server_host, a host axis's
         wanted[name] = {**wanted.get(name, {}), **(server_packages or {}), **observer_packages(spec)}
     return [p for name, tools in wanted.items() for p in _problems_of(spec, name, tools, dirs)]

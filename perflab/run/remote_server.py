@@ -45,7 +45,7 @@ from perflab.run.observers.resources import ProcCounters
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.spec import Cell
-from perflab.spec.hosts import server_hosts
+from perflab.spec.hosts import client_hosts, server_hosts
 from perflab.units import utc_now
 
 # $0: a tool, "$@": the kind's directories off the PATH (postgresql-15's bin); its path on the host,
@@ -168,30 +168,37 @@ class ServerHost:
 
 @contextlib.contextmanager
 def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
-    """The run's remote hosts (client_host, server_host, a host axis's), connected for the whole run
-    (run/scheduler.py): `runner.remote`, `runner.server_hosts` (name -> ServerHost) and
-    `runner.server_host` (the one of the cell or dataset at hand: CellRunner.on_host) are set
+    """The run's remote hosts (client hosts, server_host, a host axis's), connected for the whole run
+    (run/scheduler.py): `runner.server_hosts` (name -> ServerHost), `runner.remotes` ((client host,
+    server host) -> RemoteClient: a client host per variant reaches its own server), and
+    `runner.server_host` and `runner.remote` ([experiment]'s; a cell's are CellRunner.at's) are set
     inside; the hosts' clocks and fingerprints go to the run's meta `hosts` at the start and the end."""
     from perflab.run.remote_client import RemoteClient
 
     spec = runner.exp.file
     e = spec.experiment
     servers = server_hosts(spec)  # [experiment] server_host, a host axis's
-    names = [n for n in dict.fromkeys((*servers, e.client_host)) if n is not None]
+    names = list(dict.fromkeys((*servers, *client_hosts(spec))))
     with Hosts({name: parse_target(spec.hosts[name].ssh) for name in names}, workdir) as hosts:
         for name in servers:
             runner.server_hosts[name] = ServerHost.open(hosts, name, runner.kind)
             hosts.require(name, observer_packages(spec))  # perf, eu-stack: exit 3 naming the package
         runner.server_host = runner.server_hosts.get(e.server_host) if e.server_host else None
-        if e.client_host is not None:  # with a server host, the client reaches it at its address
-            address = runner.server_host.address if runner.server_host is not None else None
-            runner.remote = RemoteClient.open(hosts, e.client_host, workloads.of(spec), address)
+        pairs = dict.fromkeys((c.client_host, c.server_host) for c in runner.exp.cells() if c.client_host)
+        for client_name, server_name in pairs:  # with a server host, the client reaches it at its address
+            address = runner.server_hosts[server_name].address if server_name is not None else None
+            runner.remotes[client_name, server_name] = RemoteClient.open(
+                hosts, client_name, workloads.of(spec), address
+            )
+        runner.remote = runner.remotes.get((e.client_host, e.server_host)) if e.client_host else None
         runner.results.set_meta(hosts=hosts.meta())
         try:
             yield
         finally:
             runner.remote = runner.server_host = None
             runner.server_hosts.clear()
+            runner.remotes.clear()
+            runner._placed.clear()
             hosts.measure_end()
             runner.results.set_meta(hosts=hosts.meta())
 

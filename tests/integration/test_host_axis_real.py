@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from tests.integration.helpers import write_experiment
-from tests.integration.sshhosts import SshLab, namespace_commands, perflab_via
+from tests.integration.sshhosts import SshLab, namespace_commands, perflab_via, ssh_hosts, wire
 
 EXPERIMENT = """
 [experiment]
@@ -75,3 +75,64 @@ def test_a_host_axis_runs_each_hosts_block_on_its_own_dataset(ssh_lab: SshLab, t
         assert namespace_commands(ssh_lab, name) == ["sshd"]
     report = perflab_via(ssh_lab, tmp_path, "report", str(out))
     assert report.returncode == 0 and "server on host db" in report.stdout and "server on host load" in report.stdout
+
+
+LANES = """
+[experiment]
+name = "it-host-lanes"
+duration = "2s"
+warmup = "1s"
+repeats = 1
+
+[hosts.db]
+ssh = "{db}"
+[hosts.db2]
+ssh = "{db2}"
+[hosts.l1]
+ssh = "{l1}"
+[hosts.l2]
+ssh = "{l2}"
+
+[dataset]
+tables = 1
+table_size = 1000
+
+[workload]
+test = "oltp_point_select"
+threads = [1]
+
+[variants.host]
+a = {{ server_host = "db", client_host = "l1" }}
+b = {{ server_host = "db2", client_host = "l2" }}
+"""
+
+
+def test_independent_hosts_of_an_axis_run_at_once_each_with_its_own_client_host(tmpfs, tmp_path: Path) -> None:
+    """Two server hosts, each with a client host of its own: their rounds run at once (their windows
+    overlap), each client drives its own host's server, and nothing is left on any of the four hosts."""
+    import datetime as dt
+
+    names = ["db", "db2", "l1", "l2"]
+    with ssh_hosts(tmp_path / "lab", names) as lab:
+        wire(lab, "l1", "db")  # each client host reaches its own server host only
+        wire(lab, "l2", "db2")
+        body = LANES.format(**{name: lab.hosts[name].ssh for name in names})
+        out = tmp_path / "results"
+        done = perflab_via(
+            lab, tmpfs("shm", "1G"), "run", str(write_experiment(tmp_path / "l.toml", body)), "-o", str(out)
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        doc = json.loads(perflab_via(lab, tmp_path, "export", str(out), "--format", "json").stdout)
+        cells = sorted(doc["cells"], key=lambda c: c["id"])
+        assert len(cells) == 2 and all(c["status"] == "ok" for c in cells), [c.get("error") for c in cells]
+        pairs = {c["variant"]["host"]: (c["build"]["host"]["name"], c["client"]["host"]) for c in cells}
+        assert pairs == {"a": ("db", "l1"), "b": ("db2", "l2")}
+        for cell in cells:  # each client against its own server's address
+            assert cell["client"]["address"] == lab.hosts[cell["build"]["host"]["name"]].address
+        schedule = doc["host_schedule"]
+        assert schedule["concurrent"] is True and schedule["lanes"] == {"db": ["db", "l1"], "db2": ["db2", "l2"]}
+        spans = [(dt.datetime.fromisoformat(c["started_at"]), dt.datetime.fromisoformat(c["ended_at"])) for c in cells]
+        # one at a time, the second starts when (or after) the first ends: at once, they overlap
+        assert max(s for s, _ in spans) < min(e for _, e in spans), spans
+        for name in names:
+            assert namespace_commands(lab, name) == ["sshd"]
