@@ -32,7 +32,7 @@ from perflab.run.datasets import Datasets, kept_dirs
 from perflab.run.workdir import space_hint, work_dir
 from perflab.spec import Cell, Experiment
 from perflab.spec.fields import MAX_REPEATS
-from perflab.spec.hosts import client_hosts, host_axis, host_lanes, server_hosts
+from perflab.spec.hosts import client_hosts, host_axis, host_lanes, longest_lane, server_hosts
 from perflab.spec.loading import cell_estimate, round_seconds
 from perflab.store.results import Results
 from perflab.units import format_duration, utc_now
@@ -43,11 +43,12 @@ def cell_seconds(exp: Experiment) -> float:
 
 
 def estimate_seconds(exp: Experiment, cells: int | None = None) -> float:
-    """Wall time for `cells` cells (default: all cells known in advance), dataset included."""
+    """Wall time for `cells` cells (default: all cells known in advance), dataset included; a host axis
+    whose hosts run at once takes its busiest host's share of them (spec/hosts.longest_lane)."""
     spec = exp.file
     rows = spec.dataset.tables * spec.dataset.table_size
     prepare = 5 + rows / 100_000 * 1.5
-    return prepare + cell_seconds(exp) * (len(exp.cells()) if cells is None else cells)
+    return prepare + cell_seconds(exp) * (len(exp.cells()) if cells is None else cells) * longest_lane(spec)
 
 
 class Scheduler:

@@ -142,6 +142,20 @@ def host_lanes(spec: ExperimentFile) -> dict[str, Any]:
 HERE = "(this machine)"
 
 
+def longest_lane(spec: ExperimentFile) -> float:
+    """The share of a round's cells that run one after another: the busiest server host's, when a host
+    axis's hosts run at once (host_lanes); else 1 (every cell in turn). For the run's time estimates."""
+    axis = host_axis(spec)
+    if axis is None or not host_lanes(spec)["concurrent"]:
+        return 1.0
+    labels = spec.variants[axis]
+    per_host: dict[str, int] = {}
+    for v in labels.values():
+        host = v.server_host or spec.experiment.server_host or HERE
+        per_host[host] = per_host.get(host, 0) + 1
+    return max(per_host.values()) / len(labels)
+
+
 def _machine(spec: ExperimentFile, name: str) -> str:
     """A [hosts.NAME]'s machine, as its ssh target names it (two names for one address are one machine)."""
     from perflab.hosts.target import parse_target

@@ -136,3 +136,5 @@ def test_independent_hosts_of_an_axis_run_at_once_each_with_its_own_client_host(
         assert max(s for s, _ in spans) < min(e for _, e in spans), spans
         for name in names:
             assert namespace_commands(lab, name) == ["sshd"]
+        report = perflab_via(lab, tmp_path, "report", str(out)).stdout
+        assert "hosts db, db2 ran each round at once" in report and "client on host l2" in report

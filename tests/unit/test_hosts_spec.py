@@ -303,6 +303,12 @@ def test_each_host_of_an_axis_with_its_own_client_host_runs_at_once() -> None:
     assert "client runs on host l1" in exp.design_reason
     off = host_lanes(parse("concurrent_hosts = false", rest=LANES).file)
     assert off["concurrent"] is False and off["why"] == "concurrent_hosts = false"
+    from perflab.spec.hosts import longest_lane
+    from perflab.spec.loading import round_seconds
+
+    # the round's time: the busiest host's cells (half of them here), not all in turn
+    assert longest_lane(exp.file) == 0.5 and longest_lane(parse("", rest=AXIS).file) == 1.0
+    assert round_seconds(exp.file) * 2 == round_seconds(parse("concurrent_hosts = false", rest=LANES).file)
 
 
 def test_hosts_that_share_a_machine_run_one_at_a_time_and_say_why() -> None:
