@@ -108,8 +108,7 @@ class Scheduler:
         datasets = Datasets(self.runner, self.results, workdir, self.listen, resume=resume)
         used = {cell.build for cell in self.exp.cells()}
         if None in used:  # the installed server's dataset first, as before builds existed
-            for host in dict.fromkeys(cell.server_host for cell in self.exp.cells()):  # each host's, with a host axis
-                self._prepare_on(host, datasets)
+            self._prepare_hosts(datasets)
         glibcs = any(cell.glibc for cell in self.exp.cells())
         if self.exp.file.builds or glibcs:  # before the first cell; a failed build fails only its cells
             self.runner.prepare_builds(datasets.get, workdir, writable_cache(cache_root()))
@@ -245,6 +244,35 @@ class Scheduler:
         build = self.runner.build_for(cell)
         return self._datasets_on(cell.server_host, datasets).get(build) if isinstance(build, Build) else None
 
+    def _prepare_hosts(self, datasets: Datasets) -> None:
+        """The installed server's dataset on each server host (with a host axis; else the run's one): at
+        once where the hosts run their rounds at once and each prepares its own (prepare_on = "host")."""
+        hosts = list(dict.fromkeys(cell.server_host for cell in self.exp.cells()))
+        concurrent = self.lanes is not None and self.lanes["concurrent"] and None not in hosts
+        if not concurrent or self.exp.file.experiment.prepare_on == "here":
+            for host in hosts:
+                self._prepare_on(host, datasets)
+            return
+        self.runner.installed  # noqa: B018 - described once, before the threads share it
+        for host in hosts:
+            self._datasets_on(host, datasets)
+        raised: list[BaseException] = []
+
+        def prepare(host: str) -> None:
+            try:
+                self._prepare_on(host, datasets)
+            except BaseException as exc:  # noqa: BLE001 - raised in the main thread
+                raised.append(exc)
+
+        threads = [threading.Thread(target=prepare, args=(h,), name=f"perflab-prepare-{h}", daemon=True) for h in hosts]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.5)
+        if raised:
+            raise raised[0]
+
     def _prepare_on(self, host: str | None, datasets: Datasets) -> None:
         """The installed server's dataset on `host`. With a host axis, a host whose dataset cannot be
         prepared (it dropped off, its disk is full) fails its own cells, with the cause; the others run."""
@@ -258,11 +286,12 @@ class Scheduler:
     def _datasets_on(self, host: str | None, datasets: Datasets) -> Datasets:
         """The datasets of `host`'s cells, that host made the runner's server host (run/remote_server.py):
         the run's own, or with a host axis and prepare_on = "host" (docs/hosts.md) one prepared on each host."""
-        self.runner.server_host = self.runner.server_hosts.get(host) if host is not None else None
         if host is None or host_axis(self.exp.file) is None or self.exp.file.experiment.prepare_on == "here":
+            self.runner.server_host = self.runner.server_hosts.get(host) if host is not None else None
             return datasets
-        if host not in self._on_hosts:
-            self._on_hosts[host] = Datasets(self.runner, self.results, datasets.workdir, self.listen, host=host)
+        if host not in self._on_hosts:  # prepared by a runner placed on the host (CellRunner.at), its own
+            placed = self.runner.at(Cell(0, {}, 0, 0, None, {}, {}, server_host=host))
+            self._on_hosts[host] = Datasets(placed, self.results, datasets.workdir, self._heard_event, host=host)
         return self._on_hosts[host]
 
     def run_adaptive(self, datasets: Datasets | None, workdir: Path, done: list[dict[str, Any]]) -> None:

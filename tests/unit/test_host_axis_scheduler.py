@@ -171,3 +171,28 @@ def test_an_interrupt_commits_no_cell_in_flight(tmp_path: Path, monkeypatch: Any
         stored = results.cells()
     # db2's cell was in flight when interrupted: not stored; db's may have ended first (a VM pause), no other
     assert [c["variant"]["host"] for c in stored] in ([], ["a"]), stored
+
+
+def test_independent_hosts_prepare_their_datasets_at_once(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    class Slow(Runner):
+        def prepare(self, workdir: Path, build: Any = None, name: str = "snapshot") -> dataset.Snapshot:
+            started = time.monotonic()
+            time.sleep(0.6)
+            snapshot = super().prepare(workdir, build, name)
+            self.spans.append((self.server_host.name, threading.current_thread().name, started, time.monotonic()))
+            return snapshot
+
+    exp = spec.parse(LANES)
+    with Results(tmp_path / "r", create=True) as results:
+        runner = Slow(exp, results, set())
+        runner.spans = []
+        scheduler.Scheduler(exp, results, runner=runner)._run_cells(tmp_path, False, [])
+        meta = results.meta()
+    assert sorted(runner.prepared) == [("db", "snapshot-on-db"), ("db2", "snapshot-on-db2")]
+    assert set(meta["host_datasets"]) == {"db", "db2"}  # both saved: neither overwrote the other
+    (a, *_), (b, *_) = runner.spans
+    assert {a, b} == {"db", "db2"} and runner.spans[0][1] != runner.spans[1][1]
+    assert max(s[2] for s in runner.spans) < min(s[3] for s in runner.spans)  # they overlapped
