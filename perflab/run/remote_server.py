@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perflab import hostinfo
-from perflab.errors import HostLostError, PerflabError, ServerCrashedError, ToolMissingError
+from perflab import allocators, hostinfo
+from perflab.errors import AllocatorNotMappedError, HostLostError, PerflabError, ServerCrashedError, ToolMissingError
 from perflab.hosts.preflight import observer_packages
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts, RemoteProbe
@@ -66,6 +66,8 @@ class ServerHost:
     binaries: dict[str, str]  # tool -> its path on the host
     version: str  # the host's server, as `mariadbd --version` says it
     _snapshots: dict[Path, str] = field(default_factory=dict)  # a local snapshot -> its copy on the host
+    _preloads: dict[str, str] = field(default_factory=dict)  # a variant's preload -> its library there
+    _packages: dict[str, str | None] = field(default_factory=dict)  # a file there -> "package version"
 
     @classmethod
     def open(cls, hosts: Hosts, name: str, kind: Any) -> ServerHost:
@@ -101,6 +103,43 @@ class ServerHost:
         while (port := 20000 + secrets.randbelow(40000)) in taken:
             pass
         return port
+
+    def preload(self, value: str) -> str | None:
+        """The library a variant's `preload` puts in the server there (its real path on the host): a known
+        allocator as the host installed it, or a library given by its path here, copied into the run
+        directory once; None for "glibc". ToolMissingError (exit 3) naming the package the host lacks."""
+        if value == allocators.GLIBC:
+            return None
+        if value not in self._preloads:
+            if value.startswith("/"):
+                copy = f"{self.rundir.path}/preload-{len(self._preloads)}-{Path(value).name}"
+                self.link.put(Path(value), copy)
+                found = self.link.run(["readlink", "-f", copy])
+            else:
+                found = self.link.run(["sh", "-c", allocators.FIND_ON_HOST, *allocators.candidates(value)])
+            if found.status != 0 or not found.stdout.strip():
+                package = allocators.KNOWN[value].package if value in allocators.KNOWN else None
+                raise ToolMissingError(
+                    f"host {self.name} has no {value} library",
+                    f"install it there: `apt-get install {package}` on {self.link.target}"
+                    if package
+                    else f"check {value} on this machine ({found.stderr.strip()[-200:]})",
+                )
+            self._preloads[value] = found.stdout.strip()
+        return self._preloads[value]
+
+    def package_of(self, path: str) -> str | None:
+        """'package version' of the Debian package owning `path` on the host (asked once per run), or None."""
+        if path not in self._packages:
+            self._packages[path] = None
+            for candidate in dict.fromkeys((path, *allocators._usrmerge_aliases(path))):
+                owner = self.link.run(["dpkg-query", "-S", candidate])
+                if owner.status == 0 and ":" in owner.stdout:
+                    package = owner.stdout.split(":")[0].strip()
+                    version = self.link.run(["dpkg-query", "-W", "-f", "${Version}", package]).stdout.strip()
+                    self._packages[path] = f"{package} {version}".strip()
+                    break
+        return self._packages[path]
 
     def check_format(self, kind: Any, snapshot: dataset.Snapshot) -> None:
         """The host's server opens the snapshot's format, or exit 3 (the dataset is prepared here)."""
@@ -219,9 +258,10 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
         place.check_format(runner.kind, snapshot)
         options = {**runner.kind.pool_options(snapshot), **runner.kind.cell_options(cell), **cell.server_options}
         tracer = remote_alloc.of_cell(runner, place, rundir)  # [observe] alloc: its counter preloaded there
+        preload = place.preload(cell.preload) if cell.preload else None  # an allocator there, or copied there
         server = runner.kind.remote_server(
             place, f"{place.rundir.path}/{rundir.name}/data", options, local=rundir, env=cell.env,
-            **({"alloc": tracer} if tracer is not None else {}),
+            **({"alloc": tracer} if tracer is not None else {}), **({"preload": preload} if preload else {}),
         )  # fmt: skip
         server.aslr = cell.aslr
         row["build"] = {
@@ -251,7 +291,7 @@ def _measured(
     started = time.monotonic()
     with server:
         start_s = time.monotonic() - started
-        row.update(_allocator(server, place))
+        row.update(_allocator(server, place, cell))
         switches = server_switches(cell, server, runner.exp.file.workload.tool, runner.kind)
         with remote_alloc.armed(server):  # [observe] alloc: its perf started there before the window
             intervals, rss, measured = measure(runner, cell, server, logs)
@@ -284,11 +324,19 @@ def _finish(server: Any, rundir: Path, logs: Path) -> None:
     shutil.rmtree(rundir, ignore_errors=True)
 
 
-def _allocator(server: Any, place: ServerHost) -> dict[str, Any]:
-    """The allocator fields of a server on a host (no preload there: its C library's malloc)."""
-    from perflab import allocators
-
+def _allocator(server: Any, place: ServerHost, cell: Cell) -> dict[str, Any]:
+    """The allocator fields of a server on a host: its preload, proven mapped there (else
+    AllocatorNotMappedError: the cell fails), with the package that ships it there; without one, its
+    C library's malloc."""
     mapped = server.mapped()
+    if server.preload is not None:
+        if server.preload not in mapped:
+            raise AllocatorNotMappedError(
+                f"{server.preload} ({cell.preload}) is not mapped into the server on host {place.name} "
+                f"(pid {server.pid})",
+                "the library failed to load there: see the server's log",
+            )
+        return {"allocator_library": server.preload, "allocator_version": place.package_of(server.preload)}
     libc = allocators.glibc_library(mapped)
     glibc = place.hosts.hosts[place.name].fingerprint.get("glibc")  # "glibc 2.36", as getconf says it
     return {"allocator_library": libc, "allocator_version": glibc}

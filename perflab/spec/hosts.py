@@ -91,6 +91,18 @@ def _client_axis_problems(spec: ExperimentFile) -> list[Problem]:
     ]
 
 
+def preloads_by_host(spec: ExperimentFile) -> dict[str | None, set[str]]:
+    """The server preloads (allocators, libraries) of the cells on each server host (None: this machine),
+    for the preflight there: a host axis's preload variants may run here and on its hosts."""
+    found: dict[str | None, set[str]] = {}
+    for combo in itertools.product(*(ls.values() for ls in spec.variants.values())):
+        server = next((v.server_host for v in combo if v.server_host), spec.experiment.server_host)
+        preload = next((v.preload for v in combo if v.preload), None)
+        if preload is not None and preload != "glibc":
+            found.setdefault(server, set()).add(preload)
+    return found
+
+
 def _server_here_with_client_host(spec: ExperimentFile) -> bool:
     """Some cell's server runs on this machine with its client on a host."""
     combos = itertools.product(*(ls.values() for ls in spec.variants.values()))
@@ -230,8 +242,9 @@ def _observer_problems(spec: ExperimentFile, names: tuple[str, ...], key: str, w
 
 
 # the server on another host runs the host's installed server on its run directory (tmpfs), with
-# what the variants give it through its option file and environment only
-_SERVER_VARIANT_KEYS = ("build", "preload", "glibc", "client_preload", "client_library")
+# what the variants give it through its option file, its environment and a preload (an allocator
+# found there, or a library copied there: run/remote_server.py)
+_SERVER_VARIANT_KEYS = ("build", "glibc", "client_preload", "client_library")
 
 
 def _profiler_problems(spec: ExperimentFile) -> list[Problem]:

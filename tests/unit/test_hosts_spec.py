@@ -164,7 +164,14 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     assert "server_host and client_host" in both["observe.io"] and "not with server_host yet" in both["observe.io"]
     variants = problems('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\n'
                         'je = { preload = "jemalloc", client_env = { A = "1" } }\n')  # fmt: skip
-    assert list(variants) == ["variants.alloc.je"] and "preload, client_env" in variants["variants.alloc.je"]
+    assert list(variants) == ["variants.alloc.je"] and "found client_env" in variants["variants.alloc.je"]
+    # a preload runs there (the host's allocator: run/remote_server.py), looked for there, not here
+    from perflab.spec.hosts import preloads_by_host
+
+    on_host = parse('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\nje = { preload = "jemalloc" }\n')
+    assert preloads_by_host(on_host.file) == {"db": {"jemalloc"}}
+    axis = AXIS.replace('b = { server_host = "db2" }', "b = {}") + '[variants.alloc]\nje = { preload = "jemalloc" }\n'
+    assert preloads_by_host(parse("", rest=axis).file) == {"db": {"jemalloc"}, None: {"jemalloc"}}
     unknown = problems('server_host = "dbb"')
     assert "defined hosts: load, db" in unknown["experiment.server_host"]
 
