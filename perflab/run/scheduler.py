@@ -205,16 +205,12 @@ class Scheduler:
             threading.Thread(target=run, args=(lane,), name=f"perflab-lane-{lane[0].server_host}", daemon=True)
             for lane in lanes
         ]
-        try:
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(0.5)
-        except BaseException:
+
+        def interrupted() -> None:  # before the lanes are let end: no cell of theirs is stored from now on
             self.results.abandon()
             stop.set()
-            raise
+
+        _joined(threads, interrupted)
         if raised:
             raise raised[0]
         return [rows[order] for order in sorted(snapshots)]
@@ -266,11 +262,7 @@ class Scheduler:
                 raised.append(exc)
 
         threads = [threading.Thread(target=prepare, args=(h,), name=f"perflab-prepare-{h}", daemon=True) for h in hosts]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(0.5)
+        _joined(threads)
         if raised:
             raise raised[0]
 
@@ -368,6 +360,35 @@ class Scheduler:
         start = max((row["id"] for row in done), default=-1) + 1
         cells = [c for c in self.exp.round(repeat, only=pending) if c.key not in have]
         return [dataclasses.replace(c, order=start + i) for i, c in enumerate(cells)]
+
+
+HALT_WAIT_S = 15.0  # how long an interrupted run waits for its lanes to end before it cleans the hosts up
+
+
+def _joined(threads: list[threading.Thread], interrupted: Any = None) -> None:
+    """Start `threads` and wait for them. On an interrupt (Ctrl-C, SIGTERM: the main thread's),
+    `interrupted()` first, then their remote calls fail from then on (transport.halt_others) and they
+    get HALT_WAIT_S to end, so none starts a process on a host after the run's hosts are cleaned up
+    (run/remote_server.run_hosts)."""
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.5)
+    except BaseException:
+        from perflab.hosts import transport  # (asyncssh: imported only where it is needed)
+
+        if interrupted is not None:
+            interrupted()
+        transport.halt_others()
+        deadline = time.monotonic() + HALT_WAIT_S
+        for thread in threads:
+            if thread.ident is not None:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        if not any(thread.is_alive() for thread in threads):
+            transport.resume_others()
+        raise
 
 
 def needs_retry(row: dict[str, Any], done: list[dict[str, Any]] = ()) -> bool:  # type: ignore[assignment]

@@ -196,3 +196,40 @@ def test_independent_hosts_prepare_their_datasets_at_once(tmp_path: Path) -> Non
     (a, *_), (b, *_) = runner.spans
     assert {a, b} == {"db", "db2"} and runner.spans[0][1] != runner.spans[1][1]
     assert max(s[2] for s in runner.spans) < min(s[3] for s in runner.spans)  # they overlapped
+
+
+def test_an_interrupted_runs_lanes_start_nothing_more_on_a_host() -> None:
+    """While an interrupted run stops (transport.halt_others), a remote call from a lane's thread fails
+    at once, so no lane starts a server after the hosts are cleaned up; the main thread's still run."""
+    import threading
+
+    from perflab.hosts import transport
+    from perflab.hosts.target import SshTarget
+
+    link = transport.Connection("db", SshTarget("root", "10.77.1.2", None), None)  # type: ignore[arg-type]
+
+    async def answer() -> int:
+        return 42
+
+    failed: list[BaseException] = []
+    transport.halt_others()
+    try:
+
+        def lane() -> None:
+            try:
+                link.call(answer(), 5)
+            except HostLostError as exc:
+                failed.append(exc)
+
+        thread = threading.Thread(target=lane)
+        thread.start()
+        thread.join(10)
+        assert link.call(answer(), 5) == 42  # the main thread cleans up through the same links
+    finally:
+        transport.resume_others()
+    assert len(failed) == 1 and "the run is stopping" in failed[0].message
+    done: list[int] = []
+    after = threading.Thread(target=lambda: done.append(link.call(answer(), 5)))
+    after.start()
+    after.join(10)
+    assert done == [42]
