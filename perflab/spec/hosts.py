@@ -207,16 +207,18 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
 
 
 def _client_target_problems(spec: ExperimentFile) -> list[Problem]:
-    """perf and pmp with client_host profile the server only: the client's stacks would be its host's."""
+    """perf and pmp of the client run on its host (run/observers/remote_client_profilers.py), where
+    its stacks are sampled by eu-stack: another pmp tool is refused."""
+    pmp = spec.observe.pmp
+    if pmp is None or "client" not in pmp.targets or "tool" not in pmp.model_fields_set or pmp.tool == "eu-stack":
+        return []
     return [
         Problem(
-            f"observe.{name}.targets",
-            'targets = ["server"] with client_host',
-            repr(entry.targets).replace("'", '"'),
-            "the client runs on another host, where its stacks are not sampled yet: " + _NOT_YET,
+            "observe.pmp.tool",
+            'tool = "eu-stack" (or no tool) with targets naming "client" and client_host',
+            repr(pmp.tool).replace("'", '"'),
+            "the client's stacks on its host are sampled by eu-stack there (docs/hosts.md)",
         )
-        for name in ("perf", "pmp")
-        if (entry := getattr(spec.observe, name)) is not None and "client" in entry.targets
     ]
 
 
@@ -235,14 +237,15 @@ _SERVER_VARIANT_KEYS = ("build", "preload", "glibc", "client_preload", "client_l
 
 
 def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
-    """perf and pmp run on the server's host, of the server only (one process); pmp there is eu-stack."""
+    """perf and pmp run on the server's host, of the server (its process, or PostgreSQL's tree), and
+    of a client on client_host there; pmp on a host is eu-stack."""
     problems = []
     refusal = servers.kind(spec.experiment.server).remote_profile_refusal
     for name in ("perf", "pmp"):
         entry = getattr(spec.observe, name)
         if entry is not None and refusal:
             problems.append(Problem(f"observe.{name}", f"no [observe] {name} with server_host", "true", refusal))
-        elif entry is not None and "client" in entry.targets:
+        elif entry is not None and "client" in entry.targets and spec.experiment.client_host is None:
             problems.append(
                 Problem(
                     f"observe.{name}.targets",
