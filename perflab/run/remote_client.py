@@ -7,6 +7,8 @@ root only in the host's run directory (`--config-file`), never on a command line
 
 Recorded per cell (`client` fields): the host, the bytes its network interface toward the server
 moved per transaction over the window, and the round trip to the host (its clock reading, ms).
+With [observe] perf / pmp targets naming the client, sysbench is profiled on its host
+(run/observers/remote_client_profilers.py) and `client.clock` records that host's clock readings.
 pgbench runs there too, by its server kind's own measurement (Kind.remote_client_measure:
 servers/postgresql/client_host.py) on this module's RemoteClient and RemoteChild.
 

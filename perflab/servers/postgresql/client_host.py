@@ -9,7 +9,10 @@ this machine (cell.py), it runs past the window; perflab marks the window's end 
 (SIGALRM to pgbench alone). Its log is then fetched back into the cell's directory here, and the
 window's figures are cut from it at perflab's marks, put on the host's clock: the host's clock is
 read before pgbench starts and after it ends (hosts/clock.WindowClock), and a cell whose clock cannot
-be aligned within 50 ms fails (its figures could not be cut).
+be aligned within 50 ms fails (its figures could not be cut). With [observe] perf and pmp, the
+server's profiles (the postmaster's tree) are made over pgbench's phases: here as a local pgbench
+cell's (run/observers/profilers.py), or on the server host (run/observers/remote_profilers.py,
+reading that host's clock themselves).
 
 Recorded in `client`, as a remote sysbench's: the host, the server's address, the host's interface
 toward it, its bytes per transaction, the round trip; pgbench's CPU there over the window (its
