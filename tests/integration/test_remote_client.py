@@ -126,12 +126,14 @@ def test_the_client_profiled_on_its_host(ssh_lab: SshLab, tmpfs, tmp_path: Path)
     assert namespace_commands(ssh_lab, "load") == ["sshd"]  # perf and the sampler stopped with the cell
 
 
-def test_a_host_without_sysbench_exits_3_naming_the_package(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+def _host_path_of(ssh_lab: SshLab, tmp_path: Path, *more: str) -> None:
+    """The load host's sessions get a PATH of the basic tools and `more` alone (the others hidden
+    on the host only); the lab is the test's own (conftest.py's ssh_lab), its sshd_config with it."""
     load = ssh_lab.hosts["load"]
-    hidden = tmp_path / "hide"  # sysbench hidden on the host only: its sessions get a PATH without it
+    hidden = tmp_path / "hide"
     hidden.mkdir()
     for tool in ("sh", "cat", "setsid", "mktemp", "rm", "test", "kill", "bash", "ip", "grep", "tr", "uname",
-                 "getconf", "dpkg-query", "sleep"):  # fmt: skip
+                 "getconf", "dpkg-query", "sleep", *more):  # fmt: skip
         found = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True, check=False)
         if found.stdout.strip().startswith("/"):
             os.symlink(found.stdout.strip(), hidden / tool)
@@ -139,11 +141,28 @@ def test_a_host_without_sysbench_exits_3_naming_the_package(ssh_lab: SshLab, tmp
     # sshd takes the first SetEnv line: PATH goes into sshhosts.py's own
     env_file.write_text(env_file.read_text().replace("SetEnv SHLVL=1", f"SetEnv SHLVL=1 PATH={hidden}"))
     subprocess.run(["kill", "-HUP", str(load.sshd.pid)], check=True)
+
+
+def test_a_host_without_sysbench_exits_3_naming_the_package(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    load = ssh_lab.hosts["load"]
+    _host_path_of(ssh_lab, tmp_path)  # sysbench hidden on the host only
     spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh))
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
     assert done.returncode == 3, done.stdout + done.stderr
     assert "hosts.load: expected sysbench installed on host load, found not installed" in done.stderr, done.stderr
     assert "apt-get install sysbench" in done.stderr and not (tmp_path / "results").exists()  # nothing started
+
+
+def test_a_client_host_without_perf_for_the_clients_profile_exits_3(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    load = ssh_lab.hosts["load"]
+    _host_path_of(ssh_lab, tmp_path, "sysbench", "eu-stack")  # perf hidden on the host only
+    observe = '\n[observe]\nperf = { targets = ["client"] }\npmp = { targets = ["client"] }\n'
+    spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh) + observe)
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "hosts.load: expected perf installed on host load, found not installed" in done.stderr, done.stderr
+    assert "apt-get install linux-perf" in done.stderr and "eu-stack installed" not in done.stderr
+    assert not (tmp_path / "results").exists()  # nothing started
 
 
 def test_a_postgresql_client_on_another_host_over_tcp(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
