@@ -102,6 +102,17 @@ def _server_here_with_client_host(spec: ExperimentFile) -> bool:
     return False
 
 
+def _client_here_with_server_host(spec: ExperimentFile) -> bool:
+    """Some cell's client runs on this machine with its server on a host (a client target there is not
+    profiled yet; one on a client host is, where it runs)."""
+    for combo in itertools.product(*(ls.values() for ls in spec.variants.values())):
+        server = next((v.server_host for v in combo if v.server_host), spec.experiment.server_host)
+        client = next((v.client_host for v in combo if v.client_host), spec.experiment.client_host)
+        if server is not None and client is None:
+            return True
+    return False
+
+
 def host_lanes(spec: ExperimentFile) -> dict[str, Any]:
     """How the hosts of a host axis run (meta `host_schedule`, docs/hosts.md): `concurrent` when every
     server host's cells have client hosts of their own and no two server hosts share a machine (by
@@ -245,7 +256,7 @@ def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
         entry = getattr(spec.observe, name)
         if entry is not None and refusal:
             problems.append(Problem(f"observe.{name}", f"no [observe] {name} with server_host", "true", refusal))
-        elif entry is not None and "client" in entry.targets and spec.experiment.client_host is None:
+        elif entry is not None and "client" in entry.targets and _client_here_with_server_host(spec):
             problems.append(
                 Problem(
                     f"observe.{name}.targets",

@@ -375,3 +375,17 @@ def test_an_experiment_client_host_is_the_default_of_a_host_axis_without_its_own
     assert {(c.server_host, c.client_host) for c in cells} == {("db", "l1"), ("db2", "load")}
     found = problems("concurrent_hosts = false")
     assert "concurrent_hosts with a host axis only" in found["experiment.concurrent_hosts"]
+
+
+def test_a_host_axis_profiles_its_clients_where_each_runs() -> None:
+    """targets naming the client with a host axis: accepted when every label's client runs on a host
+    (each profiled there); refused when one label's client runs here against its server host."""
+    from perflab.hosts.preflight import client_observer_packages
+
+    observe = '[observe]\nperf = { targets = ["server", "client"] }\n'
+    exp = parse("", rest=LANES + observe)
+    assert {c.client_host for c in exp.cells()} == {"l1", "l2"}
+    assert client_observer_packages(exp.file) == {"perf": "linux-perf"}
+    here = LANES.replace(', client_host = "l2"', "")  # label b: its client here, its server on db2
+    found = problems("", rest=here + observe)
+    assert set(found) == {"observe.perf.targets"} and "of the server only" in found["observe.perf.targets"], found
