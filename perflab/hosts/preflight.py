@@ -28,7 +28,7 @@ def host_problems(
     runs -> their Debian packages; `dirs`: where the server's may be, off the PATH)."""
     wanted: dict[str, dict[str, str]] = {}
     for name in client_hosts(spec):  # [experiment] client_host, a host axis's
-        wanted[name] = dict(packages)
+        wanted[name] = {**packages, **client_observer_packages(spec)}
     for name in server_hosts(spec):  # [experiment] server_host, a host axis's
         wanted[name] = {**wanted.get(name, {}), **(server_packages or {}), **observer_packages(spec)}
     preloads = preloads_by_host(spec)
@@ -45,6 +45,15 @@ def observer_packages(spec: Any) -> dict[str, str]:
     return {
         **({"perf": "linux-perf"} if observe.perf is not None or syscalls else {}),
         **({"eu-stack": "elfutils"} if observe.pmp is not None else {}),
+    }
+
+
+def client_observer_packages(spec: Any) -> dict[str, str]:
+    """The tools the client host's profilers run there (targets naming "client") -> their Debian packages."""
+    observe = spec.observe
+    return {
+        **({"perf": "linux-perf"} if observe.perf is not None and "client" in observe.perf.targets else {}),
+        **({"eu-stack": "elfutils"} if observe.pmp is not None and "client" in observe.pmp.targets else {}),
     }
 
 

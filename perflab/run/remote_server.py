@@ -33,7 +33,7 @@ from typing import Any
 
 from perflab import allocators, hostinfo
 from perflab.errors import AllocatorNotMappedError, HostLostError, PerflabError, ServerCrashedError, ToolMissingError
-from perflab.hosts.preflight import observer_packages
+from perflab.hosts.preflight import client_observer_packages, observer_packages
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
@@ -237,6 +237,7 @@ def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
             runner.remotes[client_name, server_name] = RemoteClient.open(
                 hosts, client_name, workloads.of(spec), address
             )
+            hosts.require(client_name, client_observer_packages(spec))  # the client's perf, eu-stack there
         runner.remote = runner.remotes.get((e.client_host, e.server_host)) if e.client_host else None
         runner.results.set_meta(hosts=hosts.meta())
         try:

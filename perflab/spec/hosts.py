@@ -114,6 +114,17 @@ def _server_here_with_client_host(spec: ExperimentFile) -> bool:
     return False
 
 
+def _client_here_with_server_host(spec: ExperimentFile) -> bool:
+    """Some cell's client runs on this machine with its server on a host (a client target there is not
+    profiled yet; one on a client host is, where it runs)."""
+    for combo in itertools.product(*(ls.values() for ls in spec.variants.values())):
+        server = next((v.server_host for v in combo if v.server_host), spec.experiment.server_host)
+        client = next((v.client_host for v in combo if v.client_host), spec.experiment.client_host)
+        if server is not None and client is None:
+            return True
+    return False
+
+
 def host_lanes(spec: ExperimentFile) -> dict[str, Any]:
     """How the hosts of a host axis run (meta `host_schedule`, docs/hosts.md): `concurrent` when every
     server host's cells have client hosts of their own and no two server hosts share a machine (by
@@ -219,16 +230,18 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
 
 
 def _client_target_problems(spec: ExperimentFile) -> list[Problem]:
-    """perf and pmp with client_host profile the server only: the client's stacks would be its host's."""
+    """perf and pmp of the client run on its host (run/observers/remote_client_profilers.py), where
+    its stacks are sampled by eu-stack: another pmp tool is refused."""
+    pmp = spec.observe.pmp
+    if pmp is None or "client" not in pmp.targets or "tool" not in pmp.model_fields_set or pmp.tool == "eu-stack":
+        return []
     return [
         Problem(
-            f"observe.{name}.targets",
-            'targets = ["server"] with client_host',
-            repr(entry.targets).replace("'", '"'),
-            "the client runs on another host, where its stacks are not sampled yet: " + _NOT_YET,
+            "observe.pmp.tool",
+            'tool = "eu-stack" (or no tool) with targets naming "client" and client_host',
+            repr(pmp.tool).replace("'", '"'),
+            "the client's stacks on its host are sampled by eu-stack there (docs/hosts.md)",
         )
-        for name in ("perf", "pmp")
-        if (entry := getattr(spec.observe, name)) is not None and "client" in entry.targets
     ]
 
 
@@ -248,14 +261,15 @@ _SERVER_VARIANT_KEYS = ("build", "glibc", "client_preload", "client_library")
 
 
 def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
-    """perf and pmp run on the server's host, of the server only (one process); pmp there is eu-stack."""
+    """perf and pmp run on the server's host, of the server (its process, or PostgreSQL's tree), and
+    of a client on client_host there; pmp on a host is eu-stack."""
     problems = []
     refusal = servers.kind(spec.experiment.server).remote_profile_refusal
     for name in ("perf", "pmp"):
         entry = getattr(spec.observe, name)
         if entry is not None and refusal:
             problems.append(Problem(f"observe.{name}", f"no [observe] {name} with server_host", "true", refusal))
-        elif entry is not None and "client" in entry.targets:
+        elif entry is not None and "client" in entry.targets and _client_here_with_server_host(spec):
             problems.append(
                 Problem(
                     f"observe.{name}.targets",

@@ -77,7 +77,9 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
 def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
     more = 'client_host = "db"\nprepare_on = "here"'  # the dataset prepared here, its snapshot copied over SFTP
-    body = EXPERIMENT.format(ssh=db.ssh, more=more) + "\n[observe]\nperf = true\nstatus = true\n"
+    # perf of both, each on the host: the server's recording and the client's (999 Hz: the client is paced)
+    observe = '\n[observe]\nperf = { targets = ["server", "client"], frequency = 999 }\nstatus = true\n'
+    body = EXPERIMENT.format(ssh=db.ssh, more=more) + observe
     spec, out = write_experiment(tmp_path / "server.toml", body), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -89,8 +91,11 @@ def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     own = cell["resources"]["perflab_host_cpu"]["db"]  # sysbench and mariadbd left out: perflab's session, perf
     assert 0 <= own["cpu_s"] and own["cores"] < 0.5, (own, cell["client"]["cpu_s"])  # 10 ms ticks: 0 happens
     assert cell["build"]["host"]["clock"]["aligned"]
-    perf = [p for p in cell["profiles"] if p["source"] == "perf" and p["phase"] == "measured"]
-    assert perf and perf[0]["samples"] > 0  # recorded on the server's host, the client there too
+    perf = {p["target"]: p for p in cell["profiles"] if p["source"] == "perf" and p["phase"] == "measured"}
+    assert set(perf) == {"server", "client"} and perf["server"]["samples"] > 0  # recorded on the server's host
+    binaries = {t: json.loads((out / p["path"]).with_suffix(".json").read_text())["binary"] for t, p in perf.items()}
+    assert binaries == {"server": "db:/usr/sbin/mariadbd", "client": "db:/usr/bin/sysbench"}, binaries
+    assert perf["client"]["samples"] > 0 and cell["client"]["clock"]["aligned"]  # sysbench's, on the same host
     assert 0.9 <= cell["status_per_txn"]["Com_select"] <= 1.1  # over TCP from here
     assert exported["datasets"]["mariadb-10.11"]["init"] == "mariadb-install-db"  # here, by this machine's
     assert namespace_commands(ssh_lab, "db") == ["sshd"]

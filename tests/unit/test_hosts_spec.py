@@ -70,11 +70,9 @@ def test_what_a_remote_client_does_not_support_yet() -> None:
         rest=HOSTS + "[observe]\nperf = true\nstatus = true\nio = true\n",
     )
     assert set(found) >= {"experiment.design", "observe.io"} and "observe.perf" not in found
-    # the server here: its perf, pmp and status run here; the client's stacks would be the host's
+    # the server here: its perf, pmp and status run here
     here = parse('client_host = "load"', rest=HOSTS + "[observe]\nperf = true\npmp = true\nstatus = true\n")
     assert here.file.observe.perf is not None and here.file.observe.status
-    found = problems('client_host = "load"', rest=HOSTS + '[observe]\nperf = { targets = ["server", "client"] }\n')
-    assert 'targets = ["server"] with client_host' in found["observe.perf.targets"]
     found = problems('client_host = "load"', rest=HOSTS + "[observe]\nalloc = true\nhost_speed = true\n")
     assert {"observe.alloc", "observe.host_speed"} <= set(found)
     both = problems('client_host = "load"\ndesign = "interleaved"\nserver_host = "db"')
@@ -100,9 +98,14 @@ def test_pgbench_on_a_client_host_with_postgresql_only() -> None:
     assert exc.value.exit_code == EXIT_USAGE
     found = {p.path: p.render() for p in exc.value.problems}
     assert set(found) == {"workload.tool"} and 'set server = "postgresql"' in found["workload.tool"], found
-    with pytest.raises(SpecError) as exc:  # the server's profiles with pgbench on a host: not wired yet
-        spec.parse(_pgbench('client_host = "load"') + "[observe]\nperf = true\n")
-    assert "observe.perf" in {p.path for p in exc.value.problems}
+    # the server's profiles with pgbench on a host (its postmaster's tree, here or on its host)
+    for where in ('client_host = "load"', 'client_host = "load"\nserver_host = "db"'):
+        profiled = spec.parse(_pgbench(where) + "[observe]\nperf = true\npmp = true\n").file.observe
+        assert profiled.perf is not None and profiled.pmp is not None
+    with pytest.raises(SpecError) as exc:  # no status on PostgreSQL, on any host: its own refusal, not the host's
+        spec.parse(_pgbench('client_host = "load"') + "[observe]\nstatus = true\n")
+    (status,) = exc.value.problems
+    assert status.path == "observe.status" and "no [observe] status on PostgreSQL" in status.render()
     with pytest.raises(SpecError) as exc:  # interleaved turns are local clients' only, pgbench's too
         spec.parse(_pgbench('client_host = "load"\ndesign = "interleaved"'))
     assert "experiment.design" in {p.path for p in exc.value.problems}
@@ -191,6 +194,45 @@ def test_perf_pmp_and_status_observe_a_server_host_of_the_server_only() -> None:
     assert "of the server only" in found["observe.perf.targets"] and "eu-stack there" in found["observe.pmp.tool"]
     both = parse('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nperf = true\nstatus = true\n")
     assert both.file.observe.perf is not None and both.file.observe.status  # the client on a host too
+
+
+def test_perf_and_pmp_of_a_client_on_its_host() -> None:
+    """targets naming the client with client_host: profiled on its host (remote_client_profilers.py),
+    the server here or on its host; pmp there is eu-stack; with the client here, a server host's
+    profiles are still of the server only."""
+    from perflab.hosts.preflight import client_observer_packages
+
+    both = '[observe]\nperf = { targets = ["server", "client"] }\npmp = { targets = ["client"] }\n'
+    for where in ('client_host = "load"', 'client_host = "load"\nserver_host = "db"'):
+        observe = parse(where, rest=HOSTS + both).file.observe
+        assert observe.perf.targets == ["server", "client"] and observe.pmp.targets == ["client"]
+    eu_stack = '[observe]\npmp = { targets = ["client"], tool = "eu-stack" }\n'
+    assert parse('client_host = "load"', rest=HOSTS + eu_stack).file.observe.pmp.tool == "eu-stack"
+    libdw = '[observe]\npmp = { targets = ["server", "client"], tool = "libdw" }\n'
+    found = problems('client_host = "load"', rest=HOSTS + libdw)
+    assert set(found) == {"observe.pmp.tool"} and "eu-stack there" in found["observe.pmp.tool"], found
+    assert parse('client_host = "load"', rest=HOSTS + libdw.replace('"server", "client"', '"server"'))  # here
+    found = problems('server_host = "db"', rest=HOSTS + both)  # the client here, beside a server host
+    assert set(found) == {"observe.perf.targets", "observe.pmp.targets"}, found
+    assert "of the server only" in found["observe.perf.targets"]
+    # the client host's tools: perf for perf's client target, eu-stack for pmp's
+    assert client_observer_packages(parse('client_host = "load"', rest=HOSTS + both).file) == {
+        "perf": "linux-perf",
+        "eu-stack": "elfutils",
+    }
+    server_only = parse('client_host = "load"', rest=HOSTS + "[observe]\nperf = true\npmp = true\n")
+    assert client_observer_packages(server_only.file) == {}  # the server's, here: nothing on the host
+
+
+def test_observe_of_one_target_keeps_perf_and_pmp_where_they_name_it() -> None:
+    from perflab.run.observers.remote_client_profilers import of_target
+
+    observe = parse('client_host = "load"', rest=HOSTS + '[observe]\nperf = { targets = ["server", "client"], '
+                    'frequency = 49 }\npmp = { targets = ["client"] }\nstatus = true\n').file.observe  # fmt: skip
+    server, client = of_target(observe, "server"), of_target(observe, "client")
+    assert server.perf.targets == ["server"] and server.perf.frequency == 49 and server.pmp is None
+    assert client.perf.targets == ["client"] and client.pmp.targets == ["client"] and server.status
+    assert observe.perf.targets == ["server", "client"]  # the experiment's own, unchanged
 
 
 def test_alloc_counts_a_mariadb_server_on_its_host_and_refuses_postgresql_there() -> None:
@@ -342,3 +384,17 @@ def test_an_experiment_client_host_is_the_default_of_a_host_axis_without_its_own
     assert {(c.server_host, c.client_host) for c in cells} == {("db", "l1"), ("db2", "load")}
     found = problems("concurrent_hosts = false")
     assert "concurrent_hosts with a host axis only" in found["experiment.concurrent_hosts"]
+
+
+def test_a_host_axis_profiles_its_clients_where_each_runs() -> None:
+    """targets naming the client with a host axis: accepted when every label's client runs on a host
+    (each profiled there); refused when one label's client runs here against its server host."""
+    from perflab.hosts.preflight import client_observer_packages
+
+    observe = '[observe]\nperf = { targets = ["server", "client"] }\n'
+    exp = parse("", rest=LANES + observe)
+    assert {c.client_host for c in exp.cells()} == {"l1", "l2"}
+    assert client_observer_packages(exp.file) == {"perf": "linux-perf"}
+    here = LANES.replace(', client_host = "l2"', "")  # label b: its client here, its server on db2
+    found = problems("", rest=here + observe)
+    assert set(found) == {"observe.perf.targets"} and "of the server only" in found["observe.perf.targets"], found

@@ -9,7 +9,10 @@ this machine (cell.py), it runs past the window; perflab marks the window's end 
 (SIGALRM to pgbench alone). Its log is then fetched back into the cell's directory here, and the
 window's figures are cut from it at perflab's marks, put on the host's clock: the host's clock is
 read before pgbench starts and after it ends (hosts/clock.WindowClock), and a cell whose clock cannot
-be aligned within 50 ms fails (its figures could not be cut).
+be aligned within 50 ms fails (its figures could not be cut). With [observe] perf and pmp, the
+server's profiles (the postmaster's tree) are made over pgbench's phases: here as a local pgbench
+cell's (run/observers/profilers.py), or on the server host (run/observers/remote_profilers.py,
+reading that host's clock themselves).
 
 Recorded in `client`, as a remote sysbench's: the host, the server's address, the host's interface
 toward it, its bytes per transaction, the round trip; pgbench's CPU there over the window (its
@@ -30,9 +33,10 @@ from typing import Any
 from perflab.errors import HostLostError, ServerCrashedError
 from perflab.hosts.clock import Alignment, WindowClock
 from perflab.run import accounting, client, remote_server, workloads
+from perflab.run.observers import remote_profilers
 from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.resources import StealSampler
-from perflab.run.remote_client import RemoteChild, RemoteClient, cpu_fields
+from perflab.run.remote_client import RemoteChild, RemoteClient, cpu_fields, local_profilers
 from perflab.run.workloads import pgbench
 from perflab.spec import Cell
 
@@ -77,6 +81,8 @@ class _Window:
     """The window's readings with pgbench on its host (times: this machine's monotonic, and epoch marks)."""
 
     started: float
+    origin: float  # the window's start (this machine's CLOCK_MONOTONIC, as `started`)
+    ended: float  # its end mark
     launched: float  # time.time() at pgbench's launch
     marks: tuple[float, float]  # the window's (start, end), time.time()
     code: int
@@ -104,10 +110,11 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
     argv, script = host_argv(runner, cell, login, remote)
     out = logs / wl.output_name
     clock = WindowClock(remote.rundir.link)
+    profilers = _profilers(runner, cell, server)  # the server's perf and pmp: here, or on its host
     try:
-        with StealSampler() as steal:
+        with StealSampler() as steal, profilers:
             clock.begin()  # before pgbench starts, and again once it has ended: its log's times lie between
-            w = _run(runner, cell, server, argv, out)
+            w = _run(runner, cell, server, argv, out, profilers)
             alignment = clock.require()  # ClockAlignmentError: the window cannot be cut from the host's log
         if not server.alive():
             raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
@@ -117,19 +124,29 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
             remote.rundir.link.run(["rm", "-rf", "--one-file-system", cell_dir(remote, cell)])
     launched, window = on_host_clock(alignment, w.launched, w.marks)
     summary, intervals = wl.window_output(spec, out, w.code, warmup, server, launched, window)
+    # the profiles' phases on this machine's clock: from pgbench's launch, its window from the start mark
+    remote_profilers.store(runner, cell, profilers, (w.started, w.started, w.ended, w.origin - w.started),
+                           intervals, summary)  # fmt: skip
     resources = remote_server.window_resources(runner, w.start, w.end, None, summary.transactions, w.rss)
     fields = remote.fields(*w.net, summary.transactions) | {"script": script} | cpu_fields(*w.cpu, summary.transactions)
-    return (
-        intervals,
-        w.rss.samples,
-        {
-            "steal": lambda a, b: steal.cores(w.started + a, w.started + b),
-            "summary": summary.to_dict(),
-            "resources": resources | w.extra(),
-            "sysbench_options": wl.effective_options(runner, argv[2:]),
-            "client": fields | {"clock": clock.record()},
-        },
-    )
+    measured = {
+        "steal": lambda a, b: steal.cores(w.started + a, w.started + b),
+        "summary": summary.to_dict(),
+        "resources": resources | w.extra(),
+        "sysbench_options": wl.effective_options(runner, argv[2:]),
+        "client": fields | {"clock": clock.record()},
+    }
+    if isinstance(profilers, remote_profilers.RemoteProfilers):  # the server host's clock, read by its profilers
+        measured["host_clock"] = profilers.clock.record()
+    return intervals, w.rss.samples, measured
+
+
+def _profilers(runner: Any, cell: Cell, server: Any) -> Any:
+    """[observe] perf and pmp of the postmaster's tree: on the server host (its clock read by them when
+    pgbench starts and when they stop), or here as a local pgbench cell's."""
+    if runner.server_host is not None:
+        return remote_profilers.of_cell(runner, cell, server, None)
+    return local_profilers(server, runner.exp.file.observe, runner.kind.profiles_tree)
 
 
 def on_host_clock(
@@ -149,22 +166,26 @@ def _reads(runner: Any, server: Any) -> tuple[Any, Any]:
     return tree_counters, TreeSampler(server.pid)
 
 
-def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path) -> _Window:
+def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path, profilers: Any) -> _Window:
     """pgbench on its host from its launch to its end: the window's marks, the server's counters and
-    the host's interface and pgbench's CPU at both, perflab's own CPU on each host over it."""
+    the host's interface and pgbench's CPU at both, perflab's own CPU on each host over it; the
+    server's profilers over their phases."""
     from perflab.servers.postgresql.cell import _verified
 
     remote: RemoteClient = runner.remote
     warmup, seconds = client.window_seconds(runner.exp.file)
     margin = runner.exp.file.experiment.timeout_margin
     read, sampler = _reads(runner, server)
+    profilers.workload_starting()
     started, launched = time.monotonic(), time.time()
     with RemoteChild(remote.rundir, argv, out, "pgbench") as child:
+        profilers.workload_started()  # the server's warm-up samplers (pmp: every backend as it connects)
         if warmup:
             client.sleep_until(started + warmup, child)
-        start, begun = accounting.WindowStart.take(server.pid, None, read), time.time()
+        start, begun, origin = accounting.WindowStart.take(server.pid, None, read), time.time(), time.monotonic()
         net_before, cpu_before = remote.net_bytes(), child.cpu_s()
         with sampler as rss:
+            profilers.window_started()
             overheads = Overheads.of_cell(runner, server.pid, child.pid).begin()  # perflab's own CPU on each host
             local = runner.server_host is None  # its backends' allocator checked here, its PSS read
             backends = _verified(server, cell, child, pgbench.DATABASE) if local else None
@@ -172,7 +193,8 @@ def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path) -> _W
             if local:
                 rss.sample()  # the backends' PSS at the end mark
             end = accounting.WindowEnd.take(start, server.pid, read)  # the backends still live
-            marks, cpu_after, net_after = (begun, time.time()), child.cpu_s(), remote.net_bytes()
+            marks, ended = (begun, time.time()), time.monotonic()
+            cpu_after, net_after = child.cpu_s(), remote.net_bytes()
             perflab_cpu = overheads.finish()
             child.signal_client("ALRM")  # as -T would: each client finishes its transaction, the logs flushed
             code = client.wait(child, warmup + seconds + pgbench.TAIL_S, margin, "pgbench")
@@ -180,7 +202,7 @@ def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path) -> _W
     if child.lost:
         raise HostLostError(child.lost, "the host's cells fail; `perflab doctor --clean` once it is back")
     net, cpu = (net_before, net_after), (cpu_before, cpu_after)
-    return _Window(started, launched, marks, code, start, end, rss, net, cpu, perflab_cpu, backends)
+    return _Window(started, origin, ended, launched, marks, code, start, end, rss, net, cpu, perflab_cpu, backends)
 
 
 # $0: the cell's directory on the host: its per-transaction logs, one a line
