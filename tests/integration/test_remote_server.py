@@ -103,7 +103,9 @@ def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Pat
 
 def test_sigkill_mid_run_then_doctor_clean_stops_the_remote_server(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
-    body = EXPERIMENT.format(ssh=db.ssh, more="").replace('"2s"', '"30s"')
+    disk = tmp_path / "disk"  # the datadirs on the host's disk: doctor --clean removes them there too
+    disk.mkdir()
+    body = EXPERIMENT.format(ssh=db.ssh, more=f'storage = "{disk}"').replace('"2s"', '"30s"')
     spec, out, shm = write_experiment(tmp_path / "server.toml", body), tmp_path / "results", tmpfs("shm", "1G")
     env = {**ssh_lab.env(), "PERFLAB_TMPFS": str(shm)}
     run = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], env=env, cwd=ROOT,
@@ -115,12 +117,14 @@ def test_sigkill_mid_run_then_doctor_clean_stops_the_remote_server(ssh_lab: SshL
         run.kill()
         run.wait(timeout=30)
     assert "mariadbd" in namespace_commands(ssh_lab, "db")  # a killed perflab leaves its server running there
+    (on_disk,) = disk.iterdir()  # and its datadirs on the host's disk
+    assert on_disk.name.startswith("perflab-host-") and any(on_disk.iterdir())
     left = [Path(p["path"]) for w in shm.glob("perflab-*") for p in json.loads((w / "hosts.json").read_text())]
     assert len(left) == 1 and left[0].is_dir()
     done = subprocess.run([sys.executable, "-m", "perflab", "doctor", "--clean"], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 0 and f"removed db:{left[0]}" in done.stdout, done.stdout + done.stderr
-    assert not left[0].exists()
+    assert not left[0].exists() and list(disk.iterdir()) == []
     assert wait_for(lambda: namespace_commands(ssh_lab, "db") == ["sshd"], 10), namespace_commands(ssh_lab, "db")
 
 
