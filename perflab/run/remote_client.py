@@ -43,6 +43,7 @@ class RemoteClient:
     password: str  # the run's login (hex)
     binary: str  # the workload's client (sysbench, pgbench): its path on the host
     interface: str | None  # the host's interface toward `address`
+    version: str | None = None  # the client's `--version` line there (a local client's is meta `host`'s)
     _copied: set[str] = field(default_factory=set)  # files copied into the run directory
 
     @classmethod
@@ -60,7 +61,7 @@ class RemoteClient:
             )
         route = link.run(["ip", "-o", "route", "get", address]).stdout.split()
         interface = route[route.index("dev") + 1] if "dev" in route[:-1] else None
-        return cls(hosts, name, address, secrets.token_hex(16), found, interface)
+        return cls(hosts, name, address, secrets.token_hex(16), found, interface, client_version(link, found))
 
     @property
     def rundir(self) -> RunDir:
@@ -119,7 +120,16 @@ class RemoteClient:
             "network_bytes": moved,
             "bytes_per_txn": round(moved / transactions, 1) if moved is not None and transactions else None,
             "rtt_ms": round(rtt * 1000, 3),
+            "version": self.version,
         }
+
+
+def client_version(link: Any, binary: str) -> str | None:
+    """The first line of `BINARY --version` on the host ("sysbench 1.0.20", "pgbench (PostgreSQL) 15.14"),
+    as this machine's meta `host` records its own client's; None when it says nothing."""
+    done = link.run([binary, "--version"])
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return lines[0].strip() if lines else None
 
 
 # $0: where bash writes `times` (its children's user and system CPU) once sysbench has exited; "$@": sysbench

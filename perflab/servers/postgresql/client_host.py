@@ -119,17 +119,17 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
     summary, intervals = wl.window_output(spec, out, w.code, warmup, server, launched, window)
     resources = remote_server.window_resources(runner, w.start, w.end, None, summary.transactions, w.rss)
     fields = remote.fields(*w.net, summary.transactions) | {"script": script} | cpu_fields(*w.cpu, summary.transactions)
-    return (
-        intervals,
-        w.rss.samples,
-        {
-            "steal": lambda a, b: steal.cores(w.started + a, w.started + b),
-            "summary": summary.to_dict(),
-            "resources": resources | w.extra(),
-            "sysbench_options": wl.effective_options(runner, argv[2:]),
-            "client": fields | {"clock": clock.record()},
-        },
-    )
+    measured = {
+        "steal": lambda a, b: steal.cores(w.started + a, w.started + b),
+        "summary": summary.to_dict(),
+        "resources": resources | w.extra(),
+        "sysbench_options": wl.effective_options(runner, argv[2:]),
+        "client": fields | {"clock": clock.record()},
+    }
+    server_clock = getattr(w.rss, "clock", None)  # a server host's, over the window: its tree's RSS aligned
+    if runner.server_host is not None and server_clock is not None:
+        measured["host_clock"] = server_clock.record()
+    return intervals, w.rss.samples, measured
 
 
 def on_host_clock(

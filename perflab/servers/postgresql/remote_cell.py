@@ -57,9 +57,9 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
     env = {**clean_env(), "PGPASSFILE": str(passfile(server, password))}
     out, margin = logs / wl.output_name, spec.experiment.timeout_margin
     read, sampler = remote_server.server_reads(runner, server)
-    # perf and pmp of the postmaster's tree on the host (remote_profilers.py), their samples put on this
-    # machine's clock with the host's read at the window's start and end (the tree's RSS keeps arrival times)
-    clock = WindowClock(runner.server_host.link)
+    # perf and pmp of the postmaster's tree on the host (remote_profilers.py), their samples and the tree's
+    # RSS put on this machine's clock with the host's read at the window's start and end (the sampler's)
+    clock = getattr(sampler, "clock", None) or WindowClock(runner.server_host.link)
     profilers = remote_profilers.of_cell(runner, cell, server, clock)
     with StealSampler() as steal, profilers:
         profilers.workload_starting()
