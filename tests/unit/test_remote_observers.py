@@ -9,6 +9,7 @@ import hashlib
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -312,7 +313,9 @@ def test_the_fingerprint_names_every_package_a_host_runs() -> None:
     assert clients | served <= set(hostinfo.FINGERPRINT_PACKAGES)
     listing = "libc6=2.36-9+deb12u14\nsysbench=1.0.20+ds-5\npostgresql-client-15=15.18-0+deb12u1\n"
     printed = hostinfo.fingerprint(SimpleNamespace(read=lambda path: None, run=lambda argv: listing))
-    assert printed["packages"]["postgresql-client-15"] == "15.18-0+deb12u1" and "postgresql-15" not in printed["packages"]
+    assert (
+        printed["packages"]["postgresql-client-15"] == "15.18-0+deb12u1" and "postgresql-15" not in printed["packages"]
+    )
 
 
 class LateLoop:
@@ -323,7 +326,7 @@ class LateLoop:
         self.offset, self.late, self.count = offset, late, lines
         self.read_at: list[float] = []  # this machine's monotonic clock at each reading there
 
-    def lines(self):  # noqa: ANN201
+    def lines(self) -> Iterator[str]:
         for _ in range(self.count):
             time.sleep(0.1)
             self.read_at.append(time.monotonic() - self.late)
