@@ -16,7 +16,7 @@ from typing import Any, Self
 
 from perflab import hostinfo
 from perflab.errors import ClockAlignmentError, HostLostError, ToolMissingError
-from perflab.hosts import clock, rundir
+from perflab.hosts import clock, own_cpu, rundir
 from perflab.hosts.target import SshTarget
 from perflab.hosts.transport import Connection
 
@@ -47,17 +47,20 @@ class Host:
     clock_end: clock.ClockReading | None = None
     fingerprint: dict[str, Any] = field(default_factory=dict)
     lost: str | None = None  # why the host dropped off, once it has
+    cpu: own_cpu.RunCpu | None = None  # perflab's own CPU there over the run, from its opening
 
 
 def _open(name: str, target: SshTarget, workdir: Path) -> Host:
     link = Connection.open(name, target)
     try:
+        cpu = own_cpu.RunCpu.begin(link)
         return Host(
             name,
             link,
             rundir.RunDir.create(link, workdir),
             clock.measure(link),
             fingerprint=hostinfo.fingerprint(RemoteProbe(link)),
+            cpu=cpu,
         )
     except BaseException:
         link.close()
@@ -109,10 +112,13 @@ class Hosts:
                 )
 
     def measure_end(self) -> None:
-        """The clocks at the end of the run (a host that dropped off keeps none)."""
+        """The clocks at the end of the run, and perflab's own CPU on each host over it (a host that
+        dropped off keeps neither)."""
         for host in self.hosts.values():
             try:
                 host.clock_end = clock.measure(host.link)
+                if host.cpu is not None:
+                    host.cpu.finish(host.rundir.path)
             except HostLostError as exc:
                 host.lost = host.lost or exc.message
 
@@ -150,6 +156,7 @@ class Hosts:
                         **_aligned(name, h),
                     },
                     "fingerprint": h.fingerprint,
+                    "perflab_cpu": h.cpu.result if h.cpu is not None else None,  # at the end of the run
                     "lost": h.lost,
                 }
                 for name, h in self.hosts.items()

@@ -172,7 +172,7 @@ class RemoteChild:
         self._done = threading.Event()
         sink = out.open("w", encoding="utf-8")  # before the start watch reads it
         try:
-            self.proc, self.pid = rundir.start(["bash", "-c", _CLIENT, self.times, *argv])
+            self.proc, self.pid = rundir.start(["bash", "-c", _CLIENT, self.times, *argv], measured=True)
         except BaseException:
             sink.close()
             raise

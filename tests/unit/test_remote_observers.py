@@ -18,10 +18,11 @@ import pytest
 from perflab.errors import ClockAlignmentError
 from perflab.hosts import preflight
 from perflab.hosts.clock import MAX_ERROR_S, ClockReading, WindowClock, align
+from perflab.hosts.own_cpu import parse_snapshot, session_of
 from perflab.hosts.preflight import observer_packages
 from perflab.run.observers.elf import FunctionStarts
 from perflab.run.observers.host_binaries import HostStarts
-from perflab.run.observers.host_overhead import parse_snapshot, perflab_ticks, session_of, window_ticks, wrappers
+from perflab.run.observers.host_overhead import perflab_ticks, window_ticks, wrappers
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.remote_profilers import RemotePerf, RemoteStackSampler
 from perflab.run.observers.remote_resources import aligned_samples

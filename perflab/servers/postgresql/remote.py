@@ -187,7 +187,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
                 f"{adopted.stderr.strip()[-300:]}",
                 f"postgresql-15 creates the {RUN_USER} user: apt-get install postgresql-15 on {self.link.target}",
             )
-        self.child = Tracked(self.place.rundir, self.argv())
+        self.child = Tracked(self.place.rundir, self.argv(), measured=True)
         self._wait_ready(deadline_s)
         self.link.run(["sh", "-c", _RECORD, self.datadir, self.place.rundir.path])
 
