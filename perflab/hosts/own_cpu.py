@@ -10,8 +10,8 @@ process is started under a bash outside its session (hosts/rundir.py, `measured=
 its CPU (bash's `times`: setsid and the measured tree, each reaped by the one above) into the run
 directory's `measured-*` files once it has ended, killed or not. perflab's own is the difference.
 
-    run = RunCpu.begin(link)                  # as the host is opened
-    run.finish(rundir.path)                   # at the run's end, every server stopped
+    run = RunCpu(link, rundir.path)           # as the host is opened
+    run.finish()                              # at the run's end, every server stopped
     -> {"cpu_s": 0.41, "measured_cpu_s": 61.2, "session_cpu_s": 61.61, "wall_s": 95.3, "cores": 0.0043}
 """
 
@@ -97,23 +97,40 @@ def figures(session_s: float, measured: float, wall_s: float) -> dict[str, float
     }
 
 
-class RunCpu:
-    """perflab's CPU on one host from begin() (the host opened) to finish() (the run's end)."""
+@dataclass(frozen=True)
+class Mark:
+    """One reading of a host: the session's CPU so far and the measured processes' that have ended."""
 
-    def __init__(self, link: Connection, ticks: int | None, at: float) -> None:
-        self.link, self.ticks, self.at = link, ticks, at
+    at: float  # this machine's time.monotonic()
+    ticks: int | None  # the session's (None: no sshd found above the reading)
+    tick: int  # CLK_TCK there
+    measured_s: float
+
+    def until(self, end: Mark) -> dict[str, float | None] | None:
+        """figures() from this reading to `end`; None without the session at either."""
+        if self.ticks is None or end.ticks is None:
+            return None
+        return figures((end.ticks - self.ticks) / end.tick, end.measured_s - self.measured_s, end.at - self.at)
+
+
+def mark(link: Connection, rundir: str) -> Mark:
+    """A reading of the host (one command: its processes' stat lines, then the measured files of `rundir`)."""
+    at = time.monotonic()
+    text = link.run(["sh", "-c", f"{SNAPSHOT}; echo --; {_MEASURED}", rundir], timeout=60).stdout
+    procs, _, measured = text.partition("\n--\n")
+    snap = parse_snapshot(procs)
+    return Mark(at, session_ticks(snap), snap.tick, measured_s(measured))
+
+
+class RunCpu:
+    """perflab's CPU on one host from begin() (its run directory made) to finish() (the run's end)."""
+
+    def __init__(self, link: Connection, rundir: str) -> None:
+        self.link, self.rundir = link, rundir
+        self.start = mark(link, rundir)
         self.result: dict[str, Any] | None = None
 
-    @classmethod
-    def begin(cls, link: Connection) -> RunCpu:
-        at = time.monotonic()
-        return cls(link, session_ticks(read_snapshot(link)), at)
-
-    def finish(self, rundir: str) -> dict[str, Any] | None:
+    def finish(self) -> dict[str, Any] | None:
         """The figures (kept in `result`); None when the session could not be found at either end."""
-        snap = read_snapshot(self.link)
-        ticks, wall = session_ticks(snap), time.monotonic() - self.at
-        measured = measured_s(self.link.run(["sh", "-c", _MEASURED, rundir], timeout=60).stdout)
-        if ticks is not None and self.ticks is not None:
-            self.result = figures((ticks - self.ticks) / snap.tick, measured, wall)
+        self.result = self.start.until(mark(self.link, self.rundir))
         return self.result

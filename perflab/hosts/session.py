@@ -53,14 +53,10 @@ class Host:
 def _open(name: str, target: SshTarget, workdir: Path) -> Host:
     link = Connection.open(name, target)
     try:
-        cpu = own_cpu.RunCpu.begin(link)
+        place = rundir.RunDir.create(link, workdir)
+        cpu = own_cpu.RunCpu(link, place.path)  # from here: the clock, the fingerprint, the run
         return Host(
-            name,
-            link,
-            rundir.RunDir.create(link, workdir),
-            clock.measure(link),
-            fingerprint=hostinfo.fingerprint(RemoteProbe(link)),
-            cpu=cpu,
+            name, link, place, clock.measure(link), fingerprint=hostinfo.fingerprint(RemoteProbe(link)), cpu=cpu
         )
     except BaseException:
         link.close()
@@ -118,7 +114,7 @@ class Hosts:
             try:
                 host.clock_end = clock.measure(host.link)
                 if host.cpu is not None:
-                    host.cpu.finish(host.rundir.path)
+                    host.cpu.finish()
             except HostLostError as exc:
                 host.lost = host.lost or exc.message
 

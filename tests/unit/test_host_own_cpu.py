@@ -9,11 +9,12 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from perflab.hosts.own_cpu import _MEASURED as MEASURED_FILES
-from perflab.hosts.own_cpu import figures, measured_s, parse_snapshot, session_ticks
+from perflab.hosts.own_cpu import figures, mark, measured_s, parse_snapshot, session_ticks
 from perflab.hosts.rundir import _MEASURED, _WRAPPER
 
 
@@ -62,3 +63,27 @@ def _cpu_s(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Host:
+    """A host's answers to the reading command: its processes' stat lines, then its measured files."""
+
+    name = "db"
+
+    def __init__(self) -> None:
+        self.sshd, self.measured, self.ran = (40, 960), "", []
+
+    def run(self, argv: list[str], timeout: float = 60) -> SimpleNamespace:
+        self.ran.append(argv)
+        own, reaped = self.sshd
+        stats = [stat_line(100, "sshd", 90, 90, own, reaped), stat_line(102, "sh", 100, 100, 0, 0)]
+        return SimpleNamespace(status=0, stdout="\n".join(["102", "100", *stats, "--", self.measured]), stderr="")
+
+
+def test_a_cells_figure_is_the_session_less_the_servers_that_ended_in_it() -> None:
+    host = Host()
+    start = mark(host, "/dev/shm/perflab-host-x")  # type: ignore[arg-type]
+    assert start.ticks == 1000 and start.measured_s == 0.0 and host.ran[0][-1] == "/dev/shm/perflab-host-x"
+    host.sshd, host.measured = (45, 1950), "0m9.000s 0m0.500s\n"  # the server ended: 9.5 s, reaped by the session
+    got = start.until(mark(host, "/dev/shm/perflab-host-x"))  # type: ignore[arg-type]
+    assert got is not None and got["session_cpu_s"] == 9.95 and got["measured_cpu_s"] == 9.5 and got["cpu_s"] == 0.45

@@ -352,3 +352,19 @@ def test_a_postgresql_trees_rss_samples_are_put_on_this_machines_clock() -> None
     assert [v for _, v in stamped] == [100 << 20] * 3 and end[1] == 120 << 20  # the tree's RSS at the end
     # each at its reading there: 0.3 s before its arrival here, 7.25 s behind its host's stamp
     assert all(abs(t - e) < 0.02 for (t, _), e in zip(stamped, expected, strict=True)), (stamped, expected)
+
+
+def test_the_host_line_says_perflabs_cpu_there_over_the_run() -> None:
+    from perflab.report.phrases import host_lines
+
+    run = {"cpu_s": 0.41, "measured_cpu_s": 61.2, "session_cpu_s": 61.61, "wall_s": 95.3, "cores": 0.0043}
+    meta = {"hosts": {"db": {"ssh": "root@db1", "clock": {}, "perflab_cpu": run}}}
+    cell = {
+        "build": {"host": {"name": "db"}},
+        "client": {},
+        "resources": {"perflab_host_cpu": {"db": {"cores": 0.012}}},
+    }
+    (line,) = host_lines({"hosts": meta}, [cell])
+    assert line.endswith("perflab's own CPU there 1.2% of a core at most (0.43% over the run, 0.41 s in 95 s)")
+    (line,) = host_lines({"hosts": meta}, [])
+    assert line.endswith("; perflab's own CPU there 0.43% over the run, 0.41 s in 95 s")

@@ -19,6 +19,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from perflab.errors import HostLostError
+from perflab.hosts import own_cpu
 from perflab.hosts.own_cpu import Proc, Snapshot, read_snapshot, session_of
 from perflab.hosts.transport import Connection
 
@@ -115,3 +117,48 @@ class Overheads:
 
     def finish(self) -> dict[str, dict[str, float | None] | None]:
         return {name: host.finish() for name, host in self.hosts.items()}
+
+
+class CellCpu:
+    """perflab's own CPU on each remote host of a cell over the whole cell, from before its restore to
+    after its server's stop (hosts/own_cpu.py: the session less the measured processes): the window's
+    figure (Overheads) plus what perflab did there outside it (the restore, the start, prewarm, the logs).
+
+    own = CellCpu.begin(runner); ...; row["resources"]["perflab_host_cpu_cell"] = own.finish()
+    -> {"db": {"cpu_s": 0.35, "measured_cpu_s": 9.1, "session_cpu_s": 9.45, "wall_s": 6.2, "cores": 0.056}}
+    """
+
+    def __init__(self, starts: dict[str, tuple[Connection, str, own_cpu.Mark | None]]) -> None:
+        self.starts = starts
+
+    @classmethod
+    def begin(cls, runner: Any) -> CellCpu:
+        places: dict[str, tuple[Connection, str]] = {}
+        if runner.server_host is not None:
+            places[runner.server_host.name] = (runner.server_host.link, runner.server_host.rundir.path)
+        if runner.remote is not None:
+            places.setdefault(runner.remote.name, (runner.remote.rundir.link, runner.remote.rundir.path))
+        return cls({name: (link, path, _mark(link, path)) for name, (link, path) in places.items()})
+
+    def record(self, row: dict[str, Any]) -> None:
+        """The cell's `resources.perflab_host_cpu_cell` (a row that has resources: it was measured)."""
+        if self.starts and "resources" in row:
+            row["resources"]["perflab_host_cpu_cell"] = self.finish()
+
+    def finish(self) -> dict[str, dict[str, float | None] | None] | None:
+        """Per host, the figures over the cell (None where a reading failed); None without a remote host."""
+        if not self.starts:
+            return None
+        out = {}
+        for name, (link, path, start) in self.starts.items():
+            end = _mark(link, path)
+            out[name] = start.until(end) if start is not None and end is not None else None
+        return out
+
+
+def _mark(link: Connection, path: str) -> own_cpu.Mark | None:
+    """A reading, or None when the host has dropped off (the cell fails with that cause anyway)."""
+    try:
+        return own_cpu.mark(link, path)
+    except HostLostError:
+        return None
