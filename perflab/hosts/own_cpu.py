@@ -28,6 +28,7 @@ from perflab.hosts.transport import Connection
 SNAPSHOT = "echo $PPID; getconf CLK_TCK; cat /proc/[0-9]*/stat 2>/dev/null"
 # $0: the run directory. The children's line of each measured process's `times` (rundir.py's _MEASURED)
 _MEASURED = 'for f in "$0"/measured-*; do [ -f "$f" ] && sed -n 2p "$f"; done; true'
+MARK_TIMEOUT_S = 15
 _TIMES = re.compile(r"(\d+)m([\d.]+)s\s+(\d+)m([\d.]+)s")
 
 
@@ -116,8 +117,12 @@ class Mark:
 def mark(link: Connection, rundir: str) -> Mark:
     """A reading of the host (one command: its processes' stat lines, then the measured files of `rundir`)."""
     at = time.monotonic()
-    text = link.run(["sh", "-c", f"{SNAPSHOT}; echo --; {_MEASURED}", rundir], timeout=60).stdout
+    # a short deadline: a host that stopped answering costs each cell this much before it fails
+    text = link.run(["sh", "-c", f"{SNAPSHOT}; echo --; {_MEASURED}", rundir], timeout=MARK_TIMEOUT_S).stdout
     procs, _, measured = text.partition("\n--\n")
+    head = procs.splitlines()[:2]
+    if len(head) < 2 or not all(line.isdigit() for line in head):  # no answer: no session figure
+        return Mark(at, None, 1, measured_s(measured))
     snap = parse_snapshot(procs)
     return Mark(at, session_ticks(snap), snap.tick, measured_s(measured))
 

@@ -87,3 +87,10 @@ def test_a_cells_figure_is_the_session_less_the_servers_that_ended_in_it() -> No
     host.sshd, host.measured = (45, 1950), "0m9.000s 0m0.500s\n"  # the server ended: 9.5 s, reaped by the session
     got = start.until(mark(host, "/dev/shm/perflab-host-x"))  # type: ignore[arg-type]
     assert got is not None and got["session_cpu_s"] == 9.95 and got["measured_cpu_s"] == 9.5 and got["cpu_s"] == 0.45
+
+
+def test_a_host_that_does_not_answer_gives_no_figure() -> None:
+    host = Host()
+    start = mark(host, "/dev/shm/perflab-host-x")  # type: ignore[arg-type]
+    host.run = lambda argv, timeout=60: SimpleNamespace(status=None, stdout="", stderr="")  # type: ignore[method-assign]
+    assert start.until(mark(host, "/dev/shm/perflab-host-x")) is None  # type: ignore[arg-type]
