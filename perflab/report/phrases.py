@@ -192,11 +192,11 @@ def _own_cpu(name: str, host: dict[str, Any], cells: list[dict[str, Any]]) -> st
     and over the whole run (meta `hosts.NAME.perflab_cpu`)."""
     own = [((c.get("resources") or {}).get("perflab_host_cpu") or {}).get(name) or {} for c in cells]
     cores = [o["cores"] for o in own if o.get("cores") is not None]
-    text = f"; perflab's own CPU there {100 * max(cores):.1f}% of a core at most" if cores else ""
+    text = f"; perflab's own CPU there {100 * max(cores):.1f}% of a core at most in a window" if cores else ""
     run = host.get("perflab_cpu") or {}
     if run.get("cores") is not None:
-        text += (" (" if text else "; perflab's own CPU there ") + f"{100 * run['cores']:.2f}% over the run"
-        text += f", {run['cpu_s']:.2f} s in {run['wall_s']:.0f} s" + (")" if cores else "")
+        text += ", " if text else "; perflab's own CPU there "
+        text += f"{100 * run['cores']:.2f}% over the run ({run['cpu_s']:.2f} s in {run['wall_s']:.0f} s)"
     return text
 
 

@@ -49,6 +49,8 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "server on host db" in done.stdout, done.stdout
+    said = " ".join(done.stdout.split())  # the terminal's wrapping undone
+    assert re.search(r"perflab's own CPU there [^;]*% over the run \([\d.]+ s in \d+ s\)", said), said
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
     (cell,) = exported["cells"]
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")

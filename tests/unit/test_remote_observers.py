@@ -261,7 +261,7 @@ def test_the_host_line_says_perflabs_cpu_there_and_an_unaligned_clock() -> None:
     (line,) = host_lines({"hosts": meta}, [cell(0.012, True), cell(0.078, False)])
     assert line == (
         "server on host db (root@db1): 0.40 ms round trip; same fingerprint as this machine; "
-        "perflab's own CPU there 7.8% of a core at most; its clock not aligned in 1 cell (over 50 ms)"
+        "perflab's own CPU there 7.8% of a core at most in a window; its clock not aligned in 1 cell (over 50 ms)"
     )
     meta["hosts"]["db"]["clock"]["refused"] = "host db: its clock is known only within 70 ms over the run"
     (line,) = host_lines({"hosts": meta}, [cell(0.012, True)])
@@ -365,6 +365,8 @@ def test_the_host_line_says_perflabs_cpu_there_over_the_run() -> None:
         "resources": {"perflab_host_cpu": {"db": {"cores": 0.012}}},
     }
     (line,) = host_lines({"hosts": meta}, [cell])
-    assert line.endswith("perflab's own CPU there 1.2% of a core at most (0.43% over the run, 0.41 s in 95 s)")
+    assert line.endswith(
+        "perflab's own CPU there 1.2% of a core at most in a window, 0.43% over the run (0.41 s in 95 s)"
+    )
     (line,) = host_lines({"hosts": meta}, [])
-    assert line.endswith("; perflab's own CPU there 0.43% over the run, 0.41 s in 95 s")
+    assert line.endswith("; perflab's own CPU there 0.43% over the run (0.41 s in 95 s)")
