@@ -24,7 +24,7 @@ import os
 import shutil
 from typing import Any
 
-from perflab.spec.hosts import host_observers_run, server_hosts
+from perflab.spec.hosts import client_hosts, host_observers_run, server_hosts
 from perflab.spec.loading import parse
 from perflab.spec.matrix import Experiment
 
@@ -52,7 +52,7 @@ def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
     # host it runs there (run/observers/remote_io.py), with sysbench here only so far
     e = exp.file.experiment
     remote = bool(server_hosts(exp.file)) and not host_observers_run(exp.file)
-    no_canary = e.interleaved or e.client_host is not None or remote
+    no_canary = e.interleaved or bool(client_hosts(exp.file)) or remote
     doc["observe"] = {"host_speed": False if no_canary else _canary(exp.file.observe.host_speed)}
     return parse(to_toml(doc), f"{exp.source} (A/A calibration of its first configuration)")
 

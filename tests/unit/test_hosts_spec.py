@@ -164,7 +164,14 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     assert "server_host and client_host" in both["observe.io"] and "not with server_host yet" in both["observe.io"]
     variants = problems('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\n'
                         'je = { preload = "jemalloc", client_env = { A = "1" } }\n')  # fmt: skip
-    assert list(variants) == ["variants.alloc.je"] and "preload, client_env" in variants["variants.alloc.je"]
+    assert list(variants) == ["variants.alloc.je"] and "found client_env" in variants["variants.alloc.je"]
+    # a preload runs there (the host's allocator: run/remote_server.py), looked for there, not here
+    from perflab.spec.hosts import preloads_by_host
+
+    on_host = parse('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\nje = { preload = "jemalloc" }\n')
+    assert preloads_by_host(on_host.file) == {"db": {"jemalloc"}}
+    axis = AXIS.replace('b = { server_host = "db2" }', "b = {}") + '[variants.alloc]\nje = { preload = "jemalloc" }\n'
+    assert preloads_by_host(parse("", rest=axis).file) == {"db": {"jemalloc"}, None: {"jemalloc"}}
     unknown = problems('server_host = "dbb"')
     assert "defined hosts: load, db" in unknown["experiment.server_host"]
 
@@ -273,13 +280,63 @@ def test_a_host_axis_refuses_unknown_hosts_two_host_axes_and_a_client_host() -> 
     )
     two = '[variants.h1]\na = { server_host = "db" }\n[variants.h2]\nb = { server_host = "db2" }\n'
     assert "server_host to both db and db2" in " ".join(problems("", rest=HOSTS2 + two).values())
-    found = problems('client_host = "load"', rest=AXIS)
-    assert "no client_host with a host axis (host)" in found["experiment.client_host"]
     found = problems('design = "interleaved"', rest=AXIS)
     assert "interleaved turns are taken by servers on this machine only" in found["experiment.design"]
 
 
-def test_a_client_host_per_variant_is_refused_with_the_way_around() -> None:
+def test_a_client_host_per_variant_belongs_to_a_host_axis() -> None:
     found = problems("", rest=HOSTS + '[variants.host]\na = { client_host = "load" }\n')
-    assert "unknown key 'client_host'" in found["variants.host.a.client_host"]
+    assert "client_host in the variants of a host axis" in found["variants.host.a.client_host"]
     assert "set client_host under [experiment]" in found["variants.host.a.client_host"]
+    found = problems("", rest=LANES.replace('client_host = "l2"', 'client_host = "l3"'))
+    assert "found 'l3'" in found["variants.host.b.client_host"]
+
+
+LANES = (
+    HOSTS2
+    + '[hosts.l1]\nssh = "root@10.77.3.2"\n[hosts.l2]\nssh = "root@10.77.4.2"\n'
+    + '[variants.host]\na = { server_host = "db", client_host = "l1" }\nb = { server_host = "db2", client_host = "l2" }\n'
+)
+
+
+def test_each_host_of_an_axis_with_its_own_client_host_runs_at_once() -> None:
+    from perflab.spec.hosts import host_lanes
+
+    exp = parse("", rest=LANES)
+    cells = exp.cells()
+    assert {(c.server_host, c.client_host) for c in cells} == {("db", "l1"), ("db2", "l2")}
+    lanes = host_lanes(exp.file)
+    assert lanes["concurrent"] is True and lanes["lanes"] == {"db": ["db", "l1"], "db2": ["db2", "l2"]}
+    assert "client runs on host l1" in exp.design_reason
+    off = host_lanes(parse("concurrent_hosts = false", rest=LANES).file)
+    assert off["concurrent"] is False and off["why"] == "concurrent_hosts = false"
+    from perflab.spec.hosts import longest_lane
+    from perflab.spec.loading import round_seconds
+
+    # the round's time: the busiest host's cells (half of them here), not all in turn
+    assert longest_lane(exp.file) == 0.5 and longest_lane(parse("", rest=AXIS).file) == 1.0
+    assert round_seconds(exp.file) * 2 == round_seconds(parse("concurrent_hosts = false", rest=LANES).file)
+
+
+def test_hosts_that_share_a_machine_run_one_at_a_time_and_say_why() -> None:
+    from perflab.spec.hosts import host_lanes
+
+    here = host_lanes(parse("", rest=AXIS).file)  # both clients on this machine
+    assert here["concurrent"] is False and "host db: its client runs on this machine" in here["why"]
+    shared = host_lanes(parse('client_host = "load"', rest=AXIS).file)  # one client host for both
+    assert shared["concurrent"] is False and "both use load" in shared["why"]
+    same = LANES.replace('ssh = "root@10.77.4.2"', 'ssh = "other@10.77.3.2:2222"')  # l2 is l1's machine
+    alias = host_lanes(parse("", rest=same).file)
+    assert alias["concurrent"] is False and "(10.77.3.2)" in alias["why"]
+    mixed = LANES.replace('b = { server_host = "db2", client_host = "l2" }', 'b = { client_host = "l2" }')
+    local = host_lanes(parse("", rest=mixed).file)  # b's server on this machine
+    assert local["concurrent"] is False and "its server runs on this machine" in local["why"]
+    assert local["lanes"]["(this machine)"] == ["(this machine)", "l2"]
+
+
+def test_an_experiment_client_host_is_the_default_of_a_host_axis_without_its_own() -> None:
+    one = LANES.replace(', client_host = "l2"', "")
+    cells = parse('client_host = "load"', rest=one).cells()
+    assert {(c.server_host, c.client_host) for c in cells} == {("db", "l1"), ("db2", "load")}
+    found = problems("concurrent_hosts = false")
+    assert "concurrent_hosts with a host axis only" in found["experiment.concurrent_hosts"]

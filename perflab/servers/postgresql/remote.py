@@ -126,7 +126,14 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
     """One postmaster (and its backends) on a host (`place`: the run's ServerHost, run/remote_server.py)."""
 
     def __init__(
-        self, place: Any, datadir: str, options: dict[str, Any], *, local: Path, env: dict[str, str] | None = None
+        self,
+        place: Any,
+        datadir: str,
+        options: dict[str, Any],
+        *,
+        local: Path,
+        env: dict[str, str] | None = None,
+        preload: str | None = None,
     ) -> None:
         self.place, self.link = place, place.link
         self.rundir = local  # this machine's cell directory: postgresql.conf, the log fetched back, pgbench's log
@@ -139,7 +146,8 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         self.option_file = local / "postgresql.conf"
         self.options = {**DEFAULT_OPTIONS, **options}
         self.env = dict(env or {})
-        self.preload = self.tracer = self.cpus = self.build = self.bindir = None
+        self.tracer = self.cpus = self.build = self.bindir = None
+        self.preload = preload  # a variant's allocator there (ServerHost.preload): in LD_PRELOAD, for every backend
         self.user = RUN_USER if self.link.target.user == "root" else ""  # postgres refuses to run as root
         self.child: Tracked | None = None  # type: ignore[assignment]
         self.crashed: bool | None = None
@@ -174,7 +182,8 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         argv = [str(self.program), "-D", self.datadir, "-c", f"config_file={self.remote_dir}/postgresql.conf"]
         if self.user:
             argv = ["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--init-groups", *argv]
-        env = [f"{k}={v}" for k, v in self.env.items()]
+        preload = {"LD_PRELOAD": self.preload} if self.preload is not None else {}
+        env = [f"{k}={v}" for k, v in {**self.env, **preload}.items()]
         return ["sh", "-c", _LOGGED, f"{self.remote_dir}/postgres.log", "env", *env, *self.launched(argv)]
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
