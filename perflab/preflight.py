@@ -93,7 +93,10 @@ def check(exp: Experiment) -> None:
             Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}", "set pin = false")
         )
     e = exp.file.experiment
-    machine += storage.problems(e.storage, e.drop_caches, lambda: 2 * kind.dataset_estimate(exp), kind.storage_problems)
+    if any(cell.server_host is None for cell in exp.cells()):  # on a server host they are looked at there
+        machine += storage.problems(
+            e.storage, e.drop_caches, lambda: 2 * kind.dataset_estimate(exp), kind.storage_problems
+        )
     if e.storage == "tmpfs" and not os.path.isdir(TMPFS):
         machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
     elif e.storage == "tmpfs":

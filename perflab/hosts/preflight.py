@@ -13,6 +13,7 @@ from perflab import allocators
 from perflab.errors import HostKeyError, HostUnreachableError, Problem
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
+from perflab.run import storage
 from perflab.spec.hosts import client_hosts, preloads_by_host, server_hosts
 
 # $0: a tool, "$@": directories off the PATH where it may be (postgresql-15's bin); else on the ssh
@@ -67,6 +68,8 @@ def _problems_of(
             for tool, package in packages.items()
             if link.run(["sh", "-c", _HAS, tool, *dirs]).status != 0
         ]
+        if name in server_hosts(spec):  # [experiment] storage and drop_caches apply there
+            problems += storage.host_problems(link, name, spec.experiment.storage, spec.experiment.drop_caches)
         for preload in sorted(p for p in preloads if p in allocators.KNOWN):  # a path is copied there
             if link.run(["sh", "-c", allocators.FIND_ON_HOST, *allocators.candidates(preload)]).status != 0:
                 package = allocators.KNOWN[preload].package

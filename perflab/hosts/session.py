@@ -48,6 +48,7 @@ class Host:
     fingerprint: dict[str, Any] = field(default_factory=dict)
     lost: str | None = None  # why the host dropped off, once it has
     cpu: own_cpu.RunCpu | None = None  # perflab's own CPU there over the run, from its opening
+    storage: dict[str, Any] | None = None  # a server host's [experiment] storage, as run/storage.describe_on says
 
 
 def _open(name: str, target: SshTarget, workdir: Path) -> Host:
@@ -153,6 +154,7 @@ class Hosts:
                     },
                     "fingerprint": h.fingerprint,
                     "perflab_cpu": h.cpu.result if h.cpu is not None else None,  # at the end of the run
+                    "storage": h.storage,
                     "lost": h.lost,
                 }
                 for name, h in self.hosts.items()

@@ -111,9 +111,12 @@ class CellRunner:
         return self._defaults
 
     @property
-    def storage(self) -> Storage:  # where the datadirs live ([experiment] storage, run/storage.py)
+    def storage(self) -> Storage:
+        """Where the datadirs live here ([experiment] storage, run/storage.py): the tmpfs when every
+        server runs on a server host (the storage is there: run/remote_server.py)."""
         if self._storage is None:
-            self._storage = of_experiment(self.exp.file.experiment.storage)
+            here = any(cell.server_host is None for cell in self.exp.cells())
+            self._storage = of_experiment(self.exp.file.experiment.storage if here else "tmpfs")
         return self._storage
 
     def io_observer(self, server: Any) -> IoObserver | None:

@@ -38,7 +38,7 @@ from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
-from perflab.run import accounting, dataset, workloads
+from perflab.run import accounting, dataset, storage, workloads
 from perflab.run.observers.alloc import remote as remote_alloc
 from perflab.run.observers.host_overhead import CellCpu
 from perflab.run.observers.io import into_row
@@ -66,6 +66,7 @@ class ServerHost:
     password: str  # the run's login (hex), never on a command line nor in a result
     binaries: dict[str, str]  # tool -> its path on the host
     version: str  # the host's server, as `mariadbd --version` says it
+    datadirs: str = ""  # where the datadirs and the snapshots are there: the run directory, or one on disk
     _snapshots: dict[Path, str] = field(default_factory=dict)  # a local snapshot -> its copy on the host
     _preloads: dict[str, str] = field(default_factory=dict)  # a variant's preload -> its library there
     _packages: dict[str, str | None] = field(default_factory=dict)  # a file there -> "package version"
@@ -84,7 +85,7 @@ class ServerHost:
             binaries[tool] = found
         server = next(iter(binaries.values()))
         version = link.run([server, "--version"]).stdout.strip()
-        return cls(hosts, name, link.peer_address(), secrets.token_hex(16), binaries, version)
+        return cls(hosts, name, link.peer_address(), secrets.token_hex(16), binaries, version, hosts.rundir(name).path)
 
     @property
     def link(self) -> Connection:
@@ -178,7 +179,7 @@ class ServerHost:
         name = f"dataset-{len(self._snapshots)}"
         tar = workdir / f"{name}.tar.gz"
         subprocess.run(["tar", "--sparse", "-czf", str(tar), "-C", str(local), "."], check=True, timeout=1800)
-        remote = f"{self.rundir.path}/{name}"
+        remote = f"{self.datadirs}/{name}"
         try:
             self.link.put(tar, f"{remote}.tar.gz")
         finally:
@@ -221,8 +222,15 @@ def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
     names = list(dict.fromkeys((*servers, *client_hosts(spec))))
     with Hosts({name: parse_target(spec.hosts[name].ssh) for name in names}, workdir) as hosts:
         for name in servers:
-            runner.server_hosts[name] = ServerHost.open(hosts, name, runner.kind)
+            place = runner.server_hosts[name] = ServerHost.open(hosts, name, runner.kind)
             hosts.require(name, observer_packages(spec))  # perf, eu-stack: exit 3 naming the package
+            if e.storage != "tmpfs":  # the datadirs on the host's disk; the rest stays on its tmpfs
+                place.datadirs = place.rundir.on_disk(e.storage)
+            described = storage.describe_on(place.link, place.datadirs)
+            hosts.hosts[name].storage = {**described.record(), "path": e.storage, "dir": place.datadirs}
+        if servers and not any(c.server_host is None for c in runner.exp.cells()):  # no server here: the hosts'
+            first = hosts.hosts[servers[0]].storage
+            runner.results.set_meta(storage={**first, "host": servers[0]})
         runner.server_host = runner.server_hosts.get(e.server_host) if e.server_host else None
         pairs = dict.fromkeys((c.client_host, c.server_host) for c in runner.exp.cells() if c.client_host)
         for client_name, server_name in pairs:  # with a server host, the client reaches it at its address
@@ -262,7 +270,7 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
         tracer = remote_alloc.of_cell(runner, place, rundir)  # [observe] alloc: its counter preloaded there
         preload = place.preload(cell.preload) if cell.preload else None  # an allocator there, or copied there
         server = runner.kind.remote_server(
-            place, f"{place.rundir.path}/{rundir.name}/data", options, local=rundir, env=cell.env,
+            place, f"{place.datadirs}/{rundir.name}/data", options, local=rundir, env=cell.env,
             **({"alloc": tracer} if tracer is not None else {}), **({"preload": preload} if preload else {}),
         )  # fmt: skip
         server.aslr = cell.aslr
@@ -291,6 +299,7 @@ def _measured(
     updated (status "ok"); its intervals, RSS samples and status samples."""
     place: ServerHost = runner.server_host
     restore_s = place.restore(snapshot, server.datadir, workdir)
+    dropped = storage.drop_caches_on(place.link, place.name) if runner.exp.file.experiment.drop_caches else None
     started = time.monotonic()
     with server:
         start_s = time.monotonic() - started
@@ -311,7 +320,7 @@ def _measured(
     row["resources"].update(
         restore_s=round(restore_s, 3),
         restore_method="copy",
-        drop_caches_s=None,
+        drop_caches_s=dropped,
         server_start_s=round(start_s, 3),
         **switches,
     )

@@ -78,7 +78,8 @@ class Scheduler:
         try:
             storage = self.runner.storage  # [experiment] storage: the tmpfs or a directory on disk
             with work_dir(Path(storage.path)) as workdir, self._hosts(workdir):
-                self.results.set_meta(workdir=str(workdir), storage=storage.record())
+                here = any(cell.server_host is None for cell in self.exp.cells())  # else the hosts' (run_hosts)
+                self.results.set_meta(workdir=str(workdir), **({"storage": storage.record()} if here else {}))
                 if self.lanes is not None:
                     self.results.set_meta(host_schedule=self.lanes)
                 self._run_cells(workdir, resume, done)

@@ -313,11 +313,7 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
                 "interleaved turns are taken by servers on this machine only; remove design",
             )
         )
-    for key, value, default in (
-        ("storage", e.storage, "tmpfs"),
-        ("drop_caches", e.drop_caches, False),
-        ("pin", e.pin, False),
-    ):
+    for key, value, default in (("pin", e.pin, False),):  # storage and drop_caches apply on the host
         if value != default:
             problems.append(
                 Problem(

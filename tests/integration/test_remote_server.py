@@ -310,3 +310,34 @@ def test_an_allocator_preloaded_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_p
         )
         assert "libc.so" in by["glibc"]["allocator_library"] and by["glibc"]["allocator_version"].startswith("glibc ")
         assert namespace_commands(ssh_lab, "db") == ["sshd"]
+
+
+def test_a_server_host_on_its_disk(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """[experiment] storage on a server host: the datadirs (the dataset prepared there, each cell's copy)
+    are made in that directory there, described as the host's mountinfo says, with the page cache dropped
+    there before each cell; nothing is left in it; a directory the host lacks exits 3 naming the host."""
+    from perflab.run.storage import describe
+
+    db = ssh_lab.hosts["db"]
+    disk = tmp_path / "disk"  # the lab's host shares this machine's filesystems
+    disk.mkdir()
+    more = f'storage = "{disk}"\ndrop_caches = true'
+    body = EXPERIMENT.format(ssh=db.ssh, more=more).replace('"1s"', "0").replace("point_select", "write_only")
+    spec, out = write_experiment(tmp_path / "disk.toml", body), tmp_path / "results"
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
+    here = describe(disk)
+    recorded = exported["storage"]  # the server's storage: the host's
+    assert recorded["host"] == "db" and recorded["path"] == str(disk) and recorded["on_disk"] is here.on_disk
+    assert recorded["fstype"] == here.fstype and recorded["device"] == here.device, recorded
+    host = exported["hosts"]["hosts"]["db"]
+    assert host["storage"]["dir"].startswith(f"{disk}/perflab-host-") and host["storage"]["fstype"] == here.fstype
+    assert host["dir"].startswith("/dev/shm/")  # the sockets, logs and observers' files stay on its tmpfs
+    assert cell["resources"]["drop_caches_s"] is not None and cell["resources"]["drop_caches_s"] >= 0
+    assert list(disk.iterdir()) == [] and namespace_commands(ssh_lab, "db") == ["sshd"]
+    missing = EXPERIMENT.format(ssh=db.ssh, more=f'storage = "{tmp_path}/nowhere"')
+    refused = perflab_via(ssh_lab, tmp_path, "run", str(write_experiment(tmp_path / "m.toml", missing)), "--check")
+    assert refused.returncode == 3 and "on host db" in refused.stderr and "no such directory" in refused.stderr

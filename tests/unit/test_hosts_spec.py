@@ -146,7 +146,6 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     assert set(found) == {
         "experiment.design",
         "experiment.pin",
-        "experiment.storage",
         "experiment.drop_caches",
         "observe.io",
         "observe.host_speed",
@@ -154,6 +153,9 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     }, found  # fmt: skip  (pmp: refused by the interleaved design's own check)
     assert "interleaved" in found["observe.pmp"] and "observe.perf" not in found
     assert "interleaved" in found["observe.io"] and "docs/hosts.md" in found["experiment.pin"]
+    assert "interleaved" in found["experiment.drop_caches"]  # the design's own check; sequential: on the host
+    disk = parse('server_host = "db"\nstorage = "/var/tmp/perflab"\ndrop_caches = true').file.experiment
+    assert disk.storage == "/var/tmp/perflab" and disk.drop_caches  # they apply on the host
     # sequential: io and host_speed run on the server host (run/observers/remote_io.py)
     observed = parse('server_host = "db"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n")
     assert observed.file.observe.io and observed.file.observe.host_speed
