@@ -136,8 +136,11 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
         "sysbench_options": wl.effective_options(runner, argv[2:]),
         "client": fields | {"clock": clock.record()},
     }
+    server_clock = getattr(w.rss, "clock", None)  # a server host's, over the window: its tree's RSS aligned
     if isinstance(profilers, remote_profilers.RemoteProfilers):  # the server host's clock, read by its profilers
         measured["host_clock"] = profilers.clock.record()
+    elif runner.server_host is not None and server_clock is not None:
+        measured["host_clock"] = server_clock.record()
     return intervals, w.rss.samples, measured
 
 
