@@ -46,12 +46,20 @@ class RemoteStatusSampler(StatusSampler):
         return [binary("mariadb"), f"--defaults-file={self.options}", "--batch", "--skip-column-names", "--unbuffered"]
 
 
+_PRIVATE_TMP = 'mkdir -p "$0" && TMPDIR="$0" && export TMPDIR && exec "$@"'  # $0: the directory, "$@": argv
+
+
 def init_datadir(place: Any, datadir: str) -> str:
     """A new datadir on the host by its mariadb-install-db, as servers/mariadb/datadir.py does here."""
     argv = [place.binaries["mariadb-install-db"], "--no-defaults", f"--datadir={datadir}"]
     argv += ["--auth-root-authentication-method=normal", "--skip-test-db", "--force"]
     argv += ["--user=root"] if place.link.target.user == "root" else []
-    done = place.link.run(argv, timeout=600)
+    # its bootstrap's temporary tables in a directory of the run's, not the host's shared /tmp (two
+    # bootstraps at once there, a host axis's on one machine, lost each other's: "Could not remove
+    # temporary table", "Unknown table 'mysql.tmp_proxies_priv'")
+    private = f"{datadir}.tmp"
+    done = place.link.run(["sh", "-c", _PRIVATE_TMP, private, *argv], timeout=600)
+    place.link.run(["rm", "-rf", private])
     if done.status != 0:
         raise ServerStartError(
             f"mariadb-install-db on host {place.name} failed (exit {done.status}): {(done.stdout + done.stderr)[-500:]}",
