@@ -322,7 +322,7 @@ class CellRunner:
         if self.remote is not None:
             from perflab.run import remote_client
 
-            return remote_client.measure(self, cell, server, logs)
+            return remote_client.measure(self, cell, server, logs, tracer)  # [observe] alloc too
         own = self.kind.measure(self, cell, server, logs)  # PostgreSQL: servers/postgresql/cell.py
         if own is not None:
             return own

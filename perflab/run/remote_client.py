@@ -237,12 +237,17 @@ class _Window:
     perflab_cpu: dict[str, Any]
 
 
-def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict[str, Any]], list, dict[str, Any]]:
+def measure(
+    runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None
+) -> tuple[list[dict[str, Any]], list, dict[str, Any]]:
     """run/cell.py's measure with the client on the remote host: the server's resources as always;
     the client's network per transaction instead of its CPU (which is the other host's). With the
-    server on a host too, its profilers and counters as with the client here (run/remote_window.py)."""
+    server on a host too, its profilers and counters as with the client here (run/remote_window.py).
+    The canary and the I/O observer run where the server runs (remote_io.of_window); `tracer`: [observe]
+    alloc of a server here (AllocTracer), its window the RSS sampler's span, as on a server host."""
     from perflab.run import remote_window
-    from perflab.run.observers import remote_profilers, status
+    from perflab.run.observers import remote_io, remote_profilers, status
+    from perflab.run.observers.alloc import remote as remote_alloc
 
     own = runner.kind.remote_client_measure(runner, cell, server, logs)  # pgbench: servers/postgresql/client_host.py
     if own is not None:
@@ -257,6 +262,10 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     read, sampler = remote_server.server_reads(runner, server)  # on the server's host when it runs there
     there = runner.server_host is not None
     clock = getattr(sampler, "clock", None)  # the server host's clock over the window (a MariaDB server's)
+    observers = remote_io.of_window(runner, server, clock)  # [observe] host_speed, io: where the server runs
+    if tracer is not None:  # a server here: the counts over the RSS sampler's span, as on a server host
+        sampler = remote_alloc.Spanning(sampler, tracer, server.pid, server.rundir)
+    armed = tracer.armed(server.pid, server.rundir) if tracer is not None else contextlib.nullcontext()
     # perf and pmp of the server where it runs: on its host, or here as a local cell's (the client's own
     # stacks would be the client host's: not made); its counters over TCP as the run's login, either way
     profilers = remote_profilers.of_cell(runner, cell, server, clock) if there else local_profilers(runner, server)
@@ -264,10 +273,12 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         counters = remote_window.status_sampler(runner, server, remote.password)
     else:  # the server here: over its socket, as a local cell's
         counters = status.of_server(server) if runner.exp.file.observe.status else None
-    with profilers, contextlib.closing(counters) if counters else contextlib.nullcontext(), StealSampler() as steal:
+    status_ = contextlib.closing(counters) if counters else contextlib.nullcontext()
+    with observers, profilers, status_, StealSampler() as steal, armed:
         w = _run(runner, server, command, out, (read, sampler), profilers, counters)
     summary, intervals = client.read_output(out, w.code, warmup)
-    remote_profilers.store(runner, cell, profilers, (w.started, w.origin, w.ended, warmup), intervals, summary)
+    window = (w.started, w.origin, w.ended, warmup)
+    remote_profilers.store(runner, cell, profilers, window, intervals, summary)
     measured = {
         "steal": lambda a, b: steal.cores(w.origin + a, w.origin + b),
         "summary": summary.to_dict(),
@@ -284,7 +295,21 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     if counters is not None:
         measured["server_status"] = counters.figures(summary.transactions, summary.queries, summary.total_time_s)
         measured["status_samples"] = counters.samples
+    measured.update(observers.fields(runner, window, intervals, summary))  # host_speed; io (popped by the cell)
+    if tracer is not None:
+        alloc_fields(runner, cell, server, tracer, measured)
     return intervals, w.rss.samples, measured
+
+
+def alloc_fields(runner: Any, cell: Cell, server: Any, tracer: Any, measured: dict[str, Any]) -> None:
+    """The cell's `alloc` of a server here into `measured`, its sampled stacks stored (run/cell.py's)."""
+    from perflab.run.observers.profilers import store_alloc
+
+    transactions = measured["summary"]["transactions"]
+    tracer.check_window(transactions)
+    measured["alloc"] = tracer.fields(transactions)
+    if tracer.spec.stacks:
+        store_alloc(runner.results, cell.order, transactions, tracer, server.pid)
 
 
 def _run(
@@ -324,7 +349,8 @@ def local_profilers(runner: Any, server: Any) -> Any:
     observe = runner.exp.file.observe
     if observe.perf is None and observe.pmp is None:
         return remote_profilers.NoProfilers()
-    return Profilers(observe, server.pid, server.rundir, tree=runner.kind.profiles_tree)
+    alone = observe.model_copy(update={"host_speed": False})  # the canary: remote_io.of_window's, not a second
+    return Profilers(alone, server.pid, server.rundir, tree=runner.kind.profiles_tree)
 
 
 def cpu_fields(before: float | None, after: float | None, transactions: int) -> dict[str, Any]:

@@ -14,7 +14,9 @@ be aligned within 50 ms fails (its figures could not be cut).
 Recorded in `client`, as a remote sysbench's: the host, the server's address, the host's interface
 toward it, its bytes per transaction, the round trip; pgbench's CPU there over the window (its
 /proc stat at both marks: it still runs at the end mark); and `clock`, the two readings and the
-shift applied.
+shift applied. With [observe] host_speed and io, the canary and the server's I/O run where the server
+runs (run/observers/remote_io.of_window: here, or on the server host), over pgbench's run, and their
+window is the marks'.
 
     intervals, rss, fields = measure(runner, cell, server, logs)   # from run/remote_client.measure
 """
@@ -30,6 +32,7 @@ from typing import Any
 from perflab.errors import HostLostError, ServerCrashedError
 from perflab.hosts.clock import Alignment, WindowClock
 from perflab.run import accounting, client, remote_server, workloads
+from perflab.run.observers import remote_io
 from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.resources import StealSampler
 from perflab.run.remote_client import RemoteChild, RemoteClient, cpu_fields
@@ -79,6 +82,7 @@ class _Window:
     started: float
     launched: float  # time.time() at pgbench's launch
     marks: tuple[float, float]  # the window's (start, end), time.time()
+    bounds: tuple[float, float]  # the same, time.monotonic()
     code: int
     start: accounting.WindowStart
     end: accounting.WindowEnd
@@ -104,8 +108,10 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
     argv, script = host_argv(runner, cell, login, remote)
     out = logs / wl.output_name
     clock = WindowClock(remote.rundir.link)
+    # [observe] host_speed, io where the server runs; a server host's clock read when they start and stop
+    observers = remote_io.of_window(runner, server, None)
     try:
-        with StealSampler() as steal:
+        with observers, StealSampler() as steal:
             clock.begin()  # before pgbench starts, and again once it has ended: its log's times lie between
             w = _run(runner, cell, server, argv, out)
             alignment = clock.require()  # ClockAlignmentError: the window cannot be cut from the host's log
@@ -119,6 +125,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
     summary, intervals = wl.window_output(spec, out, w.code, warmup, server, launched, window)
     resources = remote_server.window_resources(runner, w.start, w.end, None, summary.transactions, w.rss)
     fields = remote.fields(*w.net, summary.transactions) | {"script": script} | cpu_fields(*w.cpu, summary.transactions)
+    window = (w.started, w.started, w.bounds[1], w.bounds[0] - w.started)  # as run/remote_window.py's
     return (
         intervals,
         w.rss.samples,
@@ -128,6 +135,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
             "resources": resources | w.extra(),
             "sysbench_options": wl.effective_options(runner, argv[2:]),
             "client": fields | {"clock": clock.record()},
+            **observers.fields(runner, window, intervals, summary),  # host_speed; io (popped by the cell)
         },
     )
 
@@ -162,7 +170,7 @@ def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path) -> _W
     with RemoteChild(remote.rundir, argv, out, "pgbench") as child:
         if warmup:
             client.sleep_until(started + warmup, child)
-        start, begun = accounting.WindowStart.take(server.pid, None, read), time.time()
+        start, begun, origin = accounting.WindowStart.take(server.pid, None, read), time.time(), time.monotonic()
         net_before, cpu_before = remote.net_bytes(), child.cpu_s()
         with sampler as rss:
             overheads = Overheads.of_cell(runner, server.pid, child.pid).begin()  # perflab's own CPU on each host
@@ -172,7 +180,8 @@ def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path) -> _W
             if local:
                 rss.sample()  # the backends' PSS at the end mark
             end = accounting.WindowEnd.take(start, server.pid, read)  # the backends still live
-            marks, cpu_after, net_after = (begun, time.time()), child.cpu_s(), remote.net_bytes()
+            marks, bounds = (begun, time.time()), (origin, time.monotonic())
+            cpu_after, net_after = child.cpu_s(), remote.net_bytes()
             perflab_cpu = overheads.finish()
             child.signal_client("ALRM")  # as -T would: each client finishes its transaction, the logs flushed
             code = client.wait(child, warmup + seconds + pgbench.TAIL_S, margin, "pgbench")
@@ -180,7 +189,7 @@ def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path) -> _W
     if child.lost:
         raise HostLostError(child.lost, "the host's cells fail; `perflab doctor --clean` once it is back")
     net, cpu = (net_before, net_after), (cpu_before, cpu_after)
-    return _Window(started, launched, marks, code, start, end, rss, net, cpu, perflab_cpu, backends)
+    return _Window(started, launched, marks, bounds, code, start, end, rss, net, cpu, perflab_cpu, backends)
 
 
 # $0: the cell's directory on the host: its per-transaction logs, one a line
