@@ -243,3 +243,17 @@ def test_a_canary_the_hosts_loader_refuses_fails_with_its_words(tmp_path: Path) 
     assert "does not run there (exit 127)" in exc.value.message, exc.value.message
     assert "libperflabgone.so: cannot open shared object file" in exc.value.message
     assert (there / binary.name).is_file()  # copied into the run directory first
+
+
+def test_a_server_here_with_perf_and_the_canary_runs_one_canary(tmp_path: Path) -> None:
+    """The canary of a server here with its client on a host is remote_io's (of_window): the server's
+    profilers (run/remote_client.local_profilers) leave it out, so that only one runs."""
+    import os
+
+    from perflab.run.remote_client import local_profilers
+
+    observe = spec.parse(PGBENCH.replace('server_host = "db"\n', "") + "[observe]\nperf = true\nhost_speed = true\n")
+    runner = SimpleNamespace(exp=SimpleNamespace(file=observe.file), kind=SimpleNamespace(profiles_tree=True))
+    profilers = local_profilers(runner, SimpleNamespace(pid=os.getpid(), rundir=tmp_path))
+    assert profilers.observe.perf is not None and not profilers.observe.host_speed
+    assert observe.file.observe.host_speed  # the file's own setting is left as it was
