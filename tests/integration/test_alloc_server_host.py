@@ -171,3 +171,58 @@ def test_alloc_io_and_the_canary_of_a_server_here_with_its_client_on_a_host(
     assert speed["work_ns"] > 0 and speed["per_cpu"].keys() == {str(c) for c in os.sched_getaffinity(0)}, speed
     assert [s for s, _ in speed["seconds"]] == [0, 1], speed
     assert namespace_commands(ssh_lab, "load") == ["sshd"]
+
+
+PG = """
+[experiment]
+name = "it-alloc-pg-server-host"
+duration = "2s"
+warmup = 0
+repeats = 1
+server = "postgresql"
+server_host = "db"
+
+[hosts.db]
+ssh = "{ssh}"
+
+[dataset]
+scale = 1
+
+[workload]
+tool = "pgbench"
+test = "select-only"
+threads = [2]
+
+[observe]
+alloc = {{ period = "64K" }}
+"""
+
+
+def test_alloc_counts_a_postgresql_server_on_its_host_over_every_backend(
+    ssh_lab: SshLab, tmpfs, tmp_path: Path
+) -> None:
+    """The counter preloaded into the postmaster there counts in every backend it forks, a slot each,
+    summed; perf there counts the syscalls of the whole tree (run/observers/alloc/remote.py)."""
+    db = ssh_lab.hosts["db"]
+    spec, out, shm = (
+        write_experiment(tmp_path / "pg.toml", PG.format(ssh=db.ssh)),
+        tmp_path / "results",
+        tmpfs("shm", "1G"),
+    )
+    shm.parent.chmod(0o755)  # the postgres user must reach its directories
+    done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    assert cell["status"] == "ok" and cell["build"]["host"]["name"] == "db", cell.get("error")
+    alloc = cell["alloc"]
+    print(
+        "PGALLOC", json.dumps({k: v for k, v in alloc.items() if k != "by_size_class"}), cell["summary"]["transactions"]
+    )
+    print("PGCLASSES", json.dumps(alloc["by_size_class"]))
+    profile = out / "profiles" / f"cell-{cell['id']:04d}.alloc.folded"
+    top = sorted((line.rsplit(" ", 1) for line in profile.read_text().splitlines()), key=lambda x: -int(x[1]))[:5]
+    print("PGTOP", top)
+    meta = json.loads(profile.with_suffix(".json").read_text())
+    print("PGMETA", meta["binary"])
+    assert namespace_commands(ssh_lab, "db") == ["sshd"]

@@ -183,20 +183,23 @@ def test_perf_pmp_and_status_observe_a_server_host_of_the_server_only() -> None:
     assert both.file.observe.perf is not None and both.file.observe.status  # the client on a host too
 
 
-def test_alloc_counts_a_mariadb_server_on_its_host_and_refuses_postgresql_there() -> None:
-    """[observe] alloc runs where the server runs (run/observers/alloc/remote.py): MariaDB's, one
-    process, with the client here or on a host; PostgreSQL's (a process tree) is refused there."""
+def test_alloc_counts_a_server_on_its_host_and_postgresql_there_only() -> None:
+    """[observe] alloc runs where the server runs (run/observers/alloc/remote.py): MariaDB's, with the
+    client here or on a host; PostgreSQL's (a process tree: every backend counts) on a server host only."""
     rest = HOSTS + '[observe]\nalloc = { period = "256K" }\n'
     exp = parse('server_host = "db"', rest=rest)
     assert exp.file.observe.alloc is not None and exp.file.observe.alloc.syscalls
     assert parse('server_host = "db"\nclient_host = "load"', rest=rest).file.observe.alloc is not None
-    found = problems('server_host = "db"\nserver = "postgresql"', rest=rest)
-    assert set(found) == {"observe.alloc"}, found
-    assert "not built yet; MariaDB's is" in found["observe.alloc"]
+    for where in ('server_host = "db"', 'server_host = "db"\nclient_host = "load"'):
+        assert parse(where + '\nserver = "postgresql"', rest=rest).file.observe.alloc is not None
     local_client = parse('client_host = "load"', rest=rest)  # the server here: its counter here
     assert local_client.file.observe.alloc is not None
-    pg_here = problems('client_host = "load"\nserver = "postgresql"', rest=rest)  # no PostgreSQL alloc anywhere
-    assert set(pg_here) == {"observe.alloc"} and "not supported yet" in pg_here["observe.alloc"], pg_here
+    pg_here = problems('client_host = "load"\nserver = "postgresql"', rest=rest)  # a PostgreSQL here: not yet
+    assert set(pg_here) == {"observe.alloc"} and "on this machine" in pg_here["observe.alloc"], pg_here
+    axis = rest + '[variants.host]\nthere = { server_host = "db" }\n'
+    assert parse('server = "postgresql"', rest=axis).file.observe.alloc is not None  # every label on a host
+    mixed = problems('server = "postgresql"', rest=axis + "here = {}\n")  # a label's server here
+    assert set(mixed) == {"observe.alloc"}, mixed
 
 
 def test_alloc_syscalls_on_a_server_host_need_perf_there() -> None:

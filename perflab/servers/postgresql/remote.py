@@ -129,7 +129,14 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
     """One postmaster (and its backends) on a host (`place`: the run's ServerHost, run/remote_server.py)."""
 
     def __init__(
-        self, place: Any, datadir: str, options: dict[str, Any], *, local: Path, env: dict[str, str] | None = None
+        self,
+        place: Any,
+        datadir: str,
+        options: dict[str, Any],
+        *,
+        local: Path,
+        env: dict[str, str] | None = None,
+        alloc: Any = None,
     ) -> None:
         self.place, self.link = place, place.link
         self.rundir = local  # this machine's cell directory: postgresql.conf, the log fetched back, pgbench's log
@@ -143,6 +150,11 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         self.options = {**DEFAULT_OPTIONS, **options}
         self.env = dict(env or {})
         self.preload = self.tracer = self.cpus = self.build = self.bindir = None
+        # [observe] alloc (run/observers/alloc/remote.py): its counter first in LD_PRELOAD, in the postmaster
+        # and so in every backend it forks; its file in the cell's directory, given to the postgres user
+        self.alloc = alloc
+        if alloc is not None:
+            self.env.update(alloc.env(), LD_PRELOAD=alloc.there)
         self.user = RUN_USER if self.link.target.user == "root" else ""  # postgres refuses to run as root
         self.child: Tracked | None = None  # type: ignore[assignment]
         self.crashed: bool | None = None
