@@ -249,7 +249,7 @@ def measure(
     from perflab.run.observers import remote_io, remote_profilers, status
     from perflab.run.observers.alloc import remote as remote_alloc
 
-    own = runner.kind.remote_client_measure(runner, cell, server, logs)  # pgbench: servers/postgresql/client_host.py
+    own = runner.kind.remote_client_measure(runner, cell, server, logs, tracer)  # pgbench: postgresql/client_host.py
     if own is not None:
         return own
     remote: RemoteClient = runner.remote
@@ -296,20 +296,11 @@ def measure(
         measured["server_status"] = counters.figures(summary.transactions, summary.queries, summary.total_time_s)
         measured["status_samples"] = counters.samples
     measured.update(observers.fields(runner, window, intervals, summary))  # host_speed; io (popped by the cell)
-    if tracer is not None:
-        alloc_fields(runner, cell, server, tracer, measured)
+    if tracer is not None:  # a server here: its counts and stacks as a local cell's
+        from perflab.run.observers.profilers import alloc_fields
+
+        alloc_fields(runner.results, cell.order, tracer, server.pid, measured)
     return intervals, w.rss.samples, measured
-
-
-def alloc_fields(runner: Any, cell: Cell, server: Any, tracer: Any, measured: dict[str, Any]) -> None:
-    """The cell's `alloc` of a server here into `measured`, its sampled stacks stored (run/cell.py's)."""
-    from perflab.run.observers.profilers import store_alloc
-
-    transactions = measured["summary"]["transactions"]
-    tracer.check_window(transactions)
-    measured["alloc"] = tracer.fields(transactions)
-    if tracer.spec.stacks:
-        store_alloc(runner.results, cell.order, transactions, tracer, server.pid)
 
 
 def _run(

@@ -33,7 +33,9 @@ from perflab.errors import HostLostError, ServerCrashedError
 from perflab.hosts.clock import Alignment, WindowClock
 from perflab.run import accounting, client, remote_server, workloads
 from perflab.run.observers import remote_io
+from perflab.run.observers.alloc.remote import Spanning
 from perflab.run.observers.host_overhead import Overheads
+from perflab.run.observers.profilers import alloc_fields
 from perflab.run.observers.resources import StealSampler
 from perflab.run.remote_client import RemoteChild, RemoteClient, cpu_fields
 from perflab.run.workloads import pgbench
@@ -100,7 +102,8 @@ class _Window:
         return {"perflab_host_cpu": self.perflab_cpu, **pss, "preload_verified_backends": self.backends}
 
 
-def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, list, dict[str, Any]]:
+def measure(runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None) -> tuple[list, list, dict[str, Any]]:
+    """`tracer`: [observe] alloc of a server here (a server host's is the server's own, in its reads)."""
     spec, wl = runner.exp.file, workloads.of(runner.exp.file)
     remote: RemoteClient = runner.remote
     warmup = client.window_seconds(spec)[0]
@@ -110,10 +113,11 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
     clock = WindowClock(remote.rundir.link)
     # [observe] host_speed, io where the server runs; a server host's clock read when they start and stop
     observers = remote_io.of_window(runner, server, None)
+    armed = tracer.armed(server.pid, server.rundir) if tracer is not None else contextlib.nullcontext()
     try:
-        with observers, StealSampler() as steal:
+        with observers, StealSampler() as steal, armed:
             clock.begin()  # before pgbench starts, and again once it has ended: its log's times lie between
-            w = _run(runner, cell, server, argv, out)
+            w = _run(runner, cell, server, argv, out, tracer)
             alignment = clock.require()  # ClockAlignmentError: the window cannot be cut from the host's log
         if not server.alive():
             raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
@@ -126,18 +130,17 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
     resources = remote_server.window_resources(runner, w.start, w.end, None, summary.transactions, w.rss)
     fields = remote.fields(*w.net, summary.transactions) | {"script": script} | cpu_fields(*w.cpu, summary.transactions)
     window = (w.started, w.started, w.bounds[1], w.bounds[0] - w.started)  # as run/remote_window.py's
-    return (
-        intervals,
-        w.rss.samples,
-        {
-            "steal": lambda a, b: steal.cores(w.started + a, w.started + b),
-            "summary": summary.to_dict(),
-            "resources": resources | w.extra(),
-            "sysbench_options": wl.effective_options(runner, argv[2:]),
-            "client": fields | {"clock": clock.record()},
-            **observers.fields(runner, window, intervals, summary),  # host_speed; io (popped by the cell)
-        },
-    )
+    measured = {
+        "steal": lambda a, b: steal.cores(w.started + a, w.started + b),
+        "summary": summary.to_dict(),
+        "resources": resources | w.extra(),
+        "sysbench_options": wl.effective_options(runner, argv[2:]),
+        "client": fields | {"clock": clock.record()},
+        **observers.fields(runner, window, intervals, summary),  # host_speed; io (popped by the cell)
+    }
+    if tracer is not None:  # a server here: summed over the postmaster and every process it forked
+        alloc_fields(runner.results, cell.order, tracer, server.pid, measured)
+    return intervals, w.rss.samples, measured
 
 
 def on_host_clock(
@@ -157,7 +160,7 @@ def _reads(runner: Any, server: Any) -> tuple[Any, Any]:
     return tree_counters, TreeSampler(server.pid)
 
 
-def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path) -> _Window:
+def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path, tracer: Any = None) -> _Window:
     """pgbench on its host from its launch to its end: the window's marks, the server's counters and
     the host's interface and pgbench's CPU at both, perflab's own CPU on each host over it."""
     from perflab.servers.postgresql.cell import _verified
@@ -166,6 +169,8 @@ def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path) -> _W
     warmup, seconds = client.window_seconds(runner.exp.file)
     margin = runner.exp.file.experiment.timeout_margin
     read, sampler = _reads(runner, server)
+    if tracer is not None:  # a server here: alloc's counts over the sampler's span, as on a server host
+        sampler = Spanning(sampler, tracer, server.pid, server.rundir)
     started, launched = time.monotonic(), time.time()
     with RemoteChild(remote.rundir, argv, out, "pgbench") as child:
         if warmup:

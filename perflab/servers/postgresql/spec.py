@@ -5,9 +5,8 @@ asks the kind):
     (dataset.tables/table_size); [builds] of PostgreSQL only (a source tree with configure,
     Debian's postgresql-15 source, an install tree with bin/postgres); [observe] perf and pmp
     follow the postmaster and every backend (one profile of the whole tree; the server target
-    only); [observe] alloc on a server host only (the counter preloaded into the postmaster there
-    counts in every backend: run/observers/alloc/remote.py; here, its window is not wired into
-    cell.py yet); no status yet.
+    only); [observe] alloc counts in the postmaster and every backend it forks (a slot each, summed:
+    cell.py here, run/observers/alloc/remote.py on a server host); no status yet.
 sysbench's write tests (SYSBENCH_WRITES) run too: at PostgreSQL's default isolation (read committed)
 Debian's sysbench 1.0.20 rolls back a transaction that meets a deadlock or a duplicate key and
 counts it as an ignored error (`errors_per_s`; 42 in 8 s of oltp_read_write at 4 threads on one
@@ -30,11 +29,6 @@ PG_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+(-\S*)?\Z")  # postgresql-15's: 15.1
 def file_problems(spec: ExperimentFile) -> list[Problem]:
     problems: list[Problem] = []  # which sysbench tests run here: run/workloads/sysbench.py
     problems += build_problems(spec.builds)  # source = "debian" is postgresql-15's, basedir bin/postgres
-    if spec.observe.alloc is not None and _some_server_here(spec):  # on a server host only, so far
-        problems.append(Problem("observe.alloc", "no [observe] alloc of a PostgreSQL server on this machine "
-                                "(not supported yet)", "alloc",
-                                "remove it, or run the server on a host (server_host: docs/hosts.md); "
-                                "[observe] perf and pmp profile every backend here"))  # fmt: skip
     for name in ("perf", "pmp"):  # the server's process tree only: pgbench is not followed
         observer = getattr(spec.observe, name)
         if observer is not None and "client" in observer.targets:
@@ -50,15 +44,6 @@ def file_problems(spec: ExperimentFile) -> list[Problem]:
         problems.append(Problem("observe.status", "no [observe] status on PostgreSQL (MariaDB's SHOW GLOBAL STATUS)",
                                 "true", "remove it: PostgreSQL's pg_stat views are not sampled yet"))  # fmt: skip
     return problems
-
-
-def _some_server_here(spec: ExperimentFile) -> bool:
-    """A cell's server runs on this machine: no [experiment] server_host, and no host axis whose every
-    label sets one (spec/hosts.py: a label without server_host runs on the experiment's)."""
-    if spec.experiment.server_host is not None:
-        return False
-    axes = [ls for ls in spec.variants.values() if any(v.server_host for v in ls.values())]
-    return not axes or any(v.server_host is None for ls in axes for v in ls.values())
 
 
 def build_problems(builds: dict[str, BuildSpec]) -> list[Problem]:

@@ -92,8 +92,8 @@ class RemoteAllocTracer(AllocTracer):
     def __init__(
         self, spec: AllocObserve, rundir: RunDir, remote_dir: str, local: Path, cache: Path, tree: bool = False
     ) -> None:
-        self.host, self.remote_dir, self.link, self.tree = rundir, remote_dir, rundir.link, tree
-        super().__init__(spec, local, cache)
+        self.host, self.remote_dir, self.link = rundir, remote_dir, rundir.link
+        super().__init__(spec, local, cache, tree)
         self.there = f"{rundir.path}/{self.shim.name}"
         if (rundir.path, self.shim.name) not in _copied:
             self.link.put(self.shim, self.there)
