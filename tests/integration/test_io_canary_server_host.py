@@ -150,6 +150,7 @@ synchronous_commit = "on"
 [observe]
 host_speed = true
 io = true
+alloc = true
 """
 
 
@@ -165,7 +166,8 @@ io = true
 def test_the_canary_and_io_where_postgresql_runs_with_pgbench(
     ssh_lab: SshLab, tmpfs, tmp_path: Path, where: str, canary_on: str | None
 ) -> None:
-    """pgbench's window, cut at perflab's marks: the canary and the server's I/O where the server runs."""
+    """pgbench's window, cut at perflab's marks: the canary, the server's I/O and its allocations where
+    the server runs."""
     db, load = ssh_lab.hosts["db"], ssh_lab.hosts["load"]
     body = PGBENCH.format(where=where, db=db.ssh, load=load.ssh)
     spec, out, shm = write_experiment(tmp_path / "pg.toml", body), tmp_path / "results", tmpfs("shm", "1G")
@@ -186,4 +188,6 @@ def test_the_canary_and_io_where_postgresql_runs_with_pgbench(
     assert 0.5 <= per_txn["sys.fsync"] + per_txn["sys.fdatasync"] <= 3, per_txn  # a WAL sync per commit
     series = [s["values"]["pg.wal_bytes"] for s in cell["status_samples"] if "pg.wal_bytes" in s["values"]]
     assert len(series) >= 2 and series == sorted(series) and series[-1] > series[0], series
+    alloc = cell["alloc"]  # [observe] alloc where the server runs: every backend's, a slot each
+    assert alloc["threads"] >= 4 and 1 < alloc["calls_per_txn"]["malloc"] < 1000, alloc
     assert namespace_commands(ssh_lab, "db") == ["sshd"] and namespace_commands(ssh_lab, "load") == ["sshd"]
