@@ -73,6 +73,15 @@ def resolve(preload: str) -> Path | None:
     raise LookupError(f"apt-get install {allocator.package}")
 
 
+# on another host, over SSH: the first of "$@" that is a file, its real path (exit 1: none)
+FIND_ON_HOST = 'for f in "$@"; do [ -f "$f" ] && { readlink -f "$f"; exit 0; }; done; exit 1'
+
+
+def candidates(name: str) -> list[str]:
+    """Where a known allocator's library may be, in resolve's order: for a look on another host."""
+    return [f"{directory}/{soname}" for soname in KNOWN[name].sonames for directory in _LIB_DIRS]
+
+
 def is_alloc_tracer(path: Path) -> bool:
     """Is `path` (a shared library) perflab's allocation counter, by name, soname or its symbol?"""
     if os.path.basename(os.path.realpath(path)).startswith(TRACER_SONAME.removesuffix(".so")):

@@ -20,7 +20,7 @@ from perflab.run import storage, workloads
 from perflab.run.observers.io import io_problems
 from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
-from perflab.spec.hosts import server_hosts
+from perflab.spec.hosts import client_hosts, preloads_by_host, server_hosts
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,10 @@ def check(exp: Experiment) -> None:
             Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}", "set pin = false")
         )
     e = exp.file.experiment
-    machine += storage.problems(e.storage, e.drop_caches, lambda: 2 * kind.dataset_estimate(exp), kind.storage_problems)
+    if any(cell.server_host is None for cell in exp.cells()):  # on a server host they are looked at there
+        machine += storage.problems(
+            e.storage, e.drop_caches, lambda: 2 * kind.dataset_estimate(exp), kind.storage_problems
+        )
     if e.storage == "tmpfs" and not os.path.isdir(TMPFS):
         machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
     elif e.storage == "tmpfs":
@@ -109,7 +112,7 @@ def check(exp: Experiment) -> None:
                     f"free memory on the tmpfs, or use a smaller dataset ({smaller})",
                 )
             )
-    if exp.file.experiment.client_host or server_hosts(exp.file):  # reachable, with its tools
+    if client_hosts(exp.file) or server_hosts(exp.file):  # reachable, with its tools
         from perflab.hosts.preflight import host_problems  # (hosts/preflight.py)
 
         dirs = kind.server_dirs + workload.client_dirs  # the server host's tools, the client host's
@@ -256,13 +259,15 @@ def tool_problems() -> list[Problem]:
 
 
 def _allocators(exp: Experiment) -> list[Problem]:
-    """Every preload, the server's and the client's, installed (the client's is not traced)."""
+    """Every preload, the server's and the client's, installed here (the client's is not traced); a
+    server's on a server host is looked for there (hosts/preflight.py)."""
     problems = []
+    here = preloads_by_host(exp.file).get(None, set())  # a preload on a server host is looked for there
     for axis, entries in exp.file.variants.items():
         for label, variant in entries.items():
             for key in ("preload", "client_preload"):
                 name = getattr(variant, key)
-                if name is None:
+                if name is None or (key == "preload" and name not in here and name != "glibc"):
                     continue
                 try:
                     library = allocators.resolve(name)

@@ -142,8 +142,11 @@ def _warn_durability(exp: spec.Experiment) -> None:
     from perflab.report import io_findings
     from perflab.run import storage
 
-    where = storage.of_experiment(exp.file.experiment.storage, exp.source)
-    names = io_findings.durability_names(exp.file.experiment.server, [c.server_options for c in exp.cells()])
+    e = exp.file.experiment
+    if e.storage != "tmpfs" and all(c.server_host is not None for c in exp.cells()):
+        return  # a directory on the server hosts: described there as the run starts (run/remote_server.py)
+    where = storage.of_experiment(e.storage, exp.source)
+    names = io_findings.durability_names(e.server, [c.server_options for c in exp.cells()])
     if names and not where.on_disk:
         err.print(f"[yellow]warning:[/] {escape(io_findings.durability_text(names, where.fstype))}")
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from perflab import allocators
 from perflab.errors import HostKeyError, HostUnreachableError, Problem
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
-from perflab.spec.hosts import server_hosts
+from perflab.run import storage
+from perflab.spec.hosts import client_hosts, preloads_by_host, server_hosts
 
 # $0: a tool, "$@": directories off the PATH where it may be (postgresql-15's bin); else on the ssh
 # user's PATH (root's has /usr/sbin: mariadbd)
@@ -24,13 +26,15 @@ def host_problems(
 ) -> list[Problem]:
     """Problems of the client host and the server host (`packages`, `server_packages`: the tools each
     runs -> their Debian packages; `dirs`: where the server's may be, off the PATH)."""
-    e = spec.experiment
     wanted: dict[str, dict[str, str]] = {}
-    if e.client_host is not None:
-        wanted[e.client_host] = dict(packages)
+    for name in client_hosts(spec):  # [experiment] client_host, a host axis's
+        wanted[name] = {**packages, **client_observer_packages(spec)}
     for name in server_hosts(spec):  # [experiment] server_host, a host axis's
         wanted[name] = {**wanted.get(name, {}), **(server_packages or {}), **observer_packages(spec)}
-    return [p for name, tools in wanted.items() for p in _problems_of(spec, name, tools, dirs)]
+    preloads = preloads_by_host(spec)
+    return [
+        p for name, tools in wanted.items() for p in _problems_of(spec, name, tools, dirs, preloads.get(name, set()))
+    ]
 
 
 def observer_packages(spec: Any) -> dict[str, str]:
@@ -44,14 +48,26 @@ def observer_packages(spec: Any) -> dict[str, str]:
     }
 
 
-def _problems_of(spec: Any, name: str, packages: dict[str, str], dirs: tuple[str, ...] = ()) -> list[Problem]:
+def client_observer_packages(spec: Any) -> dict[str, str]:
+    """The tools the client host's profilers run there (targets naming "client") -> their Debian packages."""
+    observe = spec.observe
+    return {
+        **({"perf": "linux-perf"} if observe.perf is not None and "client" in observe.perf.targets else {}),
+        **({"eu-stack": "elfutils"} if observe.pmp is not None and "client" in observe.pmp.targets else {}),
+    }
+
+
+def _problems_of(
+    spec: Any, name: str, packages: dict[str, str], dirs: tuple[str, ...] = (), preloads: set[str] = frozenset()
+) -> list[Problem]:
+    """The tools and the known allocators (`preloads`: the cells' there) host `name` lacks."""
     target = parse_target(spec.hosts[name].ssh)
     try:
         link = Connection.open(name, target)
     except (HostUnreachableError, HostKeyError) as exc:
         return [Problem(f"hosts.{name}", "a host reachable over SSH, its key in known_hosts", exc.message, exc.hint)]
     try:
-        return [
+        problems = [
             Problem(
                 f"hosts.{name}",
                 f"{tool} installed on host {name}",
@@ -61,5 +77,19 @@ def _problems_of(spec: Any, name: str, packages: dict[str, str], dirs: tuple[str
             for tool, package in packages.items()
             if link.run(["sh", "-c", _HAS, tool, *dirs]).status != 0
         ]
+        if name in server_hosts(spec):  # [experiment] storage and drop_caches apply there
+            problems += storage.host_problems(link, name, spec.experiment.storage, spec.experiment.drop_caches)
+        for preload in sorted(p for p in preloads if p in allocators.KNOWN):  # a path is copied there
+            if link.run(["sh", "-c", allocators.FIND_ON_HOST, *allocators.candidates(preload)]).status != 0:
+                package = allocators.KNOWN[preload].package
+                problems.append(
+                    Problem(
+                        f"hosts.{name}",
+                        f"{preload} installed on host {name} (a variant preloads it there)",
+                        "not installed",
+                        f"install it there: apt-get install {package} (on {target})",
+                    )
+                )
+        return problems
     finally:
         link.close()

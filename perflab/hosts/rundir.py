@@ -61,6 +61,17 @@ true
 """
 
 
+# $0 = the run directory, $1 = a mktemp template in the storage: made traversable (postgres reads its
+# datadir below it) and linked from the run directory as `storage`
+_ON_DISK = 'd=$(mktemp -d "$1") && chmod 711 "$d" && ln -s "$d" "$0/storage" && echo "$d"'
+# $0 = the run directory: its directory on disk first (a link named `storage` to a perflab-host-* one)
+_REMOVE = (
+    'if [ -L "$0/storage" ]; then s=$(readlink "$0/storage"); '
+    'case "${s##*/}" in ' + PREFIX + '*) rm -rf --one-file-system "$s";; esac; fi; '
+    'rm -rf --one-file-system "$0"'
+)
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where one host's run directory is, as recorded locally for doctor --clean."""
@@ -110,11 +121,23 @@ class RunDir:
         done = self.link.run(["sh", "-c", _STOP, "perflab-stop", self.path, name], timeout=60)
         return sorted({int(p) for p in done.stdout.split() if p.isdigit()})
 
+    def on_disk(self, storage: str) -> str:
+        """A directory of the run in `storage` (a server host's [experiment] storage: its datadirs),
+        linked from here as `storage`, so `remove` (and doctor --clean) removes it too; its path."""
+        made = self.link.run(["sh", "-c", _ON_DISK, self.path, f"{storage}/{PREFIX}XXXXXX"])
+        if made.status != 0:
+            raise HostLostError(
+                f"host {self.link.name}: cannot create a directory in {storage}: {made.stderr.strip()[-300:]}",
+                f"mkdir -p {storage} on {self.link.name}, writable by the ssh user",
+            )
+        return made.stdout.strip()
+
     def remove(self) -> list[int]:
-        """Stop everything started here, release the shared memory they left, then delete the directory."""
+        """Stop everything started here, release the shared memory they left, then delete the directory
+        (and its directory on disk, `on_disk`)."""
         killed = self.stop_all()
         self.link.run(["sh", "-c", _RELEASE, self.path], timeout=60)
-        self.link.run(["rm", "-rf", "--one-file-system", self.path], timeout=120)
+        self.link.run(["sh", "-c", _REMOVE, self.path], timeout=600)
         return killed
 
     def placement(self) -> Placement:

@@ -47,6 +47,7 @@ class Host:
     clock_end: clock.ClockReading | None = None
     fingerprint: dict[str, Any] = field(default_factory=dict)
     lost: str | None = None  # why the host dropped off, once it has
+    storage: dict[str, Any] | None = None  # a server host's [experiment] storage, as run/storage.describe_on says
 
 
 def _open(name: str, target: SshTarget, workdir: Path) -> Host:
@@ -150,6 +151,7 @@ class Hosts:
                         **_aligned(name, h),
                     },
                     "fingerprint": h.fingerprint,
+                    "storage": h.storage,
                     "lost": h.lost,
                 }
                 for name, h in self.hosts.items()

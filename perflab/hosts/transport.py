@@ -40,6 +40,19 @@ def _background_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
+_HALTED = threading.Event()  # set while an interrupted run stops its threads (a host axis's lanes)
+
+
+def halt_others() -> None:
+    """From now on every call from another thread than the main one fails at once (HostLostError): an
+    interrupted run's lanes start nothing more on a host while the main thread cleans the hosts up."""
+    _HALTED.set()
+
+
+def resume_others() -> None:
+    _HALTED.clear()
+
+
 def call(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     """Run `coro` on the SSH loop and return its result (its exception is raised here); TimeoutError
     (the coroutine cancelled) when it takes longer than `timeout`."""
@@ -144,7 +157,11 @@ class Connection:
         return cls(name, target, call(_connect(name, target), CONNECT_TIMEOUT_S + 30))
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run `coro`; a lost connection becomes HostLostError naming the host."""
+        """Run `coro`; a lost connection becomes HostLostError naming the host; so does a call from
+        another thread than the main one while the run stops (halt_others)."""
+        if _HALTED.is_set() and threading.current_thread() is not threading.main_thread():
+            coro.close()
+            raise HostLostError(f"host {self.name}: the run is stopping", "nothing to do: it was interrupted")
         try:
             return call(coro, timeout)
         except TimeoutError:

@@ -51,7 +51,8 @@ JSON format history:
                      `summary.transaction_types` and `summary.tool_tpmc` (go-tpc cells only) and
                      `run.throughput` {metric: "QPS" | "NOPM", means}: what every `qps` counts.
                      Added within 10 (a host axis, docs/hosts.md): comparisons' `across_hosts`
-                     and `aa_check` (analyze/across_hosts.py); top level `host_datasets`.
+                     and `aa_check` (analyze/across_hosts.py); top level `host_datasets`,
+                     `host_schedule`.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ def document(results: Results) -> dict[str, Any]:
         "builds": meta.get("builds") or {},
         "datasets": meta.get("datasets") or {},
         "host_datasets": meta.get("host_datasets"),  # a host axis's, prepared on each host; null: none
+        "host_schedule": meta.get("host_schedule"),  # a host axis's hosts: at once or one at a time, why; null: none
         "cells": cells,
     }
 

@@ -184,7 +184,18 @@ def host_lines(meta: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
         )
         line += _own_cpu(name, cells) + _unaligned(name, host, cells)  # last: a wrapped line keeps the rest whole
         lines.append(line + (f"; dropped off: {host['lost']}" if host.get("lost") else ""))
-    return lines + _changed_lines(cells)
+    return lines + _schedule_lines(meta) + _changed_lines(cells)
+
+
+def _schedule_lines(meta: dict[str, Any]) -> list[str]:
+    """How a host axis's hosts ran (meta `host_schedule`, docs/hosts.md): at once, or one at a time and why."""
+    schedule = meta.get("host_schedule")
+    if not schedule:
+        return []
+    hosts = ", ".join(schedule.get("lanes") or {})
+    if schedule.get("concurrent"):
+        return [f"hosts {hosts} ran each round at once: {schedule.get('why')}"]
+    return [f"hosts {hosts} ran one at a time: {schedule.get('why')}"]
 
 
 def _own_cpu(name: str, cells: list[dict[str, Any]]) -> str:

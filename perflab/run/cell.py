@@ -16,6 +16,7 @@ through `prepare`, `run` and `measure` (the window alone, on a server it started
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import shutil
 import time
@@ -83,6 +84,23 @@ class CellRunner:
         self.remote: Any = None  # the client on another host, while a run has one (run/remote_client.py)
         self.server_host: Any = None  # the server's host, while a run has one (run/remote_server.py)
         self.server_hosts: dict[str, Any] = {}  # every server host of the run, by name (a host axis)
+        self.remotes: dict[tuple[str, str | None], Any] = {}  # (client host, server host) -> its RemoteClient
+        self._placed: dict[tuple[str | None, str | None], CellRunner] = {}  # at(): one runner a placement
+
+    def at(self, cell: Cell) -> CellRunner:
+        """This runner with `cell`'s server host and client host in place (`server_host`, `remote`), one
+        per placement for the run, sharing everything else: a host axis's cells run on different
+        hosts, its lanes at once (run/scheduler.py). Itself when the run has no remote host."""
+        if not self.server_hosts and not self.remotes:
+            return self
+        key = (cell.server_host, cell.client_host)
+        if key not in self._placed:
+            placed = copy.copy(self)
+            placed._placed = {}
+            placed.server_host = self.server_hosts.get(cell.server_host) if cell.server_host else None
+            placed.remote = self.remotes.get((cell.client_host, cell.server_host)) if cell.client_host else None
+            self._placed[key] = placed
+        return self._placed[key]
 
     @property
     def sysbench_defaults(self) -> dict[str, str]:
@@ -92,9 +110,12 @@ class CellRunner:
         return self._defaults
 
     @property
-    def storage(self) -> Storage:  # where the datadirs live ([experiment] storage, run/storage.py)
+    def storage(self) -> Storage:
+        """Where the datadirs live here ([experiment] storage, run/storage.py): the tmpfs when every
+        server runs on a server host (the storage is there: run/remote_server.py)."""
         if self._storage is None:
-            self._storage = of_experiment(self.exp.file.experiment.storage)
+            here = any(cell.server_host is None for cell in self.exp.cells())
+            self._storage = of_experiment(self.exp.file.experiment.storage if here else "tmpfs")
         return self._storage
 
     def io_observer(self, server: Any) -> IoObserver | None:

@@ -16,6 +16,7 @@ initialised, and which builds ran on it (the report says which variants had thei
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +29,7 @@ from perflab.run.builds import Build, BuildError
 from perflab.run.cell import CellRunner, Listener
 from perflab.store.results import Results
 
+_HOSTS_SAVED = threading.Lock()  # meta host_datasets is read, then written: by one host's Datasets at a time
 KEPT = "dataset"  # RESULTS/dataset (the installed server's format), RESULTS/dataset-FORMAT (others)
 
 
@@ -187,9 +189,10 @@ class Datasets:
     def _save(self) -> None:
         if self.host is None:
             self.results.set_meta(datasets=self.records)
-        else:  # a host axis's dataset prepared on each host: meta `host_datasets`, by host
-            on_hosts = self.results.meta().get("host_datasets") or {}
-            self.results.set_meta(host_datasets={**on_hosts, self.host: self.records})
+        else:  # a host axis's dataset prepared on each host: meta `host_datasets`, by host (hosts at once: one by one)
+            with _HOSTS_SAVED:
+                on_hosts = self.results.meta().get("host_datasets") or {}
+                self.results.set_meta(host_datasets={**on_hosts, self.host: self.records})
 
 
 def _same_kind(kept: Path, fmt: str) -> None:

@@ -7,6 +7,8 @@ root only in the host's run directory (`--config-file`), never on a command line
 
 Recorded per cell (`client` fields): the host, the bytes its network interface toward the server
 moved per transaction over the window, and the round trip to the host (its clock reading, ms).
+With [observe] perf / pmp targets naming the client, sysbench is profiled on its host
+(run/observers/remote_client_profilers.py) and `client.clock` records that host's clock readings.
 pgbench runs there too, by its server kind's own measurement (Kind.remote_client_measure:
 servers/postgresql/client_host.py) on this module's RemoteClient and RemoteChild.
 
@@ -126,6 +128,8 @@ class RemoteClient:
 _CLIENT = '"$@" 2>&1; s=$?; times > "$0"; exit $s'
 # $0: the wrapper's pid (bash); its child is sysbench: its /proc stat line, then the clock tick
 _CHILD_STAT = "c=$(cat /proc/$0/task/$0/children); cat /proc/${c%% *}/stat; getconf CLK_TCK"
+# $0: the wrapper's pid: its child's (the client's) pid
+_CHILD_PID = "c=$(cat /proc/$0/task/$0/children) && echo ${c%% *}"
 # $0: the wrapper's pid, $1: a signal: sent to its child (the client)
 _SIGNAL_CHILD = 'c=$(cat /proc/$0/task/$0/children) && kill -s "$1" ${c%% *}'
 _TIMES = re.compile(r"(\d+)m([\d.]+)s\s+(\d+)m([\d.]+)s")
@@ -190,6 +194,11 @@ class RemoteChild:
         with contextlib.suppress(HostLostError):
             self.rundir.link.run(["sh", "-c", _SIGNAL_CHILD, str(self.pid), name])
 
+    def client_pid(self) -> int | None:
+        """The client's own pid on its host (the wrapper's child: bash waits for it); None once it has exited."""
+        found = self.rundir.link.run(["sh", "-c", _CHILD_PID, str(self.pid)]).stdout.strip()
+        return int(found) if found.isdigit() else None
+
     def cpu_s(self) -> float | None:
         """The client's CPU so far, on its host (None when it cannot be read: it has exited)."""
         return stat_cpu_s(self.rundir.link.run(["sh", "-c", _CHILD_STAT, str(self.pid)]).stdout)
@@ -246,7 +255,7 @@ def measure(
     The canary and the I/O observer run where the server runs (remote_io.of_window); `tracer`: [observe]
     alloc of a server here (AllocTracer), its window the RSS sampler's span, as on a server host."""
     from perflab.run import remote_window
-    from perflab.run.observers import remote_io, remote_profilers, status
+    from perflab.run.observers import remote_client_profilers, remote_io, remote_profilers, status
     from perflab.run.observers.alloc import remote as remote_alloc
 
     own = runner.kind.remote_client_measure(runner, cell, server, logs, tracer)  # pgbench: postgresql/client_host.py
@@ -266,9 +275,15 @@ def measure(
     if tracer is not None:  # a server here: the counts over the RSS sampler's span, as on a server host
         sampler = remote_alloc.Spanning(sampler, tracer, server.pid, server.rundir)
     armed = tracer.armed(server.pid, server.rundir) if tracer is not None else contextlib.nullcontext()
-    # perf and pmp of the server where it runs: on its host, or here as a local cell's (the client's own
-    # stacks would be the client host's: not made); its counters over TCP as the run's login, either way
-    profilers = remote_profilers.of_cell(runner, cell, server, clock) if there else local_profilers(runner, server)
+    # perf and pmp of the server where it runs: on its host, or here as a local cell's; of the client
+    # (targets naming it) on the client host (remote_client_profilers.py); the server's counters over
+    # TCP as the run's login, either way
+    observe = remote_client_profilers.of_target(spec.observe, "server")
+    if there:
+        of_server = remote_profilers.of_cell(runner, cell, server, clock, observe)
+    else:
+        of_server = local_profilers(server, observe, runner.kind.profiles_tree)
+    profilers = remote_client_profilers.of_cell(runner, cell, server, of_server)
     if there:
         counters = remote_window.status_sampler(runner, server, remote.password)
     else:  # the server here: over its socket, as a local cell's
@@ -292,6 +307,8 @@ def measure(
     }
     if there:  # the server's host's clock over the window (its RSS aligned with it), its counters
         measured["host_clock"] = clock.record() if clock is not None else None
+    if profilers.client is not None:  # the client host's clock, its profiles' samples aligned with it
+        measured["client"]["clock"] = profilers.client.clock.record()
     if counters is not None:
         measured["server_status"] = counters.figures(summary.transactions, summary.queries, summary.total_time_s)
         measured["status_samples"] = counters.samples
@@ -315,7 +332,7 @@ def _run(
     started = time.monotonic()
     with RemoteChild(remote.rundir, command, out) as child:
         origin = client.StartWatch(out, child, margin).wait()
-        profilers.workload_started()
+        profilers.workload_started(child)  # the client's profilers: of its pid there, its threads started
         if warmup:
             client.sleep_until(origin + warmup, child)
         start, before = accounting.WindowStart.take(server.pid, None, read), remote.net_bytes()
@@ -332,16 +349,16 @@ def _run(
     return _Window(started, origin, ended, code, start, end, (before, after), (cpu_before, cpu_after), rss, perflab_cpu)
 
 
-def local_profilers(runner: Any, server: Any) -> Any:
-    """[observe] perf and pmp of a server here (targets = ["server"]), as a local cell's (Profilers)."""
+def local_profilers(server: Any, observe: Any, tree: bool = False) -> Any:
+    """[observe] perf and pmp of a server here (`observe`: of the server alone), as a local cell's
+    (Profilers; `tree`: its process tree, Kind.profiles_tree)."""
     from perflab.run.observers import remote_profilers
     from perflab.run.observers.profilers import Profilers
 
-    observe = runner.exp.file.observe
     if observe.perf is None and observe.pmp is None:
         return remote_profilers.NoProfilers()
     alone = observe.model_copy(update={"host_speed": False})  # the canary: remote_io.of_window's, not a second
-    return Profilers(alone, server.pid, server.rundir, tree=runner.kind.profiles_tree)
+    return Profilers(alone, server.pid, server.rundir, tree=tree)
 
 
 def cpu_fields(before: float | None, after: float | None, transactions: int) -> dict[str, Any]:

@@ -31,7 +31,7 @@ def prepare(runner: Any, workdir: Path, log: Path, name: str) -> dataset.Snapsho
     place, kind, spec = runner.server_host, runner.kind, runner.exp.file
     workload = workloads.of(spec)
     started = time.monotonic()
-    remote = f"{place.rundir.path}/{name}"
+    remote = f"{place.datadirs}/{name}"  # the run directory, or its directory on the host's disk
     local = workdir / f"prepare-{name}"  # the server's local files: its option file, its log fetched back
     local.mkdir()
     init = kind.remote_init(place, remote)

@@ -31,21 +31,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perflab import hostinfo
-from perflab.errors import HostLostError, PerflabError, ServerCrashedError, ToolMissingError
-from perflab.hosts.preflight import observer_packages
+from perflab import allocators, hostinfo
+from perflab.errors import AllocatorNotMappedError, HostLostError, PerflabError, ServerCrashedError, ToolMissingError
+from perflab.hosts.preflight import client_observer_packages, observer_packages
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
-from perflab.run import accounting, dataset, workloads
+from perflab.run import accounting, dataset, storage, workloads
 from perflab.run.observers.alloc import remote as remote_alloc
 from perflab.run.observers.io import into_row
 from perflab.run.observers.resources import ProcCounters
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.spec import Cell
-from perflab.spec.hosts import server_hosts
+from perflab.spec.hosts import client_hosts, server_hosts
 from perflab.units import utc_now
 
 # $0: a tool, "$@": the kind's directories off the PATH (postgresql-15's bin); its path on the host,
@@ -65,7 +65,10 @@ class ServerHost:
     password: str  # the run's login (hex), never on a command line nor in a result
     binaries: dict[str, str]  # tool -> its path on the host
     version: str  # the host's server, as `mariadbd --version` says it
+    datadirs: str = ""  # where the datadirs and the snapshots are there: the run directory, or one on disk
     _snapshots: dict[Path, str] = field(default_factory=dict)  # a local snapshot -> its copy on the host
+    _preloads: dict[str, str] = field(default_factory=dict)  # a variant's preload -> its library there
+    _packages: dict[str, str | None] = field(default_factory=dict)  # a file there -> "package version"
 
     @classmethod
     def open(cls, hosts: Hosts, name: str, kind: Any) -> ServerHost:
@@ -81,7 +84,7 @@ class ServerHost:
             binaries[tool] = found
         server = next(iter(binaries.values()))
         version = link.run([server, "--version"]).stdout.strip()
-        return cls(hosts, name, link.peer_address(), secrets.token_hex(16), binaries, version)
+        return cls(hosts, name, link.peer_address(), secrets.token_hex(16), binaries, version, hosts.rundir(name).path)
 
     @property
     def link(self) -> Connection:
@@ -101,6 +104,43 @@ class ServerHost:
         while (port := 20000 + secrets.randbelow(40000)) in taken:
             pass
         return port
+
+    def preload(self, value: str) -> str | None:
+        """The library a variant's `preload` puts in the server there (its real path on the host): a known
+        allocator as the host installed it, or a library given by its path here, copied into the run
+        directory once; None for "glibc". ToolMissingError (exit 3) naming the package the host lacks."""
+        if value == allocators.GLIBC:
+            return None
+        if value not in self._preloads:
+            if value.startswith("/"):
+                copy = f"{self.rundir.path}/preload-{len(self._preloads)}-{Path(value).name}"
+                self.link.put(Path(value), copy)
+                found = self.link.run(["readlink", "-f", copy])
+            else:
+                found = self.link.run(["sh", "-c", allocators.FIND_ON_HOST, *allocators.candidates(value)])
+            if found.status != 0 or not found.stdout.strip():
+                package = allocators.KNOWN[value].package if value in allocators.KNOWN else None
+                raise ToolMissingError(
+                    f"host {self.name} has no {value} library",
+                    f"install it there: `apt-get install {package}` on {self.link.target}"
+                    if package
+                    else f"check {value} on this machine ({found.stderr.strip()[-200:]})",
+                )
+            self._preloads[value] = found.stdout.strip()
+        return self._preloads[value]
+
+    def package_of(self, path: str) -> str | None:
+        """'package version' of the Debian package owning `path` on the host (asked once per run), or None."""
+        if path not in self._packages:
+            self._packages[path] = None
+            for candidate in dict.fromkeys((path, *allocators._usrmerge_aliases(path))):
+                owner = self.link.run(["dpkg-query", "-S", candidate])
+                if owner.status == 0 and ":" in owner.stdout:
+                    package = owner.stdout.split(":")[0].strip()
+                    version = self.link.run(["dpkg-query", "-W", "-f", "${Version}", package]).stdout.strip()
+                    self._packages[path] = f"{package} {version}".strip()
+                    break
+        return self._packages[path]
 
     def check_format(self, kind: Any, snapshot: dataset.Snapshot) -> None:
         """The host's server opens the snapshot's format, or exit 3 (the dataset is prepared here)."""
@@ -138,7 +178,7 @@ class ServerHost:
         name = f"dataset-{len(self._snapshots)}"
         tar = workdir / f"{name}.tar.gz"
         subprocess.run(["tar", "--sparse", "-czf", str(tar), "-C", str(local), "."], check=True, timeout=1800)
-        remote = f"{self.rundir.path}/{name}"
+        remote = f"{self.datadirs}/{name}"
         try:
             self.link.put(tar, f"{remote}.tar.gz")
         finally:
@@ -168,30 +208,45 @@ class ServerHost:
 
 @contextlib.contextmanager
 def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
-    """The run's remote hosts (client_host, server_host, a host axis's), connected for the whole run
-    (run/scheduler.py): `runner.remote`, `runner.server_hosts` (name -> ServerHost) and
-    `runner.server_host` (the one of the cell or dataset at hand: CellRunner.on_host) are set
+    """The run's remote hosts (client hosts, server_host, a host axis's), connected for the whole run
+    (run/scheduler.py): `runner.server_hosts` (name -> ServerHost), `runner.remotes` ((client host,
+    server host) -> RemoteClient: a client host per variant reaches its own server), and
+    `runner.server_host` and `runner.remote` ([experiment]'s; a cell's are CellRunner.at's) are set
     inside; the hosts' clocks and fingerprints go to the run's meta `hosts` at the start and the end."""
     from perflab.run.remote_client import RemoteClient
 
     spec = runner.exp.file
     e = spec.experiment
     servers = server_hosts(spec)  # [experiment] server_host, a host axis's
-    names = [n for n in dict.fromkeys((*servers, e.client_host)) if n is not None]
+    names = list(dict.fromkeys((*servers, *client_hosts(spec))))
     with Hosts({name: parse_target(spec.hosts[name].ssh) for name in names}, workdir) as hosts:
         for name in servers:
-            runner.server_hosts[name] = ServerHost.open(hosts, name, runner.kind)
+            place = runner.server_hosts[name] = ServerHost.open(hosts, name, runner.kind)
             hosts.require(name, observer_packages(spec))  # perf, eu-stack: exit 3 naming the package
+            if e.storage != "tmpfs":  # the datadirs on the host's disk; the rest stays on its tmpfs
+                place.datadirs = place.rundir.on_disk(e.storage)
+            described = storage.describe_on(place.link, place.datadirs)
+            hosts.hosts[name].storage = {**described.record(), "path": e.storage, "dir": place.datadirs}
+        if servers and not any(c.server_host is None for c in runner.exp.cells()):  # no server here: the hosts'
+            first = hosts.hosts[servers[0]].storage
+            runner.results.set_meta(storage={**first, "host": servers[0]})
         runner.server_host = runner.server_hosts.get(e.server_host) if e.server_host else None
-        if e.client_host is not None:  # with a server host, the client reaches it at its address
-            address = runner.server_host.address if runner.server_host is not None else None
-            runner.remote = RemoteClient.open(hosts, e.client_host, workloads.of(spec), address)
+        pairs = dict.fromkeys((c.client_host, c.server_host) for c in runner.exp.cells() if c.client_host)
+        for client_name, server_name in pairs:  # with a server host, the client reaches it at its address
+            address = runner.server_hosts[server_name].address if server_name is not None else None
+            runner.remotes[client_name, server_name] = RemoteClient.open(
+                hosts, client_name, workloads.of(spec), address
+            )
+            hosts.require(client_name, client_observer_packages(spec))  # the client's perf, eu-stack there
+        runner.remote = runner.remotes.get((e.client_host, e.server_host)) if e.client_host else None
         runner.results.set_meta(hosts=hosts.meta())
         try:
             yield
         finally:
             runner.remote = runner.server_host = None
             runner.server_hosts.clear()
+            runner.remotes.clear()
+            runner._placed.clear()
             hosts.measure_end()
             runner.results.set_meta(hosts=hosts.meta())
 
@@ -212,9 +267,10 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
         place.check_format(runner.kind, snapshot)
         options = {**runner.kind.pool_options(snapshot), **runner.kind.cell_options(cell), **cell.server_options}
         tracer = remote_alloc.of_cell(runner, place, rundir)  # [observe] alloc: its counter preloaded there
+        preload = place.preload(cell.preload) if cell.preload else None  # an allocator there, or copied there
         server = runner.kind.remote_server(
-            place, f"{place.rundir.path}/{rundir.name}/data", options, local=rundir, env=cell.env,
-            **({"alloc": tracer} if tracer is not None else {}),
+            place, f"{place.datadirs}/{rundir.name}/data", options, local=rundir, env=cell.env,
+            **({"alloc": tracer} if tracer is not None else {}), **({"preload": preload} if preload else {}),
         )  # fmt: skip
         server.aslr = cell.aslr
         row["build"] = {
@@ -241,10 +297,11 @@ def _measured(
     updated (status "ok"); its intervals, RSS samples and status samples."""
     place: ServerHost = runner.server_host
     restore_s = place.restore(snapshot, server.datadir, workdir)
+    dropped = storage.drop_caches_on(place.link, place.name) if runner.exp.file.experiment.drop_caches else None
     started = time.monotonic()
     with server:
         start_s = time.monotonic() - started
-        row.update(_allocator(server, place))
+        row.update(_allocator(server, place, cell))
         switches = server_switches(cell, server, runner.exp.file.workload.tool, runner.kind)
         with remote_alloc.armed(server):  # [observe] alloc: its perf started there before the window
             intervals, rss, measured = measure(runner, cell, server, logs)
@@ -261,7 +318,7 @@ def _measured(
     row["resources"].update(
         restore_s=round(restore_s, 3),
         restore_method="copy",
-        drop_caches_s=None,
+        drop_caches_s=dropped,
         server_start_s=round(start_s, 3),
         **switches,
     )
@@ -277,11 +334,19 @@ def _finish(server: Any, rundir: Path, logs: Path) -> None:
     shutil.rmtree(rundir, ignore_errors=True)
 
 
-def _allocator(server: Any, place: ServerHost) -> dict[str, Any]:
-    """The allocator fields of a server on a host (no preload there: its C library's malloc)."""
-    from perflab import allocators
-
+def _allocator(server: Any, place: ServerHost, cell: Cell) -> dict[str, Any]:
+    """The allocator fields of a server on a host: its preload, proven mapped there (else
+    AllocatorNotMappedError: the cell fails), with the package that ships it there; without one, its
+    C library's malloc."""
     mapped = server.mapped()
+    if server.preload is not None:
+        if server.preload not in mapped:
+            raise AllocatorNotMappedError(
+                f"{server.preload} ({cell.preload}) is not mapped into the server on host {place.name} "
+                f"(pid {server.pid})",
+                "the library failed to load there: see the server's log",
+            )
+        return {"allocator_library": server.preload, "allocator_version": place.package_of(server.preload)}
     libc = allocators.glibc_library(mapped)
     glibc = place.hosts.hosts[place.name].fingerprint.get("glibc")  # "glibc 2.36", as getconf says it
     return {"allocator_library": libc, "allocator_version": glibc}

@@ -17,6 +17,7 @@ import dataclasses
 import errno
 import shutil
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from perflab.run.datasets import Datasets, kept_dirs
 from perflab.run.workdir import space_hint, work_dir
 from perflab.spec import Cell, Experiment
 from perflab.spec.fields import MAX_REPEATS
-from perflab.spec.hosts import host_axis, server_hosts
+from perflab.spec.hosts import client_hosts, host_axis, host_lanes, longest_lane, server_hosts
 from perflab.spec.loading import cell_estimate, round_seconds
 from perflab.store.results import Results
 from perflab.units import format_duration, utc_now
@@ -42,11 +43,12 @@ def cell_seconds(exp: Experiment) -> float:
 
 
 def estimate_seconds(exp: Experiment, cells: int | None = None) -> float:
-    """Wall time for `cells` cells (default: all cells known in advance), dataset included."""
+    """Wall time for `cells` cells (default: all cells known in advance), dataset included; a host axis
+    whose hosts run at once takes its busiest host's share of them (spec/hosts.longest_lane)."""
     spec = exp.file
     rows = spec.dataset.tables * spec.dataset.table_size
     prepare = 5 + rows / 100_000 * 1.5
-    return prepare + cell_seconds(exp) * (len(exp.cells()) if cells is None else cells)
+    return prepare + cell_seconds(exp) * (len(exp.cells()) if cells is None else cells) * longest_lane(spec)
 
 
 class Scheduler:
@@ -60,8 +62,11 @@ class Scheduler:
         self.results = results
         self.listen = listener or (lambda event, data: None)
         self.runner = runner or CellRunner(exp, results, self.listen)
+        # a host axis's hosts run their rounds at once where they are independent (spec/hosts.py)
+        self.lanes = host_lanes(exp.file) if host_axis(exp.file) is not None else None
         self._on_hosts: dict[str, Datasets] = {}  # a host axis's datasets prepared on each host
         self._unprepared: dict[str, str] = {}  # a host axis's host whose dataset failed -> why
+        self._heard = threading.Lock()  # the listener hears one event at a time (a host axis's lanes)
 
     def run(self, resume: bool = False) -> list[dict[str, Any]]:
         """Run the cells not yet in the results (all of them in a new run), in run order.
@@ -73,7 +78,10 @@ class Scheduler:
         try:
             storage = self.runner.storage  # [experiment] storage: the tmpfs or a directory on disk
             with work_dir(Path(storage.path)) as workdir, self._hosts(workdir):
-                self.results.set_meta(workdir=str(workdir), storage=storage.record())
+                here = any(cell.server_host is None for cell in self.exp.cells())  # else the hosts' (run_hosts)
+                self.results.set_meta(workdir=str(workdir), **({"storage": storage.record()} if here else {}))
+                if self.lanes is not None:
+                    self.results.set_meta(host_schedule=self.lanes)
                 self._run_cells(workdir, resume, done)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -90,8 +98,8 @@ class Scheduler:
         return done
 
     def _hosts(self, workdir: Path) -> contextlib.AbstractContextManager[None]:
-        """The remote hosts of `[experiment] client_host` and `server_host` (docs/hosts.md), for the whole run."""
-        if self.exp.file.experiment.client_host is None and not server_hosts(self.exp.file):
+        """The remote hosts of client_host and server_host (docs/hosts.md), for the whole run."""
+        if not client_hosts(self.exp.file) and not server_hosts(self.exp.file):
             return contextlib.nullcontext()
         from perflab.run.remote_server import run_hosts
 
@@ -101,8 +109,7 @@ class Scheduler:
         datasets = Datasets(self.runner, self.results, workdir, self.listen, resume=resume)
         used = {cell.build for cell in self.exp.cells()}
         if None in used:  # the installed server's dataset first, as before builds existed
-            for host in dict.fromkeys(cell.server_host for cell in self.exp.cells()):  # each host's, with a host axis
-                self._prepare_on(host, datasets)
+            self._prepare_hosts(datasets)
         glibcs = any(cell.glibc for cell in self.exp.cells())
         if self.exp.file.builds or glibcs:  # before the first cell; a failed build fails only its cells
             self.runner.prepare_builds(datasets.get, workdir, writable_cache(cache_root()))
@@ -140,24 +147,83 @@ class Scheduler:
         self, cells: list[Cell], datasets: Datasets | None, workdir: Path, total: int
     ) -> list[dict[str, Any]]:
         """`cells` in run order: one at a time, or (design = "interleaved") each round's cells
-        of one thread count together (run/interleave.py); their rows in that order."""
+        of one thread count together (run/interleave.py), or (a host axis whose hosts are
+        independent) each host's cells one at a time, the hosts at once (`_run_lanes`); their rows
+        in that order."""
         if not self.exp.file.experiment.interleaved:
-            return [self._run_one(cell, datasets, workdir, total) for cell in cells]
+            rows = []
+            for lanes in self._lanes_of(cells):
+                if len(lanes) > 1:
+                    rows += self._run_lanes(lanes, datasets, workdir, total)
+                else:
+                    rows += [self._run_one(cell, self._snapshot(cell, datasets), workdir, total) for cell in lanes[0]]
+            return rows
         rows = []
         for group in interleave_groups(cells):
             for cell in group:
-                self.listen("cell_start", {"cell": cell, "total": total, "group": group})
+                self._heard_event("cell_start", {"cell": cell, "total": total, "group": group})
             snapshots = [self._snapshot(cell, datasets) for cell in group]
             for cell, row in zip(group, interleave.run_group(self.runner, group, snapshots, workdir), strict=True):
-                self.listen("cell_end", {"cell": cell, "row": row})
+                self._heard_event("cell_end", {"cell": cell, "row": row})
                 rows.append(row)
         return rows
 
-    def _run_one(self, cell: Cell, datasets: Datasets | None, workdir: Path, total: int) -> dict[str, Any]:
-        self.listen("cell_start", {"cell": cell, "total": total})
+    def _lanes_of(self, cells: list[Cell]) -> list[list[list[Cell]]]:
+        """`cells` as the lanes that run at once, round by round: each round's cells of each server host,
+        in run order, when the host axis's hosts are independent (meta `host_schedule`), so the hosts
+        keep in step and a comparison across them pairs cells measured at the same time; else one lane."""
+        if self.lanes is None or not self.lanes["concurrent"]:
+            return [[cells]]
+        rounds: dict[int, dict[str | None, list[Cell]]] = {}
+        for cell in cells:
+            rounds.setdefault(cell.repeat, {}).setdefault(cell.server_host, []).append(cell)
+        return [list(lanes.values()) for lanes in rounds.values()]
+
+    def _run_lanes(
+        self, lanes: list[list[Cell]], datasets: Datasets | None, workdir: Path, total: int
+    ) -> list[dict[str, Any]]:
+        """Each lane's cells one at a time on a thread of its own, the lanes at once; the rows in
+        run order. A lane that raises stops the others after their cell in flight, and is raised
+        here; an interrupt (Ctrl-C, SIGTERM: the main thread's) commits no cell from then on
+        (Results.abandon: the cells in flight ran partly), and the hosts' exit stops their processes."""
+        snapshots = {cell.order: self._snapshot(cell, datasets) for lane in lanes for cell in lane}  # prepared here
+        rows: dict[int, dict[str, Any]] = {}
+        raised: list[BaseException] = []
+        stop = threading.Event()
+
+        def run(lane: list[Cell]) -> None:
+            try:
+                for cell in lane:
+                    if stop.is_set():
+                        return
+                    rows[cell.order] = self._run_one(cell, snapshots[cell.order], workdir, total)
+            except BaseException as exc:  # noqa: BLE001 - raised in the main thread
+                raised.append(exc)
+                stop.set()
+
+        threads = [
+            threading.Thread(target=run, args=(lane,), name=f"perflab-lane-{lane[0].server_host}", daemon=True)
+            for lane in lanes
+        ]
+
+        def interrupted() -> None:  # before the lanes are let end: no cell of theirs is stored from now on
+            self.results.abandon()
+            stop.set()
+
+        _joined(threads, interrupted)
+        if raised:
+            raise raised[0]
+        return [rows[order] for order in sorted(snapshots)]
+
+    def _heard_event(self, event: str, data: dict[str, Any]) -> None:
+        with self._heard:
+            self.listen(event, data)
+
+    def _run_one(self, cell: Cell, snapshot: dataset.Snapshot | None, workdir: Path, total: int) -> dict[str, Any]:
+        self._heard_event("cell_start", {"cell": cell, "total": total})
         why = self._unprepared.get(cell.server_host or "")
-        row = self._failed(cell, why) if why else self.runner.run(cell, self._snapshot(cell, datasets), workdir)
-        self.listen("cell_end", {"cell": cell, "row": row})
+        row = self._failed(cell, why) if why else self.runner.at(cell).run(cell, snapshot, workdir)
+        self._heard_event("cell_end", {"cell": cell, "row": row})
         return row
 
     def _failed(self, cell: Cell, why: str) -> dict[str, Any]:
@@ -168,11 +234,37 @@ class Scheduler:
         return row
 
     def _snapshot(self, cell: Cell, datasets: Datasets | None) -> dataset.Snapshot | None:
-        """The snapshot of the cell's build's format (None for a failed build: nothing runs)."""
-        if datasets is None:
+        """The snapshot of the cell's build's format (None for a failed build, or a host whose dataset
+        could not be prepared: nothing runs)."""
+        if datasets is None or cell.server_host in self._unprepared:
             return None
         build = self.runner.build_for(cell)
         return self._datasets_on(cell.server_host, datasets).get(build) if isinstance(build, Build) else None
+
+    def _prepare_hosts(self, datasets: Datasets) -> None:
+        """The installed server's dataset on each server host (with a host axis; else the run's one): at
+        once where the hosts run their rounds at once and each prepares its own (prepare_on = "host")."""
+        hosts = list(dict.fromkeys(cell.server_host for cell in self.exp.cells()))
+        concurrent = self.lanes is not None and self.lanes["concurrent"] and None not in hosts
+        if not concurrent or self.exp.file.experiment.prepare_on == "here":
+            for host in hosts:
+                self._prepare_on(host, datasets)
+            return
+        self.runner.installed  # noqa: B018 - described once, before the threads share it
+        for host in hosts:
+            self._datasets_on(host, datasets)
+        raised: list[BaseException] = []
+
+        def prepare(host: str) -> None:
+            try:
+                self._prepare_on(host, datasets)
+            except BaseException as exc:  # noqa: BLE001 - raised in the main thread
+                raised.append(exc)
+
+        threads = [threading.Thread(target=prepare, args=(h,), name=f"perflab-prepare-{h}", daemon=True) for h in hosts]
+        _joined(threads)
+        if raised:
+            raise raised[0]
 
     def _prepare_on(self, host: str | None, datasets: Datasets) -> None:
         """The installed server's dataset on `host`. With a host axis, a host whose dataset cannot be
@@ -187,11 +279,12 @@ class Scheduler:
     def _datasets_on(self, host: str | None, datasets: Datasets) -> Datasets:
         """The datasets of `host`'s cells, that host made the runner's server host (run/remote_server.py):
         the run's own, or with a host axis and prepare_on = "host" (docs/hosts.md) one prepared on each host."""
-        self.runner.server_host = self.runner.server_hosts.get(host) if host is not None else None
         if host is None or host_axis(self.exp.file) is None or self.exp.file.experiment.prepare_on == "here":
+            self.runner.server_host = self.runner.server_hosts.get(host) if host is not None else None
             return datasets
-        if host not in self._on_hosts:
-            self._on_hosts[host] = Datasets(self.runner, self.results, datasets.workdir, self.listen, host=host)
+        if host not in self._on_hosts:  # prepared by a runner placed on the host (CellRunner.at), its own
+            placed = self.runner.at(Cell(0, {}, 0, 0, None, {}, {}, server_host=host))
+            self._on_hosts[host] = Datasets(placed, self.results, datasets.workdir, self._heard_event, host=host)
         return self._on_hosts[host]
 
     def run_adaptive(self, datasets: Datasets | None, workdir: Path, done: list[dict[str, Any]]) -> None:
@@ -267,6 +360,35 @@ class Scheduler:
         start = max((row["id"] for row in done), default=-1) + 1
         cells = [c for c in self.exp.round(repeat, only=pending) if c.key not in have]
         return [dataclasses.replace(c, order=start + i) for i, c in enumerate(cells)]
+
+
+HALT_WAIT_S = 15.0  # how long an interrupted run waits for its lanes to end before it cleans the hosts up
+
+
+def _joined(threads: list[threading.Thread], interrupted: Any = None) -> None:
+    """Start `threads` and wait for them. On an interrupt (Ctrl-C, SIGTERM: the main thread's),
+    `interrupted()` first, then their remote calls fail from then on (transport.halt_others) and they
+    get HALT_WAIT_S to end, so none starts a process on a host after the run's hosts are cleaned up
+    (run/remote_server.run_hosts)."""
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.5)
+    except BaseException:
+        from perflab.hosts import transport  # (asyncssh: imported only where it is needed)
+
+        if interrupted is not None:
+            interrupted()
+        transport.halt_others()
+        deadline = time.monotonic() + HALT_WAIT_S
+        for thread in threads:
+            if thread.ident is not None:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        if not any(thread.is_alive() for thread in threads):
+            transport.resume_others()
+        raise
 
 
 def needs_retry(row: dict[str, Any], done: list[dict[str, Any]] = ()) -> bool:  # type: ignore[assignment]

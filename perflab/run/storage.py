@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from perflab.errors import EnvironmentProblem, Problem, ResourceError
 from perflab.run.workdir import base_dir
@@ -145,6 +146,74 @@ def describe(path: Path, mountinfo: Path = MOUNTINFO, sys_root: Path = SYS_DEV_B
     )
 
 
+# on a host ($0: major:minor): the block device's name in /proc/diskstats, then its disk's I/O scheduler
+_BLOCK_ON_HOST = (
+    'd=$(readlink -f "/sys/dev/block/$0") && [ -e "$d" ] || exit 1; echo "${d##*/}"; '
+    'cat "$d/queue/scheduler" 2>/dev/null || cat "${d%/*}/queue/scheduler" 2>/dev/null || true'
+)
+
+
+def describe_on(link: Any, path: str) -> Storage:
+    """What `path` (an existing directory on the host `link` reaches) is stored on, read there as
+    `describe` reads this machine: the host's mountinfo and sysfs."""
+    real = link.run(["readlink", "-f", path]).stdout.strip() or path
+    mount = mount_of(Path(real), parse_mountinfo(link.run(["cat", "/proc/self/mountinfo"]).stdout))
+    name = scheduler = None
+    if not mount.dev.startswith("0:"):
+        found = link.run(["sh", "-c", _BLOCK_ON_HOST, mount.dev])
+        lines = found.stdout.splitlines() if found.status == 0 else []
+        name = lines[0].strip() if lines else None
+        scheduler = scheduler_of(lines[1]) if len(lines) > 1 else None
+    on_disk = mount.fstype not in MEMORY_FS
+    return Storage(
+        path, on_disk, mount.source, mount.fstype, mount.mount_point, mount.options, mount.dev, name, scheduler
+    )
+
+
+# on a host ($0: the storage path): why it cannot hold a run's directory, or nothing
+_USABLE_ON_HOST = '[ -d "$0" ] || { echo "no such directory"; exit 1; }; [ -w "$0" ] && [ -x "$0" ] || { echo "not writable"; exit 1; }'
+
+
+def host_problems(link: Any, name: str, storage: str, drop: bool) -> list[Problem]:
+    """`[experiment] storage` (a directory there) and `drop_caches` on a server host (exit 3): as
+    directory_problems and drop_caches_problems ask of this machine (no length limit: the sockets stay
+    in the run directory on the host's tmpfs, only the datadirs go there)."""
+    problems = []
+    if storage != "tmpfs":
+        said = link.run(["sh", "-c", _USABLE_ON_HOST, storage])
+        if said.status != 0:
+            problems.append(
+                Problem(
+                    "experiment.storage",
+                    f"an existing directory perflab can write in on host {name}",
+                    f"{storage}: {said.stdout.strip() or said.stderr.strip()}",
+                    f"mkdir -p {storage} on host {name}",
+                )
+            )
+    if drop and link.run(["test", "-w", str(DROP_CACHES)]).status != 0:
+        problems.append(
+            Problem(
+                "experiment.drop_caches",
+                f"a writable {DROP_CACHES} on host {name} (root there)",
+                "not writable",
+                'connect as root (ssh = "root@..."), or set drop_caches = false',
+            )
+        )
+    return problems
+
+
+def drop_caches_on(link: Any, name: str) -> float:
+    """drop_caches on a server host: sync, then drop its page cache; seconds it took (ResourceError)."""
+    start = time.monotonic()
+    done = link.run(["sh", "-c", f"sync && echo 3 > {DROP_CACHES}"], timeout=600)
+    if done.status != 0:
+        raise ResourceError(
+            f"host {name}: cannot drop the page cache: {done.stderr.strip()[-300:]}",
+            "connect as root there, or set [experiment] drop_caches = false",
+        )
+    return round(time.monotonic() - start, 3)
+
+
 def directory_problems(path: Path) -> list[Problem]:
     """`[experiment] storage` must name an existing directory perflab may write in (the machine's
     problem, exit 3: the file may be right for another machine)."""
@@ -167,7 +236,9 @@ def directory_problems(path: Path) -> list[Problem]:
     return []
 
 
-def problems(storage: str, drop: bool, need: Callable[[], int], kinds: Callable[[Path], list[Problem]]) -> list[Problem]:
+def problems(
+    storage: str, drop: bool, need: Callable[[], int], kinds: Callable[[Path], list[Problem]]
+) -> list[Problem]:
     """What this machine has against `[experiment] storage` and `drop_caches` (exit 3): a directory
     perflab can write in with room for `need()` bytes (the snapshot and a cell's copy), that the
     server can use (`kinds`: its kind's storage_problems)."""
@@ -204,7 +275,8 @@ def room_problems(storage: Storage, need: int, copies: int) -> list[Problem]:
         Problem(
             where,
             f"about {need >> 20} MiB free on {storage.path} (the dataset's snapshot and {copies} cell cop"
-            + ("y" if copies == 1 else "ies") + " of it)",
+            + ("y" if copies == 1 else "ies")
+            + " of it)",
             f"{free >> 20} MiB free ({storage.fstype} on {storage.device})",
             "free space there, use a smaller dataset, or point [experiment] storage at a larger filesystem",
         )

@@ -26,7 +26,7 @@ import dataclasses
 from perflab import servers
 from perflab.errors import Problem
 from perflab.run import workloads
-from perflab.spec.hosts import host_axis
+from perflab.spec.hosts import client_hosts, host_axis
 from perflab.spec.matrix import Experiment
 from perflab.spec.schema import ExperimentFile
 
@@ -114,8 +114,9 @@ def sequential_reason(spec: ExperimentFile) -> str | None:
     refusal = servers.kind(e.server).interleaved_refusal
     if refusal:
         return f"sequential: {refusal}"
-    if e.client_host is not None:
-        return f"sequential: the client runs on host {e.client_host} (turns are taken by local clients only)"
+    clients = client_hosts(spec)
+    if clients:
+        return f"sequential: the client runs on host {clients[0]} (turns are taken by local clients only)"
     if e.server_host is not None:
         return f"sequential: the server runs on host {e.server_host} (turns are taken by local servers only)"
     axis = host_axis(spec)

@@ -11,6 +11,9 @@ remote_io.py), and alloc of a server here with its client on a host.
 
 from __future__ import annotations
 
+import itertools
+from typing import Any
+
 from perflab import servers
 from perflab.errors import Problem
 from perflab.run import workloads
@@ -27,6 +30,13 @@ def server_hosts(spec: ExperimentFile) -> list[str]:
     return [n for n in dict.fromkeys(named) if n is not None]
 
 
+def client_hosts(spec: ExperimentFile) -> list[str]:
+    """Every host a client of the experiment runs on: [experiment] client_host, then the variants'
+    (a host axis's client host per variant), in the file's order."""
+    named = [spec.experiment.client_host] + [v.client_host for ls in spec.variants.values() for v in ls.values()]
+    return [n for n in dict.fromkeys(named) if n is not None]
+
+
 def host_axis(spec: ExperimentFile) -> str | None:
     """The axis whose variants set server_host (docs/hosts.md, "A host axis"), if any."""
     return next((axis for axis, ls in spec.variants.items() if any(v.server_host for v in ls.values())), None)
@@ -36,30 +46,144 @@ def host_problems(spec: ExperimentFile) -> list[Problem]:
     e = spec.experiment
     named = [("experiment.server_host", e.server_host), ("experiment.client_host", e.client_host)]
     named += [
-        (f"variants.{axis}.{label}.server_host", v.server_host)
+        (f"variants.{axis}.{label}.{key}", getattr(v, key))
         for axis, ls in spec.variants.items()
         for label, v in ls.items()
+        for key in ("server_host", "client_host")
     ]
     problems = [_unknown(path, name, spec) for path, name in named if name is not None and name not in spec.hosts]
-    axis = host_axis(spec)
-    if axis is not None and e.client_host is not None:
-        problems.append(
-            Problem(
-                "experiment.client_host",
-                f"no client_host with a host axis ({axis})",
-                e.client_host,
-                "the client runs on this machine against each host's server; remove client_host",
-            )
-        )
+    problems += _client_axis_problems(spec)
     if server_hosts(spec):
         problems += _server_problems(spec)
     elif "prepare_on" in e.model_fields_set:
         problems.append(
             Problem("experiment.prepare_on", "prepare_on with server_host only", e.prepare_on, "remove prepare_on")
         )
-    if e.client_host is not None:
-        problems += _client_problems(spec, e.server_host is None)
+    if client_hosts(spec):
+        problems += _client_problems(spec, _server_here_with_client_host(spec))
+    if "concurrent_hosts" in e.model_fields_set and host_axis(spec) is None:
+        problems.append(
+            Problem(
+                "experiment.concurrent_hosts",
+                "concurrent_hosts with a host axis only",
+                repr(e.concurrent_hosts).lower(),
+                'remove it: only the hosts of a host axis run at once (docs/hosts.md, "A host axis")',
+            )
+        )
     return problems
+
+
+def _client_axis_problems(spec: ExperimentFile) -> list[Problem]:
+    """A variant's client_host belongs to the host axis (a client host per server host): on another
+    axis it would make the client's host a variable of every comparison."""
+    axis = host_axis(spec)
+    return [
+        Problem(
+            f"variants.{name}.{label}.client_host",
+            "client_host in the variants of a host axis (beside their server_host)",
+            repr(v.client_host),
+            "set client_host under [experiment] for every cell, or give the host axis's labels a server_host "
+            '(docs/hosts.md, "A host axis")',
+        )
+        for name, ls in spec.variants.items()
+        for label, v in ls.items()
+        if v.client_host is not None and name != axis
+    ]
+
+
+def preloads_by_host(spec: ExperimentFile) -> dict[str | None, set[str]]:
+    """The server preloads (allocators, libraries) of the cells on each server host (None: this machine),
+    for the preflight there: a host axis's preload variants may run here and on its hosts."""
+    found: dict[str | None, set[str]] = {}
+    for combo in itertools.product(*(ls.values() for ls in spec.variants.values())):
+        server = next((v.server_host for v in combo if v.server_host), spec.experiment.server_host)
+        preload = next((v.preload for v in combo if v.preload), None)
+        if preload is not None and preload != "glibc":
+            found.setdefault(server, set()).add(preload)
+    return found
+
+
+def _server_here_with_client_host(spec: ExperimentFile) -> bool:
+    """Some cell's server runs on this machine with its client on a host."""
+    combos = itertools.product(*(ls.values() for ls in spec.variants.values()))
+    for combo in combos:
+        server = next((v.server_host for v in combo if v.server_host), spec.experiment.server_host)
+        client = next((v.client_host for v in combo if v.client_host), spec.experiment.client_host)
+        if server is None and client is not None:
+            return True
+    return False
+
+
+def _client_here_with_server_host(spec: ExperimentFile) -> bool:
+    """Some cell's client runs on this machine with its server on a host (a client target there is not
+    profiled yet; one on a client host is, where it runs)."""
+    for combo in itertools.product(*(ls.values() for ls in spec.variants.values())):
+        server = next((v.server_host for v in combo if v.server_host), spec.experiment.server_host)
+        client = next((v.client_host for v in combo if v.client_host), spec.experiment.client_host)
+        if server is not None and client is None:
+            return True
+    return False
+
+
+def host_lanes(spec: ExperimentFile) -> dict[str, Any]:
+    """How the hosts of a host axis run (meta `host_schedule`, docs/hosts.md): `concurrent` when every
+    server host's cells have client hosts of their own and no two server hosts share a machine (by
+    name, or by address), so their rounds are independent; else one host at a time, and `why`."""
+    axis = host_axis(spec)
+    lanes: dict[str, set[str]] = {}  # a server host ("here": this machine) -> the hosts its cells use
+    for combo in itertools.product(*(ls.values() for ls in spec.variants.values())):
+        server = next((v.server_host for v in combo if v.server_host), spec.experiment.server_host) or HERE
+        client = next((v.client_host for v in combo if v.client_host), spec.experiment.client_host) or HERE
+        lanes.setdefault(server, {server}).add(client)
+    record: dict[str, Any] = {"lanes": {host: sorted(used) for host, used in lanes.items()}}
+    if axis is None or len(lanes) < 2:
+        return {"concurrent": False, "why": "one server host", **record}
+    if not spec.experiment.concurrent_hosts:
+        return {"concurrent": False, "why": "concurrent_hosts = false", **record}
+    for host, used in lanes.items():
+        if HERE in used:
+            what = "its server" if host == HERE else "its client"
+            return {
+                "concurrent": False,
+                "why": f"host {host}: {what} runs on this machine, beside the others",
+                **record,
+            }
+    machines: dict[str, str] = {}  # a machine (its ssh address) -> the server host whose cells use it
+    for host, used in lanes.items():
+        for name in used:
+            where = _machine(spec, name)
+            if machines.setdefault(where, host) != host:
+                other = machines[where]
+                return {
+                    "concurrent": False,
+                    "why": f"hosts {other} and {host} both use {name} ({where}): their windows would share it",
+                    **record,
+                }
+    return {"concurrent": True, "why": "every server host has client hosts of its own", **record}
+
+
+HERE = "(this machine)"
+
+
+def longest_lane(spec: ExperimentFile) -> float:
+    """The share of a round's cells that run one after another: the busiest server host's, when a host
+    axis's hosts run at once (host_lanes); else 1 (every cell in turn). For the run's time estimates."""
+    axis = host_axis(spec)
+    if axis is None or not host_lanes(spec)["concurrent"]:
+        return 1.0
+    labels = spec.variants[axis]
+    per_host: dict[str, int] = {}
+    for v in labels.values():
+        host = v.server_host or spec.experiment.server_host or HERE
+        per_host[host] = per_host.get(host, 0) + 1
+    return max(per_host.values()) / len(labels)
+
+
+def _machine(spec: ExperimentFile, name: str) -> str:
+    """A [hosts.NAME]'s machine, as its ssh target names it (two names for one address are one machine)."""
+    from perflab.hosts.target import parse_target
+
+    return parse_target(spec.hosts[name].ssh).address
 
 
 def _unknown(path: str, name: str, spec: ExperimentFile) -> Problem:
@@ -87,7 +211,7 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
             )
         )
     if observers:  # the server here: its perf, pmp (of the server) and status run here with sysbench;
-        # its alloc, io and canary here with either client (alloc: MariaDB's; PostgreSQL refuses it anywhere)
+        # its alloc, io and canary here with either client (run/remote_client.py, postgresql/client_host.py)
         here = ("perf", "pmp", "status") if workloads.of(spec).remote_client_observers else ()
         names = tuple(n for n in ("perf", "pmp", "status") if n not in here)
         problems += _observer_problems(spec, names, "client_host", _NOT_YET)
@@ -107,16 +231,18 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
 
 
 def _client_target_problems(spec: ExperimentFile) -> list[Problem]:
-    """perf and pmp with client_host profile the server only: the client's stacks would be its host's."""
+    """perf and pmp of the client run on its host (run/observers/remote_client_profilers.py), where
+    its stacks are sampled by eu-stack: another pmp tool is refused."""
+    pmp = spec.observe.pmp
+    if pmp is None or "client" not in pmp.targets or "tool" not in pmp.model_fields_set or pmp.tool == "eu-stack":
+        return []
     return [
         Problem(
-            f"observe.{name}.targets",
-            'targets = ["server"] with client_host',
-            repr(entry.targets).replace("'", '"'),
-            "the client runs on another host, where its stacks are not sampled yet: " + _NOT_YET,
+            "observe.pmp.tool",
+            'tool = "eu-stack" (or no tool) with targets naming "client" and client_host',
+            repr(pmp.tool).replace("'", '"'),
+            "the client's stacks on its host are sampled by eu-stack there (docs/hosts.md)",
         )
-        for name in ("perf", "pmp")
-        if (entry := getattr(spec.observe, name)) is not None and "client" in entry.targets
     ]
 
 
@@ -130,19 +256,21 @@ def _observer_problems(spec: ExperimentFile, names: tuple[str, ...], key: str, w
 
 
 # the server on another host runs the host's installed server on its run directory (tmpfs), with
-# what the variants give it through its option file and environment only
-_SERVER_VARIANT_KEYS = ("build", "preload", "glibc", "client_preload", "client_library")
+# what the variants give it through its option file, its environment and a preload (an allocator
+# found there, or a library copied there: run/remote_server.py)
+_SERVER_VARIANT_KEYS = ("build", "glibc", "client_preload", "client_library")
 
 
 def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
-    """perf and pmp run on the server's host, of the server only (one process); pmp there is eu-stack."""
+    """perf and pmp run on the server's host, of the server (its process, or PostgreSQL's tree), and
+    of a client on client_host there; pmp on a host is eu-stack."""
     problems = []
     refusal = servers.kind(spec.experiment.server).remote_profile_refusal
     for name in ("perf", "pmp"):
         entry = getattr(spec.observe, name)
         if entry is not None and refusal:
             problems.append(Problem(f"observe.{name}", f"no [observe] {name} with server_host", "true", refusal))
-        elif entry is not None and "client" in entry.targets:
+        elif entry is not None and "client" in entry.targets and _client_here_with_server_host(spec):
             problems.append(
                 Problem(
                     f"observe.{name}.targets",
@@ -184,11 +312,7 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
                 "interleaved turns are taken by servers on this machine only; remove design",
             )
         )
-    for key, value, default in (
-        ("storage", e.storage, "tmpfs"),
-        ("drop_caches", e.drop_caches, False),
-        ("pin", e.pin, False),
-    ):
+    for key, value, default in (("pin", e.pin, False),):  # storage and drop_caches apply on the host
         if value != default:
             problems.append(
                 Problem(

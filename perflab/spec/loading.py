@@ -216,9 +216,12 @@ def _raw_problems(raw: dict[str, Any]) -> list[Problem]:
 
 def round_seconds(spec: ExperimentFile) -> float:
     """Wall time of one round, estimated: every cell's warm-up, window and CELL_OVERHEAD_S (in
-    the interleaved design a round's servers run their turns one after another: the same sum)."""
+    the interleaved design a round's servers run their turns one after another: the same sum); a
+    host axis whose hosts run at once takes its busiest host's share (spec/hosts.longest_lane)."""
+    from perflab.spec.hosts import longest_lane
+
     combos = math.prod(len(labels) for labels in spec.variants.values())
-    return combos * len(spec.workload.threads) * cell_estimate(spec)
+    return combos * len(spec.workload.threads) * cell_estimate(spec) * longest_lane(spec)
 
 
 def cell_estimate(spec: ExperimentFile) -> float:

@@ -50,6 +50,7 @@ class Cell:
     prewarm: bool = False  # True: every table and index is read into the buffer pool first
     glibc: str | None = None  # a Debian suite whose libc6 and loader run the server; None: its own
     server_host: str | None = None  # the [hosts.NAME] its server runs on (a variant's, else the experiment's)
+    client_host: str | None = None  # the [hosts.NAME] its client runs on (a variant's, else the experiment's)
     retry_of: int | None = None  # the id of the failed or unsettled cell this one measures again
 
     @property
@@ -112,6 +113,7 @@ class Experiment:
                         build=next((v.build for v in variants if v.build is not None), None),
                         glibc=merge_glibc(variants, labels),
                         server_host=merge_host(variants, labels, spec.experiment.server_host),
+                        client_host=merge_host(variants, labels, spec.experiment.client_host, "client_host"),
                         client_preload=client_preload,
                         client_env=client_env,
                         client_library=client_library,
@@ -149,11 +151,12 @@ def by_host(cells: list[Cell], seed: int | None, repeat: int) -> list[Cell]:
     return sorted(cells, key=lambda c: rank[c.server_host])  # stable: each host's order is kept
 
 
-def merge_host(variants: list[Variant], labels: list[str], default: str | None) -> str | None:
-    """The server host of one variant per axis (else `default`); two axes naming two hosts is an error."""
-    hosts = {v.server_host for v in variants} - {None}
+def merge_host(variants: list[Variant], labels: list[str], default: str | None, key: str = "server_host") -> str | None:
+    """The server (or client: `key`) host of one variant per axis (else `default`); two axes naming
+    two hosts is an error."""
+    hosts = {getattr(v, key) for v in variants} - {None}
     if len(hosts) > 1:
-        raise ValueError(f"variants {labels} set server_host to both {' and '.join(sorted(hosts))}")
+        raise ValueError(f"variants {labels} set {key} to both {' and '.join(sorted(hosts))}")
     return hosts.pop() if hosts else default
 
 

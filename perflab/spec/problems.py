@@ -110,14 +110,6 @@ def problem(err: dict[str, Any], raw: Any = None) -> Problem:
         return Problem(path, ctx["expected"], ctx.get("found") or found, ctx.get("hint") or None)
     if kind == "extra_forbidden":
         found = f"unknown key {short(loc[-1])!r}"
-        if len(loc) == 4 and loc[0] == "variants" and loc[-1] == "client_host":  # issue 36
-            return Problem(
-                path,
-                "no such key",
-                found,
-                "a client host per variant is not built yet: set client_host under [experiment]; a host "
-                'axis sets server_host (docs/hosts.md, "A host axis")',
-            )
         return Problem(path, "no such key", found, "check the spelling; see docs/experiment.md")
     if kind == "missing":
         return Problem(path, "a value", "nothing", f"add {loc[-1]} = ...")

@@ -108,6 +108,9 @@ class ExperimentSection(_Strict):
     # with server_host: where the dataset is prepared (docs/hosts.md): "host", by the server host's
     # own server, the loader here over TCP; "here", by this machine's, its snapshot copied there
     prepare_on: Literal["host", "here"] = "host"
+    # a host axis: its hosts run their rounds at once where they are independent (each server host
+    # with client hosts of its own: spec/hosts.host_lanes); false: one host at a time
+    concurrent_hosts: StrictBool = True
 
     @property
     def window_start(self) -> float:
@@ -327,6 +330,7 @@ class ExperimentFile(_Strict):
                 merge_switches([v for _, v in combo], [label for label, _ in combo])
                 merge_glibc([v for _, v in combo], [label for label, _ in combo])
                 merge_host([v for _, v in combo], [label for label, _ in combo], None)
+                merge_host([v for _, v in combo], [label for label, _ in combo], None, "client_host")
         return value
 
     @field_validator("variants")

@@ -54,6 +54,9 @@ class Variant(_Strict):
     # the host its server runs on, a [hosts.NAME] (a host axis, docs/hosts.md); None: [experiment]
     # server_host, else this machine
     server_host: str | None = None
+    # the host its client runs on, a [hosts.NAME] (a host axis's client host per variant, docs/hosts.md);
+    # None: [experiment] client_host, else this machine
+    client_host: str | None = None
 
     @field_validator("preload", "client_preload")
     @classmethod

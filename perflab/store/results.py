@@ -10,10 +10,13 @@ derived from the tables and refreshed on open; they do not change the schema ver
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from perflab.errors import ResultsFormatError
 from perflab.store import schema, views
@@ -26,6 +29,23 @@ from perflab.store.schema import (
 )
 
 DB_NAME = "results.db"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class RunAbandoned(RuntimeError):
+    """A commit after the run was interrupted (Results.abandon): a cell still in flight on another
+    thread (a host axis's lanes, run/scheduler.py) is not stored half-run, nor as failed."""
+
+
+def _serialized(method: F) -> F:
+    """One thread at a time on the connection (the lanes of a host axis commit from their threads)."""
+
+    @functools.wraps(method)
+    def locked(self: Results, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked  # type: ignore[return-value]
 
 
 class Results:
@@ -39,13 +59,17 @@ class Results:
         if create:
             (self.dir / "logs").mkdir(parents=True, exist_ok=True)
             schema.create(path)
-        self.db = sqlite3.connect(path, isolation_level=None)  # explicit transactions only
+        self._lock = threading.RLock()  # every use of the connection holds it (_serialized)
+        self._abandoned = False
+        # explicit transactions only; one connection shared by the run's threads, one at a time
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
         if not create:
             upgrade(self.db, path)
             self.refresh_views()
 
+    @_serialized
     def close(self) -> None:
         self.db.close()
 
@@ -55,11 +79,17 @@ class Results:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @_serialized
+    def abandon(self) -> None:
+        """The run was interrupted: commit no cell from now on (one in flight elsewhere ran partly)."""
+        self._abandoned = True
+
     def log_dir(self, cell_id: int) -> Path:
         path = self.dir / "logs" / f"cell-{cell_id:04d}"
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    @_serialized
     def set_meta(self, **values: Any) -> None:
         with self.db:
             self.db.execute("BEGIN")
@@ -68,11 +98,13 @@ class Results:
         if "experiment" in values:
             self.refresh_views()
 
+    @_serialized
     def refresh_views(self) -> None:
         """(Re)create the flattened SQL views (store/views.py) for this run's axes."""
         axes = (self.meta().get("experiment") or {}).get("axes") or {}
         views.refresh(self.db, list(axes))
 
+    @_serialized
     def meta(self) -> dict[str, Any]:
         return {row["key"]: json.loads(row["value"]) for row in self.db.execute("SELECT key, value FROM meta")}
 
@@ -86,14 +118,19 @@ class Results:
         """Store one finished cell (ok or failed) with its series, atomically."""
         self.commit_cells([(cell, intervals, rss_samples, status_samples)])
 
+    @_serialized
     def commit_cells(self, cells: list[tuple[dict[str, Any], list, list, Any]]) -> None:
         """Store finished cells with their series in one transaction: all or none (an interleaved
-        group, whose cells pair only with each other: a resume must not find half of it)."""
+        group, whose cells pair only with each other: a resume must not find half of it).
+        RunAbandoned after `abandon`."""
+        if self._abandoned:
+            raise RunAbandoned("the run was interrupted: this cell is not stored")
         with self.db:
             self.db.execute("BEGIN")
             for cell, intervals, rss_samples, status_samples in cells:
                 self._insert(cell, intervals, rss_samples, status_samples)
 
+    @_serialized
     def _insert(
         self,
         cell: dict[str, Any],
@@ -123,6 +160,7 @@ class Results:
             [(cell["id"], t, name, v) for t, values in status_samples for name, v in values.items()],
         )
 
+    @_serialized
     def cells(self) -> list[dict[str, Any]]:
         out = []
         for row in self.db.execute("SELECT * FROM cells ORDER BY id"):
@@ -133,14 +171,17 @@ class Results:
             out.append(cell)
         return out
 
+    @_serialized
     def intervals(self, cell_id: int) -> list[dict[str, Any]]:
         rows = self.db.execute("SELECT * FROM intervals WHERE cell_id = ? ORDER BY t", (cell_id,))
         return [{k: row[k] for k in row.keys() if k != "cell_id"} for row in rows]
 
+    @_serialized
     def rss_samples(self, cell_id: int) -> list[tuple[float, int]]:
         rows = self.db.execute("SELECT t, rss_bytes FROM rss_samples WHERE cell_id = ? ORDER BY t", (cell_id,))
         return [(row[0], row[1]) for row in rows]
 
+    @_serialized
     def status_samples(self, cell_id: int) -> list[tuple[float, dict[str, float]]]:
         """[observe] status: the cell's samples, [(t, {name: value})], in time order."""
         series: dict[float, dict[str, float]] = {}
@@ -153,6 +194,7 @@ class Results:
     # Rows reference folded-stack files under DIR/profiles/ (format: store/folded.py). The
     # table is created with the first profile, so results without profiles read as before.
 
+    @_serialized
     def commit_profile(self, row: dict[str, Any]) -> None:
         """Store (or replace) the reference to one cell's profile: keys of PROFILE_COLUMNS."""
         values = {k: (json.dumps(row.get(k)) if k in ("quality", "top") else row.get(k)) for k in PROFILE_COLUMNS}
@@ -166,6 +208,7 @@ class Results:
             )
         self.refresh_views()  # the first profile adds profile_top_flat; later ones write nothing
 
+    @_serialized
     def profiles(self, cell_id: int | None = None) -> list[dict[str, Any]]:
         """Profile references, by cell, source, target then phase; [] for results without profiles."""
         if not has_profiles(self.db):

@@ -248,6 +248,29 @@ def _lab(lab: SshLab, names: list[str]) -> Iterator[SshLab]:
             _remove(host)
 
 
+def wire(lab: SshLab, a: str, b: str) -> None:
+    """A network of their own between hosts `a` and `b` (a veth pair from one namespace to the other, a
+    /30 in 10.78.K), with a route from each to the other's address: a client host reaches its server
+    host's address directly, as on a lab's own switch (the namespaces are not routed to each other
+    otherwise). Removed with the namespaces."""
+    one, other = lab.hosts[a], lab.hosts[b]
+    with open(SETUP_LOCK, "a+b") as setup:
+        fcntl.flock(setup, fcntl.LOCK_EX)
+        used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
+        used += "".join(
+            subprocess.run(["ip", "-n", h.namespace, "-4", "-o", "addr"], capture_output=True, text=True).stdout
+            for h in lab.hosts.values()
+        )
+        k = random.choice([k for k in range(1, 255) if f"10.78.{k}." not in used])
+        ends = ((one, f"to-{b}"[:15], f"10.78.{k}.1", other), (other, f"to-{a}"[:15], f"10.78.{k}.2", one))
+        _run("ip", "link", "add", ends[0][1], "netns", one.namespace, "type", "veth",
+             "peer", "name", ends[1][1], "netns", other.namespace)  # fmt: skip
+        for host, dev, address, peer in ends:
+            _run("ip", "-n", host.namespace, "addr", "add", f"{address}/30", "dev", dev)
+            _run("ip", "-n", host.namespace, "link", "set", dev, "up")
+            _run("ip", "-n", host.namespace, "route", "add", f"{peer.address}/32", "dev", dev, "src", address)
+
+
 def perflab_via(lab: SshLab, tmpfs: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`perflab ARGS` with this lab's ssh config, its runs under `tmpfs`."""
     env = {**lab.env(), "PERFLAB_TMPFS": str(tmpfs)}

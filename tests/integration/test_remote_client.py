@@ -78,12 +78,62 @@ def test_a_client_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     assert 0.9 < cell["status_per_txn"]["Com_select"] < 1.1, cell["status_per_txn"]
 
 
-def test_a_host_without_sysbench_exits_3_naming_the_package(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+def test_the_client_profiled_on_its_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """perf and pmp with targets naming the client: sysbench's own process on the host, recorded and
+    named there, stored as a local client's profiles (target "client"), beside the server's here."""
     load = ssh_lab.hosts["load"]
-    hidden = tmp_path / "hide"  # sysbench hidden on the host only: its sessions get a PATH without it
+    observe = (
+        '\n[observe]\nperf = { targets = ["server", "client"] }\n'
+        'pmp = { interval = "0.1s", targets = ["client"], warmup = true }\n'
+    )
+    body = EXPERIMENT.format(ssh=load.ssh).replace('"3s"', '"2s"') + observe
+    # closed loop: a paced sysbench runs a few percent of a CPU, too little for perf's 99 Hz in 2 s
+    spec, out = write_experiment(tmp_path / "remote.toml", body, pace=None), tmp_path / "results"
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    assert cell["status"] == "ok", cell.get("error")
+    refs = {(p["source"], p["target"], p["phase"]): p for p in cell["profiles"]}
+    assert ("pmp", "server", "measured") not in refs  # pmp names the client only
+    for source in ("perf", "pmp"):
+        ref = refs[(source, "client", "measured")]
+        meta = json.loads((out / ref["path"]).with_suffix(".json").read_text())
+        assert ref["samples"] > 0 and meta["binary"] == "load:/usr/bin/sysbench", (ref, meta["binary"])
+        assert ref["path"].endswith(f"cell-0000.{source}.client.folded") and meta["pid"] > 0
+        assert (source, "client", "warmup") in refs  # its warm-up cut by the host's samples' aligned times
+    assert refs[("pmp", "client", "measured")]["call_graph"] == "eu-stack"
+    server = json.loads((out / refs[("perf", "server", "measured")]["path"]).with_suffix(".json").read_text())
+    assert refs[("perf", "server", "measured")]["samples"] > 0 and Path(server["binary"]).name == "mariadbd"
+    clock = cell["client"]["clock"]  # the client host's, its profiles' samples aligned with it
+    assert clock["aligned"] and clock["error_s"] < 0.05 and abs(clock["shift_s"]) < 0.005, clock
+    own = ("sysbench", "libmariadb.so.3", "libluajit-5.1.so.2")  # sysbench's own code, not only the kernel's
+    for source in ("perf", "pmp"):
+        shown = perflab_via(
+            ssh_lab, tmp_path, "profile", str(out), "--source", source, "--target", "client",
+            "--format", "json", "--top", "0",
+        )  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        rows = json.loads(shown.stdout)  # named on the host by its perf / eu-stack
+        assert any(r["dso"] in own and r["function"] != "[unknown]" for r in rows), (source, rows[:10])
+        assert not any(r["dso"] == "mariadbd" for r in rows), (source, rows[:10])  # the client's stacks alone
+    folded = tmp_path / "client.folded"
+    flame = perflab_via(
+        ssh_lab, tmp_path, "flame", str(out), "--cell", "0", "--source", "pmp", "--target", "client",
+        "--format", "folded", "-o", str(folded),
+    )  # fmt: skip
+    stacks = folded.read_text()  # sysbench's own functions and its client library's, by their names
+    assert flame.returncode == 0 and "db_execute" in stacks and "mysql_stmt_execute" in stacks, flame.stderr
+    assert namespace_commands(ssh_lab, "load") == ["sshd"]  # perf and the sampler stopped with the cell
+
+
+def _host_path_of(ssh_lab: SshLab, tmp_path: Path, *more: str) -> None:
+    """The load host's sessions get a PATH of the basic tools and `more` alone (the others hidden
+    on the host only); the lab is the test's own (conftest.py's ssh_lab), its sshd_config with it."""
+    load = ssh_lab.hosts["load"]
+    hidden = tmp_path / "hide"
     hidden.mkdir()
     for tool in ("sh", "cat", "setsid", "mktemp", "rm", "test", "kill", "bash", "ip", "grep", "tr", "uname",
-                 "getconf", "dpkg-query", "sleep"):  # fmt: skip
+                 "getconf", "dpkg-query", "sleep", *more):  # fmt: skip
         found = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True, check=False)
         if found.stdout.strip().startswith("/"):
             os.symlink(found.stdout.strip(), hidden / tool)
@@ -91,11 +141,28 @@ def test_a_host_without_sysbench_exits_3_naming_the_package(ssh_lab: SshLab, tmp
     # sshd takes the first SetEnv line: PATH goes into sshhosts.py's own
     env_file.write_text(env_file.read_text().replace("SetEnv SHLVL=1", f"SetEnv SHLVL=1 PATH={hidden}"))
     subprocess.run(["kill", "-HUP", str(load.sshd.pid)], check=True)
+
+
+def test_a_host_without_sysbench_exits_3_naming_the_package(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    load = ssh_lab.hosts["load"]
+    _host_path_of(ssh_lab, tmp_path)  # sysbench hidden on the host only
     spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh))
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
     assert done.returncode == 3, done.stdout + done.stderr
     assert "hosts.load: expected sysbench installed on host load, found not installed" in done.stderr, done.stderr
     assert "apt-get install sysbench" in done.stderr and not (tmp_path / "results").exists()  # nothing started
+
+
+def test_a_client_host_without_perf_for_the_clients_profile_exits_3(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    load = ssh_lab.hosts["load"]
+    _host_path_of(ssh_lab, tmp_path, "sysbench", "eu-stack")  # perf hidden on the host only
+    observe = '\n[observe]\nperf = { targets = ["client"] }\npmp = { targets = ["client"] }\n'
+    spec = write_experiment(tmp_path / "remote.toml", EXPERIMENT.format(ssh=load.ssh) + observe)
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(tmp_path / "results"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "hosts.load: expected perf installed on host load, found not installed" in done.stderr, done.stderr
+    assert "apt-get install linux-perf" in done.stderr and "eu-stack installed" not in done.stderr
+    assert not (tmp_path / "results").exists()  # nothing started
 
 
 def test_a_postgresql_client_on_another_host_over_tcp(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
@@ -130,6 +197,7 @@ def test_pgbench_on_another_host_against_postgresql_here(ssh_lab: SshLab, tmpfs,
         .replace("tables = 1\ntable_size = 2000", "scale = 1")
     )
     body = body.replace('test = "oltp_point_select"', 'tool = "pgbench"\ntest = "select-only"')
+    body += '\n[observe]\nperf = { frequency = 999 }\npmp = { interval = "0.25s" }\n'  # of the server, here
     spec, out, shm = write_experiment(tmp_path / "pgbench.toml", body), tmp_path / "results", tmpfs("shm", "1G")
     shm.parent.chmod(0o755)  # the postgres user must reach its directories
     with Freezes() as freezes:
@@ -161,6 +229,7 @@ def test_pgbench_on_another_host_against_postgresql_here(ssh_lab: SshLab, tmpfs,
     conf = (out / "logs" / "cell-0000" / "postgresql.conf").read_text()
     assert f"listen_addresses = '{local_address}'" in conf, conf
     assert namespace_commands(ssh_lab, "load") == ["sshd"] and not Path(host_dir).exists()  # nothing left there
+    _assert_the_postmasters_tree_profiled(out, cell, "/usr/lib/postgresql/15/bin/postgres")
 
 
 def test_pgbench_on_the_postgresql_server_host_itself(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
@@ -171,6 +240,7 @@ def test_pgbench_on_the_postgresql_server_host_itself(ssh_lab: SshLab, tmpfs, tm
     body = body.replace('"3s"', '"2s"').replace('warmup = "1s"', "warmup = 0")
     body = body.replace("tables = 1\ntable_size = 2000", "scale = 1")
     body = body.replace('test = "oltp_point_select"', 'tool = "pgbench"\ntest = "select-only"')
+    body += '\n[observe]\nperf = { frequency = 999 }\npmp = { interval = "0.25s" }\n'  # of the server, there
     spec, out, shm = write_experiment(tmp_path / "both.toml", body), tmp_path / "results", tmpfs("shm", "1G")
     shm.parent.chmod(0o755)
     done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
@@ -183,6 +253,22 @@ def test_pgbench_on_the_postgresql_server_host_itself(ssh_lab: SshLab, tmpfs, tm
     assert client["host"] == "db" and client["address"] == db.address and client["cpu_s"] > 0, client
     assert client["clock"]["aligned"] and len(cell["intervals"]) >= 2, (client["clock"], cell["intervals"])
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
+    host_clock = cell["build"]["host"]["clock"]  # read by the server's profilers there
+    assert host_clock["aligned"] and host_clock["error_s"] < 0.05, host_clock
+    _assert_the_postmasters_tree_profiled(out, cell, "db:/usr/lib/postgresql/15/bin/postgres")
+
+
+def _assert_the_postmasters_tree_profiled(out: Path, cell: dict, binary: str) -> None:
+    """The server's perf and pmp profiles of the window with pgbench on a client host: the postmaster's
+    tree (its backends), no client profile."""
+    refs = {(p["source"], p["target"], p["phase"]): p for p in cell["profiles"]}
+    assert {target for _, target, _ in refs} == {"server"}, sorted(refs)
+    for source in ("perf", "pmp"):
+        ref = refs[(source, "server", "measured")]
+        meta = json.loads((out / ref["path"]).with_suffix(".json").read_text())
+        assert ref["samples"] > 0 and meta["binary"] == binary, (ref, meta["binary"])
+        assert len(meta["processes"]) >= 3, meta["processes"]  # the postmaster and pgbench's two backends at least
+        assert 1.0 < ref["seconds"] < 3.5, ref  # the 2 s window, cut at this machine's marks
 
 
 def test_a_host_that_drops_off_fails_its_cells_and_the_run_ends(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:

@@ -77,7 +77,9 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
 def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
     more = 'client_host = "db"\nprepare_on = "here"'  # the dataset prepared here, its snapshot copied over SFTP
-    body = EXPERIMENT.format(ssh=db.ssh, more=more) + "\n[observe]\nperf = true\nstatus = true\n"
+    # perf of both, each on the host: the server's recording and the client's (999 Hz: the client is paced)
+    observe = '\n[observe]\nperf = { targets = ["server", "client"], frequency = 999 }\nstatus = true\n'
+    body = EXPERIMENT.format(ssh=db.ssh, more=more) + observe
     spec, out = write_experiment(tmp_path / "server.toml", body), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -89,8 +91,11 @@ def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     own = cell["resources"]["perflab_host_cpu"]["db"]  # sysbench and mariadbd left out: perflab's session, perf
     assert 0 <= own["cpu_s"] and own["cores"] < 0.5, (own, cell["client"]["cpu_s"])  # 10 ms ticks: 0 happens
     assert cell["build"]["host"]["clock"]["aligned"]
-    perf = [p for p in cell["profiles"] if p["source"] == "perf" and p["phase"] == "measured"]
-    assert perf and perf[0]["samples"] > 0  # recorded on the server's host, the client there too
+    perf = {p["target"]: p for p in cell["profiles"] if p["source"] == "perf" and p["phase"] == "measured"}
+    assert set(perf) == {"server", "client"} and perf["server"]["samples"] > 0  # recorded on the server's host
+    binaries = {t: json.loads((out / p["path"]).with_suffix(".json").read_text())["binary"] for t, p in perf.items()}
+    assert binaries == {"server": "db:/usr/sbin/mariadbd", "client": "db:/usr/bin/sysbench"}, binaries
+    assert perf["client"]["samples"] > 0 and cell["client"]["clock"]["aligned"]  # sysbench's, on the same host
     assert 0.9 <= cell["status_per_txn"]["Com_select"] <= 1.1  # over TCP from here
     assert exported["datasets"]["mariadb-10.11"]["init"] == "mariadb-install-db"  # here, by this machine's
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
@@ -252,3 +257,63 @@ def _tree_profiles(out: Path, cell: dict) -> None:
     assert len(ticks) >= 2 and sum(n >= 2 for n in ticks.values()) >= 0.8 * len(ticks), ticks
     perf = (out / refs["perf"]["path"]).read_text()
     assert "PostgresMain" in perf, perf[:2000]  # the backends' on-CPU samples
+
+
+def test_an_allocator_preloaded_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """A variant's preload runs there: the host's own tcmalloc (its real path there), proven mapped into
+    the server there, its package version as the host's dpkg says; the glibc variant keeps its malloc.
+    The same for a PostgreSQL server there: the postmaster maps it (its backends inherit it)."""
+    import os
+
+    db = ssh_lab.hosts["db"]
+    alloc = '[variants.alloc]\nglibc = {}\ntc = { preload = "tcmalloc" }\n'
+    real = os.path.realpath("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4")  # the lab's host shares the files
+    mariadb = EXPERIMENT.format(ssh=db.ssh, more="").replace('"1s"', "0") + alloc
+    postgresql = EXPERIMENT.format(ssh=db.ssh, more='server = "postgresql"').replace('"1s"', "0") + alloc
+    postgresql = postgresql.replace("tables = 1\ntable_size = 2000", "scale = 1")
+    postgresql = postgresql.replace('test = "oltp_point_select"', 'tool = "pgbench"\ntest = "select-only"')
+    shm = tmpfs("shm", "1G")
+    shm.parent.chmod(0o755)  # the postgres user must reach the local dataset's directories
+    for name, body in (("mariadb", mariadb), ("postgresql", postgresql)):
+        out = tmp_path / name
+        done = perflab_via(ssh_lab, shm, "run", str(write_experiment(tmp_path / f"{name}.toml", body)), "-o", str(out))
+        assert done.returncode == 0, done.stdout + done.stderr
+        cells = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+        by = {c["variant"]["alloc"]: c for c in cells}
+        assert all(c["status"] == "ok" for c in cells), [c.get("error") for c in cells]
+        assert by["tc"]["allocator_library"] == real and by["tc"]["allocator_version"].startswith(
+            "libtcmalloc-minimal4 "
+        )
+        assert "libc.so" in by["glibc"]["allocator_library"] and by["glibc"]["allocator_version"].startswith("glibc ")
+        assert namespace_commands(ssh_lab, "db") == ["sshd"]
+
+
+def test_a_server_host_on_its_disk(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """[experiment] storage on a server host: the datadirs (the dataset prepared there, each cell's copy)
+    are made in that directory there, described as the host's mountinfo says, with the page cache dropped
+    there before each cell; nothing is left in it; a directory the host lacks exits 3 naming the host."""
+    from perflab.run.storage import describe
+
+    db = ssh_lab.hosts["db"]
+    disk = tmp_path / "disk"  # the lab's host shares this machine's filesystems
+    disk.mkdir()
+    more = f'storage = "{disk}"\ndrop_caches = true'
+    body = EXPERIMENT.format(ssh=db.ssh, more=more).replace('"1s"', "0").replace("point_select", "write_only")
+    spec, out = write_experiment(tmp_path / "disk.toml", body), tmp_path / "results"
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
+    here = describe(disk)
+    recorded = exported["storage"]  # the server's storage: the host's
+    assert recorded["host"] == "db" and recorded["path"] == str(disk) and recorded["on_disk"] is here.on_disk
+    assert recorded["fstype"] == here.fstype and recorded["device"] == here.device, recorded
+    host = exported["hosts"]["hosts"]["db"]
+    assert host["storage"]["dir"].startswith(f"{disk}/perflab-host-") and host["storage"]["fstype"] == here.fstype
+    assert host["dir"].startswith("/dev/shm/")  # the sockets, logs and observers' files stay on its tmpfs
+    assert cell["resources"]["drop_caches_s"] is not None and cell["resources"]["drop_caches_s"] >= 0
+    assert list(disk.iterdir()) == [] and namespace_commands(ssh_lab, "db") == ["sshd"]
+    missing = EXPERIMENT.format(ssh=db.ssh, more=f'storage = "{tmp_path}/nowhere"')
+    refused = perflab_via(ssh_lab, tmp_path, "run", str(write_experiment(tmp_path / "m.toml", missing)), "--check")
+    assert refused.returncode == 3 and "on host db" in refused.stderr and "no such directory" in refused.stderr

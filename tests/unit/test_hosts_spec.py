@@ -71,11 +71,9 @@ def test_what_a_remote_client_does_not_support_yet() -> None:
     )
     assert "experiment.design" in found and "observe.perf" not in found
     assert "interleaved" in found["observe.io"] and "client_host" not in found["observe.io"]  # the design's only
-    # the server here: its perf, pmp and status run here; the client's stacks would be the host's
+    # the server here: its perf, pmp and status run here
     here = parse('client_host = "load"', rest=HOSTS + "[observe]\nperf = true\npmp = true\nstatus = true\n")
     assert here.file.observe.perf is not None and here.file.observe.status
-    found = problems('client_host = "load"', rest=HOSTS + '[observe]\nperf = { targets = ["server", "client"] }\n')
-    assert 'targets = ["server"] with client_host' in found["observe.perf.targets"]
     # its allocations, I/O and canary here too, as for a local client (run/remote_client.py)
     counted = parse('client_host = "load"', rest=HOSTS + "[observe]\nalloc = true\nhost_speed = true\nio = true\n")
     assert counted.file.observe.alloc is not None and counted.file.observe.host_speed and counted.file.observe.io
@@ -102,9 +100,14 @@ def test_pgbench_on_a_client_host_with_postgresql_only() -> None:
     assert exc.value.exit_code == EXIT_USAGE
     found = {p.path: p.render() for p in exc.value.problems}
     assert set(found) == {"workload.tool"} and 'set server = "postgresql"' in found["workload.tool"], found
-    with pytest.raises(SpecError) as exc:  # the server's profiles with pgbench on a host: not wired yet
-        spec.parse(_pgbench('client_host = "load"') + "[observe]\nperf = true\n")
-    assert "observe.perf" in {p.path for p in exc.value.problems}
+    # the server's profiles with pgbench on a host (its postmaster's tree, here or on its host)
+    for where in ('client_host = "load"', 'client_host = "load"\nserver_host = "db"'):
+        profiled = spec.parse(_pgbench(where) + "[observe]\nperf = true\npmp = true\n").file.observe
+        assert profiled.perf is not None and profiled.pmp is not None
+    with pytest.raises(SpecError) as exc:  # no status on PostgreSQL, on any host: its own refusal, not the host's
+        spec.parse(_pgbench('client_host = "load"') + "[observe]\nstatus = true\n")
+    (status,) = exc.value.problems
+    assert status.path == "observe.status" and "no [observe] status on PostgreSQL" in status.render()
     with pytest.raises(SpecError) as exc:  # interleaved turns are local clients' only, pgbench's too
         spec.parse(_pgbench('client_host = "load"\ndesign = "interleaved"'))
     assert "experiment.design" in {p.path for p in exc.value.problems}
@@ -148,7 +151,6 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     assert set(found) == {
         "experiment.design",
         "experiment.pin",
-        "experiment.storage",
         "experiment.drop_caches",
         "observe.io",
         "observe.host_speed",
@@ -156,6 +158,9 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     }, found  # fmt: skip  (pmp: refused by the interleaved design's own check)
     assert "interleaved" in found["observe.pmp"] and "observe.perf" not in found
     assert "interleaved" in found["observe.io"] and "docs/hosts.md" in found["experiment.pin"]
+    assert "interleaved" in found["experiment.drop_caches"]  # the design's own check; sequential: on the host
+    disk = parse('server_host = "db"\nstorage = "/var/tmp/perflab"\ndrop_caches = true').file.experiment
+    assert disk.storage == "/var/tmp/perflab" and disk.drop_caches  # they apply on the host
     # sequential: io and host_speed run on the server host (run/observers/remote_io.py)
     observed = parse('server_host = "db"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n")
     assert observed.file.observe.io and observed.file.observe.host_speed
@@ -163,7 +168,14 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     assert both.file.observe.io and both.file.observe.host_speed  # with the client on a host too
     variants = problems('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\n'
                         'je = { preload = "jemalloc", client_env = { A = "1" } }\n')  # fmt: skip
-    assert list(variants) == ["variants.alloc.je"] and "preload, client_env" in variants["variants.alloc.je"]
+    assert list(variants) == ["variants.alloc.je"] and "found client_env" in variants["variants.alloc.je"]
+    # a preload runs there (the host's allocator: run/remote_server.py), looked for there, not here
+    from perflab.spec.hosts import preloads_by_host
+
+    on_host = parse('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\nje = { preload = "jemalloc" }\n')
+    assert preloads_by_host(on_host.file) == {"db": {"jemalloc"}}
+    axis = AXIS.replace('b = { server_host = "db2" }', "b = {}") + '[variants.alloc]\nje = { preload = "jemalloc" }\n'
+    assert preloads_by_host(parse("", rest=axis).file) == {"db": {"jemalloc"}, None: {"jemalloc"}}
     unknown = problems('server_host = "dbb"')
     assert "defined hosts: load, db" in unknown["experiment.server_host"]
 
@@ -181,6 +193,45 @@ def test_perf_pmp_and_status_observe_a_server_host_of_the_server_only() -> None:
     assert "of the server only" in found["observe.perf.targets"] and "eu-stack there" in found["observe.pmp.tool"]
     both = parse('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nperf = true\nstatus = true\n")
     assert both.file.observe.perf is not None and both.file.observe.status  # the client on a host too
+
+
+def test_perf_and_pmp_of_a_client_on_its_host() -> None:
+    """targets naming the client with client_host: profiled on its host (remote_client_profilers.py),
+    the server here or on its host; pmp there is eu-stack; with the client here, a server host's
+    profiles are still of the server only."""
+    from perflab.hosts.preflight import client_observer_packages
+
+    both = '[observe]\nperf = { targets = ["server", "client"] }\npmp = { targets = ["client"] }\n'
+    for where in ('client_host = "load"', 'client_host = "load"\nserver_host = "db"'):
+        observe = parse(where, rest=HOSTS + both).file.observe
+        assert observe.perf.targets == ["server", "client"] and observe.pmp.targets == ["client"]
+    eu_stack = '[observe]\npmp = { targets = ["client"], tool = "eu-stack" }\n'
+    assert parse('client_host = "load"', rest=HOSTS + eu_stack).file.observe.pmp.tool == "eu-stack"
+    libdw = '[observe]\npmp = { targets = ["server", "client"], tool = "libdw" }\n'
+    found = problems('client_host = "load"', rest=HOSTS + libdw)
+    assert set(found) == {"observe.pmp.tool"} and "eu-stack there" in found["observe.pmp.tool"], found
+    assert parse('client_host = "load"', rest=HOSTS + libdw.replace('"server", "client"', '"server"'))  # here
+    found = problems('server_host = "db"', rest=HOSTS + both)  # the client here, beside a server host
+    assert set(found) == {"observe.perf.targets", "observe.pmp.targets"}, found
+    assert "of the server only" in found["observe.perf.targets"]
+    # the client host's tools: perf for perf's client target, eu-stack for pmp's
+    assert client_observer_packages(parse('client_host = "load"', rest=HOSTS + both).file) == {
+        "perf": "linux-perf",
+        "eu-stack": "elfutils",
+    }
+    server_only = parse('client_host = "load"', rest=HOSTS + "[observe]\nperf = true\npmp = true\n")
+    assert client_observer_packages(server_only.file) == {}  # the server's, here: nothing on the host
+
+
+def test_observe_of_one_target_keeps_perf_and_pmp_where_they_name_it() -> None:
+    from perflab.run.observers.remote_client_profilers import of_target
+
+    observe = parse('client_host = "load"', rest=HOSTS + '[observe]\nperf = { targets = ["server", "client"], '
+                    'frequency = 49 }\npmp = { targets = ["client"] }\nstatus = true\n').file.observe  # fmt: skip
+    server, client = of_target(observe, "server"), of_target(observe, "client")
+    assert server.perf.targets == ["server"] and server.perf.frequency == 49 and server.pmp is None
+    assert client.perf.targets == ["client"] and client.pmp.targets == ["client"] and server.status
+    assert observe.perf.targets == ["server", "client"]  # the experiment's own, unchanged
 
 
 def test_alloc_counts_a_server_where_it_runs_mariadb_or_postgresql() -> None:
@@ -278,13 +329,77 @@ def test_a_host_axis_refuses_unknown_hosts_two_host_axes_and_a_client_host() -> 
     )
     two = '[variants.h1]\na = { server_host = "db" }\n[variants.h2]\nb = { server_host = "db2" }\n'
     assert "server_host to both db and db2" in " ".join(problems("", rest=HOSTS2 + two).values())
-    found = problems('client_host = "load"', rest=AXIS)
-    assert "no client_host with a host axis (host)" in found["experiment.client_host"]
     found = problems('design = "interleaved"', rest=AXIS)
     assert "interleaved turns are taken by servers on this machine only" in found["experiment.design"]
 
 
-def test_a_client_host_per_variant_is_refused_with_the_way_around() -> None:
+def test_a_client_host_per_variant_belongs_to_a_host_axis() -> None:
     found = problems("", rest=HOSTS + '[variants.host]\na = { client_host = "load" }\n')
-    assert "unknown key 'client_host'" in found["variants.host.a.client_host"]
+    assert "client_host in the variants of a host axis" in found["variants.host.a.client_host"]
     assert "set client_host under [experiment]" in found["variants.host.a.client_host"]
+    found = problems("", rest=LANES.replace('client_host = "l2"', 'client_host = "l3"'))
+    assert "found 'l3'" in found["variants.host.b.client_host"]
+
+
+LANES = (
+    HOSTS2
+    + '[hosts.l1]\nssh = "root@10.77.3.2"\n[hosts.l2]\nssh = "root@10.77.4.2"\n'
+    + '[variants.host]\na = { server_host = "db", client_host = "l1" }\nb = { server_host = "db2", client_host = "l2" }\n'
+)
+
+
+def test_each_host_of_an_axis_with_its_own_client_host_runs_at_once() -> None:
+    from perflab.spec.hosts import host_lanes
+
+    exp = parse("", rest=LANES)
+    cells = exp.cells()
+    assert {(c.server_host, c.client_host) for c in cells} == {("db", "l1"), ("db2", "l2")}
+    lanes = host_lanes(exp.file)
+    assert lanes["concurrent"] is True and lanes["lanes"] == {"db": ["db", "l1"], "db2": ["db2", "l2"]}
+    assert "client runs on host l1" in exp.design_reason
+    off = host_lanes(parse("concurrent_hosts = false", rest=LANES).file)
+    assert off["concurrent"] is False and off["why"] == "concurrent_hosts = false"
+    from perflab.spec.hosts import longest_lane
+    from perflab.spec.loading import round_seconds
+
+    # the round's time: the busiest host's cells (half of them here), not all in turn
+    assert longest_lane(exp.file) == 0.5 and longest_lane(parse("", rest=AXIS).file) == 1.0
+    assert round_seconds(exp.file) * 2 == round_seconds(parse("concurrent_hosts = false", rest=LANES).file)
+
+
+def test_hosts_that_share_a_machine_run_one_at_a_time_and_say_why() -> None:
+    from perflab.spec.hosts import host_lanes
+
+    here = host_lanes(parse("", rest=AXIS).file)  # both clients on this machine
+    assert here["concurrent"] is False and "host db: its client runs on this machine" in here["why"]
+    shared = host_lanes(parse('client_host = "load"', rest=AXIS).file)  # one client host for both
+    assert shared["concurrent"] is False and "both use load" in shared["why"]
+    same = LANES.replace('ssh = "root@10.77.4.2"', 'ssh = "other@10.77.3.2:2222"')  # l2 is l1's machine
+    alias = host_lanes(parse("", rest=same).file)
+    assert alias["concurrent"] is False and "(10.77.3.2)" in alias["why"]
+    mixed = LANES.replace('b = { server_host = "db2", client_host = "l2" }', 'b = { client_host = "l2" }')
+    local = host_lanes(parse("", rest=mixed).file)  # b's server on this machine
+    assert local["concurrent"] is False and "its server runs on this machine" in local["why"]
+    assert local["lanes"]["(this machine)"] == ["(this machine)", "l2"]
+
+
+def test_an_experiment_client_host_is_the_default_of_a_host_axis_without_its_own() -> None:
+    one = LANES.replace(', client_host = "l2"', "")
+    cells = parse('client_host = "load"', rest=one).cells()
+    assert {(c.server_host, c.client_host) for c in cells} == {("db", "l1"), ("db2", "load")}
+    found = problems("concurrent_hosts = false")
+    assert "concurrent_hosts with a host axis only" in found["experiment.concurrent_hosts"]
+
+
+def test_a_host_axis_profiles_its_clients_where_each_runs() -> None:
+    """targets naming the client with a host axis: accepted when every label's client runs on a host
+    (each profiled there); refused when one label's client runs here against its server host."""
+    from perflab.hosts.preflight import client_observer_packages
+
+    observe = '[observe]\nperf = { targets = ["server", "client"] }\n'
+    exp = parse("", rest=LANES + observe)
+    assert {c.client_host for c in exp.cells()} == {"l1", "l2"}
+    assert client_observer_packages(exp.file) == {"perf": "linux-perf"}
+    here = LANES.replace(', client_host = "l2"', "")  # label b: its client here, its server on db2
+    found = problems("", rest=here + observe)
+    assert set(found) == {"observe.perf.targets"} and "of the server only" in found["observe.perf.targets"], found

@@ -140,3 +140,16 @@ def test_the_remote_clients_cpu_readings() -> None:
     assert stat_cpu_s("cat: /proc/4711/stat: No such file or directory\n") is None
     assert times_cpu_s("0m0.004s 0m0.001s\n1m2.500s 0m0.750s\n") == pytest.approx(63.25)  # the children's line
     assert times_cpu_s("") is None
+
+
+def test_the_report_says_how_a_host_axis_ran() -> None:
+    from perflab.report.phrases import host_lines
+
+    lanes = {"db1": ["db1", "load1"], "db2": ["db2", "load2"]}
+    at_once = {"concurrent": True, "why": "every server host has client hosts of its own", "lanes": lanes}
+    assert host_lines({"host_schedule": at_once}, []) == [
+        "hosts db1, db2 ran each round at once: every server host has client hosts of its own"
+    ]
+    why = "host db1: its client runs on this machine, beside the others"
+    apart = {"concurrent": False, "why": why, "lanes": lanes}
+    assert host_lines({"host_schedule": apart}, []) == [f"hosts db1, db2 ran one at a time: {why}"]

@@ -139,7 +139,7 @@ def _canary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, samples: int) -> tu
     binary = tmp_path / "canary"
     binary.write_text(CANARY.format(samples=samples), encoding="ascii")
     binary.chmod(0o755)
-    monkeypatch.setattr(host_speed, "build", lambda cache: binary)
+    monkeypatch.setattr(host_speed, "build", lambda cache, static=False: binary)
     canary = HostSpeed(tmp_path, tmp_path / "host-speed.txt", period_ms=20, cpus=[0, 1])
     with canary:
         start = time.monotonic()

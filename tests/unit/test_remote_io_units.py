@@ -78,7 +78,9 @@ def test_a_host_whose_c_library_cannot_run_the_canary_fails_the_cell_with_the_lo
 
 
 def test_the_hosts_canary_figure_is_cut_by_the_window_on_the_hosts_clock(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("perflab.run.observers.host_speed.build", lambda cache: tmp_path / "perflab-canary-0123")
+    monkeypatch.setattr(
+        "perflab.run.observers.host_speed.build", lambda cache, static=False: tmp_path / "perflab-canary-0123"
+    )
     start, end = 10.0, 12.0  # this machine's CLOCK_MONOTONIC
     stamps = [host_time(ALIGNED, start - 1 + i * 0.2) for i in range(25)]  # a second before to a second after
     text = "".join(f"{t:.6f} {900000 + (i % 2) * 100000} {i % 2} 1000000\n" for i, t in enumerate(stamps))
@@ -94,7 +96,9 @@ def test_the_hosts_canary_figure_is_cut_by_the_window_on_the_hosts_clock(tmp_pat
 
 
 def test_the_canary_runs_there_stamped_on_the_hosts_wall_clock(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("perflab.run.observers.host_speed.build", lambda cache: tmp_path / "perflab-canary-0123")
+    monkeypatch.setattr(
+        "perflab.run.observers.host_speed.build", lambda cache, static=False: tmp_path / "perflab-canary-0123"
+    )
     started: list[list[str]] = []
     monkeypatch.setattr(remote_io, "Tracked", lambda rd, argv: started.append(argv) or SimpleNamespace())
     link = Link({"perflab-canary": (2, "", "usage: perflab-canary")})
@@ -245,6 +249,23 @@ def test_a_canary_the_hosts_loader_refuses_fails_with_its_words(tmp_path: Path) 
     assert (there / binary.name).is_file()  # copied into the run directory first
 
 
+def test_the_canary_for_a_host_is_static_so_any_c_library_runs_it(tmp_path: Path) -> None:
+    """No loader (PT_INTERP) and no needed libraries: a host whose C library is older than this machine's
+    runs it (docs/hosts.md); the local canary stays dynamic, as before."""
+    import subprocess
+
+    from perflab import elf
+    from perflab.run.observers import host_speed
+
+    static = host_speed.build(tmp_path, static=True)
+    headers = subprocess.run(["readelf", "-lW", str(static)], capture_output=True, text=True, check=True).stdout
+    assert "INTERP" not in headers and elf.needed(static) == set()
+    done = subprocess.run([str(static)], capture_output=True, text=True, env={}, check=False)
+    assert done.returncode == 2 and "usage:" in done.stderr + done.stdout  # it runs, with an empty environment
+    dynamic = host_speed.build(tmp_path)
+    assert "libc.so.6" in elf.needed(dynamic) and dynamic != static
+
+
 def test_a_server_here_with_perf_and_the_canary_runs_one_canary(tmp_path: Path) -> None:
     """The canary of a server here with its client on a host is remote_io's (of_window): the server's
     profilers (run/remote_client.local_profilers) leave it out, so that only one runs."""
@@ -253,7 +274,6 @@ def test_a_server_here_with_perf_and_the_canary_runs_one_canary(tmp_path: Path) 
     from perflab.run.remote_client import local_profilers
 
     observe = spec.parse(PGBENCH.replace('server_host = "db"\n', "") + "[observe]\nperf = true\nhost_speed = true\n")
-    runner = SimpleNamespace(exp=SimpleNamespace(file=observe.file), kind=SimpleNamespace(profiles_tree=True))
-    profilers = local_profilers(runner, SimpleNamespace(pid=os.getpid(), rundir=tmp_path))
+    profilers = local_profilers(SimpleNamespace(pid=os.getpid(), rundir=tmp_path), observe.file.observe, True)
     assert profilers.observe.perf is not None and not profilers.observe.host_speed
     assert observe.file.observe.host_speed  # the file's own setting is left as it was

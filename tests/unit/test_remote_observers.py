@@ -170,7 +170,8 @@ def test_the_preflight_names_the_observers_packages(monkeypatch: pytest.MonkeyPa
     assert observer_packages(SimpleNamespace(observe=ObserveSection())) == {}
     asked = {}
     monkeypatch.setattr(
-        "perflab.hosts.preflight._problems_of", lambda spec, name, tools, dirs=(): asked.update({name: tools}) or []
+        "perflab.hosts.preflight._problems_of",
+        lambda spec, name, tools, dirs=(), preloads=(): asked.update({name: tools}) or [],
     )
     spec = SimpleNamespace(
         experiment=SimpleNamespace(client_host="load", server_host="db"), observe=observe, variants={}

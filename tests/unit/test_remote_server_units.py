@@ -107,3 +107,66 @@ def test_status_of_a_server_on_a_host_is_read_from_here_over_tcp(tmp_path: Path)
     assert "host=10.77.1.2\nport=23456\nuser=perflab\npassword=0123abcd\n" in text and "protocol=tcp" in text
     assert stat.S_IMODE((tmp_path / "status.cnf").stat().st_mode) == 0o600 and not any("0123abcd" in a for a in argv)
     assert "WHERE ENABLED" in sampler.query  # MariaDB 10.5+: the host's version, not this machine's
+
+
+class _Link:
+    """A Connection answering `run` from (argv fragment -> (status, stdout)), recording `put`."""
+
+    target = "root@db1"
+
+    def __init__(self, answers: dict[str, tuple[int, str]]) -> None:
+        self.answers, self.ran, self.put_files = answers, [], []
+
+    def run(self, argv: list[str], timeout: float = 60, stdin: str | None = None) -> SimpleNamespace:
+        self.ran.append(argv)
+        status, out = next((v for k, v in self.answers.items() if k in " ".join(argv)), (0, ""))
+        return SimpleNamespace(status=status, stdout=out, stderr="")
+
+    def put(self, local: Path, remote: str) -> None:
+        self.put_files.append(remote)
+
+
+def _place(link: _Link) -> remote_server.ServerHost:
+    hosts = SimpleNamespace(link=lambda name: link, rundir=lambda name: SimpleNamespace(path="/dev/shm/h", link=link))
+    return remote_server.ServerHost(hosts, "db", "10.0.0.2", "pw", {"mariadbd": "/usr/sbin/mariadbd"}, "10.11")
+
+
+def test_a_preload_on_a_server_host_is_the_hosts_own_library_found_once() -> None:
+    from perflab.errors import ToolMissingError
+
+    real = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4.5.9"
+    link = _Link({"dpkg-query -S": (0, "libtcmalloc-minimal4:amd64: x\n"), "dpkg-query -W": (0, "2.10-2"),
+                  "libtcmalloc_minimal.so.4": (0, real + "\n")})  # fmt: skip
+    place = _place(link)
+    assert place.preload("tcmalloc") == real and place.preload("tcmalloc") == real and place.preload("glibc") is None
+    assert sum("readlink" in " ".join(argv) for argv in link.ran) == 1  # looked for once per run
+    assert place.package_of(real) == "libtcmalloc-minimal4 2.10-2"
+    missing = _place(_Link({"libjemalloc": (1, "")}))
+    with pytest.raises(ToolMissingError) as exc:
+        missing.preload("jemalloc")
+    assert "host db has no jemalloc library" in exc.value.message and "apt-get install libjemalloc2" in exc.value.hint
+
+
+def test_a_preload_given_by_its_path_is_copied_to_the_host(tmp_path: Path) -> None:
+    library = tmp_path / "libmine.so"
+    library.write_bytes(b"\x7fELF")
+    link = _Link({"readlink -f /dev/shm/h/preload-0-libmine.so": (0, "/dev/shm/h/preload-0-libmine.so\n")})
+    assert _place(link).preload(str(library)) == "/dev/shm/h/preload-0-libmine.so"
+    assert link.put_files == ["/dev/shm/h/preload-0-libmine.so"]
+
+
+def test_a_preload_not_mapped_on_the_host_fails_the_cell() -> None:
+    from perflab.errors import AllocatorNotMappedError
+
+    place = _place(_Link({}))
+    cell = SimpleNamespace(preload="jemalloc")
+    server = SimpleNamespace(preload="/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", pid=4711,
+                             mapped=lambda: {"/usr/lib/x86_64-linux-gnu/libc.so.6"})  # fmt: skip
+    with pytest.raises(AllocatorNotMappedError, match="not mapped into the server on host db"):
+        remote_server._allocator(server, place, cell)
+    server.mapped = lambda: {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"}
+    place._packages[server.preload] = "libjemalloc2 5.3.0-1"
+    assert remote_server._allocator(server, place, cell) == {
+        "allocator_library": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+        "allocator_version": "libjemalloc2 5.3.0-1",
+    }

@@ -59,8 +59,18 @@ class HostSpeedError(PerflabError):
     """The canary could not be built or did not report."""
 
 
-def build(cache: Path) -> Path:
+def build(cache: Path, static: bool = False) -> Path:
+    """The canary, built here; `static`: linked statically (libc.a), for another host, whose C library
+    may be older than this machine's (run/observers/remote_io.py). Without libc.a, the dynamic build."""
     flags = ["-O2", "-Wall", "-pthread"]
+    if static:
+        try:
+            return cbuild.compiled(
+                SOURCE, cache, "perflab-canary-static", "", [*flags, "-static"], "the static host-speed canary",
+                error=HostSpeedError,
+            )  # fmt: skip
+        except HostSpeedError:
+            pass  # no static C library here (libc6-dev ships it): a host must run the dynamic one
     return cbuild.compiled(SOURCE, cache, "perflab-canary", "", flags, "the host-speed canary", error=HostSpeedError)
 
 
@@ -145,8 +155,10 @@ def window_fields(samples: list[Sample], start: float, end: float) -> dict[str, 
 class HostSpeed:
     """The canary as a child process for one cell, its samples in `log`."""
 
-    def __init__(self, cache: Path, log: Path, period_ms: int = PERIOD_MS, cpus: list[int] | None = None) -> None:
-        self.binary = build(cache)
+    def __init__(
+        self, cache: Path, log: Path, period_ms: int = PERIOD_MS, cpus: list[int] | None = None, static: bool = False
+    ) -> None:
+        self.binary = build(cache, static)
         self.log = log
         self.period_ms = period_ms
         self.cpus = sorted(os.sched_getaffinity(0)) if cpus is None else cpus  # where the server and client run

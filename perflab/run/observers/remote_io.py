@@ -1,14 +1,16 @@
 """`[observe] host_speed` and `[observe] io` of a server on a server host (`[experiment] server_host`,
 docs/hosts.md): each runs where the server runs.
 
-host_speed: the canary (host_speed.c) is built here, as for a local server, copied into the host's run
+host_speed: the canary (host_speed.c) is built here, statically (libc.a: any host's C library runs it;
+without libc.a here, as for a local server), copied into the host's run
 directory once per run (SFTP, as [observe] alloc's counter: alloc/remote.py) and run there through
 the run directory's wrapper over the cell's workload, one thread pinned to each CPU the server may run
 on there, its lines stamped with the host's wall clock (`-r`) into a file in the cell's directory
 there. That file is fetched at the end and parsed as a local canary's; the window's bounds are put on
 the host's clock with the window's clock readings (hosts/clock.WindowClock), so the figure is the
-host's vCPUs' over the same window. Once per run the copy is run without arguments: a host whose C
-library cannot run a binary built here fails each cell with the loader's words (HostSpeedError).
+host's vCPUs' over the same window. Once per run the copy is run without arguments: a host that
+cannot run it (a dynamic build and an older C library) fails each cell with the loader's words
+(HostSpeedError).
 
 io: the server's own counters (Kind.io_counters: SHOW GLOBAL STATUS, pg_stat_*) read once a second
 by the host's client over the SSH link (the server's `sql`), and its fsync and fdatasync calls counted
@@ -80,7 +82,7 @@ def runs_there(rundir: RunDir, binary: Path) -> str:
         glibc = rundir.link.run(["getconf", "GNU_LIBC_VERSION"]).stdout.strip() or "an unknown C library"
         raise HostSpeedError(
             f"host {rundir.link.name}: the host-speed canary built here does not run there {why}",
-            f"the host has {glibc}: build perflab's machine no newer than the host's C library, "
+            f"the host has {glibc}: install libc6-dev here (its libc.a makes the canary static), "
             "or set host_speed = false under [observe] (docs/hosts.md)",
         )
     return there
@@ -94,7 +96,7 @@ class RemoteHostSpeed(HostSpeed):
     def __init__(
         self, rundir: RunDir, remote_log: str, cache: Path, log: Path, cpus: list[int], clock: WindowClock
     ) -> None:
-        super().__init__(cache, log, cpus=cpus)
+        super().__init__(cache, log, cpus=cpus, static=True)  # any host's C library runs it
         self.rundir, self.remote_log, self.clock = rundir, remote_log, clock
         self.there = runs_there(rundir, self.binary)
 

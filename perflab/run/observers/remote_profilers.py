@@ -278,49 +278,77 @@ class RemoteStackSampler:
 
 
 class RemoteProfilers(Profilers):
-    """Profilers for a server on its host: perf and pmp (eu-stack) run there, of the server target."""
+    """Profilers for a process on its host: perf and pmp (eu-stack) run there, of one target: the
+    server's (here), or the workload's client's (remote_client_profilers.ClientHostProfilers). `clock`:
+    the host's clock read over the window (the server's RSS sampler's), else one of its own, read when
+    the workload starts and when the profilers stop."""
+
+    target = "server"
 
     def __init__(
         self,
         observe: ObserveSection,
-        pid: int,
+        pid: int | None,
         workdir: Path,
         rundir: RunDir,
         remote_dir: str,
-        clock: WindowClock,
+        clock: WindowClock | None,
         tree: bool = False,
     ) -> None:
-        super().__init__(observe, pid, workdir, tree=tree)  # tree: the server's process tree (PostgreSQL)
-        self.rundir, self.remote_dir, self.clock = rundir, remote_dir, clock
-        self.exe = rundir.link.run(["readlink", f"/proc/{pid}/exe"]).stdout.strip()
-        self.binaries = {"server": f"{rundir.link.name}:{self.exe}"}  # on the host
+        super().__init__(observe, pid or 0, workdir, tree=tree)  # tree: the server's process tree (PostgreSQL)
+        self.rundir, self.remote_dir = rundir, remote_dir
+        self.own_clock = clock is None
+        self.clock = clock if clock is not None else WindowClock(rundir.link)
+        self.pids, self.binaries, self.exe = {}, {}, None
         self.starts = HostStarts(rundir.link, self.workdir.parent / "host-binaries")  # once per run
+        if pid is not None:
+            self._target_is(pid)
+
+    def _target_is(self, pid: int) -> None:
+        """The target's pid on the host, and its program there (`binary`: HOST:PATH)."""
+        self.pids[self.target] = pid
+        self.exe = self.rundir.link.run(["readlink", f"/proc/{pid}/exe"]).stdout.strip() or None
+        self.binaries[self.target] = f"{self.rundir.link.name}:{self.exe}" if self.exe else None
 
     def __enter__(self) -> Self:
         perf = self.observe.perf
-        if perf is not None:
+        if perf is not None:  # system-wide, not recording; folded by the target's pid at the end
             recorder = RemotePerf(
-                self.rundir, self.remote_dir, self.pids["server"], self.clock,
+                self.rundir, self.remote_dir, self.pids.get(self.target, 0), self.clock,
                 frequency=perf.frequency, call_graph=perf.call_graph, starts=self.starts,
             )  # fmt: skip
             self.perf = self._stack.enter_context(recorder)  # type: ignore[assignment]
         return self
 
+    def workload_starting(self) -> None:
+        if self.own_clock:
+            self.clock.begin()  # before the first sample (perf's warm-up); again when the profilers stop
+        super().workload_starting()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.own_clock:
+                with contextlib.suppress(HostLostError):
+                    self.clock.finish()  # at the window's end, before perf's stop takes its seconds
+        finally:
+            super().__exit__(*exc)
+
     def store(self, results: Any, cell_id: int, spans: Spans) -> list[dict[str, Any]]:
         """Profilers.store; the stack quality inspects the host's binary as a file here (HostStarts)."""
-        self.inspect = {"server": self.starts.local(self.exe) if self.exe else None}
+        self.inspect = {self.target: self.starts.local(self.exe) if self.exe else None}
         return super().store(results, cell_id, spans)
 
     def _begin(self, warmup: bool) -> None:
         try:
-            perf, pmp = self.observe.perf, self.observe.pmp
+            perf, pmp, target = self.observe.perf, self.observe.pmp, self.target
             if self.perf is not None and perf is not None and not self.perf.enabled and (perf.warmup or not warmup):
                 self.perf.resume()
-            if pmp is not None and "server" not in self.pmp and (pmp.warmup or not warmup):
+            if pmp is not None and target in self.pids and target not in self.pmp and (pmp.warmup or not warmup):
+                tree = self.tree and target == "server"
                 sampler = RemoteStackSampler(
-                    self.rundir, self.pids["server"], self.clock, pmp.interval, self.starts, tree=self.tree
+                    self.rundir, self.pids[target], self.clock, pmp.interval, self.starts, tree=tree
                 )
-                self.pmp["server"] = self._stack.enter_context(sampler)  # type: ignore[assignment]
+                self.pmp[target] = self._stack.enter_context(sampler)  # type: ignore[assignment]
         except BaseException:
             self._stack.close()
             raise
@@ -343,16 +371,19 @@ class NoProfilers:
     def workload_starting(self) -> None:
         pass
 
-    def workload_started(self) -> None:
+    def workload_started(self, client_pid: int | None = None) -> None:
         pass
 
     def window_started(self) -> None:
         pass
 
 
-def of_cell(runner: Any, cell: Any, server: Any, clock: WindowClock) -> RemoteProfilers | NoProfilers:
-    """The profilers of a cell whose server runs on the run's server host (runner.server_host)."""
-    observe = runner.exp.file.observe
+def of_cell(
+    runner: Any, cell: Any, server: Any, clock: WindowClock | None, observe: ObserveSection | None = None
+) -> RemoteProfilers | NoProfilers:
+    """The profilers of a cell whose server runs on the run's server host (runner.server_host);
+    `observe`: [observe] of the server alone (with a client host: remote_client_profilers.of_target)."""
+    observe = observe if observe is not None else runner.exp.file.observe
     if observe.perf is None and observe.pmp is None:
         return NoProfilers()
     rundir = runner.server_host.rundir
@@ -365,7 +396,9 @@ def store(
     intervals: list[dict[str, Any]], summary: Any,
 ) -> None:  # fmt: skip
     """The cell's profiles stored per phase as a local cell's (run/cell.py), then their files on the host
-    removed (a server here with its client on a host: its local Profilers, stored alike). `window`: (client started, its threads started, the window's end, the warm-up's seconds)."""
+    removed (a server here with its client on a host: its local Profilers, stored alike; a client on
+    its host: remote_client_profilers.Paired). `window`: (client started, its threads started, the
+    window's end, the warm-up's seconds)."""
     if isinstance(profilers, NoProfilers):
         return
     started, origin, end, warmup = window
@@ -374,5 +407,5 @@ def store(
         spans = Spans.of_cell(started, origin, end, warmup, stalls, intervals, summary.transactions)
         profilers.store(runner.results, cell.order, spans)
     finally:
-        if isinstance(profilers, RemoteProfilers):
+        if hasattr(profilers, "remove"):  # the files on a host: RemoteProfilers', Paired's
             profilers.remove()

@@ -45,7 +45,7 @@ class Workload:
     interleaved_refusal: str | None = None
     remote_client = False  # True: it can run on another host ([experiment] client_host, docs/hosts.md)
     # True: with its client on a host and the server here, perf, pmp and status of the server run here
-    # (run/remote_client.py); False: refused with client_host (pgbench there: not wired yet)
+    # (run/remote_client.py; pgbench's: servers/postgresql/client_host.py); False: refused with client_host
     remote_client_observers = False
     # its client on such a host -> the Debian package to install there, and where it may be off the PATH
     client_packages: ClassVar[dict[str, str]] = {}

@@ -72,6 +72,7 @@ class RemoteMariaDB(OnHost, Mysqld):
         local: Path,
         env: dict[str, str] | None = None,
         alloc: Any = None,
+        preload: str | None = None,
     ) -> None:
         self.place, self.link = place, place.link
         self.rundir = local  # this machine's cell directory: the option file, the error log fetched back
@@ -85,7 +86,8 @@ class RemoteMariaDB(OnHost, Mysqld):
         self.tmpdir = local / "tmp"
         self.options = {**defaults(False, options), **options}
         self.env = dict(env or {})
-        self.preload = self.tracer = self.cpus = self.build = None
+        self.tracer = self.cpus = self.build = None
+        self.preload = preload  # a variant's allocator there (ServerHost.preload): in LD_PRELOAD, after the counter
         # [observe] alloc (run/observers/alloc/remote.py): its counter, copied there, first in LD_PRELOAD
         self.alloc = alloc
         if alloc is not None:
@@ -119,7 +121,8 @@ class RemoteMariaDB(OnHost, Mysqld):
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.write_option_file()
-        preload = {"LD_PRELOAD": self.tracer} if self.tracer is not None else {}
+        libraries = [lib for lib in (self.tracer, self.preload) if lib is not None]  # the counter first, as here
+        preload = {"LD_PRELOAD": ":".join(libraries)} if libraries else {}
         env = [f"{k}={v}" for k, v in {**self.env, **preload}.items()]
         argv = self.launched([str(self.program), f"--defaults-file={self.remote_dir}/my.cnf"])
         self.child = Tracked(self.place.rundir, ["env", *env, *argv])

@@ -9,7 +9,10 @@ this machine (cell.py), it runs past the window; perflab marks the window's end 
 (SIGALRM to pgbench alone). Its log is then fetched back into the cell's directory here, and the
 window's figures are cut from it at perflab's marks, put on the host's clock: the host's clock is
 read before pgbench starts and after it ends (hosts/clock.WindowClock), and a cell whose clock cannot
-be aligned within 50 ms fails (its figures could not be cut).
+be aligned within 50 ms fails (its figures could not be cut). With [observe] perf and pmp, the
+server's profiles (the postmaster's tree) are made over pgbench's phases: here as a local pgbench
+cell's (run/observers/profilers.py), or on the server host (run/observers/remote_profilers.py,
+reading that host's clock themselves).
 
 Recorded in `client`, as a remote sysbench's: the host, the server's address, the host's interface
 toward it, its bytes per transaction, the round trip; pgbench's CPU there over the window (its
@@ -32,12 +35,12 @@ from typing import Any
 from perflab.errors import HostLostError, ServerCrashedError
 from perflab.hosts.clock import Alignment, WindowClock
 from perflab.run import accounting, client, remote_server, workloads
-from perflab.run.observers import remote_io
+from perflab.run.observers import remote_io, remote_profilers
 from perflab.run.observers.alloc.remote import Spanning
 from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.profilers import alloc_fields
 from perflab.run.observers.resources import StealSampler
-from perflab.run.remote_client import RemoteChild, RemoteClient, cpu_fields
+from perflab.run.remote_client import RemoteChild, RemoteClient, cpu_fields, local_profilers
 from perflab.run.workloads import pgbench
 from perflab.spec import Cell
 
@@ -82,9 +85,10 @@ class _Window:
     """The window's readings with pgbench on its host (times: this machine's monotonic, and epoch marks)."""
 
     started: float
+    origin: float  # the window's start (this machine's CLOCK_MONOTONIC, as `started`)
+    ended: float  # its end mark
     launched: float  # time.time() at pgbench's launch
     marks: tuple[float, float]  # the window's (start, end), time.time()
-    bounds: tuple[float, float]  # the same, time.monotonic()
     code: int
     start: accounting.WindowStart
     end: accounting.WindowEnd
@@ -111,13 +115,14 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None
     argv, script = host_argv(runner, cell, login, remote)
     out = logs / wl.output_name
     clock = WindowClock(remote.rundir.link)
+    profilers = _profilers(runner, cell, server)  # the server's perf and pmp: here, or on its host
     # [observe] host_speed, io where the server runs; a server host's clock read when they start and stop
     observers = remote_io.of_window(runner, server, None)
     armed = tracer.armed(server.pid, server.rundir) if tracer is not None else contextlib.nullcontext()
     try:
-        with observers, StealSampler() as steal, armed:
+        with observers, StealSampler() as steal, profilers, armed:
             clock.begin()  # before pgbench starts, and again once it has ended: its log's times lie between
-            w = _run(runner, cell, server, argv, out, tracer)
+            w = _run(runner, cell, server, argv, out, profilers, tracer)
             alignment = clock.require()  # ClockAlignmentError: the window cannot be cut from the host's log
         if not server.alive():
             raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
@@ -127,9 +132,11 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None
             remote.rundir.link.run(["rm", "-rf", "--one-file-system", cell_dir(remote, cell)])
     launched, window = on_host_clock(alignment, w.launched, w.marks)
     summary, intervals = wl.window_output(spec, out, w.code, warmup, server, launched, window)
+    # the profiles' phases on this machine's clock: from pgbench's launch, its window from the start mark
+    window = (w.started, w.started, w.ended, w.origin - w.started)
+    remote_profilers.store(runner, cell, profilers, window, intervals, summary)
     resources = remote_server.window_resources(runner, w.start, w.end, None, summary.transactions, w.rss)
     fields = remote.fields(*w.net, summary.transactions) | {"script": script} | cpu_fields(*w.cpu, summary.transactions)
-    window = (w.started, w.started, w.bounds[1], w.bounds[0] - w.started)  # as run/remote_window.py's
     measured = {
         "steal": lambda a, b: steal.cores(w.started + a, w.started + b),
         "summary": summary.to_dict(),
@@ -138,9 +145,19 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None
         "client": fields | {"clock": clock.record()},
         **observers.fields(runner, window, intervals, summary),  # host_speed; io (popped by the cell)
     }
+    if isinstance(profilers, remote_profilers.RemoteProfilers):  # the server host's clock, read by its profilers
+        measured["host_clock"] = profilers.clock.record()
     if tracer is not None:  # a server here: summed over the postmaster and every process it forked
         alloc_fields(runner.results, cell.order, tracer, server.pid, measured)
     return intervals, w.rss.samples, measured
+
+
+def _profilers(runner: Any, cell: Cell, server: Any) -> Any:
+    """[observe] perf and pmp of the postmaster's tree: on the server host (its clock read by them when
+    pgbench starts and when they stop), or here as a local pgbench cell's."""
+    if runner.server_host is not None:
+        return remote_profilers.of_cell(runner, cell, server, None)
+    return local_profilers(server, runner.exp.file.observe, runner.kind.profiles_tree)
 
 
 def on_host_clock(
@@ -160,9 +177,12 @@ def _reads(runner: Any, server: Any) -> tuple[Any, Any]:
     return tree_counters, TreeSampler(server.pid)
 
 
-def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path, tracer: Any = None) -> _Window:
+def _run(
+    runner: Any, cell: Cell, server: Any, argv: list[str], out: Path, profilers: Any, tracer: Any = None
+) -> _Window:
     """pgbench on its host from its launch to its end: the window's marks, the server's counters and
-    the host's interface and pgbench's CPU at both, perflab's own CPU on each host over it."""
+    the host's interface and pgbench's CPU at both, perflab's own CPU on each host over it; the
+    server's profilers over their phases."""
     from perflab.servers.postgresql.cell import _verified
 
     remote: RemoteClient = runner.remote
@@ -171,13 +191,16 @@ def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path, trace
     read, sampler = _reads(runner, server)
     if tracer is not None:  # a server here: alloc's counts over the sampler's span, as on a server host
         sampler = Spanning(sampler, tracer, server.pid, server.rundir)
+    profilers.workload_starting()
     started, launched = time.monotonic(), time.time()
     with RemoteChild(remote.rundir, argv, out, "pgbench") as child:
+        profilers.workload_started()  # the server's warm-up samplers (pmp: every backend as it connects)
         if warmup:
             client.sleep_until(started + warmup, child)
         start, begun, origin = accounting.WindowStart.take(server.pid, None, read), time.time(), time.monotonic()
         net_before, cpu_before = remote.net_bytes(), child.cpu_s()
         with sampler as rss:
+            profilers.window_started()
             overheads = Overheads.of_cell(runner, server.pid, child.pid).begin()  # perflab's own CPU on each host
             local = runner.server_host is None  # its backends' allocator checked here, its PSS read
             backends = _verified(server, cell, child, pgbench.DATABASE) if local else None
@@ -185,7 +208,7 @@ def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path, trace
             if local:
                 rss.sample()  # the backends' PSS at the end mark
             end = accounting.WindowEnd.take(start, server.pid, read)  # the backends still live
-            marks, bounds = (begun, time.time()), (origin, time.monotonic())
+            marks, ended = (begun, time.time()), time.monotonic()
             cpu_after, net_after = child.cpu_s(), remote.net_bytes()
             perflab_cpu = overheads.finish()
             child.signal_client("ALRM")  # as -T would: each client finishes its transaction, the logs flushed
@@ -194,7 +217,7 @@ def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path, trace
     if child.lost:
         raise HostLostError(child.lost, "the host's cells fail; `perflab doctor --clean` once it is back")
     net, cpu = (net_before, net_after), (cpu_before, cpu_after)
-    return _Window(started, launched, marks, bounds, code, start, end, rss, net, cpu, perflab_cpu, backends)
+    return _Window(started, origin, ended, launched, marks, code, start, end, rss, net, cpu, perflab_cpu, backends)
 
 
 # $0: the cell's directory on the host: its per-transaction logs, one a line
