@@ -20,11 +20,19 @@ What, in four parts:
             ((3 cells - 1 cell) / 2: restore, start, warm-up, window, stop, logs fetched back),
             remote minus local, in seconds
 
+  long      (--long, alone: <= 10 minutes) perflab's own CPU on the host over two longer runs of
+            8 cells (15 s windows), one with the server in the namespace (server_host, the client
+            here), one with the client there (client_host): the run's meta hosts.load.perflab_cpu
+            (its ssh session less the measured server or client, over the whole run), and per cell
+            over its window (resources.perflab_host_cpu) and over the whole cell
+            (resources.perflab_host_cpu_cell: restore, start, warm-up, window, stop, logs)
+
 Goals: a cell's remote control < 0.1 s; |clock offset| < 1 ms with error_s bounding it;
 perflab's CPU < 1% of a core on each host.
 Run (root, idle machine, under the measurement lock):
      flock /work/measure.lock python3 bench/remote_cost.py           # ~20 minutes
      flock /work/measure.lock python3 bench/remote_cost.py --quick   # smoke test: ~4 minutes
+     flock /work/measure.lock python3 bench/remote_cost.py --long    # perflab's CPU over a run: ~7 minutes
 Exit status: 0 when it measured, 1 on a real error.
 """
 
@@ -261,17 +269,77 @@ def report(cfg: dict[str, Any], found: dict[str, Any], quick: bool) -> None:
     C.final_json({"bench": "remote_cost", "quick": quick, "settings": cfg, **found})
 
 
+def long_run(lab: SshLab, cfg: dict[str, Any], tmp: Path, key: str) -> dict[str, Any]:
+    """One run of `cfg["long_cells"]` cells with the server (key "server") or the client ("client") on the
+    host: perflab's own CPU there over the run, over each cell and over each window."""
+    (tmp / "long").mkdir(exist_ok=True)
+    text = EXPERIMENT.format(client=f'{key}_host = "load"', ssh=lab.hosts["load"].ssh, repeats=cfg["long_cells"], **cfg)
+    toml = tmp / "long" / f"{key}.toml"
+    toml.write_text(text, encoding="utf-8")
+    results = tmp / "long" / key
+    started = time.monotonic()
+    C.cli("run", str(toml), "-o", str(results))
+    wall = time.monotonic() - started
+    exported = json.loads(C.cli("export", str(results)))
+    cells = exported["cells"]
+    if any(c["status"] != "ok" for c in cells):
+        raise C.BenchError(f"long run ({key}): {[c['error'] for c in cells]}")
+    run = exported["hosts"]["hosts"]["load"]["perflab_cpu"]
+    window = [c["resources"]["perflab_host_cpu"]["load"] for c in cells]
+    whole = [c["resources"]["perflab_host_cpu_cell"]["load"] for c in cells]
+    outside = [c["cpu_s"] - w["cpu_s"] for c, w in zip(whole, window, strict=True)]
+    return {
+        "where": key,
+        "cells": len(cells),
+        "wall_s": round(wall, 1),
+        "run": run,  # meta hosts.load.perflab_cpu
+        "window_cores_mean": C.rnd(C.mean([w["cores"] for w in window]), 5),
+        "window_cores_max": C.rnd(max(w["cores"] for w in window), 5),
+        "window_cpu_s_mean": C.rnd(C.mean([w["cpu_s"] for w in window]), 3),
+        "cell_cpu_s_mean": C.rnd(C.mean([c["cpu_s"] for c in whole]), 3),
+        "cell_wall_s_mean": C.rnd(C.mean([c["wall_s"] for c in whole]), 2),
+        "cell_cores_mean": C.rnd(C.mean([c["cores"] for c in whole]), 5),
+        "outside_window_cpu_s_mean": C.rnd(C.mean(outside), 3),
+        "measured_cpu_s": run["measured_cpu_s"],
+        "qps_mean": C.rnd(C.mean([c["summary"]["qps"] for c in cells]), 1),
+        "other_cpu_cores": C.other_cpu_cores(cells),
+    }
+
+
+def long_report(found: list[dict[str, Any]], quick: bool) -> None:
+    rows = []
+    for r in found:
+        run = r["run"]
+        rows.append([
+            f"{r['where']} on the host ({r['cells']} cells, {r['wall_s']:.0f} s)",
+            f"{run['cpu_s']} s = {C.pct(run['cores'])} ({run['measured_cpu_s']} s measured)",
+            f"{r['cell_cpu_s_mean']} s = {C.pct(r['cell_cores_mean'])}",
+            f"{r['window_cpu_s_mean']} s = {C.pct(r['window_cores_mean'])} (max {C.pct(r['window_cores_max'])})",
+            f"{r['outside_window_cpu_s_mean']} s",
+            f"{r['other_cpu_cores']['mean']} / {r['other_cpu_cores']['max']}",
+        ])  # fmt: skip
+    headers = ["run", "over the run", "per cell", "per window", "outside the window", "other_cpu_cores"]
+    C.say(C.table(headers, rows))
+    if quick:
+        C.say("(quick mode: short windows, few cells; a smoke test, not the figures to quote)")
+    C.final_json({"bench": "remote_cost", "part": "long", "quick": quick, "long": found})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke test: few samples, 3 s windows")
+    parser.add_argument("--long", action="store_true", help="only perflab's own CPU on the host over longer runs")
     args = parser.parse_args()
-    cfg = settings(args.quick)
+    cfg = settings(args.quick) | {"long_cells": 2 if args.quick else 8}
     if os.geteuid() != 0:
         raise SystemExit("error: root is needed (network namespaces, sshd)")
 
     def run() -> None:
         with tempfile.TemporaryDirectory(prefix="plbench-remote-") as tmp, ssh_hosts(Path(tmp), ["load"]) as lab:
             os.environ[CONFIG_ENV] = str(lab.config)  # this process and the perflab runs it starts
+            if args.long:
+                long_report([long_run(lab, cfg, Path(tmp), key) for key in ("server", "client")], args.quick)
+                return
             found = {"control": control(lab, Path(tmp), cfg["n"]), "clock": clock_error(lab, Path(tmp), cfg["n"])}
             rows = qps(lab, cfg, Path(tmp))
             found["qps"], found["runs"] = summary(rows), rows

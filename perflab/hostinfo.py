@@ -85,8 +85,18 @@ class LocalProbe:
         return done.stdout if done.returncode == 0 else None
 
 
-# what a result depends on beyond the kernel and the CPU (dpkg-query names; absent ones are left out)
-FINGERPRINT_PACKAGES = ["libc6", "sysbench", "mariadb-server", "mariadb-client", "postgresql-15", "linux-perf"]
+# what a result depends on beyond the kernel and the CPU (dpkg-query names; absent ones are left out):
+# the servers' packages and the workloads' clients' (sysbench; pgbench: postgresql-client-15, which a
+# client host may have without the server), so a client host's client version is in its fingerprint
+FINGERPRINT_PACKAGES = [
+    "libc6",
+    "sysbench",
+    "mariadb-server",
+    "mariadb-client",
+    "postgresql-15",
+    "postgresql-client-15",
+    "linux-perf",
+]
 _VULNERABILITIES = "/sys/devices/system/cpu/vulnerabilities"
 
 

@@ -107,7 +107,9 @@ class WindowClock:
         self.refused: str | None = None
 
     def begin(self) -> None:
-        self.start = measure(self.link)
+        """The start reading (once: the RSS sampler and the window may both ask for it)."""
+        if self.start is None:
+            self.start = measure(self.link)
 
     def finish(self) -> Alignment | None:
         """The end reading (once) and the alignment, or None with `refused` set."""

@@ -35,6 +35,11 @@ TAG = "PERFLAB_RUN"
 # $0 = the run directory; "$@" = the argv. setsid --wait: a new session (its pid is the group's),
 # the exit status passed on. The first stdout line is the pid, for the caller.
 _WRAPPER = 'echo $$; echo $$ >> "$0/pids"; export PERFLAB_RUN="$0"; exec "$@"'
+# bash, $0 = the run directory; "$@" = setsid's argv. A measured process (a server, a client) has one more
+# bash above its setsid, outside its session (a group's SIGKILL leaves it): once the session has ended,
+# bash's `times` (its children's CPU: setsid's and the measured tree's, each reaped by the one above)
+# goes into a file of its own, so that perflab's own CPU over the run leaves it out (hosts/own_cpu.py)
+_MEASURED = 'setsid --wait "$@"; s=$?; times 2>/dev/null > "$0/measured-$$-$EPOCHREALTIME"; exit $s'
 # $1 = the run directory; $2 = the signal. Each recorded group whose leader still carries this run's tag
 # (a recycled pid belongs to someone else and is never touched), then any process still tagged.
 _STOP = r"""
@@ -64,11 +69,13 @@ true
 # $0 = the run directory, $1 = a mktemp template in the storage: made traversable (postgres reads its
 # datadir below it) and linked from the run directory as `storage`
 _ON_DISK = 'd=$(mktemp -d "$1") && chmod 711 "$d" && ln -s "$d" "$0/storage" && echo "$d"'
-# $0 = the run directory: its directory on disk first (a link named `storage` to a perflab-host-* one)
+# $0 = the run directory: its directory on disk first (a link named `storage` to a perflab-host-* one),
+# then itself, once more a moment later when a file was written into it meanwhile (a measured process's
+# bash writes its `times` there as its group dies)
 _REMOVE = (
     'if [ -L "$0/storage" ]; then s=$(readlink "$0/storage"); '
     'case "${s##*/}" in ' + PREFIX + '*) rm -rf --one-file-system "$s";; esac; fi; '
-    'rm -rf --one-file-system "$0"'
+    'rm -rf --one-file-system "$0" 2>/dev/null || { sleep 0.2; rm -rf --one-file-system "$0"; }'
 )
 
 
@@ -100,9 +107,11 @@ class RunDir:
         link.run(["sh", "-c", 'cat > "$0/owner"', rundir.path], stdin=owner)
         return rundir
 
-    def start(self, argv: list[str]) -> tuple[RemoteProcess, int]:
-        """Start argv in its own process group on the host; (its process, its pid = its group)."""
-        proc = self.link.start(["setsid", "--wait", "sh", "-c", _WRAPPER, self.path, *argv])
+    def start(self, argv: list[str], measured: bool = False) -> tuple[RemoteProcess, int]:
+        """Start argv in its own process group on the host; (its process, its pid = its group).
+        `measured`: a server or a client, whose CPU is not perflab's own (its `times` kept, _MEASURED)."""
+        wrapped = ["setsid", "--wait", "sh", "-c", _WRAPPER, self.path, *argv]
+        proc = self.link.start(["bash", "-c", _MEASURED, self.path, *wrapped] if measured else wrapped)
         first = proc.readline(timeout=30).strip()
         if not first.isdigit():
             done = proc.wait(timeout=10)
@@ -164,9 +173,9 @@ class Tracked:
     `pid`, `poll`, `wait`, `signal_group`, `kill`. Its exit is watched in a thread; setsid --wait
     passes on an exit code, and exits with the signal's number after "did not exit normally"."""
 
-    def __init__(self, rundir: RunDir, argv: list[str]) -> None:
+    def __init__(self, rundir: RunDir, argv: list[str], measured: bool = False) -> None:
         self.rundir = rundir
-        self.proc, self.pid = rundir.start(argv)
+        self.proc, self.pid = rundir.start(argv, measured)
         self.lost: str | None = None
         self._code: int | None = None
         self._done = threading.Event()

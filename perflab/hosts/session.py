@@ -16,7 +16,7 @@ from typing import Any, Self
 
 from perflab import hostinfo
 from perflab.errors import ClockAlignmentError, HostLostError, ToolMissingError
-from perflab.hosts import clock, rundir
+from perflab.hosts import clock, own_cpu, rundir
 from perflab.hosts.target import SshTarget
 from perflab.hosts.transport import Connection
 
@@ -47,18 +47,17 @@ class Host:
     clock_end: clock.ClockReading | None = None
     fingerprint: dict[str, Any] = field(default_factory=dict)
     lost: str | None = None  # why the host dropped off, once it has
+    cpu: own_cpu.RunCpu | None = None  # perflab's own CPU there over the run, from its opening
     storage: dict[str, Any] | None = None  # a server host's [experiment] storage, as run/storage.describe_on says
 
 
 def _open(name: str, target: SshTarget, workdir: Path) -> Host:
     link = Connection.open(name, target)
     try:
+        place = rundir.RunDir.create(link, workdir)
+        cpu = own_cpu.RunCpu(link, place.path)  # from here: the clock, the fingerprint, the run
         return Host(
-            name,
-            link,
-            rundir.RunDir.create(link, workdir),
-            clock.measure(link),
-            fingerprint=hostinfo.fingerprint(RemoteProbe(link)),
+            name, link, place, clock.measure(link), fingerprint=hostinfo.fingerprint(RemoteProbe(link)), cpu=cpu
         )
     except BaseException:
         link.close()
@@ -110,10 +109,13 @@ class Hosts:
                 )
 
     def measure_end(self) -> None:
-        """The clocks at the end of the run (a host that dropped off keeps none)."""
+        """The clocks at the end of the run, and perflab's own CPU on each host over it (a host that
+        dropped off keeps neither)."""
         for host in self.hosts.values():
             try:
                 host.clock_end = clock.measure(host.link)
+                if host.cpu is not None:
+                    host.cpu.finish()
             except HostLostError as exc:
                 host.lost = host.lost or exc.message
 
@@ -151,6 +153,7 @@ class Hosts:
                         **_aligned(name, h),
                     },
                     "fingerprint": h.fingerprint,
+                    "perflab_cpu": h.cpu.result if h.cpu is not None else None,  # at the end of the run
                     "storage": h.storage,
                     "lost": h.lost,
                 }

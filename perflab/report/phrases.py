@@ -182,7 +182,7 @@ def host_lines(meta: dict[str, Any], cells: list[dict[str, Any]]) -> list[str]:
         line += (
             f"; differs from this machine in {', '.join(fields)}" if fields else "; same fingerprint as this machine"
         )
-        line += _own_cpu(name, cells) + _unaligned(name, host, cells)  # last: a wrapped line keeps the rest whole
+        line += _own_cpu(name, host, cells) + _unaligned(name, host, cells)  # last: a wrapped line keeps the rest whole
         lines.append(line + (f"; dropped off: {host['lost']}" if host.get("lost") else ""))
     return lines + _schedule_lines(meta) + _changed_lines(cells)
 
@@ -198,11 +198,17 @@ def _schedule_lines(meta: dict[str, Any]) -> list[str]:
     return [f"hosts {hosts} ran one at a time: {schedule.get('why')}"]
 
 
-def _own_cpu(name: str, cells: list[dict[str, Any]]) -> str:
-    """perflab's own CPU on host `name` over the windows (resources.perflab_host_cpu), the most of a cell."""
+def _own_cpu(name: str, host: dict[str, Any], cells: list[dict[str, Any]]) -> str:
+    """perflab's own CPU on host `name` over the windows (resources.perflab_host_cpu), the most of a cell,
+    and over the whole run (meta `hosts.NAME.perflab_cpu`)."""
     own = [((c.get("resources") or {}).get("perflab_host_cpu") or {}).get(name) or {} for c in cells]
     cores = [o["cores"] for o in own if o.get("cores") is not None]
-    return f"; perflab's own CPU there {100 * max(cores):.1f}% of a core at most" if cores else ""
+    text = f"; perflab's own CPU there {100 * max(cores):.1f}% of a core at most in a window" if cores else ""
+    run = host.get("perflab_cpu") or {}
+    if run.get("cores") is not None:
+        text += ", " if text else "; perflab's own CPU there "
+        text += f"{100 * run['cores']:.2f}% over the run ({run['cpu_s']:.2f} s in {run['wall_s']:.0f} s)"
+    return text
 
 
 def _unaligned(name: str, host: dict[str, Any], cells: list[dict[str, Any]]) -> str:

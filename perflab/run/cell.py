@@ -30,6 +30,7 @@ from perflab.errors import PerflabError, ServerCrashedError
 from perflab.run import accounting, allocator_proof, client, client_variant, dataset, remote_server, workloads
 from perflab.run.builds import Build, BuildError, debroot, glibc, resolve
 from perflab.run.observers.alloc.tracer import AllocTracer
+from perflab.run.observers.host_overhead import CellCpu
 from perflab.run.observers.io import IoObserver, into_row
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers, alloc_fields
@@ -242,6 +243,7 @@ class CellRunner:
         tracer = self._tracer(rundir, workdir)
         server = self.server_for(cell, snapshot, rundir, build, tracer)
         preload = server.preload
+        own = CellCpu.begin(self)  # perflab's own CPU on the client's host over the cell, when it has one
         try:
             restore_s, restore_method = dataset.restore_with_method(snapshot, rundir / "data")
             dropped = drop_caches_s(self.exp.file.experiment.drop_caches)
@@ -274,6 +276,7 @@ class CellRunner:
             server.stop()
             keep_logs(server, rundir, logs)
             shutil.rmtree(rundir, ignore_errors=True)
+        own.record(row)
         row["ended_at"] = utc_now()
         self.results.commit_cell(row, intervals, rss, status)
         return row

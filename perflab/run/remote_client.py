@@ -45,6 +45,7 @@ class RemoteClient:
     password: str  # the run's login (hex)
     binary: str  # the workload's client (sysbench, pgbench): its path on the host
     interface: str | None  # the host's interface toward `address`
+    version: str | None = None  # the client's `--version` line there (a local client's is meta `host`'s)
     _copied: set[str] = field(default_factory=set)  # files copied into the run directory
 
     @classmethod
@@ -62,7 +63,7 @@ class RemoteClient:
             )
         route = link.run(["ip", "-o", "route", "get", address]).stdout.split()
         interface = route[route.index("dev") + 1] if "dev" in route[:-1] else None
-        return cls(hosts, name, address, secrets.token_hex(16), found, interface)
+        return cls(hosts, name, address, secrets.token_hex(16), found, interface, client_version(link, found))
 
     @property
     def rundir(self) -> RunDir:
@@ -121,7 +122,16 @@ class RemoteClient:
             "network_bytes": moved,
             "bytes_per_txn": round(moved / transactions, 1) if moved is not None and transactions else None,
             "rtt_ms": round(rtt * 1000, 3),
+            "version": self.version,
         }
+
+
+def client_version(link: Any, binary: str) -> str | None:
+    """The first line of `BINARY --version` on the host ("sysbench 1.0.20", "pgbench (PostgreSQL) 15.14"),
+    as this machine's meta `host` records its own client's; None when it says nothing."""
+    done = link.run([binary, "--version"])
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return lines[0].strip() if lines else None
 
 
 # $0: where bash writes `times` (its children's user and system CPU) once sysbench has exited; "$@": sysbench
@@ -166,7 +176,7 @@ class RemoteChild:
         self._done = threading.Event()
         sink = out.open("w", encoding="utf-8")  # before the start watch reads it
         try:
-            self.proc, self.pid = rundir.start(["bash", "-c", _CLIENT, self.times, *argv])
+            self.proc, self.pid = rundir.start(["bash", "-c", _CLIENT, self.times, *argv], measured=True)
         except BaseException:
             sink.close()
             raise

@@ -40,6 +40,7 @@ from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
 from perflab.run import accounting, dataset, storage, workloads
 from perflab.run.observers.alloc import remote as remote_alloc
+from perflab.run.observers.host_overhead import CellCpu
 from perflab.run.observers.io import into_row
 from perflab.run.observers.resources import ProcCounters
 from perflab.run.prewarm import server_switches
@@ -263,6 +264,7 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
     rss: list[tuple[float, int]] = []
     status: list[tuple[float, dict[str, float]]] = []  # [observe] status, read from here over TCP
     server = None
+    own = CellCpu.begin(runner)  # perflab's own CPU on the cell's hosts over the whole cell
     try:
         place.check_format(runner.kind, snapshot)
         options = {**runner.kind.pool_options(snapshot), **runner.kind.cell_options(cell), **cell.server_options}
@@ -285,6 +287,7 @@ def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path)
         row.update(failure_fields(exc, server) if server is not None else {"error": exc.message})
     finally:
         _finish(server, rundir, logs)
+    own.record(row)
     row["ended_at"] = utc_now()
     runner.results.commit_cell(row, intervals, rss, status)
     return row

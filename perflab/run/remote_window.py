@@ -56,7 +56,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     connect = [f"--db-driver={runner.kind.sysbench_driver}", f"--config-file={_login_file(runner, server, login)}"]
     command = client.argv(spec, cell, Path(server.socket), connect=connect)
     read, sampler = server_reads(runner, server)
-    clock = getattr(sampler, "clock", None)  # the host's clock over the window (a MariaDB server's RSS sampler)
+    clock = getattr(sampler, "clock", None)  # the host's clock over the window (the server's RSS sampler's)
     profilers = remote_profilers.of_cell(runner, cell, server, clock)
     observers = remote_io.of_cell(runner, server, clock)  # [observe] host_speed, io: on the host
     counters = status_sampler(runner, server, runner.server_host.password)  # before the workload loads it

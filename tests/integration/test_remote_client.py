@@ -68,6 +68,11 @@ def test_a_client_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     meta = exported["hosts"]
     assert meta["version"] == 1 and meta["hosts"]["load"]["clock"]["end"]["error_s"] < 0.05
     assert meta["hosts"]["load"]["fingerprint"]["packages"]["sysbench"]
+    assert client["version"] == exported["host"]["sysbench"], client  # the host's: here the same one
+    # perflab's own CPU there: over the run (its session less sysbench's), over the cell, over the window
+    run, whole = meta["hosts"]["load"]["perflab_cpu"], cell["resources"]["perflab_host_cpu_cell"]["load"]
+    assert run["measured_cpu_s"] >= whole["measured_cpu_s"] >= client["cpu_s"] > 0, (run, whole, client["cpu_s"])
+    assert 0 <= whole["cpu_s"] <= run["cpu_s"] and run["wall_s"] > whole["wall_s"] > 3, (run, whole)
     assert namespace_commands(ssh_lab, "load") == ["sshd"]  # nothing the run started is left on the host
     assert not Path(meta["hosts"]["load"]["dir"]).exists()
     # the server's observers ran here as for a local client: its profiles and its counters per transaction
@@ -219,6 +224,8 @@ def test_pgbench_on_another_host_against_postgresql_here(ssh_lab: SshLab, tmpfs,
     assert 100 < client["bytes_per_txn"] < 5000 and 0 < client["rtt_ms"] < 50, client  # a select and its row
     assert client["cpu_s"] > 0 and client["cpu_us_per_txn"] > 0 and client["script"] is None  # pgbench's, there
     assert client["clock"]["aligned"] and client["clock"]["error_s"] < 0.05, client["clock"]
+    assert client["version"].startswith("pgbench (PostgreSQL) 15"), client  # its --version line there
+    assert exported["hosts"]["hosts"]["load"]["fingerprint"]["packages"]["postgresql-client-15"]  # pgbench's package
     assert cell["resources"]["server_cpu_s"] > 0 and cell["resources"]["client_cpu_s"] is None
     assert cell["resources"]["perflab_host_cpu"]["load"] is not None
     host_dir = exported["hosts"]["hosts"]["load"]["dir"]
@@ -252,6 +259,10 @@ def test_pgbench_on_the_postgresql_server_host_itself(ssh_lab: SshLab, tmpfs, tm
     client = cell["client"]
     assert client["host"] == "db" and client["address"] == db.address and client["cpu_s"] > 0, client
     assert client["clock"]["aligned"] and len(cell["intervals"]) >= 2, (client["clock"], cell["intervals"])
+    server_clock = cell["build"]["host"]["clock"]  # the server's window: its tree's RSS put on this machine's clock
+    assert server_clock["aligned"] and server_clock["error_s"] < 0.05, server_clock
+    times = [s["t"] for s in cell["rss_samples"]]
+    assert len(times) >= 2 and times == sorted(times) and -0.05 < times[0] < 0.5 and times[-1] < 3, times
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
     host_clock = cell["build"]["host"]["clock"]  # read by the server's profilers there
     assert host_clock["aligned"] and host_clock["error_s"] < 0.05, host_clock

@@ -6,6 +6,7 @@ after a run or after a SIGKILL and `perflab doctor --clean`."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -48,6 +49,8 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "server on host db" in done.stdout, done.stdout
+    said = " ".join(done.stdout.split())  # the terminal's wrapping undone
+    assert re.search(r"perflab's own CPU there [^;]*% over the run \([\d.]+ s in \d+ s\)", said), said
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
     (cell,) = exported["cells"]
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
@@ -103,7 +106,9 @@ def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Pat
 
 def test_sigkill_mid_run_then_doctor_clean_stops_the_remote_server(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
-    body = EXPERIMENT.format(ssh=db.ssh, more="").replace('"2s"', '"30s"')
+    disk = tmp_path / "disk"  # the datadirs on the host's disk: doctor --clean removes them there too
+    disk.mkdir()
+    body = EXPERIMENT.format(ssh=db.ssh, more=f'storage = "{disk}"').replace('"2s"', '"30s"')
     spec, out, shm = write_experiment(tmp_path / "server.toml", body), tmp_path / "results", tmpfs("shm", "1G")
     env = {**ssh_lab.env(), "PERFLAB_TMPFS": str(shm)}
     run = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], env=env, cwd=ROOT,
@@ -115,12 +120,14 @@ def test_sigkill_mid_run_then_doctor_clean_stops_the_remote_server(ssh_lab: SshL
         run.kill()
         run.wait(timeout=30)
     assert "mariadbd" in namespace_commands(ssh_lab, "db")  # a killed perflab leaves its server running there
+    (on_disk,) = disk.iterdir()  # and its datadirs on the host's disk
+    assert on_disk.name.startswith("perflab-host-") and any(on_disk.iterdir())
     left = [Path(p["path"]) for w in shm.glob("perflab-*") for p in json.loads((w / "hosts.json").read_text())]
     assert len(left) == 1 and left[0].is_dir()
     done = subprocess.run([sys.executable, "-m", "perflab", "doctor", "--clean"], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 0 and f"removed db:{left[0]}" in done.stdout, done.stdout + done.stderr
-    assert not left[0].exists()
+    assert not left[0].exists() and list(disk.iterdir()) == []
     assert wait_for(lambda: namespace_commands(ssh_lab, "db") == ["sshd"], 10), namespace_commands(ssh_lab, "db")
 
 
@@ -236,9 +243,35 @@ def test_a_postgresql_server_on_another_host_with_pgbench_from_here(ssh_lab: Ssh
     conf = (out / "logs" / "cell-0000" / "postgresql.conf").read_text()
     assert "0.0.0.0" not in log and f"listen_addresses = '{db.address}'" in conf
     _tree_profiles(out, cell)
+    _tree_rss_aligned(cell)
+    _own_cpu_over_the_run(exported, cell, "db")
     assert namespace_commands(ssh_lab, "db") == ["sshd"]  # nothing the run started is left on the host
     assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()
     assert wait_for(lambda: _postgres_segments() <= segments, 5), "the postmaster's segment was left on the host"
+
+
+def _tree_rss_aligned(cell: dict) -> None:
+    """The tree's RSS samples, stamped with the host's clock, put on this machine's with the window's
+    readings: within the window (2 s, from its start), a second apart as stamped there."""
+    clock = cell["build"]["host"]["clock"]
+    assert clock["aligned"] and clock["error_s"] < 0.05 and abs(clock["shift_s"]) < 0.005, clock
+    times = [s["t"] for s in cell["rss_samples"]]
+    assert len(times) >= 2 and times == sorted(times) and -0.05 < times[0] < 0.5 and times[-1] < 3, times
+    assert all(0.9 < b - a < 1.5 for a, b in itertools.pairwise(times[:-1])), times  # the last: the end's reading
+    assert cell["resources"]["rss_end_bytes"] > 10 << 20  # the tree's, read at the window's end
+
+
+def _own_cpu_over_the_run(exported: dict, cell: dict, name: str) -> None:
+    """perflab's own CPU on the host: over the run (meta hosts), over the cell, over the window."""
+    run = exported["hosts"]["hosts"][name]["perflab_cpu"]
+    whole = cell["resources"]["perflab_host_cpu_cell"][name]
+    window = cell["resources"]["perflab_host_cpu"][name]
+    assert run["wall_s"] > whole["wall_s"] > 1.5 and run["measured_cpu_s"] >= whole["measured_cpu_s"] > 0, (run, whole)
+    # the servers' CPU (the dataset's and the cell's) over their lives: at least the window's, 10 ms ticks aside
+    assert whole["measured_cpu_s"] >= cell["resources"]["server_cpu_s"] - 0.02, (whole, cell["resources"])
+    assert 0 < whole["cpu_s"] <= run["cpu_s"] and 0 < run["cores"] < 1, (run, whole)  # never 0: restores, psql
+    # the window is inside the cell; outside it: the restore, the start, `perf script` there (seconds of CPU)
+    assert window["cpu_s"] <= whole["cpu_s"] + 0.02, (window, whole)
 
 
 def _tree_profiles(out: Path, cell: dict) -> None:

@@ -239,7 +239,7 @@ def test_the_server_there_starts_with_the_counter_first_in_ld_preload(tmp_path: 
     from perflab.servers.mariadb import remote as remote_mariadb
 
     started: list[list[str]] = []
-    monkeypatch.setattr(remote_mariadb, "Tracked", lambda rundir, argv: started.append(argv))
+    monkeypatch.setattr(remote_mariadb, "Tracked", lambda rundir, argv, measured=False: started.append(argv))
     monkeypatch.setattr(remote_mariadb.RemoteMariaDB, "write_option_file", lambda self: None)
     monkeypatch.setattr(remote_mariadb.RemoteMariaDB, "_wait_ready", lambda self, deadline: None)
     link = SimpleNamespace(name="db", target=SimpleNamespace(user="root"))

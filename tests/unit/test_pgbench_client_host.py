@@ -135,12 +135,15 @@ def test_a_host_without_pgbench_exits_3_naming_postgresql_client_15() -> None:
     assert exc.value.message == "host load has no pgbench"
     assert "apt-get install postgresql-client-15` on root@10.77.1.2" in exc.value.hint
     assert link.ran[0][0][3:] == ["pgbench", "/usr/lib/postgresql/15/bin"]  # looked for there first, then on the PATH
-    found = FakeLink(
-        {remote_server._WHICH: "/usr/lib/postgresql/15/bin/pgbench\n", "ip": "10.77.1.1 dev eth0 src 10.77.1.2"}
-    )
+    binary = "/usr/lib/postgresql/15/bin/pgbench"
+    version = "pgbench (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)\n"
+    found = FakeLink({remote_server._WHICH: binary + "\n", "ip": "10.77.1.1 dev eth0 src 10.77.1.2", binary: version})
     remote = RemoteClient.open(FakeHosts(found), "load", workloads.get("pgbench"))  # type: ignore[arg-type]
-    assert remote.binary == "/usr/lib/postgresql/15/bin/pgbench" and remote.interface == "eth0"
+    assert remote.binary == binary and remote.interface == "eth0"
     assert remote.address == "10.77.1.1" and len(remote.password) == 32
+    assert [binary, "--version"] in [argv for argv, _ in found.ran]  # the client found is the one asked
+    # the cell's client.version: its --version line, as this machine's meta `host` records a local pgbench's
+    assert remote.version == "pgbench (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"
 
 
 def test_the_alarm_reaches_the_client_alone_and_its_wrapper_still_writes_times(tmp_path: Path) -> None:

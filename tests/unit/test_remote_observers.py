@@ -9,6 +9,7 @@ import hashlib
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,10 +18,11 @@ import pytest
 from perflab.errors import ClockAlignmentError
 from perflab.hosts import preflight
 from perflab.hosts.clock import MAX_ERROR_S, ClockReading, WindowClock, align
+from perflab.hosts.own_cpu import parse_snapshot, session_of
 from perflab.hosts.preflight import observer_packages
 from perflab.run.observers.elf import FunctionStarts
 from perflab.run.observers.host_binaries import HostStarts
-from perflab.run.observers.host_overhead import parse_snapshot, perflab_ticks, session_of, window_ticks, wrappers
+from perflab.run.observers.host_overhead import perflab_ticks, window_ticks, wrappers
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.remote_profilers import RemotePerf, RemoteStackSampler
 from perflab.run.observers.remote_resources import aligned_samples
@@ -260,7 +262,7 @@ def test_the_host_line_says_perflabs_cpu_there_and_an_unaligned_clock() -> None:
     (line,) = host_lines({"hosts": meta}, [cell(0.012, True), cell(0.078, False)])
     assert line == (
         "server on host db (root@db1): 0.40 ms round trip; same fingerprint as this machine; "
-        "perflab's own CPU there 7.8% of a core at most; its clock not aligned in 1 cell (over 50 ms)"
+        "perflab's own CPU there 7.8% of a core at most in a window; its clock not aligned in 1 cell (over 50 ms)"
     )
     meta["hosts"]["db"]["clock"]["refused"] = "host db: its clock is known only within 70 ms over the run"
     (line,) = host_lines({"hosts": meta}, [cell(0.012, True)])
@@ -300,3 +302,72 @@ def test_a_process_tree_is_profiled_on_its_host_as_locally() -> None:
         "[observe]\nperf = true\npmp = true\n"
     )
     assert spec.parse(text).file.observe.pmp is not None  # no longer refused
+
+
+def test_the_fingerprint_names_every_package_a_host_runs() -> None:
+    """A client host with only postgresql-client-15 records its pgbench's version (issue 36)."""
+    from perflab import hostinfo, servers
+    from perflab.run import workloads
+
+    clients = {p for name in ("sysbench", "pgbench", "go-tpc") for p in workloads.get(name).client_packages.values()}
+    served = {p for kind in servers.every() for p in kind.server_packages.values()}
+    assert {"sysbench", "postgresql-client-15"} <= clients
+    assert clients | served <= set(hostinfo.FINGERPRINT_PACKAGES)
+    listing = "libc6=2.36-9+deb12u14\nsysbench=1.0.20+ds-5\npostgresql-client-15=15.18-0+deb12u1\n"
+    printed = hostinfo.fingerprint(SimpleNamespace(read=lambda path: None, run=lambda argv: listing))
+    assert (
+        printed["packages"]["postgresql-client-15"] == "15.18-0+deb12u1" and "postgresql-15" not in printed["packages"]
+    )
+
+
+class LateLoop:
+    """The host's RSS loop: each line stamped with the host's clock (`offset` s ahead of this machine's)
+    when read there, `late` s before it reaches this machine (a slow link, a busy host)."""
+
+    def __init__(self, offset: float, late: float, lines: int) -> None:
+        self.offset, self.late, self.count = offset, late, lines
+        self.read_at: list[float] = []  # this machine's monotonic clock at each reading there
+
+    def lines(self) -> Iterator[str]:
+        for _ in range(self.count):
+            time.sleep(0.1)
+            self.read_at.append(time.monotonic() - self.late)
+            yield f"{time.time() - self.late + self.offset:.6f} {100 << 20}\n"
+
+
+def test_a_postgresql_trees_rss_samples_are_put_on_this_machines_clock() -> None:
+    """The tree's RSS loop on the server host stamps each sample with the host's clock; the sampler puts
+    it on this machine's with the window's readings, not at its arrival here (issue 36)."""
+    from perflab.servers.postgresql.remote import _TREE_RSS, TreeRssSampler
+
+    link = FakeLink(offset=7.25, answers={"statm": str(120 << 20)})
+    loop = LateLoop(offset=7.25, late=0.3, lines=3)
+    started = []
+    rundir = SimpleNamespace(link=link, start=lambda argv: started.append(argv) or (loop, 4242), signal=lambda *a: None)
+    with TreeRssSampler(rundir, 4711, WindowClock(link)) as rss:  # type: ignore[arg-type]
+        time.sleep(0.5)
+    assert started == [["bash", "-c", _TREE_RSS, "4711"]] and "$EPOCHREALTIME" in _TREE_RSS
+    assert rss.clock is not None and rss.clock.record()["aligned"]
+    *stamped, end = rss.samples
+    expected = [round(at - rss._start, 3) for at in loop.read_at]  # when each was read on the host
+    assert [v for _, v in stamped] == [100 << 20] * 3 and end[1] == 120 << 20  # the tree's RSS at the end
+    # each at its reading there: 0.3 s before its arrival here, 7.25 s behind its host's stamp
+    assert all(abs(t - e) < 0.02 for (t, _), e in zip(stamped, expected, strict=True)), (stamped, expected)
+
+
+def test_the_host_line_says_perflabs_cpu_there_over_the_run() -> None:
+    from perflab.report.phrases import host_lines
+
+    run = {"cpu_s": 0.41, "measured_cpu_s": 61.2, "session_cpu_s": 61.61, "wall_s": 95.3, "cores": 0.0043}
+    meta = {"hosts": {"db": {"ssh": "root@db1", "clock": {}, "perflab_cpu": run}}}
+    cell = {
+        "build": {"host": {"name": "db"}},
+        "client": {},
+        "resources": {"perflab_host_cpu": {"db": {"cores": 0.012}}},
+    }
+    (line,) = host_lines({"hosts": meta}, [cell])
+    assert line.endswith(
+        "perflab's own CPU there 1.2% of a core at most in a window, 0.43% over the run (0.41 s in 95 s)"
+    )
+    (line,) = host_lines({"hosts": meta}, [])
+    assert line.endswith("; perflab's own CPU there 0.43% over the run (0.41 s in 95 s)")

@@ -3,12 +3,12 @@ that carries perflab's commands and every process perflab started there, less th
 client it runs there (the measured processes).
 
 Read from the host's /proc at two moments inside the window, one command each: every process's
-stat line. The session is the sshd process that forked the reading's shell (found walking up from
+stat line (hosts/own_cpu.py, which also gives the run's whole figure). The session is the sshd process that forked the reading's shell (found walking up from
 its parent to the first `sshd`). Counted: that sshd's own CPU (the encryption of what streams back,
 the channels) and, for each of its descendants, its own CPU and its reaped children's (cutime,
 cstime: each `eu-stack` and `sleep` of perflab's loops). Left out: the measured processes' groups,
 and the `setsid --wait` wrapper above each (it reaps the measured process: its children's time is
-the measured process's), and the sshd's own reaped children (the wrapper of a client that exited).
+the measured process's) with the bash above that (it reaps the wrapper), and the sshd's own reaped children (the wrapper of a client that exited).
 
     overhead = HostOverhead(link, groups=[server.pid]); overhead.begin(); run(); overhead.finish()
     -> {"cpu_s": 0.021, "cores": 0.0105}
@@ -17,56 +17,24 @@ the measured process's), and the sshd's own reaped children (the wrapper of a cl
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
+from perflab.errors import HostLostError
+from perflab.hosts import own_cpu
+from perflab.hosts.own_cpu import Proc, Snapshot, read_snapshot, session_of
 from perflab.hosts.transport import Connection
-
-_SNAPSHOT = "echo $PPID; getconf CLK_TCK; cat /proc/[0-9]*/stat 2>/dev/null"
-
-
-@dataclass(frozen=True)
-class Proc:
-    pid: int
-    comm: str
-    ppid: int
-    pgid: int
-    own: int  # utime + stime, clock ticks
-    reaped: int  # cutime + cstime: its children that exited and were waited for
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    parent: int  # the reading shell's parent
-    tick: int
-    procs: dict[int, Proc]
-
-
-def parse_snapshot(text: str) -> Snapshot:
-    """_SNAPSHOT's output: the shell's parent pid, CLK_TCK, then /proc/PID/stat lines."""
-    lines = text.splitlines()
-    procs = {}
-    for line in lines[2:]:
-        head, _, rest = line.rpartition(")")
-        pid, _, comm = head.partition(" (")
-        f = rest.split()
-        if len(f) > 14 and pid.strip().isdigit():
-            own, reaped = int(f[11]) + int(f[12]), int(f[13]) + int(f[14])
-            procs[int(pid)] = Proc(int(pid), comm, int(f[1]), int(f[2]), own, reaped)
-    return Snapshot(int(lines[0]), int(lines[1]), procs)
-
-
-def session_of(snap: Snapshot) -> int | None:
-    """The sshd process above the reading's shell."""
-    pid = snap.parent
-    while pid in snap.procs and not snap.procs[pid].comm.startswith("sshd"):
-        pid = snap.procs[pid].ppid
-    return pid if pid in snap.procs else None
 
 
 def wrappers(snap: Snapshot, groups: set[int]) -> set[int]:
-    """The parents of the measured groups' leaders: the `setsid --wait` that reaps each."""
-    return {snap.procs[g].ppid for g in groups if g in snap.procs}
+    """The processes between the measured groups' leaders and the session: the `setsid --wait` that
+    reaps each, and the bash above it that writes its CPU once it has ended (hosts/rundir.py)."""
+    out = set()
+    for group in groups:
+        pid = snap.procs[group].ppid if group in snap.procs else None
+        while pid in snap.procs and not snap.procs[pid].comm.startswith("sshd"):
+            out.add(pid)
+            pid = snap.procs[pid].ppid
+    return out
 
 
 def perflab_ticks(snap: Snapshot, groups: set[int], skip: set[int]) -> dict[tuple[int, str], int]:
@@ -104,7 +72,7 @@ class HostOverhead:
         self._start: tuple[float, dict[tuple[int, str], int]] | None = None
 
     def _read(self) -> Snapshot:
-        return parse_snapshot(self.link.run(["sh", "-c", _SNAPSHOT], timeout=60).stdout)
+        return read_snapshot(self.link)
 
     def begin(self) -> None:
         snap = self._read()
@@ -149,3 +117,48 @@ class Overheads:
 
     def finish(self) -> dict[str, dict[str, float | None] | None]:
         return {name: host.finish() for name, host in self.hosts.items()}
+
+
+class CellCpu:
+    """perflab's own CPU on each remote host of a cell over the whole cell, from before its restore to
+    after its server's stop (hosts/own_cpu.py: the session less the measured processes): the window's
+    figure (Overheads) plus what perflab did there outside it (the restore, the start, prewarm, the logs).
+
+    own = CellCpu.begin(runner); ...; row["resources"]["perflab_host_cpu_cell"] = own.finish()
+    -> {"db": {"cpu_s": 0.35, "measured_cpu_s": 9.1, "session_cpu_s": 9.45, "wall_s": 6.2, "cores": 0.056}}
+    """
+
+    def __init__(self, starts: dict[str, tuple[Connection, str, own_cpu.Mark | None]]) -> None:
+        self.starts = starts
+
+    @classmethod
+    def begin(cls, runner: Any) -> CellCpu:
+        places: dict[str, tuple[Connection, str]] = {}
+        if runner.server_host is not None:
+            places[runner.server_host.name] = (runner.server_host.link, runner.server_host.rundir.path)
+        if runner.remote is not None:
+            places.setdefault(runner.remote.name, (runner.remote.rundir.link, runner.remote.rundir.path))
+        return cls({name: (link, path, _mark(link, path)) for name, (link, path) in places.items()})
+
+    def record(self, row: dict[str, Any]) -> None:
+        """The cell's `resources.perflab_host_cpu_cell` (a row that has resources: it was measured)."""
+        if self.starts and "resources" in row:
+            row["resources"]["perflab_host_cpu_cell"] = self.finish()
+
+    def finish(self) -> dict[str, dict[str, float | None] | None] | None:
+        """Per host, the figures over the cell (None where a reading failed); None without a remote host."""
+        if not self.starts:
+            return None
+        out = {}
+        for name, (link, path, start) in self.starts.items():
+            end = _mark(link, path)
+            out[name] = start.until(end) if start is not None and end is not None else None
+        return out
+
+
+def _mark(link: Connection, path: str) -> own_cpu.Mark | None:
+    """A reading, or None when the host has dropped off (the cell fails with that cause anyway)."""
+    try:
+        return own_cpu.mark(link, path)
+    except HostLostError:
+        return None

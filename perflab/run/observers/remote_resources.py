@@ -63,7 +63,11 @@ class RemoteRssSampler:
     RSS once a second, stamped with the host's wall clock; `clock` reads the host's clock at the
     window's start and end, and the samples are put on this machine's clock with those readings
     (seconds since the sampler started, as RssSampler's). When the alignment is refused (over 50 ms),
-    each sample keeps the time it arrived here (`clock.refused` says why; the cell's build.host.clock)."""
+    each sample keeps the time it arrived here (`clock.refused` says why; the cell's build.host.clock).
+    A subclass measures something else with the same stamps: its `LOOP` (a bash script of the pid,
+    printing "EPOCHREALTIME BYTES" lines) and `end_bytes` (the figure once, at the window's end)."""
+
+    LOOP = _RSS
 
     def __init__(self, rundir: RunDir, pid: int, clock: WindowClock | None = None) -> None:
         self.rundir, self.pid, self.clock = rundir, pid, clock
@@ -76,7 +80,7 @@ class RemoteRssSampler:
         if self.clock is not None:
             self.clock.begin()
         self._start = time.monotonic()
-        self._proc, self._loop_pid = self.rundir.start(["bash", "-c", _RSS, str(self.pid)])
+        self._proc, self._loop_pid = self.rundir.start(["bash", "-c", self.LOOP, str(self.pid)])
         self._thread.start()
         return self
 
@@ -86,21 +90,22 @@ class RemoteRssSampler:
                 stamp, _, value = line.strip().partition(" ")
                 if value.isdigit() and stamp.replace(".", "", 1).isdigit():
                     self._stamped.append((float(stamp), time.monotonic(), int(value)))
-                elif stamp.isdigit() and not value:  # a loop without the host's clock (a subclass's): arrival time
-                    self.samples.append((round(time.monotonic() - self._start, 3), int(stamp)))
 
     def __exit__(self, *exc: object) -> None:
         value, ended = None, time.monotonic()
         with contextlib.suppress(HostLostError):
             self.rundir.signal(self._loop_pid, "KILL")
-            value = rss_bytes(self.rundir.link, self.pid)  # the end of the window, exactly
+            value = self.end_bytes()  # the end of the window, exactly
             self._thread.join(10)
             if self.clock is not None:
                 self.clock.finish()
         alignment = self.clock.alignment if self.clock is not None else None
-        self.samples = self.samples + aligned_samples(self._stamped, self._start, alignment)
+        self.samples = aligned_samples(self._stamped, self._start, alignment)
         if value:
             self.samples.append((round(ended - self._start, 3), value))
+
+    def end_bytes(self) -> int | None:
+        return rss_bytes(self.rundir.link, self.pid)
 
     @property
     def end(self) -> int | None:

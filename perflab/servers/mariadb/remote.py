@@ -125,7 +125,7 @@ class RemoteMariaDB(OnHost, Mysqld):
         preload = {"LD_PRELOAD": ":".join(libraries)} if libraries else {}
         env = [f"{k}={v}" for k, v in {**self.env, **preload}.items()]
         argv = self.launched([str(self.program), f"--defaults-file={self.remote_dir}/my.cnf"])
-        self.child = Tracked(self.place.rundir, ["env", *env, *argv])
+        self.child = Tracked(self.place.rundir, ["env", *env, *argv], measured=True)
         self._wait_ready(deadline_s)
 
     def _ready(self) -> bool:

@@ -232,10 +232,12 @@ class PostgreSQLKind(Kind):
         return client_host.measure(runner, cell, server, logs, tracer) if pgbench else None
 
     def remote_reads(self, place: Any, pid: int) -> tuple[Any, Any]:
-        """The postmaster's tree on its host: every backend's CPU, and the tree's RSS once a second."""
+        """The postmaster's tree on its host: every backend's CPU, and the tree's RSS once a second,
+        stamped with the host's clock, read at the window's start and end (hosts/clock.py)."""
+        from perflab.hosts.clock import WindowClock
         from perflab.servers.postgresql.remote import TreeRssSampler, read_tree
 
-        return (lambda p: read_tree(place.link, p)), TreeRssSampler(place.rundir, pid)
+        return (lambda p: read_tree(place.link, p)), TreeRssSampler(place.rundir, pid, WindowClock(place.link))
 
     def listen_on(self, server: Any, address: str) -> None:
         server.listen_address = address

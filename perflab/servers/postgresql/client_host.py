@@ -145,8 +145,11 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None
         "client": fields | {"clock": clock.record()},
         **observers.fields(runner, window, intervals, summary),  # host_speed; io (popped by the cell)
     }
+    server_clock = getattr(w.rss, "clock", None)  # a server host's, over the window: its tree's RSS aligned
     if isinstance(profilers, remote_profilers.RemoteProfilers):  # the server host's clock, read by its profilers
         measured["host_clock"] = profilers.clock.record()
+    elif runner.server_host is not None and server_clock is not None:
+        measured["host_clock"] = server_clock.record()
     if tracer is not None:  # a server here: summed over the postmaster and every process it forked
         alloc_fields(runner.results, cell.order, tracer, server.pid, measured)
     return intervals, w.rss.samples, measured

@@ -16,9 +16,8 @@ those it reaped), its memory the tree's RSS once a second there: `read_tree` and
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from perflab.errors import PerflabError, ServerStartError, ServerStopError
 from perflab.hosts.rundir import Tracked
@@ -54,11 +53,15 @@ _TREE = (
     's=$(cat "/proc/$p/stat" 2>/dev/null) || continue; echo "$s"; echo "$t"; '
     "cat /proc/$p/task/*/status 2>/dev/null | grep ctxt_switches; echo .; done"
 )
-# $0: the postmaster's pid. The tree's resident bytes once a second, until the postmaster is gone
+# $0: the postmaster's pid. The tree's resident bytes: the postmaster's and each child's (a backend)
+_TREE_BYTES = (
+    's=0; for p in "$0" $(cat "/proc/$0/task/$0/children" 2>/dev/null); do '
+    'read -r _ r _ 2>/dev/null < "/proc/$p/statm" && s=$((s + r)); done; echo $((s * g))'
+)
+# bash, $0: the postmaster's pid. Once a second, until it is gone: the host's wall clock ($EPOCHREALTIME,
+# as hosts/clock.py reads it) and the tree's resident bytes
 _TREE_RSS = (
-    'g=$(getconf PAGESIZE); while [ -d "/proc/$0" ]; do s=0; '
-    'for p in "$0" $(cat "/proc/$0/task/$0/children" 2>/dev/null); do '
-    'read -r _ r _ 2>/dev/null < "/proc/$p/statm" && s=$((s + r)); done; echo $((s * g)); sleep 1; done'
+    'g=$(getconf PAGESIZE); while [ -d "/proc/$0" ]; do echo -n "$EPOCHREALTIME "; ' + _TREE_BYTES + "; sleep 1; done"
 )
 
 
@@ -109,20 +112,14 @@ def read_tree(link: Connection, pid: int) -> ProcCounters:
 
 
 class TreeRssSampler(RemoteRssSampler):
-    """The postmaster's tree's RSS (its backends' included) once a second, read on its host."""
+    """The postmaster's tree's RSS (its backends' included) once a second, read on its host and stamped
+    with the host's clock, put on this machine's with the window's readings as MariaDB's process's."""
 
-    def __enter__(self) -> Self:
-        self._start = time.monotonic()
-        self._proc, self._loop_pid = self.rundir.start(["sh", "-c", _TREE_RSS, str(self.pid)])
-        self._thread.start()
-        return self
+    LOOP = _TREE_RSS
 
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.rundir.signal(self._loop_pid, "KILL")
-        except PerflabError:
-            pass  # the host dropped off: the samples read so far
-        self._thread.join(10)
+    def end_bytes(self) -> int | None:
+        done = self.rundir.link.run(["sh", "-c", "g=$(getconf PAGESIZE); " + _TREE_BYTES, str(self.pid)])
+        return int(done.stdout) if done.status == 0 and done.stdout.strip().isdigit() else None
 
 
 class RemotePostgreSQL(OnHost, PostgreSQL):
@@ -207,7 +204,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
                 f"{adopted.stderr.strip()[-300:]}",
                 f"postgresql-15 creates the {RUN_USER} user: apt-get install postgresql-15 on {self.link.target}",
             )
-        self.child = Tracked(self.place.rundir, self.argv())
+        self.child = Tracked(self.place.rundir, self.argv(), measured=True)
         self._wait_ready(deadline_s)
         self.link.run(["sh", "-c", _RECORD, self.datadir, self.place.rundir.path])
 

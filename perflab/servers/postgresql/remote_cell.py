@@ -24,6 +24,7 @@ from perflab.errors import ServerCrashedError
 from perflab.hosts.clock import WindowClock
 from perflab.run import accounting, client, remote_server, workloads
 from perflab.run.observers import remote_io, remote_profilers
+from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.proc import clean_env
 from perflab.servers.postgresql import cell as pgcell
@@ -59,9 +60,9 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
     env = {**clean_env(), "PGPASSFILE": str(passfile(server, password))}
     out, margin = logs / wl.output_name, spec.experiment.timeout_margin
     read, sampler = remote_server.server_reads(runner, server)
-    # perf and pmp of the postmaster's tree on the host (remote_profilers.py), their samples put on this
-    # machine's clock with the host's read at the window's start and end (the tree's RSS keeps arrival times)
-    clock = WindowClock(runner.server_host.link)
+    # perf and pmp of the postmaster's tree on the host (remote_profilers.py), their samples and the tree's
+    # RSS put on this machine's clock with the host's read at the window's start and end (the sampler's)
+    clock = getattr(sampler, "clock", None) or WindowClock(runner.server_host.link)
     profilers = remote_profilers.of_cell(runner, cell, server, clock)
     observers = remote_io.of_cell(runner, server, clock)  # [observe] host_speed, io: on the host
     with StealSampler() as steal, observers, profilers:
@@ -79,8 +80,10 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
             )
             with sampler as rss, RssSampler(child.pid) as client_rss:
                 profilers.window_started()
+                overheads = Overheads.of_cell(runner, server.pid).begin()  # perflab's own CPU on the host
                 client.sleep_until(started + warmup + seconds, child)
                 end = accounting.WindowEnd.take(start, server.pid, read, client_pid=child.pid)
+                perflab_cpu = overheads.finish()
                 window, ended = (begun, time.time()), time.monotonic()
                 wl.end_now(child)
                 code = client.wait(child, warmup + seconds + wl.tail_s, margin, wl.name)
@@ -98,7 +101,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
         {
             "steal": lambda a, b: steal.cores(started + a, started + b),
             "summary": summary.to_dict(),
-            "resources": resources,
+            "resources": resources | {"perflab_host_cpu": perflab_cpu},
             "sysbench_options": wl.effective_options(runner, argv),
             "client": {**fields, "address": server.bind_address},
             "host_clock": clock.record(),
