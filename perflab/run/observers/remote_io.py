@@ -16,9 +16,9 @@ io: the server's own counters (Kind.io_counters: SHOW GLOBAL STATUS, pg_stat_*) 
 by the host's client over the SSH link (the server's `sql`), and its fsync and fdatasync calls counted
 by `perf record` of their tracepoints on the host (RemotePerf's control FIFOs), listed there by
 `perf script` for the server's process tree and put on this machine's clock (the host's monotonic
-clock, on its wall clock by perf's reference time, then aligned). No disk.* counters: the
-server's storage there is the host's tmpfs (storage other than tmpfs is refused with server_host),
-which has no block device, as for a local server on tmpfs.
+clock, on its wall clock by perf's reference time, then aligned). No disk.* counters: on the
+host's tmpfs there is no block device, as for a local server on tmpfs; those of a storage on disk
+there are not read yet (docs/hosts.md, "Not built yet").
 
 Every window with a client or a server on a host takes them through of_window: on the server host, or,
 for a server here with its client on a client host, the local canary and I/O observer (here()), over
