@@ -33,7 +33,7 @@ from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.host_overhead import CellCpu
 from perflab.run.observers.io import IoObserver, into_row
 from perflab.run.observers.phases import Spans
-from perflab.run.observers.profilers import Profilers, store_alloc
+from perflab.run.observers.profilers import Profilers, alloc_fields
 from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.observers.status import of_server as status_of
 from perflab.run.prewarm import server_switches
@@ -329,7 +329,8 @@ class CellRunner:
     def _tracer(self, rundir: Path, workdir: Path) -> AllocTracer | None:
         """[observe] alloc: the counter, built once per run into the work directory."""
         spec = self.exp.file.observe.alloc
-        return AllocTracer(spec, rundir, workdir / "alloc-build") if spec is not None else None
+        tree = self.kind.profiles_tree  # PostgreSQL: every backend counts, and makes syscalls
+        return AllocTracer(spec, rundir, workdir / "alloc-build", tree) if spec is not None else None
 
     def _steady(
         self, intervals: list[dict[str, Any]], qps: float, steal: Callable[[float, float], float | None] | None = None
@@ -346,8 +347,8 @@ class CellRunner:
         if self.remote is not None:
             from perflab.run import remote_client
 
-            return remote_client.measure(self, cell, server, logs)
-        own = self.kind.measure(self, cell, server, logs)  # PostgreSQL: servers/postgresql/cell.py
+            return remote_client.measure(self, cell, server, logs, tracer)  # [observe] alloc too
+        own = self.kind.measure(self, cell, server, logs, tracer)  # PostgreSQL: servers/postgresql/cell.py
         if own is not None:
             return own
         warmup, seconds = client.window_seconds(spec)
@@ -409,8 +410,5 @@ class CellRunner:
         profilers.store(self.results, cell.order, spans)  # profiles/ + profiles table, per target and phase
         measured.update(profilers.fields(spans))  # host_speed
         if tracer is not None:
-            tracer.check_window(summary.transactions)
-            measured["alloc"] = tracer.fields(summary.transactions)
-            if tracer.spec.stacks:
-                store_alloc(self.results, cell.order, summary.transactions, tracer, server.pid)
+            alloc_fields(self.results, cell.order, tracer, server.pid, measured)
         return intervals, rss.samples, measured

@@ -256,14 +256,19 @@ class _Window:
     perflab_cpu: dict[str, Any]
 
 
-def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict[str, Any]], list, dict[str, Any]]:
+def measure(
+    runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None
+) -> tuple[list[dict[str, Any]], list, dict[str, Any]]:
     """run/cell.py's measure with the client on the remote host: the server's resources as always;
     the client's network per transaction instead of its CPU (which is the other host's). With the
-    server on a host too, its profilers and counters as with the client here (run/remote_window.py)."""
+    server on a host too, its profilers and counters as with the client here (run/remote_window.py).
+    The canary and the I/O observer run where the server runs (remote_io.of_window); `tracer`: [observe]
+    alloc of a server here (AllocTracer), its window the RSS sampler's span, as on a server host."""
     from perflab.run import remote_window
-    from perflab.run.observers import remote_client_profilers, remote_profilers, status
+    from perflab.run.observers import remote_client_profilers, remote_io, remote_profilers, status
+    from perflab.run.observers.alloc import remote as remote_alloc
 
-    own = runner.kind.remote_client_measure(runner, cell, server, logs)  # pgbench: servers/postgresql/client_host.py
+    own = runner.kind.remote_client_measure(runner, cell, server, logs, tracer)  # pgbench: postgresql/client_host.py
     if own is not None:
         return own
     remote: RemoteClient = runner.remote
@@ -276,6 +281,10 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     read, sampler = remote_server.server_reads(runner, server)  # on the server's host when it runs there
     there = runner.server_host is not None
     clock = getattr(sampler, "clock", None)  # the server host's clock over the window (a MariaDB server's)
+    observers = remote_io.of_window(runner, server, clock)  # [observe] host_speed, io: where the server runs
+    if tracer is not None:  # a server here: the counts over the RSS sampler's span, as on a server host
+        sampler = remote_alloc.Spanning(sampler, tracer, server.pid, server.rundir)
+    armed = tracer.armed(server.pid, server.rundir) if tracer is not None else contextlib.nullcontext()
     # perf and pmp of the server where it runs: on its host, or here as a local cell's; of the client
     # (targets naming it) on the client host (remote_client_profilers.py); the server's counters over
     # TCP as the run's login, either way
@@ -289,10 +298,12 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
         counters = remote_window.status_sampler(runner, server, remote.password)
     else:  # the server here: over its socket, as a local cell's
         counters = status.of_server(server) if runner.exp.file.observe.status else None
-    with profilers, contextlib.closing(counters) if counters else contextlib.nullcontext(), StealSampler() as steal:
+    status_ = contextlib.closing(counters) if counters else contextlib.nullcontext()
+    with observers, profilers, status_, StealSampler() as steal, armed:
         w = _run(runner, server, command, out, (read, sampler), profilers, counters)
     summary, intervals = client.read_output(out, w.code, warmup)
-    remote_profilers.store(runner, cell, profilers, (w.started, w.origin, w.ended, warmup), intervals, summary)
+    window = (w.started, w.origin, w.ended, warmup)
+    remote_profilers.store(runner, cell, profilers, window, intervals, summary)
     measured = {
         "steal": lambda a, b: steal.cores(w.origin + a, w.origin + b),
         "summary": summary.to_dict(),
@@ -311,6 +322,11 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     if counters is not None:
         measured["server_status"] = counters.figures(summary.transactions, summary.queries, summary.total_time_s)
         measured["status_samples"] = counters.samples
+    measured.update(observers.fields(runner, window, intervals, summary))  # host_speed; io (popped by the cell)
+    if tracer is not None:  # a server here: its counts and stacks as a local cell's
+        from perflab.run.observers.profilers import alloc_fields
+
+        alloc_fields(runner.results, cell.order, tracer, server.pid, measured)
     return intervals, w.rss.samples, measured
 
 
@@ -351,7 +367,8 @@ def local_profilers(server: Any, observe: Any, tree: bool = False) -> Any:
 
     if observe.perf is None and observe.pmp is None:
         return remote_profilers.NoProfilers()
-    return Profilers(observe, server.pid, server.rundir, tree=tree)
+    alone = observe.model_copy(update={"host_speed": False})  # the canary: remote_io.of_window's, not a second
+    return Profilers(alone, server.pid, server.rundir, tree=tree)
 
 
 def cpu_fields(before: float | None, after: float | None, transactions: int) -> dict[str, Any]:

@@ -123,9 +123,9 @@ class Kind:
         """Read the whole dataset into the server's cache; seconds it took."""
         raise NotImplementedError
 
-    def measure(self, runner: Any, cell: Cell, server: Managed, logs: Path) -> Any | None:
+    def measure(self, runner: Any, cell: Cell, server: Managed, logs: Path, tracer: Any = None) -> Any | None:
         """A cell's measurement when this kind measures it itself (a workload tool of its own,
-        pgbench); None: the common sysbench measurement (run/cell.py)."""
+        pgbench); None: the common sysbench measurement (run/cell.py). `tracer`: [observe] alloc's."""
         return None
 
     def pss_bytes(self, server: Managed) -> int | None:
@@ -193,9 +193,11 @@ class Kind:
         """Make the (not yet started) server listen on `address` only, where a remote client reaches it."""
         raise NotImplementedError(f"a client on another host is not supported with {self.title} yet")
 
-    def remote_client_measure(self, runner: Any, cell: Cell, server: Managed, logs: Path) -> Any | None:
+    def remote_client_measure(
+        self, runner: Any, cell: Cell, server: Managed, logs: Path, tracer: Any = None
+    ) -> Any | None:
         """`measure` with the client on the client host (run/remote_client.py): this kind's own, or
-        None: the common sysbench measurement."""
+        None: the common sysbench measurement. `tracer`: [observe] alloc's, of a server here."""
         return None
 
     def remote_login(self, server: Managed, password: str) -> dict[str, str]:

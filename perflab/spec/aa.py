@@ -24,7 +24,6 @@ import os
 import shutil
 from typing import Any
 
-from perflab.spec.hosts import client_hosts, host_observers_run, server_hosts
 from perflab.spec.loading import parse
 from perflab.spec.matrix import Experiment
 
@@ -47,12 +46,9 @@ def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
         if key in raw:
             doc[key] = raw[key]
     # the canary's slope is calibrated too (analyze/host_speed.py); said either way, never left unset
-    # no canary in the interleaved design (spec/design.py): its turns take the host's speed out; nor
-    # with a client on another host (docs/hosts.md: no observers there yet); with a server on another
-    # host it runs there (run/observers/remote_io.py), with sysbench here only so far
-    e = exp.file.experiment
-    remote = bool(server_hosts(exp.file)) and not host_observers_run(exp.file)
-    no_canary = e.interleaved or bool(client_hosts(exp.file)) or remote
+    # no canary in the interleaved design (spec/design.py): its turns take the host's speed out; it
+    # runs where the server runs, with a client or a server on another host (run/observers/remote_io.py)
+    no_canary = exp.file.experiment.interleaved
     doc["observe"] = {"host_speed": False if no_canary else _canary(exp.file.observe.host_speed)}
     return parse(to_toml(doc), f"{exp.source} (A/A calibration of its first configuration)")
 

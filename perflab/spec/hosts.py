@@ -2,9 +2,9 @@
 valid: every host named (also by a host axis: variants that set server_host) is a `[hosts.NAME]`
 table (exit 2 otherwise), and a client or a server on
 another host comes with what it supports so far: sysbench or pgbench, the sequential design, no client
-variants and no observers beyond the server's resources; a server there runs the host's installed
-server, on its tmpfs, with no preload, build or glibc variant ([observe] io and host_speed run there
-with sysbench on this machine: host_observers_run).
+variants; a server there runs the host's installed server, on its tmpfs, with no preload, build or
+glibc variant. [observe] io and host_speed run where the server runs, whichever client (run/observers/
+remote_io.py), and alloc of a server here with its client on a host.
 
     problems = host_problems(spec)   # [] or Problems with key paths and fixes
 """
@@ -210,9 +210,10 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
                 "interleaved turns are taken by local clients only; remove design",
             )
         )
-    if observers:  # the server here: its perf, pmp (of the server) and status run here with sysbench
+    if observers:  # the server here: its perf, pmp (of the server) and status run here with sysbench;
+        # its alloc, io and canary here with either client (run/remote_client.py, postgresql/client_host.py)
         here = ("perf", "pmp", "status") if workloads.of(spec).remote_client_observers else ()
-        names = tuple(n for n in ("perf", "pmp", "alloc", "status", "io", "host_speed") if n not in here)
+        names = tuple(n for n in ("perf", "pmp", "status") if n not in here)
         problems += _observer_problems(spec, names, "client_host", _NOT_YET)
         problems += _client_target_problems(spec)
     for axis, labels in spec.variants.items():
@@ -291,22 +292,6 @@ def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
     return problems
 
 
-def host_observers_run(spec: ExperimentFile) -> bool:
-    """[observe] host_speed and io run on the server host in the window with the client here
-    (run/remote_window.py, run/observers/remote_io.py); not yet with a client host, nor in the window
-    of a client cut at perflab's marks (pgbench: servers/postgresql/remote_cell.py)."""
-    return not client_hosts(spec) and not workloads.of(spec).tail_s
-
-
-def _host_observer_problems(spec: ExperimentFile) -> list[Problem]:
-    if host_observers_run(spec):
-        return []
-    key = "server_host and client_host" if client_hosts(spec) else f'server_host and tool = "{spec.workload.tool}"'
-
-    why = "they run on the server host with sysbench on this machine only so far: " + _NOT_YET_SERVER
-    return _observer_problems(spec, ("io", "host_speed"), key, why)
-
-
 def _server_problems(spec: ExperimentFile) -> list[Problem]:
     e, problems = spec.experiment, []
     refusal = servers.kind(e.server).remote_server_refusal
@@ -337,7 +322,6 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
                     _NOT_YET_SERVER,
                 )
             )
-    problems += _host_observer_problems(spec)
     refusal = servers.kind(e.server).remote_alloc_refusal  # alloc runs where the server runs: MariaDB's
     if spec.observe.alloc is not None and refusal:
         problems.append(Problem("observe.alloc", "no [observe] alloc with server_host", "true", refusal))

@@ -23,6 +23,7 @@ LONGEST_FIRST = (
     "test_remote_client.py",  # 110
     "test_resources.py",  # 78
     "test_postgresql.py",  # 78
+    "test_io_canary_server_host.py",  # 75 (2026-11-28 14:20, 5 tests, one lock-held run)
     "test_sid_servers_real.py",  # 77
     "test_resume.py",  # 77
     "test_gotpc_real.py",  # 71

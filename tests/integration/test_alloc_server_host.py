@@ -10,6 +10,7 @@ transaction, counted there as test_alloc.py counts it here. With glibc's mmap th
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from perflab.units import size_class_label
@@ -97,3 +98,138 @@ def test_alloc_counts_a_server_on_its_host(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     assert meta["binary"].startswith("db:") and meta["binary"].endswith("/mariadbd")
     assert namespace_commands(ssh_lab, "db") == ["sshd"]  # the server and perf stopped there
     assert not Path(exported["hosts"]["hosts"]["db"]["dir"]).exists()
+
+
+HERE = """
+[experiment]
+name = "it-alloc-client-host"
+duration = "2s"
+warmup = "1s"
+repeats = 1
+client_host = "load"
+
+[hosts.load]
+ssh = "{ssh}"
+
+[dataset]
+tables = 1
+table_size = 1000
+
+[workload]
+test = "oltp_read_write"
+threads = [2]
+
+[workload.options]
+range_size = 100
+point_selects = 0
+simple_ranges = 0
+sum_ranges = 0
+distinct_ranges = 0
+order_ranges = 1
+
+[server_options]
+sort_buffer_size = "2M"
+log_bin = "binlog"
+sync_binlog = 1
+
+[observe]
+alloc = {{ period = "64K" }}
+io = true
+host_speed = true
+"""
+
+
+def test_alloc_io_and_the_canary_of_a_server_here_with_its_client_on_a_host(
+    ssh_lab: SshLab, tmpfs, tmp_path: Path
+) -> None:
+    """mariadbd here, sysbench on the client host: the counter, the I/O observer and the canary run
+    here as for a local client, over the remote client's window (run/remote_client.py)."""
+    load = ssh_lab.hosts["load"]
+    spec, out = write_experiment(tmp_path / "here.toml", HERE.format(ssh=load.ssh)), tmp_path / "results"
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    assert cell["status"] == "ok" and cell["client"]["host"] == "load" and "host" not in cell["build"], cell.get(
+        "error"
+    )
+    transactions = cell["summary"]["transactions"]
+    alloc = cell["alloc"]
+    calls = alloc["calls_per_txn"]
+    assert alloc["transactions"] == transactions > 0 and "missing" not in alloc, alloc
+    assert calls["malloc"] > 1 and abs(calls["free"] - calls["malloc"]) <= 0.1 * calls["malloc"], calls
+    assert alloc["samples"] > 0 and alloc["syscalls_per_txn"] is not None, alloc
+    profile = out / "profiles" / f"cell-{cell['id']:04d}.alloc.folded"
+    leaf, _ = sort_buffer([line.rsplit(" ", 1) for line in profile.read_text().splitlines()])
+    (counted,) = [r for r in alloc["by_size_class"] if f"malloc:{size_class_label(r['low'], r['high'])}" == leaf]
+    assert 0.95 <= counted["calls_per_txn"]["malloc"] <= 1.1, alloc["by_size_class"]  # a sort buffer a transaction
+    io = cell["resources"]["io"]  # the server's own counters and its fsyncs, here
+    per_txn = io["per_txn"]
+    assert io["lost_chunks"] == 0 and per_txn["binlog.bytes_written"] > 100, io
+    assert 0.2 <= per_txn["sys.fsync"] + per_txn["sys.fdatasync"] <= 4, per_txn  # a binlog sync per group commit
+    speed = cell["host_speed"]  # this machine's vCPUs over the window
+    assert speed["work_ns"] > 0 and speed["per_cpu"].keys() == {str(c) for c in os.sched_getaffinity(0)}, speed
+    assert [s for s, _ in speed["seconds"]] == [0, 1], speed
+    assert namespace_commands(ssh_lab, "load") == ["sshd"]
+
+
+PG = """
+[experiment]
+name = "it-alloc-pg-server-host"
+duration = "2s"
+warmup = 0
+repeats = 1
+server = "postgresql"
+server_host = "db"
+
+[hosts.db]
+ssh = "{ssh}"
+
+[dataset]
+scale = 1
+
+[workload]
+tool = "pgbench"
+test = "select-only"
+threads = [2]
+
+[observe]
+alloc = {{ period = "64K" }}
+"""
+
+
+def test_alloc_counts_a_postgresql_server_on_its_host_over_every_backend(
+    ssh_lab: SshLab, tmpfs, tmp_path: Path
+) -> None:
+    """The counter preloaded into the postmaster there counts in every backend it forks, a slot each,
+    summed; perf there counts the syscalls of the whole tree (run/observers/alloc/remote.py)."""
+    db = ssh_lab.hosts["db"]
+    spec, out, shm = (
+        write_experiment(tmp_path / "pg.toml", PG.format(ssh=db.ssh)),
+        tmp_path / "results",
+        tmpfs("shm", "1G"),
+    )
+    shm.parent.chmod(0o755)  # the postgres user must reach its directories
+    done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = exported["cells"]
+    assert cell["status"] == "ok" and cell["build"]["host"]["name"] == "db", cell.get("error")
+    alloc = cell["alloc"]
+    assert alloc["transactions"] == cell["summary"]["transactions"] > 100 and "missing" not in alloc, alloc
+    # the postmaster, pgbench's backends and the auxiliary processes: a slot each (not one shared)
+    assert alloc["threads"] >= 4 and alloc["shared_slot_threads"] == 0, alloc
+    # select-only's index scan: btbeginscan's two palloc'd chunks, each over the chunk limit, a malloc
+    # of its own (8-16 KiB and 16-32 KiB) per transaction, in the backends
+    scan = {r["low"]: r["calls_per_txn"].get("malloc", 0) for r in alloc["by_size_class"] if r["low"] in (8192, 16384)}
+    assert scan.keys() == {8192, 16384} and all(0.9 <= n <= 1.1 for n in scan.values()), alloc["by_size_class"]
+    # a backend that exits frees what its postmaster had malloc'd before forking it (thousands of calls,
+    # counted there long before): pgbench's connections come and go inside the window
+    assert alloc["calls_per_txn"]["free"] >= alloc["calls_per_txn"]["malloc"] >= 2 * 0.9, alloc["calls_per_txn"]
+    assert alloc["syscalls_per_txn"] is not None and alloc["samples"] > 0 and alloc["dropped_samples"] == 0, alloc
+    profile = out / "profiles" / f"cell-{cell['id']:04d}.alloc.folded"
+    stacks = [line.rsplit(" ", 1) for line in profile.read_text().splitlines()]
+    assert any(";btbeginscan;" in stack for stack, _ in stacks), stacks[:5]  # named here from the host's postgres
+    meta = json.loads(profile.with_suffix(".json").read_text())
+    assert meta["binary"] == "db:/usr/lib/postgresql/15/bin/postgres", meta["binary"]
+    assert namespace_commands(ssh_lab, "db") == ["sshd"]

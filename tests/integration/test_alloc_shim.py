@@ -96,3 +96,34 @@ def test_sampled_stacks_estimate_the_bytes_and_name_the_caller(tmp_path: Path) -
         check=True,
     ).stdout
     assert "work()" in names
+
+
+FORKS = r"""
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+/* a postmaster's way: the parent allocates, forks 3 children that each allocate 1000 blocks of
+   300000 bytes (class 19) in a loop as fast as they can, side by side, then exits */
+int main(void) {
+    free(malloc(100));
+    for (int c = 0; c < 3; c++)
+        if (fork() == 0) {
+            for (int i = 0; i < 1000; i++) free(malloc(300000));
+            _exit(0);
+        }
+    for (int c = 0; c < 3; c++) wait(NULL);
+    return 0;
+}
+"""
+
+
+def test_forked_children_count_in_slots_of_their_own(tmp_path: Path) -> None:
+    """A PostgreSQL backend is forked by its postmaster without exec: it counts too, in its own slot
+    (in the parent's, two processes' plain stores would lose counts)."""
+    source, exe = tmp_path / "forks.c", tmp_path / "forks"
+    source.write_text(FORKS)
+    subprocess.run(["cc", "-O0", "-o", str(exe), str(source)], check=True)
+    counts = run(exe, alloc.build(tmp_path / "cache"), tmp_path / "counters", None)
+    assert counts.calls["malloc"][19] == 3 * 1000 and counts.calls["malloc"][7] >= 1  # nothing lost
+    assert counts.threads == 4, counts.threads  # the parent and each child: a slot each
+    assert counts.total_calls("free") >= 3 * 1000

@@ -406,3 +406,30 @@ def test_a_scale_that_does_not_fit_the_tmpfs(tmp_path: Path, tmpfs):
     done = run("run", str(spec), "-o", str(tmp_path / "out"), env={**os.environ, "PERFLAB_TMPFS": str(shm)})
     assert done.returncode == 3, done.stdout + done.stderr
     assert "dataset.scale" in done.stderr and "smaller dataset (scale)" in done.stderr
+
+
+def test_alloc_counts_in_every_backend(tmp_path: Path):
+    """[observe] alloc: the counter preloaded into the postmaster counts in every process it forks, a
+    slot each, summed over the window: from its start readings to its end mark, so the clients'
+    disconnections (a backend that exits frees what the postmaster had allocated) are left out."""
+    observe = '[observe]\nalloc = { period = "64K" }\n'
+    spec, out = experiment(tmp_path, "pg-alloc", duration="2s", more=observe), tmp_path / "out"
+    done = perflab("run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = export(out)["cells"]
+    assert cell["status"] == "ok", cell.get("error")
+    alloc = cell["alloc"]
+    assert alloc["transactions"] == cell["summary"]["transactions"] > 100 and "missing" not in alloc, alloc
+    # the postmaster, pgbench's backends and the auxiliary processes: a slot each (not one shared)
+    assert alloc["threads"] >= 4 and alloc["shared_slot_threads"] == 0, alloc
+    # select-only's index scan: btbeginscan's two palloc'd chunks, each over the chunk limit, a malloc
+    # of its own (8-16 KiB and 16-32 KiB) per transaction, freed at its end (2026-11-28: 2.00 and 2.00)
+    scan = {r["low"]: r["calls_per_txn"].get("malloc", 0) for r in alloc["by_size_class"] if r["low"] in (8192, 16384)}
+    assert scan.keys() == {8192, 16384} and all(0.95 <= n <= 1.05 for n in scan.values()), alloc["by_size_class"]
+    calls = alloc["calls_per_txn"]
+    assert abs(calls["free"] - calls["malloc"]) <= 0.05 * calls["malloc"], calls
+    assert alloc["syscalls_per_txn"] is not None and alloc["samples"] > 0 and alloc["dropped_samples"] == 0, alloc
+    profile = out / "profiles" / f"cell-{cell['id']:04d}.alloc.folded"
+    stacks = [line.rsplit(" ", 1) for line in profile.read_text().splitlines()]
+    assert any(";btbeginscan;" in stack for stack, _ in stacks), stacks[:5]
+    assert json.loads(profile.with_suffix(".json").read_text())["binary"].endswith("/bin/postgres")

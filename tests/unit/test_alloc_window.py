@@ -23,8 +23,9 @@ class Recorder:
     events: ClassVar[list[tuple[str, int]]] = []
     file: ClassVar[Path]
 
-    def __init__(self, pid: int, workdir: Path, *, enabled: bool = True) -> None:
+    def __init__(self, pid: int, workdir: Path, *, enabled: bool = True, tree: bool = False) -> None:
         assert not enabled, "started with its events on: it would count before the window"
+        assert not tree, "one process's calls (MariaDB's); a PostgreSQL tracer's are its tree's"
         self.seconds = 0.0
 
     def _log(self, what: str) -> None:

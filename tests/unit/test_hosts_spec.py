@@ -69,12 +69,14 @@ def test_what_a_remote_client_does_not_support_yet() -> None:
         'client_host = "load"\ndesign = "interleaved"',
         rest=HOSTS + "[observe]\nperf = true\nstatus = true\nio = true\n",
     )
-    assert set(found) >= {"experiment.design", "observe.io"} and "observe.perf" not in found
+    assert "experiment.design" in found and "observe.perf" not in found
+    assert "interleaved" in found["observe.io"] and "client_host" not in found["observe.io"]  # the design's only
     # the server here: its perf, pmp and status run here
     here = parse('client_host = "load"', rest=HOSTS + "[observe]\nperf = true\npmp = true\nstatus = true\n")
     assert here.file.observe.perf is not None and here.file.observe.status
-    found = problems('client_host = "load"', rest=HOSTS + "[observe]\nalloc = true\nhost_speed = true\n")
-    assert {"observe.alloc", "observe.host_speed"} <= set(found)
+    # its allocations, I/O and canary here too, as for a local client (run/remote_client.py)
+    counted = parse('client_host = "load"', rest=HOSTS + "[observe]\nalloc = true\nhost_speed = true\nio = true\n")
+    assert counted.file.observe.alloc is not None and counted.file.observe.host_speed and counted.file.observe.io
     both = problems('client_host = "load"\ndesign = "interleaved"\nserver_host = "db"')
     assert set(both) == {"experiment.design"}  # with the server on a host, its observers run there
     assert parse('client_host = "load"\nserver = "postgresql"').file.experiment.server == "postgresql"  # sysbench
@@ -130,7 +132,7 @@ def test_calibrate_keeps_the_client_host() -> None:
 
     aa = aa_experiment(parse('client_host = "load"'), rounds=4)
     assert aa.file.experiment.client_host == "load" and aa.file.hosts["load"].ssh == "root@10.77.1.2"
-    assert aa.file.observe.host_speed is False  # no canary with a remote client (no observers there yet)
+    assert aa.file.observe.host_speed is True  # the canary runs here, where the server runs (remote_io.here)
 
 
 def test_a_server_host_runs_the_sequential_design_and_says_why() -> None:
@@ -162,11 +164,8 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     # sequential: io and host_speed run on the server host (run/observers/remote_io.py)
     observed = parse('server_host = "db"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n")
     assert observed.file.observe.io and observed.file.observe.host_speed
-    both = problems(
-        'server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n"
-    )
-    assert set(both) == {"observe.io", "observe.host_speed"}, both
-    assert "server_host and client_host" in both["observe.io"] and "not with server_host yet" in both["observe.io"]
+    both = parse('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n")
+    assert both.file.observe.io and both.file.observe.host_speed  # with the client on a host too
     variants = problems('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\n'
                         'je = { preload = "jemalloc", client_env = { A = "1" } }\n')  # fmt: skip
     assert list(variants) == ["variants.alloc.je"] and "found client_env" in variants["variants.alloc.je"]
@@ -235,18 +234,19 @@ def test_observe_of_one_target_keeps_perf_and_pmp_where_they_name_it() -> None:
     assert observe.perf.targets == ["server", "client"]  # the experiment's own, unchanged
 
 
-def test_alloc_counts_a_mariadb_server_on_its_host_and_refuses_postgresql_there() -> None:
-    """[observe] alloc runs where the server runs (run/observers/alloc/remote.py): MariaDB's, one
-    process, with the client here or on a host; PostgreSQL's (a process tree) is refused there."""
+def test_alloc_counts_a_server_where_it_runs_mariadb_or_postgresql() -> None:
+    """[observe] alloc runs where the server runs (run/observers/alloc/remote.py): MariaDB's, with the
+    client here or on a host; PostgreSQL's (a process tree: every backend counts) too."""
     rest = HOSTS + '[observe]\nalloc = { period = "256K" }\n'
     exp = parse('server_host = "db"', rest=rest)
     assert exp.file.observe.alloc is not None and exp.file.observe.alloc.syscalls
     assert parse('server_host = "db"\nclient_host = "load"', rest=rest).file.observe.alloc is not None
-    found = problems('server_host = "db"\nserver = "postgresql"', rest=rest)
-    assert set(found) == {"observe.alloc"}, found
-    assert "not built yet; MariaDB's is" in found["observe.alloc"]
-    local_client = problems('client_host = "load"', rest=rest)  # the server here: its observers here
-    assert "not with client_host yet" in local_client["observe.alloc"]
+    for where in ('server_host = "db"', 'server_host = "db"\nclient_host = "load"'):
+        assert parse(where + '\nserver = "postgresql"', rest=rest).file.observe.alloc is not None
+    local_client = parse('client_host = "load"', rest=rest)  # the server here: its counter here
+    assert local_client.file.observe.alloc is not None
+    pg_here = parse('client_host = "load"\nserver = "postgresql"', rest=rest)  # a PostgreSQL here, pgbench there
+    assert pg_here.file.observe.alloc is not None
 
 
 def test_alloc_syscalls_on_a_server_host_need_perf_there() -> None:
@@ -274,6 +274,11 @@ def test_a_postgresql_server_host_runs_sysbench_and_pgbench_from_here() -> None:
     assert spec.parse(_pgbench('server_host = "db"')).file.workload.tool == "pgbench"
     both_pgbench = spec.parse(_pgbench('server_host = "db"\nclient_host = "load"'))  # pgbench on the client host
     assert both_pgbench.file.experiment.client_host == "load" and both_pgbench.file.workload.tool == "pgbench"
+    # the canary and the server's I/O run where the server runs, whichever host pgbench runs on
+    observe = "[observe]\nio = true\nhost_speed = true\n"
+    for where in ('server_host = "db"', 'server_host = "db"\nclient_host = "load"', 'client_host = "load"'):
+        observed = spec.parse(_pgbench(where) + observe).file.observe
+        assert observed.io and observed.host_speed, where
     tpcc = BASE.format(experiment='server_host = "db"', rest=HOSTS).replace(
         'test = "oltp_point_select"', 'tool = "go-tpc"\ntest = "tpcc"\nwarehouses = 1'
     )

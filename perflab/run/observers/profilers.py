@@ -250,6 +250,16 @@ def _phases(spans: Spans, span: tuple[float, float]) -> list[str]:
     return [p for p in PHASES if p == MEASURED or spans.seconds(p, span) > 0]
 
 
+def alloc_fields(results: Results, cell_id: int, tracer: AllocTracer, pid: int, measured: dict[str, Any]) -> None:
+    """[observe] alloc of a server here: the cell's `alloc` into `measured` (over its summary's
+    transactions), its sampled stacks stored as a profile (store_alloc)."""
+    transactions = measured["summary"]["transactions"]
+    tracer.check_window(transactions)
+    measured["alloc"] = tracer.fields(transactions)
+    if tracer.spec.stacks:
+        store_alloc(results, cell_id, transactions, tracer, pid)
+
+
 def store_alloc(
     results: Results, cell_id: int, transactions: int, tracer: AllocTracer, pid: int, names: Any = None,
     binary: str | None = None,

@@ -16,11 +16,15 @@ io: the server's own counters (Kind.io_counters: SHOW GLOBAL STATUS, pg_stat_*) 
 by the host's client over the SSH link (the server's `sql`), and its fsync and fdatasync calls counted
 by `perf record` of their tracepoints on the host (RemotePerf's control FIFOs), listed there by
 `perf script` for the server's process tree and put on this machine's clock (the host's monotonic
-clock, on its wall clock by perf's reference time, then aligned). No disk.* counters: the
-server's storage there is the host's tmpfs (storage other than tmpfs is refused with server_host),
-which has no block device, as for a local server on tmpfs.
+clock, on its wall clock by perf's reference time, then aligned). No disk.* counters: on the
+host's tmpfs there is no block device, as for a local server on tmpfs; those of a storage on disk
+there are not read yet (docs/hosts.md, "Not built yet").
 
-    extra = of_cell(runner, server, clock)      # started before the workload, as Profilers
+Every window with a client or a server on a host takes them through of_window: on the server host, or,
+for a server here with its client on a client host, the local canary and I/O observer (here()), over
+the same window, with the same fields (HostObservers.fields).
+
+    extra = of_window(runner, server, clock)    # started before the workload, as Profilers
     with extra: run_window()
     measured.update(extra.fields(runner, (started, origin, end, warmup), intervals, summary))
 """
@@ -192,17 +196,18 @@ class RemoteFsyncs(RemotePerf):
 
 
 class HostObservers:
-    """[observe] host_speed and io of a cell whose server runs on its host, over its workload. `clock`:
-    the window's reading of the host's clock (the server's RSS sampler's), else one of its own, read
-    when these start and stop."""
+    """[observe] host_speed and io of a cell, over its workload, where its server runs: on its host, or
+    here (a server here with its client on a host: here()). `clock`: the window's reading of the server
+    host's clock (the server's RSS sampler's), else one of its own (`own`), read when these start and
+    stop; None for a server here."""
 
-    def __init__(self, canary: RemoteHostSpeed | None, io: IoObserver | None, clock: WindowClock, own: bool) -> None:
+    def __init__(self, canary: HostSpeed | None, io: IoObserver | None, clock: WindowClock | None, own: bool) -> None:
         self.canary, self.io, self.clock, self.own = canary, io, clock, own
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> Self:
         with contextlib.ExitStack() as stack:
-            if self.own and (self.canary or self.io):
+            if self.own and self.clock is not None and (self.canary or self.io):
                 self.clock.begin()
                 stack.callback(self.clock.finish)
             for observer in (self.canary, self.io):
@@ -245,3 +250,17 @@ def of_cell(runner: Any, server: Any, clock: WindowClock | None) -> HostObserver
         fsyncs = RemoteFsyncs(place.rundir, f"{remote_dir}/fsyncs", server.pid, clock)
         io = IoObserver(None, lambda: runner.kind.io_counters(server), server.pid, server.rundir, recorder=fsyncs)
     return HostObservers(canary, io, clock, own)
+
+
+def here(runner: Any, server: Any) -> HostObservers:
+    """The cell's canary and I/O observer of a server on this machine, as a local cell's (Profilers):
+    with the client on a client host (run/remote_client.py, servers/postgresql/client_host.py)."""
+    canary = None
+    if runner.exp.file.observe.host_speed:  # built once per run, beside the cells' directories
+        canary = HostSpeed(server.rundir.parent / "canary-build", server.rundir / "host-speed.txt")
+    return HostObservers(canary, runner.io_observer(server), None, own=False)
+
+
+def of_window(runner: Any, server: Any, clock: WindowClock | None) -> HostObservers:
+    """[observe] host_speed and io where the cell's server runs: on the server host (of_cell), or here."""
+    return of_cell(runner, server, clock) if runner.server_host is not None else here(runner, server)

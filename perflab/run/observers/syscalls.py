@@ -72,15 +72,17 @@ def parse(lines: Iterable[str]) -> SyscallCounts:
 class SyscallRecorder(PerfRecorder):
     """`perf record` of the allocator's syscall tracepoints, system-wide, enabled for the window only."""
 
-    def __init__(self, pid: int, workdir: Path, *, enabled: bool = True) -> None:
+    def __init__(self, pid: int, workdir: Path, *, enabled: bool = True, tree: bool = False) -> None:
         # a directory of its own: PerfRecorder's FIFOs and log are named after the pid only
         super().__init__(pid, Path(workdir) / "syscalls", enabled=enabled)
+        self.tree = tree  # the calls of `pid`'s process tree (a postmaster's backends), not its own only
 
     def events(self) -> list[str]:
         return events()
 
     def script_argv(self) -> list[str]:
-        return ["perf", "script", "-i", str(self.data), "--pid", str(self.pid), "-F", "event,trace"]
+        pids = ",".join(map(str, self.descendants())) if self.tree else str(self.pid)
+        return ["perf", "script", "-i", str(self.data), "--pid", pids, "-F", "event,trace"]
 
     def counts(self) -> SyscallCounts:
         """The window's calls; PerflabError when the recording does not cover it, and

@@ -126,10 +126,10 @@ class PostgreSQLKind(Kind):
 
         return prewarm.postgresql(server, dataset.database(tool))
 
-    def measure(self, runner: Any, cell: Cell, server: Any, logs: Path) -> Any:
+    def measure(self, runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None) -> Any:
         from perflab.servers.postgresql import cell as pgcell
 
-        return pgcell.measure(runner, cell, server, logs)
+        return pgcell.measure(runner, cell, server, logs, tracer)
 
     def pss_bytes(self, server: Any) -> int | None:
         from perflab.run.proctree import pss_bytes, tree
@@ -197,6 +197,8 @@ class PostgreSQLKind(Kind):
     # a server on another host (run/remote_server.py, servers/postgresql/remote.py): Debian's
     # postgresql-15 there, in its own bin directory (not on PATH); psql from postgresql-client-15
     remote_server_refusal = None
+    # the counter preloaded into the postmaster there counts in every backend (a slot each), summed
+    remote_alloc_refusal = None
     server_packages: ClassVar[dict[str, str]] = {
         "postgres": "postgresql-15",
         "initdb": "postgresql-15",
@@ -221,12 +223,13 @@ class PostgreSQLKind(Kind):
 
         return remote_cell.measure(runner, cell, server, logs) if workloads.of(runner.exp.file).tail_s else None
 
-    def remote_client_measure(self, runner: Any, cell: Cell, server: Any, logs: Path) -> Any | None:
+    def remote_client_measure(self, runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None) -> Any | None:
         """pgbench on the client host (a client cut at perflab's marks, its log fetched back); sysbench: None."""
         from perflab.run import workloads
         from perflab.servers.postgresql import client_host
 
-        return client_host.measure(runner, cell, server, logs) if workloads.of(runner.exp.file).tail_s else None
+        pgbench = workloads.of(runner.exp.file).tail_s
+        return client_host.measure(runner, cell, server, logs, tracer) if pgbench else None
 
     def remote_reads(self, place: Any, pid: int) -> tuple[Any, Any]:
         """The postmaster's tree on its host: every backend's CPU, and the tree's RSS once a second,

@@ -12,14 +12,16 @@ cut at the window's start (run/workloads/pgbench.py).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
 
 from perflab.errors import ServerCrashedError
 from perflab.run import accounting, client, workloads
+from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.phases import Spans
-from perflab.run.observers.profilers import Profilers
+from perflab.run.observers.profilers import Profilers, alloc_fields
 from perflab.run.observers.resources import StealSampler
 from perflab.run.proctree import TreeSampler, tree_counters
 from perflab.run.workloads import Workload
@@ -39,14 +41,22 @@ def command(runner: Any, cell: Cell, server: PostgreSQL) -> list[str]:
     return wl.run_argv(spec, cell, server, warmup + seconds + wl.tail_s, warmup or None, jobs)
 
 
-def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[list, list, dict[str, Any]]:
+def measure(
+    runner: Any, cell: Cell, server: PostgreSQL, logs: Path, tracer: AllocTracer | None = None
+) -> tuple[list, list, dict[str, Any]]:
     spec, wl = runner.exp.file, workloads.of(runner.exp.file)
     warmup, seconds = client.window_seconds(spec)
     argv = command(runner, cell, server)
     out = logs / wl.output_name
     # the profilers follow the postmaster's tree: perf starts (not recording) before the client
     io = runner.io_observer(server)  # [observe] io
-    with Profilers(spec.observe, server.pid, server.rundir, tree=True, io=io) as profilers, StealSampler() as steal:
+    # [observe] alloc: its syscalls' perf started before the workload (the counter counts in every backend)
+    armed = tracer.armed(server.pid, server.rundir) if tracer is not None else contextlib.nullcontext()
+    with (
+        Profilers(spec.observe, server.pid, server.rundir, tree=True, io=io) as profilers,
+        StealSampler() as steal,
+        armed,
+    ):
         profilers.workload_starting()
         started, launched = time.monotonic(), time.time()
         child = client.start(argv, out, runner.client_cpus)
@@ -54,7 +64,7 @@ def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[li
             profilers.workload_started()  # the server's warm-up samplers (pmp: every backend as it connects)
             if warmup:
                 client.sleep_until(started + warmup, child)
-            window = _Window(server, cell, child, profilers, wl)
+            window = _Window(server, cell, child, profilers, wl, tracer)
             code = window.run(started + warmup + seconds, warmup + seconds, spec.experiment.timeout_margin)
             window_end = min(time.monotonic(), started + warmup + seconds)
     if not server.alive():
@@ -74,26 +84,38 @@ def measure(runner: Any, cell: Cell, server: PostgreSQL, logs: Path) -> tuple[li
     # "steal": the machine's steal over seconds of the workload, a stall's (popped by cell.py)
     fields = {"summary": summary.to_dict(), "resources": resources, "sysbench_options": options,
               **profilers.fields(spans), "steal": lambda a, b: steal.cores(started + a, started + b)}  # fmt: skip
+    if tracer is not None:  # summed over the postmaster and every process it forked
+        alloc_fields(runner.results, cell.order, tracer, server.pid, fields)
     return intervals, memory.samples, fields
 
 
 class _Window:
     """The measured window of a running client: the counters at both ends, the backends'
-    allocator check, memory sampled over the tree, the profilers' window."""
+    allocator check, memory sampled over the tree, the profilers' window, [observe] alloc's counts
+    (from the start readings to the end mark: the clients' disconnections left out)."""
 
-    def __init__(self, server: PostgreSQL, cell: Cell, child: Any, profilers: Profilers, wl: Workload) -> None:
+    def __init__(
+        self, server: PostgreSQL, cell: Cell, child: Any, profilers: Profilers, wl: Workload, tracer: Any = None
+    ) -> None:
         self.server, self.child, self.wl = server, child, wl
         self.start = accounting.WindowStart.take(server.pid, child.pid, read=tree_counters)
         self.begun = time.monotonic()
         self.epochs = (time.time(), 0.0)  # a logging client's figures are cut at these (epoch seconds)
-        self.backends = _verified(server, cell, child, wl.database)
+        self.traced = contextlib.ExitStack()
+        if tracer is not None:
+            self.traced.enter_context(tracer.window(server.pid, server.rundir))
+        try:
+            self.backends = _verified(server, cell, child, wl.database)
+        except BaseException:
+            self.traced.close()
+            raise
         self.memory = TreeSampler(server.pid)
         self.profilers = profilers
         self.end: accounting.WindowEnd | None = None
 
     def run(self, ends_at: float, client_seconds: float, margin: float) -> int:
         """Until the client exits; returns its exit code."""
-        with self.memory:
+        with self.traced, self.memory:
             self.profilers.window_started()  # the window's profiles
             if self.wl.tail_s:  # the window ends now, the backends still live
                 client.sleep_until(ends_at, self.child)
@@ -102,6 +124,7 @@ class _Window:
                     self.start, self.server.pid, read=tree_counters, client_pid=self.child.pid
                 )  # the client runs on past it: its CPU counts to here, not to its exit
                 self.epochs = (self.epochs[0], time.time())
+                self.traced.close()  # alloc's counts end at the mark too
                 self.wl.end_now(self.child)
             code = client.wait(self.child, client_seconds + self.wl.tail_s, margin)
         if not self.wl.tail_s:

@@ -17,7 +17,9 @@ reading that host's clock themselves).
 Recorded in `client`, as a remote sysbench's: the host, the server's address, the host's interface
 toward it, its bytes per transaction, the round trip; pgbench's CPU there over the window (its
 /proc stat at both marks: it still runs at the end mark); and `clock`, the two readings and the
-shift applied.
+shift applied. With [observe] host_speed and io, the canary and the server's I/O run where the server
+runs (run/observers/remote_io.of_window: here, or on the server host), over pgbench's run, and their
+window is the marks'.
 
     intervals, rss, fields = measure(runner, cell, server, logs)   # from run/remote_client.measure
 """
@@ -33,8 +35,10 @@ from typing import Any
 from perflab.errors import HostLostError, ServerCrashedError
 from perflab.hosts.clock import Alignment, WindowClock
 from perflab.run import accounting, client, remote_server, workloads
-from perflab.run.observers import remote_profilers
+from perflab.run.observers import remote_io, remote_profilers
+from perflab.run.observers.alloc.remote import Spanning
 from perflab.run.observers.host_overhead import Overheads
+from perflab.run.observers.profilers import alloc_fields
 from perflab.run.observers.resources import StealSampler
 from perflab.run.remote_client import RemoteChild, RemoteClient, cpu_fields, local_profilers
 from perflab.run.workloads import pgbench
@@ -102,7 +106,8 @@ class _Window:
         return {"perflab_host_cpu": self.perflab_cpu, **pss, "preload_verified_backends": self.backends}
 
 
-def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, list, dict[str, Any]]:
+def measure(runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None) -> tuple[list, list, dict[str, Any]]:
+    """`tracer`: [observe] alloc of a server here (a server host's is the server's own, in its reads)."""
     spec, wl = runner.exp.file, workloads.of(runner.exp.file)
     remote: RemoteClient = runner.remote
     warmup = client.window_seconds(spec)[0]
@@ -111,10 +116,13 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
     out = logs / wl.output_name
     clock = WindowClock(remote.rundir.link)
     profilers = _profilers(runner, cell, server)  # the server's perf and pmp: here, or on its host
+    # [observe] host_speed, io where the server runs; a server host's clock read when they start and stop
+    observers = remote_io.of_window(runner, server, None)
+    armed = tracer.armed(server.pid, server.rundir) if tracer is not None else contextlib.nullcontext()
     try:
-        with StealSampler() as steal, profilers:
+        with observers, StealSampler() as steal, profilers, armed:
             clock.begin()  # before pgbench starts, and again once it has ended: its log's times lie between
-            w = _run(runner, cell, server, argv, out, profilers)
+            w = _run(runner, cell, server, argv, out, profilers, tracer)
             alignment = clock.require()  # ClockAlignmentError: the window cannot be cut from the host's log
         if not server.alive():
             raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
@@ -125,8 +133,8 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
     launched, window = on_host_clock(alignment, w.launched, w.marks)
     summary, intervals = wl.window_output(spec, out, w.code, warmup, server, launched, window)
     # the profiles' phases on this machine's clock: from pgbench's launch, its window from the start mark
-    remote_profilers.store(runner, cell, profilers, (w.started, w.started, w.ended, w.origin - w.started),
-                           intervals, summary)  # fmt: skip
+    window = (w.started, w.started, w.ended, w.origin - w.started)
+    remote_profilers.store(runner, cell, profilers, window, intervals, summary)
     resources = remote_server.window_resources(runner, w.start, w.end, None, summary.transactions, w.rss)
     fields = remote.fields(*w.net, summary.transactions) | {"script": script} | cpu_fields(*w.cpu, summary.transactions)
     measured = {
@@ -135,12 +143,15 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
         "resources": resources | w.extra(),
         "sysbench_options": wl.effective_options(runner, argv[2:]),
         "client": fields | {"clock": clock.record()},
+        **observers.fields(runner, window, intervals, summary),  # host_speed; io (popped by the cell)
     }
     server_clock = getattr(w.rss, "clock", None)  # a server host's, over the window: its tree's RSS aligned
     if isinstance(profilers, remote_profilers.RemoteProfilers):  # the server host's clock, read by its profilers
         measured["host_clock"] = profilers.clock.record()
     elif runner.server_host is not None and server_clock is not None:
         measured["host_clock"] = server_clock.record()
+    if tracer is not None:  # a server here: summed over the postmaster and every process it forked
+        alloc_fields(runner.results, cell.order, tracer, server.pid, measured)
     return intervals, w.rss.samples, measured
 
 
@@ -169,7 +180,9 @@ def _reads(runner: Any, server: Any) -> tuple[Any, Any]:
     return tree_counters, TreeSampler(server.pid)
 
 
-def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path, profilers: Any) -> _Window:
+def _run(
+    runner: Any, cell: Cell, server: Any, argv: list[str], out: Path, profilers: Any, tracer: Any = None
+) -> _Window:
     """pgbench on its host from its launch to its end: the window's marks, the server's counters and
     the host's interface and pgbench's CPU at both, perflab's own CPU on each host over it; the
     server's profilers over their phases."""
@@ -179,6 +192,8 @@ def _run(runner: Any, cell: Cell, server: Any, argv: list[str], out: Path, profi
     warmup, seconds = client.window_seconds(runner.exp.file)
     margin = runner.exp.file.experiment.timeout_margin
     read, sampler = _reads(runner, server)
+    if tracer is not None:  # a server here: alloc's counts over the sampler's span, as on a server host
+        sampler = Spanning(sampler, tracer, server.pid, server.rundir)
     profilers.workload_starting()
     started, launched = time.monotonic(), time.time()
     with RemoteChild(remote.rundir, argv, out, "pgbench") as child:

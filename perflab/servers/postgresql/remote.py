@@ -134,6 +134,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         local: Path,
         env: dict[str, str] | None = None,
         preload: str | None = None,
+        alloc: Any = None,
     ) -> None:
         self.place, self.link = place, place.link
         self.rundir = local  # this machine's cell directory: postgresql.conf, the log fetched back, pgbench's log
@@ -148,6 +149,12 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         self.env = dict(env or {})
         self.tracer = self.cpus = self.build = self.bindir = None
         self.preload = preload  # a variant's allocator there (ServerHost.preload): in LD_PRELOAD, for every backend
+        # [observe] alloc (run/observers/alloc/remote.py): its counter first in LD_PRELOAD, in the postmaster
+        # and so in every backend it forks; its file in the cell's directory, given to the postgres user
+        self.alloc = alloc
+        if alloc is not None:
+            self.env.update(alloc.env())
+            self.tracer = alloc.there
         self.user = RUN_USER if self.link.target.user == "root" else ""  # postgres refuses to run as root
         self.child: Tracked | None = None  # type: ignore[assignment]
         self.crashed: bool | None = None
@@ -182,7 +189,8 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         argv = [str(self.program), "-D", self.datadir, "-c", f"config_file={self.remote_dir}/postgresql.conf"]
         if self.user:
             argv = ["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--init-groups", *argv]
-        preload = {"LD_PRELOAD": self.preload} if self.preload is not None else {}
+        libraries = [lib for lib in (self.tracer, self.preload) if lib is not None]  # the counter first, as here
+        preload = {"LD_PRELOAD": ":".join(libraries)} if libraries else {}
         env = [f"{k}={v}" for k, v in {**self.env, **preload}.items()]
         return ["sh", "-c", _LOGGED, f"{self.remote_dir}/postgres.log", "env", *env, *self.launched(argv)]
 

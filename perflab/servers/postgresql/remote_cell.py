@@ -5,7 +5,9 @@ logs every transaction into the cell's local directory. As on this machine (cell
 past the window, perflab marks the window's end and ends it then, and the window's figures are cut
 from its log at the marks. The server's CPU is its postmaster's tree on the host, its memory the
 tree's RSS there (Kind.remote_reads); with [observe] perf or pmp, the tree's profiles are made there
-(run/observers/remote_profilers.py); the backends' allocator check and PSS are this machine's only.
+(run/observers/remote_profilers.py), and with [observe] host_speed and io the canary and the server's
+I/O run there (run/observers/remote_io.py), cut at the marks; the backends' allocator check and PSS
+are this machine's only.
 sysbench's cells take the common path (run/remote_server.py).
 
     intervals, rss, fields = measure(runner, cell, server, logs)
@@ -21,7 +23,7 @@ from typing import Any
 from perflab.errors import ServerCrashedError
 from perflab.hosts.clock import WindowClock
 from perflab.run import accounting, client, remote_server, workloads
-from perflab.run.observers import remote_profilers
+from perflab.run.observers import remote_io, remote_profilers
 from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.proc import clean_env
@@ -62,7 +64,8 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
     # RSS put on this machine's clock with the host's read at the window's start and end (the sampler's)
     clock = getattr(sampler, "clock", None) or WindowClock(runner.server_host.link)
     profilers = remote_profilers.of_cell(runner, cell, server, clock)
-    with StealSampler() as steal, profilers:
+    observers = remote_io.of_cell(runner, server, clock)  # [observe] host_speed, io: on the host
+    with StealSampler() as steal, observers, profilers:
         profilers.workload_starting()
         started, launched = time.monotonic(), time.time()
         with client.start(argv, out, None, env=env) as child:  # no pin with server_host
@@ -88,7 +91,8 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
     if not server.alive():
         raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
     summary, intervals = wl.window_output(spec, out, code, warmup, server, launched, window)
-    remote_profilers.store(runner, cell, profilers, (started, started, ended, origin - started), intervals, summary)
+    marks = (started, started, ended, origin - started)  # the client started, its threads, the window's end, warm-up
+    remote_profilers.store(runner, cell, profilers, marks, intervals, summary)
     resources = remote_server.window_resources(runner, start, end, child.rusage, summary.transactions, rss)
     fields = accounting.client_resources(start, child.rusage, summary.transactions, client_rss)
     return (
@@ -101,5 +105,6 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
             "sysbench_options": wl.effective_options(runner, argv),
             "client": {**fields, "address": server.bind_address},
             "host_clock": clock.record(),
+            **observers.fields(runner, marks, intervals, summary),  # host_speed; io (popped by remote_server)
         },
     )

@@ -43,12 +43,19 @@
  * an error. Another process that inherited the environment (a child the server starts) counts
  * nothing either and adds 1 to foreign_processes. The same pid with a new image is the server
  * itself after exec (perflab starts it through setpriv): it takes the claim over.
+ *
+ * A child forked without exec (a PostgreSQL backend, forked by its postmaster) keeps the mapping
+ * and counts too, as part of the server: it takes a slot of its own on its first call (the
+ * forking thread's slot is reset in the child: two processes writing one slot with plain stores
+ * would lose counts), and its sampling state is drawn anew. perflab sums every slot, so the
+ * counts are the whole process tree's, those of children that exited included.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -166,6 +173,13 @@ static int claim(struct header *h) {
     return 1;
 }
 
+/* In a forked child (see the top of this file): a slot and a sampling state of its own. */
+static void forked(void) {
+    my_slot = NULL;
+    rng = 0;
+    until_sample = 0;
+}
+
 static void map_region(void) {
     int expected = 0;
     if (!atomic_compare_exchange_strong(&region_state, &expected, 1)) return;
@@ -193,6 +207,7 @@ static void map_region(void) {
     slots = (struct slot *)((char *)map + sizeof(struct header));
     samples = (struct sample *)((char *)slots + h->slots * sizeof(struct slot));
     region = h;
+    pthread_atfork(NULL, NULL, forked);
     atomic_store(&region_state, 2);
 }
 

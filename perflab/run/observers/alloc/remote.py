@@ -54,8 +54,9 @@ class RemoteSyscalls(RemotePerf):
     """SyscallRecorder's interface for `perf record -a` of the allocator's syscall tracepoints on the
     host, started with its events off and driven through its control FIFOs there (RemotePerf)."""
 
-    def __init__(self, rundir: RunDir, remote_dir: str, pid: int) -> None:
+    def __init__(self, rundir: RunDir, remote_dir: str, pid: int, tree: bool = False) -> None:
         super().__init__(rundir, remote_dir, pid, None, frequency=0, call_graph="fp")  # type: ignore[arg-type]
+        self.tree = tree  # the server's process tree (a postmaster's backends): each one's calls
 
     def argv(self) -> list[str]:
         control = f"fifo:{self._fifos[0]},{self._fifos[1]}"
@@ -70,7 +71,8 @@ class RemoteSyscalls(RemotePerf):
         """The window's calls by the server (`perf script --pid` there); `lost_chunks` when perf lost some."""
         self.check()
         link, errors = self.rundir.link, f"{self.dir}/script.err"
-        script = ["perf", "script", "-i", self.data, "--pid", str(self.pid), "-F", "event,trace"]
+        pids = ",".join(map(str, self.descendants())) if self.tree else str(self.pid)
+        script = ["perf", "script", "-i", self.data, "--pid", pids, "-F", "event,trace"]
         done = link.run(["sh", "-c", '"$@" 2> "$0"', errors, *script], timeout=600)
         said = link.run(["cat", errors]).stdout
         if done.status != 0:
@@ -87,12 +89,15 @@ class RemoteAllocTracer(AllocTracer):
     """AllocTracer whose counter file is on the server's host (`remote_dir`: the cell's directory
     there), read and written over the host's SSH link; `there`: the counter's copy on the host."""
 
-    def __init__(self, spec: AllocObserve, rundir: RunDir, remote_dir: str, local: Path, cache: Path) -> None:
+    def __init__(
+        self, spec: AllocObserve, rundir: RunDir, remote_dir: str, local: Path, cache: Path, tree: bool = False
+    ) -> None:
         self.host, self.remote_dir, self.link = rundir, remote_dir, rundir.link
-        super().__init__(spec, local, cache)
+        super().__init__(spec, local, cache, tree)
         self.there = f"{rundir.path}/{self.shim.name}"
         if (rundir.path, self.shim.name) not in _copied:
             self.link.put(self.shim, self.there)
+            self.link.run(["chmod", "0755", self.there])  # loaded by a server run as another user (postgres)
             _copied.add((rundir.path, self.shim.name))
 
     def _created(self, rundir: Path) -> Any:
@@ -141,7 +146,7 @@ class RemoteAllocTracer(AllocTracer):
         return alloc.samples_of(header, ring, self.spec.period)
 
     def _recorder(self, pid: int, workdir: Path) -> RemoteSyscalls:
-        return RemoteSyscalls(self.host, f"{self.remote_dir}/syscalls", pid)
+        return RemoteSyscalls(self.host, f"{self.remote_dir}/syscalls", pid, self.tree)
 
 
 class Spanning:
@@ -175,7 +180,8 @@ def of_cell(runner: Any, place: Any, rundir: Path) -> RemoteAllocTracer | None:
     if spec is None:
         return None
     remote_dir = f"{place.rundir.path}/{rundir.name}"
-    return RemoteAllocTracer(spec, place.rundir, remote_dir, rundir, rundir.parent / "alloc-build")
+    tree = runner.kind.profiles_tree  # PostgreSQL: the postmaster's backends count, and make syscalls, too
+    return RemoteAllocTracer(spec, place.rundir, remote_dir, rundir, rundir.parent / "alloc-build", tree)
 
 
 def spanning(sampler: Any, server: Any) -> Any:

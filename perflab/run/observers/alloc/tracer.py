@@ -58,8 +58,9 @@ def lost_reason(chunks: int) -> str:
 
 
 class AllocTracer:
-    def __init__(self, spec: AllocObserve, rundir: Path, cache: Path) -> None:
+    def __init__(self, spec: AllocObserve, rundir: Path, cache: Path, tree: bool = False) -> None:
         self.spec = spec
+        self.tree = tree  # the server is a process tree (a postmaster): its children's syscalls too
         self.shim = alloc.build(cache)
         self.file = self._created(Path(rundir))
         self.counts: alloc.Counts | None = None
@@ -97,7 +98,7 @@ class AllocTracer:
 
     def _recorder(self, pid: int, workdir: Path) -> Any:
         """perf of the allocator's syscalls, started with its events off (SyscallRecorder's interface)."""
-        return SyscallRecorder(pid, workdir, enabled=False)
+        return SyscallRecorder(pid, workdir, enabled=False, tree=self.tree)
 
     def check_started(self, pid: int) -> None:
         """The server `pid`, started with env(), runs the counter, once, and counts its calls;
