@@ -17,25 +17,27 @@ from tests.integration.sshhosts import SshLab, ssh_hosts
 # worker. Longest first, the short ones fill in behind. A rough order is enough; re-measure with
 # `pytest --durations=0` when a module grows. The SSH lab modules take one lock between them
 # (sshhosts.py): started early, they do not wait for each other at the end.
-LONGEST_FIRST = (
-    "test_host_speed_real.py",  # 164 s
-    "test_failures.py",  # 148
-    "test_remote_client.py",  # 110
-    "test_resources.py",  # 78
-    "test_postgresql.py",  # 78
-    "test_io_canary_server_host.py",  # 75 (2026-11-28 14:20, 5 tests, one lock-held run)
-    "test_sid_servers_real.py",  # 77
-    "test_resume.py",  # 77
-    "test_gotpc_real.py",  # 71
-    "test_builds.py",  # 67
-    "test_run.py",  # 64
-    "test_calibrate.py",  # 62
-    "test_warmup.py",  # 61
-    "test_remote_server.py",  # 90
-    "test_mysql_observers_real.py",  # 44
-    "test_storage_disk.py",  # 43
-    "test_report_browser.py",  # 40
-    "test_decisive_real.py",  # 37
+LONGEST_FIRST = (  # ci31, 2026-11-28 15:45 UTC
+    "test_host_speed_real.py",  # 205 s
+    "test_remote_server.py",  # 180
+    "test_failures.py",  # 175
+    "test_remote_client.py",  # 158
+    "test_resume.py",  # 131
+    "test_sid_servers_real.py",  # 130
+    "test_gotpc_real.py",  # 115
+    "test_postgresql.py",  # 110
+    "test_resources.py",  # 103
+    "test_calibrate.py",  # 89
+    "test_storage_disk.py",  # 88
+    "test_builds.py",  # 86
+    "test_io_canary_server_host.py",  # 84
+    "test_host_axis_real.py",  # 72
+    "test_run.py",  # 69
+    "test_alloc_server_host.py",  # 67
+    "test_warmup.py",  # 67
+    "test_mysql_observers_real.py",  # 64
+    "test_report_browser.py",  # 50
+    "test_decisive_real.py",  # 47
     "test_hosts_ssh.py",  # 29
 )
 
