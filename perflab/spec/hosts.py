@@ -91,13 +91,25 @@ def _client_axis_problems(spec: ExperimentFile) -> list[Problem]:
     ]
 
 
+def _placements(spec: ExperimentFile) -> set[tuple[str | None, str | None, str | None]]:
+    """(server host, client host, preload) of every cell ([experiment]'s hosts where no variant sets
+    one): the product of the axes that set one of them only, the others changing none of them (a
+    matrix of many axes is not walked cell by cell)."""
+    keys = ("server_host", "client_host", "preload")
+    axes = [ls for ls in spec.variants.values() if any(getattr(v, k) for v in ls.values() for k in keys)]
+    e, found = spec.experiment, set()
+    for combo in itertools.product(*(ls.values() for ls in axes)):
+        server = next((v.server_host for v in combo if v.server_host), e.server_host)
+        client = next((v.client_host for v in combo if v.client_host), e.client_host)
+        found.add((server, client, next((v.preload for v in combo if v.preload), None)))
+    return found
+
+
 def preloads_by_host(spec: ExperimentFile) -> dict[str | None, set[str]]:
     """The server preloads (allocators, libraries) of the cells on each server host (None: this machine),
     for the preflight there: a host axis's preload variants may run here and on its hosts."""
     found: dict[str | None, set[str]] = {}
-    for combo in itertools.product(*(ls.values() for ls in spec.variants.values())):
-        server = next((v.server_host for v in combo if v.server_host), spec.experiment.server_host)
-        preload = next((v.preload for v in combo if v.preload), None)
+    for server, _, preload in _placements(spec):
         if preload is not None and preload != "glibc":
             found.setdefault(server, set()).add(preload)
     return found
@@ -105,24 +117,13 @@ def preloads_by_host(spec: ExperimentFile) -> dict[str | None, set[str]]:
 
 def _server_here_with_client_host(spec: ExperimentFile) -> bool:
     """Some cell's server runs on this machine with its client on a host."""
-    combos = itertools.product(*(ls.values() for ls in spec.variants.values()))
-    for combo in combos:
-        server = next((v.server_host for v in combo if v.server_host), spec.experiment.server_host)
-        client = next((v.client_host for v in combo if v.client_host), spec.experiment.client_host)
-        if server is None and client is not None:
-            return True
-    return False
+    return any(server is None and client is not None for server, client, _ in _placements(spec))
 
 
 def _client_here_with_server_host(spec: ExperimentFile) -> bool:
     """Some cell's client runs on this machine with its server on a host (a client target there is not
     profiled yet; one on a client host is, where it runs)."""
-    for combo in itertools.product(*(ls.values() for ls in spec.variants.values())):
-        server = next((v.server_host for v in combo if v.server_host), spec.experiment.server_host)
-        client = next((v.client_host for v in combo if v.client_host), spec.experiment.client_host)
-        if server is not None and client is None:
-            return True
-    return False
+    return any(server is not None and client is None for server, client, _ in _placements(spec))
 
 
 def host_lanes(spec: ExperimentFile) -> dict[str, Any]:
@@ -131,10 +132,8 @@ def host_lanes(spec: ExperimentFile) -> dict[str, Any]:
     name, or by address), so their rounds are independent; else one host at a time, and `why`."""
     axis = host_axis(spec)
     lanes: dict[str, set[str]] = {}  # a server host ("here": this machine) -> the hosts its cells use
-    for combo in itertools.product(*(ls.values() for ls in spec.variants.values())):
-        server = next((v.server_host for v in combo if v.server_host), spec.experiment.server_host) or HERE
-        client = next((v.client_host for v in combo if v.client_host), spec.experiment.client_host) or HERE
-        lanes.setdefault(server, {server}).add(client)
+    for server, client, _ in sorted(_placements(spec), key=lambda p: _order(spec, p[0])):
+        lanes.setdefault(server or HERE, {server or HERE}).add(client or HERE)
     record: dict[str, Any] = {"lanes": {host: sorted(used) for host, used in lanes.items()}}
     if axis is None or len(lanes) < 2:
         return {"concurrent": False, "why": "one server host", **record}
@@ -163,6 +162,12 @@ def host_lanes(spec: ExperimentFile) -> dict[str, Any]:
 
 
 HERE = "(this machine)"
+
+
+def _order(spec: ExperimentFile, server: str | None) -> int:
+    """A server host's place in the file (server_hosts' order; this machine last)."""
+    named = server_hosts(spec)
+    return named.index(server) if server in named else len(named)
 
 
 def longest_lane(spec: ExperimentFile) -> float:
