@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,15 +157,20 @@ def package_version(path: str | Path) -> str | None:
 
 @functools.lru_cache(maxsize=256)
 def _package_version(path: str, real: str, stamp: tuple[int, int, int] | None) -> str | None:
-    for candidate in dict.fromkeys((path, real, *_usrmerge_aliases(path), *_usrmerge_aliases(real))):
-        owner = subprocess.run(["dpkg-query", "-S", candidate], capture_output=True, text=True, check=False)
-        if owner.returncode == 0 and ":" in owner.stdout:
-            package = owner.stdout.split(":")[0].strip()
-            version = subprocess.run(
-                ["dpkg-query", "-W", "-f", "${Version}", package],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            return f"{package} {version.stdout.strip()}".strip()
+    def run(argv: list[str]) -> tuple[int, str]:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return done.returncode, done.stdout
+
+    return owning_package((path, real), run)
+
+
+def owning_package(paths: tuple[str, ...], run: Callable[[list[str]], tuple[int, str]]) -> str | None:
+    """'package version' of the Debian package owning the first of `paths` (or its other name under
+    merged /usr) dpkg knows, asked through `run` (argv -> (exit status, stdout)): here, or on a host."""
+    aliases = [alias for path in paths for alias in _usrmerge_aliases(path)]
+    for candidate in dict.fromkeys((*paths, *aliases)):
+        status, out = run(["dpkg-query", "-S", candidate])
+        if status == 0 and ":" in out:
+            package = out.split(":")[0].strip()
+            return f"{package} {run(['dpkg-query', '-W', '-f', '${Version}', package])[1].strip()}".strip()
     return None

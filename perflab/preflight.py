@@ -20,7 +20,7 @@ from perflab.run import storage, workloads
 from perflab.run.observers.io import io_problems
 from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
-from perflab.spec.hosts import client_hosts, preloads_by_host, server_hosts
+from perflab.spec.hosts import client_hosts, preloads_by_host, server_here, server_hosts
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def check(exp: Experiment) -> None:
             Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}", "set pin = false")
         )
     e = exp.file.experiment
-    if any(cell.server_host is None for cell in exp.cells()):  # on a server host they are looked at there
+    if server_here(exp.file):  # on a server host they are looked at there
         machine += storage.problems(
             e.storage, e.drop_caches, lambda: 2 * kind.dataset_estimate(exp), kind.storage_problems
         )

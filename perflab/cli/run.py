@@ -141,9 +141,10 @@ def _warn_durability(exp: spec.Experiment) -> None:
     """A durability variant on a memory filesystem measures nothing of a disk: say so, with the remedy."""
     from perflab.report import io_findings
     from perflab.run import storage
+    from perflab.spec.hosts import server_here
 
     e = exp.file.experiment
-    if e.storage != "tmpfs" and all(c.server_host is not None for c in exp.cells()):
+    if e.storage != "tmpfs" and not server_here(exp.file):
         return  # a directory on the server hosts: described there as the run starts (run/remote_server.py)
     where = storage.of_experiment(e.storage, exp.source)
     names = io_findings.durability_names(e.server, [c.server_options for c in exp.cells()])

@@ -44,6 +44,7 @@ from perflab.run.workloads import sysbench
 from perflab.servers import Kind, kind
 from perflab.spec import Cell, Experiment
 from perflab.spec.builds import BuildSpec
+from perflab.spec.hosts import server_here
 from perflab.store.results import Results
 from perflab.units import utc_now
 
@@ -115,7 +116,7 @@ class CellRunner:
         """Where the datadirs live here ([experiment] storage, run/storage.py): the tmpfs when every
         server runs on a server host (the storage is there: run/remote_server.py)."""
         if self._storage is None:
-            here = any(cell.server_host is None for cell in self.exp.cells())
+            here = server_here(self.exp.file)
             self._storage = of_experiment(self.exp.file.experiment.storage if here else "tmpfs")
         return self._storage
 

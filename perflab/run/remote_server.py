@@ -46,7 +46,7 @@ from perflab.run.observers.resources import ProcCounters
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.spec import Cell
-from perflab.spec.hosts import client_hosts, server_hosts
+from perflab.spec.hosts import client_hosts, server_here, server_hosts
 from perflab.units import utc_now
 
 # $0: a tool, "$@": the kind's directories off the PATH (postgresql-15's bin); its path on the host,
@@ -133,14 +133,12 @@ class ServerHost:
     def package_of(self, path: str) -> str | None:
         """'package version' of the Debian package owning `path` on the host (asked once per run), or None."""
         if path not in self._packages:
-            self._packages[path] = None
-            for candidate in dict.fromkeys((path, *allocators._usrmerge_aliases(path))):
-                owner = self.link.run(["dpkg-query", "-S", candidate])
-                if owner.status == 0 and ":" in owner.stdout:
-                    package = owner.stdout.split(":")[0].strip()
-                    version = self.link.run(["dpkg-query", "-W", "-f", "${Version}", package]).stdout.strip()
-                    self._packages[path] = f"{package} {version}".strip()
-                    break
+
+            def run(argv: list[str]) -> tuple[int, str]:
+                done = self.link.run(argv)
+                return (done.status if done.status is not None else -1), done.stdout
+
+            self._packages[path] = allocators.owning_package((path,), run)
         return self._packages[path]
 
     def check_format(self, kind: Any, snapshot: dataset.Snapshot) -> None:
@@ -228,7 +226,7 @@ def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
                 place.datadirs = place.rundir.on_disk(e.storage)
             described = storage.describe_on(place.link, place.datadirs)
             hosts.hosts[name].storage = {**described.record(), "path": e.storage, "dir": place.datadirs}
-        if servers and not any(c.server_host is None for c in runner.exp.cells()):  # no server here: the hosts'
+        if servers and not server_here(spec):  # no server here: the hosts'
             first = hosts.hosts[servers[0]].storage
             runner.results.set_meta(storage={**first, "host": servers[0]})
         runner.server_host = runner.server_hosts.get(e.server_host) if e.server_host else None

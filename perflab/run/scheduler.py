@@ -15,10 +15,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import functools
 import shutil
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ from perflab.run.datasets import Datasets, kept_dirs
 from perflab.run.workdir import space_hint, work_dir
 from perflab.spec import Cell, Experiment
 from perflab.spec.fields import MAX_REPEATS
-from perflab.spec.hosts import client_hosts, host_axis, host_lanes, longest_lane, server_hosts
+from perflab.spec.hosts import client_hosts, host_axis, host_lanes, longest_lane, server_here, server_hosts
 from perflab.spec.loading import cell_estimate, round_seconds
 from perflab.store.results import Results
 from perflab.units import format_duration, utc_now
@@ -78,7 +80,7 @@ class Scheduler:
         try:
             storage = self.runner.storage  # [experiment] storage: the tmpfs or a directory on disk
             with work_dir(Path(storage.path)) as workdir, self._hosts(workdir):
-                here = any(cell.server_host is None for cell in self.exp.cells())  # else the hosts' (run_hosts)
+                here = server_here(self.exp.file)  # else the hosts' storage (run_hosts)
                 self.results.set_meta(workdir=str(workdir), **({"storage": storage.record()} if here else {}))
                 if self.lanes is not None:
                     self.results.set_meta(host_schedule=self.lanes)
@@ -188,31 +190,19 @@ class Scheduler:
         (Results.abandon: the cells in flight ran partly), and the hosts' exit stops their processes."""
         snapshots = {cell.order: self._snapshot(cell, datasets) for lane in lanes for cell in lane}  # prepared here
         rows: dict[int, dict[str, Any]] = {}
-        raised: list[BaseException] = []
-        stop = threading.Event()
+        stop = threading.Event()  # a lane raised, or the run was interrupted: the others take no more cells
 
         def run(lane: list[Cell]) -> None:
-            try:
-                for cell in lane:
-                    if stop.is_set():
-                        return
-                    rows[cell.order] = self._run_one(cell, snapshots[cell.order], workdir, total)
-            except BaseException as exc:  # noqa: BLE001 - raised in the main thread
-                raised.append(exc)
-                stop.set()
-
-        threads = [
-            threading.Thread(target=run, args=(lane,), name=f"perflab-lane-{lane[0].server_host}", daemon=True)
-            for lane in lanes
-        ]
+            for cell in lane:
+                if stop.is_set():
+                    return
+                rows[cell.order] = self._run_one(cell, snapshots[cell.order], workdir, total)
 
         def interrupted() -> None:  # before the lanes are let end: no cell of theirs is stored from now on
             self.results.abandon()
             stop.set()
 
-        _joined(threads, interrupted)
-        if raised:
-            raise raised[0]
+        _at_once({f"lane-{lane[0].server_host}": functools.partial(run, lane) for lane in lanes}, stop, interrupted)
         return [rows[order] for order in sorted(snapshots)]
 
     def _heard_event(self, event: str, data: dict[str, Any]) -> None:
@@ -253,18 +243,7 @@ class Scheduler:
         self.runner.installed  # noqa: B018 - described once, before the threads share it
         for host in hosts:
             self._datasets_on(host, datasets)
-        raised: list[BaseException] = []
-
-        def prepare(host: str) -> None:
-            try:
-                self._prepare_on(host, datasets)
-            except BaseException as exc:  # noqa: BLE001 - raised in the main thread
-                raised.append(exc)
-
-        threads = [threading.Thread(target=prepare, args=(h,), name=f"perflab-prepare-{h}", daemon=True) for h in hosts]
-        _joined(threads)
-        if raised:
-            raise raised[0]
+        _at_once({f"prepare-{host}": functools.partial(self._prepare_on, host, datasets) for host in hosts})
 
     def _prepare_on(self, host: str | None, datasets: Datasets) -> None:
         """The installed server's dataset on `host`. With a host axis, a host whose dataset cannot be
@@ -365,11 +344,25 @@ class Scheduler:
 HALT_WAIT_S = 15.0  # how long an interrupted run waits for its lanes to end before it cleans the hosts up
 
 
-def _joined(threads: list[threading.Thread], interrupted: Any = None) -> None:
-    """Start `threads` and wait for them. On an interrupt (Ctrl-C, SIGTERM: the main thread's),
-    `interrupted()` first, then their remote calls fail from then on (transport.halt_others) and they
-    get HALT_WAIT_S to end, so none starts a process on a host after the run's hosts are cleaned up
-    (run/remote_server.run_hosts)."""
+def _at_once(jobs: dict[str, Callable[[], None]], stop: threading.Event | None = None, interrupted: Any = None) -> None:
+    """Each of `jobs` (a name -> its work) on a thread of its own, all at once; the first exception one
+    raises is raised here once all have ended (`stop` set as it is raised, for the others to end early).
+    On an interrupt (Ctrl-C, SIGTERM: the main thread's), `interrupted()` first, then their remote calls
+    fail from then on (transport.halt_others) and they get HALT_WAIT_S to end, so none starts a process on
+    a host after the run's hosts are cleaned up (run/remote_server.run_hosts)."""
+    raised: list[BaseException] = []
+
+    def job(work: Callable[[], None]) -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - raised in the main thread
+            raised.append(exc)
+            if stop is not None:
+                stop.set()
+
+    threads = [
+        threading.Thread(target=job, args=(work,), name=f"perflab-{name}", daemon=True) for name, work in jobs.items()
+    ]
     try:
         for thread in threads:
             thread.start()
@@ -389,6 +382,8 @@ def _joined(threads: list[threading.Thread], interrupted: Any = None) -> None:
         if not any(thread.is_alive() for thread in threads):
             transport.resume_others()
         raise
+    if raised:
+        raise raised[0]
 
 
 def needs_retry(row: dict[str, Any], done: list[dict[str, Any]] = ()) -> bool:  # type: ignore[assignment]

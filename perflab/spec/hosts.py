@@ -105,6 +105,11 @@ def _placements(spec: ExperimentFile) -> set[tuple[str | None, str | None, str |
     return found
 
 
+def server_here(spec: ExperimentFile) -> bool:
+    """Some cell's server runs on this machine (else every one on a server host: its storage is there)."""
+    return any(server is None for server, _, _ in _placements(spec))
+
+
 def preloads_by_host(spec: ExperimentFile) -> dict[str | None, set[str]]:
     """The server preloads (allocators, libraries) of the cells on each server host (None: this machine),
     for the preflight there: a host axis's preload variants may run here and on its hosts."""
