@@ -2,8 +2,8 @@
 valid: every host named (also by a host axis: variants that set server_host) is a `[hosts.NAME]`
 table (exit 2 otherwise), and a client or a server on
 another host comes with what it supports so far: sysbench or pgbench, the sequential design, no client
-variants; a server there runs the host's installed server, on its tmpfs, with no preload, build or
-glibc variant. [observe] io and host_speed run where the server runs, whichever client (run/observers/
+variants; a server there runs the host's installed server (a variant's preload is the host's
+allocator; [experiment] storage a directory there), with no build or glibc variant. [observe] io and host_speed run where the server runs, whichever client (run/observers/
 remote_io.py), and alloc of a server here with its client on a host.
 
     problems = host_problems(spec)   # [] or Problems with key paths and fixes
