@@ -51,7 +51,14 @@ def dropped_samples(cells: list[dict[str, Any]]) -> str | None:
         f"{worst['id']} kept {kept:,} and dropped {dropped:,}): their allocation profiles leave out the window's "
         "later allocations and undercount bytes per transaction. Remedy: a larger period under [observe] alloc"
         + (advice if period else "")
+        + f", or a larger ring, samples = {suggested_samples(kept, dropped)} (now {kept}; 408 bytes a record)"
     )
+
+
+def suggested_samples(kept: int, dropped: int) -> int:
+    """A ring (a power of two) that holds the same window's samples twice over; the ring was
+    full, so `kept` is its size."""
+    return min(1 << math.ceil(math.log2(max(2 * (kept + dropped), 1024))), 1 << 22)
 
 
 def suggested_period(period: int, kept: int, dropped: int) -> int:

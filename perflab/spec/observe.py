@@ -79,11 +79,21 @@ class AllocObserve(_Strict):
     """`alloc = { period = "512K", stacks = true, syscalls = true }`: what the server asks of its
     allocator (calls and bytes by size class, and its mmap/munmap/... syscalls) per transaction,
     and one allocation stack per `period` bytes on average (docs/profiles.md). `syscalls = false`
-    leaves out the kernel's syscall tracepoints (and their cost): `syscalls_per_txn` is then null."""
+    leaves out the kernel's syscall tracepoints (and their cost): `syscalls_per_txn` is then null.
+    `samples`: the records the ring of sampled stacks holds (408 bytes each, in the server's
+    counter file on tmpfs); a window that samples more drops the rest and says so."""
 
     period: StrictInt | StrictStr = 512 * 1024
     stacks: StrictBool = True
     syscalls: StrictBool = True
+    samples: StrictInt = 65536
+
+    @field_validator("samples")
+    @classmethod
+    def _samples(cls, value: int) -> int:
+        if not 1024 <= value <= 1 << 22:
+            raise fail("a number of records between 1024 and 4194304 (1.6 GiB)", "e.g. samples = 262144")
+        return value
 
     @field_validator("period")
     @classmethod

@@ -34,7 +34,6 @@ LONGEST_FIRST = (  # ci31, 2026-11-28 15:45 UTC
     "test_host_axis_real.py",  # 72
     "test_run.py",  # 69
     "test_alloc_server_host.py",  # 67
-    "test_warmup.py",  # 67
     "test_mysql_observers_real.py",  # 64
     "test_report_browser.py",  # 50
     "test_decisive_real.py",  # 47

@@ -11,10 +11,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from perflab import allocators, elf, preflight, spec
 from perflab.analyze import alloc as allocs
 from perflab.errors import SpecError
+from perflab.spec.observe import AllocObserve
 from perflab.store.results import Results
 from tests.conftest import perflab
 
@@ -34,6 +36,13 @@ def problems(text: str) -> dict[str, str]:
     with pytest.raises(SpecError) as info:
         spec.parse(text, "bad.toml")
     return {p.path: p.render() for p in info.value.problems}
+
+
+@pytest.mark.parametrize("samples", [0, 1023, (1 << 22) + 1, "64K"])
+def test_the_ring_size_is_bounded(samples: object) -> None:
+    with pytest.raises(ValidationError, match="samples"):
+        AllocObserve(samples=samples)
+    assert AllocObserve(samples=1024).samples == 1024 and AllocObserve().samples == 65536
 
 
 def test_a_variant_may_not_set_the_counters_file() -> None:
@@ -135,6 +144,9 @@ def test_the_warning_names_the_cells_and_a_period_that_fits() -> None:
     assert text is not None and "1 cell(s) dropped sampled allocation stacks" in text and "cells 1;" in text
     # 4x as many samples as the ring holds: at 8x the period the same window fills half of it
     assert allocs.suggested_period(4096, 65536, 196608) == 32768 and 'period = "32K" (now 4K)' in text
+    # or a ring that holds the 262,144 samples twice over
+    assert allocs.suggested_samples(65536, 196608) == 524288 and "samples = 524288 (now 65536;" in text
+    assert allocs.suggested_samples(1 << 22, 1 << 24) == 1 << 22  # the largest ring the spec takes
     assert allocs.dropped_samples([{**c, "alloc": {**c["alloc"], "dropped_samples": 0}} for c in cells]) is None
 
 

@@ -86,7 +86,7 @@ def test_perfs_lost_events_warning_is_read() -> None:
 def tracer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """tracer(syscall counts or None): one whose window counted 500 mallocs of 64 bytes (no shim built)."""
     monkeypatch.setattr(alloc, "build", lambda cache: tmp_path / "shim.so")
-    monkeypatch.setattr(alloc, "create", lambda path: None)
+    monkeypatch.setattr(alloc, "create", lambda path, **_: None)
     return lambda calls: _tracer(tmp_path, calls)
 
 

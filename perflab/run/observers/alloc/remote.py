@@ -102,8 +102,10 @@ class RemoteAllocTracer(AllocTracer):
 
     def _created(self, rundir: Path) -> Any:
         path = PurePosixPath(self.remote_dir) / "alloc-counters.bin"
-        header = base64.b64encode(alloc.header()).decode()
-        done = self.link.run(["sh", "-c", _CREATE, str(path), header, str(alloc.file_bytes())])
+        header = base64.b64encode(alloc.header(sample_capacity=self.spec.samples)).decode()
+        done = self.link.run(
+            ["sh", "-c", _CREATE, str(path), header, str(alloc.file_bytes(sample_capacity=self.spec.samples))]
+        )
         if done.status != 0:
             raise alloc.AllocTracerError(
                 f"host {self.link.name}: cannot make the counter file {path}: {done.stderr.strip()[-300:]}",

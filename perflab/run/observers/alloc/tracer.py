@@ -78,7 +78,7 @@ class AllocTracer:
     def _created(self, rundir: Path) -> Path:
         """The counter file, made (before the server starts)."""
         path = rundir / "alloc-counters.bin"
-        alloc.create(path)
+        alloc.create(path, sample_capacity=self.spec.samples)
         return path
 
     def _loaded(self, pid: int) -> bool:
