@@ -31,11 +31,20 @@ class WindowStart:
     at: float
     client: ProcCounters | None = None  # the client's counters before the window (None: it had ended)
     steal_s: float = 0.0  # the machine's steal time (the hypervisor's other guests)
+    window: tuple[float, float] | None = None  # when the window began (time.monotonic()) and its seconds
 
     @classmethod
-    def take(cls, server_pid: int, client_pid: int | None, read: Reader = ProcCounters.read) -> WindowStart:
+    def take(
+        cls,
+        server_pid: int,
+        client_pid: int | None,
+        read: Reader = ProcCounters.read,
+        window: tuple[float, float] | None = None,
+    ) -> WindowStart:
         """`read`: the server's counters (servers/postgresql/accounting.py sums a process tree);
-        `client_pid` None: the client runs on another host (run/remote_client.py), none of this machine's CPU."""
+        `client_pid` None: the client runs on another host (run/remote_client.py), none of this machine's CPU.
+        `window`: when the measured window began and its seconds (the client's transactions are its),
+        so that counters read late cover only their share of those transactions (covered())."""
         server = read(server_pid)
         own = resource.getrusage(resource.RUSAGE_SELF)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -44,7 +53,26 @@ class WindowStart:
         except (FileNotFoundError, ProcessLookupError, IndexError):
             client = None
         client_s = process_cpu_s(client_pid) if client_pid is not None else None
-        return cls(server, own, children, machine_busy_s(), client_s, time.monotonic(), client, machine_steal_s())
+        busy, at, steal = machine_busy_s(), time.monotonic(), machine_steal_s()
+        return cls(server, own, children, busy, client_s, at, client, steal, window)
+
+    @property
+    def late_s(self) -> float | None:
+        """How long after the window began its counters were read (None: not known)."""
+        return None if self.window is None else max(0.0, self.at - self.window[0])
+
+    def covered(self, transactions: float) -> float:
+        """The window's `transactions` that counters read now cover: all of them, unless they were read
+        more than LATE_SHARE of the window late (perflab starved or paused: on a loaded CI machine, a
+        2 s window's counters were read about 1.9 s late), then the share of the window left (the
+        window's rate taken as even, as a profile's seen share is: run/observers/phases.py)."""
+        late = self.late_s
+        if late is None or self.window is None or self.window[1] <= 0 or late <= LATE_SHARE * self.window[1]:
+            return transactions
+        return round(transactions * max(0.0, self.window[1] - late) / self.window[1], 1)
+
+
+LATE_SHARE = 0.01  # counters read later than this share of the window cover fewer of its transactions
 
 
 @dataclass(frozen=True)
@@ -77,10 +105,12 @@ def _cpu_s(usage: resource.struct_rusage) -> float:
 
 
 def resources(
-    start: WindowStart, end: WindowEnd, client: resource.struct_rusage | None, transactions: int, rss: RssSampler
+    start: WindowStart, end: WindowEnd, client: resource.struct_rusage | None, transactions: float, rss: RssSampler
 ) -> dict[str, Any]:
-    """The `resources` fields of a cell row."""
-    out = server_resources(end.server, transactions, rss)
+    """The `resources` fields of a cell row; per transaction over the transactions the counters
+    cover (WindowStart.covered), `window_start_late_s` saying how late they were read."""
+    out = server_resources(end.server, start.covered(transactions), rss)
+    out["window_start_late_s"] = None if start.late_s is None else round(start.late_s, 3)
     out["client_cpu_s"] = round(_cpu_s(client), 3) if client else None
     out["client_user_s"] = round(client.ru_utime, 3) if client else None
     out["client_sys_s"] = round(client.ru_stime, 3) if client else None
@@ -118,13 +148,13 @@ def _client_window(
     return _cpu_s(client) - start.client_s, _cpu_s(client)
 
 
-def per_txn(transactions: int) -> Any:
+def per_txn(transactions: float) -> Any:
     """n -> n per transaction (rounded), or None without transactions."""
     return (lambda n: round(n / transactions, 4)) if transactions else (lambda n: None)
 
 
 def client_resources(
-    start: WindowStart, usage: resource.struct_rusage | None, transactions: int, rss: RssSampler
+    start: WindowStart, usage: resource.struct_rusage | None, transactions: float, rss: RssSampler
 ) -> dict[str, Any]:
     """The client's share of a cell row's `client` fields over the window: its counters at exit
     (rusage) less those at the window start; RSS sampled like the server's (the last sample
@@ -132,7 +162,7 @@ def client_resources(
     if usage is None or start.client is None:
         return {"rss_end_bytes": rss.end, "minor_faults_per_txn": None, "ctx_switches_per_txn": None}
     used = ProcCounters.of_rusage(usage).minus(start.client)
-    per = per_txn(transactions)
+    per = per_txn(start.covered(transactions))
     return {
         "rss_end_bytes": rss.end,
         "rss_peak_bytes": max(rss.peak or 0, usage.ru_maxrss * 1024),  # ru_maxrss is in KiB
@@ -146,7 +176,7 @@ def client_resources(
     }
 
 
-def server_resources(used: ProcCounters | None, transactions: int, rss: RssSampler) -> dict[str, Any]:
+def server_resources(used: ProcCounters | None, transactions: float, rss: RssSampler) -> dict[str, Any]:
     """The server's `resources` fields; `used` None (its counters could not be read at the
     window's end): the counter fields are null, not 0."""
     if used is None:

@@ -375,7 +375,7 @@ class CellRunner:
                 origin = watch.wait() if watch else child.started
                 if warmup:
                     client.sleep_until(origin + warmup, child)
-                start = accounting.WindowStart.take(server.pid, child.pid)
+                start = accounting.WindowStart.take(server.pid, child.pid, window=(origin + warmup, seconds))
                 client.window_began(child, origin + warmup, workload.name)
                 # [observe] alloc's counts from here: before the samplers' and profilers' own starts,
                 # which take tenths of a second on a busy machine (transactions the counts would miss)
@@ -411,5 +411,5 @@ class CellRunner:
         profilers.store(self.results, cell.order, spans)  # profiles/ + profiles table, per target and phase
         measured.update(profilers.fields(spans))  # host_speed
         if tracer is not None:
-            alloc_fields(self.results, cell.order, tracer, server.pid, measured)
+            alloc_fields(self.results, cell.order, tracer, server.pid, measured, start.covered)
         return intervals, rss.samples, measured

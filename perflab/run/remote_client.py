@@ -112,7 +112,7 @@ class RemoteClient:
                 return int(fields[0]) + int(fields[8])
         return None
 
-    def fields(self, before: int | None, after: int | None, transactions: int) -> dict[str, Any]:
+    def fields(self, before: int | None, after: int | None, transactions: float) -> dict[str, Any]:
         moved = after - before if before is not None and after is not None else None
         rtt = self.hosts.hosts[self.name].clock_start.rtt_s
         return {
@@ -306,14 +306,15 @@ def measure(
     remote_profilers.store(runner, cell, profilers, window, intervals, summary)
     measured = {
         "steal": lambda a, b: steal.cores(w.origin + a, w.origin + b),
+        "covered": w.start.covered,  # popped by remote_server (a server host's alloc), or below
         "summary": summary.to_dict(),
         "resources": remote_server.window_resources(runner, w.start, w.end, None, summary.transactions, w.rss)
         | ({"pss_end_bytes": runner.kind.pss_bytes(server)} if not there else {})
         | {"perflab_host_cpu": w.perflab_cpu},
         "sysbench_options": sysbench.effective_options(runner.sysbench_defaults, command),
-        "client": remote.fields(*w.net, summary.transactions)
+        "client": remote.fields(*w.net, w.start.covered(summary.transactions))
         | {"script": script}
-        | cpu_fields(*w.cpu, summary.transactions),
+        | cpu_fields(*w.cpu, w.start.covered(summary.transactions)),
     }
     if there:  # the server's host's clock over the window (its RSS aligned with it), its counters
         measured["host_clock"] = clock.record() if clock is not None else None
@@ -326,7 +327,9 @@ def measure(
     if tracer is not None:  # a server here: its counts and stacks as a local cell's
         from perflab.run.observers.profilers import alloc_fields
 
-        alloc_fields(runner.results, cell.order, tracer, server.pid, measured)
+        alloc_fields(runner.results, cell.order, tracer, server.pid, measured, w.start.covered)
+    if not there:
+        measured.pop("covered")  # a server here: its cell (servers' cell_here) stores what is left
     return intervals, w.rss.samples, measured
 
 
@@ -345,7 +348,8 @@ def _run(
         profilers.workload_started(child)  # the client's profilers: of its pid there, its threads started
         if warmup:
             client.sleep_until(origin + warmup, child)
-        start, before = accounting.WindowStart.take(server.pid, None, read), remote.net_bytes()
+        start = accounting.WindowStart.take(server.pid, None, read, window=(origin + warmup, seconds))
+        before = remote.net_bytes()
         cpu_before = child.cpu_s()
         with sampler as rss, counters or contextlib.nullcontext():
             profilers.window_started()
@@ -371,7 +375,7 @@ def local_profilers(server: Any, observe: Any, tree: bool = False) -> Any:
     return Profilers(alone, server.pid, server.rundir, tree=tree)
 
 
-def cpu_fields(before: float | None, after: float | None, transactions: int) -> dict[str, Any]:
+def cpu_fields(before: float | None, after: float | None, transactions: float) -> dict[str, Any]:
     """The client's CPU over the window, on its host: at exit less at the window's start."""
     used = after - before if before is not None and after is not None else None
     per = accounting.per_txn(transactions)

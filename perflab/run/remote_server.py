@@ -45,6 +45,7 @@ from perflab.run.observers.io import into_row
 from perflab.run.observers.resources import ProcCounters
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
+from perflab.run.storage import Storage
 from perflab.spec import Cell
 from perflab.spec.hosts import client_hosts, server_here, server_hosts
 from perflab.units import utc_now
@@ -67,6 +68,7 @@ class ServerHost:
     binaries: dict[str, str]  # tool -> its path on the host
     version: str  # the host's server, as `mariadbd --version` says it
     datadirs: str = ""  # where the datadirs and the snapshots are there: the run directory, or one on disk
+    storage: Storage | None = None  # what `datadirs` is on there (run/storage.describe_on): its device for io
     _snapshots: dict[Path, str] = field(default_factory=dict)  # a local snapshot -> its copy on the host
     _preloads: dict[str, str] = field(default_factory=dict)  # a variant's preload -> its library there
     _packages: dict[str, str | None] = field(default_factory=dict)  # a file there -> "package version"
@@ -224,7 +226,7 @@ def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
             hosts.require(name, observer_packages(spec))  # perf, eu-stack: exit 3 naming the package
             if e.storage != "tmpfs":  # the datadirs on the host's disk; the rest stays on its tmpfs
                 place.datadirs = place.rundir.on_disk(e.storage)
-            described = storage.describe_on(place.link, place.datadirs)
+            described = place.storage = storage.describe_on(place.link, place.datadirs)
             hosts.hosts[name].storage = {**described.record(), "path": e.storage, "dir": place.datadirs}
         if servers and not server_here(spec):  # no server here: the hosts'
             first = hosts.hosts[servers[0]].storage
@@ -306,7 +308,8 @@ def _measured(
         switches = server_switches(cell, server, runner.exp.file.workload.tool, runner.kind)
         with remote_alloc.armed(server):  # [observe] alloc: its perf started there before the window
             intervals, rss, measured = measure(runner, cell, server, logs)
-        remote_alloc.observed(runner, cell.order, server, measured)  # its stacks named from the maps there
+        covered = measured.pop("covered", None)  # the window's transactions its counters cover (accounting.py)
+        remote_alloc.observed(runner, cell.order, server, measured, covered)  # its stacks named from the maps there
         steal = measured.pop("steal", None)
         status = measured.pop("status_samples", [])
         io = measured.pop("io", None)  # [observe] io on the host (run/observers/remote_io.py)

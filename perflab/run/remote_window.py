@@ -1,6 +1,7 @@
 """A cell's window with the client here against the server on the server host (run/remote_server.py):
 sysbench here with the run's login, the server's resources read on its host (its RSS on the host's
-clock, aligned), perf and pmp there ([observe] perf, pmp: run/observers/remote_profilers.py), the
+clock, aligned), perf and pmp there ([observe] perf, pmp: run/observers/remote_profilers.py; of the
+client here: remote_client_profilers.ClientHereProfilers), the
 host-speed canary and the server's I/O there ([observe] host_speed, io: run/observers/remote_io.py), and
 with [observe] status the server's counters once a second over TCP, as the client reaches it.
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.run import accounting, client, workloads
-from perflab.run.observers import remote_io, remote_profilers
+from perflab.run.observers import remote_client_profilers, remote_io, remote_profilers
 from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.observers.status import StatusSampler
@@ -57,7 +58,8 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     command = client.argv(spec, cell, Path(server.socket), connect=connect)
     read, sampler = server_reads(runner, server)
     clock = getattr(sampler, "clock", None)  # the host's clock over the window (the server's RSS sampler's)
-    profilers = remote_profilers.of_cell(runner, cell, server, clock)
+    # perf and pmp of the server on its host; of the client (targets naming it) here
+    profilers = remote_client_profilers.beside_server_host(runner, cell, server, clock)
     observers = remote_io.of_cell(runner, server, clock)  # [observe] host_speed, io: on the host
     counters = status_sampler(runner, server, runner.server_host.password)  # before the workload loads it
     status = contextlib.closing(counters) if counters else contextlib.nullcontext()
@@ -70,6 +72,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     extra = observers.fields(runner, window, intervals, summary)  # host_speed; io (popped by remote_server)
     measured = {
         "steal": lambda a, b: steal.cores(w.origin + a, w.origin + b),
+        "covered": w.start.covered,  # popped by remote_server: [observe] alloc's transactions
         "summary": summary.to_dict(),
         "resources": window_resources(runner, w.start, w.end, w.child.rusage, summary.transactions, w.rss)
         | {"perflab_host_cpu": w.perflab_cpu},
@@ -95,10 +98,10 @@ def _run(
     started = time.monotonic()
     with client.start(command, out, None) as child:
         origin = client.StartWatch(out, child, margin).wait()
-        profilers.workload_started()
+        profilers.workload_started(child)  # the server's warm-up samplers there; the client's here, of its pid
         if warmup:
             client.sleep_until(origin + warmup, child)
-        start = accounting.WindowStart.take(server.pid, child.pid, read)
+        start = accounting.WindowStart.take(server.pid, child.pid, read, window=(origin + warmup, seconds))
         status = counters or contextlib.nullcontext()
         with sampler as rss, RssSampler(child.pid) as client_rss, status:
             profilers.window_started()

@@ -125,12 +125,6 @@ def _server_here_with_client_host(spec: ExperimentFile) -> bool:
     return any(server is None and client is not None for server, client, _ in _placements(spec))
 
 
-def _client_here_with_server_host(spec: ExperimentFile) -> bool:
-    """Some cell's client runs on this machine with its server on a host (a client target there is not
-    profiled yet; one on a client host is, where it runs)."""
-    return any(server is not None and client is None for server, client, _ in _placements(spec))
-
-
 def host_lanes(spec: ExperimentFile) -> dict[str, Any]:
     """How the hosts of a host axis run (meta `host_schedule`, docs/hosts.md): `concurrent` when every
     server host's cells have client hosts of their own and no two server hosts share a machine (by
@@ -272,23 +266,14 @@ _SERVER_VARIANT_KEYS = ("build", "glibc", "client_preload", "client_library")
 
 
 def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
-    """perf and pmp run on the server's host, of the server (its process, or PostgreSQL's tree), and
-    of a client on client_host there; pmp on a host is eu-stack."""
+    """perf and pmp run on the server's host, of the server (its process, or PostgreSQL's tree); of a
+    client where it runs (here, or on client_host there); pmp on a server host is eu-stack."""
     problems = []
     refusal = servers.kind(spec.experiment.server).remote_profile_refusal
     for name in ("perf", "pmp"):
         entry = getattr(spec.observe, name)
         if entry is not None and refusal:
             problems.append(Problem(f"observe.{name}", f"no [observe] {name} with server_host", "true", refusal))
-        elif entry is not None and "client" in entry.targets and _client_here_with_server_host(spec):
-            problems.append(
-                Problem(
-                    f"observe.{name}.targets",
-                    'targets = ["server"] with server_host',
-                    repr(entry.targets).replace("'", '"'),
-                    "profiles of a server on another host are of the server only: " + _NOT_YET_SERVER,
-                )
-            )
     pmp = spec.observe.pmp
     if pmp is not None and "tool" in pmp.model_fields_set and pmp.tool != "eu-stack":
         problems.append(

@@ -104,6 +104,41 @@ def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 
+def test_the_client_here_profiled_here_beside_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """perf and pmp naming the client, with the client here and the server on its host: sysbench
+    profiled here as a local cell's client (system-wide perf here folded for its pid, its stack
+    sampler here), the server there; both stored as a local cell's profiles."""
+    db = ssh_lab.hosts["db"]
+    observe = (
+        '\n[observe]\nperf = { targets = ["server", "client"] }\npmp = { targets = ["client"], interval = "0.1s" }\n'
+    )
+    body = EXPERIMENT.format(ssh=db.ssh, more="") + observe
+    # closed loop: a paced sysbench runs a few percent of a CPU, too little for perf's 99 Hz in 2 s
+    spec, out = write_experiment(tmp_path / "here.toml", body, pace=None), tmp_path / "results"
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    assert cell["status"] == "ok", cell.get("error")
+    refs = {(p["source"], p["target"], p["phase"]): p for p in cell["profiles"]}
+    assert ("pmp", "server", "measured") not in refs  # pmp names the client only
+    binary = {k: json.loads((out / r["path"]).with_suffix(".json").read_text())["binary"] for k, r in refs.items()}
+    assert binary[("perf", "server", "measured")] == "db:/usr/sbin/mariadbd"  # recorded on the server's host
+    for source in ("perf", "pmp"):
+        ref = refs[(source, "client", "measured")]
+        assert ref["samples"] > 0 and binary[(source, "client", "measured")] == shutil.which("sysbench"), ref
+        shown = perflab_via(
+            ssh_lab, tmp_path, "profile", str(out), "--source", source, "--target", "client",
+            "--format", "json", "--top", "0",
+        )  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        rows = json.loads(shown.stdout)
+        own = ("sysbench", "libmariadb.so.3", "libluajit-5.1.so.2")  # sysbench's own code, named here
+        assert any(r["dso"] in own and r["function"] != "[unknown]" for r in rows), (source, rows[:10])
+        assert not any(r["dso"] == "mariadbd" for r in rows), (source, rows[:10])  # the client's stacks alone
+    assert refs[("perf", "server", "measured")]["samples"] > 0
+    assert namespace_commands(ssh_lab, "db") == ["sshd"]
+
+
 def test_sigkill_mid_run_then_doctor_clean_stops_the_remote_server(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
     disk = tmp_path / "disk"  # the datadirs on the host's disk: doctor --clean removes them there too
@@ -321,7 +356,8 @@ def test_an_allocator_preloaded_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_p
 def test_a_server_host_on_its_disk(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     """[experiment] storage on a server host: the datadirs (the dataset prepared there, each cell's copy)
     are made in that directory there, described as the host's mountinfo says, with the page cache dropped
-    there before each cell; nothing is left in it; a directory the host lacks exits 3 naming the host."""
+    there before each cell, and its block device's counters read in the host's /proc/diskstats once a
+    second ([observe] io); nothing is left in it; a directory the host lacks exits 3 naming the host."""
     from perflab.run.storage import describe
 
     db = ssh_lab.hosts["db"]
@@ -329,6 +365,7 @@ def test_a_server_host_on_its_disk(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> No
     disk.mkdir()
     more = f'storage = "{disk}"\ndrop_caches = true'
     body = EXPERIMENT.format(ssh=db.ssh, more=more).replace('"1s"', "0").replace("point_select", "write_only")
+    body = body.replace('duration = "2s"', 'duration = "3s"') + "[observe]\nio = true\n"
     spec, out = write_experiment(tmp_path / "disk.toml", body), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -343,6 +380,12 @@ def test_a_server_host_on_its_disk(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> No
     assert host["storage"]["dir"].startswith(f"{disk}/perflab-host-") and host["storage"]["fstype"] == here.fstype
     assert host["dir"].startswith("/dev/shm/")  # the sockets, logs and observers' files stay on its tmpfs
     assert cell["resources"]["drop_caches_s"] is not None and cell["resources"]["drop_caches_s"] >= 0
+    # the disk's counters, the host's (a namespace shares this machine's /proc/diskstats: the same device)
+    assert here.block_device and host["storage"]["dev"] == here.dev, host["storage"]
+    per_txn = cell["resources"]["io"]["per_txn"]  # InnoDB's redo synced at each commit, on the disk's defaults
+    assert per_txn["disk.write_bytes"] > 0 and per_txn["sys.fsync"] + per_txn["sys.fdatasync"] >= 0.3, per_txn
+    writes = [s["values"]["disk.write_bytes"] for s in cell["status_samples"] if "disk.write_bytes" in s["values"]]
+    assert len(writes) >= 3 and writes == sorted(writes) and writes[-1] > writes[0], writes  # once a second
     assert list(disk.iterdir()) == [] and namespace_commands(ssh_lab, "db") == ["sshd"]
     missing = EXPERIMENT.format(ssh=db.ssh, more=f'storage = "{tmp_path}/nowhere"')
     refused = perflab_via(ssh_lab, tmp_path, "run", str(write_experiment(tmp_path / "m.toml", missing)), "--check")

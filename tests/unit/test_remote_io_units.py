@@ -277,3 +277,38 @@ def test_a_server_here_with_perf_and_the_canary_runs_one_canary(tmp_path: Path) 
     profilers = local_profilers(SimpleNamespace(pid=os.getpid(), rundir=tmp_path), observe.file.observe, True)
     assert profilers.observe.perf is not None and not profilers.observe.host_speed
     assert observe.file.observe.host_speed  # the file's own setting is left as it was
+
+
+DISKSTATS = (
+    " 254       0 vda 100 0 800 10 200 0 1600 20 0 30 30 0 0 0 0 7 1\n"
+    " 254       1 vda1 90 0 700 10 190 0 1500 20 0 30 30 0 0 0 0 0 0\n"
+)
+
+
+@pytest.mark.parametrize("block_device", ["vda", None])
+def test_a_server_hosts_disk_is_sampled_from_the_hosts_diskstats(block_device: str | None) -> None:
+    """With `storage` on a disk there, io's disk.* are that device's line of the host's /proc/diskstats
+    (read over the link); on the host's tmpfs (no block device) there are none."""
+    link = Link({"/proc/diskstats": (0, DISKSTATS, "")})
+    storage = SimpleNamespace(dev="254:0", block_device=block_device)
+    place = SimpleNamespace(link=link, rundir=rundir(link), storage=storage)
+    observe = SimpleNamespace(host_speed=False, io=True)
+    kind = SimpleNamespace(io_counters=lambda server: {"innodb.log_bytes_written": 5.0})
+    runner = SimpleNamespace(server_host=place, kind=kind, exp=SimpleNamespace(file=SimpleNamespace(observe=observe)))
+    server = SimpleNamespace(pid=42, rundir=Path("/nonexistent/cell-0000"))
+    io = remote_io.of_cell(runner, server, None).io
+    assert io is not None
+    io.sampler.sample()
+    (_, values) = io.sampler.samples[0]
+    if block_device:  # sectors of 512 bytes; the flushes are the 19th field
+        disk = {"disk.reads": 100.0, "disk.read_bytes": 409600.0, "disk.writes": 200.0, "disk.write_bytes": 819200.0}
+        assert values == {**disk, "disk.flushes": 7.0, "innodb.log_bytes_written": 5.0}
+        assert ["cat", "/proc/diskstats"] in link.ran
+    else:
+        assert values == {"innodb.log_bytes_written": 5.0} and ["cat", "/proc/diskstats"] not in link.ran
+
+
+def test_a_host_whose_diskstats_cannot_be_read_says_so() -> None:
+    link = Link({"/proc/diskstats": (1, "", "cat: /proc/diskstats: Permission denied")})
+    with pytest.raises(remote_io.PerflabError, match="host db: cannot read /proc/diskstats: cat: .*denied"):
+        remote_io.diskstats_on(link)

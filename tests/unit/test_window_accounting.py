@@ -244,3 +244,29 @@ def test_the_interleaved_groups_other_cores_are_missing_when_a_process_ended_in_
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_counters_read_late_cover_the_share_of_the_window_left() -> None:
+    """CI, 2026-11-28: a starved perflab read a 2 s window's start counters about 1.9 s late; sysbench's
+    158 transactions were the whole window's, its client's 7 context switches the last 0.1 s's: 0.04 a
+    transaction instead of about 3. Per transaction, the counters now cover their own share."""
+    on_time = dataclasses.replace(start(), at=100.01, window=(100.0, 2.0))  # 10 ms: the reads themselves
+    assert on_time.late_s == pytest.approx(0.01) and on_time.covered(158) == 158
+    late = dataclasses.replace(start(), at=101.9, window=(100.0, 2.0))
+    assert late.late_s == pytest.approx(1.9) and late.covered(158) == pytest.approx(7.9)
+    assert dataclasses.replace(start(), at=103.0, window=(100.0, 2.0)).covered(158) == 0.0  # after its end
+    assert start().late_s is None and start().covered(158) == 158  # no window given (pgbench: cut at the marks)
+    # the figures per transaction follow: the server's CPU over the 0.1 s its counters saw, of 7.9 transactions
+    server = ProcCounters(0.079, 0.0, 0, 0, 7, 0)
+    end = accounting.WindowEnd(server, 0.0, 0.0, 0.2, 0.1)
+    rss = types.SimpleNamespace(end=0, peak=0)
+    out = accounting.resources(late, end, rusage(2.1), 158, rss)  # type: ignore[arg-type]
+    assert out["window_start_late_s"] == 1.9 and out["server_cpu_us_per_txn"] == pytest.approx(10_000, rel=1e-3)
+    assert accounting.resources(on_time, end, rusage(2.1), 158, rss)["window_start_late_s"] == 0.01  # type: ignore[arg-type]
+    client = accounting.client_resources(
+        dataclasses.replace(late, client=ZERO),
+        resource.struct_rusage((0.0, 0.0) + (0,) * 12 + (6, 1)),  # ru_nvcsw, ru_nivcsw
+        158,
+        types.SimpleNamespace(end=0, peak=0),  # type: ignore[arg-type]
+    )
+    assert client["ctx_switches_per_txn"] == pytest.approx(7 / 7.9, abs=1e-3)

@@ -12,7 +12,7 @@ Per sample (`t` in the workload's seconds, as intervals and stalls; counters, cu
     254       0 vda 915592 45511 28886282 1230782 1150099 612777 292568752 629888 5 170700 ... 352502 12586
     major minor name reads merged sectors_read ms writes merged sectors_written ms ... flushes flush_ms
 
-    with IoSampler(device="254:0", server_counters=lambda: kind.io_counters(server), origin=origin) as io:
+    with IoSampler(dev="254:0", server_counters=lambda: kind.io_counters(server), origin=origin) as io:
         run()
     io.samples -> [(-0.4, {"disk.writes": 1150099.0, ...}), (0.6, {...}), ...]
 """
@@ -63,9 +63,14 @@ def parse_diskstats(text: str, dev: str) -> DiskCounters | None:
     return None
 
 
+def local_diskstats() -> str:
+    return DISKSTATS.read_text(encoding="ascii")
+
+
 class IoSampler:
     """Samples the disk `dev` (None: no block device, tmpfs) and `server_counters()` every
-    `interval` seconds in a thread, with times relative to `origin` (time.monotonic())."""
+    `interval` seconds in a thread, with times relative to `origin` (time.monotonic()).
+    `diskstats()`: the text of the /proc/diskstats `dev` is in (a server host's: remote_io.py)."""
 
     def __init__(
         self,
@@ -73,7 +78,7 @@ class IoSampler:
         server_counters: Callable[[], dict[str, float]],
         origin: float,
         interval: float = 1.0,
-        diskstats: Path = DISKSTATS,
+        diskstats: Callable[[], str] = local_diskstats,
     ) -> None:
         self.dev = dev
         self.server_counters = server_counters
@@ -87,7 +92,7 @@ class IoSampler:
     def sample(self) -> None:
         values: dict[str, float] = {}
         if self.dev is not None:
-            disk = parse_diskstats(self.diskstats.read_text(encoding="ascii"), self.dev)
+            disk = parse_diskstats(self.diskstats(), self.dev)
             values.update(disk.named() if disk else {})
         values.update(self.server_counters())
         self.samples.append((round(time.monotonic() - self.origin, 3), values))
@@ -254,9 +259,10 @@ class IoObserver:
         pid: int,
         workdir: Path,
         recorder: Any = None,
+        diskstats: Callable[[], str] = local_diskstats,
     ) -> None:
         self.started = time.monotonic()
-        self.sampler = IoSampler(dev, server_counters, self.started)
+        self.sampler = IoSampler(dev, server_counters, self.started, diskstats=diskstats)
         self.recorder = recorder if recorder is not None else FsyncRecorder(pid, workdir)
 
     def __enter__(self) -> Self:

@@ -55,18 +55,26 @@ DWARF_COST_NOTE = "costs far more than fp (each sample copies 16 KiB of stack; s
 
 class Profilers:
     def __init__(
-        self, observe: ObserveSection, pid: int, workdir: Path, *, tree: bool = False, io: IoObserver | None = None
+        self,
+        observe: ObserveSection,
+        pid: int | None,
+        workdir: Path,
+        *,
+        tree: bool = False,
+        io: IoObserver | None = None,
     ) -> None:
+        """`pid`: the server's here; None for a server on another host (the client's alone: its pid
+        comes with workload_started, remote_client_profilers.ClientHereProfilers)."""
         self.observe = observe
         self.io = io  # [observe] io: the storage's and the server's I/O (run/observers/io.py)
         self.tree = tree  # the server target is its process tree (PostgreSQL's backends)
-        self.pids = {"server": pid}
+        self.pids = {"server": pid} if pid is not None else {}
         self.workdir = Path(workdir)
         self.perf: PerfRecorder | None = None
         self.pmp: dict[str, StackSampler] = {}
         self.canary: HostSpeed | None = None  # [observe] host_speed
         self._stack = ExitStack()
-        self.binaries = {"server": _exe(pid)}
+        self.binaries = {"server": _exe(pid)} if pid is not None else {}
         self.inspect: dict[str, str | None] = {}  # a target's binary as a file here, when not `binaries`' path
 
     @classmethod
@@ -89,8 +97,9 @@ class Profilers:
         # a second, before the workload; it then records system-wide and is folded per process
         perf = self.observe.perf
         if perf is not None:
+            named = self.pids.get("server", os.getpid())  # its file's name
             recorder = PerfRecorder(
-                self.pids["server"], self.workdir, frequency=perf.frequency, call_graph=perf.call_graph, enabled=False
+                named, self.workdir, frequency=perf.frequency, call_graph=perf.call_graph, enabled=False
             )
             self.perf = self._stack.enter_context(recorder)
         return self
@@ -250,10 +259,14 @@ def _phases(spans: Spans, span: tuple[float, float]) -> list[str]:
     return [p for p in PHASES if p == MEASURED or spans.seconds(p, span) > 0]
 
 
-def alloc_fields(results: Results, cell_id: int, tracer: AllocTracer, pid: int, measured: dict[str, Any]) -> None:
+def alloc_fields(
+    results: Results, cell_id: int, tracer: AllocTracer, pid: int, measured: dict[str, Any], covered: Any = None
+) -> None:
     """[observe] alloc of a server here: the cell's `alloc` into `measured` (over its summary's
-    transactions), its sampled stacks stored as a profile (store_alloc)."""
+    transactions, or the share of them `covered` gives: accounting.WindowStart.covered, its window
+    opened with the start's counters), its sampled stacks stored as a profile (store_alloc)."""
     transactions = measured["summary"]["transactions"]
+    transactions = covered(transactions) if covered is not None else transactions
     tracer.check_window(transactions)
     measured["alloc"] = tracer.fields(transactions)
     if tracer.spec.stacks:

@@ -10,6 +10,8 @@ as for a local client. The profiles are stored as a local client's, target "clie
 (`profiles/cell-NNNN.perf.client.folded`): `perflab profile`, `diff` and `flame` read them alike.
 
 The server's own profilers (here, or on its host) run beside them: `Paired` drives both as one.
+A client here beside a server on its host is profiled here (`ClientHereProfilers`, a local cell's
+profilers of the client alone), the server there: `beside_server_host`.
 
     profilers = of_cell(runner, cell, server, server_profilers)   # those of [observe] of_target(..., "server")
     with profilers: ...; profilers.workload_started(child); ...   # child: run/remote_client.RemoteChild
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from perflab.hosts.rundir import RunDir
+from perflab.run.observers import remote_profilers
 from perflab.run.observers.phases import Spans
 from perflab.run.observers.profilers import Profilers
 from perflab.run.observers.remote_profilers import NoProfilers, RemoteProfilers
@@ -56,12 +59,32 @@ class ClientHostProfilers(RemoteProfilers):
             self._target_is(client_pid)
         self._begin(warmup=True)
 
+    def client_started(self, child: Any) -> None:
+        """`child`: run/remote_client.RemoteChild, sysbench there."""
+        self.workload_started(child.client_pid() if child is not None else None)
+
+
+class ClientHereProfilers(Profilers):
+    """Profilers of target "client" alone: the workload's client on this machine, beside a server on
+    its host (run/remote_window.py), as a local cell's client is profiled (system-wide perf here,
+    folded for the client's pid; its stack sampler here), on this machine's clock. The server's
+    profilers run on its host (remote_profilers.RemoteProfilers); host_speed and io are theirs too."""
+
+    def __init__(self, observe: ObserveSection, workdir: Path) -> None:
+        super().__init__(of_target(observe, CLIENT).model_copy(update={"host_speed": False}), None, workdir)
+
+    def client_started(self, child: Any) -> None:
+        """`child`: the client's process here (run/client.start's)."""
+        self.workload_started(child.pid)
+
 
 class Paired:
     """The server's profilers (here or on its host; NoProfilers without a server target) and the
     client's on its host, driven and stored as one."""
 
-    def __init__(self, server: Profilers | NoProfilers, client: ClientHostProfilers | None) -> None:
+    def __init__(
+        self, server: Profilers | NoProfilers, client: ClientHostProfilers | ClientHereProfilers | None
+    ) -> None:
         self.server, self.client = server, client
         self._stack = ExitStack()
 
@@ -84,10 +107,11 @@ class Paired:
             member.workload_starting()
 
     def workload_started(self, child: Any = None) -> None:
-        """The server's warm-up samplers; the client's, of `child`'s client (run/remote_client.RemoteChild)."""
+        """The server's warm-up samplers; the client's, of `child` (run/remote_client.RemoteChild on its
+        host, or the client's process here)."""
         self.server.workload_started()
         if self.client is not None:
-            self.client.workload_started(child.client_pid() if child is not None else None)
+            self.client.client_started(child)
 
     def window_started(self) -> None:
         for member in self.members:
@@ -113,3 +137,13 @@ def of_cell(runner: Any, cell: Any, server: Any, profilers: Profilers | NoProfil
     rundir: RunDir = runner.remote.rundir
     client = ClientHostProfilers(observe, server.rundir, rundir, f"{rundir.path}/client-profile-{cell.order:04d}")
     return Paired(profilers, client)
+
+
+def beside_server_host(runner: Any, cell: Any, server: Any, clock: Any) -> Paired:
+    """The profilers of a cell whose client runs here against a server on its host (run/remote_window.py):
+    the server's there (remote_profilers.of_cell, of [observe] restricted to the server) and, when perf or
+    pmp names the client, the client's here (in the cell's local directory)."""
+    observe = runner.exp.file.observe
+    on_host = remote_profilers.of_cell(runner, cell, server, clock, of_target(observe, "server"))
+    named = any(e is not None and CLIENT in e.targets for e in (observe.perf, observe.pmp))
+    return Paired(on_host, ClientHereProfilers(observe, server.rundir) if named else None)

@@ -16,9 +16,10 @@ io: the server's own counters (Kind.io_counters: SHOW GLOBAL STATUS, pg_stat_*) 
 by the host's client over the SSH link (the server's `sql`), and its fsync and fdatasync calls counted
 by `perf record` of their tracepoints on the host (RemotePerf's control FIFOs), listed there by
 `perf script` for the server's process tree and put on this machine's clock (the host's monotonic
-clock, on its wall clock by perf's reference time, then aligned). No disk.* counters: on the
-host's tmpfs there is no block device, as for a local server on tmpfs; those of a storage on disk
-there are not read yet (docs/hosts.md, "Not built yet").
+clock, on its wall clock by perf's reference time, then aligned). With `[experiment] storage` on
+a disk there, the disk.* counters are its block device's line of the host's /proc/diskstats, read
+over the link with the server's counters once a second (their times this machine's, as the server's
+counters'); on the host's tmpfs there is no block device, as for a local server on tmpfs.
 
 Every window with a client or a server on a host takes them through of_window: on the server host, or,
 for a server here with its client on a client host, the local canary and I/O observer (here()), over
@@ -195,6 +196,14 @@ class RemoteFsyncs(RemotePerf):
         return {name: [aligned.monotonic(t + wall) for t in at] for name, at in calls.items()}
 
 
+def diskstats_on(link: Any) -> str:
+    """The host's /proc/diskstats, read over its link (IoSampler's `diskstats`, once a second)."""
+    done = link.run(["cat", "/proc/diskstats"], timeout=30)
+    if done.status != 0:
+        raise PerflabError(f"host {link.name}: cannot read /proc/diskstats: {done.stderr.strip()[-300:]}")
+    return done.stdout
+
+
 class HostObservers:
     """[observe] host_speed and io of a cell, over its workload, where its server runs: on its host, or
     here (a server here with its client on a host: here()). `clock`: the window's reading of the server
@@ -248,7 +257,15 @@ def of_cell(runner: Any, server: Any, clock: WindowClock | None) -> HostObserver
         canary = RemoteHostSpeed(place.rundir, f"{remote_dir}/host-speed.txt", cache, log, cpus, clock)
     if observe.io:
         fsyncs = RemoteFsyncs(place.rundir, f"{remote_dir}/fsyncs", server.pid, clock)
-        io = IoObserver(None, lambda: runner.kind.io_counters(server), server.pid, server.rundir, recorder=fsyncs)
+        disk = place.storage if place.storage is not None and place.storage.block_device else None
+        io = IoObserver(
+            disk.dev if disk else None,
+            lambda: runner.kind.io_counters(server),
+            server.pid,
+            server.rundir,
+            recorder=fsyncs,
+            diskstats=lambda: diskstats_on(place.link),
+        )
     return HostObservers(canary, io, clock, own)
 
 

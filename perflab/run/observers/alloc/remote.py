@@ -204,15 +204,17 @@ def armed(server: Any) -> Any:
         yield tracer
 
 
-def observed(runner: Any, cell_id: int, server: Any, measured: dict[str, Any]) -> None:
+def observed(runner: Any, cell_id: int, server: Any, measured: dict[str, Any], covered: Any = None) -> None:
     """The cell's `alloc` into `measured`, and its sampled stacks stored (named while the server runs:
-    its maps are read there)."""
+    its maps are read there). `covered`: the share of the window's transactions its counts cover (its
+    window opened with the start's counters: accounting.WindowStart.covered); None: all of them."""
     from perflab.run.observers.profilers import store_alloc
 
     tracer: RemoteAllocTracer | None = getattr(server, "alloc", None)
     if tracer is None:
         return
     transactions = measured["summary"]["transactions"]
+    transactions = covered(transactions) if covered is not None else transactions
     tracer.check_window(transactions)
     measured["alloc"] = tracer.fields(transactions)
     if not tracer.spec.stacks:
