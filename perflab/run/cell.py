@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import os
 import shutil
 import time
@@ -411,5 +412,6 @@ class CellRunner:
         profilers.store(self.results, cell.order, spans)  # profiles/ + profiles table, per target and phase
         measured.update(profilers.fields(spans))  # host_speed
         if tracer is not None:
-            alloc_fields(self.results, cell.order, tracer, server.pid, measured, start.covered)
+            covered = functools.partial(accounting.share, window=(origin + warmup, window_end), span=tracer.span)
+            alloc_fields(self.results, cell.order, tracer, server.pid, measured, covered)
         return intervals, rss.samples, measured

@@ -19,6 +19,7 @@ servers/postgresql/client_host.py) on this module's RemoteClient and RemoteChild
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import secrets
 import threading
@@ -306,7 +307,12 @@ def measure(
     remote_profilers.store(runner, cell, profilers, window, intervals, summary)
     measured = {
         "steal": lambda a, b: steal.cores(w.origin + a, w.origin + b),
-        "covered": w.start.covered,  # popped by remote_server (a server host's alloc), or below
+        # [observe] alloc's transactions over its counts' own span: popped by remote_server (a server host's), or below
+        "covered": functools.partial(
+            accounting.share,
+            window=(w.origin + warmup, w.ended),
+            span=(tracer.span if tracer is not None else remote_alloc.alloc_span(server)),
+        ),
         "summary": summary.to_dict(),
         "resources": remote_server.window_resources(runner, w.start, w.end, None, summary.transactions, w.rss)
         | ({"pss_end_bytes": runner.kind.pss_bytes(server)} if not there else {})
@@ -327,9 +333,9 @@ def measure(
     if tracer is not None:  # a server here: its counts and stacks as a local cell's
         from perflab.run.observers.profilers import alloc_fields
 
-        alloc_fields(runner.results, cell.order, tracer, server.pid, measured, w.start.covered)
+        alloc_fields(runner.results, cell.order, tracer, server.pid, measured, measured["covered"])
     if not there:
-        measured.pop("covered")  # a server here: its cell (servers' cell_here) stores what is left
+        measured.pop("covered")  # a server here: its cell stores what is left
     return intervals, w.rss.samples, measured
 
 

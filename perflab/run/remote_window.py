@@ -11,6 +11,7 @@ with [observe] status the server's counters once a second over TCP, as the clien
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 from perflab.run import accounting, client, workloads
 from perflab.run.observers import remote_client_profilers, remote_io, remote_profilers
+from perflab.run.observers.alloc import remote as remote_alloc
 from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.observers.status import StatusSampler
@@ -72,7 +74,10 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict
     extra = observers.fields(runner, window, intervals, summary)  # host_speed; io (popped by remote_server)
     measured = {
         "steal": lambda a, b: steal.cores(w.origin + a, w.origin + b),
-        "covered": w.start.covered,  # popped by remote_server: [observe] alloc's transactions
+        # popped by remote_server: [observe] alloc's transactions, over its counts' own span
+        "covered": functools.partial(
+            accounting.share, window=(w.origin + warmup, window[2]), span=remote_alloc.alloc_span(server)
+        ),
         "summary": summary.to_dict(),
         "resources": window_resources(runner, w.start, w.end, w.child.rusage, summary.transactions, w.rss)
         | {"perflab_host_cpu": w.perflab_cpu},

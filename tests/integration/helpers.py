@@ -179,3 +179,16 @@ def assert_interleaved_by_default(doc: dict[str, Any], output: str, rounds: int 
     for repeat in range(1, rounds + 1):
         pair = [c for c in cells if c["repeat"] == repeat]
         assert [c["design"]["group"] for c in pair] == [sorted(c["id"] for c in pair)] * 2
+
+
+def counted_share(alloc: dict, transactions: float) -> float:
+    """[observe] alloc's transactions, checked against the window's: its counts' share of them
+    (`window_share`: on a server host they open a round trip after the window began), most of the
+    window, the transactions that share of the summary's. Its transactions (0: false)."""
+    share = alloc["window_share"]
+    assert 0.5 < share <= 1.0 and abs(alloc["transactions"] - transactions * share) <= max(0.1, 1e-3 * transactions), (
+        alloc["transactions"],
+        transactions,
+        share,
+    )
+    return alloc["transactions"]

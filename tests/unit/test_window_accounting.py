@@ -270,3 +270,48 @@ def test_counters_read_late_cover_the_share_of_the_window_left() -> None:
         types.SimpleNamespace(end=0, peak=0),  # type: ignore[arg-type]
     )
     assert client["ctx_switches_per_txn"] == pytest.approx(7 / 7.9, abs=1e-3)
+
+
+def test_counts_over_a_span_of_their_own_cover_their_overlap_with_the_window() -> None:
+    """[observe] alloc's counts run over a span of their own ([observe] alloc on a server host: opened a
+    round trip after the window began; CI, 2026-11-28: a PostgreSQL backend's one malloc a transaction
+    came out 0.84): the window's transactions scaled to the part of the window they overlap."""
+    window = (100.0, 102.0)
+    assert accounting.share(400, window, (100.005, 102.01)) == 400  # within 1% of the window at both ends
+    assert accounting.share(400, window, (99.0, 103.0)) == 400  # a span around the window: all of it
+    assert accounting.share(400, window, (100.32, 102.05)) == pytest.approx(400 * 1.68 / 2)  # opened late
+    assert accounting.share(400, window, (100.0, 101.0)) == 200.0  # closed early
+    assert accounting.share(400, window, (103.0, 104.0)) == 0.0 and accounting.share(400, window, None) == 400
+
+
+def test_a_spanning_samplers_counts_end_at_the_end_mark() -> None:
+    """pgbench runs on past its window's end mark (its tail): alloc's counts end at the mark, the
+    server's RSS sampler at its own end."""
+    import contextlib
+
+    from perflab.run.observers.alloc import remote as remote_alloc
+
+    calls: list[str] = []
+
+    class Tracer:
+        @contextlib.contextmanager
+        def window(self, pid, workdir):  # type: ignore[no-untyped-def]
+            calls.append("counts open")
+            yield self
+            calls.append("counts close")
+
+    class Sampler:
+        def __enter__(self):  # type: ignore[no-untyped-def]
+            calls.append("sampler in")
+            return self
+
+        def __exit__(self, *exc):  # type: ignore[no-untyped-def]
+            calls.append("sampler out")
+
+    spanning = remote_alloc.Spanning(Sampler(), Tracer(), 1, None)  # type: ignore[arg-type]
+    with spanning:
+        calls.append("window")
+        remote_alloc.end_mark(spanning)
+        calls.append("tail")
+    assert calls == ["counts open", "sampler in", "window", "counts close", "tail", "sampler out"]
+    remote_alloc.end_mark(object())  # a sampler without counts: nothing to end

@@ -131,7 +131,7 @@ class SeatObservers:
         if tracer is not None:
             window = round(spans.own.get(MEASURED, (0.0, 0.0))[1])
             tracer.check_window(window)
-            fields["alloc"] = tracer.fields(window)
+            fields["alloc"] = tracer.fields(window) | {"window_share": 1.0}  # its own turns' counts and transactions
             if tracer.spec.stacks:
                 store_alloc(results, cell_id, window, tracer, pids["server"])
         return fields

@@ -36,6 +36,7 @@ from perflab.errors import HostLostError, ServerCrashedError
 from perflab.hosts.clock import Alignment, WindowClock
 from perflab.run import accounting, client, remote_server, workloads
 from perflab.run.observers import remote_io, remote_profilers
+from perflab.run.observers.alloc import remote as remote_alloc
 from perflab.run.observers.alloc.remote import Spanning
 from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.profilers import alloc_fields
@@ -137,6 +138,11 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None
     remote_profilers.store(runner, cell, profilers, window, intervals, summary)
     resources = remote_server.window_resources(runner, w.start, w.end, None, summary.transactions, w.rss)
     fields = remote.fields(*w.net, summary.transactions) | {"script": script} | cpu_fields(*w.cpu, summary.transactions)
+    tracer_span = tracer.span if tracer is not None else remote_alloc.alloc_span(server)
+
+    def covered(n: float) -> float:  # [observe] alloc's transactions: its counts' own span, at the window's rate
+        return accounting.share(n, (w.origin, w.ended), tracer_span)
+
     measured = {
         "steal": lambda a, b: steal.cores(w.started + a, w.started + b),
         "summary": summary.to_dict(),
@@ -151,7 +157,9 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None
     elif runner.server_host is not None and server_clock is not None:
         measured["host_clock"] = server_clock.record()
     if tracer is not None:  # a server here: summed over the postmaster and every process it forked
-        alloc_fields(runner.results, cell.order, tracer, server.pid, measured)
+        alloc_fields(runner.results, cell.order, tracer, server.pid, measured, covered)
+    elif runner.server_host is not None:
+        measured["covered"] = covered  # popped by remote_server: its host's alloc
     return intervals, w.rss.samples, measured
 
 
@@ -211,6 +219,7 @@ def _run(
             if local:
                 rss.sample()  # the backends' PSS at the end mark
             end = accounting.WindowEnd.take(start, server.pid, read)  # the backends still live
+            remote_alloc.end_mark(sampler)  # [observe] alloc's counts end here too (pgbench runs on)
             marks, ended = (begun, time.time()), time.monotonic()
             cpu_after, net_after = child.cpu_s(), remote.net_bytes()
             perflab_cpu = overheads.finish()

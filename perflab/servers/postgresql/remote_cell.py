@@ -24,6 +24,7 @@ from perflab.errors import ServerCrashedError
 from perflab.hosts.clock import WindowClock
 from perflab.run import accounting, client, remote_server, workloads
 from perflab.run.observers import remote_io, remote_profilers
+from perflab.run.observers.alloc import remote as remote_alloc
 from perflab.run.observers.host_overhead import Overheads
 from perflab.run.observers.resources import RssSampler, StealSampler
 from perflab.run.proc import clean_env
@@ -83,6 +84,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
                 overheads = Overheads.of_cell(runner, server.pid).begin()  # perflab's own CPU on the host
                 client.sleep_until(started + warmup + seconds, child)
                 end = accounting.WindowEnd.take(start, server.pid, read, client_pid=child.pid)
+                remote_alloc.end_mark(sampler)  # [observe] alloc's counts end here too (pgbench runs on)
                 perflab_cpu = overheads.finish()
                 window, ended = (begun, time.time()), time.monotonic()
                 wl.end_now(child)
@@ -100,6 +102,8 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
         rss.samples,
         {
             "steal": lambda a, b: steal.cores(started + a, started + b),
+            # [observe] alloc's transactions (popped by remote_server): its counts' own span, at the window's rate
+            "covered": lambda n: accounting.share(n, (origin, ended), remote_alloc.alloc_span(server)),
             "summary": summary.to_dict(),
             "resources": resources | {"perflab_host_cpu": perflab_cpu},
             "sysbench_options": wl.effective_options(runner, argv),

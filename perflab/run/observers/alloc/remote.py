@@ -153,7 +153,8 @@ class RemoteAllocTracer(AllocTracer):
 
 class Spanning:
     """A window's RSS sampler (its samples, its clock) whose span is also the counter's window:
-    entered at the window's start, left at its end (run/remote_window.py, run/remote_client.py).
+    entered at the window's start, left at its end (run/remote_window.py, run/remote_client.py), or
+    at the end mark (end_mark: pgbench's windows, which its tail outlasts).
     The counter's window opens first: the sampler's start there (its loop, the host's clock) takes
     round trips the window's counts would otherwise miss."""
 
@@ -167,12 +168,24 @@ class Spanning:
     def __enter__(self) -> Self:
         with contextlib.ExitStack() as stack:
             stack.enter_context(self.tracer.window(self.pid, self.workdir))
-            self.inner = stack.enter_context(self.sampler)
-            self._stack = stack.pop_all()
+            self._counting = stack.pop_all()
+        try:
+            self.inner = self.sampler.__enter__()
+        except BaseException:
+            self._counting.close()
+            raise
         return self.inner
 
+    def end_mark(self) -> None:
+        """The window ends now (perflab's end mark: pgbench's window is cut there, and it runs on for
+        its tail): the counts stop here, the sampler runs on to its own end."""
+        self._counting.close()
+
     def __exit__(self, *exc: object) -> bool | None:
-        return self._stack.__exit__(*exc)  # type: ignore[arg-type]
+        try:
+            return self.sampler.__exit__(*exc)  # type: ignore[no-any-return]
+        finally:
+            self._counting.close()
 
 
 def of_cell(runner: Any, place: Any, rundir: Path) -> RemoteAllocTracer | None:
@@ -184,6 +197,18 @@ def of_cell(runner: Any, place: Any, rundir: Path) -> RemoteAllocTracer | None:
     remote_dir = f"{place.rundir.path}/{rundir.name}"
     tree = runner.kind.profiles_tree  # PostgreSQL: the postmaster's backends count, and make syscalls, too
     return RemoteAllocTracer(spec, place.rundir, remote_dir, rundir, rundir.parent / "alloc-build", tree)
+
+
+def alloc_span(server: Any) -> tuple[float, float] | None:
+    """The span of the server's [observe] alloc counts (AllocTracer.span), None without them."""
+    tracer = getattr(server, "alloc", None)
+    return tracer.span if tracer is not None else None
+
+
+def end_mark(sampler: Any) -> None:
+    """[observe] alloc's counts end at the window's end mark when `sampler` spans them (Spanning)."""
+    if isinstance(sampler, Spanning):
+        sampler.end_mark()
 
 
 def spanning(sampler: Any, server: Any) -> Any:
@@ -208,15 +233,15 @@ def observed(runner: Any, cell_id: int, server: Any, measured: dict[str, Any], c
     """The cell's `alloc` into `measured`, and its sampled stacks stored (named while the server runs:
     its maps are read there). `covered`: the share of the window's transactions its counts cover (its
     window opened with the start's counters: accounting.WindowStart.covered); None: all of them."""
-    from perflab.run.observers.profilers import store_alloc
+    from perflab.run.observers.profilers import store_alloc, window_share
 
     tracer: RemoteAllocTracer | None = getattr(server, "alloc", None)
     if tracer is None:
         return
-    transactions = measured["summary"]["transactions"]
-    transactions = covered(transactions) if covered is not None else transactions
+    whole = measured["summary"]["transactions"]
+    transactions = covered(whole) if covered is not None else whole
     tracer.check_window(transactions)
-    measured["alloc"] = tracer.fields(transactions)
+    measured["alloc"] = tracer.fields(transactions) | {"window_share": window_share(transactions, whole)}
     if not tracer.spec.stacks:
         return
     link = tracer.link

@@ -66,6 +66,7 @@ class AllocTracer:
         self.counts: alloc.Counts | None = None
         self.syscalls: SyscallCounts | None = None
         self.seconds = 0.0
+        self.span: tuple[float, float] | None = None  # the window's counts, from and to (time.monotonic())
         self._records: tuple[list[alloc.Sample], int] | None = None
         self._perf: Any = None  # armed(): its SyscallRecorder, started, its events off
         self._stop = contextlib.ExitStack()
@@ -169,7 +170,8 @@ class AllocTracer:
                 yield self
             finally:
                 self._sample(0)
-                self.seconds = time.monotonic() - started
+                self.span = (started, time.monotonic())
+                self.seconds = self.span[1] - started
                 self.counts = self._read().minus(before)
                 self._perf = None
                 self._stop.close()  # perf stops: its data is whole only then
