@@ -219,8 +219,8 @@ def _run(
             if local:
                 rss.sample()  # the backends' PSS at the end mark
             end = accounting.WindowEnd.take(start, server.pid, read)  # the backends still live
-            remote_alloc.end_mark(sampler)  # [observe] alloc's counts end here too (pgbench runs on)
             marks, ended = (begun, time.time()), time.monotonic()
+            remote_alloc.end_mark(sampler)  # [observe] alloc's counts end here too (pgbench runs on)
             cpu_after, net_after = child.cpu_s(), remote.net_bytes()
             perflab_cpu = overheads.finish()
             child.signal_client("ALRM")  # as -T would: each client finishes its transaction, the logs flushed

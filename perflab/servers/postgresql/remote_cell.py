@@ -84,9 +84,9 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
                 overheads = Overheads.of_cell(runner, server.pid).begin()  # perflab's own CPU on the host
                 client.sleep_until(started + warmup + seconds, child)
                 end = accounting.WindowEnd.take(start, server.pid, read, client_pid=child.pid)
-                remote_alloc.end_mark(sampler)  # [observe] alloc's counts end here too (pgbench runs on)
                 perflab_cpu = overheads.finish()
                 window, ended = (begun, time.time()), time.monotonic()
+                remote_alloc.end_mark(sampler)  # [observe] alloc's counts end here too (pgbench runs on)
                 wl.end_now(child)
                 code = client.wait(child, warmup + seconds + wl.tail_s, margin, wl.name)
             clock.finish()

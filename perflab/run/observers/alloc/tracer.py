@@ -160,8 +160,10 @@ class AllocTracer:
             if self._perf is None:  # not armed before the window: armed now
                 armed.enter_context(self.armed(pid, workdir))
             recorder = self._perf
+            asked = time.monotonic()
             before = self._read()
             started = time.monotonic()
+            opened = (asked + started) / 2  # the counts' snapshot, inside the read (a round trip on a host)
             try:
                 if recorder is not None:
                     recorder.resume()
@@ -170,9 +172,10 @@ class AllocTracer:
                 yield self
             finally:
                 self._sample(0)
-                self.span = (started, time.monotonic())
-                self.seconds = self.span[1] - started
+                asked = time.monotonic()
+                self.seconds = asked - started
                 self.counts = self._read().minus(before)
+                self.span = (opened, (asked + time.monotonic()) / 2)
                 self._perf = None
                 self._stop.close()  # perf stops: its data is whole only then
         if recorder is not None:
