@@ -48,6 +48,9 @@ def _serialized(method: F) -> F:
     return locked  # type: ignore[return-value]
 
 
+BUSY_S = 120.0  # how long a write waits for another process's write to the same results.db
+
+
 class Results:
     """A results directory opened for reading or writing."""
 
@@ -61,8 +64,11 @@ class Results:
             schema.create(path)
         self._lock = threading.RLock()  # every use of the connection holds it (_serialized)
         self._abandoned = False
-        # explicit transactions only; one connection shared by the run's threads, one at a time
-        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        # explicit transactions only; one connection shared by the run's threads, one at a time. A
+        # writer waits for another (a run and `perflab report` refreshing the views at once) up to
+        # BUSY_S: sqlite3's default 5 s ended a run in CI (2026-11-28, "database is locked") while a
+        # starved `perflab export` held the lock
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_S)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
         if not create:

@@ -236,3 +236,26 @@ def test_a_new_results_database_appears_with_its_schema(tmp_path: Path, monkeypa
     assert seen == [(False, seen[0][1])] and {"meta", "cells", "intervals", "status_samples"} <= seen[0][1]
     assert not (tmp_path / "results.db.new").exists()
     assert schema_version(tmp_path) == SCHEMA_VERSION
+
+
+def test_a_write_waits_for_another_processs_write(tmp_path: Path) -> None:
+    """CI, 2026-11-28: a run's view refresh met a starved `perflab export` refreshing them too, waited
+    sqlite3's default 5 s and ended the run ("database is locked"). A write now waits up to BUSY_S."""
+    import threading
+    import time
+
+    from perflab.store.results import BUSY_S
+
+    out = tmp_path / "r"
+    Results(out, create=True).close()
+    with Results(out) as results:
+        assert results.db.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_S * 1000 >= 60_000
+        other = sqlite3.connect(out / "results.db", isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")  # another process's write, held
+        held = threading.Timer(1.0, lambda: other.execute("COMMIT"))
+        held.start()
+        started = time.monotonic()
+        results.set_meta(note="written after the other's commit")
+        assert time.monotonic() - started >= 0.9 and results.meta()["note"].startswith("written")
+        held.join()
+        other.close()
