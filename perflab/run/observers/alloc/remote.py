@@ -231,8 +231,8 @@ def armed(server: Any) -> Any:
 
 def observed(runner: Any, cell_id: int, server: Any, measured: dict[str, Any], covered: Any = None) -> None:
     """The cell's `alloc` into `measured`, and its sampled stacks stored (named while the server runs:
-    its maps are read there). `covered`: the share of the window's transactions its counts cover (its
-    window opened with the start's counters: accounting.WindowStart.covered); None: all of them."""
+    its maps are read there). `covered`: the window's transactions -> those its counts cover (over their
+    own span: accounting.share); None: all of them."""
     from perflab.run.observers.profilers import store_alloc, window_share
 
     tracer: RemoteAllocTracer | None = getattr(server, "alloc", None)
