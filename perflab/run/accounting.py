@@ -32,6 +32,7 @@ class WindowStart:
     client: ProcCounters | None = None  # the client's counters before the window (None: it had ended)
     steal_s: float = 0.0  # the machine's steal time (the hypervisor's other guests)
     window: tuple[float, float] | None = None  # when the window began (time.monotonic()) and its seconds
+    reading: float | None = None  # when these reads began (the server's first), time.monotonic()
 
     @classmethod
     def take(
@@ -45,6 +46,7 @@ class WindowStart:
         `client_pid` None: the client runs on another host (run/remote_client.py), none of this machine's CPU.
         `window`: when the measured window began and its seconds (the client's transactions are its),
         so that counters read late cover only their share of those transactions (covered())."""
+        reading = time.monotonic()
         server = read(server_pid)
         own = resource.getrusage(resource.RUSAGE_SELF)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -54,22 +56,26 @@ class WindowStart:
             client = None
         client_s = process_cpu_s(client_pid) if client_pid is not None else None
         busy, at, steal = machine_busy_s(), time.monotonic(), machine_steal_s()
-        return cls(server, own, children, busy, client_s, at, client, steal, window)
+        return cls(server, own, children, busy, client_s, at, client, steal, window, reading)
 
     @property
     def late_s(self) -> float | None:
-        """How long after the window began its counters were read (None: not known)."""
-        return None if self.window is None else max(0.0, self.at - self.window[0])
+        """How long after the window began its counters were read (None: not known): when the reads
+        began (the server's counters first; on a loaded machine reading a server's threads takes tens
+        of ms, not lateness), else when they ended."""
+        if self.window is None:
+            return None
+        return max(0.0, (self.reading if self.reading is not None else self.at) - self.window[0])
 
     def covered(self, transactions: float) -> float:
         """The window's `transactions` that counters read now cover: all of them, unless they were read
         more than LATE_SHARE of the window late (perflab starved or paused: on a loaded CI machine, a
         2 s window's counters were read about 1.9 s late), then the share of the window left (the
         window's rate taken as even, as a profile's seen share is: run/observers/phases.py)."""
-        late = self.late_s
+        late = None if self.late_s is None else round(self.late_s, 3)  # as `window_start_late_s` says it
         if late is None or self.window is None or self.window[1] <= 0 or late <= LATE_SHARE * self.window[1]:
             return transactions
-        return round(transactions * max(0.0, self.window[1] - late) / self.window[1], 1)
+        return transactions * max(0.0, self.window[1] - late) / self.window[1]
 
 
 LATE_SHARE = 0.01  # counters read later than this share of the window cover fewer of its transactions
