@@ -258,7 +258,9 @@ def wire(lab: SshLab, a: str, b: str) -> None:
         fcntl.flock(setup, fcntl.LOCK_EX)
         used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
         used += "".join(
-            subprocess.run(["ip", "-n", h.namespace, "-4", "-o", "addr"], capture_output=True, text=True).stdout
+            subprocess.run(
+                ["ip", "-n", h.namespace, "-4", "-o", "addr"], capture_output=True, text=True, check=False
+            ).stdout
             for h in lab.hosts.values()
         )
         k = random.choice([k for k in range(1, 255) if f"10.78.{k}." not in used])
@@ -285,3 +287,19 @@ def namespace_commands(lab: SshLab, name: str) -> list[str]:
         with contextlib.suppress(OSError):
             names.append(Path(f"/proc/{pid}/comm").read_text().strip())
     return names
+
+
+SYSBENCH_OWN = ("sysbench", "libmariadb.so.3", "libluajit-5.1.so.2")  # sysbench's own code, not the kernel's
+
+
+def check_client_profile(lab: SshLab, tmp_path: Path, out: Path, source: str) -> None:
+    """`perflab profile --target client` of `source` names sysbench's own frames, and none of the server's."""
+    import json
+
+    shown = perflab_via(
+        lab, tmp_path, "profile", str(out), "--source", source, "--target", "client", "--format", "json", "--top", "0"
+    )
+    assert shown.returncode == 0, shown.stderr
+    rows = json.loads(shown.stdout)
+    assert any(r["dso"] in SYSBENCH_OWN and r["function"] != "[unknown]" for r in rows), (source, rows[:10])
+    assert not any(r["dso"] == "mariadbd" for r in rows), (source, rows[:10])  # the client's stacks alone

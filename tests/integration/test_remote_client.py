@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tests.freezes import Freezes
 from tests.integration.helpers import sysbench_started, wait_for, write_experiment
-from tests.integration.sshhosts import ROOT, SshLab, namespace_commands, perflab_via
+from tests.integration.sshhosts import ROOT, SshLab, check_client_profile, namespace_commands, perflab_via
 
 EXPERIMENT = """
 [experiment]
@@ -111,16 +111,8 @@ def test_the_client_profiled_on_its_host(ssh_lab: SshLab, tmpfs, tmp_path: Path)
     assert refs[("perf", "server", "measured")]["samples"] > 0 and Path(server["binary"]).name == "mariadbd"
     clock = cell["client"]["clock"]  # the client host's, its profiles' samples aligned with it
     assert clock["aligned"] and clock["error_s"] < 0.05 and abs(clock["shift_s"]) < 0.005, clock
-    own = ("sysbench", "libmariadb.so.3", "libluajit-5.1.so.2")  # sysbench's own code, not only the kernel's
     for source in ("perf", "pmp"):
-        shown = perflab_via(
-            ssh_lab, tmp_path, "profile", str(out), "--source", source, "--target", "client",
-            "--format", "json", "--top", "0",
-        )  # fmt: skip
-        assert shown.returncode == 0, shown.stderr
-        rows = json.loads(shown.stdout)  # named on the host by its perf / eu-stack
-        assert any(r["dso"] in own and r["function"] != "[unknown]" for r in rows), (source, rows[:10])
-        assert not any(r["dso"] == "mariadbd" for r in rows), (source, rows[:10])  # the client's stacks alone
+        check_client_profile(ssh_lab, tmp_path, out, source)  # named on the host by its perf / eu-stack
     folded = tmp_path / "client.folded"
     flame = perflab_via(
         ssh_lab, tmp_path, "flame", str(out), "--cell", "0", "--source", "pmp", "--target", "client",

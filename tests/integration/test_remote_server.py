@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from tests.integration.helpers import sysbench_started, wait_for, write_experiment
-from tests.integration.sshhosts import ROOT, SshLab, namespace_commands, perflab_via
+from tests.integration.sshhosts import ROOT, SshLab, check_client_profile, namespace_commands, perflab_via
 
 EXPERIMENT = """
 [experiment]
@@ -126,15 +126,7 @@ def test_the_client_here_profiled_here_beside_the_server_host(ssh_lab: SshLab, t
     for source in ("perf", "pmp"):
         ref = refs[(source, "client", "measured")]
         assert ref["samples"] > 0 and binary[(source, "client", "measured")] == shutil.which("sysbench"), ref
-        shown = perflab_via(
-            ssh_lab, tmp_path, "profile", str(out), "--source", source, "--target", "client",
-            "--format", "json", "--top", "0",
-        )  # fmt: skip
-        assert shown.returncode == 0, shown.stderr
-        rows = json.loads(shown.stdout)
-        own = ("sysbench", "libmariadb.so.3", "libluajit-5.1.so.2")  # sysbench's own code, named here
-        assert any(r["dso"] in own and r["function"] != "[unknown]" for r in rows), (source, rows[:10])
-        assert not any(r["dso"] == "mariadbd" for r in rows), (source, rows[:10])  # the client's stacks alone
+        check_client_profile(ssh_lab, tmp_path, out, source)  # named here
     assert refs[("perf", "server", "measured")]["samples"] > 0
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
 

@@ -259,21 +259,24 @@ def _phases(spans: Spans, span: tuple[float, float]) -> list[str]:
     return [p for p in PHASES if p == MEASURED or spans.seconds(p, span) > 0]
 
 
-def window_share(counted: float, whole: float) -> float | None:
-    """The share of the window's transactions [observe] alloc's counts covered (alloc `window_share`)."""
-    return round(counted / whole, 4) if whole else None
+def alloc_figures(tracer: AllocTracer, measured: dict[str, Any], covered: Any = None) -> float:
+    """The cell's `alloc` into `measured`, over its summary's transactions or those its counts cover
+    (`covered`: the window's transactions -> those over the counts' own span, accounting.share), with
+    that share as `window_share`; returns those transactions (a server here or on its host)."""
+    whole = measured["summary"]["transactions"]
+    transactions = covered(whole) if covered is not None else whole
+    tracer.check_window(transactions)
+    share = round(transactions / whole, 4) if whole else None
+    measured["alloc"] = tracer.fields(transactions) | {"window_share": share}
+    return transactions
 
 
 def alloc_fields(
     results: Results, cell_id: int, tracer: AllocTracer, pid: int, measured: dict[str, Any], covered: Any = None
 ) -> None:
-    """[observe] alloc of a server here: the cell's `alloc` into `measured` (over its summary's
-    transactions, or the share of them `covered` gives: accounting.WindowStart.covered, its window
-    opened with the start's counters), its sampled stacks stored as a profile (store_alloc)."""
-    whole = measured["summary"]["transactions"]
-    transactions = covered(whole) if covered is not None else whole
-    tracer.check_window(transactions)
-    measured["alloc"] = tracer.fields(transactions) | {"window_share": window_share(transactions, whole)}
+    """[observe] alloc of a server here: its figures (alloc_figures), its sampled stacks stored as a
+    profile (store_alloc)."""
+    transactions = alloc_figures(tracer, measured, covered)
     if tracer.spec.stacks:
         store_alloc(results, cell_id, transactions, tracer, pid)
 

@@ -257,9 +257,9 @@ def of_cell(runner: Any, server: Any, clock: WindowClock | None) -> HostObserver
         canary = RemoteHostSpeed(place.rundir, f"{remote_dir}/host-speed.txt", cache, log, cpus, clock)
     if observe.io:
         fsyncs = RemoteFsyncs(place.rundir, f"{remote_dir}/fsyncs", server.pid, clock)
-        disk = place.storage if place.storage is not None and place.storage.block_device else None
+        disk = place.storage.dev if place.storage is not None and place.storage.block_device else None
         io = IoObserver(
-            disk.dev if disk else None,
+            disk,
             lambda: runner.kind.io_counters(server),
             server.pid,
             server.rundir,

@@ -233,15 +233,12 @@ def observed(runner: Any, cell_id: int, server: Any, measured: dict[str, Any], c
     """The cell's `alloc` into `measured`, and its sampled stacks stored (named while the server runs:
     its maps are read there). `covered`: the window's transactions -> those its counts cover (over their
     own span: accounting.share); None: all of them."""
-    from perflab.run.observers.profilers import store_alloc, window_share
+    from perflab.run.observers.profilers import alloc_figures, store_alloc
 
     tracer: RemoteAllocTracer | None = getattr(server, "alloc", None)
     if tracer is None:
         return
-    whole = measured["summary"]["transactions"]
-    transactions = covered(whole) if covered is not None else whole
-    tracer.check_window(transactions)
-    measured["alloc"] = tracer.fields(transactions) | {"window_share": window_share(transactions, whole)}
+    transactions = alloc_figures(tracer, measured, covered)
     if not tracer.spec.stacks:
         return
     link = tracer.link
