@@ -16,8 +16,9 @@ from pathlib import Path
 from perflab import allocators, elf, servers
 from perflab.concurrency import concurrency_problems
 from perflab.errors import EnvironmentProblem, Problem, SpecError
-from perflab.run import storage, workloads
-from perflab.run.observers.io import io_problems
+from perflab import workloads
+from perflab.run import storage
+from perflab.observers.io import io_problems
 from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
 from perflab.spec.hosts import client_hosts, preloads_by_host, server_here, server_hosts
@@ -134,7 +135,7 @@ BUILD_TOOLS = (("cmake", "cmake"), ("make", "make"), ("bison", "bison"), ("dpkg-
 
 def _builds(exp: Experiment) -> list[Problem]:
     """Source builds: the toolchain, the build tools, a writable cache; PGO with gcc only."""
-    from perflab.run.builds import cache_root
+    from perflab.builds import cache_root
 
     problems = []
     used = {cell.build for cell in exp.cells()}
@@ -285,7 +286,7 @@ def _allocators(exp: Experiment) -> list[Problem]:
 
 def _client_libraries(exp: Experiment) -> list[Problem]:
     """A client_library sysbench cannot load (another ABI, missing symbols) is refused now."""
-    from perflab.run import client_variant
+    from perflab.workloads import client_variant
 
     problems = []
     for axis, entries in exp.file.variants.items():

@@ -171,7 +171,7 @@ def _build_status(exp: spec.Experiment) -> dict[str, str]:
     """Each build a variant uses: cached, or what making it will take (`run --check`)."""
     if not exp.file.builds:
         return {}
-    from perflab.run.builds import cache_root, resolve
+    from perflab.builds import cache_root, resolve
 
     used = {cell.build for cell in exp.cells()}
     return {
@@ -319,7 +319,7 @@ def _record_start(
 
 def _throughput(file: spec.ExperimentFile) -> dict[str, str]:
     """What the summaries' `qps` counts for this workload, and its name in the tables."""
-    from perflab.run import workloads
+    from perflab import workloads
 
     workload = workloads.of(file)
     return {"metric": workload.metric, "means": workload.throughput}
