@@ -46,7 +46,7 @@ import _common as C
 from perflab.run import dataset
 from perflab.observers.perf import PerfRecorder
 from perflab.observers.profilers import Profilers
-from perflab.observers.resources import ProcCounters
+from perflab.places.procfs import ProcCounters
 from perflab.places.proc import Child, clean_env
 from perflab.workloads import sysbench, sysbench_output
 from perflab.servers.mysqld import Mysqld

@@ -49,7 +49,8 @@ sys.path.insert(0, str(ROOT))
 
 from perflab.workloads import client
 from perflab.run import dataset
-from perflab.observers.resources import machine_steal_s, process_cpu_s
+from perflab.places.procfs import process_cpu_s
+from perflab.observers.resources import machine_steal_s
 from perflab.observers.status import StatusSampler
 from perflab.places.proc import Child, clean_env
 from perflab.workloads import sysbench

@@ -176,3 +176,10 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LD_", "MALLOC_", "GLIBC_TUNABLES"))}
     env.update(extra or {})
     return env
+
+
+def read_tail(log: Path | None, lines: int = 30) -> str | None:
+    """The last `lines` lines of a process's log here; None when there is none."""
+    if log is None or not log.is_file():
+        return None
+    return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])

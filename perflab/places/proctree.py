@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from perflab.observers.resources import CLOCK_TICKS, ProcCounters, RssSampler, rss_bytes
+from perflab.places.procfs import CLOCK_TICKS, ProcCounters, RssSampler, rss_bytes
 
 
 def children(pid: int) -> list[int]:

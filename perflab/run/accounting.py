@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from perflab.observers.resources import ProcCounters, RssSampler, machine_busy_s, machine_steal_s, process_cpu_s
+from perflab.places.procfs import ProcCounters, RssSampler, process_cpu_s
+
+from perflab.observers.resources import machine_busy_s, machine_steal_s
 
 Reader = Callable[[int], ProcCounters]
 

@@ -37,10 +37,14 @@ from perflab.observers.host_overhead import CellCpu
 from perflab.observers.io import IoObserver, into_row
 from perflab.observers.phases import Spans
 from perflab.observers.profilers import Profilers, alloc_fields
-from perflab.observers.resources import RssSampler, StealSampler
+from perflab.places import Place
+from perflab.places.here import HERE
+from perflab.places.procfs import RssSampler
+from perflab.observers.resources import StealSampler
 from perflab.observers.status import of_server as status_of
 from perflab.run.prewarm import server_switches
-from perflab.run.server_logs import failure_fields, keep_logs, read_tail
+from perflab.places.proc import read_tail
+from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.run.space import SpaceCheck
 from perflab.run.storage import Storage, drop_caches_s, of_experiment
 from perflab.workloads import sysbench
@@ -129,6 +133,11 @@ class CellRunner:
             return None
         dev = self.storage.dev if self.storage.block_device else None
         return IoObserver(dev, lambda: self.kind.io_counters(server), server.pid, server.rundir)
+
+    @property
+    def server_place(self) -> Place:
+        """Where this placement's server runs: here, or its server host (perflab/places/)."""
+        return HERE if self.server_host is None else self.server_host.place
 
     @property
     def kind(self) -> Kind:

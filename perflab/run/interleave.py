@@ -51,7 +51,9 @@ from perflab.run import dataset
 from perflab.run.accounting import per_txn, server_resources
 from perflab.run.cell import CellRunner
 from perflab.observers.phases import MEASURED, WARMUP
-from perflab.observers.resources import ProcCounters, RssSampler, machine_busy_s
+from perflab.places.here import HERE
+from perflab.places.procfs import ProcCounters, RssSampler
+from perflab.observers.resources import machine_busy_s
 from perflab.observers.seats import SeatObservers, SeatSpans
 from perflab.observers.status import STATEMENTS
 from perflab.observers.status import figures as status_figures
@@ -106,7 +108,7 @@ def _run_opened(
         mark = _Mark.take(live)
         window_t0 = time.monotonic()
         with contextlib.ExitStack() as stack:
-            rss = {s: stack.enter_context(s.runner.kind.memory_sampler(s.server.pid)) for s in live if s.server}
+            rss = {s: stack.enter_context(s.runner.kind.memory_sampler(HERE, s.server.pid)) for s in live if s.server}
             observers.window_started([(s.server.pid, s.rundir, s.tracer) for s in live if s.server is not None])
             try:
                 _rotate(live, duration, slice_s, measured=True)

@@ -7,7 +7,7 @@ cell (Kind.remote_server: its option file written here and copied there), listen
 host's address as this machine reaches it, with a login whose password is made for the run. The
 client runs here, or on the client host (run/remote_client.py), against that address. The server's
 CPU, faults and context switches are read from the host's /proc at the window's start and end, its
-RSS once a second there (observers/remote_resources.py); with [observe] alloc, its allocation
+RSS once a second there (hosts/place.py); with [observe] alloc, its allocation
 counter is preloaded there and read over the window that RSS sampler spans (observers/alloc/
 remote.py); with [observe] host_speed and io, the canary and the server's I/O are observed there too
 (observers/remote_io.py). Each cell records where its server ran in `build.host`: the host's name, ssh target,
@@ -33,6 +33,7 @@ from typing import Any
 
 from perflab import allocators, hostinfo
 from perflab.errors import AllocatorNotMappedError, HostLostError, PerflabError, ServerCrashedError, ToolMissingError
+from perflab.hosts.place import HostPlace
 from perflab.hosts.preflight import client_observer_packages, observer_packages
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts, RemoteProbe
@@ -43,7 +44,7 @@ from perflab.run import accounting, dataset, storage
 from perflab.observers.alloc import remote as remote_alloc
 from perflab.observers.host_overhead import CellCpu
 from perflab.observers.io import into_row
-from perflab.observers.resources import ProcCounters
+from perflab.places.procfs import ProcCounters
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.run.storage import Storage
@@ -93,6 +94,11 @@ class ServerHost:
     @property
     def link(self) -> Connection:
         return self.hosts.link(self.name)
+
+    @property
+    def place(self) -> HostPlace:
+        """The host as a place: its processes' counters and memory read there."""
+        return HostPlace(self.name, self.rundir)
 
     @property
     def rundir(self) -> RunDir:
@@ -359,9 +365,11 @@ def _allocator(server: Any, place: ServerHost, cell: Cell) -> dict[str, Any]:
 
 def server_reads(runner: Any, server: Any) -> tuple[Any, Any]:
     """How the window reads the server: (its counters by pid, its RSS sampler): on its host when it runs there."""
-    if runner.server_host is None:  # here, as a local cell reads it: PostgreSQL's postmaster and its backends
-        return (lambda pid: runner.kind.process_counters(pid, True)), runner.kind.memory_sampler(server.pid)
-    read, sampler = runner.kind.remote_reads(runner.server_host, server.pid)  # PostgreSQL's: the postmaster's tree
+    place = runner.server_place  # PostgreSQL's: the postmaster and its backends, wherever it runs
+    sampler = runner.kind.memory_sampler(place, server.pid)
+    read = lambda pid: runner.kind.process_counters(place, pid, True)  # noqa: E731
+    if runner.server_host is None:
+        return read, sampler
     return read, remote_alloc.spanning(sampler, server)  # [observe] alloc's window: the sampler's span
 
 

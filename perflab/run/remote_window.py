@@ -23,7 +23,8 @@ from perflab.run import accounting
 from perflab.observers import remote_client_profilers, remote_io, remote_profilers
 from perflab.observers.alloc import remote as remote_alloc
 from perflab.observers.host_overhead import Overheads
-from perflab.observers.resources import RssSampler, StealSampler
+from perflab.places.procfs import RssSampler
+from perflab.observers.resources import StealSampler
 from perflab.observers.status import StatusSampler
 from perflab.run.remote_server import _login_file, server_reads, window_resources
 from perflab.spec import Cell

@@ -26,12 +26,15 @@ from perflab.run import allocator_proof, dataset
 from perflab.builds import Build, BuildError
 from perflab.run.cell import CellRunner, cpus_allowed
 from perflab.observers.alloc.tracer import AllocTracer
-from perflab.observers.resources import ProcCounters, machine_steal_s, process_cpu_s
+from perflab.places.here import HERE
+from perflab.places.procfs import ProcCounters, process_cpu_s
+from perflab.observers.resources import machine_steal_s
 from perflab.observers.seats import SeatObservers
 from perflab.observers.status import STATEMENTS, StatusError, StatusSampler
 from perflab.run.prewarm import server_switches
 from perflab.places.proc import Child
-from perflab.run.server_logs import keep_logs, read_tail
+from perflab.places.proc import read_tail
+from perflab.run.server_logs import keep_logs
 from perflab.workloads.turn_counts import ClientCounts
 from perflab.workloads.turn_latency import Histogram, TurnClock
 from perflab.run.turn_series import Point, intervals, summary
@@ -163,7 +166,7 @@ class Seat:
         out: dict[str, float | None] = {}
         if self.server is not None and self.server.child is not None:
             try:
-                out[f"server {self.server.pid}"] = self.runner.kind.process_counters(self.server.pid).cpu_s
+                out[f"server {self.server.pid}"] = self.runner.kind.process_counters(HERE, self.server.pid).cpu_s
             except (FileNotFoundError, ProcessLookupError, IndexError):
                 out[f"server {self.server.pid}"] = None
         for role, pid in (
@@ -322,7 +325,7 @@ class Seat:
         assert self.server is not None
         try:
             if self.server.alive():
-                return self.runner.kind.process_counters(self.server.pid, threads)
+                return self.runner.kind.process_counters(HERE, self.server.pid, threads)
         except (FileNotFoundError, ProcessLookupError, IndexError):
             pass
         raise ServerCrashedError(f"{self.server.death()} during the run:\n{self.server.error_lines()}")

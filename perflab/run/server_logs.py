@@ -23,12 +23,6 @@ def failure_fields(exc: PerflabError, server: Managed) -> dict[str, Any]:
     return {"error": error, "log_tail": server.error_lines(30), "backtrace": server.backtrace()}
 
 
-def read_tail(log: Path | None, lines: int = 30) -> str | None:
-    if log is None or not log.is_file():
-        return None
-    return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-
-
 def keep_logs(server: Managed, rundir: Path, logs: Path) -> None:
     """The server's error log, option file and console output, kept with the results."""
     if server.error_log.exists():

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from perflab.places import Place, RssSeries
+    from perflab.places.procfs import ProcCounters
     from perflab.builds import Build
     from perflab.run.dataset import Snapshot
     from perflab.servers.managed import Managed
@@ -139,14 +141,14 @@ class Kind:
         throughput counters only). `clock` is the seat's TurnClock (workloads/turn_latency.py)."""
         raise NotImplementedError
 
-    def process_counters(self, pid: int, threads: bool = False) -> Any:
-        """The server's CPU and faults now, over all its processes (`threads`: its context
+    def process_counters(self, place: Place, pid: int, threads: bool = False) -> ProcCounters:
+        """The server's CPU and faults now at `place`, over all its processes (`threads`: its context
         switches too, which reads every thread's status file: never between turns).
         ProcessLookupError once it is gone."""
         raise NotImplementedError
 
-    def memory_sampler(self, pid: int) -> Any:
-        """The server's memory sampled once a second over a window (an RssSampler)."""
+    def memory_sampler(self, place: Place, pid: int) -> RssSeries:
+        """The server's memory at `place` sampled once a second over a window."""
         raise NotImplementedError
 
     def clients_connected(self, server: Managed, cell: Cell) -> dict[str, Any]:
@@ -229,15 +231,6 @@ class Kind:
         """`measure` for a server on another host (run/remote_server.py): this kind's own, or None:
         the common sysbench measurement."""
         return None
-
-    def remote_reads(self, place: Any, pid: int) -> tuple[Any, Any]:
-        """How a window reads the server on its host: (its counters by pid, its RSS sampler); the
-        server process alone (MariaDB's threads are one process)."""
-        from perflab.hosts.clock import WindowClock
-        from perflab.observers.remote_resources import RemoteRssSampler, read_counters
-
-        # its RSS stamped with the host's clock, read at the window's start and end (hosts/clock.py)
-        return (lambda p: read_counters(place.link, p)), RemoteRssSampler(place.rundir, pid, WindowClock(place.link))
 
     def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Managed:
         """The (not yet started) server of a cell on another host: `place` is the run's ServerHost

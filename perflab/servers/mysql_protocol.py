@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from perflab.servers import Kind
 
 if TYPE_CHECKING:
+    from perflab.places import Place, RssSeries
+    from perflab.places.procfs import ProcCounters
     from perflab.builds import Build
     from perflab.run.dataset import Snapshot
     from perflab.servers.mysqld import Mysqld
@@ -287,15 +289,11 @@ class MySQLProtocolKind(Kind):
 
         return StatusSampler(server.socket, lean=lean).connect()
 
-    def process_counters(self, pid: int, threads: bool = False) -> Any:
-        from perflab.observers.resources import ProcCounters
+    def process_counters(self, place: Place, pid: int, threads: bool = False) -> ProcCounters:
+        return place.counters(pid, threads)  # one process: its threads are the server's
 
-        return ProcCounters.read(pid, threads)
-
-    def memory_sampler(self, pid: int) -> Any:
-        from perflab.observers.resources import RssSampler
-
-        return RssSampler(pid)
+    def memory_sampler(self, place: Place, pid: int) -> RssSeries:
+        return place.rss_sampler(pid)
 
     def dataset_estimate(self, exp: Experiment) -> int:
         from perflab import preflight

@@ -290,7 +290,7 @@ class Pgbench(Workload):
         finally:
             seat.pause()
         if code != 0:
-            from perflab.run.server_logs import read_tail
+            from perflab.places.proc import read_tail
 
             tail = read_tail(seat.out, 10) or ""
             raise WorkloadError(f"pgbench exited with code {code}:\n{tail}", f"full output: {seat.out}")
@@ -335,7 +335,7 @@ def wait_backends(postmaster: int, clients: int, child: Any, deadline_s: float, 
     import time
 
     from perflab.errors import WorkloadError
-    from perflab.run.server_logs import read_tail
+    from perflab.places.proc import read_tail
     from perflab.servers.postgresql.accounting import client_backends
 
     deadline = time.monotonic() + deadline_s

@@ -15,8 +15,9 @@ from perflab import servers
 from perflab.hosts.target import parse_target
 from perflab import workloads
 from perflab.run import remote_server
-from perflab.observers.resources import ProcCounters
-from perflab.servers.postgresql.remote import RemotePostgreSQL, parse_tree
+from perflab.places.procfs import ProcCounters
+from perflab.hosts.place import parse_tree
+from perflab.servers.postgresql.remote import RemotePostgreSQL
 
 TICK = "100\n"
 POSTMASTER = "4711 (postgres) S 1 4711 4711 0 -1 4194560 900 0 7 0 250 75 300 100 20 0 1 0 1234 0 0\n"

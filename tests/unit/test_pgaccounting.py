@@ -10,7 +10,7 @@ import time
 import pytest
 
 from perflab.errors import AllocatorNotMappedError
-from perflab.observers.resources import process_cpu_s
+from perflab.places.procfs import process_cpu_s
 from perflab.places.proctree import children, pss_bytes, tree, tree_counters
 from perflab.servers.postgresql.accounting import verify_backends
 

@@ -25,7 +25,7 @@ from perflab.observers.host_binaries import HostStarts
 from perflab.observers.host_overhead import perflab_ticks, window_ticks, wrappers
 from perflab.observers.phases import Spans
 from perflab.observers.remote_profilers import RemotePerf, RemoteStackSampler
-from perflab.observers.remote_resources import aligned_samples
+from perflab.hosts.place import aligned_samples
 from perflab.spec.observe import ObserveSection
 
 
@@ -338,7 +338,7 @@ class LateLoop:
 def test_a_postgresql_trees_rss_samples_are_put_on_this_machines_clock() -> None:
     """The tree's RSS loop on the server host stamps each sample with the host's clock; the sampler puts
     it on this machine's with the window's readings, not at its arrival here (issue 36)."""
-    from perflab.servers.postgresql.remote import _TREE_RSS, TreeRssSampler
+    from perflab.hosts.place import _TREE_RSS, TreeRssSampler
 
     link = FakeLink(offset=7.25, answers={"statm": str(120 << 20)})
     loop = LateLoop(offset=7.25, late=0.3, lines=3)

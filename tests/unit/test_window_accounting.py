@@ -16,7 +16,7 @@ import pytest
 
 from perflab.run import accounting
 from perflab.run.interleave import _Mark
-from perflab.observers.resources import ProcCounters, process_cpu_s
+from perflab.places.procfs import ProcCounters, process_cpu_s
 
 ZERO = ProcCounters(0.0, 0.0, 0, 0, 0, 0)
 

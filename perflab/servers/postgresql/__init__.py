@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from perflab.servers import Kind
 
 if TYPE_CHECKING:
+    from perflab.places import Place, RssSeries
+    from perflab.places.procfs import ProcCounters
     from perflab.builds import Build
     from perflab.run.dataset import Snapshot
     from perflab.servers.postgresql.server import PostgreSQL
@@ -143,19 +145,12 @@ class PostgreSQLKind(Kind):
 
         return ClientCounts(clock)
 
-    def process_counters(self, pid: int, threads: bool = False) -> Any:
-        """The postmaster's tree: every backend, and those it reaped (places/proctree.py)."""
-        from perflab.observers.resources import process_cpu_s
-        from perflab.places.proctree import tree_counters
+    def process_counters(self, place: Place, pid: int, threads: bool = False) -> ProcCounters:
+        """The postmaster's tree: every backend, and those it reaped."""
+        return place.tree_counters(pid, threads)
 
-        if process_cpu_s(pid) is None:
-            raise ProcessLookupError(pid)
-        return tree_counters(pid, threads)
-
-    def memory_sampler(self, pid: int) -> Any:
-        from perflab.places.proctree import TreeSampler
-
-        return TreeSampler(pid)
+    def memory_sampler(self, place: Place, pid: int) -> RssSeries:
+        return place.rss_sampler(pid, tree=True)  # here with PSS beside RSS (places/proctree.py)
 
     def clients_connected(self, server: Any, cell: Cell) -> dict[str, Any]:
         """Every backend maps the variant's allocator (sysbench's "Threads started!" follows
@@ -230,14 +225,6 @@ class PostgreSQLKind(Kind):
 
         pgbench = workloads.of(runner.exp.file).tail_s
         return client_host.measure(runner, cell, server, logs, tracer) if pgbench else None
-
-    def remote_reads(self, place: Any, pid: int) -> tuple[Any, Any]:
-        """The postmaster's tree on its host: every backend's CPU, and the tree's RSS once a second,
-        stamped with the host's clock, read at the window's start and end (hosts/clock.py)."""
-        from perflab.hosts.clock import WindowClock
-        from perflab.servers.postgresql.remote import TreeRssSampler, read_tree
-
-        return (lambda p: read_tree(place.link, p)), TreeRssSampler(place.rundir, pid, WindowClock(place.link))
 
     def listen_on(self, server: Any, address: str) -> None:
         server.listen_address = address

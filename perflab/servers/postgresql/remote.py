@@ -8,7 +8,8 @@ login, prewarm) run through the host's psql on the server's socket. When the ssh
 server runs as the host's `postgres` user (`setpriv`), which gets the cell's directory.
 
 Its CPU, faults and context switches are the postmaster's tree on the host (every backend, and
-those it reaped), its memory the tree's RSS once a second there: `read_tree` and `TreeRssSampler`.
+those it reaped), its memory the tree's RSS once a second there: the host's place's `tree_counters`
+and `rss_sampler(pid, tree=True)` (hosts/place.py).
 
     server = RemotePostgreSQL(place, "/dev/shm/perflab-host-x/cell-0003/data", options, local=rundir)
     with server: server.sql("SELECT 1")      # over SSH, with the host's psql
@@ -21,9 +22,6 @@ from typing import Any
 
 from perflab.errors import PerflabError, ServerStartError, ServerStopError
 from perflab.hosts.rundir import Tracked
-from perflab.hosts.transport import Connection
-from perflab.observers.remote_resources import RemoteRssSampler, parse_counters
-from perflab.observers.resources import ProcCounters
 from perflab.servers.managed import OnHost
 from perflab.servers.postgresql.server import (
     DEFAULT_OPTIONS,
@@ -46,25 +44,6 @@ _RELEASE = 'set -- $(sed -n 7p "$0/postmaster.pid" 2>/dev/null); [ -n "$2" ] && 
 # $0: the datadir, $1: the run directory. That segment recorded in the run directory's `shm`, for a
 # run killed before its stop: the run directory's removal (doctor --clean) releases it (hosts/rundir.py)
 _RECORD = 'set -- "$1" $(sed -n 7p "$0/postmaster.pid"); [ -n "$3" ] && echo "$2 $3" >> "$1/shm"; true'
-# $0: the postmaster's pid. Its stat and every child's (a backend), each followed by the clock tick,
-# and their threads' context switches: parsed by `parse_tree`
-_TREE = (
-    't=$(getconf CLK_TCK); for p in "$0" $(cat "/proc/$0/task/$0/children" 2>/dev/null); do '
-    's=$(cat "/proc/$p/stat" 2>/dev/null) || continue; echo "$s"; echo "$t"; '
-    "cat /proc/$p/task/*/status 2>/dev/null | grep ctxt_switches; echo .; done"
-)
-# $0: the postmaster's pid. The tree's resident bytes: the postmaster's and each child's (a backend)
-_TREE_BYTES = (
-    's=0; for p in "$0" $(cat "/proc/$0/task/$0/children" 2>/dev/null); do '
-    'read -r _ r _ 2>/dev/null < "/proc/$p/statm" && s=$((s + r)); done; echo $((s * g))'
-)
-# bash, $0: the postmaster's pid. Once a second, until it is gone: the host's wall clock ($EPOCHREALTIME,
-# as hosts/clock.py reads it) and the tree's resident bytes
-_TREE_RSS = (
-    'g=$(getconf PAGESIZE); while [ -d "/proc/$0" ]; do echo -n "$EPOCHREALTIME "; ' + _TREE_BYTES + "; sleep 1; done"
-)
-
-
 # $0: the datadir (new), $1: the user that runs postgres (empty: the ssh user), "$@" after: initdb's
 # argv, run in the run directory (the postgres user may not reach the ssh user's home)
 _INIT = (
@@ -85,41 +64,6 @@ def init_datadir(place: Any, datadir: str) -> str:
             f"postgresql-15 there provides initdb and the {RUN_USER} user: apt-get install postgresql-15",
         )
     return "initdb"
-
-
-def parse_tree(text: str) -> ProcCounters:
-    """The tree's counters from _TREE's output: each process's own, plus the children it reaped
-    (stat's cutime, cstime, cminflt, cmajflt). ProcessLookupError when the postmaster is gone."""
-    blocks = [b.strip() for b in text.split("\n.\n") if b.strip() and b.strip() != "."]
-    total = ProcCounters(0.0, 0.0, 0, 0, 0, 0)
-    for number, block in enumerate(blocks):
-        try:
-            own = parse_counters(block)
-        except ProcessLookupError:
-            if number == 0:
-                raise
-            continue
-        fields, tick = block.splitlines()[0].rsplit(")", 1)[1].split(), int(block.splitlines()[1])
-        reaped = ProcCounters(int(fields[13]) / tick, int(fields[14]) / tick, int(fields[8]), int(fields[10]), 0, 0)
-        total = total.plus(own).plus(reaped)
-    if not blocks:
-        raise ProcessLookupError("the postmaster is gone")
-    return total
-
-
-def read_tree(link: Connection, pid: int) -> ProcCounters:
-    return parse_tree(link.run(["sh", "-c", _TREE, str(pid)]).stdout)
-
-
-class TreeRssSampler(RemoteRssSampler):
-    """The postmaster's tree's RSS (its backends' included) once a second, read on its host and stamped
-    with the host's clock, put on this machine's with the window's readings as MariaDB's process's."""
-
-    LOOP = _TREE_RSS
-
-    def end_bytes(self) -> int | None:
-        done = self.rundir.link.run(["sh", "-c", "g=$(getconf PAGESIZE); " + _TREE_BYTES, str(self.pid)])
-        return int(done.stdout) if done.status == 0 and done.stdout.strip().isdigit() else None
 
 
 class RemotePostgreSQL(OnHost, PostgreSQL):

@@ -28,7 +28,8 @@ from perflab.run import accounting, remote_server
 from perflab.observers import remote_io, remote_profilers
 from perflab.observers.alloc import remote as remote_alloc
 from perflab.observers.host_overhead import Overheads
-from perflab.observers.resources import RssSampler, StealSampler
+from perflab.places.procfs import RssSampler
+from perflab.observers.resources import StealSampler
 from perflab.places.proc import clean_env
 from perflab.servers.postgresql import cell as pgcell
 from perflab.spec import Cell

@@ -1,9 +1,12 @@
-"""A process on a remote host, read from that host's /proc over SSH: its CPU, faults and context
-switches (the ProcCounters a local process gives, observers/resources.py), and its resident
-memory once a second from a small loop on the host, tagged and stopped like every remote process.
+"""A host over SSH as a place (perflab/places/__init__.py): a process there read from the host's /proc
+over the link: its CPU, faults and context switches (the ProcCounters a process here gives,
+places/procfs.py), those of a process tree (a postmaster and its backends, and the children they
+reaped), and its resident memory once a second from a small loop on the host, tagged and stopped like
+every remote process, its samples stamped with the host's clock and put on this machine's.
 
-    before = read_counters(link, pid); ...; used = read_counters(link, pid).minus(before)
-    with RemoteRssSampler(rundir, pid, WindowClock(link)) as rss: ...    # rss.samples -> [(0.0, 123456789), ...]
+    place = HostPlace("db1", rundir)
+    before = place.counters(pid); ...; used = place.counters(pid).minus(before)
+    with place.rss_sampler(pid) as rss: ...    # rss.samples -> [(0.0, 123456789), ...]
 """
 
 from __future__ import annotations
@@ -11,13 +14,14 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from dataclasses import dataclass
 from typing import Self
 
 from perflab.errors import HostLostError
 from perflab.hosts.clock import Alignment, WindowClock
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.transport import Connection
-from perflab.observers.resources import ProcCounters
+from perflab.places.procfs import ProcCounters
 
 # $0: the pid. Its stat line, the clock tick, then every thread's context switches
 _COUNTERS = "cat /proc/$0/stat && getconf CLK_TCK && cat /proc/$0/task/*/status 2>/dev/null | grep ctxt_switches"
@@ -25,6 +29,23 @@ _COUNTERS = "cat /proc/$0/stat && getconf CLK_TCK && cat /proc/$0/task/*/status 
 # page size, until it is gone (bash: $EPOCHREALTIME, as hosts/clock.py reads the host's clock)
 _RSS = (
     'p=$(getconf PAGESIZE); while read -r _ r _ < "/proc/$0/statm"; do echo "$EPOCHREALTIME $((r * p))"; sleep 1; done'
+)
+# $0: a tree's root pid. Its stat and every child's (a backend), each followed by the clock tick,
+# and their threads' context switches: parsed by `parse_tree`
+_TREE = (
+    't=$(getconf CLK_TCK); for p in "$0" $(cat "/proc/$0/task/$0/children" 2>/dev/null); do '
+    's=$(cat "/proc/$p/stat" 2>/dev/null) || continue; echo "$s"; echo "$t"; '
+    "cat /proc/$p/task/*/status 2>/dev/null | grep ctxt_switches; echo .; done"
+)
+# $0: a tree's root pid. The tree's resident bytes: the root's and each child's (a backend)
+_TREE_BYTES = (
+    's=0; for p in "$0" $(cat "/proc/$0/task/$0/children" 2>/dev/null); do '
+    'read -r _ r _ 2>/dev/null < "/proc/$p/statm" && s=$((s + r)); done; echo $((s * g))'
+)
+# bash, $0: a tree's root pid. Once a second, until it is gone: the host's wall clock ($EPOCHREALTIME,
+# as hosts/clock.py reads it) and the tree's resident bytes
+_TREE_RSS = (
+    'g=$(getconf PAGESIZE); while [ -d "/proc/$0" ]; do echo -n "$EPOCHREALTIME "; ' + _TREE_BYTES + "; sleep 1; done"
 )
 
 
@@ -125,3 +146,58 @@ def aligned_samples(
         (round((alignment.monotonic(host) if alignment else arrived) - start, 3), value)
         for host, arrived, value in stamped
     ]
+
+
+def parse_tree(text: str) -> ProcCounters:
+    """The tree's counters from _TREE's output: each process's own, plus the children it reaped
+    (stat's cutime, cstime, cminflt, cmajflt). ProcessLookupError when the root is gone."""
+    blocks = [b.strip() for b in text.split("\n.\n") if b.strip() and b.strip() != "."]
+    total = ProcCounters(0.0, 0.0, 0, 0, 0, 0)
+    for number, block in enumerate(blocks):
+        try:
+            own = parse_counters(block)
+        except ProcessLookupError:
+            if number == 0:
+                raise
+            continue
+        fields, tick = block.splitlines()[0].rsplit(")", 1)[1].split(), int(block.splitlines()[1])
+        reaped = ProcCounters(int(fields[13]) / tick, int(fields[14]) / tick, int(fields[8]), int(fields[10]), 0, 0)
+        total = total.plus(own).plus(reaped)
+    if not blocks:
+        raise ProcessLookupError("the tree's root is gone")
+    return total
+
+
+def read_tree(link: Connection, pid: int) -> ProcCounters:
+    return parse_tree(link.run(["sh", "-c", _TREE, str(pid)]).stdout)
+
+
+class TreeRssSampler(RemoteRssSampler):
+    """A tree's RSS (a postmaster's backends included) once a second, read on its host and stamped
+    with the host's clock, put on this machine's with the window's readings as a single process's."""
+
+    LOOP = _TREE_RSS
+
+    def end_bytes(self) -> int | None:
+        done = self.rundir.link.run(["sh", "-c", "g=$(getconf PAGESIZE); " + _TREE_BYTES, str(self.pid)])
+        return int(done.stdout) if done.status == 0 and done.stdout.strip().isdigit() else None
+
+
+@dataclass(frozen=True)
+class HostPlace:
+    """A host of the run (`name` as in [hosts]), reached through its run directory's link. Counters
+    threads: the host's script always reads every thread's switches (one round trip either way)."""
+
+    name: str
+    rundir: RunDir
+
+    def counters(self, pid: int, threads: bool = True) -> ProcCounters:
+        return read_counters(self.rundir.link, pid)
+
+    def tree_counters(self, pid: int, threads: bool = True) -> ProcCounters:
+        return read_tree(self.rundir.link, pid)
+
+    def rss_sampler(self, pid: int, tree: bool = False) -> RemoteRssSampler:
+        """Stamped with the host's clock, read at the window's start and end (hosts/clock.py)."""
+        sampler = TreeRssSampler if tree else RemoteRssSampler
+        return sampler(self.rundir, pid, WindowClock(self.rundir.link))
