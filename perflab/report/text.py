@@ -21,7 +21,6 @@ from rich.table import Table
 from perflab import servers
 from perflab.analyze import compare, phase_explain, stats, status_diff
 from perflab.analyze.compare import Comparison
-from perflab.analyze.evidence import explain
 from perflab.analyze.summary import Group, groups, mean
 from perflab.analyze.variance import Decomposition
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER
@@ -36,6 +35,7 @@ from perflab.report.phrases import (
     noise_note,
     noise_rows,
     verdict_word,
+    why,
 )
 from perflab.units import format_bytes, format_duration
 from perflab.variants import short_label, variant_key, variant_label
@@ -118,7 +118,7 @@ def render(
     _status(console, all_groups)
     if noise is not None and not noise.empty:
         noise_table(console, noise)
-    _why(console, comparisons)
+    _why(console, comparisons, meta)
     _warnings(console, all_groups, cells, meta, comparisons)
     _explanations(console, explanations or [])
 
@@ -159,15 +159,13 @@ def noise_table(console: Console, noise: Decomposition) -> None:
     console.print(f"[dim]{escape(noise_note(noise))}[/]", highlight=False)
 
 
-def _why(console: Console, comparisons: list[Comparison]) -> None:
-    """Beside each faster/slower verdict, what was measured to differ, beyond noise."""
-    lines = [c for c in comparisons if c.kind == "variant" and c.verdict in (FASTER, SLOWER) and c.evidence]
+def _why(console: Console, comparisons: list[Comparison], meta: dict[str, Any]) -> None:
+    """Beside each faster/slower verdict, what was measured to differ beyond noise, or that nothing did."""
+    lines = why(comparisons, meta)
     if lines:
         console.print("\n[bold]Why[/] (per-transaction figures that differ beyond the repeats' noise):")
-    for c in lines:
-        console.print(
-            f"  {escape(short_label(c.variant))} at {c.threads} threads, {c.verdict}: {escape(explain(c.evidence))}"
-        )
+    for c, line in lines:
+        console.print(f"  {escape(short_label(c.variant))} at {c.threads} threads, {c.verdict}: {escape(line)}")
 
 
 def _table(
