@@ -27,7 +27,7 @@ from perflab.run.cell import CellRunner, cpus_allowed
 from perflab.run.observers.alloc.tracer import AllocTracer
 from perflab.run.observers.resources import ProcCounters, machine_steal_s, process_cpu_s
 from perflab.run.observers.seats import SeatObservers
-from perflab.run.observers.status import STATEMENTS, StatusError, StatusSampler
+from perflab.run.observers.status import SELECTS, STATEMENTS, StatusError, StatusSampler
 from perflab.run.prewarm import server_switches
 from perflab.run.proc import Child
 from perflab.run.server_logs import keep_logs, read_tail
@@ -335,7 +335,8 @@ class Seat:
         )
 
     def intervals(self, warmup: int) -> list[dict[str, Any]]:
-        return intervals(self.points, warmup, self.sampler.statements if self.sampler else STATEMENTS, self.latency)
+        own = (self.sampler.statements, self.sampler.selects) if self.sampler else (STATEMENTS, SELECTS)
+        return intervals(self.points, warmup, *own, latency=self.latency)
 
     def summary(self) -> dict[str, Any]:
         statements = self.sampler.statements if self.sampler else STATEMENTS
