@@ -7,7 +7,8 @@
 Format (`meta.index_version`, docs/results-format.md#the-history-index):
   1  runs (name, workload_key, workload JSON, started_at, ended_at, directory, status,
      provenance JSON, recorded_at; a run is its name, workload and start, wherever its directory
-     is: recording it again, from its directory or a copy, replaces it) and estimates (run_id, variant_key, variant JSON, threads, metric, mean, low,
+     is: recording it again, from its directory or a copy, replaces it) and estimates (run_id,
+     variant_key, variant JSON, threads, metric, mean, low,
      high, n, samples JSON: one value per settled repeat, position: the record's order).
 
 The same SQL serves both databases (`?` placeholders become psycopg's `%s`); an index of another
