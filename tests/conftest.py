@@ -19,6 +19,13 @@ os.environ["PERFLAB_ALLOW_CONCURRENT"] = "1"
 # Every `perflab run` records itself in the history index: the tests' runs go to a throwaway one,
 # never to ~/.local/share/perflab/history.sqlite (tests that need their own pass --history).
 os.environ["PERFLAB_HISTORY"] = str(Path(tempfile.mkdtemp(prefix="perflab-test-history-")) / "history.sqlite")
+# perflab's tables take $COLUMNS as the terminal's width (cli/console.py). GNU readline, which pytest
+# imports (through pdb), exports COLUMNS and LINES of the terminal pytest started in, or 80 without one,
+# into the C environment, where every subprocess inherits them: take them back, so that a test's
+# `perflab run` prints what a pipe gets (150 columns) unless the test sets COLUMNS itself.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+    os.unsetenv(_name)
 # A shell starts background jobs (`make test &`, `nohup ... &`) with SIGINT ignored, and an
 # ignored signal is inherited through exec: the perflab runs these tests start could then never
 # see the Ctrl-C that tests/integration/test_failures.py sends. Take SIGINT back, as a terminal has it.

@@ -130,7 +130,7 @@ def compare_cmd(
         )
         from perflab.report.phrases import method_line  # noqa: PLC0415
 
-        out.print(text.comparison_table(escape(title), rows, runs=len(directories) == 2))
+        text.print_comparisons(out, escape(title), rows, runs=len(directories) == 2)
         out.print(f"[dim]{escape(method_line(rows))}[/]", highlight=False)
     for note in notes:
         err.print(f"[yellow]note:[/] {escape(note)}")

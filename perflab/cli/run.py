@@ -95,6 +95,9 @@ def run(
     """Run every cell of EXPERIMENT and store the results (or finish an interrupted run)."""
     if fmt == "json" and not check:
         raise UsageError("--format json describes a --check only", "perflab run FILE.toml --check --format json")
+    from perflab.history.index import check_location
+
+    check_location(history)  # a mistyped --history is refused before the run, not after it
     exp, done = _experiment(experiment, output, resume, seed)
     output = resume if resume is not None else output
     preflight.check(exp)

@@ -6,8 +6,9 @@
 
 Format (`meta.index_version`, docs/results-format.md#the-history-index):
   1  runs (name, workload_key, workload JSON, started_at, ended_at, directory, status,
-     provenance JSON, recorded_at; unique by directory and started_at: recording a run again
-     replaces it) and estimates (run_id, variant_key, variant JSON, threads, metric, mean, low,
+     provenance JSON, recorded_at; a run is its name, workload and start, wherever its directory
+     is: recording it again, from its directory or a copy, replaces it) and estimates (run_id,
+     variant_key, variant JSON, threads, metric, mean, low,
      high, n, samples JSON: one value per settled repeat, position: the record's order).
 
 The same SQL serves both databases (`?` placeholders become psycopg's `%s`); an index of another
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from perflab.errors import EXIT_ENVIRONMENT, PerflabError, ResultsFormatError, ToolMissingError
+from perflab.errors import EXIT_ENVIRONMENT, PerflabError, ResultsFormatError, ToolMissingError, UsageError
 from perflab.history.record import Estimate, RunRecord
 from perflab.units import utc_now
 from perflab.variants import variant_key
@@ -31,6 +32,7 @@ from perflab.variants import variant_key
 INDEX_VERSION = 1
 ENV = "PERFLAB_HISTORY"
 OFF = "off"  # --history off / PERFLAB_HISTORY=off: `perflab run` records nothing
+SAME_RUN = "name = ? AND workload_key = ? AND started_at = ?"  # what makes two records one run
 
 
 def default_location() -> str:
@@ -39,6 +41,28 @@ def default_location() -> str:
         return os.environ[ENV]
     data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return str(Path(data) / "perflab" / "history.sqlite")
+
+
+def check_location(location: str | None) -> Path | None:
+    """The SQLite file a location names, after refusing one whose directory does not exist: a
+    mistyped --history or $PERFLAB_HISTORY is bad input (UsageError, exit 2), never a new tree of
+    directories holding an empty index. Only the default's directory is made (None: a
+    PostgreSQL URL, or `off`)."""
+    given = location or os.environ.get(ENV)
+    if given is not None and (given.lower() == OFF or given.startswith(("postgresql://", "postgres://"))):
+        return None
+    path = Path(given or default_location()).expanduser()
+    if given is None:
+        return path
+    source = "--history" if location else f"${ENV}"
+    if not path.parent.is_dir():
+        raise UsageError(
+            f"history index {path} ({source}): its directory {path.parent} does not exist",
+            f"correct the path, or make the directory first (mkdir -p {path.parent}); --history off records nothing",
+        )
+    if path.is_dir():
+        raise UsageError(f"history index {path} ({source}) is a directory", f"name a file in it: {path}/history.sqlite")
+    return path
 
 
 class IndexUnreachable(PerflabError):
@@ -98,9 +122,11 @@ class Index:
         where = location or default_location()
         if where.startswith(("postgresql://", "postgres://")):
             return cls(_connect_postgres(where), _redacted(where), True)
-        path = Path(where).expanduser()
+        path = check_location(location)
+        if path is None:
+            raise UsageError(f"the history index is {OFF}", f"pass --history PATH, or unset ${ENV}")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)  # the default's directory: a given one exists
             db = sqlite3.connect(path, isolation_level=None, timeout=30)
             db.execute("PRAGMA journal_mode=WAL")
         except (OSError, sqlite3.Error) as exc:
@@ -139,14 +165,14 @@ class Index:
         return _SqliteTransaction(self.db)
 
     def record(self, run: RunRecord) -> int:
-        """Store `run` (replacing the same directory's earlier record of the same run); its id."""
+        """Store `run`, replacing every earlier record of the same run (SAME_RUN: its name, workload
+        and start, not its directory: a copied or moved results directory is the same run); its id."""
         with self._transaction():
-            old = self._execute(
-                "SELECT id FROM runs WHERE directory = ? AND started_at = ?", (run.directory, run.started_at)
-            ).fetchone()
-            if old is not None:
-                self._execute("DELETE FROM estimates WHERE run_id = ?", (old[0],))
-                self._execute("DELETE FROM runs WHERE id = ?", (old[0],))
+            for (old,) in self._execute(
+                f"SELECT id FROM runs WHERE {SAME_RUN}", (run.name, run.workload_key, run.started_at)
+            ).fetchall():
+                self._execute("DELETE FROM estimates WHERE run_id = ?", (old,))
+                self._execute("DELETE FROM runs WHERE id = ?", (old,))
             run_id = self._execute(
                 "INSERT INTO runs (name, workload_key, workload, started_at, ended_at, directory, status,"
                 " provenance, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
@@ -190,9 +216,10 @@ class Index:
 
     def runs(self, name: str) -> list[StoredRun]:
         """Every recorded run of `name`, oldest first, with its estimates."""
-        rows = self._execute(
+        rows = self._execute(  # an index an older perflab wrote may hold a run twice: the newest record
             "SELECT id, name, workload_key, workload, started_at, ended_at, directory, status, provenance"
-            " FROM runs WHERE name = ? ORDER BY started_at, id",
+            " FROM runs WHERE id IN (SELECT MAX(id) FROM runs WHERE name = ? GROUP BY workload_key, started_at)"
+            " ORDER BY started_at, id",
             (name,),
         ).fetchall()
         estimates: dict[int, list[Estimate]] = {}

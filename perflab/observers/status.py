@@ -41,6 +41,7 @@ QUERY = (
     f"SELECT '{END}';\n"
 )  # {enabled}: the server's own filter for enabled metrics (Flavor.metrics_enabled)
 STATEMENTS = 3  # the sampler's own statements per sample, counted in the server's Questions
+SELECTS = 2  # of them SELECTs (the metrics, the end marker), counted in Com_select: the reads
 # the counters an interleaved turn needs (run/interleave.py), 8 rows instead of ~600: its two statements
 COUNTERS = (
     "Questions",
@@ -57,6 +58,7 @@ LEAN_QUERY = (
     "SHOW GLOBAL STATUS WHERE Variable_name IN (" + ", ".join(f"'{n}'" for n in COUNTERS) + f");\nSELECT '{END}';\n"
 )
 LEAN_STATEMENTS = 2
+LEAN_SELECTS = 1  # its end marker
 # SHOW GLOBAL STATUS has no types: these are levels (a window mean), every other number is a
 # counter (a per-transaction rate over the window). INNODB_METRICS says it: TYPE 'value'.
 GAUGES = re.compile(
@@ -149,6 +151,7 @@ class StatusSampler:
         # lean: only COUNTERS (LEAN_QUERY), for a caller that needs no more than throughput
         query = QUERY.replace("{enabled}", enabled)
         self.query, self.statements = (LEAN_QUERY, LEAN_STATEMENTS) if lean else (query, STATEMENTS)
+        self.selects = LEAN_SELECTS if lean else SELECTS
         self.samples: list[tuple[float, dict[str, float]]] = []
         self.gauges: set[str] = set()
         self.error: StatusError | None = None

@@ -133,7 +133,7 @@ def render(model: ReportModel) -> str:
         cv_warning=f"{exp.get('cv_warning', 0.03):.0%}",
         summary_figs=[f for f in figs if f.section == "summary"],
         caution=caution(model.findings),
-        why=why(model.comparisons),
+        why=why(model.comparisons, model.meta),
         method_line=method_line(model.comparisons),
         noise_title=NOISE_TITLE,
         noise_header=NOISE_HEADER,

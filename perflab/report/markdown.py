@@ -238,7 +238,7 @@ def _verdicts(model: ReportModel) -> list[str]:
                 ]
             )
         out += [f"### threads = {t}", ""] + table(header, rows, {1, 2, 3, 4, 5, 7, 8, 9, 11, 12}) + [""]
-    explained = why(model.comparisons)
+    explained = why(model.comparisons, model.meta)
     if explained:
         out += [
             "### Why",

@@ -94,12 +94,24 @@ class ReportModel:
     def failed(self) -> list[dict[str, Any]]:
         return [c for c in self.cells if c["status"] != "ok"]
 
+    def rounds(self) -> str:
+        """The matrix's third factor: `3 repeats` when fixed; otherwise the rounds run and why they
+        stopped (meta.adaptive), e.g. `5 rounds (until a verdict: every comparison has a verdict)`."""
+        repeats = self.experiment.get("repeats")
+        if isinstance(repeats, int):
+            return plural(repeats, "repeat")
+        adaptive = self.meta.get("adaptive") or {}
+        rounds = adaptive.get("rounds") or max((c["repeat"] for c in self.cells), default=0)
+        verdict = adaptive.get("stop") == "verdict" if adaptive else repeats is None
+        rule = "until a verdict" if verdict else "until the target interval"
+        stopped = adaptive.get("stop_reason") or "running"
+        return f"{plural(rounds, 'round')} ({rule}: {stopped})"
+
     def facts(self) -> list[tuple[str, str]]:
         """The header: what ran, where, when, how long."""
         exp, meta = self.experiment, self.meta
         wl = exp.get("workload") or {}
         axes = " × ".join(f"{a} ({len(v)})" for a, v in self.axes.items()) or "1 variant"
-        repeats = exp.get("repeats")
         warm = exp.get("warmup", 0)
         window = f"{format_duration(exp.get('duration', 0))} after " + (
             f"auto warm-up (window from {format_duration(exp.get('max_warmup', 10))})"
@@ -112,7 +124,7 @@ class ReportModel:
             (
                 "matrix",
                 (
-                    f"{axes} × threads ({len(wl.get('threads') or self.threads)}) × {repeats} repeats = "
+                    f"{axes} × threads ({len(wl.get('threads') or self.threads)}) × {self.rounds()} = "
                     f"{meta.get('cell_count') or len(self.cells)} cells; stored {len(self.cells)}: {ok} ok, "
                     f"{len(self.cells) - ok} failed"
                 ),

@@ -7,6 +7,7 @@ the verdicts were reached (Holm, margin, paired or Welch), the measured "why" of
 
 from __future__ import annotations
 
+import tomllib
 from typing import Any
 
 from perflab import servers
@@ -14,16 +15,49 @@ from perflab.analyze import evidence
 from perflab.analyze.ratio import MIN_PAIRS
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER, VERDICTS
 from perflab.report.model import ReportModel, plural
+from perflab.variants import variant_key
 
 
-def why(comparisons: list[Any]) -> list[tuple[Any, str]]:
-    """(comparison, one line of its measured evidence) for every QPS verdict of a variant that
-    says faster or slower and has evidence beyond noise (analyze/evidence.py)."""
+def why(comparisons: list[Any], meta: dict[str, Any] | None = None) -> list[tuple[Any, str]]:
+    """(comparison, one line) for every QPS verdict of a variant that says faster or slower: its
+    measured evidence beyond noise (analyze/evidence.py), or, when there is none, that nothing
+    measured differs and what would show where the time went (`meta`: the run's, for its observers)."""
     return [
-        (c, evidence.explain(c.evidence))
+        (c, evidence.explain(c.evidence) if c.evidence else no_evidence(c, profilers(meta)))
         for c in comparisons
-        if c.metric == "qps" and c.kind == "variant" and c.verdict in (FASTER, SLOWER) and c.evidence
+        if c.metric == "qps" and c.kind == "variant" and c.verdict in (FASTER, SLOWER)
     ]
+
+
+def no_evidence(c: Any, profiled: list[str]) -> str:
+    """The Why of a verdict no per-transaction figure explains: say so, and name the observer that
+    would show where the time went, or, when it was on, the command that shows it."""
+    if min(c.n_baseline, c.n_variant) < 2:
+        return (
+            f"too few settled repeats ({c.n_baseline} and {c.n_variant}) to tell which per-transaction "
+            "figures differ; more rounds would"
+        )
+    figures = ", ".join(["server CPU, faults, context switches", *(EXTRA[p] for p in profiled if p in EXTRA)])
+    said = f"no per-transaction figure measured ({figures}) differs from the baseline's beyond the repeats' noise"
+    if {"perf", "pmp"} & set(profiled):
+        base, variant = (f"{variant_key(v)}/t{c.threads}" for v in (c.baseline, c.variant))
+        return f"{said}; where the time went: perflab diff DIR {base} {variant}"
+    return f"{said}; [observe] perf (on-CPU profiles, then perflab diff) would show where the time went"
+
+
+EXTRA = {"status": "the server's counters", "alloc": "allocations"}  # what an observer adds to the evidence
+
+
+def profilers(meta: dict[str, Any] | None) -> list[str]:
+    """The [observe] entries the run's experiment file turned on (its stored text; [] without it)."""
+    text = (meta or {}).get("spec_text")
+    if not text:
+        return []
+    try:
+        observe = tomllib.loads(text).get("observe") or {}
+    except tomllib.TOMLDecodeError:
+        return []
+    return [name for name, value in observe.items() if value not in (False, None)]
 
 
 def told(comparisons: list[Any]) -> str:

@@ -21,11 +21,10 @@ from rich.table import Table
 from perflab import servers
 from perflab.analyze import compare, phase_explain, stats, status_diff
 from perflab.analyze.compare import Comparison
-from perflab.analyze.evidence import explain
 from perflab.analyze.summary import Group, groups, mean
 from perflab.analyze.variance import Decomposition
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER
-from perflab.report import findings, io_findings
+from perflab.report import findings, fit, io_findings
 from perflab.report.model import build_facts, design_phrase
 from perflab.report.phrases import (
     NOISE_HEADER,
@@ -36,6 +35,7 @@ from perflab.report.phrases import (
     noise_note,
     noise_rows,
     verdict_word,
+    why,
 )
 from perflab.units import format_bytes, format_duration
 from perflab.variants import short_label, variant_key, variant_label
@@ -111,14 +111,14 @@ def render(
     for threads in sorted({g.threads for g in all_groups}):
         rows = [g for g in all_groups if g.threads == threads]
         chosen = [c for c in comparisons if c.threads == threads and c.kind == "variant"]
-        console.print(_table(threads, rows, chosen, (meta.get("throughput") or {}).get("metric", "QPS")))
+        _table(console, threads, rows, chosen, (meta.get("throughput") or {}).get("metric", "QPS"))
     effects = [c for c in comparisons if c.kind == "axis"]
     if effects:
-        console.print(comparison_table("Effect of each axis (the other axes held fixed)", effects))
+        print_comparisons(console, "Effect of each axis (the other axes held fixed)", effects)
     _status(console, all_groups)
     if noise is not None and not noise.empty:
         noise_table(console, noise)
-    _why(console, comparisons)
+    _why(console, comparisons, meta)
     _warnings(console, all_groups, cells, meta, comparisons)
     _explanations(console, explanations or [])
 
@@ -159,78 +159,102 @@ def noise_table(console: Console, noise: Decomposition) -> None:
     console.print(f"[dim]{escape(noise_note(noise))}[/]", highlight=False)
 
 
-def _why(console: Console, comparisons: list[Comparison]) -> None:
-    """Beside each faster/slower verdict, what was measured to differ, beyond noise."""
-    lines = [c for c in comparisons if c.kind == "variant" and c.verdict in (FASTER, SLOWER) and c.evidence]
+def _why(console: Console, comparisons: list[Comparison], meta: dict[str, Any]) -> None:
+    """Beside each faster/slower verdict, what was measured to differ beyond noise, or that nothing did."""
+    lines = why(comparisons, meta)
     if lines:
         console.print("\n[bold]Why[/] (per-transaction figures that differ beyond the repeats' noise):")
-    for c in lines:
-        console.print(
-            f"  {escape(short_label(c.variant))} at {c.threads} threads, {c.verdict}: {escape(explain(c.evidence))}"
-        )
+    for c, line in lines:
+        console.print(f"  {escape(short_label(c.variant))} at {c.threads} threads, {c.verdict}: {escape(line)}")
 
 
-def _table(threads: int, rows: list[Group], comparisons: list[Comparison], metric: str = "QPS") -> Table:
-    table = Table(title=f"threads = {threads}", title_justify="left", header_style="bold")
-    axes = " × ".join(rows[0].variant) if rows and rows[0].variant else "variant"
-    for name, justify in (
-        (axes, "left"),
-        ("n", "right"),
-        (f"{metric} mean", "right"),
-        ("95% CI", "right"),
-        ("CV", "right"),
-        ("ratio [95% CI]", "right"),
-        ("verdict", "left"),
-        ("p95 ms", "right"),
-        (f"{rows[0].memory if rows else 'RSS'} end", "right"),
-        ("minflt/txn", "right"),
-        ("CPU µs/txn", "right"),
-        ("stalls", "right"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=name == "verdict")  # type: ignore[arg-type]
+def _table(
+    console: Console, threads: int, rows: list[Group], comparisons: list[Comparison], metric: str = "QPS"
+) -> None:
+    """A thread count's table, fitted to the console (report/fit.py): the lesser columns go first."""
+    memory = f"{rows[0].memory if rows else 'RSS'} end"
+    columns = _columns(rows, comparisons, metric, memory)
+    lesser = ["CPU µs/txn", "minflt/txn", memory, "p95 ms", "CV", "stalls", "95% CI", "n"]
+    if not any(g.stalls for g in rows):
+        lesser.insert(0, lesser.pop(lesser.index("stalls")))  # an empty column goes first
+
+    def build(dropped: set[str]) -> Table:
+        table = Table(title=f"threads = {threads}", title_justify="left", header_style="bold")
+        kept = [c for c in columns if c[0] not in dropped]
+        for name, justify, wraps, _ in kept:
+            table.add_column(name, justify=justify, no_wrap=not wraps)  # type: ignore[arg-type]
+        for i in range(len(rows)):
+            table.add_row(*(values[i] for _, _, _, values in kept))
+        return table
+
+    _print_fitted(console, build, lesser)
+
+
+def _print_fitted(console: Console, build: Any, lesser: list[str]) -> None:
+    table, dropped = fit.fitted(console, build, lesser)
+    console.print(table)
+    if dropped:
+        console.print(f"[dim]{escape(fit.note(dropped, console.width))}[/]", highlight=False)
+
+
+Column = tuple[str, str, bool, list[str]]  # name, justify, may wrap (at spaces), one value per row
+
+
+def _columns(rows: list[Group], comparisons: list[Comparison], metric: str, memory: str) -> list[Column]:
+    """The table's columns: numbers never wrap; labels, ratios over their interval and an
+    inconclusive verdict over its rounds may."""
     by_variant = {variant_key(c.variant): c for c in comparisons}
-    for g in rows:
-        c = by_variant.get(g.key)
-        n = f"{len(g.qps)}" + (f" [yellow]+{len(g.unsettled)} unsettled[/]" if g.unsettled else "")
-        n += f" [red]+{g.failed} failed[/]" if g.failed else ""
-        table.add_row(
-            escape(short_label(g.variant)),
-            n,
-            _num(g.qps_mean),
-            _pm(g.qps_ci),
-            _num(g.qps_cv and g.qps_cv * 100, "{:.1f}%"),
-            "baseline" if g.baseline else (ratio_text(c) if c else "-"),
-            "" if g.baseline or c is None else verdict_text(c),
-            _num(mean(g.p95_ms), "{:.2f}"),
-            format_bytes(mean(g.memory_end)) if g.memory_end else "-",
-            _num(mean(g.faults_per_txn), "{:.2f}"),
-            _num(mean(g.cpu_us_per_txn), "{:.0f}"),
-            str(g.stalls) if g.stalls else "",
-        )
-    return table
+    found = [by_variant.get(g.key) for g in rows]
+    n = [
+        f"{len(g.qps)}"
+        + (f" [yellow]+{len(g.unsettled)} unsettled[/]" if g.unsettled else "")
+        + (f" [red]+{g.failed} failed[/]" if g.failed else "")
+        for g in rows
+    ]
+    ratios = ["baseline" if g.baseline else (ratio_text(c) if c else "-") for g, c in zip(rows, found, strict=True)]
+    verdicts = ["" if g.baseline or c is None else verdict_text(c) for g, c in zip(rows, found, strict=True)]
+    axes = " × ".join(rows[0].variant) if rows and rows[0].variant else "variant"
+    return [
+        (axes, "left", True, [escape(short_label(g.variant)) for g in rows]),
+        ("n", "right", True, n),
+        (f"{metric} mean", "right", False, [_num(g.qps_mean) for g in rows]),
+        ("95% CI", "right", False, [_pm(g.qps_ci) for g in rows]),
+        ("CV", "right", False, [_num(g.qps_cv and g.qps_cv * 100, "{:.1f}%") for g in rows]),
+        ("ratio [95% CI]", "right", True, ratios),
+        ("verdict", "left", True, verdicts),
+        ("p95 ms", "right", False, [_num(mean(g.p95_ms), "{:.2f}") for g in rows]),
+        (memory, "right", True, [format_bytes(mean(g.memory_end)) if g.memory_end else "-" for g in rows]),
+        ("minflt/txn", "right", False, [_num(mean(g.faults_per_txn), "{:.2f}") for g in rows]),
+        ("CPU µs/txn", "right", False, [_num(mean(g.cpu_us_per_txn), "{:.0f}") for g in rows]),
+        ("stalls", "right", False, [str(g.stalls) if g.stalls else "" for g in rows]),
+    ]
 
 
-def comparison_table(title: str, comparisons: list[Comparison], runs: bool = False) -> Table:
+def print_comparisons(console: Console, title: str, comparisons: list[Comparison], runs: bool = False) -> None:
+    """`perflab compare`'s table and each axis's effect, fitted to the console (report/fit.py): the
+    method and counts go first, then what the title or the variant says again."""
+    lesser = ["method", "n", "metric" if runs else "axis", "baseline"]
+    _print_fitted(console, lambda dropped: comparison_table(title, comparisons, runs, dropped), lesser)
+
+
+def comparison_table(
+    title: str, comparisons: list[Comparison], runs: bool = False, dropped: set[str] | frozenset[str] = frozenset()
+) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
-    for name in (
-        "threads",
-        "axis" if not runs else "variant",
-        "baseline",
-        "variant" if not runs else "metric",
-        "n",
-        "ratio",
-        "95% CI",
-        "method",
-        "verdict",
-    ):
-        table.add_column(name, justify="right" if name in ("threads", "n", "ratio", "95% CI") else "left")
+    names = ["threads", "axis" if not runs else "variant", "baseline", "variant" if not runs else "metric"]
+    names += ["n", "ratio", "95% CI", "method", "verdict"]
+    kept = [i for i, name in enumerate(names) if name not in dropped]
+    for i in kept:
+        name = names[i]
+        numeric = name in ("threads", "n", "ratio", "95% CI")
+        table.add_column(name, justify="right" if numeric else "left", no_wrap=numeric)
     for c in comparisons:
         label = lambda v: escape(variant_label(v))
         ci = "-" if c.ci_low is None or c.ci_high is None else f"{c.ci_low:.3f}-{c.ci_high:.3f}"
         first = c.axis or "all" if not runs else label(c.variant)
         base = label(c.baseline) if not runs else "A"
         other = label(c.variant) if not runs else c.metric
-        table.add_row(
+        row = (
             str(c.threads),
             first,
             base,
@@ -241,6 +265,7 @@ def comparison_table(title: str, comparisons: list[Comparison], runs: bool = Fal
             c.method + (" adj." if c.adjusted else ""),
             verdict_text(c),
         )
+        table.add_row(*(row[i] for i in kept))
     return table
 
 

@@ -30,7 +30,7 @@ from perflab.places.here import HERE
 from perflab.places.procfs import ProcCounters, process_cpu_s
 from perflab.observers.resources import machine_steal_s
 from perflab.observers.seats import SeatObservers
-from perflab.observers.status import STATEMENTS, StatusError, StatusSampler
+from perflab.observers.status import SELECTS, STATEMENTS, StatusError, StatusSampler
 from perflab.run.prewarm import server_switches
 from perflab.places.proc import Child
 from perflab.places.proc import read_tail
@@ -339,7 +339,8 @@ class Seat:
         )
 
     def intervals(self, warmup: int) -> list[dict[str, Any]]:
-        return intervals(self.points, warmup, self.sampler.statements if self.sampler else STATEMENTS, self.latency)
+        own = (self.sampler.statements, self.sampler.selects) if self.sampler else (STATEMENTS, SELECTS)
+        return intervals(self.points, warmup, *own, latency=self.latency)
 
     def summary(self) -> dict[str, Any]:
         statements = self.sampler.statements if self.sampler else STATEMENTS

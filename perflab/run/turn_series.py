@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from perflab.observers.status import STATEMENTS
+from perflab.observers.status import SELECTS, STATEMENTS
 from perflab.workloads.turn_latency import Histogram
 
 Point = tuple[int, float, dict[str, float]]  # (whole seconds of turns so far, seconds run, the counters)
@@ -21,11 +21,17 @@ WRITES = ("Com_insert", "Com_update", "Com_delete", "Com_replace", "Com_insert_s
 
 
 def intervals(
-    points: list[Point], warmup: int, statements: int = STATEMENTS, latency: list[Histogram] | None = None
+    points: list[Point],
+    warmup: int,
+    statements: int = STATEMENTS,
+    selects: int = SELECTS,
+    latency: list[Histogram] | None = None,
 ) -> list[dict[str, Any]]:
     """One interval per sampled second of running time, from the counters at its ends: `t` is
     the whole seconds of turns so far (1, 2, ...), the rates are over the seconds really run;
-    p95_ms from the latency histograms at its ends (`latency`, one per point; None without)."""
+    p95_ms from the latency histograms at its ends (`latency`, one per point; None without).
+    The sampler's own statements, `statements` a sample of which `selects` are SELECTs, are the
+    client's neither in the queries nor in the reads: one sample's fall in every interval."""
     out = []
     hists = latency if latency is not None and len(latency) == len(points) else [None] * len(points)
     for ((_, a0, v0), (nominal, a1, v1)), (h0, h1) in zip(
@@ -34,7 +40,7 @@ def intervals(
         seconds = a1 - a0
         if seconds <= 0:
             continue
-        reads = _delta(v0, v1, "Com_select")
+        reads = _delta(v0, v1, "Com_select") - selects
         writes = sum(_delta(v0, v1, k) for k in WRITES)
         queries = _delta(v0, v1, "Questions") - statements
         commits = _delta(v0, v1, "Com_commit")

@@ -137,7 +137,7 @@ class Kind:
     # the interleaved design (run/interleave.py): what a seat reads of its server
     def turn_counters(self, server: Managed, clock: Any, lean: bool) -> Any:
         """What a seat samples at every turn that ends a second of its client's running time
-        (`sample()`, `samples`, `statements`, `finish()`: StatusSampler's interface; `lean`: the
+        (`sample()`, `samples`, `statements`, `selects`, `finish()`: StatusSampler's interface; `lean`: the
         throughput counters only). `clock` is the seat's TurnClock (workloads/turn_latency.py)."""
         raise NotImplementedError
 

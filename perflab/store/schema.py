@@ -63,7 +63,7 @@ CREATE TABLE IF NOT EXISTS cells (
     warmup_s REAL,                     -- detected end of the warm-up, s since the workload started
     warmup_method TEXT,                -- mser-5 | mser-1 | none
     window_start_s REAL,               -- where the measured window began (configured)
-    settled INTEGER,                   -- 1: the warm-up ended before the window, no drift in it
+    settled INTEGER,                   -- 1: the warm-up ended before the window (a drift in it: steady.drift)
     unsettled_reason TEXT,
     stalls TEXT,                       -- JSON [{start_s, end_s, min_qps, kind}]
     steady TEXT,                       -- JSON {qps_mean, qps_ci_low, qps_ci_high, cv, batch_s, seconds}

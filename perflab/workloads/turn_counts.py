@@ -31,7 +31,7 @@ from perflab.workloads.turn_latency import TurnClock
 class ClientCounts:
     """A seat's counters from its client (the StatusSampler interface run/interleave.py uses)."""
 
-    statements = 0  # it makes no statements of its own
+    statements = selects = 0  # it makes no statements of its own
     pid = None  # and runs no process of its own
     gauges: frozenset[str] = frozenset()
 

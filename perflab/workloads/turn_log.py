@@ -38,7 +38,7 @@ from perflab.workloads.turn_latency import _LOG_MIN, _MULT, BUCKETS, Histogram
 class LogCounts:
     """A seat's counters from its client's transaction log (the StatusSampler interface)."""
 
-    statements = 0  # it makes no statements of its own
+    statements = selects = 0  # it makes no statements of its own
     pid = None  # and runs no process of its own
     gauges: frozenset[str] = frozenset()
 

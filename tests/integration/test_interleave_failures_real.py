@@ -4,6 +4,8 @@ perflab does, not turn timings: unlike test_interleave_real.py, this module runs
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import signal
 import subprocess
@@ -63,3 +65,22 @@ def test_an_interrupt_stops_every_server_and_stopped_client(tmp_path: Path):
         time.sleep(0.1)
     assert perflab_children(workdir) == []
     assert export(out)["run"]["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("status", [False, True])
+def test_the_seconds_reads_are_the_clients_own(tmp_path: Path, status: bool):
+    """oltp_point_select makes one SELECT a transaction and nothing else: every second's reads are its
+    queries, whichever sampler read the server's counters (the lean one: one SELECT of its own a
+    sample; [observe] status: two). They were qps + 1 while the sampler's SELECT was counted."""
+    body = INTERLEAVED.format(extra="").replace("repeats = 2", "repeats = 1")
+    body = body.replace("oltp_read_only", "oltp_point_select")
+    body = body.replace("status = true", f"status = {str(status).lower()}")
+    done = perflab("run", str(write_experiment(tmp_path / "reads.toml", body)), "-o", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    seconds = perflab("export", str(tmp_path / "out"), "--format", "seconds-csv")
+    assert seconds.returncode == 0, seconds.stderr
+    rows = list(csv.DictReader(io.StringIO(seconds.stdout)))
+    assert len(rows) >= 8 and all(float(r["qps"]) > 0 for r in rows)  # 2 cells x 5 seconds
+    for r in rows:
+        assert float(r["reads"]) == pytest.approx(float(r["qps"]), abs=0.02), r
+        assert float(r["other"]) == pytest.approx(0, abs=0.02) and float(r["writes"]) == 0, r

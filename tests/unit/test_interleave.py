@@ -19,7 +19,7 @@ from perflab import servers, spec
 from perflab.cli import calibrated
 from perflab.errors import SpecError, UsageError
 from perflab.run import interleave, turn_series
-from perflab.observers.status import STATEMENTS
+from perflab.observers.status import LEAN_SELECTS, LEAN_STATEMENTS, SELECTS, STATEMENTS
 from perflab.places.proc import Child
 from perflab.run.scheduler import interleave_groups
 from perflab.spec.aa import aa_experiment
@@ -149,12 +149,13 @@ def counters(questions: float, commits: float, selects: float = 0.0, updates: fl
 
 
 def test_intervals_are_seconds_of_running_time_from_the_counters():
+    # every sample's own statements are in Questions, and its SELECTs in Com_select (the reads)
     points = [
         (0, 0.0, counters(100, 10)),
-        (1, 1.0, counters(100 + 16_000 + STATEMENTS, 1010, 14_000)),  # 1 s: 16,000 statements, 1,000 commits
-        (2, 2.02, counters(100 + 32_000 + 2 * STATEMENTS, 2010, 28_000, 100)),  # 1.02 s running
-        (2, 2.02, counters(100 + 32_000 + 3 * STATEMENTS, 2010, 28_000, 100)),  # no running time: skipped
-        (3, 3.02, counters(100 + 40_000 + 4 * STATEMENTS, 2510, 35_000, 100)),
+        (1, 1.0, counters(100 + 16_000 + STATEMENTS, 1010, 14_000 + SELECTS)),  # 1 s: 16,000 statements
+        (2, 2.02, counters(100 + 32_000 + 2 * STATEMENTS, 2010, 28_000 + 2 * SELECTS, 100)),  # 1.02 s running
+        (2, 2.02, counters(100 + 32_000 + 3 * STATEMENTS, 2010, 28_000 + 3 * SELECTS, 100)),  # no time: skipped
+        (3, 3.02, counters(100 + 40_000 + 4 * STATEMENTS, 2510, 35_000 + 4 * SELECTS, 100)),
     ]
     series = turn_series.intervals(points, warmup=2)
     assert [iv["t"] for iv in series] == [1.0, 2.0, 3.0]
@@ -163,6 +164,11 @@ def test_intervals_are_seconds_of_running_time_from_the_counters():
     assert series[0]["other"] == 2000 and series[0]["writes"] == 0
     assert series[1]["qps"] == pytest.approx(16_000 / 1.02, abs=0.01) and series[1]["writes"] == pytest.approx(98.04)
     assert series[2]["qps"] == pytest.approx(8000, abs=0.01)  # from the last point before it
+    assert series[0]["reads"] == 14_000 and series[2]["reads"] == pytest.approx(7000, abs=0.01)
+    # the reads are the client's alone (they were qps + 1 on point selects with the lean sampler)
+    lean = [(0, 0.0, counters(0, 0)), (1, 1.0, counters(5000 + LEAN_STATEMENTS, 0, 5000 + LEAN_SELECTS))]
+    [second] = turn_series.intervals(lean, warmup=0, statements=LEAN_STATEMENTS, selects=LEAN_SELECTS)
+    assert second["reads"] == second["qps"] == 5000 and second["other"] == 0
     assert all(iv["p95_ms"] is None for iv in series)  # no latency histograms given
 
 

@@ -62,7 +62,7 @@ def test_a_seats_points_become_intervals_and_a_summary_over_its_running_seconds(
     rows = [[(0.5, 500), (0.9, 500), (2.2, 500), (2.5, 500), (2.8, 500)]]
     counts = counted(tmp_path, monkeypatch, spans, [0.0, 1.0, 3.0], rows)
     points = [(n, float(n), values) for n, (_, values) in enumerate(counts.samples)]
-    series = intervals(points, warmup=1, statements=counts.statements, latency=counts.latency)
+    series = intervals(points, warmup=1, statements=counts.statements, selects=counts.selects, latency=counts.latency)
     assert [(iv["t"], iv["tps"], iv["qps"], iv["warmup"]) for iv in series] == [(1, 2, 6, 1), (2, 3, 9, 0)]
     window = summary(points[1:], counts.statements, counts.latency[1:])
     assert (window["transactions"], window["queries"], window["tps"]) == (3, 9, 3.0)
