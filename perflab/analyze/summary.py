@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from perflab import servers
 from perflab.analyze import stats
 from perflab.variants import variant_key, variant_label
 
@@ -111,13 +110,12 @@ def groups(
     baseline: dict[str, str] | None = None,
     axes: dict[str, list[str]] | None = None,
     *,
-    server: str | None = None,
+    memory: str = "RSS",
 ) -> list[Group]:
     """Group cells by (variant, threads), in the file's order with `axes` (meta.experiment.axes).
-    The baseline per thread count is `baseline` (a full variant), or the first variant. `server`
-    (meta.experiment.server) chooses the memory figure: PSS for "postgresql", else RSS."""
+    The baseline per thread count is `baseline` (a full variant), or the first variant. `memory` is
+    the server's memory figure (meta.server_facts.memory_figure: PSS over PostgreSQL's processes)."""
     by_key: dict[tuple, Group] = {}
-    memory = memory_figure(server)
     replaced = {cell.get("retry_of") for cell in cells} - {None}
     for cell in cells:
         key = (tuple(cell["variant"].items()), cell["threads"])
@@ -145,12 +143,6 @@ def groups(
         if base is not None and base.qps_mean and group.qps_mean is not None:
             group.ratio = group.qps_mean / base.qps_mean
     return out
-
-
-def memory_figure(server: str | None) -> str:
-    """The server memory figure reports show: PSS summed over a PostgreSQL server's processes
-    (shared_buffers counted once), RSS of MariaDB's one process."""
-    return servers.kind(server or "mariadb").memory_figure
 
 
 def file_order(axes: dict[str, list[str]]) -> Any:

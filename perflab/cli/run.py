@@ -23,7 +23,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from perflab import __version__, hostinfo, preflight, spec
+from perflab import __version__, hostinfo, preflight, servers, spec
 from perflab.cli.console import err, out
 from perflab.cli.progress import ProgressBar
 from perflab.errors import UsageError
@@ -150,7 +150,8 @@ def _warn_durability(exp: spec.Experiment) -> None:
     if e.storage != "tmpfs" and not server_here(exp.file):
         return  # a directory on the server hosts: described there as the run starts (run/remote_server.py)
     where = storage.of_experiment(e.storage, exp.source)
-    names = io_findings.durability_names(e.server, [c.server_options for c in exp.cells()])
+    durability = list(servers.kind(e.server).durability_options())
+    names = io_findings.durability_names(durability, [c.server_options for c in exp.cells()])
     if names and not where.on_disk:
         err.print(f"[yellow]warning:[/] {escape(io_findings.durability_text(names, where.fstype))}")
 
@@ -298,7 +299,9 @@ def _record_start(
     if resume:
         results.set_meta(status="running", resumed_at=[*results.meta().get("resumed_at", []), now])
         return
+    host = hostinfo.collect()
     results.set_meta(
+        server_facts=servers.kind(file.experiment.server).facts(host),
         experiment={
             **file.model_dump(mode="json")["experiment"],
             "workload": file.workload.model_dump(mode="json"),
@@ -306,7 +309,7 @@ def _record_start(
             "axes": {a: list(v) for a, v in file.variants.items()},
         },
         spec_text=spec_text,
-        host=hostinfo.collect(),
+        host=host,
         git=_git(exp),
         started_at=now,
         perflab_version=__version__,

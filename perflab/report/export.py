@@ -64,6 +64,7 @@ from typing import Any
 from perflab.analyze import compare, summary, variance
 from perflab.report import findings
 from perflab.store.results import Results
+from perflab.store.results import server_facts
 
 FORMAT = "perflab-results/10"
 REPORT_FORMAT = "perflab-report/1"  # `perflab report --format json`
@@ -78,7 +79,7 @@ def document(results: Results) -> dict[str, Any]:
         cells[-1]["profiles"] = profile_refs(results, cell["id"])
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, [])
-    groups = summary.groups(stored, base if axes else None, axes, server=(meta.get("experiment") or {}).get("server"))
+    groups = summary.groups(stored, base if axes else None, axes, memory=server_facts(meta)["memory_figure"])
     comparisons = [c.to_dict() for c in compare.verdicts(meta, stored).comparisons]
     return {
         "format": FORMAT,

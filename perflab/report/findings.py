@@ -18,12 +18,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from perflab import servers
 from perflab.analyze import alloc, host_slope, host_speed, stats
 from perflab.analyze.summary import Group
 from perflab.report import io_findings
 from perflab.units import format_duration
 from perflab.variants import variant_label
+from perflab.store.results import server_facts
 
 BUSY_CORES = 0.2  # CPU used by other processes during a window, above which a cell is suspect
 STEAL_CORES = 0.2  # CPU the hypervisor gave other guests during a window, above which a cell is suspect
@@ -337,7 +337,7 @@ def _interleave(meta: dict[str, Any]) -> str:
     (docs/methodology.md#what-it-buys); "" where it is not offered
     (already interleaved, pgbench, or a server it cannot run: spec/design.py)."""
     exp = meta.get("experiment") or {}
-    if exp.get("design") == "interleaved" or servers.kind(exp.get("server", "mariadb")).interleaved_refusal:
+    if exp.get("design") == "interleaved" or server_facts(meta)["interleaved_refusal"]:
         return ""
     if (exp.get("workload") or {}).get("tool", "sysbench") != "sysbench":
         return ""

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from perflab import servers
 from perflab.units import format_bytes
+from perflab.store.results import server_facts
 
 REMEDY = 'Remedy: storage = "/a/directory/on/disk" under [experiment] (docs/storage.md)'
 
@@ -36,9 +36,10 @@ def durability_text(names: list[str], where: str) -> str:
     )
 
 
-def durability_names(server: str, option_sets: list[dict[str, Any]]) -> list[str]:
-    """The durability options (Kind.durability_options) that any of `option_sets` sets."""
-    known = set(servers.kind(server).durability_options())
+def durability_names(durability: list[str], option_sets: list[dict[str, Any]]) -> list[str]:
+    """The durability options (`durability`: the server kind's, Kind.durability_options) that any of
+    `option_sets` sets."""
+    known = set(durability)
     found = {name for options in option_sets for name in options if name.replace("-", "_").lower() in known}
     return sorted(found)
 
@@ -49,8 +50,8 @@ def durability_findings(cells: list[dict[str, Any]], meta: dict[str, Any]) -> li
     storage = meta.get("storage") or {}
     if storage.get("on_disk"):
         return []
-    server = (meta.get("experiment") or {}).get("server") or "mariadb"
-    names = durability_names(server, [c.get("server_options") or {} for c in cells])
+    durability = server_facts(meta)["durability_options"]
+    names = durability_names(durability, [c.get("server_options") or {} for c in cells])
     if not names:
         return []
     ids = tuple(c["id"] for c in cells if set(c.get("server_options") or {}) & set(names))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perflab.analyze import phase_explain, stats, summary
+from perflab.analyze import phase_explain, stats
 from perflab.analyze.compare import Comparison
 from perflab.analyze.verdict import FASTER, SLOWER
 from perflab.report import figures
@@ -206,7 +206,7 @@ def _verdicts(model: ReportModel) -> list[str]:
         "p95 95% CI",
         "p95 ratio [95% CI]",
         "p95 verdict",
-        f"{summary.memory_figure(model.experiment.get('server'))} end",
+        f"{model.memory} end",
         "stalls",
     ]
     for t in model.threads:

@@ -20,6 +20,7 @@ from perflab.analyze.summary import Group
 from perflab.report import colors, findings, io_findings, profiles
 from perflab.units import format_bytes, format_duration
 from perflab.variants import variant_key
+from perflab.store.results import server_facts
 
 HOST_FACTS = (
     "hostname",
@@ -70,7 +71,7 @@ class ReportModel:
     @property
     def memory(self) -> str:
         """The server memory figure shown: "PSS" (PostgreSQL's processes summed) or "RSS"."""
-        return summary.memory_figure(self.experiment.get("server"))
+        return str(server_facts(self.meta)["memory_figure"])
 
     @property
     def threads(self) -> list[int]:
@@ -215,8 +216,7 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
     meta, cells = summary.load(results)
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, baselines or [])
-    server = (meta.get("experiment") or {}).get("server")
-    groups = summary.groups(cells, base if axes else None, axes, server=server)
+    groups = summary.groups(cells, base if axes else None, axes, memory=server_facts(meta)["memory_figure"])
     comparisons = compare.verdicts(meta, cells, baselines).comparisons  # host speed, sequential looks
     # the file's order (groups), not the run's: randomized rounds would shuffle the colours
     variants = list({variant_key(v): v for v in [g.variant for g in groups] + [c["variant"] for c in cells]}.values())

@@ -10,12 +10,12 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
-from perflab import servers
 from perflab.analyze import evidence
 from perflab.analyze.ratio import MIN_PAIRS
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER, VERDICTS
 from perflab.report.model import ReportModel, plural
 from perflab.variants import variant_key
+from perflab.store.results import server_facts
 
 
 def why(comparisons: list[Any], meta: dict[str, Any] | None = None) -> list[tuple[Any, str]]:
@@ -145,21 +145,13 @@ def by_kind(found: list[Any]) -> list[tuple[str, list[Any]]]:
     return sorted(kinds.items(), key=lambda kv: kv[0] != "failed")
 
 
-def short_server(host: dict[str, Any]) -> str:
-    """'/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for ...' -> 'mariadbd 10.11.19-MariaDB-0+deb12u1'."""
-    text = str(host.get("mariadbd") or "mariadbd")
-    words = text.split()
-    return f"mariadbd {words[words.index('Ver') + 1]}" if "Ver" in words[:-1] else text
-
-
 def subtitle(model: ReportModel) -> str:
     """One line: what was measured and the headline verdicts."""
     wl = model.experiment.get("workload") or {}
     verdicts = [c for c in model.comparisons if c.kind == "variant" and c.metric == "qps"]
     counts = {v: sum(1 for c in verdicts if c.verdict == v) for v in VERDICTS}
     told = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    host = model.meta.get("host") or {}
-    server = servers.kind(model.experiment.get("server", "mariadb")).short_version(host)
+    server = server_facts(model.meta)["short_version"]
     return (
         f"{wl.get('tool', 'sysbench')} {wl.get('test', '?')} on {server}: "
         f"{plural(len(model.variants), 'variant')} × {plural(len(model.threads), 'thread count')}"

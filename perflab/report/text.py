@@ -18,7 +18,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from perflab import servers
 from perflab.analyze import compare, phase_explain, stats, status_diff
 from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group, groups, mean
@@ -39,6 +38,7 @@ from perflab.report.phrases import (
 )
 from perflab.units import format_bytes, format_duration
 from perflab.variants import short_label, variant_key, variant_label
+from perflab.store.results import server_facts
 
 FINDING_STYLE = {"stall": "magenta", "failed": "red"}
 VERDICT_STYLE = {FASTER: "green", SLOWER: "red", EQUIVALENT: "cyan", INCONCLUSIVE: "yellow"}
@@ -90,9 +90,9 @@ def render(
         f"{escape(design_phrase(exp))}"
         + (f"  storage={escape(io_findings.storage_phrase(meta))}" if io_findings.storage_phrase(meta) else "")
     )
-    server = servers.kind(exp.get("server", "mariadb"))  # MySQL: no installed server, its builds below
+    facts = server_facts(meta)  # MySQL: no installed server, its builds below
     console.print(
-        f"[dim]{host.get(server.host_field) or server.short_version(host)} | {host.get(exp.get('workload', {}).get('tool', 'sysbench'))} | "
+        f"[dim]{host.get(facts['host_field']) or facts['short_version']} | {host.get(exp.get('workload', {}).get('tool', 'sysbench'))} | "
         f"{host.get('cpu_model')} x{host.get('cores')}[/]"
     )
     for name, fact in build_facts(meta, cells):
@@ -104,7 +104,7 @@ def render(
         console.print(f"[dim]  {escape(leaf)}: {escape(', '.join(f'{h} {v}' for h, v in zip(hosts, values)))}[/]")
     axes = exp.get("axes") or {}
     base = compare.baseline_variant(axes, baseline or [])
-    all_groups = groups(cells, base if axes else None, axes, server=exp.get("server"))
+    all_groups = groups(cells, base if axes else None, axes, memory=server_facts(meta)["memory_figure"])
     comparisons = compare.verdicts(meta, cells, baseline, ("qps",)).comparisons
     if comparisons:
         console.print(f"[dim]{escape(method_line(comparisons))}[/]", highlight=False)

@@ -246,6 +246,19 @@ class Kind:
         """The installed server as a report's subtitle names it, from the host record."""
         return str(host.get(self.host_field) or self.host_field)
 
+    def facts(self, host: dict[str, Any]) -> dict[str, Any]:
+        """What the reports need of this kind, recorded in the run's meta (`server_facts`,
+        docs/results-format.md): report/, analyze/ and history/ read them, never a server package."""
+        return {
+            "kind": self.name,
+            "title": self.title,
+            "memory_figure": self.memory_figure,
+            "host_field": self.host_field,
+            "short_version": self.short_version(host),
+            "interleaved_refusal": self.interleaved_refusal,
+            "durability_options": list(self.durability_options()),
+        }
+
 
 def kind(name: str) -> Kind:
     """The kind named by [experiment] server (or a results file's meta)."""

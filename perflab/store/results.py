@@ -230,3 +230,10 @@ class Results:
                 item[key] = json.loads(item[key]) if item[key] else None
             out.append(item)
         return out
+
+
+def server_facts(meta: dict[str, Any]) -> dict[str, Any]:
+    """What the reports need of a run's server kind (meta.server_facts, schema 10: memory_figure,
+    short_version, host_field, interleaved_refusal, durability_options); a meta recorded before it
+    gets its kind's facts of that day."""
+    return meta.get("server_facts") or schema.facts_before_10(meta)

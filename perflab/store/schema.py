@@ -30,8 +30,12 @@ Schema version history (`meta.schema_version`):
   9  cells.retry_of: the id of the cell this one measures again (a cell that failed or did not
      settle is run once more, after its round: run/scheduler.py); NULL for a first measurement.
      The analysis uses the retry in place of the cell it names. Upgraded in place (NULL).
+ 10  meta.server_facts (JSON): what the reports need of the run's server kind, so that report/,
+     analyze/ and history/ never ask a server package (issue 47): {kind, title, memory_figure,
+     host_field, short_version, interleaved_refusal, durability_options}. Upgraded in place: an
+     older directory gets the facts its kind had when version 10 came (FACTS_BEFORE_10).
 
-    upgrade(db, path)   # a version 1..8 database becomes version 9; a newer or unknown one is refused
+    upgrade(db, path)   # a version 1..9 database becomes version 10; a newer or unknown one is refused
 """
 
 from __future__ import annotations
@@ -40,10 +44,11 @@ import json
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from perflab.errors import ResultsFormatError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -219,6 +224,9 @@ def upgrade(db: sqlite3.Connection, path: Path) -> None:
         version = 8
     if version == 8:
         _add_columns(db, _V9_COLUMNS, 9)
+        version = 9
+    if version == 9:
+        _add_columns(db, (), 10, *_facts_upgrade(db))
         version = SCHEMA_VERSION
     if version != SCHEMA_VERSION:
         raise ResultsFormatError(
@@ -259,3 +267,41 @@ def _profiles_upgrade(db: sqlite3.Connection) -> tuple[str, ...]:
 
 def has_profiles(db: sqlite3.Connection) -> bool:
     return bool(db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'profiles'").fetchone())
+
+
+# The server kinds' facts as they were when schema 10 came (2026-11-28): an older directory's meta gets
+# its kind's (servers/*: Kind.facts). Frozen here: a later change to a kind must not rewrite old results.
+_MYSQL_DURABILITY = [
+    "innodb_flush_log_at_trx_commit", "log_bin", "sync_binlog", "innodb_doublewrite", "innodb_flush_method",
+    "innodb_use_atomic_writes", "innodb_flush_neighbors", "innodb_io_capacity", "innodb_log_file_size",
+    "innodb_redo_log_capacity",
+]  # fmt: skip
+FACTS_BEFORE_10: dict[str, dict[str, Any]] = {
+    "mariadb": {"kind": "mariadb", "title": "MariaDB", "memory_figure": "RSS", "host_field": "mariadbd",
+                "interleaved_refusal": None, "durability_options": _MYSQL_DURABILITY, "short": "mariadbd"},
+    "mysql": {"kind": "mysql", "title": "MySQL", "memory_figure": "RSS", "host_field": "mysqld",
+              "interleaved_refusal": None, "durability_options": _MYSQL_DURABILITY, "short_version": "MySQL builds"},
+    "postgresql": {"kind": "postgresql", "title": "PostgreSQL", "memory_figure": "PSS", "host_field": "postgres",
+                   "interleaved_refusal": None, "durability_options": [
+                       "fsync", "synchronous_commit", "full_page_writes", "wal_compression", "checkpoint_timeout",
+                       "max_wal_size", "wal_sync_method", "commit_delay", "wal_buffers", "wal_writer_delay",
+                       "checkpoint_completion_target"]},
+}  # fmt: skip
+
+
+def facts_before_10(meta: dict[str, Any]) -> dict[str, Any]:
+    """The server facts of a run recorded before schema 10, from its meta (experiment.server, host)."""
+    facts = dict(FACTS_BEFORE_10.get((meta.get("experiment") or {}).get("server") or "", FACTS_BEFORE_10["mariadb"]))
+    text = str((meta.get("host") or {}).get(facts["host_field"]) or facts["host_field"])
+    words, short = text.split(), facts.pop("short", None)  # MariaDB's subtitle was "mariadbd VERSION"
+    if "short_version" not in facts:  # MySQL's: "MySQL builds" (no installed server)
+        facts["short_version"] = f"{short} {words[words.index('Ver') + 1]}" if short and "Ver" in words[:-1] else text
+    return facts
+
+
+def _facts_upgrade(db: sqlite3.Connection) -> tuple[str, ...]:
+    meta = {key: json.loads(value) for key, value in db.execute("SELECT key, value FROM meta")}
+    if "server_facts" in meta or "experiment" not in meta:
+        return ()
+    value = json.dumps(facts_before_10(meta)).replace("'", "''")
+    return (f"INSERT OR REPLACE INTO meta(key, value) VALUES ('server_facts', '{value}')",)

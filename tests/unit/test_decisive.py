@@ -195,7 +195,7 @@ def test_schema_8_gains_retry_of(tmp_path: Path) -> None:
     db.commit()
     db.close()
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 9
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 10
     columns = {r[1] for r in sqlite3.connect(tmp_path / "results.db").execute("PRAGMA table_info(cells)")}
     assert "retry_of" in columns
 

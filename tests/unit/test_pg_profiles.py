@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from perflab import spec
+from perflab.servers import kind
 from perflab.analyze import summary
 from perflab.errors import AllocatorNotMappedError, SpecError
 from perflab.observers.perf import PerfRecorder, descendants
@@ -123,7 +124,7 @@ def cell(i: int, rss: int, pss: int) -> dict:
 
 def test_postgresql_groups_show_pss_and_mariadb_groups_rss():
     cells = [cell(1, 800, 100), cell(2, 900, 200)]
-    pg = summary.groups(cells, server="postgresql")[0]
+    pg = summary.groups(cells, memory=kind("postgresql").memory_figure)[0]
     maria = summary.groups(cells)[0]
     assert pg.memory == "PSS" and pg.memory_end == [100, 200] and pg.memory_peak == [100, 200]
     assert maria.memory == "RSS" and maria.memory_end == [800, 900]

@@ -148,7 +148,7 @@ def test_schema2_directory_gains_the_alloc_and_build_columns(tmp_path: Path) -> 
     db.commit()
     db.close()
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 9
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 10
         assert results.cells() == []
     assert set(added) <= columns(tmp_path)
 
@@ -176,7 +176,7 @@ def test_schema6_cells_gain_the_host_speed_column(tmp_path: Path) -> None:
     db.close()
     assert "host_speed" not in columns(tmp_path)
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 9
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 10
         assert [c["host_speed"] for c in results.cells()] == [None]
         results.commit_cell({**results.cells()[0], "id": 1, "key": "t1/r2", "host_speed": {"work_ns": 1.0}}, [], [])
         assert [c["host_speed"] for c in results.cells()] == [None, {"work_ns": 1.0}]
@@ -205,7 +205,7 @@ def test_schema5_profiles_gain_a_target_and_keep_their_rows(tmp_path: Path) -> N
     db.close()
     assert "target" not in columns(tmp_path, "profiles")
     with Results(tmp_path) as results:
-        assert results.meta()["schema_version"] == SCHEMA_VERSION == 9
+        assert results.meta()["schema_version"] == SCHEMA_VERSION == 10
         assert [(p["target"], p["phase"], p["samples"]) for p in results.profiles()] == [("server", "measured", 7)]
         results.commit_profile(_profile("client"))  # the client's beside the server's: the key has the target
         results.commit_profile(_profile("client", "stall"))
@@ -259,3 +259,44 @@ def test_a_write_waits_for_another_processs_write(tmp_path: Path) -> None:
         assert time.monotonic() - started >= 0.9 and results.meta()["note"].startswith("written")
         held.join()
         other.close()
+
+
+def _meta(directory: Path, key: str) -> object:
+    rows = query(directory / "results.db", f"SELECT value FROM meta WHERE key = '{key}'")
+    return json.loads(rows[0][0]) if rows else None
+
+
+def test_schema10_an_older_directory_gains_its_server_kinds_facts(v1: Path):
+    """The reports read the server kind's facts from the results (issue 47): an old MariaDB directory gets
+    MariaDB's of that day, with the subtitle's short version from its own host record."""
+    assert _meta(v1, "server_facts") is None
+    assert perflab("export", str(v1)).returncode == 0
+    facts = _meta(v1, "server_facts")
+    host = _meta(v1, "host")
+    assert facts["kind"] == "mariadb" and facts["memory_figure"] == "RSS" and facts["host_field"] == "mariadbd"
+    assert facts["short_version"].startswith("mariadbd ") and facts["short_version"].split()[1] in host["mariadbd"]
+    assert "innodb_flush_log_at_trx_commit" in facts["durability_options"]
+
+
+def test_schema10_a_postgresql_directory_gets_pss(v1: Path):
+    db = sqlite3.connect(v1 / "results.db")
+    with db:
+        experiment = json.loads(db.execute("SELECT value FROM meta WHERE key = 'experiment'").fetchone()[0])
+        db.execute("UPDATE meta SET value = ? WHERE key = 'experiment'", (json.dumps({**experiment, "server": "postgresql"}),))
+        db.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
+    db.close()
+    with Results(v1) as results:
+        facts = results.meta()["server_facts"]
+    assert facts["memory_figure"] == "PSS" and "synchronous_commit" in facts["durability_options"]
+
+
+def test_the_facts_recorded_today_are_the_kinds_own():
+    """What a new run records (cli/run.py: Kind.facts) agrees with what an old run is given, for the fields
+    both have: a kind that changes one of them changes new runs only."""
+    from perflab.servers import NAMES, kind  # noqa: PLC0415
+    from perflab.store.schema import facts_before_10  # noqa: PLC0415
+
+    for name in NAMES:
+        host = {kind(name).host_field: "/usr/sbin/x  Ver 1.2.3 for debian"}
+        now, then = kind(name).facts(host), facts_before_10({"experiment": {"server": name}, "host": host})
+        assert now == then, name

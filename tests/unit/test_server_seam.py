@@ -107,7 +107,7 @@ def test_every_kind_is_a_package_that_implements_the_interface():
             and getattr(type(found), attr) is value
             and attr
             not in ("cell_options", "measure", "spec_problems", "connection_problems", "short_version", "format",
-                    "clients_connected", "storage_problems", "opens", "remote_measure",
+                    "clients_connected", "storage_problems", "opens", "remote_measure", "facts",
                     "remote_status", "remote_init", "remote_client_measure")  # fmt: skip
         ]
         assert not missing, f"{name} does not implement {missing}"

@@ -228,7 +228,8 @@ def test_durability_on_tmpfs_is_a_finding():
     (finding,) = io_findings.durability_findings(cells, meta)
     assert finding.cells == (0,) and "innodb_flush_log_at_trx_commit" in finding.text and "storage =" in finding.text
     assert io_findings.durability_findings(cells, {**meta, "storage": {"on_disk": True}}) == []
-    pg = io_findings.durability_names("postgresql", [{"synchronous_commit": "off", "work_mem": "4MB"}])
+    durability = list(kind("postgresql").durability_options())
+    pg = io_findings.durability_names(durability, [{"synchronous_commit": "off", "work_mem": "4MB"}])
     assert pg == ["synchronous_commit"]
 
 

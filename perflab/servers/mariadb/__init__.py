@@ -84,9 +84,10 @@ class MariaDBKind(MySQLProtocolKind):
         return {"mariadbd": [found, "--version"]} if found else {}
 
     def short_version(self, host: dict[str, Any]) -> str:
-        from perflab.report.phrases import short_server
-
-        return short_server(host)
+        """'/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for ...' -> 'mariadbd 10.11.19-MariaDB-0+deb12u1'."""
+        text = str(host.get("mariadbd") or "mariadbd")
+        words = text.split()
+        return f"mariadbd {words[words.index('Ver') + 1]}" if "Ver" in words[:-1] else text
 
 
 KIND = MariaDBKind()
