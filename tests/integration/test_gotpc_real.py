@@ -53,7 +53,10 @@ def tpcc_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]
 def test_every_cell_ran_sequentially_on_the_prepared_warehouse(tpcc_run):
     out, doc, printed = tpcc_run
     cells = doc["cells"]
-    assert len(cells) == 4 and all(c["status"] == "ok" for c in cells), [c.get("error") for c in cells]
+    # a cell that did not settle is measured again within its round (retry_of): 4 first measurements
+    assert len([c for c in cells if c["retry_of"] is None]) == 4 and all(c["status"] == "ok" for c in cells), [
+        c.get("error") for c in cells
+    ]
     assert doc["run"]["design_reason"].startswith("sequential: go-tpc")
     assert doc["run"]["throughput"]["metric"] == "NOPM"
     assert "NOPM mean" in printed and "go-tpc v1.0.7" in printed
