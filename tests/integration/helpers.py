@@ -183,10 +183,11 @@ def assert_interleaved_by_default(doc: dict[str, Any], output: str, rounds: int 
 
 def counted_share(alloc: dict, transactions: float) -> float:
     """[observe] alloc's transactions, checked against the window's: its counts' share of them
-    (`window_share`: on a server host they open a round trip after the window began), most of the
-    window, the transactions that share of the summary's. Its transactions (0: false)."""
+    (`window_share`: on a server host they open a round trip after the window began, and with pgbench,
+    which runs on past the window's end, they close a round trip or two after it: more than 1), most of
+    the window, the transactions that share of the summary's. Its transactions (0: false)."""
     share = alloc["window_share"]
-    assert 0.5 < share <= 1.0 and abs(alloc["transactions"] - transactions * share) <= max(0.1, 1e-3 * transactions), (
+    assert 0.5 < share <= 1.5 and abs(alloc["transactions"] - transactions * share) <= max(0.1, 1e-3 * transactions), (
         alloc["transactions"],
         transactions,
         share,
