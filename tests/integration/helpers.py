@@ -193,3 +193,68 @@ def counted_share(alloc: dict, transactions: float) -> float:
         share,
     )
     return alloc["transactions"]
+
+
+# Quiet modules measure effects: beside other processes' CPU their verdicts are wrong for a reason
+# that is not perflab's (test_analysis failed 4 tests so, beside 1.2 cores of others). Before a quiet
+# module the machine is waited for until quiet (tests/integration/conftest.py, QUIET_WAIT_S); a quiet
+# test that fails after runs whose cells perflab found busy (their `other_cpu_cores`) fails naming
+# that load first. The limit is the report's own "busy" finding's (report/findings.BUSY_CORES).
+def busy_cells(cells: list[dict[str, Any]]) -> list[tuple[float, dict[str, Any]]]:
+    """(other_cpu_cores, cell) of each ok cell that ran beside more than BUSY_CORES of other processes' CPU."""
+    from perflab.report.findings import BUSY_CORES
+
+    found = [((c.get("resources") or {}).get("other_cpu_cores") or 0.0, c) for c in cells if c.get("status") == "ok"]
+    return sorted(((cores, c) for cores, c in found if cores > BUSY_CORES), key=lambda x: -x[0])
+
+
+def load_message(busy: list[tuple[float, dict[str, Any]]], cells: int, where: str) -> str:
+    """The failure of a quiet test whose runs were busy, naming the load (None-free: busy is not empty)."""
+    from perflab.report.findings import BUSY_CORES
+
+    worst = ", ".join(f"cell {c['id']} {c['key']} {cores:.2f}" for cores, c in busy[:5])
+    return (
+        f"the machine was busy: {len(busy)} of {cells} cells of {where} ran beside more than {BUSY_CORES} cores "
+        f"of other processes (other_cpu_cores; worst: {worst}). A quiet test measures effects: this failure "
+        "is the load's, not a wrong verdict of perflab's. Run the quiet modules on an idle machine "
+        "(make test runs them one at a time)"
+    )
+
+
+def busy_runs(outputs: list[Path]) -> str | None:
+    """The load message of the first of `outputs` (results directories of perflab runs, or directories
+    holding them: calibrate's) whose cells ran busy; None when none did."""
+    from perflab.store.results import Results
+
+    for out in outputs:
+        for db in [out / "results.db"] if (out / "results.db").is_file() else sorted(out.glob("*/results.db")):
+            with Results(db.parent) as results:
+                cells = results.cells()
+            busy = busy_cells(cells)
+            if busy:
+                return load_message(busy, len(cells), str(db.parent))
+    return None
+
+
+def other_cores(interval: float = 1.0) -> float:
+    """Cores the machine spent busy over `interval` seconds beyond this process's own (it sleeps):
+    other processes' load, as perflab's other_cpu_cores counts it (/proc/stat's busy ticks)."""
+    from perflab.run.observers.resources import machine_busy_s
+
+    start, own = machine_busy_s(), time.process_time()
+    time.sleep(interval)
+    return max(0.0, machine_busy_s() - start - (time.process_time() - own)) / interval
+
+
+def wait_for_quiet(
+    measure: Callable[[], float], limit: float, wait_s: float, clock: Callable[[], float] = time.monotonic
+) -> float | None:
+    """Measure the others' load (`measure`: cores, over its own interval) until it is at most `limit`
+    (None: quiet) or `wait_s` seconds have passed (the last load: still busy)."""
+    deadline = clock() + wait_s
+    while True:
+        load = measure()
+        if load <= limit:
+            return None
+        if clock() >= deadline:
+            return load
