@@ -17,7 +17,7 @@ from perflab.analyze import host_slope, host_speed, summary
 from perflab.store.results import Results
 from tests.conftest import perflab
 from tests.freezes import Freezes
-from tests.integration.helpers import pgbench_experiment, runs_tmpfs, write_experiment
+from tests.integration.helpers import pgbench_experiment, runs_tmpfs, used, write_experiment
 
 ROUNDS = 5
 
@@ -160,7 +160,7 @@ def test_postgresql_cells_store_it_too(tmp_path: Path):
     with Freezes() as freezes:  # the canary sleeps through a pause of this VM: its samples then are missing
         done = perflab("run", str(write_experiment(tmp_path / "pg.toml", body)), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = json.loads(perflab("export", str(out)).stdout)["cells"]
+    (cell,) = used(json.loads(perflab("export", str(out)).stdout)["cells"])
     speed = cell["host_speed"]
     # 3 s at one sample per 200 ms on each CPU, less the periods a pause of the VM in the cell covers
     missed = math.ceil(freezes.in_cell(cell) / (speed["period_ms"] / 1000))

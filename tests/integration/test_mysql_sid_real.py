@@ -12,7 +12,7 @@ import pytest
 
 from tests.archive import sid_version, upstream
 from tests.conftest import perflab
-from tests.integration.helpers import write_experiment
+from tests.integration.helpers import used, write_experiment
 
 EXPERIMENT = """
 [experiment]
@@ -54,7 +54,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]:
 
 
 def _cell(doc: dict, label: str) -> dict:
-    (cell,) = [c for c in doc["cells"] if c["variant"] == {"server": label}]
+    (cell,) = [c for c in used(doc["cells"]) if c["variant"] == {"server": label}]
     return cell
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.archive import major_minor, sid_version, upstream
 from tests.conftest import perflab
-from tests.integration.helpers import write_experiment
+from tests.integration.helpers import used, write_experiment
 
 COMMON = """
 [experiment]
@@ -79,7 +79,7 @@ def _run(tmp: Path, name: str, server: str, rest: str) -> dict:
 
 
 def _cell(doc: dict, **variant: str) -> dict:
-    (cell,) = [c for c in doc["cells"] if c["variant"] == variant]
+    (cell,) = [c for c in used(doc["cells"]) if c["variant"] == variant]
     assert cell["status"] == "ok", cell["error"]
     return cell
 
