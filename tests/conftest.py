@@ -72,9 +72,21 @@ def perflab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str
     (they start servers, take signals, exit on them), the reading verbs in this process."""
     if args and args[0] in IN_PROCESS and not os.environ.get("PERFLAB_TEST_SUBPROCESS"):
         return in_process(*args)
+    RUN_OUTPUTS.extend(_outputs(args))
     return subprocess.run(
         [sys.executable, "-m", "perflab", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
     )
+
+
+# the results directories of the runs this process started (`run -o DIR`, `run --resume DIR`,
+# `calibrate -o DIR`): a quiet test that fails reads their cells' load (tests/integration/conftest.py)
+RUN_OUTPUTS: list[Path] = []
+
+
+def _outputs(args: tuple[str, ...]) -> list[Path]:
+    if not args or args[0] not in ("run", "calibrate"):
+        return []
+    return [Path(args[i + 1]) for i, a in enumerate(args[:-1]) if a in ("-o", "--output", "--resume")]
 
 
 def in_process(*args: str) -> subprocess.CompletedProcess[str]:

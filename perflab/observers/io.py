@@ -241,7 +241,7 @@ def io_problems(wanted: bool) -> list[Problem]:
             "observe.io",
             "perf installed (the server's fsyncs: syscall tracepoints)",
             "missing",
-            "apt-get install linux-perf (or `make setup`)",
+            "apt-get install linux-perf (or `make setup`); or [observe] io = false (on by default on a disk)",
         )
     ]
 

@@ -120,17 +120,29 @@ class Scheduler:
         if self.exp.file.experiment.adaptive:
             self.run_adaptive(datasets, workdir, done)
             return
+        self.run_fixed(datasets, workdir, done)
+
+    def run_fixed(self, datasets: Datasets | None, workdir: Path, done: list[dict[str, Any]]) -> None:
+        """repeats = N: N rounds, each followed by its retries (`retries`), as adaptive rounds are,
+        so that an unsettled cell does not cost its round's pair: N rounds give N pairs. Cells
+        already in `done` (a resumed run) are not run again, nor are their rounds' retries."""
         have = {row["key"] for row in done}
-        cells = [cell for cell in self.exp.cells() if cell.key not in have]
-        done += self._run_some(cells, datasets, workdir, len(cells))
+        rounds = range(1, self.exp.file.experiment.planned_repeats + 1)
+        total = len(done) + sum(1 for c in self.exp.cells() if c.key not in have)
+        for repeat in rounds:
+            cells = self._round(repeat, None, have, done)
+            done += self._run_some(cells, datasets, workdir, total)
+            again = self.retries(repeat, done)
+            total += len(again)
+            done += self._run_some(again, datasets, workdir, total)
 
     def retries(self, repeat: int, done: list[dict[str, Any]]) -> list[Cell]:
         """The cells of round `repeat` to measure again, numbered after the last stored one: each
-        that did not settle or failed where its variant has run (needs_retry), once (a retry is
-        not retried); in the interleaved design
-        the whole group it ran in, whose cells pair only with each other. Only runs whose rounds
-        are decided as they go call this: `repeats = N` measures each cell N times. A retry has the
-        round of the cell it replaces (`retry_of`), and the analysis uses it in that cell's place."""
+        that did not settle or failed where its variant has run (needs_retry), once: a retry is
+        not retried, so a cell that never settles costs one more cell, not a loop (the retry stays
+        stored unsettled, and the analysis counts it so). In the interleaved design the whole group
+        it ran in, whose cells pair only with each other. A retry has the round of the cell it
+        replaces (`retry_of`), and the analysis uses it in that cell's place."""
         rows = [r for r in done if r["repeat"] == repeat]
         retried = {r.get("retry_of") for r in rows} - {None}
         first = [r for r in rows if r.get("retry_of") is None and r["id"] not in retried]

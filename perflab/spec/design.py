@@ -132,7 +132,9 @@ def sequential_reason(spec: ExperimentFile) -> str | None:
     if e.drop_caches:
         return "sequential: drop_caches = true drops the page cache before each cell, one at a time"
     if spec.observe.io:
-        return "sequential: [observe] io counts the disk's reads and writes, which a round's servers would share"
+        why = "sequential: [observe] io counts the disk's reads and writes, which a round's servers would share"
+        # on by default on a disk (ExperimentFile.with_io_default): say how to interleave anyway
+        return why + ('; io = false or design = "interleaved" to interleave' if e.on_disk else "")
     if spec.observe.host_speed:
         return "sequential: [observe] host_speed = true asks for the canary, which the sequential design needs"
     return None

@@ -298,6 +298,15 @@ class ExperimentFile(_Strict):
     variants: Axes = {}
     observe: ObserveSection = ObserveSection()
 
+    def with_io_default(self) -> ExperimentFile:
+        """The file with `[observe] io` decided where it does not say: on with storage on a disk,
+        where a write verdict's Why is its fsyncs and redo/WAL bytes per transaction, unless
+        design = "interleaved" (a round's servers would share the disk); off on tmpfs."""
+        if self.observe.io is not None:
+            return self
+        on = self.experiment.on_disk and self.experiment.design != "interleaved"
+        return self.model_copy(update={"observe": self.observe.model_copy(update={"io": on})})
+
     @field_validator("variants")
     @classmethod
     def _known_builds(cls, value: dict[str, dict[str, Variant]], info: ValidationInfo) -> dict[str, dict[str, Variant]]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import RUN_OUTPUTS
 from tests.integration import helpers
 from tests.integration.helpers import tmpfs_mounts
 from tests.integration.sshhosts import SshLab, ssh_hosts
@@ -55,6 +57,53 @@ def paced_clients(request: pytest.FixtureRequest) -> Iterator[None]:
     helpers.pacing = request.node.get_closest_marker("quiet") is None
     yield
     helpers.pacing = False
+
+
+QUIET_WAIT_S = 300.0  # how long the quiet modules wait, all told, for the others' load to fall to BUSY_CORES
+_waited = [0.0]  # seconds they have waited so far: a machine busy for good fails each later one at once
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quiet_machine(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A quiet module (its assertions on measured effects) starts on a quiet machine: it waits for the
+    other processes' load to fall to the report's BUSY_CORES, and fails naming the load when it does
+    not within what is left of QUIET_WAIT_S, before any run. Its runs are noted (tests/conftest.RUN_OUTPUTS) for
+    pytest_runtest_makereport, which names their cells' load when a test of it fails."""
+    if request.node.get_closest_marker("quiet") is None:
+        yield
+        return
+    from perflab.report.findings import BUSY_CORES
+
+    started = time.monotonic()
+    load = helpers.wait_for_quiet(helpers.other_cores, BUSY_CORES, max(0.0, QUIET_WAIT_S - _waited[0]))
+    _waited[0] += time.monotonic() - started
+    if load is not None:
+        pytest.fail(
+            f"the machine is busy: other processes used {load:.2f} cores (other_cpu_cores' measure; quiet is "
+            f"{BUSY_CORES}) after {_waited[0]:.0f} s of waiting; a quiet module measures effects and would fail "
+            "as wrong verdicts: run it on an idle machine",
+            pytrace=False,
+        )
+    request.node.stash[_RUNS_FROM] = len(RUN_OUTPUTS)
+    yield
+
+
+_RUNS_FROM = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """A quiet test that fails after runs perflab found busy fails naming that load first: its
+    failure is the load's, not a wrong verdict (helpers.busy_runs)."""
+    report: pytest.TestReport = yield
+    module = item.getparent(pytest.Module)
+    if not report.failed or item.get_closest_marker("quiet") is None or module is None:
+        return report
+    start = module.stash.get(_RUNS_FROM, None)
+    said = helpers.busy_runs(RUN_OUTPUTS[start:]) if start is not None else None
+    if said is not None:
+        report.longrepr = f"{said}\n\n{report.longrepr}"
+    return report
 
 
 @pytest.fixture

@@ -174,7 +174,7 @@ def assert_interleaved_by_default(doc: dict[str, Any], output: str, rounds: int 
     """A file without `design` ran interleaved, said so, and each round's two cells ran as one group."""
     assert doc["run"]["design"] == "interleaved" and "the default" in doc["run"]["design_reason"], doc["run"]
     assert "design: interleaved" in output
-    cells = doc["cells"]
+    cells = used(doc["cells"])  # an unsettled seat is measured again with its group: the retries' group
     assert [c["status"] for c in cells] == ["ok"] * (2 * rounds), [c.get("error") for c in cells]
     for repeat in range(1, rounds + 1):
         pair = [c for c in cells if c["repeat"] == repeat]
@@ -183,12 +183,85 @@ def assert_interleaved_by_default(doc: dict[str, Any], output: str, rounds: int 
 
 def counted_share(alloc: dict, transactions: float) -> float:
     """[observe] alloc's transactions, checked against the window's: its counts' share of them
-    (`window_share`: on a server host they open a round trip after the window began), most of the
-    window, the transactions that share of the summary's. Its transactions (0: false)."""
+    (`window_share`: on a server host they open a round trip after the window began, and with pgbench,
+    which runs on past the window's end, they close a round trip or two after it: more than 1), most of
+    the window, the transactions that share of the summary's. Its transactions (0: false)."""
     share = alloc["window_share"]
-    assert 0.5 < share <= 1.0 and abs(alloc["transactions"] - transactions * share) <= max(0.1, 1e-3 * transactions), (
+    assert 0.5 < share <= 1.5 and abs(alloc["transactions"] - transactions * share) <= max(0.1, 1e-3 * transactions), (
         alloc["transactions"],
         transactions,
         share,
     )
     return alloc["transactions"]
+
+
+# Quiet modules measure effects: beside other processes' CPU their verdicts are wrong for a reason
+# that is not perflab's (test_analysis failed 4 tests so, beside 1.2 cores of others). Before a quiet
+# module the machine is waited for until quiet (tests/integration/conftest.py, QUIET_WAIT_S); a quiet
+# test that fails after runs whose cells perflab found busy (their `other_cpu_cores`) fails naming
+# that load first. The limit is the report's own "busy" finding's (report/findings.BUSY_CORES).
+def busy_cells(cells: list[dict[str, Any]]) -> list[tuple[float, dict[str, Any]]]:
+    """(other_cpu_cores, cell) of each ok cell that ran beside more than BUSY_CORES of other processes' CPU."""
+    from perflab.report.findings import BUSY_CORES
+
+    found = [((c.get("resources") or {}).get("other_cpu_cores") or 0.0, c) for c in cells if c.get("status") == "ok"]
+    return sorted(((cores, c) for cores, c in found if cores > BUSY_CORES), key=lambda x: -x[0])
+
+
+def load_message(busy: list[tuple[float, dict[str, Any]]], cells: int, where: str) -> str:
+    """The failure of a quiet test whose runs were busy, naming the load (None-free: busy is not empty)."""
+    from perflab.report.findings import BUSY_CORES
+
+    worst = ", ".join(f"cell {c['id']} {c['key']} {cores:.2f}" for cores, c in busy[:5])
+    return (
+        f"the machine was busy: {len(busy)} of {cells} cells of {where} ran beside more than {BUSY_CORES} cores "
+        f"of other processes (other_cpu_cores; worst: {worst}). A quiet test measures effects: this failure "
+        "is the load's, not a wrong verdict of perflab's. Run the quiet modules on an idle machine "
+        "(make test runs them one at a time)"
+    )
+
+
+def busy_runs(outputs: list[Path]) -> str | None:
+    """The load message of the first of `outputs` (results directories of perflab runs, or directories
+    holding them: calibrate's) whose cells ran busy; None when none did."""
+    from perflab.store.results import Results
+
+    for out in outputs:
+        for db in [out / "results.db"] if (out / "results.db").is_file() else sorted(out.glob("*/results.db")):
+            with Results(db.parent) as results:
+                cells = results.cells()
+            busy = busy_cells(cells)
+            if busy:
+                return load_message(busy, len(cells), str(db.parent))
+    return None
+
+
+def other_cores(interval: float = 1.0) -> float:
+    """Cores the machine spent busy over `interval` seconds beyond this process's own (it sleeps):
+    other processes' load, as perflab's other_cpu_cores counts it (/proc/stat's busy ticks)."""
+    from perflab.observers.resources import machine_busy_s
+
+    start, own = machine_busy_s(), time.process_time()
+    time.sleep(interval)
+    return max(0.0, machine_busy_s() - start - (time.process_time() - own)) / interval
+
+
+def wait_for_quiet(
+    measure: Callable[[], float], limit: float, wait_s: float, clock: Callable[[], float] = time.monotonic
+) -> float | None:
+    """Measure the others' load (`measure`: cores, over its own interval) until it is at most `limit`
+    (None: quiet) or `wait_s` seconds have passed (the last load: still busy)."""
+    deadline = clock() + wait_s
+    while True:
+        load = measure()
+        if load <= limit:
+            return None
+        if clock() >= deadline:
+            return load
+
+
+def used(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cells the analysis uses: each one not measured again, and the retry that replaced one that was
+    (an unsettled cell, or a failed one whose variant ran well, is measured again in its round: `retry_of`)."""
+    replaced = {c.get("retry_of") for c in cells} - {None}
+    return [c for c in cells if c["id"] not in replaced]

@@ -23,7 +23,7 @@ from perflab.observers.alloc import AllocTracerError, claim, read
 from perflab.observers.alloc.tracer import AllocTracer
 from perflab.spec import AllocObserve
 from tests.conftest import ROOT, perflab
-from tests.integration.helpers import perflab_children, write_experiment
+from tests.integration.helpers import perflab_children, used, write_experiment
 
 WAITER = Path(__file__).resolve().parent.parent / "data" / "alloc" / "waiter.c"
 CALLS = 100  # mallocs of 1000 bytes (size class 10: 512..1023) per byte sent to the waiter
@@ -172,7 +172,7 @@ def test_a_launcher_that_drops_ld_preload_fails_the_cell(tmp_path: Path) -> None
         check=False,
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    (cell,) = export(tmp_path / "out")["cells"]
+    (cell,) = used(export(tmp_path / "out")["cells"])
     assert cell["status"] == "failed" and cell["alloc"] is None
     assert cell["error"].startswith("[observe] alloc: the allocation counter (perflab_alloc-"), cell["error"]
     assert "is not loaded into the server" in cell["error"] and "dropped LD_PRELOAD" in cell["error"]

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from perflab.units import size_class_label
-from tests.integration.helpers import counted_share, write_experiment
+from tests.integration.helpers import counted_share, used, write_experiment
 from tests.integration.sshhosts import SshLab, namespace_commands, perflab_via
 
 EXPERIMENT = """
@@ -70,7 +70,7 @@ def test_alloc_counts_a_server_on_its_host(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    (cell,) = exported["cells"]
+    (cell,) = used(exported["cells"])
     assert cell["status"] == "ok", cell.get("error")
     assert cell["build"]["host"]["name"] == "db" and "libc.so" in cell["allocator_library"]  # the counter forwards
     alloc = cell["alloc"]
@@ -149,7 +149,7 @@ def test_alloc_io_and_the_canary_of_a_server_here_with_its_client_on_a_host(
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    (cell,) = exported["cells"]
+    (cell,) = used(exported["cells"])
     assert cell["status"] == "ok" and cell["client"]["host"] == "load" and "host" not in cell["build"], cell.get(
         "error"
     )
@@ -213,7 +213,7 @@ def test_alloc_counts_a_postgresql_server_on_its_host_over_every_backend(
     done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    (cell,) = exported["cells"]
+    (cell,) = used(exported["cells"])
     assert cell["status"] == "ok" and cell["build"]["host"]["name"] == "db", cell.get("error")
     alloc = cell["alloc"]
     assert counted_share(alloc, cell["summary"]["transactions"]) > 100 and "missing" not in alloc, alloc

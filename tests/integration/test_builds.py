@@ -24,10 +24,27 @@ from perflab.builds import source as S
 from perflab.builds.fetch import fetch
 from perflab.spec import parse
 from perflab.spec.builds import BuildSpec
+from tests.archive import installed_version, mariadb_says, other_version, upstream
 from tests.conftest import perflab
 from tests.integration.helpers import write_experiment
 
-OLD = "mariadb-server-core=1:10.11.18-0+deb12u1"  # bookworm, beside the installed bookworm-security one
+
+
+def old_package() -> str:
+    """Another version of the installed server that apt serves now (bookworm's, beside the installed
+    bookworm-security one), as a `package` build names it."""
+    return f"mariadb-server-core={other_version('mariadb-server-core')}"
+
+
+def old_says() -> str:
+    """What that version's mariadbd calls itself: "10.11.18-MariaDB-0+deb12u1"."""
+    return mariadb_says(other_version("mariadb-server-core"))
+
+
+def installed_says() -> str:
+    return upstream(installed_version("mariadb-server-core")) + "-MariaDB"  # "10.11.19-MariaDB"
+
+
 MAIN_C = r"""
 #include <stdio.h>
 #include <string.h>
@@ -221,13 +238,13 @@ def test_a_cache_that_is_not_writable_is_an_environment_problem(tmp_path: Path):
 
 
 def test_another_package_version_is_unpacked_once_and_described(cache: Path):
-    build = P.unpack("old", OLD, cache)
+    build = P.unpack("old", old_package(), cache)
     assert build.kind == "package" and build.binary.name == "mariadbd"
-    assert build.version.startswith("10.11.18-MariaDB") and build.format == "mariadb-10.11"
+    assert build.version.startswith(old_says()) and build.format == "mariadb-10.11"
     assert (build.share / "english" / "errmsg.sys").is_file()
     installed = R.installed()
     assert installed.sha256 != build.sha256 and installed.format == build.format
-    assert P.cached("again", OLD, cache).sha256 == build.sha256
+    assert P.cached("again", old_package(), cache).sha256 == build.sha256
     basedir = R.from_basedir("tree", build.binary.parent.parent)  # root/usr: sbin/mariadbd, share/mysql
     assert basedir.sha256 == build.sha256 and basedir.share == build.share
 
@@ -299,12 +316,12 @@ broken  = {{ build = "broken" }}
 def test_each_variant_runs_its_own_binary_and_a_failed_build_fails_only_its_cells(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    """The binary-per-variant path end to end: the installed 10.11.19 and the unpacked 10.11.18
+    """The binary-per-variant path end to end: the installed server and another version apt serves, unpacked,
     share one dataset and each cell records (and ran) its own binary; a build that does not
     compile fails only its variant's cell, with its step and log."""
     monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
     broken = fixture_tree(tmp_path / "broken", MAIN_C.replace("return 0;\n}", "return undefined_thing;\n}"))
-    spec_file = write_experiment(tmp_path / "b.toml", UPGRADE.format(old=OLD, broken=broken))
+    spec_file = write_experiment(tmp_path / "b.toml", UPGRADE.format(old=old_package(), broken=broken))
     checked = perflab("run", str(spec_file), "--check", "--format", "json")
     assert checked.returncode == 0, checked.stderr
     assert json.loads(checked.stdout)["builds"]["old"] == "to download and unpack (seconds)"
@@ -317,12 +334,12 @@ def test_each_variant_runs_its_own_binary_and_a_failed_build_fails_only_its_cell
     assert cells["current"]["status"] == "ok" and cells["old"]["status"] == "ok"
     current, old = cells["current"]["build"], cells["old"]["build"]
     assert current["name"] is None and current["kind"] == "installed" and current["binary"] == "/usr/sbin/mariadbd"
-    assert old["name"] == "old" and old["version"].startswith("10.11.18-MariaDB") and old["sha256"] != current["sha256"]
+    assert old["name"] == "old" and old["version"].startswith(old_says()) and old["sha256"] != current["sha256"]
     # the server that ran says which version it was, in its own log
     logs = sorted((out / "logs").glob("cell-*/error.log"))
     versions = {log.parent.name: log.read_text() for log in logs}
-    assert any("10.11.18-MariaDB" in text for text in versions.values())
-    assert any("10.11.19-MariaDB" in text for text in versions.values())
+    assert any(old_says() in text for text in versions.values())
+    assert any(installed_says() in text for text in versions.values())
     failed = cells["broken"]
     assert failed["status"] == "failed" and failed["build"] is None
     assert "build 'broken' failed at build" in failed["error"] and "undefined_thing" in failed["error"]
@@ -330,20 +347,20 @@ def test_each_variant_runs_its_own_binary_and_a_failed_build_fails_only_its_cell
     again = perflab("run", str(spec_file), "--check")  # the package is cached now
     assert "build old: cached" in again.stdout
     report = perflab("report", str(out)).stdout
-    assert "build old: 10.11.18-MariaDB-0+deb12u1, package, sha256 " + old["sha256"][:12] in report
-    assert "build installed: 10.11.19-MariaDB" in report and "build broken: failed: build 'broken'" in report
+    assert f"build old: {old_says()}, package, sha256 " + old["sha256"][:12] in report
+    assert f"build installed: {installed_says()}" in report and "build broken: failed: build 'broken'" in report
     markdown = perflab("report", str(out), "--format", "markdown", "-o", str(tmp_path / "r.md"))
     assert markdown.returncode == 0, markdown.stderr
-    assert "| old | 10.11.18-MariaDB-0+deb12u1, package" in (tmp_path / "r.md").read_text()
+    assert f"| old | {old_says()}, package" in (tmp_path / "r.md").read_text()
     assert perflab("report", str(out), "--html", "-o", str(tmp_path / "r.html")).returncode == 0
-    assert "<dt>build old</dt><dd>10.11.18-MariaDB-0+deb12u1, package" in (tmp_path / "r.html").read_text()
+    assert f"<dt>build old</dt><dd>{old_says()}, package" in (tmp_path / "r.html").read_text()
 
 
 def test_an_unwritable_cache_stops_the_run_before_anything_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     monkeypatch.setenv("PERFLAB_CACHE", str(blocked / "cache"))
-    text = UPGRADE.format(old=OLD, broken=fixture_tree(tmp_path / "src"))
+    text = UPGRADE.format(old=old_package(), broken=fixture_tree(tmp_path / "src"))
     checked = perflab("run", str(write_experiment(tmp_path / "b.toml", text)), "--check")
     assert checked.returncode == 3, checked.stdout + checked.stderr
     assert "build cache" in checked.stderr and "PERFLAB_CACHE" in checked.stderr
@@ -352,13 +369,14 @@ def test_an_unwritable_cache_stops_the_run_before_anything_starts(tmp_path: Path
 
 def test_perflab_build_makes_the_builds_and_says_what_it_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
-    text = UPGRADE.format(old=OLD, broken=fixture_tree(tmp_path / "src"))  # "broken" names a fixture that compiles
+    # "broken" names a fixture that compiles
+    text = UPGRADE.format(old=old_package(), broken=fixture_tree(tmp_path / "src"))
     spec_file = write_experiment(tmp_path / "b.toml", text)
     made = perflab("build", str(spec_file), "--format", "json")
     assert made.returncode == 0, made.stderr
     builds = json.loads(made.stdout)["builds"]
     assert set(builds) == {"old", "broken"}
-    assert builds["old"]["version"].startswith("10.11.18-MariaDB") and builds["broken"]["kind"] == "source"
+    assert builds["old"]["version"].startswith(old_says()) and builds["broken"]["kind"] == "source"
     assert builds["broken"]["version"].startswith("10.11.99-MariaDB-fixture")
     # a [builds] entry no variant names is not made
     unnamed = text.replace('broken  = { build = "broken" }\n', "")

@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import perflab
 from tests.data.calibrated.build import ENV, build
-from tests.integration.helpers import write_experiment
+from tests.integration.helpers import used, write_experiment
 
 # alone (make test runs the quiet modules first, one at a time): a QPS ratio between two cells run one after the other
 pytestmark = pytest.mark.quiet
@@ -102,7 +102,7 @@ def calibrated_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def test_the_shim_runs_in_a_real_server_and_costs_its_nominal_cpu(calibrated_run: dict) -> None:
-    cells = calibrated_run["cells"]
+    cells = used(calibrated_run["cells"])  # an unsettled cell is measured again in its round: its retry
     assert [c["status"] for c in cells] == ["ok"] * 4
     slow = [c for c in cells if c["variant"]["effect"] == "slow"]
     none = [c for c in cells if c["variant"]["effect"] == "none"]

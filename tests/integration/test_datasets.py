@@ -1,10 +1,11 @@
 """A dataset per on-disk format, end to end, with a real MariaDB that claims another version.
 
 The seam, and what it proves: no MariaDB of another major version can be had here without
-building one (CI must not build a server). So the build is the unpacked 10.11.18 package seen
+building one (CI must not build a server). So the build is an unpacked package of another 10.11
+(bookworm's, beside the installed bookworm-security one: tests/archive.py reads which) seen
 through a basedir whose `sbin/mariadbd` is a two-line wrapper: for --version it says
 "11.4.99-MariaDB-relabelled" (so perflab takes it for another format, mariadb-11.4), for
-anything else it execs the real 10.11.18 mariadbd. Everything else is real: the build's own
+anything else it execs the real mariadbd of that package. Everything else is real: the build's own
 mariadb-install-db (the package's, found beside the binary) initialises the datadir with the
 build's binary and SQL scripts, that server serves sysbench prepare and shuts down cleanly,
 the snapshot is kept as RESULTS/dataset-mariadb-11.4/ beside the installed server's, its
@@ -29,12 +30,19 @@ import pytest
 from perflab.builds import package as P
 from tests.conftest import ROOT, perflab
 from tests.integration.helpers import write_experiment
-from tests.integration.test_builds import OLD
+from tests.integration.test_builds import installed_says, old_package, old_says
 from tests.integration.test_resume import meta, stored_keys
+
+
+
+def old_short() -> str:
+    """The unpacked package's server version without Debian's revision: "10.11.18-MariaDB"."""
+    return old_says().split("-MariaDB")[0] + "-MariaDB"
+
 
 WRAPPER = """\
 #!/bin/sh
-# perflab test seam: a real MariaDB 10.11.18 that says it is 11.4.99 (another on-disk format)
+# perflab test seam: a real MariaDB 10.11 that says it is 11.4.99 (another on-disk format)
 if [ "$1" = "--version" ]; then
     echo "$0  Ver 11.4.99-MariaDB-relabelled for debian-linux-gnu on x86_64 (perflab test)"
     exit 0
@@ -76,7 +84,7 @@ def stored(out: Path) -> int:
 
 def relabelled_basedir(tmp_path: Path, cache: Path) -> Path:
     """BASE/sbin/mariadbd (the wrapper), BASE/bin/mariadb-install-db and BASE/share -> the package's."""
-    package = P.unpack("old", OLD, cache)
+    package = P.unpack("old", old_package(), cache)
     usr = package.binary.parent.parent  # packages/.../root/usr
     base = tmp_path / "relabelled"
     (base / "sbin").mkdir(parents=True)
@@ -113,12 +121,12 @@ def test_a_build_of_another_format_runs_on_its_own_dataset_and_resume_keeps_both
     _, stderr = proc.communicate()
     assert f"dataset for {FORMAT} (by 11.4.99-MariaDB-relabelled" in stderr
     # each kept for --resume, each made by its own server and install script
-    assert (out / "dataset" / "mysql_upgrade_info").read_text() == "10.11.19-MariaDB"
-    assert (out / f"dataset-{FORMAT}" / "mysql_upgrade_info").read_text() == "10.11.18-MariaDB"
+    assert (out / "dataset" / "mysql_upgrade_info").read_text() == installed_says()
+    assert (out / f"dataset-{FORMAT}" / "mysql_upgrade_info").read_text() == old_short()
     init = (out / "logs" / f"prepare-{FORMAT}-init.txt").read_text()
     assert init.startswith(f"$ {base}/bin/mariadb-install-db --no-defaults --datadir=")
     assert f"--lc-messages-dir={base}/share/mysql" in init.splitlines()[0]
-    assert "Starting MariaDB 10.11.18-MariaDB" in (out / "logs" / f"prepare-{FORMAT}-error.log").read_text()
+    assert f"Starting MariaDB {old_short()}" in (out / "logs" / f"prepare-{FORMAT}-error.log").read_text()
     datasets = meta(out, "datasets")
     assert datasets[FORMAT]["dir"] == f"dataset-{FORMAT}" and datasets[FORMAT]["builds"] == ["relabelled"]
     assert datasets[FORMAT]["init"] == f"{base}/bin/mariadb-install-db (the build's own)"
@@ -132,9 +140,9 @@ def test_a_build_of_another_format_runs_on_its_own_dataset_and_resume_keeps_both
     doc = json.loads(perflab("export", str(out)).stdout)
     assert [c["status"] for c in doc["cells"]] == ["ok"] * 4
     for cell in doc["cells"]:  # each cell's server, in its own log: the version it really is
-        real = "10.11.18" if cell["variant"]["server"] == "relabelled" else "10.11.19"
+        real = old_short() if cell["variant"]["server"] == "relabelled" else installed_says()
         log = (out / "logs" / f"cell-{cell['id']:04d}" / "error.log").read_text()
-        assert f"Starting MariaDB {real}-MariaDB" in log, cell["key"]
+        assert f"Starting MariaDB {real}" in log, cell["key"]
     said = (
         f"dataset: server=relabelled ran on its own dataset ({FORMAT}), prepared by 11.4.99-MariaDB-relabelled "
         "with mariadb-install-db (the build's own); the others on the mariadb-10.11 dataset: the same tables"

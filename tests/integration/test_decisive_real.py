@@ -22,7 +22,8 @@ from tests.conftest import ROOT, perflab
 from tests.integration.helpers import write_experiment
 
 RAMP = ROOT / "tests" / "data" / "workloads" / "ramp.lua"
-BUDGET_S = 50
+# holds 7 rounds (about 14 s each here), more than the 1:3 effect needs: its stop is on the verdict
+BUDGET_S = 100
 
 EXPERIMENT = f"""
 [experiment]
@@ -73,7 +74,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict, float]:
 def test_the_check_says_what_the_defaults_chose(run):
     check, _, _ = run
     assert "interleaved" in check and "verdict" in check
-    assert "50s" in check or "0:50" in check or "50 s" in check, check
+    assert "1m40s" in check, check
 
 
 def test_no_design_named_runs_interleaved_and_says_why(run):
@@ -92,10 +93,10 @@ def test_without_repeats_it_rounds_until_a_verdict_within_the_budget(run):
     # `slow` runs a third of `base`'s transactions a second, in every round
     (qps,) = [c for c in doc["comparisons"] if c["variant"] == {"load": "slow"} and c["metric"] == "qps"]
     assert qps["verdict"] == "slower" and qps["ratio"] < 0.5, qps
-    # a verdict at the first look (round 3) is also the last round the 50 s hold: either reason
-    assert adaptive["stop_reason"] in ("every comparison has a verdict", "the 3 rounds the budget (50s) holds are done")
-    assert len(rounds) == adaptive["rounds"] == 3
-    # rounds of 2 cells of 1 + 3 s and one group measured again, well inside the budget's 50 s
+    # the budget holds more rounds than the verdict needs: the run stopped on the verdict, early
+    assert adaptive["stop_reason"] == "every comparison has a verdict", adaptive
+    assert adaptive["max_repeats"] >= 6 and 3 <= len(rounds) == adaptive["rounds"] < adaptive["max_repeats"]
+    # rounds of 2 cells of 1 + 3 s and one group measured again, well inside the budget's 100 s
     # plus the dataset's preparation
     assert took < BUDGET_S + 60, took
 

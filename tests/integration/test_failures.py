@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, perflab
-from tests.integration.helpers import perflab_children, write_experiment
+from tests.integration.helpers import perflab_children, used, write_experiment
 
 TINY = """
 [experiment]
@@ -89,7 +89,7 @@ fake = {{ preload = "{fake}" }}
     )
     done = perflab("run", str(spec), "-o", str(tmp_path / "out"))
     assert done.returncode == 1
-    (cell,) = export(tmp_path / "out")["cells"]
+    (cell,) = used(export(tmp_path / "out")["cells"])
     assert cell["status"] == "failed"
     assert "is not mapped into mariadbd" in cell["error"] and "libfake-malloc.so" in cell["error"]
 
@@ -100,7 +100,7 @@ def test_pinning_is_applied_and_recorded(tmp_path: Path):
     spec = tiny(tmp_path, "pinned", pin="true")
     done = perflab("run", str(spec), "-o", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
-    (cell,) = export(tmp_path / "out")["cells"]
+    (cell,) = used(export(tmp_path / "out")["cells"])
     cpus = sorted(os.sched_getaffinity(0))
     assert cell["pinning"]["server_cpus"] == cpus[:1]
     assert cell["pinning"]["client_cpus"] == cpus[1:]
@@ -293,7 +293,7 @@ def test_preload_that_stops_the_server_at_start_says_why(tmp_path: Path):
     spec = tiny(tmp_path, "needsgone", f'[variants.allocator]\nx = {{ preload = "{lib}" }}\n')
     done = perflab("run", str(spec), "-o", str(tmp_path / "out"))
     assert done.returncode == 1
-    (cell,) = export(tmp_path / "out")["cells"]
+    (cell,) = used(export(tmp_path / "out")["cells"])
     # ld.so's own words, from the server's console, not "(no error log written)"
     assert cell["error"].startswith("mariadbd exited with code 127 during start-up")
     assert "libgone.so: cannot open shared object file" in cell["error"]
@@ -326,7 +326,7 @@ def test_a_frozen_server_is_reported_as_a_stall(tmp_path: Path):
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stdout + stderr
     assert 2.5 < stopped < 5 and resumed - stopped >= frozen  # the freeze fell inside the window
-    (cell,) = export(out)["cells"]
+    (cell,) = used(export(out)["cells"])
     assert cell["status"] == "ok"
     # sysbench's second t covers (t-1, t]: the fully frozen seconds had no transaction at all
     dead = [iv["t"] for iv in cell["intervals"] if iv["tps"] == 0]

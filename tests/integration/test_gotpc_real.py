@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from scipy.stats import binomtest
 
+from tests.archive import major_minor, sid_version, upstream
 from tests.conftest import ROOT, perflab
-from tests.integration.helpers import perflab_children, processes, write_experiment
+from tests.integration.helpers import perflab_children, processes, used, write_experiment
 
 WARMUP, DURATION = 2, 4
 
@@ -53,7 +54,10 @@ def tpcc_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]
 def test_every_cell_ran_sequentially_on_the_prepared_warehouse(tpcc_run):
     out, doc, printed = tpcc_run
     cells = doc["cells"]
-    assert len(cells) == 4 and all(c["status"] == "ok" for c in cells), [c.get("error") for c in cells]
+    # a cell that did not settle is measured again within its round (retry_of): 4 first measurements
+    assert len([c for c in cells if c["retry_of"] is None]) == 4 and all(c["status"] == "ok" for c in cells), [
+        c.get("error") for c in cells
+    ]
     assert doc["run"]["design_reason"].startswith("sequential: go-tpc")
     assert doc["run"]["throughput"]["metric"] == "NOPM"
     assert "NOPM mean" in printed and "go-tpc v1.0.7" in printed
@@ -162,12 +166,13 @@ def test_go_tpc_drives_mysql_97_from_sid(tmp_path: Path):
     done = perflab("run", str(spec), "-o", str(out), timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(perflab("export", str(out)).stdout)
-    (cell,) = doc["cells"]
-    assert cell["status"] == "ok" and cell["build"]["version"].startswith("9.7."), cell.get("error")
+    (cell,) = used(doc["cells"])
+    sid = sid_version("mysql-server-core")  # what sid serves now: 9.7.4-2 on 2026-11-28
+    assert cell["status"] == "ok" and cell["build"]["version"].startswith(upstream(sid)), cell.get("error")
     (dataset,) = doc["datasets"].values()
     assert dataset["init"] == "mysqld --initialize-insecure" and dataset["builds"] == ["mysql97"], dataset
     assert doc["experiment"]["server"] == "mysql" and dataset["own"] is True
-    prepared = (out / "logs" / "prepare-mysql-9.7.txt").read_text()  # a kind's own dataset: its own log
+    prepared = (out / "logs" / f"prepare-mysql-{major_minor(sid)}.txt").read_text()  # a kind's own dataset: its own log
     assert "creating table warehouse" in prepared and "creating table order_line" in prepared
     steady = [iv for iv in cell["intervals"] if not iv["warmup"]]
     assert DURATION - 1 <= len(steady) <= DURATION and all(iv["qps"] >= 0 for iv in steady)

@@ -16,7 +16,7 @@ from typing import Self
 
 import pytest
 
-from tests.integration.helpers import write_experiment
+from tests.integration.helpers import used, write_experiment
 from tests.integration.sshhosts import SshLab, namespace_commands, perflab_via
 
 EXPERIMENT = """
@@ -76,7 +76,7 @@ def test_the_canary_and_the_io_observer_run_on_the_server_host(ssh_lab: SshLab, 
         done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    (cell,) = exported["cells"]
+    (cell,) = used(exported["cells"])
     assert cell["status"] == "ok" and cell["build"]["host"]["name"] == "db", cell.get("error")
     # the canary (perflab-canary-HASH, comm cut at 15 bytes) and perf ran in the host's namespace
     assert any(name.startswith("perflab-canary") for name in watch.seen), watch.seen
@@ -109,7 +109,7 @@ def test_the_canary_and_io_on_the_server_host_with_sysbench_on_a_client_host(
     with Watch(ssh_lab, "db") as watch:
         done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    (cell,) = used(json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"])
     assert cell["status"] == "ok" and cell["client"]["host"] == "db", cell.get("error")
     assert any(name.startswith("perflab-canary") for name in watch.seen), watch.seen  # there, not here
     speed, io = cell["host_speed"], cell["resources"]["io"]
@@ -175,7 +175,7 @@ def test_the_canary_and_io_where_postgresql_runs_with_pgbench(
     with Watch(ssh_lab, "db") as on_db, Watch(ssh_lab, "load") as on_load:
         done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    (cell,) = used(json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"])
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 100, cell.get("error")
     canaries = {name for name, w in (("db", on_db), ("load", on_load)) if any(
         n.startswith("perflab-canary") for n in w.seen)}  # fmt: skip

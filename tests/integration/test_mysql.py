@@ -19,7 +19,7 @@ import pytest
 
 from perflab.builds import resolve as R
 from tests.conftest import perflab
-from tests.integration.helpers import write_experiment
+from tests.integration.helpers import used, write_experiment
 
 MYSQL = "8.0.36 for Linux on x86_64 (MySQL Community Server - GPL)"
 PERCONA = "8.0.36-28 for Linux on x86_64 (Percona Server (GPL), Release 28, Revision 47601f19)"
@@ -201,6 +201,6 @@ def test_server_mysql_runs_builds_only_each_format_on_its_own_dataset(tmp_path: 
     assert start["option_file"].splitlines()[1] == "[mysqld]"
     doc = json.loads(perflab("export", str(out), "--format", "json").stdout)
     assert set(doc["datasets"]) == {"mysql-8.0"} and doc["datasets"]["mysql-8.0"]["own"] is True
-    (cell,) = doc["cells"]
+    (cell,) = used(doc["cells"])
     assert cell["status"] == "failed" and "not a MySQL server" in cell["error"]
     assert doc["experiment"]["server"] == "mysql"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.archive import bookworm_version
 from tests.conftest import perflab
 from tests.integration.helpers import pgbench_experiment, processes, runs_tmpfs, write_experiment
 
@@ -99,7 +100,9 @@ def test_bad_builds_on_postgresql_exit_2_before_anything_starts(tmp_path: Path):
     for body, key in [
         (EXPERIMENT.format(basedir=empty), "builds.copy.basedir"),
         (
-            EXPERIMENT.format(basedir="X").replace('basedir = "X"', 'source = "debian=1:10.11.18-0+deb12u1"'),
+            EXPERIMENT.format(basedir="X").replace(
+                'basedir = "X"', f'source = "debian={bookworm_version("mariadb", kind="Sources")}"'
+            ),
             "builds.copy.source",
         ),
     ]:

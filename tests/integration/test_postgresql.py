@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import ROOT, perflab
 from tests.freezes import Freezes
-from tests.integration.helpers import counted_share, processes, runs_tmpfs, write_experiment
+from tests.integration.helpers import counted_share, processes, runs_tmpfs, used, write_experiment
 
 PGBENCH = """
 [experiment]
@@ -258,7 +258,7 @@ design = "sequential"  # what this test checks runs one server at a time
     )
     done = perflab("run", str(spec), "-o", str(tmp_path / "out"))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = export(tmp_path / "out")["cells"]
+    (cell,) = used(export(tmp_path / "out")["cells"])
     assert cell["status"] == "ok" and cell["summary"]["qps"] > 100
     assert cell["sysbench_options"]["db_driver"] == "pgsql"
     assert cell["resources"]["pss_end_bytes"] > 0 and cell["preload_verified_backends"] >= 2
@@ -416,7 +416,7 @@ def test_alloc_counts_in_every_backend(tmp_path: Path):
     spec, out = experiment(tmp_path, "pg-alloc", duration="2s", more=observe), tmp_path / "out"
     done = perflab("run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = export(out)["cells"]
+    (cell,) = used(export(out)["cells"])
     assert cell["status"] == "ok", cell.get("error")
     alloc = cell["alloc"]
     assert counted_share(alloc, cell["summary"]["transactions"]) > 100 and "missing" not in alloc, alloc

@@ -80,7 +80,8 @@ def _window(cell: dict) -> list[dict]:
 
 def test_every_cell_has_both_profiles(run):
     out, doc = run
-    assert len(doc["cells"]) == 4 and all(c["status"] == "ok" for c in doc["cells"])
+    firsts = [c for c in doc["cells"] if c["retry_of"] is None]  # an unsettled cell is measured again: retry_of
+    assert len(firsts) == 4 and all(c["status"] == "ok" for c in doc["cells"])
     for cell in doc["cells"]:
         refs = {p["source"]: p for p in _window(cell)}
         assert set(refs) == {"perf", "pmp"}

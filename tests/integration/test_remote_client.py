@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from tests.freezes import Freezes
-from tests.integration.helpers import sysbench_started, wait_for, write_experiment
+from tests.integration.helpers import sysbench_started, used, wait_for, write_experiment
 from tests.integration.sshhosts import ROOT, SshLab, check_client_profile, namespace_commands, perflab_via
 
 EXPERIMENT = """
@@ -96,7 +96,7 @@ def test_the_client_profiled_on_its_host(ssh_lab: SshLab, tmpfs, tmp_path: Path)
     spec, out = write_experiment(tmp_path / "remote.toml", body, pace=None), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    (cell,) = used(json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"])
     assert cell["status"] == "ok", cell.get("error")
     refs = {(p["source"], p["target"], p["phase"]): p for p in cell["profiles"]}
     assert ("pmp", "server", "measured") not in refs  # pmp names the client only
@@ -171,7 +171,7 @@ def test_a_postgresql_client_on_another_host_over_tcp(ssh_lab: SshLab, tmpfs, tm
     shm.parent.chmod(0o755)  # the postgres user must reach its directories
     done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    (cell,) = used(json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"])
     local_address = load.address.rsplit(".", 1)[0] + ".1"
     assert cell["status"] == "ok" and cell["summary"]["qps"] > 100
     assert cell["sysbench_options"]["db_driver"] == "pgsql" and not cell["sysbench_options"].get("pgsql_password")
@@ -201,7 +201,7 @@ def test_pgbench_on_another_host_against_postgresql_here(ssh_lab: SshLab, tmpfs,
         done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    (cell,) = exported["cells"]
+    (cell,) = used(exported["cells"])
     local_address = load.address.rsplit(".", 1)[0] + ".1"
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 100, cell.get("error")
     lost = freezes.in_cell(cell)  # a pause of this VM at a mark moves it by up to that much
@@ -245,7 +245,7 @@ def test_pgbench_on_the_postgresql_server_host_itself(ssh_lab: SshLab, tmpfs, tm
     done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    (cell,) = exported["cells"]
+    (cell,) = used(exported["cells"])
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 100, cell.get("error")
     assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0  # the tree, there
     client = cell["client"]
@@ -336,7 +336,7 @@ def test_a_workload_script_of_this_machine_is_copied_to_the_host(ssh_lab: SshLab
     spec, out = write_experiment(tmp_path / "remote.toml", body), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    (cell,) = used(json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"])
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0
     assert cell["client"]["script"].startswith("/dev/shm/perflab-host-") and cell["client"]["script"].endswith(
         "/my_select.lua"

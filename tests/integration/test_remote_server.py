@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.helpers import sysbench_started, wait_for, write_experiment
+from tests.integration.helpers import sysbench_started, used, wait_for, write_experiment
 from tests.integration.sshhosts import ROOT, SshLab, check_client_profile, namespace_commands, perflab_via
 
 EXPERIMENT = """
@@ -52,7 +52,7 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     said = " ".join(done.stdout.split())  # the terminal's wrapping undone
     assert re.search(r"perflab's own CPU there [^;]*% over the run \([\d.]+ s in \d+ s\)", said), said
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    (cell,) = exported["cells"]
+    (cell,) = used(exported["cells"])
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
     host = cell["build"]["host"]
     assert host["name"] == "db" and host["address"] == db.address and host["fingerprint"]["kernel"]
@@ -87,7 +87,7 @@ def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    (cell,) = exported["cells"]
+    (cell,) = used(exported["cells"])
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
     assert cell["client"]["host"] == "db" and cell["client"]["address"] == db.address
     assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0
@@ -117,7 +117,7 @@ def test_the_client_here_profiled_here_beside_the_server_host(ssh_lab: SshLab, t
     spec, out = write_experiment(tmp_path / "here.toml", body, pace=None), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"]
+    (cell,) = used(json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"])
     assert cell["status"] == "ok", cell.get("error")
     refs = {(p["source"], p["target"], p["phase"]): p for p in cell["profiles"]}
     assert ("pmp", "server", "measured") not in refs  # pmp names the client only
@@ -206,7 +206,7 @@ def test_perf_pmp_and_status_observe_the_server_host(ssh_lab: SshLab, tmpfs, tmp
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    (cell,) = exported["cells"]
+    (cell,) = used(exported["cells"])
     assert cell["status"] == "ok", cell.get("error")
     clock = cell["build"]["host"]["clock"]  # read at the window's start and end; both clocks are this machine's
     assert clock["aligned"] and clock["error_s"] < 0.05 and abs(clock["shift_s"]) < 0.005, clock
@@ -251,7 +251,7 @@ def test_a_postgresql_server_on_another_host_with_pgbench_from_here(ssh_lab: Ssh
     done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    (cell,) = exported["cells"]
+    (cell,) = used(exported["cells"])
     assert cell["status"] == "ok" and cell["summary"]["qps"] > 0, cell.get("error")
     assert cell["build"]["host"]["name"] == "db" and cell["build"]["binary"] == "/usr/lib/postgresql/15/bin/postgres"
     assert cell["client"]["address"] == db.address and cell["resources"]["server_cpu_s"] > 0  # the tree, on the host
@@ -362,7 +362,7 @@ def test_a_server_host_on_its_disk(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> No
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    (cell,) = exported["cells"]
+    (cell,) = used(exported["cells"])
     assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
     here = describe(disk)
     recorded = exported["storage"]  # the server's storage: the host's

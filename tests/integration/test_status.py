@@ -15,7 +15,7 @@ import pytest
 from perflab.store.schema import SCHEMA_VERSION
 from tests.conftest import perflab
 from tests.freezes import Freezes
-from tests.integration.helpers import write_experiment
+from tests.integration.helpers import used, write_experiment
 
 DURATION = 5
 
@@ -62,7 +62,7 @@ def status_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, st
 
 def test_counters_per_transaction_over_the_window(status_run):
     _, doc, _, _ = status_run
-    (cell,) = [c for c in doc["cells"] if c["variant"]["tmp"] == "default"]
+    (cell,) = [c for c in used(doc["cells"]) if c["variant"]["tmp"] == "default"]
     assert cell["status"] == "ok", cell["error"]
     per_txn = cell["status_per_txn"]
     # oltp_point_select: one primary-key lookup per transaction (the sampler's own few
@@ -78,7 +78,7 @@ def test_counters_per_transaction_over_the_window(status_run):
 
 def test_series_are_stored_once_a_second(status_run):
     out, doc, _, freezes = status_run
-    (cell,) = [c for c in doc["cells"] if c["variant"]["tmp"] == "default"]
+    (cell,) = [c for c in used(doc["cells"]) if c["variant"]["tmp"] == "default"]
     times = [s["t"] for s in cell["status_samples"]]
     # a pause of this VM: in the warm-up, the window starts that late while sysbench's clock ran on
     # (a shorter window); after sysbench's end, the last sample is that late; inside, the seconds
@@ -97,7 +97,7 @@ def test_series_are_stored_once_a_second(status_run):
 
 def test_a_server_that_refuses_the_query_fails_its_cell_with_the_cause(status_run):
     _, doc, output, _ = status_run
-    (cell,) = [c for c in doc["cells"] if c["variant"]["tmp"] == "tiny"]
+    (cell,) = [c for c in used(doc["cells"]) if c["variant"]["tmp"] == "tiny"]
     assert cell["status"] == "failed"
     assert "status sampling: SHOW GLOBAL STATUS failed: ERROR 1114" in cell["error"]
     assert "is full" in cell["error"]

@@ -6,7 +6,9 @@ The disk is a temporary directory under /var/tmp (ext4 on this VM), removed at t
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import perflab
-from tests.integration.helpers import write_experiment
+from tests.integration.helpers import used, write_experiment
 
 
 def flat(text: str) -> str:
@@ -56,6 +58,27 @@ def check_storage_and_series(doc: dict, disk: Path) -> None:
         writes = [s["values"]["disk.write_bytes"] for s in cell["status_samples"] if "disk.write_bytes" in s["values"]]
         assert len(writes) >= 4 and writes == sorted(writes) and writes[-1] > writes[0]  # once a second, growing
     assert sorted(p.name for p in disk.iterdir()) == ["theirs.txt"]  # its own directory only, and removed
+
+
+def resident_bytes(path: Path) -> int:
+    """Bytes of `path` in the page cache (util-linux fincore: mincore(2) on a mapping of it)."""
+    done = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(done.stdout.strip())
+
+
+def test_drop_caches_empties_the_page_cache_of_a_file_on_disk(disk: Path) -> None:
+    """Its effect, not its duration: a file's pages, in the page cache after it is written (dirty,
+    which the sync first writes back), are not after drop_caches."""
+    from perflab.run import storage
+
+    data = disk / "cached.bin"
+    data.write_bytes(os.urandom(8 << 20))
+    assert data.read_bytes() and resident_bytes(data) == 8 << 20  # all of it cached
+    storage.drop_caches()
+    assert resident_bytes(data) == 0
+    data.read_bytes()  # and the file is whole: read back from the disk
+    assert resident_bytes(data) == 8 << 20
 
 
 MARIADB = """
@@ -188,7 +211,7 @@ io = true
 def test_sysbench_writes_run_on_postgresql(tmp_path: Path, disk: Path) -> None:
     """sysbench's pgsql driver on a write test: a deadlock is rolled back and counted, the run goes on."""
     doc, _ = run_json(tmp_path, PG_SYSBENCH.format(disk=disk))
-    (cell,) = doc["cells"]
+    (cell,) = used(doc["cells"])
     assert cell["status"] == "ok", cell.get("error")
     assert cell["summary"]["transactions"] > 0 and sum(iv["writes"] or 0 for iv in cell["intervals"]) > 0
     io = cell["resources"]["io"]["per_txn"]

@@ -38,12 +38,14 @@ b = {{}}
 
 class Runner(CellRunner):
     """Cells that return at once: `b` 20% slower than `a`; the cells named in `bad` (key ->
-    "failed" or "unsettled") come back that way the first time they run."""
+    "failed" or "unsettled") come back that way the first time they run, every cell of the
+    variant `never_settles` every time."""
 
-    def __init__(self, exp: spec.Experiment, results: Results, bad: dict[str, str]) -> None:
+    def __init__(self, exp: spec.Experiment, results: Results, bad: dict[str, str], never_settles: str = "") -> None:
         super().__init__(exp, results)
         self.rng = random.Random(3)
         self.bad = dict(bad)
+        self.never_settles = never_settles  # a variant whose every cell, retries too, comes back unsettled
         self.ran: list[Cell] = []
 
     def run(self, cell: Cell, snapshot: Any, workdir: Path) -> dict[str, Any]:
@@ -54,6 +56,7 @@ class Runner(CellRunner):
                "env": {}, "server_options": {},
                "summary": {"qps": qps, "tps": qps, "latency_ms": {"p95": 1.0}}, "resources": {}}  # fmt: skip
         what = self.bad.pop(cell.key, None) if cell.retry_of is None else None
+        what = "unsettled" if cell.variant["v"] == self.never_settles else what
         if what == "failed":
             row.update(status="failed", error="server crashed")
         elif what == "unsettled":
@@ -200,12 +203,40 @@ def test_schema_8_gains_retry_of(tmp_path: Path) -> None:
     assert "retry_of" in columns
 
 
-def test_fixed_repeats_measure_each_cell_that_many_times(tmp_path: Path) -> None:
+def test_fixed_repeats_measure_an_unsettled_cell_again_so_n_rounds_give_n_pairs(tmp_path: Path) -> None:
+    exp = spec.parse(SPEC.format(extra="repeats = 3"))
+    with Results(tmp_path / "r", create=True) as results:
+        runner = Runner(exp, results, {"v=a/t1/r1": "unsettled", "v=b/t1/r2": "unsettled"})
+        sched = scheduler.Scheduler(exp, results, runner=runner)
+        sched._run_cells(tmp_path, False, [])
+        stored = results.cells()
+        runner.ran.clear()
+        (tmp_path / "again").mkdir()
+        sched._run_cells(tmp_path / "again", True, results.cells())  # a resume of a complete run: nothing
+        assert runner.ran == [] and len(results.cells()) == len(stored)
+    by_id = {c["id"]: c for c in stored}
+    again = [c for c in stored if c["retry_of"] is not None]
+    assert sorted(by_id[c["retry_of"]]["key"] for c in again) == ["v=a/t1/r1", "v=b/t1/r2"]
+    assert all(c["repeat"] == by_id[c["retry_of"]]["repeat"] for c in again)  # within its round, before the next
+    assert [c["key"] for c in stored][2] == "v=a/t1/r1/retry-of-0" and len(stored) == 8
+    groups = {g.key: g for g in summary.groups(stored)}
+    assert summary.rounds(groups["v=b"], "qps").keys() == summary.rounds(groups["v=a"], "qps").keys() == {1, 2, 3}
+    assert groups["v=a"].unsettled == [] and groups["v=a"].replaced == [0]  # counted as measured_again
+
+
+def test_a_fixed_repeats_cell_that_never_settles_is_measured_again_once(tmp_path: Path) -> None:
+    """The retry is not retried: a cell that never settles costs one cell more a round, not a
+    loop, and both stay stored: the first as replaced, its retry counted unsettled."""
     exp = spec.parse(SPEC.format(extra="repeats = 2"))
     with Results(tmp_path / "r", create=True) as results:
-        runner = Runner(exp, results, {"v=a/t1/r1": "unsettled"})
+        runner = Runner(exp, results, {}, never_settles="b")
         scheduler.Scheduler(exp, results, runner=runner)._run_cells(tmp_path, False, [])
-        assert [c["retry_of"] for c in results.cells()] == [None] * 4
+        stored = results.cells()
+    b = [c for c in stored if c["variant"] == {"v": "b"}]
+    assert len(stored) == 6 and len(b) == 4 and all(c["settled"] in (False, 0) for c in b)
+    assert len([c for c in b if c["retry_of"] is not None]) == 2  # once in each round
+    group = {g.key: g for g in summary.groups(stored)}["v=b"]
+    assert len(group.replaced) == 2 and len(group.unsettled) == 2 and group.qps == []
 
 
 def test_a_failure_is_measured_again_where_its_variant_has_run_well(tmp_path: Path) -> None:

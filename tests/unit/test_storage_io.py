@@ -140,6 +140,21 @@ def test_storage_values():
         assert exc.value.problems[0].path == "experiment.storage", bad
 
 
+def test_io_is_on_by_default_on_a_disk():
+    """On a disk a write verdict's Why is its fsyncs and redo/WAL bytes: [observe] io unasked, and the
+    design sequential for it (saying how to interleave); off on tmpfs; the file's own word wins."""
+    disk = spec.parse(BASE.format(extra='storage = "/var/tmp/x"'))
+    assert disk.file.observe.io is True and disk.file.experiment.design == "sequential"
+    assert "[observe] io" in disk.design_reason and "io = false" in disk.design_reason
+    assert spec.parse(BASE.format(extra="")).file.observe.io is False
+    assert spec.parse(BASE.format(extra="") + "[observe]\nio = true\n").file.observe.io is True  # asked on tmpfs
+    off = spec.parse(BASE.format(extra='storage = "/var/tmp/x"') + "[observe]\nio = false\n")
+    assert off.file.observe.io is False and off.file.experiment.design == "interleaved"
+    # design = "interleaved" asked on a disk: io would need one server at a time, so unset means off
+    forced = spec.parse(BASE.format(extra='storage = "/var/tmp/x"\ndesign = "interleaved"'))
+    assert forced.file.observe.io is False and forced.file.experiment.design == "interleaved"
+
+
 def test_io_and_drop_caches_need_one_server_at_a_time():
     for extra, key in (("drop_caches = true", "drop_caches"), ("[observe]\nio = true", "io")):
         text = BASE.format(extra=extra) if key == "drop_caches" else BASE.format(extra="") + extra + "\n"

@@ -284,6 +284,20 @@ def test_counts_over_a_span_of_their_own_cover_their_overlap_with_the_window() -
     assert accounting.share(400, window, (103.0, 104.0)) == 0.0 and accounting.share(400, window, None) == 400
 
 
+
+def test_counts_past_the_end_of_a_window_whose_client_runs_on_cover_its_transactions_too() -> None:
+    """pgbench runs on past the end mark (its tail), while alloc's counts on a server host close a
+    round trip or two later (the sampling stopped, then the counts read): those seconds' mallocs are
+    counted, so their transactions are too, at the window's rate (a PostgreSQL backend's one malloc a
+    transaction read 1.065 without them). sysbench ends with its window: a late end adds none."""
+    window = (100.0, 102.0)
+    assert accounting.share(400, window, (100.01, 102.13), runs_on=True) == pytest.approx(400 * 2.12 / 2)
+    assert accounting.share(400, window, (100.01, 102.13)) == 400  # sysbench: nothing past the end
+    assert accounting.share(400, window, (100.32, 102.13), runs_on=True) == pytest.approx(400 * 1.81 / 2)
+    assert accounting.share(400, window, (100.005, 102.01), runs_on=True) == 400  # within 1% at both ends
+    assert accounting.share(400, window, (100.0, 101.0), runs_on=True) == 200.0  # closed early: as before
+
+
 def test_a_spanning_samplers_counts_end_at_the_end_mark() -> None:
     """pgbench runs on past its window's end mark (its tail): alloc's counts end at the mark, the
     server's RSS sampler at its own end."""

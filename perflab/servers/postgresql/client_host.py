@@ -143,7 +143,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None
     tracer_span = tracer.span if tracer is not None else remote_alloc.alloc_span(server)
 
     def covered(n: float) -> float:  # [observe] alloc's transactions: its counts' own span, at the window's rate
-        return accounting.share(n, (w.origin, w.ended), tracer_span)
+        return accounting.share(n, (w.origin, w.ended), tracer_span, runs_on=True)  # pgbench's tail
 
     measured = {
         "steal": lambda a, b: steal.cores(w.started + a, w.started + b),

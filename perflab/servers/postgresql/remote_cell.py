@@ -106,7 +106,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
         {
             "steal": lambda a, b: steal.cores(started + a, started + b),
             # [observe] alloc's transactions (popped by remote_server): its counts' own span, at the window's rate
-            "covered": lambda n: accounting.share(n, (origin, ended), remote_alloc.alloc_span(server)),
+            "covered": lambda n: accounting.share(n, (origin, ended), remote_alloc.alloc_span(server), runs_on=True),
             "summary": summary.to_dict(),
             "resources": resources | {"perflab_host_cpu": perflab_cpu},
             "sysbench_options": wl.effective_options(runner, argv),
