@@ -271,6 +271,12 @@ class MySQLProtocolKind(Kind):
                 )
         return problems
 
+    def spec_problems(self, exp: Experiment) -> list[Problem]:
+        """Server option names the binary that runs them does not take (servers/mysqld_options.py)."""
+        from perflab.servers.mysqld_options import option_problems
+
+        return option_problems(exp)
+
     def tool_problems(self) -> list[Problem]:
         from perflab import preflight
 
