@@ -24,7 +24,6 @@ to the server's own start: their names cannot be known here.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -153,7 +152,7 @@ def option_problems(exp: Experiment) -> list[Problem]:
 
 
 def _judge(where: str, options: dict[str, Any], known: Known, flavor: Any, plugins: bool) -> list[Problem]:
-    from perflab.spec.problems import Problem
+    from perflab.errors import Problem, did_you_mean
 
     out = []
     for name, value in options.items():
@@ -161,8 +160,7 @@ def _judge(where: str, options: dict[str, Any], known: Known, flavor: Any, plugi
             why = unknown(written, known.names, known.prefixes)
             if why is None or (why == "unknown" and plugins):
                 continue
-            close = difflib.get_close_matches(norm(written), sorted(known.names), n=3)
-            hint = f"did you mean {', '.join(close)}?" if close else f"see `{known.label.split()[0]} --verbose --help`"
+            hint = did_you_mean(norm(written), known.names, f"see `{known.label.split()[0]} --verbose --help`")
             if why != "unknown":
                 hint = "write the option's whole name"
             found = f"{why} to {known.label}" if why == "unknown" else f"{why} ({known.label})"

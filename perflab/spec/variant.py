@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from perflab import allocators, elf
+from perflab.errors import did_you_mean
 from perflab.spec.fields import (
     STRICT,
     EnvVars,
@@ -89,7 +90,7 @@ class Variant(_Strict):
         if value not in allocators.NAMES:
             raise fail(
                 f"one of {', '.join(allocators.NAMES)} or an absolute path to a .so",
-                f"known allocators: {', '.join(allocators.NAMES)}",
+                did_you_mean(value, allocators.NAMES, f"known allocators: {', '.join(allocators.NAMES)}"),
             )
         return value
 

@@ -1,6 +1,6 @@
 """MariaDB's and MySQL's server option names are checked against what the binary says it takes
 (servers/mysqld_options.py), from a recorded `mariadbd --verbose --help` (regen_mysqld_help.py);
-tests/integration/test_server_option_names.py holds the same rules against the real server."""
+tests/integration/test_check_names.py holds the same rules against the real server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A misspelled MariaDB server option is caught by `perflab run --check` (exit 2, with the name
+"""Names a user misspells are caught by `perflab run --check` with the name meant: a sysbench test,
+and a MariaDB server option. A misspelled MariaDB server option is caught by `perflab run --check` (exit 2, with the name
 meant), against the real mariadbd: the installed one and a [builds] basedir's; and what perflab
 takes or refuses is what mariadbd's own option parser takes or refuses (servers/mysqld_options.py).
 Not quiet: nothing here is measured, no server is started (only `mariadbd --help`)."""
@@ -110,3 +111,10 @@ def test_perflab_takes_what_mariadbd_takes_and_refuses_what_it_refuses():
     theirs = {n: server_takes(n) for n in NAMES}
     assert ours == theirs
     assert not theirs["innodb_flush_log_at_trx_comit"] and theirs["sort_buffer"]  # both kinds are in the list
+
+
+def test_a_misspelled_sysbench_test_is_refused_with_the_test_meant(tmp_path: Path):
+    body = BODY.format(builds="", build="", comma="", options="").replace("oltp_point_select", "oltp_read_onyl")
+    checked = perflab("run", str(write_experiment(tmp_path / "test.toml", body)), "--check")
+    assert checked.returncode == 2, checked.stderr
+    assert "workload.test" in checked.stderr and "did you mean oltp_read_only" in checked.stderr
