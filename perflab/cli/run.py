@@ -96,6 +96,8 @@ def run(
     if fmt == "json" and not check:
         raise UsageError("--format json describes a --check only", "perflab run FILE.toml --check --format json")
     exp, done = _experiment(experiment, output, resume, seed)
+    if resume is None and output is not None:
+        _refuse_output(output)  # before the checks: --check refuses it as the run does
     output = resume if resume is not None else output
     preflight.check(exp)
     exp = preflight.fit_design(exp) if resume is None else exp
@@ -125,16 +127,19 @@ def run(
     else:
         if output is None:
             output = Path("results") / f"{exp.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-        if (output / "results.db").exists():
-            raise UsageError(
-                f"{output} already holds results", "choose another -o, or --resume it if it was interrupted"
-            )
+            _refuse_output(output)
     from perflab.run.lock import MachineLock
 
     with contextlib.ExitStack() as stack:
         if not allow_concurrent:
             stack.enter_context(MachineLock(output))
         _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None, planned, history)
+
+
+def _refuse_output(output: Path) -> None:
+    """A results directory is never written over (a file there is click's to refuse: -o is a dir_okay path)."""
+    if (output / "results.db").exists():
+        raise UsageError(f"{output} already holds results", "choose another -o, or --resume it if it was interrupted")
 
 
 def _warn_durability(exp: spec.Experiment) -> None:
