@@ -115,7 +115,7 @@ def run(
         click.echo(json.dumps({**matrix, "calibration": planned or None}, indent=2))
         return
     out.print(plan.line(matrix))
-    if planned:
+    if planned and not calibrated.said_before(planned):
         out.print(escape(planned["note"]), highlight=False)
     if check:
         return
