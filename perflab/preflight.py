@@ -39,12 +39,12 @@ TOOLS = (
     Tool("mariadb", "mariadb-client", "runs setup SQL"),
     Tool("sysbench", "sysbench", "the workload"),
     Tool("setpriv", "util-linux", "kills children if perflab dies", version_flag=None),
-    Tool("postgres", "postgresql-15", 'server = "postgresql" (docs/experiment.md)', required=False),
+    Tool("postgres", "postgresql-15", 'server = "postgresql" (`perflab docs experiment`)', required=False),
     Tool("pgbench", "postgresql-15", 'tool = "pgbench"', required=False),
     Tool(
         "go-tpc",
         "go-tpc",
-        'tool = "go-tpc" (TPC-C, docs/workloads.md)',
+        'tool = "go-tpc" (TPC-C, `perflab docs workloads`)',
         required=False,
         version_flag=None,
         get="make go-tpc (go install, pinned v1.0.7)",
@@ -60,7 +60,7 @@ TOOLS = (
         "flame graph SVGs (perflab flame, reports)",
         required=False,
         version_flag=None,
-        get="make setup (builds it with cargo; see docs/profiles.md)",
+        get="make setup (builds it with cargo; see `perflab docs profiles`)",
     ),
 )
 

@@ -79,7 +79,7 @@ def parse_budget(ctx: Any, param: Any, value: str) -> float:
     "--chase",
     is_flag=True,
     help="weigh the canary's pointer chase in beside its spin when it explains QPS (opt-in: it can move "
-    "with a variant's use of the caches; docs/methodology.md#host-speed)",
+    "with a variant's use of the caches; `perflab docs methodology#host-speed`)",
 )
 @click.option(
     "--allow-concurrent",

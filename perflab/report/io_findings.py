@@ -15,7 +15,7 @@ from typing import Any
 from perflab import servers
 from perflab.units import format_bytes
 
-REMEDY = 'Remedy: storage = "/a/directory/on/disk" under [experiment] (docs/storage.md)'
+REMEDY = 'Remedy: storage = "/a/directory/on/disk" under [experiment] (`perflab docs storage`)'
 
 
 def storage_phrase(meta: dict[str, Any]) -> str:

@@ -113,7 +113,7 @@ def problem(err: dict[str, Any], raw: Any = None) -> Problem:
         return Problem(path, ctx["expected"], ctx.get("found") or found, ctx.get("hint") or None)
     if kind == "extra_forbidden":
         found = f"unknown key {short(loc[-1])!r}"
-        hint = did_you_mean(loc[-1], keys_at(loc[:-1]), "check the spelling; see docs/experiment.md")
+        hint = did_you_mean(loc[-1], keys_at(loc[:-1]), "check the spelling; see `perflab docs experiment`")
         return Problem(path, "no such key", found, hint)
     if kind == "missing":
         return Problem(path, "a value", "nothing", f"add {loc[-1]} = ...")
@@ -134,7 +134,7 @@ def problem(err: dict[str, Any], raw: Any = None) -> Problem:
         )
     if kind in _TYPE_NAMES:
         return Problem(path, _TYPE_NAMES[kind], found, _WRITE_LIKE + _TYPE_EXAMPLES[kind])
-    return Problem(path, err["msg"], found, "see docs/experiment.md")
+    return Problem(path, err["msg"], found, "see `perflab docs experiment`")
 
 
 def keys_at(loc: list[str]) -> list[str]:

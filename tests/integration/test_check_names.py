@@ -1,8 +1,8 @@
-"""Names a user misspells are caught by `perflab run --check` with the name meant: a sysbench test,
-and a MariaDB server option. A misspelled MariaDB server option is caught by `perflab run --check` (exit 2, with the name
-meant), against the real mariadbd: the installed one and a [builds] basedir's; and what perflab
-takes or refuses is what mariadbd's own option parser takes or refuses (servers/mysqld_options.py).
-Not quiet: nothing here is measured, no server is started (only `mariadbd --help`)."""
+"""Names a user misspells are caught by `perflab run --check` (exit 2) with the name meant: a
+sysbench test, and a MariaDB server option, against the real mariadbd (the installed one and a
+[builds] basedir's); what perflab takes or refuses of option names is what mariadbd's own option
+parser takes or refuses (servers/mysqld_options.py). Not quiet: nothing here is measured, and no
+server is started (only `mariadbd --help`)."""
 
 from __future__ import annotations
 

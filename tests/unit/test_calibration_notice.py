@@ -18,7 +18,8 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def none_matched(tmp_path: Path) -> dict:
-    doc, note = calibration.find(tmp_path / "calibration", {"hostname": "h"}, "0" * 16, None, None)  # type: ignore[arg-type]
+    directory = tmp_path / "calibration"  # none there: nothing matches
+    doc, note = calibration.find(directory, {"hostname": "h"}, "0" * 16, None, None)  # type: ignore[arg-type]
     assert doc is None
     return {"used": False, "note": f"calibration: {note}"}
 

@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def perflab(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "perflab", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    argv = [sys.executable, "-m", "perflab", *args]
+    return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
 def test_check_refuses_an_output_that_holds_results_as_the_run_does(tmp_path: Path):
