@@ -88,9 +88,10 @@ class Variant(_Strict):
                 )
             return value
         if value not in allocators.NAMES:
+            known = f"known allocators: {', '.join(allocators.NAMES)}"
             raise fail(
                 f"one of {', '.join(allocators.NAMES)} or an absolute path to a .so",
-                did_you_mean(value, allocators.NAMES, f"known allocators: {', '.join(allocators.NAMES)}"),
+                " ".join(filter(None, (did_you_mean(value, allocators.NAMES), known))),
             )
         return value
 
