@@ -156,7 +156,11 @@ def _judge(where: str, options: dict[str, Any], known: Known, flavor: Any, plugi
 
     out = []
     for name, value in options.items():
-        for written in flavor.translate({name: value}):  # MySQL's name for a MariaDB one
+        try:
+            names = list(flavor.translate({name: value}))  # MySQL's name for a MariaDB one
+        except ValueError:  # a value it cannot convert: the server says what it thinks of it at start
+            names = [name]
+        for written in names:
             why = unknown(written, known.names, known.prefixes)
             if why is None or (why == "unknown" and plugins):
                 continue

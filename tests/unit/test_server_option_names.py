@@ -71,3 +71,15 @@ def test_a_plugin_loaded_by_the_file_brings_names_help_does_not_list():
 class _Flavor:
     def translate(self, options):
         return dict(options)
+
+
+def test_mysql_is_asked_for_its_own_name_of_a_mariadb_option():
+    """MySQL 8.0.30+ sizes its redo log with innodb_redo_log_capacity (servers/mysql/flavor.py):
+    a file's innodb_log_file_size is checked under that name, and MySQL takes no prefix."""
+    from perflab.servers.mysql.flavor import MySQLFlavor
+
+    mysql = opts.Known("mysqld 8.0.36", frozenset({"innodb_redo_log_capacity", "sort_buffer_size"}), prefixes=False)
+    flavor = MySQLFlavor("mysql", (8, 0, 36))
+    assert opts._judge("server_options", {"innodb_log_file_size": "256M"}, mysql, flavor, False) == []
+    (refused,) = opts._judge("server_options", {"sort_buffer": "1M"}, mysql, flavor, False)
+    assert refused.path == "server_options.sort_buffer" and refused.hint == "did you mean sort_buffer_size?"
