@@ -119,13 +119,19 @@ def check(exp: Experiment) -> None:
         machine += host_problems(exp.file, workload.client_packages, kind.server_packages, dirs)
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
-    problems = kind.spec_problems(exp)
+    problems = kind.spec_problems(exp) + _option_problems(exp)
     problems += workload.spec_problems(exp)
     problems += _client_libraries(exp)
     problems += _glibc_too_old(exp)
     problems += kind.connection_problems(exp)
     if problems:
         raise SpecError(exp.source, problems)
+
+
+def _option_problems(exp: Experiment) -> list[Problem]:
+    from perflab.run.builds import cache_root, resolve
+
+    return servers.kind(exp.file.experiment.server).option_problems(exp, resolve.available(exp), cache_root())
 
 
 # what a build from source needs besides the compiler (Makefile: make setup-builds)

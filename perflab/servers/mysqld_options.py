@@ -90,16 +90,14 @@ def unknown(name: str, names: frozenset[str], prefixes: bool) -> str | None:
     return "unknown"
 
 
-def known_names(build: Build) -> Known | None:
-    """What `build` takes, from the cache or asked once; None when it cannot say."""
-    from perflab.run.builds import cache_root
-
+def known_names(build: Build, cache: Path) -> Known | None:
+    """What `build` takes, from `cache` (perflab's cache directory) or asked once; None: it cannot say."""
     from perflab.servers.mysql_protocol import version_tuple
 
     prefixes = build.server == "mariadb" or version_tuple(build.version) < PREFIXES_UNTIL
     number = re.match(r"[0-9.]+", build.version)
     label = f"{build.binary.name} {number.group(0) if number else ''}".strip()
-    path = cache_root() / "server-options" / f"{build.sha256}.json"
+    path = cache / "server-options" / f"{build.sha256}.json"
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
         if doc.get("format") == FORMAT:
@@ -138,17 +136,28 @@ def _store(path: Path, doc: dict[str, Any]) -> None:
         return
 
 
-def option_problems(exp: Experiment) -> list[Problem]:
-    """Every server option name of the file that a binary which would run it does not take."""
+def option_problems(exp: Experiment, binaries: dict[str | None, Build], cache: Path) -> list[Problem]:
+    """Every server option name of the file that a binary which would run it does not take;
+    `binaries`: the cells' builds that are here now (None: the installed server)."""
     problems: list[Problem] = []
-    binaries = _binaries(exp)
+    known = {name: _known(build, cache) for name, build in binaries.items()}
     for where, options, cells in _places(exp):
         loads_plugins = any(norm(k) in PLUGIN_LOADS for c in cells for k in c.server_options)
         for build_name in dict.fromkeys(c.build for c in cells if c.server_host is None):
-            found = binaries.get(build_name)
+            found = known.get(build_name)
             if found is not None:
                 problems += _judge(where, options, *found, loads_plugins)
     return list({p.path: p for p in problems}.values())
+
+
+def _known(build: Build, cache: Path) -> tuple[Known, Any] | None:
+    """What `build` takes, with the Flavor that writes its option file (None: it cannot say)."""
+    from perflab.servers import kind_of_flavor
+
+    known = known_names(build, cache)
+    if known is None:
+        return None
+    return known, kind_of_flavor(build.server).dialect(build if build.name is not None else None)
 
 
 def _judge(where: str, options: dict[str, Any], known: Known, flavor: Any, plugins: bool) -> list[Problem]:
@@ -180,28 +189,4 @@ def _places(exp: Experiment) -> list[tuple[str, dict[str, Any], list[Any]]]:
         for label, variant in entries.items():
             reached = [c for c in cells if c.variant.get(axis) == label]
             out.append((f"variants.{axis}.{label}.server_options", variant.server_options, reached))
-    return out
-
-
-def _binaries(exp: Experiment) -> dict[str | None, tuple[Known, Any]]:
-    """Each build the cells run (None: the installed server) that is here now, with its Flavor."""
-    from perflab.errors import PerflabError
-    from perflab.run.builds import cache_root
-    from perflab.run.builds import resolve as builds
-    from perflab.servers import kind, kind_of_flavor
-
-    server = exp.file.experiment.server
-    out: dict[str | None, tuple[Known, Any]] = {}
-    for name in dict.fromkeys(c.build for c in exp.round(1) if c.server_host is None):
-        try:
-            if name is None:
-                build = None if kind(server).installed_refusal else builds.installed(server)
-            else:
-                wanted = exp.file.builds[name]
-                build = builds.cached(name, wanted, cache_root(), builds.training_id(exp.file, wanted), server)
-        except PerflabError:
-            build = None  # not here: its own check, or the build step, says why
-        known = known_names(build) if build is not None else None
-        if build is not None and known is not None:
-            out[name] = (known, kind_of_flavor(build.server).dialect(build if name is not None else None))
     return out

@@ -103,7 +103,8 @@ def _either(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
 
 
-def problem(err: dict[str, Any], raw: Any = None) -> Problem:
+def problem(err: dict[str, Any], raw: Any = None, schema: type[BaseModel] | None = None) -> Problem:
+    """`err` as a Problem; `schema`: the model validated, whose keys a "did you mean" is drawn from."""
     loc = _user_loc(err["loc"], raw)
     path = key_path(loc)
     kind = err["type"]
@@ -113,7 +114,8 @@ def problem(err: dict[str, Any], raw: Any = None) -> Problem:
         return Problem(path, ctx["expected"], ctx.get("found") or found, ctx.get("hint") or None)
     if kind == "extra_forbidden":
         found = f"unknown key {short(loc[-1])!r}"
-        hint = did_you_mean(loc[-1], keys_at(loc[:-1]), "check the spelling; see `perflab docs experiment`")
+        known = keys_at(schema, loc[:-1]) if schema is not None else []
+        hint = did_you_mean(loc[-1], known, "check the spelling; see `perflab docs experiment`")
         return Problem(path, "no such key", found, hint)
     if kind == "missing":
         return Problem(path, "a value", "nothing", f"add {loc[-1]} = ...")
@@ -137,11 +139,9 @@ def problem(err: dict[str, Any], raw: Any = None) -> Problem:
     return Problem(path, err["msg"], found, "see `perflab docs experiment`")
 
 
-def keys_at(loc: list[str]) -> list[str]:
-    """The keys the file may have at `loc` (a table of the schema), for a "did you mean"."""
-    from perflab.spec.schema import ExperimentFile
-
-    node: Any = ExperimentFile
+def keys_at(schema: type[BaseModel], loc: list[str]) -> list[str]:
+    """The keys the file may have at `loc` (a table of `schema`), for a "did you mean"."""
+    node: Any = schema
     for part in loc:
         node = _child(node, part)
     model = _model(node)

@@ -101,6 +101,31 @@ def cached(name: str, spec: BuildSpec, cache: Path, training: str = "", server: 
     return None if found is None else found.named(name)
 
 
+def available(exp: Any) -> dict[str | None, Build]:
+    """Each server binary the experiment's cells here run that is here now (None: the installed
+    server), for the checks of `perflab run --check`; a build not made yet is left out."""
+    server = exp.file.experiment.server
+    out: dict[str | None, Build] = {}
+    for name in dict.fromkeys(c.build for c in exp.round(1) if c.server_host is None):
+        try:
+            if name is None:
+                found = None if kind(server).installed_refusal else installed(server)
+            else:
+                wanted = exp.file.builds[name]
+                found = cached(name, wanted, _cache(), training_id(exp.file, wanted), server)
+        except PerflabError:
+            found = None  # not here: its own check, or the build step, says why
+        if found is not None:
+            out[name] = found
+    return out
+
+
+def _cache() -> Path:
+    from perflab.run.builds import cache_root
+
+    return cache_root()
+
+
 def status(name: str, spec: BuildSpec, cache: Path, training: str = "", server: str = "mariadb") -> str:
     """What `perflab run --check` says of a build: cached, or what building it will take."""
     if spec.kind == "basedir":
