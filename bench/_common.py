@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perflab.run.observers.resources import machine_busy_s, process_cpu_s  # noqa: E402
+from perflab.observers.resources import machine_busy_s, process_cpu_s  # noqa: E402
 
 TMPFS = Path("/dev/shm")
 PREFIX = "plbench-"

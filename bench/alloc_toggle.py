@@ -30,9 +30,9 @@ import _common as C
 import profile_overhead as P
 
 from perflab.run import dataset
-from perflab.run.observers import alloc
-from perflab.run.observers.syscalls import SyscallRecorder
-from perflab.run.workloads import sysbench
+from perflab.observers import alloc
+from perflab.observers.syscalls import SyscallRecorder
+from perflab.workloads import sysbench
 from perflab.servers.mysqld import Mysqld
 
 GOALS = {"count": 0.02, "stacks": 0.03, "syscalls": 0.02, "count+syscalls": 0.02}

@@ -32,7 +32,7 @@ from pathlib import Path
 import _common as C
 
 from perflab import spec
-from perflab.run.builds import cache_root, read_manifest
+from perflab.builds import cache_root, read_manifest
 
 
 def perflab(*args: str, capture: bool = True) -> subprocess.CompletedProcess:

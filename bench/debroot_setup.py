@@ -25,8 +25,8 @@ from pathlib import Path
 
 import _common as C
 
-from perflab.run.builds import debroot as D
-from perflab.run.proc import clean_env
+from perflab.builds import debroot as D
+from perflab.places.proc import clean_env
 
 
 def timed(action) -> tuple[float, object]:

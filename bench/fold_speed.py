@@ -31,9 +31,9 @@ import _common as C
 
 from perflab.analyze.profile import Merged, Profile
 from perflab.run import dataset
-from perflab.run.observers.perf import PerfRecorder
-from perflab.run.proc import Child, clean_env
-from perflab.run.workloads import sysbench
+from perflab.observers.perf import PerfRecorder
+from perflab.places.proc import Child, clean_env
+from perflab.workloads import sysbench
 from perflab.servers.mysqld import Mysqld
 from perflab.store import folded
 

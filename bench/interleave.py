@@ -58,8 +58,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from perflab.run import dataset
-from perflab.run.proc import Child, clean_env
-from perflab.run.workloads import sysbench
+from perflab.places.proc import Child, clean_env
+from perflab.workloads import sysbench
 from perflab.servers.mysqld import Mysqld
 from tests.data.calibrated.build import ENV, build
 
@@ -71,7 +71,7 @@ DESIGNS = ("sequential", "interleaved")
 
 def questions(server: Mysqld) -> int:
     """The server's Questions: every statement its clients sent (sysbench's prepared ones too;
-    run/observers/status.py counts the same), this read included."""
+    observers/status.py counts the same), this read included."""
     return int(server.sql("SHOW GLOBAL STATUS LIKE 'Questions'").split()[1])
 
 

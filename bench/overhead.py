@@ -17,7 +17,7 @@ serves every window, so server restarts, buffer-pool state and dataset differenc
 out of the comparison and only the harness differs. A hand window warms the server up
 first (not counted). Then pairs, interleaved and counterbalanced (hand perflab, perflab
 hand, hand perflab, ...) so drift cancels:
-  - by hand: the very command a cell runs (built as run/client.py's argv builds it: one
+  - by hand: the very command a cell runs (built as workloads/client.py's argv builds it: one
     sysbench of warm-up + window seconds with --report-checkpoints=<warm-up>, so its last
     report covers the window only), run with subprocess.run, output to a file; QPS read
     from sysbench's last "queries: N (X per sec.)" line with a regex of this script (not
@@ -59,7 +59,7 @@ import _common as C
 from perflab import preflight, spec
 from perflab.run import dataset
 from perflab.run.cell import CellRunner
-from perflab.run.workloads import sysbench
+from perflab.workloads import sysbench
 from perflab.servers.mysqld import Mysqld
 from perflab.store.results import Results
 
@@ -149,7 +149,7 @@ def through_perflab(
 
 
 def hand_argv(cfg: dict[str, Any], socket: Path) -> list[str]:
-    """The command of a cell, as run/client.py builds it (warm-up + window, checkpoint)."""
+    """The command of a cell, as workloads/client.py builds it (warm-up + window, checkpoint)."""
     return sysbench.argv(
         "oltp_read_only",
         "run",

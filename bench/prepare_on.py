@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout
 import _common as C
 
 from perflab.hosts.target import CONFIG_ENV
-from perflab.run.observers.resources import machine_busy_s
+from perflab.observers.resources import machine_busy_s
 from tests.integration.sshhosts import SshLab, ssh_hosts
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -44,11 +44,11 @@ from typing import Any
 import _common as C
 
 from perflab.run import dataset
-from perflab.run.observers.perf import PerfRecorder
-from perflab.run.observers.profilers import Profilers
-from perflab.run.observers.resources import ProcCounters
-from perflab.run.proc import Child, clean_env
-from perflab.run.workloads import sysbench, sysbench_output
+from perflab.observers.perf import PerfRecorder
+from perflab.observers.profilers import Profilers
+from perflab.observers.resources import ProcCounters
+from perflab.places.proc import Child, clean_env
+from perflab.workloads import sysbench, sysbench_output
 from perflab.servers.mysqld import Mysqld
 from perflab.spec import ObserveSection, PerfObserve, PmpObserve
 

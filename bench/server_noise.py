@@ -55,9 +55,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from perflab.run import dataset
-from perflab.run.observers.resources import machine_steal_s
-from perflab.run.proc import Child, clean_env
-from perflab.run.workloads import sysbench
+from perflab.observers.resources import machine_steal_s
+from perflab.places.proc import Child, clean_env
+from perflab.workloads import sysbench
 from perflab.servers.mysqld import Mysqld
 
 MODES = ("fresh", "noaslr", "clients", "kept")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What latency within turns costs the client: sysbench running an empty event, plainly and
-through the interleaved design's wrapper (perflab/run/workloads/turns.lua), interleaved, in the
+through the interleaved design's wrapper (perflab/workloads/turns.lua), interleaved, in the
 same run; prints the added time an event (the figure docs/experiment.md quotes) and the ratio.
 
     python3 bench/turn_latency.py [--events 3000000] [--rounds 5]
@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from perflab.run.observers.resources import machine_busy_s
-from perflab.run.proc import clean_env
-from perflab.run.turn_latency import WRAPPER, TurnClock
+from perflab.observers.resources import machine_busy_s
+from perflab.places.proc import clean_env
+from perflab.workloads.turn_latency import WRAPPER, TurnClock
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:

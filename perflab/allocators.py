@@ -36,7 +36,7 @@ NAMES = (GLIBC, *KNOWN)
 # What makes an allocator one the allocation counter can stand in front of: the calls it
 # forwards. A preload without them is not an allocator (the counter would count glibc's).
 ENTRY_POINTS = ("malloc", "free", "calloc", "realloc")
-# perflab's allocation counter (run/observers/alloc/perflab_alloc.c) names itself so, and
+# perflab's allocation counter (observers/alloc/perflab_alloc.c) names itself so, and
 # exports this symbol: it is never a variant's allocator ([observe] alloc preloads it)
 TRACER_SONAME = "perflab_alloc.so"
 TRACER_SYMBOL = "perflab_alloc_format"

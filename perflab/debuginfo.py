@@ -7,8 +7,8 @@ unpacked in (a private root: ROOT/usr/sbin/mysqld -> ROOT/usr/lib/debug) or the 
     tree_debug_dir(Path("/usr/sbin/mariadbd")) -> None   # the system's own: /usr/lib/debug
     root_debug_files(pid)  -> {build ID: debug file} of the private roots `pid` maps files from
 
-The build record's compiler_source (run/builds), perf's build-ID directory (run/observers/perf.py)
-and the stack sampler's libdw (run/observers/pmp_sampler.py) all look here.
+The build record's compiler_source (builds), perf's build-ID directory (observers/perf.py)
+and the stack sampler's libdw (observers/pmp_sampler.py) all look here.
 """
 
 from __future__ import annotations

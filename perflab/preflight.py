@@ -12,12 +12,14 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from perflab import allocators, elf, servers
 from perflab.concurrency import concurrency_problems
 from perflab.errors import EnvironmentProblem, Problem, SpecError
-from perflab.run import storage, workloads
-from perflab.run.observers.io import io_problems
+from perflab import workloads
+from perflab.run import storage
+from perflab.observers.io import io_problems
 from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
 from perflab.spec.hosts import client_hosts, preloads_by_host, server_here, server_hosts
@@ -82,8 +84,10 @@ def which(name: str) -> str | None:
     )
 
 
-def check(exp: Experiment) -> None:
-    """Raise SpecError with every problem this machine has with `exp`."""
+def check(exp: Experiment, binaries: dict[str | None, Any] | None = None) -> None:
+    """Raise SpecError with every problem this machine has with `exp`. `binaries`: the server
+    binaries its cells run that are here (builds/resolve.py `available`, None: the installed
+    server), whose option names are checked; None: no option names are checked."""
     kind = servers.kind(exp.file.experiment.server)
     workload = workloads.of(exp.file)
     tools = kind.tool_problems() + workload.tool_problems()
@@ -119,7 +123,11 @@ def check(exp: Experiment) -> None:
         machine += host_problems(exp.file, workload.client_packages, kind.server_packages, dirs)
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
-    problems = kind.spec_problems(exp) + _option_problems(exp)
+    problems = kind.spec_problems(exp)
+    if binaries is not None:  # server option names, against each binary here that will run them
+        from perflab.builds import cache_root
+
+        problems += kind.option_problems(exp, binaries, cache_root())
     problems += workload.spec_problems(exp)
     problems += _client_libraries(exp)
     problems += _glibc_too_old(exp)
@@ -128,19 +136,13 @@ def check(exp: Experiment) -> None:
         raise SpecError(exp.source, problems)
 
 
-def _option_problems(exp: Experiment) -> list[Problem]:
-    from perflab.run.builds import cache_root, resolve
-
-    return servers.kind(exp.file.experiment.server).option_problems(exp, resolve.available(exp), cache_root())
-
-
 # what a build from source needs besides the compiler (Makefile: make setup-builds)
 BUILD_TOOLS = (("cmake", "cmake"), ("make", "make"), ("bison", "bison"), ("dpkg-source", "dpkg-dev"))
 
 
 def _builds(exp: Experiment) -> list[Problem]:
     """Source builds: the toolchain, the build tools, a writable cache; PGO with gcc only."""
-    from perflab.run.builds import cache_root
+    from perflab.builds import cache_root
 
     problems = []
     used = {cell.build for cell in exp.cells()}
@@ -291,7 +293,7 @@ def _allocators(exp: Experiment) -> list[Problem]:
 
 def _client_libraries(exp: Experiment) -> list[Problem]:
     """A client_library sysbench cannot load (another ABI, missing symbols) is refused now."""
-    from perflab.run import client_variant
+    from perflab.workloads import client_variant
 
     problems = []
     for axis, entries in exp.file.variants.items():

@@ -1,4 +1,4 @@
-"""A tiny Debian archive on disk, for tests of private roots (run/builds/debroot.py, dbgsym.py):
+"""A tiny Debian archive on disk, for tests of private roots (builds/debroot.py, dbgsym.py):
 .deb files made with dpkg-deb, Packages and a signed InRelease written here (no apt-ftparchive),
 signed with a throw-away key whose public keyring apt is given (signed-by=).
 

@@ -44,7 +44,7 @@ import _common as C
 from perflab import preflight, spec
 from perflab.run import cell as cell_module
 from perflab.run.cell import CellRunner
-from perflab.run.observers.syscalls import SYSCALLS, SyscallRecorder
+from perflab.observers.syscalls import SYSCALLS, SyscallRecorder
 from perflab.servers.mysqld import Mysqld
 from perflab.store.results import Results
 

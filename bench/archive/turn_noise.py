@@ -47,11 +47,12 @@ import _common as C
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from perflab.run import client, dataset
-from perflab.run.observers.resources import machine_steal_s, process_cpu_s
-from perflab.run.observers.status import StatusSampler
-from perflab.run.proc import Child, clean_env
-from perflab.run.workloads import sysbench
+from perflab.workloads import client
+from perflab.run import dataset
+from perflab.observers.resources import machine_steal_s, process_cpu_s
+from perflab.observers.status import StatusSampler
+from perflab.places.proc import Child, clean_env
+from perflab.workloads import sysbench
 from perflab.servers.mysqld import Mysqld
 
 TEST, THREADS, OPTIONS = "oltp_read_only", 2, {"rand_type": "uniform"}

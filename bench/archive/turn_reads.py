@@ -52,8 +52,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from perflab.run import dataset
-from perflab.run.observers.resources import ProcCounters, machine_steal_s, process_cpu_s
-from perflab.run.observers.status import StatusSampler
+from perflab.observers.resources import ProcCounters, machine_steal_s, process_cpu_s
+from perflab.observers.status import StatusSampler
 
 MODES = ("none", "stat", "steal", "all", "tasks", "sampler")
 SLICE_S = 0.1

@@ -6,7 +6,7 @@ scheduler gives it; the server and sysbench run on every CPU. If the CPUs' speed
 one thread's figure is a noisy measure of what the workload ran on, and a covariate built on it
 is weakened (its slope attenuated, its correlation with QPS lower).
 
-What: perflab/run/observers/host_speed.c with every allowed CPU named (what a run starts),
+What: perflab/observers/host_speed.c with every allowed CPU named (what a run starts),
 SECONDS long; per CPU, the median CPU time of its fixed work over consecutive windows of 1, 5,
 10 and 15 s; printed: each CPU's sd of log speed over those windows and the correlation between
 the CPUs' (for more than two CPUs, every pair's mean). Its own CPU use is in other_cpu_cores'
@@ -35,7 +35,7 @@ import _common as C
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from perflab.run.observers import host_speed
+from perflab.observers import host_speed
 
 WINDOWS = (1, 5, 10, 15)
 

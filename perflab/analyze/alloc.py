@@ -1,7 +1,7 @@
 """What a variant asks of its allocator, per transaction (`perflab alloc`), and how two
 variants differ (`perflab alloc DIR A B`).
 
-Input: the selected cells' `alloc` fields (run/observers/alloc/tracer.py) and their
+Input: the selected cells' `alloc` fields (observers/alloc/tracer.py) and their
 allocation profiles (source "alloc": folded stacks weighted in bytes requested, the leaf frame
 being the call and its size class). Output: rows of figures per transaction, the mean over the
 selection's repeats; for a diff, each figure's difference with its noise floor (the half-width

@@ -1,6 +1,6 @@
 """The host's speed as a covariate of the verdicts ([observe] host_speed).
 
-Why: on a shared VM the vCPU itself runs faster or slower over minutes (run/observers/
+Why: on a shared VM the vCPU itself runs faster or slower over minutes (observers/
 host_speed.py), and each cell's QPS follows it. A round's cells run a minute apart, so pairing
 within rounds (analyze/ratio.py) cancels only the slow part of it; what changes between two
 cells of one round stays in the per-round ratio. Measured here (bench/archive/host_speed.py, A/A):

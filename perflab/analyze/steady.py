@@ -366,7 +366,7 @@ def cell_fields(
     steal: Callable[[float, float], float | None] | None = None,
 ) -> dict[str, Any]:
     """A cell's stored steady-state fields, from its whole per-second series. `steal(start_s,
-    end_s)`: the machine's steal time in cores over seconds of the series (run/observers/
+    end_s)`: the machine's steal time in cores over seconds of the series (observers/
     resources.StealSampler), stored with each stall as `steal_cores`."""
     state = detect(intervals, window_start, threshold)
     stalls = [stall.to_dict() for stall in state.stalls]

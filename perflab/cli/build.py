@@ -36,7 +36,7 @@ from perflab.errors import UsageError
 )
 def build(experiment: Path, fmt: str, allow_concurrent: bool) -> None:
     """Make every build EXPERIMENT's variants name (cached ones are only checked)."""
-    from perflab.run.builds import Build, cache_root, writable_cache
+    from perflab.builds import Build, cache_root, writable_cache
     from perflab.run.cell import CellRunner
     from perflab.run.datasets import Datasets
     from perflab.run.lock import MachineLock
@@ -46,7 +46,9 @@ def build(experiment: Path, fmt: str, allow_concurrent: bool) -> None:
     exp = spec.load(experiment)
     if not exp.file.builds:
         raise UsageError(f"{experiment} names no [builds]", "add a [builds.NAME] table and a variant with build = NAME")
-    preflight.check(exp)
+    from perflab.builds.resolve import available
+
+    preflight.check(exp, available(exp))  # server option names against the binaries here too
     cache = writable_cache(cache_root())
     with tempfile.TemporaryDirectory(prefix="perflab-build-") as scratch, contextlib.ExitStack() as stack:
         if not allow_concurrent:  # a build on 2 CPUs would disturb a run's measurement

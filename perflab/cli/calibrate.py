@@ -103,11 +103,13 @@ def calibrate(
     exp = spec.load(workload_file)
     seed = secrets.randbelow(spec.MAX_SEED + 1) if seed is None else seed
     aa = dataclasses.replace(aa_experiment(exp, rounds), seed=seed)
-    preflight.check(aa)
+    from perflab.builds.resolve import available
+
+    preflight.check(aa, available(aa))  # server option names against the binaries here too
     output = output or Path("results") / f"{aa.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     if (output / "results.db").exists():
         raise UsageError(f"{output} already holds results", "choose another -o")
-    from perflab.run.builds import cache_root
+    from perflab.builds import cache_root
 
     err.print(f"calibrating {workload_file}: {len(aa.cells())} cells, results in {output}; {order_line(seed, False)}")
     doc = run_aa(exp, aa, output, budget, allow_concurrent, chase)
@@ -125,7 +127,7 @@ def run_aa(
 ) -> dict:
     """Run the A/A experiment into `output` as `perflab run` would (lock, meta, progress,
     Scheduler), then measure it."""
-    from perflab.run.builds import resolve as builds
+    from perflab.builds import resolve as builds
     from perflab.run.lock import MachineLock
     from perflab.run.scheduler import Scheduler
 

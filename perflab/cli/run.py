@@ -99,7 +99,9 @@ def run(
     if resume is None and output is not None:
         _refuse_output(output)  # before the checks: --check refuses it as the run does
     output = resume if resume is not None else output
-    preflight.check(exp)
+    from perflab.builds.resolve import available
+
+    preflight.check(exp, available(exp))  # server option names against the binaries here too
     exp = preflight.fit_design(exp) if resume is None else exp
     _warn_durability(exp)
     from perflab.cli import calibrated
@@ -176,7 +178,7 @@ def _build_status(exp: spec.Experiment) -> dict[str, str]:
     """Each build a variant uses: cached, or what making it will take (`run --check`)."""
     if not exp.file.builds:
         return {}
-    from perflab.run.builds import cache_root, resolve
+    from perflab.builds import cache_root, resolve
 
     used = {cell.build for cell in exp.cells()}
     return {
@@ -324,7 +326,7 @@ def _record_start(
 
 def _throughput(file: spec.ExperimentFile) -> dict[str, str]:
     """What the summaries' `qps` counts for this workload, and its name in the tables."""
-    from perflab.run import workloads
+    from perflab import workloads
 
     workload = workloads.of(file)
     return {"metric": workload.metric, "means": workload.throughput}

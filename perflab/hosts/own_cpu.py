@@ -1,7 +1,7 @@
 """perflab's own CPU on a remote host over the whole run (issue 36, docs/hosts.md "perflab's own CPU on
 each host"): the SSH session that carries its commands, less the measured processes (the servers and
 clients it ran there), from the host's opening to the run's end. A cell's window has its own figure
-(run/observers/host_overhead.py, which reads the same snapshots).
+(observers/host_overhead.py, which reads the same snapshots).
 
 Everything perflab runs on a host descends from the sshd process of its connection, which reaps each
 command and process as it ends: that sshd's own CPU (the channels, the encryption) plus its reaped

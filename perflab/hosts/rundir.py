@@ -169,7 +169,7 @@ def recorded(local_workdir: Path) -> list[Placement]:
 
 
 class Tracked:
-    """A long-running process started in a run directory (a server), driven as run/proc.py's Child:
+    """A long-running process started in a run directory (a server), driven as places/proc.py's Child:
     `pid`, `poll`, `wait`, `signal_group`, `kill`. Its exit is watched in a thread; setsid --wait
     passes on an exit code, and exits with the signal's number after "did not exit normally"."""
 

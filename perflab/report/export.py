@@ -9,7 +9,7 @@ JSON format history:
                      `adaptive` (repeats = "auto": targets met, stop reason).
   perflab-results/3  per cell `alloc` (null without [observe] alloc): calls, bytes and the
                      allocator's syscalls per transaction, by size class
-                     (run/observers/alloc/tracer.py).
+                     (observers/alloc/tracer.py).
   perflab-results/4  per cell `build`: the server binary the cell ran, {name (null: the
                      installed package), binary, sha256, version, compiler, kind, recipe, ...};
                      top level `builds` ([builds] entries: their record or their error) and
@@ -37,7 +37,7 @@ JSON format history:
                      and phase. Readers that want the old list take phase "measured", target "server".
   perflab-results/9  per cell `host_speed` ([observe] host_speed; null without it): {work_ns,
                      samples, period_ms, spread, seconds: [[s, work_ns], ...]}
-                     (run/observers/host_speed.py); comparisons carry `adjusted` (the ratio,
+                     (observers/host_speed.py); comparisons carry `adjusted` (the ratio,
                      interval and verdict are at the run's mean host speed), `adjustment` (what
                      was done or why not; null without a canary) and the estimate without it,
                      `unadjusted_ratio`, `unadjusted_ci_low`, `unadjusted_ci_high`

@@ -1,7 +1,7 @@
 """The storage's findings: durability variants measured on tmpfs, and what the I/O did in a stall.
 
 Input: the run's meta (`storage`, the experiment's server) and cells (their server_options, and
-each stall's `io`: what grew in it, run/observers/io.py). Output: Findings for report/findings.py,
+each stall's `io`: what grew in it, observers/io.py). Output: Findings for report/findings.py,
 and the phrase a stall finding ends with:
 
     stall_phrase({"pg.checkpoints": 1, "pg.checkpoint_write_bytes": 1.29e9, "sys.fdatasync": 340})

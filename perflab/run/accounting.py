@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s, machine_steal_s, process_cpu_s
+from perflab.observers.resources import ProcCounters, RssSampler, machine_busy_s, machine_steal_s, process_cpu_s
 
 Reader = Callable[[int], ProcCounters]
 
@@ -71,7 +71,7 @@ class WindowStart:
         """The window's `transactions` that counters read now cover: all of them, unless they were read
         more than LATE_SHARE of the window late (perflab starved or paused: on a loaded CI machine, a
         2 s window's counters were read about 1.9 s late), then the share of the window left (the
-        window's rate taken as even, as a profile's seen share is: run/observers/phases.py)."""
+        window's rate taken as even, as a profile's seen share is: observers/phases.py)."""
         late = None if self.late_s is None else round(self.late_s, 3)  # as `window_start_late_s` says it
         if late is None or self.window is None or self.window[1] <= 0 or late <= LATE_SHARE * self.window[1]:
             return transactions

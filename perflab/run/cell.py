@@ -28,20 +28,22 @@ from typing import Any
 from perflab import allocators
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ServerCrashedError
-from perflab.run import accounting, allocator_proof, client, client_variant, dataset, remote_server, workloads
-from perflab.run.builds import Build, BuildError, debroot, glibc, resolve
-from perflab.run.observers.alloc.tracer import AllocTracer
-from perflab.run.observers.host_overhead import CellCpu
-from perflab.run.observers.io import IoObserver, into_row
-from perflab.run.observers.phases import Spans
-from perflab.run.observers.profilers import Profilers, alloc_fields
-from perflab.run.observers.resources import RssSampler, StealSampler
-from perflab.run.observers.status import of_server as status_of
+from perflab import workloads
+from perflab.workloads import client, client_variant
+from perflab.run import accounting, allocator_proof, dataset, remote_server
+from perflab.builds import Build, BuildError, debroot, glibc, resolve
+from perflab.observers.alloc.tracer import AllocTracer
+from perflab.observers.host_overhead import CellCpu
+from perflab.observers.io import IoObserver, into_row
+from perflab.observers.phases import Spans
+from perflab.observers.profilers import Profilers, alloc_fields
+from perflab.observers.resources import RssSampler, StealSampler
+from perflab.observers.status import of_server as status_of
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs, read_tail
 from perflab.run.space import SpaceCheck
 from perflab.run.storage import Storage, drop_caches_s, of_experiment
-from perflab.run.workloads import sysbench
+from perflab.workloads import sysbench
 from perflab.servers import Kind, kind
 from perflab.spec import Cell, Experiment
 from perflab.spec.builds import BuildSpec

@@ -1,7 +1,7 @@
 """The dataset: prepared once per on-disk format, snapshotted, restored into every cell.
 
 `prepare()` creates a datadir on tmpfs, starts a server on it, runs `sysbench <test>
-prepare` (or the workload's own: `go-tpc tpcc prepare`, run/workloads/), shuts the server down cleanly and keeps the stopped datadir as the snapshot. By
+prepare` (or the workload's own: `go-tpc tpcc prepare`, workloads/), shuts the server down cleanly and keeps the stopped datadir as the snapshot. By
 default the installed server does it; `build=` makes a build of another format initialise,
 serve and shut down its own (run/datasets.py keeps one snapshot per format).
 `restore()` copies the snapshot for one cell (seconds faster than preparing again; see
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perflab.run.builds import Build
-from perflab.run.proc import call, clean_env
+from perflab.builds import Build
+from perflab.places.proc import call, clean_env
 from perflab.run.storage import clone_file
-from perflab.run.workloads import Workload, sysbench
+from perflab.workloads import Workload, sysbench
 from perflab.servers.mysql_protocol import initialise
 from perflab.servers.mysqld import Mysqld
 
@@ -81,7 +81,7 @@ def prepare(
 ) -> Snapshot:
     """Build the snapshot datadir `workdir/name`, initialised and served by `build` (None: the
     installed server); sysbench output goes to `log`, the initialisation's beside it.
-    `workload` (run/workloads/): another tool's database, setup SQL and prepare command (go-tpc's
+    `workload` (workloads/): another tool's database, setup SQL and prepare command (go-tpc's
     warehouses), with `spec`; None: sysbench with `test`, `tables`, `table_size` and `options`."""
     start = time.monotonic()
     rundir = workdir / f"prepare-{name}"

@@ -25,7 +25,7 @@ from typing import Any
 from perflab import servers
 from perflab.errors import PerflabError, ResourceError, UsageError
 from perflab.run import dataset
-from perflab.run.builds import Build, BuildError
+from perflab.builds import Build, BuildError
 from perflab.run.cell import CellRunner, Listener
 from perflab.store.results import Results
 

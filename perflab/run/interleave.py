@@ -12,12 +12,12 @@ mean of A/A pairs was 0.09x [0.04-0.24] of the sequential design's in the same h
 What a cell gets (docs/results-format.md, `design`): throughput from the server's own counters
 (`Questions` less the sampler's statements, `Com_commit` as transactions; a workload without
 COMMIT counts each statement as one) on MariaDB; on PostgreSQL from the client (sysbench's
-wrapper, run/turn_counts.py; pgbench's per-transaction log, run/turn_log.py), sampled at every turn's end and every second inside a
+wrapper, workloads/turn_counts.py; pgbench's per-transaction log, workloads/turn_log.py), sampled at every turn's end and every second inside a
 turn, over the seconds its client ran: sysbench's own clock and reports would count the stopped
 time. So the per-second intervals are seconds of the client's running time (t = 1, 2, ...;
 warm-up turns first), latency is that of the requests that started and ended within one turn
-(run/turn_latency.py: sysbench runs the test through workloads/turns.lua; pgbench's log has
-each transaction's end and latency, run/turn_log.py; a request in flight at
+(workloads/turn_latency.py: sysbench runs the test through workloads/turns.lua; pgbench's log has
+each transaction's end and latency, workloads/turn_log.py; a request in flight at
 a SIGSTOP would count the other servers' turns, so it is left out and counted in
 `design.latency_spanned`), and `resources` count the server's and client's CPU and faults
 during its own turns (the server's: the window's less its idle work; its context switches the
@@ -46,14 +46,15 @@ from typing import Any
 
 from perflab.analyze import steady
 from perflab.errors import PerflabError
-from perflab.run import client_variant, dataset
+from perflab.workloads import client_variant
+from perflab.run import dataset
 from perflab.run.accounting import per_txn, server_resources
 from perflab.run.cell import CellRunner
-from perflab.run.observers.phases import MEASURED, WARMUP
-from perflab.run.observers.resources import ProcCounters, RssSampler, machine_busy_s
-from perflab.run.observers.seats import SeatObservers, SeatSpans
-from perflab.run.observers.status import STATEMENTS
-from perflab.run.observers.status import figures as status_figures
+from perflab.observers.phases import MEASURED, WARMUP
+from perflab.observers.resources import ProcCounters, RssSampler, machine_busy_s
+from perflab.observers.seats import SeatObservers, SeatSpans
+from perflab.observers.status import STATEMENTS
+from perflab.observers.status import figures as status_figures
 from perflab.run.seat import Seat
 from perflab.run.server_logs import failure_fields
 from perflab.run.turn_series import summary
@@ -141,7 +142,7 @@ def _commit(runner: CellRunner, seats: list[Seat], cells: list[Cell], slice_s: f
 
 
 def _observed(seat: Seat, wall: SeatSpans) -> None:
-    """A seat's profiles and `alloc` ([observe] perf and alloc, run/observers/seats.py) over its
+    """A seat's profiles and `alloc` ([observe] perf and alloc, observers/seats.py) over its
     own seconds and transactions in the warm-up and the window; a profile that cannot be trusted
     fails the seat."""
     if seat.observers is None or (seat.runner.exp.file.observe.perf is None and seat.tracer is None):

@@ -2,13 +2,13 @@
 over SSH against this machine's server, which listens only on the address the host reaches us by,
 with a login whose password is made for the run. sysbench's output is streamed back line by line
 into the cell's local `sysbench.txt`, so the start watch, the deadline and the parsers are the local
-client's (run/client.py). The connection options (password included) go to a file readable by
+client's (workloads/client.py). The connection options (password included) go to a file readable by
 root only in the host's run directory (`--config-file`), never on a command line.
 
 Recorded per cell (`client` fields): the host, the bytes its network interface toward the server
 moved per transaction over the window, and the round trip to the host (its clock reading, ms).
 With [observe] perf / pmp targets naming the client, sysbench is profiled on its host
-(run/observers/remote_client_profilers.py) and `client.clock` records that host's clock readings.
+(observers/remote_client_profilers.py) and `client.clock` records that host's clock readings.
 pgbench runs there too, by its server kind's own measurement (Kind.remote_client_measure:
 servers/postgresql/client_host.py) on this module's RemoteClient and RemoteChild.
 
@@ -31,10 +31,11 @@ from typing import Any, Self, TextIO
 from perflab.errors import HostLostError, ToolMissingError
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts
-from perflab.run import accounting, client, remote_server
-from perflab.run.observers.host_overhead import Overheads
-from perflab.run.observers.resources import StealSampler
-from perflab.run.workloads import sysbench
+from perflab.workloads import client
+from perflab.run import accounting, remote_server
+from perflab.observers.host_overhead import Overheads
+from perflab.observers.resources import StealSampler
+from perflab.workloads import sysbench
 from perflab.spec import Cell
 
 
@@ -165,7 +166,7 @@ def times_cpu_s(text: str) -> float | None:
 
 
 class RemoteChild:
-    """The workload's client (`tool`: sysbench, pgbench) on the host, as run/client.py drives a local
+    """The workload's client (`tool`: sysbench, pgbench) on the host, as workloads/client.py drives a local
     Child: poll, wait, kill, `started`; its output (stderr merged) copied into `out` as it comes."""
 
     def __init__(self, rundir: RunDir, argv: list[str], out: Path, tool: str = "sysbench") -> None:
@@ -266,8 +267,8 @@ def measure(
     The canary and the I/O observer run where the server runs (remote_io.of_window); `tracer`: [observe]
     alloc of a server here (AllocTracer), its window the RSS sampler's span, as on a server host."""
     from perflab.run import remote_window
-    from perflab.run.observers import remote_client_profilers, remote_io, remote_profilers, status
-    from perflab.run.observers.alloc import remote as remote_alloc
+    from perflab.observers import remote_client_profilers, remote_io, remote_profilers, status
+    from perflab.observers.alloc import remote as remote_alloc
 
     own = runner.kind.remote_client_measure(runner, cell, server, logs, tracer)  # pgbench: postgresql/client_host.py
     if own is not None:
@@ -331,7 +332,7 @@ def measure(
         measured["status_samples"] = counters.samples
     measured.update(observers.fields(runner, window, intervals, summary))  # host_speed; io (popped by the cell)
     if tracer is not None:  # a server here: its counts and stacks as a local cell's
-        from perflab.run.observers.profilers import alloc_fields
+        from perflab.observers.profilers import alloc_fields
 
         alloc_fields(runner.results, cell.order, tracer, server.pid, measured, measured["covered"])
     if not there:
@@ -372,8 +373,8 @@ def _run(
 def local_profilers(server: Any, observe: Any, tree: bool = False) -> Any:
     """[observe] perf and pmp of a server here (`observe`: of the server alone), as a local cell's
     (Profilers; `tree`: its process tree, Kind.profiles_tree)."""
-    from perflab.run.observers import remote_profilers
-    from perflab.run.observers.profilers import Profilers
+    from perflab.observers import remote_profilers
+    from perflab.observers.profilers import Profilers
 
     if observe.perf is None and observe.pmp is None:
         return remote_profilers.NoProfilers()

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import HostLostError
-from perflab.run import dataset, workloads
-from perflab.run.proc import call
+from perflab import workloads
+from perflab.run import dataset
+from perflab.places.proc import call
 
 
 def prepare(runner: Any, workdir: Path, log: Path, name: str) -> dataset.Snapshot:

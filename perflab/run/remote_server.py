@@ -7,10 +7,10 @@ cell (Kind.remote_server: its option file written here and copied there), listen
 host's address as this machine reaches it, with a login whose password is made for the run. The
 client runs here, or on the client host (run/remote_client.py), against that address. The server's
 CPU, faults and context switches are read from the host's /proc at the window's start and end, its
-RSS once a second there (run/observers/remote_resources.py); with [observe] alloc, its allocation
-counter is preloaded there and read over the window that RSS sampler spans (run/observers/alloc/
+RSS once a second there (observers/remote_resources.py); with [observe] alloc, its allocation
+counter is preloaded there and read over the window that RSS sampler spans (observers/alloc/
 remote.py); with [observe] host_speed and io, the canary and the server's I/O are observed there too
-(run/observers/remote_io.py). Each cell records where its server ran in `build.host`: the host's name, ssh target,
+(observers/remote_io.py). Each cell records where its server ran in `build.host`: the host's name, ssh target,
 address, port and fingerprint.
 
     with run_hosts(runner, workdir):        # run/scheduler.py, for the whole run
@@ -38,11 +38,12 @@ from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
-from perflab.run import accounting, dataset, storage, workloads
-from perflab.run.observers.alloc import remote as remote_alloc
-from perflab.run.observers.host_overhead import CellCpu
-from perflab.run.observers.io import into_row
-from perflab.run.observers.resources import ProcCounters
+from perflab import workloads
+from perflab.run import accounting, dataset, storage
+from perflab.observers.alloc import remote as remote_alloc
+from perflab.observers.host_overhead import CellCpu
+from perflab.observers.io import into_row
+from perflab.observers.resources import ProcCounters
 from perflab.run.prewarm import server_switches
 from perflab.run.server_logs import failure_fields, keep_logs
 from perflab.run.storage import Storage
@@ -312,7 +313,7 @@ def _measured(
         remote_alloc.observed(runner, cell.order, server, measured, covered)  # its stacks named from the maps there
         steal = measured.pop("steal", None)
         status = measured.pop("status_samples", [])
-        io = measured.pop("io", None)  # [observe] io on the host (run/observers/remote_io.py)
+        io = measured.pop("io", None)  # [observe] io on the host (observers/remote_io.py)
         if not server.alive():
             raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
     measured["client"] = {**row["client"], **measured["client"]}

@@ -1,8 +1,8 @@
 """A cell's window with the client here against the server on the server host (run/remote_server.py):
 sysbench here with the run's login, the server's resources read on its host (its RSS on the host's
-clock, aligned), perf and pmp there ([observe] perf, pmp: run/observers/remote_profilers.py; of the
+clock, aligned), perf and pmp there ([observe] perf, pmp: observers/remote_profilers.py; of the
 client here: remote_client_profilers.ClientHereProfilers), the
-host-speed canary and the server's I/O there ([observe] host_speed, io: run/observers/remote_io.py), and
+host-speed canary and the server's I/O there ([observe] host_speed, io: observers/remote_io.py), and
 with [observe] status the server's counters once a second over TCP, as the client reaches it.
 
     intervals, rss_samples, measured = measure(runner, cell, server, logs)
@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perflab.run import accounting, client, workloads
-from perflab.run.observers import remote_client_profilers, remote_io, remote_profilers
-from perflab.run.observers.alloc import remote as remote_alloc
-from perflab.run.observers.host_overhead import Overheads
-from perflab.run.observers.resources import RssSampler, StealSampler
-from perflab.run.observers.status import StatusSampler
+from perflab import workloads
+from perflab.workloads import client
+from perflab.run import accounting
+from perflab.observers import remote_client_profilers, remote_io, remote_profilers
+from perflab.observers.alloc import remote as remote_alloc
+from perflab.observers.host_overhead import Overheads
+from perflab.observers.resources import RssSampler, StealSampler
+from perflab.observers.status import StatusSampler
 from perflab.run.remote_server import _login_file, server_reads, window_resources
 from perflab.spec import Cell
 

@@ -28,7 +28,7 @@ from perflab.analyze import host_speed, sequential
 from perflab.analyze.summary import adaptive_targets
 from perflab.errors import PerflabError, ResourceError
 from perflab.run import dataset, interleave
-from perflab.run.builds import Build, BuildError, cache_root, writable_cache
+from perflab.builds import Build, BuildError, cache_root, writable_cache
 from perflab.run.cell import CellRunner, Listener
 from perflab.run.datasets import Datasets, kept_dirs
 from perflab.run.workdir import space_hint, work_dir

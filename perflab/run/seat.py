@@ -1,6 +1,6 @@
 """One seat of the interleaved design (run/interleave.py): a cell's started server, its paused
 client (the workload's `seat_client`) and the counters at every turn's end and every second
-inside a turn: the server's, sysbench's wrapper's, or pgbench's log's (run/turn_log.py).
+inside a turn: the server's, sysbench's wrapper's, or pgbench's log's (workloads/turn_log.py).
 
 A seat opens (restore, start, start the client and stop it once connected), takes turns
 (`Seat.turn`: SIGCONT, sleep, SIGSTOP, a sample once a second of its running time), marks its
@@ -21,18 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import PerflabError, ServerCrashedError, WorkloadError
-from perflab.run import allocator_proof, dataset, workloads
-from perflab.run.builds import Build, BuildError
+from perflab import workloads
+from perflab.run import allocator_proof, dataset
+from perflab.builds import Build, BuildError
 from perflab.run.cell import CellRunner, cpus_allowed
-from perflab.run.observers.alloc.tracer import AllocTracer
-from perflab.run.observers.resources import ProcCounters, machine_steal_s, process_cpu_s
-from perflab.run.observers.seats import SeatObservers
-from perflab.run.observers.status import STATEMENTS, StatusError, StatusSampler
+from perflab.observers.alloc.tracer import AllocTracer
+from perflab.observers.resources import ProcCounters, machine_steal_s, process_cpu_s
+from perflab.observers.seats import SeatObservers
+from perflab.observers.status import STATEMENTS, StatusError, StatusSampler
 from perflab.run.prewarm import server_switches
-from perflab.run.proc import Child
+from perflab.places.proc import Child
 from perflab.run.server_logs import keep_logs, read_tail
-from perflab.run.turn_counts import ClientCounts
-from perflab.run.turn_latency import Histogram, TurnClock
+from perflab.workloads.turn_counts import ClientCounts
+from perflab.workloads.turn_latency import Histogram, TurnClock
 from perflab.run.turn_series import Point, intervals, summary
 from perflab.servers.managed import Managed
 from perflab.spec import Cell
@@ -137,8 +138,8 @@ class Seat:
             if self.workload.turn_clock:
                 self.clock = TurnClock.create(self.rundir / "turns", self.cell.threads)
             # MariaDB: the full SHOW GLOBAL STATUS only when [observe] status asks for it (8
-            # counters do otherwise); PostgreSQL: the client's own counts (run/turn_counts.py,
-            # pgbench's log: run/turn_log.py)
+            # counters do otherwise); PostgreSQL: the client's own counts (workloads/turn_counts.py,
+            # pgbench's log: workloads/turn_log.py)
             lean = not self.runner.exp.file.observe.status
             self.sampler = self.workload.seat_counts(self) or self.runner.kind.turn_counters(server, self.clock, lean)
             self._start_client(seconds)

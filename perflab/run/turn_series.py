@@ -2,7 +2,7 @@
 
 Input: points `(whole seconds of turns so far, seconds run, SHOW GLOBAL STATUS-like counters)`,
 one at every turn's end and every second inside a turn, and the client's latency histogram at
-each (run/turn_latency.py). Output: intervals and a summary named as sysbench's are
+each (workloads/turn_latency.py). Output: intervals and a summary named as sysbench's are
 (docs/results-format.md), rates over the seconds the client really ran.
 
     intervals(points, warmup=5) -> [{"t": 1.0, "warmup": 1, "tps": 812.0, "qps": 16240.0, ...}, ...]
@@ -13,8 +13,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from perflab.run.observers.status import STATEMENTS
-from perflab.run.turn_latency import Histogram
+from perflab.observers.status import STATEMENTS
+from perflab.workloads.turn_latency import Histogram
 
 Point = tuple[int, float, dict[str, float]]  # (whole seconds of turns so far, seconds run, the counters)
 WRITES = ("Com_insert", "Com_update", "Com_delete", "Com_replace", "Com_insert_select", "Com_replace_select")

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from perflab.run.proc import recording_pids
+from perflab.places.proc import recording_pids
 
 TMPFS = os.environ.get("PERFLAB_TMPFS", "/dev/shm")  # where servers and datadirs live (RAM)
 PREFIX = "perflab-"

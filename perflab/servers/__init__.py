@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from perflab.run.builds import Build
+    from perflab.builds import Build
     from perflab.run.dataset import Snapshot
     from perflab.servers.managed import Managed
     from perflab.spec import Cell, Experiment
@@ -53,7 +53,7 @@ class Kind:
     claims_rest = False  # True: the kind of a version line no other kind claims (flavor_of)
     # why this kind has no installed server, so every variant names a build; None: it has one
     installed_refusal: str | None = None
-    # which workload tools can drive it (run/workloads/): MySQL's protocol (go-tpc), pgbench
+    # which workload tools can drive it (workloads/): MySQL's protocol (go-tpc), pgbench
     mysql_protocol: bool = False
     runs_pgbench: bool = False
     sysbench_writes: bool = True  # False: sysbench's read-only and OLTP write tests only (PostgreSQL)
@@ -115,7 +115,7 @@ class Kind:
         return []
 
     def io_counters(self, server: Managed) -> dict[str, float]:
-        """The server's own I/O counters now ([observe] io, run/observers/io.py): log bytes,
+        """The server's own I/O counters now ([observe] io, observers/io.py): log bytes,
         pages flushed and dirty, checkpoints; names prefixed by the kind ("innodb.", "pg.")."""
         return {}
 
@@ -136,7 +136,7 @@ class Kind:
     def turn_counters(self, server: Managed, clock: Any, lean: bool) -> Any:
         """What a seat samples at every turn that ends a second of its client's running time
         (`sample()`, `samples`, `statements`, `finish()`: StatusSampler's interface; `lean`: the
-        throughput counters only). `clock` is the seat's TurnClock (run/turn_latency.py)."""
+        throughput counters only). `clock` is the seat's TurnClock (workloads/turn_latency.py)."""
         raise NotImplementedError
 
     def process_counters(self, pid: int, threads: bool = False) -> Any:
@@ -213,10 +213,10 @@ class Kind:
     # the server on another host (run/remote_server.py, docs/hosts.md); why this kind cannot run there yet
     remote_server_refusal: str | None = "a server on another host is not supported with this server yet"
     server_packages: ClassVar[dict[str, str]] = {}  # a server host's tools -> their Debian packages
-    # why perf and pmp cannot profile this kind's server on a server host yet (run/observers/remote_profilers.py)
+    # why perf and pmp cannot profile this kind's server on a server host yet (observers/remote_profilers.py)
     remote_profile_refusal: str | None = None
     profiles_tree = False  # its server target is a process tree (a postmaster and its backends): profile them all
-    # why [observe] alloc cannot count this kind's server on a server host yet (run/observers/alloc/remote.py)
+    # why [observe] alloc cannot count this kind's server on a server host yet (observers/alloc/remote.py)
     remote_alloc_refusal: str | None = "[observe] alloc of this server on another host is not built yet; MariaDB's is"
     server_dirs: tuple[str, ...] = ()  # where a server host keeps them off the PATH, searched first
 
@@ -239,7 +239,7 @@ class Kind:
         """How a window reads the server on its host: (its counters by pid, its RSS sampler); the
         server process alone (MariaDB's threads are one process)."""
         from perflab.hosts.clock import WindowClock
-        from perflab.run.observers.remote_resources import RemoteRssSampler, read_counters
+        from perflab.observers.remote_resources import RemoteRssSampler, read_counters
 
         # its RSS stamped with the host's clock, read at the window's start and end (hosts/clock.py)
         return (lambda p: read_counters(place.link, p)), RemoteRssSampler(place.rundir, pid, WindowClock(place.link))

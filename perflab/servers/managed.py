@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ServerStartError, ServerStopError
-from perflab.run.proc import Child
+from perflab.places.proc import Child
 
 ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from perflab.servers import Kind
 
 if TYPE_CHECKING:
-    from perflab.run.builds import Build
+    from perflab.builds import Build
     from perflab.run.dataset import Snapshot
     from perflab.servers.mysqld import Mysqld
     from perflab.spec import Cell, Experiment
@@ -90,7 +90,7 @@ def initialise(datadir: Path, build: Build | None, log: Path) -> Init:
     """Initialise `datadir` for `build` as its kind does; the tool's output goes to `log`;
     PerflabError with its tail on failure."""
     from perflab.errors import PerflabError
-    from perflab.run.proc import call, clean_env
+    from perflab.places.proc import call, clean_env
 
     init = owner(build).init_plan(datadir, build)
     datadir.parent.mkdir(parents=True, exist_ok=True)
@@ -128,7 +128,7 @@ class MySQLProtocolKind(Kind):
         raise NotImplementedError
 
     def basedir_build(self, name: str, basedir: Path) -> Build:
-        from perflab.run.builds import BuildError, describe
+        from perflab.builds import BuildError, describe
         from perflab.spec.builds import server_binary
 
         found = server_binary(basedir)
@@ -138,7 +138,9 @@ class MySQLProtocolKind(Kind):
         return describe(found, name=name, kind="basedir", share=share, recipe={"basedir": str(basedir)})
 
     def prepare(self, workdir: Path, *, spec: Any, log: Path, name: str, build: Build | None) -> Snapshot:
-        from perflab.run import dataset, workloads
+        from perflab import workloads
+
+        from perflab.run import dataset
 
         workload = workloads.of(spec)
         return dataset.prepare(
@@ -183,20 +185,23 @@ class MySQLProtocolKind(Kind):
         return counters(server)
 
     def prewarm(self, server: Any, tool: str) -> float:
-        from perflab.run import prewarm, workloads
+        from perflab import workloads
+
+        from perflab.run import prewarm
 
         return prewarm.mariadb(server, workloads.get(tool).database)
 
     def pss_bytes(self, server: Any) -> int | None:
-        from perflab.run.proctree import pss_bytes
+        from perflab.places.proctree import pss_bytes
 
         return pss_bytes([server.pid])
 
     def train(self, runner: Any, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
         """The experiment's workload (largest thread count) for `train_duration`, then a
         clean shutdown: the instrumented server writes its profile at exit."""
-        from perflab.run import dataset, workloads
-        from perflab.run.proc import call, clean_env
+        from perflab import workloads
+        from perflab.run import dataset
+        from perflab.places.proc import call, clean_env
 
         exp = runner.exp.file
         options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **exp.server_options}
@@ -213,12 +218,12 @@ class MySQLProtocolKind(Kind):
             shutil.rmtree(rundir, ignore_errors=True)
 
     def source_recipe(self, spec: Any, src: Any, stage: str, profile: str | None) -> dict[str, Any]:
-        from perflab.run.builds import source
+        from perflab.builds import source
 
         return source.cmake_recipe(spec, src, stage, profile)
 
     def source_build(self, name: str, spec: Any, src: Any, cache: Path, listen: Any, **kw: Any) -> Build:
-        from perflab.run.builds import source
+        from perflab.builds import source
 
         return source.cmake_build(name, spec, src, cache, listen, **kw)
 
@@ -243,7 +248,7 @@ class MySQLProtocolKind(Kind):
         }
 
     def file_problems(self, spec: Any) -> list[Problem]:
-        """The workload's own refusals (pgbench, pgbench's scale) come first: run/workloads/."""
+        """The workload's own refusals (pgbench, pgbench's scale) come first: workloads/."""
         return self.build_problems(spec.builds)
 
     def build_problems(self, builds: dict[str, Any]) -> list[Problem]:
@@ -284,17 +289,17 @@ class MySQLProtocolKind(Kind):
 
     def turn_counters(self, server: Any, clock: Any, lean: bool) -> Any:
         """The server's own statement counters, `SHOW GLOBAL STATUS` over one connection made now."""
-        from perflab.run.observers.status import StatusSampler
+        from perflab.observers.status import StatusSampler
 
         return StatusSampler(server.socket, lean=lean).connect()
 
     def process_counters(self, pid: int, threads: bool = False) -> Any:
-        from perflab.run.observers.resources import ProcCounters
+        from perflab.observers.resources import ProcCounters
 
         return ProcCounters.read(pid, threads)
 
     def memory_sampler(self, pid: int) -> Any:
-        from perflab.run.observers.resources import RssSampler
+        from perflab.observers.resources import RssSampler
 
         return RssSampler(pid)
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from perflab.errors import ToolMissingError
-from perflab.run.builds import Build
-from perflab.run.proc import Child, call, clean_env
+from perflab.builds import Build
+from perflab.places.proc import Child, call, clean_env
 from perflab.servers.managed import Managed, ld_preload
 from perflab.servers.mysql_protocol import flavor_of
 

@@ -1,5 +1,5 @@
 """The I/O counters of a server of MySQL's protocol (MariaDB, MySQL: servers/mysqld.py) for
-[observe] io (run/observers/io.py), once a second.
+[observe] io (observers/io.py), once a second.
 
     counters(server) -> {"innodb.log_bytes_written": 1.2e9, "innodb.checkpoint_age": 3.1e7,
                          "innodb.pages_flushed": 52000.0, "innodb.pages_dirty": 812.0, ...}

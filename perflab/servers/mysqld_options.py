@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from perflab.run.builds import Build
+    from perflab.builds import Build
     from perflab.spec import Experiment
     from perflab.spec.problems import Problem
 
@@ -112,7 +112,7 @@ def known_names(build: Build, cache: Path) -> Known | None:
 
 
 def _ask(build: Build) -> frozenset[str] | None:
-    from perflab.run.proc import clean_env
+    from perflab.places.proc import clean_env
     from perflab.servers.mysqld import share_options
 
     share = [f"--{k}={v}" for k, v in share_options(build).items()]

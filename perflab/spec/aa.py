@@ -47,7 +47,7 @@ def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
             doc[key] = raw[key]
     # the canary's slope is calibrated too (analyze/host_speed.py); said either way, never left unset
     # no canary in the interleaved design (spec/design.py): its turns take the host's speed out; it
-    # runs where the server runs, with a client or a server on another host (run/observers/remote_io.py)
+    # runs where the server runs, with a client or a server on another host (observers/remote_io.py)
     no_canary = exp.file.experiment.interleaved
     doc["observe"] = {"host_speed": False if no_canary else _canary(exp.file.observe.host_speed)}
     return parse(to_toml(doc), f"{exp.source} (A/A calibration of its first configuration)")
@@ -55,7 +55,7 @@ def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
 
 def _canary(setting: bool | None) -> bool:
     """Run the canary: when the file asks for it, and when it does not say, if there is a C
-    compiler to build it with (run/cbuild.py; its absence is an error only when asked for)."""
+    compiler to build it with (cbuild.py; its absence is an error only when asked for)."""
     if setting is None:
         return shutil.which(os.environ.get("CC", "cc")) is not None
     return setting

@@ -91,7 +91,7 @@ def _major(name: str) -> int:
 class BuildSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # the Debian suite `package` comes from, in a private root (run/builds/debroot.py); None: the
+    # the Debian suite `package` comes from, in a private root (builds/debroot.py); None: the
     # suites this machine's apt knows, unpacked beside the system's libraries. Before `package`,
     # whose check reads it.
     suite: Literal["bookworm", "bookworm-backports", "trixie", "sid"] | None = None

@@ -3,13 +3,13 @@ and, when the file does not say, which design a run gets and why (`choose`).
 
 An interleaved round starts the servers of one thread count together and lets their clients take
 turns; throughput is counted over each client's running seconds, by the server's own statement
-counters (MariaDB) or by the client (PostgreSQL: sysbench's wrapper, run/turn_counts.py;
-pgbench's per-transaction log, run/turn_log.py). So: sysbench or pgbench (go-tpc's transactions
+counters (MariaDB) or by the client (PostgreSQL: sysbench's wrapper, workloads/turn_counts.py;
+pgbench's per-transaction log, workloads/turn_log.py). So: sysbench or pgbench (go-tpc's transactions
 are not counted per turn yet: Workload.interleaved_refusal), no
 pinning (each server would need a CPU of its own), no wall-clock stacks ([observe] pmp: a
 server whose client is stopped would show its idle threads) nor the host-speed canary
 (interleaving takes the host's speed out by design). On-CPU profiles and allocation counts
-([observe] perf, alloc) are per seat: only the running seat works (run/observers/seats.py).
+([observe] perf, alloc) are per seat: only the running seat works (observers/seats.py).
 
     problems = design_problems(spec)   # [] or Problems with key paths and fixes
     design, reason = choose(spec)      # ("interleaved", "...") for a file without `design`
@@ -25,7 +25,7 @@ import dataclasses
 
 from perflab import servers
 from perflab.errors import Problem
-from perflab.run import workloads
+from perflab import workloads
 from perflab.spec.hosts import client_hosts, host_axis
 from perflab.spec.matrix import Experiment
 from perflab.spec.schema import ExperimentFile

@@ -3,7 +3,7 @@ valid: every host named (also by a host axis: variants that set server_host) is 
 table (exit 2 otherwise), and a client or a server on
 another host comes with what it supports so far: sysbench or pgbench, the sequential design, no client
 variants; a server there runs the host's installed server (a variant's preload is the host's
-allocator; [experiment] storage a directory there), with no build or glibc variant. [observe] io and host_speed run where the server runs, whichever client (run/observers/
+allocator; [experiment] storage a directory there), with no build or glibc variant. [observe] io and host_speed run where the server runs, whichever client (observers/
 remote_io.py), and alloc of a server here with its client on a host.
 
     problems = host_problems(spec)   # [] or Problems with key paths and fixes
@@ -16,7 +16,7 @@ from typing import Any
 
 from perflab import servers
 from perflab.errors import Problem
-from perflab.run import workloads
+from perflab import workloads
 from perflab.spec.schema import ExperimentFile
 
 _NOT_YET = 'not with client_host yet (`perflab docs hosts#what-a-remote-client-supports-so-far`)'
@@ -235,7 +235,7 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
 
 
 def _client_target_problems(spec: ExperimentFile) -> list[Problem]:
-    """perf and pmp of the client run on its host (run/observers/remote_client_profilers.py), where
+    """perf and pmp of the client run on its host (observers/remote_client_profilers.py), where
     its stacks are sampled by eu-stack: another pmp tool is refused."""
     pmp = spec.observe.pmp
     if pmp is None or "client" not in pmp.targets or "tool" not in pmp.model_fields_set or pmp.tool == "eu-stack":

@@ -120,9 +120,9 @@ class ObserveSection(_Strict):
     pmp: Annotated[PmpObserve | None, BeforeValidator(_observer_flag)] = None
     alloc: Annotated[AllocObserve | None, BeforeValidator(_observer_flag)] = None
     # the storage's reads and writes, the server's fsyncs and its own I/O counters, once a second
-    # (run/observers/io.py, docs/storage.md)
+    # (observers/io.py, docs/storage.md)
     io: StrictBool = False
-    status: StrictBool = False  # SHOW GLOBAL STATUS and INNODB_METRICS once a second (run/observers/status.py)
+    status: StrictBool = False  # SHOW GLOBAL STATUS and INNODB_METRICS once a second (observers/status.py)
     # a canary's CPU time for fixed work, the verdicts' covariate (observers/host_speed.py); unset: on in
     # `perflab calibrate`, and in a run whose calibration measured a usable slope (cli/calibrated.py)
     host_speed: StrictBool | None = None

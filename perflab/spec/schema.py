@@ -266,7 +266,7 @@ class WorkloadSection(_Strict):
     @field_validator("test")
     @classmethod
     def _test(cls, value: str, info: ValidationInfo) -> str:
-        from perflab.run import workloads
+        from perflab import workloads
 
         return workloads.get(info.data.get("tool") or "sysbench").check_test(value)
 

@@ -1,5 +1,5 @@
 """What the server and the workload tool allow together, checked once the file is valid: the
-workload first (run/workloads/: its dataset keys, the servers it can drive), then each kind
+workload first (workloads/: its dataset keys, the servers it can drive), then each kind
 (perflab/servers/postgresql/spec.py, mysql_protocol.py). PostgreSQL: pgbench or sysbench's
 read-only tests, [builds] of PostgreSQL only, perf and pmp on the server's process tree; MariaDB
 and MySQL: sysbench or go-tpc, no PostgreSQL builds; MySQL: a build in every variant.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from perflab import servers
 from perflab.errors import Problem
-from perflab.run import workloads
+from perflab import workloads
 from perflab.spec.schema import ExperimentFile
 
 

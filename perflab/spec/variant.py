@@ -43,14 +43,14 @@ class Variant(_Strict):
     server_options: ServerOptions = {}
     workload_options: WorkloadOptions = {}  # sysbench options of this variant, over workload.options
     # the workload client (sysbench): a library preloaded into it, its environment, and another
-    # libmariadb for it (loaded under the soname sysbench links: run/client_variant.py)
+    # libmariadb for it (loaded under the soname sysbench links: workloads/client_variant.py)
     client_preload: str | None = None
     client_env: EnvVars = {}
     client_library: str | None = None
     aslr: StrictBool | None = None  # None: [experiment] aslr
     prewarm: StrictBool | None = None  # None: [experiment] prewarm
     # the C library the server runs with: that Debian suite's libc6 and loader, in a private root
-    # (run/builds/glibc.py); None: the server's own (the system's, or its private root's)
+    # (builds/glibc.py); None: the server's own (the system's, or its private root's)
     glibc: Literal["bookworm", "bookworm-backports", "trixie", "sid"] | None = None
     # the host its server runs on, a [hosts.NAME] (a host axis, docs/hosts.md); None: [experiment]
     # server_host, else this machine

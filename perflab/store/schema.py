@@ -9,7 +9,7 @@ Schema version history (`meta.schema_version`):
      in place when opened (columns added; its cells keep NULL there, and readers detect
      their steady state from the stored intervals).
   3  cells.alloc (JSON): what the server asked of its allocator per transaction, with
-     [observe] alloc (run/observers/alloc/tracer.py). Older directories are upgraded in place
+     [observe] alloc (observers/alloc/tracer.py). Older directories are upgraded in place
      (the column added, NULL).
   4  cells.build (JSON): the server binary the cell ran (a [builds] entry or the installed
      package): name, binary, sha256, version, compiler, kind, recipe. Upgraded in place (NULL).
@@ -22,7 +22,7 @@ Schema version history (`meta.schema_version`):
      workload's start to the window) or stall (the seconds of the cell's detected stalls).
      Upgraded in place: the profiles table is rebuilt, its rows get target = 'server'.
   7  cells.host_speed (JSON, [observe] host_speed: the canary's CPU ns for a fixed piece of work
-     over the window, its median, spread and per-second medians; run/observers/host_speed.py),
+     over the window, its median, spread and per-second medians; observers/host_speed.py),
      the verdicts' covariate (analyze/host_speed.py). Upgraded in place (NULL).
   8  cells.design (JSON, experiment.design = "interleaved"; NULL: the sequential design): how the
      cell ran beside the others of its round and thread count: {name, slice_s, group (their ids),

@@ -26,7 +26,7 @@ import re
 import sqlite3
 from collections.abc import Iterable
 
-# [observe] alloc, per transaction (run/observers/alloc: OPS; run/observers/syscalls: SYSCALLS;
+# [observe] alloc, per transaction (observers/alloc: OPS; observers/syscalls: SYSCALLS;
 # named here because the store does not import the run stage)
 _ALLOC_OPS = ("malloc", "calloc", "realloc", "free", "memalign", "new", "delete")
 _ALLOC_SYSCALLS = ("mmap", "munmap", "mprotect", "madvise", "brk")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Re-record tests/data/debroot/: what apt prints, through a private sid index
-(perflab/run/builds/aptindex.py), for the look-ups and resolutions tests/unit/test_debroot.py parses:
+(perflab/builds/aptindex.py), for the look-ups and resolutions tests/unit/test_debroot.py parses:
 
     madison.txt    apt-cache madison mysql-server-core mariadb-server-core
     simulate.txt   apt-get install --simulate -q mysql-server-core   (the closure, libc6 included)
@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "debroot"
 sys.path.insert(0, str(HERE.parent.parent))  # the perflab checkout this file belongs to
 
-from perflab.run.builds.aptindex import apt, suite_index
+from perflab.builds.aptindex import apt, suite_index
 
 RECORDINGS = {
     "madison.txt": ["apt-cache", "madison", "mysql-server-core", "mariadb-server-core"],

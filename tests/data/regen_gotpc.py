@@ -26,9 +26,9 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "gotpc"
 sys.path.insert(0, str(HERE.parent.parent))  # the perflab checkout this file belongs to
 
-from perflab.run import client
-from perflab.run.proc import clean_env
-from perflab.run.workloads import gotpc, tpcc
+from perflab.workloads import client
+from perflab.places.proc import clean_env
+from perflab.workloads import gotpc, tpcc
 from perflab.servers.mariadb.datadir import install_datadir
 from perflab.servers.mysqld import Mysqld
 

@@ -39,10 +39,10 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "profiles"
 sys.path.insert(0, str(HERE.parent.parent))  # the perflab checkout this file belongs to
 
-from perflab.run.observers.elf import FunctionStarts  # noqa: E402
-from perflab.run.observers.perf import PerfRecorder  # noqa: E402
-from perflab.run.proc import Child, clean_env, guarded  # noqa: E402
-from perflab.run.workloads import sysbench, sysbench_output  # noqa: E402
+from perflab.observers.elf import FunctionStarts  # noqa: E402
+from perflab.observers.perf import PerfRecorder  # noqa: E402
+from perflab.places.proc import Child, clean_env, guarded  # noqa: E402
+from perflab.workloads import sysbench, sysbench_output  # noqa: E402
 from perflab.servers.mariadb.datadir import install_datadir  # noqa: E402
 from perflab.servers.mysqld import Mysqld  # noqa: E402
 
@@ -127,7 +127,7 @@ def record(workdir: Path) -> dict[str, Any]:
             )
             sampler = OUT / "pmp_sampler.txt"
             proc = Child(
-                [sys.executable, "-m", "perflab.run.observers.pmp_sampler", str(server.pid), "0.2", str(sampler)],
+                [sys.executable, "-m", "perflab.observers.pmp_sampler", str(server.pid), "0.2", str(sampler)],
                 cwd=HERE.parent.parent,
             )
             with proc:
@@ -142,7 +142,7 @@ def record(workdir: Path) -> dict[str, Any]:
 
 def function_starts(maps: str) -> dict[str, list[int]]:
     """For each unnamed address of the recordings, its function's start (by binary path)."""
-    from perflab.run.observers.pmp import ModuleMap  # noqa: PLC0415
+    from perflab.observers.pmp import ModuleMap  # noqa: PLC0415
 
     wanted: dict[str, set[int]] = {}
     for path in sorted(OUT.glob("perf_*.txt.gz")):

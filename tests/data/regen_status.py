@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from perflab.run.observers.status import QUERY  # noqa: E402
+from perflab.observers.status import QUERY  # noqa: E402
 from perflab.servers.mysqld import Mysqld, binary  # noqa: E402
 
 

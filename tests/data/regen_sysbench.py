@@ -32,8 +32,8 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "sysbench"
 sys.path.insert(0, str(HERE.parent.parent))  # the perflab checkout this file belongs to
 
-from perflab.run.proc import clean_env, guarded  # noqa: E402
-from perflab.run.workloads import sysbench, sysbench_output  # noqa: E402
+from perflab.places.proc import clean_env, guarded  # noqa: E402
+from perflab.workloads import sysbench, sysbench_output  # noqa: E402
 from perflab.servers.mariadb.datadir import install_datadir  # noqa: E402
 from perflab.servers.mysqld import Mysqld  # noqa: E402
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from perflab.run.observers.alloc import AllocTracerError, claim, read
-from perflab.run.observers.alloc.tracer import AllocTracer
+from perflab.observers.alloc import AllocTracerError, claim, read
+from perflab.observers.alloc.tracer import AllocTracer
 from perflab.spec import AllocObserve
 from tests.conftest import ROOT, perflab
 from tests.integration.helpers import perflab_children, write_experiment

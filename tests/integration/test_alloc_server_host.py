@@ -202,7 +202,7 @@ def test_alloc_counts_a_postgresql_server_on_its_host_over_every_backend(
     ssh_lab: SshLab, tmpfs, tmp_path: Path
 ) -> None:
     """The counter preloaded into the postmaster there counts in every backend it forks, a slot each,
-    summed; perf there counts the syscalls of the whole tree (run/observers/alloc/remote.py)."""
+    summed; perf there counts the syscalls of the whole tree (observers/alloc/remote.py)."""
     db = ssh_lab.hosts["db"]
     spec, out, shm = (
         write_experiment(tmp_path / "pg.toml", PG.format(ssh=db.ssh)),

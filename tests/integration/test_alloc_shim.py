@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from perflab import allocators
-from perflab.run.observers import alloc
+from perflab.observers import alloc
 
 PROGRAM = Path(__file__).resolve().parent.parent / "data" / "alloc" / "allocs.cc"
 

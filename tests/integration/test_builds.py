@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from perflab.errors import EnvironmentProblem, SpecError, ToolMissingError
-from perflab.run.builds import BuildError, cache_root, sha256, writable_cache
-from perflab.run.builds import package as P
-from perflab.run.builds import pgo as G
-from perflab.run.builds import resolve as R
-from perflab.run.builds import source as S
-from perflab.run.builds.fetch import fetch
+from perflab.builds import BuildError, cache_root, sha256, writable_cache
+from perflab.builds import package as P
+from perflab.builds import pgo as G
+from perflab.builds import resolve as R
+from perflab.builds import source as S
+from perflab.builds.fetch import fetch
 from perflab.spec import parse
 from perflab.spec.builds import BuildSpec
 from tests.conftest import perflab

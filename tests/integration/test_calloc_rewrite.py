@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from perflab import allocators
-from perflab.run.observers import alloc, syscalls
+from perflab.observers import alloc, syscalls
 
 SOURCE = Path(__file__).resolve().parent.parent / "data" / "alloc" / "calloc_rewrite.c"
 FORMS = {"calloc": ["-O2"], "malloc+memset": ["-O2", "-fno-builtin-malloc"]}

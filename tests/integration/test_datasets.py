@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.run.builds import package as P
+from perflab.builds import package as P
 from tests.conftest import ROOT, perflab
 from tests.integration.helpers import write_experiment
 from tests.integration.test_builds import OLD

@@ -1,4 +1,4 @@
-"""debug_symbols = true for real (run/builds/dbgsym.py), against a local signed archive: a tiny C
+"""debug_symbols = true for real (builds/dbgsym.py), against a local signed archive: a tiny C
 "server" with a build ID, its debug info split off as dh_strip does (objcopy --only-keep-debug,
 strip), packaged with dpkg-deb as `perflab-spin-server` (with a libc6 of this system's loader and
 C library) in suite sid and `perflab-spin-server-dbgsym` in sid-debug, both read through perflab's
@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from perflab.debuginfo import mapped_files
-from perflab.run.builds import aptindex as A
-from perflab.run.builds.package import from_root
-from perflab.run.observers.perf import PerfRecorder
-from perflab.run.observers.pmp_sampler import Sampler
+from perflab.builds import aptindex as A
+from perflab.builds.package import from_root
+from perflab.observers.perf import PerfRecorder
+from perflab.observers.pmp_sampler import Sampler
 from tests.debarchive import make_deb, publish, signing_key
 from tests.freezes import sleep_running
 

@@ -1,4 +1,4 @@
-"""A real private root (run/builds/debroot.py): sid's mysql-server-core 9.7 and its whole closure,
+"""A real private root (builds/debroot.py): sid's mysql-server-core 9.7 and its whole closure,
 libc6 included, resolved with a private apt index, unpacked into this module's tmp cache and run
 through the root's own loader on Debian 12: `mysqld --version`, `--initialize-insecure`, a
 server on a unix socket that Debian 12's `mariadb` client reaches (root's caching_sha2_password,
@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from perflab.errors import EXIT_ENVIRONMENT, EXIT_USAGE, PerflabError
-from perflab.run.builds import aptindex as A
-from perflab.run.builds import debroot as D
-from perflab.run.proc import Child, clean_env
+from perflab.builds import aptindex as A
+from perflab.builds import debroot as D
+from perflab.places.proc import Child, clean_env
 
 # what apt and dpkg keep of this machine: a private root must change none of it
 SYSTEM_APT = (

@@ -119,7 +119,7 @@ def test_postgresql_is_refused_before_anything_starts(tmp_path: Path):
 def test_a_missing_go_tpc_is_exit_3_naming_the_make_target(tmp_path: Path):
     spec = write_experiment(tmp_path / "tpcc.toml", TPCC.format(server=""))
     code = (
-        "import sys; from perflab.run.workloads import gotpc; from perflab.errors import ToolMissingError\n"
+        "import sys; from perflab.workloads import gotpc; from perflab.errors import ToolMissingError\n"
         "def gone(): raise ToolMissingError('go-tpc not found', gotpc.GET)\n"
         "gotpc.go_tpc_binary = gone\n"
         "from perflab.cli import main; sys.argv = ['perflab', 'run', sys.argv[1], '-o', sys.argv[2]]; main()\n"

@@ -1,6 +1,6 @@
 """The interleaved design on PostgreSQL, with sysbench's pgsql driver, on real postgres servers:
 a round's servers run at once, their clients take 100 ms turns, and each cell's throughput is
-counted by its client's wrapper (run/turn_counts.py: events from turns.lua, queries per event
+counted by its client's wrapper (workloads/turn_counts.py: events from turns.lua, queries per event
 from sysbench's own reports), its resources over the postmaster's whole tree."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The interleaved design on PostgreSQL with pgbench, on real postgres servers: a round's servers
 run at once, their pgbench clients take 100 ms turns, and each cell's transactions and latency
-are counted from pgbench's own per-transaction log by the seat's turns (run/turn_log.py)."""
+are counted from pgbench's own per-transaction log by the seat's turns (workloads/turn_log.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """On-CPU profiles and allocation counts per seat under the interleaved design, on real mariadbd
-servers and sysbench clients (run/observers/seats.py): one `perf record -a` for the group, folded
+servers and sysbench clients (observers/seats.py): one `perf record -a` for the group, folded
 per process; the allocation counter in every server. A file that asks for them is interleaved by
 default now, and each seat's profile must hold its own server's work, counted over its own
 running seconds and transactions, not the group's wall clock.

@@ -92,7 +92,7 @@ def test_the_figures_are_the_servers_own_over_its_running_seconds(interleaved):
         summary, resources = cell["summary"], cell["resources"]
         lost = freezes.in_cell(cell)  # seconds this VM stood still in the cell's span (0.0: none)
         assert summary["qps"] > 1000
-        # latency of the requests within a turn (run/turn_latency.py): a range query is sub-millisecond
+        # latency of the requests within a turn (workloads/turn_latency.py): a range query is sub-millisecond
         # here, and at 100 ms turns at most 2 of ~100 requests a thread-turn are left out; a request
         # in flight when this VM paused took the pause too
         latency = summary["latency_ms"]

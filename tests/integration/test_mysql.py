@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.run.builds import resolve as R
+from perflab.builds import resolve as R
 from tests.conftest import perflab
 from tests.integration.helpers import write_experiment
 

@@ -1,5 +1,5 @@
 """A real MySQL 9.7 from Debian sid beside Debian 12's MariaDB (issue 34): `[builds] package =
-"mysql-server-core", suite = "sid"` makes a private root (run/builds/debroot.py), and the cell's
+"mysql-server-core", suite = "sid"` makes a private root (builds/debroot.py), and the cell's
 mysqld is initialised, started, proved and measured through the root's own loader, with the
 installed MariaDB as the other variant. MySQL is the baseline, as the file's first label."""
 

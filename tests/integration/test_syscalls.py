@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from perflab.run.observers import syscalls
+from perflab.observers import syscalls
 
 PROGRAM = Path(__file__).resolve().parent.parent / "data" / "alloc" / "syscalls.c"
 

@@ -1,4 +1,4 @@
-"""Latency within turns (run/turn_latency.py + workloads/turns.lua) with the real sysbench: a test
+"""Latency within turns (workloads/turn_latency.py + workloads/turns.lua) with the real sysbench: a test
 script whose events sleep 2 ms, run through the wrapper; once without pauses, once stopped
 (SIGSTOP) for 0.6 s between two turns as the interleaved design does. No database: the script
 issues no queries, so what is checked is the timing, the histogram and the exclusion alone."""
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from perflab.run.proc import clean_env
-from perflab.run.turn_latency import WRAPPER, TurnClock
-from perflab.run.workloads.sysbench_output import histogram_percentile, parse_histogram
+from perflab.places.proc import clean_env
+from perflab.workloads.turn_latency import WRAPPER, TurnClock
+from perflab.workloads.sysbench_output import histogram_percentile, parse_histogram
 
 # alone (make test runs the quiet modules first, one at a time): latencies of a few milliseconds within turns
 pytestmark = pytest.mark.quiet
@@ -87,7 +87,7 @@ def test_an_event_stopped_between_turns_is_left_out(tmp_path: Path) -> None:
 
 
 def test_the_wrapper_sums_sysbenchs_own_reports_and_still_prints_them(tmp_path: Path) -> None:
-    """turns.lua's report hook (run/turn_counts.py's queries per event): sysbench's per-second
+    """turns.lua's report hook (workloads/turn_counts.py's queries per event): sysbench's per-second
     counts are summed into the shared file, and its report lines are printed as without the hook
     (perflab's parsers read them)."""
     script = tmp_path / "sleeper.lua"

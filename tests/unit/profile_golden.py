@@ -17,9 +17,9 @@ from typing import Any
 
 from perflab.analyze.profile import Merged, Profile, round_row
 from perflab.analyze.profile_diff import diff
-from perflab.run.observers.elf import FunctionStarts
-from perflab.run.observers.perf_script import fold_perf_script
-from perflab.run.observers.pmp import ModuleMap, StackSampler, fold_rows, parse_eu_stack
+from perflab.observers.elf import FunctionStarts
+from perflab.observers.perf_script import fold_perf_script
+from perflab.observers.pmp import ModuleMap, StackSampler, fold_rows, parse_eu_stack
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "profiles"
 

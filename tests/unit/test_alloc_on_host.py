@@ -1,4 +1,4 @@
-"""[observe] alloc of a server on a server host (run/observers/alloc/remote.py), without a host: the
+"""[observe] alloc of a server on a server host (observers/alloc/remote.py), without a host: the
 "link" runs its argv here (sh, od, head, tail, base64, dd, truncate: what the host runs), so the
 counter file made, read and written over it is checked against the local reader of the same file;
 the host's binaries name a process's addresses as the live symbolizer does; the counter's window is
@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from perflab.hosts.rundir import RunDir
-from perflab.run.observers import alloc
-from perflab.run.observers.alloc import remote
-from perflab.run.observers.host_binaries import HostSymbolizer, executable_bases
-from perflab.run.observers.pmp_sampler import Symbolizer
+from perflab.observers import alloc
+from perflab.observers.alloc import remote
+from perflab.observers.host_binaries import HostSymbolizer, executable_bases
+from perflab.observers.pmp_sampler import Symbolizer
 from perflab.spec.observe import AllocObserve
 
 

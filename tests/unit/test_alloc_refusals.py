@@ -105,7 +105,7 @@ def test_a_preload_that_is_no_allocator_is_refused_with_observe_alloc(tmp_path: 
 
 
 def test_the_counter_source_exports_the_symbol_perflab_knows_it_by() -> None:
-    source = (Path(allocators.__file__).parent / "run" / "observers" / "alloc" / "perflab_alloc.c").read_text()
+    source = (Path(allocators.__file__).parent / "observers" / "alloc" / "perflab_alloc.c").read_text()
     assert f"const char {allocators.TRACER_SYMBOL}[]" in source
 
 

@@ -11,9 +11,9 @@ from typing import ClassVar, Self
 import numpy as np
 import pytest
 
-from perflab.run.observers import alloc, syscalls
-from perflab.run.observers.alloc import tracer as tracer_module
-from perflab.run.observers.alloc.tracer import AllocTracer
+from perflab.observers import alloc, syscalls
+from perflab.observers.alloc import tracer as tracer_module
+from perflab.observers.alloc.tracer import AllocTracer
 from perflab.spec.observe import AllocObserve
 
 

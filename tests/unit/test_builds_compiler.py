@@ -1,4 +1,4 @@
-"""Which compiler built a server binary, and where that was read (run/builds.compiler_of): its
+"""Which compiler built a server binary, and where that was read (builds.compiler_of): its
 .comment section; when stripped (Debian's packages), its -dbgsym debug file's or its package's
 buildinfo; else null with the reason, "none: stripped". Small binaries compiled here stand in."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import perflab.run.builds as B
+import perflab.builds as B
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("objcopy") is None, reason="needs gcc")
 

@@ -1,4 +1,4 @@
-"""A local source tree's fingerprint (run/builds/fetch.local): it decides the build's cache key,
+"""A local source tree's fingerprint (builds/fetch.local): it decides the build's cache key,
 so any change to what the build reads must change it, and a git that fails must not pass for a
 clean tree (a stale cached build would be measured as the new one)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from perflab.errors import PerflabError
-from perflab.run.builds.fetch import local
+from perflab.builds.fetch import local
 
 
 def git(tree: Path, *args: str) -> None:

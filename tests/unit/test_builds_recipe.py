@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from perflab.run.builds import Build, server_kind
-from perflab.run.builds import source as S
+from perflab.builds import Build, server_kind
+from perflab.builds import source as S
 from perflab.spec.builds import BuildSpec
 
 SRC = S.Source(Path("/nonexistent/src/tree"), "fingerprint", "a tree")
@@ -106,7 +106,7 @@ def test_a_pgo_trainings_identity_survives_new_unset_keys():
     min each here). The value is the one examples/pgo.toml's profile was stored under
     (2026-11-22), before `dataset.scale` existed."""
     from perflab import spec
-    from perflab.run.builds.resolve import training_id
+    from perflab.builds.resolve import training_id
 
     file = spec.load(Path(__file__).parents[2] / "examples" / "pgo.toml").file
     assert training_id(file, file.builds["pgo"]) == "fde22300cd68dff0"
@@ -117,7 +117,7 @@ def test_a_pgo_trainings_identity_survives_new_unset_keys():
 def test_a_stored_profile_whose_data_changed_is_trained_again(tmp_path: Path):
     """profile.json names the profile's hash; .gcda files deleted or changed since would give the
     profile-use build another profile than its key says (or none): it is not used."""
-    from perflab.run.builds import pgo as G
+    from perflab.builds import pgo as G
 
     instrumented = Build(None, "source", tmp_path / "mariadbd", "v", "0" * 64, None, extra={"key": "k"})
     home = G.profile_dir(tmp_path, instrumented, "training")

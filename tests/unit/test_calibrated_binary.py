@@ -14,7 +14,7 @@ import pytest
 from perflab import hostinfo, spec
 from perflab.cli import calibrated
 from perflab.errors import UsageError
-from perflab.run.builds import cache_root, sha256
+from perflab.builds import cache_root, sha256
 from perflab.servers import mysqld
 from perflab.servers.postgresql import server as postgres
 from perflab.store import calibration

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
-from perflab.run.observers.remote_client_profilers import ClientHereProfilers, Paired, beside_server_host
-from perflab.run.observers.remote_profilers import NoProfilers, RemoteProfilers
+from perflab.observers.remote_client_profilers import ClientHereProfilers, Paired, beside_server_host
+from perflab.observers.remote_profilers import NoProfilers, RemoteProfilers
 from perflab.spec import ObserveSection
 
 

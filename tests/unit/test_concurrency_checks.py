@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from perflab.errors import WorkloadError
-from perflab.run import client
-from perflab.run.proc import Child
+from perflab.workloads import client
+from perflab.places.proc import Child
 from tests.conftest import ROOT, perflab
 from tests.integration.helpers import write_experiment
 

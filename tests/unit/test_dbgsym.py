@@ -1,4 +1,4 @@
-"""debug_symbols = true (run/builds/dbgsym.py) and where debug files are looked up (perflab/debuginfo.py):
+"""debug_symbols = true (builds/dbgsym.py) and where debug files are looked up (perflab/debuginfo.py):
 the spec key, the debug archive's mirror and index, the -dbgsym added into a root (a real .deb made
 with dpkg-deb stands in for the download), the reasons recorded when it cannot be, and the lookup
 perf (--buildid-dir) and the stack sampler (libdw's debuginfo_path) use for a live process."""
@@ -16,12 +16,12 @@ from pydantic import ValidationError
 
 from perflab import debuginfo, elf
 from perflab.errors import UsageError
-from perflab.run.builds import aptindex as A
-from perflab.run.builds import dbgsym as G
-from perflab.run.builds.debroot import Root
-from perflab.run.builds.package import debug_symbols_of
-from perflab.run.observers.perf import buildid_dir
-from perflab.run.observers.pmp_sampler import debuginfo_path
+from perflab.builds import aptindex as A
+from perflab.builds import dbgsym as G
+from perflab.builds.debroot import Root
+from perflab.builds.package import debug_symbols_of
+from perflab.observers.perf import buildid_dir
+from perflab.observers.pmp_sampler import debuginfo_path
 from perflab.spec.builds import BuildSpec
 from tests.debarchive import make_deb
 

@@ -1,4 +1,4 @@
-"""Private roots without the network (run/builds/debroot.py, aptindex.py): the package and suite
+"""Private roots without the network (builds/debroot.py, aptindex.py): the package and suite
 arguments, what apt prints (recorded in tests/data/debroot/ by tests/data/regen_debroot.py),
 the private apt configuration, the cache key, the manifest and the loader's argv. The real sid
 root is tests/integration/test_debroot_real.py."""
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from perflab.errors import EXIT_ENVIRONMENT, EXIT_USAGE, UsageError
-from perflab.run.builds import aptindex as A
-from perflab.run.builds import debroot as D
+from perflab.builds import aptindex as A
+from perflab.builds import debroot as D
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "debroot"
 LOADER_LINE = "ld.so (Debian GLIBC 2.43-7) stable release version 2.43.\nCopyright (C) 2026 Free Software Foundation"

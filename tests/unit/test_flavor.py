@@ -14,7 +14,7 @@ import pytest
 
 from perflab.errors import PerflabError
 from perflab.report import findings
-from perflab.run.builds import Build
+from perflab.builds import Build
 from perflab.servers.mariadb import datadir
 from perflab.servers.mysql_protocol import flavor_of, owner, version_tuple
 from perflab.servers.mysqld import DEFAULT_OPTIONS, Mysqld

@@ -16,7 +16,7 @@ import pytest
 from perflab import elf, preflight
 from perflab.errors import SpecError
 from perflab.run import allocator_proof
-from perflab.run.builds import Build, BuildError, debroot, glibc
+from perflab.builds import Build, BuildError, debroot, glibc
 from perflab.spec import parse
 
 SYSTEM_LIBC = Path("/usr/lib/x86_64-linux-gnu/libc.so.6")

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from perflab.errors import WorkloadError
-from perflab.run.workloads import gotpc, tpcc
+from perflab.workloads import gotpc, tpcc
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gotpc"
 

@@ -12,7 +12,7 @@ import pytest
 
 from perflab.analyze import compare, host_slope, host_speed, sequential, stats
 from perflab.report import findings
-from perflab.run.observers import host_speed as canary
+from perflab.observers import host_speed as canary
 from perflab.variants import variant_key
 
 A, B = {"v": "a"}, {"v": "b"}

@@ -161,7 +161,7 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     assert "interleaved" in found["experiment.drop_caches"]  # the design's own check; sequential: on the host
     disk = parse('server_host = "db"\nstorage = "/var/tmp/perflab"\ndrop_caches = true').file.experiment
     assert disk.storage == "/var/tmp/perflab" and disk.drop_caches  # they apply on the host
-    # sequential: io and host_speed run on the server host (run/observers/remote_io.py)
+    # sequential: io and host_speed run on the server host (observers/remote_io.py)
     observed = parse('server_host = "db"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n")
     assert observed.file.observe.io and observed.file.observe.host_speed
     both = parse('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n")
@@ -223,7 +223,7 @@ def test_perf_and_pmp_of_a_client_on_its_host() -> None:
 
 
 def test_observe_of_one_target_keeps_perf_and_pmp_where_they_name_it() -> None:
-    from perflab.run.observers.remote_client_profilers import of_target
+    from perflab.observers.remote_client_profilers import of_target
 
     observe = parse('client_host = "load"', rest=HOSTS + '[observe]\nperf = { targets = ["server", "client"], '
                     'frequency = 49 }\npmp = { targets = ["client"] }\nstatus = true\n').file.observe  # fmt: skip
@@ -234,7 +234,7 @@ def test_observe_of_one_target_keeps_perf_and_pmp_where_they_name_it() -> None:
 
 
 def test_alloc_counts_a_server_where_it_runs_mariadb_or_postgresql() -> None:
-    """[observe] alloc runs where the server runs (run/observers/alloc/remote.py): MariaDB's, with the
+    """[observe] alloc runs where the server runs (observers/alloc/remote.py): MariaDB's, with the
     client here or on a host; PostgreSQL's (a process tree: every backend counts) too."""
     rest = HOSTS + '[observe]\nalloc = { period = "256K" }\n'
     exp = parse('server_host = "db"', rest=rest)

@@ -19,8 +19,8 @@ from perflab import servers, spec
 from perflab.cli import calibrated
 from perflab.errors import SpecError, UsageError
 from perflab.run import interleave, turn_series
-from perflab.run.observers.status import STATEMENTS
-from perflab.run.proc import Child
+from perflab.observers.status import STATEMENTS
+from perflab.places.proc import Child
 from perflab.run.scheduler import interleave_groups
 from perflab.spec.aa import aa_experiment
 from perflab.store import calibration
@@ -59,7 +59,7 @@ def test_without_a_design_it_is_interleaved_where_it_can_measure_the_file():
     ):
         exp = spec.parse(text("", rest).replace('design = "interleaved"\n', ""))
         assert exp.file.experiment.design == "sequential" and why in exp.design_reason, rest
-    # on-CPU profiles and allocation counts are per seat (run/observers/seats.py): still interleaved
+    # on-CPU profiles and allocation counts are per seat (observers/seats.py): still interleaved
     for rest in (
         "\n[observe]\nperf = true\n",
         "\n[observe]\nalloc = true\n",

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from perflab.errors import PerflabError, ServerStopError
-from perflab.run.observers import alloc, host_speed, syscalls
-from perflab.run.observers.alloc.tracer import AllocTracer
-from perflab.run.observers.host_speed import HostSpeed, HostSpeedError
-from perflab.run.observers.perf import PerfRecorder
-from perflab.run.proc import Child
+from perflab.observers import alloc, host_speed, syscalls
+from perflab.observers.alloc.tracer import AllocTracer
+from perflab.observers.host_speed import HostSpeed, HostSpeedError
+from perflab.observers.perf import PerfRecorder
+from perflab.places.proc import Child
 from perflab.servers.mysqld import Mysqld
 from perflab.servers.postgresql.server import PostgreSQL
 from perflab.spec.observe import AllocObserve
@@ -76,7 +76,7 @@ def test_lost_syscall_events_leave_the_syscall_figures_missing_with_the_reason(
 
 
 def test_perfs_lost_events_warning_is_read() -> None:
-    from perflab.run.observers.perf import lost_chunks
+    from perflab.observers.perf import lost_chunks
 
     assert lost_chunks(PERF_LOST) == 27
     assert lost_chunks("") == 0 and lost_chunks("Warning:\nsomething else\n") == 0

@@ -12,7 +12,7 @@ import pytest
 
 from perflab import servers
 from perflab.errors import EXIT_USAGE, PerflabError, UsageError
-from perflab.run.builds import Build
+from perflab.builds import Build
 from perflab.run.datasets import Datasets
 from perflab.servers import kind
 from perflab.servers.mysql_protocol import MySQLProtocolKind, owner

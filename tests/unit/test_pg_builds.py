@@ -11,9 +11,9 @@ import pytest
 from perflab import spec
 from perflab.errors import EXIT_USAGE, SpecError
 from perflab.servers.postgresql import train as pgtrain
-from perflab.run.builds import Build, BuildError
+from perflab.builds import Build, BuildError
 from perflab.servers.postgresql import source as PG
-from perflab.run.builds import source as S
+from perflab.builds import source as S
 from perflab.spec.builds import BuildSpec, build_problems
 
 PG_SRC = S.Source(Path("/nonexistent/pg/tree"), "fingerprint", "debian postgresql-15 15.18-0+deb12u1", "postgresql")

@@ -19,9 +19,9 @@ import pytest
 from perflab import spec
 from perflab.analyze import summary
 from perflab.errors import AllocatorNotMappedError, SpecError
-from perflab.run.observers.perf import PerfRecorder, descendants
-from perflab.run.observers.pmp import StackSampler
-from perflab.run.proctree import children
+from perflab.observers.perf import PerfRecorder, descendants
+from perflab.observers.pmp import StackSampler
+from perflab.places.proctree import children
 from perflab.servers.postgresql.accounting import verify_backends
 
 DATA = Path(__file__).parents[1] / "data" / "pg"

@@ -13,8 +13,9 @@ import pytest
 
 from perflab import servers
 from perflab.hosts.target import parse_target
-from perflab.run import remote_server, workloads
-from perflab.run.observers.resources import ProcCounters
+from perflab import workloads
+from perflab.run import remote_server
+from perflab.observers.resources import ProcCounters
 from perflab.servers.postgresql.remote import RemotePostgreSQL, parse_tree
 
 TICK = "100\n"
@@ -118,7 +119,7 @@ def test_pgbench_here_reaches_the_hosts_address_with_the_password_in_a_passfile(
     import stat
 
     from perflab import spec
-    from perflab.run.workloads.pgbench import cell_argv
+    from perflab.workloads.pgbench import cell_argv
     from perflab.servers.postgresql.remote_cell import passfile
 
     server = RemotePostgreSQL(_place("root"), "/d/cell-0000/data", {}, local=tmp_path)
@@ -161,7 +162,7 @@ def test_the_loader_here_reads_the_login_from_a_file_only_its_owner_reads(tmp_pa
     import stat
 
     from perflab import spec
-    from perflab.run.workloads import get
+    from perflab.workloads import get
 
     server = RemotePostgreSQL(_place("root"), "/d/snapshot", {}, local=tmp_path)
     exp = spec.parse(

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from perflab.errors import AllocatorNotMappedError
-from perflab.run.observers.resources import process_cpu_s
-from perflab.run.proctree import children, pss_bytes, tree, tree_counters
+from perflab.observers.resources import process_cpu_s
+from perflab.places.proctree import children, pss_bytes, tree, tree_counters
 from perflab.servers.postgresql.accounting import verify_backends
 
 # a parent that starts two children: the first burns 0.3 s of CPU, touches 16 MiB (4096 page

@@ -10,7 +10,7 @@ import pytest
 
 from perflab import spec
 from perflab.errors import SpecError
-from perflab.run.workloads import pgbench, pgbench_log
+from perflab.workloads import pgbench, pgbench_log
 from perflab.servers.postgresql.server import conf_line
 
 # two threads' per-transaction logs (client, txn, latency_us, script, epoch_s, epoch_us, retries)
@@ -164,7 +164,7 @@ def test_a_cells_command_and_window_through_the_workload_interface(tmp_path: Pat
     from types import SimpleNamespace
 
     from perflab.errors import WorkloadError
-    from perflab.run import workloads
+    from perflab import workloads
 
     monkeypatch.setattr("perflab.servers.postgresql.server.pg_binary", lambda name, bindir=None: name)
     exp = spec.parse(

@@ -18,9 +18,10 @@ from perflab.errors import ToolMissingError
 from perflab.hosts.clock import Alignment
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.transport import Completed
-from perflab.run import remote_server, workloads
+from perflab import workloads
+from perflab.run import remote_server
 from perflab.run.remote_client import _SIGNAL_CHILD, RemoteClient, times_cpu_s
-from perflab.run.workloads.pgbench_log import intervals, load_log, window_summary
+from perflab.workloads.pgbench_log import intervals, load_log, window_summary
 from perflab.servers.postgresql import client_host
 
 RUNDIR = "/dev/shm/perflab-host-k2j4x1"

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from perflab.run.observers.elf import FunctionStarts
-from perflab.run.observers.perf_script import fold_perf_phases, fold_perf_script
-from perflab.run.observers.phases import Spans
+from perflab.observers.elf import FunctionStarts
+from perflab.observers.perf_script import fold_perf_phases, fold_perf_script
+from perflab.observers.phases import Spans
 
 # process started at 99, threads started (sysbench's t = 0) at 100, window 110-130, a stall 102-105 s
 SPANS = Spans.of_cell(

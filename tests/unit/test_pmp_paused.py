@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.run.observers.pmp import StackSampler
+from perflab.observers.pmp import StackSampler
 
 
 @pytest.fixture

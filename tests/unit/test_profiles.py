@@ -18,10 +18,10 @@ from perflab.analyze.profile_diff import diff
 from perflab.analyze.profile_select import parse_selector
 from perflab.errors import SpecError, ToolMissingError, UsageError
 from perflab.report import flame
-from perflab.run.observers.elf import FunctionStarts, inspect
-from perflab.run.observers.perf_script import FoldStats, fold_perf_script
-from perflab.run.observers.pmp import ModuleMap, fold_rows, parse_eu_stack, strip_params
-from perflab.run.observers.profilers import stack_quality
+from perflab.observers.elf import FunctionStarts, inspect
+from perflab.observers.perf_script import FoldStats, fold_perf_script
+from perflab.observers.pmp import ModuleMap, fold_rows, parse_eu_stack, strip_params
+from perflab.observers.profilers import stack_quality
 from perflab.store import folded
 from tests.conftest import inferno_path
 from tests.unit import profile_golden as golden
@@ -355,7 +355,7 @@ def test_function_starts_of_the_installed_server() -> None:
 
 
 def test_sampler_output_with_odd_binary_names(tmp_path: Path) -> None:
-    from perflab.run.observers.pmp import StackSampler
+    from perflab.observers.pmp import StackSampler
 
     out = tmp_path / "pmp.txt"
     out.write_text(
@@ -370,7 +370,7 @@ def test_sampler_output_with_odd_binary_names(tmp_path: Path) -> None:
 
 
 def test_sampler_hold_time_is_reported(tmp_path: Path) -> None:
-    from perflab.run.observers.pmp import StackSampler
+    from perflab.observers.pmp import StackSampler
 
     out = tmp_path / "pmp.txt"
     out.write_text(

@@ -1,4 +1,4 @@
-"""[observe] host_speed and io of a server on another host, without a host (run/observers/remote_io.py,
+"""[observe] host_speed and io of a server on another host, without a host (observers/remote_io.py,
 docs/hosts.md): the server's CPUs there, the canary's copy tried once per run (a host whose C library
 cannot run it fails the cell with the loader's words), its samples on the host's wall clock cut by the
 window put on that clock, perf's fsync recording there and its calls put on this machine's clock, and
@@ -16,9 +16,9 @@ import pytest
 
 from perflab import spec
 from perflab.hosts.clock import Alignment
-from perflab.run.observers import remote_io
-from perflab.run.observers.host_speed import SOURCE, HostSpeedError, parse, window_fields
-from perflab.run.observers.remote_io import RemoteFsyncs, RemoteHostSpeed, cpu_list, host_time, runs_there
+from perflab.observers import remote_io
+from perflab.observers.host_speed import SOURCE, HostSpeedError, parse, window_fields
+from perflab.observers.remote_io import RemoteFsyncs, RemoteHostSpeed, cpu_list, host_time, runs_there
 from perflab.spec.aa import aa_experiment
 
 ALIGNED = Alignment("db", shift_s=-100.0, error_s=0.001, wall_minus_monotonic=1_000_000.0)  # the host 100 s ahead
@@ -79,7 +79,7 @@ def test_a_host_whose_c_library_cannot_run_the_canary_fails_the_cell_with_the_lo
 
 def test_the_hosts_canary_figure_is_cut_by_the_window_on_the_hosts_clock(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(
-        "perflab.run.observers.host_speed.build", lambda cache, static=False: tmp_path / "perflab-canary-0123"
+        "perflab.observers.host_speed.build", lambda cache, static=False: tmp_path / "perflab-canary-0123"
     )
     start, end = 10.0, 12.0  # this machine's CLOCK_MONOTONIC
     stamps = [host_time(ALIGNED, start - 1 + i * 0.2) for i in range(25)]  # a second before to a second after
@@ -97,7 +97,7 @@ def test_the_hosts_canary_figure_is_cut_by_the_window_on_the_hosts_clock(tmp_pat
 
 def test_the_canary_runs_there_stamped_on_the_hosts_wall_clock(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(
-        "perflab.run.observers.host_speed.build", lambda cache, static=False: tmp_path / "perflab-canary-0123"
+        "perflab.observers.host_speed.build", lambda cache, static=False: tmp_path / "perflab-canary-0123"
     )
     started: list[list[str]] = []
     monkeypatch.setattr(remote_io, "Tracked", lambda rd, argv: started.append(argv) or SimpleNamespace())
@@ -255,7 +255,7 @@ def test_the_canary_for_a_host_is_static_so_any_c_library_runs_it(tmp_path: Path
     import subprocess
 
     from perflab import elf
-    from perflab.run.observers import host_speed
+    from perflab.observers import host_speed
 
     static = host_speed.build(tmp_path, static=True)
     headers = subprocess.run(["readelf", "-lW", str(static)], capture_output=True, text=True, check=True).stdout

@@ -20,12 +20,12 @@ from perflab.hosts import preflight
 from perflab.hosts.clock import MAX_ERROR_S, ClockReading, WindowClock, align
 from perflab.hosts.own_cpu import parse_snapshot, session_of
 from perflab.hosts.preflight import observer_packages
-from perflab.run.observers.elf import FunctionStarts
-from perflab.run.observers.host_binaries import HostStarts
-from perflab.run.observers.host_overhead import perflab_ticks, window_ticks, wrappers
-from perflab.run.observers.phases import Spans
-from perflab.run.observers.remote_profilers import RemotePerf, RemoteStackSampler
-from perflab.run.observers.remote_resources import aligned_samples
+from perflab.observers.elf import FunctionStarts
+from perflab.observers.host_binaries import HostStarts
+from perflab.observers.host_overhead import perflab_ticks, window_ticks, wrappers
+from perflab.observers.phases import Spans
+from perflab.observers.remote_profilers import RemotePerf, RemoteStackSampler
+from perflab.observers.remote_resources import aligned_samples
 from perflab.spec.observe import ObserveSection
 
 
@@ -307,7 +307,7 @@ def test_a_process_tree_is_profiled_on_its_host_as_locally() -> None:
 def test_the_fingerprint_names_every_package_a_host_runs() -> None:
     """A client host with only postgresql-client-15 records its pgbench's version (issue 36)."""
     from perflab import hostinfo, servers
-    from perflab.run import workloads
+    from perflab import workloads
 
     clients = {p for name in ("sysbench", "pgbench", "go-tpc") for p in workloads.get(name).client_packages.values()}
     served = {p for kind in servers.every() for p in kind.server_packages.values()}

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from perflab.run import accounting, remote_server
-from perflab.run.observers.remote_resources import parse_counters
-from perflab.run.observers.resources import ProcCounters
+from perflab.observers.remote_resources import parse_counters
+from perflab.observers.resources import ProcCounters
 
 STAT = "4711 (mariadbd) S 1 4711 4711 0 -1 4194560 900 0 7 0 250 75 0 0 20 0 30 0 1234 0 0\n100\n"
 SWITCHES = "voluntary_ctxt_switches:\t10\nnonvoluntary_ctxt_switches:\t2\nvoluntary_ctxt_switches:\t5\n"

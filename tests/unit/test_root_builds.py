@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from perflab import elf
 from perflab.run import allocator_proof
-from perflab.run.builds import Build, launcher
-from perflab.run.observers.profilers import _exe
+from perflab.builds import Build, launcher
+from perflab.observers.profilers import _exe
 from perflab.spec.builds import BuildSpec
 
 

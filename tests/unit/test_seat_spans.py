@@ -1,12 +1,12 @@
-"""A seat's profile phases (run/observers/seats.py): cut by the wall clock, counted in the seat's
+"""A seat's profile phases (observers/seats.py): cut by the wall clock, counted in the seat's
 own running seconds and transactions, as the seats of a group share the wall clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from perflab.run.observers.phases import CONNECT, MEASURED, STALL, WARMUP
-from perflab.run.observers.seats import SeatSpans
+from perflab.observers.phases import CONNECT, MEASURED, STALL, WARMUP
+from perflab.observers.seats import SeatSpans
 
 
 def spans() -> SeatSpans:

@@ -76,7 +76,7 @@ def test_no_pg_or_mysql_sibling_modules():
         p.relative_to(PACKAGE).as_posix()
         for pattern in ("pg*", "mysql*", "maria*", "percona*")
         for p in PACKAGE.rglob(pattern)
-        if not p.relative_to(PACKAGE).as_posix().startswith(("servers/", "run/workloads/"))  # pgbench: a workload
+        if not p.relative_to(PACKAGE).as_posix().startswith(("servers/", "workloads/"))  # pgbench: a workload
         and p.name != "pgo.py"  # profile-guided optimisation, of every kind
         and "__pycache__" not in p.parts
     ]

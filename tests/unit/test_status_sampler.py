@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perflab.run.observers import status
+from perflab.observers import status
 
 BATCH = Path(__file__).resolve().parents[1] / "data" / "status" / "batch.txt"
 

@@ -2,13 +2,13 @@
 the host's other guests are named in a warning that also counts in the verdicts' caution; a
 run with less steal gets one informational line with its mean; an older run without the field,
 or an idle host, gets nothing. A stall says how much the host took during it (its steal_cores,
-from run/observers/resources.StealSampler)."""
+from observers/resources.StealSampler)."""
 
 from __future__ import annotations
 
 from perflab.analyze import steady
 from perflab.report import findings, phrases
-from perflab.run.observers.resources import StealSampler
+from perflab.observers.resources import StealSampler
 from tests.freezes import sleep_running
 
 

@@ -16,7 +16,7 @@ from perflab import spec
 from perflab.errors import SpecError
 from perflab.report import io_findings
 from perflab.run import dataset, storage
-from perflab.run.observers import io
+from perflab.observers import io
 from perflab.servers import kind, mysqld_io
 from perflab.servers.mysqld import Mysqld
 from perflab.servers.postgresql import io as pg_io

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from perflab.run.workloads import sysbench, sysbench_output
+from perflab.workloads import sysbench, sysbench_output
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sysbench"
 RECORDINGS = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(DATA.glob("*.json"))}

@@ -1,4 +1,4 @@
-"""Latency within turns, the Python side (run/turn_latency.py): the histogram turns.lua writes,
+"""Latency within turns, the Python side (workloads/turn_latency.py): the histogram turns.lua writes,
 read back, differenced and summarised as sysbench would; and the interleaved design's intervals
 and summary from it. The Lua side runs in tests/integration/test_turn_latency.py."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from perflab.run import turn_series
-from perflab.run.observers.status import STATEMENTS
-from perflab.run.turn_latency import BUCKETS, HEADER, LAYOUT, STRIDE, VALUES, Histogram, TurnClock
-from perflab.run.workloads.sysbench_output import histogram_percentile
+from perflab.observers.status import STATEMENTS
+from perflab.workloads.turn_latency import BUCKETS, HEADER, LAYOUT, STRIDE, VALUES, Histogram, TurnClock
+from perflab.workloads.sysbench_output import histogram_percentile
 
 
 def bucket(ms: float) -> int:

@@ -1,4 +1,4 @@
-"""pgbench's per-turn counts from its per-transaction log (run/turn_log.py), on a log written here."""
+"""pgbench's per-turn counts from its per-transaction log (workloads/turn_log.py), on a log written here."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from perflab.errors import WorkloadError
-from perflab.run import turn_log
+from perflab.workloads import turn_log
 from perflab.run.turn_series import intervals, summary
 
 # (end epoch, latency us); -1: failed after its tries

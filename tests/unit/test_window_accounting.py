@@ -16,7 +16,7 @@ import pytest
 
 from perflab.run import accounting
 from perflab.run.interleave import _Mark
-from perflab.run.observers.resources import ProcCounters, process_cpu_s
+from perflab.observers.resources import ProcCounters, process_cpu_s
 
 ZERO = ProcCounters(0.0, 0.0, 0, 0, 0, 0)
 
@@ -62,7 +62,7 @@ def test_steal_is_the_hypervisors_share_of_the_window_in_cores() -> None:
 
 
 def test_machine_steal_is_read_from_proc_stat_and_only_grows() -> None:
-    from perflab.run.observers.resources import machine_steal_s
+    from perflab.observers.resources import machine_steal_s
 
     first = machine_steal_s()
     with open("/proc/stat", encoding="ascii") as f:
@@ -289,7 +289,7 @@ def test_a_spanning_samplers_counts_end_at_the_end_mark() -> None:
     server's RSS sampler at its own end."""
     import contextlib
 
-    from perflab.run.observers.alloc import remote as remote_alloc
+    from perflab.observers.alloc import remote as remote_alloc
 
     calls: list[str] = []
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from perflab.servers.mysql_protocol import Init, MySQLProtocolKind
 
 if TYPE_CHECKING:
-    from perflab.run.builds import Build
+    from perflab.builds import Build
     from perflab.servers.mariadb.flavor import MariaDBFlavor
 
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from perflab.run.builds import Build, write_wrapper
-from perflab.run.proc import call, clean_env
+from perflab.builds import Build, write_wrapper
+from perflab.places.proc import call, clean_env
 from perflab.servers.mysql_protocol import Init, scratch, version_tuple
 from perflab.servers.mysqld import binary
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from perflab.errors import PerflabError, ServerStartError
 from perflab.hosts.rundir import Tracked
-from perflab.run.observers.status import StatusSampler
+from perflab.observers.status import StatusSampler
 from perflab.servers.managed import OnHost
 from perflab.servers.mariadb.flavor import INSTALLED, MariaDBFlavor
 from perflab.servers.mysql_protocol import version_tuple
@@ -96,7 +96,7 @@ class RemoteMariaDB(OnHost, Mysqld):
         self.env = dict(env or {})
         self.tracer = self.cpus = self.build = None
         self.preload = preload  # a variant's allocator there (ServerHost.preload): in LD_PRELOAD, after the counter
-        # [observe] alloc (run/observers/alloc/remote.py): its counter, copied there, first in LD_PRELOAD
+        # [observe] alloc (observers/alloc/remote.py): its counter, copied there, first in LD_PRELOAD
         self.alloc = alloc
         if alloc is not None:
             self.env.update(alloc.env())

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from perflab.servers.mysql_protocol import Init, MySQLProtocolKind
 
 if TYPE_CHECKING:
-    from perflab.run.builds import Build
+    from perflab.builds import Build
     from perflab.servers.mysql.flavor import MySQLFlavor
     from perflab.spec.problems import Problem
 

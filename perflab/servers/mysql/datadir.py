@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from perflab.errors import PerflabError
-from perflab.run.builds import Build
+from perflab.builds import Build
 from perflab.servers.mysql.flavor import INITIALIZE_SINCE, basedir_of
 from perflab.servers.mysql_protocol import Init, scratch, version_tuple
 

@@ -31,7 +31,7 @@ from perflab.servers.mysql_protocol import Flavor
 from perflab.units import parse_size
 
 if TYPE_CHECKING:
-    from perflab.run.builds import Build
+    from perflab.builds import Build
 
 REDO_CAPACITY_SINCE = (8, 0, 30)  # innodb_redo_log_capacity replaces innodb_log_file_size
 MYSQLX_SINCE = (8, 0, 0)  # the X Plugin is built in and on by default

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from perflab.servers import Kind
 
 if TYPE_CHECKING:
-    from perflab.run.builds import Build
+    from perflab.builds import Build
     from perflab.run.dataset import Snapshot
     from perflab.servers.postgresql.server import PostgreSQL
     from perflab.spec import Cell, Experiment
@@ -28,7 +28,7 @@ class PostgreSQLKind(Kind):
     name = "postgresql"
     title = "PostgreSQL"
     runs_pgbench = True
-    sysbench_writes = False  # sysbench's read-only and OLTP write tests only (run/workloads/sysbench.py)
+    sysbench_writes = False  # sysbench's read-only and OLTP write tests only (workloads/sysbench.py)
     memory_figure = "PSS"
     profiles_tree = True  # its profiles are of a process tree (every backend's), here and on a server host
     sysbench_driver = "pgsql"
@@ -66,7 +66,7 @@ class PostgreSQLKind(Kind):
         return Path(pg_binary("postgres"))
 
     def basedir_build(self, name: str, basedir: Path) -> Build:
-        from perflab.run.builds import BuildError, describe
+        from perflab.builds import BuildError, describe
 
         missing = [t for t in ("postgres", "initdb") if not (basedir / "bin" / t).is_file()]
         if missing:
@@ -132,28 +132,28 @@ class PostgreSQLKind(Kind):
         return pgcell.measure(runner, cell, server, logs, tracer)
 
     def pss_bytes(self, server: Any) -> int | None:
-        from perflab.run.proctree import pss_bytes, tree
+        from perflab.places.proctree import pss_bytes, tree
 
         return pss_bytes(tree(server.pid))
 
     def turn_counters(self, server: Any, clock: Any, lean: bool) -> Any:
-        """The client's own counts (run/turn_counts.py): PostgreSQL's statistics reach
+        """The client's own counts (workloads/turn_counts.py): PostgreSQL's statistics reach
         pg_stat_database at most once a second per backend, too late for a turn."""
-        from perflab.run.turn_counts import ClientCounts
+        from perflab.workloads.turn_counts import ClientCounts
 
         return ClientCounts(clock)
 
     def process_counters(self, pid: int, threads: bool = False) -> Any:
-        """The postmaster's tree: every backend, and those it reaped (run/proctree.py)."""
-        from perflab.run.observers.resources import process_cpu_s
-        from perflab.run.proctree import tree_counters
+        """The postmaster's tree: every backend, and those it reaped (places/proctree.py)."""
+        from perflab.observers.resources import process_cpu_s
+        from perflab.places.proctree import tree_counters
 
         if process_cpu_s(pid) is None:
             raise ProcessLookupError(pid)
         return tree_counters(pid, threads)
 
     def memory_sampler(self, pid: int) -> Any:
-        from perflab.run.proctree import TreeSampler
+        from perflab.places.proctree import TreeSampler
 
         return TreeSampler(pid)
 
@@ -218,14 +218,14 @@ class PostgreSQLKind(Kind):
 
     def remote_measure(self, runner: Any, cell: Cell, server: Any, logs: Path) -> Any | None:
         """pgbench here against the server there (a client cut at perflab's marks); sysbench: None."""
-        from perflab.run import workloads
+        from perflab import workloads
         from perflab.servers.postgresql import remote_cell
 
         return remote_cell.measure(runner, cell, server, logs) if workloads.of(runner.exp.file).tail_s else None
 
     def remote_client_measure(self, runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None) -> Any | None:
         """pgbench on the client host (a client cut at perflab's marks, its log fetched back); sysbench: None."""
-        from perflab.run import workloads
+        from perflab import workloads
         from perflab.servers.postgresql import client_host
 
         pgbench = workloads.of(runner.exp.file).tail_s

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from perflab import allocators
 from perflab.errors import AllocatorNotMappedError
-from perflab.run.proctree import children, tree
+from perflab.places.proctree import children, tree
 
 
 def client_backends(pid: int, database: str) -> int:

@@ -5,7 +5,7 @@ Like a MariaDB cell (CellRunner.measure): the client runs warm-up + window secon
 window's start perflab marks the counters, checks that every backend maps the variant's
 allocator (`preload_verified_backends`), then samples memory until the client ends. pgbench
 cannot reset its statistics mid-run, so its window figures come from its per-transaction log,
-cut at the window's start (run/workloads/pgbench.py).
+cut at the window's start (workloads/pgbench.py).
 
     intervals, rss, fields = measure(runner, cell, server, logs)
 """
@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ServerCrashedError
-from perflab.run import accounting, client, workloads
-from perflab.run.observers.alloc.tracer import AllocTracer
-from perflab.run.observers.phases import Spans
-from perflab.run.observers.profilers import Profilers, alloc_fields
-from perflab.run.observers.resources import StealSampler
-from perflab.run.proctree import TreeSampler, tree_counters
-from perflab.run.workloads import Workload
+from perflab import workloads
+from perflab.workloads import client
+from perflab.run import accounting
+from perflab.observers.alloc.tracer import AllocTracer
+from perflab.observers.phases import Spans
+from perflab.observers.profilers import Profilers, alloc_fields
+from perflab.observers.resources import StealSampler
+from perflab.places.proctree import TreeSampler, tree_counters
+from perflab.workloads import Workload
 from perflab.servers.postgresql.accounting import client_backends, verify_backends
 from perflab.servers.postgresql.server import PostgreSQL
 from perflab.spec import Cell

@@ -2,7 +2,7 @@
 from this machine (listening only on the address the host reaches us by, Kind.listen_on) or from a
 server host (servers/postgresql/remote.py). The run's `perflab` role logs in over TCP with the run's
 password, which goes into a passfile only its owner reads on the host (PGPASSFILE), never onto a
-command line. pgbench runs there with the options it has here (run/workloads/pgbench.py), inside the
+command line. pgbench runs there with the options it has here (workloads/pgbench.py), inside the
 run directory's wrapper (run/remote_client.RemoteChild): its -P 1 progress streams back into the
 cell's `pgbench.txt`, and it logs every transaction into the host's `client-NNNN/` directory. As on
 this machine (cell.py), it runs past the window; perflab marks the window's end and ends it then
@@ -11,14 +11,14 @@ window's figures are cut from it at perflab's marks, put on the host's clock: th
 read before pgbench starts and after it ends (hosts/clock.WindowClock), and a cell whose clock cannot
 be aligned within 50 ms fails (its figures could not be cut). With [observe] perf and pmp, the
 server's profiles (the postmaster's tree) are made over pgbench's phases: here as a local pgbench
-cell's (run/observers/profilers.py), or on the server host (run/observers/remote_profilers.py,
+cell's (observers/profilers.py), or on the server host (observers/remote_profilers.py,
 reading that host's clock themselves).
 
 Recorded in `client`, as a remote sysbench's: the host, the server's address, the host's interface
 toward it, its bytes per transaction, the round trip; pgbench's CPU there over the window (its
 /proc stat at both marks: it still runs at the end mark); and `clock`, the two readings and the
 shift applied. With [observe] host_speed and io, the canary and the server's I/O run where the server
-runs (run/observers/remote_io.of_window: here, or on the server host), over pgbench's run, and their
+runs (observers/remote_io.of_window: here, or on the server host), over pgbench's run, and their
 window is the marks'.
 
     intervals, rss, fields = measure(runner, cell, server, logs)   # from run/remote_client.measure
@@ -34,15 +34,17 @@ from typing import Any
 
 from perflab.errors import HostLostError, ServerCrashedError
 from perflab.hosts.clock import Alignment, WindowClock
-from perflab.run import accounting, client, remote_server, workloads
-from perflab.run.observers import remote_io, remote_profilers
-from perflab.run.observers.alloc import remote as remote_alloc
-from perflab.run.observers.alloc.remote import Spanning
-from perflab.run.observers.host_overhead import Overheads
-from perflab.run.observers.profilers import alloc_fields
-from perflab.run.observers.resources import StealSampler
+from perflab import workloads
+from perflab.workloads import client
+from perflab.run import accounting, remote_server
+from perflab.observers import remote_io, remote_profilers
+from perflab.observers.alloc import remote as remote_alloc
+from perflab.observers.alloc.remote import Spanning
+from perflab.observers.host_overhead import Overheads
+from perflab.observers.profilers import alloc_fields
+from perflab.observers.resources import StealSampler
 from perflab.run.remote_client import RemoteChild, RemoteClient, cpu_fields, local_profilers
-from perflab.run.workloads import pgbench
+from perflab.workloads import pgbench
 from perflab.spec import Cell
 
 LOG = "pgbench_log"  # its per-transaction log's prefix, there and in the cell's directory here
@@ -183,7 +185,7 @@ def _reads(runner: Any, server: Any) -> tuple[Any, Any]:
     """The server's counters and memory: the postmaster's tree here (every backend), or on its host."""
     if runner.server_host is not None:
         return remote_server.server_reads(runner, server)
-    from perflab.run.proctree import TreeSampler, tree_counters
+    from perflab.places.proctree import TreeSampler, tree_counters
 
     return tree_counters, TreeSampler(server.pid)
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from perflab.run.dataset import Snapshot
-from perflab.run.proc import call, clean_env
+from perflab.places.proc import call, clean_env
 from perflab.servers.postgresql.server import PostgreSQL, initdb
 from perflab.spec import ExperimentFile
 
@@ -46,7 +46,7 @@ def prepare(
 
 def database(tool: str) -> str:
     """The database the workload tool's dataset lives in."""
-    from perflab.run import workloads
+    from perflab import workloads
 
     return workloads.get(tool).database
 
@@ -54,7 +54,7 @@ def database(tool: str) -> str:
 def fill(server: PostgreSQL, spec: ExperimentFile, log: Path) -> str:
     """Create and fill the workload's database (its tool's prepare: `pgbench -i`, or sysbench's
     over the pgsql driver); returns its name."""
-    from perflab.run import workloads
+    from perflab import workloads
 
     workload = workloads.of(spec)
     server.sql(f"CREATE DATABASE {workload.database}")

@@ -1,4 +1,4 @@
-"""PostgreSQL's own I/O counters for [observe] io (run/observers/io.py), once a second.
+"""PostgreSQL's own I/O counters for [observe] io (observers/io.py), once a second.
 
     counters(server) -> {"pg.checkpoints": 3.0, "pg.buffers_checkpoint": 81920.0, "pg.wal_bytes": 1.3e9, ...}
 

@@ -17,7 +17,7 @@ from perflab.spec import Experiment
 
 PG_TOOLS = ("postgres", "initdb", "psql", "pgbench")
 # initdb's cluster with the WAL kept after the checkpoint (min_wal_size = 80 MB): about 130 MiB
-# (pgbench's scale: run/workloads/pgbench.py)
+# (pgbench's scale: workloads/pgbench.py)
 CLUSTER_BYTES = 130 << 20
 
 
@@ -40,7 +40,7 @@ def tool_problems() -> list[Problem]:
 
 def dataset_estimate(exp: Experiment) -> int:
     """The workload's own estimate (pgbench's scale), else sysbench's rows at ~300 B each."""
-    from perflab.run import workloads
+    from perflab import workloads
 
     own = workloads.of(exp.file).dataset_estimate(exp)
     data = exp.file.dataset
@@ -77,8 +77,8 @@ def _server_options(exp: Experiment) -> list[Problem]:
 
 
 def pgbench_problems(exp: Experiment) -> list[Problem]:
-    """pgbench's options (`pgbench --help`) and its script (run/workloads/pgbench.py asks)."""
-    from perflab.run.workloads import pgbench
+    """pgbench's options (`pgbench --help`) and its script (workloads/pgbench.py asks)."""
+    from perflab.workloads import pgbench
     from perflab.servers.postgresql.server import pg_binary
 
     binary = pg_binary("pgbench")
@@ -110,7 +110,7 @@ def pgbench_problems(exp: Experiment) -> list[Problem]:
 def _script(binary: str, test: str) -> list[Problem]:
     """The script, parsed by pgbench itself: run against a socket directory that does not exist,
     it reports a parse error first, or gets as far as connecting."""
-    from perflab.run.workloads import pgbench
+    from perflab.workloads import pgbench
 
     try:
         with open(test, "rb"):

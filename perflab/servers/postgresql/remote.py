@@ -22,8 +22,8 @@ from typing import Any
 from perflab.errors import PerflabError, ServerStartError, ServerStopError
 from perflab.hosts.rundir import Tracked
 from perflab.hosts.transport import Connection
-from perflab.run.observers.remote_resources import RemoteRssSampler, parse_counters
-from perflab.run.observers.resources import ProcCounters
+from perflab.observers.remote_resources import RemoteRssSampler, parse_counters
+from perflab.observers.resources import ProcCounters
 from perflab.servers.managed import OnHost
 from perflab.servers.postgresql.server import (
     DEFAULT_OPTIONS,
@@ -149,7 +149,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         self.env = dict(env or {})
         self.tracer = self.cpus = self.build = self.bindir = None
         self.preload = preload  # a variant's allocator there (ServerHost.preload): in LD_PRELOAD, for every backend
-        # [observe] alloc (run/observers/alloc/remote.py): its counter first in LD_PRELOAD, in the postmaster
+        # [observe] alloc (observers/alloc/remote.py): its counter first in LD_PRELOAD, in the postmaster
         # and so in every backend it forks; its file in the cell's directory, given to the postgres user
         self.alloc = alloc
         if alloc is not None:

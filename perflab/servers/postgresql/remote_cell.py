@@ -5,8 +5,8 @@ logs every transaction into the cell's local directory. As on this machine (cell
 past the window, perflab marks the window's end and ends it then, and the window's figures are cut
 from its log at the marks. The server's CPU is its postmaster's tree on the host, its memory the
 tree's RSS there (Kind.remote_reads); with [observe] perf or pmp, the tree's profiles are made there
-(run/observers/remote_profilers.py), and with [observe] host_speed and io the canary and the server's
-I/O run there (run/observers/remote_io.py), cut at the marks; the backends' allocator check and PSS
+(observers/remote_profilers.py), and with [observe] host_speed and io the canary and the server's
+I/O run there (observers/remote_io.py), cut at the marks; the backends' allocator check and PSS
 are this machine's only.
 sysbench's cells take the common path (run/remote_server.py).
 
@@ -22,12 +22,14 @@ from typing import Any
 
 from perflab.errors import ServerCrashedError
 from perflab.hosts.clock import WindowClock
-from perflab.run import accounting, client, remote_server, workloads
-from perflab.run.observers import remote_io, remote_profilers
-from perflab.run.observers.alloc import remote as remote_alloc
-from perflab.run.observers.host_overhead import Overheads
-from perflab.run.observers.resources import RssSampler, StealSampler
-from perflab.run.proc import clean_env
+from perflab import workloads
+from perflab.workloads import client
+from perflab.run import accounting, remote_server
+from perflab.observers import remote_io, remote_profilers
+from perflab.observers.alloc import remote as remote_alloc
+from perflab.observers.host_overhead import Overheads
+from perflab.observers.resources import RssSampler, StealSampler
+from perflab.places.proc import clean_env
 from perflab.servers.postgresql import cell as pgcell
 from perflab.spec import Cell
 
@@ -44,7 +46,7 @@ def passfile(server: Any, password: str) -> Path:
 
 def prepare_argv(spec: Any, server: Any, password: str) -> tuple[list[str], dict[str, str]]:
     """`pgbench -i -s SCALE` here against the server there (run/remote_dataset.py), as the run's role."""
-    from perflab.run.workloads.pgbench import init_argv
+    from perflab.workloads.pgbench import init_argv
     from perflab.servers.postgresql.server import pg_binary
 
     host, port, user = server.client_target

@@ -1,4 +1,4 @@
-"""A PostgreSQL build from another Debian suite, in a private root (run/builds/debroot.py):
+"""A PostgreSQL build from another Debian suite, in a private root (builds/debroot.py):
 sid's postgresql-18 needs sid's C library, so each of its programs runs through the root's loader.
 
 postgres finds its share/ and lib/ relative to its own path, and initdb and pg_ctl find postgres
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perflab.run.builds import launcher, write_wrapper
+from perflab.builds import launcher, write_wrapper
 
 LEFT_OUT = ("doc", "man", "info", "lintian", "bug")  # directory names never copied: not run
 NO_ARGV0 = ("postgres",)  # programs that keep their real path as argv[0]

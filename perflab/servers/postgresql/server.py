@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
-from perflab.run.proc import Child, call, clean_env
+from perflab.places.proc import Child, call, clean_env
 from perflab.servers.managed import Managed, ld_preload
 
 PG_BIN = Path(os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin"))

@@ -1,6 +1,6 @@
 """PostgreSQL builds from source: Debian's postgresql-15 source package or a local tree (autoconf).
 
-Steps, each logged to builds/KEY/logs/STEP.txt (as MariaDB's, run/builds/source.py):
+Steps, each logged to builds/KEY/logs/STEP.txt (as MariaDB's, builds/source.py):
     configure  SOURCE/configure, run in the build tree (a VPATH build: the source stays clean),
                with the recipe's compiler and flags and CONFIGURE below
     build      make: src/ only (the server, its tools, libpq, plpgsql; no docs, no contrib,
@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perflab.run.builds import Build, BuildError
-from perflab.run.builds import source as S
+from perflab.builds import Build, BuildError
+from perflab.builds import source as S
 from perflab.spec.builds import BuildSpec
 
 RECIPE_VERSION = 1  # bump when the steps change what a key builds

@@ -6,7 +6,7 @@ asks the kind):
     Debian's postgresql-15 source, an install tree with bin/postgres); [observe] perf and pmp
     follow the postmaster and every backend (one profile of the whole tree; the server target
     only); [observe] alloc counts in the postmaster and every backend it forks (a slot each, summed:
-    cell.py here, run/observers/alloc/remote.py on a server host); no status yet.
+    cell.py here, observers/alloc/remote.py on a server host); no status yet.
 sysbench's write tests (SYSBENCH_WRITES) run too: at PostgreSQL's default isolation (read committed)
 Debian's sysbench 1.0.20 rolls back a transaction that meets a deadlock or a duplicate key and
 counts it as an ignored error (`errors_per_s`; 42 in 8 s of oltp_read_write at 4 threads on one
@@ -27,7 +27,7 @@ PG_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+(-\S*)?\Z")  # postgresql-15's: 15.1
 
 
 def file_problems(spec: ExperimentFile) -> list[Problem]:
-    problems: list[Problem] = []  # which sysbench tests run here: run/workloads/sysbench.py
+    problems: list[Problem] = []  # which sysbench tests run here: workloads/sysbench.py
     problems += build_problems(spec.builds)  # source = "debian" is postgresql-15's, basedir bin/postgres
     for name in ("perf", "pmp"):  # the server's process tree only: pgbench is not followed
         observer = getattr(spec.observe, name)

@@ -1,4 +1,4 @@
-"""PGO training of an instrumented PostgreSQL build (run/builds/pgo.py calls it through the runner).
+"""PGO training of an instrumented PostgreSQL build (builds/pgo.py calls it through the runner).
 
 The instrumented postgres (built with -fprofile-generate -fprofile-update=atomic) runs as the
 `postgres` user when perflab is root, and libgcov writes each object's counts to the object's
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.run import dataset
-from perflab.run.proc import call, clean_env
+from perflab.places.proc import call, clean_env
 from perflab.servers.postgresql.server import PostgreSQL
 from perflab.spec.builds import BuildSpec
 
@@ -50,8 +50,8 @@ def train(runner: Any, build: Any, spec: BuildSpec, snapshot: dataset.Snapshot, 
 
 
 def command(exp: Any, server: PostgreSQL, seconds: int) -> list[str]:
-    """The experiment's workload (run/workloads/): pgbench, or sysbench's pgsql driver."""
-    from perflab.run import workloads
+    """The experiment's workload (workloads/): pgbench, or sysbench's pgsql driver."""
+    from perflab import workloads
 
     return workloads.of(exp).training_argv(exp, server, seconds)
 

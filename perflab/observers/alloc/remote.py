@@ -1,0 +1,249 @@
+"""`[observe] alloc` of a server on a server host (`[experiment] server_host`, docs/hosts.md).
+
+The counter (perflab_alloc.so) is built here, as for a local server, and copied into the host's run
+directory once per run (SFTP). The cell's counter file is made in the cell's directory there (the
+host's tmpfs): its header sent, the rest left sparse. The server there starts with the counter first
+in LD_PRELOAD and PERFLAB_ALLOC_FILE naming that file (servers/mariadb/remote.py). The window is the
+local one (AllocTracer.armed, window): the file is read over the SSH link at its start and end (the
+header and the slots in use, base64 on the wire), sampling is switched on and off by writing its
+period word there, and the allocator's syscalls are counted by `perf record` of their tracepoints
+on the host (RemotePerf's control FIFOs), folded there by `perf script`. The sampled stacks are
+named here from the server's maps there and the host's binaries (the same files, or the run's
+copies: host_binaries.HostStarts), and stored as a local cell's (profilers.store_alloc).
+
+    tracer = of_cell(runner, place, rundir)           # before the server: RemoteMariaDB(..., alloc=tracer)
+    tracer.check_started(server.pid)                  # loaded there, once, and counting
+    with tracer.armed(server.pid, rundir):            # perf started there, its events off
+        read, sampler = server_reads(runner, server)  # the window: spanning(sampler, tracer, pid)
+    observed(runner, cell.order, server, measured)    # the cell's `alloc`, its stacks stored
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+from pathlib import Path, PurePosixPath
+from typing import Any, Self
+
+import numpy as np
+
+from perflab.errors import PerflabError
+from perflab.hosts.rundir import RunDir
+from perflab.observers import alloc
+from perflab.observers.alloc.tracer import AllocTracer
+from perflab.observers.host_binaries import HostStarts, HostSymbolizer
+from perflab.observers.perf import lost_chunks
+from perflab.observers.remote_profilers import RemotePerf
+from perflab.observers.syscalls import SyscallCounts, events, parse
+from perflab.spec import AllocObserve
+
+EXTRA_SLOTS = 64  # read beyond the slots in use: a thread that takes one between the reads is counted
+# $0: the file; $1: the header's base64; $2: the file's size. The cell's directory made first
+_CREATE = 'mkdir -p "${0%/*}" && printf %s "$1" | base64 -d > "$0" && truncate -s "$2" "$0"'
+# $0: the file; $1: byte offset of slots_used; $2: slots read beyond it; $3: a slot's bytes; $4: the header's
+_SLOTS = 'u=$(od -An -tu8 -j "$1" -N 8 "$0") && head -c $(($4 + (u + $2) * $3)) "$0" | base64 -w0'
+# $0: the file; $1: from this byte (1 = the first); $2: this many bytes
+_RANGE = 'tail -c +"$1" "$0" | head -c "$2" | base64 -w0'
+# $0: the file; $1: 8 bytes (base64) written at word $2
+_WORD = 'printf %s "$1" | base64 -d | dd of="$0" bs=8 seek="$2" conv=notrunc status=none'
+_copied: set[tuple[str, str]] = set()  # (host run directory, shim): copied there this run
+
+
+class RemoteSyscalls(RemotePerf):
+    """SyscallRecorder's interface for `perf record -a` of the allocator's syscall tracepoints on the
+    host, started with its events off and driven through its control FIFOs there (RemotePerf)."""
+
+    def __init__(self, rundir: RunDir, remote_dir: str, pid: int, tree: bool = False) -> None:
+        super().__init__(rundir, remote_dir, pid, None, frequency=0, call_graph="fp")  # type: ignore[arg-type]
+        self.tree = tree  # the server's process tree (a postmaster's backends): each one's calls
+
+    def argv(self) -> list[str]:
+        control = f"fifo:{self._fifos[0]},{self._fifos[1]}"
+        return ["perf", "record", "-a", *events(), "-o", self.data, "-B", "-N", "--no-bpf-event", "-q", "-D", "-1",
+                "--control", control]  # fmt: skip
+
+    @property
+    def seconds(self) -> float:
+        return self.span[1] - self.span[0]
+
+    def counts(self) -> SyscallCounts:
+        """The window's calls by the server (`perf script --pid` there); `lost_chunks` when perf lost some."""
+        self.check()
+        link, errors = self.rundir.link, f"{self.dir}/script.err"
+        pids = ",".join(map(str, self.descendants())) if self.tree else str(self.pid)
+        script = ["perf", "script", "-i", self.data, "--pid", pids, "-F", "event,trace"]
+        done = link.run(["sh", "-c", '"$@" 2> "$0"', errors, *script], timeout=600)
+        said = link.run(["cat", errors]).stdout
+        if done.status != 0:
+            raise PerflabError(
+                f"perf script on host {link.name} failed (exit {done.status}): {said.strip()[-400:]}",
+                f"perf.data there: {self.data}",
+            )
+        counts = parse(done.stdout.splitlines())
+        counts.lost_chunks = lost_chunks(said)
+        return counts
+
+
+class RemoteAllocTracer(AllocTracer):
+    """AllocTracer whose counter file is on the server's host (`remote_dir`: the cell's directory
+    there), read and written over the host's SSH link; `there`: the counter's copy on the host."""
+
+    def __init__(
+        self, spec: AllocObserve, rundir: RunDir, remote_dir: str, local: Path, cache: Path, tree: bool = False
+    ) -> None:
+        self.host, self.remote_dir, self.link = rundir, remote_dir, rundir.link
+        super().__init__(spec, local, cache, tree)
+        self.there = f"{rundir.path}/{self.shim.name}"
+        if (rundir.path, self.shim.name) not in _copied:
+            self.link.put(self.shim, self.there)
+            self.link.run(["chmod", "0755", self.there])  # loaded by a server run as another user (postgres)
+            _copied.add((rundir.path, self.shim.name))
+
+    def _created(self, rundir: Path) -> Any:
+        path = PurePosixPath(self.remote_dir) / "alloc-counters.bin"
+        header = base64.b64encode(alloc.header(sample_capacity=self.spec.samples)).decode()
+        done = self.link.run(
+            ["sh", "-c", _CREATE, str(path), header, str(alloc.file_bytes(sample_capacity=self.spec.samples))]
+        )
+        if done.status != 0:
+            raise alloc.AllocTracerError(
+                f"host {self.link.name}: cannot make the counter file {path}: {done.stderr.strip()[-300:]}",
+                f"free space in {self.host.path} there (its tmpfs)",
+            )
+        return path
+
+    def _run(self, script: str, *args: object) -> np.ndarray:
+        done = self.link.run(["sh", "-c", script, str(self.file), *map(str, args)], timeout=120)
+        if done.status != 0:
+            raise alloc.AllocTracerError(
+                f"host {self.link.name}: reading the counter file {self.file} failed: {done.stderr.strip()[-300:]}",
+                "was the cell's directory there removed?",
+            )
+        data = base64.b64decode(done.stdout)
+        return np.frombuffer(data[: len(data) // 8 * 8], dtype="<u8")
+
+    def _header(self) -> np.ndarray:
+        return alloc.checked(self._run(_RANGE, 1, alloc.HEADER_BYTES), f"{self.link.name}:{self.file}")
+
+    def _loaded(self, pid: int) -> bool:
+        maps = self.link.run(["cat", f"/proc/{pid}/maps"], timeout=60).stdout.splitlines()
+        return any(os.path.basename(line.rstrip()) == self.shim.name for line in maps)
+
+    def _claim(self) -> alloc.Claim:
+        return alloc.claim_of(self._header())
+
+    def _read(self) -> alloc.Counts:
+        words = self._run(_SLOTS, alloc._SLOTS_USED * 8, EXTRA_SLOTS, alloc.SLOT_WORDS * 8, alloc.HEADER_BYTES)
+        return alloc.counts_of(alloc.checked(words, f"{self.link.name}:{self.file}"))
+
+    def _sample(self, period: int) -> None:
+        word = base64.b64encode(int(period).to_bytes(8, "little")).decode()
+        self._run(_WORD, word, alloc._PERIOD)
+
+    def _samples(self) -> tuple[list[alloc.Sample], int]:
+        header = self._header()
+        size = alloc.ring_used(header) * alloc.SAMPLE_WORDS * 8
+        ring = self._run(_RANGE, alloc.ring_start(header) * 8 + 1, size) if size else np.zeros(0, dtype="<u8")
+        return alloc.samples_of(header, ring, self.spec.period)
+
+    def _recorder(self, pid: int, workdir: Path) -> RemoteSyscalls:
+        return RemoteSyscalls(self.host, f"{self.remote_dir}/syscalls", pid, self.tree)
+
+
+class Spanning:
+    """A window's RSS sampler (its samples, its clock) whose span is also the counter's window:
+    entered at the window's start, left at its end (run/remote_window.py, run/remote_client.py), or
+    at the end mark (end_mark: pgbench's windows, which its tail outlasts).
+    The counter's window opens first: the sampler's start there (its loop, the host's clock) takes
+    round trips the window's counts would otherwise miss."""
+
+    def __init__(self, sampler: Any, tracer: AllocTracer, pid: int, workdir: Path) -> None:
+        self.sampler, self.tracer, self.pid, self.workdir = sampler, tracer, pid, workdir
+        self._stack = contextlib.ExitStack()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sampler, name)
+
+    def __enter__(self) -> Self:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self.tracer.window(self.pid, self.workdir))
+            self._counting = stack.pop_all()
+        try:
+            self.inner = self.sampler.__enter__()
+        except BaseException:
+            self._counting.close()
+            raise
+        return self.inner
+
+    def end_mark(self) -> None:
+        """The window ends now (perflab's end mark: pgbench's window is cut there, and it runs on for
+        its tail): the counts stop here, the sampler runs on to its own end."""
+        self._counting.close()
+
+    def __exit__(self, *exc: object) -> bool | None:
+        try:
+            return self.sampler.__exit__(*exc)  # type: ignore[no-any-return]
+        finally:
+            self._counting.close()
+
+
+def of_cell(runner: Any, place: Any, rundir: Path) -> RemoteAllocTracer | None:
+    """The cell's tracer on the server host (`place`: run/remote_server.ServerHost), None without
+    [observe] alloc; the counter built once per run into the local work directory."""
+    spec = runner.exp.file.observe.alloc
+    if spec is None:
+        return None
+    remote_dir = f"{place.rundir.path}/{rundir.name}"
+    tree = runner.kind.profiles_tree  # PostgreSQL: the postmaster's backends count, and make syscalls, too
+    return RemoteAllocTracer(spec, place.rundir, remote_dir, rundir, rundir.parent / "alloc-build", tree)
+
+
+def alloc_span(server: Any) -> tuple[float, float] | None:
+    """The span of the server's [observe] alloc counts (AllocTracer.span), None without them."""
+    tracer = getattr(server, "alloc", None)
+    return tracer.span if tracer is not None else None
+
+
+def end_mark(sampler: Any) -> None:
+    """[observe] alloc's counts end at the window's end mark when `sampler` spans them (Spanning)."""
+    if isinstance(sampler, Spanning):
+        sampler.end_mark()
+
+
+def spanning(sampler: Any, server: Any) -> Any:
+    """`sampler` (the server's RSS over the window), with [observe] alloc's window as its span."""
+    tracer = getattr(server, "alloc", None)
+    return sampler if tracer is None else Spanning(sampler, tracer, server.pid, server.rundir)
+
+
+@contextlib.contextmanager
+def armed(server: Any) -> Any:
+    """The cell's tracer armed (perf started there) from the server's start to the window's end."""
+    tracer = getattr(server, "alloc", None)
+    if tracer is None:
+        yield None
+        return
+    tracer.check_started(server.pid)
+    with tracer.armed(server.pid, server.rundir):
+        yield tracer
+
+
+def observed(runner: Any, cell_id: int, server: Any, measured: dict[str, Any], covered: Any = None) -> None:
+    """The cell's `alloc` into `measured`, and its sampled stacks stored (named while the server runs:
+    its maps are read there). `covered`: the window's transactions -> those its counts cover (over their
+    own span: accounting.share); None: all of them."""
+    from perflab.observers.profilers import alloc_figures, store_alloc
+
+    tracer: RemoteAllocTracer | None = getattr(server, "alloc", None)
+    if tracer is None:
+        return
+    transactions = alloc_figures(tracer, measured, covered)
+    if not tracer.spec.stacks:
+        return
+    link = tracer.link
+    maps = link.run(["cat", f"/proc/{server.pid}/maps"], timeout=60).stdout
+    starts = HostStarts(link, Path(server.rundir).parent / "host-binaries")  # once per run
+    names = HostSymbolizer(maps, starts, {tracer.there: str(tracer.shim)})
+    exe = link.run(["readlink", f"/proc/{server.pid}/exe"]).stdout.strip()
+    store_alloc(runner.results, cell_id, transactions, tracer, server.pid, names, f"{link.name}:{exe}")

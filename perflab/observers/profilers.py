@@ -1,0 +1,425 @@
+"""The profilers of a cell, as one context manager, and their results.
+
+    with Profilers(spec.observe, server.pid, rundir) as prof:  # perf starts (not yet recording)
+        prof.workload_starting()            # perf (warmup = true) records
+        start_client()
+        prof.workload_started(client_pid)   # pmp attaches to the client (warmup = false: paused)
+        sleep_through_warmup()
+        prof.window_started()               # the others begin (pmp: resumed)
+        run_window()
+    prof.store(results, cell_id, spans)     # profiles/ + the profiles table, per target and phase
+    prof.fields(spans)                      # {"host_speed": ...} with [observe] host_speed
+
+Targets: the server (mariadbd) and the client (sysbench, attached once ld.so has mapped its
+libraries). With `tree=True` (PostgreSQL: a postmaster forking one backend per connection) the
+server target is the server's process tree: perf folds the samples of the postmaster and every
+process it forked during the recording, pmp samples every member each tick; each is one profile.
+Phases (observers/phases.py): the measured window, the warm-up and the seconds of detected
+stalls, each a profile of its own, cut by time from one recording per profiler.
+Each profile is stored with the transactions of the span it covers (so analyses can divide
+by them), its seconds (stalls: per second is the fair basis, they have few transactions) and
+its stack quality: what the binary offers (symbols, debug info, frame pointers), what the
+samples show (stacks that reach a thread's entry point, frames without a name) and what to do.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections import Counter
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Self
+
+from perflab import debuginfo, servers
+from perflab.analyze.alloc import callers
+from perflab.observers.alloc.tracer import AllocTracer
+from perflab.observers.elf import inspect
+from perflab.observers.host_speed import HostSpeed
+from perflab.observers.io import IoObserver
+from perflab.observers.perf import PerfRecorder
+from perflab.observers.perf_script import FoldStats
+from perflab.observers.phases import MEASURED, PHASES, Spans
+from perflab.observers.pmp import StackSampler, demangle, fold_rows
+from perflab.observers.pmp_sampler import Symbolizer
+from perflab.spec import ObserveSection
+from perflab.store import folded
+from perflab.store.results import Results
+
+TOP_N = 20
+DBGSYM = {name: package for kind in servers.every() for name, package in kind.dbgsym.items()}  # Debian's
+# measured on this project's 2-vCPU VM (docs/benchmarks.md); quoted in the remedy
+DWARF_COST_NOTE = "costs far more than fp (each sample copies 16 KiB of stack; see `perflab docs benchmarks`)"
+
+
+class Profilers:
+    def __init__(
+        self,
+        observe: ObserveSection,
+        pid: int | None,
+        workdir: Path,
+        *,
+        tree: bool = False,
+        io: IoObserver | None = None,
+    ) -> None:
+        """`pid`: the server's here; None for a server on another host (the client's alone: its pid
+        comes with workload_started, remote_client_profilers.ClientHereProfilers)."""
+        self.observe = observe
+        self.io = io  # [observe] io: the storage's and the server's I/O (observers/io.py)
+        self.tree = tree  # the server target is its process tree (PostgreSQL's backends)
+        self.pids = {"server": pid} if pid is not None else {}
+        self.workdir = Path(workdir)
+        self.perf: PerfRecorder | None = None
+        self.pmp: dict[str, StackSampler] = {}
+        self.canary: HostSpeed | None = None  # [observe] host_speed
+        self._stack = ExitStack()
+        self.binaries = {"server": _exe(pid)} if pid is not None else {}
+        self.inspect: dict[str, str | None] = {}  # a target's binary as a file here, when not `binaries`' path
+
+    @classmethod
+    def shared(cls, observe: ObserveSection, pids: dict[str, int], workdir: Path, perf: PerfRecorder) -> Profilers:
+        """The profiles of `pids` (a server and its client) from a recording made for several
+        (an interleaved group's: observers/seats.py), to store(); nothing to enter."""
+        profilers = cls(observe, pids["server"], workdir)
+        profilers.pids = dict(pids)
+        profilers.binaries = {target: _exe(pid) for target, pid in pids.items()}
+        profilers.perf = perf
+        return profilers
+
+    def __enter__(self) -> Self:
+        if self.observe.host_speed:  # built once per run, beside the cells' directories
+            canary = HostSpeed(self.workdir.parent / "canary-build", self.workdir / "host-speed.txt")
+            self.canary = self._stack.enter_context(canary)
+        if self.io is not None:  # from before the workload: its start-up writes are the cell's too
+            self._stack.enter_context(self.io)
+        # perf first, not recording: its start-up (reading every process's maps) takes tenths of
+        # a second, before the workload; it then records system-wide and is folded per process
+        perf = self.observe.perf
+        if perf is not None:
+            named = self.pids.get("server", os.getpid())  # its file's name
+            recorder = PerfRecorder(
+                named, self.workdir, frequency=perf.frequency, call_graph=perf.call_graph, enabled=False
+            )
+            self.perf = self._stack.enter_context(recorder)
+        return self
+
+    def workload_starting(self) -> None:
+        """Right before the client starts: perf (system-wide) and the server's sampler begin the
+        warm-up's profiles (pmp's start-up and its first sample, loading mariadbd's symbols, take
+        tenths of a second: with pmp warmup = false the sampler starts too, paused, so that cost
+        stays out of the window and its profile covers the whole window)."""
+        perf = self.observe.perf
+        if self.perf is not None and perf is not None and perf.warmup and not self.perf.enabled:
+            self.perf.resume()
+        self._begin(warmup=True)
+
+    def workload_started(self, client_pid: int | None = None) -> None:
+        """The workload runs (and its client has its libraries mapped): the warm-up's samplers begin."""
+        if client_pid is not None:
+            self.pids["client"] = client_pid
+            self.binaries["client"] = _exe(client_pid)
+        self._begin(warmup=True)
+
+    def window_started(self) -> None:
+        self._begin(warmup=False)
+
+    def _begin(self, warmup: bool) -> None:
+        try:
+            perf, pmp = self.observe.perf, self.observe.pmp
+            if self.perf is not None and perf is not None and not self.perf.enabled and (perf.warmup or not warmup):
+                self.perf.resume()
+            if pmp is not None:
+                for target in pmp.targets:
+                    if target not in self.pmp and target in self.pids:
+                        tree = self.tree and target == "server"
+                        paused = warmup and not pmp.warmup  # a window-only profile: ready, not yet sampling
+                        options = {"interval": pmp.interval, "tool": pmp.tool, "tree": tree, "paused": paused}
+                        sampler = StackSampler(self.pids[target], self.workdir, **options)
+                        self.pmp[target] = self._stack.enter_context(sampler)
+                if not warmup:
+                    for sampler in self.pmp.values():
+                        if sampler.waiting:
+                            sampler.resume()
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def fields(self, spans: Spans) -> dict[str, Any]:
+        """The cell's fields from observers that are not profiles: `host_speed` over the window."""
+        out: dict[str, Any] = {"host_speed": self.canary.fields(spans.window, spans.end)} if self.canary else {}
+        if self.io is not None:  # popped by the cell (run/cell.py): resources.io and the series
+            out["io"] = self.io.fields(spans.workload, spans.window, spans.end, spans.window_transactions)
+        return out
+
+    def store(self, results: Results, cell_id: int, spans: Spans) -> list[dict[str, Any]]:
+        """Fold every profile per target and phase, write it under profiles/, reference it in results.db."""
+        rows = []
+        save = functools.partial(self._save, results, cell_id, spans)
+        if self.perf is not None and self.observe.perf is not None:
+            settings = {"frequency_hz": self.perf.frequency, "call_graph": self.perf.call_graph}
+            for target in self.observe.perf.targets:
+                if target not in self.pids:
+                    continue
+                started = time.monotonic()
+                pids = self.perf.descendants(self.pids[target]) if self.tree and target == "server" else None
+                folds = self.perf.fold_phases(pids or self.pids[target], spans.phases_at)
+                extra = {**settings, "fold_s": time.monotonic() - started, "processes": pids}
+                for phase in _phases(spans, self.perf.span):
+                    stacks, stats = folds.get(phase) or (Counter(), FoldStats())
+                    rows.append(save("perf", target, phase, stacks, stats, self.perf.span, **extra))
+        for target, sampler in self.pmp.items():
+            rows.extend(self._store_pmp(save, spans, target, sampler))
+        return rows
+
+    def _store_pmp(self, save: Any, spans: Spans, target: str, sampler: StackSampler) -> list[dict[str, Any]]:
+        rows = sampler.rows()
+        settings = {"interval_s": sampler.interval, "call_graph": sampler.tool, "sampler_cost": sampler.cost()}
+        settings["processes"] = sampler.processes or None
+        span = sampler.covered()
+        out = []
+        for phase in _phases(spans, span):
+            begin = spans.start(phase, span)
+            mine = [
+                (round(sampler.origin + t - begin, 3), tid, frames)
+                for t, tid, frames in rows
+                if phase in spans.phases_at(sampler.origin + t)
+            ]
+            stacks, timed, stats = fold_rows(mine, sampler.dsos)
+            out.append(save("pmp", target, phase, stacks, stats, span, **settings, timed=timed))
+        return out
+
+    def _save(
+        self,
+        results: Results,
+        cell_id: int,
+        spans: Spans,
+        source: str,
+        target: str,
+        phase: str,
+        stacks: Counter,
+        stats: FoldStats,
+        span: tuple[float, float],
+        *,
+        timed: list | None = None,
+        fold_s: float | None = None,
+        sampler_cost: dict | None = None,
+        processes: list[int] | None = None,
+        **settings: Any,
+    ) -> dict[str, Any]:
+        seconds = spans.seconds(phase, span)
+        txn = round(spans.transactions(phase, span), 1)
+        binary = self.binaries.get(target)
+        quality = stack_quality(self.inspect.get(target, binary), source, settings.get("call_graph"), stats)
+        sample_us = 1e6 / settings["frequency_hz"] if "frequency_hz" in settings else 1e6 * settings["interval_s"]
+        top = _top_functions(stacks, stats, txn, sample_us)
+        common = {
+            "source": source,
+            "phase": phase,
+            "target": target,
+            "seconds": round(seconds, 3),
+            "transactions": txn,
+            "window_transactions": spans.window_transactions,
+            "quality": quality,
+            **settings,
+        }
+        meta = {
+            **common,
+            "window": phase,
+            "pid": self.pids[target],
+            "processes": processes,  # a process tree's profile: every pid it holds samples of
+            "binary": binary,
+            "dsos": stats.dsos,
+            "fold_s": None if fold_s is None else round(fold_s, 3),
+            "sampler_cost": sampler_cost,
+            "connect_s": round(spans.workload - spans.started, 3) if spans.started else None,  # threads connecting
+            # what the profiler recorded, in seconds of the workload's clock (0: its threads started;
+            # a pmp sampler attaching late explains a warm-up profile shorter than the warm-up)
+            "recorded_s": [round(span[0] - spans.workload, 3), round(span[1] - spans.workload, 3)],
+        }
+        path = folded.write(folded.base(results.dir, cell_id, source, phase, target), stacks, meta, timed or ())
+        row = {
+            **common,
+            "cell_id": cell_id,
+            "path": str(path.relative_to(results.dir)),
+            "samples": stats.samples,
+            "top": top,
+            "frequency_hz": settings.get("frequency_hz"),
+            "interval_s": settings.get("interval_s"),
+        }
+        results.commit_profile(row)
+        return row
+
+
+def _phases(spans: Spans, span: tuple[float, float]) -> list[str]:
+    """The phases a profiler that ran over `span` saw: the window always (even if empty), the others if any."""
+    return [p for p in PHASES if p == MEASURED or spans.seconds(p, span) > 0]
+
+
+def alloc_figures(tracer: AllocTracer, measured: dict[str, Any], covered: Any = None) -> float:
+    """The cell's `alloc` into `measured`, over its summary's transactions or those its counts cover
+    (`covered`: the window's transactions -> those over the counts' own span, accounting.share), with
+    that share as `window_share`; returns those transactions (a server here or on its host)."""
+    whole = measured["summary"]["transactions"]
+    transactions = covered(whole) if covered is not None else whole
+    tracer.check_window(transactions)
+    share = round(transactions / whole, 4) if whole else None
+    measured["alloc"] = tracer.fields(transactions) | {"window_share": share}
+    return transactions
+
+
+def alloc_fields(
+    results: Results, cell_id: int, tracer: AllocTracer, pid: int, measured: dict[str, Any], covered: Any = None
+) -> None:
+    """[observe] alloc of a server here: its figures (alloc_figures), its sampled stacks stored as a
+    profile (store_alloc)."""
+    transactions = alloc_figures(tracer, measured, covered)
+    if tracer.spec.stacks:
+        store_alloc(results, cell_id, transactions, tracer, pid)
+
+
+def store_alloc(
+    results: Results, cell_id: int, transactions: int, tracer: AllocTracer, pid: int, names: Any = None,
+    binary: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The sampled allocation stacks as a profile of source "alloc": folded, weighted in bytes
+    requested, the leaf frame being the call and its size class (`malloc:32M-64M`). `names`, `binary`:
+    a server on a host's (observers/alloc/remote.py), else the local process's."""
+    names = names if names is not None else Symbolizer(pid)
+    try:
+        mangled = tracer.stacks(lambda pcs: _own_frames_dropped(names, pcs))
+        dsos = dict(names.dsos)
+    finally:
+        names.close()
+    readable = demangle(frame for stack in mangled for frame in stack.split(";"))
+    stacks: Counter = Counter()
+    for stack, size in mangled.items():
+        stacks[";".join(readable.get(f, f) for f in stack.split(";"))] += size
+    dsos = {readable.get(f, f): d for f, d in dsos.items()}
+    by_function = callers(stacks)
+    top = [
+        {
+            "function": f,
+            "dso": dsos.get(f),
+            "bytes": n,
+            "bytes_per_txn": round(n / transactions, 1) if transactions else None,
+        }
+        for f, n in by_function.most_common(TOP_N)
+    ]
+    meta = {
+        "source": "alloc",
+        "window": "measured",
+        "unit": "bytes",
+        "period": tracer.spec.period,
+        "seconds": round(tracer.seconds, 3),
+        "transactions": transactions,
+        "window_transactions": transactions,
+        "pid": pid,
+        "binary": binary or _exe(pid),
+        "dsos": dsos,
+    }
+    path = folded.write(folded.base(results.dir, cell_id, "alloc"), stacks, meta)
+    row = {
+        "cell_id": cell_id,
+        "source": "alloc",
+        "phase": "measured",
+        "target": "server",
+        "path": str(path.relative_to(results.dir)),
+        "samples": len(tracer.records()[0]),
+        "seconds": round(tracer.seconds, 3),
+        "transactions": transactions,
+        "window_transactions": transactions,
+        "call_graph": "backtrace",
+        "quality": None,
+        "top": top,
+    }
+    results.commit_profile(row)
+    return row
+
+
+def _own_frames_dropped(names: Symbolizer, pcs: list[int]) -> list[str]:
+    """Frame names root first (return addresses: the call is the byte before), the counter's own left out."""
+    frames = [names.name(pc - 1) for pc in reversed(pcs)]
+    return [f for f in frames if not names.dsos.get(f, "").startswith("perflab_alloc")]
+
+
+def _top_functions(stacks: Counter, stats: FoldStats, txn: float, sample_us: float) -> list[dict[str, Any]]:
+    """The TOP_N functions by self samples (leaf frames), per transaction."""
+    leaves: Counter = Counter()
+    for stack, count in stacks.items():
+        leaves[stack.rsplit(";", 1)[-1]] += count
+    return [
+        {
+            "function": f,
+            "dso": stats.dsos.get(f),
+            "self_samples": n,
+            "self_per_txn": round(n / txn, 6) if txn else None,
+            "self_us_per_txn": round(n * sample_us / txn, 3) if txn else None,
+        }
+        for f, n in leaves.most_common(TOP_N)
+    ]
+
+
+def _exe(pid: int) -> str | None:
+    """The program `pid` runs. A server started through a private root's loader
+    (builds/debroot.py) has the loader as its /proc exe: its program is the first argument
+    after the loader's own options."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+    if not os.path.basename(exe).startswith("ld-linux"):
+        return exe
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return exe
+    rest = argv[1:]
+    while rest and rest[0].startswith("--"):  # --inhibit-cache, --library-path DIRS
+        rest = rest[2:] if rest[0] in ("--library-path", "--preload", "--audit", "--argv0") else rest[1:]
+    return rest[0] if rest and os.path.isfile(rest[0]) else exe
+
+
+def stack_quality(binary: str | None, source: str, mode: str | None, stats: FoldStats) -> dict[str, Any]:
+    """What the stacks can be trusted for, in figures and words, with the remedy."""
+    info = inspect(binary) if binary and os.path.isfile(binary) else None
+    name = os.path.basename(binary) if binary else "the server"
+    complete = 100.0 * stats.complete / stats.samples if stats.samples else None
+    unnamed = 100.0 * stats.unnamed_frames / stats.frames if stats.frames else None
+    notes = []
+    if info is not None and not info.symtab and not info.debug_info:
+        notes.append(
+            {
+                "problem": f"{name} is stripped and no debug symbols were found: "
+                f"only its {info.dynsym_functions} exported functions have names; "
+                f"the other {max(0, info.eh_frame_functions - info.dynsym_functions)} "
+                f"(static functions) appear as {name}+0xSTART (the function's start address, from "
+                f".eh_frame_hdr), {unnamed or 0:.0f}% of the frames here",
+                "remedy": debuginfo.remedy(Path(binary or name), DBGSYM.get(name, DBGSYM["mariadbd"])),
+            }
+        )
+    if source == "perf" and mode == "fp" and info is not None and (info.fp_fraction or 0) < 0.9:
+        notes.append(
+            {
+                "problem": f"frame-pointer call graphs: only {100 * (info.fp_fraction or 0):.0f}% of "
+                f"{name}'s functions set up a frame pointer (and glibc's do not), "
+                "so callers are skipped or stacks cut short: "
+                f"{complete or 0:.0f}% of the samples reach a thread's entry point",
+                "remedy": f'call_graph = "dwarf" (unwinds from copied stacks; {DWARF_COST_NOTE}), '
+                "or a server built with -fno-omit-frame-pointer "
+                "(no cost resolved here: `perflab docs builds#measured-here`), "
+                "or pmp stacks, "
+                "which unwind from .eh_frame",
+            }
+        )
+    return {
+        "binary": info.to_dict() if info else None,
+        "stacks_complete_pct": None if complete is None else round(complete, 1),
+        "unnamed_frames_pct": None if unnamed is None else round(unnamed, 1),
+        "unknown_frames": stats.unknown_frames,
+        "notes": notes,
+    }

@@ -1,0 +1,283 @@
+"""`[observe] host_speed` and `[observe] io` of a server on a server host (`[experiment] server_host`,
+docs/hosts.md): each runs where the server runs.
+
+host_speed: the canary (host_speed.c) is built here, statically (libc.a: any host's C library runs it;
+without libc.a here, as for a local server), copied into the host's run
+directory once per run (SFTP, as [observe] alloc's counter: alloc/remote.py) and run there through
+the run directory's wrapper over the cell's workload, one thread pinned to each CPU the server may run
+on there, its lines stamped with the host's wall clock (`-r`) into a file in the cell's directory
+there. That file is fetched at the end and parsed as a local canary's; the window's bounds are put on
+the host's clock with the window's clock readings (hosts/clock.WindowClock), so the figure is the
+host's vCPUs' over the same window. Once per run the copy is run without arguments: a host that
+cannot run it (a dynamic build and an older C library) fails each cell with the loader's words
+(HostSpeedError).
+
+io: the server's own counters (Kind.io_counters: SHOW GLOBAL STATUS, pg_stat_*) read once a second
+by the host's client over the SSH link (the server's `sql`), and its fsync and fdatasync calls counted
+by `perf record` of their tracepoints on the host (RemotePerf's control FIFOs), listed there by
+`perf script` for the server's process tree and put on this machine's clock (the host's monotonic
+clock, on its wall clock by perf's reference time, then aligned). With `[experiment] storage` on
+a disk there, the disk.* counters are its block device's line of the host's /proc/diskstats, read
+over the link with the server's counters once a second (their times this machine's, as the server's
+counters'); on the host's tmpfs there is no block device, as for a local server on tmpfs.
+
+Every window with a client or a server on a host takes them through of_window: on the server host, or,
+for a server here with its client on a client host, the local canary and I/O observer (here()), over
+the same window, with the same fields (HostObservers.fields).
+
+    extra = of_window(runner, server, clock)    # started before the workload, as Profilers
+    with extra: run_window()
+    measured.update(extra.fields(runner, (started, origin, end, warmup), intervals, summary))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Any, Self
+
+from perflab.errors import PerflabError
+from perflab.hosts.clock import WindowClock
+from perflab.hosts.rundir import RunDir, Tracked
+from perflab.observers.host_speed import HostSpeed, HostSpeedError
+from perflab.observers.io import IoObserver, fsync_events, parse_times
+from perflab.observers.perf import descendants, lost_chunks
+from perflab.observers.phases import Spans
+from perflab.observers.remote_profilers import RemotePerf
+
+_LOGGED = 'mkdir -p "${0%/*}" && exec "$@" > "$0" 2>&1'  # $0: a log (its directory made); "$@": the argv
+_checked: dict[tuple[str, str], str | None] = {}  # (host run directory, canary) -> None: runs there; else why not
+
+
+def cpu_list(text: str) -> list[int]:
+    """The CPUs of a kernel CPU list ("0-3,6", /proc/PID/status' Cpus_allowed_list)."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        low, _, high = part.strip().partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            cpus.update(range(int(low), int(high or low) + 1))
+    return sorted(cpus)
+
+
+def server_cpus(rundir: RunDir, pid: int) -> list[int]:
+    """The CPUs the server may run on, on its host (its affinity there)."""
+    status = rundir.link.run(["cat", f"/proc/{pid}/status"], timeout=60).stdout
+    line = next((ln for ln in status.splitlines() if ln.startswith("Cpus_allowed_list:")), "")
+    return cpu_list(line.partition(":")[2])
+
+
+def runs_there(rundir: RunDir, binary: Path) -> str:
+    """The canary's copy in the host's run directory (made and tried once per run); HostSpeedError
+    when it cannot run there (its C library older than this machine's: the loader says which)."""
+    there = f"{rundir.path}/{binary.name}"
+    key = (rundir.path, binary.name)
+    if key not in _checked:
+        rundir.link.put(binary, there)
+        done = rundir.link.run(["chmod", "+x", there])  # SFTP keeps the mode; said, not assumed
+        done = rundir.link.run([there], timeout=60) if done.status == 0 else done
+        said = (done.stdout + done.stderr).strip()
+        _checked[key] = None if done.status == 2 and "usage:" in said else f"(exit {done.status}) {said[-400:]}"
+    why = _checked[key]
+    if why is not None:
+        glibc = rundir.link.run(["getconf", "GNU_LIBC_VERSION"]).stdout.strip() or "an unknown C library"
+        raise HostSpeedError(
+            f"host {rundir.link.name}: the host-speed canary built here does not run there {why}",
+            f"the host has {glibc}: install libc6-dev here (its libc.a makes the canary static), "
+            "or set host_speed = false under [observe] (`perflab docs hosts`)",
+        )
+    return there
+
+
+class RemoteHostSpeed(HostSpeed):
+    """HostSpeed on the server's host: the canary there through the run directory's wrapper (Tracked:
+    poll and kill as a local Child), its samples on the host's wall clock in `remote_log`, fetched
+    into `log` for `fields`, whose window is put on the host's clock first."""
+
+    def __init__(
+        self, rundir: RunDir, remote_log: str, cache: Path, log: Path, cpus: list[int], clock: WindowClock
+    ) -> None:
+        super().__init__(cache, log, cpus=cpus, static=True)  # any host's C library runs it
+        self.rundir, self.remote_log, self.clock = rundir, remote_log, clock
+        self.there = runs_there(rundir, self.binary)
+
+    def __enter__(self) -> Self:
+        argv = [self.there, "-r", str(self.period_ms), *map(str, self.cpus)]
+        self._child = Tracked(self.rundir, ["sh", "-c", _LOGGED, self.remote_log, *argv])  # type: ignore[assignment]
+        return self
+
+    def fields(self, start: float, end: float) -> dict[str, Any]:
+        """HostSpeed.fields over [start, end] (this machine's CLOCK_MONOTONIC) on the host's clock."""
+        try:
+            self.rundir.link.get(self.remote_log, self.log)
+        except (OSError, PerflabError) as exc:
+            raise HostSpeedError(
+                f"host {self.rundir.link.name}: the canary's samples could not be fetched: {exc}",
+                f"its file there: {self.remote_log}",
+            ) from exc
+        aligned = self.clock.require()
+        return super().fields(host_time(aligned, start), host_time(aligned, end))
+
+
+def host_time(aligned: Any, monotonic: float) -> float:
+    """This machine's time.monotonic() as the host's wall clock (hosts/clock.Alignment.monotonic's inverse)."""
+    return monotonic - aligned.shift_s + aligned.wall_minus_monotonic
+
+
+# perf report --header-only, with `-k`: `# reference time: 2026-11-28 11:58:18.436076 = 1795867098.436076
+# (TOD) = 84599.324839524 (monotonic)`, both clocks read at perf's start
+_REFERENCE = re.compile(r"# reference time: .* = (\d+\.\d+) \(TOD\) = (\d+\.\d+) \(monotonic\)")
+
+
+def wall_minus_monotonic(header: str) -> float | None:
+    """The host's wall clock minus its CLOCK_MONOTONIC, from perf's reference time (None: none)."""
+    found = _REFERENCE.search(header)
+    return float(found.group(1)) - float(found.group(2)) if found else None
+
+
+class RemoteFsyncs(RemotePerf):
+    """FsyncRecorder's interface for `perf record -a` of the fsync tracepoints on the server's host,
+    from the workload's start to its end (observers/io.py). Their times are the host's
+    CLOCK_MONOTONIC: the kernel refuses CLOCK_REALTIME for tracepoints (it is not NMI-safe; perf says
+    "wrong clockid (0)"), so perf's reference time puts them on the host's wall clock."""
+
+    lost = 0  # runs of events perf lost (its buffer full): the counts are then too low
+
+    def __init__(self, rundir: RunDir, remote_dir: str, pid: int, clock: WindowClock) -> None:
+        super().__init__(rundir, remote_dir, pid, clock, frequency=0, call_graph="fp")
+
+    def argv(self) -> list[str]:
+        control = f"fifo:{self._fifos[0]},{self._fifos[1]}"
+        return ["perf", "record", "-a", *fsync_events(), "-o", self.data, "-B", "-N", "--no-bpf-event", "-q",
+                "-k", "CLOCK_MONOTONIC", "-D", "-1", "--control", control]  # fmt: skip
+
+    def __enter__(self) -> Self:
+        super().__enter__()
+        try:
+            self.resume()  # counted from now: IoObserver's span
+        except BaseException:
+            assert self.child is not None
+            self.child.kill()
+            raise
+        return self
+
+    def _on_host(self, argv: list[str], what: str) -> str:
+        errors = f"{self.dir}/{what}.err"
+        done = self.rundir.link.run(["sh", "-c", '"$@" 2> "$0"', errors, *argv], timeout=600)
+        said = self.rundir.link.run(["cat", errors]).stdout
+        if done.status != 0:
+            raise PerflabError(
+                f"perf {what} on host {self.rundir.link.name} failed (exit {done.status}): {said.strip()[-400:]}",
+                f"perf.data there: {self.data}",
+            )
+        self.lost = max(self.lost, lost_chunks(said))
+        return done.stdout
+
+    def descendants(self, pid: int | None = None) -> list[int]:
+        """The server and every process it forked, as the recording saw them (PostgreSQL's backends)."""
+        tasks = self._on_host(["perf", "report", "-i", self.data, "--tasks", "-q"], "report")
+        return descendants(tasks, pid or self.pid)
+
+    def times(self) -> dict[str, list[float]]:
+        """Every call of the server's tree per syscall, on this machine's CLOCK_MONOTONIC: the host's
+        CLOCK_MONOTONIC put on its wall clock with perf's reference time, then aligned."""
+        self.check()
+        pids = ",".join(map(str, self.descendants()))
+        text = self._on_host(["perf", "script", "-i", self.data, "--pid", pids, "-F", "time,event"], "script")
+        header = self._on_host(["perf", "report", "-i", self.data, "--header-only"], "header")
+        wall = wall_minus_monotonic(header)
+        if wall is None:
+            raise PerflabError(
+                f"perf record on host {self.rundir.link.name} wrote no reference time: its fsyncs cannot be timed",
+                f"perf.data there: {self.data} (`perf report --header-only`: perf 5.10 or later writes it)",
+            )
+        aligned = self.clock.require()
+        calls = parse_times(text.splitlines())
+        return {name: [aligned.monotonic(t + wall) for t in at] for name, at in calls.items()}
+
+
+def diskstats_on(link: Any) -> str:
+    """The host's /proc/diskstats, read over its link (IoSampler's `diskstats`, once a second)."""
+    done = link.run(["cat", "/proc/diskstats"], timeout=30)
+    if done.status != 0:
+        raise PerflabError(f"host {link.name}: cannot read /proc/diskstats: {done.stderr.strip()[-300:]}")
+    return done.stdout
+
+
+class HostObservers:
+    """[observe] host_speed and io of a cell, over its workload, where its server runs: on its host, or
+    here (a server here with its client on a host: here()). `clock`: the window's reading of the server
+    host's clock (the server's RSS sampler's), else one of its own (`own`), read when these start and
+    stop; None for a server here."""
+
+    def __init__(self, canary: HostSpeed | None, io: IoObserver | None, clock: WindowClock | None, own: bool) -> None:
+        self.canary, self.io, self.clock, self.own = canary, io, clock, own
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> Self:
+        with contextlib.ExitStack() as stack:
+            if self.own and self.clock is not None and (self.canary or self.io):
+                self.clock.begin()
+                stack.callback(self.clock.finish)
+            for observer in (self.canary, self.io):
+                if observer is not None:
+                    stack.enter_context(observer)
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def fields(self, runner: Any, window: tuple[float, float, float, float], intervals: list, summary: Any) -> dict:
+        """{"host_speed": ..., "io": ...} as Profilers.fields gives them (`window`: the client started,
+        its threads started, the window's end, the warm-up's seconds)."""
+        if self.canary is None and self.io is None:
+            return {}
+        stalls = runner._steady(intervals, summary.qps)["stalls"]
+        spans = Spans.of_cell(*window, stalls, intervals, summary.transactions)
+        out: dict[str, Any] = {}
+        if self.canary is not None:
+            out["host_speed"] = self.canary.fields(spans.window, spans.end)
+        if self.io is not None:  # popped by run/remote_server.py: resources.io and the series
+            out["io"] = self.io.fields(spans.workload, spans.window, spans.end, spans.window_transactions)
+        return out
+
+
+def of_cell(runner: Any, server: Any, clock: WindowClock | None) -> HostObservers:
+    """The cell's observers on the run's server host (runner.server_host), as [observe] asks."""
+    observe, place = runner.exp.file.observe, runner.server_host
+    own = clock is None
+    clock = clock if clock is not None else WindowClock(place.link)
+    remote_dir = f"{place.rundir.path}/{server.rundir.name}"  # the cell's directory there
+    canary = io = None
+    if observe.host_speed:
+        cpus = server_cpus(place.rundir, server.pid)
+        cache = server.rundir.parent / "canary-build"  # once per run, as a local cell's
+        log = server.rundir / "host-speed.txt"
+        canary = RemoteHostSpeed(place.rundir, f"{remote_dir}/host-speed.txt", cache, log, cpus, clock)
+    if observe.io:
+        fsyncs = RemoteFsyncs(place.rundir, f"{remote_dir}/fsyncs", server.pid, clock)
+        disk = place.storage.dev if place.storage is not None and place.storage.block_device else None
+        io = IoObserver(
+            disk,
+            lambda: runner.kind.io_counters(server),
+            server.pid,
+            server.rundir,
+            recorder=fsyncs,
+            diskstats=lambda: diskstats_on(place.link),
+        )
+    return HostObservers(canary, io, clock, own)
+
+
+def here(runner: Any, server: Any) -> HostObservers:
+    """The cell's canary and I/O observer of a server on this machine, as a local cell's (Profilers):
+    with the client on a client host (run/remote_client.py, servers/postgresql/client_host.py)."""
+    canary = None
+    if runner.exp.file.observe.host_speed:  # built once per run, beside the cells' directories
+        canary = HostSpeed(server.rundir.parent / "canary-build", server.rundir / "host-speed.txt")
+    return HostObservers(canary, runner.io_observer(server), None, own=False)
+
+
+def of_window(runner: Any, server: Any, clock: WindowClock | None) -> HostObservers:
+    """[observe] host_speed and io where the cell's server runs: on the server host (of_cell), or here."""
+    return of_cell(runner, server, clock) if runner.server_host is not None else here(runner, server)

@@ -1,0 +1,411 @@
+"""perf and the stack sampler where a remote server runs (`[observe] perf`, `pmp` with `server_host`,
+docs/hosts.md): `perf record` and an `eu-stack` loop run on the server's host, in the run directory's
+wrapper (tagged, stopped with the run), against the server's pid there. perf records with
+`-k CLOCK_REALTIME` and the sampler stamps each sample with the host's `$EPOCHREALTIME`; a kind whose
+server is a process tree (PostgreSQL: Kind.profiles_tree) has the tree's profiles, as locally; the cell's
+window reads the host's clock at its start and end (hosts/clock.WindowClock), and the samples are put
+on this machine's CLOCK_MONOTONIC with those readings, so the phases (window, warm-up, stalls) are
+cut as locally. The recording is folded on the host by `perf script` (the host's binaries name the
+frames) and its text fetched back; the folded stacks go through the same pipeline as a local
+profile (Profilers.store: profiles/ and the profiles table), so `perflab profile` and `perflab diff`
+read them alike. Frames the host's tools cannot name (a stripped binary) are named from its function
+starts as locally (`mariadbd+0xSTART`): the same file here, else a copy fetched once per run.
+
+    with RemoteProfilers(spec.observe, pid, local_dir, place.rundir, remote_dir, clock, binary) as prof:
+        prof.workload_starting(); ...; prof.window_started(); run_window()
+    prof.store(results, cell_id, spans)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+from perflab.errors import HostLostError, PerflabError
+from perflab.hosts.clock import WindowClock
+from perflab.hosts.rundir import RunDir, Tracked
+from perflab.observers.elf import FunctionStarts
+from perflab.observers.host_binaries import HostStarts, unnamed
+from perflab.observers.perf import DWARF_STACK_BYTES, STOP_DEADLINE_S, descendants, lost_chunks
+from perflab.observers.perf_script import FoldStats, PhasesAt, fold_perf_phases
+from perflab.observers.phases import Spans
+from perflab.observers.pmp import ModuleMap, parse_eu_stack
+from perflab.observers.profilers import Profilers
+from perflab.spec import ObserveSection
+
+# $0: the command word, $1 the control FIFO, $2 the acknowledgement FIFO (perf holds both open)
+_CONTROL = 'echo "$0" > "$1" && head -n 1 "$2"'
+# $0: a log; "$@": perf record: its output into the log, its pid the wrapper's
+_LOGGED = 'exec "$@" > "$0" 2>&1'
+# $0: the pid, $1: the interval. Each sample: its time on the host's clock, eu-stack's text, an end mark
+_SAMPLER = (
+    'while [ -d "/proc/$0" ]; do echo "T $EPOCHREALTIME"; eu-stack -m -p "$0" 2>/dev/null; echo E; sleep "$1"; done'
+)
+# the same over a process tree (PostgreSQL: the postmaster and its children, listed by the kernel's
+# /proc/PID/task/TID/children at each sample); eu-stack heads each process's stacks with "PID N"
+_TREE_SAMPLER = (
+    'while [ -d "/proc/$0" ]; do echo "T $EPOCHREALTIME"; '
+    'for p in "$0" $(cat /proc/"$0"/task/*/children 2>/dev/null); do eu-stack -m -p "$p" 2>/dev/null; done; '
+    'echo E; sleep "$1"; done'
+)
+
+
+class RemotePerf:
+    """PerfRecorder's interface (observers/perf.py) for `perf record -a` on the server's host,
+    started with its events disabled and driven through its control FIFOs there."""
+
+    def __init__(
+        self,
+        rundir: RunDir,
+        remote_dir: str,
+        pid: int,
+        clock: WindowClock,
+        *,
+        frequency: int,
+        call_graph: str,
+        starts: Callable[[str], FunctionStarts] = unnamed,
+    ) -> None:
+        self.rundir, self.dir, self.pid, self.clock, self.starts = rundir, remote_dir, pid, clock, starts
+        self.frequency, self.call_graph = frequency, call_graph
+        self.data, self.log = f"{remote_dir}/perf-{pid}.data", f"{remote_dir}/perf-{pid}.log"
+        self._fifos = (f"{remote_dir}/perf.ctl", f"{remote_dir}/perf.ack")
+        self.enabled = False
+        self.child: Tracked | None = None
+        self.span = (0.0, 0.0)  # this machine's CLOCK_MONOTONIC seconds recorded
+        self._started = 0.0
+        self.failure: str | None = None
+
+    def argv(self) -> list[str]:
+        graph = ["-g"] if self.call_graph == "fp" else ["--call-graph", f"dwarf,{DWARF_STACK_BYTES}", "-m", "16M"]
+        return [
+            *("perf", "record", "-a", "-e", "cpu-clock", "-F", str(self.frequency), *graph, "-o", self.data),
+            *("-B", "-N", "--no-bpf-event", "-q", "-k", "CLOCK_REALTIME", "-D", "-1"),
+            *("--control", f"fifo:{self._fifos[0]},{self._fifos[1]}"),
+        ]
+
+    def script_argv(self, pid: int | Sequence[int]) -> list[str]:
+        """`perf script` of the server's samples (a process, or a tree's), with each sample's time
+        (the host's wall clock)."""
+        pids = ",".join(map(str, pid)) if isinstance(pid, Sequence) else str(pid)
+        return ["perf", "script", "-i", self.data, "--pid", pids, "-F", "tid,time,ip,sym,dso"]
+
+    def __enter__(self) -> Self:
+        link = self.rundir.link
+        link.run(["sh", "-c", 'mkdir -p "$0" && rm -f "$1" "$2" && mkfifo "$1" "$2"', self.dir, *self._fifos])
+        self.child = Tracked(self.rundir, ["sh", "-c", _LOGGED, self.log, *self.argv()])
+        try:
+            self._command("disable")  # answered once perf has started (its events are off already)
+        except BaseException:
+            self.child.kill()
+            raise
+        return self
+
+    def _command(self, word: str) -> None:
+        done = self.rundir.link.run(["timeout", "30", "sh", "-c", _CONTROL, word, *self._fifos], timeout=40)
+        if "ack" not in done.stdout:
+            raise PerflabError(
+                f"perf record on host {self.rundir.link.name} did not acknowledge '{word}': {self._log_tail()}",
+                "is linux-perf installed there, and kernel.perf_event_paranoid low enough? (`perflab docs hosts`)",
+            )
+
+    def _log_tail(self) -> str:
+        with contextlib.suppress(HostLostError):
+            return self.rundir.link.run(["tail", "-c", "400", self.log]).stdout.strip()
+        return "(the host dropped off)"
+
+    def resume(self) -> None:
+        self._command("enable")
+        if not self.enabled:
+            self.enabled, self._started = True, time.monotonic()
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.child is not None
+        stopped = time.monotonic()
+        self.span = (self._started, stopped) if self.enabled else (stopped, stopped)
+        try:
+            self.failure = self._stop()
+        except HostLostError as lost:
+            self.failure = lost.message
+        finally:
+            self.child.kill()
+
+    def _stop(self) -> str | None:
+        assert self.child is not None
+        code = self.child.poll()
+        if code is not None:
+            return f"perf record on host {self.rundir.link.name} exited (code {code}) before it was stopped"
+        self._command("disable")
+        self.child.signal_group(2)  # SIGINT: perf writes its header and exits
+        try:
+            code = self.child.wait(STOP_DEADLINE_S)
+        except TimeoutError:
+            return f"perf record on host {self.rundir.link.name} did not finish within {STOP_DEADLINE_S:.0f} s"
+        if code not in (0, -2, 130):  # perf re-raises the SIGINT it stopped on
+            return f"perf record on host {self.rundir.link.name} exited with code {code}: {self._log_tail()}"
+        return None
+
+    def check(self) -> None:
+        if self.failure is not None:
+            raise PerflabError(self.failure, f"perf's log on the host: {self.log}")
+
+    def fold_phases(
+        self, pid: int | Sequence[int] | None = None, phases_at: PhasesAt | None = None
+    ) -> dict[str, tuple[Counter, FoldStats]]:
+        """The server's samples folded per phase, `perf script` run on the host; their times are put
+        on this machine's clock (ClockAlignmentError when the host's clock cannot be aligned)."""
+        self.check()
+        aligned = self.clock.require()
+        errors = f"{self.dir}/perf-script.err"
+        argv = ["sh", "-c", '"$@" 2> "$0"', errors, *self.script_argv(pid or self.pid)]
+        done = self.rundir.link.run(argv, timeout=600)
+        said = self.rundir.link.run(["cat", errors]).stdout
+        lines = done.stdout.splitlines(keepends=True)
+        at = (lambda t: phases_at(aligned.monotonic(t))) if phases_at is not None else None
+        folds = fold_perf_phases(lines, at, self.starts)
+        if done.status != 0 and not folds:
+            raise PerflabError(
+                f"perf script on host {self.rundir.link.name} failed (exit {done.status}): {said.strip()[-400:]}",
+                f"perf.data there: {self.data}",
+            )
+        if lost := lost_chunks(said):
+            raise PerflabError(
+                f"perf lost {lost} chunk(s) of samples on host {self.rundir.link.name}: the profile would undercount",
+                'set a lower frequency under [observe.perf], or call_graph = "fp"',
+            )
+        return folds
+
+    def descendants(self, pid: int | None = None) -> list[int]:
+        """`pid` and every process it forked, as the recording on the host saw them (PerfRecorder's)."""
+        self.check()
+        done = self.rundir.link.run(["perf", "report", "-i", self.data, "--tasks", "-q"], timeout=600)
+        if done.status != 0:
+            raise PerflabError(
+                f"perf report --tasks on host {self.rundir.link.name} failed (exit {done.status}): "
+                f"{done.stderr.strip()[-400:]}",
+                f"perf.data there: {self.data}",
+            )
+        return descendants(done.stdout, pid or self.pid)
+
+
+class RemoteStackSampler:
+    """StackSampler's interface (observers/pmp.py, tool eu-stack) for the server on its host: a
+    loop there runs `eu-stack -m -p PID` every `interval`, each sample stamped with the host's clock;
+    with `tree`, of PID and each of its children at that sample (PostgreSQL's backends: forked
+    from the postmaster without exec, they map what it maps, so its maps name their frames)."""
+
+    tool = "eu-stack"
+
+    def __init__(
+        self,
+        rundir: RunDir,
+        pid: int,
+        clock: WindowClock,
+        interval: float,
+        starts: Callable[[str], FunctionStarts] = unnamed,
+        tree: bool = False,
+    ) -> None:
+        self.rundir, self.pid, self.clock, self.interval, self.starts = rundir, pid, clock, interval, starts
+        self.tree = tree
+        self.processes: list[int] = []  # with tree: the members sampled, in order of appearance
+        self.dsos: dict[str, str] = {}
+        self.waiting = False
+        self.origin = 0.0
+        self.span = (0.0, 0.0)
+        self._samples: list[tuple[float, str]] = []  # (host's wall clock, eu-stack's text)
+        self._thread = threading.Thread(target=self._read, name="remote-pmp", daemon=True)
+
+    def __enter__(self) -> Self:
+        maps = self.rundir.link.run(["cat", f"/proc/{self.pid}/maps"], timeout=60)
+        if maps.status != 0:
+            raise PerflabError(f"host {self.rundir.link.name}: pid {self.pid}'s maps are unreadable", maps.stderr)
+        self._modules = ModuleMap(maps.stdout, self.starts)
+        self._started = time.monotonic()
+        loop = _TREE_SAMPLER if self.tree else _SAMPLER
+        self._proc, self._loop_pid = self.rundir.start(["bash", "-c", loop, str(self.pid), f"{self.interval:g}"])
+        self._thread.start()
+        return self
+
+    def _read(self) -> None:
+        stamp, text = None, []
+        with contextlib.suppress(HostLostError, TimeoutError):
+            for line in self._proc.lines():
+                if line.startswith("T "):
+                    stamp, text = float(line[2:]), []
+                elif line.strip() == "E" and stamp is not None:
+                    self._samples.append((stamp, "".join(text)))
+                    stamp = None
+                else:
+                    text.append(line)
+
+    def resume(self) -> None:
+        pass  # started when its phase begins: never paused
+
+    def __exit__(self, *exc: object) -> None:
+        self.span = (self._started, time.monotonic())
+        with contextlib.suppress(HostLostError):
+            self.rundir.signal(self._loop_pid, "KILL")
+        self._thread.join(10)
+
+    def covered(self) -> tuple[float, float]:
+        return self.span
+
+    def rows(self) -> list[tuple[float, int, list[str]]]:
+        """(t, tid, frames root first) per thread per sample; t in seconds since `origin` (the span's
+        start on this machine's CLOCK_MONOTONIC), each sample's host time aligned."""
+        aligned = self.clock.require()
+        self.origin = self.span[0]
+        if self.tree:
+            seen = (
+                int(line.split()[1])
+                for _, text in self._samples
+                for line in text.splitlines()
+                if line.startswith("PID ")
+            )
+            self.processes = list(dict.fromkeys(seen))
+        return [
+            (round(aligned.monotonic(stamp) - self.origin, 3), tid, frames)
+            for stamp, text in self._samples
+            for tid, frames in parse_eu_stack(text, self._modules, self.dsos)
+        ]
+
+    def cost(self) -> None:
+        return None  # eu-stack's own cost is not measured (the libdw sampler's is, locally)
+
+
+class RemoteProfilers(Profilers):
+    """Profilers for a process on its host: perf and pmp (eu-stack) run there, of one target: the
+    server's (here), or the workload's client's (remote_client_profilers.ClientHostProfilers). `clock`:
+    the host's clock read over the window (the server's RSS sampler's), else one of its own, read when
+    the workload starts and when the profilers stop."""
+
+    target = "server"
+
+    def __init__(
+        self,
+        observe: ObserveSection,
+        pid: int | None,
+        workdir: Path,
+        rundir: RunDir,
+        remote_dir: str,
+        clock: WindowClock | None,
+        tree: bool = False,
+    ) -> None:
+        super().__init__(observe, pid or 0, workdir, tree=tree)  # tree: the server's process tree (PostgreSQL)
+        self.rundir, self.remote_dir = rundir, remote_dir
+        self.own_clock = clock is None
+        self.clock = clock if clock is not None else WindowClock(rundir.link)
+        self.pids, self.binaries, self.exe = {}, {}, None
+        self.starts = HostStarts(rundir.link, self.workdir.parent / "host-binaries")  # once per run
+        if pid is not None:
+            self._target_is(pid)
+
+    def _target_is(self, pid: int) -> None:
+        """The target's pid on the host, and its program there (`binary`: HOST:PATH)."""
+        self.pids[self.target] = pid
+        self.exe = self.rundir.link.run(["readlink", f"/proc/{pid}/exe"]).stdout.strip() or None
+        self.binaries[self.target] = f"{self.rundir.link.name}:{self.exe}" if self.exe else None
+
+    def __enter__(self) -> Self:
+        perf = self.observe.perf
+        if perf is not None:  # system-wide, not recording; folded by the target's pid at the end
+            recorder = RemotePerf(
+                self.rundir, self.remote_dir, self.pids.get(self.target, 0), self.clock,
+                frequency=perf.frequency, call_graph=perf.call_graph, starts=self.starts,
+            )  # fmt: skip
+            self.perf = self._stack.enter_context(recorder)  # type: ignore[assignment]
+        return self
+
+    def workload_starting(self) -> None:
+        if self.own_clock:
+            self.clock.begin()  # before the first sample (perf's warm-up); again when the profilers stop
+        super().workload_starting()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.own_clock:
+                with contextlib.suppress(HostLostError):
+                    self.clock.finish()  # at the window's end, before perf's stop takes its seconds
+        finally:
+            super().__exit__(*exc)
+
+    def store(self, results: Any, cell_id: int, spans: Spans) -> list[dict[str, Any]]:
+        """Profilers.store; the stack quality inspects the host's binary as a file here (HostStarts)."""
+        self.inspect = {self.target: self.starts.local(self.exe) if self.exe else None}
+        return super().store(results, cell_id, spans)
+
+    def _begin(self, warmup: bool) -> None:
+        try:
+            perf, pmp, target = self.observe.perf, self.observe.pmp, self.target
+            if self.perf is not None and perf is not None and not self.perf.enabled and (perf.warmup or not warmup):
+                self.perf.resume()
+            if pmp is not None and target in self.pids and target not in self.pmp and (pmp.warmup or not warmup):
+                tree = self.tree and target == "server"
+                sampler = RemoteStackSampler(
+                    self.rundir, self.pids[target], self.clock, pmp.interval, self.starts, tree=tree
+                )
+                self.pmp[target] = self._stack.enter_context(sampler)  # type: ignore[assignment]
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def remove(self) -> None:
+        """The profilers' directory on the host (perf.data, its FIFOs and logs)."""
+        with contextlib.suppress(HostLostError):
+            self.rundir.link.run(["rm", "-rf", "--one-file-system", self.remote_dir], timeout=120)
+
+
+class NoProfilers:
+    """A cell without [observe] perf or pmp: the same calls, nothing run."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def workload_starting(self) -> None:
+        pass
+
+    def workload_started(self, client_pid: int | None = None) -> None:
+        pass
+
+    def window_started(self) -> None:
+        pass
+
+
+def of_cell(
+    runner: Any, cell: Any, server: Any, clock: WindowClock | None, observe: ObserveSection | None = None
+) -> RemoteProfilers | NoProfilers:
+    """The profilers of a cell whose server runs on the run's server host (runner.server_host);
+    `observe`: [observe] of the server alone (with a client host: remote_client_profilers.of_target)."""
+    observe = observe if observe is not None else runner.exp.file.observe
+    if observe.perf is None and observe.pmp is None:
+        return NoProfilers()
+    rundir = runner.server_host.rundir
+    remote_dir, tree = f"{rundir.path}/profile-{cell.order:04d}", runner.kind.profiles_tree
+    return RemoteProfilers(observe, server.pid, server.rundir, rundir, remote_dir, clock, tree)
+
+
+def store(
+    runner: Any, cell: Any, profilers: Profilers | NoProfilers, window: tuple[float, float, float, float],
+    intervals: list[dict[str, Any]], summary: Any,
+) -> None:  # fmt: skip
+    """The cell's profiles stored per phase as a local cell's (run/cell.py), then their files on the host
+    removed (a server here with its client on a host: its local Profilers, stored alike; a client on
+    its host: remote_client_profilers.Paired). `window`: (client started, its threads started, the
+    window's end, the warm-up's seconds)."""
+    if isinstance(profilers, NoProfilers):
+        return
+    started, origin, end, warmup = window
+    try:
+        stalls = runner._steady(intervals, summary.qps)["stalls"]
+        spans = Spans.of_cell(started, origin, end, warmup, stalls, intervals, summary.transactions)
+        profilers.store(runner.results, cell.order, spans)
+    finally:
+        if hasattr(profilers, "remove"):  # the files on a host: RemoteProfilers', Paired's
+            profilers.remove()

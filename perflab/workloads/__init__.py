@@ -1,0 +1,172 @@
+"""One interface per workload tool (`Workload`), as perflab/servers/ has one per server kind.
+
+Everything that differs between sysbench, pgbench and go-tpc lives in its module here: what the
+[workload] table may hold, the tool's own checks against this machine, the database its dataset
+lives in and the command that fills it, the command of a cell's run, how its output becomes the
+per-second series and the window's summary, what the analysis's throughput figure means, and
+which designs can run it. The rest of perflab asks the experiment's workload, never compares
+the tool's name:
+
+    wl = workloads.get(spec.workload.tool)          # workloads.get("go-tpc").database -> "tpcc"
+    argv = wl.prepare_argv(spec, server)            # a MariaDB-protocol server (socket, port)
+    summary, intervals = wl.read_output(out, code, warmup)
+
+tests/unit/test_workload_seam.py holds the rule: outside this package, no comparison with a
+tool's name (its ALLOWED list names the branches still to move, and may only shrink). Adding a
+workload is adding a module here and its entry in `get`.
+
+Each second of a series is a dict in sysbench's shape, whatever the tool:
+    {"t": 12, "tps": 612.0, "qps": 32430.0, "reads": None, "writes": None, "other": None,
+     "p95_ms": 4.2, "errors_per_s": 0.0, "reconnects_per_s": 0.0, "warmup": 0}
+`qps` is the analysis's throughput (`throughput` says what it counts for the tool).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from perflab.errors import Problem
+    from perflab.workloads.sysbench_output import Summary
+    from perflab.spec import Cell, Experiment
+
+NAMES = ("sysbench", "pgbench", "go-tpc")  # [workload] tool's values (spec/schema.py)
+
+
+class Workload:
+    """A workload tool. Subclasses: sysbench.Sysbench, pgbench.Pgbench, tpcc.GoTpc."""
+
+    name: str  # [workload] tool
+    database: str  # the database (MariaDB: schema) its dataset lives in
+    throughput: str  # what `qps` (the analysis's figure) counts, for people
+    metric: str = "QPS"  # its name in the reports' tables (meta `throughput`)
+    # why the interleaved design cannot run it (spec/design.py); None: it can
+    interleaved_refusal: str | None = None
+    remote_client = False  # True: it can run on another host ([experiment] client_host, docs/hosts.md)
+    # True: with its client on a host and the server here, perf, pmp and status of the server run here
+    # (run/remote_client.py; pgbench's: servers/postgresql/client_host.py); False: refused with client_host
+    remote_client_observers = False
+    # its client on such a host -> the Debian package to install there, and where it may be off the PATH
+    client_packages: ClassVar[dict[str, str]] = {}
+    client_dirs: tuple[str, ...] = ()
+    remote_server = False  # True: it can reach, from here, a server on another host ([experiment] server_host)
+    # a line the client prints once every thread has connected and its clock starts (the
+    # warm-up and the window are timed from it); None: from the client's launch
+    started_line: bytes | None = None
+    links_client_library: bool = False  # libmariadb, checked against a variant's client_library
+    stamps_lines: bool = False  # perflab prefixes each output line with its arrival time (workloads/client.py)
+    # the key that sizes its dataset, and how to make it smaller (preflight's "tmpfs too small")
+    dataset_size: tuple[str, str] = ("", "fewer tables / a smaller table_size")
+
+    @property
+    def output_name(self) -> str:
+        """The client's output file in a cell's logs/."""
+        return f"{self.name}.txt"
+
+    # the file, once valid: exit 2
+    def check_test(self, test: str) -> str:
+        """[workload] test as this tool names its tests (spec/schema.py); ValueError-like `fail`."""
+        raise NotImplementedError
+
+    def file_problems(self, spec: Any, kind: Any) -> list[Problem]:
+        """[workload] and [dataset] keys this tool refuses, and servers of `kind` it cannot drive."""
+        return []
+
+    # the machine (preflight.py): exit 3 for a missing tool, exit 2 for the file
+    def tool_problems(self) -> list[Problem]:
+        return []
+
+    def spec_problems(self, exp: Experiment) -> list[Problem]:
+        """The test and its options, asked of the tool itself."""
+        return []
+
+    def dataset_estimate(self, exp: Experiment) -> int | None:
+        """Bytes its dataset takes in a MariaDB datadir; None: the server kind estimates (sysbench rows)."""
+        return None
+
+    # the dataset and the run, on a MariaDB-protocol server (servers/mariadb)
+    def setup_sql(self) -> str:
+        """SQL run as root before `prepare_argv` (a user the tool connects as)."""
+        return ""
+
+    def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+        raise NotImplementedError
+
+    def remote_prepare_argv(
+        self, spec: Any, server: Any, login: dict[str, str], password: str
+    ) -> tuple[list[str], dict[str, str]]:
+        """The dataset's loader here against a server on another host (run/remote_dataset.py): its
+        argv and environment, the run's `login` (the kind's remote_login) and `password` in a file
+        only its owner reads, never on the command line."""
+        raise NotImplementedError
+
+    def run_argv(
+        self, spec: Any, cell: Cell, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+    ) -> list[str]:
+        """A cell's client: `seconds` in all, its statistics reset after `checkpoint` where it can;
+        `jobs`: its own threads where the tool runs them apart from its connections (the client's
+        pinned CPUs), else one per connection."""
+        raise NotImplementedError
+
+    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
+        """PGO training (servers' train): the workload at its largest thread count for `seconds`."""
+        raise NotImplementedError
+
+    def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
+        """The window's summary and every second, each marked warm-up or not; WorkloadError on failure."""
+        raise NotImplementedError
+
+    # a client that cannot reset its statistics and logs every transaction instead (pgbench on
+    # PostgreSQL, servers/postgresql/cell.py): its time limit reaches `tail_s` past the window, so
+    # its connections still live when the window's end mark is taken, and perflab ends it then
+    # (`end_now`); its window's figures are cut from its log at perflab's marks (`window_output`)
+    tail_s: int = 0
+
+    def end_now(self, child: Any) -> None:
+        """End the client as its own time limit would (a client with `tail_s`)."""
+
+    def window_output(
+        self, spec: Any, out: Path, code: int, warmup: int, server: Any, launched: float, window: tuple[float, float]
+    ) -> tuple[Summary, list[dict[str, Any]]]:
+        """`read_output`, for a client that can also be cut at perflab's window marks (epoch
+        seconds; `launched`: when perflab started it)."""
+        return self.read_output(out, code, warmup)
+
+    def effective_options(self, runner: Any, argv: list[str]) -> dict[str, str]:
+        """What the client ran with (the row's `sysbench_options`)."""
+        return {}
+
+    # the interleaved design (run/seat.py), where interleaved_refusal is None
+    turn_clock = False  # True: its seat's client runs through turns.lua (workloads/turn_latency.py)
+
+    def seat_client(self, seat: Any, seconds: int) -> None:
+        """Start `seat`'s client for up to `seconds` (seat.child, seat.command, its output in
+        seat.out) and return once every connection is made."""
+        raise NotImplementedError
+
+    def seat_counts(self, seat: Any) -> Any | None:
+        """What counts its transactions at every sample, when the client must (a StatusSampler
+        -like object); None: the server kind's turn_counters."""
+        return None
+
+    def seat_end(self, seat: Any) -> None:
+        """After the window, before `seat_counts(...).finish()`: nothing, or end the client so
+        that its counts are complete."""
+
+
+def get(name: str) -> Workload:
+    """The workload named by [workload] tool (or a results file's meta)."""
+    from perflab.workloads.pgbench import PGBENCH
+    from perflab.workloads.sysbench import SYSBENCH
+    from perflab.workloads.tpcc import GO_TPC
+
+    found = {w.name: w for w in (SYSBENCH, PGBENCH, GO_TPC)}
+    if name not in found:
+        raise KeyError(f"unknown workload tool {name!r}; known: {', '.join(sorted(found))}")
+    return found[name]
+
+
+def of(spec: Any) -> Workload:
+    """The workload of an experiment file (an ExperimentFile)."""
+    return get(spec.workload.tool)

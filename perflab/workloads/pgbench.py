@@ -1,0 +1,353 @@
+"""pgbench: argv, and the cell's run (its per-transaction log's parser: pgbench_log.py).
+
+A cell runs one `pgbench -n -c CLIENTS -j JOBS -T WARMUP+WINDOW+TAIL -P 1 -M prepared --max-tries N
+--log --log-prefix RUN/pgbench_log {-b BUILTIN | -f SCRIPT}`. pgbench has no checkpoint that
+resets its statistics (sysbench's --report-checkpoints), so the window's figures come from the
+per-transaction log (one line per transaction, PostgreSQL 15 format):
+    client_id transaction_no time_us script_no time_epoch time_epoch_us [retries]
+    0 1 657 0 1795389218 608537 0
+`time_us` is "failed" for a transaction that failed (serialization or deadlock, after its tries).
+Only transactions that ended after the window's start count, so the latency percentiles are
+the window's alone; the window is perflab's (start, end) marks, and pgbench runs past it until
+perflab ends it (servers/postgresql/cell.py), so no backend exits inside (exact: every
+transaction is logged, not --aggregate-interval's bins, which hold no percentiles). The
+per-second series is counted from the same log, in seconds from perflab's launch of pgbench;
+-P 1's progress lines stay in the cell's pgbench.txt for a reader.
+
+    summary = window_summary(load_log(rundir / "pgbench_log"), (start_epoch, end_epoch), 1)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+from perflab.workloads import Workload
+from perflab.workloads.pgbench_log import intervals, load_log, window_summary
+from perflab.workloads.sysbench_output import Summary
+
+BUILTINS = {"select-only": 1, "simple-update": 5, "tpcb-like": 7}  # name -> SQL statements per transaction
+DEFAULT_OPTIONS: dict[str, Any] = {"protocol": "prepared", "max_tries": 10}
+# set by perflab itself (a cell's clients, duration, log and server); refused in workload options
+RESERVED = {
+    "client",
+    "time",
+    "transactions",
+    "progress",
+    "log",
+    "log_prefix",
+    "host",
+    "port",
+    "username",
+    "aggregate_interval",
+    "sampling_rate",
+    "builtin",
+    "file",
+    "select_only",
+    "initialize",
+    "scale",
+    "no_vacuum",
+    "progress_timestamp",
+    "dbname",
+    "connect",
+    "skip_some_updates",
+    "init_steps",
+}
+DATABASE = "bench"
+# a window end mark this close under a whole second past the launch still ends that second (the
+# two clocks, time.time() at the launch and at the mark, are read microseconds apart from monotonic's)
+TAIL_S = 60  # a sequential cell's -T past the window (Pgbench.tail_s)
+
+
+def argv(
+    test: str,
+    *,
+    socket_dir: Path | str,  # a socket directory, or a remote server's address
+    port: int,
+    user: str,
+    clients: int,
+    jobs: int,
+    seconds: int,
+    log_prefix: Path | None,
+    options: dict[str, Any] | None = None,
+    binary: str = "pgbench",
+) -> list[str]:
+    """The pgbench command line of a run; workload options become --key-with-dashes=value.
+    `log_prefix`: where pgbench logs every transaction (the window's percentiles); None: no log."""
+    args = [binary, "-h", str(socket_dir), "-p", str(port), "-U", user, "-n"]
+    args += [f"--client={clients}", f"--jobs={min(jobs, clients)}", f"--time={seconds}", "--progress=1"]
+    args += ["--log", f"--log-prefix={log_prefix}"] if log_prefix is not None else []
+    for key, value in {**DEFAULT_OPTIONS, **(options or {})}.items():
+        args.append(f"--{key.replace('_', '-')}={value}")
+    args += [f"--builtin={test}"] if test in BUILTINS else [f"--file={test}"]
+    return args + [DATABASE]
+
+
+def init_argv(scale: int, *, socket_dir: Path, port: int, user: str, binary: str = "pgbench") -> list[str]:
+    """`pgbench -i -s SCALE` (tables, rows, vacuum, primary keys) into the database DATABASE."""
+    return [binary, "-h", str(socket_dir), "-p", str(port), "-U", user, "-i", "-q", f"--scale={scale}", DATABASE]
+
+
+def statements(test: str) -> int:
+    """SQL statements per transaction: a builtin's, or the commands of a script (each ends with
+    ';'; lines of meta-commands, starting with '\\', and comments are not statements)."""
+    if test in BUILTINS:
+        return BUILTINS[test]
+    text = Path(test).read_text(encoding="utf-8", errors="replace")
+    lines = [ln.split("--", 1)[0].strip() for ln in text.splitlines()]
+    sql = [ln for ln in lines if ln and not ln.startswith("\\")]
+    ends = sum(1 for ln in sql if ln.endswith(";"))
+    return max(1, ends + (1 if sql and not sql[-1].endswith(";") else 0))
+
+
+def long_options(help_text: str) -> set[str]:
+    """The long option names of `pgbench --help`, with '_' for '-'."""
+    return {m.replace("-", "_") for m in re.findall(r"--([a-z][a-z-]*)", help_text)}
+
+
+def script_problem(output: str) -> str | None:
+    """pgbench's verdict on a script, from a run against a socket that does not exist: a parse
+    error comes first ("syntax error ..."); a script that parses gets as far as connecting."""
+    if "connection to server" in output or "could not create connection" in output:
+        return None
+    lines = [ln for ln in output.strip().splitlines() if ln.strip()]
+    return " ".join(lines[:3])[:400] if lines else "pgbench printed nothing"
+
+
+class Pgbench(Workload):
+    """pgbench on PostgreSQL: its cells are measured by servers/postgresql/cell.py (the
+    per-transaction log), its dataset filled by servers/postgresql/dataset.py."""
+
+    name = "pgbench"
+    database = DATABASE
+    throughput = "statements per second (transactions x the script's statements)"
+    dataset_size = ("dataset.scale", "scale")
+    remote_server = True  # from here, over TCP (servers/postgresql/remote_cell.py)
+    remote_client = True  # on a client host, over TCP (servers/postgresql/client_host.py)
+    remote_client_observers = True  # the server's perf and pmp, where it runs (status: PostgreSQL has none)
+    client_packages: ClassVar[dict[str, str]] = {"pgbench": "postgresql-client-15"}
+    client_dirs = ("/usr/lib/postgresql/15/bin",)  # Debian's, where postgresql-client-15 puts it
+
+    def check_test(self, test: str) -> str:
+        from perflab.spec.fields import pgbench_test
+
+        return pgbench_test(test)
+
+    def file_problems(self, spec: Any, kind: Any) -> list[Any]:
+        from perflab.errors import Problem
+
+        if not kind.runs_pgbench:
+            return [
+                Problem(
+                    "workload.tool", f"sysbench or go-tpc on {kind.title}", '"pgbench"', 'set server = "postgresql"'
+                )
+            ]
+        if spec.workload.warehouses is not None:
+            return [
+                Problem(
+                    "workload.warehouses",
+                    "no warehouses with pgbench",
+                    str(spec.workload.warehouses),
+                    "warehouses is go-tpc's: pgbench's dataset is [dataset] scale",
+                )
+            ]
+        if "test" not in spec.workload.model_fields_set:
+            return [
+                Problem(
+                    "workload.test",
+                    "a pgbench test",
+                    "none (sysbench's oltp_read_only is the default)",
+                    'test = "select-only" (or tpcb-like, simple-update, or a script path)',
+                )
+            ]
+        sysbench_keys = sorted(spec.dataset.model_fields_set & {"tables", "table_size"})
+        if sysbench_keys:
+            return [
+                Problem(
+                    f"dataset.{sysbench_keys[0]}",
+                    "scale (pgbench's dataset), not sysbench's tables",
+                    sysbench_keys[0],
+                    "write [dataset] scale = N: pgbench -i -s N, 100,000 rows per unit",
+                )
+            ]
+        return []
+
+    def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+        """`pgbench -i -s SCALE`, by the server build's own pgbench when it has one."""
+        from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
+
+        binary = pg_binary("pgbench", server.bindir)
+        return init_argv(spec.dataset.scale or 1, socket_dir=server.rundir, port=PORT, user=SUPERUSER, binary=binary)
+
+    def remote_prepare_argv(
+        self, spec: Any, server: Any, login: dict[str, str], password: str
+    ) -> tuple[list[str], dict[str, str]]:
+        """`pgbench -i -s SCALE` over TCP as the run's role, its password in a passfile (PGPASSFILE)."""
+        from perflab.servers.postgresql.remote_cell import prepare_argv
+
+        return prepare_argv(spec, server, password)
+
+    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
+        """The installed pgbench (its own counts are not the server's), without a transaction log."""
+        from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
+
+        clients = max(spec.workload.threads)
+        return argv(
+            spec.workload.test,
+            socket_dir=server.rundir,
+            port=PORT,
+            user=SUPERUSER,
+            clients=clients,
+            jobs=clients,
+            seconds=seconds,
+            log_prefix=None,
+            options=spec.workload.options,
+            binary=pg_binary("pgbench"),
+        )
+
+    def spec_problems(self, exp: Any) -> list[Any]:
+        """Its options and script, asked of the server's own pgbench."""
+        from perflab.servers.postgresql.preflight import pgbench_problems
+
+        return pgbench_problems(exp)
+
+    def dataset_estimate(self, exp: Any) -> int:
+        """pgbench -i -s SCALE: about 16 MiB a unit, with room."""
+        return int((exp.file.dataset.scale or 1) * SCALE_BYTES * 1.2)
+
+    def effective_options(self, runner: Any, argv_used: list[str]) -> dict[str, str]:
+        from perflab.workloads.sysbench import effective_options
+
+        return effective_options({}, argv_used)
+
+    # a sequential cell (servers/postgresql/cell.py): -T reaches TAIL_S past the window, and perflab
+    # ends pgbench as -T would (SIGALRM: each client finishes its transaction) once the window's end
+    # mark is taken: every backend still runs then, however late a busy or paused machine takes the
+    # mark, so their context switches and PSS are read live (an exited one's are lost; with a 1 s
+    # tail, a mark 1 s late read a negative sum)
+    tail_s = TAIL_S
+
+    def run_argv(
+        self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+    ) -> list[str]:
+        """pgbench cannot reset its statistics (`checkpoint` unused): every transaction is logged."""
+        return cell_argv(spec, cell, server, seconds, jobs or cell.threads)
+
+    def end_now(self, child: Any) -> None:
+        end_now(child)
+
+    def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
+        raise NotImplementedError("pgbench's figures are cut from its log at the window's marks: window_output")
+
+    def window_output(
+        self, spec: Any, out: Path, code: int, warmup: int, server: Any, launched: float, window: tuple[float, float]
+    ) -> tuple[Summary, list[dict[str, Any]]]:
+        """The window's figures from the per-transaction log in the server's run directory, cut at
+        perflab's marks; WorkloadError when pgbench failed or logged nothing inside."""
+        from perflab.errors import WorkloadError
+
+        log = load_log(server.rundir / "pgbench_log")
+        per_txn = statements(spec.workload.test)
+        summary = window_summary(log, window, per_txn)
+        if code != 0 or summary is None:
+            text = out.read_text(encoding="utf-8", errors="replace")
+            tail = "\n".join(text.strip().splitlines()[-10:])
+            raise WorkloadError(f"pgbench exited with code {code}:\n{tail}", f"full output: {out}")
+        return summary, intervals(log, launched, window[1], per_txn, warmup)
+
+    # the interleaved design: counted from the per-transaction log (workloads/turn_log.py)
+    def seat_client(self, seat: Any, seconds: int) -> None:
+        """pgbench logging every transaction into the seat's run directory; connected once the
+        postmaster has a backend on its database for every client."""
+        from perflab.workloads import client
+
+        spec, server, threads = seat.runner.exp.file, seat.server, seat.cell.threads
+        seat.command = cell_argv(spec, seat.cell, server, seconds, jobs=threads)
+        seat.child = client.start(seat.command, seat.out, None)
+        wait_backends(server.pid, threads, seat.child, spec.experiment.timeout_margin, seat.out)
+
+    def seat_counts(self, seat: Any) -> Any:
+        from perflab.workloads.turn_log import LogCounts
+
+        return LogCounts(seat.server.rundir / "pgbench_log", statements(seat.runner.exp.file.workload.test), seat.spans)
+
+    def seat_end(self, seat: Any) -> None:
+        """End pgbench as its -T does (SIGALRM, then SIGCONT): each client finishes its
+        transaction and the logs are flushed; WorkloadError if it fails or hangs."""
+        from perflab.errors import WorkloadError
+
+        child, margin = seat.child, seat.runner.exp.file.experiment.timeout_margin
+        end_now(child)
+        seat.resume()
+        try:
+            code = child.wait(margin)
+        except TimeoutError:
+            raise WorkloadError(
+                f"pgbench did not end within {margin:.0f} s of its SIGALRM", f"its output: {seat.out}"
+            ) from None
+        finally:
+            seat.pause()
+        if code != 0:
+            from perflab.run.server_logs import read_tail
+
+            tail = read_tail(seat.out, 10) or ""
+            raise WorkloadError(f"pgbench exited with code {code}:\n{tail}", f"full output: {seat.out}")
+
+
+def end_now(child: Any) -> None:
+    """End a running pgbench as its -T does: SIGALRM (PostgreSQL 15's and 18's pgbench still
+    time -T with alarm()), after which each client finishes its transaction and it exits."""
+    import signal
+
+    try:
+        os.kill(child.pid, signal.SIGALRM)
+    except ProcessLookupError:
+        pass
+
+
+def cell_argv(spec: Any, cell: Any, server: Any, seconds: int, jobs: int) -> list[str]:
+    """A cell's pgbench (sequential or a seat): the server build's own pgbench when it has one,
+    every transaction logged into the server's run directory (`pgbench_log.*`)."""
+    from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
+
+    # a server on another host (servers/postgresql/remote.py): its address, port and the run's role
+    host, port, user = getattr(server, "client_target", None) or (server.rundir, PORT, SUPERUSER)
+    return argv(
+        spec.workload.test,
+        socket_dir=host,
+        port=port,
+        user=user,
+        clients=cell.threads,
+        jobs=jobs,
+        seconds=seconds,
+        log_prefix=server.rundir / "pgbench_log",
+        options={**spec.workload.options, **cell.workload_options},
+        binary=pg_binary("pgbench", server.bindir),
+    )
+
+
+def wait_backends(postmaster: int, clients: int, child: Any, deadline_s: float, out: Path) -> None:
+    """Until the postmaster has a backend on DATABASE for each of `clients` (its title names
+    the database: "postgres: USER bench [local] ..."); WorkloadError if pgbench exits first or
+    after `deadline_s`."""
+    import time
+
+    from perflab.errors import WorkloadError
+    from perflab.run.server_logs import read_tail
+    from perflab.servers.postgresql.accounting import client_backends
+
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline and child.poll() is None:
+        if client_backends(postmaster, DATABASE) >= clients:
+            return
+        time.sleep(0.02)
+    tail = read_tail(out, 10) or ""
+    code = child.poll()
+    said = f"exited with code {code}" if code is not None else f"had not connected after {deadline_s:.0f} s"
+    raise WorkloadError(f"pgbench {said}:\n{tail}", f"full output: {out}")
+
+
+SCALE_BYTES = 16 << 20  # pgbench -i -s 1: 100,000 accounts, about 15 MiB with the index
+PGBENCH = Pgbench()
