@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,10 +85,11 @@ def which(name: str) -> str | None:
     )
 
 
-def check(exp: Experiment, binaries: dict[str | None, Any] | None = None) -> None:
-    """Raise SpecError with every problem this machine has with `exp`. `binaries`: the server
-    binaries its cells run that are here (builds/resolve.py `available`, None: the installed
-    server), whose option names are checked; None: no option names are checked."""
+def check(exp: Experiment, binaries: Callable[[Experiment], dict[str | None, Any]] | None = None) -> None:
+    """Raise SpecError with every problem this machine has with `exp`. `binaries`: what finds the
+    server binaries its cells run that are here (builds/resolve.py `available`: build name -> Build,
+    None: the installed server), whose option names are checked once the tools are known to be
+    here; None: no option names are checked."""
     kind = servers.kind(exp.file.experiment.server)
     workload = workloads.of(exp.file)
     tools = kind.tool_problems() + workload.tool_problems()
@@ -127,7 +129,7 @@ def check(exp: Experiment, binaries: dict[str | None, Any] | None = None) -> Non
     if binaries is not None:  # server option names, against each binary here that will run them
         from perflab.builds import cache_root
 
-        problems += kind.option_problems(exp, binaries, cache_root())
+        problems += kind.option_problems(exp, binaries(exp), cache_root())
     problems += workload.spec_problems(exp)
     problems += _client_libraries(exp)
     problems += _glibc_too_old(exp)

@@ -48,7 +48,7 @@ def build(experiment: Path, fmt: str, allow_concurrent: bool) -> None:
         raise UsageError(f"{experiment} names no [builds]", "add a [builds.NAME] table and a variant with build = NAME")
     from perflab.builds.resolve import available
 
-    preflight.check(exp, available(exp))  # server option names against the binaries here too
+    preflight.check(exp, available)  # server option names against the binaries here too
     cache = writable_cache(cache_root())
     with tempfile.TemporaryDirectory(prefix="perflab-build-") as scratch, contextlib.ExitStack() as stack:
         if not allow_concurrent:  # a build on 2 CPUs would disturb a run's measurement

@@ -105,7 +105,7 @@ def calibrate(
     aa = dataclasses.replace(aa_experiment(exp, rounds), seed=seed)
     from perflab.builds.resolve import available
 
-    preflight.check(aa, available(aa))  # server option names against the binaries here too
+    preflight.check(aa, available)  # server option names against the binaries here too
     output = output or Path("results") / f"{aa.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     if (output / "results.db").exists():
         raise UsageError(f"{output} already holds results", "choose another -o")

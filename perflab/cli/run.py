@@ -101,7 +101,7 @@ def run(
     output = resume if resume is not None else output
     from perflab.builds.resolve import available
 
-    preflight.check(exp, available(exp))  # server option names against the binaries here too
+    preflight.check(exp, available)  # server option names against the binaries here too
     exp = preflight.fit_design(exp) if resume is None else exp
     _warn_durability(exp)
     from perflab.cli import calibrated
