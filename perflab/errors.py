@@ -7,6 +7,7 @@ and shows a traceback.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 EXIT_OK = 0
@@ -38,6 +39,14 @@ class Problem:
     def render(self) -> str:
         text = f"{self.path}: expected {self.expected}, found {self.found}"
         return text + (f"\n    hint: {self.hint}" if self.hint else "")
+
+
+def did_you_mean(word: str, known: Iterable[str], otherwise: str | None = None) -> str | None:
+    """ "did you mean X, Y?" for the known names nearest a misspelled one (difflib), else `otherwise`."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(known), n=3)
+    return f"did you mean {', '.join(close)}?" if close else otherwise
 
 
 class SpecError(PerflabError):

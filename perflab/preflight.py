@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from perflab import allocators, elf, servers
 from perflab.concurrency import concurrency_problems
@@ -40,12 +42,12 @@ TOOLS = (
     Tool("mariadb", "mariadb-client", "runs setup SQL"),
     Tool("sysbench", "sysbench", "the workload"),
     Tool("setpriv", "util-linux", "kills children if perflab dies", version_flag=None),
-    Tool("postgres", "postgresql-15", 'server = "postgresql" (docs/experiment.md)', required=False),
+    Tool("postgres", "postgresql-15", 'server = "postgresql" (`perflab docs experiment`)', required=False),
     Tool("pgbench", "postgresql-15", 'tool = "pgbench"', required=False),
     Tool(
         "go-tpc",
         "go-tpc",
-        'tool = "go-tpc" (TPC-C, docs/workloads.md)',
+        'tool = "go-tpc" (TPC-C, `perflab docs workloads`)',
         required=False,
         version_flag=None,
         get="make go-tpc (go install, pinned v1.0.7)",
@@ -61,7 +63,7 @@ TOOLS = (
         "flame graph SVGs (perflab flame, reports)",
         required=False,
         version_flag=None,
-        get="make setup (builds it with cargo; see docs/profiles.md)",
+        get="make setup (builds it with cargo; see `perflab docs profiles`)",
     ),
 )
 
@@ -83,8 +85,11 @@ def which(name: str) -> str | None:
     )
 
 
-def check(exp: Experiment) -> None:
-    """Raise SpecError with every problem this machine has with `exp`."""
+def check(exp: Experiment, binaries: Callable[[Experiment], dict[str | None, Any]] | None = None) -> None:
+    """Raise SpecError with every problem this machine has with `exp`. `binaries`: what finds the
+    server binaries its cells run that are here (builds/resolve.py `available`: build name -> Build,
+    None: the installed server), whose option names are checked once the tools are known to be
+    here; None: no option names are checked."""
     kind = servers.kind(exp.file.experiment.server)
     workload = workloads.of(exp.file)
     tools = kind.tool_problems() + workload.tool_problems()
@@ -121,6 +126,10 @@ def check(exp: Experiment) -> None:
     if machine:  # exit code 3: the file may be fine, the machine is not
         raise EnvironmentProblem(exp.source, machine)
     problems = kind.spec_problems(exp)
+    if binaries is not None:  # server option names, against each binary here that will run them
+        from perflab.builds import cache_root
+
+        problems += kind.option_problems(exp, binaries(exp), cache_root())
     problems += workload.spec_problems(exp)
     problems += _client_libraries(exp)
     problems += _glibc_too_old(exp)

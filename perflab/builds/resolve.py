@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import PerflabError
-from perflab.builds import Build, BuildError, describe, read_manifest
+from perflab.builds import Build, BuildError, cache_root, describe, read_manifest
 from perflab.builds import package as P
 from perflab.builds import pgo as G
 from perflab.builds import source as S
@@ -99,6 +99,25 @@ def cached(name: str, spec: BuildSpec, cache: Path, training: str = "", server: 
         profile = G.stored_profile(cache, instrumented, training) if instrumented is not None else None
         found = S.cached(spec, src, cache, "use", profile[0]) if profile is not None else None
     return None if found is None else found.named(name)
+
+
+def available(exp: Any) -> dict[str | None, Build]:
+    """Each server binary the experiment's cells here run that is here now (None: the installed
+    server), for the checks of `perflab run --check`; a build not made yet is left out."""
+    server = exp.file.experiment.server
+    out: dict[str | None, Build] = {}
+    for name in dict.fromkeys(c.build for c in exp.round(1) if c.server_host is None):
+        try:
+            if name is None:
+                found = None if kind(server).installed_refusal else installed(server)
+            else:
+                wanted = exp.file.builds[name]
+                found = cached(name, wanted, cache_root(), training_id(exp.file, wanted), server)
+        except PerflabError:
+            found = None  # not here: its own check, or the build step, says why
+        if found is not None:
+            out[name] = found
+    return out
 
 
 def status(name: str, spec: BuildSpec, cache: Path, training: str = "", server: str = "mariadb") -> str:

@@ -11,6 +11,7 @@
     perflab alloc DIR SEL [B]                cli/alloc.py     allocator calls, bytes, syscalls per transaction
     perflab flame DIR SEL [B] -o FILE        cli/profiles.py  flame graph (SVG, speedscope, folded)
     perflab doctor [--clean] [--format json] cli/doctor.py    tools, allocators, leftovers of killed runs
+    perflab docs [TOPIC[#SECTION]]           cli/docs.py      the reference pages, wherever perflab is installed
 
 PerflabError is caught here only and mapped to its exit code; anything else is a bug.
 """
@@ -33,6 +34,7 @@ from perflab.cli.alloc import alloc
 from perflab.cli.build import build
 from perflab.cli.calibrate import calibrate
 from perflab.cli.console import err
+from perflab.cli.docs import docs
 from perflab.cli.doctor import doctor
 from perflab.cli.history import history
 from perflab.cli.profiles import diff, flame, profile
@@ -40,7 +42,7 @@ from perflab.cli.results import compare_cmd, export, report
 from perflab.cli.run import run
 from perflab.errors import EXIT_INTERRUPTED, PerflabError
 
-VERBS = (run, calibrate, build, report, compare_cmd, export, history, profile, diff, flame, alloc, doctor)
+VERBS = (run, calibrate, build, report, compare_cmd, export, history, profile, diff, flame, alloc, doctor, docs)
 
 
 def _fail(exc: PerflabError) -> NoReturn:

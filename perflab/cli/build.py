@@ -46,7 +46,9 @@ def build(experiment: Path, fmt: str, allow_concurrent: bool) -> None:
     exp = spec.load(experiment)
     if not exp.file.builds:
         raise UsageError(f"{experiment} names no [builds]", "add a [builds.NAME] table and a variant with build = NAME")
-    preflight.check(exp)
+    from perflab.builds.resolve import available
+
+    preflight.check(exp, available)  # server option names against the binaries here too
     cache = writable_cache(cache_root())
     with tempfile.TemporaryDirectory(prefix="perflab-build-") as scratch, contextlib.ExitStack() as stack:
         if not allow_concurrent:  # a build on 2 CPUs would disturb a run's measurement

@@ -79,7 +79,7 @@ def parse_budget(ctx: Any, param: Any, value: str) -> float:
     "--chase",
     is_flag=True,
     help="weigh the canary's pointer chase in beside its spin when it explains QPS (opt-in: it can move "
-    "with a variant's use of the caches; docs/methodology.md#host-speed)",
+    "with a variant's use of the caches; `perflab docs methodology#host-speed`)",
 )
 @click.option(
     "--allow-concurrent",
@@ -103,7 +103,9 @@ def calibrate(
     exp = spec.load(workload_file)
     seed = secrets.randbelow(spec.MAX_SEED + 1) if seed is None else seed
     aa = dataclasses.replace(aa_experiment(exp, rounds), seed=seed)
-    preflight.check(aa)
+    from perflab.builds.resolve import available
+
+    preflight.check(aa, available)  # server option names against the binaries here too
     output = output or Path("results") / f"{aa.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     if (output / "results.db").exists():
         raise UsageError(f"{output} already holds results", "choose another -o")

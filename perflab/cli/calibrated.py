@@ -55,6 +55,25 @@ def plan(exp: spec.Experiment, explicit: Path | None) -> tuple[spec.Experiment, 
     return apply(exp, doc, note)
 
 
+def said_before(planned: dict[str, Any]) -> bool:
+    """Has this machine been told already that no calibration matched? The line says what
+    calibration buys; said at every run, it would be noise. Remembered under the cache
+    ($PERFLAB_CACHE/notices/no-calibration); a calibration ignored for a reason is always said."""
+    from perflab.builds import cache_root
+
+    if planned.get("used") or calibration.NONE_MATCHED not in planned.get("note", ""):
+        return False
+    marker = cache_root() / "notices" / "no-calibration"
+    if marker.exists():
+        return True
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(planned["note"] + "\n", encoding="utf-8")
+    except OSError:
+        return False  # an unwritable cache: said every time rather than never
+    return False
+
+
 def calibrated_binary(exp: spec.Experiment) -> tuple[str | None, str]:
     """(the sha256 of the server binary that the file's first configuration runs, "") -- the
     configuration `perflab calibrate` measures (spec/aa.py): the installed server of the file's

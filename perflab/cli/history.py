@@ -154,7 +154,7 @@ def _exit_on(section: dict[str, Any], failed: list[str]) -> None:
     if failed:
         raise RegressionError(
             f"{len(failed)} series {section['fail_on']}:\n  " + "\n  ".join(failed),
-            "exit code 4; see docs/history.md#the-gate",
+            "exit code 4; see `perflab docs history#the-gate`",
         )
 
 

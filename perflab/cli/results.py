@@ -183,7 +183,7 @@ def _gate(threshold: Any, rows: list) -> None:
         )
     failed = threshold.failures(rows)
     if failed:
-        hint = "exit code 4; see docs/methodology.md#failing-a-ci-job-on-a-regression"
+        hint = "exit code 4; see `perflab docs methodology#failing-a-ci-job-on-a-regression`"
         raise RegressionError(gate.message(threshold, failed), hint)
 
 

@@ -99,8 +99,12 @@ def run(
 
     check_location(history)  # a mistyped --history is refused before the run, not after it
     exp, done = _experiment(experiment, output, resume, seed)
+    if resume is None and output is not None:
+        _refuse_output(output)  # before the checks: --check refuses it as the run does
     output = resume if resume is not None else output
-    preflight.check(exp)
+    from perflab.builds.resolve import available
+
+    preflight.check(exp, available)  # server option names against the binaries here too
     exp = preflight.fit_design(exp) if resume is None else exp
     _warn_durability(exp)
     from perflab.cli import calibrated
@@ -116,7 +120,7 @@ def run(
         click.echo(json.dumps({**matrix, "calibration": planned or None}, indent=2))
         return
     out.print(plan.line(matrix))
-    if planned:
+    if planned and not calibrated.said_before(planned):
         out.print(escape(planned["note"]), highlight=False)
     if check:
         return
@@ -128,16 +132,19 @@ def run(
     else:
         if output is None:
             output = Path("results") / f"{exp.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-        if (output / "results.db").exists():
-            raise UsageError(
-                f"{output} already holds results", "choose another -o, or --resume it if it was interrupted"
-            )
+            _refuse_output(output)
     from perflab.run.lock import MachineLock
 
     with contextlib.ExitStack() as stack:
         if not allow_concurrent:
             stack.enter_context(MachineLock(output))
         _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None, planned, history)
+
+
+def _refuse_output(output: Path) -> None:
+    """A results directory is never written over (a file there is click's to refuse: -o is a dir_okay path)."""
+    if (output / "results.db").exists():
+        raise UsageError(f"{output} already holds results", "choose another -o, or --resume it if it was interrupted")
 
 
 def _warn_durability(exp: spec.Experiment) -> None:

@@ -42,7 +42,7 @@ svg .axis { stroke: #888; } svg text { font-size: 11px; fill: #444; }
 </style></head><body>
 <h1>History of {{ doc.name }}: {{ doc.metric }}</h1>
 <p>Index <code>{{ doc.index }}</code>; change points at p &le; {{ doc.method.alpha }}, segments of at least
-{{ doc.method.min_size }} runs, windows of {{ doc.method.window }} runs (docs/history.md).
+{{ doc.method.min_size }} runs, windows of {{ doc.method.window }} runs (<code>perflab docs history</code>).
 Written by perflab {{ version }} at {{ now }}.</p>
 {% for n in doc.notes %}<p class="note">{{ n }}</p>{% endfor %}
 {% if doc.gate %}<p class="{{ 'pass' if doc.gate.passed else 'fail' }}" id="gate">Gate ({{ doc.gate.fail_on }}):

@@ -126,7 +126,7 @@ class WindowClock:
         if self.finish() is None:
             raise ClockAlignmentError(
                 self.refused or f"host {self.link.name}: its clock was not read over the window",
-                "a nearer host, or NTP (chrony) on both machines (docs/hosts.md#clocks)",
+                "a nearer host, or NTP (chrony) on both machines (`perflab docs hosts#clocks`)",
             )
         assert self.alignment is not None
         return self.alignment

@@ -85,7 +85,7 @@ def _unreachable(name: str, target: SshTarget, exc: BaseException) -> HostUnreac
     return HostUnreachableError(
         f"host {name} ({target}) is unreachable: {exc}",
         f"check that `ssh {target}` works from this machine (address, port, key in the agent or the "
-        "ssh config; PERFLAB_SSH_CONFIG names another config); docs/hosts.md",
+        "ssh config; PERFLAB_SSH_CONFIG names another config); `perflab docs hosts`",
     )
 
 
@@ -93,7 +93,7 @@ def _bad_key(name: str, target: SshTarget, exc: BaseException) -> HostKeyError:
     return HostKeyError(
         f"host {name} ({target}): its host key is not the one known_hosts has for it ({exc})",
         f"verify the host's key out of band, then record it: `ssh-keygen -R {target.address}` and `ssh {target}` "
-        "once; perflab never accepts a new or changed key by itself (docs/hosts.md)",
+        "once; perflab never accepts a new or changed key by itself (`perflab docs hosts`)",
     )
 
 

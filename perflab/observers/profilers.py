@@ -50,7 +50,7 @@ from perflab.store.results import Results
 TOP_N = 20
 DBGSYM = {name: package for kind in servers.every() for name, package in kind.dbgsym.items()}  # Debian's
 # measured on this project's 2-vCPU VM (docs/benchmarks.md); quoted in the remedy
-DWARF_COST_NOTE = "costs far more than fp (each sample copies 16 KiB of stack; see docs/benchmarks.md)"
+DWARF_COST_NOTE = "costs far more than fp (each sample copies 16 KiB of stack; see `perflab docs benchmarks`)"
 
 
 class Profilers:
@@ -410,7 +410,8 @@ def stack_quality(binary: str | None, source: str, mode: str | None, stats: Fold
                 "so callers are skipped or stacks cut short: "
                 f"{complete or 0:.0f}% of the samples reach a thread's entry point",
                 "remedy": f'call_graph = "dwarf" (unwinds from copied stacks; {DWARF_COST_NOTE}), '
-                "or a server built with -fno-omit-frame-pointer (no cost resolved here: docs/builds.md#measured-here), "
+                "or a server built with -fno-omit-frame-pointer "
+                "(no cost resolved here: `perflab docs builds#measured-here`), "
                 "or pmp stacks, "
                 "which unwind from .eh_frame",
             }

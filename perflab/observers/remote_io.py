@@ -84,7 +84,7 @@ def runs_there(rundir: RunDir, binary: Path) -> str:
         raise HostSpeedError(
             f"host {rundir.link.name}: the host-speed canary built here does not run there {why}",
             f"the host has {glibc}: install libc6-dev here (its libc.a makes the canary static), "
-            "or set host_speed = false under [observe] (docs/hosts.md)",
+            "or set host_speed = false under [observe] (`perflab docs hosts`)",
         )
     return there
 

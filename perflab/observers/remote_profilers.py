@@ -110,7 +110,7 @@ class RemotePerf:
         if "ack" not in done.stdout:
             raise PerflabError(
                 f"perf record on host {self.rundir.link.name} did not acknowledge '{word}': {self._log_tail()}",
-                "is linux-perf installed there, and kernel.perf_event_paranoid low enough? (docs/hosts.md)",
+                "is linux-perf installed there, and kernel.perf_event_paranoid low enough? (`perflab docs hosts`)",
             )
 
     def _log_tail(self) -> str:

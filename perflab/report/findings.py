@@ -81,8 +81,8 @@ def _group_findings(all_groups: list[Group], meta: dict[str, Any]) -> list[Findi
                     "noise",
                     f"{g.label} at {g.threads} threads varies {g.qps_cv:.1%} across repeats (above {noisy:.0%}); "
                     "differences smaller than that are noise. Remedy: a longer duration, pin = true "
-                    "(measure it first with "
-                    'bench/noise.py), more repeats or repeats = "auto", and an idle machine' + _interleave(meta),
+                    "(measure it first: `perflab calibrate FILE.toml` with and without it), "
+                    'more repeats or repeats = "auto", and an idle machine' + _interleave(meta),
                     tuple(g.cell_ids),
                 )
             )
@@ -343,7 +343,7 @@ def _interleave(meta: dict[str, Any]) -> str:
         return ""
     return (
         '; or design = "interleaved" (no pmp stacks), whose servers run at once and take turns, '
-        "so the host's speed (on a VM often most of the noise) falls on every variant alike (docs/experiment.md)"
+        "so the host's speed (on a VM often most of the noise) falls on every variant alike (`perflab docs experiment`)"
     )
 
 

@@ -33,7 +33,10 @@ def inferno(tool: str = "inferno-flamegraph") -> str:
         None,
     )
     if found is None:
-        hint = "run `make setup` (it builds inferno with cargo: docs/profiles.md), or use --format speedscope / folded"
+        hint = (
+            "run `make setup` (it builds inferno with cargo: `perflab docs profiles`), "
+            "or use --format speedscope / folded"
+        )
         raise ToolMissingError(f"{tool} not found", hint)
     return found
 

@@ -15,7 +15,7 @@ from typing import Any
 from perflab.units import format_bytes
 from perflab.store.results import server_facts
 
-REMEDY = 'Remedy: storage = "/a/directory/on/disk" under [experiment] (docs/storage.md)'
+REMEDY = 'Remedy: storage = "/a/directory/on/disk" under [experiment] (`perflab docs storage`)'
 
 
 def storage_phrase(meta: dict[str, Any]) -> str:

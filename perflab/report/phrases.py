@@ -111,7 +111,7 @@ def host_speed_clause(comparisons: list[Any]) -> str:
         out += f" ({'; '.join(fits)})"
     if why_not:
         out += f"; {'; '.join(why_not)}"
-    return out + " (docs/methodology.md#host-speed)"
+    return out + " (`perflab docs methodology#host-speed`)"
 
 
 KIND_TITLES = {
@@ -184,7 +184,7 @@ def noise_note(dec: Any) -> str:
     return (
         f"{dec.advice[:1].upper()}{dec.advice[1:]}. From {counted}: "
         "a paired ratio's variance is 2 x (window + restarts), drift cancels in it; "
-        f"{dec.method} (docs/methodology.md#variance-components)"
+        f"{dec.method} (`perflab docs methodology#variance-components`)"
     )
 
 

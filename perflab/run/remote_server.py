@@ -159,7 +159,7 @@ class ServerHost:
         if snapshot.format and found != snapshot.format:
             raise ToolMissingError(
                 f"host {self.name} runs {self.version!r} ({found}); the dataset is prepared here in {snapshot.format}",
-                f"install the same server version on {self.link.target} as on this machine (docs/hosts.md)",
+                f"install the same server version on {self.link.target} as on this machine (`perflab docs hosts`)",
             )
 
     def restore(self, snapshot: dataset.Snapshot, datadir: str, workdir: Path) -> float:

@@ -185,6 +185,11 @@ class Kind:
     def spec_problems(self, exp: Experiment) -> list[Problem]:
         return []
 
+    def option_problems(self, exp: Experiment, binaries: dict[str | None, Build], cache: Path) -> list[Problem]:
+        """Server option names of the file that `binaries` (the cells' builds here now, None: the
+        installed server) do not take; what they take is kept under `cache` (perflab's cache)."""
+        return []
+
     def connection_problems(self, exp: Experiment) -> list[Problem]:
         return []
 

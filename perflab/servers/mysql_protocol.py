@@ -278,6 +278,12 @@ class MySQLProtocolKind(Kind):
                 )
         return problems
 
+    def option_problems(self, exp: Experiment, binaries: dict[str | None, Build], cache: Path) -> list[Problem]:
+        """Server option names the binary that runs them does not take (servers/mysqld_options.py)."""
+        from perflab.servers.mysqld_options import option_problems
+
+        return option_problems(exp, binaries, cache)
+
     def tool_problems(self) -> list[Problem]:
         from perflab import preflight
 

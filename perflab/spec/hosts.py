@@ -19,8 +19,8 @@ from perflab.errors import Problem
 from perflab import workloads
 from perflab.spec.schema import ExperimentFile
 
-_NOT_YET = 'not with client_host yet (docs/hosts.md, "What a remote client supports")'
-_NOT_YET_SERVER = 'not with server_host yet (docs/hosts.md, "What a remote server supports")'
+_NOT_YET = 'not with client_host yet (`perflab docs hosts#what-a-remote-client-supports-so-far`)'
+_NOT_YET_SERVER = 'not with server_host yet (`perflab docs hosts#what-a-remote-server-supports-so-far`)'
 
 
 def server_hosts(spec: ExperimentFile) -> list[str]:
@@ -67,7 +67,7 @@ def host_problems(spec: ExperimentFile) -> list[Problem]:
                 "experiment.concurrent_hosts",
                 "concurrent_hosts with a host axis only",
                 repr(e.concurrent_hosts).lower(),
-                'remove it: only the hosts of a host axis run at once (docs/hosts.md, "A host axis")',
+                'remove it: only the hosts of a host axis run at once (`perflab docs hosts#a-host-axis-variantshost`)',
             )
         )
     return problems
@@ -83,7 +83,7 @@ def _client_axis_problems(spec: ExperimentFile) -> list[Problem]:
             "client_host in the variants of a host axis (beside their server_host)",
             repr(v.client_host),
             "set client_host under [experiment] for every cell, or give the host axis's labels a server_host "
-            '(docs/hosts.md, "A host axis")',
+            '(`perflab docs hosts#a-host-axis-variantshost`)',
         )
         for name, ls in spec.variants.items()
         for label, v in ls.items()
@@ -245,7 +245,7 @@ def _client_target_problems(spec: ExperimentFile) -> list[Problem]:
             "observe.pmp.tool",
             'tool = "eu-stack" (or no tool) with targets naming "client" and client_host',
             repr(pmp.tool).replace("'", '"'),
-            "the client's stacks on its host are sampled by eu-stack there (docs/hosts.md)",
+            "the client's stacks on its host are sampled by eu-stack there (`perflab docs hosts`)",
         )
     ]
 
@@ -281,7 +281,7 @@ def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
                 "observe.pmp.tool",
                 'tool = "eu-stack" (or no tool) with server_host',
                 repr(pmp.tool).replace("'", '"'),
-                "on a server host the stacks are sampled by eu-stack there (docs/hosts.md)",
+                "on a server host the stacks are sampled by eu-stack there (`perflab docs hosts`)",
             )
         )
     return problems

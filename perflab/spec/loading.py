@@ -149,7 +149,7 @@ def parse(text: str, source: str = "<string>") -> Experiment:
     try:
         spec = ExperimentFile.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(source, collapse([problem(err, raw) for err in exc.errors()])) from None
+        raise SpecError(source, collapse([problem(err, raw, ExperimentFile) for err in exc.errors()])) from None
     spec = spec.with_io_default()
     problems = _limits(spec) or server_problems(spec) + design_problems(spec) + host_problems(spec)
     if problems:

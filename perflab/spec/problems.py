@@ -9,9 +9,12 @@ union members pydantic tried for one value collapse into one expectation:
 from __future__ import annotations
 
 import re
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from perflab.errors import Problem
+from pydantic import BaseModel
+
+from perflab.errors import Problem, did_you_mean
 
 
 def key_path(keys: list[str]) -> str:
@@ -100,7 +103,8 @@ def _either(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
 
 
-def problem(err: dict[str, Any], raw: Any = None) -> Problem:
+def problem(err: dict[str, Any], raw: Any = None, schema: type[BaseModel] | None = None) -> Problem:
+    """`err` as a Problem; `schema`: the model validated, whose keys a "did you mean" is drawn from."""
     loc = _user_loc(err["loc"], raw)
     path = key_path(loc)
     kind = err["type"]
@@ -110,7 +114,9 @@ def problem(err: dict[str, Any], raw: Any = None) -> Problem:
         return Problem(path, ctx["expected"], ctx.get("found") or found, ctx.get("hint") or None)
     if kind == "extra_forbidden":
         found = f"unknown key {short(loc[-1])!r}"
-        return Problem(path, "no such key", found, "check the spelling; see docs/experiment.md")
+        known = keys_at(schema, loc[:-1]) if schema is not None else []
+        hint = did_you_mean(loc[-1], known, "check the spelling; see `perflab docs experiment`")
+        return Problem(path, "no such key", found, hint)
     if kind == "missing":
         return Problem(path, "a value", "nothing", f"add {loc[-1]} = ...")
     if kind == "literal_error":
@@ -130,7 +136,43 @@ def problem(err: dict[str, Any], raw: Any = None) -> Problem:
         )
     if kind in _TYPE_NAMES:
         return Problem(path, _TYPE_NAMES[kind], found, _WRITE_LIKE + _TYPE_EXAMPLES[kind])
-    return Problem(path, err["msg"], found, "see docs/experiment.md")
+    return Problem(path, err["msg"], found, "see `perflab docs experiment`")
+
+
+def keys_at(schema: type[BaseModel], loc: list[str]) -> list[str]:
+    """The keys the file may have at `loc` (a table of `schema`), for a "did you mean"."""
+    node: Any = schema
+    for part in loc:
+        node = _child(node, part)
+    model = _model(node)
+    if model is None:
+        return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _child(node: Any, part: str) -> Any:
+    """The type of `part` inside `node`: a model's field, a table's values, a list's items."""
+    model = _model(node)
+    if model is not None:
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        return field.annotation if field is not None else None
+    origin, args = get_origin(node), get_args(node)
+    if origin is Annotated:
+        return _child(args[0], part)
+    if origin is dict:
+        return args[1]
+    if origin is list:
+        return args[0]
+    return next((c for c in (_child(a, part) for a in args) if c is not None), None)
+
+
+def _model(node: Any) -> type[BaseModel] | None:
+    """`node` as a pydantic model, through Annotated, Optional and unions (the first model)."""
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        return node
+    if get_origin(node) not in (Annotated, Union, UnionType):
+        return None  # a table's or list's items are not the table
+    return next((m for m in (_model(a) for a in get_args(node)) if m is not None), None)
 
 
 def _show(value: Any) -> str:

@@ -204,7 +204,7 @@ class ExperimentSection(_Strict):
                 "whole seconds from 1s to 60s, or a tenth to a half of a second that divides it "
                 "(100ms, 125ms, 200ms, 250ms, 500ms)",
                 "every second of a client's running time ends with a turn; 100ms (the default) shares "
-                "the host best (docs/experiment.md)",
+                "the host best (`perflab docs experiment`)",
             )
         return value
 

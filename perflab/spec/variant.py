@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from perflab import allocators, elf
+from perflab.errors import did_you_mean
 from perflab.spec.fields import (
     STRICT,
     EnvVars,
@@ -87,9 +88,10 @@ class Variant(_Strict):
                 )
             return value
         if value not in allocators.NAMES:
+            known = f"known allocators: {', '.join(allocators.NAMES)}"
             raise fail(
                 f"one of {', '.join(allocators.NAMES)} or an absolute path to a .so",
-                f"known allocators: {', '.join(allocators.NAMES)}",
+                " ".join(filter(None, (did_you_mean(value, allocators.NAMES), known))),
             )
         return value
 

@@ -43,7 +43,13 @@ MAX_CHASE_WEIGHT = 5.0  # host_speed.chase_weight: the chase's weight beside the
 MAX_STEAL_WEIGHT = 20.0  # host_speed.steal_weight: steal's (per core) beside the canary's; wider than the chase's, as
 # a quiet hour's canary slope can be small beside steal's
 MAX_SLOPE = 5.0  # |host_speed.slope| beyond it: no slope of a real host (0.5 here); calibrate does not save one
-HINT = "run `perflab calibrate FILE.toml` on this machine (docs/experiment.md#calibration)"
+HINT = "run `perflab calibrate FILE.toml` on this machine (`perflab docs experiment#calibration`)"
+NONE_MATCHED = "no calibration matched this host and workload"
+WHAT_IT_BUYS = (
+    "`perflab calibrate FILE.toml` measures this machine's noise once (a few minutes), so that runs "
+    "start with the rounds an effect the size of equivalence_margin needs and say what fixed repeats "
+    "can detect (said once per machine)"
+)
 
 
 def workload_hash(dataset: dict[str, Any], workload: dict[str, Any]) -> str:
@@ -180,7 +186,7 @@ def find(
     if not path.exists():
         others = sorted(p.name for p in directory.glob(f"*-{whash}.json")) if directory.is_dir() else []
         elsewhere = f" (only for other hosts: {', '.join(others)})" if others else ""
-        return None, f"no calibration matched this host and workload{elsewhere}; {HINT}"
+        return None, f"{NONE_MATCHED}{elsewhere}; {WHAT_IT_BUYS}"
     try:
         doc = read(path)
     except UsageError as exc:

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, ClassVar
 
-from perflab.errors import ToolMissingError
+from perflab.errors import ToolMissingError, did_you_mean
 from perflab.workloads import Workload
 from perflab.workloads.sysbench_output import Summary
 
@@ -288,7 +288,8 @@ def option_problems(exp: Any) -> list[Any]:
     if done.returncode != 0 or "options:" not in done.stdout:
         tests = os.listdir(TESTS_DIR) if os.path.isdir(TESTS_DIR) else []
         known = sorted(p.removesuffix(".lua") for p in tests if p.endswith(".lua"))
-        return [Problem("workload.test", "a sysbench test", repr(test), f"known: {', '.join(known)}")]
+        hint = did_you_mean(test, known, f"known: {', '.join(known)}")
+        return [Problem("workload.test", "a sysbench test", repr(test), hint)]
     known_opts = known_options(test)
     problems = []
     places = [("workload.options", exp.file.workload.options)] + [

@@ -24,4 +24,4 @@ def test_each_example_passes_the_check_as_it_is(path: Path, tmp_path: Path, monk
     checked = perflab("run", str(path), "--check", "--format", "json")
     assert checked.returncode == 0, checked.stderr
     plan = json.loads(checked.stdout)
-    assert plan["cells"] > 0 and plan["calibration"]["used"] is False
+    assert plan["file"] == str(path) and plan["cells"] > 0

@@ -48,13 +48,15 @@ def export(out: Path) -> dict:
 
 
 def test_rejected_server_option_fails_that_cell_only(tmp_path: Path):
+    """A value the server refuses at start (a name it refuses is refused before the run starts:
+    test_check_names.py)."""
     spec = tiny(
         tmp_path,
         "badopt",
         """
 [variants.config]
 good = {}
-bad  = { server_options = { no_such_server_option = "1" } }
+bad  = { server_options = { sort_buffer_size = "1Q" } }
 """,
     )
     started = time.monotonic()
@@ -66,7 +68,7 @@ bad  = { server_options = { no_such_server_option = "1" } }
     bad = cells["bad"]
     assert bad["status"] == "failed"
     # the server's own error line, not a generic message
-    assert "unknown variable 'no_such_server_option=1'" in bad["error"]
+    assert "Unknown suffix 'Q' used for variable 'sort_buffer_size'" in bad["error"]
     assert "[ERROR]" in bad["log_tail"]
     assert "failed" in done.stdout + done.stderr
     assert perflab_children(export(tmp_path / "out")["run"]["workdir"]) == []

@@ -32,6 +32,9 @@ args = sys.argv[1:]
 if args == ["--version"]:
     print(f"{sys.argv[0]}  Ver VERSION")
     sys.exit(0)
+if "--help" in args:  # --check asks for the option names (servers/mysqld_options.py): a fake has few
+    print("  --datadir=name      Path to the database root directory")
+    sys.exit(0)
 option_file = next((a.split("=", 1)[1] for a in args if a.startswith("--defaults-file=")), None)
 record = {"argv": sys.argv, "option_file": pathlib.Path(option_file).read_text() if option_file else None}
 with open(base / "calls.jsonl", "a") as calls:

@@ -157,7 +157,7 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
         "observe.pmp",
     }, found  # fmt: skip  (pmp: refused by the interleaved design's own check)
     assert "interleaved" in found["observe.pmp"] and "observe.perf" not in found
-    assert "interleaved" in found["observe.io"] and "docs/hosts.md" in found["experiment.pin"]
+    assert "interleaved" in found["observe.io"] and "`perflab docs hosts" in found["experiment.pin"]
     assert "interleaved" in found["experiment.drop_caches"]  # the design's own check; sequential: on the host
     disk = parse('server_host = "db"\nstorage = "/var/tmp/perflab"\ndrop_caches = true').file.experiment
     assert disk.storage == "/var/tmp/perflab" and disk.drop_caches  # they apply on the host

@@ -50,7 +50,7 @@ CASES = [
         "experiment.durration",
         "no such key",
         "'durration'",
-        "spelling",
+        "did you mean duration?",
     ),
     (
         "unknown-key-in-workload",
@@ -58,7 +58,7 @@ CASES = [
         "workload.thread",
         "no such key",
         "'thread'",
-        "spelling",
+        "did you mean threads?",
     ),
     (
         "unknown-key-in-variant",
@@ -66,7 +66,7 @@ CASES = [
         "variants.alloc.a.prelaod",
         "no such key",
         "'prelaod'",
-        "spelling",
+        "did you mean preload?",
     ),
     ("missing-experiment", "", "experiment", "a value", "nothing", "add experiment"),
     ("missing-name", '[experiment]\nduration = "5s"\n', "experiment.name", "a value", "nothing", "add name"),

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 HINT = (
     'name a MySQL build in every variant, e.g. [builds.mysql97] package = "mysql-server-core", suite = "sid" '
     'and [variants.server] mysql = { build = "mysql97" }; or server = "mariadb", whose installed server runs '
-    "the variants without a build beside MySQL's (docs/builds.md)"
+    "the variants without a build beside MySQL's (`perflab docs builds`)"
 )
 MARIADB_TOOLS = ("(tool) mariadbd", "(tool) mariadb-install-db")  # the installed MariaDB's, not needed here
 
@@ -40,10 +40,12 @@ class MySQLKind(MySQLProtocolKind):
     debian_source = "mysql-8.0"  # not in Debian 12: source = "debian" is refused (build_problems)
     debian_binary = "mysql-server-core-8.0"
     installed_refusal = f"Debian 12 has no MySQL server: {HINT}"
-    remote_server_refusal = "MySQL on another host is not built yet (docs/hosts.md); MariaDB is"
+    remote_server_refusal = "MySQL on another host is not built yet (`perflab docs hosts`); MariaDB is"
     # sysbench there logs in over TCP as a caching_sha2_password user (MySQL 9 has no other),
     # which needs TLS or the server's RSA key: not tried yet
-    remote_client_refusal = "a client on another host is not tried with MySQL yet (docs/hosts.md); MariaDB has one"
+    remote_client_refusal = (
+        "a client on another host is not tried with MySQL yet (`perflab docs hosts`); MariaDB has one"
+    )
 
     flavors = ("mysql", "percona")
     claims_rest = True  # a mysqld's version line names no server ("9.7.4 for Linux on x86_64 (...)")

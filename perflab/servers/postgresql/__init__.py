@@ -267,5 +267,9 @@ class PostgreSQLKind(Kind):
 
         return preflight.spec_problems(exp)
 
+    def option_problems(self, exp: Experiment, binaries: dict[str | None, Build], cache: Path) -> list[Problem]:
+        """None here: spec_problems checks the names against the installed postgres (preflight.py)."""
+        return []
+
 
 KIND = PostgreSQLKind()
