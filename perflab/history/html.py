@@ -1,6 +1,6 @@
 """The history page: one self-contained HTML file (inline CSS and SVG, no script, no request).
 
-Input: the "perflab-history/1" document (history/view.py). Output: HTML with, per series, a chart
+Input: the "perflab-history/2" document (history/view.py). Output: HTML with, per series, a chart
 of every run's estimate and its 95% interval (a point and a bar), each segment's level as a line,
 each change point as a dashed line; under it the change points with what changed in provenance
 and the `perflab diff` command line, then the runs as a table (the numbers the chart draws).
@@ -90,6 +90,8 @@ def render(doc: dict[str, Any]) -> str:
         for c in s["change_points"]:
             c["diff_line"] = shlex.join(c["diff"])
         label = ", ".join(f"{k}={v}" for k, v in s["variant"].items()) or "default"
+        if s.get("kind") == "ratio":  # the variant's ratio to the baseline within each run
+            label += " / " + ", ".join(f"{k}={v}" for k, v in s["baseline"].items()) + " (ratio)"
         series.append({"doc": s, "label": label, "chart": chart(s)})
     return env.from_string(_TEMPLATE).render(doc=doc, series=series, fmt=_fmt, version=__version__, now=utc_now())
 
@@ -101,7 +103,7 @@ def chart(s: dict[str, Any]) -> Markup:
     if not values:
         return Markup("")
     scale = _Scale(len(runs), min(values), max(values))
-    label = escape(f"{s['metric']} per run")
+    label = escape(f"{s['metric']}{' ratio' if s.get('kind') == 'ratio' else ''} per run")
     parts = [f'<svg class="chart" viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="{label}">']
     parts.append(f'<line class="axis" x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}"/>')
     parts += [
@@ -119,7 +121,7 @@ class _Scale:
 
     def __init__(self, runs: int, lo: float, hi: float) -> None:
         self.runs = max(runs, 1)
-        self.lo, self.hi = (lo - 1, hi + 1) if hi == lo else (lo - (hi - lo) * 0.05, hi + (hi - lo) * 0.05)
+        self.lo, self.hi = (lo - abs(lo) * 0.05 - 1e-9, hi + abs(hi) * 0.05 + 1e-9) if hi == lo else (lo - (hi - lo) * 0.05, hi + (hi - lo) * 0.05)
 
     def x(self, run: float) -> float:
         return PAD_L + (run - 0.5) / self.runs * (W - PAD_L - PAD_R)
