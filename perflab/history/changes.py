@@ -21,9 +21,9 @@ The method (docs/history.md#change-points, and why):
     (the max over k has no simple law, and permutations need no normality: as E-divisive);
   - for a ratio series (each run's ratio to its in-run baseline, with the interval the run
     measured), the INTERVAL test: the null histories are drawn from each run's own interval and
-    tau^2, tau^2 estimated again in each (a parametric bootstrap). Permutations of n runs cannot
-    give a p-value below 2 / C(n, n/2) (0.1 at six runs); a ratio's interval is a measurement of
-    its run, so the test may use it, and six nightly runs can show a step;
+    tau^2, tau^2 estimated again in each (a parametric bootstrap). A handful of runs permuted is a
+    coarse null (six runs split 3 and 3 only 20 ways), while a ratio's interval is a measurement
+    of its run (paired over its rounds), so the test may use it: six nightly runs can show a step;
   - binary segmentation, each segment at least `min_size` runs, within windows of `window`
     runs overlapping by half (Otava's E-divisive: window 50); a split is kept at p <= `alpha`.
 """
