@@ -9,8 +9,9 @@ unpaced, the two servers of each round share the CPUs in turns (interleaved), an
 carries the cost of logging while the machine's drift, and other tests' load, fall on both sides.
 Logging to the `mysql.general_log` table (log_output = TABLE) costs each point select about a
 third of its throughput here, against some 4-20% for the log file: a step that three runs of two
-1 s rounds each show on a machine other tests load. The effect is general_log's own, measured.
-Six runs of two rounds: about 100 s.
+rounds show on a machine other tests load. The effect is general_log's own, measured. Windows of
+2 s: at 1 s (five turns of each client) a run's ratio varied by 30% under other tests' load, and
+the step was lost (2026-11-28). Six runs of two rounds: about 140 s on this 2-vCPU VM, loaded.
 """
 
 from __future__ import annotations
