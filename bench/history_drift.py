@@ -158,7 +158,7 @@ def delays(s: Series, step_at: int, horizon: int, threshold: str) -> tuple[int |
 def false_alarms(s: Series, start: int, threshold: str) -> tuple[int, int]:
     """(nights whose gate fails, nights asked) on a history without a step, from run `start` on."""
     nights = range(start, len(s.runs) + 1)
-    failed = sum(gate.fails(gate.check([c := prefix(s, k)], parse(threshold))[0], parse(threshold)) for k in nights)
+    failed = sum(gate.fails(gate.check([prefix(s, k)], parse(threshold))[0], parse(threshold)) for k in nights)
     return failed, len(nights)
 
 
@@ -209,9 +209,9 @@ def _delay_figures(way: str, step: float, gated: list, found: list) -> Figures:
 
 def options() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("runs", nargs="*", type=Path, help="results directories of real runs (oldest first) to draw the noise from")
+    p.add_argument("runs", nargs="*", type=Path, help="results directories of real runs, oldest first: the noise")
     p.add_argument("--histories", type=int, default=100, help="histories per way and step")
-    p.add_argument("--before", type=int, default=10, help="stable runs before the step (and before A/A nights are asked)")
+    p.add_argument("--before", type=int, default=10, help="stable runs before the step (before A/A nights are asked)")
     p.add_argument("--horizon", type=int, default=10, help="runs after the step a history is followed for")
     p.add_argument("--aa-runs", type=int, default=40, help="runs of an A/A history")
     p.add_argument("--threshold", default="slower:3%", help="the gate's --fail-on")
@@ -226,7 +226,8 @@ def options() -> argparse.Namespace:
 def run() -> None:
     args = options()
     noise = from_runs(args.runs) if args.runs else Noise()
-    say(f"noise model ({'from ' + str(len(args.runs)) + ' runs' if args.runs else 'defaults: the issue 51 VM'}): {asdict(noise)}")
+    source = f"from {len(args.runs)} runs" if args.runs else "defaults: the issue 51 VM"
+    say(f"noise model ({source}): {asdict(noise)}")
     figures = [f for way in ("absolute", "reference") for f in measure(way, noise, args)]
     rows = [
         [f.way, "A/A" if f.step is None else f"{f.step:.0%}", f.histories,

@@ -121,7 +121,8 @@ class _Scale:
 
     def __init__(self, runs: int, lo: float, hi: float) -> None:
         self.runs = max(runs, 1)
-        self.lo, self.hi = (lo - abs(lo) * 0.05 - 1e-9, hi + abs(hi) * 0.05 + 1e-9) if hi == lo else (lo - (hi - lo) * 0.05, hi + (hi - lo) * 0.05)
+        room = (hi - lo) * 0.05 if hi != lo else abs(lo) * 0.05 + 1e-9  # one value (a ratio near 1): 5% of it
+        self.lo, self.hi = lo - room, hi + room
 
     def x(self, run: float) -> float:
         return PAD_L + (run - 0.5) / self.runs * (W - PAD_L - PAD_R)

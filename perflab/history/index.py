@@ -15,7 +15,8 @@ Format (`meta.index_version`, docs/results-format.md#the-history-index):
      is added; runs recorded before hold no ratios until imported again).
 
 The same SQL serves both databases (`?` placeholders become psycopg's `%s`); an index of another
-version is refused with a hint; an older one is upgraded (UPGRADES). An unreachable PostgreSQL index is an EnvironmentError (exit 3).
+version is refused with a hint; an older one is upgraded (UPGRADES). An unreachable PostgreSQL
+index is an EnvironmentError (exit 3).
 """
 
 from __future__ import annotations

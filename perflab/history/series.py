@@ -98,13 +98,13 @@ def load(
         for e in run.record.estimates:
             if e.metric == metric:
                 key = (run.record.workload_key, ABSOLUTE, variant_key(e.variant), e.threads)
-                _add(by_key, key, run, e, Series(key[0], record.describe(run.record.workload), e.variant, e.threads, metric))
+                fresh = Series(key[0], record.describe(run.record.workload), e.variant, e.threads, metric)
+                _add(by_key, key, run, e, fresh)
         for r in run.record.ratios:
             if r.metric == metric:
                 key = (run.record.workload_key, RATIO, variant_key(r.variant), r.threads, variant_key(r.baseline))
-                fresh = Series(
-                    key[0], record.describe(run.record.workload), r.variant, r.threads, metric, kind=RATIO, baseline=r.baseline
-                )
+                described = record.describe(run.record.workload)
+                fresh = Series(key[0], described, r.variant, r.threads, metric, kind=RATIO, baseline=r.baseline)
                 _add(by_key, key, run, r, fresh)
     ratioed = {(s.workload_key, s.threads) for s in by_key.values() if s.kind == RATIO}
     for s in by_key.values():

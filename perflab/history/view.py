@@ -20,10 +20,11 @@ Format "perflab-history/2" (docs/results-format.md#perflab-history2):
 Version 2 added the ratio series (`kind`, `baseline`, `gated`, `test`: a ratio series' runs are
 each run's ratio of the variant to `baseline`, its `mean` the ratio), `provenance_changes` (every
 change between consecutive runs of the name, at the run where it happened; runs numbered from 1
-among all the name's runs) and the gate's `exit_code`. Runs are numbered from 1 within their series. `diff_top` is the profile diff's first functions
-when both runs stored profiles of that variant, else null (the command is named either way);
-`alloc_diff` and `status_diff` the allocation figures and server counters per transaction that
-differ, when both runs recorded them ([observe] alloc, status), else null.
+among all the name's runs) and the gate's `exit_code`. Runs are numbered from 1 within their
+series. `diff_top` is the profile diff's first functions when both runs stored profiles of that
+variant, else null (the command is named either way); `alloc_diff` and `status_diff` the allocation
+figures and server counters per transaction that differ, when both runs recorded them ([observe]
+alloc, status), else null.
 """
 
 from __future__ import annotations

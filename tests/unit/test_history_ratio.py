@@ -194,7 +194,8 @@ def test_a_provenance_change_is_listed_without_a_change_point(tmp_path: Path):
         reference = [DRIFT[i] * f for f in (1 + rng.normal(0, 0.03, 3))]
         nightly = [v * (1 + rng.normal(0, 0.01)) for v in reference]
         spec = SPEC.format(log="ON" if i >= 3 else "OFF")
-        dirs.append(make_paired_run(tmp_path / f"n{i}", i, {"reference": reference, "nightly": nightly}, spec_text=spec))
+        sides = {"reference": reference, "nightly": nightly}
+        dirs.append(make_paired_run(tmp_path / f"n{i}", i, sides, spec_text=spec))
     doc = json.loads(perflab("history", "nightly", "--history", imported(tmp_path, dirs), "--format", "json").stdout)
     assert all(s["change_points"] == [] for s in doc["series"])
     (config,) = [c for c in doc["provenance_changes"] if c["kind"] == "configuration"]
