@@ -227,9 +227,13 @@ def provenance_lines(changes: list[dict[str, Any]]) -> list[str]:
     server_options.general_log OFF -> ON` (the field without its kind's prefix)."""
     lines = []
     for c in changes:
-        what = "; ".join(f"{_field(p['field'])} {p['before']} -> {p['after']}" for p in c["changes"])
+        what = "; ".join(f"{_field(p['field'])} {_value(p['before'])} -> {_value(p['after'])}" for p in c["changes"])
         lines.append(f"{c['kind']} changed at run {c['run']} ({c['started_at']}): {what}")
     return lines
+
+
+def _value(value: str | None) -> str:
+    return "(unset)" if value is None else value
 
 
 def _field(name: str) -> str:

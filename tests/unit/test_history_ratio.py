@@ -227,3 +227,31 @@ def test_a_version_1_index_is_upgraded_in_place(tmp_path: Path):
         assert [r.metric for r in run.record.ratios] == ["qps", "p95"]
     version = sqlite3.connect(where).execute("SELECT value FROM meta WHERE key = 'index_version'").fetchone()
     assert version == (str(index.INDEX_VERSION),) == ("2",)
+
+
+def test_each_kind_of_change_is_listed_at_its_run():
+    from perflab.cli.history import provenance_lines
+    from perflab.history import provenance
+
+    def run(i: int, **fields: str) -> record.RunRecord:
+        return record.RunRecord("n", "k", {}, f"2026-11-{i:02d}", None, f"/r{i}", "complete", fields, [])
+
+    same = {"build.tonight": "aaaa", "package.mariadbd": "10.11.18", "host.fingerprint": "1234"}
+    runs = [
+        run(1, **same),
+        run(2, **same),
+        run(3, **{**same, "build.tonight": "bbbb", "config.server_options.general_log": "ON"}),
+        run(4, **{**same, "build.tonight": "bbbb", "config.server_options.general_log": "ON", "host.fingerprint": "9"}),
+        run(5, **{**same, "build.tonight": "bbbb", "config.server_options.general_log": "ON", "host.fingerprint": "9",
+                  "package.mariadbd": "10.11.19"}),
+    ]  # fmt: skip
+    found = provenance.changes_at(runs)
+    assert [(c["run"], c["kind"]) for c in found] == [
+        (3, "build"),
+        (3, "configuration"),
+        (4, "host"),
+        (5, "server version"),
+    ]
+    lines = provenance_lines(found)
+    assert lines[1] == "configuration changed at run 3 (2026-11-03): server_options.general_log (unset) -> ON"
+    assert lines[3] == "server version changed at run 5 (2026-11-05): package.mariadbd 10.11.18 -> 10.11.19"
