@@ -45,6 +45,7 @@ svg .axis { stroke: #888; } svg text { font-size: 11px; fill: #444; }
 {{ doc.method.min_size }} runs, windows of {{ doc.method.window }} runs (docs/history.md).
 Written by perflab {{ version }} at {{ now }}.</p>
 {% for n in doc.notes %}<p class="note">{{ n }}</p>{% endfor %}
+{% for c in doc.provenance_changes %}<p class="note">{{ c.kind|capitalize }} changed at run {{ c.run }} ({{ c.started_at }}): {% for p in c.changes %}<code>{{ p.field }}</code>: {{ p.before }} &rarr; {{ p.after }}{{ '; ' if not loop.last }}{% endfor %}</p>{% endfor %}
 {% if doc.gate %}<p class="{{ 'pass' if doc.gate.passed else 'fail' }}" id="gate">Gate ({{ doc.gate.fail_on }}):
 {{ 'passed' if doc.gate.passed else 'FAILED' }}.
 {% for line in doc.gate.failed %}<br>{{ line }}{% endfor %}

@@ -196,8 +196,12 @@ def test_a_provenance_change_is_listed_without_a_change_point(tmp_path: Path):
         spec = SPEC.format(log="ON" if i >= 3 else "OFF")
         sides = {"reference": reference, "nightly": nightly}
         dirs.append(make_paired_run(tmp_path / f"n{i}", i, sides, spec_text=spec))
-    doc = json.loads(perflab("history", "nightly", "--history", imported(tmp_path, dirs), "--format", "json").stdout)
+    where = imported(tmp_path, dirs)
+    doc = json.loads(perflab("history", "nightly", "--history", where, "--format", "json").stdout)
     assert all(s["change_points"] == [] for s in doc["series"])
+    page = tmp_path / "h.html"
+    assert perflab("history", "nightly", "--history", where, "--format", "html", "-o", str(page)).returncode == 0
+    assert "Configuration changed at run 4" in page.read_text()
     (config,) = [c for c in doc["provenance_changes"] if c["kind"] == "configuration"]
     assert config["run"] == 4
     assert {c["field"] for c in config["changes"]} == {
