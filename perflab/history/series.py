@@ -93,19 +93,7 @@ def load(
             if known
             else "perflab run records each run; or perflab history import DIR",
         )
-    by_key: dict[tuple, Series] = {}
-    for run in runs:
-        for e in run.record.estimates:
-            if e.metric == metric:
-                key = (run.record.workload_key, ABSOLUTE, variant_key(e.variant), e.threads)
-                fresh = Series(key[0], record.describe(run.record.workload), e.variant, e.threads, metric)
-                _add(by_key, key, run, e, fresh)
-        for r in run.record.ratios:
-            if r.metric == metric:
-                key = (run.record.workload_key, RATIO, variant_key(r.variant), r.threads, variant_key(r.baseline))
-                described = record.describe(run.record.workload)
-                fresh = Series(key[0], described, r.variant, r.threads, metric, kind=RATIO, baseline=r.baseline)
-                _add(by_key, key, run, r, fresh)
+    by_key = _build(runs, metric)
     ratioed = {(s.workload_key, s.threads) for s in by_key.values() if s.kind == RATIO}
     for s in by_key.values():
         s.params = (alpha, min_size, window)
@@ -122,6 +110,25 @@ def load(
         ),
     )
     return History(name, metric, ordered, _notes(runs), provenance.changes_at([r.record for r in runs]))
+
+
+def _build(runs: list[StoredRun], metric: str) -> dict[tuple, Series]:
+    """The runs' series of `metric`, unanalysed: absolute per workload, variant and thread count;
+    ratio per workload, variant, thread count and baseline."""
+    by_key: dict[tuple, Series] = {}
+    for run in runs:
+        for e in run.record.estimates:
+            if e.metric == metric:
+                key = (run.record.workload_key, ABSOLUTE, variant_key(e.variant), e.threads)
+                fresh = Series(key[0], record.describe(run.record.workload), e.variant, e.threads, metric)
+                _add(by_key, key, run, e, fresh)
+        for r in run.record.ratios:
+            if r.metric == metric:
+                key = (run.record.workload_key, RATIO, variant_key(r.variant), r.threads, variant_key(r.baseline))
+                described = record.describe(run.record.workload)
+                fresh = Series(key[0], described, r.variant, r.threads, metric, kind=RATIO, baseline=r.baseline)
+                _add(by_key, key, run, r, fresh)
+    return by_key
 
 
 def _add(by_key: dict[tuple, Series], key: tuple, run: StoredRun, estimate: Any, fresh: Series) -> None:
