@@ -7,11 +7,14 @@ Why unpaced, and general_log to a table: a paced client (tests/integration/helpe
 both configurations at the same rate, so logging costs no throughput and there is no step to see;
 unpaced, the two servers of each round share the CPUs in turns (interleaved), and the ratio
 carries the cost of logging while the machine's drift, and other tests' load, fall on both sides.
-Logging to the `mysql.general_log` table (log_output = TABLE) costs each point select about a
-third of its throughput here, against some 4-20% for the log file: a step that three runs of two
-rounds show on a machine other tests load. The effect is general_log's own, measured. Windows of
-2 s: at 1 s (five turns of each client) a run's ratio varied by 30% under other tests' load, and
-the step was lost (2026-11-28). Six runs of two rounds: about 140 s on this 2-vCPU VM, loaded.
+Logging to the `mysql.general_log` table (log_output = TABLE) cost the point selects 17-35% of
+their throughput here at 2 client threads (ratios 0.65-0.83), against some 4-20% for the log
+file. The effect is general_log's own, measured, not made. Tried on 2026-11-28 with other agents
+loading this 2-vCPU VM (load average 7 to 19): with 1 s windows a run's ratio of two identical
+configurations varied by 30% and the step was lost; with 2 s windows it was found at run 4 in 3
+of 4 tries (the fourth: ratios 0.83, 0.98, 0.93 before it); at 4 client threads the logging cost
+70%, but two identical configurations' ratio came out 0.41-0.74 under that load. Six runs of two
+rounds of 2 s windows: 130-150 s there.
 """
 
 from __future__ import annotations
