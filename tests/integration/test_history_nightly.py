@@ -11,10 +11,10 @@ Logging to the `mysql.general_log` table (log_output = TABLE) cost the point sel
 their throughput here at 2 client threads (ratios 0.65-0.83), against some 4-20% for the log
 file. The effect is general_log's own, measured, not made. Tried on 2026-11-28 with other agents
 loading this 2-vCPU VM (load average 7 to 19): with 1 s windows a run's ratio of two identical
-configurations varied by 30% and the step was lost; with 2 s windows it was found at run 4 in 3
-of 4 tries (the fourth: ratios 0.83, 0.98, 0.93 before it); at 4 client threads the logging cost
+configurations varied by 30% and the step was lost; with 2 s windows it was found at run 4 in 4
+of 5 tries (the other: ratios 0.83, 0.98, 0.93 before it); at 4 client threads the logging cost
 70%, but two identical configurations' ratio came out 0.41-0.74 under that load. Six runs of two
-rounds of 2 s windows: 130-150 s there.
+rounds of 2 s windows: 115-150 s there.
 """
 
 from __future__ import annotations
