@@ -18,7 +18,7 @@ import click
 from rich.markup import escape
 
 from perflab.cli.console import err, out
-from perflab.errors import PerflabError, RegressionError, UsageError
+from perflab.errors import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, PerflabError, RegressionError, UsageError
 from perflab.store.results import Results
 
 HISTORY = click.option(
@@ -37,7 +37,13 @@ HISTORY = click.option(
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="html: the page's file")
 @click.option(
-    "--fail-on", "fail_on", metavar="slower[:THRESHOLD]", help="exit 4 when the newest run starts a regression"
+    "--fail-on",
+    "fail_on",
+    metavar="slower[:THRESHOLD]",
+    help="the gate: exit 4 when the newest run starts a regression beyond THRESHOLD (on the ratio series "
+    "where the runs measured a baseline beside their variants); 0 when it does not, and when it is "
+    "inconclusive (said on stderr, with the rounds that would settle it) or the first run; 2 when there is "
+    "no data (an unknown NAME, or no series of --metric in the newest run); 3 an unreachable index",
 )
 @click.option(
     "--max-pvalue",
@@ -61,7 +67,14 @@ def history(
 ) -> None:
     """The runs of experiment NAME over time, per variant and thread count, with their intervals,
     change points (what changed in provenance, and the profile diff across), and a gate for CI.
-    `perflab history import DIR...` adds results directories to the index."""
+    Where the runs measured a baseline beside their variants, each variant's ratio to it is a
+    series of its own, and the gate judges it. `perflab history import DIR...` adds results
+    directories to the index.
+
+    \b
+    Exit codes with --fail-on: 0 passed (also inconclusive, said on stderr, and a first run);
+    4 a regression; 2 no data (unknown NAME, no series of the metric in the newest run) or bad
+    input; 3 an unreachable index. docs/history.md#the-gate"""
     from perflab.history.index import Index
 
     if args[0] == "import":
@@ -143,7 +156,8 @@ def _gate(found: Any, threshold: Any) -> tuple[dict[str, Any], list[str]]:
         "failed": failed,
         "inconclusive": unsettled,
         "verdicts": [{**f.comparison.to_dict(), "label": f.series.label} for f in findings],
-        "passed": not failed,
+        "passed": not failed and bool(findings),
+        "exit_code": EXIT_REGRESSION if failed else EXIT_OK if findings else EXIT_USAGE,
     }
     return section, failed
 
@@ -151,6 +165,11 @@ def _gate(found: Any, threshold: Any) -> tuple[dict[str, Any], list[str]]:
 def _exit_on(section: dict[str, Any], failed: list[str]) -> None:
     for line in section["inconclusive"]:
         err.print(f"[yellow]inconclusive:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    if section["exit_code"] == EXIT_USAGE:
+        raise UsageError(
+            "the gate has no data: the newest run has no series of this metric",
+            "perflab history NAME --metric qps|p95 shows the series there are; exit code 2",
+        )
     if failed:
         raise RegressionError(
             f"{len(failed)} series {section['fail_on']}:\n  " + "\n  ".join(failed),
@@ -175,15 +194,19 @@ def _show(doc: dict[str, Any], fmt: str, output: Path | None) -> None:
 def text_lines(doc: dict[str, Any], last: int = 12) -> list[str]:
     """The terminal's view: per series its segments, change points with causes, the latest runs."""
     lines = [f"{doc['name']}: {doc['metric']}, index {doc['index']}", *(f"note: {n}" for n in doc["notes"])]
+    lines += provenance_lines(doc["provenance_changes"])
     workload = None
     for s in doc["series"]:
         if s["workload"] != workload:
             workload = s["workload"]
             lines += ["", workload]
         label = ", ".join(f"{k}={v}" for k, v in s["variant"].items()) or "default"
+        if s["kind"] == "ratio":
+            label = f"ratio {label} / {', '.join(f'{k}={v}' for k, v in s['baseline'].items())}"
         tau = f", run-to-run variation {s['tau']:.1%}" if s["tau"] is not None else ""
+        gated = "" if s["gated"] else " (not gated: the ratio series judges these runs)"
         lines.append(
-            f"  {label} at {s['threads']} threads: {len(s['runs'])} runs, {len(s['segments'])} segment(s){tau}"
+            f"  {label} at {s['threads']} threads: {len(s['runs'])} runs, {len(s['segments'])} segment(s){tau}{gated}"
         )
         for g in s["segments"]:
             lines.append(
@@ -197,6 +220,27 @@ def text_lines(doc: dict[str, Any], last: int = 12) -> list[str]:
             mark = " <" if any(c["run"] == r["run"] for c in s["change_points"]) else ""
             lines.append(f"    {r['run']:>4}  {r['started_at']:25} {_num(r['mean']):>10} {ci:24} {r['n']}{mark}")
     return lines
+
+
+def provenance_lines(changes: list[dict[str, Any]]) -> list[str]:
+    """Every provenance change at the run where it happened: `configuration changed at run 4:
+    server_options.general_log OFF -> ON` (the field without its kind's prefix)."""
+    lines = []
+    for c in changes:
+        what = "; ".join(f"{_field(p['field'])} {_value(p['before'])} -> {_value(p['after'])}" for p in c["changes"])
+        lines.append(f"{c['kind']} changed at run {c['run']} ({c['started_at']}): {what}")
+    return lines
+
+
+def _value(value: str | None) -> str:
+    return "(unset)" if value is None else value
+
+
+def _field(name: str) -> str:
+    for prefix in ("config.variants.", "config."):  # config.variants.A.L.server_options.X: A.L.server_options.X
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
 
 
 def _change_lines(c: dict[str, Any]) -> list[str]:

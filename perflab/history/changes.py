@@ -19,6 +19,11 @@ The method (docs/history.md#change-points, and why):
     T_k = (m_left - m_right)^2 / (1/W_left + 1/W_right), chi-square(1) under "no change" with
     known variances; the best split's p-value comes from permutations of the (x_i, w_i) pairs
     (the max over k has no simple law, and permutations need no normality: as E-divisive);
+  - for a ratio series (each run's ratio to its in-run baseline, with the interval the run
+    measured), the INTERVAL test: the null histories are drawn from each run's own interval and
+    tau^2, tau^2 estimated again in each (a parametric bootstrap). A handful of runs permuted is a
+    coarse null (six runs split 3 and 3 only 20 ways), while a ratio's interval is a measurement
+    of its run (paired over its rounds), so the test may use it: six nightly runs can show a step;
   - binary segmentation, each segment at least `min_size` runs, within windows of `window`
     runs overlapping by half (Otava's E-divisive: window 50); a split is kept at p <= `alpha`.
 """
@@ -40,6 +45,7 @@ SEED = 20261127  # permutations are drawn from a fixed seed: one series, one ans
 BATCH, MAX_PERMUTATIONS, EXCEEDED = 200, 20000, 20  # permutations: split() says how
 PRIOR_DF = 4  # a run's own spread is shrunk toward the series' pooled one by this many degrees of freedom
 CHI2_1_MEDIAN = 0.454936
+PERMUTATION, INTERVAL = "permutation", "interval"  # the null of a split's p-value: split() says which is which
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,8 @@ class Point:
     low: float | None = None
     high: float | None = None
     n: int = 0
+    var: float | None = None  # the variance of log(mean) when the run measured it itself (a ratio's se^2)
+    df: float | None = None  # and its degrees of freedom
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,8 @@ def own_cv2(point: Point) -> tuple[float, int] | None:
     """(the squared CV of one repeat of the run, its degrees of freedom), or None."""
     if point.mean is None or point.mean <= 0:
         return None
+    if point.var is not None and point.n >= 2:  # a ratio's: se^2 = (one pair's variance) / pairs
+        return point.var * point.n, point.df or point.n - 1
     if len(point.values) >= 2:
         return ratio.variance(point.values) / point.mean**2, len(point.values) - 1
     if point.low is not None and point.high is not None and point.n >= 2 and point.low > 0:
@@ -145,43 +155,85 @@ def scores(y: np.ndarray, w: np.ndarray, min_size: int) -> np.ndarray:
     return (swl / wl - swr / wr) ** 2 / (1 / wl + 1 / wr)
 
 
-def split(y: np.ndarray, w: np.ndarray, min_size: int, alpha: float, rng: np.random.Generator) -> tuple[int, float]:
-    """(the best split, its permutation p-value); (-1, 1.0) for a segment too short to split.
+def split(
+    y: np.ndarray, w: np.ndarray, min_size: int, alpha: float, rng: np.random.Generator, own: np.ndarray | None = None
+) -> tuple[int, float]:
+    """(the best split, its p-value); (-1, 1.0) for a segment too short to split.
 
-    Permutations come in batches of BATCH, up to 20 / alpha of them (at most MAX_PERMUTATIONS), and
-    stop once EXCEEDED of them beat the split (Besag and Clifford's sequential p-value): a split that
-    is nowhere near significant costs one batch, a significant one every permutation."""
+    The null histories are permutations (`own` None) or, for the interval test, draws from each
+    run's own interval and tau^2 (`own`: the runs' own variances; module docstring). They come in
+    batches of BATCH, up to 20 / alpha of them (at most MAX_PERMUTATIONS), and stop once EXCEEDED
+    of them beat the split (Besag and Clifford's sequential p-value): a split that is nowhere near
+    significant costs one batch, a significant one every draw."""
     if len(y) < 2 * min_size:
         return -1, 1.0
     observed = scores(y, w, min_size)
     best = int(np.argmax(observed))
     count = min(MAX_PERMUTATIONS, max(BATCH, math.ceil(20 / alpha)))
-    # under "no change", (y_i - mu) sqrt(w_i) are exchangeable: permuted, and put back on each
-    # run's own scale, they make histories in which every run keeps its uncertainty
-    mu = float((w * y).sum() / w.sum())
-    z, scale = (y - mu) * np.sqrt(w), 1 / np.sqrt(w)
     beaten = drawn = 0
     while drawn < count and beaten < EXCEEDED:
-        shuffled = mu + rng.permuted(np.tile(z, (BATCH, 1)), axis=1) * scale
-        top = scores(shuffled, np.broadcast_to(w, shuffled.shape), min_size).max(axis=1)
+        top = (_permuted if own is None else _drawn)(y, w, own, min_size, rng)
         beaten += int(np.count_nonzero(top >= observed[best] * (1 - 1e-12)))
         drawn += BATCH
     return best + min_size, (1 + beaten) / (1 + drawn)
 
 
-def _segment(y, w, lo, hi, min_size, alpha, rng, found: dict[int, float]) -> None:
-    k, p = split(y[lo:hi], w[lo:hi], min_size, alpha, rng)
+def _permuted(y: np.ndarray, w: np.ndarray, own: None, min_size: int, rng: np.random.Generator) -> np.ndarray:
+    """The best score of BATCH permuted histories: under "no change", (y_i - mu) sqrt(w_i) are
+    exchangeable; permuted, and put back on each run's own scale, every run keeps its uncertainty."""
+    mu = float((w * y).sum() / w.sum())
+    z, scale = (y - mu) * np.sqrt(w), 1 / np.sqrt(w)
+    shuffled = mu + rng.permuted(np.tile(z, (BATCH, 1)), axis=1) * scale
+    return scores(shuffled, np.broadcast_to(w, shuffled.shape), min_size).max(axis=1)
+
+
+def _drawn(y: np.ndarray, w: np.ndarray, own: np.ndarray, min_size: int, rng: np.random.Generator) -> np.ndarray:
+    """The best score of BATCH histories drawn under "no change": run i normal around the level
+    with its variance 1 / w_i = own_i + tau^2; each history's tau^2 estimated again from itself
+    and its weights made from it, as the observed history's were (a tau^2 that a few runs
+    happen to make small is part of the null, not a certainty)."""
+    mu = float((w * y).sum() / w.sum())
+    drawn = mu + rng.standard_normal((BATCH, len(y))) / np.sqrt(w)
+    tau2 = between_runs_batch(drawn, own)
+    return scores(drawn, 1 / np.maximum(own + tau2[:, None], 1e-12), min_size).max(axis=1)
+
+
+def between_runs_batch(x: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """between_runs for each row of `x` at once (the same bisection, vectorized)."""
+    if x.shape[1] < 3:
+        return np.zeros(x.shape[0])
+    d2, base = np.diff(x, axis=1) ** 2, own[1:] + own[:-1]
+
+    def excess(tau2: np.ndarray) -> np.ndarray:
+        return np.median(d2 / np.maximum(base + 2 * tau2[:, None], 1e-18), axis=1) - CHI2_1_MEDIAN
+
+    lo, hi = np.zeros(x.shape[0]), d2.max(axis=1)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        up = excess(mid) > 0
+        lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
+    return np.where(excess(np.zeros(x.shape[0])) > 0, hi, 0.0)
+
+
+def _segment(y, w, own, lo, hi, min_size, alpha, rng, found: dict[int, float]) -> None:
+    k, p = split(y[lo:hi], w[lo:hi], min_size, alpha, rng, None if own is None else own[lo:hi])
     if k < 0 or p > alpha:
         return
     found[lo + k] = min(p, found.get(lo + k, 1.0))
-    _segment(y, w, lo, lo + k, min_size, alpha, rng, found)
-    _segment(y, w, lo + k, hi, min_size, alpha, rng, found)
+    _segment(y, w, own, lo, lo + k, min_size, alpha, rng, found)
+    _segment(y, w, own, lo + k, hi, min_size, alpha, rng, found)
 
 
 def detect(
-    points: list[Point], alpha: float = ALPHA, min_size: int = MIN_SIZE, window: int = WINDOW, seed: int = SEED
+    points: list[Point],
+    alpha: float = ALPHA,
+    min_size: int = MIN_SIZE,
+    window: int = WINDOW,
+    seed: int = SEED,
+    test: str = PERMUTATION,
 ) -> Analysis:
-    """Change points of `points` (module docstring); indices are positions in `points`."""
+    """Change points of `points` (module docstring); indices are positions in `points`. `test`:
+    PERMUTATION (absolute series) or INTERVAL (ratio series, whose runs measured their own interval)."""
     usable = [i for i, p in enumerate(points) if p.mean is not None and p.mean > 0]
     y = np.log([points[i].mean for i in usable]) if usable else np.zeros(0)
     own = own_variances([points[i] for i in usable])
@@ -189,11 +241,12 @@ def detect(
     w = 1 / np.maximum(own + tau2, 1e-12)
     rng = np.random.default_rng(seed)
     found: dict[int, float] = {}
-    _segment(y, w, 0, len(y), min_size, alpha, rng, found)  # the whole history first
+    tested = own if test == INTERVAL else None
+    _segment(y, w, tested, 0, len(y), min_size, alpha, rng, found)  # the whole history first
     cuts = [0, *sorted(found), len(y)]
     for a, b in itertools.pairwise(cuts):  # then, inside long segments, windows for local changes
         for start in window_starts(a, b, window, min_size):
-            _segment(y, w, start, start + window, min_size, alpha, rng, found)
+            _segment(y, w, tested, start, start + window, min_size, alpha, rng, found)
     kept = _dedupe(found, min_size)
     cuts = [0, *kept, len(y)]
     segments = [_level(y, w, a, b) for a, b in itertools.pairwise(cuts) if b > a]

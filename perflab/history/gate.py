@@ -10,6 +10,8 @@ Two questions per series (history/series.py), for the chosen metric:
      would settle it). `slower` beyond the threshold fails.
   2. a change point the newest run confirms: present with it, absent without it, a regression
      beyond the threshold. It fails once, on the run that makes it detectable.
+A ratio series (history/series.py) is judged where one exists, its runs' own intervals those of
+the ratios they measured; the absolute series beside it are not gated.
 An `inconclusive` newest run never passes silently: the gate says so, with the rounds (more
 repeats in the next run) that would settle it, or that no number of rounds would, when the
 run-to-run variation alone is wider than the margin.
@@ -75,19 +77,29 @@ def newest_estimate(s: Series) -> RunEstimate | None:
     weights = [1 / ((v if v is not None else tau2) + tau2 or 1e-12) for v in own]
     level = sum(w * math.log(points[i].mean) for w, i in zip(weights, ref)) / sum(weights)
     d = math.log(new.mean) - level
-    if len(new.values) < stats.MIN_REPEATS or len(ref) < 2:  # as `compare`: no interval from 2 repeats
-        return RunEstimate(ratio.WELCH, math.exp(d), len(new.values), d, ())
-    cv2 = ratio.variance(new.values) / new.mean**2
+    own_part = newest_part(new)
+    if own_part is None or len(ref) < 2:  # as `compare`: no interval from 2 repeats
+        return RunEstimate(ratio.WELCH, math.exp(d), new.n or len(new.values), d, ())
     return RunEstimate(
         ratio.WELCH,
         math.exp(d),
-        len(new.values),
+        own_part[1],
         d,
-        ((cv2, len(new.values)),),
+        (own_part,),
         fixed=1 / sum(weights) + tau2,
         # tau^2 from the series' differences, or from the reference runs' spread when it is wider
         fixed_df=(max(len(ref), len(s.analysis.usable) - 1) if tau2 == series_tau2 else len(ref)) - 1,
     )
+
+
+def newest_part(new: changes.Point) -> tuple[float, int] | None:
+    """The newest run's own variance of log(mean) as (one repeat's or pair's, how many): from its
+    repeats, or for a ratio from the interval its run measured; None without an interval."""
+    if new.var is not None and new.n >= 2:
+        return new.var * new.n, new.n
+    if len(new.values) < stats.MIN_REPEATS:
+        return None
+    return ratio.variance(new.values) / new.mean**2, len(new.values)
 
 
 def reference_spread(logs: list[float], own: list[float | None]) -> float:
@@ -147,7 +159,7 @@ def confirmed_by_newest(s: Series, gate: Gate) -> changes.ChangePoint | None:
     """A regression change point beyond the threshold that the newest run makes detectable."""
     if s.analysis is None or len(s.estimates) < 2:
         return None
-    before = changes.detect(s.points()[:-1], *s.params)
+    before = s.detect(s.points()[:-1])
     known = {c.index for c in before.change_points}
     for c in s.analysis.change_points:
         if any(abs(c.index - k) < s.params[1] for k in known):  # the same step, its position refined
@@ -166,11 +178,12 @@ def _beyond(value: float, far: float, s: Series, gate: Gate) -> bool:
 
 
 def check(series: list[Series], gate: Gate, margin: float = MARGIN) -> list[Finding]:
-    """Every series' newest run, judged; the runs the gate fails are those with `fails`."""
+    """Every gated series' newest run, judged; the runs the gate fails are those with `fails`.
+    Where a ratio series exists, it is judged and the absolute series beside it are not (Series.gated)."""
     newest = max((s.runs[-1].record.started_at for s in series), default=None)
     out = []
     for s in series:
-        if s.runs[-1].record.started_at != newest:  # a variant or workload the newest run did not run
+        if s.runs[-1].record.started_at != newest or not s.gated:  # not run by the newest run; or not gated
             continue
         out.append(Finding(s, judge_newest(s, margin), confirmed_by_newest(s, gate)))
     return out

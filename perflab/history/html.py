@@ -1,6 +1,6 @@
 """The history page: one self-contained HTML file (inline CSS and SVG, no script, no request).
 
-Input: the "perflab-history/1" document (history/view.py). Output: HTML with, per series, a chart
+Input: the "perflab-history/2" document (history/view.py). Output: HTML with, per series, a chart
 of every run's estimate and its 95% interval (a point and a bar), each segment's level as a line,
 each change point as a dashed line; under it the change points with what changed in provenance
 and the `perflab diff` command line, then the runs as a table (the numbers the chart draws).
@@ -45,6 +45,7 @@ svg .axis { stroke: #888; } svg text { font-size: 11px; fill: #444; }
 {{ doc.method.min_size }} runs, windows of {{ doc.method.window }} runs (<code>perflab docs history</code>).
 Written by perflab {{ version }} at {{ now }}.</p>
 {% for n in doc.notes %}<p class="note">{{ n }}</p>{% endfor %}
+{% for c in doc.provenance_changes %}<p class="note">{{ c.kind|capitalize }} changed at run {{ c.run }} ({{ c.started_at }}): {% for p in c.changes %}<code>{{ p.field }}</code>: {{ p.before }} &rarr; {{ p.after }}{{ '; ' if not loop.last }}{% endfor %}</p>{% endfor %}
 {% if doc.gate %}<p class="{{ 'pass' if doc.gate.passed else 'fail' }}" id="gate">Gate ({{ doc.gate.fail_on }}):
 {{ 'passed' if doc.gate.passed else 'FAILED' }}.
 {% for line in doc.gate.failed %}<br>{{ line }}{% endfor %}
@@ -90,6 +91,8 @@ def render(doc: dict[str, Any]) -> str:
         for c in s["change_points"]:
             c["diff_line"] = shlex.join(c["diff"])
         label = ", ".join(f"{k}={v}" for k, v in s["variant"].items()) or "default"
+        if s.get("kind") == "ratio":  # the variant's ratio to the baseline within each run
+            label += " / " + ", ".join(f"{k}={v}" for k, v in s["baseline"].items()) + " (ratio)"
         series.append({"doc": s, "label": label, "chart": chart(s)})
     return env.from_string(_TEMPLATE).render(doc=doc, series=series, fmt=_fmt, version=__version__, now=utc_now())
 
@@ -101,7 +104,7 @@ def chart(s: dict[str, Any]) -> Markup:
     if not values:
         return Markup("")
     scale = _Scale(len(runs), min(values), max(values))
-    label = escape(f"{s['metric']} per run")
+    label = escape(f"{s['metric']}{' ratio' if s.get('kind') == 'ratio' else ''} per run")
     parts = [f'<svg class="chart" viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="{label}">']
     parts.append(f'<line class="axis" x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}"/>')
     parts += [
@@ -119,7 +122,8 @@ class _Scale:
 
     def __init__(self, runs: int, lo: float, hi: float) -> None:
         self.runs = max(runs, 1)
-        self.lo, self.hi = (lo - 1, hi + 1) if hi == lo else (lo - (hi - lo) * 0.05, hi + (hi - lo) * 0.05)
+        room = (hi - lo) * 0.05 if hi != lo else abs(lo) * 0.05 + 1e-9  # one value (a ratio near 1): 5% of it
+        self.lo, self.hi = lo - room, hi + room
 
     def x(self, run: float) -> float:
         return PAD_L + (run - 0.5) / self.runs * (W - PAD_L - PAD_R)

@@ -10,9 +10,14 @@ Format (`meta.index_version`, docs/results-format.md#the-history-index):
      is: recording it again, from its directory or a copy, replaces it) and estimates (run_id,
      variant_key, variant JSON, threads, metric, mean, low,
      high, n, samples JSON: one value per settled repeat, position: the record's order).
+  2  adds ratios (run_id, variant_key, variant JSON, baseline JSON, threads, metric, ratio, low,
+     high, n, method, se, df, position): each variant's ratio to the run's baseline, measured
+     within the run (record.Ratio). A version-1 index is upgraded in place on opening (the table
+     is added; runs recorded before hold no ratios until imported again).
 
 The same SQL serves both databases (`?` placeholders become psycopg's `%s`); an index of another
-version is refused with a hint. An unreachable PostgreSQL index is an EnvironmentError (exit 3).
+version is refused with a hint; an older one is upgraded (UPGRADES). An unreachable PostgreSQL
+index is an EnvironmentError (exit 3).
 """
 
 from __future__ import annotations
@@ -25,11 +30,11 @@ from pathlib import Path
 from typing import Any, Self
 
 from perflab.errors import EXIT_ENVIRONMENT, PerflabError, ResultsFormatError, ToolMissingError, UsageError
-from perflab.history.record import Estimate, RunRecord
+from perflab.history.record import Estimate, Ratio, RunRecord
 from perflab.units import utc_now
 from perflab.variants import variant_key
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 ENV = "PERFLAB_HISTORY"
 OFF = "off"  # --history off / PERFLAB_HISTORY=off: `perflab run` records nothing
 SAME_RUN = "name = ? AND workload_key = ? AND started_at = ?"  # what makes two records one run
@@ -99,7 +104,27 @@ _SCHEMA = (
         samples TEXT NOT NULL,
         position INTEGER NOT NULL,
         PRIMARY KEY (run_id, variant_key, threads, metric))""",
+    """CREATE TABLE IF NOT EXISTS ratios (
+        run_id INTEGER NOT NULL,
+        variant_key TEXT NOT NULL,
+        variant TEXT NOT NULL,
+        baseline TEXT NOT NULL,
+        threads INTEGER NOT NULL,
+        metric TEXT NOT NULL,
+        ratio DOUBLE PRECISION,
+        low DOUBLE PRECISION,
+        high DOUBLE PRECISION,
+        n INTEGER NOT NULL,
+        method TEXT NOT NULL,
+        se DOUBLE PRECISION,
+        df DOUBLE PRECISION,
+        position INTEGER NOT NULL,
+        PRIMARY KEY (run_id, variant_key, threads, metric))""",
 )
+
+# version -> what brings an index of that version to the next one. 1 -> 2 adds `ratios`, which
+# _SCHEMA's CREATE TABLE IF NOT EXISTS has made by the time the upgrade runs: nothing else to do.
+UPGRADES: dict[int, tuple[str, ...]] = {1: ()}
 
 
 @dataclass
@@ -153,7 +178,14 @@ class Index:
             row = self._execute("SELECT value FROM meta WHERE key = 'index_version'").fetchone()
             if row is None:
                 self._execute("INSERT INTO meta (key, value) VALUES ('index_version', ?)", (str(INDEX_VERSION),))
-            elif int(row[0]) != INDEX_VERSION:
+                return
+            version = int(row[0])
+            while version in UPGRADES and version < INDEX_VERSION:
+                for statement in UPGRADES[version]:
+                    self._execute(statement)
+                version += 1
+                self._execute("UPDATE meta SET value = ? WHERE key = 'index_version'", (str(version),))
+            if version != INDEX_VERSION:
                 raise ResultsFormatError(
                     f"history index {self.location}: version {row[0]}, this perflab reads {INDEX_VERSION}",
                     "use the perflab version that wrote it, or another --history",
@@ -172,6 +204,7 @@ class Index:
                 f"SELECT id FROM runs WHERE {SAME_RUN}", (run.name, run.workload_key, run.started_at)
             ).fetchall():
                 self._execute("DELETE FROM estimates WHERE run_id = ?", (old,))
+                self._execute("DELETE FROM ratios WHERE run_id = ?", (old,))
                 self._execute("DELETE FROM runs WHERE id = ?", (old,))
             run_id = self._execute(
                 "INSERT INTO runs (name, workload_key, workload, started_at, ended_at, directory, status,"
@@ -190,7 +223,17 @@ class Index:
             ).fetchone()[0]
             for position, e in enumerate(run.estimates):
                 self._insert_estimate(run_id, position, e)
+            for position, r in enumerate(run.ratios):
+                self._insert_ratio(run_id, position, r)
         return int(run_id)
+
+    def _insert_ratio(self, run_id: int, position: int, r: Ratio) -> None:
+        self._execute(
+            "INSERT INTO ratios (run_id, variant_key, variant, baseline, threads, metric, ratio, low, high, n,"
+            " method, se, df, position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (run_id, variant_key(r.variant), json.dumps(r.variant), json.dumps(r.baseline), r.threads, r.metric)
+            + (r.mean, r.low, r.high, r.n, r.method, r.se, r.df, position),
+        )
 
     def _insert_estimate(self, run_id: int, position: int, e: Estimate) -> None:
         self._execute(
@@ -231,15 +274,35 @@ class Index:
             estimates.setdefault(row[0], []).append(
                 Estimate(json.loads(row[1]), row[2], row[3], row[4], row[5], row[6], row[7], json.loads(row[8]))
             )
+        ratios = self._ratios(name)
         return [
             StoredRun(
                 r[0],
                 RunRecord(
-                    r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], r[7], json.loads(r[8]), estimates.get(r[0], [])
+                    r[1],
+                    r[2],
+                    json.loads(r[3]),
+                    r[4],
+                    r[5],
+                    r[6],
+                    r[7],
+                    json.loads(r[8]),
+                    estimates.get(r[0], []),
+                    ratios.get(r[0], []),
                 ),
             )
             for r in rows
         ]
+
+    def _ratios(self, name: str) -> dict[int, list[Ratio]]:
+        found: dict[int, list[Ratio]] = {}
+        for row in self._execute(
+            "SELECT q.run_id, q.variant, q.baseline, q.threads, q.metric, q.ratio, q.low, q.high, q.n, q.method,"
+            " q.se, q.df FROM ratios q JOIN runs r ON r.id = q.run_id WHERE r.name = ? ORDER BY q.run_id, q.position",
+            (name,),
+        ).fetchall():
+            found.setdefault(row[0], []).append(Ratio(json.loads(row[1]), json.loads(row[2]), *row[3:]))
+        return found
 
 
 class _SqliteTransaction:

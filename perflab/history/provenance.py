@@ -53,16 +53,29 @@ def of_run(meta: dict[str, Any], cells: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def _config(spec_text: str | None) -> dict[str, str]:
-    """The experiment file's hash, and its top-level [server_options] one by one (an option turned
-    on between two nights is the likeliest cause of a step)."""
+    """The experiment file's hash, its top-level [server_options] and each variant's, one by one
+    (an option turned on between two nights is the likeliest cause of a step)."""
     if not spec_text:
         return {}
     out = {"config.file": hashlib.sha256(spec_text.encode()).hexdigest()[:12]}
     try:
-        options = tomllib.loads(spec_text).get("server_options") or {}
+        spec = tomllib.loads(spec_text)
     except tomllib.TOMLDecodeError:
         return out
-    out.update({f"config.server_options.{k}": str(v) for k, v in options.items()})
+    out.update({f"config.server_options.{k}": str(v) for k, v in (spec.get("server_options") or {}).items()})
+    out.update(_variant_options(spec.get("variants")))
+    return out
+
+
+def _variant_options(variants: Any) -> dict[str, str]:
+    """Each variant's own server options, `config.variants.AXIS.LABEL.server_options.NAME`: a
+    nightly configuration beside a pinned reference changes here, not at the top level."""
+    out = {}
+    for axis, labels in (variants if isinstance(variants, dict) else {}).items():
+        for label, body in (labels if isinstance(labels, dict) else {}).items():
+            options = body.get("server_options") if isinstance(body, dict) else None
+            for k, v in (options if isinstance(options, dict) else {}).items():
+                out[f"config.variants.{axis}.{label}.server_options.{k}"] = str(v)
     return out
 
 
@@ -79,6 +92,39 @@ def differences(before: dict[str, str], after: dict[str, str]) -> list[dict[str,
         for k in sorted(set(before) | set(after))
         if before.get(k) != after.get(k)
     ]
+
+
+# what kind of change a field is, by its prefix (first match): the words `perflab history` lists
+KINDS = (
+    ("config.", "configuration"),
+    ("git.experiment", "configuration"),
+    ("build.", "build"),
+    ("git.build.", "build"),
+    ("package.mariadbd", "server version"),
+    ("package.postgres", "server version"),
+    ("host.fingerprint", "host"),
+    ("host.", "host software"),
+    ("package.", "package"),
+)
+
+
+def kind_of(name: str) -> str:
+    return next((kind for prefix, kind in KINDS if name.startswith(prefix)), "other")
+
+
+def changes_at(runs: list[Any]) -> list[dict[str, Any]]:
+    """Every provenance change between consecutive runs (RunRecords, oldest first), at the run
+    where it happened, change point or not: [{run (from 1), started_at, directory, kind, changes}],
+    one entry per run and kind."""
+    out = []
+    for i in range(1, len(runs)):
+        by_kind: dict[str, list[dict[str, str | None]]] = {}
+        for d in differences(runs[i - 1].provenance, runs[i].provenance):
+            by_kind.setdefault(kind_of(d["field"]), []).append(d)
+        for kind, found in by_kind.items():
+            entry = {"run": i + 1, "started_at": runs[i].started_at, "directory": runs[i].directory}
+            out.append({**entry, "kind": kind, "changes": found})
+    return out
 
 
 def git_state(directory: Path) -> str | None:

@@ -45,6 +45,27 @@ class Estimate:
 
 
 @dataclass(frozen=True)
+class Ratio:
+    """A variant's ratio to the run's baseline (an axis's first label), measured within the run:
+    the comparison `perflab report` prints (analyze/compare.py; paired over rounds when it can
+    be). `mean` is the ratio (named as Estimate's, so a series reads both alike); `se` and `df`
+    are those of log(ratio), None without an interval."""
+
+    variant: dict[str, str]
+    baseline: dict[str, str]
+    threads: int
+    metric: str
+    mean: float | None
+    low: float | None
+    high: float | None
+    n: int  # pairs (paired) or the fewer repeats of the two sides (welch)
+    method: str
+    se: float | None
+    df: float | None
+    values: list[float] = field(default_factory=list)  # none: a ratio's uncertainty is its se
+
+
+@dataclass(frozen=True)
 class RunRecord:
     name: str
     workload_key: str  # one series per key: runs of one name with another workload are apart
@@ -55,6 +76,7 @@ class RunRecord:
     status: str | None
     provenance: dict[str, str]
     estimates: list[Estimate]
+    ratios: list[Ratio] = field(default_factory=list)  # none when the run measured no baseline beside a variant
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,7 +127,8 @@ def _record(directory: Path, results: Any) -> RunRecord:
     experiment = meta.get("experiment") or {}
     if not experiment.get("name") or not meta.get("started_at"):
         raise CorruptResults(f"{directory}: no experiment name or start time in its meta")
-    groups = compare.verdicts(meta, cells).groups  # as every report groups them
+    found = compare.verdicts(meta, cells)  # as every report groups and compares them
+    groups = found.groups
     estimates = [e for g in groups for e in _estimates(g)]
     if not any(e.n for e in estimates):
         raise CorruptResults(f"{directory}: no settled cell to take an estimate from", "perflab report DIR says why")
@@ -120,6 +143,7 @@ def _record(directory: Path, results: Any) -> RunRecord:
         status=meta.get("status"),
         provenance=provenance.of_run(meta, cells),
         estimates=estimates,
+        ratios=[r for c in found.comparisons if (r := _ratio(c)) is not None],
     )
 
 
@@ -140,3 +164,14 @@ def _estimates(group: Any) -> list[Estimate]:
                 )
             )
     return out
+
+
+def _ratio(c: Any) -> Ratio | None:
+    """A `variant` comparison as a Ratio (axis rows, the marginal effects, are not series)."""
+    if c.kind != "variant" or c.ratio is None or c.across_hosts:
+        return None
+    se, df = c.estimate.se_df() if c.estimate is not None and c.estimate.has_interval else (None, None)
+    n = c.pairs if c.method == "paired" else min(c.n_baseline, c.n_variant)
+    return Ratio(
+        dict(c.variant), dict(c.baseline), c.threads, c.metric, c.ratio, c.ci_low, c.ci_high, n, c.method, se, df
+    )

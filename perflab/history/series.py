@@ -9,6 +9,12 @@ point a run's estimate with its interval and n, and the change points of the ser
 
 Runs of one name whose workload differs (another test, dataset, duration, server or design) are
 never put in one series: each workload is its own, and `notes` says so.
+
+A run that measured a baseline (an axis's first label) beside its variants also gives, per
+variant, a ratio series: its ratio to the baseline within each run, with the interval the run
+measured (record.Ratio). The machine's drift falls on both sides of a ratio and cancels; so where
+a ratio series exists, the gate judges it and not the absolute series of its workload and thread
+count (`gated`), and its change points are found with the interval test (history/changes.py).
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from perflab.history.index import Index, StoredRun
 from perflab.variants import variant_key, variant_label
 
 
+ABSOLUTE, RATIO = "absolute", "ratio"
+
+
 @dataclass
 class Series:
     workload_key: str
@@ -30,16 +39,31 @@ class Series:
     threads: int
     metric: str
     runs: list[StoredRun] = field(default_factory=list)
-    estimates: list[record.Estimate] = field(default_factory=list)  # one per run, in order
+    estimates: list[Any] = field(default_factory=list)  # one per run, in order: record.Estimate or record.Ratio
     analysis: changes.Analysis | None = None
     params: tuple[float, int, int] = (changes.ALPHA, changes.MIN_SIZE, changes.WINDOW)  # alpha, min_size, window
+    kind: str = ABSOLUTE  # or RATIO: the variant's ratio to `baseline` within each run
+    baseline: dict[str, str] | None = None
+    gated: bool = True  # False: a ratio series of its workload and thread count is gated instead
 
     @property
     def label(self) -> str:
+        if self.kind == RATIO:
+            return f"{variant_label(self.variant)} / {variant_label(self.baseline or {})} at {self.threads} threads"
         return f"{variant_label(self.variant)} at {self.threads} threads"
 
+    @property
+    def test(self) -> str:
+        return changes.INTERVAL if self.kind == RATIO else changes.PERMUTATION
+
     def points(self) -> list[changes.Point]:
-        return [changes.Point(e.mean, e.values, e.low, e.high, e.n) for e in self.estimates]
+        return [
+            changes.Point(e.mean, e.values, e.low, e.high, e.n, *((e.se**2, e.df) if getattr(e, "se", None) else ()))
+            for e in self.estimates
+        ]
+
+    def detect(self, points: list[changes.Point]) -> changes.Analysis:
+        return changes.detect(points, *self.params, test=self.test)
 
 
 @dataclass
@@ -48,6 +72,7 @@ class History:
     metric: str
     series: list[Series]
     notes: list[str]
+    changes: list[dict[str, Any]] = field(default_factory=list)  # provenance.changes_at of the name's runs
 
 
 def load(
@@ -68,25 +93,48 @@ def load(
             if known
             else "perflab run records each run; or perflab history import DIR",
         )
+    by_key = _build(runs, metric)
+    ratioed = {(s.workload_key, s.threads) for s in by_key.values() if s.kind == RATIO}
+    for s in by_key.values():
+        s.params = (alpha, min_size, window)
+        s.gated = s.kind == RATIO or (s.workload_key, s.threads) not in ratioed
+        s.analysis = s.detect(s.points())
+    ordered = sorted(
+        by_key.values(),
+        key=lambda s: (
+            s.workload_key != runs[-1].record.workload_key,
+            s.workload,
+            s.threads,
+            s.kind != RATIO,
+            variant_key(s.variant),
+        ),
+    )
+    return History(name, metric, ordered, _notes(runs), provenance.changes_at([r.record for r in runs]))
+
+
+def _build(runs: list[StoredRun], metric: str) -> dict[tuple, Series]:
+    """The runs' series of `metric`, unanalysed: absolute per workload, variant and thread count;
+    ratio per workload, variant, thread count and baseline."""
     by_key: dict[tuple, Series] = {}
     for run in runs:
         for e in run.record.estimates:
-            if e.metric != metric:
-                continue
-            key = (run.record.workload_key, variant_key(e.variant), e.threads)
-            s = by_key.setdefault(
-                key, Series(key[0], record.describe(run.record.workload), e.variant, e.threads, metric)
-            )
-            s.runs.append(run)
-            s.estimates.append(e)
-    for s in by_key.values():
-        s.params = (alpha, min_size, window)
-        s.analysis = changes.detect(s.points(), *s.params)
-    ordered = sorted(
-        by_key.values(),
-        key=lambda s: (s.workload_key != runs[-1].record.workload_key, s.workload, s.threads, variant_key(s.variant)),
-    )
-    return History(name, metric, ordered, _notes(runs))
+            if e.metric == metric:
+                key = (run.record.workload_key, ABSOLUTE, variant_key(e.variant), e.threads)
+                fresh = Series(key[0], record.describe(run.record.workload), e.variant, e.threads, metric)
+                _add(by_key, key, run, e, fresh)
+        for r in run.record.ratios:
+            if r.metric == metric:
+                key = (run.record.workload_key, RATIO, variant_key(r.variant), r.threads, variant_key(r.baseline))
+                described = record.describe(run.record.workload)
+                fresh = Series(key[0], described, r.variant, r.threads, metric, kind=RATIO, baseline=r.baseline)
+                _add(by_key, key, run, r, fresh)
+    return by_key
+
+
+def _add(by_key: dict[tuple, Series], key: tuple, run: StoredRun, estimate: Any, fresh: Series) -> None:
+    s = by_key.setdefault(key, fresh)
+    s.runs.append(run)
+    s.estimates.append(estimate)
 
 
 def _notes(runs: list[StoredRun]) -> list[str]:

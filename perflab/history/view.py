@@ -1,10 +1,12 @@
 """A History as data: what `perflab history --format json` prints and the text and HTML pages show.
 
-Format "perflab-history/1" (docs/results-format.md#perflab-history1):
+Format "perflab-history/2" (docs/results-format.md#perflab-history2):
 
-    {"format": "perflab-history/1", "name": "nightly", "metric": "qps", "index": "...", "notes": [...],
+    {"format": "perflab-history/2", "name": "nightly", "metric": "qps", "index": "...", "notes": [...],
      "method": {"alpha": 0.01, "min_size": 3, "window": 50},
-     "series": [{"workload_key", "workload", "variant", "threads", "metric", "tau",
+     "provenance_changes": [{"run", "started_at", "directory", "kind", "changes": [{field, before, after}]}],
+     "series": [{"workload_key", "workload", "kind": "absolute" | "ratio", "variant", "baseline",
+                 "threads", "metric", "gated", "test", "tau",
                  "runs": [{"run", "started_at", "directory", "mean", "low", "high", "n", "provenance"}],
                  "segments": [{"first_run", "last_run", "level", "low", "high"}],
                  "change_points": [{"run", "started_at", "ratio", "low", "high", "p", "direction",
@@ -13,12 +15,16 @@ Format "perflab-history/1" (docs/results-format.md#perflab-history1):
                                     "diff": [argv], "diff_top": [{function, a, b, delta}] | null,
                                     "alloc_diff": [...] | null, "alloc_diff_command": [argv] | null,
                                     "status_diff": [{counter, baseline, variant, ratio, delta}] | null}]}],
-     "gate": {"fail_on", "failed": [...], "inconclusive": [...], "passed": bool} | null}
+     "gate": {"fail_on", "failed": [...], "inconclusive": [...], "passed": bool, "exit_code"} | null}
 
-Runs are numbered from 1 within their series. `diff_top` is the profile diff's first functions
-when both runs stored profiles of that variant, else null (the command is named either way);
-`alloc_diff` and `status_diff` the allocation figures and server counters per transaction that
-differ, when both runs recorded them ([observe] alloc, status), else null.
+Version 2 added the ratio series (`kind`, `baseline`, `gated`, `test`: a ratio series' runs are
+each run's ratio of the variant to `baseline`, its `mean` the ratio), `provenance_changes` (every
+change between consecutive runs of the name, at the run where it happened; runs numbered from 1
+among all the name's runs) and the gate's `exit_code`. Runs are numbered from 1 within their
+series. `diff_top` is the profile diff's first functions when both runs stored profiles of that
+variant, else null (the command is named either way); `alloc_diff` and `status_diff` the allocation
+figures and server counters per transaction that differ, when both runs recorded them ([observe]
+alloc, status), else null.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from perflab.errors import PerflabError
 from perflab.history import series as series_mod
 from perflab.history.series import History, Series
 
-FORMAT = "perflab-history/1"
+FORMAT = "perflab-history/2"
 DIFF_TOP = 5
 
 
@@ -44,6 +50,7 @@ def document(history: History, location: str, gate: dict[str, Any] | None = None
         "index": location,
         "notes": history.notes,
         "method": {"alpha": alpha, "min_size": min_size, "window": window},
+        "provenance_changes": history.changes,
         "series": [series_document(s) for s in history.series],
         "gate": gate,
     }
@@ -54,9 +61,13 @@ def series_document(s: Series) -> dict[str, Any]:
     return {
         "workload_key": s.workload_key,
         "workload": s.workload,
+        "kind": s.kind,
         "variant": s.variant,
+        "baseline": s.baseline,
         "threads": s.threads,
         "metric": s.metric,
+        "gated": s.gated,
+        "test": s.test,
         "tau": analysis.tau if analysis else None,
         "runs": [
             {

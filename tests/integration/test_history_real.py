@@ -38,8 +38,16 @@ def test_a_run_records_the_estimates_its_report_shows(real_run):
     done = perflab("history", "tiny", "--history", where, "--format", "json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
-    assert len(doc["series"]) == len(exported["groups"]) == 2  # glibc and jemalloc at 2 threads
-    for series in doc["series"]:
+    absolute = [s for s in doc["series"] if s["kind"] == "absolute"]
+    assert len(absolute) == len(exported["groups"]) == 2  # glibc and jemalloc at 2 threads
+    (ratio,) = [s for s in doc["series"] if s["kind"] == "ratio"]  # jemalloc / glibc, the report's comparison
+    compared = next(c for c in exported["comparisons"] if c["kind"] == "variant" and c["metric"] == "qps")
+    assert (ratio["variant"], ratio["baseline"]) == (compared["variant"], compared["baseline"])
+    assert (ratio["runs"][0]["mean"], ratio["runs"][0]["low"], ratio["runs"][0]["high"]) == pytest.approx(
+        (compared["ratio"], compared["ci_low"], compared["ci_high"])
+    )
+    assert ratio["gated"] and not any(s["gated"] for s in absolute)
+    for series in absolute:
         group = next(g for g in exported["groups"] if g["variant"] == series["variant"])
         (run,) = series["runs"]
         assert run["directory"] == str(results.resolve()) and run["started_at"] == exported["run"]["started_at"]
@@ -81,5 +89,6 @@ def test_a_postgresql_index_holds_what_a_sqlite_one_does(postgres: str, real_run
     assert again.returncode == 0
     tiny = json.loads(perflab("history", "tiny", "--history", postgres, "--format", "json").stdout)
     assert all(len(s["runs"]) == 1 for s in tiny["series"])
+    assert any(s["kind"] == "ratio" for s in tiny["series"])  # the ratios table round-trips in PostgreSQL too
     gate = perflab("history", "nightly", "--history", postgres, "--fail-on", "slower:3%")
     assert gate.returncode == 0, gate.stderr  # the step is behind: runs 9-12 are the reference now

@@ -73,6 +73,41 @@ def make_run(
     return directory
 
 
+def make_paired_run(
+    directory: Path,
+    night: int,
+    sides: dict[str, list[float]],
+    *,
+    name: str = "nightly",
+    axis: str = "config",
+    spec_text: str | None = None,
+) -> Path:
+    """A run of one axis whose labels (the first the baseline) ran in rounds: `sides` maps each
+    label to its QPS per round, so the run's comparison pairs them within rounds."""
+    meta, cell, intervals = template(directory.parent)
+    experiment = {**meta["experiment"], "name": name, "axes": {axis: list(sides)}}
+    started = START + dt.timedelta(days=night)
+    count = sum(len(v) for v in sides.values())
+    with Results(directory, create=True) as results:
+        results.set_meta(**{
+            **meta, "experiment": experiment, "started_at": started.isoformat(), "status": "complete",
+            "ended_at": (started + dt.timedelta(minutes=5)).isoformat(), "git": {}, "cell_count": count,
+            **({"spec_text": spec_text} if spec_text is not None else {}),
+        })  # fmt: skip
+        cell_id = 0
+        for label, qps in sides.items():
+            for i, value in enumerate(qps):
+                factor = value / cell["summary"]["qps"]
+                summary = {**cell["summary"], "qps": value, "tps": cell["summary"]["tps"] * factor}
+                summary["latency_ms"] = {k: v / factor for k, v in cell["summary"]["latency_ms"].items()}
+                row = {**cell, "id": cell_id, "key": f"{axis}={label}/t2/r{i + 1}", "variant": {axis: label},
+                       "repeat": i + 1, "summary": summary}  # fmt: skip
+                scaled = [{**iv, "qps": iv["qps"] * factor, "tps": iv["tps"] * factor} for iv in intervals]
+                results.commit_cell(row, scaled, [])
+                cell_id += 1
+    return directory
+
+
 def _profile(results: Results, directory: Path, cell_id: int, stacks: dict[str, int], transactions: float) -> None:
     meta = {"source": "perf", "window": "measured", "target": "server", "seconds": 2.0, "transactions": transactions,
             "frequency_hz": 99.0, "dsos": {}}  # fmt: skip

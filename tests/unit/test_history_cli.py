@@ -82,7 +82,7 @@ def test_history_shows_the_step_its_cause_and_the_diff(tmp_path: Path):
         f"diff: perflab diff {tmp_path / 'run11'} log=OFF/t2 log=OFF/t2 --against {tmp_path / 'run12'}" in done.stdout
     )
     doc = json.loads(perflab("history", "nightly", "--history", where, "--format", "json").stdout)
-    assert doc["format"] == "perflab-history/1" and doc["metric"] == "qps"
+    assert doc["format"] == "perflab-history/2" and doc["metric"] == "qps"
     (series,) = doc["series"]
     assert [r["run"] for r in series["runs"]] == list(range(1, 19)) and series["runs"][0]["n"] == 4
     (change,) = series["change_points"]

@@ -1,0 +1,86 @@
+"""Issue 51's done-when, on real servers: six nightly runs of one file, an unchanged reference
+configuration beside a nightly one that logs every query from run 4 on, each run recording itself
+in a throwaway history index. After 3 runs the gate exits 0; after 6, `perflab history` places a
+change at run 4 in the ratio series and names general_log, and the gate exits 4.
+
+Why unpaced, and general_log to a table: a paced client (tests/integration/helpers.PACE) runs
+both configurations at the same rate, so logging costs no throughput and there is no step to see;
+unpaced, the two servers of each round share the CPUs in turns (interleaved), and the ratio
+carries the cost of logging while the machine's drift, and other tests' load, fall on both sides.
+Logging to the `mysql.general_log` table (log_output = TABLE) cost the point selects 17-35% of
+their throughput here at 2 client threads (ratios 0.65-0.83), against some 4-20% for the log
+file. The effect is general_log's own, measured, not made. Tried on 2026-11-28 with other agents
+loading this 2-vCPU VM (load average 7 to 19): with 1 s windows a run's ratio of two identical
+configurations varied by 30% and the step was lost; with 2 s windows it was found at run 4 in 4
+of 5 tries (the other: ratios 0.83, 0.98, 0.93 before it); at 4 client threads the logging cost
+70%, but two identical configurations' ratio came out 0.41-0.74 under that load. Six runs of two
+rounds of 2 s windows: 115-150 s there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import perflab
+from tests.integration.helpers import write_experiment
+
+NAME = "nightly-it"
+THRESHOLD = "slower:5%"
+BODY = """
+[experiment]
+name = "{name}"
+duration = "2s"
+warmup = "1s"
+repeats = 2
+
+[dataset]
+tables = 1
+table_size = 2000
+
+[workload]
+test = "oltp_point_select"
+threads = [2]
+
+[variants.config]
+reference = {{ server_options = {{ general_log = "OFF" }} }}
+nightly   = {{ server_options = {{ general_log = "{log}", log_output = "TABLE" }} }}
+"""
+
+
+def night(tmp: Path, i: int, index: str) -> None:
+    """Run i (from 0) of the file, general_log ON in the nightly configuration from run 4 on."""
+    spec = write_experiment(tmp / "nightly.toml", BODY.format(name=NAME, log="ON" if i >= 3 else "OFF"), pace=None)
+    done = perflab("run", str(spec), "-o", str(tmp / f"n{i}"), "--seed", str(i + 1), "--history", index)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"history: recorded in {index}" in done.stdout
+
+
+def gate(index: str) -> tuple[int, str]:
+    done = perflab("history", NAME, "--history", index, "--fail-on", THRESHOLD)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_six_nights_with_general_log_from_the_fourth(tmp_path: Path):
+    index = str(tmp_path / "history.sqlite")
+    for i in range(3):
+        night(tmp_path, i, index)
+    code, said = gate(index)
+    assert code == 0, said
+    for i in range(3, 6):
+        night(tmp_path, i, index)
+    done = perflab("history", NAME, "--history", index, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    ratio = next(s for s in doc["series"] if s["kind"] == "ratio" and s["metric"] == "qps")
+    assert ratio["baseline"] == {"config": "reference"} and ratio["variant"] == {"config": "nightly"}
+    assert [c["run"] for c in ratio["change_points"]] == [4], [(r["mean"], r["low"], r["high"]) for r in ratio["runs"]]
+    (change,) = ratio["change_points"]
+    assert change["direction"] == "regression" and change["ratio"] < 0.9 and change["high"] < 1
+    assert any("general_log" in p["field"] and p["after"] == "ON" for p in change["provenance"])
+    text = perflab("history", NAME, "--history", index).stdout
+    assert "configuration changed at run 4" in text and "nightly.server_options.general_log OFF -> ON" in text
+    assert "change at run 4" in text
+    code, said = gate(index)
+    assert code == 4, said
+    assert "config=nightly / config=reference at 2 threads (qps): a regression segment starts" in said
