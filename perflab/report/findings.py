@@ -15,12 +15,12 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from perflab.analyze import alloc, host_slope, host_speed, stats
 from perflab.analyze.summary import Group
 from perflab.report import io_findings
+from perflab.report.finding import Finding
 from perflab.units import format_duration
 from perflab.variants import variant_label
 from perflab.store.results import server_facts
@@ -29,16 +29,6 @@ BUSY_CORES = 0.2  # CPU used by other processes during a window, above which a c
 STEAL_CORES = 0.2  # CPU the hypervisor gave other guests during a window, above which a cell is suspect
 STALL_STEAL = 0.5  # cores of steal during a stall from which it is called the host's (a quarter of 2 vCPUs)
 STEAL_NOTE = 0.02  # mean steal of a run's windows worth a line (0 on bare metal and an idle host)
-
-
-@dataclass(frozen=True)
-class Finding:
-    level: str  # warning | stall | info | failed
-    # noise | repeats | unsettled | stall | drift | short | busy | steal | alloc-dropped | adaptive | adaptive-missed
-    # | host-speed | dataset | durability | failed
-    kind: str
-    text: str
-    cells: tuple[int, ...] = field(default=())
 
 
 def collect(

@@ -45,7 +45,7 @@ def durability_names(durability: list[str], option_sets: list[dict[str, Any]]) -
 
 
 def durability_findings(cells: list[dict[str, Any]], meta: dict[str, Any]) -> list[Any]:
-    from perflab.report.findings import Finding
+    from perflab.report.finding import Finding
 
     storage = meta.get("storage") or {}
     if storage.get("on_disk"):

@@ -24,7 +24,8 @@ def original(tmp_path: Path) -> Path:
 
 
 def runs_in(index: Path) -> list[list[dict]]:
-    """Each series' runs (a series per variant and thread count) as `perflab history` shows them."""
+    """Each series' runs (a series per variant and thread count, and jemalloc's ratio to glibc) as
+    `perflab history` shows them."""
     done = perflab("history", "tiny", "--history", str(index), "--format", "json")
     assert done.returncode == 0, done.stderr
     series = json.loads(done.stdout)["series"]
@@ -41,7 +42,7 @@ def test_a_copied_results_directory_is_the_same_run(original: Path, tmp_path: Pa
         [stored] = opened.runs("tiny")
     assert stored.record.directory == str(copy.resolve())  # the newest record of it
     assert sqlite3.connect(index).execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
-    assert [len(runs) for runs in runs_in(index)] == [1, 1]  # glibc's series and jemalloc's, a run each
+    assert [len(runs) for runs in runs_in(index)] == [1, 1, 1]  # glibc's series, jemalloc's and its ratio to glibc, a run each
     # both at once, and once more: still one run
     assert perflab("history", "import", str(original), str(copy), "--history", str(index)).returncode == 0
     assert sqlite3.connect(index).execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
@@ -88,4 +89,4 @@ def test_run_refuses_a_mistyped_history_before_it_starts(tmp_path: Path):
 def test_a_history_path_in_an_existing_directory_is_made(original: Path, tmp_path: Path):
     index = tmp_path / "new.sqlite"
     assert perflab("history", "import", str(original), "--history", str(index)).returncode == 0
-    assert index.is_file() and [len(runs) for runs in runs_in(index)] == [1, 1]
+    assert index.is_file() and [len(runs) for runs in runs_in(index)] == [1, 1, 1]

@@ -155,6 +155,7 @@ def drifting_nights(tmp: Path, count: int, step_at: int = 3) -> list[Path]:
 
 
 def imported(tmp: Path, dirs: list[Path]) -> str:
+    tmp.mkdir(parents=True, exist_ok=True)  # a --history whose directory is missing is refused (a typo)
     where = str(tmp / "history.sqlite")
     done = perflab("history", "import", *map(str, dirs), "--history", where)
     assert done.returncode == 0, done.stderr
