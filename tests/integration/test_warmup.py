@@ -112,7 +112,10 @@ def test_a_ramp_into_the_window_is_unsettled(cells: dict[str, dict], name: str) 
 
 
 def test_the_report_says_so(cells: dict[str, dict]) -> None:
-    done = perflab("report", str(cells["none"]["dir"]))
+    out = cells["none"]["dir"]
+    done = perflab("report", str(out))
     assert done.returncode == 0, done.stderr
-    unsettled = sum(1 for c in cells.values() if not c["settled"])
+    # every stored cell: an unsettled one is measured again in its round (retry_of), and both are told of
+    every = json.loads(perflab("export", str(out)).stdout)["cells"]
+    unsettled = sum(1 for c in every if not c["settled"])
     assert done.stdout.count("did not settle") == unsettled >= 2, done.stdout
