@@ -106,7 +106,9 @@ def select_cells(
     results: Results, *, selector: str | None = None, cell_id: int | None = None, threads: int | None = None
 ) -> tuple[str, list[dict[str, Any]]]:
     """(label, the successful cells of one variant at one thread count) for a selector or a cell id."""
-    cells = [c for c in results.cells() if c["status"] == "ok"]
+    stored = results.cells()
+    replaced = {c.get("retry_of") for c in stored} - {None}  # a retry stands in for the cell it names
+    cells = [c for c in stored if c["status"] == "ok"]
     if cell_id is not None:
         chosen = [c for c in cells if c["id"] == cell_id]
         if not chosen:
@@ -115,7 +117,9 @@ def select_cells(
     axes = results.meta().get("experiment", {}).get("axes", {})
     wanted, sel_threads = parse_selector(selector or "", axes)
     threads = threads if threads is not None else sel_threads
-    chosen = [c for c in cells if all(c["variant"].get(a) == lbl for a, lbl in wanted.items())]
+    chosen = [
+        c for c in cells if c["id"] not in replaced and all(c["variant"].get(a) == lbl for a, lbl in wanted.items())
+    ]
     if threads is not None:
         chosen = [c for c in chosen if c["threads"] == threads]
     counts = sorted({c["threads"] for c in chosen})
@@ -124,7 +128,7 @@ def select_cells(
             f"{selector or 'the selection'} matches cells at {counts} threads",
             f"add --threads N or /tN to the selector, e.g. {selector or ''}/t{counts[-1]}",
         )
-    keys = {c["key"].rsplit("/", 2)[0] for c in chosen}
+    keys = {c["key"].split("/retry-of-")[0].rsplit("/", 2)[0] for c in chosen}  # VARIANT/tN/rN[/retry-of-ID]
     if len(keys) > 1:
         raise UsageError(
             f"{repr(selector) if selector else 'no selector'} matches several variants: {', '.join(sorted(keys))}",

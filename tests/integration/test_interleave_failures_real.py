@@ -31,7 +31,12 @@ def test_a_variant_that_fails_leaves_the_others_of_its_round_running(tmp_path: P
     assert cells["bad"]["status"] == "failed" and "sort_buffer_size" in cells["bad"]["error"]
     assert cells["glibc"]["status"] == cells["jemalloc"]["status"] == "ok"
     for ok in (cells["glibc"], cells["jemalloc"]):
-        assert ok["summary"]["queries"] / ok["summary"]["transactions"] == pytest.approx(16, abs=0.02)
+        # the sampler's own statements left out (two a sample: without that, ~+0.05 here); a transaction
+        # in flight at each end of the window counts its commit on one side and some of its statements
+        # on the other: up to 15 statements per client thread at each end
+        edge = 2 * 15 * ok["threads"] / ok["summary"]["transactions"]
+        assert ok["summary"]["queries"] / ok["summary"]["transactions"] == pytest.approx(16, abs=0.005 + edge), (
+            ok["summary"]["queries"], ok["summary"]["transactions"], ok["threads"])
         assert ok["status_per_txn"] is None
     assert sorted(cells["glibc"]["design"]["group"]) == sorted(c["id"] for c in cells.values())
 

@@ -217,7 +217,7 @@ def assert_stopped_cleanly(failed: Failed, stored: int) -> None:
     assert integrity(failed.out) == "ok"
     assert len(failed.stored) == stored
     firsts = first_keys(failed.stored)  # an unsettled cell is measured again in its round (retry_of)
-    assert firsts == [f"default/t1/r{i + 1}" for i in range(len(firsts))] and firsts, failed.stored
+    assert firsts == [f"default/t1/r{i + 1}" for i in range(len(firsts))], failed.stored
     assert not Path(failed.workdir).exists()
     assert perflab_children(failed.workdir) == []
 
