@@ -366,11 +366,8 @@ def _allocator(server: Any, place: ServerHost, cell: Cell) -> dict[str, Any]:
 def server_reads(runner: Any, server: Any) -> tuple[Any, Any]:
     """How the window reads the server: (its counters by pid, its RSS sampler): on its host when it runs there."""
     place = runner.server_place  # PostgreSQL's: the postmaster and its backends, wherever it runs
-    sampler = runner.kind.memory_sampler(place, server.pid)
-    read = lambda pid: runner.kind.process_counters(place, pid, True)  # noqa: E731
-    if runner.server_host is None:
-        return read, sampler
-    return read, remote_alloc.spanning(sampler, server)  # [observe] alloc's window: the sampler's span
+    sampler = remote_alloc.spanning(runner.kind.memory_sampler(place, server.pid), server)  # alloc's span, if any
+    return (lambda pid: runner.kind.process_counters(place, pid, True)), sampler
 
 
 def window_resources(runner: Any, start: Any, end: Any, usage: Any, transactions: int, rss: Any) -> dict[str, Any]:
