@@ -98,7 +98,7 @@ class Results:
     @_serialized
     def set_meta(self, **values: Any) -> None:
         with self.db:
-            self.db.execute("BEGIN")
+            self.db.execute("BEGIN IMMEDIATE")
             for key, value in values.items():
                 self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
         if "experiment" in values:
@@ -132,7 +132,7 @@ class Results:
         if self._abandoned:
             raise RunAbandoned("the run was interrupted: this cell is not stored")
         with self.db:
-            self.db.execute("BEGIN")
+            self.db.execute("BEGIN IMMEDIATE")
             for cell, intervals, rss_samples, status_samples in cells:
                 self._insert(cell, intervals, rss_samples, status_samples)
 
@@ -206,7 +206,7 @@ class Results:
         values = {k: (json.dumps(row.get(k)) if k in ("quality", "top") else row.get(k)) for k in PROFILE_COLUMNS}
         values["target"] = values["target"] or "server"
         with self.db:
-            self.db.execute("BEGIN")
+            self.db.execute("BEGIN IMMEDIATE")
             self.db.execute(PROFILES_TABLE)
             self.db.execute(
                 f"INSERT OR REPLACE INTO profiles ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",

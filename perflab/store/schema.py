@@ -240,7 +240,7 @@ def _add_columns(
 ) -> None:
     """One upgrade step, in one transaction: the columns, then `statements`, then the version."""
     with db:
-        db.execute("BEGIN")
+        db.execute("BEGIN IMMEDIATE")
         have = {row[1] for row in db.execute("PRAGMA table_info(cells)")}
         for column in columns:
             if column.split()[0] not in have:  # a directory some later step already gave it

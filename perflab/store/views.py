@@ -155,13 +155,17 @@ def refresh(db: sqlite3.Connection, axes: list[str]) -> bool:
     safe = [a for a in axes if _SAFE_NAME.match(a)]
     has_profiles = _exists(db, "table", "profiles")
     wanted = definitions(safe, has_profiles)
-    current = {row[0]: row[1] for row in db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view'")}
-    stale = {name: sql for name, sql in wanted.items() if current.get(name) != sql}
-    if not stale:
+    if not _stale(db, wanted):
         return False
     try:
         with db:
-            db.execute("BEGIN")
+            # IMMEDIATE: the write lock first (waiting for another writer up to the connection's
+            # timeout), then what is stale is read again. A deferred transaction that reads, then
+            # writes after another process's write, fails at once with "database is locked" (its
+            # snapshot is older: SQLite calls no busy handler then); it ended a run in CI while a
+            # concurrent `perflab export` refreshed the same views (2026-11-28)
+            db.execute("BEGIN IMMEDIATE")
+            stale = _stale(db, wanted)
             for name, sql in stale.items():
                 db.execute(f"DROP VIEW IF EXISTS {name}")
                 db.execute(sql)
@@ -169,7 +173,12 @@ def refresh(db: sqlite3.Connection, axes: list[str]) -> bool:
         if "readonly" not in str(exc):
             raise
         return False
-    return True
+    return bool(stale)
+
+
+def _stale(db: sqlite3.Connection, wanted: dict[str, str]) -> dict[str, str]:
+    current = {row[0]: row[1] for row in db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view'")}
+    return {name: sql for name, sql in wanted.items() if current.get(name) != sql}
 
 
 def _exists(db: sqlite3.Connection, kind: str, name: str) -> bool:

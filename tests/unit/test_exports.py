@@ -244,3 +244,31 @@ def test_cli_export_formats(matrix: Path):
         assert done.stdout.startswith(first) and done.stdout.endswith("\n") and not done.stdout.endswith("\n\n")
     bad = perflab("export", str(matrix), "--format", "xlsx")
     assert bad.returncode == 2 and "seconds-csv" in bad.stderr
+
+
+def test_views_refresh_while_another_process_writes(matrix: Path):
+    """Another connection holds the write lock and commits while the views are refreshed (a run and
+    `perflab export` opening the same directory): the refresh waits for it, never 'database is locked'
+    (a deferred transaction's read snapshot goes stale when the other commits: CI, 2026-11-28)."""
+    import threading
+    import time
+
+    with Results(matrix) as results:
+        results.db.execute("DROP VIEW cells_flat")
+    other = sqlite3.connect(matrix / "results.db", isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('note', '1')")
+
+    def commit_later() -> None:
+        time.sleep(0.5)
+        other.execute("COMMIT")
+
+    writer = threading.Thread(target=commit_later)
+    writer.start()
+    try:
+        with Results(matrix) as results:  # opening refreshes the views
+            assert results.db.execute("SELECT count(*) FROM cells_flat").fetchone()[0] == 12
+            assert results.meta()["note"] == 1
+    finally:
+        writer.join()
+        other.close()
