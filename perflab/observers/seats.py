@@ -12,7 +12,7 @@ clock, so they get no profile of their own), and a profile's `seconds` are the s
 client ran in that phase, not the wall-clock span: per second figures stay per second of work.
 
     group = SeatObservers(spec.observe, workdir)       # nothing runs yet
-    tracer = runner._tracer(rundir, workdir)           # per seat, before its server starts
+    tracer = runner.stage().tracer(rundir, workdir)    # per seat, before its server starts
     with group.recording(pids):                        # perf -a, not yet sampling
         group.warmup_started()                         # perf samples (warmup = true)
         rotate(warmup)

@@ -25,12 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from perflab import allocators
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ServerCrashedError
 from perflab import workloads
 from perflab.workloads import client, client_variant
-from perflab.run import accounting, allocator_proof, dataset, remote_server
+from perflab.run import accounting, dataset
 from perflab.builds import Build, BuildError, debroot, glibc, resolve
 from perflab.observers.alloc.tracer import AllocTracer
 from perflab.observers.host_overhead import CellCpu
@@ -44,9 +43,10 @@ from perflab.observers.resources import StealSampler
 from perflab.observers.status import of_server as status_of
 from perflab.run.prewarm import server_switches
 from perflab.places.proc import read_tail
-from perflab.run.server_logs import failure_fields, keep_logs
+from perflab.run.server_logs import failure_fields
+from perflab.run.stage import Here, Measured, Stage
 from perflab.run.space import SpaceCheck
-from perflab.run.storage import Storage, drop_caches_s, of_experiment
+from perflab.run.storage import Storage, of_experiment
 from perflab.workloads import sysbench
 from perflab.servers import Kind, kind
 from perflab.spec import Cell, Experiment
@@ -57,7 +57,6 @@ from perflab.units import utc_now
 
 Listener = Callable[[str, dict[str, Any]], None]
 DatasetFor = Callable[[Build], dataset.Snapshot]  # the snapshot a build opens (run/datasets.py)
-Measured = tuple[list[dict[str, Any]], list[tuple[float, int]], dict[str, Any]]  # intervals, rss, fields
 
 
 def cpu_plan(pin: bool) -> tuple[list[int] | None, list[int] | None]:
@@ -66,14 +65,6 @@ def cpu_plan(pin: bool) -> tuple[list[int] | None, list[int] | None]:
         return None, None
     allowed = sorted(os.sched_getaffinity(0))
     return allowed[:1], allowed[1:]
-
-
-def cpus_allowed(pid: int) -> str | None:
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("Cpus_allowed_list:"):
-                return line.split(":", 1)[1].strip()
-    return None
 
 
 class CellRunner:
@@ -233,9 +224,15 @@ class CellRunner:
         except BuildError as exc:
             return exc
 
+    def stage(self) -> Stage:
+        """Where this placement's cells run their server: here, or on its server host (run/stage.py)."""
+        return Here(self) if self.server_host is None else self.server_host.stage(self)
+
     def run(self, cell: Cell, snapshot: dataset.Snapshot | None, workdir: Path) -> dict[str, Any]:
         """Run `cell` on a copy of `snapshot` (the dataset of its build's format) in `workdir`,
-        commit its row (ok or failed), return it. `snapshot` is None only for a failed build."""
+        commit its row (ok or failed), return it. `snapshot` is None only for a failed build.
+        The same steps wherever the server runs (the stage: run/stage.py); a host that dropped off
+        fails the cell with its cause, and every later cell on it at once; the run goes on."""
         row = self.new_row(cell)
         build = self.build_for(cell)
         if isinstance(build, BuildError):  # nothing to run: the cell fails with its build's error
@@ -243,79 +240,67 @@ class CellRunner:
             self.results.commit_cell(row, [], [])
             return row
         assert snapshot is not None
-        if self.server_host is not None:  # the server on another host: its own cell (docs/hosts.md)
-            return remote_server.run_cell(self, cell, snapshot, workdir)
-        row["build"] = build.record()
-        self.check_space(snapshot, workdir)
+        stage = self.stage()
+        stage.check(snapshot, workdir)
         logs = self.results.log_dir(cell.order)
         rundir = workdir / f"cell-{cell.order:04d}"
         rundir.mkdir()
         intervals: list[dict[str, Any]] = []
         rss: list[tuple[float, int]] = []
         status: list[tuple[float, dict[str, float]]] = []
-        tracer = self._tracer(rundir, workdir)
-        server = self.server_for(cell, snapshot, rundir, build, tracer)
-        preload = server.preload
-        own = CellCpu.begin(self)  # perflab's own CPU on the client's host over the cell, when it has one
+        server = None
+        own = CellCpu.begin(self)  # perflab's own CPU on the cell's hosts over the whole cell
         try:
-            restore_s, restore_method = dataset.restore_with_method(snapshot, rundir / "data")
-            dropped = drop_caches_s(self.exp.file.experiment.drop_caches)
-            started = time.monotonic()
-            with server:
-                start_s = time.monotonic() - started  # spawned to accepting connections
-                proof = allocator_proof.prove(
-                    server.pid, cell.preload, preload, server.program, allocator_proof.glibc_of(build)
-                )
-                row["build"]["libc"] = proof.pop("libc")  # the C library it mapped, as that library says
-                row.update(proof)
-                switches = server_switches(cell, server, self.exp.file.workload.tool, self.kind)
-                if tracer is not None:
-                    tracer.check_started(server.pid)
-                row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
-                intervals, rss, measured = self.measure(cell, server, logs, tracer)
-                status = measured.pop("status_samples", [])
-                io = measured.pop("io", None)
-                steal = measured.pop("steal", None)  # cores of steal over seconds of the workload
-                if not server.alive():
-                    raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
-            row.update(measured, status="ok")
-            row.update(self._steady(intervals, measured["summary"]["qps"], steal))
-            restored = {"restore_s": round(restore_s, 3), "restore_method": restore_method, "drop_caches_s": dropped}
-            row["resources"].update(restored, server_start_s=round(start_s, 3), **switches)
-            status = into_row(row, io, status)
+            tracer = stage.tracer(rundir, workdir)
+            server = stage.server(cell, snapshot, rundir, build, tracer)
+            row["build"] = stage.build_record(build, server)
+            intervals, rss, status = self._lifetime(stage, cell, (snapshot, build), workdir, server, tracer, row, logs)
         except PerflabError as exc:
-            row.update(failure_fields(exc, server))
+            row.update(failure_fields(exc, server) if server is not None else {"error": exc.message})
         finally:
-            server.stop()
-            keep_logs(server, rundir, logs)
-            shutil.rmtree(rundir, ignore_errors=True)
+            stage.finish(server, rundir, logs)
         own.record(row)
         row["ended_at"] = utc_now()
         self.results.commit_cell(row, intervals, rss, status)
         return row
 
-    def server_for(
-        self, cell: Cell, snapshot: dataset.Snapshot, rundir: Path, build: Build, tracer: AllocTracer | None = None
-    ) -> Any:
-        """The (not yet started) server of `cell` in `rundir`: its options over the snapshot's
-        buffer pool, its env, preload and address-space randomization, its build."""
-        options = {**self.kind.pool_options(snapshot), **self.kind.cell_options(cell), **cell.server_options}
-        env = {**cell.env, **tracer.env()} if tracer else cell.env
-        server = self.kind.server(
-            rundir,
-            rundir / "data",
-            options,
-            env=env,
-            preload=allocators.resolve(cell.preload) if cell.preload else None,
-            tracer=tracer.shim if tracer else None,
-            cpus=self.server_cpus,
-            build=build,
-            durable=self.storage.on_disk,  # on disk, the server's own durability defaults (docs/storage.md)
-        )
-        server.aslr = cell.aslr
-        if self.remote is not None:  # the server listens where the client host reaches it, only there
-            self.kind.listen_on(server, self.remote.address)
-        return server
+    def _lifetime(
+        self,
+        stage: Stage,
+        cell: Cell,
+        made: tuple[dataset.Snapshot, Build],
+        workdir: Path,
+        server: Any,
+        tracer: Any,
+        row: dict[str, Any],
+        logs: Path,
+    ) -> tuple[list[dict[str, Any]], list[tuple[float, int]], list[tuple[float, dict[str, float]]]]:
+        """The server's datadir restored, the server started, proven and measured: the row updated
+        (status "ok"); its intervals, RSS samples and status samples. `made`: the snapshot and the build."""
+        snapshot, build = made
+        restore_s, restore_method = stage.restore(snapshot, server, workdir)
+        dropped = stage.drop_caches()
+        started = time.monotonic()
+        with server:
+            start_s = time.monotonic() - started  # spawned to accepting connections
+            stage.prove(server, cell, build, row, tracer)
+            switches = server_switches(cell, server, self.exp.file.workload.tool, self.kind)
+            with stage.armed(server):
+                intervals, rss, measured = stage.measure(cell, server, logs, tracer)
+            stage.observed(cell, server, measured)
+            status = measured.pop("status_samples", [])
+            io = measured.pop("io", None)
+            steal = measured.pop("steal", None)  # cores of steal over seconds of the workload
+            if not server.alive():
+                raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
+        measured["client"] = {**row["client"], **measured.get("client", {})}  # what the window knows of it
+        if "host" in row["build"]:  # the host's clock over the window (hosts/clock.py)
+            row["build"]["host"]["clock"] = measured.pop("host_clock", None)
+        row.update(measured, status="ok")
+        row.update(self._steady(intervals, measured["summary"]["qps"], steal))
+        restored = {"restore_s": round(restore_s, 3), "restore_method": restore_method, "drop_caches_s": dropped}
+        row["resources"].update(restored, server_start_s=round(start_s, 3), **switches)
+        return intervals, rss, into_row(row, io, status)  # resources.io, each stall's io, the I/O series
 
     def new_row(self, cell: Cell) -> dict[str, Any]:
         """A cell's row before it runs: what it is, `status` "failed" until it succeeds."""
@@ -338,12 +323,6 @@ class CellRunner:
             "pinning": {"server_cpus": self.server_cpus, "client_cpus": self.client_cpus},
             "client": {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library},
         }
-
-    def _tracer(self, rundir: Path, workdir: Path) -> AllocTracer | None:
-        """[observe] alloc: the counter, built once per run into the work directory."""
-        spec = self.exp.file.observe.alloc
-        tree = self.kind.profiles_tree  # PostgreSQL: every backend counts, and makes syscalls
-        return AllocTracer(spec, rundir, workdir / "alloc-build", tree) if spec is not None else None
 
     def _steady(
         self, intervals: list[dict[str, Any]], qps: float, steal: Callable[[float, float], float | None] | None = None

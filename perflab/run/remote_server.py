@@ -14,7 +14,7 @@ remote.py); with [observe] host_speed and io, the canary and the server's I/O ar
 address, port and fingerprint.
 
     with run_hosts(runner, workdir):        # run/scheduler.py, for the whole run
-        row = run_cell(runner, cell, snapshot, workdir)   # CellRunner.run, when server_host is set
+        row = runner.run(cell, snapshot, workdir)   # the server's steps on the host: HostStage
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab import allocators, hostinfo
-from perflab.errors import AllocatorNotMappedError, HostLostError, PerflabError, ServerCrashedError, ToolMissingError
+from perflab.errors import AllocatorNotMappedError, HostLostError, ToolMissingError
 from perflab.hosts.place import HostPlace
 from perflab.hosts.preflight import client_observer_packages, observer_packages
 from perflab.hosts.rundir import RunDir
@@ -42,15 +42,11 @@ from perflab.hosts.transport import Connection
 from perflab import workloads
 from perflab.run import accounting, dataset, storage
 from perflab.observers.alloc import remote as remote_alloc
-from perflab.observers.host_overhead import CellCpu
-from perflab.observers.io import into_row
 from perflab.places.procfs import ProcCounters
-from perflab.run.prewarm import server_switches
-from perflab.run.server_logs import failure_fields, keep_logs
+from perflab.run.server_logs import keep_logs
 from perflab.run.storage import Storage
 from perflab.spec import Cell
 from perflab.spec.hosts import client_hosts, server_here, server_hosts
-from perflab.units import utc_now
 
 # $0: a tool, "$@": the kind's directories off the PATH (postgresql-15's bin); its path on the host,
 # else on the ssh user's PATH (root's has /usr/sbin, where mariadbd is)
@@ -103,6 +99,10 @@ class ServerHost:
     @property
     def rundir(self) -> RunDir:
         return self.hosts.rundir(self.name)
+
+    def stage(self, runner: Any) -> HostStage:
+        """Where a cell's server runs on this host (run/stage.py)."""
+        return HostStage(runner, self)
 
     def free_port(self) -> int:
         """A port nothing listens on at the host now (random, so two cells rarely meet one's TIME_WAIT)."""
@@ -259,90 +259,72 @@ def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
             runner.results.set_meta(hosts=hosts.meta())
 
 
-def run_cell(runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path) -> dict[str, Any]:
-    """CellRunner.run with the server on the server host; the row committed and returned. A host that
-    dropped off fails the cell with its cause, and every later cell at once; the run goes on."""
-    place: ServerHost = runner.server_host
-    row = runner.new_row(cell)
-    logs = runner.results.log_dir(cell.order)
-    rundir = workdir / f"cell-{cell.order:04d}"
-    rundir.mkdir()
-    intervals: list[dict[str, Any]] = []
-    rss: list[tuple[float, int]] = []
-    status: list[tuple[float, dict[str, float]]] = []  # [observe] status, read from here over TCP
-    server = None
-    own = CellCpu.begin(runner)  # perflab's own CPU on the cell's hosts over the whole cell
-    try:
+class HostStage:
+    """A cell's server on its server host (run/stage.py's `Stage`): the datadir restored from the
+    snapshot's copy there, the host's installed server started by its wrapper, proven from its maps
+    there; [observe] alloc's counter preloaded there and read over the window (observers/alloc/remote.py)."""
+
+    def __init__(self, runner: Any, place: ServerHost) -> None:
+        self.runner = runner
+        self.place = place
+
+    def check(self, snapshot: dataset.Snapshot, workdir: Path) -> None:
+        pass  # the host's room: a restore that does not fit fails its cell with the host's words
+
+    def tracer(self, rundir: Path, workdir: Path) -> Any:
+        return remote_alloc.of_cell(self.runner, self.place, rundir)  # its counter preloaded there
+
+    def server(self, cell: Cell, snapshot: dataset.Snapshot, rundir: Path, build: Any, tracer: Any) -> Any:
+        runner, place = self.runner, self.place
         place.check_format(runner.kind, snapshot)
         options = {**runner.kind.pool_options(snapshot), **runner.kind.cell_options(cell), **cell.server_options}
-        tracer = remote_alloc.of_cell(runner, place, rundir)  # [observe] alloc: its counter preloaded there
         preload = place.preload(cell.preload) if cell.preload else None  # an allocator there, or copied there
         server = runner.kind.remote_server(
             place, f"{place.datadirs}/{rundir.name}/data", options, local=rundir, env=cell.env,
             **({"alloc": tracer} if tracer is not None else {}), **({"preload": preload} if preload else {}),
         )  # fmt: skip
         server.aslr = cell.aslr
-        row["build"] = {
+        return server
+
+    def build_record(self, build: Any, server: Any) -> dict[str, Any]:
+        """The host's installed server (builds are refused on a host so far: docs/hosts.md)."""
+        place = self.place
+        return {
             "name": None,
             "kind": "installed",
             "binary": str(server.program),
             "version": place.version,
             "host": place.record(server.port),
         }
-        intervals, rss, status = _measured(runner, cell, snapshot, workdir, server, row, logs)
-    except PerflabError as exc:
-        row.update(failure_fields(exc, server) if server is not None else {"error": exc.message})
-    finally:
-        _finish(server, rundir, logs)
-    own.record(row)
-    row["ended_at"] = utc_now()
-    runner.results.commit_cell(row, intervals, rss, status)
-    return row
 
+    def restore(self, snapshot: dataset.Snapshot, server: Any, workdir: Path) -> tuple[float, str]:
+        return self.place.restore(snapshot, server.datadir, workdir), "copy"
 
-def _measured(
-    runner: Any, cell: Cell, snapshot: dataset.Snapshot, workdir: Path, server: Any, row: dict[str, Any], logs: Path
-) -> tuple[list[dict[str, Any]], list[tuple[float, int]], list[Any]]:
-    """The cell's datadir restored on the host, its server started there, the window measured: the row
-    updated (status "ok"); its intervals, RSS samples and status samples."""
-    place: ServerHost = runner.server_host
-    restore_s = place.restore(snapshot, server.datadir, workdir)
-    dropped = storage.drop_caches_on(place.link, place.name) if runner.exp.file.experiment.drop_caches else None
-    started = time.monotonic()
-    with server:
-        start_s = time.monotonic() - started
-        row.update(_allocator(server, place, cell))
-        switches = server_switches(cell, server, runner.exp.file.workload.tool, runner.kind)
-        with remote_alloc.armed(server):  # [observe] alloc: its perf started there before the window
-            intervals, rss, measured = measure(runner, cell, server, logs)
+    def drop_caches(self) -> float | None:
+        if not self.runner.exp.file.experiment.drop_caches:
+            return None
+        return storage.drop_caches_on(self.place.link, self.place.name)
+
+    def prove(self, server: Any, cell: Cell, build: Any, row: dict[str, Any], tracer: Any) -> None:
+        row.update(_allocator(server, self.place, cell))  # [observe] alloc's check: armed()
+
+    def armed(self, server: Any) -> contextlib.AbstractContextManager[Any]:
+        return remote_alloc.armed(server)  # [observe] alloc: its perf started there before the window
+
+    def measure(self, cell: Cell, server: Any, logs: Path, tracer: Any) -> tuple[list, list, dict[str, Any]]:
+        return measure(self.runner, cell, server, logs)
+
+    def observed(self, cell: Cell, server: Any, measured: dict[str, Any]) -> None:
         covered = measured.pop("covered", None)  # the window's transactions its counters cover (accounting.py)
-        remote_alloc.observed(runner, cell.order, server, measured, covered)  # its stacks named from the maps there
-        steal = measured.pop("steal", None)
-        status = measured.pop("status_samples", [])
-        io = measured.pop("io", None)  # [observe] io on the host (observers/remote_io.py)
-        if not server.alive():
-            raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
-    measured["client"] = {**row["client"], **measured["client"]}
-    row["build"]["host"]["clock"] = measured.pop("host_clock", None)  # the window's readings (hosts/clock.py)
-    row.update(measured, status="ok")
-    row.update(runner._steady(intervals, measured["summary"]["qps"], steal))
-    row["resources"].update(
-        restore_s=round(restore_s, 3),
-        restore_method="copy",
-        drop_caches_s=dropped,
-        server_start_s=round(start_s, 3),
-        **switches,
-    )
-    return intervals, rss, into_row(row, io, status)  # resources.io, each stall's io, the I/O series
+        remote_alloc.observed(self.runner, cell.order, server, measured, covered)  # its stacks named there
 
-
-def _finish(server: Any, rundir: Path, logs: Path) -> None:
-    if server is not None:
-        with contextlib.suppress(HostLostError):
-            server.stop()
-            server.remove()
-        keep_logs(server, rundir, logs)
-    shutil.rmtree(rundir, ignore_errors=True)
+    def finish(self, server: Any, rundir: Path, logs: Path) -> None:
+        if server is not None:
+            with contextlib.suppress(HostLostError):
+                server.stop()
+                server.remove()
+            keep_logs(server, rundir, logs)
+        shutil.rmtree(rundir, ignore_errors=True)
 
 
 def _allocator(server: Any, place: ServerHost, cell: Cell) -> dict[str, Any]:

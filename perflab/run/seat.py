@@ -22,9 +22,9 @@ from typing import Any
 
 from perflab.errors import PerflabError, ServerCrashedError, WorkloadError
 from perflab import workloads
-from perflab.run import allocator_proof, dataset
+from perflab.run import dataset
 from perflab.builds import Build, BuildError
-from perflab.run.cell import CellRunner, cpus_allowed
+from perflab.run.cell import CellRunner
 from perflab.observers.alloc.tracer import AllocTracer
 from perflab.places.here import HERE
 from perflab.places.procfs import ProcCounters, process_cpu_s
@@ -108,36 +108,30 @@ class Seat:
             self.row.update(log_tail=read_tail(build.log))
             return
         assert self.snapshot is not None and isinstance(build, Build)
-        self.row["build"] = build.record()
-        self.runner.check_space(self.snapshot, self.rundir.parent)
+        stage = self.runner.stage()  # the cell's server: the same steps as CellRunner.run's (run/stage.py)
+        stage.check(self.snapshot, self.rundir.parent)
         self.rundir.mkdir()
         try:
             if self.observers is not None:
-                self.tracer = self.runner._tracer(self.rundir, self.workdir)  # [observe] alloc, else None
+                self.tracer = stage.tracer(self.rundir, self.workdir)  # [observe] alloc, else None
         except PerflabError as exc:
             self.error = exc
             return
-        server = self.runner.server_for(self.cell, self.snapshot, self.rundir, build, self.tracer)
+        server = stage.server(self.cell, self.snapshot, self.rundir, build, self.tracer)
         self.server = server
+        self.row["build"] = stage.build_record(build, server)
         try:
-            restore_s, restore_method = dataset.restore_with_method(self.snapshot, self.rundir / "data")
+            restore_s, restore_method = stage.restore(self.snapshot, server, self.workdir)
             started = time.monotonic()
             server.start()
             start_s = time.monotonic() - started
-            proof = allocator_proof.prove(
-                server.pid, self.cell.preload, server.preload, server.program, allocator_proof.glibc_of(build)
-            )
-            self.row["build"]["libc"] = proof.pop("libc")  # the C library it mapped
-            self.row.update(proof)
-            if self.tracer is not None:
-                self.tracer.check_started(server.pid)
+            stage.prove(server, self.cell, build, self.row, self.tracer)  # allocator, libc, pinning
             self.switches = {
                 "restore_s": round(restore_s, 3),
                 "restore_method": restore_method,
                 "server_start_s": round(start_s, 3),
                 **server_switches(self.cell, server, self.workload.name, self.runner.kind),
             }
-            self.row["pinning"]["server_cpus_allowed"] = cpus_allowed(server.pid)
             if self.workload.turn_clock:
                 self.clock = TurnClock.create(self.rundir / "turns", self.cell.threads)
             # MariaDB: the full SHOW GLOBAL STATUS only when [observe] status asks for it (8
