@@ -25,6 +25,7 @@ from perflab.places.proc import call, clean_env
 from perflab.run.storage import clone_file
 from perflab.workloads import Workload, sysbench
 from perflab.servers.mysql_protocol import initialise
+from perflab.servers.managed import LOOPBACK
 from perflab.servers.mysqld import Mysqld
 
 MiB = 1 << 20
@@ -89,6 +90,8 @@ def prepare(
     init = initialise(datadir, build, log.with_name(log.stem + "-init.txt"))
     rundir.mkdir(parents=True, exist_ok=True)
     server = Mysqld(rundir, datadir, server_options, build=build)
+    if workload and workload.connects_by_tcp:
+        server.bind_address = LOOPBACK
     error_log = log.with_name(log.stem + "-error.log")
     try:
         with server:

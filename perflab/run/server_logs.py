@@ -7,12 +7,11 @@ error, the tail of its log and the server's backtrace.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 from perflab.errors import PerflabError, ServerStartError
-from perflab.servers.managed import Managed
+from perflab.servers.managed import Managed, copy_log
 
 
 def failure_fields(exc: PerflabError, server: Managed) -> dict[str, Any]:
@@ -24,11 +23,10 @@ def failure_fields(exc: PerflabError, server: Managed) -> dict[str, Any]:
 
 
 def keep_logs(server: Managed, rundir: Path, logs: Path) -> None:
-    """The server's error log, option file and console output, kept with the results."""
-    if server.error_log.exists():
-        shutil.copy2(server.error_log, logs / "error.log")
-    if server.option_file.exists():
-        shutil.copy2(server.option_file, logs / server.option_file.name)  # my.cnf, postgresql.conf
+    """The server's error log, option file and console output, kept with the results: each read
+    without following a link (a server's user owns its directory: servers/managed.read_log)."""
+    copy_log(server.error_log, logs / "error.log")
+    copy_log(server.option_file, logs / server.option_file.name)  # my.cnf, postgresql.conf
     console = rundir / "stdout.log"
     if console.exists() and console.stat().st_size:
-        shutil.copy2(console, logs / "stdout.log")
+        copy_log(console, logs / "stdout.log")

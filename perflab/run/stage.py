@@ -18,13 +18,13 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from perflab import allocators
+from perflab import allocators, workloads
 from perflab.builds import Build
 from perflab.observers.alloc.tracer import AllocTracer
 from perflab.run import allocator_proof, dataset
 from perflab.run.server_logs import keep_logs
 from perflab.run.storage import drop_caches_s
-from perflab.servers.managed import Managed
+from perflab.servers.managed import LOOPBACK, Managed
 from perflab.run.space import SpaceCheck
 from perflab.run.storage import Storage
 from perflab.servers import Kind
@@ -121,6 +121,8 @@ class Here:
         server.aslr = cell.aslr
         if runner.remote is not None:  # the server listens where the client host reaches it, only there
             runner.kind.listen_on(server, runner.remote.address)
+        elif workloads.of(runner.exp.file).connects_by_tcp:  # else on no address (its socket only)
+            runner.kind.listen_on(server, LOOPBACK)
         return server
 
     def build_record(self, build: Build, server: Managed) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from perflab.errors import ServerStartError, ServerStopError
 from perflab.places.proc import Child
 
 ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
+LOOPBACK = "127.0.0.1"  # where a server here listens for a client that connects by TCP (go-tpc)
 
 
 def ld_preload(library: Path, rundir: Path) -> str:
@@ -26,6 +28,27 @@ def ld_preload(library: Path, rundir: Path) -> str:
     link.unlink(missing_ok=True)
     link.symlink_to(path)
     return str(link)
+
+
+def read_log(path: Path) -> str:
+    """A log in a directory the server's user owns, read without following a link (it could point at
+    any file root reads: issue 48); FileNotFoundError when there is none, or it is not a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        raise FileNotFoundError(f"{path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FileNotFoundError(f"{path}: not a regular file")
+        return f.read().decode("utf-8", errors="replace")
+
+
+def copy_log(path: Path, to: Path) -> None:
+    """`path` (read_log's way) into `to`; nothing when there is no such regular file."""
+    try:
+        to.write_text(read_log(path), encoding="utf-8")
+    except FileNotFoundError:
+        pass
 
 
 class Managed:

@@ -53,8 +53,17 @@ class Flavor:
         return dict(options)
 
     def private(self, rundir: Path, build: Build | None) -> dict[str, Any]:
-        """Options that keep the server to its run directory, beyond perflab's fixed ones."""
-        return {}
+        """Options that keep the server to its run directory, beyond perflab's fixed ones:
+        `secure-file-priv`, so that LOAD_FILE, LOAD DATA and SELECT INTO OUTFILE reach only a
+        directory of the cell's own (the server runs as root: issue 48)."""
+        return {"secure-file-priv": files_dir(rundir)}
+
+
+def files_dir(rundir: Path) -> Path:
+    """secure-file-priv: a directory of the run's own, which must exist."""
+    path = rundir / "files"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @dataclass(frozen=True)
@@ -204,10 +213,13 @@ class MySQLProtocolKind(Kind):
         from perflab import workloads
         from perflab.run import dataset
         from perflab.places.proc import call, clean_env
+        from perflab.servers.managed import LOOPBACK
 
         exp = runner.exp.file
         options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **exp.server_options}
         server = self.server(rundir, rundir / "data", options, build=build)
+        if workloads.of(exp).connects_by_tcp:
+            self.listen_on(server, LOOPBACK)
         try:
             dataset.restore(snapshot, rundir / "data")
             with server:

@@ -27,7 +27,7 @@ from typing import Any, Self
 from perflab.errors import ToolMissingError
 from perflab.builds import Build
 from perflab.places.proc import Child, call, clean_env
-from perflab.servers.managed import Managed, ld_preload
+from perflab.servers.managed import Managed, ld_preload, read_log
 from perflab.servers.mysql_protocol import flavor_of
 
 READY_DEADLINE_S = 90.0
@@ -128,7 +128,9 @@ class Mysqld(Managed):
         self.datadir = datadir
         self.socket = rundir / "mysqld.sock"
         self.port = free_port()
-        self.bind_address = "127.0.0.1"  # another only for a client on a remote host (Kind.listen_on)
+        # no TCP: the clients here connect by the socket, in the run's directory only root reaches (issue 48);
+        # an address only for a client that connects by TCP (go-tpc, a client host: Kind.listen_on)
+        self.bind_address: str | None = None
         self.error_log = rundir / "error.log"
         self.option_file = rundir / "my.cnf"
         self.tmpdir = rundir / "tmp"
@@ -144,11 +146,13 @@ class Mysqld(Managed):
 
     def write_option_file(self) -> None:
         self.tmpdir.mkdir(parents=True, exist_ok=True)
+        listen: dict[str, Any] = {"skip-networking": True}  # the socket only
+        if self.bind_address:
+            listen = {"port": self.port, "bind-address": self.bind_address}
         fixed = {
             "datadir": self.datadir,
             "socket": self.socket,
-            "port": self.port,
-            "bind-address": self.bind_address,
+            **listen,
             "pid-file": self.rundir / "mysqld.pid",
             "log-error": self.error_log,
             "tmpdir": self.tmpdir,
@@ -198,7 +202,7 @@ class Mysqld(Managed):
     def error_lines(self, limit: int = 12) -> str:
         """The server's own [ERROR] lines (or the log tail if there are none)."""
         try:
-            lines = self.error_log.read_text(encoding="utf-8", errors="replace").splitlines()
+            lines = read_log(self.error_log).splitlines()
         except FileNotFoundError:
             lines = []
         errors = [ln for ln in lines if "[ERROR]" in ln]
@@ -238,7 +242,7 @@ class Mysqld(Managed):
     def backtrace(self, limit: int = 80) -> str | None:
         """The stack trace mariadbd writes into its error log when it crashes, if any."""
         try:
-            lines = self.error_log.read_text(encoding="utf-8", errors="replace").splitlines()
+            lines = read_log(self.error_log).splitlines()
         except FileNotFoundError:
             return None
         for i, line in enumerate(lines):

@@ -61,6 +61,8 @@ RESERVED_SERVER |= {
     "hba_file",
     "ident_file",
 }
+# who may reach the server and what files it may read or write (docs/trust.md, issue 48)
+RESERVED_SERVER |= {"skip_networking", "secure_file_priv", "unix_socket_permissions", "unix_socket_group"}
 
 # Limits on hostile or mistaken input: each is far beyond a real experiment, and keeps
 # validation, the matrix and the option file bounded (a huge number is an error, not a hang).

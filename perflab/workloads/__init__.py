@@ -56,6 +56,9 @@ class Workload:
     started_line: bytes | None = None
     links_client_library: bool = False  # libmariadb, checked against a variant's client_library
     stamps_lines: bool = False  # perflab prefixes each output line with its arrival time (workloads/client.py)
+    # True: it connects to a server here by TCP (go-tpc has no socket option), which then listens on
+    # 127.0.0.1 (else on no address: the socket in the run's directory, which only root reaches)
+    connects_by_tcp: bool = False
     # the key that sizes its dataset, and how to make it smaller (preflight's "tmpfs too small")
     dataset_size: tuple[str, str] = ("", "fewer tables / a smaller table_size")
 

@@ -26,6 +26,7 @@ class GoTpc(Workload):
     metric = "NOPM"
     interleaved_refusal = "go-tpc's transactions are not counted per turn (sysbench's are)"
     stamps_lines = True  # its reports carry no time, and a second without a transaction prints nothing
+    connects_by_tcp = True  # --host/--port only
     dataset_size = ("workload.warehouses", "fewer warehouses")
 
     def check_test(self, test: str) -> str:

@@ -76,7 +76,18 @@ def test_a_mariadb_build_keeps_mariadbs_option_file(tmp_path: Path):
     server.write_option_file()
     lines = server.option_file.read_text().splitlines()
     assert lines[1] == "[mariadbd]" and f"innodb_log_file_size={DEFAULT_OPTIONS['innodb_log_file_size']}" in lines
-    assert not any(ln.startswith(("basedir", "secure-file-priv", "mysqlx")) for ln in lines)
+    assert not any(ln.startswith(("basedir", "mysqlx", "bind-address", "port")) for ln in lines)
+    # LOAD_FILE and OUTFILE reach the cell's own directory only, and no TCP: the socket alone (issue 48)
+    assert f"secure-file-priv={tmp_path / 'files'}" in lines and "skip-networking" in lines
+    assert (tmp_path / "files").is_dir()
+
+
+def test_a_server_for_a_tcp_client_listens_on_its_address_only(tmp_path: Path):
+    server = Mysqld(tmp_path, tmp_path / "data", {})
+    server.bind_address = "127.0.0.1"  # go-tpc's, or a client host's (Kind.listen_on)
+    server.write_option_file()
+    lines = server.option_file.read_text().splitlines()
+    assert "bind-address=127.0.0.1" in lines and f"port={server.port}" in lines and "skip-networking" not in lines
 
 
 def tree(root: Path, *files: str) -> Path:

@@ -118,13 +118,14 @@ class RemoteMariaDB(OnHost, Mysqld):
             "pid-file": f"{self.remote_dir}/mysqld.pid",
             "log-error": f"{self.remote_dir}/error.log",
             "tmpdir": f"{self.remote_dir}/tmp",
+            "secure-file-priv": f"{self.remote_dir}/files",  # LOAD_FILE and OUTFILE: the cell's own directory
         }
         if self.link.target.user == "root":
             fixed["user"] = "root"
         lines = ["# written by perflab; the server reads no other option file", f"[{self.flavor.group}]"]
         lines += [option_line(k, v) for k, v in {**self.flavor.translate(self.options), **fixed}.items()]
         self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        self.link.run(["mkdir", "-p", f"{self.remote_dir}/tmp"])
+        self.link.run(["mkdir", "-p", f"{self.remote_dir}/tmp", f"{self.remote_dir}/files"])
         self.link.run(["sh", "-c", 'cat > "$0"', f"{self.remote_dir}/my.cnf"], stdin=self.option_file.read_text())
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:

@@ -57,7 +57,7 @@ class MySQLFlavor(Flavor):
         return out
 
     def private(self, rundir: Path, build: Build | None) -> dict[str, Any]:
-        fixed: dict[str, Any] = {"secure-file-priv": files_dir(rundir)}
+        fixed = super().private(rundir, build)  # secure-file-priv
         if build is not None:
             fixed["basedir"] = basedir_of(build)
         if self.version >= MYSQLX_SINCE:
@@ -70,13 +70,6 @@ def basedir_of(build: Build) -> Path:
     if build.recipe and build.recipe.get("basedir"):
         return Path(build.recipe["basedir"])
     return build.binary.parent.parent
-
-
-def files_dir(rundir: Path) -> Path:
-    """secure-file-priv: a directory of the run's own, which must exist."""
-    path = rundir / "files"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def _norm(name: str) -> str:

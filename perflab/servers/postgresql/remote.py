@@ -116,6 +116,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         fixed = {
             "listen_addresses": self.listen_address,
             "unix_socket_directories": self.remote_dir,
+            "unix_socket_permissions": "0700",  # its user and root only: trust auth is no way in (issue 48)
             "port": self.port,
             "dynamic_shared_memory_type": "mmap",  # files in the datadir, not /dev/shm/PostgreSQL.*
             "logging_collector": False,  # stderr is the log, written into the cell's directory there

@@ -34,7 +34,7 @@ from typing import Any, Self
 
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
 from perflab.places.proc import Child, call, clean_env
-from perflab.servers.managed import Managed, ld_preload
+from perflab.servers.managed import Managed, ld_preload, read_log
 
 PG_BIN = Path(os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin"))
 RUN_USER = "postgres"  # Debian's package creates it; used only when perflab runs as root
@@ -110,6 +110,7 @@ def give(path: Path) -> None:
         for name in [*dirs, *files]:
             os.lchown(os.path.join(root, name), user.pw_uid, user.pw_gid)
     os.lchown(path, user.pw_uid, user.pw_gid)
+    path.chmod(0o700)  # its socket, log and files: the server's user's and root's alone
     parent = path.parent
     if parent.stat().st_mode & 0o001 == 0:  # perflab's own work directory is 0700
         parent.chmod(parent.stat().st_mode | 0o011)
@@ -224,6 +225,7 @@ class PostgreSQL(Managed):
         fixed = {
             "listen_addresses": self.listen_address,
             "unix_socket_directories": str(self.rundir),
+            "unix_socket_permissions": "0700",  # its user and root only: trust auth is no way in (issue 48)
             "port": PORT,
             "dynamic_shared_memory_type": "mmap",  # files in the datadir, not /dev/shm/PostgreSQL.*
             "logging_collector": False,  # stderr is the log: one file, the postmaster's stdout
@@ -284,7 +286,7 @@ class PostgreSQL(Managed):
 
     def log_lines(self) -> list[str]:
         try:
-            return self.error_log.read_text(encoding="utf-8", errors="replace").splitlines()
+            return read_log(self.error_log).splitlines()
         except FileNotFoundError:
             return []
 

@@ -1,0 +1,152 @@
+"""No way in through perflab's servers (issue 48): during a real run, an unprivileged account
+(`setpriv --reuid=65534`) tries what a review found open: root@127.0.0.1 with no password on the
+MariaDB cell's TCP port, its socket, and the PostgreSQL cell's socket with `trust` auth. Each
+fails; and the server itself reads no file outside the cell's directory (secure_file_priv)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import ROOT
+from tests.integration.helpers import processes, write_experiment
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+
+MARIADB = """
+[experiment]
+design = "sequential"
+name = "access"
+duration = "30s"
+warmup = "1s"
+repeats = 1
+
+[dataset]
+tables = 1
+table_size = 1000
+
+[workload]
+threads = [1]
+"""
+
+POSTGRESQL = """
+[experiment]
+design = "sequential"
+name = "pg-access"
+server = "postgresql"
+duration = "30s"
+warmup = "1s"
+repeats = 1
+
+[dataset]
+scale = 1
+
+[workload]
+tool = "pgbench"
+test = "select-only"
+threads = [1]
+"""
+
+
+def _start(tmp_path: Path, body: str, client: str) -> tuple[subprocess.Popen, int, str]:
+    """`perflab run` in the background, until its `client` runs: (the run, its server's pid, its cmdline)."""
+    spec = write_experiment(tmp_path / "access.toml", body)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "perflab", "run", str(spec), "-o", str(tmp_path / "out")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 180
+    server = "postgres" if "postgresql" in body else "mariadbd"
+    while time.monotonic() < deadline:
+        # a cell's server (not the dataset's prepare), with its client running
+        servers = [p for p in processes(server) if "/cell-" in p[1] and ("-D " in p[1] or server == "mariadbd")]
+        if servers and processes(client):
+            return run, servers[0][0], servers[0][1]
+        assert run.poll() is None, run.communicate()
+        time.sleep(0.2)
+    run.kill()
+    raise AssertionError(f"no {client} within 180 s: {run.communicate()}")
+
+
+def _stop(run: subprocess.Popen) -> None:
+    run.terminate()
+    try:
+        run.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        run.kill()
+        run.communicate()
+
+
+def _listening_ports(pid: int) -> list[int]:
+    """TCP ports the process listens on (its sockets' inodes matched in /proc/net/tcp{,6})."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            parts = line.split()
+            if parts[3] == "0A" and parts[9] in inodes:
+                ports.append(int(parts[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def _as_nobody(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([*NOBODY, *argv], capture_output=True, text=True, timeout=60, cwd="/")
+
+
+def test_no_local_account_gets_into_a_mariadb_cell(tmp_path: Path):
+    run, pid, cmdline = _start(tmp_path, MARIADB, "sysbench")
+    try:
+        option_file = Path(cmdline.split("--defaults-file=")[1].split()[0])
+        rundir = option_file.parent
+        # TCP: root with no password on any port the server listens on (as a local account sees them)
+        for port in (3306, *_listening_ports(pid)):
+            tried = _as_nobody(["mariadb", "--no-defaults", "--protocol=tcp", "-h127.0.0.1", f"-P{port}", "-uroot",
+                                "-Ne", "SELECT 'in'"])  # fmt: skip
+            assert tried.returncode != 0 and "in" not in tried.stdout, f"port {port}: {tried.stdout}"
+        assert _listening_ports(pid) == []  # sysbench and perflab connect by the socket: no TCP at all
+        # the socket: in the run's directory, which only root reaches
+        tried = _as_nobody(["mariadb", "--no-defaults", f"--socket={rundir / 'mysqld.sock'}", "-uroot", "-e", "SELECT 1"])
+        assert tried.returncode != 0 and "1" not in tried.stdout
+        # and the server itself (root) reads no file outside the cell's directory
+        secret = tmp_path / "secret.txt"
+        secret.write_text("not for the server\n")
+        read = subprocess.run(
+            ["mariadb", "--no-defaults", f"--socket={rundir / 'mysqld.sock'}", "-uroot", "-N", "-e",
+             f"SELECT LOAD_FILE('{secret}') IS NULL, @@secure_file_priv"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert read.returncode == 0, read.stderr
+        is_null, priv = read.stdout.split("\t")
+        assert is_null == "1" and priv.strip().rstrip("/") == str(rundir / "files")
+    finally:
+        _stop(run)
+
+
+def test_no_local_account_gets_into_a_postgresql_cell(tmp_path: Path):
+    run, pid, cmdline = _start(tmp_path, POSTGRESQL, "pgbench")
+    try:
+        datadir = Path(cmdline.split("-D ")[1].split()[0])
+        rundir = datadir.parent
+        assert _listening_ports(pid) == []  # no TCP
+        tried = _as_nobody(["psql", "-h", str(rundir), "-p", "5432", "-U", "postgres", "-d", "postgres", "-Atc",
+                            "SELECT 'in'"])  # fmt: skip
+        assert tried.returncode != 0 and "in" not in tried.stdout, tried.stdout
+        tried = _as_nobody(["cat", str(rundir / "postgres.log")])
+        assert tried.returncode != 0  # its log and files: the server's user's and root's
+        assert (rundir.stat().st_mode & 0o077) == 0
+    finally:
+        _stop(run)
