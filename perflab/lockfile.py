@@ -15,7 +15,6 @@ truncated, written) only once fstat says it is a regular file of ours with one l
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -67,8 +66,9 @@ def open_owned(dir_fd: int, name: str, create: bool = True, where: str = "") -> 
     FileNotFoundError when it is missing and not to be made."""
     try:
         fd = os.open(name, FILE_FLAGS | (os.O_CREAT if create else 0), 0o600, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a symbolic link at the lock's name
+    except OSError:
+        # ELOOP, or EACCES where fs.protected_symlinks stops root at another account's link
+        if _is_link(dir_fd, name):
             raise UnsafePathError(f"{where or name}: a symbolic link where a lock file belongs", "remove it") from None
         raise
     st = os.fstat(fd)
@@ -81,6 +81,13 @@ def open_owned(dir_fd: int, name: str, create: bool = True, where: str = "") -> 
     if stat.S_IMODE(st.st_mode) & 0o077:
         os.fchmod(fd, 0o600)  # another account that can open it could hold its flock
     return fd
+
+
+def _is_link(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
 
 
 def try_lock(fd: int) -> bool:
