@@ -33,7 +33,7 @@ from typing import Any, Self
 
 from perflab.errors import ResultsFormatError, UsageError
 from perflab.history import connect
-from perflab.history.connect import IndexFailed, IndexUnreachable, translated  # noqa: F401 (index.IndexFailed)
+from perflab.history.connect import IndexUnreachable, translated
 from perflab.history.record import Estimate, Ratio, RunRecord
 from perflab.units import utc_now
 from perflab.variants import variant_key
@@ -154,7 +154,7 @@ class Index:
             db = sqlite3.connect(path, isolation_level=None, timeout=connect.BUSY_S)
             connect.wal(db)
         except (OSError, sqlite3.Error) as exc:
-            raise connect.IndexUnreachable(f"history index {path}: {exc}", "pass --history PATH to a writable file") from None
+            raise IndexUnreachable(f"history index {path}: {exc}", "pass --history PATH to a writable file") from None
         return cls(db, str(path), False)
 
     def __enter__(self) -> Self:

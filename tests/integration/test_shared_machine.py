@@ -10,6 +10,8 @@ test_sweep_trust.py; SQLite's first use: test_history_first_use.py.) About 40 s.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import socket
 import sqlite3
@@ -71,7 +73,7 @@ def live_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRun]:
     tmp = tmp_path_factory.mktemp("shared")
     base = shared_dir()
     spec = write_experiment(tmp / "shared.toml", SPEC)
-    env = {**__import__("os").environ, "PERFLAB_TMPFS": str(base)}
+    env = {**os.environ, "PERFLAB_TMPFS": str(base)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "perflab", "run", str(spec), "-o", str(tmp / "out")],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -107,7 +109,7 @@ def test_what_nobody_plants_for_the_sweep_harms_no_live_run(live_run: LiveRun):
         for where in planted:
             done = as_nobody(PLANT, str(where), pids, port, str(theirs))
             assert done.returncode == 0, done.stderr
-        env = {**__import__("os").environ, "PERFLAB_TMPFS": str(live_run.base)}
+        env = {**os.environ, "PERFLAB_TMPFS": str(live_run.base)}
         done = subprocess.run([sys.executable, "-m", "perflab", "doctor", "--clean"],
                               env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
         assert done.returncode == 0, done.stderr
@@ -136,7 +138,7 @@ def test_the_live_run_ends_well(live_run: LiveRun):
     stdout, stderr = live_run.proc.communicate(timeout=180)
     assert live_run.proc.returncode == 0, stdout + stderr
     done = perflab("export", str(live_run.out))
-    assert [c["status"] for c in __import__("json").loads(done.stdout)["cells"]] == ["ok"]
+    assert [c["status"] for c in json.loads(done.stdout)["cells"]] == ["ok"]
     assert not live_run.workdir.exists()
     again = perflab("run", "--resume", str(live_run.out), timeout=120)
     assert again.returncode == 0 and "nothing to resume" in again.stdout, again.stderr

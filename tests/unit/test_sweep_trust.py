@@ -23,7 +23,6 @@ from perflab.places.proc import RUN_ENV, start_ticks
 from perflab.run import segments, workdir
 from tests.nobody import as_nobody, shared_dir
 
-IPC_PRIVATE, IPC_CREAT = 0, 0o1000
 MAKE_SEGMENT = "import ctypes; print(ctypes.CDLL(None).shmget(0, 56, 0o1000 | 0o600), flush=True)"
 # what an attacker plants: a run directory in perflab's name pattern (or a prefix of a live run's
 # name), a dead owner, a pids file naming root's processes, a hosts.json naming a host to SSH to, a
