@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -55,17 +56,28 @@ def test_a_symlink_planted_at_the_machine_lock_truncates_nothing(tmp_path: Path,
 
 
 def test_another_account_cannot_hold_the_machine_lock(tmp_path: Path):
-    attacker = start_as_nobody(HOLD, str(lock.LOCK_PATH))
+    """Not the default lock's file (in root's /run), nor one in a directory like /run (root's,
+    0755): the directory perflab makes for it is 0700, the file 0600. (The default lock itself is
+    not taken here: a real run on this machine may hold it.)"""
+    lock.LOCK_PATH.parent.mkdir(mode=0o700, exist_ok=True)  # what the first run makes
+    run_like = Path(tempfile.mkdtemp(prefix="plrun-", dir="/tmp"))
+    run_like.chmod(0o755)
+    attackers = [start_as_nobody(HOLD, str(lock.LOCK_PATH))]
     try:
-        assert attacker.stdout is not None and attacker.stdout.readline().startswith("refused")
-        with MachineLock(tmp_path) as held:  # the default lock: taken, whatever nobody tried
-            assert held.path == lock.LOCK_PATH
-            st = os.stat(lock.LOCK_PATH.parent)
+        with MachineLock(tmp_path, path=run_like / "perflab" / "perflab.lock") as held:
+            attackers.append(start_as_nobody(HOLD, str(held.path)))
+            st = os.stat(held.path.parent)
             assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (os.geteuid(), 0o700)
-            assert stat.S_IMODE(os.stat(lock.LOCK_PATH).st_mode) == 0o600
+            assert stat.S_IMODE(os.stat(held.path).st_mode) == 0o600
+        for attacker in attackers:
+            assert attacker.stdout is not None and attacker.stdout.readline().startswith("refused")
+        st = os.stat(lock.LOCK_PATH.parent)
+        assert lock.LOCK_PATH.parent == Path("/run/perflab") and st.st_uid == 0 and st.st_mode & 0o077 == 0
     finally:
-        attacker.kill()
-        attacker.communicate()
+        for attacker in attackers:
+            attacker.kill()
+            attacker.communicate()
+        shutil.rmtree(run_like)
 
 
 def test_a_second_run_is_told_whom_it_waits_for(tmp_path: Path):
