@@ -108,6 +108,21 @@ def unsafe(st: os.stat_result) -> str | None:
     return None
 
 
+def foreign(base: Path) -> list[tuple[Path, str]]:
+    """Entries under `base` named like work directories that this perflab did not make (another
+    account's, a symlink, another mode): never read nor removed; with why, for `doctor --clean`."""
+    found = []
+    for path in sorted(base.glob(PREFIX + "*")):
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        why = "a symbolic link" if stat.S_ISLNK(st.st_mode) else unsafe(st)
+        if why and (stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            found.append((path, why))
+    return found
+
+
 @contextlib.contextmanager
 def _dead_runs(base: Path) -> Iterator[list[Path]]:
     """The work directories under `base` of this perflab's dead runs, each one's live.lock held

@@ -114,6 +114,8 @@ def test_what_nobody_plants_for_the_sweep_harms_no_live_run(live_run: LiveRun):
                               env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert "nothing left behind by earlier runs" in done.stdout
+        for where in planted:  # named, so that the machine's owner can look
+            assert f"left alone: {where}: owned by uid 65534; not made by this perflab (uid 0)" in done.stdout
         time.sleep(0.3)
         assert all(start_ticks(pid) is not None for pid in live_run.children)  # the server and client live
         assert connections(listener) == 0  # no SSH connection to the planted host

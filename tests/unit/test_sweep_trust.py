@@ -106,6 +106,7 @@ def test_what_another_account_plants_is_left_alone(base: Path, listener: socket.
         assert exists(theirs)  # nobody's segment: kept
         assert connections(listener) == 0  # the planted hosts.json made no SSH connection
         assert (base / "perflab-abcdefgh" / "hosts.json").exists() and (base / "perflab-abc").exists()
+        assert workdir.foreign(base) == [(base / n, "owned by uid 65534") for n in ("perflab-abc", "perflab-abcdefgh")]
     finally:
         for v in victims:
             v.kill()
@@ -135,6 +136,7 @@ def test_a_symlink_to_a_dead_run_is_not_followed(base: Path):
     real.rename(hidden)
     (base / "perflab-zzzzzzzz").symlink_to(hidden)
     assert workdir.remove_stale_workdirs(base) == [] and hidden.is_dir()
+    assert workdir.foreign(base) == [(base / "perflab-zzzzzzzz", "a symbolic link")]
 
 
 def test_a_live_run_is_never_swept_whatever_its_owner_pid_says(base: Path):
