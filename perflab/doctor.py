@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from perflab import allocators
 from perflab.preflight import TOOLS, Tool, which
-from perflab.run.workdir import TMPFS, remove_stale_workdirs, stale_workdirs
+from perflab.run.workdir import TMPFS, foreign, remove_stale_workdirs, stale_workdirs
 
 
 def _version(path: str, flag: str) -> str:
@@ -34,6 +35,9 @@ def clean(console: Console) -> None:
         console.print(f"removed {path}" + (f"; stopped {', '.join(map(str, killed))}" if killed else ""))
     if not removed:
         console.print("nothing left behind by earlier runs")
+    for path, why in foreign(Path(TMPFS)):  # docs/trust.md#the-sweep
+        text = f"{path}: {why}; not made by this perflab (uid {os.geteuid()})"
+        console.print(f"[yellow]left alone:[/] {escape(text)}", highlight=False, soft_wrap=True)
 
 
 def _clean_hosts(console: Console, workdir: Path) -> None:

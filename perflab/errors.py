@@ -88,6 +88,13 @@ class ConcurrentRunError(PerflabError):
     exit_code = EXIT_ENVIRONMENT
 
 
+class UnsafePathError(PerflabError):
+    """A lock file or directory perflab would trust is a symlink, another account's, or writable by
+    others (perflab/lockfile.py): refused, never followed."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
 class ServerStartError(PerflabError):
     """The server did not become ready: its own error lines are in the message."""
 

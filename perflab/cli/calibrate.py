@@ -130,10 +130,12 @@ def run_aa(
     from perflab.builds import resolve as builds
     from perflab.run.lock import MachineLock
     from perflab.run.scheduler import Scheduler
+    from perflab.store.writer_lock import WriterLock
 
     with contextlib.ExitStack() as stack:
         if not concurrent:
             stack.enter_context(MachineLock(output))
+        stack.enter_context(WriterLock(output))  # one writer per results directory (store/writer_lock.py)
         results = stack.enter_context(Results(output, create=True))
         _record_start(results, aa, aa.text, len(aa.cells()), concurrent, False)
         status = "interrupted"

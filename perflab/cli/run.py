@@ -27,7 +27,6 @@ from perflab import __version__, hostinfo, preflight, servers, spec
 from perflab.cli.console import err, out
 from perflab.cli.progress import ProgressBar
 from perflab.errors import UsageError
-from perflab.run import workdir
 from perflab.store.results import Results
 from perflab.units import utc_now
 
@@ -134,10 +133,14 @@ def run(
             output = Path("results") / f"{exp.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
             _refuse_output(output)
     from perflab.run.lock import MachineLock
+    from perflab.store.writer_lock import WriterLock
 
     with contextlib.ExitStack() as stack:
         if not allow_concurrent:
             stack.enter_context(MachineLock(output))
+        stack.enter_context(WriterLock(output))  # one writer per results directory, --allow-concurrent or not
+        if resume is None:
+            _refuse_output(output)  # a run into the same -o that ended while this one started
         _run(exp, exp.text, output, cells, Scheduler, allow_concurrent, resume is not None, planned, history)
 
 
@@ -213,11 +216,10 @@ def _resumable(directory: Path, seed: int | None) -> tuple[spec.Experiment, int]
     with Results(directory) as results:
         meta = results.meta()
         stored = len(results.cells())
-    pid = workdir.live_owner(Path(str(meta.get("workdir") or "/nonexistent")))
-    if meta.get("status") == "running" and pid is not None:
-        raise UsageError(
-            f"{directory} is being written by a running perflab (pid {pid})", "wait for it, or stop it first"
-        )
+    from perflab.store.writer_lock import WriterLock
+
+    with WriterLock(directory):  # refused at once, naming it, while a run writes there
+        pass
     text = meta.get("spec_text")
     if not text:
         raise UsageError(f"{directory}: the results hold no experiment file to resume", "run the experiment anew")

@@ -17,7 +17,9 @@ Format (`meta.index_version`, docs/results-format.md#the-history-index):
 
 The same SQL serves both databases (`?` placeholders become psycopg's `%s`); an index of another
 version is refused with a hint; an older one is upgraded (UPGRADES). An unreachable PostgreSQL
-index is an EnvironmentError (exit 3).
+index, and any statement that fails, is an error with exit 3 (IndexUnreachable, IndexFailed).
+Processes may make or upgrade one index at once: SQLite's BEGIN IMMEDIATE (after WAL mode, retried
+while another sets it) and a PostgreSQL advisory lock let one do it while the others wait.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from perflab.errors import EXIT_ENVIRONMENT, PerflabError, ResultsFormatError, ToolMissingError, UsageError
+from perflab.errors import ResultsFormatError, UsageError
+from perflab.history import connect
+from perflab.history.connect import IndexUnreachable, translated
 from perflab.history.record import Estimate, Ratio, RunRecord
 from perflab.units import utc_now
 from perflab.variants import variant_key
@@ -38,6 +42,7 @@ INDEX_VERSION = 2
 ENV = "PERFLAB_HISTORY"
 OFF = "off"  # --history off / PERFLAB_HISTORY=off: `perflab run` records nothing
 SAME_RUN = "name = ? AND workload_key = ? AND started_at = ?"  # what makes two records one run
+PREPARE_LOCK = 0x7065726F  # PostgreSQL advisory lock key of the index's first use and upgrades ("pero")
 
 
 def default_location() -> str:
@@ -68,12 +73,6 @@ def check_location(location: str | None) -> Path | None:
     if path.is_dir():
         raise UsageError(f"history index {path} ({source}) is a directory", f"name a file in it: {path}/history.sqlite")
     return path
-
-
-class IndexUnreachable(PerflabError):
-    """The PostgreSQL index cannot be reached (or the SQLite file cannot be opened)."""
-
-    exit_code = EXIT_ENVIRONMENT
 
 
 _SCHEMA = (
@@ -146,14 +145,14 @@ class Index:
     def open(cls, location: str | None = None) -> Index:
         where = location or default_location()
         if where.startswith(("postgresql://", "postgres://")):
-            return cls(_connect_postgres(where), _redacted(where), True)
+            return cls(connect.connect_postgres(where), connect.redacted(where), True)
         path = check_location(location)
         if path is None:
             raise UsageError(f"the history index is {OFF}", f"pass --history PATH, or unset ${ENV}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)  # the default's directory: a given one exists
-            db = sqlite3.connect(path, isolation_level=None, timeout=30)
-            db.execute("PRAGMA journal_mode=WAL")
+            db = sqlite3.connect(path, isolation_level=None, timeout=connect.BUSY_S)
+            connect.wal(db)
         except (OSError, sqlite3.Error) as exc:
             raise IndexUnreachable(f"history index {path}: {exc}", "pass --history PATH to a writable file") from None
         return cls(db, str(path), False)
@@ -170,9 +169,12 @@ class Index:
     def _execute(self, text: str, args: tuple = ()) -> Any:
         return self.db.execute(self._sql(text), args)
 
+    @translated
     def _prepare(self) -> None:
         identity = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY" if self.postgres else "INTEGER PRIMARY KEY"
         with self._transaction():
+            if self.postgres:  # CREATE ... IF NOT EXISTS races in PostgreSQL: one first use at a time
+                self._execute(f"SELECT pg_advisory_xact_lock({PREPARE_LOCK})")
             for statement in _SCHEMA:
                 self._execute(statement.format(id=identity))
             row = self._execute("SELECT value FROM meta WHERE key = 'index_version'").fetchone()
@@ -196,6 +198,7 @@ class Index:
             return self.db.transaction()
         return _SqliteTransaction(self.db)
 
+    @translated
     def record(self, run: RunRecord) -> int:
         """Store `run`, replacing every earlier record of the same run (SAME_RUN: its name, workload
         and start, not its directory: a copied or moved results directory is the same run); its id."""
@@ -254,9 +257,11 @@ class Index:
             ),
         )
 
+    @translated
     def names(self) -> list[str]:
         return [row[0] for row in self._execute("SELECT DISTINCT name FROM runs ORDER BY name").fetchall()]
 
+    @translated
     def runs(self, name: str) -> list[StoredRun]:
         """Every recorded run of `name`, oldest first, with its estimates."""
         rows = self._execute(  # an index an older perflab wrote may hold a run twice: the newest record
@@ -316,28 +321,3 @@ class _SqliteTransaction:
         self.db.execute("COMMIT" if kind is None else "ROLLBACK")
 
 
-def _connect_postgres(url: str) -> Any:
-    """A psycopg connection in autocommit (transactions explicit), or exit 3 with the reason."""
-    try:
-        import psycopg
-    except ImportError:
-        raise ToolMissingError(
-            "a PostgreSQL history index needs psycopg", "pip install 'psycopg[binary]' (a perflab dependency)"
-        ) from None
-    try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=10)
-    except psycopg.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise IndexUnreachable(
-            f"history index {_redacted(url)} is unreachable: {first}",
-            "check the URL, that the server runs and accepts this user; or --history PATH for a local index",
-        ) from None
-
-
-def _redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    head, sep, tail = url.partition("@")
-    if not sep or ":" not in head.split("//", 1)[-1]:
-        return url
-    scheme, _, user = head.partition("//")
-    return f"{scheme}//{user.split(':', 1)[0]}:***@{tail}"

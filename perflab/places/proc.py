@@ -35,11 +35,14 @@ def guarded(argv: Sequence[str], cpus: Sequence[int] | None = None) -> list[str]
 
 
 PID_LOG: Path | None = None  # the run's pid file, set by `recording_pids`
+RUN_ENV = "PERFLAB_RUN"  # a logged Child's tag: the run's work directory, in its environment
 
 
 @contextlib.contextmanager
 def recording_pids(path: Path) -> Iterator[None]:
-    """Append the pid of every Child started inside to `path` (one per line)."""
+    """Append `PID START_TICKS` of every Child started inside to `path` (one per line), and tag
+    its environment with RUN_ENV=`path`'s directory: a later perflab stops a leftover only if it
+    is that very process (the pid and its start time) and carries the tag (run/workdir.py)."""
     global PID_LOG
     previous, PID_LOG = PID_LOG, path
     try:
@@ -64,6 +67,8 @@ class Child:
         text: bool = False,
     ) -> None:
         self.argv = guarded(argv, cpus)
+        if PID_LOG is not None:
+            env = {**(os.environ if env is None else env), RUN_ENV: str(PID_LOG.parent)}
         self.started = time.monotonic()  # before the fork: nothing it writes is older
         try:
             self.popen = subprocess.Popen(
@@ -82,7 +87,7 @@ class Child:
         self.rusage: resource.struct_rusage | None = None
         if PID_LOG is not None:  # so a later perflab can find it if it ever outlived us
             with open(PID_LOG, "a", encoding="ascii") as log:
-                log.write(f"{self.pid}\n")
+                log.write(f"{self.pid} {start_ticks(self.pid)}\n")
 
     def __enter__(self) -> Child:
         return self
@@ -144,6 +149,16 @@ class Child:
                 self.wait(10)
             except (TimeoutError, ChildProcessError):
                 pass
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (/proc/PID/stat field 22): with the pid,
+    what tells this process from a later one the pid was recycled for. None: it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def call(

@@ -120,11 +120,12 @@ import sys, time
 from pathlib import Path
 from perflab.hosts.session import Hosts
 from perflab.hosts.target import parse_target
-work = Path(sys.argv[1]); work.mkdir()
-(work / "owner.pid").write_text(str(__import__("os").getpid()))
+from perflab.run.workdir import work_dir
+held = work_dir(Path(sys.argv[1]))  # a run's work directory, as the run makes it
+work = held.__enter__()
 hosts = Hosts({"load": parse_target(sys.argv[2])}, work).__enter__()
 _, pid = hosts.rundir("load").start(["sleep", "303"])
-print(pid, hosts.rundir("load").path, flush=True)
+print(pid, hosts.rundir("load").path, work, flush=True)
 time.sleep(600)
 """
 
@@ -134,14 +135,14 @@ def test_doctor_clean_stops_what_a_killed_run_left_on_its_hosts(lab: SshLab, tmp
     tmpfs.mkdir()
     env = {**lab.env(), "PERFLAB_TMPFS": str(tmpfs), "PYTHONPATH": str(ROOT)}
     run = subprocess.Popen(
-        [sys.executable, "-c", _KILLED_RUN, str(tmpfs / "perflab-dead"), lab.hosts["load"].ssh],
+        [sys.executable, "-c", _KILLED_RUN, str(tmpfs), lab.hosts["load"].ssh],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
         cwd=ROOT,
     )
     assert run.stdout is not None
-    pid_text, path = run.stdout.readline().split()
+    pid_text, path, work = run.stdout.readline().split()
     pid = int(pid_text)
     run.send_signal(signal.SIGKILL)
     run.wait(timeout=30)
@@ -162,4 +163,4 @@ def test_doctor_clean_stops_what_a_killed_run_left_on_its_hosts(lab: SshLab, tmp
     )
     assert done.returncode == 0, done.stderr
     assert f"removed load:{path}" in done.stdout and str(pid) in done.stdout
-    assert not _alive(pid) and not Path(path).exists() and not (tmpfs / "perflab-dead").exists()
+    assert not _alive(pid) and not Path(path).exists() and not Path(work).exists()
