@@ -31,6 +31,7 @@ from typing import Any, Self
 
 from perflab.errors import EXIT_ENVIRONMENT, PerflabError, ResultsFormatError, ToolMissingError, UsageError
 from perflab.history.record import Estimate, Ratio, RunRecord
+from perflab.redact import redact
 from perflab.units import utc_now
 from perflab.variants import variant_key
 
@@ -335,9 +336,5 @@ def _connect_postgres(url: str) -> Any:
 
 
 def _redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    head, sep, tail = url.partition("@")
-    if not sep or ":" not in head.split("//", 1)[-1]:
-        return url
-    scheme, _, user = head.partition("//")
-    return f"{scheme}//{user.split(':', 1)[0]}:***@{tail}"
+    """The URL without its password (user:PASSWORD@ or ?password=), for messages."""
+    return redact(url)

@@ -81,7 +81,7 @@ def _unchecked(name: str, target: SshTarget, why: str) -> HostKeyUncheckedError:
         f"compare the host's key fingerprint with the one the host shows (`ssh-keygen -lf "
         f"/etc/ssh/ssh_host_ed25519_key.pub` on its console), then add it: `ssh-keyscan -H {port}{target.address} "
         ">> ~/.ssh/known_hosts` and check `ssh-keygen -lf ~/.ssh/known_hosts` against it "
-        "(or into the UserKnownHostsFile the ssh config names); `perflab docs hosts`",
+        "(or into the UserKnownHostsFile the ssh config names); `perflab docs hosts#trust`",
     )
 
 
