@@ -110,3 +110,111 @@ def test_run_check_refuses_an_unchecked_host(lab: SshLab, tmp_path: Path) -> Non
                           text=True, env=lab.env(), cwd=ROOT, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 3, done.stdout + done.stderr
     assert "StrictHostKeyChecking no" in done.stdout + done.stderr
+
+
+_KILLED_RUN = """
+import sys, time
+from pathlib import Path
+from perflab.hosts.session import Hosts
+from perflab.hosts.target import parse_target
+work = Path(sys.argv[1]); work.mkdir()
+hosts = Hosts({"db": parse_target(sys.argv[2])}, work).__enter__()
+_, pid = hosts.rundir("db").start(["sleep", "304"])
+disk = hosts.rundir("db").on_disk(sys.argv[3]) if len(sys.argv) > 3 else ""
+print(pid, hosts.rundir("db").path, disk, flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def _killed_run(lab: SshLab, tmp_path: Path, *storage: str) -> tuple[int, str, str]:
+    """A run on db killed with SIGKILL, its local work directory gone too (this machine rebooted):
+    (the pid of what it started there, its run directory there, its directory in `storage` there)."""
+    run = subprocess.Popen([sys.executable, "-c", _KILLED_RUN, str(tmp_path / "work"), lab.hosts["db"].ssh, *storage],
+                           stdout=subprocess.PIPE, text=True, env=lab.env(), cwd=ROOT)  # fmt: skip
+    assert run.stdout is not None
+    pid_text, path, *disk = run.stdout.readline().split()
+    run.send_signal(signal.SIGKILL)
+    run.wait(timeout=30)
+    run.stdout.close()
+    subprocess.run(["rm", "-rf", str(tmp_path / "work")], check=True)
+    return int(pid_text), path, "".join(disk)
+
+
+def _planted(name: str, controller: str, uid: int) -> tuple[Path, subprocess.Popen[bytes]]:
+    """A directory named as a run directory, naming `controller`, owned by `uid`, with a process of
+    that uid tagged with it: what another account, or another controller, has on the host."""
+    planted = Path(f"/dev/shm/perflab-host-{name}{os.getpid()}")
+    planted.mkdir(mode=0o700)
+    (planted / "controller").write_text(controller + "\n")
+    os.chown(planted / "controller", uid, uid)
+    os.chown(planted, uid, uid)
+    proc = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "305"],
+                            env={"PATH": os.environ["PATH"], "PERFLAB_RUN": str(planted)})  # fmt: skip
+    return planted, proc
+
+
+def test_a_dead_runs_leftovers_are_swept_from_the_hosts_side_on_connect(
+    lab: SshLab, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from perflab.hosts import rundir
+    from perflab.hosts.session import Hosts
+
+    pid, path, _ = _killed_run(lab, tmp_path)
+    assert _alive(pid) and Path(path).is_dir()  # a reboot here would leave these running there
+    mine = rundir.controller()
+    theirs, theirs_proc = _planted("other", "0123456789abcdef0123456789abcdef /dev/shm", 0)
+    foreign, foreign_proc = _planted("nobody", mine, 65534)  # an account naming this controller
+    live = tmp_path / "live"
+    live.mkdir()
+    try:
+        with Hosts({"db": parse_target(lab.hosts["db"].ssh)}, live) as other:  # a live run beside
+            _, live_pid = other.rundir("db").start(["sleep", "306"])
+            keeper = int(str(other.rundir("db").keeper))
+            assert _lock_held(other.rundir("db").path) and "tail" in Path(f"/proc/{keeper}/cmdline").read_text()
+            deadline = time.monotonic() + 10  # the killed run's connection ends on the host
+            while time.monotonic() < deadline and _alive(int(pid)) and _lock_held(path):
+                time.sleep(0.1)
+            with Hosts({"db": parse_target(lab.hosts["db"].ssh)}, tmp_path) as hosts:
+                assert not _alive(pid) and not Path(path).exists()
+                assert _alive(live_pid) and Path(other.rundir("db").path).is_dir()
+                assert Path(hosts.rundir("db").path).is_dir()
+            said = capfd.readouterr().err
+            assert f"host db: removed {path}" in said and str(pid) in said and "dead run of this machine" in said
+        time.sleep(0.1)
+        assert not _alive(keeper)  # the run's end stops its keeper
+        assert theirs.is_dir() and theirs_proc.poll() is None  # another controller's: left alone
+        assert foreign.is_dir() and foreign_proc.poll() is None  # not this controller's account's: left alone
+    finally:
+        for proc, planted in ((theirs_proc, theirs), (foreign_proc, foreign)):
+            proc.kill()
+            proc.wait()
+            subprocess.run(["rm", "-rf", str(planted)], check=True)
+        if _alive(pid):  # a failed sweep: the test's own cleanup
+            os.kill(pid, signal.SIGKILL)
+        subprocess.run(["rm", "-rf", path], check=True)
+
+
+def _lock_held(path: str) -> bool:
+    return subprocess.run(["flock", "-n", f"{path}/lock", "true"], check=False).returncode != 0
+
+
+def test_a_dead_runs_datadirs_on_a_hosts_disk_are_swept_when_that_storage_is_next_used(
+    lab: SshLab, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from perflab.hosts.session import Hosts
+
+    storage = tmp_path / "disk"
+    storage.mkdir()
+    pid, path, disk = _killed_run(lab, tmp_path, str(storage))
+    assert Path(disk).is_dir() and Path(disk).parent == storage
+    os.kill(pid, signal.SIGKILL)  # the host rebooted: its tmpfs (the run directory) is gone, the disk is not
+    subprocess.run(["rm", "-rf", path], check=True)
+    with Hosts({"db": parse_target(lab.hosts["db"].ssh)}, tmp_path) as hosts:
+        mine = hosts.rundir("db").on_disk(str(storage))
+        assert not Path(disk).exists() and Path(mine).is_dir()
+        assert f"host db: removed {disk}" in capfd.readouterr().err
+    assert not Path(mine).exists() and list(storage.iterdir()) == []
