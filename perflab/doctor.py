@@ -13,6 +13,7 @@ from rich.table import Table
 
 from perflab import allocators
 from perflab.preflight import TOOLS, Tool, which
+from perflab.run import storage_dirs
 from perflab.run.workdir import TMPFS, remove_stale_workdirs, stale_workdirs
 
 
@@ -25,15 +26,22 @@ def _version(path: str, flag: str) -> str:
     return text.splitlines()[0][:70] if done.returncode == 0 and text else path
 
 
+def looked_in() -> list[Path]:
+    """Where killed runs' work directories can be: the tmpfs, and the storage directories runs used."""
+    return list(dict.fromkeys([Path(TMPFS), *(p for p in storage_dirs.used() if p.is_dir())]))
+
+
 def clean(console: Console) -> None:
     """Stop what killed perflab runs left behind (only processes they started) and remove it."""
-    for path, _ in stale_workdirs(Path(TMPFS)):
-        _clean_hosts(console, path)
-    removed = remove_stale_workdirs(Path(TMPFS))
+    removed = []
+    for base in looked_in():
+        for path, _ in stale_workdirs(base):
+            _clean_hosts(console, path)
+        removed += remove_stale_workdirs(base)
     for path, killed in removed:
         console.print(f"removed {path}" + (f"; stopped {', '.join(map(str, killed))}" if killed else ""))
     if not removed:
-        console.print("nothing left behind by earlier runs")
+        console.print(f"nothing left behind by earlier runs (looked in {', '.join(map(str, looked_in()))})")
 
 
 def _clean_hosts(console: Console, workdir: Path) -> None:
@@ -96,7 +104,7 @@ def _machine() -> dict[str, Any]:
             paranoid: str | None = f.read().strip()
     except OSError:
         paranoid = None
-    stale = stale_workdirs(Path(TMPFS))
+    stale = [found for base in looked_in() for found in stale_workdirs(base)]
     return {
         "tmpfs": TMPFS,
         "tmpfs_free_bytes": shm.free if shm else None,
