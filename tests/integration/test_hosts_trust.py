@@ -42,7 +42,8 @@ def lab(module_lab: SshLab, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshLab]
 def _config(lab: SshLab, *lines: str) -> None:
     """The lab's config for db, its known_hosts lines replaced by `lines`."""
     db = lab.hosts["db"]
-    kept = [line for line in lab.config.read_text().splitlines() if "KnownHostsFile" not in line and "Strict" not in line]
+    lines = lab.config.read_text().splitlines()
+    kept = [line for line in lines if "KnownHostsFile" not in line and "Strict" not in line]
     assert kept[0].startswith("Host db ")
     lab.config.write_text("\n".join([*kept, *(f"  {line}" for line in lines)]) + "\n")
     assert db.address in lab.config.read_text()

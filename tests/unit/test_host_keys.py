@@ -48,7 +48,9 @@ def test_the_global_file_checks_when_the_user_file_is_none(home: Path, monkeypat
 
 
 @pytest.mark.parametrize("content", [None, "", "# only a comment\n\n"])
-def test_a_missing_or_empty_file_checks_nothing(home: Path, monkeypatch: pytest.MonkeyPatch, content: str | None) -> None:
+def test_a_missing_or_empty_file_checks_nothing(
+    home: Path, monkeypatch: pytest.MonkeyPatch, content: str | None
+) -> None:
     if content is not None:
         (home / "kh").write_text(content)
     _config(home, monkeypatch, f"Host *\n  UserKnownHostsFile {home / 'kh'}\n  GlobalKnownHostsFile none\n")
