@@ -40,8 +40,25 @@ def clean(console: Console) -> None:
         removed += remove_stale_workdirs(base)
     for path, killed in removed:
         console.print(f"removed {path}" + (f"; stopped {', '.join(map(str, killed))}" if killed else ""))
-    if not removed:
-        console.print(f"nothing left behind by earlier runs (looked in {', '.join(map(str, looked_in()))})")
+    on_hosts = _clean_host_storages(console)
+    if not removed and not on_hosts:
+        where = [*map(str, looked_in()), *(f"{ssh}:{path}" for ssh, path in storage_dirs.used_on_hosts())]
+        console.print(f"nothing left behind by earlier runs (looked in {', '.join(where)})")
+
+
+def _clean_host_storages(console: Console) -> int:
+    """The storage directories runs used on hosts, swept (hosts/clean.py); how many were removed."""
+    if not storage_dirs.used_on_hosts():
+        return 0
+    from perflab.hosts.clean import clean_host_storages
+
+    outcomes = clean_host_storages()
+    for host, path, killed, why in outcomes:
+        if why is None:
+            console.print(f"removed {host}:{path}" + (f"; stopped {', '.join(map(str, killed))}" if killed else ""))
+        else:
+            console.print(f"[yellow]left {host}:{path}[/]: {why}")
+    return sum(1 for *_, why in outcomes if why is None)
 
 
 def _clean_hosts(console: Console, workdir: Path) -> None:

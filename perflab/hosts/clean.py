@@ -2,6 +2,8 @@
 start of every run through run/workdir.py): the local work directory's hosts.json names each host
 and its run directory; on each, whatever else dead runs of this machine left is swept too, found from
 the host's side (hosts/rundir.py `sweep`); only processes tagged with a run's directory are killed.
+The storage directories runs used on hosts (run/storage_dirs.py) are swept too: a host's disk keeps a
+dead run's datadirs after this machine's tmpfs, and its record, are gone.
 
     clean_remote(Path("/dev/shm/perflab-k2j4x"))  # [("load", "/dev/shm/perflab-host-a1b2c3", [4711], None)]
 """
@@ -15,6 +17,7 @@ from perflab.hosts import rundir
 from perflab.hosts.rundir import Outcome
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
+from perflab.run import storage_dirs
 
 
 def _clean_one(place: rundir.Placement) -> list[Outcome]:
@@ -32,6 +35,28 @@ def _clean_one(place: rundir.Placement) -> list[Outcome]:
         return [(place.name, place.path, [], exc.message)]
     finally:
         link.close()
+
+
+def clean_host_storages() -> list[Outcome]:
+    """What dead runs of this machine left in the storage directories its runs used on hosts (recorded
+    by run/storage_dirs.py), and in those hosts' tmpfs: each host reached once, and swept."""
+    paths: dict[str, list[str]] = {}
+    for ssh, path in storage_dirs.used_on_hosts():
+        paths.setdefault(ssh, []).append(path)
+    outcomes: list[Outcome] = []
+    for ssh, where in paths.items():
+        try:
+            link = Connection.open(ssh, parse_target(ssh))
+        except (HostUnreachableError, HostKeyError, ValueError) as exc:
+            outcomes += [(ssh, path, [], getattr(exc, "message", str(exc))) for path in where]
+            continue
+        try:
+            outcomes += rundir.sweep(link, (*rundir.BASES, *where))
+        except HostLostError as exc:
+            outcomes += [(ssh, path, [], exc.message) for path in where]
+        finally:
+            link.close()
+    return outcomes
 
 
 def clean_remote(local_workdir: Path) -> list[Outcome]:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from perflab.errors import HostLostError
 from perflab.hosts.transport import Connection, RemoteProcess
+from perflab.run import storage_dirs
 
 PREFIX = "perflab-host-"
 RECORD = "hosts.json"  # in the local work directory: what doctor --clean needs to find a run's hosts
@@ -198,6 +199,7 @@ class RunDir:
         """A directory of the run in `storage` (a server host's [experiment] storage: its datadirs),
         linked from here as `storage`, so `remove` (and doctor --clean) removes it too; its path."""
         said(self.link.name, sweep(self.link, (storage,)))  # what dead runs of this machine left there
+        storage_dirs.remember(storage, str(self.link.target))  # where doctor --clean looks on this host
         made = self.link.run(["sh", "-c", _ON_DISK, self.path, f"{storage}/{PREFIX}XXXXXX", controller()])
         if made.status != 0:
             raise HostLostError(

@@ -42,8 +42,8 @@ def lab(module_lab: SshLab, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshLab]
 def _config(lab: SshLab, *lines: str) -> None:
     """The lab's config for db, its known_hosts lines replaced by `lines`."""
     db = lab.hosts["db"]
-    lines = lab.config.read_text().splitlines()
-    kept = [line for line in lines if "KnownHostsFile" not in line and "Strict" not in line]
+    old = lab.config.read_text().splitlines()
+    kept = [line for line in old if "KnownHostsFile" not in line and "Strict" not in line]
     assert kept[0].startswith("Host db ")
     lab.config.write_text("\n".join([*kept, *(f"  {line}" for line in lines)]) + "\n")
     assert db.address in lab.config.read_text()
@@ -219,3 +219,17 @@ def test_a_dead_runs_datadirs_on_a_hosts_disk_are_swept_when_that_storage_is_nex
         assert not Path(disk).exists() and Path(mine).is_dir()
         assert f"host db: removed {disk}" in capfd.readouterr().err
     assert not Path(mine).exists() and list(storage.iterdir()) == []
+
+
+def test_doctor_clean_sweeps_the_storage_runs_used_on_hosts(lab: SshLab, tmp_path: Path) -> None:
+    storage = tmp_path / "disk2"
+    storage.mkdir()
+    pid, path, disk = _killed_run(lab, tmp_path, str(storage))
+    os.kill(pid, signal.SIGKILL)  # both machines rebooted: the host's tmpfs and this one's are empty
+    subprocess.run(["rm", "-rf", path], check=True)
+    # this controller's doctor (the same PERFLAB_TMPFS, and so the same record of storage directories)
+    done = subprocess.run([sys.executable, "-m", "perflab", "doctor", "--clean"], capture_output=True, text=True,
+                          env=lab.env(), cwd=ROOT, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"removed {lab.hosts['db'].ssh}:{disk}" in done.stdout, done.stdout
+    assert not Path(disk).exists()
