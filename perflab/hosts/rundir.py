@@ -7,11 +7,15 @@ wrapper that makes it the leader of a new session, writes its pid, and tags it (
 starts) with PERFLAB_RUN=<the directory> in its environment; stopping the run signals each group,
 then kills whatever still carries the tag. A perflab killed with SIGKILL leaves that behind:
 the local work directory's `hosts.json` names the hosts and directories, and `perflab doctor --clean`
-(or the next run) connects and removes them (hosts/clean.py).
+(or the next run) connects and removes them (hosts/clean.py). Because that record lives on this
+machine's tmpfs, the directory also says from the host's side whose it is (`controller`: this
+machine and its PERFLAB_TMPFS) and whether its run lives (`lock`, held by a keeper process for as long
+as the run's connection lasts): `sweep` finds a dead run's directories there on the next connect.
 
-    rundir = RunDir.create(link)            # RunDir(path="/dev/shm/perflab-host-k2j4x1")
+    rundir = RunDir.create(link)            # RunDir(path="/dev/shm/perflab-host-k2j4x1", keeper="4711")
     proc, pid = rundir.start(["sysbench", ...])
     rundir.remove()                         # stops every process it started, deletes the directory
+    sweep(link)                             # [("db", "/dev/shm/perflab-host-a1b2c3", [4712], None)]: a dead run's
 """
 
 from __future__ import annotations
@@ -214,8 +218,8 @@ class RunDir:
         killed = self.stop_all()
         self.link.run(["sh", "-c", _RELEASE, self.path], timeout=60)
         self.link.run(["sh", "-c", _REMOVE, self.path], timeout=600)
-        if self.keeper is not None:  # the lock went with the directory; its keeper lives: the pid is its
-            self.link.run(["kill", self.keeper])
+        if self.keeper is not None:  # the lock went with the directory; the keeper still runs (this
+            self.link.run(["kill", self.keeper])  # connection lives), so the pid is still its own
         return killed
 
     def placement(self) -> Placement:
