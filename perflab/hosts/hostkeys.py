@@ -73,15 +73,18 @@ def _named(config: _Config, option: str, default: tuple[str, ...]) -> list[str]:
     return list(default) if named is None else [str(f) for f in named]  # [] for "none"
 
 
-def _unchecked(name: str, target: SshTarget, why: str) -> HostKeyUncheckedError:
+def _unchecked(
+    name: str, target: SshTarget, why: str, first: str = "", into: str = USER_DEFAULT[0]
+) -> HostKeyUncheckedError:
+    """The refusal of a host whose key nothing would check; `first`: what to change in the ssh config
+    before adding the key, `into`: the known_hosts file to add it to."""
     port = f"-p {target.port} " if target.port else ""
     return HostKeyUncheckedError(
         f"host {name} ({target}): refused: nothing would check its host key ({why}); perflab runs as root "
         "there and sends it commands and passwords, so a machine answering in its place must be told apart",
-        f"compare the host's key fingerprint with the one the host shows (`ssh-keygen -lf "
+        f"{first}compare the host's key fingerprint with the one the host shows (`ssh-keygen -lf "
         f"/etc/ssh/ssh_host_ed25519_key.pub` on its console), then add it: `ssh-keyscan -H {port}{target.address} "
-        ">> ~/.ssh/known_hosts` and check `ssh-keygen -lf ~/.ssh/known_hosts` against it "
-        "(or into the UserKnownHostsFile the ssh config names); `perflab docs hosts#trust`",
+        f">> {into}` and check `ssh-keygen -lf {into}` against it; `perflab docs hosts#trust`",
     )
 
 
@@ -93,21 +96,21 @@ def known_hosts_for(name: str, target: SshTarget) -> list[str]:
     config = host_config(target)
     strict = str(config.get("StrictHostKeyChecking", "") or "").lower()
     if strict in UNCHECKED:
-        raise _unchecked(
-            name, target, f"the ssh config says `StrictHostKeyChecking {strict}` for it, which accepts any key"
-        )
+        why = f"the ssh config says `StrictHostKeyChecking {strict}` for it, which accepts any key"
+        raise _unchecked(name, target, why, f"remove `StrictHostKeyChecking {strict}` from its ssh config; ")
     user = _named(config, "UserKnownHostsFile", USER_DEFAULT)
     every = user + _named(config, "GlobalKnownHostsFile", GLOBAL_DEFAULT)
     files = [str(Path(f).expanduser()) for f in every if _entries(f)]
     if files:
         return files
-    if not user and not every:
-        why = "the ssh config says UserKnownHostsFile none and GlobalKnownHostsFile none"
-    elif not user:
+    if user:
+        raise _unchecked(name, target, f"{', '.join(every)}: missing, unreadable or empty", into=user[0])
+    fix = "remove `UserKnownHostsFile none` from its ssh config (or name a file there); "
+    if every:
         why = f"the ssh config says UserKnownHostsFile none, and {', '.join(every)} have no entry"
     else:
-        why = f"{', '.join(every)}: missing, unreadable or empty"
-    raise _unchecked(name, target, why)
+        why = "the ssh config says UserKnownHostsFile none and GlobalKnownHostsFile none"
+    raise _unchecked(name, target, why, fix)
 
 
 def refusal(name: str, target: SshTarget, files: list[str], exc: BaseException) -> HostKeyError:
@@ -118,7 +121,7 @@ def refusal(name: str, target: SshTarget, files: list[str], exc: BaseException) 
     if not any(known[:2]):
         return HostKeyError(
             f"host {name} ({target}): its host key is not in {', '.join(files)}: refused, never accepted as new",
-            _unchecked(name, target, "").hint,
+            _unchecked(name, target, "", into=files[0]).hint,
         )
     return HostKeyError(
         f"host {name} ({target}): its host key is not the one known_hosts has for it ({exc}): refused (a changed "

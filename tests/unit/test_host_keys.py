@@ -39,6 +39,7 @@ def test_none_and_none_is_refused(home: Path, monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(HostKeyUncheckedError, match="UserKnownHostsFile none and GlobalKnownHostsFile none") as e:
         known_hosts_for("db", TARGET)
     assert e.value.exit_code == 3 and "ssh-keyscan -H db1 >> ~/.ssh/known_hosts" in str(e.value.hint)
+    assert "remove `UserKnownHostsFile none`" in str(e.value.hint)
 
 
 def test_the_global_file_checks_when_the_user_file_is_none(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
