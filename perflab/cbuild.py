@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perflab.errors import PerflabError
+from perflab.redact import redact_argv
 
 
 def compiled(
@@ -42,6 +43,7 @@ def compiled(
     argv = [cc, *flags, "-o", str(partial), str(source), *libs]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise error(f"building {what} failed: {done.stderr.strip()[-2000:]}", f"the command was: {' '.join(argv)}")
+        shown = " ".join(redact_argv(argv))
+        raise error(f"building {what} failed: {done.stderr.strip()[-2000:]}", f"the command was: {shown}")
     partial.rename(out)
     return out

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from perflab import allocators
 from perflab.preflight import TOOLS, Tool, which
+from perflab.run import storage_dirs
 from perflab.run.workdir import TMPFS, foreign, remove_stale_workdirs, stale_workdirs
 
 
@@ -26,18 +27,43 @@ def _version(path: str, flag: str) -> str:
     return text.splitlines()[0][:70] if done.returncode == 0 and text else path
 
 
+def looked_in() -> list[Path]:
+    """Where killed runs' work directories can be: the tmpfs, and the storage directories runs used."""
+    return list(dict.fromkeys([Path(TMPFS), *(p for p in storage_dirs.used() if p.is_dir())]))
+
+
 def clean(console: Console) -> None:
     """Stop what killed perflab runs left behind (only processes they started) and remove it."""
-    for path, _ in stale_workdirs(Path(TMPFS)):
-        _clean_hosts(console, path)
-    removed = remove_stale_workdirs(Path(TMPFS))
+    removed = []
+    for base in looked_in():
+        for path, _ in stale_workdirs(base):
+            _clean_hosts(console, path)
+        removed += remove_stale_workdirs(base)
     for path, killed in removed:
         console.print(f"removed {path}" + (f"; stopped {', '.join(map(str, killed))}" if killed else ""))
-    if not removed:
-        console.print("nothing left behind by earlier runs")
-    for path, why in foreign(Path(TMPFS)):  # docs/trust.md#the-sweep
-        text = f"{path}: {why}; not made by this perflab (uid {os.geteuid()})"
-        console.print(f"[yellow]left alone:[/] {escape(text)}", highlight=False, soft_wrap=True)
+    on_hosts = _clean_host_storages(console)
+    if not removed and not on_hosts:
+        where = [*map(str, looked_in()), *(f"{ssh}:{path}" for ssh, path in storage_dirs.used_on_hosts())]
+        console.print(f"nothing left behind by earlier runs (looked in {', '.join(where)})")
+    for base in looked_in():
+        for path, why in foreign(base):  # docs/trust.md#the-sweep
+            text = f"{path}: {why}; not made by this perflab (uid {os.geteuid()})"
+            console.print(f"[yellow]left alone:[/] {escape(text)}", highlight=False, soft_wrap=True)
+
+
+def _clean_host_storages(console: Console) -> int:
+    """The storage directories runs used on hosts, swept (hosts/clean.py); how many were removed."""
+    if not storage_dirs.used_on_hosts():
+        return 0
+    from perflab.hosts.clean import clean_host_storages
+
+    outcomes = clean_host_storages()
+    for host, path, killed, why in outcomes:
+        if why is None:
+            console.print(f"removed {host}:{path}" + (f"; stopped {', '.join(map(str, killed))}" if killed else ""))
+        else:
+            console.print(f"[yellow]left {host}:{path}[/]: {why}")
+    return sum(1 for *_, why in outcomes if why is None)
 
 
 def _clean_hosts(console: Console, workdir: Path) -> None:
@@ -100,7 +126,7 @@ def _machine() -> dict[str, Any]:
             paranoid: str | None = f.read().strip()
     except OSError:
         paranoid = None
-    stale = stale_workdirs(Path(TMPFS))
+    stale = [found for base in looked_in() for found in stale_workdirs(base)]
     return {
         "tmpfs": TMPFS,
         "tmpfs_free_bytes": shm.free if shm else None,

@@ -19,6 +19,8 @@ os.environ["PERFLAB_ALLOW_CONCURRENT"] = "1"
 # Every `perflab run` records itself in the history index: the tests' runs go to a throwaway one,
 # never to ~/.local/share/perflab/history.sqlite (tests that need their own pass --history).
 os.environ["PERFLAB_HISTORY"] = str(Path(tempfile.mkdtemp(prefix="perflab-test-history-")) / "history.sqlite")
+# and the storage directories runs used (run/storage_dirs.py, for doctor --clean) to a throwaway record
+os.environ["PERFLAB_STATE"] = str(Path(os.environ["PERFLAB_HISTORY"]).parent)
 # perflab's tables take $COLUMNS as the terminal's width (cli/console.py). GNU readline, which pytest
 # imports (through pdb), exports COLUMNS and LINES of the terminal pytest started in, or 80 without one,
 # into the C environment, where every subprocess inherits them: take them back, so that a test's

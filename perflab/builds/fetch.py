@@ -26,6 +26,7 @@ from perflab.errors import PerflabError
 from perflab.builds import BuildError, sha256
 from perflab.builds.source import DEBIAN_SOURCE, Source
 from perflab.places.proc import call, clean_env
+from perflab.redact import redact_argv
 
 GIT_HINT = "the source tree's git state fingerprints its build: repair the repository (`git status` there)"
 DEB_SRC_HINT = "run `make setup` (it adds the deb-src entry perflab needs), then apt-get update"
@@ -144,10 +145,11 @@ def _git_or_fail(tree: Path, *args: str) -> bytes:
     try:
         done = subprocess.run(argv, capture_output=True, timeout=120, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise PerflabError(f"{shlex.join(argv)} failed: {exc}", GIT_HINT) from None
+        raise PerflabError(f"{shlex.join(redact_argv(argv))} failed: {exc}", GIT_HINT) from None
     if done.returncode != 0:
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
-        raise PerflabError(f"{shlex.join(argv)} exited {done.returncode}: {' '.join(tail) or 'no message'}", GIT_HINT)
+        shown = shlex.join(redact_argv(argv))
+        raise PerflabError(f"{shown} exited {done.returncode}: {' '.join(tail) or 'no message'}", GIT_HINT)
     return done.stdout
 
 

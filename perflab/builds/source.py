@@ -36,6 +36,7 @@ from perflab import servers
 from perflab.errors import PerflabError, ToolMissingError
 from perflab.builds import Build, BuildError, describe, read_manifest, write_manifest
 from perflab.places.proc import Child, call, clean_env
+from perflab.redact import redact_argv
 from perflab.spec.builds import BuildSpec
 
 RECIPE_VERSION = 1  # bump when the steps change what a key builds
@@ -314,7 +315,7 @@ def _step(name: str, step: str, argv: list[str], home: Path, tree: Path, listen:
     log = home / "logs" / f"{step}.txt"
     listen("build_step", {"name": name, "step": step})
     with open(log, "wb") as out:
-        out.write(f"$ {shlex.join(argv)}\n".encode())
+        out.write(f"$ {shlex.join(redact_argv(argv))}\n".encode())
         out.flush()
         env = clean_env({"CCACHE_DIR": str(cache / "ccache"), "CCACHE_MAXSIZE": CCACHE_SIZE})
         child = Child(["nice", "-n", "10", *argv], env=env, cwd=tree, stdout=out)  # a build is background work

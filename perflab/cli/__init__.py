@@ -41,15 +41,17 @@ from perflab.cli.profiles import diff, flame, profile
 from perflab.cli.results import compare_cmd, export, report
 from perflab.cli.run import run
 from perflab.errors import EXIT_INTERRUPTED, PerflabError
+from perflab.redact import redact
 
 VERBS = (run, calibrate, build, report, compare_cmd, export, history, profile, diff, flame, alloc, doctor, docs)
 
 
 def _fail(exc: PerflabError) -> NoReturn:
-    # messages quote user input (names, values, server log lines): never read them as markup
-    err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, soft_wrap=True)
+    # messages quote user input (names, values, server log lines): never read them as markup; and
+    # whatever URL or command line they quote, never with its password (issue 48)
+    err.print(f"[bold red]error:[/] {escape(redact(exc.message))}", highlight=False, soft_wrap=True)
     if exc.hint:
-        err.print(f"[cyan]hint:[/] {escape(exc.hint)}", highlight=False, soft_wrap=True)
+        err.print(f"[cyan]hint:[/] {escape(redact(exc.hint))}", highlight=False, soft_wrap=True)
     sys.exit(exc.exit_code)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from perflab.errors import EXIT_ENVIRONMENT, PerflabError, ToolMissingError
+from perflab.redact import redact
 
 
 class IndexUnreachable(PerflabError):
@@ -92,9 +93,5 @@ def connect_postgres(url: str) -> Any:
 
 
 def redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    head, sep, tail = url.partition("@")
-    if not sep or ":" not in head.split("//", 1)[-1]:
-        return url
-    scheme, _, user = head.partition("//")
-    return f"{scheme}//{user.split(':', 1)[0]}:***@{tail}"
+    """The URL without its password (user:PASSWORD@ or ?password=), for messages (perflab/redact.py)."""
+    return redact(url)

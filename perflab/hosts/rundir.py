@@ -7,11 +7,15 @@ wrapper that makes it the leader of a new session, writes its pid, and tags it (
 starts) with PERFLAB_RUN=<the directory> in its environment; stopping the run signals each group,
 then kills whatever still carries the tag. A perflab killed with SIGKILL leaves that behind:
 the local work directory's `hosts.json` names the hosts and directories, and `perflab doctor --clean`
-(or the next run) connects and removes them (hosts/clean.py).
+(or the next run) connects and removes them (hosts/clean.py). Because that record lives on this
+machine's tmpfs, the directory also says from the host's side whose it is (`controller`: this
+machine and its PERFLAB_TMPFS) and whether its run lives (`lock`, held by a keeper process for as long
+as the run's connection lasts): `sweep` finds a dead run's directories there on the next connect.
 
-    rundir = RunDir.create(link)            # RunDir(path="/dev/shm/perflab-host-k2j4x1")
+    rundir = RunDir.create(link)            # RunDir(path="/dev/shm/perflab-host-k2j4x1", keeper="4711")
     proc, pid = rundir.start(["sysbench", ...])
     rundir.remove()                         # stops every process it started, deletes the directory
+    sweep(link)                             # [("db", "/dev/shm/perflab-host-a1b2c3", [4712], None)]: a dead run's
 """
 
 from __future__ import annotations
@@ -21,16 +25,61 @@ import json
 import os
 import signal
 import socket
+import sys
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from perflab.errors import HostLostError
 from perflab.hosts.transport import Connection, RemoteProcess
+from perflab.run import storage_dirs
 
 PREFIX = "perflab-host-"
 RECORD = "hosts.json"  # in the local work directory: what doctor --clean needs to find a run's hosts
 TAG = "PERFLAB_RUN"
+BASES = ("/dev/shm", "/tmp")  # where run directories are made on a host (/tmp where /dev/shm is not writable)
+MACHINE_ID = Path("/etc/machine-id")
+
+# $0 = the base, $1 = this controller (controller()), $2 = the owner line. The run directory and its
+# keeper: a process outside any channel of the connection (it takes none of sshd's MaxSessions) that
+# takes the directory's liveness lock, writes `controller` (so a sweep never takes a directory before
+# its lock is held), its pid into `keeper`, and holds the lock for as long as this connection's sshd
+# lives: it ends with the connection (a killed perflab, a reboot here, a lost link). Prints the directory
+_CREATE = r"""
+c=$1; o=$2
+d=$(mktemp -d "$0/perflab-host-XXXXXX") || exit 1
+printf '%s\n' "$o" > "$d/owner" || exit 1
+s=$PPID
+while [ "$s" -gt 1 ]; do
+  case "$(cat "/proc/$s/comm" 2>/dev/null)" in sshd*|dropbear*) break;; esac
+  set -- $(sed 's/.*) //' "/proc/$s/stat" 2>/dev/null) 0 1; s=$2
+done
+[ "$s" -gt 1 ] || { echo "no sshd above this session to tie the run's liveness lock to" >&2; exit 1; }
+setsid sh -c 'exec 9> "$0/lock" && flock 9 && echo $$ > "$0/keeper" && printf "%s\n" "$1" > "$0/controller" &&
+  exec tail --pid="$2" -f /dev/null' "$d" "$c" "$s" < /dev/null > /dev/null 2>&1 &
+i=0; while [ ! -s "$d/controller" ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
+[ -s "$d/controller" ] || { echo "the run directory's liveness lock was not taken (flock, tail)" >&2; exit 1; }
+echo "$d"
+"""
+# $0 = this controller, "$@" = the directories to look in. Each perflab-host-* there of this controller
+# whose run is dead: not a link, owned by the ssh user with mode 700 or 711 (a server run as another user
+# traverses it), its `controller` (the ssh user's) naming this controller, and its liveness lock free: the
+# run directory's own, or, for a directory on disk (on_disk), that of the run directory its `rundir` names
+_DEAD = r"""
+me=$(id -u)
+for base in "$@"; do
+  for d in "$base"/perflab-host-*; do
+    [ -d "$d" ] && [ ! -L "$d" ] || continue
+    case "$(stat -c '%u %a' "$d")" in "$me 700"|"$me 711") ;; *) continue;; esac
+    c="$d/controller"
+    [ -f "$c" ] && [ ! -L "$c" ] && [ "$(stat -c %u "$c")" = "$me" ] && [ "$(cat "$c")" = "$0" ] || continue
+    r=$d; [ -f "$d/rundir" ] && r=$(cat "$d/rundir")
+    if [ -f "$r/lock" ] && ! flock -n "$r/lock" true; then continue; fi
+    echo "$d"
+  done
+done
+true
+"""
 
 # $0 = the run directory; "$@" = the argv. setsid --wait: a new session (its pid is the group's),
 # the exit status passed on. The first stdout line is the pid, for the caller.
@@ -66,9 +115,14 @@ true
 """
 
 
-# $0 = the run directory, $1 = a mktemp template in the storage: made traversable (postgres reads its
-# datadir below it) and linked from the run directory as `storage`
-_ON_DISK = 'd=$(mktemp -d "$1") && chmod 711 "$d" && ln -s "$d" "$0/storage" && echo "$d"'
+# $0 = the run directory, $1 = a mktemp template in the storage, $2 = this controller: made traversable
+# (postgres reads its datadir below it), naming its run directory (whose lock says the run lives) and
+# then this controller (a sweep reads `rundir` only once `controller` is there), linked from the run
+# directory as `storage`
+_ON_DISK = (
+    'd=$(mktemp -d "$1") && chmod 711 "$d" && printf "%s\\n" "$0" > "$d/rundir" && '
+    'printf "%s\\n" "$2" > "$d/controller" && ln -s "$d" "$0/storage" && echo "$d"'
+)
 # $0 = the run directory: its directory on disk first (a link named `storage` to a perflab-host-* one),
 # then itself, once more a moment later when a file was written into it meanwhile (a measured process's
 # bash writes its `times` there as its group dies)
@@ -88,24 +142,39 @@ class Placement:
     path: str
 
 
+def controller() -> str:
+    """This machine as the controller of its hosts' run directories: its machine id (hostname where it
+    has none) and the tmpfs its runs' work directories live in (PERFLAB_TMPFS, run/workdir.py's TMPFS:
+    each test process has its own, as each has its own dead runs to clean)."""
+    try:
+        machine = MACHINE_ID.read_text(encoding="ascii").strip() or socket.gethostname()
+    except OSError:
+        machine = socket.gethostname()
+    return f"{machine} {os.environ.get('PERFLAB_TMPFS', '/dev/shm')}"
+
+
+Outcome = tuple[str, str, list[int], str | None]  # host, a run directory, pids killed, why it was left (None: removed)
+
+
 @dataclass
 class RunDir:
     link: Connection
     path: str
+    keeper: str | None = None  # the pid of the process that holds the directory's liveness lock (create)
 
     @classmethod
     def create(cls, link: Connection, local_workdir: Path | None = None) -> RunDir:
-        base = "/dev/shm" if link.run(["test", "-d", "/dev/shm", "-a", "-w", "/dev/shm"]).status == 0 else "/tmp"
-        made = link.run(["mktemp", "-d", f"{base}/{PREFIX}XXXXXX"])
-        if made.status != 0:
+        base = BASES[0] if link.run(["test", "-d", BASES[0], "-a", "-w", BASES[0]]).status == 0 else BASES[1]
+        owner = f"{socket.gethostname()} {os.getpid()} {local_workdir or ''}"
+        made = link.run(["sh", "-c", _CREATE, base, controller(), owner])
+        path = made.stdout.strip()
+        if made.status != 0 or not path.startswith(f"{base}/{PREFIX}"):
             raise HostLostError(
-                f"host {link.name}: cannot create a run directory in {base}: {made.stderr.strip()}",
-                f"free space or permissions on {link.name}:{base}",
+                f"host {link.name}: cannot create a run directory in {base}: {made.stderr.strip()[-300:]}",
+                f"free space or permissions on {link.name}:{base}; flock and tail there (util-linux, coreutils)",
             )
-        rundir = cls(link, made.stdout.strip())
-        owner = f"{socket.gethostname()} {os.getpid()} {local_workdir or ''}\n"
-        link.run(["sh", "-c", 'cat > "$0/owner"', rundir.path], stdin=owner)
-        return rundir
+        keeper = link.run(["cat", f"{path}/keeper"]).stdout.strip()
+        return cls(link, path, keeper if keeper.isdigit() else None)
 
     def start(self, argv: list[str], measured: bool = False) -> tuple[RemoteProcess, int]:
         """Start argv in its own process group on the host; (its process, its pid = its group).
@@ -133,7 +202,9 @@ class RunDir:
     def on_disk(self, storage: str) -> str:
         """A directory of the run in `storage` (a server host's [experiment] storage: its datadirs),
         linked from here as `storage`, so `remove` (and doctor --clean) removes it too; its path."""
-        made = self.link.run(["sh", "-c", _ON_DISK, self.path, f"{storage}/{PREFIX}XXXXXX"])
+        said(self.link.name, sweep(self.link, (storage,)))  # what dead runs of this machine left there
+        storage_dirs.remember(storage, str(self.link.target))  # where doctor --clean looks on this host
+        made = self.link.run(["sh", "-c", _ON_DISK, self.path, f"{storage}/{PREFIX}XXXXXX", controller()])
         if made.status != 0:
             raise HostLostError(
                 f"host {self.link.name}: cannot create a directory in {storage}: {made.stderr.strip()[-300:]}",
@@ -147,10 +218,33 @@ class RunDir:
         killed = self.stop_all()
         self.link.run(["sh", "-c", _RELEASE, self.path], timeout=60)
         self.link.run(["sh", "-c", _REMOVE, self.path], timeout=600)
+        if self.keeper is not None:  # the lock went with the directory; the keeper still runs (this
+            self.link.run(["kill", self.keeper])  # connection lives), so the pid is still its own
         return killed
 
     def placement(self) -> Placement:
         return Placement(self.link.name, str(self.link.target), self.path)
+
+
+def sweep(link: Connection, bases: tuple[str, ...] = BASES) -> list[Outcome]:
+    """Find, from the host's side, what dead runs of this controller left in `bases` (_DEAD), stop what
+    they started there (processes tagged with their directory) and remove it; what was found."""
+    found = link.run(["sh", "-c", _DEAD, controller(), *bases], timeout=60)
+    outcomes: list[Outcome] = []
+    for path in found.stdout.splitlines():
+        try:
+            outcomes.append((link.name, path, RunDir(link, path).remove(), None))
+        except HostLostError as exc:
+            outcomes.append((link.name, path, [], exc.message))
+    return outcomes
+
+
+def said(name: str, outcomes: list[Outcome]) -> None:
+    """Tell the user what a sweep of host `name` did (on stderr: the run's own output stays its report)."""
+    for _, path, killed, why in outcomes:
+        stopped = f"; stopped {', '.join(map(str, killed))}" if killed else ""
+        text = f"removed {path}{stopped}" if why is None else f"left {path}: {why}"
+        print(f"host {name}: {text} (a dead run of this machine had left it)", file=sys.stderr, flush=True)
 
 
 def record(local_workdir: Path, placements: list[Placement]) -> None:

@@ -54,6 +54,9 @@ class Host:
 def _open(name: str, target: SshTarget, workdir: Path) -> Host:
     link = Connection.open(name, target)
     try:
+        # what dead runs of this machine left there, found from the host's side: a reboot here (this
+        # machine's record of them, hosts.json, on its tmpfs) must not leave their servers running there
+        rundir.said(name, rundir.sweep(link))
         place = rundir.RunDir.create(link, workdir)
         cpu = own_cpu.RunCpu(link, place.path)  # from here: the clock, the fingerprint, the run
         return Host(

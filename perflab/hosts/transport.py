@@ -3,7 +3,8 @@
 One asyncio loop runs in a daemon thread for the whole process; every call here submits a coroutine
 to it and waits for the answer, so the scheduler, observers and tests stay plain functions. Keys come
 from the user's agent or ssh config (PERFLAB_SSH_CONFIG, else ~/.ssh/config); the host key is always
-checked against known_hosts: an unknown or changed key is refused (HostKeyError), never accepted.
+checked against the known_hosts files hostkeys.py resolves: an unknown or changed key is refused
+(HostKeyError), never accepted, and so is a host whose key nothing would check.
 
     link = Connection.open("db", parse_target("root@db1"))
     link.run(["uname", "-r"])           # Completed(status=0, stdout="6.1.0-...\\n", stderr="")
@@ -22,7 +23,8 @@ from typing import Any, TypeVar
 
 import asyncssh
 
-from perflab.errors import HostKeyError, HostLostError, HostUnreachableError
+from perflab.errors import HostLostError, HostUnreachableError
+from perflab.hosts import hostkeys
 from perflab.hosts.target import SshTarget, ssh_config
 
 CONNECT_TIMEOUT_S = 10.0
@@ -89,28 +91,25 @@ def _unreachable(name: str, target: SshTarget, exc: BaseException) -> HostUnreac
     )
 
 
-def _bad_key(name: str, target: SshTarget, exc: BaseException) -> HostKeyError:
-    return HostKeyError(
-        f"host {name} ({target}): its host key is not the one known_hosts has for it ({exc})",
-        f"verify the host's key out of band, then record it: `ssh-keygen -R {target.address}` and `ssh {target}` "
-        "once; perflab never accepts a new or changed key by itself (`perflab docs hosts`)",
-    )
-
-
 async def _connect(name: str, target: SshTarget) -> asyncssh.SSHClientConnection:
     config = ssh_config()
+    try:
+        known = hostkeys.known_hosts_for(name, target)  # HostKeyUncheckedError: nothing would check the key
+    except (OSError, asyncssh.Error, ValueError) as exc:  # the ssh config itself cannot be read
+        raise _unreachable(name, target, exc) from None
     try:
         return await asyncssh.connect(
             target.address,
             port=target.port or (),
             username=target.user,
             config=config if config else (),
+            known_hosts=known,  # explicit: the config's `UserKnownHostsFile none` would make asyncssh check nothing
             connect_timeout=CONNECT_TIMEOUT_S,
             keepalive_interval=5,
             keepalive_count_max=3,
         )
     except asyncssh.HostKeyNotVerifiable as exc:
-        raise _bad_key(name, target, exc) from None
+        raise hostkeys.refusal(name, target, known, exc) from None
     except (TimeoutError, OSError, asyncssh.Error) as exc:
         raise _unreachable(name, target, exc) from None
 

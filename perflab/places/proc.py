@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from perflab.errors import PerflabError, ToolMissingError
+from perflab.redact import redact, redact_argv
 
 _SETPRIV = shutil.which("setpriv")
 
@@ -161,6 +162,11 @@ def start_ticks(pid: int) -> int | None:
         return None
 
 
+def shown(argv: Sequence[str]) -> str:
+    """A command line to show in a message: its passwords starred (perflab/redact.py)."""
+    return " ".join(redact_argv(argv))
+
+
 def call(
     argv: Sequence[str], *, what: str, env: dict[str, str] | None = None, timeout: float = 600, cwd: Path | None = None
 ) -> str:
@@ -179,10 +185,10 @@ def call(
     except FileNotFoundError:
         raise ToolMissingError(f"{what}: {argv[0]} not found", "run `make setup` or `perflab doctor`") from None
     except subprocess.TimeoutExpired:
-        raise PerflabError(f"{what}: no result after {timeout:.0f}s", f"command: {' '.join(argv)}") from None
+        raise PerflabError(f"{what}: no result after {timeout:.0f}s", f"command: {shown(argv)}") from None
     if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-        raise PerflabError(f"{what} failed (exit {done.returncode}):\n{tail}", f"command: {' '.join(argv)}")
+        tail = redact("\n".join((done.stdout + done.stderr).strip().splitlines()[-15:]))
+        raise PerflabError(f"{what} failed (exit {done.returncode}):\n{tail}", f"command: {shown(argv)}")
     return done.stdout
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import EnvironmentProblem, Problem, ResourceError
+from perflab.run import storage_dirs
 from perflab.run.workdir import base_dir
 
 MOUNTINFO = Path("/proc/self/mountinfo")
@@ -262,6 +263,8 @@ def of_experiment(storage: str, source: str = "(experiment)") -> Storage:
     problems = directory_problems(path)
     if problems:
         raise EnvironmentProblem(source, problems)
+    if storage != "tmpfs":
+        storage_dirs.remember(path)  # where doctor --clean looks for killed runs' datadirs on disk
     return describe(path)
 
 

@@ -48,6 +48,10 @@ RESERVED_SYSBENCH = {
 }
 # environment perflab controls; a variant setting it would bypass the allocator check
 RESERVED_ENV = {"LD_PRELOAD", "LD_LIBRARY_PATH"}
+# and what loads code into a process beside it (issue 48: an experiment file's processes run as root):
+# every variable of the dynamic loader (LD_AUDIT, LD_BIND_NOW, ...) and iconv's module path
+RESERVED_ENV_PREFIX = "LD_"
+RESERVED_LOADER_ENV = {"GCONV_PATH"}
 # server options perflab writes itself (its own files on tmpfs, its port); compared with '-' as '_'
 RESERVED_SERVER = {"datadir", "socket", "port", "bind_address", "pid_file", "log_error", "tmpdir", "user"}
 # and PostgreSQL's (server = "postgresql": its postgresql.conf is perflab's)
@@ -173,7 +177,13 @@ def _env_name(name: str) -> str:
             "an environment variable name like MALLOC_ARENA_MAX", "letters, digits and '_', not starting with a digit"
         )
     if name in RESERVED_ENV:
-        raise fail(f"no {name} in env", 'use preload = "jemalloc" or a path instead')
+        raise fail(f"no {name} in env (reserved: perflab's own)", 'use preload = "jemalloc" or a path instead')
+    if name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_LOADER_ENV:
+        raise fail(
+            f"no {name} in env (reserved: LD_* and GCONV_PATH load code into processes perflab runs as root)",
+            "a library goes in with preload = \"jemalloc\" or a path (client_preload for the client); "
+            "see `perflab docs trust-experiment-files`",
+        )
     if name == allocators.TRACER_ENV:
         raise fail(
             f"no {name} in env (perflab sets it)",

@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "perflab"
 # report/ and analyze/ read the server's facts from the results, 62 with issue 49's option names, 60 once
 # run/workdir.py no longer read postmaster.pid through servers/: issue 48); may only shrink.
 IN_CYCLES = 60
-BASE = {"errors", "units", "variants", "elf", "allocators", "debuginfo", "cbuild", "lockfile"}
+BASE = {"errors", "units", "variants", "elf", "allocators", "debuginfo", "cbuild", "lockfile", "redact"}
 # package (or base module) -> the top-level names it may not import, imports inside functions counted
 FORBIDDEN = {
     **{base: {"*"} for base in BASE},  # "*": any package or module but the base's
