@@ -168,14 +168,22 @@ def shown(argv: Sequence[str]) -> str:
 
 
 def call(
-    argv: Sequence[str], *, what: str, env: dict[str, str] | None = None, timeout: float = 600, cwd: Path | None = None
+    argv: Sequence[str],
+    *,
+    what: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+    cwd: Path | None = None,
+    stdin: str | None = None,
 ) -> str:
-    """Run a short command to completion; raise PerflabError with its output tail on failure."""
+    """Run a short command to completion; raise PerflabError with its output tail on failure.
+    `stdin`: its input (what must not be in argv, which every account reads in /proc: a password)."""
     try:
         done = subprocess.run(
             guarded(argv),
             env=env,
             cwd=cwd,
+            input=stdin,
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -112,9 +112,29 @@ class Kind:
         setting one on tmpfs measures nothing of the disk, and is warned about."""
         return ()
 
+    def server_account(self) -> Any:
+        """The account its servers run as (a pwd entry: perflab is root and never runs a server as root),
+        None when they run as perflab's own (servers/managed.account)."""
+        return None
+
     def storage_problems(self, directory: Path) -> list[Problem]:
-        """What keeps this kind's server from using `directory` ([experiment] storage): exit 3."""
-        return []
+        """What keeps this kind's server from using `directory` ([experiment] storage): exit 3. Its
+        account must search every directory on the way there (the datadir is given to it)."""
+        from perflab.servers.managed import unsearchable
+        from perflab.spec.problems import Problem
+
+        user = self.server_account()
+        above = unsearchable(directory, user)
+        if above is None:
+            return []
+        return [
+            Problem(
+                "experiment.storage",
+                f"a directory the {user.pw_name} user (who runs the server) can reach",
+                f"{above} is not searchable by {user.pw_name}",
+                f"chmod o+x {above}",
+            )
+        ]
 
     def io_counters(self, server: Managed) -> dict[str, float]:
         """The server's own I/O counters now ([observe] io, observers/io.py): log bytes,

@@ -4,13 +4,14 @@ answers a real connection, and the LD_PRELOAD of a variant's library."""
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import stat
 import time
 from pathlib import Path
 from typing import Any
 
-from perflab.errors import ServerStartError, ServerStopError
+from perflab.errors import ServerStartError, ServerStopError, ToolMissingError
 from perflab.places.proc import Child
 
 ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
@@ -28,6 +29,49 @@ def ld_preload(library: Path, rundir: Path) -> str:
     link.unlink(missing_ok=True)
     link.symlink_to(path)
     return str(link)
+
+
+def account(name: str, hint: str) -> pwd.struct_passwd | None:
+    """The system account a server runs as when perflab is root (never root itself: a local account
+    that reached it would act as root, issue 48); None when perflab is not root (its own account)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        raise ToolMissingError(
+            f"perflab runs no server as root, and there is no {name!r} account to run it as", hint
+        ) from None
+
+
+def give(path: Path, user: pwd.struct_passwd | None, who: str) -> None:
+    """`path` (a tree perflab made) owned by the server's account `user`, 0700 (its socket, log and
+    files: that account's and root's alone), its parent searchable; nothing when `user` is None.
+    ServerStartError naming a directory above it that `user` cannot search."""
+    if user is None:
+        return
+    for root, dirs, files in os.walk(path):
+        for name in [*dirs, *files]:
+            os.lchown(os.path.join(root, name), user.pw_uid, user.pw_gid)
+    os.lchown(path, user.pw_uid, user.pw_gid)
+    path.chmod(0o700)
+    parent = path.parent
+    if parent.stat().st_mode & 0o001 == 0:  # perflab's own work directory is 0700
+        parent.chmod(parent.stat().st_mode | 0o011)
+    for above in parent.parents:
+        if above.stat().st_mode & 0o001 == 0 and above.stat().st_uid != user.pw_uid:
+            raise ServerStartError(
+                f"{above} is not searchable by the {user.pw_name} user, who runs {who}",
+                f"chmod o+x {above}, or point [experiment] storage (or PERFLAB_TMPFS) elsewhere",
+            )
+
+
+def unsearchable(directory: Path, user: pwd.struct_passwd | None) -> Path | None:
+    """The first directory on the way to `directory` that `user` (the server's account) cannot search."""
+    if user is None:
+        return None
+    path = [*reversed(directory.parents), directory]
+    return next((p for p in path if p.stat().st_mode & 0o001 == 0 and p.stat().st_uid != user.pw_uid), None)
 
 
 def read_log(path: Path) -> str:

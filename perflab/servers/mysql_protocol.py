@@ -218,6 +218,7 @@ class MySQLProtocolKind(Kind):
         exp = runner.exp.file
         options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **exp.server_options}
         server = self.server(rundir, rundir / "data", options, build=build)
+        server.as_root = True  # the profile is written into the build's tree, root's (the socket only, in root's dir)
         if workloads.of(exp).connects_by_tcp:
             self.listen_on(server, LOOPBACK)
         try:
@@ -240,6 +241,11 @@ class MySQLProtocolKind(Kind):
         from perflab.builds import source
 
         return source.cmake_build(name, spec, src, cache, listen, **kw)
+
+    def server_account(self) -> Any:
+        from perflab.servers.mysqld import run_user
+
+        return run_user()
 
     def listen_on(self, server: Any, address: str) -> None:
         server.bind_address = address

@@ -16,6 +16,7 @@ become the message.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -27,7 +28,7 @@ from typing import Any, Self
 from perflab.errors import ToolMissingError
 from perflab.builds import Build
 from perflab.places.proc import Child, call, clean_env
-from perflab.servers.managed import Managed, ld_preload, read_log
+from perflab.servers.managed import Managed, account, give, ld_preload, read_log
 from perflab.servers.mysql_protocol import flavor_of
 
 READY_DEADLINE_S = 90.0
@@ -108,6 +109,14 @@ def option_line(name: str, value: Any) -> str:
     return f"{name}={text}"
 
 
+RUN_USER = "mysql"  # Debian's mariadb-server (and mysql-server) create it; used only when perflab is root
+
+
+def run_user() -> pwd.struct_passwd | None:
+    """The account mariadbd and mysqld run as: RUN_USER when perflab is root, else perflab's own (None)."""
+    return account(RUN_USER, "apt-get install mariadb-server creates it (or `adduser --system --group mysql`)")
+
+
 class Mysqld(Managed):
     """One server process (mariadbd or mysqld) on a datadir perflab created; a context manager."""
 
@@ -143,6 +152,8 @@ class Mysqld(Managed):
         self.flavor = flavor_of(build)  # the option file's dialect, as the build's kind says
         self.child: Child | None = None
         self.crashed: bool | None = None  # known once stopped: did it end on its own first?
+        # True only for a PGO training server, which writes its profile into the build's tree (root's)
+        self.as_root = False
 
     def write_option_file(self) -> None:
         self.tmpdir.mkdir(parents=True, exist_ok=True)
@@ -157,8 +168,9 @@ class Mysqld(Managed):
             "log-error": self.error_log,
             "tmpdir": self.tmpdir,
         }
-        if os.geteuid() == 0:
-            fixed["user"] = "root"
+        if os.geteuid() == 0:  # mariadbd starts as root (its preload, its build's files) and becomes this account
+            user = None if self.as_root else run_user()
+            fixed["user"] = user.pw_name if user is not None else "root"
         fixed.update(share_options(self.build))
         fixed.update(self.flavor.private(self.rundir, self.build))
         lines = ["# written by perflab; the server reads no other option file", f"[{self.flavor.group}]"]
@@ -172,6 +184,10 @@ class Mysqld(Managed):
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.write_option_file()
+        if not self.as_root:  # its run directory and datadir its account's (servers/managed.give)
+            give(self.rundir, run_user(), "mariadbd")
+            if not self.datadir.is_relative_to(self.rundir):
+                give(self.datadir, run_user(), "mariadbd")
         libraries = [str(self.tracer)] if self.tracer is not None else []
         libraries += [self.ld_preload()] if self.preload is not None else []
         if libraries:
@@ -221,10 +237,9 @@ class Mysqld(Managed):
             "--user=root",
             "--batch",
             "--skip-column-names",
-            "-e",
-            statement,
         ]
-        return call(argv, what="mariadb client", env=clean_env(), timeout=120)
+        # the statement on stdin, never in argv (a password in it: every account reads /proc/PID/cmdline)
+        return call(argv, what="mariadb client", env=clean_env(), timeout=120, stdin=statement)
 
     def death(self) -> str:
         """How the server ended, for a failed cell: "server died: signal 11 (SIGSEGV)"."""

@@ -6,6 +6,7 @@ fails; and the server itself reads no file outside the cell's directory (secure_
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 import sys
 import time
@@ -103,6 +104,12 @@ def _listening_ports(pid: int) -> list[int]:
     return ports
 
 
+def _uids(pid: int) -> list[int]:
+    """The process's real, effective, saved and filesystem uids."""
+    line = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("Uid:"))
+    return [int(x) for x in line.split()[1:]]
+
+
 def _as_nobody(argv: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run([*NOBODY, *argv], capture_output=True, text=True, timeout=60, cwd="/")
 
@@ -112,6 +119,9 @@ def test_no_local_account_gets_into_a_mariadb_cell(tmp_path: Path):
     try:
         option_file = Path(cmdline.split("--defaults-file=")[1].split()[0])
         rundir = option_file.parent
+        # the server is not root: a way in would not be root's (it runs as Debian's `mysql` account)
+        assert 0 not in _uids(pid) and _uids(pid)[0] == pwd.getpwnam("mysql").pw_uid
+        assert rundir.stat().st_uid == pwd.getpwnam("mysql").pw_uid and rundir.stat().st_mode & 0o077 == 0
         # TCP: root with no password on any port the server listens on (as a local account sees them)
         for port in (3306, *_listening_ports(pid)):
             tried = _as_nobody(["mariadb", "--no-defaults", "--protocol=tcp", "-h127.0.0.1", f"-P{port}", "-uroot",
@@ -141,6 +151,7 @@ def test_no_local_account_gets_into_a_postgresql_cell(tmp_path: Path):
     try:
         datadir = Path(cmdline.split("-D ")[1].split()[0])
         rundir = datadir.parent
+        assert 0 not in _uids(pid)  # postgres, as ever
         assert _listening_ports(pid) == []  # no TCP
         tried = _as_nobody(["psql", "-h", str(rundir), "-p", "5432", "-U", "postgres", "-d", "postgres", "-Atc",
                             "SELECT 'in'"])  # fmt: skip

@@ -5,8 +5,12 @@ of the interleaved design, and Pocock-type spending."""
 from __future__ import annotations
 
 import math
+import os
 import random
+import shutil
 import sqlite3
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +69,20 @@ class Runner(CellRunner):
         return row
 
 
-def test_an_unsettled_cell_is_measured_once_more_in_its_round(tmp_path: Path) -> None:
+@pytest.fixture
+def workdir(tmp_path: Path) -> Iterator[Path]:
+    """The run's work directory where the server's account (mysql: perflab as root) reaches it, as a
+    run's on the tmpfs; pytest's tmp_path is under /tmp/pytest-of-root, 0700."""
+    path = Path(tempfile.mkdtemp(prefix="decisive-", dir=os.environ.get("PERFLAB_TMPFS", "/dev/shm")))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_an_unsettled_cell_is_measured_once_more_in_its_round(tmp_path: Path, workdir: Path) -> None:
     exp = spec.parse(SPEC.format(extra='budget = "10m"'))
     with Results(tmp_path / "r", create=True) as results:
         runner = Runner(exp, results, {"v=a/t1/r2": "unsettled", "v=b/t1/r3": "unsettled"})
-        scheduler.Scheduler(exp, results, runner=runner)._run_cells(tmp_path, False, [])
+        scheduler.Scheduler(exp, results, runner=runner)._run_cells(workdir, False, [])
         stored = results.cells()
     retries = [c for c in stored if c["retry_of"] is not None]
     replaced = {c["id"]: c for c in stored if c["id"] in {r["retry_of"] for r in retries}}
@@ -87,17 +100,17 @@ def test_an_unsettled_cell_is_measured_once_more_in_its_round(tmp_path: Path) ->
     assert [c["id"] for c in stored] == list(range(8)) and len({c["key"] for c in stored}) == 8
 
 
-def test_a_retry_is_not_retried_and_a_resume_does_not_run_it_twice(tmp_path: Path) -> None:
+def test_a_retry_is_not_retried_and_a_resume_does_not_run_it_twice(tmp_path: Path, workdir: Path) -> None:
     exp = spec.parse(SPEC.format(extra='budget = "10m"'))
     with Results(tmp_path / "r", create=True) as results:
         # a failure of a variant that has not run well yet: not again (it would fail twice)
         runner = Runner(exp, results, {"v=a/t1/r1": "unsettled", "v=b/t1/r1": "failed"})
         sched = scheduler.Scheduler(exp, results, runner=runner)
-        sched._run_cells(tmp_path, False, [])
+        sched._run_cells(workdir, False, [])
         first = len(results.cells())
         runner.ran.clear()
         (tmp_path / "again").mkdir()
-        sched._run_cells(tmp_path / "again", True, results.cells())  # a resume of a complete run
+        sched._run_cells(workdir / "again", True, results.cells())  # a resume of a complete run
         assert len([c for c in runner.ran if c.retry_of is not None]) == 0
         assert len([c for c in results.cells() if c["retry_of"] is not None]) == 1 and first >= 7
 
@@ -203,16 +216,16 @@ def test_schema_8_gains_retry_of(tmp_path: Path) -> None:
     assert "retry_of" in columns
 
 
-def test_fixed_repeats_measure_an_unsettled_cell_again_so_n_rounds_give_n_pairs(tmp_path: Path) -> None:
+def test_fixed_repeats_measure_an_unsettled_cell_again_so_n_rounds_give_n_pairs(tmp_path: Path, workdir: Path) -> None:
     exp = spec.parse(SPEC.format(extra="repeats = 3"))
     with Results(tmp_path / "r", create=True) as results:
         runner = Runner(exp, results, {"v=a/t1/r1": "unsettled", "v=b/t1/r2": "unsettled"})
         sched = scheduler.Scheduler(exp, results, runner=runner)
-        sched._run_cells(tmp_path, False, [])
+        sched._run_cells(workdir, False, [])
         stored = results.cells()
         runner.ran.clear()
         (tmp_path / "again").mkdir()
-        sched._run_cells(tmp_path / "again", True, results.cells())  # a resume of a complete run: nothing
+        sched._run_cells(workdir / "again", True, results.cells())  # a resume of a complete run: nothing
         assert runner.ran == [] and len(results.cells()) == len(stored)
     by_id = {c["id"]: c for c in stored}
     again = [c for c in stored if c["retry_of"] is not None]
@@ -224,13 +237,13 @@ def test_fixed_repeats_measure_an_unsettled_cell_again_so_n_rounds_give_n_pairs(
     assert groups["v=a"].unsettled == [] and groups["v=a"].replaced == [0]  # counted as measured_again
 
 
-def test_a_fixed_repeats_cell_that_never_settles_is_measured_again_once(tmp_path: Path) -> None:
+def test_a_fixed_repeats_cell_that_never_settles_is_measured_again_once(tmp_path: Path, workdir: Path) -> None:
     """The retry is not retried: a cell that never settles costs one cell more a round, not a
     loop, and both stay stored: the first as replaced, its retry counted unsettled."""
     exp = spec.parse(SPEC.format(extra="repeats = 2"))
     with Results(tmp_path / "r", create=True) as results:
         runner = Runner(exp, results, {}, never_settles="b")
-        scheduler.Scheduler(exp, results, runner=runner)._run_cells(tmp_path, False, [])
+        scheduler.Scheduler(exp, results, runner=runner)._run_cells(workdir, False, [])
         stored = results.cells()
     b = [c for c in stored if c["variant"] == {"v": "b"}]
     assert len(stored) == 6 and len(b) == 4 and all(c["settled"] in (False, 0) for c in b)
@@ -239,11 +252,11 @@ def test_a_fixed_repeats_cell_that_never_settles_is_measured_again_once(tmp_path
     assert len(group.replaced) == 2 and len(group.unsettled) == 2 and group.qps == []
 
 
-def test_a_failure_is_measured_again_where_its_variant_has_run_well(tmp_path: Path) -> None:
+def test_a_failure_is_measured_again_where_its_variant_has_run_well(tmp_path: Path, workdir: Path) -> None:
     exp = spec.parse(SPEC.format(extra='budget = "10m"'))
     with Results(tmp_path / "r", create=True) as results:
         runner = Runner(exp, results, {"v=b/t1/r2": "failed", "v=a/t1/r1": "failed"})
-        scheduler.Scheduler(exp, results, runner=runner)._run_cells(tmp_path, False, [])
+        scheduler.Scheduler(exp, results, runner=runner)._run_cells(workdir, False, [])
         stored = results.cells()
     by_id = {c["id"]: c for c in stored}
     again = {by_id[c["retry_of"]]["key"] for c in stored if c["retry_of"] is not None}

@@ -257,5 +257,7 @@ def test_postgresql_needs_a_storage_its_user_can_reach(short):
         assert problems == []
         return
     assert problems[0].found == f"{short} is not searchable by postgres" and problems[0].hint == f"chmod o+x {short}"
+    # mariadbd runs as mysql (issue 48): the same rule
+    assert kind("mariadb").storage_problems(inner)[0].found == f"{short} is not searchable by mysql"
     short.chmod(0o755)
     assert kind("postgresql").storage_problems(inner) == [] and kind("mariadb").storage_problems(inner) == []

@@ -169,10 +169,8 @@ class RemoteMariaDB(OnHost, Mysqld):
             "--user=root",
             "--batch",
             "--skip-column-names",
-            "-e",
-            statement,
         ]
-        done = self.link.run(argv, timeout=120)
+        done = self.link.run(argv, timeout=120, stdin=statement)  # never in argv: a password in it
         if done.status != 0:
             raise ServerStartError(
                 f"mariadb client on host {self.link.name} failed (exit {done.status}): {done.stderr.strip()[-500:]}",

@@ -96,26 +96,10 @@ class PostgreSQLKind(Kind):
 
         return DURABILITY_OPTIONS
 
-    def storage_problems(self, directory: Path) -> list[Problem]:
-        """The postgres user (perflab as root) must reach the storage directory."""
-        from perflab.servers.postgresql.server import RUN_USER, run_user
-        from perflab.spec.problems import Problem
+    def server_account(self) -> Any:
+        from perflab.servers.postgresql.server import run_user
 
-        user = run_user()  # None: the server runs as perflab's own user
-        if user is None:
-            return []
-        path = [*reversed(directory.parents), directory]
-        above = next((p for p in path if p.stat().st_mode & 0o001 == 0 and p.stat().st_uid != user.pw_uid), None)
-        if above is None:
-            return []
-        return [
-            Problem(
-                "experiment.storage",
-                f"a directory the {RUN_USER} user (who runs postgres) can reach",
-                f"{above} is not searchable by {RUN_USER}",
-                f"chmod o+x {above}",
-            )
-        ]
+        return run_user()
 
     def io_counters(self, server: Any) -> dict[str, float]:
         from perflab.servers.postgresql.io import counters

@@ -164,8 +164,8 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
 
     def sql(self, statement: str, database: str = "postgres") -> str:
         argv = [self.place.binaries["psql"], "-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", self.remote_dir]
-        argv += ["-p", str(self.port), "-U", SUPERUSER, "-d", database, "-c", statement]
-        done = self.link.run(argv, timeout=120)
+        argv += ["-p", str(self.port), "-U", SUPERUSER, "-d", database]
+        done = self.link.run(argv, timeout=120, stdin=statement)  # never in argv: a password in it
         if done.status != 0:
             raise ServerStartError(
                 f"psql on host {self.link.name} failed (exit {done.status}): {done.stderr.strip()[-500:]}",

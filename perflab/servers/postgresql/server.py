@@ -34,7 +34,8 @@ from typing import Any, Self
 
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
 from perflab.places.proc import Child, call, clean_env
-from perflab.servers.managed import Managed, ld_preload, read_log
+from perflab.servers.managed import Managed, account, ld_preload, read_log
+from perflab.servers.managed import give as managed_give
 
 PG_BIN = Path(os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin"))
 RUN_USER = "postgres"  # Debian's package creates it; used only when perflab runs as root
@@ -79,15 +80,7 @@ def pg_binary(name: str, bindir: Path | None = None) -> str:
 
 def run_user() -> pwd.struct_passwd | None:
     """The account the server runs as: RUN_USER when perflab is root, else perflab's own (None)."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        return pwd.getpwnam(RUN_USER)
-    except KeyError:
-        raise ToolMissingError(
-            f"postgres refuses to run as root, and there is no {RUN_USER!r} user to run it as",
-            "apt-get install postgresql-15 creates it (or `adduser --system postgres`)",
-        ) from None
+    return account(RUN_USER, "apt-get install postgresql-15 creates it (or `adduser --system postgres`)")
 
 
 def as_server_user(argv: list[str]) -> list[str]:
@@ -102,24 +95,8 @@ def as_server_user(argv: list[str]) -> list[str]:
 
 
 def give(path: Path) -> None:
-    """`path` (a tree perflab made) owned by the server's user, and its parent traversable."""
-    user = run_user()
-    if user is None:
-        return
-    for root, dirs, files in os.walk(path):
-        for name in [*dirs, *files]:
-            os.lchown(os.path.join(root, name), user.pw_uid, user.pw_gid)
-    os.lchown(path, user.pw_uid, user.pw_gid)
-    path.chmod(0o700)  # its socket, log and files: the server's user's and root's alone
-    parent = path.parent
-    if parent.stat().st_mode & 0o001 == 0:  # perflab's own work directory is 0700
-        parent.chmod(parent.stat().st_mode | 0o011)
-    for above in parent.parents:
-        if above.stat().st_mode & 0o001 == 0 and above.stat().st_uid != user.pw_uid:
-            raise ServerStartError(
-                f"{above} is not searchable by the {RUN_USER} user, who runs postgres",
-                f"chmod o+x {above}, or point [experiment] storage (or PERFLAB_TMPFS) elsewhere",
-            )
+    """`path` (a tree perflab made) the server's user's (servers/managed.give)."""
+    managed_give(path, run_user(), "postgres")
 
 
 def conf_line(name: str, value: Any) -> str:
@@ -281,8 +258,9 @@ class PostgreSQL(Managed):
             "-p",
             str(PORT),
         ]
-        argv += ["-U", SUPERUSER, "-d", database, "-c", statement]
-        return call(argv, what="psql", env=clean_env(), timeout=120)
+        argv += ["-U", SUPERUSER, "-d", database]
+        # the statement on stdin, never in argv (a password in it: every account reads /proc/PID/cmdline)
+        return call(argv, what="psql", env=clean_env(), timeout=120, stdin=statement)
 
     def log_lines(self) -> list[str]:
         try:
