@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import signal
 import stat
 import time
@@ -66,6 +67,30 @@ def give(path: Path, user: pwd.struct_passwd | None, who: str) -> None:
             )
 
 
+def reachable(path: Path, user: pwd.struct_passwd, need: int = 0o4) -> bool:
+    """`user` can search every directory on the way to `path` and has the `need` bits (0o4 read,
+    0o5 read and execute) on it, by its owner or other bits (its group's are not counted)."""
+    try:
+        for part in [*reversed(path.parents), path]:
+            st = part.stat()
+            perm = (st.st_mode >> 6) & 0o7 if st.st_uid == user.pw_uid else st.st_mode & 0o7
+            want = need if part == path else 0o1
+            if perm & want != want:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def as_account(argv: list[str], user: pwd.struct_passwd | None) -> list[str]:
+    """argv run as `user` from its exec (unchanged for None). --pdeathsig comes after the uid change,
+    which clears it (prctl(2)): the server still dies with perflab, even by SIGKILL."""
+    if user is None:
+        return argv
+    ids = [f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups"]
+    return [shutil.which("setpriv") or "setpriv", *ids, "--pdeathsig", "KILL", *argv]
+
+
 def unsearchable(directory: Path, user: pwd.struct_passwd | None) -> Path | None:
     """The first directory on the way to `directory` that `user` (the server's account) cannot search."""
     if user is None:
@@ -88,11 +113,16 @@ def read_log(path: Path) -> str:
 
 
 def copy_log(path: Path, to: Path) -> None:
-    """`path` (read_log's way) into `to`; nothing when there is no such regular file."""
+    """`path` (read_log's way) into `to`; nothing when there is no such regular file. An OSError
+    writing it names both files, as shutil.copy's does (a full results disk: run/cell.py)."""
     try:
-        to.write_text(read_log(path), encoding="utf-8")
+        text = read_log(path)
     except FileNotFoundError:
-        pass
+        return
+    try:
+        to.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path), None, str(to)) from exc
 
 
 class Managed:

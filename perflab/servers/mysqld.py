@@ -28,7 +28,7 @@ from typing import Any, Self
 from perflab.errors import ToolMissingError
 from perflab.builds import Build
 from perflab.places.proc import Child, call, clean_env
-from perflab.servers.managed import Managed, account, give, ld_preload, read_log
+from perflab.servers.managed import Managed, account, as_account, give, ld_preload, reachable, read_log
 from perflab.servers.mysql_protocol import flavor_of
 
 READY_DEADLINE_S = 90.0
@@ -154,6 +154,7 @@ class Mysqld(Managed):
         self.crashed: bool | None = None  # known once stopped: did it end on its own first?
         # True only for a PGO training server, which writes its profile into the build's tree (root's)
         self.as_root = False
+        self.exec_as: pwd.struct_passwd | None = None  # the account it is exec'd as (start: _exec_account)
 
     def write_option_file(self) -> None:
         self.tmpdir.mkdir(parents=True, exist_ok=True)
@@ -168,7 +169,7 @@ class Mysqld(Managed):
             "log-error": self.error_log,
             "tmpdir": self.tmpdir,
         }
-        if os.geteuid() == 0:  # mariadbd starts as root (its preload, its build's files) and becomes this account
+        if os.geteuid() == 0 and self.exec_as is None:  # started as root: it becomes this account itself
             user = None if self.as_root else run_user()
             fixed["user"] = user.pw_name if user is not None else "root"
         fixed.update(share_options(self.build))
@@ -183,21 +184,38 @@ class Mysqld(Managed):
         return ld_preload(self.preload, self.rundir)
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
-        self.write_option_file()
-        if not self.as_root:  # its run directory and datadir its account's (servers/managed.give)
-            give(self.rundir, run_user(), "mariadbd")
-            if not self.datadir.is_relative_to(self.rundir):
-                give(self.datadir, run_user(), "mariadbd")
         libraries = [str(self.tracer)] if self.tracer is not None else []
         libraries += [self.ld_preload()] if self.preload is not None else []
         if libraries:
             self.env["LD_PRELOAD"] = " ".join(libraries)
         launcher = self.build.launcher if self.build is not None else []  # a private root's loader
+        self.exec_as = self._exec_account(launcher, libraries)
+        self.write_option_file()
+        if not self.as_root:  # its run directory and datadir its account's (servers/managed.give)
+            give(self.rundir, run_user(), "mariadbd")
+            if not self.datadir.is_relative_to(self.rundir):
+                give(self.datadir, run_user(), "mariadbd")
         argv = self.launched([*launcher, str(self.program), f"--defaults-file={self.option_file}"])
+        argv = as_account(argv, self.exec_as)
         # what the server (or ld.so, before it) prints outside its error log
         with open(self.rundir / "stdout.log", "w", encoding="utf-8") as console:
             self.child = Child(argv, env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=console)
         self._wait_ready(deadline_s)
+
+    def _exec_account(self, launcher: list[str], libraries: list[str]) -> pwd.struct_passwd | None:
+        """The account the server is exec'd as: its own (RUN_USER) when it reaches every file it
+        loads, so that it dies with perflab (setpriv sets --pdeathsig after the uid change). Else
+        (a build in root's cache) it starts as root and becomes RUN_USER itself (option `user`):
+        the kernel then clears its parent-death signal, and only the next run's sweep (or
+        `perflab doctor --clean`) stops it if perflab is killed with SIGKILL."""
+        user = None if self.as_root else run_user()
+        if user is None:
+            return None
+        programs = [Path(p) for p in launcher if p.startswith("/")] + [self.program]
+        files = [Path(lib) for lib in libraries] + ([self.build.share] if self.build and self.build.share else [])
+        if all(reachable(p, user, 0o5) for p in programs) and all(reachable(f, user) for f in files):
+            return user
+        return None
 
     @property
     def program(self) -> Path:

@@ -136,6 +136,7 @@ def tmpfs_mounts() -> Iterator[Callable[..., Path]]:
     pytest's tmp_path is long. A test's own tmpfs as PERFLAB_TMPFS also keeps other perflab
     runs on this machine (which clean up /dev/shm/perflab-* of dead runs) away from it."""
     base = Path(tempfile.mkdtemp(prefix="plit-", dir="/tmp"))
+    base.chmod(0o755)  # mkdtemp's 0700: the servers' accounts (mysql, postgres) must reach their datadirs
     mounted: list[Path] = []
 
     def mount(name: str, size: str, *options: str) -> Path:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tests.integration.helpers import processes, write_experiment
+from tests.integration.helpers import processes, runs_tmpfs, write_experiment
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 
@@ -67,7 +67,8 @@ def _start(tmp_path: Path, body: str, client: str) -> tuple[subprocess.Popen, in
     server = "postgres" if "postgresql" in body else "mariadbd"
     while time.monotonic() < deadline:
         # a cell's server (not the dataset's prepare), with its client running
-        servers = [p for p in processes(server) if "/cell-" in p[1] and ("-D " in p[1] or server == "mariadbd")]
+        servers = [p for p in processes(server) if f"{runs_tmpfs()}/perflab-" in p[1] and "/cell-" in p[1]]
+        servers = [p for p in servers if "-D " in p[1] or server == "mariadbd"]
         if servers and processes(client):
             return run, servers[0][0], servers[0][1]
         assert run.poll() is None, run.communicate()
