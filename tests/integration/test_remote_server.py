@@ -382,3 +382,33 @@ def test_a_server_host_on_its_disk(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> No
     missing = EXPERIMENT.format(ssh=db.ssh, more=f'storage = "{tmp_path}/nowhere"')
     refused = perflab_via(ssh_lab, tmp_path, "run", str(write_experiment(tmp_path / "m.toml", missing)), "--check")
     assert refused.returncode == 3 and "on host db" in refused.stderr and "no such directory" in refused.stderr
+
+
+def test_no_account_gets_into_the_server_on_its_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """Issue 48, on a host: an unprivileged account reads the server's command line (its cell's
+    directory), then tries its socket as root with no password, and root over TCP at the host's
+    address: both fail (the cell's directory there is 0700; TCP logins need the run's password)."""
+    db = ssh_lab.hosts["db"]
+    body = EXPERIMENT.format(ssh=db.ssh, more="").replace('"2s"', '"30s"')
+    spec, out = write_experiment(tmp_path / "server.toml", body), tmp_path / "results"
+    env = {**ssh_lab.env(), "PERFLAB_TMPFS": str(tmpfs("shm", "1G"))}
+    run = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(out)], env=env, cwd=ROOT,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    try:
+        assert wait_for(lambda: sysbench_started(out), 120), namespace_commands(ssh_lab, "db")
+        (pid,) = [p for p in db.pids() if Path(f"/proc/{p}/comm").read_text().strip() == "mariadbd"]
+        cmdline = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+        cell_dir = Path(next(a for a in cmdline if a.startswith("--defaults-file=")).split("=", 1)[1]).parent
+        port = int(re.search(r"^port=(\d+)$", (cell_dir / "my.cnf").read_text(), re.M).group(1))
+        socket = subprocess.run([*nobody, "mariadb", "--no-defaults", f"--socket={cell_dir}/mysqld.sock", "-uroot",
+                                 "-Ne", "SELECT 'in'"], capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert socket.returncode != 0 and "in" not in socket.stdout, socket.stdout
+        tcp = subprocess.run([*nobody, "mariadb", "--no-defaults", "--protocol=tcp", f"-h{db.address}", f"-P{port}",
+                              "-uroot", "-Ne", "SELECT 'in'"], capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert tcp.returncode != 0 and "in" not in tcp.stdout, tcp.stdout
+        assert cell_dir.stat().st_mode & 0o077 == 0
+    finally:
+        run.terminate()  # an orderly stop: the host is cleaned
+        run.wait(timeout=120)
+    assert wait_for(lambda: namespace_commands(ssh_lab, "db") == ["sshd"], 30), namespace_commands(ssh_lab, "db")

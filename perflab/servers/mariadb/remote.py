@@ -125,7 +125,9 @@ class RemoteMariaDB(OnHost, Mysqld):
         lines = ["# written by perflab; the server reads no other option file", f"[{self.flavor.group}]"]
         lines += [option_line(k, v) for k, v in {**self.flavor.translate(self.options), **fixed}.items()]
         self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        self.link.run(["mkdir", "-p", f"{self.remote_dir}/tmp", f"{self.remote_dir}/files"])
+        # its socket, log and files: the ssh user's alone (the run directory is 0711, and a server's
+        # command line names its cell's directory to every account there: issue 48)
+        self.link.run(["sh", "-c", 'mkdir -p "$0/tmp" "$0/files" && chmod 700 "$0"', self.remote_dir])
         self.link.run(["sh", "-c", 'cat > "$0"', f"{self.remote_dir}/my.cnf"], stdin=self.option_file.read_text())
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
