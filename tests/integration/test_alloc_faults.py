@@ -185,6 +185,13 @@ def _age_s(pid: int) -> float:
         return float(f.read().split()[0]) - started_at
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
 def _children(workdir: str, kind: str) -> list[int]:
     return [
         pid
@@ -215,7 +222,9 @@ def crashed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         workdir, client = _first_client(out, proc)
         time.sleep(max(0.0, 2.5 - _age_s(client)))  # warm-up 1 s, then 1.5 s of the window
-        (server,) = _children(workdir, "server")
+        # the server of the client's cell (not one that is still going away: a prepare's, under load)
+        cell = Path(f"/proc/{client}/cmdline").read_bytes().decode().split("/cell-")[1][:4]
+        (server,) = [p for p in _children(workdir, "server") if f"/cell-{cell}/" in _cmdline(p)]
         os.kill(server, signal.SIGSEGV)
         stdout, stderr = proc.communicate(timeout=300)
     finally:
