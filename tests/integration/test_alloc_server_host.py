@@ -20,7 +20,7 @@ from tests.integration.sshhosts import SshLab, namespace_commands, perflab_via
 EXPERIMENT = """
 [experiment]
 name = "it-alloc-server-host"
-duration = "2s"
+duration = "4s"
 warmup = "1s"
 repeats = 1
 server_host = "db"
@@ -84,7 +84,10 @@ def test_alloc_counts_a_server_on_its_host(ssh_lab: SshLab, tmpfs, tmp_path: Pat
     assert not any("perflab_alloc" in stack for stack, _ in stacks)  # the counter's own frames left out
     leaf, sampled = sort_buffer(stacks)  # named here from the host's mariadbd
     (counted,) = [r for r in alloc["by_size_class"] if f"malloc:{size_class_label(r['low'], r['high'])}" == leaf]
-    assert 0.95 <= counted["calls_per_txn"]["malloc"] <= 1.1, alloc["by_size_class"]  # one per transaction
+    # one per transaction: the counts are exact over their span, its transactions the window's in
+    # proportion to time (accounting.share), so the window is 4 s: with 2 s, under CI's load, the
+    # round trip the span misses at the start weighed enough to read 0.876 (ci5)
+    assert 0.95 <= counted["calls_per_txn"]["malloc"] <= 1.1, alloc["by_size_class"]
     # perf there counts what the preload counts: an mmap and a munmap per allocation of 32 KiB or more
     large = sum(sum(r["calls_per_txn"].get(op, 0) for op in ("malloc", "calloc", "realloc", "memalign"))
                 for r in alloc["by_size_class"] if r["low"] >= 32768)  # fmt: skip
