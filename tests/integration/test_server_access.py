@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import subprocess
 import sys
 import time
@@ -69,8 +70,10 @@ def _start(tmp_path: Path, body: str, client: str) -> tuple[subprocess.Popen, in
         # a cell's server (not the dataset's prepare), with its client running
         servers = [p for p in processes(server) if f"{runs_tmpfs()}/perflab-" in p[1] and "/cell-" in p[1]]
         servers = [p for p in servers if "-D " in p[1] or server == "mariadbd"]
-        if servers and processes(client):
-            return run, servers[0][0], servers[0][1]
+        if servers:  # ready once its socket is there (under load a server is found before it listens)
+            cell = Path(re.search(r"(/[^\s=]*/cell-\d{4})", servers[0][1]).group(1))
+            if (cell / "mysqld.sock").exists() or (cell / ".s.PGSQL.5432").exists():
+                return run, servers[0][0], servers[0][1]
         assert run.poll() is None, run.communicate()
         time.sleep(0.2)
     run.kill()
