@@ -83,7 +83,7 @@ true
 
 # $0 = the run directory; "$@" = the argv. setsid --wait: a new session (its pid is the group's),
 # the exit status passed on. The first stdout line is the pid, for the caller.
-_WRAPPER = 'echo $$; echo $$ >> "$0/pids"; export PERFLAB_RUN="$0"; exec "$@"'
+_WRAPPER = '[ -e "$0/stopped" ] && exit 97; echo $$; echo $$ >> "$0/pids"; export PERFLAB_RUN="$0"; exec "$@"'
 # bash, $0 = the run directory; "$@" = setsid's argv. A measured process (a server, a client) has one more
 # bash above its setsid, outside its session (a group's SIGKILL leaves it): once the session has ended,
 # bash's `times` (its children's CPU: setsid's and the measured tree's, each reaped by the one above)
@@ -180,7 +180,10 @@ class RunDir:
         """Start argv in its own process group on the host; (its process, its pid = its group).
         `measured`: a server or a client, whose CPU is not perflab's own (its `times` kept, _MEASURED)."""
         wrapped = ["setsid", "--wait", "sh", "-c", _WRAPPER, self.path, *argv]
-        proc = self.link.start(["bash", "-c", _MEASURED, self.path, *wrapped] if measured else wrapped)
+        # tagged from the first exec (env), not from the wrapper's export only: a process started as the
+        # run stops (a lane's, on SIGTERM) is killed by stop_all's tag scan however far it got (CI, ci6)
+        tag = ["env", f"{TAG}={self.path}"]
+        proc = self.link.start([*tag, "bash", "-c", _MEASURED, self.path, *wrapped] if measured else [*tag, *wrapped])
         first = proc.readline(timeout=30).strip()
         if not first.isdigit():
             done = proc.wait(timeout=10)
@@ -215,6 +218,7 @@ class RunDir:
     def remove(self) -> list[int]:
         """Stop everything started here, release the shared memory they left, then delete the directory
         (and its directory on disk, `on_disk`)."""
+        self.link.run(["touch", f"{self.path}/stopped"])  # the wrapper starts nothing from now on
         killed = self.stop_all()
         self.link.run(["sh", "-c", _RELEASE, self.path], timeout=60)
         self.link.run(["sh", "-c", _REMOVE, self.path], timeout=600)
