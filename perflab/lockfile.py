@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,22 @@ def _is_link(dir_fd: int, name: str) -> bool:
         return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
     except OSError:
         return False
+
+
+def take(dir_fd: int, name: str, where: str, holder: dict[str, Any], refused: Callable[[dict], Exception]) -> int:
+    """The lock file `name` in the checked directory `dir_fd` (closed here), locked and saying who holds
+    it (`holder`); when another holds it, `refused(its holder)` is raised. Its fd: the lock lives while
+    it is open."""
+    try:
+        fd = open_owned(dir_fd, name, where=where)
+    finally:
+        os.close(dir_fd)
+    if not try_lock(fd):
+        other = read_holder(fd)
+        os.close(fd)
+        raise refused(other)
+    write_holder(fd, holder)
+    return fd
 
 
 def try_lock(fd: int) -> bool:

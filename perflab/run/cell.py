@@ -294,8 +294,6 @@ class CellRunner:
             if not server.alive():
                 raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
         measured["client"] = {**row["client"], **measured.get("client", {})}  # what the window knows of it
-        if "host" in row["build"]:  # the host's clock over the window (hosts/clock.py)
-            row["build"]["host"]["clock"] = measured.pop("host_clock", None)
         row.update(measured, status="ok")
         row.update(self._steady(intervals, measured["summary"]["qps"], steal))
         restored = {"restore_s": round(restore_s, 3), "restore_method": restore_method, "drop_caches_s": dropped}

@@ -54,21 +54,8 @@ class MachineLock:
 
     def __enter__(self) -> MachineLock:
         dir_fd, self.path = _lock_dir(self.path)
-        try:
-            fd = lockfile.open_owned(dir_fd, self.path.name, where=str(self.path))
-        finally:
-            os.close(dir_fd)
-        if not lockfile.try_lock(fd):
-            holder = lockfile.read_holder(fd)
-            os.close(fd)
-            raise ConcurrentRunError(
-                f"another perflab run is using this machine: pid {holder.get('pid', '?')}, results "
-                f"{holder.get('results', '?')}, since {holder.get('started_at', '?')}",
-                "benchmarks running side by side measure each other; wait for it to end, "
-                "or pass --allow-concurrent if you accept that",
-            )
-        lockfile.write_holder(fd, {"pid": os.getpid(), "results": str(self.results_dir), "started_at": utc_now()})
-        self.fd = fd
+        holder = {"pid": os.getpid(), "results": str(self.results_dir), "started_at": utc_now()}
+        self.fd = lockfile.take(dir_fd, self.path.name, str(self.path), holder, _refused)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -76,3 +63,12 @@ class MachineLock:
             os.ftruncate(self.fd, 0)
             os.close(self.fd)  # closing drops the flock
             self.fd = None
+
+
+def _refused(holder: dict) -> ConcurrentRunError:
+    return ConcurrentRunError(
+        f"another perflab run is using this machine: pid {holder.get('pid', '?')}, results "
+        f"{holder.get('results', '?')}, since {holder.get('started_at', '?')}",
+        "benchmarks running side by side measure each other; wait for it to end, "
+        "or pass --allow-concurrent if you accept that",
+    )

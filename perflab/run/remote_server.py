@@ -267,6 +267,7 @@ class HostStage:
     def __init__(self, runner: Any, place: ServerHost) -> None:
         self.runner = runner
         self.place = place
+        self.record: dict[str, Any] = {}  # the row's build.host (build_record), its clock added (observed)
 
     def check(self, snapshot: dataset.Snapshot, workdir: Path) -> None:
         pass  # the host's room: a restore that does not fit fails its cell with the host's words
@@ -288,14 +289,9 @@ class HostStage:
 
     def build_record(self, build: Any, server: Any) -> dict[str, Any]:
         """The host's installed server (builds are refused on a host so far: docs/hosts.md)."""
-        place = self.place
-        return {
-            "name": None,
-            "kind": "installed",
-            "binary": str(server.program),
-            "version": place.version,
-            "host": place.record(server.port),
-        }
+        self.record = self.place.record(server.port)
+        return {"name": None, "kind": "installed", "binary": str(server.program), "version": self.place.version,
+                "host": self.record}  # fmt: skip
 
     def restore(self, snapshot: dataset.Snapshot, server: Any, workdir: Path) -> tuple[float, str]:
         return self.place.restore(snapshot, server.datadir, workdir), "copy"
@@ -315,6 +311,7 @@ class HostStage:
         return measure(self.runner, cell, server, logs)
 
     def observed(self, cell: Cell, server: Any, measured: dict[str, Any]) -> None:
+        self.record["clock"] = measured.pop("host_clock", None)  # the host's clock over the window (hosts/clock.py)
         covered = measured.pop("covered", None)  # the window's transactions its counters cover (accounting.py)
         remote_alloc.observed(self.runner, cell.order, server, measured, covered)  # its stacks named there
 

@@ -59,27 +59,31 @@ def give(path: Path, user: pwd.struct_passwd | None, who: str) -> None:
     parent = path.parent
     if parent.stat().st_mode & 0o001 == 0:  # perflab's own work directory is 0700
         parent.chmod(parent.stat().st_mode | 0o011)
-    for above in parent.parents:
-        if above.stat().st_mode & 0o001 == 0 and above.stat().st_uid != user.pw_uid:
-            raise ServerStartError(
-                f"{above} is not searchable by the {user.pw_name} user, who runs {who}",
-                f"chmod o+x {above}, or point [experiment] storage (or PERFLAB_TMPFS) elsewhere",
-            )
+    above = _denied(parent.parent, user)
+    if above is not None:
+        raise ServerStartError(
+            f"{above} is not searchable by the {user.pw_name} user, who runs {who}",
+            f"chmod o+x {above}, or point [experiment] storage (or PERFLAB_TMPFS) elsewhere",
+        )
 
 
 def reachable(path: Path, user: pwd.struct_passwd, need: int = 0o4) -> bool:
     """`user` can search every directory on the way to `path` and has the `need` bits (0o4 read,
     0o5 read and execute) on it, by its owner or other bits (its group's are not counted)."""
     try:
-        for part in [*reversed(path.parents), path]:
-            st = part.stat()
-            perm = (st.st_mode >> 6) & 0o7 if st.st_uid == user.pw_uid else st.st_mode & 0o7
-            want = need if part == path else 0o1
-            if perm & want != want:
-                return False
+        return _denied(path.parent, user) is None and _allows(path.stat(), user, need)
     except OSError:
         return False
-    return True
+
+
+def _allows(st: os.stat_result, user: pwd.struct_passwd, need: int) -> bool:
+    perm = (st.st_mode >> 6) & 0o7 if st.st_uid == user.pw_uid else st.st_mode & 0o7
+    return perm & need == need
+
+
+def _denied(directory: Path, user: pwd.struct_passwd) -> Path | None:
+    """The first directory on the way to (and including) `directory` that `user` cannot search."""
+    return next((p for p in [*reversed(directory.parents), directory] if not _allows(p.stat(), user, 0o1)), None)
 
 
 def as_account(argv: list[str], user: pwd.struct_passwd | None) -> list[str]:
@@ -93,10 +97,7 @@ def as_account(argv: list[str], user: pwd.struct_passwd | None) -> list[str]:
 
 def unsearchable(directory: Path, user: pwd.struct_passwd | None) -> Path | None:
     """The first directory on the way to `directory` that `user` (the server's account) cannot search."""
-    if user is None:
-        return None
-    path = [*reversed(directory.parents), directory]
-    return next((p for p in path if p.stat().st_mode & 0o001 == 0 and p.stat().st_uid != user.pw_uid), None)
+    return None if user is None else _denied(directory, user)
 
 
 def read_log(path: Path) -> str:

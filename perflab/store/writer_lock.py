@@ -30,24 +30,19 @@ class WriterLock:
         self.dir = Path(directory)
         self.fd: int | None = None
 
+    def _refused(self, holder: dict) -> ConcurrentRunError:
+        return ConcurrentRunError(
+            f"{self.dir} is being written by another perflab: pid {holder.get('pid', '?')}, "
+            f"since {holder.get('started_at', '?')}",
+            "one run writes a results directory at a time: wait for it to end (perflab report "
+            f"{self.dir} reads it meanwhile), or write to another -o",
+        )
+
     def __enter__(self) -> WriterLock:
         self.dir.mkdir(parents=True, exist_ok=True)
         dir_fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the user's own choice of path
-        try:
-            fd = lockfile.open_owned(dir_fd, NAME, where=str(self.dir / NAME))
-        finally:
-            os.close(dir_fd)
-        if not lockfile.try_lock(fd):
-            holder = lockfile.read_holder(fd)
-            os.close(fd)
-            raise ConcurrentRunError(
-                f"{self.dir} is being written by another perflab: pid {holder.get('pid', '?')}, "
-                f"since {holder.get('started_at', '?')}",
-                "one run writes a results directory at a time: wait for it to end (perflab report "
-                f"{self.dir} reads it meanwhile), or write to another -o",
-            )
-        lockfile.write_holder(fd, {"pid": os.getpid(), "started_at": utc_now()})
-        self.fd = fd
+        self.fd = lockfile.take(dir_fd, NAME, str(self.dir / NAME), {"pid": os.getpid(), "started_at": utc_now()},
+                           self._refused)  # fmt: skip
         return self
 
     def __exit__(self, *exc: object) -> None:

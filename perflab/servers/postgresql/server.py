@@ -34,7 +34,7 @@ from typing import Any, Self
 
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
 from perflab.places.proc import Child, call, clean_env
-from perflab.servers.managed import Managed, account, ld_preload, read_log
+from perflab.servers.managed import Managed, account, as_account, ld_preload, read_log
 from perflab.servers.managed import give as managed_give
 
 PG_BIN = Path(os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -84,14 +84,8 @@ def run_user() -> pwd.struct_passwd | None:
 
 
 def as_server_user(argv: list[str]) -> list[str]:
-    """argv run as the server's user (unchanged when perflab is not root). --pdeathsig comes
-    after the uid change, which clears it (prctl(2)), so postgres still dies with perflab."""
-    user = run_user()
-    if user is None:
-        return argv
-    setpriv = shutil.which("setpriv") or "setpriv"
-    ids = [f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups"]
-    return [setpriv, *ids, "--pdeathsig", "KILL", *argv]
+    """argv run as the server's user (unchanged when perflab is not root): servers/managed.as_account."""
+    return as_account(argv, run_user())
 
 
 def give(path: Path) -> None:
