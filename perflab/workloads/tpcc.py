@@ -157,7 +157,8 @@ class GoTpc(Workload):
         return (exp.file.workload.warehouses or 1) * WAREHOUSE_BYTES
 
     def setup_sql(self) -> str:
-        return f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1'; GRANT ALL ON *.* TO '{USER}'@'127.0.0.1'"
+        # its own database only: no FILE, no SUPER (reached only from the server's own network)
+        return f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1'; GRANT ALL ON {DATABASE}.* TO '{USER}'@'127.0.0.1'"
 
     def prepare_argv(self, spec: Any, server: Any) -> list[str]:
         """go-tpc loads a warehouse's 10 districts in parallel: one thread per CPU, up to 10 a
@@ -166,13 +167,15 @@ class GoTpc(Workload):
         warehouses = spec.workload.warehouses or 1
         threads = min(10 * warehouses, os.cpu_count() or 1)
         options = {"no_check": True}
-        return gotpc.argv("prepare", port=server.port, warehouses=warehouses, threads=threads, options=options)
+        return server.client(
+            gotpc.argv("prepare", port=server.port, warehouses=warehouses, threads=threads, options=options)
+        )
 
     def run_argv(
         self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:
         options = {**spec.workload.options, **cell.workload_options}
-        return gotpc.argv(
+        run = gotpc.argv(
             "run",
             port=server.port,
             warehouses=spec.workload.warehouses or 1,
@@ -180,6 +183,7 @@ class GoTpc(Workload):
             seconds=seconds,
             options=options,
         )
+        return server.client(run)  # in the server's own network (places/netns.py)
 
     def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
         return gotpc.read_output(out, code, warmup)

@@ -75,9 +75,13 @@ def test_its_configuration_listens_on_the_hosts_address_only(tmp_path: Path) -> 
     assert (
         "unix_socket_directories = '/dev/shm/perflab-host-abc/cell-0000'" in conf and "shared_buffers = '64MB'" in conf
     )
-    assert sent == [
-        (["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', "/dev/shm/perflab-host-abc/cell-0000/postgresql.conf"], conf)
-    ]
+    assert "hba_file = '/dev/shm/perflab-host-abc/cell-0000/pg_hba.conf'" in conf
+    write = ["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"']
+    assert sent[0] == ([*write, "/dev/shm/perflab-host-abc/cell-0000/postgresql.conf"], conf)
+    # who may log in: the ssh user (root) and postgres by peer on the socket, the run's role by password
+    files = dict((argv[-1].rsplit("/", 1)[1], text) for argv, text in sent[1:])
+    assert files["pg_hba.conf"].splitlines()[1:] == ["local all all peer map=perflab", "host all perflab all scram-sha-256"]
+    assert files["pg_ident.conf"].splitlines()[1:] == ["perflab root postgres", "perflab postgres postgres"]
 
 
 def test_the_hosts_postgres_is_found_off_the_path() -> None:
@@ -193,7 +197,7 @@ def test_initdb_on_the_host_runs_as_the_postgres_user_in_a_directory_it_owns() -
     (argv,) = ran
     assert argv[3:6] == ["/dev/shm/perflab-host-abc/snapshot", "postgres", "-"]
     assert argv[6:] == ["/usr/lib/postgresql/15/bin/initdb", "-D", "/dev/shm/perflab-host-abc/snapshot", "-U",
-                        "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"]  # fmt: skip
+                        "postgres", "--auth-local=peer", "--auth-host=reject", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"]  # fmt: skip
 
 
 def test_the_init_script_makes_the_datadir_and_runs_the_tool_there(tmp_path: Path) -> None:

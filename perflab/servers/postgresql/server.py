@@ -1,8 +1,9 @@
 """A PostgreSQL server that perflab owns: its own datadir on tmpfs, postgresql.conf and socket.
 
 `postgres` is started directly (not pg_ctl, not a service) with `-D DATADIR -c config_file=RUN/
-postgresql.conf`; the file perflab writes is the only one it reads besides the datadir's
-pg_hba.conf (initdb --auth=trust: local socket connections only). No TCP (listen_addresses = '') but
+postgresql.conf`; it reads no other file perflab does not write: its pg_hba.conf and pg_ident.conf
+are in the run directory too (`auth_files`: peer on the socket, mapped accounts only).
+No TCP (listen_addresses = '') but
 for a client on a remote host (docs/hosts.md): then the one address it reaches, a password role only;
 a unix socket in the cell's run directory, dynamic shared memory as files in the datadir (mmap:
 nothing in /dev/shm survives a killed server). postgres refuses to run as root: when perflab is
@@ -57,6 +58,9 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 TMPFS_ONLY = ("fsync", "synchronous_commit", "full_page_writes")
 # written by perflab itself; a server_options entry of these names is refused (spec/fields.py)
 FIXED = ("listen_addresses", "unix_socket_directories", "port", "data_directory", "config_file")
+FIXED += ("hba_file", "ident_file")
+# peer on the socket (each cell's own pg_hba.conf maps who: auth_files), no TCP login at all
+INITDB_OPTIONS = ("--auth-local=peer", "--auth-host=reject", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8")
 
 
 def pg_binary(name: str, bindir: Path | None = None) -> str:
@@ -91,6 +95,20 @@ def as_server_user(argv: list[str]) -> list[str]:
 def give(path: Path) -> None:
     """`path` (a tree perflab made) the server's user's (servers/managed.give)."""
     managed_give(path, run_user(), "postgres")
+
+
+def auth_files(tcp: bool, os_users: Sequence[str] | None = None) -> dict[str, str]:
+    """pg_hba.conf and pg_ident.conf of a cell (issue 48): on the socket, peer authentication,
+    the OS accounts perflab runs as and the server runs as mapped to SUPERUSER, every other one
+    refused; over TCP (`tcp`: a client host), the role `perflab` by password (scram-sha-256) only."""
+    if os_users is None:
+        server = run_user()
+        os_users = [pwd.getpwuid(os.geteuid()).pw_name] + ([server.pw_name] if server is not None else [])
+    hba = "# written by perflab (docs/trust.md)\nlocal all all peer map=perflab\n"
+    hba += "host all perflab all scram-sha-256\n" if tcp else ""
+    ident = "# written by perflab: these OS accounts may log in as the superuser, on the socket\n"
+    ident += "".join(f"perflab {user} {SUPERUSER}\n" for user in dict.fromkeys(os_users))
+    return {"pg_hba.conf": hba, "pg_ident.conf": ident}
 
 
 def conf_line(name: str, value: Any) -> str:
@@ -139,13 +157,12 @@ def reachable(path: Path) -> bool:
 
 
 def initdb(datadir: Path, log: Path, bindir: Path | None = None) -> str:
-    """A new cluster in `datadir` (which must not exist): trust auth on the socket, C.UTF-8;
+    """A new cluster in `datadir` (which must not exist): peer auth on the socket, C.UTF-8;
     by the build's own initdb when `bindir` is a build's (the same version makes its datadir)."""
     datadir.parent.mkdir(parents=True, exist_ok=True)
     datadir.mkdir()
     give(datadir)
-    argv = [pg_binary("initdb", bindir), "-D", str(datadir), "-U", SUPERUSER, "--auth=trust", "--no-sync"]
-    argv += ["-E", "UTF8", "--locale=C.UTF-8"]
+    argv = [pg_binary("initdb", bindir), "-D", str(datadir), "-U", SUPERUSER, *INITDB_OPTIONS]
     try:
         out = call(as_server_user(argv), what="initdb", env=clean_env(), timeout=300, cwd=datadir)
     except PerflabError as exc:
@@ -196,10 +213,13 @@ class PostgreSQL(Managed):
         fixed = {
             "listen_addresses": self.listen_address,
             "unix_socket_directories": str(self.rundir),
-            "unix_socket_permissions": "0700",  # its user and root only: trust auth is no way in (issue 48)
+            "unix_socket_permissions": "0700",  # its user and root only (and peer auth: issue 48)
             "port": PORT,
             "dynamic_shared_memory_type": "mmap",  # files in the datadir, not /dev/shm/PostgreSQL.*
             "logging_collector": False,  # stderr is the log: one file, the postmaster's stdout
+            # who may log in: perflab's files in the run directory, not the datadir's (auth_files)
+            "hba_file": str(self.rundir / "pg_hba.conf"),
+            "ident_file": str(self.rundir / "pg_ident.conf"),
         }
         lines = ["# written by perflab; the server reads no other configuration file"]
         lines += [conf_line(k, v) for k, v in {**self.options, **fixed}.items()]
@@ -208,9 +228,8 @@ class PostgreSQL(Managed):
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.rundir.mkdir(parents=True, exist_ok=True)
         self.write_option_file()
-        if self.listen_address:  # the remote client's role, by password only, over TCP (Kind.remote_login)
-            with open(self.datadir / "pg_hba.conf", "a", encoding="utf-8") as hba:
-                hba.write("host all perflab all scram-sha-256\n")
+        for name, text in auth_files(bool(self.listen_address)).items():
+            (self.rundir / name).write_text(text, encoding="utf-8")  # a new run directory, root's until give
         give(self.rundir)
         libraries = [str(self.tracer)] if self.tracer is not None else []
         libraries += [ld_preload(self.preload, self.rundir)] if self.preload is not None else []
