@@ -39,12 +39,19 @@ _ADOPT = 'chmod go+x "$(dirname "$0")" && chmod 700 "$1" && if [ -n "$2" ]; then
 # $0: the log file, "$@": postgres's argv, run in the cell's directory (not the ssh user's home, which
 # the postgres user may not reach); exec keeps the wrapper's pid (the postmaster's = the group's)
 _LOGGED = 'cd "${0%/*}" && exec "$@" > "$0" 2>&1'
-# $0: the datadir. The System V segment a killed postmaster leaves (postmaster.pid's 7th line: key
-# and shmid), marked for removal: the kernel frees it once the last backend has gone
-_RELEASE = 'set -- $(sed -n 7p "$0/postmaster.pid" 2>/dev/null); [ -n "$2" ] && ipcrm -m "$2" 2>/dev/null; true'
-# $0: the datadir, $1: the run directory. That segment recorded in the run directory's `shm`, for a
-# run killed before its stop: the run directory's removal (doctor --clean) releases it (hosts/rundir.py)
-_RECORD = 'set -- "$1" $(sed -n 7p "$0/postmaster.pid"); [ -n "$3" ] && echo "$2 $3" >> "$1/shm"; true'
+# $0: the datadir, $1: the postmaster's pid, $2: the run directory. The System V segment a killed
+# postmaster leaves: postmaster.pid's 7th line names it (key and shmid), but the server's account
+# writes that file, so it is taken only when the kernel's table says this postmaster made it
+# (/proc/sysvipc/shm: shmid, then cpid in the 5th column); then $1 = pid, $2 = key, $3 = shmid
+_OURS = (
+    'r=$2; set -- "$1" $(sed -n 7p "$0/postmaster.pid" 2>/dev/null); [ -n "$3" ] && '
+    "awk -v i=\"$3\" -v p=\"$1\" '$2 == i && $5 == p { f = 1 } END { exit !f }' /proc/sysvipc/shm"
+)
+# marked for removal: the kernel frees it once the last backend has gone
+_RELEASE = _OURS + ' && ipcrm -m "$3" 2>/dev/null; true'
+# recorded in the run directory's `shm`, for a run killed before its stop: the run directory's removal
+# (doctor --clean) releases it (hosts/rundir.py)
+_RECORD = _OURS + ' && echo "$2 $3" >> "$r/shm"; true'
 # $0: the datadir (new), $1: the user that runs postgres (empty: the ssh user), "$@" after: initdb's
 # argv, run in the run directory (the postgres user may not reach the ssh user's home)
 _INIT = (
@@ -152,7 +159,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
             )
         self.child = Tracked(self.place.rundir, self.argv(), measured=True)
         self._wait_ready(deadline_s)
-        self.link.run(["sh", "-c", _RECORD, self.datadir, self.place.rundir.path])
+        self.link.run(["sh", "-c", _RECORD, self.datadir, str(self.pid), self.place.rundir.path])
 
     READY_POLL_S = 0.2  # each look is an SSH round trip and a psql
 
@@ -207,7 +214,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         finally:
             try:
                 self.child.kill()
-                self.link.run(["sh", "-c", _RELEASE, self.datadir])
+                self.link.run(["sh", "-c", _RELEASE, self.datadir, str(self.pid), ""])
                 self.fetch_log()
             except PerflabError:
                 pass  # the host dropped off: the server, its segment and log stay there for doctor --clean

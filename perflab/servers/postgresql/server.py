@@ -22,19 +22,18 @@ in the log, and the cell fails with it.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import pwd
 import re
 import shutil
 import signal
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
-from perflab.places.proc import Child, call, clean_env
+from perflab.places import segments
+from perflab.places.proc import Child, call, clean_env, start_ticks
 from perflab.servers.managed import Managed, account, as_account, ld_preload, read_log
 from perflab.servers.managed import give as managed_give
 
@@ -207,6 +206,7 @@ class PostgreSQL(Managed):
         self.build = build
         self.bindir = build_bindir(build, rundir.parent)  # None: the installed postgresql-15
         self.child: Child | None = None
+        self.ticks: int | None = None  # the postmaster's start time (its segment's: _release_segment)
         self.crashed: bool | None = None
 
     def write_option_file(self) -> None:
@@ -240,6 +240,7 @@ class PostgreSQL(Managed):
             self.child = Child(
                 as_server_user(self.launched(argv)), env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=log
             )
+        self.ticks = start_ticks(self.child.pid)  # the postmaster's (setpriv execs it in place)
         self._wait_ready(deadline_s)
 
     @property
@@ -326,7 +327,18 @@ class PostgreSQL(Managed):
                 self._stop_cleanly(signal.SIGINT, group=False)
             self.child.kill()
         finally:
-            release_shm(self.datadir / "postmaster.pid")  # a killed postmaster leaves its SysV segment
+            self._release_segment()
+
+    def _release_segment(self) -> None:
+        """The System V segment a killed postmaster leaves (postgres keeps one of 56 bytes to see
+        whether old backends are still attached, and removes it only at a clean shutdown: every
+        SIGKILLed cell would leak one), removed once nobody is attached. Found in the kernel's
+        table, made by this postmaster as its account (places/segments.py), never by the id in
+        postmaster.pid: the server's account writes that file, and could name anyone's segment."""
+        if self.child is None or self.ticks is None:
+            return
+        server = run_user()
+        segments.release({self.child.pid: self.ticks}, {server.pw_uid if server else os.geteuid()})
 
     def __enter__(self) -> Self:
         try:
@@ -338,42 +350,6 @@ class PostgreSQL(Managed):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _shmid(pid_file: Path) -> int | None:
-    try:
-        return int(pid_file.read_text(encoding="ascii", errors="replace").splitlines()[6].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def release_shm(pid_file: Path, wait_s: float = 3.0) -> bool:
-    """Remove the System V segment a killed postmaster left (postmaster.pid's 7th line: key and
-    shmid). postgres keeps one small segment (56 bytes) to see whether old backends are still
-    attached, and removes it only at a clean shutdown: every SIGKILLed cell would leak one.
-    It is removed once nobody is attached (the group's processes die a moment after SIGKILL),
-    waiting up to `wait_s`; False if it is still attached then (or unreadable)."""
-    shmid = _shmid(pid_file)
-    deadline = time.monotonic() + wait_s
-    while shmid is not None:
-        attached = _attached(shmid)
-        if attached is None:  # gone (or never ours)
-            return False
-        if attached == 0:
-            return ctypes.CDLL(None).shmctl(shmid, 0, None) == 0  # IPC_RMID
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return False
-
-
-def _attached(shmid: int) -> int | None:
-    """shm_nattch of the segment, None if there is none (shmctl IPC_STAT, x86_64 glibc layout:
-    struct shmid_ds is 112 bytes, shm_nattch at 88)."""
-    buffer = ctypes.create_string_buffer(256)
-    if ctypes.CDLL(None).shmctl(shmid, 2, buffer) != 0:
-        return None
-    return ctypes.c_uint64.from_buffer(buffer, 88).value
 
 
 def known_settings() -> dict[str, str]:
