@@ -103,7 +103,7 @@ def auth_files(tcp: bool, os_users: Sequence[str] | None = None) -> dict[str, st
     if os_users is None:
         server = run_user()
         os_users = [pwd.getpwuid(os.geteuid()).pw_name] + ([server.pw_name] if server is not None else [])
-    hba = "# written by perflab (docs/trust.md)\nlocal all all peer map=perflab\n"
+    hba = "# written by perflab: who may log in (perflab docs trust)\nlocal all all peer map=perflab\n"
     hba += "host all perflab all scram-sha-256\n" if tcp else ""
     ident = "# written by perflab: these OS accounts may log in as the superuser, on the socket\n"
     ident += "".join(f"perflab {user} {SUPERUSER}\n" for user in dict.fromkeys(os_users))
