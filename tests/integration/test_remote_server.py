@@ -12,10 +12,26 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.integration.helpers import sysbench_started, used, wait_for, write_experiment
 from tests.integration.sshhosts import ROOT, SshLab, check_client_profile, namespace_commands, perflab_via
+
+
+@pytest.fixture
+def disk() -> Iterator[Path]:
+    """A directory on disk the lab's host shares with this machine, searchable by every account:
+    the server there runs as mysql (issue 48), which must reach its datadir below it."""
+    path = Path(tempfile.mkdtemp(prefix="plrs-", dir="/var/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 EXPERIMENT = """
 [experiment]
@@ -131,10 +147,10 @@ def test_the_client_here_profiled_here_beside_the_server_host(ssh_lab: SshLab, t
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 
-def test_sigkill_mid_run_then_doctor_clean_stops_the_remote_server(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
-    db = ssh_lab.hosts["db"]
-    disk = tmp_path / "disk"  # the datadirs on the host's disk: doctor --clean removes them there too
-    disk.mkdir()
+def test_sigkill_mid_run_then_doctor_clean_stops_the_remote_server(
+    ssh_lab: SshLab, tmpfs, tmp_path: Path, disk: Path
+) -> None:
+    db = ssh_lab.hosts["db"]  # the datadirs on the host's disk (`disk`): doctor --clean removes them there too
     body = EXPERIMENT.format(ssh=db.ssh, more=f'storage = "{disk}"').replace('"2s"', '"30s"')
     spec, out, shm = write_experiment(tmp_path / "server.toml", body), tmp_path / "results", tmpfs("shm", "1G")
     env = {**ssh_lab.env(), "PERFLAB_TMPFS": str(shm)}
@@ -345,7 +361,7 @@ def test_an_allocator_preloaded_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_p
         assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 
-def test_a_server_host_on_its_disk(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+def test_a_server_host_on_its_disk(ssh_lab: SshLab, tmpfs, tmp_path: Path, disk: Path) -> None:
     """[experiment] storage on a server host: the datadirs (the dataset prepared there, each cell's copy)
     are made in that directory there, described as the host's mountinfo says, with the page cache dropped
     there before each cell, and its block device's counters read in the host's /proc/diskstats once a
@@ -353,8 +369,6 @@ def test_a_server_host_on_its_disk(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> No
     from perflab.run.storage import describe
 
     db = ssh_lab.hosts["db"]
-    disk = tmp_path / "disk"  # the lab's host shares this machine's filesystems
-    disk.mkdir()
     more = f'storage = "{disk}"\ndrop_caches = true'
     body = EXPERIMENT.format(ssh=db.ssh, more=more).replace('"1s"', "0").replace("point_select", "write_only")
     body = body.replace('duration = "2s"', 'duration = "3s"') + "[observe]\nio = true\n"

@@ -46,14 +46,23 @@ class RemoteStatusSampler(StatusSampler):
         return [binary("mariadb"), f"--defaults-file={self.options}", "--batch", "--skip-column-names", "--unbuffered"]
 
 
-# $0: the directory, $1: the account the server runs as (empty: the ssh user's), "$@" after: argv
+# $0: the directory, $1: the account the server runs as (empty: the ssh user's), "$@" after: argv.
+# That account must reach the datadirs: the directories above them searchable by it (exit 3 if not)
 _PRIVATE_TMP = (
-    'mkdir -p "$0" && chmod go+x "${0%/*}" && { [ -z "$1" ] || chown "$1:" "$0"; } && '
+    'mkdir -p "$0" && chmod go+x "${0%/*}" && { [ -z "$1" ] || { chown "$1:" "$0" && '
+    'setpriv --reuid="$1" --regid="$1" --init-groups test -x "$0" || '
+    '{ echo "${0%/*} is not reachable by the $1 account (a directory above it is not searchable)" >&2; '
+    'exit 3; }; }; } && '
     'TMPDIR="$0" && export TMPDIR && shift && exec "$@"'
 )
-# $0: the cell's directory, $1: that account. Its socket, log and files: the account's alone (0700:
-# a server's command line names its cell's directory to every account there: issue 48)
-_ADOPT = 'mkdir -p "$0/tmp" "$0/files" && chmod 700 "$0" && { [ -z "$1" ] || chown -R "$1:" "$0"; }'
+# $0: the cell's directory, $1: that account, $2: the datadir (a copy of the snapshot, made by the
+# ssh user: from a tarball when it was prepared here). Its socket, log, files and data: the account's
+# alone (0700: a server's command line names its cell's directory to every account there: issue 48)
+_ADOPT = (
+    'mkdir -p "$0/tmp" "$0/files" && chmod 700 "$0" && '
+    '{ [ -z "$1" ] || { chmod go+x "${0%/*}" && { [ "${2%/*}" = "$0" ] || chmod go+x "${2%/*}"; } && '
+    'chown -R "$1:" "$0" "$2"; }; }'
+)
 
 
 def server_account(place: Any) -> str:
@@ -78,7 +87,12 @@ def init_datadir(place: Any, datadir: str) -> str:
         raise ServerStartError(
             f"mariadb-install-db on host {place.name} failed (exit {done.status}): {(done.stdout + done.stderr)[-500:]}",
             f"run it by hand there: {' '.join(argv)}"
-            + (f" (the {user} account: apt-get install mariadb-server creates it)" if user else ""),
+            + (
+                f" (as the {user} account: mariadb-server creates it; it must search every directory "
+                "above the datadirs: chmod o+x them, or choose another [experiment] storage)"
+                if user
+                else ""
+            ),
         )
     return "mariadb-install-db"
 
@@ -142,7 +156,7 @@ class RemoteMariaDB(OnHost, Mysqld):
         self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
         self.link.run(["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', f"{self.remote_dir}/my.cnf"],
                       stdin=self.option_file.read_text())  # fmt: skip
-        adopted = self.link.run(["sh", "-c", _ADOPT, self.remote_dir, server_account(self.place)])
+        adopted = self.link.run(["sh", "-c", _ADOPT, self.remote_dir, server_account(self.place), self.datadir])
         if adopted.status != 0:
             raise ServerStartError(
                 f"host {self.link.name}: cannot give {self.remote_dir} to {server_account(self.place)}: "
@@ -156,7 +170,9 @@ class RemoteMariaDB(OnHost, Mysqld):
         preload = {"LD_PRELOAD": ":".join(libraries)} if libraries else {}
         env = [f"{k}={v}" for k, v in {**self.env, **preload}.items()]
         argv = self.launched([str(self.program), f"--defaults-file={self.remote_dir}/my.cnf"])
-        self.child = Tracked(self.place.rundir, ["env", *env, *argv], measured=True)
+        # what it prints before its error log is open (a datadir it cannot reach...), kept as here
+        console = ["sh", "-c", 'exec "$@" > "$0" 2>&1', f"{self.remote_dir}/stdout.log"]
+        self.child = Tracked(self.place.rundir, [*console, "env", *env, *argv], measured=True)
         self._wait_ready(deadline_s)
 
     def _ready(self) -> bool:
@@ -172,9 +188,10 @@ class RemoteMariaDB(OnHost, Mysqld):
 
     def fetch_log(self) -> None:
         """The host's error log, copied into the local cell directory (what error_lines reads)."""
-        done = self.link.run(["cat", f"{self.remote_dir}/error.log"], timeout=60)
-        if done.status == 0:
-            self.error_log.write_text(done.stdout, encoding="utf-8")
+        for name, local in (("error.log", self.error_log), ("stdout.log", self.rundir / "stdout.log")):
+            done = self.link.run(["cat", f"{self.remote_dir}/{name}"], timeout=60)
+            if done.status == 0:
+                local.write_text(done.stdout, encoding="utf-8")
 
     def error_lines(self, limit: int = 12) -> str:
         try:
