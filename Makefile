@@ -149,9 +149,9 @@ python:
 # sha256 of every file of each pinned version (all platforms' wheels); setuptools too (--allow-unsafe,
 # --build-deps-for editable: what `pip install -e .` builds with). `make lock UPGRADE=1` moves every
 # pin to the newest version allowed. pip-tools, pinned here, runs in a virtual environment of its
-# own (build/lock-venv). pip-compile resolves for the Python it runs on: PYTHON, 3.11 as Debian 12's.
+# own (build/pip-tools-VERSION). pip-compile resolves for the Python it runs on: PYTHON, 3.11 as Debian 12's.
 PIP_TOOLS_VERSION = 7.6.2
-LOCK_VENV = build/lock-venv
+LOCK_VENV = build/pip-tools-$(PIP_TOOLS_VERSION)
 lock:
 	@[ -x $(LOCK_VENV)/bin/pip-compile ] || { $(PYTHON) -m venv --clear $(LOCK_VENV) \
 		&& $(LOCK_VENV)/bin/python -m pip install -q --disable-pip-version-check pip-tools==$(PIP_TOOLS_VERSION); }
