@@ -1,16 +1,23 @@
 # perflab: `make demo` runs the quick experiment, `make test` runs the whole test suite.
 # Both install what is missing first (Debian 12, as root), idempotently.
 
+# PYTHON makes the virtual environment VENV that perflab and its tests run in (target python);
+# VPY, its interpreter, is what every target below runs. Debian 12's python3 is 3.11.
 PYTHON ?= python3
+VENV = .venv
+VPY = $(VENV)/bin/python
+LOCK = requirements.lock
 # gcc, libc6-dev: [observe] alloc compiles its counter (perflab_alloc.c) on first use
 # g++, cmake, make, bison, dpkg-dev: [builds] from source (docs/builds.md); the tests build a
 # small cmake fixture with them. A real MariaDB build also needs its libraries: make setup-builds.
 # zlib1g-dev: a PostgreSQL build from source (docs/builds.md, "PostgreSQL") needs only gcc, make and
 # zlib's headers with perflab's configure (the release tarball ships its generated parser: no flex).
 # gpg, gpgconf, gpg-agent: the debug_symbols tests sign a local apt archive with a throw-away key (tests/debarchive.py)
+# python3, python3-venv: the virtual environment of target python (Debian's python3 has no ensurepip without it)
 APT_PACKAGES = mariadb-server mariadb-client sysbench libjemalloc2 libtcmalloc-minimal4 \
 	libmimalloc2.0 linux-perf elfutils libdw1 binutils sysstat util-linux procps \
-	chromium gcc libc6-dev g++ cmake make bison dpkg-dev ccache zlib1g-dev gpg gpgconf gpg-agent
+	chromium gcc libc6-dev g++ cmake make bison dpkg-dev ccache zlib1g-dev gpg gpgconf gpg-agent \
+	python3 python3-venv
 # what mariadbd 10.11 needs to build from Debian's source with perflab's configuration
 # (debian/control's Build-Depends, minus what only plugins, clients and tests use)
 BUILD_PACKAGES = libncurses-dev libssl-dev zlib1g-dev libpcre2-dev liburing-dev libaio-dev \
@@ -29,7 +36,7 @@ NO_FLAMES = flame graph SVGs are skipped (perflab flame --format speedscope|fold
 DEMO_STAMP := $(shell date +%Y%m%d-%H%M%S)
 DEMO_DIR ?= results/quick-$(DEMO_STAMP)
 
-.PHONY: setup apt postgresql ssh deb-src setup-builds setup-bench python inferno go-tpc demo test unit integration bench
+.PHONY: setup apt postgresql ssh deb-src setup-builds setup-bench python lock inferno go-tpc demo test unit integration bench
 
 setup: apt postgresql ssh deb-src python inferno go-tpc
 
@@ -116,14 +123,40 @@ apt:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "apt packages: all present"; fi
 
-# Reinstall unless the installed perflab is this checkout's (a second clone must not test the first).
-# PIP_BREAK_SYSTEM_PACKAGES: Debian's own python3 refuses pip outside a venv (PEP 668); on this
-# root-run benchmark machine perflab goes to /usr/local (the `perflab` command to /usr/local/bin).
+# Python (issue 48): perflab and every Python package it or its tests use live in VENV, this
+# checkout's own virtual environment; nothing goes into the system's interpreter. LOCK pins every
+# package, the dependencies of dependencies too, to one version with the sha256 of each of its files
+# (as pip-compile writes them: `make lock`). pip installs it in hash-checking mode (--require-hashes:
+# a file whose hash the lock does not list, or a package it does not pin, is refused), from wheels
+# only (no build step runs code the lock does not pin); then perflab itself, editable, without
+# dependencies and without build isolation (built by the lock's setuptools: nothing else fetched).
+# VENV_STAMP holds the sha256 of LOCK, pyproject.toml and this checkout's path: while they match and
+# VPY runs, nothing is done; else VENV is made anew (--clear: no package the lock dropped stays).
+VENV_STAMP = $(VENV)/perflab-lock.sha256
+PIP = $(VPY) -m pip install -q --disable-pip-version-check
 python:
-	@here=$$(pwd); cd / && $(PYTHON) -c 'import sys, os, perflab, click, pydantic, rich, scipy, pandas, pytest, xdist, hypothesis, jinja2, playwright, asyncssh; \
-		sys.exit(os.path.dirname(perflab.__file__) != os.path.join(sys.argv[1], "perflab"))' "$$here" 2>/dev/null \
-		&& echo "python package: installed from this checkout" \
-		|| (cd "$$here" && PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore -e '.[test]')
+	@key=$$({ sha256sum $(LOCK) pyproject.toml && echo "$(CURDIR)"; } | sha256sum | cut -c1-64); \
+	if [ "$$(cat $(VENV_STAMP) 2>/dev/null)" = "$$key" ] && $(VPY) -c '' 2>/dev/null; then \
+		echo "python: $(VENV) up to date with $(LOCK)"; exit 0; fi; \
+	echo "python: installing $(LOCK) into $(VENV)"; \
+	$(PYTHON) -m venv --clear $(VENV) \
+		|| { echo "python: $(PYTHON) -m venv failed; on Debian: apt-get install python3-venv (make setup does)"; exit 1; }; \
+	$(PIP) --require-hashes --only-binary :all: -r $(LOCK) && $(PIP) --no-deps --no-build-isolation -e . \
+		&& echo "$$key" > $(VENV_STAMP) && echo "python: perflab in $(VENV) ($(VENV)/bin/perflab; . $(VENV)/bin/activate puts it on PATH)"
+
+# `make lock` writes LOCK anew from pyproject.toml, after a dependency or a bound changed there:
+# pip-compile keeps every pin that still satisfies pyproject.toml, pins what is new, and lists the
+# sha256 of every file of each pinned version (all platforms' wheels); setuptools too (--allow-unsafe,
+# --build-deps-for editable: what `pip install -e .` builds with). `make lock UPGRADE=1` moves every
+# pin to the newest version allowed. pip-tools, pinned here, runs in a virtual environment of its
+# own (build/pip-tools-VERSION). pip-compile resolves for the Python it runs on: PYTHON, 3.11 as Debian 12's.
+PIP_TOOLS_VERSION = 7.6.2
+LOCK_VENV = build/pip-tools-$(PIP_TOOLS_VERSION)
+lock:
+	@[ -x $(LOCK_VENV)/bin/pip-compile ] || { $(PYTHON) -m venv --clear $(LOCK_VENV) \
+		&& $(LOCK_VENV)/bin/python -m pip install -q --disable-pip-version-check pip-tools==$(PIP_TOOLS_VERSION); }
+	CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe \
+		--strip-extras --no-emit-find-links --extra test --build-deps-for editable $(if $(UPGRADE),--upgrade) -o $(LOCK) pyproject.toml
 
 # Without a Rust newer than INFERNO_RUSTC, Debian's own cargo (the ordinary apt way) builds the
 # older inferno; when that cannot be had either, one line says so and setup goes on.
@@ -154,8 +187,8 @@ inferno:
 
 demo: setup
 	@# exit 1 (some cells failed) still has a report worth reading; 2, 3 and 130 do not
-	$(PYTHON) -m perflab run examples/quick.toml -o $(DEMO_DIR); status=$$?; [ $$status -le 1 ] || exit $$status; \
-	$(PYTHON) -m perflab report $(DEMO_DIR) --html -o $(DEMO_DIR)/report.html >/dev/null || exit $$?; \
+	$(VPY) -m perflab run examples/quick.toml -o $(DEMO_DIR); status=$$?; [ $$status -le 1 ] || exit $$status; \
+	$(VPY) -m perflab report $(DEMO_DIR) --html -o $(DEMO_DIR)/report.html >/dev/null || exit $$?; \
 	echo "HTML report: $(abspath $(DEMO_DIR))/report.html"; exit $$status
 
 # The unit tests in parallel on every CPU (they measure nothing). Then the integration tests:
@@ -169,16 +202,16 @@ demo: setup
 # not by CPU, so workers beyond the CPUs shorten the whole (docs/development.md, "Tests"). All
 # three always run; any failing fails the target.
 IT_WORKERS ?= 5
-INTEGRATION = $(PYTHON) -m pytest -m quiet tests/integration; quiet=$$?; \
-	$(PYTHON) -m pytest -n $(IT_WORKERS) --dist loadfile --no-loadscope-reorder -m "not quiet" tests/integration; shared=$$?
+INTEGRATION = $(VPY) -m pytest -m quiet tests/integration; quiet=$$?; \
+	$(VPY) -m pytest -n $(IT_WORKERS) --dist loadfile --no-loadscope-reorder -m "not quiet" tests/integration; shared=$$?
 test: setup
-	@$(PYTHON) -m pytest -n $$(nproc) tests/unit; unit=$$?; \
+	@$(VPY) -m pytest -n $$(nproc) tests/unit; unit=$$?; \
 	$(INTEGRATION); \
 	echo "make test: unit tests exit $$unit, integration tests exit $$quiet (quiet) and $$shared (in parallel)"; \
 	test $$unit -eq 0 -a $$quiet -eq 0 -a $$shared -eq 0
 
 unit: python
-	$(PYTHON) -m pytest -n $$(nproc) tests/unit
+	$(VPY) -m pytest -n $$(nproc) tests/unit
 
 integration: setup
 	@$(INTEGRATION); test $$quiet -eq 0 -a $$shared -eq 0

@@ -80,7 +80,8 @@ def connect_postgres(url: str) -> Any:
         import psycopg
     except ImportError:
         raise ToolMissingError(
-            "a PostgreSQL history index needs psycopg", "pip install 'psycopg[binary]' (a perflab dependency)"
+            "a PostgreSQL history index needs psycopg",
+            "run perflab from the checkout's .venv, which `make setup` fills from requirements.lock (psycopg is in it)",
         ) from None
     try:
         return psycopg.connect(url, autocommit=True, connect_timeout=10)

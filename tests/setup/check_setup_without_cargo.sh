@@ -35,7 +35,7 @@ if [ -e "$ROOT/usr/bin/cargo" ]; then
 fi
 if [ ! -x "$ROOT/usr/bin/make" ]; then
     step "debootstrap bookworm into $ROOT"
-    nice -n 19 debootstrap --variant=minbase --include=make,python3,python3-pip,ca-certificates \
+    nice -n 19 debootstrap --variant=minbase --include=make,python3,ca-certificates \
         bookworm "$ROOT" "$MIRROR" >"$ROOT.debootstrap.log" 2>&1 || { tail -20 "$ROOT.debootstrap.log"; exit 1; }
 fi
 
@@ -85,20 +85,20 @@ grep -c '^inferno:' "$ROOT.setup1.log" | grep -qx 1 || { echo "FAIL: not exactly
 
 step "make setup (2nd: nothing to do)"
 in_chroot 'make setup' 2>&1 | tee "$ROOT.setup2.log"
-grep -q 'apt packages: all present' "$ROOT.setup2.log" && grep -q 'python package: installed from this checkout' "$ROOT.setup2.log" \
+grep -q 'apt packages: all present' "$ROOT.setup2.log" && grep -q 'python: .venv up to date with requirements.lock' "$ROOT.setup2.log" \
     || { echo "FAIL: the second make setup installed something"; exit 1; }
 
 step "perflab doctor"
-in_chroot 'perflab doctor' || { echo "FAIL: perflab doctor"; exit 1; }
+in_chroot '.venv/bin/perflab doctor' || { echo "FAIL: perflab doctor"; exit 1; }
 
 if in_chroot 'command -v inferno-flamegraph >/dev/null'; then
     step "inferno was built with Debian's cargo: the inferno tests run on it"
 else
     step "inferno is absent: the tests that need it assert the clear error instead"
 fi
-in_chroot 'python3 -m pytest -v -p no:cacheprovider tests/unit/test_flame_cli.py tests/unit/test_profiles.py tests/unit/test_gate.py -k "inferno or flame or doctor"' \
+in_chroot '.venv/bin/python -m pytest -v -p no:cacheprovider tests/unit/test_flame_cli.py tests/unit/test_profiles.py tests/unit/test_gate.py -k "inferno or flame or doctor"' \
     || { echo "FAIL: inferno tests"; exit 1; }
-in_chroot 'python3 - <<EOF
+in_chroot '.venv/bin/python - <<EOF
 import subprocess, sys
 from pathlib import Path
 from perflab.report import flame
