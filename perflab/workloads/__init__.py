@@ -59,6 +59,11 @@ class Workload:
     # True: it connects to a server here by TCP (go-tpc has no socket option), which then listens on
     # 127.0.0.1 (else on no address: the socket in the run's directory, which only root reaches)
     connects_by_tcp: bool = False
+
+    def tcp_on(self, kind: Any) -> bool:
+        """Whether it connects to a server of `kind` here by TCP (connects_by_tcp, unless the kind's
+        driver takes its socket: go-tpc on PostgreSQL)."""
+        return self.connects_by_tcp
     # the key that sizes its dataset, and how to make it smaller (preflight's "tmpfs too small")
     dataset_size: tuple[str, str] = ("", "fewer tables / a smaller table_size")
 

@@ -1,7 +1,8 @@
 """TPC-C through go-tpc behind perflab's Workload interface (workloads/__init__.py): what a
 go-tpc experiment file may hold, go-tpc's checks against this machine, its dataset (`go-tpc tpcc
-prepare` as tpcc@127.0.0.1) and a cell's command. The command line and the parser of its output
-are gotpc.py's; docs/workloads.md says what is measured.
+prepare`: as tpcc@127.0.0.1 on MariaDB and MySQL, as the superuser through the socket on
+PostgreSQL) and a cell's command. The server kind names go-tpc's driver for it (Kind.gotpc_driver).
+The command line and the parser of its output are gotpc.py's; docs/workloads.md says what is measured.
 
     from perflab import workloads
     workloads.get("go-tpc").prepare_argv(spec, server)   # [.../go-tpc, "tpcc", "prepare", ...]
@@ -26,7 +27,7 @@ class GoTpc(Workload):
     metric = "NOPM"
     interleaved_refusal = "go-tpc's transactions are not counted per turn (sysbench's are)"
     stamps_lines = True  # its reports carry no time, and a second without a transaction prints nothing
-    connects_by_tcp = True  # --host/--port only
+    connects_by_tcp = True  # MySQL's protocol: --host/--port only (PostgreSQL's driver takes a socket: tcp_on)
     dataset_size = ("workload.warehouses", "fewer warehouses")
 
     def check_test(self, test: str) -> str:
@@ -40,14 +41,13 @@ class GoTpc(Workload):
         from perflab.errors import Problem
 
         problems = []
-        if not kind.mysql_protocol:
+        if kind.gotpc_driver is None:
             problems.append(
                 Problem(
                     "workload.tool",
-                    f"a server go-tpc {VERSION} can drive (MySQL's protocol)",
+                    f"a server go-tpc {VERSION} can drive (MySQL's protocol or PostgreSQL's)",
                     f'"go-tpc" on {kind.title}',
-                    f"go-tpc {VERSION}, the version perflab installs, "
-                    "has no driver for it; use pgbench (tpcb-like) on PostgreSQL",
+                    f"go-tpc {VERSION}, the version perflab installs, has no driver for it",
                 )
             )
         if spec.workload.warehouses is None:
@@ -129,9 +129,12 @@ class GoTpc(Workload):
         from perflab.errors import Problem
 
         try:
-            gotpc.go_tpc_binary()
+            binary = gotpc.go_tpc_binary()
         except ToolMissingError as exc:
             return [Problem("(tool) go-tpc", f"go-tpc {VERSION} installed", "missing", exc.hint)]
+        built = gotpc.built_version(binary)
+        if built != VERSION:  # 1.0.7 has no postgres driver; its flags and output are pinned to this one
+            return [Problem("(tool) go-tpc", f"go-tpc {VERSION}", f"{binary}: {built or 'an unknown version'}", gotpc.GET)]
         return []
 
     def spec_problems(self, exp: Any) -> list[Any]:
@@ -156,6 +159,11 @@ class GoTpc(Workload):
     def dataset_estimate(self, exp: Any) -> int:
         return (exp.file.workload.warehouses or 1) * WAREHOUSE_BYTES
 
+    def tcp_on(self, kind: Any) -> bool:
+        """Whether a cell's server of `kind` must listen on 127.0.0.1 for it: MySQL's driver only
+        (PostgreSQL's takes the socket's directory, so that server listens on no address)."""
+        return kind.gotpc_driver == "mysql"
+
     def setup_sql(self) -> str:
         return f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1'; GRANT ALL ON *.* TO '{USER}'@'127.0.0.1'"
 
@@ -166,7 +174,7 @@ class GoTpc(Workload):
         warehouses = spec.workload.warehouses or 1
         threads = min(10 * warehouses, os.cpu_count() or 1)
         options = {"no_check": True}
-        return gotpc.argv("prepare", port=server.port, warehouses=warehouses, threads=threads, options=options)
+        return gotpc.argv("prepare", warehouses=warehouses, threads=threads, options=options, **_target(spec, server))
 
     def run_argv(
         self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
@@ -174,7 +182,7 @@ class GoTpc(Workload):
         options = {**spec.workload.options, **cell.workload_options}
         return gotpc.argv(
             "run",
-            port=server.port,
+            **_target(spec, server),
             warehouses=spec.workload.warehouses or 1,
             threads=cell.threads,
             seconds=seconds,
@@ -191,6 +199,18 @@ class GoTpc(Workload):
             for a in argv_used
             if a.startswith("--") and "=" in a
         }
+
+
+def _target(spec: Any, server: Any) -> dict[str, Any]:
+    """gotpc.argv's connection to a cell's `server`: its port (MySQL's protocol, over TCP), or its
+    socket's directory and superuser (PostgreSQL's driver, Kind.gotpc_driver)."""
+    from perflab import servers
+
+    if servers.kind(spec.experiment.server).gotpc_driver != "postgres":
+        return {"port": server.port}
+    from perflab.servers.postgresql.server import SUPERUSER
+
+    return {"port": server.port, "socket_dir": server.rundir, "user": SUPERUSER}
 
 
 GO_TPC = GoTpc()
