@@ -152,20 +152,23 @@ def go_tpc_binary() -> str:
     return found
 
 
-def connection(port: int, socket_dir: Path | None = None, user: str = USER, params: str = "") -> list[str]:
+def connection(
+    port: int, socket_dir: Path | None = None, user: str = USER, params: str = "", driver: str = "postgres"
+) -> list[str]:
     """go-tpc's connection flags. MySQL's protocol: TCP to 127.0.0.1:PORT as tpcc. PostgreSQL
     (`socket_dir`): its driver through the socket in that directory, as `user` (its superuser),
     with no password (the socket's own authentication lets root in; a password would be in argv,
     which every account reads). go-tpc hands lib/pq the URL `postgres://USER:@HOST:PORT/tpcc?
-    CONN-PARAMS`, which lib/pq turns into key='value' pairs sorted by their text, the last of a
-    key winning: the URL's host is left empty (the hidden --targets=:PORT; `-H ""` leaves go-tpc
-    no target at all) so that it sorts before `host='/...'` from --conn-params, whatever the
-    directory. `params`: the experiment's own conn_params, put first (perflab's keys win)."""
+    CONN-PARAMS`, which lib/pq (url.go, ParseURL) turns into key=value pairs: an empty value left
+    out, a query key's first value only, the pairs sorted by their text, the last of a key winning.
+    So the URL's host is left empty (the hidden --targets=:PORT; `-H ""` leaves go-tpc no target at
+    all): with 127.0.0.1 there, `host=127.0.0.1` would sort after `host=/DIR` and win. `params`: the
+    experiment's own conn_params, after perflab's keys (whose first values are the ones kept)."""
     if socket_dir is None:
         return ["-H", "127.0.0.1", "-P", str(port), "-U", user, "-D", DATABASE]
     ours = f"host={quote(str(socket_dir), safe='/')}&port={port}&sslmode=disable"
-    return ["--driver=postgres", f"--targets=:{port}", "-U", user, "-D", DATABASE,
-            f"--conn-params={params + '&' if params else ''}{ours}"]  # fmt: skip
+    return [f"--driver={driver}", f"--targets=:{port}", "-U", user, "-D", DATABASE,
+            f"--conn-params={ours}{'&' + params if params else ''}"]  # fmt: skip
 
 
 def argv(
@@ -178,12 +181,14 @@ def argv(
     options: dict[str, Any] | None = None,
     socket_dir: Path | None = None,
     user: str = USER,
+    driver: str = "postgres",
 ) -> list[str]:
     """`go-tpc tpcc prepare|run`; workload options become --key-with-dashes=value. `socket_dir`:
-    a PostgreSQL server's, as `user` (`connection`), which takes the options' conn_params."""
+    a PostgreSQL server's, as `user` through `driver` (`connection`), which takes the options'
+    conn_params."""
     options = dict(options or {})
     params = str(options.pop("conn_params", "")) if socket_dir is not None else ""
-    args = [go_tpc_binary(), "tpcc", command, *connection(port, socket_dir, user, params)]
+    args = [go_tpc_binary(), "tpcc", command, *connection(port, socket_dir, user, params, driver)]
     args += [f"--warehouses={warehouses}", f"--threads={threads}"]
     if command == "run":
         args += [f"--time={seconds}s", "--interval=1s"]

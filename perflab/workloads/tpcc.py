@@ -162,7 +162,7 @@ class GoTpc(Workload):
     def tcp_on(self, kind: Any) -> bool:
         """Whether a cell's server of `kind` must listen on 127.0.0.1 for it: MySQL's driver only
         (PostgreSQL's takes the socket's directory, so that server listens on no address)."""
-        return kind.gotpc_driver == "mysql"
+        return kind.gotpc_driver is not None and not kind.gotpc_socket
 
     def setup_sql(self) -> str:
         return f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1'; GRANT ALL ON *.* TO '{USER}'@'127.0.0.1'"
@@ -206,11 +206,12 @@ def _target(spec: Any, server: Any) -> dict[str, Any]:
     socket's directory and superuser (PostgreSQL's driver, Kind.gotpc_driver)."""
     from perflab import servers
 
-    if servers.kind(spec.experiment.server).gotpc_driver != "postgres":
+    kind = servers.kind(spec.experiment.server)
+    if not kind.gotpc_socket:
         return {"port": server.port}
     from perflab.servers.postgresql.server import SUPERUSER
 
-    return {"port": server.port, "socket_dir": server.rundir, "user": SUPERUSER}
+    return {"port": server.port, "socket_dir": server.rundir, "user": SUPERUSER, "driver": kind.gotpc_driver}
 
 
 GO_TPC = GoTpc()

@@ -77,7 +77,7 @@ def test_every_comparison_has_a_verdict_and_the_reports_show_each_type(pg_run):
     assert comparisons and all(c["verdict"] in {"faster", "slower", "equivalent", "inconclusive"} for c in comparisons)
     assert {c["variant"]["shared_buffers"] for c in comparisons} == {"128MB"}
     assert "NOPM mean" in printed and "TPC-C transaction types, threads = 2" in printed
-    markdown = perflab("report", str(out), "--markdown")
+    markdown = perflab("report", str(out), "--format", "markdown")
     assert markdown.returncode == 0 and "## TPC-C transaction types" in markdown.stdout
     html = perflab("report", str(out), "--html")
     assert html.returncode == 0, html.stderr
@@ -88,5 +88,7 @@ def test_the_server_listened_on_its_socket_only(pg_run):
     """go-tpc reached it through the socket's directory: no TCP address for a PostgreSQL cell."""
     out, doc, _ = pg_run
     for cell in used(doc["cells"]):
-        log = (out / "logs" / f"cell-{cell['id']:04d}" / "server-error.log").read_text()
-        assert 'listening on Unix socket' in log and "IPv4" not in log and "IPv6" not in log, log[:2000]
+        logs = out / "logs" / f"cell-{cell['id']:04d}"
+        assert "listen_addresses = ''" in (logs / "postgresql.conf").read_text()
+        log = (logs / "error.log").read_text()
+        assert "listening on Unix socket" in log and "IPv4" not in log and "IPv6" not in log, log[:2000]

@@ -51,22 +51,23 @@ def test_mariadb_keeps_tcp_to_127_0_0_1_as_tpcc(binary: None) -> None:
     assert not any(a.startswith(("--driver", "--targets", "--conn-params")) for a in argv)
 
 
-def test_the_experiment_s_conn_params_come_first_and_a_path_is_quoted(binary: None) -> None:
-    """lib/pq keeps a key's last value: perflab's host, port and sslmode win over the file's."""
+def test_the_experiment_s_conn_params_come_after_perflab_s_and_a_path_is_quoted(binary: None) -> None:
+    """lib/pq keeps a query key's first value: perflab's host, port and sslmode win over the file's."""
     cell = SimpleNamespace(threads=4, workload_options={"wait": True})
     spec = _spec("postgresql", {"conn_params": "application_name=tpcc&host=/elsewhere"})
     server = SimpleNamespace(port=5432, rundir=Path("/tmp/a b+c&d"))
     argv = tpcc.GO_TPC.run_argv(spec, cell, server, 12, None)
     assert [a for a in argv if a.startswith("--conn-params")] == [
-        "--conn-params=application_name=tpcc&host=/elsewhere&host=/tmp/a%20b%2Bc%26d&port=5432&sslmode=disable"
+        "--conn-params=host=/tmp/a%20b%2Bc%26d&port=5432&sslmode=disable&application_name=tpcc&host=/elsewhere"
     ]
     pairs = parse_qsl(_flag(argv, "conn-params"))
-    assert dict(pairs)["host"] == "/tmp/a b+c&d"  # the last one, decoded as Go's url.ParseQuery does
+    assert pairs[0] == ("host", "/tmp/a b+c&d")  # the first one, decoded as Go's url.ParseQuery does
+    assert ("application_name", "tpcc") in pairs
     assert ["--time=12s", "--interval=1s", "--wait=true"] == argv[-3:]
 
 
 def test_the_kinds_name_their_driver_and_only_mysql_s_listens_on_tcp() -> None:
-    assert servers.kind("postgresql").gotpc_driver == "postgres"
+    assert servers.kind("postgresql").gotpc_driver == "postgres" and servers.kind("postgresql").gotpc_socket
     assert servers.kind("mariadb").gotpc_driver == servers.kind("mysql").gotpc_driver == "mysql"
     assert not tpcc.GO_TPC.tcp_on(servers.kind("postgresql"))
     assert tpcc.GO_TPC.tcp_on(servers.kind("mariadb")) and tpcc.GO_TPC.tcp_on(servers.kind("mysql"))
