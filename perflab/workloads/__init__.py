@@ -131,6 +131,13 @@ class Workload:
     # (`end_now`); its window's figures are cut from its log at perflab's marks (`window_output`)
     tail_s: int = 0
 
+    def wait(self, child: Any, seconds: float, margin: float) -> int:
+        """The client's exit code once it has done `seconds` of work; killed `margin` later (a hung
+        client or server: WorkloadError)."""
+        from perflab.workloads import client
+
+        return client.wait(child, round(seconds), margin, self.name)
+
     def end_now(self, child: Any) -> None:
         """End the client as its own time limit would (a client with `tail_s`)."""
 

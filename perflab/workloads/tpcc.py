@@ -11,6 +11,7 @@ The command line and the parser of its output are gotpc.py's; docs/workloads.md 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from perflab.errors import ToolMissingError
 from perflab.workloads import Workload, gotpc
 from perflab.workloads.gotpc import DATABASE, RESERVED, TESTS, USER, VERSION, WAREHOUSE_BYTES
 from perflab.workloads.sysbench_output import Summary
+
+WAIT_GRACE_S = 5.0  # a --wait run's last report comes at its --time: ended this long after it
 
 
 class GoTpc(Workload):
@@ -188,6 +191,21 @@ class GoTpc(Workload):
             seconds=seconds,
             options=options,
         )
+
+    def wait(self, child: Any, seconds: float, margin: float) -> int:
+        """With --wait, each client finishes its keying and think time after --time (up to 138 s:
+        18 s of keying and a think time capped at 120 s for a new order) and go-tpc reports nothing
+        after it: ended WAIT_GRACE_S after its --time as its --time would end it (its reports are
+        complete; 0, without its closing [Summary] and tpmC lines)."""
+        from perflab.workloads import client
+
+        if "--wait=true" not in child.argv:
+            return client.wait(child, round(seconds), margin, self.name)
+        try:  # `seconds`: the client's in all, from its launch
+            return child.wait(timeout=max(0.0, child.started + seconds + WAIT_GRACE_S - time.monotonic()))
+        except TimeoutError:
+            child.kill()
+            return 0
 
     def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
         return gotpc.read_output(out, code, warmup)

@@ -1,9 +1,12 @@
 """go-tpc v1.0.12 on PostgreSQL (issue 50): its postgres driver through the cell server's unix
 socket as the superuser, no TCP and no password; the version perflab needs, read from the
-binary's Go build information; which servers a go-tpc cell makes listen on 127.0.0.1."""
+binary's Go build information; which servers a go-tpc cell makes listen on 127.0.0.1; a --wait
+run (TPC-C's keying and think times) ended after its time."""
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import parse_qsl
@@ -96,3 +99,25 @@ def test_an_older_go_tpc_is_a_tool_problem_naming_make(tmp_path: Path, monkeypat
     monkeypatch.setattr(gotpc, "go_tpc_binary", lambda: _go_binary(tmp_path, gotpc.VERSION))
     assert tpcc.GO_TPC.tool_problems() == []
     assert gotpc.version() == f"go-tpc {gotpc.VERSION} (go install)"
+
+
+def test_a_wait_run_is_ended_after_its_time_and_its_waits_are_not_transactions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--wait: go-tpc's clients finish their keying and think times past --time, reporting nothing
+    more; perflab ends it WAIT_GRACE_S after (a real process standing for it), the run a success."""
+    from perflab.places.proc import Child
+
+    monkeypatch.setattr(tpcc, "WAIT_GRACE_S", 0.3)
+    child = Child(["sh", "-c", "sleep 30", "--wait=true"])
+    with child:
+        assert tpcc.GO_TPC.wait(child, 0.2, 60.0) == 0
+    assert child.poll() is not None and time.monotonic() - child.started < 10
+    quick = Child(["sh", "-c", "exit 3"])
+    with quick:
+        assert tpcc.GO_TPC.wait(quick, 0.2, 60.0) == 3  # without --wait: its own exit, as any client's
+    text = (Path(__file__).resolve().parents[1] / "data" / "gotpc" / "run-pg-wait.txt").read_text()
+    ticks = gotpc.parse_ticks(text)
+    assert ticks and all(not op.startswith(("KEYINGTIME", "THINKINGTIME")) for t in ticks for op in t.reports)
+    counted = sum(t.reports["NEW_ORDER"].count for t in ticks if "NEW_ORDER" in t.reports)
+    assert counted == sum(int(n) for n in re.findall(r"\[Current\] NEW_ORDER - .*?Count: (\d+)", text)) > 0

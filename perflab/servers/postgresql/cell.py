@@ -133,7 +133,7 @@ class _Window:
                 self.epochs = (self.epochs[0], time.time())
                 self.traced.close()  # alloc's counts end at the mark too
                 self.wl.end_now(self.child)
-            code = client.wait(self.child, client_seconds + self.wl.tail_s, margin)
+            code = self.wl.wait(self.child, client_seconds + self.wl.tail_s, margin)
         if not self.wl.tail_s:
             self.end = accounting.WindowEnd.take(self.start, self.server.pid, read=tree_counters)
         return code
