@@ -137,7 +137,8 @@ class GoTpc(Workload):
             return [Problem("(tool) go-tpc", f"go-tpc {VERSION} installed", "missing", exc.hint)]
         built = gotpc.built_version(binary)
         if built != VERSION:  # 1.0.7 has no postgres driver; its flags and output are pinned to this one
-            return [Problem("(tool) go-tpc", f"go-tpc {VERSION}", f"{binary}: {built or 'an unknown version'}", gotpc.GET)]
+            found = f"{binary}: {built or 'an unknown version'}"
+            return [Problem("(tool) go-tpc", f"go-tpc {VERSION}", found, gotpc.GET)]
         return []
 
     def spec_problems(self, exp: Any) -> list[Any]:

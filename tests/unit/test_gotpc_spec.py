@@ -66,8 +66,14 @@ def test_interleaved_is_refused() -> None:
             TPCC.format(extra="") + '\n[variants.client]\nj = { client_preload = "jemalloc" }\n',
             "variants.client.j.client_preload",
         ),
-        (TPCC.format(extra="").replace("threads = [4]", 'threads = [4]\noptions = { driver = "x" }'), "workload.options.driver"),
-        (TPCC.format(extra="").replace("threads = [4]", 'threads = [4]\noptions = { targets = "x" }'), "workload.options.targets"),
+        (
+            TPCC.format(extra="").replace("threads = [4]", 'threads = [4]\noptions = { driver = "x" }'),
+            "workload.options.driver",
+        ),
+        (
+            TPCC.format(extra="").replace("threads = [4]", 'threads = [4]\noptions = { targets = "x" }'),
+            "workload.options.targets",
+        ),
     ],
 )
 def test_refusals_name_their_key(text: str, path: str) -> None:

@@ -1,5 +1,6 @@
 """The measured window of a PostgreSQL cell: pgbench (or sysbench's pgsql driver, or go-tpc's
-postgres driver) against a started `PostgreSQL`, with the whole process tree accounted (servers/postgresql/accounting.py).
+postgres driver) against a started `PostgreSQL`, with the whole process tree accounted
+(servers/postgresql/accounting.py).
 
 Like a MariaDB cell (CellRunner.measure): the client runs warm-up + window seconds; at the
 window's start perflab marks the counters, checks that every backend maps the variant's
@@ -89,7 +90,8 @@ def measure(
     fields = {"summary": summary.to_dict(), "resources": resources, "sysbench_options": options,
               **profilers.fields(spans), "steal": lambda a, b: steal.cores(started + a, started + b)}  # fmt: skip
     if not wl.tail_s:  # the client's own use over the window (go-tpc's CPU per transaction); pgbench's runs past it
-        fields["client"] = accounting.client_resources(window.start, child.rusage, summary.transactions, window.client_rss)
+        used = accounting.client_resources(window.start, child.rusage, summary.transactions, window.client_rss)
+        fields["client"] = used
     if tracer is not None:  # summed over the postmaster and every process it forked
         alloc_fields(runner.results, cell.order, tracer, server.pid, fields)
     return intervals, memory.samples, fields
