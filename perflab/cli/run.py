@@ -109,7 +109,8 @@ def run(
     from perflab.cli import calibrated
 
     exp, planned = calibrated.plan(exp, calibration) if resume is None else (exp, {})
-    from perflab.run.scheduler import Scheduler, estimate_seconds, max_rounds
+    from perflab.run.adaptive import max_rounds
+    from perflab.run.scheduler import Scheduler, estimate_seconds
 
     cells = exp.cells()
     from perflab.report import plan

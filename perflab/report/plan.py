@@ -37,7 +37,7 @@ def plan(
 ) -> dict[str, Any]:
     """The matrix of `exp` (with `cells` cells known in advance) and its estimated wall time;
     `builds`: what each [builds] entry needs before the first cell (cached, or to build);
-    `max_rounds`: the most rounds an adaptive run plans for (run/scheduler.max_rounds)."""
+    `max_rounds`: the most rounds an adaptive run plans for (run/adaptive.max_rounds)."""
     file, e = exp.file, exp.file.experiment
     out: dict[str, Any] = {
         "experiment": exp.name,

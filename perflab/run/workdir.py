@@ -15,7 +15,7 @@ the exact name pattern, not a symlink, owned by this perflab's uid with mode 070
 PostgreSQL cell made it traversable), whose live.lock (ours, not a symlink) can be flocked: the run
 is dead. A directory without live.lock is a run starting (or an older perflab's): left alone. Only
 processes that are the very ones the run started (the pid with its start time, and the tag) are
-killed, and only the shared memory segments they made are removed (run/segments.py); a directory
+killed, and only the shared memory segments they made are removed (places/segments.py); a directory
 that fails a check is never read, so a planted hosts.json never causes an SSH connection.
 
     with work_dir() as workdir: ...     # /dev/shm/perflab-k2j4x_8q/, removed on the way out
@@ -36,6 +36,7 @@ from pathlib import Path
 
 from perflab import lockfile
 from perflab.errors import UnsafePathError
+from perflab.places import segments
 from perflab.places.proc import RUN_ENV, recording_pids, start_ticks
 from perflab.units import utc_now
 
@@ -197,10 +198,8 @@ def _remote_left(workdir: Path) -> bool:
 
 def release_segments(workdir: Path, pids: dict[int, int]) -> list[int]:
     """The System V segments the dead run's processes made (a killed postmaster's), removed once
-    nobody is attached (run/segments.py); the accounts the run used are this perflab's and those it
+    nobody is attached (places/segments.py); the accounts the run used are this perflab's and those it
     gave part of `workdir` to (only this perflab can chown in its own directory)."""
-    from perflab.run import segments
-
     return segments.release(pids, {os.geteuid(), *_owners(workdir)})
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ServerStartError, ServerStopError, ToolMissingError
+from perflab.places import netns
 from perflab.places.proc import Child
 
 ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
@@ -135,11 +136,16 @@ class Managed:
     READY_POLL_S = 0.05
     CLEAN_STOP_S = 120.0  # a clean shutdown that takes longer is killed, and is not clean
     aslr = True  # False: the server starts under `setarch -R` (its children inherit it)
+    own_network = False  # True: it listens on 127.0.0.1 of a network of its own (places/netns.py)
 
     def launched(self, argv: list[str]) -> list[str]:
         """The server's argv behind its launcher: setarch execs it in place (same pid) with
         address-space randomization off, so the layout is the same at every start."""
         return argv if self.aslr else ["setarch", "-R", *argv]
+
+    def client(self, argv: list[str]) -> list[str]:
+        """argv of a client here that connects by TCP: in the server's own network when it has one."""
+        return netns.join(self.pid, argv) if self.own_network else argv
 
     def aslr_seen(self) -> bool | None:
         """Whether the running server's address space is randomized, from its personality

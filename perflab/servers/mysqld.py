@@ -27,8 +27,9 @@ from typing import Any, Self
 
 from perflab.errors import ToolMissingError
 from perflab.builds import Build
+from perflab.places import netns
 from perflab.places.proc import Child, call, clean_env
-from perflab.servers.managed import Managed, account, as_account, give, ld_preload, reachable, read_log
+from perflab.servers.managed import LOOPBACK, Managed, account, as_account, give, ld_preload, reachable, read_log
 from perflab.servers.mysql_protocol import flavor_of
 
 READY_DEADLINE_S = 90.0
@@ -197,6 +198,11 @@ class Mysqld(Managed):
                 give(self.datadir, run_user(), "mariadbd")
         argv = self.launched([*launcher, str(self.program), f"--defaults-file={self.option_file}"])
         argv = as_account(argv, self.exec_as)
+        # a TCP client here (go-tpc, which takes its password only in argv): not this machine's
+        # loopback, which every account reaches, but 127.0.0.1 of a network of its own (places/netns.py)
+        self.own_network = self.bind_address == LOOPBACK
+        if self.own_network:
+            argv = netns.own(argv)
         # what the server (or ld.so, before it) prints outside its error log
         with open(self.rundir / "stdout.log", "w", encoding="utf-8") as console:
             self.child = Child(argv, env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=console)

@@ -169,7 +169,8 @@ class GoTpc(Workload):
         return kind.gotpc_driver is not None and not kind.gotpc_socket
 
     def setup_sql(self) -> str:
-        return f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1'; GRANT ALL ON *.* TO '{USER}'@'127.0.0.1'"
+        # its own database only: no FILE, no SUPER (reached only from the server's own network)
+        return f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1'; GRANT ALL ON {DATABASE}.* TO '{USER}'@'127.0.0.1'"
 
     def prepare_argv(self, spec: Any, server: Any) -> list[str]:
         """go-tpc loads a warehouse's 10 districts in parallel: one thread per CPU, up to 10 a
@@ -178,13 +179,14 @@ class GoTpc(Workload):
         warehouses = spec.workload.warehouses or 1
         threads = min(10 * warehouses, os.cpu_count() or 1)
         options = {"no_check": True}
-        return gotpc.argv("prepare", warehouses=warehouses, threads=threads, options=options, **_target(spec, server))
+        argv = gotpc.argv("prepare", warehouses=warehouses, threads=threads, options=options, **_target(spec, server))
+        return server.client(argv)  # MariaDB's: in the server's own network (places/netns.py)
 
     def run_argv(
         self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:
         options = {**spec.workload.options, **cell.workload_options}
-        return gotpc.argv(
+        run = gotpc.argv(
             "run",
             **_target(spec, server),
             warehouses=spec.workload.warehouses or 1,
@@ -192,6 +194,7 @@ class GoTpc(Workload):
             seconds=seconds,
             options=options,
         )
+        return server.client(run)  # in the server's own network (places/netns.py)
 
     def wait(self, child: Any, seconds: float, margin: float) -> int:
         """With --wait, each client finishes its keying and think time after --time (up to 138 s:

@@ -51,10 +51,10 @@ def main() -> None:
         with server:
             server.sql(f"CREATE DATABASE {gotpc.DATABASE}")
             server.sql(tpcc.GO_TPC.setup_sql())
-            argv = gotpc.argv("prepare", port=server.port, warehouses=1, threads=2)
+            argv = server.client(gotpc.argv("prepare", port=server.port, warehouses=1, threads=2))  # its network
             done = subprocess.run(argv, capture_output=True, text=True, env=clean_env(), check=True)
             (OUT / "prepare.txt").write_text(done.stdout + done.stderr, encoding="utf-8")
-            run = gotpc.argv("run", port=server.port, warehouses=1, threads=THREADS, seconds=SECONDS)
+            run = server.client(gotpc.argv("run", port=server.port, warehouses=1, threads=THREADS, seconds=SECONDS))
             stamped(run, OUT / "run-stamped.txt", SECONDS)
             done = subprocess.run(run, capture_output=True, text=True, env=clean_env(), check=True)
             (OUT / "run-unstamped.txt").write_text(done.stdout, encoding="utf-8")

@@ -1,7 +1,9 @@
 """No way in through perflab's servers (issue 48): during a real run, an unprivileged account
 (`setpriv --reuid=65534`) tries what a review found open: root@127.0.0.1 with no password on the
-MariaDB cell's TCP port, its socket, and the PostgreSQL cell's socket with `trust` auth. Each
-fails; and the server itself reads no file outside the cell's directory (secure_file_priv)."""
+MariaDB cell's TCP port, its socket, go-tpc's tpcc@127.0.0.1 with no password, and the
+PostgreSQL cell's socket with `trust` auth. Each fails; the server itself reads no file outside
+the cell's directory (secure_file_priv); PostgreSQL refuses an account it does not map even on a
+socket it could reach (peer authentication)."""
 
 from __future__ import annotations
 
@@ -49,6 +51,22 @@ scale = 1
 [workload]
 tool = "pgbench"
 test = "select-only"
+threads = [1]
+"""
+
+
+TPCC = """
+[experiment]
+design = "sequential"
+name = "tpcc-access"
+duration = "30s"
+warmup = "1s"
+repeats = 1
+
+[workload]
+tool = "go-tpc"
+test = "tpcc"
+warehouses = 1
 threads = [1]
 """
 
@@ -163,5 +181,58 @@ def test_no_local_account_gets_into_a_postgresql_cell(tmp_path: Path):
         tried = _as_nobody(["cat", str(rundir / "postgres.log")])
         assert tried.returncode != 0  # its log and files: the server's user's and root's
         assert (rundir.stat().st_mode & 0o077) == 0
+    finally:
+        _stop(run)
+
+
+def test_go_tpcs_server_listens_only_in_a_network_of_its_own(tmp_path: Path):
+    """go-tpc connects by TCP and takes a password only in argv: its server listens on 127.0.0.1 of
+    a network namespace of its own (places/netns.py), which no other account can enter."""
+    run, pid, cmdline = _start(tmp_path, TPCC, "go-tpc")
+    try:
+        option_file = Path(cmdline.split("--defaults-file=")[1].split()[0])
+        port = int(re.search(r"^port=(\d+)$", option_file.read_text(), re.M).group(1))
+        assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+        login = ["mariadb", "--no-defaults", "--protocol=tcp", "-h127.0.0.1", f"-P{port}", "-utpcc", "-Ne"]
+        # from this machine's network, as any account (root too): nothing listens there
+        for who in (NOBODY, []):
+            tried = subprocess.run([*who, *login, "SELECT 'in'"], capture_output=True, text=True, timeout=60)
+            assert tried.returncode != 0 and "in" not in tried.stdout, tried.stdout
+            assert "Can't connect" in tried.stderr, tried.stderr
+        # inside the server's network (root only may enter: setns needs CAP_SYS_ADMIN) it does,
+        # and tpcc has its own database only (no FILE, no SUPER)
+        enter = ["nsenter", f"--net=/proc/{pid}/ns/net", "--"]
+        inside = subprocess.run([*enter, *login, "SHOW GRANTS"], capture_output=True, text=True, timeout=60)
+        assert inside.returncode == 0, inside.stderr
+        grants = inside.stdout.replace("USAGE ON *.*", "")
+        assert "ON `tpcc`.*" in grants and "ON *.*" not in grants, inside.stdout
+        tried = _as_nobody([*enter, "true"])
+        assert tried.returncode != 0  # nobody cannot enter it
+    finally:
+        _stop(run)
+
+
+def test_postgresql_refuses_an_account_it_does_not_map_on_its_socket(tmp_path: Path):
+    """Peer authentication: even with the socket's directory and the socket opened to everyone
+    (what the test does, as root), an account perflab does not map to the superuser is refused."""
+    run, pid, cmdline = _start(tmp_path, POSTGRESQL, "pgbench")
+    try:
+        rundir = Path(cmdline.split("-D ")[1].split()[0]).parent
+        sock = rundir / ".s.PGSQL.5432"
+        modes = rundir.stat().st_mode & 0o777, sock.stat().st_mode & 0o777
+        rundir.chmod(0o711)
+        sock.chmod(0o777)
+        try:
+            psql = ["psql", "-h", str(rundir), "-p", "5432", "-d", "postgres", "-Atc", "SELECT 'in'"]
+            for user in ("postgres", "nobody"):
+                tried = _as_nobody([*psql, "-U", user])
+                assert tried.returncode != 0 and "in" not in tried.stdout, tried.stdout
+                assert "Peer authentication failed" in tried.stderr, tried.stderr
+            assert "local all all peer map=perflab" in (rundir / "pg_hba.conf").read_text()
+            mine = subprocess.run([*psql, "-U", "postgres"], capture_output=True, text=True, timeout=60)
+            assert mine.stdout.strip() == "in", mine.stderr  # perflab's own account (root) is mapped
+        finally:
+            rundir.chmod(modes[0])
+            sock.chmod(modes[1])
     finally:
         _stop(run)

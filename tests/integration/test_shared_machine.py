@@ -26,7 +26,7 @@ from typing import NamedTuple
 import pytest
 
 from perflab.places.proc import start_ticks
-from perflab.run import segments
+from perflab.places import segments
 from perflab.servers.postgresql import server as pgserver
 from tests.conftest import ROOT, perflab
 from tests.integration.helpers import perflab_children, write_experiment

@@ -267,3 +267,22 @@ def test_the_server_there_starts_with_the_counter_first_in_ld_preload(tmp_path: 
     plain = remote_mariadb.RemoteMariaDB(place, "/d", {}, local=tmp_path / "cell-0002")
     plain.start()
     assert not any(a.startswith(("LD_PRELOAD=", "PERFLAB_ALLOC_FILE=")) for a in started[1]) and plain.alloc is None
+
+
+def test_the_counters_switches_write_through_no_link_here_or_there(tracer: remote.RemoteAllocTracer, tmp_path: Path):
+    """The counter file is in the server's directory, its account's: a link it plants in its place
+    must not make root write 8 bytes into the file it points at (issue 48)."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"x" * 4096)
+    here = tmp_path / "counters.bin"
+    here.symlink_to(victim)
+    with pytest.raises(OSError):
+        alloc.sample(here, 4096)
+    with pytest.raises(OSError):
+        alloc.pause(here, True)
+    there = Path(str(tracer.file))
+    there.unlink()
+    there.symlink_to(victim)
+    with pytest.raises(alloc.AllocTracerError, match="symbolic link"):
+        tracer._sample(4096)  # dd there refuses it (oflag=nofollow)
+    assert victim.read_bytes() == b"x" * 4096

@@ -22,6 +22,7 @@ from perflab import preflight, spec
 from perflab.analyze import sequential, summary
 from perflab.errors import EnvironmentProblem
 from perflab.run import interleave, scheduler
+from perflab.run.adaptive import max_rounds
 from perflab.run.cell import CellRunner
 from perflab.spec import Cell
 from perflab.store.results import Results
@@ -117,7 +118,7 @@ def test_a_retry_is_not_retried_and_a_resume_does_not_run_it_twice(tmp_path: Pat
 
 def test_without_repeats_the_run_stops_on_a_verdict_within_its_budget(tmp_path: Path) -> None:
     exp = spec.parse(SPEC.format(extra='budget = "5m"'))
-    assert scheduler.max_rounds(exp) == 25  # 5 minutes of rounds of 2 cells of 1 + 2 + 3 s
+    assert max_rounds(exp) == 25  # 5 minutes of rounds of 2 cells of 1 + 2 + 3 s
     with Results(tmp_path / "r", create=True) as results:
         runner = Runner(exp, results, {})
         done: list[dict[str, Any]] = []

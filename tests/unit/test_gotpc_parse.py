@@ -139,7 +139,7 @@ def test_prepare_loads_without_the_consistency_checks(monkeypatch: pytest.Monkey
     """go-tpc's TPC-C 3.3.2 checks read back the rows just loaded: 77 of a warehouse's 80 s here."""
     monkeypatch.setattr(gotpc, "go_tpc_binary", lambda: "/usr/local/bin/go-tpc")
     spec = SimpleNamespace(experiment=SimpleNamespace(server="mariadb"), workload=SimpleNamespace(warehouses=2))
-    argv = tpcc.GO_TPC.prepare_argv(spec, SimpleNamespace(port=3307))
+    argv = tpcc.GO_TPC.prepare_argv(spec, SimpleNamespace(port=3307, client=lambda argv: argv))
     assert argv[:3] == ["/usr/local/bin/go-tpc", "tpcc", "prepare"] and "--warehouses=2" in argv
     assert argv[-1] == "--no-check=true"
 

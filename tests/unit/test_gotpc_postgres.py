@@ -36,7 +36,7 @@ def _flag(argv: list[str], name: str) -> str:
 
 
 def test_postgresql_is_reached_through_its_socket_as_the_superuser(binary: None) -> None:
-    server = SimpleNamespace(port=5432, rundir=Path("/dev/shm/perflab-x/cell-0001"))
+    server = SimpleNamespace(port=5432, rundir=Path("/dev/shm/perflab-x/cell-0001"), client=lambda argv: argv)
     argv = tpcc.GO_TPC.prepare_argv(_spec("postgresql"), server)
     assert argv[:3] == [BINARY, "tpcc", "prepare"] and "--warehouses=2" in argv and argv[-1] == "--no-check=true"
     assert _flag(argv, "driver") == "postgres"
@@ -49,7 +49,7 @@ def test_postgresql_is_reached_through_its_socket_as_the_superuser(binary: None)
 
 
 def test_mariadb_keeps_tcp_to_127_0_0_1_as_tpcc(binary: None) -> None:
-    argv = tpcc.GO_TPC.prepare_argv(_spec("mariadb"), SimpleNamespace(port=3307))
+    argv = tpcc.GO_TPC.prepare_argv(_spec("mariadb"), SimpleNamespace(port=3307, client=lambda argv: argv))
     assert argv[3:11] == ["-H", "127.0.0.1", "-P", "3307", "-U", "tpcc", "-D", "tpcc"]
     assert not any(a.startswith(("--driver", "--targets", "--conn-params")) for a in argv)
 
@@ -58,7 +58,7 @@ def test_the_experiment_s_conn_params_come_after_perflab_s_and_a_path_is_quoted(
     """lib/pq keeps a query key's first value: perflab's host, port and sslmode win over the file's."""
     cell = SimpleNamespace(threads=4, workload_options={"wait": True})
     spec = _spec("postgresql", {"conn_params": "application_name=tpcc&host=/elsewhere"})
-    server = SimpleNamespace(port=5432, rundir=Path("/tmp/a b+c&d"))
+    server = SimpleNamespace(port=5432, rundir=Path("/tmp/a b+c&d"), client=lambda argv: argv)
     argv = tpcc.GO_TPC.run_argv(spec, cell, server, 12, None)
     assert [a for a in argv if a.startswith("--conn-params")] == [
         "--conn-params=host=/tmp/a%20b%2Bc%26d&port=5432&sslmode=disable&application_name=tpcc&host=/elsewhere"

@@ -75,9 +75,13 @@ def test_its_configuration_listens_on_the_hosts_address_only(tmp_path: Path) -> 
     assert (
         "unix_socket_directories = '/dev/shm/perflab-host-abc/cell-0000'" in conf and "shared_buffers = '64MB'" in conf
     )
-    assert sent == [
-        (["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', "/dev/shm/perflab-host-abc/cell-0000/postgresql.conf"], conf)
-    ]
+    assert "hba_file = '/dev/shm/perflab-host-abc/cell-0000/pg_hba.conf'" in conf
+    write = ["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"']
+    assert sent[0] == ([*write, "/dev/shm/perflab-host-abc/cell-0000/postgresql.conf"], conf)
+    # who may log in: the ssh user (root) and postgres by peer on the socket, the run's role by password
+    files = dict((argv[-1].rsplit("/", 1)[1], text) for argv, text in sent[1:])
+    assert files["pg_hba.conf"].splitlines()[1:] == ["local all all peer map=perflab", "host all perflab all scram-sha-256"]
+    assert files["pg_ident.conf"].splitlines()[1:] == ["perflab root postgres", "perflab postgres postgres"]
 
 
 def test_the_hosts_postgres_is_found_off_the_path() -> None:
@@ -193,7 +197,7 @@ def test_initdb_on_the_host_runs_as_the_postgres_user_in_a_directory_it_owns() -
     (argv,) = ran
     assert argv[3:6] == ["/dev/shm/perflab-host-abc/snapshot", "postgres", "-"]
     assert argv[6:] == ["/usr/lib/postgresql/15/bin/initdb", "-D", "/dev/shm/perflab-host-abc/snapshot", "-U",
-                        "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"]  # fmt: skip
+                        "postgres", "--auth-local=peer", "--auth-host=reject", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"]  # fmt: skip
 
 
 def test_the_init_script_makes_the_datadir_and_runs_the_tool_there(tmp_path: Path) -> None:
@@ -219,3 +223,30 @@ def test_prepare_on_is_for_a_server_host_only() -> None:
     with pytest.raises(SpecError) as exc:
         spec.parse(base.format('prepare_on = "here"'))
     assert [p.path for p in exc.value.problems] == ["experiment.prepare_on"]
+
+
+def test_a_segment_is_released_or_recorded_only_when_the_postmaster_made_it(tmp_path: Path) -> None:
+    """postmaster.pid is the server's account's file: the segment it names is taken only when the
+    kernel's table says the postmaster (here: this test's process, its creator) made it (issue 48)."""
+    import ctypes
+    import os
+    import secrets
+
+    from perflab.servers.postgresql.remote import _RECORD, _RELEASE
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x51000000 + secrets.randbelow(1 << 24)
+    shmid = libc.shmget(key, 64, 0o1000 | 0o600)  # IPC_CREAT: made by this process
+    assert shmid >= 0, ctypes.get_errno()
+    try:
+        (tmp_path / "postmaster.pid").write_text(f"{os.getpid()}\n/x\n0\n5432\n/tmp\n*\n {key} {shmid}\nready\n")
+        exists = lambda: libc.shmctl(shmid, 2, ctypes.create_string_buffer(256)) == 0  # noqa: E731  # IPC_STAT
+        for script in (_RECORD, _RELEASE):  # another pid named as the postmaster: nothing recorded, nothing removed
+            subprocess.run(["sh", "-c", script, str(tmp_path), "1", str(tmp_path)], check=True)
+        assert exists() and not (tmp_path / "shm").exists()
+        subprocess.run(["sh", "-c", _RECORD, str(tmp_path), str(os.getpid()), str(tmp_path)], check=True)
+        assert (tmp_path / "shm").read_text() == f"{key} {shmid}\n"
+        subprocess.run(["sh", "-c", _RELEASE, str(tmp_path), str(os.getpid()), ""], check=True)
+        assert not exists()
+    finally:
+        libc.shmctl(shmid, 0, None)  # IPC_RMID

@@ -1,4 +1,4 @@
-"""The stale sweep (run/workdir.py, run/segments.py) on a tmpfs other accounts write in (issue 48):
+"""The stale sweep (run/workdir.py, places/segments.py) on a tmpfs other accounts write in (issue 48):
 it takes only the work directories this perflab made (name, owner, mode, no symlink) whose run is
 dead by its live.lock, kills only the very processes the run started (pid, start time and tag), and
 removes only the shared memory segments they made. What nobody plants is never read: no process
@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from perflab.places.proc import RUN_ENV, start_ticks
-from perflab.run import segments, workdir
+from perflab.places import segments
+from perflab.run import workdir
 from tests.nobody import as_nobody, shared_dir
 
 MAKE_SEGMENT = "import ctypes; print(ctypes.CDLL(None).shmget(0, 56, 0o1000 | 0o600), flush=True)"

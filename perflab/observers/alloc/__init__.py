@@ -27,6 +27,7 @@ a second time into it, foreign_processes other processes that found the file (ne
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,19 +87,25 @@ def file_bytes(slots: int = DEFAULT_SLOTS, sample_capacity: int = DEFAULT_SAMPLE
     return HEADER_BYTES + (slots * SLOT_WORDS + sample_capacity * SAMPLE_WORDS) * 8
 
 
+def _write_word(path: Path, word: int, value: int) -> None:
+    """`value` into word `word` of the counter file, never through a link: the file is in the
+    server's directory, which its account owns (it could plant a link to any file root writes)."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.pwrite(fd, int(value).to_bytes(8, "little"), word * 8)
+    finally:
+        os.close(fd)
+
+
 def sample(path: Path, period: int) -> None:
     """Switch stack sampling on (one allocation per `period` bytes on average) or off (0)."""
-    with open(path, "r+b") as f:
-        f.seek(_PERIOD * 8)
-        f.write(int(period).to_bytes(8, "little"))
+    _write_word(path, _PERIOD, period)
 
 
 def pause(path: Path, paused: bool) -> None:
     """Stop counting (calls are forwarded to the allocator, uncounted) or start again: lets
     bench/profile_overhead.py toggle the counter within one server run."""
-    with open(path, "r+b") as f:
-        f.seek(_PAUSED * 8)
-        f.write(int(paused).to_bytes(8, "little"))
+    _write_word(path, _PAUSED, int(paused))
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ _SLOTS = 'u=$(od -An -tu8 -j "$1" -N 8 "$0") && head -c $(($4 + (u + $2) * $3)) 
 # $0: the file; $1: from this byte (1 = the first); $2: this many bytes
 _RANGE = 'tail -c +"$1" "$0" | head -c "$2" | base64 -w0'
 # $0: the file; $1: 8 bytes (base64) written at word $2
-_WORD = 'printf %s "$1" | base64 -d | dd of="$0" bs=8 seek="$2" conv=notrunc status=none'
+_WORD = 'printf %s "$1" | base64 -d | dd of="$0" oflag=nofollow bs=8 seek="$2" conv=notrunc status=none'
 _copied: set[tuple[str, str]] = set()  # (host run directory, shim): copied there this run
 
 

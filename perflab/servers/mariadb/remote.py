@@ -24,7 +24,7 @@ from perflab.observers.status import StatusSampler
 from perflab.servers.managed import OnHost
 from perflab.servers.mariadb.flavor import INSTALLED, MariaDBFlavor
 from perflab.servers.mysql_protocol import version_tuple
-from perflab.servers.mysqld import READY_DEADLINE_S, Mysqld, binary, defaults, option_line
+from perflab.servers.mysqld import READY_DEADLINE_S, RUN_USER, Mysqld, binary, defaults, option_line
 
 
 class RemoteStatusSampler(StatusSampler):
@@ -46,24 +46,39 @@ class RemoteStatusSampler(StatusSampler):
         return [binary("mariadb"), f"--defaults-file={self.options}", "--batch", "--skip-column-names", "--unbuffered"]
 
 
-_PRIVATE_TMP = 'mkdir -p "$0" && TMPDIR="$0" && export TMPDIR && exec "$@"'  # $0: the directory, "$@": argv
+# $0: the directory, $1: the account the server runs as (empty: the ssh user's), "$@" after: argv
+_PRIVATE_TMP = (
+    'mkdir -p "$0" && chmod go+x "${0%/*}" && { [ -z "$1" ] || chown "$1:" "$0"; } && '
+    'TMPDIR="$0" && export TMPDIR && shift && exec "$@"'
+)
+# $0: the cell's directory, $1: that account. Its socket, log and files: the account's alone (0700:
+# a server's command line names its cell's directory to every account there: issue 48)
+_ADOPT = 'mkdir -p "$0/tmp" "$0/files" && chmod 700 "$0" && { [ -z "$1" ] || chown -R "$1:" "$0"; }'
+
+
+def server_account(place: Any) -> str:
+    """The account mariadbd runs as on the host: Debian's `mysql` (mariadb-server creates it) when
+    the ssh user is root, as here (never root: issue 48); else the ssh user ("")."""
+    return RUN_USER if place.link.target.user == "root" else ""
 
 
 def init_datadir(place: Any, datadir: str) -> str:
     """A new datadir on the host by its mariadb-install-db, as servers/mariadb/datadir.py does here."""
     argv = [place.binaries["mariadb-install-db"], "--no-defaults", f"--datadir={datadir}"]
     argv += ["--auth-root-authentication-method=normal", "--skip-test-db", "--force"]
-    argv += ["--user=root"] if place.link.target.user == "root" else []
+    user = server_account(place)
+    argv += [f"--user={user}"] if user else []
     # its bootstrap's temporary tables in a directory of the run's, not the host's shared /tmp (two
     # bootstraps at once there, a host axis's on one machine, lost each other's: "Could not remove
     # temporary table", "Unknown table 'mysql.tmp_proxies_priv'")
     private = f"{datadir}.tmp"
-    done = place.link.run(["sh", "-c", _PRIVATE_TMP, private, *argv], timeout=600)
+    done = place.link.run(["sh", "-c", _PRIVATE_TMP, private, user, *argv], timeout=600)
     place.link.run(["rm", "-rf", private])
     if done.status != 0:
         raise ServerStartError(
             f"mariadb-install-db on host {place.name} failed (exit {done.status}): {(done.stdout + done.stderr)[-500:]}",
-            f"run it by hand there: {' '.join(argv)}",
+            f"run it by hand there: {' '.join(argv)}"
+            + (f" (the {user} account: apt-get install mariadb-server creates it)" if user else ""),
         )
     return "mariadb-install-db"
 
@@ -120,15 +135,20 @@ class RemoteMariaDB(OnHost, Mysqld):
             "tmpdir": f"{self.remote_dir}/tmp",
             "secure-file-priv": f"{self.remote_dir}/files",  # LOAD_FILE and OUTFILE: the cell's own directory
         }
-        if self.link.target.user == "root":
-            fixed["user"] = "root"
+        if server_account(self.place):  # started as root, it becomes that account itself
+            fixed["user"] = server_account(self.place)
         lines = ["# written by perflab; the server reads no other option file", f"[{self.flavor.group}]"]
         lines += [option_line(k, v) for k, v in {**self.flavor.translate(self.options), **fixed}.items()]
         self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        # its socket, log and files: the ssh user's alone (the run directory is 0711, and a server's
-        # command line names its cell's directory to every account there: issue 48)
-        self.link.run(["sh", "-c", 'mkdir -p "$0/tmp" "$0/files" && chmod 700 "$0"', self.remote_dir])
-        self.link.run(["sh", "-c", 'cat > "$0"', f"{self.remote_dir}/my.cnf"], stdin=self.option_file.read_text())
+        self.link.run(["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', f"{self.remote_dir}/my.cnf"],
+                      stdin=self.option_file.read_text())  # fmt: skip
+        adopted = self.link.run(["sh", "-c", _ADOPT, self.remote_dir, server_account(self.place)])
+        if adopted.status != 0:
+            raise ServerStartError(
+                f"host {self.link.name}: cannot give {self.remote_dir} to {server_account(self.place)}: "
+                f"{adopted.stderr.strip()[-300:]}",
+                f"apt-get install mariadb-server on {self.link.target} creates the {RUN_USER} account",
+            )
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.write_option_file()

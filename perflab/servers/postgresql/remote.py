@@ -25,25 +25,33 @@ from perflab.hosts.rundir import Tracked
 from perflab.servers.managed import OnHost
 from perflab.servers.postgresql.server import (
     DEFAULT_OPTIONS,
+    INITDB_OPTIONS,
     READY_DEADLINE_S,
     RUN_USER,
     SUPERUSER,
     PostgreSQL,
+    auth_files,
     conf_line,
 )
 
-HBA_LINE = "host all perflab all scram-sha-256\n"  # the run's role, by password only, over TCP
 # $0: the cell's directory, $1: its datadir, $2: the user that runs postgres (empty: the ssh user)
 _ADOPT = 'chmod go+x "$(dirname "$0")" && chmod 700 "$1" && if [ -n "$2" ]; then chown -R "$2:" "$0"; fi'
 # $0: the log file, "$@": postgres's argv, run in the cell's directory (not the ssh user's home, which
 # the postgres user may not reach); exec keeps the wrapper's pid (the postmaster's = the group's)
 _LOGGED = 'cd "${0%/*}" && exec "$@" > "$0" 2>&1'
-# $0: the datadir. The System V segment a killed postmaster leaves (postmaster.pid's 7th line: key
-# and shmid), marked for removal: the kernel frees it once the last backend has gone
-_RELEASE = 'set -- $(sed -n 7p "$0/postmaster.pid" 2>/dev/null); [ -n "$2" ] && ipcrm -m "$2" 2>/dev/null; true'
-# $0: the datadir, $1: the run directory. That segment recorded in the run directory's `shm`, for a
-# run killed before its stop: the run directory's removal (doctor --clean) releases it (hosts/rundir.py)
-_RECORD = 'set -- "$1" $(sed -n 7p "$0/postmaster.pid"); [ -n "$3" ] && echo "$2 $3" >> "$1/shm"; true'
+# $0: the datadir, $1: the postmaster's pid, $2: the run directory. The System V segment a killed
+# postmaster leaves: postmaster.pid's 7th line names it (key and shmid), but the server's account
+# writes that file, so it is taken only when the kernel's table says this postmaster made it
+# (/proc/sysvipc/shm: shmid, then cpid in the 5th column); then $1 = pid, $2 = key, $3 = shmid
+_OURS = (
+    'r=$2; set -- "$1" $(sed -n 7p "$0/postmaster.pid" 2>/dev/null); [ -n "$3" ] && '
+    "awk -v i=\"$3\" -v p=\"$1\" '$2 == i && $5 == p { f = 1 } END { exit !f }' /proc/sysvipc/shm"
+)
+# marked for removal: the kernel frees it once the last backend has gone
+_RELEASE = _OURS + ' && ipcrm -m "$3" 2>/dev/null; true'
+# recorded in the run directory's `shm`, for a run killed before its stop: the run directory's removal
+# (doctor --clean) releases it (hosts/rundir.py)
+_RECORD = _OURS + ' && echo "$2 $3" >> "$r/shm"; true'
 # $0: the datadir (new), $1: the user that runs postgres (empty: the ssh user), "$@" after: initdb's
 # argv, run in the run directory (the postgres user may not reach the ssh user's home)
 _INIT = (
@@ -55,8 +63,7 @@ _INIT = (
 def init_datadir(place: Any, datadir: str) -> str:
     """A new cluster at `datadir` on the host by its initdb, as servers/postgresql/server.py does here."""
     user = RUN_USER if place.link.target.user == "root" else ""
-    argv = [place.binaries["initdb"], "-D", datadir, "-U", SUPERUSER, "--auth=trust", "--no-sync"]
-    argv += ["-E", "UTF8", "--locale=C.UTF-8"]
+    argv = [place.binaries["initdb"], "-D", datadir, "-U", SUPERUSER, *INITDB_OPTIONS]
     done = place.link.run(["sh", "-c", _INIT, datadir, user, "-", *argv], timeout=300)
     if done.status != 0:
         raise ServerStartError(
@@ -116,18 +123,20 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         fixed = {
             "listen_addresses": self.listen_address,
             "unix_socket_directories": self.remote_dir,
-            "unix_socket_permissions": "0700",  # its user and root only: trust auth is no way in (issue 48)
+            "unix_socket_permissions": "0700",  # its user and root only (and peer auth: issue 48)
             "port": self.port,
             "dynamic_shared_memory_type": "mmap",  # files in the datadir, not /dev/shm/PostgreSQL.*
             "logging_collector": False,  # stderr is the log, written into the cell's directory there
+            "hba_file": f"{self.remote_dir}/pg_hba.conf",  # who may log in: server.auth_files
+            "ident_file": f"{self.remote_dir}/pg_ident.conf",
         }
         lines = ["# written by perflab; the server reads no other configuration file"]
         lines += [conf_line(k, v) for k, v in {**self.options, **fixed}.items()]
         self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        self.link.run(
-            ["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', f"{self.remote_dir}/postgresql.conf"],
-            stdin=self.option_file.read_text(),
-        )
+        # the run's role by password over TCP; on the socket, the ssh user and the server's by peer only
+        files = auth_files(True, [self.link.target.user, self.user or self.link.target.user])
+        for name, text in {"postgresql.conf": self.option_file.read_text(), **files}.items():
+            self.link.run(["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', f"{self.remote_dir}/{name}"], stdin=text)
 
     def argv(self) -> list[str]:
         """postgres's argv on the host: as the postgres user when the ssh user is root."""
@@ -141,7 +150,6 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.write_option_file()
-        self.link.run(["sh", "-c", 'cat >> "$0"', f"{self.datadir}/pg_hba.conf"], stdin=HBA_LINE)
         adopted = self.link.run(["sh", "-c", _ADOPT, self.remote_dir, self.datadir, self.user])
         if adopted.status != 0:
             raise ServerStartError(
@@ -151,7 +159,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
             )
         self.child = Tracked(self.place.rundir, self.argv(), measured=True)
         self._wait_ready(deadline_s)
-        self.link.run(["sh", "-c", _RECORD, self.datadir, self.place.rundir.path])
+        self.link.run(["sh", "-c", _RECORD, self.datadir, str(self.pid), self.place.rundir.path])
 
     READY_POLL_S = 0.2  # each look is an SSH round trip and a psql
 
@@ -206,7 +214,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         finally:
             try:
                 self.child.kill()
-                self.link.run(["sh", "-c", _RELEASE, self.datadir])
+                self.link.run(["sh", "-c", _RELEASE, self.datadir, str(self.pid), ""])
                 self.fetch_log()
             except PerflabError:
                 pass  # the host dropped off: the server, its segment and log stay there for doctor --clean

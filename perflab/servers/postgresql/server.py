@@ -1,8 +1,9 @@
 """A PostgreSQL server that perflab owns: its own datadir on tmpfs, postgresql.conf and socket.
 
 `postgres` is started directly (not pg_ctl, not a service) with `-D DATADIR -c config_file=RUN/
-postgresql.conf`; the file perflab writes is the only one it reads besides the datadir's
-pg_hba.conf (initdb --auth=trust: local socket connections only). No TCP (listen_addresses = '') but
+postgresql.conf`; it reads no other file perflab does not write: its pg_hba.conf and pg_ident.conf
+are in the run directory too (`auth_files`: peer on the socket, mapped accounts only).
+No TCP (listen_addresses = '') but
 for a client on a remote host (docs/hosts.md): then the one address it reaches, a password role only;
 a unix socket in the cell's run directory, dynamic shared memory as files in the datadir (mmap:
 nothing in /dev/shm survives a killed server). postgres refuses to run as root: when perflab is
@@ -21,19 +22,18 @@ in the log, and the cell fails with it.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import pwd
 import re
 import shutil
 import signal
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
-from perflab.places.proc import Child, call, clean_env
+from perflab.places import segments
+from perflab.places.proc import Child, call, clean_env, start_ticks
 from perflab.servers.managed import Managed, account, as_account, ld_preload, read_log
 from perflab.servers.managed import give as managed_give
 
@@ -57,6 +57,9 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 TMPFS_ONLY = ("fsync", "synchronous_commit", "full_page_writes")
 # written by perflab itself; a server_options entry of these names is refused (spec/fields.py)
 FIXED = ("listen_addresses", "unix_socket_directories", "port", "data_directory", "config_file")
+FIXED += ("hba_file", "ident_file")
+# peer on the socket (each cell's own pg_hba.conf maps who: auth_files), no TCP login at all
+INITDB_OPTIONS = ("--auth-local=peer", "--auth-host=reject", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8")
 
 
 def pg_binary(name: str, bindir: Path | None = None) -> str:
@@ -91,6 +94,20 @@ def as_server_user(argv: list[str]) -> list[str]:
 def give(path: Path) -> None:
     """`path` (a tree perflab made) the server's user's (servers/managed.give)."""
     managed_give(path, run_user(), "postgres")
+
+
+def auth_files(tcp: bool, os_users: Sequence[str] | None = None) -> dict[str, str]:
+    """pg_hba.conf and pg_ident.conf of a cell (issue 48): on the socket, peer authentication,
+    the OS accounts perflab runs as and the server runs as mapped to SUPERUSER, every other one
+    refused; over TCP (`tcp`: a client host), the role `perflab` by password (scram-sha-256) only."""
+    if os_users is None:
+        server = run_user()
+        os_users = [pwd.getpwuid(os.geteuid()).pw_name] + ([server.pw_name] if server is not None else [])
+    hba = "# written by perflab: who may log in (perflab docs trust)\nlocal all all peer map=perflab\n"
+    hba += "host all perflab all scram-sha-256\n" if tcp else ""
+    ident = "# written by perflab: these OS accounts may log in as the superuser, on the socket\n"
+    ident += "".join(f"perflab {user} {SUPERUSER}\n" for user in dict.fromkeys(os_users))
+    return {"pg_hba.conf": hba, "pg_ident.conf": ident}
 
 
 def conf_line(name: str, value: Any) -> str:
@@ -139,13 +156,12 @@ def reachable(path: Path) -> bool:
 
 
 def initdb(datadir: Path, log: Path, bindir: Path | None = None) -> str:
-    """A new cluster in `datadir` (which must not exist): trust auth on the socket, C.UTF-8;
+    """A new cluster in `datadir` (which must not exist): peer auth on the socket, C.UTF-8;
     by the build's own initdb when `bindir` is a build's (the same version makes its datadir)."""
     datadir.parent.mkdir(parents=True, exist_ok=True)
     datadir.mkdir()
     give(datadir)
-    argv = [pg_binary("initdb", bindir), "-D", str(datadir), "-U", SUPERUSER, "--auth=trust", "--no-sync"]
-    argv += ["-E", "UTF8", "--locale=C.UTF-8"]
+    argv = [pg_binary("initdb", bindir), "-D", str(datadir), "-U", SUPERUSER, *INITDB_OPTIONS]
     try:
         out = call(as_server_user(argv), what="initdb", env=clean_env(), timeout=300, cwd=datadir)
     except PerflabError as exc:
@@ -190,16 +206,20 @@ class PostgreSQL(Managed):
         self.build = build
         self.bindir = build_bindir(build, rundir.parent)  # None: the installed postgresql-15
         self.child: Child | None = None
+        self.ticks: int | None = None  # the postmaster's start time (its segment's: _release_segment)
         self.crashed: bool | None = None
 
     def write_option_file(self) -> None:
         fixed = {
             "listen_addresses": self.listen_address,
             "unix_socket_directories": str(self.rundir),
-            "unix_socket_permissions": "0700",  # its user and root only: trust auth is no way in (issue 48)
+            "unix_socket_permissions": "0700",  # its user and root only (and peer auth: issue 48)
             "port": PORT,
             "dynamic_shared_memory_type": "mmap",  # files in the datadir, not /dev/shm/PostgreSQL.*
             "logging_collector": False,  # stderr is the log: one file, the postmaster's stdout
+            # who may log in: perflab's files in the run directory, not the datadir's (auth_files)
+            "hba_file": str(self.rundir / "pg_hba.conf"),
+            "ident_file": str(self.rundir / "pg_ident.conf"),
         }
         lines = ["# written by perflab; the server reads no other configuration file"]
         lines += [conf_line(k, v) for k, v in {**self.options, **fixed}.items()]
@@ -208,9 +228,8 @@ class PostgreSQL(Managed):
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.rundir.mkdir(parents=True, exist_ok=True)
         self.write_option_file()
-        if self.listen_address:  # the remote client's role, by password only, over TCP (Kind.remote_login)
-            with open(self.datadir / "pg_hba.conf", "a", encoding="utf-8") as hba:
-                hba.write("host all perflab all scram-sha-256\n")
+        for name, text in auth_files(bool(self.listen_address)).items():
+            (self.rundir / name).write_text(text, encoding="utf-8")  # a new run directory, root's until give
         give(self.rundir)
         libraries = [str(self.tracer)] if self.tracer is not None else []
         libraries += [ld_preload(self.preload, self.rundir)] if self.preload is not None else []
@@ -221,6 +240,7 @@ class PostgreSQL(Managed):
             self.child = Child(
                 as_server_user(self.launched(argv)), env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=log
             )
+        self.ticks = start_ticks(self.child.pid)  # the postmaster's (setpriv execs it in place)
         self._wait_ready(deadline_s)
 
     @property
@@ -307,7 +327,18 @@ class PostgreSQL(Managed):
                 self._stop_cleanly(signal.SIGINT, group=False)
             self.child.kill()
         finally:
-            release_shm(self.datadir / "postmaster.pid")  # a killed postmaster leaves its SysV segment
+            self._release_segment()
+
+    def _release_segment(self) -> None:
+        """The System V segment a killed postmaster leaves (postgres keeps one of 56 bytes to see
+        whether old backends are still attached, and removes it only at a clean shutdown: every
+        SIGKILLed cell would leak one), removed once nobody is attached. Found in the kernel's
+        table, made by this postmaster as its account (places/segments.py), never by the id in
+        postmaster.pid: the server's account writes that file, and could name anyone's segment."""
+        if self.child is None or self.ticks is None:
+            return
+        server = run_user()
+        segments.release({self.child.pid: self.ticks}, {server.pw_uid if server else os.geteuid()})
 
     def __enter__(self) -> Self:
         try:
@@ -319,42 +350,6 @@ class PostgreSQL(Managed):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _shmid(pid_file: Path) -> int | None:
-    try:
-        return int(pid_file.read_text(encoding="ascii", errors="replace").splitlines()[6].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def release_shm(pid_file: Path, wait_s: float = 3.0) -> bool:
-    """Remove the System V segment a killed postmaster left (postmaster.pid's 7th line: key and
-    shmid). postgres keeps one small segment (56 bytes) to see whether old backends are still
-    attached, and removes it only at a clean shutdown: every SIGKILLed cell would leak one.
-    It is removed once nobody is attached (the group's processes die a moment after SIGKILL),
-    waiting up to `wait_s`; False if it is still attached then (or unreadable)."""
-    shmid = _shmid(pid_file)
-    deadline = time.monotonic() + wait_s
-    while shmid is not None:
-        attached = _attached(shmid)
-        if attached is None:  # gone (or never ours)
-            return False
-        if attached == 0:
-            return ctypes.CDLL(None).shmctl(shmid, 0, None) == 0  # IPC_RMID
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return False
-
-
-def _attached(shmid: int) -> int | None:
-    """shm_nattch of the segment, None if there is none (shmctl IPC_STAT, x86_64 glibc layout:
-    struct shmid_ds is 112 bytes, shm_nattch at 88)."""
-    buffer = ctypes.create_string_buffer(256)
-    if ctypes.CDLL(None).shmctl(shmid, 2, buffer) != 0:
-        return None
-    return ctypes.c_uint64.from_buffer(buffer, 88).value
 
 
 def known_settings() -> dict[str, str]:
