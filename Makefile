@@ -45,12 +45,13 @@ setup: apt postgresql ssh deb-src python inferno go-tpc
 # Go itself is not a Debian 12 package new enough for it: the Go on $PATH or /usr/local/go/bin/go
 # (the official tarball's place); without either, one line says so and setup goes on (only
 # go-tpc experiments need it: exit 3 naming this target). Idempotent: a go-tpc that `go version -m`
-# shows built from GO_TPC_VERSION is kept.
-GO_TPC_VERSION = v1.0.7
+# shows built from GO_TPC_VERSION exactly is kept; another version (v1.0.7, the pin before
+# v1.0.12: no postgres driver) is replaced. perflab's preflight reads the same build information.
+GO_TPC_VERSION = v1.0.12
 GO ?= $(shell command -v go || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; })
 go-tpc:
 	@if [ -x /usr/local/bin/go-tpc ] && [ -n "$(GO)" ] && "$(GO)" version -m /usr/local/bin/go-tpc 2>/dev/null \
-			| grep -q "mod[[:space:]]*github.com/pingcap/go-tpc[[:space:]]*$(GO_TPC_VERSION)"; then \
+			| grep -q "mod[[:space:]]*github.com/pingcap/go-tpc[[:space:]]*$(GO_TPC_VERSION)[[:space:]]"; then \
 		echo "go-tpc: present ($(GO_TPC_VERSION))"; \
 	elif [ -z "$(GO)" ]; then \
 		echo "go-tpc: not installed: no Go toolchain (go on \$$PATH or /usr/local/go/bin/go); tool = \"go-tpc\" needs it: install Go >= 1.16, then make go-tpc"; \

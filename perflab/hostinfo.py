@@ -33,7 +33,7 @@ def _version_of(argv: list[str]) -> str | None:
 
 
 def _go_tpc() -> str | None:
-    """go-tpc's pinned version when it is installed (its own `version` says "dev")."""
+    """go-tpc's version, from the build information in its binary (its own `version` says "dev")."""
     from perflab.workloads import gotpc
 
     return gotpc.version()

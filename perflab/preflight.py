@@ -50,7 +50,7 @@ TOOLS = (
         'tool = "go-tpc" (TPC-C, `perflab docs workloads`)',
         required=False,
         version_flag=None,
-        get="make go-tpc (go install, pinned v1.0.7)",
+        get="make go-tpc (go install, pinned v1.0.12)",
     ),
     Tool("taskset", "util-linux", "CPU pinning (pin = true)", version_flag=None),
     Tool("dpkg-query", "dpkg", "allocator package versions", version_flag=None),

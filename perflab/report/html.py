@@ -28,6 +28,8 @@ from perflab.report.phrases import (
     KIND_TITLES,
     NOISE_HEADER,
     NOISE_TITLE,
+    TXN_HEADER,
+    TXN_INTRO,
     by_kind,
     caution,
     method_line,
@@ -36,6 +38,7 @@ from perflab.report.phrases import (
     plural,
     subtitle,
     told,
+    txn_cells,
     why,
 )
 from perflab.units import format_bytes, utc_now
@@ -147,5 +150,9 @@ def render(model: ReportModel) -> str:
         downsampled=longest > figures.MAX_POINTS,
         max_points=figures.MAX_POINTS,
         status_rows=model.status_differences(),
+        txn_rows=model.transaction_types(),  # go-tpc's TPC-C transaction types
+        txn_header=TXN_HEADER,
+        txn_intro=TXN_INTRO[0].upper() + TXN_INTRO[1:],
+        txn_cells=txn_cells,
         explain_intro=phase_explain.INTRO,
     )

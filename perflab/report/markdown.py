@@ -21,12 +21,15 @@ from perflab.report.model import ReportModel
 from perflab.report.phrases import (
     NOISE_HEADER,
     NOISE_TITLE,
+    TXN_HEADER,
+    TXN_INTRO,
     caution,
     method_line,
     noise_note,
     noise_rows,
     subtitle,
     told,
+    txn_cells,
     verdict_word,
     why,
 )
@@ -106,6 +109,7 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
     ]
     out += _verdicts(model)
     out += _status(model)
+    out += _txn_types(model)
     out += ["## Findings", ""]
     if model.findings:
         # the text of stalls and failures starts with its kind already ("stall: ...", "failed: ...")
@@ -175,6 +179,18 @@ def _status(model: ReportModel) -> list[str]:
         ]
         out += table(["counter", "baseline /txn", "variant /txn", "ratio"], table_rows, right={1, 2, 3}) + [""]
     return out
+
+
+def _txn_types(model: ReportModel) -> list[str]:
+    """go-tpc: each TPC-C transaction type's rate and latency per variant (analyze/txn_types.py)."""
+    found = model.transaction_types()
+    if not found:
+        return []
+    out = ["## TPC-C transaction types", "", TXN_INTRO[0].upper() + TXN_INTRO[1:] + ".", ""]
+    rows = [[short_label(g.variant) if i == 0 else "", g.threads if i == 0 else "", *txn_cells(r)]
+            for g, types in found for i, r in enumerate(types)]  # fmt: skip
+    header = [TXN_HEADER[0], "threads", *TXN_HEADER[1:]]
+    return out + table(header, rows, right=set(range(1, len(header))) - {2}) + [""]
 
 
 def _verdicts(model: ReportModel) -> list[str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perflab.analyze import compare, phase_explain, status_diff, summary, variance
+from perflab.analyze import compare, phase_explain, status_diff, summary, txn_types, variance
 from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group
 from perflab.report import colors, findings, io_findings, profiles
@@ -91,6 +91,11 @@ class ReportModel:
         """[observe] status: per variant and thread count, the server's counters that differ most
         per transaction from the baseline's (analyze/status_diff.py); [] without status."""
         return status_diff.by_group(self.groups)
+
+    def transaction_types(self) -> list[tuple[Group, list[Any]]]:
+        """go-tpc: per variant and thread count, each TPC-C transaction type's rate and latency
+        (analyze/txn_types.py); [] for another tool."""
+        return txn_types.by_group(self.groups)
 
     def failed(self) -> list[dict[str, Any]]:
         return [c for c in self.cells if c["status"] != "ok"]

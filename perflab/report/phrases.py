@@ -10,7 +10,7 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
-from perflab.analyze import evidence
+from perflab.analyze import evidence, txn_types
 from perflab.analyze.ratio import MIN_PAIRS
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER, VERDICTS
 from perflab.report.model import ReportModel, plural
@@ -286,3 +286,18 @@ def _changed_lines(cells: list[dict[str, Any]]) -> list[str]:
         if changed:
             lines.append(f"server host {name}'s fingerprint changed between cells in {', '.join(changed)}")
     return lines
+
+
+# go-tpc's TPC-C transaction types (analyze/txn_types.py), in every report
+TXN_INTRO = "each type over the measured window, the mean over settled repeats; the verdicts compare NOPM"
+TXN_HEADER = ("variant", "type", "per min", "avg ms", "p50 ms", "p95 ms", "p99 ms", "max ms", "errors")
+
+
+def txn_cells(row: txn_types.TypeRow) -> list[str]:
+    """A type's cells after its group's (variant, threads)."""
+    ms = [_figure(v, "{:.2f}") for v in (row.avg_ms, row.p50_ms, row.p95_ms, row.p99_ms, row.max_ms)]
+    return [row.name, _figure(row.per_minute, "{:,.1f}"), *ms, _figure(row.errors, "{:,.0f}")]
+
+
+def _figure(value: float | None, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from perflab.analyze import compare, phase_explain, stats, status_diff
+from perflab.analyze import compare, phase_explain, stats, status_diff, txn_types
 from perflab.analyze.compare import Comparison
 from perflab.analyze.summary import Group, groups, mean
 from perflab.analyze.variance import Decomposition
@@ -28,11 +28,14 @@ from perflab.report.model import build_facts, design_phrase
 from perflab.report.phrases import (
     NOISE_HEADER,
     NOISE_TITLE,
+    TXN_HEADER,
+    TXN_INTRO,
     host_differences,
     host_lines,
     method_line,
     noise_note,
     noise_rows,
+    txn_cells,
     verdict_word,
     why,
 )
@@ -116,6 +119,7 @@ def render(
     if effects:
         print_comparisons(console, "Effect of each axis (the other axes held fixed)", effects)
     _status(console, all_groups)
+    _txn_types(console, all_groups)
     if noise is not None and not noise.empty:
         noise_table(console, noise)
     _why(console, comparisons, meta)
@@ -138,6 +142,21 @@ def _status(console: Console, all_groups: list[Group]) -> None:
         for r in rows:
             ratio = "new" if r["ratio"] is None else f"{r['ratio']:.3g}x"
             table.add_row(escape(r["counter"]), f"{r['baseline']:.4g}", f"{r['variant']:.4g}", ratio)
+        console.print(table)
+
+
+def _txn_types(console: Console, all_groups: list[Group]) -> None:
+    """go-tpc: each TPC-C transaction type's rate and latency per variant (analyze/txn_types.py)."""
+    found = txn_types.by_group(all_groups)
+    for threads in sorted({g.threads for g, _ in found}):
+        table = Table(title=f"TPC-C transaction types, threads = {threads} ({TXN_INTRO})",
+                      title_justify="left", show_edge=False)  # fmt: skip
+        for name in TXN_HEADER:
+            table.add_column(name, justify="left" if name in ("variant", "type") else "right")
+        for group, rows in ((g, r) for g, r in found if g.threads == threads):
+            for i, row in enumerate(rows):
+                label = escape(short_label(group.variant)) if i == 0 else ""
+                table.add_row(label, *txn_cells(row))
         console.print(table)
 
 

@@ -372,7 +372,7 @@ class CellRunner:
                 status = sampler or contextlib.nullcontext()
                 with traced, RssSampler(server.pid) as rss, RssSampler(child.pid) as client_rss, status as counters:
                     profilers.window_started()
-                    code = client.wait(child, warmup + seconds, margin, workload.name)
+                    code = workload.wait(child, warmup + seconds, margin)
                     ended = time.monotonic()
                 end = accounting.WindowEnd.take(start, server.pid)
                 pss = self.kind.pss_bytes(server)  # as PostgreSQL's (summed over its processes)

@@ -121,7 +121,7 @@ class Here:
         server.aslr = cell.aslr
         if runner.remote is not None:  # the server listens where the client host reaches it, only there
             runner.kind.listen_on(server, runner.remote.address)
-        elif workloads.of(runner.exp.file).connects_by_tcp:  # else on no address (its socket only)
+        elif workloads.of(runner.exp.file).tcp_on(runner.kind):  # else on no address (its socket only)
             runner.kind.listen_on(server, LOOPBACK)
         return server
 

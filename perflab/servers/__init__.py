@@ -58,6 +58,8 @@ class Kind:
     # which workload tools can drive it (workloads/): MySQL's protocol (go-tpc), pgbench
     mysql_protocol: bool = False
     runs_pgbench: bool = False
+    gotpc_driver: str | None = None  # go-tpc's --driver for it (workloads/tpcc.py); None: go-tpc cannot drive it
+    gotpc_socket: bool = False  # True: that driver reaches a cell's server by its socket directory, else by TCP
     sysbench_writes: bool = True  # False: sysbench's read-only and OLTP write tests only (PostgreSQL)
 
     def flavor(self, version: str) -> str | None:

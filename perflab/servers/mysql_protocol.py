@@ -126,6 +126,7 @@ class MySQLProtocolKind(Kind):
     SHOW GLOBAL STATUS, one server process, cmake source builds."""
 
     mysql_protocol = True
+    gotpc_driver = "mysql"
     memory_figure = "RSS"
     sysbench_driver = "mysql"
     remote_client_refusal = None

@@ -1,8 +1,8 @@
 """What the server and the workload tool allow together, checked once the file is valid: the
 workload first (workloads/: its dataset keys, the servers it can drive), then each kind
-(perflab/servers/postgresql/spec.py, mysql_protocol.py). PostgreSQL: pgbench or sysbench's
-read-only tests, [builds] of PostgreSQL only, perf and pmp on the server's process tree; MariaDB
-and MySQL: sysbench or go-tpc, no PostgreSQL builds; MySQL: a build in every variant.
+(perflab/servers/postgresql/spec.py, mysql_protocol.py). PostgreSQL: pgbench, go-tpc or sysbench's
+read-only and OLTP write tests, [builds] of PostgreSQL only, perf and pmp on the server's process
+tree; MariaDB and MySQL: sysbench or go-tpc, no PostgreSQL builds; MySQL: a build in every variant.
 
     problems = server_problems(spec)   # [] or Problems with key paths and fixes
 """

@@ -59,6 +59,11 @@ class Workload:
     # True: it connects to a server here by TCP (go-tpc has no socket option), which then listens on
     # 127.0.0.1 (else on no address: the socket in the run's directory, which only root reaches)
     connects_by_tcp: bool = False
+
+    def tcp_on(self, kind: Any) -> bool:
+        """Whether it connects to a server of `kind` here by TCP (connects_by_tcp, unless the kind's
+        driver takes its socket: go-tpc on PostgreSQL)."""
+        return self.connects_by_tcp
     # the key that sizes its dataset, and how to make it smaller (preflight's "tmpfs too small")
     dataset_size: tuple[str, str] = ("", "fewer tables / a smaller table_size")
 
@@ -125,6 +130,13 @@ class Workload:
     # its connections still live when the window's end mark is taken, and perflab ends it then
     # (`end_now`); its window's figures are cut from its log at perflab's marks (`window_output`)
     tail_s: int = 0
+
+    def wait(self, child: Any, seconds: float, margin: float) -> int:
+        """The client's exit code once it has done `seconds` of work; killed `margin` later (a hung
+        client or server: WorkloadError)."""
+        from perflab.workloads import client
+
+        return client.wait(child, round(seconds), margin, self.name)
 
     def end_now(self, child: Any) -> None:
         """End the client as its own time limit would (a client with `tail_s`)."""

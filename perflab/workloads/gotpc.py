@@ -1,20 +1,24 @@
 """go-tpc (PingCAP's TPC-C driver, Apache-2.0): argv, and the parser of its per-second reports.
 
-perflab runs go-tpc v1.0.7 (`make go-tpc` installs it with `go install`): the version the Go
-module proxy serves. It speaks MySQL's protocol only (its --driver knows "mysql"), over TCP, so it
-drives MariaDB and MySQL, not PostgreSQL. The dataset is `go-tpc tpcc prepare --warehouses N`
-into the database "tpcc", as the user tpcc@127.0.0.1 perflab creates first; a cell runs
-`go-tpc tpcc run --warehouses N -T THREADS --time WARMUP+WINDOWs --interval 1s`, which prints,
-every second, one line per transaction type that completed (names in sorted order):
+perflab runs go-tpc v1.0.12 (`make go-tpc` installs it with `go install`, pinned). It has two
+drivers: MySQL's protocol ("mysql", MariaDB and MySQL), over TCP to 127.0.0.1 as the user
+tpcc@127.0.0.1 perflab creates first, and PostgreSQL's ("postgres", lib/pq), through the cell
+server's unix socket as its superuser: lib/pq takes a `host` that is a directory for a socket's,
+and --conn-params' keys come after the URL's (see `connection`). The dataset is `go-tpc tpcc prepare
+--warehouses N` into the database "tpcc"; a cell runs `go-tpc tpcc run --warehouses N -T THREADS
+--time WARMUP+WINDOWs --interval 1s`, which prints, every second, one line per transaction type
+that completed (names in sorted order; v1.0.12 prints them as v1.0.7 did):
 
     [Current] NEW_ORDER - Takes(s): 1.0, Count: 502, TPM: 30366.9, Sum(ms): 1071.6, Avg(ms): 2.1,
       50th(ms): 2.1, 90th(ms): 3.1, 95th(ms): 3.7, 99th(ms): 5.2, 99.9th(ms): 6.3, Max(ms): 6.8
 
-(`NEW_ORDER_ERR` and the like for failed ones), then `[Summary]` lines over the whole run and
-`tpmC: 32429.6, efficiency: ...`. A second in which nothing completed prints nothing, and the
-lines carry no time, so perflab stamps each line with its arrival (workloads/client.py), in seconds
-since go-tpc's launch: `    3.012 | [Current] ...`. Each report becomes the seconds since the
-previous one (its counts spread over them: a stall shows as seconds with no transaction).
+(`NEW_ORDER_ERR` and the like for failed ones; with --wait, also `[Current] NEW_ORDER - 12.0s`,
+the keying and think time, which is not a transaction's and is skipped), then `[Summary]` lines
+over the whole run and `tpmC: 32429.6, tpmTotal: ..., efficiency: ...`. A second in which nothing
+completed prints nothing, and the lines carry no time, so perflab stamps each line with its
+arrival (workloads/client.py), in seconds since go-tpc's launch: `    3.012 | [Current] ...`. Each
+report becomes the seconds since the previous one (its counts spread over them: a stall shows as
+seconds with no transaction).
 
 go-tpc cannot reset its statistics at the warm-up's end (sysbench's --report-checkpoints), so
 the window's figures are summed from its seconds: counts and the latency sum are exact (the
@@ -34,6 +38,7 @@ The Workload behind which perflab reaches it (checks, dataset, a cell's command)
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import shutil
@@ -42,17 +47,18 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from perflab.errors import ToolMissingError, WorkloadError
 from perflab.workloads.sysbench_output import Summary
 
-VERSION = "v1.0.7"  # the Makefile's GO_TPC_VERSION
+VERSION = "v1.0.12"  # the Makefile's GO_TPC_VERSION (1.0.9 brought the postgres driver)
 TESTS = ("tpcc",)  # go-tpc's tpch and ch need another dataset and report no per-second NOPM
 DATABASE = "tpcc"
-USER = "tpcc"  # tpcc@127.0.0.1, no password: go-tpc connects over TCP only
+USER = "tpcc"  # MySQL's protocol: tpcc@127.0.0.1, no password (go-tpc connects to it over TCP only)
 NEW_ORDER = "NEW_ORDER"
 TYPES = ("DELIVERY", "NEW_ORDER", "ORDER_STATUS", "PAYMENT", "STOCK_LEVEL")
-WAREHOUSE_BYTES = 120 << 20  # one warehouse: ~100 MiB of InnoDB data and indexes (1.0.7, measured)
+WAREHOUSE_BYTES = 120 << 20  # one warehouse: ~100 MiB of InnoDB data and indexes; 121 MiB in PostgreSQL 15 and 18
 GET = "make go-tpc (or make setup): go install github.com/pingcap/go-tpc/cmd/go-tpc@" + VERSION
 # set by perflab itself; refused in workload options
 RESERVED = {
@@ -74,6 +80,7 @@ RESERVED = {
     "parts",
     "max_procs",
     "acthreads",
+    "targets",
 }
 
 _STAMP = re.compile(r"^\s*(?P<at>\d+(?:\.\d+)?) \| (?P<line>.*)$")
@@ -145,8 +152,23 @@ def go_tpc_binary() -> str:
     return found
 
 
-def connection(port: int) -> list[str]:
-    return ["-H", "127.0.0.1", "-P", str(port), "-U", USER, "-D", DATABASE]
+def connection(
+    port: int, socket_dir: Path | None = None, user: str = USER, params: str = "", driver: str = "postgres"
+) -> list[str]:
+    """go-tpc's connection flags. MySQL's protocol: TCP to 127.0.0.1:PORT as tpcc. PostgreSQL
+    (`socket_dir`): its driver through the socket in that directory, as `user` (its superuser),
+    with no password (the socket's own authentication lets root in; a password would be in argv,
+    which every account reads). go-tpc hands lib/pq the URL `postgres://USER:@HOST:PORT/tpcc?
+    CONN-PARAMS`, which lib/pq (url.go, ParseURL) turns into key=value pairs: an empty value left
+    out, a query key's first value only, the pairs sorted by their text, the last of a key winning.
+    So the URL's host is left empty (the hidden --targets=:PORT; `-H ""` leaves go-tpc no target at
+    all): with 127.0.0.1 there, `host=127.0.0.1` would sort after `host=/DIR` and win. `params`: the
+    experiment's own conn_params, after perflab's keys (whose first values are the ones kept)."""
+    if socket_dir is None:
+        return ["-H", "127.0.0.1", "-P", str(port), "-U", user, "-D", DATABASE]
+    ours = f"host={quote(str(socket_dir), safe='/')}&port={port}&sslmode=disable"
+    return [f"--driver={driver}", f"--targets=:{port}", "-U", user, "-D", DATABASE,
+            f"--conn-params={ours}{'&' + params if params else ''}"]  # fmt: skip
 
 
 def argv(
@@ -157,12 +179,20 @@ def argv(
     threads: int,
     seconds: int | None = None,
     options: dict[str, Any] | None = None,
+    socket_dir: Path | None = None,
+    user: str = USER,
+    driver: str = "postgres",
 ) -> list[str]:
-    """`go-tpc tpcc prepare|run`; workload options become --key-with-dashes=value."""
-    args = [go_tpc_binary(), "tpcc", command, *connection(port), f"--warehouses={warehouses}", f"--threads={threads}"]
+    """`go-tpc tpcc prepare|run`; workload options become --key-with-dashes=value. `socket_dir`:
+    a PostgreSQL server's, as `user` through `driver` (`connection`), which takes the options'
+    conn_params."""
+    options = dict(options or {})
+    params = str(options.pop("conn_params", "")) if socket_dir is not None else ""
+    args = [go_tpc_binary(), "tpcc", command, *connection(port, socket_dir, user, params, driver)]
+    args += [f"--warehouses={warehouses}", f"--threads={threads}"]
     if command == "run":
         args += [f"--time={seconds}s", "--interval=1s"]
-    for key, value in (options or {}).items():
+    for key, value in options.items():
         shown = str(value).lower() if isinstance(value, bool) else value
         args.append(f"--{key.replace('_', '-')}={shown}")
     return args
@@ -304,10 +334,25 @@ def known_options() -> set[str]:
     return {m.replace("-", "_") for m in re.findall(r"--([a-zA-Z][\w-]*)", done.stdout + done.stderr)}
 
 
-def version() -> str | None:
-    """go-tpc 1.0.7 built by `go install` reports "Release version: dev": the pin is the version."""
+_MODULE = re.compile(rb"mod\tgithub\.com/pingcap/go-tpc\t(v[0-9][\w.+-]*)")
+
+
+def built_version(binary: str) -> str | None:
+    """The go-tpc module version a binary was built from, read from the build information Go
+    embeds in it (what `go version -m` prints: "mod github.com/pingcap/go-tpc v1.0.12 h1:..."); `go
+    install` builds report "Release version: dev". None: not found (another build)."""
     try:
-        go_tpc_binary()
+        with open(binary, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            found = _MODULE.search(data)
+            return found.group(1).decode() if found else None
+    except (OSError, ValueError):
+        return None
+
+
+def version() -> str | None:
+    """"go-tpc v1.0.12 (go install)", as its build information says; None: not installed."""
+    try:
+        binary = go_tpc_binary()
     except ToolMissingError:
         return None
-    return f"go-tpc {VERSION} (go install)"
+    return f"go-tpc {built_version(binary) or 'of an unknown version'} (go install)"

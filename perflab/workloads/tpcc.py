@@ -1,7 +1,8 @@
 """TPC-C through go-tpc behind perflab's Workload interface (workloads/__init__.py): what a
 go-tpc experiment file may hold, go-tpc's checks against this machine, its dataset (`go-tpc tpcc
-prepare` as tpcc@127.0.0.1) and a cell's command. The command line and the parser of its output
-are gotpc.py's; docs/workloads.md says what is measured.
+prepare`: as tpcc@127.0.0.1 on MariaDB and MySQL, as the superuser through the socket on
+PostgreSQL) and a cell's command. The server kind names go-tpc's driver for it (Kind.gotpc_driver).
+The command line and the parser of its output are gotpc.py's; docs/workloads.md says what is measured.
 
     from perflab import workloads
     workloads.get("go-tpc").prepare_argv(spec, server)   # [.../go-tpc, "tpcc", "prepare", ...]
@@ -10,6 +11,7 @@ are gotpc.py's; docs/workloads.md says what is measured.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,8 @@ from perflab.errors import ToolMissingError
 from perflab.workloads import Workload, gotpc
 from perflab.workloads.gotpc import DATABASE, RESERVED, TESTS, USER, VERSION, WAREHOUSE_BYTES
 from perflab.workloads.sysbench_output import Summary
+
+WAIT_GRACE_S = 5.0  # a --wait run's last report comes at its --time: ended this long after it
 
 
 class GoTpc(Workload):
@@ -26,7 +30,7 @@ class GoTpc(Workload):
     metric = "NOPM"
     interleaved_refusal = "go-tpc's transactions are not counted per turn (sysbench's are)"
     stamps_lines = True  # its reports carry no time, and a second without a transaction prints nothing
-    connects_by_tcp = True  # --host/--port only
+    connects_by_tcp = True  # MySQL's protocol: --host/--port only (PostgreSQL's driver takes a socket: tcp_on)
     dataset_size = ("workload.warehouses", "fewer warehouses")
 
     def check_test(self, test: str) -> str:
@@ -40,14 +44,13 @@ class GoTpc(Workload):
         from perflab.errors import Problem
 
         problems = []
-        if not kind.mysql_protocol:
+        if kind.gotpc_driver is None:
             problems.append(
                 Problem(
                     "workload.tool",
-                    f"a server go-tpc {VERSION} can drive (MySQL's protocol)",
+                    f"a server go-tpc {VERSION} can drive (MySQL's protocol or PostgreSQL's)",
                     f'"go-tpc" on {kind.title}',
-                    f"go-tpc {VERSION}, the version perflab installs, "
-                    "has no driver for it; use pgbench (tpcb-like) on PostgreSQL",
+                    f"go-tpc {VERSION}, the version perflab installs, has no driver for it",
                 )
             )
         if spec.workload.warehouses is None:
@@ -129,9 +132,13 @@ class GoTpc(Workload):
         from perflab.errors import Problem
 
         try:
-            gotpc.go_tpc_binary()
+            binary = gotpc.go_tpc_binary()
         except ToolMissingError as exc:
             return [Problem("(tool) go-tpc", f"go-tpc {VERSION} installed", "missing", exc.hint)]
+        built = gotpc.built_version(binary)
+        if built != VERSION:  # 1.0.7 has no postgres driver; its flags and output are pinned to this one
+            found = f"{binary}: {built or 'an unknown version'}"
+            return [Problem("(tool) go-tpc", f"go-tpc {VERSION}", found, gotpc.GET)]
         return []
 
     def spec_problems(self, exp: Any) -> list[Any]:
@@ -156,6 +163,11 @@ class GoTpc(Workload):
     def dataset_estimate(self, exp: Any) -> int:
         return (exp.file.workload.warehouses or 1) * WAREHOUSE_BYTES
 
+    def tcp_on(self, kind: Any) -> bool:
+        """Whether a cell's server of `kind` must listen on 127.0.0.1 for it: MySQL's driver only
+        (PostgreSQL's takes the socket's directory, so that server listens on no address)."""
+        return kind.gotpc_driver is not None and not kind.gotpc_socket
+
     def setup_sql(self) -> str:
         # its own database only: no FILE, no SUPER (reached only from the server's own network)
         return f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1'; GRANT ALL ON {DATABASE}.* TO '{USER}'@'127.0.0.1'"
@@ -167,9 +179,8 @@ class GoTpc(Workload):
         warehouses = spec.workload.warehouses or 1
         threads = min(10 * warehouses, os.cpu_count() or 1)
         options = {"no_check": True}
-        return server.client(
-            gotpc.argv("prepare", port=server.port, warehouses=warehouses, threads=threads, options=options)
-        )
+        argv = gotpc.argv("prepare", warehouses=warehouses, threads=threads, options=options, **_target(spec, server))
+        return server.client(argv)  # MariaDB's: in the server's own network (places/netns.py)
 
     def run_argv(
         self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
@@ -177,13 +188,28 @@ class GoTpc(Workload):
         options = {**spec.workload.options, **cell.workload_options}
         run = gotpc.argv(
             "run",
-            port=server.port,
+            **_target(spec, server),
             warehouses=spec.workload.warehouses or 1,
             threads=cell.threads,
             seconds=seconds,
             options=options,
         )
         return server.client(run)  # in the server's own network (places/netns.py)
+
+    def wait(self, child: Any, seconds: float, margin: float) -> int:
+        """With --wait, each client finishes its keying and think time after --time (up to 138 s:
+        18 s of keying and a think time capped at 120 s for a new order) and go-tpc reports nothing
+        after it: ended WAIT_GRACE_S after its --time as its --time would end it (its reports are
+        complete; 0, without its closing [Summary] and tpmC lines)."""
+        from perflab.workloads import client
+
+        if "--wait=true" not in child.argv:
+            return client.wait(child, round(seconds), margin, self.name)
+        try:  # `seconds`: the client's in all, from its launch
+            return child.wait(timeout=max(0.0, child.started + seconds + WAIT_GRACE_S - time.monotonic()))
+        except TimeoutError:
+            child.kill()
+            return 0
 
     def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
         return gotpc.read_output(out, code, warmup)
@@ -195,6 +221,19 @@ class GoTpc(Workload):
             for a in argv_used
             if a.startswith("--") and "=" in a
         }
+
+
+def _target(spec: Any, server: Any) -> dict[str, Any]:
+    """gotpc.argv's connection to a cell's `server`: its port (MySQL's protocol, over TCP), or its
+    socket's directory and superuser (PostgreSQL's driver, Kind.gotpc_driver)."""
+    from perflab import servers
+
+    kind = servers.kind(spec.experiment.server)
+    if not kind.gotpc_socket:
+        return {"port": server.port}
+    from perflab.servers.postgresql.server import SUPERUSER
+
+    return {"port": server.port, "socket_dir": server.rundir, "user": SUPERUSER, "driver": kind.gotpc_driver}
 
 
 GO_TPC = GoTpc()

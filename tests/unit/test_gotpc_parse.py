@@ -1,7 +1,9 @@
 """go-tpc's per-second reports -> perflab's per-second series and the window's summary, on
-output recorded from the real go-tpc v1.0.7 against a perflab MariaDB (tests/data/gotpc/,
-re-recorded by tests/data/regen_gotpc.py): run-stamped.txt and run-stall.txt as a cell writes
-them (each line stamped with its arrival), run-unstamped.txt as go-tpc prints them."""
+output recorded from the real go-tpc against perflab's servers (tests/data/gotpc/, re-recorded by
+tests/data/regen_gotpc.py): run-stamped.txt and run-stall.txt as a cell writes them (each line
+stamped with its arrival), run-unstamped.txt as go-tpc prints them; run-stall.txt by v1.0.7, the
+others by v1.0.12 against MariaDB, and run-pg-stamped.txt by v1.0.12 against PostgreSQL 15 (its
+postgres driver), run-pg-wait.txt with --wait (TPC-C's keying and think times)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,10 @@ def _new_orders(text: str) -> list[int]:
     return [int(n) for n in re.findall(r"\[Current\] NEW_ORDER\s+- Takes\(s\): [\d.]+, Count: (\d+)", text)]
 
 
-@pytest.mark.parametrize("name", ["run-stamped.txt", "run-stall.txt", "run-unstamped.txt"])
+RECORDED = ["run-stamped.txt", "run-stall.txt", "run-unstamped.txt", "run-pg-stamped.txt"]
+
+
+@pytest.mark.parametrize("name", RECORDED)
 def test_every_report_is_one_second_and_counts_are_kept(name: str) -> None:
     text = _text(name)
     ticks = gotpc.parse_ticks(text)
@@ -133,7 +138,7 @@ def test_argv_is_the_documented_command(monkeypatch: pytest.MonkeyPatch) -> None
 def test_prepare_loads_without_the_consistency_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     """go-tpc's TPC-C 3.3.2 checks read back the rows just loaded: 77 of a warehouse's 80 s here."""
     monkeypatch.setattr(gotpc, "go_tpc_binary", lambda: "/usr/local/bin/go-tpc")
-    spec = SimpleNamespace(workload=SimpleNamespace(warehouses=2))
+    spec = SimpleNamespace(experiment=SimpleNamespace(server="mariadb"), workload=SimpleNamespace(warehouses=2))
     argv = tpcc.GO_TPC.prepare_argv(spec, SimpleNamespace(port=3307, client=lambda argv: argv))
     assert argv[:3] == ["/usr/local/bin/go-tpc", "tpcc", "prepare"] and "--warehouses=2" in argv
     assert argv[-1] == "--no-check=true"

@@ -1,5 +1,6 @@
 """[workload] tool = "go-tpc" in an experiment file: what is accepted, what is refused with exit 2
-(an unknown go-tpc test, a server it cannot drive, sysbench's dataset keys), the design it gets."""
+(an unknown go-tpc test, the dataset keys of sysbench and pgbench, the flags perflab sets), on MariaDB
+and PostgreSQL (v1.0.12's postgres driver), and the design it gets."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from perflab.errors import EXIT_USAGE, SpecError
 
 TPCC = '[experiment]\nname = "t"\n{extra}\n[workload]\ntool = "go-tpc"\ntest = "tpcc"\nwarehouses = 2\nthreads = [4]\n'
 VARIANTS = '\n[variants.allocator]\nglibc = {}\njemalloc = { preload = "jemalloc" }\n'
+PG_VARIANTS = '\n[variants.sb]\n"64MB" = { server_options = { shared_buffers = "64MB" } }\n"128MB" = {}\n'
 
 
 def problems(text: str) -> dict[str, str]:
@@ -31,10 +33,16 @@ def test_an_unknown_go_tpc_test_is_refused() -> None:
     assert list(found) == ["workload.test"] and "tpcc" in found["workload.test"]
 
 
-def test_postgresql_is_refused_with_the_reason() -> None:
-    found = problems(TPCC.format(extra='server = "postgresql"'))
-    assert list(found) == ["workload.tool"]
-    assert "MySQL's protocol" in found["workload.tool"] and "pgbench" in found["workload.tool"]
+def test_postgresql_is_accepted_and_runs_sequentially() -> None:
+    """go-tpc v1.0.12's postgres driver (issue 50): PostgreSQL's cells run TPC-C as MariaDB's do."""
+    exp = spec.parse(TPCC.format(extra='server = "postgresql"') + PG_VARIANTS)
+    assert exp.file.experiment.server == "postgresql" and exp.file.workload.warehouses == 2
+    assert exp.design_reason.startswith("sequential: go-tpc")
+
+
+def test_postgresql_refuses_what_it_refuses_for_every_tool() -> None:
+    found = problems(TPCC.format(extra='server = "postgresql"') + "\n[dataset]\nscale = 2\n")
+    assert list(found) == ["dataset.scale"] and "warehouses" in found["dataset.scale"]
 
 
 def test_interleaved_is_refused() -> None:
@@ -57,6 +65,14 @@ def test_interleaved_is_refused() -> None:
         (
             TPCC.format(extra="") + '\n[variants.client]\nj = { client_preload = "jemalloc" }\n',
             "variants.client.j.client_preload",
+        ),
+        (
+            TPCC.format(extra="").replace("threads = [4]", 'threads = [4]\noptions = { driver = "x" }'),
+            "workload.options.driver",
+        ),
+        (
+            TPCC.format(extra="").replace("threads = [4]", 'threads = [4]\noptions = { targets = "x" }'),
+            "workload.options.targets",
         ),
     ],
 )

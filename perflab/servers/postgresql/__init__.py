@@ -30,6 +30,8 @@ class PostgreSQLKind(Kind):
     name = "postgresql"
     title = "PostgreSQL"
     runs_pgbench = True
+    gotpc_driver = "postgres"  # lib/pq, through the cell's socket (workloads/gotpc.py)
+    gotpc_socket = True
     sysbench_writes = False  # sysbench's read-only and OLTP write tests only (workloads/sysbench.py)
     memory_figure = "PSS"
     profiles_tree = True  # its profiles are of a process tree (every backend's), here and on a server host

@@ -1,5 +1,6 @@
-"""The measured window of a PostgreSQL cell: pgbench (or sysbench's pgsql driver) against a
-started `PostgreSQL`, with the whole process tree accounted (servers/postgresql/accounting.py).
+"""The measured window of a PostgreSQL cell: pgbench (or sysbench's pgsql driver, or go-tpc's
+postgres driver) against a started `PostgreSQL`, with the whole process tree accounted
+(servers/postgresql/accounting.py).
 
 Like a MariaDB cell (CellRunner.measure): the client runs warm-up + window seconds; at the
 window's start perflab marks the counters, checks that every backend maps the variant's
@@ -25,6 +26,7 @@ from perflab.observers.alloc.tracer import AllocTracer
 from perflab.observers.phases import Spans
 from perflab.observers.profilers import Profilers, alloc_fields
 from perflab.observers.resources import StealSampler
+from perflab.places.procfs import RssSampler
 from perflab.places.proctree import TreeSampler, tree_counters
 from perflab.workloads import Workload
 from perflab.servers.postgresql.accounting import client_backends, verify_backends
@@ -61,7 +63,7 @@ def measure(
     ):
         profilers.workload_starting()
         started, launched = time.monotonic(), time.time()
-        child = client.start(argv, out, runner.client_cpus)
+        child = client.start(argv, out, runner.client_cpus, stamped=wl.stamps_lines)  # go-tpc's: stamped
         with child:
             profilers.workload_started()  # the server's warm-up samplers (pmp: every backend as it connects)
             if warmup:
@@ -69,6 +71,7 @@ def measure(
             window = _Window(server, cell, child, profilers, wl, tracer)
             code = window.run(started + warmup + seconds, warmup + seconds, spec.experiment.timeout_margin)
             window_end = min(time.monotonic(), started + warmup + seconds)
+        client.drain(child)  # a stamped client's last lines
     if not server.alive():
         raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
     summary, intervals = wl.window_output(spec, out, code, warmup, server, launched, window.epochs)
@@ -86,6 +89,9 @@ def measure(
     # "steal": the machine's steal over seconds of the workload, a stall's (popped by cell.py)
     fields = {"summary": summary.to_dict(), "resources": resources, "sysbench_options": options,
               **profilers.fields(spans), "steal": lambda a, b: steal.cores(started + a, started + b)}  # fmt: skip
+    if not wl.tail_s:  # the client's own use over the window (go-tpc's CPU per transaction); pgbench's runs past it
+        used = accounting.client_resources(window.start, child.rusage, summary.transactions, window.client_rss)
+        fields["client"] = used
     if tracer is not None:  # summed over the postmaster and every process it forked
         alloc_fields(runner.results, cell.order, tracer, server.pid, fields)
     return intervals, memory.samples, fields
@@ -112,12 +118,13 @@ class _Window:
             self.traced.close()
             raise
         self.memory = TreeSampler(server.pid)
+        self.client_rss = RssSampler(child.pid)
         self.profilers = profilers
         self.end: accounting.WindowEnd | None = None
 
     def run(self, ends_at: float, client_seconds: float, margin: float) -> int:
         """Until the client exits; returns its exit code."""
-        with self.traced, self.memory:
+        with self.traced, self.memory, self.client_rss:
             self.profilers.window_started()  # the window's profiles
             if self.wl.tail_s:  # the window ends now, the backends still live
                 client.sleep_until(ends_at, self.child)
@@ -128,7 +135,7 @@ class _Window:
                 self.epochs = (self.epochs[0], time.time())
                 self.traced.close()  # alloc's counts end at the mark too
                 self.wl.end_now(self.child)
-            code = client.wait(self.child, client_seconds + self.wl.tail_s, margin)
+            code = self.wl.wait(self.child, client_seconds + self.wl.tail_s, margin)
         if not self.wl.tail_s:
             self.end = accounting.WindowEnd.take(self.start, self.server.pid, read=tree_counters)
         return code

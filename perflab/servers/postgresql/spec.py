@@ -1,8 +1,8 @@
 """What a PostgreSQL experiment file may hold, checked once the file is valid (spec/servers.py
 asks the kind):
 
-    tool = "pgbench" (dataset.scale) or sysbench's read-only tests over its pgsql driver
-    (dataset.tables/table_size); [builds] of PostgreSQL only (a source tree with configure,
+    tool = "pgbench" (dataset.scale), "go-tpc" (workload.warehouses: workloads/tpcc.py) or
+    sysbench's read-only tests over its pgsql driver (dataset.tables/table_size); [builds] of PostgreSQL only (a source tree with configure,
     Debian's postgresql-15 source, an install tree with bin/postgres); [observe] perf and pmp
     follow the postmaster and every backend (one profile of the whole tree; the server target
     only); [observe] alloc counts in the postmaster and every backend it forks (a slot each, summed:
