@@ -24,14 +24,15 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perflab.analyze import across_hosts, evidence, host_speed, ratio, sequential, stats
+from perflab.analyze import across_hosts, evidence, host_speed, rate, ratio, sequential, stats
 from perflab.analyze.summary import Group, rounds
 from perflab.analyze.summary import groups as group_cells
+from perflab.analyze.summary import values as summary_values
 from perflab.analyze.verdict import FASTER, INCONCLUSIVE, MARGIN, SLOWER, Judgement, judge
 from perflab.errors import UsageError
 from perflab.variants import variant_key
 
-METRICS = {"qps": True, "p95": False}  # metric -> higher is better
+METRICS = {"qps": True, "p95": False, "p99": False}  # metric -> higher is better
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class Comparison:
 
 
 def _values(group: Group, metric: str) -> list[float]:
-    return group.qps if metric == "qps" else group.p95_ms
+    return summary_values(group, metric)
 
 
 def compare_groups(
@@ -108,6 +109,9 @@ def compare_groups(
         found = host_speed.estimate(base, other, metric, adjust, level)
     chosen, welch, why, plain, note = found.chosen, found.welch, found.why, found.plain, found.note
     left_out = len(base.unsettled) + len(other.unsettled)
+    missed = len(base.rate_missed) + len(other.rate_missed)
+    reasons = [f"{left_out} unsettled cell(s) left out" if left_out else ""]
+    reasons += [f"{missed} cell(s) that did not keep the rate left out" if missed else ""]
     return Comparison(
         other.threads,
         base.variant,
@@ -121,7 +125,7 @@ def compare_groups(
         axis,
         len(_values(base, metric)),
         len(_values(other, metric)),
-        f"{left_out} unsettled cell(s) left out" if left_out else None,
+        "; ".join(r for r in reasons if r) or None,
         method=chosen.method,
         method_reason=why,
         pairs=len(set(by_round[0]) & set(by_round[1])) if kind != "runs" else 0,
@@ -289,13 +293,15 @@ def verdicts(
     meta: dict[str, Any],
     cells: list[dict[str, Any]],
     baselines: list[str] | None = None,
-    metrics: tuple[str, ...] = tuple(METRICS),
+    metrics: tuple[str, ...] | None = None,
     level: float = stats.LEVEL,
 ) -> Verdicts:
-    """Groups of `cells` and every comparison (variant and axis rows) for each metric."""
+    """Groups of `cells` and every comparison (variant and axis rows) for each metric (None: the
+    run's, analyze/rate.py: p99 first at a fixed rate)."""
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = baseline_variant(axes, baselines or [])
-    all_groups = group_cells(cells, base if axes else None, axes)
+    all_groups = group_cells(cells, base if axes else None, axes, fixed_rate=rate.fixed_rate(meta))
+    metrics = metrics or rate.metrics(meta)
     slope = host_speed.calibrated_slope(meta)
     rows = [
         c

@@ -71,7 +71,7 @@ def measure(
             window_end = min(time.monotonic(), started + warmup + seconds)
     if not server.alive():
         raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
-    summary, intervals = wl.window_output(spec, out, code, warmup, server, launched, window.epochs)
+    summary, intervals = wl.window_output(spec, out, code, warmup, server, launched, window.epochs, cell.rate)
     options = wl.effective_options(runner, argv)
     memory = window.memory
     resources = accounting.resources(window.start, window.end, child.rusage, summary.transactions, memory)
