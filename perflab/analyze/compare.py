@@ -203,10 +203,12 @@ def within(
     level: float = stats.LEVEL,
     margin: float = MARGIN,
     adjust: host_speed.Adjustment | None = None,
+    held: str | None = None,
 ) -> list[Comparison]:
     """Every variant against `baseline`, per thread count; plus, with two or more axes, the
     marginal effect of each axis within each combination of the others. Judged: the variant
-    rows are one Holm family, the axis rows another. `adjust`: the run's host-speed fit."""
+    rows are one Holm family, the axis rows another. `adjust`: the run's host-speed fit. `held`:
+    an axis whose label a variant's baseline shares (a rate axis: analyze/rate.py)."""
     pairs: list[tuple[Group, Group, str, str | None]] = []
     index = {(tuple(sorted(g.variant.items())), g.threads): g for g in groups}
 
@@ -214,10 +216,10 @@ def within(
         return index.get((tuple(sorted(variant.items())), threads))
 
     for threads in sorted({g.threads for g in groups}):
-        base = find(baseline, threads)
-        if base is None:
-            continue
-        pairs += [(base, g, "variant", None) for g in groups if g.threads == threads and g is not base]
+        for g in groups:
+            base = find({**baseline, held: g.variant[held]} if held else baseline, threads)
+            if g.threads == threads and base is not None and g is not base:
+                pairs.append((base, g, "variant", None))
         if len(axes) < 2:
             continue
         for axis in axes:
@@ -303,10 +305,12 @@ def verdicts(
     all_groups = group_cells(cells, base if axes else None, axes, fixed_rate=rate.fixed_rate(meta))
     metrics = metrics or rate.metrics(meta)
     slope = host_speed.calibrated_slope(meta)
+    held = rate.rate_axis(axes, cells) if rate.fixed_rate(meta) else None
+    margin = margin_of(meta)
     rows = [
         c
         for metric in metrics
-        for c in within(all_groups, axes, base, metric, level, margin_of(meta), host_speed.fit(cells, metric, slope))
+        for c in within(all_groups, axes, base, metric, level, margin, host_speed.fit(cells, metric, slope), held)
     ]
     adaptive = meta.get("adaptive") or {}
     if adaptive.get("stop") == sequential.STOP_VERDICT and level == stats.LEVEL and base == baseline_variant(axes, []):

@@ -10,7 +10,10 @@ measured a different load: its latency is that of an overload, not of the rate.
 
     primary_metric(meta)                 -> "p99" (a fixed-rate run) or "qps"
     missed(cell)                         -> "achieved 812/s, below the target 1,500/s by more than 5%"
-    curve(groups)                        -> {variant label: [(achieved, p99 ms, target), ...]}
+    curve(groups, "rate")                -> {variant label: [(achieved, p99 ms, target), ...]}
+
+With a rate axis ([variants.rate]) a variant is compared with the baseline at its own rate: the
+baseline variant's other labels, the rate label held (summary.groups, compare.within).
 """
 
 from __future__ import annotations
@@ -79,9 +82,9 @@ def curve_key(group: Any, axis: str) -> str:
     return f"{rest} · {group.threads} threads"
 
 
-def rate_axis(meta: dict[str, Any], cells: list[dict[str, Any]]) -> str | None:
-    """The axis whose labels set different rates (a latency-throughput curve), or None."""
-    axes = (meta.get("experiment") or {}).get("axes") or {}
+def rate_axis(axes: dict[str, list[str]], cells: list[dict[str, Any]]) -> str | None:
+    """The axis whose labels set different rates (a latency-throughput curve; its label is held
+    equal between a variant and its baseline: equal load), or None."""
     for axis in axes:
         by_label: dict[str, set] = {}
         for c in cells:

@@ -125,7 +125,7 @@ def groups(
     The baseline per thread count is `baseline` (a full variant), or the first variant. `memory` is
     the server's memory figure (meta.server_facts.memory_figure: PSS over PostgreSQL's processes).
     `fixed_rate` (analyze/rate.py): a cell that did not keep its rate is counted, not averaged in."""
-    from perflab.analyze.rate import missed
+    from perflab.analyze.rate import missed, rate_axis
 
     by_key: dict[tuple, Group] = {}
     replaced = {cell.get("retry_of") for cell in cells} - {None}
@@ -148,12 +148,14 @@ def groups(
             continue
         _add(group, cell)
     out = sorted(by_key.values(), key=file_order(axes)) if axes else list(by_key.values())
-    baselines: dict[int, Group] = {}
+    held = rate_axis(axes or {}, cells) if fixed_rate else None  # a rate axis: each rate its own baseline
+    baselines: dict[tuple[int, str | None], Group] = {}
     for group in out:
-        if baseline is None or group.variant == baseline:
-            baselines.setdefault(group.threads, group)
+        at = group.variant.get(held) if held else None
+        if baseline is None or group.variant == ({**baseline, held: at} if held else baseline):
+            baselines.setdefault((group.threads, at), group)
     for group in out:
-        base = baselines.get(group.threads)
+        base = baselines.get((group.threads, group.variant.get(held) if held else None))
         group.baseline = base is group
         if base is not None and base.qps_mean and group.qps_mean is not None:
             group.ratio = group.qps_mean / base.qps_mean

@@ -46,7 +46,7 @@ def slug(text: str) -> str:
 
 def build(model: ReportModel) -> list[Figure]:
     figs = [qps_vs_threads(model)]
-    axis = rate.rate_axis(model.meta, model.cells)
+    axis = rate.rate_axis(model.axes, model.cells)
     figs += [rate_curve(model, axis)] if axis else []
     per_threads = {t: [g for g in model.groups if g.threads == t] for t in model.threads}
     # one kind after the other, so the same chart at two thread counts sits side by side

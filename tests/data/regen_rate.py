@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Re-record the fixed-rate outputs in tests/data/rate/ (workloads/rate.py) from the real tools.
+
+    python3 tests/data/regen_rate.py            # start a mariadbd and a postgres, record
+    python3 tests/data/regen_rate.py --sysbench # only sysbench's recordings
+
+sysbench 1.0.20 against a throw-away mariadbd (1 table x 1000 rows), run as the scheduler runs it
+(perflab's sysbench.argv: --report-checkpoints at the warm-up's end), stdout and stderr in one stream:
+
+- sysbench_rate_kept.txt: oltp_point_select at --rate=300 on 2 threads, 2 s warm-up + 4 s: kept;
+- sysbench_rate_overflow.txt: the same at --rate=1000000: its event queue (131,072) fills up and
+  sysbench stops its workers ("The event queue is full").
+
+pgbench 15 against a throw-away postgres (scale 1), perflab's pgbench.argv with --rate: its
+per-transaction log (schedule lag column) and its output:
+
+- pgbench_rate/pgbench.txt and pgbench_rate/pgbench_log.*: select-only at --rate=300 on 2 clients, 4 s;
+- pgbench_rate_limit/...: the same at --rate=20000 --latency-limit=5: late transactions skipped.
+
+Each recording's facts are asserted by tests/unit/test_rate_parse.py; read the diff before committing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "rate"
+sys.path.insert(0, str(HERE.parent.parent))  # the perflab checkout this file belongs to
+
+from perflab.places.proc import clean_env, guarded  # noqa: E402
+from perflab.servers.mariadb.datadir import install_datadir  # noqa: E402
+from perflab.servers.mysqld import Mysqld  # noqa: E402
+from perflab.workloads import pgbench, sysbench  # noqa: E402
+
+SYSBENCH_RUNS = {"sysbench_rate_kept": 300, "sysbench_rate_overflow": 1_000_000}
+PGBENCH_RUNS = {"pgbench_rate": {"rate": 300}, "pgbench_rate_limit": {"rate": 20_000, "latency_limit": 5}}
+
+
+def run(argv: list[str], timeout: int = 120) -> tuple[int, str]:
+    """Like the scheduler: stdout and stderr interleaved in one stream."""
+    done = subprocess.run(
+        guarded(argv),
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+        check=False,
+        start_new_session=True,
+    )
+    return done.returncode, done.stdout
+
+
+def record_sysbench(workdir: Path) -> None:
+    datadir = workdir / "data"
+    install_datadir(datadir)
+    with Mysqld(workdir / "run", datadir, {}) as server:
+        server.sql("CREATE DATABASE IF NOT EXISTS sbtest")
+        given = {"socket": server.socket, "tables": 1, "table_size": 1000}
+        code, text = run(sysbench.argv("oltp_point_select", "prepare", threads=1, **given))
+        if code != 0:
+            raise SystemExit(f"sysbench prepare failed ({code}):\n{text}")
+        for name, rate in SYSBENCH_RUNS.items():
+            argv = sysbench.argv(
+                "oltp_point_select", "run", threads=2, seconds=6, checkpoint=2, options={"rate": rate}, **given
+            )
+            code, text = run(argv)
+            (OUT / f"{name}.txt").write_text(text.replace(str(workdir), "/dev/shm/perflab-regen"), encoding="utf-8")
+            print(f"{name}: exit {code}")
+        server.stop(clean=True)
+
+
+def record_pgbench(workdir: Path) -> None:
+    from perflab.servers.postgresql.server import PORT, SUPERUSER, PostgreSQL, give, initdb
+
+    datadir = workdir / "pgdata"
+    give(workdir)
+    initdb(datadir, workdir / "initdb.txt")
+    with PostgreSQL(workdir / "pgrun", datadir, {}) as server:  # started, stopped on any exit
+        code, text = run(pgbench.init_argv(1, socket_dir=server.rundir, port=PORT, user=SUPERUSER))
+        if code != 0:
+            raise SystemExit(f"pgbench -i failed ({code}):\n{text}")
+        for name, options in PGBENCH_RUNS.items():
+            there = OUT / name
+            shutil.rmtree(there, ignore_errors=True)
+            there.mkdir()
+            argv = pgbench.argv(
+                "select-only",
+                socket_dir=server.rundir,
+                port=PORT,
+                user=SUPERUSER,
+                clients=2,
+                jobs=2,
+                seconds=4,
+                log_prefix=there / "pgbench_log",
+                options=options,
+            )
+            code, text = run(argv)
+            (there / "pgbench.txt").write_text(text.replace(str(workdir), "/dev/shm/perflab-regen"), encoding="utf-8")
+            print(f"{name}: exit {code}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sysbench", action="store_true", help="record sysbench's only")
+    args = ap.parse_args()
+    OUT.mkdir(exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="perflab-regen-", dir="/dev/shm"))
+    try:
+        record_sysbench(workdir)  # the servers' context managers kill them on any exit
+        if not args.sysbench:
+            record_pgbench(workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
