@@ -95,7 +95,7 @@ def at_rate(server: Mysqld, cfg: dict[str, Any], target: int, workdir: Path) -> 
         raise C.BenchError(f"sysbench at {target}/s exited {child.returncode}:\n{out[-2000:]}")
     summary = sysbench_output.parse_summary(out)
     seconds = [(iv.t, iv.tps, None) for iv in sysbench_output.parse_intervals(out) if iv.t > cfg["warmup"]]
-    kept, why = rate.judge(target, seconds, "The event queue is full" in out)
+    kept, why = rate.judge(target, seconds)
     lat = summary.latency_ms if summary else {}
     return {"target": target, "achieved": summary.tps if summary else 0.0, "kept": kept, "why": why,
             "intended_p50": lat.get("p50"), "intended_p99": lat.get("p99"),

@@ -203,6 +203,9 @@ def read_output(out: Path, code: int, warmup: int) -> tuple[sysbench_output.Summ
     """The window's summary and the per-second intervals; WorkloadError if sysbench failed."""
     text = out.read_text(encoding="utf-8", errors="replace")
     summary = sysbench_output.parse_summary(text)
+    overflow = sysbench_output.overflow(text)
+    if overflow:
+        raise WorkloadError(overflow, f"a lower [workload] rate, or more threads; full output: {out}")
     if code != 0 or summary is None:
         tail = "\n".join(text.strip().splitlines()[-10:])
         how = f"died: signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exited with code {code}"

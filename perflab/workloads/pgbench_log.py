@@ -114,9 +114,9 @@ def rate_record(log: np.ndarray, launch_epoch: float, window: tuple[float, float
     from perflab.workloads import rate
 
     ok = log[log[:, 0] >= 0]
+    ends = np.ceil(ok[:, 1] - launch_epoch)  # each transaction's second, as `intervals` counts them
     seconds = []
     for t in range(warmup + 1, math.floor(window[1] - launch_epoch + END_SLACK_S) + 1):
-        ends = np.ceil(ok[:, 1] - launch_epoch)
         here = ok[ends == t]
         seconds.append((t, float(len(here)), round(float(here[:, 2].max()) / 1e6, 3) if len(here) else None))
     inside = ok[(ok[:, 1] >= window[0]) & (ok[:, 1] < window[1])]

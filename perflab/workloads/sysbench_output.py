@@ -178,6 +178,20 @@ def parse_summary(text: str) -> Summary | None:
     )
 
 
+def overflow(text: str) -> str | None:
+    """Why a --rate run ended at once: its event queue filled up (sysbench then prints FATAL, stops
+    its workers and exits 1 without a summary); None when it did not."""
+    from perflab.workloads import rate
+
+    target = _TARGET.search(text)
+    if _OVERFLOW not in text or target is None:
+        return None
+    return (
+        f"sysbench could not keep the rate of {int(target.group(1)):,}/s: its event queue "
+        f"({rate.SYSBENCH_QUEUE:,} events) filled up and it stopped (\"{_OVERFLOW}\")"
+    )
+
+
 def parse_rate(text: str, warmup: int) -> dict[str, Any] | None:
     """The rate record of a `--rate` run's measured window (seconds after `warmup`): each second's
     achieved rate (its tps) and backlog (events queued, in seconds of arrivals); None without --rate."""
@@ -193,4 +207,4 @@ def parse_rate(text: str, warmup: int) -> dict[str, Any] | None:
         for iv in parse_intervals(text)
         if iv.t > warmup
     ]
-    return rate.record(goal, seconds, rate.INTENDED, None, SERVICE_NOTE, overflow=_OVERFLOW in text)
+    return rate.record(goal, seconds, rate.INTENDED, None, SERVICE_NOTE)
