@@ -164,7 +164,8 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
             "errors_per_s": figures["errors_per_s"],
             "reconnects": figures["reconnects"],
             "total_time_s": figures["total_time_s"],
-            **{k: figures[k] for k in ("transaction_types", "tool_tpmc") if k in figures},  # go-tpc's
+            # go-tpc's; `rate` at a fixed arrival rate (workloads/rate.py)
+            **{k: figures[k] for k in ("transaction_types", "tool_tpmc", "rate") if k in figures},
         },
         "intervals": [
             {
