@@ -273,7 +273,8 @@ def _rate(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise fail(
             "a whole number of transactions a second, such as 1500",
-            "rate = N: N transactions a second over all client threads (docs/experiment.md#fixed-rate)",
+            "rate = N: N transactions a second over all client threads "
+            "(`perflab docs workloads#load-at-a-fixed-rate-open-loop`)",
         )
     if not 1 <= value <= MAX_RATE:
         raise fail(
