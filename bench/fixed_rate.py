@@ -1,5 +1,7 @@
-"""Latency at a fixed rate on MariaDB (issue 50): p99 from each transaction's intended start against
-its service time, at 50%, 80% and 95% of the maximum rate measured closed-loop in the same run.
+"""MariaDB at a fixed rate (issue 50): p99 from the intended start against service time, at 50/80/95% of max.
+
+p99 latency from each transaction's intended start against its service time, at 50%, 80% and 95%
+of the maximum rate measured closed-loop in the same run.
 
 What: one mariadbd (perflab's Mysqld, on /dev/shm), sysbench oltp_point_select on THREADS client
 threads over 4 x 100,000 rows. First the maximum: REPEATS closed-loop runs (no --rate), each
@@ -31,9 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import _common as C
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's perflab
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's perflab, before _common's
+import _common as C  # noqa: E402
 from perflab.places.proc import clean_env, guarded  # noqa: E402
 from perflab.servers.mariadb.datadir import install_datadir  # noqa: E402
 from perflab.servers.mysqld import Mysqld  # noqa: E402
