@@ -314,7 +314,7 @@ def verdicts(
     ]
     adaptive = meta.get("adaptive") or {}
     if adaptive.get("stop") == sequential.STOP_VERDICT and level == stats.LEVEL and base == baseline_variant(axes, []):
-        rows = sequential_verdicts(rows, cells, base, axes, adaptive, slope)
+        rows = sequential_verdicts(rows, cells, base, axes, adaptive, slope, rate.fixed_rate(meta))
     return Verdicts(base, all_groups, rows)
 
 
@@ -325,17 +325,19 @@ def sequential_verdicts(
     axes: dict[str, list[str]],
     adaptive: dict[str, Any],
     slope: dict[str, Any] | None = None,
+    fixed: bool = False,
 ) -> list[Comparison]:
-    """A run that stopped on verdicts is judged by its sequential boundaries: the QPS `variant`
+    """A run that stopped on verdicts is judged by its sequential boundaries: the QPS (a fixed rate: p99) `variant`
     rows get the verdicts the looks reached (analyze/sequential.py); the others, which the run
     did not monitor, keep their fixed-sample verdicts."""
+    watched = rate.P99 if fixed else "qps"  # at a fixed rate the run watched p99 (analyze/rate.py)
     design = sequential.design_of(adaptive)
-    found = sequential.monitor(cells, baseline, axes, design, int(adaptive.get("rounds") or 0), slope)
+    found = sequential.monitor(cells, baseline, axes, design, int(adaptive.get("rounds") or 0), slope, fixed)
     tracks = {(m.variant, m.threads): m.track for m in found}
     out = []
     for row in rows:
         track = tracks.get((variant_key(row.variant), row.threads))
-        if row.kind != "variant" or row.metric != "qps" or track is None or row.across_hosts:
+        if row.kind != "variant" or row.metric != watched or track is None or row.across_hosts:
             out.append(row)  # across hosts: its own family, after the A/A checks (analyze/across_hosts.py)
         elif track.open:
             why = f"no sequential boundary crossed in {adaptive.get('rounds')} of at most {design.max_rounds} rounds"

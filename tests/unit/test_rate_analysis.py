@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from perflab.analyze import compare, rate, summary
+from perflab.analyze import compare, rate, sequential, summary
 from perflab.workloads import rate as wrate
 from perflab.workloads.sysbench_output import Summary
 
@@ -120,3 +120,20 @@ def test_a_rate_axis_draws_one_curve_per_variant() -> None:
     bases = [g for g in summary.groups(cells, {"rate": "low", "allocator": "glibc"}, meta["experiment"]["axes"],
                                         fixed_rate=True) if g.baseline]
     assert sorted(g.variant["rate"] for g in bases) == ["high", "low", "mid"]
+
+
+def test_rounds_until_a_verdict_watch_p99_at_a_fixed_rate() -> None:
+    """The sequential looks (analyze/sequential.py) of a fixed-rate run: jemalloc's p99 twice
+    glibc's at equal QPS is `slower` there, and the run's verdict row is that look's."""
+    cells = [cell(i, "glibc", i + 1, 2.0 + 0.01 * i) for i in range(4)]
+    cells += [cell(10 + i, "jemalloc", i + 1, 4.0 + 0.02 * i) for i in range(4)]
+    design = sequential.Design(max_rounds=10, min_rounds=3)
+    axes = META["experiment"]["axes"]
+    (watched,) = sequential.monitor(cells, {"allocator": "glibc"}, axes, design, 4, None, fixed_rate=True)
+    assert watched.track.verdict == "slower" and watched.track.round == 3
+    (closed,) = sequential.monitor(cells, {"allocator": "glibc"}, axes, design, 4, None)
+    assert closed.track.verdict == "equivalent"  # QPS: 1000 everywhere
+    adaptive = {"stop": sequential.STOP_VERDICT, "rounds": 4, "max_repeats": 10, "min_repeats": 3}
+    meta = {**META, "adaptive": {**adaptive, **sequential.design_meta(design)}}
+    row = next(c for c in compare.verdicts(meta, cells).comparisons if c.kind == "variant" and c.metric == "p99")
+    assert row.verdict == "slower" and "sequential boundary" in str(row.reason)
