@@ -24,14 +24,15 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perflab.analyze import across_hosts, evidence, host_speed, ratio, sequential, stats
+from perflab.analyze import across_hosts, evidence, host_speed, rate, ratio, sequential, stats
 from perflab.analyze.summary import Group, rounds
 from perflab.analyze.summary import groups as group_cells
+from perflab.analyze.summary import values as summary_values
 from perflab.analyze.verdict import FASTER, INCONCLUSIVE, MARGIN, SLOWER, Judgement, judge
 from perflab.errors import UsageError
 from perflab.variants import variant_key
 
-METRICS = {"qps": True, "p95": False}  # metric -> higher is better
+METRICS = {"qps": True, "p95": False, "p99": False}  # metric -> higher is better
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class Comparison:
 
 
 def _values(group: Group, metric: str) -> list[float]:
-    return group.qps if metric == "qps" else group.p95_ms
+    return summary_values(group, metric)
 
 
 def compare_groups(
@@ -108,6 +109,9 @@ def compare_groups(
         found = host_speed.estimate(base, other, metric, adjust, level)
     chosen, welch, why, plain, note = found.chosen, found.welch, found.why, found.plain, found.note
     left_out = len(base.unsettled) + len(other.unsettled)
+    missed = len(base.rate_missed) + len(other.rate_missed)
+    reasons = [f"{left_out} unsettled cell(s) left out" if left_out else ""]
+    reasons += [f"{missed} cell(s) that did not keep the rate left out" if missed else ""]
     return Comparison(
         other.threads,
         base.variant,
@@ -121,7 +125,7 @@ def compare_groups(
         axis,
         len(_values(base, metric)),
         len(_values(other, metric)),
-        f"{left_out} unsettled cell(s) left out" if left_out else None,
+        "; ".join(r for r in reasons if r) or None,
         method=chosen.method,
         method_reason=why,
         pairs=len(set(by_round[0]) & set(by_round[1])) if kind != "runs" else 0,
@@ -199,10 +203,12 @@ def within(
     level: float = stats.LEVEL,
     margin: float = MARGIN,
     adjust: host_speed.Adjustment | None = None,
+    held: str | None = None,
 ) -> list[Comparison]:
     """Every variant against `baseline`, per thread count; plus, with two or more axes, the
     marginal effect of each axis within each combination of the others. Judged: the variant
-    rows are one Holm family, the axis rows another. `adjust`: the run's host-speed fit."""
+    rows are one Holm family, the axis rows another. `adjust`: the run's host-speed fit. `held`:
+    an axis whose label a variant's baseline shares (a rate axis: analyze/rate.py)."""
     pairs: list[tuple[Group, Group, str, str | None]] = []
     index = {(tuple(sorted(g.variant.items())), g.threads): g for g in groups}
 
@@ -210,10 +216,10 @@ def within(
         return index.get((tuple(sorted(variant.items())), threads))
 
     for threads in sorted({g.threads for g in groups}):
-        base = find(baseline, threads)
-        if base is None:
-            continue
-        pairs += [(base, g, "variant", None) for g in groups if g.threads == threads and g is not base]
+        for g in groups:
+            base = find({**baseline, held: g.variant[held]} if held else baseline, threads)
+            if g.threads == threads and base is not None and g is not base:
+                pairs.append((base, g, "variant", None))
         if len(axes) < 2:
             continue
         for axis in axes:
@@ -289,22 +295,26 @@ def verdicts(
     meta: dict[str, Any],
     cells: list[dict[str, Any]],
     baselines: list[str] | None = None,
-    metrics: tuple[str, ...] = tuple(METRICS),
+    metrics: tuple[str, ...] | None = None,
     level: float = stats.LEVEL,
 ) -> Verdicts:
-    """Groups of `cells` and every comparison (variant and axis rows) for each metric."""
+    """Groups of `cells` and every comparison (variant and axis rows) for each metric (None: the
+    run's, analyze/rate.py: p99 first at a fixed rate)."""
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = baseline_variant(axes, baselines or [])
-    all_groups = group_cells(cells, base if axes else None, axes)
+    all_groups = group_cells(cells, base if axes else None, axes, fixed_rate=rate.fixed_rate(meta))
+    metrics = metrics or rate.metrics(meta)
     slope = host_speed.calibrated_slope(meta)
+    held = rate.rate_axis(axes, cells) if rate.fixed_rate(meta) else None
+    margin = margin_of(meta)
     rows = [
         c
         for metric in metrics
-        for c in within(all_groups, axes, base, metric, level, margin_of(meta), host_speed.fit(cells, metric, slope))
+        for c in within(all_groups, axes, base, metric, level, margin, host_speed.fit(cells, metric, slope), held)
     ]
     adaptive = meta.get("adaptive") or {}
     if adaptive.get("stop") == sequential.STOP_VERDICT and level == stats.LEVEL and base == baseline_variant(axes, []):
-        rows = sequential_verdicts(rows, cells, base, axes, adaptive, slope)
+        rows = sequential_verdicts(rows, cells, base, axes, adaptive, slope, rate.fixed_rate(meta))
     return Verdicts(base, all_groups, rows)
 
 
@@ -315,17 +325,19 @@ def sequential_verdicts(
     axes: dict[str, list[str]],
     adaptive: dict[str, Any],
     slope: dict[str, Any] | None = None,
+    fixed: bool = False,
 ) -> list[Comparison]:
-    """A run that stopped on verdicts is judged by its sequential boundaries: the QPS `variant`
+    """A run that stopped on verdicts is judged by its sequential boundaries: the QPS (a fixed rate: p99) `variant`
     rows get the verdicts the looks reached (analyze/sequential.py); the others, which the run
     did not monitor, keep their fixed-sample verdicts."""
+    watched = rate.P99 if fixed else "qps"  # at a fixed rate the run watched p99 (analyze/rate.py)
     design = sequential.design_of(adaptive)
-    found = sequential.monitor(cells, baseline, axes, design, int(adaptive.get("rounds") or 0), slope)
+    found = sequential.monitor(cells, baseline, axes, design, int(adaptive.get("rounds") or 0), slope, fixed)
     tracks = {(m.variant, m.threads): m.track for m in found}
     out = []
     for row in rows:
         track = tracks.get((variant_key(row.variant), row.threads))
-        if row.kind != "variant" or row.metric != "qps" or track is None or row.across_hosts:
+        if row.kind != "variant" or row.metric != watched or track is None or row.across_hosts:
             out.append(row)  # across hosts: its own family, after the A/A checks (analyze/across_hosts.py)
         elif track.open:
             why = f"no sequential boundary crossed in {adaptive.get('rounds')} of at most {design.max_rounds} rounds"

@@ -98,8 +98,7 @@ def weights(calibrated: dict[str, Any] | None) -> tuple[float, float]:
 
 
 def metric_value(cell: dict[str, Any], metric: str) -> float | None:
-    summary = cell.get("summary") or {}
-    value = summary.get("qps") if metric == "qps" else (summary.get("latency_ms") or {}).get("p95")
+    value = summary.metric_value(cell.get("summary") or {}, metric)
     return float(value) if value else None
 
 

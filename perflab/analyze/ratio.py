@@ -63,7 +63,8 @@ class Resolution:
 
 EXACT = Resolution()
 SYSBENCH_BUCKET = math.expm1(math.log(100_000 / 0.001) / 1024)  # 1.8%: sysbench's latency histogram
-RESOLUTIONS = {"p95": Resolution(step=0.01, relative=SYSBENCH_BUCKET)}
+# p99 likewise (pgbench's percentiles, from its per-transaction log to the microsecond, are finer)
+RESOLUTIONS = {metric: Resolution(step=0.01, relative=SYSBENCH_BUCKET) for metric in ("p95", "p99")}
 
 
 def resolution_of(metric: str) -> Resolution:

@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from perflab.analyze import host_speed, ratio, stats, summary
+from perflab.analyze import host_speed, rate, ratio, stats, summary
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, MARGIN, SLOWER, bounds
 
 STOP_VERDICT, STOP_TARGET = "verdict", "target_ci"
@@ -265,28 +265,37 @@ def monitor(
     design: Design,
     rounds: int,
     slope: dict[str, Any] | None = None,
+    fixed_rate: bool = False,
 ) -> list[Monitored]:
     """Every variant's QPS against `baseline` at its thread count, replayed over the looks from
     min_rounds to `rounds` on the stored cells: the decisions the run made (or makes now).
-    `slope`: the run's calibrated host-speed slope (host_speed.calibrated_slope)."""
-    found = summary.groups(cells, baseline, axes)
-    bases = {g.threads: g for g in found if g.baseline}
-    pairs = [(bases[g.threads], g) for g in found if not g.baseline and g.threads in bases]
+    `slope`: the run's calibrated host-speed slope (host_speed.calibrated_slope). `fixed_rate`
+    (analyze/rate.py): p99 instead of QPS, against the baseline at the variant's own rate."""
+    metric = rate.P99 if fixed_rate else "qps"
+    found = summary.groups(cells, baseline, axes, fixed_rate=fixed_rate)
+    held = rate.rate_axis(axes, cells) if fixed_rate else None
+
+    def at(g: summary.Group) -> tuple[int, str | None]:
+        return g.threads, g.variant.get(held) if held else None
+
+    bases = {at(g): g for g in found if g.baseline}
+    pairs = [(bases[at(g)], g) for g in found if not g.baseline and at(g) in bases]
 
     def estimates_at(k: int) -> list[ratio.Estimate]:
         """As analyze/compare.py estimates them (host speed included) with rounds 1..k only."""
         early = [c for c in cells if (c.get("repeat") or 0) <= k]
-        fit = host_speed.fit(early, "qps", slope)
+        fit = host_speed.fit(early, metric, slope)
         out = []
         for b, g in pairs:
             cut_b, cut_g = (
                 dataclasses.replace(side, cells=[c for c in side.cells if (c.get("repeat") or 0) <= k])
                 for side in (b, g)
             )
-            out.append(host_speed.estimate(cut_b, cut_g, "qps", fit).chosen)
+            out.append(host_speed.estimate(cut_b, cut_g, metric, fit).chosen)
         return out
 
-    tracks = looks(estimates_at, len(pairs), design, rounds)
+    judged_as = dataclasses.replace(design, higher_is_better=not fixed_rate)  # a latency: lower is faster
+    tracks = looks(estimates_at, len(pairs), judged_as, rounds)
     return [Monitored(g.key, g.threads, b.key, t) for (b, g), t in zip(pairs, tracks)]
 
 

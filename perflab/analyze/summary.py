@@ -26,6 +26,7 @@ class Group:
     qps: list[float] = field(default_factory=list)  # settled repeats only
     tps: list[float] = field(default_factory=list)
     p95_ms: list[float] = field(default_factory=list)
+    p99_ms: list[float] = field(default_factory=list)  # at a fixed rate: from the intended start
     rss_end: list[int] = field(default_factory=list)
     rss_peak: list[int] = field(default_factory=list)
     pss_end: list[int] = field(default_factory=list)
@@ -39,6 +40,7 @@ class Group:
     cells: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the settled ones, for evidence
     failed: int = 0
     unsettled: list[int] = field(default_factory=list)  # ids of ok cells that did not settle
+    rate_missed: list[int] = field(default_factory=list)  # ids of ok cells that did not keep their rate
     replaced: list[int] = field(default_factory=list)  # ids of cells measured again (a retry's retry_of)
     stalls: int = 0  # stall windows in this group's measured windows
     ratio: float | None = None  # qps mean / baseline qps mean
@@ -69,6 +71,10 @@ class Group:
     def p95_ci(self) -> stats.Interval:
         return stats.ci(self.p95_ms)
 
+    def latency_ci(self, metric: str) -> stats.Interval:
+        """The interval of a latency percentile's means over repeats: "p95" or "p99"."""
+        return stats.ci(self.p99_ms if metric == "p99" else self.p95_ms)
+
     @property
     def qps_mean(self) -> float | None:
         return statistics.fmean(self.qps) if self.qps else None
@@ -86,6 +92,8 @@ class Group:
             "repeats": len(self.qps),
             "failed": self.failed,
             "unsettled": len(self.unsettled),
+            "rate_missed": len(self.rate_missed),
+            "p99_ms_mean": mean(self.p99_ms),
             "measured_again": len(self.replaced),
             "stalls": self.stalls,
             "qps_mean": qps.mean,
@@ -111,10 +119,14 @@ def groups(
     axes: dict[str, list[str]] | None = None,
     *,
     memory: str = "RSS",
+    fixed_rate: bool = False,
 ) -> list[Group]:
     """Group cells by (variant, threads), in the file's order with `axes` (meta.experiment.axes).
     The baseline per thread count is `baseline` (a full variant), or the first variant. `memory` is
-    the server's memory figure (meta.server_facts.memory_figure: PSS over PostgreSQL's processes)."""
+    the server's memory figure (meta.server_facts.memory_figure: PSS over PostgreSQL's processes).
+    `fixed_rate` (analyze/rate.py): a cell that did not keep its rate is counted, not averaged in."""
+    from perflab.analyze.rate import missed, rate_axis
+
     by_key: dict[tuple, Group] = {}
     replaced = {cell.get("retry_of") for cell in cells} - {None}
     for cell in cells:
@@ -131,14 +143,19 @@ def groups(
         if cell.get("settled") is False or cell.get("settled") == 0:
             group.unsettled.append(cell["id"])
             continue
+        if fixed_rate and missed(cell):
+            group.rate_missed.append(cell["id"])
+            continue
         _add(group, cell)
     out = sorted(by_key.values(), key=file_order(axes)) if axes else list(by_key.values())
-    baselines: dict[int, Group] = {}
+    held = rate_axis(axes or {}, cells) if fixed_rate else None  # a rate axis: each rate its own baseline
+    baselines: dict[tuple[int, str | None], Group] = {}
     for group in out:
-        if baseline is None or group.variant == baseline:
-            baselines.setdefault(group.threads, group)
+        at = group.variant.get(held) if held else None
+        if baseline is None or group.variant == ({**baseline, held: at} if held else baseline):
+            baselines.setdefault((group.threads, at), group)
     for group in out:
-        base = baselines.get(group.threads)
+        base = baselines.get((group.threads, group.variant.get(held) if held else None))
         group.baseline = base is group
         if base is not None and base.qps_mean and group.qps_mean is not None:
             group.ratio = group.qps_mean / base.qps_mean
@@ -163,8 +180,9 @@ def _add(group: Group, cell: dict[str, Any]) -> None:
     group.cells.append(cell)
     group.qps.append(summary["qps"])
     group.tps.append(summary["tps"])
-    if summary["latency_ms"].get("p95") is not None:
-        group.p95_ms.append(summary["latency_ms"]["p95"])
+    for values, key in ((group.p95_ms, "p95"), (group.p99_ms, "p99")):
+        if summary["latency_ms"].get(key) is not None:
+            values.append(summary["latency_ms"][key])
     for values, key in (
         (group.rss_end, "rss_end_bytes"),
         (group.rss_peak, "rss_peak_bytes"),
@@ -184,10 +202,20 @@ def rounds(
     `scale(cell)` when given (analyze/host_speed.py: the value at the run's mean host speed)."""
     out = {}
     for cell in group.cells:
-        value = cell["summary"]["qps"] if metric == "qps" else cell["summary"]["latency_ms"].get("p95")
+        value = metric_value(cell["summary"], metric)
         if value is not None and cell.get("repeat") is not None:
             out[int(cell["repeat"])] = float(value) * ((scale(cell) or 1.0) if scale else 1.0)
     return out
+
+
+def metric_value(summary: dict[str, Any], metric: str) -> float | None:
+    """A cell summary's figure for a verdict `metric`: qps, or the latency percentile p95 or p99."""
+    return summary.get("qps") if metric == "qps" else (summary.get("latency_ms") or {}).get(metric)
+
+
+def values(group: Group, metric: str) -> list[float]:
+    """A group's settled values of a verdict `metric`."""
+    return group.qps if metric == "qps" else group.p99_ms if metric == "p99" else group.p95_ms
 
 
 def adaptive_targets(cells: list[dict[str, Any]], target: float) -> dict[tuple[str, int], dict[str, Any]]:

@@ -1,7 +1,7 @@
 """`perflab report`, `compare` and `export`: read a results directory, print what it found.
 
 perflab report DIR [--html | --format markdown|json] [-o FILE]
-perflab compare DIR | DIR_A DIR_B [--metric qps|p95] [--format json] [--fail-on slower[:THRESHOLD]]
+perflab compare DIR | DIR_A DIR_B [--metric qps|p95|p99] [--format json] [--fail-on slower[:THRESHOLD]]
 perflab export DIR [--format json|csv|seconds-csv|comparisons-csv]
 """
 
@@ -88,7 +88,11 @@ def report(directory: Path, baselines: tuple[str, ...], fmt: str, html_flag: boo
 @click.command(name="compare")
 @click.argument("directories", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
 @BASELINE
-@click.option("--metric", type=click.Choice(["qps", "p95"]), default="qps", show_default=True)
+@click.option(
+    "--metric",
+    type=click.Choice(["qps", "p95", "p99"]),
+    help="the verdicts' metric [default: qps; p99 from the intended start for a run at a fixed rate]",
+)
 @click.option(
     "--confidence",
     type=click.FloatRange(50, 99.99),
@@ -106,7 +110,7 @@ def report(directory: Path, baselines: tuple[str, ...], fmt: str, html_flag: boo
 def compare_cmd(
     directories: tuple[Path, ...],
     baselines: tuple[str, ...],
-    metric: str,
+    metric: str | None,
     confidence: float,
     fmt: str,
     fail_on: str | None,
@@ -121,7 +125,7 @@ def compare_cmd(
     threshold = gate.parse(fail_on) if fail_on is not None else None
     if len(directories) > 2:
         raise UsageError("compare takes one results directory, or two (A B)", "perflab compare DIR | DIR_A DIR_B")
-    rows, notes = _comparisons(directories, list(baselines), metric, confidence / 100)
+    rows, notes, metric = _comparisons(directories, list(baselines), metric, confidence / 100)
     if fmt == "json":
         click.echo(json.dumps([row.to_dict() for row in rows], indent=2))
     else:
@@ -141,19 +145,21 @@ def compare_cmd(
 
 
 def _comparisons(
-    directories: tuple[Path, ...], baselines: list[str], metric: str, level: float
-) -> tuple[list, list[str]]:
-    """(comparisons, notes): every variant against the baseline in one directory, or the cells of
-    B against A's in two (warning on stderr when their host or settings differ)."""
-    from perflab.analyze import compare, summary  # noqa: PLC0415
+    directories: tuple[Path, ...], baselines: list[str], metric: str | None, level: float
+) -> tuple[list, list[str], str]:
+    """(comparisons, notes, metric): every variant against the baseline in one directory, or the cells
+    of B against A's in two (warning on stderr when their host or settings differ); `metric` None:
+    the first run's own (analyze/rate.py: p99 at a fixed rate, else qps)."""
+    from perflab.analyze import compare, rate, summary  # noqa: PLC0415
 
     loaded = []
     for directory in directories:
         with Results(directory) as results:
             loaded.append(summary.load(results))
+    metric = metric or rate.primary_metric(loaded[0][0])
     if len(loaded) == 1:
         meta, cells = loaded[0]  # as every report judges them (host speed, sequential looks)
-        return compare.verdicts(meta, cells, baselines, (metric,), level).comparisons, []
+        return compare.verdicts(meta, cells, baselines, (metric,), level).comparisons, [], metric
     if baselines:
         raise UsageError("--baseline applies to one directory", "with two, A is the baseline of B")
     (meta_a, cells_a), (meta_b, cells_b) = loaded
@@ -165,8 +171,10 @@ def _comparisons(
         )
     margin = compare.margin_of(meta_a)  # A is the reference: its margin
     axes_b = (meta_b.get("experiment") or {}).get("axes") or {}
-    groups_a = summary.groups(cells_a, axes=(meta_a.get("experiment") or {}).get("axes") or {})
-    return compare.across(groups_a, summary.groups(cells_b, axes=axes_b), metric, level, margin)
+    axes_a, fixed = (meta_a.get("experiment") or {}).get("axes") or {}, rate.fixed_rate(meta_a)
+    groups_a = summary.groups(cells_a, axes=axes_a, fixed_rate=fixed)
+    groups_b = summary.groups(cells_b, axes=axes_b, fixed_rate=rate.fixed_rate(meta_b))
+    return (*compare.across(groups_a, groups_b, metric, level, margin), metric)
 
 
 def _gate(threshold: Any, rows: list) -> None:

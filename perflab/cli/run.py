@@ -29,6 +29,7 @@ from perflab.cli.progress import ProgressBar
 from perflab.errors import UsageError
 from perflab.store.results import Results
 from perflab.units import utc_now
+from perflab.workloads import rate
 
 
 @click.command()
@@ -317,6 +318,7 @@ def _record_start(
             "workload": file.workload.model_dump(mode="json"),
             "dataset": file.dataset.model_dump(mode="json"),
             "axes": {a: list(v) for a, v in file.variants.items()},
+            "rates": rate.rates(file),  # fixed arrival rates ([] a closed loop): analyze/rate.py
         },
         spec_text=spec_text,
         host=host,

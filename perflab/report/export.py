@@ -62,6 +62,7 @@ from dataclasses import asdict
 from typing import Any
 
 from perflab.analyze import compare, summary, variance
+from perflab.analyze.rate import fixed_rate
 from perflab.report import findings
 from perflab.store.results import Results
 from perflab.store.results import server_facts
@@ -79,7 +80,8 @@ def document(results: Results) -> dict[str, Any]:
         cells[-1]["profiles"] = profile_refs(results, cell["id"])
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, [])
-    groups = summary.groups(stored, base if axes else None, axes, memory=server_facts(meta)["memory_figure"])
+    memory, fixed = server_facts(meta)["memory_figure"], fixed_rate(meta)
+    groups = summary.groups(stored, base if axes else None, axes, memory=memory, fixed_rate=fixed)
     comparisons = [c.to_dict() for c in compare.verdicts(meta, stored).comparisons]
     return {
         "format": FORMAT,
@@ -162,7 +164,8 @@ def _cell(cell: dict[str, Any], intervals: list[dict[str, Any]], rss: list[tuple
             "errors_per_s": figures["errors_per_s"],
             "reconnects": figures["reconnects"],
             "total_time_s": figures["total_time_s"],
-            **{k: figures[k] for k in ("transaction_types", "tool_tpmc") if k in figures},  # go-tpc's
+            # go-tpc's; `rate` at a fixed arrival rate (workloads/rate.py)
+            **{k: figures[k] for k in ("transaction_types", "tool_tpmc", "rate") if k in figures},
         },
         "intervals": [
             {

@@ -6,6 +6,8 @@ into files beside the Markdown.
     latency-tN             p50 / p95 (with its CI over repeats) / p99 latency per variant
     rss-tN                 server RSS at the end of the window and its peak, per variant
     series-<variant>-tN    per-second QPS and p95 of each repeat, warm-up shaded, stalls marked
+    rate-curve             a rate axis ([variants.rate]): p99 from the intended start against the
+                           achieved rate, one line per variant and thread count (analyze/rate.py)
 
 Per-second series are downsampled (bucket min/max, so stalls stay visible) to at most
 MAX_POINTS points each; every figure in a table comes from the analysis, never from here.
@@ -17,6 +19,7 @@ import re
 import statistics
 from dataclasses import dataclass
 
+from perflab.analyze import rate
 from perflab.analyze.summary import Group
 from perflab.report import charts, colors
 from perflab.report.charts import Band, Mark, Row, Series
@@ -43,6 +46,8 @@ def slug(text: str) -> str:
 
 def build(model: ReportModel) -> list[Figure]:
     figs = [qps_vs_threads(model)]
+    axis = rate.rate_axis(model.axes, model.cells)
+    figs += [rate_curve(model, axis)] if axis else []
     per_threads = {t: [g for g in model.groups if g.threads == t] for t in model.threads}
     # one kind after the other, so the same chart at two thread counts sits side by side
     figs += [ratio_chart(model, t, rows) for t, rows in per_threads.items() if len(rows) > 1]
@@ -104,6 +109,24 @@ def qps_vs_threads(model: ReportModel) -> Figure:
         extra_legend=[(charts.dot_swatch("whisker"), "95% CI over repeats")],
     )
     return Figure("qps-threads", "QPS vs threads", svg, "summary")
+
+
+def rate_curve(model: ReportModel, axis: str) -> Figure:
+    """Latency against throughput at the rates of `axis`: each point a rate that the variant's cells
+    kept (mean achieved rate, mean p99 over repeats); a rate none of them kept is no point."""
+    series = []
+    for label, points in rate.curve(model.groups, axis).items():
+        first = next(g for g in model.groups if rate.curve_key(g, axis) == label)
+        color = model.colors[first.key]
+        series.append(Series(label, color, [(x, y) for x, y, _ in points], markers=True, tooltip=f"{label} p99 ms"))
+    svg = charts.line_chart(
+        "p99 latency from the intended start vs achieved rate (means over repeats)",
+        "transactions a second (achieved)",
+        "p99 ms",
+        series,
+        kind="rate-curve",
+    )
+    return Figure("rate-curve", "Latency vs throughput", svg, "summary")
 
 
 def ratio_chart(model: ReportModel, threads: int, groups: list[Group]) -> Figure:

@@ -207,9 +207,11 @@ def _verdicts(model: ReportModel) -> list[str]:
         cell(method_line(model.comparisons)) + ".",
         "",
     ]
+    out += [cell(model.rate_line) + ".", ""] if model.rate_line else []
     warning = caution(model.findings)
     if warning:
         out += [f"> **Read the findings before trusting these verdicts:** {cell(warning)}.", ""]
+    lm = model.latency_metric  # p99 from the intended start at a fixed rate (analyze/rate.py)
     header = [
         " × ".join(model.axes) or "variant",
         "n",
@@ -218,21 +220,22 @@ def _verdicts(model: ReportModel) -> list[str]:
         "CV",
         f"{model.metric} ratio [95% CI]",
         "verdict",
-        "p95 ms",
-        "p95 95% CI",
-        "p95 ratio [95% CI]",
-        "p95 verdict",
+        f"{lm} ms",
+        f"{lm} 95% CI",
+        f"{lm} ratio [95% CI]",
+        f"{lm} verdict",
         f"{model.memory} end",
         "stalls",
     ]
     for t in model.threads:
         rows = []
         for g in (g for g in model.groups if g.threads == t):
-            q, p = model.comparison(g, "qps"), model.comparison(g, "p95")
+            q, p, lci = model.comparison(g, "qps"), model.comparison(g, lm), g.latency_ci(lm)
             n = (
                 f"{len(g.qps)}"
                 + (f" +{len(g.unsettled)} unsettled" if g.unsettled else "")
                 + (f" +{g.failed} failed" if g.failed else "")
+                + (f" +{len(g.rate_missed)} missed rate" if g.rate_missed else "")
             )
             label = short_label(g.variant) + (" (baseline)" if g.baseline else "")
             rss = sum(g.memory_end) / len(g.memory_end) if g.memory_end else None
@@ -245,8 +248,8 @@ def _verdicts(model: ReportModel) -> list[str]:
                     _num(g.qps_cv and g.qps_cv * 100, "{:.1f}%"),
                     "baseline" if g.baseline else _ratio(q),
                     "" if g.baseline else _verdict(q),
-                    _num(g.p95_ci.mean, "{:.2f}"),
-                    _ci(g.p95_ci, "{:.2f}"),
+                    _num(lci.mean, "{:.2f}"),
+                    _ci(lci, "{:.2f}"),
                     "baseline" if g.baseline else _ratio(p),
                     "" if g.baseline else _verdict(p),
                     format_bytes(rss) if rss is not None else "-",

@@ -16,6 +16,7 @@ from typing import Any
 
 from perflab.analyze import compare, phase_explain, status_diff, summary, txn_types, variance
 from perflab.analyze.compare import Comparison
+from perflab.analyze.rate import fixed_rate, rate_line
 from perflab.analyze.summary import Group
 from perflab.report import colors, findings, io_findings, profiles
 from perflab.units import format_bytes, format_duration
@@ -80,6 +81,16 @@ class ReportModel:
     @property
     def variants(self) -> list[dict[str, str]]:
         return list({g.key: g.variant for g in self.groups}.values())
+
+    @property
+    def latency_metric(self) -> str:
+        """The latency percentile the tables judge: p99 from the intended start at a fixed rate, else p95."""
+        return "p99" if fixed_rate(self.meta) else "p95"
+
+    @property
+    def rate_line(self) -> str:
+        """A fixed-rate run's line under its tables (analyze/rate.py); "" for a closed loop."""
+        return rate_line(self.meta, self.cells) if fixed_rate(self.meta) else ""
 
     def comparison(self, group: Group, metric: str) -> Comparison | None:
         for c in self.comparisons:
@@ -221,7 +232,8 @@ def build(results: Any, baselines: list[str] | None = None, series: bool = True)
     meta, cells = summary.load(results)
     axes = (meta.get("experiment") or {}).get("axes") or {}
     base = compare.baseline_variant(axes, baselines or [])
-    groups = summary.groups(cells, base if axes else None, axes, memory=server_facts(meta)["memory_figure"])
+    memory, fixed = server_facts(meta)["memory_figure"], fixed_rate(meta)
+    groups = summary.groups(cells, base if axes else None, axes, memory=memory, fixed_rate=fixed)
     comparisons = compare.verdicts(meta, cells, baselines).comparisons  # host speed, sequential looks
     # the file's order (groups), not the run's: randomized rounds would shuffle the colours
     variants = list({variant_key(v): v for v in [g.variant for g in groups] + [c["variant"] for c in cells]}.values())

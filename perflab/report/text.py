@@ -20,6 +20,7 @@ from rich.table import Table
 
 from perflab.analyze import compare, phase_explain, stats, status_diff, txn_types
 from perflab.analyze.compare import Comparison
+from perflab.analyze.rate import fixed_rate, primary_metric, rate_line
 from perflab.analyze.summary import Group, groups, mean
 from perflab.analyze.variance import Decomposition
 from perflab.analyze.verdict import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER
@@ -107,14 +108,18 @@ def render(
         console.print(f"[dim]  {escape(leaf)}: {escape(', '.join(f'{h} {v}' for h, v in zip(hosts, values)))}[/]")
     axes = exp.get("axes") or {}
     base = compare.baseline_variant(axes, baseline or [])
-    all_groups = groups(cells, base if axes else None, axes, memory=server_facts(meta)["memory_figure"])
-    comparisons = compare.verdicts(meta, cells, baseline, ("qps",)).comparisons
+    memory, fixed = server_facts(meta)["memory_figure"], fixed_rate(meta)
+    all_groups = groups(cells, base if axes else None, axes, memory=memory, fixed_rate=fixed)
+    metric = primary_metric(meta)  # at a fixed rate: p99 from the intended start (analyze/rate.py)
+    comparisons = compare.verdicts(meta, cells, baseline, (metric,)).comparisons
     if comparisons:
         console.print(f"[dim]{escape(method_line(comparisons))}[/]", highlight=False)
     for threads in sorted({g.threads for g in all_groups}):
         rows = [g for g in all_groups if g.threads == threads]
         chosen = [c for c in comparisons if c.threads == threads and c.kind == "variant"]
-        _table(console, threads, rows, chosen, (meta.get("throughput") or {}).get("metric", "QPS"))
+        _table(console, threads, rows, chosen, (meta.get("throughput") or {}).get("metric", "QPS"), metric)
+    if metric != "qps":
+        console.print(f"[dim]{escape(rate_line(meta, cells))}[/]", highlight=False)
     effects = [c for c in comparisons if c.kind == "axis"]
     if effects:
         print_comparisons(console, "Effect of each axis (the other axes held fixed)", effects)
@@ -188,11 +193,21 @@ def _why(console: Console, comparisons: list[Comparison], meta: dict[str, Any]) 
 
 
 def _table(
-    console: Console, threads: int, rows: list[Group], comparisons: list[Comparison], metric: str = "QPS"
+    console: Console,
+    threads: int,
+    rows: list[Group],
+    comparisons: list[Comparison],
+    metric: str = "QPS",
+    verdicts_on: str = "qps",
 ) -> None:
-    """A thread count's table, fitted to the console (report/fit.py): the lesser columns go first."""
+    """A thread count's table, fitted to the console (report/fit.py): the lesser columns go first.
+    `verdicts_on`: the comparisons' metric (p99 at a fixed rate: its column beside the ratio)."""
     memory = f"{rows[0].memory if rows else 'RSS'} end"
     columns = _columns(rows, comparisons, metric, memory)
+    if verdicts_on == "p99":
+        at = next(i for i, c in enumerate(columns) if c[0] == "ratio [95% CI]")
+        columns.insert(at, ("p99 ms", "right", False, [_num(mean(g.p99_ms), "{:.2f}") for g in rows]))
+        columns[at + 1] = ("p99 ratio [95% CI]", *columns[at + 1][1:])
     lesser = ["CPU µs/txn", "minflt/txn", memory, "p95 ms", "CV", "stalls", "95% CI", "n"]
     if not any(g.stalls for g in rows):
         lesser.insert(0, lesser.pop(lesser.index("stalls")))  # an empty column goes first
@@ -227,6 +242,7 @@ def _columns(rows: list[Group], comparisons: list[Comparison], metric: str, memo
     n = [
         f"{len(g.qps)}"
         + (f" [yellow]+{len(g.unsettled)} unsettled[/]" if g.unsettled else "")
+        + (f" [red]+{len(g.rate_missed)} missed rate[/]" if g.rate_missed else "")
         + (f" [red]+{g.failed} failed[/]" if g.failed else "")
         for g in rows
     ]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.analyze import host_speed, sequential
+from perflab.analyze.rate import fixed_rate
 from perflab.analyze.summary import adaptive_targets
 from perflab.run.datasets import Datasets
 from perflab.spec import Cell, Experiment
@@ -100,8 +101,9 @@ class AdaptiveRounds:
     def _monitor(self, done: list[dict[str, Any]], repeat: int) -> list[sequential.Monitored]:
         axes = {axis: list(labels) for axis, labels in self.exp.file.variants.items()}
         baseline = {axis: labels[0] for axis, labels in axes.items()}
-        slope = host_speed.calibrated_slope(self.results.meta())
-        return sequential.monitor(done, baseline, axes, self._design(), repeat, slope)
+        meta = self.results.meta()
+        slope, fixed = host_speed.calibrated_slope(meta), fixed_rate(meta)  # at a fixed rate: p99 watched
+        return sequential.monitor(done, baseline, axes, self._design(), repeat, slope, fixed)
 
     def _round(
         self, repeat: int, pending: set[tuple[str, int]] | None, have: set[str], done: list[dict[str, Any]]

@@ -29,8 +29,11 @@ from perflab import workloads
 from perflab.spec.hosts import client_hosts, host_axis
 from perflab.spec.matrix import Experiment
 from perflab.spec.schema import ExperimentFile
+from perflab.workloads.rate import rates
 
 _HINT = 'remove it, or use design = "sequential"'
+# why an open loop cannot take turns: a stopped client's arrivals would pile up and come at once
+_OPEN_LOOP = "a client stopped between its turns would queue the arrivals of its pause and send them at once"
 
 
 def design_problems(spec: ExperimentFile) -> list[Problem]:
@@ -83,6 +86,9 @@ def design_problems(spec: ExperimentFile) -> list[Problem]:
     if spec.observe.io:
         hint = f"{_HINT}: the servers of a round share one disk, whose reads and writes are not per server"
         problems.append(Problem("observe.io", 'no [observe] io with design = "interleaved"', "true", hint))
+    if rates(spec):
+        hint = f"{_HINT}: {_OPEN_LOOP}"
+        problems.append(Problem("workload.rate", 'no rate with design = "interleaved"', "rate", hint))
     if spec.observe.host_speed:
         hint = "remove it: interleaved turns put the host's speed on every variant alike"
         problems.append(Problem("observe.host_speed", 'no host-speed canary with design = "interleaved"', "true", hint))
@@ -125,6 +131,8 @@ def sequential_reason(spec: ExperimentFile) -> str | None:
     workload_refusal = workloads.of(spec).interleaved_refusal
     if workload_refusal:
         return f"sequential: {workload_refusal}"
+    if rates(spec):
+        return f"sequential: a fixed rate ([workload] rate): {_OPEN_LOOP}"
     if e.pin:
         return "sequential: pin = true gives the server a CPU of its own; interleaved servers share them"
     if spec.observe.pmp is not None:

@@ -80,6 +80,9 @@ MAX_TABLE_SIZE = 2**31 - 1  # sysbench's id column is a signed INT
 MAX_PGBENCH_SCALE = 100_000  # 100,000 x 100,000 rows: far beyond any tmpfs
 MAX_WAREHOUSES = 1000  # go-tpc tpcc --warehouses: about 100 MB of tmpfs each (docs/workloads.md)
 MAX_REPEATS = 1000
+# [workload] rate: transactions a second over all client threads (sysbench's and pgbench's --rate);
+# sysbench's event queue holds 131,072 events, so a rate far beyond a server fills it within a second
+MAX_RATE = 1_000_000
 MAX_CELLS = 20_000
 INT64 = 2**63
 
@@ -264,3 +267,22 @@ def _margin(value: float) -> float:
 Margin = Annotated[float, BeforeValidator(_fraction), AfterValidator(_margin)]
 CELL_OVERHEAD_S = 3.0  # restore + start + stop of one cell, measured here at about 1-2 s (run/scheduler.py)
 AUTO_FIELDS = ("stop", "target_ci", "min_repeats", "max_repeats", "time_budget", "budget", "spending")
+
+
+def _rate(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise fail(
+            "a whole number of transactions a second, such as 1500",
+            "rate = N: N transactions a second over all client threads "
+            "(`perflab docs workloads#load-at-a-fixed-rate-open-loop`)",
+        )
+    if not 1 <= value <= MAX_RATE:
+        raise fail(
+            f"a rate from 1 to {MAX_RATE:,} transactions a second",
+            "leave rate out for a closed loop (each client sends its next transaction when the last returns)",
+        )
+    return value
+
+
+# [workload] rate and a variant's rate (a rate axis): open loop at that many transactions a second
+Rate = Annotated[Any, AfterValidator(_rate)]

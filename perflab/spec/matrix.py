@@ -52,6 +52,7 @@ class Cell:
     server_host: str | None = None  # the [hosts.NAME] its server runs on (a variant's, else the experiment's)
     client_host: str | None = None  # the [hosts.NAME] its client runs on (a variant's, else the experiment's)
     retry_of: int | None = None  # the id of the failed or unsettled cell this one measures again
+    rate: int | None = None  # its client's arrival rate, transactions a second (a variant's, else [workload] rate)
 
     @property
     def variant_key(self) -> str:
@@ -117,6 +118,7 @@ class Experiment:
                         client_preload=client_preload,
                         client_env=client_env,
                         client_library=client_library,
+                        rate=merge_rate(variants, labels) or spec.workload.rate,
                         **switches,
                     )
                 )
@@ -192,6 +194,14 @@ def merge_glibc(variants: list[Variant], labels: list[str]) -> str | None:
     if len(suites) > 1:
         raise ValueError(f"variants {labels} set glibc to both {' and '.join(sorted(suites))}")
     return suites.pop() if suites else None
+
+
+def merge_rate(variants: list[Variant], labels: list[str]) -> int | None:
+    """The arrival rate of one variant per axis; two axes setting two rates is an error."""
+    rates = {v.rate for v in variants} - {None}
+    if len(rates) > 1:
+        raise ValueError(f"variants {labels} set rate to both {' and '.join(map(str, sorted(rates)))}")
+    return rates.pop() if rates else None
 
 
 def merge_switches(variants: list[Variant], labels: list[str]) -> dict[str, bool]:

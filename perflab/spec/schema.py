@@ -36,13 +36,14 @@ from perflab.spec.fields import (
     Duration,
     Fraction,
     Margin,
+    Rate,
     ServerOptions,
     WorkloadOptions,
     check_label,
     fail,
     storage_value,
 )
-from perflab.spec.matrix import merge, merge_client, merge_glibc, merge_host, merge_switches
+from perflab.spec.matrix import merge, merge_client, merge_glibc, merge_host, merge_rate, merge_switches
 from perflab.spec.observe import ObserveSection
 from perflab.spec.variant import Axes, Variant
 
@@ -242,6 +243,8 @@ class WorkloadSection(_Strict):
     threads: list[StrictInt] = [1]
     options: WorkloadOptions = {}
     warehouses: StrictInt | None = Field(default=None, ge=1, le=MAX_WAREHOUSES)  # go-tpc's TPC-C dataset
+    # open loop: transactions a second over all client threads (workloads/rate.py); None: closed loop
+    rate: Rate | None = None
 
     @field_validator("threads", mode="before")
     @classmethod
@@ -338,6 +341,7 @@ class ExperimentFile(_Strict):
                 merge_client([v for _, v in combo], [label for label, _ in combo])
                 merge_switches([v for _, v in combo], [label for label, _ in combo])
                 merge_glibc([v for _, v in combo], [label for label, _ in combo])
+                merge_rate([v for _, v in combo], [label for label, _ in combo])
                 merge_host([v for _, v in combo], [label for label, _ in combo], None)
                 merge_host([v for _, v in combo], [label for label, _ in combo], None, "client_host")
         return value

@@ -16,5 +16,7 @@ from perflab.spec.schema import ExperimentFile
 
 
 def server_problems(spec: ExperimentFile) -> list[Problem]:
-    kind = servers.kind(spec.experiment.server)
-    return workloads.of(spec).file_problems(spec, kind) + kind.file_problems(spec)
+    from perflab.workloads import rate
+
+    kind, wl = servers.kind(spec.experiment.server), workloads.of(spec)
+    return wl.file_problems(spec, kind) + rate.problems(spec, wl.rate_refusal) + kind.file_problems(spec)

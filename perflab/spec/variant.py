@@ -22,6 +22,7 @@ from perflab.errors import did_you_mean
 from perflab.spec.fields import (
     STRICT,
     EnvVars,
+    Rate,
     ServerOptions,
     WorkloadOptions,
     check_axis_name,
@@ -58,6 +59,8 @@ class Variant(_Strict):
     # the host its client runs on, a [hosts.NAME] (a host axis's client host per variant, docs/hosts.md);
     # None: [experiment] client_host, else this machine
     client_host: str | None = None
+    # its client's fixed arrival rate (a rate axis: a latency-throughput curve); None: [workload] rate
+    rate: Rate | None = None
 
     @field_validator("preload", "client_preload")
     @classmethod

@@ -43,6 +43,8 @@ class Workload:
     metric: str = "QPS"  # its name in the reports' tables (meta `throughput`)
     # why the interleaved design cannot run it (spec/design.py); None: it can
     interleaved_refusal: str | None = None
+    # why `[workload] rate` (a fixed arrival rate, workloads/rate.py) cannot run it; None: it can
+    rate_refusal: str | None = None
     remote_client = False  # True: it can run on another host ([experiment] client_host, docs/hosts.md)
     # True: with its client on a host and the server here, perf, pmp and status of the server run here
     # (run/remote_client.py; pgbench's: servers/postgresql/client_host.py); False: refused with client_host
@@ -142,10 +144,18 @@ class Workload:
         """End the client as its own time limit would (a client with `tail_s`)."""
 
     def window_output(
-        self, spec: Any, out: Path, code: int, warmup: int, server: Any, launched: float, window: tuple[float, float]
+        self,
+        spec: Any,
+        out: Path,
+        code: int,
+        warmup: int,
+        server: Any,
+        launched: float,
+        window: tuple[float, float],
+        rate: int | None = None,
     ) -> tuple[Summary, list[dict[str, Any]]]:
         """`read_output`, for a client that can also be cut at perflab's window marks (epoch
-        seconds; `launched`: when perflab started it)."""
+        seconds; `launched`: when perflab started it; `rate`: the cell's arrival rate, or None)."""
         return self.read_output(out, code, warmup)
 
     def effective_options(self, runner: Any, argv: list[str]) -> dict[str, str]:

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -23,7 +23,7 @@ from perflab import servers
 from perflab.errors import WorkloadError
 from perflab import workloads
 from perflab.places.proc import Child, clean_env
-from perflab.workloads import sysbench, sysbench_output
+from perflab.workloads import rate, sysbench, sysbench_output
 from perflab.spec import Cell, ExperimentFile
 
 
@@ -46,7 +46,7 @@ def argv(spec: ExperimentFile, cell: Cell, socket: Path, **remote: Any) -> list[
         threads=cell.threads,
         seconds=warmup + seconds,
         checkpoint=warmup or None,
-        options={**spec.workload.options, **cell.workload_options},
+        options=rate.options(spec, cell),
         driver=servers.kind(spec.experiment.server).sysbench_driver,
         **remote,
     )
@@ -203,10 +203,14 @@ def read_output(out: Path, code: int, warmup: int) -> tuple[sysbench_output.Summ
     """The window's summary and the per-second intervals; WorkloadError if sysbench failed."""
     text = out.read_text(encoding="utf-8", errors="replace")
     summary = sysbench_output.parse_summary(text)
+    overflow = sysbench_output.overflow(text)
+    if overflow:
+        raise WorkloadError(overflow, f"a lower [workload] rate, or more threads; full output: {out}")
     if code != 0 or summary is None:
         tail = "\n".join(text.strip().splitlines()[-10:])
         how = f"died: signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exited with code {code}"
         raise WorkloadError(f"sysbench {how}:\n{tail}", f"full output: {out}")
+    summary = replace(summary, rate=sysbench_output.parse_rate(text, warmup))
     return summary, [_interval(iv, warmup) for iv in sysbench_output.parse_intervals(text)]
 
 

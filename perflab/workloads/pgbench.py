@@ -24,8 +24,8 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from perflab.workloads import Workload
-from perflab.workloads.pgbench_log import intervals, load_log, window_summary
+from perflab.workloads import Workload, rate
+from perflab.workloads.pgbench_log import intervals, load_log, rate_record, window_summary
 from perflab.workloads.sysbench_output import Summary
 
 BUILTINS = {"select-only": 1, "simple-update": 5, "tpcb-like": 7}  # name -> SQL statements per transaction
@@ -242,15 +242,28 @@ class Pgbench(Workload):
         raise NotImplementedError("pgbench's figures are cut from its log at the window's marks: window_output")
 
     def window_output(
-        self, spec: Any, out: Path, code: int, warmup: int, server: Any, launched: float, window: tuple[float, float]
+        self,
+        spec: Any,
+        out: Path,
+        code: int,
+        warmup: int,
+        server: Any,
+        launched: float,
+        window: tuple[float, float],
+        rate: int | None = None,
     ) -> tuple[Summary, list[dict[str, Any]]]:
         """The window's figures from the per-transaction log in the server's run directory, cut at
-        perflab's marks; WorkloadError when pgbench failed or logged nothing inside."""
+        perflab's marks; WorkloadError when pgbench failed or logged nothing inside. `rate`: the
+        cell's --rate, whose log carries each transaction's schedule lag (`summary.rate`)."""
+        from dataclasses import replace
+
         from perflab.errors import WorkloadError
 
-        log = load_log(server.rundir / "pgbench_log")
+        log = load_log(server.rundir / "pgbench_log", lag=bool(rate))
         per_txn = statements(spec.workload.test)
         summary = window_summary(log, window, per_txn)
+        if rate and summary is not None:
+            summary = replace(summary, rate=rate_record(log, launched, window, rate, warmup))
         if code != 0 or summary is None:
             text = out.read_text(encoding="utf-8", errors="replace")
             tail = "\n".join(text.strip().splitlines()[-10:])
@@ -323,7 +336,7 @@ def cell_argv(spec: Any, cell: Any, server: Any, seconds: int, jobs: int) -> lis
         jobs=jobs,
         seconds=seconds,
         log_prefix=server.rundir / "pgbench_log",
-        options={**spec.workload.options, **cell.workload_options},
+        options=rate.options(spec, cell),
         binary=pg_binary("pgbench", server.bindir),
     )
 

@@ -17,9 +17,11 @@ from perflab.workloads.sysbench_output import Summary
 END_SLACK_S = 0.01
 
 
-def load_log(prefix: Path) -> np.ndarray:
+def load_log(prefix: Path, lag: bool = False) -> np.ndarray:
     """Every transaction of the per-transaction logs `prefix.PID[.THREAD]` as rows of
-    (latency_us or -1 for a failed one, end epoch in seconds as float)."""
+    (latency_us or -1 for a failed one, -2 for one --latency-limit skipped, end epoch in seconds
+    as float); `lag` (a --rate run): a third column, its schedule lag in microseconds (the log's
+    seventh, present only with --rate; its latency then counts from the scheduled start)."""
     rows = []
     for path in sorted(prefix.parent.glob(prefix.name + ".*")):
         text = path.read_text(encoding="ascii", errors="replace")
@@ -28,8 +30,9 @@ def load_log(prefix: Path) -> np.ndarray:
         columns = len(text.split("\n", 1)[0].split())
         text = text.replace("failed", "-1").replace("skipped", "-2")
         data = np.array(text.split(), dtype=np.int64).reshape(-1, columns)
-        rows.append(np.column_stack([data[:, 2], data[:, 4] + data[:, 5] / 1e6]))
-    return np.concatenate(rows) if rows else np.empty((0, 2))
+        columns = [data[:, 2], data[:, 4] + data[:, 5] / 1e6] + ([data[:, 6]] if lag else [])
+        rows.append(np.column_stack(columns))
+    return np.concatenate(rows) if rows else np.empty((0, 3 if lag else 2))
 
 
 def window_summary(log: np.ndarray, window: tuple[float, float], statements_per_txn: int) -> Summary | None:
@@ -101,3 +104,30 @@ def intervals(
             }
         )
     return out
+
+
+def rate_record(log: np.ndarray, launch_epoch: float, window: tuple[float, float], target: int, warmup: int) -> dict:
+    """The rate record of a `--rate` run's window (workloads/rate.py) from a log loaded with its
+    schedule lag: each window second's achieved rate (transactions that ended in it, as
+    `intervals` counts them) and backlog (the largest schedule lag among them, in seconds); the
+    latency counts from the scheduled start, the service time (latency - lag) beside it."""
+    from perflab.workloads import rate
+
+    ok = log[log[:, 0] >= 0]
+    ends = np.ceil(ok[:, 1] - launch_epoch)  # each transaction's second, as `intervals` counts them
+    seconds = []
+    for t in range(warmup + 1, math.floor(window[1] - launch_epoch + END_SLACK_S) + 1):
+        here = ok[ends == t]
+        seconds.append((t, float(len(here)), round(float(here[:, 2].max()) / 1e6, 3) if len(here) else None))
+    inside = ok[(ok[:, 1] >= window[0]) & (ok[:, 1] < window[1])]
+    service = (inside[:, 0] - inside[:, 2]) / 1000.0
+    found = rate.record(target, seconds, rate.INTENDED, _percentiles(service) if len(service) else None, None)
+    found["skipped"] = int(((log[:, 0] == -2) & (log[:, 1] >= window[0]) & (log[:, 1] < window[1])).sum())
+    return found
+
+
+def _percentiles(lat_ms: np.ndarray) -> dict[str, float]:
+    def pct(q: float) -> float:
+        return round(float(np.percentile(lat_ms, q, method="inverted_cdf")), 3)
+
+    return {"p50": pct(50), "p95": pct(95), "p99": pct(99), "max": round(float(lat_ms.max()), 3)}

@@ -216,7 +216,9 @@ class Sysbench(Workload):
     def run_argv(
         self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:
-        options = {**spec.workload.options, **cell.workload_options}
+        from perflab.workloads import rate
+
+        options = rate.options(spec, cell)
         return self._argv(
             spec, server, "run", threads=cell.threads, seconds=seconds, checkpoint=checkpoint, options=options
         )
@@ -266,7 +268,7 @@ class Sysbench(Workload):
             table_size=spec.dataset.table_size,
             threads=seat.cell.threads,
             seconds=seconds,
-            options={**spec.workload.options, **seat.cell.workload_options},
+            options={**spec.workload.options, **seat.cell.workload_options},  # no rate: design refuses it
             driver=seat.runner.kind.sysbench_driver,
         )
         env = {**client_variant.environment(seat.cell, server.rundir), **seat.clock.environment(spec.workload.test)}

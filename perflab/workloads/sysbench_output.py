@@ -18,6 +18,13 @@ _INTERVAL = re.compile(
     r"\(r/w/o:\s*(?P<r>[\d.]+)/(?P<w>[\d.]+)/(?P<o>[\d.]+)\)\s+"
     r"lat\s+\(ms,(?P<pct>[\d.]+)%\):\s*(?P<lat>[\d.]+)\s+err/s:\s*(?P<err>[\d.]+)\s+reconn/s:\s*(?P<reconn>[\d.]+)"
 )
+# with --rate: its target in the header, and after each second's report the events still queued
+_TARGET = re.compile(r"^Target transaction rate: (\d+)/sec", re.MULTILINE)
+_QUEUE = re.compile(r"^\[\s*(?P<t>\d+)s\s*\]\s+queue length:\s*(?P<queue>\d+),?\s+concurrency:\s*(?P<conc>\d+)")
+_OVERFLOW = "The event queue is full"
+SERVICE_NOTE = (
+    "sysbench 1.0.20 adds each event's queue time to its latency and does not report the service time alone"
+)
 _HIST_ROW = re.compile(r"^\s*(?P<value>[\d.]+)\s+\|\**\s+(?P<count>\d+)\s*$")
 
 
@@ -46,9 +53,15 @@ class Summary:
     reconnects: int
     total_time_s: float
     latency_ms: dict[str, float | None]  # min avg max p50 p95 p99
+    # at a fixed arrival rate (workloads/rate.py): the target, each second's achieved rate and
+    # backlog, whether the cell kept it, and where its latency counts from; None: a closed loop
+    rate: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["rate"] is None:  # a closed loop's summary keeps the shape it always had
+            out.pop("rate")
+        return out
 
 
 def parse_intervals(text: str) -> list[Interval]:
@@ -163,3 +176,35 @@ def parse_summary(text: str) -> Summary | None:
             "p99": histogram_percentile(hist, 99),
         },
     )
+
+
+def overflow(text: str) -> str | None:
+    """Why a --rate run ended at once: its event queue filled up (sysbench then prints FATAL, stops
+    its workers and exits 1 without a summary); None when it did not."""
+    from perflab.workloads import rate
+
+    target = _TARGET.search(text)
+    if _OVERFLOW not in text or target is None:
+        return None
+    return (
+        f"sysbench could not keep the rate of {int(target.group(1)):,}/s: its event queue "
+        f"({rate.SYSBENCH_QUEUE:,} events) filled up and it stopped (\"{_OVERFLOW}\")"
+    )
+
+
+def parse_rate(text: str, warmup: int) -> dict[str, Any] | None:
+    """The rate record of a `--rate` run's measured window (seconds after `warmup`): each second's
+    achieved rate (its tps) and backlog (events queued, in seconds of arrivals); None without --rate."""
+    from perflab.workloads import rate
+
+    target = _TARGET.search(text)
+    if target is None:
+        return None
+    goal = int(target.group(1))
+    queued = {int(m["t"]): int(m["queue"]) for m in map(_QUEUE.match, text.splitlines()) if m}
+    seconds = [
+        (iv.t, iv.tps, round(queued[iv.t] / goal, 3) if iv.t in queued else None)
+        for iv in parse_intervals(text)
+        if iv.t > warmup
+    ]
+    return rate.record(goal, seconds, rate.INTENDED, None, SERVICE_NOTE)

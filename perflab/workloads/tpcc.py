@@ -29,6 +29,10 @@ class GoTpc(Workload):
     throughput = "new-order transactions per minute (NOPM; go-tpc prints it as tpmC)"
     metric = "NOPM"
     interleaved_refusal = "go-tpc's transactions are not counted per turn (sysbench's are)"
+    rate_refusal = (
+        "go-tpc v1.0.12 has no rate control: its workers loop as fast as they can (--wait adds TPC-C's "
+        "keying and think time, a closed loop still); use sysbench or pgbench for a fixed rate"
+    )
     stamps_lines = True  # its reports carry no time, and a second without a transaction prints nothing
     connects_by_tcp = True  # MySQL's protocol: --host/--port only (PostgreSQL's driver takes a socket: tcp_on)
     dataset_size = ("workload.warehouses", "fewer warehouses")

@@ -44,7 +44,9 @@ def paced(body: str, rate: int) -> str:
     workload = tomllib.loads(body).get("workload")
     if workload is None or workload.get("tool", "sysbench") not in ("sysbench", "pgbench"):
         return body
-    if "rate" in workload.get("options", {}):
+    variants = tomllib.loads(body).get("variants") or {}
+    rated = "rate" in workload or any("rate" in v for labels in variants.values() for v in labels.values())
+    if "rate" in workload.get("options", {}) or rated:  # its own pace, or a fixed rate ([workload] rate)
         return body
     inline = re.compile(r"^(\s*)options\s*=\s*\{", re.MULTILINE)  # options = { ... } in [workload]
     table = re.compile(r"^(\s*)\[workload\.options\]\n", re.MULTILINE)

@@ -74,7 +74,7 @@ def measure(
         client.drain(child)  # a stamped client's last lines
     if not server.alive():
         raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
-    summary, intervals = wl.window_output(spec, out, code, warmup, server, launched, window.epochs)
+    summary, intervals = wl.window_output(spec, out, code, warmup, server, launched, window.epochs, cell.rate)
     options = wl.effective_options(runner, argv)
     memory = window.memory
     resources = accounting.resources(window.start, window.end, child.rusage, summary.transactions, memory)

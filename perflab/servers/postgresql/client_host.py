@@ -44,7 +44,7 @@ from perflab.observers.host_overhead import Overheads
 from perflab.observers.profilers import alloc_fields
 from perflab.observers.resources import StealSampler
 from perflab.run.remote_client import RemoteChild, RemoteClient, cpu_fields, local_profilers
-from perflab.workloads import pgbench
+from perflab.workloads import pgbench, rate
 from perflab.spec import Cell
 
 LOG = "pgbench_log"  # its per-transaction log's prefix, there and in the cell's directory here
@@ -72,7 +72,7 @@ def host_argv(runner: Any, cell: Cell, login: dict[str, str], remote: RemoteClie
         jobs=cell.threads,  # no pinning on a client host
         seconds=warmup + seconds + pgbench.TAIL_S,
         log_prefix=f"{there}/{LOG}",  # type: ignore[arg-type]  # a path on the host
-        options={**spec.workload.options, **cell.workload_options},
+        options=rate.options(spec, cell),
         binary=remote.binary,
     )
     return ["env", f"PGPASSFILE={passfile}", *argv], script
@@ -134,7 +134,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None
         with contextlib.suppress(HostLostError):
             remote.rundir.link.run(["rm", "-rf", "--one-file-system", cell_dir(remote, cell)])
     launched, window = on_host_clock(alignment, w.launched, w.marks)
-    summary, intervals = wl.window_output(spec, out, w.code, warmup, server, launched, window)
+    summary, intervals = wl.window_output(spec, out, w.code, warmup, server, launched, window, cell.rate)
     # the profiles' phases on this machine's clock: from pgbench's launch, its window from the start mark
     window = (w.started, w.started, w.ended, w.origin - w.started)
     remote_profilers.store(runner, cell, profilers, window, intervals, summary)

@@ -95,7 +95,7 @@ def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list, lis
             clock.finish()
     if not server.alive():
         raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
-    summary, intervals = wl.window_output(spec, out, code, warmup, server, launched, window)
+    summary, intervals = wl.window_output(spec, out, code, warmup, server, launched, window, cell.rate)
     marks = (started, started, ended, origin - started)  # the client started, its threads, the window's end, warm-up
     remote_profilers.store(runner, cell, profilers, marks, intervals, summary)
     resources = remote_server.window_resources(runner, start, end, child.rusage, summary.transactions, rss)
