@@ -260,7 +260,7 @@ def test_the_server_there_starts_with_the_counter_first_in_ld_preload(tmp_path: 
     server.aslr = False
     server.start()
     (argv,) = started
-    assert argv[0] == "env" and f"LD_PRELOAD={there}" in argv and "TZ=UTC" in argv
+    assert argv[4] == "env" and f"LD_PRELOAD={there}" in argv and "TZ=UTC" in argv  # after its console's redirection
     assert "PERFLAB_ALLOC_FILE=/dev/shm/perflab-host-x/cell-0001/a.bin" in argv
     assert argv[argv.index("setarch") :][:3] == ["setarch", "-R", "/usr/sbin/mariadbd"]  # env outside: setarch inherits
     assert server.alloc is counter  # the window finds its counter through the server (remote.spanning)
