@@ -169,12 +169,17 @@ def _differs(head: list[float], tail: list[float]) -> bool:
     return t_two_sided_p(t, len(batches) - 1) < ALPHA
 
 
+def _rel(a: float, b: float) -> float:
+    """a / b - 1, a level against another; over idle seconds (b = 0) infinite, unless a is idle too."""
+    return a / b - 1 if b else (math.inf if a else 0.0)
+
+
 def _ramps(head: list[float], tail: list[float], window: list[float]) -> bool:
     """A warm-up longer than half the series: the window before MSER's edge (head) differs
     from the rest by more than RAMP, and the window's batch means keep moving one way: the
     mean of their successive differences is non-zero (t-test, p < RAMP_ALPHA). A random walk's
     differences have mean zero, so wander rarely passes; a ramp's are all of one sign."""
-    if abs(statistics.fmean(head) / statistics.fmean(tail) - 1) <= RAMP:
+    if abs(_rel(statistics.fmean(head), statistics.fmean(tail))) <= RAMP:
         return False
     means = _batch_means(window, max(1, len(window) // 10))
     steps = [b - a for a, b in itertools.pairwise(means)]
@@ -227,7 +232,7 @@ def _far(head: list[float], tail: list[float]) -> bool:
     a, b = statistics.fmean(head), statistics.fmean(tail)
     half = len(head) // 2
     towards = statistics.fmean(head[half:]) - statistics.fmean(head[:half])
-    if abs(a / b - 1) <= FAR or (towards > 0) != (a < b):
+    if abs(_rel(a, b)) <= FAR or (towards > 0) != (a < b):
         return False
     noise = _noise(tail)
     return noise == 0 or abs(a - b) > CLIMB_Z * noise * math.sqrt(1 / len(head) + 1 / len(tail))
@@ -238,7 +243,7 @@ def _plain(before: list[float], head: list[float], tail: list[float]) -> bool:
     warm-up only if it is plain to see, more than FAR from the rest and on the side the seconds
     before it lie further out on (a warm-up approaches its steady level; noise has no side)."""
     a, b = statistics.fmean(head), statistics.fmean(tail)
-    if abs(a / b - 1) <= FAR:
+    if abs(_rel(a, b)) <= FAR:
         return False
     earlier = (before + head)[: max(1, len(before + head) // 2)]
     first = statistics.fmean(earlier)
@@ -272,12 +277,13 @@ def _unsettled(
     where = f"the warm-up lasted until {warmup_s:.0f} s, past the window start at {window_start:.0f} s"
     # MSER ends a ramp where it meets the noise, a little before it flattens: leave room
     remedy = f"; set warmup (or max_warmup) to at least {math.ceil(max(warmup_s + 2, 1.5 * warmup_s))} s"
-    change = f"{statistics.fmean(head) / statistics.fmean(tail) - 1:+.1%}" if tail else ""
+    level = statistics.fmean(tail) if tail else 0.0  # 0: idle seconds (a client that stopped), no level
+    change = f"{statistics.fmean(head) / level - 1:+.1%}" if level else "an unknown share" if tail else ""
     if len(tail) < MIN_REST:
         # too little of the window is left to judge the head against: flagged only when the
         # warm-up is plain to see (MSER alone cut into 40% of 4-second white-noise series)
         if not tail or _plain(before, head, tail):
-            return f"{where}, leaving {len(tail)} s of the window{f' (the seconds cut differ by {change})' if tail else ''}{remedy}"
+            return f"{where}, leaving {len(tail)} s of the window{f' (the seconds cut differ by {change})' if change else ''}{remedy}"
         return None
     if _differs(head, tail) or _far(head, tail):
         return f"{where} (those seconds differ by {change}){remedy}"
@@ -319,7 +325,7 @@ def detect(intervals: list[dict[str, Any]], window_start: float, threshold: floa
     # beyond what wander does (CLIMB) is a warm-up MSER could not place: one whose steepest part
     # comes last leaves too short a steady end for MSER to truncate to.
     half = len(window) // 2
-    change = statistics.fmean(window[half:]) / statistics.fmean(window[:half]) - 1 if half else 0.0
+    change = _rel(statistics.fmean(window[half:]), statistics.fmean(window[:half])) if half else 0.0
     climbs = _climbs(window, change)
     drift = change if climbs or _drifts(window) else None
     if reason is None and climbs:

@@ -346,3 +346,12 @@ def test_complete_fills_an_old_cell() -> None:
     assert cell["warmup_method"] == "mser-1" and cell["settled"] is True
     assert cell["stalls"][0]["kind"] == "no-report"
     assert cell["steady"]["qps_mean"] == 565_000.0
+
+
+@pytest.mark.parametrize("tail", [[0.0, 0.0], [0.0] * 12])
+def test_a_window_whose_rest_is_idle_is_said_without_a_division_by_zero(tail: list[float]) -> None:
+    """A client that stopped mid-window leaves seconds of zero after the warm-up's head (CI, test_client)."""
+    from perflab.analyze.steady import _unsettled
+
+    said = _unsettled([100.0] * 3, [100.0, 120.0, 140.0], tail, [100.0, 120.0, 140.0, *tail], False, 6.0, 3.0)
+    assert said is None or ("differ by )" not in said and "by  " not in said), said
