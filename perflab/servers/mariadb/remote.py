@@ -149,17 +149,18 @@ class RemoteMariaDB(OnHost, Mysqld):
             "tmpdir": f"{self.remote_dir}/tmp",
             "secure-file-priv": f"{self.remote_dir}/files",  # LOAD_FILE and OUTFILE: the cell's own directory
         }
-        if server_account(self.place):  # started as root, it becomes that account itself
-            fixed["user"] = server_account(self.place)
+        account = server_account(self.place)
+        if account:  # started as root, it becomes that account itself
+            fixed["user"] = account
         lines = ["# written by perflab; the server reads no other option file", f"[{self.flavor.group}]"]
         lines += [option_line(k, v) for k, v in {**self.flavor.translate(self.options), **fixed}.items()]
         self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
         self.link.run(["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', f"{self.remote_dir}/my.cnf"],
                       stdin=self.option_file.read_text())  # fmt: skip
-        adopted = self.link.run(["sh", "-c", _ADOPT, self.remote_dir, server_account(self.place), self.datadir])
+        adopted = self.link.run(["sh", "-c", _ADOPT, self.remote_dir, account, self.datadir])
         if adopted.status != 0:
             raise ServerStartError(
-                f"host {self.link.name}: cannot give {self.remote_dir} to {server_account(self.place)}: "
+                f"host {self.link.name}: cannot give {self.remote_dir} to {account}: "
                 f"{adopted.stderr.strip()[-300:]}",
                 f"apt-get install mariadb-server on {self.link.target} creates the {RUN_USER} account",
             )
