@@ -63,7 +63,7 @@ def test_the_run_is_sequential_and_records_its_rates(run: dict) -> None:
 
 def test_a_cell_that_keeps_the_rate_does_so_over_its_window(run: dict) -> None:
     """The done-when's figure: the cell's achieved rate within 10% of the target, every window
-    second recorded with its backlog. Not every second within 10%: sysbench's arrival thread, held
+    second sysbench reported recorded with its backlog. Not every second within 10%: sysbench's arrival thread, held
     up a moment (CI's load, a VM pause), queues the arrivals it missed and they run in the next
     second (CI: 1,140 in one second after 1,030, backlog 0.002 s), so a second's count is not the
     rate; what the rate promises is that the queue drains, which the backlog says."""
@@ -71,7 +71,10 @@ def test_a_cell_that_keeps_the_rate_does_so_over_its_window(run: dict) -> None:
     assert record["target"] == RATE and record["kept"] is True and record["reason"] is None
     assert abs(record["achieved"] - RATE) <= 0.1 * RATE, record
     seconds = record["seconds"]
-    assert [s["t"] for s in seconds] == [3, 4, 5, 6]  # the window's, after the 2 s warm-up
+    # the window's, after the 2 s warm-up; sysbench's last report races its own end (its report
+    # thread wakes at 6.0 s as the workers stop, and under load the workers win: CI lost t=6 once),
+    # so the last second may be missing, never another one
+    assert [s["t"] for s in seconds] in ([3, 4, 5, 6], [3, 4, 5]), seconds
     assert all(s["backlog_s"] is not None for s in seconds) and seconds[-1]["backlog_s"] < 0.1, seconds
     assert abs(sum(s["achieved"] for s in seconds) / len(seconds) - record["achieved"]) <= 0.02 * RATE, record
     window = [iv for iv in run["cells"]["kept"]["intervals"] if not iv["warmup"]]
