@@ -114,8 +114,10 @@ class Profilers:
             self.perf.resume()
         self._begin(warmup=True)
 
-    def workload_started(self, client_pid: int | None = None) -> None:
-        """The workload runs (and its client has its libraries mapped): the warm-up's samplers begin."""
+    def workload_started(self, client: Any = None) -> None:
+        """The workload runs (and its client, a process here or its pid, has its libraries mapped):
+        the warm-up's samplers begin."""
+        client_pid = getattr(client, "pid", client)
         if client_pid is not None:
             self.pids["client"] = client_pid
             self.binaries["client"] = _exe(client_pid)

@@ -13,9 +13,9 @@ The server's own profilers (here, or on its host) run beside them: `Paired` driv
 A client here beside a server on its host is profiled here (`ClientHereProfilers`, a local cell's
 profilers of the client alone), the server there: `beside_server_host`.
 
-    profilers = of_cell(runner, cell, server, server_profilers)   # those of [observe] of_target(..., "server")
+    profilers = Paired(server_profilers, on_host(observe, rundir, cell, server))   # run/window.py
     with profilers: ...; profilers.workload_started(child); ...   # child: run/remote_client.RemoteChild
-    remote_profilers.store(runner, cell, profilers, window, intervals, summary)
+    profilers.store(results, cell_id, spans); profilers.remove()
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Self
 
 from perflab.hosts.rundir import RunDir
-from perflab.observers import remote_profilers
 from perflab.observers.phases import Spans
 from perflab.observers.profilers import Profilers
 from perflab.observers.remote_profilers import NoProfilers, RemoteProfilers
@@ -66,7 +65,7 @@ class ClientHostProfilers(RemoteProfilers):
 
 class ClientHereProfilers(Profilers):
     """Profilers of target "client" alone: the workload's client on this machine, beside a server on
-    its host (run/remote_window.py), as a local cell's client is profiled (system-wide perf here,
+    its host (run/window.py), as a local cell's client is profiled (system-wide perf here,
     folded for the client's pid; its stack sampler here), on this machine's clock. The server's
     profilers run on its host (remote_profilers.RemoteProfilers); host_speed and io are theirs too."""
 
@@ -75,7 +74,7 @@ class ClientHereProfilers(Profilers):
 
     def client_started(self, child: Any) -> None:
         """`child`: the client's process here (run/client.start's)."""
-        self.workload_started(child.pid)
+        self.workload_started(child)
 
 
 class Paired:
@@ -126,24 +125,14 @@ class Paired:
                 member.remove()
 
 
-def of_cell(runner: Any, cell: Any, server: Any, profilers: Profilers | NoProfilers) -> Paired:
-    """The cell's profilers with its client on the run's client host (runner.remote): the server's
-    (`profilers`, of [observe] restricted to the server: of_target) and, when perf or pmp names the
-    client, the client's there (in the host's `client-profile-NNNN/`; `server.rundir`: the cell's
-    local directory)."""
-    observe = runner.exp.file.observe
-    if not any(e is not None and CLIENT in e.targets for e in (observe.perf, observe.pmp)):
-        return Paired(profilers, None)
-    rundir: RunDir = runner.remote.rundir
-    client = ClientHostProfilers(observe, server.rundir, rundir, f"{rundir.path}/client-profile-{cell.order:04d}")
-    return Paired(profilers, client)
+def names_client(observe: ObserveSection) -> bool:
+    """Whether [observe] perf or pmp names the client among its targets."""
+    return any(e is not None and CLIENT in e.targets for e in (observe.perf, observe.pmp))
 
 
-def beside_server_host(runner: Any, cell: Any, server: Any, clock: Any) -> Paired:
-    """The profilers of a cell whose client runs here against a server on its host (run/remote_window.py):
-    the server's there (remote_profilers.of_cell, of [observe] restricted to the server) and, when perf or
-    pmp names the client, the client's here (in the cell's local directory)."""
-    observe = runner.exp.file.observe
-    on_host = remote_profilers.of_cell(runner, cell, server, clock, of_target(observe, "server"))
-    named = any(e is not None and CLIENT in e.targets for e in (observe.perf, observe.pmp))
-    return Paired(on_host, ClientHereProfilers(observe, server.rundir) if named else None)
+def on_host(observe: ObserveSection, rundir: RunDir, cell: Any, server: Any) -> ClientHostProfilers | None:
+    """The client's profilers on its host (`rundir`: the host's run directory), in its
+    `client-profile-NNNN/` there (`server.rundir`: the cell's local directory); None unless named."""
+    if not names_client(observe):
+        return None
+    return ClientHostProfilers(observe, server.rundir, rundir, f"{rundir.path}/client-profile-{cell.order:04d}")

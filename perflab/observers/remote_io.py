@@ -21,13 +21,13 @@ a disk there, the disk.* counters are its block device's line of the host's /pro
 over the link with the server's counters once a second (their times this machine's, as the server's
 counters'); on the host's tmpfs there is no block device, as for a local server on tmpfs.
 
-Every window with a client or a server on a host takes them through of_window: on the server host, or,
-for a server here with its client on a client host, the local canary and I/O observer (here()), over
-the same window, with the same fields (HostObservers.fields).
+A window (run/window.py) takes them from its server's end: on the server host (of_cell), or, for a
+server here with its client on a client host, the local canary and I/O observer (here()), over the
+same window, with the same fields (HostObservers.fields).
 
-    extra = of_window(runner, server, clock)    # started before the workload, as Profilers
+    extra = of_cell(runner, server, clock)      # started before the workload, as Profilers
     with extra: run_window()
-    measured.update(extra.fields(runner, (started, origin, end, warmup), intervals, summary))
+    measured.update(extra.fields(spans))
 """
 
 from __future__ import annotations
@@ -208,14 +208,24 @@ class HostObservers:
     """[observe] host_speed and io of a cell, over its workload, where its server runs: on its host, or
     here (a server here with its client on a host: here()). `clock`: the window's reading of the server
     host's clock (the server's RSS sampler's), else one of its own (`own`), read when these start and
-    stop; None for a server here."""
+    stop; None for a server here. `armed`: what runs over the whole workload before them ([observe]
+    alloc's perf of a server here)."""
 
-    def __init__(self, canary: HostSpeed | None, io: IoObserver | None, clock: WindowClock | None, own: bool) -> None:
-        self.canary, self.io, self.clock, self.own = canary, io, clock, own
+    def __init__(
+        self,
+        canary: HostSpeed | None,
+        io: IoObserver | None,
+        clock: WindowClock | None,
+        own: bool,
+        armed: contextlib.AbstractContextManager[Any] | None = None,
+    ) -> None:
+        self.canary, self.io, self.clock, self.own, self.armed = canary, io, clock, own, armed
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> Self:
         with contextlib.ExitStack() as stack:
+            if self.armed is not None:
+                stack.enter_context(self.armed)
             if self.own and self.clock is not None and (self.canary or self.io):
                 self.clock.begin()
                 stack.callback(self.clock.finish)
@@ -228,13 +238,8 @@ class HostObservers:
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
-    def fields(self, runner: Any, window: tuple[float, float, float, float], intervals: list, summary: Any) -> dict:
-        """{"host_speed": ..., "io": ...} as Profilers.fields gives them (`window`: the client started,
-        its threads started, the window's end, the warm-up's seconds)."""
-        if self.canary is None and self.io is None:
-            return {}
-        stalls = runner._steady(intervals, summary.qps)["stalls"]
-        spans = Spans.of_cell(*window, stalls, intervals, summary.transactions)
+    def fields(self, spans: Spans) -> dict:
+        """{"host_speed": ..., "io": ...} as Profilers.fields gives them, over the cell's `spans`."""
         out: dict[str, Any] = {}
         if self.canary is not None:
             out["host_speed"] = self.canary.fields(spans.window, spans.end)
@@ -269,15 +274,10 @@ def of_cell(runner: Any, server: Any, clock: WindowClock | None) -> HostObserver
     return HostObservers(canary, io, clock, own)
 
 
-def here(runner: Any, server: Any) -> HostObservers:
+def here(runner: Any, server: Any, armed: contextlib.AbstractContextManager[Any] | None = None) -> HostObservers:
     """The cell's canary and I/O observer of a server on this machine, as a local cell's (Profilers):
-    with the client on a client host (run/remote_client.py, servers/postgresql/client_host.py)."""
+    with the client on a client host (run/window.py). `armed`: HostObservers'."""
     canary = None
     if runner.exp.file.observe.host_speed:  # built once per run, beside the cells' directories
         canary = HostSpeed(server.rundir.parent / "canary-build", server.rundir / "host-speed.txt")
-    return HostObservers(canary, runner.io_observer(server), None, own=False)
-
-
-def of_window(runner: Any, server: Any, clock: WindowClock | None) -> HostObservers:
-    """[observe] host_speed and io where the cell's server runs: on the server host (of_cell), or here."""
-    return of_cell(runner, server, clock) if runner.server_host is not None else here(runner, server)
+    return HostObservers(canary, runner.io_observer(server), None, own=False, armed=armed)

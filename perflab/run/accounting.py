@@ -112,7 +112,7 @@ class WindowEnd:
     children_s: float  # sysbench and the profilers, reaped during the window
     busy_s: float
     window_s: float
-    # the client's CPU at the window's end when it still runs then (pgbench's tail, servers/postgresql/cell.py);
+    # the client's CPU at the window's end when it still runs then (pgbench's tail, run/window.py);
     # None: it ended with the window (or before its end, and was reaped), and its rusage at exit is the end
     client_s: float | None = None
     steal_s: float = 0.0

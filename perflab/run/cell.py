@@ -15,9 +15,7 @@ through `prepare`, `run` and `measure` (the window alone, on a server it started
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import functools
 import os
 import shutil
 import time
@@ -27,26 +25,20 @@ from typing import Any
 
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ServerCrashedError
-from perflab import workloads
-from perflab.workloads import client, client_variant
-from perflab.run import accounting, dataset
+from perflab.run import dataset
 from perflab.builds import Build, BuildError, debroot, glibc, resolve
 from perflab.observers.alloc.tracer import AllocTracer
 from perflab.observers.host_overhead import CellCpu
 from perflab.observers.io import IoObserver, into_row
-from perflab.observers.phases import Spans
-from perflab.observers.profilers import Profilers, alloc_fields
 from perflab.places import Place
 from perflab.places.here import HERE
-from perflab.places.procfs import RssSampler
-from perflab.observers.resources import StealSampler
-from perflab.observers.status import of_server as status_of
 from perflab.run.prewarm import server_switches
 from perflab.places.proc import read_tail
 from perflab.run.server_logs import failure_fields
 from perflab.run.stage import Here, Measured, Stage
 from perflab.run.space import SpaceCheck
 from perflab.run.storage import Storage, of_experiment
+from perflab.run.window import ClientHere
 from perflab.workloads import sysbench
 from perflab.servers import Kind, kind
 from perflab.spec import Cell, Experiment
@@ -328,78 +320,18 @@ class CellRunner:
         spec = self.exp.file.experiment
         return steady.cell_fields(intervals, spec.window_start, qps, spec.stall_threshold, steal)
 
-    def measure(self, cell: Cell, server: Any, logs: Path, tracer: AllocTracer | None = None) -> Measured:
-        """One client run (the workload's tool) against a started `server`: warm-up seconds, a
-        checkpoint that resets its statistics (sysbench), then the measured window, which the observers and the /proc
-        counters cover. Returns (intervals, RSS samples, the row's measured fields); with
-        [observe] status, the fields hold its series as `status_samples` (the caller stores it)."""
-        spec = self.exp.file
+    def client_end(self, cell: Cell) -> Any:
+        """Where this placement's client runs, as the window drives it (run/window.py): here, or on its
+        client host (run/remote_client.ClientOnHost)."""
         if self.remote is not None:
-            from perflab.run import remote_client
+            from perflab.run.remote_client import ClientOnHost
 
-            return remote_client.measure(self, cell, server, logs, tracer)  # [observe] alloc too
-        own = self.kind.measure(self, cell, server, logs, tracer)  # PostgreSQL: servers/postgresql/cell.py
-        if own is not None:
-            return own
-        warmup, seconds = client.window_seconds(spec)
-        workload = workloads.of(spec)
-        command = client.command(spec, cell, server)
-        out = logs / workload.output_name
-        env = client_variant.environment(cell, server.rundir)
-        sampler = status_of(server) if spec.observe.status else None  # connected before the workload starts
-        with (
-            Profilers(spec.observe, server.pid, server.rundir, io=self.io_observer(server)) as profilers,
-            contextlib.closing(sampler) if sampler else contextlib.nullcontext(),
-            StealSampler() as steal,  # the host's share of a stall (warm-up or window)
-            tracer.armed(server.pid, server.rundir) if tracer else contextlib.nullcontext(),
-        ):
-            profilers.workload_starting()
-            started = time.monotonic()
-            child = client.start(command, out, self.client_cpus, env, stamped=workload.stamps_lines)
-            with child:
-                margin = spec.experiment.timeout_margin
-                # its threads connected (sysbench's "Threads started!"); else its clock starts at its launch
-                watch = client.StartWatch(out, child, margin) if workload.started_line else None
-                client_fields = client_variant.loaded(child.pid, cell, out, profilers.workload_started, workload)
-                origin = watch.wait() if watch else child.started
-                if warmup:
-                    client.sleep_until(origin + warmup, child)
-                start = accounting.WindowStart.take(server.pid, child.pid, window=(origin + warmup, seconds))
-                client.window_began(child, origin + warmup, workload.name)
-                # [observe] alloc's counts from here: before the samplers' and profilers' own starts,
-                # which take tenths of a second on a busy machine (transactions the counts would miss)
-                traced = tracer.window(server.pid, server.rundir) if tracer else contextlib.nullcontext()
-                status = sampler or contextlib.nullcontext()
-                with traced, RssSampler(server.pid) as rss, RssSampler(child.pid) as client_rss, status as counters:
-                    profilers.window_started()
-                    code = workload.wait(child, warmup + seconds, margin)
-                    ended = time.monotonic()
-                end = accounting.WindowEnd.take(start, server.pid)
-                pss = self.kind.pss_bytes(server)  # as PostgreSQL's (summed over its processes)
-            client.drain(child)
-        summary, intervals = workload.read_output(out, code, warmup)
-        client_variant.versions(client_fields)
-        client_fields.update(accounting.client_resources(start, child.rusage, summary.transactions, client_rss))
-        measured = {
-            "steal": lambda a, b: steal.cores(origin + a, origin + b),  # seconds of sysbench's clock
-            "summary": summary.to_dict(),
-            "resources": {
-                **accounting.resources(start, end, child.rusage, summary.transactions, rss),
-                "pss_end_bytes": pss,
-            },
-            "sysbench_options": workload.effective_options(self, command),
-            "client": client_fields,
-        }
-        if counters is not None:
-            window = (summary.transactions, summary.queries, summary.total_time_s)
-            measured["server_status"] = counters.figures(*window)
-            measured["status_samples"] = counters.samples
-        stalls = self._steady(intervals, summary.qps)["stalls"]
-        window_end = min(ended, origin + warmup + seconds)  # sysbench's window, not its shutdown
-        spans = Spans.of_cell(started, origin, window_end, warmup, stalls, intervals, summary.transactions)
-        profilers.store(self.results, cell.order, spans)  # profiles/ + profiles table, per target and phase
-        measured.update(profilers.fields(spans))  # host_speed
-        if tracer is not None:
-            covered = functools.partial(accounting.share, window=(origin + warmup, window_end), span=tracer.span)
-            alloc_fields(self.results, cell.order, tracer, server.pid, measured, covered)
-        return intervals, rss.samples, measured
+            return ClientOnHost(self, self.remote, cell)
+        return ClientHere(self, cell)
+
+    def measure(self, cell: Cell, server: Any, logs: Path, tracer: AllocTracer | None = None) -> Measured:
+        """One client run (the workload's tool) against a started `server`: warm-up seconds, then the
+        measured window, which the observers and the /proc counters cover (run/window.py). Returns
+        (intervals, RSS samples, the row's measured fields); with [observe] status, the fields hold
+        its series as `status_samples` (the caller stores it). bench/ drives it alone."""
+        return self.stage().measure(cell, server, logs, tracer)

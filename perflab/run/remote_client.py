@@ -1,25 +1,24 @@
-"""A cell's client on another host (`[experiment] client_host`, docs/hosts.md): sysbench runs there
-over SSH against this machine's server, which listens only on the address the host reaches us by,
-with a login whose password is made for the run. sysbench's output is streamed back line by line
-into the cell's local `sysbench.txt`, so the start watch, the deadline and the parsers are the local
-client's (workloads/client.py). The connection options (password included) go to a file readable by
-root only in the host's run directory (`--config-file`), never on a command line.
+"""A cell's client on another host (`[experiment] client_host`, docs/hosts.md): sysbench or pgbench
+runs there over SSH against the server (this machine's, listening only on the address the host reaches
+us by, or a server host's), with a login whose password is made for the run. Its output is streamed
+back line by line into the cell's local output file, so the start watch, the deadline and the parsers
+are a local client's (workloads/client.py). The connection options (password included) go to a file
+only root reads in the host's run directory (sysbench's `--config-file`, pgbench's PGPASSFILE), never
+on a command line.
 
 Recorded per cell (`client` fields): the host, the bytes its network interface toward the server
-moved per transaction over the window, and the round trip to the host (its clock reading, ms).
-With [observe] perf / pmp targets naming the client, sysbench is profiled on its host
-(observers/remote_client_profilers.py) and `client.clock` records that host's clock readings.
-pgbench runs there too, by its server kind's own measurement (Kind.remote_client_measure:
-servers/postgresql/client_host.py) on this module's RemoteClient and RemoteChild.
+moved per transaction over the window, the round trip to the host, its CPU there over the window,
+and `clock`, the host's clock read before the client started and after it ended (a client cut at
+perflab's marks, pgbench, has them put on that clock: hosts/clock.py). With [observe] perf / pmp
+targets naming the client, it is profiled on its host (observers/remote_client_profilers.py).
 
     remote = RemoteClient.open(hosts, "load", workloads.of(spec))   # run/remote_server.run_hosts, for the whole run
-    intervals, rss, fields = measure(runner, cell, server, logs)
+    client_end = ClientOnHost(runner, remote, cell)                 # the window's client (run/window.py)
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import re
 import secrets
 import threading
@@ -28,14 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, TextIO
 
+from perflab import workloads
 from perflab.errors import HostLostError, ToolMissingError
+from perflab.hosts.clock import Alignment, WindowClock
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts
 from perflab.workloads import client
 from perflab.run import accounting, remote_server
-from perflab.observers.host_overhead import Overheads
-from perflab.observers.resources import StealSampler
-from perflab.workloads import sysbench
 from perflab.spec import Cell
 
 
@@ -242,144 +240,90 @@ class RemoteChild:
         self.kill()
 
 
-@dataclass
-class _Window:
-    """The window's readings with the client on its host (times on this machine's CLOCK_MONOTONIC)."""
+class ClientOnHost:
+    """The client on its host as the window drives it (run/window.py's ClientEnd): its command there
+    (the workload's host_command), its output streamed back, the host's clock read before it starts
+    and after it ends (a client cut at perflab's marks has them put on the host's clock), its CPU and
+    the host's interface read at the window's marks; pgbench's log fetched back."""
 
-    started: float
-    origin: float
-    ended: float
-    code: int
-    start: Any
-    end: Any
-    net: tuple[int | None, int | None]  # the client host's interface, at the window's start and end
-    cpu: tuple[float | None, float | None]  # sysbench's CPU then
-    rss: Any
-    perflab_cpu: dict[str, Any]
+    here = False
 
+    def __init__(self, runner: Any, remote: RemoteClient, cell: Cell) -> None:
+        self.runner, self.remote, self.cell = runner, remote, cell
+        self.wl = workloads.of(runner.exp.file)
+        self.password: str | None = remote.password
+        self.clock = WindowClock(remote.rundir.link)
+        self.alignment: Alignment | None = None
+        self.script: str | None = None
+        self.local: Path | None = None  # the cell's local directory, where its log is fetched
 
-def measure(
-    runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None
-) -> tuple[list[dict[str, Any]], list, dict[str, Any]]:
-    """run/cell.py's measure with the client on the remote host: the server's resources as always;
-    the client's network per transaction instead of its CPU (which is the other host's). With the
-    server on a host too, its profilers and counters as with the client here (run/remote_window.py).
-    The canary and the I/O observer run where the server runs (remote_io.of_window); `tracer`: [observe]
-    alloc of a server here (AllocTracer), its window the RSS sampler's span, as on a server host."""
-    from perflab.run import remote_window
-    from perflab.observers import remote_client_profilers, remote_io, remote_profilers, status
-    from perflab.observers.alloc import remote as remote_alloc
+    def command(self, runner: Any, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]:
+        login = runner.kind.remote_login(server, self.remote.password)
+        argv, env, self.script = self.wl.host_command(runner.exp.file, cell, server, login, self.remote)
+        self.local = server.rundir
+        return argv, env
 
-    own = runner.kind.remote_client_measure(runner, cell, server, logs, tracer)  # pgbench: postgresql/client_host.py
-    if own is not None:
-        return own
-    remote: RemoteClient = runner.remote
-    spec = runner.exp.file
-    warmup = client.window_seconds(spec)[0]
-    login = runner.kind.remote_login(server, remote.password)
-    connect = [f"--db-driver={login.pop('db-driver')}", f"--config-file={remote.write_config(login, cell.order)}"]
-    command, script = remote.command(spec, cell, server.socket, connect)
-    out = logs / "sysbench.txt"
-    read, sampler = remote_server.server_reads(runner, server)  # on the server's host when it runs there
-    there = runner.server_host is not None
-    clock = getattr(sampler, "clock", None)  # the server host's clock over the window (a MariaDB server's)
-    observers = remote_io.of_window(runner, server, clock)  # [observe] host_speed, io: where the server runs
-    if tracer is not None:  # a server here: the counts over the RSS sampler's span, as on a server host
-        sampler = remote_alloc.Spanning(sampler, tracer, server.pid, server.rundir)
-    armed = tracer.armed(server.pid, server.rundir) if tracer is not None else contextlib.nullcontext()
-    # perf and pmp of the server where it runs: on its host, or here as a local cell's; of the client
-    # (targets naming it) on the client host (remote_client_profilers.py); the server's counters over
-    # TCP as the run's login, either way
-    observe = remote_client_profilers.of_target(spec.observe, "server")
-    if there:
-        of_server = remote_profilers.of_cell(runner, cell, server, clock, observe)
-    else:
-        of_server = local_profilers(server, observe, runner.kind.profiles_tree)
-    profilers = remote_client_profilers.of_cell(runner, cell, server, of_server)
-    if there:
-        counters = remote_window.status_sampler(runner, server, remote.password)
-    else:  # the server here: over its socket, as a local cell's
-        counters = status.of_server(server) if runner.exp.file.observe.status else None
-    status_ = contextlib.closing(counters) if counters else contextlib.nullcontext()
-    with observers, profilers, status_, StealSampler() as steal, armed:
-        w = _run(runner, server, command, out, (read, sampler), profilers, counters)
-    summary, intervals = client.read_output(out, w.code, warmup)
-    window = (w.started, w.origin, w.ended, warmup)
-    remote_profilers.store(runner, cell, profilers, window, intervals, summary)
-    measured = {
-        "steal": lambda a, b: steal.cores(w.origin + a, w.origin + b),
-        # [observe] alloc's transactions over its counts' own span: popped by remote_server (a server host's), or below
-        "covered": functools.partial(
-            accounting.share,
-            window=(w.origin + warmup, w.ended),
-            span=(tracer.span if tracer is not None else remote_alloc.alloc_span(server)),
-        ),
-        "summary": summary.to_dict(),
-        "resources": remote_server.window_resources(runner, w.start, w.end, None, summary.transactions, w.rss)
-        | ({"pss_end_bytes": runner.kind.pss_bytes(server)} if not there else {})
-        | {"perflab_host_cpu": w.perflab_cpu},
-        "sysbench_options": sysbench.effective_options(runner.sysbench_defaults, command),
-        "client": remote.fields(*w.net, w.start.covered(summary.transactions))
-        | {"script": script}
-        | cpu_fields(*w.cpu, w.start.covered(summary.transactions)),
-    }
-    if there:  # the server's host's clock over the window (its RSS aligned with it), its counters
-        measured["host_clock"] = clock.record() if clock is not None else None
-    if profilers.client is not None:  # the client host's clock, its profiles' samples aligned with it
-        measured["client"]["clock"] = profilers.client.clock.record()
-    if counters is not None:
-        measured["server_status"] = counters.figures(summary.transactions, summary.queries, summary.total_time_s)
-        measured["status_samples"] = counters.samples
-    measured.update(observers.fields(runner, window, intervals, summary))  # host_speed; io (popped by the cell)
-    if tracer is not None:  # a server here: its counts and stacks as a local cell's
-        from perflab.observers.profilers import alloc_fields
+    def profilers(self, runner: Any, cell: Any, server: Any) -> Any:
+        from perflab.observers.remote_client_profilers import on_host
 
-        alloc_fields(runner.results, cell.order, tracer, server.pid, measured, measured["covered"])
-    if not there:
-        measured.pop("covered")  # a server here: its cell stores what is left
-    return intervals, w.rss.samples, measured
+        return on_host(runner.exp.file.observe, self.remote.rundir, cell, server)
 
+    def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> RemoteChild:
+        self.clock.begin()  # before it starts, and again once it has ended: its times lie between
+        prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+        return RemoteChild(self.remote.rundir, [*prefix, *argv], out, self.wl.name)
 
-def _run(
-    runner: Any, server: Any, command: list[str], out: Path, reads: tuple, profilers: Any, counters: Any
-) -> _Window:
-    """sysbench on its host from its start to its end, the observers over their phases."""
-    remote: RemoteClient = runner.remote
-    read, sampler = reads
-    warmup, seconds = client.window_seconds(runner.exp.file)
-    margin = runner.exp.file.experiment.timeout_margin
-    profilers.workload_starting()
-    started = time.monotonic()
-    with RemoteChild(remote.rundir, command, out) as child:
-        origin = client.StartWatch(out, child, margin).wait()
+    def launched(self, child: Any, cell: Cell, out: Path, profilers: Any) -> dict[str, Any]:
+        return {}
+
+    def running(self, child: Any, profilers: Any) -> None:
         profilers.workload_started(child)  # the client's profilers: of its pid there, its threads started
-        if warmup:
-            client.sleep_until(origin + warmup, child)
-        start = accounting.WindowStart.take(server.pid, None, read, window=(origin + warmup, seconds))
-        before = remote.net_bytes()
-        cpu_before = child.cpu_s()
-        with sampler as rss, counters or contextlib.nullcontext():
-            profilers.window_started()
-            overheads = Overheads.of_cell(runner, server.pid, child.pid).begin()  # perflab's own CPU on each host
-            code = client.wait(child, warmup + seconds, margin)
-            ended, perflab_cpu = min(time.monotonic(), origin + warmup + seconds), overheads.finish()
-        end, after = accounting.WindowEnd.take(start, server.pid, read), remote.net_bytes()
-        cpu_after = child.cpu_at_exit_s() if not child.lost else None
-    if child.lost:
-        raise HostLostError(child.lost, "the host's cells fail; `perflab doctor --clean` once it is back")
-    return _Window(started, origin, ended, code, start, end, (before, after), (cpu_before, cpu_after), rss, perflab_cpu)
 
+    def pid(self, child: Any) -> int | None:
+        return None  # none of this machine's CPU
 
-def local_profilers(server: Any, observe: Any, tree: bool = False) -> Any:
-    """[observe] perf and pmp of a server here (`observe`: of the server alone), as a local cell's
-    (Profilers; `tree`: its process tree, Kind.profiles_tree)."""
-    from perflab.observers import remote_profilers
-    from perflab.observers.profilers import Profilers
+    def host_pid(self, child: Any) -> int | None:
+        return child.pid  # perflab's own CPU there leaves the client's out
 
-    if observe.perf is None and observe.pmp is None:
-        return remote_profilers.NoProfilers()
-    alone = observe.model_copy(update={"host_speed": False})  # the canary: remote_io.of_window's, not a second
-    return Profilers(alone, server.pid, server.rundir, tree=tree)
+    def sampler(self, child: Any) -> Any:
+        return None
+
+    def mark(self, child: Any, exited: bool) -> tuple[int | None, float | None]:
+        """(the host's interface bytes, the client's CPU) now; its CPU at exit once it has ended."""
+        net = self.remote.net_bytes()
+        cpu = None if exited else child.cpu_s()
+        if cpu is None and child.poll() is not None and not child.lost:
+            cpu = child.cpu_at_exit_s()
+        return net, cpu
+
+    def end_now(self, child: Any) -> None:
+        self.wl.end_now(child)
+
+    def after(self, child: Any, tail: bool) -> None:
+        if child.lost:
+            raise HostLostError(child.lost, "the host's cells fail; `perflab doctor --clean` once it is back")
+        if tail:  # its figures are cut from its log at the marks: on the host's clock, the log here
+            self.alignment = self.clock.require()  # ClockAlignmentError: the window cannot be cut
+            assert self.local is not None
+            self.wl.fetch_log(self.remote, self.cell, self.local)
+        else:
+            self.clock.finish()
+
+    def on_its_clock(self, launched: float, marks: tuple[float, float]) -> tuple[float, tuple[float, float]]:
+        if self.alignment is None:
+            return launched, marks
+        shift = self.alignment.shift_s  # this machine's epochs on the host's wall clock, where it stamped its log
+        return launched - shift, (marks[0] - shift, marks[1] - shift)
+
+    def fields(self, start: Any, child: Any, transactions: float, marks: tuple[Any, Any], rss: Any, tail: bool) -> dict:
+        (net_before, cpu_before), (net_after, cpu_after) = marks
+        covered = start.covered(transactions)
+        return (
+            self.remote.fields(net_before, net_after, covered)
+            | {"script": self.script}
+            | cpu_fields(cpu_before, cpu_after, covered)
+            | {"clock": self.clock.record()}
+        )
 
 
 def cpu_fields(before: float | None, after: float | None, transactions: float) -> dict[str, Any]:

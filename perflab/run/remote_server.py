@@ -308,7 +308,10 @@ class HostStage:
         return remote_alloc.armed(server)  # [observe] alloc: its perf started there before the window
 
     def measure(self, cell: Cell, server: Any, logs: Path, tracer: Any) -> tuple[list, list, dict[str, Any]]:
-        return measure(self.runner, cell, server, logs)
+        from perflab.run import window
+
+        return window.measure(self.runner, ServerThere(self.runner, cell, server), cell, server, logs,
+                              self.runner.client_end(cell))  # fmt: skip
 
     def observed(self, cell: Cell, server: Any, measured: dict[str, Any]) -> None:
         self.record["clock"] = measured.pop("host_clock", None)  # the host's clock over the window (hosts/clock.py)
@@ -342,43 +345,56 @@ def _allocator(server: Any, place: ServerHost, cell: Cell) -> dict[str, Any]:
     return {"allocator_library": libc, "allocator_version": glibc}
 
 
-def server_reads(runner: Any, server: Any) -> tuple[Any, Any]:
-    """How the window reads the server: (its counters by pid, its RSS sampler): on its host when it runs there."""
-    place = runner.server_place  # PostgreSQL's: the postmaster and its backends, wherever it runs
-    sampler = remote_alloc.spanning(runner.kind.memory_sampler(place, server.pid), server)  # alloc's span, if any
-    return (lambda pid: runner.kind.process_counters(place, pid, True)), sampler
+class ServerThere:
+    """A server on its host as the window reads it (run/window.py's ServerEnd): its /proc there, its
+    RSS stamped with the host's clock, perf and pmp there, its status over TCP as the run's login,
+    [observe] alloc's counter there."""
 
+    def __init__(self, runner: Any, cell: Cell, server: Any) -> None:
+        self.runner, self.cell, self.server = runner, cell, server
+        self.place = runner.server_host.place
+        self.client_address: str | None = server.bind_address
+        self.clock: Any = None
 
-def window_resources(runner: Any, start: Any, end: Any, usage: Any, transactions: int, rss: Any) -> dict[str, Any]:
-    """accounting.resources; with the server on its host, this machine's `other_cpu_cores` counts none of
-    the server's CPU (it is the host's), and the server's figures are the host's."""
-    if runner.server_host is None:
-        return accounting.resources(start, end, usage, transactions, rss)
-    here = accounting.resources(start, dataclasses.replace(end, server=ProcCounters.zero()), usage, transactions, rss)
-    return {**here, **accounting.server_resources(end.server, transactions, rss), "pss_end_bytes": None}
+    def read(self, pid: int) -> ProcCounters:
+        return self.runner.kind.process_counters(self.place, pid, True)
 
+    def memory(self) -> Any:
+        sampler = remote_alloc.spanning(self.runner.kind.memory_sampler(self.place, self.server.pid), self.server)
+        self.clock = getattr(sampler, "clock", None)  # the host's clock over the window
+        return sampler
 
-def _login_file(runner: Any, server: Any, login: dict[str, str] | None = None) -> Path:
-    """sysbench's connection options, password included, in a file only its owner reads (`login`:
-    the kind's remote_login, made here when not given)."""
-    login = login if login is not None else runner.kind.remote_login(server, runner.server_host.password)
-    path = server.rundir / "sysbench.conf"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write("".join(f"{key}={value}\n" for key, value in login.items() if key != "db-driver"))
-    return path
+    def observers(self, cell: Cell, client_end: Any, clock: Any) -> tuple[Any, Any]:
+        """perf and pmp of the server there, the client's beside them; the canary and the I/O there."""
+        from perflab.observers import remote_io, remote_profilers
+        from perflab.observers.remote_client_profilers import Paired, of_target
 
+        runner, server = self.runner, self.server
+        observe = of_target(runner.exp.file.observe, "server")
+        mine = remote_profilers.of_cell(runner, cell, server, clock, observe)
+        return Paired(mine, client_end.profilers(runner, cell, server)), remote_io.of_cell(runner, server, clock)
 
-def measure(runner: Any, cell: Cell, server: Any, logs: Path) -> tuple[list[dict[str, Any]], list, dict[str, Any]]:
-    """The window with the client here (run/remote_window.py) or on the client host (run/remote_client.py)
-    against the server there."""
-    if runner.remote is not None:
-        from perflab.run import remote_client
+    def status(self, password: str | None) -> Any:
+        if not self.runner.exp.file.observe.status:
+            return None
+        return self.runner.kind.remote_status(self.server, password).connect()
 
-        return remote_client.measure(runner, cell, server, logs)
-    own = runner.kind.remote_measure(runner, cell, server, logs)  # pgbench: servers/postgresql/remote_cell.py
-    if own is not None:
-        return own
-    from perflab.run import remote_window
+    def connected(self, cell: Cell, child: Any) -> dict[str, Any]:
+        return {}  # the backends' maps are the host's
 
-    return remote_window.measure(runner, cell, server, logs)
+    def end_mark(self, rss: Any) -> None:
+        pass
+
+    def resources(self, start: Any, end: Any, usage: Any, transactions: float, rss: Any) -> dict[str, Any]:
+        """This machine's `other_cpu_cores` counts none of the server's CPU (it is the host's), and the
+        server's figures are the host's."""
+        here = dataclasses.replace(end, server=ProcCounters.zero())
+        mine = accounting.resources(start, here, usage, transactions, rss)
+        return {**mine, **accounting.server_resources(end.server, transactions, rss), "pss_end_bytes": None}
+
+    def alloc_span(self) -> tuple[float, float] | None:
+        return remote_alloc.alloc_span(self.server)
+
+    def observed(self, measured: dict[str, Any], covered: Any) -> None:
+        measured["covered"] = covered  # popped by HostStage.observed: [observe] alloc's, stored there
+        measured["host_clock"] = self.clock.record() if self.clock is not None else None

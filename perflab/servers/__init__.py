@@ -147,10 +147,10 @@ class Kind:
         """Read the whole dataset into the server's cache; seconds it took."""
         raise NotImplementedError
 
-    def measure(self, runner: Any, cell: Cell, server: Managed, logs: Path, tracer: Any = None) -> Any | None:
-        """A cell's measurement when this kind measures it itself (a workload tool of its own,
-        pgbench); None: the common sysbench measurement (run/cell.py). `tracer`: [observe] alloc's."""
-        return None
+    def window_checks(self, server: Managed, cell: Cell, child: Any, workload: Any) -> dict[str, Any]:
+        """Checks of a server here once the window's clients have connected (run/window.py), as the
+        row's `resources` fields: PostgreSQL's backends' allocator."""
+        return {}
 
     def pss_bytes(self, server: Managed) -> int | None:
         """The server's proportional set size now, summed over its processes."""
@@ -222,13 +222,6 @@ class Kind:
         """Make the (not yet started) server listen on `address` only, where a remote client reaches it."""
         raise NotImplementedError(f"a client on another host is not supported with {self.title} yet")
 
-    def remote_client_measure(
-        self, runner: Any, cell: Cell, server: Managed, logs: Path, tracer: Any = None
-    ) -> Any | None:
-        """`measure` with the client on the client host (run/remote_client.py): this kind's own, or
-        None: the common sysbench measurement. `tracer`: [observe] alloc's, of a server here."""
-        return None
-
     def remote_login(self, server: Managed, password: str) -> dict[str, str]:
         """A login for a remote client on the started server (a user with `password`, for this
         run's datadir only), as sysbench options: {"mysql-host": ..., "mysql-password": ...}."""
@@ -253,11 +246,6 @@ class Kind:
         """[observe] status of a server on another host, read from here over TCP as the run's login
         (a StatusSampler, not yet connected)."""
         raise NotImplementedError(f"[observe] status is not supported with {self.title}")
-
-    def remote_measure(self, runner: Any, cell: Cell, server: Managed, logs: Path) -> Any | None:
-        """`measure` for a server on another host (run/remote_server.py): this kind's own, or None:
-        the common sysbench measurement."""
-        return None
 
     def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Managed:
         """The (not yet started) server of a cell on another host: `place` is the run's ServerHost

@@ -215,7 +215,7 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
             )
         )
     if observers:  # the server here: its perf, pmp (of the server) and status run here with sysbench;
-        # its alloc, io and canary here with either client (run/remote_client.py, postgresql/client_host.py)
+        # its alloc, io and canary here with either client (run/remote_client.py, workloads/pgbench_remote.py)
         here = ("perf", "pmp", "status") if workloads.of(spec).remote_client_observers else ()
         names = tuple(n for n in ("perf", "pmp", "status") if n not in here)
         problems += _observer_problems(spec, names, "client_host", _NOT_YET)

@@ -47,7 +47,7 @@ class Workload:
     rate_refusal: str | None = None
     remote_client = False  # True: it can run on another host ([experiment] client_host, docs/hosts.md)
     # True: with its client on a host and the server here, perf, pmp and status of the server run here
-    # (run/remote_client.py; pgbench's: servers/postgresql/client_host.py); False: refused with client_host
+    # (run/remote_client.py; pgbench's: workloads/pgbench_remote.py); False: refused with client_host
     remote_client_observers = False
     # its client on such a host -> the Debian package to install there, and where it may be off the PATH
     client_packages: ClassVar[dict[str, str]] = {}
@@ -119,6 +119,24 @@ class Workload:
         pinned CPUs), else one per connection."""
         raise NotImplementedError
 
+    # a server or a client on another host (run/window.py's client ends): the run's `login` (the
+    # kind's remote_login: address, port, user, password) kept off the command line
+    def login_command(
+        self, spec: Any, cell: Cell, server: Any, login: dict[str, str], seconds: int
+    ) -> tuple[list[str], dict[str, str] | None]:
+        """A cell's client here against a server on its host: (argv, its environment)."""
+        raise NotImplementedError(f"{self.name} cannot reach a server on another host yet")
+
+    def host_command(
+        self, spec: Any, cell: Cell, server: Any, login: dict[str, str], remote: Any
+    ) -> tuple[list[str], dict[str, str] | None, str | None]:
+        """A cell's client on the client host (`remote`: run/remote_client.RemoteClient): (argv there,
+        its environment there, the workload's script's path there when it is a local file)."""
+        raise NotImplementedError(f"{self.name} cannot run on another host yet")
+
+    def fetch_log(self, remote: Any, cell: Cell, local: Path) -> None:
+        """A client with a tail on a host: its per-transaction log copied into `local` once it ended."""
+
     def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
         """PGO training (servers' train): the workload at its largest thread count for `seconds`."""
         raise NotImplementedError
@@ -128,7 +146,7 @@ class Workload:
         raise NotImplementedError
 
     # a client that cannot reset its statistics and logs every transaction instead (pgbench on
-    # PostgreSQL, servers/postgresql/cell.py): its time limit reaches `tail_s` past the window, so
+    # PostgreSQL, run/window.py): its time limit reaches `tail_s` past the window, so
     # its connections still live when the window's end mark is taken, and perflab ends it then
     # (`end_now`); its window's figures are cut from its log at perflab's marks (`window_output`)
     tail_s: int = 0

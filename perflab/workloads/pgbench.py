@@ -9,7 +9,7 @@ per-transaction log (one line per transaction, PostgreSQL 15 format):
 `time_us` is "failed" for a transaction that failed (serialization or deadlock, after its tries).
 Only transactions that ended after the window's start count, so the latency percentiles are
 the window's alone; the window is perflab's (start, end) marks, and pgbench runs past it until
-perflab ends it (servers/postgresql/cell.py), so no backend exits inside (exact: every
+perflab ends it (run/window.py), so no backend exits inside (exact: every
 transaction is logged, not --aggregate-interval's bins, which hold no percentiles). The
 per-second series is counted from the same log, in seconds from perflab's launch of pgbench;
 -P 1's progress lines stay in the cell's pgbench.txt for a reader.
@@ -117,15 +117,15 @@ def script_problem(output: str) -> str | None:
 
 
 class Pgbench(Workload):
-    """pgbench on PostgreSQL: its cells are measured by servers/postgresql/cell.py (the
+    """pgbench on PostgreSQL: its cells are measured by run/window.py (the
     per-transaction log), its dataset filled by servers/postgresql/dataset.py."""
 
     name = "pgbench"
     database = DATABASE
     throughput = "statements per second (transactions x the script's statements)"
     dataset_size = ("dataset.scale", "scale")
-    remote_server = True  # from here, over TCP (servers/postgresql/remote_cell.py)
-    remote_client = True  # on a client host, over TCP (servers/postgresql/client_host.py)
+    remote_server = True  # from here, over TCP (workloads/pgbench_remote.py)
+    remote_client = True  # on a client host, over TCP (workloads/pgbench_remote.py)
     remote_client_observers = True  # the server's perf and pmp, where it runs (status: PostgreSQL has none)
     client_packages: ClassVar[dict[str, str]] = {"pgbench": "postgresql-client-15"}
     client_dirs = ("/usr/lib/postgresql/15/bin",)  # Debian's, where postgresql-client-15 puts it
@@ -185,9 +185,28 @@ class Pgbench(Workload):
         self, spec: Any, server: Any, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
         """`pgbench -i -s SCALE` over TCP as the run's role, its password in a passfile (PGPASSFILE)."""
-        from perflab.servers.postgresql.remote_cell import prepare_argv
+        from perflab.workloads.pgbench_remote import prepare_argv
 
         return prepare_argv(spec, server, password)
+
+    def login_command(
+        self, spec: Any, cell: Any, server: Any, login: dict[str, str], seconds: int
+    ) -> tuple[list[str], dict[str, str] | None]:
+        from perflab.workloads import pgbench_remote
+
+        return pgbench_remote.login_command(spec, cell, server, login, seconds)
+
+    def host_command(
+        self, spec: Any, cell: Any, server: Any, login: dict[str, str], remote: Any
+    ) -> tuple[list[str], dict[str, str] | None, str | None]:
+        from perflab.workloads import pgbench_remote
+
+        return pgbench_remote.host_command(spec, cell, server, login, remote)
+
+    def fetch_log(self, remote: Any, cell: Any, local: Path) -> None:
+        from perflab.workloads import pgbench_remote
+
+        pgbench_remote.fetch_log(remote, cell, local)
 
     def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
         """The installed pgbench (its own counts are not the server's), without a transaction log."""
@@ -222,7 +241,7 @@ class Pgbench(Workload):
 
         return effective_options({}, argv_used)
 
-    # a sequential cell (servers/postgresql/cell.py): -T reaches TAIL_S past the window, and perflab
+    # a sequential cell (run/window.py): -T reaches TAIL_S past the window, and perflab
     # ends pgbench as -T would (SIGALRM: each client finishes its transaction) once the window's end
     # mark is taken: every backend still runs then, however late a busy or paused machine takes the
     # mark, so their context switches and PSS are read live (an exited one's are lost; with a 1 s
@@ -314,6 +333,10 @@ def end_now(child: Any) -> None:
     time -T with alarm()), after which each client finishes its transaction and it exits."""
     import signal
 
+    on_host = getattr(child, "signal_client", None)  # run/remote_client.RemoteChild: pgbench alone, there
+    if on_host is not None:
+        on_host("ALRM")
+        return
     try:
         os.kill(child.pid, signal.SIGALRM)
     except ProcessLookupError:

@@ -5,6 +5,7 @@ are in workloads/sysbench_output.py, and importable from here too.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -74,6 +75,16 @@ def connection(driver: str, socket: Path) -> list[str]:
         pgsql = {"host": socket, "port": 5432, "user": "postgres", "db": "sbtest"}
         return ["--db-driver=pgsql", *(f"--pgsql-{key}={value}" for key, value in pgsql.items())]
     return ["--db-driver=mysql", f"--mysql-socket={socket}", "--mysql-user=root", "--mysql-db=sbtest"]
+
+
+def login_file(rundir: Path, login: dict[str, str]) -> Path:
+    """sysbench's connection options (the kind's remote_login, password included) in a file only its
+    owner reads, in `rundir`: its --config-file."""
+    path = rundir / "sysbench.conf"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("".join(f"{key}={value}\n" for key, value in login.items() if key != "db-driver"))
+    return path
 
 
 def format_value(value: Any) -> str:
@@ -250,6 +261,24 @@ class Sysbench(Workload):
 
     def effective_options(self, runner: Any, argv_used: list[str]) -> dict[str, str]:
         return effective_options(runner.sysbench_defaults, argv_used)
+
+    def login_command(
+        self, spec: Any, cell: Any, server: Any, login: dict[str, str], seconds: int
+    ) -> tuple[list[str], dict[str, str] | None]:
+        """Its connection options, password included, in a file only its owner reads (--config-file)."""
+        from perflab.workloads import client
+
+        path = login_file(server.rundir, login)
+        return client.argv(spec, cell, Path(server.socket), connect=[f"--db-driver={login['db-driver']}",
+                                                                     f"--config-file={path}"]), None  # fmt: skip
+
+    def host_command(
+        self, spec: Any, cell: Any, server: Any, login: dict[str, str], remote: Any
+    ) -> tuple[list[str], dict[str, str] | None, str | None]:
+        options = {key: value for key, value in login.items() if key != "db-driver"}
+        connect = [f"--db-driver={login['db-driver']}", f"--config-file={remote.write_config(options, cell.order)}"]
+        argv, script = remote.command(spec, cell, server.socket, connect)
+        return argv, None, script
 
     turn_clock = True
 

@@ -1,4 +1,4 @@
-"""perf and pmp of a client here beside a server on its host (run/remote_window.py): the server's
+"""perf and pmp of a client here beside a server on its host (run/remote_server.ServerThere): the server's
 profilers there, of [observe] restricted to the server; the client's here, a local cell's profilers of
 the client alone (remote_client_profilers.ClientHereProfilers), its pid given when the workload starts."""
 
@@ -8,8 +8,10 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
-from perflab.observers.remote_client_profilers import ClientHereProfilers, Paired, beside_server_host
+from perflab.observers import remote_profilers
+from perflab.observers.remote_client_profilers import ClientHereProfilers, Paired, of_target
 from perflab.observers.remote_profilers import NoProfilers, RemoteProfilers
+from perflab.run.window import ClientHere
 from perflab.spec import ObserveSection
 
 
@@ -20,6 +22,13 @@ def runner(observe: ObserveSection) -> SimpleNamespace:
     host = SimpleNamespace(rundir=SimpleNamespace(path="/dev/shm/perflab-host-abc", link=link), link=link)
     kind = SimpleNamespace(profiles_tree=False)
     return SimpleNamespace(exp=SimpleNamespace(file=SimpleNamespace(observe=observe)), server_host=host, kind=kind)
+
+
+def beside_server_host(runner: SimpleNamespace, cell: SimpleNamespace, server: SimpleNamespace, clock: None) -> Paired:
+    """As ServerThere.observers pairs them: the server's there, of [observe] restricted to it; the client's here."""
+    observe = runner.exp.file.observe
+    mine = remote_profilers.of_cell(runner, cell, server, clock, of_target(observe, "server"))
+    return Paired(mine, ClientHere.profilers(None, runner, cell, server))  # type: ignore[arg-type]
 
 
 def test_the_client_alone_is_profiled_here_and_the_server_alone_there(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""pgbench on a client host without a network (servers/postgresql/client_host.py, run/remote_client.py):
+"""pgbench on a client host without a network (workloads/pgbench_remote.py, run/remote_client.py):
 its argv there (the same options as here, its password in a passfile only), a missing pgbench naming
 its package, its log fetched back and cut at this machine's marks put on the host's clock, and the
 alarm that ends pgbench there and not its wrapper (run here)."""
@@ -20,9 +20,9 @@ from perflab.hosts.rundir import RunDir
 from perflab.hosts.transport import Completed
 from perflab import workloads
 from perflab.run import remote_server
-from perflab.run.remote_client import _SIGNAL_CHILD, RemoteClient, times_cpu_s
+from perflab.run.remote_client import _SIGNAL_CHILD, ClientOnHost, RemoteClient, times_cpu_s
 from perflab.workloads.pgbench_log import intervals, load_log, window_summary
-from perflab.servers.postgresql import client_host
+from perflab.workloads import pgbench_remote
 
 RUNDIR = "/dev/shm/perflab-host-k2j4x1"
 PASSWORD = "0123456789abcdef0123456789abcdef"
@@ -100,11 +100,10 @@ CELL = SimpleNamespace(order=3, threads=2, workload_options={})
 
 def test_pgbench_runs_on_the_host_with_the_options_it_has_here_its_password_in_a_passfile() -> None:
     link = FakeLink()
-    argv, script = client_host.host_argv(_runner("select-only"), CELL, _login(), _remote(link))
+    argv, env, script = pgbench_remote.host_command(_runner("select-only").exp.file, CELL, None, _login(), _remote(link))
     there = f"{RUNDIR}/client-0003"
+    assert env == {"PGPASSFILE": f"{there}/pgpass"}  # ClientOnHost.start runs it under `env`
     assert script is None and argv == [
-        "env",
-        f"PGPASSFILE={there}/pgpass",
         "/usr/lib/postgresql/15/bin/pgbench",
         "-h", "10.77.1.1", "-p", "5432", "-U", "perflab", "-n",
         "--client=2", "--jobs=2", "--time=62", "--progress=1",  # the window, and the tail perflab cuts
@@ -123,8 +122,9 @@ def test_a_script_of_this_machine_is_copied_there_once(tmp_path: Path) -> None:
     link = FakeLink()
     remote = _remote(link)
     for order in (0, 1):
-        argv, script = client_host.host_argv(_runner(str(local)), SimpleNamespace(**{**vars(CELL), "order": order}),
-                                             _login(), remote)  # fmt: skip
+        argv, _, script = pgbench_remote.host_command(_runner(str(local)).exp.file,
+                                                      SimpleNamespace(**{**vars(CELL), "order": order}),
+                                                      None, _login(), remote)  # fmt: skip
         assert script == f"{RUNDIR}/point.sql" and f"--file={RUNDIR}/point.sql" in argv
     assert link.put_calls == [(local, f"{RUNDIR}/point.sql")]
 
@@ -179,11 +179,13 @@ def test_the_log_is_fetched_and_cut_at_this_machines_marks_on_the_hosts_clock(tm
     ahead = 5.0  # the host's clock runs 5 s ahead: its log's times are 5 s later than this machine's
     there = f"{RUNDIR}/client-0003"
     files = {f"{there}/pgbench_log.77": _log(here + ahead), f"{there}/pgbench_log.77.1": _log(here + ahead)}
-    link = FakeLink({client_host._LOGS: "\n".join(files) + "\n"}, files)
-    fetched = client_host.fetch_log(_remote(link), CELL, tmp_path)
+    link = FakeLink({pgbench_remote._LOGS: "\n".join(files) + "\n"}, files)
+    fetched = pgbench_remote.fetch_log(_remote(link), CELL, tmp_path)
     assert sorted(p.name for p in fetched) == ["pgbench_log.77", "pgbench_log.77.1"]
-    alignment = Alignment("load", -ahead, 0.0002, 0.0)  # shift: what puts the host's times on this clock
-    launched, window = client_host.on_host_clock(alignment, here, (here + 1.0, here + 3.0))
+    assert link.ran[-1][0] == ["rm", "-rf", "--one-file-system", there]  # its directory there, once fetched
+    end = ClientOnHost.__new__(ClientOnHost)
+    end.alignment = Alignment("load", -ahead, 0.0002, 0.0)  # shift: what puts the host's times on this clock
+    launched, window = end.on_its_clock(here, (here + 1.0, here + 3.0))
     assert launched == here + ahead and window == (here + ahead + 1.0, here + ahead + 3.0)
     log = load_log(tmp_path / "pgbench_log")
     summary = window_summary(log, window, 1)

@@ -17,6 +17,7 @@ import pytest
 from perflab import spec
 from perflab.hosts.clock import Alignment
 from perflab.observers import remote_io
+from perflab.observers.phases import Spans
 from perflab.observers.host_speed import SOURCE, HostSpeedError, parse, window_fields
 from perflab.observers.remote_io import RemoteFsyncs, RemoteHostSpeed, cpu_list, host_time, runs_there
 from perflab.spec.aa import aa_experiment
@@ -197,9 +198,8 @@ def test_a_cell_without_a_clock_of_its_own_reads_the_hosts_around_the_observers(
     with remote_io.HostObservers(None, io, clock, own=True):  # type: ignore[arg-type]
         calls.append("window")
     assert calls == ["clock begin", "io in", "window", "io out", "clock finish"]
-    runner = SimpleNamespace(_steady=lambda intervals, qps: {"stalls": []})
-    summary = SimpleNamespace(qps=100.0, transactions=250)
-    got = remote_io.HostObservers(None, io, clock, own=False).fields(runner, (9.0, 10.0, 13.0, 1.0), [], summary)
+    spans = Spans.of_cell(9.0, 10.0, 13.0, 1.0, [], [], 250)
+    got = remote_io.HostObservers(None, io, clock, own=False).fields(spans)
     assert got == {"io": {"per_txn": {}}} and calls[-1] == "io fields (10.0, 11.0, 13.0, 250)"  # workload, window, end
     calls.clear()
     with remote_io.HostObservers(None, None, clock, own=True):  # type: ignore[arg-type]
@@ -208,13 +208,13 @@ def test_a_cell_without_a_clock_of_its_own_reads_the_hosts_around_the_observers(
 
 
 def test_a_server_here_has_its_observers_here_and_reads_no_hosts_clock() -> None:
-    """With the client on a client host and the server here, of_window gives the local observers."""
+    """With the client on a client host and the server here, the server's end gives the local observers."""
     calls: list[str] = []
     io = Recorded(calls, "io")
     observe = SimpleNamespace(host_speed=False, io=True)
     runner = SimpleNamespace(server_host=None, exp=SimpleNamespace(file=SimpleNamespace(observe=observe)))
     runner.io_observer = lambda server: io
-    observers = remote_io.of_window(runner, SimpleNamespace(rundir=Path("/nonexistent/cell-0000")), None)
+    observers = remote_io.here(runner, SimpleNamespace(rundir=Path("/nonexistent/cell-0000")))
     assert observers.canary is None and observers.io is io and observers.clock is None and not observers.own
     with observers:
         calls.append("window")
@@ -267,15 +267,19 @@ def test_the_canary_for_a_host_is_static_so_any_c_library_runs_it(tmp_path: Path
 
 
 def test_a_server_here_with_perf_and_the_canary_runs_one_canary(tmp_path: Path) -> None:
-    """The canary of a server here with its client on a host is remote_io's (of_window): the server's
-    profilers (run/remote_client.local_profilers) leave it out, so that only one runs."""
+    """The canary of a server here with its client on a host is remote_io's (remote_io.here): the server's
+    profilers (run/stage.ServerHere.observers) leave it out, so that only one runs."""
     import os
 
-    from perflab.run.remote_client import local_profilers
+    from perflab.run.stage import ServerHere
 
     observe = spec.parse(PGBENCH.replace('server_host = "db"\n', "") + "[observe]\nperf = true\nhost_speed = true\n")
-    profilers = local_profilers(SimpleNamespace(pid=os.getpid(), rundir=tmp_path), observe.file.observe, True)
-    assert profilers.observe.perf is not None and not profilers.observe.host_speed
+    runner = SimpleNamespace(exp=observe, kind=SimpleNamespace(profiles_tree=True), io_observer=lambda server: None)
+    server = SimpleNamespace(pid=os.getpid(), rundir=tmp_path)
+    client_end = SimpleNamespace(here=False, profilers=lambda runner, cell, server: None)
+    paired, observers = ServerHere(runner, SimpleNamespace(order=0), server, None).observers(None, client_end, None)
+    assert paired.server.observe.perf is not None and not paired.server.observe.host_speed and paired.client is None
+    assert observers.canary is not None  # the one canary, beside them
     assert observe.file.observe.host_speed  # the file's own setting is left as it was
 
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from perflab.run import accounting, remote_server
+from perflab.workloads import sysbench
 from perflab.hosts.place import parse_counters
 from perflab.places.procfs import ProcCounters
 
@@ -26,22 +27,20 @@ def test_the_hosts_proc_counters_are_parsed() -> None:
 
 
 def test_this_machines_other_cpu_counts_none_of_the_remote_servers() -> None:
-    runner = SimpleNamespace(server_host=object())
+    end_ = remote_server.ServerThere.__new__(remote_server.ServerThere)
     zero = ProcCounters.zero()
     start = accounting.WindowStart(zero, *([None] * 2), busy_s=0.0, client_s=None, at=0.0)  # type: ignore[arg-type]
     server = ProcCounters(3.0, 1.0, 100, 0, 40, 2)
     end = accounting.WindowEnd(server, own_s=0.1, children_s=0.0, busy_s=2.0, window_s=2.0)
     rss = SimpleNamespace(end=1 << 30, peak=1 << 30)
-    out = remote_server.window_resources(runner, start, end, None, 1000, rss)
+    out = end_.resources(start, end, None, 1000, rss)
     assert out["server_cpu_s"] == 4.0 and out["server_cpu_us_per_txn"] == 4000.0 and out["rss_end_bytes"] == 1 << 30
     # this machine was busy 2 s over 2 s: all of it "other" (the server's 4 s are the host's), not max(0, 2 - 4.1)
     assert out["other_cpu_cores"] == pytest.approx(0.95) and out["pss_end_bytes"] is None
 
 
 def test_the_login_file_is_the_owners_only(tmp_path: Path) -> None:
-    kind = SimpleNamespace(remote_login=lambda server, password: {"db-driver": "mysql", "mysql-password": password})
-    runner = SimpleNamespace(kind=kind, server_host=SimpleNamespace(password="ab12"))
-    path = remote_server._login_file(runner, SimpleNamespace(rundir=tmp_path))
+    path = sysbench.login_file(tmp_path, {"db-driver": "mysql", "mysql-password": "ab12"})
     assert path.read_text() == "mysql-password=ab12\n" and stat.S_IMODE(path.stat().st_mode) == 0o600
 
 

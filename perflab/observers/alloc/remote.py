@@ -153,7 +153,7 @@ class RemoteAllocTracer(AllocTracer):
 
 class Spanning:
     """A window's RSS sampler (its samples, its clock) whose span is also the counter's window:
-    entered at the window's start, left at its end (run/remote_window.py, run/remote_client.py), or
+    entered at the window's start, left at its end (run/window.py, run/remote_client.py), or
     at the end mark (end_mark: pgbench's windows, which its tail outlasts).
     The counter's window opens first: the sampler's start there (its loop, the host's clock) takes
     round trips the window's counts would otherwise miss."""

@@ -114,10 +114,11 @@ class PostgreSQLKind(Kind):
 
         return prewarm.postgresql(server, dataset.database(tool))
 
-    def measure(self, runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None) -> Any:
-        from perflab.servers.postgresql import cell as pgcell
+    def window_checks(self, server: Any, cell: Cell, child: Any, workload: Any) -> dict[str, Any]:
+        """Every backend of the client's connections maps the variant's allocator."""
+        from perflab.servers.postgresql.accounting import verified
 
-        return pgcell.measure(runner, cell, server, logs, tracer)
+        return {"preload_verified_backends": verified(server, cell, child, workload.database)}
 
     def pss_bytes(self, server: Any) -> int | None:
         from perflab.places.proctree import pss_bytes, tree
@@ -196,21 +197,6 @@ class PostgreSQLKind(Kind):
         from perflab.servers.postgresql.remote import init_datadir
 
         return init_datadir(place, datadir)
-
-    def remote_measure(self, runner: Any, cell: Cell, server: Any, logs: Path) -> Any | None:
-        """pgbench here against the server there (a client cut at perflab's marks); sysbench: None."""
-        from perflab import workloads
-        from perflab.servers.postgresql import remote_cell
-
-        return remote_cell.measure(runner, cell, server, logs) if workloads.of(runner.exp.file).tail_s else None
-
-    def remote_client_measure(self, runner: Any, cell: Cell, server: Any, logs: Path, tracer: Any = None) -> Any | None:
-        """pgbench on the client host (a client cut at perflab's marks, its log fetched back); sysbench: None."""
-        from perflab import workloads
-        from perflab.servers.postgresql import client_host
-
-        pgbench = workloads.of(runner.exp.file).tail_s
-        return client_host.measure(runner, cell, server, logs, tracer) if pgbench else None
 
     def listen_on(self, server: Any, address: str) -> None:
         server.listen_address = address

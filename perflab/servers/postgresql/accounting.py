@@ -22,7 +22,9 @@ variant's allocator and environment.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 from perflab import allocators
 from perflab.errors import AllocatorNotMappedError
@@ -95,3 +97,23 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         return "gone"
+
+
+BACKENDS_DEADLINE_S = 10.0  # for the clients' connections, when the window starts at once
+
+
+def verified(server: Any, cell: Any, child: Any, database: str) -> int:
+    """The allocator check of every backend, once the clients have connected: a backend on the
+    client's `database` for each of its connections (its title names the database). Counted by
+    title, not as the children beyond those before the client started: that count took in a
+    process about to exit (perflab's own connection's backend, on a busy machine), so the wait
+    for one more child ran to its deadline, and the check ran after the clients had gone. Met on
+    two looks 50 ms apart: pgbench's first connection (it reads the scale) is on the database too,
+    and goes before its clients connect."""
+    deadline, met = time.monotonic() + BACKENDS_DEADLINE_S, 0
+    while time.monotonic() < deadline and child.poll() is None:
+        met = met + 1 if client_backends(server.pid, database) >= cell.threads else 0
+        if met == 2:
+            break
+        time.sleep(0.05)
+    return verify_backends(server.pid, cell.preload, server.preload, cell.env)

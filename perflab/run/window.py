@@ -1,0 +1,333 @@
+"""A cell's measured window, written once for every place and workload tool (issue 47).
+
+The steps, wherever the server and the client run and whichever tool drives the load: the
+observers armed, the client started, its threads' start awaited (a tool that prints one: sysbench's
+"Threads started!"; else its launch), the warm-up slept, the window's start read (the server's
+counters, perflab's own, the machine's), the server's memory and the client's sampled and the
+profilers' window begun over it; then either the client's own end (sysbench and go-tpc stop with the
+window: their statistics were reset at its start) or perflab's end mark (a client with a tail,
+pgbench: it cannot reset its statistics, so it runs on past the window with its connections live
+while the counters are read, is told to end then, and its figures are cut from its per-transaction
+log at the marks); the window's end read; the row's fields assembled.
+
+What differs by place is asked of two ends, and only they know where they run:
+  server  `Stage.window_server` (run/stage.py: this machine; run/remote_server.py: its host): its
+          counters and memory there, its profilers and host observers, its status counters, the
+          resources as read there, [observe] alloc's counts
+  client  `ClientHere` (below) or a client host's (run/remote_client.ClientOnHost): its command line
+          (the workload's, workloads/), its start, its counters at the marks, its row fields
+
+    intervals, rss, measured = measure(runner, stage, cell, server, logs, tracer)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from perflab import workloads
+from perflab.errors import ServerCrashedError
+from perflab.observers.host_overhead import Overheads
+from perflab.observers.phases import Spans
+from perflab.observers.resources import StealSampler
+from perflab.places.procfs import RssSampler
+from perflab.run import accounting
+from perflab.spec import Cell
+from perflab.workloads import client, client_variant
+
+Measured = tuple[list[dict[str, Any]], list[tuple[float, int]], dict[str, Any]]  # intervals, rss, fields
+
+
+class ServerEnd(Protocol):
+    """The window's view of its server where it runs (Stage.window_server)."""
+
+    def read(self, pid: int) -> Any:
+        """Its counters now (a kind's process tree summed): accounting.Reader."""
+
+    def memory(self) -> Any:
+        """Its memory sampled over the window (an RssSeries; with [observe] alloc, spanning its counts)."""
+
+    def observers(self, cell: Cell, client_end: ClientEnd, clock: Any) -> tuple[Any, Any]:
+        """(profilers, host observers) of the cell: perf and pmp of the server (and of the client, when
+        `client_end` names none of its own), host_speed and io where the server runs."""
+
+    def status(self, password: str | None) -> Any:
+        """[observe] status's sampler, connected now (None when off); `password`: the run's login."""
+
+    def connected(self, cell: Cell, child: Any) -> dict[str, Any]:
+        """Checks once the clients have connected, as `resources` fields (PostgreSQL's backends)."""
+
+    def end_mark(self, rss: Any) -> None:
+        """The window's end mark, before the counters (a client with a tail runs on)."""
+
+    def resources(self, start: Any, end: Any, usage: Any, transactions: float, rss: Any) -> dict[str, Any]:
+        """The row's `resources` as read where the server runs."""
+
+    def alloc_span(self) -> tuple[float, float] | None:
+        """The span of [observe] alloc's counts (None: off)."""
+
+    def observed(self, measured: dict[str, Any], covered: Any) -> None:
+        """The window's fields that are read there: [observe] alloc's (`covered`: the window's
+        transactions its counts cover), the host's clock."""
+
+    @property
+    def client_address(self) -> str | None:
+        """Where a client here reaches it (a server host's address), for the row's `client`."""
+
+
+class ClientEnd(Protocol):
+    """The window's view of its client where it runs (ClientHere, run/remote_client.ClientOnHost)."""
+
+    password: str | None  # the run's login the client uses (a server on a host), else None
+    here: bool  # it runs on this machine: a local server's profilers cover it (one system-wide perf)
+
+    def profilers(self, runner: Any, cell: Cell, server: Any) -> Any:
+        """Its own profilers beside a server's that cannot cover it ([observe] targets naming it), or None."""
+
+    def command(self, runner: Any, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]: ...
+
+    def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any: ...
+
+    def launched(self, child: Any, cell: Cell, out: Path, profilers: Any) -> dict[str, Any]: ...
+
+    def running(self, child: Any, profilers: Any) -> None: ...
+
+    def pid(self, child: Any) -> int | None: ...
+
+    def host_pid(self, child: Any) -> int | None: ...
+
+    def sampler(self, child: Any) -> Any: ...
+
+    def mark(self, child: Any, exited: bool) -> Any: ...
+
+    def end_now(self, child: Any) -> None: ...
+
+    def after(self, child: Any, tail: bool) -> None: ...
+
+    def on_its_clock(self, launched: float, marks: tuple[float, float]) -> tuple[float, tuple[float, float]]: ...
+
+    def fields(self, start: Any, child: Any, transactions: float, marks: tuple[Any, Any], rss: Any, tail: bool) -> dict: ...
+
+
+class ClientHere:
+    """The client on this machine: pinned to the run's client CPUs, in its variant's environment,
+    its libraries proven mapped, its CPU from its rusage."""
+
+    here = True
+
+    def __init__(self, runner: Any, cell: Cell) -> None:
+        self.runner, self.cell = runner, cell
+        self.wl = workloads.of(runner.exp.file)
+        host = runner.server_host
+        self.password: str | None = host.password if host is not None else None
+
+    def command(self, runner: Any, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]:
+        spec = runner.exp.file
+        warmup, seconds = client.window_seconds(spec)
+        if self.password is not None:  # the server on its host: the run's login, never on a command line
+            login = runner.kind.remote_login(server, self.password)
+            return self.wl.login_command(spec, cell, server, login, warmup + seconds + self.wl.tail_s)
+        jobs = len(runner.client_cpus or []) or None  # pgbench's own threads, on the client's CPUs
+        argv = self.wl.run_argv(spec, cell, server, warmup + seconds + self.wl.tail_s, warmup or None, jobs)
+        return argv, client_variant.environment(cell, server.rundir)
+
+    def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any:
+        return client.start(argv, out, self.runner.client_cpus, env, stamped=self.wl.stamps_lines)
+
+    def profilers(self, runner: Any, cell: Cell, server: Any) -> Any:
+        """Beside a server on its host: the client's here, as a local cell's (system-wide perf here)."""
+        from perflab.observers.remote_client_profilers import ClientHereProfilers, names_client
+
+        observe = runner.exp.file.observe
+        return ClientHereProfilers(observe, server.rundir) if names_client(observe) else None
+
+    def launched(self, child: Any, cell: Cell, out: Path, profilers: Any) -> dict[str, Any]:
+        """Its libraries mapped (a client variant's proven), then its profilers attached."""
+        return client_variant.loaded(child.pid, cell, out, lambda _: profilers.workload_started(child), self.wl)
+
+    def running(self, child: Any, profilers: Any) -> None:
+        pass  # attached once launched
+
+    def pid(self, child: Any) -> int | None:
+        return child.pid  # its counters here
+
+    def host_pid(self, child: Any) -> int | None:
+        return None  # perflab's own CPU on a host: none here
+
+    def sampler(self, child: Any) -> Any:
+        return RssSampler(child.pid)
+
+    def mark(self, child: Any, exited: bool) -> Any:
+        return None  # its CPU comes from its rusage
+
+    def end_now(self, child: Any) -> None:
+        self.wl.end_now(child)
+
+    def after(self, child: Any, tail: bool) -> None:
+        client.drain(child)  # a stamped client's last lines
+
+    def on_its_clock(self, launched: float, marks: tuple[float, float]) -> tuple[float, tuple[float, float]]:
+        return launched, marks
+
+    def fields(self, start: Any, child: Any, transactions: float, marks: tuple[Any, Any], rss: Any, tail: bool) -> dict:
+        """Its use over the window (not for a client with a tail: its rusage runs past the window)."""
+        return {} if tail else accounting.client_resources(start, child.rusage, transactions, rss)
+
+
+@dataclass
+class _Run:
+    """What the client's run gave: times on this machine's CLOCK_MONOTONIC, epochs by time.time()."""
+
+    started: float  # the client launched
+    launched: float  # the same, time.time()
+    origin: float  # its threads started (its clock's zero), else its launch
+    window_at: float  # the window's start
+    ended: float  # the window's end
+    marks: tuple[float, float]  # the window's (start, end), time.time()
+    code: int
+    start: accounting.WindowStart
+    end: accounting.WindowEnd
+    rss: Any
+    client_rss: Any
+    client_marks: tuple[Any, Any]
+    perflab_cpu: dict[str, Any]
+    checks: dict[str, Any]
+    loaded: dict[str, Any]
+    child: Any  # its rusage once reaped (a client here's)
+
+
+def measure(runner: Any, end: ServerEnd, cell: Cell, server: Any, logs: Path, client_end: ClientEnd) -> Measured:
+    """The window of `cell` on its started `server`: (intervals, RSS samples, the row's measured fields)."""
+    spec, wl = runner.exp.file, workloads.of(runner.exp.file)
+    warmup = client.window_seconds(spec)[0]
+    argv, env = client_end.command(runner, cell, server)
+    out = logs / wl.output_name
+    memory = end.memory()
+    clock = getattr(memory, "clock", None)  # a server host's clock over the window (its samples aligned)
+    profilers, observers = end.observers(cell, client_end, clock)
+    counters = end.status(client_end.password)  # before the workload loads the server
+    with (
+        observers,
+        profilers,
+        contextlib.closing(counters) if counters else contextlib.nullcontext(),
+        StealSampler() as steal,
+    ):
+        run = _run(runner, end, cell, server, (argv, env, out), client_end, (memory, profilers, counters))
+    if not server.alive():
+        raise ServerCrashedError(f"{server.death()} during the run:\n{server.error_lines()}")
+    launched, marks = client_end.on_its_clock(run.launched, run.marks)
+    summary, intervals = wl.window_output(spec, out, run.code, warmup, server, launched, marks, cell.rate)
+    txn = summary.transactions
+    spans = _spans(runner, run, summary, intervals)
+    _store(runner, cell, profilers, spans)
+    resources = end.resources(run.start, run.end, run.child.rusage, txn, run.rss)
+    if runner.kind.profiles_tree and not wl.tail_s:  # backends that exit inside the window take their switches
+        resources.update(voluntary_ctx_switches=None, involuntary_ctx_switches=None, ctx_switches_per_txn=None)
+    resources.update(run.checks)
+    if run.perflab_cpu:
+        resources["perflab_host_cpu"] = run.perflab_cpu
+    used = client_end.fields(run.start, run.child, txn, run.client_marks, run.client_rss, bool(wl.tail_s))
+    address = {"address": end.client_address} if end.client_address is not None else {}
+    measured: dict[str, Any] = {
+        "steal": lambda a, b: steal.cores(run.origin + a, run.origin + b),  # seconds of the client's clock
+        "summary": summary.to_dict(),
+        "resources": resources,
+        "sysbench_options": wl.effective_options(runner, argv),
+        "client": {**client_variant.versions(run.loaded), **used, **address},
+    }
+    if counters is not None:
+        measured["server_status"] = counters.figures(txn, summary.queries, summary.total_time_s)
+        measured["status_samples"] = counters.samples
+    if hasattr(profilers, "fields"):  # host_speed, io (popped by the cell): a local cell's Profilers
+        measured.update(profilers.fields(spans))
+    measured.update(observers.fields(spans))  # the same, observed where a remote end runs
+    span = end.alloc_span()
+    covered = (
+        functools.partial(accounting.share, window=(run.window_at, run.ended), span=span, runs_on=bool(wl.tail_s))
+        if span is not None
+        else None
+    )
+    end.observed(measured, covered)
+    return intervals, run.rss.samples, measured
+
+
+def _run(
+    runner: Any, end: ServerEnd, cell: Cell, server: Any, command: tuple, client_end: ClientEnd, reads: tuple
+) -> _Run:
+    """The client from its launch to its end, the observers over their phases."""
+    spec, wl = runner.exp.file, workloads.of(runner.exp.file)
+    argv, env, out = command
+    memory, profilers, counters = reads
+    warmup, seconds = client.window_seconds(spec)
+    margin = spec.experiment.timeout_margin
+    profilers.workload_starting()
+    started, launched = time.monotonic(), time.time()
+    with client_end.start(argv, env, out) as child:
+        watch = client.StartWatch(out, child, margin) if wl.started_line else None
+        loaded = client_end.launched(child, cell, out, profilers)
+        origin = watch.wait() if watch else started
+        client_end.running(child, profilers)
+        if warmup:
+            client.sleep_until(origin + warmup, child)
+        start = accounting.WindowStart.take(
+            server.pid, client_end.pid(child), end.read, window=(origin + warmup, seconds)
+        )
+        window_at, begun = time.monotonic(), time.time()
+        client.window_began(child, origin + warmup, wl.name)
+        before = client_end.mark(child, exited=False)
+        with memory as rss, client_end.sampler(child) or contextlib.nullcontext() as client_rss, counters or (
+            contextlib.nullcontext()
+        ):
+            profilers.window_started()
+            overheads = Overheads.of_cell(runner, server.pid, client_end.host_pid(child)).begin()
+            checks = end.connected(cell, child)
+            if wl.tail_s:  # the window ends at perflab's mark; the client runs on, its connections live
+                client.sleep_until(origin + warmup + seconds, child)
+                end.end_mark(rss)
+                finish = accounting.WindowEnd.take(start, server.pid, end.read, client_pid=client_end.pid(child))
+                marks, ended = (begun, time.time()), time.monotonic()
+                _end_counts(memory)
+                after = client_end.mark(child, exited=False)
+                perflab_cpu = overheads.finish()
+                client_end.end_now(child)
+                code = wl.wait(child, warmup + seconds + wl.tail_s, margin)
+            else:
+                code = wl.wait(child, warmup + seconds, margin)
+                marks, ended = (begun, time.time()), min(time.monotonic(), origin + warmup + seconds)
+                perflab_cpu = overheads.finish()
+        if not wl.tail_s:
+            finish = accounting.WindowEnd.take(start, server.pid, end.read)
+            after = client_end.mark(child, exited=True)
+    client_end.after(child, bool(wl.tail_s))
+    return _Run(started, launched, origin, window_at if wl.tail_s else origin + warmup, ended, marks, code, start,
+                finish, rss, client_rss, (before, after), perflab_cpu, checks, loaded, child)  # fmt: skip
+
+
+def _end_counts(memory: Any) -> None:
+    """[observe] alloc's counts end at the end mark too, when the memory sampler spans them."""
+    end_mark = getattr(memory, "end_mark", None)
+    if end_mark is not None:
+        end_mark()
+
+
+def _spans(runner: Any, run: Any, summary: Any, intervals: list[dict[str, Any]]) -> Spans:
+    """The phases the profiles are cut into: the client's launch, its clock's zero, the window, its end."""
+    stalls = runner._steady(intervals, summary.qps)["stalls"]
+    return Spans.of_cell(
+        run.started, run.origin, run.ended, run.window_at - run.origin, stalls, intervals, summary.transactions
+    )
+
+
+def _store(runner: Any, cell: Cell, profilers: Any, spans: Spans) -> None:
+    """The cell's profiles per target and phase (profiles/ and the profiles table), then their files on a
+    host removed."""
+    try:
+        if hasattr(profilers, "store"):
+            profilers.store(runner.results, cell.order, spans)
+    finally:
+        if hasattr(profilers, "remove"):
+            profilers.remove()
