@@ -128,12 +128,13 @@ class ClientHere:
     def command(self, runner: Any, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]:
         spec = runner.exp.file
         warmup, seconds = client.window_seconds(spec)
+        env = client_variant.environment(cell, server.rundir)  # its variant's preload, library, env
         if self.password is not None:  # the server on its host: the run's login, never on a command line
             login = runner.kind.remote_login(server, self.password)
-            return self.wl.login_command(spec, cell, server, login, warmup + seconds + self.wl.tail_s)
+            argv, more = self.wl.login_command(spec, cell, server, login, warmup + seconds + self.wl.tail_s)
+            return argv, {**env, **(more or {})}
         jobs = len(runner.client_cpus or []) or None  # pgbench's own threads, on the client's CPUs
-        argv = self.wl.run_argv(spec, cell, server, warmup + seconds + self.wl.tail_s, warmup or None, jobs)
-        return argv, client_variant.environment(cell, server.rundir)
+        return self.wl.run_argv(spec, cell, server, warmup + seconds + self.wl.tail_s, warmup or None, jobs), env
 
     def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any:
         return client.start(argv, out, self.runner.client_cpus, env, stamped=self.wl.stamps_lines)

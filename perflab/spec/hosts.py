@@ -261,8 +261,9 @@ def _observer_problems(spec: ExperimentFile, names: tuple[str, ...], key: str, w
 
 # the server on another host runs the host's installed server on its run directory (tmpfs), with
 # what the variants give it through its option file, its environment and a preload (an allocator
-# found there, or a library copied there: run/remote_server.py)
-_SERVER_VARIANT_KEYS = ("build", "glibc", "client_preload", "client_library")
+# found there, or a library copied there: run/remote_server.py); a client here takes its variants
+# as beside a local server (client_preload, client_env, client_library: refused on a client host)
+_SERVER_VARIANT_KEYS = ("build", "glibc")
 
 
 def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
@@ -332,12 +333,12 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
         )
     for axis, labels in spec.variants.items():
         for label, v in labels.items():
-            used = [k for k in _SERVER_VARIANT_KEYS if getattr(v, k)] + (["client_env"] if v.client_env else [])
+            used = [k for k in _SERVER_VARIANT_KEYS if getattr(v, k)]
             if used:
                 problems.append(
                     Problem(
                         f"variants.{axis}.{label}",
-                        f"no {', '.join(_SERVER_VARIANT_KEYS)} or client_env with server_host",
+                        f"no {' or '.join(_SERVER_VARIANT_KEYS)} with server_host",
                         ", ".join(used),
                         _NOT_YET_SERVER,
                     )

@@ -123,18 +123,23 @@ def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Pat
 def test_the_client_here_profiled_here_beside_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     """perf and pmp naming the client, with the client here and the server on its host: sysbench
     profiled here as a local cell's client (system-wide perf here folded for its pid, its stack
-    sampler here), the server there; both stored as a local cell's profiles."""
+    sampler here), the server there; both stored as a local cell's profiles. The client's variant
+    (its preload and environment) is proven in its maps, as beside a local server."""
     db = ssh_lab.hosts["db"]
     observe = (
         '\n[observe]\nperf = { targets = ["server", "client"] }\npmp = { targets = ["client"], interval = "0.1s" }\n'
     )
-    body = EXPERIMENT.format(ssh=db.ssh, more="") + observe
+    client = '[variants.client]\nje = { client_preload = "jemalloc", client_env = { MALLOC_CONF = "narenas:1" } }\n'
+    body = EXPERIMENT.format(ssh=db.ssh, more="") + client + observe
     # closed loop: a paced sysbench runs a few percent of a CPU, too little for perf's 99 Hz in 2 s
     spec, out = write_experiment(tmp_path / "here.toml", body, pace=None), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     (cell,) = used(json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)["cells"])
     assert cell["status"] == "ok", cell.get("error")
+    mine = cell["client"]  # proven mapped into sysbench here, the server on its host
+    assert mine["preload"] == "jemalloc" and "libjemalloc" in mine["preload_library"], mine
+    assert mine["env"] == {"MALLOC_CONF": "narenas:1"} and mine["address"] == db.address
     refs = {(p["source"], p["target"], p["phase"]): p for p in cell["profiles"]}
     assert ("pmp", "server", "measured") not in refs  # pmp names the client only
     binary = {k: json.loads((out / r["path"]).with_suffix(".json").read_text())["binary"] for k, r in refs.items()}

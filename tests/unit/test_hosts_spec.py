@@ -167,8 +167,13 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     both = parse('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n")
     assert both.file.observe.io and both.file.observe.host_speed  # with the client on a host too
     variants = problems('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\n'
-                        'je = { preload = "jemalloc", client_env = { A = "1" } }\n')  # fmt: skip
-    assert list(variants) == ["variants.alloc.je"] and "found client_env" in variants["variants.alloc.je"]
+                        'je = { preload = "jemalloc", glibc = "sid" }\n')  # fmt: skip
+    assert list(variants) == ["variants.alloc.je"] and "found glibc" in variants["variants.alloc.je"]
+    # a client here takes its variants beside a server host as beside a local one (run/window.ClientHere)
+    client_here = 'je = { client_preload = "jemalloc", client_env = { A = "1" } }\n'
+    assert parse('server_host = "db"', rest=HOSTS + "[variants.client]\n" + client_here).cells()[0].client_preload
+    on_host = problems('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[variants.client]\n" + client_here)
+    assert list(on_host) == ["variants.client.je"]  # a client on its host: still refused
     # a preload runs there (the host's allocator: run/remote_server.py), looked for there, not here
     from perflab.spec.hosts import preloads_by_host
 
