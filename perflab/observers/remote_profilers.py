@@ -390,22 +390,3 @@ def of_cell(
     remote_dir, tree = f"{rundir.path}/profile-{cell.order:04d}", runner.kind.profiles_tree
     return RemoteProfilers(observe, server.pid, server.rundir, rundir, remote_dir, clock, tree)
 
-
-def store(
-    runner: Any, cell: Any, profilers: Profilers | NoProfilers, window: tuple[float, float, float, float],
-    intervals: list[dict[str, Any]], summary: Any,
-) -> None:  # fmt: skip
-    """The cell's profiles stored per phase as a local cell's (run/cell.py), then their files on the host
-    removed (a server here with its client on a host: its local Profilers, stored alike; a client on
-    its host: remote_client_profilers.Paired). `window`: (client started, its threads started, the
-    window's end, the warm-up's seconds)."""
-    if isinstance(profilers, NoProfilers):
-        return
-    started, origin, end, warmup = window
-    try:
-        stalls = runner._steady(intervals, summary.qps)["stalls"]
-        spans = Spans.of_cell(started, origin, end, warmup, stalls, intervals, summary.transactions)
-        profilers.store(runner.results, cell.order, spans)
-    finally:
-        if hasattr(profilers, "remove"):  # the files on a host: RemoteProfilers', Paired's
-            profilers.remove()

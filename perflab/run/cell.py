@@ -35,7 +35,8 @@ from perflab.places.here import HERE
 from perflab.run.prewarm import server_switches
 from perflab.places.proc import read_tail
 from perflab.run.server_logs import failure_fields
-from perflab.run.stage import Here, Measured, Stage
+from perflab.run.context import Measured
+from perflab.run.stage import Here, Stage
 from perflab.run.space import SpaceCheck
 from perflab.run.storage import Storage, of_experiment
 from perflab.run.window import ClientHere
@@ -67,7 +68,6 @@ class CellRunner:
         self.results = results
         self.listen = listener or (lambda event, data: None)
         self.server_cpus, self.client_cpus = cpu_plan(exp.file.experiment.pin)
-        self._defaults: dict[str, str] | None = None
         self.check_space = SpaceCheck(results.dir)
         self._storage: Storage | None = None
         # server binaries: None -> the installed one; a [builds] name -> its Build or why it failed
@@ -97,9 +97,7 @@ class CellRunner:
     @property
     def sysbench_defaults(self) -> dict[str, str]:
         """The test's option defaults, asked of sysbench once (the effective options are stored per cell)."""
-        if self._defaults is None:
-            self._defaults = sysbench.known_options(self.exp.file.workload.test)
-        return self._defaults
+        return sysbench.known_options(self.exp.file.workload.test)
 
     @property
     def storage(self) -> Storage:

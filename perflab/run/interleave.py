@@ -311,7 +311,7 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
         status="ok",
         summary=summary,
         resources=resources,
-        sysbench_options=seat.workload.effective_options(seat.runner, seat.command),
+        sysbench_options=seat.workload.effective_options(seat.runner.exp.file, seat.command),
         client=seat.client_fields,
     )
     seat.rss, seat.series = rss.samples, seat.intervals(warmup)

@@ -34,6 +34,7 @@ from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts
 from perflab.workloads import client
 from perflab.run import accounting, remote_server
+from perflab.run.context import Runner
 from perflab.spec import Cell
 
 
@@ -248,7 +249,7 @@ class ClientOnHost:
 
     here = False
 
-    def __init__(self, runner: Any, remote: RemoteClient, cell: Cell) -> None:
+    def __init__(self, runner: Runner, remote: RemoteClient, cell: Cell) -> None:
         self.runner, self.remote, self.cell = runner, remote, cell
         self.wl = workloads.of(runner.exp.file)
         self.password: str | None = remote.password
@@ -257,13 +258,13 @@ class ClientOnHost:
         self.script: str | None = None
         self.local: Path | None = None  # the cell's local directory, where its log is fetched
 
-    def command(self, runner: Any, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]:
+    def command(self, runner: Runner, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]:
         login = runner.kind.remote_login(server, self.remote.password)
         argv, env, self.script = self.wl.host_command(runner.exp.file, cell, server, login, self.remote)
         self.local = server.rundir
         return argv, env
 
-    def profilers(self, runner: Any, cell: Any, server: Any) -> Any:
+    def profilers(self, runner: Runner, cell: Any, server: Any) -> Any:
         from perflab.observers.remote_client_profilers import on_host
 
         return on_host(runner.exp.file.observe, self.remote.rundir, cell, server)

@@ -18,15 +18,15 @@ import contextlib
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 from perflab.errors import HostLostError
 from perflab import workloads
 from perflab.run import dataset
+from perflab.run.context import Runner
 from perflab.places.proc import call
 
 
-def prepare(runner: Any, workdir: Path, log: Path, name: str) -> dataset.Snapshot:
+def prepare(runner: Runner, workdir: Path, log: Path, name: str) -> dataset.Snapshot:
     """The snapshot on the server host, at `<its run directory>/<name>`; the loader's output in
     `log`, the server's log beside it (`-error.log`)."""
     place, kind, spec = runner.server_host, runner.kind, runner.exp.file

@@ -45,6 +45,7 @@ from perflab.observers.alloc import remote as remote_alloc
 from perflab.places.procfs import ProcCounters
 from perflab.run.server_logs import keep_logs
 from perflab.run.storage import Storage
+from perflab.run.context import Runner
 from perflab.spec import Cell
 from perflab.spec.hosts import client_hosts, server_here, server_hosts
 
@@ -100,7 +101,7 @@ class ServerHost:
     def rundir(self) -> RunDir:
         return self.hosts.rundir(self.name)
 
-    def stage(self, runner: Any) -> HostStage:
+    def stage(self, runner: Runner) -> HostStage:
         """Where a cell's server runs on this host (run/stage.py)."""
         return HostStage(runner, self)
 
@@ -215,7 +216,7 @@ class ServerHost:
 
 
 @contextlib.contextmanager
-def run_hosts(runner: Any, workdir: Path) -> Iterator[None]:
+def run_hosts(runner: Runner, workdir: Path) -> Iterator[None]:
     """The run's remote hosts (client hosts, server_host, a host axis's), connected for the whole run
     (run/scheduler.py): `runner.server_hosts` (name -> ServerHost), `runner.remotes` ((client host,
     server host) -> RemoteClient: a client host per variant reaches its own server), and
@@ -264,7 +265,7 @@ class HostStage:
     snapshot's copy there, the host's installed server started by its wrapper, proven from its maps
     there; [observe] alloc's counter preloaded there and read over the window (observers/alloc/remote.py)."""
 
-    def __init__(self, runner: Any, place: ServerHost) -> None:
+    def __init__(self, runner: Runner, place: ServerHost) -> None:
         self.runner = runner
         self.place = place
         self.record: dict[str, Any] = {}  # the row's build.host (build_record), its clock added (observed)
@@ -350,7 +351,7 @@ class ServerThere:
     RSS stamped with the host's clock, perf and pmp there, its status over TCP as the run's login,
     [observe] alloc's counter there."""
 
-    def __init__(self, runner: Any, cell: Cell, server: Any) -> None:
+    def __init__(self, runner: Runner, cell: Cell, server: Any) -> None:
         self.runner, self.cell, self.server = runner, cell, server
         self.place = runner.server_host.place
         self.client_address: str | None = server.bind_address

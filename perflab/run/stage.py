@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import shutil
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from perflab import allocators, workloads
@@ -33,28 +32,9 @@ from perflab.run import accounting, allocator_proof, dataset
 from perflab.run.server_logs import keep_logs
 from perflab.run.storage import drop_caches_s
 from perflab.servers.managed import LOOPBACK, Managed
-from perflab.run.space import SpaceCheck
-from perflab.run.storage import Storage
-from perflab.servers import Kind
-from perflab.spec import Cell, Experiment
+from perflab.run.context import Measured, Runner
+from perflab.spec import Cell
 
-Measured = tuple[list[dict[str, Any]], list[tuple[float, int]], dict[str, Any]]  # intervals, rss, fields
-
-
-class Runner(Protocol):
-    """What `Here` asks of its cell runner (run/cell.CellRunner)."""
-
-    exp: Experiment
-    check_space: SpaceCheck
-    server_cpus: list[int] | None
-    remote: Any  # the client host's RemoteClient, while the run has one (run/remote_client.py)
-    measure: Callable[..., Measured]
-
-    @property
-    def kind(self) -> Kind: ...
-
-    @property
-    def storage(self) -> Storage: ...
 
 
 class Stage(Protocol):
@@ -178,7 +158,7 @@ class ServerHere:
     """A server on this machine as the window reads it (run/window.py's ServerEnd): /proc here, its
     memory with PSS, perf and pmp here, [observe] alloc's counter here."""
 
-    def __init__(self, runner: Any, cell: Cell, server: Managed, tracer: AllocTracer | None) -> None:
+    def __init__(self, runner: Runner, cell: Cell, server: Managed, tracer: AllocTracer | None) -> None:
         self.runner, self.cell, self.server, self.tracer = runner, cell, server, tracer
         self.client_address: str | None = None
 

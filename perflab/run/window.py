@@ -36,10 +36,10 @@ from perflab.observers.phases import Spans
 from perflab.observers.resources import StealSampler
 from perflab.places.procfs import RssSampler
 from perflab.run import accounting
+from perflab.run.context import Measured, Runner
 from perflab.spec import Cell
 from perflab.workloads import client, client_variant
 
-Measured = tuple[list[dict[str, Any]], list[tuple[float, int]], dict[str, Any]]  # intervals, rss, fields
 
 
 class ServerEnd(Protocol):
@@ -85,10 +85,10 @@ class ClientEnd(Protocol):
     password: str | None  # the run's login the client uses (a server on a host), else None
     here: bool  # it runs on this machine: a local server's profilers cover it (one system-wide perf)
 
-    def profilers(self, runner: Any, cell: Cell, server: Any) -> Any:
+    def profilers(self, runner: Runner, cell: Cell, server: Any) -> Any:
         """Its own profilers beside a server's that cannot cover it ([observe] targets naming it), or None."""
 
-    def command(self, runner: Any, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]: ...
+    def command(self, runner: Runner, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]: ...
 
     def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any: ...
 
@@ -119,13 +119,13 @@ class ClientHere:
 
     here = True
 
-    def __init__(self, runner: Any, cell: Cell) -> None:
+    def __init__(self, runner: Runner, cell: Cell) -> None:
         self.runner, self.cell = runner, cell
         self.wl = workloads.of(runner.exp.file)
         host = runner.server_host
         self.password: str | None = host.password if host is not None else None
 
-    def command(self, runner: Any, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]:
+    def command(self, runner: Runner, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]:
         spec = runner.exp.file
         warmup, seconds = client.window_seconds(spec)
         env = client_variant.environment(cell, server.rundir)  # its variant's preload, library, env
@@ -139,7 +139,7 @@ class ClientHere:
     def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any:
         return client.start(argv, out, self.runner.client_cpus, env, stamped=self.wl.stamps_lines)
 
-    def profilers(self, runner: Any, cell: Cell, server: Any) -> Any:
+    def profilers(self, runner: Runner, cell: Cell, server: Any) -> Any:
         """Beside a server on its host: the client's here, as a local cell's (system-wide perf here)."""
         from perflab.observers.remote_client_profilers import ClientHereProfilers, names_client
 
@@ -201,7 +201,7 @@ class _Run:
     child: Any  # its rusage once reaped (a client here's)
 
 
-def measure(runner: Any, end: ServerEnd, cell: Cell, server: Any, logs: Path, client_end: ClientEnd) -> Measured:
+def measure(runner: Runner, end: ServerEnd, cell: Cell, server: Any, logs: Path, client_end: ClientEnd) -> Measured:
     """The window of `cell` on its started `server`: (intervals, RSS samples, the row's measured fields)."""
     spec, wl = runner.exp.file, workloads.of(runner.exp.file)
     warmup = client.window_seconds(spec)[0]
@@ -237,7 +237,7 @@ def measure(runner: Any, end: ServerEnd, cell: Cell, server: Any, logs: Path, cl
         "steal": lambda a, b: steal.cores(run.origin + a, run.origin + b),  # seconds of the client's clock
         "summary": summary.to_dict(),
         "resources": resources,
-        "sysbench_options": wl.effective_options(runner, argv),
+        "sysbench_options": wl.effective_options(spec, argv),
         "client": {**client_variant.versions(run.loaded), **used, **address},
     }
     if counters is not None:
@@ -257,7 +257,7 @@ def measure(runner: Any, end: ServerEnd, cell: Cell, server: Any, logs: Path, cl
 
 
 def _run(
-    runner: Any, end: ServerEnd, cell: Cell, server: Any, command: tuple, client_end: ClientEnd, reads: tuple
+    runner: Runner, end: ServerEnd, cell: Cell, server: Any, command: tuple, client_end: ClientEnd, reads: tuple
 ) -> _Run:
     """The client from its launch to its end, the observers over their phases."""
     spec, wl = runner.exp.file, workloads.of(runner.exp.file)
@@ -315,7 +315,7 @@ def _end_counts(memory: Any) -> None:
         end_mark()
 
 
-def _spans(runner: Any, run: Any, summary: Any, intervals: list[dict[str, Any]]) -> Spans:
+def _spans(runner: Runner, run: Any, summary: Any, intervals: list[dict[str, Any]]) -> Spans:
     """The phases the profiles are cut into: the client's launch, its clock's zero, the window, its end."""
     stalls = runner._steady(intervals, summary.qps)["stalls"]
     return Spans.of_cell(
@@ -323,7 +323,7 @@ def _spans(runner: Any, run: Any, summary: Any, intervals: list[dict[str, Any]])
     )
 
 
-def _store(runner: Any, cell: Cell, profilers: Any, spans: Spans) -> None:
+def _store(runner: Runner, cell: Cell, profilers: Any, spans: Spans) -> None:
     """The cell's profiles per target and phase (profiles/ and the profiles table), then their files on a
     host removed."""
     try:

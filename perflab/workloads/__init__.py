@@ -176,7 +176,7 @@ class Workload:
         seconds; `launched`: when perflab started it; `rate`: the cell's arrival rate, or None)."""
         return self.read_output(out, code, warmup)
 
-    def effective_options(self, runner: Any, argv: list[str]) -> dict[str, str]:
+    def effective_options(self, spec: Any, argv: list[str]) -> dict[str, str]:
         """What the client ran with (the row's `sysbench_options`)."""
         return {}
 

@@ -236,7 +236,7 @@ class Pgbench(Workload):
         """pgbench -i -s SCALE: about 16 MiB a unit, with room."""
         return int((exp.file.dataset.scale or 1) * SCALE_BYTES * 1.2)
 
-    def effective_options(self, runner: Any, argv_used: list[str]) -> dict[str, str]:
+    def effective_options(self, spec: Any, argv_used: list[str]) -> dict[str, str]:
         from perflab.workloads.sysbench import effective_options
 
         return effective_options({}, argv_used)

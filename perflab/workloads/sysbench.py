@@ -5,6 +5,7 @@ are in workloads/sysbench_output.py, and importable from here too.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -105,6 +106,7 @@ def parse_options_help(text: str) -> dict[str, str]:
     return options
 
 
+@functools.lru_cache(maxsize=16)
 def known_options(test: str) -> dict[str, str]:
     """Every option sysbench accepts for `test`, with its default: general, mysql driver, test."""
     binary = sysbench_binary()
@@ -259,8 +261,9 @@ class Sysbench(Workload):
 
         return client.read_output(out, code, warmup)
 
-    def effective_options(self, runner: Any, argv_used: list[str]) -> dict[str, str]:
-        return effective_options(runner.sysbench_defaults, argv_used)
+    def effective_options(self, spec: Any, argv_used: list[str]) -> dict[str, str]:
+        """The test's defaults (asked of this machine's sysbench once: known_options) under what perflab passed."""
+        return effective_options(known_options(spec.workload.test), argv_used)
 
     def login_command(
         self, spec: Any, cell: Any, server: Any, login: dict[str, str], seconds: int

@@ -218,7 +218,7 @@ class GoTpc(Workload):
     def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
         return gotpc.read_output(out, code, warmup)
 
-    def effective_options(self, runner: Any, argv_used: list[str]) -> dict[str, str]:
+    def effective_options(self, spec: Any, argv_used: list[str]) -> dict[str, str]:
         """Every --key=value perflab passed (go-tpc's defaults stand for the rest)."""
         return {
             a[2:].split("=", 1)[0].replace("-", "_"): a.split("=", 1)[1]

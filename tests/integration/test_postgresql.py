@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,19 +108,33 @@ def segments() -> set[int]:
     return {int(f[1]) for f in (line.split() for line in text.splitlines()) if len(f) >= 6 and f[2] == "postgres"}
 
 
-def others(ids: set[int], where: str) -> set[int]:
-    """Of these segments, those that are not a leftover of this test's run: gone by now (another
-    test's postmaster that stopped since: make test runs modules in parallel), or whose creator
-    still runs outside `where` (another test's live postmaster). A leftover stays, its creator dead
-    or this test's own."""
+def creators() -> dict[int, int]:
+    """Each System V segment's creator pid (ipcs -m -p: shmid owner cpid lpid)."""
     text = subprocess.run(["ipcs", "-m", "-p"], capture_output=True, text=True, check=True).stdout
-    creators = {int(f[0]): f[2] for f in (line.split() for line in text.splitlines()) if len(f) >= 4 and f[0].isdigit()}
-    gone = {i for i in ids if i not in creators}
-    live = {i for i in ids if i in creators and Path(f"/proc/{creators[i]}").exists()}
-    elsewhere = {
-        i for i in live if where not in Path(f"/proc/{creators[i]}/cmdline").read_bytes().decode(errors="replace")
-    }
-    return gone | elsewhere
+    return {int(f[0]): int(f[2]) for f in (line.split() for line in text.splitlines()) if len(f) >= 4 and f[0].isdigit()}
+
+
+class Postmasters:
+    """Every postmaster under `where` (the dataset's and the cells'), looked for every 0.2 s while it
+    runs: whose segments are this test's, whatever became of them. A segment whose creator is dead is
+    not this test's by that alone: make test runs modules in parallel, and another's SIGKILLed run
+    leaves one until its own cleanup (ci9: a dead creator's segment counted here)."""
+
+    def __init__(self, where: str) -> None:
+        self.where, self.seen, self._stop = where, set(), False
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop:
+            found = [pid for pid, cmd in processes("postgres") if self.where in cmd]
+            self.seen.update(pid for pid in found if parent(pid) not in found)
+            time.sleep(0.2)
+
+    def stop(self) -> set[int]:
+        self._stop = True
+        self._thread.join()
+        return self.seen
 
 
 def fresh_dsm_files() -> set[str]:
@@ -159,7 +174,7 @@ def freezes() -> Iterator[Freezes]:
 def pg_run(tmp_path_factory: pytest.TempPathFactory, freezes: Freezes) -> tuple[Path, dict, set[int]]:
     tmp = tmp_path_factory.mktemp("pg")
     out = tmp / "results"
-    before = segments()
+    before, watch = segments(), Postmasters(runs_tmpfs())
     # a closed loop: its figures below are of busy backends (CPU, transactions)
     spec = experiment(tmp, "pg-it", more='jemalloc = { preload = "jemalloc" }', pace=None)
     # two client counts, so the backends counted can be tied to them; autovacuum off, so no worker
@@ -167,9 +182,10 @@ def pg_run(tmp_path_factory: pytest.TempPathFactory, freezes: Freezes) -> tuple[
     body = spec.read_text().replace("threads = [2]", "threads = [1, 3]")
     write_experiment(spec, body.replace('work_mem = "8MB"', 'work_mem = "8MB"\nautovacuum = "off"'), pace=None)
     done = perflab("run", str(spec), "-o", str(out))
+    ours = watch.stop()
     assert done.returncode == 0, done.stdout + done.stderr
-    new = segments() - before
-    return out, export(out), new - others(new, runs_tmpfs())
+    new, made_by = segments() - before, creators()
+    return out, export(out), {i for i in new if made_by.get(i) in ours}
 
 
 def test_pgbench_cells_run_with_the_allocator_in_every_backend(pg_run):
@@ -270,6 +286,7 @@ def test_a_backend_crash_fails_its_cell_and_the_matrix_goes_on(tmp_path: Path, t
     env = {**os.environ, "PERFLAB_TMPFS": str(shm)}
     spec = experiment(tmp_path, "pg-crash", duration="5s", repeats=2)
     before = segments()
+    watch = Postmasters(str(shm))
     proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(tmp_path / "out")],
                             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
@@ -278,6 +295,7 @@ def test_a_backend_crash_fails_its_cell_and_the_matrix_goes_on(tmp_path: Path, t
     finally:
         proc.kill()
         proc.communicate()
+        ours = watch.stop()
     assert proc.returncode == 1, stdout + stderr  # some cells failed
     first, second = export(tmp_path / "out")["cells"]
     assert (
@@ -286,8 +304,8 @@ def test_a_backend_crash_fails_its_cell_and_the_matrix_goes_on(tmp_path: Path, t
     assert "terminating any other active server processes" in first["log_tail"]
     assert second["status"] == "ok"
     assert postmasters(str(shm)) == []
-    new = segments() - before
-    assert new - others(new, str(shm)) == set()  # the crashed and restarted server's segment too
+    new, made_by = segments() - before, creators()
+    assert ours and {i for i in new if made_by.get(i) in ours} == set()  # the crashed and restarted server's too
 
 
 def _kill_a_backend(where: str) -> int:
@@ -343,7 +361,7 @@ def test_sigint_stops_postgres_with_exit_130(tmp_path: Path, tmpfs):
     shm.parent.chmod(0o755)
     env = {**os.environ, "PERFLAB_TMPFS": str(shm)}
     spec = experiment(tmp_path, "pg-sigint", duration="30s")
-    before = segments()
+    before, watch = segments(), Postmasters(str(shm))
     proc = subprocess.Popen([sys.executable, "-m", "perflab", "run", str(spec), "-o", str(tmp_path / "out")], env=env,
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip
@@ -367,8 +385,8 @@ def test_sigint_stops_postgres_with_exit_130(tmp_path: Path, tmpfs):
     while (left := [p for p in (*everything, *clients) if Path(f"/proc/{p}").exists()]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert left == [], left
-    new = segments() - before
-    assert postmasters(str(shm)) == [] and new - others(new, str(shm)) == set()
+    new, made_by, ours = segments() - before, creators(), watch.stop()
+    assert postmasters(str(shm)) == [] and ours and {i for i in new if made_by.get(i) in ours} == set()
     assert export(tmp_path / "out")["run"]["status"] == "interrupted"
 
 
