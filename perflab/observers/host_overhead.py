@@ -93,7 +93,7 @@ class HostOverhead:
 class Overheads:
     """perflab's CPU on each remote host of a cell (the server host, the client host), measured together.
 
-    overheads = Overheads.of_cell(runner, server.pid, client_pid).begin(); ...; overheads.finish()
+    overheads = Overheads.of_cell((server_link, server.pid), (client_link, client_pid)).begin(); ...; overheads.finish()
     -> {"db": {"cpu_s": 0.02, "cores": 0.01}, "load": {...}}   # the row's resources.perflab_host_cpu
     """
 
@@ -101,14 +101,14 @@ class Overheads:
         self.hosts = hosts
 
     @classmethod
-    def of_cell(cls, runner: Any, server_pid: int, client_pid: int | None = None) -> Overheads:
-        measured: dict[str, tuple[Connection, list[int]]] = {}
-        if runner.server_host is not None:
-            measured[runner.server_host.name] = (runner.server_host.link, [server_pid])
-        if runner.remote is not None and client_pid is not None:
-            link = runner.remote.rundir.link
-            measured.setdefault(link.name, (link, []))[1].append(client_pid)
-        return cls({name: HostOverhead(link, groups) for name, (link, groups) in measured.items()})
+    def of_cell(cls, *measured: tuple[Connection | None, int | None]) -> Overheads:
+        """`measured`: (a host's link, the pid there whose CPU is not perflab's) of the server and the
+        client; a link None (here) or a pid None (not known) is left out."""
+        groups: dict[str, tuple[Connection, list[int]]] = {}
+        for link, pid in measured:
+            if link is not None and pid is not None:
+                groups.setdefault(link.name, (link, []))[1].append(pid)
+        return cls({name: HostOverhead(link, pids) for name, (link, pids) in groups.items()})
 
     def begin(self) -> Overheads:
         for host in self.hosts.values():
@@ -124,7 +124,7 @@ class CellCpu:
     after its server's stop (hosts/own_cpu.py: the session less the measured processes): the window's
     figure (Overheads) plus what perflab did there outside it (the restore, the start, prewarm, the logs).
 
-    own = CellCpu.begin(runner); ...; row["resources"]["perflab_host_cpu_cell"] = own.finish()
+    own = CellCpu.begin([(link, rundir_path), ...]); ...; row["resources"]["perflab_host_cpu_cell"] = own.finish()
     -> {"db": {"cpu_s": 0.35, "measured_cpu_s": 9.1, "session_cpu_s": 9.45, "wall_s": 6.2, "cores": 0.056}}
     """
 
@@ -132,12 +132,11 @@ class CellCpu:
         self.starts = starts
 
     @classmethod
-    def begin(cls, runner: Any) -> CellCpu:
+    def begin(cls, hosts: list[tuple[Connection, str]]) -> CellCpu:
+        """`hosts`: the cell's remote hosts, each (its link, the run's directory there); one reading a host."""
         places: dict[str, tuple[Connection, str]] = {}
-        if runner.server_host is not None:
-            places[runner.server_host.name] = (runner.server_host.link, runner.server_host.rundir.path)
-        if runner.remote is not None:
-            places.setdefault(runner.remote.name, (runner.remote.rundir.link, runner.remote.rundir.path))
+        for link, path in hosts:
+            places.setdefault(link.name, (link, path))
         return cls({name: (link, path, _mark(link, path)) for name, (link, path) in places.items()})
 
     def record(self, row: dict[str, Any]) -> None:

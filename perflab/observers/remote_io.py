@@ -25,7 +25,7 @@ A window (run/window.py) takes them from its server's end: on the server host (o
 server here with its client on a client host, the local canary and I/O observer (here()), over the
 same window, with the same fields (HostObservers.fields).
 
-    extra = of_cell(runner, server, clock)      # started before the workload, as Profilers
+    extra = of_cell(observe, place, kind, server, clock)   # started before the workload, as Profilers
     with extra: run_window()
     measured.update(extra.fields(spans))
 """
@@ -45,6 +45,7 @@ from perflab.observers.io import IoObserver, fsync_events, parse_times
 from perflab.observers.perf import descendants, lost_chunks
 from perflab.observers.phases import Spans
 from perflab.observers.remote_profilers import RemotePerf
+from perflab.spec import ObserveSection
 
 _LOGGED = 'mkdir -p "${0%/*}" && exec "$@" > "$0" 2>&1'  # $0: a log (its directory made); "$@": the argv
 _checked: dict[tuple[str, str], str | None] = {}  # (host run directory, canary) -> None: runs there; else why not
@@ -248,9 +249,9 @@ class HostObservers:
         return out
 
 
-def of_cell(runner: Any, server: Any, clock: WindowClock | None) -> HostObservers:
-    """The cell's observers on the run's server host (runner.server_host), as [observe] asks."""
-    observe, place = runner.exp.file.observe, runner.server_host
+def of_cell(observe: ObserveSection, place: Any, kind: Any, server: Any, clock: WindowClock | None) -> HostObservers:
+    """The cell's observers on its server host (`place`: run/remote_server.ServerHost), as [observe]
+    asks; `kind`: the server's (its I/O counters)."""
     own = clock is None
     clock = clock if clock is not None else WindowClock(place.link)
     remote_dir = f"{place.rundir.path}/{server.rundir.name}"  # the cell's directory there
@@ -265,7 +266,7 @@ def of_cell(runner: Any, server: Any, clock: WindowClock | None) -> HostObserver
         disk = place.storage.dev if place.storage is not None and place.storage.block_device else None
         io = IoObserver(
             disk,
-            lambda: runner.kind.io_counters(server),
+            lambda: kind.io_counters(server),
             server.pid,
             server.rundir,
             recorder=fsyncs,
@@ -274,10 +275,12 @@ def of_cell(runner: Any, server: Any, clock: WindowClock | None) -> HostObserver
     return HostObservers(canary, io, clock, own)
 
 
-def here(runner: Any, server: Any, armed: contextlib.AbstractContextManager[Any] | None = None) -> HostObservers:
-    """The cell's canary and I/O observer of a server on this machine, as a local cell's (Profilers):
-    with the client on a client host (run/window.py). `armed`: HostObservers'."""
+def here(
+    observe: ObserveSection, io: IoObserver | None, server: Any, armed: contextlib.AbstractContextManager[Any] | None = None
+) -> HostObservers:
+    """The cell's canary and I/O observer (`io`) of a server on this machine, as a local cell's
+    (Profilers): with the client on a client host (run/window.py). `armed`: HostObservers'."""
     canary = None
-    if runner.exp.file.observe.host_speed:  # built once per run, beside the cells' directories
+    if observe.host_speed:  # built once per run, beside the cells' directories
         canary = HostSpeed(server.rundir.parent / "canary-build", server.rundir / "host-speed.txt")
-    return HostObservers(canary, runner.io_observer(server), None, own=False, armed=armed)
+    return HostObservers(canary, io, None, own=False, armed=armed)

@@ -379,14 +379,12 @@ class NoProfilers:
 
 
 def of_cell(
-    runner: Any, cell: Any, server: Any, clock: WindowClock | None, observe: ObserveSection | None = None
+    observe: ObserveSection, rundir: RunDir, tree: bool, cell: Any, server: Any, clock: WindowClock | None
 ) -> RemoteProfilers | NoProfilers:
-    """The profilers of a cell whose server runs on the run's server host (runner.server_host);
-    `observe`: [observe] of the server alone (with a client host: remote_client_profilers.of_target)."""
-    observe = observe if observe is not None else runner.exp.file.observe
+    """The profilers of a cell whose server runs on a server host (`rundir`: the run's directory there);
+    `observe`: [observe] of the server alone (remote_client_profilers.of_target); `tree`: its process tree's."""
     if observe.perf is None and observe.pmp is None:
         return NoProfilers()
-    rundir = runner.server_host.rundir
-    remote_dir, tree = f"{rundir.path}/profile-{cell.order:04d}", runner.kind.profiles_tree
+    remote_dir = f"{rundir.path}/profile-{cell.order:04d}"
     return RemoteProfilers(observe, server.pid, server.rundir, rundir, remote_dir, clock, tree)
 

@@ -192,7 +192,7 @@ class CellRunner:
         rundir = workdir / "pgo-train"
         shutil.rmtree(rundir, ignore_errors=True)
         rundir.mkdir()
-        return self.kind.train(self, build, spec, snapshot, rundir)
+        return self.kind.train(self.exp.file, build, spec, snapshot, rundir)
 
     def build_for(self, cell: Cell) -> Build | BuildError:
         """The server binary `cell` runs (or why its build failed), with its variant's C library."""
@@ -239,7 +239,7 @@ class CellRunner:
         rss: list[tuple[float, int]] = []
         status: list[tuple[float, dict[str, float]]] = []
         server = None
-        own = CellCpu.begin(self)  # perflab's own CPU on the cell's hosts over the whole cell
+        own = CellCpu.begin(self.remote_dirs())  # perflab's own CPU on the cell's hosts over the whole cell
         try:
             tracer = stage.tracer(rundir, workdir)
             server = stage.server(cell, snapshot, rundir, build, tracer)
@@ -317,6 +317,11 @@ class CellRunner:
     ) -> dict[str, Any]:
         spec = self.exp.file.experiment
         return steady.cell_fields(intervals, spec.window_start, qps, spec.stall_threshold, steal)
+
+    def remote_dirs(self) -> list[tuple[Any, str]]:
+        """This placement's hosts: (the link, the run's directory there) of its server host and client host."""
+        hosts = [h.rundir for h in (self.server_host, self.remote) if h is not None]
+        return [(rundir.link, rundir.path) for rundir in hosts]
 
     def client_end(self, cell: Cell) -> Any:
         """Where this placement's client runs, as the window drives it (run/window.py): here, or on its

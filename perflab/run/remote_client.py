@@ -253,7 +253,8 @@ class ClientOnHost:
         self.runner, self.remote, self.cell = runner, remote, cell
         self.wl = workloads.of(runner.exp.file)
         self.password: str | None = remote.password
-        self.clock = WindowClock(remote.rundir.link)
+        self.link = remote.rundir.link
+        self.clock = WindowClock(self.link)
         self.alignment: Alignment | None = None
         self.script: str | None = None
         self.local: Path | None = None  # the cell's local directory, where its log is fetched

@@ -274,7 +274,8 @@ class HostStage:
         pass  # the host's room: a restore that does not fit fails its cell with the host's words
 
     def tracer(self, rundir: Path, workdir: Path) -> Any:
-        return remote_alloc.of_cell(self.runner, self.place, rundir)  # its counter preloaded there
+        runner = self.runner
+        return remote_alloc.of_cell(runner.exp.file.observe.alloc, runner.kind.profiles_tree, self.place, rundir)
 
     def server(self, cell: Cell, snapshot: dataset.Snapshot, rundir: Path, build: Any, tracer: Any) -> Any:
         runner, place = self.runner, self.place
@@ -317,7 +318,7 @@ class HostStage:
     def observed(self, cell: Cell, server: Any, measured: dict[str, Any]) -> None:
         self.record["clock"] = measured.pop("host_clock", None)  # the host's clock over the window (hosts/clock.py)
         covered = measured.pop("covered", None)  # the window's transactions its counters cover (accounting.py)
-        remote_alloc.observed(self.runner, cell.order, server, measured, covered)  # its stacks named there
+        remote_alloc.observed(self.runner.results, cell.order, server, measured, covered)  # its stacks named there
 
     def finish(self, server: Any, rundir: Path, logs: Path) -> None:
         if server is not None:
@@ -355,6 +356,7 @@ class ServerThere:
         self.runner, self.cell, self.server = runner, cell, server
         self.place = runner.server_host.place
         self.client_address: str | None = server.bind_address
+        self.link = runner.server_host.link
         self.clock: Any = None
 
     def read(self, pid: int) -> ProcCounters:
@@ -372,8 +374,10 @@ class ServerThere:
 
         runner, server = self.runner, self.server
         observe = of_target(runner.exp.file.observe, "server")
-        mine = remote_profilers.of_cell(runner, cell, server, clock, observe)
-        return Paired(mine, client_end.profilers(runner, cell, server)), remote_io.of_cell(runner, server, clock)
+        place, tree = runner.server_host, runner.kind.profiles_tree
+        mine = remote_profilers.of_cell(observe, place.rundir, tree, cell, server, clock)
+        theirs = client_end.profilers(runner, cell, server)
+        return Paired(mine, theirs), remote_io.of_cell(runner.exp.file.observe, place, runner.kind, server, clock)
 
     def status(self, password: str | None) -> Any:
         if not self.runner.exp.file.observe.status:

@@ -161,6 +161,7 @@ class ServerHere:
     def __init__(self, runner: Runner, cell: Cell, server: Managed, tracer: AllocTracer | None) -> None:
         self.runner, self.cell, self.server, self.tracer = runner, cell, server, tracer
         self.client_address: str | None = None
+        self.link = None  # here: no host's CPU to measure
 
     def read(self, pid: int) -> ProcCounters:
         return self.runner.kind.process_counters(HERE, pid, True)
@@ -184,7 +185,7 @@ class ServerHere:
         alone = of_target(observe, "server")
         mine = Profilers(alone.model_copy(update={"host_speed": False}), server.pid, server.rundir, tree=tree)
         theirs = client_end.profilers(runner, cell, server)
-        return Paired(mine, theirs), remote_io.here(runner, server, armed)
+        return Paired(mine, theirs), remote_io.here(observe, runner.io_observer(server), server, armed)
 
     def status(self, password: str | None) -> Any:
         return status_of(self.server) if self.runner.exp.file.observe.status else None

@@ -78,12 +78,17 @@ class ServerEnd(Protocol):
     def client_address(self) -> str | None:
         """Where a client here reaches it (a server host's address), for the row's `client`."""
 
+    @property
+    def link(self) -> Any:
+        """Its host's link (perflab's own CPU there is measured over the window); None here."""
+
 
 class ClientEnd(Protocol):
     """The window's view of its client where it runs (ClientHere, run/remote_client.ClientOnHost)."""
 
     password: str | None  # the run's login the client uses (a server on a host), else None
     here: bool  # it runs on this machine: a local server's profilers cover it (one system-wide perf)
+    link: Any  # its host's link (perflab's own CPU there is measured over the window); None here
 
     def profilers(self, runner: Runner, cell: Cell, server: Any) -> Any:
         """Its own profilers beside a server's that cannot cover it ([observe] targets naming it), or None."""
@@ -118,6 +123,7 @@ class ClientHere:
     its libraries proven mapped, its CPU from its rusage."""
 
     here = True
+    link = None
 
     def __init__(self, runner: Runner, cell: Cell) -> None:
         self.runner, self.cell = runner, cell
@@ -284,7 +290,7 @@ def _run(
             contextlib.nullcontext()
         ):
             profilers.window_started()
-            overheads = Overheads.of_cell(runner, server.pid, client_end.host_pid(child)).begin()
+            overheads = Overheads.of_cell((end.link, server.pid), (client_end.link, client_end.host_pid(child))).begin()
             checks = end.connected(cell, child)
             if wl.tail_s:  # the window ends at perflab's mark; the client runs on, its connections live
                 client.sleep_until(origin + warmup + seconds, child)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from perflab.builds import Build
     from perflab.run.dataset import Snapshot
     from perflab.servers.managed import Managed
-    from perflab.spec import Cell, Experiment
+    from perflab.spec import Cell, Experiment, ExperimentFile
     from perflab.spec.problems import Problem
 
 
@@ -177,7 +177,7 @@ class Kind:
         """Checks once the cell's client threads have connected, as the row's resources fields."""
         return {}
 
-    def train(self, runner: Any, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
+    def train(self, exp: ExperimentFile, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
         """PGO training of an instrumented `build`: the workload, a clean stop, its profile kept."""
         raise NotImplementedError
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from perflab.builds import Build
     from perflab.run.dataset import Snapshot
     from perflab.servers.mysqld import Mysqld
-    from perflab.spec import Cell, Experiment
+    from perflab.spec import Cell, Experiment, ExperimentFile
     from perflab.spec.problems import Problem
 
 SHARES = ("share/mysql", "share/mariadb", "share", "sql/share", "usr/share/mysql")  # errmsg.sys's language dirs
@@ -208,7 +208,7 @@ class MySQLProtocolKind(Kind):
 
         return pss_bytes([server.pid])
 
-    def train(self, runner: Any, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
+    def train(self, exp: ExperimentFile, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
         """The experiment's workload (largest thread count) for `train_duration`, then a
         clean shutdown: the instrumented server writes its profile at exit."""
         from perflab import workloads
@@ -216,7 +216,6 @@ class MySQLProtocolKind(Kind):
         from perflab.places.proc import call, clean_env
         from perflab.servers.managed import LOOPBACK
 
-        exp = runner.exp.file
         options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **exp.server_options}
         server = self.server(rundir, rundir / "data", options, build=build)
         server.as_root = True  # the profile is written into the build's tree, root's (the socket only, in root's dir)

@@ -27,7 +27,8 @@ def runner(observe: ObserveSection) -> SimpleNamespace:
 def beside_server_host(runner: SimpleNamespace, cell: SimpleNamespace, server: SimpleNamespace, clock: None) -> Paired:
     """As ServerThere.observers pairs them: the server's there, of [observe] restricted to it; the client's here."""
     observe = runner.exp.file.observe
-    mine = remote_profilers.of_cell(runner, cell, server, clock, of_target(observe, "server"))
+    host = runner.server_host
+    mine = remote_profilers.of_cell(of_target(observe, "server"), host.rundir, False, cell, server, clock)
     return Paired(mine, ClientHere.profilers(None, runner, cell, server))  # type: ignore[arg-type]
 
 

@@ -212,9 +212,7 @@ def test_a_server_here_has_its_observers_here_and_reads_no_hosts_clock() -> None
     calls: list[str] = []
     io = Recorded(calls, "io")
     observe = SimpleNamespace(host_speed=False, io=True)
-    runner = SimpleNamespace(server_host=None, exp=SimpleNamespace(file=SimpleNamespace(observe=observe)))
-    runner.io_observer = lambda server: io
-    observers = remote_io.here(runner, SimpleNamespace(rundir=Path("/nonexistent/cell-0000")))
+    observers = remote_io.here(observe, io, SimpleNamespace(rundir=Path("/nonexistent/cell-0000")))  # type: ignore[arg-type]
     assert observers.canary is None and observers.io is io and observers.clock is None and not observers.own
     with observers:
         calls.append("window")
@@ -298,9 +296,8 @@ def test_a_server_hosts_disk_is_sampled_from_the_hosts_diskstats(block_device: s
     place = SimpleNamespace(link=link, rundir=rundir(link), storage=storage)
     observe = SimpleNamespace(host_speed=False, io=True)
     kind = SimpleNamespace(io_counters=lambda server: {"innodb.log_bytes_written": 5.0})
-    runner = SimpleNamespace(server_host=place, kind=kind, exp=SimpleNamespace(file=SimpleNamespace(observe=observe)))
     server = SimpleNamespace(pid=42, rundir=Path("/nonexistent/cell-0000"))
-    io = remote_io.of_cell(runner, server, None).io
+    io = remote_io.of_cell(observe, place, kind, server, None).io  # type: ignore[arg-type]
     assert io is not None
     io.sampler.sample()
     (_, values) = io.sampler.samples[0]

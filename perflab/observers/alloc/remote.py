@@ -11,7 +11,7 @@ on the host (RemotePerf's control FIFOs), folded there by `perf script`. The sam
 named here from the server's maps there and the host's binaries (the same files, or the run's
 copies: host_binaries.HostStarts), and stored as a local cell's (profilers.store_alloc).
 
-    tracer = of_cell(runner, place, rundir)           # before the server: RemoteMariaDB(..., alloc=tracer)
+    tracer = of_cell(observe.alloc, kind.profiles_tree, place, rundir)   # before the server: RemoteMariaDB(..., alloc=tracer)
     tracer.check_started(server.pid)                  # loaded there, once, and counting
     with tracer.armed(server.pid, rundir):            # perf started there, its events off
         read, sampler = server_reads(runner, server)  # the window: spanning(sampler, tracer, pid)
@@ -188,14 +188,13 @@ class Spanning:
             self._counting.close()
 
 
-def of_cell(runner: Any, place: Any, rundir: Path) -> RemoteAllocTracer | None:
+def of_cell(spec: Any, tree: bool, place: Any, rundir: Path) -> RemoteAllocTracer | None:
     """The cell's tracer on the server host (`place`: run/remote_server.ServerHost), None without
-    [observe] alloc; the counter built once per run into the local work directory."""
-    spec = runner.exp.file.observe.alloc
+    [observe] alloc (`spec`); the counter built once per run into the local work directory. `tree`:
+    the server is a process tree (PostgreSQL: the postmaster's backends count, and make syscalls, too)."""
     if spec is None:
         return None
     remote_dir = f"{place.rundir.path}/{rundir.name}"
-    tree = runner.kind.profiles_tree  # PostgreSQL: the postmaster's backends count, and make syscalls, too
     return RemoteAllocTracer(spec, place.rundir, remote_dir, rundir, rundir.parent / "alloc-build", tree)
 
 
@@ -229,7 +228,7 @@ def armed(server: Any) -> Any:
         yield tracer
 
 
-def observed(runner: Any, cell_id: int, server: Any, measured: dict[str, Any], covered: Any = None) -> None:
+def observed(results: Any, cell_id: int, server: Any, measured: dict[str, Any], covered: Any = None) -> None:
     """The cell's `alloc` into `measured`, and its sampled stacks stored (named while the server runs:
     its maps are read there). `covered`: the window's transactions -> those its counts cover (over their
     own span: accounting.share); None: all of them."""
@@ -246,4 +245,4 @@ def observed(runner: Any, cell_id: int, server: Any, measured: dict[str, Any], c
     starts = HostStarts(link, Path(server.rundir).parent / "host-binaries")  # once per run
     names = HostSymbolizer(maps, starts, {tracer.there: str(tracer.shim)})
     exe = link.run(["readlink", f"/proc/{server.pid}/exe"]).stdout.strip()
-    store_alloc(runner.results, cell_id, transactions, tracer, server.pid, names, f"{link.name}:{exe}")
+    store_alloc(results, cell_id, transactions, tracer, server.pid, names, f"{link.name}:{exe}")

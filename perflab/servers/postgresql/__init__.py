@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from perflab.builds import Build
     from perflab.run.dataset import Snapshot
     from perflab.servers.postgresql.server import PostgreSQL
-    from perflab.spec import Cell, Experiment
+    from perflab.spec import Cell, Experiment, ExperimentFile
     from perflab.spec.problems import Problem
 
 
@@ -146,12 +146,12 @@ class PostgreSQLKind(Kind):
 
         return {"preload_verified_backends": verify_backends(server.pid, cell.preload, server.preload, cell.env)}
 
-    def train(self, runner: Any, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
+    def train(self, exp: ExperimentFile, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
         """The workload on the instrumented server; its .gcda files by GCOV_PREFIX (train.py)."""
         from perflab.servers.postgresql import train
 
         try:
-            return train.train(runner, build, spec, snapshot, rundir)
+            return train.train(exp, build, spec, snapshot, rundir)
         finally:
             shutil.rmtree(rundir, ignore_errors=True)
 

@@ -1,4 +1,4 @@
-"""PGO training of an instrumented PostgreSQL build (builds/pgo.py calls it through the runner).
+"""PGO training of an instrumented PostgreSQL build (run/cell.CellRunner.train calls it through the kind).
 
 The instrumented postgres (built with -fprofile-generate -fprofile-update=atomic) runs as the
 `postgres` user when perflab is root, and libgcov writes each object's counts to the object's
@@ -12,7 +12,7 @@ The workload is the experiment's own: pgbench (the installed one: its own counts
 server's, and it runs as root) or sysbench's pgsql driver, at the largest client count, for
 `train_duration`, on a copy of the experiment's dataset.
 
-    log = train(runner, build, spec, snapshot, workdir / "pgo-train")
+    log = train(exp_file, build, spec, snapshot, workdir / "pgo-train")
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from perflab.spec.builds import BuildSpec
 GCOV = "gcov"
 
 
-def train(runner: Any, build: Any, spec: BuildSpec, snapshot: dataset.Snapshot, rundir: Path) -> str:
-    """Run the workload on the instrumented server, stop it cleanly, put its .gcda files in the tree."""
-    exp = runner.exp.file
+def train(exp: Any, build: Any, spec: BuildSpec, snapshot: dataset.Snapshot, rundir: Path) -> str:
+    """Run the workload of `exp` (the experiment file) on the instrumented server, stop it cleanly,
+    put its .gcda files in the tree."""
     gcov = rundir / GCOV
     gcov.mkdir(parents=True, exist_ok=True)  # given to the server's user with the run directory
     env = {"GCOV_PREFIX": str(gcov), "GCOV_PREFIX_STRIP": "0"}
