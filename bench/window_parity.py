@@ -2,7 +2,7 @@
 the code before the window was written once (--old, default f49a14c) and by this checkout, side by
 side, and their figures compared.
 
-What: two sequential experiments a user runs, each a fresh server per cell: MariaDB with sysbench
+What: two sequential experiments (design = "sequential": the window under test) a user runs, each a fresh server per cell: MariaDB with sysbench
 oltp_read_only at 2 threads (2 tables x 20k rows) and PostgreSQL 15 with pgbench select-only at 2
 clients (scale 5), each glibc against jemalloc, 3 s warm-up and 8 s windows, REPEATS rounds. ROUNDS
 times, in a shuffled order per round, each experiment is run by both checkouts (`python -m perflab
@@ -39,6 +39,7 @@ OLD = "f49a14c"  # the last commit with the six hand-written windows
 MARIADB = """
 [experiment]
 name = "parity-mariadb"
+design = "sequential"  # the window under test (interleaved runs its seats' turns instead)
 duration = "{duration}s"
 warmup = "{warmup}s"
 repeats = {repeats}
@@ -57,6 +58,7 @@ POSTGRESQL = """
 [experiment]
 name = "parity-pg"
 server = "postgresql"
+design = "sequential"
 duration = "{duration}s"
 warmup = "{warmup}s"
 repeats = {repeats}
