@@ -25,8 +25,12 @@ machine's); then the reason of each run not kept.
 Expectation (Little's law and queueing): at 50% the two p99s are close (the intended start adds
 little more than sysbench's worker poll, 0.5 x threads / rate seconds); at 95% the intended-start
 p99 is several times the service p99, which a closed loop would have reported as the latency.
+Measured (docs/results.md#load-at-a-fixed-rate): it held at 10% and 25%, not at 50%: at a rate
+the client and the server cost more CPU per transaction than in a closed loop (printed: "CPU per
+transaction"), so on this 2-vCPU machine half the closed-loop maximum already keeps 1.9 cores busy.
 Run: python3 bench/fixed_rate.py              # about 6 minutes on an idle machine
      python3 bench/fixed_rate.py --quick      # smoke test: 2 repeats of 4 s windows, a small dataset
+     python3 bench/fixed_rate.py --loads 0.1,0.25,0.5   # other shares of the maximum
 Exit status: 0 when it measured, 1 on a real error, 130 when interrupted.
 """
 
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import resource
 import subprocess
 import sys
 import time
@@ -44,6 +49,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's perflab, before _common's
 import _common as C  # noqa: E402
 from perflab.places.proc import clean_env, guarded  # noqa: E402
+from perflab.places.procfs import process_cpu_s  # noqa: E402
 from perflab.servers.mariadb.datadir import install_datadir  # noqa: E402
 from perflab.servers.mysqld import Mysqld  # noqa: E402
 from perflab.workloads import sysbench, sysbench_output  # noqa: E402
@@ -51,6 +57,14 @@ from perflab.workloads.turn_latency import WRAPPER, TurnClock  # noqa: E402
 
 TEST = "oltp_point_select"
 LOADS = (0.5, 0.8, 0.95)
+
+
+def loads(text: str) -> tuple[float, ...]:
+    """--loads: shares of the maximum, each in (0, 1.5]."""
+    found = tuple(float(x) for x in text.split(","))
+    if not all(0 < x <= 1.5 for x in found):
+        raise argparse.ArgumentTypeError(f"{text!r}: shares of the maximum in (0, 1.5], e.g. 0.1,0.25,0.5")
+    return found
 
 
 def settings(quick: bool) -> dict[str, Any]:
@@ -85,13 +99,15 @@ class Wrapped:
     returncode: int
     service: dict[str, float | None]
     other_cpu_cores: float | None
+    client_us_per_txn: float | None  # sysbench's CPU over its run's events (every report's)
+    server_us_per_txn: float | None
 
 
 def wrapped(server: Mysqld, cfg: dict[str, Any], options: dict[str, Any], workdir: Path) -> Wrapped:
     """sysbench through perflab's wrapper, closed-loop or at a rate: the same client cost either way.
     The window's histogram is read at sysbench's checkpoint report (its lines reach the pipe as printed)."""
     clock = TurnClock.create(workdir / "turns", cfg["threads"])
-    mark = C.cpu_mark([server.pid])
+    mark, client0, server0 = C.cpu_mark([server.pid]), children_cpu_s(), process_cpu_s(server.pid)
     child = subprocess.Popen(
         guarded(argv(server, cfg, str(WRAPPER), options)), env=clean_env(clock.environment(TEST)),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -105,7 +121,7 @@ def wrapped(server: Mysqld, cfg: dict[str, Any], options: dict[str, Any], workdi
             if before is None and "Checkpoint report" in line:
                 before = clock.read()
         child.wait(timeout=60)
-        after = clock.read()
+        after, events = clock.read(), clock.reported()[3]
     finally:
         if child.poll() is None:
             child.kill()
@@ -113,7 +129,15 @@ def wrapped(server: Mysqld, cfg: dict[str, Any], options: dict[str, Any], workdi
         clock.close()
     service = (after - before).summary() if before else dict.fromkeys(("min", "avg", "max", "p50", "p95", "p99"))
     cores = C.foreign_cores(mark, C.cpu_mark([server.pid]))
-    return Wrapped("".join(lines), child.returncode, service, C.rnd(cores, 3))
+    client, own = children_cpu_s() - client0, process_cpu_s(server.pid) - server0
+    per = (lambda cpu: C.rnd(cpu * 1e6 / events, 1)) if events else (lambda cpu: None)  # noqa: E731
+    return Wrapped("".join(lines), child.returncode, service, C.rnd(cores, 3), per(client), per(own))
+
+
+def children_cpu_s() -> float:
+    """User + system CPU of this process's reaped children (the sysbench runs, one at a time)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def closed_loop(server: Mysqld, cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
@@ -122,7 +146,8 @@ def closed_loop(server: Mysqld, cfg: dict[str, Any], workdir: Path) -> dict[str,
     summary = sysbench_output.parse_summary(run.out) if run.returncode == 0 else None
     if summary is None:
         raise C.BenchError(f"closed loop: sysbench exited {run.returncode} without a summary:\n{run.out[-2000:]}")
-    return {"tps": summary.tps, "other_cpu_cores": run.other_cpu_cores}
+    return {"tps": summary.tps, "other_cpu_cores": run.other_cpu_cores, "client_us_per_txn": run.client_us_per_txn,
+            "server_us_per_txn": run.server_us_per_txn}  # fmt: skip
 
 
 def at_rate(server: Mysqld, cfg: dict[str, Any], target: int, workdir: Path) -> dict[str, Any]:
@@ -143,7 +168,8 @@ def at_rate(server: Mysqld, cfg: dict[str, Any], target: int, workdir: Path) -> 
     return {"target": target, "achieved": achieved, "kept": kept, "why": why,
             "intended_p50": lat.get("p50"), "intended_p99": lat.get("p99"),
             "service_p50": run.service["p50"], "service_p99": run.service["p99"],
-            "other_cpu_cores": run.other_cpu_cores}  # fmt: skip
+            "other_cpu_cores": run.other_cpu_cores, "client_us_per_txn": run.client_us_per_txn,
+            "server_us_per_txn": run.server_us_per_txn}  # fmt: skip
 
 
 def measure(cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
@@ -157,7 +183,7 @@ def measure(cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
         maximum = C.mean([c["tps"] for c in closed])
         samples = ", ".join(f"{c['tps']:,.0f}" for c in closed)
         C.say(f"closed-loop maximum through the wrapper: {maximum:,.0f} tps ({samples})")
-        targets = [max(1, round(maximum * share)) for share in LOADS]
+        targets = [max(1, round(maximum * share)) for share in cfg["loads"]]
         runs: list[dict[str, Any]] = []
         for _ in range(cfg["repeats"]):
             for target in random.sample(targets, len(targets)):
@@ -166,7 +192,7 @@ def measure(cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
                 if not server.alive():
                     raise C.BenchError(f"mariadbd died at {target}/s:\n{server.error_lines()}")
         server.stop(clean=True)
-    return {"max_tps": round(maximum, 1), "closed_loop": closed, "targets": targets, "runs": runs}
+    return {"max_tps": round(maximum, 1), "closed_loop": closed, "loads": cfg["loads"], "targets": targets, "runs": runs}
 
 
 def load_row(share: float, target: int, mine: list[dict[str, Any]]) -> list[Any]:
@@ -185,15 +211,32 @@ def load_row(share: float, target: int, mine: list[dict[str, Any]]) -> list[Any]
             C.rnd(s99, 3), C.rnd(p99 / s99, 2) if p99 and s99 else None, f"{max(other):.3f}" if other else None]  # fmt: skip
 
 
+def cpu_line(found: dict[str, Any]) -> str:
+    """CPU per transaction (whole runs, every run at a load, kept or not): what a rate costs the
+    client and the server beside a closed loop, on cores they share."""
+
+    def figure(runs: list[dict[str, Any]], key: str) -> str:
+        found = [r[key] for r in runs if r[key] is not None]
+        return f"{C.mean(found):,.0f}" if found else "-"
+
+    parts = [f"closed loop {figure(found['closed_loop'], 'client_us_per_txn')}/"
+             f"{figure(found['closed_loop'], 'server_us_per_txn')}"]  # fmt: skip
+    for share, target in zip(found["loads"], found["targets"]):
+        mine = [r for r in found["runs"] if r["target"] == target]
+        parts.append(f"{share:.0%} {figure(mine, 'client_us_per_txn')}/{figure(mine, 'server_us_per_txn')}")
+    return "CPU per transaction, client/server us: " + ", ".join(parts)
+
+
 def report(cfg: dict[str, Any], found: dict[str, Any], quick: bool) -> None:
     rows = [
         load_row(share, target, [r for r in found["runs"] if r["target"] == target])
-        for share, target in zip(LOADS, found["targets"])
+        for share, target in zip(found["loads"], found["targets"])
     ]
     C.say(f"closed-loop maximum through turns.lua: {found['max_tps']:,} tps ({cfg['threads']} threads, {TEST})")
     header = ["load", "target/s", "achieved/s", "kept", "p50 intended ms", "p99 intended ms", "p50 service ms",
               "p99 service ms", "p99 intended/service", "other_cpu_cores max"]  # fmt: skip
     C.say(C.table(header, rows))
+    C.say(cpu_line(found))
     for r in found["runs"]:
         if not r["kept"]:
             C.say(f"not kept at {r['target']:,}/s: {r['why']}")
@@ -210,8 +253,9 @@ def report(cfg: dict[str, Any], found: dict[str, Any], quick: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke test: 2 repeats of 4 s windows, a small dataset")
+    parser.add_argument("--loads", type=loads, default=LOADS, help="shares of the maximum, e.g. 0.1,0.25,0.5 (default 0.5,0.8,0.95)")
     args = parser.parse_args()
-    cfg = settings(args.quick)
+    cfg = {**settings(args.quick), "loads": args.loads}
 
     def run() -> None:
         with C.workdir() as workdir:
