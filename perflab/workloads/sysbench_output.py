@@ -22,6 +22,7 @@ _INTERVAL = re.compile(
 _TARGET = re.compile(r"^Target transaction rate: (\d+)/sec", re.MULTILINE)
 _QUEUE = re.compile(r"^\[\s*(?P<t>\d+)s\s*\]\s+queue length:\s*(?P<queue>\d+),?\s+concurrency:\s*(?P<conc>\d+)")
 _OVERFLOW = "The event queue is full"
+_REPORT = re.compile(r"^\[\s*\d+s\s*\]")  # a per-second report's line, of any kind
 SERVICE_NOTE = (
     "sysbench 1.0.20 adds each event's queue time to its latency and does not report the service time alone"
 )
@@ -104,12 +105,15 @@ def one_per_second(reports: list[Interval]) -> list[Interval]:
 
 
 def parse_histogram(text: str) -> list[tuple[float, int]]:
-    """(latency_ms, count) rows of the `--histogram=on` block."""
+    """(latency_ms, count) rows of the `--histogram=on` block. A per-second report line inside it is
+    passed over: sysbench's last report races the end of its run and can land between two rows."""
     rows: list[tuple[float, int]] = []
     inside = False
     for line in text.splitlines():
         if line.startswith("Latency histogram"):
             inside = True
+            continue
+        if inside and _REPORT.match(line):
             continue
         if inside:
             m = _HIST_ROW.match(line)

@@ -83,11 +83,31 @@ end
 
 -- sysbench's reporting thread (its own Lua state, which loads this file too) calls this once a
 -- report interval with the counts since its last report (none are lost while it is stopped):
--- their sums give the queries per event of the run. The report is printed as without the hook.
+-- their sums give the queries per event of the run. The report is printed as sysbench's own C
+-- report prints it without a hook (sysbench_output's parsers read it): its Lua
+-- sysbench.report_default differs ("err/s 0.00", no colon) and, at a --rate, leaves out the
+-- "queue length" line that gives the backlog (workloads/rate.py). Each line is one write: LuaJIT's
+-- print writes its text and its newline in two calls, and sysbench's main thread, printing its
+-- final summary meanwhile, can put a line of its own between them (a likely cause of the one run of
+-- bench/fixed_rate.py, 2026-11-29, whose summary parsed without its latency histogram).
+local function line(text)
+  io.stdout:write(text .. "\n")
+end
+
 function sysbench.hooks.report_intermediate(stat)
   shared[5] = shared[5] + stat.reads
   shared[6] = shared[6] + stat.writes
   shared[7] = shared[7] + stat.other
   shared[8] = shared[8] + stat.events
-  sysbench.report_default(stat)
+  local seconds = stat.time_interval
+  line(string.format("[ %.0fs ] thds: %u tps: %4.2f qps: %4.2f (r/w/o: %4.2f/%4.2f/%4.2f) " ..
+                        "lat (ms,%u%%): %4.2f err/s: %4.2f reconn/s: %4.2f",
+                      stat.time_total, stat.threads_running, stat.events / seconds,
+                      (stat.reads + stat.writes + stat.other) / seconds, stat.reads / seconds,
+                      stat.writes / seconds, stat.other / seconds, sysbench.opt.percentile,
+                      stat.latency_pct * 1000, stat.errors / seconds, stat.reconnects / seconds))
+  if tonumber(sysbench.opt.rate) > 0 then
+    line(string.format("[ %.0fs ] queue length: %u, concurrency: %u", stat.time_total,
+                        tonumber(stat.queue_length), tonumber(stat.concurrency)))
+  end
 end

@@ -412,6 +412,21 @@ def test_histogram_block_ends_at_first_other_line() -> None:
     assert sysbench_output.parse_histogram("no histogram here\n       0.280 |*    6\n") == []
 
 
+def test_a_late_report_inside_the_histogram_is_passed_over() -> None:
+    """sysbench's last per-second report races the end of its run: a report (and, at a rate, its
+    queue line) printed between two rows must not cut the histogram short (its p99 would be wrong)."""
+    text = (
+        "Latency histogram (values are in milliseconds)\n"
+        "       value  ------------- distribution ------------- count\n"
+        "       0.280 |*                                        6\n"
+        f"{_report(25, 1000)}\n"
+        "[ 25s ] queue length: 0, concurrency: 1\n"
+        "       1.000 |****************************************  250\n"
+        " \n"
+    )
+    assert sysbench_output.parse_histogram(text) == [(0.28, 6), (1.0, 250)]
+
+
 def _report(t: int, qps: float) -> str:
     return (
         f"[ {t}s ] thds: 2 tps: {qps / 10:.2f} qps: {qps:.2f} (r/w/o: {qps:.2f}/0.00/0.00) "
