@@ -11,13 +11,15 @@ while the counters are read, is told to end then, and its figures are cut from i
 log at the marks); the window's end read; the row's fields assembled.
 
 What differs by place is asked of two ends, and only they know where they run:
-  server  `Stage.window_server` (run/stage.py: this machine; run/remote_server.py: its host): its
-          counters and memory there, its profilers and host observers, its status counters, the
-          resources as read there, [observe] alloc's counts
+  server  `ServerHere` (run/stage.py: this machine) or `ServerThere` (run/remote_server.py: its
+          host), made by the cell's stage (Stage.measure): its counters and memory there, its
+          profilers and host observers, its status counters, the resources as read there,
+          [observe] alloc's counts
   client  `ClientHere` (below) or a client host's (run/remote_client.ClientOnHost): its command line
           (the workload's, workloads/), its start, its counters at the marks, its row fields
 
-    intervals, rss, measured = measure(runner, stage, cell, server, logs, tracer)
+    end = ServerHere(runner, cell, server, tracer)        # run/stage.Here.measure
+    intervals, rss, measured = measure(runner, end, cell, server, logs, runner.client_end(cell))
 """
 
 from __future__ import annotations
@@ -41,9 +43,8 @@ from perflab.spec import Cell
 from perflab.workloads import client, client_variant
 
 
-
 class ServerEnd(Protocol):
-    """The window's view of its server where it runs (Stage.window_server)."""
+    """The window's view of its server where it runs (ServerHere, remote_server.ServerThere)."""
 
     def read(self, pid: int) -> Any:
         """Its counters now (a kind's process tree summed): accounting.Reader."""
