@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -254,11 +255,11 @@ def measure(runner: Runner, end: ServerEnd, cell: Cell, server: Any, logs: Path,
         measured.update(profilers.fields(spans))
     measured.update(observers.fields(spans))  # the same, observed where a remote end runs
     span = end.alloc_span()
-    covered = (
-        functools.partial(accounting.share, window=(run.window_at, run.ended), span=span, runs_on=bool(wl.tail_s))
-        if span is not None
-        else None
-    )
+    covered = None
+    if span is not None:  # [observe] alloc's counts: the window's transactions over their own span
+        done = reported(run.origin, intervals)
+        window = (run.window_at, run.ended)
+        covered = functools.partial(accounting.share, window=window, span=span, runs_on=bool(wl.tail_s), done=done)
     end.observed(measured, covered)
     return intervals, run.rss.samples, measured
 
@@ -313,6 +314,17 @@ def _run(
     client_end.after(child, bool(wl.tail_s))
     return _Run(started, launched, origin, window_at if wl.tail_s else origin + warmup, ended, marks, code, start,
                 finish, rss, client_rss, (before, after), perflab_cpu, checks, loaded, child)  # fmt: skip
+
+
+def reported(origin: float, intervals: list[dict[str, Any]]) -> Callable[[float, float], float]:
+    """The client's own count of its transactions between two instants (time.monotonic()): each
+    per-second report's, second t covering (origin + t - 1, origin + t], spread evenly within it."""
+    seconds = [(origin + iv["t"] - 1, origin + iv["t"], iv.get("tps") or 0.0) for iv in intervals]
+
+    def done(x: float, y: float) -> float:
+        return sum(tps * max(0.0, min(y, hi) - max(x, lo)) for lo, hi, tps in seconds)
+
+    return done
 
 
 def _end_counts(memory: Any) -> None:

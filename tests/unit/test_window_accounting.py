@@ -284,6 +284,23 @@ def test_counts_over_a_span_of_their_own_cover_their_overlap_with_the_window() -
     assert accounting.share(400, window, (103.0, 104.0)) == 0.0 and accounting.share(400, window, None) == 400
 
 
+def test_a_span_that_opened_after_a_pause_of_the_vm_covers_what_the_client_did_not_what_the_clock_did() -> None:
+    """A 4 s window whose first 1.2 s the whole VM was paused (nothing ran: the client's reports say
+    so), the counts opened as it woke: they cover nearly every transaction of the window, not 70% of
+    them (CI, 2026-11-29: the sort buffer counted 1.34 a transaction, by the even rate). Where the client
+    kept running (perflab alone starved), its reports give the share it did."""
+    from perflab.run.window import reported
+
+    origin, window = 96.0, (100.0, 104.0)  # warm-up 4 s from the client's start
+    paused = [{"t": t, "tps": tps} for t, tps in ((5, 0.0), (6, 80.0), (7, 100.0), (8, 100.0))]  # 5: (100, 101]
+    span = (101.2, 104.0)
+    assert accounting.share(280, window, span) == pytest.approx(280 * 2.8 / 4)  # the even rate: 196
+    # all but the few of the second it woke in (its reports are a second apart: spread evenly within it)
+    assert accounting.share(280, window, span, done=reported(origin, paused)) == pytest.approx(0.8 * 80 + 200)
+    running = [{"t": t, "tps": 100.0} for t in (5, 6, 7, 8)]
+    assert accounting.share(400, window, span, done=reported(origin, running)) == pytest.approx(280)
+    assert accounting.share(400, window, span, done=reported(origin, [])) == pytest.approx(280)  # no reports: even
+
 
 def test_counts_past_the_end_of_a_window_whose_client_runs_on_cover_its_transactions_too() -> None:
     """pgbench runs on past the end mark (its tail), while alloc's counts on a server host close a
