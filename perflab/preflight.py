@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,8 @@ from perflab.concurrency import concurrency_problems
 from perflab.errors import EnvironmentProblem, Problem, SpecError
 from perflab import workloads
 from perflab.run import storage
-from perflab.observers.io import io_problems
+from perflab.observers.checks import profiler_problems
+from perflab.places.proc import which
 from perflab.run.workdir import TMPFS
 from perflab.spec import Experiment
 from perflab.spec.hosts import client_hosts, preloads_by_host, server_here, server_hosts
@@ -68,23 +68,6 @@ TOOLS = (
 )
 
 
-def which(name: str) -> str | None:
-    return shutil.which(name) or next(
-        (
-            p
-            for p in (
-                f"/usr/sbin/{name}",
-                f"/sbin/{name}",
-                os.path.expanduser(f"~/.cargo/bin/{name}"),
-                os.path.expanduser(f"~/go/bin/{name}"),  # go install without GOBIN (go-tpc)
-                f"/usr/lib/postgresql/15/bin/{name}",  # postgres and initdb are not on $PATH
-            )
-            if os.access(p, os.X_OK)
-        ),
-        None,
-    )
-
-
 def check(exp: Experiment, binaries: Callable[[Experiment], dict[str | None, Any]] | None = None) -> None:
     """Raise SpecError with every problem this machine has with `exp`. `binaries`: what finds the
     server binaries its cells run that are here (builds/resolve.py `available`: build name -> Build,
@@ -93,7 +76,7 @@ def check(exp: Experiment, binaries: Callable[[Experiment], dict[str | None, Any
     kind = servers.kind(exp.file.experiment.server)
     workload = workloads.of(exp.file)
     tools = kind.tool_problems() + workload.tool_problems()
-    machine = tools + _allocators(exp) + profiler_problems(exp) + _builds(exp) + concurrency_problems(exp)
+    machine = tools + _allocators(exp) + profiler_problems(exp.file.observe) + _builds(exp) + concurrency_problems(exp)
     if exp.file.experiment.pin and len(os.sched_getaffinity(0)) < 2:
         machine.append(
             Problem("experiment.pin", "at least 2 CPUs", f"{len(os.sched_getaffinity(0))}", "set pin = false")
@@ -333,85 +316,3 @@ def _stackable(where: str, library: Path) -> list[Problem]:
 
 
 # ---------------------------------------------------------------------------- profilers
-
-
-def profiler_problems(exp: Experiment) -> list[Problem]:
-    """perf and the stack sampler must work here, with this user's permissions, before any cell runs."""
-    observe = exp.file.observe
-    problems = io_problems(observe.io)  # [observe] io: the fsync tracepoints through perf
-    if observe.perf is not None:
-        problems += perf_problems()
-    if observe.pmp is not None:
-        problems += _ptrace_allowed()
-        if observe.pmp.tool == "eu-stack" and which("eu-stack") is None:
-            problems.append(Problem("observe.pmp.tool", "eu-stack installed", "missing", "apt-get install elfutils"))
-        if observe.pmp.tool == "libdw":
-            import ctypes
-
-            try:
-                ctypes.CDLL("libdw.so.1")
-            except OSError:
-                problems.append(
-                    Problem(
-                        "observe.pmp",
-                        "libdw.so.1 (elfutils' library)",
-                        "missing",
-                        "apt-get install libdw1 (or elfutils)",
-                    )
-                )
-        if which("c++filt") is None:
-            problems.append(Problem("observe.pmp", "c++filt (C++ names)", "missing", "apt-get install binutils"))
-    return problems
-
-
-def perf_problems() -> list[Problem]:
-    if which("perf") is None:
-        return [Problem("observe.perf", "perf installed", "missing", "apt-get install linux-perf (or `make setup`)")]
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="perflab-check-") as tmp:
-        argv = [
-            "perf",
-            "record",
-            "-q",
-            "-a",
-            "-e",
-            "cpu-clock",
-            "-F",
-            "99",
-            "-g",
-            "-o",
-            f"{tmp}/check.data",
-            "--",
-            "true",
-        ]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
-        except subprocess.TimeoutExpired:
-            return [Problem("observe.perf", "perf record to work", "no result in 60s", "try `perf record -a -- true`")]
-    if done.returncode == 0:
-        return []
-    tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])[:300]
-    hint = (
-        "system-wide cpu-clock sampling needs root or kernel.perf_event_paranoid <= 0: "
-        "`sysctl kernel.perf_event_paranoid=0`; Debian's perf must match the running kernel (linux-perf)"
-    )
-    return [Problem("observe.perf", "perf record -a -e cpu-clock to work", f"exit {done.returncode}: {tail}", hint)]
-
-
-def _ptrace_allowed() -> list[Problem]:
-    try:
-        with open("/proc/sys/kernel/yama/ptrace_scope", encoding="ascii") as f:
-            scope = int(f.read().strip())
-    except (OSError, ValueError):
-        return []  # no Yama: classic ptrace rules, same user or root
-    if scope >= 3 or (scope >= 2 and os.geteuid() != 0):
-        return [
-            Problem(
-                "observe.pmp",
-                "ptrace allowed (kernel.yama.ptrace_scope)",
-                f"ptrace_scope = {scope}",
-                "run as root, or `sysctl kernel.yama.ptrace_scope=1` (3 cannot be lowered until reboot)",
-            )
-        ]
-    return []

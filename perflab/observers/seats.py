@@ -33,7 +33,8 @@ from typing import Any
 from perflab.observers.alloc.tracer import AllocTracer
 from perflab.observers.perf import PerfRecorder
 from perflab.observers.phases import MEASURED, WARMUP, Range, Spans
-from perflab.observers.profilers import Profilers, store_alloc
+from perflab.observers.alloc.profile import store_alloc
+from perflab.observers.profilers import Profilers
 from perflab.spec import ObserveSection
 from perflab.store.results import Results
 

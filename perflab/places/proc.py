@@ -212,3 +212,20 @@ def read_tail(log: Path | None, lines: int = 30) -> str | None:
     if log is None or not log.is_file():
         return None
     return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+
+
+def which(name: str) -> str | None:
+    return shutil.which(name) or next(
+        (
+            p
+            for p in (
+                f"/usr/sbin/{name}",
+                f"/sbin/{name}",
+                os.path.expanduser(f"~/.cargo/bin/{name}"),
+                os.path.expanduser(f"~/go/bin/{name}"),  # go install without GOBIN (go-tpc)
+                f"/usr/lib/postgresql/15/bin/{name}",  # postgres and initdb are not on $PATH
+            )
+            if os.access(p, os.X_OK)
+        ),
+        None,
+    )

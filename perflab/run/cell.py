@@ -39,7 +39,7 @@ from perflab.run.context import Measured
 from perflab.run.stage import Here, Stage
 from perflab.run.space import SpaceCheck
 from perflab.run.storage import Storage, of_experiment
-from perflab.run.window import ClientHere
+from perflab.run.ends import ClientHere
 from perflab.workloads import sysbench
 from perflab.servers import Kind, kind
 from perflab.spec import Cell, Experiment

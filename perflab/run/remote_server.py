@@ -20,7 +20,6 @@ address, port and fingerprint.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import secrets
 import shutil
@@ -40,9 +39,8 @@ from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
 from perflab import workloads
-from perflab.run import accounting, dataset, storage
+from perflab.run import dataset, storage
 from perflab.observers.alloc import remote as remote_alloc
-from perflab.places.procfs import ProcCounters
 from perflab.run.server_logs import keep_logs
 from perflab.run.storage import Storage
 from perflab.run.context import Runner
@@ -311,6 +309,7 @@ class HostStage:
 
     def measure(self, cell: Cell, server: Any, logs: Path, tracer: Any) -> tuple[list, list, dict[str, Any]]:
         from perflab.run import window
+        from perflab.run.ends import ServerThere
 
         return window.measure(self.runner, ServerThere(self.runner, cell, server), cell, server, logs,
                               self.runner.client_end(cell))  # fmt: skip
@@ -347,59 +346,3 @@ def _allocator(server: Any, place: ServerHost, cell: Cell) -> dict[str, Any]:
     return {"allocator_library": libc, "allocator_version": glibc}
 
 
-class ServerThere:
-    """A server on its host as the window reads it (run/window.py's ServerEnd): its /proc there, its
-    RSS stamped with the host's clock, perf and pmp there, its status over TCP as the run's login,
-    [observe] alloc's counter there."""
-
-    def __init__(self, runner: Runner, cell: Cell, server: Any) -> None:
-        self.runner, self.cell, self.server = runner, cell, server
-        self.place = runner.server_host.place
-        self.client_address: str | None = server.bind_address
-        self.link = runner.server_host.link
-        self.clock: Any = None
-
-    def read(self, pid: int) -> ProcCounters:
-        return self.runner.kind.process_counters(self.place, pid, True)
-
-    def memory(self) -> Any:
-        sampler = remote_alloc.spanning(self.runner.kind.memory_sampler(self.place, self.server.pid), self.server)
-        self.clock = getattr(sampler, "clock", None)  # the host's clock over the window
-        return sampler
-
-    def observers(self, cell: Cell, client_end: Any, clock: Any) -> tuple[Any, Any]:
-        """perf and pmp of the server there, the client's beside them; the canary and the I/O there."""
-        from perflab.observers import remote_io, remote_profilers
-        from perflab.observers.remote_client_profilers import Paired, of_target
-
-        runner, server = self.runner, self.server
-        observe = of_target(runner.exp.file.observe, "server")
-        place, tree = runner.server_host, runner.kind.profiles_tree
-        mine = remote_profilers.of_cell(observe, place.rundir, tree, cell, server, clock)
-        theirs = client_end.profilers(runner, cell, server)
-        return Paired(mine, theirs), remote_io.of_cell(runner.exp.file.observe, place, runner.kind, server, clock)
-
-    def status(self, password: str | None) -> Any:
-        if not self.runner.exp.file.observe.status:
-            return None
-        return self.runner.kind.remote_status(self.server, password).connect()
-
-    def connected(self, cell: Cell, child: Any) -> dict[str, Any]:
-        return {}  # the backends' maps are the host's
-
-    def end_mark(self, rss: Any) -> None:
-        pass
-
-    def resources(self, start: Any, end: Any, usage: Any, transactions: float, rss: Any) -> dict[str, Any]:
-        """This machine's `other_cpu_cores` counts none of the server's CPU (it is the host's), and the
-        server's figures are the host's."""
-        here = dataclasses.replace(end, server=ProcCounters.zero())
-        mine = accounting.resources(start, here, usage, transactions, rss)
-        return {**mine, **accounting.server_resources(end.server, transactions, rss), "pss_end_bytes": None}
-
-    def alloc_span(self) -> tuple[float, float] | None:
-        return remote_alloc.alloc_span(self.server)
-
-    def observed(self, measured: dict[str, Any], covered: Any) -> None:
-        measured["covered"] = covered  # popped by HostStage.observed: [observe] alloc's, stored there
-        measured["host_clock"] = self.clock.record() if self.clock is not None else None

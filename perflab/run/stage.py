@@ -19,16 +19,8 @@ from typing import Any, Protocol
 
 from perflab import allocators, workloads
 from perflab.builds import Build
-from perflab.observers import remote_io
-from perflab.observers.alloc.remote import Spanning
 from perflab.observers.alloc.tracer import AllocTracer
-from perflab.observers.profilers import Profilers, alloc_fields
-from perflab.observers.remote_client_profilers import Paired, of_target
-from perflab.observers.remote_io import HostObservers
-from perflab.observers.status import of_server as status_of
-from perflab.places.here import HERE
-from perflab.places.procfs import ProcCounters
-from perflab.run import accounting, allocator_proof, dataset
+from perflab.run import allocator_proof, dataset
 from perflab.run.server_logs import keep_logs
 from perflab.run.storage import drop_caches_s
 from perflab.servers.managed import LOOPBACK, Managed
@@ -139,6 +131,7 @@ class Here:
 
     def measure(self, cell: Cell, server: Managed, logs: Path, tracer: AllocTracer | None) -> Measured:
         from perflab.run import window
+        from perflab.run.ends import ServerHere
 
         client_end = self.runner.client_end(cell)
         end = ServerHere(self.runner, cell, server, tracer)
@@ -152,64 +145,6 @@ class Here:
             server.stop()
             keep_logs(server, rundir, logs)
         shutil.rmtree(rundir, ignore_errors=True)
-
-
-class ServerHere:
-    """A server on this machine as the window reads it (run/window.py's ServerEnd): /proc here, its
-    memory with PSS, perf and pmp here, [observe] alloc's counter here."""
-
-    def __init__(self, runner: Runner, cell: Cell, server: Managed, tracer: AllocTracer | None) -> None:
-        self.runner, self.cell, self.server, self.tracer = runner, cell, server, tracer
-        self.client_address: str | None = None
-        self.link = None  # here: no host's CPU to measure
-
-    def read(self, pid: int) -> ProcCounters:
-        return self.runner.kind.process_counters(HERE, pid, True)
-
-    def memory(self) -> Any:
-        sampler = self.runner.kind.memory_sampler(HERE, self.server.pid)
-        if self.tracer is None:
-            return sampler
-        return Spanning(sampler, self.tracer, self.server.pid, self.server.rundir)  # alloc's counts over it
-
-    def observers(self, cell: Cell, client_end: Any, clock: Any) -> tuple[Any, Any]:
-        """One Profilers for the server and a client here (one system-wide perf), with the canary and
-        the I/O observer; beside a client on its host, the server's alone and its own."""
-        runner, server, tree = self.runner, self.server, self.runner.kind.profiles_tree
-        observe = runner.exp.file.observe
-        tracer = self.tracer
-        armed = tracer.armed(server.pid, server.rundir) if tracer is not None else None
-        if client_end.here:
-            profilers = Profilers(observe, server.pid, server.rundir, tree=tree, io=runner.io_observer(server))
-            return profilers, HostObservers(None, None, None, own=False, armed=armed)
-        alone = of_target(observe, "server")
-        mine = Profilers(alone.model_copy(update={"host_speed": False}), server.pid, server.rundir, tree=tree)
-        theirs = client_end.profilers(runner, cell, server)
-        return Paired(mine, theirs), remote_io.here(observe, runner.io_observer(server), server, armed)
-
-    def status(self, password: str | None) -> Any:
-        return status_of(self.server) if self.runner.exp.file.observe.status else None
-
-    def connected(self, cell: Cell, child: Any) -> dict[str, Any]:
-        return self.runner.kind.window_checks(self.server, cell, child, workloads.of(self.runner.exp.file))
-
-    def end_mark(self, rss: Any) -> None:
-        sample = getattr(rss, "sample", None)  # a process tree's PSS at the mark (places/proctree.py)
-        if sample is not None:
-            sample()
-
-    def resources(self, start: Any, end: Any, usage: Any, transactions: float, rss: Any) -> dict[str, Any]:
-        out = accounting.resources(start, end, usage, transactions, rss)
-        if hasattr(rss, "pss_end"):  # a process tree's, sampled with its RSS
-            return out | {"pss_end_bytes": rss.pss_end, "pss_peak_bytes": rss.pss_peak}
-        return out | {"pss_end_bytes": self.runner.kind.pss_bytes(self.server)}
-
-    def alloc_span(self) -> tuple[float, float] | None:
-        return self.tracer.span if self.tracer is not None else None
-
-    def observed(self, measured: dict[str, Any], covered: Any) -> None:
-        if self.tracer is not None:  # summed over every process of the server (PostgreSQL's backends)
-            alloc_fields(self.runner.results, self.cell.order, self.tracer, self.server.pid, measured, covered)
 
 
 def cpus_allowed(pid: int) -> str | None:

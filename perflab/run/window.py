@@ -11,11 +11,11 @@ while the counters are read, is told to end then, and its figures are cut from i
 log at the marks); the window's end read; the row's fields assembled.
 
 What differs by place is asked of two ends, and only they know where they run:
-  server  `ServerHere` (run/stage.py: this machine) or `ServerThere` (run/remote_server.py: its
+  server  `ServerHere` (this machine) or `ServerThere` (a server host), both in run/ends.py: its
           host), made by the cell's stage (Stage.measure): its counters and memory there, its
           profilers and host observers, its status counters, the resources as read there,
           [observe] alloc's counts
-  client  `ClientHere` (below) or a client host's (run/remote_client.ClientOnHost): its command line
+  client  `ClientHere` (run/ends.py) or a client host's (run/remote_client.ClientOnHost): its command line
           (the workload's, workloads/), its start, its counters at the marks, its row fields
 
     end = ServerHere(runner, cell, server, tracer)        # run/stage.Here.measure
@@ -37,7 +37,6 @@ from perflab.errors import ServerCrashedError
 from perflab.observers.host_overhead import Overheads
 from perflab.observers.phases import Spans
 from perflab.observers.resources import StealSampler
-from perflab.places.procfs import RssSampler
 from perflab.run import accounting
 from perflab.run.context import Measured, Runner
 from perflab.spec import Cell
@@ -45,7 +44,7 @@ from perflab.workloads import client, client_variant
 
 
 class ServerEnd(Protocol):
-    """The window's view of its server where it runs (ServerHere, remote_server.ServerThere)."""
+    """The window's view of its server where it runs (run/ends.py: ServerHere, ServerThere)."""
 
     def read(self, pid: int) -> Any:
         """Its counters now (a kind's process tree summed): accounting.Reader."""
@@ -118,73 +117,6 @@ class ClientEnd(Protocol):
     def on_its_clock(self, launched: float, marks: tuple[float, float]) -> tuple[float, tuple[float, float]]: ...
 
     def fields(self, start: Any, child: Any, transactions: float, marks: tuple[Any, Any], rss: Any, tail: bool) -> dict: ...
-
-
-class ClientHere:
-    """The client on this machine: pinned to the run's client CPUs, in its variant's environment,
-    its libraries proven mapped, its CPU from its rusage."""
-
-    here = True
-    link = None
-
-    def __init__(self, runner: Runner, cell: Cell) -> None:
-        self.runner, self.cell = runner, cell
-        self.wl = workloads.of(runner.exp.file)
-        host = runner.server_host
-        self.password: str | None = host.password if host is not None else None
-
-    def command(self, runner: Runner, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]:
-        spec = runner.exp.file
-        warmup, seconds = client.window_seconds(spec)
-        env = client_variant.environment(cell, server.rundir)  # its variant's preload, library, env
-        if self.password is not None:  # the server on its host: the run's login, never on a command line
-            login = runner.kind.remote_login(server, self.password)
-            argv, more = self.wl.login_command(spec, cell, server, login, warmup + seconds + self.wl.tail_s)
-            return argv, {**env, **(more or {})}
-        jobs = len(runner.client_cpus or []) or None  # pgbench's own threads, on the client's CPUs
-        return self.wl.run_argv(spec, cell, server, warmup + seconds + self.wl.tail_s, warmup or None, jobs), env
-
-    def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any:
-        return client.start(argv, out, self.runner.client_cpus, env, stamped=self.wl.stamps_lines)
-
-    def profilers(self, runner: Runner, cell: Cell, server: Any) -> Any:
-        """Beside a server on its host: the client's here, as a local cell's (system-wide perf here)."""
-        from perflab.observers.remote_client_profilers import ClientHereProfilers, names_client
-
-        observe = runner.exp.file.observe
-        return ClientHereProfilers(observe, server.rundir) if names_client(observe) else None
-
-    def launched(self, child: Any, cell: Cell, out: Path, profilers: Any) -> dict[str, Any]:
-        """Its libraries mapped (a client variant's proven), then its profilers attached."""
-        return client_variant.loaded(child.pid, cell, out, lambda _: profilers.workload_started(child), self.wl)
-
-    def running(self, child: Any, profilers: Any) -> None:
-        pass  # attached once launched
-
-    def pid(self, child: Any) -> int | None:
-        return child.pid  # its counters here
-
-    def host_pid(self, child: Any) -> int | None:
-        return None  # perflab's own CPU on a host: none here
-
-    def sampler(self, child: Any) -> Any:
-        return RssSampler(child.pid)
-
-    def mark(self, child: Any, exited: bool) -> Any:
-        return None  # its CPU comes from its rusage
-
-    def end_now(self, child: Any) -> None:
-        self.wl.end_now(child)
-
-    def after(self, child: Any, tail: bool) -> None:
-        client.drain(child)  # a stamped client's last lines
-
-    def on_its_clock(self, launched: float, marks: tuple[float, float]) -> tuple[float, tuple[float, float]]:
-        return launched, marks
-
-    def fields(self, start: Any, child: Any, transactions: float, marks: tuple[Any, Any], rss: Any, tail: bool) -> dict:
-        """Its use over the window (not for a client with a tail: its rusage runs past the window)."""
-        return {} if tail else accounting.client_resources(start, child.rusage, transactions, rss)
 
 
 @dataclass

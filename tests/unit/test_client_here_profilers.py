@@ -1,4 +1,4 @@
-"""perf and pmp of a client here beside a server on its host (run/remote_server.ServerThere): the server's
+"""perf and pmp of a client here beside a server on its host (run/ends.ServerThere): the server's
 profilers there, of [observe] restricted to the server; the client's here, a local cell's profilers of
 the client alone (remote_client_profilers.ClientHereProfilers), its pid given when the workload starts."""
 
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from perflab.observers import remote_profilers
 from perflab.observers.remote_client_profilers import ClientHereProfilers, Paired, of_target
 from perflab.observers.remote_profilers import NoProfilers, RemoteProfilers
-from perflab.run.window import ClientHere
+from perflab.run.ends import ClientHere
 from perflab.spec import ObserveSection
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab import preflight, spec
+from perflab import spec
 from perflab.analyze.profile import Merged, Profile
 from perflab.analyze.profile_diff import diff
 from perflab.analyze.profile_select import parse_selector
@@ -317,8 +317,10 @@ def test_variant_workload_options() -> None:
 
 def test_missing_profilers_are_validation_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     exp = spec.parse(HEAD + '[observe]\nperf = {}\npmp = { tool = "eu-stack" }\n')
-    monkeypatch.setattr(preflight, "which", lambda name: None)
-    problems = preflight.profiler_problems(exp)
+    from perflab.observers import checks
+
+    monkeypatch.setattr(checks, "which", lambda name: None)
+    problems = checks.profiler_problems(exp.file.observe)
     by_path = {p.path: p for p in problems}
     assert "linux-perf" in by_path["observe.perf"].hint
     assert "elfutils" in by_path["observe.pmp.tool"].hint
@@ -326,7 +328,9 @@ def test_missing_profilers_are_validation_errors(monkeypatch: pytest.MonkeyPatch
 
 
 def test_perf_permission_check_runs_perf_here() -> None:
-    assert preflight.perf_problems() == []  # root on this machine: system-wide cpu-clock works
+    from perflab.observers import checks
+
+    assert checks.perf_problems() == []  # root on this machine: system-wide cpu-clock works
 
 
 def test_stack_quality_states_stripped_binary_and_fp() -> None:

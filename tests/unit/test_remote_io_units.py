@@ -266,10 +266,10 @@ def test_the_canary_for_a_host_is_static_so_any_c_library_runs_it(tmp_path: Path
 
 def test_a_server_here_with_perf_and_the_canary_runs_one_canary(tmp_path: Path) -> None:
     """The canary of a server here with its client on a host is remote_io's (remote_io.here): the server's
-    profilers (run/stage.ServerHere.observers) leave it out, so that only one runs."""
+    profilers (run/ends.ServerHere.observers) leave it out, so that only one runs."""
     import os
 
-    from perflab.run.stage import ServerHere
+    from perflab.run.ends import ServerHere
 
     observe = spec.parse(PGBENCH.replace('server_host = "db"\n', "") + "[observe]\nperf = true\nhost_speed = true\n")
     runner = SimpleNamespace(exp=observe, kind=SimpleNamespace(profiles_tree=True), io_observer=lambda server: None)

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from perflab.run import accounting, remote_server
+from perflab.run.ends import ServerThere
 from perflab.workloads import sysbench
 from perflab.hosts.place import parse_counters
 from perflab.places.procfs import ProcCounters
@@ -27,7 +28,7 @@ def test_the_hosts_proc_counters_are_parsed() -> None:
 
 
 def test_this_machines_other_cpu_counts_none_of_the_remote_servers() -> None:
-    end_ = remote_server.ServerThere.__new__(remote_server.ServerThere)
+    end_ = ServerThere.__new__(ServerThere)
     zero = ProcCounters.zero()
     start = accounting.WindowStart(zero, *([None] * 2), busy_s=0.0, client_s=None, at=0.0)  # type: ignore[arg-type]
     server = ProcCounters(3.0, 1.0, 100, 0, 40, 2)

@@ -9,7 +9,7 @@ header and the slots in use, base64 on the wire), sampling is switched on and of
 period word there, and the allocator's syscalls are counted by `perf record` of their tracepoints
 on the host (RemotePerf's control FIFOs), folded there by `perf script`. The sampled stacks are
 named here from the server's maps there and the host's binaries (the same files, or the run's
-copies: host_binaries.HostStarts), and stored as a local cell's (profilers.store_alloc).
+copies: host_binaries.HostStarts), and stored as a local cell's (alloc/profile.store_alloc).
 
     tracer = of_cell(observe.alloc, kind.profiles_tree, place, rundir)   # before the server: RemoteMariaDB(..., alloc=tracer)
     tracer.check_started(server.pid)                  # loaded there, once, and counting
@@ -232,7 +232,7 @@ def observed(results: Any, cell_id: int, server: Any, measured: dict[str, Any], 
     """The cell's `alloc` into `measured`, and its sampled stacks stored (named while the server runs:
     its maps are read there). `covered`: the window's transactions -> those its counts cover (over their
     own span: accounting.share); None: all of them."""
-    from perflab.observers.profilers import alloc_figures, store_alloc
+    from perflab.observers.alloc.profile import alloc_figures, store_alloc
 
     tracer: RemoteAllocTracer | None = getattr(server, "alloc", None)
     if tracer is None:

@@ -1,0 +1,212 @@
+"""The ends of a cell's window (run/window.py) that run on this machine or read a server host: the
+server here (`ServerHere`: /proc here, its memory with PSS, perf and pmp here, [observe] alloc's
+counter here), the server on its host (`ServerThere`: its /proc there, its RSS on the host's clock,
+perf and pmp there, status over TCP as the run's login, alloc's counter there), and the client here
+(`ClientHere`: pinned, in its variant's environment, its libraries proven mapped, its CPU from its
+rusage). A client on its host is run/remote_client.ClientOnHost.
+
+    end = ServerHere(runner, cell, server, tracer)    # run/stage.Here.measure
+    window.measure(runner, end, cell, server, logs, ClientHere(runner, cell))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from perflab import workloads
+from perflab.observers import remote_io, remote_profilers
+from perflab.observers.alloc import remote as remote_alloc
+from perflab.observers.alloc.profile import alloc_fields
+from perflab.observers.alloc.remote import Spanning
+from perflab.observers.alloc.tracer import AllocTracer
+from perflab.observers.profilers import Profilers
+from perflab.observers.remote_client_profilers import ClientHereProfilers, Paired, names_client, of_target
+from perflab.observers.remote_io import HostObservers
+from perflab.observers.status import of_server as status_of
+from perflab.places.here import HERE
+from perflab.places.procfs import ProcCounters, RssSampler
+from perflab.run import accounting
+from perflab.run.context import Runner
+from perflab.servers.managed import Managed
+from perflab.spec import Cell
+from perflab.workloads import client, client_variant
+
+
+class ServerHere:
+    """A server on this machine as the window reads it (run/window.py's ServerEnd): /proc here, its
+    memory with PSS, perf and pmp here, [observe] alloc's counter here."""
+
+    def __init__(self, runner: Runner, cell: Cell, server: Managed, tracer: AllocTracer | None) -> None:
+        self.runner, self.cell, self.server, self.tracer = runner, cell, server, tracer
+        self.client_address: str | None = None
+        self.link = None  # here: no host's CPU to measure
+
+    def read(self, pid: int) -> ProcCounters:
+        return self.runner.kind.process_counters(HERE, pid, True)
+
+    def memory(self) -> Any:
+        sampler = self.runner.kind.memory_sampler(HERE, self.server.pid)
+        if self.tracer is None:
+            return sampler
+        return Spanning(sampler, self.tracer, self.server.pid, self.server.rundir)  # alloc's counts over it
+
+    def observers(self, cell: Cell, client_end: Any, clock: Any) -> tuple[Any, Any]:
+        """One Profilers for the server and a client here (one system-wide perf), with the canary and
+        the I/O observer; beside a client on its host, the server's alone and its own."""
+        runner, server, tree = self.runner, self.server, self.runner.kind.profiles_tree
+        observe = runner.exp.file.observe
+        tracer = self.tracer
+        armed = tracer.armed(server.pid, server.rundir) if tracer is not None else None
+        if client_end.here:
+            profilers = Profilers(observe, server.pid, server.rundir, tree=tree, io=runner.io_observer(server))
+            return profilers, HostObservers(None, None, None, own=False, armed=armed)
+        alone = of_target(observe, "server")
+        mine = Profilers(alone.model_copy(update={"host_speed": False}), server.pid, server.rundir, tree=tree)
+        theirs = client_end.profilers(runner, cell, server)
+        return Paired(mine, theirs), remote_io.here(observe, runner.io_observer(server), server, armed)
+
+    def status(self, password: str | None) -> Any:
+        return status_of(self.server) if self.runner.exp.file.observe.status else None
+
+    def connected(self, cell: Cell, child: Any) -> dict[str, Any]:
+        return self.runner.kind.window_checks(self.server, cell, child, workloads.of(self.runner.exp.file))
+
+    def end_mark(self, rss: Any) -> None:
+        sample = getattr(rss, "sample", None)  # a process tree's PSS at the mark (places/proctree.py)
+        if sample is not None:
+            sample()
+
+    def resources(self, start: Any, end: Any, usage: Any, transactions: float, rss: Any) -> dict[str, Any]:
+        out = accounting.resources(start, end, usage, transactions, rss)
+        if hasattr(rss, "pss_end"):  # a process tree's, sampled with its RSS
+            return out | {"pss_end_bytes": rss.pss_end, "pss_peak_bytes": rss.pss_peak}
+        return out | {"pss_end_bytes": self.runner.kind.pss_bytes(self.server)}
+
+    def alloc_span(self) -> tuple[float, float] | None:
+        return self.tracer.span if self.tracer is not None else None
+
+    def observed(self, measured: dict[str, Any], covered: Any) -> None:
+        if self.tracer is not None:  # summed over every process of the server (PostgreSQL's backends)
+            alloc_fields(self.runner.results, self.cell.order, self.tracer, self.server.pid, measured, covered)
+
+
+class ServerThere:
+    """A server on its host as the window reads it (run/window.py's ServerEnd): its /proc there, its
+    RSS stamped with the host's clock, perf and pmp there, its status over TCP as the run's login,
+    [observe] alloc's counter there."""
+
+    def __init__(self, runner: Runner, cell: Cell, server: Any) -> None:
+        self.runner, self.cell, self.server = runner, cell, server
+        self.place = runner.server_host.place
+        self.client_address: str | None = server.bind_address
+        self.link = runner.server_host.link
+        self.clock: Any = None
+
+    def read(self, pid: int) -> ProcCounters:
+        return self.runner.kind.process_counters(self.place, pid, True)
+
+    def memory(self) -> Any:
+        sampler = remote_alloc.spanning(self.runner.kind.memory_sampler(self.place, self.server.pid), self.server)
+        self.clock = getattr(sampler, "clock", None)  # the host's clock over the window
+        return sampler
+
+    def observers(self, cell: Cell, client_end: Any, clock: Any) -> tuple[Any, Any]:
+        """perf and pmp of the server there, the client's beside them; the canary and the I/O there."""
+        runner, server = self.runner, self.server
+        observe = of_target(runner.exp.file.observe, "server")
+        place, tree = runner.server_host, runner.kind.profiles_tree
+        mine = remote_profilers.of_cell(observe, place.rundir, tree, cell, server, clock)
+        theirs = client_end.profilers(runner, cell, server)
+        return Paired(mine, theirs), remote_io.of_cell(runner.exp.file.observe, place, runner.kind, server, clock)
+
+    def status(self, password: str | None) -> Any:
+        if not self.runner.exp.file.observe.status:
+            return None
+        return self.runner.kind.remote_status(self.server, password).connect()
+
+    def connected(self, cell: Cell, child: Any) -> dict[str, Any]:
+        return {}  # the backends' maps are the host's
+
+    def end_mark(self, rss: Any) -> None:
+        pass
+
+    def resources(self, start: Any, end: Any, usage: Any, transactions: float, rss: Any) -> dict[str, Any]:
+        """This machine's `other_cpu_cores` counts none of the server's CPU (it is the host's), and the
+        server's figures are the host's."""
+        here = dataclasses.replace(end, server=ProcCounters.zero())
+        mine = accounting.resources(start, here, usage, transactions, rss)
+        return {**mine, **accounting.server_resources(end.server, transactions, rss), "pss_end_bytes": None}
+
+    def alloc_span(self) -> tuple[float, float] | None:
+        return remote_alloc.alloc_span(self.server)
+
+    def observed(self, measured: dict[str, Any], covered: Any) -> None:
+        measured["covered"] = covered  # popped by HostStage.observed: [observe] alloc's, stored there
+        measured["host_clock"] = self.clock.record() if self.clock is not None else None
+
+
+class ClientHere:
+    """The client on this machine: pinned to the run's client CPUs, in its variant's environment,
+    its libraries proven mapped, its CPU from its rusage."""
+
+    here = True
+    link = None
+
+    def __init__(self, runner: Runner, cell: Cell) -> None:
+        self.runner, self.cell = runner, cell
+        self.wl = workloads.of(runner.exp.file)
+        host = runner.server_host
+        self.password: str | None = host.password if host is not None else None
+
+    def command(self, runner: Runner, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]:
+        spec = runner.exp.file
+        warmup, seconds = client.window_seconds(spec)
+        env = client_variant.environment(cell, server.rundir)  # its variant's preload, library, env
+        if self.password is not None:  # the server on its host: the run's login, never on a command line
+            login = runner.kind.remote_login(server, self.password)
+            argv, more = self.wl.login_command(spec, cell, server, login, warmup + seconds + self.wl.tail_s)
+            return argv, {**env, **(more or {})}
+        jobs = len(runner.client_cpus or []) or None  # pgbench's own threads, on the client's CPUs
+        return self.wl.run_argv(spec, cell, server, warmup + seconds + self.wl.tail_s, warmup or None, jobs), env
+
+    def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any:
+        return client.start(argv, out, self.runner.client_cpus, env, stamped=self.wl.stamps_lines)
+
+    def profilers(self, runner: Runner, cell: Cell, server: Any) -> Any:
+        """Beside a server on its host: the client's here, as a local cell's (system-wide perf here)."""
+        observe = runner.exp.file.observe
+        return ClientHereProfilers(observe, server.rundir) if names_client(observe) else None
+
+    def launched(self, child: Any, cell: Cell, out: Path, profilers: Any) -> dict[str, Any]:
+        """Its libraries mapped (a client variant's proven), then its profilers attached."""
+        return client_variant.loaded(child.pid, cell, out, lambda _: profilers.workload_started(child), self.wl)
+
+    def running(self, child: Any, profilers: Any) -> None:
+        pass  # attached once launched
+
+    def pid(self, child: Any) -> int | None:
+        return child.pid  # its counters here
+
+    def host_pid(self, child: Any) -> int | None:
+        return None  # perflab's own CPU on a host: none here
+
+    def sampler(self, child: Any) -> Any:
+        return RssSampler(child.pid)
+
+    def mark(self, child: Any, exited: bool) -> Any:
+        return None  # its CPU comes from its rusage
+
+    def end_now(self, child: Any) -> None:
+        self.wl.end_now(child)
+
+    def after(self, child: Any, tail: bool) -> None:
+        client.drain(child)  # a stamped client's last lines
+
+    def on_its_clock(self, launched: float, marks: tuple[float, float]) -> tuple[float, tuple[float, float]]:
+        return launched, marks
+
+    def fields(self, start: Any, child: Any, transactions: float, marks: tuple[Any, Any], rss: Any, tail: bool) -> dict:
+        """Its use over the window (not for a client with a tail: its rusage runs past the window)."""
+        return {} if tail else accounting.client_resources(start, child.rusage, transactions, rss)
