@@ -247,8 +247,15 @@ def _first_client(out: Path, proc: subprocess.Popen) -> tuple[str, int]:
     pytest.fail("perflab never started sysbench")
 
 
+def _first_two(cells: list[dict]) -> tuple[dict, dict]:
+    """The crashed cell and the next variant's first cell (not a retry of either)."""
+    first, second = [c for c in cells if c.get("retry_of") is None][:2]
+    return first, second
+
+
 def test_a_crash_with_the_counter_loaded_fails_the_cell_and_the_matrix_goes_on(crashed: Path) -> None:
-    first, second = export(crashed)["cells"]
+    # a retry of an unsettled cell may follow (a loaded CI machine: run/scheduler.needs_retry)
+    first, second = _first_two(export(crashed)["cells"])
     assert first["status"] == "failed" and first["alloc"] is None
     assert first["error"].startswith("server died: signal 11 (SIGSEGV)"), first["error"]
     assert first["backtrace"] and "got signal 11" in first["backtrace"]  # mariadbd's own report
@@ -257,7 +264,7 @@ def test_a_crash_with_the_counter_loaded_fails_the_cell_and_the_matrix_goes_on(c
 
 
 def test_a_full_sample_ring_is_a_warning_with_its_remedy(crashed: Path) -> None:
-    _, second = export(crashed)["cells"]
+    _, second = _first_two(export(crashed)["cells"])
     alloc = second["alloc"]
     # a ring of 1,024 records, full within the window's first transactions whatever the machine's
     # speed (about 5 samples a transaction at 4K; a 65,536-record ring took 8 s of a quiet machine)
