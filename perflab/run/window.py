@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from perflab import workloads
 from perflab.errors import ServerCrashedError
+from perflab.observers.alloc import remote as remote_alloc
 from perflab.observers.host_overhead import Overheads
 from perflab.observers.phases import Spans
 from perflab.observers.resources import StealSampler
@@ -231,7 +232,7 @@ def _run(
                 end.end_mark(rss)
                 finish = accounting.WindowEnd.take(start, server.pid, end.read, client_pid=client_end.pid(child))
                 marks, ended = (begun, time.time()), time.monotonic()
-                _end_counts(memory)
+                remote_alloc.end_mark(memory)  # [observe] alloc's counts end at the mark too
                 after = client_end.mark(child, exited=False)
                 perflab_cpu = overheads.finish()
                 client_end.end_now(child)
@@ -257,13 +258,6 @@ def reported(origin: float, intervals: list[dict[str, Any]]) -> Callable[[float,
         return sum(tps * max(0.0, min(y, hi) - max(x, lo)) for lo, hi, tps in seconds)
 
     return done
-
-
-def _end_counts(memory: Any) -> None:
-    """[observe] alloc's counts end at the end mark too, when the memory sampler spans them."""
-    end_mark = getattr(memory, "end_mark", None)
-    if end_mark is not None:
-        end_mark()
 
 
 def _spans(runner: Runner, run: Any, summary: Any, intervals: list[dict[str, Any]]) -> Spans:

@@ -22,13 +22,17 @@ from perflab.workloads.client import window_seconds
 LOG = "pgbench_log"  # its per-transaction log's prefix, there and in the cell's directory here
 
 
+def passline(address: str, port: object, user: str, password: str) -> str:
+    """libpq's passfile line for the run's role at the server's address."""
+    return f"{address}:{port}:*:{user}:{password}\n"
+
+
 def passfile(server: Any, password: str) -> Path:
     """libpq's passfile for the run's role at the server's address, mode 600 (PGPASSFILE)."""
-    address, port, user = server.client_target
     path = server.rundir / "pgpass"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(f"{address}:{port}:*:{user}:{password}\n")
+        f.write(passline(*server.client_target, password))
     return path
 
 
@@ -57,7 +61,7 @@ def host_command(
     warmup, seconds = window_seconds(spec)
     there = cell_dir(remote, cell)
     address, port, user = login["pgsql-host"], login["pgsql-port"], login["pgsql-user"]
-    secret = remote.write_private(f"{Path(there).name}/pgpass", f"{address}:{port}:*:{user}:{login['pgsql-password']}\n")
+    secret = remote.write_private(f"{Path(there).name}/pgpass", passline(address, port, user, login["pgsql-password"]))
     test = spec.workload.test
     script = None if test in pgbench.BUILTINS else remote.copy(Path(test))
     argv = pgbench.argv(
