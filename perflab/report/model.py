@@ -210,7 +210,8 @@ def build_facts(meta: dict[str, Any], cells: list[dict[str, Any]]) -> list[tuple
         if build.get("compiler") and source.startswith(("dbgsym", "buildinfo")):  # not the binary's own .comment
             compiler += f" (from its {source.split(':')[0]})"
         took = f", built in {format_duration(build['build_s'])}" if build.get("kind") == "source" else ""
-        facts.append((name, f"{version}, {build['kind']}, sha256 {build['sha256'][:12]}, {compiler}{took}"))
+        sha = f", sha256 {build['sha256'][:12]}" if build.get("sha256") else ""
+        facts.append((name, f"{version}, {build['kind']}{sha}, {compiler}{took}"))
     return facts
 
 

@@ -143,7 +143,8 @@ class CellRunner:
         stem = ("prepare" if build is None else f"prepare-{build.format}") + (f"-on-{host}" if host else "")
         log = self.results.dir / "logs" / f"{stem}.txt"
         log.parent.mkdir(parents=True, exist_ok=True)
-        if self.server_host is not None and spec.experiment.prepare_on == "host":  # run/remote_dataset.py
+        # on the server host by its installed server (run/remote_dataset.py); a build's own format here
+        if self.server_host is not None and spec.experiment.prepare_on == "host" and build is None:
             from perflab.run import remote_dataset
 
             snapshot = remote_dataset.prepare(self, workdir, log, name)

@@ -23,7 +23,6 @@ import contextlib
 import os
 import secrets
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -38,6 +37,8 @@ from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts, RemoteProbe
 from perflab.hosts.target import parse_target
 from perflab.hosts.transport import Connection
+from perflab.hosts.trees import put_tree, shipped
+from perflab.builds import Build
 from perflab import workloads
 from perflab.run import dataset, storage
 from perflab.observers.alloc import remote as remote_alloc
@@ -64,11 +65,13 @@ class ServerHost:
     password: str  # the run's login (hex), never on a command line nor in a result
     binaries: dict[str, str]  # tool -> its path on the host
     version: str  # the host's server, as `mariadbd --version` says it
+    sha256: str  # of the host's server binary ("" when sha256sum is not there)
     datadirs: str = ""  # where the datadirs and the snapshots are there: the run directory, or one on disk
     storage: Storage | None = None  # what `datadirs` is on there (run/storage.describe_on): its device for io
     _snapshots: dict[Path, str] = field(default_factory=dict)  # a local snapshot -> its copy on the host
     _preloads: dict[str, str] = field(default_factory=dict)  # a variant's preload -> its library there
     _packages: dict[str, str | None] = field(default_factory=dict)  # a file there -> "package version"
+    _trees: dict[Path, str] = field(default_factory=dict)  # a build's local directory -> its copy there
 
     @classmethod
     def open(cls, hosts: Hosts, name: str, kind: Any) -> ServerHost:
@@ -84,7 +87,9 @@ class ServerHost:
             binaries[tool] = found
         server = next(iter(binaries.values()))
         version = link.run([server, "--version"]).stdout.strip()
-        return cls(hosts, name, link.peer_address(), secrets.token_hex(16), binaries, version, hosts.rundir(name).path)
+        sha256 = link.run(["sha256sum", server]).stdout.split()[:1]
+        return cls(hosts, name, link.peer_address(), secrets.token_hex(16), binaries, version,
+                   "".join(sha256), hosts.rundir(name).path)  # fmt: skip
 
     @property
     def link(self) -> Connection:
@@ -149,15 +154,23 @@ class ServerHost:
             self._packages[path] = allocators.owning_package((path,), run)
         return self._packages[path]
 
-    def check_format(self, kind: Any, snapshot: dataset.Snapshot) -> None:
-        """The host's server opens the snapshot's format, or exit 3 (the dataset is prepared here)."""
-        if snapshot.on_host is not None:  # prepared there by the same server
-            return
+    def check_format(self, kind: Any, snapshot: dataset.Snapshot, build: Build | None = None) -> None:
+        """The server a cell runs there opens its snapshot's format, or exit 3: the host's installed
+        server (`build` None or of the installed kind: a glibc variant), or a build copied there."""
         flavor = kind.flavor(self.version)
-        found = kind.format(flavor, self.version, "") if flavor else self.version
-        if snapshot.format and found != snapshot.format:
+        installed = kind.format(flavor, self.version, "") if flavor else self.version
+        made = installed if snapshot.on_host is not None else snapshot.format  # there by its installed server
+        if build is not None and build.kind != "installed":
+            if made and build.format != made:
+                raise ToolMissingError(
+                    f"build {build.name} opens {build.format}; its dataset was prepared on host {self.name} "
+                    f"in {made}",
+                    'prepare_on = "here" (each format\'s dataset prepared by its own server, then copied)',
+                )
+            return
+        if made and installed != made:
             raise ToolMissingError(
-                f"host {self.name} runs {self.version!r} ({found}); the dataset is prepared here in {snapshot.format}",
+                f"host {self.name} runs {self.version!r} ({installed}); the dataset is prepared here in {made}",
                 f"install the same server version on {self.link.target} as on this machine (`perflab docs hosts`)",
             )
 
@@ -181,24 +194,24 @@ class ServerHost:
         return time.monotonic() - started
 
     def _copy(self, local: Path, workdir: Path) -> str:
-        """`local` (a datadir) as a gzipped tar over SFTP, unpacked in the host's run directory."""
-        name = f"dataset-{len(self._snapshots)}"
-        tar = workdir / f"{name}.tar.gz"
-        subprocess.run(["tar", "--sparse", "-czf", str(tar), "-C", str(local), "."], check=True, timeout=1800)
-        remote = f"{self.datadirs}/{name}"
-        try:
-            self.link.put(tar, f"{remote}.tar.gz")
-        finally:
-            tar.unlink(missing_ok=True)
-        done = self.link.run(
-            ["sh", "-c", 'mkdir "$0" && tar -xzf "$0.tar.gz" -C "$0" && rm "$0.tar.gz"', remote], timeout=1800
-        )
-        if done.status != 0:
-            raise HostLostError(
-                f"host {self.name}: unpacking the dataset failed: {done.stderr.strip()[-300:]}",
-                f"free space in {self.rundir.path} on {self.name}",
-            )
-        return remote
+        """`local` (a datadir) as a gzipped tar over SFTP, unpacked in the host's datadirs directory."""
+        return put_tree(self.link, local, f"{self.datadirs}/dataset-{len(self._snapshots)}", workdir)
+
+    def ship(self, build: Build, workdir: Path) -> Build:
+        """`build` as it runs there (hosts/trees.py): its private root and its own tree copied into
+        the run directory once per run; the installed kind's binary the host's own."""
+
+        def put(local: Path) -> str:
+            if local not in self._trees:
+                self._trees[local] = put_tree(self.link, local, f"{self.rundir.path}/tree-{len(self._trees)}", workdir)
+            return self._trees[local]
+
+        return shipped(build, put, self.program)
+
+    @property
+    def program(self) -> str:
+        """The host's installed server binary (mariadbd, postgres): the first of the kind's tools."""
+        return next(iter(self.binaries.values()))
 
     def record(self, port: int | None) -> dict[str, Any]:
         """Where a cell's server ran: the row's `build.host`, with the host's fingerprint taken now
@@ -275,23 +288,30 @@ class HostStage:
         runner = self.runner
         return remote_alloc.of_cell(runner.exp.file.observe.alloc, runner.kind.profiles_tree, self.place, rundir)
 
-    def server(self, cell: Cell, snapshot: dataset.Snapshot, rundir: Path, build: Any, tracer: Any) -> Any:
+    def server(self, cell: Cell, snapshot: dataset.Snapshot, rundir: Path, build: Build, tracer: Any) -> Any:
         runner, place = self.runner, self.place
-        place.check_format(runner.kind, snapshot)
+        place.check_format(runner.kind, snapshot, build)
         options = {**runner.kind.pool_options(snapshot), **runner.kind.cell_options(cell), **cell.server_options}
         preload = place.preload(cell.preload) if cell.preload else None  # an allocator there, or copied there
+        there = place.ship(build, rundir.parent) if build.kind != "installed" or build.launcher else None
         server = runner.kind.remote_server(
             place, f"{place.datadirs}/{rundir.name}/data", options, local=rundir, env=cell.env,
             **({"alloc": tracer} if tracer is not None else {}), **({"preload": preload} if preload else {}),
+            **({"build": there} if there is not None else {}),
         )  # fmt: skip
         server.aslr = cell.aslr
         return server
 
-    def build_record(self, build: Any, server: Any) -> dict[str, Any]:
-        """The host's installed server (builds are refused on a host so far: docs/hosts.md)."""
+    def build_record(self, build: Build, server: Any) -> dict[str, Any]:
+        """What ran there: the host's installed server (through a root copied there: a glibc
+        variant), or a build copied there (hosts/trees.py); `host`: where."""
         self.record = self.place.record(server.port)
-        return {"name": None, "kind": "installed", "binary": str(server.program), "version": self.place.version,
-                "host": self.record}  # fmt: skip
+        there = server.build
+        if there is None or there.kind == "installed":
+            extra = {k: v for k, v in (there.extra if there else {}).items() if k in ("root", "glibc")}
+            return {"name": build.name, "kind": "installed", "binary": str(server.program),
+                    "version": self.place.version, "sha256": self.place.sha256, **extra, "host": self.record}  # fmt: skip
+        return {**there.record(), "host": self.record}
 
     def restore(self, snapshot: dataset.Snapshot, server: Any, workdir: Path) -> tuple[float, str]:
         return self.place.restore(snapshot, server.datadir, workdir), "copy"
@@ -301,8 +321,8 @@ class HostStage:
             return None
         return storage.drop_caches_on(self.place.link, self.place.name)
 
-    def prove(self, server: Any, cell: Cell, build: Any, row: dict[str, Any], tracer: Any) -> None:
-        row.update(_allocator(server, self.place, cell))  # [observe] alloc's check: armed()
+    def prove(self, server: Any, cell: Cell, build: Build, row: dict[str, Any], tracer: Any) -> None:
+        row.update(_allocator(server, self.place, cell, row["build"]))  # [observe] alloc's check: armed()
 
     def armed(self, server: Any) -> contextlib.AbstractContextManager[Any]:
         return remote_alloc.armed(server)  # [observe] alloc: its perf started there before the window
@@ -328,11 +348,15 @@ class HostStage:
         shutil.rmtree(rundir, ignore_errors=True)
 
 
-def _allocator(server: Any, place: ServerHost, cell: Cell) -> dict[str, Any]:
+def _allocator(server: Any, place: ServerHost, cell: Cell, record: dict[str, Any]) -> dict[str, Any]:
     """The allocator fields of a server on a host: its preload, proven mapped there (else
     AllocatorNotMappedError: the cell fails), with the package that ships it there; without one, its
-    C library's malloc."""
+    C library's malloc. `record` (the row's build) gains `libc`: the C library it mapped there."""
     mapped = server.mapped()
+    libc = allocators.glibc_library(mapped)
+    root = record.get("root")  # a private root's C library (a glibc variant, a sid package), else the host's
+    glibc = f"glibc {root['glibc_version']}" if root else place.hosts.hosts[place.name].fingerprint.get("glibc")
+    record["libc"] = {"library": libc, "version": glibc.split()[-1] if glibc else None, "build": None}
     if server.preload is not None:
         if server.preload not in mapped:
             raise AllocatorNotMappedError(
@@ -341,8 +365,4 @@ def _allocator(server: Any, place: ServerHost, cell: Cell) -> dict[str, Any]:
                 "the library failed to load there: see the server's log",
             )
         return {"allocator_library": server.preload, "allocator_version": place.package_of(server.preload)}
-    libc = allocators.glibc_library(mapped)
-    glibc = place.hosts.hosts[place.name].fingerprint.get("glibc")  # "glibc 2.36", as getconf says it
-    return {"allocator_library": libc, "allocator_version": glibc}
-
-
+    return {"allocator_library": libc, "allocator_version": glibc}  # "glibc 2.36", as getconf says it

@@ -3,8 +3,10 @@ valid: every host named (also by a host axis: variants that set server_host) is 
 table (exit 2 otherwise), and a client or a server on
 another host comes with what it supports so far: sysbench or pgbench, the sequential design, no client
 variants; a server there runs the host's installed server (a variant's preload is the host's
-allocator; [experiment] storage a directory there), with no build or glibc variant. [observe] io and host_speed run where the server runs, whichever client (observers/
-remote_io.py), and alloc of a server here with its client on a host.
+allocator; [experiment] storage a directory there), or a build or glibc variant's copy there
+(hosts/trees.py) where its kind takes one (Kind.remote_build_refusal). [observe] io and host_speed
+run where the server runs, whichever client (observers/remote_io.py), and alloc of a server here
+with its client on a host.
 
     problems = host_problems(spec)   # [] or Problems with key paths and fixes
 """
@@ -259,13 +261,6 @@ def _observer_problems(spec: ExperimentFile, names: tuple[str, ...], key: str, w
     ]
 
 
-# the server on another host runs the host's installed server on its run directory (tmpfs), with
-# what the variants give it through its option file, its environment and a preload (an allocator
-# found there, or a library copied there: run/remote_server.py); a client here takes its variants
-# as beside a local server (client_preload, client_env, client_library: refused on a client host)
-_SERVER_VARIANT_KEYS = ("build", "glibc")
-
-
 def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
     """perf and pmp run on the server's host, of the server (its process, or PostgreSQL's tree); of a
     client where it runs (here, or on client_host there); pmp on a server host is eu-stack."""
@@ -322,25 +317,12 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
     if spec.observe.alloc is not None and refusal:
         problems.append(Problem("observe.alloc", "no [observe] alloc with server_host", "true", refusal))
     problems += _profiler_problems(spec)
-    if spec.builds:
-        problems.append(
-            Problem(
-                "builds",
-                "no [builds] with server_host (the host's installed server runs)",
-                ", ".join(spec.builds),
-                _NOT_YET_SERVER,
-            )
-        )
+    refusal = servers.kind(e.server).remote_build_refusal  # a build runs from its copy there: MariaDB's
+    if spec.builds and refusal:
+        problems.append(Problem("builds", "no [builds] with server_host", ", ".join(spec.builds), refusal))
     for axis, labels in spec.variants.items():
         for label, v in labels.items():
-            used = [k for k in _SERVER_VARIANT_KEYS if getattr(v, k)]
-            if used:
-                problems.append(
-                    Problem(
-                        f"variants.{axis}.{label}",
-                        f"no {' or '.join(_SERVER_VARIANT_KEYS)} with server_host",
-                        ", ".join(used),
-                        _NOT_YET_SERVER,
-                    )
-                )
+            if v.glibc and refusal:
+                path = f"variants.{axis}.{label}.glibc"
+                problems.append(Problem(path, "no glibc with server_host", v.glibc, refusal))
     return problems

@@ -225,7 +225,8 @@ def test_alloc_counts_a_postgresql_server_on_its_host_over_every_backend(
     # select-only's index scan: btbeginscan's two palloc'd chunks, each over the chunk limit, a malloc
     # of its own (8-16 KiB and 16-32 KiB) per transaction, in the backends
     scan = {r["low"]: r["calls_per_txn"].get("malloc", 0) for r in alloc["by_size_class"] if r["low"] in (8192, 16384)}
-    assert scan.keys() == {8192, 16384} and all(0.9 <= n <= 1.1 for n in scan.values()), alloc["by_size_class"]
+    said = (scan, cell["summary"]["transactions"])
+    assert scan.keys() == {8192, 16384} and all(0.9 <= n <= 1.1 for n in scan.values()), said
     # the counts end at the end mark, before pgbench's clients disconnect (remote_alloc.end_mark): each
     # malloc freed within the transaction (until 2026-11-28 the exiting backends' frees of what their
     # postmaster had malloc'd were in, and free exceeded malloc)

@@ -244,7 +244,7 @@ def test_the_server_there_starts_with_the_counter_first_in_ld_preload(tmp_path: 
     monkeypatch.setattr(remote_mariadb.RemoteMariaDB, "_wait_ready", lambda self, deadline: None)
     link = SimpleNamespace(name="db", target=SimpleNamespace(user="root"))
     place = SimpleNamespace(link=link, rundir=SimpleNamespace(path="/dev/shm/perflab-host-x"), address="10.77.1.2",
-                            free_port=lambda: 23456, binaries={"mariadbd": "/usr/sbin/mariadbd"})  # fmt: skip
+                            free_port=lambda: 23456, program="/usr/sbin/mariadbd")  # fmt: skip
     there = "/dev/shm/perflab-host-x/perflab_alloc-0123.so"
     counter = SimpleNamespace(
         there=there, env=lambda: {"PERFLAB_ALLOC_FILE": "/dev/shm/perflab-host-x/cell-0001/a.bin"}

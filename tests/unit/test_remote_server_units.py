@@ -12,6 +12,7 @@ import pytest
 
 from perflab.run import accounting, remote_server
 from perflab.run.ends import ServerThere
+from perflab.servers.mariadb.flavor import INSTALLED
 from perflab.workloads import sysbench
 from perflab.hosts.place import parse_counters
 from perflab.places.procfs import ProcCounters
@@ -99,7 +100,7 @@ def test_status_of_a_server_on_a_host_is_read_from_here_over_tcp(tmp_path: Path)
     from perflab.servers.mariadb.remote import RemoteStatusSampler
 
     place = SimpleNamespace(version="/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for debian-linux-gnu")
-    server = SimpleNamespace(rundir=tmp_path, place=place, bind_address="10.77.1.2", port=23456)
+    server = SimpleNamespace(rundir=tmp_path, place=place, bind_address="10.77.1.2", port=23456, flavor=INSTALLED)
     sampler = RemoteStatusSampler(server, "0123abcd")  # type: ignore[arg-type]
     argv = sampler.argv()
     assert argv[1:] == [f"--defaults-file={tmp_path}/status.cnf", "--batch", "--skip-column-names", "--unbuffered"]
@@ -128,7 +129,7 @@ class _Link:
 
 def _place(link: _Link) -> remote_server.ServerHost:
     hosts = SimpleNamespace(link=lambda name: link, rundir=lambda name: SimpleNamespace(path="/dev/shm/h", link=link))
-    return remote_server.ServerHost(hosts, "db", "10.0.0.2", "pw", {"mariadbd": "/usr/sbin/mariadbd"}, "10.11")
+    return remote_server.ServerHost(hosts, "db", "10.0.0.2", "pw", {"mariadbd": "/usr/sbin/mariadbd"}, "10.11", "")
 
 
 def test_a_preload_on_a_server_host_is_the_hosts_own_library_found_once() -> None:
@@ -159,14 +160,20 @@ def test_a_preload_not_mapped_on_the_host_fails_the_cell() -> None:
     from perflab.errors import AllocatorNotMappedError
 
     place = _place(_Link({}))
-    cell = SimpleNamespace(preload="jemalloc")
+    place.hosts.hosts = {"db": SimpleNamespace(fingerprint={"glibc": "glibc 2.36"})}
+    cell, record = SimpleNamespace(preload="jemalloc"), {}
     server = SimpleNamespace(preload="/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", pid=4711,
                              mapped=lambda: {"/usr/lib/x86_64-linux-gnu/libc.so.6"})  # fmt: skip
     with pytest.raises(AllocatorNotMappedError, match="not mapped into the server on host db"):
-        remote_server._allocator(server, place, cell)
+        remote_server._allocator(server, place, cell, record)
     server.mapped = lambda: {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"}
     place._packages[server.preload] = "libjemalloc2 5.3.0-1"
-    assert remote_server._allocator(server, place, cell) == {
+    assert remote_server._allocator(server, place, cell, record) == {
         "allocator_library": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
         "allocator_version": "libjemalloc2 5.3.0-1",
     }
+    assert record["libc"] == {"library": None, "version": "2.36", "build": None}  # the host's (no libc mapped here)
+    server.preload, server.mapped = None, lambda: {"/usr/lib/x86_64-linux-gnu/libc.so.6"}
+    record = {"root": {"glibc_version": "2.43"}}  # a private root's C library (a glibc variant)
+    assert remote_server._allocator(server, place, cell, record)["allocator_version"] == "glibc 2.43"
+    assert record["libc"]["version"] == "2.43" and record["libc"]["library"].endswith("libc.so.6")

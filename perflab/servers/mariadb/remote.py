@@ -18,12 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from perflab.builds import Build
 from perflab.errors import PerflabError, ServerStartError
 from perflab.hosts.rundir import Tracked
 from perflab.observers.status import StatusSampler
 from perflab.servers.managed import OnHost
 from perflab.servers.mariadb.flavor import INSTALLED, MariaDBFlavor
-from perflab.servers.mysql_protocol import version_tuple
+from perflab.servers.mysql_protocol import flavor_of, version_tuple
 from perflab.servers.mysqld import READY_DEADLINE_S, RUN_USER, Mysqld, binary, defaults, option_line
 
 
@@ -35,6 +36,8 @@ class RemoteStatusSampler(StatusSampler):
     def __init__(self, server: RemoteMariaDB, password: str) -> None:
         found = re.search(r"\d+\.\d+\.\d+", server.place.version)  # "mariadbd  Ver 10.11.19-MariaDB-..."
         flavor = MariaDBFlavor("mariadb", version_tuple(found.group(0) if found else ""))  # the host's server's
+        if server.flavor is not INSTALLED:  # a build copied there
+            flavor = server.flavor
         super().__init__(server.rundir / "mysqld.sock", enabled=flavor.metrics_enabled)  # .parent: its stderr
         self.options = server.rundir / "status.cnf"
         fd = os.open(self.options, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -110,6 +113,7 @@ class RemoteMariaDB(OnHost, Mysqld):
         env: dict[str, str] | None = None,
         alloc: Any = None,
         preload: str | None = None,
+        build: Build | None = None,
     ) -> None:
         self.place, self.link = place, place.link
         self.rundir = local  # this machine's cell directory: the option file, the error log fetched back
@@ -123,20 +127,21 @@ class RemoteMariaDB(OnHost, Mysqld):
         self.tmpdir = local / "tmp"
         self.options = {**defaults(False, options), **options}
         self.env = dict(env or {})
-        self.tracer = self.cpus = self.build = None
+        self.tracer = self.cpus = None
+        self.build = build  # a build copied there (hosts/trees.py: its paths the host's); None: the host's own
         self.preload = preload  # a variant's allocator there (ServerHost.preload): in LD_PRELOAD, after the counter
         # [observe] alloc (observers/alloc/remote.py): its counter, copied there, first in LD_PRELOAD
         self.alloc = alloc
         if alloc is not None:
             self.env.update(alloc.env())
             self.tracer = alloc.there
-        self.flavor = INSTALLED  # the host's own mariadbd
+        self.flavor = INSTALLED if build is None or build.kind == "installed" else flavor_of(build)
         self.child: Tracked | None = None  # type: ignore[assignment]
         self.crashed: bool | None = None
 
     @property
     def program(self) -> Path:
-        return Path(self.place.binaries["mariadbd"])
+        return self.build.binary if self.build is not None else Path(self.place.program)
 
     def write_option_file(self) -> None:
         fixed: dict[str, Any] = {
@@ -152,6 +157,11 @@ class RemoteMariaDB(OnHost, Mysqld):
         account = server_account(self.place)
         if account:  # started as root, it becomes that account itself
             fixed["user"] = account
+        if self.build is not None and self.build.share is not None:  # a build's messages and charsets, there
+            charsets = f"{self.build.share}/charsets"
+            fixed["lc-messages-dir"] = str(self.build.share)
+            if self.link.run(["test", "-d", charsets]).status == 0:
+                fixed["character-sets-dir"] = charsets
         lines = ["# written by perflab; the server reads no other option file", f"[{self.flavor.group}]"]
         lines += [option_line(k, v) for k, v in {**self.flavor.translate(self.options), **fixed}.items()]
         self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -170,7 +180,8 @@ class RemoteMariaDB(OnHost, Mysqld):
         libraries = [lib for lib in (self.tracer, self.preload) if lib is not None]  # the counter first, as here
         preload = {"LD_PRELOAD": ":".join(libraries)} if libraries else {}
         env = [f"{k}={v}" for k, v in {**self.env, **preload}.items()]
-        argv = self.launched([str(self.program), f"--defaults-file={self.remote_dir}/my.cnf"])
+        launcher = self.build.launcher if self.build is not None else []  # a private root's loader there
+        argv = self.launched([*launcher, str(self.program), f"--defaults-file={self.remote_dir}/my.cnf"])
         # what it prints before its error log is open (a datadir it cannot reach...), kept as here
         console = ["sh", "-c", 'exec "$@" > "$0" 2>&1', f"{self.remote_dir}/stdout.log"]
         self.child = Tracked(self.place.rundir, [*console, "env", *env, *argv], measured=True)

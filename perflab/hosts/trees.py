@@ -1,0 +1,85 @@
+"""Directories of this machine copied to a host, once per run: a dataset's snapshot, and what a build
+runs from there (docs/hosts.md, "Builds and glibc on the server host").
+
+A tree goes as a gzipped tar over SFTP and is unpacked in the host's run directory (`put_tree`). A
+build (builds/__init__.Build) runs on the host from copies of its private root (a sid package's, a
+`glibc` variant's C library: builds/debroot.py) and of its own install tree (a package unpacked, a
+basedir, a source build); a build of the installed kind runs the host's own installed server. The
+Build that `shipped` returns names those copies: its binary, share and root there, its sha256 and
+version those of the binary copied, so a cell records what ran and where.
+
+    put_tree(link, Path("/root/.cache/perflab/debroot/roots/9b86..."), "/dev/shm/perflab-host-x/tree-0", workdir)
+    there = shipped(build, put, "/usr/sbin/mariadbd")   # put: a local directory -> its copy there
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from perflab.builds import Build
+from perflab.errors import HostLostError
+from perflab.hosts.transport import Connection
+
+# $0: where the tree goes (it must not exist), from $0.tar.gz beside it; readable by every account
+# there (mode 0755 on its top: the server's own account, not the ssh user, maps its files)
+_UNPACK = 'mkdir -m 755 "$0" && tar -xzf "$0.tar.gz" -C "$0" && rm "$0.tar.gz"'
+
+
+def put_tree(link: Connection, local: Path, remote: str, workdir: Path) -> str:
+    """`local` (a directory) unpacked at `remote` on the host, through a tar in `workdir`; `remote`.
+    HostLostError with the host's words when it does not fit there."""
+    tar = workdir / f"{os.path.basename(remote)}.tar.gz"
+    subprocess.run(["tar", "--sparse", "-czf", str(tar), "-C", str(local), "."], check=True, timeout=1800)
+    try:
+        link.put(tar, f"{remote}.tar.gz")
+    finally:
+        tar.unlink(missing_ok=True)
+    done = link.run(["sh", "-c", _UNPACK, remote], timeout=1800)
+    if done.status != 0:
+        raise HostLostError(
+            f"host {link.name}: unpacking {local.name} there failed: {done.stderr.strip()[-300:]}",
+            f"free space in {os.path.dirname(remote)} on {link.name}",
+        )
+    return remote
+
+
+def own_tree(build: Build) -> Path:
+    """The install tree a build's binary runs from: BASE of BASE/sbin/mariadbd or BASE/bin/postgres,
+    widened to hold its share directory (error messages, charsets)."""
+    base = build.binary.parent.parent
+    if build.share is not None and not build.share.is_relative_to(base):
+        base = Path(os.path.commonpath([base, build.share]))
+    return base
+
+
+def shipped(build: Build, put: Callable[[Path], str], installed: str) -> Build:
+    """`build` as it runs on the host: its private root and its own tree copied there by `put` (a
+    local directory -> its path there, once per run), `installed` (the host's server binary) for the
+    installed kind. The binary, share and root name the copies; a copied binary's record keeps its
+    path here (`shipped_from`)."""
+    moved: dict[Path, str] = {}
+    root: dict[str, Any] | None = build.extra.get("root")
+    if root:
+        moved[Path(root["dir"])] = put(Path(root["dir"]))
+
+    def there(path: Path) -> Path:
+        local = next((d for d in moved if path.is_relative_to(d)), None)
+        return path if local is None else Path(moved[local]) / path.relative_to(local)
+
+    extra = dict(build.extra)
+    if build.kind == "installed":
+        binary = Path(installed)  # the host's own server (a glibc variant: through the root copied there)
+    else:
+        if not any(build.binary.is_relative_to(d) for d in moved):
+            tree = own_tree(build)
+            moved[tree] = put(tree)
+        binary, extra["shipped_from"] = there(build.binary), str(build.binary)
+    if root:
+        extra["root"] = {**root, "dir": str(there(Path(root["dir"])))}
+    share = there(build.share) if build.share is not None else None
+    return dataclasses.replace(build, binary=binary, share=share, extra=extra)

@@ -1,0 +1,81 @@
+"""A build and a glibc variant on a server host (docs/hosts.md, "Builds and glibc on a server host"),
+the host being a network namespace with its own sshd (sshhosts.py): Debian sid's MariaDB from its
+private root, and Debian 12's installed mariadbd with sid's C library, each run there from copies of
+what it runs from (hosts/trees.py), beside the host's own server. Its dataset of another format is
+prepared here by the build and copied; every cell records what ran where and the C library it mapped
+there; nothing is left on the host."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tests.archive import major_minor, sid_version, upstream
+from tests.integration.helpers import used, write_experiment
+from tests.integration.sshhosts import SshLab, namespace_commands, perflab_via
+
+EXPERIMENT = """
+[experiment]
+name = "it-builds-server-host"
+duration = "2s"
+warmup = "1s"
+repeats = 1
+server_host = "db"
+
+[hosts.db]
+ssh = "{ssh}"
+
+[builds.m118]
+package = "mariadb-server-core"
+suite = "sid"
+
+[dataset]
+tables = 1
+table_size = 2000
+
+[workload]
+test = "oltp_point_select"
+threads = [2]
+
+[variants.server]
+installed = {{}}
+m118 = {{ build = "m118" }}
+libc = {{ glibc = "sid" }}
+"""
+
+
+def test_a_sid_build_and_a_glibc_variant_run_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    spec = write_experiment(tmp_path / "builds.toml", EXPERIMENT.format(ssh=db.ssh))
+    out = tmp_path / "results"
+    done = perflab_via(ssh_lab, tmpfs("shm", "2G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    cells = {c["variant"]["server"]: c for c in used(exported["cells"])}
+    assert all(c["status"] == "ok" and c["summary"]["transactions"] > 0 for c in cells.values()), [
+        c.get("error") for c in cells.values()
+    ]
+    there = exported["hosts"]["hosts"]["db"]["dir"]  # the host's run directory
+    system = os.confstr("CS_GNU_LIBC_VERSION").split()[-1]  # the lab's host is this machine's twin
+    sid = sid_version("mariadb-server-core")
+    for cell in cells.values():
+        assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0
+    # Debian sid's server, run there from its root's copy, on a dataset of its format prepared here
+    new = cells["m118"]["build"]
+    assert new["version"].startswith(upstream(sid)) and new["binary"].startswith(f"{there}/tree-")
+    assert new["root"]["dir"].startswith(f"{there}/tree-") and Path(new["binary"]).is_relative_to(new["root"]["dir"])
+    assert Path(new["shipped_from"]).is_relative_to(Path.home()) or new["shipped_from"].startswith("/")
+    assert new["libc"]["library"].startswith(new["root"]["dir"]) and new["libc"]["version"] != system
+    assert "the build's own" in exported["datasets"][f"mariadb-{major_minor(sid)}"]["init"]  # made here
+    assert exported["datasets"]["mariadb-10.11"]["init"] == "mariadb-install-db on host db"  # the host's
+    # the host's own mariadbd with sid's C library, through the root copied there
+    libc = cells["libc"]
+    assert libc["build"]["binary"] == "/usr/sbin/mariadbd" and libc["build"]["glibc"] == "sid"
+    assert libc["build"]["libc"]["library"].startswith(f"{there}/tree-")
+    assert libc["allocator_library"] == libc["build"]["libc"]["library"]
+    assert libc["allocator_version"] == f"glibc {libc['build']['root']['glibc_version']}" != f"glibc {system}"
+    installed = cells["installed"]["build"]
+    assert installed["binary"] == "/usr/sbin/mariadbd" and installed["libc"]["version"] == system
+    assert "root" not in installed and installed["libc"]["library"].startswith("/usr/lib/")
+    assert namespace_commands(ssh_lab, "db") == ["sshd"] and not Path(there).exists()  # nothing left there

@@ -1,0 +1,59 @@
+"""What a build runs from on a server host (hosts/trees.py): its private root and its own tree, each
+copied once, its paths there; the installed kind runs the host's own binary through a root copied there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perflab.builds import Build, launcher
+from perflab.hosts.trees import own_tree, shipped
+
+ROOT = {"dir": "/cache/debroot/roots/abc", "loader": "usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+        "library_path": ["usr/lib/x86_64-linux-gnu"], "suite": "sid", "key": "abc", "glibc_version": "2.43"}  # fmt: skip
+
+
+def build(kind: str, binary: str, share: str | None = None, root: dict | None = None) -> Build:
+    extra, shared = ({"root": root} if root else {}), Path(share) if share else None
+    return Build("b", kind, Path(binary), "11.8.3-MariaDB-1", "f" * 64, None, shared, None, extra)
+
+
+class Put:
+    """The host side: a local directory -> its copy there, counting the copies."""
+
+    def __init__(self) -> None:
+        self.copied: list[Path] = []
+
+    def __call__(self, local: Path) -> str:
+        self.copied.append(local)
+        return f"/dev/shm/perflab-host-x/tree-{len(self.copied) - 1}"
+
+
+def test_a_sid_package_runs_from_its_root_copied_there() -> None:
+    put = Put()
+    local = build("package", f"{ROOT['dir']}/usr/sbin/mariadbd", f"{ROOT['dir']}/usr/share/mariadb", ROOT)
+    there = shipped(local, put, "/usr/sbin/mariadbd")
+    assert put.copied == [Path(ROOT["dir"])]  # the binary and its share are in the root: one copy
+    assert there.binary == Path("/dev/shm/perflab-host-x/tree-0/usr/sbin/mariadbd")
+    assert there.share == Path("/dev/shm/perflab-host-x/tree-0/usr/share/mariadb")
+    assert there.launcher[0] == "/dev/shm/perflab-host-x/tree-0/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+    assert there.launcher[-1] == "/dev/shm/perflab-host-x/tree-0/usr/lib/x86_64-linux-gnu"
+    assert launcher(local.extra["root"])[0].startswith(ROOT["dir"])  # the local build is left as it was
+    assert there.record()["shipped_from"] == str(local.binary) and there.sha256 == local.sha256
+
+
+def test_a_glibc_variant_runs_the_hosts_own_server_through_the_root() -> None:
+    put = Put()
+    there = shipped(build("installed", "/usr/sbin/mariadbd", None, ROOT), put, "/usr/local/sbin/mariadbd")
+    assert put.copied == [Path(ROOT["dir"])] and there.binary == Path("/usr/local/sbin/mariadbd")
+    assert there.launcher[0].startswith("/dev/shm/perflab-host-x/tree-0/") and "shipped_from" not in there.extra
+
+
+def test_a_basedir_or_source_build_copies_its_install_tree() -> None:
+    put = Put()
+    there = shipped(build("source", "/cache/source/k/install/bin/mariadbd", "/cache/source/k/install/share"), put, "")
+    assert put.copied == [Path("/cache/source/k/install")] and there.launcher == []
+    assert there.binary == Path("/dev/shm/perflab-host-x/tree-0/bin/mariadbd")
+    assert there.share == Path("/dev/shm/perflab-host-x/tree-0/share")
+    # a share directory beside the tree widens it to their common directory
+    odd = build("basedir", "/opt/m/sbin/mariadbd", "/opt/share/mariadb")
+    assert own_tree(odd) == Path("/opt")
