@@ -4,7 +4,8 @@ runs from there (docs/hosts.md, "Builds and glibc on the server host").
 A tree goes as a gzipped tar over SFTP and is unpacked in the host's run directory (`put_tree`). A
 build (builds/__init__.Build) runs on the host from copies of its private root (a sid package's, a
 `glibc` variant's C library: builds/debroot.py) and of its own install tree (a package unpacked, a
-basedir, a source build); a build of the installed kind runs the host's own installed server. The
+basedir, a source build, and its share directory where it lies apart); a build of the installed kind
+runs the host's own installed server. The
 Build that `shipped` returns names those copies: its binary, share and root there, its sha256 and
 version those of the binary copied, so a cell records what ran and where.
 
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.builds import Build
-from perflab.errors import HostLostError
+from perflab.errors import HostLostError, PerflabError
 from perflab.hosts.transport import Connection
 
 # $0: where the tree goes (it must not exist), from $0.tar.gz beside it; readable by every account
@@ -48,13 +49,23 @@ def put_tree(link: Connection, local: Path, remote: str, workdir: Path) -> str:
     return remote
 
 
-def own_tree(build: Build) -> Path:
-    """The install tree a build's binary runs from: BASE of BASE/sbin/mariadbd or BASE/bin/postgres,
-    widened to hold its share directory (error messages, charsets)."""
-    base = build.binary.parent.parent
-    if build.share is not None and not build.share.is_relative_to(base):
-        base = Path(os.path.commonpath([base, build.share]))
-    return base
+def own_trees(build: Build) -> list[Path]:
+    """The directories a build's binary runs from: BASE of BASE/sbin/mariadbd or BASE/bin/postgres,
+    and its share directory (error messages, charsets) where it lies outside BASE (Debian's layout).
+    PerflabError for a system directory (/usr: a basedir naming the system's own tree), never copied."""
+    trees = [build.binary.parent.parent]
+    if build.share is not None and not build.share.is_relative_to(trees[0]):
+        trees.append(build.share)
+    for tree in trees:
+        if len(tree.parts) < 3 or tree in _SYSTEM:
+            raise PerflabError(
+                f"build {build.name}: its files are in {tree}, a directory of the system's: not copied to a host",
+                "give the build a directory of its own (a basedir, a package or a source build)",
+            )
+    return trees
+
+
+_SYSTEM = {Path(p) for p in ("/usr/local", "/usr/lib", "/usr/share", "/opt/local")}
 
 
 def shipped(build: Build, put: Callable[[Path], str], installed: str) -> Build:
@@ -76,8 +87,8 @@ def shipped(build: Build, put: Callable[[Path], str], installed: str) -> Build:
         binary = Path(installed)  # the host's own server (a glibc variant: through the root copied there)
     else:
         if not any(build.binary.is_relative_to(d) for d in moved):
-            tree = own_tree(build)
-            moved[tree] = put(tree)
+            for tree in own_trees(build):
+                moved[tree] = put(tree)
         binary, extra["shipped_from"] = there(build.binary), str(build.binary)
     if root:
         extra["root"] = {**root, "dir": str(there(Path(root["dir"])))}

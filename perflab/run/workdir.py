@@ -44,7 +44,7 @@ TMPFS = os.environ.get("PERFLAB_TMPFS", "/dev/shm")  # where servers and datadir
 PREFIX = "perflab-"
 NAME = re.compile(re.escape(PREFIX) + r"[a-z0-9_]{8}")  # what mkdtemp makes of PREFIX: 8 of its characters
 LIVE = "live.lock"
-MODES = (0o700, 0o711)  # mkdtemp's; PostgreSQL's cells add search for its account (servers/postgresql/server.give)
+MODES = (0o700, 0o711)  # work_dir's (0o700: mkdtemp's, a directory made before 2026-11-29)
 
 
 def base_dir() -> Path:
@@ -59,6 +59,9 @@ def work_dir(base: Path | None = None) -> Iterator[Path]:
     base = base or base_dir()
     remove_stale_workdirs(base)
     path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=base))
+    # searchable, not listable, by the servers' accounts (mysql, postgres): each reaches its own 0700
+    # directory inside (servers/managed.give), whichever is made first (a build's dataset, its root)
+    path.chmod(0o711)
     live = _hold_live_lock(path)
     try:
         (path / "owner.pid").write_text(str(os.getpid()), encoding="ascii")

@@ -235,9 +235,6 @@ class Kind:
     profiles_tree = False  # its server target is a process tree (a postmaster and its backends): profile them all
     # why [observe] alloc cannot count this kind's server on a server host yet (observers/alloc/remote.py)
     remote_alloc_refusal: str | None = "[observe] alloc of this server on another host is not built yet; MariaDB's is"
-    # why a [builds] entry or a glibc variant cannot run this kind's server on a server host yet
-    # (hosts/trees.py copies what it runs from; the kind's remote server takes the copy: `build`)
-    remote_build_refusal: str | None = "builds and glibc variants on another host are not built yet with this server"
     server_dirs: tuple[str, ...] = ()  # where a server host keeps them off the PATH, searched first
 
     def remote_init(self, place: Any, datadir: str) -> str:

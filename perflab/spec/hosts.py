@@ -4,7 +4,7 @@ table (exit 2 otherwise), and a client or a server on
 another host comes with what it supports so far: sysbench or pgbench, the sequential design, no client
 variants; a server there runs the host's installed server (a variant's preload is the host's
 allocator; [experiment] storage a directory there), or a build or glibc variant's copy there
-(hosts/trees.py) where its kind takes one (Kind.remote_build_refusal). [observe] io and host_speed
+(hosts/trees.py). [observe] io and host_speed
 run where the server runs, whichever client (observers/remote_io.py), and alloc of a server here
 with its client on a host.
 
@@ -317,12 +317,4 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
     if spec.observe.alloc is not None and refusal:
         problems.append(Problem("observe.alloc", "no [observe] alloc with server_host", "true", refusal))
     problems += _profiler_problems(spec)
-    refusal = servers.kind(e.server).remote_build_refusal  # a build runs from its copy there: MariaDB's
-    if spec.builds and refusal:
-        problems.append(Problem("builds", "no [builds] with server_host", ", ".join(spec.builds), refusal))
-    for axis, labels in spec.variants.items():
-        for label, v in labels.items():
-            if v.glibc and refusal:
-                path = f"variants.{axis}.{label}.glibc"
-                problems.append(Problem(path, "no glibc with server_host", v.glibc, refusal))
-    return problems
+    return problems  # builds and glibc variants run there from their copies (hosts/trees.py)

@@ -39,6 +39,7 @@ LONGEST_FIRST = (  # ci31, 2026-11-28 15:45 UTC
     "test_mysql_observers_real.py",  # 64
     "test_report_browser.py",  # 50
     "test_decisive_real.py",  # 47
+    "test_builds_server_host.py",  # ~60
     "test_hosts_ssh.py",  # 29
 )
 

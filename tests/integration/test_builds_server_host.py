@@ -1,7 +1,7 @@
-"""A build and a glibc variant on a server host (docs/hosts.md, "Builds and glibc on a server host"),
-the host being a network namespace with its own sshd (sshhosts.py): Debian sid's MariaDB from its
-private root, and Debian 12's installed mariadbd with sid's C library, each run there from copies of
-what it runs from (hosts/trees.py), beside the host's own server. Its dataset of another format is
+"""A build and a glibc variant on a server host (docs/hosts.md, "Builds and glibc on the server host"),
+the host being a network namespace with its own sshd (sshhosts.py): Debian sid's MariaDB (and
+PostgreSQL 18) from its private root, and Debian 12's installed server with sid's C library, each
+run there from copies of what it runs from (hosts/trees.py), beside the host's own server. Its dataset of another format is
 prepared here by the build and copied; every cell records what ran where and the C library it mapped
 there; nothing is left on the host."""
 
@@ -79,3 +79,58 @@ def test_a_sid_build_and_a_glibc_variant_run_on_the_server_host(ssh_lab: SshLab,
     assert installed["binary"] == "/usr/sbin/mariadbd" and installed["libc"]["version"] == system
     assert "root" not in installed and installed["libc"]["library"].startswith("/usr/lib/")
     assert namespace_commands(ssh_lab, "db") == ["sshd"] and not Path(there).exists()  # nothing left there
+
+
+PG = """
+[experiment]
+name = "it-pg-builds-server-host"
+server = "postgresql"
+duration = "2s"
+warmup = "1s"
+repeats = 1
+server_host = "db"
+
+[hosts.db]
+ssh = "{ssh}"
+
+[builds.pg18]
+package = "postgresql-18"
+suite = "sid"
+
+[dataset]
+scale = 1
+
+[workload]
+tool = "pgbench"
+test = "select-only"
+threads = [2]
+
+[variants.server]
+pg15 = {{}}
+pg18 = {{ build = "pg18" }}
+libc = {{ glibc = "sid" }}
+"""
+
+
+def test_postgresql_18_and_a_glibc_variant_run_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    db = ssh_lab.hosts["db"]
+    spec, out = write_experiment(tmp_path / "pg.toml", PG.format(ssh=db.ssh)), tmp_path / "results"
+    shm = tmpfs("shm", "2G")
+    shm.parent.chmod(0o755)  # the postgres user must reach its directories
+    done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    cells = {c["variant"]["server"]: c for c in used(exported["cells"])}
+    assert all(c["status"] == "ok" and c["summary"]["transactions"] > 0 for c in cells.values()), [
+        c.get("error") for c in cells.values()
+    ]
+    there = exported["hosts"]["hosts"]["db"]["dir"]
+    new, libc, old = cells["pg18"]["build"], cells["libc"]["build"], cells["pg15"]["build"]
+    assert new["version"].startswith(f"postgres (PostgreSQL) {upstream(sid_version('postgresql-18'))}")
+    assert new["binary"].startswith(f"{there}/tree-") and new["libc"]["library"].startswith(new["root"]["dir"])
+    datasets = exported["datasets"]  # 18's made here by its own initdb, 15's on the host
+    assert "postgresql-18" in datasets and datasets["postgresql-15"]["init"] == "initdb on host db"
+    assert libc["binary"] == old["binary"] == "/usr/lib/postgresql/15/bin/postgres" and libc["glibc"] == "sid"
+    assert libc["libc"]["library"].startswith(f"{there}/tree-") and libc["libc"]["version"] != old["libc"]["version"]
+    assert all(c["build"]["host"]["name"] == "db" and c["resources"]["server_cpu_s"] > 0 for c in cells.values())
+    assert namespace_commands(ssh_lab, "db") == ["sshd"] and not Path(there).exists()

@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from perflab.builds import Build, launcher
-from perflab.hosts.trees import own_tree, shipped
+import pytest
+
+from perflab.errors import PerflabError
+from perflab.hosts.trees import own_trees, shipped
 
 ROOT = {"dir": "/cache/debroot/roots/abc", "loader": "usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
         "library_path": ["usr/lib/x86_64-linux-gnu"], "suite": "sid", "key": "abc", "glibc_version": "2.43"}  # fmt: skip
@@ -54,6 +57,12 @@ def test_a_basedir_or_source_build_copies_its_install_tree() -> None:
     assert put.copied == [Path("/cache/source/k/install")] and there.launcher == []
     assert there.binary == Path("/dev/shm/perflab-host-x/tree-0/bin/mariadbd")
     assert there.share == Path("/dev/shm/perflab-host-x/tree-0/share")
-    # a share directory beside the tree widens it to their common directory
-    odd = build("basedir", "/opt/m/sbin/mariadbd", "/opt/share/mariadb")
-    assert own_tree(odd) == Path("/opt")
+    # a share directory apart from the tree (Debian's layout) goes as a tree of its own
+    debian = build("basedir", "/srv/pg/lib/postgresql/15/bin/postgres", "/srv/pg/share/postgresql/15")
+    assert own_trees(debian) == [Path("/srv/pg/lib/postgresql/15"), Path("/srv/pg/share/postgresql/15")]
+    put = Put()
+    there = shipped(debian, put, "")
+    assert there.share == Path("/dev/shm/perflab-host-x/tree-1") and len(put.copied) == 2
+    # the system's own tree is never copied
+    with pytest.raises(PerflabError, match="a directory of the system's"):
+        own_trees(build("basedir", "/usr/sbin/mariadbd", "/usr/share/mysql"))

@@ -166,17 +166,15 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     assert observed.file.observe.io and observed.file.observe.host_speed
     both = parse('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[observe]\nio = true\nhost_speed = true\n")
     assert both.file.observe.io and both.file.observe.host_speed  # with the client on a host too
-    # a build and a glibc variant run there from their copies (hosts/trees.py): MariaDB's remote server
-    # takes one; PostgreSQL's not yet (Kind.remote_build_refusal), one problem a key
+    # a build and a glibc variant run there from their copies (hosts/trees.py), MariaDB's and PostgreSQL's
     build = '[builds.sid]\npackage = "mariadb-server-core"\nsuite = "sid"\n'
     build += '[variants.server]\nsid = { build = "sid" }\nold = {}\n'
     libc = '[variants.alloc]\nglibc = {}\nje = { preload = "jemalloc", glibc = "sid" }\n'
     assert {c.build for c in parse('server_host = "db"', rest=HOSTS + build).cells()} == {"sid", None}
     assert {c.glibc for c in parse('server_host = "db"', rest=HOSTS + libc).cells()} == {"sid", None}
     pg = 'server = "postgresql"\nserver_host = "db"'
-    found = problems(pg, rest=HOSTS + build.replace("mariadb-server-core", "postgresql-18"))
-    assert set(found) == {"builds"} and "not built yet" in found["builds"], found
-    assert set(problems(pg, rest=HOSTS + libc)) == {"variants.alloc.je.glibc"}
+    pg18 = build.replace("mariadb-server-core", "postgresql-18")
+    assert {c.build for c in parse(pg, rest=HOSTS + pg18).cells()} == {"sid", None}
     # a client here takes its variants beside a server host as beside a local one (run/window.ClientHere)
     client_here = 'je = { client_preload = "jemalloc", client_env = { A = "1" } }\n'
     assert parse('server_host = "db"', rest=HOSTS + "[variants.client]\n" + client_here).cells()[0].client_preload

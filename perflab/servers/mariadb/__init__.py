@@ -56,7 +56,6 @@ class MariaDBKind(MySQLProtocolKind):
 
     remote_server_refusal = None
     remote_alloc_refusal = None  # one process: its counter preloaded there (servers/mariadb/remote.py)
-    remote_build_refusal = None  # its root and tree copied there (hosts/trees.py), started through its loader
     server_packages: ClassVar[dict[str, str]] = {
         "mariadbd": "mariadb-server",
         "mariadb": "mariadb-client",

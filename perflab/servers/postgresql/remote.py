@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from perflab.builds import Build
 from perflab.errors import PerflabError, ServerStartError, ServerStopError
 from perflab.hosts.rundir import Tracked
 from perflab.servers.managed import OnHost
@@ -86,6 +87,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         env: dict[str, str] | None = None,
         preload: str | None = None,
         alloc: Any = None,
+        build: Build | None = None,
     ) -> None:
         self.place, self.link = place, place.link
         self.rundir = local  # this machine's cell directory: postgresql.conf, the log fetched back, pgbench's log
@@ -98,7 +100,9 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         self.option_file = local / "postgresql.conf"
         self.options = {**DEFAULT_OPTIONS, **options}
         self.env = dict(env or {})
-        self.tracer = self.cpus = self.build = self.bindir = None
+        self.tracer = self.cpus = self.bindir = None
+        # a build copied there (hosts/trees.py: a root's postgres, or the host's through a root's C library)
+        self.build = build
         self.preload = preload  # a variant's allocator there (ServerHost.preload): in LD_PRELOAD, for every backend
         # [observe] alloc (observers/alloc/remote.py): its counter first in LD_PRELOAD, in the postmaster
         # and so in every backend it forks; its file in the cell's directory, given to the postgres user
@@ -112,7 +116,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
 
     @property
     def program(self) -> Path:
-        return Path(self.place.binaries["postgres"])
+        return self.build.binary if self.build is not None else Path(self.place.program)
 
     @property
     def client_target(self) -> tuple[str, int, str]:
@@ -140,7 +144,9 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
 
     def argv(self) -> list[str]:
         """postgres's argv on the host: as the postgres user when the ssh user is root."""
-        argv = [str(self.program), "-D", self.datadir, "-c", f"config_file={self.remote_dir}/postgresql.conf"]
+        launcher = self.build.launcher if self.build is not None else []  # a private root's loader there
+        conf = f"config_file={self.remote_dir}/postgresql.conf"
+        argv = [*launcher, str(self.program), "-D", self.datadir, "-c", conf]
         if self.user:
             argv = ["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--init-groups", *argv]
         libraries = [lib for lib in (self.tracer, self.preload) if lib is not None]  # the counter first, as here
