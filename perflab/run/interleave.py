@@ -51,7 +51,6 @@ from perflab.run import dataset
 from perflab.run.accounting import per_txn, server_resources
 from perflab.run.cell import CellRunner
 from perflab.observers.phases import MEASURED, WARMUP
-from perflab.places.here import HERE
 from perflab.places.procfs import ProcCounters, RssSampler
 from perflab.observers.resources import machine_busy_s
 from perflab.observers.seats import SeatObservers, SeatSpans
@@ -108,7 +107,7 @@ def _run_opened(
         mark = _Mark.take(live)
         window_t0 = time.monotonic()
         with contextlib.ExitStack() as stack:
-            rss = {s: stack.enter_context(s.runner.kind.memory_sampler(HERE, s.server.pid)) for s in live if s.server}
+            rss = {s: stack.enter_context(s.runner.kind.memory_sampler(s.runner.server_place, s.server.pid)) for s in live if s.server}
             observers.window_started([(s.server.pid, s.rundir, s.tracer) for s in live if s.server is not None])
             try:
                 _rotate(live, duration, slice_s, measured=True)
@@ -286,7 +285,8 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
     idle = round(seat.idle_used.cpu_s / seat.idle_s, 3) if seat.idle_s else None
     assert seat.server is not None
     resources.update(
-        pss_end_bytes=seat.runner.kind.pss_bytes(seat.server), pss_peak_bytes=getattr(rss, "pss_peak", None)
+        pss_end_bytes=seat.runner.kind.pss_bytes(seat.server) if seat.runner.server_host is None else None,
+        pss_peak_bytes=getattr(rss, "pss_peak", None),
     )
     resources.update(
         client_cpu_s=client_cpu,

@@ -12,7 +12,6 @@ measured window and reports its server's use over its own turns (`Seat.window_us
 from __future__ import annotations
 
 import math
-import shutil
 import signal
 import threading
 import time
@@ -34,7 +33,6 @@ from perflab.observers.status import SELECTS, STATEMENTS, StatusError, StatusSam
 from perflab.run.prewarm import server_switches
 from perflab.places.proc import Child
 from perflab.places.proc import read_tail
-from perflab.run.server_logs import keep_logs
 from perflab.workloads.turn_counts import ClientCounts
 from perflab.workloads.turn_latency import Histogram, TurnClock
 from perflab.run.turn_series import Point, intervals, summary
@@ -62,6 +60,10 @@ class Seat:
         self.logs = runner.results.log_dir(cell.order)
         self.workload = workloads.of(runner.exp.file)
         self.out = self.logs / self.workload.output_name  # its client's output
+        self.stage = runner.stage()  # where its server runs: here, or the server host (run/stage.py)
+        host = runner.server_host
+        self.password = host.password if host is not None else None  # a server on its host: the run's login
+        self.login: dict[str, str] | None = None  # the client's and sampler's login there (Kind.remote_login)
         self.server: Managed | None = None
         self.child: Child | None = None
         self.sampler: StatusSampler | ClientCounts | None = None
@@ -108,7 +110,7 @@ class Seat:
             self.row.update(log_tail=read_tail(build.log))
             return
         assert self.snapshot is not None and isinstance(build, Build)
-        stage = self.runner.stage()  # the cell's server: the same steps as CellRunner.run's (run/stage.py)
+        stage = self.stage  # the cell's server: the same steps as CellRunner.run's (run/stage.py)
         stage.check(self.snapshot, self.rundir.parent)
         self.rundir.mkdir()
         try:
@@ -132,13 +134,17 @@ class Seat:
                 "server_start_s": round(start_s, 3),
                 **server_switches(self.cell, server, self.workload.name, self.runner.kind),
             }
+            if self.password is not None:  # over TCP, its password in files only their owner reads
+                self.login = self.runner.kind.remote_login(server, self.password)
             if self.workload.turn_clock:
                 self.clock = TurnClock.create(self.rundir / "turns", self.cell.threads)
             # MariaDB: the full SHOW GLOBAL STATUS only when [observe] status asks for it (8
             # counters do otherwise); PostgreSQL: the client's own counts (workloads/turn_counts.py,
             # pgbench's log: workloads/turn_log.py)
             lean = not self.runner.exp.file.observe.status
-            self.sampler = self.workload.seat_counts(self) or self.runner.kind.turn_counters(server, self.clock, lean)
+            self.sampler = self.workload.seat_counts(self) or self.runner.kind.turn_counters(
+                server, self.clock, lean, self.password
+            )
             self._start_client(seconds)
             self.sampler.start_clock()
             self.sample(0.0)
@@ -158,7 +164,8 @@ class Seat:
         """The cumulative CPU of its server (every process of it), client and status client, by
         name ("server 12345"); None for one that is gone."""
         out: dict[str, float | None] = {}
-        if self.server is not None and self.server.child is not None:
+        here = self.runner.server_host is None  # a server on its host uses that machine's CPU, not this one's
+        if here and self.server is not None and self.server.child is not None:
             try:
                 out[f"server {self.server.pid}"] = self.runner.kind.process_counters(HERE, self.server.pid).cpu_s
             except (FileNotFoundError, ProcessLookupError, IndexError):
@@ -319,7 +326,7 @@ class Seat:
         assert self.server is not None
         try:
             if self.server.alive():
-                return self.runner.kind.process_counters(HERE, self.server.pid, threads)
+                return self.runner.kind.process_counters(self.runner.server_place, self.server.pid, threads)
         except (FileNotFoundError, ProcessLookupError, IndexError):
             pass
         raise ServerCrashedError(f"{self.server.death()} during the run:\n{self.server.error_lines()}")
@@ -354,7 +361,4 @@ class Seat:
             self.clock.close()
         if self.sampler is not None:
             self.sampler.close()
-        if self.server is not None:
-            self.server.stop()
-            keep_logs(self.server, self.rundir, self.logs)
-        shutil.rmtree(self.rundir, ignore_errors=True)
+        self.stage.finish(self.server, self.rundir, self.logs)  # stopped, its logs kept, its directory removed

@@ -157,10 +157,11 @@ class Kind:
         raise NotImplementedError
 
     # the interleaved design (run/interleave.py): what a seat reads of its server
-    def turn_counters(self, server: Managed, clock: Any, lean: bool) -> Any:
+    def turn_counters(self, server: Managed, clock: Any, lean: bool, password: str | None = None) -> Any:
         """What a seat samples at every turn that ends a second of its client's running time
         (`sample()`, `samples`, `statements`, `selects`, `finish()`: StatusSampler's interface; `lean`: the
-        throughput counters only). `clock` is the seat's TurnClock (workloads/turn_latency.py)."""
+        throughput counters only). `clock` is the seat's TurnClock (workloads/turn_latency.py);
+        `password`: the run's login to a server on its host (over TCP), None for one here."""
         raise NotImplementedError
 
     def process_counters(self, place: Place, pid: int, threads: bool = False) -> ProcCounters:
@@ -235,6 +236,8 @@ class Kind:
     profiles_tree = False  # its server target is a process tree (a postmaster and its backends): profile them all
     # why [observe] alloc cannot count this kind's server on a server host yet (observers/alloc/remote.py)
     remote_alloc_refusal: str | None = "[observe] alloc of this server on another host is not built yet; MariaDB's is"
+    # why the interleaved design's seats cannot run this kind's server on a server host yet (run/seat.py)
+    seat_refusal_on_host: str | None = "the interleaved design on a server host is MariaDB's so far; remove design"
     server_dirs: tuple[str, ...] = ()  # where a server host keeps them off the PATH, searched first
 
     def remote_init(self, place: Any, datadir: str) -> str:
@@ -242,7 +245,7 @@ class Kind:
         dataset prepared there (run/remote_dataset.py); what initialised it."""
         raise NotImplementedError(f"preparing a dataset on another host is not supported with {self.title} yet")
 
-    def remote_status(self, server: Managed, password: str) -> Any:
+    def remote_status(self, server: Managed, password: str, lean: bool = False) -> Any:
         """[observe] status of a server on another host, read from here over TCP as the run's login
         (a StatusSampler, not yet connected)."""
         raise NotImplementedError(f"[observe] status is not supported with {self.title}")

@@ -307,10 +307,13 @@ class MySQLProtocolKind(Kind):
 
         return preflight.tool_problems()
 
-    def turn_counters(self, server: Any, clock: Any, lean: bool) -> Any:
-        """The server's own statement counters, `SHOW GLOBAL STATUS` over one connection made now."""
+    def turn_counters(self, server: Any, clock: Any, lean: bool, password: str | None = None) -> Any:
+        """The server's own statement counters, `SHOW GLOBAL STATUS` over one connection made now:
+        on its socket, or over TCP from here to a server on its host (`remote_status`)."""
         from perflab.observers.status import StatusSampler
 
+        if password is not None:
+            return self.remote_status(server, password, lean).connect()
         return StatusSampler(server.socket, lean=lean).connect()
 
     def process_counters(self, place: Place, pid: int, threads: bool = False) -> ProcCounters:

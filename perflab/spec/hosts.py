@@ -283,6 +283,25 @@ def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
     return problems
 
 
+def _interleaved_problems(spec: ExperimentFile) -> list[Problem]:
+    """The interleaved design with a server host: its seats' servers there, their clients here
+    (run/seat.py: SIGSTOP and SIGCONT here, the counters over TCP and SSH), on one server host."""
+    why = "the interleaved design's servers on a host take turns from clients here on one host; remove design"
+    found = []
+    if client_hosts(spec) or host_axis(spec) is not None:
+        found.append(Problem("experiment.design", 'design = "sequential" with client_host or a host axis',
+                             "interleaved", why))  # fmt: skip
+    if servers.kind(spec.experiment.server).seat_refusal_on_host:
+        found.append(Problem("experiment.design", 'design = "sequential" with this server on server_host',
+                             "interleaved", servers.kind(spec.experiment.server).seat_refusal_on_host))  # fmt: skip
+    hint = 'not built yet: the seats\' recording is this machine\'s; design = "sequential" records there'
+    for name in ("perf", "alloc"):  # the seats' observers record here (observers/seats.py)
+        if getattr(spec.observe, name) is not None:
+            expected = f'no [observe] {name} with design = "interleaved" and server_host'
+            found.append(Problem(f"observe.{name}", expected, "true", hint))
+    return found
+
+
 def _server_problems(spec: ExperimentFile) -> list[Problem]:
     e, problems = spec.experiment, []
     refusal = servers.kind(e.server).remote_server_refusal
@@ -295,14 +314,7 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
             )
         )
     if e.design == "interleaved":
-        problems.append(
-            Problem(
-                "experiment.design",
-                'design = "sequential" with server_host',
-                "interleaved",
-                "interleaved turns are taken by servers on this machine only; remove design",
-            )
-        )
+        problems += _interleaved_problems(spec)
     for key, value, default in (("pin", e.pin, False),):  # storage and drop_caches apply on the host
         if value != default:
             problems.append(

@@ -287,11 +287,15 @@ class Sysbench(Workload):
 
     def seat_client(self, seat: Any, seconds: int) -> None:
         """The test through turns.lua (the seat's TurnClock), its client variant's environment
-        checked in its maps; connected once it prints "Threads started!"."""
+        checked in its maps; connected once it prints "Threads started!". A server on its host:
+        over TCP as the run's login (`seat.login`), its password in a file only its owner reads."""
         from perflab.workloads import client, client_variant
         from perflab.workloads.turn_latency import WRAPPER
 
-        spec, server = seat.runner.exp.file, seat.server
+        spec, server, login = seat.runner.exp.file, seat.server, seat.login
+        connect = None
+        if login is not None:
+            connect = [f"--db-driver={login['db-driver']}", f"--config-file={login_file(server.rundir, login)}"]
         seat.command = argv(
             str(WRAPPER),
             "run",
@@ -302,6 +306,7 @@ class Sysbench(Workload):
             seconds=seconds,
             options={**spec.workload.options, **seat.cell.workload_options},  # no rate: design refuses it
             driver=seat.runner.kind.sysbench_driver,
+            connect=connect,
         )
         env = {**client_variant.environment(seat.cell, server.rundir), **seat.clock.environment(spec.workload.test)}
         seat.child = client.start(seat.command, seat.out, None, env)

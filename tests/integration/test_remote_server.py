@@ -93,6 +93,33 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     assert f'<ul id="remote-hosts"><li>server on host db ({db.ssh})' in (out / "report.html").read_text()
 
 
+def test_interleaved_turns_with_the_servers_on_their_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """design = "interleaved" with server_host: every seat's server there (restored, started, proven
+    there), its client here taking turns (SIGSTOP, SIGCONT), its counters over TCP from here and its
+    CPU read there, each cell's use over its own turns."""
+    db = ssh_lab.hosts["db"]
+    body = EXPERIMENT.format(ssh=db.ssh, more='design = "interleaved"').replace('duration = "2s"', 'duration = "4s"')
+    body += '[variants.alloc]\nglibc = {}\njemalloc = { preload = "jemalloc" }\n[observe]\nstatus = true\n'
+    spec, out = write_experiment(tmp_path / "turns.toml", body), tmp_path / "results"
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    cells = {c["variant"]["alloc"]: c for c in used(exported["cells"])}
+    assert all(c["status"] == "ok" for c in cells.values()), [c.get("error") for c in cells.values()]
+    assert exported["experiment"]["design"] == "interleaved"
+    turns = {c["design"]["turn"] for c in cells.values()}
+    assert turns == {0, 1} and all(c["design"]["name"] == "interleaved" for c in cells.values())
+    for alloc, cell in cells.items():
+        assert cell["build"]["host"]["name"] == "db" and cell["summary"]["transactions"] > 0
+        assert 3.5 <= cell["design"]["active_s"] <= 8, cell["design"]  # its own seconds: warm-up and window
+        resources = cell["resources"]  # the server's there, over its own turns
+        assert resources["server_cpu_s"] > 0 and resources["rss_end_bytes"] > 50 << 20, resources
+        assert 0.9 <= cell["status_per_txn"]["Com_select"] <= 1.1, cell["status_per_txn"]  # over TCP from here
+    jemalloc = cells["jemalloc"]["allocator_library"]  # the host's own, mapped there
+    assert "libjemalloc" in jemalloc and "libc.so" in cells["glibc"]["allocator_library"]
+    assert namespace_commands(ssh_lab, "db") == ["sshd"]
+
+
 def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
     more = 'client_host = "db"\nprepare_on = "here"'  # the dataset prepared here, its snapshot copied over SFTP

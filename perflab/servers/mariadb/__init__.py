@@ -56,16 +56,17 @@ class MariaDBKind(MySQLProtocolKind):
 
     remote_server_refusal = None
     remote_alloc_refusal = None  # one process: its counter preloaded there (servers/mariadb/remote.py)
+    seat_refusal_on_host = None  # its turn counters over TCP from here (RemoteStatusSampler)
     server_packages: ClassVar[dict[str, str]] = {
         "mariadbd": "mariadb-server",
         "mariadb": "mariadb-client",
         "mariadb-install-db": "mariadb-server",  # a dataset prepared on the host (run/remote_dataset.py)
     }
 
-    def remote_status(self, server: Any, password: str) -> Any:
+    def remote_status(self, server: Any, password: str, lean: bool = False) -> Any:
         from perflab.servers.mariadb.remote import RemoteStatusSampler
 
-        return RemoteStatusSampler(server, password)
+        return RemoteStatusSampler(server, password, lean)
 
     def remote_init(self, place: Any, datadir: str) -> str:
         from perflab.servers.mariadb.remote import init_datadir

@@ -33,12 +33,12 @@ class RemoteStatusSampler(StatusSampler):
     server's address (the path the workload's client takes), as the run's `perflab` user, its
     password in an option file only its owner reads (`--defaults-file`, never the command line)."""
 
-    def __init__(self, server: RemoteMariaDB, password: str) -> None:
+    def __init__(self, server: RemoteMariaDB, password: str, lean: bool = False) -> None:
         found = re.search(r"\d+\.\d+\.\d+", server.place.version)  # "mariadbd  Ver 10.11.19-MariaDB-..."
         flavor = MariaDBFlavor("mariadb", version_tuple(found.group(0) if found else ""))  # the host's server's
         if server.flavor is not INSTALLED:  # a build copied there
             flavor = server.flavor
-        super().__init__(server.rundir / "mysqld.sock", enabled=flavor.metrics_enabled)  # .parent: its stderr
+        super().__init__(server.rundir / "mysqld.sock", lean=lean, enabled=flavor.metrics_enabled)  # .parent: its stderr
         self.options = server.rundir / "status.cnf"
         fd = os.open(self.options, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -125,7 +125,7 @@ class PostgreSQLKind(Kind):
 
         return pss_bytes(tree(server.pid))
 
-    def turn_counters(self, server: Any, clock: Any, lean: bool) -> Any:
+    def turn_counters(self, server: Any, clock: Any, lean: bool, password: str | None = None) -> Any:
         """The client's own counts (workloads/turn_counts.py): PostgreSQL's statistics reach
         pg_stat_database at most once a second per backend, too late for a turn."""
         from perflab.workloads.turn_counts import ClientCounts
