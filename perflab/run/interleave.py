@@ -107,7 +107,11 @@ def _run_opened(
         mark = _Mark.take(live)
         window_t0 = time.monotonic()
         with contextlib.ExitStack() as stack:
-            rss = {s: stack.enter_context(s.runner.kind.memory_sampler(s.runner.server_place, s.server.pid)) for s in live if s.server}
+            rss = {
+                s: stack.enter_context(s.runner.kind.memory_sampler(s.runner.server_place, s.server.pid))
+                for s in live
+                if s.server
+            }
             observers.window_started([(s.server.pid, s.rundir, s.tracer) for s in live if s.server is not None])
             try:
                 _rotate(live, duration, slice_s, measured=True)

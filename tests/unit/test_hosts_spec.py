@@ -149,14 +149,21 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
         rest=HOSTS + "[observe]\nperf = true\npmp = true\nalloc = true\nio = true\nstatus = true\nhost_speed = true\n",
     )
     assert set(found) == {
-        "experiment.design",
         "experiment.pin",
         "experiment.drop_caches",
         "observe.io",
         "observe.host_speed",
         "observe.pmp",
-    }, found  # fmt: skip  (pmp: refused by the interleaved design's own check)
-    assert "interleaved" in found["observe.pmp"] and "observe.perf" not in found
+        "observe.perf",
+        "observe.alloc",
+    }, found  # fmt: skip  (pmp: refused by the interleaved design's own check; perf, alloc: its seats' there)
+    assert "the seats' recording is this machine's" in found["observe.perf"]
+    # the interleaved design's seats there, their clients here: MariaDB's; not with a client host
+    assert parse('server_host = "db"\ndesign = "interleaved"').file.experiment.interleaved
+    assert set(problems('server_host = "db"\ndesign = "interleaved"\nclient_host = "load"')) == {"experiment.design"}
+    pg = problems('server_host = "db"\ndesign = "interleaved"\nserver = "postgresql"')
+    assert "MariaDB's so far" in pg["experiment.design"]
+    assert "interleaved" in found["observe.pmp"]
     assert "interleaved" in found["observe.io"] and "`perflab docs hosts" in found["experiment.pin"]
     assert "interleaved" in found["experiment.drop_caches"]  # the design's own check; sequential: on the host
     disk = parse('server_host = "db"\nstorage = "/var/tmp/perflab"\ndrop_caches = true').file.experiment
@@ -340,7 +347,7 @@ def test_a_host_axis_refuses_unknown_hosts_two_host_axes_and_a_client_host() -> 
     two = '[variants.h1]\na = { server_host = "db" }\n[variants.h2]\nb = { server_host = "db2" }\n'
     assert "server_host to both db and db2" in " ".join(problems("", rest=HOSTS2 + two).values())
     found = problems('design = "interleaved"', rest=AXIS)
-    assert "interleaved turns are taken by servers on this machine only" in found["experiment.design"]
+    assert "take turns from clients here on one host" in found["experiment.design"]
 
 
 def test_a_client_host_per_variant_belongs_to_a_host_axis() -> None:

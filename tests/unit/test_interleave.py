@@ -20,6 +20,7 @@ from perflab.cli import calibrated
 from perflab.errors import SpecError, UsageError
 from perflab.run import interleave, turn_series
 from perflab.observers.status import LEAN_SELECTS, LEAN_STATEMENTS, SELECTS, STATEMENTS
+from perflab.places.here import HERE
 from perflab.places.proc import Child
 from perflab.run.scheduler import interleave_groups
 from perflab.spec.aa import aa_experiment
@@ -282,9 +283,13 @@ class _Runner:
         experiment = SimpleNamespace(timeout_margin=5.0)
         self.exp = SimpleNamespace(file=SimpleNamespace(experiment=experiment, workload=SimpleNamespace(tool="sysbench")))
         self.kind = servers.kind("mariadb")
+        self.server_host, self.server_place = None, HERE  # its servers here
 
     def new_row(self, cell: object) -> dict:
         return {}
+
+    def stage(self) -> object:
+        return None  # a seat opened by the test itself
 
 
 class _Server:
@@ -373,7 +378,7 @@ def test_window_use_is_the_window_less_the_idle_rate_over_the_others_turns(monke
                                   voluntary_ctx=900, involuntary_ctx=90)  # fmt: skip
     monkeypatch.setattr(interleave.ProcCounters, "read", staticmethod(lambda pid, threads=True: end))
     seat = object.__new__(interleave.Seat)
-    seat.runner = SimpleNamespace(kind=servers.kind("mariadb"))  # type: ignore[assignment]
+    seat.runner = SimpleNamespace(kind=servers.kind("mariadb"), server_place=HERE)  # type: ignore[assignment]
     seat.server = SimpleNamespace(pid=1, alive=lambda: True)
     seat.server_start = interleave.ProcCounters(10.0, 2.0, 500, 2, 100, 10)
     seat.idle_used, seat.idle_s = interleave.ProcCounters(0.4, 0.1, 200, 4, 0, 0), 2.0

@@ -42,6 +42,7 @@ def _place(user: str) -> SimpleNamespace:
         address="10.77.1.2",
         free_port=lambda: 23456,
         binaries={"postgres": "/usr/lib/postgresql/15/bin/postgres", "psql": "/usr/lib/postgresql/15/bin/psql"},
+        program="/usr/lib/postgresql/15/bin/postgres",  # the host's installed server (ServerHost.program)
     )
 
 

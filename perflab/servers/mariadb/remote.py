@@ -38,7 +38,8 @@ class RemoteStatusSampler(StatusSampler):
         flavor = MariaDBFlavor("mariadb", version_tuple(found.group(0) if found else ""))  # the host's server's
         if server.flavor is not INSTALLED:  # a build copied there
             flavor = server.flavor
-        super().__init__(server.rundir / "mysqld.sock", lean=lean, enabled=flavor.metrics_enabled)  # .parent: its stderr
+        # its stderr beside the socket's name (.parent): the cell's local directory
+        super().__init__(server.rundir / "mysqld.sock", lean=lean, enabled=flavor.metrics_enabled)
         self.options = server.rundir / "status.cnf"
         fd = os.open(self.options, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
