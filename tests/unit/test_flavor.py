@@ -112,7 +112,8 @@ def test_a_mariadb_build_is_initialised_by_its_own_install_script(tmp_path: Path
         *user,
         f"--lc-messages-dir={base}/share/mysql",
     ]  # no --basedir: the script then needs my_print_defaults there, and finds its tree by itself
-    assert init.env == {"MYSQLD_BOOTSTRAP": f"{base}/sbin/mariadbd"}
+    # its temporary tables beside the datadir: a mariadbd starting in /tmp removes every #sql file there
+    assert init.env == {"MYSQLD_BOOTSTRAP": f"{base}/sbin/mariadbd", "TMPDIR": f"{tmp_path}/d-files"}
     assert init.method == f"{base}/bin/mariadb-install-db (the build's own)"
     full = tree(tmp_path / "tarball", "scripts/mariadb-install-db", "bin/my_print_defaults")
     init = datadir.plan(tmp_path / "d", build(MARIADB, full / "sbin" / "mariadbd"))

@@ -45,12 +45,16 @@ def plan(datadir: Path, build: Build | None) -> Init:
     if build is None or version_tuple(build.version) >= ROOT_OPTIONS_SINCE:
         options += ["--auth-root-authentication-method=normal", "--skip-test-db"]
     options += ["--force"] + (["--user=root"] if os.geteuid() == 0 else [])
+    # the bootstrap's temporary tables in a directory of its own, not the shared /tmp: a mariadbd that
+    # starts there removes every `#sql*` file it finds (mysql_rm_tmp_tables), another bootstrap's too
+    # ("Error on delete of '/tmp/#sql-temptable-...MAD'", two datasets prepared at once)
+    private = {"TMPDIR": str(scratch(datadir))}
     if build is None:
-        return Init([binary("mariadb-install-db"), "--no-defaults", *options], "mariadb-install-db")
+        return Init([binary("mariadb-install-db"), "--no-defaults", *options], "mariadb-install-db", private)
     if build.share is not None:
         options.append(f"--lc-messages-dir={build.share}")
     # the script runs this binary, whatever its layout (through a private root's loader: a wrapper)
-    env = {"MYSQLD_BOOTSTRAP": str(_bootstrap(datadir, build))}
+    env = {"MYSQLD_BOOTSTRAP": str(_bootstrap(datadir, build)), **private}
     own = own_install_script(build)
     if own is None:
         script = binary("mariadb-install-db")
