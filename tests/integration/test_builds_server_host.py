@@ -1,9 +1,9 @@
 """A build and a glibc variant on a server host (docs/hosts.md, "Builds and glibc on the server host"),
 the host being a network namespace with its own sshd (sshhosts.py): Debian sid's MariaDB (and
 PostgreSQL 18) from its private root, and Debian 12's installed server with sid's C library, each
-run there from copies of what it runs from (hosts/trees.py), beside the host's own server. Its dataset of another format is
-prepared here by the build and copied; every cell records what ran where and the C library it mapped
-there; nothing is left on the host."""
+run there from copies of what it runs from (hosts/trees.py), beside the host's own server. Its
+dataset of another format is prepared here by the build and copied; every cell records what ran
+where and the C library it mapped there; nothing is left on the host."""
 
 from __future__ import annotations
 
@@ -45,18 +45,22 @@ libc = {{ glibc = "sid" }}
 """
 
 
-def test_a_sid_build_and_a_glibc_variant_run_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
-    db = ssh_lab.hosts["db"]
-    spec = write_experiment(tmp_path / "builds.toml", EXPERIMENT.format(ssh=db.ssh))
-    out = tmp_path / "results"
-    done = perflab_via(ssh_lab, tmpfs("shm", "2G"), "run", str(spec), "-o", str(out))
+def _run(lab: SshLab, shm: Path, tmp_path: Path, text: str) -> tuple[dict, dict, str]:
+    """`text` run with its server on the lab's host db: (the export, its cells by server label, the
+    host's run directory); every cell ok with transactions."""
+    spec, out = write_experiment(tmp_path / "builds.toml", text.format(ssh=lab.hosts["db"].ssh)), tmp_path / "results"
+    done = perflab_via(lab, shm, "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    exported = json.loads(perflab_via(lab, tmp_path, "export", str(out), "--format", "json").stdout)
     cells = {c["variant"]["server"]: c for c in used(exported["cells"])}
     assert all(c["status"] == "ok" and c["summary"]["transactions"] > 0 for c in cells.values()), [
         c.get("error") for c in cells.values()
     ]
-    there = exported["hosts"]["hosts"]["db"]["dir"]  # the host's run directory
+    return exported, cells, exported["hosts"]["hosts"]["db"]["dir"]
+
+
+def test_a_sid_build_and_a_glibc_variant_run_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    exported, cells, there = _run(ssh_lab, tmpfs("shm", "2G"), tmp_path, EXPERIMENT)  # there: the host's run dir
     system = os.confstr("CS_GNU_LIBC_VERSION").split()[-1]  # the lab's host is this machine's twin
     sid = sid_version("mariadb-server-core")
     for cell in cells.values():
@@ -113,18 +117,9 @@ libc = {{ glibc = "sid" }}
 
 
 def test_postgresql_18_and_a_glibc_variant_run_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
-    db = ssh_lab.hosts["db"]
-    spec, out = write_experiment(tmp_path / "pg.toml", PG.format(ssh=db.ssh)), tmp_path / "results"
     shm = tmpfs("shm", "2G")
     shm.parent.chmod(0o755)  # the postgres user must reach its directories
-    done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
-    assert done.returncode == 0, done.stdout + done.stderr
-    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    cells = {c["variant"]["server"]: c for c in used(exported["cells"])}
-    assert all(c["status"] == "ok" and c["summary"]["transactions"] > 0 for c in cells.values()), [
-        c.get("error") for c in cells.values()
-    ]
-    there = exported["hosts"]["hosts"]["db"]["dir"]
+    exported, cells, there = _run(ssh_lab, shm, tmp_path, PG)
     new, libc, old = cells["pg18"]["build"], cells["libc"]["build"], cells["pg15"]["build"]
     assert new["version"].startswith(f"postgres (PostgreSQL) {upstream(sid_version('postgresql-18'))}")
     assert new["binary"].startswith(f"{there}/tree-") and new["libc"]["library"].startswith(new["root"]["dir"])
