@@ -42,7 +42,11 @@ def put_tree(link: Connection, local: Path, remote: str, workdir: Path) -> str:
     tar = workdir / f"{os.path.basename(remote)}.tar.gz"
     skip = [f"--exclude={path}" for path in LEFT_OUT]
     argv = ["tar", "--sparse", *skip, "-I", "gzip -1", "-cf", str(tar), "-C", str(local), "."]
-    subprocess.run(argv, check=True, timeout=1800)
+    packed = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
+    if packed.returncode != 0:  # here: the work directory's room, or a file it cannot read
+        tar.unlink(missing_ok=True)
+        raise PerflabError(f"packing {local} for host {link.name} failed: {packed.stderr.strip()[-300:]}",
+                           f"free space in {workdir}")  # fmt: skip
     try:
         link.put(tar, f"{remote}.tar.gz")
     finally:

@@ -66,3 +66,13 @@ def test_a_basedir_or_source_build_copies_its_install_tree() -> None:
     # the system's own tree is never copied
     with pytest.raises(PerflabError, match="a directory of the system's"):
         own_trees(build("basedir", "/usr/sbin/mariadbd", "/usr/share/mysql"))
+
+
+def test_a_tree_that_cannot_be_packed_here_is_perflabs_error(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from perflab.hosts.trees import put_tree
+
+    with pytest.raises(PerflabError, match="packing .*missing for host db failed"):
+        put_tree(SimpleNamespace(name="db"), tmp_path / "missing", "/dev/shm/h/tree-0", tmp_path)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []  # no half-written tar left
