@@ -74,5 +74,6 @@ def test_a_tree_that_cannot_be_packed_here_is_perflabs_error(tmp_path: Path) -> 
     from perflab.hosts.trees import put_tree
 
     with pytest.raises(PerflabError, match="packing .*missing for host db failed"):
-        put_tree(SimpleNamespace(name="db"), tmp_path / "missing", "/dev/shm/h/tree-0", tmp_path)  # type: ignore[arg-type]
+        link = SimpleNamespace(name="db")
+        put_tree(link, tmp_path / "missing", "/dev/shm/h/tree-0", tmp_path)  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []  # no half-written tar left
