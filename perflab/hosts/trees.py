@@ -5,9 +5,9 @@ A tree goes as a gzipped tar over SFTP and is unpacked in the host's run directo
 build (builds/__init__.Build) runs on the host from copies of its private root (a sid package's, a
 `glibc` variant's C library: builds/debroot.py) and of its own install tree (a package unpacked, a
 basedir, a source build, and its share directory where it lies apart); a build of the installed kind
-runs the host's own installed server. The
-Build that `shipped` returns names those copies: its binary, share and root there, its sha256 and
-version those of the binary copied, so a cell records what ran and where.
+runs the host's own installed server. The Build that `shipped` returns names those copies: its
+binary, share and root there, its sha256 and version those of the binary copied, so a cell records
+what ran and where.
 
     put_tree(link, Path("/root/.cache/perflab/debroot/roots/9b86..."), "/dev/shm/perflab-host-x/tree-0", workdir)
     there = shipped(build, put, "/usr/sbin/mariadbd")   # put: a local directory -> its copy there
@@ -33,6 +33,8 @@ _UNPACK = 'mkdir -m 755 "$0" && tar -xzf "$0.tar.gz" -C "$0" && rm "$0.tar.gz"'
 
 # what a private root holds that nothing runs (documentation, manual pages): never copied
 LEFT_OUT = ("./usr/share/doc", "./usr/share/man", "./usr/share/info", "./usr/share/lintian")
+# the system's own trees: a build's files there are never copied (own_trees)
+_SYSTEM = {Path(p) for p in ("/usr/local", "/usr/lib", "/usr/share", "/opt/local")}
 
 
 def put_tree(link: Connection, local: Path, remote: str, workdir: Path) -> str:
@@ -74,9 +76,6 @@ def own_trees(build: Build) -> list[Path]:
                 "give the build a directory of its own (a basedir, a package or a source build)",
             )
     return trees
-
-
-_SYSTEM = {Path(p) for p in ("/usr/local", "/usr/lib", "/usr/share", "/opt/local")}
 
 
 def shipped(build: Build, put: Callable[[Path], str], installed: str) -> Build:

@@ -289,7 +289,7 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
     idle = round(seat.idle_used.cpu_s / seat.idle_s, 3) if seat.idle_s else None
     assert seat.server is not None
     resources.update(
-        pss_end_bytes=seat.runner.kind.pss_bytes(seat.server) if seat.runner.server_host is None else None,
+        pss_end_bytes=seat.stage.pss_bytes(seat.server),
         pss_peak_bytes=getattr(rss, "pss_peak", None),
     )
     resources.update(

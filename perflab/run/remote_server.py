@@ -339,6 +339,9 @@ class HostStage:
         covered = measured.pop("covered", None)  # the window's transactions its counters cover (accounting.py)
         remote_alloc.observed(self.runner.results, cell.order, server, measured, covered)  # its stacks named there
 
+    def pss_bytes(self, server: Any) -> int | None:
+        return None  # not read on a host (docs/hosts.md: pss_end_bytes null)
+
     def finish(self, server: Any, rundir: Path, logs: Path) -> None:
         if server is not None:
             with contextlib.suppress(HostLostError):

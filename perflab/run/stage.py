@@ -63,6 +63,9 @@ class Stage(Protocol):
     def observed(self, cell: Cell, server: Managed, measured: dict[str, Any]) -> None:
         """After the window, while the server runs: what is read there ([observe] alloc's stacks)."""
 
+    def pss_bytes(self, server: Managed) -> int | None:
+        """The server's proportional set size now (None where it is not read)."""
+
     def finish(self, server: Managed | None, rundir: Path, logs: Path) -> None:
         """The server stopped, its logs kept in `logs`, its run directory removed."""
 
@@ -139,6 +142,9 @@ class Here:
 
     def observed(self, cell: Cell, server: Managed, measured: dict[str, Any]) -> None:
         pass  # the window stores [observe] alloc's stacks (ServerHere.observed)
+
+    def pss_bytes(self, server: Managed) -> int | None:
+        return self.runner.kind.pss_bytes(server)
 
     def finish(self, server: Managed | None, rundir: Path, logs: Path) -> None:
         if server is not None:

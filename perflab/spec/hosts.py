@@ -291,9 +291,10 @@ def _interleaved_problems(spec: ExperimentFile) -> list[Problem]:
     if client_hosts(spec) or host_axis(spec) is not None:
         found.append(Problem("experiment.design", 'design = "sequential" with client_host or a host axis',
                              "interleaved", why))  # fmt: skip
-    if servers.kind(spec.experiment.server).seat_refusal_on_host:
+    refusal = servers.kind(spec.experiment.server).seat_refusal_on_host
+    if refusal:
         found.append(Problem("experiment.design", 'design = "sequential" with this server on server_host',
-                             "interleaved", servers.kind(spec.experiment.server).seat_refusal_on_host))  # fmt: skip
+                             "interleaved", refusal))  # fmt: skip
     hint = 'not built yet: the seats\' recording is this machine\'s; design = "sequential" records there'
     for name in ("perf", "alloc"):  # the seats' observers record here (observers/seats.py)
         if getattr(spec.observe, name) is not None:
