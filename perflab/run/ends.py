@@ -3,7 +3,8 @@ server here (`ServerHere`: /proc here, its memory with PSS, perf and pmp here, [
 counter here), the server on its host (`ServerThere`: its /proc there, its RSS on the host's clock,
 perf and pmp there, status over TCP as the run's login, alloc's counter there), and the client here
 (`ClientHere`: pinned, in its variant's environment, its libraries proven mapped, its CPU from its
-rusage). A client on its host is run/remote_client.ClientOnHost.
+rusage; a seat's, stopped and resumed for its turns here: `Turns`). A client on its host is
+run/remote_client.ClientOnHost.
 
     end = ServerHere(runner, cell, server, tracer)    # run/stage.Here.measure
     window.measure(runner, end, cell, server, logs, ClientHere(runner, cell))
@@ -12,6 +13,7 @@ rusage). A client on its host is run/remote_client.ClientOnHost.
 from __future__ import annotations
 
 import dataclasses
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,8 @@ from perflab.run import accounting
 from perflab.run.context import Runner
 from perflab.servers.managed import Managed
 from perflab.spec import Cell
-from perflab.workloads import client, client_variant
+from perflab.workloads import client, client_variant, sysbench
+from perflab.workloads.turn_latency import WRAPPER, TurnClock
 
 
 class ServerHere:
@@ -210,3 +213,51 @@ class ClientHere:
     def fields(self, start: Any, child: Any, transactions: float, marks: tuple[Any, Any], rss: Any, tail: bool) -> dict:
         """Its use over the window (not for a client with a tail: its rusage runs past the window)."""
         return {} if tail else accounting.client_resources(start, child.rusage, transactions, rss)
+
+    # a seat's client (the interleaved design, run/seat.py): the same, and its turns here
+
+    binary: str | None = None  # sysbench here
+
+    def turn_clock(self, rundir: Path, threads: int) -> TurnClock:
+        return TurnClock.create(rundir / "turns", threads)
+
+    def turns_test(self, test: str) -> tuple[str, str]:
+        """(turns.lua, the test it loads) as the client reads them."""
+        return str(WRAPPER), test
+
+    def config_file(self, server: Any, login: dict[str, str], order: int) -> str:
+        return str(sysbench.login_file(server.rundir, login))
+
+    def seat_env(self, cell: Cell, server: Any, turns: dict[str, str]) -> dict[str, str]:
+        return {**client_variant.environment(cell, server.rundir), **turns}
+
+    def seat_start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any:
+        return client.start(argv, out, None, env)
+
+    def seat_started(self, child: Any, cell: Cell, out: Path) -> dict[str, Any]:
+        """Its libraries mapped: the row's `client` fields (a client variant's proven)."""
+        client_variant.wait_loaded(child.pid, cell, out)
+        return client_variant.prove(child.pid, cell)
+
+    def turns(self, child: Any, clock: TurnClock | None) -> Turns:
+        return Turns(child, clock)
+
+    def counters(self, child: Any) -> ProcCounters:
+        """Its CPU, faults and context switches now (FileNotFoundError, ProcessLookupError: gone)."""
+        return ProcCounters.read(child.pid)
+
+
+class Turns:
+    """A seat's client here stopped and resumed (SIGSTOP, SIGCONT to its process group), the turn's
+    start written into its TurnClock just before each SIGCONT."""
+
+    def __init__(self, child: Any, clock: TurnClock | None) -> None:
+        self.child, self.clock = child, clock
+
+    def pause(self) -> None:
+        self.child.signal_group(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.clock is not None:  # before SIGCONT: an event in flight since the last pause is "spanned"
+            self.clock.advance()
+        self.child.signal_group(signal.SIGCONT)

@@ -51,7 +51,7 @@ from perflab.run import dataset
 from perflab.run.accounting import per_txn, server_resources
 from perflab.run.cell import CellRunner
 from perflab.observers.phases import MEASURED, WARMUP
-from perflab.places.procfs import ProcCounters, RssSampler
+from perflab.places.procfs import RssSampler
 from perflab.observers.resources import machine_busy_s
 from perflab.observers.seats import SeatObservers, SeatSpans
 from perflab.observers.status import STATEMENTS
@@ -281,7 +281,7 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
     resources = server_resources(seat.window_use(summary["total_time_s"] or 0.0), transactions, rss)
     assert seat.child is not None and seat.client_start is not None
     try:
-        client_now = seat.client_end if seat.client_end is not None else ProcCounters.read(seat.child.pid)
+        client_now = seat.client_end if seat.client_end is not None else seat.end.counters(seat.child)
         client_used = client_now.minus(seat.client_start)
     except (FileNotFoundError, ProcessLookupError):
         client_used = None

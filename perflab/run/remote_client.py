@@ -32,6 +32,10 @@ from perflab.errors import HostLostError, ToolMissingError
 from perflab.hosts.clock import Alignment, WindowClock
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts
+from perflab.hosts.place import read_counters
+from perflab.hosts.turns import AGENT, HostTurns, TurnAgent
+from perflab.places.procfs import ProcCounters
+from perflab.workloads.turn_latency import WRAPPER
 from perflab.workloads import client
 from perflab.run import accounting, remote_server
 from perflab.run.context import Runner
@@ -48,6 +52,7 @@ class RemoteClient:
     interface: str | None  # the host's interface toward `address`
     version: str | None = None  # the client's `--version` line there (a local client's is meta `host`'s)
     _copied: set[str] = field(default_factory=set)  # files copied into the run directory
+    _agent: TurnAgent | None = None  # the interleaved design's turns there (hosts/turns.py), once started
 
     @classmethod
     def open(cls, hosts: Hosts, name: str, workload: Any, address: str | None = None) -> RemoteClient:
@@ -94,6 +99,12 @@ class RemoteClient:
         if not (test.endswith(".lua") and local.is_file()):
             return None  # one of sysbench's own tests, found by the host's sysbench
         return self.copy(local)
+
+    def turn_agent(self) -> TurnAgent:
+        """The host's turn agent (hosts/turns.py), started with the first seat there."""
+        if self._agent is None:
+            self._agent = TurnAgent.start(self.rundir, self.binary, self.copy(AGENT))
+        return self._agent
 
     def command(self, spec: Any, cell: Cell, socket: Path, connect: list[str]) -> tuple[list[str], str | None]:
         """sysbench's argv on the host, and the path there of the workload's script when it is a local file."""
@@ -326,6 +337,47 @@ class ClientOnHost:
             | cpu_fields(cpu_before, cpu_after, covered)
             | {"clock": self.clock.record()}
         )
+
+    # a seat's client (the interleaved design, run/seat.py): on its host, its turns taken by the
+    # host's turn agent (hosts/turns.py)
+
+    @property
+    def binary(self) -> str:
+        return self.remote.binary
+
+    def turn_clock(self, rundir: Path, threads: int) -> HostTurns:
+        return self.remote.turn_agent().turns(f"{self.remote.rundir.path}/turns-{self.cell.order:04d}", threads)
+
+    def turns_test(self, test: str) -> tuple[str, str]:
+        """(turns.lua, the test it loads) copied into the host's run directory (a sysbench test by name stays)."""
+        self.script = self.remote.script(test)
+        return self.remote.copy(WRAPPER), self.script or test
+
+    def config_file(self, server: Any, login: dict[str, str], order: int) -> str:
+        return self.remote.write_config({k: v for k, v in login.items() if k != "db-driver"}, order)
+
+    def seat_env(self, cell: Cell, server: Any, turns: dict[str, str]) -> dict[str, str]:
+        return turns  # no client variant on a host (spec/hosts.py)
+
+    def seat_start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> RemoteChild:
+        prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+        return RemoteChild(self.remote.rundir, [*prefix, *argv], out, self.wl.name)
+
+    def seat_started(self, child: Any, cell: Cell, out: Path) -> dict[str, Any]:
+        """The row's `client` fields: where it ran, and its version there."""
+        r = self.remote
+        return {"host": r.name, "address": r.address, "version": r.version, "script": self.script}
+
+    def turns(self, child: Any, clock: Any) -> HostTurns:
+        clock.bind(child.pid)  # its process group there
+        return clock
+
+    def counters(self, child: Any) -> ProcCounters:
+        """Its CPU, faults and context switches on its host now (ProcessLookupError: gone)."""
+        pid = child.client_pid()
+        if pid is None:
+            raise ProcessLookupError(f"{self.wl.name} on {self.remote.name} has exited")
+        return read_counters(self.link, pid)
 
 
 def cpu_fields(before: float | None, after: float | None, transactions: float) -> dict[str, Any]:

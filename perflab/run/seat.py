@@ -12,7 +12,6 @@ measured window and reports its server's use over its own turns (`Seat.window_us
 from __future__ import annotations
 
 import math
-import signal
 import threading
 import time
 from dataclasses import astuple
@@ -35,6 +34,8 @@ from perflab.places.proc import Child
 from perflab.places.proc import read_tail
 from perflab.workloads.turn_counts import ClientCounts
 from perflab.workloads.turn_latency import Histogram, TurnClock
+from perflab.hosts.turns import HostTurns
+from perflab.run.ends import Turns
 from perflab.run.turn_series import Point, intervals, summary
 from perflab.servers.managed import Managed
 from perflab.spec import Cell
@@ -61,8 +62,8 @@ class Seat:
         self.workload = workloads.of(runner.exp.file)
         self.out = self.logs / self.workload.output_name  # its client's output
         self.stage = runner.stage()  # where its server runs: here, or the server host (run/stage.py)
-        host = runner.server_host
-        self.password = host.password if host is not None else None  # a server on its host: the run's login
+        self.end = runner.client_end(cell)  # where its client runs: here, or its client host (run/ends.py)
+        self.password = self.end.password  # a server or a client on a host: the run's login
         self.login: dict[str, str] | None = None  # the client's and sampler's login there (Kind.remote_login)
         self.server: Managed | None = None
         self.child: Child | None = None
@@ -75,7 +76,8 @@ class Seat:
         self.points: list[Point] = []
         self.latency: list[Histogram] = []  # the client's latency histogram at each point (turn_latency)
         self.spans: list[list[float]] = []  # its client's runs: [epoch before SIGCONT, after SIGSTOP]
-        self.clock: TurnClock | None = None
+        self.clock: TurnClock | HostTurns | None = None
+        self.turns: Turns | HostTurns | None = None  # its client's pause and resume (the end's)
         self.nominal = 0  # whole seconds of turns scheduled so far
         self.part_s = 0.0  # with turns under a second: the running second's turns so far
         self.active_s = 0.0  # seconds its client really ran
@@ -137,14 +139,12 @@ class Seat:
             if self.password is not None:  # over TCP, its password in files only their owner reads
                 self.login = self.runner.kind.remote_login(server, self.password)
             if self.workload.turn_clock:
-                self.clock = TurnClock.create(self.rundir / "turns", self.cell.threads)
+                self.clock = self.end.turn_clock(self.rundir, self.cell.threads)
             # MariaDB: the full SHOW GLOBAL STATUS only when [observe] status asks for it (8
             # counters do otherwise); PostgreSQL: the client's own counts (workloads/turn_counts.py,
             # pgbench's log: workloads/turn_log.py)
             lean = not self.runner.exp.file.observe.status
-            self.sampler = self.workload.seat_counts(self) or self.runner.kind.turn_counters(
-                server, self.clock, lean, self.password
-            )
+            self.sampler = self.workload.seat_counts(self) or stage.turn_counters(server, self.clock, lean, self.password)
             self._start_client(seconds)
             self.sampler.start_clock()
             self.sample(0.0)
@@ -155,6 +155,7 @@ class Seat:
         assert self.server is not None
         self.spans.append([time.time(), math.inf])  # it runs from its launch to the first pause
         self.workload.seat_client(self, seconds)  # connected
+        self.turns = self.end.turns(self.child, self.clock)
         self.pause()
         if self.child.poll() is not None:
             raise self._client_died()
@@ -170,8 +171,8 @@ class Seat:
                 out[f"server {self.server.pid}"] = self.runner.kind.process_counters(HERE, self.server.pid).cpu_s
             except (FileNotFoundError, ProcessLookupError, IndexError):
                 out[f"server {self.server.pid}"] = None
-        for role, pid in (
-            ("client", self.child.pid if self.child else None),
+        for role, pid in (  # this machine's processes (a client on its host uses that one's CPU)
+            ("client", self.end.pid(self.child) if self.child else None),
             ("status client", self.sampler and self.sampler.pid),
         ):
             if pid:
@@ -179,17 +180,15 @@ class Seat:
         return out
 
     def pause(self) -> None:
-        assert self.child is not None
-        self.child.signal_group(signal.SIGSTOP)
+        assert self.turns is not None
+        self.turns.pause()
         if self.spans and self.spans[-1][1] == math.inf:
             self.spans[-1][1] = time.time()
 
     def resume(self) -> None:
-        assert self.child is not None
-        if self.clock is not None:  # before SIGCONT: an event in flight since the last pause is "spanned"
-            self.clock.advance()
+        assert self.turns is not None
         self.spans.append([time.time(), math.inf])
-        self.child.signal_group(signal.SIGCONT)
+        self.turns.resume()  # its clock's turn written first: an event in flight since the last pause is "spanned"
 
     def finish_counts(self) -> None:
         """After the window: the client's counts completed (pgbench: ended, its log read) and
@@ -198,7 +197,7 @@ class Seat:
             return
         assert self.child is not None
         try:  # its window's use, before the client ends (a reaped process has no /proc)
-            self.client_end = ProcCounters.read(self.child.pid)
+            self.client_end = self.end.counters(self.child)
         except (FileNotFoundError, ProcessLookupError):
             self.client_end = None
         try:
@@ -296,7 +295,7 @@ class Seat:
         self.window_from = len(self.points) - 1
         self.warmup_s = self.active_s
         try:
-            self.client_start = ProcCounters.read(self.child.pid)
+            self.client_start = self.end.counters(self.child)
             self.server_start = self._server_counters(threads=True)
             self.window_t0 = time.monotonic()
         except (FileNotFoundError, ProcessLookupError):

@@ -66,6 +66,10 @@ class Stage(Protocol):
     def pss_bytes(self, server: Managed) -> int | None:
         """The server's proportional set size now (None where it is not read)."""
 
+    def turn_counters(self, server: Managed, clock: Any, lean: bool, password: str | None) -> Any:
+        """A seat's counters at every turn's end (the kind's turn_counters): of a server here on its
+        socket, of one on its host over TCP as the run's login (`password`)."""
+
     def finish(self, server: Managed | None, rundir: Path, logs: Path) -> None:
         """The server stopped, its logs kept in `logs`, its run directory removed."""
 
@@ -145,6 +149,9 @@ class Here:
 
     def pss_bytes(self, server: Managed) -> int | None:
         return self.runner.kind.pss_bytes(server)
+
+    def turn_counters(self, server: Managed, clock: Any, lean: bool, password: str | None) -> Any:
+        return self.runner.kind.turn_counters(server, clock, lean)  # its socket: a client host's login is not needed
 
     def finish(self, server: Managed | None, rundir: Path, logs: Path) -> None:
         if server is not None:

@@ -1,8 +1,8 @@
 """What `[hosts]`, `server_host` and `client_host` allow (docs/hosts.md), checked once the file is
 valid: every host named (also by a host axis: variants that set server_host) is a `[hosts.NAME]`
 table (exit 2 otherwise), and a client or a server on
-another host comes with what it supports so far: sysbench or pgbench, the sequential design, no client
-variants; a server there runs the host's installed server (a variant's preload is the host's
+another host comes with what it supports so far: sysbench or pgbench, no client variants, the
+interleaved design on one placement (sysbench's seats on a client host); a server there runs the host's installed server (a variant's preload is the host's
 allocator; [experiment] storage a directory there), or a build or glibc variant's copy there
 (hosts/trees.py). [observe] io and host_speed
 run where the server runs, whichever client (observers/remote_io.py), and alloc of a server here
@@ -63,6 +63,8 @@ def host_problems(spec: ExperimentFile) -> list[Problem]:
         )
     if client_hosts(spec):
         problems += _client_problems(spec, _server_here_with_client_host(spec))
+    if e.design == "interleaved" and (server_hosts(spec) or client_hosts(spec)):
+        problems += _interleaved_problems(spec)
     if "concurrent_hosts" in e.model_fields_set and host_axis(spec) is None:
         problems.append(
             Problem(
@@ -207,15 +209,6 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
         problems.append(
             Problem("workload.tool", 'tool = "sysbench" or "pgbench" with client_host', spec.workload.tool, _NOT_YET)
         )
-    if e.design == "interleaved" and e.server_host is None:
-        problems.append(
-            Problem(
-                "experiment.design",
-                'design = "sequential" with client_host',
-                "interleaved",
-                "interleaved turns are taken by local clients only; remove design",
-            )
-        )
     if observers:  # the server here: its perf, pmp (of the server) and status run here with sysbench;
         # its alloc, io and canary here with either client (run/remote_client.py, workloads/pgbench_remote.py)
         here = ("perf", "pmp", "status") if workloads.of(spec).remote_client_observers else ()
@@ -284,21 +277,25 @@ def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
 
 
 def _interleaved_problems(spec: ExperimentFile) -> list[Problem]:
-    """The interleaved design with a server host: its seats' servers there, their clients here
-    (run/seat.py: SIGSTOP and SIGCONT here, the counters over TCP and SSH), on one server host."""
-    why = "the interleaved design's servers on a host take turns from clients here on one host; remove design"
+    """The interleaved design with hosts: its seats' servers here or on the server host, their clients
+    here or on the client host (run/seat.py: a host's clients stopped and resumed by its turn agent,
+    hosts/turns.py), all of a group on one placement."""
     found = []
-    if client_hosts(spec) or host_axis(spec) is not None:
-        found.append(Problem("experiment.design", 'design = "sequential" with client_host or a host axis',
-                             "interleaved", why))  # fmt: skip
+    if host_axis(spec) is not None:  # its variants on other machines: no turn shares their host speed
+        why = "a host axis's variants run on different machines, so turns cannot share their speed; remove design"
+        found.append(Problem("experiment.design", 'design = "sequential" with a host axis', "interleaved", why))
     refusal = servers.kind(spec.experiment.server).seat_refusal_on_host
-    if refusal:
+    if server_hosts(spec) and refusal:
         found.append(Problem("experiment.design", 'design = "sequential" with this server on server_host',
                              "interleaved", refusal))  # fmt: skip
+    if client_hosts(spec) and not workloads.of(spec).turn_clock:
+        why = f"not built yet: {spec.workload.tool}'s seats are counted from its output here; remove design"
+        found.append(Problem("experiment.design", 'design = "sequential" with this tool on client_host',
+                             "interleaved", why))  # fmt: skip
     hint = 'not built yet: the seats\' recording is this machine\'s; design = "sequential" records there'
     for name in ("perf", "alloc"):  # the seats' observers record here (observers/seats.py)
         if getattr(spec.observe, name) is not None:
-            expected = f'no [observe] {name} with design = "interleaved" and server_host'
+            expected = f'no [observe] {name} with design = "interleaved" and a host'
             found.append(Problem(f"observe.{name}", expected, "true", hint))
     return found
 
@@ -314,8 +311,6 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
                 "workload.tool", 'tool = "sysbench" or "pgbench" with server_host', spec.workload.tool, _NOT_YET_SERVER
             )
         )
-    if e.design == "interleaved":
-        problems += _interleaved_problems(spec)
     for key, value, default in (("pin", e.pin, False),):  # storage and drop_caches apply on the host
         if value != default:
             problems.append(

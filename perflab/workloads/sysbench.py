@@ -286,18 +286,19 @@ class Sysbench(Workload):
     turn_clock = True
 
     def seat_client(self, seat: Any, seconds: int) -> None:
-        """The test through turns.lua (the seat's TurnClock), its client variant's environment
-        checked in its maps; connected once it prints "Threads started!". A server on its host:
-        over TCP as the run's login (`seat.login`), its password in a file only its owner reads."""
-        from perflab.workloads import client, client_variant
-        from perflab.workloads.turn_latency import WRAPPER
+        """The test through turns.lua (the seat's TurnClock), where its client runs (`seat.end`: here,
+        its client variant's environment checked in its maps; or on its client host); connected once it
+        prints "Threads started!". Over TCP as the run's login (`seat.login`: a server or a client on a
+        host), its password in a file only its owner reads."""
+        from perflab.workloads import client
 
-        spec, server, login = seat.runner.exp.file, seat.server, seat.login
+        spec, server, login, end = seat.runner.exp.file, seat.server, seat.login, seat.end
         connect = None
         if login is not None:
-            connect = [f"--db-driver={login['db-driver']}", f"--config-file={login_file(server.rundir, login)}"]
+            connect = [f"--db-driver={login['db-driver']}", f"--config-file={end.config_file(server, login, seat.cell.order)}"]
+        script, test = end.turns_test(spec.workload.test)
         seat.command = argv(
-            str(WRAPPER),
+            script,
             "run",
             socket=server.socket,
             tables=spec.dataset.tables,
@@ -307,12 +308,11 @@ class Sysbench(Workload):
             options={**spec.workload.options, **seat.cell.workload_options},  # no rate: design refuses it
             driver=seat.runner.kind.sysbench_driver,
             connect=connect,
+            binary=end.binary,
         )
-        env = {**client_variant.environment(seat.cell, server.rundir), **seat.clock.environment(spec.workload.test)}
-        seat.child = client.start(seat.command, seat.out, None, env)
+        seat.child = end.seat_start(seat.command, end.seat_env(seat.cell, server, seat.clock.environment(test)), seat.out)
         watch = client.StartWatch(seat.out, seat.child, spec.experiment.timeout_margin)
-        client_variant.wait_loaded(seat.child.pid, seat.cell, seat.out)
-        seat.client_fields = client_variant.prove(seat.child.pid, seat.cell)
+        seat.client_fields = end.seat_started(seat.child, seat.cell, seat.out)
         watch.wait()
 
 

@@ -93,7 +93,7 @@ class TurnClock:
 
     def __init__(self, path: Path, threads: int) -> None:
         self.path, self.threads = path, threads
-        self.size = _size(threads)
+        self.size = size_of(threads)
         self._fd = os.open(path, os.O_RDWR)
         self._map = mmap.mmap(self._fd, self.size)
         self.turn = 0
@@ -101,7 +101,7 @@ class TurnClock:
     @classmethod
     def create(cls, path: Path, threads: int) -> TurnClock:
         with path.open("wb") as f:
-            f.truncate(_size(threads))
+            f.truncate(size_of(threads))
         clock = cls(path, threads)
         struct.pack_into("<4d", clock._map, 8, LAYOUT, BUCKETS, STRIDE, 0)
         return clock
@@ -135,6 +135,6 @@ class TurnClock:
         os.close(self._fd)
 
 
-def _size(threads: int) -> int:
+def size_of(threads: int) -> int:
     """The shared file's bytes: the header and one part a thread (turns.lua's layout)."""
     return (HEADER + threads * STRIDE) * 8

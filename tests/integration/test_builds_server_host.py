@@ -3,7 +3,8 @@ the host being a network namespace with its own sshd (sshhosts.py): Debian sid's
 PostgreSQL 18) from its private root, and Debian 12's installed server with sid's C library, each
 run there from copies of what it runs from (hosts/trees.py), beside the host's own server. Its
 dataset of another format is prepared here by the build and copied; every cell records what ran
-where and the C library it mapped there; nothing is left on the host."""
+where and the C library it mapped there; nothing is left on the host. MariaDB's run is issue 47's
+"done when": its three servers on host db take interleaved turns from their clients on host load."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from tests.archive import major_minor, sid_version, upstream
 from tests.integration.helpers import used, write_experiment
-from tests.integration.sshhosts import SshLab, namespace_commands, perflab_via
+from tests.integration.sshhosts import SshLab, namespace_commands, perflab_via, wire
 
 EXPERIMENT = """
 [experiment]
@@ -22,9 +23,14 @@ duration = "2s"
 warmup = "1s"
 repeats = 1
 server_host = "db"
+client_host = "load"
+design = "interleaved"
 
 [hosts.db]
 ssh = "{ssh}"
+
+[hosts.load]
+ssh = "{load}"
 
 [builds.m118]
 package = "mariadb-server-core"
@@ -48,7 +54,8 @@ libc = {{ glibc = "sid" }}
 def _run(lab: SshLab, shm: Path, tmp_path: Path, text: str) -> tuple[dict, dict, str]:
     """`text` run with its server on the lab's host db: (the export, its cells by server label, the
     host's run directory); every cell ok with transactions."""
-    spec, out = write_experiment(tmp_path / "builds.toml", text.format(ssh=lab.hosts["db"].ssh)), tmp_path / "results"
+    text = text.format(ssh=lab.hosts["db"].ssh, load=lab.hosts["load"].ssh)
+    spec, out = write_experiment(tmp_path / "builds.toml", text), tmp_path / "results"
     done = perflab_via(lab, shm, "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(lab, tmp_path, "export", str(out), "--format", "json").stdout)
@@ -60,11 +67,18 @@ def _run(lab: SshLab, shm: Path, tmp_path: Path, text: str) -> tuple[dict, dict,
 
 
 def test_a_sid_build_and_a_glibc_variant_run_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """The servers on host db, their clients on host load (reaching db over a link of their own), all
+    three taking turns: each cell records where its server and its client ran."""
+    wire(ssh_lab, "load", "db")
     exported, cells, there = _run(ssh_lab, tmpfs("shm", "2G"), tmp_path, EXPERIMENT)  # there: the host's run dir
     system = os.confstr("CS_GNU_LIBC_VERSION").split()[-1]  # the lab's host is this machine's twin
     sid = sid_version("mariadb-server-core")
+    assert exported["experiment"]["design"] == "interleaved"
+    assert sorted(c["design"]["turn"] for c in cells.values()) == [0, 1, 2]
     for cell in cells.values():
         assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0
+        assert cell["client"]["host"] == "load" and cell["client"]["address"] == ssh_lab.hosts["db"].address
+        assert cell["client"]["cpu_us_per_txn"] > 0 and cell["summary"]["latency_ms"]["p95"] > 0  # from load
     # Debian sid's server, run there from its root's copy, on a dataset of its format prepared here
     new = cells["m118"]["build"]
     assert new["version"].startswith(upstream(sid)) and new["binary"].startswith(f"{there}/tree-")
@@ -83,6 +97,7 @@ def test_a_sid_build_and_a_glibc_variant_run_on_the_server_host(ssh_lab: SshLab,
     assert installed["binary"] == "/usr/sbin/mariadbd" and installed["libc"]["version"] == system
     assert "root" not in installed and installed["libc"]["library"].startswith("/usr/lib/")
     assert namespace_commands(ssh_lab, "db") == ["sshd"] and not Path(there).exists()  # nothing left there
+    assert namespace_commands(ssh_lab, "load") == ["sshd"]
 
 
 PG = """

@@ -83,6 +83,36 @@ def test_a_client_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     assert 0.9 < cell["status_per_txn"]["Com_select"] < 1.1, cell["status_per_txn"]
 
 
+def test_interleaved_turns_with_the_clients_on_their_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """design = "interleaved" with client_host: each seat's server here, its sysbench on the host,
+    stopped and resumed there by the host's turn agent (hosts/turns.py), which writes each resume's
+    time for turns.lua there and sends its latency histogram back; the servers' counters read here."""
+    load = ssh_lab.hosts["load"]
+    body = EXPERIMENT.format(ssh=load.ssh).replace('client_host = "load"', 'client_host = "load"\ndesign = "interleaved"')
+    body = body.replace('duration = "3s"', 'duration = "4s"').replace(
+        "[variants.log]\nOFF = {}\n", '[variants.alloc]\nglibc = {}\njemalloc = { preload = "jemalloc" }\n'
+    )
+    spec, out = write_experiment(tmp_path / "turns.toml", body + "[observe]\nstatus = true\n"), tmp_path / "results"
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    cells = {c["variant"]["alloc"]: c for c in used(exported["cells"])}
+    assert all(c["status"] == "ok" for c in cells.values()), [c.get("error") for c in cells.values()]
+    assert {c["design"]["turn"] for c in cells.values()} == {0, 1}
+    for cell in cells.values():
+        assert cell["design"]["name"] == "interleaved" and cell["client"]["host"] == "load", cell["client"]
+        assert 3.5 <= cell["design"]["active_s"] <= 8, cell["design"]  # its own seconds: warm-up and window
+        assert cell["summary"]["transactions"] > 0 and cell["summary"]["latency_ms"]["p95"] > 0  # turns.lua's there
+        # each second of the window's own running time: its server's counters here, its latency from the host
+        series = [iv for iv in cell["intervals"] if not iv["warmup"]]
+        assert len(series) == 4 and all(iv["tps"] > 0 and iv["p95_ms"] is not None for iv in series), series
+        assert 0.9 <= cell["status_per_txn"]["Com_select"] <= 1.1, cell["status_per_txn"]
+        assert cell["client"]["cpu_us_per_txn"] > 0, cell["client"]  # sysbench's, read on its host
+        assert cell["resources"]["client_cpu_s"] > 0
+    assert "libjemalloc" in cells["jemalloc"]["allocator_library"]  # the servers here
+    assert namespace_commands(ssh_lab, "load") == ["sshd"]  # the clients and the agent are gone
+
+
 def test_the_client_profiled_on_its_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     """perf and pmp with targets naming the client: sysbench's own process on the host, recorded and
     named there, stored as a local client's profiles (target "client"), beside the server's here."""

@@ -22,6 +22,8 @@ from perflab.run import interleave, turn_series
 from perflab.observers.status import LEAN_SELECTS, LEAN_STATEMENTS, SELECTS, STATEMENTS
 from perflab.places.here import HERE
 from perflab.places.proc import Child
+from perflab.places.procfs import ProcCounters
+from perflab.run.ends import Turns
 from perflab.run.scheduler import interleave_groups
 from perflab.spec.aa import aa_experiment
 from perflab.store import calibration
@@ -291,6 +293,9 @@ class _Runner:
     def stage(self) -> object:
         return None  # a seat opened by the test itself
 
+    def client_end(self, cell: object) -> object:
+        return SimpleNamespace(password=None, pid=lambda child: child.pid)  # its clients here
+
 
 class _Server:
     """A started server as a Seat reads it: a live process (a real one, so /proc has it)."""
@@ -321,6 +326,7 @@ def _seat(tmp_path: Path, order: int, stack: contextlib.ExitStack) -> interleave
     seat = interleave.Seat(_Runner(tmp_path), SimpleNamespace(order=order), None, tmp_path)  # type: ignore[arg-type]
     seat.server = _Server(stack.enter_context(Child(["sleep", "60"])))  # type: ignore[assignment]
     seat.child = stack.enter_context(Child(["sleep", "60"]))
+    seat.turns = Turns(seat.child, None)  # SIGSTOP and SIGCONT here, as a client here's
     seat.sampler = _Sampler()  # type: ignore[assignment]
     return seat
 
@@ -374,14 +380,14 @@ def test_window_use_is_the_window_less_the_idle_rate_over_the_others_turns(monke
     """10 s of window, 6 s of them the seat's own turns: its server's use is the window's less
     4 s of its idle rate (0.5 CPU s and 200 faults over 2 s sampled: 0.25 cores, 100 a second);
     the context switches are the window's (the idle samples read none)."""
-    end = interleave.ProcCounters(user_s=14.0, sys_s=3.0, minor_faults=1500, major_faults=12,
+    end = ProcCounters(user_s=14.0, sys_s=3.0, minor_faults=1500, major_faults=12,
                                   voluntary_ctx=900, involuntary_ctx=90)  # fmt: skip
-    monkeypatch.setattr(interleave.ProcCounters, "read", staticmethod(lambda pid, threads=True: end))
+    monkeypatch.setattr(ProcCounters, "read", staticmethod(lambda pid, threads=True: end))
     seat = object.__new__(interleave.Seat)
     seat.runner = SimpleNamespace(kind=servers.kind("mariadb"), server_place=HERE)  # type: ignore[assignment]
     seat.server = SimpleNamespace(pid=1, alive=lambda: True)
-    seat.server_start = interleave.ProcCounters(10.0, 2.0, 500, 2, 100, 10)
-    seat.idle_used, seat.idle_s = interleave.ProcCounters(0.4, 0.1, 200, 4, 0, 0), 2.0
+    seat.server_start = ProcCounters(10.0, 2.0, 500, 2, 100, 10)
+    seat.idle_used, seat.idle_s = ProcCounters(0.4, 0.1, 200, 4, 0, 0), 2.0
     seat.window_t0 = time.monotonic() - 10.0
     used = seat.window_use(6.0)
     assert used is not None
@@ -389,8 +395,8 @@ def test_window_use_is_the_window_less_the_idle_rate_over_the_others_turns(monke
     assert used.user_s == pytest.approx(3.2, abs=0.01) and used.sys_s == pytest.approx(0.8, abs=0.01)
     assert used.minor_faults == pytest.approx(600, abs=3) and used.major_faults == 2
     assert (used.voluntary_ctx, used.involuntary_ctx) == (800, 80)
-    seat.idle_used = interleave.ProcCounters(5.0, 5.0, 5000, 50, 0, 0)  # more than the window had: none left
-    assert interleave.ProcCounters(0.0, 0.0, 0, 0, 800, 80) == seat.window_use(6.0)
+    seat.idle_used = ProcCounters(5.0, 5.0, 5000, 50, 0, 0)  # more than the window had: none left
+    assert ProcCounters(0.0, 0.0, 0, 0, 800, 80) == seat.window_use(6.0)
     seat.idle_s = 0.0  # never sampled: the whole window is its own
     assert seat.window_use(6.0) == end.minus(seat.server_start)
     seat.server_start = None  # not started: nothing to say
