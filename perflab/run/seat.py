@@ -144,7 +144,8 @@ class Seat:
             # counters do otherwise); PostgreSQL: the client's own counts (workloads/turn_counts.py,
             # pgbench's log: workloads/turn_log.py)
             lean = not self.runner.exp.file.observe.status
-            self.sampler = self.workload.seat_counts(self) or stage.turn_counters(server, self.clock, lean, self.password)
+            own = self.workload.seat_counts(self)
+            self.sampler = own or stage.turn_counters(server, self.clock, lean, self.password)
             self._start_client(seconds)
             self.sampler.start_clock()
             self.sample(0.0)

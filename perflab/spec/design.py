@@ -122,12 +122,14 @@ def sequential_reason(spec: ExperimentFile) -> str | None:
         return f"sequential: {refusal}"
     clients = client_hosts(spec)
     if clients:
-        return f"sequential: the client runs on host {clients[0]} (turns are taken by local clients only)"
+        host = f"the client runs on host {clients[0]}"
+        return f'sequential: {host} (the default with hosts; design = "interleaved" takes turns there)'
     if e.server_host is not None:
-        return f"sequential: the server runs on host {e.server_host} (turns are taken by local servers only)"
+        host = f"the server runs on host {e.server_host}"
+        return f'sequential: {host} (the default with hosts; design = "interleaved" takes turns there)'
     axis = host_axis(spec)
     if axis is not None:
-        return f"sequential: the host axis {axis} runs servers on other hosts (turns are taken by local servers only)"
+        return f"sequential: the host axis {axis} runs servers on other machines (no turn shares their speed)"
     workload_refusal = workloads.of(spec).interleaved_refusal
     if workload_refusal:
         return f"sequential: {workload_refusal}"

@@ -295,7 +295,8 @@ class Sysbench(Workload):
         spec, server, login, end = seat.runner.exp.file, seat.server, seat.login, seat.end
         connect = None
         if login is not None:
-            connect = [f"--db-driver={login['db-driver']}", f"--config-file={end.config_file(server, login, seat.cell.order)}"]
+            path = end.config_file(server, login, seat.cell.order)
+            connect = [f"--db-driver={login['db-driver']}", f"--config-file={path}"]
         script, test = end.turns_test(spec.workload.test)
         seat.command = argv(
             script,
@@ -310,7 +311,8 @@ class Sysbench(Workload):
             connect=connect,
             binary=end.binary,
         )
-        seat.child = end.seat_start(seat.command, end.seat_env(seat.cell, server, seat.clock.environment(test)), seat.out)
+        env = end.seat_env(seat.cell, server, seat.clock.environment(test))
+        seat.child = end.seat_start(seat.command, env, seat.out)
         watch = client.StartWatch(seat.out, seat.child, spec.experiment.timeout_margin)
         seat.client_fields = end.seat_started(seat.child, seat.cell, seat.out)
         watch.wait()

@@ -88,7 +88,7 @@ def test_interleaved_turns_with_the_clients_on_their_host(ssh_lab: SshLab, tmpfs
     stopped and resumed there by the host's turn agent (hosts/turns.py), which writes each resume's
     time for turns.lua there and sends its latency histogram back; the servers' counters read here."""
     load = ssh_lab.hosts["load"]
-    body = EXPERIMENT.format(ssh=load.ssh).replace('client_host = "load"', 'client_host = "load"\ndesign = "interleaved"')
+    body = EXPERIMENT.format(ssh=load.ssh).replace("repeats = 1", 'repeats = 1\ndesign = "interleaved"')
     body = body.replace('duration = "3s"', 'duration = "4s"').replace(
         "[variants.log]\nOFF = {}\n", '[variants.alloc]\nglibc = {}\njemalloc = { preload = "jemalloc" }\n'
     )
