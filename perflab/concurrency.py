@@ -2,11 +2,11 @@
 
 One socket per thread on each side and one server thread per connection: what limits a high
 thread count here is not the CPUs but the process limits (file descriptors; threads, for users
-other than root) and the server's max_connections. perflab raises its soft limits to the hard
-ones (mariadbd and sysbench inherit them) and reports what is still short, as preflight Problems:
+other than root) and the server's connection limit (its kind's `connection_problems`: MariaDB's
+max_connections, servers/mysql_protocol.py). perflab raises its soft limits to the hard ones (the
+server and the client inherit them) and reports what is still short, as preflight Problems:
 
     concurrency_problems(exp)  -> [Problem("workload.threads", "an open-files limit of at least 2048 ...", ...)]
-    connection_problems(exp)   -> [Problem("server_options.max_connections (default)", ...)]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import resource
 
 from perflab.errors import Problem
-from perflab.spec import Experiment
+from perflab.spec.matrix import Experiment
 
 FD_MARGIN = 1024  # beyond one socket per thread: the server's tables, logs, table cache; sysbench's own
 NPROC_MARGIN = 512  # beyond one thread per connection on each side: the server's own threads, perflab's
@@ -66,28 +66,3 @@ def concurrency_problems(exp: Experiment) -> list[Problem]:
                 )
             )
     return problems
-
-
-def connection_problems(exp: Experiment) -> list[Problem]:
-    """Every cell's server must accept its threads' connections, and perflab's own ([observe] status)."""
-    from perflab.servers.mysqld import DEFAULT_OPTIONS
-
-    found = {}
-    for cell in exp.cells():
-        options = {k.replace("-", "_"): v for k, v in {**DEFAULT_OPTIONS, **cell.server_options}.items()}
-        try:
-            limit = int(options.get("max_connections", 151))
-        except (TypeError, ValueError):
-            continue  # the server judges a value it cannot parse
-        if limit < cell.threads + 2:
-            found.setdefault(cell.variant_key, (limit, cell.threads))
-    return [
-        Problem(
-            f"server_options.max_connections ({variant})",
-            f"at least {threads + 2} (threads + perflab's own connections)",
-            str(limit),
-            f"max_connections = {threads + 10}, or leave it out (perflab's default is "
-            f"{DEFAULT_OPTIONS['max_connections']})",
-        )
-        for variant, (limit, threads) in found.items()
-    ]

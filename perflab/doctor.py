@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from perflab import allocators
-from perflab.preflight import TOOLS, Tool, which
+from perflab.places.proc import which
+from perflab.tools import TOOLS, Tool
 from perflab.run import storage_dirs
 from perflab.run.workdir import TMPFS, foreign, remove_stale_workdirs, stale_workdirs
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,50 +21,8 @@ from perflab.run import storage
 from perflab.observers.checks import profiler_problems
 from perflab.places.proc import which
 from perflab.run.workdir import TMPFS
-from perflab.spec import Experiment
+from perflab.spec.matrix import Experiment
 from perflab.spec.hosts import client_hosts, preloads_by_host, server_here, server_hosts
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    package: str
-    purpose: str
-    required: bool = True
-    version_flag: str | None = "--version"  # None: never run it just to ask (mariadb-install-db would act)
-    get: str | None = None  # how to install it, when not `apt-get install <package>`
-
-
-TOOLS = (
-    Tool("mariadbd", "mariadb-server", "the server under test"),
-    Tool("mariadb-install-db", "mariadb-server", "creates each datadir", version_flag=None),
-    Tool("mariadb", "mariadb-client", "runs setup SQL"),
-    Tool("sysbench", "sysbench", "the workload"),
-    Tool("setpriv", "util-linux", "kills children if perflab dies", version_flag=None),
-    Tool("postgres", "postgresql-15", 'server = "postgresql" (`perflab docs experiment`)', required=False),
-    Tool("pgbench", "postgresql-15", 'tool = "pgbench"', required=False),
-    Tool(
-        "go-tpc",
-        "go-tpc",
-        'tool = "go-tpc" (TPC-C, `perflab docs workloads`)',
-        required=False,
-        version_flag=None,
-        get="make go-tpc (go install, pinned v1.0.12)",
-    ),
-    Tool("taskset", "util-linux", "CPU pinning (pin = true)", version_flag=None),
-    Tool("dpkg-query", "dpkg", "allocator package versions", version_flag=None),
-    Tool("perf", "linux-perf", "on-CPU profiles (observe.perf)", required=False),
-    Tool("eu-stack", "elfutils", "wall-clock stacks (observe.pmp, tool eu-stack)", required=False),
-    Tool("c++filt", "binutils", "C++ names in pmp stacks", required=False),
-    Tool(
-        "inferno-flamegraph",
-        "inferno",
-        "flame graph SVGs (perflab flame, reports)",
-        required=False,
-        version_flag=None,
-        get="make setup (builds it with cargo; see `perflab docs profiles`)",
-    ),
-)
 
 
 def check(exp: Experiment, binaries: Callable[[Experiment], dict[str | None, Any]] | None = None) -> None:
@@ -232,23 +189,6 @@ def memory_available() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
-
-
-def dataset_estimate(exp: Experiment) -> int:
-    """Bytes of a prepared datadir, roughly and on the high side: ~400 B per sysbench row
-    (row, primary and secondary index), the redo log, and the system tablespaces."""
-    own = workloads.of(exp.file).dataset_estimate(exp)
-    rows = exp.file.dataset.tables * exp.file.dataset.table_size
-    return (rows * 400 if own is None else own) + (256 << 20) + (64 << 20)
-
-
-def tool_problems() -> list[Problem]:
-    """The tools a MariaDB experiment needs that this machine lacks (servers/mariadb)."""
-    return [
-        Problem(f"(tool) {t.name}", "installed", "missing", f"apt-get install {t.package} (or `make setup`)")
-        for t in TOOLS
-        if t.required and which(t.name) is None
-    ]
 
 
 def _allocators(exp: Experiment) -> list[Problem]:

@@ -18,7 +18,7 @@ from perflab.builds import pgo as G
 from perflab.builds import source as S
 from perflab.builds.fetch import fetch
 from perflab.servers import kind
-from perflab.spec import ExperimentFile
+from perflab.spec.schema import ExperimentFile
 from perflab.spec.builds import BuildSpec
 
 

@@ -40,7 +40,7 @@ from perflab.observers.perf import PerfRecorder
 from perflab.observers.perf_script import FoldStats
 from perflab.observers.phases import MEASURED, PHASES, Spans
 from perflab.observers.pmp import StackSampler, fold_rows
-from perflab.spec import ObserveSection
+from perflab.spec.observe import ObserveSection
 from perflab.store import folded
 from perflab.store.results import Results
 

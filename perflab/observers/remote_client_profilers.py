@@ -28,7 +28,7 @@ from perflab.hosts.rundir import RunDir
 from perflab.observers.phases import Spans
 from perflab.observers.profilers import Profilers
 from perflab.observers.remote_profilers import NoProfilers, RemoteProfilers
-from perflab.spec import ObserveSection
+from perflab.spec.observe import ObserveSection
 
 CLIENT = "client"
 

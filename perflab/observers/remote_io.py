@@ -45,7 +45,7 @@ from perflab.observers.io import IoObserver, fsync_events, parse_times
 from perflab.observers.perf import descendants, lost_chunks
 from perflab.observers.phases import Spans
 from perflab.observers.remote_profilers import RemotePerf
-from perflab.spec import ObserveSection
+from perflab.spec.observe import ObserveSection
 
 _LOGGED = 'mkdir -p "${0%/*}" && exec "$@" > "$0" 2>&1'  # $0: a log (its directory made); "$@": the argv
 _checked: dict[tuple[str, str], str | None] = {}  # (host run directory, canary) -> None: runs there; else why not

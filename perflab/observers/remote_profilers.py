@@ -36,7 +36,7 @@ from perflab.observers.perf_script import FoldStats, PhasesAt, fold_perf_phases
 from perflab.observers.phases import Spans
 from perflab.observers.pmp import ModuleMap, parse_eu_stack
 from perflab.observers.profilers import Profilers
-from perflab.spec import ObserveSection
+from perflab.spec.observe import ObserveSection
 
 # $0: the command word, $1 the control FIFO, $2 the acknowledgement FIFO (perf holds both open)
 _CONTROL = 'echo "$0" > "$1" && head -n 1 "$2"'

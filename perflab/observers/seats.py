@@ -35,7 +35,7 @@ from perflab.observers.perf import PerfRecorder
 from perflab.observers.phases import MEASURED, WARMUP, Range, Spans
 from perflab.observers.alloc.profile import store_alloc
 from perflab.observers.profilers import Profilers
-from perflab.spec import ObserveSection
+from perflab.spec.observe import ObserveSection
 from perflab.store.results import Results
 
 

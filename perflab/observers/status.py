@@ -30,7 +30,7 @@ from typing import IO, Any, Self
 
 from perflab.errors import PerflabError
 from perflab.places.proc import Child, clean_env
-from perflab.servers.mysqld import binary
+from perflab.tools import binary
 
 END = "--perflab-status-end--"
 METRICS_PREFIX = "INNODB_METRICS."

@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from perflab.spec import Experiment
+from perflab.spec.matrix import Experiment
 from perflab.units import format_duration
 
 Estimate = Callable[..., float]  # estimate(exp) or estimate(exp, cells) -> seconds

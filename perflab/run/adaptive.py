@@ -17,7 +17,7 @@ from perflab.analyze import host_speed, sequential
 from perflab.analyze.rate import fixed_rate
 from perflab.analyze.summary import adaptive_targets
 from perflab.run.datasets import Datasets
-from perflab.spec import Cell, Experiment
+from perflab.spec.matrix import Cell, Experiment
 from perflab.spec.fields import MAX_REPEATS
 from perflab.spec.loading import cell_estimate, round_seconds
 from perflab.store.results import Results

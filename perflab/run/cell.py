@@ -42,7 +42,7 @@ from perflab.run.storage import Storage, of_experiment
 from perflab.run.ends import ClientHere
 from perflab.workloads import sysbench
 from perflab.servers import Kind, kind
-from perflab.spec import Cell, Experiment
+from perflab.spec.matrix import Cell, Experiment
 from perflab.spec.builds import BuildSpec
 from perflab.spec.hosts import server_here
 from perflab.store.results import Results

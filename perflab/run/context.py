@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from perflab.run.space import SpaceCheck
     from perflab.run.storage import Storage
     from perflab.servers import Kind
-    from perflab.spec import Cell, Experiment
+    from perflab.spec.matrix import Cell, Experiment
     from perflab.store.results import Results
 
 Measured = tuple[list[dict[str, Any]], list[tuple[float, int]], dict[str, Any]]  # intervals, rss, fields

@@ -32,7 +32,7 @@ from perflab.places.procfs import ProcCounters, RssSampler
 from perflab.run import accounting
 from perflab.run.context import Runner
 from perflab.servers.managed import Managed
-from perflab.spec import Cell
+from perflab.spec.matrix import Cell
 from perflab.workloads import client, client_variant, sysbench
 from perflab.workloads.turn_latency import WRAPPER, TurnClock
 

@@ -59,7 +59,7 @@ from perflab.observers.status import figures as status_figures
 from perflab.run.seat import Seat
 from perflab.run.server_logs import failure_fields
 from perflab.run.turn_series import summary
-from perflab.spec import Cell
+from perflab.spec.matrix import Cell
 from perflab.units import utc_now
 
 IDLE_WARNING = 0.05  # cores a paused server may use before its row warns (measured: see docs/methodology.md)

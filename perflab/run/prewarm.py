@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from perflab.errors import ServerStartError
-from perflab.spec import Cell
+from perflab.spec.matrix import Cell
 
 if TYPE_CHECKING:
     from perflab.servers import Kind

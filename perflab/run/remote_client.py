@@ -39,7 +39,7 @@ from perflab.workloads.turn_latency import WRAPPER
 from perflab.workloads import client
 from perflab.run import accounting, remote_server
 from perflab.run.context import Runner
-from perflab.spec import Cell
+from perflab.spec.matrix import Cell
 
 
 @dataclass

@@ -45,7 +45,7 @@ from perflab.observers.alloc import remote as remote_alloc
 from perflab.run.server_logs import keep_logs
 from perflab.run.storage import Storage
 from perflab.run.context import Runner
-from perflab.spec import Cell
+from perflab.spec.matrix import Cell
 from perflab.spec.hosts import client_hosts, server_here, server_hosts
 
 # $0: a tool, "$@": the kind's directories off the PATH (postgresql-15's bin); its path on the host,

@@ -31,7 +31,7 @@ from perflab.builds import Build, BuildError, cache_root, writable_cache
 from perflab.run.cell import CellRunner, Listener
 from perflab.run.datasets import Datasets, kept_dirs
 from perflab.run.workdir import space_hint, work_dir
-from perflab.spec import Cell, Experiment
+from perflab.spec.matrix import Cell, Experiment
 from perflab.spec.hosts import client_hosts, host_axis, host_lanes, longest_lane, server_here, server_hosts
 from perflab.spec.loading import cell_estimate
 from perflab.store.results import Results

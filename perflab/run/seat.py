@@ -38,7 +38,7 @@ from perflab.hosts.turns import HostTurns
 from perflab.run.ends import Turns
 from perflab.run.turn_series import Point, intervals, summary
 from perflab.servers.managed import Managed
-from perflab.spec import Cell
+from perflab.spec.matrix import Cell
 
 
 class Seat:

@@ -25,7 +25,7 @@ from perflab.run.server_logs import keep_logs
 from perflab.run.storage import drop_caches_s
 from perflab.servers.managed import LOOPBACK, Managed
 from perflab.run.context import Measured, Runner
-from perflab.spec import Cell
+from perflab.spec.matrix import Cell
 
 
 

@@ -40,7 +40,7 @@ from perflab.observers.phases import Spans
 from perflab.observers.resources import StealSampler
 from perflab.run import accounting
 from perflab.run.context import Measured, Runner
-from perflab.spec import Cell
+from perflab.spec.matrix import Cell
 from perflab.workloads import client, client_variant
 
 

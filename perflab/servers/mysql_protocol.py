@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from perflab.builds import Build
     from perflab.run.dataset import Snapshot
     from perflab.servers.mysqld import Mysqld
-    from perflab.spec import Cell, Experiment, ExperimentFile
+    from perflab.spec.matrix import Cell, Experiment
+    from perflab.spec.schema import ExperimentFile
     from perflab.spec.problems import Problem
 
 SHARES = ("share/mysql", "share/mariadb", "share", "sql/share", "usr/share/mysql")  # errmsg.sys's language dirs
@@ -303,9 +304,9 @@ class MySQLProtocolKind(Kind):
         return option_problems(exp, binaries, cache)
 
     def tool_problems(self) -> list[Problem]:
-        from perflab import preflight
+        from perflab.tools import tool_problems
 
-        return preflight.tool_problems()
+        return tool_problems()
 
     def turn_counters(self, server: Any, clock: Any, lean: bool, password: str | None = None) -> Any:
         """The server's own statement counters, `SHOW GLOBAL STATUS` over one connection made now:
@@ -323,11 +324,35 @@ class MySQLProtocolKind(Kind):
         return place.rss_sampler(pid)
 
     def dataset_estimate(self, exp: Experiment) -> int:
-        from perflab import preflight
+        """Bytes of a prepared datadir, roughly and on the high side: ~400 B per sysbench row
+        (row, primary and secondary index), the redo log, and the system tablespaces."""
+        from perflab import workloads
 
-        return preflight.dataset_estimate(exp)
+        own = workloads.of(exp.file).dataset_estimate(exp)
+        rows = exp.file.dataset.tables * exp.file.dataset.table_size
+        return (rows * 400 if own is None else own) + (256 << 20) + (64 << 20)
 
     def connection_problems(self, exp: Experiment) -> list[Problem]:
-        from perflab.concurrency import connection_problems
+        """Every cell's server must accept its threads' connections, and perflab's own ([observe] status)."""
+        from perflab.errors import Problem
+        from perflab.servers.mysqld import DEFAULT_OPTIONS
 
-        return connection_problems(exp)
+        found = {}
+        for cell in exp.cells():
+            options = {k.replace("-", "_"): v for k, v in {**DEFAULT_OPTIONS, **cell.server_options}.items()}
+            try:
+                limit = int(options.get("max_connections", 151))
+            except (TypeError, ValueError):
+                continue  # the server judges a value it cannot parse
+            if limit < cell.threads + 2:
+                found.setdefault(cell.variant_key, (limit, cell.threads))
+        return [
+            Problem(
+                f"server_options.max_connections ({variant})",
+                f"at least {threads + 2} (threads + perflab's own connections)",
+                str(limit),
+                f"max_connections = {threads + 10}, or leave it out (perflab's default is "
+                f"{DEFAULT_OPTIONS['max_connections']})",
+            )
+            for variant, (limit, threads) in found.items()
+        ]

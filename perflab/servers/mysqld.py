@@ -18,17 +18,16 @@ from __future__ import annotations
 import os
 import pwd
 import re
-import shutil
 import signal
 import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from perflab.errors import ToolMissingError
 from perflab.builds import Build
 from perflab.places import netns
 from perflab.places.proc import Child, call, clean_env
+from perflab.tools import binary
 from perflab.servers.managed import LOOPBACK, Managed, account, as_account, give, ld_preload, reachable, read_log
 from perflab.servers.mysql_protocol import flavor_of
 
@@ -57,14 +56,6 @@ def defaults(durable: bool, options: dict[str, Any]) -> dict[str, Any]:
     if names & {"log_bin", "skip_log_bin"}:
         drop.add("skip-log-bin")
     return {k: v for k, v in DEFAULT_OPTIONS.items() if k not in drop}
-
-
-def binary(name: str) -> str:
-    for candidate in (name, f"/usr/sbin/{name}", f"/usr/bin/{name}"):
-        found = shutil.which(candidate)
-        if found:
-            return found
-    raise ToolMissingError(f"{name} not found", "apt-get install mariadb-server (or `make setup`)")
 
 
 def free_port() -> int:

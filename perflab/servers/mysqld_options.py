@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from perflab.builds import Build
-    from perflab.spec import Experiment
+    from perflab.spec.matrix import Experiment
     from perflab.spec.problems import Problem
 
 FORMAT = "perflab-server-options/1"

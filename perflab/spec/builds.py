@@ -36,7 +36,6 @@ from pydantic import (
     model_validator,
 )
 
-from perflab.errors import Problem
 from perflab.spec.fields import Duration, fail
 
 PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+=[A-Za-z0-9.+~:-]+\Z")
@@ -228,11 +227,3 @@ class BuildSpec(BaseModel):
         if "train_duration" in data and not data.get("pgo"):
             raise fail("pgo = true beside train_duration", "train_duration is the PGO training run's length")
         return data
-
-
-def build_problems(server: str, builds: dict[str, BuildSpec]) -> list[Problem]:
-    """A build of the other server's kind (a MariaDB tree, package or version on PostgreSQL,
-    or the reverse): refused before anything starts, naming the key and the fix."""
-    from perflab import servers
-
-    return servers.kind(server).build_problems(builds)

@@ -109,6 +109,30 @@ def pgbench_test(value: str) -> str:
     return value
 
 
+SYSBENCH_TEST = re.compile(r"^[A-Za-z0-9_]+\Z")
+GOTPC_TESTS = ("tpcc",)  # go-tpc's tpch and ch need another dataset and report no per-second NOPM
+
+
+def sysbench_test(value: str) -> str:
+    """A sysbench test name, or a .lua script's path (an argument of sysbench: never one starting with '-')."""
+    lua = value.endswith(".lua") and value.isprintable() and not value.startswith("-")
+    if not SYSBENCH_TEST.match(value) and not lua:
+        raise fail(
+            "a sysbench test name such as oltp_read_only, or a path to a .lua script",
+            "the tests are the .lua files in /usr/share/sysbench",
+        )
+    return value
+
+
+def gotpc_test(value: str) -> str:
+    if value not in GOTPC_TESTS:
+        raise fail(f"a go-tpc test perflab runs ({', '.join(GOTPC_TESTS)})", 'test = "tpcc"')
+    return value
+
+
+TEST_CHECKS = {"sysbench": sysbench_test, "pgbench": pgbench_test, "go-tpc": gotpc_test}  # by [workload] tool
+
+
 def storage_value(value: str) -> str:
     """[experiment] storage: "tmpfs", or an absolute path (whether it exists is the machine's
     question, asked by preflight: run/storage.py)."""

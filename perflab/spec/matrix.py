@@ -23,11 +23,11 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from perflab.spec.variant import merge, merge_client, merge_glibc, merge_host, merge_rate, merge_switches
 from perflab.variants import variant_key
 
 if TYPE_CHECKING:
     from perflab.spec.schema import ExperimentFile
-    from perflab.spec.variant import Variant
 
 
 @dataclass(frozen=True)
@@ -151,84 +151,3 @@ def by_host(cells: list[Cell], seed: int | None, repeat: int) -> list[Cell]:
         random.Random(f"perflab-hosts/{seed}/{repeat}").shuffle(hosts)
     rank = {host: i for i, host in enumerate(hosts)}
     return sorted(cells, key=lambda c: rank[c.server_host])  # stable: each host's order is kept
-
-
-def merge_host(variants: list[Variant], labels: list[str], default: str | None, key: str = "server_host") -> str | None:
-    """The server (or client: `key`) host of one variant per axis (else `default`); two axes naming
-    two hosts is an error."""
-    hosts = {getattr(v, key) for v in variants} - {None}
-    if len(hosts) > 1:
-        raise ValueError(f"variants {labels} set {key} to both {' and '.join(sorted(hosts))}")
-    return hosts.pop() if hosts else default
-
-
-def merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict, dict, dict]:
-    """Combine one variant per axis; two axes setting the same thing differently is an error."""
-    preload: str | None = None
-    env: dict[str, str] = {}
-    options: dict[str, Any] = {}
-    wopts: dict[str, Any] = {}
-    builds = {v.build for v in variants if v.build is not None}
-    if len(builds) > 1:
-        raise ValueError(f"variants {labels} name two builds ({', '.join(sorted(builds))})")
-    for variant, label in zip(variants, labels):
-        if variant.preload is not None:
-            if preload is not None and preload != variant.preload:
-                raise ValueError(f"variants {labels} set preload twice ({preload}, {variant.preload})")
-            preload = variant.preload
-        for target, source, what in (
-            (env, variant.env, "env"),
-            (options, variant.server_options, "server_options"),
-            (wopts, variant.workload_options, "workload_options"),
-        ):
-            for key, val in source.items():
-                if key in target and target[key] != val:
-                    raise ValueError(f"variants {labels} set {what}.{key} to both {target[key]!r} and {val!r}")
-                target[key] = val
-    return preload, env, options, wopts
-
-
-def merge_glibc(variants: list[Variant], labels: list[str]) -> str | None:
-    """The C library's suite of one variant per axis; two axes naming two suites is an error."""
-    suites = {v.glibc for v in variants} - {None}
-    if len(suites) > 1:
-        raise ValueError(f"variants {labels} set glibc to both {' and '.join(sorted(suites))}")
-    return suites.pop() if suites else None
-
-
-def merge_rate(variants: list[Variant], labels: list[str]) -> int | None:
-    """The arrival rate of one variant per axis; two axes setting two rates is an error."""
-    rates = {v.rate for v in variants} - {None}
-    if len(rates) > 1:
-        raise ValueError(f"variants {labels} set rate to both {' and '.join(map(str, sorted(rates)))}")
-    return rates.pop() if rates else None
-
-
-def merge_switches(variants: list[Variant], labels: list[str]) -> dict[str, bool]:
-    """`aslr` and `prewarm` as the variants of one combination set them (unset keys are left
-    out: the experiment's own apply); two axes that set one differently is an error."""
-    out = {}
-    for key in ("aslr", "prewarm"):
-        values = {getattr(v, key) for v in variants} - {None}
-        if len(values) > 1:
-            raise ValueError(f"variants {labels} set {key} to both true and false")
-        out.update({key: values.pop()} if values else {})
-    return out
-
-
-def merge_client(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict[str, str], str | None]:
-    """The client's preload, env and library of one variant per axis; two axes setting one
-    of them differently is an error."""
-    env: dict[str, str] = {}
-    single: dict[str, str | None] = {"client_preload": None, "client_library": None}
-    for variant in variants:
-        for key in single:
-            value = getattr(variant, key)
-            if value is not None and single[key] not in (None, value):
-                raise ValueError(f"variants {labels} set {key} twice ({single[key]}, {value})")
-            single[key] = value if value is not None else single[key]
-        for key, val in variant.client_env.items():
-            if key in env and env[key] != val:
-                raise ValueError(f"variants {labels} set client_env.{key} to both {env[key]!r} and {val!r}")
-            env[key] = val
-    return single["client_preload"], env, single["client_library"]

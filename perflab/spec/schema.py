@@ -39,13 +39,22 @@ from perflab.spec.fields import (
     Rate,
     ServerOptions,
     WorkloadOptions,
+    TEST_CHECKS,
     check_label,
     fail,
     storage_value,
 )
-from perflab.spec.matrix import merge, merge_client, merge_glibc, merge_host, merge_rate, merge_switches
 from perflab.spec.observe import ObserveSection
-from perflab.spec.variant import Axes, Variant
+from perflab.spec.variant import (
+    Axes,
+    Variant,
+    merge,
+    merge_client,
+    merge_glibc,
+    merge_host,
+    merge_rate,
+    merge_switches,
+)
 
 
 class _Strict(BaseModel):
@@ -269,9 +278,7 @@ class WorkloadSection(_Strict):
     @field_validator("test")
     @classmethod
     def _test(cls, value: str, info: ValidationInfo) -> str:
-        from perflab import workloads
-
-        return workloads.get(info.data.get("tool") or "sysbench").check_test(value)
+        return TEST_CHECKS[info.data.get("tool") or "sysbench"](value)  # as the tool names its tests
 
 
 class HostSection(_Strict):

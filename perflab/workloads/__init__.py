@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from perflab.errors import Problem
     from perflab.workloads.sysbench_output import Summary
-    from perflab.spec import Cell, Experiment
+    from perflab.spec.matrix import Cell, Experiment
 
 NAMES = ("sysbench", "pgbench", "go-tpc")  # [workload] tool's values (spec/schema.py)
 
@@ -75,10 +75,6 @@ class Workload:
         return f"{self.name}.txt"
 
     # the file, once valid: exit 2
-    def check_test(self, test: str) -> str:
-        """[workload] test as this tool names its tests (spec/schema.py); ValueError-like `fail`."""
-        raise NotImplementedError
-
     def file_problems(self, spec: Any, kind: Any) -> list[Problem]:
         """[workload] and [dataset] keys this tool refuses, and servers of `kind` it cannot drive."""
         return []

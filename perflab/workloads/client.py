@@ -24,7 +24,8 @@ from perflab.errors import WorkloadError
 from perflab import workloads
 from perflab.places.proc import Child, clean_env
 from perflab.workloads import rate, sysbench, sysbench_output
-from perflab.spec import Cell, ExperimentFile
+from perflab.spec.matrix import Cell
+from perflab.spec.schema import ExperimentFile
 
 
 def window_seconds(spec: ExperimentFile) -> tuple[int, int]:

@@ -27,7 +27,7 @@ from typing import Any
 from perflab import allocators
 from perflab.errors import AllocatorNotMappedError, WorkloadError
 from perflab.places.proc import clean_env
-from perflab.spec import Cell
+from perflab.spec.matrix import Cell
 
 SONAME = "libmariadb.so.3"  # what Debian's sysbench links (DT_NEEDED)
 CLIENT_LIBRARIES = ("libmariadb.so", "libmysqlclient.so", "libperconaserverclient.so")  # by file name

@@ -53,7 +53,6 @@ from perflab.errors import ToolMissingError, WorkloadError
 from perflab.workloads.sysbench_output import Summary
 
 VERSION = "v1.0.12"  # the Makefile's GO_TPC_VERSION (1.0.9 brought the postgres driver)
-TESTS = ("tpcc",)  # go-tpc's tpch and ch need another dataset and report no per-second NOPM
 DATABASE = "tpcc"
 USER = "tpcc"  # MySQL's protocol: tpcc@127.0.0.1, no password (go-tpc connects to it over TCP only)
 NEW_ORDER = "NEW_ORDER"

@@ -130,11 +130,6 @@ class Pgbench(Workload):
     client_packages: ClassVar[dict[str, str]] = {"pgbench": "postgresql-client-15"}
     client_dirs = ("/usr/lib/postgresql/15/bin",)  # Debian's, where postgresql-client-15 puts it
 
-    def check_test(self, test: str) -> str:
-        from perflab.spec.fields import pgbench_test
-
-        return pgbench_test(test)
-
     def file_problems(self, spec: Any, kind: Any) -> list[Any]:
         from perflab.errors import Problem
 

@@ -132,7 +132,6 @@ def version() -> str:
     return done.stdout.strip()
 
 
-TEST_RE = re.compile(r"^[A-Za-z0-9_]+\Z")
 # sysbench's bundled tests a server without `sysbench_writes` runs (PostgreSQL): those that only
 # read, and the OLTP writes, whose deadlocks sysbench 1.0.20 rolls back and counts as ignored
 # errors at read committed (42 in 8 s of oltp_read_write here; docs/storage.md)
@@ -151,18 +150,6 @@ class Sysbench(Workload):
     remote_client_observers = True  # the server's perf, pmp and status, where it runs
     client_packages: ClassVar[dict[str, str]] = {"sysbench": "sysbench"}
     remote_server = True
-
-    def check_test(self, test: str) -> str:
-        from perflab.spec.fields import fail
-
-        # a script path is an argument of sysbench: one starting with "-" would be read as an option
-        lua = test.endswith(".lua") and test.isprintable() and not test.startswith("-")
-        if not TEST_RE.match(test) and not lua:
-            raise fail(
-                "a sysbench test name such as oltp_read_only, or a path to a .lua script",
-                "the tests are the .lua files in /usr/share/sysbench",
-            )
-        return test
 
     def file_problems(self, spec: Any, kind: Any) -> list[Any]:
         from perflab.errors import Problem

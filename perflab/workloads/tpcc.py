@@ -17,7 +17,7 @@ from typing import Any
 
 from perflab.errors import ToolMissingError
 from perflab.workloads import Workload, gotpc
-from perflab.workloads.gotpc import DATABASE, RESERVED, TESTS, USER, VERSION, WAREHOUSE_BYTES
+from perflab.workloads.gotpc import DATABASE, RESERVED, USER, VERSION, WAREHOUSE_BYTES
 from perflab.workloads.sysbench_output import Summary
 
 WAIT_GRACE_S = 5.0  # a --wait run's last report comes at its --time: ended this long after it
@@ -36,13 +36,6 @@ class GoTpc(Workload):
     stamps_lines = True  # its reports carry no time, and a second without a transaction prints nothing
     connects_by_tcp = True  # MySQL's protocol: --host/--port only (PostgreSQL's driver takes a socket: tcp_on)
     dataset_size = ("workload.warehouses", "fewer warehouses")
-
-    def check_test(self, test: str) -> str:
-        from perflab.spec.fields import fail
-
-        if test not in TESTS:
-            raise fail(f"a go-tpc test perflab runs ({', '.join(TESTS)})", 'test = "tpcc"')
-        return test
 
     def file_problems(self, spec: Any, kind: Any) -> list[Any]:
         from perflab.errors import Problem

@@ -97,9 +97,9 @@ def test_no_installed_mysql_exit_2_and_every_format_its_own_dataset(tmp_path: Pa
 
 
 def test_mysql_needs_no_installed_mariadbd(monkeypatch: pytest.MonkeyPatch):
-    from perflab import preflight
+    from perflab import tools
 
-    monkeypatch.setattr(preflight, "which", lambda name: None)
+    monkeypatch.setattr(tools, "which", lambda name: None)
     missing = {p.path for p in kind("mysql").tool_problems()}
     assert "(tool) sysbench" in missing and "(tool) mariadb" in missing  # the client runs perflab's SQL
     assert not missing & {"(tool) mariadbd", "(tool) mariadb-install-db"}

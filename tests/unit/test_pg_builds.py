@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from perflab import spec
+from perflab import servers, spec
 from perflab.errors import EXIT_USAGE, SpecError
 from perflab.servers.postgresql import train as pgtrain
 from perflab.builds import Build, BuildError
 from perflab.servers.postgresql import source as PG
 from perflab.builds import source as S
-from perflab.spec.builds import BuildSpec, build_problems
+from perflab.spec.builds import BuildSpec
 
 PG_SRC = S.Source(Path("/nonexistent/pg/tree"), "fingerprint", "debian postgresql-15 15.18-0+deb12u1", "postgresql")
 MARIADB_SRC = S.Source(Path("/nonexistent/src/tree"), "fingerprint", "a tree")
@@ -117,16 +117,16 @@ def test_builds_of_the_other_server_are_refused_with_the_key_and_the_fix(tmp_pat
         "cm": recipe(cmake={"PLUGIN_X": "NO"}),
         "fine": recipe(source="debian=15.18-0+deb12u1"),
     }
-    problems = {p.path: p for p in build_problems("postgresql", builds)}
+    problems = {p.path: p for p in servers.kind("postgresql").build_problems(builds)}
     assert set(problems) == {"builds.deb.source", "builds.tree.source", "builds.base.basedir",
                              "builds.half.basedir", "builds.pkg.package", "builds.cm.cmake"}  # fmt: skip
     assert "apt-cache showsrc postgresql-15" in problems["builds.deb.source"].hint
     assert "bin/postgres and bin/initdb" in problems["builds.half.basedir"].expected
     pg_base = _basedir(tmp_path / "pgbase", "bin/postgres", "bin/initdb")
-    on_mariadb = build_problems("mariadb", {"p": BuildSpec.model_validate({"basedir": str(pg_base)}),
+    on_mariadb = servers.kind("mariadb").build_problems({"p": BuildSpec.model_validate({"basedir": str(pg_base)}),
                                             "c": recipe(configure=["--with-lz4"])})  # fmt: skip
     assert {p.path for p in on_mariadb} == {"builds.p.basedir", "builds.c.configure"}
-    assert not build_problems("postgresql", {"ok": BuildSpec.model_validate({"basedir": str(pg_base)})})
+    assert not servers.kind("postgresql").build_problems({"ok": BuildSpec.model_validate({"basedir": str(pg_base)})})
 
 
 def test_an_experiment_with_a_mariadb_build_on_postgresql_exits_2_naming_the_key():

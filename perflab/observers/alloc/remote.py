@@ -36,7 +36,7 @@ from perflab.observers.host_binaries import HostStarts, HostSymbolizer
 from perflab.observers.perf import lost_chunks
 from perflab.observers.remote_profilers import RemotePerf
 from perflab.observers.syscalls import SyscallCounts, events, parse
-from perflab.spec import AllocObserve
+from perflab.spec.observe import AllocObserve
 
 EXTRA_SLOTS = 64  # read beyond the slots in use: a thread that takes one between the reads is counted
 # $0: the file; $1: the header's base64; $2: the file's size. The cell's directory made first

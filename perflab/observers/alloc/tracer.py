@@ -38,7 +38,7 @@ from typing import Any
 from perflab import allocators
 from perflab.observers import alloc
 from perflab.observers.syscalls import SYSCALLS, SyscallCounts, SyscallRecorder
-from perflab.spec import AllocObserve
+from perflab.spec.observe import AllocObserve
 from perflab.units import size_class_label
 
 ALLOCATING = ("malloc", "calloc", "realloc", "memalign", "new")

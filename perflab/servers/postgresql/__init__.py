@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from perflab.builds import Build
     from perflab.run.dataset import Snapshot
     from perflab.servers.postgresql.server import PostgreSQL
-    from perflab.spec import Cell, Experiment, ExperimentFile
+    from perflab.spec.matrix import Cell, Experiment
+    from perflab.spec.schema import ExperimentFile
     from perflab.spec.problems import Problem
 
 

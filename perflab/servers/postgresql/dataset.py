@@ -19,7 +19,7 @@ from pathlib import Path
 from perflab.run.dataset import Snapshot
 from perflab.places.proc import call, clean_env
 from perflab.servers.postgresql.server import PostgreSQL, initdb
-from perflab.spec import ExperimentFile
+from perflab.spec.schema import ExperimentFile
 
 
 def prepare(

@@ -13,7 +13,7 @@ import difflib
 import subprocess
 
 from perflab.errors import Problem
-from perflab.spec import Experiment
+from perflab.spec.matrix import Experiment
 
 PG_TOOLS = ("postgres", "initdb", "psql", "pgbench")
 # initdb's cluster with the WAL kept after the checkpoint (min_wal_size = 80 MB): about 130 MiB
