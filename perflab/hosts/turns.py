@@ -12,7 +12,7 @@ The agent reads one command a line from a channel that stays open; its commands 
 so one seat's SIGSTOP is sent before the next seat's SIGCONT, as here.
 
     agent = TurnAgent.start(rundir, sysbench)           # once per client host and run
-    turns = agent.turns(f"{rundir.path}/turns-0003", 8)  # before the client starts: environment(test)
+    turns = agent.turns(rundir.path, 8)                  # before the client starts: environment(test)
     turns.bind(child.pid); turns.resume(); ...; turns.pause(); turns.read()
 """
 
@@ -68,9 +68,11 @@ class TurnAgent:
             )
         return answer
 
-    def turns(self, path: str, threads: int) -> HostTurns:
-        """A seat's shared file at `path` on the host, made for `threads` client threads."""
+    def turns(self, directory: str, threads: int) -> HostTurns:
+        """A seat's shared file, made new (never through a link: O_EXCL) in `directory` on the host for
+        `threads` client threads: `turns-SLOT`, one a seat of the run."""
         slot = next(self._slots)
+        path = f"{directory}/turns-{slot:04d}"
         self.ask(f"M {slot} {path} {threads}")
         return HostTurns(self, slot, path, threads)
 

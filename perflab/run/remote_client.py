@@ -346,7 +346,7 @@ class ClientOnHost:
         return self.remote.binary
 
     def turn_clock(self, rundir: Path, threads: int) -> HostTurns:
-        return self.remote.turn_agent().turns(f"{self.remote.rundir.path}/turns-{self.cell.order:04d}", threads)
+        return self.remote.turn_agent().turns(self.remote.rundir.path, threads)
 
     def turns_test(self, test: str) -> tuple[str, str]:
         """(turns.lua, the test it loads) copied into the host's run directory (a sysbench test by name stays)."""

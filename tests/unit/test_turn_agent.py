@@ -69,8 +69,8 @@ def _state(pid: int) -> str:
 
 
 def test_a_seat_is_stopped_and_resumed_and_each_resume_timed(agent: TurnAgent, tmp_path: Path) -> None:
-    path = tmp_path / "turns-0000"
-    turns = agent.turns(str(path), 2)
+    path = tmp_path / "turns-0000"  # the agent's first seat
+    turns = agent.turns(str(tmp_path), 2)
     assert oct(path.stat().st_mode & 0o777) == "0o600" and path.stat().st_size == (HEADER + 2 * STRIDE) * 8
     assert turns.environment("oltp_read_only")["PERFLAB_TURNS_BYTES"] == str(path.stat().st_size)
     with subprocess.Popen(["setsid", "sleep", "60"]) as client:
@@ -97,8 +97,8 @@ def test_a_seat_is_stopped_and_resumed_and_each_resume_timed(agent: TurnAgent, t
 
 
 def test_the_histogram_comes_back_as_the_local_clock_reads_it(agent: TurnAgent, tmp_path: Path) -> None:
-    path = tmp_path / "turns-0001"
-    turns = agent.turns(str(path), 3)
+    path = tmp_path / "turns-0000"
+    turns = agent.turns(str(tmp_path), 3)
     local = TurnClock(path, 3)  # turns.lua's side: each thread adds to its own part
     try:
         parts = [(10, 5, 2.5, 1), (10, 2, 0.75, 0), (900, 1, 123.0, 2)]  # bucket, count, sum, spanned
@@ -118,9 +118,11 @@ def test_a_command_it_cannot_use_is_an_error_naming_it(agent: TurnAgent, tmp_pat
     with pytest.raises(HostLostError) as exc:
         agent.ask("S 99")  # no such seat
     assert "'S 99'" in exc.value.message
-    turns = agent.turns(str(tmp_path / "turns-0002"), 1)  # the agent goes on after it
-    assert turns.read().events == 0
+    turns = agent.turns(str(tmp_path), 1)  # the agent goes on after it
+    assert turns.read().events == 0 and turns.path == f"{tmp_path}/turns-0000"
+    (tmp_path / "turns-0001").symlink_to(tmp_path / "elsewhere")  # planted where the next seat's goes
     with pytest.raises(HostLostError):
-        agent.turns(str(tmp_path / "turns-0002"), 1)  # made once only (O_EXCL)
+        agent.turns(str(tmp_path), 1)  # made new, never through a link (O_EXCL)
+    assert not (tmp_path / "elsewhere").exists()
     with pytest.raises(ValueError):
         parse("ok")
