@@ -14,6 +14,12 @@ from tests.conftest import perflab
 from tests.freezes import Freezes
 from tests.integration.helpers import pgbench_experiment, processes, write_experiment
 
+# alone (make test runs the quiet modules first, one at a time): its assertions are on the shares of the
+# window its profilers covered (pmp's transactions against its seconds, within 0.02), which a busy
+# machine moves: beside four workers they failed in 2 of 4 CI simulations (2026-11-29: 0.997 of the
+# transactions for 1.023 of the seconds, pmp stopping 68 ms after the window's end)
+pytestmark = pytest.mark.quiet
+
 EXPERIMENT = pgbench_experiment(
     "pg-profiles",
     rest="""
