@@ -94,10 +94,8 @@ class HostTurns:
         """The client's process group on the host (its RunDir.start pid)."""
         self.agent.ask(f"G {self.slot} {group}")
 
-    def advance(self) -> None:
-        """Nothing: the agent writes the turn and its time as it resumes the client (`resume`)."""
-
     def resume(self) -> None:
+        """The agent writes the turn and its time on the host's clock, then continues the client."""
         self.agent.tell(f"C {self.slot}")
 
     def pause(self) -> None:

@@ -283,8 +283,7 @@ class ClientOnHost:
 
     def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> RemoteChild:
         self.clock.begin()  # before it starts, and again once it has ended: its times lie between
-        prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
-        return RemoteChild(self.remote.rundir, [*prefix, *argv], out, self.wl.name)
+        return self.seat_start(argv, env, out)
 
     def launched(self, child: Any, cell: Cell, out: Path, profilers: Any) -> dict[str, Any]:
         return {}
@@ -360,6 +359,7 @@ class ClientOnHost:
         return turns  # no client variant on a host (spec/hosts.py)
 
     def seat_start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> RemoteChild:
+        """Started there in `env` (through env(1)), its output streamed back into `out`."""
         prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
         return RemoteChild(self.remote.rundir, [*prefix, *argv], out, self.wl.name)
 

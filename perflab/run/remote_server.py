@@ -342,6 +342,9 @@ class HostStage:
     def pss_bytes(self, server: Any) -> int | None:
         return None  # not read on a host (docs/hosts.md: pss_end_bytes null)
 
+    def pid(self, server: Any) -> int | None:
+        return None  # it uses the host's CPU, not this machine's
+
     def turn_counters(self, server: Any, clock: Any, lean: bool, password: str | None) -> Any:
         return self.runner.kind.turn_counters(server, clock, lean, password)  # over TCP from here
 

@@ -166,13 +166,13 @@ class Seat:
         """The cumulative CPU of its server (every process of it), client and status client, by
         name ("server 12345"); None for one that is gone."""
         out: dict[str, float | None] = {}
-        here = self.runner.server_host is None  # a server on its host uses that machine's CPU, not this one's
-        if here and self.server is not None and self.server.child is not None:
+        server = self.stage.pid(self.server) if self.server is not None and self.server.child is not None else None
+        if server is not None:  # this machine's processes only (on a host, they use that one's CPU)
             try:
-                out[f"server {self.server.pid}"] = self.runner.kind.process_counters(HERE, self.server.pid).cpu_s
+                out[f"server {server}"] = self.runner.kind.process_counters(HERE, server).cpu_s
             except (FileNotFoundError, ProcessLookupError, IndexError):
-                out[f"server {self.server.pid}"] = None
-        for role, pid in (  # this machine's processes (a client on its host uses that one's CPU)
+                out[f"server {server}"] = None
+        for role, pid in (
             ("client", self.end.pid(self.child) if self.child else None),
             ("status client", self.sampler and self.sampler.pid),
         ):

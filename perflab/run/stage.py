@@ -66,6 +66,9 @@ class Stage(Protocol):
     def pss_bytes(self, server: Managed) -> int | None:
         """The server's proportional set size now (None where it is not read)."""
 
+    def pid(self, server: Managed) -> int | None:
+        """The server's pid on this machine, whose CPU `other_cpu_cores` leaves out (None: it runs elsewhere)."""
+
     def turn_counters(self, server: Managed, clock: Any, lean: bool, password: str | None) -> Any:
         """A seat's counters at every turn's end (the kind's turn_counters): of a server here on its
         socket, of one on its host over TCP as the run's login (`password`)."""
@@ -149,6 +152,9 @@ class Here:
 
     def pss_bytes(self, server: Managed) -> int | None:
         return self.runner.kind.pss_bytes(server)
+
+    def pid(self, server: Managed) -> int | None:
+        return server.pid
 
     def turn_counters(self, server: Managed, clock: Any, lean: bool, password: str | None) -> Any:
         return self.runner.kind.turn_counters(server, clock, lean)  # its socket: a client host's login is not needed
