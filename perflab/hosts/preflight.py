@@ -11,7 +11,7 @@ from typing import Any
 
 from perflab import allocators
 from perflab.errors import HostKeyError, HostUnreachableError, Problem
-from perflab.hosts.target import parse_target
+from perflab.hosts.target import install_hint, parse_target
 from perflab.hosts.transport import Connection
 from perflab.run import storage
 from perflab.spec.hosts import client_hosts, preloads_by_host, server_hosts
@@ -72,7 +72,7 @@ def _problems_of(
                 f"hosts.{name}",
                 f"{tool} installed on host {name}",
                 "not installed",
-                f"install it there: apt-get install {package} (on {target})",
+                install_hint(package, target),
             )
             for tool, package in packages.items()
             if link.run(["sh", "-c", _HAS, tool, *dirs]).status != 0

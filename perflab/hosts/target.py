@@ -10,6 +10,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # the user's ssh config unless PERFLAB_SSH_CONFIG names another (the tests point it at their own)
 CONFIG_ENV = "PERFLAB_SSH_CONFIG"
@@ -44,3 +45,8 @@ def ssh_config() -> list[Path] | None:
     """The ssh config files asyncssh reads: PERFLAB_SSH_CONFIG's, or None for its default (~/.ssh/config)."""
     given = os.environ.get(CONFIG_ENV)
     return [Path(given)] if given else None
+
+
+def install_hint(package: str, target: Any) -> str:
+    """How to get a tool onto a host: its Debian package, or the instruction itself (go-tpc's)."""
+    return f"install it there: {package if ' ' in package else 'apt-get install ' + package} (on {target})"

@@ -33,6 +33,7 @@ from perflab.hosts.clock import Alignment, WindowClock
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts
 from perflab.hosts.place import read_counters
+from perflab.hosts.target import install_hint
 from perflab.hosts.turns import AGENT, HostTurns, TurnAgent
 from perflab.places.procfs import ProcCounters
 from perflab.workloads.turn_latency import WRAPPER
@@ -64,12 +65,11 @@ class RemoteClient:
         tool, package = next(iter(workload.client_packages.items()))
         found = link.run(["sh", "-c", remote_server._WHICH, tool, *workload.client_dirs]).stdout.strip()
         if not found:
-            raise ToolMissingError(
-                f"host {name} has no {tool}", f"install it there: `apt-get install {package}` on {link.target}"
-            )
+            raise ToolMissingError(f"host {name} has no {tool}", install_hint(package, link.target))
         route = link.run(["ip", "-o", "route", "get", address]).stdout.split()
         interface = route[route.index("dev") + 1] if "dev" in route[:-1] else None
-        return cls(hosts, name, address, secrets.token_hex(16), found, interface, client_version(link, found))
+        version = workload.host_version(link, found)
+        return cls(hosts, name, address, secrets.token_hex(16), found, interface, version)
 
     @property
     def rundir(self) -> RunDir:
@@ -138,14 +138,6 @@ class RemoteClient:
         }
 
 
-def client_version(link: Any, binary: str) -> str | None:
-    """The first line of `BINARY --version` on the host ("sysbench 1.0.20", "pgbench (PostgreSQL) 15.14"),
-    as this machine's meta `host` records its own client's; None when it says nothing."""
-    done = link.run([binary, "--version"])
-    lines = (done.stdout or done.stderr).strip().splitlines()
-    return lines[0].strip() if lines else None
-
-
 # $0: where bash writes `times` (its children's user and system CPU) once sysbench has exited; "$@": sysbench
 _CLIENT = '"$@" 2>&1; s=$?; times > "$0"; exit $s'
 # $0: the wrapper's pid (bash); its child is sysbench: its /proc stat line, then the clock tick
@@ -179,8 +171,11 @@ class RemoteChild:
     """The workload's client (`tool`: sysbench, pgbench) on the host, as workloads/client.py drives a local
     Child: poll, wait, kill, `started`; its output (stderr merged) copied into `out` as it comes."""
 
-    def __init__(self, rundir: RunDir, argv: list[str], out: Path, tool: str = "sysbench") -> None:
+    def __init__(
+        self, rundir: RunDir, argv: list[str], out: Path, tool: str = "sysbench", stamped: bool = False
+    ) -> None:
         self.rundir, self.rusage, self.tool = rundir, None, tool  # no rusage here: its CPU is the host's (cpu_s)
+        self.argv, self.stamped = argv, stamped  # stamped: each line prefixed with its arrival, as a local client's
         self.times = f"{rundir.path}/times-{out.parent.name}"  # bash's `times` once sysbench has exited
         self.started = time.monotonic()
         self.lost: str | None = None
@@ -198,8 +193,8 @@ class RemoteChild:
     def _pump(self, sink: TextIO) -> None:
         try:
             with sink:
-                for line in self.proc.lines():
-                    sink.write(line)
+                for line in self.proc.lines():  # a stamp: seconds since the launch (workloads/client.start)
+                    sink.write(f"{time.monotonic() - self.started:9.3f} | {line}" if self.stamped else line)
                     sink.flush()
             status = self.proc.wait(timeout=30).status
             if status is None:  # no exit status: the connection ended under it (a host that dropped off)
@@ -361,7 +356,7 @@ class ClientOnHost:
     def seat_start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> RemoteChild:
         """Started there in `env` (through env(1)), its output streamed back into `out`."""
         prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
-        return RemoteChild(self.remote.rundir, [*prefix, *argv], out, self.wl.name)
+        return RemoteChild(self.remote.rundir, [*prefix, *argv], out, self.wl.name, self.wl.stamps_lines)
 
     def seat_started(self, child: Any, cell: Cell, out: Path) -> dict[str, Any]:
         """The row's `client` fields: where it ran, and its version there."""

@@ -61,6 +61,9 @@ class Kind:
     runs_pgbench: bool = False
     gotpc_driver: str | None = None  # go-tpc's --driver for it (workloads/tpcc.py); None: go-tpc cannot drive it
     gotpc_socket: bool = False  # True: that driver reaches a cell's server by its socket directory, else by TCP
+    # True: that driver reads a login's password from a file (lib/pq: PGPASSFILE), so go-tpc can log in
+    # over TCP to a server on another host (docs/hosts.md#go-tpc-on-hosts); False: only on its command line
+    gotpc_passfile: bool = False
     sysbench_writes: bool = True  # False: sysbench's read-only and OLTP write tests only (PostgreSQL)
 
     def flavor(self, version: str) -> str | None:

@@ -205,15 +205,8 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
     refusal = servers.kind(e.server).remote_client_refusal
     if refusal:
         problems.append(Problem("experiment.client_host", "a server that takes remote clients", e.server, refusal))
-    if not workloads.of(spec).remote_client:
-        problems.append(
-            Problem("workload.tool", 'tool = "sysbench" or "pgbench" with client_host', spec.workload.tool, _NOT_YET)
-        )
-    if observers:  # the server here: its perf, pmp (of the server) and status run here with sysbench;
-        # its alloc, io and canary here with either client (run/remote_client.py, workloads/pgbench_remote.py)
-        here = ("perf", "pmp", "status") if workloads.of(spec).remote_client_observers else ()
-        names = tuple(n for n in ("perf", "pmp", "status") if n not in here)
-        problems += _observer_problems(spec, names, "client_host", _NOT_YET)
+    problems += _tool_problems(spec, "client_host")
+    if observers:  # the server here: its observers run here, as beside a local client (run/ends.ServerHere)
         problems += _client_target_problems(spec)
     for axis, labels in spec.variants.items():
         for label, v in labels.items():
@@ -229,6 +222,14 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
     return problems
 
 
+def _tool_problems(spec: ExperimentFile, key: str) -> list[Problem]:
+    """The workload tool, when it cannot keep its login's password off a host's command lines."""
+    refusal = workloads.of(spec).host_refusal(servers.kind(spec.experiment.server))
+    if refusal is None:
+        return []
+    return [Problem("workload.tool", f"a tool that takes its password from a file with {key}", spec.workload.tool, refusal)]
+
+
 def _client_target_problems(spec: ExperimentFile) -> list[Problem]:
     """perf and pmp of the client run on its host (observers/remote_client_profilers.py), where
     its stacks are sampled by eu-stack: another pmp tool is refused."""
@@ -242,15 +243,6 @@ def _client_target_problems(spec: ExperimentFile) -> list[Problem]:
             repr(pmp.tool).replace("'", '"'),
             "the client's stacks on its host are sampled by eu-stack there (`perflab docs hosts`)",
         )
-    ]
-
-
-def _observer_problems(spec: ExperimentFile, names: tuple[str, ...], key: str, why: str) -> list[Problem]:
-    """The [observe] entries of `names` that are set, refused with `key` (client_host, server_host)."""
-    return [
-        Problem(f"observe.{name}", f"no [observe] {name} with {key}", "true", why)
-        for name in names
-        if getattr(spec.observe, name) not in (None, False)
     ]
 
 
@@ -305,12 +297,7 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
     refusal = servers.kind(e.server).remote_server_refusal
     if refusal:
         problems.append(Problem("experiment.server_host", "a server that runs on another host", e.server, refusal))
-    if not workloads.of(spec).remote_server:  # sysbench, pgbench: a login over TCP, its password in a file
-        problems.append(
-            Problem(
-                "workload.tool", 'tool = "sysbench" or "pgbench" with server_host', spec.workload.tool, _NOT_YET_SERVER
-            )
-        )
+    problems += _tool_problems(spec, "server_host")
     for key, value, default in (("pin", e.pin, False),):  # storage and drop_caches apply on the host
         if value != default:
             problems.append(

@@ -45,14 +45,24 @@ class Workload:
     interleaved_refusal: str | None = None
     # why `[workload] rate` (a fixed arrival rate, workloads/rate.py) cannot run it; None: it can
     rate_refusal: str | None = None
-    remote_client = False  # True: it can run on another host ([experiment] client_host, docs/hosts.md)
-    # True: with its client on a host and the server here, perf, pmp and status of the server run here
-    # (run/remote_client.py; pgbench's: workloads/pgbench_remote.py); False: refused with client_host
-    remote_client_observers = False
-    # its client on such a host -> the Debian package to install there, and where it may be off the PATH
+    # its client on a host -> where to get it there (a Debian package, or the instruction), and where
+    # it may be off the PATH
     client_packages: ClassVar[dict[str, str]] = {}
     client_dirs: tuple[str, ...] = ()
-    remote_server = False  # True: it can reach, from here, a server on another host ([experiment] server_host)
+
+    def host_refusal(self, kind: Any) -> str | None:
+        """Why it cannot run with a server or a client on another host (spec/hosts.py); None: it can,
+        its login's password in a file only its owner reads (sysbench's --config-file, libpq's
+        PGPASSFILE), never on a command line."""
+        return None
+
+    def host_version(self, link: Any, binary: str) -> str | None:
+        """Its client's version on a host (`binary` there), as meta `host` records this machine's; None:
+        it says nothing. ToolMissingError when that version cannot run what perflab runs."""
+        done = link.run([binary, "--version"])
+        lines = (done.stdout or done.stderr).strip().splitlines()
+        return lines[0].strip() if lines else None
+
     # a line the client prints once every thread has connected and its clock starts (the
     # warm-up and the window are timed from it); None: from the client's launch
     started_line: bytes | None = None

@@ -170,6 +170,16 @@ def connection(
             f"--conn-params={ours}{'&' + params if params else ''}"]  # fmt: skip
 
 
+def login_connection(address: str, port: int, user: str, params: str = "") -> list[str]:
+    """go-tpc's connection flags to a PostgreSQL server on another host (or reached from one), as
+    the run's role over TCP: lib/pq gets `postgres://USER:@ADDRESS:PORT/tpcc`, whose empty password
+    it leaves out, so it reads the password from the file PGPASSFILE names (lib/pq 1.10's
+    handlePgpass: mode 0600), never from the command line."""
+    target = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    return ["--driver=postgres", f"--targets={target}", "-U", user, "-D", DATABASE,
+            f"--conn-params=sslmode=disable{'&' + params if params else ''}"]  # fmt: skip
+
+
 def argv(
     command: str,
     *,
@@ -181,13 +191,20 @@ def argv(
     socket_dir: Path | None = None,
     user: str = USER,
     driver: str = "postgres",
+    address: str | None = None,
+    binary: str | None = None,
 ) -> list[str]:
     """`go-tpc tpcc prepare|run`; workload options become --key-with-dashes=value. `socket_dir`:
     a PostgreSQL server's, as `user` through `driver` (`connection`), which takes the options'
-    conn_params."""
+    conn_params; `address`: a PostgreSQL server's over TCP as `user`, its password in PGPASSFILE
+    (`login_connection`). `binary`: go-tpc's path (a host's), else this machine's."""
     options = dict(options or {})
-    params = str(options.pop("conn_params", "")) if socket_dir is not None else ""
-    args = [go_tpc_binary(), "tpcc", command, *connection(port, socket_dir, user, params, driver)]
+    params = str(options.pop("conn_params", "")) if socket_dir is not None or address is not None else ""
+    if address is not None:
+        reach = login_connection(address, port, user, params)
+    else:
+        reach = connection(port, socket_dir, user, params, driver)
+    args = [binary or go_tpc_binary(), "tpcc", command, *reach]
     args += [f"--warehouses={warehouses}", f"--threads={threads}"]
     if command == "run":
         args += [f"--time={seconds}s", "--interval=1s"]

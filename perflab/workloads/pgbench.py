@@ -124,9 +124,6 @@ class Pgbench(Workload):
     database = DATABASE
     throughput = "statements per second (transactions x the script's statements)"
     dataset_size = ("dataset.scale", "scale")
-    remote_server = True  # from here, over TCP (workloads/pgbench_remote.py)
-    remote_client = True  # on a client host, over TCP (workloads/pgbench_remote.py)
-    remote_client_observers = True  # the server's perf and pmp, where it runs (status: PostgreSQL has none)
     client_packages: ClassVar[dict[str, str]] = {"pgbench": "postgresql-client-15"}
     client_dirs = ("/usr/lib/postgresql/15/bin",)  # Debian's, where postgresql-client-15 puts it
 

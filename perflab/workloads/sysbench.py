@@ -146,10 +146,7 @@ class Sysbench(Workload):
     throughput = "queries per second (sysbench's qps)"
     started_line = b"Threads started!"  # its clock (its reports, its checkpoint) starts here
     links_client_library = True
-    remote_client = True
-    remote_client_observers = True  # the server's perf, pmp and status, where it runs
     client_packages: ClassVar[dict[str, str]] = {"sysbench": "sysbench"}
-    remote_server = True
 
     def file_problems(self, spec: Any, kind: Any) -> list[Any]:
         from perflab.errors import Problem

@@ -13,11 +13,14 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from perflab.errors import ToolMissingError
+from perflab.places.proc import clean_env
 from perflab.workloads import Workload, gotpc
+from perflab.workloads.client import window_seconds
 from perflab.workloads.gotpc import DATABASE, RESERVED, USER, VERSION, WAREHOUSE_BYTES
+from perflab.workloads.pgbench_remote import passfile, passline
 from perflab.workloads.sysbench_output import Summary
 
 WAIT_GRACE_S = 5.0  # a --wait run's last report comes at its --time: ended this long after it
@@ -36,6 +39,35 @@ class GoTpc(Workload):
     stamps_lines = True  # its reports carry no time, and a second without a transaction prints nothing
     connects_by_tcp = True  # MySQL's protocol: --host/--port only (PostgreSQL's driver takes a socket: tcp_on)
     dataset_size = ("workload.warehouses", "fewer warehouses")
+    # on a client host: `go install`'s, pinned (the Makefile's go-tpc target), on the PATH or in GOBIN
+    client_packages: ClassVar[dict[str, str]] = {
+        "go-tpc": f"GOBIN=/usr/local/bin go install github.com/pingcap/go-tpc/cmd/go-tpc@{VERSION}"
+    }
+    client_dirs = ("/usr/local/bin",)
+
+    def host_refusal(self, kind: Any) -> str | None:
+        """PostgreSQL's driver (lib/pq) reads its password from PGPASSFILE; MySQL's (go-sql-driver)
+        takes it on go-tpc's command line only (--password), which every account on the host reads
+        in /proc: perflab makes no login without a password there (docs/trust.md)."""
+        if kind.gotpc_passfile:
+            return None
+        return (
+            f"go-tpc {VERSION}'s MySQL driver takes its password on the command line only (--password), "
+            "which every account on a host reads: with server_host or client_host, go-tpc drives PostgreSQL "
+            "(its driver reads PGPASSFILE); use sysbench for a MariaDB or MySQL server there"
+        )
+
+    def host_version(self, link: Any, binary: str) -> str:
+        """The go-tpc module version the host's binary was built from (`built_version`, read there)."""
+        pattern = r"mod[[:space:]]+github\.com/pingcap/go-tpc[[:space:]]+v[0-9][0-9A-Za-z.+-]*"
+        found = link.run(["grep", "-a", "-o", "-m", "1", "-E", pattern, binary]).stdout.split()
+        built = found[-1] if found else None
+        if built != VERSION:  # its flags and its output are pinned to this one
+            raise ToolMissingError(
+                f"host {link.name}: {binary} is go-tpc {built or 'of an unknown version'}, not {VERSION}",
+                f"install it there: {self.client_packages['go-tpc']}",
+            )
+        return f"go-tpc {built} (go install)"
 
     def file_problems(self, spec: Any, kind: Any) -> list[Any]:
         from perflab.errors import Problem
@@ -179,6 +211,48 @@ class GoTpc(Workload):
         argv = gotpc.argv("prepare", warehouses=warehouses, threads=threads, options=options, **_target(spec, server))
         return server.client(argv)  # MariaDB's: in the server's own network (places/netns.py)
 
+    def remote_prepare_argv(
+        self, spec: Any, server: Any, login: dict[str, str], password: str
+    ) -> tuple[list[str], dict[str, str]]:
+        """`go-tpc tpcc prepare` here against the server on its host, as the run's role over TCP."""
+        warehouses = spec.workload.warehouses or 1
+        threads = min(10 * warehouses, os.cpu_count() or 1)
+        argv = gotpc.argv("prepare", warehouses=warehouses, threads=threads, options={"no_check": True}, **_login(login))
+        return argv, _passfile_env(server, login)
+
+    def login_command(
+        self, spec: Any, cell: Any, server: Any, login: dict[str, str], seconds: int
+    ) -> tuple[list[str], dict[str, str]]:
+        """The cell's go-tpc here against the server on its host, as the run's role over TCP."""
+        options = {**spec.workload.options, **cell.workload_options}
+        warehouses = spec.workload.warehouses or 1
+        argv = gotpc.argv(
+            "run", warehouses=warehouses, threads=cell.threads, seconds=seconds, options=options, **_login(login)
+        )
+        return argv, _passfile_env(server, login)
+
+    def host_command(
+        self, spec: Any, cell: Any, server: Any, login: dict[str, str], remote: Any
+    ) -> tuple[list[str], dict[str, str], None]:
+        """The cell's go-tpc on the client host (`remote`: run/remote_client.RemoteClient): its password
+        in a file only its owner reads there (PGPASSFILE)."""
+        warmup, seconds = window_seconds(spec)
+        options = {**spec.workload.options, **cell.workload_options}
+        address, port, user = login["pgsql-host"], login["pgsql-port"], login["pgsql-user"]
+        secret = remote.write_private(
+            f"client-{cell.order:04d}/pgpass", passline(address, port, user, login["pgsql-password"])
+        )
+        argv = gotpc.argv(
+            "run",
+            warehouses=spec.workload.warehouses or 1,
+            threads=cell.threads,
+            seconds=warmup + seconds,
+            options=options,
+            binary=remote.binary,
+            **_login(login),
+        )
+        return argv, {"PGPASSFILE": secret}, None
+
     def run_argv(
         self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:
@@ -231,6 +305,16 @@ def _target(spec: Any, server: Any) -> dict[str, Any]:
     from perflab.servers.postgresql.server import SUPERUSER
 
     return {"port": server.port, "socket_dir": server.rundir, "user": SUPERUSER, "driver": kind.gotpc_driver}
+
+
+def _login(login: dict[str, str]) -> dict[str, Any]:
+    """gotpc.argv's connection as the run's role (the kind's remote_login) over TCP."""
+    return {"address": login["pgsql-host"], "port": int(login["pgsql-port"]), "user": login["pgsql-user"]}
+
+
+def _passfile_env(server: Any, login: dict[str, str]) -> dict[str, str]:
+    """A client here: perflab's environment and the run's role's passfile (mode 0600) in the server's directory here."""
+    return {**clean_env(), "PGPASSFILE": str(passfile(server, login["pgsql-password"]))}
 
 
 GO_TPC = GoTpc()

@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl
 import pytest
 
 from perflab import servers
+from perflab.errors import ToolMissingError
 from perflab.workloads import gotpc, tpcc
 
 BINARY = "/usr/local/bin/go-tpc"
@@ -121,3 +122,34 @@ def test_a_wait_run_is_ended_after_its_time_and_its_waits_are_not_transactions(
     assert ticks and all(not op.startswith(("KEYINGTIME", "THINKINGTIME")) for t in ticks for op in t.reports)
     counted = sum(t.reports["NEW_ORDER"].count for t in ticks if "NEW_ORDER" in t.reports)
     assert counted == sum(int(n) for n in re.findall(r"\[Current\] NEW_ORDER - .*?Count: (\d+)", text)) > 0
+
+
+def test_on_hosts_the_run_role_logs_in_over_tcp_its_password_in_a_passfile(binary, tmp_path: Path) -> None:
+    """docs/hosts.md#go-tpc-on-hosts: the URL's password is empty (lib/pq then reads PGPASSFILE)."""
+    login = {"pgsql-host": "10.0.0.2", "pgsql-port": "5432", "pgsql-user": "perflab", "pgsql-password": "ab" * 16}
+    server = SimpleNamespace(rundir=tmp_path, client_target=("10.0.0.2", 5432, "perflab"))
+    cell = SimpleNamespace(threads=4, workload_options={})
+    spec = SimpleNamespace(workload=SimpleNamespace(warehouses=1, options={"conn_params": "connect_timeout=5"}))
+    argv, env = tpcc.GO_TPC.login_command(spec, cell, server, login, 10)
+    assert argv[:3] == [BINARY, "tpcc", "run"] and "--targets=10.0.0.2:5432" in argv and "perflab" in argv
+    assert "--conn-params=sslmode=disable&connect_timeout=5" in argv and login["pgsql-password"] not in " ".join(argv)
+    passfile = Path(env["PGPASSFILE"])
+    assert passfile.read_text() == f"10.0.0.2:5432:*:perflab:{'ab' * 16}\n" and passfile.stat().st_mode & 0o077 == 0
+    assert gotpc.login_connection("fd00::2", 5432, "perflab")[1] == "--targets=[fd00::2]:5432"
+
+
+def test_on_hosts_go_tpc_drives_postgresql_only_and_its_version_there_is_checked() -> None:
+    assert tpcc.GO_TPC.host_refusal(servers.kind("postgresql")) is None
+    refusal = tpcc.GO_TPC.host_refusal(servers.kind("mariadb"))
+    assert refusal is not None and "--password" in refusal and "PGPASSFILE" in refusal
+
+    def link(found: str) -> SimpleNamespace:
+        return SimpleNamespace(name="load", run=lambda argv: SimpleNamespace(stdout=found, status=0))
+
+    built = "mod\tgithub.com/pingcap/go-tpc\tv1.0.12\n"
+    assert tpcc.GO_TPC.host_version(link(built), BINARY) == "go-tpc v1.0.12 (go install)"
+    with pytest.raises(ToolMissingError) as exc:  # v1.0.7: no postgres driver, other flags
+        tpcc.GO_TPC.host_version(link(built.replace("v1.0.12", "v1.0.7")), BINARY)
+    assert "go-tpc v1.0.7, not v1.0.12" in exc.value.message and "go install" in exc.value.hint
+    with pytest.raises(ToolMissingError):  # another build (no module information)
+        tpcc.GO_TPC.host_version(link(""), BINARY)

@@ -134,7 +134,7 @@ def test_a_host_without_pgbench_exits_3_naming_postgresql_client_15() -> None:
     with pytest.raises(ToolMissingError) as exc:
         RemoteClient.open(FakeHosts(link), "load", workloads.get("pgbench"))  # type: ignore[arg-type]
     assert exc.value.message == "host load has no pgbench"
-    assert "apt-get install postgresql-client-15` on root@10.77.1.2" in exc.value.hint
+    assert "apt-get install postgresql-client-15 (on root@10.77.1.2)" in exc.value.hint
     assert link.ran[0][0][3:] == ["pgbench", "/usr/lib/postgresql/15/bin"]  # looked for there first, then on the PATH
     binary = "/usr/lib/postgresql/15/bin/pgbench"
     version = "pgbench (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)\n"

@@ -33,6 +33,7 @@ class PostgreSQLKind(Kind):
     runs_pgbench = True
     gotpc_driver = "postgres"  # lib/pq, through the cell's socket (workloads/gotpc.py)
     gotpc_socket = True
+    gotpc_passfile = True  # lib/pq 1.10 reads PGPASSFILE
     sysbench_writes = False  # sysbench's read-only and OLTP write tests only (workloads/sysbench.py)
     memory_figure = "PSS"
     profiles_tree = True  # its profiles are of a process tree (every backend's), here and on a server host
