@@ -32,6 +32,9 @@ def host_problems(
     for name in server_hosts(spec):  # [experiment] server_host, a host axis's
         wanted[name] = {**wanted.get(name, {}), **(server_packages or {}), **observer_packages(spec)}
     preloads = preloads_by_host(spec)
+    clients = {v.client_preload for ls in spec.variants.values() for v in ls.values()} - {None, "glibc"}
+    for name in client_hosts(spec):  # a client variant's allocator is the client host's (the product of the axes)
+        preloads[name] = preloads.get(name, set()) | clients
     return [
         p for name, tools in wanted.items() for p in _problems_of(spec, name, tools, dirs, preloads.get(name, set()))
     ]

@@ -234,6 +234,10 @@ class ClientHere:
     def seat_start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any:
         return client.start(argv, out, None, env)
 
+    def versions(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """`fields` with the packages of its preload and library (after the window: dpkg takes seconds)."""
+        return client_variant.versions(fields)
+
     def seat_started(self, child: Any, cell: Cell, out: Path) -> dict[str, Any]:
         """Its libraries mapped: the row's `client` fields (a client variant's proven)."""
         client_variant.wait_loaded(child.pid, cell, out)

@@ -46,7 +46,6 @@ from typing import Any
 
 from perflab.analyze import steady
 from perflab.errors import PerflabError
-from perflab.workloads import client_variant
 from perflab.run import dataset
 from perflab.run.accounting import per_txn, server_resources
 from perflab.run.cell import CellRunner
@@ -304,7 +303,7 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
         **seat.switches,
     )
     per = per_txn(transactions)
-    client_variant.versions(seat.client_fields)  # after the window: dpkg takes seconds on a busy machine
+    seat.end.versions(seat.client_fields)  # after the window: dpkg takes seconds on a busy machine
     seat.client_fields.update(
         rss_end_bytes=None,
         cpu_us_per_txn=per(client_cpu * 1e6) if client_cpu is not None else None,

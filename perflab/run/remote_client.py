@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any, Self, TextIO
 
 from perflab import workloads
-from perflab.errors import HostLostError, ToolMissingError
+from perflab import allocators
+from perflab.errors import HostLostError, ToolMissingError, WorkloadError
+from perflab.hosts import libraries
 from perflab.hosts.clock import Alignment, WindowClock
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts
@@ -37,7 +39,7 @@ from perflab.hosts.target import install_hint
 from perflab.hosts.turns import AGENT, HostTurns, TurnAgent
 from perflab.places.procfs import ProcCounters
 from perflab.workloads.turn_latency import WRAPPER
-from perflab.workloads import client
+from perflab.workloads import client, client_variant
 from perflab.run import accounting, remote_server
 from perflab.run.context import Runner
 from perflab.spec.matrix import Cell
@@ -264,12 +266,57 @@ class ClientOnHost:
         self.alignment: Alignment | None = None
         self.script: str | None = None
         self.local: Path | None = None  # the cell's local directory, where its log is fetched
+        self.preload: str | None = None  # the client variant's preload and library there (variant_env)
+        self.library: str | None = None
 
     def command(self, runner: Runner, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]:
         login = runner.kind.remote_login(server, self.remote.password)
         argv, env, self.script = self.wl.host_command(runner.exp.file, cell, server, login, self.remote)
         self.local = server.rundir
-        return argv, env
+        return argv, {**(env or {}), **self.variant_env(cell)}
+
+    def variant_env(self, cell: Cell) -> dict[str, str]:
+        """The client variant's environment there: its client_env, its preload (LD_PRELOAD: the host's
+        allocator, or a file here copied there) and its client library (LD_LIBRARY_PATH: a directory
+        there holding a copy under the soname sysbench links), as a local client's
+        (workloads/client_variant.py)."""
+        rundir, extra = self.remote.rundir, dict(cell.client_env)
+        preload = cell.client_preload if cell.client_preload != allocators.GLIBC else None
+        self.preload = libraries.library(rundir, preload) if preload else None
+        if self.preload:
+            extra["LD_PRELOAD"] = self.preload
+        self.library = libraries.library(rundir, cell.client_library) if cell.client_library else None
+        if self.library:
+            directory = f"{rundir.path}/client-lib-{cell.order:04d}"
+            ln = 'mkdir -p "$0" && ln -sfn "$1" "$0/$2"'
+            rundir.link.run(["sh", "-c", ln, directory, self.library, client_variant.SONAME])
+            extra["LD_LIBRARY_PATH"] = directory
+        return extra
+
+    def prove(self, child: Any, cell: Cell) -> dict[str, Any]:
+        """The row's client variant fields, once ld.so has mapped its libraries there (as a local
+        client's: client_variant.proven); none without a variant."""
+        fields = {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library}
+        if not (cell.client_preload or cell.client_library) or not self.wl.links_client_library:
+            return fields if any(fields.values()) else {}
+        deadline, who = time.monotonic() + client_variant.EXEC_DEADLINE_S, f"{self.wl.name} on host {self.remote.name}"
+        while True:
+            pid = child.client_pid()
+            mapped = libraries.mapped(self.link, pid) if pid else set()
+            found = client_variant.client_libraries(mapped, self.library)
+            if found:
+                return client_variant.proven(cell, mapped, found, self.preload, self.library, f"{who} (pid {pid})")
+            if child.poll() is not None or time.monotonic() > deadline:
+                raise WorkloadError(f"{who} did not map its client library within {client_variant.EXEC_DEADLINE_S:.0f}s",
+                                    "its output is in the cell's logs/")  # fmt: skip
+            time.sleep(0.05)
+
+    def versions(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """`fields` with the packages that ship the client's preload and library there."""
+        for path, key in (("preload_library", "preload_version"), ("library_mapped", "library_version")):
+            if fields.get(path):
+                fields[key] = libraries.package_of(self.remote.rundir, fields[path])
+        return fields
 
     def profilers(self, runner: Runner, cell: Any, server: Any) -> Any:
         from perflab.observers.remote_client_profilers import on_host
@@ -281,7 +328,7 @@ class ClientOnHost:
         return self.seat_start(argv, env, out)
 
     def launched(self, child: Any, cell: Cell, out: Path, profilers: Any) -> dict[str, Any]:
-        return {}
+        return self.prove(child, cell)
 
     def running(self, child: Any, profilers: Any) -> None:
         profilers.workload_started(child)  # the client's profilers: of its pid there, its threads started
@@ -351,7 +398,7 @@ class ClientOnHost:
         return self.remote.write_config({k: v for k, v in login.items() if k != "db-driver"}, order)
 
     def seat_env(self, cell: Cell, server: Any, turns: dict[str, str]) -> dict[str, str]:
-        return turns  # no client variant on a host (spec/hosts.py)
+        return {**self.variant_env(cell), **turns}
 
     def seat_start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> RemoteChild:
         """Started there in `env` (through env(1)), its output streamed back into `out`."""
@@ -361,7 +408,9 @@ class ClientOnHost:
     def seat_started(self, child: Any, cell: Cell, out: Path) -> dict[str, Any]:
         """The row's `client` fields: where it ran, and its version there."""
         r = self.remote
-        return {"host": r.name, "address": r.address, "version": r.version, "script": self.script}
+        return {"host": r.name, "address": r.address, "version": r.version, "script": self.script} | self.prove(
+            child, cell
+        )
 
     def turns(self, child: Any, clock: Any) -> HostTurns:
         clock.bind(child.pid)  # its process group there

@@ -31,6 +31,7 @@ from typing import Any
 
 from perflab import allocators, hostinfo
 from perflab.errors import AllocatorNotMappedError, HostLostError, ToolMissingError
+from perflab.hosts import libraries
 from perflab.hosts.place import HostPlace
 from perflab.hosts.preflight import client_observer_packages, observer_packages
 from perflab.hosts.rundir import RunDir
@@ -69,8 +70,6 @@ class ServerHost:
     datadirs: str = ""  # where the datadirs and the snapshots are there: the run directory, or one on disk
     storage: Storage | None = None  # what `datadirs` is on there (run/storage.describe_on): its device for io
     _snapshots: dict[Path, str] = field(default_factory=dict)  # a local snapshot -> its copy on the host
-    _preloads: dict[str, str] = field(default_factory=dict)  # a variant's preload -> its library there
-    _packages: dict[str, str | None] = field(default_factory=dict)  # a file there -> "package version"
     _trees: dict[Path, str] = field(default_factory=dict)  # a build's local directory -> its copy there
 
     @classmethod
@@ -120,39 +119,11 @@ class ServerHost:
         return port
 
     def preload(self, value: str) -> str | None:
-        """The library a variant's `preload` puts in the server there (its real path on the host): a known
-        allocator as the host installed it, or a library given by its path here, copied into the run
-        directory once; None for "glibc". ToolMissingError (exit 3) naming the package the host lacks."""
-        if value == allocators.GLIBC:
-            return None
-        if value not in self._preloads:
-            if value.startswith("/"):
-                copy = f"{self.rundir.path}/preload-{len(self._preloads)}-{Path(value).name}"
-                self.link.put(Path(value), copy)
-                found = self.link.run(["readlink", "-f", copy])
-            else:
-                found = self.link.run(["sh", "-c", allocators.FIND_ON_HOST, *allocators.candidates(value)])
-            if found.status != 0 or not found.stdout.strip():
-                package = allocators.KNOWN[value].package if value in allocators.KNOWN else None
-                raise ToolMissingError(
-                    f"host {self.name} has no {value} library",
-                    f"install it there: `apt-get install {package}` on {self.link.target}"
-                    if package
-                    else f"check {value} on this machine ({found.stderr.strip()[-200:]})",
-                )
-            self._preloads[value] = found.stdout.strip()
-        return self._preloads[value]
+        """The library a variant's `preload` puts in the server there (hosts/libraries.py); None for "glibc"."""
+        return None if value == allocators.GLIBC else libraries.library(self.rundir, value)
 
     def package_of(self, path: str) -> str | None:
-        """'package version' of the Debian package owning `path` on the host (asked once per run), or None."""
-        if path not in self._packages:
-
-            def run(argv: list[str]) -> tuple[int, str]:
-                done = self.link.run(argv)
-                return (done.status if done.status is not None else -1), done.stdout
-
-            self._packages[path] = allocators.owning_package((path,), run)
-        return self._packages[path]
+        return libraries.package_of(self.rundir, path)
 
     def check_format(self, kind: Any, snapshot: dataset.Snapshot, build: Build | None = None) -> None:
         """The server a cell runs there opens its snapshot's format, or exit 3: the host's installed

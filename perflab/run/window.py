@@ -41,7 +41,7 @@ from perflab.observers.resources import StealSampler
 from perflab.run import accounting
 from perflab.run.context import Measured, Runner
 from perflab.spec.matrix import Cell
-from perflab.workloads import client, client_variant
+from perflab.workloads import client
 
 
 class ServerEnd(Protocol):
@@ -100,6 +100,8 @@ class ClientEnd(Protocol):
     def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any: ...
 
     def launched(self, child: Any, cell: Cell, out: Path, profilers: Any) -> dict[str, Any]: ...
+
+    def versions(self, fields: dict[str, Any]) -> dict[str, Any]: ...
 
     def running(self, child: Any, profilers: Any) -> None: ...
 
@@ -179,7 +181,7 @@ def measure(runner: Runner, end: ServerEnd, cell: Cell, server: Any, logs: Path,
         "summary": summary.to_dict(),
         "resources": resources,
         "sysbench_options": wl.effective_options(spec, argv),
-        "client": {**client_variant.versions(run.loaded), **used, **address},
+        "client": {**client_end.versions(run.loaded), **used, **address},
     }
     if counters is not None:
         measured["server_status"] = counters.figures(txn, summary.queries, summary.total_time_s)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ServerStartError, ServerStopError, ToolMissingError
+from perflab.hosts import libraries
 from perflab.places import netns
 from perflab.places.proc import Child
 
@@ -243,6 +244,4 @@ class OnHost:
 
     def mapped(self) -> set[str]:
         """Real paths of the files the server maps, from its /proc/PID/maps on the host."""
-        lines = self.link.run(["cat", f"/proc/{self.pid}/maps"], timeout=60).stdout.splitlines()
-        parts = [line.split(maxsplit=5) for line in lines]
-        return {p[5].strip().removesuffix(" (deleted)") for p in parts if len(p) == 6 and p[5].startswith("/")}
+        return libraries.mapped(self.link, self.pid)

@@ -1,8 +1,10 @@
 """What `[hosts]`, `server_host` and `client_host` allow (docs/hosts.md), checked once the file is
 valid: every host named (also by a host axis: variants that set server_host) is a `[hosts.NAME]`
 table (exit 2 otherwise), and a client or a server on
-another host comes with what it supports so far: sysbench or pgbench, no client variants, the
-interleaved design on one placement (sysbench's seats on a client host); a server there runs the host's installed server (a variant's preload is the host's
+another host comes with what it supports so far: a tool that keeps its login's password off command
+lines there (Workload.host_refusal: go-tpc with PostgreSQL only), the interleaved design on one
+placement (sysbench's seats on a client host); a client there takes its variants as here; a server
+there runs the host's installed server (a variant's preload is the host's
 allocator; [experiment] storage a directory there), or a build or glibc variant's copy there
 (hosts/trees.py). [observe] io and host_speed
 run where the server runs, whichever client (observers/remote_io.py), and alloc of a server here
@@ -21,7 +23,6 @@ from perflab.errors import Problem
 from perflab import workloads
 from perflab.spec.schema import ExperimentFile
 
-_NOT_YET = 'not with client_host yet (`perflab docs hosts#what-a-remote-client-supports-so-far`)'
 _NOT_YET_SERVER = 'not with server_host yet (`perflab docs hosts#what-a-remote-server-supports-so-far`)'
 
 
@@ -208,18 +209,7 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
     problems += _tool_problems(spec, "client_host")
     if observers:  # the server here: its observers run here, as beside a local client (run/ends.ServerHere)
         problems += _client_target_problems(spec)
-    for axis, labels in spec.variants.items():
-        for label, v in labels.items():
-            if v.client_preload or v.client_env or v.client_library:
-                problems.append(
-                    Problem(
-                        f"variants.{axis}.{label}",
-                        "no client_preload, client_env or client_library with client_host",
-                        "a client variant",
-                        _NOT_YET,
-                    )
-                )
-    return problems
+    return problems  # client variants run there as here (run/remote_client.ClientOnHost.variant_env)
 
 
 def _tool_problems(spec: ExperimentFile, key: str) -> list[Problem]:

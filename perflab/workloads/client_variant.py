@@ -131,25 +131,46 @@ def prove(pid: int, cell: Cell) -> dict[str, Any]:
     """The `client` fields of a cell row from sysbench's maps; AllocatorNotMappedError if its
     preload or library is not the one the variant asked for."""
     mapped, found = _client_libraries(pid, cell)
-    out: dict[str, Any] = {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library}
     preload = allocators.resolve(cell.client_preload) if cell.client_preload else None
+    real = {os.path.realpath(p) for p in mapped}
+    return proven(
+        cell,
+        real,
+        [os.path.realpath(p) for p in found],
+        os.path.realpath(preload) if preload is not None else None,
+        os.path.realpath(cell.client_library) if cell.client_library else None,
+        f"sysbench (pid {pid})",
+    )
+
+
+def proven(
+    cell: Cell, mapped: set[str], found: list[str], preload: str | None, library: str | None, who: str
+) -> dict[str, Any]:
+    """The `client` fields from the real paths mapped into the client (`found`: its client libraries)
+    where it runs, against the real paths its variant asked for there (`preload`, `library`: None for
+    none); AllocatorNotMappedError when they differ. `who`: the client, as the error names it."""
+    out: dict[str, Any] = {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library}
     if preload is not None:
-        if not allocators.is_mapped(preload, mapped):
+        if preload not in mapped:
             raise AllocatorNotMappedError(
-                f"client_preload {preload} is not mapped into sysbench (pid {pid})", "the library failed to load"
+                f"client_preload {preload} is not mapped into {who}", "the library failed to load"
             )
-        out["preload_library"] = os.path.realpath(preload)
+        out["preload_library"] = preload
         out["preload_version"] = None  # versions(), after the window
-    wanted = os.path.realpath(cell.client_library) if cell.client_library else None
-    library = found[0] if found else None
-    if wanted and (library is None or os.path.realpath(library) != wanted or len(found) > 1):
+    mine = found[0] if found else None
+    if library and (mine is None or mine != library or len(found) > 1):
         raise AllocatorNotMappedError(
-            f"client_library {cell.client_library} is not what sysbench (pid {pid}) runs: mapped {found or 'none'}",
+            f"client_library {cell.client_library} is not what {who} runs: mapped {found or 'none'}",
             f"sysbench links {SONAME}; perflab loads the library under that name through LD_LIBRARY_PATH",
         )
-    out["library_mapped"] = os.path.realpath(library) if library else None
+    out["library_mapped"] = mine
     out["library_version"] = None  # versions(), after the window
     return out
+
+
+def client_libraries(mapped: set[str], library: str | None) -> list[str]:
+    """The client libraries among real mapped paths: the variant's (`library`), or by file name."""
+    return sorted(p for p in mapped if p == library or os.path.basename(p).startswith(CLIENT_LIBRARIES))
 
 
 def versions(fields: dict[str, Any]) -> dict[str, Any]:

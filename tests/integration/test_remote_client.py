@@ -83,6 +83,36 @@ def test_a_client_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
     assert 0.9 < cell["status_per_txn"]["Com_select"] < 1.1, cell["status_per_txn"]
 
 
+def test_client_variants_run_on_the_client_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """client_preload (the host's jemalloc), client_env and client_library (a file here, copied there under
+    the soname sysbench links) on a client host: each proven in sysbench's maps there, with its package there."""
+    load = ssh_lab.hosts["load"]
+    library = os.path.realpath("/usr/lib/x86_64-linux-gnu/libmariadb.so.3")
+    variants = (
+        '[variants.client]\nplain = {}\nje = { client_preload = "jemalloc", client_env = { PERFLAB_IT = "1" } }\n'
+        f'lib = {{ client_library = "{library}" }}\n'
+    )
+    body = EXPERIMENT.format(ssh=load.ssh).replace('[variants.log]\nOFF = {{}}\n'.replace("{{}}", "{}"), variants)
+    body = body.replace('duration = "3s"', 'duration = "2s"')
+    spec, out = write_experiment(tmp_path / "variants.toml", body), tmp_path / "results"
+    done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    cells = {c["variant"]["client"]: c for c in used(exported["cells"])}
+    assert set(cells) == {"plain", "je", "lib"} and all(c["status"] == "ok" for c in cells.values()), cells
+    host_dir = exported["hosts"]["hosts"]["load"]["dir"]
+    assert "preload_library" not in cells["plain"]["client"] and cells["plain"]["client"]["host"] == "load"
+    je = cells["je"]["client"]
+    assert je["preload"] == "jemalloc" and je["env"] == {"PERFLAB_IT": "1"} and je["host"] == "load", je
+    assert je["preload_library"] == os.path.realpath("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"), je
+    assert je["preload_version"].startswith("libjemalloc2 "), je  # its package, as the host's dpkg says
+    assert os.path.basename(je["library_mapped"]).startswith("libmariadb"), je  # the host's own
+    lib = cells["lib"]["client"]  # a copy in the host's run directory, mapped as sysbench's client library
+    assert lib["library"] == library and lib["library_mapped"].startswith(f"{host_dir}/lib-"), lib
+    assert lib["library_version"] is None and "preload_library" not in lib, lib  # no package owns the copy
+    assert namespace_commands(ssh_lab, "load") == ["sshd"] and not Path(host_dir).exists()
+
+
 def test_interleaved_turns_with_the_clients_on_their_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     """design = "interleaved" with client_host: each seat's server here, its sysbench on the host,
     stopped and resumed there by the host's turn agent (hosts/turns.py), which writes each resume's

@@ -113,7 +113,7 @@ def test_status_of_a_server_on_a_host_is_read_from_here_over_tcp(tmp_path: Path)
 class _Link:
     """A Connection answering `run` from (argv fragment -> (status, stdout)), recording `put`."""
 
-    target = "root@db1"
+    target, name = "root@db1", "db"
 
     def __init__(self, answers: dict[str, tuple[int, str]]) -> None:
         self.answers, self.ran, self.put_files = answers, [], []
@@ -151,9 +151,9 @@ def test_a_preload_on_a_server_host_is_the_hosts_own_library_found_once() -> Non
 def test_a_preload_given_by_its_path_is_copied_to_the_host(tmp_path: Path) -> None:
     library = tmp_path / "libmine.so"
     library.write_bytes(b"\x7fELF")
-    link = _Link({"readlink -f /dev/shm/h/preload-0-libmine.so": (0, "/dev/shm/h/preload-0-libmine.so\n")})
-    assert _place(link).preload(str(library)) == "/dev/shm/h/preload-0-libmine.so"
-    assert link.put_files == ["/dev/shm/h/preload-0-libmine.so"]
+    link = _Link({"readlink -f /dev/shm/h/lib-0-libmine.so": (0, "/dev/shm/h/lib-0-libmine.so\n")})
+    assert _place(link).preload(str(library)) == "/dev/shm/h/lib-0-libmine.so"
+    assert link.put_files == ["/dev/shm/h/lib-0-libmine.so"]
 
 
 def test_a_preload_not_mapped_on_the_host_fails_the_cell() -> None:
@@ -167,7 +167,7 @@ def test_a_preload_not_mapped_on_the_host_fails_the_cell() -> None:
     with pytest.raises(AllocatorNotMappedError, match="not mapped into the server on host db"):
         remote_server._allocator(server, place, cell, record)
     server.mapped = lambda: {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"}
-    place._packages[server.preload] = "libjemalloc2 5.3.0-1"
+    place.package_of = lambda path: "libjemalloc2 5.3.0-1"  # type: ignore[method-assign]  # dpkg there
     assert remote_server._allocator(server, place, cell, record) == {
         "allocator_library": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
         "allocator_version": "libjemalloc2 5.3.0-1",
