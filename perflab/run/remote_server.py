@@ -319,6 +319,9 @@ class HostStage:
     def turn_counters(self, server: Any, clock: Any, lean: bool, password: str | None) -> Any:
         return self.runner.kind.turn_counters(server, clock, lean, password)  # over TCP from here
 
+    def clients_connected(self, server: Any, cell: Cell) -> dict[str, Any]:
+        return {}  # the backends' maps are the host's, not read (as a sequential cell's: run/ends.ServerThere)
+
     def finish(self, server: Any, rundir: Path, logs: Path) -> None:
         if server is not None:
             with contextlib.suppress(HostLostError):

@@ -160,7 +160,7 @@ class Seat:
         self.pause()
         if self.child.poll() is not None:
             raise self._client_died()
-        self.switches.update(self.runner.kind.clients_connected(self.server, self.cell))
+        self.switches.update(self.stage.clients_connected(self.server, self.cell))
 
     def cpu_s(self) -> dict[str, float | None]:
         """The cumulative CPU of its server (every process of it), client and status client, by

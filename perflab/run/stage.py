@@ -73,6 +73,9 @@ class Stage(Protocol):
         """A seat's counters at every turn's end (the kind's turn_counters): of a server here on its
         socket, of one on its host over TCP as the run's login (`password`)."""
 
+    def clients_connected(self, server: Managed, cell: Cell) -> dict[str, Any]:
+        """A seat's checks once its clients have connected (the kind's clients_connected), as resources fields."""
+
     def finish(self, server: Managed | None, rundir: Path, logs: Path) -> None:
         """The server stopped, its logs kept in `logs`, its run directory removed."""
 
@@ -158,6 +161,9 @@ class Here:
 
     def turn_counters(self, server: Managed, clock: Any, lean: bool, password: str | None) -> Any:
         return self.runner.kind.turn_counters(server, clock, lean)  # its socket: a client host's login is not needed
+
+    def clients_connected(self, server: Managed, cell: Cell) -> dict[str, Any]:
+        return self.runner.kind.clients_connected(server, cell)  # PostgreSQL's backends' maps, here
 
     def finish(self, server: Managed | None, rundir: Path, logs: Path) -> None:
         if server is not None:

@@ -240,8 +240,6 @@ class Kind:
     profiles_tree = False  # its server target is a process tree (a postmaster and its backends): profile them all
     # why [observe] alloc cannot count this kind's server on a server host yet (observers/alloc/remote.py)
     remote_alloc_refusal: str | None = "[observe] alloc of this server on another host is not built yet; MariaDB's is"
-    # why the interleaved design's seats cannot run this kind's server on a server host yet (run/seat.py)
-    seat_refusal_on_host: str | None = "the interleaved design on a server host is MariaDB's so far; remove design"
     server_dirs: tuple[str, ...] = ()  # where a server host keeps them off the PATH, searched first
 
     def remote_init(self, place: Any, datadir: str) -> str:

@@ -88,7 +88,11 @@ def test_deliberately_slower_variant_is_slower(verdict_run):
     assert slow["baseline"] == {"server": "base"} and slow["metric"] == "qps" and slow["threads"] == 2
     # latency: the slower variant's p95 is higher, which for latency is also "slower"
     p95 = json.loads(perflab("compare", str(out), "--metric", "p95", "--format", "json").stdout)
-    assert by_variant(p95, "tmpdisk")["verdict"] == "slower"
+    late = by_variant(p95, "tmpdisk")
+    # "slower"; or, when one round's baseline p95 drifted, "inconclusive" with its whole 95% interval above
+    # 1: three pairs (2 degrees of freedom) under Holm over two comparisons need t > 6.2 (ci17: ratio 2.76,
+    # interval 1.26-6.02, p 0.03 > 0.025). Never "faster" or "equivalent".
+    assert late["verdict"] == "slower" or (late["verdict"] == "inconclusive" and late["ci_low"] > 1.1), late
 
 
 def test_a_verdict_comes_with_its_measured_evidence(verdict_run):

@@ -120,6 +120,29 @@ def test_interleaved_turns_with_the_servers_on_their_host(ssh_lab: SshLab, tmpfs
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 
+def test_postgresql_seats_take_turns_on_their_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """design = "interleaved" with a PostgreSQL server_host: each seat's postmaster there, its sysbench
+    here taking turns, its transactions counted by the client itself (turns.lua: PostgreSQL's own counts
+    come too late for a turn), its tree's CPU and memory read there."""
+    db = ssh_lab.hosts["db"]
+    body = EXPERIMENT.format(ssh=db.ssh, more='design = "interleaved"\nserver = "postgresql"')
+    body = body.replace("[variants.log]\nOFF = {}\n", "[variants.sb]\n" + '"64MB" = { server_options = { shared_buffers = "64MB" } }\n'
+                        + '"128MB" = { server_options = { shared_buffers = "128MB" } }\n')  # fmt: skip
+    spec, out, shm = write_experiment(tmp_path / "pg-turns.toml", body), tmp_path / "results", tmpfs("shm", "1G")
+    shm.parent.chmod(0o755)  # the postgres account reaches its directories
+    done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    cells = {c["variant"]["sb"]: c for c in used(exported["cells"])}
+    assert set(cells) == {"64MB", "128MB"} and all(c["status"] == "ok" for c in cells.values()), cells
+    assert exported["experiment"]["design"] == "interleaved" and {c["design"]["turn"] for c in cells.values()} == {0, 1}
+    for cell in cells.values():
+        assert cell["build"]["host"]["name"] == "db" and cell["summary"]["transactions"] > 0, cell.get("error")
+        assert cell["resources"]["server_cpu_s"] > 0 and cell["resources"]["rss_end_bytes"] > 10 << 20, cell["resources"]
+        assert cell["server_options"]["shared_buffers"] == cell["variant"]["sb"]
+    assert namespace_commands(ssh_lab, "db") == ["sshd"]
+
+
 def test_the_client_on_the_server_host_too(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     db = ssh_lab.hosts["db"]
     more = 'client_host = "db"\nprepare_on = "here"'  # the dataset prepared here, its snapshot copied over SFTP

@@ -169,8 +169,11 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     # the interleaved design's seats there, their clients here or on a client host: MariaDB's
     assert parse('server_host = "db"\ndesign = "interleaved"').file.experiment.interleaved
     assert parse('server_host = "db"\ndesign = "interleaved"\nclient_host = "load"').file.experiment.interleaved
-    pg = problems('server_host = "db"\ndesign = "interleaved"\nserver = "postgresql"')
-    assert "MariaDB's so far" in pg["experiment.design"]
+    # PostgreSQL's sysbench seats there too (their turns counted by the client: turns.lua); pgbench's count here
+    assert parse('server_host = "db"\ndesign = "interleaved"\nserver = "postgresql"').file.experiment.interleaved
+    with pytest.raises(SpecError) as exc:
+        spec.parse(_pgbench('server_host = "db"\ndesign = "interleaved"'))
+    assert "pgbench's seats are counted from its output here" in str(exc.value) and "server_host" in str(exc.value)
     assert "interleaved" in found["observe.pmp"]
     assert "interleaved" in found["observe.io"] and "`perflab docs hosts" in found["experiment.pin"]
     assert "interleaved" in found["experiment.drop_caches"]  # the design's own check; sequential: on the host

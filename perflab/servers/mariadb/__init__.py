@@ -56,7 +56,6 @@ class MariaDBKind(MySQLProtocolKind):
 
     remote_server_refusal = None
     remote_alloc_refusal = None  # one process: its counter preloaded there (servers/mariadb/remote.py)
-    seat_refusal_on_host = None  # its turn counters over TCP from here (RemoteStatusSampler)
     server_packages: ClassVar[dict[str, str]] = {
         "mariadbd": "mariadb-server",
         "mariadb": "mariadb-client",
