@@ -14,7 +14,7 @@ A client here beside a server on its host is profiled here (`ClientHereProfilers
 profilers of the client alone), the server there: `beside_server_host`.
 
     profilers = Paired(server_profilers, on_host(observe, rundir, cell, server))   # run/window.py
-    with profilers: ...; profilers.workload_started(child); ...   # child: run/remote_client.RemoteChild
+    with profilers: ...; profilers.workload_started(child); ...   # child: hosts/child.RemoteChild
     profilers.store(results, cell_id, spans); profilers.remove()
 """
 
@@ -59,7 +59,7 @@ class ClientHostProfilers(RemoteProfilers):
         self._begin(warmup=True)
 
     def client_started(self, child: Any) -> None:
-        """`child`: run/remote_client.RemoteChild, sysbench there."""
+        """`child`: hosts/child.RemoteChild, sysbench there."""
         self.workload_started(child.client_pid() if child is not None else None)
 
 
@@ -106,7 +106,7 @@ class Paired:
             member.workload_starting()
 
     def workload_started(self, child: Any = None) -> None:
-        """The server's warm-up samplers; the client's, of `child` (run/remote_client.RemoteChild on its
+        """The server's warm-up samplers; the client's, of `child` (hosts/child.RemoteChild on its
         host, or the client's process here)."""
         self.server.workload_started()
         if self.client is not None:

@@ -325,7 +325,7 @@ def end_now(child: Any) -> None:
     time -T with alarm()), after which each client finishes its transaction and it exits."""
     import signal
 
-    on_host = getattr(child, "signal_client", None)  # run/remote_client.RemoteChild: pgbench alone, there
+    on_host = getattr(child, "signal_client", None)  # hosts/child.RemoteChild: pgbench alone, there
     if on_host is not None:
         on_host("ALRM")
         return

@@ -102,6 +102,21 @@ def processes(name: str) -> list[tuple[int, str]]:
     return found
 
 
+def orphans(name: str) -> list[tuple[int, str]]:
+    """processes(name) that no live process owns any more (their parent is init): what a run left
+    behind. Another module's client, running in parallel under its own perflab, is not one."""
+    found = []
+    for pid, cmdline in processes(name):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == 1:
+            found.append((pid, cmdline))
+    return found
+
+
 def runs_tmpfs() -> str:
     """Where this test process's perflab runs live: its own PERFLAB_TMPFS (tests/conftest.py)."""
     return os.environ.get("PERFLAB_TMPFS", "/dev/shm")

@@ -17,7 +17,7 @@ from scipy.stats import binomtest
 from perflab.workloads import gotpc
 from tests.archive import major_minor, sid_version, upstream
 from tests.conftest import ROOT, perflab
-from tests.integration.helpers import perflab_children, processes, used, write_experiment
+from tests.integration.helpers import orphans, perflab_children, used, write_experiment
 
 WARMUP, DURATION = 2, 4
 
@@ -65,7 +65,7 @@ def test_every_cell_ran_sequentially_on_the_prepared_warehouse(tpcc_run):
     assert "TPC-C transaction types, threads = 2" in printed and "STOCK_LEVEL" in printed
     prepared = (out / "logs" / "prepare.txt").read_text()
     assert "creating table warehouse" in prepared and "creating table order_line" in prepared
-    assert not processes("go-tpc") and perflab_children(doc["run"]["workdir"]) == []
+    assert not orphans("go-tpc") and perflab_children(doc["run"]["workdir"]) == []
 
 
 def test_nopm_per_second_adds_up_to_the_window_summary(tpcc_run):
@@ -173,4 +173,4 @@ def test_go_tpc_drives_mysql_97_from_sid(tmp_path: Path):
     types = cell["summary"]["transaction_types"]
     assert types["NEW_ORDER"]["count"] > 0 and types["PAYMENT"]["count"] > 0, types
     assert cell["summary"]["qps"] > 0 and cell["resources"]["server_cpu_us_per_txn"] > 0
-    assert not processes("go-tpc") and perflab_children(doc["run"]["workdir"]) == []
+    assert not orphans("go-tpc") and perflab_children(doc["run"]["workdir"]) == []

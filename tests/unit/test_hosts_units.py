@@ -133,7 +133,7 @@ def test_the_report_line_of_a_client_host() -> None:
 
 
 def test_the_remote_clients_cpu_readings() -> None:
-    from perflab.run.remote_client import stat_cpu_s, times_cpu_s
+    from perflab.hosts.child import stat_cpu_s, times_cpu_s
 
     stat = "4711 (sysbench) S 4700 4700 4700 0 -1 4194560 900 0 0 0 250 75 0 0 20 0 3 0 1234 0 0\n100\n"
     assert stat_cpu_s(stat) == pytest.approx(3.25)  # (250 + 75) ticks at 100 a second

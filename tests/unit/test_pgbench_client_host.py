@@ -20,7 +20,8 @@ from perflab.hosts.rundir import RunDir
 from perflab.hosts.transport import Completed
 from perflab import workloads
 from perflab.run import remote_server
-from perflab.run.remote_client import _SIGNAL_CHILD, ClientOnHost, RemoteClient, times_cpu_s
+from perflab.hosts.child import _SIGNAL_CHILD, times_cpu_s
+from perflab.run.remote_client import ClientOnHost, RemoteClient
 from perflab.workloads.pgbench_log import intervals, load_log, window_summary
 from perflab.workloads import pgbench_remote
 
@@ -148,7 +149,7 @@ def test_a_host_without_pgbench_exits_3_naming_postgresql_client_15() -> None:
 
 
 def test_the_alarm_reaches_the_client_alone_and_its_wrapper_still_writes_times(tmp_path: Path) -> None:
-    from perflab.run.remote_client import _CLIENT
+    from perflab.hosts.child import _CLIENT
 
     times = tmp_path / "times"
     wrapper = subprocess.Popen(["bash", "-c", _CLIENT, str(times), "sleep", "30"], stdout=subprocess.DEVNULL)
