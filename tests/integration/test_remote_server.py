@@ -305,9 +305,14 @@ def test_perf_pmp_and_status_observe_the_server_host(ssh_lab: SshLab, tmpfs, tmp
 
 
 def _postgres_segments() -> set[str]:
-    """The System V shared memory segments the postgres user owns (a killed postmaster leaves one)."""
-    text = subprocess.run(["ipcs", "-m", "-c"], capture_output=True, text=True, check=True).stdout
-    return {line.split()[0] for line in text.splitlines() if len(line.split()) > 2 and line.split()[2] == "postgres"}
+    """The System V shared memory segments the postgres user owns whose creator is gone: what a killed
+    postmaster leaves. A live postmaster's is its server's, running: another module's, in parallel
+    (ci19: a PostgreSQL run of another worker started during this one and was still up at its end)."""
+    text = subprocess.run(["ipcs", "-m", "-p"], capture_output=True, text=True, check=True).stdout
+    rows = [line.split() for line in text.splitlines()]  # shmid owner cpid lpid
+    return {
+        r[0] for r in rows if len(r) >= 3 and r[1] == "postgres" and r[2].isdigit() and not Path(f"/proc/{r[2]}").exists()
+    }
 
 
 def test_a_postgresql_server_on_another_host_with_pgbench_from_here(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
