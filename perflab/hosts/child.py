@@ -17,6 +17,7 @@ from typing import Self, TextIO
 
 from perflab.errors import HostLostError
 from perflab.hosts.rundir import RunDir
+from perflab.workloads.client import stamp
 
 # $0: where bash writes `times` (its children's user and system CPU) once sysbench has exited; "$@": sysbench
 _CLIENT = '"$@" 2>&1; s=$?; times > "$0"; exit $s'
@@ -74,7 +75,7 @@ class RemoteChild:
         try:
             with sink:
                 for line in self.proc.lines():  # a stamp: seconds since the launch (workloads/client.start)
-                    sink.write(f"{time.monotonic() - self.started:9.3f} | {line}" if self.stamped else line)
+                    sink.write(stamp(time.monotonic() - self.started, line) if self.stamped else line)
                     sink.flush()
             status = self.proc.wait(timeout=30).status
             if status is None:  # no exit status: the connection ended under it (a host that dropped off)

@@ -189,8 +189,9 @@ class ClientOnHost:
         if not (cell.client_preload or cell.client_library) or not self.wl.links_client_library:
             return fields if any(fields.values()) else {}
         deadline, who = time.monotonic() + client_variant.EXEC_DEADLINE_S, f"{self.wl.name} on host {self.remote.name}"
+        pid = None  # the client's, read once: env(1) execs it in the same process
         while True:
-            pid = child.client_pid()
+            pid = pid or child.client_pid()
             mapped = libraries.mapped(self.link, pid) if pid else set()
             found = client_variant.client_libraries(mapped, self.library)
             if found:

@@ -84,9 +84,13 @@ def _stamp(child: Child, out: Path) -> None:
     assert child.popen.stdout is not None
     with out.open("w", encoding="utf-8") as sink, child.popen.stdout as pipe:
         for raw in pipe:
-            at = time.monotonic() - child.started
-            sink.write(f"{at:9.3f} | {raw.decode('utf-8', errors='replace')}")
+            sink.write(stamp(time.monotonic() - child.started, raw.decode("utf-8", errors="replace")))
             sink.flush()
+
+
+def stamp(seconds: float, line: str) -> str:
+    """A client's output line with its arrival, in seconds since its launch ("    3.012 | ...": gotpc's _STAMP)."""
+    return f"{seconds:9.3f} | {line}"
 
 
 def drain(child: Child, timeout: float = 10.0) -> None:

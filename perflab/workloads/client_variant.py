@@ -118,13 +118,9 @@ def wait_loaded(
 
 
 def _client_libraries(pid: int, cell: Cell) -> tuple[set[str], list[str]]:
-    """(every file mapped into `pid`, the client libraries among them: the variant's, or by name)."""
-    mapped = allocators.mapped_libraries(pid)
-    wanted = os.path.realpath(cell.client_library) if cell.client_library else None
-    found = sorted(
-        p for p in mapped if os.path.realpath(p) == wanted or os.path.basename(p).startswith(CLIENT_LIBRARIES)
-    )
-    return mapped, found
+    """(the real path of every file mapped into `pid`, the client libraries among them)."""
+    mapped = {os.path.realpath(p) for p in allocators.mapped_libraries(pid)}
+    return mapped, client_libraries(mapped, os.path.realpath(cell.client_library) if cell.client_library else None)
 
 
 def prove(pid: int, cell: Cell) -> dict[str, Any]:
@@ -132,11 +128,10 @@ def prove(pid: int, cell: Cell) -> dict[str, Any]:
     preload or library is not the one the variant asked for."""
     mapped, found = _client_libraries(pid, cell)
     preload = allocators.resolve(cell.client_preload) if cell.client_preload else None
-    real = {os.path.realpath(p) for p in mapped}
     return proven(
         cell,
-        real,
-        [os.path.realpath(p) for p in found],
+        mapped,
+        found,
         os.path.realpath(preload) if preload is not None else None,
         os.path.realpath(cell.client_library) if cell.client_library else None,
         f"sysbench (pid {pid})",

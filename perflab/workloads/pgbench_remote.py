@@ -36,13 +36,24 @@ def passfile(server: Any, password: str) -> Path:
     return path
 
 
+def passfile_env(server: Any, password: str) -> dict[str, str]:
+    """A libpq client here (pgbench, go-tpc's lib/pq): perflab's environment and the run's role's passfile."""
+    return {**clean_env(), "PGPASSFILE": str(passfile(server, password))}
+
+
+def host_passfile(remote: Any, cell: Any, login: dict[str, str]) -> str:
+    """The run's role's passfile in the cell's directory on the client host (only its owner reads it); its path."""
+    line = passline(login["pgsql-host"], login["pgsql-port"], login["pgsql-user"], login["pgsql-password"])
+    return remote.write_private(f"{Path(cell_dir(remote, cell)).name}/pgpass", line)
+
+
 def prepare_argv(spec: Any, server: Any, password: str) -> tuple[list[str], dict[str, str]]:
     """`pgbench -i -s SCALE` here against the server there (run/remote_dataset.py), as the run's role."""
     from perflab.servers.postgresql.server import pg_binary
 
     host, port, user = server.client_target
     argv = pgbench.init_argv(spec.dataset.scale or 1, socket_dir=host, port=port, user=user, binary=pg_binary("pgbench"))
-    return argv, {**clean_env(), "PGPASSFILE": str(passfile(server, password))}
+    return argv, passfile_env(server, password)
 
 
 def login_command(
@@ -50,7 +61,7 @@ def login_command(
 ) -> tuple[list[str], dict[str, str]]:
     """The cell's pgbench here against the server on its host: its log in the cell's directory here."""
     argv = pgbench.cell_argv(spec, cell, server, seconds, cell.threads)
-    return argv, {**clean_env(), "PGPASSFILE": str(passfile(server, login["pgsql-password"]))}
+    return argv, passfile_env(server, login["pgsql-password"])
 
 
 def host_command(
@@ -61,7 +72,7 @@ def host_command(
     warmup, seconds = window_seconds(spec)
     there = cell_dir(remote, cell)
     address, port, user = login["pgsql-host"], login["pgsql-port"], login["pgsql-user"]
-    secret = remote.write_private(f"{Path(there).name}/pgpass", passline(address, port, user, login["pgsql-password"]))
+    secret = host_passfile(remote, cell, login)
     test = spec.workload.test
     script = None if test in pgbench.BUILTINS else remote.copy(Path(test))
     argv = pgbench.argv(

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from perflab.errors import ToolMissingError
-from perflab.places.proc import clean_env
 from perflab.workloads import Workload, gotpc
 from perflab.workloads.client import window_seconds
 from perflab.workloads.gotpc import DATABASE, RESERVED, USER, VERSION, WAREHOUSE_BYTES
-from perflab.workloads.pgbench_remote import passfile, passline
+from perflab.workloads.pgbench_remote import host_passfile, passfile_env
 from perflab.workloads.sysbench_output import Summary
 
 WAIT_GRACE_S = 5.0  # a --wait run's last report comes at its --time: ended this long after it
@@ -218,7 +217,7 @@ class GoTpc(Workload):
         warehouses = spec.workload.warehouses or 1
         threads = min(10 * warehouses, os.cpu_count() or 1)
         argv = gotpc.argv("prepare", warehouses=warehouses, threads=threads, options={"no_check": True}, **_login(login))
-        return argv, _passfile_env(server, login)
+        return argv, passfile_env(server, login["pgsql-password"])
 
     def login_command(
         self, spec: Any, cell: Any, server: Any, login: dict[str, str], seconds: int
@@ -229,7 +228,7 @@ class GoTpc(Workload):
         argv = gotpc.argv(
             "run", warehouses=warehouses, threads=cell.threads, seconds=seconds, options=options, **_login(login)
         )
-        return argv, _passfile_env(server, login)
+        return argv, passfile_env(server, login["pgsql-password"])
 
     def host_command(
         self, spec: Any, cell: Any, server: Any, login: dict[str, str], remote: Any
@@ -238,10 +237,7 @@ class GoTpc(Workload):
         in a file only its owner reads there (PGPASSFILE)."""
         warmup, seconds = window_seconds(spec)
         options = {**spec.workload.options, **cell.workload_options}
-        address, port, user = login["pgsql-host"], login["pgsql-port"], login["pgsql-user"]
-        secret = remote.write_private(
-            f"client-{cell.order:04d}/pgpass", passline(address, port, user, login["pgsql-password"])
-        )
+        secret = host_passfile(remote, cell, login)
         argv = gotpc.argv(
             "run",
             warehouses=spec.workload.warehouses or 1,
@@ -310,11 +306,6 @@ def _target(spec: Any, server: Any) -> dict[str, Any]:
 def _login(login: dict[str, str]) -> dict[str, Any]:
     """gotpc.argv's connection as the run's role (the kind's remote_login) over TCP."""
     return {"address": login["pgsql-host"], "port": int(login["pgsql-port"]), "user": login["pgsql-user"]}
-
-
-def _passfile_env(server: Any, login: dict[str, str]) -> dict[str, str]:
-    """A client here: perflab's environment and the run's role's passfile (mode 0600) in the server's directory here."""
-    return {**clean_env(), "PGPASSFILE": str(passfile(server, login["pgsql-password"]))}
 
 
 GO_TPC = GoTpc()
