@@ -28,9 +28,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from perflab import debuginfo, elf, servers
+from perflab import debuginfo, elf
 from perflab.errors import EnvironmentProblem, PerflabError, Problem
 from perflab.places.proc import call, clean_env
+from perflab.servers import identity
 
 MANIFEST = "build.json"
 
@@ -62,14 +63,14 @@ class Build:
 
     @property
     def server(self) -> str:
-        """mariadb, mysql, percona or postgresql, from the version string (perflab/servers/)."""
+        """mariadb, mysql, percona or postgresql, from the version string (servers/identity.py)."""
         return server_kind(self.version)
 
     @property
     def format(self) -> str:
         """Which datadirs it opens: builds of one format share a dataset snapshot (the server
-        kind's rule: major.minor for MariaDB and MySQL, the major version for PostgreSQL)."""
-        return servers.kind_of_flavor(self.server).format(self.server, self.version, self.sha256)
+        servers/identity.py: major.minor for MariaDB and MySQL, the major version for PostgreSQL)."""
+        return identity.format_of(self.server, self.version, self.sha256)
 
     @property
     def launcher(self) -> list[str]:
@@ -116,7 +117,7 @@ class Build:
 
 
 def server_kind(version: str) -> str:
-    return servers.flavor_of(version)
+    return identity.flavor_of(version)
 
 
 def sha256(path: Path) -> str:

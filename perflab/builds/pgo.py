@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from perflab.builds import Build, BuildError
+from perflab.builds import recipes as R
 from perflab.builds import source as S
 
 Train = Callable[[Build], str]  # runs the instrumented server, stops it cleanly; returns its log
@@ -57,11 +58,11 @@ def pgo(
 ) -> Build:
     """`training`: what `train` runs (workload, dataset, duration), hashed: another training is
     another profile, so another final build."""
-    instrumented = S.build(name, spec, src, cache, listen, stage="generate")
+    instrumented = R.build(name, spec, src, cache, listen, stage="generate")
     profile = stored_profile(cache, instrumented, training) or _train(
         name, src, cache, instrumented, listen, train, training
     )
-    final = S.build(name, spec, src, cache, listen, stage="use", profile=profile)
+    final = R.build(name, spec, src, cache, listen, stage="use", profile=profile)
     return replace(final, extra={**final.extra, "profile": profile[0], "instrumented": instrumented.sha256})
 
 

@@ -15,6 +15,7 @@ from perflab.errors import PerflabError
 from perflab.builds import Build, BuildError, cache_root, describe, read_manifest
 from perflab.builds import package as P
 from perflab.builds import pgo as G
+from perflab.builds import recipes as R
 from perflab.builds import source as S
 from perflab.builds.fetch import fetch
 from perflab.servers import kind
@@ -66,7 +67,7 @@ def resolve(
         src = fetch(spec.source, cache, name, server)
         if spec.pgo:
             return G.pgo(name, spec, src, cache, listen, train, training)
-        return S.build(name, spec, src, cache, listen)
+        return R.build(name, spec, src, cache, listen)
     except BuildError:
         raise
     except PerflabError as exc:  # a tool or a step that failed outside a logged build step
@@ -93,11 +94,11 @@ def cached(name: str, spec: BuildSpec, cache: Path, training: str = "", server: 
     if src is None:
         return None
     if not spec.pgo:
-        found = S.cached(spec, src, cache)
+        found = R.cached(spec, src, cache)
     else:
-        instrumented = read_manifest(cache / "builds" / S.key_of(S.recipe(spec, src, "generate")))
+        instrumented = read_manifest(cache / "builds" / S.key_of(R.recipe(spec, src, "generate")))
         profile = G.stored_profile(cache, instrumented, training) if instrumented is not None else None
-        found = S.cached(spec, src, cache, "use", profile[0]) if profile is not None else None
+        found = R.cached(spec, src, cache, "use", profile[0]) if profile is not None else None
     return None if found is None else found.named(name)
 
 
@@ -134,7 +135,7 @@ def status(name: str, spec: BuildSpec, cache: Path, training: str = "", server: 
     try:
         src = _fetched(spec, cache, server)
         if src is not None and not spec.pgo:
-            found = S.cached(spec, src, cache)
+            found = R.cached(spec, src, cache)
             if found is not None:
                 return f"cached (built in {found.extra.get('build_s', 0) / 60:.0f} min)"
         if src is not None and spec.pgo:
@@ -163,7 +164,7 @@ def _fetched(spec: BuildSpec, cache: Path, server: str = "mariadb") -> S.Source 
 
 
 def _pgo_done(spec: BuildSpec, src: S.Source, cache: Path, training: str, server: str = "mariadb") -> str | None:
-    home = cache / "builds" / S.key_of(S.recipe(spec, src, "generate"))
+    home = cache / "builds" / S.key_of(R.recipe(spec, src, "generate"))
     instrumented = read_manifest(home)
     if instrumented is None:
         return None
@@ -171,5 +172,5 @@ def _pgo_done(spec: BuildSpec, src: S.Source, cache: Path, training: str, server
     if profile is None:
         minutes = kind(server).build_estimate_s / 60 + 10
         return f"instrumented build cached; training and the final build to do (about {minutes:.0f} min)"
-    final = S.cached(spec, src, cache, "use", profile[0])
+    final = R.cached(spec, src, cache, "use", profile[0])
     return "cached (PGO)" if final is not None else "instrumented build and profile cached; final build to do"

@@ -14,7 +14,7 @@ build is never rebuilt. One build tree per source (work/SOURCE/build) serves eve
 it in turn, so a PGO profile's object paths are the same in both stages.
 
     src = Source.of(spec.source, cache)                 # fetched once
-    build = build(name, spec, src, cache, listen)       # cached or built
+    build = cmake_build(name, spec, src, cache, listen)  # cached or built (builds/recipes.py: by its kind)
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perflab import servers
 from perflab.errors import PerflabError, ToolMissingError
 from perflab.builds import Build, BuildError, describe, read_manifest, write_manifest
 from perflab.places.proc import Child, call, clean_env
@@ -144,11 +143,6 @@ def cmake_options(spec: BuildSpec) -> dict[str, str]:
     return {**SERVER_CMAKE, **off, **{k: text(v) for k, v in spec.cmake.items()}}
 
 
-def recipe(spec: BuildSpec, src: Source, stage: str = "plain", profile: str | None = None) -> dict[str, Any]:
-    """Everything that decides the binary; its hash is the cache key (the source's server kind's)."""
-    return servers.kind(src.server).source_recipe(spec, src, stage, profile)
-
-
 def cmake_recipe(spec: BuildSpec, src: Source, stage: str = "plain", profile: str | None = None) -> dict[str, Any]:
     """MariaDB's (and MySQL's) recipe: cmake and the compiler flags."""
     _, cxx = toolchain(spec.compiler)
@@ -170,24 +164,6 @@ def key_of(recipe: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def cached(spec: BuildSpec, src: Source, cache: Path, stage: str = "plain", profile: str | None = None) -> Build | None:
-    return read_manifest(cache / "builds" / key_of(recipe(spec, src, stage, profile)))
-
-
-def build(
-    name: str,
-    spec: BuildSpec,
-    src: Source,
-    cache: Path,
-    listen: Listener,
-    *,
-    stage: str = "plain",
-    profile: tuple[str, Path] | None = None,  # (hash, directory of .gcda files) for stage "use"
-) -> Build:
-    """The build `spec` of `src`: from the cache, or configured, built and installed now."""
-    return servers.kind(src.server).source_build(name, spec, src, cache, listen, stage=stage, profile=profile)
-
-
 def cmake_build(
     name: str,
     spec: BuildSpec,
@@ -199,7 +175,7 @@ def cmake_build(
     profile: tuple[str, Path] | None = None,
 ) -> Build:
     """MariaDB's (and MySQL's) build: cmake, make, make install into the cache."""
-    made = recipe(spec, src, stage, profile[0] if profile else None)
+    made = cmake_recipe(spec, src, stage, profile[0] if profile else None)
     key, home, found = home_for(made, cache)
     if found is not None:
         return found.named(name)

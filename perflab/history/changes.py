@@ -43,7 +43,7 @@ ALPHA = 0.02  # Otava: 0.001; why this one: docs/history.md#change-points (bench
 MIN_SIZE = 3  # runs in a segment, at least
 SEED = 20261127  # permutations are drawn from a fixed seed: one series, one answer
 BATCH, MAX_PERMUTATIONS, EXCEEDED = 200, 20000, 20  # permutations: split() says how
-PRIOR_DF = 4  # a run's own spread is shrunk toward the series' pooled one by this many degrees of freedom
+PRIOR_DF = 4  # a run's own spread below the series' pooled one is raised toward it by this many degrees of freedom
 CHI2_1_MEDIAN = 0.454936
 PERMUTATION, INTERVAL = "permutation", "interval"  # the null of a split's p-value: split() says which is which
 
@@ -106,9 +106,12 @@ def own_cv2(point: Point) -> tuple[float, int] | None:
 
 
 def own_variances(points: list[Point]) -> np.ndarray:
-    """Each run's variance of log(mean): its repeats' squared CV, shrunk toward the series' typical
-    one (the median) by PRIOR_DF degrees of freedom (3 repeats that happen to agree are not a precise run), over
-    its repeats; a run without repeats is as uncertain as the least certain one."""
+    """Each run's variance of log(mean): its repeats' squared CV over its repeats, raised toward the
+    series' typical one (the median) by PRIOR_DF degrees of freedom when below it (3 repeats that
+    happen to agree are not a precise run), never lowered: a run that measured a wide spread keeps
+    it, or its distance from its neighbours would be taken for the runs' own variation (tau^2) and
+    hide a step (six nightly ratios 1.00, 1.02, 0.98 | 0.66, 0.58 (0.34-1.00), 0.67 showed none);
+    a run without repeats is as uncertain as the least certain one."""
     found = [own_cv2(p) for p in points]
     known = [f for f in found if f is not None]
     if not known:
@@ -120,7 +123,7 @@ def own_variances(points: list[Point]) -> np.ndarray:
             out.append(None)
             continue
         v, df = f
-        out.append((v * df + pooled * PRIOR_DF) / (df + PRIOR_DF) / max(p.n or len(p.values), 1))
+        out.append(max(v, (v * df + pooled * PRIOR_DF) / (df + PRIOR_DF)) / max(p.n or len(p.values), 1))
     worst = max(v for v in out if v is not None)
     return np.array([worst if v is None else v for v in out], dtype=float)
 

@@ -32,6 +32,7 @@ from typing import Any
 from perflab import allocators, hostinfo
 from perflab.errors import AllocatorNotMappedError, HostLostError, ToolMissingError
 from perflab.hosts import libraries
+from perflab.servers import identity
 from perflab.hosts.place import HostPlace
 from perflab.hosts.preflight import client_observer_packages, observer_packages
 from perflab.hosts.rundir import RunDir
@@ -128,8 +129,8 @@ class ServerHost:
     def check_format(self, kind: Any, snapshot: dataset.Snapshot, build: Build | None = None) -> None:
         """The server a cell runs there opens its snapshot's format, or exit 3: the host's installed
         server (`build` None or of the installed kind: a glibc variant), or a build copied there."""
-        flavor = kind.flavor(self.version)
-        installed = kind.format(flavor, self.version, "") if flavor else self.version
+        flavor = identity.flavor_of(self.version)
+        installed = identity.format_of(flavor, self.version, "") if flavor in kind.flavors else self.version
         made = installed if snapshot.on_host is not None else snapshot.format  # there by its installed server
         if build is not None and build.kind != "installed":
             if made and build.format != made:

@@ -18,7 +18,6 @@ what MySQL's protocol makes alike through mysql_protocol.py and their server pro
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -53,7 +52,6 @@ class Kind:
     debian_binary: str
 
     flavors: tuple[str, ...]  # what a binary of this kind can be (Build.server): mysql, percona, ...
-    claims_rest = False  # True: the kind of a version line no other kind claims (flavor_of)
     # why this kind has no installed server, so every variant names a build; None: it has one
     installed_refusal: str | None = None
     # which workload tools can drive it (workloads/): MySQL's protocol (go-tpc), pgbench
@@ -65,15 +63,6 @@ class Kind:
     # over TCP to a server on another host (docs/hosts.md#go-tpc-on-hosts); False: only on its command line
     gotpc_passfile: bool = False
     sysbench_writes: bool = True  # False: sysbench's read-only and OLTP write tests only (PostgreSQL)
-
-    def flavor(self, version: str) -> str | None:
-        """The flavor a binary's version line names, if it is one of this kind's."""
-        raise NotImplementedError
-
-    def format(self, flavor: str, version: str, sha256: str) -> str:
-        """Which datadirs a binary opens: builds of one format share a dataset snapshot."""
-        match = re.search(r"(\d+)\.(\d+)", version)
-        return f"{flavor}-{match.group(1)}.{match.group(2)}" if match else f"{flavor}-{sha256[:12]}"
 
     def datadir_format(self, datadir: Path) -> str | None:
         """The format of an existing datadir as its own files say it ("postgresql-15"; "mysql" or
@@ -289,16 +278,6 @@ def kind(name: str) -> Kind:
 
 def every() -> list[Kind]:
     return [kind(name) for name in NAMES]
-
-
-def flavor_of(version: str) -> str:
-    """The server a binary is, from its version line: the first kind that claims it (MySQL's
-    takes what no other does: a mysqld's line names no server)."""
-    for candidate in sorted(every(), key=lambda k: k.claims_rest):
-        found = candidate.flavor(version)
-        if found is not None:
-            return found
-    raise AssertionError("the mysql kind claims every version line")
 
 
 def datadir_format(datadir: Path) -> str | None:

@@ -20,6 +20,7 @@ from perflab.builds import BuildError, cache_root, sha256, writable_cache
 from perflab.builds import package as P
 from perflab.builds import pgo as G
 from perflab.builds import resolve as R
+from perflab.builds import recipes as K
 from perflab.builds import source as S
 from perflab.builds.fetch import fetch
 from perflab.spec import parse
@@ -101,7 +102,7 @@ def test_a_source_build_is_configured_built_installed_and_then_cached(tmp_path: 
     tree = fixture_tree(tmp_path / "src")
     heard, listen = events()
     src = fetch(str(tree), cache, "mine")
-    first = S.build("mine", spec(tree, cflags="-O1"), src, cache, listen)
+    first = K.build("mine", spec(tree, cflags="-O1"), src, cache, listen)
     assert first.binary.is_file() and first.binary.parent.name == "sbin"
     assert first.version.startswith("10.11.99-MariaDB-fixture") and first.format == "mariadb-10.11"
     assert first.compiler is not None and first.compiler.startswith("GCC: ")  # from .comment
@@ -119,10 +120,10 @@ def test_a_source_build_is_configured_built_installed_and_then_cached(tmp_path: 
 
     heard.clear()
     started = time.monotonic()
-    again = S.build("again", spec(tree, cflags="-O1"), fetch(str(tree), cache, "again"), cache, listen)
+    again = K.build("again", spec(tree, cflags="-O1"), fetch(str(tree), cache, "again"), cache, listen)
     assert again.sha256 == first.sha256 and again.name == "again" and heard == []  # nothing rebuilt
     assert time.monotonic() - started < 5
-    other = S.build("o2", spec(tree, cflags="-O2"), src, cache, listen)  # another recipe: another key
+    other = K.build("o2", spec(tree, cflags="-O2"), src, cache, listen)  # another recipe: another key
     assert other.extra["key"] != first.extra["key"]
     assert R.status("x", spec(tree, cflags="-O1"), cache).startswith("cached")
     assert R.status("x", spec(tree, cflags="-O3"), cache).startswith("to build")
@@ -131,14 +132,14 @@ def test_a_source_build_is_configured_built_installed_and_then_cached(tmp_path: 
 def test_an_interrupted_build_goes_on_in_its_tree_and_another_recipe_starts_afresh(tmp_path: Path, cache: Path):
     tree = fixture_tree(tmp_path / "src")
     src = fetch(str(tree), cache, "mine")
-    first = S.build("mine", spec(tree, cflags="-O1"), src, cache, lambda *_: None)
+    first = K.build("mine", spec(tree, cflags="-O1"), src, cache, lambda *_: None)
     home = cache / "builds" / first.extra["key"]
     (home / "build.json").unlink()  # as if stopped before its manifest was written
     shutil.rmtree(cache / "ccache")  # and nothing cached: only the tree can spare the compiler
-    again = S.build("mine", spec(tree, cflags="-O1"), src, cache, lambda *_: None)
+    again = K.build("mine", spec(tree, cflags="-O1"), src, cache, lambda *_: None)
     assert again.sha256 == first.sha256 and again.extra["resumed"] and not first.extra["resumed"]
     assert "Building C object" not in (home / "logs" / "build.txt").read_text()  # make had nothing to do
-    other = S.build("o2", spec(tree, cflags="-O2"), src, cache, lambda *_: None)
+    other = K.build("o2", spec(tree, cflags="-O2"), src, cache, lambda *_: None)
     assert "Building C object" in (cache / "builds" / other.extra["key"] / "logs" / "build.txt").read_text()
     assert (src.work / "build" / ".perflab-key").read_text().strip() == other.extra["key"]
 
@@ -163,7 +164,7 @@ def test_pgo_trains_the_instrumented_build_and_keys_the_final_build_on_its_profi
     _, listen = events()
     final = G.pgo("pgo", spec(tree, pgo=True), src, cache, listen, train, "t1")
     assert len(trained) == 1
-    assert "-fprofile-generate" in S.recipe(spec(tree), src, "generate")["flags"]["CFLAGS"]
+    assert "-fprofile-generate" in K.recipe(spec(tree), src, "generate")["flags"]["CFLAGS"]
     assert final.recipe["stage"] == "use" and "-fprofile-use" in final.recipe["flags"]["CFLAGS"]
     assert final.recipe["profile"] == final.extra["profile"]
     stored = list((cache / "profiles").rglob("*.gcda"))
@@ -216,7 +217,7 @@ def test_a_build_that_fails_to_compile_names_its_step_and_log(tmp_path: Path, ca
     tree = fixture_tree(tmp_path / "src", MAIN_C.replace("return 0;\n}", "return undefined_thing;\n}"))
     _, listen = events()
     with pytest.raises(BuildError) as caught:
-        S.build("broken", spec(tree), fetch(str(tree), cache, "broken"), cache, listen)
+        K.build("broken", spec(tree), fetch(str(tree), cache, "broken"), cache, listen)
     error = caught.value
     assert error.step == "build" and error.log is not None and error.log.name == "build.txt"
     assert "undefined_thing" in error.message and str(error.log) in error.message
@@ -225,7 +226,7 @@ def test_a_build_that_fails_to_compile_names_its_step_and_log(tmp_path: Path, ca
 def test_a_missing_compiler_is_named_with_its_package(tmp_path: Path, cache: Path):
     tree = fixture_tree(tmp_path / "src")
     with pytest.raises(ToolMissingError) as caught:
-        S.recipe(spec(tree, compiler="gcc-99"), fetch(str(tree), cache, "x"))
+        K.recipe(spec(tree, compiler="gcc-99"), fetch(str(tree), cache, "x"))
     assert "gcc-99" in caught.value.message and caught.value.hint == "apt-get install g++-99"
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from perflab.builds import Build, server_kind
+from perflab.builds import recipes as R
 from perflab.builds import source as S
 from perflab.spec.builds import BuildSpec
 
@@ -42,7 +43,7 @@ def test_frame_pointers_are_the_sources_choice_unless_forced_on_or_off(tmp_path:
     assert S.flags(off, tmp_path)["CXXFLAGS"] == "-fomit-frame-pointer"
     assert S.cmake_options(off)["have_CXX__fno_omit_frame_pointer"] == "0"
     assert S.cmake_options(off)["have_C__fno_omit_frame_pointer"] == "0"
-    assert len({S.key_of(S.recipe(r, SRC)) for r in (default, on, off)}) == 3
+    assert len({S.key_of(R.recipe(r, SRC)) for r in (default, on, off)}) == 3
 
 
 @pytest.mark.parametrize(

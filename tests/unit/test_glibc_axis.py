@@ -118,10 +118,10 @@ def test_a_glibc_build_is_the_same_binary_through_the_suites_loader(tmp_path):
 def test_postgresql_programs_in_a_root_run_through_wrappers(tmp_path, monkeypatch):
     """Each program gets a wrapper that execs the loader (here the system's) with the program;
     all but postgres with --argv0 "$0", so initdb finds postgres's wrapper beside its own."""
-    from perflab.servers.postgresql import server
+    from perflab.servers.postgresql import user
     from perflab.servers.postgresql.rooted import ShadowBin
 
-    monkeypatch.setattr(server, "run_user", lambda: None)  # as a user: the root is reachable
+    monkeypatch.setattr(user, "run_user", lambda: None)  # as a user: the root is reachable
     base = tmp_path / "root"
     bindir = base / "usr/lib/postgresql/18/bin"
     bindir.mkdir(parents=True)
@@ -147,10 +147,10 @@ def test_postgresql_programs_in_a_root_run_through_wrappers(tmp_path, monkeypatc
 def test_this_systems_postgres_with_a_roots_c_library_gets_wrappers_too(tmp_path, monkeypatch):
     """[variants] glibc on PostgreSQL: the program is the system's (outside the root), its loader
     and C library the root's; its share/ stays the system's."""
-    from perflab.servers.postgresql import server
+    from perflab.servers.postgresql import user
     from perflab.servers.postgresql.rooted import ShadowBin
 
-    monkeypatch.setattr(server, "run_user", lambda: None)
+    monkeypatch.setattr(user, "run_user", lambda: None)
     system_bin = tmp_path / "usr/lib/postgresql/15/bin"  # stands for /usr/lib/postgresql/15/bin
     system_bin.mkdir(parents=True)
     shutil.copy("/bin/echo", system_bin / "postgres")

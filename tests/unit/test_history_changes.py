@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from perflab.analyze import stats
 from perflab.analyze.gate import parse
 from perflab.history import changes, gate, record
 from perflab.history.index import StoredRun
@@ -130,3 +131,23 @@ def test_more_rounds_never_shrink_the_run_to_run_part(more: int):
     est = gate.RunEstimate("welch", 0.99, 5, -0.01, ((0.0004, 5),), fixed=0.0002, fixed_df=20)
     se, _ = est.se_df(more)
     assert se**2 == pytest.approx(0.0002 + 0.0004 / (5 + more))
+
+
+def test_one_wild_run_after_a_step_does_not_hide_it():
+    """CI's six nightly ratios (tests/integration/test_history_nightly.py): 1.00, 1.02, 0.98, then
+    0.66, 0.58 with an interval of 0.34-1.00 (one wild round), 0.67. The wild run's spread is its
+    own, not the runs' variation: the step at run 3 is found (it was not when wide spreads were
+    shrunk toward the median, which made tau 0.10)."""
+    t = stats.t_quantile(0.975, 3)
+
+    def ratio(mean: float, low: float, high: float) -> changes.Point:
+        se = (np.log(high) - np.log(low)) / 2 / t
+        return changes.Point(mean, var=float(se * se), n=4, df=3)
+
+    for low4, high4 in ((0.63, 0.69), (0.55, 0.79)):
+        points = [ratio(1.0045, 0.9644, 1.0463), ratio(1.0178, 0.9727, 1.0649), ratio(0.976, 0.94, 1.01),
+                  ratio(0.660, low4, high4), ratio(0.5824, 0.3401, 0.9974), ratio(0.6661, 0.6440, 0.6890)]  # fmt: skip
+        analysis = changes.detect(points, test=changes.INTERVAL)
+        assert [c.index for c in analysis.change_points] == [3], analysis
+        assert analysis.tau < 0.07, analysis.tau
+    assert changes.own_variances(points)[4] == pytest.approx(points[4].var)  # kept, not shrunk

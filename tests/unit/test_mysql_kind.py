@@ -14,7 +14,7 @@ from perflab import servers
 from perflab.errors import EXIT_USAGE, PerflabError, UsageError
 from perflab.builds import Build
 from perflab.run.datasets import Datasets
-from perflab.servers import kind
+from perflab.servers import identity, kind
 from perflab.servers.mysql_protocol import MySQLProtocolKind, owner
 from perflab.servers.mysqld import Mysqld
 from perflab.spec.loading import parse
@@ -41,7 +41,7 @@ def problems(text: str) -> list[str]:
 def test_the_kind_of_a_build_comes_from_its_binary():
     assert [owner(build(v)).name for v in (MYSQL97, PERCONA, MARIADB)] == ["mysql", "mysql", "mariadb"]
     assert [build(v).format for v in (MYSQL97, PERCONA)] == ["mysql-9.7", "percona-8.0"]
-    assert kind("mariadb").flavor(MYSQL97) is None  # MariaDB's kind no longer claims MySQL
+    assert identity.flavor_of(MYSQL97) == "mysql"  # a mysqld's line names no server: MySQL's
     assert isinstance(kind("mysql"), MySQLProtocolKind) and isinstance(kind("mariadb"), MySQLProtocolKind)
     assert owner(None).name == "mariadb"  # a variant without a build: Debian 12's mariadbd
     with pytest.raises(UsageError) as caught:

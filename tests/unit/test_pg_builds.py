@@ -13,6 +13,7 @@ from perflab.errors import EXIT_USAGE, SpecError
 from perflab.servers.postgresql import train as pgtrain
 from perflab.builds import Build, BuildError
 from perflab.servers.postgresql import source as PG
+from perflab.builds import recipes as R
 from perflab.builds import source as S
 from perflab.spec.builds import BuildSpec
 
@@ -43,11 +44,11 @@ def test_pgo_stages_are_the_same_flags_as_mariadbs(tmp_path: Path):
 
 
 def test_the_recipe_is_autoconfs_and_its_key_follows_what_decides_the_binary():
-    made = S.recipe(recipe(flags="none"), PG_SRC)  # source.recipe hands a PostgreSQL source to pgsource
+    made = R.recipe(recipe(flags="none"), PG_SRC)  # source.recipe hands a PostgreSQL source to pgsource
     assert made["server"] == "postgresql" and "cmake" not in made and made["configure"] == list(PG.CONFIGURE)
     assert made["compiler_version"].startswith("gcc-12") and made["make_version"].startswith("GNU Make")
     keys = {
-        S.key_of(S.recipe(r, PG_SRC, stage))
+        S.key_of(R.recipe(r, PG_SRC, stage))
         for r, stage in [
             (recipe(flags="none"), "plain"),
             (recipe(flags="none", configure=["--with-lz4"]), "plain"),
@@ -56,20 +57,20 @@ def test_the_recipe_is_autoconfs_and_its_key_follows_what_decides_the_binary():
         ]
     }
     assert len(keys) == 4
-    extra = S.recipe(recipe(flags="none", configure=["--with-lz4"]), PG_SRC)["configure"]
+    extra = R.recipe(recipe(flags="none", configure=["--with-lz4"]), PG_SRC)["configure"]
     assert extra[-1] == "--with-lz4"  # after perflab's: it wins
 
 
 def test_a_mariadb_recipe_is_unchanged_by_postgresqls():
     """A stored MariaDB build's key must not move: its recipe has exactly the keys it had."""
-    made = S.recipe(recipe(flags="none"), MARIADB_SRC)
+    made = R.recipe(recipe(flags="none"), MARIADB_SRC)
     assert set(made) == {"recipe_version", "source", "source_fingerprint", "compiler", "compiler_version",
                          "cmake_version", "flags", "cmake", "stage", "profile"}  # fmt: skip
-    assert S.recipe(recipe(flags="none", configure=["--with-lz4"]), MARIADB_SRC) == made
+    assert R.recipe(recipe(flags="none", configure=["--with-lz4"]), MARIADB_SRC) == made
 
 
 def test_command_lines_are_argv_lists_with_one_argument_per_setting(tmp_path: Path):
-    made = S.recipe(recipe(cflags="-O3 -march=native"), PG_SRC)
+    made = R.recipe(recipe(cflags="-O3 -march=native"), PG_SRC)
     argv = PG.configure_argv(PG_SRC, made, "gcc-12", tmp_path / "install")
     assert argv[0] == "/nonexistent/pg/tree/configure" and argv[1] == f"--prefix={tmp_path / 'install'}"
     assert "--without-icu" in argv and "--with-system-tzdata=/usr/share/zoneinfo" in argv
@@ -172,7 +173,7 @@ def test_training_counts_move_from_gcov_prefix_back_to_the_objects(tmp_path: Pat
 def test_pkglibdir_stays_in_the_prefix_and_an_install_outside_it_fails_the_build(tmp_path: Path):
     """Debian's 50-per-version-dirs.patch sets pkglibdir to /usr/lib/postgresql/15/lib unless
     libdir names postgres: perflab's libdir does, and make install goes to a DESTDIR stage first."""
-    made = S.recipe(recipe(flags="none"), PG_SRC)
+    made = R.recipe(recipe(flags="none"), PG_SRC)
     argv = PG.configure_argv(PG_SRC, made, "gcc-12", tmp_path / "install")
     assert f"--libdir={tmp_path / 'install'}/lib/postgresql" in argv
     prefix, stage = tmp_path / "install", tmp_path / "stage"

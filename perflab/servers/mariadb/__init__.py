@@ -31,9 +31,6 @@ class MariaDBKind(MySQLProtocolKind):
 
     flavors = ("mariadb",)
 
-    def flavor(self, version: str) -> str | None:
-        return "mariadb" if "MariaDB" in version else None
-
     def datadir_format(self, datadir: Path) -> str | None:
         """MariaDB always has Aria's control file (MySQL has no Aria)."""
         return "mariadb" if (datadir / "aria_log_control").is_file() else None

@@ -7,8 +7,7 @@ suite = "sid"; a basedir; a source tree). So `[experiment] server = "mysql"` nee
 every variant, and an experiment of server = "mariadb" runs a MySQL build through this kind all
 the same (the kind comes from the binary: Build.server).
 
-    from perflab.servers import kind
-    kind("mysql").flavor("9.7.4 for Linux on x86_64 (MySQL Community Server - GPL)")   -> "mysql"
+    kind("mysql").datadir_format(Path("/tmp/data"))   -> "mysql" (its mysql.ibd; a flavor: servers/identity.py)
 """
 
 from __future__ import annotations
@@ -48,10 +47,6 @@ class MySQLKind(MySQLProtocolKind):
     )
 
     flavors = ("mysql", "percona")
-    claims_rest = True  # a mysqld's version line names no server ("9.7.4 for Linux on x86_64 (...)")
-
-    def flavor(self, version: str) -> str:
-        return "percona" if "Percona" in version else "mysql"
 
     def datadir_format(self, datadir: Path) -> str | None:
         """MySQL 8.0 and later keep the data dictionary in mysql.ibd, MySQL 5.x its grant tables

@@ -9,7 +9,6 @@ its preflight (preflight.py), and the check that every backend has the variant's
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -50,14 +49,6 @@ class PostgreSQLKind(Kind):
         return DEBIAN_SOURCE
 
     flavors = ("postgresql",)
-
-    def flavor(self, version: str) -> str | None:
-        return "postgresql" if "PostgreSQL" in version else None
-
-    def format(self, flavor: str, version: str, sha256: str) -> str:
-        """The on-disk format changes only with the major version (10 and later: "15.18" is 15)."""
-        major = re.search(r"\(PostgreSQL\) (\d+)", version)  # "postgres (PostgreSQL) 15.18 (Debian ...)"
-        return f"postgresql-{major.group(1)}" if major else f"postgresql-{sha256[:12]}"
 
     def datadir_format(self, datadir: Path) -> str | None:
         try:

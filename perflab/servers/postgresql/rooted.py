@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.builds import launcher, write_wrapper
+from perflab.servers.postgresql.user import give, reachable
 
 LEFT_OUT = ("doc", "man", "info", "lintian", "bug")  # directory names never copied: not run
 NO_ARGV0 = ("postgres",)  # programs that keep their real path as argv[0]
@@ -44,8 +45,6 @@ class ShadowBin:
 
     @classmethod
     def make(cls, build: Any, workdir: Path) -> ShadowBin:
-        from perflab.servers.postgresql.server import give, reachable
-
         record = build.extra["root"]
         source = Path(record["dir"])
         binary = Path(build.binary)

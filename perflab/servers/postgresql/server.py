@@ -34,11 +34,10 @@ from typing import Any, Self
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
 from perflab.places import segments
 from perflab.places.proc import Child, call, clean_env, start_ticks
-from perflab.servers.managed import Managed, account, as_account, ld_preload, read_log
-from perflab.servers.managed import give as managed_give
+from perflab.servers.managed import Managed, ld_preload, read_log
+from perflab.servers.postgresql.user import RUN_USER, as_server_user, give, reachable, run_user
 
 PG_BIN = Path(os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin"))
-RUN_USER = "postgres"  # Debian's package creates it; used only when perflab runs as root
 SUPERUSER = "postgres"  # the database role initdb creates (-U), trusted on the local socket
 PORT = 5432  # names the socket file only: every server has a socket directory of its own
 READY_DEADLINE_S = 60.0
@@ -79,21 +78,6 @@ def pg_binary(name: str, bindir: Path | None = None) -> str:
     if found and name != "postgres":
         return found
     raise ToolMissingError(f"{name} not found in {PG_BIN}", "apt-get install postgresql-15 (or `make setup`)")
-
-
-def run_user() -> pwd.struct_passwd | None:
-    """The account the server runs as: RUN_USER when perflab is root, else perflab's own (None)."""
-    return account(RUN_USER, "apt-get install postgresql-15 creates it (or `adduser --system postgres`)")
-
-
-def as_server_user(argv: list[str]) -> list[str]:
-    """argv run as the server's user (unchanged when perflab is not root): servers/managed.as_account."""
-    return as_account(argv, run_user())
-
-
-def give(path: Path) -> None:
-    """`path` (a tree perflab made) the server's user's (servers/managed.give)."""
-    managed_give(path, run_user(), "postgres")
 
 
 def auth_files(tcp: bool, os_users: Sequence[str] | None = None) -> dict[str, str]:
@@ -148,11 +132,6 @@ def build_bindir(build: Any, workdir: Path) -> Path | None:
         (target / ".complete").write_text(str(bindir.parent) + "\n", encoding="utf-8")
         give(target.parent)  # the work directory made traversable, the copy the server user's
     return target / "bin"
-
-
-def reachable(path: Path) -> bool:
-    """Whether the server's user can reach `path` (always, when perflab is not root)."""
-    return run_user() is None or all(p.stat().st_mode & 0o001 for p in path.parents if p != Path("/"))
 
 
 def initdb(datadir: Path, log: Path, bindir: Path | None = None) -> str:
