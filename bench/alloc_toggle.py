@@ -29,7 +29,7 @@ from typing import Any
 import _common as C
 import profile_overhead as P
 
-from perflab.run import dataset
+from perflab.servers import dataset, mysqld_dataset
 from perflab.observers import alloc
 from perflab.observers.syscalls import SyscallRecorder
 from perflab.workloads import sysbench
@@ -103,7 +103,7 @@ def main() -> int:
     machine = C.Machine()
     got: dict[str, list[float]] = {}
     with C.workdir(machine) as work:
-        snap = dataset.prepare(
+        snap = mysqld_dataset.prepare(
             work,
             test="oltp_read_only",
             tables=P.TABLES,

@@ -30,7 +30,7 @@ from typing import Any
 import _common as C
 
 from perflab.analyze.profile import Merged, Profile
-from perflab.run import dataset
+from perflab.servers import dataset, mysqld_dataset
 from perflab.observers.perf import PerfRecorder
 from perflab.places.proc import Child, clean_env
 from perflab.workloads import sysbench
@@ -137,7 +137,7 @@ def measure_all(args: argparse.Namespace) -> None:
     sizes = [args.samples, 4 * args.samples]
     got = []
     with C.workdir(machine) as work:
-        snap = dataset.prepare(
+        snap = mysqld_dataset.prepare(
             work,
             test="oltp_read_only",
             tables=TABLES,

@@ -57,7 +57,7 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perflab.run import dataset
+from perflab.servers import dataset, mysqld_dataset
 from perflab.places.proc import Child, clean_env
 from perflab.workloads import sysbench
 from perflab.servers.mysqld import Mysqld
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace) -> None:
         if args.ns is not None:
             cfg["shim"] = build(workdir / "shim")
         C.say(f"seed {args.seed} (--seed reruns this order); preparing {cfg['tables']} x {cfg['rows']} rows ...")
-        snap = dataset.prepare(workdir, test=TEST, tables=cfg["tables"], table_size=cfg["rows"], options=OPTIONS,
+        snap = mysqld_dataset.prepare(workdir, test=TEST, tables=cfg["tables"], table_size=cfg["rows"], options=OPTIONS,
                                server_options={}, log=workdir / "prepare.txt")  # fmt: skip
         for r in range(cfg["rounds"]):
             designs = list(chosen)

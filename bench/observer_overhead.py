@@ -35,7 +35,7 @@ from typing import Any
 import _common as C
 
 from perflab import preflight, spec
-from perflab.run import dataset
+from perflab.servers import dataset
 from perflab.run.cell import CellRunner
 from perflab.servers.mysqld import Mysqld
 from perflab.store.results import Results

@@ -57,7 +57,7 @@ from typing import Any
 import _common as C
 
 from perflab import preflight, spec
-from perflab.run import dataset
+from perflab.servers import dataset
 from perflab.run.cell import CellRunner
 from perflab.workloads import sysbench
 from perflab.servers.mysqld import Mysqld

@@ -43,7 +43,7 @@ from typing import Any
 
 import _common as C
 
-from perflab.run import dataset
+from perflab.servers import dataset, mysqld_dataset
 from perflab.observers.perf import PerfRecorder
 from perflab.observers.profilers import Profilers
 from perflab.places.procfs import ProcCounters
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> None:
     ratios: dict[str, list[float]] = {n: [] for n in CONFIGS}
     cpu_ratios: dict[str, list[float]] = {n: [] for n in CONFIGS}
     with C.workdir(machine) as work:
-        snap = dataset.prepare(
+        snap = mysqld_dataset.prepare(
             work,
             test="oltp_read_only",
             tables=TABLES,
@@ -284,7 +284,7 @@ def run_toggled(args: argparse.Namespace) -> None:
     machine = C.Machine()
     got: dict[str, dict[str, Any]] = {}
     with C.workdir(machine) as work:
-        snap = dataset.prepare(
+        snap = mysqld_dataset.prepare(
             work,
             test="oltp_read_only",
             tables=TABLES,

@@ -1,10 +1,10 @@
 """How much faster a cell starts from the snapshot than from a freshly prepared dataset.
 
 What: two wall times, both through perflab's own functions, oltp_read_only, 4 tables x 100k:
-  - prepare: perflab.run.dataset.prepare, i.e. mariadb-install-db of an empty datadir,
+  - prepare: perflab.servers.mysqld_dataset.prepare, i.e. mariadb-install-db of an empty datadir,
     start mariadbd, CREATE DATABASE, `sysbench oltp_read_only prepare` (4 x 100k rows),
     clean shutdown (what `perflab run` does once per experiment);
-  - restore: perflab.run.dataset.restore (copy of the stopped snapshot datadir) plus the
+  - restore: perflab.servers.dataset.restore (copy of the stopped snapshot datadir) plus the
     start of mariadbd on the copy until it answers the handshake on its socket (what every
     cell does before its warm-up), with the options the scheduler gives a cell.
 The ratio prepare / restore is reported as mean prepare time / mean restore time, with the
@@ -35,7 +35,7 @@ from typing import Any
 
 import _common as C
 
-from perflab.run import dataset
+from perflab.servers import dataset, mysqld_dataset
 from perflab.servers.mysqld import Mysqld
 
 GOAL_RATIO = 5.0
@@ -49,7 +49,7 @@ def settings(quick: bool) -> dict[str, Any]:
 def do_prepare(cfg: dict[str, Any], where: Path) -> tuple[dataset.Snapshot, float]:
     (where / "logs").mkdir(parents=True)
     t0 = time.monotonic()
-    snap = dataset.prepare(
+    snap = mysqld_dataset.prepare(
         where,
         test=TEST,
         tables=cfg["tables"],

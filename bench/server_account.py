@@ -115,12 +115,12 @@ def side_by_side(cfg: dict[str, Any], work: Path) -> list[dict[str, dict[str, An
     from interleave import measured, turns
 
     from perflab.places.proc import Child, clean_env
-    from perflab.run import dataset
+    from perflab.servers import dataset, mysqld_dataset
     from perflab.servers.mysqld import Mysqld
     from perflab.workloads import sysbench
 
     tables, rows = cfg["tables"], cfg["table_size"]
-    snap = dataset.prepare(work, test="oltp_read_only", tables=tables, table_size=rows, options={},
+    snap = mysqld_dataset.prepare(work, test="oltp_read_only", tables=tables, table_size=rows, options={},
                            server_options={}, log=work / "prepare.txt")  # fmt: skip
     C.say(f"dataset prepared in {snap.prepare_s:.1f} s ({snap.data_bytes / 2**20:.0f} MiB)")
 

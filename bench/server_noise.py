@@ -54,7 +54,7 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perflab.run import dataset
+from perflab.servers import dataset, mysqld_dataset
 from perflab.observers.resources import machine_steal_s
 from perflab.places.proc import Child, clean_env
 from perflab.workloads import sysbench
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> None:
     rows: dict[str, list[tuple[float, float, float | None]]] = {a: [] for a in arms}
     with C.workdir(machine) as workdir, ExitStack() as kept_stack:
         C.say(f"seed {args.seed} (--seed reruns this order); preparing {cfg['tables']} x {cfg['rows']} rows ...")
-        snap = dataset.prepare(workdir, test=TEST, tables=cfg["tables"], table_size=cfg["rows"], options=OPTIONS,
+        snap = mysqld_dataset.prepare(workdir, test=TEST, tables=cfg["tables"], table_size=cfg["rows"], options=OPTIONS,
                                server_options={}, log=workdir / "prepare.txt")  # fmt: skip
         (workdir / "kept").mkdir()
         kept: list[Server] = []

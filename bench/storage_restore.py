@@ -1,6 +1,6 @@
 """Restore time per GiB of dataset, on tmpfs and on disk ([experiment] storage, issue 35).
 
-What: the time perflab's per-cell restore takes (perflab.run.dataset.restore_with_method: a
+What: the time perflab's per-cell restore takes (perflab.servers.dataset.restore_with_method: a
 reflink where the filesystem shares extents, else a byte copy), divided by the snapshot's size,
 on the tmpfs (/dev/shm) and on a directory on disk (--disk, default /var/tmp), each from a
 snapshot on the same filesystem, as a run keeps it. On disk, each restore is timed twice: with the
@@ -29,7 +29,10 @@ from typing import Any
 
 import _common as C
 
-from perflab.run import dataset, storage
+from perflab.run import storage
+
+from perflab.places.copy import copy_tree
+from perflab.servers import dataset, mysqld_dataset
 
 GiB = 1 << 30
 
@@ -40,7 +43,7 @@ def settings(quick: bool, tables: int, table_size: int) -> dict[str, Any]:
 
 def prepared(cfg: dict[str, Any], work: Path) -> dataset.Snapshot:
     (work / "logs").mkdir()
-    return dataset.prepare(work, test="oltp_read_only", tables=cfg["tables"], table_size=cfg["table_size"],
+    return mysqld_dataset.prepare(work, test="oltp_read_only", tables=cfg["tables"], table_size=cfg["table_size"],
                            options={}, server_options={}, log=work / "logs" / "prepare.txt")  # fmt: skip
 
 
@@ -61,7 +64,7 @@ def run(args: argparse.Namespace) -> None:
         snap = prepared(cfg, shm)
         size = dataset.tree_bytes(snap.datadir)
         on_disk = dataset.Snapshot(Path(disk_dir) / "snapshot", snap.data_bytes, 0.0)
-        dataset.copy_tree(snap.datadir, on_disk.datadir)
+        copy_tree(snap.datadir, on_disk.datadir)
         C.say(f"snapshot {size / GiB:.2f} GiB; disk: {storage.describe(Path(disk_dir)).record()}")
         steps = [("tmpfs", snap, shm / "copy", False), ("disk, cached", on_disk, Path(disk_dir) / "copy", False),
                  ("disk, cold cache", on_disk, Path(disk_dir) / "copy", True)]  # fmt: skip

@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from perflab.workloads import client
-from perflab.run import dataset
+from perflab.servers import dataset, mysqld_dataset
 from perflab.places.procfs import process_cpu_s
 from perflab.observers.resources import machine_steal_s
 from perflab.observers.status import StatusSampler
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> None:
     blocks: list[dict[str, Any]] = []
     with C.workdir(machine) as workdir, ExitStack() as stack:
         C.say(f"seed {args.seed} (--seed reruns this order); preparing {cfg['tables']} x {cfg['rows']} rows ...")
-        snap = dataset.prepare(workdir, test=TEST, tables=cfg["tables"], table_size=cfg["rows"], options=OPTIONS,
+        snap = mysqld_dataset.prepare(workdir, test=TEST, tables=cfg["tables"], table_size=cfg["rows"], options=OPTIONS,
                                server_options={}, log=workdir / "prepare.txt")  # fmt: skip
         sides = [Side(snap, workdir, name, stack, cfg) for name in "ab"]
         for side in sides:

@@ -14,7 +14,6 @@ import click
 from rich.markup import escape
 
 from perflab.cli.console import err, out
-from perflab.cli.profiles import THREADS
 from perflab.errors import UsageError
 from perflab.store.results import Results
 
@@ -31,7 +30,7 @@ from perflab.store.results import Results
     metavar="DIR_B",
     help="B from this other results directory, as in diff",
 )
-@THREADS
+@click.option("--threads", type=int, default=None, help="thread count, when the run has several")
 @click.option("--top", "limit", type=int, default=15, show_default=True, help="allocating functions shown")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def alloc(

@@ -47,6 +47,10 @@ def ssh_config() -> list[Path] | None:
     return [Path(given)] if given else None
 
 
+# $0: a program; "$@": directories to look in first: its path on the host (else $PATH's), or nothing
+WHICH = 'for d in "$@"; do [ -x "$d/$0" ] && { echo "$d/$0"; exit 0; }; done; command -v "$0"'
+
+
 def install_hint(package: str, target: Any) -> str:
     """How to get a tool onto a host: its Debian package, or the instruction itself (go-tpc's)."""
     return f"install it there: {package if ' ' in package else 'apt-get install ' + package} (on {target})"

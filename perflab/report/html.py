@@ -32,6 +32,8 @@ from perflab.report.phrases import (
     TXN_INTRO,
     by_kind,
     caution,
+    host_differences,
+    host_lines,
     method_line,
     noise_note,
     noise_rows,
@@ -128,6 +130,8 @@ def render(model: ReportModel) -> str:
         version=__version__,
         generated=utc_now(),
         subtitle=subtitle(model),
+        remote_hosts=host_lines(model.meta, model.cells),  # remote hosts (docs/hosts.md)
+        host_differences=host_differences(model.meta),
         axes_title=" × ".join(model.axes) or "variant",
         baseline_label=variant_label(model.baseline, empty="the first variant"),
         failed=model.failed(),

@@ -24,6 +24,8 @@ from perflab.report.phrases import (
     TXN_HEADER,
     TXN_INTRO,
     caution,
+    host_differences,
+    host_lines,
     method_line,
     noise_note,
     noise_rows,
@@ -90,8 +92,9 @@ def render(model: ReportModel, charts_dir: Path | None, link_base: str = "") -> 
     if model.build_facts():
         out += table(["build", "server binary"], [list(f) for f in model.build_facts()]) + [""]
     out += ["<details><summary>Host</summary>", ""] + table(["host", ""], [list(f) for f in model.host_facts()])
-    hosts, differ = model.host_differences()  # remote hosts (docs/hosts.md): where they differ, value by value
-    out += [""] + [f"- {cell(line)}" for line in model.remote_hosts()] if model.remote_hosts() else []
+    hosts, differ = host_differences(model.meta)  # remote hosts (docs/hosts.md): where they differ, value by value
+    remote = host_lines(model.meta, model.cells)
+    out += [""] + [f"- {cell(line)}" for line in remote] if remote else []
     out += ([""] + table(["differs", *hosts], [[leaf, *values] for leaf, values in differ])) if differ else []
     spec = str(model.meta.get("spec_text") or "(not stored)")
     out += [

@@ -178,18 +178,6 @@ class ReportModel:
         """Each server binary the cells ran: its version, kind, sha256 and compiler (or why it failed)."""
         return build_facts(self.meta, self.cells)
 
-    def remote_hosts(self) -> list[str]:
-        """One line per remote host (docs/hosts.md): what ran there, and where it differs from this machine."""
-        from perflab.report.phrases import host_lines  # phrases reads this module
-
-        return host_lines(self.meta, self.cells)
-
-    def host_differences(self) -> tuple[list[str], list[tuple[str, list[str]]]]:
-        """The hosts, and each fingerprint leaf whose value differs between them."""
-        from perflab.report.phrases import host_differences
-
-        return host_differences(self.meta)
-
 
 def build_facts(meta: dict[str, Any], cells: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """("old", "10.11.18-MariaDB-0+deb12u1, package, sha256 17310a09..., compiler unknown (stripped)")."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ServerCrashedError
-from perflab.run import dataset
+from perflab.servers import dataset
 from perflab.builds import Build, BuildError, debroot, glibc, resolve
 from perflab.observers.alloc.tracer import AllocTracer
 from perflab.observers.host_overhead import CellCpu

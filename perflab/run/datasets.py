@@ -24,7 +24,8 @@ from typing import Any
 
 from perflab import servers
 from perflab.errors import PerflabError, ResourceError, UsageError
-from perflab.run import dataset
+from perflab.places.copy import copy_tree
+from perflab.servers import dataset
 from perflab.builds import Build, BuildError
 from perflab.run.cell import CellRunner, Listener
 from perflab.store.results import Results
@@ -124,7 +125,7 @@ class Datasets:
         _same_kind(kept, fmt)
         started = time.monotonic()
         target = self.workdir / self._workname(fmt)
-        dataset.copy_tree(kept, target)
+        copy_tree(kept, target)
         self.listen("snapshot_reused", {"path": kept, "seconds": time.monotonic() - started, "format": fmt})
         self.records[fmt] = {k: v for k, v in known.items() if k != "builds"}
         return dataset.Snapshot(target, known["data_bytes"], known.get("prepare_s") or 0.0, fmt)
@@ -171,7 +172,7 @@ class Datasets:
     def _keep(self, snapshot: dataset.Snapshot, kept: Path) -> None:
         shutil.rmtree(kept, ignore_errors=True)
         try:
-            dataset.copy_tree(snapshot.datadir, kept)
+            copy_tree(snapshot.datadir, kept)
         except OSError:
             shutil.rmtree(kept, ignore_errors=True)  # a partial snapshot must never be resumed from
             raise

@@ -46,7 +46,7 @@ from typing import Any
 
 from perflab.analyze import steady
 from perflab.errors import PerflabError
-from perflab.run import dataset
+from perflab.servers import dataset
 from perflab.run.accounting import per_txn, server_resources
 from perflab.run.cell import CellRunner
 from perflab.observers.phases import MEASURED, WARMUP

@@ -33,12 +33,12 @@ from perflab.hosts.clock import Alignment, WindowClock
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts
 from perflab.hosts.place import read_counters
-from perflab.hosts.target import install_hint
+from perflab.hosts.target import WHICH, install_hint
 from perflab.hosts.turns import AGENT, HostTurns, TurnAgent
 from perflab.places.procfs import ProcCounters
 from perflab.workloads.turn_latency import WRAPPER
 from perflab.workloads import client, client_variant
-from perflab.run import accounting, remote_server
+from perflab.run import accounting
 from perflab.run.context import Runner
 from perflab.spec.matrix import Cell
 
@@ -63,7 +63,7 @@ class RemoteClient:
         link = hosts.link(name)
         address = address or link.local_address()
         tool, package = next(iter(workload.client_packages.items()))
-        found = link.run(["sh", "-c", remote_server._WHICH, tool, *workload.client_dirs]).stdout.strip()
+        found = link.run(["sh", "-c", WHICH, tool, *workload.client_dirs]).stdout.strip()
         if not found:
             raise ToolMissingError(f"host {name} has no {tool}", install_hint(package, link.target))
         route = link.run(["ip", "-o", "route", "get", address]).stdout.split()

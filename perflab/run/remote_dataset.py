@@ -21,7 +21,7 @@ from pathlib import Path
 
 from perflab.errors import HostLostError
 from perflab import workloads
-from perflab.run import dataset
+from perflab.servers import dataset
 from perflab.run.context import Runner
 from perflab.places.proc import call
 

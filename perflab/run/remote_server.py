@@ -37,12 +37,13 @@ from perflab.hosts.place import HostPlace
 from perflab.hosts.preflight import client_observer_packages, observer_packages
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts, RemoteProbe
-from perflab.hosts.target import parse_target
+from perflab.hosts.target import WHICH, parse_target
 from perflab.hosts.transport import Connection
 from perflab.hosts.trees import put_tree, shipped
 from perflab.builds import Build
 from perflab import workloads
-from perflab.run import dataset, storage
+from perflab.run import storage
+from perflab.servers import dataset
 from perflab.observers.alloc import remote as remote_alloc
 from perflab.run.server_logs import keep_logs
 from perflab.run.storage import Storage
@@ -52,7 +53,6 @@ from perflab.spec.hosts import client_hosts, server_here, server_hosts
 
 # $0: a tool, "$@": the kind's directories off the PATH (postgresql-15's bin); its path on the host,
 # else on the ssh user's PATH (root's has /usr/sbin, where mariadbd is)
-_WHICH = 'for d in "$@"; do [ -x "$d/$0" ] && { echo "$d/$0"; exit 0; }; done; command -v "$0"'
 # the ports listening on the host: /proc/net/tcp{,6}, state 0A (LISTEN), local port in hex
 _LISTENING = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
 
@@ -79,7 +79,7 @@ class ServerHost:
         link = hosts.link(name)
         binaries = {}
         for tool, package in kind.server_packages.items():
-            found = link.run(["sh", "-c", _WHICH, tool, *kind.server_dirs]).stdout.strip()
+            found = link.run(["sh", "-c", WHICH, tool, *kind.server_dirs]).stdout.strip()
             if not found:
                 raise ToolMissingError(
                     f"host {name} has no {tool}", f"install it there: `apt-get install {package}` on {link.target}"

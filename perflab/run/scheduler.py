@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import PerflabError, ResourceError
-from perflab.run import dataset, interleave
+from perflab.run import interleave
+from perflab.servers import dataset
 from perflab.run.adaptive import AdaptiveRounds
 from perflab.builds import Build, BuildError, cache_root, writable_cache
 from perflab.run.cell import CellRunner, Listener

@@ -20,7 +20,7 @@ from typing import Any
 
 from perflab.errors import PerflabError, ServerCrashedError, WorkloadError
 from perflab import workloads
-from perflab.run import dataset
+from perflab.servers import dataset
 from perflab.builds import Build, BuildError
 from perflab.run.cell import CellRunner
 from perflab.observers.alloc.tracer import AllocTracer

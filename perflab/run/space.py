@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from perflab.errors import ResourceError
-from perflab.run import dataset
+from perflab.servers import dataset
 from perflab.run.workdir import space_hint
 
 SPACE_MARGIN = 64 << 20  # tmp tables, logs, the server's own files beside a cell's datadir

@@ -20,7 +20,8 @@ from typing import Any, Protocol
 from perflab import allocators, workloads
 from perflab.builds import Build
 from perflab.observers.alloc.tracer import AllocTracer
-from perflab.run import allocator_proof, dataset
+from perflab.run import allocator_proof
+from perflab.servers import dataset
 from perflab.run.server_logs import keep_logs
 from perflab.run.storage import drop_caches_s
 from perflab.servers.managed import LOOPBACK, Managed

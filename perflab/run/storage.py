@@ -12,13 +12,11 @@ that one (and those of its own killed runs). What the storage is comes from the 
                          "block_device": "vda", "dev": "254:0"}
 
 A cell's copy of the snapshot is a reflink where the filesystem can share extents (FICLONE:
-btrfs, xfs with reflink=1, bcachefs), else a byte copy; `clone_file` says which it made.
+btrfs, xfs with reflink=1, bcachefs), else a byte copy; places/copy.py's `clone_file` says which it made.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import shutil
 import time
@@ -34,7 +32,6 @@ from perflab.run.workdir import base_dir
 MOUNTINFO = Path("/proc/self/mountinfo")
 SYS_DEV_BLOCK = Path("/sys/dev/block")
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
-FICLONE = 0x40049409  # _IOW(0x94, 9, int), linux/fs.h
 MEMORY_FS = {"tmpfs", "ramfs"}
 # a unix socket's path holds 107 bytes; below the storage: /perflab-XXXXXXXX/prepare-dataset-mysql-8.0/
 # .s.PGSQL.5432.lock, about 64 bytes
@@ -284,22 +281,6 @@ def room_problems(storage: Storage, need: int, copies: int) -> list[Problem]:
             "free space there, use a smaller dataset, or point [experiment] storage at a larger filesystem",
         )
     ]
-
-
-def clone_file(source: str, dest: str) -> str:
-    """Copy one file as a reflink (FICLONE) where the filesystem shares extents, else byte for byte;
-    returns "reflink" or "copy". Metadata (mode, times) as shutil.copy2."""
-    with open(source, "rb") as src, open(dest, "wb") as dst:
-        try:
-            fcntl.ioctl(dst.fileno(), FICLONE, src.fileno())
-            method = "reflink"
-        except OSError as exc:
-            if exc.errno not in (errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY, errno.EBADF):
-                raise
-            shutil.copyfileobj(src, dst, 1 << 20)
-            method = "copy"
-    shutil.copystat(source, dest)
-    return method
 
 
 def drop_caches() -> None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from perflab.places import Place, RssSeries
     from perflab.places.procfs import ProcCounters
     from perflab.builds import Build
-    from perflab.run.dataset import Snapshot
+    from perflab.servers.dataset import Snapshot
     from perflab.servers.managed import Managed
     from perflab.spec.matrix import Cell, Experiment
     from perflab.spec.schema import ExperimentFile

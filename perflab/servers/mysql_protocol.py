@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from perflab.places import Place, RssSeries
     from perflab.places.procfs import ProcCounters
     from perflab.builds import Build
-    from perflab.run.dataset import Snapshot
+    from perflab.servers.dataset import Snapshot
     from perflab.servers.mysqld import Mysqld
     from perflab.spec.matrix import Cell, Experiment
     from perflab.spec.schema import ExperimentFile
@@ -153,10 +153,10 @@ class MySQLProtocolKind(Kind):
     def prepare(self, workdir: Path, *, spec: Any, log: Path, name: str, build: Build | None) -> Snapshot:
         from perflab import workloads
 
-        from perflab.run import dataset
+        from perflab.servers import mysqld_dataset
 
         workload = workloads.of(spec)
-        return dataset.prepare(
+        return mysqld_dataset.prepare(
             workdir,
             workload=workload,
             spec=spec,
@@ -177,9 +177,9 @@ class MySQLProtocolKind(Kind):
         return {"buffer_pool": snapshot.buffer_pool}
 
     def cell_options(self, cell: Cell) -> dict[str, Any]:
-        from perflab.run.prewarm import MARIADB_OPTIONS
+        from perflab.servers.mysqld_dataset import PREWARM_OPTIONS
 
-        return dict(MARIADB_OPTIONS) if cell.prewarm else {}
+        return dict(PREWARM_OPTIONS) if cell.prewarm else {}
 
     def server(self, rundir: Path, datadir: Path, options: dict[str, Any], **kw: Any) -> Mysqld:
         """The server process of every MySQL-protocol kind; `build`'s own kind gives its Flavor."""
@@ -200,9 +200,9 @@ class MySQLProtocolKind(Kind):
     def prewarm(self, server: Any, tool: str) -> float:
         from perflab import workloads
 
-        from perflab.run import prewarm
+        from perflab.servers.mysqld_dataset import prewarm
 
-        return prewarm.mariadb(server, workloads.get(tool).database)
+        return prewarm(server, workloads.get(tool).database)
 
     def pss_bytes(self, server: Any) -> int | None:
         from perflab.places.proctree import pss_bytes
@@ -213,7 +213,7 @@ class MySQLProtocolKind(Kind):
         """The experiment's workload (largest thread count) for `train_duration`, then a
         clean shutdown: the instrumented server writes its profile at exit."""
         from perflab import workloads
-        from perflab.run import dataset
+        from perflab.servers import dataset
         from perflab.places.proc import call, clean_env
         from perflab.servers.managed import LOOPBACK
 

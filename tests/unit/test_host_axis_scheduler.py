@@ -12,7 +12,8 @@ import pytest
 
 from perflab import spec
 from perflab.errors import HostLostError
-from perflab.run import dataset, scheduler
+from perflab.run import scheduler
+from perflab.servers import dataset
 from perflab.run.cell import CellRunner
 from perflab.spec import Cell
 from perflab.store.results import Results

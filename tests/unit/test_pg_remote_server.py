@@ -14,7 +14,7 @@ import pytest
 from perflab import servers
 from perflab.hosts.target import parse_target
 from perflab import workloads
-from perflab.run import remote_server
+from perflab.hosts import target
 from perflab.places.procfs import ProcCounters
 from perflab.hosts.place import parse_tree
 from perflab.servers.postgresql.remote import RemotePostgreSQL
@@ -88,10 +88,10 @@ def test_its_configuration_listens_on_the_hosts_address_only(tmp_path: Path) -> 
 def test_the_hosts_postgres_is_found_off_the_path() -> None:
     kind = servers.kind("postgresql")
     assert kind.remote_server_refusal is None and kind.server_packages["postgres"] == "postgresql-15"
-    found = subprocess.run(["sh", "-c", remote_server._WHICH, "postgres", *kind.server_dirs], capture_output=True,
+    found = subprocess.run(["sh", "-c", target.WHICH, "postgres", *kind.server_dirs], capture_output=True,
                            text=True, env={"PATH": "/usr/bin:/bin"}, check=False)  # fmt: skip
     assert found.stdout.strip() == "/usr/lib/postgresql/15/bin/postgres"
-    missing = subprocess.run(["sh", "-c", remote_server._WHICH, "postgres", "/nonexistent"], capture_output=True,
+    missing = subprocess.run(["sh", "-c", target.WHICH, "postgres", "/nonexistent"], capture_output=True,
                              text=True, env={"PATH": "/usr/bin:/bin"}, check=False)  # fmt: skip
     assert missing.stdout.strip() == ""
 

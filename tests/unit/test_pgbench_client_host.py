@@ -19,7 +19,7 @@ from perflab.hosts.clock import Alignment
 from perflab.hosts.rundir import RunDir
 from perflab.hosts.transport import Completed
 from perflab import workloads
-from perflab.run import remote_server
+from perflab.hosts import target
 from perflab.hosts.child import _SIGNAL_CHILD, times_cpu_s
 from perflab.run.remote_client import ClientOnHost, RemoteClient
 from perflab.workloads.pgbench_log import intervals, load_log, window_summary
@@ -139,7 +139,7 @@ def test_a_host_without_pgbench_exits_3_naming_postgresql_client_15() -> None:
     assert link.ran[0][0][3:] == ["pgbench", "/usr/lib/postgresql/15/bin"]  # looked for there first, then on the PATH
     binary = "/usr/lib/postgresql/15/bin/pgbench"
     version = "pgbench (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)\n"
-    found = FakeLink({remote_server._WHICH: binary + "\n", "ip": "10.77.1.1 dev eth0 src 10.77.1.2", binary: version})
+    found = FakeLink({target.WHICH: binary + "\n", "ip": "10.77.1.1 dev eth0 src 10.77.1.2", binary: version})
     remote = RemoteClient.open(FakeHosts(found), "load", workloads.get("pgbench"))  # type: ignore[arg-type]
     assert remote.binary == binary and remote.interface == "eth0"
     assert remote.address == "10.77.1.1" and len(remote.password) == 32

@@ -12,7 +12,7 @@ import pytest
 
 from perflab import spec
 from perflab.errors import SpecError
-from perflab.run import prewarm
+from perflab.servers import mysqld_dataset
 from perflab.servers import kind
 from perflab.servers.managed import Managed
 
@@ -74,7 +74,7 @@ def test_the_personality_of_a_real_process_says_whether_it_is_randomized() -> No
 
 def test_prewarm_scans_every_index_with_quoted_names() -> None:
     listing = "sbtest1\tPRIMARY\nsbtest1\tk_1\nodd`name\tPRIMARY\n\nbroken line\n"
-    assert prewarm.scans(listing) == [
+    assert mysqld_dataset.scans(listing) == [
         "SELECT COUNT(*) FROM sbtest.`sbtest1` FORCE INDEX (`PRIMARY`)",
         "SELECT COUNT(*) FROM sbtest.`sbtest1` FORCE INDEX (`k_1`)",
         "SELECT COUNT(*) FROM sbtest.`odd``name` FORCE INDEX (`PRIMARY`)",

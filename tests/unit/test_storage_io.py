@@ -15,7 +15,9 @@ import pytest
 from perflab import spec
 from perflab.errors import SpecError
 from perflab.report import io_findings
-from perflab.run import dataset, storage
+from perflab.places import copy
+from perflab.run import storage
+from perflab.servers import dataset
 from perflab.observers import io
 from perflab.servers import kind, mysqld_io
 from perflab.servers.mysqld import Mysqld
@@ -75,7 +77,7 @@ def test_clone_file_copies_and_says_how(tmp_path):
     src = tmp_path / "a"
     src.write_bytes(os.urandom(100_000))
     os.chmod(src, 0o640)
-    method = storage.clone_file(str(src), str(tmp_path / "b"))
+    method = copy.clone_file(str(src), str(tmp_path / "b"))
     fstype = storage.describe(tmp_path).fstype
     assert method == ("reflink" if fstype in ("btrfs", "xfs", "bcachefs") else "copy")
     assert (tmp_path / "b").read_bytes() == src.read_bytes() and os.stat(tmp_path / "b").st_mode & 0o777 == 0o640

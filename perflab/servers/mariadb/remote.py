@@ -243,7 +243,7 @@ class RemoteMariaDB(OnHost, Mysqld):
                     pass  # the host dropped off: its log stays there, for doctor --clean to remove
 
     def data_bytes(self, database: str) -> int:
-        """The database's files on the host, in bytes (as run/dataset.py's tree_bytes here)."""
+        """The database's files on the host, in bytes (as servers/dataset.py's tree_bytes here)."""
         script = 'find "$0" -type f -printf "%s\\n" | awk "{ s += \\$1 } END { print s + 0 }"'
         done = self.link.run(["sh", "-c", script, f"{self.datadir}/{database}"], timeout=120)
         return int(done.stdout.strip() or 0)

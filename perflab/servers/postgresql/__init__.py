@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from perflab.places import Place, RssSeries
     from perflab.places.procfs import ProcCounters
     from perflab.builds import Build
-    from perflab.run.dataset import Snapshot
+    from perflab.servers.dataset import Snapshot
     from perflab.servers.postgresql.server import PostgreSQL
     from perflab.spec.matrix import Cell, Experiment
     from perflab.spec.schema import ExperimentFile
@@ -102,10 +102,9 @@ class PostgreSQLKind(Kind):
         return counters(server)
 
     def prewarm(self, server: Any, tool: str) -> float:
-        from perflab.run import prewarm
         from perflab.servers.postgresql import dataset
 
-        return prewarm.postgresql(server, dataset.database(tool))
+        return dataset.prewarm(server, dataset.database(tool))
 
     def window_checks(self, server: Any, cell: Cell, child: Any, workload: Any) -> dict[str, Any]:
         """Every backend of the client's connections maps the variant's allocator."""

@@ -4,7 +4,7 @@
 fills it: `pgbench -i -s SCALE` into database "bench" (tool = "pgbench"), or `sysbench TEST
 prepare` with the pgsql driver into "sbtest". A fast shutdown (a checkpoint: no recovery at the
 next start) leaves the stopped datadir, which every cell gets a copy of, exactly like MariaDB's
-(run/dataset.py: `restore`, `copy_tree`; the copy is then given to the server's user).
+(servers/dataset.py: `restore`; places/copy.py: `copy_tree`; the copy is then given to the server's user).
 
     snapshot = prepare(workdir, spec=exp.file, log=results/logs/prepare.txt)
 """
@@ -16,7 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
-from perflab.run.dataset import Snapshot
+from perflab.servers.dataset import Snapshot
 from perflab.places.proc import call, clean_env
 from perflab.servers.postgresql.server import PostgreSQL, initdb
 from perflab.spec.schema import ExperimentFile
@@ -61,3 +61,17 @@ def fill(server: PostgreSQL, spec: ExperimentFile, log: Path) -> str:
     argv = workload.prepare_argv(spec, server)
     log.write_text(call(argv, what=f"{workload.name} prepare", env=clean_env(), timeout=3600), encoding="utf-8")
     return workload.database
+
+
+PG_PREWARM = (
+    "CREATE EXTENSION IF NOT EXISTS pg_prewarm; "
+    "SELECT count(pg_prewarm(c.oid)) FROM pg_class c "
+    "WHERE c.relkind IN ('r', 'i') AND c.relnamespace = 'public'::regnamespace"
+)
+
+
+def prewarm(server: PostgreSQL, database: str) -> float:
+    """pg_prewarm every table and index of `database`'s public schema; returns seconds."""
+    started = time.monotonic()
+    server.sql(PG_PREWARM, database)
+    return round(time.monotonic() - started, 3)
