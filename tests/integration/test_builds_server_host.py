@@ -142,5 +142,6 @@ def test_postgresql_18_and_a_glibc_variant_run_on_the_server_host(ssh_lab: SshLa
     assert "postgresql-18" in datasets and datasets["postgresql-15"]["init"] == "initdb on host db"
     assert libc["binary"] == old["binary"] == "/usr/lib/postgresql/15/bin/postgres" and libc["glibc"] == "sid"
     assert libc["libc"]["library"].startswith(f"{there}/tree-") and libc["libc"]["version"] != old["libc"]["version"]
-    assert all(c["build"]["host"]["name"] == "db" and c["resources"]["server_cpu_s"] > 0 for c in cells.values())
+    ran = {k: (c["build"]["host"]["name"], c["resources"]["server_cpu_s"], c["summary"]["transactions"]) for k, c in cells.items()}
+    assert all(host == "db" and cpu > 0 for host, cpu, _ in ran.values()), ran  # ci20: failed once, beside 4 workers
     assert namespace_commands(ssh_lab, "db") == ["sshd"] and not Path(there).exists()
