@@ -105,10 +105,7 @@ def main() -> int:
     with C.workdir(machine) as work:
         snap = mysqld_dataset.prepare(
             work,
-            test="oltp_read_only",
-            tables=P.TABLES,
-            table_size=P.TABLE_SIZE,
-            options=P.OPTIONS,
+            sysbench.Prepare("oltp_read_only", P.TABLES, P.TABLE_SIZE, P.OPTIONS),
             server_options={},
             log=work / "prepare.txt",
         )

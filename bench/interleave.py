@@ -219,8 +219,12 @@ def run(args: argparse.Namespace) -> None:
         if args.ns is not None:
             cfg["shim"] = build(workdir / "shim")
         C.say(f"seed {args.seed} (--seed reruns this order); preparing {cfg['tables']} x {cfg['rows']} rows ...")
-        snap = mysqld_dataset.prepare(workdir, test=TEST, tables=cfg["tables"], table_size=cfg["rows"], options=OPTIONS,
-                               server_options={}, log=workdir / "prepare.txt")  # fmt: skip
+        snap = mysqld_dataset.prepare(
+            workdir,
+            sysbench.Prepare(TEST, cfg["tables"], cfg["rows"], OPTIONS),
+            server_options={},
+            log=workdir / "prepare.txt",
+        )
         for r in range(cfg["rounds"]):
             designs = list(chosen)
             rng.shuffle(designs)

@@ -146,10 +146,7 @@ def run(args: argparse.Namespace) -> None:
     with C.workdir(machine) as work:
         snap = mysqld_dataset.prepare(
             work,
-            test="oltp_read_only",
-            tables=TABLES,
-            table_size=TABLE_SIZE,
-            options=OPTIONS,
+            sysbench.Prepare("oltp_read_only", TABLES, TABLE_SIZE, OPTIONS),
             server_options={},
             log=work / "prepare.txt",
         )
@@ -286,10 +283,7 @@ def run_toggled(args: argparse.Namespace) -> None:
     with C.workdir(machine) as work:
         snap = mysqld_dataset.prepare(
             work,
-            test="oltp_read_only",
-            tables=TABLES,
-            table_size=TABLE_SIZE,
-            options=OPTIONS,
+            sysbench.Prepare("oltp_read_only", TABLES, TABLE_SIZE, OPTIONS),
             server_options={},
             log=work / "prepare.txt",
         )

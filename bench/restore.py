@@ -36,6 +36,8 @@ from typing import Any
 import _common as C
 
 from perflab.servers import dataset, mysqld_dataset
+
+from perflab.workloads import sysbench
 from perflab.servers.mysqld import Mysqld
 
 GOAL_RATIO = 5.0
@@ -51,10 +53,7 @@ def do_prepare(cfg: dict[str, Any], where: Path) -> tuple[dataset.Snapshot, floa
     t0 = time.monotonic()
     snap = mysqld_dataset.prepare(
         where,
-        test=TEST,
-        tables=cfg["tables"],
-        table_size=cfg["table_size"],
-        options={},
+        sysbench.Prepare(TEST, cfg["tables"], cfg["table_size"], {}),
         server_options={},
         log=where / "logs" / "prepare.txt",
     )

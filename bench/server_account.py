@@ -120,8 +120,12 @@ def side_by_side(cfg: dict[str, Any], work: Path) -> list[dict[str, dict[str, An
     from perflab.workloads import sysbench
 
     tables, rows = cfg["tables"], cfg["table_size"]
-    snap = mysqld_dataset.prepare(work, test="oltp_read_only", tables=tables, table_size=rows, options={},
-                           server_options={}, log=work / "prepare.txt")  # fmt: skip
+    snap = mysqld_dataset.prepare(
+        work,
+        sysbench.Prepare("oltp_read_only", tables, rows, {}),
+        server_options={},
+        log=work / "prepare.txt",
+    )
     C.say(f"dataset prepared in {snap.prepare_s:.1f} s ({snap.data_bytes / 2**20:.0f} MiB)")
 
     class Side:

@@ -146,8 +146,12 @@ def run(args: argparse.Namespace) -> None:
     rows: dict[str, list[tuple[float, float, float | None]]] = {a: [] for a in arms}
     with C.workdir(machine) as workdir, ExitStack() as kept_stack:
         C.say(f"seed {args.seed} (--seed reruns this order); preparing {cfg['tables']} x {cfg['rows']} rows ...")
-        snap = mysqld_dataset.prepare(workdir, test=TEST, tables=cfg["tables"], table_size=cfg["rows"], options=OPTIONS,
-                               server_options={}, log=workdir / "prepare.txt")  # fmt: skip
+        snap = mysqld_dataset.prepare(
+            workdir,
+            sysbench.Prepare(TEST, cfg["tables"], cfg["rows"], OPTIONS),
+            server_options={},
+            log=workdir / "prepare.txt",
+        )
         (workdir / "kept").mkdir()
         kept: list[Server] = []
         kept_sides: list[Side] = []

@@ -33,6 +33,7 @@ from perflab.run import storage
 
 from perflab.places.copy import copy_tree
 from perflab.servers import dataset, mysqld_dataset
+from perflab.workloads import sysbench
 
 GiB = 1 << 30
 
@@ -43,8 +44,12 @@ def settings(quick: bool, tables: int, table_size: int) -> dict[str, Any]:
 
 def prepared(cfg: dict[str, Any], work: Path) -> dataset.Snapshot:
     (work / "logs").mkdir()
-    return mysqld_dataset.prepare(work, test="oltp_read_only", tables=cfg["tables"], table_size=cfg["table_size"],
-                           options={}, server_options={}, log=work / "logs" / "prepare.txt")  # fmt: skip
+    return mysqld_dataset.prepare(
+        work,
+        sysbench.Prepare("oltp_read_only", cfg["tables"], cfg["table_size"], {}),
+        server_options={},
+        log=work / "logs" / "prepare.txt",
+    )
 
 
 def timed(snapshot: dataset.Snapshot, dest: Path, cold: bool) -> tuple[float, str]:

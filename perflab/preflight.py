@@ -41,12 +41,13 @@ def check(exp: Experiment, binaries: Callable[[Experiment], dict[str | None, Any
     e = exp.file.experiment
     if server_here(exp.file):  # on a server host they are looked at there
         machine += storage.problems(
-            e.storage, e.drop_caches, lambda: 2 * kind.dataset_estimate(exp), kind.storage_problems
+            e.storage, e.drop_caches, lambda: 2 * kind.dataset_estimate(exp, workload.dataset_estimate(exp)),
+            kind.storage_problems,
         )
     if e.storage == "tmpfs" and not os.path.isdir(TMPFS):
         machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
     elif e.storage == "tmpfs":
-        estimate = kind.dataset_estimate(exp)
+        estimate = kind.dataset_estimate(exp, workload.dataset_estimate(exp))
         need, free = 2 * estimate, shutil.disk_usage(TMPFS).free
         if free < need:
             key, smaller = workload.dataset_size
@@ -157,7 +158,7 @@ def fit_design(exp: Experiment) -> Experiment:
     seats = 1
     for labels in exp.file.variants.values():
         seats *= len(labels)
-    copy = kind.dataset_estimate(exp)
+    copy = kind.dataset_estimate(exp, workloads.of(exp.file).dataset_estimate(exp))
     rows = exp.file.dataset.tables * exp.file.dataset.table_size
     tmpfs_need = (1 + seats) * copy  # the snapshot and one copy a server
     ram_need = tmpfs_need + seats * (max(256 << 20, rows * 400) + (128 << 20))  # the copies, buffer pools, server

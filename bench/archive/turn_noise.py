@@ -176,8 +176,12 @@ def run(args: argparse.Namespace) -> None:
     blocks: list[dict[str, Any]] = []
     with C.workdir(machine) as workdir, ExitStack() as stack:
         C.say(f"seed {args.seed} (--seed reruns this order); preparing {cfg['tables']} x {cfg['rows']} rows ...")
-        snap = mysqld_dataset.prepare(workdir, test=TEST, tables=cfg["tables"], table_size=cfg["rows"], options=OPTIONS,
-                               server_options={}, log=workdir / "prepare.txt")  # fmt: skip
+        snap = mysqld_dataset.prepare(
+            workdir,
+            sysbench.Prepare(TEST, cfg["tables"], cfg["rows"], OPTIONS),
+            server_options={},
+            log=workdir / "prepare.txt",
+        )
         sides = [Side(snap, workdir, name, stack, cfg) for name in "ab"]
         for side in sides:
             client.wait_threads_started(workdir / side.name / "sysbench.txt", side.client, 60)

@@ -52,6 +52,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from perflab.servers import dataset, mysqld_dataset
+
+from perflab.workloads import sysbench
 from perflab.places.procfs import ProcCounters, process_cpu_s
 from perflab.observers.resources import machine_steal_s
 from perflab.observers.status import StatusSampler
@@ -160,8 +162,12 @@ def run(args: argparse.Namespace) -> None:
     rows: dict[str, list[dict[str, Any]]] = {m: [] for m in cfg["modes"]}
     with C.workdir(machine) as workdir:
         C.say(f"seed {args.seed} (--seed reruns this order); preparing {cfg['tables']} x {cfg['rows']} rows ...")
-        snap = mysqld_dataset.prepare(workdir, test=TEST, tables=cfg["tables"], table_size=cfg["rows"], options=OPTIONS,
-                               server_options={}, log=workdir / "prepare.txt")  # fmt: skip
+        snap = mysqld_dataset.prepare(
+            workdir,
+            sysbench.Prepare(TEST, cfg["tables"], cfg["rows"], OPTIONS),
+            server_options={},
+            log=workdir / "prepare.txt",
+        )
         for r in range(cfg["rounds"]):
             order = list(cfg["modes"])
             rng.shuffle(order)

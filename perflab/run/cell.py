@@ -40,6 +40,7 @@ from perflab.run.stage import Here, Stage
 from perflab.run.space import SpaceCheck
 from perflab.run.storage import Storage, of_experiment
 from perflab.run.ends import ClientHere
+from perflab import workloads
 from perflab.workloads import sysbench
 from perflab.servers import Kind, kind
 from perflab.spec.matrix import Cell, Experiment
@@ -149,7 +150,7 @@ class CellRunner:
 
             snapshot = remote_dataset.prepare(self, workdir, log, name)
         else:
-            snapshot = self.kind.prepare(workdir, spec=spec, log=log, name=name, build=build)
+            snapshot = self.kind.prepare(workdir, spec=spec, tool=workloads.of(spec), log=log, name=name, build=build)
         self.listen("prepare_end", {"snapshot": snapshot, "build": build})
         return snapshot
 
@@ -193,7 +194,7 @@ class CellRunner:
         rundir = workdir / "pgo-train"
         shutil.rmtree(rundir, ignore_errors=True)
         rundir.mkdir()
-        return self.kind.train(self.exp.file, build, spec, snapshot, rundir)
+        return self.kind.train(self.exp.file, build, spec, snapshot, rundir, workloads.of(self.exp.file))
 
     def build_for(self, cell: Cell) -> Build | BuildError:
         """The server binary `cell` runs (or why its build failed), with its variant's C library."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from perflab import workloads
 from perflab.errors import ServerStartError
 from perflab.spec.matrix import Cell
 
@@ -33,4 +34,4 @@ def server_switches(cell: Cell, server: Mysqld | PostgreSQL, tool: str, kind: Ki
         )
     if not cell.prewarm:
         return {"aslr": seen, "prewarm_s": None}
-    return {"aslr": seen, "prewarm_s": kind.prewarm(server, tool)}
+    return {"aslr": seen, "prewarm_s": kind.prewarm(server, workloads.get(tool).database)}

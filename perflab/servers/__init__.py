@@ -6,7 +6,7 @@ measured when its tool is not sysbench, its memory figure, PGO training, its sou
 and its preflight. The rest of perflab asks the experiment's kind, never compares its name:
 
     kind = servers.kind(exp.file.experiment.server)   # servers.KINDS["postgresql"]
-    snapshot = kind.prepare(workdir, spec=spec, log=log, name="snapshot", build=None)
+    snapshot = kind.prepare(workdir, spec=spec, tool=workloads.of(spec), log=log, name="snapshot", build=None)
     server = kind.server(rundir, rundir / "data", {**kind.pool_options(snapshot), ...}, ...)
 
 tests/unit/test_server_seam.py holds the rule: outside perflab/servers/, no comparison with a
@@ -19,7 +19,7 @@ what MySQL's protocol makes alike through mysql_protocol.py and their server pro
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from perflab.places import Place, RssSeries
@@ -30,6 +30,21 @@ if TYPE_CHECKING:
     from perflab.spec.matrix import Cell, Experiment
     from perflab.spec.schema import ExperimentFile
     from perflab.spec.problems import Problem
+
+
+class Tool(Protocol):
+    """What a kind asks of the experiment's workload tool (workloads/: `Workload`), which run/ hands
+    it: servers/ import no workload (tests/unit/test_layers.py: no import cycle)."""
+
+    name: str
+    database: str  # the database (MariaDB: schema) its dataset lives in
+    connects_by_tcp: bool
+
+    def setup_sql(self) -> str: ...
+
+    def prepare_argv(self, spec: Any, server: Any) -> list[str]: ...
+
+    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]: ...
 
 
 class Kind:
@@ -82,8 +97,8 @@ class Kind:
         """A build of `basedir`, an install tree (BuildError if it holds no server)."""
         raise NotImplementedError
 
-    def prepare(self, workdir: Path, *, spec: Any, log: Path, name: str, build: Build | None) -> Snapshot:
-        """The experiment's dataset in `workdir/name`, made by the installed server or `build`."""
+    def prepare(self, workdir: Path, *, spec: Any, tool: Tool, log: Path, name: str, build: Build | None) -> Snapshot:
+        """The experiment's dataset in `workdir/name`, made by the installed server or `build`, with `tool`."""
         raise NotImplementedError
 
     def pool_options(self, snapshot: Snapshot) -> dict[str, Any]:
@@ -136,8 +151,8 @@ class Kind:
         pages flushed and dirty, checkpoints; names prefixed by the kind ("innodb.", "pg.")."""
         return {}
 
-    def prewarm(self, server: Managed, tool: str) -> float:
-        """Read the whole dataset into the server's cache; seconds it took."""
+    def prewarm(self, server: Managed, database: str) -> float:
+        """Read the whole dataset (`database`: the workload tool's) into the server's cache; seconds it took."""
         raise NotImplementedError
 
     def window_checks(self, server: Managed, cell: Cell, child: Any, workload: Any) -> dict[str, Any]:
@@ -171,8 +186,8 @@ class Kind:
         """Checks once the cell's client threads have connected, as the row's resources fields."""
         return {}
 
-    def train(self, exp: ExperimentFile, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
-        """PGO training of an instrumented `build`: the workload, a clean stop, its profile kept."""
+    def train(self, exp: ExperimentFile, build: Build, spec: Any, snapshot: Snapshot, rundir: Path, tool: Tool) -> str:
+        """PGO training of an instrumented `build`: the workload (`tool`), a clean stop, its profile kept."""
         raise NotImplementedError
 
     def source_recipe(self, spec: Any, src: Any, stage: str, profile: str | None) -> dict[str, Any]:
@@ -194,8 +209,9 @@ class Kind:
     def tool_problems(self) -> list[Problem]:
         raise NotImplementedError
 
-    def dataset_estimate(self, exp: Experiment) -> int:
-        """Bytes the prepared dataset will take on the tmpfs."""
+    def dataset_estimate(self, exp: Experiment, own: int | None) -> int:
+        """Bytes the prepared dataset will take on the tmpfs; `own`: the workload tool's estimate
+        (Workload.dataset_estimate; None: the kind estimates sysbench's rows)."""
         raise NotImplementedError
 
     def spec_problems(self, exp: Experiment) -> list[Problem]:

@@ -3,7 +3,7 @@ servers/mysqld_dataset.py for MariaDB and MySQL, servers/postgresql/dataset.py),
 restored into every cell (seconds faster than preparing again: bench/restore.py). The buffer pool
 is sized from the prepared data so every cell is in memory. run/datasets.py keeps one per format.
 
-    snapshot = kind.prepare(workdir, spec=spec, log=log, name="snapshot", build=None)
+    snapshot = kind.prepare(workdir, spec=spec, tool=workloads.of(spec), log=log, name="snapshot", build=None)
     seconds, method = restore_with_method(snapshot, rundir / "data")   # "reflink" or "copy"
 """
 

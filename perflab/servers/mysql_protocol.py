@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perflab.servers import Kind
+from perflab.servers import Kind, Tool
 
 if TYPE_CHECKING:
     from perflab.places import Place, RssSeries
@@ -150,24 +150,11 @@ class MySQLProtocolKind(Kind):
         share = next((basedir / s for s in SHARES if (basedir / s / "english" / "errmsg.sys").is_file()), None)
         return describe(found, name=name, kind="basedir", share=share, recipe={"basedir": str(basedir)})
 
-    def prepare(self, workdir: Path, *, spec: Any, log: Path, name: str, build: Build | None) -> Snapshot:
-        from perflab import workloads
-
+    def prepare(self, workdir: Path, *, spec: Any, tool: Tool, log: Path, name: str, build: Build | None) -> Snapshot:
         from perflab.servers import mysqld_dataset
 
-        workload = workloads.of(spec)
         return mysqld_dataset.prepare(
-            workdir,
-            workload=workload,
-            spec=spec,
-            test=spec.workload.test,
-            tables=spec.dataset.tables,
-            table_size=spec.dataset.table_size,
-            options=spec.workload.options,
-            server_options=spec.server_options,
-            log=log,
-            build=build,
-            name=name,
+            workdir, tool, spec=spec, server_options=spec.server_options, log=log, build=build, name=name
         )
 
     def pool_options(self, snapshot: Snapshot) -> dict[str, Any]:
@@ -197,22 +184,19 @@ class MySQLProtocolKind(Kind):
 
         return counters(server)
 
-    def prewarm(self, server: Any, tool: str) -> float:
-        from perflab import workloads
-
+    def prewarm(self, server: Any, database: str) -> float:
         from perflab.servers.mysqld_dataset import prewarm
 
-        return prewarm(server, workloads.get(tool).database)
+        return prewarm(server, database)
 
     def pss_bytes(self, server: Any) -> int | None:
         from perflab.places.proctree import pss_bytes
 
         return pss_bytes([server.pid])
 
-    def train(self, exp: ExperimentFile, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
-        """The experiment's workload (largest thread count) for `train_duration`, then a
+    def train(self, exp: ExperimentFile, build: Build, spec: Any, snapshot: Snapshot, rundir: Path, tool: Tool) -> str:
+        """The experiment's workload (`tool`, largest thread count) for `train_duration`, then a
         clean shutdown: the instrumented server writes its profile at exit."""
-        from perflab import workloads
         from perflab.servers import dataset
         from perflab.places.proc import call, clean_env
         from perflab.servers.managed import LOOPBACK
@@ -220,12 +204,12 @@ class MySQLProtocolKind(Kind):
         options = {"innodb_buffer_pool_size": snapshot.buffer_pool, **exp.server_options}
         server = self.server(rundir, rundir / "data", options, build=build)
         server.as_root = True  # the profile is written into the build's tree, root's (the socket only, in root's dir)
-        if workloads.of(exp).connects_by_tcp:
+        if tool.connects_by_tcp:
             self.listen_on(server, LOOPBACK)
         try:
             dataset.restore(snapshot, rundir / "data")
             with server:
-                command = workloads.of(exp).training_argv(exp, server, round(spec.train_duration))
+                command = tool.training_argv(exp, server, round(spec.train_duration))
                 out = call(command, what="PGO training run", env=clean_env(), timeout=spec.train_duration + 600)
                 server.stop(clean=True)  # the profile is written at exit
             return out
@@ -323,12 +307,9 @@ class MySQLProtocolKind(Kind):
     def memory_sampler(self, place: Place, pid: int) -> RssSeries:
         return place.rss_sampler(pid)
 
-    def dataset_estimate(self, exp: Experiment) -> int:
-        """Bytes of a prepared datadir, roughly and on the high side: ~400 B per sysbench row
-        (row, primary and secondary index), the redo log, and the system tablespaces."""
-        from perflab import workloads
-
-        own = workloads.of(exp.file).dataset_estimate(exp)
+    def dataset_estimate(self, exp: Experiment, own: int | None) -> int:
+        """Bytes of a prepared datadir, roughly and on the high side: the tool's `own` estimate, else
+        ~400 B per sysbench row (row, primary and secondary index); the redo log and the system tablespaces."""
         rows = exp.file.dataset.tables * exp.file.dataset.table_size
         return (rows * 400 if own is None else own) + (256 << 20) + (64 << 20)
 

@@ -14,7 +14,6 @@ during the warm-up.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import time
 from pathlib import Path
@@ -22,61 +21,44 @@ from typing import Any
 
 from perflab.builds import Build
 from perflab.places.proc import call, clean_env
+from perflab.servers import Tool
 from perflab.servers.dataset import Snapshot, tree_bytes
 from perflab.servers.managed import LOOPBACK
 from perflab.servers.mysql_protocol import initialise
 from perflab.servers.mysqld import Mysqld
-from perflab.workloads import Workload, sysbench
 
 
 def prepare(
     workdir: Path,
+    tool: Tool,
     *,
-    test: str,
-    tables: int,
-    table_size: int,
-    options: dict[str, Any],
     server_options: dict[str, Any],
     log: Path,
     build: Build | None = None,
     name: str = "snapshot",
-    workload: Workload | None = None,
     spec: Any = None,
 ) -> Snapshot:
     """Build the snapshot datadir `workdir/name`, initialised and served by `build` (None: the
-    installed server); sysbench output goes to `log`, the initialisation's beside it.
-    `workload` (workloads/): another tool's database, setup SQL and prepare command (go-tpc's
-    warehouses), with `spec`; None: sysbench with `test`, `tables`, `table_size` and `options`."""
+    installed server); the tool's output goes to `log`, the initialisation's beside it. `tool`
+    (the experiment's workload, with `spec`; or workloads/sysbench.Prepare, as the benches'):
+    its database, setup SQL and prepare command (sysbench's tables, go-tpc's warehouses)."""
     start = time.monotonic()
     rundir = workdir / f"prepare-{name}"
     datadir = workdir / name
     init = initialise(datadir, build, log.with_name(log.stem + "-init.txt"))
     rundir.mkdir(parents=True, exist_ok=True)
     server = Mysqld(rundir, datadir, server_options, build=build)
-    if workload and workload.connects_by_tcp:
+    if tool.connects_by_tcp:
         server.bind_address = LOOPBACK
     error_log = log.with_name(log.stem + "-error.log")
     try:
         with server:
-            database = workload.database if workload else "sbtest"
+            database = tool.database
             server.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
-            if workload and workload.setup_sql():
-                server.sql(workload.setup_sql())
-            argv = (
-                workload.prepare_argv(spec, server)
-                if workload
-                else sysbench.argv(
-                    test,
-                    "prepare",
-                    socket=server.socket,
-                    tables=tables,
-                    table_size=table_size,
-                    threads=min(tables, os.cpu_count() or 1),
-                    options=options,
-                )
-            )
-            what = f"{workload.name if workload else 'sysbench'} prepare"
-            output = call(argv, what=what, env=clean_env(), timeout=3600)
+            if tool.setup_sql():
+                server.sql(tool.setup_sql())
+            argv = tool.prepare_argv(spec, server)
+            output = call(argv, what=f"{tool.name} prepare", env=clean_env(), timeout=3600)
             log.write_text(output, encoding="utf-8")
             server.stop(clean=True)  # a clean shutdown: the snapshot must need no recovery
     except BaseException:

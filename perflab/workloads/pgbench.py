@@ -220,7 +220,7 @@ class Pgbench(Workload):
 
     def spec_problems(self, exp: Any) -> list[Any]:
         """Its options and script, asked of the server's own pgbench."""
-        from perflab.servers.postgresql.preflight import pgbench_problems
+        from perflab.workloads.pgbench_check import pgbench_problems
 
         return pgbench_problems(exp)
 

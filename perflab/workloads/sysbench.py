@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -138,6 +139,32 @@ def version() -> str:
 READ_ONLY = ("oltp_read_only", "oltp_point_select", "select_random_points", "select_random_ranges")
 OLTP_WRITES = ("oltp_read_write", "oltp_write_only", "oltp_insert", "oltp_update_index")
 TESTS_DIR = "/usr/share/sysbench"
+
+
+@dataclass(frozen=True)
+class Prepare:
+    """`sysbench TEST prepare` of `tables` x `table_size` rows on a MariaDB or MySQL server's socket,
+    as a kind's dataset preparation takes a tool (servers.Tool): the benches' datasets, without an
+    experiment file (bench/restore.py: mysqld_dataset.prepare(work, Prepare("oltp_read_only", 4, 10000)))."""
+
+    test: str
+    tables: int
+    table_size: int
+    options: dict[str, Any] = field(default_factory=dict)
+    name: ClassVar[str] = "sysbench"
+    database: ClassVar[str] = "sbtest"
+    connects_by_tcp: ClassVar[bool] = False
+
+    def setup_sql(self) -> str:
+        return ""
+
+    def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+        threads = min(self.tables, os.cpu_count() or 1)
+        return argv(self.test, "prepare", socket=server.socket, tables=self.tables, table_size=self.table_size,
+                    threads=threads, options=self.options)  # fmt: skip
+
+    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
+        raise NotImplementedError("a bench's dataset trains no build")
 
 
 class Sysbench(Workload):

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from perflab.servers import Kind
+from perflab.servers import Kind, Tool
 
 if TYPE_CHECKING:
     from perflab.places import Place, RssSeries
@@ -70,10 +70,10 @@ class PostgreSQLKind(Kind):
             raise BuildError(name, "basedir", None, f"no bin/{' nor bin/'.join(missing)} under {basedir}")
         return describe(basedir / "bin" / "postgres", name=name, kind="basedir", recipe={"basedir": str(basedir)})
 
-    def prepare(self, workdir: Path, *, spec: Any, log: Path, name: str, build: Build | None) -> Snapshot:
+    def prepare(self, workdir: Path, *, spec: Any, tool: Tool, log: Path, name: str, build: Build | None) -> Snapshot:
         from perflab.servers.postgresql import dataset
 
-        return dataset.prepare(workdir, spec=spec, log=log, name=name, build=build)
+        return dataset.prepare(workdir, spec=spec, tool=tool, log=log, name=name, build=build)
 
     def pool_options(self, snapshot: Snapshot) -> dict[str, Any]:
         return {"shared_buffers": snapshot.shared_buffers}
@@ -101,10 +101,10 @@ class PostgreSQLKind(Kind):
 
         return counters(server)
 
-    def prewarm(self, server: Any, tool: str) -> float:
+    def prewarm(self, server: Any, database: str) -> float:
         from perflab.servers.postgresql import dataset
 
-        return dataset.prewarm(server, dataset.database(tool))
+        return dataset.prewarm(server, database)
 
     def window_checks(self, server: Any, cell: Cell, child: Any, workload: Any) -> dict[str, Any]:
         """Every backend of the client's connections maps the variant's allocator."""
@@ -138,12 +138,12 @@ class PostgreSQLKind(Kind):
 
         return {"preload_verified_backends": verify_backends(server.pid, cell.preload, server.preload, cell.env)}
 
-    def train(self, exp: ExperimentFile, build: Build, spec: Any, snapshot: Snapshot, rundir: Path) -> str:
+    def train(self, exp: ExperimentFile, build: Build, spec: Any, snapshot: Snapshot, rundir: Path, tool: Tool) -> str:
         """The workload on the instrumented server; its .gcda files by GCOV_PREFIX (train.py)."""
         from perflab.servers.postgresql import train
 
         try:
-            return train.train(exp, build, spec, snapshot, rundir)
+            return train.train(exp, build, spec, snapshot, rundir, tool)
         finally:
             shutil.rmtree(rundir, ignore_errors=True)
 
@@ -221,10 +221,10 @@ class PostgreSQLKind(Kind):
 
         return preflight.tool_problems()
 
-    def dataset_estimate(self, exp: Experiment) -> int:
+    def dataset_estimate(self, exp: Experiment, own: int | None) -> int:
         from perflab.servers.postgresql import preflight
 
-        return preflight.dataset_estimate(exp)
+        return preflight.dataset_estimate(exp, own)
 
     def spec_problems(self, exp: Experiment) -> list[Problem]:
         from perflab.servers.postgresql import preflight

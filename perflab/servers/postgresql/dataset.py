@@ -6,7 +6,7 @@ prepare` with the pgsql driver into "sbtest". A fast shutdown (a checkpoint: no 
 next start) leaves the stopped datadir, which every cell gets a copy of, exactly like MariaDB's
 (servers/dataset.py: `restore`; places/copy.py: `copy_tree`; the copy is then given to the server's user).
 
-    snapshot = prepare(workdir, spec=exp.file, log=results/logs/prepare.txt)
+    snapshot = prepare(workdir, spec=exp.file, tool=workloads.of(exp.file), log=results/logs/prepare.txt)
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
+from perflab.servers import Tool
 from perflab.servers.dataset import Snapshot
 from perflab.places.proc import call, clean_env
 from perflab.servers.postgresql.server import PostgreSQL, initdb
@@ -23,7 +24,7 @@ from perflab.spec.schema import ExperimentFile
 
 
 def prepare(
-    workdir: Path, *, spec: ExperimentFile, log: Path, name: str = "snapshot", build: object | None = None
+    workdir: Path, *, spec: ExperimentFile, tool: Tool, log: Path, name: str = "snapshot", build: object | None = None
 ) -> Snapshot:
     """The snapshot datadir `workdir/name`; the loader's output goes to `log`, initdb's beside it.
     `build`: a build of another major version, whose own initdb, postgres and pgbench make it."""
@@ -34,7 +35,7 @@ def prepare(
     server_log = log.with_name(log.stem + "-error.log")
     try:
         with server:
-            database = fill(server, spec, log)
+            database = fill(server, spec, tool, log)
             data_bytes = int(server.sql(f"SELECT pg_database_size('{database}')").strip())
             server.stop(clean=True)  # a checkpoint: the snapshot needs no recovery
     finally:
@@ -44,23 +45,13 @@ def prepare(
     return Snapshot(datadir, data_bytes, time.monotonic() - started, "", method)
 
 
-def database(tool: str) -> str:
-    """The database the workload tool's dataset lives in."""
-    from perflab import workloads
-
-    return workloads.get(tool).database
-
-
-def fill(server: PostgreSQL, spec: ExperimentFile, log: Path) -> str:
+def fill(server: PostgreSQL, spec: ExperimentFile, tool: Tool, log: Path) -> str:
     """Create and fill the workload's database (its tool's prepare: `pgbench -i`, or sysbench's
     over the pgsql driver); returns its name."""
-    from perflab import workloads
-
-    workload = workloads.of(spec)
-    server.sql(f"CREATE DATABASE {workload.database}")
-    argv = workload.prepare_argv(spec, server)
-    log.write_text(call(argv, what=f"{workload.name} prepare", env=clean_env(), timeout=3600), encoding="utf-8")
-    return workload.database
+    server.sql(f"CREATE DATABASE {tool.database}")
+    argv = tool.prepare_argv(spec, server)
+    log.write_text(call(argv, what=f"{tool.name} prepare", env=clean_env(), timeout=3600), encoding="utf-8")
+    return tool.database
 
 
 PG_PREWARM = (

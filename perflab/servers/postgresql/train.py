@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from perflab.servers import dataset
+from perflab.servers import Tool, dataset
 from perflab.places.proc import call, clean_env
 from perflab.servers.postgresql.server import PostgreSQL
 from perflab.spec.builds import BuildSpec
@@ -29,9 +29,9 @@ from perflab.spec.builds import BuildSpec
 GCOV = "gcov"
 
 
-def train(exp: Any, build: Any, spec: BuildSpec, snapshot: dataset.Snapshot, rundir: Path) -> str:
-    """Run the workload of `exp` (the experiment file) on the instrumented server, stop it cleanly,
-    put its .gcda files in the tree."""
+def train(exp: Any, build: Any, spec: BuildSpec, snapshot: dataset.Snapshot, rundir: Path, tool: Tool) -> str:
+    """Run the workload of `exp` (the experiment file; `tool`: its workload: pgbench, or sysbench's
+    pgsql driver) on the instrumented server, stop it cleanly, put its .gcda files in the tree."""
     gcov = rundir / GCOV
     gcov.mkdir(parents=True, exist_ok=True)  # given to the server's user with the run directory
     env = {"GCOV_PREFIX": str(gcov), "GCOV_PREFIX_STRIP": "0"}
@@ -40,20 +40,13 @@ def train(exp: Any, build: Any, spec: BuildSpec, snapshot: dataset.Snapshot, run
     try:
         dataset.restore(snapshot, rundir / "data")
         with server:
-            argv = command(exp, server, round(spec.train_duration))
+            argv = tool.training_argv(exp, server, round(spec.train_duration))
             out = call(argv, what="PGO training run", env=clean_env(), timeout=spec.train_duration + 600)
             server.stop(clean=True)  # the postmaster's and the last backends' counts are written at exit
     finally:
         server.stop()
     moved = collect(gcov)
     return f"$ {' '.join(argv)}\n{out}\n{moved} .gcda files written by the server\n"
-
-
-def command(exp: Any, server: PostgreSQL, seconds: int) -> list[str]:
-    """The experiment's workload (workloads/): pgbench, or sysbench's pgsql driver."""
-    from perflab import workloads
-
-    return workloads.of(exp).training_argv(exp, server, seconds)
 
 
 def collect(gcov: Path) -> int:
