@@ -37,7 +37,7 @@ from perflab.hosts.target import WHICH, install_hint
 from perflab.hosts.turns import AGENT, HostTurns, TurnAgent
 from perflab.places.procfs import ProcCounters
 from perflab.workloads.turn_latency import WRAPPER
-from perflab.workloads import client, client_variant
+from perflab.workloads import client_variant, sysbench
 from perflab.run import accounting
 from perflab.run.context import Runner
 from perflab.spec.matrix import Cell
@@ -108,7 +108,7 @@ class RemoteClient:
 
     def command(self, spec: Any, cell: Cell, socket: Path, connect: list[str]) -> tuple[list[str], str | None]:
         """sysbench's argv on the host, and the path there of the workload's script when it is a local file."""
-        command = client.argv(spec, cell, socket, connect=connect, binary=self.binary)
+        command = sysbench.cell_argv(spec, cell, socket, connect=connect, binary=self.binary)
         script = self.script(spec.workload.test)
         if script is not None:  # argv: [sysbench, test, ...]
             command[1] = script

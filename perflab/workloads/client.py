@@ -19,12 +19,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from perflab import servers
 from perflab.errors import WorkloadError
-from perflab import workloads
 from perflab.places.proc import Child, clean_env
-from perflab.workloads import rate, sysbench, sysbench_output
-from perflab.spec.matrix import Cell
+from perflab.workloads import sysbench_output
 from perflab.spec.schema import ExperimentFile
 
 
@@ -32,32 +29,6 @@ def window_seconds(spec: ExperimentFile) -> tuple[int, int]:
     """(warm-up, measured window) in whole seconds, as sysbench runs them."""
     e = spec.experiment
     return round(e.window_start), round(e.duration)
-
-
-def argv(spec: ExperimentFile, cell: Cell, socket: Path, **remote: Any) -> list[str]:
-    """The command line of a cell's client: the experiment's workload with the variant's options over it
-    (`remote`: sysbench.argv's connect and binary, for a client on another host)."""
-    warmup, seconds = window_seconds(spec)
-    return sysbench.argv(
-        spec.workload.test,
-        "run",
-        socket=socket,
-        tables=spec.dataset.tables,
-        table_size=spec.dataset.table_size,
-        threads=cell.threads,
-        seconds=warmup + seconds,
-        checkpoint=warmup or None,
-        options=rate.options(spec, cell),
-        driver=servers.kind(spec.experiment.server).sysbench_driver,
-        **remote,
-    )
-
-
-def command(spec: ExperimentFile, cell: Cell, server: Any) -> list[str]:
-    """A cell's client, of the experiment's workload tool (workloads/): warm-up + window
-    seconds, its statistics reset at the window's start where the tool can."""
-    warmup, seconds = window_seconds(spec)
-    return workloads.of(spec).run_argv(spec, cell, server, warmup + seconds, warmup or None)
 
 
 def start(

@@ -20,101 +20,13 @@ per-second series is counted from the same log, in seconds from perflab's launch
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from perflab.workloads import Workload, rate
+from perflab.workloads.base import Workload
+from perflab.workloads.pgbench_argv import DATABASE, TAIL_S, argv, cell_argv, init_argv, statements
 from perflab.workloads.pgbench_log import intervals, load_log, rate_record, window_summary
 from perflab.workloads.sysbench_output import Summary
-
-BUILTINS = {"select-only": 1, "simple-update": 5, "tpcb-like": 7}  # name -> SQL statements per transaction
-DEFAULT_OPTIONS: dict[str, Any] = {"protocol": "prepared", "max_tries": 10}
-# set by perflab itself (a cell's clients, duration, log and server); refused in workload options
-RESERVED = {
-    "client",
-    "time",
-    "transactions",
-    "progress",
-    "log",
-    "log_prefix",
-    "host",
-    "port",
-    "username",
-    "aggregate_interval",
-    "sampling_rate",
-    "builtin",
-    "file",
-    "select_only",
-    "initialize",
-    "scale",
-    "no_vacuum",
-    "progress_timestamp",
-    "dbname",
-    "connect",
-    "skip_some_updates",
-    "init_steps",
-}
-DATABASE = "bench"
-# a window end mark this close under a whole second past the launch still ends that second (the
-# two clocks, time.time() at the launch and at the mark, are read microseconds apart from monotonic's)
-TAIL_S = 60  # a sequential cell's -T past the window (Pgbench.tail_s)
-
-
-def argv(
-    test: str,
-    *,
-    socket_dir: Path | str,  # a socket directory, or a remote server's address
-    port: int,
-    user: str,
-    clients: int,
-    jobs: int,
-    seconds: int,
-    log_prefix: Path | None,
-    options: dict[str, Any] | None = None,
-    binary: str = "pgbench",
-) -> list[str]:
-    """The pgbench command line of a run; workload options become --key-with-dashes=value.
-    `log_prefix`: where pgbench logs every transaction (the window's percentiles); None: no log."""
-    args = [binary, "-h", str(socket_dir), "-p", str(port), "-U", user, "-n"]
-    args += [f"--client={clients}", f"--jobs={min(jobs, clients)}", f"--time={seconds}", "--progress=1"]
-    args += ["--log", f"--log-prefix={log_prefix}"] if log_prefix is not None else []
-    for key, value in {**DEFAULT_OPTIONS, **(options or {})}.items():
-        args.append(f"--{key.replace('_', '-')}={value}")
-    args += [f"--builtin={test}"] if test in BUILTINS else [f"--file={test}"]
-    return args + [DATABASE]
-
-
-def init_argv(scale: int, *, socket_dir: Path, port: int, user: str, binary: str = "pgbench") -> list[str]:
-    """`pgbench -i -s SCALE` (tables, rows, vacuum, primary keys) into the database DATABASE."""
-    return [binary, "-h", str(socket_dir), "-p", str(port), "-U", user, "-i", "-q", f"--scale={scale}", DATABASE]
-
-
-def statements(test: str) -> int:
-    """SQL statements per transaction: a builtin's, or the commands of a script (each ends with
-    ';'; lines of meta-commands, starting with '\\', and comments are not statements)."""
-    if test in BUILTINS:
-        return BUILTINS[test]
-    text = Path(test).read_text(encoding="utf-8", errors="replace")
-    lines = [ln.split("--", 1)[0].strip() for ln in text.splitlines()]
-    sql = [ln for ln in lines if ln and not ln.startswith("\\")]
-    ends = sum(1 for ln in sql if ln.endswith(";"))
-    return max(1, ends + (1 if sql and not sql[-1].endswith(";") else 0))
-
-
-def long_options(help_text: str) -> set[str]:
-    """The long option names of `pgbench --help`, with '_' for '-'."""
-    return {m.replace("-", "_") for m in re.findall(r"--([a-z][a-z-]*)", help_text)}
-
-
-def script_problem(output: str) -> str | None:
-    """pgbench's verdict on a script, from a run against a socket that does not exist: a parse
-    error comes first ("syntax error ..."); a script that parses gets as far as connecting."""
-    if "connection to server" in output or "could not create connection" in output:
-        return None
-    lines = [ln for ln in output.strip().splitlines() if ln.strip()]
-    return " ".join(lines[:3])[:400] if lines else "pgbench printed nothing"
-
 
 class Pgbench(Workload):
     """pgbench on PostgreSQL: its cells are measured by run/window.py (the
@@ -333,27 +245,6 @@ def end_now(child: Any) -> None:
         os.kill(child.pid, signal.SIGALRM)
     except ProcessLookupError:
         pass
-
-
-def cell_argv(spec: Any, cell: Any, server: Any, seconds: int, jobs: int) -> list[str]:
-    """A cell's pgbench (sequential or a seat): the server build's own pgbench when it has one,
-    every transaction logged into the server's run directory (`pgbench_log.*`)."""
-    from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
-
-    # a server on another host (servers/postgresql/remote.py): its address, port and the run's role
-    host, port, user = getattr(server, "client_target", None) or (server.rundir, PORT, SUPERUSER)
-    return argv(
-        spec.workload.test,
-        socket_dir=host,
-        port=port,
-        user=user,
-        clients=cell.threads,
-        jobs=jobs,
-        seconds=seconds,
-        log_prefix=server.rundir / "pgbench_log",
-        options=rate.options(spec, cell),
-        binary=pg_binary("pgbench", server.bindir),
-    )
 
 
 def wait_backends(postmaster: int, clients: int, child: Any, deadline_s: float, out: Path) -> None:

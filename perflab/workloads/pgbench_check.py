@@ -12,7 +12,7 @@ from perflab.errors import Problem
 from perflab.servers.postgresql.preflight import option_sets
 from perflab.servers.postgresql.server import pg_binary
 from perflab.spec.matrix import Experiment
-from perflab.workloads import pgbench
+from perflab.workloads import pgbench_argv as pgbench
 
 
 def pgbench_problems(exp: Experiment) -> list[Problem]:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from perflab.places.proc import clean_env
-from perflab.workloads import pgbench, rate
+from perflab.workloads import pgbench_argv as pgbench
+from perflab.workloads import rate
 from perflab.workloads.client import window_seconds
 
 LOG = "pgbench_log"  # its per-transaction log's prefix, there and in the cell's directory here

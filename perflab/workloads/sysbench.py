@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from perflab.errors import ToolMissingError, did_you_mean
-from perflab.workloads import Workload
+from perflab.workloads.base import Workload
 from perflab.workloads.sysbench_output import Summary
 
 PERCENTILE = 95
@@ -140,6 +140,29 @@ READ_ONLY = ("oltp_read_only", "oltp_point_select", "select_random_points", "sel
 OLTP_WRITES = ("oltp_read_write", "oltp_write_only", "oltp_insert", "oltp_update_index")
 TESTS_DIR = "/usr/share/sysbench"
 
+
+
+def cell_argv(spec: Any, cell: Any, socket: Path, **remote: Any) -> list[str]:
+    """The command line of a cell's client: the experiment's workload with the variant's options over it
+    (`remote`: sysbench.argv's connect and binary, for a client on another host)."""
+    from perflab import servers
+    from perflab.workloads import rate
+    from perflab.workloads.client import window_seconds
+
+    warmup, seconds = window_seconds(spec)
+    return argv(
+        spec.workload.test,
+        "run",
+        socket=socket,
+        tables=spec.dataset.tables,
+        table_size=spec.dataset.table_size,
+        threads=cell.threads,
+        seconds=warmup + seconds,
+        checkpoint=warmup or None,
+        options=rate.options(spec, cell),
+        driver=servers.kind(spec.experiment.server).sysbench_driver,
+        **remote,
+    )
 
 @dataclass(frozen=True)
 class Prepare:
@@ -280,10 +303,8 @@ class Sysbench(Workload):
         self, spec: Any, cell: Any, server: Any, login: dict[str, str], seconds: int
     ) -> tuple[list[str], dict[str, str] | None]:
         """Its connection options, password included, in a file only its owner reads (--config-file)."""
-        from perflab.workloads import client
-
         path = login_file(server.rundir, login)
-        return client.argv(spec, cell, Path(server.socket), connect=[f"--db-driver={login['db-driver']}",
+        return cell_argv(spec, cell, Path(server.socket), connect=[f"--db-driver={login['db-driver']}",
                                                                      f"--config-file={path}"]), None  # fmt: skip
 
     def host_command(

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from perflab.errors import ToolMissingError
-from perflab.workloads import Workload, gotpc
+from perflab.workloads import gotpc
+from perflab.workloads.base import Workload
 from perflab.workloads.client import window_seconds
 from perflab.workloads.gotpc import DATABASE, RESERVED, USER, VERSION, WAREHOUSE_BYTES
 from perflab.workloads.pgbench_remote import host_passfile, passfile_env

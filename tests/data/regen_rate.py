@@ -13,7 +13,7 @@ sysbench 1.0.20 against a throw-away mariadbd (1 table x 1000 rows), run as the 
 - sysbench_rate_overflow.txt: oltp_point_select at --rate=1000000: its event queue (131,072) fills
   up at once, sysbench prints "FATAL: The event queue is full" and exits 1 without a summary.
 
-pgbench 15 against a throw-away postgres (scale 1), perflab's pgbench.argv with --rate: its
+pgbench 15 against a throw-away postgres (scale 1), perflab's pgbench_argv.argv with --rate: its
 per-transaction log (schedule lag column) and its output:
 
 - pgbench_rate/pgbench.txt and pgbench_rate/pgbench_log.*: select-only at --rate=300 on 2 clients, 4 s;
@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE.parent.parent))  # the perflab checkout this file be
 from perflab.places.proc import clean_env, guarded  # noqa: E402
 from perflab.servers.mariadb.datadir import install_datadir  # noqa: E402
 from perflab.servers.mysqld import Mysqld  # noqa: E402
-from perflab.workloads import pgbench, sysbench  # noqa: E402
+from perflab.workloads import pgbench_argv, sysbench  # noqa: E402
 
 SLOW = HERE / "workloads" / "slow.lua"
 # name -> (test, --rate, more options)
@@ -93,15 +93,15 @@ def record_pgbench(workdir: Path) -> None:
     give(workdir)
     initdb(datadir, workdir / "initdb.txt")
     with PostgreSQL(workdir / "pgrun", datadir, {}) as server:  # started, stopped on any exit
-        server.sql(f"CREATE DATABASE {pgbench.DATABASE}")
-        code, text = run(pgbench.init_argv(1, socket_dir=server.rundir, port=PORT, user=SUPERUSER))
+        server.sql(f"CREATE DATABASE {pgbench_argv.DATABASE}")
+        code, text = run(pgbench_argv.init_argv(1, socket_dir=server.rundir, port=PORT, user=SUPERUSER))
         if code != 0:
             raise SystemExit(f"pgbench -i failed ({code}):\n{text}")
         for name, options in PGBENCH_RUNS.items():
             there = OUT / name
             shutil.rmtree(there, ignore_errors=True)
             there.mkdir()
-            argv = pgbench.argv(
+            argv = pgbench_argv.argv(
                 "select-only",
                 socket_dir=server.rundir,
                 port=PORT,

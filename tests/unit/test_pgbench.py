@@ -10,7 +10,7 @@ import pytest
 
 from perflab import spec
 from perflab.errors import SpecError
-from perflab.workloads import pgbench, pgbench_log
+from perflab.workloads import pgbench_argv, pgbench_log
 from perflab.servers.postgresql.server import conf_line
 
 # two threads' per-transaction logs (client, txn, latency_us, script, epoch_s, epoch_us, retries)
@@ -61,30 +61,30 @@ def test_per_second_series_is_counted_from_the_log_up_to_the_end_mark(log):
 
 
 def test_argv_is_a_list_with_perflab_settings_last_word_database(tmp_path):
-    argv = pgbench.argv(
+    argv = pgbench_argv.argv(
         "select-only", socket_dir=tmp_path, port=5432, user="postgres", clients=4, jobs=2, seconds=11,
         log_prefix=tmp_path / "pgbench_log", options={"max_tries": 3},
     )  # fmt: skip
     assert "--builtin=select-only" in argv and "--protocol=prepared" in argv and "--max-tries=3" in argv
     assert "--client=4" in argv and "--jobs=2" in argv and "--time=11" in argv and "--progress=1" in argv
-    assert argv[-1] == pgbench.DATABASE
-    script = pgbench.argv("/x/my.sql", socket_dir=tmp_path, port=5432, user="u", clients=1, jobs=4, seconds=1,
+    assert argv[-1] == pgbench_argv.DATABASE
+    script = pgbench_argv.argv("/x/my.sql", socket_dir=tmp_path, port=5432, user="u", clients=1, jobs=4, seconds=1,
                           log_prefix=tmp_path / "l")  # fmt: skip
     assert "--file=/x/my.sql" in script and "--jobs=1" in script
 
 
 def test_statements_per_transaction(tmp_path):
-    assert pgbench.statements("tpcb-like") == 7
+    assert pgbench_argv.statements("tpcb-like") == 7
     script = tmp_path / "s.sql"
     script.write_text("\\set aid random(1, 100)\n-- a comment\nSELECT 1;\nUPDATE t\n  SET a = 1;\nSELECT 2\n")
-    assert pgbench.statements(str(script)) == 3
+    assert pgbench_argv.statements(str(script)) == 3
 
 
 def test_script_verdict_from_pgbench_output():
     parsed = 'pgbench: error: connection to server on socket "/nonexistent/.s.PGSQL.5432" failed'
-    assert pgbench.script_problem(parsed) is None
+    assert pgbench_argv.script_problem(parsed) is None
     bad = 'pgbench: error: /tmp/bad.sql:2: syntax error in command "set"\n\\set aid random(1,\n'
-    assert "syntax error" in pgbench.script_problem(bad)
+    assert "syntax error" in pgbench_argv.script_problem(bad)
 
 
 def test_conf_lines_are_quoted():
@@ -151,7 +151,7 @@ def test_the_host_facts_name_the_pgbench_that_ran() -> None:
 
 def test_without_a_log_prefix_pgbench_logs_no_transaction(tmp_path):
     # a PGO training run (servers/postgresql/train.py) needs no per-transaction log
-    argv = pgbench.argv("select-only", socket_dir=tmp_path, port=5432, user="u", clients=2, jobs=2, seconds=1,
+    argv = pgbench_argv.argv("select-only", socket_dir=tmp_path, port=5432, user="u", clients=2, jobs=2, seconds=1,
                         log_prefix=None)  # fmt: skip
     assert not [a for a in argv if a.startswith("--log")]
     assert "--builtin=select-only" in argv
@@ -174,7 +174,7 @@ def test_a_cells_command_and_window_through_the_workload_interface(tmp_path: Pat
     wl, cell = workloads.of(exp.file), exp.cells()[0]
     server = SimpleNamespace(rundir=tmp_path, bindir=None)
     argv = wl.run_argv(exp.file, cell, server, 13 + wl.tail_s, 3, jobs=2)
-    assert f"--time={13 + pgbench.TAIL_S}" in argv and "--jobs=2" in argv and "--client=4" in argv
+    assert f"--time={13 + pgbench_argv.TAIL_S}" in argv and "--jobs=2" in argv and "--client=4" in argv
     assert "--jobs=4" in wl.run_argv(exp.file, cell, server, 13, 3)
 
     (tmp_path / "pgbench_log.9").write_text(LOG_0 + LOG_1, encoding="ascii")

@@ -10,7 +10,7 @@ import pytest
 
 from perflab import spec
 from perflab.errors import EXIT_USAGE, SpecError
-from perflab.workloads import client, pgbench, rate, sysbench
+from perflab.workloads import pgbench_argv, rate, sysbench
 
 HEAD = '[experiment]\nname = "t"\n{extra}\n[workload]\ntest = "oltp_point_select"\nthreads = [2]\n{workload}\n'
 ALLOC = '\n[variants.allocator]\nglibc = {}\njemalloc = { preload = "jemalloc" }\n'
@@ -103,11 +103,11 @@ def test_pgbench_takes_a_rate() -> None:
 def test_sysbench_s_argv_carries_the_cell_s_rate() -> None:
     exp = parse()
     cell = exp.cells()[0]
-    argv = client.argv(exp.file, cell, Path("/tmp/x.sock"), binary="sysbench")
+    argv = sysbench.cell_argv(exp.file, cell, Path("/tmp/x.sock"), binary="sysbench")
     assert "--rate=1500" in argv and argv.count("--rate=1500") == 1
     assert argv[-1] == "run" and "--report-checkpoints=10" in argv
     closed = parse(workload="")
-    assert not [a for a in client.argv(closed.file, closed.cells()[0], Path("/s"), binary="sysbench") if "rate" in a]
+    assert not [a for a in sysbench.cell_argv(closed.file, closed.cells()[0], Path("/s"), binary="sysbench") if "rate" in a]
     window = sysbench.SYSBENCH.run_argv(exp.file, cell, SimpleNamespace(socket=Path("/s")), 12, 2)
     assert "--rate=1500" in window  # the sequential window's client (run/cell.py)
 
@@ -115,7 +115,7 @@ def test_sysbench_s_argv_carries_the_cell_s_rate() -> None:
 def test_pgbench_s_argv_carries_the_cell_s_rate_and_latency_limit() -> None:
     file = SimpleNamespace(workload=SimpleNamespace(options={"latency_limit": 50}))
     cell = SimpleNamespace(rate=300, workload_options={})
-    argv = pgbench.argv(
+    argv = pgbench_argv.argv(
         "select-only", socket_dir="/s", port=5432, user="postgres", clients=2, jobs=2, seconds=10,
         log_prefix=Path("/r/pgbench_log"), options=rate.options(file, cell),
     )  # fmt: skip

@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 from perflab import workloads
-from perflab.workloads import Workload
+from perflab.workloads import Workload, pgbench_argv
 from perflab.spec.fields import TEST_CHECKS
 
 PACKAGE = Path(workloads.__file__).resolve().parents[1]
@@ -83,7 +83,7 @@ def test_training_and_prepare_commands_are_the_tools_own(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
     from perflab import spec
-    from perflab.workloads import pgbench, sysbench
+    from perflab.workloads import sysbench
 
     monkeypatch.setattr(sysbench, "sysbench_binary", lambda: "sysbench")
     server = SimpleNamespace(socket=tmp_path / "s.sock", rundir=tmp_path, bindir=None)
@@ -99,7 +99,7 @@ def test_training_and_prepare_commands_are_the_tools_own(monkeypatch, tmp_path):
         '[workload]\ntool = "pgbench"\ntest = "tpcb-like"\nthreads = [2]\n'
     ).file
     monkeypatch.setattr("perflab.servers.postgresql.server.pg_binary", lambda name, bindir=None: name)
-    assert workloads.of(bench).prepare_argv(bench, server) == pgbench.init_argv(
+    assert workloads.of(bench).prepare_argv(bench, server) == pgbench_argv.init_argv(
         3, socket_dir=tmp_path, port=5432, user="postgres", binary="pgbench"
     )
     training = workloads.of(bench).training_argv(bench, server, 30)
