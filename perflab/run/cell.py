@@ -42,7 +42,8 @@ from perflab.run.storage import Storage, of_experiment
 from perflab.run.ends import ClientHere
 from perflab import workloads
 from perflab.workloads import sysbench
-from perflab.servers import Kind, kind
+from perflab.servers import kind
+from perflab.servers.kind import Kind
 from perflab.spec.matrix import Cell, Experiment
 from perflab.spec.builds import BuildSpec
 from perflab.spec.hosts import server_here

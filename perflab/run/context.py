@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from perflab.observers.io import IoObserver
     from perflab.run.space import SpaceCheck
     from perflab.run.storage import Storage
-    from perflab.servers import Kind
+    from perflab.servers.kind import Kind
     from perflab.spec.matrix import Cell, Experiment
     from perflab.store.results import Results
 

@@ -20,7 +20,7 @@ from perflab.errors import ServerStartError
 from perflab.spec.matrix import Cell
 
 if TYPE_CHECKING:
-    from perflab.servers import Kind
+    from perflab.servers.kind import Kind
     from perflab.servers.mysqld import Mysqld
     from perflab.servers.postgresql.server import PostgreSQL
 

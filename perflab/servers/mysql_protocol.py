@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perflab.servers import Kind, Tool
+from perflab.servers.kind import Kind, Tool
 
 if TYPE_CHECKING:
     from perflab.places import Place, RssSeries

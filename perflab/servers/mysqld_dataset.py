@@ -21,7 +21,7 @@ from typing import Any
 
 from perflab.builds import Build
 from perflab.places.proc import call, clean_env
-from perflab.servers import Tool
+from perflab.servers.kind import Tool
 from perflab.servers.dataset import Snapshot, tree_bytes
 from perflab.servers.managed import LOOPBACK
 from perflab.servers.mysql_protocol import initialise

@@ -167,7 +167,7 @@ def cell_argv(spec: Any, cell: Any, socket: Path, **remote: Any) -> list[str]:
 @dataclass(frozen=True)
 class Prepare:
     """`sysbench TEST prepare` of `tables` x `table_size` rows on a MariaDB or MySQL server's socket,
-    as a kind's dataset preparation takes a tool (servers.Tool): the benches' datasets, without an
+    as a kind's dataset preparation takes a tool (servers/kind.Tool): the benches' datasets, without an
     experiment file (bench/restore.py: mysqld_dataset.prepare(work, Prepare("oltp_read_only", 4, 10000)))."""
 
     test: str

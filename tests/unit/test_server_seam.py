@@ -15,7 +15,8 @@ import ast
 from pathlib import Path
 
 from perflab import servers
-from perflab.servers import Kind, identity, kind
+from perflab.servers import identity, kind
+from perflab.servers.kind import Kind
 
 PACKAGE = Path(servers.__file__).resolve().parents[1]
 KIND_NAMES = {"mariadb", "mysql", "percona", "postgresql", "postgres"}

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from perflab.servers import Kind, Tool
+from perflab.servers.kind import Kind, Tool
 
 if TYPE_CHECKING:
     from perflab.places import Place, RssSeries

@@ -16,7 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
-from perflab.servers import Tool
+from perflab.servers.kind import Tool
 from perflab.servers.dataset import Snapshot
 from perflab.places.proc import call, clean_env
 from perflab.servers.postgresql.server import PostgreSQL, initdb

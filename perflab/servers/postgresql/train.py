@@ -21,7 +21,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from perflab.servers import Tool, dataset
+from perflab.servers import dataset
+from perflab.servers.kind import Tool
 from perflab.places.proc import call, clean_env
 from perflab.servers.postgresql.server import PostgreSQL
 from perflab.spec.builds import BuildSpec
