@@ -1,26 +1,21 @@
 """What the servers of MySQL's protocol share (the mariadb and mysql kinds): the `Kind` base both
-packages build on, the `Flavor` each gives its binaries, and a datadir's initialisation.
+packages build on.
 
 A build's kind comes from its binary (`Build.server`: mariadb, mysql, percona). An experiment of
-one of these kinds runs a build of the other through the build's own kind: its datadir is
-initialised (`Kind.init_plan`) and its option file written (`Kind.dialect`, a Flavor) as that
-kind says. The server process is one class for all of them (servers/mysqld.py: Mysqld); what
-differs between them is its Flavor:
-
-    flavor_of(build)                  -> the option file's [group], option names, private options
-    initialise(datadir, build, log)   -> Init: how the datadir was made (its output in `log`)
-    owner(build)                      -> the kind that runs `build` (None: the installed MariaDB)
+one of these kinds runs a build of the other through the build's own kind's modules: its datadir
+is initialised and its option file written (a Flavor: servers/mysql_flavor.py) as that kind says
+(servers/mysql_dialects.py: `plan`, `dialect`). The server process is one class for all of them
+(servers/mysqld.py: Mysqld); what differs between them is its Flavor.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perflab.servers.kind import Kind, Tool
+from perflab.servers.mysql_flavor import SHARES
 
 if TYPE_CHECKING:
     from perflab.places import Place, RssSeries
@@ -32,95 +27,6 @@ if TYPE_CHECKING:
     from perflab.spec.schema import ExperimentFile
     from perflab.spec.problems import Problem
 
-SHARES = ("share/mysql", "share/mariadb", "share", "sql/share", "usr/share/mysql")  # errmsg.sys's language dirs
-
-
-@dataclass(frozen=True)
-class Flavor:
-    """What a server binary's kind and version change in its option file (subclasses: each
-    kind's flavor.py). The base writes options as given and adds none."""
-
-    kind: str  # Build.server: mariadb | mysql | percona
-    version: tuple[int, int, int]
-    group = ""  # the option file's group, [mariadbd] or [mysqld] (a class attribute)
-
-    @property
-    def metrics_enabled(self) -> str:
-        """information_schema.INNODB_METRICS' filter for the metrics being counted."""
-        return "STATUS = 'enabled'"
-
-    def translate(self, options: dict[str, Any]) -> dict[str, Any]:
-        """`options` with MariaDB's names and meanings turned into this server's."""
-        return dict(options)
-
-    def private(self, rundir: Path, build: Build | None) -> dict[str, Any]:
-        """Options that keep the server to its run directory, beyond perflab's fixed ones:
-        `secure-file-priv`, so that LOAD_FILE, LOAD DATA and SELECT INTO OUTFILE reach only a
-        directory of the cell's own (the server runs as root: issue 48)."""
-        return {"secure-file-priv": files_dir(rundir)}
-
-
-def files_dir(rundir: Path) -> Path:
-    """secure-file-priv: a directory of the run's own, which must exist."""
-    path = rundir / "files"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@dataclass(frozen=True)
-class Init:
-    argv: list[str]
-    method: str  # what initialised it, for the results' meta: "mysqld --initialize-insecure"
-    env: dict[str, str] = field(default_factory=dict)  # added to perflab's clean environment
-
-
-def version_tuple(version: str) -> tuple[int, int, int]:
-    match = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
-    return (int(match.group(1)), int(match.group(2)), int(match.group(3))) if match else (0, 0, 0)
-
-
-def owner(build: Build | None) -> MySQLProtocolKind:
-    """The kind that runs `build` (its binary says which); None, the installed server: MariaDB's."""
-    from perflab import servers
-    from perflab.errors import UsageError
-
-    found = servers.kind("mariadb") if build is None else servers.kind_of_flavor(build.server)
-    if not isinstance(found, MySQLProtocolKind):
-        assert build is not None
-        raise UsageError(
-            f"{build.binary} is {found.title}, which does not speak MySQL's protocol",
-            f'a {found.title} build needs server = "{found.name}"',
-        )
-    return found
-
-
-def flavor_of(build: Build | None) -> Flavor:
-    return owner(build).dialect(build)
-
-
-def initialise(datadir: Path, build: Build | None, log: Path) -> Init:
-    """Initialise `datadir` for `build` as its kind does; the tool's output goes to `log`;
-    PerflabError with its tail on failure."""
-    from perflab.errors import PerflabError
-    from perflab.places.proc import call, clean_env
-
-    init = owner(build).init_plan(datadir, build)
-    datadir.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        out = call(init.argv, what=init.method, env=clean_env(init.env), timeout=600)
-    except PerflabError as exc:
-        log.write_text(f"$ {' '.join(init.argv)}\n{exc}\n", encoding="utf-8")
-        raise
-    log.write_text(f"$ {' '.join(init.argv)}\n{out}", encoding="utf-8")
-    return init
-
-
-def scratch(datadir: Path) -> Path:
-    """A directory beside the datadir while initialising it (secure-file-priv, a loader's wrapper)."""
-    path = datadir.with_name(datadir.name + "-files")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
 
 class MySQLProtocolKind(Kind):
     """A server kind of MySQL's protocol: sysbench's mysql driver, go-tpc, InnoDB's buffer pool,
@@ -131,14 +37,6 @@ class MySQLProtocolKind(Kind):
     memory_figure = "RSS"
     sysbench_driver = "mysql"
     remote_client_refusal = None
-
-    def dialect(self, build: Build | None) -> Flavor:
-        """The Flavor of a binary of this kind (`build` None: the installed server)."""
-        raise NotImplementedError
-
-    def init_plan(self, datadir: Path, build: Build | None) -> Init:
-        """How `datadir` (which must not exist yet) is initialised for `build` of this kind."""
-        raise NotImplementedError
 
     def basedir_build(self, name: str, basedir: Path) -> Build:
         from perflab.builds import BuildError, describe

@@ -29,7 +29,7 @@ from perflab.places import netns
 from perflab.places.proc import Child, call, clean_env
 from perflab.tools import binary
 from perflab.servers.managed import LOOPBACK, Managed, account, as_account, give, ld_preload, reachable, read_log
-from perflab.servers.mysql_protocol import flavor_of
+from perflab.servers.mysql_dialects import dialect
 
 READY_DEADLINE_S = 90.0
 
@@ -141,7 +141,7 @@ class Mysqld(Managed):
         self.tracer = tracer  # preloaded before the allocator, which it forwards to ([observe] alloc)
         self.cpus = cpus
         self.build = build  # another server binary (a [builds] entry); None: the installed one
-        self.flavor = flavor_of(build)  # the option file's dialect, as the build's kind says
+        self.flavor = dialect(build)  # the option file's dialect, as the build's kind says
         self.child: Child | None = None
         self.crashed: bool | None = None  # known once stopped: did it end on its own first?
         # True only for a PGO training server, which writes its profile into the build's tree (root's)

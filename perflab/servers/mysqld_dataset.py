@@ -20,12 +20,28 @@ from pathlib import Path
 from typing import Any
 
 from perflab.builds import Build
+from perflab.errors import PerflabError
 from perflab.places.proc import call, clean_env
 from perflab.servers.kind import Tool
 from perflab.servers.dataset import Snapshot, tree_bytes
 from perflab.servers.managed import LOOPBACK
-from perflab.servers.mysql_protocol import initialise
+from perflab.servers.mysql_dialects import plan
+from perflab.servers.mysql_flavor import Init
 from perflab.servers.mysqld import Mysqld
+
+
+def initialise(datadir: Path, build: Build | None, log: Path) -> Init:
+    """Initialise `datadir` for `build` as its kind does; the tool's output goes to `log`;
+    PerflabError with its tail on failure."""
+    init = plan(datadir, build)
+    datadir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out = call(init.argv, what=init.method, env=clean_env(init.env), timeout=600)
+    except PerflabError as exc:
+        log.write_text(f"$ {' '.join(init.argv)}\n{exc}\n", encoding="utf-8")
+        raise
+    log.write_text(f"$ {' '.join(init.argv)}\n{out}", encoding="utf-8")
+    return init
 
 
 def prepare(

@@ -92,7 +92,7 @@ def unknown(name: str, names: frozenset[str], prefixes: bool) -> str | None:
 
 def known_names(build: Build, cache: Path) -> Known | None:
     """What `build` takes, from `cache` (perflab's cache directory) or asked once; None: it cannot say."""
-    from perflab.servers.mysql_protocol import version_tuple
+    from perflab.servers.mysql_flavor import version_tuple
 
     prefixes = build.server == "mariadb" or version_tuple(build.version) < PREFIXES_UNTIL
     number = re.match(r"[0-9.]+", build.version)
@@ -152,12 +152,12 @@ def option_problems(exp: Experiment, binaries: dict[str | None, Build], cache: P
 
 def _known(build: Build, cache: Path) -> tuple[Known, Any] | None:
     """What `build` takes, with the Flavor that writes its option file (None: it cannot say)."""
-    from perflab.servers import kind_of_flavor
+    from perflab.servers.mysql_dialects import dialect
 
     known = known_names(build, cache)
     if known is None:
         return None
-    return known, kind_of_flavor(build.server).dialect(build if build.name is not None else None)
+    return known, dialect(build if build.name is not None else None)
 
 
 def _judge(where: str, options: dict[str, Any], known: Known, flavor: Any, plugins: bool) -> list[Problem]:

@@ -16,7 +16,10 @@ from perflab.errors import PerflabError
 from perflab.report import findings
 from perflab.builds import Build
 from perflab.servers.mariadb import datadir
-from perflab.servers.mysql_protocol import flavor_of, owner, version_tuple
+from perflab.servers import kind_of_flavor
+from perflab.servers.mysql_dialects import dialect as flavor_of
+from perflab.servers.mysql_dialects import plan
+from perflab.servers.mysql_flavor import version_tuple
 from perflab.servers.mysqld import DEFAULT_OPTIONS, Mysqld
 
 MYSQL80 = "8.0.36 for Linux on x86_64 (MySQL Community Server - GPL)"
@@ -44,7 +47,7 @@ def test_kind_format_and_version_come_from_the_version_line(version, server, fmt
     assert (b.server, b.format, version_tuple(version)) == (server, fmt, numbers)
     assert (flavor_of(b).kind, flavor_of(b).version) == (server, numbers)
     assert flavor_of(b).group == ("mariadbd" if server == "mariadb" else "mysqld")
-    assert owner(b).name == ("mariadb" if server == "mariadb" else "mysql")  # Percona Server: MySQL's kind
+    assert kind_of_flavor(b.server).name == ("mariadb" if server == "mariadb" else "mysql")  # Percona Server: MySQL's kind
 
 
 def test_the_redo_log_size_is_translated_to_what_each_mysql_calls_it():
@@ -122,7 +125,7 @@ def test_a_mariadb_build_is_initialised_by_its_own_install_script(tmp_path: Path
 
 def test_mysql_is_initialised_by_mysqld_itself(tmp_path: Path):
     b = build(MYSQL80, tmp_path / "base" / "bin" / "mysqld", basedir=str(tmp_path / "base"))
-    init = owner(b).init_plan(tmp_path / "w" / "snap", b)  # servers/mysql/datadir.py
+    init = plan(tmp_path / "w" / "snap", b)  # servers/mysql/datadir.py
     root = ["--user=root"] if os.geteuid() == 0 else []
     assert init.argv == [
         f"{tmp_path}/base/bin/mysqld",
@@ -168,5 +171,5 @@ def test_the_report_names_the_variants_that_ran_on_their_own_dataset():
 def test_a_mysql_without_initialize_insecure_is_refused_with_why(tmp_path: Path):
     b = build("5.6.51 for linux-glibc2.12 on x86_64 (MySQL Community Server (GPL))", tmp_path / "bin" / "mysqld")
     with pytest.raises(PerflabError) as caught:
-        owner(b).init_plan(tmp_path / "d", b)
+        plan(tmp_path / "d", b)
     assert "has no --initialize-insecure (MySQL 5.7.6 and later have it)" in caught.value.message

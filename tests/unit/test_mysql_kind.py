@@ -14,8 +14,9 @@ from perflab import servers
 from perflab.errors import EXIT_USAGE, PerflabError, UsageError
 from perflab.builds import Build
 from perflab.run.datasets import Datasets
-from perflab.servers import identity, kind
-from perflab.servers.mysql_protocol import MySQLProtocolKind, owner
+from perflab.servers import identity, kind, kind_of_flavor
+from perflab.servers.mysql_dialects import dialect
+from perflab.servers.mysql_protocol import MySQLProtocolKind
 from perflab.servers.mysqld import Mysqld
 from perflab.spec.loading import parse
 
@@ -39,13 +40,13 @@ def problems(text: str) -> list[str]:
 
 
 def test_the_kind_of_a_build_comes_from_its_binary():
-    assert [owner(build(v)).name for v in (MYSQL97, PERCONA, MARIADB)] == ["mysql", "mysql", "mariadb"]
+    assert [kind_of_flavor(build(v).server).name for v in (MYSQL97, PERCONA, MARIADB)] == ["mysql", "mysql", "mariadb"]
     assert [build(v).format for v in (MYSQL97, PERCONA)] == ["mysql-9.7", "percona-8.0"]
     assert identity.flavor_of(MYSQL97) == "mysql"  # a mysqld's line names no server: MySQL's
     assert isinstance(kind("mysql"), MySQLProtocolKind) and isinstance(kind("mariadb"), MySQLProtocolKind)
-    assert owner(None).name == "mariadb"  # a variant without a build: Debian 12's mariadbd
+    assert dialect(None).kind == "mariadb"  # a variant without a build: Debian 12's mariadbd
     with pytest.raises(UsageError) as caught:
-        owner(build(PG, "/opt/pg/bin/postgres"))
+        dialect(build(PG, "/opt/pg/bin/postgres"))
     assert "PostgreSQL" in caught.value.message and 'server = "postgresql"' in caught.value.hint
 
 

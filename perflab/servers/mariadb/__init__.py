@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from perflab.servers.mysql_protocol import Init, MySQLProtocolKind
-
-if TYPE_CHECKING:
-    from perflab.builds import Build
-    from perflab.servers.mariadb.flavor import MariaDBFlavor
+from perflab.servers.mariadb.flavor import FLAVORS
+from perflab.servers.mysql_protocol import MySQLProtocolKind
 
 
 class MariaDBKind(MySQLProtocolKind):
@@ -29,7 +26,7 @@ class MariaDBKind(MySQLProtocolKind):
     debian_source = "mariadb"
     debian_binary = "mariadb-server-core"
 
-    flavors = ("mariadb",)
+    flavors = FLAVORS
 
     def datadir_format(self, datadir: Path) -> str | None:
         """MariaDB always has Aria's control file (MySQL has no Aria)."""
@@ -39,17 +36,6 @@ class MariaDBKind(MySQLProtocolKind):
         from perflab.servers.mysqld import binary
 
         return Path(binary("mariadbd"))
-
-    def dialect(self, build: Build | None) -> MariaDBFlavor:
-        from perflab.servers.mariadb.flavor import INSTALLED, MariaDBFlavor
-        from perflab.servers.mysql_protocol import version_tuple
-
-        return INSTALLED if build is None else MariaDBFlavor(build.server, version_tuple(build.version))
-
-    def init_plan(self, datadir: Path, build: Build | None) -> Init:
-        from perflab.servers.mariadb import datadir as init
-
-        return init.plan(datadir, build)
 
     remote_server_refusal = None
     remote_alloc_refusal = None  # one process: its counter preloaded there (servers/mariadb/remote.py)

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from perflab.builds import Build, write_wrapper
 from perflab.places.proc import call, clean_env
-from perflab.servers.mysql_protocol import Init, scratch, version_tuple
-from perflab.servers.mysqld import binary
+from perflab.servers.mysql_flavor import Init, scratch, version_tuple
+from perflab.tools import binary
 
 INSTALL_SCRIPTS = (
     "bin/mariadb-install-db",

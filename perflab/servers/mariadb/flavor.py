@@ -9,8 +9,12 @@ MySQL and Percona Server have their own (servers/mysql/flavor.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from perflab.servers.mysql_protocol import Flavor
+from perflab.servers.mysql_flavor import Flavor, version_tuple
+
+if TYPE_CHECKING:
+    from perflab.builds import Build
 
 METRICS_COLUMN_SINCE = (10, 5, 0)  # INNODB_METRICS' ENABLED column (STATUS = 'enabled' before)
 
@@ -26,3 +30,9 @@ class MariaDBFlavor(Flavor):
 
 
 INSTALLED = MariaDBFlavor("mariadb", (0, 0, 0))  # Debian 12's own mariadbd
+FLAVORS = ("mariadb",)  # what a binary of this kind is (Build.server): the kind's `flavors`
+
+
+def dialect(build: Build | None) -> MariaDBFlavor:
+    """The Flavor of a MariaDB binary (`build` None: the installed server)."""
+    return INSTALLED if build is None else MariaDBFlavor(build.server, version_tuple(build.version))

@@ -24,7 +24,8 @@ from perflab.hosts.rundir import Tracked
 from perflab.observers.status import StatusSampler
 from perflab.servers.managed import OnHost
 from perflab.servers.mariadb.flavor import INSTALLED, MariaDBFlavor
-from perflab.servers.mysql_protocol import flavor_of, version_tuple
+from perflab.servers.mysql_dialects import dialect
+from perflab.servers.mysql_flavor import version_tuple
 from perflab.servers.mysqld import READY_DEADLINE_S, RUN_USER, Mysqld, binary, defaults, option_line
 
 
@@ -136,7 +137,7 @@ class RemoteMariaDB(OnHost, Mysqld):
         if alloc is not None:
             self.env.update(alloc.env())
             self.tracer = alloc.there
-        self.flavor = INSTALLED if build is None or build.kind == "installed" else flavor_of(build)
+        self.flavor = INSTALLED if build is None or build.kind == "installed" else dialect(build)
         self.child: Tracked | None = None  # type: ignore[assignment]
         self.crashed: bool | None = None
 

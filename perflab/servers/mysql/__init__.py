@@ -15,11 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from perflab.servers.mysql_protocol import Init, MySQLProtocolKind
+from perflab.servers.mysql.flavor import FLAVORS
+from perflab.servers.mysql_protocol import MySQLProtocolKind
 
 if TYPE_CHECKING:
-    from perflab.builds import Build
-    from perflab.servers.mysql.flavor import MySQLFlavor
     from perflab.spec.problems import Problem
 
 HINT = (
@@ -46,7 +45,7 @@ class MySQLKind(MySQLProtocolKind):
         "a client on another host is not tried with MySQL yet (`perflab docs hosts`); MariaDB has one"
     )
 
-    flavors = ("mysql", "percona")
+    flavors = FLAVORS
 
     def datadir_format(self, datadir: Path) -> str | None:
         """MySQL 8.0 and later keep the data dictionary in mysql.ibd, MySQL 5.x its grant tables
@@ -63,23 +62,6 @@ class MySQLKind(MySQLProtocolKind):
         from perflab.errors import UsageError
 
         raise UsageError("Debian 12 has no MySQL server", HINT)
-
-    def dialect(self, build: Build | None) -> MySQLFlavor:
-        from perflab.servers.mysql.flavor import MySQLFlavor
-        from perflab.servers.mysql_protocol import version_tuple
-
-        if build is None:
-            self.installed_binary()
-        assert build is not None
-        return MySQLFlavor(build.server, version_tuple(build.version))
-
-    def init_plan(self, datadir: Path, build: Build | None) -> Init:
-        from perflab.servers.mysql import datadir as init
-
-        if build is None:
-            self.installed_binary()
-        assert build is not None
-        return init.plan(datadir, build)
 
     def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
         raise NotImplementedError(self.remote_server_refusal)  # refused by the file's checks (spec/hosts.py)

@@ -17,7 +17,7 @@ from pathlib import Path
 from perflab.errors import PerflabError
 from perflab.builds import Build
 from perflab.servers.mysql.flavor import INITIALIZE_SINCE, basedir_of
-from perflab.servers.mysql_protocol import Init, scratch, version_tuple
+from perflab.servers.mysql_flavor import Init, scratch, version_tuple
 
 
 def plan(datadir: Path, build: Build) -> Init:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perflab.servers.mysql_protocol import Flavor
+from perflab.servers.mysql_flavor import Flavor, version_tuple
 from perflab.units import parse_size
 
 if TYPE_CHECKING:
@@ -74,3 +74,11 @@ def basedir_of(build: Build) -> Path:
 
 def _norm(name: str) -> str:
     return name.replace("-", "_").lower()
+
+
+FLAVORS = ("mysql", "percona")  # what a binary of this kind is (Build.server): the kind's `flavors`
+
+
+def dialect(build: Build) -> MySQLFlavor:
+    """The Flavor of a MySQL or Percona Server binary."""
+    return MySQLFlavor(build.server, version_tuple(build.version))
