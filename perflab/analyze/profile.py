@@ -89,12 +89,6 @@ class Merged:
     def mean(self, function: str, kind: str) -> float:
         return statistics.fmean(self.values(function, kind))
 
-    def poisson_var(self, function: str, kind: str) -> float:
-        """Variance of the mean per-txn value from sampling alone (counts are Poisson)."""
-        n = len(self.profiles)
-        counts = [(p.self_samples if kind == "self" else p.total_samples)[function] for p in self.profiles]
-        return sum(max(c, 1) / (p.transactions**2) for c, p in zip(counts, self.profiles) if p.transactions) / n**2
-
     @property
     def sample_us(self) -> float | None:
         rates = {p.sample_us for p in self.profiles}

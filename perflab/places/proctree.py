@@ -82,11 +82,6 @@ def pss_bytes(pids: list[int]) -> int | None:
     return total if seen else None
 
 
-def tree_rss(pid: int) -> int | None:
-    values = [v for v in (rss_bytes(p) for p in tree(pid)) if v is not None]
-    return sum(values) if values else None
-
-
 class TreeSampler(RssSampler):
     """RSS summed over the tree once a second (the series), and PSS summed beside it. No sample
     is taken after the window: the workload's backends may have gone by then."""

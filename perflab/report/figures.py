@@ -75,10 +75,6 @@ def _label(model: ReportModel, g: Group) -> str:
     return short_label(g.variant)
 
 
-def _variant_title(model: ReportModel) -> str:
-    return " × ".join(model.axes) or "variant"
-
-
 def qps_vs_threads(model: ReportModel) -> Figure:
     threads = model.threads
     series = []

@@ -11,9 +11,11 @@ if TYPE_CHECKING:
     from perflab.places import Place, RssSeries
     from perflab.places.procfs import ProcCounters
     from perflab.builds import Build
+    from perflab.builds.source import Source
     from perflab.servers.dataset import Snapshot
     from perflab.servers.managed import Managed
     from perflab.spec.matrix import Cell, Experiment
+    from perflab.spec.builds import BuildSpec
     from perflab.spec.schema import ExperimentFile
     from perflab.spec.problems import Problem
 
@@ -28,9 +30,9 @@ class Tool(Protocol):
 
     def setup_sql(self) -> str: ...
 
-    def prepare_argv(self, spec: Any, server: Any) -> list[str]: ...
+    def prepare_argv(self, spec: ExperimentFile | None, server: Any) -> list[str]: ...
 
-    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]: ...
+    def training_argv(self, spec: ExperimentFile, server: Any, seconds: int) -> list[str]: ...
 
 
 class Kind:
@@ -83,7 +85,7 @@ class Kind:
         """A build of `basedir`, an install tree (BuildError if it holds no server)."""
         raise NotImplementedError
 
-    def prepare(self, workdir: Path, *, spec: Any, tool: Tool, log: Path, name: str, build: Build | None) -> Snapshot:
+    def prepare(self, workdir: Path, *, spec: ExperimentFile, tool: Tool, log: Path, name: str, build: Build | None) -> Snapshot:
         """The experiment's dataset in `workdir/name`, made by the installed server or `build`, with `tool`."""
         raise NotImplementedError
 
@@ -172,18 +174,18 @@ class Kind:
         """Checks once the cell's client threads have connected, as the row's resources fields."""
         return {}
 
-    def train(self, exp: ExperimentFile, build: Build, spec: Any, snapshot: Snapshot, rundir: Path, tool: Tool) -> str:
+    def train(self, exp: ExperimentFile, build: Build, spec: BuildSpec, snapshot: Snapshot, rundir: Path, tool: Tool) -> str:
         """PGO training of an instrumented `build`: the workload (`tool`), a clean stop, its profile kept."""
         raise NotImplementedError
 
-    def source_recipe(self, spec: Any, src: Any, stage: str, profile: str | None) -> dict[str, Any]:
+    def source_recipe(self, spec: BuildSpec, src: Source, stage: str, profile: str | None) -> dict[str, Any]:
         raise NotImplementedError
 
-    def source_build(self, name: str, spec: Any, src: Any, cache: Path, listen: Any, **kw: Any) -> Build:
+    def source_build(self, name: str, spec: BuildSpec, src: Source, cache: Path, listen: Any, **kw: Any) -> Build:
         raise NotImplementedError
 
     # the file, once valid (spec/servers.py): exit 2
-    def file_problems(self, spec: Any) -> list[Problem]:
+    def file_problems(self, spec: ExperimentFile) -> list[Problem]:
         """What this kind refuses in an experiment file: workload tool, dataset keys, observers."""
         raise NotImplementedError
 

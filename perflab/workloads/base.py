@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from perflab.errors import Problem
     from perflab.workloads.sysbench_output import Summary
     from perflab.spec.matrix import Cell, Experiment
+    from perflab.spec.schema import ExperimentFile
 
 
 class Workload:
@@ -64,7 +65,7 @@ class Workload:
         return f"{self.name}.txt"
 
     # the file, once valid: exit 2
-    def file_problems(self, spec: Any, kind: Any) -> list[Problem]:
+    def file_problems(self, spec: ExperimentFile, kind: Any) -> list[Problem]:
         """[workload] and [dataset] keys this tool refuses, and servers of `kind` it cannot drive."""
         return []
 
@@ -85,11 +86,11 @@ class Workload:
         """SQL run as root before `prepare_argv` (a user the tool connects as)."""
         return ""
 
-    def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile, server: Any) -> list[str]:
         raise NotImplementedError
 
     def remote_prepare_argv(
-        self, spec: Any, server: Any, login: dict[str, str], password: str
+        self, spec: ExperimentFile, server: Any, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
         """The dataset's loader here against a server on another host (run/remote_dataset.py): its
         argv and environment, the run's `login` (the kind's remote_login) and `password` in a file
@@ -97,7 +98,7 @@ class Workload:
         raise NotImplementedError
 
     def run_argv(
-        self, spec: Any, cell: Cell, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+        self, spec: ExperimentFile, cell: Cell, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:
         """A cell's client: `seconds` in all, its statistics reset after `checkpoint` where it can;
         `jobs`: its own threads where the tool runs them apart from its connections (the client's
@@ -107,13 +108,13 @@ class Workload:
     # a server or a client on another host (run/window.py's client ends): the run's `login` (the
     # kind's remote_login: address, port, user, password) kept off the command line
     def login_command(
-        self, spec: Any, cell: Cell, server: Any, login: dict[str, str], seconds: int
+        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], seconds: int
     ) -> tuple[list[str], dict[str, str] | None]:
         """A cell's client here against a server on its host: (argv, its environment)."""
         raise NotImplementedError(f"{self.name} cannot reach a server on another host yet")
 
     def host_command(
-        self, spec: Any, cell: Cell, server: Any, login: dict[str, str], remote: Any
+        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any
     ) -> tuple[list[str], dict[str, str] | None, str | None]:
         """A cell's client on the client host (`remote`: run/remote_client.RemoteClient): (argv there,
         its environment there, the workload's script's path there when it is a local file)."""
@@ -122,7 +123,7 @@ class Workload:
     def fetch_log(self, remote: Any, cell: Cell, local: Path) -> None:
         """A client with a tail on a host: its per-transaction log copied into `local` once it ended."""
 
-    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
+    def training_argv(self, spec: ExperimentFile, server: Any, seconds: int) -> list[str]:
         """PGO training (servers' train): the workload at its largest thread count for `seconds`."""
         raise NotImplementedError
 
@@ -148,7 +149,7 @@ class Workload:
 
     def window_output(
         self,
-        spec: Any,
+        spec: ExperimentFile,
         out: Path,
         code: int,
         warmup: int,
@@ -161,7 +162,7 @@ class Workload:
         seconds; `launched`: when perflab started it; `rate`: the cell's arrival rate, or None)."""
         return self.read_output(out, code, warmup)
 
-    def effective_options(self, spec: Any, argv: list[str]) -> dict[str, str]:
+    def effective_options(self, spec: ExperimentFile, argv: list[str]) -> dict[str, str]:
         """What the client ran with (the row's `sysbench_options`)."""
         return {}
 
