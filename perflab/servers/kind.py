@@ -85,7 +85,9 @@ class Kind:
         """A build of `basedir`, an install tree (BuildError if it holds no server)."""
         raise NotImplementedError
 
-    def prepare(self, workdir: Path, *, spec: ExperimentFile, tool: Tool, log: Path, name: str, build: Build | None) -> Snapshot:
+    def prepare(
+        self, workdir: Path, *, spec: ExperimentFile, tool: Tool, log: Path, name: str, build: Build | None
+    ) -> Snapshot:
         """The experiment's dataset in `workdir/name`, made by the installed server or `build`, with `tool`."""
         raise NotImplementedError
 
@@ -174,7 +176,9 @@ class Kind:
         """Checks once the cell's client threads have connected, as the row's resources fields."""
         return {}
 
-    def train(self, exp: ExperimentFile, build: Build, spec: BuildSpec, snapshot: Snapshot, rundir: Path, tool: Tool) -> str:
+    def train(
+        self, exp: ExperimentFile, build: Build, spec: BuildSpec, snapshot: Snapshot, rundir: Path, tool: Tool
+    ) -> str:
         """PGO training of an instrumented `build`: the workload (`tool`), a clean stop, its profile kept."""
         raise NotImplementedError
 

@@ -45,4 +45,6 @@ def dialect(build: Build | None) -> Flavor:
 
 def plan(datadir: Path, build: Build | None) -> Init:
     """How `datadir` (which must not exist yet) is initialised for `build`, as its kind does."""
-    return mariadb_datadir.plan(datadir, build) if _mariadb(build) else mysql_datadir.plan(datadir, build)  # type: ignore[arg-type]
+    if _mariadb(build):
+        return mariadb_datadir.plan(datadir, build)
+    return mysql_datadir.plan(datadir, build)  # type: ignore[arg-type]

@@ -98,7 +98,13 @@ class Workload:
         raise NotImplementedError
 
     def run_argv(
-        self, spec: ExperimentFile, cell: Cell, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+        self,
+        spec: ExperimentFile,
+        cell: Cell,
+        server: Any,
+        seconds: int,
+        checkpoint: int | None,
+        jobs: int | None = None,
     ) -> list[str]:
         """A cell's client: `seconds` in all, its statistics reset after `checkpoint` where it can;
         `jobs`: its own threads where the tool runs them apart from its connections (the client's

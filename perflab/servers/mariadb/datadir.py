@@ -1,5 +1,5 @@
 """A new MariaDB datadir, initialised by the server that will open it (docs/builds.md,
-"Datasets"); MySQL's is servers/mysql/datadir.py, and servers/mysql_protocol.initialise runs either.
+"Datasets"); MySQL's is servers/mysql/datadir.py, and servers/mysqld_dataset.initialise runs either.
 
     the installed MariaDB   mariadb-install-db --no-defaults --datadir=D
                             --auth-root-authentication-method=normal --skip-test-db --force [--user=root]

@@ -1,4 +1,4 @@
-"""MariaDB's Flavor (servers/mysql_protocol.py): its option file's group, [mariadbd], its options
+"""MariaDB's Flavor (servers/mysql_flavor.py): its option file's group, [mariadbd], its options
 written as given (perflab's defaults are MariaDB's names), and its INNODB_METRICS column.
 
     "10.11.18-MariaDB-0+deb12u1 for debian-linux-gnu on x86_64 (Debian 12)"   -> mariadb 10.11.18

@@ -6,7 +6,7 @@
 behind a private root's loader when the build has one. root@localhost has no password: sysbench
 and perflab's client connect as root over the server's socket.
 
-    init = plan(datadir, build)    # -> Init(argv, env, method); mysql_protocol.initialise runs it
+    init = plan(datadir, build)    # -> Init(argv, env, method); mysqld_dataset.initialise runs it
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""MySQL's and Percona Server's option file (servers/mysql_protocol.py's Flavor), from their
+"""MySQL's and Percona Server's option file (servers/mysql_flavor.py's Flavor), from their
 `--version` line (`Build.server`):
     "8.0.36 for Linux on x86_64 (MySQL Community Server - GPL)"                 -> mysql 8.0.36
     "8.0.36-28 for Linux on x86_64 (Percona Server (GPL), Release 28, ...)"     -> percona 8.0.36
