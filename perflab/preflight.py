@@ -41,13 +41,12 @@ def check(exp: Experiment, binaries: Callable[[Experiment], dict[str | None, Any
     e = exp.file.experiment
     if server_here(exp.file):  # on a server host they are looked at there
         machine += storage.problems(
-            e.storage, e.drop_caches, lambda: 2 * kind.dataset_estimate(exp, workload.dataset_estimate(exp)),
-            kind.storage_problems,
+            e.storage, e.drop_caches, lambda: 2 * dataset_bytes(exp), kind.storage_problems
         )
     if e.storage == "tmpfs" and not os.path.isdir(TMPFS):
         machine.append(Problem("(machine)", f"a tmpfs at {TMPFS}", "none", "mount -t tmpfs tmpfs /dev/shm"))
     elif e.storage == "tmpfs":
-        estimate = kind.dataset_estimate(exp, workload.dataset_estimate(exp))
+        estimate = dataset_bytes(exp)
         need, free = 2 * estimate, shutil.disk_usage(TMPFS).free
         if free < need:
             key, smaller = workload.dataset_size
@@ -145,6 +144,12 @@ def _glibc_too_old(exp: Experiment) -> list[Problem]:
     return problems
 
 
+def dataset_bytes(exp: Experiment) -> int:
+    """The prepared dataset's size on the tmpfs, as the server kind estimates it from its workload tool's."""
+    kind = servers.kind(exp.file.experiment.server)
+    return kind.dataset_estimate(exp, workloads.of(exp.file).dataset_estimate(exp))
+
+
 def fit_design(exp: Experiment) -> Experiment:
     """`exp` as this machine can run it: the interleaved design starts a round's servers of one
     thread count at once, each on its own copy of the dataset, so the tmpfs must hold that many
@@ -158,7 +163,7 @@ def fit_design(exp: Experiment) -> Experiment:
     seats = 1
     for labels in exp.file.variants.values():
         seats *= len(labels)
-    copy = kind.dataset_estimate(exp, workloads.of(exp.file).dataset_estimate(exp))
+    copy = dataset_bytes(exp)
     rows = exp.file.dataset.tables * exp.file.dataset.table_size
     tmpfs_need = (1 + seats) * copy  # the snapshot and one copy a server
     ram_need = tmpfs_need + seats * (max(256 << 20, rows * 400) + (128 << 20))  # the copies, buffer pools, server

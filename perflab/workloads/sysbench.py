@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from perflab.errors import ToolMissingError, did_you_mean
+from perflab.workloads import client, rate
 from perflab.workloads.base import Workload
 from perflab.workloads.sysbench_output import Summary
 
@@ -141,15 +142,12 @@ OLTP_WRITES = ("oltp_read_write", "oltp_write_only", "oltp_insert", "oltp_update
 TESTS_DIR = "/usr/share/sysbench"
 
 
-
 def cell_argv(spec: Any, cell: Any, socket: Path, **remote: Any) -> list[str]:
     """The command line of a cell's client: the experiment's workload with the variant's options over it
     (`remote`: sysbench.argv's connect and binary, for a client on another host)."""
     from perflab import servers
-    from perflab.workloads import rate
-    from perflab.workloads.client import window_seconds
 
-    warmup, seconds = window_seconds(spec)
+    warmup, seconds = client.window_seconds(spec)
     return argv(
         spec.workload.test,
         "run",
@@ -263,8 +261,6 @@ class Sysbench(Workload):
     def run_argv(
         self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:
-        from perflab.workloads import rate
-
         options = rate.options(spec, cell)
         return self._argv(
             spec, server, "run", threads=cell.threads, seconds=seconds, checkpoint=checkpoint, options=options
@@ -291,8 +287,6 @@ class Sysbench(Workload):
         )
 
     def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
-        from perflab.workloads import client
-
         return client.read_output(out, code, warmup)
 
     def effective_options(self, spec: Any, argv_used: list[str]) -> dict[str, str]:
@@ -322,8 +316,6 @@ class Sysbench(Workload):
         its client variant's environment checked in its maps; or on its client host); connected once it
         prints "Threads started!". Over TCP as the run's login (`seat.login`: a server or a client on a
         host), its password in a file only its owner reads."""
-        from perflab.workloads import client
-
         spec, server, login, end = seat.runner.exp.file, seat.server, seat.login, seat.end
         connect = None
         if login is not None:
