@@ -2,7 +2,9 @@
 over the link: its CPU, faults and context switches (the ProcCounters a process here gives,
 places/procfs.py), those of a process tree (a postmaster and its backends, and the children they
 reaped), and its resident memory once a second from a small loop on the host, tagged and stopped like
-every remote process, its samples stamped with the host's clock and put on this machine's.
+every remote process, its samples stamped with the host's clock and put on this machine's. Its
+commands run over the link, its processes in the run directory's wrapper (hosts/rundir.Tracked), a
+FIFO's words written and answered by a shell there.
 
     place = HostPlace("db1", rundir)
     before = place.counters(pid); ...; used = place.counters(pid).minus(before)
@@ -14,14 +16,19 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Self
+from pathlib import Path
+from typing import Self, TypeVar
 
-from perflab.errors import HostLostError
+from perflab.errors import ClockAlignmentError, HostLostError
 from perflab.hosts.clock import Alignment, WindowClock
-from perflab.hosts.rundir import RunDir
+from perflab.hosts.rundir import RunDir, Tracked
 from perflab.hosts.transport import Connection
+from perflab.places import Clock, Done, Process
 from perflab.places.procfs import ProcCounters
+
+T = TypeVar("T")
 
 # $0: the pid. Its stat line, the clock tick, then every thread's context switches
 _COUNTERS = "cat /proc/$0/stat && getconf CLK_TCK && cat /proc/$0/task/*/status 2>/dev/null | grep ctxt_switches"
@@ -30,6 +37,10 @@ _COUNTERS = "cat /proc/$0/stat && getconf CLK_TCK && cat /proc/$0/task/*/status 
 _RSS = (
     'p=$(getconf PAGESIZE); while read -r _ r _ < "/proc/$0/statm"; do echo "$EPOCHREALTIME $((r * p))"; sleep 1; done'
 )
+# $0: a log (its directory made); "$@": the argv, its output into the log
+_LOGGED = 'mkdir -p "${0%/*}" && exec "$@" > "$0" 2>&1'
+# $0: the word, $1 the control FIFO, $2 the acknowledgement FIFO (the process holds both open)
+_CONTROL = 'echo "$0" > "$1" && head -n 1 "$2"'
 # $0: a tree's root pid. Its stat and every child's (a backend), each followed by the clock tick,
 # and their threads' context switches: parsed by `parse_tree`
 _TREE = (
@@ -201,3 +212,60 @@ class HostPlace:
         """Stamped with the host's clock, read at the window's start and end (hosts/clock.py)."""
         sampler = TreeRssSampler if tree else RemoteRssSampler
         return sampler(self.rundir, pid, WindowClock(self.rundir.link))
+
+    @property
+    def where(self) -> str:
+        return f" on host {self.name}"
+
+    def run(self, argv: Sequence[str], timeout: float = 60.0) -> Done:
+        done = self.rundir.link.run(list(argv), timeout=timeout)
+        return Done(done.status, done.stdout, done.stderr)
+
+    def consume(self, argv: Sequence[str], reader: Callable[[Iterable[str]], T], timeout: float) -> tuple[T, Done]:
+        done = self.run(argv, timeout)
+        return reader(done.stdout.splitlines(keepends=True)), Done(done.status, "", done.stderr)
+
+    def fifos(self, *paths: str | Path) -> None:
+        script = 'for f; do mkdir -p "${f%/*}" && rm -f "$f" && mkfifo "$f" || exit 1; done'
+        done = self.run(["sh", "-c", script, "fifos", *map(str, paths)])
+        if done.status != 0:
+            raise HostLostError(f"host {self.name}: cannot make FIFOs: {done.stderr.strip()[-300:]}")
+
+    def spawn(self, argv: Sequence[str], log: str | Path) -> Tracked:
+        return Tracked(self.rundir, ["sh", "-c", _LOGGED, str(log), *argv])
+
+    def control(self, ctl: str | Path, ack: str | Path, process: Process) -> ShellControl:
+        return ShellControl(self.rundir.link, str(ctl), str(ack))
+
+    def monotonic(self, clock: Clock | None, wall_minus_monotonic: Callable[[], float | None]) -> Callable[[float], float]:
+        if clock is None:
+            raise ClockAlignmentError(f"host {self.name}: its clock was not read over the window")
+        wall = wall_minus_monotonic()
+        if wall is None:
+            raise ClockAlignmentError(
+                f"host {self.name}: the recording holds no reference time: its times cannot be put on this machine's",
+                "perf 5.10 or later writes one (`perf report --header-only` there)",
+            )
+        aligned = clock.require()
+        return lambda t: aligned.monotonic(t + wall)
+
+    def debug_files(self, pid: int) -> dict[str, Path]:
+        return {}  # perf there finds the host's own; a private root copied there keeps its -dbgsym unread
+
+
+@dataclass(frozen=True)
+class ShellControl:
+    """A FIFO's words written by a shell on the host, each answered within 30 s (`timeout` there)."""
+
+    link: Connection
+    ctl: str
+    ack: str
+
+    def send(self, word: str) -> bool:
+        with contextlib.suppress(TimeoutError):  # a host that dropped off says so (HostLostError)
+            done = self.link.run(["timeout", "30", "sh", "-c", _CONTROL, word, self.ctl, self.ack], timeout=40)
+            return "ack" in done.stdout
+        return False
+
+    def close(self) -> None:
+        pass

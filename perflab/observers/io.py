@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -29,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from perflab.errors import PerflabError, Problem
-from perflab.observers.perf import STOP_DEADLINE_S, PerfRecorder, lost_chunks
-from perflab.observers.syscalls import SyscallRecorder
-from perflab.places.proc import guarded
+from perflab.errors import Problem
+from perflab.observers.perf import PerfRecorder
+from perflab.places import Clock, Place
+from perflab.places.here import HERE
 
 DISKSTATS = Path("/proc/diskstats")
 SECTOR = 512
@@ -119,33 +118,23 @@ def fsync_events() -> list[str]:
     return ["-e", ",".join(f"syscalls:sys_enter_{name}" for name in FSYNCS)]
 
 
-class FsyncRecorder(SyscallRecorder):
-    """`perf record` of fsync and fdatasync, system-wide, kept for the server's process tree."""
+class FsyncRecorder(PerfRecorder):
+    """`perf record` of fsync and fdatasync, system-wide, kept for the server's process tree, here or
+    on a server's host (`place`, `clock`: PerfRecorder's)."""
 
-    def __init__(self, pid: int, workdir: Path) -> None:
-        PerfRecorder.__init__(self, pid, Path(workdir) / "fsyncs")  # apart from the allocator's recorder
+    def __init__(self, pid: int, workdir: Path | str, place: Place = HERE, clock: Clock | None = None) -> None:
+        super().__init__(pid, Path(workdir) / "fsyncs", place=place, clock=clock)  # apart from the allocator's
 
     def events(self) -> list[str]:
         return fsync_events()
 
-    lost = 0  # runs of events perf lost (its buffer full): the counts are then too low
-
     def times(self) -> dict[str, list[float]]:
-        """CLOCK_MONOTONIC times of every call of the server's tree, per syscall."""
-        self.check()
-        if not self.data.is_file():
-            raise PerflabError(f"perf record wrote no {self.data}", f"see {self.workdir / f'perf-{self.pid}.log'}")
+        """Every call of the server's tree per syscall, on this machine's CLOCK_MONOTONIC; `lost` counts
+        the runs of events perf lost (the counts are then too low)."""
         pids = ",".join(map(str, self.descendants()))
-        argv = ["perf", "script", "-i", str(self.data), "--pid", pids, "-F", "time,event"]
-        done = subprocess.run(
-            guarded(argv), capture_output=True, text=True, errors="replace", timeout=STOP_DEADLINE_S, check=False
-        )
-        if done.returncode != 0:
-            raise PerflabError(
-                f"perf script failed (exit {done.returncode}): {done.stderr.strip()[-400:]}", f"perf.data: {self.data}"
-            )
-        self.lost = lost_chunks(done.stderr)
-        return parse_times(done.stdout.splitlines())
+        text = self._perf(["perf", "script", "-i", str(self.data), "--pid", pids, "-F", "time,event"], "script")
+        here = self.on_this_clock()
+        return {name: [here(t) for t in at] for name, at in parse_times(text.splitlines()).items()}
 
 
 _TIMED = re.compile(r"(\d+\.\d+):\s+syscalls:sys_enter_(\w+):")

@@ -14,9 +14,9 @@ cannot run it (a dynamic build and an older C library) fails each cell with the 
 
 io: the server's own counters (Kind.io_counters: SHOW GLOBAL STATUS, pg_stat_*) read once a second
 by the host's client over the SSH link (the server's `sql`), and its fsync and fdatasync calls counted
-by `perf record` of their tracepoints on the host (RemotePerf's control FIFOs), listed there by
-`perf script` for the server's process tree and put on this machine's clock (the host's monotonic
-clock, on its wall clock by perf's reference time, then aligned). With `[experiment] storage` on
+by `perf record` of their tracepoints on the host (FsyncRecorder on the host's place: its control
+FIFOs driven there), listed there by `perf script` for the server's process tree and put on this
+machine's clock (the host's monotonic clock, on its wall clock by perf's reference time, then aligned). With `[experiment] storage` on
 a disk there, the disk.* counters are its block device's line of the host's /proc/diskstats, read
 over the link with the server's counters once a second (their times this machine's, as the server's
 counters'); on the host's tmpfs there is no block device, as for a local server on tmpfs.
@@ -33,21 +33,18 @@ same window, with the same fields (HostObservers.fields).
 from __future__ import annotations
 
 import contextlib
-import re
 from pathlib import Path
 from typing import Any, Self
 
 from perflab.errors import PerflabError
 from perflab.hosts.clock import WindowClock
-from perflab.hosts.rundir import RunDir, Tracked
+from perflab.hosts.place import HostPlace
+from perflab.hosts.rundir import RunDir
 from perflab.observers.host_speed import HostSpeed, HostSpeedError
-from perflab.observers.io import IoObserver, fsync_events, parse_times
-from perflab.observers.perf import descendants, lost_chunks
+from perflab.observers.io import FsyncRecorder, IoObserver
 from perflab.observers.phases import Spans
-from perflab.observers.remote_profilers import RemotePerf
 from perflab.spec.observe import ObserveSection
 
-_LOGGED = 'mkdir -p "${0%/*}" && exec "$@" > "$0" 2>&1'  # $0: a log (its directory made); "$@": the argv
 _checked: dict[tuple[str, str], str | None] = {}  # (host run directory, canary) -> None: runs there; else why not
 
 
@@ -104,7 +101,7 @@ class RemoteHostSpeed(HostSpeed):
 
     def __enter__(self) -> Self:
         argv = [self.there, "-r", str(self.period_ms), *map(str, self.cpus)]
-        self._child = Tracked(self.rundir, ["sh", "-c", _LOGGED, self.remote_log, *argv])  # type: ignore[assignment]
+        self._child = HostPlace(self.rundir.link.name, self.rundir).spawn(argv, self.remote_log)  # type: ignore[assignment]
         return self
 
     def fields(self, start: float, end: float) -> dict[str, Any]:
@@ -123,78 +120,6 @@ class RemoteHostSpeed(HostSpeed):
 def host_time(aligned: Any, monotonic: float) -> float:
     """This machine's time.monotonic() as the host's wall clock (hosts/clock.Alignment.monotonic's inverse)."""
     return monotonic - aligned.shift_s + aligned.wall_minus_monotonic
-
-
-# perf report --header-only, with `-k`: `# reference time: 2026-11-28 11:58:18.436076 = 1795867098.436076
-# (TOD) = 84599.324839524 (monotonic)`, both clocks read at perf's start
-_REFERENCE = re.compile(r"# reference time: .* = (\d+\.\d+) \(TOD\) = (\d+\.\d+) \(monotonic\)")
-
-
-def wall_minus_monotonic(header: str) -> float | None:
-    """The host's wall clock minus its CLOCK_MONOTONIC, from perf's reference time (None: none)."""
-    found = _REFERENCE.search(header)
-    return float(found.group(1)) - float(found.group(2)) if found else None
-
-
-class RemoteFsyncs(RemotePerf):
-    """FsyncRecorder's interface for `perf record -a` of the fsync tracepoints on the server's host,
-    from the workload's start to its end (observers/io.py). Their times are the host's
-    CLOCK_MONOTONIC: the kernel refuses CLOCK_REALTIME for tracepoints (it is not NMI-safe; perf says
-    "wrong clockid (0)"), so perf's reference time puts them on the host's wall clock."""
-
-    lost = 0  # runs of events perf lost (its buffer full): the counts are then too low
-
-    def __init__(self, rundir: RunDir, remote_dir: str, pid: int, clock: WindowClock) -> None:
-        super().__init__(rundir, remote_dir, pid, clock, frequency=0, call_graph="fp")
-
-    def argv(self) -> list[str]:
-        control = f"fifo:{self._fifos[0]},{self._fifos[1]}"
-        return ["perf", "record", "-a", *fsync_events(), "-o", self.data, "-B", "-N", "--no-bpf-event", "-q",
-                "-k", "CLOCK_MONOTONIC", "-D", "-1", "--control", control]  # fmt: skip
-
-    def __enter__(self) -> Self:
-        super().__enter__()
-        try:
-            self.resume()  # counted from now: IoObserver's span
-        except BaseException:
-            assert self.child is not None
-            self.child.kill()
-            raise
-        return self
-
-    def _on_host(self, argv: list[str], what: str) -> str:
-        errors = f"{self.dir}/{what}.err"
-        done = self.rundir.link.run(["sh", "-c", '"$@" 2> "$0"', errors, *argv], timeout=600)
-        said = self.rundir.link.run(["cat", errors]).stdout
-        if done.status != 0:
-            raise PerflabError(
-                f"perf {what} on host {self.rundir.link.name} failed (exit {done.status}): {said.strip()[-400:]}",
-                f"perf.data there: {self.data}",
-            )
-        self.lost = max(self.lost, lost_chunks(said))
-        return done.stdout
-
-    def descendants(self, pid: int | None = None) -> list[int]:
-        """The server and every process it forked, as the recording saw them (PostgreSQL's backends)."""
-        tasks = self._on_host(["perf", "report", "-i", self.data, "--tasks", "-q"], "report")
-        return descendants(tasks, pid or self.pid)
-
-    def times(self) -> dict[str, list[float]]:
-        """Every call of the server's tree per syscall, on this machine's CLOCK_MONOTONIC: the host's
-        CLOCK_MONOTONIC put on its wall clock with perf's reference time, then aligned."""
-        self.check()
-        pids = ",".join(map(str, self.descendants()))
-        text = self._on_host(["perf", "script", "-i", self.data, "--pid", pids, "-F", "time,event"], "script")
-        header = self._on_host(["perf", "report", "-i", self.data, "--header-only"], "header")
-        wall = wall_minus_monotonic(header)
-        if wall is None:
-            raise PerflabError(
-                f"perf record on host {self.rundir.link.name} wrote no reference time: its fsyncs cannot be timed",
-                f"perf.data there: {self.data} (`perf report --header-only`: perf 5.10 or later writes it)",
-            )
-        aligned = self.clock.require()
-        calls = parse_times(text.splitlines())
-        return {name: [aligned.monotonic(t + wall) for t in at] for name, at in calls.items()}
 
 
 def diskstats_on(link: Any) -> str:
@@ -262,7 +187,7 @@ def of_cell(observe: ObserveSection, place: Any, kind: Any, server: Any, clock: 
         log = server.rundir / "host-speed.txt"
         canary = RemoteHostSpeed(place.rundir, f"{remote_dir}/host-speed.txt", cache, log, cpus, clock)
     if observe.io:
-        fsyncs = RemoteFsyncs(place.rundir, f"{remote_dir}/fsyncs", server.pid, clock)
+        fsyncs = FsyncRecorder(server.pid, remote_dir, place=place.place, clock=clock)
         disk = place.storage.dev if place.storage is not None and place.storage.block_device else None
         io = IoObserver(
             disk,

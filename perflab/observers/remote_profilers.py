@@ -1,7 +1,8 @@
 """perf and the stack sampler where a remote server runs (`[observe] perf`, `pmp` with `server_host`,
-docs/hosts.md): `perf record` and an `eu-stack` loop run on the server's host, in the run directory's
-wrapper (tagged, stopped with the run), against the server's pid there. perf records with
-`-k CLOCK_REALTIME` and the sampler stamps each sample with the host's `$EPOCHREALTIME`; a kind whose
+docs/hosts.md): `perf record` (PerfRecorder on the host's place) and an `eu-stack` loop run on the
+server's host, in the run directory's wrapper (tagged, stopped with the run), against the server's
+pid there. perf's times are put on the host's wall clock by its reference time, and the sampler
+stamps each sample with the host's `$EPOCHREALTIME`; a kind whose
 server is a process tree (PostgreSQL: Kind.profiles_tree) has the tree's profiles, as locally; the cell's
 window reads the host's clock at its start and end (hosts/clock.WindowClock), and the samples are put
 on this machine's CLOCK_MONOTONIC with those readings, so the phases (window, warm-up, stalls) are
@@ -21,27 +22,22 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
 from perflab.errors import HostLostError, PerflabError
 from perflab.hosts.clock import WindowClock
-from perflab.hosts.rundir import RunDir, Tracked
+from perflab.hosts.place import HostPlace
+from perflab.hosts.rundir import RunDir
 from perflab.observers.elf import FunctionStarts
 from perflab.observers.host_binaries import HostStarts, unnamed
-from perflab.observers.perf import DWARF_STACK_BYTES, STOP_DEADLINE_S, descendants, lost_chunks
-from perflab.observers.perf_script import FoldStats, PhasesAt, fold_perf_phases
+from perflab.observers.perf import PerfRecorder
 from perflab.observers.phases import Spans
 from perflab.observers.pmp import ModuleMap, parse_eu_stack
 from perflab.observers.profilers import Profilers
 from perflab.spec.observe import ObserveSection
 
-# $0: the command word, $1 the control FIFO, $2 the acknowledgement FIFO (perf holds both open)
-_CONTROL = 'echo "$0" > "$1" && head -n 1 "$2"'
-# $0: a log; "$@": perf record: its output into the log, its pid the wrapper's
-_LOGGED = 'exec "$@" > "$0" 2>&1'
 # $0: the pid, $1: the interval. Each sample: its time on the host's clock, eu-stack's text, an end mark
 _SAMPLER = (
     'while [ -d "/proc/$0" ]; do echo "T $EPOCHREALTIME"; eu-stack -m -p "$0" 2>/dev/null; echo E; sleep "$1"; done'
@@ -53,143 +49,6 @@ _TREE_SAMPLER = (
     'for p in "$0" $(cat /proc/"$0"/task/*/children 2>/dev/null); do eu-stack -m -p "$p" 2>/dev/null; done; '
     'echo E; sleep "$1"; done'
 )
-
-
-class RemotePerf:
-    """PerfRecorder's interface (observers/perf.py) for `perf record -a` on the server's host,
-    started with its events disabled and driven through its control FIFOs there."""
-
-    def __init__(
-        self,
-        rundir: RunDir,
-        remote_dir: str,
-        pid: int,
-        clock: WindowClock,
-        *,
-        frequency: int,
-        call_graph: str,
-        starts: Callable[[str], FunctionStarts] = unnamed,
-    ) -> None:
-        self.rundir, self.dir, self.pid, self.clock, self.starts = rundir, remote_dir, pid, clock, starts
-        self.frequency, self.call_graph = frequency, call_graph
-        self.data, self.log = f"{remote_dir}/perf-{pid}.data", f"{remote_dir}/perf-{pid}.log"
-        self._fifos = (f"{remote_dir}/perf.ctl", f"{remote_dir}/perf.ack")
-        self.enabled = False
-        self.child: Tracked | None = None
-        self.span = (0.0, 0.0)  # this machine's CLOCK_MONOTONIC seconds recorded
-        self._started = 0.0
-        self.failure: str | None = None
-
-    def argv(self) -> list[str]:
-        graph = ["-g"] if self.call_graph == "fp" else ["--call-graph", f"dwarf,{DWARF_STACK_BYTES}", "-m", "16M"]
-        return [
-            *("perf", "record", "-a", "-e", "cpu-clock", "-F", str(self.frequency), *graph, "-o", self.data),
-            *("-B", "-N", "--no-bpf-event", "-q", "-k", "CLOCK_REALTIME", "-D", "-1"),
-            *("--control", f"fifo:{self._fifos[0]},{self._fifos[1]}"),
-        ]
-
-    def script_argv(self, pid: int | Sequence[int]) -> list[str]:
-        """`perf script` of the server's samples (a process, or a tree's), with each sample's time
-        (the host's wall clock)."""
-        pids = ",".join(map(str, pid)) if isinstance(pid, Sequence) else str(pid)
-        return ["perf", "script", "-i", self.data, "--pid", pids, "-F", "tid,time,ip,sym,dso"]
-
-    def __enter__(self) -> Self:
-        link = self.rundir.link
-        link.run(["sh", "-c", 'mkdir -p "$0" && rm -f "$1" "$2" && mkfifo "$1" "$2"', self.dir, *self._fifos])
-        self.child = Tracked(self.rundir, ["sh", "-c", _LOGGED, self.log, *self.argv()])
-        try:
-            self._command("disable")  # answered once perf has started (its events are off already)
-        except BaseException:
-            self.child.kill()
-            raise
-        return self
-
-    def _command(self, word: str) -> None:
-        done = self.rundir.link.run(["timeout", "30", "sh", "-c", _CONTROL, word, *self._fifos], timeout=40)
-        if "ack" not in done.stdout:
-            raise PerflabError(
-                f"perf record on host {self.rundir.link.name} did not acknowledge '{word}': {self._log_tail()}",
-                "is linux-perf installed there, and kernel.perf_event_paranoid low enough? (`perflab docs hosts`)",
-            )
-
-    def _log_tail(self) -> str:
-        with contextlib.suppress(HostLostError):
-            return self.rundir.link.run(["tail", "-c", "400", self.log]).stdout.strip()
-        return "(the host dropped off)"
-
-    def resume(self) -> None:
-        self._command("enable")
-        if not self.enabled:
-            self.enabled, self._started = True, time.monotonic()
-
-    def __exit__(self, *exc: object) -> None:
-        assert self.child is not None
-        stopped = time.monotonic()
-        self.span = (self._started, stopped) if self.enabled else (stopped, stopped)
-        try:
-            self.failure = self._stop()
-        except HostLostError as lost:
-            self.failure = lost.message
-        finally:
-            self.child.kill()
-
-    def _stop(self) -> str | None:
-        assert self.child is not None
-        code = self.child.poll()
-        if code is not None:
-            return f"perf record on host {self.rundir.link.name} exited (code {code}) before it was stopped"
-        self._command("disable")
-        self.child.signal_group(2)  # SIGINT: perf writes its header and exits
-        try:
-            code = self.child.wait(STOP_DEADLINE_S)
-        except TimeoutError:
-            return f"perf record on host {self.rundir.link.name} did not finish within {STOP_DEADLINE_S:.0f} s"
-        if code not in (0, -2, 130):  # perf re-raises the SIGINT it stopped on
-            return f"perf record on host {self.rundir.link.name} exited with code {code}: {self._log_tail()}"
-        return None
-
-    def check(self) -> None:
-        if self.failure is not None:
-            raise PerflabError(self.failure, f"perf's log on the host: {self.log}")
-
-    def fold_phases(
-        self, pid: int | Sequence[int] | None = None, phases_at: PhasesAt | None = None
-    ) -> dict[str, tuple[Counter, FoldStats]]:
-        """The server's samples folded per phase, `perf script` run on the host; their times are put
-        on this machine's clock (ClockAlignmentError when the host's clock cannot be aligned)."""
-        self.check()
-        aligned = self.clock.require()
-        errors = f"{self.dir}/perf-script.err"
-        argv = ["sh", "-c", '"$@" 2> "$0"', errors, *self.script_argv(pid or self.pid)]
-        done = self.rundir.link.run(argv, timeout=600)
-        said = self.rundir.link.run(["cat", errors]).stdout
-        lines = done.stdout.splitlines(keepends=True)
-        at = (lambda t: phases_at(aligned.monotonic(t))) if phases_at is not None else None
-        folds = fold_perf_phases(lines, at, self.starts)
-        if done.status != 0 and not folds:
-            raise PerflabError(
-                f"perf script on host {self.rundir.link.name} failed (exit {done.status}): {said.strip()[-400:]}",
-                f"perf.data there: {self.data}",
-            )
-        if lost := lost_chunks(said):
-            raise PerflabError(
-                f"perf lost {lost} chunk(s) of samples on host {self.rundir.link.name}: the profile would undercount",
-                'set a lower frequency under [observe.perf], or call_graph = "fp"',
-            )
-        return folds
-
-    def descendants(self, pid: int | None = None) -> list[int]:
-        """`pid` and every process it forked, as the recording on the host saw them (PerfRecorder's)."""
-        self.check()
-        done = self.rundir.link.run(["perf", "report", "-i", self.data, "--tasks", "-q"], timeout=600)
-        if done.status != 0:
-            raise PerflabError(
-                f"perf report --tasks on host {self.rundir.link.name} failed (exit {done.status}): "
-                f"{done.stderr.strip()[-400:]}",
-                f"perf.data there: {self.data}",
-            )
-        return descendants(done.stdout, pid or self.pid)
 
 
 class RemoteStackSampler:
@@ -313,11 +172,11 @@ class RemoteProfilers(Profilers):
     def __enter__(self) -> Self:
         perf = self.observe.perf
         if perf is not None:  # system-wide, not recording; folded by the target's pid at the end
-            recorder = RemotePerf(
-                self.rundir, self.remote_dir, self.pids.get(self.target, 0), self.clock,
-                frequency=perf.frequency, call_graph=perf.call_graph, starts=self.starts,
+            recorder = PerfRecorder(
+                self.pids.get(self.target, 0), self.remote_dir, frequency=perf.frequency, call_graph=perf.call_graph,
+                enabled=False, place=HostPlace(self.rundir.link.name, self.rundir), clock=self.clock, starts=self.starts,
             )  # fmt: skip
-            self.perf = self._stack.enter_context(recorder)  # type: ignore[assignment]
+            self.perf = self._stack.enter_context(recorder)
         return self
 
     def workload_starting(self) -> None:

@@ -22,14 +22,13 @@ VM; tracepoints do.
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perflab.errors import PerflabError
-from perflab.observers.perf import STOP_DEADLINE_S, PerfRecorder, lost_chunks
-from perflab.places.proc import guarded
+from perflab.observers.perf import PerfRecorder
+from perflab.places import Place
+from perflab.places.here import HERE
 
 SYSCALLS = ("mmap", "munmap", "mprotect", "madvise", "brk")
 CLASSES = 48
@@ -70,38 +69,22 @@ def parse(lines: Iterable[str]) -> SyscallCounts:
 
 
 class SyscallRecorder(PerfRecorder):
-    """`perf record` of the allocator's syscall tracepoints, system-wide, enabled for the window only."""
+    """`perf record` of the allocator's syscall tracepoints, system-wide, enabled for the window only,
+    here or on a server's host (`place`: PerfRecorder's)."""
 
-    def __init__(self, pid: int, workdir: Path, *, enabled: bool = True, tree: bool = False) -> None:
+    def __init__(self, pid: int, workdir: Path | str, *, enabled: bool = True, tree: bool = False, place: Place = HERE) -> None:
         # a directory of its own: PerfRecorder's FIFOs and log are named after the pid only
-        super().__init__(pid, Path(workdir) / "syscalls", enabled=enabled)
+        super().__init__(pid, Path(workdir) / "syscalls", enabled=enabled, place=place)
         self.tree = tree  # the calls of `pid`'s process tree (a postmaster's backends), not its own only
 
     def events(self) -> list[str]:
         return events()
 
-    def script_argv(self) -> list[str]:
-        pids = ",".join(map(str, self.descendants())) if self.tree else str(self.pid)
-        return ["perf", "script", "-i", str(self.data), "--pid", pids, "-F", "event,trace"]
-
     def counts(self) -> SyscallCounts:
         """The window's calls; PerflabError when the recording does not cover it, and
         `lost_chunks` when perf lost some of its events."""
-        self.check()
-        if not self.data.is_file():
-            raise PerflabError(f"perf record wrote no {self.data}", f"see {self.workdir / f'perf-{self.pid}.log'}")
-        done = subprocess.run(
-            guarded(self.script_argv()),
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=STOP_DEADLINE_S,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise PerflabError(
-                f"perf script failed (exit {done.returncode}): {done.stderr.strip()[-400:]}", f"perf.data: {self.data}"
-            )
-        counts = parse(done.stdout.splitlines())
-        counts.lost_chunks = lost_chunks(done.stderr)
+        pids = ",".join(map(str, self.descendants())) if self.tree else str(self.pid)
+        script = self._perf(["perf", "script", "-i", str(self.data), "--pid", pids, "-F", "event,trace"], "script")
+        counts = parse(script.splitlines())
+        counts.lost_chunks = self.lost
         return counts

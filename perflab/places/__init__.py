@@ -2,23 +2,78 @@
 (perflab/hosts/place.py), behind one interface, so that what observes a process is written once
 and only the SSH place knows it is remote (issue 47).
 
-What a place gives today: a process's CPU, faults and context switches (`counters`), the same over a
+What a place gives: a process's CPU, faults and context switches (`counters`), the same over a
 process tree (`tree_counters`: every live member plus the children it reaped, as PostgreSQL's
 postmaster and its backends), and its resident memory once a second over a window (`rss_sampler`,
-stamped on this machine's clock). Starting processes, files and the clock follow (docs/development.md).
+stamped on this machine's clock); a command's output (`run`, `consume`: streamed here), a process
+started with its output in a log (`spawn`), FIFOs (`fifos`) and a command channel through them
+(`control`), and its CLOCK_MONOTONIC put on this machine's (`monotonic`). perf's recorders are written
+once against these (observers/perf.py).
 
-    place = Here()                               # or server_host.place
+    place = HERE                                 # or server_host.place
     before = place.counters(pid); ...; used = place.counters(pid).minus(before)
     with place.rss_sampler(pid) as rss: ...       # rss.samples -> [(0.0, 123456789), ...]; rss.end, rss.peak
+    child = place.spawn(["perf", "record", ...], log="/dir/perf.log"); child.poll(); child.kill()
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from perflab.places.procfs import ProcCounters
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Done:
+    """A command's end: its exit status (None: killed, or its host dropped off), its output."""
+
+    status: int | None
+    stdout: str
+    stderr: str
+
+
+class Process(Protocol):
+    """A process a place started (places/proc.Child here, hosts/rundir.Tracked on a host)."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def signal_group(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+class Control(Protocol):
+    """Words written to a process's command FIFO, each answered on its acknowledgement FIFO (perf's
+    --control fifo:CTL,ACK)."""
+
+    def send(self, word: str) -> bool:
+        """True once the process acknowledged `word`; False when it did not within 30 s, or died."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Aligned(Protocol):
+    def monotonic(self, remote: float) -> float:
+        """A host's wall-clock time on this machine's time.monotonic()."""
+        ...
+
+
+class Clock(Protocol):
+    """A host's clock read over a window (hosts/clock.WindowClock): `require()` its alignment."""
+
+    def require(self) -> Aligned: ...
 
 
 class RssSeries(AbstractContextManager["RssSeries"], Protocol):
@@ -51,4 +106,41 @@ class Place(Protocol):
 
     def rss_sampler(self, pid: int, tree: bool = False) -> RssSeries:
         """`pid`'s resident memory (`tree`: summed over its descendants) once a second while it is entered."""
+        ...
+
+    @property
+    def where(self) -> str:
+        """For messages: "" here, " on host NAME" there."""
+        ...
+
+    def run(self, argv: Sequence[str], timeout: float = 60.0) -> Done:
+        """`argv` to its end (TimeoutError past `timeout`)."""
+        ...
+
+    def consume(self, argv: Sequence[str], reader: Callable[[Iterable[str]], T], timeout: float) -> tuple[T, Done]:
+        """`reader` of `argv`'s output lines (streamed here: no copy of a long output held), and its end
+        (`stdout` empty)."""
+        ...
+
+    def fifos(self, *paths: str | Path) -> None:
+        """Fresh FIFOs at `paths`, their directories made."""
+        ...
+
+    def spawn(self, argv: Sequence[str], log: str | Path) -> Process:
+        """`argv` started in its own process group, its output into `log`, stopped with the run."""
+        ...
+
+    def control(self, ctl: str | Path, ack: str | Path, process: Process) -> Control:
+        """The command channel of `process`, which holds the FIFOs `ctl` and `ack` open."""
+        ...
+
+    def monotonic(self, clock: Clock | None, wall_minus_monotonic: Callable[[], float | None]) -> Callable[[float], float]:
+        """Times on this place's CLOCK_MONOTONIC put on this machine's time.monotonic(): as they are here;
+        on a host, through its wall clock (`wall_minus_monotonic()`: there, as a recording read it) and
+        `clock`'s alignment (ClockAlignmentError without one)."""
+        ...
+
+    def debug_files(self, pid: int) -> dict[str, Path]:
+        """Build ID -> debug file of the private root `pid` runs from (a glibc variant's, a sid build's)
+        that perf would not find itself; none on a host."""
         ...

@@ -1,15 +1,31 @@
-"""This machine as a place (perflab/places/__init__.py): its /proc read directly.
+"""This machine as a place (perflab/places/__init__.py): its /proc read directly, its processes
+started as places/proc.Child (their own process group, killed with perflab).
 
     place = HERE
     used = place.counters(pid).minus(before)
+    child = place.spawn(argv, log=workdir / "perf.log")
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
 
+from perflab import debuginfo
+from perflab.errors import PerflabError
+from perflab.places import Clock, Done, Process
+from perflab.places.proc import Child, guarded
 from perflab.places.procfs import ProcCounters, RssSampler, process_cpu_s
 from perflab.places.proctree import TreeSampler, tree_counters
+
+T = TypeVar("T")
+ACK_DEADLINE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -17,6 +33,7 @@ class Here:
     """The machine perflab runs on."""
 
     name: str = "here"
+    where: str = ""
 
     def counters(self, pid: int, threads: bool = True) -> ProcCounters:
         return ProcCounters.read(pid, threads)
@@ -29,5 +46,101 @@ class Here:
     def rss_sampler(self, pid: int, tree: bool = False) -> RssSampler:
         return TreeSampler(pid) if tree else RssSampler(pid)
 
+    def run(self, argv: Sequence[str], timeout: float = 60.0) -> Done:
+        try:
+            done = subprocess.run(
+                guarded(argv), capture_output=True, text=True, errors="replace", timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise TimeoutError(f"{argv[0]} still running after {timeout:.0f} s") from exc
+        return Done(done.returncode, done.stdout, done.stderr)
+
+    def consume(self, argv: Sequence[str], reader: Callable[[Iterable[str]], T], timeout: float) -> tuple[T, Done]:
+        with (
+            tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err,
+            subprocess.Popen(
+                guarded(argv), stdout=subprocess.PIPE, stderr=err, encoding="utf-8", errors="replace",
+                bufsize=1 << 20, start_new_session=True,
+            ) as proc,
+        ):  # fmt: skip
+            try:
+                assert proc.stdout is not None
+                out = reader(proc.stdout)
+                code = proc.wait(timeout)
+            finally:
+                proc.kill()
+            err.seek(0)
+            return out, Done(code, "", err.read())
+
+    def fifos(self, *paths: str | Path) -> None:
+        for path in map(Path, paths):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.unlink(missing_ok=True)
+            os.mkfifo(path)
+
+    def spawn(self, argv: Sequence[str], log: str | Path) -> Child:
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "w", encoding="utf-8") as out:  # the child holds its own copy of the descriptor
+            return Child(argv, stdout=out, stderr=subprocess.STDOUT)
+
+    def control(self, ctl: str | Path, ack: str | Path, process: Process) -> FifoControl:
+        return FifoControl(Path(ctl), Path(ack), process)
+
+    def monotonic(self, clock: Clock | None, wall_minus_monotonic: Callable[[], float | None]) -> Callable[[float], float]:
+        return lambda t: t  # recorded on this machine's CLOCK_MONOTONIC
+
+    def debug_files(self, pid: int) -> dict[str, Path]:
+        return debuginfo.root_debug_files(pid)
+
 
 HERE = Here()
+
+
+class FifoControl:
+    """The FIFOs held open here, written and read without blocking (an ack in milliseconds: perf's
+    toggles second by second in bench/profile_overhead.py)."""
+
+    def __init__(self, ctl: Path, ack: Path, process: Process) -> None:
+        self.process = process
+        # opening blocks until the process opens its end: one that dies first would hang us
+        self._ctl = _open_fifo(ctl, os.O_WRONLY, process)
+        try:
+            self._ack = _open_fifo(ack, os.O_RDONLY, process)
+        except BaseException:
+            os.close(self._ctl)
+            raise
+
+    def send(self, word: str) -> bool:
+        os.write(self._ctl, f"{word}\n".encode())
+        deadline = time.monotonic() + ACK_DEADLINE_S
+        reply = b""
+        while b"ack" not in reply:
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                return False
+            try:
+                chunk = os.read(self._ack, 64)
+            except BlockingIOError:
+                chunk = b""
+            if not chunk:  # nothing yet (or the process has not opened its end)
+                time.sleep(0.005)
+            reply += chunk
+        return True
+
+    def close(self) -> None:
+        for fd in (self._ctl, self._ack):
+            os.close(fd)
+
+
+def _open_fifo(path: Path, flags: int, process: Process) -> int:
+    """Open a FIFO whose other end `process` opens, without hanging if it dies first."""
+    deadline = time.monotonic() + ACK_DEADLINE_S
+    while True:
+        try:
+            return os.open(path, flags | os.O_NONBLOCK)
+        except OSError:  # ENXIO: the process has not opened its end yet
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise PerflabError(
+                    f"{path.name}: the process exited before it opened its control FIFO",
+                    "run `perflab doctor`; perf_event_paranoid or a missing linux-perf",
+                ) from None
+            time.sleep(0.02)

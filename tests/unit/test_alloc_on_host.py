@@ -204,7 +204,7 @@ def test_a_hosts_binaries_name_addresses_as_the_live_symbolizer() -> None:
 
 
 class ScriptLink:
-    """A link whose `perf script` prints recorded tracepoint lines, and whose stderr file says a loss."""
+    """A link whose `perf script` prints recorded tracepoint lines, and on its stderr a loss."""
 
     name = "db"
 
@@ -213,8 +213,7 @@ class ScriptLink:
 
     def run(self, argv: list[str], timeout: float = 60, stdin: str | None = None) -> SimpleNamespace:
         self.ran.append(argv)
-        out = self.said if argv[0] == "cat" else self.stdout
-        return SimpleNamespace(status=0, stdout=out, stderr="")
+        return SimpleNamespace(status=0, stdout=self.stdout, stderr=self.said)
 
 
 def test_the_hosts_perf_records_the_syscall_tracepoints_and_counts_the_servers() -> None:
@@ -223,11 +222,13 @@ def test_the_hosts_perf_records_the_syscall_tracepoints_and_counts_the_servers()
         "syscalls:sys_enter_munmap: addr: 0x7f0e2c000000, len: 0x0000a000\n"
     )
     link = ScriptLink(lines, "Processed 10 events and lost 2 chunks!\n")
-    recorder = remote.RemoteSyscalls(RunDir(link, "/dev/shm/perflab-host-x"), "/dev/shm/perflab-host-x/c/syscalls", 77)  # type: ignore[arg-type]
-    argv = recorder.argv()
+    tracer = SimpleNamespace(link=link, host=RunDir(link, "/dev/shm/perflab-host-x"), tree=False,  # type: ignore[arg-type]
+                             remote_dir="/dev/shm/perflab-host-x/c")  # fmt: skip
+    recorder = remote.RemoteAllocTracer._recorder(tracer, 77, Path("here"))  # type: ignore[arg-type]
+    argv = recorder.argv(Path("C"), Path("A"))
     assert argv[:3] == ["perf", "record", "-a"] and "syscalls:sys_enter_munmap" in argv[argv.index("-e") + 1]
     assert argv[argv.index("-D") + 1] == "-1" and "-F" not in argv and "-g" not in argv  # off until the window
-    assert argv[-1] == "fifo:/dev/shm/perflab-host-x/c/syscalls/perf.ctl,/dev/shm/perflab-host-x/c/syscalls/perf.ack"
+    assert str(recorder.data) == "/dev/shm/perflab-host-x/c/syscalls/perf-77.data" and not recorder.enabled
     counts = recorder.counts()
     assert counts.calls["mmap"] == counts.calls["munmap"] == 1 and counts.bytes["munmap"] == 0xA000
     assert counts.lost_chunks == 2  # the tracer then says why the syscall figures are null

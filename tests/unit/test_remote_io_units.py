@@ -19,7 +19,10 @@ from perflab.hosts.clock import Alignment
 from perflab.observers import remote_io
 from perflab.observers.phases import Spans
 from perflab.observers.host_speed import SOURCE, HostSpeedError, parse, window_fields
-from perflab.observers.remote_io import RemoteFsyncs, RemoteHostSpeed, cpu_list, host_time, runs_there
+from perflab.hosts.place import HostPlace
+from perflab.observers.io import FsyncRecorder
+from perflab.observers.perf import wall_minus_monotonic
+from perflab.observers.remote_io import RemoteHostSpeed, cpu_list, host_time, runs_there
 from perflab.spec.aa import aa_experiment
 
 ALIGNED = Alignment("db", shift_s=-100.0, error_s=0.001, wall_minus_monotonic=1_000_000.0)  # the host 100 s ahead
@@ -48,6 +51,11 @@ class Link:
 
 def rundir(link: Link, path: str = "/dev/shm/perflab-host-abc") -> SimpleNamespace:
     return SimpleNamespace(link=link, path=path)
+
+
+def fsyncs(link: Link, cell: str) -> FsyncRecorder:
+    """The fsync recorder of a server (pid 4711) on host db, its clock aligned (ALIGNED)."""
+    return FsyncRecorder(4711, cell, place=HostPlace("db", rundir(link)), clock=SimpleNamespace(require=lambda: ALIGNED))
 
 
 def test_the_cpus_of_a_kernel_cpu_list() -> None:
@@ -101,7 +109,7 @@ def test_the_canary_runs_there_stamped_on_the_hosts_wall_clock(tmp_path: Path, m
         "perflab.observers.host_speed.build", lambda cache, static=False: tmp_path / "perflab-canary-0123"
     )
     started: list[list[str]] = []
-    monkeypatch.setattr(remote_io, "Tracked", lambda rd, argv: started.append(argv) or SimpleNamespace())
+    monkeypatch.setattr("perflab.hosts.place.Tracked", lambda rd, argv: started.append(argv) or SimpleNamespace())
     link = Link({"perflab-canary": (2, "", "usage: perflab-canary")})
     canary = RemoteHostSpeed(rundir(link, "/h2"), "/h2/cell-0001/host-speed.txt", tmp_path, tmp_path / "hs.txt",
                              [0, 3], SimpleNamespace())  # type: ignore[arg-type]  # fmt: skip
@@ -119,8 +127,8 @@ def test_the_fsyncs_are_recorded_on_the_hosts_clock_for_the_servers_tree() -> No
     )
     link = Link({"--tasks": (0, tasks, ""), "perf script": (0, script, ""), "--header-only": (0, header, ""),
                  "cat": (0, "", "")})  # fmt: skip
-    recorder = RemoteFsyncs(rundir(link), "/h/cell-0000/fsyncs", 4711, SimpleNamespace(require=lambda: ALIGNED))
-    argv = recorder.argv()
+    recorder = fsyncs(link, "/h/cell-0000")
+    argv = recorder.argv(Path("/h/cell-0000/fsyncs/perf-4711.ctl"), Path("/h/cell-0000/fsyncs/perf-4711.ack"))
     assert argv[:3] == ["perf", "record", "-a"] and "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync" in argv
     assert argv[argv.index("-k") + 1] == "CLOCK_MONOTONIC" and argv[argv.index("-o") + 1].startswith("/h/cell-0000/")
     times = recorder.times()  # the host's monotonic + 999600 s: its wall clock; less 1000100 s: this machine's
@@ -130,16 +138,16 @@ def test_the_fsyncs_are_recorded_on_the_hosts_clock_for_the_servers_tree() -> No
 
 
 def test_fsyncs_without_perfs_reference_time_cannot_be_timed() -> None:
-    assert remote_io.wall_minus_monotonic("# clockid: monotonic (1)\n") is None
+    assert wall_minus_monotonic("# clockid: monotonic (1)\n") is None
     link = Link({"--tasks": (0, "", ""), "--header-only": (0, "# reference time disabled\n", ""), "cat": (0, "", "")})
-    recorder = RemoteFsyncs(rundir(link), "/h/c/fsyncs", 4711, SimpleNamespace(require=lambda: ALIGNED))
-    with pytest.raises(Exception, match="wrote no reference time"):
+    recorder = fsyncs(link, "/h/c")
+    with pytest.raises(Exception, match="holds no reference time"):
         recorder.times()
 
 
 def test_perf_failing_on_the_host_says_so() -> None:
-    link = Link({"--tasks": (0, "", ""), "perf script": (1, "", ""), "cat": (0, "failed to open perf.data\n", "")})
-    recorder = RemoteFsyncs(rundir(link), "/h/c/fsyncs", 4711, SimpleNamespace(require=lambda: ALIGNED))
+    link = Link({"--tasks": (0, "", ""), "perf script": (1, "", "failed to open perf.data\n")})
+    recorder = fsyncs(link, "/h/c")
     with pytest.raises(Exception, match="perf script on host db failed .*failed to open perf.data"):
         recorder.times()
 
@@ -293,7 +301,7 @@ def test_a_server_hosts_disk_is_sampled_from_the_hosts_diskstats(block_device: s
     (read over the link); on the host's tmpfs (no block device) there are none."""
     link = Link({"/proc/diskstats": (0, DISKSTATS, "")})
     storage = SimpleNamespace(dev="254:0", block_device=block_device)
-    place = SimpleNamespace(link=link, rundir=rundir(link), storage=storage)
+    place = SimpleNamespace(link=link, rundir=rundir(link), storage=storage, place=HostPlace("db", rundir(link)))
     observe = SimpleNamespace(host_speed=False, io=True)
     kind = SimpleNamespace(io_counters=lambda server: {"innodb.log_bytes_written": 5.0})
     server = SimpleNamespace(pid=42, rundir=Path("/nonexistent/cell-0000"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +22,12 @@ from perflab.hosts.clock import MAX_ERROR_S, ClockReading, WindowClock, align
 from perflab.hosts.own_cpu import parse_snapshot, session_of
 from perflab.hosts.preflight import observer_packages
 from perflab.observers.elf import FunctionStarts
-from perflab.observers.host_binaries import HostStarts
+from perflab.observers.host_binaries import HostStarts, unnamed
 from perflab.observers.host_overhead import perflab_ticks, window_ticks, wrappers
 from perflab.observers.phases import Spans
-from perflab.observers.remote_profilers import RemotePerf, RemoteStackSampler
-from perflab.hosts.place import aligned_samples
+from perflab.observers.perf import PerfRecorder
+from perflab.observers.remote_profilers import RemoteStackSampler
+from perflab.hosts.place import HostPlace, aligned_samples
 from perflab.spec.observe import ObserveSection
 
 
@@ -97,19 +99,45 @@ def test_rss_samples_are_put_on_this_machines_clock() -> None:
     assert aligned_samples(stamped, window, None) == [(1000.0, 10), (1000.1, 20)]  # refused: arrival times
 
 
-def test_perf_on_the_host_records_on_its_wall_clock_driven_through_its_fifos() -> None:
-    rundir = SimpleNamespace(link=FakeLink(), path="/dev/shm/perflab-host-x")
-    perf = RemotePerf(rundir, "/dev/shm/perflab-host-x/profile-0003", 4711, None, frequency=99, call_graph="fp")
-    argv = perf.argv()
-    assert argv[:3] == ["perf", "record", "-a"] and argv[argv.index("-k") + 1] == "CLOCK_REALTIME"
+class RunDirThere:
+    """A run directory on host db (/r): what it starts runs until signalled (perf: SIGINT, exit 130)."""
+
+    path = "/r"
+
+    def __init__(self, link: FakeLink) -> None:
+        self.link, self.started, self.signals, self._ended = link, [], [], threading.Event()
+
+    def start(self, argv: list[str], measured: bool = False) -> tuple[SimpleNamespace, int]:
+        self.started.append(argv)
+        return SimpleNamespace(wait=lambda: self._ended.wait() and SimpleNamespace(status=130, stderr="")), 4800
+
+    def signal(self, pid: int, name: str = "TERM") -> None:
+        self.signals.append((pid, name))
+        self._ended.set()
+
+
+def on_host(link: FakeLink, clock: WindowClock | None = None, call_graph: str = "fp") -> PerfRecorder:
+    """perf of the server (pid 4711) on host db, in its run directory /r."""
+    place = HostPlace("db", RunDirThere(link))  # type: ignore[arg-type]
+    return PerfRecorder(4711, "/r/p", frequency=99, call_graph=call_graph, place=place, clock=clock, starts=unnamed)
+
+
+def test_perf_on_the_host_records_on_its_monotonic_clock_driven_through_its_fifos() -> None:
+    link = FakeLink(answers={"head -n 1": "ack\n"})
+    with on_host(link) as perf:
+        perf.resume()
+    (spawned,) = perf.place.rundir.started  # type: ignore[attr-defined]
+    argv = spawned[spawned.index("perf") :]
+    assert argv[:3] == ["perf", "record", "-a"] and argv[argv.index("-k") + 1] == "CLOCK_MONOTONIC"
     assert argv[argv.index("-D") + 1] == "-1" and "-g" in argv and argv[argv.index("-F") + 1] == "99"
-    ctl = "/dev/shm/perflab-host-x/profile-0003/perf.ctl"
-    assert argv[-1] == f"fifo:{ctl},/dev/shm/perflab-host-x/profile-0003/perf.ack"
-    assert perf.script_argv(4711) == [
-        "perf", "script", "-i", "/dev/shm/perflab-host-x/profile-0003/perf-4711.data", "--pid", "4711",
-        "-F", "tid,time,ip,sym,dso",
+    assert argv[-1] == "fifo:/r/p/perf-4711.ctl,/r/p/perf-4711.ack" and spawned[3] == "/r/p/perf-4711.log"
+    words = [a[5] for a in link.ran if a[:1] == ["timeout"]]
+    assert words == ["enable", "enable", "disable"] and perf.failure is None  # started, resumed; stopped
+    assert perf.place.rundir.signals == [(4800, "INT")] and perf.span[1] > perf.span[0]  # type: ignore[attr-defined]
+    assert perf.script_argv(4711, timed=True) == [
+        "perf", "script", "-i", "/r/p/perf-4711.data", "--pid", "4711", "-F", "tid,time,ip,sym,dso",
     ]  # fmt: skip
-    dwarf = RemotePerf(rundir, "/d", 1, None, frequency=49, call_graph="dwarf").argv()
+    dwarf = on_host(FakeLink(), call_graph="dwarf").events()
     assert "--call-graph" in dwarf and dwarf[dwarf.index("--call-graph") + 1].startswith("dwarf,")
 
 
@@ -131,17 +159,19 @@ def test_perf_script_from_the_host_is_folded_per_phase_on_this_machines_clock() 
     aligned = clock.require()
     now_mono, wall = time.monotonic(), time.time()
     spans = Spans(workload=now_mono - 10, window=now_mono - 5, end=now_mono + 5)
-    # on the host's clock (50 s ahead): one sample in the warm-up, one in the window
-    script = SCRIPT.format(t1=wall + 50 - 7, t2=wall + 50 - 1, exe="/usr/sbin/mariadbd")
-    link = FakeLink(answers={"perf script": script})
-    perf = RemotePerf(SimpleNamespace(link=link, path="/r"), "/r/p", 4711, clock, frequency=99, call_graph="fp")
+    # on the host's CLOCK_MONOTONIC (1000 s at its wall clock `wall + 50`, 50 s ahead): one sample
+    # in the warm-up, one in the window
+    script = SCRIPT.format(t1=1000 - 7, t2=1000 - 1, exe="/usr/sbin/mariadbd")
+    header = f"# reference time: 2026-11-29 20:00:00.000000 = {wall + 50:.6f} (TOD) = 1000.000000 (monotonic)\n"
+    link = FakeLink(answers={"perf script": script, "--header-only": header})
+    perf = on_host(link, clock)
     folds = perf.fold_phases(4711, spans.phases_at)
     warm, _ = folds["warmup"]
     assert warm == {"start_thread;handle_one_connection;do_command": 1}
     window, stats = folds["measured"]
     assert window == {"start_thread;[unknown]": 1} and stats.complete == 1  # no binary here: not named
     assert aligned.shift_s == pytest.approx(-50.0, abs=0.01)
-    assert any(argv[-len(perf.script_argv(4711)) :] == perf.script_argv(4711) for argv in link.ran)
+    assert perf.script_argv(4711, timed=True) in link.ran
 
 
 EU_STACK = """PID 4711 - process
@@ -285,8 +315,7 @@ def test_a_process_tree_is_profiled_on_its_host_as_locally() -> None:
     from perflab import spec
 
     clock = WindowClock(FakeLink())
-    link = FakeLink(answers={"--tasks": TASKS})
-    perf = RemotePerf(SimpleNamespace(link=link, path="/r"), "/r/p", 4711, clock, frequency=99, call_graph="fp")
+    perf = on_host(FakeLink(answers={"--tasks": TASKS}), clock)
     assert perf.descendants(4711) == [4711, 4720, 4721, 4730]
     assert perf.script_argv([4711, 4720])[4:6] == ["--pid", "4711,4720"]
     sampler = RemoteStackSampler(SimpleNamespace(link=FakeLink(), path="/r"), 4711, clock, 0.5, tree=True)

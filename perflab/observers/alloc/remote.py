@@ -7,7 +7,8 @@ in LD_PRELOAD and PERFLAB_ALLOC_FILE naming that file (servers/mariadb/remote.py
 local one (AllocTracer.armed, window): the file is read over the SSH link at its start and end (the
 header and the slots in use, base64 on the wire), sampling is switched on and off by writing its
 period word there, and the allocator's syscalls are counted by `perf record` of their tracepoints
-on the host (RemotePerf's control FIFOs), folded there by `perf script`. The sampled stacks are
+on the host (SyscallRecorder on the host's place: its control FIFOs driven there), listed there by
+`perf script`. The sampled stacks are
 named here from the server's maps there and the host's binaries (the same files, or the run's
 copies: host_binaries.HostStarts), and stored as a local cell's (alloc/profile.store_alloc).
 
@@ -28,14 +29,12 @@ from typing import Any, Self
 
 import numpy as np
 
-from perflab.errors import PerflabError
+from perflab.hosts.place import HostPlace
 from perflab.hosts.rundir import RunDir
 from perflab.observers import alloc
 from perflab.observers.alloc.tracer import AllocTracer
 from perflab.observers.host_binaries import HostStarts, HostSymbolizer
-from perflab.observers.perf import lost_chunks
-from perflab.observers.remote_profilers import RemotePerf
-from perflab.observers.syscalls import SyscallCounts, events, parse
+from perflab.observers.syscalls import SyscallRecorder
 from perflab.spec.observe import AllocObserve
 
 EXTRA_SLOTS = 64  # read beyond the slots in use: a thread that takes one between the reads is counted
@@ -48,41 +47,6 @@ _RANGE = 'tail -c +"$1" "$0" | head -c "$2" | base64 -w0'
 # $0: the file; $1: 8 bytes (base64) written at word $2
 _WORD = 'printf %s "$1" | base64 -d | dd of="$0" oflag=nofollow bs=8 seek="$2" conv=notrunc status=none'
 _copied: set[tuple[str, str]] = set()  # (host run directory, shim): copied there this run
-
-
-class RemoteSyscalls(RemotePerf):
-    """SyscallRecorder's interface for `perf record -a` of the allocator's syscall tracepoints on the
-    host, started with its events off and driven through its control FIFOs there (RemotePerf)."""
-
-    def __init__(self, rundir: RunDir, remote_dir: str, pid: int, tree: bool = False) -> None:
-        super().__init__(rundir, remote_dir, pid, None, frequency=0, call_graph="fp")  # type: ignore[arg-type]
-        self.tree = tree  # the server's process tree (a postmaster's backends): each one's calls
-
-    def argv(self) -> list[str]:
-        control = f"fifo:{self._fifos[0]},{self._fifos[1]}"
-        return ["perf", "record", "-a", *events(), "-o", self.data, "-B", "-N", "--no-bpf-event", "-q", "-D", "-1",
-                "--control", control]  # fmt: skip
-
-    @property
-    def seconds(self) -> float:
-        return self.span[1] - self.span[0]
-
-    def counts(self) -> SyscallCounts:
-        """The window's calls by the server (`perf script --pid` there); `lost_chunks` when perf lost some."""
-        self.check()
-        link, errors = self.rundir.link, f"{self.dir}/script.err"
-        pids = ",".join(map(str, self.descendants())) if self.tree else str(self.pid)
-        script = ["perf", "script", "-i", self.data, "--pid", pids, "-F", "event,trace"]
-        done = link.run(["sh", "-c", '"$@" 2> "$0"', errors, *script], timeout=600)
-        said = link.run(["cat", errors]).stdout
-        if done.status != 0:
-            raise PerflabError(
-                f"perf script on host {link.name} failed (exit {done.status}): {said.strip()[-400:]}",
-                f"perf.data there: {self.data}",
-            )
-        counts = parse(done.stdout.splitlines())
-        counts.lost_chunks = lost_chunks(said)
-        return counts
 
 
 class RemoteAllocTracer(AllocTracer):
@@ -147,8 +111,9 @@ class RemoteAllocTracer(AllocTracer):
         ring = self._run(_RANGE, alloc.ring_start(header) * 8 + 1, size) if size else np.zeros(0, dtype="<u8")
         return alloc.samples_of(header, ring, self.spec.period)
 
-    def _recorder(self, pid: int, workdir: Path) -> RemoteSyscalls:
-        return RemoteSyscalls(self.host, f"{self.remote_dir}/syscalls", pid, self.tree)
+    def _recorder(self, pid: int, workdir: Path) -> SyscallRecorder:
+        """perf of the allocator's syscalls on the host, started with its events off."""
+        return SyscallRecorder(pid, self.remote_dir, enabled=False, tree=self.tree, place=HostPlace(self.link.name, self.host))
 
 
 class Spanning:
