@@ -249,6 +249,9 @@ class HostPlace:
         aligned = clock.require()
         return lambda t: aligned.monotonic(t + wall)
 
+    def program(self, pid: int) -> str | None:
+        return self.run(["readlink", f"/proc/{pid}/exe"]).stdout.strip() or None
+
     def debug_files(self, pid: int) -> dict[str, Path]:
         return {}  # perf there finds the host's own; a private root copied there keeps its -dbgsym unread
 

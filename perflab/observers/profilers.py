@@ -40,6 +40,8 @@ from perflab.observers.perf import PerfRecorder
 from perflab.observers.perf_script import FoldStats
 from perflab.observers.phases import MEASURED, PHASES, Spans
 from perflab.observers.pmp import StackSampler, fold_rows
+from perflab.places import Site
+from perflab.places.here import HERE
 from perflab.spec.observe import ObserveSection
 from perflab.store import folded
 from perflab.store.results import Results
@@ -71,16 +73,22 @@ class Profilers:
         self.pmp: dict[str, StackSampler] = {}
         self.canary: HostSpeed | None = None  # [observe] host_speed
         self._stack = ExitStack()
-        self.binaries = {"server": _exe(pid)} if pid is not None else {}
+        self.binaries = {"server": HERE.program(pid)} if pid is not None else {}
         self.inspect: dict[str, str | None] = {}  # a target's binary as a file here, when not `binaries`' path
 
     @classmethod
-    def shared(cls, observe: ObserveSection, pids: dict[str, int], workdir: Path, perf: PerfRecorder) -> Profilers:
+    def shared(
+        cls, observe: ObserveSection, pids: dict[str, int], workdir: Path, perf: PerfRecorder, site: Site | None = None
+    ) -> Profilers:
         """The profiles of `pids` (a server and its client) from a recording made for several
-        (an interleaved group's: observers/seats.py), to store(); nothing to enter."""
+        (an interleaved group's: observers/seats.py) at `site` (here, or a server's host), to
+        store(); nothing to enter."""
         profilers = cls(observe, pids["server"], workdir)
         profilers.pids = dict(pids)
-        profilers.binaries = {target: _exe(pid) for target, pid in pids.items()}
+        targets = observe.perf.targets if observe.perf is not None else []  # a client elsewhere is not read
+        profilers.binaries = {t: perf.place.program(pid) for t, pid in pids.items() if t in targets}
+        if site is not None and site.local is not None:  # the stack quality inspects the binary as a file here
+            profilers.inspect = {t: site.local(b) if b else None for t, b in profilers.binaries.items()}
         profilers.perf = perf
         return profilers
 
@@ -117,7 +125,7 @@ class Profilers:
         client_pid = getattr(client, "pid", client)
         if client_pid is not None:
             self.pids["client"] = client_pid
-            self.binaries["client"] = _exe(client_pid)
+            self.binaries["client"] = HERE.program(client_pid)
         self._begin(warmup=True)
 
     def window_started(self) -> None:
@@ -273,27 +281,6 @@ def _top_functions(stacks: Counter, stats: FoldStats, txn: float, sample_us: flo
         }
         for f, n in leaves.most_common(TOP_N)
     ]
-
-
-def _exe(pid: int) -> str | None:
-    """The program `pid` runs. A server started through a private root's loader
-    (builds/debroot.py) has the loader as its /proc exe: its program is the first argument
-    after the loader's own options."""
-    try:
-        exe = os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return None
-    if not os.path.basename(exe).startswith("ld-linux"):
-        return exe
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().decode(errors="replace").split("\0")
-    except OSError:
-        return exe
-    rest = argv[1:]
-    while rest and rest[0].startswith("--"):  # --inhibit-cache, --library-path DIRS
-        rest = rest[2:] if rest[0] in ("--library-path", "--preload", "--audit", "--argv0") else rest[1:]
-    return rest[0] if rest and os.path.isfile(rest[0]) else exe
 
 
 def stack_quality(binary: str | None, source: str, mode: str | None, stats: FoldStats) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Why it can be done per seat: only the running seat's client works; the others' clients are
 stopped, and their servers idle but for background work (purge, flushing), which a sequential
 cell's profile holds too. So one `perf record -a` for the whole group, folded per process, gives
-each server (and client) its own profile; the allocation counter is preloaded into every server
+each server (and client) its own profile (with the servers on a host, perf records there: `site`,
+of the servers alone); the allocation counter is preloaded into every server
 and read around the window, so its counts are each server's own, whatever the turns.
 
 What differs from a sequential cell's profile: the phases are the warm-up and the measured
@@ -30,11 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perflab.errors import PerflabError
 from perflab.observers.alloc.tracer import AllocTracer
 from perflab.observers.perf import PerfRecorder
 from perflab.observers.phases import MEASURED, WARMUP, Range, Spans
 from perflab.observers.alloc.profile import store_alloc
 from perflab.observers.profilers import Profilers
+from perflab.places import Site
+from perflab.places.here import HERE
 from perflab.spec.observe import ObserveSection
 from perflab.store.results import Results
 
@@ -65,9 +69,10 @@ class SeatSpans(Spans):
 class SeatObservers:
     """[observe] perf and alloc of one interleaved group (module doc)."""
 
-    def __init__(self, observe: ObserveSection, workdir: Path) -> None:
+    def __init__(self, observe: ObserveSection, workdir: Path, site: Site | None = None) -> None:
         self.observe = observe
         self.workdir = Path(workdir)
+        self.site = site or Site(HERE, self.workdir)  # where the servers run: perf records there
         self.perf: PerfRecorder | None = None
         self._windows = contextlib.ExitStack()
 
@@ -81,9 +86,13 @@ class SeatObservers:
             if spec is None:
                 yield self
                 return
+            site = self.site
+            if site.clock is not None:
+                site.clock.begin()  # a host's clock: read again when the window ends
             recorder = PerfRecorder(
-                pid, self.workdir, frequency=spec.frequency, call_graph=spec.call_graph, enabled=False
-            )
+                pid, site.dir, frequency=spec.frequency, call_graph=spec.call_graph, enabled=False,
+                place=site.place, clock=site.clock, starts=site.starts,
+            )  # fmt: skip
             with recorder:
                 self.perf = recorder
                 yield self
@@ -111,7 +120,17 @@ class SeatObservers:
                 self._windows.enter_context(tracer.window(pid, rundir))
 
     def window_ended(self) -> None:
-        self._windows.close()
+        try:
+            self._windows.close()
+        finally:
+            if self.perf is not None and self.site.clock is not None:
+                with contextlib.suppress(PerflabError):  # a host dropped off: its profile cannot be cut
+                    self.site.clock.finish()
+
+    def remove(self) -> None:
+        """The recording's directory where it was made (a host's perf.data is not left to fill its tmpfs)."""
+        with contextlib.suppress(PerflabError, TimeoutError):
+            self.site.place.run(["rm", "-rf", "--one-file-system", str(self.site.dir)], timeout=120)
 
     def store(
         self,
@@ -127,7 +146,7 @@ class SeatObservers:
         no call): the seat fails, as a sequential cell would."""
         fields: dict[str, Any] = {}
         if self.perf is not None:
-            profilers = Profilers.shared(self.observe, pids, self.workdir, self.perf)
+            profilers = Profilers.shared(self.observe, pids, self.workdir, self.perf, self.site)
             profilers.store(results, cell_id, spans)
         if tracer is not None:
             window = round(spans.own.get(MEASURED, (0.0, 0.0))[1])

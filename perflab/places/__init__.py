@@ -140,7 +140,25 @@ class Place(Protocol):
         `clock`'s alignment (ClockAlignmentError without one)."""
         ...
 
+    def program(self, pid: int) -> str | None:
+        """The program `pid` runs there (through a private root's loader: the program it loads)."""
+        ...
+
     def debug_files(self, pid: int) -> dict[str, Path]:
         """Build ID -> debug file of the private root `pid` runs from (a glibc variant's, a sid build's)
         that perf would not find itself; none on a host."""
         ...
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a recording is made (a stage's: run/stage.py): its place, its directory there, the place's
+    clock read over the window (a host's: hosts/clock.WindowClock; None here), what names the frames
+    of the binaries there (observers/host_binaries.HostStarts; None: read here), and a binary there
+    as a file here (None: the same path)."""
+
+    place: Place
+    dir: Path
+    clock: Clock | None = None
+    starts: Callable[[str], object] | None = None
+    local: Callable[[str], str | None] | None = None

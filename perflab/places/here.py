@@ -92,6 +92,26 @@ class Here:
     def debug_files(self, pid: int) -> dict[str, Path]:
         return debuginfo.root_debug_files(pid)
 
+    def program(self, pid: int) -> str | None:
+        """The program `pid` runs. A server started through a private root's loader
+        (builds/debroot.py) has the loader as its /proc exe: its program is the first argument
+        after the loader's own options."""
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            return None
+        if not os.path.basename(exe).startswith("ld-linux"):
+            return exe
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            return exe
+        rest = argv[1:]
+        while rest and rest[0].startswith("--"):  # --inhibit-cache, --library-path DIRS
+            rest = rest[2:] if rest[0] in ("--library-path", "--preload", "--audit", "--argv0") else rest[1:]
+        return rest[0] if rest and os.path.isfile(rest[0]) else exe
+
 
 HERE = Here()
 

@@ -72,7 +72,7 @@ def run_group(
     spec = runner.exp.file.experiment
     warmup, duration, slice_s = round(spec.window_start), round(spec.duration), spec.slice
     groupdir = workdir / f"group-{cells[0].order:04d}"  # the group's perf recording
-    observers = SeatObservers(runner.exp.file.observe, groupdir)
+    observers = SeatObservers(runner.exp.file.observe, groupdir, runner.stage().recording(groupdir))
     seats = [Seat(runner, cell, snap, workdir, observers) for cell, snap in zip(cells, snapshots, strict=True)]
     budget = 2 * len(seats) * (warmup + duration) + round(spec.timeout_margin)  # the client's own deadline
     try:
@@ -84,6 +84,7 @@ def run_group(
     finally:
         for seat in seats:
             seat.close()
+        observers.remove()
         shutil.rmtree(groupdir, ignore_errors=True)
     return _commit(runner, seats, cells, slice_s)
 

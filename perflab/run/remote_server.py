@@ -33,6 +33,7 @@ from perflab import allocators, hostinfo
 from perflab.errors import AllocatorNotMappedError, HostLostError, ToolMissingError
 from perflab.hosts import libraries
 from perflab.servers import identity
+from perflab.hosts.clock import WindowClock
 from perflab.hosts.place import HostPlace
 from perflab.hosts.preflight import client_observer_packages, observer_packages
 from perflab.hosts.rundir import RunDir
@@ -45,6 +46,8 @@ from perflab import workloads
 from perflab.run import storage
 from perflab.servers import dataset
 from perflab.observers.alloc import remote as remote_alloc
+from perflab.observers.host_binaries import HostStarts
+from perflab.places import Site
 from perflab.run.server_logs import keep_logs
 from perflab.run.storage import Storage
 from perflab.run.context import Runner
@@ -322,6 +325,13 @@ class HostStage:
 
     def clients_connected(self, server: Any, cell: Cell) -> dict[str, Any]:
         return {}  # the backends' maps are the host's, not read (as a sequential cell's: run/ends.ServerThere)
+
+    def recording(self, local: Path) -> Site:
+        """perf of the servers there, in the run's directory there, its times aligned by the host's
+        clock read over the window, the frames of the host's binaries named from them (HostStarts)."""
+        starts = HostStarts(self.place.link, local.parent / "host-binaries")  # once per run
+        there = Path(f"{self.place.rundir.path}/{local.name}")
+        return Site(self.place.place, there, WindowClock(self.place.link), starts, starts.local)
 
     def finish(self, server: Any, rundir: Path, logs: Path) -> None:
         if server is not None:

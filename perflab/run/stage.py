@@ -20,6 +20,8 @@ from typing import Any, Protocol
 from perflab import allocators, workloads
 from perflab.builds import Build
 from perflab.observers.alloc.tracer import AllocTracer
+from perflab.places import Site
+from perflab.places.here import HERE
 from perflab.run import allocator_proof
 from perflab.servers import dataset
 from perflab.run.server_logs import keep_logs
@@ -76,6 +78,10 @@ class Stage(Protocol):
 
     def clients_connected(self, server: Managed, cell: Cell) -> dict[str, Any]:
         """A seat's checks once its clients have connected (the kind's clients_connected), as resources fields."""
+
+    def recording(self, local: Path) -> Site:
+        """Where a recording of the servers (an interleaved group's perf) is made: the place, the
+        directory there for `local` (a directory of this machine's work directory)."""
 
     def finish(self, server: Managed | None, rundir: Path, logs: Path) -> None:
         """The server stopped, its logs kept in `logs`, its run directory removed."""
@@ -165,6 +171,9 @@ class Here:
 
     def clients_connected(self, server: Managed, cell: Cell) -> dict[str, Any]:
         return self.runner.kind.clients_connected(server, cell)  # PostgreSQL's backends' maps, here
+
+    def recording(self, local: Path) -> Site:
+        return Site(HERE, local)
 
     def finish(self, server: Managed | None, rundir: Path, logs: Path) -> None:
         if server is not None:

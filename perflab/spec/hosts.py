@@ -272,11 +272,14 @@ def _interleaved_problems(spec: ExperimentFile) -> list[Problem]:
                "their server's backends here; remove design")  # fmt: skip
         found.append(Problem("experiment.design", f'design = "sequential" with this tool and {key}',
                              "interleaved", why))  # fmt: skip
-    hint = 'not built yet: the seats\' recording is this machine\'s; design = "sequential" records there'
-    for name in ("perf", "alloc"):  # the seats' observers record here (observers/seats.py)
-        if getattr(spec.observe, name) is not None:
-            expected = f'no [observe] {name} with design = "interleaved" and a host'
-            found.append(Problem(f"observe.{name}", expected, "true", hint))
+    hint = 'not built yet: one recording of the seats, where their servers run; design = "sequential" records there'
+    perf = spec.observe.perf  # recorded where the servers run (observers/seats.py), of the servers alone
+    if perf is not None and "client" in perf.targets:
+        expected = 'perf targets = ["server"] with design = "interleaved" and a host'
+        found.append(Problem("observe.perf.targets", expected, repr(perf.targets), hint))
+    if spec.observe.alloc is not None:
+        expected = 'no [observe] alloc with design = "interleaved" and a host'
+        found.append(Problem("observe.alloc", expected, "true", hint))
     return found
 
 

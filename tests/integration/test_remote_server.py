@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from perflab.store import folded
 from tests.integration.helpers import sysbench_started, used, wait_for, write_experiment
 from tests.integration.sshhosts import ROOT, SshLab, check_client_profile, namespace_commands, perflab_via
 
@@ -96,10 +97,12 @@ def test_a_server_on_another_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> Non
 def test_interleaved_turns_with_the_servers_on_their_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     """design = "interleaved" with server_host: every seat's server there (restored, started, proven
     there), its client here taking turns (SIGSTOP, SIGCONT), its counters over TCP from here and its
-    CPU read there, each cell's use over its own turns."""
+    CPU read there, each cell's use over its own turns; one `perf record -a` there for the group, each
+    seat's server profiled from it over its own turns (observers/seats.py on the host's place)."""
     db = ssh_lab.hosts["db"]
     body = EXPERIMENT.format(ssh=db.ssh, more='design = "interleaved"').replace('duration = "2s"', 'duration = "4s"')
     body += '[variants.alloc]\nglibc = {}\njemalloc = { preload = "jemalloc" }\n[observe]\nstatus = true\n'
+    body += "perf = { frequency = 999 }\n"
     spec, out = write_experiment(tmp_path / "turns.toml", body), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -117,6 +120,15 @@ def test_interleaved_turns_with_the_servers_on_their_host(ssh_lab: SshLab, tmpfs
         assert 0.9 <= cell["status_per_txn"]["Com_select"] <= 1.1, cell["status_per_txn"]  # over TCP from here
     jemalloc = cells["jemalloc"]["allocator_library"]  # the host's own, mapped there
     assert "libjemalloc" in jemalloc and "libc.so" in cells["glibc"]["allocator_library"]
+    pids = set()
+    for cell in cells.values():  # its own server's samples, over its own turns' seconds and transactions
+        (prof,) = [p for p in cell["profiles"] if (p["source"], p["phase"]) == ("perf", "measured")]
+        assert prof["target"] == "server" and prof["samples"] >= 20, prof  # a paced client: ~0.1 core
+        assert 1.5 <= prof["seconds"] <= 8 and prof["transactions"] == pytest.approx(cell["summary"]["transactions"], rel=0.2)
+        meta = folded.read_meta(out / prof["path"])
+        assert meta["binary"].endswith("/mariadbd") and "mariadbd" in meta["dsos"].values(), meta["binary"]
+        pids.add(meta["pid"])
+    assert len(pids) == 2  # each seat's own server
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 

@@ -69,8 +69,10 @@ def test_what_a_remote_client_does_not_support_yet() -> None:
         'client_host = "load"\ndesign = "interleaved"',
         rest=HOSTS + "[observe]\nperf = true\nstatus = true\nio = true\n",
     )
-    # sysbench's seats take their turns on a client host (hosts/turns.py); their perf records here only
-    assert "experiment.design" not in found and 'design = "interleaved" and a host' in found["observe.perf"]
+    # sysbench's seats take their turns on a client host (hosts/turns.py); perf records the servers here
+    assert "experiment.design" not in found and "observe.perf" not in found
+    clients = problems('client_host = "load"\ndesign = "interleaved"', rest=HOSTS + '[observe]\nperf = { targets = ["client"] }\n')
+    assert 'targets = ["server"] with design = "interleaved" and a host' in clients["observe.perf.targets"]
     assert "interleaved" in found["observe.io"] and "client_host" not in found["observe.io"]  # the design's only
     # the server here: its perf, pmp and status run here
     here = parse('client_host = "load"', rest=HOSTS + "[observe]\nperf = true\npmp = true\nstatus = true\n")
@@ -162,10 +164,11 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
         "observe.io",
         "observe.host_speed",
         "observe.pmp",
-        "observe.perf",
         "observe.alloc",
-    }, found  # fmt: skip  (pmp: refused by the interleaved design's own check; perf, alloc: its seats' there)
-    assert "the seats' recording is this machine's" in found["observe.perf"]
+    }, found  # fmt: skip  (pmp: refused by the interleaved design's own check; alloc: its seats' there)
+    assert "one recording of the seats, where their servers run" in found["observe.alloc"]
+    # the seats' perf records on the server host, of the servers
+    assert parse('server_host = "db"\ndesign = "interleaved"', rest=HOSTS + "[observe]\nperf = true\n").file.observe.perf
     # the interleaved design's seats there, their clients here or on a client host: MariaDB's
     assert parse('server_host = "db"\ndesign = "interleaved"').file.experiment.interleaved
     assert parse('server_host = "db"\ndesign = "interleaved"\nclient_host = "load"').file.experiment.interleaved

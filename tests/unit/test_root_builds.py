@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from perflab import elf
 from perflab.run import allocator_proof
 from perflab.builds import Build, launcher
-from perflab.observers.profilers import _exe
+from perflab.places.here import HERE
 from perflab.spec.builds import BuildSpec
 
 
@@ -65,8 +65,8 @@ def test_the_program_behind_a_loader_is_found(tmp_path: Path):
         deadline = time.monotonic() + 10
         while Path(f"/proc/{child.pid}/cmdline").read_bytes().count(b"\0") < 5 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert _exe(child.pid) == "/bin/sleep"
+        assert HERE.program(child.pid) == "/bin/sleep"
     finally:
         child.kill()
         child.wait()
-    assert _exe(1 << 30) is None
+    assert HERE.program(1 << 30) is None

@@ -3,6 +3,8 @@ own running seconds and transactions, as the seats of a group share the wall clo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from perflab.observers.phases import CONNECT, MEASURED, STALL, WARMUP
@@ -40,3 +42,25 @@ def test_samples_are_cut_by_the_wall_clock_and_only_into_warm_up_and_window():
 def test_a_seat_with_no_warm_up_has_no_warm_up_profile():
     s = SeatSpans(workload=112.0, window=112.0, end=160.0, own={MEASURED: (12.0, 9000.0)})
     assert s.ranges(WARMUP) == [] and s.seconds(WARMUP, (100.0, 170.0)) == 0.0
+
+
+def test_the_seats_recording_is_made_and_removed_where_their_servers_run() -> None:
+    """With the servers on a host, the group's perf records there (its site: place, directory, clock),
+    its times put on this machine's clock by the host's clock read when the window ends, and its
+    directory there removed after the group (a perf.data per group would fill the host's tmpfs)."""
+    from types import SimpleNamespace
+
+    from perflab.observers.seats import SeatObservers
+    from perflab.places import Done, Site
+    from perflab.spec.observe import ObserveSection
+
+    ran: list[list[str]] = []
+    place = SimpleNamespace(run=lambda argv, timeout=60.0: ran.append(argv) or Done(0, "", ""))
+    clock = SimpleNamespace(finish=lambda: ran.append(["clock finish"]))
+    site = Site(place, Path("/r/group-0003"), clock)  # type: ignore[arg-type]
+    group = SeatObservers(ObserveSection.model_validate({"perf": True}), Path("/local/group-0003"), site)
+    group.perf = SimpleNamespace(enabled=True)  # type: ignore[assignment]  (recording: started there)
+    group.window_ended()
+    group.remove()
+    assert ran == [["clock finish"], ["rm", "-rf", "--one-file-system", "/r/group-0003"]]
+    assert SeatObservers(ObserveSection(), Path("/local/g")).site.dir == Path("/local/g")  # here: the work directory

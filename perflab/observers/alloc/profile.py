@@ -16,7 +16,8 @@ from perflab.analyze.alloc import callers
 from perflab.observers.alloc.tracer import AllocTracer
 from perflab.observers.pmp import demangle
 from perflab.observers.pmp_sampler import Symbolizer
-from perflab.observers.profilers import TOP_N, _exe
+from perflab.observers.profilers import TOP_N
+from perflab.places.here import HERE
 from perflab.store import folded
 from perflab.store.results import Results
 
@@ -80,7 +81,7 @@ def store_alloc(
         "transactions": transactions,
         "window_transactions": transactions,
         "pid": pid,
-        "binary": binary or _exe(pid),
+        "binary": binary or HERE.program(pid),
         "dsos": dsos,
     }
     path = folded.write(folded.base(results.dir, cell_id, "alloc"), stacks, meta)
