@@ -69,8 +69,9 @@ class SeatSpans(Spans):
 class SeatObservers:
     """[observe] perf and alloc of one interleaved group (module doc)."""
 
-    def __init__(self, observe: ObserveSection, workdir: Path, site: Site | None = None) -> None:
+    def __init__(self, observe: ObserveSection, workdir: Path, site: Site | None = None, tree: bool = False) -> None:
         self.observe = observe
+        self.tree = tree  # a server is its process tree (PostgreSQL's backends: Kind.profiles_tree)
         self.workdir = Path(workdir)
         self.site = site or Site(HERE, self.workdir)  # where the servers run: perf records there
         self.perf: PerfRecorder | None = None
@@ -147,6 +148,7 @@ class SeatObservers:
         fields: dict[str, Any] = {}
         if self.perf is not None:
             profilers = Profilers.shared(self.observe, pids, self.workdir, self.perf, self.site)
+            profilers.tree = self.tree
             profilers.store(results, cell_id, spans)
         if tracer is not None:
             window = round(spans.own.get(MEASURED, (0.0, 0.0))[1])

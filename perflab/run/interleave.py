@@ -72,7 +72,8 @@ def run_group(
     spec = runner.exp.file.experiment
     warmup, duration, slice_s = round(spec.window_start), round(spec.duration), spec.slice
     groupdir = workdir / f"group-{cells[0].order:04d}"  # the group's perf recording
-    observers = SeatObservers(runner.exp.file.observe, groupdir, runner.stage().recording(groupdir))
+    site, tree = runner.stage().recording(groupdir), runner.kind.profiles_tree
+    observers = SeatObservers(runner.exp.file.observe, groupdir, site, tree)
     seats = [Seat(runner, cell, snap, workdir, observers) for cell, snap in zip(cells, snapshots, strict=True)]
     budget = 2 * len(seats) * (warmup + duration) + round(spec.timeout_margin)  # the client's own deadline
     try:

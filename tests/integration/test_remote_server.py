@@ -135,11 +135,13 @@ def test_interleaved_turns_with_the_servers_on_their_host(ssh_lab: SshLab, tmpfs
 def test_postgresql_seats_take_turns_on_their_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     """design = "interleaved" with a PostgreSQL server_host: each seat's postmaster there, its sysbench
     here taking turns, its transactions counted by the client itself (turns.lua: PostgreSQL's own counts
-    come too late for a turn), its tree's CPU and memory read there."""
+    come too late for a turn), its tree's CPU and memory read there; the group's perf there, each seat's
+    profile its postmaster's tree (its backends' samples: none before 2026-11-29, here or there)."""
     db = ssh_lab.hosts["db"]
     body = EXPERIMENT.format(ssh=db.ssh, more='design = "interleaved"\nserver = "postgresql"')
     body = body.replace("[variants.log]\nOFF = {}\n", "[variants.sb]\n" + '"64MB" = { server_options = { shared_buffers = "64MB" } }\n'
                         + '"128MB" = { server_options = { shared_buffers = "128MB" } }\n')  # fmt: skip
+    body += "[observe]\nperf = { frequency = 999 }\n"
     spec, out, shm = write_experiment(tmp_path / "pg-turns.toml", body), tmp_path / "results", tmpfs("shm", "1G")
     shm.parent.chmod(0o755)  # the postgres account reaches its directories
     done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
@@ -152,6 +154,10 @@ def test_postgresql_seats_take_turns_on_their_host(ssh_lab: SshLab, tmpfs, tmp_p
         assert cell["build"]["host"]["name"] == "db" and cell["summary"]["transactions"] > 0, cell.get("error")
         assert cell["resources"]["server_cpu_s"] > 0 and cell["resources"]["rss_end_bytes"] > 10 << 20, cell["resources"]
         assert cell["server_options"]["shared_buffers"] == cell["variant"]["sb"]
+        (prof,) = [p for p in cell["profiles"] if (p["source"], p["phase"]) == ("perf", "measured")]
+        meta = folded.read_meta(out / prof["path"])
+        assert prof["samples"] >= 20 and len(meta["processes"]) >= 1 + 2, (prof, meta["processes"])  # backends
+        assert any("PostgresMain" in stack.split(";") for stack in folded.read(out / prof["path"])), prof["top"]
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 
