@@ -99,9 +99,13 @@ def test_pmp_samples_every_backend_at_every_tick(run):
         stack, _ = rest.rsplit(" ", 1)  # C++ name), as store/folded.read_timed allows
         ticks.setdefault(t, []).append(stack)
     assert len(ticks) >= 8  # 3 s at 0.25 s
-    # both backends and the postmaster, every tick (one row per process, none twice)
-    for rows in ticks.values():
-        assert sum("PostgresMain" in r.split(";") for r in rows) == 2, rows
+    # both backends and the postmaster, every tick (one row per process, none twice). A tick is stamped
+    # when it begins and walks the tree for tens of ms: one begun in the window's last interval may
+    # reach the backends after the window's end, when pgbench is told to end (a backend in proc_exit,
+    # or none: ci24 and a try here, 1 in 5), so the backends are counted in the ticks before it
+    for t, rows in ticks.items():
+        if float(t) + 0.25 <= ref["seconds"]:
+            assert sum("PostgresMain" in r.split(";") for r in rows) == 2, (t, rows)
         assert sum(r.split(";")[-1] in ("__select", "select") or r.endswith("ServerLoop") for r in rows) <= 1
     assert ref["samples"] == sum(len(rows) for rows in ticks.values())
     window_txn = doc["cells"][0]["summary"]["transactions"]  # pmp starts with the window: a little later
