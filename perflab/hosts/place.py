@@ -24,7 +24,7 @@ from typing import Self, TypeVar
 from perflab.errors import ClockAlignmentError, HostLostError
 from perflab.hosts.clock import Alignment, WindowClock
 from perflab.hosts.rundir import RunDir, Tracked
-from perflab.hosts.transport import Connection
+from perflab.hosts.transport import Connection, RemoteProcess
 from perflab.places import Clock, Done, Process
 from perflab.places.procfs import ProcCounters
 
@@ -234,6 +234,10 @@ class HostPlace:
     def spawn(self, argv: Sequence[str], log: str | Path) -> Tracked:
         return Tracked(self.rundir, ["sh", "-c", _LOGGED, str(log), *argv])
 
+    def follow(self, argv: Sequence[str]) -> Following:
+        proc, pid = self.rundir.start(list(argv))
+        return Following(self.rundir, proc, pid)
+
     def control(self, ctl: str | Path, ack: str | Path, process: Process) -> ShellControl:
         return ShellControl(self.rundir.link, str(ctl), str(ack))
 
@@ -250,10 +254,29 @@ class HostPlace:
         return lambda t: aligned.monotonic(t + wall)
 
     def program(self, pid: int) -> str | None:
-        return self.run(["readlink", f"/proc/{pid}/exe"]).stdout.strip() or None
+        """`HOST:PATH` (db:/usr/sbin/mariadbd): a profile's binary says where it ran (docs/hosts.md)."""
+        exe = self.run(["readlink", f"/proc/{pid}/exe"]).stdout.strip()
+        return f"{self.name}:{exe}" if exe else None
 
     def debug_files(self, pid: int) -> dict[str, Path]:
         return {}  # perf there finds the host's own; a private root copied there keeps its -dbgsym unread
+
+
+@dataclass(frozen=True)
+class Following:
+    """A process in the run directory there, its output streamed back (HostPlace.follow)."""
+
+    rundir: RunDir
+    proc: RemoteProcess
+    pid: int
+
+    def lines(self) -> Iterable[str]:
+        with contextlib.suppress(HostLostError, TimeoutError):
+            yield from self.proc.lines()
+
+    def stop(self) -> None:
+        with contextlib.suppress(HostLostError):
+            self.rundir.signal(self.pid, "KILL")
 
 
 @dataclass(frozen=True)

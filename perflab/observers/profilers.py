@@ -24,6 +24,7 @@ samples show (stacks that reach a thread's entry point, frames without a name) a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
@@ -33,13 +34,16 @@ from pathlib import Path
 from typing import Any, Self
 
 from perflab import debuginfo, servers
+from perflab.errors import PerflabError
 from perflab.observers.elf import inspect
+from perflab.observers.host_binaries import unnamed
 from perflab.observers.host_speed import HostSpeed
 from perflab.observers.io import IoObserver
 from perflab.observers.perf import PerfRecorder
 from perflab.observers.perf_script import FoldStats
 from perflab.observers.phases import MEASURED, PHASES, Spans
 from perflab.observers.pmp import StackSampler, fold_rows
+from perflab.observers.pmp_loop import LoopSampler
 from perflab.places import Site
 from perflab.places.here import HERE
 from perflab.spec.observe import ObserveSection
@@ -61,19 +65,25 @@ class Profilers:
         *,
         tree: bool = False,
         io: IoObserver | None = None,
+        site: Site | None = None,
+        own_clock: bool = False,
     ) -> None:
-        """`pid`: the server's here; None for a server on another host (the client's alone: its pid
-        comes with workload_started, remote_client_profilers.ClientHereProfilers)."""
+        """`pid`: the server's; None for the client alone (its pid comes with workload_started).
+        `site`: where the profiled processes run: here (the default, in `workdir`), or a host (its
+        place, a directory there, its clock: these profilers read it themselves with `own_clock`,
+        else the window's RSS sampler does)."""
         self.observe = observe
         self.io = io  # [observe] io: the storage's and the server's I/O (observers/io.py)
         self.tree = tree  # the server target is its process tree (PostgreSQL's backends)
+        self.site = site or Site(HERE, Path(workdir))
+        self.own_clock = own_clock and self.site.clock is not None
         self.pids = {"server": pid} if pid is not None else {}
-        self.workdir = Path(workdir)
+        self.workdir = Path(workdir)  # here: the cell's directory (host_speed's canary beside it)
         self.perf: PerfRecorder | None = None
-        self.pmp: dict[str, StackSampler] = {}
+        self.pmp: dict[str, Any] = {}  # target -> its StackSampler (or LoopSampler there)
         self.canary: HostSpeed | None = None  # [observe] host_speed
         self._stack = ExitStack()
-        self.binaries = {"server": HERE.program(pid)} if pid is not None else {}
+        self.binaries = {"server": self.site.place.program(pid)} if pid is not None else {}
         self.inspect: dict[str, str | None] = {}  # a target's binary as a file here, when not `binaries`' path
 
     @classmethod
@@ -83,12 +93,10 @@ class Profilers:
         """The profiles of `pids` (a server and its client) from a recording made for several
         (an interleaved group's: observers/seats.py) at `site` (here, or a server's host), to
         store(); nothing to enter."""
-        profilers = cls(observe, pids["server"], workdir)
-        profilers.pids = dict(pids)
+        profilers = cls(observe, pids["server"], workdir, site=site)
         targets = observe.perf.targets if observe.perf is not None else []  # a client elsewhere is not read
-        profilers.binaries = {t: perf.place.program(pid) for t, pid in pids.items() if t in targets}
-        if site is not None and site.local is not None:  # the stack quality inspects the binary as a file here
-            profilers.inspect = {t: site.local(b) if b else None for t, b in profilers.binaries.items()}
+        profilers.pids = dict(pids)
+        profilers.binaries = {t: profilers.site.place.program(pid) for t, pid in pids.items() if t in targets}
         profilers.perf = perf
         return profilers
 
@@ -100,12 +108,13 @@ class Profilers:
             self._stack.enter_context(self.io)
         # perf first, not recording: its start-up (reading every process's maps) takes tenths of
         # a second, before the workload; it then records system-wide and is folded per process
-        perf = self.observe.perf
+        perf, site = self.observe.perf, self.site
         if perf is not None:
-            named = self.pids.get("server", os.getpid())  # its file's name
+            named = next(iter(self.pids.values()), os.getpid())  # its file's name
             recorder = PerfRecorder(
-                named, self.workdir, frequency=perf.frequency, call_graph=perf.call_graph, enabled=False
-            )
+                named, site.dir, frequency=perf.frequency, call_graph=perf.call_graph, enabled=False,
+                place=site.place, clock=site.clock, starts=site.starts,  # type: ignore[arg-type]
+            )  # fmt: skip
             self.perf = self._stack.enter_context(recorder)
         return self
 
@@ -114,18 +123,20 @@ class Profilers:
         warm-up's profiles (pmp's start-up and its first sample, loading mariadbd's symbols, take
         tenths of a second: with pmp warmup = false the sampler starts too, paused, so that cost
         stays out of the window and its profile covers the whole window)."""
+        if self.own_clock:
+            self.site.clock.begin()  # type: ignore[union-attr]  (before perf's first sample; again at the exit)
         perf = self.observe.perf
         if self.perf is not None and perf is not None and perf.warmup and not self.perf.enabled:
             self.perf.resume()
         self._begin(warmup=True)
 
     def workload_started(self, client: Any = None) -> None:
-        """The workload runs (and its client, a process here or its pid, has its libraries mapped):
-        the warm-up's samplers begin."""
+        """The workload runs (and its client, a process or its pid where it runs, has its libraries
+        mapped): the warm-up's samplers begin."""
         client_pid = getattr(client, "pid", client)
         if client_pid is not None:
             self.pids["client"] = client_pid
-            self.binaries["client"] = HERE.program(client_pid)
+            self.binaries["client"] = self.site.place.program(client_pid)
         self._begin(warmup=True)
 
     def window_started(self) -> None:
@@ -141,8 +152,7 @@ class Profilers:
                     if target not in self.pmp and target in self.pids:
                         tree = self.tree and target == "server"
                         paused = warmup and not pmp.warmup  # a window-only profile: ready, not yet sampling
-                        options = {"interval": pmp.interval, "tool": pmp.tool, "tree": tree, "paused": paused}
-                        sampler = StackSampler(self.pids[target], self.workdir, **options)
+                        sampler = self._sampler(self.pids[target], pmp.interval, pmp.tool, tree, paused)
                         self.pmp[target] = self._stack.enter_context(sampler)
                 if not warmup:
                     for sampler in self.pmp.values():
@@ -152,8 +162,25 @@ class Profilers:
             self._stack.close()
             raise
 
+    def _sampler(self, pid: int, interval: float, tool: str, tree: bool, paused: bool) -> Any:
+        site = self.site
+        if site.loop:  # eu-stack where the process runs, its samples on the place's clock
+            return LoopSampler(site.place, pid, site.clock, interval, site.starts or unnamed, tree, paused)  # type: ignore[arg-type]
+        return StackSampler(pid, self.workdir, interval=interval, tool=tool, tree=tree, paused=paused)
+
     def __exit__(self, *exc: object) -> None:
-        self._stack.close()
+        try:
+            if self.own_clock:
+                with contextlib.suppress(PerflabError):  # a host that dropped off: its profiles cannot be cut
+                    self.site.clock.finish()  # type: ignore[union-attr]  (before perf's stop takes its seconds)
+        finally:
+            self._stack.close()
+
+    def remove(self) -> None:
+        """The recordings' own directory where they were made (a host's perf.data, its FIFOs and logs)."""
+        if self.site.own_dir:
+            with contextlib.suppress(PerflabError, TimeoutError):
+                self.site.place.run(["rm", "-rf", "--one-file-system", str(self.site.dir)], timeout=120)
 
     def fields(self, spans: Spans) -> dict[str, Any]:
         """The cell's fields from observers that are not profiles: `host_speed` over the window."""
@@ -164,6 +191,8 @@ class Profilers:
 
     def store(self, results: Results, cell_id: int, spans: Spans) -> list[dict[str, Any]]:
         """Fold every profile per target and phase, write it under profiles/, reference it in results.db."""
+        if self.site.local is not None:  # the stack quality inspects a host's binary as a file here
+            self.inspect = {t: self.site.local(b) if b else None for t, b in self.binaries.items()}
         rows = []
         save = functools.partial(self._save, results, cell_id, spans)
         if self.perf is not None and self.observe.perf is not None:
@@ -182,7 +211,7 @@ class Profilers:
             rows.extend(self._store_pmp(save, spans, target, sampler))
         return rows
 
-    def _store_pmp(self, save: Any, spans: Spans, target: str, sampler: StackSampler) -> list[dict[str, Any]]:
+    def _store_pmp(self, save: Any, spans: Spans, target: str, sampler: Any) -> list[dict[str, Any]]:
         rows = sampler.rows()
         settings = {"interval_s": sampler.interval, "call_graph": sampler.tool, "sampler_cost": sampler.cost()}
         settings["processes"] = sampler.processes or None

@@ -53,6 +53,14 @@ class Process(Protocol):
     def kill(self) -> None: ...
 
 
+class Followed(Protocol):
+    """A process started for its output: its lines as they come, until it is stopped."""
+
+    def lines(self) -> Iterable[str]: ...
+
+    def stop(self) -> None: ...
+
+
 class Control(Protocol):
     """Words written to a process's command FIFO, each answered on its acknowledgement FIFO (perf's
     --control fifo:CTL,ACK)."""
@@ -130,6 +138,10 @@ class Place(Protocol):
         """`argv` started in its own process group, its output into `log`, stopped with the run."""
         ...
 
+    def follow(self, argv: Sequence[str]) -> Followed:
+        """`argv` started, its output read line by line as it comes (a sampling loop), killed by stop()."""
+        ...
+
     def control(self, ctl: str | Path, ack: str | Path, process: Process) -> Control:
         """The command channel of `process`, which holds the FIFOs `ctl` and `ack` open."""
         ...
@@ -162,3 +174,5 @@ class Site:
     clock: Clock | None = None
     starts: Callable[[str], object] | None = None
     local: Callable[[str], str | None] | None = None
+    loop: bool = False  # pmp as an eu-stack loop there (observers/pmp_loop.py: perflab's libdw sampler is here)
+    own_dir: bool = False  # `dir` is the recordings' alone: removed once they are stored

@@ -83,6 +83,9 @@ class Here:
         with open(log, "w", encoding="utf-8") as out:  # the child holds its own copy of the descriptor
             return Child(argv, stdout=out, stderr=subprocess.STDOUT)
 
+    def follow(self, argv: Sequence[str]) -> Following:
+        return Following(Child(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+
     def control(self, ctl: str | Path, ack: str | Path, process: Process) -> FifoControl:
         return FifoControl(Path(ctl), Path(ack), process)
 
@@ -114,6 +117,20 @@ class Here:
 
 
 HERE = Here()
+
+
+@dataclass(frozen=True)
+class Following:
+    """A process here read line by line (Here.follow)."""
+
+    child: Child
+
+    def lines(self) -> Iterable[str]:
+        assert self.child.popen.stdout is not None
+        return self.child.popen.stdout
+
+    def stop(self) -> None:
+        self.child.kill()
 
 
 class FifoControl:

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from perflab import workloads
-from perflab.observers import remote_io, remote_profilers
+from perflab.observers import remote_io
 from perflab.observers.alloc import remote as remote_alloc
 from perflab.observers.alloc.profile import alloc_fields
 from perflab.observers.alloc.remote import Spanning
 from perflab.observers.alloc.tracer import AllocTracer
 from perflab.observers.profilers import Profilers
-from perflab.observers.remote_client_profilers import ClientHereProfilers, Paired, names_client, of_target
+from perflab.observers.paired import CLIENT, Paired, alone, on_host
 from perflab.observers.remote_io import HostObservers
 from perflab.observers.status import of_server as status_of
 from perflab.places.here import HERE
@@ -65,8 +65,7 @@ class ServerHere:
         if client_end.here:
             profilers = Profilers(observe, server.pid, server.rundir, tree=tree, io=runner.io_observer(server))
             return profilers, HostObservers(None, None, None, own=False, armed=armed)
-        alone = of_target(observe, "server")
-        mine = Profilers(alone.model_copy(update={"host_speed": False}), server.pid, server.rundir, tree=tree)
+        mine = alone(observe, "server", server.pid, server.rundir, tree)
         theirs = client_end.profilers(runner, cell, server)
         return Paired(mine, theirs), remote_io.here(observe, runner.io_observer(server), server, armed)
 
@@ -118,9 +117,10 @@ class ServerThere:
     def observers(self, cell: Cell, client_end: Any, clock: Any) -> tuple[Any, Any]:
         """perf and pmp of the server there, the client's beside them; the canary and the I/O there."""
         runner, server = self.runner, self.server
-        observe = of_target(runner.exp.file.observe, "server")
+        observe = runner.exp.file.observe
         place, tree = runner.server_host, runner.kind.profiles_tree
-        mine = remote_profilers.of_cell(observe, place.rundir, tree, cell, server, clock)
+        there = f"{place.rundir.path}/profile-{cell.order:04d}"
+        mine = on_host(observe, "server", server.pid, server.rundir, place.rundir, there, clock, tree)
         theirs = client_end.profilers(runner, cell, server)
         return Paired(mine, theirs), remote_io.of_cell(runner.exp.file.observe, place, runner.kind, server, clock)
 
@@ -180,7 +180,7 @@ class ClientHere:
     def profilers(self, runner: Runner, cell: Cell, server: Any) -> Any:
         """Beside a server on its host: the client's here, as a local cell's (system-wide perf here)."""
         observe = runner.exp.file.observe
-        return ClientHereProfilers(observe, server.rundir) if names_client(observe) else None
+        return alone(observe, CLIENT, None, server.rundir)
 
     def launched(self, child: Any, cell: Cell, out: Path, profilers: Any) -> dict[str, Any]:
         """Its libraries mapped (a client variant's proven), then its profilers attached."""

@@ -10,7 +10,7 @@ Recorded per cell (`client` fields): the host, the bytes its network interface t
 moved per transaction over the window, the round trip to the host, its CPU there over the window,
 and `clock`, the host's clock read before the client started and after it ended (a client cut at
 perflab's marks, pgbench, has them put on that clock: hosts/clock.py). With [observe] perf / pmp
-targets naming the client, it is profiled on its host (observers/remote_client_profilers.py).
+targets naming the client, it is profiled on its host (observers/paired.on_host).
 
     remote = RemoteClient.open(hosts, "load", workloads.of(spec))   # run/remote_server.run_hosts, for the whole run
     client_end = ClientOnHost(runner, remote, cell)                 # the window's client (run/window.py)
@@ -35,6 +35,7 @@ from perflab.hosts.session import Hosts
 from perflab.hosts.place import read_counters
 from perflab.hosts.target import WHICH, install_hint
 from perflab.hosts.turns import AGENT, HostTurns, TurnAgent
+from perflab.observers.paired import CLIENT, on_host
 from perflab.places.procfs import ProcCounters
 from perflab.workloads.turn_latency import WRAPPER
 from perflab.workloads import client_variant, sysbench
@@ -209,9 +210,10 @@ class ClientOnHost:
         return fields
 
     def profilers(self, runner: Runner, cell: Any, server: Any) -> Any:
-        from perflab.observers.remote_client_profilers import on_host
-
-        return on_host(runner.exp.file.observe, self.remote.rundir, cell, server)
+        """The client's perf and pmp on its host, in its `client-profile-NNNN/` there."""
+        rundir = self.remote.rundir
+        there = f"{rundir.path}/client-profile-{cell.order:04d}"
+        return on_host(runner.exp.file.observe, CLIENT, None, server.rundir, rundir, there, None)
 
     def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> RemoteChild:
         self.clock.begin()  # before it starts, and again once it has ended: its times lie between
@@ -221,7 +223,7 @@ class ClientOnHost:
         return self.prove(child, cell)
 
     def running(self, child: Any, profilers: Any) -> None:
-        profilers.workload_started(child)  # the client's profilers: of its pid there, its threads started
+        profilers.workload_started(child.client_pid() if child is not None else None)  # its pid there, its threads started
 
     def pid(self, child: Any) -> int | None:
         return None  # none of this machine's CPU

@@ -46,7 +46,7 @@ from perflab import workloads
 from perflab.run import storage
 from perflab.servers import dataset
 from perflab.observers.alloc import remote as remote_alloc
-from perflab.observers.host_binaries import HostStarts
+from perflab.observers.paired import host_site
 from perflab.places import Site
 from perflab.run.server_logs import keep_logs
 from perflab.run.storage import Storage
@@ -329,9 +329,8 @@ class HostStage:
     def recording(self, local: Path) -> Site:
         """perf of the servers there, in the run's directory there, its times aligned by the host's
         clock read over the window, the frames of the host's binaries named from them (HostStarts)."""
-        starts = HostStarts(self.place.link, local.parent / "host-binaries")  # once per run
-        there = Path(f"{self.place.rundir.path}/{local.name}")
-        return Site(self.place.place, there, WindowClock(self.place.link), starts, starts.local)
+        rundir = self.place.rundir
+        return host_site(rundir, f"{rundir.path}/{local.name}", WindowClock(self.place.link), local.parent)
 
     def finish(self, server: Any, rundir: Path, logs: Path) -> None:
         if server is not None:

@@ -232,7 +232,7 @@ class Kind:
     # the server on another host (run/remote_server.py, docs/hosts.md); why this kind cannot run there yet
     remote_server_refusal: str | None = "a server on another host is not supported with this server yet"
     server_packages: ClassVar[dict[str, str]] = {}  # a server host's tools -> their Debian packages
-    # why perf and pmp cannot profile this kind's server on a server host yet (observers/remote_profilers.py)
+    # why perf and pmp cannot profile this kind's server on a server host yet (observers/paired.on_host)
     remote_profile_refusal: str | None = None
     profiles_tree = False  # its server target is a process tree (a postmaster and its backends): profile them all
     # why [observe] alloc cannot count this kind's server on a server host yet (observers/alloc/remote.py)

@@ -221,7 +221,7 @@ def _tool_problems(spec: ExperimentFile, key: str) -> list[Problem]:
 
 
 def _client_target_problems(spec: ExperimentFile) -> list[Problem]:
-    """perf and pmp of the client run on its host (observers/remote_client_profilers.py), where
+    """perf and pmp of the client run on its host (observers/paired.on_host), where
     its stacks are sampled by eu-stack: another pmp tool is refused."""
     pmp = spec.observe.pmp
     if pmp is None or "client" not in pmp.targets or "tool" not in pmp.model_fields_set or pmp.tool == "eu-stack":

@@ -228,9 +228,9 @@ def test_perf_pmp_and_status_observe_a_server_host() -> None:
 
 
 def test_perf_and_pmp_of_a_client_on_its_host() -> None:
-    """targets naming the client with client_host: profiled on its host (remote_client_profilers.py),
+    """targets naming the client with client_host: profiled on its host (observers/paired.on_host),
     the server here or on its host; pmp there is eu-stack; with the client here beside a server host,
-    the client is profiled here (remote_client_profilers.ClientHereProfilers)."""
+    the client is profiled here (observers/paired.alone)."""
     from perflab.hosts.preflight import client_observer_packages
 
     both = '[observe]\nperf = { targets = ["server", "client"] }\npmp = { targets = ["client"] }\n'
@@ -255,7 +255,7 @@ def test_perf_and_pmp_of_a_client_on_its_host() -> None:
 
 
 def test_observe_of_one_target_keeps_perf_and_pmp_where_they_name_it() -> None:
-    from perflab.observers.remote_client_profilers import of_target
+    from perflab.observers.paired import of_target
 
     observe = parse('client_host = "load"', rest=HOSTS + '[observe]\nperf = { targets = ["server", "client"], '
                     'frequency = 49 }\npmp = { targets = ["client"] }\nstatus = true\n').file.observe  # fmt: skip

@@ -26,7 +26,7 @@ from perflab.observers.host_binaries import HostStarts, unnamed
 from perflab.observers.host_overhead import perflab_ticks, window_ticks, wrappers
 from perflab.observers.phases import Spans
 from perflab.observers.perf import PerfRecorder
-from perflab.observers.remote_profilers import RemoteStackSampler
+from perflab.observers.pmp_loop import LoopSampler
 from perflab.hosts.place import HostPlace, aligned_samples
 from perflab.spec.observe import ObserveSection
 
@@ -185,8 +185,8 @@ TID 4712:
 def test_eu_stack_samples_on_the_host_are_aligned_rows() -> None:
     clock = WindowClock(FakeLink(offset=-3.0))
     clock.begin()
-    rundir = SimpleNamespace(link=FakeLink(), path="/r")
-    sampler = RemoteStackSampler(rundir, 4711, clock, 0.5)
+    place = HostPlace("db", SimpleNamespace(link=FakeLink(), path="/r"))  # type: ignore[arg-type]
+    sampler = LoopSampler(place, 4711, clock, 0.5, unnamed)
     sampler.span = (time.monotonic() - 2, time.monotonic())
     sampler._modules = None  # every frame named by eu-stack
     sampler._samples = [(time.time() - 3.0 - 1.0, EU_STACK)]  # the host's clock: 1 s ago
@@ -318,7 +318,8 @@ def test_a_process_tree_is_profiled_on_its_host_as_locally() -> None:
     perf = on_host(FakeLink(answers={"--tasks": TASKS}), clock)
     assert perf.descendants(4711) == [4711, 4720, 4721, 4730]
     assert perf.script_argv([4711, 4720])[4:6] == ["--pid", "4711,4720"]
-    sampler = RemoteStackSampler(SimpleNamespace(link=FakeLink(), path="/r"), 4711, clock, 0.5, tree=True)
+    place = HostPlace("db", SimpleNamespace(link=FakeLink(), path="/r"))  # type: ignore[arg-type]
+    sampler = LoopSampler(place, 4711, clock, 0.5, unnamed, tree=True)
     clock.begin()
     sampler.span = (time.monotonic() - 2, time.monotonic())
     sampler._modules = None
