@@ -2,9 +2,10 @@
 
 Waits show up here (locks, condition variables, I/O, mprotect), unlike in perf's on-CPU
 samples. Two tools: the resident libdw sampler (`pmp_sampler.py`, the default: symbols and
-unwind tables loaded once) and `eu-stack -p PID` run every interval (loads them on every
-call; kept to compare). Both unwind from the binaries' CFI (.eh_frame), so their stacks are
-complete even where frame pointers are missing.
+unwind tables loaded once; StackSampler here) and `eu-stack -p PID` run every interval (loads
+them on every call; kept to compare, and the tool on a host: pmp_loop.LoopSampler). Both unwind
+from the binaries' CFI (.eh_frame), so their stacks are complete even where frame pointers are
+missing.
 
     with StackSampler(pid, workdir, interval=1.0) as pmp:   # tree=True: PID and every process it forked
         run_window()
@@ -25,7 +26,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -35,7 +35,6 @@ from perflab.errors import PerflabError
 from perflab.observers.elf import FunctionStarts
 from perflab.observers.perf_script import ROOTS, FoldStats
 from perflab.places.proc import Child, guarded
-from perflab.places.proctree import tree
 
 TOOLS = ("libdw", "eu-stack")
 
@@ -118,7 +117,9 @@ def parse_eu_stack(text: str, modules: ModuleMap, dsos: dict[str, str] | None = 
 
 
 class StackSampler:
-    """Samples the server's thread stacks every `interval` seconds for the window."""
+    """Samples the server's thread stacks every `interval` seconds for the window (the libdw sampler)."""
+
+    tool = "libdw"
 
     def __init__(
         self,
@@ -126,7 +127,6 @@ class StackSampler:
         workdir: Path,
         *,
         interval: float = 1.0,
-        tool: str = "libdw",
         tree: bool = False,
         paused: bool = False,
     ) -> None:
@@ -135,18 +135,11 @@ class StackSampler:
         self.processes: list[int] = []  # with tree: the members sampled, in order of appearance
         self.workdir = Path(workdir)
         self.interval = interval
-        self.tool = tool
         self.out = self.workdir / f"pmp-{pid}.txt"
         self.seconds = 0.0
         self.child: Child | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._paused = threading.Event()
         self.started_paused = paused
         self.waiting = paused  # started paused and not resumed yet: nothing covered so far
-        if paused:
-            self._paused.set()
-        self._rows: list[tuple[float, int, list[str]]] = []
         self.dsos: dict[str, str] = {}
         self.exit_code: int | None = None
         self.sample_stats: list[tuple[int, float, float]] = []  # (threads, held ms, sample ms) per sample
@@ -156,27 +149,20 @@ class StackSampler:
 
     def __enter__(self) -> StackSampler:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self._started = time.monotonic()
-        if self.tool == "libdw":
-            argv = [
-                sys.executable,
-                "-m",
-                "perflab.observers.pmp_sampler",
-                str(self.pid),
-                str(self.interval),
-                str(self.out),
-                *(["tree"] if self.tree else []),
-                *(["paused"] if self.waiting else []),
-            ]
-            self._log = (self.workdir / f"pmp-{self.pid}.log").open("w", encoding="utf-8")
-            self.child = Child(argv, stdout=self._log, env={**os.environ, "PYTHONPATH": _package_root()})
-            self._wait_ready()
-            self._started = time.monotonic()  # the span covered starts with the first sample
-        else:
-            self._modules: dict[int, ModuleMap] = {}
-            self._module_map(self.pid)  # the root must be readable: errors are the caller's
-            self._thread = threading.Thread(target=self._eu_stack_loop, name="eu-stack", daemon=True)
-            self._thread.start()
+        argv = [
+            sys.executable,
+            "-m",
+            "perflab.observers.pmp_sampler",
+            str(self.pid),
+            str(self.interval),
+            str(self.out),
+            *(["tree"] if self.tree else []),
+            *(["paused"] if self.waiting else []),
+        ]
+        self._log = (self.workdir / f"pmp-{self.pid}.log").open("w", encoding="utf-8")
+        self.child = Child(argv, stdout=self._log, env={**os.environ, "PYTHONPATH": _package_root()})
+        self._wait_ready()
+        self._started = time.monotonic()  # the span covered starts with the first sample
         return self
 
     def _wait_ready(self) -> None:
@@ -198,7 +184,6 @@ class StackSampler:
         """Stop sampling until resume() (bench/profile_overhead.py toggles it second by second)."""
         if self.child is not None:
             self.child.signal_group(signal.SIGUSR1)
-        self._paused.set()
 
     def resume(self) -> None:
         if self.waiting:  # the first resume of a sampler started paused: its span begins here
@@ -206,7 +191,6 @@ class StackSampler:
             self._started = time.monotonic()
         if self.child is not None:
             self.child.signal_group(signal.SIGUSR2)
-        self._paused.clear()
 
     def covered(self) -> tuple[float, float]:
         """CLOCK_MONOTONIC seconds the samples cover, after __exit__: from the first sample (the
@@ -214,40 +198,6 @@ class StackSampler:
         first resume(), whose clock origin is long before."""
         start = self.span[0] if self.started_paused or not self.origin else min(self.origin, self.span[0])
         return start, self.span[1]
-
-    def _eu_stack_loop(self) -> None:
-        due = time.monotonic()
-        while not self._stop.is_set():
-            if self._paused.is_set():
-                self._stop.wait(0.02)
-                due = time.monotonic()
-                continue
-            t = time.monotonic() - self._started
-            for pid in tree(self.pid) if self.tree else [self.pid]:
-                try:
-                    modules = self._module_map(pid)
-                except OSError:  # exited since the listing
-                    continue
-                done = subprocess.run(
-                    guarded(["eu-stack", "-m", "-p", str(pid)]),
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                    timeout=60,
-                    start_new_session=True,
-                )
-                for tid, frames in parse_eu_stack(done.stdout, modules, self.dsos):
-                    self._rows.append((t, tid, frames))
-            due = max(due + self.interval, time.monotonic())
-            self._stop.wait(max(0.0, due - time.monotonic()))
-
-    def _module_map(self, pid: int) -> ModuleMap:
-        if pid not in self._modules:
-            with open(f"/proc/{pid}/maps", encoding="utf-8") as f:
-                self._modules[pid] = ModuleMap(f.read())
-            if self.tree:
-                self.processes.append(pid)
-        return self._modules[pid]
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.monotonic() - self._started
@@ -258,15 +208,9 @@ class StackSampler:
             finally:
                 self.child.kill()
                 self._log.close()
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join(timeout=70)
 
     def rows(self) -> list[tuple[float, int, list[str]]]:
         """(t, tid, frames root first) per thread per sample; t in seconds since `origin`."""
-        if self.tool != "libdw":
-            self.origin = self._started
-            return self._rows
         log = self.workdir / f"pmp-{self.pid}.log"
         if not self.out.is_file() or self.exit_code not in (0, None):
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:] if log.exists() else []

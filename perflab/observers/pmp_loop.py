@@ -1,5 +1,5 @@
-"""pmp as a `bash` loop where the process runs (a server's or a client's host: docs/hosts.md,
-"Profiles on the server host"): `eu-stack -m -p PID` every `interval`, each sample headed by the
+"""pmp's eu-stack tool as a `bash` loop where the process runs (here, or a server's or a client's host:
+docs/hosts.md, "Profiles on the server host"): `eu-stack -m -p PID` every `interval`, each sample headed by the
 place's wall clock ($EPOCHREALTIME) and closed by an end mark, its output streamed back as it comes.
 With `tree`, PID and each of its children at that sample (PostgreSQL's backends: forked from the
 postmaster without exec, they map what it maps, so its maps name their frames). The samples' times
@@ -61,7 +61,7 @@ class LoopSampler:
         self.span = (0.0, 0.0)
         self._samples: list[tuple[float, str]] = []  # (the place's wall clock, eu-stack's text)
         self._loop: Followed | None = None
-        self._thread = threading.Thread(target=self._read, name="pmp-loop", daemon=True)
+        self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Self:
         maps = self.place.run(["cat", f"/proc/{self.pid}/maps"], timeout=60)
@@ -74,14 +74,20 @@ class LoopSampler:
         return self
 
     def _start(self) -> None:
-        loop = _TREE_SAMPLER if self.tree else _SAMPLER
-        self._loop = self.place.follow(["bash", "-c", loop, str(self.pid), f"{self.interval:g}"])
+        script = _TREE_SAMPLER if self.tree else _SAMPLER
+        self._loop = loop = self.place.follow(["bash", "-c", script, str(self.pid), f"{self.interval:g}"])
+        self._thread = threading.Thread(target=self._read, args=(loop,), name="pmp-loop", daemon=True)
         self._thread.start()
 
-    def _read(self) -> None:
-        assert self._loop is not None
+    def _stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.stop()
+            self._thread.join(10)
+        self._loop = self._thread = None
+
+    def _read(self, loop: Followed) -> None:
         stamp, text = None, []
-        for line in self._loop.lines():
+        for line in loop.lines():
             if line.startswith("T "):
                 stamp, text = float(line[2:]), []
             elif line.strip() == "E" and stamp is not None:
@@ -90,16 +96,19 @@ class LoopSampler:
             else:
                 text.append(line)
 
+    def pause(self) -> None:
+        """No samples until resume() (bench/profile_overhead.py toggles it second by second)."""
+        self._stop()
+
     def resume(self) -> None:
         if self.waiting:  # its span begins here
             self.waiting, self._started = False, time.monotonic()
+        if self._loop is None:
             self._start()
 
     def __exit__(self, *exc: object) -> None:
         self.span = (self._started, time.monotonic())
-        if self._loop is not None:
-            self._loop.stop()
-            self._thread.join(10)
+        self._stop()
 
     def covered(self) -> tuple[float, float]:
         return self.span

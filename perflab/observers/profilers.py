@@ -35,8 +35,7 @@ from typing import Any, Self
 
 from perflab import debuginfo, servers
 from perflab.errors import PerflabError
-from perflab.observers.elf import inspect
-from perflab.observers.host_binaries import unnamed
+from perflab.observers.elf import FunctionStarts, inspect
 from perflab.observers.host_speed import HostSpeed
 from perflab.observers.io import IoObserver
 from perflab.observers.perf import PerfRecorder
@@ -164,9 +163,9 @@ class Profilers:
 
     def _sampler(self, pid: int, interval: float, tool: str, tree: bool, paused: bool) -> Any:
         site = self.site
-        if site.loop:  # eu-stack where the process runs, its samples on the place's clock
-            return LoopSampler(site.place, pid, site.clock, interval, site.starts or unnamed, tree, paused)  # type: ignore[arg-type]
-        return StackSampler(pid, self.workdir, interval=interval, tool=tool, tree=tree, paused=paused)
+        if site.loop or tool == "eu-stack":  # eu-stack where the process runs, its samples on the place's clock
+            return LoopSampler(site.place, pid, site.clock, interval, site.starts or FunctionStarts.load, tree, paused)  # type: ignore[arg-type]
+        return StackSampler(pid, self.workdir, interval=interval, tree=tree, paused=paused)
 
     def __exit__(self, *exc: object) -> None:
         try:
