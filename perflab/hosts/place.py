@@ -60,6 +60,19 @@ _TREE_RSS = (
 )
 
 
+_INSTALLED: set[tuple[str, str]] = set()  # (a host's run directory, a program's name): copied there this run
+
+
+def cpu_list(text: str) -> list[int]:
+    """The CPUs of a kernel CPU list ("0-3,6", /proc/PID/status' Cpus_allowed_list)."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        low, _, high = part.strip().partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            cpus.update(range(int(low), int(high or low) + 1))
+    return sorted(cpus)
+
+
 def parse_counters(text: str) -> ProcCounters:
     """ProcCounters from _COUNTERS' output; ProcessLookupError when the process is gone."""
     lines = text.strip().splitlines()
@@ -231,8 +244,24 @@ class HostPlace:
         if done.status != 0:
             raise HostLostError(f"host {self.name}: cannot make FIFOs: {done.stderr.strip()[-300:]}")
 
-    def spawn(self, argv: Sequence[str], log: str | Path) -> Tracked:
-        return Tracked(self.rundir, ["sh", "-c", _LOGGED, str(log), *argv])
+    def spawn(self, argv: Sequence[str], log: str | Path, env: dict[str, str] | None = None) -> Tracked:
+        return Tracked(self.rundir, ["sh", "-c", _LOGGED, str(log), *argv])  # the run directory's environment
+
+    def install(self, program: Path) -> str:
+        there = f"{self.rundir.path}/{program.name}"
+        if (self.rundir.path, program.name) not in _INSTALLED:
+            self.rundir.link.put(program, there)
+            self.rundir.link.run(["chmod", "0755", there])  # SFTP keeps the mode; said, not assumed
+            _INSTALLED.add((self.rundir.path, program.name))
+        return there
+
+    def fetch(self, path: str | Path, into: Path) -> None:
+        self.rundir.link.get(str(path), into)
+
+    def cpus(self, pid: int) -> list[int]:
+        status = self.run(["cat", f"/proc/{pid}/status"]).stdout
+        line = next((ln for ln in status.splitlines() if ln.startswith("Cpus_allowed_list:")), "")
+        return cpu_list(line.partition(":")[2])
 
     def follow(self, argv: Sequence[str]) -> Following:
         proc, pid = self.rundir.start(list(argv))

@@ -44,11 +44,13 @@ import math
 import os
 import statistics
 from pathlib import Path
-from typing import IO, Any, Self
+from typing import Any, Self
 
 from perflab.errors import PerflabError
 from perflab import cbuild
-from perflab.places.proc import Child, clean_env
+from perflab.places import Place, Process, Site
+from perflab.places.here import HERE
+from perflab.places.proc import clean_env
 
 SOURCE = Path(__file__).with_name("host_speed.c")
 PERIOD_MS = 200
@@ -61,7 +63,7 @@ class HostSpeedError(PerflabError):
 
 def build(cache: Path, static: bool = False) -> Path:
     """The canary, built here; `static`: linked statically (libc.a), for another host, whose C library
-    may be older than this machine's (observers/remote_io.py). Without libc.a, the dynamic build."""
+    may be older than this machine's (HostSpeed's `site`). Without libc.a, the dynamic build."""
     flags = ["-O2", "-Wall", "-pthread"]
     if static:
         try:
@@ -152,29 +154,43 @@ def window_fields(samples: list[Sample], start: float, end: float) -> dict[str, 
     return fields
 
 
+_tried: dict[tuple[str, str], str | None] = {}  # (a place's name, the canary there) -> None: it runs; else why not
+
+
 class HostSpeed:
-    """The canary as a child process for one cell, its samples in `log`."""
+    """The canary as a child process for one cell, its samples in `log` (here). `site`: where the
+    server runs, when not here: the canary runs there (built statically: any host's C library runs
+    it, copied there once per run and tried once: a host that cannot run it fails the cell with its
+    loader's words), on the CPUs `cpus` the server may use there, its lines stamped with that place's
+    wall clock (`-r`) into a file in `site.dir`, fetched into `log` for `fields`, whose window is put
+    on that clock with `site.clock`'s readings first."""
 
     def __init__(
-        self, cache: Path, log: Path, period_ms: int = PERIOD_MS, cpus: list[int] | None = None, static: bool = False
+        self,
+        cache: Path,
+        log: Path,
+        period_ms: int = PERIOD_MS,
+        cpus: list[int] | None = None,
+        site: Site | None = None,
     ) -> None:
-        self.binary = build(cache, static)
+        self.site = site or Site(HERE, log.parent)
+        self.binary = build(cache, static=site is not None)
         self.log = log
         self.period_ms = period_ms
         self.cpus = sorted(os.sched_getaffinity(0)) if cpus is None else cpus  # where the server and client run
-        self._out: IO[str] | None = None
-        self._child: Child | None = None
+        self.there = self.site.dir / log.name if site is not None else log  # its samples, where it runs
+        self._child: Process | None = None
         self._stopped = False
         self._died: int | None = None  # its exit code when it had ended on its own before the stop
 
     def __enter__(self) -> Self:
-        self._out = self.log.open("w", encoding="ascii")
-        try:
-            argv = [str(self.binary), str(self.period_ms), *map(str, self.cpus)]
-            self._child = Child(argv, env=clean_env(), stdout=self._out, stderr=self._out)
-        except BaseException:
-            self._out.close()
-            raise
+        place = self.site.place
+        program = place.install(self.binary)
+        if program != str(self.binary):  # a copy there (another host's C library): tried once first
+            _runs(place, program)
+        stamps = ["-r"] if self.site.clock is not None else []  # the place's wall clock: aligned in fields()
+        argv = [program, *stamps, str(self.period_ms), *map(str, self.cpus)]
+        self._child = place.spawn(argv, self.there, env=clean_env())
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -182,13 +198,20 @@ class HostSpeed:
             self._died = self._child.poll()  # None: it still ran, as it should until now
             self._stopped = True
             self._child.kill()
-        if self._out is not None:
-            self._out.close()
 
     def fields(self, start: float, end: float) -> dict[str, Any]:
         """The window's figure (after the canary stopped, or while it runs); HostSpeedError if it
         died on its own, before it was stopped (its output says why): its samples would then stop
         short of the window's end, a figure of part of it that the verdicts adjust by."""
+        if self.site.clock is not None:
+            try:
+                self.site.place.fetch(self.there, self.log)
+            except (OSError, PerflabError) as exc:
+                raise HostSpeedError(
+                    f"the canary's samples{self.site.place.where} could not be fetched: {exc}", f"its file there: {self.there}"
+                ) from exc
+            offset = self.site.clock.require().monotonic(0.0)  # a wall-clock time there -> this machine's, +offset
+            start, end = start - offset, end - offset  # the window on that place's wall clock
         text = self.log.read_text(encoding="ascii", errors="replace")
         died = self._died if self._stopped else self._child.poll() if self._child is not None else None
         if died is not None:
@@ -198,3 +221,21 @@ class HostSpeed:
                 f"see {self.log}; or set host_speed = false under [observe]",
             )
         return window_fields(parse(text), start, end)
+
+
+def _runs(place: Place, program: str) -> None:
+    """`program` there, once it has run there without arguments (its usage, exit 2); HostSpeedError
+    when it cannot (a C library older than this machine's: the loader says which)."""
+    key = (place.name, program)
+    if key not in _tried:
+        done = place.run([program], timeout=60)
+        said = (done.stdout + done.stderr).strip()
+        _tried[key] = None if done.status == 2 and "usage:" in said else f"(exit {done.status}) {said[-400:]}"
+    why = _tried[key]
+    if why is not None:
+        glibc = place.run(["getconf", "GNU_LIBC_VERSION"]).stdout.strip() or "an unknown C library"
+        raise HostSpeedError(
+            f"the host-speed canary built here does not run{place.where} {why}",
+            f"it has {glibc}: install libc6-dev here (its libc.a makes the canary static), "
+            "or set host_speed = false under [observe] (`perflab docs hosts`)",
+        )

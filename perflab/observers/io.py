@@ -69,7 +69,7 @@ def local_diskstats() -> str:
 class IoSampler:
     """Samples the disk `dev` (None: no block device, tmpfs) and `server_counters()` every
     `interval` seconds in a thread, with times relative to `origin` (time.monotonic()).
-    `diskstats()`: the text of the /proc/diskstats `dev` is in (a server host's: remote_io.py)."""
+    `diskstats()`: the text of the /proc/diskstats `dev` is in (a server host's: observers/beside.py)."""
 
     def __init__(
         self,
@@ -239,7 +239,7 @@ class IoObserver:
     """[observe] io around a cell's workload: the sampler from before the workload starts to its
     end, the fsync recorder over the same span; `fields(spans)` once both have stopped. `recorder`:
     another with FsyncRecorder's interface (its `times()` on this machine's CLOCK_MONOTONIC): the
-    server host's (observers/remote_io.py)."""
+    server host's (observers/beside.py)."""
 
     def __init__(
         self,

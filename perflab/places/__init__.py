@@ -134,8 +134,21 @@ class Place(Protocol):
         """Fresh FIFOs at `paths`, their directories made."""
         ...
 
-    def spawn(self, argv: Sequence[str], log: str | Path) -> Process:
-        """`argv` started in its own process group, its output into `log`, stopped with the run."""
+    def spawn(self, argv: Sequence[str], log: str | Path, env: dict[str, str] | None = None) -> Process:
+        """`argv` started in its own process group, its output into `log`, stopped with the run (`env`:
+        its whole environment here; a host's run directory gives its own)."""
+        ...
+
+    def install(self, program: Path) -> str:
+        """`program` (a file here) as an executable there, copied once per run; its path there."""
+        ...
+
+    def fetch(self, path: str | Path, into: Path) -> None:
+        """The file `path` there into `into` here (nothing to do when it is that file)."""
+        ...
+
+    def cpus(self, pid: int) -> list[int]:
+        """The CPUs `pid` may run on there (its affinity)."""
         ...
 
     def follow(self, argv: Sequence[str]) -> Followed:

@@ -9,6 +9,7 @@ started as places/proc.Child (their own process group, killed with perflab).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -78,10 +79,20 @@ class Here:
             path.unlink(missing_ok=True)
             os.mkfifo(path)
 
-    def spawn(self, argv: Sequence[str], log: str | Path) -> Child:
+    def spawn(self, argv: Sequence[str], log: str | Path, env: dict[str, str] | None = None) -> Child:
         Path(log).parent.mkdir(parents=True, exist_ok=True)
         with open(log, "w", encoding="utf-8") as out:  # the child holds its own copy of the descriptor
-            return Child(argv, stdout=out, stderr=subprocess.STDOUT)
+            return Child(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    def install(self, program: Path) -> str:
+        return str(program)
+
+    def fetch(self, path: str | Path, into: Path) -> None:
+        if Path(path) != into:
+            shutil.copyfile(path, into)
+
+    def cpus(self, pid: int) -> list[int]:
+        return sorted(os.sched_getaffinity(pid))
 
     def follow(self, argv: Sequence[str]) -> Following:
         return Following(Child(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))

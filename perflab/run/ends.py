@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from perflab import workloads
-from perflab.observers import remote_io
+from perflab.observers import beside
 from perflab.observers.alloc import remote as remote_alloc
 from perflab.observers.alloc.profile import alloc_fields
 from perflab.observers.alloc.remote import Spanning
 from perflab.observers.alloc.tracer import AllocTracer
 from perflab.observers.profilers import Profilers
 from perflab.observers.paired import CLIENT, Paired, alone, on_host
-from perflab.observers.remote_io import HostObservers
+from perflab.observers.beside import ServerObservers
 from perflab.observers.status import of_server as status_of
 from perflab.places.here import HERE
 from perflab.places.procfs import ProcCounters, RssSampler
@@ -64,10 +64,10 @@ class ServerHere:
         armed = tracer.armed(server.pid, server.rundir) if tracer is not None else None
         if client_end.here:
             profilers = Profilers(observe, server.pid, server.rundir, tree=tree, io=runner.io_observer(server))
-            return profilers, HostObservers(None, None, None, own=False, armed=armed)
+            return profilers, ServerObservers(None, None, None, own=False, armed=armed)
         mine = alone(observe, "server", server.pid, server.rundir, tree)
         theirs = client_end.profilers(runner, cell, server)
-        return Paired(mine, theirs), remote_io.here(observe, runner.io_observer(server), server, armed)
+        return Paired(mine, theirs), beside.here(observe, runner.io_observer(server), server, armed)
 
     def status(self, password: str | None) -> Any:
         return status_of(self.server) if self.runner.exp.file.observe.status else None
@@ -122,7 +122,7 @@ class ServerThere:
         there = f"{place.rundir.path}/profile-{cell.order:04d}"
         mine = on_host(observe, "server", server.pid, server.rundir, place.rundir, there, clock, tree)
         theirs = client_end.profilers(runner, cell, server)
-        return Paired(mine, theirs), remote_io.of_cell(runner.exp.file.observe, place, runner.kind, server, clock)
+        return Paired(mine, theirs), beside.on_host(runner.exp.file.observe, place, runner.kind, server, clock)
 
     def status(self, password: str | None) -> Any:
         if not self.runner.exp.file.observe.status:

@@ -10,7 +10,7 @@ CPU, faults and context switches are read from the host's /proc at the window's 
 RSS once a second there (hosts/place.py); with [observe] alloc, its allocation
 counter is preloaded there and read over the window that RSS sampler spans (observers/alloc/
 remote.py); with [observe] host_speed and io, the canary and the server's I/O are observed there too
-(observers/remote_io.py). Each cell records where its server ran in `build.host`: the host's name, ssh target,
+(observers/beside.py). Each cell records where its server ran in `build.host`: the host's name, ssh target,
 address, port and fingerprint.
 
     with run_hosts(runner, workdir):        # run/scheduler.py, for the whole run

@@ -47,7 +47,7 @@ def aa_experiment(exp: Experiment, rounds: int) -> Experiment:
             doc[key] = raw[key]
     # the canary's slope is calibrated too (analyze/host_speed.py); said either way, never left unset
     # no canary in the interleaved design (spec/design.py): its turns take the host's speed out; it
-    # runs where the server runs, with a client or a server on another host (observers/remote_io.py)
+    # runs where the server runs, with a client or a server on another host (observers/beside.py)
     no_canary = exp.file.experiment.interleaved
     doc["observe"] = {"host_speed": False if no_canary else _canary(exp.file.observe.host_speed)}
     return parse(to_toml(doc), f"{exp.source} (A/A calibration of its first configuration)")

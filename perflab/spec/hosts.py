@@ -7,7 +7,7 @@ placement (sysbench's seats on a client host); a client there takes its variants
 there runs the host's installed server (a variant's preload is the host's
 allocator; [experiment] storage a directory there), or a build or glibc variant's copy there
 (hosts/trees.py). [observe] io and host_speed
-run where the server runs, whichever client (observers/remote_io.py), and alloc of a server here
+run where the server runs, whichever client (observers/beside.py), and alloc of a server here
 with its client on a host.
 
     problems = host_problems(spec)   # [] or Problems with key paths and fixes

@@ -1,4 +1,4 @@
-"""[observe] host_speed and io of a server on another host, without a host (observers/remote_io.py,
+"""[observe] host_speed and io of a server on another host, without a host (observers/beside.py,
 docs/hosts.md): the server's CPUs there, the canary's copy tried once per run (a host whose C library
 cannot run it fails the cell with the loader's words), its samples on the host's wall clock cut by the
 window put on that clock, perf's fsync recording there and its calls put on this machine's clock, and
@@ -16,13 +16,16 @@ import pytest
 
 from perflab import spec
 from perflab.hosts.clock import Alignment
-from perflab.observers import remote_io
+from perflab.observers import beside
 from perflab.observers.phases import Spans
+from perflab.observers import host_speed
 from perflab.observers.host_speed import SOURCE, HostSpeedError, parse, window_fields
 from perflab.hosts.place import HostPlace
 from perflab.observers.io import FsyncRecorder
 from perflab.observers.perf import wall_minus_monotonic
-from perflab.observers.remote_io import RemoteHostSpeed, cpu_list, host_time, runs_there
+from perflab.hosts.place import cpu_list
+from perflab.observers.host_speed import HostSpeed
+from perflab.places import Site
 from perflab.spec.aa import aa_experiment
 
 ALIGNED = Alignment("db", shift_s=-100.0, error_s=0.001, wall_minus_monotonic=1_000_000.0)  # the host 100 s ahead
@@ -58,62 +61,67 @@ def fsyncs(link: Link, cell: str) -> FsyncRecorder:
     return FsyncRecorder(4711, cell, place=HostPlace("db", rundir(link)), clock=SimpleNamespace(require=lambda: ALIGNED))
 
 
+def host_time(monotonic: float) -> float:
+    """This machine's time.monotonic() as the host's wall clock (ALIGNED's inverse)."""
+    return monotonic - ALIGNED.monotonic(0.0)
+
+
+def canary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, link: Link, there: str, cpus: list[int]) -> HostSpeed:
+    """The canary of a server on host db (its cell's directory `there`), its clock aligned (ALIGNED)."""
+    monkeypatch.setattr("perflab.observers.host_speed.build", lambda cache, static=False: tmp_path / "perflab-canary-0123")
+    site = Site(HostPlace("db", rundir(link, there.rsplit("/", 1)[0])), Path(there), SimpleNamespace(require=lambda: ALIGNED))  # type: ignore[arg-type]
+    return HostSpeed(tmp_path, tmp_path / "host-speed.txt", cpus=cpus, site=site)
+
+
 def test_the_cpus_of_a_kernel_cpu_list() -> None:
     assert cpu_list("0-3,6\n") == [0, 1, 2, 3, 6] and cpu_list("1") == [1] and cpu_list("") == []
     link = Link({"/proc/4711/status": (0, "Name:\tmariadbd\nCpus_allowed_list:\t0-1\n", "")})
-    assert remote_io.server_cpus(rundir(link), 4711) == [0, 1]
+    assert HostPlace("db", rundir(link)).cpus(4711) == [0, 1]  # type: ignore[arg-type]
 
 
 def test_the_window_is_put_on_the_hosts_wall_clock() -> None:
-    assert host_time(ALIGNED, 50.0) == pytest.approx(1_000_150.0)
-    assert ALIGNED.monotonic(host_time(ALIGNED, 50.0)) == pytest.approx(50.0)
+    assert host_time(50.0) == pytest.approx(1_000_150.0)
+    assert ALIGNED.monotonic(host_time(50.0)) == pytest.approx(50.0)
 
 
-def test_the_canary_is_copied_and_tried_once_per_run(tmp_path: Path) -> None:
-    binary = tmp_path / "perflab-canary-0123"
+def test_the_canary_is_copied_and_tried_once_per_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     link = Link({"perflab-canary-0123": (2, "", "usage: perflab-canary [-r] PERIOD_MS (1-60000) [CPU ...]\n")})
+    monkeypatch.setattr("perflab.hosts.place.Tracked", lambda rd, argv: SimpleNamespace())
     for _ in range(2):
-        assert runs_there(rundir(link, "/dev/shm/perflab-host-ok"), binary) == "/dev/shm/perflab-host-ok/" + binary.name
+        canary(tmp_path, monkeypatch, link, "/dev/shm/perflab-host-ok/cell-0000", [0]).__enter__()
     assert link.put_files == ["/dev/shm/perflab-host-ok/perflab-canary-0123"]  # once
+    assert sum(a == ["/dev/shm/perflab-host-ok/perflab-canary-0123"] for a in link.ran) == 1  # tried once
 
 
-def test_a_host_whose_c_library_cannot_run_the_canary_fails_the_cell_with_the_loaders_words(tmp_path: Path) -> None:
+def test_a_host_whose_c_library_cannot_run_the_canary_fails_the_cell_with_the_loaders_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     loader = "/dev/shm/x/perflab-canary-0123: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found\n"
     link = Link({"getconf": (0, "glibc 2.31\n", ""), "perflab-canary-0123": (1, "", loader)})
     with pytest.raises(HostSpeedError) as exc:
-        runs_there(rundir(link, "/dev/shm/perflab-host-old"), tmp_path / "perflab-canary-0123")
-    assert "does not run there (exit 1)" in exc.value.message and "GLIBC_2.38' not found" in exc.value.message
+        canary(tmp_path, monkeypatch, link, "/dev/shm/perflab-host-old/cell-0000", [0]).__enter__()
+    assert "does not run on host db (exit 1)" in exc.value.message and "GLIBC_2.38' not found" in exc.value.message
     assert "glibc 2.31" in exc.value.hint and "host_speed = false" in exc.value.hint
 
 
 def test_the_hosts_canary_figure_is_cut_by_the_window_on_the_hosts_clock(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(
-        "perflab.observers.host_speed.build", lambda cache, static=False: tmp_path / "perflab-canary-0123"
-    )
     start, end = 10.0, 12.0  # this machine's CLOCK_MONOTONIC
-    stamps = [host_time(ALIGNED, start - 1 + i * 0.2) for i in range(25)]  # a second before to a second after
+    stamps = [host_time(start - 1 + i * 0.2) for i in range(25)]  # a second before to a second after
     text = "".join(f"{t:.6f} {900000 + (i % 2) * 100000} {i % 2} 1000000\n" for i, t in enumerate(stamps))
     link = Link({"perflab-canary": (2, "", "usage: perflab-canary")}, {"/h/cell-0000/host-speed.txt": text})
-    clock = SimpleNamespace(require=lambda: ALIGNED)
-    canary = RemoteHostSpeed(rundir(link, "/h"), "/h/cell-0000/host-speed.txt", tmp_path, tmp_path / "hs.txt", [0, 1],
-                             clock)  # type: ignore[arg-type]  # fmt: skip
-    canary._stopped = True  # stopped while it ran (HostSpeed.__exit__)
-    got = canary.fields(start, end)
+    speed = canary(tmp_path, monkeypatch, link, "/h/cell-0000", [0, 1])
+    speed._stopped = True  # stopped while it ran (HostSpeed.__exit__)
+    got = speed.fields(start, end)
     assert got["samples"] == 11 and got["per_cpu"] == {"0": 900000.0, "1": 1000000.0}, got  # 10.0 to 12.0 s
     inside = [(ALIGNED.monotonic(t), w, c, ch) for t, w, c, ch in parse(text)]
     assert got["work_ns"] == window_fields(inside, start, end)["work_ns"]  # as a local canary's on this clock
 
 
 def test_the_canary_runs_there_stamped_on_the_hosts_wall_clock(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(
-        "perflab.observers.host_speed.build", lambda cache, static=False: tmp_path / "perflab-canary-0123"
-    )
     started: list[list[str]] = []
     monkeypatch.setattr("perflab.hosts.place.Tracked", lambda rd, argv: started.append(argv) or SimpleNamespace())
     link = Link({"perflab-canary": (2, "", "usage: perflab-canary")})
-    canary = RemoteHostSpeed(rundir(link, "/h2"), "/h2/cell-0001/host-speed.txt", tmp_path, tmp_path / "hs.txt",
-                             [0, 3], SimpleNamespace())  # type: ignore[arg-type]  # fmt: skip
-    canary.__enter__()
+    canary(tmp_path, monkeypatch, link, "/h2/cell-0001", [0, 3]).__enter__()
     (argv,) = started
     assert argv[:2] == ["sh", "-c"] and argv[3] == "/h2/cell-0001/host-speed.txt"
     assert argv[4:] == ["/h2/perflab-canary-0123", "-r", "200", "0", "3"]
@@ -203,14 +211,14 @@ class Recorded:
 def test_a_cell_without_a_clock_of_its_own_reads_the_hosts_around_the_observers() -> None:
     calls: list[str] = []
     clock, io = Recorded(calls, "clock"), Recorded(calls, "io")
-    with remote_io.HostObservers(None, io, clock, own=True):  # type: ignore[arg-type]
+    with beside.ServerObservers(None, io, clock, own=True):  # type: ignore[arg-type]
         calls.append("window")
     assert calls == ["clock begin", "io in", "window", "io out", "clock finish"]
     spans = Spans.of_cell(9.0, 10.0, 13.0, 1.0, [], [], 250)
-    got = remote_io.HostObservers(None, io, clock, own=False).fields(spans)
+    got = beside.ServerObservers(None, io, clock, own=False).fields(spans)
     assert got == {"io": {"per_txn": {}}} and calls[-1] == "io fields (10.0, 11.0, 13.0, 250)"  # workload, window, end
     calls.clear()
-    with remote_io.HostObservers(None, None, clock, own=True):  # type: ignore[arg-type]
+    with beside.ServerObservers(None, None, clock, own=True):  # type: ignore[arg-type]
         pass
     assert calls == []  # nothing asked: no clock read
 
@@ -220,7 +228,7 @@ def test_a_server_here_has_its_observers_here_and_reads_no_hosts_clock() -> None
     calls: list[str] = []
     io = Recorded(calls, "io")
     observe = SimpleNamespace(host_speed=False, io=True)
-    observers = remote_io.here(observe, io, SimpleNamespace(rundir=Path("/nonexistent/cell-0000")))  # type: ignore[arg-type]
+    observers = beside.here(observe, io, SimpleNamespace(rundir=Path("/nonexistent/cell-0000")))  # type: ignore[arg-type]
     assert observers.canary is None and observers.io is io and observers.clock is None and not observers.own
     with observers:
         calls.append("window")
@@ -248,9 +256,10 @@ def test_a_canary_the_hosts_loader_refuses_fails_with_its_words(tmp_path: Path) 
     binary = tmp_path / "perflab-canary-gone"
     flags = ["-O2", "-pthread", "-Wl,--no-as-needed", f"-L{lib}", "-lperflabgone"]
     subprocess.run(["cc", *flags, "-o", str(binary), str(SOURCE)], check=True)
+    place = HostPlace("db", rundir(LocalLink({}), str(there)))  # type: ignore[arg-type]
     with pytest.raises(HostSpeedError) as exc:
-        runs_there(rundir(LocalLink({}), str(there)), binary)
-    assert "does not run there (exit 127)" in exc.value.message, exc.value.message
+        host_speed._runs(place, place.install(binary))
+    assert "does not run on host db (exit 127)" in exc.value.message, exc.value.message
     assert "libperflabgone.so: cannot open shared object file" in exc.value.message
     assert (there / binary.name).is_file()  # copied into the run directory first
 
@@ -273,7 +282,7 @@ def test_the_canary_for_a_host_is_static_so_any_c_library_runs_it(tmp_path: Path
 
 
 def test_a_server_here_with_perf_and_the_canary_runs_one_canary(tmp_path: Path) -> None:
-    """The canary of a server here with its client on a host is remote_io's (remote_io.here): the server's
+    """The canary of a server here with its client on a host is beside.here's: the server's
     profilers (run/ends.ServerHere.observers) leave it out, so that only one runs."""
     import os
 
@@ -305,7 +314,7 @@ def test_a_server_hosts_disk_is_sampled_from_the_hosts_diskstats(block_device: s
     observe = SimpleNamespace(host_speed=False, io=True)
     kind = SimpleNamespace(io_counters=lambda server: {"innodb.log_bytes_written": 5.0})
     server = SimpleNamespace(pid=42, rundir=Path("/nonexistent/cell-0000"))
-    io = remote_io.of_cell(observe, place, kind, server, None).io  # type: ignore[arg-type]
+    io = beside.on_host(observe, place, kind, server, None).io  # type: ignore[arg-type]
     assert io is not None
     io.sampler.sample()
     (_, values) = io.sampler.samples[0]
@@ -319,5 +328,5 @@ def test_a_server_hosts_disk_is_sampled_from_the_hosts_diskstats(block_device: s
 
 def test_a_host_whose_diskstats_cannot_be_read_says_so() -> None:
     link = Link({"/proc/diskstats": (1, "", "cat: /proc/diskstats: Permission denied")})
-    with pytest.raises(remote_io.PerflabError, match="host db: cannot read /proc/diskstats: cat: .*denied"):
-        remote_io.diskstats_on(link)
+    with pytest.raises(beside.PerflabError, match="cannot read /proc/diskstats on host db: cat: .*denied"):
+        beside.diskstats(HostPlace("db", rundir(link)))  # type: ignore[arg-type]
