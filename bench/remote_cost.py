@@ -55,7 +55,7 @@ import _common as C
 from perflab.hosts import clock
 from perflab.hosts.session import Hosts
 from perflab.hosts.target import CONFIG_ENV, parse_target
-from perflab.run.remote_client import RemoteChild, RemoteClient
+from perflab.hosts.client import RemoteChild, RemoteClient
 from tests.integration.sshhosts import SshLab, ssh_hosts
 
 EXPERIMENT = """

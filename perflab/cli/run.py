@@ -160,7 +160,7 @@ def _warn_durability(exp: spec.Experiment) -> None:
 
     e = exp.file.experiment
     if e.storage != "tmpfs" and not server_here(exp.file):
-        return  # a directory on the server hosts: described there as the run starts (run/remote_server.py)
+        return  # a directory on the server hosts: described there as the run starts (hosts/server.py)
     where = storage.of_experiment(e.storage, exp.source)
     durability = list(servers.kind(e.server).durability_options())
     names = io_findings.durability_names(durability, [c.server_options for c in exp.cells()])

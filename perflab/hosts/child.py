@@ -1,4 +1,4 @@
-"""A workload's client on a host (`client_host`, run/remote_client.py), as workloads/client.py drives a
+"""A workload's client on a host (`client_host`, hosts/client.py), as workloads/client.py drives a
 local one: started in the run directory's wrapper, its output streamed back into a local file (each
 line stamped on arrival for a tool whose reports carry no time), its pid, CPU and signals there.
 

@@ -82,7 +82,7 @@ def diskstats(place: Place) -> str:
 
 
 def on_host(observe: ObserveSection, host: Any, kind: Any, server: Any, clock: WindowClock | None) -> ServerObservers:
-    """The cell's observers on its server host (`host`: run/remote_server.ServerHost), as [observe]
+    """The cell's observers on its server host (`host`: hosts/server.ServerHost), as [observe]
     asks; `kind`: the server's (its I/O counters)."""
     own = clock is None
     clock = clock if clock is not None else WindowClock(host.link)

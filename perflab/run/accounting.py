@@ -45,7 +45,7 @@ class WindowStart:
         window: tuple[float, float] | None = None,
     ) -> WindowStart:
         """`read`: the server's counters (servers/postgresql/accounting.py sums a process tree);
-        `client_pid` None: the client runs on another host (run/remote_client.py), none of this machine's CPU.
+        `client_pid` None: the client runs on another host (hosts/client.py), none of this machine's CPU.
         `window`: when the measured window began and its seconds (the client's transactions are its),
         so that counters read late cover only their share of those transactions (covered())."""
         reading = time.monotonic()

@@ -75,8 +75,8 @@ class CellRunner:
         # server binaries: None -> the installed one; a [builds] name -> its Build or why it failed
         self.builds: dict[str | None, Build | BuildError] = {}
         self.libcs: dict[str, debroot.Root | BuildError] = {}  # [variants] glibc: suite -> its C library
-        self.remote: Any = None  # the client on another host, while a run has one (run/remote_client.py)
-        self.server_host: Any = None  # the server's host, while a run has one (run/remote_server.py)
+        self.remote: Any = None  # the client on another host, while a run has one (hosts/client.py)
+        self.server_host: Any = None  # the server's host, while a run has one (hosts/server.py)
         self.server_hosts: dict[str, Any] = {}  # every server host of the run, by name (a host axis)
         self.remotes: dict[tuple[str, str | None], Any] = {}  # (client host, server host) -> its RemoteClient
         self._placed: dict[tuple[str | None, str | None], CellRunner] = {}  # at(): one runner a placement
@@ -104,7 +104,7 @@ class CellRunner:
     @property
     def storage(self) -> Storage:
         """Where the datadirs live here ([experiment] storage, run/storage.py): the tmpfs when every
-        server runs on a server host (the storage is there: run/remote_server.py)."""
+        server runs on a server host (the storage is there: hosts/server.py)."""
         if self._storage is None:
             here = server_here(self.exp.file)
             self._storage = of_experiment(self.exp.file.experiment.storage if here else "tmpfs")
@@ -145,11 +145,11 @@ class CellRunner:
         stem = ("prepare" if build is None else f"prepare-{build.format}") + (f"-on-{host}" if host else "")
         log = self.results.dir / "logs" / f"{stem}.txt"
         log.parent.mkdir(parents=True, exist_ok=True)
-        # on the server host by its installed server (run/remote_dataset.py); a build's own format here
+        # on the server host by its installed server (hosts/dataset.py); a build's own format here
         if self.server_host is not None and spec.experiment.prepare_on == "host" and build is None:
-            from perflab.run import remote_dataset
+            from perflab.hosts import dataset as on_host
 
-            snapshot = remote_dataset.prepare(self, workdir, log, name)
+            snapshot = on_host.prepare(self, workdir, log, name)
         else:
             snapshot = self.kind.prepare(workdir, spec=spec, tool=workloads.of(spec), log=log, name=name, build=build)
         self.listen("prepare_end", {"snapshot": snapshot, "build": build})
@@ -328,9 +328,9 @@ class CellRunner:
 
     def client_end(self, cell: Cell) -> Any:
         """Where this placement's client runs, as the window drives it (run/window.py): here, or on its
-        client host (run/remote_client.ClientOnHost)."""
+        client host (hosts/client.ClientOnHost)."""
         if self.remote is not None:
-            from perflab.run.remote_client import ClientOnHost
+            from perflab.hosts.client import ClientOnHost
 
             return ClientOnHost(self, self.remote, cell)
         return ClientHere(self, cell)

@@ -1,6 +1,6 @@
 """What the cell's steps ask of the run they belong to: `Runner`, the protocol that run/cell.CellRunner
-meets. The lifecycle's stages (run/stage.py, run/remote_server.py), the window and its ends
-(run/window.py, run/remote_client.py) and the dataset's preparation on a host (run/remote_dataset.py)
+meets. The lifecycle's stages (run/stage.py, hosts/server.py), the window and its ends
+(run/window.py, hosts/client.py) and the dataset's preparation on a host (hosts/dataset.py)
 are written against it, not against CellRunner itself, which imports them.
 
     def measure(runner: Runner, ...) -> Measured: ...   # runner.exp.file, runner.kind, runner.results
@@ -30,8 +30,8 @@ class Runner(Protocol):
     check_space: SpaceCheck
     server_cpus: list[int] | None
     client_cpus: list[int] | None
-    remote: Any  # the client host's RemoteClient, while the placement has one (run/remote_client.py)
-    server_host: Any  # the server host's ServerHost, while the placement has one (run/remote_server.py)
+    remote: Any  # the client host's RemoteClient, while the placement has one (hosts/client.py)
+    server_host: Any  # the server host's ServerHost, while the placement has one (hosts/server.py)
     server_hosts: dict[str, Any]  # every server host of the run, by name
     remotes: dict[tuple[str, str | None], Any]  # (client host, server host) -> its RemoteClient
     listen: Callable[[str, dict[str, Any]], None]

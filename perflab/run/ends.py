@@ -4,7 +4,7 @@ counter here), the server on its host (`ServerThere`: its /proc there, its RSS o
 perf and pmp there, status over TCP as the run's login, alloc's counter there), and the client here
 (`ClientHere`: pinned, in its variant's environment, its libraries proven mapped, its CPU from its
 rusage; a seat's, stopped and resumed for its turns here: `Turns`). A client on its host is
-run/remote_client.ClientOnHost.
+hosts/client.ClientOnHost.
 
     end = ServerHere(runner, cell, server, tracer)    # run/stage.Here.measure
     window.measure(runner, end, cell, server, logs, ClientHere(runner, cell))

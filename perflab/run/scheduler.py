@@ -102,7 +102,7 @@ class Scheduler(AdaptiveRounds):
         """The remote hosts of client_host and server_host (docs/hosts.md), for the whole run."""
         if not client_hosts(self.exp.file) and not server_hosts(self.exp.file):
             return contextlib.nullcontext()
-        from perflab.run.remote_server import run_hosts
+        from perflab.hosts.server import run_hosts
 
         return run_hosts(self.runner, workdir)
 
@@ -267,7 +267,7 @@ class Scheduler(AdaptiveRounds):
             self._unprepared[host] = exc.message
 
     def _datasets_on(self, host: str | None, datasets: Datasets) -> Datasets:
-        """The datasets of `host`'s cells, that host made the runner's server host (run/remote_server.py):
+        """The datasets of `host`'s cells, that host made the runner's server host (hosts/server.py):
         the run's own, or with a host axis and prepare_on = "host" (docs/hosts.md) one prepared on each host."""
         if host is None or host_axis(self.exp.file) is None or self.exp.file.experiment.prepare_on == "here":
             self.runner.server_host = self.runner.server_hosts.get(host) if host is not None else None
@@ -286,7 +286,7 @@ def _at_once(jobs: dict[str, Callable[[], None]], stop: threading.Event | None =
     raises is raised here once all have ended (`stop` set as it is raised, for the others to end early).
     On an interrupt (Ctrl-C, SIGTERM: the main thread's), `interrupted()` first, then their remote calls
     fail from then on (transport.halt_others) and they get HALT_WAIT_S to end, so none starts a process on
-    a host after the run's hosts are cleaned up (run/remote_server.run_hosts)."""
+    a host after the run's hosts are cleaned up (hosts/server.run_hosts)."""
     raised: list[BaseException] = []
 
     def job(work: Callable[[], None]) -> None:

@@ -3,7 +3,7 @@
 `CellRunner.run` (run/cell.py) is written once against a `Stage`: check the room, make the server
 (its options, preload, [observe] alloc counter), restore its datadir, drop the caches, start it,
 prove what it mapped, measure the window, stop it and keep its logs. `Here` runs it on this
-machine; a server host's stage (run/remote_server.HostStage) runs it there over SSH. Only the
+machine; a server host's stage (hosts/server.HostStage) runs it there over SSH. Only the
 stage knows where; the lifecycle, its row and its failures are the same.
 
     stage = runner.stage()                     # here, or the placement's server host

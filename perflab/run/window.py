@@ -15,7 +15,7 @@ What differs by place is asked of two ends, and only they know where they run:
           host), made by the cell's stage (Stage.measure): its counters and memory there, its
           profilers and host observers, its status counters, the resources as read there,
           [observe] alloc's counts
-  client  `ClientHere` (run/ends.py) or a client host's (run/remote_client.ClientOnHost): its command line
+  client  `ClientHere` (run/ends.py) or a client host's (hosts/client.ClientOnHost): its command line
           (the workload's, workloads/), its start, its counters at the marks, its row fields
 
     end = ServerHere(runner, cell, server, tracer)        # run/stage.Here.measure
@@ -86,7 +86,7 @@ class ServerEnd(Protocol):
 
 
 class ClientEnd(Protocol):
-    """The window's view of its client where it runs (ClientHere, run/remote_client.ClientOnHost)."""
+    """The window's view of its client where it runs (ClientHere, hosts/client.ClientOnHost)."""
 
     password: str | None  # the run's login the client uses (a server on a host), else None
     here: bool  # it runs on this machine: a local server's profilers cover it (one system-wide perf)

@@ -27,7 +27,7 @@ class Snapshot:
     prepare_s: float  # wall time of init + prepare + shutdown
     format: str = ""  # the on-disk format of the servers that open it: "mariadb-10.11"
     init: str = ""  # what initialised the datadir: "mariadb-install-db", "mysqld --initialize-insecure"
-    # a snapshot prepared on the server host (run/remote_dataset.py): its datadir's path there (the
+    # a snapshot prepared on the server host (hosts/dataset.py): its datadir's path there (the
     # local `datadir` is then an empty placeholder); None: prepared here
     on_host: str | None = None
 

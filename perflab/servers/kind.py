@@ -217,7 +217,7 @@ class Kind:
     def connection_problems(self, exp: Experiment) -> list[Problem]:
         return []
 
-    # a client on another host (run/remote_client.py, docs/hosts.md); why this kind cannot have one yet
+    # a client on another host (hosts/client.py, docs/hosts.md); why this kind cannot have one yet
     remote_client_refusal: str | None = "a client on another host is not supported with this server yet"
 
     def listen_on(self, server: Managed, address: str) -> None:
@@ -229,7 +229,7 @@ class Kind:
         run's datadir only), as sysbench options: {"mysql-host": ..., "mysql-password": ...}."""
         raise NotImplementedError(f"a client on another host is not supported with {self.title} yet")
 
-    # the server on another host (run/remote_server.py, docs/hosts.md); why this kind cannot run there yet
+    # the server on another host (hosts/server.py, docs/hosts.md); why this kind cannot run there yet
     remote_server_refusal: str | None = "a server on another host is not supported with this server yet"
     server_packages: ClassVar[dict[str, str]] = {}  # a server host's tools -> their Debian packages
     # why perf and pmp cannot profile this kind's server on a server host yet (observers/paired.on_host)
@@ -241,7 +241,7 @@ class Kind:
 
     def remote_init(self, place: Any, datadir: str) -> str:
         """A new datadir at `datadir` on the server host (its installed server's own tool), for a
-        dataset prepared there (run/remote_dataset.py); what initialised it."""
+        dataset prepared there (hosts/dataset.py); what initialised it."""
         raise NotImplementedError(f"preparing a dataset on another host is not supported with {self.title} yet")
 
     def remote_status(self, server: Managed, password: str, lean: bool = False) -> Any:
@@ -251,7 +251,7 @@ class Kind:
 
     def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Managed:
         """The (not yet started) server of a cell on another host: `place` is the run's ServerHost
-        (run/remote_server.py: its run directory, address and binary there), `datadir` a path there."""
+        (hosts/server.py: its run directory, address and binary there), `datadir` a path there."""
         raise NotImplementedError(f"a server on another host is not supported with {self.title} yet")
 
     def host_versions(self) -> dict[str, list[str]]:

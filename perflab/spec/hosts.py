@@ -209,7 +209,7 @@ def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Probl
     problems += _tool_problems(spec, "client_host")
     if observers:  # the server here: its observers run here, as beside a local client (run/ends.ServerHere)
         problems += _client_target_problems(spec)
-    return problems  # client variants run there as here (run/remote_client.ClientOnHost.variant_env)
+    return problems  # client variants run there as here (hosts/client.ClientOnHost.variant_env)
 
 
 def _tool_problems(spec: ExperimentFile, key: str) -> list[Problem]:

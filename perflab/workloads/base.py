@@ -92,7 +92,7 @@ class Workload:
     def remote_prepare_argv(
         self, spec: ExperimentFile, server: Any, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
-        """The dataset's loader here against a server on another host (run/remote_dataset.py): its
+        """The dataset's loader here against a server on another host (hosts/dataset.py): its
         argv and environment, the run's `login` (the kind's remote_login) and `password` in a file
         only its owner reads, never on the command line."""
         raise NotImplementedError
@@ -122,7 +122,7 @@ class Workload:
     def host_command(
         self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any
     ) -> tuple[list[str], dict[str, str] | None, str | None]:
-        """A cell's client on the client host (`remote`: run/remote_client.RemoteClient): (argv there,
+        """A cell's client on the client host (`remote`: hosts/client.RemoteClient): (argv there,
         its environment there, the workload's script's path there when it is a local file)."""
         raise NotImplementedError(f"{self.name} cannot run on another host yet")
 

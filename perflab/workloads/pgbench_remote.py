@@ -3,7 +3,7 @@
 passfile only its owner reads (PGPASSFILE), never onto a command line. On a client host pgbench logs
 every transaction into the host's `client-NNNN/` directory; the log is fetched back into the cell's
 directory here once it has ended, and the window's figures are cut from it at perflab's marks, put
-on the host's clock (run/remote_client.ClientOnHost).
+on the host's clock (hosts/client.ClientOnHost).
 
     argv, env = login_command(spec, cell, server, login, seconds)       # pgbench here, the server there
     argv, env, script = host_command(spec, cell, server, login, remote)  # pgbench on the client host
@@ -49,7 +49,7 @@ def host_passfile(remote: Any, cell: Any, login: dict[str, str]) -> str:
 
 
 def prepare_argv(spec: Any, server: Any, password: str) -> tuple[list[str], dict[str, str]]:
-    """`pgbench -i -s SCALE` here against the server there (run/remote_dataset.py), as the run's role."""
+    """`pgbench -i -s SCALE` here against the server there (hosts/dataset.py), as the run's role."""
     from perflab.servers.postgresql.server import pg_binary
 
     host, port, user = server.client_target
@@ -68,7 +68,7 @@ def login_command(
 def host_command(
     spec: Any, cell: Any, server: Any, login: dict[str, str], remote: Any
 ) -> tuple[list[str], dict[str, str], str | None]:
-    """The cell's pgbench on the client host (`remote`: run/remote_client.RemoteClient): (argv, its
+    """The cell's pgbench on the client host (`remote`: hosts/client.RemoteClient): (argv, its
     environment there, the script's path there when the test is a local script)."""
     warmup, seconds = window_seconds(spec)
     there = cell_dir(remote, cell)

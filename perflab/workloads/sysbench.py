@@ -51,7 +51,7 @@ def argv(
 
     `checkpoint` (seconds) makes sysbench print a full report and reset its counters and
     histogram then: the final summary covers only the time after it (the warm-up's end).
-    `connect` and `binary`: another connection and sysbench, for a client on a remote host (run/remote_client.py)."""
+    `connect` and `binary`: another connection and sysbench, for a client on a remote host (hosts/client.py)."""
     args = [binary or sysbench_binary(), test, *(connect if connect is not None else connection(driver, socket))] + [
         f"--tables={tables}",
         f"--table-size={table_size}",

@@ -234,7 +234,7 @@ class GoTpc(Workload):
     def host_command(
         self, spec: Any, cell: Any, server: Any, login: dict[str, str], remote: Any
     ) -> tuple[list[str], dict[str, str], None]:
-        """The cell's go-tpc on the client host (`remote`: run/remote_client.RemoteClient): its password
+        """The cell's go-tpc on the client host (`remote`: hosts/client.RemoteClient): its password
         in a file only its owner reads there (PGPASSFILE)."""
         warmup, seconds = window_seconds(spec)
         options = {**spec.workload.options, **cell.workload_options}

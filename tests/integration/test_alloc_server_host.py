@@ -146,7 +146,7 @@ def test_alloc_io_and_the_canary_of_a_server_here_with_its_client_on_a_host(
     ssh_lab: SshLab, tmpfs, tmp_path: Path
 ) -> None:
     """mariadbd here, sysbench on the client host: the counter, the I/O observer and the canary run
-    here as for a local client, over the remote client's window (run/remote_client.py)."""
+    here as for a local client, over the remote client's window (hosts/client.py)."""
     load = ssh_lab.hosts["load"]
     spec, out = write_experiment(tmp_path / "here.toml", HERE.format(ssh=load.ssh)), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))

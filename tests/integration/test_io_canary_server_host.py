@@ -101,7 +101,7 @@ def test_the_canary_and_the_io_observer_run_on_the_server_host(ssh_lab: SshLab, 
 def test_the_canary_and_io_on_the_server_host_with_sysbench_on_a_client_host(
     ssh_lab: SshLab, tmpfs, tmp_path: Path
 ) -> None:
-    """The same with sysbench on a client host (run/remote_client.py's window): the lab's hosts reach
+    """The same with sysbench on a client host (hosts/client.py's window): the lab's hosts reach
     this machine only, so the client host is the server's own, as a client on the server host."""
     db = ssh_lab.hosts["db"]
     body = EXPERIMENT.format(ssh=db.ssh).replace('server_host = "db"', 'server_host = "db"\nclient_host = "db"')

@@ -77,7 +77,7 @@ def test_what_a_remote_client_does_not_support_yet() -> None:
     # the server here: its perf, pmp and status run here
     here = parse('client_host = "load"', rest=HOSTS + "[observe]\nperf = true\npmp = true\nstatus = true\n")
     assert here.file.observe.perf is not None and here.file.observe.status
-    # its allocations, I/O and canary here too, as for a local client (run/remote_client.py)
+    # its allocations, I/O and canary here too, as for a local client (hosts/client.py)
     counted = parse('client_host = "load"', rest=HOSTS + "[observe]\nalloc = true\nhost_speed = true\nio = true\n")
     assert counted.file.observe.alloc is not None and counted.file.observe.host_speed and counted.file.observe.io
     both = parse('client_host = "load"\ndesign = "interleaved"\nserver_host = "db"', rest=HOSTS)
@@ -201,7 +201,7 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     assert parse('server_host = "db"', rest=HOSTS + "[variants.client]\n" + client_here).cells()[0].client_preload
     both = parse('server_host = "db"\nclient_host = "load"', rest=HOSTS + "[variants.client]\n" + client_here)
     assert both.cells()[0].client_env == {"A": "1"}  # a client on its host takes them there (ClientOnHost.variant_env)
-    # a preload runs there (the host's allocator: run/remote_server.py), looked for there, not here
+    # a preload runs there (the host's allocator: hosts/server.py), looked for there, not here
     from perflab.spec.hosts import preloads_by_host
 
     on_host = parse('server_host = "db"', rest=HOSTS + '[variants.alloc]\nglibc = {}\nje = { preload = "jemalloc" }\n')

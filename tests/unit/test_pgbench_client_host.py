@@ -1,4 +1,4 @@
-"""pgbench on a client host without a network (workloads/pgbench_remote.py, run/remote_client.py):
+"""pgbench on a client host without a network (workloads/pgbench_remote.py, hosts/client.py):
 its argv there (the same options as here, its password in a passfile only), a missing pgbench naming
 its package, its log fetched back and cut at this machine's marks put on the host's clock, and the
 alarm that ends pgbench there and not its wrapper (run here)."""
@@ -21,7 +21,7 @@ from perflab.hosts.transport import Completed
 from perflab import workloads
 from perflab.hosts import target
 from perflab.hosts.child import _SIGNAL_CHILD, times_cpu_s
-from perflab.run.remote_client import ClientOnHost, RemoteClient
+from perflab.hosts.client import ClientOnHost, RemoteClient
 from perflab.workloads.pgbench_log import intervals, load_log, window_summary
 from perflab.workloads import pgbench_remote
 

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from perflab.run import accounting, remote_server
+from perflab.hosts import server as remote_server
+from perflab.run import accounting
 from perflab.run.ends import ServerThere
 from perflab.servers.mariadb.flavor import INSTALLED
 from perflab.workloads import sysbench

@@ -118,7 +118,7 @@ class RemoteAllocTracer(AllocTracer):
 
 class Spanning:
     """A window's RSS sampler (its samples, its clock) whose span is also the counter's window:
-    entered at the window's start, left at its end (run/window.py, run/remote_client.py), or
+    entered at the window's start, left at its end (run/window.py, hosts/client.py), or
     at the end mark (end_mark: pgbench's windows, which its tail outlasts).
     The counter's window opens first: the sampler's start there (its loop, the host's clock) takes
     round trips the window's counts would otherwise miss."""
@@ -154,7 +154,7 @@ class Spanning:
 
 
 def of_cell(spec: Any, tree: bool, place: Any, rundir: Path) -> RemoteAllocTracer | None:
-    """The cell's tracer on the server host (`place`: run/remote_server.ServerHost), None without
+    """The cell's tracer on the server host (`place`: hosts/server.ServerHost), None without
     [observe] alloc (`spec`); the counter built once per run into the local work directory. `tree`:
     the server is a process tree (PostgreSQL: the postmaster's backends count, and make syscalls, too)."""
     if spec is None:

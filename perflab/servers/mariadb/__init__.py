@@ -42,7 +42,7 @@ class MariaDBKind(MySQLProtocolKind):
     server_packages: ClassVar[dict[str, str]] = {
         "mariadbd": "mariadb-server",
         "mariadb": "mariadb-client",
-        "mariadb-install-db": "mariadb-server",  # a dataset prepared on the host (run/remote_dataset.py)
+        "mariadb-install-db": "mariadb-server",  # a dataset prepared on the host (hosts/dataset.py)
     }
 
     def remote_status(self, server: Any, password: str, lean: bool = False) -> Any:

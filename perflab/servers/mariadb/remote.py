@@ -103,7 +103,7 @@ def init_datadir(place: Any, datadir: str) -> str:
 
 
 class RemoteMariaDB(OnHost, Mysqld):
-    """One mariadbd on a host (`place`: the run's ServerHost, run/remote_server.py)."""
+    """One mariadbd on a host (`place`: the run's ServerHost, hosts/server.py)."""
 
     def __init__(
         self,

@@ -75,7 +75,7 @@ def init_datadir(place: Any, datadir: str) -> str:
 
 
 class RemotePostgreSQL(OnHost, PostgreSQL):
-    """One postmaster (and its backends) on a host (`place`: the run's ServerHost, run/remote_server.py)."""
+    """One postmaster (and its backends) on a host (`place`: the run's ServerHost, hosts/server.py)."""
 
     def __init__(
         self,

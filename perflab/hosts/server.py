@@ -5,7 +5,7 @@ snapshot is copied into the host's run directory over SFTP once per run (a gzipp
 cell restores its datadir from that copy on the host. The host's own installed server runs the
 cell (Kind.remote_server: its option file written here and copied there), listening only on the
 host's address as this machine reaches it, with a login whose password is made for the run. The
-client runs here, or on the client host (run/remote_client.py), against that address. The server's
+client runs here, or on the client host (hosts/client.py), against that address. The server's
 CPU, faults and context switches are read from the host's /proc at the window's start and end, its
 RSS once a second there (hosts/place.py); with [observe] alloc, its allocation
 counter is preloaded there and read over the window that RSS sampler spans (observers/alloc/
@@ -152,7 +152,7 @@ class ServerHost:
     def restore(self, snapshot: dataset.Snapshot, datadir: str, workdir: Path) -> float:
         """The snapshot into `datadir` on the host (its copy there made first, once per run); seconds."""
         if snapshot.on_host is not None:
-            self._snapshots[snapshot.datadir] = snapshot.on_host  # prepared there (run/remote_dataset.py)
+            self._snapshots[snapshot.datadir] = snapshot.on_host  # prepared there (hosts/dataset.py)
         if snapshot.datadir not in self._snapshots:
             self._snapshots[snapshot.datadir] = self._copy(snapshot.datadir, workdir)
         started = time.monotonic()
@@ -208,7 +208,7 @@ def run_hosts(runner: Runner, workdir: Path) -> Iterator[None]:
     server host) -> RemoteClient: a client host per variant reaches its own server), and
     `runner.server_host` and `runner.remote` ([experiment]'s; a cell's are CellRunner.at's) are set
     inside; the hosts' clocks and fingerprints go to the run's meta `hosts` at the start and the end."""
-    from perflab.run.remote_client import RemoteClient
+    from perflab.hosts.client import RemoteClient
 
     spec = runner.exp.file
     e = spec.experiment

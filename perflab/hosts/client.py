@@ -12,7 +12,7 @@ and `clock`, the host's clock read before the client started and after it ended 
 perflab's marks, pgbench, has them put on that clock: hosts/clock.py). With [observe] perf / pmp
 targets naming the client, it is profiled on its host (observers/paired.on_host).
 
-    remote = RemoteClient.open(hosts, "load", workloads.of(spec))   # run/remote_server.run_hosts, for the whole run
+    remote = RemoteClient.open(hosts, "load", workloads.of(spec))   # hosts/server.run_hosts, for the whole run
     client_end = ClientOnHost(runner, remote, cell)                 # the window's client (run/window.py)
 """
 
@@ -60,7 +60,7 @@ class RemoteClient:
     def open(cls, hosts: Hosts, name: str, workload: Any, address: str | None = None) -> RemoteClient:
         """ToolMissingError (exit 3) naming the package when the host lacks the workload's client
         (`workload.client_packages`, looked for in `client_dirs` first). `address`: the server's (on a
-        server host, run/remote_server.py); else this machine's as the host reaches it."""
+        server host, hosts/server.py); else this machine's as the host reaches it."""
         link = hosts.link(name)
         address = address or link.local_address()
         tool, package = next(iter(workload.client_packages.items()))
