@@ -23,16 +23,18 @@ from perflab.observers.elf import FunctionStarts
 from perflab.observers.pmp import ModuleMap, parse_eu_stack
 from perflab.places import Clock, Followed, Place
 
-# $0: the pid, $1: the interval. Each sample: its time on the place's wall clock, eu-stack's text, an end mark
+# $0: the pid, $1: the interval. Each sample: its time on the place's wall clock, eu-stack's text, an end
+# mark; one every interval (the sleep runs beside the sample: a sample that takes longer delays the next)
 _SAMPLER = (
-    'while [ -d "/proc/$0" ]; do echo "T $EPOCHREALTIME"; eu-stack -m -p "$0" 2>/dev/null; echo E; sleep "$1"; done'
+    'while [ -d "/proc/$0" ]; do sleep "$1" & s=$!; echo "T $EPOCHREALTIME"; eu-stack -m -p "$0" 2>/dev/null; '
+    'echo E; wait $s; done'
 )
 # the same over a process tree (the children the kernel lists in /proc/PID/task/TID/children at each
 # sample); eu-stack heads each process's stacks with "PID N"
 _TREE_SAMPLER = (
-    'while [ -d "/proc/$0" ]; do echo "T $EPOCHREALTIME"; '
+    'while [ -d "/proc/$0" ]; do sleep "$1" & s=$!; echo "T $EPOCHREALTIME"; '
     'for p in "$0" $(cat /proc/"$0"/task/*/children 2>/dev/null); do eu-stack -m -p "$p" 2>/dev/null; done; '
-    'echo E; sleep "$1"; done'
+    'echo E; wait $s; done'
 )
 
 
