@@ -17,6 +17,8 @@ says whether the run resolves 2%), perflab's own CPU at most 1% of a core.
 
 Run: python3 bench/window_parity.py             # ~25 minutes on an idle machine
      python3 bench/window_parity.py --quick     # smoke test: 1 round, 1 repeat, 2 s windows
+     python3 bench/window_parity.py --observe 'perf = true' --old 8db4e81   # the same with observers on
+                                                # (an [observe] table appended to both experiments)
 Exit status: 0 when it measured, 1 on a real error, 130 when interrupted.
 """
 
@@ -101,7 +103,7 @@ def figures(doc: dict[str, Any]) -> dict[str, float | None]:
     }
 
 
-def measure(rounds: int, cfg: dict[str, int], old: str) -> dict[str, list[dict[str, Any]]]:
+def measure(rounds: int, cfg: dict[str, int], old: str, observe: str = "") -> dict[str, list[dict[str, Any]]]:
     found: dict[str, list[dict[str, Any]]] = {"mariadb": [], "postgresql": []}
     with tempfile.TemporaryDirectory(prefix="parity-") as tmp:
         work = Path(tmp)
@@ -112,7 +114,8 @@ def measure(rounds: int, cfg: dict[str, int], old: str) -> dict[str, list[dict[s
             files = {}
             for name, text in (("mariadb", MARIADB), ("postgresql", POSTGRESQL)):
                 files[name] = work / f"{name}.toml"
-                files[name].write_text(text.format(**cfg), encoding="utf-8")
+                observed = f"[observe]\n{observe}\n" if observe else ""
+                files[name].write_text(text.format(**cfg) + observed, encoding="utf-8")
             for n in range(rounds):
                 pair: dict[str, dict[str, Any]] = {name: {} for name in files}
                 for code, where in random.sample([("old", checkout), ("new", ROOT)], 2):
@@ -150,12 +153,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke test: 1 round, 1 repeat, 2 s windows")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--old", default=OLD, help="the commit to compare with (default: %(default)s)")
+    parser.add_argument("--observe", default="", help="the body of an [observe] table for both experiments")
     args = parser.parse_args()
     cfg = {"duration": 2, "warmup": 1, "repeats": 1} if args.quick else {"duration": 8, "warmup": 3, "repeats": 3}
     rounds = 1 if args.quick else args.rounds
 
     def go() -> None:
-        report(measure(rounds, cfg, args.old), args.quick, args.old)
+        report(measure(rounds, cfg, args.old, args.observe), args.quick, args.old)
 
     C.main_guard(go)
 
