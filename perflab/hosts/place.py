@@ -125,21 +125,20 @@ class RemoteRssSampler:
         if self.clock is not None:
             self.clock.begin()
         self._start = time.monotonic()
-        self._proc, self._loop_pid = self.rundir.start(["bash", "-c", self.LOOP, str(self.pid)])
+        self._loop = Following(self.rundir, *self.rundir.start(["bash", "-c", self.LOOP, str(self.pid)]))
         self._thread.start()
         return self
 
     def _read(self) -> None:
-        with contextlib.suppress(HostLostError, TimeoutError):
-            for line in self._proc.lines():
-                stamp, _, value = line.strip().partition(" ")
-                if value.isdigit() and stamp.replace(".", "", 1).isdigit():
-                    self._stamped.append((float(stamp), time.monotonic(), int(value)))
+        for line in self._loop.lines():
+            stamp, _, value = line.strip().partition(" ")
+            if value.isdigit() and stamp.replace(".", "", 1).isdigit():
+                self._stamped.append((float(stamp), time.monotonic(), int(value)))
 
     def __exit__(self, *exc: object) -> None:
         value, ended = None, time.monotonic()
+        self._loop.stop()
         with contextlib.suppress(HostLostError):
-            self.rundir.signal(self._loop_pid, "KILL")
             value = self.end_bytes()  # the end of the window, exactly
             self._thread.join(10)
             if self.clock is not None:

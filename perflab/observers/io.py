@@ -131,7 +131,7 @@ class FsyncRecorder(PerfRecorder):
     def times(self) -> dict[str, list[float]]:
         """Every call of the server's tree per syscall, on this machine's CLOCK_MONOTONIC; `lost` counts
         the runs of events perf lost (the counts are then too low)."""
-        pids = ",".join(map(str, self.descendants()))
+        pids = self._pids(self.descendants())
         text = self._perf(["perf", "script", "-i", str(self.data), "--pid", pids, "-F", "time,event"], "script")
         here = self.on_this_clock()
         return {name: [here(t) for t in at] for name, at in parse_times(text.splitlines()).items()}

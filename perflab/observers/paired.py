@@ -44,11 +44,21 @@ def names_client(observe: ObserveSection) -> bool:
     return any(e is not None and CLIENT in e.targets for e in (observe.perf, observe.pmp))
 
 
-def alone(observe: ObserveSection, target: str, pid: int | None, workdir: Path, tree: bool = False) -> Profilers | None:
-    """The profilers of `target` alone here (None unless [observe] names it): host_speed is the
-    server's end's."""
+def alone(
+    observe: ObserveSection,
+    target: str,
+    pid: int | None,
+    workdir: Path,
+    tree: bool = False,
+    site: Site | None = None,
+    own_clock: bool = False,
+) -> Profilers | None:
+    """The profilers of `target` alone, here or at `site` (None unless [observe] names it):
+    host_speed is the server's end's."""
     mine = of_target(observe, target).model_copy(update={"host_speed": False})
-    return Profilers(mine, pid, workdir, tree=tree) if mine.perf is not None or mine.pmp is not None else None
+    if mine.perf is None and mine.pmp is None:
+        return None
+    return Profilers(mine, pid, workdir, tree=tree, site=site, own_clock=own_clock)
 
 
 def on_host(
@@ -66,11 +76,8 @@ def on_host(
     same files here, else copies fetched once per run beside `workdir`, the cell's directory here).
     `clock`: the host's clock read over the window (the server's RSS sampler's), else one of their
     own, read when the workload starts and when they stop. None unless [observe] names `target`."""
-    mine = of_target(observe, target).model_copy(update={"host_speed": False})
-    if mine.perf is None and mine.pmp is None:
-        return None
     site = host_site(rundir, there, clock or WindowClock(rundir.link), workdir.parent)
-    return Profilers(mine, pid, workdir, tree=tree, site=site, own_clock=clock is None)
+    return alone(observe, target, pid, workdir, tree, site, own_clock=clock is None)
 
 
 def host_site(rundir: RunDir, there: str, clock: WindowClock, workdir: Path) -> Site:

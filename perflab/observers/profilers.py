@@ -87,12 +87,18 @@ class Profilers:
 
     @classmethod
     def shared(
-        cls, observe: ObserveSection, pids: dict[str, int], workdir: Path, perf: PerfRecorder, site: Site | None = None
+        cls,
+        observe: ObserveSection,
+        pids: dict[str, int],
+        workdir: Path,
+        perf: PerfRecorder,
+        site: Site | None = None,
+        tree: bool = False,
     ) -> Profilers:
         """The profiles of `pids` (a server and its client) from a recording made for several
         (an interleaved group's: observers/seats.py) at `site` (here, or a server's host), to
         store(); nothing to enter."""
-        profilers = cls(observe, pids["server"], workdir, site=site)
+        profilers = cls(observe, None, workdir, site=site, tree=tree)
         targets = observe.perf.targets if observe.perf is not None else []  # a client elsewhere is not read
         profilers.pids = dict(pids)
         profilers.binaries = {t: profilers.site.place.program(pid) for t, pid in pids.items() if t in targets}
@@ -176,10 +182,7 @@ class Profilers:
             self._stack.close()
 
     def remove(self) -> None:
-        """The recordings' own directory where they were made (a host's perf.data, its FIFOs and logs)."""
-        if self.site.own_dir:
-            with contextlib.suppress(PerflabError, TimeoutError):
-                self.site.place.run(["rm", "-rf", "--one-file-system", str(self.site.dir)], timeout=120)
+        self.site.remove()
 
     def fields(self, spans: Spans) -> dict[str, Any]:
         """The cell's fields from observers that are not profiles: `host_speed` over the window."""

@@ -129,9 +129,7 @@ class SeatObservers:
                     self.site.clock.finish()
 
     def remove(self) -> None:
-        """The recording's directory where it was made (a host's perf.data is not left to fill its tmpfs)."""
-        with contextlib.suppress(PerflabError, TimeoutError):
-            self.site.place.run(["rm", "-rf", "--one-file-system", str(self.site.dir)], timeout=120)
+        self.site.remove()  # a host's: its perf.data
 
     def store(
         self,
@@ -147,8 +145,7 @@ class SeatObservers:
         no call): the seat fails, as a sequential cell would."""
         fields: dict[str, Any] = {}
         if self.perf is not None:
-            profilers = Profilers.shared(self.observe, pids, self.workdir, self.perf, self.site)
-            profilers.tree = self.tree
+            profilers = Profilers.shared(self.observe, pids, self.workdir, self.perf, self.site, self.tree)
             profilers.store(results, cell_id, spans)
         if tracer is not None:
             window = round(spans.own.get(MEASURED, (0.0, 0.0))[1])

@@ -83,7 +83,7 @@ class SyscallRecorder(PerfRecorder):
     def counts(self) -> SyscallCounts:
         """The window's calls; PerflabError when the recording does not cover it, and
         `lost_chunks` when perf lost some of its events."""
-        pids = ",".join(map(str, self.descendants())) if self.tree else str(self.pid)
+        pids = self._pids(self.descendants() if self.tree else None)
         script = self._perf(["perf", "script", "-i", str(self.data), "--pid", pids, "-F", "event,trace"], "script")
         counts = parse(script.splitlines())
         counts.lost_chunks = self.lost

@@ -18,11 +18,14 @@ once against these (observers/perf.py).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from perflab.errors import PerflabError
 
 if TYPE_CHECKING:
     from perflab.places.procfs import ProcCounters
@@ -189,3 +192,10 @@ class Site:
     local: Callable[[str], str | None] | None = None
     loop: bool = False  # pmp as an eu-stack loop there (observers/pmp_loop.py: perflab's libdw sampler is here)
     own_dir: bool = False  # `dir` is the recordings' alone: removed once they are stored
+
+    def remove(self) -> None:
+        """The recordings' own directory where they were made (a host's perf.data, its FIFOs and logs:
+        not left to fill its tmpfs); nothing when `dir` is not theirs alone."""
+        if self.own_dir:
+            with contextlib.suppress(PerflabError, TimeoutError):
+                self.place.run(["rm", "-rf", "--one-file-system", str(self.dir)], timeout=120)

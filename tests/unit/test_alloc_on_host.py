@@ -50,7 +50,7 @@ def tracer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> remote.RemoteAllo
     shim = tmp_path / "perflab_alloc-0123.so"
     shim.write_bytes(b"\x7fELF")
     monkeypatch.setattr(alloc, "build", lambda cache: shim)
-    monkeypatch.setattr(remote, "_copied", set())
+    monkeypatch.setattr("perflab.hosts.place._INSTALLED", set())  # copied once per run (HostPlace.install)
     host = tmp_path / "host"
     host.mkdir()
     rundir = RunDir(HereLink(), str(host))  # type: ignore[arg-type]

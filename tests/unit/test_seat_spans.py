@@ -57,7 +57,7 @@ def test_the_seats_recording_is_made_and_removed_where_their_servers_run() -> No
     ran: list[list[str]] = []
     place = SimpleNamespace(run=lambda argv, timeout=60.0: ran.append(argv) or Done(0, "", ""))
     clock = SimpleNamespace(finish=lambda: ran.append(["clock finish"]))
-    site = Site(place, Path("/r/group-0003"), clock)  # type: ignore[arg-type]
+    site = Site(place, Path("/r/group-0003"), clock, own_dir=True)  # type: ignore[arg-type]  (a host's: host_site)
     group = SeatObservers(ObserveSection.model_validate({"perf": True}), Path("/local/group-0003"), site)
     group.perf = SimpleNamespace(enabled=True)  # type: ignore[assignment]  (recording: started there)
     group.window_ended()

@@ -46,7 +46,6 @@ _SLOTS = 'u=$(od -An -tu8 -j "$1" -N 8 "$0") && head -c $(($4 + (u + $2) * $3)) 
 _RANGE = 'tail -c +"$1" "$0" | head -c "$2" | base64 -w0'
 # $0: the file; $1: 8 bytes (base64) written at word $2
 _WORD = 'printf %s "$1" | base64 -d | dd of="$0" oflag=nofollow bs=8 seek="$2" conv=notrunc status=none'
-_copied: set[tuple[str, str]] = set()  # (host run directory, shim): copied there this run
 
 
 class RemoteAllocTracer(AllocTracer):
@@ -58,11 +57,7 @@ class RemoteAllocTracer(AllocTracer):
     ) -> None:
         self.host, self.remote_dir, self.link = rundir, remote_dir, rundir.link
         super().__init__(spec, local, cache, tree)
-        self.there = f"{rundir.path}/{self.shim.name}"
-        if (rundir.path, self.shim.name) not in _copied:
-            self.link.put(self.shim, self.there)
-            self.link.run(["chmod", "0755", self.there])  # loaded by a server run as another user (postgres)
-            _copied.add((rundir.path, self.shim.name))
+        self.there = HostPlace(self.link.name, rundir).install(self.shim)  # 0755: loaded by the postgres account too
 
     def _created(self, rundir: Path) -> Any:
         path = PurePosixPath(self.remote_dir) / "alloc-counters.bin"
