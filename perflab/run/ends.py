@@ -143,7 +143,7 @@ class ServerThere:
         return {**mine, **accounting.server_resources(end.server, transactions, rss), "pss_end_bytes": None}
 
     def alloc_span(self) -> tuple[float, float] | None:
-        return remote_alloc.alloc_span(self.server)
+        return remote_alloc.alloc_span(self.server, self.clock)
 
     def observed(self, measured: dict[str, Any], covered: Any) -> None:
         measured["covered"] = covered  # popped by HostStage.observed: [observe] alloc's, stored there

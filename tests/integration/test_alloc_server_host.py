@@ -179,7 +179,7 @@ def test_alloc_io_and_the_canary_of_a_server_here_with_its_client_on_a_host(
 PG = """
 [experiment]
 name = "it-alloc-pg-server-host"
-duration = "4s"  # as the MariaDB cell's: the span's missed round trip weighs less (0.9-1.1 failed under load)
+duration = "4s"
 warmup = 0
 repeats = 1
 server = "postgresql"
@@ -223,10 +223,14 @@ def test_alloc_counts_a_postgresql_server_on_its_host_over_every_backend(
     # the postmaster, pgbench's backends and the auxiliary processes: a slot each (not one shared)
     assert alloc["threads"] >= 4 and alloc["shared_slot_threads"] == 0, alloc
     # select-only's index scan: btbeginscan's two palloc'd chunks, each over the chunk limit, a malloc
-    # of its own (8-16 KiB and 16-32 KiB) per transaction, in the backends
+    # of its own (8-16 KiB and 16-32 KiB) per transaction, in the backends. A backend missed would
+    # give 0.5, one counted twice 2. Under load (CI's parallel phase; here beside 3 busy loops) both
+    # backends malloc more at once, in the same stretch, some of it kept: 16-32 KiB up to 1.13 (CI),
+    # 1.09 here, 8-16 KiB up to 1.04, each backend's slot alike; the sampled stacks hold the planner
+    # (GetCachedPlan re-planning) beside btbeginscan. Quiet, 1.00-1.01 (test_postgresql's 0.95-1.05).
     scan = {r["low"]: r["calls_per_txn"].get("malloc", 0) for r in alloc["by_size_class"] if r["low"] in (8192, 16384)}
     said = (scan, cell["summary"]["transactions"])
-    assert scan.keys() == {8192, 16384} and all(0.9 <= n <= 1.1 for n in scan.values()), said
+    assert scan.keys() == {8192, 16384} and all(0.9 <= n <= 1.2 for n in scan.values()), said
     # the counts end at the end mark, before pgbench's clients disconnect (remote_alloc.end_mark): each
     # malloc freed within the transaction (until 2026-11-28 the exiting backends' frees of what their
     # postmaster had malloc'd were in, and free exceeded malloc)

@@ -98,6 +98,28 @@ def test_the_window_reads_the_slots_in_use_as_the_local_reader(tracer: remote.Re
     assert read[-3:] == [str(remote.EXTRA_SLOTS), str(alloc.SLOT_WORDS * 8), str(alloc.HEADER_BYTES)]
 
 
+def test_the_counts_span_is_the_hosts_time_of_each_snapshot(tracer: remote.RemoteAllocTracer) -> None:
+    """The span the window's transactions are matched to is when the snapshots were taken there (the
+    host's wall clock, aligned), not when this machine sent the reads: under load the read of the end
+    is taken a round trip's half after it was asked (1.13 mallocs a transaction where there is one)."""
+    import time
+
+    from perflab.hosts.clock import Alignment
+
+    _fill_slots(Path(str(tracer.file)), 2)
+    tracer.spec = AllocObserve(period="256K", syscalls=False)  # no perf there (this machine, no host)
+    with tracer.window(1, Path(tracer.remote_dir)):
+        time.sleep(0.2)
+    first, last = tracer.walls  # type: ignore[misc]
+    assert 0.2 <= last - first < 5 and abs(first - time.time()) < 5
+    assert remote.alloc_span(SimpleNamespace(alloc=tracer), None) == tracer.span  # no clock read: as sent
+    shift = Alignment("db", 2.5, 0.001, time.time() - time.monotonic())
+    clock = SimpleNamespace(alignment=shift)
+    a, b = remote.alloc_span(SimpleNamespace(alloc=tracer), clock)  # type: ignore[arg-type,misc]
+    assert (a, b) == (shift.monotonic(first), shift.monotonic(last)) and b - a == pytest.approx(last - first)
+    assert a - tracer.span[0] == pytest.approx(2.5, abs=1)  # type: ignore[index]
+
+
 def test_sampling_is_switched_by_its_word_there_and_the_ring_read_back(tracer: remote.RemoteAllocTracer) -> None:
     path = Path(str(tracer.file))
     tracer._sample(256 * 1024)

@@ -25,10 +25,12 @@ import base64
 import contextlib
 import os
 from pathlib import Path, PurePosixPath
+from collections.abc import Iterator
 from typing import Any, Self
 
 import numpy as np
 
+from perflab.hosts.clock import WindowClock
 from perflab.hosts.place import HostPlace
 from perflab.hosts.rundir import RunDir
 from perflab.observers import alloc
@@ -40,8 +42,9 @@ from perflab.spec.observe import AllocObserve
 EXTRA_SLOTS = 64  # read beyond the slots in use: a thread that takes one between the reads is counted
 # $0: the file; $1: the header's base64; $2: the file's size. The cell's directory made first
 _CREATE = 'mkdir -p "${0%/*}" && printf %s "$1" | base64 -d > "$0" && truncate -s "$2" "$0"'
-# $0: the file; $1: byte offset of slots_used; $2: slots read beyond it; $3: a slot's bytes; $4: the header's
-_SLOTS = 'u=$(od -An -tu8 -j "$1" -N 8 "$0") && head -c $(($4 + (u + $2) * $3)) "$0" | base64 -w0'
+# $0: the file; $1: byte offset of slots_used; $2: slots read beyond it; $3: a slot's bytes; $4: the header's.
+# The host's wall clock first, on a line of its own: the snapshot's time (aligned_span)
+_SLOTS = 'date +%s.%N && u=$(od -An -tu8 -j "$1" -N 8 "$0") && head -c $(($4 + (u + $2) * $3)) "$0" | base64 -w0'
 # $0: the file; $1: from this byte (1 = the first); $2: this many bytes
 _RANGE = 'tail -c +"$1" "$0" | head -c "$2" | base64 -w0'
 # $0: the file; $1: 8 bytes (base64) written at word $2
@@ -58,6 +61,8 @@ class RemoteAllocTracer(AllocTracer):
         self.host, self.remote_dir, self.link = rundir, remote_dir, rundir.link
         super().__init__(spec, local, cache, tree)
         self.there = HostPlace(self.link.name, rundir).install(self.shim)  # 0755: loaded by the postgres account too
+        self._walls: list[float] = []  # the host's wall clock at each read of the window (_read)
+        self.walls: tuple[float, float] | None = None
 
     def _created(self, rundir: Path) -> Any:
         path = PurePosixPath(self.remote_dir) / "alloc-counters.bin"
@@ -73,13 +78,20 @@ class RemoteAllocTracer(AllocTracer):
         return path
 
     def _run(self, script: str, *args: object) -> np.ndarray:
+        return self._words(self._ran(script, *args))
+
+    def _ran(self, script: str, *args: object) -> str:
         done = self.link.run(["sh", "-c", script, str(self.file), *map(str, args)], timeout=120)
         if done.status != 0:
             raise alloc.AllocTracerError(
                 f"host {self.link.name}: reading the counter file {self.file} failed: {done.stderr.strip()[-300:]}",
                 "was the cell's directory there removed?",
             )
-        data = base64.b64decode(done.stdout)
+        return done.stdout
+
+    @staticmethod
+    def _words(text: str) -> np.ndarray:
+        data = base64.b64decode(text)
         return np.frombuffer(data[: len(data) // 8 * 8], dtype="<u8")
 
     def _header(self) -> np.ndarray:
@@ -93,8 +105,29 @@ class RemoteAllocTracer(AllocTracer):
         return alloc.claim_of(self._header())
 
     def _read(self) -> alloc.Counts:
-        words = self._run(_SLOTS, alloc._SLOTS_USED * 8, EXTRA_SLOTS, alloc.SLOT_WORDS * 8, alloc.HEADER_BYTES)
-        return alloc.counts_of(alloc.checked(words, f"{self.link.name}:{self.file}"))
+        out = self._ran(_SLOTS, alloc._SLOTS_USED * 8, EXTRA_SLOTS, alloc.SLOT_WORDS * 8, alloc.HEADER_BYTES)
+        wall, _, text = out.partition("\n")
+        self._walls.append(float(wall))
+        return alloc.counts_of(alloc.checked(self._words(text), f"{self.link.name}:{self.file}"))
+
+    @contextlib.contextmanager
+    def window(self, pid: int, workdir: Path) -> Iterator[AllocTracer]:
+        """AllocTracer.window, the host's wall clock at its two reads kept (`walls`)."""
+        self._walls = []
+        with super().window(pid, workdir) as tracer:
+            yield tracer
+        self.walls = (self._walls[0], self._walls[-1])
+
+    def aligned_span(self, clock: WindowClock | None) -> tuple[float, float] | None:
+        """The counts' span on this machine's clock: the host's times of its two snapshots put on it by
+        the window's readings of the host's clock (`clock`: the RSS sampler's). Without them, `span`:
+        from before the first read was sent to before the last one was (each snapshot is taken half a
+        round trip later, on a loaded machine tenths of a second: pgbench runs on past the end mark,
+        and its transactions of that stretch were counted, not covered)."""
+        alignment = clock.alignment if clock is not None else None
+        if alignment is None or self.walls is None:
+            return self.span
+        return alignment.monotonic(self.walls[0]), alignment.monotonic(self.walls[1])
 
     def _sample(self, period: int) -> None:
         word = base64.b64encode(int(period).to_bytes(8, "little")).decode()
@@ -158,10 +191,11 @@ def of_cell(spec: Any, tree: bool, place: Any, rundir: Path) -> RemoteAllocTrace
     return RemoteAllocTracer(spec, place.rundir, remote_dir, rundir, rundir.parent / "alloc-build", tree)
 
 
-def alloc_span(server: Any) -> tuple[float, float] | None:
-    """The span of the server's [observe] alloc counts (AllocTracer.span), None without them."""
-    tracer = getattr(server, "alloc", None)
-    return tracer.span if tracer is not None else None
+def alloc_span(server: Any, clock: WindowClock | None) -> tuple[float, float] | None:
+    """The span of the server's [observe] alloc counts on this machine's clock (aligned_span: `clock`,
+    the window's readings of the host's), None without them."""
+    tracer: RemoteAllocTracer | None = getattr(server, "alloc", None)
+    return tracer.aligned_span(clock) if tracer is not None else None
 
 
 def end_mark(sampler: Any) -> None:
