@@ -82,29 +82,45 @@ def pss_bytes(pids: list[int]) -> int | None:
     return total if seen else None
 
 
+PSS_BUDGET = 0.002  # of one core: the tree's PSS reads may take at most this share of perflab's time
+
+
 class TreeSampler(RssSampler):
-    """RSS summed over the tree once a second (the series), and PSS summed beside it. No sample
-    is taken after the window: the workload's backends may have gone by then."""
+    """RSS summed over the tree once a second (the series), and PSS summed beside it, within a
+    budget: smaps_rollup walks each process's page tables, some 6 ms of CPU a read for a postmaster,
+    its auxiliaries and 2 backends here, and more with every backend (every one maps the shared
+    buffers). Read each second, it was 0.6% of a core of perflab's 1.0% over a PostgreSQL window;
+    so a read follows the last one after `its CPU time / PSS_BUDGET` seconds (a second at least):
+    every 3 s at 6 ms. The window's end mark always reads it (`sample(pss=True)`: pss_end is the
+    end's), and pss_peak is the largest of the reads. No sample is taken after the window: the
+    workload's backends may have gone by then."""
 
     def __init__(self, pid: int, interval: float = 1.0) -> None:
         super().__init__(pid, interval)
         self.pss: list[int] = []
         self._lock = threading.Lock()
+        self._next_pss = 0.0  # time.monotonic() from which the next PSS read is due
 
-    def sample(self) -> None:
-        """One reading of RSS and PSS summed over the tree (also taken at the window's end)."""
+    def sample(self, pss: bool = True) -> None:
+        """One reading of RSS summed over the tree, and of PSS with `pss` (the window's end mark)
+        or when the budget allows it."""
         members = tree(self.pid)
         rss = [v for v in (rss_bytes(p) for p in members) if v is not None]
-        pss = pss_bytes(members)
+        found = None
+        if pss or time.monotonic() >= self._next_pss:
+            cpu = time.thread_time()
+            found = pss_bytes(members)
+            cost = time.thread_time() - cpu
+            self._next_pss = time.monotonic() + max(self.interval, cost / PSS_BUDGET) - self.interval / 2  # at a tick
         with self._lock:
             if rss:
                 self.samples.append((round(time.monotonic() - self._start, 3), sum(rss)))
-            if pss is not None:
-                self.pss.append(pss)
+            if found is not None:
+                self.pss.append(found)
 
     def _loop(self) -> None:
         while True:
-            self.sample()
+            self.sample(pss=False)
             if self._stop.wait(self.interval):
                 return
 

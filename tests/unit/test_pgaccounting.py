@@ -3,6 +3,7 @@ window still counts, through its parent's cumulative children's times."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -95,3 +96,34 @@ def _tree_counters_checked() -> bool:
         proc.kill()
         proc.wait()
         proc.stdout.close()
+
+
+def test_pss_is_read_within_its_cpu_budget_and_always_at_the_end_mark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tree's PSS reads (smaps_rollup: page-table walks, some 6 ms each over a postmaster's tree) are
+    spaced by their own CPU time over PSS_BUDGET; RSS stays once a second (here every 20 ms), and
+    the window's end mark reads PSS whatever the budget says."""
+    from perflab.places import proctree
+
+    burnt: list[float] = []
+
+    def costly(pids: list[int]) -> int:
+        start = time.thread_time()
+        while time.thread_time() - start < 0.005:  # 5 ms of this thread's CPU, as a read would take
+            pass
+        burnt.append(time.thread_time() - start)
+        return 4096 * len(burnt)
+
+    monkeypatch.setattr(proctree, "pss_bytes", costly)
+    monkeypatch.setattr(proctree, "PSS_BUDGET", 0.05)  # 5 ms / 0.05: a read every 0.1 s at most
+    sampler = proctree.TreeSampler(os.getpid(), interval=0.02)
+    with sampler:
+        time.sleep(0.6)
+        reads = len(burnt)
+        sampler.sample()  # the end mark
+    elapsed = time.monotonic() - sampler._start
+    assert len(burnt) == reads + 1 and sampler.pss_end == 4096 * len(burnt)  # the mark's read, the last
+    # the budget: the reads before the mark cost about their share of the time (due at a tick of the
+    # RSS loop, up to half an interval early), plus the first, at the start; 30 reads without it
+    assert sum(burnt[:-1]) <= 1.25 * 0.05 * elapsed + burnt[0], (burnt, elapsed)
+    assert 2 <= reads < len(sampler.samples) / 2, (reads, len(sampler.samples))
+    assert sampler.pss_peak == max(sampler.pss)
