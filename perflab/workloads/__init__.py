@@ -23,9 +23,12 @@ Each second of a series is a dict in sysbench's shape, whatever the tool:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perflab.workloads.base import Workload
+
+if TYPE_CHECKING:
+    from perflab.spec.schema import ExperimentFile
 
 NAMES = ("sysbench", "pgbench", "go-tpc")  # [workload] tool's values (spec/schema.py)
 
@@ -42,6 +45,6 @@ def get(name: str) -> Workload:
     return found[name]
 
 
-def of(spec: Any) -> Workload:
+def of(spec: ExperimentFile) -> Workload:
     """The workload of an experiment file (an ExperimentFile)."""
     return get(spec.workload.tool)

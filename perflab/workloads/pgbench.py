@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from perflab.workloads.base import Workload
 from perflab.workloads.pgbench_argv import DATABASE, TAIL_S, argv, cell_argv, init_argv, statements
 from perflab.workloads.pgbench_log import intervals, load_log, rate_record, window_summary
 from perflab.workloads.sysbench_output import Summary
+
+if TYPE_CHECKING:
+    from perflab.spec.schema import ExperimentFile
+    from perflab.spec.matrix import Cell
 
 class Pgbench(Workload):
     """pgbench on PostgreSQL: its cells are measured by run/window.py (the
@@ -39,7 +43,7 @@ class Pgbench(Workload):
     client_packages: ClassVar[dict[str, str]] = {"pgbench": "postgresql-client-15"}
     client_dirs = ("/usr/lib/postgresql/15/bin",)  # Debian's, where postgresql-client-15 puts it
 
-    def file_problems(self, spec: Any, kind: Any) -> list[Any]:
+    def file_problems(self, spec: ExperimentFile, kind: Any) -> list[Any]:
         from perflab.errors import Problem
 
         if not kind.runs_pgbench:
@@ -78,7 +82,7 @@ class Pgbench(Workload):
             ]
         return []
 
-    def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile, server: Any) -> list[str]:
         """`pgbench -i -s SCALE`, by the server build's own pgbench when it has one."""
         from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
 
@@ -86,7 +90,7 @@ class Pgbench(Workload):
         return init_argv(spec.dataset.scale or 1, socket_dir=server.rundir, port=PORT, user=SUPERUSER, binary=binary)
 
     def remote_prepare_argv(
-        self, spec: Any, server: Any, login: dict[str, str], password: str
+        self, spec: ExperimentFile, server: Any, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
         """`pgbench -i -s SCALE` over TCP as the run's role, its password in a passfile (PGPASSFILE)."""
         from perflab.workloads.pgbench_remote import prepare_argv
@@ -94,25 +98,25 @@ class Pgbench(Workload):
         return prepare_argv(spec, server, password)
 
     def login_command(
-        self, spec: Any, cell: Any, server: Any, login: dict[str, str], seconds: int
+        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], seconds: int
     ) -> tuple[list[str], dict[str, str] | None]:
         from perflab.workloads import pgbench_remote
 
         return pgbench_remote.login_command(spec, cell, server, login, seconds)
 
     def host_command(
-        self, spec: Any, cell: Any, server: Any, login: dict[str, str], remote: Any
+        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any
     ) -> tuple[list[str], dict[str, str] | None, str | None]:
         from perflab.workloads import pgbench_remote
 
         return pgbench_remote.host_command(spec, cell, server, login, remote)
 
-    def fetch_log(self, remote: Any, cell: Any, local: Path) -> None:
+    def fetch_log(self, remote: Any, cell: Cell, local: Path) -> None:
         from perflab.workloads import pgbench_remote
 
         pgbench_remote.fetch_log(remote, cell, local)
 
-    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
+    def training_argv(self, spec: ExperimentFile, server: Any, seconds: int) -> list[str]:
         """The installed pgbench (its own counts are not the server's), without a transaction log."""
         from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
 
@@ -140,7 +144,7 @@ class Pgbench(Workload):
         """pgbench -i -s SCALE: about 16 MiB a unit, with room."""
         return int((exp.file.dataset.scale or 1) * SCALE_BYTES * 1.2)
 
-    def effective_options(self, spec: Any, argv_used: list[str]) -> dict[str, str]:
+    def effective_options(self, spec: ExperimentFile, argv_used: list[str]) -> dict[str, str]:
         from perflab.workloads.sysbench import effective_options
 
         return effective_options({}, argv_used)
@@ -153,7 +157,7 @@ class Pgbench(Workload):
     tail_s = TAIL_S
 
     def run_argv(
-        self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+        self, spec: ExperimentFile, cell: Cell, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:
         """pgbench cannot reset its statistics (`checkpoint` unused): every transaction is logged."""
         return cell_argv(spec, cell, server, seconds, jobs or cell.threads)
@@ -166,7 +170,7 @@ class Pgbench(Workload):
 
     def window_output(
         self,
-        spec: Any,
+        spec: ExperimentFile,
         out: Path,
         code: int,
         warmup: int,

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab.workloads import rate
+
+if TYPE_CHECKING:
+    from perflab.spec.schema import ExperimentFile
+    from perflab.spec.matrix import Cell
 
 BUILTINS = {"select-only": 1, "simple-update": 5, "tpcb-like": 7}  # name -> SQL statements per transaction
 DEFAULT_OPTIONS: dict[str, Any] = {"protocol": "prepared", "max_tries": 10}
@@ -100,7 +104,7 @@ def script_problem(output: str) -> str | None:
     return " ".join(lines[:3])[:400] if lines else "pgbench printed nothing"
 
 
-def cell_argv(spec: Any, cell: Any, server: Any, seconds: int, jobs: int) -> list[str]:
+def cell_argv(spec: ExperimentFile, cell: Cell, server: Any, seconds: int, jobs: int) -> list[str]:
     """A cell's pgbench (sequential or a seat): the server build's own pgbench when it has one,
     every transaction logged into the server's run directory (`pgbench_log.*`)."""
     from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary

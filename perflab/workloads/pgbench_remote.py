@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab.places.proc import clean_env
 from perflab.workloads import pgbench_argv as pgbench
 from perflab.workloads import rate
 from perflab.workloads.client import window_seconds
+
+if TYPE_CHECKING:
+    from perflab.spec.schema import ExperimentFile
+    from perflab.spec.matrix import Cell
 
 LOG = "pgbench_log"  # its per-transaction log's prefix, there and in the cell's directory here
 
@@ -42,13 +46,13 @@ def passfile_env(server: Any, password: str) -> dict[str, str]:
     return {**clean_env(), "PGPASSFILE": str(passfile(server, password))}
 
 
-def host_passfile(remote: Any, cell: Any, login: dict[str, str]) -> str:
+def host_passfile(remote: Any, cell: Cell, login: dict[str, str]) -> str:
     """The run's role's passfile in the cell's directory on the client host (only its owner reads it); its path."""
     line = passline(login["pgsql-host"], login["pgsql-port"], login["pgsql-user"], login["pgsql-password"])
     return remote.write_private(f"{Path(cell_dir(remote, cell)).name}/pgpass", line)
 
 
-def prepare_argv(spec: Any, server: Any, password: str) -> tuple[list[str], dict[str, str]]:
+def prepare_argv(spec: ExperimentFile, server: Any, password: str) -> tuple[list[str], dict[str, str]]:
     """`pgbench -i -s SCALE` here against the server there (hosts/dataset.py), as the run's role."""
     from perflab.servers.postgresql.server import pg_binary
 
@@ -58,7 +62,7 @@ def prepare_argv(spec: Any, server: Any, password: str) -> tuple[list[str], dict
 
 
 def login_command(
-    spec: Any, cell: Any, server: Any, login: dict[str, str], seconds: int
+    spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], seconds: int
 ) -> tuple[list[str], dict[str, str]]:
     """The cell's pgbench here against the server on its host: its log in the cell's directory here."""
     argv = pgbench.cell_argv(spec, cell, server, seconds, cell.threads)
@@ -66,7 +70,7 @@ def login_command(
 
 
 def host_command(
-    spec: Any, cell: Any, server: Any, login: dict[str, str], remote: Any
+    spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any
 ) -> tuple[list[str], dict[str, str], str | None]:
     """The cell's pgbench on the client host (`remote`: hosts/client.RemoteClient): (argv, its
     environment there, the script's path there when the test is a local script)."""
@@ -91,7 +95,7 @@ def host_command(
     return argv, {"PGPASSFILE": secret}, script
 
 
-def cell_dir(remote: Any, cell: Any) -> str:
+def cell_dir(remote: Any, cell: Cell) -> str:
     """The cell's directory in the host's run directory (not `cell-NNNN`: a server host's, when both are one)."""
     return f"{remote.rundir.path}/client-{cell.order:04d}"
 
@@ -100,7 +104,7 @@ def cell_dir(remote: Any, cell: Any) -> str:
 _LOGS = 'for f in "$0"/' + LOG + '.*; do [ -f "$f" ] && echo "$f"; done; true'
 
 
-def fetch_log(remote: Any, cell: Any, local: Path) -> list[Path]:
+def fetch_log(remote: Any, cell: Cell, local: Path) -> list[Path]:
     """pgbench's per-transaction logs (`pgbench_log.PID[.THREAD]`), copied from the host into `local`,
     then the cell's directory there removed."""
     link = remote.rundir.link

@@ -28,9 +28,13 @@ The per-second record (`summary.rate`, docs/results-format.md) and whether the c
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab.errors import Problem
+
+if TYPE_CHECKING:
+    from perflab.spec.schema import ExperimentFile
+    from perflab.spec.matrix import Cell
 
 INTENDED = "intended"  # latency from each transaction's scheduled start
 # a second whose achieved rate is below this share of the target is counted in `seconds_below`
@@ -43,19 +47,19 @@ BACKLOG_S = 1.0  # a backlog of more than this many seconds of arrivals at the w
 SYSBENCH_QUEUE = 131_072  # sysbench 1.0.20's MAX_QUEUE_LEN
 
 
-def options(spec: Any, cell: Any) -> dict[str, Any]:
+def options(spec: ExperimentFile, cell: Cell) -> dict[str, Any]:
     """A cell's client options: the experiment's, the variant's over them, and its rate (`--rate`)."""
     rate = getattr(cell, "rate", None)
     return {**spec.workload.options, **cell.workload_options, **({"rate": rate} if rate else {})}
 
 
-def rates(spec: Any) -> list[int]:
+def rates(spec: ExperimentFile) -> list[int]:
     """The distinct arrival rates of the file's cells, ascending; [] for a closed loop."""
     found = {spec.workload.rate} | {v.rate for labels in spec.variants.values() for v in labels.values()}
     return sorted(found - {None})
 
 
-def problems(spec: Any, refusal: str | None) -> list[Problem]:
+def problems(spec: ExperimentFile, refusal: str | None) -> list[Problem]:
     """`rate` where the workload has no rate control (`refusal`: why), or beside a raw `rate` option."""
     where = ["workload.rate"] if spec.workload.rate is not None else []
     where += [f"variants.{a}.{lbl}.rate" for a, ls in spec.variants.items() for lbl, v in ls.items() if v.rate]

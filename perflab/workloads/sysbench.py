@@ -12,12 +12,16 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from perflab.errors import ToolMissingError, did_you_mean
 from perflab.workloads import client, rate
 from perflab.workloads.base import Workload
 from perflab.workloads.sysbench_output import Summary
+
+if TYPE_CHECKING:
+    from perflab.spec.schema import ExperimentFile
+    from perflab.spec.matrix import Cell
 
 PERCENTILE = 95
 
@@ -142,7 +146,7 @@ OLTP_WRITES = ("oltp_read_write", "oltp_write_only", "oltp_insert", "oltp_update
 TESTS_DIR = "/usr/share/sysbench"
 
 
-def cell_argv(spec: Any, cell: Any, socket: Path, **remote: Any) -> list[str]:
+def cell_argv(spec: ExperimentFile, cell: Cell, socket: Path, **remote: Any) -> list[str]:
     """The command line of a cell's client: the experiment's workload with the variant's options over it
     (`remote`: sysbench.argv's connect and binary, for a client on another host)."""
     from perflab import servers
@@ -179,12 +183,12 @@ class Prepare:
     def setup_sql(self) -> str:
         return ""
 
-    def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile, server: Any) -> list[str]:
         threads = min(self.tables, os.cpu_count() or 1)
         return argv(self.test, "prepare", socket=server.socket, tables=self.tables, table_size=self.table_size,
                     threads=threads, options=self.options)  # fmt: skip
 
-    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
+    def training_argv(self, spec: ExperimentFile, server: Any, seconds: int) -> list[str]:
         raise NotImplementedError("a bench's dataset trains no build")
 
 
@@ -196,7 +200,7 @@ class Sysbench(Workload):
     links_client_library = True
     client_packages: ClassVar[dict[str, str]] = {"sysbench": "sysbench"}
 
-    def file_problems(self, spec: Any, kind: Any) -> list[Any]:
+    def file_problems(self, spec: ExperimentFile, kind: Any) -> list[Any]:
         from perflab.errors import Problem
 
         if spec.dataset.scale is not None:
@@ -234,7 +238,7 @@ class Sysbench(Workload):
         """The test exists and every workload option is one of its (a "did you mean" otherwise)."""
         return option_problems(exp)
 
-    def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile, server: Any) -> list[str]:
         """`sysbench TEST prepare`, with the server kind's driver (PostgreSQL: pgsql, on its socket directory)."""
         import os
 
@@ -242,7 +246,7 @@ class Sysbench(Workload):
         return self._argv(spec, server, "prepare", threads=threads, options=spec.workload.options)
 
     def remote_prepare_argv(
-        self, spec: Any, server: Any, login: dict[str, str], password: str
+        self, spec: ExperimentFile, server: Any, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
         """`sysbench TEST prepare` over TCP, its login in --config-file (mode 600, beside the server's files)."""
         import os
@@ -259,19 +263,19 @@ class Sysbench(Workload):
         return argv, clean_env()
 
     def run_argv(
-        self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+        self, spec: ExperimentFile, cell: Cell, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:
         options = rate.options(spec, cell)
         return self._argv(
             spec, server, "run", threads=cell.threads, seconds=seconds, checkpoint=checkpoint, options=options
         )
 
-    def training_argv(self, spec: Any, server: Any, seconds: int) -> list[str]:
+    def training_argv(self, spec: ExperimentFile, server: Any, seconds: int) -> list[str]:
         threads = max(spec.workload.threads)
         return self._argv(spec, server, "run", threads=threads, seconds=seconds, options=spec.workload.options)
 
     @staticmethod
-    def _argv(spec: Any, server: Any, command: str, **given: Any) -> list[str]:
+    def _argv(spec: ExperimentFile, server: Any, command: str, **given: Any) -> list[str]:
         """`argv` for the file's test, dataset and the server kind's driver, on `server`'s socket."""
         from perflab import servers
 
@@ -289,12 +293,12 @@ class Sysbench(Workload):
     def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
         return client.read_output(out, code, warmup)
 
-    def effective_options(self, spec: Any, argv_used: list[str]) -> dict[str, str]:
+    def effective_options(self, spec: ExperimentFile, argv_used: list[str]) -> dict[str, str]:
         """The test's defaults (asked of this machine's sysbench once: known_options) under what perflab passed."""
         return effective_options(known_options(spec.workload.test), argv_used)
 
     def login_command(
-        self, spec: Any, cell: Any, server: Any, login: dict[str, str], seconds: int
+        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], seconds: int
     ) -> tuple[list[str], dict[str, str] | None]:
         """Its connection options, password included, in a file only its owner reads (--config-file)."""
         path = login_file(server.rundir, login)
@@ -302,7 +306,7 @@ class Sysbench(Workload):
                                                                      f"--config-file={path}"]), None  # fmt: skip
 
     def host_command(
-        self, spec: Any, cell: Any, server: Any, login: dict[str, str], remote: Any
+        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any
     ) -> tuple[list[str], dict[str, str] | None, str | None]:
         options = {key: value for key, value in login.items() if key != "db-driver"}
         connect = [f"--db-driver={login['db-driver']}", f"--config-file={remote.write_config(options, cell.order)}"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from perflab.errors import ToolMissingError
 from perflab.workloads import gotpc
@@ -22,6 +22,10 @@ from perflab.workloads.client import window_seconds
 from perflab.workloads.gotpc import DATABASE, RESERVED, USER, VERSION, WAREHOUSE_BYTES
 from perflab.workloads.pgbench_remote import host_passfile, passfile_env
 from perflab.workloads.sysbench_output import Summary
+
+if TYPE_CHECKING:
+    from perflab.spec.schema import ExperimentFile
+    from perflab.spec.matrix import Cell
 
 WAIT_GRACE_S = 5.0  # a --wait run's last report comes at its --time: ended this long after it
 
@@ -69,7 +73,7 @@ class GoTpc(Workload):
             )
         return f"go-tpc {built} (go install)"
 
-    def file_problems(self, spec: Any, kind: Any) -> list[Any]:
+    def file_problems(self, spec: ExperimentFile, kind: Any) -> list[Any]:
         from perflab.errors import Problem
 
         problems = []
@@ -109,7 +113,7 @@ class GoTpc(Workload):
         return problems + self._reserved(spec) + self._unsupported(spec)
 
     @staticmethod
-    def _unsupported(spec: Any) -> list[Any]:
+    def _unsupported(spec: ExperimentFile) -> list[Any]:
         """What needs sysbench: PGO training runs it; client variants load into its libmariadb."""
         from perflab.errors import Problem
 
@@ -137,7 +141,7 @@ class GoTpc(Workload):
                         )
         return found
 
-    def _reserved(self, spec: Any) -> list[Any]:
+    def _reserved(self, spec: ExperimentFile) -> list[Any]:
         from perflab.errors import Problem
 
         places = [("workload.options", spec.workload.options)] + [
@@ -201,7 +205,7 @@ class GoTpc(Workload):
         # its own database only: no FILE, no SUPER (reached only from the server's own network)
         return f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1'; GRANT ALL ON {DATABASE}.* TO '{USER}'@'127.0.0.1'"
 
-    def prepare_argv(self, spec: Any, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile, server: Any) -> list[str]:
         """go-tpc loads a warehouse's 10 districts in parallel: one thread per CPU, up to 10 a
         warehouse. Without its consistency checks (TPC-C clause 3.3.2, `--no-check`): they only
         read the rows just generated, and took 77 of the 80 s of a warehouse's prepare here."""
@@ -212,7 +216,7 @@ class GoTpc(Workload):
         return server.client(argv)  # MariaDB's: in the server's own network (places/netns.py)
 
     def remote_prepare_argv(
-        self, spec: Any, server: Any, login: dict[str, str], password: str
+        self, spec: ExperimentFile, server: Any, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
         """`go-tpc tpcc prepare` here against the server on its host, as the run's role over TCP."""
         warehouses = spec.workload.warehouses or 1
@@ -221,7 +225,7 @@ class GoTpc(Workload):
         return argv, passfile_env(server, login["pgsql-password"])
 
     def login_command(
-        self, spec: Any, cell: Any, server: Any, login: dict[str, str], seconds: int
+        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], seconds: int
     ) -> tuple[list[str], dict[str, str]]:
         """The cell's go-tpc here against the server on its host, as the run's role over TCP."""
         options = {**spec.workload.options, **cell.workload_options}
@@ -232,7 +236,7 @@ class GoTpc(Workload):
         return argv, passfile_env(server, login["pgsql-password"])
 
     def host_command(
-        self, spec: Any, cell: Any, server: Any, login: dict[str, str], remote: Any
+        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any
     ) -> tuple[list[str], dict[str, str], None]:
         """The cell's go-tpc on the client host (`remote`: hosts/client.RemoteClient): its password
         in a file only its owner reads there (PGPASSFILE)."""
@@ -251,7 +255,7 @@ class GoTpc(Workload):
         return argv, {"PGPASSFILE": secret}, None
 
     def run_argv(
-        self, spec: Any, cell: Any, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+        self, spec: ExperimentFile, cell: Cell, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:
         options = {**spec.workload.options, **cell.workload_options}
         run = gotpc.argv(
@@ -282,7 +286,7 @@ class GoTpc(Workload):
     def read_output(self, out: Path, code: int, warmup: int) -> tuple[Summary, list[dict[str, Any]]]:
         return gotpc.read_output(out, code, warmup)
 
-    def effective_options(self, spec: Any, argv_used: list[str]) -> dict[str, str]:
+    def effective_options(self, spec: ExperimentFile, argv_used: list[str]) -> dict[str, str]:
         """Every --key=value perflab passed (go-tpc's defaults stand for the rest)."""
         return {
             a[2:].split("=", 1)[0].replace("-", "_"): a.split("=", 1)[1]
@@ -291,7 +295,7 @@ class GoTpc(Workload):
         }
 
 
-def _target(spec: Any, server: Any) -> dict[str, Any]:
+def _target(spec: ExperimentFile, server: Any) -> dict[str, Any]:
     """gotpc.argv's connection to a cell's `server`: its port (MySQL's protocol, over TCP), or its
     socket's directory and superuser (PostgreSQL's driver, Kind.gotpc_driver)."""
     from perflab import servers
