@@ -7,14 +7,13 @@ names the host and the package to install there (docs/hosts.md).
 
 from __future__ import annotations
 
-from typing import Any
-
 from perflab import allocators
 from perflab.errors import HostKeyError, HostUnreachableError, Problem
 from perflab.hosts.target import install_hint, parse_target
 from perflab.hosts.transport import Connection
 from perflab.run import storage
 from perflab.spec.hosts import client_hosts, preloads_by_host, server_hosts
+from perflab.spec.schema import ExperimentFile
 
 # $0: a tool, "$@": directories off the PATH where it may be (postgresql-15's bin); else on the ssh
 # user's PATH (root's has /usr/sbin: mariadbd)
@@ -22,7 +21,7 @@ _HAS = 'for d in "$@"; do [ -x "$d/$0" ] && exit 0; done; command -v "$0" || tes
 
 
 def host_problems(
-    spec: Any, packages: dict[str, str], server_packages: dict[str, str] | None = None, dirs: tuple[str, ...] = ()
+    spec: ExperimentFile, packages: dict[str, str], server_packages: dict[str, str] | None = None, dirs: tuple[str, ...] = ()
 ) -> list[Problem]:
     """Problems of the client host and the server host (`packages`, `server_packages`: the tools each
     runs -> their Debian packages; `dirs`: where the server's may be, off the PATH)."""
@@ -32,7 +31,7 @@ def host_problems(
     for name in server_hosts(spec):  # [experiment] server_host, a host axis's
         wanted[name] = {**wanted.get(name, {}), **(server_packages or {}), **observer_packages(spec)}
     preloads = preloads_by_host(spec)
-    clients = {v.client_preload for ls in spec.variants.values() for v in ls.values()} - {None, "glibc"}
+    clients = {p for ls in spec.variants.values() for v in ls.values() if (p := v.client_preload) not in (None, "glibc")}
     for name in client_hosts(spec):  # a client variant's allocator is the client host's (the product of the axes)
         preloads[name] = preloads.get(name, set()) | clients
     return [
@@ -40,7 +39,7 @@ def host_problems(
     ]
 
 
-def observer_packages(spec: Any) -> dict[str, str]:
+def observer_packages(spec: ExperimentFile) -> dict[str, str]:
     """The tools the server host's observers run there -> their Debian packages."""
     observe = spec.observe
     syscalls = observe.alloc is not None and observe.alloc.syscalls  # [observe] alloc's syscalls: perf there
@@ -51,7 +50,7 @@ def observer_packages(spec: Any) -> dict[str, str]:
     }
 
 
-def client_observer_packages(spec: Any) -> dict[str, str]:
+def client_observer_packages(spec: ExperimentFile) -> dict[str, str]:
     """The tools the client host's profilers run there (targets naming "client") -> their Debian packages."""
     observe = spec.observe
     return {
@@ -61,7 +60,7 @@ def client_observer_packages(spec: Any) -> dict[str, str]:
 
 
 def _problems_of(
-    spec: Any, name: str, packages: dict[str, str], dirs: tuple[str, ...] = (), preloads: set[str] = frozenset()
+    spec: ExperimentFile, name: str, packages: dict[str, str], dirs: tuple[str, ...] = (), preloads: set[str] = frozenset()
 ) -> list[Problem]:
     """The tools and the known allocators (`preloads`: the cells' there) host `name` lacks."""
     target = parse_target(spec.hosts[name].ssh)

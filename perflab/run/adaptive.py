@@ -18,6 +18,7 @@ from perflab.analyze.rate import fixed_rate
 from perflab.analyze.summary import adaptive_targets
 from perflab.run.datasets import Datasets
 from perflab.spec.matrix import Cell, Experiment
+from perflab.spec.schema import ExperimentSection
 from perflab.spec.fields import MAX_REPEATS
 from perflab.spec.loading import cell_estimate, round_seconds
 from perflab.store.results import Results
@@ -125,7 +126,7 @@ def max_rounds(exp: Experiment) -> int:
 
 
 def _adaptive_meta(
-    spec: Any, rounds: int, stop: str | None, targets: dict[tuple[str, int], dict[str, Any]], most: int
+    spec: ExperimentSection, rounds: int, stop: str | None, targets: dict[tuple[str, int], dict[str, Any]], most: int
 ) -> dict[str, Any]:
     return {
         "target_ci": spec.target_ci,
@@ -134,7 +135,7 @@ def _adaptive_meta(
     }
 
 
-def _rounds_meta(spec: Any, rounds: int, stop: str | None, most: int) -> dict[str, Any]:
+def _rounds_meta(spec: ExperimentSection, rounds: int, stop: str | None, most: int) -> dict[str, Any]:
     """What every adaptive run's meta.adaptive says of its rounds, whichever rule stopped it."""
     return {
         "min_repeats": spec.min_repeats,
@@ -146,7 +147,7 @@ def _rounds_meta(spec: Any, rounds: int, stop: str | None, most: int) -> dict[st
 
 
 def _sequential_meta(
-    spec: Any, design: sequential.Design, rounds: int, stop: str | None, found: list[sequential.Monitored], most: int
+    spec: ExperimentSection, design: sequential.Design, rounds: int, stop: str | None, found: list[sequential.Monitored], most: int
 ) -> dict[str, Any]:
     """meta.adaptive of stop = "verdict": the design and each comparison's verdict and stop round."""
     return {

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from perflab.spec.builds import BuildSpec
     from perflab.spec.schema import ExperimentFile
     from perflab.spec.problems import Problem
+    from perflab.hosts.rundir import RunDir
+    from perflab.hosts.transport import Connection
 
 
 class Tool(Protocol):
@@ -33,6 +35,27 @@ class Tool(Protocol):
     def prepare_argv(self, spec: ExperimentFile | None, server: Any) -> list[str]: ...
 
     def training_argv(self, spec: ExperimentFile, server: Any, seconds: int) -> list[str]: ...
+
+
+class ServerHostPlace(Protocol):
+    """The run's server host as a kind's server there uses it (hosts/server.ServerHost): its link,
+    its run directory, the address this machine reaches it by, its server's binaries and version."""
+
+    name: str
+    address: str  # the server listens there only
+    binaries: dict[str, str]  # tool -> its path on the host
+    version: str  # the host's server, as its --version says it
+
+    @property
+    def link(self) -> Connection: ...
+
+    @property
+    def rundir(self) -> RunDir: ...
+
+    @property
+    def program(self) -> str: ...
+
+    def free_port(self) -> int: ...
 
 
 class Kind:
@@ -239,7 +262,7 @@ class Kind:
     remote_alloc_refusal: str | None = "[observe] alloc of this server on another host is not built yet; MariaDB's is"
     server_dirs: tuple[str, ...] = ()  # where a server host keeps them off the PATH, searched first
 
-    def remote_init(self, place: Any, datadir: str) -> str:
+    def remote_init(self, place: ServerHostPlace, datadir: str) -> str:
         """A new datadir at `datadir` on the server host (its installed server's own tool), for a
         dataset prepared there (hosts/dataset.py); what initialised it."""
         raise NotImplementedError(f"preparing a dataset on another host is not supported with {self.title} yet")
@@ -249,7 +272,7 @@ class Kind:
         (a StatusSampler, not yet connected)."""
         raise NotImplementedError(f"[observe] status is not supported with {self.title}")
 
-    def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Managed:
+    def remote_server(self, place: ServerHostPlace, datadir: str, options: dict[str, Any], **kw: Any) -> Managed:
         """The (not yet started) server of a cell on another host: `place` is the run's ServerHost
         (hosts/server.py: its run directory, address and binary there), `datadir` a path there."""
         raise NotImplementedError(f"a server on another host is not supported with {self.title} yet")

@@ -18,6 +18,8 @@ from perflab.servers.kind import Kind, Tool
 from perflab.servers.mysql_flavor import SHARES
 
 if TYPE_CHECKING:
+    from perflab.builds.source import Source
+    from perflab.spec.builds import BuildSpec
     from perflab.places import Place, RssSeries
     from perflab.places.procfs import ProcCounters
     from perflab.builds import Build
@@ -48,7 +50,7 @@ class MySQLProtocolKind(Kind):
         share = next((basedir / s for s in SHARES if (basedir / s / "english" / "errmsg.sys").is_file()), None)
         return describe(found, name=name, kind="basedir", share=share, recipe={"basedir": str(basedir)})
 
-    def prepare(self, workdir: Path, *, spec: Any, tool: Tool, log: Path, name: str, build: Build | None) -> Snapshot:
+    def prepare(self, workdir: Path, *, spec: ExperimentFile, tool: Tool, log: Path, name: str, build: Build | None) -> Snapshot:
         from perflab.servers import mysqld_dataset
 
         return mysqld_dataset.prepare(
@@ -92,7 +94,7 @@ class MySQLProtocolKind(Kind):
 
         return pss_bytes([server.pid])
 
-    def train(self, exp: ExperimentFile, build: Build, spec: Any, snapshot: Snapshot, rundir: Path, tool: Tool) -> str:
+    def train(self, exp: ExperimentFile, build: Build, spec: BuildSpec, snapshot: Snapshot, rundir: Path, tool: Tool) -> str:
         """The experiment's workload (`tool`, largest thread count) for `train_duration`, then a
         clean shutdown: the instrumented server writes its profile at exit."""
         from perflab.servers import dataset
@@ -115,12 +117,12 @@ class MySQLProtocolKind(Kind):
             server.stop()
             shutil.rmtree(rundir, ignore_errors=True)
 
-    def source_recipe(self, spec: Any, src: Any, stage: str, profile: str | None) -> dict[str, Any]:
+    def source_recipe(self, spec: BuildSpec, src: Source, stage: str, profile: str | None) -> dict[str, Any]:
         from perflab.builds import source
 
         return source.cmake_recipe(spec, src, stage, profile)
 
-    def source_build(self, name: str, spec: Any, src: Any, cache: Path, listen: Any, **kw: Any) -> Build:
+    def source_build(self, name: str, spec: BuildSpec, src: Source, cache: Path, listen: Any, **kw: Any) -> Build:
         from perflab.builds import source
 
         return source.cmake_build(name, spec, src, cache, listen, **kw)
@@ -150,7 +152,7 @@ class MySQLProtocolKind(Kind):
             "mysql-db": "sbtest",
         }
 
-    def file_problems(self, spec: Any) -> list[Problem]:
+    def file_problems(self, spec: ExperimentFile) -> list[Problem]:
         """The workload's own refusals (pgbench, pgbench's scale) come first: workloads/."""
         return self.build_problems(spec.builds)
 

@@ -55,8 +55,8 @@ def options(spec: ExperimentFile, cell: Cell) -> dict[str, Any]:
 
 def rates(spec: ExperimentFile) -> list[int]:
     """The distinct arrival rates of the file's cells, ascending; [] for a closed loop."""
-    found = {spec.workload.rate} | {v.rate for labels in spec.variants.values() for v in labels.values()}
-    return sorted(found - {None})
+    found = [spec.workload.rate, *(v.rate for labels in spec.variants.values() for v in labels.values())]
+    return sorted({r for r in found if r is not None})
 
 
 def problems(spec: ExperimentFile, refusal: str | None) -> list[Problem]:

@@ -26,7 +26,7 @@ import contextlib
 import os
 from pathlib import Path, PurePosixPath
 from collections.abc import Iterator
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from perflab.observers.alloc.tracer import AllocTracer
 from perflab.observers.host_binaries import HostStarts, HostSymbolizer
 from perflab.observers.syscalls import SyscallRecorder
 from perflab.spec.observe import AllocObserve
+
+if TYPE_CHECKING:
+    from perflab.servers.kind import ServerHostPlace
 
 EXTRA_SLOTS = 64  # read beyond the slots in use: a thread that takes one between the reads is counted
 # $0: the file; $1: the header's base64; $2: the file's size. The cell's directory made first
@@ -181,7 +184,7 @@ class Spanning:
             self._counting.close()
 
 
-def of_cell(spec: Any, tree: bool, place: Any, rundir: Path) -> RemoteAllocTracer | None:
+def of_cell(spec: AllocObserve | None, tree: bool, place: ServerHostPlace, rundir: Path) -> RemoteAllocTracer | None:
     """The cell's tracer on the server host (`place`: hosts/server.ServerHost), None without
     [observe] alloc (`spec`); the counter built once per run into the local work directory. `tree`:
     the server is a process tree (PostgreSQL: the postmaster's backends count, and make syscalls, too)."""

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from perflab.servers.mariadb.flavor import FLAVORS
 from perflab.servers.mysql_protocol import MySQLProtocolKind
+
+if TYPE_CHECKING:
+    from perflab.servers.kind import ServerHostPlace
 
 
 class MariaDBKind(MySQLProtocolKind):
@@ -50,12 +53,12 @@ class MariaDBKind(MySQLProtocolKind):
 
         return RemoteStatusSampler(server, password, lean)
 
-    def remote_init(self, place: Any, datadir: str) -> str:
+    def remote_init(self, place: ServerHostPlace, datadir: str) -> str:
         from perflab.servers.mariadb.remote import init_datadir
 
         return init_datadir(place, datadir)
 
-    def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
+    def remote_server(self, place: ServerHostPlace, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
         from perflab.servers.mariadb.remote import RemoteMariaDB
 
         return RemoteMariaDB(place, datadir, options, **kw)

@@ -16,7 +16,7 @@ import re
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab.builds import Build
 from perflab.errors import PerflabError, ServerStartError
@@ -27,6 +27,9 @@ from perflab.servers.mariadb.flavor import INSTALLED, MariaDBFlavor
 from perflab.servers.mysql_dialects import dialect
 from perflab.servers.mysql_flavor import version_tuple
 from perflab.servers.mysqld import READY_DEADLINE_S, RUN_USER, Mysqld, binary, defaults, option_line
+
+if TYPE_CHECKING:
+    from perflab.servers.kind import ServerHostPlace
 
 
 class RemoteStatusSampler(StatusSampler):
@@ -70,13 +73,13 @@ _ADOPT = (
 )
 
 
-def server_account(place: Any) -> str:
+def server_account(place: ServerHostPlace) -> str:
     """The account mariadbd runs as on the host: Debian's `mysql` (mariadb-server creates it) when
     the ssh user is root, as here (never root: issue 48); else the ssh user ("")."""
     return RUN_USER if place.link.target.user == "root" else ""
 
 
-def init_datadir(place: Any, datadir: str) -> str:
+def init_datadir(place: ServerHostPlace, datadir: str) -> str:
     """A new datadir on the host by its mariadb-install-db, as servers/mariadb/datadir.py does here."""
     argv = [place.binaries["mariadb-install-db"], "--no-defaults", f"--datadir={datadir}"]
     argv += ["--auth-root-authentication-method=normal", "--skip-test-db", "--force"]
@@ -107,7 +110,7 @@ class RemoteMariaDB(OnHost, Mysqld):
 
     def __init__(
         self,
-        place: Any,
+        place: ServerHostPlace,
         datadir: str,
         options: dict[str, Any],
         *,

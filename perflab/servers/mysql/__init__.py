@@ -19,6 +19,8 @@ from perflab.servers.mysql.flavor import FLAVORS
 from perflab.servers.mysql_protocol import MySQLProtocolKind
 
 if TYPE_CHECKING:
+    from perflab.spec.schema import ExperimentFile
+    from perflab.servers.kind import ServerHostPlace
     from perflab.spec.problems import Problem
 
 HINT = (
@@ -63,7 +65,7 @@ class MySQLKind(MySQLProtocolKind):
 
         raise UsageError("Debian 12 has no MySQL server", HINT)
 
-    def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
+    def remote_server(self, place: ServerHostPlace, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
         raise NotImplementedError(self.remote_server_refusal)  # refused by the file's checks (spec/hosts.py)
 
     def host_versions(self) -> dict[str, list[str]]:
@@ -72,7 +74,7 @@ class MySQLKind(MySQLProtocolKind):
     def short_version(self, host: dict[str, Any]) -> str:
         return "MySQL builds"
 
-    def file_problems(self, spec: Any) -> list[Problem]:
+    def file_problems(self, spec: ExperimentFile) -> list[Problem]:
         return [*super().file_problems(spec), *unbuilt(spec)]
 
     def build_problems(self, builds: dict[str, Any]) -> list[Problem]:
@@ -92,7 +94,7 @@ class MySQLKind(MySQLProtocolKind):
         return [p for p in super().tool_problems() if p.path not in MARIADB_TOOLS]
 
 
-def unbuilt(spec: Any) -> list[Problem]:
+def unbuilt(spec: ExperimentFile) -> list[Problem]:
     """The cells that would run the installed server (none here): unless one axis names a build
     in each of its labels, the first label without one."""
     from perflab.spec.problems import Problem

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from perflab.servers.kind import Kind, Tool
 
 if TYPE_CHECKING:
+    from perflab.builds.source import Source
+    from perflab.spec.builds import BuildSpec
+    from perflab.servers.kind import ServerHostPlace
     from perflab.places import Place, RssSeries
     from perflab.places.procfs import ProcCounters
     from perflab.builds import Build
@@ -70,7 +73,7 @@ class PostgreSQLKind(Kind):
             raise BuildError(name, "basedir", None, f"no bin/{' nor bin/'.join(missing)} under {basedir}")
         return describe(basedir / "bin" / "postgres", name=name, kind="basedir", recipe={"basedir": str(basedir)})
 
-    def prepare(self, workdir: Path, *, spec: Any, tool: Tool, log: Path, name: str, build: Build | None) -> Snapshot:
+    def prepare(self, workdir: Path, *, spec: ExperimentFile, tool: Tool, log: Path, name: str, build: Build | None) -> Snapshot:
         from perflab.servers.postgresql import dataset
 
         return dataset.prepare(workdir, spec=spec, tool=tool, log=log, name=name, build=build)
@@ -138,7 +141,7 @@ class PostgreSQLKind(Kind):
 
         return {"preload_verified_backends": verify_backends(server.pid, cell.preload, server.preload, cell.env)}
 
-    def train(self, exp: ExperimentFile, build: Build, spec: Any, snapshot: Snapshot, rundir: Path, tool: Tool) -> str:
+    def train(self, exp: ExperimentFile, build: Build, spec: BuildSpec, snapshot: Snapshot, rundir: Path, tool: Tool) -> str:
         """The workload on the instrumented server; its .gcda files by GCOV_PREFIX (train.py)."""
         from perflab.servers.postgresql import train
 
@@ -147,17 +150,17 @@ class PostgreSQLKind(Kind):
         finally:
             shutil.rmtree(rundir, ignore_errors=True)
 
-    def source_recipe(self, spec: Any, src: Any, stage: str, profile: str | None) -> dict[str, Any]:
+    def source_recipe(self, spec: BuildSpec, src: Source, stage: str, profile: str | None) -> dict[str, Any]:
         from perflab.servers.postgresql import source
 
         return source.recipe(spec, src, stage, profile)
 
-    def source_build(self, name: str, spec: Any, src: Any, cache: Path, listen: Any, **kw: Any) -> Build:
+    def source_build(self, name: str, spec: BuildSpec, src: Source, cache: Path, listen: Any, **kw: Any) -> Build:
         from perflab.servers.postgresql import source
 
         return source.build(name, spec, src, cache, listen, **kw)
 
-    def file_problems(self, spec: Any) -> list[Problem]:
+    def file_problems(self, spec: ExperimentFile) -> list[Problem]:
         from perflab.servers.postgresql import spec as rules
 
         return rules.file_problems(spec)
@@ -180,12 +183,12 @@ class PostgreSQLKind(Kind):
     }
     server_dirs = ("/usr/lib/postgresql/15/bin",)
 
-    def remote_server(self, place: Any, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
+    def remote_server(self, place: ServerHostPlace, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
         from perflab.servers.postgresql.remote import RemotePostgreSQL
 
         return RemotePostgreSQL(place, datadir, options, **kw)
 
-    def remote_init(self, place: Any, datadir: str) -> str:
+    def remote_init(self, place: ServerHostPlace, datadir: str) -> str:
         from perflab.servers.postgresql.remote import init_datadir
 
         return init_datadir(place, datadir)

@@ -18,7 +18,7 @@ and `rss_sampler(pid, tree=True)` (hosts/place.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab.builds import Build
 from perflab.errors import PerflabError, ServerStartError, ServerStopError
@@ -34,6 +34,9 @@ from perflab.servers.postgresql.server import (
     auth_files,
     conf_line,
 )
+
+if TYPE_CHECKING:
+    from perflab.servers.kind import ServerHostPlace
 
 # $0: the cell's directory, $1: its datadir, $2: the user that runs postgres (empty: the ssh user)
 _ADOPT = 'chmod go+x "$(dirname "$0")" && chmod 700 "$1" && if [ -n "$2" ]; then chown -R "$2:" "$0"; fi'
@@ -61,7 +64,7 @@ _INIT = (
 )
 
 
-def init_datadir(place: Any, datadir: str) -> str:
+def init_datadir(place: ServerHostPlace, datadir: str) -> str:
     """A new cluster at `datadir` on the host by its initdb, as servers/postgresql/server.py does here."""
     user = RUN_USER if place.link.target.user == "root" else ""
     argv = [place.binaries["initdb"], "-D", datadir, "-U", SUPERUSER, *INITDB_OPTIONS]
@@ -79,7 +82,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
 
     def __init__(
         self,
-        place: Any,
+        place: ServerHostPlace,
         datadir: str,
         options: dict[str, Any],
         *,
