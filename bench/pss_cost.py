@@ -1,5 +1,5 @@
 """What reading a PostgreSQL tree's PSS costs perflab: its own CPU over the window, PSS read every
-second (as before 2026-11-29) against PSS read within its CPU budget (places/proctree.PSS_BUDGET).
+second (as before 2026-11-30) against PSS read within its CPU budget (places/proctree.PSS_BUDGET).
 
 What: `perflab run` of one PostgreSQL 15 + pgbench select-only file (scale 1, a 2 s warm-up, a
 --duration window) at each --clients count, twice per pair: once with PSS_BUDGET raised so that
