@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import math
 import os
 from pathlib import Path, PurePosixPath
 from collections.abc import Iterator
@@ -110,7 +111,10 @@ class RemoteAllocTracer(AllocTracer):
     def _read(self) -> alloc.Counts:
         out = self._ran(_SLOTS, alloc._SLOTS_USED * 8, EXTRA_SLOTS, alloc.SLOT_WORDS * 8, alloc.HEADER_BYTES)
         wall, _, text = out.partition("\n")
-        self._walls.append(float(wall))
+        try:
+            self._walls.append(float(wall))
+        except ValueError:  # a date without %N: the span as sent (aligned_span)
+            self._walls.append(math.nan)
         return alloc.counts_of(alloc.checked(self._words(text), f"{self.link.name}:{self.file}"))
 
     @contextlib.contextmanager
@@ -119,7 +123,8 @@ class RemoteAllocTracer(AllocTracer):
         self._walls = []
         with super().window(pid, workdir) as tracer:
             yield tracer
-        self.walls = (self._walls[0], self._walls[-1])
+        first, last = self._walls[0], self._walls[-1]
+        self.walls = None if math.isnan(first) or math.isnan(last) else (first, last)
 
     def aligned_span(self, clock: WindowClock | None) -> tuple[float, float] | None:
         """The counts' span on this machine's clock: the host's times of its two snapshots put on it by
