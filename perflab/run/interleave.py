@@ -289,9 +289,9 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
     client_cpu = round(client_used.cpu_s, 3) if client_used else None
     idle = round(seat.idle_used.cpu_s / seat.idle_s, 3) if seat.idle_s else None
     assert seat.server is not None
-    end, read = seat.stage.pss_bytes(seat.server), getattr(rss, "pss_peak", None)
-    # the peak of the sampler's reads (a second or more apart, places/proctree.py) and the end's
-    peak = max((v for v in (end, read) if v is not None), default=None) if hasattr(rss, "pss_peak") else None
+    end, peak = seat.stage.pss_bytes(seat.server), None
+    if hasattr(rss, "pss_peak"):  # a tree's sampler: the largest of its reads (a second or more apart) and the end's
+        peak = max((v for v in (end, rss.pss_peak) if v is not None), default=None)
     resources.update(pss_end_bytes=end, pss_peak_bytes=peak)
     resources.update(
         client_cpu_s=client_cpu,
