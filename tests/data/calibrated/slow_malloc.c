@@ -13,16 +13,20 @@
  * The burn is a calibrated loop of empty iterations, not a busy-wait on the clock: on this VM
  * clock_gettime(CLOCK_MONOTONIC) costs about 100 ns a call, too coarse for 100 ns settings, and
  * a wall-clock deadline burns less CPU whenever the thread is preempted during it (a loaded
- * machine would shrink the effect). The loop's speed is measured once, in the constructor, in
- * the thread's own CPU time (CLOCK_THREAD_CPUTIME_ID, which preemption does not advance): the
- * fastest of 15 runs of 2^20 iterations (about 0.5 ms each; the fastest is the speed of an
- * uncontended core). So each call does N ns worth of work on the calling thread, as a slower
- * allocator would; on a busy machine (the other hyperthread busy) that work takes more CPU
- * time, like any code: 1.0-1.35x measured at load averages of 5-12 on 2 vCPUs. Unset, 0 or
- * unparsable: no burn and no calibration (a thin wrapper). Values are clamped to 1 ms. free()
- * is not slowed: the effect is "N ns per allocation", which calls per transaction (perflab's
- * [observe] alloc) turn
- * into a nominal cost per transaction (bench/archive/calibrated_effect.py).
+ * machine would shrink the effect). The loop's speed is measured in the thread's own CPU time
+ * (CLOCK_THREAD_CPUTIME_ID, which preemption does not advance): first in the constructor, the
+ * fastest of 15 runs of 2^20 iterations (about 0.5 ms each); then, for settings of 2 us and
+ * more, every 16th call times its own burn and moves the speed an eighth of the way to what it
+ * saw. So each call burns N ns of the CPU time it runs in: a start-up speed alone was taken in
+ * 7.5 ms, often with the other vCPU idle, and the calls then burned 0.93x to 2.1x of N in the
+ * measurement windows of one experiment run eight times (2026-11-30), while the server's own
+ * CPU a transaction moved under 10%; timed, 1.06x-1.09x in four. Below 2 us a burn is too short to time (the clock read
+ * costs about a tenth of it) and keeps the start-up speed: N ns worth of work, which on a busy
+ * machine takes more CPU time, like any code (1.0-1.35x measured at load averages of 5-12 on
+ * 2 vCPUs). Unset, 0 or unparsable: no burn and no calibration (a thin wrapper). Values are
+ * clamped to 1 ms. free() is not slowed: the effect is "N ns per allocation", which calls per
+ * transaction (perflab's [observe] alloc) turn into a nominal cost per transaction
+ * (bench/archive/calibrated_effect.py).
  *
  * glibc's __libc_malloc, __libc_calloc and __libc_realloc are called directly (exported by
  * every glibc), so no dlsym is needed and nothing allocates before the real allocator is there.
@@ -38,8 +42,12 @@ extern void *__libc_calloc(size_t n, size_t size);
 extern void *__libc_realloc(void *ptr, size_t size);
 extern void __libc_free(void *ptr);
 
-static long long burn_ns;    /* 0 until the constructor has read the environment */
-static double loops_per_ns;  /* the loop's speed, measured by the constructor */
+static long long burn_ns;     /* 0 until the constructor has read the environment */
+static double loops_per_ns;   /* the loop's speed: the constructor's, then the timed calls' */
+static unsigned long burns;   /* calls that burned, to time every TIME_EVERY-th */
+
+#define TIME_FROM_NS 2000     /* a burn this long is timed (the clock read is a tenth of it) */
+#define TIME_EVERY 16
 
 static inline void spin(unsigned long n)
 {
@@ -82,8 +90,22 @@ __attribute__((constructor)) static void slow_malloc_init(void)
 
 static inline void burn(void)
 {
-    if (burn_ns > 0)
-        spin((unsigned long)(burn_ns * loops_per_ns));
+    if (burn_ns <= 0)
+        return;
+    double speed;
+    __atomic_load(&loops_per_ns, &speed, __ATOMIC_RELAXED);
+    unsigned long n = (unsigned long)(burn_ns * speed);
+    if (burn_ns < TIME_FROM_NS || __atomic_fetch_add(&burns, 1, __ATOMIC_RELAXED) % TIME_EVERY != 0) {
+        spin(n);
+        return;
+    }
+    long long start = cpu_ns();
+    spin(n);
+    long long took = cpu_ns() - start;
+    if (took > 0) {
+        double next = speed + ((double)n / (double)took - speed) / 8;
+        __atomic_store(&loops_per_ns, &next, __ATOMIC_RELAXED);
+    }
 }
 
 void *malloc(size_t size)
