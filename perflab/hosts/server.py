@@ -297,7 +297,9 @@ class HostStage:
         return storage.drop_caches_on(self.place.link, self.place.name)
 
     def prove(self, server: Any, cell: Cell, build: Build, row: dict[str, Any], tracer: Any) -> None:
-        row.update(_allocator(server, self.place, cell, row["build"]))  # [observe] alloc's check: armed()
+        row.update(_allocator(server, self.place, cell, row["build"]))
+        if tracer is not None:
+            tracer.check_started(server.pid)  # loaded there, once, and counting
 
     def armed(self, server: Any) -> contextlib.AbstractContextManager[Any]:
         return remote_alloc.armed(server)  # [observe] alloc: its perf started there before the window

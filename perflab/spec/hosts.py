@@ -277,9 +277,6 @@ def _interleaved_problems(spec: ExperimentFile) -> list[Problem]:
     if perf is not None and "client" in perf.targets:
         expected = 'perf targets = ["server"] with design = "interleaved" and a host'
         found.append(Problem("observe.perf.targets", expected, repr(perf.targets), hint))
-    if spec.observe.alloc is not None:
-        expected = 'no [observe] alloc with design = "interleaved" and a host'
-        found.append(Problem("observe.alloc", expected, "true", hint))
     return found
 
 

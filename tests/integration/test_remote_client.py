@@ -116,13 +116,15 @@ def test_client_variants_run_on_the_client_host(ssh_lab: SshLab, tmpfs, tmp_path
 def test_interleaved_turns_with_the_clients_on_their_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     """design = "interleaved" with client_host: each seat's server here, its sysbench on the host,
     stopped and resumed there by the host's turn agent (hosts/turns.py), which writes each resume's
-    time for turns.lua there and sends its latency histogram back; the servers' counters read here."""
+    time for turns.lua there and sends its latency histogram back; the servers' counters read here, and
+    their allocation counters."""
     load = ssh_lab.hosts["load"]
     body = EXPERIMENT.format(ssh=load.ssh).replace("repeats = 1", 'repeats = 1\ndesign = "interleaved"')
     body = body.replace('duration = "3s"', 'duration = "4s"').replace(
         "[variants.log]\nOFF = {}\n", '[variants.alloc]\nglibc = {}\njemalloc = { preload = "jemalloc" }\n'
     )
-    spec, out = write_experiment(tmp_path / "turns.toml", body + "[observe]\nstatus = true\n"), tmp_path / "results"
+    observe = '[observe]\nstatus = true\nalloc = { period = "4K" }\n'  # the servers' counters here
+    spec, out = write_experiment(tmp_path / "turns.toml", body + observe), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
@@ -139,6 +141,9 @@ def test_interleaved_turns_with_the_clients_on_their_host(ssh_lab: SshLab, tmpfs
         assert 0.9 <= cell["status_per_txn"]["Com_select"] <= 1.1, cell["status_per_txn"]
         assert cell["client"]["cpu_us_per_txn"] > 0, cell["client"]  # sysbench's, read on its host
         assert cell["resources"]["client_cpu_s"] > 0
+        # one operator new a point select, over its own turns' transactions (both seats' would give 2)
+        assert cell["alloc"]["transactions"] == cell["summary"]["transactions"], cell["alloc"]
+        assert 0.9 <= cell["alloc"]["calls_per_txn"]["new"] <= 1.1, cell["alloc"]["calls_per_txn"]
     assert "libjemalloc" in cells["jemalloc"]["allocator_library"]  # the servers here
     assert namespace_commands(ssh_lab, "load") == ["sshd"]  # the clients and the agent are gone
 

@@ -98,11 +98,12 @@ def test_interleaved_turns_with_the_servers_on_their_host(ssh_lab: SshLab, tmpfs
     """design = "interleaved" with server_host: every seat's server there (restored, started, proven
     there), its client here taking turns (SIGSTOP, SIGCONT), its counters over TCP from here and its
     CPU read there, each cell's use over its own turns; one `perf record -a` there for the group, each
-    seat's server profiled from it over its own turns (observers/seats.py on the host's place)."""
+    seat's server profiled from it over its own turns (observers/seats.py on the host's place), and
+    each seat's allocation counter there, over its own turns' transactions."""
     db = ssh_lab.hosts["db"]
     body = EXPERIMENT.format(ssh=db.ssh, more='design = "interleaved"').replace('duration = "2s"', 'duration = "4s"')
     body += '[variants.alloc]\nglibc = {}\njemalloc = { preload = "jemalloc" }\n[observe]\nstatus = true\n'
-    body += "perf = { frequency = 999 }\n"
+    body += 'perf = { frequency = 999 }\nalloc = { period = "4K" }\n'
     spec, out = write_experiment(tmp_path / "turns.toml", body), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -118,6 +119,14 @@ def test_interleaved_turns_with_the_servers_on_their_host(ssh_lab: SshLab, tmpfs
         resources = cell["resources"]  # the server's there, over its own turns
         assert resources["server_cpu_s"] > 0 and resources["rss_end_bytes"] > 50 << 20, resources
         assert 0.9 <= cell["status_per_txn"]["Com_select"] <= 1.1, cell["status_per_txn"]  # over TCP from here
+        counted = cell["alloc"]  # its own server's counter there, per transaction of its own turns
+        assert counted["transactions"] == cell["summary"]["transactions"] and counted["window_share"] == 1.0, counted
+        # one operator new a point select (64-128 bytes; 1.00 on 2026-11-30): its own server's calls over
+        # its own turns' transactions (over both seats' it would be 2, over the group's seconds ~0.5)
+        assert 0.9 <= counted["calls_per_txn"]["new"] <= 1.1, counted
+        (stacks,) = [p for p in cell["profiles"] if p["source"] == "alloc"]
+        meta = folded.read_meta(out / stacks["path"])
+        assert stacks["samples"] > 0 and meta["binary"].startswith("db:") and meta["binary"].endswith("/mariadbd"), meta
     jemalloc = cells["jemalloc"]["allocator_library"]  # the host's own, mapped there
     assert "libjemalloc" in jemalloc and "libc.so" in cells["glibc"]["allocator_library"]
     pids = set()
@@ -136,12 +145,13 @@ def test_postgresql_seats_take_turns_on_their_host(ssh_lab: SshLab, tmpfs, tmp_p
     """design = "interleaved" with a PostgreSQL server_host: each seat's postmaster there, its sysbench
     here taking turns, its transactions counted by the client itself (turns.lua: PostgreSQL's own counts
     come too late for a turn), its tree's CPU and memory read there; the group's perf there, each seat's
-    profile its postmaster's tree (its backends' samples: none before 2026-11-29, here or there)."""
+    profile its postmaster's tree (its backends' samples: none before 2026-11-29, here or there), and its
+    tree's allocation counter there."""
     db = ssh_lab.hosts["db"]
     body = EXPERIMENT.format(ssh=db.ssh, more='design = "interleaved"\nserver = "postgresql"')
     body = body.replace("[variants.log]\nOFF = {}\n", "[variants.sb]\n" + '"64MB" = { server_options = { shared_buffers = "64MB" } }\n'
                         + '"128MB" = { server_options = { shared_buffers = "128MB" } }\n')  # fmt: skip
-    body += "[observe]\nperf = { frequency = 999 }\n"
+    body += '[observe]\nperf = { frequency = 999 }\nalloc = { period = "64K" }\n'
     spec, out, shm = write_experiment(tmp_path / "pg-turns.toml", body), tmp_path / "results", tmpfs("shm", "1G")
     shm.parent.chmod(0o755)  # the postgres account reaches its directories
     done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
@@ -158,6 +168,13 @@ def test_postgresql_seats_take_turns_on_their_host(ssh_lab: SshLab, tmpfs, tmp_p
         meta = folded.read_meta(out / prof["path"])
         assert prof["samples"] >= 20 and len(meta["processes"]) >= 1 + 2, (prof, meta["processes"])  # backends
         assert any("PostgresMain" in stack.split(";") for stack in folded.read(out / prof["path"])), prof["top"]
+        counted = cell["alloc"]  # its postmaster's tree's counter there, over its own turns
+        assert counted["transactions"] == cell["summary"]["transactions"] and counted["threads"] >= 2, counted
+        # sysbench's point select: two mallocs a transaction in a backend (2.00 on 2026-11-30), counted
+        # over its own turns (the group's would double it)
+        assert 1.8 <= counted["calls_per_txn"]["malloc"] <= 2.2, counted
+        (stacks,) = [p for p in cell["profiles"] if p["source"] == "alloc"]
+        assert stacks["samples"] > 0 and folded.read_meta(out / stacks["path"])["binary"].startswith("db:"), stacks
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 

@@ -44,13 +44,11 @@ def alloc_fields(
         store_alloc(results, cell_id, transactions, tracer, pid)
 
 
-def store_alloc(
-    results: Results, cell_id: int, transactions: int, tracer: AllocTracer, pid: int, names: Any = None,
-    binary: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
+def store_alloc(results: Results, cell_id: int, transactions: int, tracer: AllocTracer, pid: int) -> dict[str, Any]:
     """The sampled allocation stacks as a profile of source "alloc": folded, weighted in bytes
-    requested, the leaf frame being the call and its size class (`malloc:32M-64M`). `names`, `binary`:
-    a server on a host's (observers/alloc/remote.py), else the local process's."""
+    requested, the leaf frame being the call and its size class (`malloc:32M-64M`); named from the
+    server's maps where it runs (AllocTracer.naming: here, or a server host's)."""
+    names, binary = tracer.naming(pid)
     names = names if names is not None else Symbolizer(pid)
     try:
         mangled = tracer.stacks(lambda pcs: _own_frames_dropped(names, pcs))

@@ -62,7 +62,7 @@ class RemoteAllocTracer(AllocTracer):
     def __init__(
         self, spec: AllocObserve, rundir: RunDir, remote_dir: str, local: Path, cache: Path, tree: bool = False
     ) -> None:
-        self.host, self.remote_dir, self.link = rundir, remote_dir, rundir.link
+        self.host, self.remote_dir, self.link, self.local = rundir, remote_dir, rundir.link, local
         super().__init__(spec, local, cache, tree)
         self.there = HostPlace(self.link.name, rundir).install(self.shim)  # 0755: loaded by the postgres account too
         self._walls: list[float] = []  # the host's wall clock at each read of the window (_read)
@@ -147,6 +147,15 @@ class RemoteAllocTracer(AllocTracer):
         ring = self._run(_RANGE, alloc.ring_start(header) * 8 + 1, size) if size else np.zeros(0, dtype="<u8")
         return alloc.samples_of(header, ring, self.spec.period)
 
+    def naming(self, pid: int) -> tuple[HostSymbolizer, str]:
+        """The server's maps there, named from the host's binaries (the same files here, or the run's
+        copies: HostStarts, once per run) and the counter's copy there as the one built here."""
+        link = self.link
+        maps = link.run(["cat", f"/proc/{pid}/maps"], timeout=60).stdout
+        starts = HostStarts(link, self.local.parent / "host-binaries")
+        exe = link.run(["readlink", f"/proc/{pid}/exe"]).stdout.strip()
+        return HostSymbolizer(maps, starts, {self.there: str(self.shim)}), f"{link.name}:{exe}"
+
     def _recorder(self, pid: int, workdir: Path) -> SyscallRecorder:
         """perf of the allocator's syscalls on the host, started with its events off."""
         return SyscallRecorder(pid, self.remote_dir, enabled=False, tree=self.tree, place=HostPlace(self.link.name, self.host))
@@ -225,7 +234,6 @@ def armed(server: Any) -> Any:
     if tracer is None:
         yield None
         return
-    tracer.check_started(server.pid)
     with tracer.armed(server.pid, server.rundir):
         yield tracer
 
@@ -240,11 +248,5 @@ def observed(results: Any, cell_id: int, server: Any, measured: dict[str, Any], 
     if tracer is None:
         return
     transactions = alloc_figures(tracer, measured, covered)
-    if not tracer.spec.stacks:
-        return
-    link = tracer.link
-    maps = link.run(["cat", f"/proc/{server.pid}/maps"], timeout=60).stdout
-    starts = HostStarts(link, Path(server.rundir).parent / "host-binaries")  # once per run
-    names = HostSymbolizer(maps, starts, {tracer.there: str(tracer.shim)})
-    exe = link.run(["readlink", f"/proc/{server.pid}/exe"]).stdout.strip()
-    store_alloc(results, cell_id, transactions, tracer, server.pid, names, f"{link.name}:{exe}")
+    if tracer.spec.stacks:
+        store_alloc(results, cell_id, transactions, tracer, server.pid)

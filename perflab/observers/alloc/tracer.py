@@ -97,6 +97,11 @@ class AllocTracer:
     def _samples(self) -> tuple[list[alloc.Sample], int]:
         return alloc.samples(self.file, self.spec.period)
 
+    def naming(self, pid: int) -> tuple[Any, str | None]:
+        """How the server's sampled stacks are named: (a symbolizer, its binary's name); (None,
+        None): from the local process's maps (alloc/profile.store_alloc)."""
+        return None, None
+
     def _recorder(self, pid: int, workdir: Path) -> Any:
         """perf of the allocator's syscalls, started with its events off (SyscallRecorder's interface)."""
         return SyscallRecorder(pid, workdir, enabled=False, tree=self.tree)
