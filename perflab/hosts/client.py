@@ -35,7 +35,8 @@ from perflab.hosts.session import Hosts
 from perflab.hosts.place import read_counters
 from perflab.hosts.target import WHICH, install_hint
 from perflab.hosts.turns import AGENT, HostTurns, TurnAgent
-from perflab.observers.paired import CLIENT, on_host
+from perflab.observers.paired import CLIENT, host_site, on_host
+from perflab.places import Site
 from perflab.places.procfs import ProcCounters
 from perflab.workloads.turn_latency import WRAPPER
 from perflab.workloads import client_variant, sysbench
@@ -227,6 +228,15 @@ class ClientOnHost:
 
     def pid(self, child: Any) -> int | None:
         return None  # none of this machine's CPU
+
+    def profiled_pid(self, child: Any) -> int | None:
+        return child.client_pid()  # sysbench's own there (the wrapper's child), which perf there folds
+
+    def recording(self, local: Path) -> Site:
+        """Where perf of its clients records (an interleaved group's, observers/seats.py): on its host,
+        in a directory of the run's there named as `local`, removed once stored."""
+        rundir = self.remote.rundir
+        return host_site(rundir, f"{rundir.path}/{local.name}", WindowClock(rundir.link), local.parent)
 
     def host_pid(self, child: Any) -> int | None:
         return child.pid  # perflab's own CPU there leaves the client's out

@@ -27,6 +27,7 @@ from perflab.observers.profilers import Profilers
 from perflab.observers.paired import CLIENT, Paired, alone, on_host
 from perflab.observers.beside import ServerObservers
 from perflab.observers.status import of_server as status_of
+from perflab.places import Site
 from perflab.places.here import HERE
 from perflab.places.procfs import ProcCounters, RssSampler
 from perflab.run import accounting
@@ -191,6 +192,13 @@ class ClientHere:
 
     def pid(self, child: Any) -> int | None:
         return child.pid  # its counters here
+
+    def profiled_pid(self, child: Any) -> int | None:
+        return child.pid  # perf here folds its samples
+
+    def recording(self, local: Path) -> Site:
+        """Where perf of its clients records (an interleaved group's, observers/seats.py): here."""
+        return Site(HERE, local)
 
     def host_pid(self, child: Any) -> int | None:
         return None  # perflab's own CPU on a host: none here

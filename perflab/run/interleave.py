@@ -73,7 +73,11 @@ def run_group(
     warmup, duration, slice_s = round(spec.window_start), round(spec.duration), spec.slice
     groupdir = workdir / f"group-{cells[0].order:04d}"  # the group's perf recording
     site, tree = runner.stage().recording(groupdir), runner.kind.profiles_tree
-    observers = SeatObservers(runner.exp.file.observe, groupdir, site, tree)
+    # the clients' perf where they run, when that is not where the servers run (a recording of their own)
+    clients = runner.client_end(cells[0]).recording(workdir / f"clients-{cells[0].order:04d}")
+    observers = SeatObservers(
+        runner.exp.file.observe, groupdir, site, tree, clients if clients.place.name != site.place.name else None
+    )
     seats = [Seat(runner, cell, snap, workdir, observers) for cell, snap in zip(cells, snapshots, strict=True)]
     budget = 2 * len(seats) * (warmup + duration) + round(spec.timeout_margin)  # the client's own deadline
     try:
@@ -96,7 +100,7 @@ def _run_opened(
     """The turns of the seats whose server and client started: the warm-up, the measured window
     (observed: RSS, perf and allocation counts per seat), then each seat's figures."""
     assert opened[0].server is not None
-    with observers.recording(opened[0].server.pid):
+    with observers.recording(opened[0].server.pid, opened[0].client_pid):
         observers.arm([(s.server.pid, s.rundir, s.tracer) for s in opened if s.server is not None])
         observers.warmup_started()
         started = time.monotonic()
@@ -167,7 +171,7 @@ def _observed(seat: Seat, wall: SeatSpans) -> None:
             seat.runner.results,
             seat.cell.order,
             wall,
-            {"server": seat.server.pid, "client": seat.child.pid},
+            {"server": seat.server.pid, "client": seat.client_pid or seat.child.pid},
             seat.tracer,
         )
     except PerflabError as exc:

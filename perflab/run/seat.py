@@ -67,6 +67,7 @@ class Seat:
         self.login: dict[str, str] | None = None  # the client's and sampler's login there (Kind.remote_login)
         self.server: Managed | None = None
         self.child: Child | None = None
+        self.client_pid: int | None = None  # its client's pid where it runs, once it has connected
         self.sampler: StatusSampler | ClientCounts | None = None
         self.error: PerflabError | None = None
         self.command: list[str] = []
@@ -157,6 +158,7 @@ class Seat:
         self.spans.append([time.time(), math.inf])  # it runs from its launch to the first pause
         self.workload.seat_client(self, seconds)  # connected
         self.turns = self.end.turns(self.child, self.clock)
+        self.client_pid = self.end.profiled_pid(self.child)  # where it runs (perf there folds it)
         self.pause()
         if self.child.poll() is not None:
             raise self._client_died()

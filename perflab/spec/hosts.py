@@ -272,11 +272,6 @@ def _interleaved_problems(spec: ExperimentFile) -> list[Problem]:
                "their server's backends here; remove design")  # fmt: skip
         found.append(Problem("experiment.design", f'design = "sequential" with this tool and {key}',
                              "interleaved", why))  # fmt: skip
-    hint = 'not built yet: one recording of the seats, where their servers run; design = "sequential" records there'
-    perf = spec.observe.perf  # recorded where the servers run (observers/seats.py), of the servers alone
-    if perf is not None and "client" in perf.targets:
-        expected = 'perf targets = ["server"] with design = "interleaved" and a host'
-        found.append(Problem("observe.perf.targets", expected, repr(perf.targets), hint))
     return found
 
 

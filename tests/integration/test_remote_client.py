@@ -14,6 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from perflab.store import folded
+
 from tests.freezes import Freezes
 from tests.integration.helpers import sysbench_started, used, wait_for, write_experiment
 from tests.integration.sshhosts import ROOT, SshLab, check_client_profile, namespace_commands, perflab_via
@@ -117,13 +121,14 @@ def test_interleaved_turns_with_the_clients_on_their_host(ssh_lab: SshLab, tmpfs
     """design = "interleaved" with client_host: each seat's server here, its sysbench on the host,
     stopped and resumed there by the host's turn agent (hosts/turns.py), which writes each resume's
     time for turns.lua there and sends its latency histogram back; the servers' counters read here, and
-    their allocation counters."""
+    their allocation counters; perf of the servers here and of the clients there, cut per seat."""
     load = ssh_lab.hosts["load"]
     body = EXPERIMENT.format(ssh=load.ssh).replace("repeats = 1", 'repeats = 1\ndesign = "interleaved"')
     body = body.replace('duration = "3s"', 'duration = "4s"').replace(
         "[variants.log]\nOFF = {}\n", '[variants.alloc]\nglibc = {}\njemalloc = { preload = "jemalloc" }\n'
     )
-    observe = '[observe]\nstatus = true\nalloc = { period = "4K" }\n'  # the servers' counters here
+    # the servers' counters here; perf of the servers here and of the clients there, over each seat's turns
+    observe = '[observe]\nstatus = true\nalloc = { period = "4K" }\nperf = { frequency = 999, targets = ["server", "client"] }\n'
     spec, out = write_experiment(tmp_path / "turns.toml", body + observe), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -131,6 +136,7 @@ def test_interleaved_turns_with_the_clients_on_their_host(ssh_lab: SshLab, tmpfs
     cells = {c["variant"]["alloc"]: c for c in used(exported["cells"])}
     assert all(c["status"] == "ok" for c in cells.values()), [c.get("error") for c in cells.values()]
     assert {c["design"]["turn"] for c in cells.values()} == {0, 1}
+    pids: dict[str, set] = {}
     for cell in cells.values():
         assert cell["design"]["name"] == "interleaved" and cell["client"]["host"] == "load", cell["client"]
         assert 3.5 <= cell["design"]["active_s"] <= 8, cell["design"]  # its own seconds: warm-up and window
@@ -144,6 +150,14 @@ def test_interleaved_turns_with_the_clients_on_their_host(ssh_lab: SshLab, tmpfs
         # one operator new a point select, over its own turns' transactions (both seats' would give 2)
         assert cell["alloc"]["transactions"] == cell["summary"]["transactions"], cell["alloc"]
         assert 0.9 <= cell["alloc"]["calls_per_txn"]["new"] <= 1.1, cell["alloc"]["calls_per_txn"]
+        for target, binary in (("server", "/mariadbd"), ("client", "/sysbench")):
+            (prof,) = [p for p in cell["profiles"] if (p["source"], p["phase"], p["target"]) == ("perf", "measured", target)]
+            assert prof["samples"] >= 5 and 1.5 <= prof["seconds"] <= 8, prof
+            assert prof["transactions"] == pytest.approx(cell["summary"]["transactions"], rel=0.2), prof
+            meta = folded.read_meta(out / prof["path"])
+            assert meta["binary"].endswith(binary) and meta["binary"].startswith("load:") == (target == "client"), meta
+            pids.setdefault(target, set()).add(meta["pid"])
+    assert len(pids["server"]) == len(pids["client"]) == 2  # each seat's own
     assert "libjemalloc" in cells["jemalloc"]["allocator_library"]  # the servers here
     assert namespace_commands(ssh_lab, "load") == ["sshd"]  # the clients and the agent are gone
 

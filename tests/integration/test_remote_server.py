@@ -98,12 +98,13 @@ def test_interleaved_turns_with_the_servers_on_their_host(ssh_lab: SshLab, tmpfs
     """design = "interleaved" with server_host: every seat's server there (restored, started, proven
     there), its client here taking turns (SIGSTOP, SIGCONT), its counters over TCP from here and its
     CPU read there, each cell's use over its own turns; one `perf record -a` there for the group, each
-    seat's server profiled from it over its own turns (observers/seats.py on the host's place), and
+    seat's server profiled from it over its own turns (observers/seats.py on the host's place), its
+    client from a recording of the clients here, and
     each seat's allocation counter there, over its own turns' transactions."""
     db = ssh_lab.hosts["db"]
     body = EXPERIMENT.format(ssh=db.ssh, more='design = "interleaved"').replace('duration = "2s"', 'duration = "4s"')
     body += '[variants.alloc]\nglibc = {}\njemalloc = { preload = "jemalloc" }\n[observe]\nstatus = true\n'
-    body += 'perf = { frequency = 999 }\nalloc = { period = "4K" }\n'
+    body += 'perf = { frequency = 999, targets = ["server", "client"] }\nalloc = { period = "4K" }\n'
     spec, out = write_experiment(tmp_path / "turns.toml", body), tmp_path / "results"
     done = perflab_via(ssh_lab, tmpfs("shm", "1G"), "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -129,15 +130,18 @@ def test_interleaved_turns_with_the_servers_on_their_host(ssh_lab: SshLab, tmpfs
         assert stacks["samples"] > 0 and meta["binary"].startswith("db:") and meta["binary"].endswith("/mariadbd"), meta
     jemalloc = cells["jemalloc"]["allocator_library"]  # the host's own, mapped there
     assert "libjemalloc" in jemalloc and "libc.so" in cells["glibc"]["allocator_library"]
-    pids = set()
-    for cell in cells.values():  # its own server's samples, over its own turns' seconds and transactions
-        (prof,) = [p for p in cell["profiles"] if (p["source"], p["phase"]) == ("perf", "measured")]
-        assert prof["target"] == "server" and prof["samples"] >= 20, prof  # a paced client: ~0.1 core
-        assert 1.5 <= prof["seconds"] <= 8 and prof["transactions"] == pytest.approx(cell["summary"]["transactions"], rel=0.2)
-        meta = folded.read_meta(out / prof["path"])
-        assert meta["binary"].endswith("/mariadbd") and "mariadbd" in meta["dsos"].values(), meta["binary"]
-        pids.add(meta["pid"])
-    assert len(pids) == 2  # each seat's own server
+    pids: dict[str, set] = {"server": set(), "client": set()}
+    for cell in cells.values():  # its own server's samples (there) and client's (here), over its own turns
+        for target, binary in (("server", "/mariadbd"), ("client", "/sysbench")):
+            (prof,) = [p for p in cell["profiles"] if (p["source"], p["phase"], p["target"]) == ("perf", "measured", target)]
+            assert prof["samples"] >= 5, prof  # a paced client: ~0.1 core
+            assert 1.5 <= prof["seconds"] <= 8, prof
+            assert prof["transactions"] == pytest.approx(cell["summary"]["transactions"], rel=0.2), prof
+            meta = folded.read_meta(out / prof["path"])
+            assert meta["binary"].endswith(binary) and binary[1:] in meta["dsos"].values(), meta["binary"]
+            assert meta["binary"].startswith("db:") == (target == "server"), meta["binary"]  # where each ran
+            pids[target].add(meta["pid"])
+    assert len(pids["server"]) == len(pids["client"]) == 2  # each seat's own server and client
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 

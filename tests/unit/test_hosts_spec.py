@@ -71,8 +71,9 @@ def test_what_a_remote_client_does_not_support_yet() -> None:
     )
     # sysbench's seats take their turns on a client host (hosts/turns.py); perf records the servers here
     assert "experiment.design" not in found and "observe.perf" not in found
-    clients = problems('client_host = "load"\ndesign = "interleaved"', rest=HOSTS + '[observe]\nperf = { targets = ["client"] }\n')
-    assert 'targets = ["server"] with design = "interleaved" and a host' in clients["observe.perf.targets"]
+    # and the clients' own recording there (observers/seats.py)
+    clients = parse('client_host = "load"\ndesign = "interleaved"', rest=HOSTS + '[observe]\nperf = { targets = ["client"] }\n')
+    assert clients.file.experiment.interleaved and clients.file.observe.perf.targets == ["client"]
     assert "interleaved" in found["observe.io"] and "client_host" not in found["observe.io"]  # the design's only
     # the server here: its perf, pmp and status run here
     here = parse('client_host = "load"', rest=HOSTS + "[observe]\nperf = true\npmp = true\nstatus = true\n")
