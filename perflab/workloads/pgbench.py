@@ -205,8 +205,13 @@ class Pgbench(Workload):
 
         spec, server, threads = seat.runner.exp.file, seat.server, seat.cell.threads
         seat.command = cell_argv(spec, seat.cell, server, seconds, jobs=threads)
-        seat.child = client.start(seat.command, seat.out, None)
-        wait_backends(server.pid, threads, seat.child, spec.experiment.timeout_margin, seat.out)
+        env = None
+        if seat.login is not None:  # the server on its host: the run's role over TCP, its password in a passfile
+            from perflab.workloads.pgbench_remote import passfile_env
+
+            env = passfile_env(server, seat.login["pgsql-password"])
+        seat.child = client.start(seat.command, seat.out, None, env)
+        wait_backends(server, threads, seat.child, spec.experiment.timeout_margin, seat.out)
 
     def seat_counts(self, seat: Any) -> Any:
         from perflab.workloads.turn_log import LogCounts
@@ -251,19 +256,18 @@ def end_now(child: Any) -> None:
         pass
 
 
-def wait_backends(postmaster: int, clients: int, child: Any, deadline_s: float, out: Path) -> None:
-    """Until the postmaster has a backend on DATABASE for each of `clients` (its title names
-    the database: "postgres: USER bench [local] ..."); WorkloadError if pgbench exits first or
-    after `deadline_s`."""
+def wait_backends(server: Any, clients: int, child: Any, deadline_s: float, out: Path) -> None:
+    """Until the server's postmaster has a backend on DATABASE for each of `clients` (its title
+    names the database: "postgres: USER bench [local] ...", read where it runs); WorkloadError if
+    pgbench exits first or after `deadline_s`."""
     import time
 
     from perflab.errors import WorkloadError
     from perflab.places.proc import read_tail
-    from perflab.servers.postgresql.accounting import client_backends
 
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline and child.poll() is None:
-        if client_backends(postmaster, DATABASE) >= clients:
+        if server.client_backends(DATABASE) >= clients:
             return
         time.sleep(0.02)
     tail = read_tail(out, 10) or ""

@@ -58,6 +58,12 @@ _RELEASE = _OURS + ' && ipcrm -m "$3" 2>/dev/null; true'
 _RECORD = _OURS + ' && echo "$2 $3" >> "$r/shm"; true'
 # $0: the datadir (new), $1: the user that runs postgres (empty: the ssh user), "$@" after: initdb's
 # argv, run in the run directory (the postgres user may not reach the ssh user's home)
+# $0: the postmaster's pid; $1: " DATABASE ". Its children whose title names the database, counted
+_BACKENDS = (
+    'n=0; for p in $(cat /proc/"$0"/task/*/children 2>/dev/null); do '
+    't=$(tr "\\0" " " < /proc/"$p"/cmdline 2>/dev/null) || continue; '
+    'case "$t" in *"$1"*) n=$((n + 1));; esac; done; echo "$n"'
+)
 _INIT = (
     'mkdir -m 700 "$0" && chmod go+x "${0%/*}" && { [ -z "$1" ] || chown "$1:" "$0"; } && cd "${0%/*}" && '
     'u=$1 && shift 2 && if [ -n "$u" ]; then exec setpriv --reuid="$u" --regid="$u" --init-groups "$@"; fi; exec "$@"'
@@ -205,6 +211,12 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
 
     def alive(self) -> bool:
         return self.child is not None and self.child.poll() is None and self.restart_cause() is None
+
+    def client_backends(self, database: str) -> int:
+        """The postmaster's backends serving a client on `database` there (their titles name it), in one
+        round trip."""
+        done = self.link.run(["sh", "-c", _BACKENDS, str(self.pid), f" {database} "])
+        return int(done.stdout.strip() or 0) if done.status == 0 else 0
 
     def data_bytes(self, database: str) -> int:
         return int(self.sql(f"SELECT pg_database_size('{database}')").strip())

@@ -295,6 +295,12 @@ class PostgreSQL(Managed):
     def alive(self) -> bool:
         return self.child is not None and self.child.poll() is None and self.restart_cause() is None
 
+    def client_backends(self, database: str) -> int:
+        """The postmaster's backends serving a client on `database` now (their titles name it)."""
+        from perflab.servers.postgresql.accounting import client_backends
+
+        return client_backends(self.pid, database)
+
     def stop(self, clean: bool = False) -> None:
         """clean: fast shutdown (SIGINT to the postmaster), else SIGKILL to the process group."""
         if self.child is None:
