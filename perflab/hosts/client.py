@@ -34,7 +34,7 @@ from perflab.hosts.rundir import RunDir
 from perflab.hosts.session import Hosts
 from perflab.hosts.place import read_counters
 from perflab.hosts.target import WHICH, install_hint
-from perflab.hosts.turns import AGENT, HostTurns, TurnAgent
+from perflab.hosts.turns import AGENT, SIGNALS, GroupTurns, HostTurns, TurnAgent
 from perflab.observers.paired import CLIENT, host_site, on_host
 from perflab.places import Site
 from perflab.places.procfs import ProcCounters
@@ -56,6 +56,7 @@ class RemoteClient:
     version: str | None = None  # the client's `--version` line there (a local client's is meta `host`'s)
     _copied: set[str] = field(default_factory=set)  # files copied into the run directory
     _agent: TurnAgent | None = None  # the interleaved design's turns there (hosts/turns.py), once started
+    _signals: TurnAgent | None = None  # its signals-only agent (pgbench's seats), once started
 
     @classmethod
     def open(cls, hosts: Hosts, name: str, workload: Any, address: str | None = None) -> RemoteClient:
@@ -105,8 +106,14 @@ class RemoteClient:
     def turn_agent(self) -> TurnAgent:
         """The host's turn agent (hosts/turns.py), started with the first seat there."""
         if self._agent is None:
-            self._agent = TurnAgent.start(self.rundir, self.binary, self.copy(AGENT))
+            self._agent = TurnAgent.start(self.rundir, [self.binary, self.copy(AGENT)])
         return self._agent
+
+    def signal_agent(self) -> TurnAgent:
+        """The host's signals-only agent (hosts/turns.SIGNALS), started with the first seat there that needs it."""
+        if self._signals is None:
+            self._signals = TurnAgent.start(self.rundir, ["sh", "-c", SIGNALS])
+        return self._signals
 
     def command(self, spec: Any, cell: Cell, socket: Path, connect: list[str]) -> tuple[list[str], str | None]:
         """sysbench's argv on the host, and the path there of the workload's script when it is a local file."""
@@ -314,9 +321,18 @@ class ClientOnHost:
             child, cell
         )
 
-    def turns(self, child: Any, clock: Any) -> HostTurns:
+    def turns(self, child: Any, clock: Any) -> HostTurns | GroupTurns:
+        if clock is None:  # a client that counts its own turns (pgbench's log): its pauses and resumes only
+            return GroupTurns(self.remote.signal_agent(), child.pid)
         clock.bind(child.pid)  # its process group there
         return clock
+
+    def fetched_log(self, local: Path) -> float:
+        """pgbench's per-transaction log, ended, copied from the host into `local`; the shift from this
+        machine's epochs to the host's, which stamped it (ClockAlignmentError: the turns cannot be cut)."""
+        alignment = self.clock.require()
+        self.wl.fetch_log(self.remote, self.cell, local)
+        return alignment.shift_s
 
     def counters(self, child: Any) -> ProcCounters:
         """Its CPU, faults and context switches on its host now (ProcessLookupError: gone)."""

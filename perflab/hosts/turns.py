@@ -11,9 +11,16 @@ turn would cost a new channel each time, and no shell on the host writes a doubl
 The agent reads one command a line from a channel that stays open; its commands are sent in order,
 so one seat's SIGSTOP is sent before the next seat's SIGCONT, as here.
 
-    agent = TurnAgent.start(rundir, sysbench)           # once per client host and run
+    agent = TurnAgent.start(rundir, [sysbench, lua])    # once per client host and run
     turns = agent.turns(rundir.path, 8)                  # before the client starts: environment(test)
     turns.bind(child.pid); turns.resume(); ...; turns.pause(); turns.read()
+
+A client that counts its own turns' transactions (pgbench: its per-transaction log) needs only its
+pauses and resumes: `SIGNALS`, a shell loop on the host (no sysbench there), stops and continues its
+process group (`GroupTurns`), in order, as the Lua agent does.
+
+    signals = TurnAgent.start(rundir, ["sh", "-c", SIGNALS])
+    turns = GroupTurns(signals, child.pid); turns.resume(); ...; turns.pause()
 """
 
 from __future__ import annotations
@@ -28,6 +35,13 @@ from perflab.workloads.turn_latency import BUCKETS, Histogram, size_of
 
 AGENT = Path(__file__).resolve().parents[1] / "workloads" / "turn_agent.lua"
 ANSWER_S = 30  # a command's answer (the host is alive: its link's keepalives say otherwise)
+# The signals-only agent: "C GROUP" continues the process group (no answer), "S GROUP" stops it and
+# answers "ok" once sent (a group already gone is not an error: its client ended)
+SIGNALS = (
+    'echo ready; while read -r w g; do case "$g" in ""|*[!0-9]*) echo error; continue;; esac; '
+    'case "$w" in C) kill -s CONT -- "-$g" 2>/dev/null;; S) kill -s STOP -- "-$g" 2>/dev/null; echo ok;; '
+    "*) echo error;; esac; done"
+)
 
 
 class TurnAgent:
@@ -39,9 +53,9 @@ class TurnAgent:
         self._slots = itertools.count()
 
     @classmethod
-    def start(cls, rundir: RunDir, sysbench: str, script: str) -> TurnAgent:
-        """`script`: the agent's path on the host (copied there); `sysbench`: the host's."""
-        proc, _ = rundir.start([sysbench, script])
+    def start(cls, rundir: RunDir, argv: list[str]) -> TurnAgent:
+        """`argv`: the host's sysbench and the agent's path there (copied), or the signals-only shell."""
+        proc, _ = rundir.start(argv)
         for _ in range(20):  # sysbench's banner first
             line = proc.readline(timeout=ANSWER_S)
             if line.strip() == "ready":
@@ -49,7 +63,7 @@ class TurnAgent:
             if not line:  # it ended
                 break
         raise HostLostError(
-            f"host {rundir.link.name}: the interleaved design's turn agent did not start ({sysbench} {script})",
+            f"host {rundir.link.name}: the interleaved design's turn agent did not start ({argv[0]} {argv[-1][:60]})",
             "the host's sysbench must run Lua scripts (sysbench 1.0 with LuaJIT)",
         )
 
@@ -122,3 +136,18 @@ def parse(answer: str) -> tuple[Histogram, tuple[float, float, float, float]]:
         index, _, count = pair.partition(":")
         counts[int(index)] = float(count)
     return Histogram(tuple(counts), total, spanned), (reported[0], reported[1], reported[2], reported[3])
+
+
+class GroupTurns:
+    """One seat's pauses and resumes on its host through the signals-only agent (`SIGNALS`): a client
+    that counts its own turns' transactions (pgbench)."""
+
+    def __init__(self, agent: TurnAgent, group: int) -> None:
+        self.agent, self.group = agent, group
+
+    def resume(self) -> None:
+        self.agent.tell(f"C {self.group}")
+
+    def pause(self) -> None:
+        self.agent.ask(f"S {self.group}")
+

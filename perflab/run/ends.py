@@ -196,6 +196,9 @@ class ClientHere:
     def profiled_pid(self, child: Any) -> int | None:
         return child.pid  # perf here folds its samples
 
+    def fetched_log(self, local: Path) -> float:
+        return 0.0  # pgbench's log is written here, stamped by this machine's clock
+
     def recording(self, local: Path) -> Site:
         """Where perf of its clients records (an interleaved group's, observers/seats.py): here."""
         return Site(HERE, local)

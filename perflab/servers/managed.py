@@ -7,6 +7,7 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import stat
 import time
 from pathlib import Path
@@ -19,6 +20,18 @@ from perflab.places.proc import Child
 
 ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
 LOOPBACK = "127.0.0.1"  # where a server here listens for a client that connects by TCP (go-tpc)
+
+
+def free_port(address: str = LOOPBACK) -> int:
+    """A TCP port nothing here listens on at `address` now (the kernel's pick; any address's when
+    `address` is not this machine's)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((address, 0))
+        except OSError:
+            sock.bind(("", 0))
+        return int(sock.getsockname()[1])
 
 
 def ld_preload(library: Path, rundir: Path) -> str:

@@ -28,7 +28,7 @@ from perflab.builds import Build
 from perflab.places import netns
 from perflab.places.proc import Child, call, clean_env
 from perflab.tools import binary
-from perflab.servers.managed import LOOPBACK, Managed, account, as_account, give, ld_preload, reachable, read_log
+from perflab.servers.managed import LOOPBACK, Managed, account, as_account, free_port, give, ld_preload, reachable, read_log
 from perflab.servers.mysql_dialects import dialect
 
 READY_DEADLINE_S = 90.0
@@ -56,12 +56,6 @@ def defaults(durable: bool, options: dict[str, Any]) -> dict[str, Any]:
     if names & {"log_bin", "skip_log_bin"}:
         drop.add("skip-log-bin")
     return {k: v for k, v in DEFAULT_OPTIONS.items() if k not in drop}
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def share_options(build: Build | None) -> dict[str, Path]:

@@ -84,10 +84,10 @@ class Pgbench(Workload):
 
     def prepare_argv(self, spec: ExperimentFile, server: Any) -> list[str]:
         """`pgbench -i -s SCALE`, by the server build's own pgbench when it has one."""
-        from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
+        from perflab.servers.postgresql.server import SUPERUSER, pg_binary
 
         binary = pg_binary("pgbench", server.bindir)
-        return init_argv(spec.dataset.scale or 1, socket_dir=server.rundir, port=PORT, user=SUPERUSER, binary=binary)
+        return init_argv(spec.dataset.scale or 1, socket_dir=server.rundir, port=server.port, user=SUPERUSER, binary=binary)
 
     def remote_prepare_argv(
         self, spec: ExperimentFile, server: Any, login: dict[str, str], password: str
@@ -118,13 +118,13 @@ class Pgbench(Workload):
 
     def training_argv(self, spec: ExperimentFile, server: Any, seconds: int) -> list[str]:
         """The installed pgbench (its own counts are not the server's), without a transaction log."""
-        from perflab.servers.postgresql.server import PORT, SUPERUSER, pg_binary
+        from perflab.servers.postgresql.server import SUPERUSER, pg_binary
 
         clients = max(spec.workload.threads)
         return argv(
             spec.workload.test,
             socket_dir=server.rundir,
-            port=PORT,
+            port=server.port,
             user=SUPERUSER,
             clients=clients,
             jobs=clients,
@@ -203,20 +203,27 @@ class Pgbench(Workload):
         postmaster has a backend on its database for every client."""
         from perflab.workloads import client
 
-        spec, server, threads = seat.runner.exp.file, seat.server, seat.cell.threads
-        seat.command = cell_argv(spec, seat.cell, server, seconds, jobs=threads)
-        env = None
-        if seat.login is not None:  # the server on its host: the run's role over TCP, its password in a passfile
-            from perflab.workloads.pgbench_remote import passfile_env
+        from perflab.workloads import pgbench_remote
 
-            env = passfile_env(server, seat.login["pgsql-password"])
-        seat.child = client.start(seat.command, seat.out, None, env)
+        spec, server, threads, end = seat.runner.exp.file, seat.server, seat.cell.threads, seat.end
+        if not end.here:  # on its client host: its log there (fetched at the end), its turns by signals there
+            seat.command, env, _ = pgbench_remote.host_command(spec, seat.cell, server, seat.login, end.remote, seconds)
+            end.clock.begin()  # the host's clock, read again when its log is fetched: its stamps put on ours
+            seat.child = end.seat_start(seat.command, env, seat.out)
+            seat.client_fields = end.seat_started(seat.child, seat.cell, seat.out)
+        else:
+            seat.command = cell_argv(spec, seat.cell, server, seconds, jobs=threads)
+            # the server on its host: the run's role over TCP, its password in a passfile
+            env = pgbench_remote.passfile_env(server, seat.login["pgsql-password"]) if seat.login else None
+            seat.child = client.start(seat.command, seat.out, None, env)
         wait_backends(server, threads, seat.child, spec.experiment.timeout_margin, seat.out)
 
     def seat_counts(self, seat: Any) -> Any:
         from perflab.workloads.turn_log import LogCounts
 
-        return LogCounts(seat.server.rundir / "pgbench_log", statements(seat.runner.exp.file.workload.test), seat.spans)
+        rundir = seat.server.rundir  # its log, written here or fetched here from its client host
+        fetched = lambda: seat.end.fetched_log(rundir)  # noqa: E731
+        return LogCounts(rundir / "pgbench_log", statements(seat.runner.exp.file.workload.test), seat.spans, fetched)
 
     def seat_end(self, seat: Any) -> None:
         """End pgbench as its -T does (SIGALRM, then SIGCONT): each client finishes its

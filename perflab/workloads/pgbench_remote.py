@@ -70,10 +70,11 @@ def login_command(
 
 
 def host_command(
-    spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any
+    spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any, budget: int | None = None
 ) -> tuple[list[str], dict[str, str], str | None]:
     """The cell's pgbench on the client host (`remote`: hosts/client.RemoteClient): (argv, its
-    environment there, the script's path there when the test is a local script)."""
+    environment there, the script's path there when the test is a local script). `budget`: its -T (an
+    interleaved seat's own deadline); else the window's and its tail."""
     warmup, seconds = window_seconds(spec)
     there = cell_dir(remote, cell)
     address, port, user = login["pgsql-host"], login["pgsql-port"], login["pgsql-user"]
@@ -87,7 +88,7 @@ def host_command(
         user=user,
         clients=cell.threads,
         jobs=cell.threads,  # no pinning on a client host
-        seconds=warmup + seconds + pgbench.TAIL_S,
+        seconds=budget or warmup + seconds + pgbench.TAIL_S,
         log_prefix=f"{there}/{LOG}",  # type: ignore[arg-type]  # a path on the host
         options=rate.options(spec, cell),
         binary=remote.binary,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,8 +43,13 @@ class LogCounts:
     pid = None  # and runs no process of its own
     gauges: frozenset[str] = frozenset()
 
-    def __init__(self, prefix: Path, statements: int, spans: list[list[float]]) -> None:
+    def __init__(
+        self, prefix: Path, statements: int, spans: list[list[float]], fetched: Callable[[], float] | None = None
+    ) -> None:
         self.prefix, self.per_txn = prefix, statements
+        # the log made complete here once the client has ended; the shift from this machine's epochs
+        # to those of the clock that stamped it (a client host's; 0 here)
+        self.fetched = fetched
         self.spans = spans  # the seat's turns: [resume epoch, pause epoch (inf while it runs)]
         self.samples: list[tuple[float, dict[str, float]]] = []
         self.latency: list[Histogram] = []  # filled by finish(): one per sample
@@ -62,6 +68,7 @@ class LogCounts:
         """The counts and latency at every sample, from the log (the client has ended)."""
         from perflab.workloads.pgbench_log import load_log
 
+        shift = self.fetched() if self.fetched is not None else 0.0
         log = load_log(self.prefix)
         ok = log[log[:, 0] >= 0]
         if not len(ok):
@@ -70,11 +77,12 @@ class LogCounts:
             )
         ok = ok[np.argsort(ok[:, 1], kind="stable")]
         ends = ok[:, 1]
-        done = np.searchsorted(ends, np.array(self._at), side="right")  # transactions ended by each sample
+        done = np.searchsorted(ends, np.array(self._at) - shift, side="right")  # transactions ended by each sample
         for (_, values), n in zip(self.samples, done, strict=True):
             values["Com_commit"] = float(n)
             values["Questions"] = float(n * self.per_txn)
-        self.latency = histograms(ok[:, 0] / 1000.0, within_turn(ends, ok[:, 0] / 1e6, self.spans), done)
+        spans = [[a - shift, b - shift] for a, b in self.spans]  # on the log's clock (inf stays inf)
+        self.latency = histograms(ok[:, 0] / 1000.0, within_turn(ends, ok[:, 0] / 1e6, spans), done)
         return {
             "source": "client log",
             "queries_per_event": float(self.per_txn),

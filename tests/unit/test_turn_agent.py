@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from perflab.errors import HostLostError
-from perflab.hosts.turns import AGENT, TurnAgent, parse
+from perflab.hosts.turns import AGENT, SIGNALS, GroupTurns, TurnAgent, parse
 from perflab.workloads.turn_latency import BUCKETS, HEADER, STRIDE, TurnClock
 
 
@@ -58,7 +58,7 @@ class _RunDir:
 @pytest.fixture
 def agent() -> Iterator[TurnAgent]:
     rundir = _RunDir()
-    started = TurnAgent.start(rundir, "sysbench", str(AGENT))  # type: ignore[arg-type]
+    started = TurnAgent.start(rundir, ["sysbench", str(AGENT)])  # type: ignore[arg-type]
     yield started
     started.close()
     assert rundir.started[0].proc.returncode == 0  # it ends at the end of its input
@@ -126,3 +126,39 @@ def test_a_command_it_cannot_use_is_an_error_naming_it(agent: TurnAgent, tmp_pat
     assert not (tmp_path / "elsewhere").exists()
     with pytest.raises(ValueError):
         parse("ok")
+
+
+def _stopped(pid: int, state: str) -> bool:
+    for _ in range(100):
+        if _state(pid) == state or (state != "T" and _state(pid) in ("S", "R")):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_the_signals_agent_stops_and_continues_a_group_in_order() -> None:
+    """pgbench's seats on a host (no sysbench there): the shell agent stops a real process group,
+    answering once the signal is sent, continues it, and refuses a group that is not a number."""
+    rundir = _RunDir()
+    signals = TurnAgent.start(rundir, ["sh", "-c", SIGNALS])  # type: ignore[arg-type]
+    try:
+        with subprocess.Popen(["setsid", "sleep", "60"]) as client:
+            try:
+                time.sleep(0.2)  # setsid has made its group
+                turns = GroupTurns(signals, client.pid)
+                turns.pause()
+                assert _stopped(client.pid, "T"), _state(client.pid)
+                turns.resume()
+                assert _stopped(client.pid, "S"), _state(client.pid)
+                turns.pause()
+                assert _state(client.pid) == "T"  # answered once sent: already stopped
+            finally:
+                client.kill()
+        GroupTurns(signals, 2**22 + 7).pause()  # a group already gone: not an error (its client ended)
+        with pytest.raises(HostLostError) as exc:
+            signals.ask("S 12x")
+        assert "'S 12x'" in exc.value.message
+    finally:
+        signals.close()
+    assert rundir.started[0].proc.returncode == 0
+

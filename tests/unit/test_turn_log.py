@@ -27,11 +27,14 @@ def write_log(prefix: Path, rows: list[tuple[float, int]], thread: int | None = 
     (prefix.parent / name).write_text("\n".join(lines) + "\n")
 
 
-def counted(tmp_path: Path, monkeypatch, spans, at, rows_by_thread) -> turn_log.LogCounts:
+def counted(tmp_path: Path, monkeypatch, spans, at, rows_by_thread, host_ahead: float = 0.0) -> turn_log.LogCounts:
+    """`host_ahead`: the log stamped by a client host's clock that far ahead of this machine's, its
+    log fetched (and the shift found) once the client has ended."""
     prefix = tmp_path / "pgbench_log"
     for thread, rows in enumerate(rows_by_thread):
-        write_log(prefix, [(T0 + e, lat) for e, lat in rows], thread)
-    counts = turn_log.LogCounts(prefix, statements=3, spans=[[T0 + a, T0 + b] for a, b in spans])
+        write_log(prefix, [(T0 + host_ahead + e, lat) for e, lat in rows], thread)
+    fetched = (lambda: -host_ahead) if host_ahead else None  # our epoch - shift = the host's
+    counts = turn_log.LogCounts(prefix, statements=3, spans=[[T0 + a, T0 + b] for a, b in spans], fetched=fetched)
     clock = iter(T0 + t for t in at)
     monkeypatch.setattr(turn_log.time, "time", lambda: next(clock))
     counts.start_clock()
@@ -41,13 +44,18 @@ def counted(tmp_path: Path, monkeypatch, spans, at, rows_by_thread) -> turn_log.
     return counts
 
 
-def test_each_sample_counts_the_transactions_ended_by_then_and_latency_only_within_a_turn(tmp_path, monkeypatch):
+@pytest.mark.parametrize("host_ahead", [0.0, 7.25, -3.5])
+def test_each_sample_counts_the_transactions_ended_by_then_and_latency_only_within_a_turn(
+    tmp_path, monkeypatch, host_ahead
+):
+    """Here, and on a client host whose clock stamps its log ahead of or behind ours (the shift its
+    clock readings found): the same counts, turn by turn."""
     spans = [(0.0, 0.1), (0.3, 0.4), (0.6, 0.7)]
     rows = [
         [(0.05, 10_000), (0.31, 20_000), (0.36, -1)],  # in turn 1; spanned (began before 0.3); failed
         [(0.35, 1_000), (0.65, 2_000), (0.69, 2_000)],  # in turns 2, 3, 3 (the other thread's file)
     ]
-    counts = counted(tmp_path, monkeypatch, spans, [0.12, 0.45, 0.75], rows)
+    counts = counted(tmp_path, monkeypatch, spans, [0.12, 0.45, 0.75], rows, host_ahead)
     assert [v["Com_commit"] for _, v in counts.samples] == [1, 3, 5]
     assert [v["Questions"] for _, v in counts.samples] == [3, 9, 15]  # 3 statements a transaction
     assert [h.events for h in counts.latency] == [1, 2, 4]

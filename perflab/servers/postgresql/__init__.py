@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perflab.servers.kind import Kind, Tool
+from perflab.servers.managed import free_port
 
 if TYPE_CHECKING:
     from perflab.builds.source import Source
@@ -194,7 +195,10 @@ class PostgreSQLKind(Kind):
         return init_datadir(place, datadir)
 
     def listen_on(self, server: Any, address: str) -> None:
+        """TCP at `address` too, on a port free there (two servers here for one client host: an
+        interleaved group's seats)."""
         server.listen_address = address
+        server.port = free_port(address)
 
     def remote_login(self, server: Any, password: str) -> dict[str, str]:
         """Role `perflab` with the run's password, over TCP only (pg_hba: scram-sha-256)."""

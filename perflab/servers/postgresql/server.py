@@ -39,7 +39,8 @@ from perflab.servers.postgresql.user import RUN_USER, as_server_user, give, reac
 
 PG_BIN = Path(os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin"))
 SUPERUSER = "postgres"  # the database role initdb creates (-U), trusted on the local socket
-PORT = 5432  # names the socket file only: every server has a socket directory of its own
+PORT = 5432  # names the socket file only (every server has a socket directory of its own), unless it
+# listens on TCP too (listen): then a port free at its address, which names its socket too
 READY_DEADLINE_S = 60.0
 
 # Benchmarking defaults (docs/experiment.md, "PostgreSQL"); each is overridable by server_options.
@@ -193,7 +194,7 @@ class PostgreSQL(Managed):
             "listen_addresses": self.listen_address,
             "unix_socket_directories": str(self.rundir),
             "unix_socket_permissions": "0700",  # its user and root only (and peer auth: issue 48)
-            "port": PORT,
+            "port": self.port,
             "dynamic_shared_memory_type": "mmap",  # files in the datadir, not /dev/shm/PostgreSQL.*
             "logging_collector": False,  # stderr is the log: one file, the postmaster's stdout
             # who may log in: perflab's files in the run directory, not the datadir's (auth_files)
@@ -232,7 +233,7 @@ class PostgreSQL(Managed):
 
     def _ready(self) -> bool:
         """A real connection and query (psql), not just a socket that accepts."""
-        if not (self.rundir / f".s.PGSQL.{PORT}").exists():
+        if not (self.rundir / f".s.PGSQL.{self.port}").exists():
             return False
         try:
             return self.sql("SELECT 1").strip() == "1"
@@ -249,7 +250,7 @@ class PostgreSQL(Managed):
             "-h",
             str(self.rundir),
             "-p",
-            str(PORT),
+            str(self.port),
         ]
         argv += ["-U", SUPERUSER, "-d", database]
         # the statement on stdin, never in argv (a password in it: every account reads /proc/PID/cmdline)
