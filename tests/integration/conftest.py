@@ -19,27 +19,30 @@ from tests.integration.sshhosts import SshLab, ssh_hosts
 # worker. Longest first, the short ones fill in behind. A rough order is enough; re-measure with
 # `pytest --durations=0` when a module grows. The SSH lab modules take one lock between them
 # (sshhosts.py): started early, they do not wait for each other at the end.
-LONGEST_FIRST = (  # ci31, 2026-11-28 15:45 UTC
-    "test_host_speed_real.py",  # 205 s
-    "test_remote_server.py",  # 180
-    "test_failures.py",  # 175
-    "test_remote_client.py",  # 158
-    "test_resume.py",  # 131
-    "test_sid_servers_real.py",  # 130
+LONGEST_FIRST = (  # measured here, 2026-11-29/30 (ci27's parallel phase; the SSH modules since grown)
+    "test_remote_server.py",  # ~345 s
+    "test_remote_client.py",  # ~330
+    "test_host_speed_real.py",  # 244
+    "test_failures.py",  # 208
+    "test_sid_servers_real.py",  # 163
+    "test_examples.py",  # 163
+    "test_postgresql.py",  # 153
+    "test_resume.py",  # 153
+    "test_gotpc_hosts.py",  # 143
     "test_gotpc_real.py",  # 115
-    "test_postgresql.py",  # 110
     "test_resources.py",  # 103
     "test_calibrate.py",  # 89
     "test_storage_disk.py",  # 88
     "test_builds.py",  # 86
     "test_io_canary_server_host.py",  # 84
+    "test_run.py",  # 75
     "test_host_axis_real.py",  # 72
-    "test_run.py",  # 69
+    "test_builds_server_host.py",  # 70
     "test_alloc_server_host.py",  # 67
     "test_mysql_observers_real.py",  # 64
+    "test_decisive_real.py",  # 62
+    "test_gotpc_pg_real.py",  # 62
     "test_report_browser.py",  # 50
-    "test_decisive_real.py",  # 47
-    "test_builds_server_host.py",  # ~60
     "test_hosts_ssh.py",  # 29
 )
 
