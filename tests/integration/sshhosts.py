@@ -303,3 +303,52 @@ def check_client_profile(lab: SshLab, tmp_path: Path, out: Path, source: str) ->
     rows = json.loads(shown.stdout)
     assert any(r["dso"] in SYSBENCH_OWN and r["function"] != "[unknown]" for r in rows), (source, rows[:10])
     assert not any(r["dso"] == "mariadbd" for r in rows), (source, rows[:10])  # the client's stacks alone
+
+
+# two PostgreSQL variants for an interleaved group's two seats (the tests' [variants.log] replaced)
+SB_VARIANTS = (
+    "[variants.sb]\n"
+    '"64MB" = { server_options = { shared_buffers = "64MB" } }\n'
+    '"128MB" = { server_options = { shared_buffers = "128MB" } }\n'
+)
+
+
+def run_pg_seats(lab: SshLab, shm: Path, tmp_path: Path, body: str) -> tuple[Path, dict[str, dict]]:
+    """`body` (its [variants.log] made SB_VARIANTS) run interleaved on `lab`: (the results, the two
+    cells by shared_buffers), both ok, each in its own turn of the one group."""
+    import json
+
+    from tests.integration.helpers import used, write_experiment
+
+    body = body.replace("[variants.log]\nOFF = {}\n", SB_VARIANTS)
+    spec, out = write_experiment(tmp_path / "pg-seats.toml", body), tmp_path / "results"
+    shm.parent.chmod(0o755)  # the postgres account reaches its directories
+    done = perflab_via(lab, shm, "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    cells = {c["variant"]["sb"]: c for c in used(exported["cells"])}
+    assert set(cells) == {"64MB", "128MB"} and all(c["status"] == "ok" for c in cells.values()), cells
+    assert exported["experiment"]["design"] == "interleaved" and {c["design"]["turn"] for c in cells.values()} == {0, 1}
+    return out, cells
+
+
+def check_pgbench_seat(out: Path, cell: dict) -> None:
+    """A pgbench seat's turns counted from its log: each second of its own turns, everything pgbench
+    processed counted over them (connecting and its tail aside: a log read on the wrong clock would
+    count none, or all of it in one second), and its password in no file."""
+    import json
+    import re
+
+    assert cell["design"]["counts"] == {"source": "client log", "queries_per_event": 1.0, "failed": 0}
+    summary = cell["summary"]
+    assert summary["transactions"] > 50 and summary["queries"] == summary["transactions"], summary
+    assert 1.9 <= summary["total_time_s"] <= 3, summary  # its own running seconds, not the group's
+    series = [iv for iv in cell["intervals"] if not iv["warmup"]]
+    assert len(series) == 2 and all(iv["tps"] > 0 for iv in series), series
+    text = (out / "logs" / f"cell-{cell['id']:04d}" / "pgbench.txt").read_text()
+    processed = int(re.search(r"number of transactions actually processed: (\d+)", text)[1])  # type: ignore[index]
+    counted = sum(iv["tps"] for iv in cell["intervals"]) * cell["design"]["active_s"] / len(cell["intervals"])
+    assert 0.9 <= counted / processed <= 1.005, (counted, processed, text[-400:])
+    # its latency: pgbench's own (under the tests' paced -R, from its schedule); what spanned a pause is left out
+    assert summary["latency_ms"]["p95"] > 0 and 0 <= cell["design"]["latency_spanned"] < 1, cell["design"]
+    assert not re.search(r"\b[0-9a-f]{32}\b", text + json.dumps(cell)), "the password was recorded"

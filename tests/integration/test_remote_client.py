@@ -20,7 +20,9 @@ from perflab.store import folded
 
 from tests.freezes import Freezes
 from tests.integration.helpers import sysbench_started, used, wait_for, write_experiment
-from tests.integration.sshhosts import ROOT, SshLab, check_client_profile, namespace_commands, perflab_via, wire
+from tests.integration.sshhosts import (
+    ROOT, SshLab, check_client_profile, check_pgbench_seat, namespace_commands, perflab_via, run_pg_seats, wire,
+)  # fmt: skip
 
 EXPERIMENT = """
 [experiment]
@@ -325,35 +327,11 @@ def test_pgbench_seats_take_turns_on_their_host(ssh_lab: SshLab, tmpfs, tmp_path
         wire(ssh_lab, "load", "db")  # load reaches db's address over a link of their own
     body = body.replace("tables = 1\ntable_size = 2000", "scale = 1").replace('"3s"', '"2s"')
     body = body.replace('test = "oltp_point_select"', 'tool = "pgbench"\ntest = "select-only"')
-    body = body.replace("[variants.log]\nOFF = {}\n", "[variants.sb]\n" + '"64MB" = { server_options = { shared_buffers = "64MB" } }\n'
-                        + '"128MB" = { server_options = { shared_buffers = "128MB" } }\n')  # fmt: skip
-    spec, out, shm = write_experiment(tmp_path / "pgb-turns.toml", body), tmp_path / "results", tmpfs("shm", "1G")
-    shm.parent.chmod(0o755)  # the postgres user must reach its directories
-    done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
-    assert done.returncode == 0, done.stdout + done.stderr
-    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    cells = {c["variant"]["sb"]: c for c in used(exported["cells"])}
-    assert set(cells) == {"64MB", "128MB"} and all(c["status"] == "ok" for c in cells.values()), cells
-    assert exported["experiment"]["design"] == "interleaved" and {c["design"]["turn"] for c in cells.values()} == {0, 1}
+    out, cells = run_pg_seats(ssh_lab, tmpfs("shm", "1G"), tmp_path, body)
     for cell in cells.values():
         assert cell["client"]["host"] == "load" and cell["client"]["version"].startswith("pgbench"), cell["client"]
         assert cell["build"].get("host", {}).get("name", "here") == server, cell["build"].get("host")
-        assert cell["design"]["counts"] == {"source": "client log", "queries_per_event": 1.0, "failed": 0}
-        summary = cell["summary"]
-        assert summary["transactions"] > 50 and summary["queries"] == summary["transactions"], summary
-        assert 1.9 <= summary["total_time_s"] <= 3, summary  # its own running seconds, not the group's
-        series = [iv for iv in cell["intervals"] if not iv["warmup"]]
-        assert len(series) == 2 and all(iv["tps"] > 0 for iv in series), series  # each second of its turns
-        # everything pgbench processed there was counted over its turns here (connecting and its tail
-        # aside): a log read on the wrong clock would count none, or all of it in one second
-        text = (out / "logs" / f"cell-{cell['id']:04d}" / "pgbench.txt").read_text()
-        processed = int(re.search(r"number of transactions actually processed: (\d+)", text)[1])
-        second = cell["design"]["active_s"] / len(cell["intervals"])
-        counted = sum(iv["tps"] for iv in cell["intervals"]) * second
-        assert 0.9 <= counted / processed <= 1.005, (counted, processed, text[-400:])
-        # (its latency: pgbench's own, from the schedule of its paced -R: what spanned a pause is left out)
-        assert summary["latency_ms"]["p95"] > 0 and 0 <= cell["design"]["latency_spanned"] < 1, cell["design"]
-        assert not re.search(r"\b[0-9a-f]{32}\b", text + json.dumps(cell)), "the password was recorded"
+        check_pgbench_seat(out, cell)
     assert namespace_commands(ssh_lab, "load") == ["sshd"]  # the clients and the agent are gone
 
 

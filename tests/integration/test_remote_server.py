@@ -20,7 +20,9 @@ import pytest
 
 from perflab.store import folded
 from tests.integration.helpers import sysbench_started, used, wait_for, write_experiment
-from tests.integration.sshhosts import ROOT, SshLab, check_client_profile, namespace_commands, perflab_via
+from tests.integration.sshhosts import (
+    ROOT, SshLab, check_client_profile, check_pgbench_seat, namespace_commands, perflab_via, run_pg_seats,
+)  # fmt: skip
 
 
 @pytest.fixture
@@ -153,17 +155,8 @@ def test_postgresql_seats_take_turns_on_their_host(ssh_lab: SshLab, tmpfs, tmp_p
     tree's allocation counter there."""
     db = ssh_lab.hosts["db"]
     body = EXPERIMENT.format(ssh=db.ssh, more='design = "interleaved"\nserver = "postgresql"')
-    body = body.replace("[variants.log]\nOFF = {}\n", "[variants.sb]\n" + '"64MB" = { server_options = { shared_buffers = "64MB" } }\n'
-                        + '"128MB" = { server_options = { shared_buffers = "128MB" } }\n')  # fmt: skip
     body += '[observe]\nperf = { frequency = 999 }\nalloc = { period = "64K" }\n'
-    spec, out, shm = write_experiment(tmp_path / "pg-turns.toml", body), tmp_path / "results", tmpfs("shm", "1G")
-    shm.parent.chmod(0o755)  # the postgres account reaches its directories
-    done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
-    assert done.returncode == 0, done.stdout + done.stderr
-    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    cells = {c["variant"]["sb"]: c for c in used(exported["cells"])}
-    assert set(cells) == {"64MB", "128MB"} and all(c["status"] == "ok" for c in cells.values()), cells
-    assert exported["experiment"]["design"] == "interleaved" and {c["design"]["turn"] for c in cells.values()} == {0, 1}
+    out, cells = run_pg_seats(ssh_lab, tmpfs("shm", "1G"), tmp_path, body)
     for cell in cells.values():
         assert cell["build"]["host"]["name"] == "db" and cell["summary"]["transactions"] > 0, cell.get("error")
         assert cell["resources"]["server_cpu_s"] > 0 and cell["resources"]["rss_end_bytes"] > 10 << 20, cell["resources"]
@@ -401,32 +394,11 @@ def test_pgbench_seats_take_turns_against_their_host(ssh_lab: SshLab, tmpfs, tmp
     body = EXPERIMENT.format(ssh=db.ssh, more='design = "interleaved"\nserver = "postgresql"')
     body = body.replace("tables = 1\ntable_size = 2000", "scale = 1")
     body = body.replace('test = "oltp_point_select"', 'tool = "pgbench"\ntest = "select-only"')
-    body = body.replace("[variants.log]\nOFF = {}\n", "[variants.sb]\n" + '"64MB" = { server_options = { shared_buffers = "64MB" } }\n'
-                        + '"128MB" = { server_options = { shared_buffers = "128MB" } }\n')  # fmt: skip
-    spec, out, shm = write_experiment(tmp_path / "pgb-turns.toml", body), tmp_path / "results", tmpfs("shm", "1G")
-    shm.parent.chmod(0o755)  # the postgres account reaches its directories
-    done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
-    assert done.returncode == 0, done.stdout + done.stderr
-    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    cells = {c["variant"]["sb"]: c for c in used(exported["cells"])}
-    assert set(cells) == {"64MB", "128MB"} and all(c["status"] == "ok" for c in cells.values()), cells
-    assert exported["experiment"]["design"] == "interleaved" and {c["design"]["turn"] for c in cells.values()} == {0, 1}
+    out, cells = run_pg_seats(ssh_lab, tmpfs("shm", "1G"), tmp_path, body)
     for cell in cells.values():
         assert cell["build"]["host"]["name"] == "db" and cell["client"]["cpu_us_per_txn"] > 0, cell["client"]
-        assert cell["design"]["counts"] == {"source": "client log", "queries_per_event": 1.0, "failed": 0}
-        summary = cell["summary"]
-        assert summary["transactions"] > 50 and summary["queries"] == summary["transactions"], summary
-        series = [iv for iv in cell["intervals"] if not iv["warmup"]]
-        assert len(series) == 2 and all(iv["tps"] > 0 for iv in series), series  # each second of its own turns
-        assert 1.9 <= summary["total_time_s"] <= 3, summary  # its own running seconds, not the group's
-        # all pgbench processed, counted over its turns (connecting and its tail aside)
-        text = (out / "logs" / f"cell-{cell['id']:04d}" / "pgbench.txt").read_text()
-        processed = int(re.search(r"number of transactions actually processed: (\d+)", text)[1])
-        second = cell["design"]["active_s"] / len(cell["intervals"])
-        counted = sum(iv["tps"] for iv in cell["intervals"]) * second
-        assert 0.9 <= counted / processed <= 1.005, (counted, processed, text[-400:])
-        assert not re.search(r"\b[0-9a-f]{32}\b", text + json.dumps(cell)), "the password was recorded"
         assert cell["resources"]["server_cpu_s"] > 0, cell["resources"]  # the tree's, there
+        check_pgbench_seat(out, cell)
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
 
 
