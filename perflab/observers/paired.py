@@ -39,11 +39,6 @@ def of_target(observe: ObserveSection, target: str) -> ObserveSection:
     return observe.model_copy(update=update)
 
 
-def names_client(observe: ObserveSection) -> bool:
-    """Whether [observe] perf or pmp names the client among its targets."""
-    return any(e is not None and CLIENT in e.targets for e in (observe.perf, observe.pmp))
-
-
 def alone(
     observe: ObserveSection,
     target: str,

@@ -41,7 +41,6 @@ from perflab.run.space import SpaceCheck
 from perflab.run.storage import Storage, of_experiment
 from perflab.run.ends import ClientHere
 from perflab import workloads
-from perflab.workloads import sysbench
 from perflab.servers import kind
 from perflab.servers.kind import Kind
 from perflab.spec.matrix import Cell, Experiment
@@ -95,11 +94,6 @@ class CellRunner:
             placed.remote = self.remotes.get((cell.client_host, cell.server_host)) if cell.client_host else None
             self._placed[key] = placed
         return self._placed[key]
-
-    @property
-    def sysbench_defaults(self) -> dict[str, str]:
-        """The test's option defaults, asked of sysbench once (the effective options are stored per cell)."""
-        return sysbench.known_options(self.exp.file.workload.test)
 
     @property
     def storage(self) -> Storage:

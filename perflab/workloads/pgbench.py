@@ -199,18 +199,17 @@ class Pgbench(Workload):
 
     # the interleaved design: counted from the per-transaction log (workloads/turn_log.py)
     def seat_client(self, seat: Any, seconds: int) -> None:
-        """pgbench logging every transaction into the seat's run directory; connected once the
-        postmaster has a backend on its database for every client."""
-        from perflab.workloads import client
-
-        from perflab.workloads import pgbench_remote
+        """pgbench logging every transaction into the seat's run directory (here, or its directory on
+        its client host); connected once the postmaster has a backend on its database for every
+        client. (No client variants: PostgreSQL refuses them.)"""
+        from perflab.workloads import client, pgbench_remote
 
         spec, server, threads, end = seat.runner.exp.file, seat.server, seat.cell.threads, seat.end
         if not end.here:  # on its client host: its log there (fetched at the end), its turns by signals there
             seat.command, env, _ = pgbench_remote.host_command(spec, seat.cell, server, seat.login, end.remote, seconds)
             end.clock.begin()  # the host's clock, read again when its log is fetched: its stamps put on ours
             seat.child = end.seat_start(seat.command, env, seat.out)
-            seat.client_fields = end.seat_started(seat.child, seat.cell, seat.out)
+            seat.client_fields = end.seat_started(seat.child, seat.cell, seat.out)  # where it ran, its version
         else:
             seat.command = cell_argv(spec, seat.cell, server, seconds, jobs=threads)
             # the server on its host: the run's role over TCP, its password in a passfile
