@@ -13,15 +13,17 @@ entry, or the config's `StrictHostKeyChecking no` (or `off`), which asks for no 
 
 from __future__ import annotations
 
+import functools
 import getpass
 import os
 from pathlib import Path
-
-from asyncssh.config import SSHClientConfig, SSHConfig
-from asyncssh.known_hosts import match_known_hosts
+from typing import TYPE_CHECKING
 
 from perflab.errors import HostKeyError
 from perflab.hosts.target import SshTarget, ssh_config
+
+if TYPE_CHECKING:
+    from asyncssh.config import SSHClientConfig
 
 USER_DEFAULT = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")  # OpenSSH's, when the config names none
 GLOBAL_DEFAULT = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
@@ -33,13 +35,19 @@ class HostKeyUncheckedError(HostKeyError):
     """Nothing would check a host's key (no known_hosts entry, or StrictHostKeyChecking no): refused."""
 
 
-class _Config(SSHClientConfig):
-    """asyncssh's client config, reading StrictHostKeyChecking too (asyncssh skips it)."""
+@functools.cache
+def _config_class() -> type[SSHClientConfig]:
+    """asyncssh's client config, reading StrictHostKeyChecking too (asyncssh skips it); asyncssh
+    imported when a host is reached (0.3 s with cryptography: not on every command's start)."""
+    from asyncssh.config import SSHClientConfig, SSHConfig
 
-    _handlers = {
-        **SSHClientConfig._handlers,
-        "stricthostkeychecking": ("StrictHostKeyChecking", SSHConfig._set_string),
-    }
+    class _Config(SSHClientConfig):
+        _handlers = {
+            **SSHClientConfig._handlers,
+            "stricthostkeychecking": ("StrictHostKeyChecking", SSHConfig._set_string),
+        }
+
+    return _Config
 
 
 def _config_paths() -> list[Path]:
@@ -51,9 +59,9 @@ def _config_paths() -> list[Path]:
     return [default] if os.access(default, os.R_OK) else []
 
 
-def host_config(target: SshTarget) -> _Config:
+def host_config(target: SshTarget) -> SSHClientConfig:
     """The ssh config as it applies to `target` (its Host and Match blocks)."""
-    return _Config.load(
+    return _config_class().load(
         None, _config_paths(), False, False, False, getpass.getuser(), target.user, target.address,
         target.port if target.port else (),
     )  # fmt: skip
@@ -68,7 +76,7 @@ def _entries(path: str) -> bool:
     return any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines())
 
 
-def _named(config: _Config, option: str, default: tuple[str, ...]) -> list[str]:
+def _named(config: SSHClientConfig, option: str, default: tuple[str, ...]) -> list[str]:
     named = config.get(option, None)
     return list(default) if named is None else [str(f) for f in named]  # [] for "none"
 
@@ -115,6 +123,8 @@ def known_hosts_for(name: str, target: SshTarget) -> list[str]:
 
 def refusal(name: str, target: SshTarget, files: list[str], exc: BaseException) -> HostKeyError:
     """Why asyncssh did not accept the host's key: its name has no entry in `files`, or another key."""
+    from asyncssh.known_hosts import match_known_hosts
+
     config = host_config(target)
     host = str(config.get("HostKeyAlias", None) or config.get("Hostname", None) or target.address)
     known = match_known_hosts(files, host, "", target.port)

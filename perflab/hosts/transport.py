@@ -19,13 +19,14 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
-
-import asyncssh
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from perflab.errors import HostLostError, HostUnreachableError
 from perflab.hosts import hostkeys
 from perflab.hosts.target import SshTarget, ssh_config
+
+if TYPE_CHECKING:  # asyncssh (with cryptography: 0.3 s to import) is imported when a host is reached
+    import asyncssh
 
 CONNECT_TIMEOUT_S = 10.0
 T = TypeVar("T")
@@ -92,6 +93,8 @@ def _unreachable(name: str, target: SshTarget, exc: BaseException) -> HostUnreac
 
 
 async def _connect(name: str, target: SshTarget) -> asyncssh.SSHClientConnection:
+    import asyncssh
+
     config = ssh_config()
     try:
         known = hostkeys.known_hosts_for(name, target)  # HostKeyUncheckedError: nothing would check the key
@@ -161,6 +164,8 @@ class Connection:
         if _HALTED.is_set() and threading.current_thread() is not threading.main_thread():
             coro.close()
             raise HostLostError(f"host {self.name}: the run is stopping", "nothing to do: it was interrupted")
+        import asyncssh  # loaded by the connection already
+
         try:
             return call(coro, timeout)
         except TimeoutError:
@@ -212,6 +217,8 @@ class Connection:
             await sftp.get(remote, str(local))
 
     def close(self) -> None:
+        import asyncssh  # loaded by the connection already
+
         conn = self._conn
         conn.close()
         try:
