@@ -138,7 +138,7 @@ def through_perflab(
 ) -> dict[str, float]:
     _, _, measured = runner.measure(cell, server, logs)
     summary, res = measured["summary"], measured["resources"]
-    expected = sysbench.effective_options(runner.sysbench_defaults, hand_argv)
+    expected = sysbench.effective_options(sysbench.known_options(runner.exp.file.workload.test), hand_argv)
     if measured["sysbench_options"] != expected:
         diff = {k: (expected.get(k), v) for k, v in measured["sysbench_options"].items() if expected.get(k) != v}
         raise C.BenchError(

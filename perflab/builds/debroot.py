@@ -106,6 +106,14 @@ class Root:
             "glibc_version": self.glibc_version,
         }
 
+    def foreign_libraries(self, binary: str | Path) -> list[str]:
+        """The libraries the loader would map for `binary` from outside the root ([] when the
+        closure is complete): after the root's, it still searches its built-in /lib and /usr/lib,
+        so a library the root lacked would be the system's, silently."""
+        argv = self.argv(binary)
+        out = call([argv[0], "--list", *argv[1:]], what=f"{LOADER} --list", env=clean_env(), timeout=60)
+        return [path for path in re.findall(r"=> (/\S+)", out) if not Path(path).is_relative_to(self.dir)]
+
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
     """ "NAME" (the suite's newest) or "NAME=VERSION" -> (name, version or None)."""
