@@ -55,6 +55,24 @@ def dropped_samples(cells: list[dict[str, Any]]) -> str | None:
     )
 
 
+def started_in_window(cells: list[dict[str, Any]]) -> str | None:
+    """A warning when threads or processes took their counter slot within some cells' windows
+    (`threads_started` > 0): their one-off allocations (and a forked process's frees of what its
+    parent had allocated) are in those cells' figures per transaction, beside the transactions'."""
+    starting = [c for c in cells if c.get("status") == "ok" and (c.get("alloc") or {}).get("threads_started")]
+    if not starting:
+        return None
+    most = max(starting, key=lambda c: c["alloc"]["threads_started"])
+    ids = ", ".join(str(c["id"]) for c in starting[:10]) + ("..." if len(starting) > 10 else "")
+    return (
+        f"{len(starting)} cell(s) had threads or processes start within the window (cells {ids}; most: cell "
+        f"{most['id']}, {most['alloc']['threads_started']}): their one-off allocations, and a forked process's "
+        "frees of its parent's memory, are in those cells' figures per transaction (PostgreSQL: an autovacuum "
+        'worker mallocs what it keeps and exits). Remedy: autovacuum = "off" under [server_options] to compare '
+        "the backends alone, or connections opened before the window (a warm-up)"
+    )
+
+
 def suggested_samples(kept: int, dropped: int) -> int:
     """A ring (a power of two) that holds the same window's samples twice over; the ring was
     full, so `kept` is its size."""

@@ -97,7 +97,7 @@ def _alloc_warnings(cells: list[dict]) -> list[str]:
     """What to distrust in the selected cells' allocation figures, also printed on stderr."""
     from perflab.analyze import alloc as allocs  # noqa: PLC0415
 
-    warnings = [w for w in (allocs.dropped_samples(cells),) if w]
+    warnings = [w for w in (allocs.dropped_samples(cells), allocs.started_in_window(cells)) if w]
     for warning in warnings:
         err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     return warnings

@@ -42,6 +42,10 @@ def collect(
     if dropped:
         ids = tuple(c["id"] for c in cells if c["status"] == "ok" and (c.get("alloc") or {}).get("dropped_samples"))
         out.append(Finding("warning", "alloc-dropped", dropped, ids))
+    started = alloc.started_in_window(cells)
+    if started:
+        ids = tuple(c["id"] for c in cells if c["status"] == "ok" and (c.get("alloc") or {}).get("threads_started"))
+        out.append(Finding("warning", "alloc-started", started, ids))
     out += _adaptive_findings(meta)
     out += budget_findings(comparisons or [], cells, meta)
     out += _host_speed_findings(cells, meta)

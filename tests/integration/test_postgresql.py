@@ -429,9 +429,13 @@ def test_a_scale_that_does_not_fit_the_tmpfs(tmp_path: Path, tmpfs):
 def test_alloc_counts_in_every_backend(tmp_path: Path):
     """[observe] alloc: the counter preloaded into the postmaster counts in every process it forks, a
     slot each, summed over the window: from its start readings to its end mark, so the clients'
-    disconnections (a backend that exits frees what the postmaster had allocated) are left out."""
+    disconnections (a backend that exits frees what the postmaster had allocated) are left out.
+    Autovacuum is off: a worker forked within the window (every 30 s here, 2026-11-30) mallocs
+    what it keeps and frees what the postmaster had, and `threads_started` says so."""
     observe = '[observe]\nalloc = { period = "64K" }\n'
-    spec, out = experiment(tmp_path, "pg-alloc", duration="2s", more=observe), tmp_path / "out"
+    body = PGBENCH.format(name="pg-alloc", duration="2s", repeats=1, more=observe)
+    spec = write_experiment(tmp_path / "pg-alloc.toml", body.replace('work_mem = "8MB"', 'work_mem = "8MB"\nautovacuum = "off"'))
+    out = tmp_path / "out"
     done = perflab("run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     (cell,) = used(export(out)["cells"])
@@ -439,7 +443,7 @@ def test_alloc_counts_in_every_backend(tmp_path: Path):
     alloc = cell["alloc"]
     assert counted_share(alloc, cell["summary"]["transactions"]) > 100 and "missing" not in alloc, alloc
     # the postmaster, pgbench's backends and the auxiliary processes: a slot each (not one shared)
-    assert alloc["threads"] >= 4 and alloc["shared_slot_threads"] == 0, alloc
+    assert alloc["threads"] >= 4 and alloc["shared_slot_threads"] == 0 and alloc["threads_started"] == 0, alloc
     # select-only's index scan: btbeginscan's two palloc'd chunks, each over the chunk limit, a malloc
     # of its own (8-16 KiB and 16-32 KiB) per transaction, freed at its end (2026-11-28: 2.00 and 2.00)
     scan = {r["low"]: r["calls_per_txn"].get("malloc", 0) for r in alloc["by_size_class"] if r["low"] in (8192, 16384)}

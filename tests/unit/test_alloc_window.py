@@ -93,3 +93,17 @@ def test_without_syscalls_nothing_is_started(tmp_path: Path, monkeypatch: pytest
 
 def _period(tracer: AllocTracer) -> int:
     return int(np.fromfile(tracer.file, dtype="<u8")[alloc._PERIOD])
+
+
+def test_threads_that_take_a_slot_within_the_window_are_counted(tracer: AllocTracer, tmp_path: Path) -> None:
+    """A process forked in the window (PostgreSQL's autovacuum worker) or a thread started there takes
+    a slot of its own: its one-off allocations are in the counts, and `threads_started` says how many."""
+    words = np.fromfile(tracer.file, dtype="<u8")
+    words[alloc._SLOTS_USED] = 5  # slot 0 (shared) and four threads before the window
+    words.tofile(tracer.file)
+    with tracer.window(1, tmp_path):
+        words = np.fromfile(tracer.file, dtype="<u8")
+        words[alloc._SLOTS_USED] = 7  # two more while it ran
+        words.tofile(tracer.file)
+    fields = tracer.fields(100)
+    assert (fields["threads"], fields["threads_started"]) == (6, 2)

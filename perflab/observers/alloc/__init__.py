@@ -129,12 +129,14 @@ def claim_of(words: np.ndarray) -> Claim:
 
 @dataclass
 class Counts:
-    """Calls and bytes per op and size class; `threads` that had a slot, `overflow` that shared one."""
+    """Calls and bytes per op and size class; `threads` that had a slot, `overflow` that shared one;
+    `started`: of a window's counts (minus), the threads that took their slot within it."""
 
     calls: dict[str, list[int]] = field(default_factory=dict)
     bytes: dict[str, list[int]] = field(default_factory=dict)
     threads: int = 0
     overflow: int = 0
+    started: int = 0
 
     def minus(self, before: Counts) -> Counts:
         return Counts(
@@ -142,6 +144,7 @@ class Counts:
             {op: [a - b for a, b in zip(self.bytes[op], before.bytes[op], strict=True)] for op in OPS},
             self.threads,
             self.overflow,
+            self.threads - before.threads,
         )
 
     def total_calls(self, op: str) -> int:

@@ -22,8 +22,8 @@ The cell's `alloc` (export format perflab-results, docs/results-format.md):
      "syscall_bytes_per_txn": {"mmap": .., ...},
      "by_size_class": [{"class": c, "low": bytes, "high": bytes, "calls_per_txn": {op: ..},
                         "bytes_per_txn": ..}, ...],              # classes with any call only
-     "transactions": .., "threads": .., "shared_slot_threads": .., "samples": .., "dropped_samples": ..,
-     "period": ..}
+     "transactions": .., "threads": .., "threads_started": .., "shared_slot_threads": .., "samples": ..,
+     "dropped_samples": .., "period": ..}
 """
 
 from __future__ import annotations
@@ -216,6 +216,7 @@ class AllocTracer:
             "by_size_class": _by_class(counts, per) if per else [],
             "transactions": transactions,
             "threads": counts.threads,
+            "threads_started": counts.started,
             "shared_slot_threads": counts.overflow,
             "samples": len(records),
             "dropped_samples": dropped,
