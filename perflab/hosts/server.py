@@ -48,6 +48,7 @@ from perflab.servers import dataset
 from perflab.observers.alloc import remote as remote_alloc
 from perflab.observers.paired import host_site
 from perflab.places import Site
+from perflab.run.allocator_proof import linked_allocator
 from perflab.run.server_logs import keep_logs
 from perflab.run.storage import Storage
 from perflab.run.context import Runner
@@ -360,4 +361,7 @@ def _allocator(server: Any, place: ServerHost, cell: Cell, record: dict[str, Any
                 "the library failed to load there: see the server's log",
             )
         return {"allocator_library": server.preload, "allocator_version": place.package_of(server.preload)}
-    return {"allocator_library": libc, "allocator_version": glibc}  # "glibc 2.36", as getconf says it
+    there = server.build
+    local = there.extra.get("shipped_from") if there is not None else None  # the binary copied there, here
+    own = linked_allocator(mapped, Path(local) if local else None, place.package_of)  # sid's mysqld: tcmalloc
+    return own or {"allocator_library": libc, "allocator_version": glibc}  # "glibc 2.36", as getconf says it

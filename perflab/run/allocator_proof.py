@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,22 +66,35 @@ def _allocator(
             )
         real = os.path.realpath(library)
         return {"allocator_library": real, "allocator_version": allocators.package_version(real)}
+    own = linked_allocator(mapped, program, allocators.package_version)
+    if own is not None:
+        return own
+    libc = allocators.glibc_library(mapped)
+    package = allocators.package_version(libc) if libc else None
+    version = f"glibc {glibc}" if glibc else os.confstr("CS_GNU_LIBC_VERSION") or "glibc"  # "glibc 2.36"
+    return {"allocator_library": libc, "allocator_version": f"{version} ({package})" if package else version}
+
+
+def linked_allocator(
+    mapped: set[str], program: Path | None, version_of: Callable[[str], str | None]
+) -> dict[str, Any] | None:
+    """With no preload asked for: the allocator fields of one the server's `program` links itself
+    (its own default: sid's mysqld's tcmalloc), None for glibc's malloc; AllocatorNotMappedError
+    for any other allocator mapped. `version_of`: a library's package (here, or on its host)."""
     unasked = {p for p in mapped if allocators.foreign_allocators({p})}
     linked = elf.needed(program) if unasked and program is not None else set()
     own = [p for p in unasked if _links(p, linked)]
     foreign = allocators.foreign_allocators(unasked - set(own))
     if foreign:
         raise AllocatorNotMappedError(f"glibc malloc requested but {', '.join(foreign)} is mapped")
-    if own:  # the server's own allocator, linked in: what "no preload" means for this binary
-        path = min(own)
-        version = allocators.package_version(path)
-        kind = ", ".join(allocators.foreign_allocators({path}))
-        said = f"{kind} {version}" if version else kind
-        return {"allocator_library": path, "allocator_version": f"{said} (linked by {program.name})"}
-    libc = allocators.glibc_library(mapped)
-    package = allocators.package_version(libc) if libc else None
-    version = f"glibc {glibc}" if glibc else os.confstr("CS_GNU_LIBC_VERSION") or "glibc"  # "glibc 2.36"
-    return {"allocator_library": libc, "allocator_version": f"{version} ({package})" if package else version}
+    if not own:
+        return None
+    assert program is not None
+    path = min(own)
+    version = version_of(path)
+    kind = ", ".join(allocators.foreign_allocators({path}))
+    said = f"{kind} {version}" if version else kind
+    return {"allocator_library": path, "allocator_version": f"{said} (linked by {program.name})"}
 
 
 def _links(path: str, sonames: set[str]) -> bool:

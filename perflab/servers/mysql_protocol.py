@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perflab.servers.kind import Kind, Tool
+from perflab.servers.kind import Kind, ServerHostPlace, Tool
 from perflab.servers.mysql_flavor import SHARES
 
 if TYPE_CHECKING:
@@ -39,6 +39,17 @@ class MySQLProtocolKind(Kind):
     memory_figure = "RSS"
     sysbench_driver = "mysql"
     remote_client_refusal = None
+
+    def remote_status(self, server: Any, password: str, lean: bool = False) -> Any:
+        from perflab.servers.mariadb.remote import RemoteStatusSampler
+
+        return RemoteStatusSampler(server, password, lean)
+
+    def remote_server(self, place: ServerHostPlace, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
+        """mariadbd or mysqld there: the host's installed MariaDB, or a build copied there (hosts/trees.py)."""
+        from perflab.servers.mariadb.remote import RemoteMariaDB
+
+        return RemoteMariaDB(place, datadir, options, **kw)
 
     def basedir_build(self, name: str, basedir: Path) -> Build:
         from perflab.builds import BuildError, describe

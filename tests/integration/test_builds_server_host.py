@@ -145,3 +145,68 @@ def test_postgresql_18_and_a_glibc_variant_run_on_the_server_host(ssh_lab: SshLa
     ran = {k: (c["build"]["host"]["name"], c["resources"]["server_cpu_s"], c["summary"]["transactions"]) for k, c in cells.items()}
     assert all(host == "db" and cpu > 0 for host, cpu, _ in ran.values()), ran  # ci20: failed once, beside 4 workers
     assert namespace_commands(ssh_lab, "db") == ["sshd"] and not Path(there).exists()
+
+
+MYSQL = """
+[experiment]
+name = "it-mysql-server-host"
+server = "mysql"
+duration = "2s"
+warmup = "1s"
+repeats = 1
+server_host = "db"
+
+[hosts.db]
+ssh = "{ssh}"
+
+[builds.mysql97]
+package = "mysql-server-core"
+suite = "sid"
+
+[dataset]
+tables = 1
+table_size = 2000
+
+[workload]
+test = "oltp_read_only"
+threads = [2]
+
+[variants.server]
+mysql = {{ build = "mysql97" }}
+
+[observe]
+status = true
+alloc = {{ stacks = false }}
+"""
+
+
+def test_mysql_97_from_sid_runs_on_the_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """`server = "mysql"` with its server on host db: sid's mysqld from its root's copy there, on a
+    datadir it initialised here (copied over), in its own dialect; sysbench here and the status
+    reader log in over TCP as the run's caching_sha2_password user (no TLS: libmariadb3 completes
+    it), its own tcmalloc proven there, and the counter counts there."""
+    shm = tmpfs("shm", "2G")
+    spec = write_experiment(tmp_path / "mysql.toml", MYSQL.format(ssh=ssh_lab.hosts["db"].ssh))
+    out = tmp_path / "results"
+    done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = used(exported["cells"])
+    assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
+    there, sid = exported["hosts"]["hosts"]["db"]["dir"], sid_version("mysql-server-core")
+    build = cell["build"]
+    assert build["host"]["name"] == "db" and build["version"].startswith(upstream(sid)), build
+    assert build["binary"].startswith(f"{there}/tree-") and build["binary"].endswith("/mysqld"), build["binary"]
+    (dataset,) = exported["datasets"].values()
+    assert dataset["init"] == "mysqld --initialize-insecure" and dataset["builds"] == ["mysql97"], dataset
+    assert cell["resources"]["server_cpu_s"] > 0 and cell["resources"]["rss_end_bytes"] > 50 << 20
+    # its own allocator there: the tcmalloc sid's mysqld links, from the root's copy (as here)
+    assert "tcmalloc" in cell["allocator_version"] and "linked by mysqld" in cell["allocator_version"], cell
+    assert cell["allocator_library"].startswith(build["root"]["dir"]), cell["allocator_library"]
+    # oltp_read_only: 10 point selects and 4 range selects a transaction, counted by mysqld there
+    assert 13.5 <= cell["status_per_txn"]["Com_select"] <= 14.5, cell["status_per_txn"]["Com_select"]
+    option_file = (out / "logs" / f"cell-{cell['id']:04d}" / "my.cnf").read_text()  # in MySQL's dialect
+    assert "[mysqld]" in option_file and "innodb_redo_log_capacity" in option_file and "mysqlx=0" in option_file
+    assert f"basedir={there}/tree-" in option_file, option_file
+    assert cell["alloc"]["calls_per_txn"]["malloc"] > 10 and cell["alloc"]["calls_per_txn"]["new"] > 1, cell["alloc"]
+    assert namespace_commands(ssh_lab, "db") == ["sshd"] and not Path(there).exists()

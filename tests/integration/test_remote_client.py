@@ -445,3 +445,29 @@ def test_a_workload_script_of_this_machine_is_copied_to_the_host(ssh_lab: SshLab
     assert cell["client"]["script"].startswith("/dev/shm/perflab-host-") and cell["client"]["script"].endswith(
         "/my_select.lua"
     )
+
+
+MYSQL = """
+[builds.mysql97]
+package = "mysql-server-core"
+suite = "sid"
+
+[variants.server]
+mysql = {{ build = "mysql97" }}
+"""
+
+
+def test_a_client_on_another_host_against_mysql_here(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
+    """`server = "mysql"` here, sysbench on host load: the run's caching_sha2_password user logs in
+    over TCP without TLS (libmariadb3 completes it: refused until 2026-11-30, never tried)."""
+    body = EXPERIMENT.format(ssh=ssh_lab.hosts["load"].ssh).replace("[variants.log]\nOFF = {}\n", MYSQL.format())
+    body = body.replace('client_host = "load"', 'client_host = "load"\nserver = "mysql"')
+    spec, out = write_experiment(tmp_path / "mysql.toml", body), tmp_path / "results"
+    done = perflab_via(ssh_lab, tmpfs("shm", "2G"), "run", str(spec), "-o", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
+    (cell,) = used(exported["cells"])
+    assert cell["status"] == "ok" and cell["summary"]["transactions"] > 0, cell.get("error")
+    assert cell["build"]["name"] == "mysql97" and cell["build"]["binary"].endswith("/mysqld"), cell["build"]
+    assert cell["client"]["host"] == "load" and 100 < cell["client"]["bytes_per_txn"] < 5000, cell["client"]
+    assert namespace_commands(ssh_lab, "load") == ["sshd"]

@@ -439,3 +439,13 @@ def test_a_host_axis_profiles_its_clients_where_each_runs() -> None:
     mixed = parse("", rest=here + observe)
     assert {c.client_host for c in mixed.cells()} == {"l1", None}
     assert client_observer_packages(mixed.file) == {"perf": "linux-perf"}  # l1's; label b's client here
+
+
+def test_mysql_runs_on_a_server_host_and_beside_a_client_host() -> None:
+    """MySQL's build runs there as MariaDB's do (servers/mysql_protocol.remote_server), counted by
+    alloc there, its clients on either host logging in over TCP as the run's user."""
+    mysql = '[builds.m97]\npackage = "mysql-server-core"\nsuite = "sid"\n[variants.server]\nm = { build = "m97" }\n'
+    rest = HOSTS + mysql + "[observe]\nalloc = true\nstatus = true\n"
+    for where in ('server_host = "db"', 'client_host = "load"', 'server_host = "db"\nclient_host = "load"'):
+        exp = parse(f'server = "mysql"\n{where}', rest=rest)
+        assert exp.file.experiment.server == "mysql" and exp.file.observe.alloc is not None, where

@@ -163,7 +163,7 @@ def test_a_preload_not_mapped_on_the_host_fails_the_cell() -> None:
     place = _place(_Link({}))
     place.hosts.hosts = {"db": SimpleNamespace(fingerprint={"glibc": "glibc 2.36"})}
     cell, record = SimpleNamespace(preload="jemalloc"), {}
-    server = SimpleNamespace(preload="/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", pid=4711,
+    server = SimpleNamespace(preload="/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", pid=4711, build=None,
                              mapped=lambda: {"/usr/lib/x86_64-linux-gnu/libc.so.6"})  # fmt: skip
     with pytest.raises(AllocatorNotMappedError, match="not mapped into the server on host db"):
         remote_server._allocator(server, place, cell, record)
@@ -178,3 +178,27 @@ def test_a_preload_not_mapped_on_the_host_fails_the_cell() -> None:
     record = {"root": {"glibc_version": "2.43"}}  # a private root's C library (a glibc variant)
     assert remote_server._allocator(server, place, cell, record)["allocator_version"] == "glibc 2.43"
     assert record["libc"]["version"] == "2.43" and record["libc"]["library"].endswith("libc.so.6")
+
+
+def test_the_allocator_a_build_links_is_its_own_there_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sid's mysqld links tcmalloc: on its host, with no preload, that is its own default (read from
+    the binary here it was copied from), as here; another allocator mapped there fails the cell."""
+    from perflab.errors import AllocatorNotMappedError
+    from perflab.run import allocator_proof
+
+    monkeypatch.setattr(allocator_proof.elf, "needed", lambda path: {"libtcmalloc.so.4", "libc.so.6"})
+    place = _place(_Link({}))
+    place.hosts.hosts = {"db": SimpleNamespace(fingerprint={"glibc": "glibc 2.36"})}
+    place.package_of = lambda path: None  # type: ignore[method-assign]  # a root's copy: no package there
+    tcmalloc = "/dev/shm/h/tree-0/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4.6.5"
+    libc = "/dev/shm/h/tree-0/usr/lib/x86_64-linux-gnu/libc.so.6"
+    build = SimpleNamespace(extra={"shipped_from": "/root/.cache/perflab/debroot/roots/x/usr/sbin/mysqld"})
+    server = SimpleNamespace(preload=None, pid=4711, build=build, mapped=lambda: {tcmalloc, libc})
+    record = {"root": {"glibc_version": "2.43"}}
+    assert remote_server._allocator(server, place, SimpleNamespace(preload=None), record) == {
+        "allocator_library": tcmalloc,
+        "allocator_version": "tcmalloc (linked by mysqld)",
+    }
+    server.build = None  # the host's own server: nothing here to read, so any allocator mapped is foreign
+    with pytest.raises(AllocatorNotMappedError, match="glibc malloc requested but tcmalloc"):
+        remote_server._allocator(server, place, SimpleNamespace(preload=None), record)

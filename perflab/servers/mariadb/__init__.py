@@ -48,20 +48,10 @@ class MariaDBKind(MySQLProtocolKind):
         "mariadb-install-db": "mariadb-server",  # a dataset prepared on the host (hosts/dataset.py)
     }
 
-    def remote_status(self, server: Any, password: str, lean: bool = False) -> Any:
-        from perflab.servers.mariadb.remote import RemoteStatusSampler
-
-        return RemoteStatusSampler(server, password, lean)
-
     def remote_init(self, place: ServerHostPlace, datadir: str) -> str:
         from perflab.servers.mariadb.remote import init_datadir
 
         return init_datadir(place, datadir)
-
-    def remote_server(self, place: ServerHostPlace, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
-        from perflab.servers.mariadb.remote import RemoteMariaDB
-
-        return RemoteMariaDB(place, datadir, options, **kw)
 
     def host_versions(self) -> dict[str, list[str]]:
         import os

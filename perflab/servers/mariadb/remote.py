@@ -162,6 +162,10 @@ class RemoteMariaDB(OnHost, Mysqld):
         account = server_account(self.place)
         if account:  # started as root, it becomes that account itself
             fixed["user"] = account
+        private = self.flavor.private(self.rundir, self.build)  # MySQL's basedir and mysqlx=0, beside ours
+        if "basedir" in private and self.build is not None:  # the tree copied there: BASE of BASE/sbin/mysqld
+            private["basedir"] = self.build.binary.parent.parent
+        fixed.update({k: v for k, v in private.items() if k != "secure-file-priv"})
         if self.build is not None and self.build.share is not None:  # a build's messages and charsets, there
             charsets = f"{self.build.share}/charsets"
             fixed["lc-messages-dir"] = str(self.build.share)

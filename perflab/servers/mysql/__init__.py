@@ -20,7 +20,6 @@ from perflab.servers.mysql_protocol import MySQLProtocolKind
 
 if TYPE_CHECKING:
     from perflab.spec.schema import ExperimentFile
-    from perflab.servers.kind import ServerHostPlace
     from perflab.spec.problems import Problem
 
 HINT = (
@@ -40,12 +39,11 @@ class MySQLKind(MySQLProtocolKind):
     debian_source = "mysql-8.0"  # not in Debian 12: source = "debian" is refused (build_problems)
     debian_binary = "mysql-server-core-8.0"
     installed_refusal = f"Debian 12 has no MySQL server: {HINT}"
-    remote_server_refusal = "MySQL on another host is not built yet (`perflab docs hosts`); MariaDB is"
-    # sysbench there logs in over TCP as a caching_sha2_password user (MySQL 9 has no other),
-    # which needs TLS or the server's RSA key: not tried yet
-    remote_client_refusal = (
-        "a client on another host is not tried with MySQL yet (`perflab docs hosts`); MariaDB has one"
-    )
+    # on a server host: its build copied there (hosts/trees.py), its dataset prepared here by the build;
+    # clients log in over TCP as a caching_sha2_password user: libmariadb asks the server for its RSA key
+    remote_server_refusal = None
+    remote_alloc_refusal = None  # one process, as MariaDB's
+    server_packages: ClassVar[dict[str, str]] = {"mariadb": "mariadb-client"}  # perflab's SQL there
 
     flavors = FLAVORS
 
@@ -64,9 +62,6 @@ class MySQLKind(MySQLProtocolKind):
         from perflab.errors import UsageError
 
         raise UsageError("Debian 12 has no MySQL server", HINT)
-
-    def remote_server(self, place: ServerHostPlace, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
-        raise NotImplementedError(self.remote_server_refusal)  # refused by the file's checks (spec/hosts.py)
 
     def host_versions(self) -> dict[str, list[str]]:
         return {}  # none installed (Debian 12's /usr/sbin/mysqld is MariaDB's)
