@@ -237,7 +237,7 @@ class Managed:
 
 class OnHost:
     """What a managed server on another host reads of itself there, over its SSH `link`
-    (servers/mariadb/remote.py, servers/postgresql/remote.py): put first among the bases, so
+    (servers/mysqld_host.py, servers/postgresql/remote.py): put first among the bases, so
     these replace the local readings of /proc."""
 
     link: Any  # hosts.transport.Connection

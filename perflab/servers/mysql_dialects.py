@@ -11,6 +11,7 @@ packages import it not, so none of them is in an import cycle (tests/unit/test_l
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ from perflab.servers.mariadb import datadir as mariadb_datadir
 from perflab.servers.mariadb import flavor as mariadb_flavor
 from perflab.servers.mysql import datadir as mysql_datadir
 from perflab.servers.mysql import flavor as mysql_flavor
-from perflab.servers.mysql_flavor import Flavor, Init
+from perflab.servers.mysql_flavor import Flavor, Init, version_tuple
 
 if TYPE_CHECKING:
     from perflab.builds import Build
@@ -41,6 +42,12 @@ def _mariadb(build: Build | None) -> bool:
 def dialect(build: Build | None) -> Flavor:
     """The option file's dialect of `build`'s binary, as its kind says."""
     return mariadb_flavor.dialect(build) if _mariadb(build) else mysql_flavor.dialect(build)  # type: ignore[arg-type]
+
+
+def installed_dialect(version_line: str) -> Flavor:
+    """The dialect of a host's own installed server (Debian's MariaDB) by its `--version` line."""
+    found = re.search(r"\d+\.\d+\.\d+", version_line)  # "mariadbd  Ver 10.11.19-MariaDB-..."
+    return mariadb_flavor.MariaDBFlavor("mariadb", version_tuple(found.group(0) if found else ""))
 
 
 def plan(datadir: Path, build: Build | None) -> Init:

@@ -41,15 +41,15 @@ class MySQLProtocolKind(Kind):
     remote_client_refusal = None
 
     def remote_status(self, server: Any, password: str, lean: bool = False) -> Any:
-        from perflab.servers.mariadb.remote import RemoteStatusSampler
+        from perflab.servers.mysqld_host import RemoteStatusSampler
 
         return RemoteStatusSampler(server, password, lean)
 
     def remote_server(self, place: ServerHostPlace, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
         """mariadbd or mysqld there: the host's installed MariaDB, or a build copied there (hosts/trees.py)."""
-        from perflab.servers.mariadb.remote import RemoteMariaDB
+        from perflab.servers.mysqld_host import RemoteMysqld
 
-        return RemoteMariaDB(place, datadir, options, **kw)
+        return RemoteMysqld(place, datadir, options, **kw)
 
     def basedir_build(self, name: str, basedir: Path) -> Build:
         from perflab.builds import BuildError, describe

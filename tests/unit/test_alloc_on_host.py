@@ -259,12 +259,12 @@ def test_the_hosts_perf_records_the_syscall_tracepoints_and_counts_the_servers()
 
 
 def test_the_server_there_starts_with_the_counter_first_in_ld_preload(tmp_path: Path, monkeypatch) -> None:
-    from perflab.servers.mariadb import remote as remote_mariadb
+    from perflab.servers import mysqld_host as remote_mariadb
 
     started: list[list[str]] = []
     monkeypatch.setattr(remote_mariadb, "Tracked", lambda rundir, argv, measured=False: started.append(argv))
-    monkeypatch.setattr(remote_mariadb.RemoteMariaDB, "write_option_file", lambda self: None)
-    monkeypatch.setattr(remote_mariadb.RemoteMariaDB, "_wait_ready", lambda self, deadline: None)
+    monkeypatch.setattr(remote_mariadb.RemoteMysqld, "write_option_file", lambda self: None)
+    monkeypatch.setattr(remote_mariadb.RemoteMysqld, "_wait_ready", lambda self, deadline: None)
     link = SimpleNamespace(name="db", target=SimpleNamespace(user="root"))
     place = SimpleNamespace(link=link, rundir=SimpleNamespace(path="/dev/shm/perflab-host-x"), address="10.77.1.2",
                             free_port=lambda: 23456, program="/usr/sbin/mariadbd")  # fmt: skip
@@ -272,7 +272,7 @@ def test_the_server_there_starts_with_the_counter_first_in_ld_preload(tmp_path: 
     counter = SimpleNamespace(
         there=there, env=lambda: {"PERFLAB_ALLOC_FILE": "/dev/shm/perflab-host-x/cell-0001/a.bin"}
     )
-    server = remote_mariadb.RemoteMariaDB(
+    server = remote_mariadb.RemoteMysqld(
         place,
         "/dev/shm/perflab-host-x/cell-0001/data",
         {},
@@ -287,7 +287,7 @@ def test_the_server_there_starts_with_the_counter_first_in_ld_preload(tmp_path: 
     assert "PERFLAB_ALLOC_FILE=/dev/shm/perflab-host-x/cell-0001/a.bin" in argv
     assert argv[argv.index("setarch") :][:3] == ["setarch", "-R", "/usr/sbin/mariadbd"]  # env outside: setarch inherits
     assert server.alloc is counter  # the window finds its counter through the server (remote.spanning)
-    plain = remote_mariadb.RemoteMariaDB(place, "/d", {}, local=tmp_path / "cell-0002")
+    plain = remote_mariadb.RemoteMysqld(place, "/d", {}, local=tmp_path / "cell-0002")
     plain.start()
     assert not any(a.startswith(("LD_PRELOAD=", "PERFLAB_ALLOC_FILE=")) for a in started[1]) and plain.alloc is None
 

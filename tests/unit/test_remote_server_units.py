@@ -98,10 +98,10 @@ def test_the_html_report_shows_the_hosts_and_their_differences(tmp_path: Path) -
 
 
 def test_status_of_a_server_on_a_host_is_read_from_here_over_tcp(tmp_path: Path) -> None:
-    from perflab.servers.mariadb.remote import RemoteStatusSampler
+    from perflab.servers.mysqld_host import RemoteStatusSampler
 
     place = SimpleNamespace(version="/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for debian-linux-gnu")
-    server = SimpleNamespace(rundir=tmp_path, place=place, bind_address="10.77.1.2", port=23456, flavor=INSTALLED)
+    server = SimpleNamespace(rundir=tmp_path, place=place, bind_address="10.77.1.2", port=23456, flavor=INSTALLED, build=None)
     sampler = RemoteStatusSampler(server, "0123abcd")  # type: ignore[arg-type]
     argv = sampler.argv()
     assert argv[1:] == [f"--defaults-file={tmp_path}/status.cnf", "--batch", "--skip-column-names", "--unbuffered"]

@@ -3,7 +3,7 @@
 The counter (perflab_alloc.so) is built here, as for a local server, and copied into the host's run
 directory once per run (SFTP). The cell's counter file is made in the cell's directory there (the
 host's tmpfs): its header sent, the rest left sparse. The server there starts with the counter first
-in LD_PRELOAD and PERFLAB_ALLOC_FILE naming that file (servers/mariadb/remote.py). The window is the
+in LD_PRELOAD and PERFLAB_ALLOC_FILE naming that file (servers/mysqld_host.py). The window is the
 local one (AllocTracer.armed, window): the file is read over the SSH link at its start and end (the
 header and the slots in use, base64 on the wire), sampling is switched on and off by writing its
 period word there, and the allocator's syscalls are counted by `perf record` of their tracepoints
@@ -12,7 +12,7 @@ on the host (SyscallRecorder on the host's place: its control FIFOs driven there
 named here from the server's maps there and the host's binaries (the same files, or the run's
 copies: host_binaries.HostStarts), and stored as a local cell's (alloc/profile.store_alloc).
 
-    tracer = of_cell(observe.alloc, kind.profiles_tree, place, rundir)   # before the server: RemoteMariaDB(..., alloc=tracer)
+    tracer = of_cell(observe.alloc, kind.profiles_tree, place, rundir)   # before the server: RemoteMysqld(..., alloc=tracer)
     tracer.check_started(server.pid)                  # loaded there, once, and counting
     with tracer.armed(server.pid, rundir):            # perf started there, its events off
         read, sampler = server_reads(runner, server)  # the window: spanning(sampler, tracer, pid)

@@ -41,7 +41,7 @@ class MariaDBKind(MySQLProtocolKind):
         return Path(binary("mariadbd"))
 
     remote_server_refusal = None
-    remote_alloc_refusal = None  # one process: its counter preloaded there (servers/mariadb/remote.py)
+    remote_alloc_refusal = None  # one process: its counter preloaded there (servers/mysqld_host.py)
     server_packages: ClassVar[dict[str, str]] = {
         "mariadbd": "mariadb-server",
         "mariadb": "mariadb-client",
@@ -49,7 +49,7 @@ class MariaDBKind(MySQLProtocolKind):
     }
 
     def remote_init(self, place: ServerHostPlace, datadir: str) -> str:
-        from perflab.servers.mariadb.remote import init_datadir
+        from perflab.servers.mysqld_host import init_datadir
 
         return init_datadir(place, datadir)
 

@@ -1,18 +1,17 @@
-"""MariaDB on another host (`[experiment] server_host`, docs/hosts.md): the host's installed
-mariadbd, on a datadir in the host's run directory, started through the run directory's wrapper
+"""A server of MySQL's protocol on another host (`[experiment] server_host`, docs/hosts.md): the
+host's installed mariadbd or a build copied there (MariaDB's, MySQL's: hosts/trees.py), on a datadir in the host's run directory, started through the run directory's wrapper
 (its own process group, tagged PERFLAB_RUN, its pid in `pids`) with an option file perflab writes
 here and copies there. It listens only on the host's address as this machine reaches it, and its
 readiness is its handshake there, from here. The cell's local directory keeps the option file and,
 once it stops, a copy of its error log (for the results' logs/).
 
-    server = RemoteMariaDB(place, "/dev/shm/perflab-host-x/cell-0003/data", options, local=rundir)
+    server = RemoteMysqld(place, "/dev/shm/perflab-host-x/cell-0003/data", options, local=rundir)
     with server: server.sql("SELECT 1")      # over SSH, with the host's mariadb client
 """
 
 from __future__ import annotations
 
 import os
-import re
 import socket
 import time
 from pathlib import Path
@@ -23,9 +22,7 @@ from perflab.errors import PerflabError, ServerStartError
 from perflab.hosts.rundir import Tracked
 from perflab.observers.status import StatusSampler
 from perflab.servers.managed import OnHost
-from perflab.servers.mariadb.flavor import INSTALLED, MariaDBFlavor
-from perflab.servers.mysql_dialects import dialect
-from perflab.servers.mysql_flavor import version_tuple
+from perflab.servers.mysql_dialects import dialect, installed_dialect
 from perflab.servers.mysqld import READY_DEADLINE_S, RUN_USER, Mysqld, binary, defaults, option_line
 
 if TYPE_CHECKING:
@@ -37,11 +34,10 @@ class RemoteStatusSampler(StatusSampler):
     server's address (the path the workload's client takes), as the run's `perflab` user, its
     password in an option file only its owner reads (`--defaults-file`, never the command line)."""
 
-    def __init__(self, server: RemoteMariaDB, password: str, lean: bool = False) -> None:
-        found = re.search(r"\d+\.\d+\.\d+", server.place.version)  # "mariadbd  Ver 10.11.19-MariaDB-..."
-        flavor = MariaDBFlavor("mariadb", version_tuple(found.group(0) if found else ""))  # the host's server's
-        if server.flavor is not INSTALLED:  # a build copied there
-            flavor = server.flavor
+    def __init__(self, server: RemoteMysqld, password: str, lean: bool = False) -> None:
+        flavor = server.flavor  # a build copied there; else the host's own server, by its version
+        if server.build is None or server.build.kind == "installed":
+            flavor = installed_dialect(server.place.version)  # "mariadbd  Ver 10.11.19-MariaDB-..."
         # its stderr beside the socket's name (.parent): the cell's local directory
         super().__init__(server.rundir / "mysqld.sock", lean=lean, enabled=flavor.metrics_enabled)
         self.options = server.rundir / "status.cnf"
@@ -54,15 +50,6 @@ class RemoteStatusSampler(StatusSampler):
         return [binary("mariadb"), f"--defaults-file={self.options}", "--batch", "--skip-column-names", "--unbuffered"]
 
 
-# $0: the directory, $1: the account the server runs as (empty: the ssh user's), "$@" after: argv.
-# That account must reach the datadirs: the directories above them searchable by it (exit 3 if not)
-_PRIVATE_TMP = (
-    'mkdir -p "$0" && chmod go+x "${0%/*}" && { [ -z "$1" ] || { chown "$1:" "$0" && '
-    'setpriv --reuid="$1" --regid="$1" --init-groups test -x "$0" || '
-    '{ echo "${0%/*} is not reachable by the $1 account (a directory above it is not searchable)" >&2; '
-    'exit 3; }; }; } && '
-    'TMPDIR="$0" && export TMPDIR && shift && exec "$@"'
-)
 # $0: the cell's directory, $1: that account, $2: the datadir (a copy of the snapshot, made by the
 # ssh user: from a tarball when it was prepared here). Its socket, log, files and data: the account's
 # alone (0700: a server's command line names its cell's directory to every account there: issue 48)
@@ -77,6 +64,17 @@ def server_account(place: ServerHostPlace) -> str:
     """The account mariadbd runs as on the host: Debian's `mysql` (mariadb-server creates it) when
     the ssh user is root, as here (never root: issue 48); else the ssh user ("")."""
     return RUN_USER if place.link.target.user == "root" else ""
+
+
+# $0: the directory, $1: the account the server runs as (empty: the ssh user's), "$@" after: argv.
+# That account must reach the datadirs: the directories above them searchable by it (exit 3 if not)
+_PRIVATE_TMP = (
+    'mkdir -p "$0" && chmod go+x "${0%/*}" && { [ -z "$1" ] || { chown "$1:" "$0" && '
+    'setpriv --reuid="$1" --regid="$1" --init-groups test -x "$0" || '
+    '{ echo "${0%/*} is not reachable by the $1 account (a directory above it is not searchable)" >&2; '
+    'exit 3; }; }; } && '
+    'TMPDIR="$0" && export TMPDIR && shift && exec "$@"'
+)
 
 
 def init_datadir(place: ServerHostPlace, datadir: str) -> str:
@@ -105,8 +103,8 @@ def init_datadir(place: ServerHostPlace, datadir: str) -> str:
     return "mariadb-install-db"
 
 
-class RemoteMariaDB(OnHost, Mysqld):
-    """One mariadbd on a host (`place`: the run's ServerHost, hosts/server.py)."""
+class RemoteMysqld(OnHost, Mysqld):
+    """One mariadbd or mysqld on a host (`place`: the run's ServerHost, hosts/server.py)."""
 
     def __init__(
         self,
@@ -140,7 +138,7 @@ class RemoteMariaDB(OnHost, Mysqld):
         if alloc is not None:
             self.env.update(alloc.env())
             self.tracer = alloc.there
-        self.flavor = INSTALLED if build is None or build.kind == "installed" else dialect(build)
+        self.flavor = dialect(None if build is None or build.kind == "installed" else build)
         self.child: Tracked | None = None  # type: ignore[assignment]
         self.crashed: bool | None = None
 
