@@ -23,7 +23,10 @@ from perflab.errors import Problem
 from perflab import workloads
 from perflab.spec.schema import ExperimentFile
 
-_NOT_YET_SERVER = 'not with server_host yet (`perflab docs hosts#what-a-remote-server-supports-so-far`)'
+_PIN_REASON = (
+    "pin splits one machine's CPUs between the server and its client; with server_host they run on different "
+    "machines (`perflab docs hosts#what-stays-refused-and-why`)"
+)
 
 
 def server_hosts(spec: ExperimentFile) -> list[str]:
@@ -284,7 +287,7 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
                     f"experiment.{key}",
                     f"{key} = {default!r} with server_host".replace("'", '"'),
                     repr(value),
-                    _NOT_YET_SERVER,
+                    _PIN_REASON,
                 )
             )
     refusal = servers.kind(e.server).remote_alloc_refusal  # alloc runs where the server runs: MariaDB's

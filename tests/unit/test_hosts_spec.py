@@ -177,7 +177,7 @@ def test_what_a_remote_server_does_not_support_yet() -> None:
     assert spec.parse(_pgbench('server_host = "db"\ndesign = "interleaved"')).file.experiment.interleaved
     assert spec.parse(_pgbench('server_host = "db"\ndesign = "interleaved"\nclient_host = "load"')).file.experiment.interleaved
     assert "interleaved" in found["observe.pmp"]
-    assert "interleaved" in found["observe.io"] and "`perflab docs hosts" in found["experiment.pin"]
+    assert "interleaved" in found["observe.io"] and "run on different machines" in found["experiment.pin"]
     assert "interleaved" in found["experiment.drop_caches"]  # the design's own check; sequential: on the host
     disk = parse('server_host = "db"\nstorage = "/var/tmp/perflab"\ndrop_caches = true').file.experiment
     assert disk.storage == "/var/tmp/perflab" and disk.drop_caches  # they apply on the host
