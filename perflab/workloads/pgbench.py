@@ -93,28 +93,28 @@ class Pgbench(Workload):
         self, spec: ExperimentFile, server: Any, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
         """`pgbench -i -s SCALE` over TCP as the run's role, its password in a passfile (PGPASSFILE)."""
-        from perflab.workloads.pgbench_remote import prepare_argv
+        from perflab.workloads.pgbench_argv import prepare_argv
 
         return prepare_argv(spec, server, password)
 
     def login_command(
         self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], seconds: int
     ) -> tuple[list[str], dict[str, str] | None]:
-        from perflab.workloads import pgbench_remote
+        from perflab.workloads.pgbench_argv import login_command
 
-        return pgbench_remote.login_command(spec, cell, server, login, seconds)
+        return login_command(spec, cell, server, login, seconds)
 
     def host_command(
         self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any
     ) -> tuple[list[str], dict[str, str] | None, str | None]:
-        from perflab.workloads import pgbench_remote
+        from perflab.workloads.pgbench_argv import host_command
 
-        return pgbench_remote.host_command(spec, cell, server, login, remote)
+        return host_command(spec, cell, server, login, remote)
 
     def fetch_log(self, remote: Any, cell: Cell, local: Path) -> None:
-        from perflab.workloads import pgbench_remote
+        from perflab.workloads.pgbench_log import fetch_log
 
-        pgbench_remote.fetch_log(remote, cell, local)
+        fetch_log(remote, cell, local)
 
     def training_argv(self, spec: ExperimentFile, server: Any, seconds: int) -> list[str]:
         """The installed pgbench (its own counts are not the server's), without a transaction log."""
@@ -202,18 +202,19 @@ class Pgbench(Workload):
         """pgbench logging every transaction into the seat's run directory (here, or its directory on
         its client host); connected once the postmaster has a backend on its database for every
         client. (No client variants: PostgreSQL refuses them.)"""
-        from perflab.workloads import client, pgbench_remote
+        from perflab.workloads import client
+        from perflab.workloads.pgbench_argv import host_command, passfile_env
 
         spec, server, threads, end = seat.runner.exp.file, seat.server, seat.cell.threads, seat.end
         if not end.here:  # on its client host: its log there (fetched at the end), its turns by signals there
-            seat.command, env, _ = pgbench_remote.host_command(spec, seat.cell, server, seat.login, end.remote, seconds)
+            seat.command, env, _ = host_command(spec, seat.cell, server, seat.login, end.remote, seconds)
             end.clock.begin()  # the host's clock, read again when its log is fetched: its stamps put on ours
             seat.child = end.seat_start(seat.command, env, seat.out)
             seat.client_fields = end.seat_started(seat.child, seat.cell, seat.out)  # where it ran, its version
         else:
             seat.command = cell_argv(spec, seat.cell, server, seconds, jobs=threads)
             # the server on its host: the run's role over TCP, its password in a passfile
-            env = pgbench_remote.passfile_env(server, seat.login["pgsql-password"]) if seat.login else None
+            env = passfile_env(server, seat.login["pgsql-password"]) if seat.login else None
             seat.child = client.start(seat.command, seat.out, None, env)
         wait_backends(server, threads, seat.child, spec.experiment.timeout_margin, seat.out)
 

@@ -1,5 +1,6 @@
 """pgbench's per-transaction log: the window's figures and the per-second series (pgbench.py
-runs it; the log's format and why the figures come from it are in its docstring).
+runs it; the log's format and why the figures come from it are in its docstring), and the log
+fetched back from a client host (fetch_log).
 
     summary = window_summary(load_log(rundir / "pgbench_log"), (start_epoch, end_epoch), 1)
 """
@@ -8,11 +9,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from perflab.workloads.pgbench_argv import LOG, cell_dir
 from perflab.workloads.sysbench_output import Summary
+
+if TYPE_CHECKING:
+    from perflab.spec.matrix import Cell
 
 END_SLACK_S = 0.01
 
@@ -131,3 +136,22 @@ def _percentiles(lat_ms: np.ndarray) -> dict[str, float]:
         return round(float(np.percentile(lat_ms, q, method="inverted_cdf")), 3)
 
     return {"p50": pct(50), "p95": pct(95), "p99": pct(99), "max": round(float(lat_ms.max()), 3)}
+
+
+# $0: the cell's directory on the host: its per-transaction logs, one a line
+_LOGS = 'for f in "$0"/' + LOG + '.*; do [ -f "$f" ] && echo "$f"; done; true'
+
+
+def fetch_log(remote: Any, cell: Cell, local: Path) -> list[Path]:
+    """pgbench's per-transaction logs (`pgbench_log.PID[.THREAD]`), copied from the host into `local`,
+    then the cell's directory there removed."""
+    link = remote.rundir.link
+    fetched = []
+    try:
+        for path in link.run(["sh", "-c", _LOGS, cell_dir(remote, cell)]).stdout.split():
+            target = local / Path(path).name
+            link.get(path, target)
+            fetched.append(target)
+    finally:
+        link.run(["rm", "-rf", "--one-file-system", cell_dir(remote, cell)])
+    return fetched

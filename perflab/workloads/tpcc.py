@@ -20,7 +20,7 @@ from perflab.workloads import gotpc
 from perflab.workloads.base import Workload
 from perflab.workloads.client import window_seconds
 from perflab.workloads.gotpc import DATABASE, RESERVED, USER, VERSION, WAREHOUSE_BYTES
-from perflab.workloads.pgbench_remote import host_passfile, passfile_env
+from perflab.workloads.pgbench_argv import host_passfile, passfile_env
 from perflab.workloads.sysbench_output import Summary
 
 if TYPE_CHECKING:

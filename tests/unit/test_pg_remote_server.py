@@ -126,7 +126,7 @@ def test_pgbench_here_reaches_the_hosts_address_with_the_password_in_a_passfile(
 
     from perflab import spec
     from perflab.workloads.pgbench import cell_argv
-    from perflab.workloads.pgbench_remote import passfile
+    from perflab.workloads.pgbench_argv import passfile
 
     server = RemotePostgreSQL(_place("root"), "/d/cell-0000/data", {}, local=tmp_path)
     exp = spec.parse(

@@ -1,4 +1,4 @@
-"""pgbench on a client host without a network (workloads/pgbench_remote.py, hosts/client.py):
+"""pgbench on a client host without a network (workloads/pgbench_argv.py and pgbench_log.py, hosts/client.py):
 its argv there (the same options as here, its password in a passfile only), a missing pgbench naming
 its package, its log fetched back and cut at this machine's marks put on the host's clock, and the
 alarm that ends pgbench there and not its wrapper (run here)."""
@@ -23,7 +23,7 @@ from perflab.hosts import target
 from perflab.hosts.child import _SIGNAL_CHILD, times_cpu_s
 from perflab.hosts.client import ClientOnHost, RemoteClient
 from perflab.workloads.pgbench_log import intervals, load_log, window_summary
-from perflab.workloads import pgbench_remote
+from perflab.workloads import pgbench_argv, pgbench_log
 
 RUNDIR = "/dev/shm/perflab-host-k2j4x1"
 PASSWORD = "0123456789abcdef0123456789abcdef"
@@ -101,7 +101,7 @@ CELL = SimpleNamespace(order=3, threads=2, workload_options={})
 
 def test_pgbench_runs_on_the_host_with_the_options_it_has_here_its_password_in_a_passfile() -> None:
     link = FakeLink()
-    argv, env, script = pgbench_remote.host_command(_runner("select-only").exp.file, CELL, None, _login(), _remote(link))
+    argv, env, script = pgbench_argv.host_command(_runner("select-only").exp.file, CELL, None, _login(), _remote(link))
     there = f"{RUNDIR}/client-0003"
     assert env == {"PGPASSFILE": f"{there}/pgpass"}  # ClientOnHost.start runs it under `env`
     assert script is None and argv == [
@@ -123,7 +123,7 @@ def test_a_script_of_this_machine_is_copied_there_once(tmp_path: Path) -> None:
     link = FakeLink()
     remote = _remote(link)
     for order in (0, 1):
-        argv, _, script = pgbench_remote.host_command(_runner(str(local)).exp.file,
+        argv, _, script = pgbench_argv.host_command(_runner(str(local)).exp.file,
                                                       SimpleNamespace(**{**vars(CELL), "order": order}),
                                                       None, _login(), remote)  # fmt: skip
         assert script == f"{RUNDIR}/point.sql" and f"--file={RUNDIR}/point.sql" in argv
@@ -180,8 +180,8 @@ def test_the_log_is_fetched_and_cut_at_this_machines_marks_on_the_hosts_clock(tm
     ahead = 5.0  # the host's clock runs 5 s ahead: its log's times are 5 s later than this machine's
     there = f"{RUNDIR}/client-0003"
     files = {f"{there}/pgbench_log.77": _log(here + ahead), f"{there}/pgbench_log.77.1": _log(here + ahead)}
-    link = FakeLink({pgbench_remote._LOGS: "\n".join(files) + "\n"}, files)
-    fetched = pgbench_remote.fetch_log(_remote(link), CELL, tmp_path)
+    link = FakeLink({pgbench_log._LOGS: "\n".join(files) + "\n"}, files)
+    fetched = pgbench_log.fetch_log(_remote(link), CELL, tmp_path)
     assert sorted(p.name for p in fetched) == ["pgbench_log.77", "pgbench_log.77.1"]
     assert link.ran[-1][0] == ["rm", "-rf", "--one-file-system", there]  # its directory there, once fetched
     end = ClientOnHost.__new__(ClientOnHost)
