@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -54,6 +55,48 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "integration" in Path(str(item.fspath)).parts:
             item.add_marker(pytest.mark.integration)
+
+
+# CPU seconds per test (this process's and its waited-for children's: perflab, mariadbd, sysbench),
+# printed after the durations: make test is bound by the 2 vCPUs' CPU, not by wall time, so this is
+# the ranking to cut by (docs/development.md, "Tests"). A module fixture's cost goes to its first test.
+_CPU_START = pytest.StashKey[float]()
+_CPU_SECONDS: dict[str, float] = {}
+CPU_SHOWN = 25
+
+
+def _cpu_now() -> float:
+    mine, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_CPU_START] = _cpu_now()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    report = yield
+    if call.when == "teardown" and _CPU_START in item.stash:  # sent to xdist's controller with the report
+        report.user_properties.append(("cpu_s", _cpu_now() - item.stash[_CPU_START]))
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties if report.when == "teardown" else ():
+        if name == "cpu_s":
+            _CPU_SECONDS[report.nodeid] = value
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    top = sorted(_CPU_SECONDS.items(), key=lambda kv: -kv[1])[:CPU_SHOWN]
+    if not top or top[0][1] < 1:
+        return
+    total = sum(_CPU_SECONDS.values())
+    terminalreporter.write_sep("=", f"most CPU {len(top)} (of {total:.0f} CPU-s over {len(_CPU_SECONDS)} tests)")
+    for nodeid, seconds in top:
+        terminalreporter.write_line(f"{seconds:8.1f} CPU-s  {nodeid}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
