@@ -240,9 +240,7 @@ class Kind:
     def connection_problems(self, exp: Experiment) -> list[Problem]:
         return []
 
-    # a client on another host (hosts/client.py, docs/hosts.md); why this kind cannot have one yet
-    remote_client_refusal: str | None = "a client on another host is not supported with this server yet"
-
+    # a client on another host (hosts/client.py, docs/hosts.md)
     def listen_on(self, server: Managed, address: str) -> None:
         """Make the (not yet started) server listen on `address` only, where a remote client reaches it."""
         raise NotImplementedError(f"a client on another host is not supported with {self.title} yet")
@@ -252,14 +250,9 @@ class Kind:
         run's datadir only), as sysbench options: {"mysql-host": ..., "mysql-password": ...}."""
         raise NotImplementedError(f"a client on another host is not supported with {self.title} yet")
 
-    # the server on another host (hosts/server.py, docs/hosts.md); why this kind cannot run there yet
-    remote_server_refusal: str | None = "a server on another host is not supported with this server yet"
+    # the server on another host (hosts/server.py, docs/hosts.md)
     server_packages: ClassVar[dict[str, str]] = {}  # a server host's tools -> their Debian packages
-    # why perf and pmp cannot profile this kind's server on a server host yet (observers/paired.on_host)
-    remote_profile_refusal: str | None = None
     profiles_tree = False  # its server target is a process tree (a postmaster and its backends): profile them all
-    # why [observe] alloc cannot count this kind's server on a server host yet (observers/alloc/remote.py)
-    remote_alloc_refusal: str | None = "[observe] alloc of this server on another host is not built yet; MariaDB's is"
     server_dirs: tuple[str, ...] = ()  # where a server host keeps them off the PATH, searched first
 
     def remote_init(self, place: ServerHostPlace, datadir: str) -> str:

@@ -38,7 +38,6 @@ class MySQLProtocolKind(Kind):
     gotpc_driver = "mysql"
     memory_figure = "RSS"
     sysbench_driver = "mysql"
-    remote_client_refusal = None
 
     def remote_status(self, server: Any, password: str, lean: bool = False) -> Any:
         from perflab.servers.mysqld_host import RemoteStatusSampler

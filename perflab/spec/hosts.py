@@ -205,11 +205,7 @@ def _unknown(path: str, name: str, spec: ExperimentFile) -> Problem:
 
 def _client_problems(spec: ExperimentFile, observers: bool = True) -> list[Problem]:
     """`observers` False: server_host's checks already name the observers (one problem per key)."""
-    e, problems = spec.experiment, []
-    refusal = servers.kind(e.server).remote_client_refusal
-    if refusal:
-        problems.append(Problem("experiment.client_host", "a server that takes remote clients", e.server, refusal))
-    problems += _tool_problems(spec, "client_host")
+    problems = _tool_problems(spec, "client_host")  # every server kind takes a client on a host
     if observers:  # the server here: its observers run here, as beside a local client (run/ends.ServerHere)
         problems += _client_target_problems(spec)
     return problems  # client variants run there as here (hosts/client.ClientOnHost.variant_env)
@@ -243,11 +239,6 @@ def _profiler_problems(spec: ExperimentFile) -> list[Problem]:
     """perf and pmp run on the server's host, of the server (its process, or PostgreSQL's tree); of a
     client where it runs (here, or on client_host there); pmp on a server host is eu-stack."""
     problems = []
-    refusal = servers.kind(spec.experiment.server).remote_profile_refusal
-    for name in ("perf", "pmp"):
-        entry = getattr(spec.observe, name)
-        if entry is not None and refusal:
-            problems.append(Problem(f"observe.{name}", f"no [observe] {name} with server_host", "true", refusal))
     pmp = spec.observe.pmp
     if pmp is not None and "tool" in pmp.model_fields_set and pmp.tool != "eu-stack":
         problems.append(
@@ -275,11 +266,8 @@ def _interleaved_problems(spec: ExperimentFile) -> list[Problem]:
 
 
 def _server_problems(spec: ExperimentFile) -> list[Problem]:
-    e, problems = spec.experiment, []
-    refusal = servers.kind(e.server).remote_server_refusal
-    if refusal:
-        problems.append(Problem("experiment.server_host", "a server that runs on another host", e.server, refusal))
-    problems += _tool_problems(spec, "server_host")
+    e = spec.experiment  # every server kind runs on a host, alloc and the profilers with it
+    problems = _tool_problems(spec, "server_host")
     for key, value, default in (("pin", e.pin, False),):  # storage and drop_caches apply on the host
         if value != default:
             problems.append(
@@ -290,8 +278,5 @@ def _server_problems(spec: ExperimentFile) -> list[Problem]:
                     _PIN_REASON,
                 )
             )
-    refusal = servers.kind(e.server).remote_alloc_refusal  # alloc runs where the server runs: MariaDB's
-    if spec.observe.alloc is not None and refusal:
-        problems.append(Problem("observe.alloc", "no [observe] alloc with server_host", "true", refusal))
     problems += _profiler_problems(spec)
     return problems  # builds and glibc variants run there from their copies (hosts/trees.py)

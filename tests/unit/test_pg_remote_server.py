@@ -87,7 +87,7 @@ def test_its_configuration_listens_on_the_hosts_address_only(tmp_path: Path) -> 
 
 def test_the_hosts_postgres_is_found_off_the_path() -> None:
     kind = servers.kind("postgresql")
-    assert kind.remote_server_refusal is None and kind.server_packages["postgres"] == "postgresql-15"
+    assert kind.server_packages["postgres"] == "postgresql-15"
     found = subprocess.run(["sh", "-c", target.WHICH, "postgres", *kind.server_dirs], capture_output=True,
                            text=True, env={"PATH": "/usr/bin:/bin"}, check=False)  # fmt: skip
     assert found.stdout.strip() == "/usr/lib/postgresql/15/bin/postgres"

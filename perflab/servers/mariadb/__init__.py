@@ -40,8 +40,6 @@ class MariaDBKind(MySQLProtocolKind):
 
         return Path(binary("mariadbd"))
 
-    remote_server_refusal = None
-    remote_alloc_refusal = None  # one process: its counter preloaded there (servers/mysqld_host.py)
     server_packages: ClassVar[dict[str, str]] = {
         "mariadbd": "mariadb-server",
         "mariadb": "mariadb-client",

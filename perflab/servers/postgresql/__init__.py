@@ -171,12 +171,9 @@ class PostgreSQLKind(Kind):
 
         return rules.build_problems(builds)
 
-    remote_client_refusal = None
     # a server on another host (hosts/server.py, servers/postgresql/remote.py): Debian's
     # postgresql-15 there, in its own bin directory (not on PATH); psql from postgresql-client-15
-    remote_server_refusal = None
     # the counter preloaded into the postmaster there counts in every backend (a slot each), summed
-    remote_alloc_refusal = None
     server_packages: ClassVar[dict[str, str]] = {
         "postgres": "postgresql-15",
         "initdb": "postgresql-15",
