@@ -55,18 +55,37 @@ def dropped_samples(cells: list[dict[str, Any]]) -> str | None:
     )
 
 
+STARTED_MATTERS = 0.01  # a share of the window's calls below this moves no figure per transaction by more
+
+
+def _started_matters(alloc: dict[str, Any]) -> bool:
+    """Threads started within the window made at least STARTED_MATTERS of its calls (MySQL 9.7's two
+    background threads: 0.008%; PostgreSQL's autovacuum worker in CI's 4 s window: about 40%)."""
+    share = alloc.get("started_calls_share")
+    return bool(alloc.get("threads_started")) and (share is None or share >= STARTED_MATTERS)
+
+
+def started_cells(cells: list[dict[str, Any]]) -> tuple[int, ...]:
+    """The ids of the cells whose started threads matter (_started_matters)."""
+    return tuple(c["id"] for c in cells if c.get("status") == "ok" and _started_matters(c.get("alloc") or {}))
+
+
 def started_in_window(cells: list[dict[str, Any]]) -> str | None:
-    """A warning when threads or processes took their counter slot within some cells' windows
-    (`threads_started` > 0): their one-off allocations (and a forked process's frees of what its
-    parent had allocated) are in those cells' figures per transaction, beside the transactions'."""
-    starting = [c for c in cells if c.get("status") == "ok" and (c.get("alloc") or {}).get("threads_started")]
+    """A warning when threads or processes took their counter slot within some cells' windows and
+    made at least 1% of their calls (`threads_started`, `started_calls_share`): their one-off
+    allocations (and a forked process's frees of what its parent had allocated) are in those cells'
+    figures per transaction, beside the transactions'."""
+    ids = set(started_cells(cells))
+    starting = [c for c in cells if c["id"] in ids]
     if not starting:
         return None
-    most = max(starting, key=lambda c: c["alloc"]["threads_started"])
+    most = max(starting, key=lambda c: (c["alloc"].get("started_calls_share") or 0, c["alloc"]["threads_started"]))
+    share = most["alloc"].get("started_calls_share")  # absent before 2026-11-30's second change
+    calls = f", {share:.1%} of its calls" if share is not None else ""
     ids = ", ".join(str(c["id"]) for c in starting[:10]) + ("..." if len(starting) > 10 else "")
     return (
         f"{len(starting)} cell(s) had threads or processes start within the window (cells {ids}; most: cell "
-        f"{most['id']}, {most['alloc']['threads_started']}): their one-off allocations, and a forked process's "
+        f"{most['id']}, {most['alloc']['threads_started']}{calls}): their one-off allocations, and a forked process's "
         "frees of its parent's memory, are in those cells' figures per transaction (PostgreSQL: an autovacuum "
         'worker mallocs what it keeps and exits). Remedy: autovacuum = "off" under [server_options] to compare '
         "the backends alone, or connections opened before the window (a warm-up)"

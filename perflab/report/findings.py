@@ -44,7 +44,7 @@ def collect(
         out.append(Finding("warning", "alloc-dropped", dropped, ids))
     started = alloc.started_in_window(cells)
     if started:
-        ids = tuple(c["id"] for c in cells if c["status"] == "ok" and (c.get("alloc") or {}).get("threads_started"))
+        ids = alloc.started_cells(cells)
         out.append(Finding("warning", "alloc-started", started, ids))
     out += _adaptive_findings(meta)
     out += budget_findings(comparisons or [], cells, meta)

@@ -226,6 +226,7 @@ def test_alloc_counts_a_postgresql_server_on_its_host_over_every_backend(
     # the postmaster, pgbench's backends and the auxiliary processes: a slot each (not one shared),
     # none forked within the window (autovacuum off)
     assert alloc["threads"] >= 4 and alloc["shared_slot_threads"] == 0 and alloc["threads_started"] == 0, alloc
+    assert alloc["started_calls_share"] == 0.0, alloc
     # select-only's index scan: btbeginscan's two palloc'd chunks, each over the chunk limit, a malloc
     # of its own (8-16 KiB and 16-32 KiB) per transaction, in the backends. A backend missed would
     # give 0.5, one counted twice 2. Under load (CI's parallel phase; here beside 3 busy loops) both

@@ -444,6 +444,7 @@ def test_alloc_counts_in_every_backend(tmp_path: Path):
     assert counted_share(alloc, cell["summary"]["transactions"]) > 100 and "missing" not in alloc, alloc
     # the postmaster, pgbench's backends and the auxiliary processes: a slot each (not one shared)
     assert alloc["threads"] >= 4 and alloc["shared_slot_threads"] == 0 and alloc["threads_started"] == 0, alloc
+    assert alloc["started_calls_share"] == 0.0, alloc
     # select-only's index scan: btbeginscan's two palloc'd chunks, each over the chunk limit, a malloc
     # of its own (8-16 KiB and 16-32 KiB) per transaction, freed at its end (2026-11-28: 2.00 and 2.00)
     scan = {r["low"]: r["calls_per_txn"].get("malloc", 0) for r in alloc["by_size_class"] if r["low"] in (8192, 16384)}

@@ -98,12 +98,20 @@ def _period(tracer: AllocTracer) -> int:
 def test_threads_that_take_a_slot_within_the_window_are_counted(tracer: AllocTracer, tmp_path: Path) -> None:
     """A process forked in the window (PostgreSQL's autovacuum worker) or a thread started there takes
     a slot of its own: its one-off allocations are in the counts, and `threads_started` says how many."""
+    def calls(words: np.ndarray, slot: int, op: str, n: int) -> None:
+        words[alloc.HEADER_WORDS + slot * alloc.SLOT_WORDS + alloc.OPS.index(op) * alloc.CLASSES + 3] += n
+
     words = np.fromfile(tracer.file, dtype="<u8")
     words[alloc._SLOTS_USED] = 5  # slot 0 (shared) and four threads before the window
+    calls(words, 4, "malloc", 1000)  # before the window: not the window's
     words.tofile(tracer.file)
     with tracer.window(1, tmp_path):
         words = np.fromfile(tracer.file, dtype="<u8")
         words[alloc._SLOTS_USED] = 7  # two more while it ran
+        calls(words, 4, "malloc", 600)  # a thread there before
+        calls(words, 5, "malloc", 300)  # the new ones: a worker's mallocs, and frees of its parent's memory
+        calls(words, 6, "free", 100)
         words.tofile(tracer.file)
     fields = tracer.fields(100)
     assert (fields["threads"], fields["threads_started"]) == (6, 2)
+    assert fields["calls_per_txn"]["malloc"] == 9.0 and fields["started_calls_share"] == 0.4  # 400 of 1000

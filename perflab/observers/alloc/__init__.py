@@ -130,21 +130,26 @@ def claim_of(words: np.ndarray) -> Claim:
 @dataclass
 class Counts:
     """Calls and bytes per op and size class; `threads` that had a slot, `overflow` that shared one;
-    `started`: of a window's counts (minus), the threads that took their slot within it."""
+    `per_slot`: each slot's calls (every op); of a window's counts (minus), `started`: the threads that
+    took their slot within it, and `started_calls` their calls."""
 
     calls: dict[str, list[int]] = field(default_factory=dict)
     bytes: dict[str, list[int]] = field(default_factory=dict)
     threads: int = 0
     overflow: int = 0
+    per_slot: list[int] = field(default_factory=list)
     started: int = 0
+    started_calls: int = 0
 
     def minus(self, before: Counts) -> Counts:
+        first = before.threads + 1  # the slots after those in use at the window's start (slot 0 is shared)
         return Counts(
             {op: [a - b for a, b in zip(self.calls[op], before.calls[op], strict=True)] for op in OPS},
             {op: [a - b for a, b in zip(self.bytes[op], before.bytes[op], strict=True)] for op in OPS},
             self.threads,
             self.overflow,
-            self.threads - before.threads,
+            started=self.threads - before.threads,
+            started_calls=sum(self.per_slot[first:]),
         )
 
     def total_calls(self, op: str) -> int:
@@ -195,6 +200,7 @@ def counts_of(words: np.ndarray) -> Counts:
         {op: [int(x) for x in total[1, i]] for i, op in enumerate(OPS)},
         threads=used - 1,
         overflow=int(words[_OVERFLOW]),
+        per_slot=[int(x) for x in body[:used, 0].sum(axis=(1, 2), dtype=np.uint64)],
     )
 
 

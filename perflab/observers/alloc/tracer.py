@@ -22,8 +22,8 @@ The cell's `alloc` (export format perflab-results, docs/results-format.md):
      "syscall_bytes_per_txn": {"mmap": .., ...},
      "by_size_class": [{"class": c, "low": bytes, "high": bytes, "calls_per_txn": {op: ..},
                         "bytes_per_txn": ..}, ...],              # classes with any call only
-     "transactions": .., "threads": .., "threads_started": .., "shared_slot_threads": .., "samples": ..,
-     "dropped_samples": .., "period": ..}
+     "transactions": .., "threads": .., "threads_started": .., "started_calls_share": ..,
+     "shared_slot_threads": .., "samples": .., "dropped_samples": .., "period": ..}
 """
 
 from __future__ import annotations
@@ -48,6 +48,10 @@ NO_TRANSACTIONS = "no transactions in the window"
 
 # return addresses, leaf first -> frame names, root first, without the counter's own frames
 Symbolize = Callable[[list[int]], list[str]]
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole > 0 else None
 
 
 def lost_reason(chunks: int) -> str:
@@ -217,6 +221,7 @@ class AllocTracer:
             "transactions": transactions,
             "threads": counts.threads,
             "threads_started": counts.started,
+            "started_calls_share": _share(counts.started_calls, sum(counts.total_calls(op) for op in alloc.OPS)),
             "shared_slot_threads": counts.overflow,
             "samples": len(records),
             "dropped_samples": dropped,
