@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class Finding:
     level: str  # warning | stall | info | failed
-    # noise | repeats | unsettled | stall | drift | short | busy | steal | alloc-dropped | alloc-started | adaptive | adaptive-missed
-    # | host-speed | dataset | durability | failed
+    # noise | repeats | unsettled | stall | drift | short | busy | steal | alloc-dropped | alloc-started
+    # | adaptive | adaptive-missed | host-speed | dataset | durability | failed
     kind: str
     text: str
     cells: tuple[int, ...] = field(default=())

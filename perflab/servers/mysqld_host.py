@@ -1,7 +1,8 @@
 """A server of MySQL's protocol on another host (`[experiment] server_host`, docs/hosts.md): the
-host's installed mariadbd or a build copied there (MariaDB's, MySQL's: hosts/trees.py), on a datadir in the host's run directory, started through the run directory's wrapper
-(its own process group, tagged PERFLAB_RUN, its pid in `pids`) with an option file perflab writes
-here and copies there. It listens only on the host's address as this machine reaches it, and its
+host's installed mariadbd or a build copied there (MariaDB's, MySQL's: hosts/trees.py), on a
+datadir in the host's run directory, started through the run directory's wrapper (its own process
+group, tagged PERFLAB_RUN, its pid in `pids`) with an option file perflab writes here and copies
+there. It listens only on the host's address as this machine reaches it, and its
 readiness is its handshake there, from here. The cell's local directory keeps the option file and,
 once it stops, a copy of its error log (for the results' logs/).
 

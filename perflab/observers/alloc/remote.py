@@ -12,7 +12,7 @@ on the host (SyscallRecorder on the host's place: its control FIFOs driven there
 named here from the server's maps there and the host's binaries (the same files, or the run's
 copies: host_binaries.HostStarts), and stored as a local cell's (alloc/profile.store_alloc).
 
-    tracer = of_cell(observe.alloc, kind.profiles_tree, place, rundir)   # before the server: RemoteMysqld(..., alloc=tracer)
+    tracer = of_cell(observe.alloc, kind.profiles_tree, place, rundir)   # before the server (alloc=tracer)
     tracer.check_started(server.pid)                  # loaded there, once, and counting
     with tracer.armed(server.pid, rundir):            # perf started there, its events off
         read, sampler = server_reads(runner, server)  # the window: spanning(sampler, tracer, pid)
