@@ -25,6 +25,8 @@ _CLIENT = '"$@" 2>&1; s=$?; times > "$0"; exit $s'
 _CHILD_STAT = "c=$(cat /proc/$0/task/$0/children); cat /proc/${c%% *}/stat; getconf CLK_TCK"
 # $0: the wrapper's pid: its child's (the client's) pid
 _CHILD_PID = "c=$(cat /proc/$0/task/$0/children) && echo ${c%% *}"
+# $0: the wrapper's pid: the sockets its child (the client) holds open
+_CHILD_SOCKETS = 'c=$(cat /proc/$0/task/$0/children) && ls -l /proc/${c%% *}/fd | grep -c " socket:"'
 # $0: the wrapper's pid, $1: a signal: sent to its child (the client)
 _SIGNAL_CHILD = 'c=$(cat /proc/$0/task/$0/children) && kill -s "$1" ${c%% *}'
 _TIMES = re.compile(r"(\d+)m([\d.]+)s\s+(\d+)m([\d.]+)s")
@@ -96,6 +98,11 @@ class RemoteChild:
         """The client's own pid on its host (the wrapper's child: bash waits for it); None once it has exited."""
         found = self.rundir.link.run(["sh", "-c", _CHILD_PID, str(self.pid)]).stdout.strip()
         return int(found) if found.isdigit() else None
+
+    def sockets(self) -> int:
+        """How many sockets the client holds open on its host (its connections); 0 once it has exited."""
+        found = self.rundir.link.run(["sh", "-c", _CHILD_SOCKETS, str(self.pid)]).stdout.strip()
+        return int(found) if found.isdigit() else 0
 
     def cpu_s(self) -> float | None:
         """The client's CPU so far, on its host (None when it cannot be read: it has exited)."""

@@ -239,6 +239,9 @@ class ClientOnHost:
     def profiled_pid(self, child: Any) -> int | None:
         return child.client_pid()  # sysbench's own there (the wrapper's child), which perf there folds
 
+    def connections(self, child: Any) -> int:
+        return child.sockets()  # the client's own there (the wrapper's child)
+
     def recording(self, local: Path) -> Site:
         """Where perf of its clients records (an interleaved group's, observers/seats.py): on its host,
         in a directory of the run's there named as `local`, removed once stored."""

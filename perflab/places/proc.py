@@ -162,6 +162,21 @@ def start_ticks(pid: int) -> int | None:
         return None
 
 
+def sockets(pid: int) -> int:
+    """How many sockets process `pid` holds open (a client's connections); 0 once it is gone."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    count = 0
+    for fd in fds:
+        try:
+            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except OSError:
+            continue  # closed since
+    return count
+
+
 def shown(argv: Sequence[str]) -> str:
     """A command line to show in a message: its passwords starred (perflab/redact.py)."""
     return " ".join(redact_argv(argv))

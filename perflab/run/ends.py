@@ -29,6 +29,7 @@ from perflab.observers.beside import ServerObservers
 from perflab.observers.status import of_server as status_of
 from perflab.places import Site
 from perflab.places.here import HERE
+from perflab.places.proc import sockets
 from perflab.places.procfs import ProcCounters, RssSampler
 from perflab.run import accounting
 from perflab.run.context import Runner
@@ -195,6 +196,9 @@ class ClientHere:
 
     def profiled_pid(self, child: Any) -> int | None:
         return child.pid  # perf here folds its samples
+
+    def connections(self, child: Any) -> int:
+        return sockets(child.pid)  # pgbench's own (Child runs it, not a wrapper)
 
     def fetched_log(self, local: Path) -> float:
         return 0.0  # pgbench's log is written here, stamped by this machine's clock

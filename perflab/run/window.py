@@ -1,8 +1,8 @@
 """A cell's measured window, written once for every place and workload tool (issue 47).
 
 The steps, wherever the server and the client run and whichever tool drives the load: the
-observers armed, the client started, its threads' start awaited (a tool that prints one: sysbench's
-"Threads started!"; else its launch), the warm-up slept, the window's start read (the server's
+observers armed, the client started, its start awaited (the workload's start_watch: sysbench's
+"Threads started!", pgbench's clients all connected; else its launch), the warm-up slept, the window's start read (the server's
 counters, perflab's own, the machine's), the server's memory and the client's sampled and the
 profilers' window begun over it; then either the client's own end (sysbench and go-tpc stop with the
 window: their statistics were reset at its start) or perflab's end mark (a client with a tail,
@@ -107,6 +107,10 @@ class ClientEnd(Protocol):
 
     def pid(self, child: Any) -> int | None: ...
 
+    def connections(self, child: Any) -> int:
+        """The sockets the client holds open where it runs (its connections: pgbench's start)."""
+        ...
+
     def host_pid(self, child: Any) -> int | None: ...
 
     def sampler(self, child: Any) -> Any: ...
@@ -127,8 +131,8 @@ class _Run:
     """What the client's run gave: times on this machine's CLOCK_MONOTONIC, epochs by time.time()."""
 
     started: float  # the client launched
-    launched: float  # the same, time.time()
-    origin: float  # its threads started (its clock's zero), else its launch
+    launched: float  # its clock's zero (`origin`), time.time()
+    origin: float  # its start (its clock's zero: the workload's start_watch), else its launch
     window_at: float  # the window's start
     ended: float  # the window's end
     marks: tuple[float, float]  # the window's (start, end), time.time()
@@ -211,9 +215,10 @@ def _run(
     profilers.workload_starting()
     started, launched = time.monotonic(), time.time()
     with client_end.start(argv, env, out) as child:
-        watch = client.StartWatch(out, child, margin) if wl.started_line else None
+        watch = wl.start_watch(server, client_end, cell, child, out, margin)
         loaded = client_end.launched(child, cell, out, profilers)
         origin = watch.wait() if watch else started
+        epoch = launched + (origin - started)  # its clock's zero, time.time()
         client_end.running(child, profilers)
         # the server's checks once the clients have connected (PostgreSQL: each backend's maps, 22 ms
         # of CPU at 16 clients): in the warm-up when there is one, out of the window's own CPU
@@ -251,7 +256,7 @@ def _run(
             finish = accounting.WindowEnd.take(start, server.pid, end.read)
             after = client_end.mark(child, exited=True)
     client_end.after(child, bool(wl.tail_s))
-    return _Run(started, launched, origin, window_at if wl.tail_s else origin + warmup, ended, marks, code, start,
+    return _Run(started, epoch, origin, window_at if wl.tail_s else origin + warmup, ended, marks, code, start,
                 finish, rss, client_rss, (before, after), perflab_cpu, checks, loaded, child)  # fmt: skip
 
 

@@ -43,9 +43,6 @@ class Workload:
         lines = (done.stdout or done.stderr).strip().splitlines()
         return lines[0].strip() if lines else None
 
-    # a line the client prints once every thread has connected and its clock starts (the
-    # warm-up and the window are timed from it); None: from the client's launch
-    started_line: bytes | None = None
     links_client_library: bool = False  # libmariadb, checked against a variant's client_library
     stamps_lines: bool = False  # perflab prefixes each output line with its arrival time (workloads/client.py)
     # True: it connects to a server here by TCP (go-tpc has no socket option), which then listens on
@@ -63,6 +60,12 @@ class Workload:
     def output_name(self) -> str:
         """The client's output file in a cell's logs/."""
         return f"{self.name}.txt"
+
+    def start_watch(self, server: Any, end: Any, cell: Cell, child: Any, out: Path, deadline_s: float) -> Any:
+        """A workloads/client.StartWatch of the client's start, its clock's zero: the warm-up and the
+        window are timed from it (sysbench: its "Threads started!"; pgbench: every client connected,
+        counted where it runs by the client `end`); None: from its launch."""
+        return None
 
     # the file, once valid: exit 2
     def file_problems(self, spec: ExperimentFile, kind: Any) -> list[Problem]:
@@ -165,7 +168,7 @@ class Workload:
         rate: int | None = None,
     ) -> tuple[Summary, list[dict[str, Any]]]:
         """`read_output`, for a client that can also be cut at perflab's window marks (epoch
-        seconds; `launched`: when perflab started it; `rate`: the cell's arrival rate, or None)."""
+        seconds; `launched`: its clock's zero, its start as `start_watch` saw it, else its launch; `rate`: the cell's arrival rate, or None)."""
         return self.read_output(out, code, warmup)
 
     def effective_options(self, spec: ExperimentFile, argv: list[str]) -> dict[str, str]:

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -75,26 +76,27 @@ STARTED_LINE = b"Threads started!"  # sysbench's clock (its reports, its checkpo
 
 
 class StartWatch:
-    """Notices sysbench's "Threads started!" in its output as it is written, in a thread of its
-    own, while perflab attaches its observers (seconds, with pmp): every client thread has then
-    connected (seconds at 1024 threads on 2 vCPUs) and sysbench's per-second reports count from
-    here, so the warm-up and the window are timed from this moment, not from the process start.
+    """Waits in a thread of its own for the client's start (`until()`: its time.monotonic(), or
+    WorkloadError), while perflab attaches its observers (seconds, with pmp): the warm-up and the
+    window are timed from that moment, not from the process start. sysbench's is its "Threads
+    started!" (every client thread connected, its per-second reports count from there:
+    `wait_threads_started`); pgbench's, every client connected (workloads/pgbench.wait_connected).
 
-        watch = StartWatch(out, child, deadline_s=60)
+        watch = StartWatch(functools.partial(wait_threads_started, out, child, 60))
         ...                                  # attach profilers, check the client's maps
-        origin = watch.wait()                # time.monotonic() of the line
+        origin = watch.wait()                # time.monotonic() of its start
     """
 
-    def __init__(self, out: Path, child: Child, deadline_s: float) -> None:
-        self.out, self.child, self.deadline_s = out, child, deadline_s
+    def __init__(self, until: Callable[[], float]) -> None:
+        self.until = until
         self.seen: float | None = None
         self.error: WorkloadError | None = None
-        self._thread = threading.Thread(target=self._watch, name="sysbench-start", daemon=True)
+        self._thread = threading.Thread(target=self._watch, name="client-start", daemon=True)
         self._thread.start()
 
     def _watch(self) -> None:
         try:
-            self.seen = wait_threads_started(self.out, self.child, self.deadline_s)
+            self.seen = self.until()
         except WorkloadError as exc:
             self.error = exc
 

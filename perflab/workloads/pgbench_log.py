@@ -80,8 +80,8 @@ def intervals(
 ) -> list[dict[str, Any]]:
     """The per-second series in sysbench's shape, counted from the per-transaction log: second t
     holds the transactions that ended in (launch + t - 1, launch + t] (seconds from
-    `launch_epoch`, when perflab started pgbench), for every whole second before `end_epoch` (the
-    window's end mark), a second with none as 0. Not from -P's progress lines: pgbench times
+    `launch_epoch`, its start: every client connected, pgbench.wait_connected), for every whole
+    second before `end_epoch` (the window's end mark), a second with none as 0. Not from -P's progress lines: pgbench times
     those from its own start, after perflab's, so the SIGALRM at the window's end (cell.py)
     came before the last second's line and a 2 s window kept one second (ci15)."""
     rows = log[np.argsort(log[:, 1], kind="stable")] if len(log) else np.empty((0, 2))

@@ -196,9 +196,12 @@ class Sysbench(Workload):
     name = "sysbench"
     database = "sbtest"
     throughput = "queries per second (sysbench's qps)"
-    started_line = b"Threads started!"  # its clock (its reports, its checkpoint) starts here
     links_client_library = True
     client_packages: ClassVar[dict[str, str]] = {"sysbench": "sysbench"}
+
+    def start_watch(self, server: Any, end: Any, cell: Cell, child: Any, out: Path, deadline_s: float) -> Any:
+        """Its "Threads started!": every thread connected; its clock (its reports, its checkpoint) starts there."""
+        return client.StartWatch(functools.partial(client.wait_threads_started, out, child, deadline_s))
 
     def file_problems(self, spec: ExperimentFile, kind: Any) -> list[Any]:
         from perflab.errors import Problem
@@ -341,7 +344,7 @@ class Sysbench(Workload):
         )
         env = end.seat_env(seat.cell, server, seat.clock.environment(test))
         seat.child = end.seat_start(seat.command, env, seat.out)
-        watch = client.StartWatch(seat.out, seat.child, spec.experiment.timeout_margin)
+        watch = client.StartWatch(functools.partial(client.wait_threads_started, seat.out, seat.child, spec.experiment.timeout_margin))
         seat.client_fields = end.seat_started(seat.child, seat.cell, seat.out)
         watch.wait()
 

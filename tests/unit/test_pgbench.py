@@ -187,3 +187,66 @@ def test_a_cells_command_and_window_through_the_workload_interface(tmp_path: Pat
         wl.window_output(exp.file, out, 1, 1, server, 1795389218.0, (1795389219.0, 1795389221.0))
     with pytest.raises(WorkloadError, match="progress: 1.0 s"):  # nothing inside: its output said why
         wl.window_output(exp.file, out, 0, 1, server, 1795389218.0, (1795389300.0, 1795389301.0))
+
+
+class _Looks:
+    """What each look of `wait_connected` reads: pgbench's sockets and the server's backends on its
+    database, one pair a look (the last one again once they run out)."""
+
+    def __init__(self, looks: list[tuple[int, int]], code: int | None = None) -> None:
+        self.looks, self.code, self.seen = looks, code, 0
+
+    def _look(self) -> tuple[int, int]:
+        return self.looks[min(self.seen, len(self.looks)) - 1]
+
+    def connections(self, child) -> int:
+        self.seen += 1
+        return self._look()[0]
+
+    def client_backends(self, database: str) -> int:
+        assert database == pgbench_argv.DATABASE
+        return self._look()[1]
+
+    def poll(self) -> int | None:  # pgbench's exit once every look is read
+        return self.code if self.seen >= len(self.looks) else None
+
+
+def test_the_window_waits_for_every_client_and_no_other_backend(tmp_path: Path) -> None:
+    """pgbench's first connection (it reads the scale) closes before its clients connect, but its
+    backend exits on its own time: a look that counted two backends for two clients while it still
+    lived began the window beside its exit and a client's start (CI: 3.99 mallocs a transaction for
+    2.00). Its start is the look where pgbench holds every client's socket and the database has as
+    many backends, no more."""
+    from perflab.workloads.pgbench import wait_connected
+
+    # (sockets, backends): the first connection; it closed and a client connected, its backend still
+    # there (2 backends); both clients connected, it still there (3); it gone
+    looks = _Looks([(1, 1), (1, 2), (2, 3), (2, 2)])
+    wait_connected(looks, looks, looks, 2, 10.0, tmp_path / "out")
+    assert looks.seen == 4
+
+
+def test_a_pgbench_that_exits_before_connecting_says_so(tmp_path: Path) -> None:
+    from perflab.errors import WorkloadError
+    from perflab.workloads.pgbench import wait_connected
+
+    out = tmp_path / "pgbench.txt"
+    out.write_text('pgbench: error: connection to server failed: FATAL:  sorry, too many clients already\n')
+    looks = _Looks([(0, 0), (0, 0)], code=1)
+    with pytest.raises(WorkloadError, match="exited with code 1(.|\n)*too many clients"):
+        wait_connected(looks, looks, looks, 2, 10.0, out)
+
+
+def test_sockets_counts_a_processs_open_sockets() -> None:
+    import os
+    import socket
+    import subprocess
+
+    from perflab.places.proc import sockets
+
+    before = sockets(os.getpid())
+    with socket.socket() as one, socket.socket() as two:
+        assert (one, two) and sockets(os.getpid()) == before + 2
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # reaped: its pid names no process
+    assert sockets(gone.pid) == 0
