@@ -2,7 +2,8 @@
 (`time.monotonic()`, `perf record -k CLOCK_MONOTONIC`, the pmp sampler's header).
 
   measured  the measured window (the span the cell's figures cover)
-  warmup    from sysbench's start of work ("Threads started!") to the window
+  warmup    from the client's start of work (sysbench's "Threads started!", pgbench's clients
+            connected: the workload's start_watch) to the window
   stall     the seconds of the cell's detected stalls (analyze/steady.py), warm-up or window
   connect   from sysbench's process start until its threads have all connected (seconds at
             1024 threads: its threads wait in sb_barrier_wait meanwhile, which would otherwise
@@ -11,7 +12,7 @@
 Phases overlap: a stall inside the window is in "measured" too, so the window's profile stays
 the one the cell's figures describe. sysbench's per-second reports (and so its stalls) count
 from when its threads started, after they all connected (2-3 s at 1024 threads on 2 vCPUs),
-not from its process start: `workload` is that moment (run/client.wait_threads_started).
+not from its process start: `workload` is that moment (workloads/client.StartWatch).
 
     spans = Spans(workload=100.0, window=110.0, end=130.0, stalls=[(102.0, 105.0)], started=99.0)
     spans.phases_at(103.0)       -> ("warmup", "stall")
