@@ -167,9 +167,11 @@ class ClientOnHost:
         self.preload: str | None = None  # the client variant's preload and library there (variant_env)
         self.library: str | None = None
 
-    def command(self, runner: Runner, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]:
+    def command(
+        self, runner: Runner, cell: Cell, server: Any, seconds: int | None = None
+    ) -> tuple[list[str], dict[str, str] | None]:
         login = runner.kind.remote_login(server, self.remote.password)
-        argv, env, self.script = self.wl.host_command(runner.exp.file, cell, server, login, self.remote)
+        argv, env, self.script = self.wl.host_command(runner.exp.file, cell, server, login, self.remote, seconds)
         self.local = server.rundir
         return argv, {**(env or {}), **self.variant_env(cell)}
 

@@ -329,6 +329,9 @@ class HostStage:
     def clients_connected(self, server: Any, cell: Cell) -> dict[str, Any]:
         return {}  # the backends' maps are the host's, not read (as a sequential cell's: run/ends.ServerThere)
 
+    def client_address(self, server: Any) -> str | None:
+        return server.bind_address
+
     def recording(self, local: Path) -> Site:
         """perf of the servers there, in the run's directory there, its times aligned by the host's
         clock read over the window, the frames of the host's binaries named from them (HostStarts)."""

@@ -165,16 +165,21 @@ class ClientHere:
         host = runner.server_host
         self.password: str | None = host.password if host is not None else None
 
-    def command(self, runner: Runner, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]:
+    def command(
+        self, runner: Runner, cell: Cell, server: Any, seconds: int | None = None
+    ) -> tuple[list[str], dict[str, str] | None]:
+        """Its argv and environment for `seconds` (an interleaved seat's whole run; None: the warm-up,
+        the window and the tool's tail)."""
         spec = runner.exp.file
-        warmup, seconds = client.window_seconds(spec)
+        warmup, window = client.window_seconds(spec)
+        seconds = seconds or warmup + window + self.wl.tail_s
         env = client_variant.environment(cell, server.rundir)  # its variant's preload, library, env
         if self.password is not None:  # the server on its host: the run's login, never on a command line
             login = runner.kind.remote_login(server, self.password)
-            argv, more = self.wl.login_command(spec, cell, server, login, warmup + seconds + self.wl.tail_s)
+            argv, more = self.wl.login_command(spec, cell, server, login, seconds)
             return argv, {**env, **(more or {})}
         jobs = len(runner.client_cpus or []) or None  # pgbench's own threads, on the client's CPUs
-        return self.wl.run_argv(spec, cell, server, warmup + seconds + self.wl.tail_s, warmup or None, jobs), env
+        return self.wl.run_argv(spec, cell, server, seconds, warmup or None, jobs), env
 
     def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any:
         return client.start(argv, out, self.runner.client_cpus, env, stamped=self.wl.stamps_lines)
@@ -254,7 +259,10 @@ class ClientHere:
         return client_variant.versions(fields)
 
     def seat_started(self, child: Any, cell: Cell, out: Path) -> dict[str, Any]:
-        """Its libraries mapped: the row's `client` fields (a client variant's proven)."""
+        """Its libraries mapped: the row's `client` fields (a client variant's proven); a client that
+        links no client library (pgbench: PostgreSQL takes no client variant), its variant's fields."""
+        if not self.wl.links_client_library:
+            return {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library}
         client_variant.wait_loaded(child.pid, cell, out)
         return client_variant.prove(child.pid, cell)
 

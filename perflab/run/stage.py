@@ -79,6 +79,9 @@ class Stage(Protocol):
     def clients_connected(self, server: Managed, cell: Cell) -> dict[str, Any]:
         """A seat's checks once its clients have connected (the kind's clients_connected), as resources fields."""
 
+    def client_address(self, server: Managed) -> str | None:
+        """The address its clients reach the server at (a row's `client.address`); None: its socket here."""
+
     def recording(self, local: Path) -> Site:
         """Where a recording of the servers (an interleaved group's perf) is made: the place, the
         directory there for `local` (a directory of this machine's work directory)."""
@@ -171,6 +174,9 @@ class Here:
 
     def clients_connected(self, server: Managed, cell: Cell) -> dict[str, Any]:
         return self.runner.kind.clients_connected(server, cell)  # PostgreSQL's backends' maps, here
+
+    def client_address(self, server: Managed) -> str | None:
+        return None
 
     def recording(self, local: Path) -> Site:
         return Site(HERE, local)

@@ -95,7 +95,9 @@ class ClientEnd(Protocol):
     def profilers(self, runner: Runner, cell: Cell, server: Any) -> Any:
         """Its own profilers beside a server's that cannot cover it ([observe] targets naming it), or None."""
 
-    def command(self, runner: Runner, cell: Cell, server: Any) -> tuple[list[str], dict[str, str] | None]: ...
+    def command(
+        self, runner: Runner, cell: Cell, server: Any, seconds: int | None = None
+    ) -> tuple[list[str], dict[str, str] | None]: ...
 
     def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any: ...
 

@@ -123,10 +123,11 @@ class Workload:
         raise NotImplementedError(f"{self.name} cannot reach a server on another host yet")
 
     def host_command(
-        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any
+        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any, seconds: int | None = None
     ) -> tuple[list[str], dict[str, str] | None, str | None]:
         """A cell's client on the client host (`remote`: hosts/client.RemoteClient): (argv there,
-        its environment there, the workload's script's path there when it is a local file)."""
+        its environment there, the workload's script's path there when it is a local file).
+        `seconds`: its whole run (an interleaved seat's); None: the warm-up, the window and its tail."""
         raise NotImplementedError(f"{self.name} cannot run on another host yet")
 
     def fetch_log(self, remote: Any, cell: Cell, local: Path) -> None:

@@ -105,11 +105,11 @@ class Pgbench(Workload):
         return login_command(spec, cell, server, login, seconds)
 
     def host_command(
-        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any
+        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any, seconds: int | None = None
     ) -> tuple[list[str], dict[str, str] | None, str | None]:
         from perflab.workloads.pgbench_argv import host_command
 
-        return host_command(spec, cell, server, login, remote)
+        return host_command(spec, cell, server, login, remote, seconds)
 
     def fetch_log(self, remote: Any, cell: Cell, local: Path) -> None:
         from perflab.workloads.pgbench_log import fetch_log
@@ -210,21 +210,13 @@ class Pgbench(Workload):
         """pgbench logging every transaction into the seat's run directory (here, or its directory on
         its client host); connected once the postmaster has a backend on its database for every
         client. (No client variants: PostgreSQL refuses them.)"""
-        from perflab.workloads import client
-        from perflab.workloads.pgbench_argv import host_command, passfile_env
-
-        spec, server, threads, end = seat.runner.exp.file, seat.server, seat.cell.threads, seat.end
-        if not end.here:  # on its client host: its log there (fetched at the end), its turns by signals there
-            seat.command, env, _ = host_command(spec, seat.cell, server, seat.login, end.remote, seconds)
-            end.clock.begin()  # the host's clock, read again when its log is fetched: its stamps put on ours
-            seat.child = end.seat_start(seat.command, env, seat.out)
-            seat.client_fields = end.seat_started(seat.child, seat.cell, seat.out)  # where it ran, its version
-        else:
-            seat.command = cell_argv(spec, seat.cell, server, seconds, jobs=threads)
-            # the server on its host: the run's role over TCP, its password in a passfile
-            env = passfile_env(server, seat.login["pgsql-password"]) if seat.login else None
-            seat.child = client.start(seat.command, seat.out, None, env)
-        wait_connected(server, end, seat.child, threads, spec.experiment.timeout_margin, seat.out)
+        spec, server, end = seat.runner.exp.file, seat.server, seat.end
+        # where it runs (`end`: here, or its client host, its log there fetched at the end): as a
+        # sequential cell's, for `seconds`; over TCP as the run's role, its password in a passfile
+        seat.command, env = end.command(seat.runner, seat.cell, server, seconds)
+        seat.child = end.start(seat.command, env, seat.out)
+        seat.client_fields = end.seat_started(seat.child, seat.cell, seat.out)
+        wait_connected(server, end, seat.child, seat.cell.threads, spec.experiment.timeout_margin, seat.out)
 
     def seat_counts(self, seat: Any) -> Any:
         from perflab.workloads.turn_log import LogCounts

@@ -309,7 +309,7 @@ class Sysbench(Workload):
                                                                      f"--config-file={path}"]), None  # fmt: skip
 
     def host_command(
-        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any
+        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any, seconds: int | None = None
     ) -> tuple[list[str], dict[str, str] | None, str | None]:
         options = {key: value for key, value in login.items() if key != "db-driver"}
         connect = [f"--db-driver={login['db-driver']}", f"--config-file={remote.write_config(options, cell.order)}"]

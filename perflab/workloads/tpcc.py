@@ -236,7 +236,7 @@ class GoTpc(Workload):
         return argv, passfile_env(server, login["pgsql-password"])
 
     def host_command(
-        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any
+        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any, seconds: int | None = None
     ) -> tuple[list[str], dict[str, str], None]:
         """The cell's go-tpc on the client host (`remote`: hosts/client.RemoteClient): its password
         in a file only its owner reads there (PGPASSFILE)."""

@@ -118,6 +118,7 @@ def test_interleaved_turns_with_the_servers_on_their_host(ssh_lab: SshLab, tmpfs
     assert turns == {0, 1} and all(c["design"]["name"] == "interleaved" for c in cells.values())
     for alloc, cell in cells.items():
         assert cell["build"]["host"]["name"] == "db" and cell["summary"]["transactions"] > 0
+        assert cell["client"]["address"] == db.address, cell["client"]  # where it reached its server, as a sequential row
         assert 3.5 <= cell["design"]["active_s"] <= 8, cell["design"]  # its own seconds: warm-up and window
         resources = cell["resources"]  # the server's there, over its own turns
         assert resources["server_cpu_s"] > 0 and resources["rss_end_bytes"] > 50 << 20, resources
@@ -389,8 +390,9 @@ def test_a_postgresql_server_on_another_host_with_pgbench_from_here(ssh_lab: Ssh
 
 def test_pgbench_seats_take_turns_against_their_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     """design = "interleaved" with pgbench here and PostgreSQL on host db: each seat's postmaster there,
-    its pgbench here over TCP as the run's role (its password in a passfile), connected once the
-    postmaster there has a backend for each client (read in the host's /proc), each seat's turns
+    its pgbench here over TCP as the run's role (its password in a passfile), connected once it holds
+    a socket for each client and the postmaster there has that many backends (read in the host's
+    /proc), each seat's turns
     counted from its own per-transaction log here, which pgbench completes when ended as -T ends it."""
     db = ssh_lab.hosts["db"]
     body = EXPERIMENT.format(ssh=db.ssh, more='design = "interleaved"\nserver = "postgresql"')
@@ -399,6 +401,7 @@ def test_pgbench_seats_take_turns_against_their_host(ssh_lab: SshLab, tmpfs, tmp
     out, cells = run_pg_seats(ssh_lab, tmpfs("shm", "1G"), tmp_path, body)
     for cell in cells.values():
         assert cell["build"]["host"]["name"] == "db" and cell["client"]["cpu_us_per_txn"] > 0, cell["client"]
+        assert cell["client"]["address"] == db.address and cell["client"]["preload"] is None, cell["client"]
         assert cell["resources"]["server_cpu_s"] > 0, cell["resources"]  # the tree's, there
         check_pgbench_seat(out, cell)
     assert namespace_commands(ssh_lab, "db") == ["sshd"]
