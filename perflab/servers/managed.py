@@ -241,8 +241,64 @@ class OnHost:
     these replace the local readings of /proc."""
 
     link: Any  # hosts.transport.Connection
+    place: Any  # kind.ServerHostPlace
+    remote_dir: str  # its cell's directory there
     pid: int
     child: Any  # hosts.rundir.Tracked: its `lost` says why the host dropped off, if it did
+    error_log: Path
+
+    def place_on(self, place: Any, datadir: str, local: Path, env: dict[str, str] | None, alloc: Any,
+                 preload: str | None, build: Any) -> None:  # fmt: skip
+        """Where it runs (`place`: the run's ServerHost; its cell's directory there named as `local`, this
+        machine's), with what: a build copied there (hosts/trees.py; None: the host's own), a variant's
+        allocator there (`preload`: in LD_PRELOAD, after [observe] alloc's counter, `alloc`:
+        observers/alloc/remote.py, first there and so in every process the server forks)."""
+        self.place, self.link = place, place.link
+        self.rundir = local  # this machine's cell directory: its configuration written here, its log fetched back
+        self.remote_dir = f"{place.rundir.path}/{local.name}"
+        self.datadir = datadir  # a path on the host
+        self.port, self.bind_address = place.free_port(), place.address
+        self.env, self.build, self.preload, self.alloc = dict(env or {}), build, preload, alloc
+        self.tracer = self.cpus = None
+        if alloc is not None:
+            self.env.update(alloc.env())
+            self.tracer = alloc.there
+        self.crashed: bool | None = None
+
+    @property
+    def program(self) -> Path:
+        return self.build.binary if self.build is not None else Path(self.place.program)
+
+    def environment(self) -> list[str]:
+        """`env`'s arguments there: its environment, the counter then the variant's allocator preloaded."""
+        libraries = [lib for lib in (self.tracer, self.preload) if lib is not None]
+        preload = {"LD_PRELOAD": ":".join(libraries)} if libraries else {}
+        return ["env", *(f"{k}={v}" for k, v in {**self.env, **preload}.items())]
+
+    def put(self, name: str, text: str) -> None:
+        """`text` as the file `name` in its cell's directory there."""
+        self.link.run(["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', f"{self.remote_dir}/{name}"], stdin=text)
+
+    def run_client(self, argv: list[str], statement: str, what: str) -> str:
+        """`statement` through the host's client `argv` (on its stdin, never in argv: a password in it)."""
+        done = self.link.run(argv, timeout=120, stdin=statement)
+        if done.status != 0:
+            raise ServerStartError(
+                f"{what} on host {self.link.name} failed (exit {done.status}): {done.stderr.strip()[-500:]}",
+                f"the server's log: {self.error_log}",
+            )
+        return done.stdout
+
+    def fetch(self, files: dict[str, Path]) -> None:
+        """Each file of its cell's directory there into its path here (what error_lines reads)."""
+        for name, local in files.items():
+            done = self.link.run(["cat", f"{self.remote_dir}/{name}"], timeout=60)
+            if done.status == 0:
+                local.write_text(done.stdout, encoding="utf-8")
+
+    def remove(self) -> None:
+        """The cell's directory on the host (datadir included)."""
+        self.link.run(["rm", "-rf", "--one-file-system", self.remote_dir], timeout=120)
 
     def death(self) -> str:
         lost = self.child.lost if self.child is not None else None

@@ -119,33 +119,14 @@ class RemoteMysqld(OnHost, Mysqld):
         preload: str | None = None,
         build: Build | None = None,
     ) -> None:
-        self.place, self.link = place, place.link
-        self.rundir = local  # this machine's cell directory: the option file, the error log fetched back
-        self.remote_dir = f"{place.rundir.path}/{local.name}"
-        self.datadir = datadir  # type: ignore[assignment]  # a path on the host
+        self.place_on(place, datadir, local, env, alloc, preload, build)
         self.socket = f"{self.remote_dir}/mysqld.sock"  # type: ignore[assignment]
-        self.port = place.free_port()
-        self.bind_address = place.address
         self.error_log = local / "error.log"
         self.option_file = local / "my.cnf"
         self.tmpdir = local / "tmp"
         self.options = {**defaults(False, options), **options}
-        self.env = dict(env or {})
-        self.tracer = self.cpus = None
-        self.build = build  # a build copied there (hosts/trees.py: its paths the host's); None: the host's own
-        self.preload = preload  # a variant's allocator there (ServerHost.preload): in LD_PRELOAD, after the counter
-        # [observe] alloc (observers/alloc/remote.py): its counter, copied there, first in LD_PRELOAD
-        self.alloc = alloc
-        if alloc is not None:
-            self.env.update(alloc.env())
-            self.tracer = alloc.there
         self.flavor = dialect(None if build is None or build.kind == "installed" else build)
         self.child: Tracked | None = None  # type: ignore[assignment]
-        self.crashed: bool | None = None
-
-    @property
-    def program(self) -> Path:
-        return self.build.binary if self.build is not None else Path(self.place.program)
 
     def write_option_file(self) -> None:
         fixed: dict[str, Any] = {
@@ -173,8 +154,7 @@ class RemoteMysqld(OnHost, Mysqld):
         lines = ["# written by perflab; the server reads no other option file", f"[{self.flavor.group}]"]
         lines += [option_line(k, v) for k, v in {**self.flavor.translate(self.options), **fixed}.items()]
         self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        self.link.run(["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', f"{self.remote_dir}/my.cnf"],
-                      stdin=self.option_file.read_text())  # fmt: skip
+        self.put("my.cnf", self.option_file.read_text())
         adopted = self.link.run(["sh", "-c", _ADOPT, self.remote_dir, account, self.datadir])
         if adopted.status != 0:
             raise ServerStartError(
@@ -185,14 +165,11 @@ class RemoteMysqld(OnHost, Mysqld):
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.write_option_file()
-        libraries = [lib for lib in (self.tracer, self.preload) if lib is not None]  # the counter first, as here
-        preload = {"LD_PRELOAD": ":".join(libraries)} if libraries else {}
-        env = [f"{k}={v}" for k, v in {**self.env, **preload}.items()]
         launcher = self.build.launcher if self.build is not None else []  # a private root's loader there
         argv = self.launched([*launcher, str(self.program), f"--defaults-file={self.remote_dir}/my.cnf"])
         # what it prints before its error log is open (a datadir it cannot reach...), kept as here
         console = ["sh", "-c", 'exec "$@" > "$0" 2>&1', f"{self.remote_dir}/stdout.log"]
-        self.child = Tracked(self.place.rundir, [*console, "env", *env, *argv], measured=True)
+        self.child = Tracked(self.place.rundir, [*console, *self.environment(), *argv], measured=True)
         self._wait_ready(deadline_s)
 
     def _ready(self) -> bool:
@@ -207,11 +184,7 @@ class RemoteMysqld(OnHost, Mysqld):
                 return False
 
     def fetch_log(self) -> None:
-        """The host's error log, copied into the local cell directory (what error_lines reads)."""
-        for name, local in (("error.log", self.error_log), ("stdout.log", self.rundir / "stdout.log")):
-            done = self.link.run(["cat", f"{self.remote_dir}/{name}"], timeout=60)
-            if done.status == 0:
-                local.write_text(done.stdout, encoding="utf-8")
+        self.fetch({"error.log": self.error_log, "stdout.log": self.rundir / "stdout.log"})
 
     def error_lines(self, limit: int = 12) -> str:
         try:
@@ -221,21 +194,8 @@ class RemoteMysqld(OnHost, Mysqld):
         return super().error_lines(limit)
 
     def sql(self, statement: str) -> str:
-        argv = [
-            self.place.binaries["mariadb"],
-            "--no-defaults",
-            f"--socket={self.socket}",
-            "--user=root",
-            "--batch",
-            "--skip-column-names",
-        ]
-        done = self.link.run(argv, timeout=120, stdin=statement)  # never in argv: a password in it
-        if done.status != 0:
-            raise ServerStartError(
-                f"mariadb client on host {self.link.name} failed (exit {done.status}): {done.stderr.strip()[-500:]}",
-                f"the server's log: {self.error_log}",
-            )
-        return done.stdout
+        argv = [self.place.binaries["mariadb"], "--no-defaults", f"--socket={self.socket}", "--user=root"]
+        return self.run_client([*argv, "--batch", "--skip-column-names"], statement, "mariadb client")
 
     def stop(self, clean: bool = False) -> None:
         if self.child is not None and self.child.lost and self.crashed is None:
@@ -254,7 +214,3 @@ class RemoteMysqld(OnHost, Mysqld):
         script = 'find "$0" -type f -printf "%s\\n" | awk "{ s += \\$1 } END { print s + 0 }"'
         done = self.link.run(["sh", "-c", script, f"{self.datadir}/{database}"], timeout=120)
         return int(done.stdout.strip() or 0)
-
-    def remove(self) -> None:
-        """The cell's directory on the host (datadir included)."""
-        self.link.run(["rm", "-rf", "--one-file-system", self.remote_dir], timeout=120)

@@ -98,34 +98,15 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         alloc: Any = None,
         build: Build | None = None,
     ) -> None:
-        self.place, self.link = place, place.link
-        self.rundir = local  # this machine's cell directory: postgresql.conf, the log fetched back, pgbench's log
-        self.remote_dir = f"{place.rundir.path}/{local.name}"
-        self.datadir = datadir  # type: ignore[assignment]  # a path on the host
+        self.place_on(place, datadir, local, env, alloc, preload, build)  # pgbench's log in `local` too
         self.socket = self.remote_dir  # type: ignore[assignment]  # psql's -h on the host: the socket's directory
-        self.port = place.free_port()
-        self.listen_address = self.bind_address = place.address
+        self.listen_address = self.bind_address
         self.error_log = local / "postgres.log"
         self.option_file = local / "postgresql.conf"
         self.options = {**DEFAULT_OPTIONS, **options}
-        self.env = dict(env or {})
-        self.tracer = self.cpus = self.bindir = None
-        # a build copied there (hosts/trees.py: a root's postgres, or the host's through a root's C library)
-        self.build = build
-        self.preload = preload  # a variant's allocator there (ServerHost.preload): in LD_PRELOAD, for every backend
-        # [observe] alloc (observers/alloc/remote.py): its counter first in LD_PRELOAD, in the postmaster
-        # and so in every backend it forks; its file in the cell's directory, given to the postgres user
-        self.alloc = alloc
-        if alloc is not None:
-            self.env.update(alloc.env())
-            self.tracer = alloc.there
+        self.bindir = None
         self.user = RUN_USER if self.link.target.user == "root" else ""  # postgres refuses to run as root
         self.child: Tracked | None = None  # type: ignore[assignment]
-        self.crashed: bool | None = None
-
-    @property
-    def program(self) -> Path:
-        return self.build.binary if self.build is not None else Path(self.place.program)
 
     @property
     def client_target(self) -> tuple[str, int, str]:
@@ -149,7 +130,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         # the run's role by password over TCP; on the socket, the ssh user and the server's by peer only
         files = auth_files(True, [self.link.target.user, self.user or self.link.target.user])
         for name, text in {"postgresql.conf": self.option_file.read_text(), **files}.items():
-            self.link.run(["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', f"{self.remote_dir}/{name}"], stdin=text)
+            self.put(name, text)
 
     def argv(self) -> list[str]:
         """postgres's argv on the host: as the postgres user when the ssh user is root."""
@@ -158,10 +139,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         argv = [*launcher, str(self.program), "-D", self.datadir, "-c", conf]
         if self.user:
             argv = ["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--init-groups", *argv]
-        libraries = [lib for lib in (self.tracer, self.preload) if lib is not None]  # the counter first, as here
-        preload = {"LD_PRELOAD": ":".join(libraries)} if libraries else {}
-        env = [f"{k}={v}" for k, v in {**self.env, **preload}.items()]
-        return ["sh", "-c", _LOGGED, f"{self.remote_dir}/postgres.log", "env", *env, *self.launched(argv)]
+        return ["sh", "-c", _LOGGED, f"{self.remote_dir}/postgres.log", *self.environment(), *self.launched(argv)]
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.write_option_file()
@@ -188,19 +166,10 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
     def sql(self, statement: str, database: str = "postgres") -> str:
         argv = [self.place.binaries["psql"], "-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", self.remote_dir]
         argv += ["-p", str(self.port), "-U", SUPERUSER, "-d", database]
-        done = self.link.run(argv, timeout=120, stdin=statement)  # never in argv: a password in it
-        if done.status != 0:
-            raise ServerStartError(
-                f"psql on host {self.link.name} failed (exit {done.status}): {done.stderr.strip()[-500:]}",
-                f"the server's log: {self.error_log}",
-            )
-        return done.stdout
+        return self.run_client(argv, statement, "psql")
 
     def fetch_log(self) -> None:
-        """The host's server log, copied into the local cell directory (what error_lines reads)."""
-        done = self.link.run(["cat", f"{self.remote_dir}/postgres.log"], timeout=60)
-        if done.status == 0:
-            self.error_log.write_text(done.stdout, encoding="utf-8")
+        self.fetch({"postgres.log": self.error_log})
 
     def log_lines(self) -> list[str]:
         try:
@@ -256,6 +225,3 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
                 f"its log: {self.error_log}",
             )
 
-    def remove(self) -> None:
-        """The cell's directory on the host (datadir included)."""
-        self.link.run(["rm", "-rf", "--one-file-system", self.remote_dir], timeout=120)
