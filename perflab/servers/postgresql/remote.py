@@ -32,7 +32,6 @@ from perflab.servers.postgresql.server import (
     SUPERUSER,
     PostgreSQL,
     auth_files,
-    conf_line,
 )
 
 if TYPE_CHECKING:
@@ -113,20 +112,12 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
         """Where a client here reaches it: (address, port, role); the password is the run's."""
         return self.listen_address, self.port, "perflab"
 
+    @property
+    def conf_dir(self) -> str:
+        return self.remote_dir
+
     def write_option_file(self) -> None:
-        fixed = {
-            "listen_addresses": self.listen_address,
-            "unix_socket_directories": self.remote_dir,
-            "unix_socket_permissions": "0700",  # its user and root only (and peer auth: issue 48)
-            "port": self.port,
-            "dynamic_shared_memory_type": "mmap",  # files in the datadir, not /dev/shm/PostgreSQL.*
-            "logging_collector": False,  # stderr is the log, written into the cell's directory there
-            "hba_file": f"{self.remote_dir}/pg_hba.conf",  # who may log in: server.auth_files
-            "ident_file": f"{self.remote_dir}/pg_ident.conf",
-        }
-        lines = ["# written by perflab; the server reads no other configuration file"]
-        lines += [conf_line(k, v) for k, v in {**self.options, **fixed}.items()]
-        self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        super().write_option_file()  # here, then copied there: postgresql.conf names the files there
         # the run's role by password over TCP; on the socket, the ssh user and the server's by peer only
         files = auth_files(True, [self.link.target.user, self.user or self.link.target.user])
         for name, text in {"postgresql.conf": self.option_file.read_text(), **files}.items():
@@ -164,9 +155,7 @@ class RemotePostgreSQL(OnHost, PostgreSQL):
             return False
 
     def sql(self, statement: str, database: str = "postgres") -> str:
-        argv = [self.place.binaries["psql"], "-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", self.remote_dir]
-        argv += ["-p", str(self.port), "-U", SUPERUSER, "-d", database]
-        return self.run_client(argv, statement, "psql")
+        return self.run_client(self.psql(self.place.binaries["psql"], database), statement, "psql")
 
     def fetch_log(self) -> None:
         self.fetch({"postgres.log": self.error_log})

@@ -189,17 +189,22 @@ class PostgreSQL(Managed):
         self.ticks: int | None = None  # the postmaster's start time (its segment's: _release_segment)
         self.crashed: bool | None = None
 
+    @property
+    def conf_dir(self) -> str:
+        """The directory of its socket and of the files perflab writes for it, where it runs."""
+        return str(self.rundir)
+
     def write_option_file(self) -> None:
         fixed = {
             "listen_addresses": self.listen_address,
-            "unix_socket_directories": str(self.rundir),
+            "unix_socket_directories": self.conf_dir,
             "unix_socket_permissions": "0700",  # its user and root only (and peer auth: issue 48)
             "port": self.port,
             "dynamic_shared_memory_type": "mmap",  # files in the datadir, not /dev/shm/PostgreSQL.*
             "logging_collector": False,  # stderr is the log: one file, the postmaster's stdout
             # who may log in: perflab's files in the run directory, not the datadir's (auth_files)
-            "hba_file": str(self.rundir / "pg_hba.conf"),
-            "ident_file": str(self.rundir / "pg_ident.conf"),
+            "hba_file": f"{self.conf_dir}/pg_hba.conf",
+            "ident_file": f"{self.conf_dir}/pg_ident.conf",
         }
         lines = ["# written by perflab; the server reads no other configuration file"]
         lines += [conf_line(k, v) for k, v in {**self.options, **fixed}.items()]
@@ -240,20 +245,14 @@ class PostgreSQL(Managed):
         except PerflabError:
             return False
 
+    def psql(self, binary: str, database: str) -> list[str]:
+        """`binary` (a psql) as the superuser on its socket, on `database`: a statement on its stdin."""
+        where = ["-h", self.conf_dir, "-p", str(self.port), "-U", SUPERUSER, "-d", database]
+        return [binary, "-X", "-At", "-v", "ON_ERROR_STOP=1", *where]
+
     def sql(self, statement: str, database: str = "postgres") -> str:
-        argv = [
-            pg_binary("psql", self.bindir),
-            "-X",
-            "-At",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-h",
-            str(self.rundir),
-            "-p",
-            str(self.port),
-        ]
-        argv += ["-U", SUPERUSER, "-d", database]
         # the statement on stdin, never in argv (a password in it: every account reads /proc/PID/cmdline)
+        argv = self.psql(pg_binary("psql", self.bindir), database)
         return call(argv, what="psql", env=clean_env(), timeout=120, stdin=statement)
 
     def log_lines(self) -> list[str]:
