@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 ALPHA = 0.05  # family-wise: the chance that identical profiles show any change outside its floor
 MIN_COUNT = 5  # samples per repeat, on average, for a function to inform the pooled model
@@ -90,6 +90,8 @@ def shared_phi(spread: np.ndarray, sampling: np.ndarray, scale: np.ndarray) -> f
     high = 1e-6
     while excess(high) > 0:
         high *= 4
+    from scipy import optimize  # 0.15 CPU-s to import: only once a profile's noise is fitted, not at every start
+
     return float(optimize.brentq(excess, 0.0, high))
 
 
@@ -101,6 +103,8 @@ def prior_df(ratio: np.ndarray, df: int) -> float:
     excess = float(np.var(logs, ddof=1)) - float(special.polygamma(1, df / 2))
     if excess <= 1e-8:  # no more scatter than chance: the model holds for every function
         return math.inf
+    from scipy import optimize
+
     return 2 * float(optimize.brentq(lambda x: float(special.polygamma(1, x)) - excess, 1e-10, 1e10))
 
 

@@ -172,7 +172,7 @@ class Datasets:
     def _keep(self, snapshot: dataset.Snapshot, kept: Path) -> None:
         shutil.rmtree(kept, ignore_errors=True)
         try:
-            copy_tree(snapshot.datadir, kept)
+            copy_tree(snapshot.datadir, kept, sparse=True)  # InnoDB's redo log: mostly zeros
         except OSError:
             shutil.rmtree(kept, ignore_errors=True)  # a partial snapshot must never be resumed from
             raise
