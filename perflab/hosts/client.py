@@ -196,7 +196,7 @@ class ClientOnHost:
     def prove(self, child: Any, cell: Cell) -> dict[str, Any]:
         """The row's client variant fields, once ld.so has mapped its libraries there (as a local
         client's: client_variant.proven); none without a variant."""
-        fields = {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library}
+        fields = client_variant.configured(cell)
         if not (cell.client_preload or cell.client_library) or not self.wl.links_client_library:
             return fields if any(fields.values()) else {}
         deadline, who = time.monotonic() + client_variant.EXEC_DEADLINE_S, f"{self.wl.name} on host {self.remote.name}"

@@ -41,6 +41,7 @@ from perflab.run.space import SpaceCheck
 from perflab.run.storage import Storage, of_experiment
 from perflab.run.ends import ClientHere
 from perflab import workloads
+from perflab.workloads import client_variant
 from perflab.servers import kind
 from perflab.servers.kind import Kind
 from perflab.spec.matrix import Cell, Experiment
@@ -306,7 +307,7 @@ class CellRunner:
             "server_options": cell.server_options,
             "window_start_s": self.exp.file.experiment.window_start,
             "pinning": {"server_cpus": self.server_cpus, "client_cpus": self.client_cpus},
-            "client": {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library},
+            "client": client_variant.configured(cell),
         }
 
     def _steady(

@@ -262,7 +262,7 @@ class ClientHere:
         """Its libraries mapped: the row's `client` fields (a client variant's proven); a client that
         links no client library (pgbench: PostgreSQL takes no client variant), its variant's fields."""
         if not self.wl.links_client_library:
-            return {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library}
+            return client_variant.configured(cell)
         client_variant.wait_loaded(child.pid, cell, out)
         return client_variant.prove(child.pid, cell)
 

@@ -311,7 +311,8 @@ def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> No
     per = per_txn(transactions)
     seat.end.versions(seat.client_fields)  # after the window: dpkg takes seconds on a busy machine
     address = seat.stage.client_address(seat.server)  # the server's on its host, as a sequential row's
-    seat.client_fields.update({"address": address} if address is not None else {})
+    if address is not None:
+        seat.client_fields["address"] = address
     seat.client_fields.update(
         rss_end_bytes=None,
         cpu_us_per_txn=per(client_cpu * 1e6) if client_cpu is not None else None,

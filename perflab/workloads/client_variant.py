@@ -81,13 +81,18 @@ def load_problem(library: Path) -> str | None:
     return said.replace(str(link), str(library))
 
 
+def configured(cell: Cell) -> dict[str, Any]:
+    """The `client` fields as its variant asked (a row's, before anything is proven mapped)."""
+    return {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library}
+
+
 def loaded(pid: int, cell: Cell, output: Path, attach: Callable[[int], None], workload: Any) -> dict[str, Any]:
     """The client's `client` fields, once ld.so has mapped its libraries (sysbench's libmariadb,
     a client variant's preload); `attach(pid)` (the client's profilers) runs after that. A
     workload that links no client library (go-tpc: a static Go binary) is attached at once."""
     if not workload.links_client_library:
         attach(pid)
-        return {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library}
+        return configured(cell)
     wait_loaded(pid, cell, output)
     attach(pid)
     return prove(pid, cell)
@@ -144,7 +149,7 @@ def proven(
     """The `client` fields from the real paths mapped into the client (`found`: its client libraries)
     where it runs, against the real paths its variant asked for there (`preload`, `library`: None for
     none); AllocatorNotMappedError when they differ. `who`: the client, as the error names it."""
-    out: dict[str, Any] = {"preload": cell.client_preload, "env": cell.client_env, "library": cell.client_library}
+    out: dict[str, Any] = configured(cell)
     if preload is not None:
         if preload not in mapped:
             raise AllocatorNotMappedError(
