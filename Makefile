@@ -14,10 +14,11 @@ LOCK = requirements.lock
 # zlib's headers with perflab's configure (the release tarball ships its generated parser: no flex).
 # gpg, gpgconf, gpg-agent: the debug_symbols tests sign a local apt archive with a throw-away key (tests/debarchive.py)
 # python3, python3-venv: the virtual environment of target python (Debian's python3 has no ensurepip without it)
+# zstd: trees copied to a host go through it (hosts/trees.py; gzip where it is missing), a quarter of gzip's CPU
 APT_PACKAGES = mariadb-server mariadb-client sysbench libjemalloc2 libtcmalloc-minimal4 \
 	libmimalloc2.0 linux-perf elfutils libdw1 binutils sysstat util-linux procps \
 	chromium gcc libc6-dev g++ cmake make bison dpkg-dev ccache zlib1g-dev gpg gpgconf gpg-agent \
-	python3 python3-venv
+	python3 python3-venv zstd
 # what mariadbd 10.11 needs to build from Debian's source with perflab's configuration
 # (debian/control's Build-Depends, minus what only plugins, clients and tests use)
 BUILD_PACKAGES = libncurses-dev libssl-dev zlib1g-dev libpcre2-dev liburing-dev libaio-dev \

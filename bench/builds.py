@@ -32,7 +32,8 @@ from pathlib import Path
 import _common as C
 
 from perflab import spec
-from perflab.builds import cache_root, read_manifest
+from perflab.builds import read_manifest
+from perflab.cache import cache_root
 
 
 def perflab(*args: str, capture: bool = True) -> subprocess.CompletedProcess:

@@ -67,7 +67,7 @@ def check(exp: Experiment, binaries: Callable[[Experiment], dict[str | None, Any
         raise EnvironmentProblem(exp.source, machine)
     problems = kind.spec_problems(exp)
     if binaries is not None:  # server option names, against each binary here that will run them
-        from perflab.builds import cache_root
+        from perflab.cache import cache_root
 
         problems += kind.option_problems(exp, binaries(exp), cache_root())
     problems += workload.spec_problems(exp)
@@ -84,7 +84,7 @@ BUILD_TOOLS = (("cmake", "cmake"), ("make", "make"), ("bison", "bison"), ("dpkg-
 
 def _builds(exp: Experiment) -> list[Problem]:
     """Source builds: the toolchain, the build tools, a writable cache; PGO with gcc only."""
-    from perflab.builds import cache_root
+    from perflab.cache import cache_root
 
     problems = []
     used = {cell.build for cell in exp.cells()}

@@ -19,7 +19,7 @@ import functools
 import re
 import subprocess
 
-from perflab.builds import cache_root
+from perflab.cache import cache_root
 
 
 @functools.cache

@@ -20,16 +20,14 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import re
 import shlex
-import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from perflab import debuginfo, elf
-from perflab.errors import EnvironmentProblem, PerflabError, Problem
+from perflab import debuginfo, dpkg, elf
+from perflab.errors import PerflabError
 from perflab.places.proc import call, clean_env
 from perflab.servers import identity
 
@@ -149,14 +147,6 @@ def compiler_of(binary: Path) -> tuple[str | None, str]:
     return None, "none: stripped"
 
 
-def _output(argv: list[str]) -> str | None:
-    """A tool's output (whatever its exit code), None if it cannot run."""
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
 def _compiler_in(names: list[str]) -> str | None:
     compilers = [n for n in names if n.startswith(("GCC:", "clang", "Debian clang", "Ubuntu clang"))]
     return compilers[0] if compilers else (names[0] if names else None)
@@ -181,7 +171,7 @@ def buildinfo_files(binary: Path) -> list[Path]:
         return []
     root = Path(*parts[: parts.index("usr")])
     if root == Path("/"):
-        owners = _output(["dpkg-query", "-S", str(binary)]) or ""
+        owners = dpkg.search(str(binary))[1]  # kept across runs
         packages = [line.split(":", 1)[0] for line in owners.splitlines() if ":" in line]
         docs = [root / "usr" / "share" / "doc" / p for p in packages]
     else:
@@ -252,35 +242,6 @@ def describe(binary: Path, *, name: str | None, kind: str, share: Path | None = 
         recipe=extra.pop("recipe", None),
         extra=extra,
     )
-
-
-def cache_root() -> Path:
-    if os.environ.get("PERFLAB_CACHE"):
-        return Path(os.environ["PERFLAB_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "perflab"
-
-
-def writable_cache(root: Path) -> Path:
-    """`root`, created if need be; else an environment problem naming it (exit 3)."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        probe = root / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise EnvironmentProblem(
-            str(root),
-            [
-                Problem(
-                    "build cache",
-                    "a writable directory for builds",
-                    f"{root}: {exc.strerror or exc}",
-                    "set PERFLAB_CACHE to a writable directory",
-                )
-            ],
-        ) from None
-    return root
 
 
 def read_manifest(directory: Path) -> Build | None:

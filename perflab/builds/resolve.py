@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import PerflabError
-from perflab.builds import Build, BuildError, cache_root, describe, read_manifest
+from perflab.builds import Build, BuildError, describe, read_manifest
+from perflab.cache import cache_root
 from perflab.builds import package as P
 from perflab.builds import pgo as G
 from perflab.builds import recipes as R

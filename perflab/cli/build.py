@@ -36,7 +36,8 @@ from perflab.errors import UsageError
 )
 def build(experiment: Path, fmt: str, allow_concurrent: bool) -> None:
     """Make every build EXPERIMENT's variants name (cached ones are only checked)."""
-    from perflab.builds import Build, cache_root, writable_cache
+    from perflab.builds import Build
+    from perflab.cache import cache_root, writable_cache
     from perflab.run.cell import CellRunner
     from perflab.run.datasets import Datasets
     from perflab.run.lock import MachineLock

@@ -109,7 +109,7 @@ def calibrate(
     output = output or Path("results") / f"{aa.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     if (output / "results.db").exists():
         raise UsageError(f"{output} already holds results", "choose another -o")
-    from perflab.builds import cache_root
+    from perflab.cache import cache_root
 
     err.print(f"calibrating {workload_file}: {len(aa.cells())} cells, results in {output}; {order_line(seed, False)}")
     doc = run_aa(exp, aa, output, budget, allow_concurrent, chase)

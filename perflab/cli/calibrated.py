@@ -35,7 +35,7 @@ from perflab.store import calibration
 
 def plan(exp: spec.Experiment, explicit: Path | None) -> tuple[spec.Experiment, dict[str, Any]]:
     """(the experiment as the calibration plans it, what was used and why, for meta and --check)."""
-    from perflab.builds import cache_root
+    from perflab.cache import cache_root
 
     host, now = hostinfo.collect(), dt.datetime.now(dt.UTC)
     whash = calibration.workload_hash(
@@ -59,7 +59,7 @@ def said_before(planned: dict[str, Any]) -> bool:
     """Has this machine been told already that no calibration matched? The line says what
     calibration buys; said at every run, it would be noise. Remembered under the cache
     ($PERFLAB_CACHE/notices/no-calibration); a calibration ignored for a reason is always said."""
-    from perflab.builds import cache_root
+    from perflab.cache import cache_root
 
     if planned.get("used") or calibration.NONE_MATCHED not in planned.get("note", ""):
         return False
@@ -79,7 +79,7 @@ def calibrated_binary(exp: spec.Experiment) -> tuple[str | None, str]:
     configuration `perflab calibrate` measures (spec/aa.py): the installed server of the file's
     `server` (mariadbd or postgres), or the [builds] entry its first variant names -- or (None,
     why it is not known before the builds are made: a source build not made yet)."""
-    from perflab.builds import cache_root
+    from perflab.cache import cache_root
     from perflab.builds import resolve as builds
 
     first, server = first_configuration(exp)["variant"], exp.file.experiment.server

@@ -187,7 +187,8 @@ def _build_status(exp: spec.Experiment) -> dict[str, str]:
     """Each build a variant uses: cached, or what making it will take (`run --check`)."""
     if not exp.file.builds:
         return {}
-    from perflab.builds import cache_root, resolve
+    from perflab.builds import resolve
+    from perflab.cache import cache_root
 
     used = {cell.build for cell in exp.cells()}
     return {

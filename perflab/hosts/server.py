@@ -1,7 +1,7 @@
 """A cell's server on another host (`[experiment] server_host`, docs/hosts.md).
 
 The dataset is prepared here, by this machine's installed server, as for a local server; its
-snapshot is copied into the host's run directory over SFTP once per run (a gzipped tar), and each
+snapshot is copied into the host's run directory over SFTP once per run (a compressed tar: hosts/trees.py), and each
 cell restores its datadir from that copy on the host. The host's own installed server runs the
 cell (Kind.remote_server: its option file written here and copied there), listening only on the
 host's address as this machine reaches it, with a login whose password is made for the run. The
@@ -170,7 +170,7 @@ class ServerHost:
         return time.monotonic() - started
 
     def _copy(self, local: Path, workdir: Path) -> str:
-        """`local` (a datadir) as a gzipped tar over SFTP, unpacked in the host's datadirs directory."""
+        """`local` (a datadir) as a compressed tar over SFTP, unpacked in the host's datadirs directory."""
         return put_tree(self.link, local, f"{self.datadirs}/dataset-{len(self._snapshots)}", workdir)
 
     def ship(self, build: Build, workdir: Path) -> Build:

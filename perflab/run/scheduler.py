@@ -28,7 +28,8 @@ from perflab.errors import PerflabError, ResourceError
 from perflab.run import interleave
 from perflab.servers import dataset
 from perflab.run.adaptive import AdaptiveRounds
-from perflab.builds import Build, BuildError, cache_root, writable_cache
+from perflab.builds import Build, BuildError
+from perflab.cache import cache_root, writable_cache
 from perflab.run.cell import CellRunner, Listener
 from perflab.run.datasets import Datasets, kept_dirs
 from perflab.run.workdir import space_hint, work_dir

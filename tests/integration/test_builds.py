@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from perflab.errors import EnvironmentProblem, SpecError, ToolMissingError
-from perflab.builds import BuildError, cache_root, sha256, writable_cache
+from perflab.builds import BuildError, sha256
+from perflab.cache import cache_root, writable_cache
 from perflab.builds import package as P
 from perflab.builds import pgo as G
 from perflab.builds import resolve as R

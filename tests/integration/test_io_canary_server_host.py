@@ -123,7 +123,7 @@ def test_the_canary_and_io_on_the_server_host_with_sysbench_on_a_client_host(
 PGBENCH = """
 [experiment]
 name = "it-io-canary-pgbench"
-duration = "2s"
+duration = "4s"  # as above (CI 2026-11-30, a 2 s window beside four workers: 8 canary samples, 4 a CPU)
 warmup = 0
 repeats = 1
 server = "postgresql"

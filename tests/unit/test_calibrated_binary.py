@@ -14,7 +14,8 @@ import pytest
 from perflab import hostinfo, spec
 from perflab.cli import calibrated
 from perflab.errors import UsageError
-from perflab.builds import cache_root, sha256
+from perflab.builds import sha256
+from perflab.cache import cache_root
 from perflab.servers import mysqld
 from perflab.servers.postgresql import server as postgres
 from perflab.store import calibration

@@ -1,5 +1,6 @@
-"""allocators.package_version asks dpkg once per file in a process (each cell asks it of its
-allocator and C library), and again when the file was replaced."""
+"""allocators.package_version looks a file up once per process (each cell asks it of its allocator
+and C library), and again when the file was replaced; dpkg's answer on who owns a path is kept
+across runs while dpkg's database is unchanged (perflab/dpkg.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from perflab import allocators
+from perflab import allocators, dpkg
 
 
 @pytest.fixture
-def dpkg_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+def dpkg_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[list[str]]:
+    monkeypatch.setenv("PERFLAB_CACHE", str(tmp_path / "cache"))
+    status = tmp_path / "dpkg-status"
+    status.write_text("Package: libc6\n")
+    monkeypatch.setattr(dpkg, "STATUS", status)
     calls: list[list[str]] = []
     real = subprocess.run
 
@@ -42,7 +47,11 @@ def test_a_replaced_file_is_asked_again(dpkg_calls, tmp_path: Path):
     library = tmp_path / "libfake.so"
     library.write_bytes(b"one")
     assert allocators.package_version(library) is None  # no package owns it
-    asked = len(dpkg_calls)
+    asked, looked = len(dpkg_calls), allocators._package_version.cache_info().misses
     assert allocators.package_version(library) is None and len(dpkg_calls) == asked
-    library.write_bytes(b"three")  # another size: another file
+    library.write_bytes(b"three")  # another size: another file, looked up again
+    assert allocators.package_version(library) is None and allocators._package_version.cache_info().misses > looked
+    assert len(dpkg_calls) == asked  # dpkg's database unchanged: its answer on the path kept
+    dpkg.STATUS.write_text("Package: libc6\nPackage: libfake\n")  # a package installed since
+    library.write_bytes(b"three more")
     assert allocators.package_version(library) is None and len(dpkg_calls) > asked
