@@ -27,14 +27,16 @@ from perflab.builds import Build
 from perflab.errors import HostLostError, PerflabError
 from perflab.hosts.transport import Connection
 
-# $0: where the tree goes (it must not exist), from the tar $0.tar.$2 beside it, unpacked through $1;
-# readable by every account there (mode 0755 on its top: the server's own account, not the ssh user,
-# maps its files)
-_UNPACK = 'mkdir -m 755 "$0" && tar -I "$1" -xf "$0.tar.$2" -C "$0" && rm "$0.tar.$2"'
-# (suffix, compressor): zstd where both ends have it, a quarter of gzip -1's CPU for as many bytes
-# (sid's PostgreSQL 18 root, 254 MB: zstd -1 1.55 CPU-s to 94 MB, gzip -1 5.8 CPU-s to 97 MB;
-# 2026-11-30); gzip -1 where either lacks it (a quarter of -6's CPU, a few percent more bytes)
-ZSTD, GZIP = ("zst", "zstd -1"), ("gz", "gzip -1")
+# $0: where the tree goes (it must not exist), from the tar $0.tar.$2 beside it, unpacked with tar's
+# option $1 (-z: any tar's gzip, busybox's too); readable by every account there (mode 0755 on its
+# top: the server's own account, not the ssh user, maps its files)
+_UNPACK = 'mkdir -m 755 "$0" && tar "$1" -xf "$0.tar.$2" -C "$0" && rm "$0.tar.$2"'
+# (suffix, compressor here, tar's option there): zstd where both ends have it, a quarter of gzip -1's
+# CPU for as many bytes (sid's PostgreSQL 18 root, 254 MB: zstd -1 1.55 CPU-s to 94 MB, gzip -1 5.8
+# CPU-s to 97 MB; 2026-11-30); gzip -1 where either lacks it (a quarter of -6's CPU, a few percent
+# more bytes). --use-compress-program: GNU tar's long-standing option (--zstd came with 1.31)
+ZSTD = ("zst", "zstd -1", "--use-compress-program=zstd")
+GZIP = ("gz", "gzip -1", "-z")
 _zstd_there: dict[tuple[str, str], bool] = {}  # (a host's name, its ssh target) -> it has zstd
 
 
@@ -48,7 +50,7 @@ def put_tree(link: Connection, local: Path, remote: str, workdir: Path) -> str:
     """`local` (a directory) unpacked at `remote` on the host, through a tar in `workdir` compressed
     with zstd where both ends have it, else gzip (`compressor`); `remote`. HostLostError with the
     host's words when it does not fit there."""
-    suffix, program = compressor(link)
+    suffix, program, unpack = compressor(link)
     tar = workdir / f"{os.path.basename(remote)}.tar.{suffix}"
     skip = [f"--exclude={path}" for path in LEFT_OUT]
     argv = ["tar", "--sparse", *skip, "-I", program, "-cf", str(tar), "-C", str(local), "."]
@@ -61,7 +63,7 @@ def put_tree(link: Connection, local: Path, remote: str, workdir: Path) -> str:
         link.put(tar, f"{remote}.tar.{suffix}")
     finally:
         tar.unlink(missing_ok=True)
-    done = link.run(["sh", "-c", _UNPACK, remote, program.split()[0], suffix], timeout=1800)
+    done = link.run(["sh", "-c", _UNPACK, remote, unpack, suffix], timeout=1800)
     if done.status != 0:
         raise HostLostError(
             f"host {link.name}: unpacking {local.name} there failed: {done.stderr.strip()[-300:]}",
@@ -70,7 +72,7 @@ def put_tree(link: Connection, local: Path, remote: str, workdir: Path) -> str:
     return remote
 
 
-def compressor(link: Connection) -> tuple[str, str]:
+def compressor(link: Connection) -> tuple[str, str, str]:
     """ZSTD where zstd runs here and on the host (asked once per host), else GZIP."""
     if shutil.which("zstd") is None:
         return GZIP

@@ -94,16 +94,16 @@ def test_a_tree_goes_through_zstd_where_the_host_has_it_else_gzip(tmp_path: Path
         return SimpleNamespace(status=0 if has_zstd else 1)
 
     link = SimpleNamespace(name="db", target=f"root@db-{has_zstd}", run=run)
-    suffix, program = trees.compressor(link)  # type: ignore[arg-type]
-    assert (suffix, program) == (trees.ZSTD if has_zstd else trees.GZIP) and len(asked) == 1
+    suffix, program, unpack = trees.compressor(link)  # type: ignore[arg-type]
+    assert (suffix, program, unpack) == (trees.ZSTD if has_zstd else trees.GZIP) and len(asked) == 1
     again = trees.compressor(link)  # type: ignore[arg-type]
-    assert again == (suffix, program) and len(asked) == 1  # asked once per host
+    assert again == (suffix, program, unpack) and len(asked) == 1  # asked once per host
     (tmp_path / "tree" / "bin").mkdir(parents=True)
     (tmp_path / "tree" / "bin" / "server").write_bytes(b"\x7fELF" + bytes(1 << 20))
     there = tmp_path / "there" / "tree-0"
     there.parent.mkdir()
     tar = f"{there}.tar.{suffix}"
     subprocess.run(["tar", "--sparse", "-I", program, "-cf", tar, "-C", str(tmp_path / "tree"), "."], check=True)
-    subprocess.run(["sh", "-c", trees._UNPACK, str(there), program.split()[0], suffix], check=True)
+    subprocess.run(["sh", "-c", trees._UNPACK, str(there), unpack, suffix], check=True)
     assert (there / "bin" / "server").read_bytes() == (tmp_path / "tree" / "bin" / "server").read_bytes()
     assert oct(there.stat().st_mode & 0o777) == "0o755" and not Path(tar).exists()
