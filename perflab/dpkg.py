@@ -9,7 +9,8 @@ database is unchanged: its status file, which every install and removal rewrites
     {"format": "perflab-dpkg-owners/1", "status": [inode, size, mtime_ns],
      "owners": {"/usr/sbin/mariadbd": [0, "mariadb-server-core: /usr/sbin/mariadbd\\n"]}}
 
-A cache that cannot be read or written is only slower: the query runs as before.
+A cache that cannot be read or written is only slower: the query runs as before
+(docs/results-format.md, "Package owners").
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def search(path: str) -> tuple[int, str]:
         done = subprocess.run(["dpkg-query", "-S", path], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return 127, ""
-    if stamp is not None and stamp == _stamp():  # dpkg's database unchanged while it was asked
+    # an answer (owned: 0, owned by none: 1; not an error, 2) from a database unchanged while it was asked
+    if done.returncode in (0, 1) and stamp is not None and stamp == _stamp():
         _write(file, stamp, {**_read(file, stamp), path: [done.returncode, done.stdout]})
     return done.returncode, done.stdout
 

@@ -12,7 +12,8 @@ major.minor version; builds of one format share one dataset snapshot).
 The cache (`cache_root()`): $PERFLAB_CACHE, else $XDG_CACHE_HOME/perflab, else
 ~/.cache/perflab. Layout: packages/NAME_VERSION/ (unpacked .deb), src/ (Debian source
 packages), work/SOURCE/ (one build tree per source), builds/KEY/ (an installed build, its logs
-and build.json, written last: a build without it is not a build).
+and build.json, written last: a build without it is not a build); beside them perflab/cache.py's
+other users: calibration/, server-options/, notices/, dpkg-owners.json.
 """
 
 from __future__ import annotations

@@ -73,3 +73,16 @@ def test_a_cache_that_cannot_be_written_only_costs_the_query(cache: Path, monkey
     assert dpkg.search("/usr/bin/dpkg-query") == first and len(asked) == 3
     owners = json.loads((cache / "cache" / "dpkg-owners.json").read_text())["owners"]
     assert owners["/usr/bin/dpkg-query"][1] == first[1]
+
+
+def test_an_error_is_not_kept(cache: Path, monkeypatch: pytest.MonkeyPatch):
+    """dpkg-query's exit 2 (an error, not an answer) is passed on and asked again next time."""
+    calls: list[list[str]] = []
+
+    def failing(argv, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 2, "", "dpkg-query: error: something went wrong\n")
+
+    monkeypatch.setattr(dpkg.subprocess, "run", failing)
+    assert dpkg.search("/usr/bin/dpkg-query") == (2, "") and dpkg.search("/usr/bin/dpkg-query") == (2, "")
+    assert len(calls) == 2 and not (cache / "cache" / "dpkg-owners.json").exists()
