@@ -1,14 +1,14 @@
 """A cell's measured window, written once for every place and workload tool (issue 47).
 
-The steps, wherever the server and the client run and whichever tool drives the load: the
-observers armed, the client started, its start awaited (the workload's start_watch: sysbench's
-"Threads started!", pgbench's clients all connected; else its launch), the warm-up slept, the
-window's start read (the server's counters, perflab's own, the machine's), the server's memory and the client's sampled and the
-profilers' window begun over it; then either the client's own end (sysbench and go-tpc stop with the
-window: their statistics were reset at its start) or perflab's end mark (a client with a tail,
-pgbench: it cannot reset its statistics, so it runs on past the window with its connections live
-while the counters are read, is told to end then, and its figures are cut from its per-transaction
-log at the marks); the window's end read; the row's fields assembled.
+The steps, wherever the server and the client run and whichever tool drives the load: the observers
+armed, the client started, its start awaited (the workload's start_watch: sysbench's "Threads
+started!", pgbench's clients all connected; else its launch), the warm-up slept, the window's start
+read (the server's counters, perflab's own, the machine's), the server's memory and the client's
+sampled and the profilers' window begun over it; then either the client's own end (sysbench and
+go-tpc stop with the window: their statistics were reset at its start) or perflab's end mark (a
+client with a tail, pgbench: it cannot reset its statistics, so it runs on past the window with its
+connections live while the counters are read, is told to end then, and its figures are cut from its
+per-transaction log at the marks); the window's end read; the row's fields assembled.
 
 What differs by place is asked of two ends, and only they know where they run:
   server  `ServerHere` (this machine) or `ServerThere` (a server host), both in run/ends.py: its

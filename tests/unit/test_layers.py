@@ -17,7 +17,9 @@ from collections import defaultdict
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "perflab"
-BASE = {"errors", "units", "variants", "elf", "allocators", "debuginfo", "cbuild", "lockfile", "redact", "cache", "dpkg"}
+BASE = {
+    *("errors", "units", "variants", "elf", "allocators", "debuginfo", "cbuild", "lockfile", "redact", "cache", "dpkg"),
+}
 # package (or base module) -> the top-level names it may not import, imports inside functions counted
 FORBIDDEN = {
     **{base: {"*"} for base in BASE},  # "*": any package or module but the base's
