@@ -13,6 +13,7 @@ FIFO's words written and answered by a shell there.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import threading
 import time
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self, TypeVar
 
-from perflab.errors import ClockAlignmentError, HostLostError
+from perflab.errors import ClockAlignmentError, HostLostError, PerflabError
 from perflab.hosts.clock import Alignment, WindowClock
 from perflab.hosts.rundir import RunDir, Tracked
 from perflab.hosts.transport import Connection, RemoteProcess
@@ -58,7 +59,13 @@ _TREE_BYTES = (
 _TREE_RSS = (
     'g=$(getconf PAGESIZE); while [ -d "/proc/$0" ]; do echo -n "$EPOCHREALTIME "; ' + _TREE_BYTES + "; sleep 1; done"
 )
-
+# $0: a file; $1: its first bytes (base64); $2: its size (the rest sparse). Its directory made first
+_CREATE = 'mkdir -p "${0%/*}" && printf %s "$1" | base64 -d > "$0" && truncate -s "$2" "$0"'
+# $0: a file; $1: from this byte (1 = the first); $2: this many. The host's wall clock first, on a line
+# of its own: when they were read (the span of [observe] alloc's counts)
+_RANGE = 'date +%s.%N && tail -c +"$1" "$0" | head -c "$2" | base64 -w0'
+# $0: a file; $1: bytes (base64) written whole at block $2 of their own length ($3), never through a link
+_WRITE = 'printf %s "$1" | base64 -d | dd of="$0" oflag=nofollow bs="$3" seek="$2" conv=notrunc status=none'
 
 _INSTALLED: set[tuple[str, str]] = set()  # (a host's run directory, a program's name): copied there this run
 
@@ -256,6 +263,27 @@ class HostPlace:
 
     def fetch(self, path: str | Path, into: Path) -> None:
         self.rundir.link.get(str(path), into)
+
+    def make_file(self, path: str, head: bytes, size: int) -> None:
+        self._file(_CREATE, "make", path, base64.b64encode(head).decode(), size)
+
+    def read_bytes(self, path: str, offset: int, length: int) -> tuple[bytes, float | None]:
+        wall, _, text = self._file(_RANGE, "read", path, offset + 1, length).partition("\n")
+        try:
+            stamp: float | None = float(wall)
+        except ValueError:  # a date without %N: no stamp (the span as sent)
+            stamp = None
+        return base64.b64decode(text), stamp
+
+    def write_bytes(self, path: str, offset: int, data: bytes) -> None:
+        assert data and offset % len(data) == 0, (offset, len(data))
+        self._file(_WRITE, "write", path, base64.b64encode(data).decode(), offset // len(data), len(data))
+
+    def _file(self, script: str, verb: str, path: str, *args: object) -> str:
+        done = self.run(["sh", "-c", script, path, *map(str, args)], timeout=120)
+        if done.status != 0:
+            raise PerflabError(f"host {self.name}: cannot {verb} {path}: {done.stderr.strip()[-300:]}")
+        return done.stdout
 
     def cpus(self, pid: int) -> list[int]:
         status = self.run(["cat", f"/proc/{pid}/status"]).stdout

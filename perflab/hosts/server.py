@@ -45,7 +45,9 @@ from perflab.builds import Build
 from perflab import workloads
 from perflab.run import storage
 from perflab.servers import dataset
-from perflab.observers.alloc import remote as remote_alloc
+from perflab.observers.alloc.profile import alloc_fields
+from perflab.observers.alloc.tracer import AllocTracer
+from perflab.observers.host_binaries import HostStarts, HostSymbolizer
 from perflab.observers.paired import host_site
 from perflab.places import Site
 from perflab.run.allocator_proof import linked_allocator
@@ -250,7 +252,7 @@ def run_hosts(runner: Runner, workdir: Path) -> Iterator[None]:
 class HostStage:
     """A cell's server on its server host (run/stage.py's `Stage`): the datadir restored from the
     snapshot's copy there, the host's installed server started by its wrapper, proven from its maps
-    there; [observe] alloc's counter preloaded there and read over the window (observers/alloc/remote.py)."""
+    there; [observe] alloc's counter preloaded there and read over the window (its place's: hosts/place.py)."""
 
     def __init__(self, runner: Runner, place: ServerHost) -> None:
         self.runner = runner
@@ -260,9 +262,22 @@ class HostStage:
     def check(self, snapshot: dataset.Snapshot, workdir: Path) -> None:
         pass  # the host's room: a restore that does not fit fails its cell with the host's words
 
-    def tracer(self, rundir: Path, workdir: Path) -> Any:
-        runner = self.runner
-        return remote_alloc.of_cell(runner.exp.file.observe.alloc, runner.kind.profiles_tree, self.place, rundir)
+    def tracer(self, rundir: Path, workdir: Path) -> AllocTracer | None:
+        """[observe] alloc's counter of the cell's server there: built here (once per run), copied
+        there; its counter file in the cell's directory there; its stacks named from the server's maps
+        there and the host's binaries (the same files here, or the run's copies: HostStarts)."""
+        spec, link = self.runner.exp.file.observe.alloc, self.place.link
+        if spec is None:
+            return None
+
+        def naming(pid: int) -> HostSymbolizer:
+            maps = link.run(["cat", f"/proc/{pid}/maps"], timeout=60).stdout
+            return HostSymbolizer(maps, HostStarts(link, workdir / "host-binaries"), {tracer.there: str(tracer.shim)})
+
+        there = f"{self.place.rundir.path}/{rundir.name}"
+        tracer = AllocTracer(spec, rundir, workdir / "alloc-build", self.runner.kind.profiles_tree,
+                             place=self.place.place, there=there, naming=naming)  # fmt: skip
+        return tracer
 
     def server(self, cell: Cell, snapshot: dataset.Snapshot, rundir: Path, build: Build, tracer: Any) -> Any:
         runner, place = self.runner, self.place
@@ -303,7 +318,8 @@ class HostStage:
             tracer.check_started(server.pid)  # loaded there, once, and counting
 
     def armed(self, server: Any) -> contextlib.AbstractContextManager[Any]:
-        return remote_alloc.armed(server)  # [observe] alloc: its perf started there before the window
+        tracer: AllocTracer | None = server.alloc  # [observe] alloc: its perf started there before the window
+        return tracer.armed(server.pid) if tracer is not None else contextlib.nullcontext()
 
     def measure(self, cell: Cell, server: Any, logs: Path, tracer: Any) -> tuple[list, list, dict[str, Any]]:
         from perflab.run import window
@@ -315,7 +331,8 @@ class HostStage:
     def observed(self, cell: Cell, server: Any, measured: dict[str, Any]) -> None:
         self.record["clock"] = measured.pop("host_clock", None)  # the host's clock over the window (hosts/clock.py)
         covered = measured.pop("covered", None)  # the window's transactions its counters cover (accounting.py)
-        remote_alloc.observed(self.runner.results, cell.order, server, measured, covered)  # its stacks named there
+        if server.alloc is not None:  # its stacks named while it runs there
+            alloc_fields(self.runner.results, cell.order, server.alloc, server.pid, measured, covered)
 
     def pss_bytes(self, server: Any) -> int | None:
         return None  # not read on a host (docs/hosts.md: pss_end_bytes null)

@@ -120,9 +120,9 @@ class SeatObservers:
     def arm(self, seats: list[tuple[int, Path, AllocTracer | None]]) -> None:
         """Before the warm-up: each seat's allocation counter starts what takes seconds to start
         (server pid, run directory, tracer), so that window_started() opens every window at once."""
-        for pid, rundir, tracer in seats:
+        for pid, _, tracer in seats:
             if tracer is not None:
-                self._windows.enter_context(tracer.armed(pid, rundir))
+                self._windows.enter_context(tracer.armed(pid))
 
     def warmup_started(self) -> None:
         if self.observe.perf is not None and self.observe.perf.warmup:
@@ -135,9 +135,9 @@ class SeatObservers:
         for recorder, _ in self._recorders():
             if not recorder.enabled:
                 recorder.resume()
-        for pid, rundir, tracer in seats:
+        for pid, _, tracer in seats:
             if tracer is not None:
-                self._windows.enter_context(tracer.window(pid, rundir))
+                self._windows.enter_context(tracer.window(pid))
 
     def window_ended(self) -> None:
         try:

@@ -7,7 +7,8 @@ process tree (`tree_counters`: every live member plus the children it reaped, as
 postmaster and its backends), and its resident memory once a second over a window (`rss_sampler`,
 stamped on this machine's clock); a command's output (`run`, `consume`: streamed here), a process
 started with its output in a log (`spawn`), FIFOs (`fifos`) and a command channel through them
-(`control`), and its CLOCK_MONOTONIC put on this machine's (`monotonic`). perf's recorders are written
+(`control`), its CLOCK_MONOTONIC put on this machine's (`monotonic`), and a file's bytes read and
+written in place (`make_file`, `read_bytes`, `write_bytes`: [observe] alloc's counter file). perf's recorders are written
 once against these (observers/perf.py).
 
     place = HERE                                 # or server_host.place
@@ -148,6 +149,20 @@ class Place(Protocol):
 
     def fetch(self, path: str | Path, into: Path) -> None:
         """The file `path` there into `into` here (nothing to do when it is that file)."""
+        ...
+
+    def make_file(self, path: str, head: bytes, size: int) -> None:
+        """A file of `size` bytes at `path` there, its directory made: `head`, then zeros (sparse)."""
+        ...
+
+    def read_bytes(self, path: str, offset: int, length: int) -> tuple[bytes, float | None]:
+        """Up to `length` bytes of `path` there from `offset`, and the place's wall clock as they were
+        read (None here, where this machine's clock is the window's)."""
+        ...
+
+    def write_bytes(self, path: str, offset: int, data: bytes) -> None:
+        """`data` into `path` there at `offset` (a multiple of its length: a word written whole), never
+        through a symbolic link (the file is in a server's directory, its account's: issue 48)."""
         ...
 
     def cpus(self, pid: int) -> list[int]:

@@ -91,6 +91,26 @@ class Here:
         if Path(path) != into:
             shutil.copyfile(path, into)
 
+    def make_file(self, path: str, head: bytes, size: int) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(head)
+            f.truncate(size)
+
+    def read_bytes(self, path: str, offset: int, length: int) -> tuple[bytes, float | None]:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            return os.pread(fd, length, offset), None
+        finally:
+            os.close(fd)
+
+    def write_bytes(self, path: str, offset: int, data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.pwrite(fd, data, offset)
+        finally:
+            os.close(fd)
+
     def cpus(self, pid: int) -> list[int]:
         return sorted(os.sched_getaffinity(pid))
 

@@ -19,10 +19,8 @@ from typing import Any
 
 from perflab import workloads
 from perflab.observers import beside
-from perflab.observers.alloc import remote as remote_alloc
 from perflab.observers.alloc.profile import alloc_fields
-from perflab.observers.alloc.remote import Spanning
-from perflab.observers.alloc.tracer import AllocTracer
+from perflab.observers.alloc.tracer import AllocTracer, Spanning
 from perflab.observers.profilers import Profilers
 from perflab.observers.paired import CLIENT, Paired, alone, on_host
 from perflab.observers.beside import ServerObservers
@@ -52,10 +50,7 @@ class ServerHere:
         return self.runner.kind.process_counters(HERE, pid, True)
 
     def memory(self) -> Any:
-        sampler = self.runner.kind.memory_sampler(HERE, self.server.pid)
-        if self.tracer is None:
-            return sampler
-        return Spanning(sampler, self.tracer, self.server.pid, self.server.rundir)  # alloc's counts over it
+        return Spanning.over(self.runner.kind.memory_sampler(HERE, self.server.pid), self.tracer, self.server.pid)
 
     def observers(self, cell: Cell, client_end: Any, clock: Any) -> tuple[Any, Any]:
         """One Profilers for the server and a client here (one system-wide perf), with the canary and
@@ -63,7 +58,7 @@ class ServerHere:
         runner, server, tree = self.runner, self.server, self.runner.kind.profiles_tree
         observe = runner.exp.file.observe
         tracer = self.tracer
-        armed = tracer.armed(server.pid, server.rundir) if tracer is not None else None
+        armed = tracer.armed(server.pid) if tracer is not None else None
         if client_end.here:
             profilers = Profilers(observe, server.pid, server.rundir, tree=tree, io=runner.io_observer(server))
             return profilers, ServerObservers(None, None, None, own=False, armed=armed)
@@ -103,6 +98,7 @@ class ServerThere:
 
     def __init__(self, runner: Runner, cell: Cell, server: Any) -> None:
         self.runner, self.cell, self.server = runner, cell, server
+        self.tracer: AllocTracer | None = server.alloc  # [observe] alloc's counter there (None: off)
         self.place = runner.server_host.place
         self.client_address: str | None = server.bind_address
         self.link = runner.server_host.link
@@ -112,7 +108,7 @@ class ServerThere:
         return self.runner.kind.process_counters(self.place, pid, True)
 
     def memory(self) -> Any:
-        sampler = remote_alloc.spanning(self.runner.kind.memory_sampler(self.place, self.server.pid), self.server)
+        sampler = Spanning.over(self.runner.kind.memory_sampler(self.place, self.server.pid), self.tracer, self.server.pid)
         self.clock = getattr(sampler, "clock", None)  # the host's clock over the window
         return sampler
 
@@ -145,7 +141,7 @@ class ServerThere:
         return {**mine, **accounting.server_resources(end.server, transactions, rss), "pss_end_bytes": None}
 
     def alloc_span(self) -> tuple[float, float] | None:
-        return remote_alloc.alloc_span(self.server, self.clock)
+        return self.tracer.aligned_span(self.clock) if self.tracer is not None else None
 
     def observed(self, measured: dict[str, Any], covered: Any) -> None:
         measured["covered"] = covered  # popped by HostStage.observed: [observe] alloc's, stored there

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from perflab import workloads
 from perflab.errors import ServerCrashedError
-from perflab.observers.alloc import remote as remote_alloc
+from perflab.observers.alloc import tracer as alloc_tracer
 from perflab.observers.host_overhead import Overheads
 from perflab.observers.phases import Spans
 from perflab.observers.resources import StealSampler
@@ -245,7 +245,7 @@ def _run(
                 finish = accounting.WindowEnd.take(start, server.pid, end.read, client_pid=client_end.pid(child))
                 marks, ended = (begun, time.time()), time.monotonic()
                 end.end_mark(rss)  # PSS there (17-28 ms at 16 clients): after the window, the backends still live
-                remote_alloc.end_mark(memory)  # [observe] alloc's counts end at the mark too
+                alloc_tracer.end_mark(memory)  # [observe] alloc's counts end at the mark too
                 after = client_end.mark(child, exited=False)
                 perflab_cpu = overheads.finish()
                 client_end.end_now(child)

@@ -252,7 +252,7 @@ class OnHost:
         """Where it runs (`place`: the run's ServerHost; its cell's directory there named as `local`, this
         machine's), with what: a build copied there (hosts/trees.py; None: the host's own), a variant's
         allocator there (`preload`: in LD_PRELOAD, after [observe] alloc's counter, `alloc`:
-        observers/alloc/remote.py, first there and so in every process the server forks)."""
+        its AllocTracer, first there and so in every process the server forks)."""
         self.place, self.link = place, place.link
         self.rundir = local  # this machine's cell directory: its configuration written here, its log fetched back
         self.remote_dir = f"{place.rundir.path}/{local.name}"

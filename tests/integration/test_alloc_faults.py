@@ -64,7 +64,7 @@ def poke(proc: subprocess.Popen) -> None:
 
 
 def window_mallocs(tracer: AllocTracer, proc: subprocess.Popen, tmp: Path) -> int:
-    with tracer.window(proc.pid, tmp):
+    with tracer.window(proc.pid):
         poke(proc)
     assert tracer.counts is not None
     return tracer.counts.calls["malloc"][10]
@@ -96,7 +96,7 @@ def test_a_window_without_calls_fails_the_check(waiters, tmp_path: Path) -> None
     tracer = counting_tracer(tmp_path)
     with started([str(dynamic), str(CALLS)], tracer, [tracer.shim]) as proc:
         tracer.check_started(proc.pid)  # loaded once, counting
-        with tracer.window(proc.pid, tmp_path):
+        with tracer.window(proc.pid):
             pass  # no transaction called the allocator
         with pytest.raises(AllocTracerError, match="counted no call over 50 transactions"):
             tracer.check_window(50)

@@ -208,7 +208,7 @@ def test_alloc_counts_a_postgresql_server_on_its_host_over_every_backend(
     ssh_lab: SshLab, tmpfs, tmp_path: Path
 ) -> None:
     """The counter preloaded into the postmaster there counts in every backend it forks, a slot each,
-    summed; perf there counts the syscalls of the whole tree (observers/alloc/remote.py)."""
+    summed; perf there counts the syscalls of the whole tree (observers/alloc/tracer.py on its place)."""
     db = ssh_lab.hosts["db"]
     spec, out, shm = (
         write_experiment(tmp_path / "pg.toml", PG.format(ssh=db.ssh)),
@@ -236,7 +236,7 @@ def test_alloc_counts_a_postgresql_server_on_its_host_over_every_backend(
     scan = {r["low"]: r["calls_per_txn"].get("malloc", 0) for r in alloc["by_size_class"] if r["low"] in (8192, 16384)}
     said = (scan, cell["summary"]["transactions"])
     assert scan.keys() == {8192, 16384} and all(0.9 <= n <= 1.2 for n in scan.values()), said
-    # the counts end at the end mark, before pgbench's clients disconnect (remote_alloc.end_mark): each
+    # the counts end at the end mark, before pgbench's clients disconnect (alloc.tracer.end_mark): each
     # malloc freed within the transaction (until 2026-11-28 the exiting backends' frees of what their
     # postmaster had malloc'd were in, and free exceeded malloc)
     calls = alloc["calls_per_txn"]

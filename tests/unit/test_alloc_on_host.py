@@ -1,5 +1,5 @@
-"""[observe] alloc of a server on a server host (observers/alloc/remote.py), without a host: the
-"link" runs its argv here (sh, od, head, tail, base64, dd, truncate: what the host runs), so the
+"""[observe] alloc of a server on a server host (observers/alloc/tracer.py on a host's place,
+hosts/place.py), without a host: the "link" runs its argv here (sh, od, head, tail, base64, dd, truncate: what the host runs), so the
 counter file made, read and written over it is checked against the local reader of the same file;
 the host's binaries name a process's addresses as the live symbolizer does; the counter's window is
 the sampler's span."""
@@ -18,9 +18,10 @@ from typing import Any, ClassVar, Self
 import numpy as np
 import pytest
 
+from perflab.hosts.place import HostPlace
 from perflab.hosts.rundir import RunDir
 from perflab.observers import alloc
-from perflab.observers.alloc import remote
+from perflab.observers.alloc.tracer import EXTRA_SLOTS, AllocTracer, Spanning
 from perflab.observers.host_binaries import HostSymbolizer, executable_bases
 from perflab.observers.pmp_sampler import Symbolizer
 from perflab.spec.observe import AllocObserve
@@ -46,7 +47,7 @@ class HereLink:
 
 
 @pytest.fixture
-def tracer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> remote.RemoteAllocTracer:
+def tracer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AllocTracer:
     shim = tmp_path / "perflab_alloc-0123.so"
     shim.write_bytes(b"\x7fELF")
     monkeypatch.setattr(alloc, "build", lambda cache: shim)
@@ -56,10 +57,15 @@ def tracer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> remote.RemoteAllo
     rundir = RunDir(HereLink(), str(host))  # type: ignore[arg-type]
     local = tmp_path / "cell-0003"
     local.mkdir()
-    return remote.RemoteAllocTracer(AllocObserve(period="256K"), rundir, f"{host}/cell-0003", local, tmp_path)
+    place = HostPlace("db", rundir)
+    return AllocTracer(AllocObserve(period="256K"), local, tmp_path, place=place, there=f"{host}/cell-0003")
 
 
-def test_the_counter_file_is_made_on_the_host_as_here(tracer: remote.RemoteAllocTracer, tmp_path: Path) -> None:
+def _link(tracer: AllocTracer) -> HereLink:
+    return tracer.place.rundir.link  # type: ignore[attr-defined,no-any-return]
+
+
+def test_the_counter_file_is_made_on_the_host_as_here(tracer: AllocTracer, tmp_path: Path) -> None:
     made = Path(str(tracer.file))
     assert made.parent == tmp_path / "host" / "cell-0003"  # the cell's directory there, made
     here = tmp_path / "here.bin"
@@ -71,9 +77,9 @@ def test_the_counter_file_is_made_on_the_host_as_here(tracer: remote.RemoteAlloc
     assert tracer.there == f"{tmp_path / 'host'}/perflab_alloc-0123.so" and Path(tracer.there).is_file()
 
 
-def test_the_shim_is_copied_once_per_run(tracer: remote.RemoteAllocTracer, tmp_path: Path) -> None:
-    again = remote.RemoteAllocTracer(AllocObserve(), tracer.host, f"{tracer.host.path}/cell-0004", tmp_path, tmp_path)
-    assert tracer.link.puts == [tracer.there] and again.there == tracer.there  # type: ignore[attr-defined]
+def test_the_shim_is_copied_once_per_run(tracer: AllocTracer, tmp_path: Path) -> None:
+    again = AllocTracer(AllocObserve(), tmp_path, tmp_path, place=tracer.place, there=f"{tmp_path}/host/cell-0004")
+    assert _link(tracer).puts == [tracer.there] and again.there == tracer.there
 
 
 def _fill_slots(path: Path, used: int) -> None:
@@ -88,17 +94,26 @@ def _fill_slots(path: Path, used: int) -> None:
     words.flush()
 
 
-def test_the_window_reads_the_slots_in_use_as_the_local_reader(tracer: remote.RemoteAllocTracer) -> None:
+def _reads(tracer: AllocTracer) -> list[int]:
+    """The bytes each read of the counter file there asked for."""
+    return [int(argv[-1]) for argv in _link(tracer).ran if argv[:2] == ["sh", "-c"] and "tail -c" in argv[2]]
+
+
+def test_the_window_reads_the_slots_in_use_as_the_local_reader(tracer: AllocTracer) -> None:
     path = Path(str(tracer.file))
     _fill_slots(path, 5)
     counts = tracer._read()
     assert counts == alloc.read(path)
     assert counts.calls["malloc"][12] == sum(range(10, 15)) and counts.threads == 4 and counts.overflow == 3
-    read = next(argv for argv in tracer.link.ran if argv[:2] == ["sh", "-c"] and argv[2] == remote._SLOTS)
-    assert read[-3:] == [str(remote.EXTRA_SLOTS), str(alloc.SLOT_WORDS * 8), str(alloc.HEADER_BYTES)]
+    slot = alloc.SLOT_WORDS * 8
+    assert _reads(tracer) == [alloc.HEADER_BYTES + (1 + EXTRA_SLOTS) * slot]  # one round trip
+    _fill_slots(path, EXTRA_SLOTS + 9)  # more threads took a slot than a read looks beyond: read again
+    counts = tracer._read()
+    assert counts == alloc.read(path) and counts.threads == EXTRA_SLOTS + 8
+    assert _reads(tracer)[1:] == [alloc.HEADER_BYTES + (5 + EXTRA_SLOTS) * slot, alloc.HEADER_BYTES + (2 * EXTRA_SLOTS + 9) * slot]
 
 
-def test_the_counts_span_is_the_hosts_time_of_each_snapshot(tracer: remote.RemoteAllocTracer) -> None:
+def test_the_counts_span_is_the_hosts_time_of_each_snapshot(tracer: AllocTracer) -> None:
     """The span the window's transactions are matched to is when the snapshots were taken there (the
     host's wall clock, aligned), not when this machine sent the reads: under load the read of the end
     is taken a round trip's half after it was asked (1.13 mallocs a transaction where there is one)."""
@@ -108,19 +123,19 @@ def test_the_counts_span_is_the_hosts_time_of_each_snapshot(tracer: remote.Remot
 
     _fill_slots(Path(str(tracer.file)), 2)
     tracer.spec = AllocObserve(period="256K", syscalls=False)  # no perf there (this machine, no host)
-    with tracer.window(1, Path(tracer.remote_dir)):
+    with tracer.window(1):
         time.sleep(0.2)
     first, last = tracer.walls  # type: ignore[misc]
     assert 0.2 <= last - first < 5 and abs(first - time.time()) < 5
-    assert remote.alloc_span(SimpleNamespace(alloc=tracer), None) == tracer.span  # no clock read: as sent
+    assert tracer.aligned_span(None) == tracer.span  # no clock read: as sent
     shift = Alignment("db", 2.5, 0.001, time.time() - time.monotonic())
     clock = SimpleNamespace(alignment=shift)
-    a, b = remote.alloc_span(SimpleNamespace(alloc=tracer), clock)  # type: ignore[arg-type,misc]
+    a, b = tracer.aligned_span(clock)  # type: ignore[misc]
     assert (a, b) == (shift.monotonic(first), shift.monotonic(last)) and b - a == pytest.approx(last - first)
     assert a - tracer.span[0] == pytest.approx(2.5, abs=1)  # type: ignore[index]
 
 
-def test_sampling_is_switched_by_its_word_there_and_the_ring_read_back(tracer: remote.RemoteAllocTracer) -> None:
+def test_sampling_is_switched_by_its_word_there_and_the_ring_read_back(tracer: AllocTracer) -> None:
     path = Path(str(tracer.file))
     tracer._sample(256 * 1024)
     assert int(np.fromfile(path, dtype="<u8", count=alloc.HEADER_WORDS)[alloc._PERIOD]) == 256 * 1024
@@ -142,12 +157,12 @@ def test_sampling_is_switched_by_its_word_there_and_the_ring_read_back(tracer: r
     assert int(np.fromfile(path, dtype="<u8", count=alloc.HEADER_WORDS)[alloc._PERIOD]) == 0
 
 
-def test_the_claim_and_a_foreign_file_are_read_there(tracer: remote.RemoteAllocTracer) -> None:
+def test_the_claim_and_a_foreign_file_are_read_there(tracer: AllocTracer) -> None:
     path = Path(str(tracer.file))
     words = np.memmap(path, dtype="<u8", mode="r+")
     words[alloc._PID], words[alloc._EXTRA_COPIES] = 4242, 1
     words.flush()
-    assert tracer._claim() == alloc.Claim(4242, 1, 0)
+    assert alloc.claim_of(tracer._header()) == alloc.Claim(4242, 1, 0)
     with open(tracer.shim, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ):  # in this process's maps
         assert tracer._loaded(os.getpid())
         with pytest.raises(alloc.AllocTracerError, match="loaded 2 times"):
@@ -155,10 +170,10 @@ def test_the_claim_and_a_foreign_file_are_read_there(tracer: remote.RemoteAllocT
     words[0] = 0
     words.flush()
     with pytest.raises(alloc.AllocTracerError, match="is not a perflab-alloc/1 counter file"):
-        tracer._claim()
+        tracer._header()
 
 
-def test_a_server_without_the_counter_loaded_is_refused(tracer: remote.RemoteAllocTracer) -> None:
+def test_a_server_without_the_counter_loaded_is_refused(tracer: AllocTracer) -> None:
     with pytest.raises(alloc.AllocTracerError, match="not loaded into the server"):
         tracer.check_started(os.getpid())  # this process maps no perflab_alloc-0123.so
 
@@ -181,7 +196,7 @@ class Window:
     def __init__(self, order: list[str]) -> None:
         self.order = order
 
-    def window(self, pid: int, workdir: Path) -> Any:
+    def window(self, pid: int) -> Any:
         import contextlib
 
         @contextlib.contextmanager
@@ -195,13 +210,12 @@ class Window:
 
 def test_the_counter_window_is_the_samplers_span() -> None:
     inner = Sampler()
-    server = SimpleNamespace(alloc=Window(inner.order), pid=77, rundir=Path("/tmp/cell"))
-    wrapped = remote.spanning(inner, server)
+    wrapped = Spanning.over(inner, Window(inner.order), 77)  # type: ignore[arg-type]
     assert wrapped.clock == "host clock"  # the window reads the host's clock through it
     with wrapped as rss:
         assert rss is inner and inner.order == ["alloc 77", "rss"]  # the counts first: the sampler's start is slow
     assert inner.order == ["alloc 77", "rss", "rss done", "alloc done"]
-    assert remote.spanning(inner, SimpleNamespace(pid=1)) is inner  # without [observe] alloc
+    assert Spanning.over(inner, None, 1) is inner  # without [observe] alloc
 
 
 def test_a_hosts_binaries_name_addresses_as_the_live_symbolizer() -> None:
@@ -244,9 +258,9 @@ def test_the_hosts_perf_records_the_syscall_tracepoints_and_counts_the_servers()
         "syscalls:sys_enter_munmap: addr: 0x7f0e2c000000, len: 0x0000a000\n"
     )
     link = ScriptLink(lines, "Processed 10 events and lost 2 chunks!\n")
-    tracer = SimpleNamespace(link=link, host=RunDir(link, "/dev/shm/perflab-host-x"), tree=False,  # type: ignore[arg-type]
-                             remote_dir="/dev/shm/perflab-host-x/c")  # fmt: skip
-    recorder = remote.RemoteAllocTracer._recorder(tracer, 77, Path("here"))  # type: ignore[arg-type]
+    place = HostPlace("db", RunDir(link, "/dev/shm/perflab-host-x"))  # type: ignore[arg-type]
+    tracer = SimpleNamespace(place=place, tree=False, dir="/dev/shm/perflab-host-x/c")
+    recorder = AllocTracer._recorder(tracer, 77)  # type: ignore[arg-type]
     argv = recorder.argv(Path("C"), Path("A"))
     assert argv[:3] == ["perf", "record", "-a"] and "syscalls:sys_enter_munmap" in argv[argv.index("-e") + 1]
     assert argv[argv.index("-D") + 1] == "-1" and "-F" not in argv and "-g" not in argv  # off until the window
@@ -292,7 +306,7 @@ def test_the_server_there_starts_with_the_counter_first_in_ld_preload(tmp_path: 
     assert not any(a.startswith(("LD_PRELOAD=", "PERFLAB_ALLOC_FILE=")) for a in started[1]) and plain.alloc is None
 
 
-def test_the_counters_switches_write_through_no_link_here_or_there(tracer: remote.RemoteAllocTracer, tmp_path: Path):
+def test_the_counters_switches_write_through_no_link_here_or_there(tracer: AllocTracer, tmp_path: Path):
     """The counter file is in the server's directory, its account's: a link it plants in its place
     must not make root write 8 bytes into the file it points at (issue 48)."""
     victim = tmp_path / "victim"

@@ -6,7 +6,7 @@ its events off, and window() only switches the three on and off."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import pytest
@@ -14,6 +14,7 @@ import pytest
 from perflab.observers import alloc, syscalls
 from perflab.observers.alloc import tracer as tracer_module
 from perflab.observers.alloc.tracer import AllocTracer
+from perflab.places.here import HERE
 from perflab.spec.observe import AllocObserve
 
 
@@ -23,8 +24,9 @@ class Recorder:
     events: ClassVar[list[tuple[str, int]]] = []
     file: ClassVar[Path]
 
-    def __init__(self, pid: int, workdir: Path, *, enabled: bool = True, tree: bool = False) -> None:
+    def __init__(self, pid: int, workdir: Path, *, enabled: bool = True, tree: bool = False, place: Any = None) -> None:
         assert not enabled, "started with its events on: it would count before the window"
+        assert place is HERE, "perf where the server runs: this machine's"
         assert not tree, "one process's calls (MariaDB's); a PostgreSQL tracer's are its tree's"
         self.seconds = 0.0
 
@@ -57,9 +59,9 @@ def tracer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AllocTracer:
 
 
 def test_armed_perf_starts_before_the_window_and_stops_at_its_end(tracer: AllocTracer, tmp_path: Path) -> None:
-    with tracer.armed(1, tmp_path):
+    with tracer.armed(1):
         assert Recorder.events == [("start", 0)]
-        with tracer.window(1, tmp_path):
+        with tracer.window(1):
             # perf counts and stacks are sampled from here: the recorder resumed before sampling began
             assert Recorder.events == [("start", 0), ("resume", 0)]
             assert alloc.samples(tracer.file, 1)[0] == [] and _period(tracer) == 256 * 1024
@@ -69,13 +71,13 @@ def test_armed_perf_starts_before_the_window_and_stops_at_its_end(tracer: AllocT
 
 
 def test_a_window_not_armed_arms_itself(tracer: AllocTracer, tmp_path: Path) -> None:
-    with tracer.window(1, tmp_path):
+    with tracer.window(1):
         assert [e for e, _ in Recorder.events] == ["start", "resume"]
     assert [e for e, _ in Recorder.events] == ["start", "resume", "stop", "counts"]
 
 
 def test_leaving_armed_without_a_window_stops_perf_and_counts_nothing(tracer: AllocTracer, tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError), tracer.armed(1, tmp_path):
+    with pytest.raises(RuntimeError), tracer.armed(1):
         raise RuntimeError("the client failed in its warm-up")
     assert [e for e, _ in Recorder.events] == ["start", "stop"]
     assert tracer.syscalls is None
@@ -86,7 +88,7 @@ def test_without_syscalls_nothing_is_started(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(tracer_module, "SyscallRecorder", Recorder)
     made = AllocTracer(AllocObserve(syscalls=False), tmp_path, tmp_path)
     Recorder.events, Recorder.file = [], made.file
-    with made.armed(1, tmp_path), made.window(1, tmp_path):
+    with made.armed(1), made.window(1):
         pass
     assert Recorder.events == [] and made.syscalls is None and made.counts is not None
 
@@ -105,7 +107,7 @@ def test_threads_that_take_a_slot_within_the_window_are_counted(tracer: AllocTra
     words[alloc._SLOTS_USED] = 5  # slot 0 (shared) and four threads before the window
     calls(words, 4, "malloc", 1000)  # before the window: not the window's
     words.tofile(tracer.file)
-    with tracer.window(1, tmp_path):
+    with tracer.window(1):
         words = np.fromfile(tracer.file, dtype="<u8")
         words[alloc._SLOTS_USED] = 7  # two more while it ran
         calls(words, 4, "malloc", 600)  # a thread there before

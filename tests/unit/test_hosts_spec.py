@@ -265,7 +265,7 @@ def test_observe_of_one_target_keeps_perf_and_pmp_where_they_name_it() -> None:
 
 
 def test_alloc_counts_a_server_where_it_runs_mariadb_or_postgresql() -> None:
-    """[observe] alloc runs where the server runs (observers/alloc/remote.py): MariaDB's, with the
+    """[observe] alloc runs where the server runs (observers/alloc/tracer.py, on its place): MariaDB's, with the
     client here or on a host; PostgreSQL's (a process tree: every backend counts) too."""
     rest = HOSTS + '[observe]\nalloc = { period = "256K" }\n'
     exp = parse('server_host = "db"', rest=rest)

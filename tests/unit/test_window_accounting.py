@@ -320,13 +320,13 @@ def test_a_spanning_samplers_counts_end_at_the_end_mark() -> None:
     server's RSS sampler at its own end."""
     import contextlib
 
-    from perflab.observers.alloc import remote as remote_alloc
+    from perflab.observers.alloc import tracer as alloc_tracer
 
     calls: list[str] = []
 
     class Tracer:
         @contextlib.contextmanager
-        def window(self, pid, workdir):  # type: ignore[no-untyped-def]
+        def window(self, pid):  # type: ignore[no-untyped-def]
             calls.append("counts open")
             yield self
             calls.append("counts close")
@@ -339,10 +339,10 @@ def test_a_spanning_samplers_counts_end_at_the_end_mark() -> None:
         def __exit__(self, *exc):  # type: ignore[no-untyped-def]
             calls.append("sampler out")
 
-    spanning = remote_alloc.Spanning(Sampler(), Tracer(), 1, None)  # type: ignore[arg-type]
+    spanning = alloc_tracer.Spanning(Sampler(), Tracer(), 1)  # type: ignore[arg-type]
     with spanning:
         calls.append("window")
-        remote_alloc.end_mark(spanning)
+        alloc_tracer.end_mark(spanning)
         calls.append("tail")
     assert calls == ["counts open", "sampler in", "window", "counts close", "tail", "sampler out"]
-    remote_alloc.end_mark(object())  # a sampler without counts: nothing to end
+    alloc_tracer.end_mark(object())  # a sampler without counts: nothing to end

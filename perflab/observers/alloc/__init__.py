@@ -190,7 +190,7 @@ def slots_used(words: np.ndarray) -> int:
 
 def counts_of(words: np.ndarray) -> Counts:
     """The counts from a counter file's header and its first slots (at least those in use: the
-    others are zeros): what a host sends of its counter file (observers/alloc/remote.py)."""
+    others are zeros): what a host sends of its counter file (AllocTracer on its place)."""
     present = (len(words) - HEADER_WORDS) // SLOT_WORDS
     used = min(slots_used(words), present)
     body = words[HEADER_WORDS : HEADER_WORDS + present * SLOT_WORDS].reshape(present, 2, len(OPS), CLASSES)

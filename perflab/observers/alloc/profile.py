@@ -1,8 +1,7 @@
 """[observe] alloc's figures and sampled stacks of a cell, as the window leaves them: `alloc` in the
 row over the transactions its counts cover, and the sampled allocation stacks stored as a profile of
 source "alloc" (folded, weighted in bytes requested, the leaf frame the call and its size class), of
-a server here (alloc_fields) or on its host (observers/alloc/remote.observed) or of an interleaved
-group's seats (observers/seats.py).
+a server here or on its host (alloc_fields) or of an interleaved group's seats (observers/seats.py).
 
     alloc_fields(results, cell_id, tracer, pid, measured, covered)   # run/ends.ServerHere.observed
 """
@@ -17,7 +16,6 @@ from perflab.observers.alloc.tracer import AllocTracer
 from perflab.observers.pmp import demangle
 from perflab.observers.pmp_sampler import Symbolizer
 from perflab.observers.profilers import TOP_N
-from perflab.places.here import HERE
 from perflab.store import folded
 from perflab.store.results import Results
 
@@ -79,7 +77,7 @@ def store_alloc(results: Results, cell_id: int, transactions: int, tracer: Alloc
         "transactions": transactions,
         "window_transactions": transactions,
         "pid": pid,
-        "binary": binary or HERE.program(pid),
+        "binary": binary,
         "dsos": dsos,
     }
     path = folded.write(folded.base(results.dir, cell_id, "alloc"), stacks, meta)

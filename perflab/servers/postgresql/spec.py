@@ -6,7 +6,7 @@ asks the kind):
     Debian's postgresql-15 source, an install tree with bin/postgres); [observe] perf and pmp
     follow the postmaster and every backend (one profile of the whole tree; the server target
     only); [observe] alloc counts in the postmaster and every backend it forks (a slot each, summed:
-    cell.py here, observers/alloc/remote.py on a server host); no status yet.
+    here and on a server host: observers/alloc/tracer.py); no status yet.
 sysbench's write tests (SYSBENCH_WRITES) run too: at PostgreSQL's default isolation (read committed)
 Debian's sysbench 1.0.20 rolls back a transaction that meets a deadlock or a duplicate key and
 counts it as an ignored error (`errors_per_s`; 42 in 8 s of oltp_read_write at 4 threads on one
