@@ -8,8 +8,8 @@ postmaster and its backends), and its resident memory once a second over a windo
 stamped on this machine's clock); a command's output (`run`, `consume`: streamed here), a process
 started with its output in a log (`spawn`), FIFOs (`fifos`) and a command channel through them
 (`control`), its CLOCK_MONOTONIC put on this machine's (`monotonic`), and a file's bytes read and
-written in place (`make_file`, `read_bytes`, `write_bytes`: [observe] alloc's counter file). perf's recorders are written
-once against these (observers/perf.py).
+written in place (`make_file`, `read_bytes`, `write_bytes`: [observe] alloc's counter file). perf's
+recorders are written once against these (observers/perf.py).
 
     place = HERE                                 # or server_host.place
     before = place.counters(pid); ...; used = place.counters(pid).minus(before)
@@ -44,9 +44,11 @@ class Done:
 
 
 class Process(Protocol):
-    """A process a place started (places/proc.Child here, hosts/rundir.Tracked on a host)."""
+    """A process a place started (places/proc.Child here, hosts/rundir.Tracked on a host); `lost`:
+    why its host dropped off before it ended (never here)."""
 
     pid: int
+    lost: str | None
 
     def poll(self) -> int | None: ...
 

@@ -55,6 +55,8 @@ def recording_pids(path: Path) -> Iterator[None]:
 class Child:
     """A started process in its own process group, killed with its group on exit."""
 
+    lost: str | None = None  # never: a process here cannot drop off as a host's can (hosts/rundir.Tracked)
+
     def __init__(
         self,
         argv: Sequence[str],

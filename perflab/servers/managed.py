@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ServerStartError, ServerStopError, ToolMissingError
-from perflab.hosts import libraries
 from perflab.places import netns
 from perflab.places.proc import Child
 
@@ -197,7 +196,7 @@ class Managed:
             if group:
                 self.child.signal_group(sig)
             else:
-                os.kill(self.child.pid, sig)
+                self._signal(sig)
             try:
                 code = self.child.wait(self.CLEAN_STOP_S)
             except TimeoutError:
@@ -213,6 +212,11 @@ class Managed:
                 f"may be partial:\n{self.error_lines()}",
                 f"full log: {self.error_log}",
             )
+
+    def _signal(self, sig: int) -> None:
+        """`sig` to the server process alone."""
+        assert self.child is not None
+        os.kill(self.child.pid, sig)
 
     def _wait_ready(self, deadline_s: float) -> None:
         """Until `_ready()`; a server that exits or stays mute past the deadline is a start error."""
@@ -237,7 +241,7 @@ class Managed:
 
 class OnHost:
     """What a managed server on another host reads of itself there, over its SSH `link`
-    (servers/mysqld_host.py, servers/postgresql/remote.py): put first among the bases, so
+    (servers/mysqld_host.py): put first among the bases, so
     these replace the local readings of /proc."""
 
     link: Any  # hosts.transport.Connection
@@ -247,16 +251,17 @@ class OnHost:
     child: Any  # hosts.rundir.Tracked: its `lost` says why the host dropped off, if it did
     error_log: Path
 
-    def place_on(self, place: Any, datadir: str, local: Path, env: dict[str, str] | None, alloc: Any,
+    def place_on(self, place: Any, home: Any, env: dict[str, str] | None, alloc: Any,
                  preload: str | None, build: Any) -> None:  # fmt: skip
-        """Where it runs (`place`: the run's ServerHost; its cell's directory there named as `local`, this
-        machine's), with what: a build copied there (hosts/trees.py; None: the host's own), a variant's
+        """Where it runs (`place`: the run's ServerHost; `home`: its cell's directory there, hosts/home.py,
+        named as its `local` one, this machine's), with what: a build copied there (hosts/trees.py; None:
+        the host's own), a variant's
         allocator there (`preload`: in LD_PRELOAD, after [observe] alloc's counter, `alloc`:
         its AllocTracer, first there and so in every process the server forks)."""
-        self.place, self.link = place, place.link
-        self.rundir = local  # this machine's cell directory: its configuration written here, its log fetched back
-        self.remote_dir = f"{place.rundir.path}/{local.name}"
-        self.datadir = datadir  # a path on the host
+        self.place, self.link, self.home = place, place.link, home
+        self.rundir = home.local  # this machine's cell directory: its configuration written here, its log fetched back
+        self.remote_dir = home.dir
+        self.datadir = home.datadir  # a path on the host
         self.port, self.bind_address = place.free_port(), place.address
         self.env, self.build, self.preload, self.alloc = dict(env or {}), build, preload, alloc
         self.tracer = self.cpus = None
@@ -275,42 +280,17 @@ class OnHost:
         preload = {"LD_PRELOAD": ":".join(libraries)} if libraries else {}
         return ["env", *(f"{k}={v}" for k, v in {**self.env, **preload}.items())]
 
-    def put(self, name: str, text: str) -> None:
-        """`text` as the file `name` in its cell's directory there."""
-        self.link.run(["sh", "-c", 'mkdir -p "${0%/*}" && cat > "$0"', f"{self.remote_dir}/{name}"], stdin=text)
-
-    def run_client(self, argv: list[str], statement: str, what: str) -> str:
-        """`statement` through the host's client `argv` (on its stdin, never in argv: a password in it)."""
-        done = self.link.run(argv, timeout=120, stdin=statement)
-        if done.status != 0:
-            raise ServerStartError(
-                f"{what} on host {self.link.name} failed (exit {done.status}): {done.stderr.strip()[-500:]}",
-                f"the server's log: {self.error_log}",
-            )
-        return done.stdout
-
-    def fetch(self, files: dict[str, Path]) -> None:
-        """Each file of its cell's directory there into its path here (what error_lines reads)."""
-        for name, local in files.items():
-            done = self.link.run(["cat", f"{self.remote_dir}/{name}"], timeout=60)
-            if done.status == 0:
-                local.write_text(done.stdout, encoding="utf-8")
-
-    def remove(self) -> None:
-        """The cell's directory on the host (datadir included)."""
-        self.link.run(["rm", "-rf", "--one-file-system", self.remote_dir], timeout=120)
-
     def death(self) -> str:
         lost = self.child.lost if self.child is not None else None
         return lost or super().death()  # type: ignore[misc]  # the server class after this one
 
     def aslr_seen(self) -> bool | None:
-        done = self.link.run(["cat", f"/proc/{self.pid}/personality"])
-        try:
-            return not int(done.stdout.strip(), 16) & ADDR_NO_RANDOMIZE
-        except ValueError:
-            return None
+        return self.home.aslr_seen(self.pid)
 
     def mapped(self) -> set[str]:
         """Real paths of the files the server maps, from its /proc/PID/maps on the host."""
-        return libraries.mapped(self.link, self.pid)
+        return self.home.mapped(self.pid)
+
+    def remove(self) -> None:
+        """The cell's directory on the host (datadir included)."""
+        self.home.remove()

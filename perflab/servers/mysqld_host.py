@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from perflab.builds import Build
 from perflab.errors import PerflabError, ServerStartError
+from perflab.hosts.home import HostHome
 from perflab.hosts.rundir import Tracked
 from perflab.observers.status import StatusSampler
 from perflab.servers.managed import OnHost
@@ -119,7 +120,7 @@ class RemoteMysqld(OnHost, Mysqld):
         preload: str | None = None,
         build: Build | None = None,
     ) -> None:
-        self.place_on(place, datadir, local, env, alloc, preload, build)
+        self.place_on(place, HostHome(place, local, datadir), env, alloc, preload, build)
         self.socket = f"{self.remote_dir}/mysqld.sock"  # type: ignore[assignment]
         self.error_log = local / "error.log"
         self.option_file = local / "my.cnf"
@@ -154,7 +155,7 @@ class RemoteMysqld(OnHost, Mysqld):
         lines = ["# written by perflab; the server reads no other option file", f"[{self.flavor.group}]"]
         lines += [option_line(k, v) for k, v in {**self.flavor.translate(self.options), **fixed}.items()]
         self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        self.put("my.cnf", self.option_file.read_text())
+        self.home.write("my.cnf", self.option_file.read_text())
         adopted = self.link.run(["sh", "-c", _ADOPT, self.remote_dir, account, self.datadir])
         if adopted.status != 0:
             raise ServerStartError(
@@ -184,7 +185,7 @@ class RemoteMysqld(OnHost, Mysqld):
                 return False
 
     def fetch_log(self) -> None:
-        self.fetch({"error.log": self.error_log, "stdout.log": self.rundir / "stdout.log"})
+        self.home.fetch("error.log", "stdout.log")
 
     def error_lines(self, limit: int = 12) -> str:
         try:
@@ -195,7 +196,7 @@ class RemoteMysqld(OnHost, Mysqld):
 
     def sql(self, statement: str) -> str:
         argv = [self.place.binaries["mariadb"], "--no-defaults", f"--socket={self.socket}", "--user=root"]
-        return self.run_client([*argv, "--batch", "--skip-column-names"], statement, "mariadb client")
+        return self.home.client([*argv, "--batch", "--skip-column-names"], statement, "mariadb client")
 
     def stop(self, clean: bool = False) -> None:
         if self.child is not None and self.child.lost and self.crashed is None:

@@ -117,10 +117,9 @@ def script_problem(output: str) -> str | None:
 def cell_argv(spec: ExperimentFile, cell: Cell, server: Any, seconds: int, jobs: int) -> list[str]:
     """A cell's pgbench (sequential or a seat): the server build's own pgbench when it has one,
     every transaction logged into the server's run directory (`pgbench_log.*`)."""
-    from perflab.servers.postgresql.server import SUPERUSER, pg_binary
+    from perflab.servers.postgresql.server import pg_binary
 
-    # a server on another host (servers/postgresql/remote.py): its address, port and the run's role
-    host, port, user = getattr(server, "client_target", None) or (server.rundir, server.port, SUPERUSER)
+    host, port, user = server.client_target  # its socket; on a server host its address, port and the run's role
     return argv(
         spec.workload.test,
         socket_dir=host,

@@ -157,7 +157,7 @@ alloc = true
 @pytest.mark.parametrize(
     ("where", "canary_on"),
     [
-        ('server_host = "db"', "db"),  # pgbench here (servers/postgresql/remote_cell.py)
+        ('server_host = "db"', "db"),  # pgbench here (run/window.py, the server in its host's home)
         ('server_host = "db"\nclient_host = "db"', "db"),  # pgbench on a client host (client_host.py), the same
         ('client_host = "load"', None),  # the server here, pgbench on the client host: the canary here
     ],

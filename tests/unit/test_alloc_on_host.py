@@ -1,5 +1,6 @@
 """[observe] alloc of a server on a server host (observers/alloc/tracer.py on a host's place,
-hosts/place.py), without a host: the "link" runs its argv here (sh, od, head, tail, base64, dd, truncate: what the host runs), so the
+hosts/place.py), without a host: the "link" runs its argv here (sh, od, head, tail, base64, dd,
+truncate: what the host runs), so the
 counter file made, read and written over it is checked against the local reader of the same file;
 the host's binaries name a process's addresses as the live symbolizer does; the counter's window is
 the sampler's span."""
@@ -110,7 +111,8 @@ def test_the_window_reads_the_slots_in_use_as_the_local_reader(tracer: AllocTrac
     _fill_slots(path, EXTRA_SLOTS + 9)  # more threads took a slot than a read looks beyond: read again
     counts = tracer._read()
     assert counts == alloc.read(path) and counts.threads == EXTRA_SLOTS + 8
-    assert _reads(tracer)[1:] == [alloc.HEADER_BYTES + (5 + EXTRA_SLOTS) * slot, alloc.HEADER_BYTES + (2 * EXTRA_SLOTS + 9) * slot]
+    head = alloc.HEADER_BYTES
+    assert _reads(tracer)[1:] == [head + (5 + EXTRA_SLOTS) * slot, head + (2 * EXTRA_SLOTS + 9) * slot]
 
 
 def test_the_counts_span_is_the_hosts_time_of_each_snapshot(tracer: AllocTracer) -> None:
@@ -280,7 +282,8 @@ def test_the_server_there_starts_with_the_counter_first_in_ld_preload(tmp_path: 
     monkeypatch.setattr(remote_mariadb.RemoteMysqld, "write_option_file", lambda self: None)
     monkeypatch.setattr(remote_mariadb.RemoteMysqld, "_wait_ready", lambda self, deadline: None)
     link = SimpleNamespace(name="db", target=SimpleNamespace(user="root"))
-    place = SimpleNamespace(link=link, rundir=SimpleNamespace(path="/dev/shm/perflab-host-x"), address="10.77.1.2",
+    place = SimpleNamespace(name="db", link=link, rundir=SimpleNamespace(path="/dev/shm/perflab-host-x"),
+                            address="10.77.1.2",
                             free_port=lambda: 23456, program="/usr/sbin/mariadbd")  # fmt: skip
     there = "/dev/shm/perflab-host-x/perflab_alloc-0123.so"
     counter = SimpleNamespace(

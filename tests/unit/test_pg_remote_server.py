@@ -1,4 +1,5 @@
-"""PostgreSQL on another host without a host (servers/postgresql/remote.py, docs/hosts.md): the
+"""PostgreSQL on another host without a host (servers/postgresql/server.py in its host's home,
+hosts/home.py; docs/hosts.md): the
 postmaster tree's counters parsed from the host's /proc, postgres's argv there (as the postgres
 user when the ssh user is root), its postgresql.conf (the host's address only, the cell's socket
 directory), and the host's tools found in postgresql-15's bin directory, off the PATH."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -16,8 +18,13 @@ from perflab.hosts.target import parse_target
 from perflab import workloads
 from perflab.hosts import target
 from perflab.places.procfs import ProcCounters
+from perflab.hosts import home
 from perflab.hosts.place import parse_tree
-from perflab.servers.postgresql.remote import RemotePostgreSQL
+from perflab.servers.postgresql import KIND
+
+
+def RemotePostgreSQL(place: SimpleNamespace, datadir: str, options: dict, **kw: object) -> Any:  # noqa: N802
+    return KIND.remote_server(place, datadir, options, **kw)  # type: ignore[arg-type]
 
 TICK = "100\n"
 POSTMASTER = "4711 (postgres) S 1 4711 4711 0 -1 4194560 900 0 7 0 250 75 300 100 20 0 1 0 1234 0 0\n"
@@ -37,6 +44,7 @@ def test_the_tree_counts_every_backend_and_those_the_postmaster_reaped() -> None
 def _place(user: str) -> SimpleNamespace:
     link = SimpleNamespace(target=parse_target(f"{user}@10.77.1.2"), name="db", run=lambda *a, **k: None)
     return SimpleNamespace(
+        name="db",
         link=link,
         rundir=SimpleNamespace(path="/dev/shm/perflab-host-abc"),
         address="10.77.1.2",
@@ -46,18 +54,29 @@ def _place(user: str) -> SimpleNamespace:
     )
 
 
-def test_postgres_runs_as_the_postgres_user_when_the_ssh_user_is_root(tmp_path: Path) -> None:
+def _started(server: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The argv the server's start runs there (through the run directory's wrapper)."""
+    started: list[list[str]] = []
+    monkeypatch.setattr(home, "Tracked", lambda rundir, argv, measured=False: started.append(argv))
+    server.place = server.home.place
+    server.home.link.run = lambda *a, **k: SimpleNamespace(status=0, stdout="", stderr="")
+    monkeypatch.setattr(type(server), "_wait_ready", lambda self, deadline: None)
+    monkeypatch.setattr(type(server), "pid", 4711)
+    server.start()
+    return started[0]
+
+
+def test_postgres_runs_as_the_postgres_user_when_the_ssh_user_is_root(tmp_path: Path, monkeypatch) -> None:
     server = RemotePostgreSQL(_place("root"), "/dev/shm/perflab-host-abc/cell-0002/data", {}, local=tmp_path / "cell-0002",
                               env={"A": "1"})  # fmt: skip
-    argv = server.argv()
+    argv = _started(server, monkeypatch)
     assert argv[:4] == ["sh", "-c", argv[2], "/dev/shm/perflab-host-abc/cell-0002/postgres.log"]
     tail = ["/usr/lib/postgresql/15/bin/postgres", "-D", "/dev/shm/perflab-host-abc/cell-0002/data",
             "-c", "config_file=/dev/shm/perflab-host-abc/cell-0002/postgresql.conf"]  # fmt: skip
     assert argv[4:] == ["env", "A=1", "setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", *tail]
-    server.aslr = False
     bench = RemotePostgreSQL(_place("bench"), "/d/cell-0001/data", {}, local=tmp_path / "cell-0001")
     bench.aslr = False
-    assert bench.argv()[4:] == ["env", "setarch", "-R", "/usr/lib/postgresql/15/bin/postgres", "-D",
+    assert _started(bench, monkeypatch)[4:] == ["env", "setarch", "-R", "/usr/lib/postgresql/15/bin/postgres", "-D",
                                 "/d/cell-0001/data", "-c", "config_file=/dev/shm/perflab-host-abc/cell-0001/postgresql.conf"]  # fmt: skip
     assert bench.client_target == ("10.77.1.2", 23456, "perflab")
 
@@ -187,14 +206,11 @@ def test_the_loader_here_reads_the_login_from_a_file_only_its_owner_reads(tmp_pa
 
 
 def test_initdb_on_the_host_runs_as_the_postgres_user_in_a_directory_it_owns() -> None:
-    from perflab.servers.postgresql.remote import init_datadir
-
     ran: list[list[str]] = []
     place = _place("root")
     place.binaries["initdb"] = "/usr/lib/postgresql/15/bin/initdb"
-    place.name = "db"
     place.link.run = lambda argv, timeout=60: ran.append(argv) or SimpleNamespace(status=0, stdout="", stderr="")
-    assert init_datadir(place, "/dev/shm/perflab-host-abc/snapshot") == "initdb"
+    assert KIND.remote_init(place, "/dev/shm/perflab-host-abc/snapshot") == "initdb"  # type: ignore[arg-type]
     (argv,) = ran
     assert argv[3:6] == ["/dev/shm/perflab-host-abc/snapshot", "postgres", "-"]
     assert argv[6:] == ["/usr/lib/postgresql/15/bin/initdb", "-D", "/dev/shm/perflab-host-abc/snapshot", "-U",
@@ -202,7 +218,7 @@ def test_initdb_on_the_host_runs_as_the_postgres_user_in_a_directory_it_owns() -
 
 
 def test_the_init_script_makes_the_datadir_and_runs_the_tool_there(tmp_path: Path) -> None:
-    from perflab.servers.postgresql.remote import _INIT
+    from perflab.hosts.home import _INIT
 
     datadir = tmp_path / "run" / "snapshot"
     datadir.parent.mkdir()
@@ -233,7 +249,7 @@ def test_a_segment_is_released_or_recorded_only_when_the_postmaster_made_it(tmp_
     import os
     import secrets
 
-    from perflab.servers.postgresql.remote import _RECORD, _RELEASE
+    from perflab.hosts.home import _RECORD, _RELEASE
 
     libc = ctypes.CDLL(None, use_errno=True)
     key = 0x51000000 + secrets.randbelow(1 << 24)

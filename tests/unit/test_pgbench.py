@@ -172,7 +172,7 @@ def test_a_cells_command_and_window_through_the_workload_interface(tmp_path: Pat
         '[workload]\ntool = "pgbench"\ntest = "tpcb-like"\nthreads = [4]\n'
     )
     wl, cell = workloads.of(exp.file), exp.cells()[0]
-    server = SimpleNamespace(rundir=tmp_path, bindir=None, port=5432)
+    server = SimpleNamespace(rundir=tmp_path, bindir=None, port=5432, client_target=(tmp_path, 5432, "postgres"))
     argv = wl.run_argv(exp.file, cell, server, 13 + wl.tail_s, 3, jobs=2)
     assert f"--time={13 + pgbench_argv.TAIL_S}" in argv and "--jobs=2" in argv and "--client=4" in argv
     assert "--jobs=4" in wl.run_argv(exp.file, cell, server, 13, 3)

@@ -177,7 +177,7 @@ threads = [2]
 
 
 def test_pgbench_on_a_server_host_takes_io_and_the_canary_and_calibrates_with_it() -> None:
-    """pgbench's window (cut at perflab's marks: servers/postgresql/remote_cell.py) runs them on the host."""
+    """pgbench's window (cut at perflab's marks: run/window.py) runs them on the host."""
     observe = spec.parse(PGBENCH + "[observe]\nio = true\nhost_speed = true\n").file.observe
     assert observe.io and observe.host_speed
     calibration = aa_experiment(spec.parse(PGBENCH), rounds=3).file.observe.host_speed

@@ -22,7 +22,8 @@ from perflab.observers import io
 from perflab.servers import kind, mysqld_io
 from perflab.servers.mysqld import Mysqld
 from perflab.servers.postgresql import io as pg_io
-from perflab.servers.postgresql.server import PostgreSQL, run_user
+from perflab.servers.postgresql.server import PostgreSQL
+from perflab.servers.postgresql.user import run_user
 from perflab.spec.design import choose, design_problems
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "storage"

@@ -89,7 +89,8 @@ def test_training_and_prepare_commands_are_the_tools_own(monkeypatch, tmp_path):
     from perflab.workloads import sysbench
 
     monkeypatch.setattr(sysbench, "sysbench_binary", lambda: "sysbench")
-    server = SimpleNamespace(socket=tmp_path / "s.sock", rundir=tmp_path, bindir=None, port=5432)
+    server = SimpleNamespace(socket=tmp_path / "s.sock", rundir=tmp_path, bindir=None, port=5432,
+                             client_target=(tmp_path, 5432, "postgres"))
     maria = spec.parse('[experiment]\nname = "t"\n[workload]\ntest = "oltp_read_only"\nthreads = [1, 4]\n').file
     assert workloads.of(maria).training_argv(maria, server, 30) == sysbench.argv(
         "oltp_read_only", "run", socket=server.socket, tables=4, table_size=10000, threads=4, seconds=30, options={}

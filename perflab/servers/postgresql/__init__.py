@@ -96,7 +96,7 @@ class PostgreSQLKind(Kind):
         return DURABILITY_OPTIONS
 
     def server_account(self) -> Any:
-        from perflab.servers.postgresql.server import run_user
+        from perflab.servers.postgresql.user import run_user
 
         return run_user()
 
@@ -171,7 +171,7 @@ class PostgreSQLKind(Kind):
 
         return rules.build_problems(builds)
 
-    # a server on another host (hosts/server.py, servers/postgresql/remote.py): Debian's
+    # a server on another host (hosts/server.py, hosts/home.py): Debian's
     # postgresql-15 there, in its own bin directory (not on PATH); psql from postgresql-client-15
     # the counter preloaded into the postmaster there counts in every backend (a slot each), summed
     server_packages: ClassVar[dict[str, str]] = {
@@ -181,15 +181,35 @@ class PostgreSQLKind(Kind):
     }
     server_dirs = ("/usr/lib/postgresql/15/bin",)
 
-    def remote_server(self, place: ServerHostPlace, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
-        from perflab.servers.postgresql.remote import RemotePostgreSQL
+    def remote_server(
+        self, place: ServerHostPlace, datadir: str, options: dict[str, Any], *, local: Path,
+        env: dict[str, str] | None = None, alloc: Any = None, preload: str | None = None, build: Any = None,
+    ) -> Any:  # fmt: skip
+        """postgres on its host: its cell's directory there (hosts/home.py), listening only on the address
+        this machine reaches it by, the run's role logging in there by password only (pg_hba:
+        scram-sha-256); the host's postgresql-15, or a build copied there behind its private root's loader."""
+        from perflab.hosts.home import HostHome
+        from perflab.servers.postgresql.server import PostgreSQL
 
-        return RemotePostgreSQL(place, datadir, options, **kw)
+        programs = dict(place.binaries)
+        if build is not None:
+            programs["postgres"] = str(build.binary)
+        server = PostgreSQL(
+            local, datadir, options, env={**(env or {}), **(alloc.env() if alloc else {})}, preload=preload,
+            tracer=alloc.there if alloc else None, build=build, home=HostHome(place, local, datadir),
+            programs=programs, launcher=build.launcher if build is not None else (),
+        )  # fmt: skip
+        server.alloc, server.listen_address, server.port = alloc, place.address, place.free_port()
+        return server
 
     def remote_init(self, place: ServerHostPlace, datadir: str) -> str:
-        from perflab.servers.postgresql.remote import init_datadir
+        """A new cluster at `datadir` on the host by its initdb, as the postgres account (peer auth)."""
+        from perflab.hosts.home import init_as
+        from perflab.servers.postgresql.server import INITDB_OPTIONS, RUN_USER, SUPERUSER
 
-        return init_datadir(place, datadir)
+        argv = [place.binaries["initdb"], "-D", datadir, "-U", SUPERUSER, *INITDB_OPTIONS]
+        init_as(place, datadir, argv, RUN_USER, f"postgresql-15 there provides initdb and the {RUN_USER} user")
+        return "initdb"
 
     def listen_on(self, server: Any, address: str) -> None:
         """TCP at `address` too, on a port free there (two servers here for one client host: an

@@ -28,20 +28,7 @@ from typing import Any
 
 from perflab import allocators
 from perflab.errors import AllocatorNotMappedError
-from perflab.places.proctree import children, tree
-
-
-def client_backends(pid: int, database: str) -> int:
-    """The postmaster's backends serving a client on `database`: their title names it
-    ("postgres: USER DATABASE [local] idle")."""
-    count = 0
-    for member in children(pid):
-        try:
-            title = Path(f"/proc/{member}/cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        count += f" {database} ".encode() in title
-    return count
+from perflab.places.proctree import tree
 
 
 def verify_backends(pid: int, name: str | None, library: Path | None, env: dict[str, str] | None = None) -> int:
@@ -112,7 +99,7 @@ def verified(server: Any, cell: Any, child: Any, database: str) -> int:
     and goes before its clients connect."""
     deadline, met = time.monotonic() + BACKENDS_DEADLINE_S, 0
     while time.monotonic() < deadline and child.poll() is None:
-        met = met + 1 if client_backends(server.pid, database) >= cell.threads else 0
+        met = met + 1 if server.client_backends(database) >= cell.threads else 0
         if met == 2:
             break
         time.sleep(0.05)

@@ -22,7 +22,8 @@ CLUSTER_BYTES = 130 << 20
 
 def tool_problems() -> list[Problem]:
     from perflab.errors import ToolMissingError
-    from perflab.servers.postgresql.server import pg_binary, run_user
+    from perflab.servers.postgresql.server import pg_binary
+    from perflab.servers.postgresql.user import run_user
 
     problems = []
     for name in PG_TOOLS:

@@ -22,8 +22,8 @@ in the log, and the cell fails with it.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import pwd
 import re
 import shutil
 import signal
@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any, Self
 
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
-from perflab.places import segments
-from perflab.places.proc import Child, call, clean_env, start_ticks
-from perflab.servers.managed import Managed, ld_preload, read_log
-from perflab.servers.postgresql.user import RUN_USER, as_server_user, give, reachable, run_user
+from perflab.places.proc import call, clean_env
+from perflab.servers.home import HereHome, Home
+from perflab.servers.managed import Managed, read_log
+from perflab.servers.postgresql.user import RUN_USER, as_server_user, give, reachable
 
 PG_BIN = Path(os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin"))
 SUPERUSER = "postgres"  # the database role initdb creates (-U), trusted on the local socket
@@ -81,13 +81,11 @@ def pg_binary(name: str, bindir: Path | None = None) -> str:
     raise ToolMissingError(f"{name} not found in {PG_BIN}", "apt-get install postgresql-15 (or `make setup`)")
 
 
-def auth_files(tcp: bool, os_users: Sequence[str] | None = None) -> dict[str, str]:
+def auth_files(tcp: bool, os_users: Sequence[str]) -> dict[str, str]:
     """pg_hba.conf and pg_ident.conf of a cell (issue 48): on the socket, peer authentication,
-    the OS accounts perflab runs as and the server runs as mapped to SUPERUSER, every other one
-    refused; over TCP (`tcp`: a client host), the role `perflab` by password (scram-sha-256) only."""
-    if os_users is None:
-        server = run_user()
-        os_users = [pwd.getpwuid(os.geteuid()).pw_name] + ([server.pw_name] if server is not None else [])
+    the OS accounts perflab runs as and the server runs as (`os_users`: Home.peers) mapped to
+    SUPERUSER, every other one refused; over TCP (`tcp`: a client elsewhere), the role `perflab` by
+    password (scram-sha-256) only."""
     hba = "# written by perflab: who may log in (perflab docs trust)\nlocal all all peer map=perflab\n"
     hba += "host all perflab all scram-sha-256\n" if tcp else ""
     ident = "# written by perflab: these OS accounts may log in as the superuser, on the socket\n"
@@ -152,47 +150,67 @@ def initdb(datadir: Path, log: Path, bindir: Path | None = None) -> str:
 
 
 class PostgreSQL(Managed):
-    """One postmaster (and its backends) on a datadir perflab created; a context manager.
-    The same interface as Mysqld (servers/mysqld.py), so a cell runs either."""
+    """One postmaster (and its backends) on a datadir perflab created; a context manager. The same
+    interface as Mysqld (servers/mysqld.py), so a cell runs either. `home`: where it runs (here, or
+    a server host's cell directory: hosts/home.py), with that place's `programs` (tool -> path there)
+    behind a private root's `launcher` there; None: this machine's, the build's own (`bindir`)."""
 
     kind = "postgresql"
+    alloc: Any = None  # [observe] alloc's counter on a server host (its AllocTracer), None here
 
     def __init__(
         self,
         rundir: Path,
-        datadir: Path,
+        datadir: Path | str,
         options: dict[str, Any],
         *,
         env: dict[str, str] | None = None,
-        preload: Path | None = None,
-        tracer: Path | None = None,
+        preload: Path | str | None = None,
+        tracer: Path | str | None = None,
         cpus: Sequence[int] | None = None,
-        build: object | None = None,
+        build: Any = None,
         durable: bool = False,
+        home: Home | None = None,
+        programs: dict[str, str] | None = None,
+        launcher: Sequence[str] = (),
     ) -> None:
-        self.rundir = rundir
-        self.datadir = datadir
-        self.socket = rundir  # libpq's host: the socket's directory
+        self.home: Home = home if home is not None else HereHome(rundir, cpus)
+        self.rundir = rundir  # this machine's cell directory: its configuration's copy, its logs
+        self.datadir = datadir  # where it runs
+        self.socket = Path(self.home.dir)  # libpq's host: the socket's directory (there)
         self.port = PORT
-        self.listen_address = ""  # TCP only for a client on a remote host (Kind.listen_on): that address alone
+        self.listen_address = ""  # TCP only for a client elsewhere (Kind.listen_on, a server host): that address alone
         self.error_log = rundir / "postgres.log"
         self.option_file = rundir / "postgresql.conf"
         own = {k: v for k, v in DEFAULT_OPTIONS.items() if not (durable and k in TMPFS_ONLY)}
         self.options = {**own, **options}  # durable: on disk, the server's own defaults
-        self.env = clean_env(env)
-        self.preload = preload
-        self.tracer = tracer
-        self.cpus = cpus
-        self.build = build
-        self.bindir = build_bindir(build, rundir.parent)  # None: the installed postgresql-15
-        self.child: Child | None = None
-        self.ticks: int | None = None  # the postmaster's start time (its segment's: _release_segment)
+        self.env = dict(env or {})
+        self.preload, self.tracer, self.cpus, self.build = preload, tracer, cpus, build
+        self.programs, self.launcher = programs, list(launcher)
+        self.bindir = build_bindir(build, rundir.parent) if programs is None else None  # None: postgresql-15's
+        self.child: Any = None  # places/proc.Child here, hosts/rundir.Tracked there
         self.crashed: bool | None = None
+
+    def binary(self, name: str) -> str:
+        """The tool `name` (postgres, psql) where the server runs."""
+        return self.programs[name] if self.programs is not None else pg_binary(name, self.bindir)
 
     @property
     def conf_dir(self) -> str:
         """The directory of its socket and of the files perflab writes for it, where it runs."""
-        return str(self.rundir)
+        return self.home.dir
+
+    @property
+    def bind_address(self) -> str | None:
+        return self.listen_address or None
+
+    @property
+    def client_target(self) -> tuple[str | Path, int, str]:
+        """Where a client here reaches it: its socket as the superuser (peer), or, from another
+        machine, its address and port as the run's role (its password the run's)."""
+        if self.home.remote_clients:
+            return self.listen_address, self.port, "perflab"
+        return self.rundir, self.port, SUPERUSER
 
     def write_option_file(self) -> None:
         fixed = {
@@ -208,37 +226,36 @@ class PostgreSQL(Managed):
         }
         lines = ["# written by perflab; the server reads no other configuration file"]
         lines += [conf_line(k, v) for k, v in {**self.options, **fixed}.items()]
-        self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.home.write("postgresql.conf", "\n".join(lines) + "\n")
+        # on its socket, by peer: perflab's account and the server's (and the ssh user's there)
+        for name, text in auth_files(bool(self.listen_address), self.home.peers(RUN_USER)).items():
+            self.home.write(name, text)
+
+    def argv(self) -> list[str]:
+        conf = f"config_file={self.conf_dir}/postgresql.conf"
+        return self.launched([*self.launcher, self.binary("postgres"), "-D", str(self.datadir), "-c", conf])
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
-        self.rundir.mkdir(parents=True, exist_ok=True)
         self.write_option_file()
-        for name, text in auth_files(bool(self.listen_address)).items():
-            (self.rundir / name).write_text(text, encoding="utf-8")  # a new run directory, root's until give
-        give(self.rundir)
         libraries = [str(self.tracer)] if self.tracer is not None else []
-        libraries += [ld_preload(self.preload, self.rundir)] if self.preload is not None else []
-        if libraries:
-            self.env["LD_PRELOAD"] = " ".join(libraries)
-        argv = [pg_binary("postgres", self.bindir), "-D", str(self.datadir), "-c", f"config_file={self.option_file}"]
-        with open(self.error_log, "w", encoding="utf-8") as log:
-            self.child = Child(
-                as_server_user(self.launched(argv)), env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=log
-            )
-        self.ticks = start_ticks(self.child.pid)  # the postmaster's (setpriv execs it in place)
+        libraries += [self.home.preloaded(str(self.preload))] if self.preload is not None else []
+        env = {**self.env, "LD_PRELOAD": " ".join(libraries)} if libraries else self.env
+        hint = f"postgresql-15 creates the {RUN_USER} account: apt-get install postgresql-15"
+        self.child = self.home.start(self.argv(), env, "postgres.log", RUN_USER, hint)
         self._wait_ready(deadline_s)
+        self.home.started(self.pid, str(self.datadir))
 
     @property
     def program(self) -> Path:
         """The postgres binary itself (a private root's: the program its wrapper runs)."""
         wrapped = self.bindir is not None and self.build is not None and self.build.extra.get("root")
-        return Path(self.build.binary) if wrapped else Path(pg_binary("postgres", self.bindir))
+        return Path(self.build.binary) if wrapped else Path(self.binary("postgres"))
 
     READY_POLL_S = 0.1
 
     def _ready(self) -> bool:
         """A real connection and query (psql), not just a socket that accepts."""
-        if not (self.rundir / f".s.PGSQL.{self.port}").exists():
+        if not self.home.ready(f".s.PGSQL.{self.port}"):
             return False
         try:
             return self.sql("SELECT 1").strip() == "1"
@@ -252,15 +269,15 @@ class PostgreSQL(Managed):
 
     def sql(self, statement: str, database: str = "postgres") -> str:
         # the statement on stdin, never in argv (a password in it: every account reads /proc/PID/cmdline)
-        argv = self.psql(pg_binary("psql", self.bindir), database)
-        return call(argv, what="psql", env=clean_env(), timeout=120, stdin=statement)
+        return self.home.client(self.psql(self.binary("psql"), database), statement, "psql")
 
     def log_lines(self) -> list[str]:
+        with contextlib.suppress(PerflabError):  # a host that dropped off: what was fetched before
+            self.home.fetch("postgres.log")
         try:
             return read_log(self.error_log).splitlines()
         except FileNotFoundError:
             return []
-
     def error_lines(self, limit: int = 12) -> str:
         """The server's own PANIC/FATAL/ERROR lines and crash lines (or the log tail)."""
         lines = self.log_lines()
@@ -280,6 +297,8 @@ class PostgreSQL(Managed):
         if code is None:
             cause = self.restart_cause()
             return f"backend crashed: {cause}" if cause else "server still running"
+        if self.child.lost:  # its host dropped off: how it fares there is unknown
+            return str(self.child.lost)
         if code < 0:
             return f"server died: signal {-code} ({signal.Signals(-code).name})"
         return f"server exited with code {code}"
@@ -297,33 +316,42 @@ class PostgreSQL(Managed):
 
     def client_backends(self, database: str) -> int:
         """The postmaster's backends serving a client on `database` now (their titles name it)."""
-        from perflab.servers.postgresql.accounting import client_backends
+        return self.home.children_titled(self.pid, f" {database} ")
 
-        return client_backends(self.pid, database)
+    def data_bytes(self, database: str) -> int:
+        return int(self.sql(f"SELECT pg_database_size('{database}')").strip())
+
+    def aslr_seen(self) -> bool | None:
+        return self.home.aslr_seen(self.pid)
+
+    def mapped(self) -> set[str]:
+        """Real paths of the files the postmaster maps, where it runs."""
+        return self.home.mapped(self.pid)
+
+    def remove(self) -> None:
+        """Its cell's directory where it runs (datadir included)."""
+        self.home.remove()
+
+    def _signal(self, sig: int) -> None:
+        self.home.signal(self.pid, sig)
 
     def stop(self, clean: bool = False) -> None:
-        """clean: fast shutdown (SIGINT to the postmaster), else SIGKILL to the process group."""
+        """clean: fast shutdown (SIGINT to the postmaster), else SIGKILL to the process group; then the
+        System V segment a killed postmaster leaves released (postgres keeps one of 56 bytes to see
+        whether old backends are still attached, and removes it only at a clean shutdown), and its
+        log fetched back from a host."""
         if self.child is None:
             return
         if self.crashed is None:
-            self.crashed = self.child.poll() is not None
+            self.crashed = self.child.poll() is not None and not self.child.lost
         try:
             if clean:
                 self._stop_cleanly(signal.SIGINT, group=False)
             self.child.kill()
         finally:
-            self._release_segment()
-
-    def _release_segment(self) -> None:
-        """The System V segment a killed postmaster leaves (postgres keeps one of 56 bytes to see
-        whether old backends are still attached, and removes it only at a clean shutdown: every
-        SIGKILLed cell would leak one), removed once nobody is attached. Found in the kernel's
-        table, made by this postmaster as its account (places/segments.py), never by the id in
-        postmaster.pid: the server's account writes that file, and could name anyone's segment."""
-        if self.child is None or self.ticks is None:
-            return
-        server = run_user()
-        segments.release({self.child.pid: self.ticks}, {server.pw_uid if server else os.geteuid()})
+            with contextlib.suppress(PerflabError):  # a host that dropped off: doctor --clean's, there
+                self.home.release(self.child.pid, str(self.datadir))
+                self.home.fetch("postgres.log")
 
     def __enter__(self) -> Self:
         try:
