@@ -36,63 +36,49 @@ class Home(Protocol):
 
     def write(self, name: str, text: str) -> None:
         """The file `name` of its directory there, its copy in `local`."""
-        ...
 
     def preloaded(self, library: str) -> str:
         """`library` as LD_PRELOAD names it there."""
-        ...
 
     def start(self, argv: list[str], env: dict[str, str], log: str, user: str, hint: str) -> Process:
         """`argv` started as the account `user` (when perflab is root: never as root), its output
         into `log` of its directory, its environment `env`; its directory the account's first."""
-        ...
 
     def peers(self, user: str) -> list[str]:
         """The OS accounts that may log in on its socket there: perflab's, and the server's (`user`)."""
-        ...
 
     def ready(self, name: str) -> bool:
         """Whether `name` (its socket) can be there yet (False: not worth a client's try)."""
-        ...
 
     def client(self, argv: list[str], statement: str, what: str) -> str:
         """`statement` through the client `argv` there (on its stdin, never in argv: a password in it)."""
-        ...
 
     def fetch(self, *names: str) -> None:
         """Files of its directory there into `local` (nothing to do here)."""
-        ...
 
     def signal(self, pid: int, sig: int) -> None:
         """`sig` to the process `pid` alone."""
-        ...
 
     def started(self, pid: int, datadir: str) -> None:
         """The server `pid` is up: what it may leave behind if killed is noted (a postmaster's
         System V segment: a run killed first leaves it to doctor --clean)."""
-        ...
 
     def release(self, pid: int, datadir: str) -> None:
         """What the server `pid` left behind (a killed postmaster's System V segment): found in the
         kernel's table, made by this process as its account, never by the id in postmaster.pid (the
         server's account writes that file, and could name anyone's segment: issue 48)."""
-        ...
 
     def children_titled(self, pid: int, text: str) -> int:
         """How many children of `pid` have `text` in their command line (a postmaster's backends)."""
-        ...
 
     def aslr_seen(self, pid: int) -> bool | None:
         """Whether `pid`'s address space is randomized (its personality), None when unread."""
-        ...
 
     def mapped(self, pid: int) -> set[str]:
         """Real paths of the files `pid` maps there."""
-        ...
 
     def remove(self) -> None:
         """Its cell's directory there, once the server is gone (a host's: not left to fill its tmpfs)."""
-        ...
 
 
 class HereHome:
