@@ -4,7 +4,7 @@ directory's wrapper (its own process group, tagged PERFLAB_RUN, its pid in `pids
 the host's package made (when the ssh user is root: never root), its client run there over the link,
 its log fetched back.
 
-    home = HostHome(server_host, rundir)             # server_host.home(rundir)
+    home = HostHome(server_host, rundir, datadir)    # the cell's directory there, its datadir there
     child = home.start(argv, env, "postgres.log", "postgres")
 """
 
@@ -42,15 +42,15 @@ _OURS = (
 )
 # marked for removal: the kernel frees it once the last backend has gone
 _RELEASE = _OURS + ' && ipcrm -m "$3" 2>/dev/null; true'
+# recorded in the run directory's `shm`, for a run killed before its stop: the run directory's removal
+# (doctor --clean) releases it (hosts/rundir.py)
+_RECORD = _OURS + ' && echo "$2 $3" >> "$r/shm"; true'
 # $0: a pid; $1: a text. Its children whose command line holds the text, counted
 _TITLED = (
     'n=0; for p in $(cat /proc/"$0"/task/*/children 2>/dev/null); do '
     't=$(tr "\\0" " " < /proc/"$p"/cmdline 2>/dev/null) || continue; '
     'case "$t" in *"$1"*) n=$((n + 1));; esac; done; echo "$n"'
 )
-# recorded in the run directory's `shm`, for a run killed before its stop: the run directory's removal
-# (doctor --clean) releases it (hosts/rundir.py)
-_RECORD = _OURS + ' && echo "$2 $3" >> "$r/shm"; true'
 
 # $0: a datadir (new), $1: the account that runs the server (empty: the ssh user), "$@" after: the
 # tool's argv (initdb), run in the datadir's parent (the account may not reach the ssh user's home)

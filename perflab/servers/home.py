@@ -22,7 +22,7 @@ from perflab import allocators
 from perflab.places import Process, segments
 from perflab.places.proc import Child, call, clean_env, start_ticks
 from perflab.places.proctree import children
-from perflab.servers.managed import ADDR_NO_RANDOMIZE, account, as_account, give, ld_preload
+from perflab.servers.managed import account, as_account, give, ld_preload, randomized
 
 
 class Home(Protocol):
@@ -142,10 +142,7 @@ class HereHome:
         return count
 
     def aslr_seen(self, pid: int) -> bool | None:
-        try:
-            return not int(Path(f"/proc/{pid}/personality").read_text().strip(), 16) & ADDR_NO_RANDOMIZE
-        except (OSError, ValueError):
-            return None
+        return randomized(pid)
 
     def mapped(self, pid: int) -> set[str]:
         return allocators.mapped_libraries(pid)

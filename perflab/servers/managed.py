@@ -140,6 +140,15 @@ def copy_log(path: Path, to: Path) -> None:
         raise OSError(exc.errno, exc.strerror, str(path), None, str(to)) from exc
 
 
+def randomized(pid: int) -> bool | None:
+    """Whether process `pid`'s address space is randomized, from its personality (ADDR_NO_RANDOMIZE,
+    0x0040000); None when it cannot be read."""
+    try:
+        return not int(Path(f"/proc/{pid}/personality").read_text().strip(), 16) & ADDR_NO_RANDOMIZE
+    except (OSError, ValueError):
+        return None
+
+
 class Managed:
     """A server process perflab started. Subclasses set `child`, `error_log` and define
     `program`, `error_lines` and `_ready` (a real connection answers)."""
@@ -161,13 +170,7 @@ class Managed:
         return netns.join(self.pid, argv) if self.own_network else argv
 
     def aslr_seen(self) -> bool | None:
-        """Whether the running server's address space is randomized, from its personality
-        (ADDR_NO_RANDOMIZE, 0x0040000); None when it cannot be read."""
-        try:
-            flags = int(Path(f"/proc/{self.pid}/personality").read_text().strip(), 16)
-        except (OSError, ValueError):
-            return None
-        return not flags & ADDR_NO_RANDOMIZE
+        return randomized(self.pid)
 
     @property
     def program(self) -> Path:
@@ -239,7 +242,25 @@ class Managed:
         )
 
 
-class OnHost:
+class Housed:
+    """A managed server that reads itself through its `home` (servers/home.py): where it runs."""
+
+    home: Any  # servers/home.Home
+    pid: int
+
+    def aslr_seen(self) -> bool | None:
+        return self.home.aslr_seen(self.pid)  # type: ignore[no-any-return]
+
+    def mapped(self) -> set[str]:
+        """Real paths of the files the server maps, where it runs."""
+        return self.home.mapped(self.pid)  # type: ignore[no-any-return]
+
+    def remove(self) -> None:
+        """Its cell's directory where it runs (datadir included; here the run's, removed with it)."""
+        self.home.remove()
+
+
+class OnHost(Housed):
     """What a managed server on another host reads of itself there, over its SSH `link`
     (servers/mysqld_host.py): put first among the bases, so
     these replace the local readings of /proc."""
@@ -283,14 +304,3 @@ class OnHost:
     def death(self) -> str:
         lost = self.child.lost if self.child is not None else None
         return lost or super().death()  # type: ignore[misc]  # the server class after this one
-
-    def aslr_seen(self) -> bool | None:
-        return self.home.aslr_seen(self.pid)
-
-    def mapped(self) -> set[str]:
-        """Real paths of the files the server maps, from its /proc/PID/maps on the host."""
-        return self.home.mapped(self.pid)
-
-    def remove(self) -> None:
-        """The cell's directory on the host (datadir included)."""
-        self.home.remove()

@@ -154,8 +154,7 @@ class RemoteMysqld(OnHost, Mysqld):
                 fixed["character-sets-dir"] = charsets
         lines = ["# written by perflab; the server reads no other option file", f"[{self.flavor.group}]"]
         lines += [option_line(k, v) for k, v in {**self.flavor.translate(self.options), **fixed}.items()]
-        self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        self.home.write("my.cnf", self.option_file.read_text())
+        self.home.write("my.cnf", "\n".join(lines) + "\n")  # its copy here: option_file
         adopted = self.link.run(["sh", "-c", _ADOPT, self.remote_dir, account, self.datadir])
         if adopted.status != 0:
             raise ServerStartError(

@@ -145,8 +145,8 @@ class AllocTracer:
             present = self._slots + EXTRA_SLOTS
             words = _words(self._bytes(0, alloc.HEADER_BYTES + present * alloc.SLOT_WORDS * 8))
             alloc.checked(words, f"{self.file}{self.place.where}")
-            fits, self._slots = alloc.slots_used(words) <= present, alloc.slots_used(words)
-            if fits:
+            self._slots = alloc.slots_used(words)
+            if self._slots <= present:
                 self._walls.append(self._wall)
                 return alloc.counts_of(words)
 

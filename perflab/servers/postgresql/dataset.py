@@ -36,7 +36,7 @@ def prepare(
     try:
         with server:
             database = fill(server, spec, tool, log)
-            data_bytes = int(server.sql(f"SELECT pg_database_size('{database}')").strip())
+            data_bytes = server.data_bytes(database)
             server.stop(clean=True)  # a checkpoint: the snapshot needs no recovery
     finally:
         with contextlib.suppress(OSError):

@@ -34,7 +34,7 @@ from typing import Any, Self
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
 from perflab.places.proc import call, clean_env
 from perflab.servers.home import HereHome, Home
-from perflab.servers.managed import Managed, read_log
+from perflab.servers.managed import Housed, Managed, read_log
 from perflab.servers.postgresql.user import RUN_USER, as_server_user, give, reachable
 
 PG_BIN = Path(os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -149,7 +149,7 @@ def initdb(datadir: Path, log: Path, bindir: Path | None = None) -> str:
     return "initdb" if bindir is None else f"initdb of the build ({argv[0]})"
 
 
-class PostgreSQL(Managed):
+class PostgreSQL(Housed, Managed):
     """One postmaster (and its backends) on a datadir perflab created; a context manager. The same
     interface as Mysqld (servers/mysqld.py), so a cell runs either. `home`: where it runs (here, or
     a server host's cell directory: hosts/home.py), with that place's `programs` (tool -> path there)
@@ -320,17 +320,6 @@ class PostgreSQL(Managed):
 
     def data_bytes(self, database: str) -> int:
         return int(self.sql(f"SELECT pg_database_size('{database}')").strip())
-
-    def aslr_seen(self) -> bool | None:
-        return self.home.aslr_seen(self.pid)
-
-    def mapped(self) -> set[str]:
-        """Real paths of the files the postmaster maps, where it runs."""
-        return self.home.mapped(self.pid)
-
-    def remove(self) -> None:
-        """Its cell's directory where it runs (datadir included)."""
-        self.home.remove()
 
     def _signal(self, sig: int) -> None:
         self.home.signal(self.pid, sig)
