@@ -11,6 +11,7 @@ its log fetched back.
 from __future__ import annotations
 
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,13 +23,17 @@ from perflab.servers.managed import ADDR_NO_RANDOMIZE
 if TYPE_CHECKING:
     from perflab.servers.kind import ServerHostPlace
 
-# $0: the cell's directory, $1: its datadir, $2: the account that runs the server (empty: the ssh user).
-# Its socket, log, files and data: the account's alone (0700: a server's command line names its
-# cell's directory to every account there: issue 48)
+# $0: the cell's directory, $1: its datadir, $2: the account that runs the server (empty: the ssh user),
+# $3: the directories made in it (names perflab gives: mysqld's tmp and files). Its socket, log, files
+# and data: the account's alone (0700: a server's command line names its cell's directory to every
+# account there: issue 48)
 _ADOPT = (
-    'mkdir -p "$0" && chmod 700 "$0" "$1" && chmod go+x "${0%/*}" && { [ -z "$2" ] || { '
+    'mkdir -p "$0" && for d in $3; do mkdir -p "$0/$d" || exit 1; done && chmod 700 "$0" "$1" && '
+    'chmod go+x "${0%/*}" && { [ -z "$2" ] || { '
     '{ [ "${1%/*}" = "$0" ] || chmod go+x "${1%/*}"; } && chown -R "$2:" "$0" "$1"; }; }'
 )
+# $0: a directory; the bytes of the files under it
+_BYTES = 'find "$0" -type f -printf "%s\\n" | awk "{ s += \\$1 } END { print s + 0 }"'
 # $0: the log file, "$@": the argv, run in the cell's directory (not the ssh user's home, which the
 # server's account may not reach); exec keeps the wrapper's pid (the server's = the group's)
 _LOGGED = 'cd "${0%/*}" && exec "$@" > "$0" 2>&1'
@@ -99,15 +104,24 @@ class HostHome:
     def preloaded(self, library: str) -> str:
         return library  # a path perflab made there (the run directory's copy, or the host's own)
 
-    def start(self, argv: list[str], env: dict[str, str], log: str, user: str, hint: str) -> Tracked:
-        who = account(self.place, user)
-        adopted = self.link.run(["sh", "-c", _ADOPT, self.dir, self.datadir, who])
+    def account(self, user: str, hint: str) -> str:
+        return account(self.place, user)
+
+    def reaches(self, user: str, programs: Sequence[str], files: Sequence[str]) -> bool:
+        """Not read from here: the server starts as the ssh user and becomes `user` itself."""
+        return False
+
+    def start(self, argv: list[str], env: dict[str, str], log: str, user: str, hint: str, *, become: bool = True,
+              dirs: Sequence[str] = (), network: bool = False) -> Tracked:  # fmt: skip
+        assert not network, "a network of its own is this machine's (places/netns.py)"
+        who = account(self.place, user) if user else ""
+        adopted = self.link.run(["sh", "-c", _ADOPT, self.dir, self.datadir, who, " ".join(dirs)])
         if adopted.status != 0:
             raise ServerStartError(
                 f"host {self.name}: cannot give {self.dir} to {who or 'the ssh user'}: {adopted.stderr.strip()[-300:]}",
                 f"{hint}, on {self.link.target}",
             )
-        if who:
+        if who and become:
             argv = ["setpriv", f"--reuid={who}", f"--regid={who}", "--init-groups", *argv]
         environment = ["env", *(f"{k}={v}" for k, v in env.items())]
         logged = ["sh", "-c", _LOGGED, f"{self.dir}/{log}", *environment, *argv]
@@ -153,6 +167,12 @@ class HostHome:
 
     def mapped(self, pid: int) -> set[str]:
         return libraries.mapped(self.link, pid)
+
+    def is_dir(self, path: str) -> bool:
+        return self.link.run(["test", "-d", path]).status == 0
+
+    def tree_bytes(self, path: str) -> int:
+        return int(self.link.run(["sh", "-c", _BYTES, path], timeout=120).stdout.strip() or 0)
 
     def remove(self) -> None:
         self.link.run(["rm", "-rf", "--one-file-system", self.dir], timeout=120)

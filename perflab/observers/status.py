@@ -11,7 +11,7 @@ Each sample is the output of one batch: tab-separated `name value` rows of SHOW 
 STATUS, then `INNODB_METRICS.name value type` rows, then an end marker. Values that are not
 numbers (Innodb_buffer_pool_load_status, ...) are left out.
 
-    sampler = StatusSampler(server.socket).connect()  # before the workload loads the server
+    sampler = kind.status(server, None).connect()  # before the workload loads the server (servers/mysql_protocol.py)
     start_workload()
     with sampler as status:   # the first sample now, then one per second
         run_window()
@@ -30,7 +30,6 @@ from typing import IO, Any, Self
 
 from perflab.errors import PerflabError
 from perflab.places.proc import Child, clean_env
-from perflab.tools import binary
 
 END = "--perflab-status-end--"
 METRICS_PREFIX = "INNODB_METRICS."
@@ -134,19 +133,16 @@ def figures(
     return {"per_txn": per_txn, "gauges": means, "samples": len(samples), "transactions": round(span_txns, 1)}
 
 
-def of_server(server: Any) -> StatusSampler:
-    """[observe] status of a server on this machine, over its socket, connected now (before the
-    workload loads it: a new connection at 1024 threads takes seconds); MySQL's metrics column differs."""
-    enabled = getattr(getattr(server, "flavor", None), "metrics_enabled", "ENABLED")
-    return StatusSampler(server.socket, enabled=enabled).connect()
-
-
 class StatusSampler:
-    """Samples the server behind `socket` every `interval` seconds in a thread; a failed
-    sample ends the sampling and is raised (StatusError) when the window ends."""
+    """Samples the server that the `client` command (a `mariadb` client and its login) reaches every
+    `interval` seconds in a thread, its stderr in the directory `errors`; a failed sample ends the
+    sampling and is raised (StatusError) when the window ends. `enabled`: INNODB_METRICS' column that
+    says a metric is on (the server's dialect: Kind.status)."""
 
-    def __init__(self, socket: Path, interval: float = 1.0, lean: bool = False, enabled: str = "ENABLED") -> None:
-        self.socket = socket
+    def __init__(
+        self, client: list[str], errors: Path, interval: float = 1.0, lean: bool = False, enabled: str = "ENABLED"
+    ) -> None:
+        self.client, self.errors = client, errors
         self.interval = interval
         # lean: only COUNTERS (LEAN_QUERY), for a caller that needs no more than throughput
         query = QUERY.replace("{enabled}", enabled)
@@ -162,15 +158,7 @@ class StatusSampler:
         self._start = 0.0
 
     def argv(self) -> list[str]:
-        return [
-            binary("mariadb"),
-            "--no-defaults",
-            f"--socket={self.socket}",
-            "--user=root",
-            "--batch",
-            "--skip-column-names",
-            "--unbuffered",
-        ]
+        return self.client
 
     def connect(self) -> StatusSampler:
         """Start the client and finish its connection now, with one round trip. Call it before
@@ -178,7 +166,7 @@ class StatusSampler:
         at the window's start took seconds to start and connect, and its "first" sample then
         described the window's end (Threads_connected 888 of 1024 at t = 0, in CI)."""
         if self._child is None:
-            self._stderr = open(self.socket.parent / "status-client.err", "w+", encoding="utf-8")  # noqa: SIM115
+            self._stderr = open(self.errors / "status-client.err", "w+", encoding="utf-8")  # noqa: SIM115
             self._child = Child(
                 self.argv(),
                 env=clean_env(),

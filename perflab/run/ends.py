@@ -24,7 +24,6 @@ from perflab.observers.alloc.tracer import AllocTracer, Spanning
 from perflab.observers.profilers import Profilers
 from perflab.observers.paired import CLIENT, Paired, alone, on_host
 from perflab.observers.beside import ServerObservers
-from perflab.observers.status import of_server as status_of
 from perflab.places import Site
 from perflab.places.here import HERE
 from perflab.places.proc import sockets
@@ -67,7 +66,7 @@ class ServerHere:
         return Paired(mine, theirs), beside.here(observe, runner.io_observer(server), server, armed)
 
     def status(self, password: str | None) -> Any:
-        return status_of(self.server) if self.runner.exp.file.observe.status else None
+        return self.runner.kind.status(self.server, None).connect() if self.runner.exp.file.observe.status else None
 
     def connected(self, cell: Cell, child: Any) -> dict[str, Any]:
         return self.runner.kind.window_checks(self.server, cell, child, workloads.of(self.runner.exp.file))
@@ -125,7 +124,7 @@ class ServerThere:
     def status(self, password: str | None) -> Any:
         if not self.runner.exp.file.observe.status:
             return None
-        return self.runner.kind.remote_status(self.server, password).connect()
+        return self.runner.kind.status(self.server, password).connect()
 
     def connected(self, cell: Cell, child: Any) -> dict[str, Any]:
         return {}  # the backends' maps are the host's

@@ -1,7 +1,7 @@
 """Where a managed server lives: its cell's directory, the files perflab writes there, its start as
 its own account, the statements of its client, its signals and what it leaves. Here (`HereHome`: this
 machine's tmpfs, the account taken from its passwd) or on a server host (hosts/home.HostHome: the
-same over its SSH link), so that a server kind is written once (servers/postgresql/server.py).
+same over its SSH link), so that a server kind is written once (servers/postgresql/server.py, servers/mysqld.py).
 
     home = HereHome(rundir, cpus)                   # or hosts/home.HostHome(server_host, rundir, datadir)
     home.write("postgresql.conf", text)             # into its directory there, a copy here
@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Protocol
 
 from perflab import allocators
-from perflab.places import Process, segments
+from perflab.places import Process, netns, segments
 from perflab.places.proc import Child, call, clean_env, start_ticks
 from perflab.places.proctree import children
-from perflab.servers.managed import account, as_account, give, ld_preload, randomized
+from perflab.servers.dataset import tree_bytes
+from perflab.servers.managed import account, as_account, give, ld_preload, randomized, reachable
 
 
 class Home(Protocol):
@@ -40,9 +41,20 @@ class Home(Protocol):
     def preloaded(self, library: str) -> str:
         """`library` as LD_PRELOAD names it there."""
 
-    def start(self, argv: list[str], env: dict[str, str], log: str, user: str, hint: str) -> Process:
-        """`argv` started as the account `user` (when perflab is root: never as root), its output
-        into `log` of its directory, its environment `env`; its directory the account's first."""
+    def account(self, user: str, hint: str) -> str:
+        """The account a server of `user` runs as there: `user` when perflab (its ssh user) is root, else
+        "" (perflab's own). ToolMissingError with `hint` when there is no such account."""
+
+    def reaches(self, user: str, programs: Sequence[str], files: Sequence[str]) -> bool:
+        """Whether the account `user` can run `programs` and read `files` there (then the server is
+        exec'd as that account; else it starts as perflab's and becomes the account itself)."""
+
+    def start(self, argv: list[str], env: dict[str, str], log: str, user: str, hint: str, *, become: bool = True,
+              dirs: Sequence[str] = (), network: bool = False) -> Process:  # fmt: skip
+        """`argv` started as the account `user` ("": perflab's; when perflab is root: never as root),
+        its output into `log` of its directory, its environment `env`; its directory (with `dirs` made
+        in it) and its datadir the account's first. `become` False: it starts as perflab's account and
+        becomes `user` itself (mysqld's option `user`). `network`: in a network of its own (netns.own)."""
 
     def peers(self, user: str) -> list[str]:
         """The OS accounts that may log in on its socket there: perflab's, and the server's (`user`)."""
@@ -77,6 +89,12 @@ class Home(Protocol):
     def mapped(self, pid: int) -> set[str]:
         """Real paths of the files `pid` maps there."""
 
+    def is_dir(self, path: str) -> bool:
+        """Whether `path` is a directory there."""
+
+    def tree_bytes(self, path: str) -> int:
+        """The bytes of the files under `path` there (a database's on disk)."""
+
     def remove(self) -> None:
         """Its cell's directory there, once the server is gone (a host's: not left to fill its tmpfs)."""
 
@@ -87,8 +105,8 @@ class HereHome:
     name = "here"
     remote_clients = False
 
-    def __init__(self, local: Path, cpus: Sequence[int] | None = None) -> None:
-        self.local, self.dir, self.cpus = local, str(local), cpus
+    def __init__(self, local: Path, cpus: Sequence[int] | None = None, datadir: Path | None = None) -> None:
+        self.local, self.dir, self.cpus, self.datadir = local, str(local), cpus, datadir
         self.ticks: int | None = None  # the server's start time (its segment's: release)
         self.uid = os.geteuid()  # the account it runs as (start)
 
@@ -99,12 +117,28 @@ class HereHome:
     def preloaded(self, library: str) -> str:
         return ld_preload(Path(library), self.local)
 
-    def start(self, argv: list[str], env: dict[str, str], log: str, user: str, hint: str) -> Child:
+    def account(self, user: str, hint: str) -> str:
         server = account(user, hint)
+        return server.pw_name if server is not None else ""
+
+    def reaches(self, user: str, programs: Sequence[str], files: Sequence[str]) -> bool:
+        server = pwd.getpwnam(user)
+        return all(reachable(Path(p), server, 0o5) for p in programs) and all(reachable(Path(f), server) for f in files)
+
+    def start(self, argv: list[str], env: dict[str, str], log: str, user: str, hint: str, *, become: bool = True,
+              dirs: Sequence[str] = (), network: bool = False) -> Child:  # fmt: skip
+        server = account(user, hint) if user else None
         self.uid = server.pw_uid if server is not None else os.geteuid()
+        for name in dirs:
+            (self.local / name).mkdir(parents=True, exist_ok=True)
         give(self.local, server, "the server")  # its directory its account's (issue 48)
+        if self.datadir is not None and not self.datadir.is_relative_to(self.local):  # on disk ([experiment] storage)
+            give(self.datadir, server, "the server")
+        argv = as_account(argv, server if become else None)
+        if network:  # outside setpriv: unshare needs root (places/netns.py)
+            argv = netns.own(argv)
         with open(self.local / log, "w", encoding="utf-8") as out:
-            child = Child(as_account(argv, server), env=clean_env(env), cpus=self.cpus, cwd=self.local, stdout=out)
+            child = Child(argv, env=clean_env(env), cpus=self.cpus, cwd=self.local, stdout=out)
         self.ticks = start_ticks(child.pid)  # setpriv execs it in place: the server's own
         return child
 
@@ -146,6 +180,12 @@ class HereHome:
 
     def mapped(self, pid: int) -> set[str]:
         return allocators.mapped_libraries(pid)
+
+    def is_dir(self, path: str) -> bool:
+        return Path(path).is_dir()
+
+    def tree_bytes(self, path: str) -> int:
+        return tree_bytes(Path(path))
 
     def remove(self) -> None:
         pass  # the run's work directory is removed with the run

@@ -260,9 +260,9 @@ class Kind:
         dataset prepared there (hosts/dataset.py); what initialised it."""
         raise NotImplementedError(f"preparing a dataset on another host is not supported with {self.title} yet")
 
-    def remote_status(self, server: Managed, password: str, lean: bool = False) -> Any:
-        """[observe] status of a server on another host, read from here over TCP as the run's login
-        (a StatusSampler, not yet connected)."""
+    def status(self, server: Managed, password: str | None, lean: bool = False) -> Any:
+        """[observe] status of `server`, read from here (on its socket; over TCP as the run's login,
+        `password`, when it runs on its host): a StatusSampler, not yet connected."""
         raise NotImplementedError(f"[observe] status is not supported with {self.title}")
 
     def remote_server(self, place: ServerHostPlace, datadir: str, options: dict[str, Any], **kw: Any) -> Managed:

@@ -150,11 +150,14 @@ def randomized(pid: int) -> bool | None:
 
 
 class Managed:
-    """A server process perflab started. Subclasses set `child`, `error_log` and define
-    `program`, `error_lines` and `_ready` (a real connection answers)."""
+    """A server process perflab started, where its `home` is (servers/home.py: here or a server host;
+    it reads itself there). Subclasses set `child`, `error_log`, `home` and define `program`,
+    `error_lines` and `_ready` (a real connection answers)."""
 
     child: Child | None
     error_log: Path
+    home: Any  # servers/home.Home (not imported: home.py builds on this module)
+    alloc: Any = None  # [observe] alloc's counter on a server host (its AllocTracer), None here
     READY_POLL_S = 0.05
     CLEAN_STOP_S = 120.0  # a clean shutdown that takes longer is killed, and is not clean
     aslr = True  # False: the server starts under `setarch -R` (its children inherit it)
@@ -170,7 +173,15 @@ class Managed:
         return netns.join(self.pid, argv) if self.own_network else argv
 
     def aslr_seen(self) -> bool | None:
-        return randomized(self.pid)
+        return self.home.aslr_seen(self.pid)  # type: ignore[no-any-return]
+
+    def mapped(self) -> set[str]:
+        """Real paths of the files the server maps, where it runs."""
+        return self.home.mapped(self.pid)  # type: ignore[no-any-return]
+
+    def remove(self) -> None:
+        """Its cell's directory where it runs (datadir included; here the run's, removed with it)."""
+        self.home.remove()
 
     @property
     def program(self) -> Path:
@@ -240,67 +251,3 @@ class Managed:
             f"{self.program.name} not ready after {deadline_s:.0f}s:\n{self.error_lines()}",
             f"full log: {self.error_log}",
         )
-
-
-class Housed:
-    """A managed server that reads itself through its `home` (servers/home.py): where it runs."""
-
-    home: Any  # servers/home.Home
-    pid: int
-
-    def aslr_seen(self) -> bool | None:
-        return self.home.aslr_seen(self.pid)  # type: ignore[no-any-return]
-
-    def mapped(self) -> set[str]:
-        """Real paths of the files the server maps, where it runs."""
-        return self.home.mapped(self.pid)  # type: ignore[no-any-return]
-
-    def remove(self) -> None:
-        """Its cell's directory where it runs (datadir included; here the run's, removed with it)."""
-        self.home.remove()
-
-
-class OnHost(Housed):
-    """What a managed server on another host reads of itself there, over its SSH `link`
-    (servers/mysqld_host.py): put first among the bases, so
-    these replace the local readings of /proc."""
-
-    link: Any  # hosts.transport.Connection
-    place: Any  # kind.ServerHostPlace
-    remote_dir: str  # its cell's directory there
-    pid: int
-    child: Any  # hosts.rundir.Tracked: its `lost` says why the host dropped off, if it did
-    error_log: Path
-
-    def place_on(self, place: Any, home: Any, env: dict[str, str] | None, alloc: Any,
-                 preload: str | None, build: Any) -> None:  # fmt: skip
-        """Where it runs (`place`: the run's ServerHost; `home`: its cell's directory there, hosts/home.py,
-        named as its `local` one, this machine's), with what: a build copied there (hosts/trees.py; None:
-        the host's own), a variant's
-        allocator there (`preload`: in LD_PRELOAD, after [observe] alloc's counter, `alloc`:
-        its AllocTracer, first there and so in every process the server forks)."""
-        self.place, self.link, self.home = place, place.link, home
-        self.rundir = home.local  # this machine's cell directory: its configuration written here, its log fetched back
-        self.remote_dir = home.dir
-        self.datadir = home.datadir  # a path on the host
-        self.port, self.bind_address = place.free_port(), place.address
-        self.env, self.build, self.preload, self.alloc = dict(env or {}), build, preload, alloc
-        self.tracer = self.cpus = None
-        if alloc is not None:
-            self.env.update(alloc.env())
-            self.tracer = alloc.there
-        self.crashed: bool | None = None
-
-    @property
-    def program(self) -> Path:
-        return self.build.binary if self.build is not None else Path(self.place.program)
-
-    def environment(self) -> list[str]:
-        """`env`'s arguments there: its environment, the counter then the variant's allocator preloaded."""
-        libraries = [lib for lib in (self.tracer, self.preload) if lib is not None]
-        preload = {"LD_PRELOAD": ":".join(libraries)} if libraries else {}
-        return ["env", *(f"{k}={v}" for k, v in {**self.env, **preload}.items())]
-
-    def death(self) -> str:
-        lost = self.child.lost if self.child is not None else None
-        return lost or super().death()  # type: ignore[misc]  # the server class after this one

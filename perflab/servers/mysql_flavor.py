@@ -36,18 +36,11 @@ class Flavor:
         """`options` with MariaDB's names and meanings turned into this server's."""
         return dict(options)
 
-    def private(self, rundir: Path, build: Build | None) -> dict[str, Any]:
-        """Options that keep the server to its run directory, beyond perflab's fixed ones:
+    def private(self, there: str, build: Build | None) -> dict[str, Any]:
+        """Options that keep the server to its cell's directory `there`, beyond perflab's fixed ones:
         `secure-file-priv`, so that LOAD_FILE, LOAD DATA and SELECT INTO OUTFILE reach only a
-        directory of the cell's own (the server runs as root: issue 48)."""
-        return {"secure-file-priv": files_dir(rundir)}
-
-
-def files_dir(rundir: Path) -> Path:
-    """secure-file-priv: a directory of the run's own, which must exist."""
-    path = rundir / "files"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+        directory of the cell's own, `files` (made at its start: MySQL exits when it is missing; issue 48)."""
+        return {"secure-file-priv": f"{there}/files"}
 
 
 @dataclass(frozen=True)

@@ -39,16 +39,35 @@ class MySQLProtocolKind(Kind):
     memory_figure = "RSS"
     sysbench_driver = "mysql"
 
-    def remote_status(self, server: Any, password: str, lean: bool = False) -> Any:
-        from perflab.servers.mysqld_host import RemoteStatusSampler
+    def status(self, server: Any, password: str | None, lean: bool = False) -> Any:
+        """SHOW GLOBAL STATUS through this machine's `mariadb` client (its login: Mysqld.login); its
+        stderr in the cell's directory here; the metrics' column as the server's dialect names it."""
+        from perflab.observers.status import StatusSampler
+        from perflab.tools import binary
 
-        return RemoteStatusSampler(server, password, lean)
+        client = [binary("mariadb"), *server.login(password), "--batch", "--skip-column-names", "--unbuffered"]
+        return StatusSampler(client, server.rundir, lean=lean, enabled=server.flavor.metrics_enabled)
 
-    def remote_server(self, place: ServerHostPlace, datadir: str, options: dict[str, Any], **kw: Any) -> Any:
-        """mariadbd or mysqld there: the host's installed MariaDB, or a build copied there (hosts/trees.py)."""
-        from perflab.servers.mysqld_host import RemoteMysqld
+    def remote_server(
+        self, place: ServerHostPlace, datadir: str, options: dict[str, Any], *, local: Path,
+        env: dict[str, str] | None = None, alloc: Any = None, preload: str | None = None, build: Build | None = None,
+    ) -> Mysqld:  # fmt: skip
+        """mariadbd or mysqld on its host: its cell's directory there (hosts/home.py), listening only on the
+        address this machine reaches it by; the host's installed MariaDB (its dialect by its version), or a
+        build copied there (hosts/trees.py) behind its private root's loader there."""
+        from perflab.hosts.home import HostHome
+        from perflab.servers.mysql_dialects import installed_dialect
+        from perflab.servers.mysqld import Mysqld
 
-        return RemoteMysqld(place, datadir, options, **kw)
+        server = Mysqld(
+            local, datadir, options, env={**(env or {}), **(alloc.env() if alloc else {})}, preload=preload,
+            tracer=alloc.there if alloc else None, build=build, home=HostHome(place, local, datadir),
+            programs={**place.binaries, "mariadbd": place.program},
+        )  # fmt: skip
+        server.alloc, server.bind_address, server.port = alloc, place.address, place.free_port()
+        if build is None or build.kind == "installed":
+            server.flavor = installed_dialect(place.version)  # "mariadbd  Ver 10.11.19-MariaDB-..."
+        return server
 
     def basedir_build(self, name: str, basedir: Path) -> Build:
         from perflab.builds import BuildError, describe
@@ -204,12 +223,8 @@ class MySQLProtocolKind(Kind):
 
     def turn_counters(self, server: Any, clock: Any, lean: bool, password: str | None = None) -> Any:
         """The server's own statement counters, `SHOW GLOBAL STATUS` over one connection made now:
-        on its socket, or over TCP from here to a server on its host (`remote_status`)."""
-        from perflab.observers.status import StatusSampler
-
-        if password is not None:
-            return self.remote_status(server, password, lean).connect()
-        return StatusSampler(server.socket, lean=lean).connect()
+        on its socket, or over TCP from here to a server on its host (`status`)."""
+        return self.status(server, password, lean).connect()
 
     def process_counters(self, place: Place, pid: int, threads: bool = False) -> ProcCounters:
         return place.counters(pid, threads)  # one process: its threads are the server's

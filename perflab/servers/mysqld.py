@@ -15,20 +15,23 @@ become the message.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
 import signal
 import socket
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
 from perflab.builds import Build
-from perflab.places import netns
-from perflab.places.proc import Child, call, clean_env
+from perflab.errors import PerflabError
+from perflab.places.proc import call
 from perflab.tools import binary
-from perflab.servers.managed import LOOPBACK, Managed, account, as_account, free_port, give, ld_preload, reachable, read_log
+from perflab.servers.home import HereHome, Home
+from perflab.servers.managed import LOOPBACK, Managed, account, free_port, read_log
 from perflab.servers.mysql_dialects import dialect
 
 READY_DEADLINE_S = 90.0
@@ -96,54 +99,64 @@ def option_line(name: str, value: Any) -> str:
 
 
 RUN_USER = "mysql"  # Debian's mariadb-server (and mysql-server) create it; used only when perflab is root
+HINT = "apt-get install mariadb-server creates it (or `adduser --system --group mysql`)"
 
 
 def run_user() -> pwd.struct_passwd | None:
     """The account mariadbd and mysqld run as: RUN_USER when perflab is root, else perflab's own (None)."""
-    return account(RUN_USER, "apt-get install mariadb-server creates it (or `adduser --system --group mysql`)")
+    return account(RUN_USER, HINT)
 
 
 class Mysqld(Managed):
-    """One server process (mariadbd or mysqld) on a datadir perflab created; a context manager."""
+    """One server process (mariadbd or mysqld) on a datadir perflab created; a context manager. `home`:
+    where it runs (here, or a server host's cell directory: hosts/home.py), with that place's
+    `programs` (tool -> path there); None: this machine's, the installed MariaDB's or the build's own."""
 
     def __init__(
         self,
         rundir: Path,
-        datadir: Path,
+        datadir: Path | str,
         options: dict[str, Any],
         *,
         env: dict[str, str] | None = None,
-        preload: Path | None = None,
-        tracer: Path | None = None,
+        preload: Path | str | None = None,
+        tracer: Path | str | None = None,
         cpus: Sequence[int] | None = None,
         build: Build | None = None,
         durable: bool = False,
+        home: Home | None = None,
+        programs: dict[str, str] | None = None,
     ) -> None:
-        self.rundir = rundir
-        self.datadir = datadir
-        self.socket = rundir / "mysqld.sock"
+        self.home: Home = home if home is not None else HereHome(rundir, cpus, Path(datadir))
+        self.rundir = rundir  # this machine's cell directory: its option file's copy, its logs
+        self.datadir = datadir  # where it runs
+        self.socket = Path(self.home.dir) / "mysqld.sock"
         self.port = free_port()
         # no TCP: the clients here connect by the socket, in the run's directory only root reaches (issue 48);
-        # an address only for a client that connects by TCP (go-tpc, a client host: Kind.listen_on)
+        # an address only for a client that connects by TCP (go-tpc, a client host: Kind.listen_on; a server host's)
         self.bind_address: str | None = None
         self.error_log = rundir / "error.log"
         self.option_file = rundir / "my.cnf"
-        self.tmpdir = rundir / "tmp"
         self.options = {**defaults(durable, options), **options}  # durable: on disk, the server's own
-        self.env = clean_env(env)
+        self.env = dict(env or {})
         self.preload = preload
         self.tracer = tracer  # preloaded before the allocator, which it forwards to ([observe] alloc)
         self.cpus = cpus
         self.build = build  # another server binary (a [builds] entry); None: the installed one
+        self.programs = programs
         self.flavor = dialect(build)  # the option file's dialect, as the build's kind says
-        self.child: Child | None = None
+        self.child: Any = None  # places/proc.Child here, hosts/rundir.Tracked there
         self.crashed: bool | None = None  # known once stopped: did it end on its own first?
         # True only for a PGO training server, which writes its profile into the build's tree (root's)
         self.as_root = False
-        self.exec_as: pwd.struct_passwd | None = None  # the account it is exec'd as (start: _exec_account)
+        self.become = False  # exec'd as its account (start); else started as perflab's, it becomes it itself
+
+    def binary(self, name: str) -> str:
+        """The tool `name` (mariadbd, mariadb) where the server runs."""
+        return self.programs[name] if self.programs is not None else binary(name)
 
     def write_option_file(self) -> None:
-        self.tmpdir.mkdir(parents=True, exist_ok=True)
+        there = self.home.dir
         listen: dict[str, Any] = {"skip-networking": True}  # the socket only
         if self.bind_address:
             listen = {"port": self.port, "bind-address": self.bind_address}
@@ -151,81 +164,97 @@ class Mysqld(Managed):
             "datadir": self.datadir,
             "socket": self.socket,
             **listen,
-            "pid-file": self.rundir / "mysqld.pid",
-            "log-error": self.error_log,
-            "tmpdir": self.tmpdir,
+            "pid-file": f"{there}/mysqld.pid",
+            "log-error": f"{there}/error.log",
+            "tmpdir": f"{there}/tmp",
         }
-        if os.geteuid() == 0 and self.exec_as is None:  # started as root: it becomes this account itself
-            user = None if self.as_root else run_user()
-            fixed["user"] = user.pw_name if user is not None else "root"
-        fixed.update(share_options(self.build))
-        fixed.update(self.flavor.private(self.rundir, self.build))
+        if not self.become:  # started as root, it becomes its account itself
+            user = self.home.account("root" if self.as_root else RUN_USER, HINT)
+            if user:
+                fixed["user"] = user
+        if self.build is not None and self.build.share is not None:  # a build's own messages and charsets
+            fixed["lc-messages-dir"] = self.build.share
+            if self.home.is_dir(f"{self.build.share}/charsets"):
+                fixed["character-sets-dir"] = f"{self.build.share}/charsets"
+        private = self.flavor.private(there, self.build)  # secure-file-priv; MySQL's basedir and mysqlx=0
+        if "basedir" in private and self.build is not None and self.build.extra.get("shipped_from"):
+            private["basedir"] = self.build.binary.parent.parent  # the tree copied there (hosts/trees.py)
+        fixed.update(private)
         lines = ["# written by perflab; the server reads no other option file", f"[{self.flavor.group}]"]
         # the fixed options come last: the last occurrence of an option wins
         lines += [option_line(k, v) for k, v in {**self.flavor.translate(self.options), **fixed}.items()]
-        self.option_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-    def ld_preload(self) -> str:
-        assert self.preload is not None
-        return ld_preload(self.preload, self.rundir)
+        self.home.write("my.cnf", "\n".join(lines) + "\n")  # its copy here: option_file
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         libraries = [str(self.tracer)] if self.tracer is not None else []
-        libraries += [self.ld_preload()] if self.preload is not None else []
-        if libraries:
-            self.env["LD_PRELOAD"] = " ".join(libraries)
+        libraries += [self.home.preloaded(str(self.preload))] if self.preload is not None else []
+        env = {**self.env, "LD_PRELOAD": " ".join(libraries)} if libraries else self.env
         launcher = self.build.launcher if self.build is not None else []  # a private root's loader
-        self.exec_as = self._exec_account(launcher, libraries)
+        user = "" if self.as_root else RUN_USER
+        self.become = bool(self.home.account(user, HINT)) if user else False
+        if self.become:  # its own account from its exec when it reaches every file it loads (_reaches)
+            self.become = self._reaches(user, launcher, libraries)
         self.write_option_file()
-        if not self.as_root:  # its run directory and datadir its account's (servers/managed.give)
-            give(self.rundir, run_user(), "mariadbd")
-            if not self.datadir.is_relative_to(self.rundir):
-                give(self.datadir, run_user(), "mariadbd")
-        argv = self.launched([*launcher, str(self.program), f"--defaults-file={self.option_file}"])
-        argv = as_account(argv, self.exec_as)
+        argv = self.launched([*launcher, str(self.program), f"--defaults-file={self.home.dir}/my.cnf"])
         # a TCP client here (go-tpc, which takes its password only in argv): not this machine's
         # loopback, which every account reaches, but 127.0.0.1 of a network of its own (places/netns.py)
-        self.own_network = self.bind_address == LOOPBACK
-        if self.own_network:
-            argv = netns.own(argv)
-        # what the server (or ld.so, before it) prints outside its error log
-        with open(self.rundir / "stdout.log", "w", encoding="utf-8") as console:
-            self.child = Child(argv, env=self.env, cpus=self.cpus, cwd=self.rundir, stdout=console)
+        self.own_network = self.bind_address == LOOPBACK and not self.home.remote_clients
+        # what the server (or ld.so, before it) prints outside its error log: stdout.log
+        self.child = self.home.start(argv, env, "stdout.log", user, HINT, become=self.become,
+                                     dirs=("tmp", "files"), network=self.own_network)  # fmt: skip
         self._wait_ready(deadline_s)
 
-    def _exec_account(self, launcher: list[str], libraries: list[str]) -> pwd.struct_passwd | None:
-        """The account the server is exec'd as: its own (RUN_USER) when it reaches every file it
-        loads, so that it dies with perflab (setpriv sets --pdeathsig after the uid change). Else
-        (a build in root's cache) it starts as root and becomes RUN_USER itself (option `user`):
+    def _reaches(self, user: str, launcher: list[str], libraries: list[str]) -> bool:
+        """Whether the server is exec'd as its own account (RUN_USER): when that account reaches every
+        file it loads, so that it dies with perflab (setpriv sets --pdeathsig after the uid change).
+        Else (a build in root's cache) it starts as root and becomes RUN_USER itself (option `user`):
         the kernel then clears its parent-death signal, and only the next run's sweep (or
         `perflab doctor --clean`) stops it if perflab is killed with SIGKILL."""
-        user = None if self.as_root else run_user()
-        if user is None:
-            return None
-        programs = [Path(p) for p in launcher if p.startswith("/")] + [self.program]
-        files = [Path(lib) for lib in libraries] + ([self.build.share] if self.build and self.build.share else [])
-        if all(reachable(p, user, 0o5) for p in programs) and all(reachable(f, user) for f in files):
-            return user
-        return None
+        programs = [p for p in launcher if p.startswith("/")] + [str(self.program)]
+        files = libraries + ([str(self.build.share)] if self.build and self.build.share else [])
+        return self.home.reaches(user, programs, files)
 
     @property
     def program(self) -> Path:
-        return self.build.binary if self.build is not None else Path(binary("mariadbd"))  # installed: MariaDB's
+        return self.build.binary if self.build is not None else Path(self.binary("mariadbd"))  # installed: MariaDB's
 
     def _ready(self) -> bool:
-        """True once the server accepts a connection and sends its greeting packet."""
-        if not self.socket.exists():
+        """True once the server accepts a connection and sends its greeting packet: on its socket, or
+        on its address from here (a server host's)."""
+        if self.home.remote_clients:
+            assert self.bind_address is not None
+            family, address = socket.AF_INET6 if ":" in self.bind_address else socket.AF_INET, (self.bind_address, self.port)
+        elif not self.socket.exists():
             return False
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        else:
+            family, address = socket.AF_UNIX, str(self.socket)
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
             sock.settimeout(2.0)
             try:
-                sock.connect(str(self.socket))
+                sock.connect(address)
                 return len(sock.recv(5)) > 0
             except OSError:
+                if self.home.remote_clients:
+                    time.sleep(0.2)  # each miss costs a round trip's worth at most: no tight loop over the network
                 return False
+
+    def login(self, password: str | None) -> list[str]:
+        """A `mariadb` client's options here to reach it: on its socket as root; from here over TCP to a
+        server on its host as the run's `perflab` user, its `password` in an option file only its owner
+        reads (`--defaults-file`, never the command line)."""
+        if not self.home.remote_clients:
+            return ["--no-defaults", f"--socket={self.socket}", "--user=root"]
+        options = self.rundir / "status.cnf"
+        fd = os.open(options, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"[client]\nprotocol=tcp\nhost={self.bind_address}\nport={self.port}\n")
+            f.write(f"user=perflab\npassword={password}\n")
+        return [f"--defaults-file={options}"]
 
     def error_lines(self, limit: int = 12) -> str:
         """The server's own [ERROR] lines (or the log tail if there are none)."""
+        with contextlib.suppress(PerflabError):  # a host that dropped off: what was fetched before
+            self.home.fetch("error.log", "stdout.log")
         try:
             lines = read_log(self.error_log).splitlines()
         except FileNotFoundError:
@@ -239,22 +268,21 @@ class Mysqld(Managed):
         return "\n".join(chosen[-limit:]) if chosen else "(no error log written)"
 
     def sql(self, statement: str) -> str:
-        argv = [
-            binary("mariadb"),
-            "--no-defaults",
-            f"--socket={self.socket}",
-            "--user=root",
-            "--batch",
-            "--skip-column-names",
-        ]
+        argv = [self.binary("mariadb"), "--no-defaults", f"--socket={self.socket}", "--user=root"]
         # the statement on stdin, never in argv (a password in it: every account reads /proc/PID/cmdline)
-        return call(argv, what="mariadb client", env=clean_env(), timeout=120, stdin=statement)
+        return self.home.client([*argv, "--batch", "--skip-column-names"], statement, "mariadb client")
+
+    def data_bytes(self, database: str) -> int:
+        """The database's files, in bytes, where it runs."""
+        return self.home.tree_bytes(f"{self.datadir}/{database}")
 
     def death(self) -> str:
         """How the server ended, for a failed cell: "server died: signal 11 (SIGSEGV)"."""
         code = None if self.child is None else self.child.poll()
         if code is None:
             return "server still running"
+        if self.child.lost:  # its host dropped off: how it fares there is unknown
+            return str(self.child.lost)
         if code < 0:
             return f"server died: signal {-code} ({signal.Signals(-code).name})"
         caught = re.search(r"got signal (\d+)", self.backtrace() or "")  # MySQL 8+: its handler exits
@@ -279,15 +307,19 @@ class Mysqld(Managed):
 
     def stop(self, clean: bool = False) -> None:
         """Stop the server: SIGTERM and wait for a clean shutdown, or SIGKILL when the
-        datadir is thrown away anyway (a cell's copy)."""
+        datadir is thrown away anyway (a cell's copy); then its logs fetched back from a host."""
         if self.child is None:
             return
-        if self.crashed is None:
-            self.crashed = self.child.poll() is not None  # it ended before we stopped it
-        if clean:
-            self._stop_cleanly(signal.SIGTERM, group=True)
-        else:
-            self.child.kill()
+        if self.crashed is None:  # it ended before we stopped it (a host that dropped off: unknown, not a crash)
+            self.crashed = self.child.poll() is not None and not self.child.lost
+        try:
+            if clean:
+                self._stop_cleanly(signal.SIGTERM, group=True)
+            else:
+                self.child.kill()
+        finally:
+            with contextlib.suppress(PerflabError):  # a host that dropped off: its log stays there
+                self.home.fetch("error.log", "stdout.log")
 
     def __enter__(self) -> Self:
         try:

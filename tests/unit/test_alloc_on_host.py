@@ -275,36 +275,40 @@ def test_the_hosts_perf_records_the_syscall_tracepoints_and_counts_the_servers()
 
 
 def test_the_server_there_starts_with_the_counter_first_in_ld_preload(tmp_path: Path, monkeypatch) -> None:
-    from perflab.servers import mysqld_host as remote_mariadb
+    from perflab.hosts import home
+    from perflab.servers import kind
+    from perflab.servers.mysqld import Mysqld
 
     started: list[list[str]] = []
-    monkeypatch.setattr(remote_mariadb, "Tracked", lambda rundir, argv, measured=False: started.append(argv))
-    monkeypatch.setattr(remote_mariadb.RemoteMysqld, "write_option_file", lambda self: None)
-    monkeypatch.setattr(remote_mariadb.RemoteMysqld, "_wait_ready", lambda self, deadline: None)
-    link = SimpleNamespace(name="db", target=SimpleNamespace(user="root"))
+    monkeypatch.setattr(home, "Tracked", lambda rundir, argv, measured=False: started.append(argv))
+    monkeypatch.setattr(Mysqld, "write_option_file", lambda self: None)
+    monkeypatch.setattr(Mysqld, "_wait_ready", lambda self, deadline: None)
+    ran: list[list[str]] = []
+    link = SimpleNamespace(name="db", target=SimpleNamespace(user="root"),
+                           run=lambda argv, **kw: ran.append(argv) or SimpleNamespace(status=0, stdout="", stderr=""))  # fmt: skip
     place = SimpleNamespace(name="db", link=link, rundir=SimpleNamespace(path="/dev/shm/perflab-host-x"),
-                            address="10.77.1.2",
+                            address="10.77.1.2", binaries={"mariadb": "/usr/bin/mariadb"}, version="mariadbd Ver 10.11.19",
                             free_port=lambda: 23456, program="/usr/sbin/mariadbd")  # fmt: skip
     there = "/dev/shm/perflab-host-x/perflab_alloc-0123.so"
     counter = SimpleNamespace(
         there=there, env=lambda: {"PERFLAB_ALLOC_FILE": "/dev/shm/perflab-host-x/cell-0001/a.bin"}
     )
-    server = remote_mariadb.RemoteMysqld(
-        place,
-        "/dev/shm/perflab-host-x/cell-0001/data",
-        {},
-        local=tmp_path / "cell-0001",
-        env={"TZ": "UTC"},
-        alloc=counter,
-    )
+    mariadb = kind("mariadb")
+    server = mariadb.remote_server(place, "/dev/shm/perflab-host-x/cell-0001/data", {}, local=tmp_path / "cell-0001",
+                                   env={"TZ": "UTC"}, alloc=counter)  # fmt: skip
     server.aslr = False
     server.start()
     (argv,) = started
     assert argv[4] == "env" and f"LD_PRELOAD={there}" in argv and "TZ=UTC" in argv  # after its console's redirection
     assert "PERFLAB_ALLOC_FILE=/dev/shm/perflab-host-x/cell-0001/a.bin" in argv
     assert argv[argv.index("setarch") :][:3] == ["setarch", "-R", "/usr/sbin/mariadbd"]  # env outside: setarch inherits
+    assert "setpriv" not in argv  # started as root: it becomes the mysql account itself (option user)
+    assert argv[-1] == "--defaults-file=/dev/shm/perflab-host-x/cell-0001/my.cnf"
+    # its directory (with tmp/ and files/: secure-file-priv) and its datadir the server's account's, first
+    adopt = ran[0]
+    assert adopt[3:] == ["/dev/shm/perflab-host-x/cell-0001", "/dev/shm/perflab-host-x/cell-0001/data", "mysql", "tmp files"]
     assert server.alloc is counter  # the window finds its counter through the server (remote.spanning)
-    plain = remote_mariadb.RemoteMysqld(place, "/d", {}, local=tmp_path / "cell-0002")
+    plain = mariadb.remote_server(place, "/d", {}, local=tmp_path / "cell-0002")
     plain.start()
     assert not any(a.startswith(("LD_PRELOAD=", "PERFLAB_ALLOC_FILE=")) for a in started[1]) and plain.alloc is None
 

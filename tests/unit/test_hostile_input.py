@@ -404,7 +404,7 @@ def test_preload_path_with_spaces_works(tmp_path: Path, shared_object: Path, fol
     rundir = tmp_path / "run"
     rundir.mkdir()
     server = mysqld.Mysqld(rundir, rundir / "data", {}, preload=lib)
-    ld_preload = server.ld_preload()
+    ld_preload = server.home.preloaded(str(server.preload))  # what Mysqld.start puts in LD_PRELOAD
     assert not any(c in ld_preload for c in " :")
     maps = subprocess.run(
         ["cat", "/proc/self/maps"], env={"LD_PRELOAD": ld_preload}, capture_output=True, text=True, check=True
@@ -417,7 +417,7 @@ def test_preload_path_with_spaces_works(tmp_path: Path, shared_object: Path, fol
 
 def test_plain_preload_path_is_used_as_is(tmp_path: Path, shared_object: Path) -> None:
     server = mysqld.Mysqld(tmp_path, tmp_path / "data", {}, preload=shared_object)
-    assert server.ld_preload() == str(shared_object)
+    assert server.home.preloaded(str(server.preload)) == str(shared_object)
 
 
 def _patched(source: Path, target: Path, offset: int, data: bytes) -> Path:

@@ -13,7 +13,6 @@ import pytest
 from perflab.hosts import server as remote_server
 from perflab.run import accounting
 from perflab.run.ends import ServerThere
-from perflab.servers.mariadb.flavor import INSTALLED
 from perflab.workloads import sysbench
 from perflab.hosts.place import parse_counters
 from perflab.places.procfs import ProcCounters
@@ -98,17 +97,23 @@ def test_the_html_report_shows_the_hosts_and_their_differences(tmp_path: Path) -
 
 
 def test_status_of_a_server_on_a_host_is_read_from_here_over_tcp(tmp_path: Path) -> None:
-    from perflab.servers.mysqld_host import RemoteStatusSampler
+    from perflab.servers import kind
 
-    place = SimpleNamespace(version="/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for debian-linux-gnu")
-    server = SimpleNamespace(rundir=tmp_path, place=place, bind_address="10.77.1.2", port=23456, flavor=INSTALLED, build=None)
-    sampler = RemoteStatusSampler(server, "0123abcd")  # type: ignore[arg-type]
+    link = SimpleNamespace(name="db", target=SimpleNamespace(user="root"))
+    place = SimpleNamespace(name="db", link=link, rundir=SimpleNamespace(path="/dev/shm/h"), address="10.77.1.2",
+                            binaries={"mariadb": "/usr/bin/mariadb"}, program="/usr/sbin/mariadbd",
+                            free_port=lambda: 23456,
+                            version="/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for debian-linux-gnu")  # fmt: skip
+    server = kind("mariadb").remote_server(place, "/dev/shm/h/cell-0001/data", {}, local=tmp_path)  # type: ignore[arg-type]
+    sampler = kind("mariadb").status(server, "0123abcd")
     argv = sampler.argv()
     assert argv[1:] == [f"--defaults-file={tmp_path}/status.cnf", "--batch", "--skip-column-names", "--unbuffered"]
     text = (tmp_path / "status.cnf").read_text()
     assert "host=10.77.1.2\nport=23456\nuser=perflab\npassword=0123abcd\n" in text and "protocol=tcp" in text
     assert stat.S_IMODE((tmp_path / "status.cnf").stat().st_mode) == 0o600 and not any("0123abcd" in a for a in argv)
     assert "WHERE ENABLED" in sampler.query  # MariaDB 10.5+: the host's version, not this machine's
+    here = kind("mariadb").status(kind("mariadb").server(tmp_path / "here", tmp_path / "here/data", {}), None)
+    assert here.argv()[1:4] == ["--no-defaults", f"--socket={tmp_path}/here/mysqld.sock", "--user=root"]
 
 
 class _Link:

@@ -14,6 +14,7 @@ from perflab import spec
 from perflab.errors import SpecError
 from perflab.servers import mysqld_dataset
 from perflab.servers import kind
+from perflab.servers.home import HereHome
 from perflab.servers.managed import Managed
 
 HEAD = '[experiment]\nname = "t"\n'
@@ -48,7 +49,7 @@ def test_a_switch_is_a_boolean(value: str) -> None:
 
 class _Process(Managed):
     def __init__(self, pid: int, aslr: bool = True) -> None:
-        self._pid, self.aslr = pid, aslr
+        self._pid, self.aslr, self.home = pid, aslr, HereHome(Path("/nonexistent"))
 
     @property
     def pid(self) -> int:

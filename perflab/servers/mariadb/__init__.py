@@ -1,5 +1,5 @@
 """MariaDB: what is MariaDB's own (its version line, datadir format, installed binary, datadir
-initialisation (datadir.py), option file (flavor.py), the server on another host (remote.py)); the
+initialisation (datadir.py), option file (flavor.py)); the
 rest it shares with MySQL through servers/mysql_protocol.py, its server process (servers/mysqld.py)
 included.
 
@@ -47,9 +47,9 @@ class MariaDBKind(MySQLProtocolKind):
     }
 
     def remote_init(self, place: ServerHostPlace, datadir: str) -> str:
-        from perflab.servers.mysqld_host import init_datadir
+        from perflab.servers.mariadb.datadir import init_on_host
 
-        return init_datadir(place, datadir)
+        return init_on_host(place, datadir)
 
     def host_versions(self) -> dict[str, list[str]]:
         import os

@@ -17,17 +17,26 @@ bootstraps with 10.11.18 and its own SQL scripts; MYSQLD_BOOTSTRAP makes any scr
 given binary (the installed 10.11.19 script with it bootstraps 10.11.18 with 10.11.19's SQL).
 
     init = plan(datadir, build)    # -> Init(argv, env, method)
+    init_on_host(server_host, "/dev/shm/perflab-host-x/snap")   # the same there, by the host's own script
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perflab.builds import Build, write_wrapper
+from perflab.errors import ServerStartError
+from perflab.hosts.home import account
 from perflab.places.proc import call, clean_env
 from perflab.servers.mysql_flavor import Init, scratch, version_tuple
 from perflab.tools import binary
+
+if TYPE_CHECKING:
+    from perflab.servers.kind import ServerHostPlace
+
+RUN_USER = "mysql"  # servers/mysqld.RUN_USER: the account mariadbd runs as on a host whose ssh user is root
 
 INSTALL_SCRIPTS = (
     "bin/mariadb-install-db",
@@ -93,3 +102,40 @@ def _bootstrap(datadir: Path, build: Build) -> Path:
     if not build.launcher:
         return build.binary
     return write_wrapper(scratch(datadir) / "mariadbd-bootstrap", [*build.launcher, str(build.binary)])
+
+
+# $0: the directory, $1: the account the server runs as (empty: the ssh user's), "$@" after: argv.
+# That account must reach the datadirs: the directories above them searchable by it (exit 3 if not)
+_PRIVATE_TMP = (
+    'mkdir -p "$0" && chmod go+x "${0%/*}" && { [ -z "$1" ] || { chown "$1:" "$0" && '
+    'setpriv --reuid="$1" --regid="$1" --init-groups test -x "$0" || '
+    '{ echo "${0%/*} is not reachable by the $1 account (a directory above it is not searchable)" >&2; '
+    'exit 3; }; }; } && '
+    'TMPDIR="$0" && export TMPDIR && shift && exec "$@"'
+)
+
+
+def init_on_host(place: ServerHostPlace, datadir: str) -> str:
+    """A new datadir on the server host `place` by its mariadb-install-db, as `plan` does here."""
+    argv = [place.binaries["mariadb-install-db"], "--no-defaults", f"--datadir={datadir}"]
+    argv += ["--auth-root-authentication-method=normal", "--skip-test-db", "--force"]
+    user = account(place, RUN_USER)
+    argv += [f"--user={user}"] if user else []
+    # its bootstrap's temporary tables in a directory of the run's, not the host's shared /tmp (two
+    # bootstraps at once there, a host axis's on one machine, lost each other's: "Could not remove
+    # temporary table", "Unknown table 'mysql.tmp_proxies_priv'")
+    private = f"{datadir}.tmp"
+    done = place.link.run(["sh", "-c", _PRIVATE_TMP, private, user, *argv], timeout=600)
+    place.link.run(["rm", "-rf", private])
+    if done.status != 0:
+        raise ServerStartError(
+            f"mariadb-install-db on host {place.name} failed (exit {done.status}): {(done.stdout + done.stderr)[-500:]}",
+            f"run it by hand there: {' '.join(argv)}"
+            + (
+                f" (as the {user} account: mariadb-server creates it; it must search every directory "
+                "above the datadirs: chmod o+x them, or choose another [experiment] storage)"
+                if user
+                else ""
+            ),
+        )
+    return "mariadb-install-db"

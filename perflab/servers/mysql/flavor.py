@@ -56,8 +56,8 @@ class MySQLFlavor(Flavor):
                 out[name] = parse_size(value) // MYSQL_LOG_FILES
         return out
 
-    def private(self, rundir: Path, build: Build | None) -> dict[str, Any]:
-        fixed = super().private(rundir, build)  # secure-file-priv
+    def private(self, there: str, build: Build | None) -> dict[str, Any]:
+        fixed = super().private(there, build)  # secure-file-priv
         if build is not None:
             fixed["basedir"] = basedir_of(build)
         if self.version >= MYSQLX_SINCE:

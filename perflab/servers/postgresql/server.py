@@ -34,7 +34,7 @@ from typing import Any, Self
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
 from perflab.places.proc import call, clean_env
 from perflab.servers.home import HereHome, Home
-from perflab.servers.managed import Housed, Managed, read_log
+from perflab.servers.managed import Managed, read_log
 from perflab.servers.postgresql.user import RUN_USER, as_server_user, give, reachable
 
 PG_BIN = Path(os.environ.get("PERFLAB_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -149,14 +149,13 @@ def initdb(datadir: Path, log: Path, bindir: Path | None = None) -> str:
     return "initdb" if bindir is None else f"initdb of the build ({argv[0]})"
 
 
-class PostgreSQL(Housed, Managed):
+class PostgreSQL(Managed):
     """One postmaster (and its backends) on a datadir perflab created; a context manager. The same
     interface as Mysqld (servers/mysqld.py), so a cell runs either. `home`: where it runs (here, or
     a server host's cell directory: hosts/home.py), with that place's `programs` (tool -> path there)
     behind a private root's `launcher` there; None: this machine's, the build's own (`bindir`)."""
 
     kind = "postgresql"
-    alloc: Any = None  # [observe] alloc's counter on a server host (its AllocTracer), None here
 
     def __init__(
         self,
