@@ -19,7 +19,7 @@ import pytest
 
 from perflab.builds import resolve as R
 from tests.conftest import perflab
-from tests.integration.helpers import used, write_experiment
+from tests.integration.helpers import REDO, used, write_experiment
 
 MYSQL = "8.0.36 for Linux on x86_64 (MySQL Community Server - GPL)"
 PERCONA = "8.0.36-28 for Linux on x86_64 (Percona Server (GPL), Release 28, Revision 47601f19)"
@@ -137,7 +137,7 @@ def test_a_mysql_build_is_initialised_and_started_with_mysqls_command_lines(
         "skip-log-bin",
         "performance_schema=OFF",
         "innodb_buffer_pool_size=256M",
-        "innodb_redo_log_capacity=256M",  # MariaDB's innodb_log_file_size: the whole redo log
+        f"innodb_redo_log_capacity={REDO}",  # MariaDB's innodb_log_file_size: the whole redo log (helpers.small_redo)
         "max_connections=2000",
         "max_prepared_stmt_count=1048576",
         "skip-name-resolve",
