@@ -265,9 +265,14 @@ class Kind:
         `password`, when it runs on its host): a StatusSampler, not yet connected."""
         raise NotImplementedError(f"[observe] status is not supported with {self.title}")
 
-    def remote_server(self, place: ServerHostPlace, datadir: str, options: dict[str, Any], **kw: Any) -> Managed:
+    def remote_server(
+        self, place: ServerHostPlace, datadir: str, options: dict[str, Any], *, local: Path,
+        env: dict[str, str] | None = None, alloc: Any = None, preload: str | None = None, build: Build | None = None,
+    ) -> Managed:  # fmt: skip
         """The (not yet started) server of a cell on another host: `place` is the run's ServerHost
-        (hosts/server.py: its run directory, address and binary there), `datadir` a path there."""
+        (hosts/server.py: its run directory, address and binary there), `datadir` a path there, `local`
+        the cell's directory here; `alloc` [observe] alloc's counter there, `preload` a variant's
+        allocator there, `build` a build copied there (None: the host's installed server)."""
         raise NotImplementedError(f"a server on another host is not supported with {self.title} yet")
 
     def host_versions(self) -> dict[str, list[str]]:

@@ -221,6 +221,7 @@ class Mysqld(Managed):
     def _ready(self) -> bool:
         """True once the server accepts a connection and sends its greeting packet: on its socket, or
         on its address from here (a server host's)."""
+        address: str | tuple[str, int]
         if self.home.remote_clients:
             assert self.bind_address is not None
             family, address = socket.AF_INET6 if ":" in self.bind_address else socket.AF_INET, (self.bind_address, self.port)
