@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 from perflab.errors import ServerStartError
 from perflab.hosts import libraries
 from perflab.hosts.rundir import Tracked
-from perflab.servers.managed import ADDR_NO_RANDOMIZE
+from perflab.servers.managed import randomizing
 
 if TYPE_CHECKING:
-    from perflab.servers.kind import ServerHostPlace
+    from perflab.servers.home import ServerHostPlace
 
 # $0: the cell's directory, $1: its datadir, $2: the account that runs the server (empty: the ssh user),
 # $3: the directories made in it (names perflab gives: mysqld's tmp and files). Its socket, log, files
@@ -114,7 +114,7 @@ class HostHome:
     def start(self, argv: list[str], env: dict[str, str], log: str, user: str, hint: str, *, become: bool = True,
               dirs: Sequence[str] = (), network: bool = False) -> Tracked:  # fmt: skip
         assert not network, "a network of its own is this machine's (places/netns.py)"
-        who = account(self.place, user) if user else ""
+        who = account(self.place, user)
         adopted = self.link.run(["sh", "-c", _ADOPT, self.dir, self.datadir, who, " ".join(dirs)])
         if adopted.status != 0:
             raise ServerStartError(
@@ -159,11 +159,7 @@ class HostHome:
         return int(done.stdout.strip() or 0) if done.status == 0 else 0
 
     def aslr_seen(self, pid: int) -> bool | None:
-        done = self.link.run(["cat", f"/proc/{pid}/personality"])
-        try:
-            return not int(done.stdout.strip(), 16) & ADDR_NO_RANDOMIZE
-        except ValueError:
-            return None
+        return randomizing(self.link.run(["cat", f"/proc/{pid}/personality"]).stdout)
 
     def mapped(self, pid: int) -> set[str]:
         return libraries.mapped(self.link, pid)

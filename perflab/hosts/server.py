@@ -285,11 +285,8 @@ class HostStage:
         options = {**runner.kind.pool_options(snapshot), **runner.kind.cell_options(cell), **cell.server_options}
         preload = place.preload(cell.preload) if cell.preload else None  # an allocator there, or copied there
         there = place.ship(build, rundir.parent) if build.kind != "installed" or build.launcher else None
-        server = runner.kind.remote_server(
-            place, f"{place.datadirs}/{rundir.name}/data", options, local=rundir, env=cell.env,
-            **({"alloc": tracer} if tracer is not None else {}), **({"preload": preload} if preload else {}),
-            **({"build": there} if there is not None else {}),
-        )  # fmt: skip
+        server = runner.kind.remote_server(place, f"{place.datadirs}/{rundir.name}/data", options, local=rundir,
+                                           env=cell.env, alloc=tracer, preload=preload, build=there)  # fmt: skip
         server.aslr = cell.aslr
         return server
 

@@ -16,7 +16,7 @@ import pwd
 import signal
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from perflab import allocators
 from perflab.places import Process, netns, segments
@@ -24,6 +24,31 @@ from perflab.places.proc import Child, call, clean_env, start_ticks
 from perflab.places.proctree import children
 from perflab.servers.dataset import tree_bytes
 from perflab.servers.managed import account, as_account, give, ld_preload, randomized, reachable
+
+if TYPE_CHECKING:
+    from perflab.hosts.rundir import RunDir
+    from perflab.hosts.transport import Connection
+
+
+class ServerHostPlace(Protocol):
+    """The run's server host as a kind's server there uses it (hosts/server.ServerHost): its link,
+    its run directory, the address this machine reaches it by, its server's binaries and version."""
+
+    name: str
+    address: str  # the server listens there only
+    binaries: dict[str, str]  # tool -> its path on the host
+    version: str  # the host's server, as its --version says it
+
+    @property
+    def link(self) -> Connection: ...
+
+    @property
+    def rundir(self) -> RunDir: ...
+
+    @property
+    def program(self) -> str: ...
+
+    def free_port(self) -> int: ...
 
 
 class Home(Protocol):

@@ -18,8 +18,7 @@ if TYPE_CHECKING:
     from perflab.spec.builds import BuildSpec
     from perflab.spec.schema import ExperimentFile
     from perflab.spec.problems import Problem
-    from perflab.hosts.rundir import RunDir
-    from perflab.hosts.transport import Connection
+    from perflab.servers.home import ServerHostPlace
 
 
 class Tool(Protocol):
@@ -35,27 +34,6 @@ class Tool(Protocol):
     def prepare_argv(self, spec: ExperimentFile | None, server: Any) -> list[str]: ...
 
     def training_argv(self, spec: ExperimentFile, server: Any, seconds: int) -> list[str]: ...
-
-
-class ServerHostPlace(Protocol):
-    """The run's server host as a kind's server there uses it (hosts/server.ServerHost): its link,
-    its run directory, the address this machine reaches it by, its server's binaries and version."""
-
-    name: str
-    address: str  # the server listens there only
-    binaries: dict[str, str]  # tool -> its path on the host
-    version: str  # the host's server, as its --version says it
-
-    @property
-    def link(self) -> Connection: ...
-
-    @property
-    def rundir(self) -> RunDir: ...
-
-    @property
-    def program(self) -> str: ...
-
-    def free_port(self) -> int: ...
 
 
 class Kind:
@@ -126,7 +104,7 @@ class Kind:
         """Options a cell's switches (prewarm) add under its variant's own."""
         return {}
 
-    def server(self, rundir: Path, datadir: Path, options: dict[str, Any], **kw: Any) -> Managed:
+    def server(self, rundir: Path, datadir: Path | str, options: dict[str, Any], **kw: Any) -> Managed:
         """The (not yet started) server process of a cell."""
         raise NotImplementedError
 
@@ -272,7 +250,24 @@ class Kind:
         """The (not yet started) server of a cell on another host: `place` is the run's ServerHost
         (hosts/server.py: its run directory, address and binary there), `datadir` a path there, `local`
         the cell's directory here; `alloc` [observe] alloc's counter there, `preload` a variant's
-        allocator there, `build` a build copied there (None: the host's installed server)."""
+        allocator there, `build` a build copied there (None: the host's installed server). Its home is
+        its cell's directory there (hosts/home.py); it listens only on the address this machine reaches
+        the host by, on a port free there."""
+        from perflab.hosts.home import HostHome
+
+        server = self.server(
+            local, datadir, options, env={**(env or {}), **(alloc.env() if alloc else {})}, preload=preload,
+            tracer=alloc.there if alloc else None, build=build, home=HostHome(place, local, datadir),
+            **self.host_programs(place, build),
+        )  # fmt: skip
+        server.alloc = alloc
+        self.listen_on(server, place.address)
+        server.port = place.free_port()
+        return server
+
+    def host_programs(self, place: ServerHostPlace, build: Build | None) -> dict[str, Any]:
+        """The server's keywords that name its programs on the host `place` (tool -> path there), `build`'s
+        when it is one copied there."""
         raise NotImplementedError(f"a server on another host is not supported with {self.title} yet")
 
     def host_versions(self) -> dict[str, list[str]]:

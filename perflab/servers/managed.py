@@ -11,7 +11,7 @@ import socket
 import stat
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from perflab.errors import ServerStartError, ServerStopError, ToolMissingError
 from perflab.places import netns
@@ -141,11 +141,19 @@ def copy_log(path: Path, to: Path) -> None:
 
 
 def randomized(pid: int) -> bool | None:
-    """Whether process `pid`'s address space is randomized, from its personality (ADDR_NO_RANDOMIZE,
-    0x0040000); None when it cannot be read."""
+    """Whether process `pid`'s address space is randomized, from its personality; None when it cannot be read."""
     try:
-        return not int(Path(f"/proc/{pid}/personality").read_text().strip(), 16) & ADDR_NO_RANDOMIZE
-    except (OSError, ValueError):
+        return randomizing(Path(f"/proc/{pid}/personality").read_text())
+    except OSError:
+        return None
+
+
+def randomizing(personality: str) -> bool | None:
+    """Whether a process of this personality (/proc/PID/personality, hex) has its address space
+    randomized (no ADDR_NO_RANDOMIZE, 0x0040000); None for what is not one."""
+    try:
+        return not int(personality.strip(), 16) & ADDR_NO_RANDOMIZE
+    except ValueError:
         return None
 
 
@@ -157,6 +165,10 @@ class Managed:
     child: Child | None
     error_log: Path
     home: Any  # servers/home.Home (not imported: home.py builds on this module)
+    env: dict[str, str]  # the server's environment (perflab's own cleaned in: servers/home.py)
+    tracer: Path | str | None  # [observe] alloc's counter library, where it runs
+    preload: Path | str | None  # a variant's allocator
+    port: int  # where it listens for TCP clients (when it does), and what names its socket
     alloc: Any = None  # [observe] alloc's counter on a server host (its AllocTracer), None here
     READY_POLL_S = 0.05
     CLEAN_STOP_S = 120.0  # a clean shutdown that takes longer is killed, and is not clean
@@ -226,6 +238,31 @@ class Managed:
                 f"may be partial:\n{self.error_lines()}",
                 f"full log: {self.error_log}",
             )
+
+    def preloads(self) -> tuple[list[str], dict[str, str]]:
+        """The libraries LD_PRELOAD names where it runs ([observe] alloc's counter first, which forwards
+        to the variant's allocator after it), and its environment with them."""
+        libraries = [str(self.tracer)] if self.tracer is not None else []
+        libraries += [self.home.preloaded(str(self.preload))] if self.preload is not None else []
+        return libraries, {**self.env, "LD_PRELOAD": " ".join(libraries)} if libraries else self.env
+
+    def start(self) -> None:
+        """Start it and wait until it answers (each server's own deadline)."""
+        raise NotImplementedError
+
+    def stop(self, clean: bool = False) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def _signal(self, sig: int) -> None:
         """`sig` to the server process alone."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from perflab.builds import Build
 
+RUN_USER = "mysql"  # Debian's mariadb-server (and mysql-server) create it; used only when perflab is root
 SHARES = ("share/mysql", "share/mariadb", "share", "sql/share", "usr/share/mysql")  # errmsg.sys's language dirs
 
 

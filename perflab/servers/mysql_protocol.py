@@ -14,16 +14,18 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perflab.servers.kind import Kind, ServerHostPlace, Tool
+from perflab.servers.kind import Kind, Tool
 from perflab.servers.mysql_flavor import SHARES
 
 if TYPE_CHECKING:
+    from perflab.servers.home import ServerHostPlace
     from perflab.builds.source import Source
     from perflab.spec.builds import BuildSpec
     from perflab.places import Place, RssSeries
     from perflab.places.procfs import ProcCounters
     from perflab.builds import Build
     from perflab.servers.dataset import Snapshot
+    from perflab.servers.managed import Managed
     from perflab.servers.mysqld import Mysqld
     from perflab.spec.matrix import Cell, Experiment
     from perflab.spec.schema import ExperimentFile
@@ -51,23 +53,19 @@ class MySQLProtocolKind(Kind):
     def remote_server(
         self, place: ServerHostPlace, datadir: str, options: dict[str, Any], *, local: Path,
         env: dict[str, str] | None = None, alloc: Any = None, preload: str | None = None, build: Build | None = None,
-    ) -> Mysqld:  # fmt: skip
-        """mariadbd or mysqld on its host: its cell's directory there (hosts/home.py), listening only on the
-        address this machine reaches it by; the host's installed MariaDB (its dialect by its version), or a
-        build copied there (hosts/trees.py) behind its private root's loader there."""
-        from perflab.hosts.home import HostHome
+    ) -> Managed:  # fmt: skip
+        """mariadbd or mysqld on its host (Kind's): the host's installed MariaDB, its dialect by its
+        version, or a build copied there (hosts/trees.py) behind its private root's loader there."""
         from perflab.servers.mysql_dialects import installed_dialect
-        from perflab.servers.mysqld import Mysqld
 
-        server = Mysqld(
-            local, datadir, options, env={**(env or {}), **(alloc.env() if alloc else {})}, preload=preload,
-            tracer=alloc.there if alloc else None, build=build, home=HostHome(place, local, datadir),
-            programs={**place.binaries, "mariadbd": place.program},
-        )  # fmt: skip
-        server.alloc, server.bind_address, server.port = alloc, place.address, place.free_port()
+        server: Any = super().remote_server(place, datadir, options, local=local, env=env, alloc=alloc,
+                                            preload=preload, build=build)  # fmt: skip
         if build is None or build.kind == "installed":
             server.flavor = installed_dialect(place.version)  # "mariadbd  Ver 10.11.19-MariaDB-..."
         return server
+
+    def host_programs(self, place: ServerHostPlace, build: Build | None) -> dict[str, Any]:
+        return {"programs": {**place.binaries, "mariadbd": place.program}}  # a build's binary: its own
 
     def basedir_build(self, name: str, basedir: Path) -> Build:
         from perflab.builds import BuildError, describe
@@ -97,7 +95,7 @@ class MySQLProtocolKind(Kind):
 
         return dict(PREWARM_OPTIONS) if cell.prewarm else {}
 
-    def server(self, rundir: Path, datadir: Path, options: dict[str, Any], **kw: Any) -> Mysqld:
+    def server(self, rundir: Path, datadir: Path | str, options: dict[str, Any], **kw: Any) -> Mysqld:
         """The server process of every MySQL-protocol kind; `build`'s own kind gives its Flavor."""
         from perflab.servers.mysqld import Mysqld
 

@@ -24,7 +24,7 @@ import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from perflab.builds import Build
 from perflab.errors import PerflabError
@@ -33,6 +33,7 @@ from perflab.tools import binary
 from perflab.servers.home import HereHome, Home
 from perflab.servers.managed import LOOPBACK, Managed, account, free_port, read_log
 from perflab.servers.mysql_dialects import dialect
+from perflab.servers.mysql_flavor import RUN_USER
 
 READY_DEADLINE_S = 90.0
 
@@ -98,7 +99,6 @@ def option_line(name: str, value: Any) -> str:
     return f"{name}={text}"
 
 
-RUN_USER = "mysql"  # Debian's mariadb-server (and mysql-server) create it; used only when perflab is root
 HINT = "apt-get install mariadb-server creates it (or `adduser --system --group mysql`)"
 
 
@@ -186,14 +186,10 @@ class Mysqld(Managed):
         self.home.write("my.cnf", "\n".join(lines) + "\n")  # its copy here: option_file
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
-        libraries = [str(self.tracer)] if self.tracer is not None else []
-        libraries += [self.home.preloaded(str(self.preload))] if self.preload is not None else []
-        env = {**self.env, "LD_PRELOAD": " ".join(libraries)} if libraries else self.env
+        libraries, env = self.preloads()
         launcher = self.build.launcher if self.build is not None else []  # a private root's loader
-        user = "" if self.as_root else RUN_USER
-        self.become = bool(self.home.account(user, HINT)) if user else False
-        if self.become:  # its own account from its exec when it reaches every file it loads (_reaches)
-            self.become = self._reaches(user, launcher, libraries)
+        user = "" if self.as_root else RUN_USER  # its own account from its exec when it reaches every file it loads
+        self.become = bool(user and self.home.account(user, HINT)) and self._reaches(user, launcher, libraries)
         self.write_option_file()
         argv = self.launched([*launcher, str(self.program), f"--defaults-file={self.home.dir}/my.cnf"])
         # a TCP client here (go-tpc, which takes its password only in argv): not this machine's
@@ -321,17 +317,6 @@ class Mysqld(Managed):
         finally:
             with contextlib.suppress(PerflabError):  # a host that dropped off: its log stays there
                 self.home.fetch("error.log", "stdout.log")
-
-    def __enter__(self) -> Self:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def version() -> str:

@@ -109,7 +109,8 @@ def test_every_kind_is_a_package_that_implements_the_interface():
             and getattr(type(found), attr) is value
             and attr
             not in ("cell_options", "window_checks", "spec_problems", "connection_problems", "short_version", "format",
-                    "clients_connected", "storage_problems", "opens", "facts", "status", "remote_init")  # fmt: skip
+                    "clients_connected", "storage_problems", "opens", "facts", "status", "remote_init",
+                    "remote_server")  # fmt: skip
         ]
         assert not missing, f"{name} does not implement {missing}"
     assert kind("postgresql").memory_figure == "PSS" and kind("mariadb").sysbench_driver == "mysql"

@@ -17,7 +17,7 @@ from perflab.servers.mariadb.flavor import FLAVORS
 from perflab.servers.mysql_protocol import MySQLProtocolKind
 
 if TYPE_CHECKING:
-    from perflab.servers.kind import ServerHostPlace
+    from perflab.servers.home import ServerHostPlace
 
 
 class MariaDBKind(MySQLProtocolKind):

@@ -30,13 +30,11 @@ from perflab.builds import Build, write_wrapper
 from perflab.errors import ServerStartError
 from perflab.hosts.home import account
 from perflab.places.proc import call, clean_env
-from perflab.servers.mysql_flavor import Init, scratch, version_tuple
+from perflab.servers.mysql_flavor import RUN_USER, Init, scratch, version_tuple
 from perflab.tools import binary
 
 if TYPE_CHECKING:
-    from perflab.servers.kind import ServerHostPlace
-
-RUN_USER = "mysql"  # servers/mysqld.RUN_USER: the account mariadbd runs as on a host whose ssh user is root
+    from perflab.servers.home import ServerHostPlace
 
 INSTALL_SCRIPTS = (
     "bin/mariadb-install-db",

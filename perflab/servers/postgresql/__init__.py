@@ -19,7 +19,7 @@ from perflab.servers.managed import free_port
 if TYPE_CHECKING:
     from perflab.builds.source import Source
     from perflab.spec.builds import BuildSpec
-    from perflab.servers.kind import ServerHostPlace
+    from perflab.servers.home import ServerHostPlace
     from perflab.places import Place, RssSeries
     from perflab.places.procfs import ProcCounters
     from perflab.builds import Build
@@ -85,7 +85,7 @@ class PostgreSQLKind(Kind):
     def cache_size(self, snapshot: Snapshot) -> dict[str, str]:
         return {"shared_buffers": snapshot.shared_buffers}
 
-    def server(self, rundir: Path, datadir: Path, options: dict[str, Any], **kw: Any) -> PostgreSQL:
+    def server(self, rundir: Path, datadir: Path | str, options: dict[str, Any], **kw: Any) -> PostgreSQL:
         from perflab.servers.postgresql.server import PostgreSQL
 
         return PostgreSQL(rundir, datadir, options, **kw)
@@ -181,26 +181,11 @@ class PostgreSQLKind(Kind):
     }
     server_dirs = ("/usr/lib/postgresql/15/bin",)
 
-    def remote_server(
-        self, place: ServerHostPlace, datadir: str, options: dict[str, Any], *, local: Path,
-        env: dict[str, str] | None = None, alloc: Any = None, preload: str | None = None, build: Any = None,
-    ) -> Any:  # fmt: skip
-        """postgres on its host: its cell's directory there (hosts/home.py), listening only on the address
-        this machine reaches it by, the run's role logging in there by password only (pg_hba:
-        scram-sha-256); the host's postgresql-15, or a build copied there behind its private root's loader."""
-        from perflab.hosts.home import HostHome
-        from perflab.servers.postgresql.server import PostgreSQL
-
-        programs = dict(place.binaries)
-        if build is not None:
-            programs["postgres"] = str(build.binary)
-        server = PostgreSQL(
-            local, datadir, options, env={**(env or {}), **(alloc.env() if alloc else {})}, preload=preload,
-            tracer=alloc.there if alloc else None, build=build, home=HostHome(place, local, datadir),
-            programs=programs, launcher=build.launcher if build is not None else (),
-        )  # fmt: skip
-        server.alloc, server.listen_address, server.port = alloc, place.address, place.free_port()
-        return server
+    def host_programs(self, place: ServerHostPlace, build: Any) -> dict[str, Any]:
+        """The host's postgresql-15, or a build copied there behind its private root's loader; the run's
+        role logs in there by password only (pg_hba: scram-sha-256)."""
+        programs = {**place.binaries, **({"postgres": str(build.binary)} if build is not None else {})}
+        return {"programs": programs, "launcher": build.launcher if build is not None else ()}
 
     def remote_init(self, place: ServerHostPlace, datadir: str) -> str:
         """A new cluster at `datadir` on the host by its initdb, as the postgres account (peer auth)."""

@@ -29,7 +29,7 @@ import shutil
 import signal
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
 from perflab.places.proc import call, clean_env
@@ -236,9 +236,7 @@ class PostgreSQL(Managed):
 
     def start(self, deadline_s: float = READY_DEADLINE_S) -> None:
         self.write_option_file()
-        libraries = [str(self.tracer)] if self.tracer is not None else []
-        libraries += [self.home.preloaded(str(self.preload))] if self.preload is not None else []
-        env = {**self.env, "LD_PRELOAD": " ".join(libraries)} if libraries else self.env
+        env = self.preloads()[1]
         hint = f"postgresql-15 creates the {RUN_USER} account: apt-get install postgresql-15"
         self.child = self.home.start(self.argv(), env, "postgres.log", RUN_USER, hint)
         self._wait_ready(deadline_s)
@@ -340,17 +338,6 @@ class PostgreSQL(Managed):
             with contextlib.suppress(PerflabError):  # a host that dropped off: doctor --clean's, there
                 self.home.release(self.child.pid, str(self.datadir))
                 self.home.fetch("postgres.log")
-
-    def __enter__(self) -> Self:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def known_settings() -> dict[str, str]:
