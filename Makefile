@@ -208,8 +208,10 @@ INTEGRATION = $(VPY) -m pytest -m quiet tests/integration; quiet=$$?; \
 	$(VPY) -m pytest -n $(IT_WORKERS) --dist loadfile --no-loadscope-reorder -m "not quiet" tests/integration; shared=$$?
 # perflab's bytecode written once (`perflab` runs hundreds of times in the integration tests, and
 # an environment with PYTHONDONTWRITEBYTECODE=1 would compile every module in each of them: 0.27
-# CPU-s a run, measured 2026-11-30); compileall only writes what is stale
-BYTECODE = $(VPY) -m compileall -q perflab > /dev/null
+# CPU-s a run, measured 2026-11-30); compileall only writes what is stale. The variable is unset for
+# the tests too: every pytest process (xdist's workers each collect every module) would otherwise
+# rewrite and compile every test module again (the unit part 110.9 -> 104.6 s, 2026-11-30)
+BYTECODE = unset PYTHONDONTWRITEBYTECODE; $(VPY) -m compileall -q perflab > /dev/null
 test: setup
 	@$(BYTECODE); $(VPY) -m pytest -n $$(nproc) tests/unit; unit=$$?; \
 	$(INTEGRATION); \
@@ -217,7 +219,7 @@ test: setup
 	test $$unit -eq 0 -a $$quiet -eq 0 -a $$shared -eq 0
 
 unit: python
-	$(VPY) -m pytest -n $$(nproc) tests/unit
+	@$(BYTECODE); $(VPY) -m pytest -n $$(nproc) tests/unit
 
 integration: setup
 	@$(BYTECODE); $(INTEGRATION); test $$quiet -eq 0 -a $$shared -eq 0
