@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import IN_PROCESS, perflab
+
 SSHD = "/usr/sbin/sshd"
 ROOT = Path(__file__).resolve().parents[2]
 PRIVSEP = Path("/run/sshd")  # sshd's privilege separation directory, which it requires to exist
@@ -274,7 +276,11 @@ def wire(lab: SshLab, a: str, b: str) -> None:
 
 
 def perflab_via(lab: SshLab, tmpfs: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`perflab ARGS` with this lab's ssh config, its runs under `tmpfs`."""
+    """`perflab ARGS` with this lab's ssh config, its runs under `tmpfs`. A verb that reads a results
+    directory (tests/conftest.IN_PROCESS) reaches no host: it runs in this process, as elsewhere (a
+    subprocess's start is ~1 CPU-s, most of a remote test's own CPU after its run)."""
+    if args and args[0] in IN_PROCESS:
+        return perflab(*args)
     env = {**lab.env(), "PERFLAB_TMPFS": str(tmpfs)}
     return subprocess.run([sys.executable, "-m", "perflab", *args], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=300, check=False)  # fmt: skip
