@@ -3,6 +3,7 @@ answers a real connection, and the LD_PRELOAD of a variant's library."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -10,12 +11,12 @@ import signal
 import socket
 import stat
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from perflab.errors import ServerStartError, ServerStopError, ToolMissingError
+from perflab.errors import PerflabError, ServerStartError, ServerStopError, ToolMissingError
 from perflab.places import netns
-from perflab.places.proc import Child
 
 ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
 LOOPBACK = "127.0.0.1"  # where a server here listens for a client that connects by TCP (go-tpc)
@@ -159,21 +160,44 @@ def randomizing(personality: str) -> bool | None:
 
 class Managed:
     """A server process perflab started, where its `home` is (servers/home.py: here or a server host;
-    it reads itself there). Subclasses set `child`, `error_log`, `home` and define `program`,
-    `error_lines` and `_ready` (a real connection answers)."""
+    it reads itself there): what a cell asks of any server (start, stop, alive, death, sql, data_bytes),
+    the shared parts written here. Subclasses set `error_log` and `option_file` and define `program`,
+    `start`, `error_lines`, `backtrace`, `sql`, `data_bytes` and `_ready` (a real connection answers)."""
 
-    child: Child | None
-    error_log: Path
-    home: Any  # servers/home.Home (not imported: home.py builds on this module)
-    env: dict[str, str]  # the server's environment (perflab's own cleaned in: servers/home.py)
-    tracer: Path | str | None  # [observe] alloc's counter library, where it runs
-    preload: Path | str | None  # a variant's allocator
+    error_log: Path  # its log, this machine's copy (fetched back from a host)
+    option_file: Path  # its configuration, this machine's copy
     port: int  # where it listens for TCP clients (when it does), and what names its socket
     alloc: Any = None  # [observe] alloc's counter on a server host (its AllocTracer), None here
     READY_POLL_S = 0.05
     CLEAN_STOP_S = 120.0  # a clean shutdown that takes longer is killed, and is not clean
+    STOP_SIGNAL, STOP_GROUP = signal.SIGTERM, True  # its clean shutdown: this signal, to its process group?
     aslr = True  # False: the server starts under `setarch -R` (its children inherit it)
     own_network = False  # True: it listens on 127.0.0.1 of a network of its own (places/netns.py)
+
+    def __init__(
+        self,
+        home: Any,
+        rundir: Path,
+        datadir: Path | str,
+        *,
+        env: dict[str, str] | None,
+        preload: Path | str | None,
+        tracer: Path | str | None,
+        cpus: Sequence[int] | None,
+        build: Any,
+        programs: dict[str, str] | None,
+    ) -> None:
+        self.home = home  # servers/home.Home (not imported: home.py builds on this module)
+        self.rundir = rundir  # this machine's cell directory: its configuration's copy, its logs
+        self.datadir = datadir  # where it runs
+        self.env = dict(env or {})  # the server's environment (perflab's own cleaned in: servers/home.py)
+        self.preload = preload  # a variant's allocator
+        self.tracer = tracer  # [observe] alloc's counter library, preloaded before the allocator it forwards to
+        self.cpus = cpus
+        self.build = build  # another server binary (a [builds] entry); None: the installed one
+        self.programs = programs  # a host's tools by name; None: this machine's
+        self.child: Any = None  # places/proc.Child here, hosts/rundir.Tracked there
+        self.crashed: bool | None = None  # known once stopped: did it end on its own first?
 
     def launched(self, argv: list[str]) -> list[str]:
         """The server's argv behind its launcher: setarch execs it in place (same pid) with
@@ -251,6 +275,47 @@ class Managed:
         raise NotImplementedError
 
     def stop(self, clean: bool = False) -> None:
+        """Stop the server: its clean shutdown (STOP_SIGNAL) and a wait for it, or SIGKILL to its group
+        when what it leaves is thrown away anyway (a cell's copy of the datadir); then `_stopped`."""
+        if self.child is None:
+            return
+        if self.crashed is None:  # it ended before we stopped it (a host that dropped off: unknown, not a crash)
+            self.crashed = self.child.poll() is not None and not self.child.lost
+        try:
+            if clean:
+                self._stop_cleanly(self.STOP_SIGNAL, group=self.STOP_GROUP)  # and SIGKILL to what is left
+            else:
+                self.child.kill()
+        finally:
+            with contextlib.suppress(PerflabError):  # a host that dropped off: what it left is doctor --clean's
+                self._stopped()
+
+    def _stopped(self) -> None:
+        """After it stopped: its logs fetched back from where it ran (a no-op here)."""
+
+    def alive(self) -> bool:
+        return self.child is not None and self.child.poll() is None
+
+    def death(self) -> str:
+        """How the server ended, for a failed cell: "server died: signal 11 (SIGSEGV)"."""
+        code = None if self.child is None else self.child.poll()
+        if code is None:
+            return "server still running"
+        if self.child.lost:  # its host dropped off: how it fares there is unknown
+            return str(self.child.lost)
+        if code < 0:
+            return f"server died: signal {-code} ({signal.Signals(-code).name})"
+        return f"server exited with code {code}"
+
+    def backtrace(self, limit: int = 80) -> str | None:
+        """The crash's lines in its log, if any."""
+        raise NotImplementedError
+
+    def sql(self, statement: str) -> str:
+        """`statement`'s result as its command-line client prints it (on stdin, never in argv)."""
+        raise NotImplementedError
+
+    def data_bytes(self, database: str) -> int:
         raise NotImplementedError
 
     def __enter__(self) -> Self:

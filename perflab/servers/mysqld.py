@@ -127,9 +127,10 @@ class Mysqld(Managed):
         home: Home | None = None,
         programs: dict[str, str] | None = None,
     ) -> None:
-        self.home: Home = home if home is not None else HereHome(rundir, cpus, Path(datadir))
-        self.rundir = rundir  # this machine's cell directory: its option file's copy, its logs
-        self.datadir = datadir  # where it runs
+        here = home if home is not None else HereHome(rundir, cpus, Path(datadir))
+        super().__init__(here, rundir, datadir, env=env, preload=preload, tracer=tracer, cpus=cpus, build=build,
+                         programs=programs)  # fmt: skip
+        self.home: Home = here
         self.socket = Path(self.home.dir) / "mysqld.sock"
         self.port = free_port()
         # no TCP: the clients here connect by the socket, in the run's directory only root reaches (issue 48);
@@ -138,15 +139,8 @@ class Mysqld(Managed):
         self.error_log = rundir / "error.log"
         self.option_file = rundir / "my.cnf"
         self.options = {**defaults(durable, options), **options}  # durable: on disk, the server's own
-        self.env = dict(env or {})
-        self.preload = preload
-        self.tracer = tracer  # preloaded before the allocator, which it forwards to ([observe] alloc)
-        self.cpus = cpus
-        self.build = build  # another server binary (a [builds] entry); None: the installed one
-        self.programs = programs
+        self.build: Build | None = build
         self.flavor = dialect(build)  # the option file's dialect, as the build's kind says
-        self.child: Any = None  # places/proc.Child here, hosts/rundir.Tracked there
-        self.crashed: bool | None = None  # known once stopped: did it end on its own first?
         # True only for a PGO training server, which writes its profile into the build's tree (root's)
         self.as_root = False
         self.become = False  # exec'd as its account (start); else started as perflab's, it becomes it itself
@@ -274,19 +268,12 @@ class Mysqld(Managed):
         return self.home.tree_bytes(f"{self.datadir}/{database}")
 
     def death(self) -> str:
-        """How the server ended, for a failed cell: "server died: signal 11 (SIGSEGV)"."""
-        code = None if self.child is None else self.child.poll()
-        if code is None:
-            return "server still running"
-        if self.child.lost:  # its host dropped off: how it fares there is unknown
-            return str(self.child.lost)
-        if code < 0:
-            return f"server died: signal {-code} ({signal.Signals(-code).name})"
-        caught = re.search(r"got signal (\d+)", self.backtrace() or "")  # MySQL 8+: its handler exits
-        if caught and int(caught.group(1)) in signal.valid_signals():
+        said = super().death()
+        caught = re.search(r"got signal (\d+)", self.backtrace() or "") if said.startswith("server exited") else None
+        if caught and int(caught.group(1)) in signal.valid_signals():  # MySQL 8+: its handler exits
             number = int(caught.group(1))
-            return f"server died: signal {number} ({signal.Signals(number).name}; its handler exited with code {code})"
-        return f"server exited with code {code}"
+            return f"server died: signal {number} ({signal.Signals(number).name}; its handler exited with code {self.child.poll()})"
+        return said
 
     def backtrace(self, limit: int = 80) -> str | None:
         """The stack trace mariadbd writes into its error log when it crashes, if any."""
@@ -299,24 +286,8 @@ class Mysqld(Managed):
                 return "\n".join(lines[i : i + limit])
         return None
 
-    def alive(self) -> bool:
-        return self.child is not None and self.child.poll() is None
-
-    def stop(self, clean: bool = False) -> None:
-        """Stop the server: SIGTERM and wait for a clean shutdown, or SIGKILL when the
-        datadir is thrown away anyway (a cell's copy); then its logs fetched back from a host."""
-        if self.child is None:
-            return
-        if self.crashed is None:  # it ended before we stopped it (a host that dropped off: unknown, not a crash)
-            self.crashed = self.child.poll() is not None and not self.child.lost
-        try:
-            if clean:
-                self._stop_cleanly(signal.SIGTERM, group=True)
-            else:
-                self.child.kill()
-        finally:
-            with contextlib.suppress(PerflabError):  # a host that dropped off: its log stays there
-                self.home.fetch("error.log", "stdout.log")
+    def _stopped(self) -> None:
+        self.home.fetch("error.log", "stdout.log")
 
 
 def version() -> str:

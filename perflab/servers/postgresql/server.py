@@ -173,9 +173,10 @@ class PostgreSQL(Managed):
         programs: dict[str, str] | None = None,
         launcher: Sequence[str] = (),
     ) -> None:
-        self.home: Home = home if home is not None else HereHome(rundir, cpus)
-        self.rundir = rundir  # this machine's cell directory: its configuration's copy, its logs
-        self.datadir = datadir  # where it runs
+        here = home if home is not None else HereHome(rundir, cpus)
+        super().__init__(here, rundir, datadir, env=env, preload=preload, tracer=tracer, cpus=cpus, build=build,
+                         programs=programs)  # fmt: skip
+        self.home: Home = here
         self.socket = Path(self.home.dir)  # libpq's host: the socket's directory (there)
         self.port = PORT
         self.listen_address = ""  # TCP only for a client elsewhere (Kind.listen_on, a server host): that address alone
@@ -183,12 +184,8 @@ class PostgreSQL(Managed):
         self.option_file = rundir / "postgresql.conf"
         own = {k: v for k, v in DEFAULT_OPTIONS.items() if not (durable and k in TMPFS_ONLY)}
         self.options = {**own, **options}  # durable: on disk, the server's own defaults
-        self.env = dict(env or {})
-        self.preload, self.tracer, self.cpus, self.build = preload, tracer, cpus, build
-        self.programs, self.launcher = programs, list(launcher)
+        self.launcher = list(launcher)
         self.bindir = build_bindir(build, rundir.parent) if programs is None else None  # None: postgresql-15's
-        self.child: Any = None  # places/proc.Child here, hosts/rundir.Tracked there
-        self.crashed: bool | None = None
 
     def binary(self, name: str) -> str:
         """The tool `name` (postgres, psql) where the server runs."""
@@ -290,15 +287,9 @@ class PostgreSQL(Managed):
         return None
 
     def death(self) -> str:
-        code = None if self.child is None else self.child.poll()
-        if code is None:
-            cause = self.restart_cause()
-            return f"backend crashed: {cause}" if cause else "server still running"
-        if self.child.lost:  # its host dropped off: how it fares there is unknown
-            return str(self.child.lost)
-        if code < 0:
-            return f"server died: signal {-code} ({signal.Signals(-code).name})"
-        return f"server exited with code {code}"
+        said = super().death()
+        cause = self.restart_cause() if said == "server still running" else None
+        return f"backend crashed: {cause}" if cause else said
 
     def backtrace(self, limit: int = 40) -> str | None:
         """PostgreSQL writes no stack trace; the log from the first crash line on, if any."""
@@ -309,7 +300,7 @@ class PostgreSQL(Managed):
         return None
 
     def alive(self) -> bool:
-        return self.child is not None and self.child.poll() is None and self.restart_cause() is None
+        return super().alive() and self.restart_cause() is None
 
     def client_backends(self, database: str) -> int:
         """The postmaster's backends serving a client on `database` now (their titles name it)."""
@@ -321,23 +312,14 @@ class PostgreSQL(Managed):
     def _signal(self, sig: int) -> None:
         self.home.signal(self.pid, sig)
 
-    def stop(self, clean: bool = False) -> None:
-        """clean: fast shutdown (SIGINT to the postmaster), else SIGKILL to the process group; then the
-        System V segment a killed postmaster leaves released (postgres keeps one of 56 bytes to see
-        whether old backends are still attached, and removes it only at a clean shutdown), and its
-        log fetched back from a host."""
-        if self.child is None:
-            return
-        if self.crashed is None:
-            self.crashed = self.child.poll() is not None and not self.child.lost
-        try:
-            if clean:
-                self._stop_cleanly(signal.SIGINT, group=False)
-            self.child.kill()
-        finally:
-            with contextlib.suppress(PerflabError):  # a host that dropped off: doctor --clean's, there
-                self.home.release(self.child.pid, str(self.datadir))
-                self.home.fetch("postgres.log")
+    STOP_SIGNAL, STOP_GROUP = signal.SIGINT, False  # fast shutdown: SIGINT to the postmaster
+
+    def _stopped(self) -> None:
+        """The System V segment a killed postmaster leaves released (postgres keeps one of 56 bytes to see
+        whether old backends are still attached, and removes it only at a clean shutdown), and its log
+        fetched back from a host."""
+        self.home.release(self.child.pid, str(self.datadir))
+        self.home.fetch("postgres.log")
 
 
 def known_settings() -> dict[str, str]:
