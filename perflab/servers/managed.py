@@ -1,5 +1,5 @@
-"""What every managed server process shares (MariaDB, PostgreSQL): its pid, the wait until it
-answers a real connection, and the LD_PRELOAD of a variant's library."""
+"""What every managed server process shares (MariaDB, MySQL, PostgreSQL): its pid, the wait until it
+answers a real connection, the LD_PRELOAD of a variant's library, and its stop, liveness and death."""
 
 from __future__ import annotations
 
