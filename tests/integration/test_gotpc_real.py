@@ -74,8 +74,9 @@ def test_nopm_per_second_adds_up_to_the_window_summary(tpcc_run):
         intervals = cell["intervals"]
         steady = [iv for iv in intervals if not iv["warmup"]]
         assert [iv["t"] for iv in intervals] == list(range(1, len(intervals) + 1))
-        # go-tpc's last report may be lost at its exit: the window holds DURATION - 1 or DURATION seconds
-        assert DURATION - 1 <= len(steady) <= DURATION
+        # go-tpc's last report may be lost at its exit: the window holds DURATION - 1 or DURATION seconds; a report
+        # a stall delayed is spread over the seconds it spans, one more (ci45: a `low` stall, 107 and 107 a second)
+        assert DURATION - 1 <= len(steady) <= DURATION + bool(cell["stalls"]), (cell["stalls"], steady)
         summary = cell["summary"]
         assert summary["total_time_s"] == len(steady)
         assert summary["qps"] == pytest.approx(sum(iv["qps"] for iv in steady) / len(steady), rel=0.001)
