@@ -300,11 +300,19 @@ class Managed:
         """How the server ended, for a failed cell: "server died: signal 11 (SIGSEGV)"."""
         code = None if self.child is None else self.child.poll()
         if code is None:
-            return "server still running"
+            return self._running()
         if self.child.lost:  # its host dropped off: how it fares there is unknown
             return str(self.child.lost)
         if code < 0:
             return f"server died: signal {-code} ({signal.Signals(-code).name})"
+        return self._exited(code)
+
+    def _running(self) -> str:
+        """`death` of a server whose process still runs."""
+        return "server still running"
+
+    def _exited(self, code: int) -> str:
+        """`death` of a server that exited on its own with `code` (>= 0)."""
         return f"server exited with code {code}"
 
     def backtrace(self, limit: int = 80) -> str | None:

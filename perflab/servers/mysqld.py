@@ -112,6 +112,9 @@ class Mysqld(Managed):
     where it runs (here, or a server host's cell directory: hosts/home.py), with that place's
     `programs` (tool -> path there); None: this machine's, the installed MariaDB's or the build's own."""
 
+    home: Home
+    build: Build | None
+
     def __init__(
         self,
         rundir: Path,
@@ -130,7 +133,6 @@ class Mysqld(Managed):
         here = home if home is not None else HereHome(rundir, cpus, Path(datadir))
         super().__init__(here, rundir, datadir, env=env, preload=preload, tracer=tracer, cpus=cpus, build=build,
                          programs=programs)  # fmt: skip
-        self.home: Home = here
         self.socket = Path(self.home.dir) / "mysqld.sock"
         self.port = free_port()
         # no TCP: the clients here connect by the socket, in the run's directory only root reaches (issue 48);
@@ -139,7 +141,6 @@ class Mysqld(Managed):
         self.error_log = rundir / "error.log"
         self.option_file = rundir / "my.cnf"
         self.options = {**defaults(durable, options), **options}  # durable: on disk, the server's own
-        self.build: Build | None = build
         self.flavor = dialect(build)  # the option file's dialect, as the build's kind says
         # True only for a PGO training server, which writes its profile into the build's tree (root's)
         self.as_root = False
@@ -267,13 +268,12 @@ class Mysqld(Managed):
         """The database's files, in bytes, where it runs."""
         return self.home.tree_bytes(f"{self.datadir}/{database}")
 
-    def death(self) -> str:
-        said = super().death()
-        caught = re.search(r"got signal (\d+)", self.backtrace() or "") if said.startswith("server exited") else None
-        if caught and int(caught.group(1)) in signal.valid_signals():  # MySQL 8+: its handler exits
+    def _exited(self, code: int) -> str:
+        caught = re.search(r"got signal (\d+)", self.backtrace() or "")  # MySQL 8+: its handler exits
+        if caught and int(caught.group(1)) in signal.valid_signals():
             number = int(caught.group(1))
-            return f"server died: signal {number} ({signal.Signals(number).name}; its handler exited with code {self.child.poll()})"
-        return said
+            return f"server died: signal {number} ({signal.Signals(number).name}; its handler exited with code {code})"
+        return super()._exited(code)
 
     def backtrace(self, limit: int = 80) -> str | None:
         """The stack trace mariadbd writes into its error log when it crashes, if any."""

@@ -156,6 +156,8 @@ class PostgreSQL(Managed):
     behind a private root's `launcher` there; None: this machine's, the build's own (`bindir`)."""
 
     kind = "postgresql"
+    home: Home
+    STOP_SIGNAL, STOP_GROUP = signal.SIGINT, False  # its fast shutdown: SIGINT to the postmaster alone
 
     def __init__(
         self,
@@ -176,7 +178,6 @@ class PostgreSQL(Managed):
         here = home if home is not None else HereHome(rundir, cpus)
         super().__init__(here, rundir, datadir, env=env, preload=preload, tracer=tracer, cpus=cpus, build=build,
                          programs=programs)  # fmt: skip
-        self.home: Home = here
         self.socket = Path(self.home.dir)  # libpq's host: the socket's directory (there)
         self.port = PORT
         self.listen_address = ""  # TCP only for a client elsewhere (Kind.listen_on, a server host): that address alone
@@ -286,10 +287,9 @@ class PostgreSQL(Managed):
                 return line.split("LOG:", 1)[-1].strip()
         return None
 
-    def death(self) -> str:
-        said = super().death()
-        cause = self.restart_cause() if said == "server still running" else None
-        return f"backend crashed: {cause}" if cause else said
+    def _running(self) -> str:
+        cause = self.restart_cause()
+        return f"backend crashed: {cause}" if cause else super()._running()
 
     def backtrace(self, limit: int = 40) -> str | None:
         """PostgreSQL writes no stack trace; the log from the first crash line on, if any."""
@@ -311,8 +311,6 @@ class PostgreSQL(Managed):
 
     def _signal(self, sig: int) -> None:
         self.home.signal(self.pid, sig)
-
-    STOP_SIGNAL, STOP_GROUP = signal.SIGINT, False  # fast shutdown: SIGINT to the postmaster
 
     def _stopped(self) -> None:
         """The System V segment a killed postmaster leaves released (postgres keeps one of 56 bytes to see
