@@ -39,9 +39,10 @@ rates by ramp length are measured by `bench/warmup_detection.py` and quoted in
 docs/methodology.md.
 
 Stalls (analyze/stalls.py): seconds whose QPS is below `threshold` x the median of the measured window
-(default 50%), merged into windows; a gap in sysbench's once-a-second reports (its
-reporter thread could not run, as in the 13 s warm-up stall of the reference report 001)
-is a stall too, of unknown depth (`min_qps` = 0, `kind` = "no-report").
+(default 50%), merged into windows; a gap in the per-second reports is a stall too, of unknown
+depth (`min_qps` = 0, `kind` = "no-report"): stored results of before 2026-11-30, whose sysbench
+seconds skipped by its reporter were left out (sysbench_output.one_per_second now spreads the
+report that covers them, as in the 13 s warm-up stall of the reference report 001).
 
     >>> detect([{"t": 1, "qps": 10.0}] + [{"t": t, "qps": 100.0} for t in range(2, 40)], window_start=5)
     SteadyState(warmup_s=1.0, method='mser-1', settled=True, ...)

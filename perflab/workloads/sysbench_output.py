@@ -88,19 +88,35 @@ def parse_intervals(text: str) -> list[Interval]:
     return one_per_second(out)
 
 
+RATES = ("tps", "qps", "reads", "writes", "other", "errors_per_s", "reconnects_per_s")
+LATE_AT = 0.25  # a late report (its label shared with the on-time one after it) was printed in [t - 0.5, t)
+
+
 def one_per_second(reports: list[Interval]) -> list[Interval]:
-    """sysbench labels a report with the time since the threads started, rounded to the second.
-    On a loaded machine its reporter can wake more than half a second late: that report (due at
-    second t - 1) is labelled t, and the next one, on time again, is labelled t too. The late one
-    takes t - 1 where that second has no report; else (several late in a row) it is dropped, so
-    every second of a cell's series has one report (the store keys them by second)."""
+    """One interval per second from 1 to the last report's, each second's rates those of the reports
+    that cover it, weighted by how much of it each covers. sysbench's reporter wakes at each whole
+    second, and a report's rates are over all the time since the report before (sysbench.c
+    report_intermediate: its counters and its timer since the last report), labelled with the time
+    rounded to the second. On a loaded machine the reporter wakes late: the report due at 5 s,
+    printed at 5.6 s, says "[ 6s ]", and so does the next, on time, which covers only the rest of
+    that second (the late one is taken at t - LATE_AT); a reporter that cannot run for more than a
+    second skips the seconds it missed (measured: sysbench stopped for 2.6 s, its next report's rate
+    was over the 2.9 s since the last), so that report stands for each of them. Counting the
+    seconds so, their transactions add up to the client's; a missed second as no report (before
+    2026-11-30) lost its transactions, and an on-time report after a late one, counted for a whole
+    second, counted a catch-up burst of a tenth of a second ten times over."""
+    times = [r.t - LATE_AT if i + 1 < len(reports) and reports[i + 1].t == r.t else float(r.t) for i, r in enumerate(reports)]
+    spans: list[tuple[float, float, Interval]] = []
+    for report, end in zip(reports, times):
+        begin = spans[-1][1] if spans else 0.0
+        if end > begin:  # a third report of one label would cover nothing: passed over
+            spans.append((begin, end, report))
     out: list[Interval] = []
-    for report in reports:
-        if out and report.t <= out[-1].t:
-            late = out.pop()
-            if late.t - 1 > (out[-1].t if out else 0):
-                out.append(replace(late, t=late.t - 1))
-        out.append(report)
+    for second in range(1, math.floor(spans[-1][1]) + 1 if spans else 1):
+        parts = [(min(second, b) - max(second - 1, a), r) for a, b, r in spans if min(second, b) > max(second - 1, a)]
+        weight = sum(w for w, _ in parts)
+        rates = {name: round(sum(w * getattr(r, name) for w, r in parts) / weight, 2) for name in RATES}
+        out.append(replace(max(parts, key=lambda part: part[0])[1], t=second, **rates))
     return out
 
 

@@ -9,6 +9,7 @@ import pytest
 from scipy.stats import beta
 
 from perflab.analyze import steady
+from perflab.workloads import sysbench_output
 
 
 def series(values: list[float], start: int = 1) -> list[dict]:
@@ -52,6 +53,29 @@ def test_reference_001_warmup_and_stall() -> None:
     stall = state.stalls[0]
     assert (stall.start_s, stall.end_s, stall.kind) == (0, 15, "no-report")  # t=16 is back above half
     assert stall.min_qps == 0.0
+
+
+# its first reports as sysbench printed them (the reference report's own lines)
+REFERENCE_001_TEXT = """\
+[ 1s ] thds: 1024 tps: 76.28 qps: 2262.99 (r/w/o: 2026.93/0.00/236.06) lat (ms,95%): 8638.96 err/s: 0.00 reconn/s: 0.00
+[ 13s ] thds: 1024 tps: 15443.84 qps: 245703.40 (r/w/o: 214793.65/0.00/30909.74) lat (ms,95%): 1032.01 err/s: 0.00 reconn/s: 0.00
+[ 14s ] thds: 1024 tps: 10660.46 qps: 171515.46 (r/w/o: 150188.53/0.00/21326.93) lat (ms,95%): 337.94 err/s: 0.00 reconn/s: 0.00
+[ 15s ] thds: 1024 tps: 6271.36 qps: 99505.91 (r/w/o: 86959.18/0.00/12546.73) lat (ms,95%): 484.44 err/s: 0.00 reconn/s: 0.00
+[ 16s ] thds: 1024 tps: 20259.38 qps: 320745.02 (r/w/o: 280335.26/0.00/40409.76) lat (ms,95%): 240.02 err/s: 0.00 reconn/s: 0.00
+"""
+
+
+def test_reference_001_as_parsed_has_its_stall_with_its_depth() -> None:
+    """The same warm-up as perflab reads it from sysbench's output: the report at 13 s is over the 12 s
+    since the one at 1 s (a 43% rate), so seconds 2-12 have that rate: a stall of known depth
+    (`low`), from the start to 15 s, and the warm-up where the gap-as-no-report series had it."""
+    parsed = [{"t": float(iv.t), "qps": iv.qps} for iv in sysbench_output.parse_intervals(REFERENCE_001_TEXT)]
+    assert [p["t"] for p in parsed] == list(range(1, 17)) and {p["qps"] for p in parsed[1:13]} == {245703.40}
+    state = steady.detect(parsed + REFERENCE_001[5:], window_start=20)
+    assert [p["t"] for p in parsed + REFERENCE_001[5:]] == list(range(1, 57))
+    assert 16 <= state.warmup_s <= 18 and state.settled
+    (stall,) = state.stalls
+    assert (stall.start_s, stall.end_s, stall.kind, stall.min_qps) == (0, 15, "low", 2262.99)
 
 
 def test_window_starting_inside_the_warmup_is_unsettled() -> None:
