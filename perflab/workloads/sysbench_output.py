@@ -8,6 +8,7 @@ Output: Interval and Summary dataclasses; p50/p99 come from the histogram.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import asdict, dataclass, replace
@@ -105,15 +106,21 @@ def one_per_second(reports: list[Interval]) -> list[Interval]:
     seconds so, their transactions add up to the client's; a missed second as no report (before
     2026-11-30) lost its transactions, and an on-time report after a late one, counted for a whole
     second, counted a catch-up burst of a tenth of a second ten times over."""
-    times = [r.t - LATE_AT if i + 1 < len(reports) and reports[i + 1].t == r.t else float(r.t) for i, r in enumerate(reports)]
+    late = [a.t == b.t for a, b in zip(reports, reports[1:])] + [False]
+    times = [r.t - LATE_AT if shares else float(r.t) for r, shares in zip(reports, late)]
     spans: list[tuple[float, float, Interval]] = []
     for report, end in zip(reports, times):
         begin = spans[-1][1] if spans else 0.0
         if end > begin:  # a third report of one label would cover nothing: passed over
             spans.append((begin, end, report))
     out: list[Interval] = []
+    first = 0  # the first span that ends after the second before (spans are contiguous, in order)
     for second in range(1, math.floor(spans[-1][1]) + 1 if spans else 1):
-        parts = [(min(second, b) - max(second - 1, a), r) for a, b, r in spans if min(second, b) > max(second - 1, a)]
+        while spans[first][1] <= second - 1:
+            first += 1
+        parts = []
+        for a, b, r in itertools.takewhile(lambda span: span[0] < second, itertools.islice(spans, first, None)):
+            parts.append((min(second, b) - max(second - 1, a), r))
         weight = sum(w for w, _ in parts)
         rates = {name: round(sum(w * getattr(r, name) for w, r in parts) / weight, 2) for name in RATES}
         out.append(replace(max(parts, key=lambda part: part[0])[1], t=second, **rates))

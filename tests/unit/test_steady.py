@@ -56,13 +56,16 @@ def test_reference_001_warmup_and_stall() -> None:
 
 
 # its first reports as sysbench printed them (the reference report's own lines)
-REFERENCE_001_TEXT = """\
-[ 1s ] thds: 1024 tps: 76.28 qps: 2262.99 (r/w/o: 2026.93/0.00/236.06) lat (ms,95%): 8638.96 err/s: 0.00 reconn/s: 0.00
-[ 13s ] thds: 1024 tps: 15443.84 qps: 245703.40 (r/w/o: 214793.65/0.00/30909.74) lat (ms,95%): 1032.01 err/s: 0.00 reconn/s: 0.00
-[ 14s ] thds: 1024 tps: 10660.46 qps: 171515.46 (r/w/o: 150188.53/0.00/21326.93) lat (ms,95%): 337.94 err/s: 0.00 reconn/s: 0.00
-[ 15s ] thds: 1024 tps: 6271.36 qps: 99505.91 (r/w/o: 86959.18/0.00/12546.73) lat (ms,95%): 484.44 err/s: 0.00 reconn/s: 0.00
-[ 16s ] thds: 1024 tps: 20259.38 qps: 320745.02 (r/w/o: 280335.26/0.00/40409.76) lat (ms,95%): 240.02 err/s: 0.00 reconn/s: 0.00
-"""
+REFERENCE_001_TEXT = "\n".join(
+    f"[ {t}s ] thds: 1024 tps: {tps} qps: {qps} (r/w/o: {rwo}) lat (ms,95%): {lat} err/s: 0.00 reconn/s: 0.00"
+    for t, tps, qps, rwo, lat in [
+        (1, "76.28", "2262.99", "2026.93/0.00/236.06", "8638.96"),
+        (13, "15443.84", "245703.40", "214793.65/0.00/30909.74", "1032.01"),
+        (14, "10660.46", "171515.46", "150188.53/0.00/21326.93", "337.94"),
+        (15, "6271.36", "99505.91", "86959.18/0.00/12546.73", "484.44"),
+        (16, "20259.38", "320745.02", "280335.26/0.00/40409.76", "240.02"),
+    ]
+)
 
 
 def test_reference_001_as_parsed_has_its_stall_with_its_depth() -> None:
