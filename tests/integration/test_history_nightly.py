@@ -19,10 +19,7 @@ interval, with one degree of freedom, spanned 0.08-2.85 at run 6 and hid the ste
 next CI run (ci7, idle otherwise: runs 1-3 at 1.03, 1.00, 0.99, runs 4-6 at 0.53, 0.64, 0.49, and no
 change found: with general_log to its table a round's nightly QPS sometimes fell to 21k against 50-60k,
 so runs 4 and 6 spanned 0.30-0.94 and 0.17-1.39, and with three rounds the runs after the step
-differed by as much as a step; a fourth round narrows each run and its jitter). Run alone (a quiet
-module) since, its nights are three rounds of 1 s windows again (2026-11-30, idle machine, 3 of 3: runs
-1-3 within 0.96-1.03, runs 4-6 at 0.51-0.67, the change at run 4 with p 0.001; 113 s instead of 190):
-alone, a round's ratio is no longer the other tests' load.
+differed by as much as a step; a fourth round narrows each run and its jitter).
 """
 
 from __future__ import annotations
@@ -45,9 +42,9 @@ THRESHOLD = "slower:5%"
 BODY = """
 [experiment]
 name = "{name}"
-duration = "1s"
+duration = "2s"
 warmup = "1s"
-repeats = 3
+repeats = 4
 
 [dataset]
 tables = 1
