@@ -19,7 +19,9 @@ interval, with one degree of freedom, spanned 0.08-2.85 at run 6 and hid the ste
 next CI run (ci7, idle otherwise: runs 1-3 at 1.03, 1.00, 0.99, runs 4-6 at 0.53, 0.64, 0.49, and no
 change found: with general_log to its table a round's nightly QPS sometimes fell to 21k against 50-60k,
 so runs 4 and 6 spanned 0.30-0.94 and 0.17-1.39, and with three rounds the runs after the step
-differed by as much as a step; a fourth round narrows each run and its jitter).
+differed by as much as a step; a fourth round narrows each run and its jitter). Three rounds of 1 s
+windows, tried alone on 2026-11-30: 3 of 3 found the change (113 s instead of 190), then ci46 did not
+(run 5's ratio 0.53, its interval 0.29-0.97): four rounds of 2 s it stays.
 """
 
 from __future__ import annotations
