@@ -108,7 +108,7 @@ def mapped_libraries(pid: int) -> set[str]:
     return paths
 
 
-def is_mapped(library: Path, mapped: set[str]) -> bool:
+def is_mapped(library: Path | str, mapped: set[str]) -> bool:
     real = os.path.realpath(library)
     return any(os.path.realpath(p) == real for p in mapped)
 

@@ -116,7 +116,7 @@ def _allocator(name: str, package: str) -> dict[str, Any]:
         path = allocators.resolve(name)
     except LookupError:
         return {"name": name, "present": False, "library": None, "version": None, "get": f"apt-get install {package}"}
-    version = allocators.package_version(path)
+    version = allocators.package_version(path) if path is not None else None
     return {"name": name, "present": True, "library": str(path), "version": version, "get": None}
 
 

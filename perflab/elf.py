@@ -162,7 +162,7 @@ class Elf:
         if shstrndx < len(raw):
             file.seek(raw[shstrndx][4])
             names = file.read(min(raw[shstrndx][5], _SECTION_BYTES))
-        out = {}
+        out: dict[str, Section] = {}
         for i, (name, kind, _flags, addr, offset, size, link, _info, _align, entsize) in enumerate(raw):
             label = _string(names, name) if name < len(names) else f"#{i}"
             out.setdefault(label, Section(label, kind, addr, offset, size, link, entsize))

@@ -126,11 +126,11 @@ def _glibc_too_old(exp: Experiment) -> list[Problem]:
     said = (os.confstr("CS_GNU_LIBC_VERSION") or "").removeprefix("glibc ")  # "glibc 2.36": this process's
     have = tuple(int(p) for p in said.split(".") if p.isdigit())
     problems = []
-    for name in sorted({c.build for c in exp.cells() if c.glibc is None} - {None}):
+    for name in sorted({c.build for c in exp.cells() if c.glibc is None and c.build is not None}):
         basedir = exp.file.builds[name].basedir
         binary = server_binary(Path(basedir)) if basedir else None
         needed = elf.glibc_needed(binary) if binary is not None else None
-        if needed is not None and have and needed > have:
+        if binary is not None and needed is not None and have and needed > have:
             wanted = ".".join(map(str, needed))
             problems.append(
                 Problem(

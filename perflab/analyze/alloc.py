@@ -82,9 +82,9 @@ def started_in_window(cells: list[dict[str, Any]]) -> str | None:
     most = max(starting, key=lambda c: (c["alloc"].get("started_calls_share") or 0, c["alloc"]["threads_started"]))
     share = most["alloc"].get("started_calls_share")  # absent before 2026-11-30's second change
     calls = f", {share:.1%} of its calls" if share is not None else ""
-    ids = ", ".join(str(c["id"]) for c in starting[:10]) + ("..." if len(starting) > 10 else "")
+    named = ", ".join(str(c["id"]) for c in starting[:10]) + ("..." if len(starting) > 10 else "")
     return (
-        f"{len(starting)} cell(s) had threads or processes start within the window (cells {ids}; most: cell "
+        f"{len(starting)} cell(s) had threads or processes start within the window (cells {named}; most: cell "
         f"{most['id']}, {most['alloc']['threads_started']}{calls}): their one-off allocations, and a forked process's "
         "frees of its parent's memory, are in those cells' figures per transaction (PostgreSQL: an autovacuum "
         'worker mallocs what it keeps and exits). Remedy: autovacuum = "off" under [server_options] to compare '
@@ -117,7 +117,9 @@ def functions(results: Results, sel: Selection) -> dict[str, list[float]]:
 
 
 def top_functions(results: Results, sel: Selection, limit: int = 25) -> list[dict[str, Any]]:
-    rows = [{"function": f, "bytes_per_txn": statistics.fmean(v)} for f, v in functions(results, sel).items()]
+    rows: list[dict[str, Any]] = [
+        {"function": f, "bytes_per_txn": statistics.fmean(v)} for f, v in functions(results, sel).items()
+    ]
     return sorted(rows, key=lambda r: -r["bytes_per_txn"])[:limit]
 
 

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from perflab.analyze import across_hosts, evidence, host_speed, rate, ratio, sequential, stats
+from perflab.analyze.ratio import WELCH, Estimate  # the fields below shadow the module
 from perflab.analyze.summary import Group, rounds
 from perflab.analyze.summary import groups as group_cells
 from perflab.analyze.summary import values as summary_values
@@ -52,7 +53,7 @@ class Comparison:
     reason: str | None = None  # why inconclusive; cells left out
     # faster/slower only: per-transaction figures that differ beyond noise (analyze/evidence.py)
     evidence: list[dict[str, Any]] = field(default_factory=list)
-    method: str = ratio.WELCH  # paired | welch
+    method: str = WELCH  # paired | welch
     method_reason: str = ""
     pairs: int = 0  # rounds that hold a settled cell of both sides
     welch_ratio: float | None = None  # the unpaired estimate, beside the one used
@@ -74,7 +75,7 @@ class Comparison:
     # A/A check on each host, "passed" or why not (the row is then not judged: inconclusive)
     across_hosts: bool = False
     aa_check: str | None = None
-    estimate: ratio.Estimate | None = field(default=None, repr=False, compare=False)
+    estimate: Estimate | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -215,7 +215,8 @@ def disagreement(cells: list[dict[str, Any]], calibrated: dict[str, Any] | None)
     if not calibrated or not isinstance(calibrated.get("slope"), int | float):
         return None
     own = within_rounds(cells, "qps", *weights(calibrated))
-    cal_se = calibrated.get("se") if isinstance(calibrated.get("se"), int | float) else 0.0
+    given = calibrated.get("se")
+    cal_se = float(given) if isinstance(given, int | float) else 0.0
     if own is None or not math.isfinite(own["se"]):
         return None
     spread = math.hypot(own["se"], cal_se)

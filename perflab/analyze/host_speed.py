@@ -140,7 +140,7 @@ class Adjustment:
             side: {c.get("repeat"): self.speeds[c["id"]] for c in cells if c["id"] in self.speeds}
             for side, cells in (("base", base), ("other", other))
         }
-        both = sorted(set(xs["base"]) & set(xs["other"]) - {None})
+        both = sorted(r for r in set(xs["base"]) & set(xs["other"]) if r is not None)
         if len(both) >= MIN_PAIRS:
             diffs = [xs["other"][r] - xs["base"][r] for r in both]
             return statistics.fmean(diffs), _t_p(diffs)
@@ -241,8 +241,10 @@ def paired(
     identical pairs different with the OLS error, 9-11% with HC3 (6% unadjusted; bench/fidelity.py).
     None below MIN_PAIRS such rounds, or when the rounds' speed differences do not vary."""
     sides = [{c.get("repeat"): c for c in cells} for cells in (base, other)]
-    rounds = sorted(set(sides[0]) & set(sides[1]) - {None})
-    d, c, values = [], [], ([], [])
+    rounds = sorted(r for r in set(sides[0]) & set(sides[1]) if r is not None)
+    d: list[float] = []
+    c: list[float] = []
+    values: tuple[list[float], list[float]] = ([], [])
     for r in rounds:
         (b, o) = (sides[0][r], sides[1][r])
         yb, yo, xb, xo = metric_value(b, metric), metric_value(o, metric), log_speed(b), log_speed(o)

@@ -135,7 +135,7 @@ class Merged:
                 "repeats": len(self.profiles),
             }
             rows.append(row)
-        rows.sort(key=lambda r: (-r[f"{by}_per_txn"], r["function"]))
+        rows.sort(key=lambda r: (-float(r[f"{by}_per_txn"] or 0.0), str(r["function"])))
         return rows[:limit] if limit else rows
 
 

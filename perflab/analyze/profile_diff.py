@@ -15,7 +15,7 @@ change of the function's total samples through each.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,9 +38,9 @@ def floors(a: Merged, b: Merged, functions: list[str]) -> dict[str, profile_nois
     return {kind: profile_noise.floor(*counts(a, functions, kind), *counts(b, functions, kind)) for kind in kinds}
 
 
-def _callers(m: Merged, function: str) -> Counter:
+def _callers(m: Merged, function: str) -> defaultdict[str, float]:
     """Mean samples per txn of `function` (in the stack) via each parent frame."""
-    out: Counter = Counter()
+    out: defaultdict[str, float] = defaultdict(float)
     for p in m.profiles:
         for parent, count in p.callers.get(function, {}).items():
             out[parent] += p.per_txn(count) / len(m.profiles)

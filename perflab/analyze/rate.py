@@ -59,7 +59,7 @@ def missed(cell: dict[str, Any]) -> str | None:
 
 def latency_from(cells: list[dict[str, Any]]) -> str | None:
     """Where the run's latency counts from at its rate ("intended"), as its cells' records say."""
-    found = {((c.get("summary") or {}).get("rate") or {}).get("latency_from") for c in cells} - {None}
+    found = {str(f) for c in cells if (f := ((c.get("summary") or {}).get("rate") or {}).get("latency_from"))}
     return ", ".join(sorted(found)) if found else None
 
 
@@ -69,9 +69,10 @@ def curve(groups: list[Any], axis: str) -> dict[str, list[tuple[float, float, in
     out: dict[str, list[tuple[float, float, int]]] = {}
     for g in groups:
         targets = [((c.get("summary") or {}).get("rate") or {}).get("target") for c in g.cells]
-        if not g.p99_ms or not g.tps or None in targets:
+        first = targets[0] if targets else None
+        if not g.p99_ms or not g.tps or first is None or None in targets:
             continue
-        point = (statistics.fmean(g.tps), statistics.fmean(g.p99_ms), int(targets[0]))
+        point = (statistics.fmean(g.tps), statistics.fmean(g.p99_ms), int(first))
         out.setdefault(curve_key(g, axis), []).append(point)
     return {k: sorted(v, key=lambda p: p[2]) for k, v in out.items()}
 

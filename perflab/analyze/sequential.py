@@ -130,6 +130,7 @@ def _advance(state: _Paths | None, before: int, n: int, t: float, a: float, j: i
     m = n - before
     block_mean = rng.standard_normal(PATHS) / math.sqrt(m)
     block_squares = rng.chisquare(m - 1, PATHS) if m > 1 else np.zeros(PATHS)
+    found: tuple[float, ...]
     if state is None:
         mean, squares, alive, crossed, found = block_mean, block_squares, np.ones(PATHS, bool), 0, ()
     else:

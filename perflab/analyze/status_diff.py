@@ -52,7 +52,7 @@ def means(cells: list[dict[str, Any]]) -> dict[str, float]:
 def differences(base_cells: list[dict[str, Any]], cells: list[dict[str, Any]], limit: int = 8) -> list[dict[str, Any]]:
     """The counters that differ most (relative change, then size), at most `limit`."""
     a, b = means(base_cells), means(cells)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in sorted(set(a) & set(b)):
         x, y = a[name], b[name]
         big = max(abs(x), abs(y))

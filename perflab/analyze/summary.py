@@ -11,7 +11,7 @@ randomized blocks shuffle within each round: spec/matrix.py).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,16 +183,17 @@ def _add(group: Group, cell: dict[str, Any]) -> None:
     for values, key in ((group.p95_ms, "p95"), (group.p99_ms, "p99")):
         if summary["latency_ms"].get(key) is not None:
             values.append(summary["latency_ms"][key])
-    for values, key in (
+    figures: tuple[tuple[list[Any], str], ...] = (
         (group.rss_end, "rss_end_bytes"),
         (group.rss_peak, "rss_peak_bytes"),
         (group.pss_end, "pss_end_bytes"),
         (group.pss_peak, "pss_peak_bytes"),
         (group.faults_per_txn, "minor_faults_per_txn"),
         (group.cpu_us_per_txn, "server_cpu_us_per_txn"),
-    ):
+    )
+    for figure, key in figures:
         if res.get(key) is not None:
-            values.append(res[key])
+            figure.append(res[key])
 
 
 def rounds(
@@ -231,7 +232,7 @@ def adaptive_targets(cells: list[dict[str, Any]], target: float) -> dict[tuple[s
     return out
 
 
-def mean(values: list[float]) -> float | None:
+def mean(values: Sequence[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 

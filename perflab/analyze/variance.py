@@ -325,4 +325,4 @@ def advice(dec: Decomposition) -> str:
 
 def _settled(cell: dict[str, Any]) -> bool:
     qps = (cell.get("summary") or {}).get("qps")
-    return cell.get("status") == "ok" and cell.get("settled") not in (False, 0) and bool(qps) and qps > 0
+    return cell.get("status") == "ok" and cell.get("settled") not in (False, 0) and qps is not None and qps > 0

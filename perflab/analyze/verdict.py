@@ -132,8 +132,7 @@ def rounds_needed(est: Estimate, margin: float, a_diff: float, a_equiv: float) -
     low, high = bounds(margin)
     d = est.log_ratio
     targets = [(abs(d), a_diff), (min(high - d, d - low), a_equiv)]
-    found = [_rounds_for(est, target, a) for target, a in targets if target > 0]
-    found = [k for k in found if k is not None]
+    found = [k for target, a in targets if target > 0 if (k := _rounds_for(est, target, a)) is not None]
     return min(found) if found else None
 
 

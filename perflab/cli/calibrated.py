@@ -43,8 +43,10 @@ def plan(exp: spec.Experiment, explicit: Path | None) -> tuple[spec.Experiment, 
     )
     directory = cache_root() / "calibration"
     design = exp.file.experiment.design
+    assert design is not None  # decided as the file loads (spec/design.choose)
     wanted = explicit is not None or calibration.path_for(directory, host, whash, design).exists()
     server_sha, unknown = calibrated_binary(exp) if wanted else (None, "")  # hashing takes 0.5 s
+    doc: dict[str, Any] | None
     if explicit is not None:
         doc = calibration.check(explicit, host, whash, server_sha, now, design, unknown)
         note = f"using {explicit}"
@@ -100,7 +102,7 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
     section = exp.file.experiment
     noise = power.Noise(*(float(doc["noise"][k]) for k in calibration.NOISE_KEYS))
     used: dict[str, Any] = {"used": True, "file": doc.get("file"), "created_at": doc["created_at"]}
-    slope = doc.get("host_speed")
+    slope: dict[str, Any] | None = doc.get("host_speed")
     if (
         not section.interleaved  # its turns take the host's speed out: no canary (spec/design.py)
         and exp.file.observe.host_speed is None
@@ -111,7 +113,7 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
         note = f"{note}; [observe] host_speed on, as the calibration measured its slope (host_speed = false: off)"
     if exp.file.observe.host_speed:
         unused = host_slope.usable_slope(slope)
-        if unused is None:
+        if unused is None and slope is not None:
             used["host_speed"] = {**slope, "created_at": doc["created_at"]}
             r = slope.get("r", 0)
             note = (
@@ -125,7 +127,8 @@ def apply(exp: spec.Experiment, doc: dict[str, Any], note: str) -> tuple[spec.Ex
         else:
             note = f"{note}; host speed: {unused}, so the run fits its own"
     if not section.adaptive:
-        effect = power.detectable(noise, section.duration, int(section.repeats))
+        assert isinstance(section.repeats, int)  # fixed repeats: not adaptive
+        effect = power.detectable(noise, section.duration, section.repeats)
         what = "too few repeats for a paired interval" if effect is None else f"effects of {effect:.1%} or more"
         return exp, {**used, "note": f"calibration: {note}: {section.repeats} repeats detect {what} (80% power)"}
     need = power.rounds_for(noise, section.duration, section.equivalence_margin, section.max_repeats)

@@ -137,6 +137,7 @@ def run(
     from perflab.run.lock import MachineLock
     from perflab.store.writer_lock import WriterLock
 
+    assert output is not None  # --resume's directory, -o's, or the default above
     with contextlib.ExitStack() as stack:
         if not allow_concurrent:
             stack.enter_context(MachineLock(output))

@@ -96,7 +96,7 @@ def own_cv2(point: Point) -> tuple[float, int] | None:
     if point.mean is None or point.mean <= 0:
         return None
     if point.var is not None and point.n >= 2:  # a ratio's: se^2 = (one pair's variance) / pairs
-        return point.var * point.n, point.df or point.n - 1
+        return point.var * point.n, int(point.df or point.n - 1)
     if len(point.values) >= 2:
         return ratio.variance(point.values) / point.mean**2, len(point.values) - 1
     if point.low is not None and point.high is not None and point.n >= 2 and point.low > 0:
@@ -117,7 +117,7 @@ def own_variances(points: list[Point]) -> np.ndarray:
     if not known:
         return np.zeros(len(points))
     pooled = float(np.median([v for v, _ in known]))  # the median: one wild run must not widen the others
-    out = []
+    out: list[float | None] = []
     for p, f in zip(points, found):
         if f is None:
             out.append(None)
@@ -175,7 +175,7 @@ def split(
     count = min(MAX_PERMUTATIONS, max(BATCH, math.ceil(20 / alpha)))
     beaten = drawn = 0
     while drawn < count and beaten < EXCEEDED:
-        top = (_permuted if own is None else _drawn)(y, w, own, min_size, rng)
+        top = _permuted(y, w, None, min_size, rng) if own is None else _drawn(y, w, own, min_size, rng)
         beaten += int(np.count_nonzero(top >= observed[best] * (1 - 1e-12)))
         drawn += BATCH
     return best + min_size, (1 + beaten) / (1 + drawn)
@@ -237,8 +237,9 @@ def detect(
 ) -> Analysis:
     """Change points of `points` (module docstring); indices are positions in `points`. `test`:
     PERMUTATION (absolute series) or INTERVAL (ratio series, whose runs measured their own interval)."""
-    usable = [i for i, p in enumerate(points) if p.mean is not None and p.mean > 0]
-    y = np.log([points[i].mean for i in usable]) if usable else np.zeros(0)
+    means = {i: p.mean for i, p in enumerate(points) if p.mean is not None and p.mean > 0}
+    usable = list(means)
+    y = np.log(list(means.values())) if usable else np.zeros(0)
     own = own_variances([points[i] for i in usable])
     tau2 = between_runs(y, own)
     w = 1 / np.maximum(own + tau2, 1e-12)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from perflab.analyze import ratio, stats
 from perflab.analyze.compare import METRICS, Comparison
@@ -73,9 +74,10 @@ def newest_estimate(s: Series) -> RunEstimate | None:
     # the reference runs' own spread beyond their repeats: a host whose level persists for runs
     # and then moves (two levels 7.5% apart, measured) keeps successive differences, and so the
     # series' tau, small, while a run on its other level is no regression
-    tau2 = max(series_tau2, reference_spread([math.log(points[i].mean) for i in ref], own))
+    logs = [math.log(m) for i in ref if (m := points[i].mean)]  # every reference run has its mean
+    tau2 = max(series_tau2, reference_spread(logs, own))
     weights = [1 / ((v if v is not None else tau2) + tau2 or 1e-12) for v in own]
-    level = sum(w * math.log(points[i].mean) for w, i in zip(weights, ref)) / sum(weights)
+    level = sum(w * x for w, x in zip(weights, logs)) / sum(weights)
     d = math.log(new.mean) - level
     own_part = newest_part(new)
     if own_part is None or len(ref) < 2:  # as `compare`: no interval from 2 repeats
@@ -97,7 +99,7 @@ def newest_part(new: changes.Point) -> tuple[float, int] | None:
     repeats, or for a ratio from the interval its run measured; None without an interval."""
     if new.var is not None and new.n >= 2:
         return new.var * new.n, new.n
-    if len(new.values) < stats.MIN_REPEATS:
+    if len(new.values) < stats.MIN_REPEATS or not new.mean:
         return None
     return ratio.variance(new.values) / new.mean**2, len(new.values)
 
@@ -117,7 +119,7 @@ def judge_newest(s: Series, margin: float = MARGIN) -> Comparison:
     """The newest run of `s` against its reference segment, judged as `compare` judges."""
     est = newest_estimate(s)
     start, last = reference(s)
-    where = {
+    where: dict[str, Any] = {
         "threads": s.threads,
         "baseline": {"runs": f"{start + 1}-{last}"},
         "variant": s.variant,

@@ -120,7 +120,7 @@ def changes_at(runs: list[Any]) -> list[dict[str, Any]]:
     for i in range(1, len(runs)):
         by_kind: dict[str, list[dict[str, str | None]]] = {}
         for d in differences(runs[i - 1].provenance, runs[i].provenance):
-            by_kind.setdefault(kind_of(d["field"]), []).append(d)
+            by_kind.setdefault(kind_of(str(d["field"])), []).append(d)
         for kind, found in by_kind.items():
             entry = {"run": i + 1, "started_at": runs[i].started_at, "directory": runs[i].directory}
             out.append({**entry, "kind": kind, "changes": found})

@@ -115,11 +115,11 @@ def load(
 def _build(runs: list[StoredRun], metric: str) -> dict[tuple, Series]:
     """The runs' series of `metric`, unanalysed: absolute per workload, variant and thread count;
     ratio per workload, variant, thread count and baseline."""
-    by_key: dict[tuple, Series] = {}
+    by_key: dict[tuple[Any, ...], Series] = {}
     for run in runs:
         for e in run.record.estimates:
             if e.metric == metric:
-                key = (run.record.workload_key, ABSOLUTE, variant_key(e.variant), e.threads)
+                key: tuple[Any, ...] = (run.record.workload_key, ABSOLUTE, variant_key(e.variant), e.threads)
                 fresh = Series(key[0], record.describe(run.record.workload), e.variant, e.threads, metric)
                 _add(by_key, key, run, e, fresh)
         for r in run.record.ratios:

@@ -17,7 +17,7 @@ import functools
 import getpass
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from perflab.errors import HostKeyError
 from perflab.hosts.target import SshTarget, ssh_config
@@ -61,7 +61,7 @@ def _config_paths() -> list[Path]:
 
 def host_config(target: SshTarget) -> SSHClientConfig:
     """The ssh config as it applies to `target` (its Host and Match blocks)."""
-    return _config_class().load(
+    return _config_class().load(  # type: ignore[return-value]  # typed as its base class
         None, _config_paths(), False, False, False, getpass.getuser(), target.user, target.address,
         target.port if target.port else (),
     )  # fmt: skip
@@ -77,7 +77,7 @@ def _entries(path: str) -> bool:
 
 
 def _named(config: SSHClientConfig, option: str, default: tuple[str, ...]) -> list[str]:
-    named = config.get(option, None)
+    named: Any = config.get(option, None)  # a list of paths, "none" as [], or None
     return list(default) if named is None else [str(f) for f in named]  # [] for "none"
 
 

@@ -7,6 +7,8 @@ names the host and the package to install there (docs/hosts.md).
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 from perflab import allocators
 from perflab.errors import HostKeyError, HostUnreachableError, Problem
 from perflab.hosts.target import install_hint, parse_target
@@ -60,7 +62,7 @@ def client_observer_packages(spec: ExperimentFile) -> dict[str, str]:
 
 
 def _problems_of(
-    spec: ExperimentFile, name: str, packages: dict[str, str], dirs: tuple[str, ...] = (), preloads: set[str] = frozenset()
+    spec: ExperimentFile, name: str, packages: dict[str, str], dirs: tuple[str, ...] = (), preloads: Set[str] = frozenset()
 ) -> list[Problem]:
     """The tools and the known allocators (`preloads`: the cells' there) host `name` lacks."""
     target = parse_target(spec.hosts[name].ssh)

@@ -226,7 +226,7 @@ def run_hosts(runner: Runner, workdir: Path) -> Iterator[None]:
             described = place.storage = storage.describe_on(place.link, place.datadirs)
             hosts.hosts[name].storage = {**described.record(), "path": e.storage, "dir": place.datadirs}
         if servers and not server_here(spec):  # no server here: the hosts'
-            first = hosts.hosts[servers[0]].storage
+            first = hosts.hosts[servers[0]].storage or {}  # set above for every server host
             runner.results.set_meta(storage={**first, "host": servers[0]})
         runner.server_host = runner.server_hosts.get(e.server_host) if e.server_host else None
         pairs = dict.fromkeys((c.client_host, c.server_host) for c in runner.exp.cells() if c.client_host)
@@ -241,10 +241,7 @@ def run_hosts(runner: Runner, workdir: Path) -> Iterator[None]:
         try:
             yield
         finally:
-            runner.remote = runner.server_host = None
-            runner.server_hosts.clear()
-            runner.remotes.clear()
-            runner._placed.clear()
+            runner.forget_hosts()
             hosts.measure_end()
             runner.results.set_meta(hosts=hosts.meta())
 

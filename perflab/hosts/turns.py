@@ -31,6 +31,7 @@ from pathlib import Path
 
 from perflab.errors import HostLostError
 from perflab.hosts.rundir import RunDir
+from perflab.hosts.transport import RemoteProcess
 from perflab.workloads.turn_latency import BUCKETS, Histogram, size_of
 
 AGENT = Path(__file__).resolve().parents[1] / "workloads" / "turn_agent.lua"
@@ -47,7 +48,7 @@ SIGNALS = (
 class TurnAgent:
     """One host's agent: the commands of every seat there, one at a time."""
 
-    def __init__(self, rundir: RunDir, proc: object) -> None:
+    def __init__(self, rundir: RunDir, proc: RemoteProcess) -> None:
         self.rundir, self._proc = rundir, proc
         self._lock = threading.Lock()
         self._slots = itertools.count()

@@ -130,10 +130,10 @@ def fold_perf_phases(
         key = (phases, tuple(reversed(frames)))
         counts[key] = counts.get(key, 0) + 1
     by_phase: dict[str, dict[tuple[int, ...], int]] = {}
-    for (names, key), n in counts.items():
+    for (names, stack), n in counts.items():
         for phase in names:
             into = by_phase.setdefault(phase, {})
-            into[key] = into.get(key, 0) + n
+            into[stack] = into.get(stack, 0) + n
     return {phase: _summarise(c, table) for phase, c in by_phase.items()}
 
 

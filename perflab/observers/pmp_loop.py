@@ -88,7 +88,8 @@ class LoopSampler:
         self._loop = self._thread = None
 
     def _read(self, loop: Followed) -> None:
-        stamp, text = None, []
+        stamp: float | None = None
+        text: list[str] = []
         for line in loop.lines():
             if line.startswith("T "):
                 stamp, text = float(line[2:]), []
@@ -122,7 +123,7 @@ class LoopSampler:
             here = self.clock.require().monotonic
         else:
             offset = time.time() - time.monotonic()
-            here = lambda wall: wall - offset  # noqa: E731  (this machine's own wall clock)
+            here = lambda remote: remote - offset  # noqa: E731  (this machine's own wall clock)
         self.origin = self.span[0]
         if self.tree:
             seen = (int(line.split()[1]) for _, text in self._samples for line in text.splitlines() if line.startswith("PID "))

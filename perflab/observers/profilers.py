@@ -75,7 +75,7 @@ class Profilers:
         self.io = io  # [observe] io: the storage's and the server's I/O (observers/io.py)
         self.tree = tree  # the server target is its process tree (PostgreSQL's backends)
         self.site = site or Site(HERE, Path(workdir))
-        self.own_clock = own_clock and self.site.clock is not None
+        self.own_clock = self.site.clock if own_clock else None  # the host's clock these profilers read
         self.pids = {"server": pid} if pid is not None else {}
         self.workdir = Path(workdir)  # here: the cell's directory (host_speed's canary beside it)
         self.perf: PerfRecorder | None = None
@@ -118,7 +118,7 @@ class Profilers:
             named = next(iter(self.pids.values()), os.getpid())  # its file's name
             recorder = PerfRecorder(
                 named, site.dir, frequency=perf.frequency, call_graph=perf.call_graph, enabled=False,
-                place=site.place, clock=site.clock, starts=site.starts,  # type: ignore[arg-type]
+                place=site.place, clock=site.clock, starts=site.starts,
             )  # fmt: skip
             self.perf = self._stack.enter_context(recorder)
         return self
@@ -128,8 +128,8 @@ class Profilers:
         warm-up's profiles (pmp's start-up and its first sample, loading mariadbd's symbols, take
         tenths of a second: with pmp warmup = false the sampler starts too, paused, so that cost
         stays out of the window and its profile covers the whole window)."""
-        if self.own_clock:
-            self.site.clock.begin()  # type: ignore[union-attr]  (before perf's first sample; again at the exit)
+        if self.own_clock is not None:
+            self.own_clock.begin()  # before perf's first sample; again at the exit
         perf = self.observe.perf
         if self.perf is not None and perf is not None and perf.warmup and not self.perf.enabled:
             self.perf.resume()
@@ -170,14 +170,14 @@ class Profilers:
     def _sampler(self, pid: int, interval: float, tool: str, tree: bool, paused: bool) -> Any:
         site = self.site
         if site.loop or tool == "eu-stack":  # eu-stack where the process runs, its samples on the place's clock
-            return LoopSampler(site.place, pid, site.clock, interval, site.starts or FunctionStarts.load, tree, paused)  # type: ignore[arg-type]
+            return LoopSampler(site.place, pid, site.clock, interval, site.starts or FunctionStarts.load, tree, paused)
         return StackSampler(pid, self.workdir, interval=interval, tree=tree, paused=paused)
 
     def __exit__(self, *exc: object) -> None:
         try:
-            if self.own_clock:
+            if self.own_clock is not None:
                 with contextlib.suppress(PerflabError):  # a host that dropped off: its profiles cannot be cut
-                    self.site.clock.finish()  # type: ignore[union-attr]  (before perf's stop takes its seconds)
+                    self.own_clock.finish()  # before perf's stop takes its seconds
         finally:
             self._stack.close()
 
@@ -205,12 +205,12 @@ class Profilers:
                 started = time.monotonic()
                 pids = self.perf.descendants(self.pids[target]) if self.tree and target == "server" else None
                 folds = self.perf.fold_phases(pids or self.pids[target], spans.phases_at)
-                extra = {**settings, "fold_s": time.monotonic() - started, "processes": pids}
+                extra: dict[str, Any] = {**settings, "fold_s": time.monotonic() - started, "processes": pids}
                 for phase in _phases(spans, self.perf.span):
                     stacks, stats = folds.get(phase) or (Counter(), FoldStats())
                     rows.append(save("perf", target, phase, stacks, stats, self.perf.span, **extra))
-        for target, sampler in self.pmp.items():
-            rows.extend(self._store_pmp(save, spans, target, sampler))
+        for sampled, sampler in self.pmp.items():
+            rows.extend(self._store_pmp(save, spans, sampled, sampler))
         return rows
 
     def _store_pmp(self, save: Any, spans: Spans, target: str, sampler: Any) -> list[dict[str, Any]]:

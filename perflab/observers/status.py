@@ -25,6 +25,7 @@ import re
 import subprocess
 import threading
 import time
+from collections.abc import Set
 from pathlib import Path
 from typing import IO, Any, Self
 
@@ -98,7 +99,7 @@ def parse(lines: list[str]) -> tuple[dict[str, float], set[str]]:
 
 def figures(
     samples: list[tuple[float, dict[str, float]]],
-    gauges: set[str],
+    gauges: Set[str],
     transactions: int,
     queries: int | None = None,
     window_s: float | None = None,
@@ -218,7 +219,7 @@ class StatusSampler:
             self._child.popen.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._failure() from None
-        lines = []
+        lines: list[str] = []
         for line in self._child.popen.stdout:
             if line.startswith(END):
                 return lines

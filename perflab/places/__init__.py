@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from perflab.errors import PerflabError
 
@@ -85,7 +85,12 @@ class Aligned(Protocol):
 
 
 class Clock(Protocol):
-    """A host's clock read over a window (hosts/clock.WindowClock): `require()` its alignment."""
+    """A host's clock read over a window (hosts/clock.WindowClock): read at its start (`begin`) and its
+    end (`finish`: the alignment, or None with why it is refused), `require()` its alignment."""
+
+    def begin(self) -> None: ...
+
+    def finish(self) -> Aligned | None: ...
 
     def require(self) -> Aligned: ...
 
@@ -106,7 +111,8 @@ class RssSeries(AbstractContextManager["RssSeries"], Protocol):
 class Place(Protocol):
     """A machine where a measured process runs; `name` is "here" or the host's name in [hosts]."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def counters(self, pid: int, threads: bool = True) -> ProcCounters:
         """The process's counters now (`threads`: its context switches too, read from every thread's
@@ -205,7 +211,7 @@ class Site:
     place: Place
     dir: Path
     clock: Clock | None = None
-    starts: Callable[[str], object] | None = None
+    starts: Callable[[str], Any] | None = None  # -> observers.elf.FunctionStarts (places import no observer)
     local: Callable[[str], str | None] | None = None
     loop: bool = False  # pmp as an eu-stack loop there (observers/pmp_loop.py: perflab's libdw sampler is here)
     own_dir: bool = False  # `dir` is the recordings' alone: removed once they are stored

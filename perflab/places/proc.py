@@ -142,7 +142,7 @@ class Child:
             except TimeoutError:
                 pass
         self.kill()
-        return self.popen.returncode  # type: ignore[return-value]
+        return self.popen.returncode
 
     def kill(self) -> None:
         """SIGKILL the whole group (helpers it started included) and reap the leader."""

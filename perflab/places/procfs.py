@@ -78,7 +78,8 @@ class ProcCounters:
 
     def scaled(self, factor: float) -> ProcCounters:
         """These counters times `factor` (a sampled rate over a longer time; counts rounded)."""
-        return ProcCounters(*(v * factor if isinstance(v, float) else round(v * factor) for v in astuple(self)))
+        counts = (round(v * factor) for v in astuple(self)[2:])
+        return ProcCounters(self.user_s * factor, self.sys_s * factor, *counts)
 
     @classmethod
     def zero(cls) -> ProcCounters:

@@ -90,7 +90,7 @@ def qps_vs_threads(model: ReportModel) -> Figure:
                 short_label(v),
                 model.colors[key],
                 [(threads.index(g.threads) + shift, g.qps_mean) for g in gs],  # type: ignore[misc]
-                [(c.low, c.high) if c.low is not None else None for c in ci],
+                [(c.low, c.high) if c.low is not None and c.high is not None else None for c in ci],
                 markers=True,
                 tooltip=f"{short_label(v)} QPS",
             )

@@ -314,7 +314,7 @@ def budget_findings(comparisons: list[Any], cells: list[dict[str, Any]], meta: d
 
 def _round_seconds(cells: list[dict[str, Any]], rounds: int) -> float | None:
     """The run's wall time per round: its first cell's start to its last cell's end, over `rounds`."""
-    times = [(c.get("started_at"), c.get("ended_at")) for c in cells if c.get("started_at") and c.get("ended_at")]
+    times = [(str(c["started_at"]), str(c["ended_at"])) for c in cells if c.get("started_at") and c.get("ended_at")]
     if not times or rounds < 1:
         return None
     try:

@@ -11,6 +11,7 @@ so tests compare it with a golden file.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from perflab.analyze import phase_explain, stats
@@ -45,7 +46,7 @@ def cell(text: object) -> str:
     return s.replace("<", "&lt;").replace(">", "&gt;")
 
 
-def table(header: list[str], rows: list[list[object]], right: set[int] | None = None) -> list[str]:
+def table(header: list[str], rows: Sequence[Sequence[object]], right: set[int] | None = None) -> list[str]:
     right = right or set()
     out = [
         "| " + " | ".join(cell(h) for h in header) + " |",

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from perflab.places.procfs import ProcCounters, RssSampler, process_cpu_s
+from perflab.places import RssSeries
+from perflab.places.procfs import ProcCounters, process_cpu_s
 
 from perflab.observers.resources import machine_busy_s, machine_steal_s
 
@@ -112,7 +113,12 @@ def share(
         return transactions
     x, y = max(a, span[0]), min(b, end)
     whole = done(a, b) if done is not None else 0.0
-    inside = (done(x, y) / whole if whole > 0 else (y - x) / (b - a)) if y > x else 0.0
+    if y <= x:
+        inside = 0.0
+    elif done is not None and whole > 0:
+        inside = done(x, y) / whole
+    else:
+        inside = (y - x) / (b - a)
     past = max(0.0, end - max(b, span[0])) / (b - a)  # ran on past the window: at its rate
     return round(transactions * (inside + past), 1)
 
@@ -147,7 +153,7 @@ def _cpu_s(usage: resource.struct_rusage) -> float:
 
 
 def resources(
-    start: WindowStart, end: WindowEnd, client: resource.struct_rusage | None, transactions: float, rss: RssSampler
+    start: WindowStart, end: WindowEnd, client: resource.struct_rusage | None, transactions: float, rss: RssSeries
 ) -> dict[str, Any]:
     """The `resources` fields of a cell row; per transaction over the transactions the counters
     cover (WindowStart.covered), `window_start_late_s` saying how late they were read."""
@@ -196,7 +202,7 @@ def per_txn(transactions: float) -> Any:
 
 
 def client_resources(
-    start: WindowStart, usage: resource.struct_rusage | None, transactions: float, rss: RssSampler
+    start: WindowStart, usage: resource.struct_rusage | None, transactions: float, rss: RssSeries
 ) -> dict[str, Any]:
     """The client's share of a cell row's `client` fields over the window: its counters at exit
     (rusage) less those at the window start; RSS sampled like the server's (the last sample
@@ -218,7 +224,7 @@ def client_resources(
     }
 
 
-def server_resources(used: ProcCounters | None, transactions: float, rss: RssSampler) -> dict[str, Any]:
+def server_resources(used: ProcCounters | None, transactions: float, rss: RssSeries) -> dict[str, Any]:
     """The server's `resources` fields; `used` None (its counters could not be read at the
     window's end): the counter fields are null, not 0."""
     if used is None:

@@ -58,7 +58,7 @@ class AdaptiveRounds:
             if repeat == most:
                 by_budget = budget and "max_repeats" not in spec.model_fields_set
                 stop = (
-                    f"the {most} rounds the budget ({format_duration(budget)}) holds are done"
+                    f"the {most} rounds the budget ({format_duration(budget or 0)}) holds are done"
                     if by_budget
                     else f"max_repeats ({most}) reached"
                 )

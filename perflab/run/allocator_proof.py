@@ -23,7 +23,7 @@ VERSION_RE = re.compile(rb"GNU C Library \(([^)\n]{1,80})\) [a-z ]{0,40}release 
 
 
 def prove(
-    pid: int, name: str | None, library: Path | None, program: Path | None = None, glibc: str | None = None
+    pid: int, name: str | None, library: Path | str | None, program: Path | None = None, glibc: str | None = None
 ) -> dict[str, Any]:
     """The allocator fields of a cell row; AllocatorNotMappedError if `pid` runs another one.
     With no preload asked for, an allocator the server's `program` links itself (DT_NEEDED:
@@ -56,7 +56,7 @@ def _libc_says(path: str, size: int, mtime_ns: int) -> tuple[str | None, str | N
 
 
 def _allocator(
-    mapped: set[str], pid: int, name: str | None, library: Path | None, program: Path | None, glibc: str | None
+    mapped: set[str], pid: int, name: str | None, library: Path | str | None, program: Path | None, glibc: str | None
 ) -> dict[str, Any]:
     if library is not None:
         if not allocators.is_mapped(library, mapped):

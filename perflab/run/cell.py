@@ -16,6 +16,7 @@ through `prepare`, `run` and `measure` (the window alone, on a server it started
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import shutil
 import time
@@ -96,6 +97,12 @@ class CellRunner:
             self._placed[key] = placed
         return self._placed[key]
 
+    def forget_hosts(self) -> None:
+        self.remote = self.server_host = None
+        self.server_hosts.clear()
+        self.remotes.clear()
+        self._placed.clear()
+
     @property
     def storage(self) -> Storage:
         """Where the datadirs live here ([experiment] storage, run/storage.py): the tmpfs when every
@@ -167,14 +174,14 @@ class CellRunner:
                     spec,
                     cache,
                     self.listen,
-                    lambda b, spec=spec: self.train(b, spec, dataset_for, workdir),
+                    functools.partial(self.train, spec=spec, dataset_for=dataset_for, workdir=workdir),
                     training,
                     server,
                 )
             except BuildError as exc:
                 self.builds[name] = exc
             self.listen("build_end", {"name": name, "build": self.builds[name]})
-        for suite in sorted({cell.glibc for cell in self.exp.cells()} - {None}):
+        for suite in sorted({cell.glibc for cell in self.exp.cells() if cell.glibc is not None}):
             self.listen("build_start", {"name": f"glibc-{suite}", "status": f"libc6 from {suite}, in a private root"})
             self.libcs[suite] = glibc.libc_root(suite, cache)
             made = self.libcs[suite]

@@ -12,6 +12,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from perflab.observers.alloc.tracer import AllocTracer
     from perflab.observers.io import IoObserver
     from perflab.run.space import SpaceCheck
     from perflab.run.storage import Storage
@@ -35,7 +38,6 @@ class Runner(Protocol):
     server_hosts: dict[str, Any]  # every server host of the run, by name
     remotes: dict[tuple[str, str | None], Any]  # (client host, server host) -> its RemoteClient
     listen: Callable[[str, dict[str, Any]], None]
-    measure: Callable[..., Measured]
 
     @property
     def kind(self) -> Kind: ...
@@ -44,6 +46,12 @@ class Runner(Protocol):
     def storage(self) -> Storage: ...
 
     def io_observer(self, server: Any) -> IoObserver | None: ...
+
+    def measure(self, cell: Cell, server: Any, logs: Path, tracer: AllocTracer | None = None) -> Measured: ...
+
+    def forget_hosts(self) -> None:
+        """The run's hosts closed: no placement keeps them (hosts/server.run_hosts)."""
+        ...
 
     def client_end(self, cell: Cell) -> Any: ...
 

@@ -50,7 +50,7 @@ from perflab.servers import dataset
 from perflab.run.accounting import per_txn, server_resources
 from perflab.run.cell import CellRunner
 from perflab.observers.phases import MEASURED, WARMUP
-from perflab.places.procfs import RssSampler
+from perflab.places import RssSeries
 from perflab.observers.resources import machine_busy_s
 from perflab.observers.seats import SeatObservers, SeatSpans
 from perflab.observers.status import STATEMENTS
@@ -278,7 +278,7 @@ class _Mark:
         return round(max(0.0, machine_busy_s() - self.busy - ours) / window, 3) if window > 0 else None
 
 
-def _finish(seat: Seat, warmup: int, rss: RssSampler, other: float | None) -> None:
+def _finish(seat: Seat, warmup: int, rss: RssSeries, other: float | None) -> None:
     """A seat whose turns all ran: its summary, resources, steady state; status ok."""
     spec = seat.runner.exp.file
     summary = seat.summary()

@@ -21,10 +21,9 @@ from perflab.spec.matrix import Cell
 
 if TYPE_CHECKING:
     from perflab.servers.kind import Kind
-    from perflab.servers.mysqld import Mysqld
-    from perflab.servers.postgresql.server import PostgreSQL
+    from perflab.servers.managed import Managed
 
-def server_switches(cell: Cell, server: Mysqld | PostgreSQL, tool: str, kind: Kind) -> dict[str, Any]:
+def server_switches(cell: Cell, server: Managed, tool: str, kind: Kind) -> dict[str, Any]:
     """The cell's `aslr` as seen, and its prewarm, done now: the resources fields."""
     seen = server.aslr_seen()
     if seen is not None and seen != cell.aslr:

@@ -154,7 +154,7 @@ class Seat:
             self.error = exc
 
     def _start_client(self, seconds: int) -> None:
-        assert self.server is not None
+        assert self.server is not None and self.child is not None
         self.spans.append([time.time(), math.inf])  # it runs from its launch to the first pause
         self.workload.seat_client(self, seconds)  # connected
         self.turns = self.end.turns(self.child, self.clock)

@@ -209,11 +209,11 @@ class Managed:
         return netns.join(self.pid, argv) if self.own_network else argv
 
     def aslr_seen(self) -> bool | None:
-        return self.home.aslr_seen(self.pid)  # type: ignore[no-any-return]
+        return self.home.aslr_seen(self.pid)
 
     def mapped(self) -> set[str]:
         """Real paths of the files the server maps, where it runs."""
-        return self.home.mapped(self.pid)  # type: ignore[no-any-return]
+        return self.home.mapped(self.pid)
 
     def remove(self) -> None:
         """Its cell's directory where it runs (datadir included; here the run's, removed with it)."""

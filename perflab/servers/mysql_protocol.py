@@ -241,7 +241,7 @@ class MySQLProtocolKind(Kind):
         from perflab.errors import Problem
         from perflab.servers.mysqld import DEFAULT_OPTIONS
 
-        found = {}
+        found: dict[str, tuple[int, int]] = {}
         for cell in exp.cells():
             options = {k.replace("-", "_"): v for k, v in {**DEFAULT_OPTIONS, **cell.server_options}.items()}
             try:

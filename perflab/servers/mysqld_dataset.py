@@ -17,7 +17,7 @@ import contextlib
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab.builds import Build
 from perflab.errors import PerflabError
@@ -28,6 +28,9 @@ from perflab.servers.managed import LOOPBACK
 from perflab.servers.mysql_dialects import plan
 from perflab.servers.mysql_flavor import Init
 from perflab.servers.mysqld import Mysqld
+
+if TYPE_CHECKING:
+    from perflab.spec.schema import ExperimentFile
 
 
 def initialise(datadir: Path, build: Build | None, log: Path) -> Init:
@@ -52,7 +55,7 @@ def prepare(
     log: Path,
     build: Build | None = None,
     name: str = "snapshot",
-    spec: Any = None,
+    spec: ExperimentFile | None = None,
 ) -> Snapshot:
     """Build the snapshot datadir `workdir/name`, initialised and served by `build` (None: the
     installed server); the tool's output goes to `log`, the initialisation's beside it. `tool`

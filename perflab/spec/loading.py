@@ -96,8 +96,9 @@ def _decode(data: bytes, source: str) -> str:
 
 
 def _position(data: bytes | str, offset: int) -> tuple[int, int]:
-    newline = b"\n" if isinstance(data, bytes) else "\n"
-    return data.count(newline, 0, offset) + 1, offset - (data.rfind(newline, 0, offset) + 1) + 1
+    if isinstance(data, bytes):  # offsets in bytes
+        return data.count(b"\n", 0, offset) + 1, offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return data.count("\n", 0, offset) + 1, offset - (data.rfind("\n", 0, offset) + 1) + 1
 
 
 _STRING_OR_COMMENT = re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'|#.*')
@@ -149,7 +150,7 @@ def parse(text: str, source: str = "<string>") -> Experiment:
     try:
         spec = ExperimentFile.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(source, collapse([problem(err, raw, ExperimentFile) for err in exc.errors()])) from None
+        raise SpecError(source, collapse([problem(dict(err), raw, ExperimentFile) for err in exc.errors()])) from None
     spec = spec.with_io_default()
     problems = _limits(spec) or server_problems(spec) + design_problems(spec) + host_problems(spec)
     if problems:

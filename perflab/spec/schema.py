@@ -369,7 +369,7 @@ class ExperimentFile(_Strict):
         }
         for axis, labels in value.items():
             for label, variant in labels.items():
-                met = sorted(b for a, b in rooted if a != axis or b == variant.build)
+                met = sorted(b for a, b in rooted if b is not None and (a != axis or b == variant.build))
                 if variant.glibc and met:
                     raise PydanticCustomError(
                         "perflab",

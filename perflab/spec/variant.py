@@ -157,13 +157,13 @@ def merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict,
             for key, val in source.items():
                 if key in target and target[key] != val:
                     raise ValueError(f"variants {labels} set {what}.{key} to both {target[key]!r} and {val!r}")
-                target[key] = val
+                target[key] = val  # type: ignore[assignment]  # env's values are strings (Variant's model)
     return preload, env, options, wopts
 
 
 def merge_glibc(variants: list[Variant], labels: list[str]) -> str | None:
     """The C library's suite of one variant per axis; two axes naming two suites is an error."""
-    suites = {v.glibc for v in variants} - {None}
+    suites = {v.glibc for v in variants if v.glibc is not None}
     if len(suites) > 1:
         raise ValueError(f"variants {labels} set glibc to both {' and '.join(sorted(suites))}")
     return suites.pop() if suites else None
@@ -171,7 +171,7 @@ def merge_glibc(variants: list[Variant], labels: list[str]) -> str | None:
 
 def merge_rate(variants: list[Variant], labels: list[str]) -> int | None:
     """The arrival rate of one variant per axis; two axes setting two rates is an error."""
-    rates = {v.rate for v in variants} - {None}
+    rates = {v.rate for v in variants if v.rate is not None}
     if len(rates) > 1:
         raise ValueError(f"variants {labels} set rate to both {' and '.join(map(str, sorted(rates)))}")
     return rates.pop() if rates else None
@@ -203,5 +203,5 @@ def merge_client(variants: list[Variant], labels: list[str]) -> tuple[str | None
         for key, val in variant.client_env.items():
             if key in env and env[key] != val:
                 raise ValueError(f"variants {labels} set client_env.{key} to both {env[key]!r} and {val!r}")
-            env[key] = val
+            env[key] = str(val)
     return single["client_preload"], env, single["client_library"]

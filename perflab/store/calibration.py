@@ -90,7 +90,8 @@ def read(path: Path) -> dict[str, Any]:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
         raise UsageError(f"{path}: format {found!r} is not {FORMAT!r}", "a newer or older perflab wrote it; " + HINT)
     noise = doc.get("noise")
-    bad = [k for k in NOISE_KEYS if not isinstance((noise or {}).get(k), int | float) or noise[k] < 0]
+    given = noise if isinstance(noise, dict) else {}
+    bad = [k for k in NOISE_KEYS if not isinstance(given.get(k), int | float) or given[k] < 0]
     if not isinstance(noise, dict) or bad or not isinstance(doc.get("created_at"), str):
         what = f"noise.{bad[0]}" if isinstance(noise, dict) and bad else "noise" if not noise else "created_at"
         raise UsageError(f"{path}: corrupt calibration file ({what} is missing or not a number >= 0)", HINT)

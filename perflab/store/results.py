@@ -14,7 +14,7 @@ import functools
 import json
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -119,7 +119,7 @@ class Results:
         cell: dict[str, Any],
         intervals: list[dict[str, Any]],
         rss_samples: list[tuple[float, int]],
-        status_samples: list[tuple[float, dict[str, float]]] = (),
+        status_samples: Sequence[tuple[float, dict[str, float]]] = (),
     ) -> None:
         """Store one finished cell (ok or failed) with its series, atomically."""
         self.commit_cells([(cell, intervals, rss_samples, status_samples)])

@@ -89,7 +89,7 @@ class Workload:
         """SQL run as root before `prepare_argv` (a user the tool connects as)."""
         return ""
 
-    def prepare_argv(self, spec: ExperimentFile, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile | None, server: Any) -> list[str]:
         raise NotImplementedError
 
     def remote_prepare_argv(

@@ -82,11 +82,12 @@ class Pgbench(Workload):
             ]
         return []
 
-    def prepare_argv(self, spec: ExperimentFile, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile | None, server: Any) -> list[str]:
         """`pgbench -i -s SCALE`, by the server build's own pgbench when it has one."""
         from perflab.servers.postgresql.server import SUPERUSER, pg_binary
 
         binary = pg_binary("pgbench", server.bindir)
+        assert spec is not None, "a workload prepares the dataset of its experiment file"
         return init_argv(spec.dataset.scale or 1, socket_dir=server.rundir, port=server.port, user=SUPERUSER, binary=binary)
 
     def remote_prepare_argv(

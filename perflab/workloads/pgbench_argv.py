@@ -147,7 +147,8 @@ def passfile(server: Any, password: str) -> Path:
     path = server.rundir / "pgpass"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(passline(*server.client_target, password))
+        address, port, user = server.client_target
+        f.write(passline(str(address), port, user, password))
     return path
 
 

@@ -35,8 +35,7 @@ def load_log(prefix: Path, lag: bool = False) -> np.ndarray:
         columns = len(text.split("\n", 1)[0].split())
         text = text.replace("failed", "-1").replace("skipped", "-2")
         data = np.array(text.split(), dtype=np.int64).reshape(-1, columns)
-        columns = [data[:, 2], data[:, 4] + data[:, 5] / 1e6] + ([data[:, 6]] if lag else [])
-        rows.append(np.column_stack(columns))
+        rows.append(np.column_stack([data[:, 2], data[:, 4] + data[:, 5] / 1e6] + ([data[:, 6]] if lag else [])))
     return np.concatenate(rows) if rows else np.empty((0, 3 if lag else 2))
 
 

@@ -28,6 +28,7 @@ The per-second record (`summary.rate`, docs/results-format.md) and whether the c
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from perflab.errors import Problem
@@ -82,7 +83,7 @@ def record(
     target: int,
     seconds: list[tuple[int, float, float | None]],
     latency_from: str,
-    service_ms: dict[str, float | None] | None,
+    service_ms: Mapping[str, float | None] | None,
     note: str | None,
 ) -> dict[str, Any]:
     """The window's rate record: `seconds` are its (t, achieved per second, backlog in seconds of

@@ -183,7 +183,7 @@ class Prepare:
     def setup_sql(self) -> str:
         return ""
 
-    def prepare_argv(self, spec: ExperimentFile, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile | None, server: Any) -> list[str]:
         threads = min(self.tables, os.cpu_count() or 1)
         return argv(self.test, "prepare", socket=server.socket, tables=self.tables, table_size=self.table_size,
                     threads=threads, options=self.options)  # fmt: skip
@@ -241,10 +241,11 @@ class Sysbench(Workload):
         """The test exists and every workload option is one of its (a "did you mean" otherwise)."""
         return option_problems(exp)
 
-    def prepare_argv(self, spec: ExperimentFile, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile | None, server: Any) -> list[str]:
         """`sysbench TEST prepare`, with the server kind's driver (PostgreSQL: pgsql, on its socket directory)."""
         import os
 
+        assert spec is not None, "a workload prepares the dataset of its experiment file"
         threads = min(spec.dataset.tables, os.cpu_count() or 1)
         return self._argv(spec, server, "prepare", threads=threads, options=spec.workload.options)
 

@@ -205,10 +205,11 @@ class GoTpc(Workload):
         # its own database only: no FILE, no SUPER (reached only from the server's own network)
         return f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1'; GRANT ALL ON {DATABASE}.* TO '{USER}'@'127.0.0.1'"
 
-    def prepare_argv(self, spec: ExperimentFile, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile | None, server: Any) -> list[str]:
         """go-tpc loads a warehouse's 10 districts in parallel: one thread per CPU, up to 10 a
         warehouse. Without its consistency checks (TPC-C clause 3.3.2, `--no-check`): they only
         read the rows just generated, and took 77 of the 80 s of a warehouse's prepare here."""
+        assert spec is not None, "a workload prepares the dataset of its experiment file"
         warehouses = spec.workload.warehouses or 1
         threads = min(10 * warehouses, os.cpu_count() or 1)
         options = {"no_check": True}

@@ -23,6 +23,7 @@ query counts from the ratio over the whole run, once its reports are in.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from perflab.errors import WorkloadError
 from perflab.workloads.turn_latency import TurnClock
@@ -48,7 +49,7 @@ class ClientCounts:
         hist = self.clock.read()
         self.samples.append((round(time.monotonic() - self._start, 3), {"Com_commit": hist.events + hist.spanned}))
 
-    def finish(self) -> dict[str, float]:
+    def finish(self) -> dict[str, Any]:
         """Queries and reads at every sample, from the run's queries per event; the ratios."""
         reads, writes, other, events = self.clock.reported()
         if events <= 0:

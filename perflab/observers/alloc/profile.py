@@ -42,7 +42,7 @@ def alloc_fields(
         store_alloc(results, cell_id, transactions, tracer, pid)
 
 
-def store_alloc(results: Results, cell_id: int, transactions: int, tracer: AllocTracer, pid: int) -> dict[str, Any]:
+def store_alloc(results: Results, cell_id: int, transactions: float, tracer: AllocTracer, pid: int) -> dict[str, Any]:
     """The sampled allocation stacks as a profile of source "alloc": folded, weighted in bytes
     requested, the leaf frame being the call and its size class (`malloc:32M-64M`); named from the
     server's maps where it runs (AllocTracer.naming: here, or a server host's)."""

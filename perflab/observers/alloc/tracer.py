@@ -160,7 +160,7 @@ class AllocTracer:
         header = self._header()
         size = alloc.ring_used(header) * alloc.SAMPLE_WORDS * 8
         ring = _words(self._bytes(alloc.ring_start(header) * 8, size)) if size else np.zeros(0, dtype="<u8")
-        return alloc.samples_of(header, ring, self.spec.period)
+        return alloc.samples_of(header, ring, int(self.spec.period))  # an int once validated (spec/observe.py)
 
     def naming(self, pid: int) -> tuple[Any, str | None]:
         """How the server's sampled stacks are named (a symbolizer: `naming`'s, else its maps here) and
@@ -240,7 +240,7 @@ class AllocTracer:
                 if recorder is not None:
                     recorder.resume()
                 if self.spec.stacks:
-                    self._sample(self.spec.period)
+                    self._sample(int(self.spec.period))
                 yield self
             finally:
                 self._sample(0)
@@ -281,7 +281,7 @@ class AllocTracer:
         assert self.counts is not None
         counts, calls = self.counts, self.syscalls
         per = 1 / transactions if transactions else None
-        missing = {} if per else dict.fromkeys(PER_TXN, NO_TRANSACTIONS)
+        missing: dict[str, Any] = {} if per else dict.fromkeys(PER_TXN, NO_TRANSACTIONS)
         if calls is not None and calls.lost_chunks and per:
             missing.update(dict.fromkeys(SYSCALL_FIGURES, lost_reason(calls.lost_chunks)))
         syscalls = calls if calls is not None and "syscalls_per_txn" not in missing else None
@@ -354,7 +354,7 @@ class Spanning:
 
     def __exit__(self, *exc: object) -> bool | None:
         try:
-            return self.sampler.__exit__(*exc)  # type: ignore[no-any-return]
+            return self.sampler.__exit__(*exc)
         finally:
             self._counting.close()
 

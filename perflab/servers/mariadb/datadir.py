@@ -66,10 +66,10 @@ def plan(datadir: Path, build: Build | None) -> Init:
     if own is None:
         script = binary("mariadb-install-db")
         return Init([script, "--no-defaults", *options], f"{script} (installed) bootstrapping {build.binary}", env)
-    script, base = own
+    own_script, base = own
     if any((base / p).is_file() for p in PRINT_DEFAULTS):
         options.append(f"--basedir={base}")
-    return Init([str(script), "--no-defaults", *options], f"{script} (the build's own)", env)
+    return Init([str(own_script), "--no-defaults", *options], f"{own_script} (the build's own)", env)
 
 
 def install_datadir(datadir: Path) -> None:

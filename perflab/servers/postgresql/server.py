@@ -56,7 +56,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 # server's own apply (fsync, synchronous_commit and full_page_writes on)
 TMPFS_ONLY = ("fsync", "synchronous_commit", "full_page_writes")
 # written by perflab itself; a server_options entry of these names is refused (spec/fields.py)
-FIXED = ("listen_addresses", "unix_socket_directories", "port", "data_directory", "config_file")
+FIXED: tuple[str, ...] = ("listen_addresses", "unix_socket_directories", "port", "data_directory", "config_file")
 FIXED += ("hba_file", "ident_file")
 # peer on the socket (each cell's own pg_hba.conf maps who: auth_files), no TCP login at all
 INITDB_OPTIONS = ("--auth-local=peer", "--auth-host=reject", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8")
