@@ -20,6 +20,7 @@ from perflab.builds import recipes as R
 from perflab.builds import source as S
 from perflab.builds.fetch import fetch
 from perflab.servers import kind
+from perflab.spec.matrix import Experiment
 from perflab.spec.schema import ExperimentFile
 from perflab.spec.builds import BuildSpec
 
@@ -103,7 +104,7 @@ def cached(name: str, spec: BuildSpec, cache: Path, training: str = "", server: 
     return None if found is None else found.named(name)
 
 
-def available(exp: Any) -> dict[str | None, Build]:
+def available(exp: Experiment) -> dict[str | None, Build]:
     """Each server binary the experiment's cells here run that is here now (None: the installed
     server), for the checks of `perflab run --check`; a build not made yet is left out."""
     server = exp.file.experiment.server

@@ -154,9 +154,10 @@ class Seat:
             self.error = exc
 
     def _start_client(self, seconds: int) -> None:
-        assert self.server is not None and self.child is not None
+        assert self.server is not None
         self.spans.append([time.time(), math.inf])  # it runs from its launch to the first pause
         self.workload.seat_client(self, seconds)  # connected
+        assert self.child is not None  # started by seat_client
         self.turns = self.end.turns(self.child, self.clock)
         self.client_pid = self.end.profiled_pid(self.child)  # where it runs (perf there folds it)
         self.pause()

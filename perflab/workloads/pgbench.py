@@ -29,8 +29,9 @@ from perflab.workloads.pgbench_log import intervals, load_log, rate_record, wind
 from perflab.workloads.sysbench_output import Summary
 
 if TYPE_CHECKING:
+    from perflab.errors import Problem
     from perflab.spec.schema import ExperimentFile
-    from perflab.spec.matrix import Cell
+    from perflab.spec.matrix import Cell, Experiment
 
 class Pgbench(Workload):
     """pgbench on PostgreSQL: its cells are measured by run/window.py (the
@@ -135,13 +136,13 @@ class Pgbench(Workload):
             binary=pg_binary("pgbench"),
         )
 
-    def spec_problems(self, exp: Any) -> list[Any]:
+    def spec_problems(self, exp: Experiment) -> list[Problem]:
         """Its options and script, asked of the server's own pgbench."""
         from perflab.workloads.pgbench_check import pgbench_problems
 
         return pgbench_problems(exp)
 
-    def dataset_estimate(self, exp: Any) -> int:
+    def dataset_estimate(self, exp: Experiment) -> int:
         """pgbench -i -s SCALE: about 16 MiB a unit, with room."""
         return int((exp.file.dataset.scale or 1) * SCALE_BYTES * 1.2)
 

@@ -20,8 +20,9 @@ from perflab.workloads.base import Workload
 from perflab.workloads.sysbench_output import Summary
 
 if TYPE_CHECKING:
+    from perflab.errors import Problem
     from perflab.spec.schema import ExperimentFile
-    from perflab.spec.matrix import Cell
+    from perflab.spec.matrix import Cell, Experiment
 
 PERCENTILE = 95
 
@@ -237,7 +238,7 @@ class Sysbench(Workload):
             ]
         return []
 
-    def spec_problems(self, exp: Any) -> list[Any]:
+    def spec_problems(self, exp: Experiment) -> list[Problem]:
         """The test exists and every workload option is one of its (a "did you mean" otherwise)."""
         return option_problems(exp)
 
@@ -350,7 +351,7 @@ class Sysbench(Workload):
         watch.wait()
 
 
-def option_problems(exp: Any) -> list[Any]:
+def option_problems(exp: Experiment) -> list[Problem]:
     import difflib
     import os
 

@@ -24,8 +24,9 @@ from perflab.workloads.pgbench_argv import host_passfile, passfile_env
 from perflab.workloads.sysbench_output import Summary
 
 if TYPE_CHECKING:
+    from perflab.errors import Problem
     from perflab.spec.schema import ExperimentFile
-    from perflab.spec.matrix import Cell
+    from perflab.spec.matrix import Cell, Experiment
 
 WAIT_GRACE_S = 5.0  # a --wait run's last report comes at its --time: ended this long after it
 
@@ -174,7 +175,7 @@ class GoTpc(Workload):
             return [Problem("(tool) go-tpc", f"go-tpc {VERSION}", found, gotpc.GET)]
         return []
 
-    def spec_problems(self, exp: Any) -> list[Any]:
+    def spec_problems(self, exp: Experiment) -> list[Problem]:
         import difflib
 
         from perflab.errors import Problem
@@ -193,7 +194,7 @@ class GoTpc(Workload):
                     problems.append(Problem(f"{where}.{key}", "an option of go-tpc tpcc run", "unknown option", hint))
         return problems
 
-    def dataset_estimate(self, exp: Any) -> int:
+    def dataset_estimate(self, exp: Experiment) -> int:
         return (exp.file.workload.warehouses or 1) * WAREHOUSE_BYTES
 
     def tcp_on(self, kind: Any) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perflab.servers import dataset
 from perflab.servers.kind import Tool
@@ -27,10 +27,14 @@ from perflab.places.proc import call, clean_env
 from perflab.servers.postgresql.server import PostgreSQL
 from perflab.spec.builds import BuildSpec
 
+if TYPE_CHECKING:
+    from perflab.builds import Build
+    from perflab.spec.schema import ExperimentFile
+
 GCOV = "gcov"
 
 
-def train(exp: Any, build: Any, spec: BuildSpec, snapshot: dataset.Snapshot, rundir: Path, tool: Tool) -> str:
+def train(exp: ExperimentFile, build: Build, spec: BuildSpec, snapshot: dataset.Snapshot, rundir: Path, tool: Tool) -> str:
     """Run the workload of `exp` (the experiment file; `tool`: its workload: pgbench, or sysbench's
     pgsql driver) on the instrumented server, stop it cleanly, put its .gcda files in the tree."""
     gcov = rundir / GCOV
