@@ -116,7 +116,9 @@ class RemoteClient:
             self._signals = TurnAgent.start(self.rundir, ["sh", "-c", SIGNALS])
         return self._signals
 
-    def command(self, spec: ExperimentFile, cell: Cell, socket: Path, connect: list[str]) -> tuple[list[str], str | None]:
+    def command(
+        self, spec: ExperimentFile, cell: Cell, socket: Path, connect: list[str]
+    ) -> tuple[list[str], str | None]:
         """sysbench's argv on the host, and the path there of the workload's script when it is a local file."""
         command = sysbench.cell_argv(spec, cell, socket, connect=connect, binary=self.binary)
         script = self.script(spec.workload.test)

@@ -62,7 +62,11 @@ def client_observer_packages(spec: ExperimentFile) -> dict[str, str]:
 
 
 def _problems_of(
-    spec: ExperimentFile, name: str, packages: dict[str, str], dirs: tuple[str, ...] = (), preloads: Set[str] = frozenset()
+    spec: ExperimentFile,
+    name: str,
+    packages: dict[str, str],
+    dirs: tuple[str, ...] = (),
+    preloads: Set[str] = frozenset(),
 ) -> list[Problem]:
     """The tools and the known allocators (`preloads`: the cells' there) host `name` lacks."""
     target = parse_target(spec.hosts[name].ssh)

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 GCOV = "gcov"
 
 
-def train(exp: ExperimentFile, build: Build, spec: BuildSpec, snapshot: dataset.Snapshot, rundir: Path, tool: Tool) -> str:
+def train(
+    exp: ExperimentFile, build: Build, spec: BuildSpec, snapshot: dataset.Snapshot, rundir: Path, tool: Tool
+) -> str:
     """Run the workload of `exp` (the experiment file; `tool`: its workload: pgbench, or sysbench's
     pgsql driver) on the instrumented server, stop it cleanly, put its .gcda files in the tree."""
     gcov = rundir / GCOV
