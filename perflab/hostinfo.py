@@ -12,6 +12,7 @@ import subprocess
 from typing import Any, Protocol
 
 from perflab import __version__, servers
+from perflab.places.proc import per_binary
 
 
 def _cpu_model() -> str | None:
@@ -26,10 +27,15 @@ def _cpu_model() -> str | None:
 
 
 def _version_of(argv: list[str]) -> str | None:
-    if not shutil.which(argv[0]):
+    found = shutil.which(argv[0])
+    if not found:
         return None
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else None
+
+    def ask() -> str | None:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else None
+
+    return per_binary([found], ("first line of", *argv), ask)
 
 
 def _go_tpc() -> str | None:

@@ -19,6 +19,7 @@ other users: calibration/, server-options/, notices/, dpkg-owners.json.
 from __future__ import annotations
 
 import gzip
+import functools
 import hashlib
 import json
 import re
@@ -29,7 +30,7 @@ from typing import Any
 
 from perflab import debuginfo, dpkg, elf
 from perflab.errors import PerflabError
-from perflab.places.proc import call, clean_env
+from perflab.places.proc import call, clean_env, per_binary
 from perflab.servers import identity
 
 MANIFEST = "build.json"
@@ -120,11 +121,14 @@ def server_kind(version: str) -> str:
 
 
 def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    def digest() -> str:
+        found = hashlib.sha256()
+        with open(path, "rb") as file:
+            for block in iter(lambda: file.read(1 << 20), b""):
+                found.update(block)
+        return found.hexdigest()
+
+    return per_binary([path], ("sha256",), digest)
 
 
 def compiler_of(binary: Path) -> tuple[str | None, str]:
@@ -224,7 +228,8 @@ def version_of(binary: Path, prefix: list[str] | None = None) -> str:
     """What `mariadbd --version` says after "Ver": "10.11.18-MariaDB-0+deb12u1 for debian-linux-gnu on x86_64 (Debian 12)".
     `prefix`: the loader that runs it (a private root's)."""
     argv = [*(prefix or []), str(binary), "--version"]
-    out = call(argv, what=f"{binary} --version", env=clean_env(), timeout=60).strip()
+    ask = functools.partial(call, argv, what=f"{binary} --version", env=clean_env(), timeout=60)
+    out = per_binary([binary, *(prefix or [])[:1]], ("stdout of", *argv), ask).strip()
     match = re.search(r"\bVer\s+(.*)", out)
     return match.group(1).strip() if match else out
 

@@ -15,12 +15,14 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 from perflab.errors import PerflabError, ToolMissingError
 from perflab.redact import redact, redact_argv
+
+T = TypeVar("T")
 
 _SETPRIV = shutil.which("setpriv")
 
@@ -222,6 +224,21 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LD_", "MALLOC_", "GLIBC_TUNABLES"))}
     env.update(extra or {})
     return env
+
+
+_ANSWERS: dict[tuple[object, ...], object] = {}
+
+
+def per_binary(binaries: Sequence[str | Path], question: tuple[object, ...], ask: Callable[[], T]) -> T:
+    """What `ask()` answers of these binaries (a `--version`), asked once a process while each file
+    is the same (device, inode, size, mtime): a run asks its server's version in four places."""
+    try:
+        key = (question, *((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) for st in map(os.stat, binaries)))
+    except OSError:
+        return ask()
+    if key not in _ANSWERS:
+        _ANSWERS[key] = ask()
+    return _ANSWERS[key]  # type: ignore[return-value]
 
 
 def read_tail(log: Path | None, lines: int = 30) -> str | None:

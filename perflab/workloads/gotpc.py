@@ -50,6 +50,7 @@ from typing import Any
 from urllib.parse import quote
 
 from perflab.errors import ToolMissingError, WorkloadError
+from perflab.places.proc import per_binary
 from perflab.workloads.sysbench_output import Summary
 
 VERSION = "v1.0.12"  # the Makefile's GO_TPC_VERSION (1.0.9 brought the postgres driver)
@@ -371,4 +372,8 @@ def version() -> str | None:
         binary = go_tpc_binary()
     except ToolMissingError:
         return None
-    return f"go-tpc {built_version(binary) or 'of an unknown version'} (go install)"
+
+    def said() -> str:
+        return f"go-tpc {built_version(binary) or 'of an unknown version'} (go install)"
+
+    return per_binary([binary], ("go-tpc version",), said)
