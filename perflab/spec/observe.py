@@ -83,7 +83,7 @@ class AllocObserve(_Strict):
     `samples`: the records the ring of sampled stacks holds (408 bytes each, in the server's
     counter file on tmpfs); a window that samples more drops the rest and says so."""
 
-    period: StrictInt | StrictStr = 512 * 1024
+    period: StrictInt = 512 * 1024  # "512K" read as bytes before it is checked (_period)
     stacks: StrictBool = True
     syscalls: StrictBool = True
     samples: StrictInt = 65536
@@ -95,10 +95,12 @@ class AllocObserve(_Strict):
             raise fail("a number of records between 1024 and 4194304 (1.6 GiB)", "e.g. samples = 262144")
         return value
 
-    @field_validator("period")
+    @field_validator("period", mode="before")
     @classmethod
-    def _period(cls, value: int | str) -> int:
+    def _period(cls, value: Any) -> int:
         try:
+            if not isinstance(value, int | str):
+                raise ValueError(value)
             size = parse_size(value)
         except ValueError:
             raise fail("a size such as 512K or 1M", "the mean bytes between two sampled allocations") from None

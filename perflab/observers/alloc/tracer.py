@@ -152,7 +152,7 @@ class AllocTracer:
 
     def _sample(self, period: int) -> None:
         try:
-            self.place.write_bytes(self.file, alloc._PERIOD * 8, int(period).to_bytes(8, "little"))
+            self.place.write_bytes(self.file, alloc._PERIOD * 8, period.to_bytes(8, "little"))
         except PerflabError as exc:
             raise _failed(exc, "was the cell's directory removed?") from None
 
@@ -160,7 +160,7 @@ class AllocTracer:
         header = self._header()
         size = alloc.ring_used(header) * alloc.SAMPLE_WORDS * 8
         ring = _words(self._bytes(alloc.ring_start(header) * 8, size)) if size else np.zeros(0, dtype="<u8")
-        return alloc.samples_of(header, ring, int(self.spec.period))  # an int once validated (spec/observe.py)
+        return alloc.samples_of(header, ring, self.spec.period)
 
     def naming(self, pid: int) -> tuple[Any, str | None]:
         """How the server's sampled stacks are named (a symbolizer: `naming`'s, else its maps here) and
@@ -240,7 +240,7 @@ class AllocTracer:
                 if recorder is not None:
                     recorder.resume()
                 if self.spec.stacks:
-                    self._sample(int(self.spec.period))
+                    self._sample(self.spec.period)
                 yield self
             finally:
                 self._sample(0)
