@@ -221,9 +221,12 @@ def _env_name(name: str) -> str:
 
 
 def _env_value(value: Any) -> Any:
+    """An environment variable's value as the process gets it: 8 and 0.5 as "8" and "0.5"."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise fail("a string, an integer or a number", 'write it like "text", 3 or 2.5')
     if "\0" in str(value):
         raise fail("a value without NUL bytes", "remove the \\u0000")
-    return value
+    return str(value)
 
 
 def check_axis_name(name: str) -> str:
@@ -254,7 +257,7 @@ ServerOptions = dict[
     Annotated[str, AfterValidator(_server_option_name)], Annotated[OptionValue, AfterValidator(_one_line)]
 ]
 EnvVars = dict[
-    Annotated[str, AfterValidator(_env_name)], Annotated[str | StrictInt | float, AfterValidator(_env_value)]
+    Annotated[str, AfterValidator(_env_name)], Annotated[str, BeforeValidator(_env_value)]
 ]
 WorkloadOptions = dict[
     Annotated[str, AfterValidator(_workload_option_name)], Annotated[OptionValue, AfterValidator(_argv_value)]

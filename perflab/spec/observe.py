@@ -17,7 +17,6 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
-    StrictStr,
     field_validator,
 )
 

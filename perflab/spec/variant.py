@@ -114,11 +114,6 @@ class Variant(_Strict):
             raise fail("a shared library (.so) sysbench can load", hint, f"{short(value, 200)!r}: {what}")
         return value
 
-    @field_validator("env", "client_env")
-    @classmethod
-    def _env(cls, value: dict[str, Any]) -> dict[str, str]:
-        return {k: str(v) for k, v in value.items()}
-
 
 Axes = dict[
     Annotated[str, AfterValidator(check_axis_name)],
@@ -149,15 +144,16 @@ def merge(variants: list[Variant], labels: list[str]) -> tuple[str | None, dict,
             if preload is not None and preload != variant.preload:
                 raise ValueError(f"variants {labels} set preload twice ({preload}, {variant.preload})")
             preload = variant.preload
-        for target, source, what in (
+        merged: list[tuple[dict[str, Any], dict[str, Any], str]] = [
             (env, variant.env, "env"),
             (options, variant.server_options, "server_options"),
             (wopts, variant.workload_options, "workload_options"),
-        ):
+        ]
+        for target, source, what in merged:
             for key, val in source.items():
                 if key in target and target[key] != val:
                     raise ValueError(f"variants {labels} set {what}.{key} to both {target[key]!r} and {val!r}")
-                target[key] = val  # type: ignore[assignment]  # env's values are strings (Variant's model)
+                target[key] = val
     return preload, env, options, wopts
 
 
@@ -203,5 +199,5 @@ def merge_client(variants: list[Variant], labels: list[str]) -> tuple[str | None
         for key, val in variant.client_env.items():
             if key in env and env[key] != val:
                 raise ValueError(f"variants {labels} set client_env.{key} to both {env[key]!r} and {val!r}")
-            env[key] = str(val)
+            env[key] = val
     return single["client_preload"], env, single["client_library"]
