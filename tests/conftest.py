@@ -114,8 +114,10 @@ IN_PROCESS = frozenset({"export", "report", "compare", "history", "profile", "di
 
 def perflab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run the perflab CLI as a user would: `run`, `calibrate`, `build` and `doctor` in a subprocess
-    (they start servers, take signals, exit on them), the reading verbs in this process."""
-    if args and args[0] in IN_PROCESS and not os.environ.get("PERFLAB_TEST_SUBPROCESS"):
+    (they start servers, take signals, exit on them), the reading verbs and `run --check` (it starts
+    nothing: it loads the file and checks the machine) in this process."""
+    reads = bool(args) and (args[0] in IN_PROCESS or (args[0] == "run" and "--check" in args))
+    if reads and not os.environ.get("PERFLAB_TEST_SUBPROCESS"):
         return in_process(*args)
     RUN_OUTPUTS.extend(_outputs(args))
     return subprocess.run(

@@ -8,6 +8,7 @@ for it to plant things in.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -25,9 +26,11 @@ def as_nobody(code: str, *args: str, timeout: float = 30) -> subprocess.Complete
     return subprocess.run(argv(code, *args), capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def start_as_nobody(code: str, *args: str) -> subprocess.Popen[str]:
-    """Start `code` as nobody; it says `ready` on its first line once its attack is in place."""
-    proc = subprocess.Popen(argv(code, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start_as_nobody(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start `code` as nobody (`env` added to this environment); it says `ready` on its first line once
+    its attack is in place."""
+    full = {**os.environ, **env} if env is not None else None
+    proc = subprocess.Popen(argv(code, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.strip() == "ready", (line, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")

@@ -170,7 +170,7 @@ def stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
     """Work directories of this perflab's dead runs, with the live processes each started there
     (the very processes: their pid with its start time, and the run's tag in their environment)."""
     with _dead_runs(base) as dead:
-        return [(path, [pid for pid, ticks in logged(path).items() if _started_by(pid, ticks, path)]) for path in dead]
+        return [(path, [pid for pid, ticks in _left(path).items() if _started_by(pid, ticks, path)]) for path in dead]
 
 
 def remove_stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
@@ -180,7 +180,7 @@ def remove_stale_workdirs(base: Path) -> list[tuple[Path, list[int]]]:
     removed = []
     with _dead_runs(base) as dead:
         for path in dead:
-            pids = logged(path)
+            pids = _left(path)
             killed = [pid for pid, ticks in pids.items() if _started_by(pid, ticks, path) and _kill(pid)]
             release_segments(path, pids)
             if _remote_left(path):
@@ -235,6 +235,33 @@ def logged(workdir: Path) -> dict[int, int]:
     with open(fd, encoding="ascii", errors="replace") as f:
         lines = [line.split() for line in f]
     return {int(p[0]): int(p[1]) for p in lines if len(p) == 2 and p[0].isdigit() and p[1].isdigit()}
+
+
+def tagged(workdir: Path) -> dict[int, int]:
+    """pid -> start ticks of every process here whose environment carries the run's tag (RUN_ENV):
+    those a run killed with SIGKILL started in the instant before it logged them and before their
+    `setpriv --pdeathsig` took hold (a postmaster seen once in some 25 CI runs), and their children.
+    Only processes of the accounts the run used (as release_segments): another account's that
+    carries the tag is not the run's."""
+    tag, found, accounts = f"{RUN_ENV}={workdir}".encode(), {}, {os.geteuid(), *_owners(workdir)}
+    for entry, st in _scan(Path("/proc")):
+        name = entry.name
+        if not name.isdigit() or int(name) == os.getpid() or st.st_uid not in accounts:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                carries = tag in f.read().split(b"\0")
+        except OSError:
+            continue
+        ticks = start_ticks(int(name)) if carries else None
+        if ticks is not None:
+            found[int(name)] = ticks
+    return found
+
+
+def _left(workdir: Path) -> dict[int, int]:
+    """The processes a dead run may have left: those it logged, and those that carry its tag."""
+    return {**tagged(workdir), **logged(workdir)}
 
 
 def _started_by(pid: int, ticks: int, workdir: Path) -> bool:

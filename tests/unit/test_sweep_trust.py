@@ -22,7 +22,7 @@ import pytest
 from perflab.places.proc import RUN_ENV, start_ticks
 from perflab.places import segments
 from perflab.run import workdir
-from tests.nobody import as_nobody, shared_dir
+from tests.nobody import as_nobody, shared_dir, start_as_nobody
 
 MAKE_SEGMENT = "import ctypes; print(ctypes.CDLL(None).shmget(0, 56, 0o1000 | 0o600), flush=True)"
 # what an attacker plants: a run directory in perflab's name pattern (or a prefix of a live run's
@@ -211,3 +211,22 @@ def test_hosts_json_of_a_real_dead_run_is_read(base: Path):
     (path / "hosts.json").write_text(json.dumps([{"name": "gone", "ssh": "root@127.0.0.1:1", "path": "/x"}]))
     assert workdir.remove_stale_workdirs(base) == []
     assert (path / "hosts.json").exists() and [p for p, _ in workdir.stale_workdirs(base)] == [path]
+
+
+def test_a_process_the_run_never_logged_is_found_by_its_tag_but_not_another_accounts(base: Path):
+    """SIGKILLed between starting a server and logging it (before its setpriv armed --pdeathsig: a
+    postmaster left in one CI run), the run's process carries its tag only: the sweep stops it. One
+    of another account that carries the same tag is not the run's and is left alone."""
+    path = dead_run(base)
+    unlogged = sleeper(env={**os.environ, RUN_ENV: str(path)})
+    foreign = start_as_nobody(
+        "import os, sys, time; print('ready', flush=True); time.sleep(300)", env={RUN_ENV: str(path)}
+    )
+    try:
+        assert workdir.logged(path) == {} and set(workdir.tagged(path)) == {unlogged.pid}
+        assert workdir.remove_stale_workdirs(base) == [(path, [unlogged.pid])]
+        assert unlogged.wait(timeout=10) == -signal.SIGKILL and foreign.poll() is None
+    finally:
+        for p in (unlogged, foreign):
+            p.kill()
+            p.communicate()
