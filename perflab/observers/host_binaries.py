@@ -11,11 +11,10 @@ file here when it is the same (sha256), else from a copy fetched over SFTP once 
 from __future__ import annotations
 
 import ctypes
-import functools
-import hashlib
 import os
 from pathlib import Path
 
+from perflab.builds import sha256
 from perflab.errors import HostLostError
 from perflab.hosts.transport import Connection
 from perflab.observers.elf import FunctionStarts
@@ -32,15 +31,6 @@ class _Unnamed(FunctionStarts):
 
 def unnamed(path: str) -> FunctionStarts:
     return _Unnamed(os.path.basename(path), [])
-
-
-@functools.lru_cache(maxsize=64)
-def _local_sha256(path: str, mtime_ns: int, size: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class HostStarts:
@@ -71,10 +61,8 @@ class HostStarts:
         digest = done.stdout.split()[0] if done.status == 0 and done.stdout.strip() else None
         if digest is None:
             return None
-        if os.path.isfile(path):
-            st = os.stat(path)
-            if _local_sha256(path, st.st_mtime_ns, st.st_size) == digest:
-                return path
+        if os.path.isfile(path) and sha256(Path(path)) == digest:  # kept a process while the file is the same
+            return path
         copy = self.cache / digest / os.path.basename(path)
         if not copy.is_file():
             copy.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,6 @@ row stores, e.g. {"allocator_library": "/usr/lib/x86_64-linux-gnu/libjemalloc.so
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from typing import Any
 
 from perflab import allocators, elf
 from perflab.errors import AllocatorNotMappedError
+from perflab.places.proc import per_binary
 
 VERSION_RE = re.compile(rb"GNU C Library \(([^)\n]{1,80})\) [a-z ]{0,40}release version (\d+\.\d+(?:\.\d+)?)")
 
@@ -40,16 +40,14 @@ def libc_mapped(mapped: set[str]) -> dict[str, str | None] | None:
     if libc is None:
         return None
     try:
-        stat = os.stat(libc)
-        version, build = _libc_says(libc, stat.st_size, stat.st_mtime_ns)
+        version, build = per_binary([libc], ("libc says",), lambda: _libc_says(libc))
     except OSError:
         version = build = None
     return {"library": libc, "version": version, "build": build}
 
 
-@functools.lru_cache(maxsize=8)
-def _libc_says(path: str, size: int, mtime_ns: int) -> tuple[str | None, str | None]:
-    """(version, build) from the library's own string: read once per file (2 MB), not per cell."""
+def _libc_says(path: str) -> tuple[str | None, str | None]:
+    """(version, build) from the library's own string: read once per file (2 MB), not per cell (per_binary)."""
     with open(path, "rb") as f:
         found = VERSION_RE.search(f.read())
     return (found.group(2).decode(), found.group(1).decode()) if found else (None, None)
