@@ -22,7 +22,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab import workloads
 from perflab import allocators
@@ -44,6 +44,9 @@ from perflab.run import accounting
 from perflab.run.context import Runner
 from perflab.spec.matrix import Cell
 from perflab.spec.schema import ExperimentFile
+
+if TYPE_CHECKING:
+    from perflab.servers.managed import Managed
 
 
 @dataclass
@@ -171,7 +174,7 @@ class ClientOnHost:
         self.library: str | None = None
 
     def command(
-        self, runner: Runner, cell: Cell, server: Any, seconds: int | None = None
+        self, runner: Runner, cell: Cell, server: Managed, seconds: int | None = None
     ) -> tuple[list[str], dict[str, str] | None]:
         login = runner.kind.remote_login(server, self.remote.password)
         argv, env, self.script = self.wl.host_command(runner.exp.file, cell, server, login, self.remote, seconds)
@@ -222,7 +225,7 @@ class ClientOnHost:
                 fields[key] = libraries.package_of(self.remote.rundir, fields[path])
         return fields
 
-    def profilers(self, runner: Runner, cell: Any, server: Any) -> Any:
+    def profilers(self, runner: Runner, cell: Any, server: Managed) -> Any:
         """The client's perf and pmp on its host, in its `client-profile-NNNN/` there."""
         rundir = self.remote.rundir
         there = f"{rundir.path}/client-profile-{cell.order:04d}"
@@ -311,10 +314,10 @@ class ClientOnHost:
         self.script = self.remote.script(test)
         return self.remote.copy(WRAPPER), self.script or test
 
-    def config_file(self, server: Any, login: dict[str, str], order: int) -> str:
+    def config_file(self, server: Managed, login: dict[str, str], order: int) -> str:
         return self.remote.write_config({k: v for k, v in login.items() if k != "db-driver"}, order)
 
-    def seat_env(self, cell: Cell, server: Any, turns: dict[str, str]) -> dict[str, str]:
+    def seat_env(self, cell: Cell, server: Managed, turns: dict[str, str]) -> dict[str, str]:
         return {**self.variant_env(cell), **turns}
 
     def seat_start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> RemoteChild:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab import allocators, hostinfo
 from perflab.errors import AllocatorNotMappedError, HostLostError, ToolMissingError
@@ -56,6 +56,9 @@ from perflab.run.storage import Storage
 from perflab.run.context import Runner
 from perflab.spec.matrix import Cell
 from perflab.spec.hosts import client_hosts, server_here, server_hosts
+
+if TYPE_CHECKING:
+    from perflab.servers.managed import Managed
 
 # $0: a tool, "$@": the kind's directories off the PATH (postgresql-15's bin); its path on the host,
 # else on the ssh user's PATH (root's has /usr/sbin, where mariadbd is)
@@ -287,7 +290,7 @@ class HostStage:
         server.aslr = cell.aslr
         return server
 
-    def build_record(self, build: Build, server: Any) -> dict[str, Any]:
+    def build_record(self, build: Build, server: Managed) -> dict[str, Any]:
         """What ran there: the host's installed server (through a root copied there: a glibc
         variant), or a build copied there (hosts/trees.py); `host`: where."""
         self.record = self.place.record(server.port)
@@ -298,49 +301,49 @@ class HostStage:
                     "version": self.place.version, "sha256": self.place.sha256, **extra, "host": self.record}  # fmt: skip
         return {**there.record(), "host": self.record}
 
-    def restore(self, snapshot: dataset.Snapshot, server: Any, workdir: Path) -> tuple[float, str]:
-        return self.place.restore(snapshot, server.datadir, workdir), "copy"
+    def restore(self, snapshot: dataset.Snapshot, server: Managed, workdir: Path) -> tuple[float, str]:
+        return self.place.restore(snapshot, str(server.datadir), workdir), "copy"
 
     def drop_caches(self) -> float | None:
         if not self.runner.exp.file.experiment.drop_caches:
             return None
         return storage.drop_caches_on(self.place.link, self.place.name)
 
-    def prove(self, server: Any, cell: Cell, build: Build, row: dict[str, Any], tracer: Any) -> None:
+    def prove(self, server: Managed, cell: Cell, build: Build, row: dict[str, Any], tracer: Any) -> None:
         row.update(_allocator(server, self.place, cell, row["build"]))
         if tracer is not None:
             tracer.check_started(server.pid)  # loaded there, once, and counting
 
-    def armed(self, server: Any) -> contextlib.AbstractContextManager[Any]:
+    def armed(self, server: Managed) -> contextlib.AbstractContextManager[Any]:
         tracer: AllocTracer | None = server.alloc  # [observe] alloc: its perf started there before the window
         return tracer.armed(server.pid) if tracer is not None else contextlib.nullcontext()
 
-    def measure(self, cell: Cell, server: Any, logs: Path, tracer: Any) -> tuple[list, list, dict[str, Any]]:
+    def measure(self, cell: Cell, server: Managed, logs: Path, tracer: Any) -> tuple[list, list, dict[str, Any]]:
         from perflab.run import window
         from perflab.run.ends import ServerThere
 
         return window.measure(self.runner, ServerThere(self.runner, cell, server), cell, server, logs,
                               self.runner.client_end(cell))  # fmt: skip
 
-    def observed(self, cell: Cell, server: Any, measured: dict[str, Any]) -> None:
+    def observed(self, cell: Cell, server: Managed, measured: dict[str, Any]) -> None:
         self.record["clock"] = measured.pop("host_clock", None)  # the host's clock over the window (hosts/clock.py)
         covered = measured.pop("covered", None)  # the window's transactions its counters cover (accounting.py)
         if server.alloc is not None:  # its stacks named while it runs there
             alloc_fields(self.runner.results, cell.order, server.alloc, server.pid, measured, covered)
 
-    def pss_bytes(self, server: Any) -> int | None:
+    def pss_bytes(self, server: Managed) -> int | None:
         return None  # not read on a host (docs/hosts.md: pss_end_bytes null)
 
-    def pid(self, server: Any) -> int | None:
+    def pid(self, server: Managed) -> int | None:
         return None  # it uses the host's CPU, not this machine's
 
-    def turn_counters(self, server: Any, clock: Any, lean: bool, password: str | None) -> Any:
+    def turn_counters(self, server: Managed, clock: Any, lean: bool, password: str | None) -> Any:
         return self.runner.kind.turn_counters(server, clock, lean, password)  # over TCP from here
 
-    def clients_connected(self, server: Any, cell: Cell) -> dict[str, Any]:
+    def clients_connected(self, server: Managed, cell: Cell) -> dict[str, Any]:
         return {}  # the backends' maps are the host's, not read (as a sequential cell's: run/ends.ServerThere)
 
-    def client_address(self, server: Any) -> str | None:
+    def client_address(self, server: Managed) -> str | None:
         return server.bind_address
 
     def recording(self, local: Path) -> Site:
@@ -349,7 +352,7 @@ class HostStage:
         rundir = self.place.rundir
         return host_site(rundir, f"{rundir.path}/{local.name}", WindowClock(self.place.link), local.parent)
 
-    def finish(self, server: Any, rundir: Path, logs: Path) -> None:
+    def finish(self, server: Managed, rundir: Path, logs: Path) -> None:
         if server is not None:
             with contextlib.suppress(HostLostError):
                 server.stop()
@@ -358,7 +361,7 @@ class HostStage:
         shutil.rmtree(rundir, ignore_errors=True)
 
 
-def _allocator(server: Any, place: ServerHost, cell: Cell, record: dict[str, Any]) -> dict[str, Any]:
+def _allocator(server: Managed, place: ServerHost, cell: Cell, record: dict[str, Any]) -> dict[str, Any]:
     """The allocator fields of a server on a host: its preload, proven mapped there (else
     AllocatorNotMappedError: the cell fails), with the package that ships it there; without one, its
     C library's malloc. `record` (the row's build) gains `libc`: the C library it mapped there."""

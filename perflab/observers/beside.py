@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from perflab.errors import PerflabError
 from perflab.hosts.clock import WindowClock
@@ -28,6 +28,9 @@ from perflab.observers.io import FsyncRecorder, IoObserver
 from perflab.observers.phases import Spans
 from perflab.places import Place, Site
 from perflab.spec.observe import ObserveSection
+
+if TYPE_CHECKING:
+    from perflab.servers.managed import Managed
 
 
 class ServerObservers:
@@ -81,7 +84,9 @@ def diskstats(place: Place) -> str:
     return done.stdout
 
 
-def on_host(observe: ObserveSection, host: Any, kind: Any, server: Any, clock: WindowClock | None) -> ServerObservers:
+def on_host(
+    observe: ObserveSection, host: Any, kind: Any, server: Managed, clock: WindowClock | None
+) -> ServerObservers:
     """The cell's observers on its server host (`host`: hosts/server.ServerHost), as [observe]
     asks; `kind`: the server's (its I/O counters)."""
     own = clock is None
@@ -105,7 +110,7 @@ def on_host(observe: ObserveSection, host: Any, kind: Any, server: Any, clock: W
 
 
 def here(
-    observe: ObserveSection, io: IoObserver | None, server: Any, armed: contextlib.AbstractContextManager[Any] | None = None
+    observe: ObserveSection, io: IoObserver | None, server: Managed, armed: contextlib.AbstractContextManager[Any] | None = None
 ) -> ServerObservers:
     """The cell's canary and I/O observer (`io`) of a server on this machine, as a local cell's
     (Profilers): with the client on a client host (run/window.py). `armed`: ServerObservers'."""

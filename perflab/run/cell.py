@@ -22,7 +22,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab.analyze import steady
 from perflab.errors import PerflabError, ServerCrashedError
@@ -50,6 +50,9 @@ from perflab.spec.builds import BuildSpec
 from perflab.spec.hosts import server_here
 from perflab.store.results import Results
 from perflab.units import utc_now
+
+if TYPE_CHECKING:
+    from perflab.servers.managed import Managed
 
 Listener = Callable[[str, dict[str, Any]], None]
 DatasetFor = Callable[[Build], dataset.Snapshot]  # the snapshot a build opens (run/datasets.py)
@@ -112,7 +115,7 @@ class CellRunner:
             self._storage = of_experiment(self.exp.file.experiment.storage if here else "tmpfs")
         return self._storage
 
-    def io_observer(self, server: Any) -> IoObserver | None:
+    def io_observer(self, server: Managed) -> IoObserver | None:
         """[observe] io of a cell's started `server` (None when it is off)."""
         if not self.exp.file.observe.io:
             return None
@@ -265,7 +268,7 @@ class CellRunner:
         cell: Cell,
         made: tuple[dataset.Snapshot, Build],
         workdir: Path,
-        server: Any,
+        server: Managed,
         tracer: Any,
         row: dict[str, Any],
         logs: Path,
@@ -337,7 +340,7 @@ class CellRunner:
             return ClientOnHost(self, self.remote, cell)
         return ClientHere(self, cell)
 
-    def measure(self, cell: Cell, server: Any, logs: Path, tracer: AllocTracer | None = None) -> Measured:
+    def measure(self, cell: Cell, server: Managed, logs: Path, tracer: AllocTracer | None = None) -> Measured:
         """One client run (the workload's tool) against a started `server`: warm-up seconds, then the
         measured window, which the observers and the /proc counters cover (run/window.py). Returns
         (intervals, RSS samples, the row's measured fields); with [observe] status, the fields hold

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from perflab.servers.managed import Managed
     from pathlib import Path
 
     from perflab.observers.alloc.tracer import AllocTracer
@@ -45,9 +46,9 @@ class Runner(Protocol):
     @property
     def storage(self) -> Storage: ...
 
-    def io_observer(self, server: Any) -> IoObserver | None: ...
+    def io_observer(self, server: Managed) -> IoObserver | None: ...
 
-    def measure(self, cell: Cell, server: Any, logs: Path, tracer: AllocTracer | None = None) -> Measured: ...
+    def measure(self, cell: Cell, server: Managed, logs: Path, tracer: AllocTracer | None = None) -> Measured: ...
 
     def forget_hosts(self) -> None:
         """The run's hosts closed: no placement keeps them (hosts/server.run_hosts)."""

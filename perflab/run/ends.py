@@ -95,7 +95,7 @@ class ServerThere:
     RSS stamped with the host's clock, perf and pmp there, its status over TCP as the run's login,
     [observe] alloc's counter there."""
 
-    def __init__(self, runner: Runner, cell: Cell, server: Any) -> None:
+    def __init__(self, runner: Runner, cell: Cell, server: Managed) -> None:
         self.runner, self.cell, self.server = runner, cell, server
         self.tracer: AllocTracer | None = server.alloc  # [observe] alloc's counter there (None: off)
         self.place = runner.server_host.place
@@ -161,7 +161,7 @@ class ClientHere:
         self.password: str | None = host.password if host is not None else None
 
     def command(
-        self, runner: Runner, cell: Cell, server: Any, seconds: int | None = None
+        self, runner: Runner, cell: Cell, server: Managed, seconds: int | None = None
     ) -> tuple[list[str], dict[str, str] | None]:
         """Its argv and environment for `seconds` (an interleaved seat's whole run; None: the warm-up,
         the window and the tool's tail)."""
@@ -179,7 +179,7 @@ class ClientHere:
     def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any:
         return client.start(argv, out, self.runner.client_cpus, env, stamped=self.wl.stamps_lines)
 
-    def profilers(self, runner: Runner, cell: Cell, server: Any) -> Any:
+    def profilers(self, runner: Runner, cell: Cell, server: Managed) -> Any:
         """Beside a server on its host: the client's here, as a local cell's (system-wide perf here)."""
         observe = runner.exp.file.observe
         return alone(observe, CLIENT, None, server.rundir)
@@ -240,10 +240,10 @@ class ClientHere:
         """(turns.lua, the test it loads) as the client reads them."""
         return str(WRAPPER), test
 
-    def config_file(self, server: Any, login: dict[str, str], order: int) -> str:
+    def config_file(self, server: Managed, login: dict[str, str], order: int) -> str:
         return str(sysbench.login_file(server.rundir, login))
 
-    def seat_env(self, cell: Cell, server: Any, turns: dict[str, str]) -> dict[str, str]:
+    def seat_env(self, cell: Cell, server: Managed, turns: dict[str, str]) -> dict[str, str]:
         return {**client_variant.environment(cell, server.rundir), **turns}
 
     def seat_start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any:

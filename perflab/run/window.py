@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from perflab import workloads
 from perflab.errors import ServerCrashedError
@@ -42,6 +42,9 @@ from perflab.run import accounting
 from perflab.run.context import Measured, Runner
 from perflab.spec.matrix import Cell
 from perflab.workloads import client
+
+if TYPE_CHECKING:
+    from perflab.servers.managed import Managed
 
 
 class ServerEnd(Protocol):
@@ -92,11 +95,11 @@ class ClientEnd(Protocol):
     here: bool  # it runs on this machine: a local server's profilers cover it (one system-wide perf)
     link: Any  # its host's link (perflab's own CPU there is measured over the window); None here
 
-    def profilers(self, runner: Runner, cell: Cell, server: Any) -> Any:
+    def profilers(self, runner: Runner, cell: Cell, server: Managed) -> Any:
         """Its own profilers beside a server's that cannot cover it ([observe] targets naming it), or None."""
 
     def command(
-        self, runner: Runner, cell: Cell, server: Any, seconds: int | None = None
+        self, runner: Runner, cell: Cell, server: Managed, seconds: int | None = None
     ) -> tuple[list[str], dict[str, str] | None]: ...
 
     def start(self, argv: list[str], env: dict[str, str] | None, out: Path) -> Any: ...
@@ -150,7 +153,7 @@ class _Run:
     child: Any  # its rusage once reaped (a client here's)
 
 
-def measure(runner: Runner, end: ServerEnd, cell: Cell, server: Any, logs: Path, client_end: ClientEnd) -> Measured:
+def measure(runner: Runner, end: ServerEnd, cell: Cell, server: Managed, logs: Path, client_end: ClientEnd) -> Measured:
     """The window of `cell` on its started `server`: (intervals, RSS samples, the row's measured fields)."""
     spec, wl = runner.exp.file, workloads.of(runner.exp.file)
     warmup = client.window_seconds(spec)[0]
@@ -206,7 +209,7 @@ def measure(runner: Runner, end: ServerEnd, cell: Cell, server: Any, logs: Path,
 
 
 def _run(
-    runner: Runner, end: ServerEnd, cell: Cell, server: Any, command: tuple, client_end: ClientEnd, reads: tuple
+    runner: Runner, end: ServerEnd, cell: Cell, server: Managed, command: tuple, client_end: ClientEnd, reads: tuple
 ) -> _Run:
     """The client from its launch to its end, the observers over their phases."""
     spec, wl = runner.exp.file, workloads.of(runner.exp.file)

@@ -167,6 +167,8 @@ class Managed:
     error_log: Path  # its log, this machine's copy (fetched back from a host)
     option_file: Path  # its configuration, this machine's copy
     port: int  # where it listens for TCP clients (when it does), and what names its socket
+    socket: Path  # where a client here connects (MySQL's socket file, PostgreSQL's socket directory)
+    bind_address: str | None = None  # the one address it listens on by TCP; None: its socket only
     alloc: Any = None  # [observe] alloc's counter on a server host (its AllocTracer), None here
     READY_POLL_S = 0.05
     CLEAN_STOP_S = 120.0  # a clean shutdown that takes longer is killed, and is not clean

@@ -41,14 +41,16 @@ class MySQLProtocolKind(Kind):
     memory_figure = "RSS"
     sysbench_driver = "mysql"
 
-    def status(self, server: Any, password: str | None, lean: bool = False) -> Any:
+    def status(self, server: Managed, password: str | None, lean: bool = False) -> Any:
         """SHOW GLOBAL STATUS through this machine's `mariadb` client (its login: Mysqld.login); its
         stderr in the cell's directory here; the metrics' column as the server's dialect names it."""
         from perflab.observers.status import StatusSampler
+        from perflab.servers import mysqld
         from perflab.tools import binary
 
-        client = [binary("mariadb"), *server.login(password), "--batch", "--skip-column-names", "--unbuffered"]
-        return StatusSampler(client, server.rundir, lean=lean, enabled=server.flavor.metrics_enabled)
+        own = mysqld.of(server)
+        client = [binary("mariadb"), *own.login(password), "--batch", "--skip-column-names", "--unbuffered"]
+        return StatusSampler(client, own.rundir, lean=lean, enabled=own.flavor.metrics_enabled)
 
     def remote_server(
         self, place: ServerHostPlace, datadir: str, options: dict[str, Any], *, local: Path,
@@ -56,12 +58,13 @@ class MySQLProtocolKind(Kind):
     ) -> Managed:  # fmt: skip
         """mariadbd or mysqld on its host (Kind's): the host's installed MariaDB, its dialect by its
         version, or a build copied there (hosts/trees.py) behind its private root's loader there."""
+        from perflab.servers import mysqld
         from perflab.servers.mysql_dialects import installed_dialect
 
-        server: Any = super().remote_server(place, datadir, options, local=local, env=env, alloc=alloc,
+        server = super().remote_server(place, datadir, options, local=local, env=env, alloc=alloc,
                                             preload=preload, build=build)  # fmt: skip
         if build is None or build.kind == "installed":
-            server.flavor = installed_dialect(place.version)  # "mariadbd  Ver 10.11.19-MariaDB-..."
+            mysqld.of(server).flavor = installed_dialect(place.version)  # "mariadbd  Ver 10.11.19-MariaDB-..."
         return server
 
     def host_programs(self, place: ServerHostPlace, build: Build | None) -> dict[str, Any]:
@@ -106,17 +109,18 @@ class MySQLProtocolKind(Kind):
 
         return DURABILITY_OPTIONS
 
-    def io_counters(self, server: Any) -> dict[str, float]:
+    def io_counters(self, server: Managed) -> dict[str, float]:
         from perflab.servers.mysqld_io import counters
 
         return counters(server)
 
-    def prewarm(self, server: Any, database: str) -> float:
+    def prewarm(self, server: Managed, database: str) -> float:
+        from perflab.servers import mysqld
         from perflab.servers.mysqld_dataset import prewarm
 
-        return prewarm(server, database)
+        return prewarm(mysqld.of(server), database)
 
-    def pss_bytes(self, server: Any) -> int | None:
+    def pss_bytes(self, server: Managed) -> int | None:
         from perflab.places.proctree import pss_bytes
 
         return pss_bytes([server.pid])
@@ -159,10 +163,10 @@ class MySQLProtocolKind(Kind):
 
         return run_user()
 
-    def listen_on(self, server: Any, address: str) -> None:
+    def listen_on(self, server: Managed, address: str) -> None:
         server.bind_address = address
 
-    def remote_login(self, server: Any, password: str) -> dict[str, str]:
+    def remote_login(self, server: Managed, password: str) -> dict[str, str]:
         """User `perflab` from any address (the server listens on one only, for this cell's datadir)."""
         if not password.isalnum():
             raise ValueError("the password is made by perflab: hex digits only")
@@ -172,7 +176,7 @@ class MySQLProtocolKind(Kind):
         )
         return {
             "db-driver": "mysql",
-            "mysql-host": server.bind_address,
+            "mysql-host": server.bind_address or "",
             "mysql-port": str(server.port),
             "mysql-user": "perflab",
             "mysql-password": password,
@@ -219,7 +223,7 @@ class MySQLProtocolKind(Kind):
 
         return tool_problems()
 
-    def turn_counters(self, server: Any, clock: Any, lean: bool, password: str | None = None) -> Any:
+    def turn_counters(self, server: Managed, clock: Any, lean: bool, password: str | None = None) -> Any:
         """The server's own statement counters, `SHOW GLOBAL STATUS` over one connection made now:
         on its socket, or over TCP from here to a server on its host (`status`)."""
         return self.status(server, password, lean).connect()

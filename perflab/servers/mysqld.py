@@ -24,7 +24,7 @@ import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from perflab.builds import Build
 from perflab.errors import PerflabError
@@ -288,6 +288,12 @@ class Mysqld(Managed):
 
     def _stopped(self) -> None:
         self.home.fetch("error.log", "stdout.log")
+
+
+def of(server: Managed) -> Mysqld:
+    """`server` typed as the mariadbd or mysqld that a MySQL-protocol kind's own code is handed (the
+    kinds' interface passes a Managed); not checked at run time: tests hand stand-ins."""
+    return cast(Mysqld, server)
 
 
 def version() -> str:

@@ -11,9 +11,12 @@ has none, so there it is the redo LSN minus the last checkpoint's where both are
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perflab.errors import PerflabError
+
+if TYPE_CHECKING:
+    from perflab.servers.managed import Managed
 
 # the variants that measure durability: on tmpfs they measure nothing of the disk (a warning)
 DURABILITY_OPTIONS = (
@@ -60,7 +63,7 @@ def parse(text: str) -> dict[str, float]:
     return out
 
 
-def counters(server: Any) -> dict[str, float]:
+def counters(server: Managed) -> dict[str, float]:
     """The counters now ({} when the server does not answer: the sampler goes on without them)."""
     try:
         return parse(server.sql(QUERY))

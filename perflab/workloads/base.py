@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from perflab.servers.managed import Managed
     from perflab.errors import Problem
     from perflab.workloads.sysbench_output import Summary
     from perflab.spec.matrix import Cell, Experiment
@@ -61,7 +62,7 @@ class Workload:
         """The client's output file in a cell's logs/."""
         return f"{self.name}.txt"
 
-    def start_watch(self, server: Any, end: Any, cell: Cell, child: Any, out: Path, deadline_s: float) -> Any:
+    def start_watch(self, server: Managed, end: Any, cell: Cell, child: Any, out: Path, deadline_s: float) -> Any:
         """A workloads/client.StartWatch of the client's start, its clock's zero: the warm-up and the
         window are timed from it (sysbench: its "Threads started!"; pgbench: every client connected,
         counted where it runs by the client `end`); None: from its launch."""
@@ -89,11 +90,11 @@ class Workload:
         """SQL run as root before `prepare_argv` (a user the tool connects as)."""
         return ""
 
-    def prepare_argv(self, spec: ExperimentFile | None, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile | None, server: Managed) -> list[str]:
         raise NotImplementedError
 
     def remote_prepare_argv(
-        self, spec: ExperimentFile, server: Any, login: dict[str, str], password: str
+        self, spec: ExperimentFile, server: Managed, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
         """The dataset's loader here against a server on another host (hosts/dataset.py): its
         argv and environment, the run's `login` (the kind's remote_login) and `password` in a file
@@ -104,7 +105,7 @@ class Workload:
         self,
         spec: ExperimentFile,
         cell: Cell,
-        server: Any,
+        server: Managed,
         seconds: int,
         checkpoint: int | None,
         jobs: int | None = None,
@@ -117,13 +118,13 @@ class Workload:
     # a server or a client on another host (run/window.py's client ends): the run's `login` (the
     # kind's remote_login: address, port, user, password) kept off the command line
     def login_command(
-        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], seconds: int
+        self, spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], seconds: int
     ) -> tuple[list[str], dict[str, str] | None]:
         """A cell's client here against a server on its host: (argv, its environment)."""
         raise NotImplementedError(f"{self.name} cannot reach a server on another host yet")
 
     def host_command(
-        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any, seconds: int | None = None
+        self, spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], remote: Any, seconds: int | None = None
     ) -> tuple[list[str], dict[str, str] | None, str | None]:
         """A cell's client on the client host (`remote`: hosts/client.RemoteClient): (argv there,
         its environment there, the workload's script's path there when it is a local file).
@@ -133,7 +134,7 @@ class Workload:
     def fetch_log(self, remote: Any, cell: Cell, local: Path) -> None:
         """A client with a tail on a host: its per-transaction log copied into `local` once it ended."""
 
-    def training_argv(self, spec: ExperimentFile, server: Any, seconds: int) -> list[str]:
+    def training_argv(self, spec: ExperimentFile, server: Managed, seconds: int) -> list[str]:
         """PGO training (servers' train): the workload at its largest thread count for `seconds`."""
         raise NotImplementedError
 
@@ -163,7 +164,7 @@ class Workload:
         out: Path,
         code: int,
         warmup: int,
-        server: Any,
+        server: Managed,
         launched: float,
         window: tuple[float, float],
         rate: int | None = None,

@@ -29,6 +29,8 @@ from perflab.workloads.pgbench_log import intervals, load_log, rate_record, wind
 from perflab.workloads.sysbench_output import Summary
 
 if TYPE_CHECKING:
+    from perflab.servers.managed import Managed
+    from perflab.servers.postgresql.server import PostgreSQL
     from perflab.errors import Problem
     from perflab.spec.schema import ExperimentFile
     from perflab.spec.matrix import Cell, Experiment
@@ -83,42 +85,45 @@ class Pgbench(Workload):
             ]
         return []
 
-    def prepare_argv(self, spec: ExperimentFile | None, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile | None, server: Managed) -> list[str]:
         """`pgbench -i -s SCALE`, by the server build's own pgbench when it has one."""
-        from perflab.servers.postgresql.server import SUPERUSER, pg_binary
+        from perflab.servers.postgresql.server import SUPERUSER, of, pg_binary
 
-        binary = pg_binary("pgbench", server.bindir)
+        binary = pg_binary("pgbench", of(server).bindir)
         assert spec is not None, "a workload prepares the dataset of its experiment file"
         return init_argv(spec.dataset.scale or 1, socket_dir=server.rundir, port=server.port, user=SUPERUSER, binary=binary)
 
     def remote_prepare_argv(
-        self, spec: ExperimentFile, server: Any, login: dict[str, str], password: str
+        self, spec: ExperimentFile, server: Managed, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
         """`pgbench -i -s SCALE` over TCP as the run's role, its password in a passfile (PGPASSFILE)."""
+        from perflab.servers.postgresql.server import of
         from perflab.workloads.pgbench_argv import prepare_argv
 
-        return prepare_argv(spec, server, password)
+        return prepare_argv(spec, of(server), password)
 
     def login_command(
-        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], seconds: int
+        self, spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], seconds: int
     ) -> tuple[list[str], dict[str, str] | None]:
+        from perflab.servers.postgresql.server import of
         from perflab.workloads.pgbench_argv import login_command
 
-        return login_command(spec, cell, server, login, seconds)
+        return login_command(spec, cell, of(server), login, seconds)
 
     def host_command(
-        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any, seconds: int | None = None
+        self, spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], remote: Any, seconds: int | None = None
     ) -> tuple[list[str], dict[str, str] | None, str | None]:
+        from perflab.servers.postgresql.server import of
         from perflab.workloads.pgbench_argv import host_command
 
-        return host_command(spec, cell, server, login, remote, seconds)
+        return host_command(spec, cell, of(server), login, remote, seconds)
 
     def fetch_log(self, remote: Any, cell: Cell, local: Path) -> None:
         from perflab.workloads.pgbench_log import fetch_log
 
         fetch_log(remote, cell, local)
 
-    def training_argv(self, spec: ExperimentFile, server: Any, seconds: int) -> list[str]:
+    def training_argv(self, spec: ExperimentFile, server: Managed, seconds: int) -> list[str]:
         """The installed pgbench (its own counts are not the server's), without a transaction log."""
         from perflab.servers.postgresql.server import SUPERUSER, pg_binary
 
@@ -159,18 +164,21 @@ class Pgbench(Workload):
     tail_s = TAIL_S
 
     def run_argv(
-        self, spec: ExperimentFile, cell: Cell, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+        self, spec: ExperimentFile, cell: Cell, server: Managed, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:
         """pgbench cannot reset its statistics (`checkpoint` unused): every transaction is logged."""
-        return cell_argv(spec, cell, server, seconds, jobs or cell.threads)
+        from perflab.servers.postgresql.server import of
 
-    def start_watch(self, server: Any, end: Any, cell: Cell, child: Any, out: Path, deadline_s: float) -> Any:
+        return cell_argv(spec, cell, of(server), seconds, jobs or cell.threads)
+
+    def start_watch(self, server: Managed, end: Any, cell: Cell, child: Any, out: Path, deadline_s: float) -> Any:
         """Every client connected (`wait_connected`): its log's seconds count from there."""
         from functools import partial
 
+        from perflab.servers.postgresql.server import of
         from perflab.workloads.client import StartWatch
 
-        return StartWatch(partial(wait_connected, server, end, child, cell.threads, deadline_s, out))
+        return StartWatch(partial(wait_connected, of(server), end, child, cell.threads, deadline_s, out))
 
     def end_now(self, child: Any) -> None:
         end_now(child)
@@ -184,7 +192,7 @@ class Pgbench(Workload):
         out: Path,
         code: int,
         warmup: int,
-        server: Any,
+        server: Managed,
         launched: float,
         window: tuple[float, float],
         rate: int | None = None,
@@ -212,13 +220,15 @@ class Pgbench(Workload):
         """pgbench logging every transaction into the seat's run directory (here, or its directory on
         its client host); connected once the postmaster has a backend on its database for every
         client. (No client variants: PostgreSQL refuses them.)"""
+        from perflab.servers.postgresql.server import of
+
         spec, server, end = seat.runner.exp.file, seat.server, seat.end
         # where it runs (`end`: here, or its client host, its log there fetched at the end): as a
         # sequential cell's, for `seconds`; over TCP as the run's role, its password in a passfile
         seat.command, env = end.command(seat.runner, seat.cell, server, seconds)
         seat.child = end.start(seat.command, env, seat.out)
         seat.client_fields = end.seat_started(seat.child, seat.cell, seat.out)
-        wait_connected(server, end, seat.child, seat.cell.threads, spec.experiment.timeout_margin, seat.out)
+        wait_connected(of(server), end, seat.child, seat.cell.threads, spec.experiment.timeout_margin, seat.out)
 
     def seat_counts(self, seat: Any) -> Any:
         from perflab.workloads.turn_log import LogCounts
@@ -265,7 +275,7 @@ def end_now(child: Any) -> None:
         pass
 
 
-def wait_connected(server: Any, end: Any, child: Any, clients: int, deadline_s: float, out: Path) -> float:
+def wait_connected(server: PostgreSQL, end: Any, child: Any, clients: int, deadline_s: float, out: Path) -> float:
     """time.monotonic() once every client of pgbench has connected and no other backend serves
     DATABASE: pgbench holds a socket for each of its `clients` (counted where it runs, by the client
     `end`; its first connection, which reads the scale, is closed before they open) and the server's

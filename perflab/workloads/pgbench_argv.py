@@ -23,6 +23,7 @@ from perflab.workloads import rate
 from perflab.workloads.client import window_seconds
 
 if TYPE_CHECKING:
+    from perflab.servers.postgresql.server import PostgreSQL
     from perflab.spec.schema import ExperimentFile
     from perflab.spec.matrix import Cell
 
@@ -83,7 +84,7 @@ def argv(
     return args + [DATABASE]
 
 
-def init_argv(scale: int, *, socket_dir: Path, port: int, user: str, binary: str = "pgbench") -> list[str]:
+def init_argv(scale: int, *, socket_dir: Path | str, port: int, user: str, binary: str = "pgbench") -> list[str]:
     """`pgbench -i -s SCALE` (tables, rows, vacuum, primary keys) into the database DATABASE."""
     return [binary, "-h", str(socket_dir), "-p", str(port), "-U", user, "-i", "-q", f"--scale={scale}", DATABASE]
 
@@ -114,7 +115,7 @@ def script_problem(output: str) -> str | None:
     return " ".join(lines[:3])[:400] if lines else "pgbench printed nothing"
 
 
-def cell_argv(spec: ExperimentFile, cell: Cell, server: Any, seconds: int, jobs: int) -> list[str]:
+def cell_argv(spec: ExperimentFile, cell: Cell, server: PostgreSQL, seconds: int, jobs: int) -> list[str]:
     """A cell's pgbench (sequential or a seat): the server build's own pgbench when it has one,
     every transaction logged into the server's run directory (`pgbench_log.*`)."""
     from perflab.servers.postgresql.server import pg_binary
@@ -142,7 +143,7 @@ def passline(address: str, port: object, user: str, password: str) -> str:
     return f"{address}:{port}:*:{user}:{password}\n"
 
 
-def passfile(server: Any, password: str) -> Path:
+def passfile(server: PostgreSQL, password: str) -> Path:
     """libpq's passfile for the run's role at the server's address, mode 600 (PGPASSFILE)."""
     path = server.rundir / "pgpass"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -152,7 +153,7 @@ def passfile(server: Any, password: str) -> Path:
     return path
 
 
-def passfile_env(server: Any, password: str) -> dict[str, str]:
+def passfile_env(server: PostgreSQL, password: str) -> dict[str, str]:
     """A libpq client here (pgbench, go-tpc's lib/pq): perflab's environment and the run's role's passfile."""
     return {**clean_env(), "PGPASSFILE": str(passfile(server, password))}
 
@@ -163,7 +164,7 @@ def host_passfile(remote: Any, cell: Cell, login: dict[str, str]) -> str:
     return remote.write_private(f"{Path(cell_dir(remote, cell)).name}/pgpass", line)
 
 
-def prepare_argv(spec: ExperimentFile, server: Any, password: str) -> tuple[list[str], dict[str, str]]:
+def prepare_argv(spec: ExperimentFile, server: PostgreSQL, password: str) -> tuple[list[str], dict[str, str]]:
     """`pgbench -i -s SCALE` here against the server there (hosts/dataset.py), as the run's role."""
     from perflab.servers.postgresql.server import pg_binary
 
@@ -173,7 +174,7 @@ def prepare_argv(spec: ExperimentFile, server: Any, password: str) -> tuple[list
 
 
 def login_command(
-    spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], seconds: int
+    spec: ExperimentFile, cell: Cell, server: PostgreSQL, login: dict[str, str], seconds: int
 ) -> tuple[list[str], dict[str, str]]:
     """The cell's pgbench here against the server on its host: its log in the cell's directory here."""
     argv = cell_argv(spec, cell, server, seconds, cell.threads)
@@ -181,7 +182,7 @@ def login_command(
 
 
 def host_command(
-    spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any, budget: int | None = None
+    spec: ExperimentFile, cell: Cell, server: PostgreSQL, login: dict[str, str], remote: Any, budget: int | None = None
 ) -> tuple[list[str], dict[str, str], str | None]:
     """The cell's pgbench on the client host (`remote`: hosts/client.RemoteClient): (argv, its
     environment there, the script's path there when the test is a local script). `budget`: its -T (an

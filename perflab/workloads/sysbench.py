@@ -20,6 +20,7 @@ from perflab.workloads.base import Workload
 from perflab.workloads.sysbench_output import Summary
 
 if TYPE_CHECKING:
+    from perflab.servers.managed import Managed
     from perflab.errors import Problem
     from perflab.spec.schema import ExperimentFile
     from perflab.spec.matrix import Cell, Experiment
@@ -184,12 +185,12 @@ class Prepare:
     def setup_sql(self) -> str:
         return ""
 
-    def prepare_argv(self, spec: ExperimentFile | None, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile | None, server: Managed) -> list[str]:
         threads = min(self.tables, os.cpu_count() or 1)
         return argv(self.test, "prepare", socket=server.socket, tables=self.tables, table_size=self.table_size,
                     threads=threads, options=self.options)  # fmt: skip
 
-    def training_argv(self, spec: ExperimentFile, server: Any, seconds: int) -> list[str]:
+    def training_argv(self, spec: ExperimentFile, server: Managed, seconds: int) -> list[str]:
         raise NotImplementedError("a bench's dataset trains no build")
 
 
@@ -200,7 +201,7 @@ class Sysbench(Workload):
     links_client_library = True
     client_packages: ClassVar[dict[str, str]] = {"sysbench": "sysbench"}
 
-    def start_watch(self, server: Any, end: Any, cell: Cell, child: Any, out: Path, deadline_s: float) -> Any:
+    def start_watch(self, server: Managed, end: Any, cell: Cell, child: Any, out: Path, deadline_s: float) -> Any:
         """Its "Threads started!": every thread connected; its clock (its reports, its checkpoint) starts there."""
         return client.StartWatch(functools.partial(client.wait_threads_started, out, child, deadline_s))
 
@@ -242,7 +243,7 @@ class Sysbench(Workload):
         """The test exists and every workload option is one of its (a "did you mean" otherwise)."""
         return option_problems(exp)
 
-    def prepare_argv(self, spec: ExperimentFile | None, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile | None, server: Managed) -> list[str]:
         """`sysbench TEST prepare`, with the server kind's driver (PostgreSQL: pgsql, on its socket directory)."""
         import os
 
@@ -251,7 +252,7 @@ class Sysbench(Workload):
         return self._argv(spec, server, "prepare", threads=threads, options=spec.workload.options)
 
     def remote_prepare_argv(
-        self, spec: ExperimentFile, server: Any, login: dict[str, str], password: str
+        self, spec: ExperimentFile, server: Managed, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
         """`sysbench TEST prepare` over TCP, its login in --config-file (mode 600, beside the server's files)."""
         import os
@@ -268,19 +269,19 @@ class Sysbench(Workload):
         return argv, clean_env()
 
     def run_argv(
-        self, spec: ExperimentFile, cell: Cell, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+        self, spec: ExperimentFile, cell: Cell, server: Managed, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:
         options = rate.options(spec, cell)
         return self._argv(
             spec, server, "run", threads=cell.threads, seconds=seconds, checkpoint=checkpoint, options=options
         )
 
-    def training_argv(self, spec: ExperimentFile, server: Any, seconds: int) -> list[str]:
+    def training_argv(self, spec: ExperimentFile, server: Managed, seconds: int) -> list[str]:
         threads = max(spec.workload.threads)
         return self._argv(spec, server, "run", threads=threads, seconds=seconds, options=spec.workload.options)
 
     @staticmethod
-    def _argv(spec: ExperimentFile, server: Any, command: str, **given: Any) -> list[str]:
+    def _argv(spec: ExperimentFile, server: Managed, command: str, **given: Any) -> list[str]:
         """`argv` for the file's test, dataset and the server kind's driver, on `server`'s socket."""
         from perflab import servers
 
@@ -303,7 +304,7 @@ class Sysbench(Workload):
         return effective_options(known_options(spec.workload.test), argv_used)
 
     def login_command(
-        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], seconds: int
+        self, spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], seconds: int
     ) -> tuple[list[str], dict[str, str] | None]:
         """Its connection options, password included, in a file only its owner reads (--config-file)."""
         path = login_file(server.rundir, login)
@@ -311,7 +312,7 @@ class Sysbench(Workload):
                                                                      f"--config-file={path}"]), None  # fmt: skip
 
     def host_command(
-        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any, seconds: int | None = None
+        self, spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], remote: Any, seconds: int | None = None
     ) -> tuple[list[str], dict[str, str] | None, str | None]:
         options = {key: value for key, value in login.items() if key != "db-driver"}
         connect = [f"--db-driver={login['db-driver']}", f"--config-file={remote.write_config(options, cell.order)}"]

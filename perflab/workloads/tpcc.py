@@ -24,6 +24,7 @@ from perflab.workloads.pgbench_argv import host_passfile, passfile_env
 from perflab.workloads.sysbench_output import Summary
 
 if TYPE_CHECKING:
+    from perflab.servers.managed import Managed
     from perflab.errors import Problem
     from perflab.spec.schema import ExperimentFile
     from perflab.spec.matrix import Cell, Experiment
@@ -206,7 +207,7 @@ class GoTpc(Workload):
         # its own database only: no FILE, no SUPER (reached only from the server's own network)
         return f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1'; GRANT ALL ON {DATABASE}.* TO '{USER}'@'127.0.0.1'"
 
-    def prepare_argv(self, spec: ExperimentFile | None, server: Any) -> list[str]:
+    def prepare_argv(self, spec: ExperimentFile | None, server: Managed) -> list[str]:
         """go-tpc loads a warehouse's 10 districts in parallel: one thread per CPU, up to 10 a
         warehouse. Without its consistency checks (TPC-C clause 3.3.2, `--no-check`): they only
         read the rows just generated, and took 77 of the 80 s of a warehouse's prepare here."""
@@ -218,27 +219,31 @@ class GoTpc(Workload):
         return server.client(argv)  # MariaDB's: in the server's own network (places/netns.py)
 
     def remote_prepare_argv(
-        self, spec: ExperimentFile, server: Any, login: dict[str, str], password: str
+        self, spec: ExperimentFile, server: Managed, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
         """`go-tpc tpcc prepare` here against the server on its host, as the run's role over TCP."""
+        from perflab.servers.postgresql import server as postgres
+
         warehouses = spec.workload.warehouses or 1
         threads = min(10 * warehouses, os.cpu_count() or 1)
         argv = gotpc.argv("prepare", warehouses=warehouses, threads=threads, options={"no_check": True}, **_login(login))
-        return argv, passfile_env(server, login["pgsql-password"])
+        return argv, passfile_env(postgres.of(server), login["pgsql-password"])  # only PostgreSQL there (host_refusal)
 
     def login_command(
-        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], seconds: int
+        self, spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], seconds: int
     ) -> tuple[list[str], dict[str, str]]:
         """The cell's go-tpc here against the server on its host, as the run's role over TCP."""
+        from perflab.servers.postgresql import server as postgres
+
         options = {**spec.workload.options, **cell.workload_options}
         warehouses = spec.workload.warehouses or 1
         argv = gotpc.argv(
             "run", warehouses=warehouses, threads=cell.threads, seconds=seconds, options=options, **_login(login)
         )
-        return argv, passfile_env(server, login["pgsql-password"])
+        return argv, passfile_env(postgres.of(server), login["pgsql-password"])  # only PostgreSQL there (host_refusal)
 
     def host_command(
-        self, spec: ExperimentFile, cell: Cell, server: Any, login: dict[str, str], remote: Any, seconds: int | None = None
+        self, spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], remote: Any, seconds: int | None = None
     ) -> tuple[list[str], dict[str, str], None]:
         """The cell's go-tpc on the client host (`remote`: hosts/client.RemoteClient): its password
         in a file only its owner reads there (PGPASSFILE)."""
@@ -257,7 +262,7 @@ class GoTpc(Workload):
         return argv, {"PGPASSFILE": secret}, None
 
     def run_argv(
-        self, spec: ExperimentFile, cell: Cell, server: Any, seconds: int, checkpoint: int | None, jobs: int | None = None
+        self, spec: ExperimentFile, cell: Cell, server: Managed, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:
         options = {**spec.workload.options, **cell.workload_options}
         run = gotpc.argv(
@@ -297,7 +302,7 @@ class GoTpc(Workload):
         }
 
 
-def _target(spec: ExperimentFile, server: Any) -> dict[str, Any]:
+def _target(spec: ExperimentFile, server: Managed) -> dict[str, Any]:
     """gotpc.argv's connection to a cell's `server`: its port (MySQL's protocol, over TCP), or its
     socket's directory and superuser (PostgreSQL's driver, Kind.gotpc_driver)."""
     from perflab import servers

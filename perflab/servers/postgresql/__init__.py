@@ -17,6 +17,7 @@ from perflab.servers.kind import Kind, Tool
 from perflab.servers.managed import free_port
 
 if TYPE_CHECKING:
+    from perflab.servers.managed import Managed
     from perflab.builds.source import Source
     from perflab.spec.builds import BuildSpec
     from perflab.servers.home import ServerHostPlace
@@ -100,28 +101,29 @@ class PostgreSQLKind(Kind):
 
         return run_user()
 
-    def io_counters(self, server: Any) -> dict[str, float]:
+    def io_counters(self, server: Managed) -> dict[str, float]:
         from perflab.servers.postgresql.io import counters
 
         return counters(server)
 
-    def prewarm(self, server: Any, database: str) -> float:
-        from perflab.servers.postgresql import dataset
+    def prewarm(self, server: Managed, database: str) -> float:
+        from perflab.servers.postgresql import dataset, server as postgres
 
-        return dataset.prewarm(server, database)
+        return dataset.prewarm(postgres.of(server), database)
 
-    def window_checks(self, server: Any, cell: Cell, child: Any, workload: Any) -> dict[str, Any]:
+    def window_checks(self, server: Managed, cell: Cell, child: Any, workload: Any) -> dict[str, Any]:
         """Every backend of the client's connections maps the variant's allocator."""
+        from perflab.servers.postgresql import server as postgres
         from perflab.servers.postgresql.accounting import verified
 
-        return {"preload_verified_backends": verified(server, cell, child, workload.database)}
+        return {"preload_verified_backends": verified(postgres.of(server), cell, child, workload.database)}
 
-    def pss_bytes(self, server: Any) -> int | None:
+    def pss_bytes(self, server: Managed) -> int | None:
         from perflab.places.proctree import pss_bytes, tree
 
         return pss_bytes(tree(server.pid))
 
-    def turn_counters(self, server: Any, clock: Any, lean: bool, password: str | None = None) -> Any:
+    def turn_counters(self, server: Managed, clock: Any, lean: bool, password: str | None = None) -> Any:
         """The client's own counts (workloads/turn_counts.py): PostgreSQL's statistics reach
         pg_stat_database at most once a second per backend, too late for a turn."""
         from perflab.workloads.turn_counts import ClientCounts
@@ -135,7 +137,7 @@ class PostgreSQLKind(Kind):
     def memory_sampler(self, place: Place, pid: int) -> RssSeries:
         return place.rss_sampler(pid, tree=True)  # here with PSS beside RSS (places/proctree.py)
 
-    def clients_connected(self, server: Any, cell: Cell) -> dict[str, Any]:
+    def clients_connected(self, server: Managed, cell: Cell) -> dict[str, Any]:
         """Every backend maps the variant's allocator (sysbench's "Threads started!" follows
         its threads' connections, so each has its backend by then)."""
         from perflab.servers.postgresql.accounting import verify_backends
@@ -196,13 +198,13 @@ class PostgreSQLKind(Kind):
         init_as(place, datadir, argv, RUN_USER, f"postgresql-15 there provides initdb and the {RUN_USER} user")
         return "initdb"
 
-    def listen_on(self, server: Any, address: str) -> None:
+    def listen_on(self, server: Managed, address: str) -> None:
         """TCP at `address` too, on a port free there (two servers here for one client host: an
         interleaved group's seats)."""
-        server.listen_address = address
+        server.bind_address = address
         server.port = free_port(address)
 
-    def remote_login(self, server: Any, password: str) -> dict[str, str]:
+    def remote_login(self, server: Managed, password: str) -> dict[str, str]:
         """Role `perflab` with the run's password, over TCP only (pg_hba: scram-sha-256)."""
         if not password.isalnum():
             raise ValueError("the password is made by perflab: hex digits only")
@@ -212,7 +214,7 @@ class PostgreSQLKind(Kind):
         )
         return {
             "db-driver": "pgsql",
-            "pgsql-host": server.listen_address,
+            "pgsql-host": server.bind_address or "",
             "pgsql-port": str(server.port),
             "pgsql-user": "perflab",
             "pgsql-password": password,

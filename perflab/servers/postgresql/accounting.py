@@ -24,14 +24,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab import allocators
 from perflab.errors import AllocatorNotMappedError
 from perflab.places.proctree import tree
 
+if TYPE_CHECKING:
+    from perflab.servers.postgresql.server import PostgreSQL
 
-def verify_backends(pid: int, name: str | None, library: Path | None, env: dict[str, str] | None = None) -> int:
+
+def verify_backends(pid: int, name: str | None, library: Path | str | None, env: dict[str, str] | None = None) -> int:
     """How many processes of the server besides the postmaster (backends, auxiliary processes)
     map the variant's allocator and have its environment; AllocatorNotMappedError naming the
     first that does not (for glibc: that maps another allocator).
@@ -89,7 +92,7 @@ def _cmdline(pid: int) -> str:
 BACKENDS_DEADLINE_S = 10.0  # for the clients' connections, when the window starts at once
 
 
-def verified(server: Any, cell: Any, child: Any, database: str) -> int:
+def verified(server: PostgreSQL, cell: Any, child: Any, database: str) -> int:
     """The allocator check of every backend, once the clients have connected: a backend on the
     client's `database` for each of its connections (its title names the database). Counted by
     title, not as the children beyond those before the client started: that count took in a

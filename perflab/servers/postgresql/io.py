@@ -15,9 +15,12 @@ to a second of the previous second's work, and a checkpoint's writes can land in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perflab.errors import PerflabError
+
+if TYPE_CHECKING:
+    from perflab.servers.managed import Managed
 
 # the variants that measure durability: on tmpfs they measure nothing of the disk (a warning)
 DURABILITY_OPTIONS = ("fsync", "synchronous_commit", "full_page_writes", "wal_compression", "checkpoint_timeout",
@@ -45,7 +48,7 @@ def parse(text: str) -> dict[str, float]:
     return out
 
 
-def counters(server: Any) -> dict[str, float]:
+def counters(server: Managed) -> dict[str, float]:
     """The counters now ({} when the server does not answer: the sampler goes on without them)."""
     try:
         return parse(server.sql(QUERY))

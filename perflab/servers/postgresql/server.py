@@ -29,7 +29,7 @@ import shutil
 import signal
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from perflab.errors import PerflabError, ServerStartError, ToolMissingError
 from perflab.places.proc import call, clean_env
@@ -180,7 +180,7 @@ class PostgreSQL(Managed):
                          programs=programs)  # fmt: skip
         self.socket = Path(self.home.dir)  # libpq's host: the socket's directory (there)
         self.port = PORT
-        self.listen_address = ""  # TCP only for a client elsewhere (Kind.listen_on, a server host): that address alone
+        self.bind_address = None  # TCP only for a client elsewhere (Kind.listen_on, a server host): that address alone
         self.error_log = rundir / "postgres.log"
         self.option_file = rundir / "postgresql.conf"
         own = {k: v for k, v in DEFAULT_OPTIONS.items() if not (durable and k in TMPFS_ONLY)}
@@ -198,20 +198,16 @@ class PostgreSQL(Managed):
         return self.home.dir
 
     @property
-    def bind_address(self) -> str | None:
-        return self.listen_address or None
-
-    @property
     def client_target(self) -> tuple[str | Path, int, str]:
         """Where a client here reaches it: its socket as the superuser (peer), or, from another
         machine, its address and port as the run's role (its password the run's)."""
         if self.home.remote_clients:
-            return self.listen_address, self.port, "perflab"
+            return self.bind_address or "", self.port, "perflab"
         return self.rundir, self.port, SUPERUSER
 
     def write_option_file(self) -> None:
         fixed = {
-            "listen_addresses": self.listen_address,
+            "listen_addresses": self.bind_address or "",
             "unix_socket_directories": self.conf_dir,
             "unix_socket_permissions": "0700",  # its user and root only (and peer auth: issue 48)
             "port": self.port,
@@ -225,7 +221,7 @@ class PostgreSQL(Managed):
         lines += [conf_line(k, v) for k, v in {**self.options, **fixed}.items()]
         self.home.write("postgresql.conf", "\n".join(lines) + "\n")
         # on its socket, by peer: perflab's account and the server's (and the ssh user's there)
-        for name, text in auth_files(bool(self.listen_address), self.home.peers(RUN_USER)).items():
+        for name, text in auth_files(bool(self.bind_address), self.home.peers(RUN_USER)).items():
             self.home.write(name, text)
 
     def argv(self) -> list[str]:
@@ -329,6 +325,12 @@ def known_settings() -> dict[str, str]:
         if len(fields) >= 4:
             settings[fields[0].lower()] = fields[3]
     return settings
+
+
+def of(server: Managed) -> PostgreSQL:
+    """`server` typed as the postgres that PostgreSQL's kind, pgbench and go-tpc on a host are handed
+    (the interfaces pass a Managed); not checked at run time: tests hand stand-ins."""
+    return cast(PostgreSQL, server)
 
 
 def version() -> str:
