@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from perflab.servers.managed import Managed
     from pathlib import Path
 
     from perflab.observers.alloc.tracer import AllocTracer
@@ -20,6 +19,7 @@ if TYPE_CHECKING:
     from perflab.run.space import SpaceCheck
     from perflab.run.storage import Storage
     from perflab.servers.kind import Kind
+    from perflab.servers.managed import Managed
     from perflab.spec.matrix import Cell, Experiment
     from perflab.store.results import Results
 

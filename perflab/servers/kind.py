@@ -8,17 +8,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from perflab.places import Place, RssSeries
-    from perflab.places.procfs import ProcCounters
     from perflab.builds import Build
     from perflab.builds.source import Source
+    from perflab.places import Place, RssSeries
+    from perflab.places.procfs import ProcCounters
     from perflab.servers.dataset import Snapshot
-    from perflab.servers.managed import Managed
-    from perflab.spec.matrix import Cell, Experiment
-    from perflab.spec.builds import BuildSpec
-    from perflab.spec.schema import ExperimentFile
-    from perflab.spec.problems import Problem
     from perflab.servers.home import ServerHostPlace
+    from perflab.servers.managed import Managed
+    from perflab.spec.builds import BuildSpec
+    from perflab.spec.matrix import Cell, Experiment
+    from perflab.spec.problems import Problem
+    from perflab.spec.schema import ExperimentFile
 
 
 class Tool(Protocol):

@@ -18,18 +18,18 @@ from perflab.servers.kind import Kind, Tool
 from perflab.servers.mysql_flavor import SHARES
 
 if TYPE_CHECKING:
-    from perflab.servers.home import ServerHostPlace
+    from perflab.builds import Build
     from perflab.builds.source import Source
-    from perflab.spec.builds import BuildSpec
     from perflab.places import Place, RssSeries
     from perflab.places.procfs import ProcCounters
-    from perflab.builds import Build
     from perflab.servers.dataset import Snapshot
+    from perflab.servers.home import ServerHostPlace
     from perflab.servers.managed import Managed
     from perflab.servers.mysqld import Mysqld
+    from perflab.spec.builds import BuildSpec
     from perflab.spec.matrix import Cell, Experiment
-    from perflab.spec.schema import ExperimentFile
     from perflab.spec.problems import Problem
+    from perflab.spec.schema import ExperimentFile
 
 
 class MySQLProtocolKind(Kind):
@@ -62,7 +62,7 @@ class MySQLProtocolKind(Kind):
         from perflab.servers.mysql_dialects import installed_dialect
 
         server = super().remote_server(place, datadir, options, local=local, env=env, alloc=alloc,
-                                            preload=preload, build=build)  # fmt: skip
+                                       preload=preload, build=build)  # fmt: skip
         if build is None or build.kind == "installed":
             mysqld.of(server).flavor = installed_dialect(place.version)  # "mariadbd  Ver 10.11.19-MariaDB-..."
         return server

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from perflab.servers.managed import Managed
     from perflab.errors import Problem
-    from perflab.workloads.sysbench_output import Summary
+    from perflab.servers.managed import Managed
     from perflab.spec.matrix import Cell, Experiment
     from perflab.spec.schema import ExperimentFile
+    from perflab.workloads.sysbench_output import Summary
 
 
 class Workload:

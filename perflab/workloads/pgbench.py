@@ -29,11 +29,11 @@ from perflab.workloads.pgbench_log import intervals, load_log, rate_record, wind
 from perflab.workloads.sysbench_output import Summary
 
 if TYPE_CHECKING:
+    from perflab.errors import Problem
     from perflab.servers.managed import Managed
     from perflab.servers.postgresql.server import PostgreSQL
-    from perflab.errors import Problem
-    from perflab.spec.schema import ExperimentFile
     from perflab.spec.matrix import Cell, Experiment
+    from perflab.spec.schema import ExperimentFile
 
 class Pgbench(Workload):
     """pgbench on PostgreSQL: its cells are measured by run/window.py (the

@@ -24,8 +24,8 @@ from perflab.workloads.client import window_seconds
 
 if TYPE_CHECKING:
     from perflab.servers.postgresql.server import PostgreSQL
-    from perflab.spec.schema import ExperimentFile
     from perflab.spec.matrix import Cell
+    from perflab.spec.schema import ExperimentFile
 
 BUILTINS = {"select-only": 1, "simple-update": 5, "tpcb-like": 7}  # name -> SQL statements per transaction
 DEFAULT_OPTIONS: dict[str, Any] = {"protocol": "prepared", "max_tries": 10}

@@ -20,10 +20,10 @@ from perflab.workloads.base import Workload
 from perflab.workloads.sysbench_output import Summary
 
 if TYPE_CHECKING:
-    from perflab.servers.managed import Managed
     from perflab.errors import Problem
-    from perflab.spec.schema import ExperimentFile
+    from perflab.servers.managed import Managed
     from perflab.spec.matrix import Cell, Experiment
+    from perflab.spec.schema import ExperimentFile
 
 PERCENTILE = 95
 

@@ -24,10 +24,10 @@ from perflab.workloads.pgbench_argv import host_passfile, passfile_env
 from perflab.workloads.sysbench_output import Summary
 
 if TYPE_CHECKING:
-    from perflab.servers.managed import Managed
     from perflab.errors import Problem
-    from perflab.spec.schema import ExperimentFile
+    from perflab.servers.managed import Managed
     from perflab.spec.matrix import Cell, Experiment
+    from perflab.spec.schema import ExperimentFile
 
 WAIT_GRACE_S = 5.0  # a --wait run's last report comes at its --time: ended this long after it
 

@@ -17,18 +17,18 @@ from perflab.servers.kind import Kind, Tool
 from perflab.servers.managed import free_port
 
 if TYPE_CHECKING:
-    from perflab.servers.managed import Managed
+    from perflab.builds import Build
     from perflab.builds.source import Source
-    from perflab.spec.builds import BuildSpec
-    from perflab.servers.home import ServerHostPlace
     from perflab.places import Place, RssSeries
     from perflab.places.procfs import ProcCounters
-    from perflab.builds import Build
     from perflab.servers.dataset import Snapshot
+    from perflab.servers.home import ServerHostPlace
+    from perflab.servers.managed import Managed
     from perflab.servers.postgresql.server import PostgreSQL
+    from perflab.spec.builds import BuildSpec
     from perflab.spec.matrix import Cell, Experiment
-    from perflab.spec.schema import ExperimentFile
     from perflab.spec.problems import Problem
+    from perflab.spec.schema import ExperimentFile
 
 
 class PostgreSQLKind(Kind):
