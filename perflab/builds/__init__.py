@@ -18,8 +18,8 @@ other users: calibration/, server-options/, notices/, dpkg-owners.json.
 
 from __future__ import annotations
 
-import gzip
 import functools
+import gzip
 import hashlib
 import json
 import re

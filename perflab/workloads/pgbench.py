@@ -31,7 +31,6 @@ from perflab.workloads.sysbench_output import Summary
 if TYPE_CHECKING:
     from perflab.errors import Problem
     from perflab.servers.managed import Managed
-    from perflab.servers.postgresql.server import PostgreSQL
     from perflab.spec.matrix import Cell, Experiment
     from perflab.spec.schema import ExperimentFile
 
@@ -97,26 +96,23 @@ class Pgbench(Workload):
         self, spec: ExperimentFile, server: Managed, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
         """`pgbench -i -s SCALE` over TCP as the run's role, its password in a passfile (PGPASSFILE)."""
-        from perflab.servers.postgresql.server import of
         from perflab.workloads.pgbench_argv import prepare_argv
 
-        return prepare_argv(spec, of(server), password)
+        return prepare_argv(spec, server, password)
 
     def login_command(
         self, spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], seconds: int
     ) -> tuple[list[str], dict[str, str] | None]:
-        from perflab.servers.postgresql.server import of
         from perflab.workloads.pgbench_argv import login_command
 
-        return login_command(spec, cell, of(server), login, seconds)
+        return login_command(spec, cell, server, login, seconds)
 
     def host_command(
         self, spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], remote: Any, seconds: int | None = None
     ) -> tuple[list[str], dict[str, str] | None, str | None]:
-        from perflab.servers.postgresql.server import of
         from perflab.workloads.pgbench_argv import host_command
 
-        return host_command(spec, cell, of(server), login, remote, seconds)
+        return host_command(spec, cell, server, login, remote, seconds)
 
     def fetch_log(self, remote: Any, cell: Cell, local: Path) -> None:
         from perflab.workloads.pgbench_log import fetch_log
@@ -167,18 +163,15 @@ class Pgbench(Workload):
         self, spec: ExperimentFile, cell: Cell, server: Managed, seconds: int, checkpoint: int | None, jobs: int | None = None
     ) -> list[str]:
         """pgbench cannot reset its statistics (`checkpoint` unused): every transaction is logged."""
-        from perflab.servers.postgresql.server import of
-
-        return cell_argv(spec, cell, of(server), seconds, jobs or cell.threads)
+        return cell_argv(spec, cell, server, seconds, jobs or cell.threads)
 
     def start_watch(self, server: Managed, end: Any, cell: Cell, child: Any, out: Path, deadline_s: float) -> Any:
         """Every client connected (`wait_connected`): its log's seconds count from there."""
         from functools import partial
 
-        from perflab.servers.postgresql.server import of
         from perflab.workloads.client import StartWatch
 
-        return StartWatch(partial(wait_connected, of(server), end, child, cell.threads, deadline_s, out))
+        return StartWatch(partial(wait_connected, server, end, child, cell.threads, deadline_s, out))
 
     def end_now(self, child: Any) -> None:
         end_now(child)
@@ -220,15 +213,13 @@ class Pgbench(Workload):
         """pgbench logging every transaction into the seat's run directory (here, or its directory on
         its client host); connected once the postmaster has a backend on its database for every
         client. (No client variants: PostgreSQL refuses them.)"""
-        from perflab.servers.postgresql.server import of
-
         spec, server, end = seat.runner.exp.file, seat.server, seat.end
         # where it runs (`end`: here, or its client host, its log there fetched at the end): as a
         # sequential cell's, for `seconds`; over TCP as the run's role, its password in a passfile
         seat.command, env = end.command(seat.runner, seat.cell, server, seconds)
         seat.child = end.start(seat.command, env, seat.out)
         seat.client_fields = end.seat_started(seat.child, seat.cell, seat.out)
-        wait_connected(of(server), end, seat.child, seat.cell.threads, spec.experiment.timeout_margin, seat.out)
+        wait_connected(server, end, seat.child, seat.cell.threads, spec.experiment.timeout_margin, seat.out)
 
     def seat_counts(self, seat: Any) -> Any:
         from perflab.workloads.turn_log import LogCounts
@@ -275,7 +266,7 @@ def end_now(child: Any) -> None:
         pass
 
 
-def wait_connected(server: PostgreSQL, end: Any, child: Any, clients: int, deadline_s: float, out: Path) -> float:
+def wait_connected(server: Managed, end: Any, child: Any, clients: int, deadline_s: float, out: Path) -> float:
     """time.monotonic() once every client of pgbench has connected and no other backend serves
     DATABASE: pgbench holds a socket for each of its `clients` (counted where it runs, by the client
     `end`; its first connection, which reads the scale, is closed before they open) and the server's
@@ -288,10 +279,11 @@ def wait_connected(server: PostgreSQL, end: Any, child: Any, clients: int, deadl
 
     from perflab.errors import WorkloadError
     from perflab.places.proc import read_tail
+    from perflab.servers.postgresql.server import of
 
-    deadline = time.monotonic() + deadline_s
+    postgres, deadline = of(server), time.monotonic() + deadline_s
     while time.monotonic() < deadline and child.poll() is None:
-        if end.connections(child) >= clients and server.client_backends(DATABASE) == clients:
+        if end.connections(child) >= clients and postgres.client_backends(DATABASE) == clients:
             return time.monotonic()
         time.sleep(0.02)
     tail = read_tail(out, 10) or ""

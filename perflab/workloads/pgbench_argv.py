@@ -23,7 +23,7 @@ from perflab.workloads import rate
 from perflab.workloads.client import window_seconds
 
 if TYPE_CHECKING:
-    from perflab.servers.postgresql.server import PostgreSQL
+    from perflab.servers.managed import Managed
     from perflab.spec.matrix import Cell
     from perflab.spec.schema import ExperimentFile
 
@@ -115,12 +115,13 @@ def script_problem(output: str) -> str | None:
     return " ".join(lines[:3])[:400] if lines else "pgbench printed nothing"
 
 
-def cell_argv(spec: ExperimentFile, cell: Cell, server: PostgreSQL, seconds: int, jobs: int) -> list[str]:
+def cell_argv(spec: ExperimentFile, cell: Cell, server: Managed, seconds: int, jobs: int) -> list[str]:
     """A cell's pgbench (sequential or a seat): the server build's own pgbench when it has one,
     every transaction logged into the server's run directory (`pgbench_log.*`)."""
-    from perflab.servers.postgresql.server import pg_binary
+    from perflab.servers.postgresql.server import of, pg_binary
 
-    host, port, user = server.client_target  # its socket; on a server host its address, port and the run's role
+    postgres = of(server)
+    host, port, user = postgres.client_target  # its socket; on a server host its address, port and the run's role
     return argv(
         spec.workload.test,
         socket_dir=host,
@@ -131,7 +132,7 @@ def cell_argv(spec: ExperimentFile, cell: Cell, server: PostgreSQL, seconds: int
         seconds=seconds,
         log_prefix=server.rundir / "pgbench_log",
         options=rate.options(spec, cell),
-        binary=pg_binary("pgbench", server.bindir),
+        binary=pg_binary("pgbench", postgres.bindir),
     )
 
 
@@ -143,17 +144,19 @@ def passline(address: str, port: object, user: str, password: str) -> str:
     return f"{address}:{port}:*:{user}:{password}\n"
 
 
-def passfile(server: PostgreSQL, password: str) -> Path:
+def passfile(server: Managed, password: str) -> Path:
     """libpq's passfile for the run's role at the server's address, mode 600 (PGPASSFILE)."""
+    from perflab.servers.postgresql.server import of
+
     path = server.rundir / "pgpass"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        address, port, user = server.client_target
+        address, port, user = of(server).client_target
         f.write(passline(str(address), port, user, password))
     return path
 
 
-def passfile_env(server: PostgreSQL, password: str) -> dict[str, str]:
+def passfile_env(server: Managed, password: str) -> dict[str, str]:
     """A libpq client here (pgbench, go-tpc's lib/pq): perflab's environment and the run's role's passfile."""
     return {**clean_env(), "PGPASSFILE": str(passfile(server, password))}
 
@@ -164,17 +167,17 @@ def host_passfile(remote: Any, cell: Cell, login: dict[str, str]) -> str:
     return remote.write_private(f"{Path(cell_dir(remote, cell)).name}/pgpass", line)
 
 
-def prepare_argv(spec: ExperimentFile, server: PostgreSQL, password: str) -> tuple[list[str], dict[str, str]]:
+def prepare_argv(spec: ExperimentFile, server: Managed, password: str) -> tuple[list[str], dict[str, str]]:
     """`pgbench -i -s SCALE` here against the server there (hosts/dataset.py), as the run's role."""
-    from perflab.servers.postgresql.server import pg_binary
+    from perflab.servers.postgresql.server import of, pg_binary
 
-    host, port, user = server.client_target
+    host, port, user = of(server).client_target
     argv = init_argv(spec.dataset.scale or 1, socket_dir=host, port=port, user=user, binary=pg_binary("pgbench"))
     return argv, passfile_env(server, password)
 
 
 def login_command(
-    spec: ExperimentFile, cell: Cell, server: PostgreSQL, login: dict[str, str], seconds: int
+    spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], seconds: int
 ) -> tuple[list[str], dict[str, str]]:
     """The cell's pgbench here against the server on its host: its log in the cell's directory here."""
     argv = cell_argv(spec, cell, server, seconds, cell.threads)
@@ -182,7 +185,7 @@ def login_command(
 
 
 def host_command(
-    spec: ExperimentFile, cell: Cell, server: PostgreSQL, login: dict[str, str], remote: Any, budget: int | None = None
+    spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], remote: Any, budget: int | None = None
 ) -> tuple[list[str], dict[str, str], str | None]:
     """The cell's pgbench on the client host (`remote`: hosts/client.RemoteClient): (argv, its
     environment there, the script's path there when the test is a local script). `budget`: its -T (an

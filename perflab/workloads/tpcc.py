@@ -222,25 +222,21 @@ class GoTpc(Workload):
         self, spec: ExperimentFile, server: Managed, login: dict[str, str], password: str
     ) -> tuple[list[str], dict[str, str]]:
         """`go-tpc tpcc prepare` here against the server on its host, as the run's role over TCP."""
-        from perflab.servers.postgresql import server as postgres
-
         warehouses = spec.workload.warehouses or 1
         threads = min(10 * warehouses, os.cpu_count() or 1)
         argv = gotpc.argv("prepare", warehouses=warehouses, threads=threads, options={"no_check": True}, **_login(login))
-        return argv, passfile_env(postgres.of(server), login["pgsql-password"])  # only PostgreSQL there (host_refusal)
+        return argv, passfile_env(server, login["pgsql-password"])
 
     def login_command(
         self, spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], seconds: int
     ) -> tuple[list[str], dict[str, str]]:
         """The cell's go-tpc here against the server on its host, as the run's role over TCP."""
-        from perflab.servers.postgresql import server as postgres
-
         options = {**spec.workload.options, **cell.workload_options}
         warehouses = spec.workload.warehouses or 1
         argv = gotpc.argv(
             "run", warehouses=warehouses, threads=cell.threads, seconds=seconds, options=options, **_login(login)
         )
-        return argv, passfile_env(postgres.of(server), login["pgsql-password"])  # only PostgreSQL there (host_refusal)
+        return argv, passfile_env(server, login["pgsql-password"])
 
     def host_command(
         self, spec: ExperimentFile, cell: Cell, server: Managed, login: dict[str, str], remote: Any, seconds: int | None = None
