@@ -87,17 +87,30 @@ def within_rounds(
     return {"slope": slope, "se": se, "r": r, "cells": len(rx)}
 
 
-def calibrate(cells: list[dict[str, Any]], chase: bool = False, steal: bool = True) -> dict[str, Any] | None:
+def calibrate(cells: list[dict[str, Any]], chase: bool = False, steal: bool = True) -> dict[str, Any] | str:
     """What `perflab calibrate` stores of the host's speed: the weights first (the chase's when
     `chase` and resolved, `chase_weight`; the steal's when `steal` and resolved, `steal_weight`), then the
     within-round slope on the weighed covariate; {slope, se, r, cells, rounds, chase_weight,
-    steal_weight} (a weight None: not weighed in), or None with no slope, or a wild one (beyond
-    calibration.MAX_SLOPE: a few cells' fit, which the calibration file would refuse)."""
+    steal_weight} (a weight None: not weighed in), or why there is none: too few cells, no spread of
+    speed within rounds, or a wild fit (beyond calibration.MAX_SLOPE: a few cells' fit, which the
+    calibration file would refuse)."""
     weight = round(usable_weight(chase_weight(cells, "qps")), 4) if chase else 0.0
     taken = round(usable_steal_weight(steal_weight(cells, "qps", weight)), 4) if steal else 0.0
     found = within_rounds(cells, "qps", weight, taken)
-    if found is None or abs(found["slope"]) > calibration.MAX_SLOPE:
-        return None
+    usable = sum(
+        1
+        for c in cells
+        if usable_cell(c) and log_speed(c, weight, taken) is not None and (metric_value(c, "qps") or 0) > 0
+    )
+    if found is None:
+        if usable < MIN_CELLS:
+            return f"fewer than {MIN_CELLS} settled cells with a canary figure ({usable})"
+        return f"the canary's speed did not vary within rounds ({usable} cells)"
+    if abs(found["slope"]) > calibration.MAX_SLOPE:
+        return (
+            f"the fit on {found['cells']} cells, slope {found['slope']:.2f} ± {found['se']:.2f}, is beyond "
+            f"±{calibration.MAX_SLOPE:.0f}: too few rounds to place it (calibrate with more --rounds)"
+        )
     rounds = len({c["repeat"] for c in cells if log_speed(c, weight, taken) is not None})
     return {
         "slope": round(found["slope"], 4),

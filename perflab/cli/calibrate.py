@@ -189,7 +189,7 @@ def measure(exp: spec.Experiment, results: Results, budget: float, chase: bool =
         },
         "alpha": power.ALPHA,
         "power": power.POWER,
-        "host_speed": _host_speed(results, cells, noise, budget, duration, chase),
+        **_host_speed(results, cells, noise, budget, duration, chase),
     }
 
 
@@ -200,21 +200,25 @@ def _host_speed(
     budget: float,
     duration: float,
     chase: bool = False,
-) -> dict[str, Any] | None:
-    """With the canary: the within-round slope of log QPS on the canary's log speed (its spin;
-    with `chase`, its pointer chase weighed in when the chase's own slope is resolved:
+) -> dict[str, Any]:
+    """{host_speed, host_speed_missing}. With the canary: the within-round slope of log QPS on the
+    canary's log speed (its spin; with `chase`, its pointer chase weighed in when the chase's own slope is resolved:
     `chase_weight`; and the host's steal time weighed in when its own slope is resolved:
     `steal_weight`, analyze/host_slope.steal_weight), which runs of this host and workload then use as a fixed slope
     (cli/calibrated.py); and the noise left
     once the cells are adjusted with it (`adjusted_noise`), with the plan it gives (what a run
-    with the canary and this calibration can detect)."""
+    with the canary and this calibration can detect); without a slope, host_speed None and
+    host_speed_missing why (None too without the canary)."""
+    if not any(c.get("host_speed") for c in cells):
+        return {"host_speed": None, "host_speed_missing": None}
     found = host_slope.calibrate(cells, chase)
-    if found is None:
-        return None
+    if isinstance(found, str):
+        return {"host_speed": None, "host_speed_missing": found}
     out = {**found, "restart": None, "per_second": None, "plan": None}
+    done = {"host_speed": out, "host_speed_missing": None}
     fitted = host_speed.fit(cells, "qps", out) if host_slope.usable_slope(out) is None else None
     if fitted is None:
-        return out
+        return done
     scaled = []
     for cell in cells:
         factor = fitted.factor(cell)
@@ -229,7 +233,7 @@ def _host_speed(
             per_second=adjusted.per_second,
             plan=power.best_plan(adjusted, budget, also=duration).to_dict(),
         )
-    return out
+    return done
 
 
 def adjusted_noise(noise: power.Noise, share: float) -> power.Noise:
@@ -278,30 +282,38 @@ def show(doc: dict[str, Any]) -> None:
     plans.add_row(f"{plan['duration']} s (best)", str(plan["rounds"]), _pct(plan["effect"]))
     plans.add_row(f"{own['duration']:.0f} s (the file's)", str(own["rounds"]), _pct(own["effect"]))
     out.print(plans)
-    slope = doc.get("host_speed")
-    if slope:
-        unused = host_slope.usable_slope(slope)
-        use = (
-            f"not used by runs: {unused}"
-            if unused
-            else "runs use it, fixed, with the canary on (unless their file says host_speed = false)"
-        )
-        adjusted = slope.get("plan")
-        if adjusted:
-            use += (
-                f"; adjusted with it, {budget} detect {_pct(adjusted['effect'])} "
-                f"({adjusted['duration']} s windows, {adjusted['rounds']} rounds)"
-            )
-        out.print(
-            f"host speed: log QPS follows the canary's log speed{_weighed(slope)} within rounds with slope "
-            f"{slope['slope']:.2f} ± {slope['se']:.2f} (r = {slope['r']:.2f}, {slope['cells']} cells); {use}",
-            highlight=False,
-        )
+    show_host_speed(doc, budget)
     need = own["rounds_for_margin"]
     out.print(
         f'recommended: duration = "{plan["duration"]}s", repeats = {plan["rounds"]}; '
         f"a {own['margin']:.0%} effect at the file's duration needs {need if need else 'more than 1000'} rounds "
         f'(repeats = "auto" plans with it)\nsaved: {doc["file"]}',
+        highlight=False,
+    )
+
+
+def show_host_speed(doc: dict[str, Any], budget: str) -> None:
+    """The canary's slope and whether runs use it, or why there is none."""
+    slope = doc.get("host_speed")
+    if doc.get("host_speed_missing"):
+        out.print(f"[dim]host speed: no slope measured: {doc['host_speed_missing']}[/]", highlight=False)
+    if not slope:
+        return
+    unused = host_slope.usable_slope(slope)
+    use = (
+        f"not used by runs: {unused}"
+        if unused
+        else "runs use it, fixed, with the canary on (unless their file says host_speed = false)"
+    )
+    adjusted = slope.get("plan")
+    if adjusted:
+        use += (
+            f"; adjusted with it, {budget} detect {_pct(adjusted['effect'])} "
+            f"({adjusted['duration']} s windows, {adjusted['rounds']} rounds)"
+        )
+    out.print(
+        f"host speed: log QPS follows the canary's log speed{_weighed(slope)} within rounds with slope "
+        f"{slope['slope']:.2f} ± {slope['se']:.2f} (r = {slope['r']:.2f}, {slope['cells']} cells); {use}",
         highlight=False,
     )
 

@@ -26,7 +26,14 @@ windows, tried alone on 2026-11-30: 3 of 3 found the change (113 s instead of 19
 windows, 2026-11-30, gave 0.435 [0.395-0.479] against 0.551 [0.489-0.620] at 2 threads, and an A/A
 configuration 1.005 [0.899-1.124]. So three rounds of 1 s at 4 threads: 3 of 3 tries found the change
 at run 4 (p 0.001), runs 1-3 within 0.95-1.05 (lows 0.79 or more), runs 4-6 within 0.37-0.45 (highs
-0.61 or less); 110 s instead of 188.
+0.61 or less); 110 s instead of 188. Then ci56 did not (runs 1-2 at 0.87 [0.46-1.62] and 1.13
+[0.43-2.95]): here, after a warm-up turn, a seat's window second came out at 54-89k QPS against 90-130k
+in its warm-up (this VM flips between two speeds of a client and its server, %sys 34% against 64% by
+mpstat, also in the sequential design), and a window of one such second in three rounds spans 0.5-1.7
+between identical configurations. Without a warm-up, the window is each seat's first second (warm
+enough: the dataset is 2,000 rows, prewarmed), which flipped less: four rounds of 1 s, warmup 0,
+2026-12-01, 4 of 4 tries (and one of five rounds) found the change at run 4 (p 0.001), runs 1-3
+within 0.83-1.11, runs 4-6 within 0.30-0.37; 76 s instead of 96 s for three rounds with a 1 s warm-up.
 """
 
 from __future__ import annotations
@@ -50,8 +57,8 @@ BODY = """
 [experiment]
 name = "{name}"
 duration = "1s"
-warmup = "1s"
-repeats = 3
+warmup = "0s"
+repeats = 4
 
 [dataset]
 tables = 1

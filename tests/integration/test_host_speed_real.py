@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 from perflab.analyze import host_slope, host_speed, summary
+from perflab.store.calibration import MAX_SLOPE
 from perflab.store.results import Results
 from tests.conftest import perflab
 from tests.freezes import Freezes
@@ -205,38 +206,46 @@ def test_calibrate_measures_the_slope_and_a_run_uses_it_fixed(tmp_path: Path, mo
     aa = json.loads(perflab("export", doc["results"]).stdout)["cells"]
     assert all(c["host_speed"] and c["host_speed"]["work_ns"] for c in aa if c["status"] == "ok")  # the canary ran
     settled = sum(1 for c in aa if c["status"] == "ok" and c["settled"])
-    # perflab measured a slope: 20 cells of 2 s windows are too short to be judged unsettled
-    # (analyze/steady.detect), so all 20 count, and their fit is no wild one (beyond MAX_SLOPE)
+    # 10 cells of 2 s windows are too short to be judged unsettled (analyze/steady.detect), so all count
+    assert settled >= host_speed.MIN_CELLS, settled
     slope = doc["host_speed"]
-    assert slope is not None and settled >= host_speed.MIN_CELLS, (doc, settled)
-    assert slope["cells"] == settled and slope["rounds"] == 5 and slope["se"] > 0
-    # and it is the fit it says: refitted here by ordinary least squares with a dummy per variant and
-    # per round (not perflab's within-round arithmetic), on the covariate its weights define
-    with Results(Path(doc["results"])) as results:
-        _, loaded = summary.load(results)
-    fitted, se, r = ols_slope(loaded, slope["chase_weight"] or 0.0, slope["steal_weight"] or 0.0)
-    assert slope["slope"] == pytest.approx(fitted, abs=2e-4), (slope, fitted)
-    assert slope["se"] == pytest.approx(se, abs=2e-4) and slope["r"] == pytest.approx(r, abs=2e-4), (slope, se, r)
-    assert slope["chase_weight"] is None or 0 < slope["chase_weight"] <= 5  # --chase: weighed in when resolved
-    assert slope["steal_weight"] is None or 0 < slope["steal_weight"] <= 20  # steal: weighed in when resolved
-    assert all(c["resources"]["steal_cpu_cores"] >= 0 for c in aa if c["status"] == "ok")  # what it is fitted on
-    assert all(c["host_speed"]["chase_ns"] > 0 for c in aa if c["status"] == "ok" and c["settled"])
-    if host_slope.usable_slope(slope) is None:  # resolved: the noise left after adjusting, and its plan
-        assert slope["restart"] is None or (slope["restart"] >= 0 and 0 < slope["plan"]["effect"] < 1)
-    else:
-        assert slope["restart"] is None and slope["plan"] is None
     saved = Path(doc["file"])
     assert json.loads(saved.read_text())["host_speed"] == slope
-    unused = host_slope.usable_slope(slope)
     check = perflab("run", str(toml), "--check")
     assert check.returncode == 0, check.stdout + check.stderr
-    if unused is None:  # resolved: the file's canary is turned on for it
-        assert "[observe] host_speed on, as the calibration measured its slope" in " ".join(check.stdout.split())
-    else:  # 5 A/A rounds on a quiet host rarely resolve it: the file's canary stays off
-        assert "host_speed on" not in check.stdout, check.stdout
-        told = write_experiment(tmp_path / "told.toml", unset + "\n[observe]\nhost_speed = true\n")
-        check = perflab("run", str(told), "--check")  # asked for: it runs, fits its own and says why
-        assert check.returncode == 0 and "so the run fits its own" in check.stdout, check.stdout
+    if slope is None:
+        # a fit of 10 cells in 5 rounds (3 degrees of freedom left) can be wild on a busy machine (a CI
+        # run beside four workers): no slope saved, and perflab says why, with the fit it refused
+        missing = doc["host_speed_missing"]
+        assert missing.startswith(f"the fit on {settled} cells, slope ") and "is beyond ±5" in missing, missing
+        assert abs(float(missing.split("slope ")[1].split(" ")[0])) > MAX_SLOPE, missing
+        assert "host_speed on" not in check.stdout, check.stdout  # nothing turns the file's canary on
+        slope = {"slope": 0.0, "se": 1.0, "r": 0.0, "cells": settled, "rounds": 5, "chase_weight": None,
+                 "steal_weight": None, "restart": None, "per_second": None, "plan": None}  # fmt: skip
+    else:
+        # perflab measured a slope, and it is the fit it says: refitted here by ordinary least squares
+        # with a dummy per variant and per round (not perflab's within-round arithmetic), on the
+        # covariate its weights define
+        assert doc["host_speed_missing"] is None
+        assert slope["cells"] == settled and slope["rounds"] == 5 and slope["se"] > 0
+        with Results(Path(doc["results"])) as results:
+            _, loaded = summary.load(results)
+        fitted, se, r = ols_slope(loaded, slope["chase_weight"] or 0.0, slope["steal_weight"] or 0.0)
+        assert slope["slope"] == pytest.approx(fitted, abs=2e-4), (slope, fitted)
+        assert slope["se"] == pytest.approx(se, abs=2e-4) and slope["r"] == pytest.approx(r, abs=2e-4), (slope, se, r)
+        assert slope["chase_weight"] is None or 0 < slope["chase_weight"] <= 5  # --chase: weighed in when resolved
+        assert slope["steal_weight"] is None or 0 < slope["steal_weight"] <= 20  # steal: weighed in when resolved
+        assert all(c["host_speed"]["chase_ns"] > 0 for c in aa if c["status"] == "ok" and c["settled"])
+        if host_slope.usable_slope(slope) is None:  # resolved: the noise left after adjusting, and its plan
+            assert slope["restart"] is None or (slope["restart"] >= 0 and 0 < slope["plan"]["effect"] < 1)
+            assert "[observe] host_speed on, as the calibration measured its slope" in " ".join(check.stdout.split())
+        else:  # 5 A/A rounds on a quiet host rarely resolve it: the file's canary stays off
+            assert slope["restart"] is None and slope["plan"] is None
+            assert "host_speed on" not in check.stdout, check.stdout
+            told = write_experiment(tmp_path / "told.toml", unset + "\n[observe]\nhost_speed = true\n")
+            check = perflab("run", str(told), "--check")  # asked for: it runs, fits its own and says why
+            assert check.returncode == 0 and "so the run fits its own" in check.stdout, check.stdout
+    assert all(c["resources"]["steal_cpu_cores"] >= 0 for c in aa if c["status"] == "ok")  # what it is fitted on
     # what a longer calibration gives (a resolved slope), written into the saved file: the run uses it
     stored = json.loads(saved.read_text())
     stored["host_speed"] = {**slope, "slope": 0.5, "se": 0.05, "chase_weight": 0.8, "steal_weight": 1.5}  # both in

@@ -283,6 +283,9 @@ def test_calibrate_saves_no_slope_that_its_reader_would_call_corrupt(monkeypatch
     wild = {"slope": -9.7661, "se": 6.7774, "r": -0.71, "cells": 8}
     monkeypatch.setattr(calibrate.host_slope, "within_rounds", lambda cells, metric, *weights: wild)
     noise = power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
-    assert calibrate._host_speed(None, [], noise, 600, 10) is None
+    canary = [{"status": "ok", "settled": True, "host_speed": {"work_ns": 1e6}}]  # the fit itself is patched
+    saved = calibrate._host_speed(None, canary, noise, 600, 10)
+    assert saved["host_speed"] is None  # and it says why, with the fit it refused
+    assert saved["host_speed_missing"].startswith("the fit on 8 cells, slope -9.77 ± 6.78, is beyond ±5")
     _, used = calibrated.apply(spec.parse(FILE), _doc(host_speed=None), "using /x.json")
     assert used["used"] and "host_speed" not in used

@@ -310,12 +310,12 @@ def test_calibrate_chase_saves_the_chases_weight_with_the_slope_on_both(monkeypa
     monkeypatch.setattr(calibrate.host_slope, "usable_slope", lambda found: "not planned here")  # no Results needed
     noise = calibrate.power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
     cells = with_round_effects(with_chase(run(effect=1.0, rounds=20)))
-    saved = calibrate._host_speed(None, cells, noise, 600, 10, chase=True)
+    saved = calibrate._host_speed(None, cells, noise, 600, 10, chase=True)["host_speed"]
     assert saved["chase_weight"] == pytest.approx(0.75, abs=0.1) and saved["slope"] == pytest.approx(0.4, abs=0.03)
     assert saved["rounds"] == 20 and saved["r"] > 0.95
-    spin = calibrate._host_speed(None, cells, noise, 600, 10)  # opt-in: without --chase the spin alone
+    spin = calibrate._host_speed(None, cells, noise, 600, 10)["host_speed"]  # opt-in: without --chase the spin alone
     assert spin["chase_weight"] is None and spin["r"] < 0.85
-    older = calibrate._host_speed(None, with_round_effects(run(effect=1.0, rounds=20)), noise, 600, 10)
+    older = calibrate._host_speed(None, with_round_effects(run(effect=1.0, rounds=20)), noise, 600, 10)["host_speed"]
     assert older["chase_weight"] is None and older["slope"] == pytest.approx(0.7, abs=0.05)  # an older canary
 
 
@@ -378,10 +378,36 @@ def test_calibrate_saves_the_steals_weight_when_steal_matters(monkeypatch):
     calibrate = importlib.import_module("perflab.cli.calibrate")  # the module, not the click command
     monkeypatch.setattr(calibrate.host_slope, "usable_slope", lambda found: "not planned here")  # no Results needed
     noise = calibrate.power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
-    saved = calibrate._host_speed(None, with_round_effects(with_steal(run(effect=1.0, rounds=20))), noise, 600, 10)
+    cells = with_round_effects(with_steal(run(effect=1.0, rounds=20)))
+    saved = calibrate._host_speed(None, cells, noise, 600, 10)["host_speed"]
     assert saved["steal_weight"] == pytest.approx(1.5, abs=0.2) and saved["slope"] == pytest.approx(0.4, abs=0.03)
     assert saved["chase_weight"] is None and saved["r"] > 0.95
-    quiet = calibrate._host_speed(None, with_steal(run(effect=1.0, rounds=20), steal=0.0, noise=0.05), noise, 600, 10)
+    flat = with_steal(run(effect=1.0, rounds=20), steal=0.0, noise=0.05)
+    quiet = calibrate._host_speed(None, flat, noise, 600, 10)["host_speed"]
     assert quiet["steal_weight"] is None  # steal that does not move QPS is not weighed in
     both = with_round_effects(with_chase(with_steal(run(effect=1.0, rounds=20))))  # the chase's cells keep no steal
-    assert calibrate._host_speed(None, both, noise, 600, 10, chase=True)["steal_weight"] is None
+    assert calibrate._host_speed(None, both, noise, 600, 10, chase=True)["host_speed"]["steal_weight"] is None
+
+
+def test_calibrate_says_why_it_saves_no_slope():
+    """Too few cells, no spread of the canary within rounds, a wild fit: no slope, and the reason,
+    printed with the calibration; without the canary, neither."""
+    import importlib
+
+    calibrate = importlib.import_module("perflab.cli.calibrate")
+    noise = calibrate.power.Noise(per_second=0.016, restart=0.0029, overhead=6.0)
+    few = calibrate._host_speed(None, run(effect=1.0, rounds=3), noise, 600, 10)
+    assert few == {"host_speed": None, "host_speed_missing": "fewer than 8 settled cells with a canary figure (6)"}
+    flat = [{**c, "host_speed": {"work_ns": 1e6}} for c in run(effect=1.0, rounds=6)]
+    assert calibrate._host_speed(None, flat, noise, 600, 10)["host_speed_missing"] == (
+        "the canary's speed did not vary within rounds (12 cells)"
+    )
+    # QPS that follows the canary 8 times over: no host's slope (the calibration file would refuse it)
+    wild = calibrate._host_speed(None, run(effect=1.0, rounds=6, slope=8.0), noise, 600, 10)
+    assert wild["host_speed"] is None and wild["host_speed_missing"].startswith("the fit on 12 cells, slope 7.9")
+    assert "is beyond ±5: too few rounds to place it" in wild["host_speed_missing"]
+    plain = [{**c, "host_speed": None} for c in run(effect=1.0, rounds=6)]
+    assert calibrate._host_speed(None, plain, noise, 600, 10) == {"host_speed": None, "host_speed_missing": None}
+    with calibrate.out.capture() as captured:
+        calibrate.show_host_speed(wild, "10 min")
+    assert "host speed: no slope measured: the fit on 12 cells" in " ".join(captured.get().split())
