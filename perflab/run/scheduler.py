@@ -142,7 +142,10 @@ class Scheduler(AdaptiveRounds):
         not retried, so a cell that never settles costs one more cell, not a loop (the retry stays
         stored unsettled, and the analysis counts it so). In the interleaved design the whole group
         it ran in, whose cells pair only with each other. A retry has the round of the cell it
-        replaces (`retry_of`), and the analysis uses it in that cell's place."""
+        replaces (`retry_of`), and the analysis uses it in that cell's place. None with
+        `measure_again = false`."""
+        if not self.exp.file.experiment.measure_again:
+            return []
         rows = [r for r in done if r["repeat"] == repeat]
         retried = {r.get("retry_of") for r in rows} - {None}
         first = [r for r in rows if r.get("retry_of") is None and r["id"] not in retried]

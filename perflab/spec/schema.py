@@ -90,6 +90,9 @@ class ExperimentSection(_Strict):
     spending: Literal["pocock", "obrien-fleming"] = "pocock"
     pin: StrictBool = False
     stall_threshold: Fraction = 0.5  # a second below this fraction of the steady median is a stall
+    # a cell that did not settle, or failed where its variant ran well, is measured again once in its
+    # round (run/scheduler.retries); false: never (a study of the warm-up itself, whose cells do not settle)
+    measure_again: StrictBool = True
     cv_warning: Fraction = 0.03  # warn when QPS varies more than this across repeats
     # a ratio whose interval lies within 1 +/- this is `equivalent` (analyze/verdict.py)
     equivalence_margin: Margin = 0.02

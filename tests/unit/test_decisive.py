@@ -101,6 +101,23 @@ def test_an_unsettled_cell_is_measured_once_more_in_its_round(tmp_path: Path, wo
     assert [c["id"] for c in stored] == list(range(8)) and len({c["key"] for c in stored}) == 8
 
 
+@pytest.mark.parametrize("repeats", ["repeats = 3", 'budget = "10m"'])
+def test_measure_again_false_keeps_unsettled_and_failed_cells_as_they_came(
+    tmp_path: Path, workdir: Path, repeats: str
+) -> None:
+    exp = spec.parse(SPEC.format(extra=f"{repeats}\nmeasure_again = false"))
+    assert exp.file.experiment.measure_again is False
+    with Results(tmp_path / "r", create=True) as results:
+        runner = Runner(exp, results, {"v=a/t1/r2": "unsettled", "v=b/t1/r3": "failed", "v=b/t1/r1": "unsettled"})
+        scheduler.Scheduler(exp, results, runner=runner)._run_cells(workdir, False, [])
+        stored = results.cells()
+    assert all(c["retry_of"] is None for c in stored) and all(c.retry_of is None for c in runner.ran)
+    groups = {g.key: g for g in summary.groups(stored)}
+    key = {c["id"]: c["key"] for c in stored}
+    assert [key[i] for i in groups["v=a"].unsettled] == ["v=a/t1/r2"] and groups["v=b"].failed == 1
+    assert [key[i] for i in groups["v=b"].unsettled] == ["v=b/t1/r1"] and not groups["v=b"].replaced
+
+
 def test_a_retry_is_not_retried_and_a_resume_does_not_run_it_twice(tmp_path: Path, workdir: Path) -> None:
     exp = spec.parse(SPEC.format(extra='budget = "10m"'))
     with Results(tmp_path / "r", create=True) as results:

@@ -292,6 +292,7 @@ KEY_NAMES = [
     "time_budget",
     "pin",
     "stall_threshold",
+    "measure_again",
     "cv_warning",
     "tables",
     "table_size",
@@ -385,6 +386,7 @@ DOCUMENTS = st.fixed_dictionaries(
                 "time_budget": DURATIONS,
                 "pin": st.one_of(st.booleans(), VALUES),
                 "stall_threshold": VALUES,
+                "measure_again": st.one_of(st.booleans(), VALUES),
                 "cv_warning": VALUES,
             }
         ),
