@@ -8,13 +8,11 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import ROOT
 from tests.integration.helpers import write_experiment
 
-# alone (make test runs the quiet modules first, one at a time): one run per machine, another test's would hold it
-pytestmark = pytest.mark.quiet
+# beside the other modules (paced, as theirs): only this test's runs take the machine's lock, since every
+# other test runs with PERFLAB_ALLOW_CONCURRENT (tests/conftest.py), which takes none; it measures nothing
 
 SPEC = """
 [experiment]
