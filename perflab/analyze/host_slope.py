@@ -97,12 +97,12 @@ def calibrate(cells: list[dict[str, Any]], chase: bool = False, steal: bool = Tr
     weight = round(usable_weight(chase_weight(cells, "qps")), 4) if chase else 0.0
     taken = round(usable_steal_weight(steal_weight(cells, "qps", weight)), 4) if steal else 0.0
     found = within_rounds(cells, "qps", weight, taken)
-    usable = sum(
-        1
-        for c in cells
-        if usable_cell(c) and log_speed(c, weight, taken) is not None and (metric_value(c, "qps") or 0) > 0
-    )
     if found is None:
+        usable = sum(
+            1
+            for c in cells
+            if usable_cell(c) and log_speed(c, weight, taken) is not None and (metric_value(c, "qps") or 0) > 0
+        )
         if usable < MIN_CELLS:
             return f"fewer than {MIN_CELLS} settled cells with a canary figure ({usable})"
         return f"the canary's speed did not vary within rounds ({usable} cells)"

@@ -215,10 +215,9 @@ def _host_speed(
     if isinstance(found, str):
         return {"host_speed": None, "host_speed_missing": found}
     out = {**found, "restart": None, "per_second": None, "plan": None}
-    done = {"host_speed": out, "host_speed_missing": None}
     fitted = host_speed.fit(cells, "qps", out) if host_slope.usable_slope(out) is None else None
     if fitted is None:
-        return done
+        return {"host_speed": out, "host_speed_missing": None}
     scaled = []
     for cell in cells:
         factor = fitted.factor(cell)
@@ -233,7 +232,7 @@ def _host_speed(
             per_second=adjusted.per_second,
             plan=power.best_plan(adjusted, budget, also=duration).to_dict(),
         )
-    return done
+    return {"host_speed": out, "host_speed_missing": None}
 
 
 def adjusted_noise(noise: power.Noise, share: float) -> power.Noise:

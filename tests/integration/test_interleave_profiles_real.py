@@ -86,6 +86,14 @@ def shim_samples(out: Path, prof: dict) -> int:
     return sum(n for stack, n in stacks.items() if "slow_malloc" in (dsos.get(stack.rsplit(";", 1)[-1]) or ""))
 
 
+def nominal_burn_us(cell: dict) -> float:
+    """The shim's nominal CPU a transaction in `cell`: NS for each call it slows, counted by the
+    server's own counter (malloc, calloc, realloc, and operator new, which calls malloc; the
+    counter counts a new as `new`, not as a malloc too)."""
+    calls = cell["alloc"]["calls_per_txn"]
+    return sum(calls[op] for op in ("malloc", "calloc", "realloc", "new")) * NS / 1000
+
+
 def test_a_file_with_perf_and_alloc_runs_interleaved_by_default(run):
     _, doc = run
     assert doc["run"]["design"] == "interleaved", doc["run"].get("design_reason")
@@ -114,10 +122,8 @@ def test_the_burn_is_in_its_own_seats_profile_at_its_nominal_cost(run):
     out, doc = run
     found = cells(doc)
     slow, none = found["slow"], found["none"]
-    # the slow server's counter: the calls the shim slows a transaction (operator new calls malloc;
-    # the counter counts it as `new`, not as a malloc too)
     calls = slow["alloc"]["calls_per_txn"]
-    nominal_us = sum(calls[op] for op in ("malloc", "calloc", "realloc", "new")) * NS / 1000
+    nominal_us = nominal_burn_us(slow)
     prof = profile(slow, "perf")
     burn_us = shim_samples(out, prof) * 1e6 / prof["frequency_hz"] / prof["transactions"]
     # The shim times its own burns (every 16th call of 2 us or more), so a call burns about NS of the CPU
@@ -152,8 +158,7 @@ def test_the_shims_cost_shows_in_the_slow_servers_cpu_and_qps(run):
     found = cells(doc)
     slow, none = found["slow"], found["none"]
     assert slow["preload"] and slow["preload"].endswith(".so") and not none["preload"]
-    # the calls the shim slows: malloc, calloc, realloc, and operator new (which calls malloc)
-    nominal_us = sum(slow["alloc"]["calls_per_txn"][op] for op in ("malloc", "calloc", "realloc", "new")) * NS / 1000
+    nominal_us = nominal_burn_us(slow)
     cpu = [c["resources"]["server_cpu_us_per_txn"] for c in (none, slow)]
     # each call burns about its nominal CPU; beside it, the server's own work (350-600 us a
     # transaction) moves the difference by up to 250 us, under a fifth of the 1.4 ms nominal:
