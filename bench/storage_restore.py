@@ -1,9 +1,11 @@
 """Restore time per GiB of dataset, on tmpfs and on disk ([experiment] storage, issue 35).
 
 What: the time perflab's per-cell restore takes (perflab.servers.dataset.restore_with_method: a
-reflink where the filesystem shares extents, else a byte copy), divided by the snapshot's size,
-on the tmpfs (/dev/shm) and on a directory on disk (--disk, default /var/tmp), each from a
-snapshot on the same filesystem, as a run keeps it. On disk, each restore is timed twice: with the
+reflink where the filesystem shares extents, else a byte copy; on tmpfs the data ranges only,
+the rest allocated: places/copy._data_copy), divided by the snapshot's size, on the tmpfs
+(/dev/shm) and on a directory on disk (--disk, default /var/tmp), each from a snapshot on the
+same filesystem, as a run keeps it; on tmpfs also the byte copy it made before 2026-12-01, as the
+baseline of the ratio printed last. On disk, each restore is timed twice: with the
 snapshot in the page cache (what a run's cells meet) and after `sync; echo 3 > drop_caches`
 (`[experiment] drop_caches = true`: that drops the whole machine's cache, so run it on an idle one).
 The restore ends when the files are written to the page cache (perflab does not sync them): the
@@ -11,7 +13,7 @@ disk's own writeback comes later, during the cell, and [observe] io counts it th
 
 How: one MariaDB snapshot (sysbench oltp_read_only prepare, --tables x --table-size rows: about
 1 GiB by default) prepared on tmpfs and copied to the disk directory; then N rounds (10; 3 with
---quick), each restoring on tmpfs, on disk warm and on disk cold in an order that rotates by round.
+--quick), each restoring on tmpfs (both ways), on disk warm and on disk cold in an order that rotates by round.
 Printed: seconds per GiB (mean, min-max, CV, 95% CI) and the method per filesystem.
 
 Run: python3 bench/storage_restore.py [--disk /var/tmp] [--quick]
@@ -52,10 +54,10 @@ def prepared(cfg: dict[str, Any], work: Path) -> dataset.Snapshot:
     )
 
 
-def timed(snapshot: dataset.Snapshot, dest: Path, cold: bool) -> tuple[float, str]:
+def timed(snapshot: dataset.Snapshot, dest: Path, cold: bool, in_memory: bool) -> tuple[float, str]:
     if cold:
         storage.drop_caches()
-    seconds, method = dataset.restore_with_method(snapshot, dest)
+    seconds, method = dataset.restore_with_method(snapshot, dest, in_memory=in_memory)
     shutil.rmtree(dest)
     return seconds, method
 
@@ -63,7 +65,7 @@ def timed(snapshot: dataset.Snapshot, dest: Path, cold: bool) -> tuple[float, st
 def run(args: argparse.Namespace) -> None:
     cfg = settings(args.quick, args.tables, args.table_size)
     machine = C.Machine()
-    results: dict[str, list[float]] = {"tmpfs": [], "disk, cached": [], "disk, cold cache": []}
+    results: dict[str, list[float]] = {"tmpfs": [], "tmpfs, byte copy": [], "disk, cached": [], "disk, cold cache": []}
     methods: dict[str, str] = {}
     with C.workdir(machine) as shm, tempfile.TemporaryDirectory(prefix="plbench-", dir=args.disk) as disk_dir:
         snap = prepared(cfg, shm)
@@ -71,17 +73,19 @@ def run(args: argparse.Namespace) -> None:
         on_disk = dataset.Snapshot(Path(disk_dir) / "snapshot", snap.data_bytes, 0.0)
         copy_tree(snap.datadir, on_disk.datadir)
         C.say(f"snapshot {size / GiB:.2f} GiB; disk: {storage.describe(Path(disk_dir)).record()}")
-        steps = [("tmpfs", snap, shm / "copy", False), ("disk, cached", on_disk, Path(disk_dir) / "copy", False),
-                 ("disk, cold cache", on_disk, Path(disk_dir) / "copy", True)]  # fmt: skip
+        steps = [("tmpfs", snap, shm / "copy", False, True), ("tmpfs, byte copy", snap, shm / "copy", False, False),
+                 ("disk, cached", on_disk, Path(disk_dir) / "copy", False, False),
+                 ("disk, cold cache", on_disk, Path(disk_dir) / "copy", True, False)]  # fmt: skip
         for i in range(cfg["rounds"]):
-            for name, source, dest, cold in steps[i % 3 :] + steps[: i % 3]:
-                seconds, methods[name] = timed(source, dest, cold)
+            for name, source, dest, cold, in_memory in steps[i % 4 :] + steps[: i % 4]:
+                seconds, methods[name] = timed(source, dest, cold, in_memory)
                 results[name].append(seconds / (size / GiB))
             C.say(f"  round {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s/GiB" for k, v in results.items()))
     info = machine.finish()
     rows = [[k, len(v), f"{C.mean(v):.3f}", f"{min(v):.3f}-{max(v):.3f}", C.pct(C.cv(v)),
              "-" if not C.ci95(v) else "{:.3f}-{:.3f}".format(*C.ci95(v)), methods[k]] for k, v in results.items()]  # fmt: skip
     C.say(C.table(["restore", "n", "s/GiB", "min-max", "CV", "95% CI", "method"], rows))
+    C.say(f"tmpfs: {C.mean(results['tmpfs']) / C.mean(results['tmpfs, byte copy']):.3f} of the byte copy's time")
     C.say(C.Machine.describe(info))
     if args.quick:
         C.say("(quick mode: a small snapshot and 3 rounds; a smoke test, not the figures to quote)")

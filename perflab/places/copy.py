@@ -4,6 +4,7 @@ xfs with reflink=1, bcachefs), else byte for byte, and say which: a dataset snap
 
     copy_tree(snapshot_dir, cell_datadir)   -> {"reflink"} | {"copy"} | both
     copy_tree(snapshot_dir, kept, sparse=True)  # whole MiBs of zeros left as holes (a kept snapshot)
+    copy_tree(snapshot_dir, cell_datadir, in_memory=True)  # tmpfs: the data copied, the rest allocated
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ CHUNK = 1 << 20
 ZEROS = bytes(CHUNK)
 
 
-def clone_file(source: str, dest: str, sparse: bool = False) -> str:
+def clone_file(source: str, dest: str, sparse: bool = False, in_memory: bool = False) -> str:
     """Copy one file as a reflink (FICLONE) where the filesystem shares extents, else byte for byte
-    (`sparse`: a whole MiB of zeros left as a hole); returns "reflink" or "copy". Metadata (mode,
-    times) as shutil.copy2."""
+    (`sparse`: a whole MiB of zeros left as a hole; `in_memory`: see _data_copy); returns "reflink"
+    or "copy". Metadata (mode, times) as shutil.copy2."""
     with open(source, "rb") as src, open(dest, "wb") as dst:
         try:
             fcntl.ioctl(dst.fileno(), FICLONE, src.fileno())
@@ -35,6 +36,8 @@ def clone_file(source: str, dest: str, sparse: bool = False) -> str:
                 raise
             if sparse:
                 _sparse_copy(src, dst)
+            elif in_memory:
+                _data_copy(src.fileno(), dst.fileno())
             else:
                 shutil.copyfileobj(src, dst, CHUNK)
             method = "copy"
@@ -53,14 +56,45 @@ def _sparse_copy(src: BinaryIO, dst: BinaryIO) -> None:
     dst.truncate()  # a hole at the end: the file's full length
 
 
-def copy_tree(source: Path, dest: Path, sparse: bool = False) -> set[str]:
+def _data_copy(src: int, dst: int) -> None:
+    """The source's data ranges (SEEK_DATA) copied in the kernel, then the whole length allocated
+    (fallocate), as the server had made it. On tmpfs a fallocated page that was never written reads
+    as a hole: InnoDB's redo log (256 MiB by default, fallocated) is mostly such pages, and filling
+    them with zeros was most of a cell's restore (0.14 -> 0.04 CPU-s with the 256 MiB redo log, a
+    third of the time: bench/storage_restore.py, 2026-12-01).
+    Only where the storage is memory: on a disk, allocated but unwritten extents would make the
+    server's first write to each change the file's extent map (ext4, xfs), which a byte copy's
+    written zeros do not."""
+    size = os.fstat(src).st_size
+    at = 0
+    while at < size:
+        try:
+            at = os.lseek(src, at, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # ENXIO: no data after `at`
+                raise
+            break
+        end = os.lseek(src, at, os.SEEK_HOLE)
+        while at < end:
+            at += os.copy_file_range(src, dst, end - at, at, at) or _short(at, end)
+    os.ftruncate(dst, size)
+    if size:
+        os.posix_fallocate(dst, 0, size)
+
+
+def _short(at: int, end: int) -> int:
+    raise OSError(errno.EIO, f"the source ended at byte {at}, before {end}: it changed while it was copied")
+
+
+def copy_tree(source: Path, dest: Path, sparse: bool = False, in_memory: bool = False) -> set[str]:
     """copytree with reflinks where the filesystem has them (clone_file; `sparse`: whole MiBs of
-    zeros as holes), with a full disk reported as one OSError(ENOSPC) instead of shutil.Error's
-    list of every file that failed; returns how the files were copied ({"reflink"}, {"copy"} or both)."""
+    zeros as holes; `in_memory`: a tmpfs's data only, the rest allocated), with a full disk reported
+    as one OSError(ENOSPC) instead of shutil.Error's list of every file that failed; returns how the
+    files were copied ({"reflink"}, {"copy"} or both)."""
     methods: set[str] = set()
 
     def clone(src: str, dst: str) -> str:
-        methods.add(clone_file(src, dst, sparse))
+        methods.add(clone_file(src, dst, sparse, in_memory))
         return dst
 
     try:

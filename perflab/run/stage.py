@@ -132,7 +132,7 @@ class Here:
         return build.record()
 
     def restore(self, snapshot: dataset.Snapshot, server: Managed, workdir: Path) -> tuple[float, str]:
-        return dataset.restore_with_method(snapshot, Path(server.datadir))
+        return dataset.restore_with_method(snapshot, Path(server.datadir), in_memory=not self.runner.storage.on_disk)
 
     def drop_caches(self) -> float | None:
         return drop_caches_s(self.runner.exp.file.experiment.drop_caches)

@@ -60,9 +60,10 @@ def restore(snapshot: Snapshot, dest: Path) -> float:
     return restore_with_method(snapshot, dest)[0]
 
 
-def restore_with_method(snapshot: Snapshot, dest: Path) -> tuple[float, str]:
+def restore_with_method(snapshot: Snapshot, dest: Path, in_memory: bool = False) -> tuple[float, str]:
     """Copy the snapshot to `dest`: (seconds taken, "reflink" or "copy": how its files were
-    copied; one file that could not be shared makes it "copy")."""
+    copied; one file that could not be shared makes it "copy"). `in_memory`: `dest` is on tmpfs
+    (places/copy.py: its data copied, the rest allocated)."""
     start = time.monotonic()
-    methods = copy_tree(snapshot.datadir, dest)
+    methods = copy_tree(snapshot.datadir, dest, in_memory=in_memory)
     return time.monotonic() - start, "reflink" if methods == {"reflink"} else "copy"

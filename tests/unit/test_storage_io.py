@@ -99,6 +99,29 @@ def test_a_sparse_copy_leaves_whole_mibs_of_zeros_as_holes(tmp_path):
         assert 2 * mib <= used <= 3 * mib < os.stat(dense).st_blocks * 512, (used, os.stat(dense).st_blocks * 512)
 
 
+def test_an_in_memory_copy_writes_the_data_and_allocates_the_rest():
+    """A cell's restore on tmpfs (places/copy._data_copy): InnoDB's redo log is fallocated, its
+    unwritten pages read as holes there; the copy has the same bytes and the whole length allocated,
+    as the server made it, its unwritten pages left unwritten (the source's holes, the copy's too)."""
+    mib = 1 << 20
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
+        src, dst, empty = Path(shm) / "ib_logfile0", Path(shm) / "copy", Path(shm) / "empty"
+        with open(src, "wb") as f:
+            os.posix_fallocate(f.fileno(), 0, 8 * mib)
+            f.write(b"header")  # a record at the start and one in the middle: two data ranges
+            f.seek(5 * mib + 100)
+            f.write(os.urandom(3000))
+        empty.touch()
+        copy.clone_file(str(src), str(dst), in_memory=True)
+        copy.clone_file(str(empty), str(Path(shm) / "empty-copy"), in_memory=True)
+        assert dst.read_bytes() == src.read_bytes() and len(dst.read_bytes()) == 8 * mib
+        assert os.stat(dst).st_blocks * 512 >= 8 * mib  # allocated: the server's writes find their pages
+        with open(src, "rb") as a, open(dst, "rb") as b:  # the same ranges of data, the same holes
+            for at, whence in ((0, os.SEEK_HOLE), (mib, os.SEEK_DATA), (5 * mib + 4096, os.SEEK_HOLE)):
+                assert os.lseek(a.fileno(), at, whence) == os.lseek(b.fileno(), at, whence), (at, whence)
+        assert (Path(shm) / "empty-copy").read_bytes() == b""
+
+
 def test_restore_reports_its_method_and_time(tmp_path):
     (tmp_path / "snap" / "db").mkdir(parents=True)
     (tmp_path / "snap" / "db" / "t.ibd").write_bytes(b"x" * 65536)
