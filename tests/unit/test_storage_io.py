@@ -112,8 +112,11 @@ def test_an_in_memory_copy_writes_the_data_and_allocates_the_rest():
             f.seek(5 * mib + 100)
             f.write(os.urandom(3000))
         empty.touch()
+        (Path(shm) / "dense").write_bytes(dense := os.urandom(mib + 5))  # no hole: copied whole, nothing allocated
         copy.clone_file(str(src), str(dst), in_memory=True)
         copy.clone_file(str(empty), str(Path(shm) / "empty-copy"), in_memory=True)
+        copy.clone_file(str(Path(shm) / "dense"), str(Path(shm) / "dense-copy"), in_memory=True)
+        assert (Path(shm) / "dense-copy").read_bytes() == dense
         assert dst.read_bytes() == src.read_bytes() and len(dst.read_bytes()) == 8 * mib
         assert os.stat(dst).st_blocks * 512 >= 8 * mib  # allocated: the server's writes find their pages
         with open(src, "rb") as a, open(dst, "rb") as b:  # the same ranges of data, the same holes
