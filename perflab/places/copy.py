@@ -78,14 +78,13 @@ def _data_copy(src: int, dst: int) -> None:
         os.lseek(dst, at, os.SEEK_SET)
         copied += end - at
         while at < end:  # sendfile: in the kernel, between any two filesystems (copy_file_range: one)
-            at += os.sendfile(dst, src, at, end - at) or _short(at, end)
+            sent = os.sendfile(dst, src, at, end - at)
+            if not sent:
+                raise OSError(errno.EIO, f"the source ended at byte {at}, before {end}: it changed while copied")
+            at += sent
     os.ftruncate(dst, size)
     if copied < size:  # some holes (ramfs has none: it cannot fallocate, and glibc would write each page)
         os.posix_fallocate(dst, 0, size)
-
-
-def _short(at: int, end: int) -> int:
-    raise OSError(errno.EIO, f"the source ended at byte {at}, before {end}: it changed while it was copied")
 
 
 def copy_tree(source: Path, dest: Path, sparse: bool = False, in_memory: bool = False) -> set[str]:
