@@ -183,8 +183,16 @@ def test_the_seed_orders_each_round_and_is_stored(verdict_run):
     assert f"seed {SEED} (perflab run --seed {SEED} runs this order again)" in output
     assert doc["run"]["seed"] == SEED and doc["experiment"]["equivalence_margin"] == 0.05
     expected = [c.key for c in dataclasses.replace(spec.parse(VERDICT), seed=SEED).cells()]
-    assert [c["key"] for c in doc["cells"]] == expected
-    assert [c["order"] for c in doc["cells"]] == list(range(9))
+    # a cell that did not settle on a busy machine is measured again at its round's end (ci60):
+    # the seed orders the first attempts; each retry names its cell and runs before the next round
+    first = [c for c in doc["cells"] if c["retry_of"] is None]
+    assert [c["key"] for c in first] == expected
+    assert [c["order"] for c in doc["cells"]] == list(range(len(doc["cells"])))
+    by_id = {c["id"]: c for c in doc["cells"]}
+    for retry in (c for c in doc["cells"] if c["retry_of"] is not None):
+        again = by_id[retry["retry_of"]]
+        assert retry["key"] == f"{again['key']}/retry-of-{again['id']}" and not again["settled"], retry
+        assert all(c["repeat"] > again["repeat"] for c in first if c["order"] > retry["order"])
     file_order = [c.key for c in spec.parse(VERDICT).cells()]
     assert expected != file_order  # seed 7 does put some round out of the file's order
 
