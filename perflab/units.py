@@ -89,8 +89,7 @@ def size_text(value: int) -> str:
     return str(value)
 
 
-def utc_now(timespec: str = "seconds") -> str:
-    """Now, as results store a moment: "2026-11-22T14:03:07+00:00"; a cell's start and end to the
-    millisecond (`timespec="milliseconds"`), whose difference is a cell's cost (calibrate's overhead:
-    to the second it was 1 s for a cell of 1.4 s)."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec=timespec)
+def utc_now() -> str:
+    """Now, as results store a moment, to the millisecond: "2026-11-22T14:03:07.412+00:00" (a
+    cell's cost is its end less its start: to the second, calibrate read 1 s for cells of 1.4 s)."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")

@@ -214,11 +214,11 @@ def text_lines(doc: dict[str, Any], last: int = 12) -> list[str]:
             )
         for c in s["change_points"]:
             lines += _change_lines(c)
-        lines.append(f"    {'run':>4}  {'started':25} {doc['metric']} [95% interval]          n")
+        lines.append(f"    {'run':>4}  {'started':29} {doc['metric']} [95% interval]          n")
         for r in s["runs"][-last:]:
             ci = f"[{_num(r['low'])}-{_num(r['high'])}]" if r["low"] is not None else "[n<3]"
             mark = " <" if any(c["run"] == r["run"] for c in s["change_points"]) else ""
-            lines.append(f"    {r['run']:>4}  {r['started_at']:25} {_num(r['mean']):>10} {ci:24} {r['n']}{mark}")
+            lines.append(f"    {r['run']:>4}  {r['started_at']:29} {_num(r['mean']):>10} {ci:24} {r['n']}{mark}")
     return lines
 
 

@@ -234,7 +234,7 @@ class CellRunner:
         row = self.new_row(cell)
         build = self.build_for(cell)
         if isinstance(build, BuildError):  # nothing to run: the cell fails with its build's error
-            row.update(error=build.message, log_tail=read_tail(build.log), ended_at=utc_now("milliseconds"))
+            row.update(error=build.message, log_tail=read_tail(build.log), ended_at=utc_now())
             self.results.commit_cell(row, [], [])
             return row
         assert snapshot is not None
@@ -258,7 +258,7 @@ class CellRunner:
         finally:
             stage.finish(server, rundir, logs)
         own.record(row)
-        row["ended_at"] = utc_now("milliseconds")
+        row["ended_at"] = utc_now()
         self.results.commit_cell(row, intervals, rss, status)
         return row
 
@@ -310,7 +310,7 @@ class CellRunner:
             "status": "failed",
             "error": None,
             "log_tail": None,
-            "started_at": utc_now("milliseconds"),
+            "started_at": utc_now(),
             "ended_at": None,
             "preload": cell.preload,
             "env": cell.env,

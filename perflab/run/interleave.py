@@ -142,7 +142,7 @@ def _commit(runner: CellRunner, seats: list[Seat], cells: list[Cell], slice_s: f
     for seat in seats:
         if seat.error is not None:
             seat.row.update(failure_fields(seat.error, seat.server) if seat.server else {"error": seat.error.message})
-        seat.row["ended_at"] = utc_now("milliseconds")
+        seat.row["ended_at"] = utc_now()
         seat.row["design"] = _design_fields(seat, cells, slice_s)
         rows.append(seat.row)
     # one transaction: the group's cells pair only with each other, so a run killed while they
