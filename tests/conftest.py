@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import resource
 import shutil
@@ -20,6 +21,7 @@ os.environ["PERFLAB_ALLOW_CONCURRENT"] = "1"
 # Every `perflab run` records itself in the history index: the tests' runs go to a throwaway one,
 # never to ~/.local/share/perflab/history.sqlite (tests that need their own pass --history).
 os.environ["PERFLAB_HISTORY"] = str(Path(tempfile.mkdtemp(prefix="perflab-test-history-")) / "history.sqlite")
+atexit.register(shutil.rmtree, Path(os.environ["PERFLAB_HISTORY"]).parent, ignore_errors=True)  # each process's own
 # and the storage directories runs used (run/storage_dirs.py, for doctor --clean) to a throwaway record
 os.environ["PERFLAB_STATE"] = str(Path(os.environ["PERFLAB_HISTORY"]).parent)
 # perflab's tables take $COLUMNS as the terminal's width (cli/console.py). GNU readline, which pytest
