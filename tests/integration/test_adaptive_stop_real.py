@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.conftest import perflab
-from tests.integration.helpers import write_experiment
+from tests.integration.helpers import used, write_experiment
 
 ADAPTIVE = """
 [experiment]
@@ -36,7 +36,7 @@ def test_adaptive_repeats_stop_at_max_repeats_and_say_so(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 of 1 groups met it" in done.stdout and "max_repeats (4) reached" in done.stdout
     doc = json.loads(perflab("export", str(out)).stdout)
-    assert [c["repeat"] for c in doc["cells"]] == [1, 2, 3, 4]
+    assert [c["repeat"] for c in used(doc["cells"])] == [1, 2, 3, 4]  # a retry stands in for an unsettled cell
     adaptive = doc["adaptive"]
     assert adaptive["rounds"] == 4 and adaptive["target_ci"] == 0.0001
     (group,) = adaptive["groups"]

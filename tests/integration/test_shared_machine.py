@@ -29,7 +29,7 @@ from perflab.places.proc import start_ticks
 from perflab.places import segments
 from perflab.servers.postgresql import server as pgserver
 from tests.conftest import ROOT, perflab
-from tests.integration.helpers import perflab_children, write_experiment
+from tests.integration.helpers import perflab_children, used, write_experiment
 from tests.nobody import as_nobody, shared_dir
 from tests.unit.test_sweep_trust import MAKE_SEGMENT, PLANT, connections, remove_segment
 
@@ -147,7 +147,7 @@ def test_the_live_run_ends_well(live_run: LiveRun):
     stdout, stderr = live_run.proc.communicate(timeout=180)
     assert live_run.proc.returncode == 0, stdout + stderr
     done = perflab("export", str(live_run.out))
-    assert [c["status"] for c in json.loads(done.stdout)["cells"]] == ["ok"]
+    assert [c["status"] for c in used(json.loads(done.stdout)["cells"])] == ["ok"]  # or its retry, if unsettled
     assert not live_run.workdir.exists()
     again = perflab("run", "--resume", str(live_run.out), timeout=120)
     assert again.returncode == 0 and "nothing to resume" in again.stdout, again.stderr
