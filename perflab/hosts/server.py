@@ -62,6 +62,14 @@ if TYPE_CHECKING:
 
 # $0: a tool, "$@": the kind's directories off the PATH (postgresql-15's bin); its path on the host,
 # else on the ssh user's PATH (root's has /usr/sbin, where mariadbd is)
+# A cell's datadir from the snapshot there: `cp -a` keeps the snapshot's holes (tar --sparse kept them),
+# and on tmpfs the datadir's files then get their whole length allocated, as a restore here does
+# (places/copy._data_copy): a file whose blocks are fewer than its length is fallocated. The server's
+# first writes then allocate no page on either place (InnoDB's 256 MiB redo log is mostly holes).
+_RESTORE = 'mkdir -p "$0" && cp -a "$1" "$2"'
+_ALLOCATE = """ && find "$2" -type f -printf '%s %b %p\\n' | while read -r size blocks path; do
+  if [ $((blocks * 512)) -lt "$size" ]; then fallocate -l "$size" "$path" || exit 1; fi
+done"""
 # the ports listening on the host: /proc/net/tcp{,6}, state 0A (LISTEN), local port in hex
 _LISTENING = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
 
@@ -163,10 +171,9 @@ class ServerHost:
             self._snapshots[snapshot.datadir] = self._copy(snapshot.datadir, workdir)
         started = time.monotonic()
         parent = os.path.dirname(datadir)
-        done = self.link.run(
-            ["sh", "-c", 'mkdir -p "$0" && cp -a "$1" "$2"', parent, self._snapshots[snapshot.datadir], datadir],
-            timeout=600,
-        )
+        in_memory = self.storage is None or not self.storage.on_disk
+        script = _RESTORE + (_ALLOCATE if in_memory else "")
+        done = self.link.run(["sh", "-c", script, parent, self._snapshots[snapshot.datadir], datadir], timeout=600)
         if done.status != 0:
             raise HostLostError(
                 f"host {self.name}: restoring the dataset failed: {done.stderr.strip()[-300:]}",

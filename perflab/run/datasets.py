@@ -125,7 +125,7 @@ class Datasets:
         _same_kind(kept, fmt)
         started = time.monotonic()
         target = self.workdir / self._workname(fmt)
-        copy_tree(kept, target)
+        copy_tree(kept, target, in_memory=not self.runner.storage.on_disk)  # the work directory's medium
         self.listen("snapshot_reused", {"path": kept, "seconds": time.monotonic() - started, "format": fmt})
         self.records[fmt] = {k: v for k, v in known.items() if k != "builds"}
         return dataset.Snapshot(target, known["data_bytes"], known.get("prepare_s") or 0.0, fmt)
