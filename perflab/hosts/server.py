@@ -60,8 +60,6 @@ from perflab.spec.hosts import client_hosts, server_here, server_hosts
 if TYPE_CHECKING:
     from perflab.servers.managed import Managed
 
-# $0: a tool, "$@": the kind's directories off the PATH (postgresql-15's bin); its path on the host,
-# else on the ssh user's PATH (root's has /usr/sbin, where mariadbd is)
 # A cell's datadir from the snapshot there: `cp -a` keeps the snapshot's holes (tar --sparse kept them),
 # and on tmpfs the datadir's files then get their whole length allocated, as a restore here does
 # (places/copy._data_copy): a file whose blocks are fewer than its length is fallocated. The server's

@@ -234,8 +234,7 @@ class Scheduler(AdaptiveRounds):
     def _failed(self, cell: Cell, why: str) -> dict[str, Any]:
         """A cell of a host whose dataset could not be prepared: failed, committed, nothing run."""
         row = self.runner.new_row(cell)
-        why = f"host {cell.server_host}: its dataset could not be prepared: {why}"
-        row.update(error=why, ended_at=utc_now())
+        row.update(error=f"host {cell.server_host}: its dataset could not be prepared: {why}", ended_at=utc_now())
         self.results.commit_cell(row, [], [])
         return row
 
