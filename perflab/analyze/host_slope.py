@@ -33,17 +33,25 @@ from perflab.variants import variant_key
 Covariate = Callable[[dict[str, Any]], float | None]
 
 
+def _rows(
+    cells: list[dict[str, Any]], metric: str, covariates: list[Covariate]
+) -> list[tuple[dict[str, Any], list[float | None], float]]:
+    """(cell, its covariates, log(metric)) of the settled cells with every covariate and a metric above 0."""
+    rows = []
+    for cell in cells:
+        xs, y = [f(cell) for f in covariates], metric_value(cell, metric)
+        if usable_cell(cell) and None not in xs and y is not None and y > 0:
+            rows.append((cell, xs, math.log(y)))
+    return rows
+
+
 def _within(
     cells: list[dict[str, Any]], metric: str, covariates: list[Covariate]
 ) -> tuple[np.ndarray, np.ndarray, int] | None:
     """The settled cells' covariates (one column each) and log(metric), with the effect of each
     (variant, threads) group and each (round, threads) block taken out by least squares, and
     the degrees of freedom those effects leave; None with fewer than MIN_CELLS such cells."""
-    rows = []
-    for cell in cells:
-        xs, y = [f(cell) for f in covariates], metric_value(cell, metric)
-        if usable_cell(cell) and None not in xs and y is not None and y > 0:
-            rows.append((cell, xs, math.log(y)))
+    rows = _rows(cells, metric, covariates)
     if len(rows) < MIN_CELLS:
         return None
     groups = sorted({(variant_key(c["variant"]), c["threads"]) for c, _, _ in rows})
@@ -98,11 +106,7 @@ def calibrate(cells: list[dict[str, Any]], chase: bool = False, steal: bool = Tr
     taken = round(usable_steal_weight(steal_weight(cells, "qps", weight)), 4) if steal else 0.0
     found = within_rounds(cells, "qps", weight, taken)
     if found is None:
-        usable = sum(
-            1
-            for c in cells
-            if usable_cell(c) and log_speed(c, weight, taken) is not None and (metric_value(c, "qps") or 0) > 0
-        )
+        usable = len(_rows(cells, "qps", [lambda c: log_speed(c, weight, taken)]))
         if usable < MIN_CELLS:
             return f"fewer than {MIN_CELLS} settled cells with a canary figure ({usable})"
         return f"the canary's speed did not vary within rounds ({usable} cells)"
