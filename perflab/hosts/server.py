@@ -60,14 +60,17 @@ from perflab.spec.hosts import client_hosts, server_here, server_hosts
 if TYPE_CHECKING:
     from perflab.servers.managed import Managed
 
-# A cell's datadir from the snapshot there: `cp -a` keeps the snapshot's holes (tar --sparse kept them),
-# and on tmpfs the datadir's files then get their whole length allocated, as a restore here does
-# (places/copy._data_copy): a file whose blocks are fewer than its length is fallocated. The server's
-# first writes then allocate no page on either place (InnoDB's 256 MiB redo log is mostly holes).
+# A cell's datadir from the snapshot there, as a restore here makes it (places/copy.clone_file): the
+# snapshot keeps its holes there (tar --sparse). On tmpfs, `cp -a` copies them as holes and each file
+# whose blocks are fewer than its length is then fallocated (here: places/copy._data_copy); on a disk,
+# `--sparse=never` writes them as zeros, as a byte copy here does (cp clones first where the filesystem
+# shares extents, as here). The server's first writes then allocate nothing on either place (InnoDB's
+# 256 MiB redo log is mostly holes).
 _RESTORE = 'mkdir -p "$0" && cp -a "$1" "$2"'
 _ALLOCATE = """ && find "$2" -type f -printf '%s %b %p\\n' | while read -r size blocks path; do
   if [ $((blocks * 512)) -lt "$size" ]; then fallocate -l "$size" "$path" || exit 1; fi
 done"""
+_RESTORE_ON_DISK = 'mkdir -p "$0" && cp -a --sparse=never "$1" "$2"'
 # the ports listening on the host: /proc/net/tcp{,6}, state 0A (LISTEN), local port in hex
 _LISTENING = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
 
@@ -170,7 +173,7 @@ class ServerHost:
         started = time.monotonic()
         parent = os.path.dirname(datadir)
         in_memory = self.storage is None or not self.storage.on_disk
-        script = _RESTORE + (_ALLOCATE if in_memory else "")
+        script = _RESTORE + _ALLOCATE if in_memory else _RESTORE_ON_DISK
         done = self.link.run(["sh", "-c", script, parent, self._snapshots[snapshot.datadir], datadir], timeout=600)
         if done.status != 0:
             raise HostLostError(
