@@ -15,36 +15,53 @@ from tests.integration.helpers import tmpfs_mounts
 from tests.integration.sshhosts import SshLab, ssh_hosts
 
 # The modules that take longest, longest first, in worker-seconds (make test's parallel part,
-# 5 workers, 2026-11-28). xdist's --dist loadfile hands modules out in collection order, so a
-# long module collected late (alphabetically) ran alone at the end: 401 s for 328 s of work a
-# worker. Longest first, the short ones fill in behind. A rough order is enough; re-measure with
-# `pytest --durations=0` when a module grows. The SSH lab modules take one lock between them
+# 5 workers). xdist's --dist loadfile hands modules out in collection order, so a long module
+# collected late (alphabetically) ran alone at the end: 401 s for 328 s of work a worker. Longest
+# first, the short ones fill in behind. A rough order is enough; re-measure with `pytest
+# --durations=0` when modules grow: the order of 2026-11-29 (its first ones 345 -> 135 s since, one
+# of them 163 -> 10 s) left one worker 20 s behind the others (427 s against 407 s, replaying
+# xdist's hand-out on the measured seconds). The SSH lab modules take one lock between them
 # (sshhosts.py): started early, they do not wait for each other at the end.
-LONGEST_FIRST = (  # measured here, 2026-11-29/30 (ci27's parallel phase; the SSH modules since grown)
-    "test_remote_server.py",  # ~345 s
-    "test_remote_client.py",  # ~330
-    "test_host_speed_real.py",  # 244
-    "test_failures.py",  # 208
-    "test_sid_servers_real.py",  # 163
-    "test_examples.py",  # 163
-    "test_postgresql.py",  # 153
-    "test_resume.py",  # 153
-    "test_gotpc_hosts.py",  # 143
-    "test_gotpc_real.py",  # 115
-    "test_resources.py",  # 103
-    "test_calibrate.py",  # 89
-    "test_storage_disk.py",  # 88
-    "test_builds.py",  # 86
-    "test_io_canary_server_host.py",  # 84
-    "test_run.py",  # 75
-    "test_host_axis_real.py",  # 72
-    "test_builds_server_host.py",  # 70
-    "test_alloc_server_host.py",  # 67
-    "test_mysql_observers_real.py",  # 64
-    "test_decisive_real.py",  # 62
-    "test_gotpc_pg_real.py",  # 62
-    "test_report_browser.py",  # 50
-    "test_hosts_ssh.py",  # 29
+LONGEST_FIRST = (  # measured here, 2026-12-01 (the parallel part alone, 431 s: its modules' seconds)
+    "test_remote_client.py",  # 140 s
+    "test_host_speed_real.py",  # 139
+    "test_remote_server.py",  # 135
+    "test_resume.py",  # 83
+    "test_failures.py",  # 81
+    "test_builds_server_host.py",  # 76
+    "test_postgresql.py",  # 68
+    "test_io_canary_server_host.py",  # 65
+    "test_resources.py",  # 59
+    "test_calibrate.py",  # 57
+    "test_sid_servers_real.py",  # 56
+    "test_builds.py",  # 56
+    "test_gotpc_real.py",  # 56
+    "test_run.py",  # 54
+    "test_gotpc_hosts.py",  # 53
+    "test_host_axis_real.py",  # 51
+    "test_storage_disk.py",  # 41
+    "test_interleave_failures_real.py",  # 41
+    "test_alloc_server_host.py",  # 41
+    "test_mysql_observers_real.py",  # 40
+    "test_client_profiles.py",  # 39
+    "test_shared_machine.py",  # 37
+    "test_debroot_real.py",  # 36
+    "test_decisive_real.py",  # 36
+    "test_gotpc_pg_real.py",  # 35
+    "test_history_real.py",  # 34
+    "test_report_browser.py",  # 32
+    "test_alloc.py",  # 32
+    "test_datasets.py",  # 30
+    "test_mysql_sid_real.py",  # 22
+    "test_alloc_faults.py",  # 22
+    "test_client.py",  # 21
+    "test_hosts_trust.py",  # 19
+    "test_lock.py",  # 19
+    "test_status.py",  # 19
+    "test_adaptive_stop_real.py",  # 18
+    "test_concurrency.py",  # 17
+    "test_pg_builds_real.py",  # 16
+    "test_allocators.py",  # 16
 )
 
 
