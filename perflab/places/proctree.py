@@ -100,6 +100,7 @@ class TreeSampler(RssSampler):
         self.pss: list[int] = []
         self._lock = threading.Lock()
         self._next_pss = 0.0  # time.monotonic() from which the next PSS read is due
+        self._mark: int | None = None  # the end mark's PSS (a loop's read may finish after it)
 
     def sample(self, pss: bool = True) -> None:
         """One reading of RSS summed over the tree, and of PSS with `pss` (the window's end mark)
@@ -117,6 +118,7 @@ class TreeSampler(RssSampler):
                 self.samples.append((round(time.monotonic() - self._start, 3), sum(rss)))
             if found is not None:
                 self.pss.append(found)
+                self._mark = found if pss else self._mark
 
     def _loop(self) -> None:
         while True:
@@ -130,7 +132,7 @@ class TreeSampler(RssSampler):
 
     @property
     def pss_end(self) -> int | None:
-        return self.pss[-1] if self.pss else None
+        return self._mark if self._mark is not None else self.pss[-1] if self.pss else None
 
     @property
     def pss_peak(self) -> int | None:
