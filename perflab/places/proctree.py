@@ -118,7 +118,8 @@ class TreeSampler(RssSampler):
                 self.samples.append((round(time.monotonic() - self._start, 3), sum(rss)))
             if found is not None:
                 self.pss.append(found)
-                self._mark = found if pss else self._mark
+                if pss:
+                    self._mark = found
 
     def _loop(self) -> None:
         while True:
