@@ -125,7 +125,7 @@ class RemoteChild:
     def kill(self) -> None:
         if not self._done.is_set():
             with contextlib.suppress(HostLostError):
-                self.rundir.signal(self.pid, "KILL")
+                self.rundir.kill(self.pid)
             self._done.wait(10)
 
     def __enter__(self) -> Self:

@@ -332,7 +332,7 @@ class Following:
 
     def stop(self) -> None:
         with contextlib.suppress(HostLostError):
-            self.rundir.signal(self.pid, "KILL")
+            self.rundir.kill(self.pid)
 
 
 @dataclass(frozen=True)

@@ -89,16 +89,46 @@ _WRAPPER = '[ -e "$0/stopped" ] && exit 97; echo $$; echo $$ >> "$0/pids"; expor
 # bash's `times` (its children's CPU: setsid's and the measured tree's, each reaped by the one above)
 # goes into a file of its own, so that perflab's own CPU over the run leaves it out (hosts/own_cpu.py)
 _MEASURED = 'setsid --wait "$@"; s=$?; times 2>/dev/null > "$0/measured-$$-$EPOCHREALTIME"; exit $s'
-# $1 = the run directory; $2 = the signal. Each recorded group whose leader still carries this run's tag
-# (a recycled pid belongs to someone else and is never touched), then any process still tagged.
-_STOP = r"""
-d=$1; s=$2
+# Shell functions: `stopped LEADER` stops LEADER's group (nothing in it forks any more), then each
+# descendant of LEADER as it is found, and prints those: PostgreSQL's backends each call setsid, so they
+# are outside the postmaster's group, and their environment (the tag) is overwritten by their titles.
+# `left PID...` waits until none of them runs (5 s at most): gone, or a zombie that init reaps in its time
+_STOPPED = r"""
+stopped() {
+  kill -s STOP -- "-$1" 2>/dev/null; t=$1
+  while [ -n "$t" ]; do
+    n=; for q in $t; do n="$n $(cat /proc/$q/task/*/children 2>/dev/null)"; done
+    t=; for q in $n; do kill -s STOP "$q" 2>/dev/null && echo "$q" && t="$t $q"; done
+  done
+}
+running() { [ -e "/proc/$1" ] && case "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null)" in Z*|X*|"") false;; esac; }
+left() { i=0; for q in "$@"; do while running "$q" && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; done; }
+"""
+# $1 = the run directory. Each recorded group whose leader still carries this run's tag (a recycled pid
+# belongs to someone else and is never touched) with its leader's descendants, then any process still
+# tagged: SIGKILLed, their pids printed
+_STOP = _STOPPED + r"""
+d=$1
 tagged() { tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null | grep -qxF "PERFLAB_RUN=$d"; }
-[ -f "$d/pids" ] && for p in $(cat "$d/pids"); do tagged "$p" && kill -s "$s" -- "-$p" 2>/dev/null && echo "$p"; done
+all=
+[ -f "$d/pids" ] && for p in $(cat "$d/pids"); do
+  tagged "$p" || continue
+  t=$(stopped "$p"); kill -s KILL -- "-$p" 2>/dev/null && all="$all $p"
+  for q in $t; do kill -s KILL "$q" 2>/dev/null && all="$all $q"; done
+done
 for e in /proc/[0-9]*/environ; do
   p=${e#/proc/}; p=${p%/environ}
-  tagged "$p" && kill -s "$s" "$p" 2>/dev/null && echo "$p"
+  tagged "$p" && kill -s KILL "$p" 2>/dev/null && all="$all $p"
 done
+echo $all; left $all
+true
+"""
+
+# $1 = a group's leader: it, its group and its descendants outside the group SIGKILLed (`stopped` first),
+# and waited for until none of them runs (`left`), as places/proc.kill_tree
+_KILL = _STOPPED + r"""
+p=$1; all=$(stopped "$p"); kill -s KILL -- "-$p" 2>/dev/null; for q in $all; do kill -s KILL "$q" 2>/dev/null; done
+left $all
 true
 """
 
@@ -197,9 +227,13 @@ class RunDir:
         """Send a signal to the process group `pid` started."""
         self.link.run(["kill", "-s", name, "--", f"-{pid}"])
 
-    def stop_all(self, name: str = "KILL") -> list[int]:
-        """Signal every process this run started on the host; the pids signalled by their tag."""
-        done = self.link.run(["sh", "-c", _STOP, "perflab-stop", self.path, name], timeout=60)
+    def kill(self, pid: int) -> None:
+        """SIGKILL the process group `pid` started and every descendant that left it (_KILL)."""
+        self.link.run(["sh", "-c", _KILL, "perflab-kill", str(pid)], timeout=30)
+
+    def stop_all(self) -> list[int]:
+        """SIGKILL every process this run started on the host (_STOP); the pids killed."""
+        done = self.link.run(["sh", "-c", _STOP, "perflab-stop", self.path], timeout=60)
         return sorted({int(p) for p in done.stdout.split() if p.isdigit()})
 
     def on_disk(self, storage: str) -> str:
@@ -306,5 +340,5 @@ class Tracked:
     def kill(self) -> None:
         if not self._done.is_set():
             with contextlib.suppress(HostLostError):
-                self.rundir.signal(self.pid, "KILL")
+                self.rundir.kill(self.pid)
             self._done.wait(10)

@@ -3,7 +3,8 @@
 Every process perflab starts runs in its own session (so a terminal's Ctrl-C reaches
 perflab only, which then stops it in order) under `setpriv --pdeathsig KILL` (so the kernel
 kills it even if perflab itself is killed with SIGKILL). `Child` is a context manager that
-kills the whole process group in `finally`; `os.wait4` reaps it and returns its rusage.
+kills the whole process group (and its leader's descendants outside it: kill_tree) in `finally`;
+`os.wait4` reaps it and returns its rusage.
 """
 
 from __future__ import annotations
@@ -147,13 +148,75 @@ class Child:
         return self.popen.returncode
 
     def kill(self) -> None:
-        """SIGKILL the whole group (helpers it started included) and reap the leader."""
-        self.signal_group(signal.SIGKILL)
+        """SIGKILL the whole group (helpers it started included) and every descendant that left it,
+        reap the leader and wait until those are gone too (`kill_tree`)."""
+        strays = kill_tree(self.pid) if self.popen.returncode is None else []
+        self.signal_group(signal.SIGKILL)  # what was in the group but outside the tree (a reparented helper)
         if self.popen.returncode is None:
             try:
                 self.wait(10)
             except (TimeoutError, ChildProcessError):
                 pass
+        gone(strays, STRAYS_GONE_S)
+
+
+STRAYS_GONE_S = 5.0  # how long a killed stray gets to die
+
+
+def kill_tree(pid: int) -> list[tuple[int, int]]:
+    """SIGKILL group `pid` and every descendant of its leader in another session: PostgreSQL's backends
+    each call setsid, so a SIGKILL to the postmaster's group alone leaves them to notice its death, up to
+    seconds later (and a host's run directory removed under them). The group is stopped first, and each
+    descendant as it is found, so nothing forks a child that would be missed; the strays killed, as
+    (pid, start ticks), for `gone`."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGSTOP)
+    strays, todo = [], _children(pid)
+    while todo:
+        child = todo.pop()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, signal.SIGSTOP)
+        ticks = start_ticks(child)
+        if ticks is not None:
+            strays.append((child, ticks))
+            todo += _children(child)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    for child, _ in strays:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, signal.SIGKILL)
+    return strays
+
+
+def _children(pid: int) -> list[int]:
+    """The children of every thread of `pid` (a thread that forked is their parent)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                found += map(int, Path(f"/proc/{pid}/task/{task}/children").read_text(encoding="ascii").split())
+    return found
+
+
+def gone(processes: Sequence[tuple[int, int]], timeout: float) -> bool:
+    """Wait until none of `processes` (pid, start ticks) runs any more: it left the process table (a pid
+    recycled since is another process) or is a zombie, dead and waiting for init to reap it (which here
+    takes up to 2 s); False if one still runs after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while any(_running(pid, ticks) for pid, ticks in processes):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _running(pid: int, ticks: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return False
+    return int(fields[19]) == ticks and fields[0] not in (b"Z", b"X")
 
 
 def start_ticks(pid: int) -> int | None:

@@ -376,7 +376,7 @@ def test_a_postgresql_trees_rss_samples_are_put_on_this_machines_clock() -> None
     link = FakeLink(offset=7.25, answers={"statm": str(120 << 20)})
     loop = LateLoop(offset=7.25, late=0.3, lines=3)
     started = []
-    rundir = SimpleNamespace(link=link, start=lambda argv: started.append(argv) or (loop, 4242), signal=lambda *a: None)
+    rundir = SimpleNamespace(link=link, start=lambda argv: started.append(argv) or (loop, 4242), kill=lambda pid: None)
     with TreeRssSampler(rundir, 4711, WindowClock(link)) as rss:  # type: ignore[arg-type]
         time.sleep(0.5)
     assert started == [["bash", "-c", _TREE_RSS, "4711"]] and "$EPOCHREALTIME" in _TREE_RSS
