@@ -107,7 +107,7 @@ HERE = """
 [experiment]
 name = "it-alloc-client-host"
 duration = "2s"
-warmup = "1s"
+warmup = "2s"
 repeats = 1
 client_host = "load"
 
@@ -165,7 +165,12 @@ def test_alloc_io_and_the_canary_of_a_server_here_with_its_client_on_a_host(
     profile = out / "profiles" / f"cell-{cell['id']:04d}.alloc.folded"
     leaf, _ = sort_buffer([line.rsplit(" ", 1) for line in profile.read_text().splitlines()])
     (counted,) = [r for r in alloc["by_size_class"] if f"malloc:{size_class_label(r['low'], r['high'])}" == leaf]
-    assert 0.95 <= counted["calls_per_txn"]["malloc"] <= 1.1, alloc["by_size_class"]  # a sort buffer a transaction
+    # a sort buffer a transaction. The counts' span opens late on a busy machine (0.2 s beside 1.83 cores
+    # of others in CI) and its transactions are taken from the client's per-second counts: even within
+    # a second. A paced client is not: with a 1 s warm-up its first second (a cold server) fell behind
+    # its rate (137 of 200) and caught up at the window's start, and 0.894 was read (ci64); 2 s of warm-up
+    # absorb that
+    assert 0.95 <= counted["calls_per_txn"]["malloc"] <= 1.1, alloc["by_size_class"]
     io = cell["resources"]["io"]  # the server's own counters and its fsyncs, here
     per_txn = io["per_txn"]
     assert io["lost_chunks"] == 0 and per_txn["binlog.bytes_written"] > 100, io
