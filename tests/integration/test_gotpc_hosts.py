@@ -39,17 +39,19 @@ threads = [2]
 """
 
 
-def _run(ssh_lab: SshLab, tmpfs, tmp_path: Path, placement: str, *hosts: str) -> tuple[Path, dict, dict]:
+def _run(
+    ssh_lab: SshLab, tmpfs, tmp_path: Path, placement: str, *hosts: str, body: str = EXPERIMENT, cells: int = 1
+) -> tuple[Path, dict, list[dict]]:
     tables = "".join(f'[hosts.{name}]\nssh = "{ssh_lab.hosts[name].ssh}"\n' for name in hosts)
-    body = EXPERIMENT.format(duration=DURATION, warmup=WARMUP, placement=placement, hosts=tables)
+    body = body.format(duration=DURATION, warmup=WARMUP, placement=placement, hosts=tables)
     spec, out, shm = write_experiment(tmp_path / "tpcc.toml", body), tmp_path / "results", tmpfs("shm", "2G")
     shm.parent.chmod(0o755)  # the postgres account reaches its directories
     done = perflab_via(ssh_lab, shm, "run", str(spec), "-o", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     exported = json.loads(perflab_via(ssh_lab, tmp_path, "export", str(out), "--format", "json").stdout)
-    (cell,) = used(exported["cells"])
-    assert cell["status"] == "ok", cell.get("error")
-    return out, exported, cell
+    ran = used(exported["cells"])
+    assert len(ran) == cells and all(c["status"] == "ok" for c in ran), [c.get("error") for c in ran]
+    return out, exported, ran
 
 
 def _assert_nopm_every_second(out: Path, exported: dict, cell: dict) -> list[str]:
@@ -69,21 +71,9 @@ def _assert_nopm_every_second(out: Path, exported: dict, cell: dict) -> list[str
     return lines
 
 
-def test_go_tpc_here_against_a_postgresql_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
-    out, exported, cell = _run(ssh_lab, tmpfs, tmp_path, 'server_host = "db"', "db")
-    _assert_nopm_every_second(out, exported, cell)
-    assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0  # postgres there
-    address, _, port = cell["sysbench_options"]["targets"].rpartition(":")  # over TCP, as the run's role
-    assert address == ssh_lab.hosts["db"].address and port.isdigit(), cell["sysbench_options"]
-    assert cell["sysbench_options"]["conn_params"] == "sslmode=disable"  # no socket, no password
-    prepared = (out / "logs" / "prepare.txt").read_text()  # go-tpc prepare, here, against the host's server
-    assert "creating table warehouse" in prepared and "creating table order_line" in prepared
-    assert namespace_commands(ssh_lab, "db") == ["sshd"]  # nothing left running there
-
-
 def test_go_tpc_on_a_client_host_against_postgresql_here(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
     load = ssh_lab.hosts["load"]
-    out, exported, cell = _run(ssh_lab, tmpfs, tmp_path, 'client_host = "load"', "load")
+    out, exported, (cell,) = _run(ssh_lab, tmpfs, tmp_path, 'client_host = "load"', "load")
     _assert_nopm_every_second(out, exported, cell)
     local_address = load.address.rsplit(".", 1)[0] + ".1"  # this machine's end of the host's link
     client = cell["client"]
@@ -96,12 +86,27 @@ def test_go_tpc_on_a_client_host_against_postgresql_here(ssh_lab: SshLab, tmpfs,
     assert namespace_commands(ssh_lab, "load") == ["sshd"] and not Path(host_dir).exists()
 
 
-def test_go_tpc_on_a_client_host_against_a_postgresql_server_host(ssh_lab: SshLab, tmpfs, tmp_path: Path) -> None:
-    """Both on hosts: its password in a passfile on the client host, the server's login over the hosts' own link."""
+def test_go_tpc_here_and_on_a_client_host_against_a_postgresql_server_host(
+    ssh_lab: SshLab, tmpfs, tmp_path: Path
+) -> None:
+    """One dataset on the server host (`go-tpc tpcc prepare` here against it), two cells of a host axis:
+    go-tpc here, and on a client host (its password in a passfile there, the login over the hosts' own
+    link). Each over TCP as the run's role; nothing left running on either host."""
     wire(ssh_lab, "load", "db")  # the client host reaches the server host
-    out, exported, cell = _run(ssh_lab, tmpfs, tmp_path, 'server_host = "db"\nclient_host = "load"', "db", "load")
-    _assert_nopm_every_second(out, exported, cell)
-    assert cell["build"]["host"]["name"] == "db" and cell["client"]["host"] == "load", cell["client"]
-    assert cell["client"]["address"] == ssh_lab.hosts["db"].address and cell["client"]["cpu_s"] > 0
-    assert cell["sysbench_options"]["targets"].rpartition(":")[0] == ssh_lab.hosts["db"].address
+    axis = '[variants.placement]\nhere = {{ server_host = "db" }}\nthere = {{ server_host = "db", client_host = "load" }}'
+    body = EXPERIMENT.replace('[variants.sb]\n"64MB" = {{ server_options = {{ shared_buffers = "64MB" }} }}', axis)
+    out, exported, cells = _run(ssh_lab, tmpfs, tmp_path, "", "db", "load", body=body, cells=2)
+    by_label = {c["variant"]["placement"]: c for c in cells}
+    for cell in cells:
+        _assert_nopm_every_second(out, exported, cell)
+        assert cell["build"]["host"]["name"] == "db" and cell["resources"]["server_cpu_s"] > 0  # postgres there
+        address, _, port = cell["sysbench_options"]["targets"].rpartition(":")  # over TCP, as the run's role
+        assert address == ssh_lab.hosts["db"].address and port.isdigit(), cell["sysbench_options"]
+    here, there = by_label["here"], by_label["there"]
+    assert "host" not in here["client"] and here["sysbench_options"]["conn_params"] == "sslmode=disable"
+    assert there["client"]["host"] == "load" and there["client"]["address"] == ssh_lab.hosts["db"].address
+    assert there["client"]["cpu_s"] > 0, there["client"]
+    (log,) = (out / "logs").glob("prepare*.txt")  # one go-tpc prepare (prepare-on-db.txt), here, against the host
+    prepared = log.read_text()
+    assert prepared.count("creating table warehouse") == 1 and "creating table order_line" in prepared
     assert namespace_commands(ssh_lab, "db") == namespace_commands(ssh_lab, "load") == ["sshd"]
