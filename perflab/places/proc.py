@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -121,9 +122,10 @@ class Child:
             return self.popen.returncode  # type: ignore[return-value]
         deadline = time.monotonic() + timeout
         while (code := self.poll()) is None:
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise TimeoutError(f"{self.argv[-1]} still running after {timeout:.0f}s")
-            time.sleep(0.05)
+            exited(self.pid, left)
         return code
 
     def _reaped(self, status: int, usage: resource.struct_rusage) -> None:
@@ -217,6 +219,22 @@ def _running(pid: int, ticks: int) -> bool:
     except OSError:
         return False
     return int(fields[19]) == ticks and fields[0] not in (b"Z", b"X")
+
+
+def exited(pid: int, timeout: float) -> None:
+    """Return once child `pid` has exited (not reaped: `poll` does that) or `timeout` seconds have
+    passed, whichever is first: its pidfd turns readable as it exits. A poll every 50 ms made each
+    stop of a server, a client or a status reader wait 25 ms on average (an interleaved round of
+    two seats: 0.3 s of 2.7). Where pidfds are missing (Linux < 5.3), a 10 ms sleep instead."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # gone already, or no pidfd here
+        time.sleep(min(timeout, 0.01))
+        return
+    try:
+        select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
 
 
 def start_ticks(pid: int) -> int | None:

@@ -170,7 +170,7 @@ class Managed:
     socket: Path  # where a client here connects (MySQL's socket file, PostgreSQL's socket directory)
     bind_address: str | None = None  # the one address it listens on by TCP; None: its socket only
     alloc: Any = None  # [observe] alloc's counter on a server host (its AllocTracer), None here
-    READY_POLL_S = 0.05
+    READY_POLL_S = 0.01  # a connection and its greeting (mysqld.py): cheap, and the start's wait is all latency
     CLEAN_STOP_S = 120.0  # a clean shutdown that takes longer is killed, and is not clean
     STOP_SIGNAL, STOP_GROUP = signal.SIGTERM, True  # its clean shutdown: this signal, to its process group?
     aslr = True  # False: the server starts under `setarch -R` (its children inherit it)

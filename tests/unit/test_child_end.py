@@ -2,7 +2,8 @@
 (outside the postmaster's group) and their titles overwrite their environment (the run's tag), so a
 SIGKILL to the group, or a scan for the tag, used to leave them to notice the postmaster's death seconds
 later (CI, stop 67: a `postgres` still in the host's namespace after the run). The stray here is such a
-process: a child of the group's leader in a session of its own, with an empty environment."""
+process: a child of the group's leader in a session of its own, with an empty environment. And a
+wait on a child ends as it exits (its pidfd), not at the next 50 ms poll (bench/stop_latency.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from perflab.hosts.rundir import _KILL, _STOP, _WRAPPER
 from perflab.places.proc import Child, start_ticks
@@ -90,3 +93,17 @@ def test_a_hosts_stop_all_takes_an_untagged_descendant_of_a_recorded_group(tmp_p
             proc.kill()
             if _alive(stray, ticks):
                 os.kill(stray, signal.SIGKILL)
+
+
+def test_a_wait_returns_as_the_child_exits_and_times_out_while_it_runs() -> None:
+    """Child.wait waits on the child's pidfd (places/proc.exited), not a 50 ms poll: it returns the
+    exit code however long the timeout, and a child still running times out."""
+    with Child(["sh", "-c", "sleep 0.2; exit 3"]) as quick:
+        started = time.monotonic()
+        assert quick.wait(60) == 3 and time.monotonic() - started < 30  # not the timeout's 60 s
+    with Child(["sleep", "30"]) as slow:
+        with pytest.raises(TimeoutError):
+            slow.wait(0.3)
+        assert slow.poll() is None
+        slow.kill()
+        assert slow.poll() == -signal.SIGKILL
