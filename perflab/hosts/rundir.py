@@ -92,7 +92,8 @@ _MEASURED = 'setsid --wait "$@"; s=$?; times 2>/dev/null > "$0/measured-$$-$EPOC
 # Shell functions: `stopped LEADER` stops LEADER's group (nothing in it forks any more), then each
 # descendant of LEADER as it is found, and prints those: PostgreSQL's backends each call setsid, so they
 # are outside the postmaster's group, and their environment (the tag) is overwritten by their titles.
-# `left PID...` waits until none of them runs (5 s at most): gone, or a zombie that init reaps in its time
+# `left PID...` waits until none of them runs (5 s at most): gone, or a zombie that init reaps in its time.
+# `killed LEADER` SIGKILLs LEADER's group and the descendants `stopped` found, and prints the pids killed
 _STOPPED = r"""
 stopped() {
   kill -s STOP -- "-$1" 2>/dev/null; t=$1
@@ -103,6 +104,10 @@ stopped() {
 }
 running() { [ -e "/proc/$1" ] && case "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null)" in Z*|X*|"") false;; esac; }
 left() { i=0; for q in "$@"; do while running "$q" && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; done; }
+killed() {
+  t=$(stopped "$1"); kill -s KILL -- "-$1" 2>/dev/null && echo "$1"
+  for q in $t; do kill -s KILL "$q" 2>/dev/null && echo "$q"; done
+}
 """
 # $1 = the run directory. Each recorded group whose leader still carries this run's tag (a recycled pid
 # belongs to someone else and is never touched) with its leader's descendants, then any process still
@@ -111,11 +116,7 @@ _STOP = _STOPPED + r"""
 d=$1
 tagged() { tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null | grep -qxF "PERFLAB_RUN=$d"; }
 all=
-[ -f "$d/pids" ] && for p in $(cat "$d/pids"); do
-  tagged "$p" || continue
-  t=$(stopped "$p"); kill -s KILL -- "-$p" 2>/dev/null && all="$all $p"
-  for q in $t; do kill -s KILL "$q" 2>/dev/null && all="$all $q"; done
-done
+[ -f "$d/pids" ] && for p in $(cat "$d/pids"); do tagged "$p" && all="$all $(killed "$p")"; done
 for e in /proc/[0-9]*/environ; do
   p=${e#/proc/}; p=${p%/environ}
   tagged "$p" && kill -s KILL "$p" 2>/dev/null && all="$all $p"
@@ -124,11 +125,10 @@ echo $all; left $all
 true
 """
 
-# $1 = a group's leader: it, its group and its descendants outside the group SIGKILLed (`stopped` first),
-# and waited for until none of them runs (`left`), as places/proc.kill_tree
+# $1 = a group's leader: it, its group and its descendants outside the group SIGKILLed (`killed`), and
+# waited for until none of them runs (`left`), as places/proc.kill_tree
 _KILL = _STOPPED + r"""
-p=$1; all=$(stopped "$p"); kill -s KILL -- "-$p" 2>/dev/null; for q in $all; do kill -s KILL "$q" 2>/dev/null; done
-left $all
+left $(killed "$1")
 true
 """
 

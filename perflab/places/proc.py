@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from perflab.errors import PerflabError, ToolMissingError
+from perflab.places.proctree import children
 from perflab.redact import redact, redact_argv
 
 T = TypeVar("T")
@@ -152,13 +153,14 @@ class Child:
     def kill(self) -> None:
         """SIGKILL the whole group (helpers it started included) and every descendant that left it,
         reap the leader and wait until those are gone too (`kill_tree`)."""
-        strays = kill_tree(self.pid) if self.popen.returncode is None else []
-        self.signal_group(signal.SIGKILL)  # what was in the group but outside the tree (a reparented helper)
-        if self.popen.returncode is None:
-            try:
-                self.wait(10)
-            except (TimeoutError, ChildProcessError):
-                pass
+        if self.popen.returncode is not None:  # reaped: what its leader left in the group
+            self.signal_group(signal.SIGKILL)
+            return
+        strays = kill_tree(self.pid)
+        try:
+            self.wait(10)
+        except (TimeoutError, ChildProcessError):
+            pass
         gone(strays, STRAYS_GONE_S)
 
 
@@ -173,7 +175,7 @@ def kill_tree(pid: int) -> list[tuple[int, int]]:
     (pid, start ticks), for `gone`."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGSTOP)
-    strays, todo = [], _children(pid)
+    strays, todo = [], children(pid)
     while todo:
         child = todo.pop()
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -181,23 +183,13 @@ def kill_tree(pid: int) -> list[tuple[int, int]]:
         ticks = start_ticks(child)
         if ticks is not None:
             strays.append((child, ticks))
-            todo += _children(child)
+            todo += children(child)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
     for child, _ in strays:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(child, signal.SIGKILL)
     return strays
-
-
-def _children(pid: int) -> list[int]:
-    """The children of every thread of `pid` (a thread that forked is their parent)."""
-    found: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError):
-                found += map(int, Path(f"/proc/{pid}/task/{task}/children").read_text(encoding="ascii").split())
-    return found
 
 
 def gone(processes: Sequence[tuple[int, int]], timeout: float) -> bool:
@@ -213,12 +205,17 @@ def gone(processes: Sequence[tuple[int, int]], timeout: float) -> bool:
 
 
 def _running(pid: int, ticks: int) -> bool:
+    fields = _stat(pid)
+    return fields is not None and int(fields[19]) == ticks and fields[0] not in (b"Z", b"X")
+
+
+def _stat(pid: int) -> list[bytes] | None:
+    """/proc/PID/stat's fields after the command's name (state first), None once it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return False
-    return int(fields[19]) == ticks and fields[0] not in (b"Z", b"X")
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
 
 
 def exited(pid: int, timeout: float) -> None:
@@ -240,10 +237,10 @@ def exited(pid: int, timeout: float) -> None:
 def start_ticks(pid: int) -> int | None:
     """When process `pid` started, in clock ticks since boot (/proc/PID/stat field 22): with the pid,
     what tells this process from a later one the pid was recycled for. None: it is gone."""
+    fields = _stat(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+        return int(fields[19]) if fields is not None else None
+    except (IndexError, ValueError):
         return None
 
 

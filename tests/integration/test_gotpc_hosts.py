@@ -93,7 +93,8 @@ def test_go_tpc_here_and_on_a_client_host_against_a_postgresql_server_host(
     go-tpc here, and on a client host (its password in a passfile there, the login over the hosts' own
     link). Each over TCP as the run's role; nothing left running on either host."""
     wire(ssh_lab, "load", "db")  # the client host reaches the server host
-    axis = '[variants.placement]\nhere = {{ server_host = "db" }}\nthere = {{ server_host = "db", client_host = "load" }}'
+    axis = '[variants.placement]\nhere = {{ server_host = "db" }}\n'
+    axis += 'there = {{ server_host = "db", client_host = "load" }}'
     body = EXPERIMENT.replace('[variants.sb]\n"64MB" = {{ server_options = {{ shared_buffers = "64MB" }} }}', axis)
     out, exported, cells = _run(ssh_lab, tmpfs, tmp_path, "", "db", "load", body=body, cells=2)
     by_label = {c["variant"]["placement"]: c for c in cells}

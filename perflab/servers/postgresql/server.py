@@ -13,9 +13,9 @@ via `setpriv --reuid/--regid/--init-groups`, and its run and data directories ar
 Shutdown: SIGINT to the postmaster is PostgreSQL's "fast" shutdown (roll back, checkpoint, exit),
 used before a snapshot is kept; otherwise SIGKILL to the postmaster and every backend (each
 backend calls setsid, outside the postmaster's group: places/proc.kill_tree finds them by parent,
-hosts/rundir.py's _KILL there), waited for until none is left. A backend that dies makes the postmaster kill and restart
-every backend ("terminating any other active server processes"): `restart_cause()` finds that
-in the log, and the cell fails with it.
+hosts/rundir.py's _KILL there), waited for until none is left. A backend that dies makes the
+postmaster kill and restart every backend ("terminating any other active server processes"):
+`restart_cause()` finds that in the log, and the cell fails with it.
 
     with PostgreSQL(rundir, datadir, {"shared_buffers": "256MB"}) as server:
         server.sql("SELECT 1")
